@@ -1,0 +1,38 @@
+"""``relaxpack.build``: an IRModule to an Executable the runtime runs.
+
+>>> exe = relaxpack.build(mod)                      # doctest: +SKIP
+>>> VirtualMachine(exe).run({"x": x})               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .ir.module import IRModule
+from .ir.well_formed import check_well_formed
+from .packager.codegen import codegen
+from .passes import PassContext, Sequential
+from .passes.legalize import legalize
+from .runtime.executable import Executable
+
+log = logging.getLogger(__name__)
+
+
+def lower_pipeline() -> Sequential:
+    """Graph ops to kernel calls: what every build runs after optimization."""
+    return Sequential([legalize], name="Lower")
+
+
+def build(mod: IRModule, opt_level: int = 2, check: bool = True) -> Executable:
+    """Compile ``mod`` for the :class:`~relaxpack.runtime.VirtualMachine`.
+
+    ``check`` runs the well-formedness checker on the input and after each pass.
+    """
+    if check:
+        check_well_formed(mod)
+    ctx = PassContext.current()
+    with PassContext(opt_level=opt_level, instruments=ctx.instruments, check_well_formed=check):
+        lowered = lower_pipeline()(mod)
+    exe = codegen(lowered)
+    log.debug("built %d functions, %d kernel calls", len(exe.functions), exe.kernel_call_count())
+    return exe

@@ -1,0 +1,42 @@
+"""The errors a user can cause.
+
+Every one of them is a :class:`RelaxpackError`, so a caller (or the CLI) can
+catch one type and print one line. Subclasses say which kind of thing is at
+fault; the message names the thing.
+"""
+
+
+class RelaxpackError(Exception):
+    """Base of every error a user of relaxpack can cause."""
+
+
+class DimError(RelaxpackError):
+    """A symbolic dimension expression is invalid or cannot be evaluated."""
+
+
+class ShapeError(RelaxpackError):
+    """Shapes or dtypes of an operation's operands do not fit together."""
+
+
+class IRError(RelaxpackError):
+    """An IR program is malformed (well-formedness, parsing, building)."""
+
+
+class ParseError(IRError):
+    """The text form of an IR program cannot be read."""
+
+
+class UnsupportedOpError(RelaxpackError):
+    """An operator (or an attribute value of one) is not supported."""
+
+
+class PassError(RelaxpackError):
+    """A pass failed or left the module malformed."""
+
+
+class InputError(RelaxpackError):
+    """A runtime input has a wrong name, dtype, rank or dimension."""
+
+
+class ArchiveError(RelaxpackError):
+    """A deployment archive is malformed or unsupported."""

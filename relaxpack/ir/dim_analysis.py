@@ -1,0 +1,134 @@
+"""Range reasoning over symbolic dims: bounds, proofs and simplification.
+
+Every variable has a range ``[lo, hi]`` (``hi`` may be ``None``: unbounded);
+variables without a declared range are dims, ``[0, None]``. Bounds come from
+sound interval arithmetic over the canonical form, so a proof that succeeds
+holds for every assignment within the ranges; a failed proof only means
+"could not prove".
+
+    >>> from relaxpack.ir.dims import dim_min, sym
+    >>> seq = sym("seq")
+    >>> ana = DimAnalyzer({"seq": (1, 512)})
+    >>> ana.prove_le(seq, 512), ana.simplify(dim_min(seq, 1024)), ana.upper_bound(seq // 2)
+    (True, DimExpr('seq'), 256)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+from ..errors import DimError
+from .dims import (  # the private helpers: this module is the other half of dims
+    Dim, _atom_dim, _floordiv, _FloorDiv, _fold, _interval, _Max, _min_max, _Min, _mod, _Mod,
+    _sub, _Sym, is_static, normalize, sym,
+)
+
+__all__ = ["DimAnalyzer"]
+
+
+class DimAnalyzer:
+    """Bounds, proofs and simplification of dims under variable ranges.
+
+    >>> ana = DimAnalyzer({"n": (1, 8)})
+    >>> ana.lower_bound(sym("n") * 2 - 1), ana.prove_gt(sym("n"), 0)
+    (1, True)
+    """
+
+    def __init__(self, ranges: Mapping[str, tuple[int, int | None]] | None = None):
+        self._ranges: dict[str, tuple[int, int | None]] = {}
+        for name, (lo, hi) in (ranges or {}).items():
+            self.set_range(name, lo, hi)
+
+    def set_range(self, name: str, lo: int, hi: int | None = None) -> None:
+        """Declare ``lo <= name <= hi`` (``hi=None``: no upper bound)."""
+        sym(name)  # validates the name
+        if not is_static(lo) or not (hi is None or is_static(hi)):
+            raise DimError(f"the range of {name!r} must be ints, got [{lo!r}, {hi!r}]")
+        if hi is not None and lo > hi:
+            raise DimError(f"empty range for {name!r}: {lo} > {hi}")
+        self._ranges[name] = (int(lo), None if hi is None else int(hi))
+
+    def range_of(self, name: str) -> tuple[int, int | None]:
+        """The declared range of ``name``, ``(0, None)`` if none was declared."""
+        return self._ranges.get(name, (0, None))
+
+    def _var_interval(self, name: str):
+        lo, hi = self.range_of(name)
+        return lo, math.inf if hi is None else hi
+
+    def _bounds(self, x) -> tuple:
+        """Interval of ``x``, intersected with that of its simplified form."""
+        x = normalize(x)
+        lo, hi = _interval(x, self._var_interval)
+        s = self.simplify(x)
+        if s != x:
+            slo, shi = _interval(s, self._var_interval)
+            lo, hi = max(lo, slo), min(hi, shi)
+        return lo, hi
+
+    def lower_bound(self, x) -> int | None:
+        """A lower bound of ``x`` over the ranges, ``None`` if unbounded or unknown."""
+        lo = self._bounds(x)[0]
+        return None if math.isinf(lo) else lo
+
+    def upper_bound(self, x) -> int | None:
+        """An upper bound of ``x`` over the ranges, ``None`` if unbounded or unknown."""
+        hi = self._bounds(x)[1]
+        return None if math.isinf(hi) else hi
+
+    def prove_equal(self, a, b) -> bool:
+        """Whether ``a == b`` for every value within the ranges."""
+        d = _sub(normalize(a), normalize(b))
+        return d == 0 or self._bounds(d) == (0, 0)
+
+    def prove_nonneg(self, x) -> bool:
+        """Whether ``x >= 0`` for every value within the ranges."""
+        return self._bounds(x)[0] >= 0
+
+    def prove_ge(self, a, b) -> bool:
+        """Whether ``a >= b`` for every value within the ranges."""
+        return self.prove_nonneg(_sub(normalize(a), normalize(b)))
+
+    def prove_gt(self, a, b) -> bool:
+        """Whether ``a > b`` for every value within the ranges."""
+        return self.prove_nonneg(_sub(_sub(normalize(a), normalize(b)), 1))
+
+    def prove_le(self, a, b) -> bool:
+        """Whether ``a <= b`` for every value within the ranges."""
+        return self.prove_ge(b, a)
+
+    def prove_lt(self, a, b) -> bool:
+        """Whether ``a < b`` for every value within the ranges."""
+        return self.prove_gt(b, a)
+
+    def simplify(self, x) -> Dim:
+        """``x`` with min/max, ``//`` and ``%`` folded where the ranges decide them.
+
+        >>> DimAnalyzer({"n": (0, 7)}).simplify(sym("n") // 8 + sym("n") % 8)
+        DimExpr('n')
+        """
+        ops = {_FloorDiv: self._floordiv, _Mod: self._mod, _Min: self._min, _Max: self._max}
+        return _fold(normalize(x), lambda name: _atom_dim(_Sym(name)), ops)
+
+    def _block(self, num: Dim, c: int) -> int | None:
+        """``q`` if every value of ``num`` lies in ``[q*c, q*c + c - 1]``."""
+        lo, hi = _interval(num, self._var_interval)
+        return lo // c if math.isfinite(lo) and math.isfinite(hi) and lo // c == hi // c else None
+
+    def _floordiv(self, num: Dim, c: int) -> Dim:
+        q = self._block(num, c)
+        return _floordiv(num, c) if q is None else q
+
+    def _mod(self, num: Dim, c: int) -> Dim:
+        q = self._block(num, c)
+        return _mod(num, c) if q is None else _sub(num, q * c)
+
+    def _le(self, a: Dim, b: Dim) -> bool:
+        return _interval(_sub(b, a), self._var_interval)[0] >= 0
+
+    def _min(self, a: Dim, b: Dim) -> Dim:
+        return a if self._le(a, b) else b if self._le(b, a) else _min_max(a, b, True)
+
+    def _max(self, a: Dim, b: Dim) -> Dim:
+        return b if self._le(a, b) else a if self._le(b, a) else _min_max(a, b, False)

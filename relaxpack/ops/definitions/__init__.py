@@ -1,0 +1,11 @@
+"""The IR's operator definitions, one module per family.
+
+Importing this package registers every op with :mod:`relaxpack.ops.registry`
+(the registry imports it lazily on first use). ``common`` holds the helpers
+the families share: broadcasting of symbolic shapes, axis normalization,
+dtype checks and error messages.
+"""
+
+from . import (  # noqa: F401  (imported for their registrations)
+    elementwise, index, intrinsics, linalg, manipulate, nn, normalization, reduce,
+)

@@ -1,0 +1,130 @@
+"""Indexing: strided_slice, take (numpy/ONNX Gather), gather_elements.
+
+>>> make_call("strided_slice", x, axes=(1,), begin=(0,), end=(-1,))      # doctest: +SKIP
+>>> make_call("take", embedding, ids, axis=0)                            # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from ...ir.dims import Dim, DimAnalyzer, dim_max, dim_min
+from ...ir.expr import Call
+from ...ir.struct_info import TensorStructInfo
+from ..registry import REQUIRED, register_op
+from .common import (
+    INT, attr_error, check_dtype_kind, fmt_sinfo, int_attr, int_tuple_attr, normalize_axes,
+    normalize_axis, result_vdevice, shape_error, tensor_arg, with_shape,
+)
+
+#: begin/end at or beyond +-HUGE mean "past the end" (ONNX's INT_MAX idiom);
+#: real dims are assumed smaller.
+HUGE = 2 ** 31 - 1
+
+
+def slice_length(dim: Dim, begin: int, end: int, step: int, analyzer: DimAnalyzer) -> Dim | None:
+    """The length of ``range(dim)[begin:end:step]``, clamped like numpy and
+    ONNX Slice. When the clamping depends on the value of a symbolic ``dim``
+    the length is an exact expression with ``min``/``max`` (the runtime
+    evaluates it), so the output shape is always known.
+
+    >>> slice_length(sym("n"), 1, HUGE, 1, DimAnalyzer())    # doctest: +SKIP
+    DimExpr('n - 1')
+    """
+    if isinstance(dim, int):
+        return len(range(*slice(begin, end, step).indices(dim)))
+    if step > 0:
+        start = _position(dim, begin, 0, dim, analyzer)
+        stop = _position(dim, end, 0, dim, analyzer)
+        span = stop - start
+    else:
+        start = _position(dim, begin, -1, dim - 1, analyzer)
+        stop = _position(dim, end, -1, dim - 1, analyzer)
+        span = start - stop
+    if analyzer.prove_le(span, 0):
+        return 0
+    if not analyzer.prove_nonneg(span):
+        span = dim_max(span, 0)
+    return analyzer.simplify((span + abs(step) - 1) // abs(step))
+
+
+def _position(dim: Dim, index: int, lo: Dim, hi: Dim, analyzer: DimAnalyzer) -> Dim:
+    """``index`` (negative: from the end) clamped to ``[lo, hi]``."""
+    if index >= HUGE:
+        return hi
+    if index <= -HUGE:
+        return lo
+    pos = index if index >= 0 else dim + index
+    if analyzer.prove_ge(pos, lo) and analyzer.prove_le(pos, hi):
+        return pos
+    if analyzer.prove_le(pos, lo):
+        return lo
+    if analyzer.prove_ge(pos, hi):
+        return hi
+    return dim_min(dim_max(pos, lo), hi)
+
+
+def _infer_strided_slice(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data = tensor_arg(call, 0)
+    axes = int_tuple_attr(call, "axes", allow_int=True)
+    begin = int_tuple_attr(call, "begin", allow_int=True)
+    end = int_tuple_attr(call, "end", allow_int=True)
+    strides = int_tuple_attr(call, "strides", allow_none=True, allow_int=True) or (1,) * len(axes)
+    if not len(axes) == len(begin) == len(end) == len(strides):
+        raise attr_error(call, f"axes {axes}, begin {begin}, end {end} and strides {strides} must have "
+                               f"the same length")
+    if 0 in strides:
+        raise attr_error(call, f"strides must be nonzero, got {strides}")
+    if data.ndim < 0:
+        return data
+    axes = normalize_axes(call, axes, data.ndim, fmt_sinfo(data))
+    if data.shape is None:
+        return data
+    shape = list(data.shape)
+    for axis, b, e, s in zip(axes, begin, end, strides):
+        length = slice_length(shape[axis], b, e, s, analyzer)
+        if length is None:
+            return with_shape(data, None, ndim=data.ndim)
+        shape[axis] = length
+    return with_shape(data, tuple(shape))
+
+
+register_op("strided_slice", infer=_infer_strided_slice,
+            attrs={"axes": REQUIRED, "begin": REQUIRED, "end": REQUIRED, "strides": None}, num_args=1,
+            doc="Slice begin:end:stride along axes, clamped like numpy / ONNX Slice.")
+
+
+def _infer_take(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data, indices = tensor_arg(call, 0, "data"), tensor_arg(call, 1, "indices")
+    check_dtype_kind(call, indices, INT, "indices")
+    vdevice = result_vdevice(call, (data, indices))
+    axis = int_attr(call, "axis")
+    if data.ndim == 0:
+        raise shape_error(call, "cannot take from a scalar")
+    if data.ndim < 0 or indices.ndim < 0:
+        return TensorStructInfo(None, data.dtype, -1, vdevice)
+    axis = normalize_axis(call, axis, data.ndim, fmt_sinfo(data))
+    if data.shape is None or indices.shape is None:
+        return TensorStructInfo(None, data.dtype, data.ndim - 1 + indices.ndim, vdevice)
+    shape = data.shape[:axis] + indices.shape + data.shape[axis + 1:]
+    return TensorStructInfo(shape, data.dtype, vdevice=vdevice)
+
+
+register_op("take", infer=_infer_take, attrs={"axis": 0}, num_args=2,
+            doc="numpy take / ONNX Gather: data.shape[:axis] + indices.shape + data.shape[axis+1:].")
+
+
+def _infer_gather_elements(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data, indices = tensor_arg(call, 0, "data"), tensor_arg(call, 1, "indices")
+    check_dtype_kind(call, indices, INT, "indices")
+    vdevice = result_vdevice(call, (data, indices))
+    axis = int_attr(call, "axis")
+    if data.ndim >= 0 and indices.ndim >= 0 and data.ndim != indices.ndim:
+        raise shape_error(call, f"data {fmt_sinfo(data)} and indices {fmt_sinfo(indices)} must have "
+                                f"the same rank")
+    ndim = max(data.ndim, indices.ndim)
+    if ndim >= 0:
+        normalize_axis(call, axis, ndim, fmt_sinfo(data))
+    return TensorStructInfo(indices.shape, data.dtype, ndim if indices.shape is None else -1, vdevice)
+
+
+register_op("gather_elements", infer=_infer_gather_elements, attrs={"axis": 0}, num_args=2,
+            doc="ONNX GatherElements: out[i][j] = data[indices[i][j]][j] (axis 0); shape of indices.")

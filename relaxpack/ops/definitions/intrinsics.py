@@ -1,0 +1,88 @@
+"""Calls into kernels and runtime functions, with the Relax conventions.
+
+* ``call_tir(kernel, (args...))`` -- destination-passing: the caller
+  allocates the outputs described by ``sinfo_args[0]`` and the kernel
+  writes into them. Pure.
+* ``call_dps_packed(func, (args...))`` -- the same convention for a
+  registered function. Pure.
+* ``call_packed(func, *args)`` -- a registered function that returns new
+  values (e.g. data-dependent shapes). Impure; its result is
+  ``sinfo_args[0]`` or ``R.Object``.
+
+Each takes one optional attribute, ``kernel_attrs``: ``None`` or a tuple of
+``(name, value)`` pairs passed to the kernel, with immutable values.
+
+>>> make_call("call_tir", ExternFunc("matmul_f32"), Tuple((x, w)),         # doctest: +SKIP
+...           sinfo_args=(TensorStructInfo((n, 128), "float32"),))
+"""
+
+from __future__ import annotations
+
+from ...errors import IRError
+from ...ir.dims import DimAnalyzer, DimExpr
+from ...ir.expr import Call, ExternFunc
+from ...ir.struct_info import ObjectStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
+from ..registry import register_op
+from .common import attr_error, fmt_sinfo, op_label, tuple_arg
+
+_IMMUTABLE = (int, float, bool, str, type(None), DimExpr)
+
+
+def _check_callee(call: Call) -> None:
+    if not isinstance(call.args[0], ExternFunc):
+        raise IRError(f"{op_label(call)}: the callee must be an ExternFunc (a kernel or registered "
+                      f"function name), got {type(call.args[0]).__name__}")
+
+
+def _check_kernel_attrs(call: Call) -> None:
+    value = call.attrs["kernel_attrs"]
+    if value is None:
+        return
+    ok = isinstance(value, tuple) and all(
+        isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) and _immutable(p[1])
+        for p in value)
+    if not ok:
+        raise attr_error(call, f"kernel_attrs must be a tuple of (name, value) pairs with immutable "
+                               f"values, got {value!r}")
+
+
+def _immutable(v) -> bool:
+    if isinstance(v, tuple):
+        return all(_immutable(x) for x in v)
+    return isinstance(v, _IMMUTABLE)
+
+
+def _is_tensors(sinfo: StructInfo) -> bool:
+    if isinstance(sinfo, TensorStructInfo):
+        return True
+    return isinstance(sinfo, TupleStructInfo) and all(_is_tensors(f) for f in sinfo.fields)
+
+
+def _infer_dps(call: Call, analyzer: DimAnalyzer) -> StructInfo:
+    _check_callee(call)
+    _check_kernel_attrs(call)
+    tuple_arg(call, 1, "args")
+    if not call.sinfo_args:
+        raise IRError(f"{op_label(call)}({call.args[0].global_symbol}) needs the output struct info "
+                      f"in sinfo_args")
+    out = call.sinfo_args[0]
+    if not _is_tensors(out):
+        raise IRError(f"{op_label(call)}({call.args[0].global_symbol}): destination-passing outputs must "
+                      f"be tensors or a tuple of tensors, got {fmt_sinfo(out)}")
+    return out
+
+
+register_op("call_tir", infer=_infer_dps, attrs={"kernel_attrs": None}, num_args=2,
+            doc="Call a kernel in destination-passing style; outputs are sinfo_args[0].")
+register_op("call_dps_packed", infer=_infer_dps, attrs={"kernel_attrs": None}, num_args=2,
+            doc="Call a registered function in destination-passing style; outputs are sinfo_args[0].")
+
+
+def _infer_call_packed(call: Call, analyzer: DimAnalyzer) -> StructInfo:
+    _check_callee(call)
+    _check_kernel_attrs(call)
+    return call.sinfo_args[0] if call.sinfo_args else ObjectStructInfo()
+
+
+register_op("call_packed", infer=_infer_call_packed, attrs={"kernel_attrs": None}, num_args=(1, None),
+            pure=False, doc="Call a registered function that returns new values (impure).")

@@ -1,0 +1,68 @@
+"""Linear algebra: matmul with numpy semantics.
+
+>>> make_call("matmul", x, w)              # (b, s, 64) @ (64, 128) -> (b, s, 128)   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from ...errors import IRError
+from ...ir.dims import DimAnalyzer, format_dim
+from ...ir.expr import Call
+from ...ir.struct_info import TensorStructInfo, check_dtype
+from ..registry import register_op
+from .common import (
+    NUMERIC, attr_error, broadcast_shapes, check_dtype_kind, fmt_shape, provably_different,
+    result_vdevice, same_dtype, shape_error, tensor_arg,
+)
+
+
+def _out_dtype(call: Call, dtype: str | None) -> str | None:
+    out = call.attrs["out_dtype"]
+    if out is None:
+        return dtype
+    try:
+        return check_dtype(out)
+    except IRError:
+        raise attr_error(call, f"attribute out_dtype is not a dtype: {out!r}") from None
+
+
+def _infer_matmul(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    a, b = tensor_arg(call, 0, "lhs"), tensor_arg(call, 1, "rhs")
+    dtype = _out_dtype(call, same_dtype(call, (a, b), ("lhs", "rhs")))
+    check_dtype_kind(call, a, NUMERIC, "lhs")
+    check_dtype_kind(call, b, NUMERIC, "rhs")
+    vdevice = result_vdevice(call, (a, b))
+    for s, side in ((a, "lhs"), (b, "rhs")):
+        if s.ndim == 0:
+            raise shape_error(call, f"{side} must have rank >= 1, got a scalar")
+    if a.ndim < 0 or b.ndim < 0:
+        return TensorStructInfo(None, dtype, -1, vdevice)
+    if a.shape is None or b.shape is None:
+        ndim = max(a.ndim, b.ndim) - (a.ndim == 1) - (b.ndim == 1)
+        if a.ndim == 1 and b.ndim == 1:
+            ndim = 0
+        return TensorStructInfo(None, dtype, ndim, vdevice)
+    # numpy: a 1-D lhs is a row (1, k), a 1-D rhs a column (k, 1); the
+    # added dim is dropped from the result.
+    lhs = (1, *a.shape) if a.ndim == 1 else a.shape
+    rhs = (*b.shape, 1) if b.ndim == 1 else b.shape
+    k_lhs, k_rhs = lhs[-1], rhs[-2]
+    if not (k_lhs == k_rhs or analyzer.prove_equal(k_lhs, k_rhs)):
+        shapes = f"{fmt_shape(a.shape)} and {fmt_shape(b.shape)}"
+        if (isinstance(k_lhs, int) and isinstance(k_rhs, int)) or provably_different(analyzer, k_lhs, k_rhs):
+            reason = f"{format_dim(k_lhs)} != {format_dim(k_rhs)}"
+        else:
+            reason = (f"{format_dim(k_lhs)} and {format_dim(k_rhs)} are not provably equal "
+                      f"(use R.match_cast)")
+        raise shape_error(call, f"inner dims of shapes {shapes} do not match: {reason}")
+    batch = broadcast_shapes(call, (lhs[:-2], rhs[:-2]), analyzer, shown=(a.shape, b.shape))
+    out = [*batch]
+    if a.ndim != 1:
+        out.append(lhs[-2])
+    if b.ndim != 1:
+        out.append(rhs[-1])
+    return TensorStructInfo(tuple(out), dtype, vdevice=vdevice)
+
+
+register_op("matmul", infer=_infer_matmul, attrs={"out_dtype": None}, num_args=2,
+            doc="Matrix product with numpy semantics (1-D operands, broadcast batch dims).")

@@ -1,0 +1,207 @@
+"""Convolution and pooling over N spatial dims, channels-first (NCHW-style).
+
+Window attributes (``strides``, ``dilation``, ``pool_size``) take one int for
+every spatial dim or a tuple with one value per spatial dim; ``padding``
+takes an int, one value per spatial dim (symmetric) or ONNX's ``pads``
+order: all begins, then all ends. The output spatial dims follow ONNX, and
+may be symbolic::
+
+    out = (in + pad_begin + pad_end - dilation * (k - 1) - 1) // stride + 1
+
+>>> make_call("nn.conv", x, w, strides=(2, 2), padding=(1, 1, 1, 1))   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from ...ir.dims import Dim, DimAnalyzer, format_dim
+from ...ir.expr import Call
+from ...ir.struct_info import TensorStructInfo
+from ..registry import REQUIRED, register_op
+from .common import (
+    FLOAT, NUMERIC, attr_error, bool_attr, check_dtype_kind, fmt_shape, int_attr, pads_attr,
+    per_spatial, provably_different, result_vdevice, same_dtype, shape_error, tensor_arg, with_shape,
+)
+
+
+def _window_rank(call: Call, sinfos: tuple[TensorStructInfo, ...]) -> int:
+    """The common rank of data (and weight) with >= 1 spatial dim; -1 if unknown."""
+    ranks = {s.ndim for s in sinfos if s.ndim >= 0}
+    if len(ranks) > 1:
+        shapes = " and ".join(fmt_shape(s.shape) if s.shape is not None else f"rank {s.ndim}"
+                              for s in sinfos)
+        raise shape_error(call, f"data and weight must have the same rank, got {shapes}")
+    ndim = ranks.pop() if ranks else -1
+    if 0 <= ndim < 3:
+        raise shape_error(call, f"data must be (N, C, *spatial) with at least one spatial dim, "
+                                f"got rank {ndim}")
+    return ndim
+
+
+def _check_positive(call: Call, dims: list[Dim], data: TensorStructInfo, analyzer: DimAnalyzer) -> None:
+    for d in dims:
+        if (isinstance(d, int) and d <= 0) or (not isinstance(d, int) and analyzer.prove_le(d, 0)):
+            raise shape_error(call, f"the window does not fit: input {fmt_shape(data.shape)} gives "
+                                    f"output spatial dims ({', '.join(map(format_dim, dims))})")
+
+
+def _groups(call: Call) -> int:
+    groups = int_attr(call, "groups")
+    if groups < 1:
+        raise attr_error(call, f"attribute groups must be >= 1, got {groups}")
+    return groups
+
+
+def _check_channels(call: Call, have: Dim, want: Dim, analyzer: DimAnalyzer, what: str,
+                    data: TensorStructInfo, weight: TensorStructInfo) -> None:
+    if have == want or analyzer.prove_equal(have, want):
+        return
+    if (isinstance(have, int) and isinstance(want, int)) or provably_different(analyzer, have, want):
+        raise shape_error(call, f"{what}: data {fmt_shape(data.shape)} has {format_dim(have)} channels "
+                                f"but weight {fmt_shape(weight.shape)} expects {format_dim(want)}")
+    # not provable either way: the kernel checks at run time
+
+
+def _infer_conv(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data, weight = tensor_arg(call, 0, "data"), tensor_arg(call, 1, "weight")
+    dtype = same_dtype(call, (data, weight), ("data", "weight"))
+    check_dtype_kind(call, data, NUMERIC)
+    vdevice = result_vdevice(call, (data, weight))
+    groups = _groups(call)
+    ndim = _window_rank(call, (data, weight))
+    if ndim < 0:
+        return TensorStructInfo(None, dtype, -1, vdevice)
+    n = ndim - 2
+    strides = per_spatial(call, "strides", n, minimum=1)
+    dilation = per_spatial(call, "dilation", n, minimum=1)
+    pad_b, pad_e = pads_attr(call, "padding", n)
+    if data.shape is None or weight.shape is None:
+        return TensorStructInfo(None, dtype, ndim, vdevice)
+    batch, channels, *spatial = data.shape
+    out_channels, in_per_group, *kernel = weight.shape
+    _check_channels(call, channels, groups * in_per_group, analyzer,
+                    f"channels must equal groups ({groups}) * weight dim 1", data, weight)
+    if isinstance(out_channels, int) and out_channels % groups:
+        raise shape_error(call, f"weight {fmt_shape(weight.shape)} has {out_channels} output channels, "
+                                f"not a multiple of groups ({groups})")
+    out = [(x + b + e - d * (k - 1) - 1) // s + 1
+           for x, k, s, d, b, e in zip(spatial, kernel, strides, dilation, pad_b, pad_e)]
+    _check_positive(call, out, data, analyzer)
+    return TensorStructInfo((batch, out_channels, *out), dtype, vdevice=vdevice)
+
+
+register_op("nn.conv", infer=_infer_conv,
+            attrs={"strides": 1, "padding": 0, "dilation": 1, "groups": 1}, num_args=2,
+            doc="N-d convolution: data (N, C, *spatial), weight (O, C/groups, *kernel).")
+
+
+def _infer_conv_transpose(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data, weight = tensor_arg(call, 0, "data"), tensor_arg(call, 1, "weight")
+    dtype = same_dtype(call, (data, weight), ("data", "weight"))
+    check_dtype_kind(call, data, NUMERIC)
+    vdevice = result_vdevice(call, (data, weight))
+    groups = _groups(call)
+    ndim = _window_rank(call, (data, weight))
+    if ndim < 0:
+        return TensorStructInfo(None, dtype, -1, vdevice)
+    n = ndim - 2
+    strides = per_spatial(call, "strides", n, minimum=1)
+    dilation = per_spatial(call, "dilation", n, minimum=1)
+    out_pad = per_spatial(call, "output_padding", n, minimum=0)
+    pad_b, pad_e = pads_attr(call, "padding", n)
+    for p, s, d in zip(out_pad, strides, dilation):
+        if p >= max(s, d):
+            raise attr_error(call, f"output_padding {out_pad} must be smaller than the stride "
+                                   f"or the dilation")
+    if data.shape is None or weight.shape is None:
+        return TensorStructInfo(None, dtype, ndim, vdevice)
+    batch, channels, *spatial = data.shape
+    in_channels, out_per_group, *kernel = weight.shape
+    _check_channels(call, channels, in_channels, analyzer, "channels must equal weight dim 0",
+                    data, weight)
+    out = [s * (x - 1) + p + d * (k - 1) + 1 - b - e
+           for x, k, s, d, p, b, e in zip(spatial, kernel, strides, dilation, out_pad, pad_b, pad_e)]
+    _check_positive(call, out, data, analyzer)
+    return TensorStructInfo((batch, out_per_group * groups, *out), dtype, vdevice=vdevice)
+
+
+register_op("nn.conv_transpose", infer=_infer_conv_transpose,
+            attrs={"strides": 1, "padding": 0, "output_padding": 0, "dilation": 1, "groups": 1},
+            num_args=2,
+            doc="N-d transposed convolution: data (N, C, *spatial), weight (C, O/groups, *kernel).")
+
+
+# ---------------------------------------------------------------- pooling
+
+def _pool_dim(x: Dim, k: int, s: int, d: int, b: int, e: int, ceil_mode: bool,
+              analyzer: DimAnalyzer) -> Dim | None:
+    """One pooled dim; ``None`` when ceil mode's last-window rule is undecidable."""
+    span = x + b + e - d * (k - 1) - 1
+    if not ceil_mode:
+        return span // s + 1
+    out = (span + s - 1) // s + 1
+    # ONNX/PyTorch drop a last window that would start inside the end
+    # padding: when (out - 1) * s >= x + b. Since (out - 1) * s < span + s,
+    # that cannot happen when s <= d * (k - 1) + 1 - e.
+    if s <= d * (k - 1) + 1 - e:
+        return out
+    last_start = (out - 1) * s
+    if isinstance(x, int):
+        return out - 1 if last_start >= x + b else out
+    if analyzer.prove_lt(last_start, x + b):
+        return out
+    if analyzer.prove_ge(last_start, x + b):
+        return out - 1
+    return None
+
+
+def _pool(with_count_include_pad: bool):
+    def infer(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+        data = tensor_arg(call, 0, "data")
+        check_dtype_kind(call, data, NUMERIC)
+        ceil_mode = bool_attr(call, "ceil_mode")
+        if with_count_include_pad:
+            bool_attr(call, "count_include_pad")
+        ndim = _window_rank(call, (data,))
+        if ndim < 0:
+            return data
+        n = ndim - 2
+        pool = per_spatial(call, "pool_size", n, minimum=1)
+        strides = per_spatial(call, "strides", n, minimum=1)
+        dilation = per_spatial(call, "dilation", n, minimum=1)
+        pad_b, pad_e = pads_attr(call, "padding", n)
+        for k, d, b, e in zip(pool, dilation, pad_b, pad_e):
+            if b >= d * (k - 1) + 1 or e >= d * (k - 1) + 1:
+                raise attr_error(call, f"padding {call.attrs['padding']!r} must be smaller than the "
+                                       f"window {pool} (dilated)")
+        if data.shape is None:
+            return data
+        out = [_pool_dim(x, k, s, d, b, e, ceil_mode, analyzer)
+               for x, k, s, d, b, e in zip(data.shape[2:], pool, strides, dilation, pad_b, pad_e)]
+        if any(o is None for o in out):
+            return with_shape(data, None, ndim=ndim)
+        _check_positive(call, out, data, analyzer)
+        return with_shape(data, (*data.shape[:2], *out))
+    return infer
+
+
+_POOL_ATTRS = {"pool_size": REQUIRED, "strides": 1, "padding": 0, "dilation": 1, "ceil_mode": False}
+
+register_op("nn.max_pool", infer=_pool(False), attrs=_POOL_ATTRS, num_args=1,
+            doc="N-d max pooling over the spatial dims of (N, C, *spatial).")
+register_op("nn.avg_pool", infer=_pool(True), attrs={**_POOL_ATTRS, "count_include_pad": False},
+            num_args=1, doc="N-d average pooling; count_include_pad counts padded cells.")
+
+
+def _infer_global_pool(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data = tensor_arg(call, 0, "data")
+    check_dtype_kind(call, data, FLOAT)
+    ndim = _window_rank(call, (data,))
+    if data.shape is None:
+        return data
+    return with_shape(data, (*data.shape[:2], *([1] * (ndim - 2))))
+
+
+register_op("nn.global_avg_pool", infer=_infer_global_pool, num_args=1,
+            doc="Mean over all spatial dims of (N, C, *spatial), kept as 1s.")
+register_op("nn.global_max_pool", infer=_infer_global_pool, num_args=1,
+            doc="Max over all spatial dims of (N, C, *spatial), kept as 1s.")

@@ -1,0 +1,96 @@
+"""The operator registry: one :class:`OpDef` per IR operator.
+
+An op is defined once: its name (the text form spells it ``R.<name>``), its
+attribute schema with defaults, the number of arguments, whether it is pure,
+and its struct-info inference function. Calls are made with
+:func:`make_call`, which checks the attributes against the schema.
+
+>>> from relaxpack.ops import make_call                 # doctest: +SKIP
+>>> make_call("nn.softmax", x, axis=-1)                  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from ..errors import IRError, UnsupportedOpError
+from ..ir.dims import DimAnalyzer
+from ..ir.expr import Call, Expr, Op
+from ..ir.struct_info import StructInfo
+
+REQUIRED = object()  # marks an attribute without a default
+
+InferFn = Callable[[Call, DimAnalyzer], StructInfo]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """What the IR knows about an operator."""
+
+    name: str
+    infer: InferFn
+    attrs: Mapping[str, Any] = field(default_factory=dict)  # attr name -> default or REQUIRED
+    min_args: int = 0
+    max_args: int | None = None  # None: variadic
+    pure: bool = True
+    doc: str = ""
+
+    def check_call(self, call: Call) -> None:
+        n = len(call.args)
+        if n < self.min_args or (self.max_args is not None and n > self.max_args):
+            want = (str(self.min_args) if self.max_args == self.min_args
+                    else f"{self.min_args}..{'' if self.max_args is None else self.max_args}")
+            raise IRError(f"R.{self.name} takes {want} arguments, got {n}")
+        unknown = set(call.attrs) - set(self.attrs)
+        if unknown:
+            raise IRError(f"R.{self.name} has no attribute(s) {sorted(unknown)}; "
+                          f"it takes {sorted(self.attrs)}")
+        missing = [k for k, v in self.attrs.items() if v is REQUIRED and k not in call.attrs]
+        if missing:
+            raise IRError(f"R.{self.name} needs attribute(s) {missing}")
+
+    def full_attrs(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
+        """``attrs`` with the schema's defaults filled in."""
+        return {k: attrs.get(k, v) for k, v in self.attrs.items()}
+
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def register_op(name: str, *, infer: InferFn, attrs: Mapping[str, Any] | None = None,
+                num_args: int | tuple[int, int | None] = 1, pure: bool = True, doc: str = "") -> OpDef:
+    """Define the op ``name``. ``num_args`` is a count or a (min, max) range."""
+    if name in _REGISTRY:
+        raise IRError(f"op {name!r} is registered twice")
+    lo, hi = (num_args, num_args) if isinstance(num_args, int) else num_args
+    opdef = OpDef(name, infer, dict(attrs or {}), lo, hi, pure, doc)
+    _REGISTRY[name] = opdef
+    return opdef
+
+
+def get_op_def(op: str | Op) -> OpDef:
+    name = op.name if isinstance(op, Op) else op
+    _ensure_loaded()
+    opdef = _REGISTRY.get(name)
+    if opdef is None:
+        raise UnsupportedOpError(f"unknown IR op R.{name}")
+    return opdef
+
+
+def registered_ops() -> list[str]:
+    _ensure_loaded()
+    return sorted(_REGISTRY)
+
+
+def make_call(name: str, /, *args: Expr, sinfo_args: tuple[StructInfo, ...] = (), **attrs) -> Call:
+    """A call of op ``name``; attributes not given take the schema's defaults."""
+    opdef = get_op_def(name)
+    opdef.check_call(Call(Op.get(name), args, attrs, sinfo_args))
+    return Call(Op.get(name), args, opdef.full_attrs(attrs), sinfo_args)
+
+
+def _ensure_loaded() -> None:
+    # The op definitions register themselves on import; importing them here
+    # (not at package import) keeps ``import relaxpack`` cheap.
+    from . import definitions  # noqa: F401

@@ -1,0 +1,329 @@
+"""Code generation: a legalized IRModule to VM bytecode (an Executable).
+
+Each function gets registers for its parameters, one for the shape heap
+(symbolic dims live in heap slots) and one per binding. Inputs are checked
+at entry (dtype, rank, constant dims, dim ranges, dims shared between
+inputs). ``call_tir`` becomes an allocation of the output and a kernel call
+in destination-passing style; ``call_packed`` a call that returns its value;
+``If`` a conditional jump.
+"""
+
+from __future__ import annotations
+
+from ..errors import IRError
+from ..ir.dims import free_vars, sym
+from ..ir.expr import (
+    Call, Constant, ExternFunc, Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr,
+    ShapeExpr, StringImm, Tuple, TupleGetItem, Var, VarBinding,
+)
+from ..ir.module import IRModule
+from ..ir.struct_info import PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
+from ..runtime.bytecode import CONST, IMM, NO_DST, REG, Goto, If as IfInstr, ParamInfo, Ret, VMFunction
+from ..runtime.bytecode import Call as CallInstr
+from ..runtime.executable import Executable, FuncEntry
+from .dim_program import dim_program
+
+
+class _ModuleState:
+    """What all functions share: the function table and the constants."""
+
+    def __init__(self, mod: IRModule):
+        self.mod = mod
+        self.func_table: list[FuncEntry] = []
+        self._func_index: dict[tuple[str, str], int] = {}
+        self.constants: list = []
+        self._const_index: dict[int, int] = {}
+
+    def func(self, kind: str, name: str) -> int:
+        key = (kind, name)
+        if key not in self._func_index:
+            self._func_index[key] = len(self.func_table)
+            self.func_table.append(FuncEntry(kind, name))
+        return self._func_index[key]
+
+    def constant(self, c: Constant) -> int:
+        key = id(c.data)
+        if key not in self._const_index:
+            self._const_index[key] = len(self.constants)
+            self.constants.append(c.data)
+        return self._const_index[key]
+
+
+class _FunctionCodegen:
+    def __init__(self, state: _ModuleState, name: str, func: Function):
+        self.state, self.name, self.func = state, name, func
+        self.instrs: list = []
+        self.reg_of: dict[Var, int] = {}
+        self.num_regs = 0
+        self.slot_of: dict[str, int] = {}
+        self.ranges = {n: (lo, hi) for n, lo, hi in func.attrs.get("dim_ranges", ())}
+        for p in func.params:
+            self.reg_of[p] = self.new_reg()
+        self.heap = self.new_reg()
+
+    # ------------------------------------------------------------ helpers
+    def new_reg(self) -> int:
+        self.num_regs += 1
+        return self.num_regs - 1
+
+    def emit_call(self, dst: int, kind: str, name: str, args=(), kwargs=()) -> None:
+        self.instrs.append(CallInstr(dst, self.state.func(kind, name), tuple(args),
+                                     tuple(sorted(kwargs, key=lambda kv: kv[0]))))
+
+    def builtin(self, name: str, *args, dst: int | None = None) -> int:
+        dst = self.new_reg() if dst is None else dst
+        self.emit_call(dst, "builtin", f"vm.builtin.{name}", args)
+        return dst
+
+    def slot(self, name: str) -> int:
+        if name not in self.slot_of:
+            raise IRError(f"{self.name}: symbolic dim {name!r} is used before an input or match_cast "
+                          f"defines it")
+        return self.slot_of[name]
+
+    def program(self, dim):
+        return dim_program(dim, self.slot)
+
+    def shape_operand(self, dims) -> tuple:
+        if all(isinstance(d, int) for d in dims):
+            return (IMM, tuple(dims))
+        programs = tuple(self.program(d) for d in dims)
+        reg = self.builtin("make_shape", (IMM, programs), (IMM, self.heap_size_placeholder), (REG, self.heap))
+        return (REG, reg)
+
+    # the heap size is known only at the end; a sentinel object is patched then
+    heap_size_placeholder = "__heap_size__"
+
+    # ------------------------------------------------------------ entry checks
+    def emit_param_checks(self) -> list[ParamInfo]:
+        infos = []
+        deferred = []
+        for p in self.func.params:
+            infos.append(self.param_info(p))
+            sinfo = p.struct_info
+            ctx = f"input {p.name_hint!r}"
+            if isinstance(sinfo, TensorStructInfo):
+                self.emit_call(NO_DST, "builtin", "vm.builtin.check_tensor",
+                               [(REG, self.reg_of[p]), (IMM, sinfo.dtype), (IMM, sinfo.ndim), (IMM, ctx)])
+                if sinfo.shape is not None:
+                    deferred += self.match_dims(self.reg_of[p], sinfo.shape, ctx, first_pass=True)
+            elif isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
+                deferred += self.match_dims(self.reg_of[p], sinfo.values, ctx, first_pass=True)
+        for reg, dims, ctx in deferred:
+            self.match_dims(reg, dims, ctx, first_pass=False)
+        return infos
+
+    def match_dims(self, reg: int, dims, ctx: str, first_pass: bool):
+        """Emit a match_shape. On the first pass, a dim whose vars are not yet
+        bound matches anything (``None``) and the value is matched again
+        after all inputs are seen; returns what to match again."""
+        pattern, deferred = [], False
+        for d in dims:
+            if isinstance(d, int):
+                pattern.append(d)
+                continue
+            names = free_vars(d)
+            if d == _sym(str(d)) and str(d) not in self.slot_of:
+                name = str(d)
+                self.slot_of[name] = len(self.slot_of)
+                lo, hi = self.ranges.get(name, (0, None))
+                pattern.append(("store", self.slot_of[name], name, lo, hi))
+            elif names <= set(self.slot_of):
+                pattern.append(("eq", self.program(d), str(d)))
+            elif first_pass:
+                pattern.append(None)
+                deferred = True
+            else:
+                raise IRError(f"{self.name}: {ctx} has dim {d}, whose variables no input defines alone")
+        self.emit_call(NO_DST, "builtin", "vm.builtin.match_shape",
+                       [(IMM, tuple(pattern)), (IMM, ctx), (IMM, self.heap_size_placeholder),
+                        (REG, reg), (REG, self.heap)])
+        return [(reg, dims, ctx)] if deferred else []
+
+    def param_info(self, p: Var) -> ParamInfo:
+        sinfo = p.struct_info
+        if isinstance(sinfo, TensorStructInfo):
+            shape = None if sinfo.shape is None else tuple(d if isinstance(d, int) else str(d) for d in sinfo.shape)
+            return ParamInfo(p.name_hint, "tensor", sinfo.dtype, sinfo.ndim, shape)
+        kind = {ShapeStructInfo: "shape", PrimStructInfo: "prim", TupleStructInfo: "tuple"}.get(type(sinfo), "object")
+        return ParamInfo(p.name_hint, kind)
+
+    # ------------------------------------------------------------ body
+    def generate(self) -> VMFunction:
+        self.builtin("alloc_shape_heap", (IMM, self.heap_size_placeholder), dst=self.heap)
+        params = self.emit_param_checks()
+        result = self.emit_seq(self.func.body)
+        self.instrs.append(Ret(result))
+        instrs = [self.patch_heap_size(i) for i in self.instrs]
+        return VMFunction(self.name, tuple(params), self.num_regs, tuple(instrs),
+                          outputs=self.output_names(), dim_ranges=tuple(self.func.attrs.get("dim_ranges", ())))
+
+    def patch_heap_size(self, ins):
+        if not isinstance(ins, CallInstr):
+            return ins
+        size = max(len(self.slot_of), 1)
+        args = tuple((IMM, size) if a == (IMM, self.heap_size_placeholder) else a for a in ins.args)
+        return CallInstr(ins.dst, ins.func, args, ins.kwargs)
+
+    def output_names(self) -> tuple[str, ...]:
+        names = self.func.attrs.get("output_names")
+        if names:
+            return tuple(names)
+        body = self.func.body.body
+        fields = body.fields if isinstance(body, Tuple) else (body,)
+        return tuple(getattr(f, "name_hint", f"output_{i}") for i, f in enumerate(fields))
+
+    def emit_seq(self, seq: SeqExpr) -> int:
+        for block in seq.blocks:
+            for binding in block.bindings:
+                self.emit_binding(binding)
+        return self.to_register(seq.body)
+
+    def emit_binding(self, b) -> None:
+        if isinstance(b, MatchCast):
+            reg = self.to_register(b.value)
+            self.emit_match_cast(reg, b)
+            self.reg_of[b.var] = reg
+            return
+        value = b.value
+        if isinstance(value, Var):          # an alias: share the register
+            self.reg_of[b.var] = self.reg_of_var(value)
+            return
+        self.reg_of[b.var] = self.emit_value(value, b.var)
+
+    def emit_match_cast(self, reg: int, b: MatchCast) -> None:
+        sinfo, ctx = b.struct_info, f"match_cast of {b.var.name_hint!r}"
+        if isinstance(sinfo, TensorStructInfo):
+            self.emit_call(NO_DST, "builtin", "vm.builtin.check_tensor",
+                           [(REG, reg), (IMM, sinfo.dtype), (IMM, sinfo.ndim), (IMM, ctx)])
+            if sinfo.shape is not None:
+                self.match_dims(reg, sinfo.shape, ctx, first_pass=False)
+        elif isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
+            self.match_dims(reg, sinfo.values, ctx, first_pass=False)
+
+    def reg_of_var(self, var: Var) -> int:
+        if var not in self.reg_of:
+            raise IRError(f"{self.name}: var {var.name_hint!r} is used before its definition")
+        return self.reg_of[var]
+
+    def to_register(self, expr) -> int:
+        if isinstance(expr, Var):
+            return self.reg_of_var(expr)
+        return self.emit_value(expr, None)
+
+    def operand(self, expr) -> tuple:
+        if isinstance(expr, Var):
+            return (REG, self.reg_of_var(expr))
+        if isinstance(expr, Constant):
+            return (CONST, self.state.constant(expr))
+        if isinstance(expr, PrimValue):
+            if isinstance(expr.value, int) or isinstance(expr.value, (float, bool)):
+                return (IMM, expr.value)
+            return (REG, self.builtin("make_shape", (IMM, (self.program(expr.value),)),
+                                      (IMM, self.heap_size_placeholder), (REG, self.heap)))
+        if isinstance(expr, StringImm):
+            return (IMM, expr.value)
+        if isinstance(expr, ShapeExpr):
+            return self.shape_operand(expr.values)
+        return (REG, self.emit_value(expr, None))
+
+    def emit_value(self, value, var: Var | None) -> int:
+        if isinstance(value, Call):
+            return self.emit_call_expr(value)
+        if isinstance(value, Tuple):
+            return self.builtin("make_tuple", *(self.operand(f) for f in value.fields))
+        if isinstance(value, TupleGetItem):
+            return self.builtin("tuple_getitem", self.operand(value.tuple_value), (IMM, value.index))
+        if isinstance(value, If):
+            return self.emit_if(value)
+        if isinstance(value, (Constant, PrimValue, StringImm, ShapeExpr)):
+            return self.builtin("identity", self.operand(value))
+        raise IRError(f"{self.name}: cannot generate code for a {type(value).__name__}")
+
+    def emit_call_expr(self, call: Call) -> int:
+        op = call.op
+        if isinstance(op, GlobalVar):
+            dst = self.new_reg()
+            self.emit_call(dst, "vm", op.name_hint, [self.operand(a) for a in call.args])
+            return dst
+        if not isinstance(op, Op):
+            raise IRError(f"{self.name}: cannot call a {type(op).__name__}")
+        if op.name in ("call_tir", "call_dps_packed"):
+            return self.emit_dps_call(call, "kernel" if op.name == "call_tir" else "packed")
+        if op.name == "call_packed":
+            callee = call.args[0]
+            dst = self.new_reg()
+            self.emit_call(dst, "packed", callee.global_symbol,
+                           [self.operand(a) for a in call.args[1:]], self.kernel_kwargs(call))
+            return dst
+        raise IRError(f"{self.name}: R.{op.name} was not legalized to a kernel call (run the Legalize pass)")
+
+    def kernel_kwargs(self, call: Call):
+        pairs = call.attrs.get("kernel_attrs") or ()
+        return [(k, (IMM, _plain(v, k))) for k, v in pairs]
+
+    def emit_dps_call(self, call: Call, kind: str) -> int:
+        callee, args = call.args
+        if not isinstance(callee, ExternFunc):
+            raise IRError(f"{self.name}: call_tir needs an ExternFunc callee")
+        arg_ops = [self.operand(a) for a in (args.fields if isinstance(args, Tuple) else (args,))]
+        out_sinfo = call.sinfo_args[0]
+        out = self.alloc(out_sinfo)
+        self.emit_call(NO_DST, kind, callee.global_symbol, arg_ops, [("out", (REG, out)), *self.kernel_kwargs(call)])
+        return out
+
+    def alloc(self, sinfo: StructInfo) -> int:
+        if isinstance(sinfo, TupleStructInfo):
+            fields = [(REG, self.alloc(f)) for f in sinfo.fields]
+            return self.builtin("make_tuple", *fields)
+        if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or sinfo.dtype is None:
+            raise IRError(f"{self.name}: cannot allocate an output of unknown shape or dtype ({sinfo})")
+        return self.builtin("alloc_tensor", (IMM, sinfo.dtype), self.shape_operand(sinfo.shape))
+
+    def emit_if(self, node: If) -> int:
+        cond = self.builtin("read_if_cond", self.operand(node.cond))
+        result = self.new_reg()
+        branch_at = len(self.instrs)
+        self.instrs.append(None)  # patched below
+        true_reg = self.emit_seq(node.true_branch)
+        self.builtin("identity", (REG, true_reg), dst=result)
+        goto_at = len(self.instrs)
+        self.instrs.append(None)
+        false_start = len(self.instrs)
+        false_reg = self.emit_seq(node.false_branch)
+        self.builtin("identity", (REG, false_reg), dst=result)
+        end = len(self.instrs)
+        self.instrs[branch_at] = IfInstr(cond, false_start - branch_at)
+        self.instrs[goto_at] = Goto(end - goto_at)
+        return result
+
+
+def _sym(name: str):
+    return sym(name) if name.isidentifier() else None
+
+
+def _plain(value, name: str):
+    """Kernel attributes must be plain data in the bytecode."""
+    if isinstance(value, (int, float, bool, str)) or value is None:
+        return value
+    if isinstance(value, tuple):
+        return tuple(_plain(v, name) for v in value)
+    raise IRError(f"kernel attribute {name}={value!r} is not plain data (ints, floats, strings, tuples)")
+
+
+def codegen(mod: IRModule) -> Executable:
+    """Translate a legalized module into an :class:`Executable`."""
+    state = _ModuleState(mod)
+    functions = {}
+    for name, func in mod.items():
+        if func.attrs.get("Primitive"):
+            continue
+        functions[name] = _FunctionCodegen(state, name, func).generate()
+    for entry in state.func_table:
+        if entry.kind == "vm" and entry.name not in functions:
+            raise IRError(f"call of function {entry.name!r}, which is not in the module")
+    metadata = {"stage": mod.stage}
+    return Executable(functions, state.func_table, state.constants, metadata)
+
+
+__all__ = ["codegen"]

@@ -1,0 +1,14 @@
+"""The deployable runtime: VM, executables and numpy kernels.
+
+It imports numpy and the standard library only (a test checks), so an
+archive runs anywhere numpy does::
+
+    from relaxpack.runtime import VirtualMachine
+    vm = VirtualMachine(exe)
+    outputs = vm.run({"x": x})
+"""
+
+from .executable import Executable, FuncEntry
+from .vm import VirtualMachine
+
+__all__ = ["Executable", "FuncEntry", "VirtualMachine"]

@@ -1,0 +1,194 @@
+"""VM builtins: shape heap, shape matching, allocation, tuples.
+
+A builtin is called like any function-table entry. One whose leading
+arguments are immediates may define ``specialize(*immediates)``: the VM
+calls it once when it prepares the instruction and calls the returned
+function with the remaining (register) arguments, so shape programs and
+match patterns are compiled once, not per call.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..errors import ArchiveError, InputError, ShapeError
+from .dtypes import numpy_dtype
+from .shape_program import compile_program
+
+BUILTINS: dict[str, Callable] = {}
+
+
+def builtin(name: str):
+    def register(fn):
+        BUILTINS[name] = fn
+        return fn
+    return register
+
+
+def specializable(fn, n_static: int, specialize) -> None:
+    """Declare that ``fn``'s first ``n_static`` arguments may be fixed once by
+    ``specialize(*static) -> callable(*rest)``."""
+    fn.n_static = n_static
+    fn.specialize = specialize
+
+
+def _error(ctx: str, message: str) -> Exception:
+    cls = InputError if ctx.startswith("input") else ShapeError
+    return cls(f"{ctx}: {message}")
+
+
+@builtin("vm.builtin.alloc_shape_heap")
+def alloc_shape_heap(size: int) -> list:
+    return [0] * size
+
+
+@builtin("vm.builtin.alloc_tensor")
+def alloc_tensor(dtype: str, shape: tuple) -> np.ndarray:
+    return np.empty(shape, numpy_dtype(dtype))
+
+
+def _alloc_tensor_specialize(dtype: str):
+    np_dtype = numpy_dtype(dtype)
+    return lambda shape: np.empty(shape, np_dtype)
+
+
+specializable(alloc_tensor, 1, _alloc_tensor_specialize)
+
+
+@builtin("vm.builtin.identity")
+def identity(value):
+    return value
+
+
+@builtin("vm.builtin.make_tuple")
+def make_tuple(*fields) -> tuple:
+    return fields
+
+
+@builtin("vm.builtin.tuple_getitem")
+def tuple_getitem(tup, index: int):
+    return tup[index]
+
+
+@builtin("vm.builtin.read_if_cond")
+def read_if_cond(value) -> bool:
+    array = np.asarray(value)
+    if array.size != 1:
+        raise ShapeError(f"If condition must hold one value, got shape {array.shape}")
+    return bool(array.reshape(()))
+
+
+@builtin("vm.builtin.make_shape")
+def make_shape(programs, heap_size: int, heap) -> tuple:
+    """The shape whose dims the ``programs`` compute from ``heap``."""
+    return _make_shape_specialize(programs, heap_size)(heap)
+
+
+def _make_shape_specialize(programs, heap_size: int):
+    fns = _compile_all(programs, heap_size)
+    if all(isinstance(p, int) for p in programs):
+        static = tuple(programs)
+        return lambda heap: static
+    return lambda heap: tuple(fn(heap) for fn in fns)
+
+
+specializable(make_shape, 2, _make_shape_specialize)
+
+
+def _compile_all(programs, heap_size: int):
+    if not isinstance(programs, (list, tuple)):
+        raise ArchiveError(f"make_shape takes a list of programs, got {programs!r}")
+    return [compile_program(p, heap_size) for p in programs]
+
+
+@builtin("vm.builtin.check_tensor")
+def check_tensor(value, dtype, ndim: int, ctx: str):
+    """Check that ``value`` is an array of ``dtype`` (None: any) and rank ``ndim`` (-1: any)."""
+    if not isinstance(value, np.ndarray):
+        raise _error(ctx, f"expected a tensor, got {type(value).__name__}")
+    if dtype is not None and value.dtype != numpy_dtype(dtype):
+        raise _error(ctx, f"has dtype {value.dtype}, expected {dtype}")
+    if ndim >= 0 and value.ndim != ndim:
+        raise _error(ctx, f"has rank {value.ndim} (shape {value.shape}), expected rank {ndim}")
+    return value
+
+
+@builtin("vm.builtin.match_shape")
+def match_shape(pattern, ctx: str, heap_size: int, value, heap):
+    """Match ``value``'s shape against ``pattern``, storing new dims in ``heap``.
+
+    A pattern entry per dim: ``None`` (any value), an int (the dim must equal it), ``["store",
+    slot, name, lo, hi]`` (bind the dim to ``name``; ``hi`` may be None) or
+    ``["eq", program, name]`` (the dim must equal the program's value).
+    """
+    return _match_shape_specialize(pattern, ctx, heap_size)(value, heap)
+
+
+def _match_shape_specialize(pattern, ctx: str, heap_size: int):
+    checks = [_compile_entry(i, entry, ctx, heap_size) for i, entry in enumerate(pattern)]
+    rank = len(pattern)
+
+    def match(value, heap):
+        shape = value.shape if isinstance(value, np.ndarray) else value
+        if len(shape) != rank:
+            raise _error(ctx, f"has rank {len(shape)} (shape {tuple(shape)}), expected rank {rank}")
+        for check, dim in zip(checks, shape):
+            check(int(dim), heap)
+        return value
+    return match
+
+
+specializable(match_shape, 3, _match_shape_specialize)
+
+
+def _compile_entry(i: int, entry, ctx: str, heap_size: int):
+    if entry is None:  # any value: matched again once all inputs are seen
+        return lambda dim, heap: None
+    if isinstance(entry, int) and not isinstance(entry, bool):
+        def check_const(dim, heap):
+            if dim != entry:
+                raise _error(ctx, f"dim {i} is {dim}, expected {entry}")
+        return check_const
+    if isinstance(entry, (list, tuple)) and len(entry) == 5 and entry[0] == "store":
+        _, slot, name, lo, hi = entry
+        if not isinstance(slot, int) or not 0 <= slot < heap_size:
+            raise ArchiveError(f"match_shape stores to heap slot {slot!r} of {heap_size}")
+
+        def store(dim, heap):
+            if dim < lo or (hi is not None and dim > hi):
+                bound = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+                raise _error(ctx, f"dim {i} ({name}) is {dim}, outside its range {bound}")
+            heap[slot] = dim
+        return store
+    if isinstance(entry, (list, tuple)) and len(entry) == 3 and entry[0] == "eq":
+        _, prog, name = entry
+        fn = compile_program(prog, heap_size)
+
+        def check_eq(dim, heap):
+            expected = fn(heap)
+            if dim != expected:
+                raise _error(ctx, f"dim {i} is {dim}, but {name} = {expected} here "
+                                  f"(from an earlier input or the model's shape relations)")
+        return check_eq
+    raise ArchiveError(f"malformed match_shape entry {entry!r}")
+
+
+@builtin("vm.builtin.check_prim")
+def check_prim(value, dtype: str, ctx: str):
+    array = np.asarray(value)
+    if array.ndim != 0:
+        raise _error(ctx, f"expected a scalar, got shape {array.shape}")
+    return array.astype(numpy_dtype(dtype)).item() if dtype.startswith(("int", "uint")) else array.item()
+
+
+@builtin("vm.builtin.shape_of")
+def shape_of(value: np.ndarray) -> tuple:
+    return tuple(value.shape)
+
+
+@builtin("vm.builtin.reshape_view")
+def reshape_view(value: np.ndarray, shape: tuple) -> np.ndarray:
+    """Reshape without copying when the layout allows (the planner treats it as an alias)."""
+    return value.reshape(shape)

@@ -1,0 +1,87 @@
+"""Executable: what a build produces and an archive stores.
+
+Bytecode functions, the function table (what each ``("f", i)`` operand
+names), the constants, and facts about the build. Plain data plus numpy
+arrays; :meth:`Executable.as_text` lists the bytecode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import ArchiveError
+from .bytecode import VMFunction, format_function
+
+#: Kinds of function-table entries.
+FUNC_KINDS = ("vm", "builtin", "kernel", "packed")
+
+
+@dataclass(frozen=True)
+class FuncEntry:
+    kind: str   # one of FUNC_KINDS
+    name: str
+
+    def __post_init__(self):
+        if self.kind not in FUNC_KINDS:
+            raise ArchiveError(f"unknown function-table kind {self.kind!r} for {self.name!r}")
+
+    @property
+    def label(self) -> str:
+        return self.name if self.kind in ("vm", "builtin") else f"{self.kind}.{self.name}"
+
+
+@dataclass
+class Executable:
+    """A compiled program for the :class:`~relaxpack.runtime.VirtualMachine`."""
+
+    functions: dict[str, VMFunction]
+    func_table: list[FuncEntry]
+    constants: list[np.ndarray]
+    metadata: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        names = [f.name for f in self.func_table if f.kind == "vm"]
+        missing = sorted(set(names) - set(self.functions))
+        if missing:
+            raise ArchiveError(f"function table names missing VM functions {missing}")
+
+    @property
+    def kernel_names(self) -> list[str]:
+        return sorted({f.name for f in self.func_table if f.kind == "kernel"})
+
+    def kernel_call_count(self) -> int:
+        """Kernel-call instructions in all functions (a static count)."""
+        kernels = {i for i, f in enumerate(self.func_table) if f.kind == "kernel"}
+        return sum(1 for fn in self.functions.values() for ins in fn.instructions
+                   if getattr(ins, "func", None) in kernels)
+
+    def as_text(self) -> str:
+        """The bytecode, one function after another."""
+        labels = [f.label for f in self.func_table]
+        parts = [format_function(fn, labels) for fn in self.functions.values()]
+        consts = ", ".join(f"c[{i}]: {c.dtype}{list(c.shape)}" for i, c in enumerate(self.constants))
+        return "\n\n".join(parts) + (f"\n\n# constants: {consts}" if consts else "")
+
+    def signature(self, name: str = "main") -> str:
+        fn = self.function(name)
+        params = ", ".join(f"{p.name}: {_param_text(p)}" for p in fn.params)
+        return f"{name}({params}) -> {', '.join(fn.outputs) or '?'}"
+
+    def function(self, name: str) -> VMFunction:
+        try:
+            return self.functions[name]
+        except KeyError:
+            raise ArchiveError(f"executable has no function {name!r}; it has {sorted(self.functions)}") from None
+
+    def input_names(self, name: str = "main") -> Sequence[str]:
+        return [p.name for p in self.function(name).params]
+
+
+def _param_text(p) -> str:
+    if p.kind != "tensor":
+        return p.kind
+    shape = "?" if p.shape is None else "(" + ", ".join(str(d) for d in p.shape) + ")"
+    return f"{p.dtype or '?'}{shape}"

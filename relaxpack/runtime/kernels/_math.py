@@ -1,0 +1,186 @@
+"""Helpers the kernel families share: the error function, working precision
+for low-precision floats, and attribute normalization.
+
+``erf`` evaluates the rational approximations of fdlibm's ``s_erf.c``
+(Sun Microsystems, 1993: "Permission to use, copy, modify, and distribute
+this software is freely granted, provided that this notice is preserved")
+vectorized in float64; the error of each approximation is below 2**-57, so
+float64 results are within about one ulp and float32/float16 results are
+correctly rounded except in rare ties. numpy has no ``erf`` and the runtime
+may not depend on scipy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ...errors import ShapeError
+
+# ---------------------------------------------------------------- erf
+
+_ERX = 8.45062911510467529297e-01
+_PP = (1.28379167095512558561e-01, -3.25042107247001499370e-01, -2.84817495755985104766e-02,
+       -5.77027029648944159157e-03, -2.37630166566501626084e-05)
+_QQ = (1.0, 3.97917223959155352819e-01, 6.50222499887672944485e-02, 5.08130628187576562776e-03,
+       1.32494738004321644526e-04, -3.96022827877536812320e-06)
+_PA = (-2.36211856075265944077e-03, 4.14856118683748331666e-01, -3.72207876035701323847e-01,
+       3.18346619901161753674e-01, -1.10894694282396677476e-01, 3.54783043256182359371e-02,
+       -2.16637559486879084300e-03)
+_QA = (1.0, 1.06420880400844228286e-01, 5.40397917702171048937e-01, 7.18286544141962662868e-02,
+       1.26171219808761642112e-01, 1.36370839120290507362e-02, 1.19844998467991074170e-02)
+_RA = (-9.86494403484714822705e-03, -6.93858572707181764372e-01, -1.05586262253232909814e+01,
+       -6.23753324503260060396e+01, -1.62396669462573470355e+02, -1.84605092906711035994e+02,
+       -8.12874355063065934246e+01, -9.81432934416914548592e+00)
+_SA = (1.0, 1.96512716674392571292e+01, 1.37657754143519042600e+02, 4.34565877475229228821e+02,
+       6.45387271733267880336e+02, 4.29008140027567833386e+02, 1.08635005541779435134e+02,
+       6.57024977031928170135e+00, -6.04244152148580987438e-02)
+_RB = (-9.86494292470009928597e-03, -7.99283237680523006574e-01, -1.77579549177547519889e+01,
+       -1.60636384855821916062e+02, -6.37566443368389627722e+02, -1.02509513161107724954e+03,
+       -4.83519191608651397019e+02)
+_SB = (1.0, 3.03380607434824582924e+01, 3.25792512996573918826e+02, 1.53672958608443695994e+03,
+       3.19985821950859553908e+03, 2.55305040643316442583e+03, 4.74528541206955367215e+02,
+       -2.24409524465858183362e+01)
+_HIGH_WORD = np.int64(-1 << 32)       # keeps the sign, exponent and top 20 mantissa bits
+
+
+def _poly(coefs: Sequence[float], t: np.ndarray) -> np.ndarray:
+    """sum(coefs[i] * t**i) by Horner's rule."""
+    acc = np.full_like(t, coefs[-1])
+    for c in coefs[-2::-1]:
+        acc *= t
+        acc += c
+    return acc
+
+
+def erf64(x: np.ndarray) -> np.ndarray:
+    """The error function of ``x``, computed and returned in float64.
+
+    >>> erf64(np.array([0.0, 0.5, -2.0]))          # doctest: +SKIP
+    array([ 0.        ,  0.52049988, -0.99532227])
+    """
+    x = np.asarray(x, dtype=np.float64)
+    ax = np.abs(x)
+    res = x.copy()                     # NaN stays NaN; every other value is overwritten
+
+    m = ax < 0.84375                   # erf(x) = x + x * P(x^2)/Q(x^2)
+    if m.any():
+        xs = x[m]
+        z = xs * xs
+        res[m] = xs + xs * (_poly(_PP, z) / _poly(_QQ, z))
+
+    m = (ax >= 0.84375) & (ax < 1.25)  # erf(1 + s) = c + P(s)/Q(s)
+    if m.any():
+        s = ax[m] - 1.0
+        res[m] = np.copysign(_ERX + _poly(_PA, s) / _poly(_QA, s), x[m])
+
+    m = (ax >= 1.25) & (ax < 6.0)      # erfc(x) = exp(-x^2 - 0.5625 + R(1/x^2)/S(1/x^2)) / x
+    if m.any():
+        a = ax[m]
+        s = 1.0 / (a * a)
+        near = a < 1.0 / 0.35
+        ratio = np.empty_like(a)
+        ratio[near] = _poly(_RA, s[near]) / _poly(_SA, s[near])
+        far = ~near
+        ratio[far] = _poly(_RB, s[far]) / _poly(_SB, s[far])
+        # -a^2 = -z^2 + (z - a)(z + a) with z = a truncated to 20 mantissa bits,
+        # so that z*z is exact and exp(-a^2) keeps its relative precision.
+        z = (a.view(np.int64) & _HIGH_WORD).view(np.float64)
+        r = np.exp(-z * z - 0.5625) * np.exp((z - a) * (z + a) + ratio)
+        res[m] = np.copysign(1.0 - r / a, x[m])
+
+    m = ax >= 6.0                      # erf rounds to +-1 in float64
+    res[m] = np.copysign(1.0, x[m])
+    return res
+
+
+# ---------------------------------------------------------------- working precision
+
+_LOW_FLOATS = ("float16", "bfloat16", "float8", "float4")
+
+
+def is_low_float(dtype: np.dtype) -> bool:
+    """True for float16, bfloat16 and the 8- and 4-bit floats: numpy computes
+    them slowly or not at all, so kernels work in float32 and round once."""
+    return np.dtype(dtype).name.startswith(_LOW_FLOATS)
+
+
+def work_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype to compute in for results of ``dtype``."""
+    return np.dtype(np.float32) if is_low_float(dtype) else np.dtype(dtype)
+
+
+def scratch(out: np.ndarray) -> np.ndarray:
+    """``out`` itself, or a float32 buffer of its shape when ``out`` is a low float."""
+    return np.empty(out.shape, np.float32) if is_low_float(out.dtype) else out
+
+
+def commit(buf: np.ndarray, out: np.ndarray) -> None:
+    """Store ``buf`` (from :func:`scratch`) into ``out``, rounding once."""
+    if buf is not out:
+        np.copyto(out, buf, casting="unsafe")
+
+
+def load(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``x`` copied into :func:`scratch` of ``out`` (``x`` may broadcast):
+    a buffer the caller may then transform in place."""
+    buf = scratch(out)
+    np.copyto(buf, x, casting="unsafe")
+    return buf
+
+
+def upcast(x: np.ndarray) -> np.ndarray:
+    """``x`` in its working precision (a float32 copy for low floats, else ``x``)."""
+    return x.astype(np.float32) if is_low_float(x.dtype) else x
+
+
+# ---------------------------------------------------------------- attributes
+
+
+def per_spatial(value: Any, n: int, name: str) -> tuple[int, ...]:
+    """An int-or-tuple window attribute expanded to ``n`` ints."""
+    if isinstance(value, (int, np.integer)):
+        return (int(value),) * n
+    values = tuple(int(v) for v in value)
+    if len(values) != n:
+        raise ShapeError(f"attribute {name}={value!r} needs {n} values (one per spatial dim)")
+    return values
+
+
+def pads(value: Any, n: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Padding as (begins, ends) from an int, ``n`` values or ONNX's ``2n``."""
+    if isinstance(value, (int, np.integer)):
+        values = (int(value),) * n
+    else:
+        values = tuple(int(v) for v in value)
+    if len(values) == n:
+        values = values + values
+    if len(values) != 2 * n:
+        raise ShapeError(f"attribute padding={value!r} needs {n} or {2 * n} values")
+    return values[:n], values[n:]
+
+
+def axis_tuple(axis: Any, ndim: int) -> tuple[int, ...]:
+    """``None`` (all axes), an int or a sequence of ints, normalized to ``[0, ndim)``."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    return tuple(normalize_axis(a, ndim) for a in axes)
+
+
+def normalize_axis(axis: int, ndim: int) -> int:
+    axis = int(axis)
+    if not -ndim <= axis < ndim:
+        raise ShapeError(f"axis {axis} is out of range for a tensor of rank {ndim}")
+    return axis + ndim if axis < 0 else axis
+
+
+def separate(out: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``arrays``, each copied if it may share memory with ``out``.
+
+    The memory planner may let an elementwise kernel write into an input
+    that dies there; a kernel that reads an input after it started writing
+    ``out`` passes that input through here first.
+    """
+    return tuple(a.copy() if np.may_share_memory(a, out) else a for a in arrays)

@@ -1,0 +1,65 @@
+"""The kernel table and the decorator that fills it.
+
+A kernel is a plain numpy function registered under the name of the IR op it
+implements. Destination-passing kernels (``dps=True``) write into ``out``, a
+preallocated array (or a tuple of arrays) of the inferred shape and dtype,
+and return ``None``; packed kernels (``dps=False``) return new arrays, for
+ops whose output shape depends on the data.
+
+>>> @register_kernel("negative")                       # doctest: +SKIP
+... def negative(x, *, out):
+...     np.negative(x, out=out)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ...errors import UnsupportedOpError
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A registered kernel: ``fn(*inputs, out, **attrs)`` when ``dps``, else
+    ``fn(*inputs, **attrs) -> array | tuple[array, ...]``."""
+
+    name: str
+    fn: Callable
+    dps: bool
+
+
+#: kernel name (the IR op's name) -> kernel
+KERNELS: dict[str, Kernel] = {}
+
+
+def register_kernel(*names: str, dps: bool = True) -> Callable[[Callable], Callable]:
+    """Register the decorated function as the kernel of each op in ``names``.
+
+    The function is returned unchanged, so one function may serve several
+    names when it takes the op name as a bound argument elsewhere.
+    """
+    if not names:
+        raise TypeError("register_kernel needs at least one kernel name")
+
+    def wrap(fn: Callable) -> Callable:
+        for name in names:
+            if name in KERNELS:
+                raise ValueError(f"kernel {name!r} is registered twice")
+            KERNELS[name] = Kernel(name, fn, dps)
+        return fn
+    return wrap
+
+
+def register_packed(*names: str) -> Callable[[Callable], Callable]:
+    """Register a kernel that returns new arrays (data-dependent output shapes)."""
+    return register_kernel(*names, dps=False)
+
+
+def get_kernel(name: str) -> Kernel:
+    """The kernel registered as ``name``; an :class:`UnsupportedOpError` if none is."""
+    kernel = KERNELS.get(name)
+    if kernel is None:
+        raise UnsupportedOpError(f"no runtime kernel for op {name!r} "
+                                 f"({len(KERNELS)} kernels are registered)")
+    return kernel

@@ -1,0 +1,174 @@
+"""Activation kernels (the ``nn.*`` elementwise ops).
+
+Each loads the input into ``out`` (or into a float32 buffer for float16 and
+bfloat16, rounded once at the end) and transforms it in place, so a kernel
+makes at most one extra temporary.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...errors import UnsupportedOpError
+from ._math import commit, erf64, load, separate
+from ._registry import register_kernel
+
+_SELU_ALPHA = 1.67326319217681884765625
+_SELU_GAMMA = 1.05070102214813232421875
+
+
+@register_kernel("nn.relu")
+def relu(x, *, out):
+    """``max(x, 0)``; NaN stays NaN."""
+    np.maximum(x, out.dtype.type(0), out=out)
+
+
+@register_kernel("nn.leakyrelu")
+def leakyrelu(x, *, out, alpha=0.01):
+    """``x if x >= 0 else alpha * x``."""
+    buf = load(x, out)
+    np.multiply(buf, alpha, out=buf, where=buf < 0)
+    commit(buf, out)
+
+
+@register_kernel("nn.prelu")
+def prelu(x, slope, *, out):
+    """``x if x >= 0 else slope * x``; ``slope`` broadcasts to ``x``."""
+    (x,) = separate(out, x)
+    np.multiply(x, slope, out=out)
+    np.copyto(out, x, where=x >= 0)
+
+
+def _exp_minus_one_of_negative_part(buf: np.ndarray) -> np.ndarray:
+    """``expm1(min(buf, 0))``, a new array (the positive side never overflows)."""
+    neg = np.minimum(buf, 0)
+    np.expm1(neg, out=neg)
+    return neg
+
+
+@register_kernel("nn.elu")
+def elu(x, *, out, alpha=1.0):
+    """``x if x > 0 else alpha * (exp(x) - 1)``."""
+    buf = load(x, out)
+    neg = _exp_minus_one_of_negative_part(buf)
+    neg *= alpha
+    np.copyto(buf, neg, where=~(buf > 0))        # NaN takes the (NaN) negative branch
+    commit(buf, out)
+
+
+@register_kernel("nn.selu")
+def selu(x, *, out, alpha=_SELU_ALPHA, gamma=_SELU_GAMMA):
+    """``gamma * (x if x > 0 else alpha * (exp(x) - 1))``."""
+    buf = load(x, out)
+    neg = _exp_minus_one_of_negative_part(buf)
+    neg *= alpha
+    np.copyto(buf, neg, where=~(buf > 0))
+    buf *= gamma
+    commit(buf, out)
+
+
+def _softplus_into(buf: np.ndarray) -> None:
+    """``buf = log(1 + exp(buf))`` in place, without overflow:
+    ``max(x, 0) + log1p(exp(-|x|))``."""
+    t = np.abs(buf)
+    np.negative(t, out=t)
+    np.exp(t, out=t)
+    np.log1p(t, out=t)
+    np.maximum(buf, 0, out=buf)
+    buf += t
+
+
+@register_kernel("nn.softplus")
+def softplus(x, *, out):
+    """``log(1 + exp(x))``."""
+    buf = load(x, out)
+    _softplus_into(buf)
+    commit(buf, out)
+
+
+@register_kernel("nn.softsign")
+def softsign(x, *, out):
+    """``x / (1 + |x|)``."""
+    buf = load(x, out)
+    denom = np.abs(buf)
+    denom += 1
+    buf /= denom
+    commit(buf, out)
+
+
+@register_kernel("nn.mish")
+def mish(x, *, out):
+    """``x * tanh(softplus(x))``."""
+    buf = load(x, out)
+    t = buf.copy()
+    _softplus_into(t)
+    np.tanh(t, out=t)
+    buf *= t
+    commit(buf, out)
+
+
+@register_kernel("nn.silu")
+def silu(x, *, out):
+    """``x * sigmoid(x)``."""
+    buf = load(x, out)
+    s = np.negative(buf)
+    with np.errstate(over="ignore"):
+        np.exp(s, out=s)
+    s += 1
+    buf /= s
+    commit(buf, out)
+
+
+@register_kernel("nn.hard_sigmoid")
+def hard_sigmoid(x, *, out, alpha=0.2, beta=0.5):
+    """``max(0, min(1, alpha * x + beta))``."""
+    buf = load(x, out)
+    buf *= alpha
+    buf += beta
+    np.clip(buf, 0, 1, out=buf)
+    commit(buf, out)
+
+
+@register_kernel("nn.hard_swish")
+def hard_swish(x, *, out):
+    """``x * max(0, min(1, x / 6 + 1 / 2))`` (ONNX HardSwish)."""
+    buf = load(x, out)
+    gate = buf * (1 / 6)
+    gate += 0.5
+    np.clip(gate, 0, 1, out=gate)
+    buf *= gate
+    commit(buf, out)
+
+
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+
+@register_kernel("nn.gelu")
+def gelu(x, *, out, approximate="none"):
+    """``x * Phi(x)``: ``0.5 * x * (1 + erf(x / sqrt(2)))``, or with
+    ``approximate="tanh"`` ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))``."""
+    if approximate == "none":
+        # erf is evaluated in float64 anyway; finishing there costs little and
+        # rounds float32 results once.
+        x64 = np.asarray(x, dtype=np.float64)
+        y = erf64(x64 * (1 / math.sqrt(2)))
+        y += 1
+        y *= x64
+        y *= 0.5
+        np.copyto(out, y, casting="unsafe")
+        return
+    if approximate != "tanh":
+        raise UnsupportedOpError(f"nn.gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    buf = load(x, out)
+    inner = np.square(buf)
+    inner *= 0.044715 * _SQRT_2_OVER_PI
+    inner += _SQRT_2_OVER_PI
+    inner *= buf
+    np.tanh(inner, out=inner)
+    inner += 1
+    buf *= 0.5
+    buf *= inner
+    commit(buf, out)
+

@@ -1,0 +1,200 @@
+"""Elementwise kernels: unary math, broadcasting binary ops, clip, where.
+
+Each writes straight into ``out`` with a ufunc's ``out=`` so no result
+temporary is made. Integer division and remainder follow the op
+definitions (``divide`` truncates like ONNX Div; ``mod`` takes the divisor's
+sign unless ``fmod``). Activations live in :mod:`.activation`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._math import commit, erf64, is_low_float, load, separate
+from ._registry import register_kernel
+
+# ---------------------------------------------------------------- unary math
+
+_UFUNCS = {
+    "abs": np.abs, "negative": np.negative, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "tanh": np.tanh, "asin": np.arcsin,
+    "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh,
+    "acosh": np.arccosh, "atanh": np.arctanh, "floor": np.floor, "ceil": np.ceil,
+    "round": np.rint,            # half to even, like ONNX Round
+    "sign": np.sign, "square": np.square, "logical_not": np.logical_not,
+    "bitwise_not": np.invert, "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
+}
+
+
+def _unary_kernel(name: str, ufunc: np.ufunc):
+    def kernel(x, *, out):
+        if is_low_float(out.dtype) and out.dtype != np.float16:
+            # bfloat16 and the small floats: compute in float32, round once
+            buf = load(x, out)
+            with np.errstate(all="ignore"):
+                ufunc(buf, out=buf)
+            commit(buf, out)
+            return
+        with np.errstate(all="ignore"):     # log(0), sqrt(-1): IEEE results, no warnings
+            ufunc(x, out=out)
+    kernel.__name__ = kernel.__qualname__ = name.replace(".", "_")
+    kernel.__doc__ = f"``out = {ufunc.__name__}(x)``."
+    return kernel
+
+
+for _name, _ufunc in _UFUNCS.items():
+    register_kernel(_name)(_unary_kernel(_name, _ufunc))
+
+
+@register_kernel("rsqrt")
+def rsqrt(x, *, out):
+    """``1 / sqrt(x)``."""
+    buf = load(x, out)
+    with np.errstate(all="ignore"):
+        np.sqrt(buf, out=buf)
+        np.reciprocal(buf, out=buf)
+    commit(buf, out)
+
+
+@register_kernel("reciprocal")
+def reciprocal(x, *, out):
+    """``1 / x``."""
+    with np.errstate(all="ignore"):
+        np.divide(1, x, out=out)
+
+
+@register_kernel("sigmoid")
+def sigmoid(x, *, out):
+    """``1 / (1 + exp(-x))``; exp(-x) overflowing to inf gives the right 0."""
+    buf = load(x, out)
+    with np.errstate(over="ignore"):
+        np.negative(buf, out=buf)
+        np.exp(buf, out=buf)
+    buf += 1
+    np.reciprocal(buf, out=buf)
+    commit(buf, out)
+
+
+@register_kernel("erf")
+def erf(x, *, out):
+    """The Gauss error function (fdlibm's approximations in float64)."""
+    np.copyto(out, erf64(x), casting="unsafe")
+
+
+# ---------------------------------------------------------------- binary
+
+_BINARY = {
+    "add": np.add, "subtract": np.subtract, "multiply": np.multiply,
+    "maximum": np.maximum, "minimum": np.minimum,
+    "equal": np.equal, "not_equal": np.not_equal, "less": np.less, "less_equal": np.less_equal,
+    "greater": np.greater, "greater_equal": np.greater_equal,
+    "logical_and": np.logical_and, "logical_or": np.logical_or, "logical_xor": np.logical_xor,
+    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+}
+
+
+def _binary_kernel(name: str, ufunc: np.ufunc):
+    def kernel(lhs, rhs, *, out):
+        ufunc(lhs, rhs, out=out)
+    kernel.__name__ = kernel.__qualname__ = name
+    kernel.__doc__ = f"``out = {ufunc.__name__}(lhs, rhs)`` with broadcasting."
+    return kernel
+
+
+for _name, _ufunc in _BINARY.items():
+    register_kernel(_name)(_binary_kernel(_name, _ufunc))
+
+
+@register_kernel("divide")
+def divide(lhs, rhs, *, out):
+    """``lhs / rhs``; integers truncate toward zero (ONNX Div), and an
+    integer division by zero gives 0 (numpy's choice; ONNX leaves it undefined)."""
+    with np.errstate(all="ignore"):
+        if out.dtype.kind not in "iu":
+            np.divide(lhs, rhs, out=out)
+        elif out.dtype.kind == "u":
+            np.floor_divide(lhs, rhs, out=out)
+        else:
+            # trunc(a / b) = (a - fmod(a, b)) / b, exactly, in integer arithmetic
+            (rhs,) = separate(out, rhs)
+            rem = np.fmod(lhs, rhs)
+            np.subtract(lhs, rem, out=out)
+            np.floor_divide(out, rhs, out=out)
+
+
+@register_kernel("floor_divide")
+def floor_divide(lhs, rhs, *, out):
+    """``floor(lhs / rhs)`` (numpy ``//``); integer division by zero gives 0."""
+    with np.errstate(all="ignore"):
+        np.floor_divide(lhs, rhs, out=out)
+
+
+@register_kernel("mod")
+def mod(lhs, rhs, *, out, fmod=False):
+    """Remainder: the dividend's sign with ``fmod`` (C fmod), else the divisor's
+    (Python %); an integer remainder by zero gives 0."""
+    with np.errstate(all="ignore"):
+        (np.fmod if fmod else np.remainder)(lhs, rhs, out=out)
+
+
+@register_kernel("power")
+def power(lhs, rhs, *, out):
+    """``lhs ** rhs``. A negative integer exponent truncates the exact
+    result toward zero (like ONNX/onnxruntime's cast of pow): 1 and -1 keep
+    their powers, every other base gives 0 (0 ** -n too)."""
+    with np.errstate(all="ignore"):
+        if out.dtype.kind != "i":
+            np.power(lhs, rhs, out=out)
+            return
+        negative = rhs < 0
+        if not negative.any():
+            np.power(lhs, rhs, out=out)
+            return
+        odd = (rhs & 1).astype(bool)
+        small = np.where(lhs == 1, 1, np.where(lhs == -1, np.where(odd, -1, 1), 0))
+        np.power(lhs, np.where(negative, 0, rhs), out=out)
+        np.copyto(out, small, where=negative, casting="unsafe")
+
+
+# ---------------------------------------------------------------- clip, where
+
+def _bound(value, dtype: np.dtype, lower: bool):
+    """A float clip bound as a value of ``dtype``: integers round inward and
+    saturate to the dtype's range, so the comparison stays exact."""
+    if value is None or dtype.kind not in "iu":
+        return value
+    if math.isnan(value):
+        return None
+    info = np.iinfo(dtype)
+    if math.isinf(value):
+        return None if (value < 0) == lower else (info.max if lower else info.min)
+    v = math.ceil(value) if lower else math.floor(value)
+    return dtype.type(min(max(v, info.min), info.max))
+
+
+@register_kernel("clip")
+def clip(x, *, out, min=None, max=None):  # noqa: A002 (the op's attribute names)
+    """Clamp to ``[min, max]``; ``None`` leaves a side open; ``min > max``
+    gives ``max`` everywhere (ONNX Clip)."""
+    lo, hi = _bound(min, out.dtype, True), _bound(max, out.dtype, False)
+    if lo is None and hi is None:
+        np.copyto(out, x)
+        return
+    if lo is not None:
+        np.maximum(x, lo, out=out, casting="unsafe")
+        x = out
+    if hi is not None:
+        np.minimum(x, hi, out=out, casting="unsafe")
+
+
+@register_kernel("where")
+def where(condition, x, y, *, out):
+    """``x`` where ``condition`` else ``y``, all three broadcast to ``out``."""
+    if np.may_share_memory(out, x):      # out may reuse x's memory (in-place plan)
+        np.copyto(out, x)
+        np.copyto(out, y, where=np.logical_not(condition))
+        return
+    np.copyto(out, y)
+    np.copyto(out, x, where=condition)

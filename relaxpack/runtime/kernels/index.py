@@ -1,0 +1,61 @@
+"""Indexing: strided_slice, take (ONNX Gather), gather_elements.
+
+Indices may be negative (counting from the end, as ONNX allows); an index
+out of range is a :class:`~relaxpack.errors.ShapeError` naming the op.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ShapeError
+from ._math import normalize_axis
+from ._registry import register_kernel
+
+
+def _ints(value) -> tuple[int, ...]:
+    return (int(value),) if isinstance(value, (int, np.integer)) else tuple(int(v) for v in value)
+
+
+@register_kernel("strided_slice")
+def strided_slice(x, *, out, axes, begin, end, strides=None):
+    """``x[begin:end:stride]`` along ``axes``, clamped like numpy and ONNX Slice."""
+    axes, begin, end = _ints(axes), _ints(begin), _ints(end)
+    strides = (1,) * len(axes) if strides is None else _ints(strides)
+    index = [slice(None)] * x.ndim
+    for axis, b, e, s in zip(axes, begin, end, strides):
+        # Python's slice clamping is ONNX Slice's: for a negative step the
+        # start clamps to [0, dim - 1] and the end to [-1, dim - 1].
+        index[normalize_axis(axis, x.ndim)] = slice(b, e, s)
+    np.copyto(out, x[tuple(index)])
+
+
+def _index_error(name: str, indices: np.ndarray, size: int, axis: int) -> ShapeError:
+    bad = indices[(indices < -size) | (indices >= size)]
+    shown = int(bad.flat[0]) if bad.size else "?"
+    return ShapeError(f"{name}: index {shown} is out of range for axis {axis} of size {size}")
+
+
+@register_kernel("take")
+def take(data, indices, *, out, axis=0):
+    """numpy take / ONNX Gather: ``data.shape[:axis] + indices.shape + data.shape[axis+1:]``."""
+    ax = normalize_axis(axis, data.ndim)
+    try:
+        np.take(data, indices, axis=ax, out=out, mode="raise")
+    except IndexError:
+        raise _index_error("take", indices, data.shape[ax], ax) from None
+
+
+@register_kernel("gather_elements")
+def gather_elements(data, indices, *, out, axis=0):
+    """ONNX GatherElements: ``out[i][j] = data[indices[i][j]][j]`` (axis 0).
+
+    ``indices`` has the rank of ``data``; its other dims may be smaller.
+    """
+    ax = normalize_axis(axis, data.ndim)
+    grid = list(np.ogrid[tuple(slice(0, n) for n in indices.shape)])
+    grid[ax] = indices
+    try:
+        out[...] = data[tuple(grid)]
+    except IndexError:
+        raise _index_error("gather_elements", indices, data.shape[ax], ax) from None

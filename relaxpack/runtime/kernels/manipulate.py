@@ -1,0 +1,99 @@
+"""Shape manipulation: reshape, permute_dims, concat, split, astype,
+broadcast_to, expand_dims, squeeze, flatten.
+
+``out`` is C-contiguous, so a reshape of ``out`` is always a view: the
+reshaping kernels copy the input into ``out`` viewed in the input's shape
+and never materialize a reshaped copy of a strided input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ShapeError
+from ._math import normalize_axis
+from ._registry import register_kernel
+
+
+def _copy_reshaped(name: str, x: np.ndarray, out: np.ndarray) -> None:
+    if x.size != out.size:
+        raise ShapeError(f"{name}: cannot reshape {x.shape} ({x.size} elements) into {out.shape} "
+                         f"({out.size} elements)")
+    np.copyto(out.reshape(x.shape), x)
+
+
+@register_kernel("reshape")
+def reshape(x, shape, *, out):
+    """``x`` with the shape ``shape`` (one dim may be -1; ``out`` has the result's shape)."""
+    _copy_reshaped("reshape", x, out)
+
+
+@register_kernel("flatten")
+def flatten(x, *, out, axis=1):
+    """ONNX Flatten: 2-D ``(prod(shape[:axis]), prod(shape[axis:]))``."""
+    _copy_reshaped("flatten", x, out)
+
+
+@register_kernel("expand_dims")
+def expand_dims(x, *, out, axis):
+    """``x`` with 1-dims inserted at ``axis`` of the output."""
+    _copy_reshaped("expand_dims", x, out)
+
+
+@register_kernel("squeeze")
+def squeeze(x, *, out, axis=None):
+    """``x`` without the 1-dims at ``axis`` (``None``: all of them)."""
+    _copy_reshaped("squeeze", x, out)
+
+
+@register_kernel("permute_dims")
+def permute_dims(x, *, out, axes=None):
+    """Transpose: output dim i is input dim ``axes[i]`` (``None`` reverses)."""
+    np.copyto(out, x.transpose(None if axes is None else tuple(axes)))
+
+
+@register_kernel("broadcast_to")
+def broadcast_to(x, shape, *, out):
+    """``x`` broadcast to ``shape`` (numpy rules, unidirectional)."""
+    np.copyto(out, x)
+
+
+@register_kernel("astype")
+def astype(x, *, out, dtype):
+    """Cast to ``out``'s dtype (``dtype`` names it). Floats to integers
+    truncate; out-of-range values are undefined in ONNX (numpy wraps)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.copyto(out, x, casting="unsafe")
+
+
+@register_kernel("concat")
+def concat(tensors, *, out, axis=0):
+    """Concatenate the tuple ``tensors`` along ``axis``."""
+    np.concatenate(tensors, axis=normalize_axis(axis, out.ndim), out=out)
+
+
+def split_points(length: int, spec, name: str = "split") -> list[int]:
+    """The boundaries ``[0, ..., length]`` of the pieces of a dim of ``length``:
+    ``spec`` sections of ``ceil(length / spec)`` (the last may be smaller), or
+    numpy split indices clamped to the dim."""
+    if isinstance(spec, (int, np.integer)):
+        sections = int(spec)
+        chunk = -(-length // sections)
+        points = [min(i * chunk, length) for i in range(sections)] + [length]
+        if sections > 1 and (sections - 1) * chunk > length:
+            raise ShapeError(f"{name}: cannot split a dim of {length} into {sections} sections")
+        return points
+    return [0] + [min(max(int(i), 0), length) for i in spec] + [length]
+
+
+@register_kernel("split")
+def split(x, *, out, indices_or_sections, axis=0):
+    """Split along ``axis`` into a tuple of pieces (``out`` is a tuple)."""
+    ax = normalize_axis(axis, x.ndim)
+    points = split_points(x.shape[ax], indices_or_sections)
+    if len(points) - 1 != len(out):
+        raise ShapeError(f"split: {len(points) - 1} pieces but {len(out)} outputs")
+    index = [slice(None)] * x.ndim
+    for piece, start, stop in zip(out, points, points[1:]):
+        index[ax] = slice(start, stop)
+        np.copyto(piece, x[tuple(index)])

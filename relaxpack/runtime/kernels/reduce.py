@@ -1,0 +1,135 @@
+"""Reductions over axes (sum, mean, prod, max, min) and argmax/argmin.
+
+``axis=None`` reduces every axis; reduced axes disappear, or stay as 1s with
+``keepdims``. Low floats accumulate in float32. Empty reductions give the
+identity (sum 0, prod 1), the dtype's lowest / highest value for max / min
+(ONNX's rule for an empty ReduceMax / ReduceMin), and NaN for a float mean.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ShapeError
+from ._math import axis_tuple, is_low_float, normalize_axis
+from ._registry import register_kernel
+
+
+def _accumulator(out: np.ndarray) -> np.dtype:
+    return np.dtype(np.float32) if is_low_float(out.dtype) else out.dtype
+
+
+def _reduce_into(ufunc_reduce, x, out, axes, keepdims, **kwargs) -> None:
+    if is_low_float(out.dtype):
+        result = ufunc_reduce(x, axis=axes, dtype=np.float32, keepdims=keepdims, **kwargs)
+        np.copyto(out, result, casting="unsafe")
+        return
+    ufunc_reduce(x, axis=axes, dtype=out.dtype, out=out, keepdims=keepdims, **kwargs)
+
+
+@register_kernel("sum")
+def sum_(x, *, out, axis=None, keepdims=False):
+    """Sum over ``axis`` (accumulating in the dtype, so integers wrap)."""
+    _reduce_into(np.add.reduce, x, out, axis_tuple(axis, x.ndim), keepdims)
+
+
+@register_kernel("prod")
+def prod(x, *, out, axis=None, keepdims=False):
+    """Product over ``axis``."""
+    _reduce_into(np.multiply.reduce, x, out, axis_tuple(axis, x.ndim), keepdims)
+
+
+@register_kernel("mean")
+def mean(x, *, out, axis=None, keepdims=False):
+    """Arithmetic mean over ``axis``. An integer mean is the integer sum
+    divided by the count, truncated toward zero (as onnx's reference ReduceMean)."""
+    axes = axis_tuple(axis, x.ndim)
+    count = 1
+    for a in axes:
+        count *= x.shape[a]
+    if out.dtype.kind in "iu":
+        np.add.reduce(x, axis=axes, dtype=out.dtype, out=out, keepdims=keepdims)
+        if count:       # divide truncating toward zero, in exact integer arithmetic
+            negative = out < 0
+            np.abs(out, out=out)
+            np.floor_divide(out, count, out=out)
+            np.negative(out, out=out, where=negative)
+        return
+    acc = _accumulator(out)
+    total = np.add.reduce(x, axis=axes, dtype=acc, keepdims=keepdims)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        np.divide(total, count, out=out, casting="unsafe")
+
+
+def _extreme(dtype: np.dtype, lowest: bool):
+    if dtype.kind == "b":
+        return not lowest
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return info.min if lowest else info.max
+    return -np.inf if lowest else np.inf
+
+
+def _minmax(ufunc, x, out, axis, keepdims, lowest: bool) -> None:
+    axes = axis_tuple(axis, x.ndim)
+    kwargs = {}
+    if any(x.shape[a] == 0 for a in axes):
+        kwargs["initial"] = _extreme(x.dtype, lowest)
+    if is_low_float(x.dtype) and x.dtype != np.float16:
+        x = x.astype(np.float32)
+    result = ufunc.reduce(x, axis=axes, keepdims=keepdims, **kwargs)
+    np.copyto(out, result, casting="unsafe")
+
+
+@register_kernel("max")
+def max_(x, *, out, axis=None, keepdims=False):
+    """Maximum over ``axis`` (NaN propagates)."""
+    if not is_low_float(x.dtype) and not any(x.shape[a] == 0 for a in axis_tuple(axis, x.ndim)):
+        np.maximum.reduce(x, axis=axis_tuple(axis, x.ndim), out=out, keepdims=keepdims)
+        return
+    _minmax(np.maximum, x, out, axis, keepdims, lowest=True)
+
+
+@register_kernel("min")
+def min_(x, *, out, axis=None, keepdims=False):
+    """Minimum over ``axis`` (NaN propagates)."""
+    if not is_low_float(x.dtype) and not any(x.shape[a] == 0 for a in axis_tuple(axis, x.ndim)):
+        np.minimum.reduce(x, axis=axis_tuple(axis, x.ndim), out=out, keepdims=keepdims)
+        return
+    _minmax(np.minimum, x, out, axis, keepdims, lowest=False)
+
+
+def _arg_reduce(fn, name, x, out, axis, keepdims, select_last_index) -> None:
+    if axis is None:
+        flat = x.reshape(-1)
+        length = flat.shape[0]
+        data, ax = flat, 0
+    else:
+        ax = normalize_axis(axis, x.ndim)
+        length = x.shape[ax]
+        data = x
+    if length == 0:
+        if out.size == 0:
+            return
+        raise ShapeError(f"{name}: cannot take the {name[3:]} of an empty axis (input shape {x.shape})")
+    if is_low_float(data.dtype) and data.dtype != np.float16:
+        data = data.astype(np.float32)
+    if select_last_index:
+        data = np.flip(data, axis=ax)
+    result = fn(data, axis=ax, keepdims=True)
+    if select_last_index:
+        result = (length - 1) - result
+    np.copyto(out, result.reshape(out.shape), casting="unsafe")
+
+
+@register_kernel("argmax")
+def argmax(x, *, out, axis=None, keepdims=False, select_last_index=False):
+    """Index (int64) of the first (or last) maximum along ``axis``
+    (``None``: of the flattened tensor; keepdims then keeps all dims as 1s)."""
+    _arg_reduce(np.argmax, "argmax", x, out, axis, keepdims, select_last_index)
+
+
+@register_kernel("argmin")
+def argmin(x, *, out, axis=None, keepdims=False, select_last_index=False):
+    """Index (int64) of the first (or last) minimum along ``axis``."""
+    _arg_reduce(np.argmin, "argmin", x, out, axis, keepdims, select_last_index)

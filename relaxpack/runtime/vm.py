@@ -1,0 +1,209 @@
+"""The virtual machine: runs an :class:`Executable` with numpy.
+
+On creation the VM resolves every function-table entry (kernels, builtins,
+bytecode functions), binds constants and immediates, specializes builtins on
+their immediate arguments, and turns each instruction into a closure; a call
+then only moves values between registers and calls kernels.
+
+>>> vm = VirtualMachine(exe)                      # doctest: +SKIP
+>>> vm.run({"x": x})["y"]                         # doctest: +SKIP
+>>> vm["main"](x)                                 # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from ..errors import ArchiveError, InputError, RelaxpackError
+from .builtins import BUILTINS
+from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunction
+from .executable import Executable
+from .kernels import get_kernel
+
+Step = Callable[[list], int]
+
+
+class _Prepared:
+    __slots__ = ("func", "steps", "num_registers")
+
+    def __init__(self, func: VMFunction):
+        self.func = func
+        self.steps: list[Step] = []
+        self.num_registers = func.num_registers
+
+
+class VirtualMachine:
+    """Executes bytecode functions of an executable."""
+
+    def __init__(self, exe: Executable):
+        self.exe = exe
+        self._index = {name: i for i, name in enumerate(exe.functions)}
+        self._prepared = [_Prepared(f) for f in exe.functions.values()]
+        self._callees = [self._resolve(i, entry) for i, entry in enumerate(exe.func_table)]
+        for prepared in self._prepared:
+            prepared.steps = [self._prepare(prepared.func, pc, ins)
+                              for pc, ins in enumerate(prepared.func.instructions)]
+
+    # ------------------------------------------------------------ public API
+    def __getitem__(self, name: str) -> Callable[..., Any]:
+        if name not in self._index:
+            raise InputError(f"no function {name!r}; the executable has {sorted(self._index)}")
+        index = self._index[name]
+        return lambda *args: self._invoke(index, args)
+
+    def run(self, inputs: Mapping[str, Any], function: str = "main") -> dict[str, Any]:
+        """Run ``function`` on named inputs; returns outputs by name."""
+        func = self.exe.function(function)
+        names = [p.name for p in func.params]
+        unknown = sorted(set(inputs) - set(names))
+        if unknown:
+            raise InputError(f"unknown input(s) {unknown}; the model's inputs are {names}")
+        missing = [n for n in names if n not in inputs]
+        if missing:
+            raise InputError(f"missing input(s) {missing}; the model's inputs are {names}")
+        args = [_as_value(inputs[p.name], p) for p in func.params]
+        result = self._invoke(self._index[function], args)
+        outputs = func.outputs or ("output",)
+        values = result if len(outputs) > 1 else (result,)
+        if len(values) != len(outputs):
+            raise RelaxpackError(f"function {function!r} returned {len(values)} values for "
+                                 f"{len(outputs)} outputs")
+        return dict(zip(outputs, values))
+
+    # ------------------------------------------------------------ execution
+    def _invoke(self, index: int, args) -> Any:
+        prepared = self._prepared[index]
+        func = prepared.func
+        if len(args) != len(func.params):
+            raise InputError(f"{func.name} takes {len(func.params)} inputs "
+                             f"({', '.join(p.name for p in func.params)}), got {len(args)}")
+        regs: list = [None] * (prepared.num_registers + 1)
+        regs[:len(args)] = args
+        steps = prepared.steps
+        pc = 0
+        while pc >= 0:
+            pc = steps[pc](regs)
+        return regs[-1]
+
+    # ------------------------------------------------------------ preparation
+    def _resolve(self, index: int, entry) -> Callable:
+        if entry.kind == "vm":
+            target = self._index[entry.name]
+            return lambda *args: self._invoke(target, args)
+        if entry.kind == "builtin":
+            fn = BUILTINS.get(entry.name)
+            if fn is None:
+                raise ArchiveError(f"unknown VM builtin {entry.name!r}")
+            return fn
+        if entry.kind in ("kernel", "packed"):
+            return get_kernel(entry.name).fn
+        raise ArchiveError(f"unknown function-table kind {entry.kind!r}")
+
+    def _operand(self, func: VMFunction, operand) -> tuple[bool, Any]:
+        """(is_register, register index or bound value)."""
+        kind, value = operand
+        if kind == REG:
+            _check_register(func, value)
+            return True, value
+        if kind == IMM:
+            return False, value
+        if kind == CONST:
+            if not isinstance(value, int) or not 0 <= value < len(self.exe.constants):
+                raise ArchiveError(f"{func.name}: constant index {value!r} out of range")
+            return False, self.exe.constants[value]
+        if kind == FUNC:
+            if not isinstance(value, int) or not 0 <= value < len(self._callees):
+                raise ArchiveError(f"{func.name}: function index {value!r} out of range")
+            return False, self._callees[value]
+        raise ArchiveError(f"{func.name}: unknown operand kind {kind!r}")
+
+    def _prepare(self, func: VMFunction, pc: int, ins) -> Step:
+        n = len(func.instructions)
+        if isinstance(ins, Ret):
+            _check_register(func, ins.src)
+            src, last = ins.src, func.num_registers
+
+            def ret(regs):
+                regs[last] = regs[src]
+                return -1
+            return ret
+        if isinstance(ins, Goto):
+            target = _jump(func, pc, ins.offset, n)
+            return lambda regs: target
+        if isinstance(ins, If):
+            _check_register(func, ins.cond)
+            cond, nxt, target = ins.cond, pc + 1, _jump(func, pc, ins.false_offset, n)
+            return lambda regs: nxt if regs[cond] else target
+        if isinstance(ins, Call):
+            return self._prepare_call(func, pc, ins)
+        raise ArchiveError(f"{func.name}: unknown instruction {ins!r}")
+
+    def _prepare_call(self, func: VMFunction, pc: int, ins: Call) -> Step:
+        if not isinstance(ins.func, int) or not 0 <= ins.func < len(self._callees):
+            raise ArchiveError(f"{func.name}: call of function index {ins.func!r} out of range")
+        fn = self._callees[ins.func]
+        args = [self._operand(func, a) for a in ins.args]
+        kwargs = [(k, *self._operand(func, v)) for k, v in ins.kwargs]
+        n_static = getattr(fn, "n_static", 0)
+        if n_static and len(args) >= n_static and not any(is_reg for is_reg, _ in args[:n_static]):
+            fn = fn.specialize(*(v for _, v in args[:n_static]))
+            args = args[n_static:]
+        if ins.dst != NO_DST:
+            _check_register(func, ins.dst)
+        return _make_call_step(fn, args, kwargs, ins.dst, pc + 1, self.exe.func_table[ins.func].label)
+
+
+def _make_call_step(fn, args, kwargs, dst: int, nxt: int, label: str) -> Step:
+    reg_args = [(i, v) for i, (is_reg, v) in enumerate(args) if is_reg]
+    template = [v for _, v in args]
+    static_kwargs = {k: v for k, is_reg, v in kwargs if not is_reg}
+    reg_kwargs = [(k, v) for k, is_reg, v in kwargs if is_reg]
+    keep = dst != NO_DST
+
+    if not reg_kwargs and all(is_reg for is_reg, _ in args):
+        indices = [v for _, v in args]
+        if not static_kwargs:
+            def step(regs):
+                result = fn(*[regs[i] for i in indices])
+                if keep:
+                    regs[dst] = result
+                return nxt
+            return step
+
+    def step(regs):
+        values = list(template)
+        for i, r in reg_args:
+            values[i] = regs[r]
+        kw = dict(static_kwargs)
+        for k, r in reg_kwargs:
+            kw[k] = regs[r]
+        result = fn(*values, **kw)
+        if keep:
+            regs[dst] = result
+        return nxt
+    return step
+
+
+def _check_register(func: VMFunction, reg) -> None:
+    if isinstance(reg, bool) or not isinstance(reg, int) or not 0 <= reg < func.num_registers:
+        raise ArchiveError(f"{func.name}: register {reg!r} out of range 0..{func.num_registers - 1}")
+
+
+def _jump(func: VMFunction, pc: int, offset, n: int) -> int:
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= pc + offset < n:
+        raise ArchiveError(f"{func.name}: jump at {pc} by {offset!r} leaves the function")
+    return pc + offset
+
+
+def _as_value(value, param):
+    """An input as the VM takes it: tensors as numpy arrays (no dtype change)."""
+    if param.kind == "tensor":
+        if isinstance(value, np.ndarray):
+            return value
+        try:
+            return np.asarray(value)
+        except Exception as err:
+            raise InputError(f"input {param.name!r}: cannot be read as an array ({err})") from None
+    return value

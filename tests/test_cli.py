@@ -1,0 +1,48 @@
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from relaxpack.cli import app
+from relaxpack.examples import transformer_block
+
+runner = CliRunner()
+
+
+def test_help_lists_the_commands():
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("demo", "ir", "version"):
+        assert command in result.output
+
+
+def test_demo_prints_ir_and_checks_it():
+    result = runner.invoke(app, ["demo"])
+    assert result.exit_code == 0, result.output
+    assert "def main(x: R.Tensor((\"batch\", \"seq\", 64), \"float32\"))" in result.output
+    assert "R.nn.layer_norm" in result.output
+    assert "well formed: yes; text round trip: yes" in result.output
+
+
+def test_ir_command_reads_checks_and_prints(tmp_path):
+    path = tmp_path / "block.py"
+    path.write_text(transformer_block().script())
+    result = runner.invoke(app, ["ir", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "R.nn.softmax" in result.output
+
+
+def test_errors_are_one_line(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("this is not a module")
+    result = runner.invoke(app, ["ir", str(bad)])
+    assert result.exit_code == 1
+    assert result.output.startswith("error: ")
+    assert "Traceback" not in result.output
+    missing = runner.invoke(app, ["ir", str(tmp_path / "nope.py")])
+    assert missing.exit_code == 1 and "No such file" in missing.output
+
+
+def test_console_script_runs_as_a_process():
+    out = subprocess.run([sys.executable, "-m", "relaxpack.cli", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "demo" in out.stdout
