@@ -10,23 +10,25 @@ from .errors import RelaxpackError
 
 __version__ = "0.1.0"
 
+#: public name -> (module, attribute in it; None for the module itself)
 _LAZY = {
-    "ir": "relaxpack.ir",
-    "ops": "relaxpack.ops",
-    "passes": "relaxpack.passes",
-    "runtime": "relaxpack.runtime",
-    "IRModule": "relaxpack.ir.module",
-    "BlockBuilder": "relaxpack.ir.block_builder",
-    "build": "relaxpack.build",
+    "ir": ("relaxpack.ir", None),
+    "ops": ("relaxpack.ops", None),
+    "passes": ("relaxpack.passes", None),
+    "runtime": ("relaxpack.runtime", None),
+    "IRModule": ("relaxpack.ir.module", "IRModule"),
+    "BlockBuilder": ("relaxpack.ir.block_builder", "BlockBuilder"),
+    "build": ("relaxpack.build", "build"),
+    "from_onnx": ("relaxpack.importers.onnx", "from_onnx"),
 }
 
 
 def __getattr__(name):
-    target = _LAZY.get(name)
-    if target is None:
+    if name not in _LAZY:
         raise AttributeError(f"module 'relaxpack' has no attribute {name!r}")
-    module = import_module(target)
-    value = module if target.rsplit(".", 1)[-1] == name else getattr(module, name)
+    module_name, attr = _LAZY[name]
+    module = import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
     globals()[name] = value
     return value
 

@@ -60,6 +60,8 @@ class _FunctionCodegen:
         for p in func.params:
             self.reg_of[p] = self.new_reg()
         self.heap = self.new_reg()
+        # shape values already computed: valid until a branch ends or a dim is stored
+        self.shape_cache: dict[str, int] = {}
 
     # ------------------------------------------------------------ helpers
     def new_reg(self) -> int:
@@ -88,8 +90,11 @@ class _FunctionCodegen:
         if all(isinstance(d, int) for d in dims):
             return (IMM, tuple(dims))
         programs = tuple(self.program(d) for d in dims)
-        reg = self.builtin("make_shape", (IMM, programs), (IMM, self.heap_size_placeholder), (REG, self.heap))
-        return (REG, reg)
+        key = repr(programs)
+        if key not in self.shape_cache:
+            self.shape_cache[key] = self.builtin(
+                "make_shape", (IMM, programs), (IMM, self.heap_size_placeholder), (REG, self.heap))
+        return (REG, self.shape_cache[key])
 
     # the heap size is known only at the end; a sentinel object is patched then
     heap_size_placeholder = "__heap_size__"
@@ -126,6 +131,7 @@ class _FunctionCodegen:
             if d == _sym(str(d)) and str(d) not in self.slot_of:
                 name = str(d)
                 self.slot_of[name] = len(self.slot_of)
+                self.shape_cache.clear()
                 lo, hi = self.ranges.get(name, (0, None))
                 pattern.append(("store", self.slot_of[name], name, lo, hi))
             elif names <= set(self.slot_of):
@@ -285,12 +291,15 @@ class _FunctionCodegen:
         result = self.new_reg()
         branch_at = len(self.instrs)
         self.instrs.append(None)  # patched below
+        self.shape_cache.clear()
         true_reg = self.emit_seq(node.true_branch)
         self.builtin("identity", (REG, true_reg), dst=result)
         goto_at = len(self.instrs)
         self.instrs.append(None)
         false_start = len(self.instrs)
+        self.shape_cache.clear()
         false_reg = self.emit_seq(node.false_branch)
+        self.shape_cache.clear()
         self.builtin("identity", (REG, false_reg), dst=result)
         end = len(self.instrs)
         self.instrs[branch_at] = IfInstr(cond, false_start - branch_at)

@@ -53,7 +53,7 @@ def gather_elements(data, indices, *, out, axis=0):
     ``indices`` has the rank of ``data``; its other dims may be smaller.
     """
     ax = normalize_axis(axis, data.ndim)
-    grid = list(np.ogrid[tuple(slice(0, n) for n in indices.shape)])
+    grid = list(np.indices(indices.shape, sparse=True))
     grid[ax] = indices
     try:
         out[...] = data[tuple(grid)]

@@ -1,0 +1,1 @@
+"""Converters, one module per op family; importing them registers them."""

@@ -1,0 +1,181 @@
+"""Walking an ONNX graph: nodes in order, each through its converter."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Mapping
+
+import onnx
+from onnx import helper
+
+from ...errors import RelaxpackError, UnsupportedOpError
+from ...ir.expr import Expr, SeqExpr, Tuple
+from .registry import canonical_domain, find_converter
+from .context import ImportContext
+from .tensors import tensor_to_array
+from .value import Value
+
+
+def collect_unsupported(graph, opsets: Mapping[str, int]) -> list[tuple[str, str, int]]:
+    """Every (domain, op_type, opset) in ``graph`` and its subgraphs without a converter."""
+    missing = set()
+    for node in graph.node:
+        domain = canonical_domain(node.domain)
+        if domain not in opsets:
+            missing.add((domain, node.op_type, 0))
+        elif find_converter(domain, node.op_type, opsets[domain]) is None:
+            missing.add((domain, node.op_type, opsets[domain]))
+        for attr in node.attribute:
+            for sub in _subgraphs(attr):
+                missing |= set(collect_unsupported(sub, opsets))
+    return sorted(missing)
+
+
+def _subgraphs(attr) -> list:
+    if attr.type == onnx.AttributeProto.GRAPH:
+        return [attr.g]
+    if attr.type == onnx.AttributeProto.GRAPHS:
+        return list(attr.graphs)
+    return []
+
+
+class _Scope(dict):
+    """Value names visible in a (sub)graph: its own, then the enclosing ones."""
+
+    def __init__(self, parent: "Mapping[str, Value] | None" = None):
+        super().__init__()
+        self.parent = parent
+
+    def lookup(self, name: str) -> Value | None:
+        if name in self:
+            return self[name]
+        return self.parent.lookup(name) if isinstance(self.parent, _Scope) else \
+            (self.parent.get(name) if self.parent is not None else None)
+
+
+class GraphConverter:
+    """Converts a graph's nodes; subgraphs (If branches) go through it too."""
+
+    def __init__(self, ctx: ImportContext, model_dir: Path | None):
+        self.ctx = ctx
+        self.model_dir = model_dir
+        ctx.graphs = self  # converters of control flow reach subgraphs through ctx
+
+    def convert_graph(self, graph, values: Mapping[str, Value], top_level: bool = False) -> list[Value]:
+        """Convert every node; returns the values of the graph's outputs."""
+        scope = _Scope(values if not top_level else None)
+        if top_level:
+            scope.update(values)
+        for init in graph.initializer if not top_level else ():
+            scope[init.name] = self.ctx.const(tensor_to_array(init, self.model_dir))
+        for node in _ordered(graph):
+            self.convert_node(node, scope)
+        outputs = []
+        for out in graph.output:
+            value = scope.lookup(out.name)
+            if value is None:
+                raise RelaxpackError(f"graph output {out.name!r} is not produced by any node or input")
+            outputs.append(value)
+        return outputs
+
+    def convert_branch(self, graph, outer: Mapping[str, Value]) -> SeqExpr:
+        """A subgraph as a SeqExpr (its outputs as the body, a tuple if several)."""
+        bb = self.ctx.bb
+        bb.begin_scope()
+        outputs = self.convert_graph(graph, _Scope(outer) if not isinstance(outer, _Scope) else outer)
+        exprs = [self.ctx.expr(v) for v in outputs]
+        body: Expr = exprs[0] if len(exprs) == 1 else Tuple(exprs)
+        return bb.end_scope(body)
+
+    def convert_node(self, node, scope: _Scope) -> None:
+        ctx = self.ctx
+        domain = canonical_domain(node.domain)
+        entry = find_converter(domain, node.op_type, ctx.opsets.get(domain, 0))
+        if entry is None:  # collect_unsupported ran first; this is a subgraph-only path
+            raise UnsupportedOpError(f"unsupported op {node.op_type} (domain {domain or 'ai.onnx'})")
+        inputs = []
+        for name in node.input:
+            if name == "":
+                inputs.append(None)
+                continue
+            value = scope.lookup(name)
+            if value is None:
+                raise RelaxpackError(f"{node.op_type} node {node.name!r} reads {name!r}, which no earlier "
+                                     f"node, input or initializer defines")
+            inputs.append(value)
+        attrs = {a.name: self._attr_value(a) for a in node.attribute}
+        ctx.node, ctx.scope = node, scope
+        with ctx.bb.span(node.name or f"{node.op_type}:{node.output[0] if node.output else ''}"):
+            result = _call_converter(entry.fn, ctx, node, inputs, attrs)
+        self._bind_outputs(node, result, scope)
+
+    def _attr_value(self, attr):
+        if attr.type == onnx.AttributeProto.TENSOR:
+            return tensor_to_array(attr.t, self.model_dir)
+        if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+            return helper.get_attribute_value(attr)
+        value = helper.get_attribute_value(attr)
+        if isinstance(value, bytes):
+            return value.decode("utf-8")
+        if isinstance(value, list):
+            return tuple(v.decode("utf-8") if isinstance(v, bytes) else v for v in value)
+        return value
+
+    def _bind_outputs(self, node, result, scope: _Scope) -> None:
+        results = result if isinstance(result, (tuple, list)) else (result,)
+        names = list(node.output)
+        if len(results) < len([n for n in names if n]):
+            raise RelaxpackError(f"{self.ctx.node_label()} produced {len(results)} outputs, "
+                                 f"the model uses {len(names)}")
+        for name, res in zip(names, results):
+            if name == "" or res is None:
+                continue
+            value = res if isinstance(res, Value) else self.ctx.emit(res, _hint(name))
+            scope[name] = value
+
+
+def _hint(name: str) -> str:
+    return name if name.isidentifier() else "lv"
+
+
+def _call_converter(fn, ctx, node, inputs, attrs):
+    try:
+        return fn(ctx, *inputs, **attrs)
+    except TypeError as err:
+        # an attribute (or input count) the converter does not take
+        try:
+            inspect.signature(fn).bind(ctx, *inputs, **attrs)
+        except TypeError as bind_err:
+            raise UnsupportedOpError(f"{ctx.node_label()}: {bind_err} (opset {ctx.opset})") from None
+        raise err
+
+
+def _ordered(graph) -> list:
+    """The nodes in a topological order (the spec requires one; repair if not).
+
+    A name no node of this graph produces comes from an input, an
+    initializer or an enclosing graph, and is ready from the start.
+    """
+    local = {o for n in graph.node for o in n.output if o}
+    produced: set[str] = set()
+    pending = list(graph.node)
+    ordered, progress = [], True
+    while pending and progress:
+        progress = False
+        rest = []
+        for node in pending:
+            if any(i in local and i not in produced for i in node.input):
+                rest.append(node)
+                continue
+            ordered.append(node)
+            produced.update(o for o in node.output if o)
+            progress = True
+        pending = rest
+    if pending:
+        names = ", ".join(n.name or n.op_type for n in pending[:5])
+        raise RelaxpackError(f"the graph has a cycle at: {names}")
+    return ordered
+
+
+__all__ = ["GraphConverter", "collect_unsupported"]

@@ -1,0 +1,166 @@
+"""ONNX ModelProto -> IRModule.
+
+>>> mod = relaxpack.from_onnx("model.onnx", dims={"batch": 8, "seq": (1, 512)})   # doctest: +SKIP
+
+Graph inputs become the parameters of ``main`` with symbolic dims named
+after their ``dim_param`` (dims without a usable name get fresh names);
+initializers and Constant nodes become IR constants; every node is converted
+by the converter registered for its domain, op type and opset, inside a span
+that names the node.
+"""
+
+from __future__ import annotations
+
+import keyword
+import logging
+import re
+from pathlib import Path
+from typing import Mapping
+
+import onnx
+
+from ...errors import RelaxpackError, UnsupportedOpError
+from ...ir.block_builder import BlockBuilder
+from ...ir.dims import Dim, sym
+from ...ir.expr import Tuple, Var
+from ...ir.module import IRModule
+from ...ir.struct_info import TensorStructInfo
+from .context import ImportContext
+from .graph import GraphConverter, collect_unsupported
+from .tensors import onnx_dtype_name, tensor_to_array
+from .value import Value
+
+log = logging.getLogger(__name__)
+
+DimSpec = int | tuple[int, int | None]
+
+
+def from_onnx(model: "onnx.ModelProto | str | Path", dims: Mapping[str, DimSpec] | None = None) -> IRModule:
+    """Import an ONNX model (a ModelProto or a path) into an :class:`IRModule`.
+
+    ``dims`` binds symbolic dims to a value (``{"batch": 8}``) or gives their
+    range (``{"seq": (1, 512)}``, an upper bound of ``None`` for none).
+    """
+    model, model_dir = _load(model)
+    opsets = _opsets(model)
+    graph = model.graph
+    unsupported = collect_unsupported(graph, opsets)
+    if unsupported:
+        listed = ", ".join(f"{op} (domain {dom or 'ai.onnx'}, opset {ver})" for dom, op, ver in unsupported)
+        raise UnsupportedOpError(f"the model uses {len(unsupported)} unsupported op(s): {listed}")
+
+    bb = BlockBuilder()
+    namer = _DimNamer(dims or {}, bb)
+    params = [_input_var(inp, namer) for inp in graph.input if inp.name not in _initializer_names(graph)]
+    namer.check_all_used()
+    ctx = ImportContext(bb, opsets)
+    converter = GraphConverter(ctx, model_dir)
+    with bb.function("main", params, attrs={"output_names": tuple(o.name for o in graph.output)}):
+        values = {p.name_hint: Value(p.struct_info, expr=p) for p in params}
+        for init in graph.initializer:
+            if init.name not in values:
+                values[init.name] = ctx.const(tensor_to_array(init, model_dir))
+        outputs = converter.convert_graph(graph, values, top_level=True)
+        exprs = [ctx.expr(v) for v in outputs]
+        result = exprs[0] if len(exprs) == 1 else Tuple(exprs)
+        bb.emit_func_output(result)
+    mod = bb.get().with_attrs(stage="import", source=graph.name or "model")
+    log.debug("imported %d nodes", len(graph.node))
+    return mod
+
+
+def _load(model) -> tuple["onnx.ModelProto", Path | None]:
+    if isinstance(model, onnx.ModelProto):
+        return model, None
+    path = Path(model)
+    if not path.is_file():
+        raise RelaxpackError(f"no such model file: {path}")
+    try:
+        loaded = onnx.load(str(path), load_external_data=False)
+    except Exception as err:  # protobuf raises DecodeError and friends
+        raise RelaxpackError(f"{path} is not an ONNX model ({type(err).__name__}: {err})") from None
+    return loaded, path.resolve().parent
+
+
+def _opsets(model) -> dict[str, int]:
+    opsets = {}
+    for entry in model.opset_import:
+        domain = "" if entry.domain in ("", "ai.onnx") else entry.domain
+        opsets[domain] = entry.version
+    if "" not in opsets:
+        opsets[""] = 1 if not model.opset_import else max(opsets.values(), default=1)
+    return opsets
+
+
+def _initializer_names(graph) -> set[str]:
+    return {init.name for init in graph.initializer}
+
+
+def _input_var(inp, namer: "_DimNamer") -> Var:
+    tensor_type = inp.type.tensor_type
+    if not inp.type.HasField("tensor_type"):
+        raise UnsupportedOpError(f"graph input {inp.name!r} is not a tensor ({inp.type.WhichOneof('value')})")
+    dtype = onnx_dtype_name(tensor_type.elem_type, f"graph input {inp.name!r}")
+    if not tensor_type.HasField("shape"):
+        return Var(inp.name, TensorStructInfo(None, dtype))
+    shape = tuple(namer.dim(d, inp.name, i) for i, d in enumerate(tensor_type.shape.dim))
+    return Var(inp.name, TensorStructInfo(shape, dtype))
+
+
+_PLACEHOLDER = re.compile(r"^(\?|unk__\d+|-1|None|none|)$")
+
+
+class _DimNamer:
+    """Turns ONNX dims into IR dims, applying the user's ``dims``."""
+
+    def __init__(self, dims: Mapping[str, DimSpec], bb: BlockBuilder):
+        self.spec = dict(dims)
+        self.bb = bb
+        self.used: set[str] = set()
+        self.fresh = 0
+
+    def dim(self, d, input_name: str, axis: int) -> Dim:
+        if d.HasField("dim_value"):
+            if d.dim_value < 0:
+                raise RelaxpackError(f"graph input {input_name!r} has a negative dim {d.dim_value} at axis {axis}")
+            return int(d.dim_value)
+        name = d.dim_param if d.HasField("dim_param") else ""
+        if _PLACEHOLDER.match(name):
+            name = self._fresh(input_name, axis)
+        else:
+            name = _identifier(name)
+        return self._apply(name)
+
+    def _fresh(self, input_name: str, axis: int) -> str:
+        base = _identifier(f"{input_name}_dim{axis}")
+        name, k = base, 1
+        while name in self.used or name in self.spec:
+            k += 1
+            name = f"{base}_{k}"
+        return name
+
+    def _apply(self, name: str) -> Dim:
+        self.used.add(name)
+        spec = self.spec.get(name)
+        if spec is None:
+            return sym(name)
+        if isinstance(spec, int) and not isinstance(spec, bool):
+            return spec
+        if isinstance(spec, tuple) and len(spec) == 2:
+            lo, hi = spec
+            self.bb.analyzer.set_range(name, lo, hi)
+            return sym(name)
+        raise RelaxpackError(f"dims[{name!r}] must be an int or a (lo, hi) pair, got {spec!r}")
+
+    def check_all_used(self) -> None:
+        unknown = sorted(set(self.spec) - self.used)
+        if unknown:
+            raise RelaxpackError(f"dims {unknown} do not name any dim of the model's inputs "
+                                 f"(its dims are {sorted(self.used) or 'all static'})")
+
+
+def _identifier(name: str) -> str:
+    out = re.sub(r"\W", "_", name)
+    if not out or out[0].isdigit():
+        out = "d_" + out
+    return out + "_" if keyword.iskeyword(out) else out

@@ -1,0 +1,230 @@
+"""Convolution and pooling over 1 to 3 (or more) spatial dims, channels first.
+
+Window attributes take one int for every spatial dim or one value per dim;
+``padding`` is an int, one value per dim, or ONNX's ``2n`` values (all
+begins, then all ends). No kernel loops over output pixels in Python:
+
+* ``nn.conv`` is im2col (a strided window view of the zero-padded input,
+  copied once into columns) and one batched matmul for all groups;
+* ``nn.conv_transpose`` is one batched matmul into columns, then col2im:
+  one strided scatter-add per kernel tap;
+* pooling takes one strided view per kernel tap (``prod(pool_size)`` numpy
+  ops over the whole output).
+
+float16 and bfloat16 compute in float32 and round once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from ...errors import ShapeError
+from ._math import commit, is_low_float, pads, per_spatial, scratch, work_dtype
+from ._registry import register_kernel
+
+_sliding_window_view = np.lib.stride_tricks.sliding_window_view
+
+
+def _check_out(name: str, out: np.ndarray, expected: tuple[int, ...]) -> None:
+    if tuple(out.shape) != tuple(expected):
+        raise ShapeError(f"{name}: output buffer has shape {tuple(out.shape)}, the attributes give "
+                         f"{tuple(expected)}")
+
+
+def _pad(x: np.ndarray, begins, ends, value=0) -> np.ndarray:
+    """``x`` with its spatial dims padded by ``value``; ``x`` itself when no padding."""
+    if not any(begins) and not any(ends):
+        return x
+    width = [(0, 0), (0, 0), *zip(begins, ends)]
+    return np.pad(x, width, mode="constant", constant_values=value)
+
+
+def _tap_slices(tap, strides, dilation, lengths) -> tuple[slice, ...]:
+    """The strided slices of a padded input that kernel ``tap`` reads for an
+    output of spatial ``lengths``."""
+    return (slice(None), slice(None)) + tuple(
+        slice(t * d, t * d + (n - 1) * s + 1, s) for t, s, d, n in zip(tap, strides, dilation, lengths))
+
+
+# ---------------------------------------------------------------- conv
+
+
+@register_kernel("nn.conv")
+def conv(data, weight, *, out, strides=1, padding=0, dilation=1, groups=1):
+    """N-d convolution: data ``(N, C, *spatial)``, weight ``(O, C/groups, *kernel)``."""
+    n = data.ndim - 2
+    strides, dilation = per_spatial(strides, n, "strides"), per_spatial(dilation, n, "dilation")
+    begins, ends = pads(padding, n)
+    batch, channels, *spatial = data.shape
+    out_channels, per_group, *kernel = weight.shape
+    if channels != groups * per_group or out_channels % groups:
+        raise ShapeError(f"nn.conv: data {data.shape} and weight {weight.shape} do not fit groups={groups}")
+    lengths = [(x + b + e - d * (k - 1) - 1) // s + 1
+               for x, k, s, d, b, e in zip(spatial, kernel, strides, dilation, begins, ends)]
+    _check_out("nn.conv", out, (batch, out_channels, *lengths))
+    if out.size == 0:
+        return
+    dtype = work_dtype(out.dtype)
+    x = _pad(data.astype(dtype, copy=False), begins, ends)
+    cols_per_pixel = per_group * math.prod(kernel)
+    pixels = math.prod(lengths)
+    if all(k == 1 for k in kernel) and all(s == 1 for s in strides):
+        cols = x.reshape(batch, groups, cols_per_pixel, pixels)      # 1x1: no im2col
+    else:
+        window = [d * (k - 1) + 1 for k, d in zip(kernel, dilation)]
+        view = _sliding_window_view(x, window, axis=tuple(range(2, 2 + n)))   # (N, C, *L, *window)
+        view = view[(slice(None), slice(None))
+                    + tuple(slice(0, (m - 1) * s + 1, s) for m, s in zip(lengths, strides))
+                    + tuple(slice(None, None, d) for d in dilation)]          # (N, C, *out, *kernel)
+        order = (0, 1, *range(2 + n, 2 + 2 * n), *range(2, 2 + n))           # (N, C, *kernel, *out)
+        cols = view.transpose(order).reshape(batch, groups, cols_per_pixel, pixels)
+    w = weight.astype(dtype, copy=False).reshape(groups, out_channels // groups, cols_per_pixel)
+    buf = scratch(out)
+    np.matmul(w, cols, out=buf.reshape(batch, groups, out_channels // groups, pixels))
+    commit(buf, out)
+
+
+@register_kernel("nn.conv_transpose")
+def conv_transpose(data, weight, *, out, strides=1, padding=0, output_padding=0, dilation=1, groups=1):
+    """N-d transposed convolution: data ``(N, C, *spatial)``, weight
+    ``(C, O/groups, *kernel)``; ``padding`` crops the full output and
+    ``output_padding`` extends its end."""
+    n = data.ndim - 2
+    strides, dilation = per_spatial(strides, n, "strides"), per_spatial(dilation, n, "dilation")
+    extra = per_spatial(output_padding, n, "output_padding")
+    begins, ends = pads(padding, n)
+    batch, channels, *spatial = data.shape
+    in_channels, per_group, *kernel = weight.shape
+    if channels != in_channels or channels % groups:
+        raise ShapeError(f"nn.conv_transpose: data {data.shape} and weight {weight.shape} do not fit "
+                         f"groups={groups}")
+    full = [s * (x - 1) + d * (k - 1) + 1 + p
+            for x, k, s, d, p in zip(spatial, kernel, strides, dilation, extra)]
+    lengths = [f - b - e for f, b, e in zip(full, begins, ends)]
+    _check_out("nn.conv_transpose", out, (batch, per_group * groups, *lengths))
+    if out.size == 0:
+        return
+    dtype = work_dtype(out.dtype)
+    taps = math.prod(kernel)
+    in_per_group = channels // groups
+    # columns: for each input pixel, its contribution to every (out channel, tap)
+    w = weight.astype(dtype, copy=False).reshape(groups, in_per_group, per_group * taps)
+    x = data.astype(dtype, copy=False).reshape(batch, groups, in_per_group, math.prod(spatial))
+    cols = np.matmul(w.transpose(0, 2, 1), x)                      # (N, G, O/G * taps, pixels)
+    cols = cols.reshape(batch, groups * per_group, *kernel, *spatial)
+    if not any(begins) and not any(ends) and not is_low_float(out.dtype):
+        acc = out
+        acc.fill(0)
+    else:
+        acc = np.zeros((batch, groups * per_group, *full), dtype)
+    for tap in itertools.product(*(range(k) for k in kernel)):
+        acc[_tap_slices(tap, strides, dilation, spatial)] += cols[(slice(None), slice(None), *tap)]
+    if acc is not out:
+        crop = (slice(None), slice(None)) + tuple(slice(b, b + m) for b, m in zip(begins, lengths))
+        np.copyto(out, acc[crop], casting="unsafe")
+
+
+# ---------------------------------------------------------------- pooling
+
+
+def _pool_geometry(name, data, out, pool_size, strides, dilation, padding, ceil_mode):
+    """Expanded attributes, the output lengths, and the end padding that
+    also covers ceil mode's partial last window."""
+    n = data.ndim - 2
+    pool = per_spatial(pool_size, n, "pool_size")
+    strides, dilation = per_spatial(strides, n, "strides"), per_spatial(dilation, n, "dilation")
+    begins, ends = pads(padding, n)
+    lengths = []
+    for x, k, s, d, b, e in zip(data.shape[2:], pool, strides, dilation, begins, ends):
+        span = x + b + e - d * (k - 1) - 1
+        if not ceil_mode:
+            lengths.append(span // s + 1)
+            continue
+        m = -(-span // s) + 1
+        if (m - 1) * s >= x + b:        # the last window would start in the end padding
+            m -= 1
+        lengths.append(m)
+    _check_out(name, out, (*data.shape[:2], *lengths))
+    reach = [max(e, (m - 1) * s + d * (k - 1) + 1 - x - b)
+             for x, k, s, d, b, e, m in zip(data.shape[2:], pool, strides, dilation, begins, ends, lengths)]
+    return pool, strides, dilation, begins, ends, reach, lengths
+
+
+def _lowest(dtype: np.dtype):
+    return np.iinfo(dtype).min if dtype.kind in "iu" else -np.inf
+
+
+@register_kernel("nn.max_pool")
+def max_pool(data, *, out, pool_size, strides=1, padding=0, dilation=1, ceil_mode=False):
+    """N-d max pooling; padded cells never win."""
+    pool, strides, dilation, begins, _, reach, lengths = _pool_geometry(
+        "nn.max_pool", data, out, pool_size, strides, dilation, padding, ceil_mode)
+    if out.size == 0:
+        return
+    x = data
+    if is_low_float(x.dtype) and x.dtype != np.float16:
+        x = x.astype(np.float32)
+    x = _pad(x, begins, reach, _lowest(x.dtype))
+    buf = scratch(out) if x.dtype != out.dtype else out
+    taps = itertools.product(*(range(k) for k in pool))
+    np.copyto(buf, x[_tap_slices(next(taps), strides, dilation, lengths)])
+    for tap in taps:
+        np.maximum(buf, x[_tap_slices(tap, strides, dilation, lengths)], out=buf)
+    commit(buf, out)
+
+
+def _window_counts(x, k, s, d, b, e, m, count_include_pad) -> np.ndarray:
+    """For each of the ``m`` windows along one dim, how many taps it counts:
+    taps inside the data, plus those in the explicit padding when
+    ``count_include_pad``; taps past the end padding (ceil mode) never count."""
+    lo, hi = (-b, x + e) if count_include_pad else (0, x)
+    pos = np.arange(m)[:, None] * s + np.arange(k)[None, :] * d - b
+    return ((pos >= lo) & (pos < hi)).sum(axis=1)
+
+
+@register_kernel("nn.avg_pool")
+def avg_pool(data, *, out, pool_size, strides=1, padding=0, dilation=1, ceil_mode=False,
+             count_include_pad=False):
+    """N-d average pooling; the divisor counts the window's cells inside the
+    data, and with ``count_include_pad`` those in the padding too."""
+    pool, strides, dilation, begins, ends, reach, lengths = _pool_geometry(
+        "nn.avg_pool", data, out, pool_size, strides, dilation, padding, ceil_mode)
+    if out.size == 0:
+        return
+    dtype = np.dtype(np.float64) if out.dtype.kind in "iu" else work_dtype(out.dtype)
+    x = _pad(data.astype(dtype, copy=False), begins, reach)
+    acc = out if out.dtype == dtype else np.empty(out.shape, dtype)
+    taps = itertools.product(*(range(k) for k in pool))
+    np.copyto(acc, x[_tap_slices(next(taps), strides, dilation, lengths)])
+    for tap in taps:
+        acc += x[_tap_slices(tap, strides, dilation, lengths)]
+    counts = np.ones((), dtype)
+    for i, (x_len, k, s, d, b, e, m) in enumerate(
+            zip(data.shape[2:], pool, strides, dilation, begins, ends, lengths)):
+        c = _window_counts(x_len, k, s, d, b, e, m, count_include_pad)
+        counts = np.multiply.outer(counts, c.astype(dtype))
+    acc /= counts
+    if acc is not out:
+        np.copyto(out, acc, casting="unsafe")
+
+
+@register_kernel("nn.global_avg_pool")
+def global_avg_pool(data, *, out):
+    """Mean over all spatial dims of ``(N, C, *spatial)``, kept as 1s."""
+    axes = tuple(range(2, data.ndim))
+    count = math.prod(data.shape[2:])
+    total = np.add.reduce(data, axis=axes, dtype=work_dtype(out.dtype), keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        np.divide(total, count, out=out, casting="unsafe")
+
+
+@register_kernel("nn.global_max_pool")
+def global_max_pool(data, *, out):
+    """Max over all spatial dims of ``(N, C, *spatial)``, kept as 1s (-inf if empty)."""
+    axes = tuple(range(2, data.ndim))
+    x = data.astype(np.float32) if is_low_float(data.dtype) and data.dtype != np.float16 else data
+    result = np.maximum.reduce(x, axis=axes, keepdims=True, initial=-np.inf)
+    np.copyto(out, result, casting="unsafe")

@@ -1,0 +1,138 @@
+"""Softmax and normalization kernels, numerically stable.
+
+softmax subtracts the max in place into ``out``, exponentiates and divides
+in place; the normalizations compute their statistics in float32 at least
+(float16 and bfloat16 inputs are widened, as ONNX's ``stash_type`` does).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ShapeError
+from ._math import axis_tuple, commit, load, normalize_axis, upcast
+from ._registry import register_kernel
+
+
+@register_kernel("nn.softmax")
+def softmax(x, *, out, axis=-1):
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
+    ax = normalize_axis(axis, x.ndim)
+    if x.size == 0:
+        return
+    buf = load(x, out)
+    buf -= np.max(buf, axis=ax, keepdims=True)
+    np.exp(buf, out=buf)
+    buf /= np.sum(buf, axis=ax, keepdims=True)
+    commit(buf, out)
+
+
+@register_kernel("nn.log_softmax")
+def log_softmax(x, *, out, axis=-1):
+    """``x - max - log(sum(exp(x - max)))`` along ``axis``."""
+    ax = normalize_axis(axis, x.ndim)
+    if x.size == 0:
+        return
+    buf = load(x, out)
+    buf -= np.max(buf, axis=ax, keepdims=True)
+    log_sum = np.sum(np.exp(buf), axis=ax, keepdims=True)
+    np.log(log_sum, out=log_sum)
+    buf -= log_sum
+    commit(buf, out)
+
+
+def _normalize_into(buf: np.ndarray, axes: tuple[int, ...], epsilon: float) -> None:
+    """``buf = (buf - mean) / sqrt(var + epsilon)`` over ``axes``, in place."""
+    buf -= np.mean(buf, axis=axes, keepdims=True)
+    var = np.mean(np.square(buf), axis=axes, keepdims=True)
+    var += epsilon
+    np.sqrt(var, out=var)
+    buf /= var
+
+
+def _param_like(param: np.ndarray, ndim: int, axes: tuple[int, ...], dtype) -> np.ndarray:
+    """A layer-norm scale or bias (broadcastable to the normalized dims, in
+    the order of ``axes``) laid out to broadcast against the data."""
+    p = upcast(param)
+    p = p.reshape((1,) * (len(axes) - p.ndim) + p.shape)
+    order = sorted(range(len(axes)), key=lambda i: axes[i])
+    p = p.transpose(order)
+    shape = [1] * ndim
+    for dim, a in zip(p.shape, sorted(axes)):
+        shape[a] = dim
+    return p.reshape(shape).astype(dtype, copy=False)
+
+
+@register_kernel("nn.layer_norm")
+def layer_norm(x, gamma, beta=None, *, out, axes=(-1,), epsilon=1e-5):
+    """Normalize over ``axes``, then scale by ``gamma`` and shift by ``beta``
+    (both broadcast to the normalized dims)."""
+    axes = axis_tuple(axes, x.ndim)
+    if x.size == 0:
+        return
+    buf = load(x, out)
+    _normalize_into(buf, axes, epsilon)
+    buf *= _param_like(gamma, x.ndim, axes, buf.dtype)
+    if beta is not None:
+        buf += _param_like(beta, x.ndim, axes, buf.dtype)
+    commit(buf, out)
+
+
+def _per_channel(param: np.ndarray, ndim: int, axis: int, dtype) -> np.ndarray:
+    shape = [1] * ndim
+    shape[axis] = -1
+    return upcast(param).astype(dtype, copy=False).reshape(shape)
+
+
+@register_kernel("nn.batch_norm")
+def batch_norm(x, gamma, beta, moving_mean, moving_var, *, out, axis=1, epsilon=1e-5):
+    """Inference batch norm: ``(x - mean) / sqrt(var + eps) * gamma + beta``
+    with one parameter per channel along ``axis``."""
+    ax = normalize_axis(axis, x.ndim)
+    buf = load(x, out)
+    dt = buf.dtype
+    scale = upcast(moving_var).astype(dt) + dt.type(epsilon)
+    np.sqrt(scale, out=scale)
+    np.divide(upcast(gamma).astype(dt, copy=False), scale, out=scale)
+    buf -= _per_channel(moving_mean, x.ndim, ax, dt)
+    buf *= _per_channel(scale, x.ndim, ax, dt)
+    buf += _per_channel(beta, x.ndim, ax, dt)
+    commit(buf, out)
+
+
+@register_kernel("nn.instance_norm")
+def instance_norm(x, gamma, beta, *, out, epsilon=1e-5):
+    """Normalize each (sample, channel) of ``(N, C, *spatial)`` over the
+    spatial dims, then scale and shift per channel."""
+    if x.size == 0:
+        return
+    buf = load(x, out)
+    _normalize_into(buf, tuple(range(2, x.ndim)), epsilon)
+    buf *= _per_channel(gamma, x.ndim, 1, buf.dtype)
+    buf += _per_channel(beta, x.ndim, 1, buf.dtype)
+    commit(buf, out)
+
+
+@register_kernel("nn.lrn")
+def lrn(x, *, out, size, alpha=1e-4, beta=0.75, bias=1.0):
+    """ONNX LRN: ``x / (bias + alpha / size * sum(x^2 over nearby channels)) ** beta``,
+    the window covering channels ``c - floor((size-1)/2) .. c + ceil((size-1)/2)``."""
+    if size < 1:
+        raise ShapeError(f"nn.lrn: size must be >= 1, got {size}")
+    buf = load(x, out)
+    channels = x.shape[1]
+    square = np.square(buf)
+    total = np.zeros_like(buf)
+    below, above = (size - 1) // 2, size - 1 - (size - 1) // 2
+    for shift in range(-below, above + 1):
+        # total[:, c] += square[:, c + shift] where 0 <= c + shift < C
+        lo, hi = max(0, -shift), min(channels, channels - shift)
+        if lo < hi:
+            total[:, lo:hi] += square[:, lo + shift:hi + shift]
+    total *= alpha / size
+    total += bias
+    np.power(total, beta, out=total)
+    buf /= total
+    commit(buf, out)
+
+
