@@ -18,7 +18,7 @@ _LAZY = {
     "runtime": ("relaxpack.runtime", None),
     "IRModule": ("relaxpack.ir.module", "IRModule"),
     "BlockBuilder": ("relaxpack.ir.block_builder", "BlockBuilder"),
-    "build": ("relaxpack.build", "build"),
+    "build": ("relaxpack.vm_build", "build"),
     "from_onnx": ("relaxpack.importers.onnx", "from_onnx"),
 }
 

@@ -225,7 +225,7 @@ class _FunctionCodegen:
         if isinstance(expr, PrimValue):
             if isinstance(expr.value, int) or isinstance(expr.value, (float, bool)):
                 return (IMM, expr.value)
-            return (REG, self.builtin("make_shape", (IMM, (self.program(expr.value),)),
+            return (REG, self.builtin("eval_dim", (IMM, self.program(expr.value)),
                                       (IMM, self.heap_size_placeholder), (REG, self.heap)))
         if isinstance(expr, StringImm):
             return (IMM, expr.value)

@@ -97,6 +97,15 @@ def _make_shape_specialize(programs, heap_size: int):
 specializable(make_shape, 2, _make_shape_specialize)
 
 
+@builtin("vm.builtin.eval_dim")
+def eval_dim(program, heap_size: int, heap) -> int:
+    """One symbolic dim's value (a PrimValue argument)."""
+    return compile_program(program, heap_size)(heap)
+
+
+specializable(eval_dim, 2, lambda program, heap_size: compile_program(program, heap_size))
+
+
 def _compile_all(programs, heap_size: int):
     if not isinstance(programs, (list, tuple)):
         raise ArchiveError(f"make_shape takes a list of programs, got {programs!r}")

@@ -7,11 +7,12 @@ from typing import Sequence
 import numpy as np
 
 from ...errors import ShapeError
-from ...ir.block_builder import BlockBuilder
+from ...ir.block_builder import BlockBuilder, is_leaf
 from ...ir.dims import Dim
-from ...ir.expr import Constant, Expr, ShapeExpr, Var
+from ...ir.expr import Call, Constant, Expr, ShapeExpr, Var
 from ...ir.struct_info import TensorStructInfo, dtype_name
 from ...ops.registry import make_call
+from ...passes.evaluate import evaluate_call
 from .value import Value
 
 #: Constants up to this many elements are folded at import time when an op
@@ -52,10 +53,17 @@ class ImportContext:
         return self.bb.emit(call, "shape")
 
     def emit(self, expr: Expr, name: str = "lv") -> Value:
-        """Bind ``expr`` and return its value."""
+        """Bind ``expr`` and return its value; a small call on constants is
+        folded at import time (with the runtime's kernels) instead."""
         if isinstance(expr, (Var, Constant)):
             return Value(expr.struct_info, expr=expr,
                          const=np.asarray(expr.data) if isinstance(expr, Constant) else None)
+        if isinstance(expr, Call) and all(is_leaf(a) for a in expr.args):
+            call = self.bb.normalize(expr)
+            folded = evaluate_call(call, FOLD_LIMIT)
+            if folded is not None and not isinstance(folded, tuple):
+                return self.const(folded)
+            expr = call
         var = self.bb.emit(expr, name)
         return Value(var.struct_info, expr=var)
 

@@ -108,7 +108,7 @@ class GraphConverter:
         ctx.node, ctx.scope = node, scope
         with ctx.bb.span(node.name or f"{node.op_type}:{node.output[0] if node.output else ''}"):
             result = _call_converter(entry.fn, ctx, node, inputs, attrs)
-        self._bind_outputs(node, result, scope)
+            self._bind_outputs(node, result, scope)
 
     def _attr_value(self, attr):
         if attr.type == onnx.AttributeProto.TENSOR:

@@ -7,5 +7,5 @@ dtype checks and error messages.
 """
 
 from . import (  # noqa: F401  (imported for their registrations)
-    elementwise, index, intrinsics, linalg, manipulate, nn, normalization, reduce,
+    elementwise, index, intrinsics, linalg, manipulate, nn, normalization, reduce, shape,
 )

@@ -20,7 +20,7 @@ array([3., 3., 3.], dtype=float32)
 from __future__ import annotations
 
 from . import (  # noqa: F401  (imported for their registrations)
-    activation, elementwise, index, linalg, manipulate, nn, normalization, reduce,
+    activation, elementwise, index, linalg, manipulate, nn, normalization, reduce, shape,
 )
 from ._registry import KERNELS, Kernel, get_kernel, register_kernel, register_packed
 

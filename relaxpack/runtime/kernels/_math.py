@@ -5,8 +5,9 @@ for low-precision floats, and attribute normalization.
 (Sun Microsystems, 1993: "Permission to use, copy, modify, and distribute
 this software is freely granted, provided that this notice is preserved")
 vectorized in float64; the error of each approximation is below 2**-57, so
-float64 results are within about one ulp and float32/float16 results are
-correctly rounded except in rare ties. numpy has no ``erf`` and the runtime
+float64 results are within about one ulp of the true value (tests check two)
+and float32/float16 results are correctly rounded except in rare near-ties
+(none in a test of two million points). numpy has no ``erf`` and the runtime
 may not depend on scipy.
 """
 
@@ -42,7 +43,6 @@ _RB = (-9.86494292470009928597e-03, -7.99283237680523006574e-01, -1.775795491775
 _SB = (1.0, 3.03380607434824582924e+01, 3.25792512996573918826e+02, 1.53672958608443695994e+03,
        3.19985821950859553908e+03, 2.55305040643316442583e+03, 4.74528541206955367215e+02,
        -2.24409524465858183362e+01)
-_HIGH_WORD = np.int64(-1 << 32)       # keeps the sign, exponent and top 20 mantissa bits
 
 
 def _poly(coefs: Sequence[float], t: np.ndarray) -> np.ndarray:
@@ -61,38 +61,49 @@ def erf64(x: np.ndarray) -> np.ndarray:
     array([ 0.        ,  0.52049988, -0.99532227])
     """
     x = np.asarray(x, dtype=np.float64)
+    shape = x.shape
+    x = x.reshape(-1)
     ax = np.abs(x)
-    res = x.copy()                     # NaN stays NaN; every other value is overwritten
-
-    m = ax < 0.84375                   # erf(x) = x + x * P(x^2)/Q(x^2)
-    if m.any():
-        xs = x[m]
+    res = np.copysign(np.ones_like(x), x)       # |x| >= 6 (and inf): erf rounds to +-1
+    nan = np.isnan(x)
+    if nan.any():
+        res[nan] = np.nan
+    # Each interval's elements are gathered by index (np.take / np.put are
+    # much faster than boolean indexing on a mixed mask) and evaluated alone.
+    idx = np.flatnonzero(ax < 0.84375)          # erf(x) = x + x * P(x^2)/Q(x^2)
+    if idx.size:
+        xs = np.take(x, idx)
         z = xs * xs
-        res[m] = xs + xs * (_poly(_PP, z) / _poly(_QQ, z))
-
-    m = (ax >= 0.84375) & (ax < 1.25)  # erf(1 + s) = c + P(s)/Q(s)
-    if m.any():
-        s = ax[m] - 1.0
-        res[m] = np.copysign(_ERX + _poly(_PA, s) / _poly(_QA, s), x[m])
-
-    m = (ax >= 1.25) & (ax < 6.0)      # erfc(x) = exp(-x^2 - 0.5625 + R(1/x^2)/S(1/x^2)) / x
-    if m.any():
-        a = ax[m]
+        y = _poly(_PP, z)
+        y /= _poly(_QQ, z)
+        y *= xs
+        y += xs
+        np.put(res, idx, y)
+    idx = np.flatnonzero((ax >= 0.84375) & (ax < 1.25))     # erf(1 + s) = c + P(s)/Q(s)
+    if idx.size:
+        s = np.take(ax, idx) - 1.0
+        y = _poly(_PA, s)
+        y /= _poly(_QA, s)
+        y += _ERX
+        np.put(res, idx, np.copysign(y, np.take(x, idx)))
+    idx = np.flatnonzero((ax >= 1.25) & (ax < 6.0))
+    if idx.size:           # erfc(x) = exp(-x^2 - 0.5625 + R(1/x^2)/S(1/x^2)) / x
+        a = np.take(ax, idx)
         s = 1.0 / (a * a)
-        near = a < 1.0 / 0.35
-        ratio = np.empty_like(a)
-        ratio[near] = _poly(_RA, s[near]) / _poly(_SA, s[near])
-        far = ~near
-        ratio[far] = _poly(_RB, s[far]) / _poly(_SB, s[far])
-        # -a^2 = -z^2 + (z - a)(z + a) with z = a truncated to 20 mantissa bits,
-        # so that z*z is exact and exp(-a^2) keeps its relative precision.
-        z = (a.view(np.int64) & _HIGH_WORD).view(np.float64)
-        r = np.exp(-z * z - 0.5625) * np.exp((z - a) * (z + a) + ratio)
-        res[m] = np.copysign(1.0 - r / a, x[m])
-
-    m = ax >= 6.0                      # erf rounds to +-1 in float64
-    res[m] = np.copysign(1.0, x[m])
-    return res
+        near = _poly(_RA, s)
+        near /= _poly(_SA, s)
+        far = _poly(_RB, s)
+        far /= _poly(_SB, s)
+        ratio = np.where(a < 1.0 / 0.35, near, far)
+        # fdlibm splits exp(-a^2 ...) in two for the last bits of erfc; erf
+        # = 1 - erfc (< 0.08 here) loses nothing from one exp.
+        ratio -= 0.5625
+        ratio -= a * a
+        np.exp(ratio, out=ratio)
+        ratio /= a
+        np.subtract(1.0, ratio, out=ratio)
+        np.put(res, idx, np.copysign(ratio, np.take(x, idx)))
+    return res.reshape(shape)
 
 
 # ---------------------------------------------------------------- working precision

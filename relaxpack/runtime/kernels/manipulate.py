@@ -61,7 +61,12 @@ def broadcast_to(x, shape, *, out):
 @register_kernel("astype")
 def astype(x, *, out, dtype):
     """Cast to ``out``'s dtype (``dtype`` names it). Floats to integers
-    truncate; out-of-range values are undefined in ONNX (numpy wraps)."""
+    truncate; out-of-range values are undefined in ONNX (numpy wraps). To
+    float8 the cast does not saturate (overflow gives NaN or inf): the
+    importer clamps first for ONNX Cast's default ``saturate=1``.
+    Strings (object arrays) hold Python ``str``: numbers format with ``str``."""
+    if out.dtype == object and x.dtype != object:
+        x = x.astype(str).astype(object)
     with np.errstate(invalid="ignore", over="ignore"):
         np.copyto(out, x, casting="unsafe")
 

@@ -1,0 +1,157 @@
+"""Cross-checking relaxpack against onnxruntime on the same inputs.
+
+>>> report = check_model("model.onnx", dims={"seq": (1, 64)}, samples=3)   # doctest: +SKIP
+>>> report.passed, report.worst()                                           # doctest: +SKIP
+
+Inputs are random with a seed (dynamic dims drawn from their ranges) or
+given; every output is compared within ``rtol``/``atol``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import onnx
+
+from .vm_build import build
+from .errors import InputError, RelaxpackError
+from .importers.onnx import from_onnx
+from .ir.dims import evaluate, free_vars
+from .runtime import VirtualMachine
+from .runtime.dtypes import numpy_dtype
+
+DEFAULT_DIM_RANGE = (1, 8)
+
+
+@dataclass
+class OutputDiff:
+    name: str
+    shape: tuple
+    max_abs: float
+    max_rel: float
+    passed: bool
+    note: str = ""
+
+
+@dataclass
+class SampleReport:
+    dims: dict[str, int]
+    outputs: list[OutputDiff] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(o.passed for o in self.outputs)
+
+
+@dataclass
+class CheckReport:
+    samples: list[SampleReport]
+
+    @property
+    def passed(self) -> bool:
+        return all(s.passed for s in self.samples)
+
+    def worst(self) -> OutputDiff | None:
+        diffs = [o for s in self.samples for o in s.outputs]
+        return max(diffs, key=lambda o: (not o.passed, o.max_abs), default=None)
+
+
+def onnxruntime_session(model: onnx.ModelProto):
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def compare_outputs(names: Sequence[str], got: Mapping[str, np.ndarray], want: Sequence[np.ndarray],
+                    rtol: float, atol: float) -> list[OutputDiff]:
+    diffs = []
+    for name, ref in zip(names, want):
+        out = np.asarray(got[name])
+        ref = np.asarray(ref)
+        if out.shape != ref.shape or out.dtype != ref.dtype:
+            diffs.append(OutputDiff(name, out.shape, np.inf, np.inf, False,
+                                    f"got {out.dtype}{list(out.shape)}, onnxruntime {ref.dtype}{list(ref.shape)}"))
+            continue
+        if ref.dtype.kind in "OSU":
+            same = out.tolist() == ref.tolist()
+            diffs.append(OutputDiff(name, out.shape, 0.0 if same else np.inf, 0.0 if same else np.inf, same))
+            continue
+        a, b = out.astype(np.float64), ref.astype(np.float64)
+        both_nan = np.isnan(a) & np.isnan(b)
+        err = np.where(both_nan, 0.0, np.abs(a - b))
+        err = np.where(np.isinf(a) & (a == b), 0.0, err)
+        max_abs = float(err.max()) if err.size else 0.0
+        rel = err / np.maximum(np.abs(b), np.finfo(np.float64).tiny)
+        max_rel = float(rel.max()) if rel.size else 0.0
+        passed = bool(np.all(err <= atol + rtol * np.abs(np.where(np.isnan(b), 0, b))))
+        diffs.append(OutputDiff(name, out.shape, max_abs, max_rel, passed))
+    return diffs
+
+
+def random_inputs(exe, dim_values: Mapping[str, int], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Random inputs for ``exe``'s main function at the given dim values."""
+    inputs = {}
+    for p in exe.function("main").params:
+        if p.kind != "tensor" or p.shape is None:
+            raise InputError(f"input {p.name!r} has no known shape; pass inputs explicitly")
+        shape = tuple(d if isinstance(d, int) else _eval_dim(d, dim_values) for d in p.shape)
+        dtype = numpy_dtype(p.dtype)
+        if dtype.kind == "f":
+            inputs[p.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype.kind in "iu":
+            inputs[p.name] = rng.integers(0, 8, shape).astype(dtype)
+        elif dtype.kind == "b":
+            inputs[p.name] = rng.integers(0, 2, shape).astype(bool)
+        else:
+            raise InputError(f"cannot make random values of dtype {p.dtype} for input {p.name!r}")
+    return inputs
+
+
+def _eval_dim(text: str, values: Mapping[str, int]) -> int:
+    from .ir.dims import parse_dim
+    return evaluate(parse_dim(text), values)
+
+
+def draw_dims(exe, rng: np.random.Generator, fixed: Mapping[str, int] | None = None) -> dict[str, int]:
+    """A value for every symbolic dim of main's inputs, within its range."""
+    from .ir.dims import parse_dim
+    ranges = {name: (lo, hi) for name, lo, hi in exe.function("main").dim_ranges}
+    names = set()
+    for p in exe.function("main").params:
+        for d in p.shape or ():
+            if isinstance(d, str):
+                names |= free_vars(parse_dim(d))
+    values = dict(fixed or {})
+    for name in sorted(names - set(values)):
+        lo, hi = ranges.get(name, DEFAULT_DIM_RANGE)
+        lo = max(lo, DEFAULT_DIM_RANGE[0]) if hi is None else lo
+        hi = hi if hi is not None else max(lo, DEFAULT_DIM_RANGE[1])
+        values[name] = int(rng.integers(lo, hi + 1))
+    return values
+
+
+def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int = 2, seed: int = 0,
+                rtol: float = 1e-4, atol: float = 1e-5,
+                inputs: Mapping[str, np.ndarray] | None = None) -> CheckReport:
+    """Run relaxpack and onnxruntime on the same inputs and compare."""
+    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    exe = build(from_onnx(model, dims=dims))
+    vm = VirtualMachine(exe)
+    session = onnxruntime_session(proto)
+    names = [o.name for o in session.get_outputs()]
+    rng = np.random.default_rng(seed)
+    reports = []
+    for _ in range(1 if inputs is not None else samples):
+        dim_values = {} if inputs is not None else draw_dims(exe, rng)
+        feed = dict(inputs) if inputs is not None else random_inputs(exe, dim_values, rng)
+        try:
+            want = session.run(None, feed)
+        except Exception as err:
+            raise RelaxpackError(f"onnxruntime failed on these inputs: {err}") from None
+        got = vm.run(feed)
+        reports.append(SampleReport(dim_values, compare_outputs(names, got, want, rtol, atol)))
+    return CheckReport(reports)

@@ -1,0 +1,132 @@
+"""Helpers shared by the math converters (elementwise, activation, nn, reduce).
+
+They build small compositions step by step: :func:`call` emits one op and
+returns its IR expression, so calls on constants fold at import time
+(``ctx.emit``) and every intermediate gets its own binding.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ....errors import UnsupportedOpError
+from ....ir.dims import Dim
+from ....ir.expr import Expr, ShapeExpr
+from ....ops.registry import make_call
+from ....runtime.dtypes import numpy_dtype
+from ..value import Value
+
+FLOAT_KINDS = "f"
+INT_KINDS = "iu"
+
+
+def unsupported(ctx, what: str) -> UnsupportedOpError:
+    """An :class:`UnsupportedOpError` naming the node, its domain and opset."""
+    return UnsupportedOpError(f"{ctx.node_label()} (domain ai.onnx, opset {ctx.opset}): {what}")
+
+
+def call(ctx, op: str, *args: Expr, name: str = "lv", **attrs) -> Expr:
+    """Emit ``op(*args, **attrs)`` and return the bound expression."""
+    return ctx.expr(ctx.emit(make_call(op, *args, **attrs), name))
+
+
+def scalar(ctx, value, dtype: str) -> Expr:
+    """A 0-d constant of ``dtype`` holding ``value``."""
+    return ctx.expr(ctx.const(np.array(value, dtype=numpy_dtype(dtype))))
+
+
+def kind(dtype: str | None) -> str:
+    """numpy's kind letter of an IR dtype (``f`` for bfloat16 and the small floats)."""
+    if dtype is None:
+        return "?"
+    if dtype.startswith(("float", "bfloat")):
+        return "f"
+    if dtype == "string":
+        return "O"
+    return numpy_dtype(dtype).kind
+
+
+def is_float(value: Value) -> bool:
+    return kind(value.dtype) == "f"
+
+
+def is_int(value: Value) -> bool:
+    return kind(value.dtype) in INT_KINDS
+
+
+def astype(ctx, value: Value | Expr, dtype: str) -> Expr:
+    """``value`` cast to ``dtype`` (itself when it already has that dtype)."""
+    expr = ctx.expr(value) if isinstance(value, Value) else value
+    if expr.struct_info.dtype == dtype:
+        return expr
+    return call(ctx, "astype", expr, dtype=dtype)
+
+
+def known_shape(ctx, value: Value, what: str = "the input") -> tuple[Dim, ...]:
+    """The (possibly symbolic) shape of ``value``; unsupported when unknown."""
+    if value.shape is None:
+        raise unsupported(ctx, f"{what} must have a known shape (rank and dims, symbolic is fine)")
+    return tuple(value.shape)
+
+
+def known_rank(ctx, value: Value, what: str = "the input") -> int:
+    if value.ndim < 0:
+        raise unsupported(ctx, f"{what} must have a known rank")
+    return value.ndim
+
+
+def reshape(ctx, expr: Expr, shape: Sequence[Dim]) -> Expr:
+    return call(ctx, "reshape", expr, ShapeExpr(tuple(shape)))
+
+
+def const_ints(ctx, value: Value | None, what: str) -> tuple[int, ...] | None:
+    """The contents of an int input that must be known at import time
+    (``None`` when the optional input is omitted)."""
+    if value is None:
+        return None
+    ints = value.int_values()
+    if ints is None or not all(isinstance(v, int) for v in ints):
+        raise unsupported(ctx, f"input {what} must be a constant (it is computed at run time)")
+    return tuple(ints)
+
+
+def const_scalar(ctx, value: Value | None, what: str):
+    """The single element of an optional constant input as a Python number,
+    ``None`` when omitted; ``NotImplemented`` when it is only known at run time."""
+    if value is None:
+        return None
+    if value.const is None:
+        return NotImplemented
+    data = np.asarray(value.const)
+    if data.size != 1:
+        raise unsupported(ctx, f"input {what} must hold one value, got shape {data.shape}")
+    return data.reshape(()).item()
+
+
+def legacy_broadcast(ctx, a: Value, b: Value, broadcast: int, axis: int | None) -> tuple[Expr, Expr]:
+    """Operands of a binary op before opset 7: with ``broadcast=1`` the
+    second operand is aligned with the first one's dims from ``axis`` on
+    (default: suffix alignment, numpy's rule); ``broadcast=0`` means equal shapes."""
+    lhs, rhs = ctx.expr(a), ctx.expr(b)
+    if not broadcast or axis is None or b.ndim < 0 or a.ndim < 0:
+        return lhs, rhs
+    a_ndim = a.ndim
+    axis = axis + a_ndim if axis < 0 else axis
+    trailing = a_ndim - axis - b.ndim
+    if trailing < 0:
+        raise unsupported(ctx, f"broadcast axis {axis} does not fit operand ranks {a.ndim} and {b.ndim}")
+    if trailing == 0:
+        return lhs, rhs
+    return lhs, call(ctx, "expand_dims", rhs, axis=tuple(range(b.ndim, b.ndim + trailing)))
+
+
+def spatial_attr(ctx, values: Sequence[int] | None, n: int, default: int, name: str) -> tuple[int, ...]:
+    """A per-spatial-dim attribute (strides, dilations, kernel_shape...)."""
+    if values is None or len(values) == 0:
+        return (default,) * n
+    values = tuple(int(v) for v in values)
+    if len(values) != n:
+        raise unsupported(ctx, f"attribute {name}={list(values)} needs {n} values (one per spatial dim)")
+    return values

@@ -1,0 +1,101 @@
+"""Control flow: If.
+
+A condition known at import time converts only the taken branch, inline
+(its values keep their known contents, so shapes stay symbolic through
+it). Otherwise both branches become the SeqExprs of an ``If`` expression::
+
+    cond = ...
+    lv = R.If(cond, {then_branch}, {else_branch})   # a tuple if several outputs
+    out0 = lv[0]; out1 = lv[1]
+
+An output whose dims differ between the branches (or that a branch defines
+with its own ``match_cast``) is ``match_cast`` to fresh symbolic dims after
+the If, so the ops that consume it still have shapes to allocate.
+"""
+
+from __future__ import annotations
+
+from ....ir.expr import If, TupleGetItem
+from ....ir.struct_info import TensorStructInfo, TupleStructInfo
+from ..registry import register_converter
+from ..value import Value
+from ._shape_common import fresh_dims, shape_error, unsupported
+
+
+@register_converter("", "If", since_opset=1)
+def if_(ctx, cond, *, then_branch, else_branch):
+    node, scope = ctx.node, ctx.scope
+    count = len(node.output)
+    for name, graph in (("then_branch", then_branch), ("else_branch", else_branch)):
+        if len(graph.output) != count:
+            raise shape_error(ctx, f"{name} has {len(graph.output)} outputs, the node {count}")
+    try:
+        taken = _known_condition(ctx, cond)
+        if taken is not None:
+            return tuple(ctx.graphs.convert_graph(then_branch if taken else else_branch, scope))
+        return _emit_if(ctx, cond, then_branch, else_branch, count)
+    finally:
+        ctx.node, ctx.scope = node, scope   # the branches' nodes set them
+
+
+def _known_condition(ctx, cond: Value) -> bool | None:
+    if cond.const is not None:
+        if cond.const.size != 1:
+            raise shape_error(ctx, f"the condition must hold one value, got shape {cond.const.shape}")
+        return bool(cond.const.reshape(()))
+    if cond.sym is not None and len(cond.sym) == 1 and isinstance(cond.sym[0], int):
+        return bool(cond.sym[0])
+    return None
+
+
+def _emit_if(ctx, cond: Value, then_branch, else_branch, count: int):
+    if cond.dtype is not None and cond.dtype != "bool":
+        raise shape_error(ctx, f"the condition must be bool, got {cond.dtype}")
+    if cond.ndim > 0 and cond.shape is not None and any(d != 1 for d in cond.shape):
+        raise shape_error(ctx, "the condition must hold one value")
+    cond_expr = ctx.expr(cond)
+    scope = ctx.scope
+    lazy = _unmaterialized(scope)
+    branches = []
+    for graph in (then_branch, else_branch):
+        branches.append(ctx.graphs.convert_branch(graph, scope))
+        # A value of an enclosing scope first materialized inside the branch
+        # is bound there; forget that binding so later uses outside re-bind it.
+        for value in lazy:
+            value.expr = None
+    result = ctx.bb.emit(If(cond_expr, *branches), "if_out")
+    sinfo = result.struct_info
+    if count == 1:
+        return _rebind(ctx, Value(sinfo, expr=result), 0)
+    if not isinstance(sinfo, TupleStructInfo):
+        raise unsupported(ctx, f"expected a tuple of {count} outputs from the branches, got {sinfo}")
+    outputs = []
+    for i in range(count):
+        item = ctx.bb.emit(TupleGetItem(result, i), "if_out")
+        outputs.append(_rebind(ctx, Value(item.struct_info, expr=item), i))
+    return tuple(outputs)
+
+
+def _unmaterialized(scope) -> list[Value]:
+    """Values visible in ``scope`` (and the scopes enclosing it) whose IR
+    expression has not been made yet."""
+    out, seen = [], set()
+    while scope is not None:
+        for value in scope.values():
+            if value.expr is None and value.sym is not None and id(value) not in seen:
+                seen.add(id(value))
+                out.append(value)
+        scope = getattr(scope, "parent", None)
+    return out
+
+
+def _rebind(ctx, value: Value, index: int) -> Value:
+    """A tensor output whose shape the branches do not agree on gets fresh dims."""
+    sinfo = value.sinfo
+    if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is not None or sinfo.ndim < 0:
+        return value
+    if sinfo.dtype is None:
+        raise unsupported(ctx, f"output {index} has different dtypes in the two branches")
+    dims = fresh_dims(ctx, sinfo.ndim, f"if_out{index}")
+    cast = TensorStructInfo(dims, sinfo.dtype, vdevice=sinfo.vdevice)
+    return Value(cast, expr=ctx.bb.match_cast(value.expr, cast, "if_out"))

@@ -1,0 +1,401 @@
+"""Neural-network ONNX ops: MatMul, Gemm, Conv, ConvTranspose, pooling.
+
+Window attributes resolve to the IR ops' canonical form here: the kernel
+shape comes from the weight when not given, ``auto_pad`` becomes explicit
+``padding`` (all begins, then all ends), and ConvTranspose's
+``output_shape`` becomes padding too. SAME padding of a symbolic spatial dim
+depends on its value modulo the stride; it is static when the stride is 1
+(or the analyzer knows the remainder), and unsupported otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ....errors import ShapeError
+from ....ir.dims import Dim
+from ....ops.registry import make_call
+from ..registry import register_converter
+from ..value import Value
+from ._math_common import astype, call, known_rank, scalar, spatial_attr, unsupported
+
+# ---------------------------------------------------------------- matmul, gemm
+
+
+@register_converter("", "MatMul", since_opset=1)
+def matmul(ctx, a, b):
+    """numpy matmul (1-D operands, broadcast batch dims)."""
+    return make_call("matmul", ctx.expr(a), ctx.expr(b))
+
+
+def _gemm(ctx, a, b, c, alpha, beta, trans_a, trans_b):
+    lhs, rhs = ctx.expr(a), ctx.expr(b)
+    if trans_a:
+        lhs = call(ctx, "permute_dims", lhs, axes=(1, 0))
+    if trans_b:
+        rhs = call(ctx, "permute_dims", rhs, axes=(1, 0))
+    product = call(ctx, "matmul", lhs, rhs)
+    if alpha != 1.0:
+        product = call(ctx, "multiply", product, scalar(ctx, alpha, a.dtype))
+    if c is None or beta == 0.0:
+        return product
+    bias = ctx.expr(c)
+    if beta != 1.0:
+        bias = call(ctx, "multiply", bias, scalar(ctx, beta, c.dtype))
+    return make_call("add", product, bias)
+
+
+@register_converter("", "Gemm", since_opset=1)
+def gemm_legacy(ctx, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, broadcast=0):  # noqa: N803
+    """Gemm before opset 7 (``broadcast`` attr; numpy broadcasting covers both settings)."""
+    return _gemm(ctx, a, b, c, alpha, beta, transA, transB)
+
+
+@register_converter("", "Gemm", since_opset=7)
+def gemm(ctx, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):  # noqa: N803
+    """``alpha * A' @ B' + beta * C`` composed from permute_dims, matmul, multiply, add."""
+    return _gemm(ctx, a, b, c, alpha, beta, transA, transB)
+
+
+# ---------------------------------------------------------------- window geometry
+
+
+def _spatial_rank(ctx, x: Value, w: Value | None = None) -> int:
+    ndim = x.ndim if x.ndim >= 0 else (w.ndim if w is not None else -1)
+    if ndim < 0:
+        raise unsupported(ctx, "the input must have a known rank")
+    if ndim < 3:
+        raise ShapeError(f"{ctx.node_label()}: the input must be (N, C, *spatial), got rank {ndim}")
+    return ndim - 2
+
+
+def _kernel(ctx, kernel_shape, w: Value | None, n: int) -> tuple[Dim, ...]:
+    if kernel_shape:
+        kernel = spatial_attr(ctx, kernel_shape, n, 1, "kernel_shape")
+        if w is not None and w.shape is not None:
+            for k, wk in zip(kernel, w.shape[2:]):
+                if isinstance(wk, int) and wk != k:
+                    raise ShapeError(f"{ctx.node_label()}: kernel_shape {list(kernel)} does not match the "
+                                     f"weight's shape {tuple(w.shape)}")
+        return kernel
+    if w is None or w.shape is None:
+        raise unsupported(ctx, "kernel_shape is not given and the weight's shape is unknown")
+    return tuple(w.shape[2:])
+
+
+def _pads(ctx, pads, n: int) -> tuple[int, ...]:
+    if not pads:
+        return (0,) * (2 * n)
+    pads = tuple(int(p) for p in pads)
+    if len(pads) != 2 * n:
+        raise ShapeError(f"{ctx.node_label()}: pads={list(pads)} needs {2 * n} values")
+    if any(p < 0 for p in pads):
+        raise unsupported(ctx, f"negative pads {list(pads)}")
+    return pads
+
+
+def _same_total(ctx, size: Dim, k: Dim, s: int, d: int) -> int:
+    """Total SAME padding of one dim: the output is ceil(size / s)."""
+    if not isinstance(k, int):
+        raise unsupported(ctx, f"auto_pad SAME with a symbolic kernel dim {k}")
+    reach = d * (k - 1) + 1
+    if isinstance(size, int):
+        return max(0, (-(-size // s) - 1) * s + reach - size)
+    rem = ctx.bb.analyzer.simplify(size % s) if s > 1 else 0
+    if not isinstance(rem, int):
+        raise unsupported(ctx, f"auto_pad SAME on the symbolic spatial dim {size} with stride {s}: the "
+                               f"padding depends on {size} % {s}; bind the dim (from_onnx dims=...) or "
+                               f"export with explicit pads")
+    return max(0, reach - (s if rem == 0 else rem))
+
+
+def _split_total(total: int, upper: bool) -> tuple[int, int]:
+    """(begin, end) of a total padding: SAME_UPPER puts the odd one at the end."""
+    small, big = total // 2, total - total // 2
+    return (small, big) if upper else (big, small)
+
+
+def _window_padding(ctx, auto_pad: str, pads, x: Value, kernel, strides, dilations, n: int) -> tuple[int, ...]:
+    """Explicit (begins..., ends...) padding for Conv and the pools."""
+    if auto_pad in ("NOTSET", ""):
+        return _pads(ctx, pads, n)
+    if auto_pad == "VALID":
+        return (0,) * (2 * n)
+    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+        raise unsupported(ctx, f"auto_pad={auto_pad!r}")
+    if x.shape is None:
+        raise unsupported(ctx, f"auto_pad={auto_pad} needs the input's spatial dims")
+    begins, ends = [], []
+    for size, k, s, d in zip(x.shape[2:], kernel, strides, dilations):
+        b, e = _split_total(_same_total(ctx, size, k, s, d), auto_pad == "SAME_UPPER")
+        begins.append(b)
+        ends.append(e)
+    return tuple(begins + ends)
+
+
+def _add_bias(ctx, out, bias: Value | None, ndim: int):
+    """``out + bias`` with the per-channel bias laid out as (1, C, 1, ...)."""
+    if bias is None:
+        return out
+    out = ctx.expr(ctx.emit(out))
+    laid_out = call(ctx, "expand_dims", ctx.expr(bias), axis=(0, *range(2, ndim)))
+    return make_call("add", out, laid_out)
+
+
+# ---------------------------------------------------------------- conv
+
+
+@register_converter("", "Conv", since_opset=1)
+def conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
+         strides=None):
+    """N-d convolution, then the bias added per channel."""
+    n = _spatial_rank(ctx, x, w)
+    kernel = _kernel(ctx, kernel_shape, w, n)
+    strides = spatial_attr(ctx, strides, n, 1, "strides")
+    dilations = spatial_attr(ctx, dilations, n, 1, "dilations")
+    padding = _window_padding(ctx, auto_pad, pads, x, kernel, strides, dilations, n)
+    out = make_call("nn.conv", ctx.expr(x), ctx.expr(w), strides=strides, padding=padding,
+                    dilation=dilations, groups=group)
+    return _add_bias(ctx, out, b, n + 2)
+
+
+@register_converter("", "ConvTranspose", since_opset=1)
+def conv_transpose(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+                   output_padding=None, output_shape=None, pads=None, strides=None):
+    """N-d transposed convolution. ``output_shape`` (or SAME auto_pad) fixes
+    the output's spatial dims; the padding that gives them is computed as
+    the ONNX spec says (SAME_UPPER puts the odd one at the end)."""
+    n = _spatial_rank(ctx, x, w)
+    kernel = _kernel(ctx, kernel_shape, w, n)
+    strides = spatial_attr(ctx, strides, n, 1, "strides")
+    dilations = spatial_attr(ctx, dilations, n, 1, "dilations")
+    extra = spatial_attr(ctx, output_padding, n, 0, "output_padding")
+    if output_shape and len(output_shape) == n + 2:
+        output_shape = output_shape[2:]
+    if output_shape or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        padding, extra = _transpose_padding(ctx, x, kernel, strides, dilations, extra, output_shape, auto_pad, n)
+    elif auto_pad in ("NOTSET", "", "VALID"):
+        padding = _pads(ctx, pads, n) if auto_pad != "VALID" else (0,) * (2 * n)
+    else:
+        raise unsupported(ctx, f"auto_pad={auto_pad!r}")
+    out = make_call("nn.conv_transpose", ctx.expr(x), ctx.expr(w), strides=strides, padding=padding,
+                    output_padding=extra, dilation=dilations, groups=group)
+    return _add_bias(ctx, out, b, n + 2)
+
+
+def _transpose_padding(ctx, x, kernel, strides, dilations, extra, output_shape, auto_pad, n):
+    """(padding, output_padding) giving ``output_shape`` (or ``size * stride``
+    for SAME). A negative end padding extends the output with zeros: it
+    becomes extra output padding."""
+    if x.shape is None:
+        raise unsupported(ctx, "output_shape / SAME auto_pad need the input's spatial dims")
+    if output_shape and len(output_shape) != n:
+        raise ShapeError(f"{ctx.node_label()}: output_shape={list(output_shape)} needs {n} values")
+    begins, ends, out_pad = [], [], []
+    for i, (size, k, s, d, p) in enumerate(zip(x.shape[2:], kernel, strides, dilations, extra)):
+        target = output_shape[i] if output_shape else size * s
+        if not isinstance(k, int):
+            raise unsupported(ctx, f"a symbolic kernel dim {k} with output_shape / SAME auto_pad")
+        total = ctx.bb.analyzer.simplify(s * (size - 1) + p + d * (k - 1) + 1 - target)
+        if not isinstance(total, int):
+            raise unsupported(ctx, f"output_shape {list(output_shape)} with the symbolic input dim {size}")
+        b, e = _split_total(total, auto_pad == "SAME_UPPER")
+        if b < 0 or (e < 0 and p - e >= max(s, d)):
+            raise unsupported(ctx, f"output_shape {list(output_shape or ())} is larger than the transposed "
+                                   f"convolution can produce")
+        begins.append(b)
+        ends.append(max(e, 0))
+        out_pad.append(p - min(e, 0))
+    return tuple(begins + ends), tuple(out_pad)
+
+
+# ---------------------------------------------------------------- pooling
+
+
+def _pool_attrs(ctx, x, auto_pad, kernel_shape, pads, strides, dilations, ceil_mode):
+    n = _spatial_rank(ctx, x)
+    if not kernel_shape:
+        raise ShapeError(f"{ctx.node_label()}: attribute kernel_shape is required")
+    kernel = spatial_attr(ctx, kernel_shape, n, 1, "kernel_shape")
+    strides = spatial_attr(ctx, strides, n, 1, "strides")
+    dilations = spatial_attr(ctx, dilations, n, 1, "dilations")
+    padding = _window_padding(ctx, auto_pad, pads, x, kernel, strides, dilations, n)
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        ceil_mode = 0  # the explicit SAME padding already gives ceil(size / stride)
+    return dict(pool_size=kernel, strides=strides, padding=padding, dilation=dilations,
+                ceil_mode=bool(ceil_mode))
+
+
+@register_converter("", "MaxPool", since_opset=1)
+def max_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=None, pads=None,
+             storage_order=0, strides=None):
+    """N-d max pooling. The optional Indices output is not supported
+    (``storage_order`` only affects it)."""
+    outputs = list(ctx.node.output) if ctx.node is not None else []
+    if len(outputs) > 1 and outputs[1]:
+        raise unsupported(ctx, "the Indices output of MaxPool")
+    attrs = _pool_attrs(ctx, x, auto_pad, kernel_shape, pads, strides, dilations, ceil_mode)
+    return make_call("nn.max_pool", ctx.expr(x), **attrs)
+
+
+@register_converter("", "AveragePool", since_opset=1)
+def avg_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
+             kernel_shape=None, pads=None, strides=None):
+    """N-d average pooling; ``count_include_pad`` counts padded cells."""
+    attrs = _pool_attrs(ctx, x, auto_pad, kernel_shape, pads, strides, dilations, ceil_mode)
+    return make_call("nn.avg_pool", ctx.expr(x), count_include_pad=bool(count_include_pad), **attrs)
+
+
+@register_converter("", "GlobalAveragePool", since_opset=1)
+def global_avg_pool(ctx, x):
+    return make_call("nn.global_avg_pool", ctx.expr(x))
+
+
+@register_converter("", "GlobalMaxPool", since_opset=1)
+def global_max_pool(ctx, x):
+    return make_call("nn.global_max_pool", ctx.expr(x))
+
+
+def _abs_pow(ctx, x, p: float):
+    """``|x| ** p`` (square for 2, abs for 1)."""
+    if p == 2:
+        return call(ctx, "square", ctx.expr(x))
+    magnitude = call(ctx, "abs", ctx.expr(x))
+    return magnitude if p == 1 else call(ctx, "power", magnitude, scalar(ctx, p, x.dtype))
+
+
+def _root(ctx, total, p: float, dtype: str):
+    if p == 1:
+        return total
+    if p == 2:
+        return make_call("sqrt", total)
+    return make_call("power", total, scalar(ctx, 1.0 / p, dtype))
+
+
+def _lp_pool(ctx, x, p, auto_pad, ceil_mode, dilations, kernel_shape, pads, strides):
+    if p <= 0:
+        raise unsupported(ctx, f"p={p} (must be positive)")
+    if ceil_mode:
+        raise unsupported(ctx, "ceil_mode=1 for LpPool (the window sums are composed from average "
+                               "pooling, which cannot count the partial last window)")
+    attrs = _pool_attrs(ctx, x, auto_pad, kernel_shape, pads, strides, dilations, 0)
+    # sum over the window = mean counting every tap (padding included) * window size
+    mean = call(ctx, "nn.avg_pool", _abs_pow(ctx, x, p), count_include_pad=True, **attrs)
+    total = call(ctx, "multiply", mean, scalar(ctx, math.prod(attrs["pool_size"]), x.dtype))
+    return _root(ctx, total, p, x.dtype)
+
+
+@register_converter("", "LpPool", since_opset=1)
+def lp_pool_legacy(ctx, x, *, auto_pad="NOTSET", kernel_shape=None, p=2.0, pads=None, strides=None):
+    return _lp_pool(ctx, x, float(p), auto_pad, 0, None, kernel_shape, pads, strides)
+
+
+@register_converter("", "LpPool", since_opset=2)
+def lp_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=None, p=2, pads=None,
+            strides=None):
+    """``(sum over the window of |x|**p) ** (1/p)``, composed from average pooling."""
+    return _lp_pool(ctx, x, float(p), auto_pad, ceil_mode, dilations, kernel_shape, pads, strides)
+
+
+@register_converter("", "GlobalLpPool", since_opset=1)
+def global_lp_pool(ctx, x, *, p=2):
+    """``(sum over the spatial dims of |x|**p) ** (1/p)``, kept as 1s."""
+    ndim = known_rank(ctx, x)
+    total = call(ctx, "sum", _abs_pow(ctx, x, float(p)), axis=tuple(range(2, ndim)), keepdims=True)
+    return _root(ctx, total, float(p), x.dtype)
+
+
+# ---------------------------------------------------------------- normalization
+
+
+def _single_output(ctx, what: str) -> None:
+    outputs = list(ctx.node.output) if ctx.node is not None else []
+    if any(outputs[1:]):
+        raise unsupported(ctx, what)
+
+
+def _batch_norm(ctx, x, scale, bias, mean, var, epsilon, spatial=1):
+    _single_output(ctx, "the training outputs of BatchNormalization (running / saved mean and variance)")
+    params = [astype(ctx, v, x.dtype) for v in (scale, bias, mean, var)]
+    if spatial:
+        return make_call("nn.batch_norm", ctx.expr(x), *params, axis=1, epsilon=float(epsilon))
+    # spatial=0: one parameter per (channel, *spatial) position, shaped like x[1:]
+    scale_, bias_, mean_, var_ = params
+    std = call(ctx, "sqrt", call(ctx, "add", var_, scalar(ctx, epsilon, x.dtype)))
+    centered = call(ctx, "subtract", ctx.expr(x), mean_)
+    return make_call("add", call(ctx, "multiply", call(ctx, "divide", centered, std), scale_), bias_)
+
+
+@register_converter("", "BatchNormalization", since_opset=1)
+def batch_norm_legacy(ctx, x, scale, bias, mean, var, *, epsilon=1e-5, momentum=0.9, spatial=1, is_test=0,
+                      consumed_inputs=()):
+    """Opsets 1 and 6: ``is_test`` is ignored (relaxpack compiles for
+    inference, with the given running statistics)."""
+    return _batch_norm(ctx, x, scale, bias, mean, var, epsilon, spatial)
+
+
+@register_converter("", "BatchNormalization", since_opset=7)
+def batch_norm_spatial(ctx, x, scale, bias, mean, var, *, epsilon=1e-5, momentum=0.9, spatial=1):
+    return _batch_norm(ctx, x, scale, bias, mean, var, epsilon, spatial)
+
+
+@register_converter("", "BatchNormalization", since_opset=9)
+def batch_norm_v9(ctx, x, scale, bias, mean, var, *, epsilon=1e-5, momentum=0.9):
+    return _batch_norm(ctx, x, scale, bias, mean, var, epsilon)
+
+
+@register_converter("", "BatchNormalization", since_opset=14)
+def batch_norm(ctx, x, scale, bias, mean, var, *, epsilon=1e-5, momentum=0.9, training_mode=0):
+    """Inference batch normalization; ``training_mode=1`` is not supported."""
+    if training_mode:
+        raise unsupported(ctx, "training_mode=1 (batch statistics and running-mean updates)")
+    return _batch_norm(ctx, x, scale, bias, mean, var, epsilon)
+
+
+@register_converter("", "InstanceNormalization", since_opset=1)
+def instance_norm(ctx, x, scale, bias, *, epsilon=1e-5, consumed_inputs=()):
+    return make_call("nn.instance_norm", ctx.expr(x), ctx.expr(scale), ctx.expr(bias), epsilon=float(epsilon))
+
+
+_FLOAT_TYPE = 1  # TensorProto.FLOAT
+
+
+@register_converter("", "LayerNormalization", since_opset=17)
+def layer_norm(ctx, x, scale, bias=None, *, axis=-1, epsilon=1e-5, stash_type=_FLOAT_TYPE):
+    """Normalize over the dims from ``axis`` on. The optional Mean and
+    InvStdDev outputs are computed in float32 (``stash_type`` 1)."""
+    ndim = known_rank(ctx, x)
+    if not -ndim <= axis < ndim:
+        raise ShapeError(f"{ctx.node_label()}: axis {axis} is out of range for rank {ndim}")
+    axes = tuple(range(axis % ndim, ndim))
+    if stash_type != _FLOAT_TYPE:
+        raise unsupported(ctx, f"stash_type={stash_type} (only 1, float32 statistics)")
+    args = [ctx.expr(x), ctx.expr(scale)] + ([] if bias is None else [ctx.expr(bias)])
+    y = make_call("nn.layer_norm", *args, axes=axes, epsilon=float(epsilon))
+    outputs = list(ctx.node.output) if ctx.node is not None else []
+    if not any(outputs[1:]):
+        return y
+    data = astype(ctx, x, "float32")
+    mean = call(ctx, "mean", data, axis=axes, keepdims=True)
+    centered = call(ctx, "subtract", data, mean)
+    var = call(ctx, "mean", call(ctx, "square", centered), axis=axes, keepdims=True)
+    inv_std = call(ctx, "rsqrt", call(ctx, "add", var, scalar(ctx, epsilon, "float32")))
+    return y, ctx.emit(mean), ctx.emit(inv_std)
+
+
+@register_converter("", "LRN", since_opset=1)
+def lrn(ctx, x, *, size, alpha=1e-4, beta=0.75, bias=1.0):
+    return make_call("nn.lrn", ctx.expr(x), size=int(size), alpha=float(alpha), beta=float(beta),
+                     bias=float(bias))
+
+
+@register_converter("", "MeanVarianceNormalization", since_opset=9)
+def mean_variance_norm(ctx, x, *, axes=(0, 2, 3)):
+    """ONNX's function body: ``(x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9)``."""
+    axes = tuple(int(a) for a in axes)
+    data = ctx.expr(x)
+    mean = call(ctx, "mean", data, axis=axes, keepdims=True)
+    mean_sq = call(ctx, "mean", call(ctx, "square", data), axis=axes, keepdims=True)
+    std = call(ctx, "sqrt", call(ctx, "subtract", mean_sq, call(ctx, "square", mean)))
+    denom = call(ctx, "add", std, scalar(ctx, 1e-9, x.dtype))
+    return make_call("divide", call(ctx, "subtract", data, mean), denom)

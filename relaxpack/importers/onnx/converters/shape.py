@@ -1,0 +1,218 @@
+"""Shapes and values as data: Shape, Size, ConstantOfShape, Range, Constant,
+Identity, Cast, CastLike.
+
+``Shape`` does not emit an op: its result is a value whose contents are the
+input's (possibly symbolic) dims, and the converters downstream compute on
+those contents at import time::
+
+    Shape(x: (batch, seq, 768))  ->  sym (batch, seq, 768)
+    Gather(.., 0) -> Unsqueeze   ->  sym (batch,)
+    Concat(.., [seq], [12, 64])  ->  sym (batch, seq, 12, 64)
+    Reshape(x, ..)               ->  R.reshape(x, R.shape([batch, seq, 12, 64]))
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+
+from ....ir.dims import dim_max, format_dim
+from ....ops.registry import make_call
+from ..context import FOLD_LIMIT
+from ..registry import register_converter
+from ..tensors import onnx_dtype_name
+from ..value import Value
+from ._shape_common import (
+    INT_KINDS, contents_value, emit, fmt_dims, int_contents, is_symbolic, known_ints,
+    known_shape, shape_error, shape_expr, unsupported,
+)
+
+# ---------------------------------------------------------------- Shape, Size
+
+
+@register_converter("", "Shape", since_opset=1)
+def shape_v1(ctx, data):
+    return ctx.sym_value(known_shape(ctx, data))
+
+
+@register_converter("", "Shape", since_opset=15)
+def shape_v15(ctx, data, *, start=0, end=None):
+    dims = known_shape(ctx, data)
+    rank = len(dims)
+
+    def clamp(i):
+        return min(max(i + rank if i < 0 else i, 0), rank)
+    return ctx.sym_value(dims[clamp(start):rank if end is None else clamp(end)])
+
+
+@register_converter("", "Size", since_opset=1)
+def size(ctx, data):
+    dims = known_shape(ctx, data)
+    return ctx.sym_value((math.prod(dims, start=1),), scalar=True)
+
+
+# ---------------------------------------------------------------- ConstantOfShape, Range
+
+
+@register_converter("", "ConstantOfShape", since_opset=9)
+def constant_of_shape(ctx, shape, *, value=None):
+    fill = np.zeros((), np.float32) if value is None else np.asarray(value)
+    if fill.size != 1:
+        raise shape_error(ctx, f"attribute value must hold one element, got shape {fill.shape}")
+    fill = fill.reshape(())
+    dims = known_ints(ctx, shape, "the shape input")
+    if shape.ndim != 1:
+        raise shape_error(ctx, f"the shape input must be 1-D, got rank {shape.ndim}")
+    if any(isinstance(d, int) and d < 0 for d in dims):
+        raise shape_error(ctx, f"negative dim in shape {fmt_dims(dims)}")
+    if all(isinstance(d, int) for d in dims) and math.prod(dims) <= FOLD_LIMIT:
+        return ctx.const(np.full(dims, fill, dtype=fill.dtype))
+    return make_call("broadcast_to", ctx.expr(ctx.const(fill)), shape_expr(dims))
+
+
+@register_converter("", "Range", since_opset=11)
+def range_(ctx, start, limit, delta):
+    values = [v.const for v in (start, limit, delta)]
+    if all(v is not None for v in values):
+        for name, v in zip(("start", "limit", "delta"), values):
+            if v.size != 1:
+                raise shape_error(ctx, f"{name} must be a scalar, got shape {v.shape}")
+        first, stop, step = (v.reshape(()) for v in values)
+        if step == 0:
+            raise shape_error(ctx, "delta must not be 0")
+        # ONNX: max(ceil((limit - start) / delta), 0) elements start + i * delta,
+        # computed in the inputs' dtype
+        count = max(int(np.ceil((stop - first) / step)), 0)
+        dtype = first.dtype
+        return ctx.const((first + np.arange(count, dtype=dtype) * step).astype(dtype))
+    bounds = [v.int_values() for v in (start, limit, delta)]
+    if all(b is not None and len(b) == 1 for b in bounds) and isinstance(bounds[2][0], int) \
+            and bounds[2][0] != 0:
+        first, stop, step = (b[0] for b in bounds)
+        span = stop - first if step > 0 else first - stop
+        length = ctx.bb.analyzer.simplify(dim_max((span + abs(step) - 1) // abs(step), 0))
+        raise unsupported(ctx, f"Range with symbolic bounds (length {format_dim(length)}) needs an IR "
+                               f"op 'arange' that relaxpack does not have yet; only constant bounds fold")
+    raise unsupported(ctx, "Range needs constant start, limit and delta (a data-dependent length "
+                           "needs an IR op 'arange' with a packed kernel)")
+
+
+# ---------------------------------------------------------------- Constant, Identity
+
+
+@register_converter("", "Constant", since_opset=1)
+def constant_v1(ctx, *, value):
+    return _constant(ctx, value)
+
+
+@register_converter("", "Constant", since_opset=12)
+def constant_v12(ctx, *, value=None, value_float=None, value_floats=None, value_int=None,
+                 value_ints=None, value_string=None, value_strings=None, sparse_value=None):
+    given = {k: v for k, v in (("value", value), ("value_float", value_float),
+                               ("value_floats", value_floats), ("value_int", value_int),
+                               ("value_ints", value_ints), ("value_string", value_string),
+                               ("value_strings", value_strings), ("sparse_value", sparse_value))
+             if v is not None}
+    if len(given) != 1:
+        raise shape_error(ctx, f"needs exactly one value attribute, got {sorted(given) or 'none'}")
+    (name, v), = given.items()
+    if name == "sparse_value":
+        raise unsupported(ctx, "sparse_value (a sparse tensor constant) is not supported")
+    if name in ("value_string", "value_strings"):
+        raise unsupported(ctx, f"{name}: string tensors are not supported")
+    if name in ("value_float", "value_floats"):
+        return ctx.const(np.array(v, dtype=np.float32))
+    if name in ("value_int", "value_ints"):
+        return ctx.const(np.array(v, dtype=np.int64))
+    return _constant(ctx, v)
+
+
+def _constant(ctx, array) -> Value:
+    array = np.asarray(array)
+    if array.dtype.kind in "OSU":
+        raise unsupported(ctx, "string tensors are not supported")
+    return ctx.const(array)
+
+
+@register_converter("", "Identity", since_opset=1)
+def identity(ctx, x):
+    return x
+
+
+# ---------------------------------------------------------------- Cast, CastLike
+
+
+def _target_dtype(ctx, to) -> str:
+    if isinstance(to, str):  # opset 1 spells the type as a string
+        try:
+            to = onnx.TensorProto.DataType.Value(to.upper())
+        except ValueError:
+            raise unsupported(ctx, f"unknown Cast target type {to!r}") from None
+    dtype = onnx_dtype_name(int(to), f"{ctx.node_label()}'s target")
+    if dtype == "string":
+        raise unsupported(ctx, "casting to or from strings is not supported")
+    return dtype
+
+
+#: the largest finite value of each 8-bit float (ONNX's saturation bounds)
+_FLOAT8_MAX = {"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0, "float8_e5m2": 57344.0,
+               "float8_e5m2fnuz": 57344.0}
+
+
+def _cast(ctx, x: Value, dtype: str, saturate: int = 1):
+    if x.dtype == "string":
+        raise unsupported(ctx, "casting to or from strings is not supported")
+    if x.dtype == dtype:
+        return x
+    if is_symbolic(x) and dtype.startswith(INT_KINDS):
+        dims, shape = int_contents(x)
+        return contents_value(ctx, dims, shape, dtype)
+    data = ctx.expr(x)
+    if dtype in _FLOAT8_MAX and saturate:
+        data = _saturate(ctx, x, data, dtype)
+    return make_call("astype", data, dtype=dtype)
+
+
+def _saturate(ctx, x: Value, data, dtype: str):
+    """ONNX's saturating cast to an 8-bit float: values beyond the largest
+    finite one (infinities too) become it; the cast then rounds to nearest even."""
+    if not (x.dtype or "").startswith(("float", "bfloat")):
+        data = emit(ctx, make_call("astype", data, dtype="float32"), "cast")
+    bound = _FLOAT8_MAX[dtype]
+    return emit(ctx, make_call("clip", data, min=-bound, max=bound), "cast")
+
+
+@register_converter("", "Cast", since_opset=1)
+def cast_v1(ctx, x, *, to):
+    return _cast(ctx, x, _target_dtype(ctx, to))
+
+
+@register_converter("", "Cast", since_opset=6)
+def cast_v6(ctx, x, *, to):
+    return _cast(ctx, x, _target_dtype(ctx, to))
+
+
+@register_converter("", "Cast", since_opset=19)
+def cast_v19(ctx, x, *, to, saturate=1):
+    return _cast(ctx, x, _target_dtype(ctx, to), saturate)
+
+
+@register_converter("", "CastLike", since_opset=15)
+def cast_like_v15(ctx, x, target):
+    return _cast(ctx, x, _like_dtype(ctx, target))
+
+
+@register_converter("", "CastLike", since_opset=19)
+def cast_like_v19(ctx, x, target, *, saturate=1):
+    return _cast(ctx, x, _like_dtype(ctx, target), saturate)
+
+
+def _like_dtype(ctx, target: Value) -> str:
+    if target.dtype is None:
+        raise unsupported(ctx, "the dtype of target_type is unknown")
+    if target.dtype == "string":
+        raise unsupported(ctx, "casting to or from strings is not supported")
+    return target.dtype
+

@@ -1,0 +1,452 @@
+"""Data movement: Reshape, Expand, Flatten, Transpose, Concat, Split, Slice,
+Gather, GatherElements, Squeeze, Unsqueeze, Tile, DepthToSpace, SpaceToDepth.
+
+Shape-like operands (Reshape's and Expand's targets, Slice's bounds, the
+axes of Squeeze/Unsqueeze) are read at import time, so an ONNX target
+computed from ``Shape`` becomes a symbolic ``R.shape([...])``. When the
+data itself holds symbolic contents (a computed shape), Gather, Slice,
+Concat, Split, Squeeze, Unsqueeze and Reshape compute the new contents at
+import time and emit nothing.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ....ir.dims import Dim
+from ....ir.expr import Tuple, TupleGetItem
+from ....ops.definitions.common import exact_div
+from ....ops.definitions.index import HUGE
+from ....ops.registry import make_call
+from ....runtime.dtypes import numpy_dtype
+from ..context import FOLD_LIMIT
+from ..registry import register_converter
+from ..value import Value
+from ._shape_common import (
+    INT_KINDS, broadcast_dims, contents_value, dim_tensor, emit, fmt_dims, int_contents, is_symbolic,
+    known_ints, norm_axes, norm_axis, shape_error, shape_expr, shaped, slice_index, static_ints,
+    unsupported,
+)
+
+# ---------------------------------------------------------------- Reshape
+
+
+@register_converter("", "Reshape", since_opset=1)
+def reshape_v1(ctx, data, *, shape=None, consumed_inputs=None):
+    if shape is None:
+        raise shape_error(ctx, "needs the attribute shape")
+    return _reshape(ctx, data, ctx.const(np.array(shape, np.int64)))
+
+
+@register_converter("", "Reshape", since_opset=5)
+def reshape_v5(ctx, data, shape):
+    return _reshape(ctx, data, shape)
+
+
+@register_converter("", "Reshape", since_opset=14)
+def reshape_v14(ctx, data, shape, *, allowzero=0):
+    return _reshape(ctx, data, shape, allowzero)
+
+
+def _reshape(ctx, data: Value, target: Value, allowzero: int = 0):
+    dims = list(known_ints(ctx, target, "the target shape"))
+    if target.ndim != 1:
+        raise shape_error(ctx, f"the target shape must be 1-D, got rank {target.ndim}")
+    zeros = [i for i, d in enumerate(dims) if isinstance(d, int) and d == 0]
+    if zeros and not allowzero:
+        data = shaped(ctx, data)
+        shape = data.shape
+        for i in zeros:
+            if i >= len(shape):
+                raise shape_error(ctx, f"target {fmt_dims(dims)} copies dim {i} (a 0), but the input "
+                                       f"has rank {len(shape)}")
+            dims[i] = shape[i]
+    elif zeros and -1 in dims:
+        raise shape_error(ctx, f"target {fmt_dims(dims)} has both 0 (allowzero=1) and -1")
+    if -1 in dims:
+        data = shaped(ctx, data)   # so the -1 can be inferred
+    if is_symbolic(data) and all(isinstance(d, int) for d in dims):
+        flat, _ = int_contents(data)
+        known = math.prod(d for d in dims if d != -1)
+        out = [len(flat) // known if d == -1 and known else d for d in dims]
+        if math.prod(out) != len(flat):
+            raise shape_error(ctx, f"cannot reshape {len(flat)} elements into {fmt_dims(dims)}")
+        return contents_value(ctx, flat, out, data.dtype)
+    return make_call("reshape", ctx.expr(data), shape_expr(dims))
+
+
+# ---------------------------------------------------------------- Expand, Tile
+
+
+@register_converter("", "Expand", since_opset=8)
+def expand(ctx, data, shape):
+    target = known_ints(ctx, shape, "the target shape")
+    data = shaped(ctx, data)
+    out = broadcast_dims(ctx, data.shape, target)
+    if out == tuple(data.shape):
+        return data
+    return make_call("broadcast_to", ctx.expr(data), shape_expr(out))
+
+
+@register_converter("", "Tile", since_opset=1)
+def tile_v1(ctx, data, tiles, axis):
+    count, = static_ints(ctx, tiles, "tiles")
+    ax, = static_ints(ctx, axis, "axis")
+    repeats = [1] * data.ndim
+    repeats[norm_axis(ctx, ax, data.ndim)] = count
+    return _tile(ctx, data, repeats)
+
+
+@register_converter("", "Tile", since_opset=6)
+def tile_v6(ctx, data, repeats):
+    return _tile(ctx, data, known_ints(ctx, repeats, "repeats"))
+
+
+def _tile(ctx, data: Value, repeats):
+    data = shaped(ctx, data)
+    shape = data.shape
+    if len(repeats) != len(shape):
+        raise shape_error(ctx, f"{len(repeats)} repeats for a tensor of rank {len(shape)}")
+    if any(isinstance(r, int) and r < 0 for r in repeats):
+        raise shape_error(ctx, f"repeats {fmt_dims(repeats)} must not be negative")
+    if all(r == 1 for r in repeats):
+        return data
+    if data.const is not None and all(isinstance(r, int) for r in repeats) \
+            and data.const.size * math.prod(repeats) <= FOLD_LIMIT:
+        return ctx.const(np.tile(data.const, repeats))
+    # (d0, d1) tiled (r0, r1): view as (1, d0, 1, d1), broadcast to (r0, d0, r1, d1), merge pairs
+    spread, target = [], []
+    for d, r in zip(shape, repeats):
+        spread += [d] if r == 1 else [1, d]
+        target += [d] if r == 1 else [r, d]
+    x = emit(ctx, make_call("reshape", ctx.expr(data), shape_expr(spread)), "tile")
+    x = emit(ctx, make_call("broadcast_to", x, shape_expr(target)), "tile")
+    return make_call("reshape", x, shape_expr([d * r for d, r in zip(shape, repeats)]))
+
+
+# ---------------------------------------------------------------- Flatten, Transpose
+
+
+@register_converter("", "Flatten", since_opset=1)
+def flatten(ctx, data, *, axis=1):
+    data = shaped(ctx, data)
+    if not -data.ndim <= axis <= data.ndim:
+        raise shape_error(ctx, f"axis {axis} is out of range [{-data.ndim}, {data.ndim}]")
+    return make_call("flatten", ctx.expr(data), axis=axis + data.ndim if axis < 0 else axis)
+
+
+@register_converter("", "Transpose", since_opset=1)
+def transpose(ctx, data, *, perm=None):
+    if perm is not None and data.ndim >= 0:
+        if len(perm) != data.ndim:
+            raise shape_error(ctx, f"perm {tuple(perm)} does not permute the {data.ndim} axes")
+        if norm_axes(ctx, perm, data.ndim, "perm") == tuple(range(data.ndim)):
+            return data
+    elif perm is None and data.ndim in (0, 1):
+        return data
+    return make_call("permute_dims", ctx.expr(data), axes=None if perm is None else tuple(perm))
+
+
+# ---------------------------------------------------------------- Concat, Split
+
+
+@register_converter("", "Concat", since_opset=1)
+def concat_v1(ctx, *inputs, axis=1):
+    return _concat(ctx, inputs, axis)
+
+
+@register_converter("", "Concat", since_opset=4)
+def concat_v4(ctx, *inputs, axis=None):
+    if axis is None:
+        raise shape_error(ctx, "needs the attribute axis")
+    return _concat(ctx, inputs, axis)
+
+
+def _concat(ctx, inputs, axis: int):
+    values = [v for v in inputs if v is not None]
+    if not values:
+        raise shape_error(ctx, "needs at least one input")
+    if any(is_symbolic(v) for v in values) and all(v.ndim == 1 for v in values) and axis in (0, -1) \
+            and len({v.dtype for v in values}) == 1 and all(int_contents(v) for v in values):
+        flat = [d for v in values for d in int_contents(v)[0]]
+        return contents_value(ctx, flat, (len(flat),), values[0].dtype)
+    if len(values) == 1:
+        return values[0]
+    return make_call("concat", Tuple([ctx.expr(v) for v in values]), axis=axis)
+
+
+@register_converter("", "Split", since_opset=1)
+def split_v1(ctx, data, sizes=None, /, *, axis=0, split=None):
+    # opset 1 takes the sizes as its second input or as the attribute split
+    if sizes is not None:
+        split = static_ints(ctx, sizes, "split")
+    return _split(ctx, data, split, axis)
+
+
+@register_converter("", "Split", since_opset=2)
+def split_v2(ctx, data, *, axis=0, split=None):
+    return _split(ctx, data, split, axis)
+
+
+@register_converter("", "Split", since_opset=13)
+def split_v13(ctx, data, split=None, *, axis=0):
+    return _split(ctx, data, static_ints(ctx, split, "split"), axis)
+
+
+@register_converter("", "Split", since_opset=18)
+def split_v18(ctx, data, split=None, *, axis=0, num_outputs=None):
+    if split is not None and num_outputs is not None:
+        raise shape_error(ctx, "takes either the input split or the attribute num_outputs, not both")
+    if split is None and num_outputs is None:
+        raise shape_error(ctx, "needs the input split or the attribute num_outputs")
+    if num_outputs is not None and num_outputs != len(ctx.node.output):
+        raise shape_error(ctx, f"num_outputs={num_outputs} but the node has {len(ctx.node.output)} outputs")
+    return _split(ctx, data, static_ints(ctx, split, "split"), axis)
+
+
+def _split(ctx, data: Value, sizes, axis: int):
+    count = len(ctx.node.output)
+    if data.ndim < 0:
+        raise unsupported(ctx, "the rank of the input is unknown")
+    ax = norm_axis(ctx, axis, data.ndim)
+    if sizes is not None:
+        sizes = tuple(int(s) for s in sizes)
+        if len(sizes) != count or any(s < 0 for s in sizes):
+            raise shape_error(ctx, f"split {sizes} must give {count} non-negative sizes")
+        dim = data.shape[ax] if data.shape is not None else None
+        if isinstance(dim, int) and sum(sizes) != dim:
+            raise shape_error(ctx, f"split {sizes} sums to {sum(sizes)}, not the dim {dim} of axis {ax}")
+    if count == 1:
+        return data
+    if is_symbolic(data) and sizes is not None:
+        flat, _ = int_contents(data)
+        starts = np.cumsum((0,) + sizes)
+        return tuple(contents_value(ctx, flat[a:b], (b - a,), data.dtype) for a, b in zip(starts, starts[1:]))
+    spec = count if sizes is None else tuple(int(p) for p in np.cumsum(sizes[:-1]))
+    pieces = ctx.emit(make_call("split", ctx.expr(data), indices_or_sections=spec, axis=ax), "split")
+    return tuple(TupleGetItem(pieces.expr, i) for i in range(count))
+
+
+# ---------------------------------------------------------------- Slice
+
+
+@register_converter("", "Slice", since_opset=1)
+def slice_v1(ctx, data, *, starts, ends, axes=None):
+    return _slice(ctx, data, tuple(starts), tuple(ends), axes, None)
+
+
+@register_converter("", "Slice", since_opset=10)
+def slice_v10(ctx, data, starts, ends, axes=None, steps=None):
+    return _slice(ctx, data, known_ints(ctx, starts, "starts"), known_ints(ctx, ends, "ends"),
+                  static_ints(ctx, axes, "axes"), static_ints(ctx, steps, "steps"))
+
+
+def _slice(ctx, data: Value, starts, ends, axes, steps):
+    count = len(starts)
+    axes = tuple(range(count)) if axes is None else tuple(axes)
+    steps = (1,) * count if steps is None else tuple(steps)
+    if not len(ends) == len(axes) == len(steps) == count:
+        raise shape_error(ctx, f"starts, ends, axes and steps must have the same length, got "
+                               f"{count}, {len(ends)}, {len(axes)}, {len(steps)}")
+    if 0 in steps:
+        raise shape_error(ctx, f"steps {steps} must not be 0")
+    if data.ndim < 0:
+        raise unsupported(ctx, "the rank of the input is unknown")
+    axes = norm_axes(ctx, axes, data.ndim)
+    bounds = starts + ends
+    if is_symbolic(data) and data.ndim == 1 and all(isinstance(b, int) for b in bounds):
+        flat, _ = int_contents(data)
+        picked = flat[slice(starts[0], ends[0], steps[0])]
+        return contents_value(ctx, picked, (len(picked),), data.dtype)
+    if not all(isinstance(b, int) for b in bounds):
+        data = shaped(ctx, data)
+    begin, end = [], []
+    for ax, s, e in zip(axes, starts, ends):
+        dim = data.shape[ax] if data.shape is not None else None
+        b, f = slice_index(ctx, s, dim), slice_index(ctx, e, dim)
+        if b is None or f is None:
+            raise unsupported(ctx, f"symbolic slice bounds [{fmt_dims((s,))[1:-2]}, {fmt_dims((e,))[1:-2]}) "
+                                   f"on a dim of {fmt_dims((dim,))[1:-2]} need a dynamic strided_slice "
+                                   f"op; only constant bounds are supported")
+        begin.append(b)
+        end.append(f)
+    keep = [i for i in range(count) if not (begin[i] == 0 and end[i] >= HUGE and steps[i] == 1)]
+    if not keep:
+        return data
+    return make_call("strided_slice", ctx.expr(data), axes=tuple(axes[i] for i in keep),
+                     begin=tuple(begin[i] for i in keep), end=tuple(end[i] for i in keep),
+                     strides=tuple(steps[i] for i in keep))
+
+
+# ---------------------------------------------------------------- Gather, GatherElements
+
+
+@register_converter("", "Gather", since_opset=1)
+def gather(ctx, data, indices, *, axis=0):
+    if data.ndim < 0:
+        raise unsupported(ctx, "the rank of the data is unknown")
+    ax = norm_axis(ctx, axis, data.ndim)
+    known = int_contents(indices)
+    if is_symbolic(data) and data.ndim == 1 and known and all(isinstance(i, int) for i in known[0]):
+        flat, _ = int_contents(data)
+        picked = [flat[_in_range(ctx, i, len(flat), ax)] for i in known[0]]
+        return contents_value(ctx, picked, known[1], data.dtype)
+    data = shaped(ctx, data)
+    return make_call("take", ctx.expr(data), _indices(ctx, indices, data.shape[ax], ax), axis=ax)
+
+
+@register_converter("", "GatherElements", since_opset=11)
+def gather_elements(ctx, data, indices, *, axis=0):
+    data = shaped(ctx, data)
+    if indices.ndim >= 0 and indices.ndim != data.ndim:
+        raise shape_error(ctx, f"data of rank {data.ndim} and indices of rank {indices.ndim} differ")
+    ax = norm_axis(ctx, axis, data.ndim)
+    return make_call("gather_elements", ctx.expr(data), _indices(ctx, indices, data.shape[ax], ax), axis=ax)
+
+
+def _in_range(ctx, index: int, dim: int, axis: int) -> int:
+    if not -dim <= index < dim:
+        raise shape_error(ctx, f"index {index} is out of range for axis {axis} of size {dim}")
+    return index + dim if index < 0 else index
+
+
+def _indices(ctx, indices: Value, dim: Dim, axis: int):
+    """``indices`` with negative entries counted from the end: normalized at
+    import when known, else ``where(indices < 0, indices + dim, indices)``."""
+    if not (indices.dtype or "").startswith(INT_KINDS):
+        raise shape_error(ctx, f"indices must be integers, got {indices.dtype}")
+    if indices.dtype.startswith("uint"):
+        return ctx.expr(indices)
+    if indices.const is not None:
+        array = indices.const
+        if isinstance(dim, int):
+            bad = array[(array < -dim) | (array >= dim)]
+            if bad.size:
+                _in_range(ctx, int(bad.flat[0]), dim, axis)
+            fixed = np.where(array < 0, array + dim, array).astype(array.dtype)
+            return ctx.expr(ctx.const(fixed))
+        if not (array < 0).any():
+            return ctx.expr(indices)
+    data = ctx.expr(indices)
+    zero = ctx.expr(ctx.const(np.zeros((), numpy_dtype(indices.dtype))))
+    negative = emit(ctx, make_call("less", data, zero), "neg")
+    shifted = emit(ctx, make_call("add", data, dim_tensor(ctx, dim, indices.dtype)), "idx")
+    return emit(ctx, make_call("where", negative, shifted, data), "idx")
+
+
+# ---------------------------------------------------------------- Squeeze, Unsqueeze
+
+
+@register_converter("", "Squeeze", since_opset=1)
+def squeeze_v1(ctx, data, *, axes=None):
+    return _squeeze(ctx, data, axes)
+
+
+@register_converter("", "Squeeze", since_opset=13)
+def squeeze_v13(ctx, data, axes=None):
+    return _squeeze(ctx, data, static_ints(ctx, axes, "axes"))
+
+
+def _squeeze(ctx, data: Value, axes):
+    if data.ndim < 0:
+        raise unsupported(ctx, "the rank of the input is unknown")
+    if axes is None:
+        data = shaped(ctx, data)
+        analyzer = ctx.bb.analyzer
+        undecided = [d for d in data.shape if not isinstance(d, int) and not analyzer.prove_equal(d, 1)
+                     and not (analyzer.prove_gt(d, 1) or analyzer.prove_lt(d, 1))]
+        if undecided:
+            raise unsupported(ctx, f"without axes it squeezes the dims that are 1, and "
+                                   f"{fmt_dims(undecided)} may or may not be 1 (give axes, or declare "
+                                   f"the dims' ranges in from_onnx(dims=...))")
+        axes = tuple(i for i, d in enumerate(data.shape) if d == 1 or analyzer.prove_equal(d, 1))
+    else:
+        axes = norm_axes(ctx, axes, data.ndim)
+    if not axes:
+        return data
+    if is_symbolic(data):
+        flat, shape = int_contents(data)
+        if any(shape[a] != 1 for a in axes):
+            raise shape_error(ctx, f"cannot squeeze axes {axes} of shape {fmt_dims(shape)}")
+        return contents_value(ctx, flat, [d for i, d in enumerate(shape) if i not in axes], data.dtype)
+    return make_call("squeeze", ctx.expr(data), axis=tuple(sorted(axes)))
+
+
+@register_converter("", "Unsqueeze", since_opset=1)
+def unsqueeze_v1(ctx, data, *, axes):
+    return _unsqueeze(ctx, data, axes)
+
+
+@register_converter("", "Unsqueeze", since_opset=13)
+def unsqueeze_v13(ctx, data, axes):
+    return _unsqueeze(ctx, data, static_ints(ctx, axes, "axes"))
+
+
+def _unsqueeze(ctx, data: Value, axes):
+    if data.ndim < 0:
+        raise unsupported(ctx, "the rank of the input is unknown")
+    rank = data.ndim + len(axes)
+    axes = tuple(sorted(norm_axes(ctx, axes, rank)))
+    if not axes:
+        return data
+    if is_symbolic(data) and rank <= 1:
+        flat, _ = int_contents(data)
+        return contents_value(ctx, flat, (1,) * rank, data.dtype)
+    return make_call("expand_dims", ctx.expr(data), axis=axes)
+
+
+# ---------------------------------------------------------------- DepthToSpace, SpaceToDepth
+
+
+@register_converter("", "DepthToSpace", since_opset=1)
+def depth_to_space_v1(ctx, data, *, blocksize):
+    return _depth_to_space(ctx, data, blocksize, "DCR")
+
+
+@register_converter("", "DepthToSpace", since_opset=11)
+def depth_to_space_v11(ctx, data, *, blocksize, mode="DCR"):
+    return _depth_to_space(ctx, data, blocksize, mode)
+
+
+def _depth_to_space(ctx, data: Value, b: int, mode: str):
+    n, c, h, w = _image_shape(ctx, data, b)
+    c_out = _divide(ctx, c, b * b, "channels")
+    if mode == "DCR":
+        spread, perm = (n, b, b, c_out, h, w), (0, 3, 4, 1, 5, 2)
+    elif mode == "CRD":
+        spread, perm = (n, c_out, b, b, h, w), (0, 1, 4, 2, 5, 3)
+    else:
+        raise unsupported(ctx, f"mode {mode!r} (expected 'DCR' or 'CRD')")
+    x = emit(ctx, make_call("reshape", ctx.expr(data), shape_expr(spread)), "d2s")
+    x = emit(ctx, make_call("permute_dims", x, axes=perm), "d2s")
+    return make_call("reshape", x, shape_expr((n, c_out, h * b, w * b)))
+
+
+@register_converter("", "SpaceToDepth", since_opset=1)
+def space_to_depth(ctx, data, *, blocksize):
+    b = blocksize
+    n, c, h, w = _image_shape(ctx, data, b)
+    h_out, w_out = _divide(ctx, h, b, "height"), _divide(ctx, w, b, "width")
+    x = emit(ctx, make_call("reshape", ctx.expr(data), shape_expr((n, c, h_out, b, w_out, b))), "s2d")
+    x = emit(ctx, make_call("permute_dims", x, axes=(0, 3, 5, 1, 2, 4)), "s2d")
+    return make_call("reshape", x, shape_expr((n, c * b * b, h_out, w_out)))
+
+
+def _image_shape(ctx, data: Value, blocksize: int) -> tuple[Dim, ...]:
+    if not isinstance(blocksize, int) or blocksize < 1:
+        raise shape_error(ctx, f"blocksize must be a positive int, got {blocksize!r}")
+    shape = shaped(ctx, data).shape
+    if len(shape) != 4:
+        raise shape_error(ctx, f"needs a 4-D (N, C, H, W) input, got rank {len(shape)}")
+    return shape
+
+
+def _divide(ctx, dim: Dim, k: int, what: str) -> Dim:
+    quotient = exact_div(dim, k, ctx.bb.analyzer)
+    if quotient is not None:
+        return quotient
+    if isinstance(dim, int):
+        raise shape_error(ctx, f"{what} {dim} is not divisible by {k}")
+    return dim // k   # the reshape checks the element count at run time

@@ -1,0 +1,75 @@
+"""Indexing kernels against onnx's reference evaluator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relaxpack.errors import ShapeError
+
+from .test_kernels_registry import assert_close, rand, run_kernel, run_onnx
+
+DTYPES = ["float16", "float32", "int32", "int64", "bool"]
+HUGE = 2 ** 31 - 1
+
+
+@pytest.mark.parametrize("shape, axes, begin, end, strides", [
+    ((7, 9), (1,), (2,), (-1,), None), ((7, 9), (0, 1), (1, 0), (6, 9), (2, 3)),
+    ((7, 9), (0,), (-1,), (-HUGE,), (-1,)), ((7, 9), (1,), (-2,), (0,), (-2,)),
+    ((7, 9), (1,), (5,), (HUGE,), (1,)), ((7, 9), (0,), (100,), (200,), None),
+    ((7, 9), (-1,), (-100,), (3,), None), ((3, 4, 5), (2, 0), (4, 2), (0, -HUGE), (-1, -1)),
+    ((0, 5), (1,), (1,), (3,), None), ((7, 9), (0,), (3,), (3,), None), ((7,), 0, 1, 6, 2),
+])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_strided_slice(dtype, shape, axes, begin, end, strides):
+    rng = np.random.default_rng(0)
+    x = rand(rng, shape, dtype)
+    as_list = lambda v: [v] if isinstance(v, int) else list(v)          # noqa: E731
+    inputs = [x, np.array(as_list(begin), np.int64), np.array(as_list(end), np.int64),
+              np.array(as_list(axes), np.int64), None if strides is None else np.array(as_list(strides), np.int64)]
+    expected, = run_onnx("Slice", inputs)
+    assert_close(run_kernel("strided_slice", x, axes=axes, begin=begin, end=end, strides=strides), expected)
+
+
+@pytest.mark.parametrize("shape, ishape, axis", [
+    ((5, 4), (3,), 0), ((5, 4), (2, 3), 1), ((3, 5, 4), (), 1), ((3, 5, 4), (6, 2), -1),
+    ((5, 4), (0,), 0), ((0, 4), (2,), 1), ((5,), (4, 4), 0),
+])
+@pytest.mark.parametrize("idtype", ["int32", "int64"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_take(dtype, idtype, shape, ishape, axis):
+    rng = np.random.default_rng(1)
+    x = rand(rng, shape, dtype)
+    n = shape[axis]
+    indices = rng.integers(-n, n, size=ishape).astype(idtype) if n else np.zeros(ishape, idtype)
+    expected, = run_onnx("Gather", [x, indices], {"axis": axis}, out_dtypes=[x.dtype])
+    assert_close(run_kernel("take", x, indices, axis=axis), expected)
+
+
+def test_take_out_of_range_names_the_op():
+    with pytest.raises(ShapeError, match=r"take: index 5 is out of range for axis 0 of size 5"):
+        run_kernel("take", np.zeros((5, 2), np.float32), np.array([1, 5]), axis=0)
+
+
+@pytest.mark.parametrize("shape, ishape, axis", [
+    ((4, 5), (3, 5), 0), ((4, 5), (4, 2), 1), ((3, 4, 5), (3, 2, 5), -2), ((4, 5), (2, 3), 1),
+    ((4, 5), (0, 5), 0), ((6,), (9,), 0),
+])
+@pytest.mark.parametrize("idtype", ["int32", "int64"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gather_elements(dtype, idtype, shape, ishape, axis):
+    rng = np.random.default_rng(2)
+    x = rand(rng, shape, dtype)
+    n = shape[axis]
+    indices = rng.integers(-n, n, size=ishape).astype(idtype)
+    # indices smaller than the data in another dim: onnxruntime allows it (the
+    # spec only fixes the rank), onnx's reference evaluator does not
+    smaller = any(i < d for k, (i, d) in enumerate(zip(ishape, shape)) if k != axis % len(shape))
+    expected, = run_onnx("GatherElements", [x, indices], {"axis": axis}, out_dtypes=[x.dtype],
+                         backend="ort" if smaller else "ref")
+    assert_close(run_kernel("gather_elements", x, indices, axis=axis), expected)
+
+
+def test_gather_elements_out_of_range_names_the_op():
+    with pytest.raises(ShapeError, match="gather_elements: index -4 is out of range for axis 1 of size 3"):
+        run_kernel("gather_elements", np.zeros((2, 3), np.float32), np.array([[0, -4]]), axis=1)

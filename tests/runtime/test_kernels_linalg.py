@@ -1,0 +1,56 @@
+"""matmul against onnx's reference evaluator and onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from .test_kernels_registry import assert_close, rand, run_graph, run_kernel, run_onnx
+
+SHAPES = [
+    ((3, 5), (5, 7)), ((7,), (7,)), ((7,), (7, 3)), ((2, 3, 7), (7,)), ((2, 1, 3, 5), (4, 5, 6)),
+    ((5, 3, 4), (4, 2)), ((0, 3), (3, 4)), ((3, 0), (0, 4)), ((2, 0, 3), (3, 5)), ((1, 1), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("shapes", SHAPES)
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32", "int64"])
+def test_matmul(dtype, shapes):
+    rng = np.random.default_rng(0)
+    a, b = rand(rng, shapes[0], dtype), rand(rng, shapes[1], dtype)
+    expected, = run_onnx("MatMul", [a, b])
+    # float16: the reference multiplies in float16, the kernel in float32
+    # and rounds once; a sum of k products differs by a few float16 ulps.
+    tol = dict(rtol=5e-3, atol=5e-3) if dtype == "float16" else {}
+    assert_close(run_kernel("matmul", a, b), expected, **tol)
+
+
+@pytest.mark.parametrize("shapes", SHAPES[:5])
+def test_matmul_float32_against_onnxruntime(shapes):
+    rng = np.random.default_rng(1)
+    a, b = rand(rng, shapes[0], "float32"), rand(rng, shapes[1], "float32")
+    expected, = run_onnx("MatMul", [a, b], backend="ort")
+    assert_close(run_kernel("matmul", a, b), expected)
+
+
+def test_matmul_reads_strided_inputs():
+    rng = np.random.default_rng(2)
+    a = rand(rng, (6, 10), "float32")[::2, 1::2]       # (3, 5), not contiguous
+    b = rand(rng, (7, 5), "float32").T                 # (5, 7), transposed
+    assert_close(run_kernel("matmul", a, b), a @ b)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_matmul_with_a_wider_out_dtype_accumulates_there(dtype):
+    rng = np.random.default_rng(3)
+    a, b = rand(rng, (4, 33), dtype, 0, 127), rand(rng, (33, 5), dtype, 0, 127)   # sums overflow 8 bits
+    nodes = [helper.make_node("MatMulInteger", ["i0", "i1"], ["o0"])]
+    expected, = run_graph(nodes, [a, b], [np.int32])
+    assert_close(run_kernel("matmul", a, b, out_dtype="int32"), expected)
+
+
+def test_matmul_float16_to_float32():
+    rng = np.random.default_rng(4)
+    a, b = rand(rng, (3, 8), "float16"), rand(rng, (8, 2), "float16")
+    assert_close(run_kernel("matmul", a, b, out_dtype="float32"), a.astype(np.float32) @ b.astype(np.float32))

@@ -1,0 +1,146 @@
+"""Shape manipulation kernels against onnx's reference evaluator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from .test_kernels_registry import Shape, assert_close, rand, run_graph, run_kernel, run_onnx
+
+DTYPES = ["float16", "float32", "int8", "int64", "bool"]
+
+
+@pytest.mark.parametrize("shape, target", [
+    ((3, 5, 7), (5, 21)), ((3, 5, 7), (-1, 7)), ((3, 5, 7), (105,)), ((2, 6), (3, 1, 4)),
+    ((0, 4), (2, 0, 2)), ((1,), ()), ((3, 5, 7), (3, -1)),
+])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reshape(dtype, shape, target):
+    rng = np.random.default_rng(0)
+    x = rand(rng, shape, dtype)
+    # onnx's reference evaluator cannot reshape an empty tensor with a -1 or 0 dim
+    expected, = run_onnx("Reshape", [x, np.array(target, np.int64)], {"allowzero": 1}, out_dtypes=[x.dtype],
+                         backend="ort" if x.size == 0 else "ref")
+    assert_close(run_kernel("reshape", x, Shape(target)), expected)
+
+
+def test_reshape_of_a_strided_input():
+    x = np.arange(60, dtype=np.float32).reshape(6, 10)[::2, ::3].T      # (4, 3), strided
+    assert_close(run_kernel("reshape", x, Shape((2, 6))), x.reshape(2, 6))
+
+
+@pytest.mark.parametrize("shape, axes", [
+    ((3, 5, 7), (2, 0, 1)), ((3, 5, 7), None), ((2, 3, 4, 5), (0, 2, 1, 3)), ((0, 3), (1, 0)), ((4,), (0,)),
+])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_permute_dims(dtype, shape, axes):
+    rng = np.random.default_rng(1)
+    x = rand(rng, shape, dtype)
+    expected, = run_onnx("Transpose", [x], {} if axes is None else {"perm": list(axes)})
+    assert_close(run_kernel("permute_dims", x, axes=axes), expected)
+
+
+@pytest.mark.parametrize("shapes, axis", [
+    (((3, 5), (3, 2), (3, 1)), 1), (((3, 5), (4, 5)), 0), (((2, 0, 3), (2, 4, 3)), -2),
+    (((0, 3), (0, 3)), 1), (((7,),), 0),
+])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_concat(dtype, shapes, axis):
+    rng = np.random.default_rng(2)
+    xs = tuple(rand(rng, s, dtype) for s in shapes)
+    expected, = run_onnx("Concat", list(xs), {"axis": axis})
+    assert_close(run_kernel("concat", xs, axis=axis), expected)
+
+
+@pytest.mark.parametrize("shape, spec, axis, onnx_split", [
+    ((6, 4), 3, 0, [2, 2, 2]), ((7, 4), 3, 0, [3, 3, 1]), ((3, 10), (2, 5), 1, [2, 3, 5]),
+    ((3, 10), (0, 4, 4), -1, [0, 4, 0, 6]), ((3, 5), 1, 1, [5]), ((0, 4), 2, 1, [2, 2]),
+    ((5, 3), (2, 9), 0, [2, 3, 0]),
+])
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool"])
+def test_split(dtype, shape, spec, axis, onnx_split):
+    rng = np.random.default_rng(3)
+    x = rand(rng, shape, dtype)
+    n = len(onnx_split)
+    expected = run_onnx("Split", [x, np.array(onnx_split, np.int64)], {"axis": axis}, n_outputs=n)
+    got = run_kernel("split", x, indices_or_sections=spec, axis=axis)
+    assert isinstance(got, tuple) and len(got) == n
+    for g, e in zip(got, expected):
+        assert_close(g, e)
+
+
+@pytest.mark.parametrize("src, dst", [
+    ("float32", "float16"), ("float32", "int32"), ("float32", "bool"), ("float64", "float32"),
+    ("int64", "float32"), ("int32", "int8"), ("bool", "float32"), ("uint8", "int64"), ("float16", "float64"),
+])
+@pytest.mark.parametrize("shape", [(3, 5, 7), (0, 2)])
+def test_astype(src, dst, shape):
+    rng = np.random.default_rng(4)
+    x = (rand(rng, shape, "float64") * 50).astype(src) if np.dtype(src).kind == "f" else rand(rng, shape, src)
+    to = helper.np_dtype_to_tensor_dtype(np.dtype(dst))
+    expected, = run_onnx("Cast", [x], {"to": to}, out_dtypes=[np.dtype(dst)])
+    assert_close(run_kernel("astype", x, dtype=dst), expected)
+
+
+def test_astype_to_bfloat16_rounds_to_nearest():
+    x = np.array([1.0, 1.00390625, 1.01171875, 3.14159, -2.5e-3], np.float32)
+    out = run_kernel("astype", x, dtype="bfloat16")
+    np.testing.assert_array_equal(out.astype(np.float32), [1.0, 1.0, 1.015625, 3.140625, -0.00250244140625])
+
+
+def test_astype_between_numbers_and_strings():
+    x = np.array([1.5, -2.0, 0.25])
+    assert run_kernel("astype", x, dtype="string").tolist() == ["1.5", "-2.0", "0.25"]
+    s = np.array(["1.5", "-2", "7"], dtype=object)
+    np.testing.assert_array_equal(run_kernel("astype", s, dtype="float32"), np.array([1.5, -2, 7], np.float32))
+
+
+@pytest.mark.parametrize("shape, target", [
+    ((5, 1), (3, 5, 4)), ((1,), (2, 3)), ((3, 1, 7), (3, 5, 7)), ((), (4,)), ((0, 1), (0, 3)), ((4,), (0, 4)),
+])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_broadcast_to(dtype, shape, target):
+    rng = np.random.default_rng(5)
+    x = rand(rng, shape, dtype)
+    expected, = run_onnx("Expand", [x, np.array(target, np.int64)])
+    assert_close(run_kernel("broadcast_to", x, Shape(target)), expected)
+
+
+@pytest.mark.parametrize("shape, axis", [((3, 5), (0,)), ((3, 5), (1, -1)), ((3, 5), 2), ((0, 2), (0, 3)), ((), (0,))])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_expand_dims(dtype, shape, axis):
+    rng = np.random.default_rng(6)
+    x = rand(rng, shape, dtype)
+    axes = np.array([axis] if isinstance(axis, int) else axis, np.int64)
+    expected, = run_onnx("Unsqueeze", [x, axes])
+    assert_close(run_kernel("expand_dims", x, axis=axis), expected)
+
+
+@pytest.mark.parametrize("shape, axis", [((3, 1, 5, 1), (1,)), ((3, 1, 5, 1), None), ((1, 0, 1), (0, -1)),
+                                         ((1,), None), ((1, 1), 0)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_squeeze(dtype, shape, axis):
+    rng = np.random.default_rng(7)
+    x = rand(rng, shape, dtype)
+    axes = None if axis is None else np.array([axis] if isinstance(axis, int) else axis, np.int64)
+    expected, = run_onnx("Squeeze", [x, axes])
+    assert_close(run_kernel("squeeze", x, axis=axis), expected)
+
+
+@pytest.mark.parametrize("shape, axis", [((3, 5, 7), 1), ((3, 5, 7), 0), ((3, 5, 7), 3), ((3, 5, 7), -1), ((0, 4, 2), 2)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flatten(dtype, shape, axis):
+    rng = np.random.default_rng(8)
+    x = rand(rng, shape, dtype)
+    expected, = run_onnx("Flatten", [x], {"axis": axis}, backend="ort" if x.size == 0 else "ref")
+    assert_close(run_kernel("flatten", x, axis=axis), expected)
+
+
+@pytest.mark.parametrize("dims, scalar", [((3, 5, 7), False), ((4,), True), ((), False)])
+def test_shape_to_tensor(dims, scalar):
+    x = np.zeros(dims, np.float32)
+    nodes = [helper.make_node("Shape", ["i0"], ["s"])]
+    nodes.append(helper.make_node("Squeeze", ["s"], ["o0"]) if scalar else helper.make_node("Identity", ["s"], ["o0"]))
+    expected, = run_graph(nodes, [x], [np.int64])
+    assert_close(run_kernel("shape_to_tensor", Shape(dims), scalar=scalar), expected)

@@ -1,0 +1,174 @@
+"""Convolution and pooling kernels against onnxruntime and onnx's reference evaluator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from .test_kernels_registry import assert_close, rand, run_kernel, run_onnx
+
+# A conv output sums K = C/groups * prod(kernel) products (up to ~150 here)
+# in a different order than onnxruntime's: the absolute error grows like
+# sqrt(K) * eps * |terms|, so outputs near zero need atol 1e-5 in float32.
+CONV_TOL = {"float32": dict(rtol=1e-5, atol=1e-5), "float64": dict(rtol=1e-10, atol=1e-12),
+            "float16": dict(rtol=5e-3, atol=5e-3)}
+
+
+def onnx_window_attrs(n, strides=1, padding=0, dilation=1, **extra):
+    """IR window attributes as ONNX's per-dim lists (pads: begins then ends)."""
+    expand = lambda v: list(v) if isinstance(v, tuple) else [v] * n      # noqa: E731
+    pads = expand(padding)
+    pads = pads * 2 if len(pads) == n else pads
+    return dict(strides=expand(strides), pads=pads, dilations=expand(dilation), **extra)
+
+
+# (data shape, weight shape, IR attrs)
+CONV_CASES = [
+    ((2, 3, 11), (4, 3, 3), {}),
+    ((1, 4, 17), (6, 2, 5), dict(groups=2, strides=3, padding=(2, 1))),
+    ((2, 3, 9, 8), (5, 3, 3, 3), dict(padding=1)),
+    ((1, 3, 10, 9), (4, 3, 3, 2), dict(strides=(2, 1), padding=(0, 1, 2, 0), dilation=(1, 2))),
+    ((2, 6, 7, 7), (6, 1, 3, 3), dict(groups=6, padding=1)),                 # depthwise
+    ((2, 6, 7, 7), (9, 2, 3, 3), dict(groups=3, strides=2)),
+    ((2, 8, 5, 6), (4, 8, 1, 1), {}),                                        # 1x1
+    ((1, 8, 5, 6), (4, 8, 1, 1), dict(strides=2, padding=1)),
+    ((1, 2, 5, 6, 7), (3, 2, 3, 2, 3), dict(padding=(1, 0, 1, 1, 1, 0), strides=(1, 2, 2))),
+    ((0, 3, 8, 8), (4, 3, 3, 3), {}),                                        # empty batch
+    ((2, 3, 3, 3), (0, 3, 3, 3), {}),                                        # no output channels
+]
+
+
+def conv_ref(x, w, attrs, backend):
+    n = x.ndim - 2
+    onnx_attrs = onnx_window_attrs(n, attrs.get("strides", 1), attrs.get("padding", 0),
+                                   attrs.get("dilation", 1), group=attrs.get("groups", 1),
+                                   kernel_shape=list(w.shape[2:]))
+    return run_onnx("Conv", [x, w], onnx_attrs, backend=backend)[0]
+
+
+@pytest.mark.parametrize("data, weight, attrs", CONV_CASES)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_conv(dtype, data, weight, attrs):
+    rng = np.random.default_rng(0)
+    x, w = rand(rng, data, dtype), rand(rng, weight, dtype)
+    expected = conv_ref(x, w, attrs, "ort" if dtype == "float32" else "ref")
+    assert_close(run_kernel("nn.conv", x, w, **attrs), expected, **CONV_TOL[dtype])
+
+
+@pytest.mark.parametrize("data, weight, attrs", CONV_CASES[:6])
+def test_integer_conv_is_exact(data, weight, attrs):
+    rng = np.random.default_rng(1)
+    x, w = rand(rng, data, "int32"), rand(rng, weight, "int32")
+    expected = conv_ref(x.astype(np.float64), w.astype(np.float64), attrs, "ref")
+    assert_close(run_kernel("nn.conv", x, w, **attrs), expected.astype(np.int32))
+
+
+def test_conv_reads_strided_inputs():
+    rng = np.random.default_rng(2)
+    x = rand(rng, (2, 3, 18, 9), "float32")[:, :, ::2]         # (2, 3, 9, 9), strided
+    w = rand(rng, (3, 4, 3, 3), "float32").transpose(1, 0, 2, 3)
+    assert_close(run_kernel("nn.conv", x, w, padding=1), conv_ref(x, w, dict(padding=1), "ort"), **CONV_TOL["float32"])
+
+
+CONV_T_CASES = [
+    ((2, 3, 7), (3, 4, 3), {}),
+    ((1, 4, 6), (4, 3, 4), dict(strides=2, padding=(1, 2), output_padding=1, groups=2)),
+    ((2, 3, 5, 4), (3, 2, 3, 3), dict(strides=2, padding=1, output_padding=1)),
+    ((1, 4, 5, 5), (4, 1, 3, 2), dict(strides=(1, 3), dilation=(2, 1), padding=(0, 1, 1, 0))),
+    ((2, 6, 4, 4), (6, 1, 3, 3), dict(groups=6, strides=2)),
+    ((1, 2, 3, 4, 3), (2, 3, 2, 3, 2), dict(strides=(2, 1, 2), padding=(0, 1, 0, 1, 0, 1))),
+    ((0, 3, 4, 4), (3, 2, 3, 3), {}),
+]
+
+
+# onnx's reference ConvTranspose handles neither groups nor an empty batch,
+# and onnxruntime's is float32 only: float64 runs the other cases.
+@pytest.mark.parametrize("data, weight, attrs, dtype", [
+    *((*case, "float32") for case in CONV_T_CASES),
+    *((*case, "float64") for case in CONV_T_CASES if case[0][0] and case[2].get("groups", 1) == 1),
+])
+def test_conv_transpose(dtype, data, weight, attrs):
+    rng = np.random.default_rng(3)
+    x, w = rand(rng, data, dtype), rand(rng, weight, dtype)
+    n = x.ndim - 2
+    onnx_attrs = onnx_window_attrs(n, attrs.get("strides", 1), attrs.get("padding", 0), attrs.get("dilation", 1),
+                                   group=attrs.get("groups", 1), kernel_shape=list(w.shape[2:]))
+    if "output_padding" in attrs:
+        onnx_attrs["output_padding"] = [attrs["output_padding"]] * n
+    expected, = run_onnx("ConvTranspose", [x, w], onnx_attrs, backend="ort" if dtype == "float32" else "ref")
+    assert_close(run_kernel("nn.conv_transpose", x, w, **attrs), expected, **CONV_TOL[dtype])
+
+
+# (data shape, IR attrs)
+POOL_CASES = [
+    ((2, 3, 11), dict(pool_size=3)),
+    ((2, 3, 11), dict(pool_size=3, strides=2, padding=1)),
+    ((1, 2, 8), dict(pool_size=3, strides=2, padding=(1, 1), ceil_mode=True)),
+    ((1, 2, 8), dict(pool_size=3, strides=3, padding=(0, 2), ceil_mode=True)),
+    ((1, 2, 9), dict(pool_size=3, strides=2, padding=(1, 2), dilation=2, ceil_mode=True)),
+    ((2, 3, 9, 8), dict(pool_size=(3, 2), strides=(2, 2), padding=(1, 0, 1, 1), ceil_mode=True)),
+    ((2, 3, 7, 7), dict(pool_size=2, strides=2)),
+    ((1, 2, 10, 9), dict(pool_size=3, strides=(2, 3), padding=1, dilation=(1, 2))),
+    ((1, 2, 5, 6, 7), dict(pool_size=(2, 3, 2), strides=2, padding=(0, 1, 1, 1, 1, 0))),
+    ((0, 3, 6, 6), dict(pool_size=2)),
+]
+
+
+def pool_onnx_attrs(x, attrs, **extra):
+    n = x.ndim - 2
+    k = attrs["pool_size"]
+    return onnx_window_attrs(n, attrs.get("strides", 1), attrs.get("padding", 0), attrs.get("dilation", 1),
+                             kernel_shape=list(k) if isinstance(k, tuple) else [k] * n,
+                             ceil_mode=int(attrs.get("ceil_mode", False)), **extra)
+
+
+@pytest.mark.parametrize("data, attrs", POOL_CASES)
+@pytest.mark.parametrize("dtype, backend", [("float32", "ort"), ("float32", "ref"), ("float16", "ref"),
+                                            ("float64", "ort"), ("int8", "ort"), ("uint8", "ort")])
+def test_max_pool(dtype, backend, data, attrs):
+    rng = np.random.default_rng(4)
+    x = rand(rng, data, dtype)
+    expected, = run_onnx("MaxPool", [x], pool_onnx_attrs(x, attrs), backend=backend)
+    assert_close(run_kernel("nn.max_pool", x, **attrs), expected)
+
+
+@pytest.mark.parametrize("data, attrs", POOL_CASES)
+@pytest.mark.parametrize("count_include_pad", [False, True])
+@pytest.mark.parametrize("dtype, backend", [("float32", "ort"), ("float32", "ref"), ("float16", "ref"),
+                                            ("float64", "ref")])
+def test_avg_pool(dtype, backend, count_include_pad, data, attrs):
+    rng = np.random.default_rng(5)
+    x = rand(rng, data, dtype)
+    onnx_attrs = pool_onnx_attrs(x, attrs, count_include_pad=int(count_include_pad))
+    expected, = run_onnx("AveragePool", [x], onnx_attrs, backend=backend)
+    got = run_kernel("nn.avg_pool", x, count_include_pad=count_include_pad, **attrs)
+    assert_close(got, expected, **({"rtol": 2e-3, "atol": 2e-3} if dtype == "float16" else {}))
+
+
+def test_integer_avg_pool_truncates_the_mean():
+    x = np.array([[[1, 2, -3, -4, 4, -1]]], np.int32)
+    got = run_kernel("nn.avg_pool", x, pool_size=2, strides=2)
+    np.testing.assert_array_equal(got, [[[1, -3, 1]]])       # 1.5, -3.5, 1.5 toward zero
+
+
+GLOBAL_SHAPES = [(2, 3, 5), (2, 3, 5, 7), (1, 2, 3, 4, 5), (0, 3, 4, 4)]
+
+
+def _global_pool_cases():
+    # onnxruntime has no float64 global pools; onnx's reference GlobalMaxPool
+    # reduces the wrong axes unless the input is 4-D, and its
+    # GlobalAveragePool divides by zero on an empty batch.
+    for name, op in [("nn.global_avg_pool", "GlobalAveragePool"), ("nn.global_max_pool", "GlobalMaxPool")]:
+        for shape in GLOBAL_SHAPES:
+            yield name, op, "float16", shape, "ort"
+            yield name, op, "float32", shape, "ort"
+            if shape[0] and (op == "GlobalAveragePool" or len(shape) == 4):
+                yield name, op, "float64", shape, "ref"
+
+
+@pytest.mark.parametrize("name, op, dtype, shape, backend", list(_global_pool_cases()))
+def test_global_pool(name, op, dtype, shape, backend):
+    rng = np.random.default_rng(6)
+    x = rand(rng, shape, dtype)
+    expected, = run_onnx(op, [x], backend=backend)
+    assert_close(run_kernel(name, x), expected)

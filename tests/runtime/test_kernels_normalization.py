@@ -1,0 +1,135 @@
+"""Softmax and normalization kernels against onnx's reference evaluator and onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from .test_kernels_registry import assert_close, rand, run_kernel, run_onnx
+
+FLOATS = ["float16", "float32", "float64"]
+
+# ONNX float attributes are float32: the references compute with epsilon
+# rounded to float32, so the kernels get that value too (as from the importer).
+EPS = float(np.float32(1e-3))
+
+
+@pytest.mark.parametrize("shape, axis", [((3, 5, 7), -1), ((3, 5, 7), 0), ((3, 5, 7), 1), ((6,), 0),
+                                         ((0, 4), -1), ((4, 0), 1)])
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name, op", [("nn.softmax", "Softmax"), ("nn.log_softmax", "LogSoftmax")])
+def test_softmax(name, op, dtype, shape, axis):
+    rng = np.random.default_rng(0)
+    x = rand(rng, shape, dtype) * 3
+    # onnxruntime: onnx's reference evaluator computes float16 step by step in float16
+    expected, = run_onnx(op, [x], {"axis": axis}, backend="ort")
+    assert_close(run_kernel(name, x, axis=axis), expected)
+
+
+@pytest.mark.parametrize("name, op", [("nn.softmax", "Softmax"), ("nn.log_softmax", "LogSoftmax")])
+def test_softmax_is_stable_for_large_inputs(name, op):
+    x = np.array([[1000.0, 999.0, -1000.0], [-1e4, -1e4, -1e4], [88.0, 89.0, 90.0]], np.float32)
+    with np.errstate(over="raise", invalid="raise"):
+        got = run_kernel(name, x, axis=-1)
+    assert np.isfinite(got).all()
+    expected, = run_onnx(op, [x], {"axis": -1}, backend="ort")
+    assert_close(got, expected)
+
+
+@pytest.mark.parametrize("shape, first_axis", [((3, 5, 7), -1), ((3, 5, 7), 1), ((4, 6), 0), ((2, 0, 4), 2)])
+@pytest.mark.parametrize("with_beta", [True, False])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_layer_norm(dtype, with_beta, shape, first_axis):
+    rng = np.random.default_rng(1)
+    x = rand(rng, shape, dtype) * 2 + 1
+    axis = first_axis % len(shape)
+    gamma, beta = rand(rng, shape[axis:], dtype), rand(rng, shape[axis:], dtype)
+    # onnxruntime computes float16 in float32 (stash_type) like the kernel
+    # and float64 in float64; onnx's reference evaluator rounds in between.
+    expected = run_onnx("LayerNormalization", [x, gamma, beta if with_beta else None],
+                        {"axis": first_axis, "epsilon": EPS}, backend="ort")[0]
+    axes = tuple(range(axis, len(shape)))
+    got = run_kernel("nn.layer_norm", x, gamma, *([beta] if with_beta else []), axes=axes, epsilon=EPS)
+    assert_close(got, expected)
+
+
+def test_layer_norm_over_inner_axes_with_broadcast_params():
+    # axes need not be trailing; gamma/beta broadcast to the normalized dims
+    # (in the order of axes). The reference normalizes a transposed copy.
+    rng = np.random.default_rng(2)
+    x = rand(rng, (3, 4, 5, 2), "float32")
+    gamma, beta = rand(rng, (5, 1), "float32"), rand(rng, (4,), "float32")
+    got = run_kernel("nn.layer_norm", x, gamma, beta, axes=(2, 1), epsilon=1e-5)
+    moved = np.ascontiguousarray(x.transpose(0, 3, 2, 1))          # normalized dims last, in axes order
+    expected = run_onnx("LayerNormalization", [moved, np.broadcast_to(gamma, (5, 4)).copy(),
+                                               np.broadcast_to(beta, (5, 4)).copy()],
+                        {"axis": 2, "epsilon": 1e-5})[0].transpose(0, 3, 2, 1)
+    assert_close(got, expected)
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (2, 3, 5), (2, 3, 4, 5), (1, 3, 2, 3, 4), (0, 3, 4)])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_batch_norm(dtype, shape):
+    rng = np.random.default_rng(3)
+    c = shape[1]
+    x = rand(rng, shape, dtype)
+    gamma, beta, mean = rand(rng, (c,), dtype), rand(rng, (c,), dtype), rand(rng, (c,), dtype)
+    var = rand(rng, (c,), dtype, 0.5, 2)
+    expected, = run_onnx("BatchNormalization", [x, gamma, beta, mean, var], {"epsilon": EPS}, backend="ort")
+    assert_close(run_kernel("nn.batch_norm", x, gamma, beta, mean, var, axis=1, epsilon=EPS), expected)
+
+
+def test_batch_norm_along_the_last_axis():
+    rng = np.random.default_rng(4)
+    x = rand(rng, (2, 5, 3), "float32")
+    params = [rand(rng, (3,), "float32") for _ in range(3)] + [rand(rng, (3,), "float32", 0.5, 2)]
+    expected, = run_onnx("BatchNormalization", [np.ascontiguousarray(np.moveaxis(x, -1, 1)), *params])
+    got = run_kernel("nn.batch_norm", x, *params, axis=-1)
+    assert_close(got, np.moveaxis(expected, 1, -1))
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 7), (2, 3, 4, 5), (1, 2, 3, 4, 3), (0, 3, 4), (1, 1, 1)])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_instance_norm(dtype, shape):
+    rng = np.random.default_rng(5)
+    x = rand(rng, shape, dtype) * 3 + 2
+    gamma, beta = rand(rng, shape[1:2], dtype), rand(rng, shape[1:2], dtype)
+    eps = float(np.float32(1e-4))
+    # onnxruntime has no float64 InstanceNormalization
+    expected, = run_onnx("InstanceNormalization", [x, gamma, beta], {"epsilon": eps},
+                         backend="ref" if dtype == "float64" else "ort")
+    assert_close(run_kernel("nn.instance_norm", x, gamma, beta, epsilon=eps), expected)
+
+
+def lrn_spec(x, size, alpha, beta, bias):
+    """ONNX LRN as the spec writes it, in float64, one channel at a time."""
+    x64, channels = x.astype(np.float64), x.shape[1]
+    square_sum = np.zeros_like(x64)
+    for c in range(channels):
+        lo, hi = max(0, c - (size - 1) // 2), min(channels - 1, c + -(-(size - 1) // 2))
+        square_sum[:, c] = np.sum(x64[:, lo:hi + 1] ** 2, axis=1)
+    return (x64 / (bias + alpha / size * square_sum) ** beta).astype(x.dtype)
+
+
+LRN_ATTRS = {"alpha": float(np.float32(0.01)), "beta": float(np.float32(0.6)), "bias": 1.5}
+
+
+@pytest.mark.parametrize("size", [1, 3, 5, 9])
+@pytest.mark.parametrize("shape", [(2, 7, 3, 4), (0, 3, 2, 2), (1, 2, 1, 1)])
+def test_lrn_against_onnxruntime(shape, size):
+    # onnxruntime's LRN takes 4-D float32 data and odd sizes only
+    rng = np.random.default_rng(6)
+    x = rand(rng, shape, "float32") * 4
+    expected, = run_onnx("LRN", [x], {"size": size, **LRN_ATTRS}, backend="ort")
+    assert_close(run_kernel("nn.lrn", x, size=size, **LRN_ATTRS), expected)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 9])
+@pytest.mark.parametrize("shape", [(2, 7, 3, 4), (1, 5, 6), (0, 3, 2, 2), (1, 3, 2, 2, 2)])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_lrn_against_the_spec(dtype, shape, size):
+    # onnx's reference LRN loops over the batch instead of the channels, so
+    # other shapes, even sizes and dtypes are checked against the spec's formula
+    rng = np.random.default_rng(7)
+    x = rand(rng, shape, dtype) * 4
+    assert_close(run_kernel("nn.lrn", x, size=size, **LRN_ATTRS), lrn_spec(x, size, **LRN_ATTRS))

@@ -1,0 +1,84 @@
+"""Reductions against onnx's reference evaluator (opset 18+ Reduce* with axes inputs)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from .test_kernels_registry import assert_close, rand, run_graph, run_kernel, run_onnx
+
+FLOATS = ["float16", "float32", "float64"]
+INTS = ["int32", "int64", "uint8"]
+
+# (shape, axis, keepdims)
+CASES = [((3, 5, 7), None, False), ((3, 5, 7), (1,), False), ((3, 5, 7), (0, 2), True),
+         ((3, 5, 7), -1, True), ((3, 5, 7), (2, 0), False), ((4,), None, True),
+         ((0, 3), (1,), False), ((0, 3), (0,), True), ((2, 0, 3), None, False)]
+
+REDUCE = {"sum": "ReduceSum", "mean": "ReduceMean", "prod": "ReduceProd", "max": "ReduceMax",
+          "min": "ReduceMin"}
+
+
+def reduce_ref(op, x, axis, keepdims, out_dtype=None):
+    axes = None if axis is None else np.array([axis] if isinstance(axis, int) else axis, np.int64)
+    return run_onnx(op, [x, axes], {"keepdims": int(keepdims)}, out_dtypes=[out_dtype or x.dtype])[0]
+
+
+@pytest.mark.parametrize("shape, axis, keepdims", CASES)
+@pytest.mark.parametrize("name, dtype", [(n, d) for n in REDUCE for d in FLOATS + INTS])
+def test_reduce(name, dtype, shape, axis, keepdims):
+    rng = np.random.default_rng(0)
+    x = rand(rng, shape, dtype, 1, 4) if name == "prod" and np.dtype(dtype).kind in "iu" else rand(rng, shape, dtype)
+    got = run_kernel(name, x, axis=axis, keepdims=keepdims)
+    if name in ("max", "min") and 0 in shape and got.size:
+        # an empty ReduceMax/Min is the dtype's lowest/highest value (ONNX >= 18)
+        info = np.finfo(x.dtype) if x.dtype.kind == "f" else np.iinfo(x.dtype)
+        fill = (-np.inf if name == "max" else np.inf) if x.dtype.kind == "f" else \
+            (info.min if name == "max" else info.max)
+        assert_close(got, np.full(got.shape, fill, x.dtype))
+        return
+    if name == "mean" and x.size == 0 and got.size:
+        assert np.isnan(got).all() if x.dtype.kind == "f" else (got == 0).all()
+        return
+    expected = reduce_ref(REDUCE[name], x, axis, keepdims)
+    # float16: the kernel accumulates in float32, the reference in float16
+    tol = dict(rtol=2e-3, atol=2e-3) if dtype == "float16" else {}
+    assert_close(got, expected, **tol)
+
+
+def test_integer_mean_truncates_toward_zero():
+    x = np.array([[-7, 0], [2, 0], [-3, 1]], np.int32)
+    np.testing.assert_array_equal(run_kernel("mean", x, axis=(0,)), [-2, 0])
+    expected = reduce_ref("ReduceMean", x, (0,), False)
+    np.testing.assert_array_equal(run_kernel("mean", x, axis=(0,)), expected)
+
+
+@pytest.mark.parametrize("dtype", ["bool"])
+def test_max_min_of_bools(dtype):
+    x = np.array([[True, False, False], [False, False, True]])
+    np.testing.assert_array_equal(run_kernel("max", x, axis=(0,)), [True, False, True])
+    np.testing.assert_array_equal(run_kernel("min", x, axis=1), [False, False])
+    np.testing.assert_array_equal(run_kernel("max", np.zeros((0, 2), bool), axis=0), [False, False])
+
+
+@pytest.mark.parametrize("shape, axis, keepdims", [
+    ((3, 5, 7), 1, False), ((3, 5, 7), -1, True), ((3, 5, 7), 0, False), ((6,), 0, True),
+    ((0, 4), 1, False), ((3, 5, 7), None, False), ((3, 5, 7), None, True),
+])
+@pytest.mark.parametrize("select_last_index", [False, True])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "int32", "uint8"])
+@pytest.mark.parametrize("name, op", [("argmax", "ArgMax"), ("argmin", "ArgMin")])
+def test_arg_reduce(name, op, dtype, select_last_index, shape, axis, keepdims):
+    rng = np.random.default_rng(1)
+    x = rand(rng, shape, dtype, 0, 4)                  # few distinct values: ties to break
+    got = run_kernel(name, x, axis=axis, keepdims=keepdims, select_last_index=select_last_index)
+    attrs = {"keepdims": int(keepdims), "select_last_index": int(select_last_index), "axis": 0 if axis is None else axis}
+    if axis is None:                                   # ONNX has no "flattened" argmax: reshape first
+        nodes = [helper.make_node("Reshape", ["i0", "i1"], ["f"]),
+                 helper.make_node(op, ["f"], ["r"], **attrs),
+                 helper.make_node("Reshape", ["r", "i2"], ["o0"])]
+        expected, = run_graph(nodes, [x, np.array([-1]), np.array(got.shape, np.int64)], [np.int64])
+    else:
+        expected, = run_onnx(op, [x], attrs, out_dtypes=[np.int64])
+    assert_close(got, expected)

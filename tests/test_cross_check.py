@@ -1,0 +1,45 @@
+"""Models built with onnx.helper, through relaxpack and onnxruntime, at
+several values of each dynamic dim with one build."""
+
+import numpy as np
+import pytest
+
+import relaxpack
+from relaxpack.check import check_model, compare_outputs, onnxruntime_session
+from relaxpack.examples.onnx_models import small_cnn, transformer_block_onnx
+from relaxpack.runtime import VirtualMachine
+
+
+def run_both(model, feeds_list, rtol=1e-4, atol=1e-5):
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model)))
+    session = onnxruntime_session(model)
+    names = [o.name for o in session.get_outputs()]
+    for feeds in feeds_list:
+        diffs = compare_outputs(names, vm.run(feeds), session.run(None, feeds), rtol, atol)
+        assert all(d.passed for d in diffs), diffs
+
+
+def test_small_cnn_at_batch_1_3_17():
+    rng = np.random.default_rng(0)
+    model = small_cnn()
+    run_both(model, [{"input": rng.standard_normal((b, 3, 32, 32)).astype(np.float32)} for b in (1, 3, 17)])
+
+
+def test_transformer_block_at_several_batch_and_seq():
+    rng = np.random.default_rng(1)
+    model = transformer_block_onnx()
+    run_both(model, [{"x": rng.standard_normal((b, s, 32)).astype(np.float32)}
+                     for b, s in [(1, 1), (2, 7), (1, 128)]])
+
+
+def test_transformer_reshapes_stay_symbolic():
+    text = relaxpack.from_onnx(transformer_block_onnx()).script(show_meta=False)
+    assert "R.shape([batch, seq, 4, 8])" in text
+    assert "shape_to_tensor" not in text
+
+
+@pytest.mark.parametrize("make", [small_cnn, transformer_block_onnx])
+def test_check_model_reports_agreement(make):
+    report = check_model(make(), samples=2, seed=3)
+    assert report.passed, report.worst()
+    assert len(report.samples) == 2 and all(s.dims for s in report.samples)
