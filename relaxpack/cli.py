@@ -48,23 +48,44 @@ def _user_errors() -> Iterator[None]:
 
 
 @app.command()
-def demo(show_meta: bool = typer.Option(False, help="Include the weights' data in the printed IR.")):
-    """Build the bundled example (a transformer block with symbolic batch and
-    seq), print its IR, and check it: well formed, and its text reads back
-    as the same program."""
-    from .examples import transformer_block
+def demo(show_ir: bool = typer.Option(False, "--ir", help="Print the imported IR too.")):
+    """Build the bundled example (an ONNX transformer block with symbolic batch
+    and seq), import it, compile it, run it at several sizes and check every
+    output against onnxruntime."""
+    import time
+
+    from .check import check_model
+    from .examples.onnx_models import transformer_block_onnx
+    from .importers.onnx import from_onnx
     from .ir.equality import structural_equal
     from .ir.parser import parse
     from .ir.well_formed import check_well_formed
+    from .vm_build import build
 
     with _user_errors():
-        mod = transformer_block()
-        typer.echo(mod.script(show_meta=show_meta))
+        model = transformer_block_onnx()
+        t0 = time.perf_counter()
+        mod = from_onnx(model, dims={"seq": (1, 128)})
+        t1 = time.perf_counter()
+        exe = build(mod)
+        t2 = time.perf_counter()
         check_well_formed(mod)
-        same = structural_equal(parse(mod.script()), mod)
-    n_bindings = sum(len(b.bindings) for b in mod["main"].body.blocks)
-    typer.echo(f"# {n_bindings} bindings; well formed: yes; text round trip: {'yes' if same else 'NO'}")
-    if not same:
+        round_trip = structural_equal(parse(mod.script()), mod)
+        report = check_model(model, dims={"seq": (1, 128)}, samples=3, seed=0)
+    if show_ir:
+        typer.echo(mod.script(show_meta=False))
+    typer.echo(f"model      transformer block, {len(model.graph.node)} ONNX nodes, inputs {exe.signature()}")
+    typer.echo(f"import     {(t1 - t0) * 1e3:.1f} ms; IR well formed; text round trip: "
+               f"{'yes' if round_trip else 'NO'}")
+    typer.echo(f"build      {(t2 - t1) * 1e3:.1f} ms; {exe.kernel_call_count()} kernel calls, "
+               f"{len(exe.constants)} constants")
+    for sample in report.samples:
+        dims = ", ".join(f"{k}={v}" for k, v in sample.dims.items())
+        for out in sample.outputs:
+            verdict = "PASS" if out.passed else "FAIL"
+            typer.echo(f"check      {dims}: {out.name}{list(out.shape)} max abs err {out.max_abs:.2e} "
+                       f"vs onnxruntime  {verdict}")
+    if not (report.passed and round_trip):
         raise typer.Exit(1)
 
 

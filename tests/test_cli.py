@@ -16,12 +16,13 @@ def test_help_lists_the_commands():
         assert command in result.output
 
 
-def test_demo_prints_ir_and_checks_it():
+def test_demo_converts_runs_and_checks_against_onnxruntime():
     result = runner.invoke(app, ["demo"])
     assert result.exit_code == 0, result.output
-    assert "def main(x: R.Tensor((\"batch\", \"seq\", 64), \"float32\"))" in result.output
-    assert "R.nn.layer_norm" in result.output
-    assert "well formed: yes; text round trip: yes" in result.output
+    assert "IR well formed; text round trip: yes" in result.output
+    assert result.output.count("PASS") == 3 and "FAIL" not in result.output
+    with_ir = runner.invoke(app, ["demo", "--ir"])
+    assert "R.nn.layer_norm" in with_ir.output and "R.shape([batch, seq, 4, 8])" in with_ir.output
 
 
 def test_ir_command_reads_checks_and_prints(tmp_path):

@@ -80,13 +80,23 @@ class GraphConverter:
         return outputs
 
     def convert_branch(self, graph, outer: Mapping[str, Value]) -> SeqExpr:
-        """A subgraph as a SeqExpr (its outputs as the body, a tuple if several)."""
+        """A subgraph as a SeqExpr (its outputs as the body, a tuple if several).
+
+        A value of an enclosing scope that is first made into IR (or match-cast)
+        inside the branch is bound there only: afterwards it is restored, so a
+        use after the branch binds it anew in the enclosing scope.
+        """
         bb = self.ctx.bb
+        saved = [(v, v.expr, v.sinfo) for v in _visible_values(outer)]
         bb.begin_scope()
-        outputs = self.convert_graph(graph, _Scope(outer) if not isinstance(outer, _Scope) else outer)
-        exprs = [self.ctx.expr(v) for v in outputs]
-        body: Expr = exprs[0] if len(exprs) == 1 else Tuple(exprs)
-        return bb.end_scope(body)
+        try:
+            outputs = self.convert_graph(graph, outer)
+            exprs = [self.ctx.expr(v) for v in outputs]
+            body: Expr = exprs[0] if len(exprs) == 1 else Tuple(exprs)
+            return bb.end_scope(body)
+        finally:
+            for value, expr, sinfo in saved:
+                value.expr, value.sinfo = expr, sinfo
 
     def convert_node(self, node, scope: _Scope) -> None:
         ctx = self.ctx
@@ -105,9 +115,10 @@ class GraphConverter:
                                      f"node, input or initializer defines")
             inputs.append(value)
         attrs = {a.name: self._attr_value(a) for a in node.attribute}
-        ctx.node, ctx.scope = node, scope
         with ctx.bb.span(node.name or f"{node.op_type}:{node.output[0] if node.output else ''}"):
+            ctx.node, ctx.scope = node, scope
             result = _call_converter(entry.fn, ctx, node, inputs, attrs)
+            ctx.node, ctx.scope = node, scope  # a subgraph's nodes may have set them
             self._bind_outputs(node, result, scope)
 
     def _attr_value(self, attr):
@@ -133,6 +144,18 @@ class GraphConverter:
                 continue
             value = res if isinstance(res, Value) else self.ctx.emit(res, _hint(name))
             scope[name] = value
+
+
+def _visible_values(scope) -> list[Value]:
+    """Every value visible in ``scope`` and the scopes enclosing it."""
+    out, seen = [], set()
+    while scope is not None:
+        for value in scope.values():
+            if id(value) not in seen:
+                seen.add(id(value))
+                out.append(value)
+        scope = getattr(scope, "parent", None)
+    return out
 
 
 def _hint(name: str) -> str:

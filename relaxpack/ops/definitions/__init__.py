@@ -9,3 +9,5 @@ dtype checks and error messages.
 from . import (  # noqa: F401  (imported for their registrations)
     elementwise, index, intrinsics, linalg, manipulate, nn, normalization, reduce, shape,
 )
+from . import image, scatter  # noqa: F401
+from . import algorithm  # noqa: F401

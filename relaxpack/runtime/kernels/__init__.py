@@ -22,6 +22,8 @@ from __future__ import annotations
 from . import (  # noqa: F401  (imported for their registrations)
     activation, elementwise, index, linalg, manipulate, nn, normalization, reduce, shape,
 )
+from . import image, scatter  # noqa: F401
+from . import algorithm  # noqa: F401
 from ._registry import KERNELS, Kernel, get_kernel, register_kernel, register_packed
 
 __all__ = ["KERNELS", "Kernel", "get_kernel", "register_kernel", "register_packed"]

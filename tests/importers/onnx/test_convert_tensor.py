@@ -16,7 +16,6 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import relaxpack
-from relaxpack.vm_build import build   # not relaxpack.build: importing relaxpack.backend shadows it
 from relaxpack.errors import ShapeError, UnsupportedOpError
 from relaxpack.runtime import VirtualMachine
 
@@ -64,7 +63,7 @@ def check_model(model, *feeds_list, ref="ort", dims=None):
     """Import and build ``model`` once; run it at each feeds against ``ref``:
     "ort", "onnx" (the reference evaluator) or a function feeds -> outputs."""
     mod = relaxpack.from_onnx(model, dims=dims)
-    vm = VirtualMachine(build(mod))
+    vm = VirtualMachine(relaxpack.build(mod))
     names = [o.name for o in model.graph.output]
     for feeds in feeds_list:
         got = vm.run(feeds)
@@ -99,7 +98,7 @@ def run_backend(name: str, freeze=()) -> None:
     keep = [i for i in model.graph.input if i.name not in freeze]
     del model.graph.input[:]
     model.graph.input.extend(keep)
-    vm = VirtualMachine(build(relaxpack.from_onnx(model)))
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model)))
     for inputs, expected in sets:
         feeds = {n: a for n, a in zip(graph_inputs, inputs) if n not in freeze}
         got = vm.run(feeds)

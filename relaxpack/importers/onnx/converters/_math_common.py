@@ -11,20 +11,22 @@ from typing import Sequence
 
 import numpy as np
 
-from ....errors import UnsupportedOpError
+from ....errors import ShapeError, UnsupportedOpError
 from ....ir.dims import Dim
-from ....ir.expr import Expr, ShapeExpr
+from ....ir.expr import Expr
 from ....ops.registry import make_call
 from ....runtime.dtypes import numpy_dtype
 from ..value import Value
-
-FLOAT_KINDS = "f"
-INT_KINDS = "iu"
 
 
 def unsupported(ctx, what: str) -> UnsupportedOpError:
     """An :class:`UnsupportedOpError` naming the node, its domain and opset."""
     return UnsupportedOpError(f"{ctx.node_label()} (domain ai.onnx, opset {ctx.opset}): {what}")
+
+
+def malformed(ctx, what: str) -> ShapeError:
+    """A :class:`ShapeError` for a node whose attributes or shapes do not fit together."""
+    return ShapeError(f"{ctx.node_label()}: {what}")
 
 
 def call(ctx, op: str, *args: Expr, name: str = "lv", **attrs) -> Expr:
@@ -53,7 +55,7 @@ def is_float(value: Value) -> bool:
 
 
 def is_int(value: Value) -> bool:
-    return kind(value.dtype) in INT_KINDS
+    return kind(value.dtype) in "iu"
 
 
 def astype(ctx, value: Value | Expr, dtype: str) -> Expr:
@@ -75,10 +77,6 @@ def known_rank(ctx, value: Value, what: str = "the input") -> int:
     if value.ndim < 0:
         raise unsupported(ctx, f"{what} must have a known rank")
     return value.ndim
-
-
-def reshape(ctx, expr: Expr, shape: Sequence[Dim]) -> Expr:
-    return call(ctx, "reshape", expr, ShapeExpr(tuple(shape)))
 
 
 def const_ints(ctx, value: Value | None, what: str) -> tuple[int, ...] | None:
@@ -105,21 +103,20 @@ def const_scalar(ctx, value: Value | None, what: str):
     return data.reshape(()).item()
 
 
-def legacy_broadcast(ctx, a: Value, b: Value, broadcast: int, axis: int | None) -> tuple[Expr, Expr]:
-    """Operands of a binary op before opset 7: with ``broadcast=1`` the
-    second operand is aligned with the first one's dims from ``axis`` on
-    (default: suffix alignment, numpy's rule); ``broadcast=0`` means equal shapes."""
-    lhs, rhs = ctx.expr(a), ctx.expr(b)
+def legacy_broadcast(ctx, a: Value, b: Value, broadcast: int, axis: int | None) -> Expr | None:
+    """The second operand of a binary op before opset 7, aligned for numpy
+    broadcasting: with ``broadcast=1`` and an ``axis`` its dims line up with
+    the first operand's from ``axis`` on (trailing 1s are added); ``None``
+    when numpy's suffix alignment already matches (no axis, or none needed)."""
     if not broadcast or axis is None or b.ndim < 0 or a.ndim < 0:
-        return lhs, rhs
-    a_ndim = a.ndim
-    axis = axis + a_ndim if axis < 0 else axis
-    trailing = a_ndim - axis - b.ndim
+        return None
+    axis = axis + a.ndim if axis < 0 else axis
+    trailing = a.ndim - axis - b.ndim
     if trailing < 0:
-        raise unsupported(ctx, f"broadcast axis {axis} does not fit operand ranks {a.ndim} and {b.ndim}")
+        raise malformed(ctx, f"broadcast axis {axis} does not fit operand ranks {a.ndim} and {b.ndim}")
     if trailing == 0:
-        return lhs, rhs
-    return lhs, call(ctx, "expand_dims", rhs, axis=tuple(range(b.ndim, b.ndim + trailing)))
+        return None
+    return call(ctx, "expand_dims", ctx.expr(b), axis=tuple(range(b.ndim, b.ndim + trailing)))
 
 
 def spatial_attr(ctx, values: Sequence[int] | None, n: int, default: int, name: str) -> tuple[int, ...]:
@@ -128,5 +125,5 @@ def spatial_attr(ctx, values: Sequence[int] | None, n: int, default: int, name: 
         return (default,) * n
     values = tuple(int(v) for v in values)
     if len(values) != n:
-        raise unsupported(ctx, f"attribute {name}={list(values)} needs {n} values (one per spatial dim)")
+        raise malformed(ctx, f"attribute {name}={list(values)} needs {n} values (one per spatial dim)")
     return values

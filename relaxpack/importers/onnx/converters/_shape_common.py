@@ -51,19 +51,22 @@ def fmt_dims(dims: Sequence[Dim]) -> str:
 
 
 def shaped(ctx, value: Value, what: str = "input") -> Value:
-    """``value`` with a known shape: itself, or, when only its rank is known,
-    ``match_cast`` to fresh symbolic dims (checked and bound at run time)
-    so shape arithmetic on it stays symbolic. An unknown rank is an
+    """``value`` with a known shape. When only its rank is known, it is
+    ``match_cast`` to fresh symbolic dims (checked and bound at run time),
+    and ``value`` is updated in place, so shape arithmetic on it stays
+    symbolic and later uses share the dims. An unknown rank is an
     UnsupportedOpError."""
     if value.shape is not None:
         return value
     if value.ndim < 0:
         raise unsupported(ctx, f"the rank of {what} is unknown; relaxpack needs at least the rank "
                                f"(an IR op shape_of would lift this)")
-    dims = fresh_dims(ctx, value.ndim, what)
+    node = ctx.node
+    dims = fresh_dims(ctx, value.ndim, node.input[0] if node is not None and node.input else what)
     sinfo = TensorStructInfo(dims, value.dtype, vdevice=value.sinfo.vdevice)
-    var = ctx.bb.match_cast(ctx.expr(value), sinfo, "cast")
-    return Value(sinfo, expr=var)
+    value.expr = ctx.bb.match_cast(ctx.expr(value), sinfo, "cast")
+    value.sinfo = sinfo
+    return value
 
 
 def known_shape(ctx, value: Value, what: str = "input") -> tuple[Dim, ...]:

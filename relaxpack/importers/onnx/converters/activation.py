@@ -16,7 +16,7 @@ from ....ir.expr import ShapeExpr
 from ....ops.definitions.elementwise import SELU_ALPHA, SELU_GAMMA
 from ....ops.registry import make_call
 from ..registry import register_converter
-from ._math_common import call, const_scalar, is_int, known_rank, known_shape, scalar, unsupported
+from ._math_common import call, const_scalar, is_int, known_rank, known_shape, malformed, scalar, unsupported
 
 # ---------------------------------------------------------------- one IR op each
 
@@ -128,7 +128,7 @@ def _coerced(ctx, x, axis: int, fn):
     """Opsets < 13: apply ``fn`` (on the last axis) to ``x`` flattened to 2-D at ``axis``."""
     ndim = known_rank(ctx, x)
     if not -ndim <= axis < ndim:
-        raise unsupported(ctx, f"axis {axis} is out of range for rank {ndim}")
+        raise malformed(ctx, f"axis {axis} is out of range for rank {ndim}")
     axis = axis + ndim if axis < 0 else axis
     if axis == ndim - 1:
         return fn(ctx.expr(x), -1, x.shape[-1] if x.shape is not None else None)
@@ -164,15 +164,20 @@ def log_softmax(ctx, x, *, axis=-1):
 
 def _hardmax(ctx, dtype: str):
     """1 at the first maximum along ``axis``, 0 elsewhere: argmax compared
-    with the positions along the axis (whose length must be static)."""
+    with the positions along a static axis; along a symbolic one, the
+    maxima whose running count (cumsum) is 1."""
     def build(expr, axis, length):
         ndim = expr.struct_info.ndim
         axis = axis + ndim if axis < 0 else axis
-        if not isinstance(length, int):
-            raise unsupported(ctx, f"Hardmax needs a static length along axis {axis}, got {length}")
-        index = call(ctx, "argmax", expr, axis=axis, keepdims=True)
-        positions = np.arange(length, dtype=np.int64).reshape([length if i == axis else 1 for i in range(ndim)])
-        hit = call(ctx, "equal", index, ctx.expr(ctx.const(positions)))
+        if isinstance(length, int):
+            index = call(ctx, "argmax", expr, axis=axis, keepdims=True)
+            positions = np.arange(length, dtype=np.int64).reshape([length if i == axis else 1 for i in range(ndim)])
+            hit = call(ctx, "equal", index, ctx.expr(ctx.const(positions)))
+        else:
+            peak = call(ctx, "max", expr, axis=axis, keepdims=True)
+            is_max = call(ctx, "equal", expr, peak)
+            count = call(ctx, "cumsum", call(ctx, "astype", is_max, dtype="int32"), axis=axis)
+            hit = call(ctx, "logical_and", is_max, call(ctx, "equal", count, scalar(ctx, 1, "int32")))
         return make_call("astype", hit, dtype=dtype)
     return build
 
@@ -186,7 +191,7 @@ def hardmax_2d(ctx, x, *, axis=1):
 def hardmax(ctx, x, *, axis=-1):
     ndim = known_rank(ctx, x)
     if not -ndim <= axis < ndim:
-        raise unsupported(ctx, f"axis {axis} is out of range for rank {ndim}")
+        raise malformed(ctx, f"axis {axis} is out of range for rank {ndim}")
     length = x.shape[axis] if x.shape is not None else None
     return _hardmax(ctx, x.dtype)(ctx.expr(x), axis, length)
 

@@ -24,18 +24,14 @@ from ._shape_common import fresh_dims, shape_error, unsupported
 
 @register_converter("", "If", since_opset=1)
 def if_(ctx, cond, *, then_branch, else_branch):
-    node, scope = ctx.node, ctx.scope
-    count = len(node.output)
+    count = len(ctx.node.output)
     for name, graph in (("then_branch", then_branch), ("else_branch", else_branch)):
         if len(graph.output) != count:
             raise shape_error(ctx, f"{name} has {len(graph.output)} outputs, the node {count}")
-    try:
-        taken = _known_condition(ctx, cond)
-        if taken is not None:
-            return tuple(ctx.graphs.convert_graph(then_branch if taken else else_branch, scope))
-        return _emit_if(ctx, cond, then_branch, else_branch, count)
-    finally:
-        ctx.node, ctx.scope = node, scope   # the branches' nodes set them
+    taken = _known_condition(ctx, cond)
+    if taken is not None:
+        return tuple(ctx.graphs.convert_graph(then_branch if taken else else_branch, ctx.scope))
+    return _emit_if(ctx, cond, then_branch, else_branch, count)
 
 
 def _known_condition(ctx, cond: Value) -> bool | None:
@@ -51,18 +47,12 @@ def _known_condition(ctx, cond: Value) -> bool | None:
 def _emit_if(ctx, cond: Value, then_branch, else_branch, count: int):
     if cond.dtype is not None and cond.dtype != "bool":
         raise shape_error(ctx, f"the condition must be bool, got {cond.dtype}")
-    if cond.ndim > 0 and cond.shape is not None and any(d != 1 for d in cond.shape):
+    if cond.shape is not None and any(isinstance(d, int) and d != 1 for d in cond.shape):
         raise shape_error(ctx, "the condition must hold one value")
     cond_expr = ctx.expr(cond)
-    scope = ctx.scope
-    lazy = _unmaterialized(scope)
-    branches = []
-    for graph in (then_branch, else_branch):
-        branches.append(ctx.graphs.convert_branch(graph, scope))
-        # A value of an enclosing scope first materialized inside the branch
-        # is bound there; forget that binding so later uses outside re-bind it.
-        for value in lazy:
-            value.expr = None
+    node, scope = ctx.node, ctx.scope
+    branches = [ctx.graphs.convert_branch(graph, scope) for graph in (then_branch, else_branch)]
+    ctx.node, ctx.scope = node, scope  # the branches' nodes set them
     result = ctx.bb.emit(If(cond_expr, *branches), "if_out")
     sinfo = result.struct_info
     if count == 1:
@@ -74,19 +64,6 @@ def _emit_if(ctx, cond: Value, then_branch, else_branch, count: int):
         item = ctx.bb.emit(TupleGetItem(result, i), "if_out")
         outputs.append(_rebind(ctx, Value(item.struct_info, expr=item), i))
     return tuple(outputs)
-
-
-def _unmaterialized(scope) -> list[Value]:
-    """Values visible in ``scope`` (and the scopes enclosing it) whose IR
-    expression has not been made yet."""
-    out, seen = [], set()
-    while scope is not None:
-        for value in scope.values():
-            if value.expr is None and value.sym is not None and id(value) not in seen:
-                seen.add(id(value))
-                out.append(value)
-        scope = getattr(scope, "parent", None)
-    return out
 
 
 def _rebind(ctx, value: Value, index: int) -> Value:

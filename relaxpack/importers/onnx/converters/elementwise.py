@@ -1,5 +1,6 @@
 """Elementwise ONNX ops: unary math, broadcasting binary ops, variadic
-Max/Min/Sum/Mean, comparisons, bitwise and logical ops, Where, Cast, Clip.
+Max/Min/Sum/Mean, comparisons, bitwise and logical ops, Where, Clip.
+(Cast, CastLike and Identity live with the shape converters, ``shape.py``.)
 
 Binary ops on values whose int contents are known at import time (a
 ``Shape`` output and what is computed from it) are evaluated with the dim
@@ -15,14 +16,12 @@ Before opset 7 binary ops broadcast ONNX's legacy way (``broadcast=1``,
 from __future__ import annotations
 
 import numpy as np
-import onnx
 
 from ....ir.dims import Dim, dim_max, dim_min
 from ....ir.struct_info import TensorStructInfo
 from ....ops.definitions.common import exact_div
 from ....ops.registry import make_call
 from ..registry import register_converter
-from ..tensors import onnx_dtype_name
 from ..value import Value
 from ._math_common import astype, call, const_scalar, is_float, is_int, kind, legacy_broadcast, scalar, unsupported
 
@@ -73,12 +72,6 @@ def is_inf(ctx, x, *, detect_negative=1, detect_positive=1):
     if detect_negative or detect_positive:
         return make_call("equal", ctx.expr(x), scalar(ctx, -np.inf if detect_negative else np.inf, x.dtype))
     return make_call("logical_and", call(ctx, "isinf", ctx.expr(x)), scalar(ctx, False, "bool"))
-
-
-@register_converter("", "Identity", since_opset=1)
-def identity(ctx, x):
-    """The input itself (its known contents carry over)."""
-    return x
 
 
 # ---------------------------------------------------------------- known int contents (shape arithmetic)
@@ -187,13 +180,13 @@ _SYM_BINARY = {
 }
 
 
-def _binary_value(ctx, ir_op: str, a: Value, b: Value, lhs=None, rhs=None):
+def _binary_value(ctx, ir_op: str, a: Value, b: Value):
     """``ir_op(a, b)``: evaluated on known int contents when possible, else the IR call."""
     if ir_op in _SYM_BINARY and (ir_op != "divide" or is_int(a)):
         known = _try_sym(ctx, _SYM_BINARY[ir_op](ctx), a, b)
         if known is not None:
             return known
-    return make_call(ir_op, ctx.expr(a) if lhs is None else lhs, ctx.expr(b) if rhs is None else rhs)
+    return make_call(ir_op, ctx.expr(a), ctx.expr(b))
 
 
 # ---------------------------------------------------------------- binary
@@ -212,8 +205,10 @@ _BINARY = {
 def _binary(op_type: str, ir_op: str, legacy: bool):
     if legacy:
         def convert(ctx, a, b, *, broadcast=0, axis=None, consumed_inputs=()):
-            lhs, rhs = legacy_broadcast(ctx, a, b, broadcast, axis)
-            return _binary_value(ctx, ir_op, a, b, lhs, rhs)
+            rhs = legacy_broadcast(ctx, a, b, broadcast, axis)
+            if rhs is None:
+                return _binary_value(ctx, ir_op, a, b)
+            return make_call(ir_op, ctx.expr(a), rhs)
     else:
         def convert(ctx, a, b):
             return _binary_value(ctx, ir_op, a, b)
@@ -230,8 +225,8 @@ for _op, (_ir, _since, _legacy) in _BINARY.items():
 
 @register_converter("", "Pow", since_opset=1)
 def pow_legacy(ctx, x, y, *, broadcast=0, axis=None):
-    lhs, rhs = legacy_broadcast(ctx, x, y, broadcast, axis)
-    return make_call("power", lhs, rhs)
+    rhs = legacy_broadcast(ctx, x, y, broadcast, axis)
+    return make_call("power", ctx.expr(x), ctx.expr(y) if rhs is None else rhs)
 
 
 @register_converter("", "Pow", since_opset=7)
@@ -332,57 +327,3 @@ def clip(ctx, x, min=None, max=None):  # noqa: A002 (the ONNX input names)
     if lo is None and hi is None:
         return expr
     return make_call("clip", expr, min=lo, max=hi)
-
-
-# ---------------------------------------------------------------- cast
-
-#: Largest finite value of the small float types: ``saturate`` clamps to it.
-_SATURATE_MAX = {"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0, "float8_e5m2": 57344.0,
-                 "float8_e5m2fnuz": 57344.0, "float4_e2m1fn": 6.0}
-
-
-def _target_dtype(ctx, to) -> str:
-    if isinstance(to, str):  # opset 1 names the type ("FLOAT")
-        try:
-            to = onnx.TensorProto.DataType.Value(to.upper())
-        except ValueError:
-            raise unsupported(ctx, f"Cast to unknown type {to!r}") from None
-    dtype = onnx_dtype_name(int(to), f"{ctx.node_label()}: the target type")
-    if dtype == "string":
-        raise unsupported(ctx, "Cast to string is not supported")
-    return dtype
-
-
-def _cast(ctx, x: Value, dtype: str, saturate: int):
-    if x.dtype == "string" or dtype == "string":
-        raise unsupported(ctx, f"Cast from {x.dtype} to {dtype} is not supported")
-    if x.dtype == dtype:
-        return x
-    if x.sym is not None and dtype in ("int64", "int32"):
-        return _sym_result(ctx, x.sym, x.ndim == 0, dtype)
-    expr = ctx.expr(x)
-    if saturate and dtype in _SATURATE_MAX:
-        bound = _SATURATE_MAX[dtype]
-        expr = call(ctx, "clip", expr, min=-bound, max=bound)
-    return make_call("astype", expr, dtype=dtype)
-
-
-@register_converter("", "Cast", since_opset=1)
-def cast(ctx, x, *, to):
-    return _cast(ctx, x, _target_dtype(ctx, to), saturate=1)
-
-
-@register_converter("", "Cast", since_opset=19)
-def cast_saturate(ctx, x, *, to, saturate=1):
-    """Cast; ``saturate`` clamps out-of-range values for the float8/float4 targets."""
-    return _cast(ctx, x, _target_dtype(ctx, to), saturate)
-
-
-@register_converter("", "CastLike", since_opset=15)
-def cast_like(ctx, x, like):
-    return _cast(ctx, x, like.dtype, saturate=1)
-
-
-@register_converter("", "CastLike", since_opset=19)
-def cast_like_saturate(ctx, x, like, *, saturate=1):
-    return _cast(ctx, x, like.dtype, saturate)

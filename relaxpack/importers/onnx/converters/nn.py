@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import math
 
-from ....errors import ShapeError
 from ....ir.dims import Dim
 from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
-from ._math_common import astype, call, known_rank, scalar, spatial_attr, unsupported
+from ._math_common import astype, call, known_rank, malformed, scalar, spatial_attr, unsupported
 
 # ---------------------------------------------------------------- matmul, gemm
 
@@ -65,7 +64,7 @@ def _spatial_rank(ctx, x: Value, w: Value | None = None) -> int:
     if ndim < 0:
         raise unsupported(ctx, "the input must have a known rank")
     if ndim < 3:
-        raise ShapeError(f"{ctx.node_label()}: the input must be (N, C, *spatial), got rank {ndim}")
+        raise malformed(ctx, f"the input must be (N, C, *spatial), got rank {ndim}")
     return ndim - 2
 
 
@@ -75,7 +74,7 @@ def _kernel(ctx, kernel_shape, w: Value | None, n: int) -> tuple[Dim, ...]:
         if w is not None and w.shape is not None:
             for k, wk in zip(kernel, w.shape[2:]):
                 if isinstance(wk, int) and wk != k:
-                    raise ShapeError(f"{ctx.node_label()}: kernel_shape {list(kernel)} does not match the "
+                    raise malformed(ctx, f"kernel_shape {list(kernel)} does not match the "
                                      f"weight's shape {tuple(w.shape)}")
         return kernel
     if w is None or w.shape is None:
@@ -88,7 +87,7 @@ def _pads(ctx, pads, n: int) -> tuple[int, ...]:
         return (0,) * (2 * n)
     pads = tuple(int(p) for p in pads)
     if len(pads) != 2 * n:
-        raise ShapeError(f"{ctx.node_label()}: pads={list(pads)} needs {2 * n} values")
+        raise malformed(ctx, f"pads={list(pads)} needs {2 * n} values")
     if any(p < 0 for p in pads):
         raise unsupported(ctx, f"negative pads {list(pads)}")
     return pads
@@ -190,7 +189,7 @@ def _transpose_padding(ctx, x, kernel, strides, dilations, extra, output_shape, 
     if x.shape is None:
         raise unsupported(ctx, "output_shape / SAME auto_pad need the input's spatial dims")
     if output_shape and len(output_shape) != n:
-        raise ShapeError(f"{ctx.node_label()}: output_shape={list(output_shape)} needs {n} values")
+        raise malformed(ctx, f"output_shape={list(output_shape)} needs {n} values")
     begins, ends, out_pad = [], [], []
     for i, (size, k, s, d, p) in enumerate(zip(x.shape[2:], kernel, strides, dilations, extra)):
         target = output_shape[i] if output_shape else size * s
@@ -215,7 +214,7 @@ def _transpose_padding(ctx, x, kernel, strides, dilations, extra, output_shape, 
 def _pool_attrs(ctx, x, auto_pad, kernel_shape, pads, strides, dilations, ceil_mode):
     n = _spatial_rank(ctx, x)
     if not kernel_shape:
-        raise ShapeError(f"{ctx.node_label()}: attribute kernel_shape is required")
+        raise malformed(ctx, "attribute kernel_shape is required")
     kernel = spatial_attr(ctx, kernel_shape, n, 1, "kernel_shape")
     strides = spatial_attr(ctx, strides, n, 1, "strides")
     dilations = spatial_attr(ctx, dilations, n, 1, "dilations")
@@ -366,7 +365,7 @@ def layer_norm(ctx, x, scale, bias=None, *, axis=-1, epsilon=1e-5, stash_type=_F
     InvStdDev outputs are computed in float32 (``stash_type`` 1)."""
     ndim = known_rank(ctx, x)
     if not -ndim <= axis < ndim:
-        raise ShapeError(f"{ctx.node_label()}: axis {axis} is out of range for rank {ndim}")
+        raise malformed(ctx, f"axis {axis} is out of range for rank {ndim}")
     axes = tuple(range(axis % ndim, ndim))
     if stash_type != _FLOAT_TYPE:
         raise unsupported(ctx, f"stash_type={stash_type} (only 1, float32 statistics)")

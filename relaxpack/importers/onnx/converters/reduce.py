@@ -5,7 +5,8 @@ The reduced axes are an attribute up to one opset and an optional input
 from it on (ReduceSum at 13, the others at 18); both resolve to the IR
 ops' ``axis`` attribute, so the input must be a constant. With the input
 form an empty ``axes`` reduces every axis, or with ``noop_with_empty_axes``
-returns the input unchanged.
+none: the plain reductions return the input, the composed ones keep their
+elementwise steps (ReduceL2 gives ``|x|``, as the spec says).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ def _via_float(ctx, op: str, expr, dtype: str):
 
 def _plain(op: str):
     def build(ctx, x, axis, keepdims):
+        if axis == ():
+            return x  # reducing no axis: the identity
         return make_call(op, ctx.expr(x), axis=axis, keepdims=keepdims)
     return build
 
@@ -49,7 +52,7 @@ def _log_sum_exp(ctx, x, axis, keepdims):
     shifted = call(ctx, "exp", call(ctx, "subtract", data, peak))
     total = call(ctx, "log", call(ctx, "sum", shifted, axis=axis, keepdims=keepdims))
     if not keepdims:
-        peak = call(ctx, "squeeze", peak, axis=axis if axis is not None else tuple(range(x.ndim)))
+        peak = call(ctx, "squeeze", peak, axis=axis)  # None: every (reduced, now 1) axis
     result = make_call("add", total, peak)
     return result if dtype == x.dtype else make_call("astype", ctx.expr(ctx.emit(result)), dtype=x.dtype)
 
@@ -82,9 +85,9 @@ def _reduce_input(op_type: str, build):
     def convert(ctx, x, axes=None, *, keepdims=1, noop_with_empty_axes=0):
         axis = const_ints(ctx, axes, "axes")
         if not axis:
-            if noop_with_empty_axes:
-                return x
-            axis = None
+            # no axes: every axis, or none (the composed ops keep their
+            # elementwise steps: ReduceL2 gives |x|, ReduceLogSum log(x))
+            axis = () if noop_with_empty_axes else None
         return build(ctx, x, axis, bool(keepdims))
     convert.__name__ = convert.__qualname__ = f"convert_{op_type.lower()}"
     convert.__doc__ = (f"ONNX {op_type} with an optional constant axes input (empty: every axis, or "

@@ -1,5 +1,5 @@
-"""Shapes and values as data: Shape, Size, ConstantOfShape, Range, Constant,
-Identity, Cast, CastLike.
+"""Shapes and values as data: Shape, Size, ConstantOfShape, Constant,
+Identity, Cast, CastLike. (Range is in algorithm.py, with the IR op range.)
 
 ``Shape`` does not emit an op: its result is a value whose contents are the
 input's (possibly symbolic) dims, and the converters downstream compute on
@@ -18,7 +18,6 @@ import math
 import numpy as np
 import onnx
 
-from ....ir.dims import dim_max, format_dim
 from ....ops.registry import make_call
 from ..context import FOLD_LIMIT
 from ..registry import register_converter
@@ -53,7 +52,7 @@ def size(ctx, data):
     return ctx.sym_value((math.prod(dims, start=1),), scalar=True)
 
 
-# ---------------------------------------------------------------- ConstantOfShape, Range
+# ---------------------------------------------------------------- ConstantOfShape
 
 
 @register_converter("", "ConstantOfShape", since_opset=9)
@@ -62,6 +61,8 @@ def constant_of_shape(ctx, shape, *, value=None):
     if fill.size != 1:
         raise shape_error(ctx, f"attribute value must hold one element, got shape {fill.shape}")
     fill = fill.reshape(())
+    if fill.dtype.kind in "OSU":
+        raise unsupported(ctx, "string tensors are not supported")
     dims = known_ints(ctx, shape, "the shape input")
     if shape.ndim != 1:
         raise shape_error(ctx, f"the shape input must be 1-D, got rank {shape.ndim}")
@@ -70,33 +71,6 @@ def constant_of_shape(ctx, shape, *, value=None):
     if all(isinstance(d, int) for d in dims) and math.prod(dims) <= FOLD_LIMIT:
         return ctx.const(np.full(dims, fill, dtype=fill.dtype))
     return make_call("broadcast_to", ctx.expr(ctx.const(fill)), shape_expr(dims))
-
-
-@register_converter("", "Range", since_opset=11)
-def range_(ctx, start, limit, delta):
-    values = [v.const for v in (start, limit, delta)]
-    if all(v is not None for v in values):
-        for name, v in zip(("start", "limit", "delta"), values):
-            if v.size != 1:
-                raise shape_error(ctx, f"{name} must be a scalar, got shape {v.shape}")
-        first, stop, step = (v.reshape(()) for v in values)
-        if step == 0:
-            raise shape_error(ctx, "delta must not be 0")
-        # ONNX: max(ceil((limit - start) / delta), 0) elements start + i * delta,
-        # computed in the inputs' dtype
-        count = max(int(np.ceil((stop - first) / step)), 0)
-        dtype = first.dtype
-        return ctx.const((first + np.arange(count, dtype=dtype) * step).astype(dtype))
-    bounds = [v.int_values() for v in (start, limit, delta)]
-    if all(b is not None and len(b) == 1 for b in bounds) and isinstance(bounds[2][0], int) \
-            and bounds[2][0] != 0:
-        first, stop, step = (b[0] for b in bounds)
-        span = stop - first if step > 0 else first - stop
-        length = ctx.bb.analyzer.simplify(dim_max((span + abs(step) - 1) // abs(step), 0))
-        raise unsupported(ctx, f"Range with symbolic bounds (length {format_dim(length)}) needs an IR "
-                               f"op 'arange' that relaxpack does not have yet; only constant bounds fold")
-    raise unsupported(ctx, "Range needs constant start, limit and delta (a data-dependent length "
-                           "needs an IR op 'arange' with a packed kernel)")
 
 
 # ---------------------------------------------------------------- Constant, Identity
@@ -177,7 +151,8 @@ def _cast(ctx, x: Value, dtype: str, saturate: int = 1):
 
 def _saturate(ctx, x: Value, data, dtype: str):
     """ONNX's saturating cast to an 8-bit float: values beyond the largest
-    finite one (infinities too) become it; the cast then rounds to nearest even."""
+    finite one, infinities too, become it (ONNX's reference does so for all
+    four types); ``astype`` itself does not saturate, it rounds to nearest even."""
     if not (x.dtype or "").startswith(("float", "bfloat")):
         data = emit(ctx, make_call("astype", data, dtype="float32"), "cast")
     bound = _FLOAT8_MAX[dtype]

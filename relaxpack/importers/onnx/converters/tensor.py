@@ -1,5 +1,6 @@
 """Data movement: Reshape, Expand, Flatten, Transpose, Concat, Split, Slice,
-Gather, GatherElements, Squeeze, Unsqueeze, Tile, DepthToSpace, SpaceToDepth.
+Gather, GatherElements, Squeeze, Unsqueeze, DepthToSpace, SpaceToDepth.
+(Tile is in algorithm.py, with the IR op tile.)
 
 Shape-like operands (Reshape's and Expand's targets, Slice's bounds, the
 axes of Squeeze/Unsqueeze) are read at import time, so an ONNX target
@@ -15,13 +16,12 @@ import math
 
 import numpy as np
 
-from ....ir.dims import Dim
+from ....ir.dims import Dim, format_dim
 from ....ir.expr import Tuple, TupleGetItem
 from ....ops.definitions.common import exact_div
 from ....ops.definitions.index import HUGE
 from ....ops.registry import make_call
 from ....runtime.dtypes import numpy_dtype
-from ..context import FOLD_LIMIT
 from ..registry import register_converter
 from ..value import Value
 from ._shape_common import (
@@ -77,7 +77,7 @@ def _reshape(ctx, data: Value, target: Value, allowzero: int = 0):
     return make_call("reshape", ctx.expr(data), shape_expr(dims))
 
 
-# ---------------------------------------------------------------- Expand, Tile
+# ---------------------------------------------------------------- Expand
 
 
 @register_converter("", "Expand", since_opset=8)
@@ -88,42 +88,6 @@ def expand(ctx, data, shape):
     if out == tuple(data.shape):
         return data
     return make_call("broadcast_to", ctx.expr(data), shape_expr(out))
-
-
-@register_converter("", "Tile", since_opset=1)
-def tile_v1(ctx, data, tiles, axis):
-    count, = static_ints(ctx, tiles, "tiles")
-    ax, = static_ints(ctx, axis, "axis")
-    repeats = [1] * data.ndim
-    repeats[norm_axis(ctx, ax, data.ndim)] = count
-    return _tile(ctx, data, repeats)
-
-
-@register_converter("", "Tile", since_opset=6)
-def tile_v6(ctx, data, repeats):
-    return _tile(ctx, data, known_ints(ctx, repeats, "repeats"))
-
-
-def _tile(ctx, data: Value, repeats):
-    data = shaped(ctx, data)
-    shape = data.shape
-    if len(repeats) != len(shape):
-        raise shape_error(ctx, f"{len(repeats)} repeats for a tensor of rank {len(shape)}")
-    if any(isinstance(r, int) and r < 0 for r in repeats):
-        raise shape_error(ctx, f"repeats {fmt_dims(repeats)} must not be negative")
-    if all(r == 1 for r in repeats):
-        return data
-    if data.const is not None and all(isinstance(r, int) for r in repeats) \
-            and data.const.size * math.prod(repeats) <= FOLD_LIMIT:
-        return ctx.const(np.tile(data.const, repeats))
-    # (d0, d1) tiled (r0, r1): view as (1, d0, 1, d1), broadcast to (r0, d0, r1, d1), merge pairs
-    spread, target = [], []
-    for d, r in zip(shape, repeats):
-        spread += [d] if r == 1 else [1, d]
-        target += [d] if r == 1 else [r, d]
-    x = emit(ctx, make_call("reshape", ctx.expr(data), shape_expr(spread)), "tile")
-    x = emit(ctx, make_call("broadcast_to", x, shape_expr(target)), "tile")
-    return make_call("reshape", x, shape_expr([d * r for d, r in zip(shape, repeats)]))
 
 
 # ---------------------------------------------------------------- Flatten, Transpose
@@ -146,6 +110,8 @@ def transpose(ctx, data, *, perm=None):
             return data
     elif perm is None and data.ndim in (0, 1):
         return data
+    if data.ndim >= 0:
+        data = shaped(ctx, data)
     return make_call("permute_dims", ctx.expr(data), axes=None if perm is None else tuple(perm))
 
 
@@ -174,6 +140,7 @@ def _concat(ctx, inputs, axis: int):
         return contents_value(ctx, flat, (len(flat),), values[0].dtype)
     if len(values) == 1:
         return values[0]
+    values = [shaped(ctx, v) if v.ndim >= 0 else v for v in values]
     return make_call("concat", Tuple([ctx.expr(v) for v in values]), axis=axis)
 
 
@@ -208,14 +175,13 @@ def split_v18(ctx, data, split=None, *, axis=0, num_outputs=None):
 
 def _split(ctx, data: Value, sizes, axis: int):
     count = len(ctx.node.output)
-    if data.ndim < 0:
-        raise unsupported(ctx, "the rank of the input is unknown")
+    data = shaped(ctx, data)
     ax = norm_axis(ctx, axis, data.ndim)
     if sizes is not None:
         sizes = tuple(int(s) for s in sizes)
         if len(sizes) != count or any(s < 0 for s in sizes):
             raise shape_error(ctx, f"split {sizes} must give {count} non-negative sizes")
-        dim = data.shape[ax] if data.shape is not None else None
+        dim = data.shape[ax]
         if isinstance(dim, int) and sum(sizes) != dim:
             raise shape_error(ctx, f"split {sizes} sums to {sum(sizes)}, not the dim {dim} of axis {ax}")
     if count == 1:
@@ -260,16 +226,15 @@ def _slice(ctx, data: Value, starts, ends, axes, steps):
         flat, _ = int_contents(data)
         picked = flat[slice(starts[0], ends[0], steps[0])]
         return contents_value(ctx, picked, (len(picked),), data.dtype)
-    if not all(isinstance(b, int) for b in bounds):
-        data = shaped(ctx, data)
+    data = shaped(ctx, data)
     begin, end = [], []
     for ax, s, e in zip(axes, starts, ends):
-        dim = data.shape[ax] if data.shape is not None else None
+        dim = data.shape[ax]
         b, f = slice_index(ctx, s, dim), slice_index(ctx, e, dim)
         if b is None or f is None:
-            raise unsupported(ctx, f"symbolic slice bounds [{fmt_dims((s,))[1:-2]}, {fmt_dims((e,))[1:-2]}) "
-                                   f"on a dim of {fmt_dims((dim,))[1:-2]} need a dynamic strided_slice "
-                                   f"op; only constant bounds are supported")
+            raise unsupported(ctx, f"symbolic slice bounds [{format_dim(s)}, {format_dim(e)}) on a dim of "
+                                   f"{format_dim(dim)} need a dynamic strided_slice op; only constant "
+                                   f"bounds are supported")
         begin.append(b)
         end.append(f)
     keep = [i for i in range(count) if not (begin[i] == 0 and end[i] >= HUGE and steps[i] == 1)]
@@ -350,10 +315,8 @@ def squeeze_v13(ctx, data, axes=None):
 
 
 def _squeeze(ctx, data: Value, axes):
-    if data.ndim < 0:
-        raise unsupported(ctx, "the rank of the input is unknown")
+    data = shaped(ctx, data)
     if axes is None:
-        data = shaped(ctx, data)
         analyzer = ctx.bb.analyzer
         undecided = [d for d in data.shape if not isinstance(d, int) and not analyzer.prove_equal(d, 1)
                      and not (analyzer.prove_gt(d, 1) or analyzer.prove_lt(d, 1))]
@@ -385,8 +348,7 @@ def unsqueeze_v13(ctx, data, axes):
 
 
 def _unsqueeze(ctx, data: Value, axes):
-    if data.ndim < 0:
-        raise unsupported(ctx, "the rank of the input is unknown")
+    data = shaped(ctx, data)
     rank = data.ndim + len(axes)
     axes = tuple(sorted(norm_axes(ctx, axes, rank)))
     if not axes:

@@ -1,0 +1,207 @@
+"""Algorithms: Einsum, TopK, CumSum, NonZero, OneHot, Trilu, Range, Tile.
+
+Operands that fix the output's shape (TopK's K, OneHot's depth, Tile's
+repeats) or an axis (CumSum's) must be known at import time; Range's bounds
+may be symbolic ints, so ``Range(0, seq, 1)`` on a ``Shape`` gives a
+tensor of shape ``(seq,)``. NonZero's output size depends on the data: it
+calls the packed kernel and ``match_cast``\\ s the result to ``(ndim, nnz)``
+with a fresh dim ``nnz``::
+
+    Range(0, Gather(Shape(x), 1), 1)  ->  R.range(R.prim_value(0), R.prim_value(seq), R.prim_value(1))
+    NonZero(x: (n, 4))                ->  lv = R.call_packed("nonzero", x)
+                                          nz = R.match_cast(lv, R.Tensor((2, nonzero_d1), "int64"))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ....ir.expr import ExternFunc, PrimValue, Tuple, TupleGetItem
+from ....ir.struct_info import TensorStructInfo
+from ....ops.registry import make_call
+from ....runtime.kernels import KERNELS
+from ..registry import register_converter
+from ..value import Value
+from ._shape_common import fmt_dims, fresh_dims, norm_axis, shape_error, static_ints, unsupported
+
+# ---------------------------------------------------------------- Einsum
+
+
+@register_converter("", "Einsum", since_opset=12)
+def einsum(ctx, *operands, equation):
+    if not operands or any(x is None for x in operands):
+        raise shape_error(ctx, "needs at least one operand and no omitted ones")
+    return make_call("einsum", Tuple([ctx.expr(x) for x in operands]), equation="".join(equation.split()))
+
+
+# ---------------------------------------------------------------- TopK
+
+
+@register_converter("", "TopK", since_opset=1)
+def topk_v1(ctx, x, *, k, axis=-1):
+    return _topk(ctx, x, k, axis)
+
+
+@register_converter("", "TopK", since_opset=10)
+def topk_v10(ctx, x, k, *, axis=-1):
+    return _topk(ctx, x, _one_int(ctx, k, "K"), axis)
+
+
+@register_converter("", "TopK", since_opset=11)
+def topk_v11(ctx, x, k, *, axis=-1, largest=1, sorted=1):  # noqa: A002 (ONNX's attribute name)
+    return _topk(ctx, x, _one_int(ctx, k, "K"), axis, bool(largest), bool(sorted))
+
+
+def _topk(ctx, x: Value, k: int, axis: int, largest: bool = True, sorted_: bool = True):
+    if k < 0:
+        raise shape_error(ctx, f"K must be non-negative, got {k}")
+    out = ctx.emit(make_call("topk", ctx.expr(x), k=int(k), axis=int(axis), largest=largest,
+                             sorted=sorted_), "topk")
+    return TupleGetItem(out.expr, 0), TupleGetItem(out.expr, 1)
+
+
+def _one_int(ctx, value: Value | None, what: str) -> int:
+    """The single int of an input that must be a constant (a scalar or a
+    one-element tensor); an UnsupportedOpError if it is not known."""
+    if value is None:
+        raise shape_error(ctx, f"needs the input {what}")
+    if value.const is None and value.sym is None:
+        raise unsupported(ctx, f"{what} must be a constant; a data-dependent {what} is not supported")
+    ints = static_ints(ctx, value, what)
+    if len(ints) != 1:
+        raise shape_error(ctx, f"{what} must hold one value, got {fmt_dims(ints)}")
+    return int(ints[0])
+
+
+# ---------------------------------------------------------------- CumSum
+
+
+@register_converter("", "CumSum", since_opset=11)
+def cumsum(ctx, x, axis, *, exclusive=0, reverse=0):
+    ax = _one_int(ctx, axis, "axis")
+    if x.ndim >= 0:
+        ax = norm_axis(ctx, ax, x.ndim)
+    return make_call("cumsum", ctx.expr(x), axis=ax, exclusive=bool(exclusive), reverse=bool(reverse))
+
+
+# ---------------------------------------------------------------- NonZero
+
+
+@register_converter("", "NonZero", since_opset=9)
+def nonzero(ctx, x):
+    if x.const is not None:     # fold with the kernel the VM would run
+        return ctx.const(KERNELS["nonzero"].fn(x.const))
+    if x.ndim < 0:
+        raise unsupported(ctx, "the rank of the input is unknown; NonZero needs it for its output shape")
+    call = make_call("call_packed", ExternFunc("nonzero"), ctx.expr(x),
+                     sinfo_args=(TensorStructInfo(None, "int64", ndim=2),))
+    found = ctx.bb.emit(call, "nonzero")
+    nnz, = fresh_dims(ctx, 1, "nonzero")
+    sinfo = TensorStructInfo((x.ndim, nnz), "int64", vdevice=found.struct_info.vdevice)
+    return Value(sinfo, expr=ctx.bb.match_cast(found, sinfo, "nonzero"))
+
+
+# ---------------------------------------------------------------- OneHot
+
+
+@register_converter("", "OneHot", since_opset=9)
+def one_hot(ctx, indices, depth, values, *, axis=-1):
+    if depth.const is not None and depth.const.dtype.kind == "f":
+        if depth.const.size != 1:
+            raise shape_error(ctx, f"depth must hold one value, got shape {depth.const.shape}")
+        n = int(depth.const.reshape(()))      # ONNX casts a float depth to int64
+    else:
+        n = _one_int(ctx, depth, "depth")
+    if n < 0:
+        raise shape_error(ctx, f"depth must be non-negative, got {n}")
+    return make_call("one_hot", ctx.expr(indices), ctx.expr(values), depth=n, axis=int(axis))
+
+
+# ---------------------------------------------------------------- Trilu
+
+
+@register_converter("", "Trilu", since_opset=14)
+def trilu(ctx, x, k=None, *, upper=1):
+    diagonal = 0 if k is None else _one_int(ctx, k, "k")
+    return make_call("trilu", ctx.expr(x), upper=bool(upper), k=diagonal)
+
+
+# ---------------------------------------------------------------- Range
+
+
+@register_converter("", "Range", since_opset=11)
+def range_v11(ctx, start, limit, delta):
+    return _range(ctx, start, limit, delta)
+
+
+@register_converter("", "Range", since_opset=27)
+def range_v27(ctx, start, limit, delta, *, stash_type=1):
+    # float16/bfloat16 ranges compute in float64 and round once: at least as
+    # precise as either stash type (float32 or float64)
+    if stash_type not in (1, 11):
+        raise unsupported(ctx, f"stash_type {stash_type} (only 1 = float and 11 = double exist)")
+    return _range(ctx, start, limit, delta)
+
+
+def _range(ctx, start: Value, limit: Value, delta: Value):
+    names = ("start", "limit", "delta")
+    values = (start, limit, delta)
+    for name, v in zip(names, values):
+        if v is None:
+            raise shape_error(ctx, f"needs the input {name}")
+        if v.shape is not None and any(not isinstance(d, int) or d != 1 for d in v.shape):
+            raise shape_error(ctx, f"{name} must be a scalar, got shape {fmt_dims(v.shape)}")
+    dtypes = {v.dtype for v in values}
+    if len(dtypes) != 1 or None in dtypes:
+        raise shape_error(ctx, f"start, limit and delta must have one dtype, got "
+                               f"{', '.join(str(v.dtype) for v in values)}")
+    dtype = start.dtype
+    if dtype.startswith(("int", "uint")):
+        bounds = [v.int_values() for v in values]
+        if any(b is None for b in bounds):
+            raise unsupported(ctx, "start, limit and delta must be constants or computed from shapes "
+                                   "(a data-dependent Range is not supported)")
+        (first,), (stop,), (step,) = bounds
+        if not isinstance(step, int):
+            raise unsupported(ctx, f"delta {fmt_dims((step,))} must be a constant (a symbolic delta "
+                                   f"makes the length a division by a variable)")
+        args = [PrimValue(first), PrimValue(stop), PrimValue(step)]
+    else:
+        if any(v.const is None for v in values):
+            raise unsupported(ctx, f"a {dtype} Range needs constant start, limit and delta")
+        args = [PrimValue(float(np.asarray(v.const, np.float64).reshape(())), "float64") for v in values]
+    if args[2].value == 0:
+        raise shape_error(ctx, "delta must not be 0")
+    return make_call("range", *args, dtype=dtype)
+
+
+# ---------------------------------------------------------------- Tile
+
+
+@register_converter("", "Tile", since_opset=1)
+def tile_v1(ctx, x, tiles, axis):
+    count = _one_int(ctx, tiles, "tiles")
+    ax = _one_int(ctx, axis, "axis")
+    if x.ndim < 0:
+        raise unsupported(ctx, "the rank of the input is unknown")
+    repeats = [1] * x.ndim
+    repeats[norm_axis(ctx, ax, x.ndim)] = count
+    return _tile(ctx, x, repeats)
+
+
+@register_converter("", "Tile", since_opset=6)
+def tile_v6(ctx, x, repeats):
+    if repeats.const is None and repeats.sym is None:
+        raise unsupported(ctx, "repeats must be a constant; data-dependent repeats are not supported")
+    return _tile(ctx, x, static_ints(ctx, repeats, "repeats"))
+
+
+def _tile(ctx, x: Value, repeats):
+    repeats = tuple(int(r) for r in repeats)
+    if x.ndim >= 0 and len(repeats) != x.ndim:
+        raise shape_error(ctx, f"{len(repeats)} repeats {repeats} for a tensor of rank {x.ndim}")
+    if any(r < 0 for r in repeats):
+        raise shape_error(ctx, f"repeats {repeats} must not be negative")
+    if all(r == 1 for r in repeats):
+        return x
+    return make_call("tile", ctx.expr(x), repeats=repeats)

@@ -1,0 +1,298 @@
+"""Resize, Upsample and Pad.
+
+Resize's output size comes from ``sizes`` (constant, or computed from
+``Shape`` so it may hold symbolic dims) or from constant ``scales``: each
+output dim is ``floor(dim * scale)``. For a symbolic ``dim`` that is exactly
+``dim * k`` for an integer scale ``k`` and ``dim // k`` for a scale of
+``1 / k`` (the float32 closest to it; exact for dims below 2**24); other
+scales of a symbolic dim are unsupported. The op keeps the scales it was
+given, because ONNX's coordinate transform divides by them, not by
+output / input. Data-dependent ``scales``/``sizes``/``pads`` (computed from
+tensor values) are unsupported: the output shape must be known at import.
+
+Opset 10's Resize and Upsample follow onnxruntime: asymmetric coordinates,
+and nearest rounds down on upsampled axes and up on downsampled ones.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from ....ir.dims import Dim
+from ....ops.registry import make_call
+from ....runtime.dtypes import numpy_dtype
+from ..registry import register_converter
+from ..value import Value
+from ._shape_common import (
+    fmt_dims, known_ints, norm_axes, shape_error, shape_expr, shaped, static_ints, unsupported,
+)
+
+# ---------------------------------------------------------------- Resize (opset 11+)
+
+_METHODS = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic"}
+_MODES_11 = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize",
+             "tf_half_pixel_for_nn"}
+_MODES_13 = _MODES_11 - {"tf_half_pixel_for_nn"}
+_MODES_19 = _MODES_13 | {"half_pixel_symmetric"}
+_NEAREST_MODES = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}
+#: a symbolic dim times ``1/k`` rounds to ``dim // k`` only below this size (see _scaled_dim)
+_MIN_EXACT_DIM = 2 ** 24
+
+
+@register_converter("", "Resize", since_opset=11)
+def resize_v11(ctx, x, roi=None, scales=None, sizes=None, *, coordinate_transformation_mode="half_pixel",
+               cubic_coeff_a=-0.75, exclude_outside=0, extrapolation_value=0.0, mode="nearest",
+               nearest_mode="round_prefer_floor"):
+    return _resize(ctx, x, roi, scales, sizes, _MODES_11, coordinate_transformation_mode, cubic_coeff_a,
+                   exclude_outside, extrapolation_value, mode, nearest_mode)
+
+
+@register_converter("", "Resize", since_opset=13)
+def resize_v13(ctx, x, roi=None, scales=None, sizes=None, *, coordinate_transformation_mode="half_pixel",
+               cubic_coeff_a=-0.75, exclude_outside=0, extrapolation_value=0.0, mode="nearest",
+               nearest_mode="round_prefer_floor"):
+    return _resize(ctx, x, roi, scales, sizes, _MODES_13, coordinate_transformation_mode, cubic_coeff_a,
+                   exclude_outside, extrapolation_value, mode, nearest_mode)
+
+
+@register_converter("", "Resize", since_opset=18)
+def resize_v18(ctx, x, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
+               coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, exclude_outside=0,
+               extrapolation_value=0.0, keep_aspect_ratio_policy="stretch", mode="nearest",
+               nearest_mode="round_prefer_floor"):
+    return _resize(ctx, x, roi, scales, sizes, _MODES_13, coordinate_transformation_mode, cubic_coeff_a,
+                   exclude_outside, extrapolation_value, mode, nearest_mode, antialias, axes,
+                   keep_aspect_ratio_policy)
+
+
+@register_converter("", "Resize", since_opset=19)
+def resize_v19(ctx, x, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
+               coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, exclude_outside=0,
+               extrapolation_value=0.0, keep_aspect_ratio_policy="stretch", mode="nearest",
+               nearest_mode="round_prefer_floor"):
+    return _resize(ctx, x, roi, scales, sizes, _MODES_19, coordinate_transformation_mode, cubic_coeff_a,
+                   exclude_outside, extrapolation_value, mode, nearest_mode, antialias, axes,
+                   keep_aspect_ratio_policy)
+
+
+def _resize(ctx, x: Value, roi, scales, sizes, modes, coord_mode, cubic_coeff_a, exclude_outside,
+            extrapolation_value, mode, nearest_mode, antialias=0, axes=None, keep_aspect_ratio_policy="stretch"):
+    method = _method(ctx, mode)
+    if coord_mode not in modes:
+        raise unsupported(ctx, f"coordinate_transformation_mode {coord_mode!r} (this opset has "
+                               f"{', '.join(sorted(modes))})")
+    if nearest_mode not in _NEAREST_MODES:
+        raise unsupported(ctx, f"nearest_mode {nearest_mode!r} (expected one of {', '.join(sorted(_NEAREST_MODES))})")
+    if antialias and method == "nearest_neighbor":
+        raise unsupported(ctx, "antialias=1 needs mode 'linear' or 'cubic', not 'nearest'")
+    x = shaped(ctx, x)
+    shape = x.shape
+    axes = tuple(range(len(shape))) if axes is None else norm_axes(ctx, axes, len(shape))
+    scale_list = _floats(ctx, scales, "scales")
+    size_list = None if _empty(sizes) else known_ints(ctx, sizes, "sizes")
+    if (scale_list is None) == (size_list is None):
+        raise shape_error(ctx, "needs exactly one of the inputs scales and sizes")
+    given = scale_list if scale_list is not None else size_list
+    if len(given) != len(axes):
+        raise shape_error(ctx, f"{'scales' if scale_list is not None else 'sizes'} {fmt_dims(given)} need one "
+                               f"value per resized axis {axes} of shape {fmt_dims(shape)}")
+    roi_pairs = [None] * len(axes)
+    if coord_mode == "tf_crop_and_resize":
+        values = _floats(ctx, roi, "roi")
+        if values is None or len(values) != 2 * len(axes):
+            raise shape_error(ctx, f"tf_crop_and_resize needs a constant roi of {2 * len(axes)} values "
+                                   f"(starts, then ends), got {values}")
+        roi_pairs = list(zip(values[:len(axes)], values[len(axes):]))
+    if scale_list is not None:
+        dims = [_scaled_dim(ctx, shape[a], s) for a, s in zip(axes, scale_list)]
+        used = list(scale_list)
+        identity = [s == 1.0 for s in scale_list]
+    else:
+        dims, used = _sized_dims(ctx, [shape[a] for a in axes], size_list, keep_aspect_ratio_policy)
+        analyzer = ctx.bb.analyzer
+        identity = [(u is None or u == 1.0) and (d == shape[a] or analyzer.prove_equal(d, shape[a]))
+                    for a, d, u in zip(axes, dims, used)]
+    keep = [i for i in range(len(axes)) if not identity[i] or roi_pairs[i] not in (None, (0.0, 1.0))]
+    if not keep:
+        return x
+    call_roi = None
+    if coord_mode == "tf_crop_and_resize":
+        call_roi = tuple(roi_pairs[i][0] for i in keep) + tuple(roi_pairs[i][1] for i in keep)
+    return make_call("image.resize", ctx.expr(x), shape_expr([dims[i] for i in keep]),
+                     axes=tuple(axes[i] for i in keep),
+                     scales=None if any(used[i] is None for i in keep) else tuple(used[i] for i in keep),
+                     roi=call_roi, method=method, coordinate_transformation_mode=coord_mode,
+                     rounding_method=nearest_mode, cubic_alpha=float(cubic_coeff_a),
+                     cubic_exclude=bool(exclude_outside), antialias=bool(antialias),
+                     extrapolation_value=float(extrapolation_value))
+
+
+def _method(ctx, mode: str) -> str:
+    method = _METHODS.get(mode)
+    if method is None:
+        raise unsupported(ctx, f"mode {mode!r} (expected 'nearest', 'linear' or 'cubic')")
+    return method
+
+
+def _empty(value: Value | None) -> bool:
+    """An omitted optional input, or one given as an empty tensor (Resize-11's way)."""
+    return value is None or (value.shape is not None and len(value.shape) == 1 and value.shape[0] == 0)
+
+
+def _floats(ctx, value: Value | None, what: str) -> list[float] | None:
+    """The contents of a float input that must be constant (None if omitted or empty)."""
+    if _empty(value):
+        return None
+    if value.const is None:
+        raise unsupported(ctx, f"{what} must be a constant (the output shape must be known at import "
+                               f"time); a data-dependent {what} is not supported")
+    if value.const.dtype.kind != "f":
+        raise shape_error(ctx, f"{what} must be floats, got {value.dtype}")
+    return [float(v) for v in value.const.reshape(-1)]
+
+
+def _scaled_dim(ctx, dim: Dim, scale: float) -> Dim:
+    """``floor(dim * scale)``, ONNX's output dim for a scale."""
+    if not scale > 0:
+        raise shape_error(ctx, f"scale {scale} must be positive")
+    if isinstance(dim, int):
+        return int(math.floor(dim * scale))   # in float64, like onnx's reference
+    if scale.is_integer():
+        return dim * int(scale)
+    k = round(1 / scale)
+    excess = Fraction(scale) * k - 1      # scale = (1 + excess) / k
+    if k > 1 and excess >= 0 and (excess == 0 or 1 / (k * excess) >= _MIN_EXACT_DIM):
+        upper = ctx.bb.analyzer.upper_bound(dim)
+        if upper is None or excess == 0 or upper < 1 / (k * excess):
+            return dim // k
+    raise unsupported(ctx, f"scale {scale} on the symbolic dim {fmt_dims((dim,))[1:-2]}: floor(dim * scale) "
+                           f"is expressible only for integer scales k (dim * k) and scales 1/k (dim // k); "
+                           f"give sizes instead, or fix the dim with from_onnx(dims=...)")
+
+
+def _sized_dims(ctx, in_dims, sizes, policy: str) -> tuple[list[Dim], list[float | None]]:
+    """Output dims and scales (None: output / input, computed at run time) for ``sizes``."""
+    if any(isinstance(s, int) and s < 0 for s in sizes):
+        raise shape_error(ctx, f"sizes {fmt_dims(sizes)} must not be negative")
+    if policy == "stretch":
+        return list(sizes), [None] * len(sizes)
+    if policy not in ("not_larger", "not_smaller"):
+        raise unsupported(ctx, f"keep_aspect_ratio_policy {policy!r} (expected stretch, not_larger, not_smaller)")
+    if not all(isinstance(d, int) and d > 0 for d in in_dims) or not all(isinstance(s, int) for s in sizes):
+        raise unsupported(ctx, f"keep_aspect_ratio_policy {policy!r} needs static, nonzero input dims and "
+                               f"sizes; got dims {fmt_dims(in_dims)} and sizes {fmt_dims(sizes)}")
+    ratios = [s / d for s, d in zip(sizes, in_dims)]
+    scale = min(ratios) if policy == "not_larger" else max(ratios)
+    return [int(scale * d + 0.5) for d in in_dims], [scale] * len(in_dims)
+
+
+# ---------------------------------------------------------------- Resize-10, Upsample
+
+
+@register_converter("", "Upsample", since_opset=7)
+def upsample_v7(ctx, x, *, scales, mode="nearest"):
+    return _resize_v10(ctx, x, [float(s) for s in scales], mode)
+
+
+@register_converter("", "Upsample", since_opset=9)
+def upsample_v9(ctx, x, scales, *, mode="nearest"):
+    return _resize_v10(ctx, x, _floats(ctx, scales, "scales"), mode)
+
+
+@register_converter("", "Resize", since_opset=10)
+def resize_v10(ctx, x, scales, *, mode="nearest"):
+    return _resize_v10(ctx, x, _floats(ctx, scales, "scales"), mode)
+
+
+def _resize_v10(ctx, x: Value, scales, mode: str):
+    method = _method(ctx, mode)
+    if method == "cubic":
+        raise unsupported(ctx, "mode 'cubic' needs opset 11")
+    x = shaped(ctx, x)
+    shape = x.shape
+    if scales is None or len(scales) != len(shape):
+        raise shape_error(ctx, f"scales {scales} need one value per axis of shape {fmt_dims(shape)}")
+    dims = [_scaled_dim(ctx, d, s) for d, s in zip(shape, scales)]
+    resized = [a for a, s in enumerate(scales) if s != 1.0]
+    # onnxruntime's nearest rounds i / scale down when upsampling and up when
+    # downsampling: one call per rounding (nearest is separable and exact).
+    groups = [("floor", resized)] if method == "linear" else \
+        [("ceil", [a for a in resized if scales[a] < 1]), ("floor", [a for a in resized if scales[a] > 1])]
+    result = x
+    for rounding, axes in groups:
+        if not axes:
+            continue
+        call = make_call("image.resize", ctx.expr(result), shape_expr([dims[a] for a in axes]),
+                         axes=tuple(axes), scales=tuple(scales[a] for a in axes), method=method,
+                         coordinate_transformation_mode="asymmetric", rounding_method=rounding)
+        result = ctx.emit(call, "resize")
+    return result
+
+
+# ---------------------------------------------------------------- Pad
+
+
+@register_converter("", "Pad", since_opset=1)
+def pad_v1(ctx, data, *, paddings, mode="constant", value=0.0):
+    return _pad(ctx, data, tuple(paddings), None, mode, value, None)
+
+
+@register_converter("", "Pad", since_opset=2)
+def pad_v2(ctx, data, *, pads, mode="constant", value=0.0):
+    return _pad(ctx, data, tuple(pads), None, mode, value, None)
+
+
+@register_converter("", "Pad", since_opset=11)
+def pad_v11(ctx, data, pads, constant_value=None, *, mode="constant"):
+    return _pad(ctx, data, static_ints(ctx, pads, "pads"), None, mode, 0, constant_value)
+
+
+@register_converter("", "Pad", since_opset=18)
+def pad_v18(ctx, data, pads, constant_value=None, axes=None, *, mode="constant"):
+    return _pad(ctx, data, static_ints(ctx, pads, "pads"), static_ints(ctx, axes, "axes"), mode, 0,
+                constant_value)
+
+
+@register_converter("", "Pad", since_opset=19)
+def pad_v19(ctx, data, pads, constant_value=None, axes=None, *, mode="constant"):
+    return _pad(ctx, data, static_ints(ctx, pads, "pads"), static_ints(ctx, axes, "axes"), mode, 0,
+                constant_value, modes=("constant", "reflect", "edge", "wrap"))
+
+
+def _pad(ctx, data: Value, pads, axes, mode: str, value, value_input: Value | None,
+         modes=("constant", "reflect", "edge")):
+    if mode not in modes:
+        raise unsupported(ctx, f"mode {mode!r} (this opset has {', '.join(modes)})")
+    data = shaped(ctx, data)
+    rank = len(data.shape)
+    axes = tuple(range(rank)) if axes is None else norm_axes(ctx, axes, rank)
+    if pads is None or len(pads) != 2 * len(axes):
+        raise shape_error(ctx, f"pads {pads} need {2 * len(axes)} values (begins, then ends) for axes {axes}")
+    full = [0] * (2 * rank)
+    for i, axis in enumerate(axes):
+        full[axis], full[rank + axis] = int(pads[i]), int(pads[len(axes) + i])
+    if not any(full):
+        return data
+    args = [ctx.expr(data)]
+    fill = _scalar(value, data.dtype)
+    if mode == "constant" and not _empty(value_input):
+        if value_input.const is not None:
+            fill = _scalar(value_input.const.reshape(-1)[0], data.dtype)
+        else:
+            args.append(ctx.expr(value_input))
+    return make_call("pad", *args, pads=tuple(full), pad_mode=mode, pad_value=fill if mode == "constant" else 0)
+
+
+def _scalar(value, dtype: str | None):
+    """``value`` as a plain Python scalar of the data's kind (Pad-2's float
+    ``value`` on integer data becomes an int, as a cast to the data would)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if dtype == "string" or isinstance(value, str):
+        return str(value)
+    if dtype is None:
+        return np.asarray(value).item()
+    return np.asarray(value).astype(numpy_dtype(dtype)).item()

@@ -1,0 +1,435 @@
+"""Quantization ops as compositions of IR ops.
+
+QuantizeLinear is ``saturate(round_half_even(x / scale) + zero_point)``:
+``divide``, ``round``, ``add``, ``clip`` and a final ``astype`` (the cast
+itself never saturates, so the value is clipped to the target's range
+first). DequantizeLinear is ``(x - zero_point) * scale`` computed in
+float32. Scales and zero points are laid out to broadcast against ``x``:
+per tensor (a scalar or one element), per axis (1-D along ``axis``) or
+blocked (each element repeated ``block_size`` times along ``axis``, with
+``take``). The integer ops (MatMulInteger, ConvInteger) widen to int32 and
+subtract the zero points before the IR ``matmul`` / ``nn.conv``, so the
+products accumulate in int32; QLinearMatMul and QLinearConv then requantize
+the int32 accumulator with the multiplier ``a_scale * b_scale / y_scale``.
+
+The arithmetic follows onnx's reference implementation: the division runs
+in the promoted type of ``x`` and the scale (or ``precision``), and the
+requantization in float32 (onnxruntime's choice as well).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ....ir.expr import Expr, PrimValue, ShapeExpr
+from ....ops.registry import make_call
+from ..registry import register_converter
+from ..tensors import onnx_dtype_name
+from ..value import Value
+from ._math_common import astype, call, malformed, scalar, unsupported
+from .nn import conv as _conv
+
+#: Saturation ranges of the integer quantized types.
+_INT_RANGES = {
+    "uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535), "int16": (-32768, 32767),
+    "uint4": (0, 15), "int4": (-8, 7),
+}
+
+#: Largest finite value of the small float quantized types.
+_FLOAT_MAX = {
+    "float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0, "float8_e5m2": 57344.0,
+    "float8_e5m2fnuz": 57344.0, "float4_e2m1fn": 6.0,
+}
+
+#: float4 has no inf or NaN encoding: a cast to it always saturates.
+_ALWAYS_SATURATE = {"float4_e2m1fn"}
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _is_float(dtype: str | None) -> bool:
+    return dtype is not None and dtype.startswith(("float", "bfloat"))
+
+
+def _dtype_attr(ctx, elem_type: int, what: str) -> str:
+    """The IR dtype of an ONNX element-type attribute (unsupported types name themselves)."""
+    return onnx_dtype_name(int(elem_type), f"{ctx.node_label()}: {what}")
+
+
+def _promote(*dtypes: str) -> str:
+    """numpy's promotion of the operands of the division: an integer operand
+    (int32 ``x``) promotes to float64, two different floats to float32."""
+    if any(not _is_float(d) for d in dtypes):
+        return "float64"
+    if len(set(dtypes)) == 1:
+        return dtypes[0]
+    return "float64" if "float64" in dtypes else "float32"
+
+
+def _is_zero(value: Value | None) -> bool:
+    """True when an optional zero point is omitted or a constant zero."""
+    if value is None:
+        return True
+    if value.const is None:
+        return False
+    return not np.asarray(value.const, dtype=np.float64).any()
+
+
+def _rank(ctx, value: Value, what: str) -> int:
+    if value.ndim < 0:
+        raise unsupported(ctx, f"{what} must have a known rank")
+    return value.ndim
+
+
+def _single(ctx, value: Value, what: str) -> bool:
+    """True when ``value`` holds one element (a scalar, shape (1,), (1, 1)...)."""
+    if _rank(ctx, value, what) == 0:
+        return True
+    if value.shape is None:
+        raise unsupported(ctx, f"{what} must have a known shape")
+    return all(isinstance(d, int) and d == 1 for d in value.shape)
+
+
+def _axis(ctx, axis: int, ndim: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise malformed(ctx, f"axis {axis} is out of range for an input of rank {ndim}")
+    return axis % ndim
+
+
+def _layout(ctx, param: Value, x: Value, axis: int, block_size: int, what: str) -> Expr:
+    """``param`` (a scale or zero point) shaped to broadcast against ``x``."""
+    expr = ctx.expr(param)
+    if _single(ctx, param, what):
+        return expr if param.ndim == 0 else call(ctx, "reshape", expr, ShapeExpr(()))
+    ndim = _rank(ctx, x, "the input")
+    axis = _axis(ctx, axis, ndim)
+    length = x.shape[axis] if x.shape is not None else None
+    if block_size <= 0:
+        if param.ndim != 1:
+            raise malformed(ctx, f"{what} of shape {tuple(param.shape)} must be a scalar or 1-D "
+                                 f"(blocked quantization needs block_size)")
+        n = param.shape[0]
+        if isinstance(n, int) and isinstance(length, int) and n != length:
+            raise malformed(ctx, f"{what} has {n} elements, the input's axis {axis} has {length}")
+        trailing = ndim - axis - 1
+        return call(ctx, "expand_dims", expr, axis=tuple(range(1, 1 + trailing))) if trailing else expr
+    return _blocked(ctx, param, expr, x, axis, block_size, what)
+
+
+def _blocked(ctx, param: Value, expr: Expr, x: Value, axis: int, block_size: int, what: str) -> Expr:
+    """Each element of ``param`` repeated ``block_size`` times along ``axis``,
+    cut to the input's length there (the last block may be short)."""
+    if param.ndim != x.ndim:
+        raise malformed(ctx, f"{what} must have the input's rank {x.ndim} for blocked quantization, "
+                             f"got shape {tuple(param.shape)}")
+    length, blocks = x.shape[axis], param.shape[axis]
+    if isinstance(length, int) and isinstance(blocks, int) and -(-length // block_size) != blocks:
+        raise malformed(ctx, f"{what} has {blocks} blocks along axis {axis}, an input of {length} "
+                             f"with block_size {block_size} needs {-(-length // block_size)}")
+    if isinstance(length, int):
+        index = ctx.expr(ctx.const(np.arange(length, dtype=np.int64) // block_size))
+    else:
+        positions = call(ctx, "range", PrimValue(0), PrimValue(length), PrimValue(1), dtype="int64")
+        index = call(ctx, "floor_divide", positions, scalar(ctx, block_size, "int64"))
+    return call(ctx, "take", expr, index, axis=axis)
+
+
+def _saturate(ctx, q: Expr, zero_point: Expr | None, target: str, saturate: bool = True) -> Expr:
+    """The quantized value of ``q`` (``x / scale``, a float tensor) in ``target``.
+
+    Integer targets: round half to even, add the zero point and clip to the
+    type's range in float32 (float64 when ``q`` is float64; exact for every
+    int16 value), then cast. Float targets: add the zero point, clip to the
+    finite range when saturating, cast (round to nearest even).
+    """
+    if target in _INT_RANGES:
+        q = call(ctx, "round", q)
+        wide = "float64" if q.struct_info.dtype == "float64" else "float32"
+        q = astype(ctx, q, wide)
+        if zero_point is not None:
+            q = call(ctx, "add", q, astype(ctx, zero_point, wide))
+        lo, hi = _INT_RANGES[target]
+        return make_call("astype", call(ctx, "clip", q, min=float(lo), max=float(hi)), dtype=target)
+    q = astype(ctx, q, "float32") if q.struct_info.dtype not in ("float32", "float64") else q
+    if zero_point is not None:
+        q = call(ctx, "add", q, astype(ctx, zero_point, q.struct_info.dtype))
+    if saturate or target in _ALWAYS_SATURATE:
+        bound = _FLOAT_MAX[target]
+        q = call(ctx, "clip", q, min=-bound, max=bound)
+    return make_call("astype", q, dtype=target)
+
+
+def _check_target(ctx, target: str) -> str:
+    if target not in _INT_RANGES and target not in _FLOAT_MAX:
+        raise unsupported(ctx, f"quantizing to {target} is not supported (types: "
+                               f"{', '.join([*_INT_RANGES, *_FLOAT_MAX])})")
+    return target
+
+
+# ---------------------------------------------------------------- QuantizeLinear
+
+
+def _quantize(ctx, x: Value, scale: Value, zero_point: Value | None, axis: int = 1, saturate: int = 1,
+              block_size: int = 0, output_dtype: int = 0, precision: int = 0) -> Expr:
+    target = zero_point.dtype if zero_point is not None else None
+    if output_dtype:
+        wanted = _dtype_attr(ctx, output_dtype, "output_dtype")
+        if target is not None and target != wanted:
+            raise malformed(ctx, f"output_dtype {wanted} differs from the zero point's type {target}")
+        target = wanted
+    target = _check_target(ctx, target or "uint8")
+    if block_size < 0:
+        raise malformed(ctx, f"block_size must be positive, got {block_size}")
+    work = _dtype_attr(ctx, precision, "precision") if precision else _promote(x.dtype, scale.dtype)
+    if not _is_float(work):
+        raise unsupported(ctx, f"precision {work}: the division needs a float type")
+    q = call(ctx, "divide", astype(ctx, x, work),
+             astype(ctx, _layout(ctx, scale, x, axis, block_size, "the scale"), work))
+    zp = None if _is_zero(zero_point) else _layout(ctx, zero_point, x, axis, block_size, "the zero point")
+    return _saturate(ctx, q, zp, target, bool(saturate))
+
+
+@register_converter("", "QuantizeLinear", since_opset=10)
+def quantize_linear_v10(ctx, x, y_scale, y_zero_point=None):
+    """Per-tensor quantization to uint8 / int8."""
+    return _quantize(ctx, x, y_scale, y_zero_point)
+
+
+@register_converter("", "QuantizeLinear", since_opset=13)
+def quantize_linear_v13(ctx, x, y_scale, y_zero_point=None, *, axis=1):
+    """Per-tensor or per-axis quantization."""
+    return _quantize(ctx, x, y_scale, y_zero_point, axis=axis)
+
+
+@register_converter("", "QuantizeLinear", since_opset=19)
+def quantize_linear_v19(ctx, x, y_scale, y_zero_point=None, *, axis=1, saturate=1):
+    """Adds the float8 targets; ``saturate`` clips to their finite range."""
+    return _quantize(ctx, x, y_scale, y_zero_point, axis=axis, saturate=saturate)
+
+
+@register_converter("", "QuantizeLinear", since_opset=21)
+def quantize_linear_v21(ctx, x, y_scale, y_zero_point=None, *, axis=1, block_size=0, output_dtype=0,
+                        saturate=1):
+    """Adds blocked scales, (u)int16 and (u)int4 targets and ``output_dtype``."""
+    return _quantize(ctx, x, y_scale, y_zero_point, axis=axis, saturate=saturate, block_size=block_size,
+                     output_dtype=output_dtype)
+
+
+@register_converter("", "QuantizeLinear", since_opset=23)
+def quantize_linear(ctx, x, y_scale, y_zero_point=None, *, axis=1, block_size=0, output_dtype=0,
+                    precision=0, saturate=1):
+    """Adds float4 and ``precision`` (the division's type). Later opsets (24,
+    25, 28) only add types: a float8e8m0 scale works, int2/uint2/float6 are not IR dtypes."""
+    return _quantize(ctx, x, y_scale, y_zero_point, axis=axis, saturate=saturate, block_size=block_size,
+                     output_dtype=output_dtype, precision=precision)
+
+
+# ---------------------------------------------------------------- DequantizeLinear
+
+
+def _dequantize(ctx, x: Value, scale: Value, zero_point: Value | None, axis: int = 1,
+                block_size: int = 0, output_dtype: int = 0) -> Expr:
+    out = _dtype_attr(ctx, output_dtype, "output_dtype") if output_dtype else scale.dtype
+    if not _is_float(out):
+        raise unsupported(ctx, f"dequantizing to {out}: the output must be a float type")
+    if block_size < 0:
+        raise malformed(ctx, f"block_size must be positive, got {block_size}")
+    work = "float32"
+    value = astype(ctx, x, work)
+    if not _is_zero(zero_point):
+        zp = _layout(ctx, zero_point, x, axis, block_size, "the zero point")
+        value = call(ctx, "subtract", value, astype(ctx, zp, work))
+    factor = astype(ctx, _layout(ctx, scale, x, axis, block_size, "the scale"), work)
+    if out == work:
+        return make_call("multiply", value, factor)
+    return make_call("astype", call(ctx, "multiply", value, factor), dtype=out)
+
+
+@register_converter("", "DequantizeLinear", since_opset=10)
+def dequantize_linear_v10(ctx, x, x_scale, x_zero_point=None):
+    """Per-tensor dequantization of uint8 / int8 / int32."""
+    return _dequantize(ctx, x, x_scale, x_zero_point)
+
+
+@register_converter("", "DequantizeLinear", since_opset=13)
+def dequantize_linear_v13(ctx, x, x_scale, x_zero_point=None, *, axis=1):
+    """Per-tensor or per-axis; from opset 19 also float8 inputs and float16/bfloat16 scales."""
+    return _dequantize(ctx, x, x_scale, x_zero_point, axis=axis)
+
+
+@register_converter("", "DequantizeLinear", since_opset=21)
+def dequantize_linear_v21(ctx, x, x_scale, x_zero_point=None, *, axis=1, block_size=0):
+    """Adds blocked scales and (u)int16 / (u)int4 inputs."""
+    return _dequantize(ctx, x, x_scale, x_zero_point, axis=axis, block_size=block_size)
+
+
+@register_converter("", "DequantizeLinear", since_opset=23)
+def dequantize_linear(ctx, x, x_scale, x_zero_point=None, *, axis=1, block_size=0, output_dtype=0):
+    """Adds ``output_dtype`` and float4 inputs (later opsets only add types)."""
+    return _dequantize(ctx, x, x_scale, x_zero_point, axis=axis, block_size=block_size,
+                       output_dtype=output_dtype)
+
+
+# ---------------------------------------------------------------- DynamicQuantizeLinear
+
+
+@register_converter("", "DynamicQuantizeLinear", since_opset=11)
+def dynamic_quantize_linear(ctx, x):
+    """uint8 quantization with a scale and zero point from the data's range
+    (widened to include 0): ``scale = (max(0, max x) - min(0, min x)) / 255``."""
+    if x.dtype != "float32":
+        raise unsupported(ctx, f"input type {x.dtype} (float32 only)")
+    data = ctx.expr(x)
+    zero = scalar(ctx, 0.0, "float32")
+    hi = call(ctx, "maximum", call(ctx, "max", data), zero)
+    lo = call(ctx, "minimum", call(ctx, "min", data), zero)
+    span = call(ctx, "subtract", hi, lo)
+    span = call(ctx, "where", call(ctx, "equal", span, zero), scalar(ctx, 1.0, "float32"), span)
+    y_scale = call(ctx, "divide", span, scalar(ctx, 255.0, "float32"), name="y_scale")
+    initial = call(ctx, "negative", call(ctx, "divide", lo, y_scale))
+    zp_float = call(ctx, "round", call(ctx, "clip", initial, min=0.0, max=255.0))
+    y_zero_point = call(ctx, "astype", zp_float, dtype="uint8", name="y_zero_point")
+    y = _saturate(ctx, call(ctx, "divide", data, y_scale), zp_float, "uint8")
+    return y, y_scale, y_zero_point
+
+
+# ---------------------------------------------------------------- integer matmul and conv
+
+
+def _widen(ctx, value: Value, zero_point: Value | None, layout) -> Expr:
+    """``value - zero_point`` in int32 (``layout`` shapes the zero point)."""
+    wide = astype(ctx, value, "int32")
+    if _is_zero(zero_point):
+        return wide
+    return call(ctx, "subtract", wide, astype(ctx, layout(zero_point), "int32"))
+
+
+def _row_layout(ctx, param: Value, a: Value, what: str) -> Expr:
+    """A per-tensor or per-row parameter of the left matmul operand: a 1-D
+    parameter of a 2-D (or more) operand holds one value per row."""
+    expr = ctx.expr(param)
+    if _single(ctx, param, what):
+        return expr if param.ndim == 0 else call(ctx, "reshape", expr, ShapeExpr(()))
+    if param.ndim == 1 and _rank(ctx, a, "a") >= 2:
+        return call(ctx, "expand_dims", expr, axis=(1,))
+    return expr
+
+
+def _col_layout(ctx, param: Value, what: str) -> Expr:
+    """A per-tensor or per-column parameter of the right operand (numpy
+    broadcasting already puts a 1-D or (..., 1, N) one on the columns)."""
+    expr = ctx.expr(param)
+    if _single(ctx, param, what):
+        return expr if param.ndim == 0 else call(ctx, "reshape", expr, ShapeExpr(()))
+    return expr
+
+
+def _check_int8(ctx, *values: Value) -> None:
+    for v in values:
+        if v is not None and v.dtype not in ("int8", "uint8"):
+            raise unsupported(ctx, f"operand type {v.dtype} (int8 and uint8 only)")
+
+
+@register_converter("", "MatMulInteger", since_opset=10)
+def matmul_integer(ctx, a, b, a_zero_point=None, b_zero_point=None):
+    """``(a - a_zero_point) @ (b - b_zero_point)`` accumulated in int32."""
+    _check_int8(ctx, a, b)
+    lhs = _widen(ctx, a, a_zero_point, lambda zp: _row_layout(ctx, zp, a, "a_zero_point"))
+    rhs = _widen(ctx, b, b_zero_point, lambda zp: _col_layout(ctx, zp, "b_zero_point"))
+    return make_call("matmul", lhs, rhs)
+
+
+def _quantized_operand(ctx, value: Value, zero_point: Value, layout) -> tuple[Expr, bool]:
+    """``value - zero_point``: int32 for the integer types, float32 for float8."""
+    if value.dtype in _INT_RANGES:
+        return _widen(ctx, value, zero_point, layout), True
+    if value.dtype not in _FLOAT_MAX:
+        raise unsupported(ctx, f"operand type {value.dtype}")
+    expr = astype(ctx, value, "float32")
+    if not _is_zero(zero_point):
+        expr = call(ctx, "subtract", expr, astype(ctx, layout(zero_point), "float32"))
+    return expr, False
+
+
+def _multiplier(ctx, *scales: tuple[Expr, Value]) -> Expr:
+    """``s0 * s1 / s2`` in the scales' type, then as float32."""
+    (s0, _), (s1, _), (s2, _) = scales
+    dtype = _promote(*(v.dtype for _, v in scales))
+    product = call(ctx, "multiply", astype(ctx, s0, dtype), astype(ctx, s1, dtype))
+    return astype(ctx, call(ctx, "divide", product, astype(ctx, s2, dtype)), "float32")
+
+
+def _requantize(ctx, acc: Expr, multiplier: Expr, y_zero_point: Value, layout) -> Expr:
+    """``saturate(round(acc * multiplier) + y_zero_point)`` in the zero point's type."""
+    scaled = call(ctx, "multiply", astype(ctx, acc, "float32"), multiplier)
+    zp = None if _is_zero(y_zero_point) else layout(y_zero_point)
+    return _saturate(ctx, scaled, zp, _check_target(ctx, y_zero_point.dtype))
+
+
+def _qlinear_matmul(ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
+    lhs, lhs_int = _quantized_operand(ctx, a, a_zero_point, lambda zp: _row_layout(ctx, zp, a, "a_zero_point"))
+    rhs, rhs_int = _quantized_operand(ctx, b, b_zero_point, lambda zp: _col_layout(ctx, zp, "b_zero_point"))
+    if lhs_int != rhs_int:
+        lhs, rhs = astype(ctx, lhs, "float32"), astype(ctx, rhs, "float32")
+    acc = call(ctx, "matmul", lhs, rhs)
+    multiplier = _multiplier(ctx, (_row_layout(ctx, a_scale, a, "a_scale"), a_scale),
+                             (_col_layout(ctx, b_scale, "b_scale"), b_scale),
+                             (_col_layout(ctx, y_scale, "y_scale"), y_scale))
+    return _requantize(ctx, acc, multiplier, y_zero_point, lambda zp: _col_layout(ctx, zp, "y_zero_point"))
+
+
+@register_converter("", "QLinearMatMul", since_opset=10)
+def qlinear_matmul(ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
+    """int32 matmul of the zero-point-shifted operands, requantized with
+    ``a_scale * b_scale / y_scale`` (per tensor, per row of a, per column of b);
+    from opset 21 also float8 operands and float16/bfloat16 scales."""
+    return _qlinear_matmul(ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
+
+
+def _channel_layout(ctx, param: Value, ndim: int, axis: int, what: str) -> Expr:
+    """A per-tensor or per-output-channel parameter laid out along ``axis``
+    of a rank-``ndim`` tensor (0 for the weight, 1 for the conv's output)."""
+    expr = ctx.expr(param)
+    if _single(ctx, param, what):
+        return expr if param.ndim == 0 else call(ctx, "reshape", expr, ShapeExpr(()))
+    if param.ndim != 1:
+        raise malformed(ctx, f"{what} must be a scalar or 1-D (per output channel), "
+                             f"got shape {tuple(param.shape)}")
+    return call(ctx, "expand_dims", expr, axis=tuple(i for i in range(ndim) if i != axis))
+
+
+def _conv_integer(ctx, x, w, x_zero_point, w_zero_point, bias, attrs) -> Expr:
+    _check_int8(ctx, x, w)
+    ndim = _rank(ctx, w, "the weight")
+    if x_zero_point is not None and not _single(ctx, x_zero_point, "x_zero_point"):
+        raise unsupported(ctx, "x_zero_point must be a scalar (per-tensor)")
+    # Shifting by the zero point before the conv pads with the zero point, as the spec wants.
+    lhs = _widen(ctx, x, x_zero_point, lambda zp: _channel_layout(ctx, zp, ndim, 1, "x_zero_point"))
+    rhs = _widen(ctx, w, w_zero_point, lambda zp: _channel_layout(ctx, zp, ndim, 0, "w_zero_point"))
+    return _conv(ctx, ctx.emit(lhs), ctx.emit(rhs), bias, **attrs)
+
+
+@register_converter("", "ConvInteger", since_opset=10)
+def conv_integer(ctx, x, w, x_zero_point=None, w_zero_point=None, *, auto_pad="NOTSET", dilations=None,
+                 group=1, kernel_shape=None, pads=None, strides=None):
+    """Conv of the zero-point-shifted operands, accumulated in int32."""
+    attrs = dict(auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape, pads=pads,
+                 strides=strides)
+    return _conv_integer(ctx, x, w, x_zero_point, w_zero_point, None, attrs)
+
+
+@register_converter("", "QLinearConv", since_opset=10)
+def qlinear_conv(ctx, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None,  # noqa: N803
+                 *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
+    """ConvInteger plus the int32 bias, requantized with ``x_scale * w_scale / y_scale``
+    (``w_scale`` per tensor or per output channel)."""
+    attrs = dict(auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape, pads=pads,
+                 strides=strides)
+    acc = ctx.expr(ctx.emit(_conv_integer(ctx, x, w, x_zero_point, w_zero_point, B, attrs)))
+    ndim = _rank(ctx, w, "the weight")
+    multiplier = _multiplier(ctx, (_channel_layout(ctx, x_scale, ndim, 1, "x_scale"), x_scale),
+                             (_channel_layout(ctx, w_scale, ndim, 1, "w_scale"), w_scale),
+                             (_channel_layout(ctx, y_scale, ndim, 1, "y_scale"), y_scale))
+    return _requantize(ctx, acc, multiplier, y_zero_point,
+                       lambda zp: _channel_layout(ctx, zp, ndim, 1, "y_zero_point"))

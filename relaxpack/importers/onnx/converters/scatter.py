@@ -1,0 +1,109 @@
+"""GatherND, ScatterND, ScatterElements and the deprecated Scatter.
+
+(GatherElements is converted with Gather in ``tensor.py``.) Indices pass
+through unchanged: the kernels count negative indices from the end and check
+the range at run time.
+"""
+
+from __future__ import annotations
+
+from ....ops.registry import make_call
+from ..registry import register_converter
+from ..value import Value
+from ._shape_common import shape_error, shaped, unsupported
+
+# ---------------------------------------------------------------- GatherND
+
+
+@register_converter("", "GatherND", since_opset=11)
+def gather_nd_v11(ctx, data, indices):
+    return _gather_nd(ctx, data, indices, 0)
+
+
+@register_converter("", "GatherND", since_opset=12)
+def gather_nd_v12(ctx, data, indices, *, batch_dims=0):
+    return _gather_nd(ctx, data, indices, batch_dims)
+
+
+def _gather_nd(ctx, data: Value, indices: Value, batch_dims: int):
+    data, indices = shaped(ctx, data, "data"), shaped(ctx, indices, "indices")
+    _check_indices(ctx, indices)
+    if not isinstance(indices.shape[-1], int):
+        raise unsupported(ctx, f"the last dim of indices (the index depth) must be static, got "
+                               f"{indices.shape[-1]}: it decides the output's rank")
+    return make_call("gather_nd", ctx.expr(data), ctx.expr(indices), batch_dims=batch_dims)
+
+
+def _check_indices(ctx, indices: Value) -> None:
+    if not (indices.dtype or "").startswith(("int", "uint")):
+        raise shape_error(ctx, f"indices must be integers, got {indices.dtype}")
+    if indices.ndim < 1:
+        raise shape_error(ctx, "indices must have rank >= 1")
+
+
+# ---------------------------------------------------------------- ScatterND
+
+
+@register_converter("", "ScatterND", since_opset=11)
+def scatter_nd_v11(ctx, data, indices, updates):
+    return _scatter_nd(ctx, data, indices, updates, "none")
+
+
+@register_converter("", "ScatterND", since_opset=16)
+def scatter_nd_v16(ctx, data, indices, updates, *, reduction="none"):
+    return _scatter_nd(ctx, data, indices, updates, _reduction(ctx, reduction, ("none", "add", "mul")))
+
+
+@register_converter("", "ScatterND", since_opset=18)
+def scatter_nd_v18(ctx, data, indices, updates, *, reduction="none"):
+    return _scatter_nd(ctx, data, indices, updates, _reduction(ctx, reduction, _ALL_REDUCTIONS))
+
+
+def _scatter_nd(ctx, data: Value, indices: Value, updates: Value, reduction: str):
+    data = shaped(ctx, data, "data")
+    _check_indices(ctx, indices)
+    return make_call("scatter_nd", ctx.expr(data), ctx.expr(indices), ctx.expr(updates), reduction=reduction)
+
+
+_ALL_REDUCTIONS = ("none", "add", "mul", "max", "min")
+
+
+def _reduction(ctx, reduction: str, allowed: tuple[str, ...]) -> str:
+    if reduction not in allowed:
+        later = " (max and min need opset 18)" if reduction in _ALL_REDUCTIONS else ""
+        raise unsupported(ctx, f"reduction {reduction!r}; this opset has {', '.join(allowed)}{later}")
+    return reduction
+
+
+# ---------------------------------------------------------------- ScatterElements, Scatter
+
+
+@register_converter("", "Scatter", since_opset=9)
+def scatter_v9(ctx, data, indices, updates, *, axis=0):
+    return _scatter_elements(ctx, data, indices, updates, axis, "none")
+
+
+@register_converter("", "ScatterElements", since_opset=11)
+def scatter_elements_v11(ctx, data, indices, updates, *, axis=0):
+    return _scatter_elements(ctx, data, indices, updates, axis, "none")
+
+
+@register_converter("", "ScatterElements", since_opset=16)
+def scatter_elements_v16(ctx, data, indices, updates, *, axis=0, reduction="none"):
+    reduction = _reduction(ctx, reduction, ("none", "add", "mul"))
+    return _scatter_elements(ctx, data, indices, updates, axis, reduction)
+
+
+@register_converter("", "ScatterElements", since_opset=18)
+def scatter_elements_v18(ctx, data, indices, updates, *, axis=0, reduction="none"):
+    reduction = _reduction(ctx, reduction, _ALL_REDUCTIONS)
+    return _scatter_elements(ctx, data, indices, updates, axis, reduction)
+
+
+def _scatter_elements(ctx, data: Value, indices: Value, updates: Value, axis: int, reduction: str):
+    data = shaped(ctx, data, "data")
+    _check_indices(ctx, indices)
+    if not -data.ndim <= axis < data.ndim:
+        raise shape_error(ctx, f"axis {axis} is out of range for rank {data.ndim}")
+    return make_call("scatter_elements", ctx.expr(data), ctx.expr(indices), ctx.expr(updates),
+                     axis=axis + data.ndim if axis < 0 else axis, reduction=reduction)

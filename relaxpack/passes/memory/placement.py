@@ -1,0 +1,433 @@
+"""Static placement of buffers in arenas, as TVM's unified static memory planner does.
+
+Every algorithm maps buffers to byte offsets so that two buffers live at a
+common instruction never overlap. The greedy ones fix an order and put each
+buffer, in turn, at an offset among the already placed buffers it conflicts
+with:
+
+- ``greedy_by_size``: largest first, at the lowest offset where it fits
+  (first fit);
+- ``greedy_by_conflicts``: most conflicts first, first fit;
+- ``best_fit``: largest first, into the smallest gap that holds it, else on
+  top (TFLite's "greedy by size" offset planner; USMP has no best fit);
+- ``hill_climb``: starts from an order, moves the buffer that ends highest
+  before one of its conflicts, keeps moves that do not grow the arena
+  (seeded, bounded by a deterministic amount of work and a time budget);
+- ``exact`` (``exact.py``): branch and bound that proves optimality, for
+  small pools.
+
+:func:`plan_memory` runs them per pool, verifies every candidate and keeps
+the smallest (ties: the earliest in ``algorithms``).
+
+>>> from relaxpack.passes.memory import Buffer, plan_memory
+>>> plan = plan_memory([Buffer("a", 64, 0, 1), Buffer("b", 64, 1, 2), Buffer("c", 64, 2, 3)])
+>>> plan.offsets, plan.pool_sizes
+({'a': 0, 'b': 64, 'c': 0}, {'global': 128})
+
+Complexity: with ``w`` the largest number of buffers live at once, a greedy
+pass is O(n log n + n·w log w) (conflicts come from a sweep over time, each
+buffer sorts its placed conflicts by offset); the verifier is O(n log n).
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping, Sequence
+
+from . import exact as _exact
+from .verify import (GLOBAL, Buffer, Plan, PlanError, align_up, check_alignment, check_buffers,
+                     find_overlap, lower_bound, peak_live)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ALGORITHMS = ("greedy_by_size", "greedy_by_conflicts", "best_fit", "hill_climb")
+EXACT_LIMIT = 10                # pools with at most this many buffers also get the exact search
+HILL_CLIMB_ITERATIONS = 300
+HILL_CLIMB_WORK = 400_000       # conflict visits: a deterministic bound on hill climbing
+EXACT_NODES = 200_000
+
+
+class Problem:
+    """Buffers of one arena, indexed by name order, with aligned sizes and conflicts.
+
+    ``conflicts[i]`` lists the buffers live together with ``i`` (zero-size
+    buffers conflict with nothing). Built with one sweep over start times.
+    """
+
+    __slots__ = ("names", "sizes", "starts", "ends", "conflicts", "n")
+
+    def __init__(self, buffers: Iterable[Buffer], alignment: int):
+        bufs = sorted(buffers, key=lambda b: b.name)
+        self.n = len(bufs)
+        self.names = [b.name for b in bufs]
+        self.sizes = [align_up(b.size, alignment) for b in bufs]
+        self.starts = [b.start for b in bufs]
+        self.ends = [b.end for b in bufs]
+        self.conflicts: list[list[int]] = [[] for _ in bufs]
+        ending: list[tuple[int, int]] = []
+        live: set[int] = set()
+        for i in sorted((i for i in range(self.n) if self.sizes[i]), key=self.starts.__getitem__):
+            while ending and ending[0][0] < self.starts[i]:
+                live.discard(heapq.heappop(ending)[1])
+            for j in live:
+                self.conflicts[i].append(j)
+                self.conflicts[j].append(i)
+            live.add(i)
+            heapq.heappush(ending, (self.ends[i], i))
+
+    def peak(self, offsets: Sequence[int]) -> int:
+        return max((o + s for o, s in zip(offsets, self.sizes)), default=0)
+
+    def lower_bound(self) -> int:
+        return peak_live(zip(self.sizes, self.starts, self.ends))
+
+    def by_name(self, offsets: Sequence[int]) -> dict[str, int]:
+        return dict(zip(self.names, offsets))
+
+    def is_valid(self, offsets: Sequence[int]) -> bool:
+        items = [(n, s, e, o, o + z) for n, s, e, o, z in
+                 zip(self.names, self.starts, self.ends, offsets, self.sizes)]
+        return all(o >= 0 for o in offsets) and find_overlap(items) is None
+
+
+def place(p: Problem, order: Sequence[int], offsets: list[int], first: int = 0,
+          best_fit: bool = False, cap: int | None = None) -> int:
+    """Place ``order[first:]`` in turn among the placed buffers (offset >= 0);
+    returns the number of conflicts visited (the work done).
+
+    First fit takes the lowest offset where the buffer fits; best fit the
+    smallest gap that holds it, else the top. With ``cap``, a buffer that
+    cannot end at or below it is left unplaced (offset -1).
+    """
+    sizes, conflicts = p.sizes, p.conflicts
+    for i in order[first:]:
+        offsets[i] = -1
+    work = 0
+    for i in order[first:]:
+        size = sizes[i]
+        if not size:
+            offsets[i] = 0
+            continue
+        nbrs = conflicts[i]
+        work += len(nbrs)
+        blocks = sorted([(offsets[j], offsets[j] + sizes[j]) for j in nbrs if offsets[j] >= 0])
+        at = 0
+        if best_fit:
+            best_gap = None
+            for lo, hi in blocks:
+                gap = lo - at
+                if gap >= size and (best_gap is None or gap < best_gap):
+                    best, best_gap = at, gap
+                if hi > at:
+                    at = hi
+            if best_gap is not None:
+                at = best
+        else:
+            for lo, hi in blocks:
+                if lo >= at + size:
+                    break
+                if hi > at:
+                    at = hi
+        offsets[i] = at if cap is None or at + size <= cap else -1
+    return work
+
+
+def _greedy(p: Problem, order: Sequence[int], best_fit: bool = False) -> list[int]:
+    offsets = [-1] * p.n
+    place(p, order, offsets, best_fit=best_fit)
+    return offsets
+
+
+def size_order(p: Problem) -> list[int]:
+    """Largest first; then most conflicts; then by name (USMP's order)."""
+    return sorted(range(p.n), key=lambda i: (-p.sizes[i], -len(p.conflicts[i]), i))
+
+
+def conflicts_order(p: Problem) -> list[int]:
+    """Most conflicts first; then largest; then by name (USMP's order)."""
+    return sorted(range(p.n), key=lambda i: (-len(p.conflicts[i]), -p.sizes[i], i))
+
+
+def offset_order(offsets: Sequence[int]) -> list[int]:
+    """Buffers by offset: first fit in this order never places one higher
+    than ``offsets`` did, so it turns any placement into an order."""
+    return sorted(range(len(offsets)), key=lambda i: (offsets[i], i))
+
+
+def _hill_climb(p: Problem, start: Sequence[int], *, seed: int = 0,
+                max_iterations: int = HILL_CLIMB_ITERATIONS, max_work: int = HILL_CLIMB_WORK,
+                time_budget_s: float | None = None) -> list[int]:
+    """Improve the placement ``start`` by local search over the first-fit order.
+
+    A move takes a buffer that ends at the top of the arena (chosen at
+    random) and moves it, in the order, just before a random one of its
+    conflicts that precede it; only the suffix from there is re-placed.
+    Moves that do not grow the arena are kept, so plateaus are crossed.
+    Stops at the lower bound, after ``max_iterations`` moves, after
+    ``max_work`` conflict visits (deterministic), or when the time budget is
+    spent (a safety net that makes the result machine-dependent; logged).
+    """
+    order = offset_order(start)
+    offsets = _greedy(p, order)
+    peak = p.peak(offsets)
+    best, best_peak = list(offsets), peak
+    bound = p.lower_bound()
+    rng = random.Random(seed)
+    deadline = None if time_budget_s is None else time.perf_counter() + time_budget_s
+    pos = [0] * p.n
+    for k, i in enumerate(order):
+        pos[i] = k
+    work = 0
+    for iteration in range(max_iterations):
+        if best_peak <= bound or work >= max_work:
+            break
+        if deadline is not None and time.perf_counter() > deadline:
+            log.info("hill_climb: time budget spent after %d moves; the plan may differ "
+                     "between machines", iteration)
+            break
+        tops = [i for i in order if offsets[i] + p.sizes[i] == peak]
+        top = rng.choice(tops)
+        before = [j for j in p.conflicts[top] if pos[j] < pos[top]]
+        if not before:
+            continue
+        k = pos[rng.choice(before)]
+        trial = order[:k] + [top] + order[k:pos[top]] + order[pos[top] + 1:]
+        trial_offsets = list(offsets)
+        work += place(p, trial, trial_offsets, first=k)
+        trial_peak = p.peak(trial_offsets)
+        if trial_peak <= peak:
+            order, offsets, peak = trial, trial_offsets, trial_peak
+            for m in range(k, len(order)):
+                pos[order[m]] = m
+            if peak < best_peak:
+                best, best_peak = list(offsets), peak
+    return best
+
+
+# -- the algorithms, on Problems ---------------------------------------------------------------
+
+def _run_greedy_by_size(p, start, budget):
+    return _greedy(p, size_order(p))
+
+
+def _run_greedy_by_conflicts(p, start, budget):
+    return _greedy(p, conflicts_order(p))
+
+
+def _run_best_fit(p, start, budget):
+    return _greedy(p, size_order(p), best_fit=True)
+
+
+def _run_hill_climb(p, start, budget):
+    if start is None:
+        start = min((_greedy(p, size_order(p)), _greedy(p, conflicts_order(p))), key=p.peak)
+    return _hill_climb(p, start, **budget.get("hill_climb", {}))
+
+
+def _run_exact(p, start, budget):
+    if start is None:
+        start = _run_hill_climb(p, None, budget)
+    return _exact.search(p, start, **budget.get("exact", {}))[0]
+
+
+_RUNNERS: dict[str, Callable] = {
+    "greedy_by_size": _run_greedy_by_size,
+    "greedy_by_conflicts": _run_greedy_by_conflicts,
+    "best_fit": _run_best_fit,
+    "hill_climb": _run_hill_climb,
+    "exact": _run_exact,
+}
+_REFINEMENTS = ("hill_climb", "exact")   # start from the best so far; win only if smaller
+
+
+def _public(name: str, doc: str):
+    def algorithm(buffers: Iterable[Buffer], alignment: int = 64, **budget) -> dict[str, int]:
+        p = Problem(check_buffers(buffers), check_alignment(alignment))
+        return p.by_name(_RUNNERS[name](p, None, {name: budget} if budget else {}))
+    algorithm.__name__ = algorithm.__qualname__ = name
+    algorithm.__doc__ = doc + ("\n\nAll buffers share one arena (pools are ignored); returns "
+                               "offsets by name.")
+    return algorithm
+
+
+greedy_by_size = _public("greedy_by_size", "Largest first, each at the lowest offset that fits.")
+greedy_by_conflicts = _public("greedy_by_conflicts", "Most conflicts first, each at the lowest "
+                              "offset that fits.")
+best_fit = _public("best_fit", "Largest first, each into the smallest gap that holds it.")
+hill_climb = _public("hill_climb", "Local search over the first-fit order, from the better of the "
+                     "two greedy orders. Keywords: seed, max_iterations, max_work, time_budget_s.")
+exact = _public("exact", "Branch and bound over first-fit orders: optimal when it completes "
+                "within ``node_limit`` nodes.")
+
+ALGORITHMS: dict[str, Callable[..., dict[str, int]]] = {
+    "greedy_by_size": greedy_by_size, "greedy_by_conflicts": greedy_by_conflicts,
+    "best_fit": best_fit, "hill_climb": hill_climb, "exact": exact,
+}
+
+
+# -- planning a pool ---------------------------------------------------------------------------
+
+@dataclass
+class _PoolPlan:
+    problem: Problem
+    offsets: list[int]
+    size: int
+    algorithm: str
+    optimal: bool
+    candidates: list[tuple[str, list[int]]]   # every valid candidate, in preference order
+
+
+def _plan_pool(bufs: list[Buffer], alignment: int, algorithms: Sequence[str], budget: dict,
+               exact_limit: int) -> _PoolPlan:
+    p = Problem(bufs, alignment)
+    bound = p.lower_bound()
+    nonzero = sum(1 for s in p.sizes if s)
+    names = list(algorithms)
+    if nonzero <= exact_limit and "exact" not in names:
+        names.append("exact")
+    best: tuple[str, list[int], int] | None = None
+    candidates: list[tuple[str, list[int]]] = []
+    optimal = False
+    for name in names:
+        if name in _REFINEMENTS and best is not None and best[2] <= bound:
+            continue          # nothing left to improve
+        if name == "exact":
+            offsets, optimal = _exact.search(p, best[1] if best else _run_greedy_by_size(p, None, budget),
+                                             **budget.get("exact", {}))
+        else:
+            offsets = _RUNNERS[name](p, best[1] if best else None, budget)
+        if not p.is_valid(offsets):   # an internal bug; never let it through
+            log.error("memory placement %s produced an invalid plan; ignored", name)
+            continue
+        size = p.peak(offsets)
+        candidates.append((name, offsets))
+        log.debug("memory placement %s: %d bytes (lower bound %d)", name, size, bound)
+        if best is None or size < best[2]:
+            best = (name, offsets, size)
+    if best is None:
+        raise PlanError("no placement algorithm produced a valid plan")
+    return _PoolPlan(p, best[1], best[2], best[0], optimal or best[2] <= bound, candidates)
+
+
+def _fit_under(pp: _PoolPlan, cap: int) -> tuple[list[int], str]:
+    """Offsets (-1: spilled) keeping as many bytes as possible at or below ``cap``.
+
+    For every candidate placement: keep the buffers that end at or below the
+    cap, where they are; then offer the others, largest first (ties by name),
+    the lowest slot among the kept buffers they conflict with, if it ends at
+    or below the cap. The candidate that keeps the most bytes wins (ties:
+    fewest spilled buffers, then preference order).
+    """
+    p = pp.problem
+    best = None
+    for name, offsets in pp.candidates:
+        kept = [o if o + s <= cap else -1 for o, s in zip(offsets, p.sizes)]
+        rest = sorted((i for i in range(p.n) if kept[i] < 0), key=lambda i: (-p.sizes[i], i))
+        for i in rest:   # place() with first > 0 keeps what is before it
+            place(p, [-1, i], kept, first=1, cap=cap) if False else _offer(p, i, kept, cap)
+        score = (sum(s for o, s in zip(kept, p.sizes) if o >= 0), -kept.count(-1))
+        if best is None or score > best[0]:
+            best = (score, kept, name)
+    return best[1], best[2]
+
+
+def _offer(p: Problem, i: int, offsets: list[int], cap: int) -> None:
+    place(p, [i], offsets, cap=cap)
+
+
+def plan_memory(buffers: Iterable[Buffer], alignment: int = 64,
+                pools: Mapping[str, int | None] | None = None,
+                algorithms: Sequence[str] = DEFAULT_ALGORITHMS, time_budget_s: float = 0.5, *,
+                seed: int = 0, exact_limit: int = EXACT_LIMIT,
+                max_iterations: int = HILL_CLIMB_ITERATIONS, max_work: int = HILL_CLIMB_WORK,
+                exact_nodes: int = EXACT_NODES) -> Plan:
+    """Place every buffer in the arena of its pool; the smallest verified plan wins.
+
+    ``pools`` bounds pools in bytes (``None``: unbounded; pools not named are
+    unbounded). Buffers that a bounded pool cannot hold spill to ``"global"``
+    (see :func:`_fit_under`); a bounded ``"global"`` that is too small is an
+    error. Pools of at most ``exact_limit`` non-empty buffers also run the
+    exact search. ``time_budget_s`` is a safety net for each hill climb, whose
+    deterministic bounds are ``max_iterations`` and ``max_work``.
+
+    >>> plan = plan_memory([Buffer("a", 1000, 0, 1), Buffer("b", 1000, 1, 2)],
+    ...                    pools={"fast": 1024} , algorithms=("greedy_by_size",))
+    >>> plan.pool_sizes
+    {'global': 2048}
+    """
+    alignment = check_alignment(alignment)
+    buffers = check_buffers(buffers)
+    for name in algorithms:
+        if name not in _RUNNERS:
+            raise PlanError(f"unknown memory placement algorithm {name!r}; known: {sorted(_RUNNERS)}")
+    if not algorithms:
+        raise PlanError("no memory placement algorithm given")
+    caps = dict(pools or {})
+    for pool, cap in caps.items():
+        if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 0):
+            raise PlanError(f"pool {pool!r}: bound must be a non-negative int or None, not {cap!r}")
+    budget = {"hill_climb": dict(seed=seed, max_iterations=max_iterations, max_work=max_work,
+                                 time_budget_s=time_budget_s),
+              "exact": dict(node_limit=exact_nodes)}
+
+    groups: dict[str, list[Buffer]] = {}
+    for b in buffers:
+        groups.setdefault(b.pool, []).append(b)
+    groups.setdefault(GLOBAL, [])
+    # bounded pools first, so what they spill is planned with "global", which comes last
+    order = sorted(groups, key=lambda pool: (pool == GLOBAL, caps.get(pool) is None, pool))
+    offsets: dict[str, int] = {}
+    pool_of: dict[str, str] = {}
+    sizes: dict[str, int] = {}
+    winners: dict[str, str] = {}
+    optimal: dict[str, bool] = {}
+    for pool in order:
+        bufs = groups[pool]
+        if not bufs:
+            continue
+        pp = _plan_pool(bufs, alignment, algorithms, budget, exact_limit)
+        cap = caps.get(pool)
+        chosen, size, winner, opt = pp.offsets, pp.size, pp.algorithm, pp.optimal
+        if cap is not None and size > cap:
+            if pool == GLOBAL:
+                raise PlanError(f"pool 'global' is bounded to {cap} bytes, but its buffers need "
+                                f"{size} (at least {pp.problem.lower_bound()})")
+            chosen, winner = _fit_under(pp, cap)
+            p = pp.problem
+            spilled = [p.names[i] for i in range(p.n) if chosen[i] < 0]
+            kept = [b for b in bufs if b.name not in set(spilled)]
+            log.info("pool %r (%d bytes) cannot hold %d buffer(s); they spill to %r",
+                     pool, cap, len(spilled), GLOBAL)
+            groups[GLOBAL].extend(b for b in bufs if b.name in set(spilled))
+            size, opt = p.peak([o for o in chosen if o >= 0] and
+                               [max(o, 0) if o >= 0 else 0 for o in chosen]), False
+            size = max((o + s for o, s in zip(chosen, p.sizes) if o >= 0), default=0)
+            if kept:   # a fresh plan of the kept buffers may be smaller still
+                again = _plan_pool(kept, alignment, algorithms, budget, exact_limit)
+                if again.size < size:
+                    chosen = [again.offsets[again.problem.names.index(n)] if n not in spilled else -1
+                              for n in p.names]
+                    size, winner, opt = again.size, again.algorithm, again.optimal
+            for n, o in zip(p.names, chosen):
+                offsets[n], pool_of[n] = (o, pool) if o >= 0 else (-1, GLOBAL)
+            if kept:
+                sizes[pool], winners[pool], optimal[pool] = size, winner, opt
+            continue
+        for n, o in zip(pp.problem.names, chosen):
+            offsets[n], pool_of[n] = o, pool
+        sizes[pool], winners[pool], optimal[pool] = size, winner, opt
+
+    bound = lower_bound(buffers, alignment, pool_of)
+    names = set(winners.values())
+    summary = next(iter(names)) if len(names) == 1 else ",".join(f"{k}={v}" for k, v in
+                                                                  sorted(winners.items()))
+    plan = Plan({b.name: offsets[b.name] for b in buffers}, dict(sorted(sizes.items())), summary,
+                {k: v for k, v in bound.items() if k in sizes}, {b.name: pool_of[b.name] for b in buffers},
+                dict(sorted(winners.items())), dict(sorted(optimal.items())))
+    from .verify import verify_plan
+    verify_plan(buffers, plan, alignment, pools=caps)
+    return plan

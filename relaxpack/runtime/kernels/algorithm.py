@@ -1,0 +1,152 @@
+"""Algorithms: einsum, topk, cumsum, one_hot, trilu, range, tile, and the
+packed ``nonzero`` (its output size depends on the data).
+
+>>> out = np.empty((2, 2), np.float32)
+>>> einsum((np.eye(2, dtype=np.float32), np.ones((2, 2), np.float32)), out=out, equation="ij,jk->ik")
+>>> out
+array([[1., 1.],
+       [1., 1.]], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...errors import ShapeError
+from ._math import is_low_float, normalize_axis, separate
+from ._registry import register_kernel, register_packed
+
+
+@register_kernel("einsum")
+def einsum(operands, *, out, equation):
+    """``numpy.einsum(equation, *operands)``; low floats compute in float32
+    and round once (numpy has no bfloat16 einsum)."""
+    equation = "".join(equation.split())
+    # numpy's contraction-order search pays off only from three operands on
+    optimize = len(operands) > 2
+    if is_low_float(out.dtype):
+        result = np.einsum(equation, *(a.astype(np.float32) for a in operands), optimize=optimize)
+        np.copyto(out, result, casting="unsafe")
+        return
+    operands = separate(out, *operands)
+    np.einsum(equation, *operands, out=out, optimize=optimize)
+
+
+@register_kernel("topk")
+def topk(x, *, out, k, axis=-1, largest=True, sorted=True):  # noqa: A002 (the op's attribute name)
+    """The ``k`` largest (or smallest) values along ``axis`` and their indices,
+    in order; among equal values the lower index comes first (as ONNX says)."""
+    values, indices = out
+    ax = normalize_axis(axis, x.ndim)
+    n = x.shape[ax]
+    if k > n:
+        raise ShapeError(f"topk: k={k} is larger than dim {ax} (of size {n}) of the data {x.shape}")
+    if largest:
+        # A stable sort of the reversed axis, read backwards: descending values,
+        # and among equal values ascending indices (works for unsigned ints too).
+        order = np.flip(np.argsort(np.flip(x, ax), axis=ax, kind="stable"), ax)
+        order = (n - 1) - order
+    else:
+        order = np.argsort(x, axis=ax, kind="stable")
+    order = np.take(order, np.arange(k), axis=ax)
+    np.copyto(indices, order, casting="unsafe")
+    np.copyto(values, np.take_along_axis(x, order, axis=ax))
+
+
+@register_kernel("cumsum")
+def cumsum(x, *, out, axis, exclusive=False, reverse=False):
+    """Cumulative sum along ``axis``; ``exclusive`` leaves out the element
+    itself (the first sum is 0), ``reverse`` sums from the end."""
+    ax = normalize_axis(axis, x.ndim)
+    if is_low_float(out.dtype):
+        buf = np.empty(out.shape, np.float32)
+        cumsum(x.astype(np.float32), out=buf, axis=ax, exclusive=exclusive, reverse=reverse)
+        np.copyto(out, buf, casting="unsafe")
+        return
+    x, = separate(out, x)
+    src = np.flip(x, ax) if reverse else x
+    dst = np.flip(out, ax) if reverse else out      # a view: writing it writes out
+    if not exclusive:
+        np.cumsum(src, axis=ax, dtype=out.dtype, out=dst)
+        return
+    if x.shape[ax] == 0:
+        return
+    head = [slice(None)] * x.ndim
+    head[ax] = slice(0, 1)
+    dst[tuple(head)] = 0
+    rest, lead = list(head), list(head)
+    rest[ax], lead[ax] = slice(1, None), slice(0, -1)
+    np.cumsum(src[tuple(lead)], axis=ax, dtype=out.dtype, out=dst[tuple(rest)])
+
+
+@register_kernel("one_hot")
+def one_hot(indices, values, *, out, depth, axis=-1):
+    """ONNX OneHot: ``values[1]`` where the position along ``axis`` equals the
+    index, ``values[0]`` elsewhere. Negative indices count from ``depth``;
+    indices still out of range give a row of ``values[0]``; float indices
+    are truncated to int64 first."""
+    if values.size != 2:
+        raise ShapeError(f"one_hot: values must hold [off_value, on_value], got shape {values.shape}")
+    ax = normalize_axis(axis, indices.ndim + 1)
+    idx = indices.astype(np.int64) if indices.dtype != np.int64 else indices
+    idx = np.where(idx < 0, idx + depth, idx)
+    positions = np.arange(depth).reshape((depth,) + (1,) * (indices.ndim - ax))
+    hot = np.expand_dims(idx, ax) == positions
+    flat = values.reshape(2)
+    out[...] = flat[0]
+    np.copyto(out, flat[1], where=hot)
+
+
+@register_kernel("trilu")
+def trilu(x, *, out, upper=True, k=0):
+    """``numpy.triu(x, k)`` (``upper``) or ``numpy.tril(x, k)`` on the last
+    two dims; the other elements become zero (False, or "" for strings)."""
+    rows, cols = x.shape[-2:]
+    # tri(.., k) is True on and below diagonal k: what tril keeps, triu zeroes at k - 1
+    drop = np.tri(rows, cols, k - 1, dtype=bool) if upper else ~np.tri(rows, cols, k, dtype=bool)
+    np.copyto(out, x)
+    out[..., drop] = "" if out.dtype == object else 0
+
+
+@register_kernel("range")
+def range_(start, limit, delta, *, out, dtype):
+    """``start + i * delta`` for ``i`` in ``range(len(out))``; the bounds are
+    Python numbers (symbolic dims evaluated by the VM). Ints compute in
+    int64, floats in float64, rounded once to ``out``'s dtype."""
+    if delta == 0:
+        raise ShapeError(f"range: delta must not be 0 (start {start}, limit {limit})")
+    if all(isinstance(v, (int, np.integer)) for v in (start, limit, delta)):
+        count = max(-((int(start) - int(limit)) // int(delta)), 0)
+        values = int(start) + int(delta) * np.arange(count, dtype=np.int64)
+    else:
+        count = max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
+        values = float(start) + float(delta) * np.arange(count, dtype=np.float64)
+    if count != out.shape[0]:
+        raise ShapeError(f"range: start {start}, limit {limit}, delta {delta} give {count} values, "
+                         f"but the output has {out.shape[0]}")
+    np.copyto(out, values, casting="unsafe")
+
+
+@register_kernel("tile")
+def tile(x, *, out, repeats):
+    """numpy tile: ``x`` repeated ``repeats[i]`` times along each axis ``i``."""
+    repeats = tuple(int(r) for r in repeats)
+    # out viewed as (r0, d0, r1, d1, ...) is x broadcast along the r axes
+    spread = tuple(v for d, r in zip(x.shape, repeats) for v in (r, d))
+    if out.flags.c_contiguous:      # then reshape gives a view of out
+        np.copyto(out.reshape(spread), x.reshape(tuple(v for d in x.shape for v in (1, d))))
+    else:
+        np.copyto(out, np.tile(x, repeats))
+
+
+@register_packed("nonzero")
+def nonzero(x):
+    """The indices of the nonzero elements, shape ``(ndim, nnz)``, int64, in
+    row-major order. A 0-d input gives ``(0, 1)`` or ``(0, 0)``, as the
+    ONNX reference does."""
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return np.empty((0, int(np.count_nonzero(x))), np.int64)
+    return np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1)

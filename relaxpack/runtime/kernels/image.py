@@ -1,0 +1,236 @@
+"""Image-style kernels: image.resize and pad.
+
+Resize is separable: each resized axis in turn maps every output position to
+a source coordinate (the coordinate transformation mode), picks a few source
+indices around it and their weights (nearest / linear / cubic, optionally
+antialiased), and sums the gathered slices. The weights and indices are
+computed per axis, never per pixel. The arithmetic follows onnx's reference
+implementation (``onnx.reference.ops.op_resize``) step by step, in float64,
+so both round alike; integer results are rounded half to even and clipped to
+the dtype's range, as ONNX's saturating cast does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...errors import ShapeError
+from ._math import normalize_axis
+from ._registry import register_kernel
+
+# ---------------------------------------------------------------- image.resize
+
+
+def _source_coords(mode: str, out_w: int, in_w: int, scale: float, roi) -> tuple[np.ndarray, np.ndarray | None]:
+    """Each output position's coordinate in the input; for tf_crop_and_resize
+    also the mask of positions outside the input (they get the extrapolation
+    value). ``length`` is ONNX's ``output_width``: the unrounded
+    ``scale * in_w`` the spec writes its formulas with."""
+    y = np.arange(out_w, dtype=np.float64)
+    length = scale * in_w
+    outside = None
+    if mode == "half_pixel":
+        x = (y + 0.5) / scale - 0.5
+    elif mode == "half_pixel_symmetric":
+        offset = in_w / 2 * (1 - out_w / length)
+        x = offset + (y + 0.5) / scale - 0.5
+    elif mode == "pytorch_half_pixel":
+        x = np.full(out_w, -0.5) if length == 1 else (y + 0.5) / scale - 0.5
+    elif mode == "align_corners":
+        x = np.zeros(out_w) if length == 1 else y * (in_w - 1) / (length - 1)
+    elif mode == "asymmetric":
+        x = y / scale
+    elif mode == "tf_half_pixel_for_nn":
+        x = (y + 0.5) / scale
+    elif mode == "tf_crop_and_resize":
+        start, end = roi
+        if length == 1:
+            x = np.full(out_w, (end - start) * (in_w - 1) / 2)
+        else:
+            x = y * (end - start) * (in_w - 1) / (length - 1)
+        x = x + start * (in_w - 1)
+        outside = (x < 0) | (x > in_w - 1)
+    else:
+        raise ShapeError(f"image.resize: unknown coordinate_transformation_mode {mode!r}")
+    return x, outside
+
+
+def _nearest_weights(ratio: np.ndarray, rounding: str) -> np.ndarray:
+    # Between the two neighbors floor(x) and floor(x) + 1 (ratio 1 marks an
+    # exact x, whose window is [x - 1, x]: the right one is x itself).
+    if rounding == "round_prefer_floor":
+        right = ratio > 0.5
+    elif rounding == "round_prefer_ceil":
+        right = ratio >= 0.5
+    elif rounding == "floor":
+        right = np.zeros(ratio.shape, bool)
+    elif rounding == "ceil":
+        right = np.ones(ratio.shape, bool)
+    else:
+        raise ShapeError(f"image.resize: unknown rounding_method {rounding!r}")
+    right |= ratio == 1.0
+    return np.stack([~right, right], axis=1).astype(np.float64)
+
+
+def _cubic(r: np.ndarray, a: float) -> np.ndarray:
+    # ONNX's float attribute a is a float32, and onnx's reference (like
+    # onnxruntime) evaluates the cubic weights in float32: so do we, so that
+    # integer results round alike. Each distance is rounded to float32 once.
+    a = np.float32(a)
+    t, r32, s, u = (v.astype(np.float32) for v in (r + 1, r, 1 - r, (1 - r) + 1))
+    return np.stack([
+        ((a * t - 5 * a) * t + 8 * a) * t - 4 * a,
+        ((a + 2) * r32 - (a + 3)) * r32 * r32 + 1,
+        ((a + 2) * s - (a + 3)) * s * s + 1,
+        ((a * u - 5 * a) * u + 8 * a) * u - 4 * a,
+    ], axis=1).astype(np.float64)
+
+
+def _cubic_antialias(r: np.ndarray, scale: float, a: float) -> np.ndarray:
+    scale = min(scale, 1.0)
+    start = int(np.floor(-2 / scale) + 1)
+    x = np.abs(scale * (np.arange(start, 2 - start)[None, :] - r[:, None]))
+    a = np.float32(a)
+    x1, x2, x3 = (v.astype(np.float32) for v in (x, x * x, x * (x * x)))   # float32 weights, as _cubic
+    w = np.where(x <= 1, (a + 2) * x3 - (a + 3) * x2 + 1,
+                 np.where(x < 2, a * x3 - 5 * a * x2 + 8 * a * x1 - 4 * a, np.float32(0))).astype(np.float64)
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def _linear_antialias(r: np.ndarray, scale: float) -> np.ndarray:
+    scale = min(scale, 1.0)
+    start = int(np.floor(-1 / scale) + 1)
+    x = (np.arange(start, 2 - start)[None, :] - r[:, None]) * scale
+    w = np.clip(1 - np.abs(x), 0, 1)
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def _taps(x: np.ndarray, in_w: int, scale: float, method: str, rounding: str, cubic_alpha: float,
+          exclude_outside: bool, antialias: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The source indices (clamped into the axis: edge padding) and weights,
+    both (out_w, n), for source coordinates ``x``."""
+    floor = np.floor(x)
+    ratio = np.where(x == floor, 1.0, x - floor)   # in (0, 1]: prefer the pixel left of x
+    if method == "nearest_neighbor":
+        weights = _nearest_weights(ratio, rounding)
+    elif method == "linear":
+        weights = _linear_antialias(ratio, scale) if antialias else np.stack([1 - ratio, ratio], axis=1)
+    elif method == "cubic":
+        weights = _cubic_antialias(ratio, scale, cubic_alpha) if antialias else _cubic(ratio, cubic_alpha)
+    else:
+        raise ShapeError(f"image.resize: unknown method {method!r}")
+    n = weights.shape[1]
+    # The n indices nearest to x, ties to the smaller one (the reference's
+    # neighbor search, on an edge-padded axis).
+    pad = (n + 1) // 2
+    padded = x + pad
+    p = np.floor(padded).astype(np.int64)
+    frac = padded - p
+    if n % 2 == 0:
+        offset = np.where(frac == 0, -(n // 2), 1 - n // 2)
+    else:
+        offset = np.where(frac <= 0.5, -((n - 1) // 2), 1 - (n - 1) // 2)
+    index = (p + offset - pad)[:, None] + np.arange(n)[None, :]
+    if exclude_outside:
+        weights = np.where((index < 0) | (index >= in_w), 0.0, weights)
+        total = weights.sum(axis=1, keepdims=True)
+        weights = weights / np.where(total == 0, 1.0, total)
+    return np.clip(index, 0, in_w - 1), weights
+
+
+def _saturate(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """float64 ``values`` as ``dtype``: integers rounded half to even and clipped."""
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return np.clip(np.round(values), info.min, info.max)
+    return values
+
+
+def _along(shape_len: int, axis: int, vector: np.ndarray) -> np.ndarray:
+    """``vector`` shaped to broadcast along ``axis`` of a rank-``shape_len`` array."""
+    return vector.reshape((1,) * axis + (-1,) + (1,) * (shape_len - axis - 1))
+
+
+def _resize_axis(data: np.ndarray, axis: int, out_w: int, scale: float | None, roi, attrs) -> np.ndarray:
+    in_w = data.shape[axis]
+    if out_w == 0:
+        return np.take(data, np.zeros(0, np.intp), axis=axis)
+    if in_w == 0:
+        raise ShapeError(f"image.resize: cannot resize the empty axis {axis} to size {out_w}")
+    scale = out_w / in_w if scale is None else float(scale)
+    mode = attrs["coordinate_transformation_mode"]
+    if math.isclose(scale, 1.0) and out_w == in_w and (
+            roi is None or (math.isclose(roi[0], 0.0) and math.isclose(roi[1], 1.0))):
+        return data    # the identity, skipped like the reference does
+    x, outside = _source_coords(mode, out_w, in_w, scale, roi)
+    index, weights = _taps(x, in_w, scale, attrs["method"], attrs["rounding_method"], attrs["cubic_alpha"],
+                           attrs["cubic_exclude"], attrs["antialias"])
+    if attrs["method"] == "nearest_neighbor":
+        # one weight is 1: a plain gather keeps every dtype exact
+        result = np.take(data, index[np.arange(out_w), weights.argmax(axis=1)], axis=axis)
+    else:
+        result = np.zeros(data.shape[:axis] + (out_w,) + data.shape[axis + 1:], np.float64)
+        for k in range(index.shape[1]):
+            result += np.take(data, index[:, k], axis=axis) * _along(data.ndim, axis, weights[:, k])
+    if outside is not None and outside.any():
+        fill = _saturate(np.float64(attrs["extrapolation_value"]), data.dtype)
+        result = np.where(_along(data.ndim, axis, outside), np.asarray(fill).astype(result.dtype), result)
+    return result
+
+
+@register_kernel("image.resize")
+def resize(data, size, *, out, axes, scales=None, roi=None, method="nearest_neighbor",
+           coordinate_transformation_mode="half_pixel", rounding_method="round_prefer_floor",
+           cubic_alpha=-0.75, cubic_exclude=False, antialias=False, extrapolation_value=0.0):
+    """ONNX Resize of ``axes`` to the sizes ``size`` (also ``out``'s dims on
+    those axes); ``scales`` (None: ``size / input dim``) drive the coordinate
+    transform, ``roi`` (starts, then ends) the crop of tf_crop_and_resize."""
+    axes = tuple(normalize_axis(a, data.ndim) for a in axes)
+    size = tuple(int(s) for s in size)
+    if len(size) != len(axes):
+        raise ShapeError(f"image.resize: size {size} must give one dim per resized axis {axes}")
+    attrs = dict(method=method, coordinate_transformation_mode=coordinate_transformation_mode,
+                 rounding_method=rounding_method, cubic_alpha=float(cubic_alpha),
+                 cubic_exclude=bool(cubic_exclude), antialias=bool(antialias),
+                 extrapolation_value=extrapolation_value)
+    result = data if method == "nearest_neighbor" or data.dtype == np.float64 else data.astype(np.float64)
+    for i, (axis, out_w) in enumerate(zip(axes, size)):
+        axis_roi = None if roi is None else (float(roi[i]), float(roi[i + len(axes)]))
+        result = _resize_axis(result, axis, out_w, None if scales is None else scales[i], axis_roi, attrs)
+    if result.dtype != out.dtype:
+        result = _saturate(result, out.dtype)
+    np.copyto(out, result, casting="unsafe")
+
+
+# ---------------------------------------------------------------- pad
+
+
+@register_kernel("pad")
+def pad(data, *value, out, pads, pad_mode="constant", pad_value=0):
+    """ONNX Pad: ``pads`` holds every axis's begin, then every axis's end;
+    negative amounts crop (first, so reflect/edge/wrap see the cropped data).
+    The constant is the 0-d tensor ``value`` when given, else ``pad_value``."""
+    pads = tuple(int(p) for p in pads)
+    rank = data.ndim
+    if len(pads) != 2 * rank:
+        raise ShapeError(f"pad: pads {pads} need {2 * rank} values for data of shape {data.shape}")
+    begins, ends = pads[:rank], pads[rank:]
+    crop = tuple(slice(max(-b, 0), d - max(-e, 0)) for d, b, e in zip(data.shape, begins, ends))
+    if any(s.start > s.stop for s in crop):
+        raise ShapeError(f"pad: pads {pads} crop more than the data's shape {data.shape}")
+    inner = data[crop]
+    widths = tuple((max(b, 0), max(e, 0)) for b, e in zip(begins, ends))
+    if pad_mode == "constant":
+        fill = np.asarray(value[0]).reshape(()) if value else pad_value
+        out[...] = fill
+        out[tuple(slice(b, b + n) for (b, _), n in zip(widths, inner.shape))] = inner
+        return
+    if pad_mode not in ("reflect", "edge", "wrap"):
+        raise ShapeError(f"pad: unknown pad_mode {pad_mode!r}")
+    for axis, (b, e) in enumerate(widths):
+        if (b or e) and inner.shape[axis] == 0:
+            raise ShapeError(f"pad: pad_mode {pad_mode!r} cannot extend the empty axis {axis} "
+                             f"(data shape {data.shape}, pads {pads})")
+    np.copyto(out, np.pad(inner, widths, mode=pad_mode))

@@ -1,0 +1,104 @@
+"""N-d gathers and scatters: gather_nd, scatter_nd, scatter_elements.
+
+Indices may be negative (counting from the end, as ONNX allows); one out of
+range is a :class:`~relaxpack.errors.ShapeError` naming the op. The scatters
+copy ``data`` into ``out`` and then write ``updates`` with numpy fancy
+indexing (``reduction="none"``; of duplicate indices the last wins, as in
+onnx's reference) or reduce them with the unbuffered ``ufunc.at``, which
+applies every duplicate.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...errors import ShapeError
+from ._math import normalize_axis
+from ._registry import register_kernel
+
+_REDUCE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _normalized(name: str, indices: np.ndarray, size: int, axis: int) -> np.ndarray:
+    """``indices`` (intp) with negative entries counted from the end of an axis of ``size``."""
+    indices = np.asarray(indices)
+    if indices.dtype.kind not in "iu":
+        raise ShapeError(f"{name}: indices must be integers, got {indices.dtype}")
+    bad = (indices < -size) | (indices >= size)
+    if bad.any():
+        raise ShapeError(f"{name}: index {int(indices[bad].flat[0])} is out of range for axis {axis} "
+                         f"of size {size}")
+    indices = indices.astype(np.intp, copy=False)
+    return np.where(indices < 0, indices + size, indices)
+
+
+def _index_tuples(name: str, indices: np.ndarray, dims: tuple[int, ...], first_axis: int) -> tuple[np.ndarray, ...]:
+    """The last axis of ``indices`` split into one normalized index array per data axis."""
+    return tuple(_normalized(name, indices[..., j], dim, first_axis + j) for j, dim in enumerate(dims))
+
+
+def _depth(name: str, data: np.ndarray, indices: np.ndarray, batch_dims: int) -> int:
+    if indices.ndim < 1:
+        raise ShapeError(f"{name}: indices must have rank >= 1, got shape {indices.shape}")
+    k = indices.shape[-1]
+    if not 1 <= k <= data.ndim - batch_dims:
+        raise ShapeError(f"{name}: indices of shape {indices.shape} index {k} axes of data of shape "
+                         f"{data.shape} (after {batch_dims} batch dims)")
+    return k
+
+
+@register_kernel("gather_nd")
+def gather_nd(data, indices, *, out, batch_dims=0):
+    """ONNX GatherND: ``out[b..., m...] = data[b..., *indices[b..., m..., :]]``."""
+    b = int(batch_dims)
+    k = _depth("gather_nd", data, indices, b)
+    if data.shape[:b] != indices.shape[:b]:
+        raise ShapeError(f"gather_nd: the {b} batch dims of data {data.shape} and indices {indices.shape} differ")
+    batch = math.prod(data.shape[:b])
+    per_batch = math.prod(indices.shape[b:-1])
+    flat = data.reshape((batch,) + data.shape[b:])
+    index = indices.reshape(batch, per_batch, k)
+    key = (np.arange(batch)[:, None],) + _index_tuples("gather_nd", index, data.shape[b:b + k], b)
+    out[...] = flat[key].reshape(out.shape)
+
+
+def _scatter(name: str, out: np.ndarray, key: tuple, updates: np.ndarray, reduction: str) -> None:
+    if reduction == "none":
+        out[key] = updates
+        return
+    ufunc = _REDUCE.get(reduction)
+    if ufunc is None:
+        raise ShapeError(f"{name}: unknown reduction {reduction!r}")
+    ufunc.at(out, key, updates)
+
+
+@register_kernel("scatter_nd")
+def scatter_nd(data, indices, updates, *, out, reduction="none"):
+    """ONNX ScatterND: a copy of ``data`` with ``updates[m...]`` written at
+    (or reduced into) ``data[*indices[m..., :]]``."""
+    k = _depth("scatter_nd", data, indices, 0)
+    want = indices.shape[:-1] + data.shape[k:]
+    if updates.shape != want:
+        raise ShapeError(f"scatter_nd: updates have shape {updates.shape}, expected {want} for indices "
+                         f"{indices.shape} into data {data.shape}")
+    np.copyto(out, data)
+    count = math.prod(indices.shape[:-1])
+    key = _index_tuples("scatter_nd", indices.reshape(count, k), data.shape[:k], 0)
+    _scatter("scatter_nd", out, key, updates.reshape((count,) + data.shape[k:]), reduction)
+
+
+@register_kernel("scatter_elements")
+def scatter_elements(data, indices, updates, *, out, axis=0, reduction="none"):
+    """ONNX ScatterElements: ``out[i][indices[i][j]] = updates[i][j]`` (axis 1), on a copy of ``data``."""
+    ax = normalize_axis(axis, data.ndim)
+    if indices.shape != updates.shape or indices.ndim != data.ndim:
+        raise ShapeError(f"scatter_elements: indices {indices.shape} and updates {updates.shape} must have "
+                         f"the same shape, of the rank of data {data.shape}")
+    if any(i > d for a, (i, d) in enumerate(zip(indices.shape, data.shape)) if a != ax):
+        raise ShapeError(f"scatter_elements: indices {indices.shape} exceed data {data.shape} off axis {ax}")
+    np.copyto(out, data)
+    key = list(np.indices(indices.shape, sparse=True))
+    key[ax] = _normalized("scatter_elements", indices, data.shape[ax], ax)
+    _scatter("scatter_elements", out, tuple(key), updates, reduction)

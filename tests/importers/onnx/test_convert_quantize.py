@@ -1,0 +1,304 @@
+"""Quantization converters: every ONNX backend node test of QuantizeLinear,
+DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger,
+QLinearMatMul and QLinearConv, then seeded random inputs against
+onnxruntime (onnx's reference evaluator for the float8 targets), with
+symbolic batch dims run at two sizes per build."""
+
+from __future__ import annotations
+
+import re
+
+import ml_dtypes
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import relaxpack
+from relaxpack.backend import RelaxpackBackend
+from relaxpack.errors import ShapeError, UnsupportedOpError
+
+from .backend_case import assert_close, node_cases, run_backend_case
+from .test_convert_elementwise import check, model, node, rand
+
+# ---------------------------------------------------------------- backend node tests
+
+_OPS = re.compile(r"^test_(quantizelinear|dequantizelinear|dynamicquantizelinear|qlinearmatmul|qlinearconv|"
+                  r"matmulinteger|convinteger)")
+BACKEND_CASES = sorted(name for name in node_cases() if _OPS.match(name))
+
+#: Cases relaxpack cannot run, and why: the 2-bit integer types are not IR dtypes.
+EXPECTED_FAILURES = {
+    "test_dequantizelinear_int2": "INT2", "test_dequantizelinear_uint2": "UINT2",
+    "test_quantizelinear_int2": "INT2", "test_quantizelinear_uint2": "UINT2",
+}
+
+
+def _array(value):
+    return numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else value
+
+
+def _run_case(name: str) -> None:
+    """``run_backend_case``, with the data sets' TensorProtos (float8, int4 and
+    some int16 data, which onnx keeps as protos) read into ml_dtypes arrays."""
+    case = node_cases()[name]
+    if not any(isinstance(a, onnx.TensorProto) for ins, outs in case.data_sets for a in (*ins, *outs)):
+        run_backend_case(name)
+        return
+    rep = RelaxpackBackend.prepare(case.model)
+    for inputs, expected in case.data_sets:
+        outputs = rep.run([_array(a) for a in inputs])
+        assert len(outputs) == len(expected)
+        for got, want in zip(outputs, expected):
+            assert_close(got, _array(want), case.rtol, case.atol, name)
+
+
+def test_backend_case_list():
+    assert len(BACKEND_CASES) == 45
+    assert set(EXPECTED_FAILURES) <= set(BACKEND_CASES)
+
+
+@pytest.mark.parametrize("name", BACKEND_CASES)
+def test_backend_node_case(name):
+    if name in EXPECTED_FAILURES:
+        with pytest.raises(UnsupportedOpError, match=EXPECTED_FAILURES[name]):
+            _run_case(name)
+        return
+    _run_case(name)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def inp(name, dtype, shape):
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape)
+
+
+def ties(rng, shape, scale):
+    """Values whose quotient by ``scale`` is often exactly k + 0.5 (round half to
+    even matters), plus some far outside every target's range."""
+    x = (rng.integers(-600, 600, size=shape) + 0.5) * scale
+    x = np.where(rng.random(shape) < 0.5, x, rng.uniform(-300, 300, size=shape) * scale)
+    return x.astype(np.float32)
+
+
+# ---------------------------------------------------------------- QuantizeLinear / DequantizeLinear
+
+
+@pytest.mark.parametrize("zp_dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("axis", [1, -1, 0])
+def test_quantize_per_axis_symbolic_batch(zp_dtype, axis, rng):
+    shape = ["n", 3, 5]
+    length = {1: 3, -1: 5, 0: None}[axis]
+    if length is None:   # per-axis along the symbolic dim needs a runtime scale: per-tensor here
+        scale, zp = np.float32(0.05), rand(rng, (), zp_dtype, low=-20, high=20)
+    else:
+        scale = rng.uniform(0.01, 0.1, size=length).astype(np.float32)
+        zp = rand(rng, (length,), zp_dtype, low=-20, high=20)
+    m = model(node("QuantizeLinear", ["x", "s", "zp"], axis=axis), [inp("x", "float32", shape)], opset=13,
+              initializers={"s": scale, "zp": zp})
+    check(m, [{"x": ties(rng, (n, 3, 5), 0.05)} for n in (2, 7)])
+
+
+@pytest.mark.parametrize("zp_dtype", ["uint8", "int8"])
+def test_dequantize_per_axis_symbolic_batch(zp_dtype, rng):
+    m = model(node("DequantizeLinear", ["x", "s", "zp"], axis=1), [inp("x", zp_dtype, ["n", 4, 3])], opset=13,
+              initializers={"s": rng.uniform(0.01, 1, 4).astype(np.float32), "zp": rand(rng, (4,), zp_dtype)})
+    check(m, [{"x": rand(rng, (n, 4, 3), zp_dtype, low=-128, high=255)} for n in (1, 6)])
+
+
+def test_quantize_dequantize_runtime_scales(rng):
+    """Scales and zero points as graph inputs (per axis), chained Q -> DQ."""
+    nodes = [node("QuantizeLinear", ["x", "s", "zp"], ["q"], axis=0),
+             node("DequantizeLinear", ["q", "s", "zp"], ["y"], axis=0)]
+    m = model(nodes, [inp("x", "float32", [4, "n"]), inp("s", "float32", [4]), inp("zp", "uint8", [4])],
+              ["q", "y"], opset=13)
+    check(m, [{"x": ties(rng, (4, n), 0.1), "s": np.full(4, 0.1, np.float32) * (1 + np.arange(4, dtype=np.float32)),
+               "zp": rand(rng, (4,), "uint8", high=255)} for n in (3, 8)])
+
+
+@pytest.mark.parametrize("zp_dtype", ["int16", "uint16", "int8"])
+def test_quantize_opset21_16bit_and_no_zero_point(zp_dtype, rng):
+    m = model([node("QuantizeLinear", ["x", "s", "zp"], ["y"], axis=1),
+               node("QuantizeLinear", ["x", "s"], ["z"], axis=1)],
+              [inp("x", "float32", ["n", 3])], ["y", "z"], opset=21,
+              initializers={"s": np.array([0.002, 0.01, 0.5], np.float32), "zp": rand(rng, (3,), zp_dtype)})
+    check(m, [{"x": ties(rng, (n, 3), 0.01) * 10} for n in (5, 2)])
+
+
+@pytest.mark.parametrize("op", ["QuantizeLinear", "DequantizeLinear"])
+@pytest.mark.parametrize("block_size, length", [(2, 6), (4, 7), (3, 3)])
+def test_blocked(op, block_size, length, rng):
+    blocks = -(-length // block_size)
+    x = ties(rng, (4, length), 0.1) if op == "QuantizeLinear" else rand(rng, (4, length), "int8", low=-128, high=127)
+    m = model(node(op, ["x", "s", "zp"], axis=1, block_size=block_size), [inp("x", x.dtype, [4, length])],
+              opset=21, initializers={"s": rng.uniform(0.05, 0.2, (4, blocks)).astype(np.float32),
+                                      "zp": rand(rng, (4, blocks), "int8", low=-10, high=10)})
+    check(m, {"x": x})
+
+
+def test_blocked_along_symbolic_dim(rng):
+    """Blocks along a symbolic axis: the repeat indices come from a range op."""
+    m = model(node("DequantizeLinear", ["x", "s"], axis=0, block_size=4),
+              [inp("x", "int8", ["n", 3]), inp("s", "float32", ["b", 3])], opset=21)
+    feeds = []
+    for n in (8, 6):
+        feeds.append({"x": rand(rng, (n, 3), "int8", low=-128, high=127),
+                      "s": rng.uniform(0.1, 1, (-(-n // 4), 3)).astype(np.float32)})
+    check(m, feeds, reference="reference")
+
+
+@pytest.mark.parametrize("dtype", ["int4", "uint4"])
+def test_int4_round_trip(dtype, rng):
+    zp = np.array([1, -2, 3] if dtype == "int4" else [1, 8, 15], dtype=getattr(ml_dtypes, dtype))
+    nodes = [node("QuantizeLinear", ["x", "s", "zp"], ["q"], axis=0),
+             node("DequantizeLinear", ["q", "s", "zp"], ["y"], axis=0)]
+    m = model(nodes, [inp("x", "float32", [3, "n"])], ["q", "y"], opset=21,
+              initializers={"s": np.array([0.5, 1.0, 2.0], np.float32), "zp": zp})
+    check(m, [{"x": ties(rng, (3, n), 1.0) / 40} for n in (4, 9)], reference="reference")
+
+
+@pytest.mark.parametrize("target", [TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOAT8E5M2,
+                                    TensorProto.FLOAT8E5M2FNUZ])
+@pytest.mark.parametrize("saturate", [1, 0])
+def test_quantize_float8_saturate(target, saturate, rng):
+    m = model([node("QuantizeLinear", ["x", "s"], ["q"], output_dtype=target, saturate=saturate),
+               node("DequantizeLinear", ["q", "s"], ["y"])],
+              [inp("x", "float32", ["n"])], ["q", "y"], opset=21, initializers={"s": np.float32(0.5)})
+    x = np.concatenate([rng.uniform(-30, 30, 20), [1e5, -1e5, 200.25, 0.0]]).astype(np.float32)
+    check(m, [{"x": x}, {"x": x[:7]}], reference="reference", rtol=0, atol=0)
+
+
+def test_quantize_float16_and_precision(rng):
+    """float16 x with a float32 scale divides in float32; ``precision`` picks float16."""
+    m = model([node("QuantizeLinear", ["x", "s", "zp"], ["y"]),
+               node("QuantizeLinear", ["x", "s", "zp"], ["z"], precision=TensorProto.FLOAT16)],
+              [inp("x", "float16", ["n"])], ["y", "z"], opset=23,
+              initializers={"s": np.float32(0.3), "zp": np.int8(3)})
+    check(m, [{"x": rng.uniform(-40, 40, n).astype(np.float16)} for n in (16, 5)], reference="reference")
+
+
+def test_dequantize_output_dtype_and_int32(rng):
+    m = model([node("DequantizeLinear", ["x", "s"], ["y"], output_dtype=TensorProto.FLOAT16),
+               node("DequantizeLinear", ["w", "s"], ["z"])],
+              [inp("x", "uint8", ["n"]), inp("w", "int32", ["n"])], ["y", "z"], opset=23,
+              initializers={"s": np.float32(0.125)})
+    check(m, [{"x": rand(rng, (n,), "uint8", high=255), "w": rand(rng, (n,), "int32", low=-1e6, high=1e6)}
+              for n in (3, 10)], reference="reference")
+
+
+def test_quantize_unsupported_and_malformed():
+    bad_type = model(node("QuantizeLinear", ["x", "s"], output_dtype=TensorProto.INT32),
+                     [inp("x", "float32", [3])], opset=21, initializers={"s": np.float32(1)})
+    with pytest.raises(UnsupportedOpError, match="int32"):
+        relaxpack.from_onnx(bad_type)
+    bad_length = model(node("QuantizeLinear", ["x", "s"], axis=1), [inp("x", "float32", [2, 3])], opset=13,
+                       initializers={"s": np.ones(4, np.float32)})
+    with pytest.raises(ShapeError, match="4 elements"):
+        relaxpack.from_onnx(bad_length)
+    bad_blocks = model(node("DequantizeLinear", ["x", "s"], axis=1, block_size=2),
+                       [inp("x", "uint8", [2, 6])], opset=21, initializers={"s": np.ones((2, 2), np.float32)})
+    with pytest.raises(ShapeError, match="blocks"):
+        relaxpack.from_onnx(bad_blocks)
+
+
+# ---------------------------------------------------------------- DynamicQuantizeLinear
+
+
+@pytest.mark.parametrize("low, high", [(-3, 5), (1, 4), (-6, -2), (0, 0)])
+def test_dynamic_quantize(low, high, rng):
+    m = model(node("DynamicQuantizeLinear", ["x"], ["y", "s", "zp"]), [inp("x", "float32", ["n", 3])],
+              ["y", "s", "zp"], opset=11)
+    check(m, [{"x": rand(rng, (n, 3), low=low, high=high)} for n in (4, 1)])
+
+
+# ---------------------------------------------------------------- integer matmul and conv
+
+
+@pytest.mark.parametrize("a_dtype, b_dtype", [("uint8", "uint8"), ("uint8", "int8"), ("int8", "int8")])
+def test_matmul_integer(a_dtype, b_dtype, rng):
+    m = model(node("MatMulInteger", ["a", "b", "azp", "bzp"]), [inp("a", a_dtype, ["n", 3, 7])], opset=10,
+              initializers={"b": rand(rng, (7, 5), b_dtype, low=-128, high=255), "azp": rand(rng, (), a_dtype),
+                            "bzp": rand(rng, (5,), b_dtype)})
+    check(m, [{"a": rand(rng, (n, 3, 7), a_dtype, low=-128, high=255)} for n in (2, 3)])
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("per_column", [False, True])
+def test_qlinear_matmul_symbolic_batch(dtype, per_column, rng):
+    """The requested check: QLinearMatMul with a symbolic batch, two sizes, one build."""
+    n_cols = 5
+    b_scale = rng.uniform(0.01, 0.05, n_cols if per_column else ()).astype(np.float32)
+    b_zp = rand(rng, (n_cols,) if per_column else (), dtype, low=-5, high=5)
+    inits = {"as": np.float32(0.02), "azp": rand(rng, (), dtype, low=-20, high=20),
+             "b": rand(rng, (9, n_cols), dtype, low=-128, high=255), "bs": b_scale, "bzp": b_zp,
+             "ys": np.float32(0.15), "yzp": rand(rng, (), dtype, low=-10, high=10)}
+    m = model(node("QLinearMatMul", ["a", "as", "azp", "b", "bs", "bzp", "ys", "yzp"]),
+              [inp("a", dtype, ["batch", 4, 9])], opset=10, initializers=inits)
+    check(m, [{"a": rand(rng, (n, 4, 9), dtype, low=-128, high=255)} for n in (1, 3)])
+
+
+def test_qlinear_matmul_runtime_scales_opset21(rng):
+    names = ["a", "as", "azp", "b", "bs", "bzp", "ys", "yzp"]
+    inputs = [inp("a", "uint8", ["n", 6]), inp("as", "float32", []), inp("azp", "uint8", []),
+              inp("b", "uint8", [6, 4]), inp("bs", "float32", []), inp("bzp", "uint8", []),
+              inp("ys", "float32", []), inp("yzp", "uint8", [])]
+    m = model(node("QLinearMatMul", names), inputs, opset=21)
+
+    def feeds(n):
+        return {"a": rand(rng, (n, 6), "uint8", high=255), "as": np.float32(0.03), "azp": np.uint8(120),
+                "b": rand(rng, (6, 4), "uint8", high=255), "bs": np.float32(0.02), "bzp": np.uint8(100),
+                "ys": np.float32(0.25), "yzp": np.uint8(128)}
+    check(m, [feeds(3), feeds(8)])
+
+
+def test_qlinear_matmul_float8_against_formula(rng):
+    """float8 operands (opset 21): onnxruntime and the reference lack them, so
+    the check is the spec's formula in numpy."""
+    f8 = ml_dtypes.float8_e4m3fn
+    a = rng.uniform(-4, 4, (3, 5)).astype(f8)
+    b = rng.uniform(-4, 4, (5, 2)).astype(f8)
+    zero = np.zeros((), f8)
+    inits = {"as": np.float32(0.5), "azp": zero, "b": b, "bs": np.float32(0.25), "bzp": zero,
+             "ys": np.float32(0.1), "yzp": zero}
+    m = model(node("QLinearMatMul", ["a", "as", "azp", "b", "bs", "bzp", "ys", "yzp"]),
+              [inp("a", f8, [3, 5])], opset=21, initializers=inits)
+
+    def expected(a):
+        product = a.astype(np.float32) @ b.astype(np.float32)
+        return np.clip(product * np.float32(0.5 * 0.25 / 0.1), -448, 448).astype(f8)
+    check(m, {"a": a}, expected=expected, rtol=0, atol=0)
+
+
+def _conv_model(op, dtype, w, w_zp, bias=None, **attrs):
+    if op == "ConvInteger":
+        names, inits = ["x", "w", "xzp", "wzp"], {"w": w, "xzp": rand(np.random.default_rng(1), (), dtype), "wzp": w_zp}
+    else:
+        names = ["x", "xs", "xzp", "w", "ws", "wzp", "ys", "yzp"] + (["B"] if bias is not None else [])
+        channels = w.shape[0]
+        inits = {"xs": np.float32(0.05), "xzp": rand(np.random.default_rng(1), (), dtype, low=-10, high=10),
+                 "w": w, "ws": np.linspace(0.01, 0.03, channels, dtype=np.float32) if w_zp.ndim else np.float32(0.02),
+                 "wzp": w_zp, "ys": np.float32(0.4), "yzp": rand(np.random.default_rng(2), (), dtype, low=-10, high=10)}
+        if bias is not None:
+            inits["B"] = bias
+    return model(node(op, names, **attrs), [inp("x", dtype, ["n", w.shape[1] * attrs.get("group", 1), 7, 6])],
+                 opset=10, initializers=inits)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"pads": [1, 0, 2, 1], "strides": [2, 1]}, {"auto_pad": "SAME_UPPER"},
+                                   {"dilations": [2, 1], "group": 2}])
+def test_conv_integer(attrs, rng):
+    w = rand(rng, (4, 2, 3, 2), "uint8", high=255)
+    m = _conv_model("ConvInteger", "uint8", w, rand(rng, (4,), "uint8", high=255), **attrs)
+    check(m, [{"x": rand(rng, (n, 2 * attrs.get("group", 1), 7, 6), "uint8", high=255)} for n in (1, 2)])
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("per_channel, with_bias", [(False, False), (True, True)])
+def test_qlinear_conv(dtype, per_channel, with_bias, rng):
+    w_dtype = "int8" if per_channel else dtype     # onnxruntime: per-channel weights are int8
+    w = rand(rng, (3, 2, 3, 3), w_dtype, low=-128, high=255)
+    w_zp = np.zeros(3, w_dtype) if per_channel else rand(rng, (), w_dtype, low=-5, high=5)
+    bias = rand(rng, (3,), "int32", low=-500, high=500) if with_bias else None
+    m = _conv_model("QLinearConv", dtype, w, w_zp, bias, pads=[1, 1, 1, 1])
+    check(m, [{"x": rand(rng, (n, 2, 7, 6), dtype, low=-128, high=255)} for n in (2, 1)])

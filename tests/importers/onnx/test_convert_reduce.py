@@ -1,0 +1,153 @@
+"""Reductions and ArgMax/ArgMin against onnxruntime: axes as attribute
+(before opset 13 / 18) and as a constant input (after), keepdims,
+noop_with_empty_axes, empty reductions, symbolic dims; and onnx's own node
+tests, whose axes are graph inputs, with the axes frozen into initializers."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+import relaxpack
+from relaxpack.errors import UnsupportedOpError
+
+from relaxpack.runtime import VirtualMachine
+from relaxpack.vm_build import build
+
+from .backend_case import assert_close, node_cases
+from .test_convert_elementwise import check, inp, model, node, rand
+
+REDUCE = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+          "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"]
+AXES_INPUT_SINCE = {op: 13 if op == "ReduceSum" else 18 for op in REDUCE}
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+def feeds_for(op, rng, shapes):
+    low = 0.2 if op == "ReduceLogSum" else -2
+    return [{"x": rand(rng, s, low=low, high=2)} for s in shapes]
+
+
+@pytest.mark.parametrize("op", REDUCE)
+@pytest.mark.parametrize("axes, keepdims", [((1,), 1), ((0, 2), 0), ((-1,), 1), (None, 0), (None, 1)])
+def test_reduce_axes_attribute(op, axes, keepdims, rng):
+    attrs = {"keepdims": keepdims} | ({} if axes is None else {"axes": list(axes)})
+    m = model(node(op, ["x"], **attrs), [inp("x", "float32", ["n", 3, 4])], opset=AXES_INPUT_SINCE[op] - 1)
+    check(m, feeds_for(op, rng, [(2, 3, 4), (5, 3, 4)]), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", REDUCE)
+@pytest.mark.parametrize("axes, keepdims", [((1,), 0), ((0, -1), 1), ((), 1), (None, 0)])
+def test_reduce_axes_input(op, axes, keepdims, rng):
+    names = ["x"] if axes is None else ["x", "axes"]
+    inits = {} if axes is None else {"axes": np.array(axes, np.int64)}
+    m = model(node(op, names, keepdims=keepdims), [inp("x", "float32", ["n", 3, 4])], opset=18,
+              initializers=inits)
+    check(m, feeds_for(op, rng, [(1, 3, 4), (3, 3, 4)]), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", REDUCE)
+def test_noop_with_empty_axes(op, rng):
+    """No reduction; the composed ops keep their elementwise steps (L2: |x|)."""
+    m = model(node(op, ["x", "axes"], noop_with_empty_axes=1), [inp("x", "float32", ["n", 3])], opset=18,
+              initializers={"axes": np.zeros(0, np.int64)})
+    mod = check(m, feeds_for(op, rng, [(2, 3), (4, 3)]), rtol=1e-6)
+    if op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"):
+        assert "R.call" not in mod.script() and "= R." not in mod.script(), mod.script()
+
+
+def test_dynamic_axes_are_unsupported():
+    m = model(node("ReduceSum", ["x", "axes"]), [inp("x", "float32", [2, 3]), inp("axes", "int64", [1])],
+              opset=13)
+    with pytest.raises(UnsupportedOpError, match=r"ReduceSum node.*opset 13.*axes must be a constant"):
+        relaxpack.from_onnx(m)
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceMean", "ReduceL1",
+                                "ReduceSumSquare"])
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_reduce_int(op, dtype, rng):
+    m = model(node(op, ["x", "axes"], keepdims=0), [inp("x", dtype, [3, 5])], opset=18,
+              initializers={"axes": np.array([1], np.int64)})
+    check(m, {"x": rand(rng, (3, 5), dtype, -9, 9)})
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceLogSum",
+                                "ReduceLogSumExp", "ReduceSumSquare"])
+def test_empty_reduction(op):
+    """An empty reduced axis gives the identity (0, 1, -inf, +inf, log 0)."""
+    m = model(node(op, ["x", "axes"], keepdims=1), [inp("x", "float32", [2, 0, 3])], opset=18,
+              initializers={"axes": np.array([1], np.int64)})
+    check(m, {"x": np.zeros((2, 0, 3), np.float32)}, reference="ref")
+
+
+def test_log_sum_exp_is_stable_with_large_and_infinite_values():
+    x = np.array([[1000.0, 1000.0, -5], [-np.inf, -np.inf, -np.inf], [np.inf, 1, 2], [-1000, -1001, -1002]],
+                 np.float32)
+    m = model(node("ReduceLogSumExp", ["x"], axes=[1], keepdims=0), [inp("x", "float32", [4, 3])], opset=13)
+    check(m, {"x": x}, rtol=1e-6, atol=1e-4)
+
+
+def test_reduce_max_bool():
+    m = model(node("ReduceMax", ["x", "axes"], keepdims=0), [inp("x", "bool", [2, 3])], opset=20,
+              initializers={"axes": np.array([1], np.int64)})
+    check(m, {"x": np.array([[True, False, False], [False, False, False]])}, reference="ref")
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("axis, keepdims, last", [(0, 1, 0), (1, 0, 0), (-1, 1, 1), (1, 0, 1)])
+def test_arg_reduce(op, axis, keepdims, last, rng):
+    m = model(node(op, ["x"], axis=axis, keepdims=keepdims, select_last_index=last),
+              [inp("x", "float32", ["n", 4, 3])], opset=13)
+    feeds = [{"x": np.round(rand(rng, (n, 4, 3)))} for n in (2, 5)]      # ties
+    check(m, feeds)
+
+
+def test_arg_max_int_default_attributes(rng):
+    m = model(node("ArgMax", ["x"]), [inp("x", "int32", [5, 2])], opset=11)
+    check(m, {"x": rand(rng, (5, 2), "int32", -3, 3)})
+
+
+# ---------------------------------------------------------------- onnx's node tests, axes frozen
+
+
+def frozen(case_model: onnx.ModelProto, inputs, frozen_name: str = "axes"):
+    """The model with the graph input ``frozen_name`` turned into an
+    initializer of its value in the data set, and the remaining inputs."""
+    m = onnx.ModelProto()
+    m.CopyFrom(case_model)
+    names = [i.name for i in m.graph.input]
+    rest = []
+    for name, value in zip(names, inputs):
+        if name == frozen_name:
+            m.graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
+        else:
+            rest.append(value)
+    kept = [i for i in m.graph.input if i.name != frozen_name]
+    del m.graph.input[:]
+    m.graph.input.extend(kept)
+    return m, rest
+
+
+def _backend_reduce_cases():
+    prefixes = ("test_reduce_", "test_argmax_", "test_argmin_")
+    return sorted(name for name in node_cases() if name.startswith(prefixes) and not name.endswith("_expanded"))
+
+
+def test_onnx_backend_reduce_cases_with_frozen_axes():
+    names = _backend_reduce_cases()
+    assert len(names) > 100
+    for name in names:
+        case = node_cases()[name]
+        for inputs, expected in case.data_sets:
+            m, rest = frozen(case.model, inputs)
+            vm = VirtualMachine(build(relaxpack.from_onnx(m)))
+            outputs = list(vm.run(dict(zip([i.name for i in m.graph.input], rest))).values())
+            for got, want in zip(outputs, expected):
+                assert_close(got, want, case.rtol, case.atol, name)
