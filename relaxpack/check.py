@@ -40,6 +40,7 @@ class OutputDiff:
 class SampleReport:
     dims: dict[str, int]
     outputs: list[OutputDiff] = field(default_factory=list)
+    feeds: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def passed(self) -> bool:
@@ -59,11 +60,18 @@ class CheckReport:
         return max(diffs, key=lambda o: (not o.passed, o.max_abs), default=None)
 
 
-def onnxruntime_session(model: onnx.ModelProto):
+def onnxruntime_session(model: "onnx.ModelProto | str | Path", threads: int | None = None):
+    """An onnxruntime CPU session for a ModelProto or a model file."""
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    try:
+        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    except Exception as err:
+        raise RelaxpackError(f"onnxruntime cannot load the model: {str(err).splitlines()[0]}") from None
 
 
 def compare_outputs(names: Sequence[str], got: Mapping[str, np.ndarray], want: Sequence[np.ndarray],
@@ -153,5 +161,47 @@ def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int =
         except Exception as err:
             raise RelaxpackError(f"onnxruntime failed on these inputs: {err}") from None
         got = vm.run(feed)
-        reports.append(SampleReport(dim_values, compare_outputs(names, got, want, rtol, atol)))
+        reports.append(SampleReport(dim_values, compare_outputs(names, got, want, rtol, atol), feed))
     return CheckReport(reports)
+
+
+@dataclass
+class NodeDivergence:
+    node: str
+    op_type: str
+    output: str
+    diff: OutputDiff
+
+
+def expose_intermediates(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` whose graph also outputs every node's outputs."""
+    exposed = onnx.ModelProto()
+    exposed.CopyFrom(model)
+    graph = exposed.graph
+    have = {o.name for o in graph.output}
+    for node in graph.node:
+        for name in node.output:
+            if name and name not in have:
+                graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
+                have.add(name)
+    return exposed
+
+
+def first_divergence(model: "onnx.ModelProto | str | Path", inputs: Mapping[str, np.ndarray], dims=None,
+                     rtol: float = 1e-4, atol: float = 1e-5) -> NodeDivergence | None:
+    """Run both sides exposing every intermediate; the first ONNX node (in
+    graph order) one of whose outputs differs, or None when all agree."""
+    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    exposed = expose_intermediates(proto)
+    session = onnxruntime_session(exposed)
+    names = [o.name for o in session.get_outputs()]
+    want = dict(zip(names, session.run(None, dict(inputs))))
+    got = VirtualMachine(build(from_onnx(exposed, dims=dims))).run(dict(inputs))
+    for node in proto.graph.node:
+        for name in node.output:
+            if not name or name not in want:
+                continue
+            (diff,) = compare_outputs([name], got, [want[name]], rtol, atol)
+            if not diff.passed:
+                return NodeDivergence(node.name or "(unnamed)", node.op_type, name, diff)
+    return None

@@ -34,5 +34,9 @@ def build(mod: IRModule, opt_level: int = 2, check: bool = True) -> Executable:
     with PassContext(opt_level=opt_level, instruments=ctx.instruments, check_well_formed=check):
         lowered = lower_pipeline()(mod)
     exe = codegen(lowered)
+    exe.metadata["ir"] = lowered.script(show_meta=False)
+    for key in ("source", "source_sha256"):
+        if key in mod.attrs:
+            exe.metadata[key] = mod.attrs[key]
     log.debug("built %d functions, %d kernel calls", len(exe.functions), exe.kernel_call_count())
     return exe

@@ -23,11 +23,11 @@ GLOBAL_SCOPE = "global"
 
 #: dtype names the IR accepts: numpy's names plus the ml_dtypes extensions.
 DTYPES = frozenset({
-    "bool", "int4", "int8", "int16", "int32", "int64",
-    "uint4", "uint8", "uint16", "uint32", "uint64",
+    "bool", "int2", "int4", "int8", "int16", "int32", "int64",
+    "uint2", "uint4", "uint8", "uint16", "uint32", "uint64",
     "float16", "float32", "float64", "bfloat16",
     "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
-    "float8_e8m0fnu", "float4_e2m1fn",
+    "float8_e8m0fnu", "float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn",
     "complex64", "complex128", "string",
 })
 

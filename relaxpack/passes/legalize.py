@@ -3,8 +3,10 @@
 ``lv = R.nn.softmax(x, axis=-1)`` becomes
 ``lv = R.call_tir("nn.softmax", (x,), out_sinfo=..., kernel_attrs=(("axis", -1),))``:
 the kernel of the same name (runtime/kernels) writes into an output the
-caller allocates. Ops whose output shape depends on data are called with
-``call_packed`` and return new arrays.
+caller allocates, so every graph op must have an output shape the compiler
+knows (symbolic dims are fine). Ops whose output shape depends on data are
+not graph ops here: the importer calls their packed kernels with
+``call_packed`` and binds the result with a ``match_cast`` to fresh dims.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def legalize_call(call: Call) -> Call:
     out = call.struct_info
     if not _allocatable(out):
         raise PassError(f"cannot legalize R.{name}: its output {out} has no known shape to allocate "
-                        f"(a data-dependent op needs a packed kernel)")
+                        f"(call a data-dependent op's packed kernel with call_packed and match_cast it)")
     return make_call("call_tir", ExternFunc(name), Tuple(call.args), sinfo_args=(out,),
                      kernel_attrs=kernel_attrs)
 

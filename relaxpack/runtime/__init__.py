@@ -8,7 +8,8 @@ archive runs anywhere numpy does::
     outputs = vm.run({"x": x})
 """
 
+from .archive import load
 from .executable import Executable, FuncEntry
 from .vm import VirtualMachine
 
-__all__ = ["Executable", "FuncEntry", "VirtualMachine"]
+__all__ = ["Executable", "FuncEntry", "VirtualMachine", "load"]

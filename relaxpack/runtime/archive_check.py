@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import reprlib
 import struct
 from dataclasses import dataclass
 
@@ -37,7 +38,7 @@ assert HEADER.size == ALIGNMENT and PARAMS_HEADER.size <= ALIGNMENT
 
 # Limits: far above any real model, low enough that a hostile file cannot
 # make the loader (or a VM prepared from it) exhaust memory.
-MAX_MANIFEST_BYTES = 64 << 20
+MAX_MANIFEST_BYTES = 32 << 20
 MAX_JSON_DEPTH = 96
 MAX_NAME = 4096
 MAX_FUNCTIONS = 4096
@@ -49,6 +50,8 @@ MAX_CONSTANTS = 1 << 20
 MAX_NDIM = 32
 MAX_DIM = 1 << 48
 MAX_OFFSET = 1 << 62
+MAX_ELEMENTS = 1 << 58              # times the largest itemsize (16) stays below numpy's limit
+MAX_JSON_CONTAINERS = 1 << 22       # lists and objects in the manifest (each costs ~60 bytes parsed)
 MAX_PARAMS = 1 << 12                # inputs or outputs of one function
 
 _SHA = re.compile(r"[0-9a-f]{64}")
@@ -121,6 +124,10 @@ def decode_manifest(raw: bytes, header: Header) -> dict:
     """The manifest's JSON object, after its checksum, encoding, keys and depth are checked."""
     if hashlib.sha256(raw).digest() != header.manifest_sha256:
         raise ArchiveError(f"manifest checksum mismatch (the file is corrupt)")
+    # an upper bound (brackets inside strings count too), taken before parsing builds anything
+    containers = raw.count(b"[") + raw.count(b"{")
+    if containers > MAX_JSON_CONTAINERS:
+        raise ArchiveError(f"manifest has up to {containers} JSON lists and objects, more than {MAX_JSON_CONTAINERS}")
     try:
         manifest = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys, parse_int=_parse_int)
     except RecursionError:
@@ -174,9 +181,13 @@ def _fail(path: str, message: str):
     raise ArchiveError(f"manifest: {path}: {message}")
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 3, 4, 4, 40, 40
+
+
 def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    """A bounded repr: values from a hostile file may be huge."""
+    return _REPR.repr(value)
 
 
 def obj(value, path: str, keys: set[str]) -> dict:
@@ -184,7 +195,8 @@ def obj(value, path: str, keys: set[str]) -> dict:
         _fail(path, f"expected an object, got {_short(value)}")
     if value.keys() != keys:
         missing, extra = sorted(keys - value.keys()), sorted(value.keys() - keys)
-        _fail(path, f"keys differ from the format's: missing {missing}, unexpected {[_short(k) for k in extra]}")
+        extra_text = "[" + ", ".join(_short(k) for k in extra[:10]) + "]"
+        _fail(path, f"keys differ from the format's: missing {missing}, unexpected {extra_text}")
     return value
 
 
@@ -285,7 +297,7 @@ def check_manifest(m, header_version: int, external: bool) -> None:
         _fail("kernels", "the kernel and builtin lists disagree with the function table")
     missing = sorted({n for k, n in m["func_table"] if k == "vm"} - set(names))
     if missing:
-        _fail("func_table", f"names VM functions the archive lacks: {[_short(n) for n in missing[:10]]}")
+        _fail("func_table", f"names VM functions the archive lacks: [{', '.join(_short(n) for n in missing[:10])}]")
 
     for i, c in enumerate(lst(m["constants"], "constants", MAX_CONSTANTS)):
         _check_constant(c, f"constants[{i}]", m["data"]["nbytes"])
@@ -397,11 +409,12 @@ def _check_constant(c, path: str, data_nbytes: int) -> None:
 
 
 def _shape_size(shape, path: str) -> int:
-    count = 1
+    count, span = 1, 1   # span: the product numpy checks, zero dims counted as one
     for k, d in enumerate(lst(shape, f"{path}.shape", MAX_NDIM)):
         count *= integer(d, f"{path}.shape[{k}]", 0, MAX_DIM)
-        if count > MAX_OFFSET:
-            _fail(f"{path}.shape", f"{shape} holds more than {MAX_OFFSET} elements")
+        span *= max(d, 1)
+        if span > MAX_ELEMENTS:
+            _fail(f"{path}.shape", f"{_short(shape)} is larger than numpy arrays can be")
     return count
 
 

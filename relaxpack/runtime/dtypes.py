@@ -11,7 +11,7 @@ from ..errors import RelaxpackError
 
 _ML_DTYPES = {
     "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
-    "float8_e8m0fnu", "float4_e2m1fn", "int4", "uint4",
+    "float8_e8m0fnu", "float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn", "int2", "uint2", "int4", "uint4",
 }
 _NUMPY = {
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

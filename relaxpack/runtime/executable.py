@@ -79,6 +79,11 @@ class Executable:
     def input_names(self, name: str = "main") -> Sequence[str]:
         return [p.name for p in self.function(name).params]
 
+    def save(self, path, params="linked"):
+        """Write a deployment archive; ``params="external"`` puts the constants in ``<path>.params``."""
+        from .archive import save_executable
+        save_executable(self, path, params)
+
 
 def _param_text(p) -> str:
     if p.kind != "tensor":

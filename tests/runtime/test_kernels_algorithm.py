@@ -269,3 +269,15 @@ def test_nonzero_of_a_scalar_follows_the_onnx_reference():
     nonzero = get_kernel("nonzero").fn
     assert nonzero(np.array(3.0)).shape == (0, 1)
     assert nonzero(np.array(0)).shape == (0, 0)
+
+
+# ---------------------------------------------------------------- strings (object arrays)
+
+def test_string_tensors():
+    words = np.array([["a", "bb", "c"], ["", "e", "ff"]], dtype=object)
+    np.testing.assert_array_equal(run_kernel("trilu", words, upper=True, k=1),
+                                  np.array([["", "bb", "c"], ["", "", "ff"]], dtype=object))
+    np.testing.assert_array_equal(run_kernel("tile", words, repeats=(1, 2)), np.tile(words, (1, 2)))
+    hot = run_kernel("one_hot", np.array([1, -1]), np.array(["off", "on"], dtype=object), depth=3)
+    np.testing.assert_array_equal(hot, np.array([["off", "on", "off"], ["off", "off", "on"]], dtype=object))
+    np.testing.assert_array_equal(get_kernel("nonzero").fn(words), [[0, 0, 0, 1, 1], [0, 1, 2, 1, 2]])

@@ -11,6 +11,7 @@ that names the node.
 
 from __future__ import annotations
 
+import hashlib
 import keyword
 import logging
 import re
@@ -64,7 +65,8 @@ def from_onnx(model: "onnx.ModelProto | str | Path", dims: Mapping[str, DimSpec]
         exprs = [ctx.expr(v) for v in outputs]
         result = exprs[0] if len(exprs) == 1 else Tuple(exprs)
         bb.emit_func_output(result)
-    mod = bb.get().with_attrs(stage="import", source=graph.name or "model")
+    digest = hashlib.sha256(model.SerializeToString()).hexdigest()
+    mod = bb.get().with_attrs(stage="import", source=graph.name or "model", source_sha256=digest)
     log.debug("imported %d nodes", len(graph.node))
     return mod
 

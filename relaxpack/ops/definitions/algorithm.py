@@ -20,8 +20,8 @@ from ...ir.expr import Call, PrimValue
 from ...ir.struct_info import DTYPES, PrimStructInfo, TensorStructInfo, TupleStructInfo
 from ..registry import REQUIRED, register_op
 from .common import (
-    ANY, NUMERIC, attr_error, bool_attr, broadcast_shapes, check_dims_equal, check_dtype_kind,
-    dtype_kind, fmt_shape, fmt_sinfo, int_attr, int_tuple_attr, normalize_axis, result_vdevice,
+    NUMERIC, attr_error, bool_attr, broadcast_shapes, check_dims_equal, check_dtype_kind,
+    dtype_kind, fmt_sinfo, int_attr, int_tuple_attr, normalize_axis, result_vdevice,
     same_dtype, shape_error, tensor_arg, tuple_arg, with_shape,
 )
 

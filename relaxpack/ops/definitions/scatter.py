@@ -77,6 +77,8 @@ def _infer_gather_nd(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
         raise attr_error(call, f"batch_dims must be >= 0, got {b}")
     if data.ndim == 0:
         raise shape_error(call, "cannot gather from a scalar")
+    if indices.ndim == 0:
+        raise shape_error(call, "indices must have rank >= 1 (the last axis holds the index tuples)")
     for sinfo, what in ((data, "data"), (indices, "indices")):
         if sinfo.ndim >= 0 and b >= sinfo.ndim:
             raise shape_error(call, f"batch_dims {b} must be less than the rank of {what} {fmt_sinfo(sinfo)}")

@@ -22,7 +22,7 @@ the smallest (ties: the earliest in ``algorithms``).
 >>> from relaxpack.passes.memory import Buffer, plan_memory
 >>> plan = plan_memory([Buffer("a", 64, 0, 1), Buffer("b", 64, 1, 2), Buffer("c", 64, 2, 3)])
 >>> plan.offsets, plan.pool_sizes
-({'a': 0, 'b': 64, 'c': 0}, {'global': 128})
+({'a': 64, 'b': 0, 'c': 64}, {'global': 128})
 
 Complexity: with ``w`` the largest number of buffers live at once, a greedy
 pass is O(n log n + n·w log w) (conflicts come from a sweep over time, each
@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import heapq
 import logging
+import math
+import operator
 import random
 import time
 from dataclasses import dataclass
@@ -40,15 +42,16 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from . import exact as _exact
 from .verify import (GLOBAL, Buffer, Plan, PlanError, align_up, check_alignment, check_buffers,
-                     find_overlap, lower_bound, peak_live)
+                     find_overlap, lower_bound, peak_live, verify_plan)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_ALGORITHMS = ("greedy_by_size", "greedy_by_conflicts", "best_fit", "hill_climb")
 EXACT_LIMIT = 10                # pools with at most this many buffers also get the exact search
-HILL_CLIMB_ITERATIONS = 300
+HILL_CLIMB_ITERATIONS = 2000
 HILL_CLIMB_WORK = 400_000       # conflict visits: a deterministic bound on hill climbing
-EXACT_NODES = 200_000
+HILL_CLIMB_TEMPERATURE = 0.05  # chosen on random instances: ~1% better than 0 (plain climbing)
+EXACT_NODES = _exact.EXACT_NODES
 
 
 class Problem:
@@ -69,14 +72,14 @@ class Problem:
         self.ends = [b.end for b in bufs]
         self.conflicts: list[list[int]] = [[] for _ in bufs]
         ending: list[tuple[int, int]] = []
-        live: set[int] = set()
+        live: dict[int, None] = {}     # ordered, so conflict lists are reproducible
         for i in sorted((i for i in range(self.n) if self.sizes[i]), key=self.starts.__getitem__):
             while ending and ending[0][0] < self.starts[i]:
-                live.discard(heapq.heappop(ending)[1])
+                del live[heapq.heappop(ending)[1]]
             for j in live:
                 self.conflicts[i].append(j)
                 self.conflicts[j].append(i)
-            live.add(i)
+            live[i] = None
             heapq.heappush(ending, (self.ends[i], i))
 
     def peak(self, offsets: Sequence[int]) -> int:
@@ -94,9 +97,9 @@ class Problem:
         return all(o >= 0 for o in offsets) and find_overlap(items) is None
 
 
-def place(p: Problem, order: Sequence[int], offsets: list[int], first: int = 0,
-          best_fit: bool = False, cap: int | None = None) -> int:
-    """Place ``order[first:]`` in turn among the placed buffers (offset >= 0);
+def place(p: Problem, order: Sequence[int], offsets: list[int], best_fit: bool = False,
+          cap: int | None = None) -> int:
+    """Place the buffers of ``order`` in turn among the placed ones (offset >= 0);
     returns the number of conflicts visited (the work done).
 
     First fit takes the lowest offset where the buffer fits; best fit the
@@ -104,10 +107,10 @@ def place(p: Problem, order: Sequence[int], offsets: list[int], first: int = 0,
     cannot end at or below it is left unplaced (offset -1).
     """
     sizes, conflicts = p.sizes, p.conflicts
-    for i in order[first:]:
+    for i in order:
         offsets[i] = -1
     work = 0
-    for i in order[first:]:
+    for i in order:
         size = sizes[i]
         if not size:
             offsets[i] = 0
@@ -158,19 +161,58 @@ def offset_order(offsets: Sequence[int]) -> list[int]:
     return sorted(range(len(offsets)), key=lambda i: (offsets[i], i))
 
 
+def _cascade(p: Problem, pos: Sequence[int], offsets: list[int], dirty: Iterable[int]) -> int:
+    """Re-place, by first fit in the order given by ``pos``, the ``dirty``
+    buffers and whatever their moves disturb; returns the conflicts visited.
+
+    A buffer's first-fit offset depends only on the offsets of its conflicts
+    that precede it, so only the successors of a buffer that moved need a
+    look; going in order of position sees each one after all its
+    predecessors settled.
+    """
+    sizes, conflicts = p.sizes, p.conflicts
+    heap = [(pos[i], i) for i in dirty]
+    heapq.heapify(heap)
+    queued = {i for _, i in heap}
+    work = 0
+    while heap:
+        here, i = heapq.heappop(heap)
+        nbrs = conflicts[i]
+        work += len(nbrs)
+        size, at = sizes[i], 0
+        for lo, hi in sorted([(offsets[j], offsets[j] + sizes[j]) for j in nbrs if pos[j] < here]):
+            if lo >= at + size:
+                break
+            if hi > at:
+                at = hi
+        if at != offsets[i]:
+            offsets[i] = at
+            for j in nbrs:
+                if pos[j] > here and j not in queued:
+                    queued.add(j)
+                    heapq.heappush(heap, (pos[j], j))
+    return work
+
+
 def _hill_climb(p: Problem, start: Sequence[int], *, seed: int = 0,
                 max_iterations: int = HILL_CLIMB_ITERATIONS, max_work: int = HILL_CLIMB_WORK,
-                time_budget_s: float | None = None) -> list[int]:
+                time_budget_s: float | None = None,
+                temperature: float = HILL_CLIMB_TEMPERATURE) -> list[int]:
     """Improve the placement ``start`` by local search over the first-fit order.
 
     A move takes a buffer that ends at the top of the arena (chosen at
     random) and moves it, in the order, just before a random one of its
-    conflicts that precede it; only the suffix from there is re-placed.
-    Moves that do not grow the arena are kept, so plateaus are crossed.
-    Stops at the lower bound, after ``max_iterations`` moves, after
-    ``max_work`` conflict visits (deterministic), or when the time budget is
-    spent (a safety net that makes the result machine-dependent; logged).
+    conflicts that precede it; only the buffers the move disturbs are
+    re-placed (:func:`_cascade`). Moves that do not grow the arena are kept,
+    so plateaus are crossed; like USMP's hill climb, a move that grows it by
+    ``d`` bytes is kept with probability ``exp(-d / (temperature * arena *
+    (1 - progress)))`` (simulated annealing, cooling to pure hill climbing
+    as the budget runs out); the best placement seen is returned. Stops at the lower bound, after
+    ``max_iterations`` moves, after ``max_work`` conflict visits (both
+    deterministic), or when the time budget is spent (a safety net that makes
+    the result machine-dependent; logged).
     """
+    sizes, conflicts = p.sizes, p.conflicts
     order = offset_order(start)
     offsets = _greedy(p, order)
     peak = p.peak(offsets)
@@ -189,20 +231,23 @@ def _hill_climb(p: Problem, start: Sequence[int], *, seed: int = 0,
             log.info("hill_climb: time budget spent after %d moves; the plan may differ "
                      "between machines", iteration)
             break
-        tops = [i for i in order if offsets[i] + p.sizes[i] == peak]
-        top = rng.choice(tops)
-        before = [j for j in p.conflicts[top] if pos[j] < pos[top]]
+        top = rng.choice([i for i in range(p.n) if offsets[i] + sizes[i] == peak])
+        old = pos[top]
+        before = [j for j in conflicts[top] if pos[j] < old]
         if not before:
             continue
         k = pos[rng.choice(before)]
-        trial = order[:k] + [top] + order[k:pos[top]] + order[pos[top] + 1:]
-        trial_offsets = list(offsets)
-        work += place(p, trial, trial_offsets, first=k)
-        trial_peak = p.peak(trial_offsets)
-        if trial_peak <= peak:
-            order, offsets, peak = trial, trial_offsets, trial_peak
-            for m in range(k, len(order)):
-                pos[order[m]] = m
+        trial = order[:k] + [top] + order[k:old] + order[old + 1:]
+        trial_pos = pos[:]
+        for m in range(k, old + 1):
+            trial_pos[trial[m]] = m
+        trial_offsets = offsets[:]
+        work += _cascade(p, trial_pos, trial_offsets,
+                         [top] + [j for j in conflicts[top] if k < trial_pos[j] <= old])
+        trial_peak = max(map(operator.add, trial_offsets, sizes))
+        heat = temperature * peak * (1 - max(iteration / max_iterations, work / max_work))
+        if trial_peak <= peak or (heat > 0 and rng.random() < math.exp((peak - trial_peak) / heat)):
+            order, pos, offsets, peak = trial, trial_pos, trial_offsets, trial_peak
             if peak < best_peak:
                 best, best_peak = list(offsets), peak
     return best
@@ -326,17 +371,39 @@ def _fit_under(pp: _PoolPlan, cap: int) -> tuple[list[int], str]:
     best = None
     for name, offsets in pp.candidates:
         kept = [o if o + s <= cap else -1 for o, s in zip(offsets, p.sizes)]
-        rest = sorted((i for i in range(p.n) if kept[i] < 0), key=lambda i: (-p.sizes[i], i))
-        for i in rest:   # place() with first > 0 keeps what is before it
-            place(p, [-1, i], kept, first=1, cap=cap) if False else _offer(p, i, kept, cap)
+        for i in sorted((i for i in range(p.n) if kept[i] < 0), key=lambda i: (-p.sizes[i], i)):
+            place(p, [i], kept, cap=cap)
         score = (sum(s for o, s in zip(kept, p.sizes) if o >= 0), -kept.count(-1))
         if best is None or score > best[0]:
             best = (score, kept, name)
     return best[1], best[2]
 
 
-def _offer(p: Problem, i: int, offsets: list[int], cap: int) -> None:
-    place(p, [i], offsets, cap=cap)
+def _spill(pp: _PoolPlan, bufs: list[Buffer], cap: int, alignment: int, algorithms, budget,
+           exact_limit) -> tuple[_PoolPlan | None, list[Buffer]]:
+    """The plan of the buffers a pool bounded to ``cap`` keeps, and those it spills.
+
+    The kept buffers are planned afresh too; the cut placement (named
+    ``<algorithm>+spill``) stays unless a fresh plan is smaller.
+    """
+    p = pp.problem
+    chosen, winner = _fit_under(pp, cap)
+    spilled = {p.names[i] for i in range(p.n) if chosen[i] < 0}
+    kept = [b for b in bufs if b.name not in spilled]
+    spilled_bufs = [b for b in bufs if b.name in spilled]
+    if not kept:
+        return None, spilled_bufs
+    again = _plan_pool(kept, alignment, algorithms, budget, exact_limit)
+    at = dict(zip(p.names, chosen))
+    cut = [at[n] for n in again.problem.names]
+    size = again.problem.peak(cut)
+    candidates = [(f"{winner}+spill", cut)] + again.candidates
+    if size <= again.size:
+        again = _PoolPlan(again.problem, cut, size, f"{winner}+spill",
+                          again.optimal or size <= again.problem.lower_bound(), candidates)
+    else:
+        again.candidates = candidates
+    return again, spilled_bufs
 
 
 def plan_memory(buffers: Iterable[Buffer], alignment: int = 64,
@@ -354,18 +421,19 @@ def plan_memory(buffers: Iterable[Buffer], alignment: int = 64,
     exact search. ``time_budget_s`` is a safety net for each hill climb, whose
     deterministic bounds are ``max_iterations`` and ``max_work``.
 
-    >>> plan = plan_memory([Buffer("a", 1000, 0, 1), Buffer("b", 1000, 1, 2)],
-    ...                    pools={"fast": 1024} , algorithms=("greedy_by_size",))
-    >>> plan.pool_sizes
-    {'global': 2048}
+    >>> plan = plan_memory([Buffer("a", 1000, 0, 1, "fast"), Buffer("b", 1000, 1, 2, "fast")],
+    ...                    pools={"fast": 1024})
+    >>> plan.pool_of, plan.pool_sizes
+    ({'a': 'fast', 'b': 'global'}, {'fast': 1024, 'global': 1024})
     """
     alignment = check_alignment(alignment)
     buffers = check_buffers(buffers)
+    algorithms = tuple(dict.fromkeys(algorithms))
+    if not algorithms:
+        raise PlanError("no memory placement algorithm given")
     for name in algorithms:
         if name not in _RUNNERS:
             raise PlanError(f"unknown memory placement algorithm {name!r}; known: {sorted(_RUNNERS)}")
-    if not algorithms:
-        raise PlanError("no memory placement algorithm given")
     caps = dict(pools or {})
     for pool, cap in caps.items():
         if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 0):
@@ -378,56 +446,42 @@ def plan_memory(buffers: Iterable[Buffer], alignment: int = 64,
     for b in buffers:
         groups.setdefault(b.pool, []).append(b)
     groups.setdefault(GLOBAL, [])
-    # bounded pools first, so what they spill is planned with "global", which comes last
-    order = sorted(groups, key=lambda pool: (pool == GLOBAL, caps.get(pool) is None, pool))
-    offsets: dict[str, int] = {}
-    pool_of: dict[str, str] = {}
-    sizes: dict[str, int] = {}
-    winners: dict[str, str] = {}
-    optimal: dict[str, bool] = {}
-    for pool in order:
+    # bounded pools first, so that what they spill is planned with "global", which comes last
+    plans: dict[str, _PoolPlan] = {}
+    for pool in sorted(groups, key=lambda pool: (pool == GLOBAL, caps.get(pool) is None, pool)):
         bufs = groups[pool]
         if not bufs:
             continue
         pp = _plan_pool(bufs, alignment, algorithms, budget, exact_limit)
         cap = caps.get(pool)
-        chosen, size, winner, opt = pp.offsets, pp.size, pp.algorithm, pp.optimal
-        if cap is not None and size > cap:
+        if cap is not None and pp.size > cap:
             if pool == GLOBAL:
                 raise PlanError(f"pool 'global' is bounded to {cap} bytes, but its buffers need "
-                                f"{size} (at least {pp.problem.lower_bound()})")
-            chosen, winner = _fit_under(pp, cap)
-            p = pp.problem
-            spilled = [p.names[i] for i in range(p.n) if chosen[i] < 0]
-            kept = [b for b in bufs if b.name not in set(spilled)]
+                                f"{pp.size} (at least {pp.problem.lower_bound()})")
+            pp, spilled = _spill(pp, bufs, cap, alignment, algorithms, budget, exact_limit)
             log.info("pool %r (%d bytes) cannot hold %d buffer(s); they spill to %r",
                      pool, cap, len(spilled), GLOBAL)
-            groups[GLOBAL].extend(b for b in bufs if b.name in set(spilled))
-            size, opt = p.peak([o for o in chosen if o >= 0] and
-                               [max(o, 0) if o >= 0 else 0 for o in chosen]), False
-            size = max((o + s for o, s in zip(chosen, p.sizes) if o >= 0), default=0)
-            if kept:   # a fresh plan of the kept buffers may be smaller still
-                again = _plan_pool(kept, alignment, algorithms, budget, exact_limit)
-                if again.size < size:
-                    chosen = [again.offsets[again.problem.names.index(n)] if n not in spilled else -1
-                              for n in p.names]
-                    size, winner, opt = again.size, again.algorithm, again.optimal
-            for n, o in zip(p.names, chosen):
-                offsets[n], pool_of[n] = (o, pool) if o >= 0 else (-1, GLOBAL)
-            if kept:
-                sizes[pool], winners[pool], optimal[pool] = size, winner, opt
-            continue
-        for n, o in zip(pp.problem.names, chosen):
-            offsets[n], pool_of[n] = o, pool
-        sizes[pool], winners[pool], optimal[pool] = size, winner, opt
+            groups[GLOBAL].extend(spilled)
+        if pp is not None:
+            plans[pool] = pp
 
-    bound = lower_bound(buffers, alignment, pool_of)
-    names = set(winners.values())
-    summary = next(iter(names)) if len(names) == 1 else ",".join(f"{k}={v}" for k, v in
-                                                                  sorted(winners.items()))
-    plan = Plan({b.name: offsets[b.name] for b in buffers}, dict(sorted(sizes.items())), summary,
-                {k: v for k, v in bound.items() if k in sizes}, {b.name: pool_of[b.name] for b in buffers},
-                dict(sorted(winners.items())), dict(sorted(optimal.items())))
-    from .verify import verify_plan
+    offsets: dict[str, int] = {}
+    pool_of: dict[str, str] = {}
+    for pool, pp in plans.items():
+        for n, o in zip(pp.problem.names, pp.offsets):
+            offsets[n], pool_of[n] = o, pool
+    winners = {pool: plans[pool].algorithm for pool in sorted(plans)}
+    summary = (next(iter(winners.values())) if len(set(winners.values())) == 1
+               else ",".join(f"{k}={v}" for k, v in winners.items()))
+    plan = Plan(offsets={b.name: offsets[b.name] for b in buffers},
+                pool_sizes={pool: plans[pool].size for pool in sorted(plans)},
+                algorithm=summary,
+                lower_bound=lower_bound(buffers, alignment, pool_of),
+                pool_of={b.name: pool_of[b.name] for b in buffers},
+                algorithms=winners,
+                optimal={pool: plans[pool].optimal for pool in sorted(plans)},
+                candidates={pool: {name: plans[pool].problem.peak(offsets)
+                                   for name, offsets in plans[pool].candidates}
+                            for pool in sorted(plans)})
     verify_plan(buffers, plan, alignment, pools=caps)
     return plan

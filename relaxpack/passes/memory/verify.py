@@ -80,9 +80,10 @@ class Plan:
     bounded pool could not hold it (a missing name means its own pool).
     ``lower_bound`` is, per final pool, the largest total of aligned bytes live
     at one instruction; no plan of those buffers can be smaller.
-    ``algorithms`` names each pool's winning algorithm and ``optimal`` says
-    whether its size is proven minimal (it meets the lower bound, or the exact
-    search completed).
+    ``algorithms`` names each pool's winning algorithm, ``candidates`` gives
+    the arena bytes of every valid candidate per pool, and ``optimal`` says
+    whether a pool's size is proven minimal (it meets the lower bound, or the
+    exact search completed).
     """
 
     offsets: dict[str, int]
@@ -92,6 +93,7 @@ class Plan:
     pool_of: dict[str, str] = field(default_factory=dict)
     algorithms: dict[str, str] = field(default_factory=dict)
     optimal: dict[str, bool] = field(default_factory=dict)
+    candidates: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def arena_bytes(self) -> int:

@@ -45,7 +45,8 @@ def _source_coords(mode: str, out_w: int, in_w: int, scale: float, roi) -> tuple
     elif mode == "tf_half_pixel_for_nn":
         x = (y + 0.5) / scale
     elif mode == "tf_crop_and_resize":
-        start, end = roi
+        # ONNX's roi is float32 data: its products round to float32, as in the reference
+        start, end = np.float32(roi[0]), np.float32(roi[1])
         if length == 1:
             x = np.full(out_w, (end - start) * (in_w - 1) / 2)
         else:

@@ -5,9 +5,7 @@ backend node tests of those ops."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper
 
 import relaxpack
 from relaxpack.errors import ShapeError, UnsupportedOpError
@@ -196,8 +194,10 @@ def test_one_hot(opset, shape, depth, axis):
           inputs=["i", "d", "v"], attrs={"axis": axis}, opset=opset)
 
 
-@pytest.mark.parametrize("idtype, ddtype, vdtype", [(np.int32, np.float32, np.int64), (np.float32, np.int32, np.float16),
-                                                    (np.int64, np.float64, np.int32), (np.int64, np.int64, np.float32)])
+@pytest.mark.parametrize("idtype, ddtype, vdtype", [
+    (np.int32, np.float32, np.int64), (np.float32, np.int32, np.float16), (np.int64, np.float64, np.int32),
+    (np.int64, np.int64, np.float32),
+])
 def test_one_hot_dtypes(idtype, ddtype, vdtype):
     # onnxruntime implements few of these; the reference evaluator takes only a 0-d depth
     indices = np.array([[0, 2, -1], [1, 5, -4]]).astype(idtype)
@@ -257,6 +257,15 @@ def test_trilu_data_dependent_k_is_unsupported():
 def test_range_constant(start, limit, delta, dtype, opset):
     consts = {n: np.array(v, dtype) for n, v in (("start", start), ("limit", limit), ("delta", delta))}
     check("Range", {}, consts=consts, opset=opset)
+
+
+@pytest.mark.parametrize("stash_type", [1, 11])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_range_opset27_stash_type(stash_type, dtype):
+    consts = {n: np.array(v, dtype) for n, v in (("start", 1.5), ("limit", 40.0), ("delta", 0.3))}
+    check("Range", {}, consts=consts, attrs={"stash_type": stash_type}, opset=27, ref="onnx")
+    with pytest.raises(UnsupportedOpError, match="stash_type 5"):
+        relaxpack.from_onnx(one_node("Range", {}, consts=consts, attrs={"stash_type": 5}, opset=27))
 
 
 def test_range_over_the_fold_limit_stays_an_op():
@@ -417,3 +426,20 @@ def test_every_backend_node_test_of_these_ops_is_listed():
                 "test_triu", "test_range", "test_tile")
     names = {n for n in node_cases() if n.startswith(prefixes) and not n.endswith("_expanded")}
     assert names == set(AS_IS) | set(FROZEN)
+
+
+# ---------------------------------------------------------------- malformed nodes
+
+
+def test_malformed_nodes_are_relaxpack_errors():
+    with pytest.raises(ShapeError, match="OneHot node: needs the input values"):
+        relaxpack.from_onnx(one_node("OneHot", {"i": i64(1)}, consts={"d": scalar(3)}, inputs=["i", "d", ""],
+                                     opset=11))
+    with pytest.raises(ShapeError, match="TopK node: K must be an integer tensor, got float32"):
+        relaxpack.from_onnx(one_node("TopK", {"x": rand(3, 4)}, consts={"k": np.array([2.0], np.float32)},
+                                     outputs=2, opset=11))
+    with pytest.raises(ShapeError, match="OneHot node: depth must hold one finite value"):
+        relaxpack.from_onnx(one_node("OneHot", {"i": i64(1), "v": np.array([0.0, 1.0], np.float32)},
+                                     consts={"d": np.array(np.nan, np.float32)}, inputs=["i", "d", "v"], opset=11))
+    with pytest.raises(UnsupportedOpError, match="equation"):      # a required attribute is missing
+        relaxpack.from_onnx(one_node("Einsum", {"x": rand(2, 2)}, opset=12))

@@ -10,15 +10,13 @@ import re
 
 import ml_dtypes
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 import relaxpack
-from relaxpack.backend import RelaxpackBackend
 from relaxpack.errors import ShapeError, UnsupportedOpError
 
-from .backend_case import assert_close, node_cases, run_backend_case
+from .backend_case import node_cases, run_backend_case
 from .test_convert_elementwise import check, model, node, rand
 
 # ---------------------------------------------------------------- backend node tests
@@ -28,29 +26,7 @@ _OPS = re.compile(r"^test_(quantizelinear|dequantizelinear|dynamicquantizelinear
 BACKEND_CASES = sorted(name for name in node_cases() if _OPS.match(name))
 
 #: Cases relaxpack cannot run, and why: the 2-bit integer types are not IR dtypes.
-EXPECTED_FAILURES = {
-    "test_dequantizelinear_int2": "INT2", "test_dequantizelinear_uint2": "UINT2",
-    "test_quantizelinear_int2": "INT2", "test_quantizelinear_uint2": "UINT2",
-}
-
-
-def _array(value):
-    return numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else value
-
-
-def _run_case(name: str) -> None:
-    """``run_backend_case``, with the data sets' TensorProtos (float8, int4 and
-    some int16 data, which onnx keeps as protos) read into ml_dtypes arrays."""
-    case = node_cases()[name]
-    if not any(isinstance(a, onnx.TensorProto) for ins, outs in case.data_sets for a in (*ins, *outs)):
-        run_backend_case(name)
-        return
-    rep = RelaxpackBackend.prepare(case.model)
-    for inputs, expected in case.data_sets:
-        outputs = rep.run([_array(a) for a in inputs])
-        assert len(outputs) == len(expected)
-        for got, want in zip(outputs, expected):
-            assert_close(got, _array(want), case.rtol, case.atol, name)
+EXPECTED_FAILURES: dict[str, str] = {}  # every case passes (int2/uint2 come from ml_dtypes)
 
 
 def test_backend_case_list():
@@ -62,12 +38,17 @@ def test_backend_case_list():
 def test_backend_node_case(name):
     if name in EXPECTED_FAILURES:
         with pytest.raises(UnsupportedOpError, match=EXPECTED_FAILURES[name]):
-            _run_case(name)
+            run_backend_case(name)
         return
-    _run_case(name)
+    run_backend_case(name)
 
 
 # ---------------------------------------------------------------- helpers
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
 
 
 def inp(name, dtype, shape):
@@ -97,7 +78,22 @@ def test_quantize_per_axis_symbolic_batch(zp_dtype, axis, rng):
         zp = rand(rng, (length,), zp_dtype, low=-20, high=20)
     m = model(node("QuantizeLinear", ["x", "s", "zp"], axis=axis), [inp("x", "float32", shape)], opset=13,
               initializers={"s": scale, "zp": zp})
-    check(m, [{"x": ties(rng, (n, 3, 5), 0.05)} for n in (2, 7)])
+    check(m, [{"x": ties(rng, (n, 3, 5), 0.05)} for n in (2, 7, 0)])
+
+
+@pytest.mark.parametrize("opset", [10, 13, 19, 21, 23, 25])
+@pytest.mark.parametrize("zp_dtype", ["uint8", "int8", None])
+def test_per_tensor_round_trip_each_opset(opset, zp_dtype, rng):
+    """QuantizeLinear then DequantizeLinear, scale and zero point as graph inputs."""
+    q_inputs, inputs = ["x", "s"], [inp("x", "float32", ["n", 4]), inp("s", "float32", [])]
+    feeds = [{"x": ties(rng, (n, 4), 0.25), "s": np.array(0.25, np.float32)} for n in (3, 1)]
+    if zp_dtype is not None:
+        q_inputs.append("zp")
+        inputs.append(inp("zp", zp_dtype, []))
+        for f in feeds:
+            f["zp"] = np.array(7, zp_dtype)
+    nodes = [node("QuantizeLinear", q_inputs, ["q"]), node("DequantizeLinear", ["q", *q_inputs[1:]], ["y"])]
+    check(model(nodes, inputs, ["q", "y"], opset=opset), feeds)
 
 
 @pytest.mark.parametrize("zp_dtype", ["uint8", "int8"])
@@ -113,8 +109,8 @@ def test_quantize_dequantize_runtime_scales(rng):
              node("DequantizeLinear", ["q", "s", "zp"], ["y"], axis=0)]
     m = model(nodes, [inp("x", "float32", [4, "n"]), inp("s", "float32", [4]), inp("zp", "uint8", [4])],
               ["q", "y"], opset=13)
-    check(m, [{"x": ties(rng, (4, n), 0.1), "s": np.full(4, 0.1, np.float32) * (1 + np.arange(4, dtype=np.float32)),
-               "zp": rand(rng, (4,), "uint8", high=255)} for n in (3, 8)])
+    scale = np.float32(0.1) * np.arange(1, 5, dtype=np.float32)
+    check(m, [{"x": ties(rng, (4, n), 0.1), "s": scale, "zp": rand(rng, (4,), "uint8", high=255)} for n in (3, 8)])
 
 
 @pytest.mark.parametrize("zp_dtype", ["int16", "uint16", "int8"])
@@ -130,7 +126,10 @@ def test_quantize_opset21_16bit_and_no_zero_point(zp_dtype, rng):
 @pytest.mark.parametrize("block_size, length", [(2, 6), (4, 7), (3, 3)])
 def test_blocked(op, block_size, length, rng):
     blocks = -(-length // block_size)
-    x = ties(rng, (4, length), 0.1) if op == "QuantizeLinear" else rand(rng, (4, length), "int8", low=-128, high=127)
+    if op == "QuantizeLinear":
+        x = ties(rng, (4, length), 0.1)
+    else:
+        x = rand(rng, (4, length), "int8", low=-128, high=127)
     m = model(node(op, ["x", "s", "zp"], axis=1, block_size=block_size), [inp("x", x.dtype, [4, length])],
               opset=21, initializers={"s": rng.uniform(0.05, 0.2, (4, blocks)).astype(np.float32),
                                       "zp": rand(rng, (4, blocks), "int8", low=-10, high=10)})
@@ -178,6 +177,13 @@ def test_quantize_float16_and_precision(rng):
     check(m, [{"x": rng.uniform(-40, 40, n).astype(np.float16)} for n in (16, 5)], reference="reference")
 
 
+def test_quantize_int32_input(rng):
+    """An int32 x divides in float64 (numpy's promotion, as onnx's reference does)."""
+    m = model(node("QuantizeLinear", ["x", "s", "zp"]), [inp("x", "int32", ["n"])], opset=10,
+              initializers={"s": np.float32(3.0), "zp": np.int8(-4)})
+    check(m, [{"x": rand(rng, (n,), "int32", low=-500, high=500)} for n in (12, 3)], reference="reference")
+
+
 def test_dequantize_output_dtype_and_int32(rng):
     m = model([node("DequantizeLinear", ["x", "s"], ["y"], output_dtype=TensorProto.FLOAT16),
                node("DequantizeLinear", ["w", "s"], ["z"])],
@@ -185,6 +191,15 @@ def test_dequantize_output_dtype_and_int32(rng):
               initializers={"s": np.float32(0.125)})
     check(m, [{"x": rand(rng, (n,), "uint8", high=255), "w": rand(rng, (n,), "int32", low=-1e6, high=1e6)}
               for n in (3, 10)], reference="reference")
+
+
+def test_float8_e8m0_scale_opset24(rng):
+    """Opset 24 allows power-of-two float8e8m0 scales (the opset-23 converters serve it)."""
+    scale = np.array([0.5, 2.0, 4.0], ml_dtypes.float8_e8m0fnu)
+    nodes = [node("QuantizeLinear", ["x", "s"], ["q"], axis=0, output_dtype=TensorProto.INT8),
+             node("DequantizeLinear", ["q", "s"], ["y"], axis=0, output_dtype=TensorProto.FLOAT)]
+    m = model(nodes, [inp("x", "float32", [3, "n"])], ["q", "y"], opset=24, initializers={"s": scale})
+    check(m, [{"x": ties(rng, (3, n), 1.0)} for n in (4, 2)], reference="reference")
 
 
 def test_quantize_unsupported_and_malformed():
@@ -207,9 +222,10 @@ def test_quantize_unsupported_and_malformed():
 
 @pytest.mark.parametrize("low, high", [(-3, 5), (1, 4), (-6, -2), (0, 0)])
 def test_dynamic_quantize(low, high, rng):
+    """All zeros: the scale is 1 like onnxruntime's (onnx's reference gives 1/255)."""
     m = model(node("DynamicQuantizeLinear", ["x"], ["y", "s", "zp"]), [inp("x", "float32", ["n", 3])],
               ["y", "s", "zp"], opset=11)
-    check(m, [{"x": rand(rng, (n, 3), low=low, high=high)} for n in (4, 1)])
+    check(m, [{"x": rand(rng, (n, 3), low=low, high=high)} for n in (4, 1, 0)])
 
 
 # ---------------------------------------------------------------- integer matmul and conv
@@ -238,6 +254,26 @@ def test_qlinear_matmul_symbolic_batch(dtype, per_column, rng):
     check(m, [{"a": rand(rng, (n, 4, 9), dtype, low=-128, high=255)} for n in (1, 3)])
 
 
+def test_per_row_zero_points_and_scales_against_formula(rng):
+    """A 1-D a_zero_point / a_scale holds one value per row of a (neither
+    onnxruntime nor onnx's reference evaluator takes them)."""
+    a = rand(rng, (4, 6), "uint8", high=255)
+    b = rand(rng, (6, 3), "int8", low=-128, high=127)
+    azp, bzp = rand(rng, (4,), "uint8", high=255), rand(rng, (3,), "int8", low=-5, high=5)
+    a_scale = rng.uniform(0.01, 0.02, 4).astype(np.float32)
+    acc = (a.astype(np.int32) - azp[:, None]) @ (b.astype(np.int32) - bzp)
+    m = model(node("MatMulInteger", ["a", "b", "azp", "bzp"]), [inp("a", "uint8", [4, 6])], opset=10,
+              initializers={"b": b, "azp": azp, "bzp": bzp})
+    check(m, {"a": a}, expected=lambda a: acc)
+    inits = {"as": a_scale, "azp": azp, "b": b, "bs": np.float32(0.05), "bzp": bzp, "ys": np.float32(0.2),
+             "yzp": np.uint8(100)}
+    m = model(node("QLinearMatMul", ["a", "as", "azp", "b", "bs", "bzp", "ys", "yzp"]),
+              [inp("a", "uint8", [4, 6])], opset=10, initializers=inits)
+    multiplier = (a_scale[:, None] * np.float32(0.05) / np.float32(0.2)).astype(np.float32)
+    want = np.clip(np.rint(acc.astype(np.float32) * multiplier) + 100, 0, 255).astype(np.uint8)
+    check(m, {"a": a}, expected=lambda a: want)
+
+
 def test_qlinear_matmul_runtime_scales_opset21(rng):
     names = ["a", "as", "azp", "b", "bs", "bzp", "ys", "yzp"]
     inputs = [inp("a", "uint8", ["n", 6]), inp("as", "float32", []), inp("azp", "uint8", []),
@@ -246,9 +282,10 @@ def test_qlinear_matmul_runtime_scales_opset21(rng):
     m = model(node("QLinearMatMul", names), inputs, opset=21)
 
     def feeds(n):
-        return {"a": rand(rng, (n, 6), "uint8", high=255), "as": np.float32(0.03), "azp": np.uint8(120),
-                "b": rand(rng, (6, 4), "uint8", high=255), "bs": np.float32(0.02), "bzp": np.uint8(100),
-                "ys": np.float32(0.25), "yzp": np.uint8(128)}
+        return {"a": rand(rng, (n, 6), "uint8", high=255), "as": np.array(0.03, np.float32),
+                "azp": np.array(120, np.uint8), "b": rand(rng, (6, 4), "uint8", high=255),
+                "bs": np.array(0.02, np.float32), "bzp": np.array(100, np.uint8), "ys": np.array(0.25, np.float32),
+                "yzp": np.array(128, np.uint8)}
     check(m, [feeds(3), feeds(8)])
 
 
@@ -271,26 +308,34 @@ def test_qlinear_matmul_float8_against_formula(rng):
 
 
 def _conv_model(op, dtype, w, w_zp, bias=None, **attrs):
+    """A ConvInteger or QLinearConv model over x (n, C, 7, 6) with constant parameters."""
+    rng = np.random.default_rng(1)
+    inits = {"w": w, "wzp": w_zp, "xzp": rand(rng, (), dtype, low=-10, high=10)}
     if op == "ConvInteger":
-        names, inits = ["x", "w", "xzp", "wzp"], {"w": w, "xzp": rand(np.random.default_rng(1), (), dtype), "wzp": w_zp}
+        names = ["x", "w", "xzp", "wzp"]
     else:
-        names = ["x", "xs", "xzp", "w", "ws", "wzp", "ys", "yzp"] + (["B"] if bias is not None else [])
-        channels = w.shape[0]
-        inits = {"xs": np.float32(0.05), "xzp": rand(np.random.default_rng(1), (), dtype, low=-10, high=10),
-                 "w": w, "ws": np.linspace(0.01, 0.03, channels, dtype=np.float32) if w_zp.ndim else np.float32(0.02),
-                 "wzp": w_zp, "ys": np.float32(0.4), "yzp": rand(np.random.default_rng(2), (), dtype, low=-10, high=10)}
+        names = ["x", "xs", "xzp", "w", "ws", "wzp", "ys", "yzp"]
+        w_scale = np.linspace(0.01, 0.03, w.shape[0], dtype=np.float32) if w_zp.ndim else np.float32(0.02)
+        inits.update(xs=np.float32(0.05), ws=w_scale, ys=np.float32(0.4),
+                     yzp=rand(rng, (), dtype, low=-10, high=10))
         if bias is not None:
+            names.append("B")
             inits["B"] = bias
-    return model(node(op, names, **attrs), [inp("x", dtype, ["n", w.shape[1] * attrs.get("group", 1), 7, 6])],
-                 opset=10, initializers=inits)
+    channels = w.shape[1] * attrs.get("group", 1)
+    return model(node(op, names, **attrs), [inp("x", dtype, ["n", channels, 7, 6])], opset=10, initializers=inits)
 
 
 @pytest.mark.parametrize("attrs", [{}, {"pads": [1, 0, 2, 1], "strides": [2, 1]}, {"auto_pad": "SAME_UPPER"},
                                    {"dilations": [2, 1], "group": 2}])
-def test_conv_integer(attrs, rng):
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_conv_integer(attrs, per_channel, rng):
+    """onnxruntime takes only a per-tensor weight zero point: per channel
+    is checked against onnx's reference evaluator."""
     w = rand(rng, (4, 2, 3, 2), "uint8", high=255)
-    m = _conv_model("ConvInteger", "uint8", w, rand(rng, (4,), "uint8", high=255), **attrs)
-    check(m, [{"x": rand(rng, (n, 2 * attrs.get("group", 1), 7, 6), "uint8", high=255)} for n in (1, 2)])
+    w_zp = rand(rng, (4,) if per_channel else (), "uint8", high=255)
+    m = _conv_model("ConvInteger", "uint8", w, w_zp, **attrs)
+    check(m, [{"x": rand(rng, (n, 2 * attrs.get("group", 1), 7, 6), "uint8", high=255)} for n in (1, 2)],
+          reference="reference" if per_channel else "ort")
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])

@@ -4,3 +4,4 @@ from . import control, shape, tensor  # noqa: F401  (shapes and data movement, I
 from . import algorithm  # noqa: F401  (Einsum, TopK, CumSum, NonZero, OneHot, Trilu, Range, Tile)
 from . import image, scatter  # noqa: F401  (Resize/Upsample/Pad, GatherND/ScatterND/ScatterElements)
 from . import quantize  # noqa: F401  (quantization)
+from . import composite, loss  # noqa: F401  (compositions)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....ir.dims import Dim
-from ....ir.expr import Expr, PrimValue
+from ....ir.expr import Expr, PrimValue, ShapeExpr
 from ....runtime.dtypes import numpy_dtype
 from ..tensors import onnx_dtype_name
 from ._math_common import call, kind, scalar, unsupported
@@ -20,15 +20,14 @@ from ._shape_common import dim_tensor
 
 __all__ = [
     "arange", "dim_scalar", "float_dtype_attr", "masked_bias", "outputs_used", "promote", "require_float",
+    "reshape",
 ]
 
 
 def outputs_used(ctx, count: int) -> list[bool]:
     """For each of the node's first ``count`` outputs, whether the model names it."""
-    names = list(ctx.node.output) if ctx.node is not None else [""]
+    names = list(ctx.node.output) if ctx.node is not None else ["y"]
     names += [""] * (count - len(names))
-    if ctx.node is None:
-        names[0] = "y"
     return [bool(n) for n in names[:count]]
 
 
@@ -64,6 +63,11 @@ def arange(ctx, stop: Dim) -> Expr:
 def dim_scalar(ctx, dim: Dim, dtype: str = "int64") -> Expr:
     """A 0-d tensor holding ``dim``."""
     return dim_tensor(ctx, dim, dtype)
+
+
+def reshape(ctx, expr: Expr, dims) -> Expr:
+    """``expr`` reshaped to ``dims`` (one may be -1)."""
+    return call(ctx, "reshape", expr, ShapeExpr(tuple(dims)))
 
 
 def masked_bias(ctx, allowed: Expr, dtype: str) -> Expr:

@@ -53,6 +53,7 @@ def topk_v11(ctx, x, k, *, axis=-1, largest=1, sorted=1):  # noqa: A002 (ONNX's 
 
 
 def _topk(ctx, x: Value, k: int, axis: int, largest: bool = True, sorted_: bool = True):
+    _required(ctx, X=x)
     if k < 0:
         raise shape_error(ctx, f"K must be non-negative, got {k}")
     out = ctx.emit(make_call("topk", ctx.expr(x), k=int(k), axis=int(axis), largest=largest,
@@ -60,13 +61,21 @@ def _topk(ctx, x: Value, k: int, axis: int, largest: bool = True, sorted_: bool 
     return TupleGetItem(out.expr, 0), TupleGetItem(out.expr, 1)
 
 
+def _required(ctx, **inputs: Value | None) -> None:
+    """A ShapeError naming the first required input the node omits."""
+    for name, value in inputs.items():
+        if value is None:
+            raise shape_error(ctx, f"needs the input {name}")
+
+
 def _one_int(ctx, value: Value | None, what: str) -> int:
     """The single int of an input that must be a constant (a scalar or a
     one-element tensor); an UnsupportedOpError if it is not known."""
-    if value is None:
-        raise shape_error(ctx, f"needs the input {what}")
+    _required(ctx, **{what: value})
     if value.const is None and value.sym is None:
         raise unsupported(ctx, f"{what} must be a constant; a data-dependent {what} is not supported")
+    if value.const is not None and value.const.dtype.kind not in "iu":
+        raise shape_error(ctx, f"{what} must be an integer tensor, got {value.const.dtype}")
     ints = static_ints(ctx, value, what)
     if len(ints) != 1:
         raise shape_error(ctx, f"{what} must hold one value, got {fmt_dims(ints)}")
@@ -78,6 +87,7 @@ def _one_int(ctx, value: Value | None, what: str) -> int:
 
 @register_converter("", "CumSum", since_opset=11)
 def cumsum(ctx, x, axis, *, exclusive=0, reverse=0):
+    _required(ctx, x=x)
     ax = _one_int(ctx, axis, "axis")
     if x.ndim >= 0:
         ax = norm_axis(ctx, ax, x.ndim)
@@ -89,6 +99,7 @@ def cumsum(ctx, x, axis, *, exclusive=0, reverse=0):
 
 @register_converter("", "NonZero", since_opset=9)
 def nonzero(ctx, x):
+    _required(ctx, X=x)
     if x.const is not None:     # fold with the kernel the VM would run
         return ctx.const(KERNELS["nonzero"].fn(x.const))
     if x.ndim < 0:
@@ -106,9 +117,10 @@ def nonzero(ctx, x):
 
 @register_converter("", "OneHot", since_opset=9)
 def one_hot(ctx, indices, depth, values, *, axis=-1):
+    _required(ctx, indices=indices, depth=depth, values=values)
     if depth.const is not None and depth.const.dtype.kind == "f":
-        if depth.const.size != 1:
-            raise shape_error(ctx, f"depth must hold one value, got shape {depth.const.shape}")
+        if depth.const.size != 1 or not np.isfinite(depth.const).all():
+            raise shape_error(ctx, f"depth must hold one finite value, got {depth.const!r}")
         n = int(depth.const.reshape(()))      # ONNX casts a float depth to int64
     else:
         n = _one_int(ctx, depth, "depth")
@@ -122,6 +134,7 @@ def one_hot(ctx, indices, depth, values, *, axis=-1):
 
 @register_converter("", "Trilu", since_opset=14)
 def trilu(ctx, x, k=None, *, upper=1):
+    _required(ctx, input=x)
     diagonal = 0 if k is None else _one_int(ctx, k, "k")
     return make_call("trilu", ctx.expr(x), upper=bool(upper), k=diagonal)
 
@@ -144,11 +157,10 @@ def range_v27(ctx, start, limit, delta, *, stash_type=1):
 
 
 def _range(ctx, start: Value, limit: Value, delta: Value):
+    _required(ctx, start=start, limit=limit, delta=delta)
     names = ("start", "limit", "delta")
     values = (start, limit, delta)
     for name, v in zip(names, values):
-        if v is None:
-            raise shape_error(ctx, f"needs the input {name}")
         if v.shape is not None and any(not isinstance(d, int) or d != 1 for d in v.shape):
             raise shape_error(ctx, f"{name} must be a scalar, got shape {fmt_dims(v.shape)}")
     dtypes = {v.dtype for v in values}
@@ -180,6 +192,7 @@ def _range(ctx, start: Value, limit: Value, delta: Value):
 
 @register_converter("", "Tile", since_opset=1)
 def tile_v1(ctx, x, tiles, axis):
+    _required(ctx, input=x)
     count = _one_int(ctx, tiles, "tiles")
     ax = _one_int(ctx, axis, "axis")
     if x.ndim < 0:
@@ -191,12 +204,14 @@ def tile_v1(ctx, x, tiles, axis):
 
 @register_converter("", "Tile", since_opset=6)
 def tile_v6(ctx, x, repeats):
+    _required(ctx, input=x, repeats=repeats)
     if repeats.const is None and repeats.sym is None:
         raise unsupported(ctx, "repeats must be a constant; data-dependent repeats are not supported")
     return _tile(ctx, x, static_ints(ctx, repeats, "repeats"))
 
 
 def _tile(ctx, x: Value, repeats):
+    _required(ctx, input=x)
     repeats = tuple(int(r) for r in repeats)
     if x.ndim >= 0 and len(repeats) != x.ndim:
         raise shape_error(ctx, f"{len(repeats)} repeats {repeats} for a tensor of rank {x.ndim}")

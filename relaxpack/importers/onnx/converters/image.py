@@ -4,7 +4,10 @@ Resize's output size comes from ``sizes`` (constant, or computed from
 ``Shape`` so it may hold symbolic dims) or from constant ``scales``: each
 output dim is ``floor(dim * scale)``. For a symbolic ``dim`` that is exactly
 ``dim * k`` for an integer scale ``k`` and ``dim // k`` for a scale of
-``1 / k`` (the float32 closest to it; exact for dims below 2**24); other
+``1 / k`` (the float32 closest to it, when that is not below ``1 / k``: then
+``floor(dim * scale) == dim // k`` for dims up to about ``2**24 / k``, and
+the converter requires that bound to be at least 2**20, or above the dim's
+declared upper bound); other
 scales of a symbolic dim are unsupported. The op keeps the scales it was
 given, because ONNX's coordinate transform divides by them, not by
 output / input. Data-dependent ``scales``/``sizes``/``pads`` (computed from
@@ -39,7 +42,7 @@ _MODES_13 = _MODES_11 - {"tf_half_pixel_for_nn"}
 _MODES_19 = _MODES_13 | {"half_pixel_symmetric"}
 _NEAREST_MODES = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}
 #: a symbolic dim times ``1/k`` rounds to ``dim // k`` only below this size (see _scaled_dim)
-_MIN_EXACT_DIM = 2 ** 24
+_MIN_EXACT_DIM = 2 ** 20
 
 
 @register_converter("", "Resize", since_opset=11)

@@ -32,13 +32,13 @@ from .nn import conv as _conv
 #: Saturation ranges of the integer quantized types.
 _INT_RANGES = {
     "uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535), "int16": (-32768, 32767),
-    "uint4": (0, 15), "int4": (-8, 7),
+    "uint4": (0, 15), "int4": (-8, 7), "uint2": (0, 3), "int2": (-2, 1),
 }
 
 #: Largest finite value of the small float quantized types.
 _FLOAT_MAX = {
     "float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0, "float8_e5m2": 57344.0,
-    "float8_e5m2fnuz": 57344.0, "float4_e2m1fn": 6.0,
+    "float8_e5m2fnuz": 57344.0, "float4_e2m1fn": 6.0, "float6_e2m3fn": 7.5, "float6_e3m2fn": 28.0,
 }
 
 #: float4 has no inf or NaN encoding: a cast to it always saturates.
@@ -120,6 +120,8 @@ def _layout(ctx, param: Value, x: Value, axis: int, block_size: int, what: str) 
 def _blocked(ctx, param: Value, expr: Expr, x: Value, axis: int, block_size: int, what: str) -> Expr:
     """Each element of ``param`` repeated ``block_size`` times along ``axis``,
     cut to the input's length there (the last block may be short)."""
+    if x.shape is None or param.shape is None:
+        raise unsupported(ctx, f"blocked quantization needs the shapes of the input and {what}")
     if param.ndim != x.ndim:
         raise malformed(ctx, f"{what} must have the input's rank {x.ndim} for blocked quantization, "
                              f"got shape {tuple(param.shape)}")
@@ -172,6 +174,8 @@ def _check_target(ctx, target: str) -> str:
 
 def _quantize(ctx, x: Value, scale: Value, zero_point: Value | None, axis: int = 1, saturate: int = 1,
               block_size: int = 0, output_dtype: int = 0, precision: int = 0) -> Expr:
+    if zero_point is not None and zero_point.dtype is None:
+        raise unsupported(ctx, "the zero point's type must be known (it names the output type)")
     target = zero_point.dtype if zero_point is not None else None
     if output_dtype:
         wanted = _dtype_attr(ctx, output_dtype, "output_dtype")
@@ -285,8 +289,10 @@ def dynamic_quantize_linear(ctx, x):
     hi = call(ctx, "maximum", call(ctx, "max", data), zero)
     lo = call(ctx, "minimum", call(ctx, "min", data), zero)
     span = call(ctx, "subtract", hi, lo)
-    span = call(ctx, "where", call(ctx, "equal", span, zero), scalar(ctx, 1.0, "float32"), span)
-    y_scale = call(ctx, "divide", span, scalar(ctx, 255.0, "float32"), name="y_scale")
+    # An all-zero input gets scale 1 as in onnxruntime (onnx's reference gives 1/255).
+    scaled = call(ctx, "divide", span, scalar(ctx, 255.0, "float32"))
+    y_scale = call(ctx, "where", call(ctx, "equal", span, zero), scalar(ctx, 1.0, "float32"), scaled,
+                   name="y_scale")
     initial = call(ctx, "negative", call(ctx, "divide", lo, y_scale))
     zp_float = call(ctx, "round", call(ctx, "clip", initial, min=0.0, max=255.0))
     y_zero_point = call(ctx, "astype", zp_float, dtype="uint8", name="y_zero_point")
@@ -368,7 +374,8 @@ def _requantize(ctx, acc: Expr, multiplier: Expr, y_zero_point: Value, layout) -
 
 
 def _qlinear_matmul(ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
-    lhs, lhs_int = _quantized_operand(ctx, a, a_zero_point, lambda zp: _row_layout(ctx, zp, a, "a_zero_point"))
+    lhs, lhs_int = _quantized_operand(ctx, a, a_zero_point,
+                                      lambda zp: _row_layout(ctx, zp, a, "a_zero_point"))
     rhs, rhs_int = _quantized_operand(ctx, b, b_zero_point, lambda zp: _col_layout(ctx, zp, "b_zero_point"))
     if lhs_int != rhs_int:
         lhs, rhs = astype(ctx, lhs, "float32"), astype(ctx, rhs, "float32")
@@ -420,8 +427,9 @@ def conv_integer(ctx, x, w, x_zero_point=None, w_zero_point=None, *, auto_pad="N
 
 
 @register_converter("", "QLinearConv", since_opset=10)
-def qlinear_conv(ctx, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None,  # noqa: N803
-                 *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
+def qlinear_conv(ctx, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point,
+                 B=None, *, auto_pad="NOTSET", dilations=None, group=1,  # noqa: N803 (the ONNX input name)
+                 kernel_shape=None, pads=None, strides=None):
     """ConvInteger plus the int32 bias, requantized with ``x_scale * w_scale / y_scale``
     (``w_scale`` per tensor or per output channel)."""
     attrs = dict(auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape, pads=pads,

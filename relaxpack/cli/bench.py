@@ -1,0 +1,64 @@
+"""``relaxpack bench``: latency percentiles, against onnxruntime in the same run."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import typer
+
+from .common import app, echo, existing_file, parse_dims, user_errors
+
+
+def _percentiles(times: list[float]) -> dict[str, float]:
+    arr = np.array(times) * 1e3
+    return {"p50": float(np.percentile(arr, 50)), "p90": float(np.percentile(arr, 90)),
+            "min": float(arr.min())}
+
+
+def _time(fn, n: int, warmup: int = 2) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+@app.command()
+def bench(
+    archive: Path = typer.Argument(..., help="The archive (.rpk)."),
+    onnx_model: Path = typer.Option(None, "--onnx", help="Also time onnxruntime on this model."),
+    dim: list[str] = typer.Option(None, "--dim", help="Values for symbolic dims: NAME=VALUE."),
+    n: int = typer.Option(20, "-n", min=1, help="Timed runs (after 2 warm-up runs)."),
+    seed: int = typer.Option(0, "--seed"),
+):
+    """Time an archive (and onnxruntime, interleaved in the same process)."""
+    import resource
+
+    from ..check import draw_dims, random_inputs
+    from ..runtime import VirtualMachine, load
+
+    with user_errors():
+        exe = load(existing_file(archive, "archive"))
+        fixed = {k: v for k, v in parse_dims(dim).items() if isinstance(v, int)}
+        rng = np.random.default_rng(seed)
+        feeds = random_inputs(exe, draw_dims(exe, rng, fixed), rng)
+        vm = VirtualMachine(exe)
+        ours = _percentiles(_time(lambda: vm.run(feeds), n))
+        theirs = None
+        if onnx_model is not None:
+            from ..check import onnxruntime_session
+            session = onnxruntime_session(existing_file(onnx_model, "model"))
+            theirs = _percentiles(_time(lambda: session.run(None, feeds), n))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    shapes = ", ".join(f"{k}{list(v.shape)}" for k, v in feeds.items())
+    echo(f"inputs        {shapes}")
+    echo(f"relaxpack     p50 {ours['p50']:.3f} ms  p90 {ours['p90']:.3f} ms  min {ours['min']:.3f} ms")
+    if theirs is not None:
+        echo(f"onnxruntime   p50 {theirs['p50']:.3f} ms  p90 {theirs['p90']:.3f} ms  min {theirs['min']:.3f} ms")
+        echo(f"ratio         {ours['p50'] / theirs['p50']:.2f}x onnxruntime (p50)")
+    echo(f"peak RSS      {peak:.0f} MiB (this process)")

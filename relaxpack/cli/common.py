@@ -1,0 +1,87 @@
+"""What the CLI commands share: the app, error handling, option parsing."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from pathlib import Path
+from typing import Iterator
+
+import typer
+
+from ..errors import InputError, RelaxpackError
+
+app = typer.Typer(
+    name="relaxpack",
+    help="ONNX models to self-contained, numpy-only deployment archives.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+state = {"debug": False}
+
+
+@app.callback()
+def _options(debug: bool = typer.Option(False, "--debug", help="Show tracebacks and debug logs.")):
+    state["debug"] = debug
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING)
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn a RelaxpackError (or an OS error such as a missing file) into one
+    line on stderr and exit code 1; ``--debug`` re-raises instead."""
+    try:
+        yield
+    except (RelaxpackError, OSError) as err:
+        if state["debug"]:
+            raise
+        text = str(err)
+        message = text.splitlines()[0] if text else type(err).__name__
+        if isinstance(err, OSError) and err.filename:
+            message = f"{err.strerror}: {err.filename}"
+        more = " (more with --debug)" if "\n" in text.strip() else ""
+        typer.echo(f"error: {message}{more}", err=True)
+        raise typer.Exit(1) from None
+
+
+_DIM = re.compile(r"^([A-Za-z_]\w*)=(\d+)(?:\.\.(\d+)?)?$")
+
+
+def parse_dims(specs: list[str] | None) -> dict[str, int | tuple[int, int | None]]:
+    """``--dim batch=8 --dim seq=1..512`` -> ``{"batch": 8, "seq": (1, 512)}``."""
+    dims: dict = {}
+    for spec in specs or ():
+        m = _DIM.match(spec.strip())
+        if not m:
+            raise InputError(f"bad --dim {spec!r}: expected NAME=VALUE or NAME=LO..HI (e.g. seq=1..512)")
+        name, lo, hi = m.group(1), int(m.group(2)), m.group(3)
+        if ".." not in spec:
+            dims[name] = lo
+            continue
+        hi = int(hi) if hi is not None else None
+        if hi is not None and hi < lo:
+            raise InputError(f"bad --dim {spec!r}: the upper bound {hi} is below the lower bound {lo}")
+        dims[name] = (lo, hi)
+    return dims
+
+
+def existing_file(path: Path, what: str) -> Path:
+    if not path.exists():
+        raise InputError(f"{what} not found: {path}")
+    if not path.is_file():
+        raise InputError(f"{what} is not a file: {path}")
+    return path
+
+
+def fmt_bytes(n: int | float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def echo(text: str = "") -> None:
+    typer.echo(text)

@@ -1,0 +1,66 @@
+"""``relaxpack convert``: ONNX model -> deployment archive."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import typer
+
+from .common import app, echo, existing_file, fmt_bytes, parse_dims, user_errors
+
+
+@app.command()
+def convert(
+    model: Path = typer.Argument(..., help="The ONNX model."),
+    output: Path = typer.Option(None, "-o", "--output", help="The archive to write (default: MODEL.rpk)."),
+    dim: list[str] = typer.Option(None, "--dim", help="Bind or bound a dim: NAME=VALUE or NAME=LO..HI."),
+    opt_level: int = typer.Option(2, "-O", min=0, max=2, help="Optimization level: -O0, -O1 or -O2."),
+    params: str = typer.Option("linked", "--params", help="linked (in the archive) or external (side file)."),
+    timing: bool = typer.Option(False, "--timing", help="Print the time of every pass."),
+    print_after: list[str] = typer.Option(None, "--print-after", help="Print the IR after this pass."),
+    dump_ir: Path = typer.Option(None, "--dump-ir", help="Write the IR after every pass to this folder."),
+):
+    """Convert an ONNX model into a self-contained archive."""
+    from ..importers.onnx import from_onnx
+    from ..passes import DumpIR, PassContext, PassTiming, PrintAfter
+    from ..vm_build import build
+
+    with user_errors():
+        if params not in ("linked", "external"):
+            raise typer.BadParameter("--params must be linked or external")
+        existing_file(model, "model")
+        output = output or model.with_suffix(".rpk")
+        dims = parse_dims(dim)
+        timer = PassTiming()
+        instruments = [timer]
+        if print_after:
+            instruments.append(PrintAfter(print_after, sink=lambda name, text: echo(f"# after {name}\n{text}")))
+        if dump_ir:
+            instruments.append(DumpIR(dump_ir))
+        stages = {}
+        t0 = time.perf_counter()
+        mod = from_onnx(model, dims=dims)
+        stages["import"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        with PassContext(opt_level=opt_level, instruments=instruments):
+            exe = build(mod, opt_level=opt_level)
+        stages["optimize + lower"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        exe.save(output, params=params)
+        stages["package"] = time.perf_counter() - t0
+    ops = Counter(b.value.op.name for block in mod["main"].body.blocks for b in block.bindings
+                  if hasattr(b.value, "op") and hasattr(b.value.op, "name"))
+    n_params = sum(int(c.size) for c in exe.constants)
+    echo(f"wrote {output} ({fmt_bytes(output.stat().st_size)})")
+    echo(f"  signature     {exe.signature()}")
+    echo(f"  ops           {sum(ops.values())} ({len(ops)} kinds) -> {exe.kernel_call_count()} kernel calls")
+    echo(f"  parameters    {n_params:,} in {len(exe.constants)} constants "
+         f"({fmt_bytes(sum(c.nbytes for c in exe.constants))})")
+    plan = exe.metadata.get("memory_plan")
+    if plan:
+        echo(f"  arena         {fmt_bytes(plan['arena_bytes'])} (lower bound {fmt_bytes(plan['lower_bound_bytes'])})")
+    echo("  time          " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stages.items()))
+    if timing:
+        echo(timer.render())

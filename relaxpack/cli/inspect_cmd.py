@@ -1,0 +1,66 @@
+"""``relaxpack inspect``: what an archive holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from .common import app, echo, existing_file, fmt_bytes, user_errors
+
+
+def archive_facts(exe, archive: Path) -> dict:
+    main = exe.function("main")
+    plan = exe.metadata.get("memory_plan") or {}
+    return {
+        "format_version": exe.metadata.get("format_version"),
+        "inputs": [{"name": p.name, "dtype": p.dtype, "shape": None if p.shape is None else list(p.shape)}
+                   for p in main.params],
+        "outputs": [{"name": n} for n in main.outputs],
+        "dim_ranges": {name: [lo, hi] for name, lo, hi in main.dim_ranges},
+        "kernel_calls": exe.kernel_call_count(),
+        "kernels": exe.kernel_names,
+        "constants": len(exe.constants),
+        "constant_bytes": int(sum(c.nbytes for c in exe.constants)),
+        "arena_bytes": plan.get("arena_bytes"),
+        "lower_bound_bytes": plan.get("lower_bound_bytes"),
+        "naive_bytes": plan.get("naive_bytes"),
+        "archive_bytes": archive.stat().st_size,
+    }
+
+
+@app.command("inspect")
+def inspect_(
+    archive: Path = typer.Argument(..., help="The archive (.rpk)."),
+    ir: bool = typer.Option(False, "--ir", help="Print the lowered IR."),
+    bytecode: bool = typer.Option(False, "--bytecode", help="Print the bytecode."),
+    plan: bool = typer.Option(False, "--plan", help="Print the memory plan."),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable facts."),
+):
+    """Show an archive's signature, IR, bytecode and memory plan."""
+    from ..runtime import load
+
+    with user_errors():
+        exe = load(existing_file(archive, "archive"))
+        facts = archive_facts(exe, archive)
+    if as_json:
+        echo(json.dumps(facts, indent=2, sort_keys=True))
+        return
+    echo(f"archive      {archive} ({fmt_bytes(facts['archive_bytes'])}, format {facts['format_version']})")
+    echo(f"signature    {exe.signature()}")
+    if facts["dim_ranges"]:
+        echo("dims         " + ", ".join(f"{k} in {lo}..{'' if hi is None else hi}"
+                                          for k, (lo, hi) in facts["dim_ranges"].items()))
+    echo(f"kernels      {facts['kernel_calls']} calls of {len(facts['kernels'])} kernels")
+    echo(f"constants    {facts['constants']} ({fmt_bytes(facts['constant_bytes'])})")
+    if facts["arena_bytes"] is not None:
+        echo(f"arena        {fmt_bytes(facts['arena_bytes'])} (lower bound {fmt_bytes(facts['lower_bound_bytes'])}, "
+             f"naive {fmt_bytes(facts['naive_bytes'])})")
+    if ir:
+        text = exe.metadata.get("ir")
+        echo(text if text else "# this archive carries no IR text")
+    if bytecode:
+        echo(exe.as_text())
+    if plan:
+        echo(json.dumps(exe.metadata.get("memory_plan") or "no memory plan in this archive", indent=2))

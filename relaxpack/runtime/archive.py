@@ -1,0 +1,331 @@
+"""The deployment archive (format 1): one versioned file, data only.
+
+>>> exe.save("model.rpk")                                  # doctest: +SKIP
+>>> exe = relaxpack.runtime.load("model.rpk")              # doctest: +SKIP
+
+Layout, all integers little-endian::
+
+    0    8   magic  b"\\x89RPK\\r\\n\\x1a\\n"
+    8    4   format version (u32, 1)
+    12   4   flags (u32; bit 0: constants in an external params file)
+    16   8   manifest length in bytes (u64)
+    24  32   sha256 of the manifest bytes
+    56   8   data section offset (u64): the manifest's end, aligned to 64
+    64   .   manifest: UTF-8 JSON, sorted keys, no whitespace
+    .    .   zero padding to the data section offset
+    .    .   data section: each distinct constant's bytes at a 64-aligned offset
+             (relative to the section), zero padding between them
+
+The manifest holds the format version, the producer, the source model's
+sha256 (if known), the entry function's inputs/outputs/dim ranges, the
+bytecode, the function table, the kernel and builtin names it calls, the
+constant table (dtype, shape, offset, nbytes, sha256; strings inline) and
+the build metadata. With ``params="external"`` the data section moves to
+``<path>.params``: a 64-byte header (magic ``b"\\x89RPP\\r\\n\\x1a\\n"``,
+version u32, zero u32, data length u64, zero padding), then the data section;
+the manifest records its file name and sha256.
+
+Nothing in an archive is executed: :func:`load` checks every length, offset,
+checksum, name and operand (:mod:`.archive_check`) and then maps the file:
+constants are read-only numpy views of the mapping, no weight is copied. The
+same executable always gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import mmap
+import os
+import stat
+import sys
+from math import prod
+
+import numpy as np
+
+from .. import __version__
+from ..errors import ArchiveError, RelaxpackError
+from . import archive_check as check
+from .builtins import BUILTINS
+from .bytecode import VMFunction
+from .dtypes import numpy_dtype
+from .executable import Executable, FuncEntry
+from .kernels import KERNELS
+
+log = logging.getLogger(__name__)
+
+PRODUCER = "relaxpack"
+PARAMS_MODES = ("linked", "external")
+
+
+# ---------------------------------------------------------------- writing
+def save_executable(exe: Executable, path, params: str = "linked") -> None:
+    """Write ``exe`` as an archive at ``path`` (constants in ``<path>.params`` when ``params="external"``)."""
+    if params not in PARAMS_MODES:
+        raise ArchiveError(f"params must be one of {PARAMS_MODES}, got {params!r}")
+    path = os.fspath(path)
+    external = params == "external"
+    entries, blobs, nbytes = _constant_table(exe.constants)
+    data = {"storage": params, "alignment": check.ALIGNMENT, "byte_order": "little", "nbytes": nbytes,
+            "file": None, "sha256": None}
+    if external:
+        params_path = path + ".params"
+        head = check.PARAMS_HEADER.pack(check.PARAMS_MAGIC, check.FORMAT_VERSION, 0, nbytes)
+        data["file"] = os.path.basename(params_path)
+        data["sha256"] = _write_file(params_path, _padded(head, check.ALIGNMENT, blobs))
+    raw = _manifest_bytes(exe, entries, data)
+    header = check.HEADER.pack(check.MAGIC, check.FORMAT_VERSION, check.FLAG_EXTERNAL_PARAMS if external else 0,
+                               len(raw), hashlib.sha256(raw).digest(), check.align(check.HEADER.size + len(raw)))
+    _write_file(path, _padded(header + raw, check.align(len(header) + len(raw)), [] if external else blobs))
+    log.debug("saved %s: %d-byte manifest, %d constants in %d data bytes (%s)",
+              path, len(raw), len(entries), nbytes, params)
+
+
+def _manifest_bytes(exe: Executable, constants: list, data: dict) -> bytes:
+    functions = [fn.to_json() for fn in exe.functions.values()]
+    entry = "main" if "main" in exe.functions else next(iter(exe.functions), None)
+    main = next((f for f in functions if f["name"] == entry), None)
+    source = exe.metadata.get("source_sha256")
+    manifest = {
+        "format_version": check.FORMAT_VERSION,
+        "producer": {"name": PRODUCER, "version": __version__},
+        "source_sha256": source if isinstance(source, str) else None,
+        "metadata": exe.metadata,
+        "entry": entry,
+        "inputs": main["params"] if main else [],
+        "outputs": main["outputs"] if main else [],
+        "dim_ranges": main["dim_ranges"] if main else [],
+        "functions": functions,
+        "func_table": [[f.kind, f.name] for f in exe.func_table],
+        "kernels": sorted({f.name for f in exe.func_table if f.kind in ("kernel", "packed")}),
+        "builtins": sorted({f.name for f in exe.func_table if f.kind == "builtin"}),
+        "constants": constants,
+        "data": data,
+    }
+    try:
+        raw = json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    except (TypeError, ValueError) as err:
+        raise ArchiveError(f"cannot save: the executable holds something that is not plain JSON data ({err})") \
+            from None
+    # what cannot be loaded must not be saved: the writer runs the loader's checks
+    try:
+        decoded = json.loads(raw)
+        check.check_manifest(decoded, check.FORMAT_VERSION, data["storage"] == "external")
+        check.check_ranges(decoded["constants"])
+        check.check_bytecode(decoded)
+    except ArchiveError as err:
+        raise ArchiveError(f"cannot save: {err}") from None
+    if len(raw) > check.MAX_MANIFEST_BYTES:
+        raise ArchiveError(f"cannot save: the manifest takes {len(raw)} bytes, more than {check.MAX_MANIFEST_BYTES}")
+    return raw
+
+
+def _constant_table(constants) -> tuple[list[dict], list[tuple[int, np.ndarray]], int]:
+    """Constant entries, the distinct byte blobs as (offset, uint8 view), and the data length."""
+    entries, blobs, where, end = [], [], {}, 0
+    for i, value in enumerate(constants):
+        array = np.asarray(value)
+        if array.dtype.kind in "OSU":
+            entries.append(_string_entry(array, i))
+            continue
+        name = _dtype_name(array.dtype, i)
+        if array.dtype.byteorder == ">":
+            array = array.astype(array.dtype.newbyteorder("<"))
+        flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        digest = hashlib.sha256(flat).hexdigest()
+        if not flat.size:
+            offset = 0
+        elif (digest, flat.size) in where:      # equal content: one range
+            offset = where[digest, flat.size]
+        else:
+            offset = where[digest, flat.size] = check.align(end)
+            blobs.append((offset, flat))
+            end = offset + flat.size
+        entries.append({"dtype": name, "shape": list(array.shape), "offset": offset, "nbytes": int(flat.size),
+                        "sha256": digest})
+    return entries, blobs, end
+
+
+def _dtype_name(dtype: np.dtype, index: int) -> str:
+    name, native = dtype.name, dtype.newbyteorder("=") if dtype.byteorder == ">" else dtype
+    try:
+        if numpy_dtype(name) == native:
+            return name
+    except RelaxpackError:
+        pass
+    raise ArchiveError(f"cannot save: constant {index} has dtype {dtype}, which archives do not store")
+
+
+def _string_entry(array: np.ndarray, index: int) -> dict:
+    items = array.reshape(-1).tolist()
+    if all(isinstance(s, str) for s in items):
+        encoding, strings = "utf-8", items
+    elif all(isinstance(s, bytes) for s in items):
+        encoding, strings = "base64", [base64.b64encode(s).decode("ascii") for s in items]
+    else:
+        raise ArchiveError(f"cannot save: constant {index} is an object array that does not hold only "
+                           f"strings or only bytes")
+    return {"dtype": "string", "shape": list(array.shape), "encoding": encoding, "strings": strings}
+
+
+def _padded(head: bytes, start: int, blobs):
+    """``head``, zeros up to ``start``, then each blob at ``start + offset``."""
+    yield head + bytes(start - len(head))
+    pos = 0
+    for offset, blob in blobs:
+        if offset > pos:
+            yield bytes(offset - pos)
+        yield blob
+        pos = offset + blob.size
+
+
+def _write_file(path: str, chunks) -> str:
+    """Write ``chunks`` to ``path`` through a temporary file (no half-written archive); returns the sha256."""
+    digest = hashlib.sha256()
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            for chunk in chunks:
+                digest.update(chunk)
+                f.write(chunk)
+        os.replace(tmp, path)
+    except OSError as err:
+        _remove(tmp)
+        raise ArchiveError(f"cannot write {path}: {err.strerror or err}") from None
+    except BaseException:
+        _remove(tmp)
+        raise
+    return digest.hexdigest()
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------- loading
+def load(path) -> Executable:
+    """Validate and memory-map the archive at ``path``; its constants are read-only views of the file.
+
+    Every problem with the file is an :class:`~relaxpack.errors.ArchiveError` naming the file and
+    the field at fault, raised before anything in the archive is used.
+
+    >>> exe = load("model.rpk")                                  # doctest: +SKIP
+    >>> VirtualMachine(exe).run({"x": x})                        # doctest: +SKIP
+    """
+    where = os.fspath(path)
+    try:
+        return _load(where)
+    except ArchiveError as err:
+        raise ArchiveError(f"{where}: {err}") from None
+
+
+def _load(path: str) -> Executable:
+    mapped, size = _map(path)
+    header = check.check_header(mapped[:check.HEADER.size], size)
+    raw = mapped[check.HEADER.size:check.HEADER.size + header.manifest_length]
+    m = check.decode_manifest(raw, header)
+    external = bool(header.flags & check.FLAG_EXTERNAL_PARAMS)
+    check.check_manifest(m, header.version, external)
+    check.check_ranges(m["constants"])
+    check.check_bytecode(m)
+    producer = f"{m['producer']['name']} {m['producer']['version']}"
+    check.check_names(m, KERNELS, BUILTINS, producer, __version__)
+
+    nbytes = m["data"]["nbytes"]
+    if external:
+        if size != header.data_offset:
+            raise ArchiveError(f"{size - header.data_offset} bytes after the manifest, but the constants "
+                               f"are in a params file")
+        mapped.close()
+        data, base = _map_params(os.path.join(os.path.dirname(path), m["data"]["file"]), m["data"])
+    else:
+        if size != header.data_offset + nbytes:
+            raise ArchiveError(f"file is {size} bytes, its layout says {header.data_offset + nbytes} "
+                               f"(a {nbytes}-byte data section at {header.data_offset}; truncated or padded?)")
+        data, base = mapped, header.data_offset
+
+    verified: set[tuple[int, int]] = set()
+    constants = [_constant(c, i, data, base, verified) for i, c in enumerate(m["constants"])]
+    functions = {}
+    for fn in m["functions"]:
+        functions[fn["name"]] = VMFunction.from_json(fn)
+    table = [FuncEntry(kind, name) for kind, name in m["func_table"]]
+    log.debug("loaded %s: %d functions, %d constants", path, len(functions), len(constants))
+    return Executable(functions, table, constants, m["metadata"])
+
+
+def _map(path: str) -> tuple[mmap.mmap, int]:
+    """A read-only mapping of the regular file at ``path`` and its size."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device could block or never end
+            raise ArchiveError("not a regular file")
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < check.HEADER.size:
+                check.check_header(f.read(), size)  # raises: too short
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), size
+    except OSError as err:
+        raise ArchiveError(f"cannot read the file: {err.strerror or err}") from None
+    except (ValueError, OverflowError) as err:  # mmap refuses (e.g. the file shrank meanwhile)
+        raise ArchiveError(f"cannot map the file: {err}") from None
+
+
+def _map_params(path: str, info: dict) -> tuple[mmap.mmap, int]:
+    try:
+        mapped, size = _map(path)
+        check.check_params_header(mapped[:check.ALIGNMENT], size, info["nbytes"])
+        with memoryview(mapped) as view:
+            digest = hashlib.sha256(view).hexdigest()
+        if digest != info["sha256"]:
+            raise ArchiveError("checksum mismatch: this params file does not belong to the archive (or is corrupt)")
+    except ArchiveError as err:
+        raise ArchiveError(f"params file {path}: {err}") from None
+    return mapped, check.ALIGNMENT
+
+
+def _constant(c: dict, index: int, data: mmap.mmap, base: int, verified: set) -> np.ndarray:
+    shape = tuple(c["shape"])
+    if c["dtype"] == "string":
+        return _strings(c, index, shape)
+    dtype = numpy_dtype(c["dtype"])
+    if sys.byteorder != "little":
+        dtype = dtype.newbyteorder("<")
+    count = prod(shape)
+    if count == 0:
+        array = np.empty(shape, dtype)
+        array.flags.writeable = False
+        return array
+    start = base + c["offset"]
+    key = (start, c["nbytes"])
+    if key not in verified:
+        view = memoryview(data)[start:start + c["nbytes"]]
+        try:
+            if hashlib.sha256(view).hexdigest() != c["sha256"]:
+                raise ArchiveError(f"constant {index}: checksum mismatch (the data section is corrupt)")
+        finally:
+            view.release()
+        verified.add(key)
+    return np.frombuffer(data, dtype, count, start).reshape(shape)
+
+
+def _strings(c: dict, index: int, shape: tuple) -> np.ndarray:
+    items = c["strings"]
+    if c["encoding"] == "base64":
+        try:
+            items = [base64.b64decode(s, validate=True) for s in items]
+        except ValueError:
+            raise ArchiveError(f"constant {index}: a string is not valid base64") from None
+    array = np.empty(len(items), dtype=object)
+    array[:] = items
+    array = array.reshape(shape)
+    array.flags.writeable = False
+    return array
+
+
+__all__ = ["load", "save_executable"]

@@ -1,0 +1,136 @@
+"""convert / run / check / inspect / bench, through typer's CliRunner and
+once as a real process; every user error ends in one line and exit 1."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from typer.testing import CliRunner
+
+from relaxpack.cli import app
+from relaxpack.examples.onnx_models import small_cnn, transformer_block_onnx
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("models")
+    paths = {"block": folder / "block.onnx", "cnn": folder / "cnn.onnx"}
+    onnx.save(transformer_block_onnx(), str(paths["block"]))
+    onnx.save(small_cnn(), str(paths["cnn"]))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def archive(models, tmp_path_factory):
+    out = tmp_path_factory.mktemp("archives") / "block.rpk"
+    result = runner.invoke(app, ["convert", str(models["block"]), "-o", str(out), "--dim", "seq=1..64"])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_convert_prints_a_summary(archive, models, tmp_path):
+    result = invoke("convert", models["cnn"], "-o", tmp_path / "cnn.rpk", "-O0", "--timing")
+    assert result.exit_code == 0, result.output
+    assert "wrote" in result.output and "kernel calls" in result.output and "parameters" in result.output
+    assert "Legalize" in result.output  # --timing lists the passes
+    assert (tmp_path / "cnn.rpk").stat().st_size > 0
+
+
+def test_run_with_npy_and_npz(archive, tmp_path):
+    x = np.random.default_rng(0).standard_normal((2, 5, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    result = invoke("run", archive, "--input", f"x={tmp_path / 'x.npy'}", "--output", tmp_path / "out.npz")
+    assert result.exit_code == 0, result.output
+    assert "y: float32[2, 5, 32]" in result.output
+    np.savez(tmp_path / "in.npz", x=x)
+    again = invoke("run", archive, "--inputs", tmp_path / "in.npz")
+    assert again.exit_code == 0 and "y: float32[2, 5, 32]" in again.output
+    with np.load(tmp_path / "out.npz") as data:
+        assert data["y"].shape == (2, 5, 32)
+
+
+def test_check_passes_and_reports_per_output(models):
+    result = invoke("check", models["block"], "--samples", "2", "--dim", "seq=1..16")
+    assert result.exit_code == 0, result.output
+    assert result.output.count("PASS") >= 3
+
+
+def test_check_fails_with_exit_1_and_names_the_diverging_node(models, tmp_path):
+    # a model whose Gemm weight differs between onnxruntime and relaxpack cannot be
+    # built, so check a mismatch by an impossible tolerance instead
+    result = invoke("check", models["cnn"], "--samples", "1", "--rtol", "0", "--atol", "0", "--per-node")
+    assert result.exit_code == 1
+    assert "FAIL" in result.output and "first divergence:" in result.output
+
+
+def test_inspect_json_facts(archive):
+    result = invoke("inspect", archive, "--json")
+    assert result.exit_code == 0, result.output
+    facts = json.loads(result.output)
+    for key in ("inputs", "outputs", "kernel_calls", "arena_bytes", "lower_bound_bytes", "naive_bytes",
+                "constant_bytes", "archive_bytes", "format_version"):
+        assert key in facts
+    assert facts["inputs"][0] == {"name": "x", "dtype": "float32", "shape": ["batch", "seq", 32]}
+    assert facts["kernel_calls"] > 10
+
+
+def test_inspect_text_ir_and_bytecode(archive):
+    result = invoke("inspect", archive, "--ir", "--bytecode")
+    assert result.exit_code == 0, result.output
+    assert "R.call_tir" in result.output and "call kernel.matmul" in result.output
+
+
+def test_bench_against_onnxruntime(archive, models):
+    result = invoke("bench", archive, "--onnx", models["block"], "-n", "2", "--dim", "batch=1", "--dim", "seq=8")
+    assert result.exit_code == 0, result.output
+    assert "relaxpack" in result.output and "onnxruntime" in result.output and "ratio" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["convert", "missing.onnx"], "model not found"),
+    (["convert", "{notonnx}"], "is not an ONNX model"),
+    (["convert", "{block}", "--dim", "seq=abc"], "bad --dim"),
+    (["convert", "{block}", "--dim", "nosuch=3"], "do not name any dim"),
+    (["run", "{archive}", "--input", "q={x}"], "unknown input(s) ['q']"),
+    (["run", "{archive}", "--input", "x={x64}"], "has dtype float64, expected float32"),
+    (["run", "{archive}", "--input", "x={xlong}"], "outside its range 1..64"),
+    (["run", "{notonnx}"], "archive"),
+    (["inspect", "missing.rpk"], "archive not found"),
+])
+def test_user_errors_are_one_line(args, message, archive, models, tmp_path):
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"not a model at all" * 8)
+    np.save(tmp_path / "x.npy", np.zeros((1, 2, 32), np.float32))
+    np.save(tmp_path / "x64.npy", np.zeros((1, 2, 32), np.float64))
+    np.save(tmp_path / "xlong.npy", np.zeros((1, 65, 32), np.float32))
+    values = {"notonnx": junk, "block": models["block"], "archive": archive, "x": tmp_path / "x.npy",
+              "x64": tmp_path / "x64.npy", "xlong": tmp_path / "xlong.npy"}
+    result = invoke(*[a.format(**values) for a in args])
+    assert result.exit_code != 0
+    assert "Traceback" not in result.output
+    lines = [l for l in result.output.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.output
+
+
+def test_a_real_process_converts_and_runs(models, tmp_path):
+    out = tmp_path / "cnn.rpk"
+    conv = subprocess.run([sys.executable, "-m", "relaxpack.cli", "convert", str(models["cnn"]), "-o", str(out)],
+                          capture_output=True, text=True)
+    assert conv.returncode == 0, conv.stderr
+    np.save(tmp_path / "img.npy", np.zeros((2, 3, 32, 32), np.float32))
+    run = subprocess.run([sys.executable, "-m", "relaxpack.cli", "run", str(out), "--input",
+                          f"input={tmp_path / 'img.npy'}"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "logits: float32[2, 10]" in run.stdout
+    bad = subprocess.run([sys.executable, "-m", "relaxpack.cli", "run", str(tmp_path / "nope.rpk")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 1 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
