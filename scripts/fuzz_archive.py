@@ -55,7 +55,7 @@ class Seed:
 
 
 def mixed_dtype_executable() -> Executable:
-    """One function returning a tuple of constants of many dtypes (two of them equal)."""
+    """One function returning a tuple of constants of many dtypes (two with equal bytes)."""
     consts = [np.arange(6, dtype=np.float32).reshape(2, 3), np.array(True), np.arange(5, dtype=np.int64),
               np.arange(6, dtype=np.float32).reshape(3, 2), np.zeros((0, 4), np.float16),
               np.array(["a", "bc", "\u00e9"], dtype=object), np.array([b"\x00\xff"], dtype=object),
@@ -91,17 +91,16 @@ def build_seeds(workdir: str) -> list[Seed]:
         bb.begin_scope()
         other = bb.end_scope(bb.emit(make_call("negative", x)))
         bb.emit_func_output(bb.emit(If(cond, then, other), "out"))
+    transformer = relaxpack.build(relaxpack.from_onnx(transformer_block_onnx()))
     builds = [
         ("cnn", relaxpack.build(relaxpack.from_onnx(small_cnn())), "linked",
          {"input": rng.standard_normal((2, 3, 32, 32)).astype(np.float32)}),
-        ("transformer", relaxpack.build(relaxpack.from_onnx(transformer_block_onnx())), "linked",
-         {"x": rng.standard_normal((2, 5, 32)).astype(np.float32)}),
-        ("transformer-external", None, "external", {"x": rng.standard_normal((1, 3, 32)).astype(np.float32)}),
+        ("transformer", transformer, "linked", {"x": rng.standard_normal((2, 5, 32)).astype(np.float32)}),
+        ("transformer-external", transformer, "external", {"x": rng.standard_normal((1, 3, 32)).astype(np.float32)}),
         ("if", relaxpack.build(bb.get()), "linked", {"c": np.array(False), "x": np.arange(3, dtype=np.float32)}),
-        ("mixed", mixed_dtype_executable(), "linked", {"x": np.ones((2, 3), np.float32),
-                                                       "out": np.zeros((2, 3), np.float32)}),
+        ("mixed", mixed_dtype_executable(), "linked",
+         {"x": np.ones((2, 3), np.float32), "out": np.zeros((2, 3), np.float32)}),
     ]
-    builds[2] = (builds[2][0], builds[1][1], *builds[2][2:])   # the same executable, params apart
     seeds = []
     for name, exe, params, inputs in builds:
         path = os.path.join(workdir, NAME)
@@ -193,89 +192,121 @@ def _pick_node(rng: random.Random, m, predicate):
     return rng.choice(pool) if pool else (None, None)
 
 
-def mutate(rng: random.Random, seed: Seed) -> tuple[str, dict[str, bytes], bool]:
-    """(description, mutated files, whether the manifest and constants may have changed meaning)."""
-    files = dict(seed.files)
-    data = files[NAME]
-    manifest, section, fields = parts(data)
-    kind = rng.choice(["truncate", "bitflip", "bitflip", "header", "header", "insert", "delete", "append",
-                       "number", "number", "number", "structure", "structure", "text", "params"])
-    if kind == "params" and NAME + ".params" not in files:
-        kind = "number"
-    if kind == "truncate":
-        cut = rng.choice([rng.randrange(len(data)), rng.randrange(64), 64 + len(manifest) - 1, fields[5],
-                          len(data) - 1, fields[5] + rng.randrange(max(len(section), 1))])
-        files[NAME] = data[:cut]
-        return f"truncate to {cut} of {len(data)}", files, False
-    if kind == "bitflip":
-        buf = bytearray(data)
-        region = rng.choice([(0, 64), (64, 64 + len(manifest)), (0, len(buf))])
-        flips = [(rng.randrange(*region), rng.randrange(8)) for _ in range(rng.choice([1, 1, 2, 8]))]
-        for pos, bit in flips:
-            buf[pos] ^= 1 << bit
-        files[NAME] = bytes(buf)
-        return f"flip bits {flips}", files, False
-    if kind == "header":
-        names = ["magic", "version", "flags", "length", "digest", "offset"]
-        i = rng.choice([1, 2, 3, 3, 5, 5, 0, 4])
-        values = list(fields)
-        if i == 0:
-            values[0] = rng.choice([b"\x89RPK\r\n\x1a\x0a"[:7] + b"\x00", b"PK\x03\x04\x00\x00\x00\x00", bytes(8)])
-        elif i == 4:
-            values[4] = hashlib.sha256(manifest + b" ").digest()
-        else:
-            limit = 2**32 - 1 if i in (1, 2) else 2**64 - 1
-            values[i] = boundary_ints(rng, values[i]) % (limit + 1)
-        files[NAME] = HEADER.pack(*values) + data[64:]
-        return f"header {names[i]} = {values[i]!r}", files, False
-    if kind in ("insert", "delete", "append"):
-        pos = rng.choice([rng.randrange(len(data)), 64 + len(manifest), fields[5]])
-        count = rng.choice([1, 7, 64, 4096])
-        if kind == "insert":
-            files[NAME] = data[:pos] + bytes(rng.randrange(256) for _ in range(min(count, 64))) * (count // 64 or 1) \
-                + data[pos:]
-        elif kind == "delete":
-            files[NAME] = data[:pos] + data[pos + count:]
-        else:
-            files[NAME] = data + bytes(count)
-        return f"{kind} {count} bytes at {pos}", files, False
-    if kind == "params":
-        params = files[NAME + ".params"]
-        how = rng.choice(["truncate", "flip", "remove", "append", "header"])
-        if how == "truncate":
-            files[NAME + ".params"] = params[:rng.randrange(len(params))]
-        elif how == "flip":
-            buf = bytearray(params)
-            buf[rng.randrange(len(buf))] ^= 1 << rng.randrange(8)
-            files[NAME + ".params"] = bytes(buf)
-        elif how == "remove":
-            del files[NAME + ".params"]
-        elif how == "append":
-            files[NAME + ".params"] = params + bytes(64)
-        else:
-            field_at = rng.choice([8, 12, 16])
-            size = 8 if field_at == 16 else 4
-            value = boundary_ints(rng, int.from_bytes(params[field_at:field_at + size], "little"))
-            files[NAME + ".params"] = (params[:field_at] + (value % 2**(8 * size)).to_bytes(size, "little")
-                                       + params[field_at + size:])
-        return f"params file: {how}", files, False
+@dataclass
+class Target:
+    """What a mutation works on: the seed's files and the parts of its archive."""
+    files: dict[str, bytes]
+    data: bytes
+    manifest: bytes
+    section: bytes
+    fields: tuple
 
-    # re-sealed manifest mutations
-    if kind == "text":
-        buf = bytearray(manifest)
-        for _ in range(rng.choice([1, 2, 4])):
-            buf[rng.randrange(len(buf))] = rng.choice(b'{}[]",:0123456789-e. \\"\xff')
-        files[NAME] = reseal(data, bytes(buf))
-        return "manifest text edit", files, True
-    m = json.loads(manifest)
-    if kind == "number":
-        path, v = _pick_node(rng, m, lambda v: isinstance(v, int) and not isinstance(v, bool))
-        if path is None:
-            return "no number", files, False
-        new = boundary_ints(rng, v)
-        _set(m, path, new)
-        files[NAME] = reseal(data, dump(m))
-        return f"manifest {_fmt(path)}: {v} -> {new}", files, True
+    def replace(self, data: bytes) -> dict[str, bytes]:
+        return {**self.files, NAME: data}
+
+
+def truncate(rng, t: Target):
+    data, offset = t.data, t.fields[5]
+    cut = rng.choice([rng.randrange(len(data)), rng.randrange(64), 64 + len(t.manifest) - 1, offset,
+                      len(data) - 1, offset + rng.randrange(max(len(t.section), 1))])
+    return f"truncate to {cut} of {len(data)}", t.replace(data[:cut])
+
+
+def bitflip(rng, t: Target):
+    buf = bytearray(t.data)
+    region = rng.choice([(0, 64), (64, 64 + len(t.manifest)), (0, len(buf))])
+    flips = [(rng.randrange(*region), rng.randrange(8)) for _ in range(rng.choice([1, 1, 2, 8]))]
+    for pos, bit in flips:
+        buf[pos] ^= 1 << bit
+    return f"flip bits {flips}", t.replace(bytes(buf))
+
+
+def padding(rng, t: Target):
+    """Harmless: a byte no field covers (after the manifest, between constants)."""
+    external = NAME + ".params" in t.files
+    name, base = (NAME + ".params", 64) if external else (NAME, t.fields[5])
+    holes = [(NAME, range(64 + len(t.manifest), t.fields[5]))]
+    ranges = sorted((c["offset"], c["offset"] + c["nbytes"]) for c in json.loads(t.manifest)["constants"]
+                    if "offset" in c and c["nbytes"])
+    holes += [(name, range(base + end, base + start)) for (_, end), (start, _) in zip(ranges, ranges[1:])]
+    name, hole = rng.choice([(n, h) for n, h in holes if len(h)])
+    buf = bytearray(t.files[name])
+    pos = rng.choice(hole)
+    buf[pos] = rng.randrange(1, 256)
+    return f"padding byte {pos} of {name} = {buf[pos]}", {**t.files, name: bytes(buf)}
+
+
+def header(rng, t: Target):
+    names = ["magic", "version", "flags", "length", "digest", "offset"]
+    i = rng.choice([0, 1, 2, 3, 3, 4, 5, 5])
+    values = list(t.fields)
+    if i == 0:
+        values[0] = rng.choice([b"\x89RPK\r\n\x1a\x00", b"PK\x03\x04\x00\x00\x00\x00", bytes(8)])
+    elif i == 4:
+        values[4] = hashlib.sha256(t.manifest + b" ").digest()
+    else:
+        limit = 2**32 if i in (1, 2) else 2**64
+        values[i] = boundary_ints(rng, values[i]) % limit
+    return f"header {names[i]} = {values[i]!r}", t.replace(HEADER.pack(*values) + t.data[64:])
+
+
+def resize(rng, t: Target):
+    """Insert, delete or append bytes: every later offset shifts."""
+    data = t.data
+    how = rng.choice(["insert", "delete", "append"])
+    pos = rng.choice([rng.randrange(len(data)), 64 + len(t.manifest), t.fields[5]])
+    count = rng.choice([1, 7, 64, 4096])
+    if how == "insert":
+        data = data[:pos] + bytes(rng.randrange(256) for _ in range(count)) + data[pos:]
+    elif how == "delete":
+        data = data[:pos] + data[pos + count:]
+    else:
+        data = data + bytes(count)
+    return f"{how} {count} bytes at {pos}", t.replace(data)
+
+
+def params_file(rng, t: Target):
+    name = NAME + ".params"
+    files = dict(t.files)
+    if name not in files:
+        return manifest_number(rng, t)
+    params = files[name]
+    how = rng.choice(["truncate", "flip", "remove", "append", "header"])
+    if how == "truncate":
+        files[name] = params[:rng.randrange(len(params))]
+    elif how == "flip":
+        buf = bytearray(params)
+        buf[rng.randrange(len(buf))] ^= 1 << rng.randrange(8)
+        files[name] = bytes(buf)
+    elif how == "remove":
+        del files[name]
+    elif how == "append":
+        files[name] = params + bytes(64)
+    else:
+        at, size = rng.choice([(8, 4), (12, 4), (16, 8)])
+        value = boundary_ints(rng, int.from_bytes(params[at:at + size], "little")) % 2**(8 * size)
+        files[name] = params[:at] + value.to_bytes(size, "little") + params[at + size:]
+    return f"params file: {how}", files
+
+
+# the re-sealed mutations: the checksum passes, the change reaches the structural checks
+def manifest_text(rng, t: Target):
+    buf = bytearray(t.manifest)
+    for _ in range(rng.choice([1, 2, 4])):
+        buf[rng.randrange(len(buf))] = rng.choice(b'{}[]",:0123456789-e. \\"\xff')
+    return "manifest text edit", t.replace(reseal(t.data, bytes(buf)))
+
+
+def manifest_number(rng, t: Target):
+    m = json.loads(t.manifest)
+    path, v = _pick_node(rng, m, lambda v: isinstance(v, int) and not isinstance(v, bool))
+    new = boundary_ints(rng, v)
+    _set(m, path, new)
+    return f"manifest {_fmt(path)}: {v} -> {new}", t.replace(reseal(t.data, dump(m)))
+
+
+def manifest_structure(rng, t: Target):
+    m = json.loads(t.manifest)
     path, v = _pick_node(rng, m, lambda v: True)
     op = rng.choice(["delete", "retype", "retype", "duplicate", "wrap", "rename", "swap"])
     parent = m
@@ -291,18 +322,30 @@ def mutate(rng: random.Random, seed: Seed) -> tuple[str, dict[str, bytes], bool]
         depth = rng.choice([1, 2, 200, 5000])
         parent[path[-1]] = "\0deep\0"
         text = dump(m).replace(b'"\\u0000deep\\u0000"', b"[" * depth + dump(v) + b"]" * depth, 1)
-        files[NAME] = reseal(data, text)
-        return f"manifest wrap {depth} at {_fmt(path)}", files, True
+        return f"manifest wrap {depth} at {_fmt(path)}", t.replace(reseal(t.data, text))
     elif op == "rename" and isinstance(v, str):
         parent[path[-1]] = rng.choice([v + "x", "", "main", "vm.builtin.identity", "add", "../x", "string",
                                        "bfloat16", "packed", "i", "c", "f"])
     elif op == "swap":
         other_path, other = _pick_node(rng, m, lambda o: type(o) is type(v))
-        if other_path is not None and not _is_prefix(path, other_path) and not _is_prefix(other_path, path):
+        if not _is_prefix(path, other_path) and not _is_prefix(other_path, path):
             parent[path[-1]] = other
             _set(m, other_path, v)
-    files[NAME] = reseal(data, dump(m))
-    return f"manifest {op} at {_fmt(path)}", files, True
+    return f"manifest {op} at {_fmt(path)}", t.replace(reseal(t.data, dump(m)))
+
+
+MUTATIONS = [(truncate, 1), (bitflip, 2), (padding, 1), (header, 2), (resize, 3), (params_file, 1),
+             (manifest_text, 1), (manifest_number, 3), (manifest_structure, 2)]
+
+
+def mutate(rng: random.Random, seed: Seed) -> tuple[str, dict[str, bytes], bool]:
+    """(description, mutated files, whether the manifest was changed and re-sealed)."""
+    data = seed.files[NAME]
+    manifest, section, fields = parts(data)
+    target = Target(seed.files, data, manifest, section, fields)
+    mutation = rng.choices([m for m, _ in MUTATIONS], weights=[w for _, w in MUTATIONS])[0]
+    description, files = mutation(rng, target)
+    return description, files, description.startswith("manifest")
 
 
 def _is_prefix(a, b) -> bool:
@@ -373,6 +416,9 @@ class Report:
                  f"failures found: {len(self.failures)} (loader: {len(self.blamed('loader'))}, "
                  f"VM on accepted re-sealed archives: {len(self.blamed('vm'))})",
                  "outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(by_outcome.items()))]
+        for kind in sorted({k for k, _ in self.outcomes}):
+            counts = ", ".join(f"{o} {n}" for (k, o), n in sorted(self.outcomes.items()) if k == kind)
+            lines.append(f"  {kind:9s} {counts}")
         kinds = Counter(f"[{f.stage}] {f.error.split(':')[0]}" for f in self.failures)
         lines += [f"  {count:6d}  {kind}" for kind, count in kinds.most_common()]
         lines += [f"  FAIL {f}" for f in self.failures[:shown]]
@@ -387,8 +433,6 @@ def run_case(index: int, seed_value: int, seeds: list[Seed], workdir: str, time_
     kind = "manifest" if description.startswith("manifest") else description.split()[0]
     report.cases += 1
     outcome, error, stage = "rejected", None, "load"
-    if files == seed.files:
-        outcome = "unchanged"
     try:
         with deadline(time_limit), warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
@@ -413,6 +457,8 @@ def run_case(index: int, seed_value: int, seeds: list[Seed], workdir: str, time_
         error = f"{type(err).__name__}: {' '.join(str(err).split())[:200]}"
         if verbose:
             traceback.print_exc()
+    if outcome == "ran" and files == seed.files:
+        outcome = "unchanged"   # the mutation happened to change nothing
     if verbose:
         print(f"case {index} ({seed.name}; {description}): {outcome}: {error}")
     if outcome == "failure":

@@ -69,7 +69,7 @@ def small_cnn(channels: int = 8, classes: int = 10, seed: int = 0) -> onnx.Model
         c_in = c_out
     x = g.node("GlobalAveragePool", [x])
     x = g.node("Flatten", [x], axis=1)
-    logits = g.node("Gemm", [x, g.weight("fc", classes, c_in), g.weight("fc_b", classes, scale=0.1)], transB=1)
+    g.node("Gemm", [x, g.weight("fc", classes, c_in), g.weight("fc_b", classes, scale=0.1)], transB=1)
     g.nodes[-1].output[0] = "logits"
     return g.model("small_cnn", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 32, 32])],
                    [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", classes])])

@@ -14,7 +14,7 @@ from ..errors import IRError
 from ..ir.dims import free_vars, sym
 from ..ir.expr import (
     Call, Constant, ExternFunc, Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr,
-    ShapeExpr, StringImm, Tuple, TupleGetItem, Var, VarBinding,
+    ShapeExpr, StringImm, Tuple, TupleGetItem, Var,
 )
 from ..ir.module import IRModule
 from ..ir.struct_info import PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo

@@ -74,8 +74,10 @@ def save_executable(exe: Executable, path, params: str = "linked") -> None:
         params_path = path + ".params"
         head = check.PARAMS_HEADER.pack(check.PARAMS_MAGIC, check.FORMAT_VERSION, 0, nbytes)
         data["file"] = os.path.basename(params_path)
-        data["sha256"] = _write_file(params_path, _padded(head, check.ALIGNMENT, blobs))
-    raw = _manifest_bytes(exe, entries, data)
+        data["sha256"] = _sha256(_padded(head, check.ALIGNMENT, blobs))
+    raw = _manifest_bytes(exe, entries, data)   # checked before anything is written
+    if external:
+        _write_file(params_path, _padded(head, check.ALIGNMENT, blobs))
     header = check.HEADER.pack(check.MAGIC, check.FORMAT_VERSION, check.FLAG_EXTERNAL_PARAMS if external else 0,
                                len(raw), hashlib.sha256(raw).digest(), check.align(check.HEADER.size + len(raw)))
     _write_file(path, _padded(header + raw, check.align(len(header) + len(raw)), [] if external else blobs))
@@ -181,14 +183,19 @@ def _padded(head: bytes, start: int, blobs):
         pos = offset + blob.size
 
 
-def _write_file(path: str, chunks) -> str:
-    """Write ``chunks`` to ``path`` through a temporary file (no half-written archive); returns the sha256."""
+def _sha256(chunks) -> str:
     digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_file(path: str, chunks) -> None:
+    """Write ``chunks`` to ``path`` through a temporary file, so no half-written file is left."""
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         with open(tmp, "wb") as f:
             for chunk in chunks:
-                digest.update(chunk)
                 f.write(chunk)
         os.replace(tmp, path)
     except OSError as err:
@@ -197,7 +204,6 @@ def _write_file(path: str, chunks) -> str:
     except BaseException:
         _remove(tmp)
         raise
-    return digest.hexdigest()
 
 
 def _remove(path: str) -> None:

@@ -5,8 +5,9 @@ one function here: the fixed header, the manifest bytes, the manifest's
 structure (a schema written out by hand: every key present with the right
 type, every count bounded), the constant ranges and the bytecode. Each
 failure is an :class:`~relaxpack.errors.ArchiveError` with a one-line
-message naming the field at fault, e.g. ``functions[0].instructions[7]:
-register 40 out of range 0..22``.
+message naming the field at fault, e.g. ``manifest: functions[0] ('main')
+.instructions[7] args[0]: register 40 out of range 0..22`` (the loader
+puts the file's path in front).
 
 Format 1 bytecode jumps forward only (``If``/``Goto`` skip a branch), so a
 function's instructions run at most once per call and a malicious archive
@@ -113,7 +114,7 @@ def check_params_header(raw: bytes, file_size: int, nbytes: int) -> None:
         raise ArchiveError(f"not a relaxpack params file (magic {magic!r}, expected {PARAMS_MAGIC!r})")
     check_version(version)
     if reserved or any(raw[PARAMS_HEADER.size:ALIGNMENT]):
-        raise ArchiveError(f"reserved header bytes are not zero")
+        raise ArchiveError("reserved header bytes are not zero")
     if length != nbytes or file_size != ALIGNMENT + nbytes:
         raise ArchiveError(f"holds {file_size - ALIGNMENT} data bytes (header says {length}), "
                            f"the archive expects {nbytes}")
@@ -123,7 +124,7 @@ def check_params_header(raw: bytes, file_size: int, nbytes: int) -> None:
 def decode_manifest(raw: bytes, header: Header) -> dict:
     """The manifest's JSON object, after its checksum, encoding, keys and depth are checked."""
     if hashlib.sha256(raw).digest() != header.manifest_sha256:
-        raise ArchiveError(f"manifest checksum mismatch (the file is corrupt)")
+        raise ArchiveError("manifest checksum mismatch (the file is corrupt)")
     # an upper bound (brackets inside strings count too), taken before parsing builds anything
     containers = raw.count(b"[") + raw.count(b"{")
     if containers > MAX_JSON_CONTAINERS:
@@ -131,7 +132,7 @@ def decode_manifest(raw: bytes, header: Header) -> dict:
     try:
         manifest = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys, parse_int=_parse_int)
     except RecursionError:
-        raise ArchiveError(f"manifest JSON nested too deeply") from None
+        raise ArchiveError("manifest JSON nested too deeply") from None
     except (ValueError, ArchiveError) as err:  # JSONDecodeError, UnicodeDecodeError, int digit limit
         raise ArchiveError(f"manifest is not valid JSON ({_one_line(err)})") from None
     if not isinstance(manifest, dict):

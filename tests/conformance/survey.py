@@ -75,8 +75,8 @@ def main(argv=None) -> int:
     for reason, count in reasons.most_common(40):
         print(f"{count:5d}  {reason}")
     if args.write:
-        lines = [f"# Expected failures of the ONNX backend suite (onnx 1.23.2), one per line:",
-                 f"# test name  # reason. Regenerate: python -m tests.conformance.survey --write", ""]
+        lines = ["# Expected failures of the ONNX backend suite (onnx 1.23.2), one per line:",
+                 "# test name  # reason. Regenerate: python -m tests.conformance.survey --write", ""]
         lines += [f"{name}  # {reason}" for name, (_, reason) in sorted(results.items()) if reason]
         LIST.write_text("\n".join(lines) + "\n")
         print(f"wrote {LIST}")

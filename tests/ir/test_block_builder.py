@@ -4,7 +4,7 @@ import pytest
 from relaxpack.errors import IRError, ShapeError
 from relaxpack.ir import (
     BlockBuilder, Call, Constant, DataflowBlock, DataflowVar, ExternFunc, If, MatchCast, SeqExpr,
-    TensorStructInfo, Var, VarBinding, sym,
+    Var, VarBinding, sym,
 )
 from relaxpack.ir.struct_info import TensorStructInfo as TS
 from relaxpack.ops import make_call

@@ -61,7 +61,8 @@ def test_resize_nearest_takes_any_dtype_interpolation_numbers_only():
 @pytest.mark.parametrize("attrs, error, message", [
     (dict(axes=(2, 3), method="bilinear"), IRError, r"attribute method must be one of nearest_neighbor, linear, "
                                                     r"cubic; got 'bilinear'"),
-    (dict(axes=(2, 3), coordinate_transformation_mode="tf"), IRError, r"attribute coordinate_transformation_mode must be one of"),
+    (dict(axes=(2, 3), coordinate_transformation_mode="tf"), IRError,
+     r"attribute coordinate_transformation_mode must be one of"),
     (dict(axes=(2, 3), rounding_method="round"), IRError, r"attribute rounding_method must be one of"),
     (dict(axes=(2, 3), scales=(2.0,)), IRError, r"attribute scales must be a tuple of 2 numbers, got \(2.0,\)"),
     (dict(axes=(2, 3), scales=(2.0, 0.0)), IRError, r"scales \(2.0, 0.0\) must be positive"),

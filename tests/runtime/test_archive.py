@@ -17,7 +17,7 @@ import pytest
 import relaxpack
 from relaxpack.errors import ArchiveError
 from relaxpack.runtime import Executable, FuncEntry, VirtualMachine, load
-from relaxpack.runtime.bytecode import Call, Goto, ParamInfo, Ret, VMFunction
+from relaxpack.runtime.bytecode import Call, Goto, Ret, VMFunction
 
 HEADER = struct.Struct("<8sIIQ32sQ")
 rng = np.random.default_rng(0)
@@ -26,13 +26,15 @@ rng = np.random.default_rng(0)
 @pytest.fixture(scope="module")
 def cnn():
     from relaxpack.examples.onnx_models import small_cnn
-    return relaxpack.build(relaxpack.from_onnx(small_cnn())), {"input": rng.standard_normal((2, 3, 32, 32)).astype(np.float32)}
+    exe = relaxpack.build(relaxpack.from_onnx(small_cnn()))
+    return exe, {"input": rng.standard_normal((2, 3, 32, 32)).astype(np.float32)}
 
 
 @pytest.fixture(scope="module")
 def transformer():
     from relaxpack.examples.onnx_models import transformer_block_onnx
-    return relaxpack.build(relaxpack.from_onnx(transformer_block_onnx())), {"x": rng.standard_normal((2, 7, 32)).astype(np.float32)}
+    exe = relaxpack.build(relaxpack.from_onnx(transformer_block_onnx()))
+    return exe, {"x": rng.standard_normal((2, 7, 32)).astype(np.float32)}
 
 
 @pytest.fixture(scope="module")
@@ -220,8 +222,8 @@ def test_constants_of_every_dtype_round_trip(tmp_path):
                np.arange(4, dtype=">f4"), np.arange(12, dtype=np.float32).reshape(3, 4).T,
                np.arange(4).astype(ml_dtypes.bfloat16), np.arange(4).astype(ml_dtypes.float8_e4m3fn),
                np.arange(4).astype(ml_dtypes.int4),
-               np.array([["a", "b\u00e9"], ["", "\U0001f600"]], dtype=object), np.array([b"\x00\xff", b""], dtype=object),
-               np.array(["x", "yz"])]
+               np.array([["a", "b\u00e9"], ["", "\U0001f600"]], dtype=object),
+               np.array([b"\x00\xff", b""], dtype=object), np.array(["x", "yz"])]
     exe = tuple_of_constants(consts)
     exe.save(tmp_path / "m.rpk")
     loaded = load(tmp_path / "m.rpk")
@@ -392,7 +394,8 @@ MANIFEST_ERRORS = [
     (set_in(MAIN + ("params", 0, "dtype"), ["float32"]), r"dtype: expected a string"),
     (set_in(("metadata",), []), "metadata: expected an object"),
     (set_in(("source_sha256",), "xyz"), "source_sha256: expected 64 lowercase hex digits"),
-    (raw_edit(lambda raw: raw.replace(b'{"builtins"', b'{"entry":"main","builtins"', 1)), r"duplicate key\(s\) \['entry'\]"),
+    (raw_edit(lambda raw: raw.replace(b'{"builtins"', b'{"entry":"main","builtins"', 1)),
+     r"duplicate key\(s\) \['entry'\]"),
     (raw_edit(lambda raw: raw[:-1]), "manifest is not valid JSON"),
     (raw_edit(lambda raw: b"\xff" + raw), "manifest is not valid JSON"),
     (raw_edit(lambda raw: b"[]"), "manifest must be a JSON object"),
@@ -459,5 +462,6 @@ def test_what_cannot_be_stored_is_refused_at_save(cnn, tmp_path):
         tuple_of_constants([np.array(["2020-01-01"], dtype="datetime64[D]")]).save(tmp_path / "m.rpk")
     loop = VMFunction("main", (), 1, (Call(0, 0, ()), Goto(-1)))
     with pytest.raises(ArchiveError, match="cannot save: .*jump by -1 from 1 must go forward"):
-        Executable({"main": loop}, [FuncEntry("builtin", "vm.builtin.make_tuple")], []).save(tmp_path / "m.rpk")
+        Executable({"main": loop}, [FuncEntry("builtin", "vm.builtin.make_tuple")], [np.ones(3)]).save(
+            tmp_path / "m.rpk", params="external")
     assert not list(tmp_path.iterdir())   # no partial file left behind

@@ -40,9 +40,10 @@ def test_the_loader_raises_only_archive_errors_and_never_hangs(report):
 
 def test_the_campaign_reaches_every_mutation_and_every_outcome(report):
     kinds = {kind for kind, _ in report.outcomes}
-    assert {"truncate", "flip", "header", "insert", "delete", "append", "params", "manifest"} <= kinds
+    assert {"truncate", "flip", "header", "insert", "delete", "append", "padding", "params", "manifest"} <= kinds
     outcomes = {outcome for _, outcome in report.outcomes}
     assert {"rejected", "ran"} <= outcomes
+    assert report.outcomes["padding", "ran"] > 5    # harmless changes load and run as before
     rejected = sum(n for (_, outcome), n in report.outcomes.items() if outcome == "rejected")
     assert rejected > CASES // 2
     # re-sealed manifests get past the checksum, into the structural checks

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from relaxpack.errors import ShapeError
 from relaxpack.runtime.kernels import get_kernel
@@ -164,7 +165,37 @@ def test_resize_tf_half_pixel_for_nn():
     assert got.tolist() == want.astype(int).tolist()
 
 
+@settings(max_examples=40, deadline=None)
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=3), k=st.integers(1, 4),
+       method=st.sampled_from(["nearest_neighbor", "linear", "cubic"]))
+def test_resize_by_k_and_back_is_the_identity(shape, k, method):
+    # asymmetric coordinates put every k-th output sample on an input sample
+    x = rand(np.random.default_rng(len(shape) * 10 + k), tuple(shape), "float64")
+    axes = tuple(range(len(shape)))
+    up = run_kernel("image.resize", x, Shape(tuple(d * k for d in shape)), axes=axes, scales=(float(k),) * len(shape),
+                    method=method, coordinate_transformation_mode="asymmetric", rounding_method="floor")
+    if method == "nearest_neighbor":     # Upsample's nearest: every element repeated k times per axis
+        want = x
+        for axis in axes:
+            want = want.repeat(k, axis=axis)
+        np.testing.assert_array_equal(up, want)
+    down = run_kernel("image.resize", up, Shape(tuple(shape)), axes=axes, scales=(1 / k,) * len(shape),
+                      method="nearest_neighbor", coordinate_transformation_mode="asymmetric")
+    np.testing.assert_allclose(down, x, rtol=1e-12, atol=1e-12)
+
+
 # ---------------------------------------------------------------- pad
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=3), data=st.data(),
+       mode=st.sampled_from(["constant", "reflect", "edge", "wrap"]))
+def test_pad_then_negative_pad_is_the_identity(shape, data, mode):
+    pads = tuple(data.draw(st.lists(st.integers(0, 3 if mode != "reflect" else min(shape) - 1),
+                                    min_size=2 * len(shape), max_size=2 * len(shape))))
+    x = rand(np.random.default_rng(0), tuple(shape), "int32")
+    padded = run_kernel("pad", x, pads=pads, pad_mode=mode, pad_value=5)
+    np.testing.assert_array_equal(run_kernel("pad", padded, pads=tuple(-p for p in pads)), x)
 
 PAD_DTYPES = ["float16", "float32", "float64", "int8", "uint8", "int32", "int64", "bool"]
 

@@ -10,9 +10,11 @@ with:
 - ``greedy_by_conflicts``: most conflicts first, first fit;
 - ``best_fit``: largest first, into the smallest gap that holds it, else on
   top (TFLite's "greedy by size" offset planner; USMP has no best fit);
-- ``hill_climb``: starts from an order, moves the buffer that ends highest
-  before one of its conflicts, keeps moves that do not grow the arena
-  (seeded, bounded by a deterministic amount of work and a time budget);
+- ``hill_climb``: from the best placement so far, moves the buffer that
+  ends highest before one of its conflicts in the first-fit order, keeping
+  moves that do not grow the arena and, with a cooling probability, some
+  that do (seeded; bounded by a deterministic amount of work and a time
+  budget);
 - ``exact`` (``exact.py``): branch and bound that proves optimality, for
   small pools.
 
@@ -50,7 +52,7 @@ DEFAULT_ALGORITHMS = ("greedy_by_size", "greedy_by_conflicts", "best_fit", "hill
 EXACT_LIMIT = 10                # pools with at most this many buffers also get the exact search
 HILL_CLIMB_ITERATIONS = 2000
 HILL_CLIMB_WORK = 400_000       # conflict visits: a deterministic bound on hill climbing
-HILL_CLIMB_TEMPERATURE = 0.05  # chosen on random instances: ~1% better than 0 (plain climbing)
+HILL_CLIMB_TEMPERATURE = 0.05   # chosen on random instances: ~1% better than 0 (plain climbing)
 EXACT_NODES = _exact.EXACT_NODES
 
 
@@ -207,10 +209,10 @@ def _hill_climb(p: Problem, start: Sequence[int], *, seed: int = 0,
     so plateaus are crossed; like USMP's hill climb, a move that grows it by
     ``d`` bytes is kept with probability ``exp(-d / (temperature * arena *
     (1 - progress)))`` (simulated annealing, cooling to pure hill climbing
-    as the budget runs out); the best placement seen is returned. Stops at the lower bound, after
-    ``max_iterations`` moves, after ``max_work`` conflict visits (both
-    deterministic), or when the time budget is spent (a safety net that makes
-    the result machine-dependent; logged).
+    as the budget runs out). Returns the best placement seen. Stops at the
+    lower bound, after ``max_iterations`` moves, after ``max_work`` conflict
+    visits (both deterministic), or when the time budget is spent (a safety
+    net that makes the result machine-dependent; logged).
     """
     sizes, conflicts = p.sizes, p.conflicts
     order = offset_order(start)
@@ -340,11 +342,13 @@ def _plan_pool(bufs: list[Buffer], alignment: int, algorithms: Sequence[str], bu
     for name in names:
         if name in _REFINEMENTS and best is not None and best[2] <= bound:
             continue          # nothing left to improve
-        if name == "exact":
-            offsets, optimal = _exact.search(p, best[1] if best else _run_greedy_by_size(p, None, budget),
-                                             **budget.get("exact", {}))
+        start = best[1] if best else None
+        if name == "exact":   # the one that can prove its result optimal
+            if start is None:
+                start = _run_hill_climb(p, None, budget)
+            offsets, optimal = _exact.search(p, start, **budget.get("exact", {}))
         else:
-            offsets = _RUNNERS[name](p, best[1] if best else None, budget)
+            offsets = _RUNNERS[name](p, start, budget)
         if not p.is_valid(offsets):   # an internal bug; never let it through
             log.error("memory placement %s produced an invalid plan; ignored", name)
             continue
@@ -433,7 +437,8 @@ def plan_memory(buffers: Iterable[Buffer], alignment: int = 64,
         raise PlanError("no memory placement algorithm given")
     for name in algorithms:
         if name not in _RUNNERS:
-            raise PlanError(f"unknown memory placement algorithm {name!r}; known: {sorted(_RUNNERS)}")
+            raise PlanError(f"unknown memory placement algorithm {name!r}; "
+                            f"known: {sorted(_RUNNERS)}")
     caps = dict(pools or {})
     for pool, cap in caps.items():
         if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 0):

@@ -9,7 +9,8 @@ with a sweep over time and names the first two buffers that collide.
 >>> a = Buffer("a", 100, 0, 1); b = Buffer("b", 64, 1, 2); c = Buffer("c", 64, 2, 3)
 >>> lower_bound([a, b, c])         # a (128 aligned bytes) and b are live together
 {'global': 192}
->>> verify_plan([a, b, c], Plan({"a": 0, "b": 128, "c": 0}, {"global": 192}, "hand", {"global": 192}))
+>>> plan = Plan({"a": 0, "b": 128, "c": 0}, {"global": 192}, "by hand", {"global": 192})
+>>> verify_plan([a, b, c], plan)   # raises PlanError if two live buffers overlap
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ class Buffer:
         if self.start > self.end:
             raise PlanError(f"buffer {self.name!r}: live range [{self.start}, {self.end}] is empty")
         if not isinstance(self.pool, str) or not self.pool:
-            raise PlanError(f"buffer {self.name!r}: pool must be a non-empty string, not {self.pool!r}")
+            raise PlanError(f"buffer {self.name!r}: pool must be a non-empty string, "
+                            f"not {self.pool!r}")
 
     def live_with(self, other: "Buffer") -> bool:
         """Whether the two buffers are live at a common instruction."""
@@ -225,7 +227,8 @@ def verify_plan(buffers: Iterable[Buffer], plan: Plan, alignment: int = 64, *,
         raise PlanError(f"plan places unknown buffer(s) {extra[:5]}")
     for pool, size in (pools or {}).items():
         if size is not None and plan.pool_sizes.get(pool, 0) > size:
-            raise PlanError(f"pool {pool!r} is {plan.pool_sizes[pool]} bytes, over its bound of {size}")
+            raise PlanError(f"pool {pool!r} is {plan.pool_sizes[pool]} bytes, "
+                            f"over its bound of {size}")
     groups: dict[str, list[tuple[str, int, int, int, int]]] = {}
     for b in buffers:
         if b.name not in plan.offsets:
@@ -247,5 +250,6 @@ def verify_plan(buffers: Iterable[Buffer], plan: Plan, alignment: int = 64, *,
         hit = find_overlap(items)
         if hit is not None:
             (na, sa, ea, oa, ta), (nb, sb, eb, ob, tb) = items[hit[0]], items[hit[1]]
-            raise PlanError(f"buffers {na!r} and {nb!r} overlap in pool {pool!r}: {na!r} at "
-                            f"[{oa}, {ta}) live [{sa}, {ea}], {nb!r} at [{ob}, {tb}) live [{sb}, {eb}]")
+            raise PlanError(f"buffers {na!r} and {nb!r} overlap in pool {pool!r}: "
+                            f"{na!r} at [{oa}, {ta}) live [{sa}, {ea}], "
+                            f"{nb!r} at [{ob}, {tb}) live [{sb}, {eb}]")

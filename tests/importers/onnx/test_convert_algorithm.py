@@ -15,7 +15,7 @@ from relaxpack.vm_build import build
 
 from .backend_case import node_cases, run_backend_case
 from .test_convert_shape import model_of, node
-from .test_convert_tensor import check, check_model, i64, one_node, rand, run_backend
+from .helpers import check, check_model, i64, one_node, rand, run_backend
 
 
 def scalar(value, dtype=np.int64):

@@ -15,7 +15,7 @@ from relaxpack.ir.well_formed import check_well_formed
 from relaxpack.runtime import VirtualMachine
 
 from .test_convert_shape import FORGET_DOMAIN
-from .test_convert_tensor import check_model, i64, rand, run_backend
+from .helpers import check_model, i64, rand, run_backend
 
 FLOAT, INT64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 

@@ -19,7 +19,7 @@ from relaxpack.runtime import VirtualMachine
 from relaxpack.vm_build import build
 
 from .backend_case import assert_close, node_cases, run_backend_case
-from .test_convert_tensor import one_node, rand, reference, run_backend
+from .helpers import one_node, rand, reference, run_backend
 
 #: onnxruntime interpolates in float32, relaxpack (like onnx's reference) in float64
 TOLERANCE = {"ort": dict(rtol=1e-4, atol=1e-5), "onnx": dict(rtol=1e-5, atol=1e-6)}
@@ -92,6 +92,17 @@ def test_resize_nearest_modes(nearest_mode):
                      coordinate_transformation_mode=coord)
 
 
+def test_resize_11_tf_half_pixel_for_nn():
+    x = rand(1, 2, 5, 7, seed=9)
+    for scales in ([1, 1, 2, 3], [1, 1, 1.6, 2.4]):
+        for nearest_mode in ("round_prefer_floor", "ceil"):
+            check_resize(x, scales=scales, opset=11, mode="nearest", nearest_mode=nearest_mode,
+                         coordinate_transformation_mode="tf_half_pixel_for_nn")
+    with pytest.raises(UnsupportedOpError, match=r"coordinate_transformation_mode 'tf_half_pixel_for_nn'"):
+        relaxpack.from_onnx(resize_model(x.shape, scales=[1, 1, 2, 2], opset=13,
+                                         coordinate_transformation_mode="tf_half_pixel_for_nn"))
+
+
 @pytest.mark.parametrize("a, exclude", [(-0.5, 1), (-0.75, 1), (-0.6, 0)])
 def test_resize_cubic_coefficient_and_exclude_outside(a, exclude):
     x = rand(1, 2, 6, 5, seed=4)
@@ -129,8 +140,8 @@ def test_resize_axes_and_keep_aspect_ratio(axes, policy):
     # onnxruntime ignores the policy when axes are negative: compare with the same axes counted from 0
     same = resize_model(x.shape, sizes=[7, 5], axes=[a % 4 for a in axes], opset=18, mode="linear",
                         keep_aspect_ratio_policy=policy)
-    check_model(resize_model(x.shape, sizes=[7, 5], axes=axes, opset=18, mode="linear",
-                             keep_aspect_ratio_policy=policy), {"x": x}, ref=lambda feeds: reference(same, feeds, "ort"))
+    model = resize_model(x.shape, sizes=[7, 5], axes=axes, opset=18, mode="linear", keep_aspect_ratio_policy=policy)
+    check_model(model, {"x": x}, ref=lambda feeds: reference(same, feeds, "ort"))
     check_resize(x, scales=[2.0, 1.5], axes=axes, opset=18, mode="nearest")
 
 
@@ -169,6 +180,19 @@ def test_resize_symbolic_spatial_dims_with_k_and_one_over_k():
     mod = check_model(model, {"x": rand(1, 2, 4, 6, seed=1)}, {"x": rand(2, 2, 3, 10, seed=2)},
                       {"x": rand(1, 2, 5, 2, seed=3)})
     assert 'R.Tensor(("n", 2, "3 * h", "w // 3"), "float32")' in mod.script()
+
+
+def test_resize_one_over_k_must_be_exact_for_the_dims_range():
+    def model(k):
+        return one_node("Resize", {"x": rand(1, 50)}, inputs=["x", "", "s"], opset=19, sym={"x": [1, "w"]},
+                        consts={"s": np.array([1, 1 / k], np.float32)})
+    # float32(1/3) is a little above 1/3: floor(w * scale) == w // 3 for w below about 1.1e7
+    assert 'R.Tensor((1, "w // 3"), "float32")' in relaxpack.from_onnx(model(3), dims={"w": (1, 10 ** 6)}).script()
+    with pytest.raises(UnsupportedOpError, match=r"scale 0.3333333432674408 on the symbolic dim w"):
+        relaxpack.from_onnx(model(3), dims={"w": (1, 10 ** 8)})
+    # float32(1/25) is below 1/25: floor(25 * scale) == 0, not 25 // 25
+    with pytest.raises(UnsupportedOpError, match=r"scale 0.03999999910593033 on the symbolic dim w"):
+        relaxpack.from_onnx(model(25))
 
 
 def test_resize_sizes_computed_from_shape_stay_symbolic():

@@ -13,7 +13,7 @@ from relaxpack.vm_build import build
 
 from .backend_case import node_cases, run_backend_case
 from .test_convert_image import check_model
-from .test_convert_tensor import one_node, rand, reference
+from .helpers import one_node, rand, reference
 
 DTYPES = [np.float32, np.float64, np.float16, np.int32, np.int64, np.int8, np.uint8, np.bool_]
 EXACT = dict(rtol=0, atol=0)

@@ -14,7 +14,7 @@ from relaxpack.errors import UnsupportedOpError
 from relaxpack.importers.onnx import register_converter
 from relaxpack.ir import TensorStructInfo
 
-from .test_convert_tensor import INT64_MAX, check, check_model, i64, one_node, rand, run_backend
+from .helpers import INT64_MAX, check, check_model, i64, one_node, rand, run_backend
 
 FLOAT = TensorProto.FLOAT
 

@@ -2,15 +2,20 @@
 RMSNormalization, LpNormalization, GroupNormalization, Swish, SwiGLU, EyeLike.
 
 No IR op stands for them: each converter emits the composition that ONNX's
-spec (its function body, or onnx's reference implementation where the two
-agree) describes, step by step, so every step rounds in the same dtype as
-the reference does. Symbolic dims stay symbolic: index ranges over a
+spec (its function body) and onnx's reference implementation describe, step
+by step, so every step rounds in the same dtype as the reference does. Where
+the reference departs from the spec, the spec and onnxruntime win: Attention's
+``qk_matmul_output_mode=0`` is the product before softcap, LpNormalization
+with ``p=1`` sums ``|x|``. Symbolic dims stay symbolic: index ranges over a
 sequence come from the ``range`` op, head splits reshape with ``-1``.
 
->>> # Attention(Q, K, V, is_causal=1) becomes, for 4-D inputs,
->>> #   s = sqrt(scale); qk = matmul(Q * s, permute_dims(K * s))
->>> #   allowed = range(Sq)[:, None] - range(Skv) >= 0
->>> #   probs = softmax(qk + where(allowed, 0, -inf)); Y = matmul(probs, V)
+Attention(Q, K, V, is_causal=1) with 4-D inputs, for example, becomes::
+
+    s = sqrt(scale)                                   # scale: 1/sqrt(head_size)
+    scores = matmul(Q * s, permute_dims(K * s))
+    allowed = range(q_len)[:, None] - range(kv_len) >= 0
+    probs = softmax(scores + where(allowed, 0, -inf))  # all -inf rows give 0
+    Y = matmul(probs, V)
 """
 
 from __future__ import annotations
@@ -133,7 +138,7 @@ def _attention(ctx, q, k, v, mask, past_k, past_v, nonpad, spec: _Spec):
         cap = scalar(ctx, spec.softcap, dtype)
         capped = call(ctx, "multiply", call(ctx, "tanh", call(ctx, "divide", raw, cap)), cap)
 
-    bias = _bias(ctx, mask, nonpad, spec, dtype, batch, q_len, total, past)
+    bias = _bias(ctx, mask, nonpad, spec, dtype, q_len, total, past)
     scores = capped
     if bias is not None:
         both = promote(dtype, bias.struct_info.dtype)
@@ -206,7 +211,7 @@ def _sqrt_scale(ctx, scale: float | None, head_size: Dim, dtype: str) -> Expr:
     return astype(ctx, call(ctx, "power", size, scalar(ctx, -0.25, "float64")), dtype)
 
 
-def _bias(ctx, mask, nonpad, spec: _Spec, dtype: str, batch: Dim, q_len: Dim, total: Dim, past: Dim):
+def _bias(ctx, mask, nonpad, spec: _Spec, dtype: str, q_len: Dim, total: Dim, past: Dim):
     """The additive (q_len, total)-broadcastable bias: the float mask plus
     ``where(allowed, 0, -inf)`` for the boolean mask, the causal frontier,
     the sliding window and the padding of an external cache. None if nothing

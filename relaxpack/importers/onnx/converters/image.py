@@ -2,16 +2,16 @@
 
 Resize's output size comes from ``sizes`` (constant, or computed from
 ``Shape`` so it may hold symbolic dims) or from constant ``scales``: each
-output dim is ``floor(dim * scale)``. For a symbolic ``dim`` that is exactly
-``dim * k`` for an integer scale ``k`` and ``dim // k`` for a scale of
-``1 / k`` (the float32 closest to it, when that is not below ``1 / k``: then
-``floor(dim * scale) == dim // k`` for dims up to about ``2**24 / k``, and
-the converter requires that bound to be at least 2**20, or above the dim's
-declared upper bound); other
-scales of a symbolic dim are unsupported. The op keeps the scales it was
-given, because ONNX's coordinate transform divides by them, not by
-output / input. Data-dependent ``scales``/``sizes``/``pads`` (computed from
-tensor values) are unsupported: the output shape must be known at import.
+output dim is ``floor(dim * scale)``. For a symbolic ``dim`` that is
+``dim * k`` for an integer scale ``k``, and ``dim // k`` for a scale of
+``1 / k``: the float32 nearest ``1 / k`` must not be below it, and then
+``floor(dim * scale) == dim // k`` holds for dims below a limit of about
+``2**24 / k``, which must exceed the dim's declared upper bound (or, with no
+bound declared, be at least 2**20). Other scales of a symbolic dim are
+unsupported. The op keeps the scales it was given, because ONNX's
+coordinate transform divides by them, not by output / input.
+Data-dependent ``scales``/``sizes``/``pads`` (computed from tensor values)
+are unsupported: the output shape must be known at import.
 
 Opset 10's Resize and Upsample follow onnxruntime: asymmetric coordinates,
 and nearest rounds down on upsampled axes and up on downsampled ones.
@@ -24,7 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ....ir.dims import Dim
+from ....ir.dims import Dim, format_dim
 from ....ops.registry import make_call
 from ....runtime.dtypes import numpy_dtype
 from ..registry import register_converter
@@ -41,7 +41,7 @@ _MODES_11 = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", 
 _MODES_13 = _MODES_11 - {"tf_half_pixel_for_nn"}
 _MODES_19 = _MODES_13 | {"half_pixel_symmetric"}
 _NEAREST_MODES = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}
-#: a symbolic dim times ``1/k`` rounds to ``dim // k`` only below this size (see _scaled_dim)
+#: without a declared bound, symbolic dims are assumed below this size (see _scaled_dim)
 _MIN_EXACT_DIM = 2 ** 20
 
 
@@ -166,12 +166,13 @@ def _scaled_dim(ctx, dim: Dim, scale: float) -> Dim:
     if scale.is_integer():
         return dim * int(scale)
     k = round(1 / scale)
-    excess = Fraction(scale) * k - 1      # scale = (1 + excess) / k
-    if k > 1 and excess >= 0 and (excess == 0 or 1 / (k * excess) >= _MIN_EXACT_DIM):
+    excess = Fraction(scale) * k - 1      # scale == (1 + excess) / k
+    if k > 1 and excess >= 0:
+        limit = math.inf if excess == 0 else 1 / (k * excess)   # floor(dim * scale) == dim // k below it
         upper = ctx.bb.analyzer.upper_bound(dim)
-        if upper is None or excess == 0 or upper < 1 / (k * excess):
+        if (upper < limit) if upper is not None else (limit >= _MIN_EXACT_DIM):
             return dim // k
-    raise unsupported(ctx, f"scale {scale} on the symbolic dim {fmt_dims((dim,))[1:-2]}: floor(dim * scale) "
+    raise unsupported(ctx, f"scale {scale} on the symbolic dim {format_dim(dim)}: floor(dim * scale) "
                            f"is expressible only for integer scales k (dim * k) and scales 1/k (dim // k); "
                            f"give sizes instead, or fix the dim with from_onnx(dims=...)")
 
