@@ -40,3 +40,7 @@ class InputError(RelaxpackError):
 
 class ArchiveError(RelaxpackError):
     """A deployment archive is malformed or unsupported."""
+
+
+class ExecutionError(RelaxpackError):
+    """A kernel or VM builtin failed while running a program."""

@@ -14,7 +14,7 @@ def archive_facts(exe, archive: Path) -> dict:
     main = exe.function("main")
     plan = exe.metadata.get("memory_plan") or {}
     return {
-        "format_version": exe.metadata.get("format_version"),
+        "format_version": (exe.archive or {}).get("format_version"),
         "inputs": [{"name": p.name, "dtype": p.dtype, "shape": None if p.shape is None else list(p.shape)}
                    for p in main.params],
         "outputs": [{"name": n} for n in main.outputs],

@@ -262,7 +262,9 @@ def _load(path: str) -> Executable:
         functions[fn["name"]] = VMFunction.from_json(fn)
     table = [FuncEntry(kind, name) for kind, name in m["func_table"]]
     log.debug("loaded %s: %d functions, %d constants", path, len(functions), len(constants))
-    return Executable(functions, table, constants, m["metadata"])
+    exe = Executable(functions, table, constants, m["metadata"])
+    exe.archive = {"format_version": header.version, "params": "external" if external else "linked"}
+    return exe
 
 
 def _map(path: str) -> tuple[mmap.mmap, int]:

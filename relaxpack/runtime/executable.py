@@ -41,6 +41,8 @@ class Executable:
     func_table: list[FuncEntry]
     constants: list[np.ndarray]
     metadata: dict = field(default_factory=dict)
+    #: facts about the archive it was loaded from (format version, params mode); not saved
+    archive: dict | None = field(default=None, compare=False)
 
     def __post_init__(self):
         names = [f.name for f in self.func_table if f.kind == "vm"]

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..errors import ArchiveError, InputError, RelaxpackError
+from ..errors import ArchiveError, ExecutionError, InputError, RelaxpackError
 from .builtins import BUILTINS
 from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunction
 from .executable import Executable
@@ -26,11 +26,12 @@ Step = Callable[[list], int]
 
 
 class _Prepared:
-    __slots__ = ("func", "steps", "num_registers")
+    __slots__ = ("func", "steps", "labels", "num_registers")
 
     def __init__(self, func: VMFunction):
         self.func = func
         self.steps: list[Step] = []
+        self.labels: list[str] = []   # what each instruction calls, for error messages
         self.num_registers = func.num_registers
 
 
@@ -43,8 +44,9 @@ class VirtualMachine:
         self._prepared = [_Prepared(f) for f in exe.functions.values()]
         self._callees = [self._resolve(i, entry) for i, entry in enumerate(exe.func_table)]
         for prepared in self._prepared:
-            prepared.steps = [self._prepare(prepared.func, pc, ins)
+            prepared.steps = [self._prepare_checked(prepared.func, pc, ins)
                               for pc, ins in enumerate(prepared.func.instructions)]
+            prepared.labels = [self._label(ins) for ins in prepared.func.instructions]
 
     # ------------------------------------------------------------ public API
     def __getitem__(self, name: str) -> Callable[..., Any]:
@@ -83,8 +85,16 @@ class VirtualMachine:
         regs[:len(args)] = args
         steps = prepared.steps
         pc = 0
-        while pc >= 0:
-            pc = steps[pc](regs)
+        try:
+            while pc >= 0:
+                pc = steps[pc](regs)
+        except RelaxpackError:
+            raise
+        except RecursionError:
+            raise ExecutionError(f"{func.name}: calls nest too deeply (recursion in the bytecode?)") from None
+        except Exception as err:  # a kernel or builtin rejected what the bytecode gave it
+            raise ExecutionError(f"{func.name}: instruction {pc} ({prepared.labels[pc]}) failed: "
+                                 f"{type(err).__name__}: {err}") from err
         return regs[-1]
 
     # ------------------------------------------------------------ preparation
@@ -118,6 +128,19 @@ class VirtualMachine:
                 raise ArchiveError(f"{func.name}: function index {value!r} out of range")
             return False, self._callees[value]
         raise ArchiveError(f"{func.name}: unknown operand kind {kind!r}")
+
+    def _label(self, ins) -> str:
+        if isinstance(ins, Call) and isinstance(ins.func, int) and 0 <= ins.func < len(self.exe.func_table):
+            return self.exe.func_table[ins.func].label
+        return type(ins).__name__.lower()
+
+    def _prepare_checked(self, func: VMFunction, pc: int, ins) -> Step:
+        try:
+            return self._prepare(func, pc, ins)
+        except RelaxpackError:
+            raise
+        except Exception as err:  # a builtin's specialization rejected its immediates
+            raise ArchiveError(f"{func.name}: instruction {pc} is malformed: {type(err).__name__}: {err}") from None
 
     def _prepare(self, func: VMFunction, pc: int, ins) -> Step:
         n = len(func.instructions)

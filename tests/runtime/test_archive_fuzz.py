@@ -50,10 +50,6 @@ def test_the_campaign_reaches_every_mutation_and_every_outcome(report):
     assert report.outcomes["manifest", "rejected"] > 30
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the VM lets a kernel's or builtin's own exceptions (TypeError, ValueError, IndexError, ...) escape "
-    "instead of raising a RelaxpackError, e.g. for an archive whose re-sealed bytecode passes a shape "
-    "tuple where a kernel expects an array; reported to the VM's owners"))
 def test_the_vm_raises_only_relaxpack_errors_on_accepted_archives(report):
     failures = report.blamed("vm")
     assert not failures, "\n".join(str(f) for f in failures[:20])

@@ -82,5 +82,5 @@ _loaded = False
 def _ensure_loaded() -> None:
     global _loaded
     if not _loaded:
-        _loaded = True
         from . import converters  # noqa: F401  (registers on import)
+        _loaded = True  # only once every converter module imported

@@ -50,8 +50,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ALGORITHMS = ("greedy_by_size", "greedy_by_conflicts", "best_fit", "hill_climb")
 EXACT_LIMIT = 10                # pools with at most this many buffers also get the exact search
-HILL_CLIMB_ITERATIONS = 2000
-HILL_CLIMB_WORK = 400_000       # conflict visits: a deterministic bound on hill climbing
+HILL_CLIMB_ITERATIONS = 5000
+HILL_CLIMB_WORK = 1_000_000     # conflict visits: a deterministic bound on hill climbing
 HILL_CLIMB_TEMPERATURE = 0.05   # chosen on random instances: ~1% better than 0 (plain climbing)
 EXACT_NODES = _exact.EXACT_NODES
 
@@ -412,7 +412,7 @@ def _spill(pp: _PoolPlan, bufs: list[Buffer], cap: int, alignment: int, algorith
 
 def plan_memory(buffers: Iterable[Buffer], alignment: int = 64,
                 pools: Mapping[str, int | None] | None = None,
-                algorithms: Sequence[str] = DEFAULT_ALGORITHMS, time_budget_s: float = 0.5, *,
+                algorithms: Sequence[str] = DEFAULT_ALGORITHMS, time_budget_s: float = 1.0, *,
                 seed: int = 0, exact_limit: int = EXACT_LIMIT,
                 max_iterations: int = HILL_CLIMB_ITERATIONS, max_work: int = HILL_CLIMB_WORK,
                 exact_nodes: int = EXACT_NODES) -> Plan:

@@ -21,9 +21,10 @@ def softmax(x, *, out, axis=-1):
     if x.size == 0:
         return
     buf = load(x, out)
-    buf -= np.max(buf, axis=ax, keepdims=True)
-    np.exp(buf, out=buf)
-    buf /= np.sum(buf, axis=ax, keepdims=True)
+    with np.errstate(invalid="ignore"):  # an all -inf row is NaN, as in ONNX's reference
+        buf -= np.max(buf, axis=ax, keepdims=True)
+        np.exp(buf, out=buf)
+        buf /= np.sum(buf, axis=ax, keepdims=True)
     commit(buf, out)
 
 

@@ -340,6 +340,20 @@ def test_bounded_pool_spills_to_global():
         assert at + size > cap, b
 
 
+@settings(max_examples=100, deadline=None)
+@given(intervals, st.lists(st.booleans(), min_size=14, max_size=14), st.integers(0, 16 * A))
+def test_spilling_plans_are_valid(spec, in_fast, cap):
+    bufs = [Buffer(b.name, b.size, b.start, b.end, "fast" if fast else "global")
+            for b, fast in zip(buffers_from(spec), in_fast)]
+    plan = plan_memory(bufs, pools={"fast": cap})
+    verify_plan(bufs, plan, pools={"fast": cap})
+    assert overlapping_pairs(bufs, plan) == []
+    assert plan.pool_sizes.get("fast", 0) <= cap
+    assert all(plan.pool_of[b.name] in (b.pool, "global") for b in bufs)
+    for pool, size in plan.pool_sizes.items():
+        assert size >= plan.lower_bound[pool]
+
+
 def test_buffer_larger_than_its_pool_spills_and_pool_can_empty():
     bufs = [Buffer("big", 10_000, 0, 3, "fast"), Buffer("small", 100, 1, 2, "fast")]
     plan = plan_memory(bufs, pools={"fast": 1024})
