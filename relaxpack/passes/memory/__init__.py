@@ -3,7 +3,7 @@
 Independent of the IR: the lowering computes :class:`Buffer` s (liveness) and
 calls :func:`plan_memory`, which returns a verified :class:`Plan`.
 
->>> from relaxpack.passes.memory import Buffer, plan_memory
+>>> from relaxpack.runtime.memory import Buffer, plan_memory
 >>> plan = plan_memory([Buffer("a", 100, 0, 1), Buffer("b", 64, 1, 2), Buffer("c", 64, 2, 3)])
 >>> plan.offsets, plan.pool_sizes, plan.ratio()
 ({'a': 0, 'b': 128, 'c': 0}, {'global': 192}, 1.0)

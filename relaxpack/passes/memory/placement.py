@@ -21,7 +21,7 @@ with:
 :func:`plan_memory` runs them per pool, verifies every candidate and keeps
 the smallest (ties: the earliest in ``algorithms``).
 
->>> from relaxpack.passes.memory import Buffer, plan_memory
+>>> from relaxpack.runtime.memory import Buffer, plan_memory
 >>> plan = plan_memory([Buffer("a", 64, 0, 1), Buffer("b", 64, 1, 2), Buffer("c", 64, 2, 3)])
 >>> plan.offsets, plan.pool_sizes
 ({'a': 64, 'b': 0, 'c': 64}, {'global': 128})

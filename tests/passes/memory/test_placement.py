@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relaxpack.errors import RelaxpackError
-from relaxpack.passes.memory import (ALGORITHMS, DEFAULT_ALGORITHMS, Buffer, Plan, PlanError,
+from relaxpack.runtime.memory import (ALGORITHMS, DEFAULT_ALGORITHMS, Buffer, Plan, PlanError,
                                      align_up, exact, greedy_by_size, hill_climb, lower_bound,
                                      naive_bytes, plan_memory, verify_plan)
 
