@@ -59,8 +59,12 @@ def convert(
     echo(f"  parameters    {n_params:,} in {len(exe.constants)} constants "
          f"({fmt_bytes(sum(c.nbytes for c in exe.constants))})")
     plan = exe.metadata.get("memory_plan")
-    if plan:
-        echo(f"  arena         {fmt_bytes(plan['arena_bytes'])} (lower bound {fmt_bytes(plan['lower_bound_bytes'])})")
+    if plan and plan.get("arena_bytes") is not None:
+        echo(f"  arena         {fmt_bytes(plan['arena_bytes'])} at the dims' bounds (lower bound "
+             f"{fmt_bytes(plan['lower_bound_bytes'])}, naive {fmt_bytes(plan['naive_bytes'])})")
+    elif plan:
+        echo(f"  arena         {plan['buffers']} buffers, planned per input shape at run time "
+             f"(give every dim an upper bound with --dim to see the plan's size)")
     echo("  time          " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stages.items()))
     if timing:
         echo(timer.render())

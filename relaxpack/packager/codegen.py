@@ -22,6 +22,7 @@ from ..runtime.bytecode import CONST, IMM, NO_DST, REG, Goto, If as IfInstr, Par
 from ..runtime.bytecode import Call as CallInstr
 from ..runtime.executable import Executable, FuncEntry
 from .dim_program import dim_program
+from .memory_plan import plan_function
 
 
 class _ModuleState:
@@ -158,6 +159,8 @@ class _FunctionCodegen:
     def generate(self) -> VMFunction:
         self.builtin("alloc_shape_heap", (IMM, self.heap_size_placeholder), dst=self.heap)
         params = self.emit_param_checks()
+        self.entry_pc = len(self.instrs)                                 # inputs checked here
+        self.entry_slots = {slot: name for name, slot in self.slot_of.items()}
         result = self.emit_seq(self.func.body)
         self.instrs.append(Ret(result))
         instrs = [self.patch_heap_size(i) for i in self.instrs]
@@ -320,18 +323,30 @@ def _plain(value, name: str):
     raise IRError(f"kernel attribute {name}={value!r} is not plain data (ints, floats, strings, tuples)")
 
 
-def codegen(mod: IRModule) -> Executable:
-    """Translate a legalized module into an :class:`Executable`."""
+def codegen(mod: IRModule, plan_memory: bool = True, pools: dict | None = None) -> Executable:
+    """Translate a legalized module into an :class:`Executable`.
+
+    ``plan_memory`` puts intermediates in arenas (see packager/memory_plan.py);
+    ``pools`` bounds memory pools in bytes for the reported plan.
+    """
     state = _ModuleState(mod)
     functions = {}
+    figures = {}
     for name, func in mod.items():
         if func.attrs.get("Primitive"):
             continue
-        functions[name] = _FunctionCodegen(state, name, func).generate()
+        gen = _FunctionCodegen(state, name, func)
+        vm_func = gen.generate()
+        if plan_memory:
+            vm_func, figures[name] = plan_function(vm_func, state.func_table, state.func, gen.entry_pc,
+                                                   gen.entry_slots, gen.heap, pools)
+        functions[name] = vm_func
     for entry in state.func_table:
         if entry.kind == "vm" and entry.name not in functions:
             raise IRError(f"call of function {entry.name!r}, which is not in the module")
     metadata = {"stage": mod.stage}
+    if figures.get("main"):
+        metadata["memory_plan"] = figures["main"]
     return Executable(functions, state.func_table, state.constants, metadata)
 
 

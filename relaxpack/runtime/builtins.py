@@ -201,3 +201,6 @@ def shape_of(value: np.ndarray) -> tuple:
 def reshape_view(value: np.ndarray, shape: tuple) -> np.ndarray:
     """Reshape without copying when the layout allows (the planner treats it as an alias)."""
     return value.reshape(shape)
+
+
+from . import arena  # noqa: E402,F401  (registers the arena builtins; it imports this module)

@@ -1,0 +1,117 @@
+"""Fused ops the optimizer makes: fewer, larger kernel calls.
+
+``nn.gemm(x, w, bias)`` is ``matmul(x, w) + bias`` (numpy matmul semantics;
+the bias broadcasts *into* the product's shape, it never widens it) and
+``nn.conv_bias_act(data, weight, bias)`` is ``nn.conv`` plus a per-channel
+bias of shape ``(out_channels,)``. The bias is optional in both. Either may
+then apply an activation, given by the ``activation`` attribute::
+
+    None | "relu" | "sigmoid" | "tanh" | "silu" | "gelu" | "gelu_tanh"
+         | ("leakyrelu", alpha) | ("clip", min, max)     # min/max may be None
+
+No importer emits these ops: FuseBiasActivation makes them from their
+unfused forms (``passes/fuse_bias_activation.py``).
+
+>>> make_call("nn.gemm", x, w, b, activation="relu")                  # doctest: +SKIP
+>>> make_call("nn.conv_bias_act", x, w, b, padding=1, activation=("clip", 0.0, 6.0))   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from ...ir.dims import DimAnalyzer
+from ...ir.expr import Call
+from ...ir.struct_info import TensorStructInfo
+from ..registry import register_op
+from .common import (
+    NUMERIC, attr_error, check_broadcastable_to, check_dims_equal, check_dtype_kind,
+    dtype_kind, fmt_sinfo, is_real_value, same_dtype, shape_error, tensor_arg,
+)
+from .linalg import _infer_matmul
+from .nn import _infer_conv
+
+#: activation name -> its parameters (after the name, in the attribute's tuple)
+ACTIVATIONS: dict[str, tuple[str, ...]] = {
+    "relu": (), "sigmoid": (), "tanh": (), "silu": (), "gelu": (), "gelu_tanh": (),
+    "leakyrelu": ("alpha",), "clip": ("min", "max"),
+}
+#: activations that also apply to integer tensors (the rest need floats)
+INTEGER_ACTIVATIONS = frozenset({"relu", "clip"})
+
+
+def activation_parts(activation) -> tuple[str | None, tuple]:
+    """``("clip", 0.0, 6.0)`` -> ``("clip", (0.0, 6.0))``; ``"relu"`` -> ``("relu", ())``."""
+    if activation is None:
+        return None, ()
+    if isinstance(activation, str):
+        return activation, ()
+    return activation[0], tuple(activation[1:])
+
+
+def check_activation(call: Call, data: TensorStructInfo) -> None:
+    """The ``activation`` attribute names a known activation with its parameters."""
+    value = call.attrs["activation"]
+    if value is None:
+        return
+    if not (isinstance(value, str) or (isinstance(value, tuple) and value and isinstance(value[0], str))):
+        raise attr_error(call, f"attribute activation must be None, a name or (name, *params), got {value!r}")
+    name, params = activation_parts(value)
+    if name not in ACTIVATIONS:
+        raise attr_error(call, f"unknown activation {name!r}; known: {sorted(ACTIVATIONS)}")
+    want = ACTIVATIONS[name]
+    if len(params) != len(want):
+        spelled = f'("{name}", {", ".join(want)})' if want else f'"{name}"'
+        raise attr_error(call, f"activation {name!r} is written {spelled}, got {value!r}")
+    for pname, v in zip(want, params):
+        if not (is_real_value(v) or (name == "clip" and v is None)):
+            raise attr_error(call, f"activation {name!r}: parameter {pname} must be a number, got {v!r}")
+    if name not in INTEGER_ACTIVATIONS and data.dtype is not None and dtype_kind(data.dtype) != "float":
+        raise shape_error(call, f"activation {name!r} needs a float tensor, got {fmt_sinfo(data)} "
+                                f"of {data.dtype}")
+
+
+def _bias(call: Call, out: TensorStructInfo) -> TensorStructInfo | None:
+    if len(call.args) < 3:
+        return None
+    bias = tensor_arg(call, 2, "bias")
+    same_dtype(call, (tensor_arg(call, 0), bias), ("data", "bias"))
+    return bias
+
+
+def _infer_gemm(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    check_dtype_kind(call, tensor_arg(call, 0, "lhs"), NUMERIC, "lhs")
+    out = _infer_matmul(call.replace(args=call.args[:2], attrs={"out_dtype": None}), analyzer)
+    bias = _bias(call, out)
+    if bias is not None and bias.shape is not None and out.shape is not None:
+        check_broadcastable_to(call, bias.shape, out.shape, analyzer, "bias")
+    elif bias is not None and bias.ndim > out.ndim >= 0:
+        raise shape_error(call, f"bias {fmt_sinfo(bias)} has a higher rank than the product {fmt_sinfo(out)}")
+    check_activation(call, out)
+    return out
+
+
+register_op("nn.gemm", infer=_infer_gemm, attrs={"activation": None}, num_args=(2, 3),
+            doc="matmul(x, w) + bias (bias broadcasts into the product), then an optional activation.")
+
+
+_CONV_ATTRS = ("strides", "padding", "dilation", "groups")
+
+
+def _infer_conv_bias_act(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    conv = call.replace(args=call.args[:2], attrs={k: call.attrs[k] for k in _CONV_ATTRS})
+    out = _infer_conv(conv, analyzer)
+    bias = _bias(call, out)
+    if bias is not None:
+        if bias.ndim >= 0 and bias.ndim != 1:
+            raise shape_error(call, f"bias must be 1-D (one value per output channel), got {fmt_sinfo(bias)}")
+        if bias.shape is not None and out.shape is not None:
+            check_dims_equal(call, bias.shape[0], out.shape[1], analyzer,
+                             f"bias {fmt_sinfo(bias)} must have one value per output channel of "
+                             f"{fmt_sinfo(out)}")
+    check_activation(call, out)
+    return out
+
+
+register_op("nn.conv_bias_act", infer=_infer_conv_bias_act,
+            attrs={"strides": 1, "padding": 0, "dilation": 1, "groups": 1, "activation": None},
+            num_args=(2, 3),
+            doc="nn.conv plus a per-output-channel bias (C_out,), then an optional activation.")

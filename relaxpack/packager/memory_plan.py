@@ -1,0 +1,211 @@
+"""Memory planning on the bytecode: liveness, arenas, the plan at the bounds.
+
+Every ``vm.builtin.alloc_tensor`` whose size is known once the inputs are
+matched becomes a buffer of an arena: its lifetime runs from the allocation
+to the last instruction that reads it or anything that may alias it (a
+tuple holding it, an item taken from such a tuple, a value a function or
+packed call may return). Bytecode jumps only forward, so these intervals
+over instruction indices are sound across ``If`` branches. Buffers that may
+reach the function's result stay ordinary allocations: the arena is reused
+by the next call. A ``vm.builtin.plan_arena`` after the input checks plans
+the concrete shape (cached per shape); each planned allocation becomes a
+``vm.builtin.arena_tensor`` view.
+
+At build time, when every dim has an upper bound, the same buffers are
+planned at the bounds with every placement algorithm; the figures (arena,
+lower bound, naive total) go into the executable's metadata.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..runtime.bytecode import IMM, NO_DST, REG, Call, If, Ret, VMFunction
+from ..runtime.dtypes import numpy_dtype
+from ..runtime.executable import FuncEntry
+from ..runtime.memory import Buffer, lower_bound, naive_bytes, plan_memory
+from ..runtime.shape_program import compile_program
+
+ALIGNMENT = 64
+#: builtins whose result may be (or hold) one of their arguments
+_ALIASING = {"vm.builtin.identity", "vm.builtin.check_tensor", "vm.builtin.match_shape",
+             "vm.builtin.make_tuple", "vm.builtin.tuple_getitem", "vm.builtin.reshape_view"}
+#: builtins whose result holds none of their arguments
+_FRESH = {"vm.builtin.make_shape", "vm.builtin.eval_dim", "vm.builtin.alloc_shape_heap",
+          "vm.builtin.read_if_cond", "vm.builtin.alloc_tensor", "vm.builtin.shape_of",
+          "vm.builtin.check_prim", "vm.builtin.plan_arena", "vm.builtin.arena_tensor"}
+
+
+@dataclass
+class _Alloc:
+    pc: int
+    dst: int
+    dtype: str
+    shape: tuple          # the shape operand
+    programs: tuple       # dims as shape programs (ints for static dims)
+
+
+def plan_function(func: VMFunction, table: list[FuncEntry], func_index, entry_pc: int,
+                  slot_names: dict[int, str], heap_reg: int, pools: dict | None = None) -> tuple[VMFunction, dict]:
+    """``func`` with its plannable allocations in an arena, and the plan's figures.
+
+    ``entry_pc`` is where the input checks end (the plan goes there);
+    ``slot_names`` the heap slots they fill and their dims' names;
+    ``func_index(kind, name)`` adds or finds a function-table entry.
+    """
+    entry_slots = set(slot_names)
+    instrs = list(func.instructions)
+    allocs = _plannable_allocs(instrs, table, entry_slots)
+    if not allocs:
+        return func, {}
+    intervals, escaping = _liveness(instrs, table, allocs)
+    planned = [a for a in allocs if a.dst not in escaping]
+    if not planned:
+        return func, {}
+    index_of = {a.pc: i for i, a in enumerate(planned)}
+    spec = tuple((_bytes_program(a), intervals[a.pc][0], intervals[a.pc][1], "global") for a in planned)
+    arena_reg = func.num_registers
+    plan_call = Call(arena_reg, func_index("builtin", "vm.builtin.plan_arena"),
+                     ((IMM, spec), (IMM, "__heap_size__"), (REG, heap_reg)))
+    view = func_index("builtin", "vm.builtin.arena_tensor")
+    for a in planned:
+        instrs[a.pc] = Call(a.dst, view, ((IMM, index_of[a.pc]), (IMM, a.dtype), (REG, arena_reg), a.shape))
+    instrs.insert(entry_pc, plan_call)
+    heap_size = _heap_size(instrs, table)
+    instrs = [_patch(i, heap_size) for i in instrs]
+    new = VMFunction(func.name, func.params, func.num_registers + 1, tuple(instrs), func.outputs,
+                     func.dim_ranges, dict(func.attrs))
+    return new, _figures(spec, func.dim_ranges, slot_names, pools)
+
+
+def _plannable_allocs(instrs, table, entry_slots) -> list[_Alloc]:
+    defs = {ins.dst: ins for ins in instrs if isinstance(ins, Call) and ins.dst != NO_DST}
+    out = []
+    for pc, ins in enumerate(instrs):
+        if not isinstance(ins, Call) or _name(table, ins) != "vm.builtin.alloc_tensor":
+            continue
+        (kind_d, dtype), shape = ins.args
+        programs = _shape_programs(shape, defs, table)
+        if programs is None or not _reads_only(programs, entry_slots):
+            continue
+        out.append(_Alloc(pc, ins.dst, dtype, shape, programs))
+    return out
+
+
+def _shape_programs(shape, defs, table):
+    kind, value = shape
+    if kind == IMM:
+        return tuple(value)
+    src = defs.get(value)
+    if src is None or _name(table, src) != "vm.builtin.make_shape":
+        return None
+    return tuple(src.args[0][1])
+
+
+def _reads_only(programs, slots: set[int]) -> bool:
+    def ok(p):
+        if isinstance(p, int):
+            return True
+        if p[0] == "h":
+            return p[1] in slots
+        return all(ok(q) for q in p[1:])
+    return all(ok(p) for p in programs)
+
+
+def _bytes_program(a: _Alloc):
+    prog = numpy_dtype(a.dtype).itemsize
+    for p in a.programs:
+        prog = ["*", p, prog] if not (isinstance(p, int) and isinstance(prog, int)) else p * prog
+    return prog
+
+
+def _liveness(instrs, table, allocs) -> tuple[dict[int, list[int]], set[int]]:
+    """Per allocation pc: [start, end]; and the allocation registers that may escape."""
+    holds: dict[int, set[int]] = {}        # register -> allocation registers it may hold
+    alloc_pc = {a.dst: a.pc for a in allocs}
+    intervals = {a.pc: [a.pc, a.pc] for a in allocs}
+    escaping: set[int] = set()
+    for pc, ins in enumerate(instrs):
+        for reg in _reads(ins):
+            for buf in holds.get(reg, ()):
+                intervals[alloc_pc[buf]][1] = max(intervals[alloc_pc[buf]][1], pc)
+        if isinstance(ins, Ret):
+            escaping |= holds.get(ins.src, set())
+        if not isinstance(ins, Call) or ins.dst == NO_DST:
+            continue
+        name = _name(table, ins)
+        if ins.dst in alloc_pc and pc == alloc_pc[ins.dst]:
+            new = {ins.dst}
+        elif name in _FRESH or table[ins.func].kind == "kernel":
+            new = set()
+        else:  # aliasing builtins, VM functions and packed calls: may return an argument
+            new = set().union(*(holds.get(r, set()) for r in _reads(ins)))
+        holds[ins.dst] = holds.get(ins.dst, set()) | new  # a register written twice (If) holds both
+    return intervals, escaping
+
+
+def _reads(ins) -> list[int]:
+    if isinstance(ins, Call):
+        ops = list(ins.args) + [v for _, v in ins.kwargs]
+        return [v for k, v in ops if k == REG]
+    if isinstance(ins, Ret):
+        return [ins.src]
+    if isinstance(ins, If):
+        return [ins.cond]
+    return []
+
+
+def _name(table, ins) -> str:
+    return table[ins.func].name if table[ins.func].kind == "builtin" else ""
+
+
+def _heap_size(instrs, table) -> int:
+    for ins in instrs:
+        if isinstance(ins, Call) and _name(table, ins) == "vm.builtin.alloc_shape_heap":
+            return ins.args[0][1]
+    return 1
+
+
+def _patch(ins, heap_size: int):
+    if isinstance(ins, Call) and (IMM, "__heap_size__") in ins.args:
+        args = tuple((IMM, heap_size) if a == (IMM, "__heap_size__") else a for a in ins.args)
+        return Call(ins.dst, ins.func, args, ins.kwargs)
+    return ins
+
+
+def _figures(spec, dim_ranges, slot_names: dict[int, str], pools) -> dict:
+    """The plan at the dims' upper bounds (all placement algorithms), if every dim has one."""
+    figures = {"buffers": len(spec), "planned_at": None, "arena_bytes": None,
+               "lower_bound_bytes": None, "naive_bytes": None}
+    heap = _heap_at_bounds(spec, {name: hi for name, lo, hi in dim_ranges}, slot_names)
+    if heap is None:
+        return figures
+    buffers = [Buffer(str(i), compile_program(prog, len(heap))(heap), start, end, pool)
+               for i, (prog, start, end, pool) in enumerate(spec)]
+    plan = plan_memory(buffers, ALIGNMENT, pools=pools)
+    figures.update(planned_at="bounds", arena_bytes=plan.arena_bytes,
+                   lower_bound_bytes=sum(lower_bound(buffers, ALIGNMENT).values()),
+                   naive_bytes=naive_bytes(buffers, ALIGNMENT), algorithm=plan.algorithm)
+    return figures
+
+
+def _heap_at_bounds(spec, bounds: dict, slot_names: dict[int, str]) -> list[int] | None:
+    """The heap with every slot the sizes read at its dim's upper bound; None if one has none."""
+    used: set[int] = set()
+
+    def collect(p):
+        if isinstance(p, (list, tuple)):
+            if p and p[0] == "h":
+                used.add(p[1])
+            else:
+                for q in p[1:]:
+                    collect(q)
+    for prog, *_ in spec:
+        collect(prog)
+    heap = [0] * (max(used, default=0) + 1)
+    for slot in used:
+        hi = bounds.get(slot_names.get(slot))
+        if hi is None:
+            return None
+        heap[slot] = hi
+    return heap

@@ -1,0 +1,124 @@
+"""Arenas at run time: an exact memory plan for each concrete shape, cached.
+
+The compiler leaves in the bytecode, for every planned buffer, a program for
+its size in bytes (over the shape heap) and its lifetime in instructions.
+``vm.builtin.plan_arena`` evaluates the sizes once the inputs' dims are
+known, plans offsets for that shape (cached per tuple of sizes) and hands out
+an :class:`ArenaPlan`; ``vm.builtin.arena_tensor`` then gives each buffer as
+a view into the arena. One arena per pool, kept by the VM between calls and
+grown when a larger shape needs it; it never holds inputs or outputs.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..errors import ArchiveError
+from .builtins import builtin, specializable
+from .dtypes import numpy_dtype
+from .memory import Buffer, plan_memory
+from .shape_program import compile_program
+
+ALIGNMENT = 64
+#: The algorithms used per concrete shape: the fast ones (the compiler ran
+#: the full set, refinements included, for the plan at the dims' bounds).
+RUNTIME_ALGORITHMS = ("greedy_by_size", "greedy_by_conflicts", "best_fit")
+
+
+class ArenaPlan:
+    """The arenas and offsets for one concrete shape."""
+
+    __slots__ = ("offsets", "arenas")
+
+    def __init__(self, offsets: list[int], arenas: list[np.ndarray]):
+        self.offsets = offsets
+        self.arenas = arenas
+
+
+class _ArenaState:
+    """Per-VM (per prepared instruction) cache of plans and the arena buffers."""
+
+    def __init__(self, spec, heap_size: int):
+        if not isinstance(spec, (list, tuple)) or not all(
+                isinstance(b, (list, tuple)) and len(b) == 4 for b in spec):
+            raise ArchiveError("plan_arena takes a list of [size program, start, end, pool] buffers")
+        self.sizes = [compile_program(b[0], heap_size) for b in spec]
+        self.lifetimes = [(_int(b[1]), _int(b[2])) for b in spec]
+        self.pools = sorted({str(b[3]) for b in spec})
+        self.pool_index = [self.pools.index(str(b[3])) for b in spec]
+        self.cache: dict[tuple, tuple[list[int], list[int]]] = {}
+        self.buffers: list[np.ndarray] = [np.empty(0, np.uint8) for _ in self.pools]
+        self.plan_seconds = 0.0
+
+    def plan(self, heap) -> ArenaPlan:
+        sizes = tuple(fn(heap) for fn in self.sizes)
+        entry = self.cache.get(sizes)
+        if entry is None:
+            entry = self.cache[sizes] = self._place(sizes)
+        offsets, pool_bytes = entry
+        for i, need in enumerate(pool_bytes):
+            if self.buffers[i].nbytes < need:
+                self.buffers[i] = np.empty(need, np.uint8)
+        return ArenaPlan(offsets, [self.buffers[p] for p in self.pool_index])
+
+    def _place(self, sizes) -> tuple[list[int], list[int]]:
+        t0 = time.perf_counter()
+        buffers = [Buffer(str(i), max(int(s), 0), start, end, self.pools[self.pool_index[i]])
+                   for i, (s, (start, end)) in enumerate(zip(sizes, self.lifetimes))]
+        plan = plan_memory(buffers, ALIGNMENT, algorithms=RUNTIME_ALGORITHMS, exact_limit=0)
+        offsets = [plan.offsets[str(i)] for i in range(len(buffers))]
+        pool_bytes = [plan.pool_sizes.get(p, 0) for p in self.pools]
+        self.plan_seconds += time.perf_counter() - t0
+        return offsets, pool_bytes
+
+
+def _int(v) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ArchiveError(f"plan_arena: bad lifetime bound {v!r}")
+    return v
+
+
+@builtin("vm.builtin.plan_arena")
+def plan_arena(spec, heap_size: int, heap) -> ArenaPlan:
+    return _ArenaState(spec, heap_size).plan(heap)
+
+
+def _plan_arena_specialize(spec, heap_size: int):
+    state = _ArenaState(spec, heap_size)
+
+    def plan(heap) -> ArenaPlan:
+        return state.plan(heap)
+    plan.state = state  # statistics: shapes planned (len(state.cache)), planning time
+    return plan
+
+
+specializable(plan_arena, 2, _plan_arena_specialize)
+
+
+@builtin("vm.builtin.arena_tensor")
+def arena_tensor(index: int, dtype: str, plan: ArenaPlan, shape) -> np.ndarray:
+    """Buffer ``index`` of the plan as an array of ``shape`` and ``dtype``."""
+    np_dtype = numpy_dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+    offset = plan.offsets[index]
+    return plan.arenas[index][offset:offset + nbytes].view(np_dtype).reshape(shape)
+
+
+def _arena_tensor_specialize(index: int, dtype: str):
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise ArchiveError(f"arena_tensor: bad buffer index {index!r}")
+    np_dtype = numpy_dtype(dtype)
+    itemsize = np_dtype.itemsize
+
+    def view(plan: ArenaPlan, shape) -> np.ndarray:
+        n = 1
+        for d in shape:
+            n *= d
+        offset = plan.offsets[index]
+        return plan.arenas[index][offset:offset + n * itemsize].view(np_dtype).reshape(shape)
+    return view
+
+
+specializable(arena_tensor, 2, _arena_tensor_specialize)
