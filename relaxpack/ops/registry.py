@@ -35,6 +35,10 @@ class OpDef:
     max_args: int | None = None  # None: variadic
     pure: bool = True
     doc: str = ""
+    #: the output has the shape of the broadcast inputs and each element depends only
+    #: on the same-index elements: the kernel may write over an input of the output's
+    #: shape and dtype (the memory planner's in-place reuse)
+    elementwise: bool = False
 
     def check_call(self, call: Call) -> None:
         n = len(call.args)
@@ -59,12 +63,13 @@ _REGISTRY: dict[str, OpDef] = {}
 
 
 def register_op(name: str, *, infer: InferFn, attrs: Mapping[str, Any] | None = None,
-                num_args: int | tuple[int, int | None] = 1, pure: bool = True, doc: str = "") -> OpDef:
+                num_args: int | tuple[int, int | None] = 1, pure: bool = True, doc: str = "",
+                elementwise: bool = False) -> OpDef:
     """Define the op ``name``. ``num_args`` is a count or a (min, max) range."""
     if name in _REGISTRY:
         raise IRError(f"op {name!r} is registered twice")
     lo, hi = (num_args, num_args) if isinstance(num_args, int) else num_args
-    opdef = OpDef(name, infer, dict(attrs or {}), lo, hi, pure, doc)
+    opdef = OpDef(name, infer, dict(attrs or {}), lo, hi, pure, doc, elementwise)
     _REGISTRY[name] = opdef
     return opdef
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ..runtime.bytecode import IMM, NO_DST, REG, Call, If, Ret, VMFunction
 from ..runtime.dtypes import numpy_dtype
 from ..runtime.executable import FuncEntry
-from ..runtime.memory import Buffer, lower_bound, naive_bytes, plan_memory
+from ..runtime.memory import Buffer, align_up, lower_bound, plan_memory
 from ..runtime.shape_program import compile_program
 
 ALIGNMENT = 64
@@ -58,12 +58,18 @@ def plan_function(func: VMFunction, table: list[FuncEntry], func_index, entry_pc
     allocs = _plannable_allocs(instrs, table, entry_slots)
     if not allocs:
         return func, {}
-    intervals, escaping = _liveness(instrs, table, allocs)
+    intervals, escaping, holds = _liveness(instrs, table, allocs)
     planned = [a for a in allocs if a.dst not in escaping]
     if not planned:
         return func, {}
-    index_of = {a.pc: i for i, a in enumerate(planned)}
-    spec = tuple((_bytes_program(a), intervals[a.pc][0], intervals[a.pc][1], "global") for a in planned)
+    owner = _in_place(instrs, table, planned, intervals, holds)   # alloc pc -> pc whose storage it reuses
+    roots = [a for a in planned if owner[a.pc] == a.pc]
+    for a in planned:                                              # a shared slot lives while any user does
+        root = intervals[owner[a.pc]]
+        root[1] = max(root[1], intervals[a.pc][1])
+    slot = {a.pc: i for i, a in enumerate(roots)}
+    index_of = {a.pc: slot[owner[a.pc]] for a in planned}
+    spec = tuple((_bytes_program(a), intervals[a.pc][0], intervals[a.pc][1], "global") for a in roots)
     arena_reg = func.num_registers
     plan_call = Call(arena_reg, func_index("builtin", "vm.builtin.plan_arena"),
                      ((IMM, spec), (IMM, "__heap_size__"), (REG, heap_reg)))
@@ -75,7 +81,8 @@ def plan_function(func: VMFunction, table: list[FuncEntry], func_index, entry_pc
     instrs = [_patch(i, heap_size) for i in instrs]
     new = VMFunction(func.name, func.params, func.num_registers + 1, tuple(instrs), func.outputs,
                      func.dim_ranges, dict(func.attrs))
-    return new, _figures(spec, func.dim_ranges, slot_names, pools)
+    every = tuple(_bytes_program(a) for a in planned)   # each intermediate on its own: the naive total
+    return new, _figures(spec, every, func.dim_ranges, slot_names, pools)
 
 
 def _plannable_allocs(instrs, table, entry_slots) -> list[_Alloc]:
@@ -119,8 +126,46 @@ def _bytes_program(a: _Alloc):
     return prog
 
 
-def _liveness(instrs, table, allocs) -> tuple[dict[int, list[int]], set[int]]:
-    """Per allocation pc: [start, end]; and the allocation registers that may escape."""
+def _in_place(instrs, table, planned, intervals, holds) -> dict[int, int]:
+    """Elementwise kernels write over an input that dies there when it has the
+    output's shape and dtype: the output reuses that input's storage."""
+    by_dst = {a.dst: a for a in planned}
+    owner = {a.pc: a.pc for a in planned}
+    taken: set[int] = set()   # storage already handed on: one reuse per dying input
+    for pc, ins in enumerate(instrs):
+        if not isinstance(ins, Call) or table[ins.func].kind != "kernel" or not _elementwise(table[ins.func].name):
+            continue
+        out = dict(ins.kwargs).get("out")
+        if out is None or out[0] != REG or out[1] not in by_dst:
+            continue
+        o = by_dst[out[1]]
+        for kind, reg in ins.args:
+            held = holds.get(reg, set()) if kind == REG else set()
+            if len(held) != 1:
+                continue
+            a = by_dst.get(next(iter(held)))
+            if a is None or a is o or a.pc in taken or intervals[a.pc][1] != pc:
+                continue
+            if a.dtype == o.dtype and a.programs == o.programs:
+                root = owner[a.pc]
+                owner[o.pc] = root
+                taken.add(a.pc)
+                break
+    return owner
+
+
+def _elementwise(kernel: str) -> bool:
+    from ..errors import RelaxpackError
+    from ..ops.registry import get_op_def
+    try:
+        return get_op_def(kernel).elementwise
+    except RelaxpackError:
+        return False
+
+
+def _liveness(instrs, table, allocs) -> tuple[dict[int, list[int]], set[int], dict[int, set[int]]]:
+    """Per allocation pc: [start, end]; the allocation registers that may escape;
+    and what each register may hold."""
     holds: dict[int, set[int]] = {}        # register -> allocation registers it may hold
     alloc_pc = {a.dst: a.pc for a in allocs}
     intervals = {a.pc: [a.pc, a.pc] for a in allocs}
@@ -141,7 +186,7 @@ def _liveness(instrs, table, allocs) -> tuple[dict[int, list[int]], set[int]]:
         else:  # aliasing builtins, VM functions and packed calls: may return an argument
             new = set().union(*(holds.get(r, set()) for r in _reads(ins)))
         holds[ins.dst] = holds.get(ins.dst, set()) | new  # a register written twice (If) holds both
-    return intervals, escaping
+    return intervals, escaping, holds
 
 
 def _reads(ins) -> list[int]:
@@ -173,9 +218,13 @@ def _patch(ins, heap_size: int):
     return ins
 
 
-def _figures(spec, dim_ranges, slot_names: dict[int, str], pools) -> dict:
-    """The plan at the dims' upper bounds (all placement algorithms), if every dim has one."""
-    figures = {"buffers": len(spec), "planned_at": None, "arena_bytes": None,
+def _figures(spec, every, dim_ranges, slot_names: dict[int, str], pools) -> dict:
+    """The plan at the dims' upper bounds (all placement algorithms), if every dim has one.
+
+    ``every`` holds the size programs of all planned intermediates, also those
+    written in place over another: their sum is the naive total.
+    """
+    figures = {"buffers": len(spec), "intermediates": len(every), "planned_at": None, "arena_bytes": None,
                "lower_bound_bytes": None, "naive_bytes": None}
     heap = _heap_at_bounds(spec, {name: hi for name, lo, hi in dim_ranges}, slot_names)
     if heap is None:
@@ -185,7 +234,8 @@ def _figures(spec, dim_ranges, slot_names: dict[int, str], pools) -> dict:
     plan = plan_memory(buffers, ALIGNMENT, pools=pools)
     figures.update(planned_at="bounds", arena_bytes=plan.arena_bytes,
                    lower_bound_bytes=sum(lower_bound(buffers, ALIGNMENT).values()),
-                   naive_bytes=naive_bytes(buffers, ALIGNMENT), algorithm=plan.algorithm)
+                   naive_bytes=sum(align_up(compile_program(p, len(heap))(heap), ALIGNMENT) for p in every),
+                   algorithm=plan.algorithm)
     return figures
 
 

@@ -90,3 +90,27 @@ def test_memory_planning_can_be_turned_off():
     exe = codegen(mod, plan_memory=False)
     assert "memory_plan" not in exe.metadata
     assert "arena_tensor" not in exe.as_text()
+
+
+def test_elementwise_chains_write_in_place():
+    from relaxpack.ir import BlockBuilder, TensorStructInfo, Var, sym
+    from relaxpack.ops import make_call
+    n = sym("n")
+    x = Var("x", TensorStructInfo((n, 16), "float32"))
+    bb = BlockBuilder()
+    bb.analyzer.set_range("n", 1, 64)
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(make_call("exp", x))
+            b = bb.emit(make_call("negative", a))
+            c = bb.emit(make_call("tanh", b))
+            d = bb.emit(make_call("add", c, x))
+            gv = bb.emit_output(make_call("sum", d, axis=(1,)), "y")
+        bb.emit_func_output(gv)
+    exe = relaxpack.build(bb.get())
+    plan = exe.metadata["memory_plan"]
+    assert plan["intermediates"] == 4 and plan["buffers"] == 1  # exp, negative, tanh, add share one slot
+    assert plan["arena_bytes"] == plan["lower_bound_bytes"] == 64 * 16 * 4
+    xs = np.random.default_rng(0).standard_normal((5, 16)).astype(np.float32)
+    np.testing.assert_allclose(VirtualMachine(exe).run({"x": xs})["y"], (np.tanh(-np.exp(xs)) + xs).sum(1),
+                               rtol=1e-5, atol=1e-5)

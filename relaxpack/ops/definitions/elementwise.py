@@ -99,7 +99,8 @@ _UNARY = {
 }
 
 for _name, (_kinds, _out, _attrs, _check, _doc) in _UNARY.items():
-    register_op(_name, infer=_unary(_kinds, _out, _check), attrs=_attrs, num_args=1, doc=_doc)
+    register_op(_name, infer=_unary(_kinds, _out, _check), attrs=_attrs, num_args=1, doc=_doc,
+                elementwise=True)
 
 
 # ---------------------------------------------------------------- binary
@@ -149,7 +150,8 @@ _BINARY = {
 }
 
 for _name, (_kinds, _out, _attrs, _check, _doc) in _BINARY.items():
-    register_op(_name, infer=_binary(_kinds, _out, _check), attrs=_attrs, num_args=2, doc=_doc)
+    register_op(_name, infer=_binary(_kinds, _out, _check), attrs=_attrs, num_args=2, doc=_doc,
+                elementwise=True)
 
 
 def _infer_prelu(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:

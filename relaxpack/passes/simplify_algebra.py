@@ -1,0 +1,241 @@
+"""SimplifyAlgebra: chains of layout ops collapse, identities disappear.
+
+Rules (table :data:`RULES`, in the order they are tried):
+
+- ``merge_permute_dims``: ``permute_dims(permute_dims(x, p1), p2)`` ->
+  ``permute_dims(x, p1 o p2)``, or ``x`` when that is the identity.
+- ``remove_identity_permute``: ``permute_dims(x, (0, 1, ...))`` -> ``x``.
+- ``merge_reshapes``: ``reshape(reshape(x, s1), s2)`` -> ``reshape(x, s2)``.
+- ``remove_identity_reshape``: ``reshape(x, s)`` -> ``x`` when ``s`` is
+  provably ``x``'s shape.
+- ``remove_identity_astype``: ``astype(x, dtype)`` -> ``x`` when ``x`` is
+  already ``dtype``.
+- ``remove_identity_broadcast``: ``broadcast_to(x, s)`` -> ``x`` when ``s``
+  is provably ``x``'s shape.
+- ``remove_add_zero`` / ``remove_subtract_zero`` / ``remove_multiply_one`` /
+  ``remove_divide_one``: ``x + 0``, ``0 + x``, ``x - 0``, ``x * 1``,
+  ``1 * x``, ``x / 1`` -> ``x`` when the constant does not broadcast ``x``
+  to another shape (``x + 0`` turns ``-0.0`` into ``0.0``, as everywhere).
+- ``remove_double_negation``: ``negative(negative(x))`` -> ``x``.
+- ``merge_scalar_multiplies``: ``(x * c1) * c2`` -> ``x * (c1 * c2)`` for
+  one-element constants.
+- ``compose_gelu`` / ``compose_gelu_half_first`` / ``compose_gelu_half_inside``:
+  the erf form exporters write for exact GELU,
+  ``x * (erf(x / sqrt(2)) + 1) * 0.5`` (in its three groupings, and with
+  ``x * (1 / sqrt(2))``), -> ``nn.gelu(x)``: one kernel instead of five.
+
+The IR has no dropout op (the importer drops inference dropout), so there
+is no dropout identity to remove. Bindings left unused are for
+DeadCodeElimination.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir.expr import Constant, ShapeExpr
+from ..ops.registry import make_call
+from .infra import function_pass
+from .rewrite import (
+    Match, Rule, RewriteTable, all_of, any_of, const, float_output, is_op, same_type_as_output,
+    used_once, wildcard,
+)
+
+# ---------------------------------------------------------------- layout chains
+
+
+def _axes(axes, ndim: int) -> tuple[int, ...]:
+    """``permute_dims``'s axes attribute as a full permutation (None reverses)."""
+    if axes is None:
+        return tuple(reversed(range(ndim)))
+    return tuple(a % ndim for a in axes)
+
+
+def _known_rank(name: str):
+    def check(m: Match) -> str | None:
+        ndim = getattr(m.sinfo(name), "ndim", -1)
+        return None if ndim >= 0 else f"the rank of {m.name_of(name)} is not known"
+    return check
+
+
+def merge_permute_dims(m: Match):
+    """permute_dims(permute_dims(x, p1), p2) -> permute_dims(x, p1 o p2), or x if that is the identity."""
+    ndim = m.sinfo("x").ndim
+    inner = _axes(m["inner"].attrs["axes"], ndim)
+    outer = _axes(m["outer"].attrs["axes"], ndim)
+    axes = tuple(inner[a] for a in outer)
+    if axes == tuple(range(ndim)):
+        return m["x"]
+    return make_call("permute_dims", m["x"], axes=axes)
+
+
+def _is_identity_permute(m: Match) -> str | None:
+    axes = _axes(m["outer"].attrs["axes"], m.sinfo("x").ndim)
+    return None if axes == tuple(range(len(axes))) else f"axes {axes} are not the identity"
+
+
+def remove_identity(m: Match):
+    """op(x) -> x: the op leaves x as it is."""
+    return m["x"]
+
+
+def merge_reshapes(m: Match):
+    """reshape(reshape(x, s1), s2) -> reshape(x, s2)."""
+    return make_call("reshape", m["x"], m["shape"])
+
+
+def _same_dtype_cast(m: Match) -> str | None:
+    have, want = m.sinfo("x").dtype, m["outer"].attrs["dtype"]
+    return None if have == want else f"it casts {have} to {want}"
+
+
+# ---------------------------------------------------------------- constants
+
+
+def _all_equal(name: str, value: float, what: str):
+    def check(m: Match) -> str | None:
+        data = m.data(name)
+        if data.size and np.all(data == value):
+            return None
+        return f"{what} {_show(data)} is not all {value:g}"
+    return check
+
+
+def _show(data: np.ndarray) -> str:
+    return repr(data.reshape(-1)[0].item()) if data.size == 1 else f"of shape {data.shape}"
+
+
+def _scalars(*names: str):
+    def check(m: Match) -> str | None:
+        for name in names:
+            data = m.data(name)
+            if data.size != 1:
+                return f"constant {name} has {data.size} elements, not one"
+        return None
+    return check
+
+
+def merge_scalar_multiplies(m: Match):
+    """(x * c1) * c2 -> x * (c1 * c2) for one-element constants."""
+    c1, c2 = m.data("c1"), m.data("c2")
+    wide = np.float64 if c1.dtype.kind == "f" else c1.dtype
+    product = np.multiply(c1.astype(wide), c2.astype(wide)).astype(c1.dtype)
+    return make_call("multiply", m["x"], Constant(product))
+
+
+# ---------------------------------------------------------------- GELU
+
+
+def _near(name: str, value: float, what: str):
+    def check(m: Match) -> str | None:
+        data = m.data(name)
+        if data.size == 1 and math.isclose(float(data.reshape(-1)[0]), value, rel_tol=1e-6):
+            return None
+        return f"{what} {_show(data)} is not {value:.7g}"
+    return check
+
+
+def _erf_scale_check(m: Match) -> str | None:
+    if "sqrt2" in m:
+        return _near("sqrt2", math.sqrt(2), "the divisor")(m)
+    return _near("rsqrt2", 1 / math.sqrt(2), "the factor")(m)
+
+
+def compose_gelu(m: Match):
+    """x * (erf(x / sqrt(2)) + 1) * 0.5 -> nn.gelu(x) (exact, erf form)."""
+    return make_call("nn.gelu", m["x"], approximate="none")
+
+
+_ERF = is_op("erf")(
+    any_of(is_op("divide")(wildcard("x"), const("sqrt2"), name="scaled", what="erf input"),
+           is_op("multiply")(wildcard("x"), const("rsqrt2"), name="scaled", what="erf input",
+                             commutative=True)),
+    name="erf", what="operand")
+_ONE_PLUS_ERF = is_op("add")(_ERF, const("one"), name="one_plus", what="operand", commutative=True)
+_GELU_CHECK = all_of(
+    float_output, _erf_scale_check, _near("one", 1.0, "the added constant"),
+    _near("half", 0.5, "the factor"),
+    used_once("scaled", "the erf input"), used_once("erf", "the erf"),
+    used_once("one_plus", "erf + 1"), used_once("inner", "the inner product"))
+
+# ---------------------------------------------------------------- the table
+
+_X = wildcard("x")
+
+RULES = RewriteTable("SimplifyAlgebra", [
+    Rule("merge_permute_dims",
+         is_op("permute_dims")(is_op("permute_dims")(_X, name="inner", what="operand"), name="outer"),
+         all_of(_known_rank("x"), same_type_as_output("x") and None),
+         merge_permute_dims),
+    Rule("remove_identity_permute",
+         is_op("permute_dims")(_X, name="outer"),
+         all_of(_known_rank("x"), _is_identity_permute, same_type_as_output("x")),
+         remove_identity, doc="permute_dims(x, (0, 1, ...)) -> x."),
+    Rule("merge_reshapes",
+         is_op("reshape")(is_op("reshape")(_X, wildcard(), name="inner", what="operand"),
+                          wildcard("shape"), name="outer"),
+         None, merge_reshapes),
+    Rule("remove_identity_reshape",
+         is_op("reshape")(_X, wildcard(), name="outer"),
+         same_type_as_output("x"),
+         remove_identity, doc="reshape(x, s) -> x when s is provably x's shape."),
+    Rule("remove_identity_astype",
+         is_op("astype")(_X, name="outer"),
+         _same_dtype_cast,
+         remove_identity, doc="astype(x, dtype) -> x when x is already of dtype."),
+    Rule("remove_identity_broadcast",
+         is_op("broadcast_to")(_X, wildcard(), name="outer"),
+         same_type_as_output("x"),
+         remove_identity, doc="broadcast_to(x, s) -> x when s is provably x's shape."),
+    Rule("remove_add_zero",
+         is_op("add")(_X, const("c", "the other operand"), commutative=True),
+         all_of(_all_equal("c", 0, "constant"), same_type_as_output("x")),
+         remove_identity, doc="x + 0 -> x, 0 + x -> x (when 0 does not broadcast x)."),
+    Rule("remove_subtract_zero",
+         is_op("subtract")(_X, const("c", "the subtrahend")),
+         all_of(_all_equal("c", 0, "constant"), same_type_as_output("x")),
+         remove_identity, doc="x - 0 -> x (when 0 does not broadcast x)."),
+    Rule("remove_multiply_one",
+         is_op("multiply")(_X, const("c", "the other operand"), commutative=True),
+         all_of(_all_equal("c", 1, "constant"), same_type_as_output("x")),
+         remove_identity, doc="x * 1 -> x, 1 * x -> x (when 1 does not broadcast x)."),
+    Rule("remove_divide_one",
+         is_op("divide")(_X, const("c", "the divisor")),
+         all_of(_all_equal("c", 1, "constant"), same_type_as_output("x")),
+         remove_identity, doc="x / 1 -> x (when 1 does not broadcast x)."),
+    Rule("remove_double_negation",
+         is_op("negative")(is_op("negative")(_X, what="operand")),
+         same_type_as_output("x"),
+         remove_identity, doc="negative(negative(x)) -> x."),
+    Rule("merge_scalar_multiplies",
+         is_op("multiply")(is_op("multiply")(_X, const("c1", "the inner factor"), name="inner",
+                                             what="operand", commutative=True),
+                           const("c2", "the outer factor"), commutative=True),
+         all_of(_scalars("c1", "c2"), same_type_as_output("x")),
+         merge_scalar_multiplies),
+    Rule("compose_gelu",
+         is_op("multiply")(is_op("multiply")(_X, _ONE_PLUS_ERF, name="inner", what="operand",
+                                             commutative=True),
+                           const("half", "the factor"), commutative=True),
+         _GELU_CHECK, compose_gelu),
+    Rule("compose_gelu_half_first",
+         is_op("multiply")(is_op("multiply")(_X, const("half", "the factor"), name="inner",
+                                             what="operand", commutative=True),
+                           _ONE_PLUS_ERF, commutative=True),
+         _GELU_CHECK, compose_gelu, doc="(x * 0.5) * (erf(x / sqrt(2)) + 1) -> nn.gelu(x)."),
+    Rule("compose_gelu_half_inside",
+         is_op("multiply")(_X, is_op("multiply")(_ONE_PLUS_ERF, const("half", "the factor"),
+                                                 name="inner", what="operand", commutative=True),
+                           commutative=True),
+         _GELU_CHECK, compose_gelu, doc="x * ((erf(x / sqrt(2)) + 1) * 0.5) -> nn.gelu(x)."),
+])
+
+
+@function_pass(name="SimplifyAlgebra", opt_level=2, requires=("import", "optimize"), produces="optimize")
+def simplify_algebra(func, mod, ctx):
+    """Collapse permute/reshape chains, remove identities, merge scalar
+    multiplies, recognize exact GELU; the rules are listed in the module
+    docstring and by ``RULES.describe()``."""
+    return RULES.apply(func)

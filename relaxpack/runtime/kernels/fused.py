@@ -1,0 +1,66 @@
+"""Kernels of the fused ops (``nn.gemm``, ``nn.conv_bias_act``).
+
+Each runs the unfused kernels' own code in the same order, in place on
+``out``: the product (``matmul`` / ``nn.conv``) is written into ``out``,
+the bias is added into it, then the activation kernel transforms it in
+place. The results are the unfused composition's, bit for bit, with one
+kernel call instead of two or three.
+
+``activation`` is None, a name, or ``(name, *params)`` as in the op
+definition (an archive may hand the tuple back as a list).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import UnsupportedOpError
+from .activation import gelu, leakyrelu, relu, silu
+from .elementwise import clip, sigmoid
+from .linalg import matmul
+from .nn import conv
+from ._registry import KERNELS, register_kernel
+
+
+#: activation name -> fn(buf, params) applying it in place
+_ACTIVATIONS = {
+    "relu": lambda out: relu(out, out=out),
+    "sigmoid": lambda out: sigmoid(out, out=out),
+    "tanh": lambda out: KERNELS["tanh"].fn(out, out=out),
+    "silu": lambda out: silu(out, out=out),
+    "gelu": lambda out: gelu(out, out=out, approximate="none"),
+    "gelu_tanh": lambda out: gelu(out, out=out, approximate="tanh"),
+    "leakyrelu": lambda out, alpha: leakyrelu(out, out=out, alpha=alpha),
+    "clip": lambda out, lo, hi: clip(out, out=out, min=lo, max=hi),
+}
+
+
+def apply_activation(out: np.ndarray, activation) -> None:
+    """Apply ``activation`` (None, a name or ``(name, *params)``) to ``out`` in place."""
+    if activation is None:
+        return
+    name, params = (activation, ()) if isinstance(activation, str) else (activation[0], tuple(activation[1:]))
+    fn = _ACTIVATIONS.get(name)
+    if fn is None:
+        raise UnsupportedOpError(f"fused kernel: unknown activation {name!r}; known: {sorted(_ACTIVATIONS)}")
+    if out.size:
+        fn(out, *params)
+
+
+@register_kernel("nn.gemm")
+def gemm(x, w, bias=None, *, out, activation=None):
+    """``activation(x @ w + bias)``; ``bias`` broadcasts into the product."""
+    matmul(x, w, out=out)
+    if bias is not None:
+        np.add(out, bias, out=out)
+    apply_activation(out, activation)
+
+
+@register_kernel("nn.conv_bias_act")
+def conv_bias_act(data, weight, bias=None, *, out, strides=1, padding=0, dilation=1, groups=1,
+                  activation=None):
+    """``activation(nn.conv(data, weight) + bias[:, None, ...])``."""
+    conv(data, weight, out=out, strides=strides, padding=padding, dilation=dilation, groups=groups)
+    if bias is not None:
+        np.add(out, bias.reshape(bias.shape + (1,) * (out.ndim - 2)), out=out)
+    apply_activation(out, activation)
