@@ -23,17 +23,21 @@ def lower_pipeline() -> Sequential:
     return Sequential([legalize], name="Lower")
 
 
-def build(mod: IRModule, opt_level: int = 2, check: bool = True) -> Executable:
+def build(mod: IRModule, opt_level: int = 2, check: bool = True, pools: dict[str, int] | None = None,
+          plan_memory: bool = True) -> Executable:
     """Compile ``mod`` for the :class:`~relaxpack.runtime.VirtualMachine`.
 
-    ``check`` runs the well-formedness checker on the input and after each pass.
+    ``check`` runs the well-formedness checker on the input and after each
+    pass. ``plan_memory`` puts intermediates in arenas; ``pools`` bounds
+    memory pools in bytes (``{"fast": 256 * 1024}``): intermediates are first
+    offered to the first pool named and spill to the default pool.
     """
     if check:
         check_well_formed(mod)
     ctx = PassContext.current()
     with PassContext(opt_level=opt_level, instruments=ctx.instruments, check_well_formed=check):
         lowered = lower_pipeline()(mod)
-    exe = codegen(lowered)
+    exe = codegen(lowered, plan_memory=plan_memory, pools=pools)
     exe.metadata["ir"] = lowered.script(show_meta=False)
     for key in ("source", "source_sha256"):
         if key in mod.attrs:

@@ -67,6 +67,22 @@ def parse_dims(specs: list[str] | None) -> dict[str, int | tuple[int, int | None
     return dims
 
 
+_SIZE = re.compile(r"^(\d+)\s*(B|KB|KiB|MB|MiB|GB|GiB)?$", re.IGNORECASE)
+_UNITS = {"b": 1, "kb": 1000, "kib": 1024, "mb": 1000 ** 2, "mib": 1024 ** 2, "gb": 1000 ** 3, "gib": 1024 ** 3}
+
+
+def parse_pools(specs: list[str] | None) -> dict[str, int]:
+    """``--pool fast=256KiB`` -> ``{"fast": 262144}``."""
+    pools = {}
+    for spec in specs or ():
+        name, sep, size = spec.partition("=")
+        m = _SIZE.match(size.strip())
+        if not sep or not name.isidentifier() or not m:
+            raise InputError(f"bad --pool {spec!r}: expected NAME=SIZE, e.g. fast=256KiB")
+        pools[name] = int(m.group(1)) * _UNITS[(m.group(2) or "B").lower()]
+    return pools
+
+
 def existing_file(path: Path, what: str) -> Path:
     if not path.exists():
         raise InputError(f"{what} not found: {path}")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from .common import app, echo, existing_file, fmt_bytes, parse_dims, user_errors
+from .common import app, echo, existing_file, fmt_bytes, parse_dims, parse_pools, user_errors
 
 
 @app.command()
@@ -18,6 +18,7 @@ def convert(
     dim: list[str] = typer.Option(None, "--dim", help="Bind or bound a dim: NAME=VALUE or NAME=LO..HI."),
     opt_level: int = typer.Option(2, "-O", min=0, max=2, help="Optimization level: -O0, -O1 or -O2."),
     params: str = typer.Option("linked", "--params", help="linked (in the archive) or external (side file)."),
+    pool: list[str] = typer.Option(None, "--pool", help="A bounded memory pool, NAME=SIZE (e.g. fast=256KiB)."),
     timing: bool = typer.Option(False, "--timing", help="Print the time of every pass."),
     print_after: list[str] = typer.Option(None, "--print-after", help="Print the IR after this pass."),
     dump_ir: Path = typer.Option(None, "--dump-ir", help="Write the IR after every pass to this folder."),
@@ -45,7 +46,7 @@ def convert(
         stages["import"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         with PassContext(opt_level=opt_level, instruments=instruments):
-            exe = build(mod, opt_level=opt_level)
+            exe = build(mod, opt_level=opt_level, pools=parse_pools(pool) or None)
         stages["optimize + lower"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         exe.save(output, params=params)
@@ -60,8 +61,9 @@ def convert(
          f"({fmt_bytes(sum(c.nbytes for c in exe.constants))})")
     plan = exe.metadata.get("memory_plan")
     if plan and plan.get("arena_bytes") is not None:
+        pools_text = ", ".join(f"{k} {fmt_bytes(v)}" for k, v in sorted(plan.get("pool_bytes", {}).items()))
         echo(f"  arena         {fmt_bytes(plan['arena_bytes'])} at the dims' bounds (lower bound "
-             f"{fmt_bytes(plan['lower_bound_bytes'])}, naive {fmt_bytes(plan['naive_bytes'])})")
+             f"{fmt_bytes(plan['lower_bound_bytes'])}, naive {fmt_bytes(plan['naive_bytes'])}; {pools_text})")
     elif plan:
         echo(f"  arena         {plan['buffers']} buffers, planned per input shape at run time "
              f"(give every dim an upper bound with --dim to see the plan's size)")

@@ -63,6 +63,7 @@ class _FunctionCodegen:
         self.heap = self.new_reg()
         # shape values already computed: valid until a branch ends or a dim is stored
         self.shape_cache: dict[str, int] = {}
+        self.alloc_scopes: dict[int, str] = {}  # alloc_tensor pc -> memory scope (vdevice)
 
     # ------------------------------------------------------------ helpers
     def new_reg(self) -> int:
@@ -287,7 +288,9 @@ class _FunctionCodegen:
             return self.builtin("make_tuple", *fields)
         if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or sinfo.dtype is None:
             raise IRError(f"{self.name}: cannot allocate an output of unknown shape or dtype ({sinfo})")
-        return self.builtin("alloc_tensor", (IMM, sinfo.dtype), self.shape_operand(sinfo.shape))
+        shape = self.shape_operand(sinfo.shape)
+        self.alloc_scopes[len(self.instrs)] = sinfo.vdevice   # the memory scope picks the pool
+        return self.builtin("alloc_tensor", (IMM, sinfo.dtype), shape)
 
     def emit_if(self, node: If) -> int:
         cond = self.builtin("read_if_cond", self.operand(node.cond))
@@ -339,7 +342,7 @@ def codegen(mod: IRModule, plan_memory: bool = True, pools: dict | None = None) 
         vm_func = gen.generate()
         if plan_memory:
             vm_func, figures[name] = plan_function(vm_func, state.func_table, state.func, gen.entry_pc,
-                                                   gen.entry_slots, gen.heap, pools)
+                                                   gen.entry_slots, gen.heap, gen.alloc_scopes, pools)
         functions[name] = vm_func
     for entry in state.func_table:
         if entry.kind == "vm" and entry.name not in functions:

@@ -46,12 +46,17 @@ class _Alloc:
 
 
 def plan_function(func: VMFunction, table: list[FuncEntry], func_index, entry_pc: int,
-                  slot_names: dict[int, str], heap_reg: int, pools: dict | None = None) -> tuple[VMFunction, dict]:
+                  slot_names: dict[int, str], heap_reg: int, scopes: dict[int, str] | None = None,
+                  pools: dict | None = None) -> tuple[VMFunction, dict]:
     """``func`` with its plannable allocations in an arena, and the plan's figures.
 
     ``entry_pc`` is where the input checks end (the plan goes there);
     ``slot_names`` the heap slots they fill and their dims' names;
     ``func_index(kind, name)`` adds or finds a function-table entry.
+    ``scopes`` gives each allocation's memory scope (its tensor's vdevice);
+    ``pools`` bounds pools in bytes: a tensor of scope "global" is first
+    offered to the first bounded pool declared, and spills back to "global"
+    when it does not fit (USMP's candidate pools).
     """
     entry_slots = set(slot_names)
     instrs = list(func.instructions)
@@ -69,10 +74,13 @@ def plan_function(func: VMFunction, table: list[FuncEntry], func_index, entry_pc
         root[1] = max(root[1], intervals[a.pc][1])
     slot = {a.pc: i for i, a in enumerate(roots)}
     index_of = {a.pc: slot[owner[a.pc]] for a in planned}
-    spec = tuple((_bytes_program(a), intervals[a.pc][0], intervals[a.pc][1], "global") for a in roots)
+    pools = dict(pools or {})
+    spec = tuple((_bytes_program(a), intervals[a.pc][0], intervals[a.pc][1], _pool(a, scopes, pools))
+                 for a in roots)
     arena_reg = func.num_registers
+    caps = tuple(sorted((name, cap) for name, cap in pools.items() if cap is not None))
     plan_call = Call(arena_reg, func_index("builtin", "vm.builtin.plan_arena"),
-                     ((IMM, spec), (IMM, "__heap_size__"), (REG, heap_reg)))
+                     ((IMM, spec), (IMM, caps), (IMM, "__heap_size__"), (REG, heap_reg)))
     view = func_index("builtin", "vm.builtin.arena_tensor")
     for a in planned:
         instrs[a.pc] = Call(a.dst, view, ((IMM, index_of[a.pc]), (IMM, a.dtype), (REG, arena_reg), a.shape))
@@ -83,6 +91,13 @@ def plan_function(func: VMFunction, table: list[FuncEntry], func_index, entry_pc
                      func.dim_ranges, dict(func.attrs))
     every = tuple(_bytes_program(a) for a in planned)   # each intermediate on its own: the naive total
     return new, _figures(spec, every, func.dim_ranges, slot_names, pools)
+
+
+def _pool(a: _Alloc, scopes, pools: dict) -> str:
+    scope = (scopes or {}).get(a.pc, "global")
+    if scope == "global" and pools:
+        return next(iter(pools))
+    return scope
 
 
 def _plannable_allocs(instrs, table, entry_slots) -> list[_Alloc]:
@@ -232,7 +247,7 @@ def _figures(spec, every, dim_ranges, slot_names: dict[int, str], pools) -> dict
     buffers = [Buffer(str(i), compile_program(prog, len(heap))(heap), start, end, pool)
                for i, (prog, start, end, pool) in enumerate(spec)]
     plan = plan_memory(buffers, ALIGNMENT, pools=pools)
-    figures.update(planned_at="bounds", arena_bytes=plan.arena_bytes,
+    figures.update(planned_at="bounds", arena_bytes=plan.arena_bytes, pool_bytes=dict(plan.pool_sizes),
                    lower_bound_bytes=sum(lower_bound(buffers, ALIGNMENT).values()),
                    naive_bytes=sum(align_up(compile_program(p, len(heap))(heap), ALIGNMENT) for p in every),
                    algorithm=plan.algorithm)

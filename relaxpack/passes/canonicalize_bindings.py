@@ -254,12 +254,12 @@ class _Canonicalizer(ExprMutator):
         """Emit ``binding`` with ``value`` (remapped, rewritten), as an alias
         to forward, under a taken-over name, or as it is."""
         var = binding.var
+        is_cast = isinstance(binding, MatchCast)
         if var in self.absorbed:          # its target's binding took its name
             return
-        if isinstance(value, Var) and var not in self.takeovers and self._can_forward(var, value):
+        if not is_cast and isinstance(value, Var) and var not in self.takeovers and self._can_forward(var, value):
             self.var_remap[var] = value
             return
-        is_cast = isinstance(binding, MatchCast)
         if var in self.takeovers:
             alias = self.takeovers[var]
             sinfo = binding.struct_info if is_cast else self._var_sinfo(var, value)

@@ -44,7 +44,7 @@ from ..ir.block_builder import BlockBuilder, is_pure_expr
 from ..ir.dims import DimAnalyzer
 from ..ir.expr import (
     Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, If, MatchCast,
-    Op, SeqExpr, Tuple, TupleGetItem, Var, VarBinding,
+    Op, SeqExpr, Span, Tuple, TupleGetItem, Var, VarBinding,
 )
 from ..ir.module import IRModule
 from ..ir.struct_info import TensorStructInfo, is_base_of
@@ -117,7 +117,10 @@ class CallPattern(Pattern):
             return f"{label} {why}"
         if not (isinstance(value, Call) and isinstance(value.op, Op) and value.op.name in self.ops):
             return f"{label} is {_describe_value(value)}, not {self.ops_text}"
-        return self.match_call(value, var, state)
+        reason = self.match_call(value, var, state)
+        if reason is None and var is not None:
+            state.consumed.append(var)
+        return reason
 
     def match_call(self, call: Call, var: Var | None, state) -> str | None:
         if len(call.args) != len(self.args):
@@ -199,6 +202,7 @@ class _Def:
     block: int              # which block binds it
     dataflow: bool          # ... and whether that block is a dataflow block
     match_cast: bool
+    span: Span | None = None
 
 
 class _Scope:
@@ -212,7 +216,8 @@ class _Scope:
         self.names = names
 
     def record(self, binding: Binding, block: int, dataflow: bool) -> None:
-        self.defs[binding.var] = _Def(binding.value, block, dataflow, isinstance(binding, MatchCast))
+        self.defs[binding.var] = _Def(binding.value, block, dataflow, isinstance(binding, MatchCast),
+                                      binding.span)
 
     def name(self, var: Var) -> str:
         if self.names is not None and var in self.names:
@@ -299,12 +304,13 @@ class _MatchState:
         self.scope, self.block = scope, block
         self.exprs: dict[str, Expr] = {}
         self.vars: dict[str, Var | None] = {}
+        self.consumed: list[Var] = []       # vars of the calls matched through them
 
     def save(self):
-        return dict(self.exprs), dict(self.vars)
+        return dict(self.exprs), dict(self.vars), list(self.consumed)
 
     def restore(self, saved) -> None:
-        self.exprs, self.vars = dict(saved[0]), dict(saved[1])
+        self.exprs, self.vars, self.consumed = dict(saved[0]), dict(saved[1]), list(saved[2])
 
     def bind(self, name: str | None, expr: Expr, var: Var | None) -> str | None:
         if name is None:
@@ -361,6 +367,21 @@ class Match:
     def __init__(self, binding: VarBinding, state: _MatchState):
         self.binding = binding
         self._exprs, self._vars, self._scope = state.exprs, state.vars, state.scope
+        self._consumed = state.consumed
+
+    @property
+    def span(self) -> Span | None:
+        """The spans of the matched bindings (producers first) and of the
+        binding the rule fires at: what the rewritten value was made from."""
+        sources: list[str] = []
+        for var in self._consumed:
+            d = self._scope.defs.get(var)
+            if d is not None and d.span is not None:
+                sources.extend(d.span.sources)
+        if self.binding.span is not None:
+            sources.extend(self.binding.span.sources)
+        sources = list(dict.fromkeys(sources))
+        return Span(tuple(sources)) if sources else None
 
     def __getitem__(self, name: str) -> Expr:
         return self._exprs[name]
@@ -628,8 +649,8 @@ def _tentative(rule: Rule, match: Match, binding: VarBinding, analyzer: DimAnaly
         builder = BlockBuilder(analyzer=analyzer)
         builder.begin_scope()
         builder.begin_block(is_dataflow=dataflow)
-        sources = binding.span.sources if binding.span is not None else ()
-        with builder.span(*sources):
+        span = match.span
+        with builder.span(*(span.sources if span is not None else ())):
             value = builder.normalize(expr)
         helpers = builder.end_block().bindings
         builder.end_scope(value)
@@ -703,10 +724,11 @@ class _Rewriter(ExprMutator):
                 continue
             log.debug("%s: rule %s fires at %s", self.table.name, rule.name, binding.var.name_hint)
             self.fired += 1
-            return self._commit(binding, *result)
+            return self._commit(binding, match.span, *result)
         return None
 
-    def _commit(self, binding: VarBinding, helpers: tuple[Binding, ...], value: Expr) -> VarBinding:
+    def _commit(self, binding: VarBinding, span: Span | None, helpers: tuple[Binding, ...],
+                value: Expr) -> VarBinding:
         var, scope = binding.var, self.scope
         for h in helpers:
             self.builder.emit_binding(h)
@@ -726,4 +748,4 @@ class _Rewriter(ExprMutator):
             scope.add_uses(binding.value, -1)
             return binding
         scope.add_uses(binding.value, -1)
-        return VarBinding(var, value, span=binding.span)
+        return VarBinding(var, value, span=span)

@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from ..ir.expr import Constant, ShapeExpr
+from ..ir.expr import Constant
 from ..ops.registry import make_call
 from .infra import function_pass
 from .rewrite import (
@@ -167,8 +167,7 @@ _X = wildcard("x")
 RULES = RewriteTable("SimplifyAlgebra", [
     Rule("merge_permute_dims",
          is_op("permute_dims")(is_op("permute_dims")(_X, name="inner", what="operand"), name="outer"),
-         all_of(_known_rank("x"), same_type_as_output("x") and None),
-         merge_permute_dims),
+         _known_rank("x"), merge_permute_dims),
     Rule("remove_identity_permute",
          is_op("permute_dims")(_X, name="outer"),
          all_of(_known_rank("x"), _is_identity_permute, same_type_as_output("x")),

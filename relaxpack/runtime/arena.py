@@ -40,15 +40,20 @@ class ArenaPlan:
 class _ArenaState:
     """Per-VM (per prepared instruction) cache of plans and the arena buffers."""
 
-    def __init__(self, spec, heap_size: int):
+    def __init__(self, spec, caps, heap_size: int):
         if not isinstance(spec, (list, tuple)) or not all(
                 isinstance(b, (list, tuple)) and len(b) == 4 for b in spec):
             raise ArchiveError("plan_arena takes a list of [size program, start, end, pool] buffers")
+        if not isinstance(caps, (list, tuple)) or not all(
+                isinstance(c, (list, tuple)) and len(c) == 2 and isinstance(c[0], str) and isinstance(c[1], int)
+                for c in caps):
+            raise ArchiveError("plan_arena takes a list of [pool, bytes] bounds")
+        self.caps = {name: cap for name, cap in caps}
         self.sizes = [compile_program(b[0], heap_size) for b in spec]
         self.lifetimes = [(_int(b[1]), _int(b[2])) for b in spec]
-        self.pools = sorted({str(b[3]) for b in spec})
+        self.pools = sorted({str(b[3]) for b in spec} | {"global"})
         self.pool_index = [self.pools.index(str(b[3])) for b in spec]
-        self.cache: dict[tuple, tuple[list[int], list[int]]] = {}
+        self.cache: dict[tuple, tuple[list[int], list[int], list[int]]] = {}
         self.buffers: list[np.ndarray] = [np.empty(0, np.uint8) for _ in self.pools]
         self.plan_seconds = 0.0
 
@@ -57,21 +62,23 @@ class _ArenaState:
         entry = self.cache.get(sizes)
         if entry is None:
             entry = self.cache[sizes] = self._place(sizes)
-        offsets, pool_bytes = entry
+        offsets, pool_of, pool_bytes = entry
         for i, need in enumerate(pool_bytes):
             if self.buffers[i].nbytes < need:
                 self.buffers[i] = np.empty(need, np.uint8)
-        return ArenaPlan(offsets, [self.buffers[p] for p in self.pool_index])
+        return ArenaPlan(offsets, [self.buffers[p] for p in pool_of])
 
-    def _place(self, sizes) -> tuple[list[int], list[int]]:
+    def _place(self, sizes) -> tuple[list[int], list[int], list[int]]:
+        """Offsets, the pool each buffer ended in (bounded pools spill to global), pool sizes."""
         t0 = time.perf_counter()
         buffers = [Buffer(str(i), max(int(s), 0), start, end, self.pools[self.pool_index[i]])
                    for i, (s, (start, end)) in enumerate(zip(sizes, self.lifetimes))]
-        plan = plan_memory(buffers, ALIGNMENT, algorithms=RUNTIME_ALGORITHMS, exact_limit=0)
+        plan = plan_memory(buffers, ALIGNMENT, pools=self.caps, algorithms=RUNTIME_ALGORITHMS, exact_limit=0)
         offsets = [plan.offsets[str(i)] for i in range(len(buffers))]
+        pool_of = [self.pools.index(plan.pool_of.get(str(i), buffers[i].pool)) for i in range(len(buffers))]
         pool_bytes = [plan.pool_sizes.get(p, 0) for p in self.pools]
         self.plan_seconds += time.perf_counter() - t0
-        return offsets, pool_bytes
+        return offsets, pool_of, pool_bytes
 
 
 def _int(v) -> int:
@@ -81,12 +88,13 @@ def _int(v) -> int:
 
 
 @builtin("vm.builtin.plan_arena")
-def plan_arena(spec, heap_size: int, heap) -> ArenaPlan:
-    return _ArenaState(spec, heap_size).plan(heap)
+def plan_arena(spec, caps, heap_size: int, heap) -> ArenaPlan:
+    """Plan the buffers of ``spec`` for the dims in ``heap``; ``caps`` bound pools."""
+    return _ArenaState(spec, caps, heap_size).plan(heap)
 
 
-def _plan_arena_specialize(spec, heap_size: int):
-    state = _ArenaState(spec, heap_size)
+def _plan_arena_specialize(spec, caps, heap_size: int):
+    state = _ArenaState(spec, caps, heap_size)
 
     def plan(heap) -> ArenaPlan:
         return state.plan(heap)
@@ -94,7 +102,7 @@ def _plan_arena_specialize(spec, heap_size: int):
     return plan
 
 
-specializable(plan_arena, 2, _plan_arena_specialize)
+specializable(plan_arena, 3, _plan_arena_specialize)
 
 
 @builtin("vm.builtin.arena_tensor")

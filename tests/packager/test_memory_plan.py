@@ -70,7 +70,7 @@ def test_each_shape_gets_its_own_exact_plan():
     for seq in (7, 512, 7):
         vm.run({"x": np.zeros((1, seq, 32), np.float32)})
     assert len(state.cache) == 2  # seq=7 planned once and reused
-    sizes = {key[0]: sum(entry[1]) for key, entry in state.cache.items()}
+    sizes = {key[0]: sum(entry[2]) for key, entry in state.cache.items()}  # entry: offsets, pools, pool bytes
     small, large = sorted(sizes.values())
     assert small < large / 10
 
@@ -114,3 +114,18 @@ def test_elementwise_chains_write_in_place():
     xs = np.random.default_rng(0).standard_normal((5, 16)).astype(np.float32)
     np.testing.assert_allclose(VirtualMachine(exe).run({"x": xs})["y"], (np.tanh(-np.exp(xs)) + xs).sum(1),
                                rtol=1e-5, atol=1e-5)
+
+
+def test_a_bounded_pool_takes_what_fits_and_the_rest_spills():
+    model = small_cnn()
+    free = planned_exe(model, dims={"batch": (1, 4)}).metadata["memory_plan"]
+    cap = 64 * 1024
+    exe = relaxpack.build(relaxpack.from_onnx(model, dims={"batch": (1, 4)}), pools={"fast": cap})
+    plan = exe.metadata["memory_plan"]
+    assert 0 < plan["pool_bytes"]["fast"] <= cap
+    assert plan["pool_bytes"]["global"] > 0 and plan["arena_bytes"] >= free["arena_bytes"]
+    vm, session = VirtualMachine(exe), onnxruntime_session(model)
+    for b in (1, 4):
+        x = np.random.default_rng(b).standard_normal((b, 3, 32, 32)).astype(np.float32)
+        diffs = compare_outputs(["logits"], vm.run({"input": x}), session.run(None, {"input": x}), 1e-4, 1e-5)
+        assert diffs[0].passed, diffs
