@@ -268,6 +268,17 @@ class _FunctionCodegen:
             return dst
         raise IRError(f"{self.name}: R.{op.name} was not legalized to a kernel call (run the Legalize pass)")
 
+    def argument_operands(self, args) -> list[tuple]:
+        """The kernel's arguments: the fields of call_tir's argument tuple, which
+        may be a tuple literal or a var bound to one (A-normal form)."""
+        if isinstance(args, Tuple):
+            return [self.operand(a) for a in args.fields]
+        sinfo = args.struct_info
+        if not isinstance(sinfo, TupleStructInfo):
+            return [self.operand(args)]
+        reg = self.to_register(args)
+        return [(REG, self.builtin("tuple_getitem", (REG, reg), (IMM, i))) for i in range(len(sinfo.fields))]
+
     def kernel_kwargs(self, call: Call):
         pairs = call.attrs.get("kernel_attrs") or ()
         return [(k, (IMM, _plain(v, k))) for k, v in pairs]
@@ -276,7 +287,7 @@ class _FunctionCodegen:
         callee, args = call.args
         if not isinstance(callee, ExternFunc):
             raise IRError(f"{self.name}: call_tir needs an ExternFunc callee")
-        arg_ops = [self.operand(a) for a in (args.fields if isinstance(args, Tuple) else (args,))]
+        arg_ops = self.argument_operands(args)
         out_sinfo = call.sinfo_args[0]
         out = self.alloc(out_sinfo)
         self.emit_call(NO_DST, kind, callee.global_symbol, arg_ops, [("out", (REG, out)), *self.kernel_kwargs(call)])

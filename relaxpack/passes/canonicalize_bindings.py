@@ -3,6 +3,7 @@
 Rewrites, each in one place::
 
     b = a; f(b)                     ->  f(a)           (var-to-var chains collapse)
+    c = R.const(...); f(c)          ->  f(R.const(...)) (so do constants, shapes, prim values)
     t = (a, b); c = t[1]; f(c)      ->  f(b)           (indexing a tuple literal)
     t2 = (t[0], t[1])               ->  t              (rebuilding a whole tuple)
     y = R.match_cast(x, S); f(y)    ->  f(x)           (x is provably of S already)
@@ -23,13 +24,14 @@ above): that is DeadCodeElimination's job, which runs after it.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..ir.block_builder import BlockBuilder
 from ..ir.dims import DimAnalyzer
 from ..ir.expr import (
-    DataflowVar, Expr, Function, If, MatchCast, SeqExpr, Tuple, TupleGetItem, Var, VarBinding,
+    Constant, DataflowVar, Expr, Function, MatchCast, PrimValue, SeqExpr, ShapeExpr, Tuple, TupleGetItem,
+    Var, VarBinding,
 )
 from ..ir.struct_info import StructInfo, TupleStructInfo, is_base_of
 from ..ir.visitor import ExprMutator, ExprVisitor
@@ -44,11 +46,14 @@ MAX_ROUNDS = 8
 
 # ---------------------------------------------------------------- rules as data
 @dataclass(frozen=True)
-class Rule:
-    """A local rewrite: ``pattern`` says where it may apply, ``check`` returns
-    ``None`` when it does or the reason why not, ``rewrite`` makes the new node.
+class BindingRule:
+    """A local rewrite of one value that needs its pass's state (the values
+    vars are bound to, known constants, unified dims): ``pattern`` says where
+    it may apply, ``check(node, env)`` returns ``None`` when it does or the
+    reason why not, ``rewrite(node, env)`` makes the new node. The reasons
+    make "why did this not simplify" printable (:func:`explain`).
 
-    The reasons make "why did this not simplify" printable (:func:`explain`).
+    Rules that match trees of calls use :mod:`relaxpack.passes.rewrite`.
     """
 
     name: str
@@ -104,6 +109,12 @@ def match_cast_is_redundant(binding: MatchCast, analyzer: DimAnalyzer, defined) 
     if not is_base_of(binding.struct_info, binding.value.struct_info, analyzer):
         return f"{binding.value.struct_info} is not provably {binding.struct_info}"
     return None
+
+
+def is_constant_leaf(expr: Expr) -> bool:
+    """A value that may stand wherever a var does: a constant, a shape of
+    dims, a prim value (their binding is as trivial as an alias)."""
+    return isinstance(expr, (Constant, ShapeExpr, PrimValue))
 
 
 class _Scopes(ExprVisitor):
@@ -165,8 +176,7 @@ def _plan_takeovers(func: Function) -> dict[Var, Var]:
 # ---------------------------------------------------------------- the rules
 @dataclass
 class _Env:
-    bound: dict          # var -> its (rewritten) bound value
-    analyzer: DimAnalyzer
+    bound: dict = field(default_factory=dict)    # var -> its (rewritten) bound value
 
 
 def _tuple_literal(expr, env: _Env):
@@ -208,8 +218,8 @@ def _check_rebuilt(tup: Tuple, env: _Env) -> str | None:
 
 
 RULES = (
-    Rule("TupleGetItemOfTupleLiteral", lambda e: isinstance(e, TupleGetItem), _check_getitem, _rewrite_getitem),
-    Rule("TupleOfAllItems", lambda e: isinstance(e, Tuple), _check_rebuilt, lambda t, env: _rebuilt_source(t, env)),
+    BindingRule("TupleGetItemOfTupleLiteral", lambda e: isinstance(e, TupleGetItem), _check_getitem, _rewrite_getitem),
+    BindingRule("TupleOfAllItems", lambda e: isinstance(e, Tuple), _check_rebuilt, lambda t, env: _rebuilt_source(t, env)),
 )
 
 
@@ -220,7 +230,7 @@ class _Canonicalizer(ExprMutator):
         self.outputs = function_outputs(func)
         self.takeovers = _plan_takeovers(func)
         self.absorbed = set(self.takeovers.values())   # alias bindings that disappear
-        self.env = _Env({}, self.builder.analyzer)
+        self.env = _Env()
         self.defined_dims: set[str] = set()
         for p in func.params:
             self.defined_dims |= p.struct_info.dim_vars()
@@ -231,6 +241,11 @@ class _Canonicalizer(ExprMutator):
             value = new
             new = apply_rules(RULES, value, self.env)
         return value
+
+    def visit_tuple_getitem_(self, item: TupleGetItem) -> Expr:
+        # also where a call takes ``t[i]`` as an argument directly
+        item = super().visit_tuple_getitem_(item)
+        return self._rewrite_value(item)
 
     def visit_var_binding_(self, binding: VarBinding) -> None:
         value = self._rewrite_value(self.visit_expr(binding.value))
@@ -257,7 +272,9 @@ class _Canonicalizer(ExprMutator):
         is_cast = isinstance(binding, MatchCast)
         if var in self.absorbed:          # its target's binding took its name
             return
-        if not is_cast and isinstance(value, Var) and var not in self.takeovers and self._can_forward(var, value):
+        if not is_cast and var not in self.takeovers and (
+                isinstance(value, Var) and self._can_forward(var, value)
+                or is_constant_leaf(value) and var not in self.outputs):
             self.var_remap[var] = value
             return
         if var in self.takeovers:
@@ -265,7 +282,8 @@ class _Canonicalizer(ExprMutator):
             sinfo = binding.struct_info if is_cast else self._var_sinfo(var, value)
             new_var = type(alias)(alias.name_hint, struct_info=sinfo)
             self.var_remap[var] = self.var_remap[alias] = new_var
-        elif not is_cast and not is_base_of(var.struct_info, value.struct_info, self.builder.analyzer):
+        elif not is_cast and value is not binding.value and var.struct_info != value.struct_info:
+            # a rewritten value: the var takes its (possibly more precise) struct info
             new_var = type(var)(var.name_hint, struct_info=value.struct_info)
             self.var_remap[var] = new_var
         else:
@@ -305,5 +323,5 @@ def canonicalize_bindings(func, mod, ctx):
     return canonicalize_function(func)
 
 
-__all__ = ["Rule", "apply_rules", "explain", "function_outputs", "match_cast_is_redundant",
-           "canonicalize_bindings", "canonicalize_function"]
+__all__ = ["BindingRule", "RULES", "apply_rules", "explain", "function_outputs", "is_constant_leaf",
+           "match_cast_is_redundant", "canonicalize_bindings", "canonicalize_function"]

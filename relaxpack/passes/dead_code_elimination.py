@@ -142,9 +142,11 @@ def reachable_functions(mod: IRModule, entry: str = ENTRY) -> set[str]:
 
 @module_pass(name="DeadCodeElimination", opt_level=1, requires=("import", "optimize"), produces="optimize")
 def dead_code_elimination(mod, ctx):
-    keep = reachable_functions(mod) if ENTRY in mod else set(mod.functions)
-    functions = {name: eliminate_dead_bindings(func) for name, func in mod.items() if name in keep}
-    return mod.with_functions(functions)
+    swept = mod.with_functions({name: eliminate_dead_bindings(func) for name, func in mod.items()})
+    if ENTRY not in swept:
+        return swept
+    keep = reachable_functions(swept)   # after the sweep: a call in dead code does not count
+    return swept.with_functions({name: func for name, func in swept.items() if name in keep})
 
 
 __all__ = ["count_uses", "dead_code_elimination", "eliminate_dead_bindings", "has_side_effects",

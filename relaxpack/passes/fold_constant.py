@@ -33,7 +33,7 @@ from ..ir.expr import Call, Constant, Expr, Op, PrimValue, SeqExpr, ShapeExpr, T
 from ..ir.visitor import ExprMutator
 from ..ir.well_formed import function_analyzer
 from ..runtime.kernels import KERNELS
-from .canonicalize_bindings import Rule, apply_rules
+from .canonicalize_bindings import BindingRule, apply_rules
 from .evaluate import evaluate_call, output_size
 from .infra import function_pass
 
@@ -67,6 +67,7 @@ def constant_elements(expr: Expr) -> int:
 
 
 def fold_limit(call: Call, min_elements: int) -> int:
+    """The most elements a folded result of ``call`` may have."""
     return max(min_elements, sum(constant_elements(a) for a in call.args))
 
 
@@ -105,15 +106,19 @@ def _fold(call: Call, min_elements: int) -> Expr | None:
     return None if value is None else _to_expr(value)
 
 
-def fold_rules(min_elements: int) -> tuple[Rule, ...]:
+def _check_constant_tuple(item: TupleGetItem, env) -> str | None:
+    return None if isinstance(item.tuple_value, Tuple) and is_constant(item.tuple_value) \
+        else "the tuple is not a constant"
+
+
+def fold_rules(min_elements: int) -> tuple[BindingRule, ...]:
+    """The rules of FoldConstant for a size floor of ``min_elements``."""
     return (
-        Rule("FoldCall", lambda e: isinstance(e, Call),
-             lambda call, env: _check_fold(call, min_elements),
-             lambda call, env: _fold(call, min_elements)),
-        Rule("FoldTupleGetItem", lambda e: isinstance(e, TupleGetItem),
-             lambda item, env: None if isinstance(item.tuple_value, Tuple) and is_constant(item.tuple_value)
-             else "the tuple is not a constant",
-             lambda item, env: item.tuple_value.fields[item.index]),
+        BindingRule("FoldCall", lambda e: isinstance(e, Call),
+                    lambda call, env: _check_fold(call, min_elements),
+                    lambda call, env: _fold(call, min_elements)),
+        BindingRule("FoldTupleGetItem", lambda e: isinstance(e, TupleGetItem),
+                    _check_constant_tuple, lambda item, env: item.tuple_value.fields[item.index]),
     )
 
 
@@ -142,6 +147,12 @@ class _Folder(ExprMutator):
                 and new_seq.body is seq.body:
             return seq
         return SeqExpr(tuple(blocks), new_seq.body)
+
+    def visit_tuple_getitem_(self, item: TupleGetItem) -> Expr:
+        # also where a call takes ``t[i]`` as an argument directly
+        item = super().visit_tuple_getitem_(item)
+        folded = apply_rules(self.rules, item, None)
+        return item if folded is None else folded
 
     def visit_var_binding_(self, binding) -> None:
         value = self.visit_expr(binding.value)

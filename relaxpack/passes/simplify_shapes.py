@@ -43,13 +43,13 @@ from ..ir.expr import (
     VarBinding,
 )
 from ..ir.struct_info import (
-    FuncStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
+    FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
     is_base_of,
 )
 from ..ir.visitor import ExprMutator
 from ..ir.well_formed import function_analyzer
 from ..ops.registry import make_call
-from .canonicalize_bindings import Rule, apply_rules
+from .canonicalize_bindings import BindingRule, apply_rules
 from .infra import function_pass
 
 log = logging.getLogger(__name__)
@@ -129,7 +129,7 @@ def unify_cast(cast: StructInfo, value: StructInfo, defined, dims: _Dims) -> dic
 
 
 def _pair_dims(cast, value, pairs) -> str | None:
-    if type(cast).__name__ == "ObjectStructInfo":
+    if isinstance(cast, ObjectStructInfo):
         return None
     if type(cast) is not type(value):
         return f"a {type(value).__name__} is cast to a {type(cast).__name__}"
@@ -195,7 +195,8 @@ class _Values:
 
     def _contents(self, expr) -> tuple[Dim, ...] | None:
         sinfo = expr.struct_info
-        if not isinstance(sinfo, TensorStructInfo) or sinfo.dtype not in ("int64", "int32") or sinfo.ndim > 1:
+        # int64 only: shape arithmetic never wraps around in it (int32 could)
+        if not isinstance(sinfo, TensorStructInfo) or sinfo.dtype != "int64" or sinfo.ndim > 1:
             return None
         expr = self.value_of(expr)
         if isinstance(expr, Constant):
@@ -327,7 +328,7 @@ def _same(values: _Values, call: Call):
 
 
 def _astype(values: _Values, call: Call):
-    return values.contents(call.args[0]) if call.attrs["dtype"] in ("int64", "int32") else None
+    return values.contents(call.args[0]) if call.attrs["dtype"] == "int64" else None
 
 
 _CONTENTS = {
@@ -392,8 +393,8 @@ def _is_op(*names):
 
 
 RULES = (
-    Rule("WhereOfDecidedCondition", _is_op("where"), _check_where, lambda c, v: _chosen_branch(c, v)),
-    Rule("SymbolicShapeArithmetic", _is_op(*_CONTENTS), _check_shape_arithmetic, _rewrite_shape_arithmetic),
+    BindingRule("WhereOfDecidedCondition", _is_op("where"), _check_where, lambda c, v: _chosen_branch(c, v)),
+    BindingRule("SymbolicShapeArithmetic", _is_op(*_CONTENTS), _check_shape_arithmetic, _rewrite_shape_arithmetic),
 )
 
 
@@ -484,6 +485,7 @@ class _Simplifier(ExprMutator):
             var = type(binding.var)(binding.var.name_hint, struct_info=cast)
             self.var_remap[binding.var] = var
             self.builder.emit_binding(MatchCast(var, value, cast, span=binding.span))
+            self.values.bound[var] = value
             return
         self.dims.subst.update(bound)
         self.unified |= bound.keys()

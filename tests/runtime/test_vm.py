@@ -138,3 +138,18 @@ def test_transformer_block_runs_with_symbolic_batch_and_seq():
         # each position is layer-normalized: mean 0, variance 1 over the features
         np.testing.assert_allclose(out.mean(-1), 0, atol=1e-5)
         np.testing.assert_allclose(out.var(-1), 1, atol=1e-3)
+
+
+def test_a_tuple_item_argument_reaches_the_kernel_as_one_array():
+    from relaxpack.ir import parse
+    mod = parse('''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2,), "float32"), y: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        t = (x, y)
+        z = R.add(x, t[1])
+        return z
+''')
+    out = VirtualMachine(relaxpack.build(mod)).run({"x": np.ones(2, np.float32), "y": np.full(2, 3, np.float32)})
+    np.testing.assert_array_equal(out["z"], [4, 4])

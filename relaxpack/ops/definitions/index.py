@@ -12,7 +12,7 @@ from ...ir.struct_info import TensorStructInfo
 from ..registry import REQUIRED, register_op
 from .common import (
     INT, attr_error, check_dtype_kind, fmt_sinfo, int_attr, int_tuple_attr, normalize_axes,
-    normalize_axis, result_vdevice, shape_error, tensor_arg, with_shape,
+    normalize_axis, result_vdevice, shape_arg, shape_error, tensor_arg, with_shape,
 )
 
 #: begin/end at or beyond +-HUGE mean "past the end" (ONNX's INT_MAX idiom);
@@ -90,6 +90,37 @@ def _infer_strided_slice(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
 register_op("strided_slice", infer=_infer_strided_slice,
             attrs={"axes": REQUIRED, "begin": REQUIRED, "end": REQUIRED, "strides": None}, num_args=1,
             doc="Slice begin:end:stride along axes, clamped like numpy / ONNX Slice.")
+
+
+def _infer_dynamic_strided_slice(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data = tensor_arg(call, 0)
+    begin, end = shape_arg(call, 1, "begin"), shape_arg(call, 2, "end")
+    axes = int_tuple_attr(call, "axes", allow_int=True)
+    strides = int_tuple_attr(call, "strides", allow_none=True, allow_int=True) or (1,) * len(axes)
+    if begin.values is None or end.values is None:
+        raise attr_error(call, "begin and end must be shape values with known dims")
+    if not len(axes) == len(begin.values) == len(end.values) == len(strides):
+        raise attr_error(call, f"axes {axes}, begin, end and strides {strides} must have the same length")
+    if any(s <= 0 for s in strides):
+        raise attr_error(call, f"strides must be positive, got {strides}")
+    if data.ndim < 0 or data.shape is None:
+        return with_shape(data, None, ndim=data.ndim)
+    axes = normalize_axes(call, axes, data.ndim, fmt_sinfo(data))
+    shape = list(data.shape)
+    for axis, b, e, s in zip(axes, begin.values, end.values, strides):
+        for bound in (b, e):
+            if not analyzer.prove_nonneg(bound):
+                raise shape_error(call, f"bound {bound} of axis {axis} may be negative; "
+                                        f"dynamic bounds must be non-negative")
+        dim = shape[axis]
+        start, stop = dim_min(b, dim), dim_min(e, dim)
+        shape[axis] = analyzer.simplify((dim_max(stop - start, 0) + s - 1) // s)
+    return with_shape(data, tuple(shape))
+
+
+register_op("dynamic_strided_slice", infer=_infer_dynamic_strided_slice, attrs={"axes": REQUIRED, "strides": None},
+            num_args=3, doc="Slice begin:end:stride along axes with bounds from shape values "
+                            "(symbolic dims, non-negative), clamped to each dim.")
 
 
 def _infer_take(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:

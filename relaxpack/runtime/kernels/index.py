@@ -30,6 +30,16 @@ def strided_slice(x, *, out, axes, begin, end, strides=None):
     np.copyto(out, x[tuple(index)])
 
 
+@register_kernel("dynamic_strided_slice")
+def dynamic_strided_slice(x, begin, end, *, out, axes, strides=None):
+    """Like ``strided_slice``, with ``begin``/``end`` given at run time (non-negative ints)."""
+    strides = strides or (1,) * len(axes)
+    index = [slice(None)] * x.ndim
+    for axis, b, e, s in zip(axes, begin, end, strides):
+        index[axis % x.ndim] = slice(int(b), int(e), int(s))
+    np.copyto(out, x[tuple(index)])
+
+
 def _index_error(name: str, indices: np.ndarray, size: int, axis: int) -> ShapeError:
     bad = indices[(indices < -size) | (indices >= size)]
     shown = int(bad.flat[0]) if bad.size else "?"

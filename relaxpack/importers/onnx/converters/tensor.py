@@ -16,8 +16,8 @@ import math
 
 import numpy as np
 
-from ....ir.dims import Dim, format_dim
-from ....ir.expr import Tuple, TupleGetItem
+from ....ir.dims import Dim, dim_max, format_dim
+from ....ir.expr import ShapeExpr, Tuple, TupleGetItem
 from ....ops.definitions.common import exact_div
 from ....ops.definitions.index import HUGE
 from ....ops.registry import make_call
@@ -232,9 +232,7 @@ def _slice(ctx, data: Value, starts, ends, axes, steps):
         dim = data.shape[ax]
         b, f = slice_index(ctx, s, dim), slice_index(ctx, e, dim)
         if b is None or f is None:
-            raise unsupported(ctx, f"symbolic slice bounds [{format_dim(s)}, {format_dim(e)}) on a dim of "
-                                   f"{format_dim(dim)} need a dynamic strided_slice op; only constant "
-                                   f"bounds are supported")
+            return _dynamic_slice(ctx, data, starts, ends, axes, steps)
         begin.append(b)
         end.append(f)
     keep = [i for i in range(count) if not (begin[i] == 0 and end[i] >= HUGE and steps[i] == 1)]
@@ -243,6 +241,26 @@ def _slice(ctx, data: Value, starts, ends, axes, steps):
     return make_call("strided_slice", ctx.expr(data), axes=tuple(axes[i] for i in keep),
                      begin=tuple(begin[i] for i in keep), end=tuple(end[i] for i in keep),
                      strides=tuple(steps[i] for i in keep))
+
+
+def _dynamic_slice(ctx, data: Value, starts, ends, axes, steps):
+    """Symbolic bounds whose clamping depends on the dims' values: the bounds
+    become shape values evaluated at run time (``dynamic_strided_slice``)."""
+    if any(s < 0 for s in steps):
+        raise unsupported(ctx, f"symbolic slice bounds with negative steps {steps}")
+    analyzer = ctx.bb.analyzer
+    begin, end = [], []
+    for ax, s, e in zip(axes, starts, ends):
+        dim = data.shape[ax]
+        for index, out in ((s, begin), (e, end)):
+            if isinstance(index, int):
+                out.append(dim if index >= HUGE else index if index >= 0 else dim_max(dim + index, 0))
+            elif analyzer.prove_nonneg(index):
+                out.append(index)
+            else:
+                raise unsupported(ctx, f"symbolic slice bound {format_dim(index)} may be negative")
+    return make_call("dynamic_strided_slice", ctx.expr(data), ShapeExpr(tuple(begin)), ShapeExpr(tuple(end)),
+                     axes=tuple(axes), strides=tuple(steps))
 
 
 # ---------------------------------------------------------------- Gather, GatherElements

@@ -1,0 +1,197 @@
+"""The core optimization passes together (relaxpack.passes.optimize), end to
+end on real models; and the helpers the tests of each core pass share."""
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import relaxpack
+from relaxpack.check import compare_outputs, onnxruntime_session
+from relaxpack.examples import transformer_block
+from relaxpack.examples.onnx_models import small_cnn, transformer_block_onnx
+from relaxpack.ir import parse
+from relaxpack.ir.dims import evaluate
+from relaxpack.ir.equality import assert_structural_equal, structural_equal
+from relaxpack.ir.expr import Call
+from relaxpack.ir.printer import module_metadata
+from relaxpack.ir.struct_info import TensorStructInfo
+from relaxpack.ir.visitor import ExprVisitor
+from relaxpack.ir.well_formed import check_well_formed
+from relaxpack.passes import PassContext, Sequential
+from relaxpack.passes.optimize import core_passes
+from relaxpack.runtime import VirtualMachine
+from relaxpack.runtime.dtypes import numpy_dtype
+
+MODELS = Path(__file__).resolve().parents[1] / "models"
+
+
+# ---------------------------------------------------------------- helpers for the pass tests
+def run_pass(pass_, mod, **config):
+    """``pass_`` applied under a context that checks well-formedness."""
+    with PassContext(opt_level=3, check_well_formed=True, config=config):
+        return pass_(mod)
+
+
+def assert_rewrites(pass_, before: str, expected: str, **config):
+    """``pass_`` turns the program ``before`` into ``expected`` (texts), and
+    running it again changes nothing (idempotence)."""
+    mod = parse(before)
+    check_well_formed(mod)
+    out = run_pass(pass_, mod, **config)
+    assert_structural_equal(out, parse(expected).with_attrs(stage="optimize"))
+    assert_structural_equal(run_pass(pass_, out, **config), out)
+    return mod, out
+
+
+def assert_unchanged(pass_, text: str, **config):
+    """``pass_`` leaves the program alone (only the stage changes)."""
+    mod = parse(text)
+    check_well_formed(mod)
+    out = run_pass(pass_, mod, **config)
+    assert_structural_equal(out, mod.with_attrs(stage="optimize"))
+    return mod
+
+
+def count_bindings(mod) -> int:
+    """Bindings in all functions, If branches included."""
+    class Count(ExprVisitor):
+        n = 0
+
+        def visit_binding(self, binding):
+            self.n += 1
+            super().visit_binding(binding)
+
+    counter = Count()
+    for _, func in mod.items():
+        counter.visit_expr(func)
+    return counter.n
+
+
+def ops_used(mod) -> list[str]:
+    names = []
+
+    class Ops(ExprVisitor):
+        def visit_call_(self, call: Call):
+            names.append(getattr(call.op, "name", None) or getattr(call.op, "global_symbol", "?"))
+            super().visit_call_(call)
+
+    for _, func in mod.items():
+        Ops().visit_expr(func)
+    return names
+
+
+def random_inputs(mod, dims: dict, seed: int = 0, low=-3, high=3) -> dict:
+    """Random arrays for ``mod``'s main parameters with symbolic dims set by ``dims``."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for p in mod["main"].params:
+        sinfo = p.struct_info
+        assert isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None, p
+        shape = tuple(evaluate(d, dims) for d in sinfo.shape)
+        dtype = numpy_dtype(sinfo.dtype)
+        if dtype == np.bool_:
+            out[p.name_hint] = rng.integers(0, 2, shape).astype(bool)
+        elif np.issubdtype(dtype, np.integer):
+            out[p.name_hint] = rng.integers(low, high, shape).astype(dtype)
+        else:
+            out[p.name_hint] = rng.standard_normal(shape).astype(dtype)
+    return out
+
+
+def assert_same_results(before, after, dims_list, seed: int = 0, **input_kw):
+    """``before`` and ``after`` compute the same outputs on random inputs at
+    each assignment of the symbolic dims (both built with relaxpack.build)."""
+    vm_before = VirtualMachine(relaxpack.build(before))
+    vm_after = VirtualMachine(relaxpack.build(after))
+    for dims in dims_list:
+        inputs = random_inputs(before, dims, seed, **input_kw)
+        want, got = vm_before.run(inputs), vm_after.run(inputs)
+        assert want.keys() == got.keys()
+        for name in want:
+            np.testing.assert_allclose(np.asarray(got[name]), np.asarray(want[name]), rtol=1e-6, atol=1e-6)
+
+
+# ---------------------------------------------------------------- end to end
+def optimize(mod):
+    with PassContext(opt_level=1, check_well_formed=True) as ctx:
+        out = Sequential(core_passes(), name="Optimize", opt_level=1)(mod)
+    assert ctx.history == [p.name for p in core_passes()]
+    return out
+
+
+def check_against_onnxruntime(model, mod, feeds_list):
+    session = onnxruntime_session(model)
+    names = [o.name for o in session.get_outputs()]
+    vm = VirtualMachine(relaxpack.build(mod))
+    for feeds in feeds_list:
+        diffs = compare_outputs(names, vm.run(feeds), session.run(None, feeds), 1e-4, 1e-4)
+        assert all(d.passed for d in diffs), diffs
+
+
+def test_core_passes_order_and_stages():
+    passes = core_passes()
+    assert [p.name for p in passes] == ["CanonicalizeBindings", "FoldConstant", "SimplifyShapes",
+                                        "EliminateCommonSubexpr", "CanonicalizeBindings", "DeadCodeElimination"]
+    for p in passes:
+        assert p.info.opt_level == 1
+        assert p.info.requires == ("import", "optimize") and p.info.produces == "optimize"
+
+
+def test_gpt_small_end_to_end():
+    model = onnx.load(str(MODELS / "gpt_small.onnx"))
+    mod = relaxpack.from_onnx(model)
+    out = optimize(mod)
+    check_well_formed(out)
+    assert out.stage == "optimize"
+    # the second causal mask and the position Gather's index normalization go
+    assert count_bindings(mod) == 86 and count_bindings(out) == 80
+    ops = ops_used(out)
+    assert ops.count("trilu") == 1 and ops.count("where") == 3   # token Gather + two masks
+    assert "shape_to_tensor" not in ops and "concat" not in ops
+    text = out.script(show_meta=False)
+    assert "R.reshape(lv_7, R.shape([batch, seq, 4, 8]))" in text
+    assert "R.take(metadata[\"c1\"], lv_1, axis=0)" in text   # R.range(0, seq) indexes directly
+    assert structural_equal(optimize(out), out.with_attrs(stage="optimize"))   # one round is a fixed point
+    rng = np.random.default_rng(1)
+    check_against_onnxruntime(model, out, [{"ids": rng.integers(0, 128, (b, s)).astype(np.int64)}
+                                           for b, s in [(1, 3), (2, 17)]])
+    assert relaxpack.build(out).kernel_call_count() < relaxpack.build(mod).kernel_call_count()
+
+
+def test_small_cnn_end_to_end():
+    model = small_cnn()
+    mod = relaxpack.from_onnx(model)
+    out = optimize(mod)
+    check_well_formed(out)
+    # the importer already folded what is constant; nothing is left to remove
+    assert count_bindings(out) == count_bindings(mod) == 14
+    rng = np.random.default_rng(2)
+    check_against_onnxruntime(model, out, [{"input": rng.standard_normal((b, 3, 32, 32)).astype(np.float32)}
+                                           for b in (1, 3)])
+
+
+def test_transformer_examples_share_equal_weights_and_keep_output_names():
+    model = transformer_block_onnx()
+    mod = relaxpack.from_onnx(model)
+    out = optimize(mod)
+    # the layer norms' scales and shifts are equal arrays: one constant each
+    assert len(module_metadata(out)) == len(module_metadata(mod)) - 2
+    rng = np.random.default_rng(4)
+    check_against_onnxruntime(model, out, [{"x": rng.standard_normal((b, s, 32)).astype(np.float32)}
+                                           for b, s in [(1, 1), (2, 9)]])
+    built = transformer_block()
+    cleaned = optimize(built)
+    assert count_bindings(cleaned) == count_bindings(built) - 1   # out = ln2 went; "out" stays
+    assert cleaned["main"].body.body.name_hint == "out"
+    assert_same_results(built, cleaned, [{"batch": 1, "seq": 1}, {"batch": 2, "seq": 7}])
+
+
+@pytest.mark.parametrize("name", ["resnet_small.onnx"])
+def test_torch_models_keep_their_numerics(name):
+    model = onnx.load(str(MODELS / name))
+    out = optimize(relaxpack.from_onnx(model))
+    rng = np.random.default_rng(3)
+    check_against_onnxruntime(model, out, [{"input": rng.standard_normal((b, 3, 32, 32)).astype(np.float32)}
+                                           for b in (1, 2)])
