@@ -13,6 +13,7 @@ from .ir.well_formed import check_well_formed
 from .packager.codegen import codegen
 from .passes import PassContext, Sequential
 from .passes.legalize import legalize
+from .passes.optimize import optimize_pipeline
 from .runtime.executable import Executable
 
 log = logging.getLogger(__name__)
@@ -35,8 +36,10 @@ def build(mod: IRModule, opt_level: int = 2, check: bool = True, pools: dict[str
     if check:
         check_well_formed(mod)
     ctx = PassContext.current()
-    with PassContext(opt_level=opt_level, instruments=ctx.instruments, check_well_formed=check):
-        lowered = lower_pipeline()(mod)
+    with PassContext(opt_level=opt_level, instruments=ctx.instruments, check_well_formed=check,
+                     disabled_passes=ctx.disabled_passes, config=ctx.config):
+        optimized = optimize_pipeline(opt_level)(mod)
+        lowered = lower_pipeline()(optimized)
     exe = codegen(lowered, plan_memory=plan_memory, pools=pools)
     exe.metadata["ir"] = lowered.script(show_meta=False)
     for key in ("source", "source_sha256"):

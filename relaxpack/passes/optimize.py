@@ -20,7 +20,10 @@ from .canonicalize_bindings import canonicalize_bindings
 from .dead_code_elimination import dead_code_elimination
 from .eliminate_common_subexpr import eliminate_common_subexpr
 from .fold_constant import fold_constant
-from .infra import Pass
+from .fold_batch_norm import fold_batch_norm
+from .fuse_bias_activation import fuse_bias_activation
+from .infra import Pass, Sequential
+from .simplify_algebra import simplify_algebra
 from .simplify_shapes import simplify_shapes
 
 
@@ -36,5 +39,22 @@ def core_passes() -> list[Pass]:
     ]
 
 
-__all__ = ["core_passes", "canonicalize_bindings", "dead_code_elimination", "eliminate_common_subexpr",
+def optimize_pipeline(opt_level: int) -> Sequential:
+    """What ``build`` runs before lowering, by opt level.
+
+    - 0: nothing (the module is only legalized);
+    - 1: one round of the core passes;
+    - 2: the core passes, then the algebraic rewrites (batch norm folded into
+      weights, layout and identity simplification, bias and activation fused
+      into gemm / conv kernels) and another core round to clean up.
+    """
+    passes: list[Pass] = []
+    if opt_level >= 1:
+        passes += core_passes()
+    if opt_level >= 2:
+        passes += [fold_batch_norm, simplify_algebra, fuse_bias_activation, *core_passes()]
+    return Sequential(passes, name="Optimize")
+
+
+__all__ = ["core_passes", "optimize_pipeline", "canonicalize_bindings", "dead_code_elimination", "eliminate_common_subexpr",
            "fold_constant", "simplify_shapes"]

@@ -26,397 +26,40 @@ longer used is left for DeadCodeElimination). Use counts are kept exact
 while a table runs (live uses only: uses by dead bindings do not count),
 so ``used_once`` checks see the program as it is after earlier rewrites.
 A rule whose rewrite returns one of the vars it matched (``x * 1 -> x``)
-replaces the uses of the binding's var by that var.
+replaces the uses of the binding's var by that var (a var the function
+returns, or one that leaves its dataflow block, is bound to it instead).
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import itertools
 import logging
-from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
-
-import numpy as np
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 from ..errors import PassError, RelaxpackError
 from ..ir.block_builder import BlockBuilder, is_pure_expr
 from ..ir.dims import DimAnalyzer
 from ..ir.expr import (
-    Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, If, MatchCast,
-    Op, SeqExpr, Span, Tuple, TupleGetItem, Var, VarBinding,
+    Binding, BindingBlock, Call, DataflowBlock, DataflowVar, Expr, Function, If, MatchCast, Op,
+    SeqExpr, Span, Var, VarBinding,
 )
 from ..ir.module import IRModule
 from ..ir.struct_info import TensorStructInfo, is_base_of
-from ..ops.definitions.common import dtype_kind, fmt_sinfo
 from ..ir.visitor import ExprMutator
 from ..ir.well_formed import function_analyzer
+from ..ops.definitions.common import dtype_kind, fmt_sinfo
 from .infra import FunctionPass, PassInfo
+from .rewrite_pattern import (
+    CallPattern, ConstPattern, Def, FunctionScope, Match, MatchState, OrPattern, Pattern, Wildcard,
+    any_of, const, is_op, live_use_counts, printed_names, vars_of, wildcard,
+)
 
 log = logging.getLogger(__name__)
 
-Check = Callable[["Match"], "str | None"]
-
-# ---------------------------------------------------------------- patterns
-
-
-class Pattern:
-    """Matches an expression; ``match`` returns None, or why it does not match."""
-
-    def match(self, expr: Expr, state: "_MatchState") -> str | None:
-        raise NotImplementedError
-
-
-@dataclass(frozen=True)
-class Wildcard(Pattern):
-    """Any expression, bound as written (a var is not looked through).
-
-    The same name used twice in one pattern must match the same value.
-    """
-
-    name: str | None = None
-
-    def match(self, expr, state):
-        return state.bind(self.name, expr, expr if isinstance(expr, Var) else None)
-
-
-@dataclass(frozen=True)
-class ConstPattern(Pattern):
-    """A :class:`Constant`, written inline or bound to a var."""
-
-    name: str | None = None
-    what: str | None = None
-
-    def match(self, expr, state):
-        value, var, _ = state.resolve(expr, for_call=False)
-        if isinstance(value, Constant):
-            return state.bind(self.name, value, var)
-        return f"{self.what or 'operand'} {state.describe(expr)} is not a constant"
-
-
-@dataclass(frozen=True)
-class CallPattern(Pattern):
-    """A call of one of ``ops`` whose arguments match ``args``, in order
-    (either order of two when ``commutative``)."""
-
-    ops: tuple[str, ...]
-    args: tuple[Pattern, ...]
-    name: str | None = None
-    what: str | None = None
-    commutative: bool = False
-
-    @property
-    def ops_text(self) -> str:
-        names = [f"R.{op}" for op in self.ops]
-        return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
-
-    def match(self, expr, state):
-        value, var, why = state.resolve(expr, for_call=True)
-        label = f"{self.what or 'operand'} {state.describe(expr)}"
-        if why is not None:
-            return f"{label} {why}"
-        if not (isinstance(value, Call) and isinstance(value.op, Op) and value.op.name in self.ops):
-            return f"{label} is {_describe_value(value)}, not {self.ops_text}"
-        reason = self.match_call(value, var, state)
-        if reason is None and var is not None:
-            state.consumed.append(var)
-        return reason
-
-    def match_call(self, call: Call, var: Var | None, state) -> str | None:
-        if len(call.args) != len(self.args):
-            return f"R.{call.op.name} has {len(call.args)} arguments here, not {len(self.args)}"
-        orders = [self.args]
-        if self.commutative and len(self.args) == 2:
-            orders.append(self.args[::-1])
-        reasons = []
-        for order in orders:
-            saved = state.save()
-            reason = next((r for r in (p.match(a, state) for p, a in zip(order, call.args)) if r), None)
-            if reason is None:
-                return state.bind(self.name, call, var)
-            state.restore(saved)
-            if reason not in reasons:
-                reasons.append(reason)
-        return "; and swapped: ".join(reasons)
-
-
-@dataclass(frozen=True)
-class OrPattern(Pattern):
-    """The first of ``alternatives`` that matches."""
-
-    alternatives: tuple[Pattern, ...]
-
-    def match(self, expr, state):
-        reasons = []
-        for alt in self.alternatives:
-            saved = state.save()
-            reason = alt.match(expr, state)
-            if reason is None:
-                return None
-            state.restore(saved)
-            if reason not in reasons:
-                reasons.append(reason)
-        return "; or ".join(reasons)
-
-
-def any_of(*alternatives: Pattern) -> OrPattern:
-    """A pattern matching the first of ``alternatives`` that matches."""
-    return OrPattern(tuple(alternatives))
-
-
-def wildcard(name: str | None = None) -> Wildcard:
-    """Any value, bound to ``name``."""
-    return Wildcard(name)
-
-
-def const(name: str | None = None, what: str | None = None) -> ConstPattern:
-    """A constant bound to ``name``; ``what`` names it in reasons ("weight")."""
-    return ConstPattern(name, what)
-
-
-def is_op(*ops: str):
-    """``is_op("add")(a, b, name="sum", commutative=True)``: a call pattern."""
-    def build(*args: Pattern, name: str | None = None, what: str | None = None,
-              commutative: bool = False) -> CallPattern:
-        return CallPattern(tuple(ops), tuple(args), name, what, commutative)
-    return build
-
-
-def _describe_value(value: Expr) -> str:
-    if isinstance(value, Call):
-        op = value.op
-        return f"R.{op.name}" if isinstance(op, Op) else "a call of a function"
-    if isinstance(value, Constant):
-        return "a constant"
-    if isinstance(value, Var):
-        return "a var"
-    return f"a {type(value).__name__}"
-
-
-# ---------------------------------------------------------------- the function being matched
-
-
-@dataclass
-class _Def:
-    value: Expr
-    block: int              # which block binds it
-    dataflow: bool          # ... and whether that block is a dataflow block
-    match_cast: bool
-    span: Span | None = None
-
-
-class _Scope:
-    """What matching knows about one function: where each var is bound,
-    how many live uses it has, how to name it."""
-
-    def __init__(self, analyzer: DimAnalyzer, uses: dict[Var, int], names: dict[Var, str] | None = None):
-        self.analyzer = analyzer
-        self.uses = uses
-        self.defs: dict[Var, _Def] = {}
-        self.names = names
-
-    def record(self, binding: Binding, block: int, dataflow: bool) -> None:
-        self.defs[binding.var] = _Def(binding.value, block, dataflow, isinstance(binding, MatchCast),
-                                      binding.span)
-
-    def name(self, var: Var) -> str:
-        if self.names is not None and var in self.names:
-            return self.names[var]
-        return var.name_hint
-
-    # exact live use counts while rewriting
-    def add_uses(self, expr: Expr, delta: int) -> None:
-        for v in _vars_of(expr):
-            self.uses[v] = self.uses.get(v, 0) + delta
-            if delta < 0 and self.uses[v] == 0:
-                self._release(v)
-
-    def _release(self, var: Var) -> None:
-        """``var`` lost its last use: its value's uses no longer count."""
-        d = self.defs.get(var)
-        if d is not None and not d.match_cast and not isinstance(d.value, If) and is_pure_expr(d.value):
-            self.add_uses(d.value, -1)
-
-
-def _vars_of(expr: Expr) -> Iterable[Var]:
-    if isinstance(expr, Var):
-        yield expr
-    elif isinstance(expr, Call):
-        for a in expr.args:
-            yield from _vars_of(a)
-    elif isinstance(expr, Tuple):
-        for f in expr.fields:
-            yield from _vars_of(f)
-    elif isinstance(expr, TupleGetItem):
-        yield from _vars_of(expr.tuple_value)
-    elif isinstance(expr, If):
-        yield from _vars_of(expr.cond)
-        for branch in (expr.true_branch, expr.false_branch):
-            yield from _vars_of(branch)
-    elif isinstance(expr, SeqExpr):
-        yield from _seq_vars(expr)
-
-
-def _seq_vars(seq: SeqExpr) -> Iterable[Var]:
-    for block in seq.blocks:
-        for b in block.bindings:
-            yield from _vars_of(b.value)
-    yield from _vars_of(seq.body)
-
-
-def live_use_counts(func: Function) -> dict[Var, int]:
-    """Uses of each var by the function's result and its live bindings (a
-    pure binding whose var has no live use is dead and its uses do not count)."""
-    counts: dict[Var, int] = {}
-
-    def add(expr):
-        for v in _vars_of(expr):
-            counts[v] = counts.get(v, 0) + 1
-
-    def seq(s: SeqExpr):
-        add(s.body)
-        for block in reversed(s.blocks):
-            for b in reversed(block.bindings):
-                if counts.get(b.var, 0) or isinstance(b, MatchCast) or not is_pure_expr(b.value):
-                    if isinstance(b.value, If):
-                        add(b.value.cond)
-                        seq(b.value.true_branch)
-                        seq(b.value.false_branch)
-                    else:
-                        add(b.value)
-    seq(func.body)
-    return counts
-
-
-def printed_names(func: Function) -> dict[Var, str]:
-    """The names the text printer gives the function's vars (unique, as in ``mod.script()``)."""
-    from ..ir.printer import _FunctionPrinter, _Metadata
-    printer = _FunctionPrinter(_Metadata())
-    printer.function("main", func, 0)
-    return dict(printer.namer.names)
-
-
-# ---------------------------------------------------------------- matching
-
-
-class _MatchState:
-    def __init__(self, scope: _Scope, block: int):
-        self.scope, self.block = scope, block
-        self.exprs: dict[str, Expr] = {}
-        self.vars: dict[str, Var | None] = {}
-        self.consumed: list[Var] = []       # vars of the calls matched through them
-
-    def save(self):
-        return dict(self.exprs), dict(self.vars), list(self.consumed)
-
-    def restore(self, saved) -> None:
-        self.exprs, self.vars, self.consumed = dict(saved[0]), dict(saved[1]), list(saved[2])
-
-    def bind(self, name: str | None, expr: Expr, var: Var | None) -> str | None:
-        if name is None:
-            return None
-        if name in self.exprs:
-            old = self.exprs[name]
-            if old is expr or self._canonical(old) is self._canonical(expr):
-                return None
-            return f"{name} is {self.describe(old)} in one place and {self.describe(expr)} in another"
-        self.exprs[name], self.vars[name] = expr, var
-        return None
-
-    def _canonical(self, expr: Expr) -> Expr:
-        while isinstance(expr, Var):           # follow aliases (lv = x)
-            d = self.scope.defs.get(expr)
-            if d is None or d.match_cast or not isinstance(d.value, Var):
-                break
-            expr = d.value
-        return expr
-
-    def resolve(self, expr: Expr, for_call: bool) -> tuple[Expr, Var | None, str | None]:
-        """The value ``expr`` stands for: a var is looked through to its
-        binding. Returns (value, the var bound to it, why it cannot be looked through)."""
-        var = None
-        for _ in range(64):
-            if not isinstance(expr, Var):
-                return expr, var, None
-            d = self.scope.defs.get(expr)
-            if d is None:
-                return expr, var, "is a function parameter"
-            if d.match_cast:
-                return expr, var, "is bound by a match_cast"
-            if for_call and d.dataflow and d.block != self.block:
-                # its operands may be DataflowVars this binding cannot see
-                return expr, var, "is bound in another dataflow block"
-            var, expr = expr, d.value
-        return expr, var, "is bound through too long a chain of vars"
-
-    def describe(self, expr: Expr | None) -> str:
-        if isinstance(expr, Var):
-            return self.scope.name(expr)
-        return _describe_value(expr) if expr is not None else "?"
-
-
-class Match:
-    """A successful match: the named parts of the pattern.
-
-    ``m["w"]`` is the matched expression (a :class:`Constant`'s node, a
-    :class:`Call`, or a wildcard's value as written), ``m.var("mm")`` the var
-    a call or constant was reached through, ``m.data("w")`` a constant's
-    array, ``m.uses("mm")`` the live uses of that var.
-    """
-
-    def __init__(self, binding: VarBinding, state: _MatchState):
-        self.binding = binding
-        self._exprs, self._vars, self._scope = state.exprs, state.vars, state.scope
-        self._consumed = state.consumed
-
-    @property
-    def span(self) -> Span | None:
-        """The spans of the matched bindings (producers first) and of the
-        binding the rule fires at: what the rewritten value was made from."""
-        sources: list[str] = []
-        for var in self._consumed:
-            d = self._scope.defs.get(var)
-            if d is not None and d.span is not None:
-                sources.extend(d.span.sources)
-        if self.binding.span is not None:
-            sources.extend(self.binding.span.sources)
-        sources = list(dict.fromkeys(sources))
-        return Span(tuple(sources)) if sources else None
-
-    def __getitem__(self, name: str) -> Expr:
-        return self._exprs[name]
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._exprs
-
-    def var(self, name: str) -> Var | None:
-        return self._vars.get(name)
-
-    def data(self, name: str) -> np.ndarray:
-        value = self._exprs[name]
-        if not isinstance(value, Constant):
-            raise PassError(f"pattern part {name!r} is a {type(value).__name__}, not a constant")
-        return value.data
-
-    def sinfo(self, name: str):
-        return self._exprs[name].struct_info
-
-    def uses(self, name: str) -> int:
-        var = self._vars.get(name)
-        return 0 if var is None else self._scope.uses.get(var, 0)
-
-    def name_of(self, name: str) -> str:
-        var = self._vars.get(name)
-        return self._scope.name(var) if var is not None else _describe_value(self._exprs[name])
-
-    @property
-    def analyzer(self) -> DimAnalyzer:
-        return self._scope.analyzer
-
-    @property
-    def out_sinfo(self):
-        """The struct info of the var the rule fires at."""
-        return self.binding.var.struct_info
+Check = Callable[[Match], "str | None"]
 
 
 # ---------------------------------------------------------------- checks
@@ -502,9 +145,9 @@ class Rule:
     def summary(self) -> str:
         return self.doc.strip().splitlines()[0] if self.doc.strip() else ""
 
-    def try_match(self, binding: VarBinding, scope: _Scope, block: int) -> Match | str:
+    def try_match(self, binding: VarBinding, scope: FunctionScope, block: int) -> Match | str:
         """The match at ``binding``, or why the rule does not apply there."""
-        state = _MatchState(scope, block)
+        state = MatchState(scope, block)
         reason = self.pattern.match_call(binding.value, binding.var, state)
         if reason is not None:
             return reason
@@ -572,8 +215,10 @@ class RewriteTable:
         rule = self.rule(rule_name)
         out = []
         for fname, func in mod.items():
+            if func.attrs.get("Primitive"):
+                continue
             names = printed_names(func)
-            scope = _Scope(function_analyzer(func), live_use_counts(func), names)
+            scope = FunctionScope(function_analyzer(func), live_use_counts(func), names)
             for binding, block, dataflow in _bindings_with_blocks(func, scope):
                 value = binding.value
                 if not (isinstance(binding, VarBinding) and isinstance(value, Call)
@@ -594,7 +239,7 @@ class RewriteTable:
         return out
 
 
-def _bindings_with_blocks(func: Function, scope: _Scope) -> list[tuple[Binding, int, bool]]:
+def _bindings_with_blocks(func: Function, scope: FunctionScope) -> list[tuple[Binding, int, bool]]:
     """Every binding with its block's number and kind (all recorded in ``scope``)."""
     found = []
     numbers = itertools.count(1)
@@ -615,7 +260,6 @@ def _bindings_with_blocks(func: Function, scope: _Scope) -> list[tuple[Binding, 
 def find_rule(name: str) -> tuple[RewriteTable, Rule]:
     """The table holding rule ``name`` and the rule."""
     if name not in _RULES:
-        import importlib
         for module in _TABLE_MODULES:
             try:
                 importlib.import_module(f"{__package__}.{module}")
@@ -672,7 +316,9 @@ class _Rewriter(ExprMutator):
         analyzer = function_analyzer(func)
         super().__init__(BlockBuilder(analyzer=analyzer))
         self.table = table
-        self.scope = _Scope(analyzer, live_use_counts(func))
+        self.scope = FunctionScope(analyzer, live_use_counts(func))
+        # the function's results keep their vars (their names are the outputs' names)
+        self.results = set(vars_of(func.body.body))
         self.fired = 0
         self._blocks = 0
         self._block, self._dataflow = 0, False
@@ -693,6 +339,8 @@ class _Rewriter(ExprMutator):
             var = self._updated_var(binding.var, value.struct_info)
             if var is not binding.var:
                 self.scope.uses[var] = self.scope.uses.pop(binding.var, 0)
+                if binding.var in self.results:
+                    self.results.add(var)
             binding = VarBinding(var, value, span=binding.span)
         for _ in range(self.MAX_PER_BINDING):
             new = self._rewrite_once(binding)
@@ -706,7 +354,7 @@ class _Rewriter(ExprMutator):
 
     def visit_match_cast_(self, binding: MatchCast) -> None:
         super().visit_match_cast_(binding)
-        self.scope.defs[binding.var] = _Def(binding.value, self._block, self._dataflow, True)
+        self.scope.defs[binding.var] = Def(binding.value, self._block, self._dataflow, True)
 
     def _rewrite_once(self, binding: VarBinding) -> VarBinding | None:
         value = binding.value
@@ -739,7 +387,7 @@ class _Rewriter(ExprMutator):
         scope.add_uses(value, +1)
         for h in helpers:
             scope.add_uses(h.value, +1)
-        if (isinstance(value, Var) and value.struct_info == var.struct_info
+        if (isinstance(value, Var) and value.struct_info == var.struct_info and var not in self.results
                 and not (isinstance(value, DataflowVar) and not isinstance(var, DataflowVar))):
             # x * 1 -> x: later uses of var use x; var's binding is left dead
             self.var_remap[var] = value
@@ -749,3 +397,13 @@ class _Rewriter(ExprMutator):
             return binding
         scope.add_uses(binding.value, -1)
         return VarBinding(var, value, span=span)
+
+
+__all__ = [
+    # the pattern language (rewrite_pattern.py), importable from here
+    "Pattern", "Wildcard", "ConstPattern", "CallPattern", "OrPattern", "wildcard", "const", "is_op",
+    "any_of", "Match", "live_use_counts", "printed_names",
+    # checks, rules, tables
+    "Check", "used_once", "all_of", "same_type_as_output", "float_output", "Rule", "RewriteTable",
+    "find_rule", "explain",
+]

@@ -26,14 +26,14 @@ rng = np.random.default_rng(0)
 @pytest.fixture(scope="module")
 def cnn():
     from relaxpack.examples.onnx_models import small_cnn
-    exe = relaxpack.build(relaxpack.from_onnx(small_cnn()))
+    exe = relaxpack.build(relaxpack.from_onnx(small_cnn()), opt_level=0)  # a stable layout for the format tests
     return exe, {"input": rng.standard_normal((2, 3, 32, 32)).astype(np.float32)}
 
 
 @pytest.fixture(scope="module")
 def transformer():
     from relaxpack.examples.onnx_models import transformer_block_onnx
-    exe = relaxpack.build(relaxpack.from_onnx(transformer_block_onnx()))
+    exe = relaxpack.build(relaxpack.from_onnx(transformer_block_onnx()), opt_level=0)
     return exe, {"x": rng.standard_normal((2, 7, 32)).astype(np.float32)}
 
 

@@ -12,3 +12,4 @@ from . import (  # noqa: F401  (imported for their registrations)
 from . import image, scatter  # noqa: F401
 from . import algorithm  # noqa: F401
 from . import fused  # noqa: F401
+from . import fused_elementwise  # noqa: F401

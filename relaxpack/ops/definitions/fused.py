@@ -23,8 +23,8 @@ from ...ir.expr import Call
 from ...ir.struct_info import TensorStructInfo
 from ..registry import register_op
 from .common import (
-    NUMERIC, attr_error, check_broadcastable_to, check_dims_equal, check_dtype_kind,
-    dtype_kind, fmt_sinfo, is_real_value, same_dtype, shape_error, tensor_arg,
+    attr_error, check_broadcastable_to, check_dims_equal, dtype_kind, fmt_sinfo, is_real_value,
+    same_dtype, shape_error, tensor_arg,
 )
 from .linalg import _infer_matmul
 from .nn import _infer_conv
@@ -69,7 +69,8 @@ def check_activation(call: Call, data: TensorStructInfo) -> None:
                                 f"of {data.dtype}")
 
 
-def _bias(call: Call, out: TensorStructInfo) -> TensorStructInfo | None:
+def _bias(call: Call) -> TensorStructInfo | None:
+    """The optional third argument, of the data's dtype."""
     if len(call.args) < 3:
         return None
     bias = tensor_arg(call, 2, "bias")
@@ -78,9 +79,8 @@ def _bias(call: Call, out: TensorStructInfo) -> TensorStructInfo | None:
 
 
 def _infer_gemm(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
-    check_dtype_kind(call, tensor_arg(call, 0, "lhs"), NUMERIC, "lhs")
     out = _infer_matmul(call.replace(args=call.args[:2], attrs={"out_dtype": None}), analyzer)
-    bias = _bias(call, out)
+    bias = _bias(call)
     if bias is not None and bias.shape is not None and out.shape is not None:
         check_broadcastable_to(call, bias.shape, out.shape, analyzer, "bias")
     elif bias is not None and bias.ndim > out.ndim >= 0:
@@ -99,7 +99,7 @@ _CONV_ATTRS = ("strides", "padding", "dilation", "groups")
 def _infer_conv_bias_act(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     conv = call.replace(args=call.args[:2], attrs={k: call.attrs[k] for k in _CONV_ATTRS})
     out = _infer_conv(conv, analyzer)
-    bias = _bias(call, out)
+    bias = _bias(call)
     if bias is not None:
         if bias.ndim >= 0 and bias.ndim != 1:
             raise shape_error(call, f"bias must be 1-D (one value per output channel), got {fmt_sinfo(bias)}")

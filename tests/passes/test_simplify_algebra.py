@@ -1,0 +1,243 @@
+"""SimplifyAlgebra: layout chains collapse, identities go, GELU is recognized."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import relaxpack
+from relaxpack.ir import parse
+from relaxpack.passes.rewrite import explain
+from relaxpack.passes.simplify_algebra import RULES, simplify_algebra
+from relaxpack.runtime import VirtualMachine
+
+from .test_rewrite import assert_rewrites, assert_same_results, assert_unchanged, kernel_calls, ops_of, run
+
+MODELS = Path(__file__).resolve().parents[1] / "models"
+X4 = 'x: R.Tensor(("n", 2, 3, 4), "float32")'
+
+
+def program(params: str, ret: str, body: str) -> str:
+    lines = "\n".join("        " + line for line in body.strip().splitlines())
+    return f'''
+@I.ir_module
+class Module:
+    @R.function
+    def main({params}) -> R.Tensor({ret}, "float32"):
+        n = T.int64()
+{lines}
+'''
+
+
+CASES = {
+    "permute_chain": (X4, '("n", 4, 3, 2)', """
+lv = R.permute_dims(x, axes=(0, 2, 1, 3))
+lv1 = R.permute_dims(lv, axes=(0, 3, 2, 1))
+lv2 = R.permute_dims(lv1, axes=(0, 1, 3, 2))
+return lv2
+""", """
+lv = R.permute_dims(x, axes=(0, 3, 2, 1))
+return lv
+"""),
+    "permute_back": (X4, '("n", 2, 3, 4)', """
+lv = R.permute_dims(x, axes=(0, 2, 3, 1))
+lv1 = R.permute_dims(lv, axes=(0, 3, 1, 2))
+lv2 = R.exp(lv1)
+return lv2
+""", """
+lv = R.exp(x)
+return lv
+"""),
+    "permute_identity_and_reversal": (X4, '("n", 2, 3, 4)', """
+lv = R.permute_dims(x, axes=(0, 1, 2, 3))
+lv1 = R.permute_dims(lv)
+lv2 = R.permute_dims(lv1, axes=None)
+lv3 = R.exp(lv2)
+return lv3
+""", """
+lv = R.exp(x)
+return lv
+"""),
+    "reshape_chain": (X4, '("n", 24)', """
+lv = R.reshape(x, R.shape([n, 6, 4]))
+lv1 = R.reshape(lv, R.shape([n * 2, 12]))
+lv2 = R.reshape(lv1, R.shape([n, -1]))
+return lv2
+""", """
+lv = R.reshape(x, R.shape([n, -1]))
+return lv
+"""),
+    "reshape_and_cast_identities": (X4, '("n", 2, 3, 4)', """
+lv = R.reshape(x, R.shape([n, 6, 4]))
+lv1 = R.reshape(lv, R.shape([n, 2, 3, 4]))
+lv2 = R.astype(lv1, dtype="float32")
+lv3 = R.broadcast_to(lv2, R.shape([n, 2, 3, 4]))
+lv4 = R.exp(lv3)
+return lv4
+""", """
+lv = R.exp(x)
+return lv
+"""),
+    "arithmetic_identities": (X4, '("n", 2, 3, 4)', """
+lv = R.add(x, R.const(0.0, "float32"))
+lv1 = R.add(R.const([0.0, 0.0, 0.0, 0.0], "float32"), lv)
+lv2 = R.subtract(lv1, R.const(0.0, "float32"))
+lv3 = R.multiply(R.const([[1.0]], "float32"), lv2)
+lv4 = R.divide(lv3, R.const(1.0, "float32"))
+lv5 = R.negative(lv4)
+lv6 = R.negative(lv5)
+lv7 = R.exp(lv6)
+return lv7
+""", """
+lv = R.exp(x)
+return lv
+"""),
+    "scalar_multiplies": (X4, '("n", 2, 3, 4)', """
+lv = R.multiply(x, R.const(2.0, "float32"))
+lv1 = R.multiply(R.const([3.0], "float32"), lv)
+lv2 = R.multiply(lv1, R.const(0.5, "float32"))
+return lv2
+""", """
+lv = R.multiply(x, R.const([3.0], "float32"))
+return lv
+"""),
+    "gelu_erf_form": (X4, '("n", 2, 3, 4)', """
+lv = R.divide(x, R.const(1.4142135381698608, "float32"))
+lv1 = R.erf(lv)
+lv2 = R.add(lv1, R.const(1.0, "float32"))
+lv3 = R.multiply(x, lv2)
+lv4 = R.multiply(lv3, R.const(0.5, "float32"))
+return lv4
+""", """
+lv = R.nn.gelu(x, approximate="none")
+return lv
+"""),
+    "gelu_half_first": (X4, '("n", 2, 3, 4)', """
+lv = R.multiply(R.const(0.7071067690849304, "float32"), x)
+lv1 = R.erf(lv)
+lv2 = R.add(R.const(1.0, "float32"), lv1)
+lv3 = R.multiply(x, R.const(0.5, "float32"))
+lv4 = R.multiply(lv2, lv3)
+return lv4
+""", """
+lv = R.nn.gelu(x, approximate="none")
+return lv
+"""),
+    "gelu_half_inside": (X4, '("n", 2, 3, 4)', """
+lv = R.divide(x, R.const(1.4142135381698608, "float32"))
+lv1 = R.erf(lv)
+lv2 = R.add(lv1, R.const(1.0, "float32"))
+lv3 = R.multiply(lv2, R.const(0.5, "float32"))
+lv4 = R.multiply(x, lv3)
+return lv4
+""", """
+lv = R.nn.gelu(x, approximate="none")
+return lv
+"""),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_rewrites(name):
+    params, ret, before, expected = CASES[name]
+    mod, out = assert_rewrites(simplify_algebra, program(params, ret, before), program(params, ret, expected))
+    assert_same_results(mod, out, [{"n": 1}, {"n": 3}], rtol=2e-6, atol=2e-6)
+
+
+def test_integer_identities_and_multiplies():
+    params = 'x: R.Tensor(("n", 3), "int32")'
+    before = program(params, '("n", 3)', """
+lv = R.multiply(x, R.const(3, "int32"))
+lv1 = R.multiply(lv, R.const(5, "int32"))
+lv2 = R.divide(lv1, R.const(1, "int32"))
+lv3 = R.astype(lv2, dtype="int32")
+return lv3
+""").replace('"float32")', '"int32")')
+    expected = program(params, '("n", 3)', """
+lv = R.multiply(x, R.const(15, "int32"))
+lv3 = lv
+return lv3
+""").replace('"float32")', '"int32")')
+    mod, out = assert_rewrites(simplify_algebra, before, expected)
+    assert_same_results(mod, out, [{"n": 2}, {"n": 7}])
+
+
+def test_what_is_kept_and_why():
+    params = 'x: R.Tensor(("n", 1), "float32"), y: R.Tensor(("n", 4), "float32")'
+    text = program(params, '("n", 4)', """
+lv = R.add(x, R.const([0.0, 0.0, 0.0, 0.0], "float32"))
+lv1 = R.multiply(y, R.const([1.0, 2.0, 1.0, 1.0], "float32"))
+lv2 = R.astype(y, dtype="float16")
+lv3 = R.astype(lv2, dtype="float32")
+lv4 = R.multiply(y, R.const([2.0, 3.0, 4.0, 5.0], "float32"))
+lv5 = R.multiply(lv4, R.const(2.0, "float32"))
+lv6 = R.reshape(y, R.shape([4, n]))
+lv7 = R.reshape(lv6, R.shape([n, 4]))
+lv8 = R.add(lv, lv1)
+lv9 = R.add(lv8, lv3)
+lv10 = R.add(lv9, lv5)
+lv11 = R.add(lv10, lv7)
+return lv11
+""")
+    mod = parse(text)
+    out = run(simplify_algebra, mod)
+    # only the reshape pair goes: reshape(reshape(y, (4, n)), (n, 4)) is y
+    assert ops_of(out) == ["add", "multiply", "astype", "astype", "multiply", "multiply",
+                           "add", "add", "add", "add"]
+    assert explain(mod, "remove_add_zero") == [
+        ("lv", "the result's shape (n, 4) is not provably the shape (n, 1) of x (the op broadcasts)"),
+        ("lv8", "the other operand lv1 is not a constant; and swapped: the other operand lv is not a constant"),
+        ("lv9", "the other operand lv3 is not a constant; and swapped: the other operand lv8 is not a constant"),
+        ("lv10", "the other operand lv5 is not a constant; and swapped: the other operand lv9 is not a constant"),
+        ("lv11", "the other operand lv7 is not a constant; and swapped: the other operand lv10 is not a constant"),
+    ]
+    assert ("lv1", "constant of shape (4,) is not all 1") in explain(mod, "remove_multiply_one")
+    assert explain(mod, "remove_identity_astype") == [("lv2", "it casts float32 to float16"),
+                                                      ("lv3", "it casts float16 to float32")]
+    assert ("lv5", "constant c1 has 4 elements, not one") in explain(mod, "merge_scalar_multiplies")
+    assert_same_results(mod, out, [{"n": 2}, {"n": 5}])
+
+
+def test_gelu_lookalikes_are_kept():
+    params = 'x: R.Tensor(("n", 4), "float32"), y: R.Tensor(("n", 4), "float32")'
+    text = program(params, '("n", 4)', """
+lv = R.divide(x, R.const(1.5, "float32"))
+lv1 = R.erf(lv)
+lv2 = R.add(lv1, R.const(1.0, "float32"))
+lv3 = R.multiply(x, lv2)
+lv4 = R.multiply(lv3, R.const(0.5, "float32"))
+lv5 = R.divide(y, R.const(1.4142135381698608, "float32"))
+lv6 = R.erf(lv5)
+lv7 = R.add(lv6, R.const(1.0, "float32"))
+lv8 = R.multiply(x, lv7)
+lv9 = R.multiply(lv8, R.const(0.5, "float32"))
+lv10 = R.add(lv4, lv9)
+return lv10
+""")
+    assert_unchanged(simplify_algebra, text)
+    reasons = dict(explain(parse(text), "compose_gelu"))
+    assert reasons["lv4"] == "the divisor 1.5 is not 1.414214"
+    assert reasons["lv9"].startswith("x is x in one place and y in another")
+
+
+def test_rules_are_documented():
+    doc = sys.modules["relaxpack.passes.simplify_algebra"].__doc__
+    for rule in RULES.rules:
+        assert f"``{rule.name}``" in doc and rule.summary
+
+
+def test_gpt_small_gelu_and_layout():
+    mod = relaxpack.from_onnx(onnx.load(str(MODELS / "gpt_small.onnx")))
+    out = run(simplify_algebra, mod)
+    assert ops_of(out).count("nn.gelu") == 2 and "erf" not in ops_of(out)
+    assert kernel_calls(out) == kernel_calls(mod) - 8
+    rng = np.random.default_rng(0)
+    vm_a, vm_b = (VirtualMachine(relaxpack.build(m, opt_level=0)) for m in (mod, out))
+    for b, s in [(1, 3), (2, 9)]:
+        ids = rng.integers(0, 128, (b, s))
+        np.testing.assert_allclose(vm_b.run({"ids": ids})["logits"], vm_a.run({"ids": ids})["logits"],
+                                   rtol=1e-5, atol=1e-5)

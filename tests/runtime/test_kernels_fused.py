@@ -1,0 +1,133 @@
+"""The fused kernels (nn.gemm, nn.conv_bias_act) against the unfused kernels
+they stand for: the same kernels run in the same order, so results are equal."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import relaxpack
+from relaxpack.errors import UnsupportedOpError
+from relaxpack.ir import parse
+from relaxpack.runtime import VirtualMachine, load
+from relaxpack.runtime.kernels import get_kernel
+
+from .test_kernels_registry import rand, run_kernel
+
+ACTIVATIONS = [None, "relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", ("leakyrelu", 0.2),
+               ("clip", -0.5, 0.75), ("clip", None, 0.0)]
+
+
+def unfused_activation(activation) -> tuple[str, dict]:
+    """The op (and its attributes) that an ``activation`` attribute stands for."""
+    if isinstance(activation, tuple):
+        name, *params = activation
+        if name == "leakyrelu":
+            return "nn.leakyrelu", {"alpha": params[0]}
+        return "clip", {"min": params[0], "max": params[1]}
+    if activation.startswith("gelu"):
+        return "nn.gelu", {"approximate": "tanh" if activation == "gelu_tanh" else "none"}
+    return {"relu": "nn.relu", "silu": "nn.silu"}.get(activation, activation), {}
+
+
+def unfused(product, bias, activation):
+    """``product`` (an array) plus ``bias`` then the activation, by the unfused kernels."""
+    out = product if bias is None else run_kernel("add", product, bias)
+    if activation is not None:
+        op, attrs = unfused_activation(activation)
+        out = run_kernel(op, out, **attrs)
+    return out
+
+
+def assert_same(actual, expected):
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype
+    np.testing.assert_array_equal(actual, expected)
+
+
+# (x shape, w shape, bias shape or None)
+GEMM_CASES = [
+    ((5, 7), (7, 3), (3,)),
+    ((2, 5, 7), (7, 3), (5, 3)),
+    ((3, 1, 4, 6), (2, 6, 5), (1, 5)),    # broadcast batch dims
+    ((7,), (7, 3), (3,)),                 # 1-D lhs
+    ((5, 7), (7,), None),                 # 1-D rhs
+    ((0, 7), (7, 3), (3,)),               # empty batch
+    ((4, 0), (0, 3), (3,)),               # empty inner dim: the bias alone
+    ((1, 1), (1, 1), (1,)),
+]
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS, ids=str)
+@pytest.mark.parametrize("x, w, bias", GEMM_CASES, ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_gemm_is_matmul_add_activation(dtype, x, w, bias, activation):
+    rng = np.random.default_rng(0)
+    a, b = rand(rng, x, dtype), rand(rng, w, dtype)
+    args = (a, b) if bias is None else (a, b, rand(rng, bias, dtype))
+    expected = unfused(run_kernel("matmul", a, b), args[2] if bias else None, activation)
+    assert_same(run_kernel("nn.gemm", *args, activation=activation), expected)
+
+
+def test_integer_gemm_with_relu_and_clip():
+    rng = np.random.default_rng(1)
+    a, b, c = rand(rng, (6, 5), "int32"), rand(rng, (5, 4), "int32"), rand(rng, (4,), "int32")
+    for activation in ("relu", ("clip", -3.5, 20.0)):
+        expected = unfused(run_kernel("matmul", a, b), c, activation)
+        assert_same(run_kernel("nn.gemm", a, b, c, activation=activation), expected)
+
+
+# (data shape, weight shape, conv attrs)
+CONV_CASES = [
+    ((2, 3, 7, 5), (4, 3, 3, 2), dict(padding=1, strides=(2, 1))),
+    ((1, 4, 9), (6, 2, 3), dict(groups=2, dilation=2)),
+    ((2, 6, 5, 5), (6, 1, 3, 3), dict(groups=6, padding=1)),             # depthwise
+    ((1, 2, 3, 4, 5), (3, 2, 1, 2, 2), {}),
+    ((3, 8, 4, 4), (5, 8, 1, 1), {}),                                    # 1x1
+    ((0, 3, 6, 6), (4, 3, 3, 3), {}),                                    # empty batch
+]
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS, ids=str)
+@pytest.mark.parametrize("data, weight, attrs", CONV_CASES, ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_conv_bias_act_is_conv_add_activation(dtype, data, weight, attrs, activation):
+    rng = np.random.default_rng(2)
+    x, w, b = rand(rng, data, dtype), rand(rng, weight, dtype), rand(rng, (weight[0],), dtype)
+    conv = run_kernel("nn.conv", x, w, **attrs)
+    bias = b.reshape((1, -1) + (1,) * (len(data) - 2))
+    assert_same(run_kernel("nn.conv_bias_act", x, w, b, activation=activation, **attrs),
+                unfused(conv, bias, activation))
+    assert_same(run_kernel("nn.conv_bias_act", x, w, activation=activation, **attrs),
+                unfused(conv, None, activation))
+
+
+def test_activation_may_arrive_as_a_list_and_unknown_ones_fail():
+    x, w = np.ones((2, 3), np.float32), -np.ones((3, 2), np.float32)
+    out = np.empty((2, 2), np.float32)
+    get_kernel("nn.gemm").fn(x, w, out=out, activation=["clip", -1.0, None])   # as JSON hands it back
+    np.testing.assert_array_equal(out, -np.ones((2, 2)))
+    with pytest.raises(UnsupportedOpError, match="unknown activation 'swish'"):
+        get_kernel("nn.gemm").fn(x, w, out=out, activation="swish")
+
+
+def test_fused_ops_survive_an_archive(tmp_path):
+    mod = parse('''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 2, 6, 6), "float32"), v: R.Tensor((27, 4), "float32")) -> R.Tensor(("n", 4), "float32"):
+        n = T.int64()
+        lv = R.nn.conv_bias_act(x, R.const(np.ones((3, 2, 3, 3)), "float32"), R.const([1.0, -20.0, 0.5], "float32"), padding=1, activation=("leakyrelu", 0.1))
+        lv1 = R.nn.max_pool(lv, pool_size=2, strides=2)
+        lv2 = R.reshape(lv1, R.shape([n, 27]))
+        lv3 = R.nn.gemm(lv2, v, R.const([0.0, 1.0, 2.0, 3.0], "float32"), activation=("clip", None, 2.5))
+        return lv3
+'''.replace("np.ones((3, 2, 3, 3))", str(np.ones((3, 2, 3, 3)).tolist())))
+    exe = relaxpack.build(mod)
+    assert exe.kernel_call_count() == 4
+    exe.save(tmp_path / "m.rpk")
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.standard_normal((3, 2, 6, 6)).astype(np.float32),
+             "v": rng.standard_normal((27, 4)).astype(np.float32)}
+    np.testing.assert_array_equal(VirtualMachine(load(tmp_path / "m.rpk")).run(feeds)["lv3"],
+                                  VirtualMachine(exe).run(feeds)["lv3"])
