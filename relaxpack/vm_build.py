@@ -13,15 +13,18 @@ from .ir.well_formed import check_well_formed
 from .packager.codegen import codegen
 from .passes import PassContext, Sequential
 from .passes.legalize import legalize
+from .passes.lower_fused import lower_fused_functions
 from .passes.optimize import optimize_pipeline
+from .passes.reorder_bindings import reorder_bindings
 from .runtime.executable import Executable
 
 log = logging.getLogger(__name__)
 
 
 def lower_pipeline() -> Sequential:
-    """Graph ops to kernel calls: what every build runs after optimization."""
-    return Sequential([legalize], name="Lower")
+    """Graph ops to kernel calls, then the order of lowest peak memory (ReorderBindings
+    runs last: fusion and legalization move bindings, and the planner works on this order)."""
+    return Sequential([lower_fused_functions, legalize, reorder_bindings], name="Lower")
 
 
 def build(mod: IRModule, opt_level: int = 2, check: bool = True, pools: dict[str, int] | None = None,

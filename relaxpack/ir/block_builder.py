@@ -106,8 +106,12 @@ class BlockBuilder:
     # ------------------------------------------------------------ frames
     @contextlib.contextmanager
     def function(self, name: str, params: Sequence[Var] = (), attrs: Mapping[str, Any] | None = None,
-                 pure: bool = True) -> Iterator[None]:
-        """Build function ``name``; end it with :meth:`emit_func_output`."""
+                 pure: bool | None = None) -> Iterator[None]:
+        """Build function ``name``; end it with :meth:`emit_func_output`.
+
+        ``pure=None`` makes the function pure unless its body calls something
+        impure; ``pure=True`` with an impure call in the body is an error.
+        """
         for p in params:
             if not isinstance(p, Var) or isinstance(p, DataflowVar):
                 raise IRError(f"parameter {p!r} of {name!r} must be a Var")
@@ -258,7 +262,11 @@ class BlockBuilder:
         ranges = dim_ranges_attr(self.analyzer, _sinfo_vars(frame.params) | ret.dim_vars())
         if ranges:
             attrs["dim_ranges"] = ranges
-        frame.output = Function(tuple(frame.params), body, ret, frame.pure, attrs)
+        impure = first_impure_call(body)
+        if frame.pure and impure is not None:
+            raise IRError(f"function {frame.name!r} is declared pure but calls impure {impure}")
+        pure = frame.pure if frame.pure is not None else impure is None
+        frame.output = Function(tuple(frame.params), body, ret, pure, attrs)
 
     def end_scope_of_function(self, output: Expr) -> SeqExpr:
         body = self.normalize(output)
@@ -361,6 +369,20 @@ class BlockBuilder:
 
 def _sinfo_vars(params) -> frozenset[str]:
     return frozenset().union(*(p.struct_info.dim_vars() for p in params)) if params else frozenset()
+
+
+def first_impure_call(seq: SeqExpr) -> str | None:
+    """The name of the first impure call in ``seq`` (If branches included), or None."""
+    for block in seq.blocks:
+        for b in block.bindings:
+            value = b.value
+            if not is_pure_expr(value):
+                return _callee_name(value)
+            if isinstance(value, If):
+                found = first_impure_call(value.true_branch) or first_impure_call(value.false_branch)
+                if found:
+                    return found
+    return None
 
 
 def is_pure_expr(expr: Expr) -> bool:

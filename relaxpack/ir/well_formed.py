@@ -16,7 +16,7 @@ raises one :class:`IRError` naming them all.
 from __future__ import annotations
 
 from ..errors import IRError, RelaxpackError
-from .block_builder import BlockBuilder, is_pure_expr
+from .block_builder import BlockBuilder, first_impure_call, is_pure_expr
 from .dims import DimAnalyzer
 from .expr import (
     BindingBlock, Call, DataflowBlock, DataflowVar, Function, GlobalVar, MatchCast, SeqExpr,
@@ -138,7 +138,13 @@ class _Checker(ExprVisitor):
         if var_sinfo is not None and not is_base_of(var_sinfo, value_sinfo, self.builder.analyzer):
             self.error(f"var's struct info {var_sinfo} does not describe its value's {value_sinfo}")
 
+    def check_purity(self, func: Function) -> None:
+        impure = first_impure_call(func.body)
+        if func.is_pure and impure is not None:
+            self.error(f"the function is declared pure but calls impure {impure}")
+
     def check_function(self, func: Function) -> None:
+        self.check_purity(func)
         for p in func.params:
             self.dims |= p.struct_info.dim_vars() if p.struct_info else set()
         self.visit_function_(func)

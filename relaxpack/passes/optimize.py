@@ -21,6 +21,7 @@ from .dead_code_elimination import dead_code_elimination
 from .eliminate_common_subexpr import eliminate_common_subexpr
 from .fold_constant import fold_constant
 from .fold_batch_norm import fold_batch_norm
+from .fuse_ops import fuse_ops
 from .fuse_bias_activation import fuse_bias_activation
 from .infra import Pass, Sequential
 from .simplify_algebra import simplify_algebra
@@ -46,13 +47,14 @@ def optimize_pipeline(opt_level: int) -> Sequential:
     - 1: one round of the core passes;
     - 2: the core passes, then the algebraic rewrites (batch norm folded into
       weights, layout and identity simplification, bias and activation fused
-      into gemm / conv kernels) and another core round to clean up.
+      into gemm / conv kernels), another core round to clean up, and FuseOps
+      last (elementwise groups become fused primitive functions).
     """
     passes: list[Pass] = []
     if opt_level >= 1:
         passes += core_passes()
     if opt_level >= 2:
-        passes += [fold_batch_norm, simplify_algebra, fuse_bias_activation, *core_passes()]
+        passes += [fold_batch_norm, simplify_algebra, fuse_bias_activation, *core_passes(), fuse_ops]
     return Sequential(passes, name="Optimize")
 
 

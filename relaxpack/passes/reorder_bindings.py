@@ -1,0 +1,633 @@
+"""ReorderBindings: an evaluation order with a lower peak of live tensor bytes.
+
+The bytecode runs the bindings in their IR order, so that order decides how
+many bytes are live at once -- the memory planner's lower bound. Branchy
+graphs exported breadth-first (all first convolutions of an Inception
+module, then all ReLUs, ...) keep every branch's temporaries alive together;
+finishing one branch before starting the next frees them early. This pass
+reorders independent bindings within each binding block to lower that peak.
+Run it last, after the passes that change which bindings there are (fusion
+merges a chain into one binding at the position of one of its members):
+right before or after Legalize.
+
+What may move. A block is cut at *barriers* -- impure calls (``call_packed``,
+impure functions) and ``If`` bindings -- which never move and which nothing
+crosses; the runs between them are reordered, respecting data dependencies,
+the order of the ``match_cast`` bindings among themselves, and the
+``match_cast`` that binds a symbolic dim a later binding mentions. ``If``
+branches are blocks of their own and are reordered the same way.
+
+Cost model (that of ``packager/memory_plan.py``, which plans the bytecode).
+A binding calling an op, ``call_tir``, ``call_dps_packed`` or a fused
+(``Primitive``) function allocates its result; a var alias, tuple, tuple
+item, ``match_cast``, ``call_packed`` or call of a module function holds
+(may return) what its operands hold, and keeps it alive. A buffer lives from
+its binding to the last binding reading anything holding it; buffers that
+may reach the function's result are not counted (the planner leaves outputs
+out of the arena), nor are parameters or constants. An elementwise op whose
+input of the output's shape and dtype dies there writes over it (the
+planner's in-place reuse). Sizes come from struct info, each aligned to 64
+bytes, symbolic dims at their upper bounds from the function's
+``dim_ranges`` attr or, without one, at :data:`REPRESENTATIVE_DIM` (64; so
+is a dim bound only at run time, by a ``match_cast``). With shapes known at
+the bounds, the peak of this model is the planner's ``lower_bound_bytes``.
+
+Search. A run of at most :data:`EXACT_LIMIT` bindings gets an exact search:
+memoized over the sets of bindings already run, it finds the smallest peak
+and, of the orders reaching it, the lexicographically smallest (each binding
+as early as the original order allows); it gives up past
+:data:`EXACT_STATES` sets. Longer runs start from the best of the original
+order and two list schedules -- XLA's (run the ready binding that grows the
+live bytes least) and one built from the end (place the binding that leaves
+the fewest bytes live before it, which puts producers right before their
+consumers) -- and then reorder windows around the peak exactly while that
+lowers them. A run changes only when its new order is strictly better, so
+the pass is stable and idempotent, and a function without a better order
+comes back as the same object. The peaks before and after are logged at
+DEBUG level.
+
+>>> mod = reorder_bindings(mod)                                 # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from dataclasses import dataclass, field
+
+from ..errors import RelaxpackError
+from ..ir.block_builder import is_pure_expr
+from ..ir.dims import DimExpr, evaluate, free_vars
+from ..ir.expr import (
+    Binding, Call, Expr, ExternFunc, Function, GlobalVar, If, MatchCast, Op, SeqExpr, Tuple,
+    TupleGetItem, Var, VarBinding,
+)
+from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from ..packager.memory_plan import ALIGNMENT
+from ..runtime.dtypes import numpy_dtype
+from ..runtime.memory import align_up
+from ..runtime.memory.verify import peak_live
+from .infra import function_pass
+
+log = logging.getLogger(__name__)
+
+#: the value of a symbolic dim without an upper bound, for sizes
+REPRESENTATIVE_DIM = 64
+#: runs of at most this many bindings get the exact search
+EXACT_LIMIT = 24
+#: the exact search gives up (for the list schedulers) past this many ready sets
+EXACT_STATES = 20_000
+#: widths of the windows the list schedules are refined in, widest first
+WINDOWS = (24, 16, 10)
+#: the exact search in a window gives up past this many ready sets
+WINDOW_STATES = 5_000
+#: refining one run visits at most this many ready sets in all its windows
+REFINE_STATES = 100_000
+
+_DPS = frozenset({"call_tir", "call_dps_packed"})
+
+
+# ---------------------------------------------------------------- sizes
+class _Sizes:
+    """Bytes of a value from its struct info, dims at their bounds."""
+
+    def __init__(self, func: Function):
+        self.bounds = {name: hi if hi is not None else max(lo, REPRESENTATIVE_DIM)
+                       for name, lo, hi in func.attrs.get("dim_ranges", ())}
+
+    def dim(self, d) -> int:
+        if isinstance(d, int):
+            return max(d, 0)
+        env = {v: self.bounds.get(v, REPRESENTATIVE_DIM) for v in free_vars(d)}
+        return max(evaluate(d, env), 0)
+
+    def nbytes(self, sinfo: StructInfo | None) -> int:
+        """Aligned bytes; a tuple is the sum of its fields (each its own allocation)."""
+        if isinstance(sinfo, TupleStructInfo):
+            return sum(self.nbytes(f) for f in sinfo.fields)
+        if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or sinfo.dtype is None:
+            return 0
+        n = _itemsize(sinfo.dtype)
+        for d in sinfo.shape:
+            n *= self.dim(d)
+        return align_up(n, ALIGNMENT)
+
+
+def _itemsize(dtype: str) -> int:
+    try:
+        return numpy_dtype(dtype).itemsize
+    except RelaxpackError:  # e.g. ml_dtypes missing: its types are at most 2 bytes
+        return 2
+
+
+# ---------------------------------------------------------------- the IR, read for liveness
+def _vars_in(expr) -> list[Var]:
+    """The vars an expression in A-normal form reads (not inside If branches)."""
+    if isinstance(expr, Var):
+        return [expr]
+    if isinstance(expr, Tuple):
+        return [v for f in expr.fields for v in _vars_in(f)]
+    if isinstance(expr, TupleGetItem):
+        return _vars_in(expr.tuple_value)
+    if isinstance(expr, Call):
+        return _vars_in(expr.op) + [v for a in expr.args for v in _vars_in(a)]
+    if isinstance(expr, If):
+        return _vars_in(expr.cond)
+    return []
+
+
+def _dims_in(x) -> frozenset[str]:
+    """Symbolic dim names an expression, struct info or attribute value mentions."""
+    if isinstance(x, DimExpr):
+        return free_vars(x)
+    if isinstance(x, StructInfo):
+        return x.dim_vars()
+    if isinstance(x, (tuple, list)):
+        return frozenset().union(*(_dims_in(v) for v in x))
+    if isinstance(x, Call):
+        return (_dims_in(x.struct_info) | _dims_in(x.args) | _dims_in(x.sinfo_args)
+                | _dims_in(tuple(x.attrs.values())))
+    if isinstance(x, Tuple):
+        return _dims_in(x.fields) | _dims_in(x.struct_info)
+    if isinstance(x, Expr):
+        return _dims_in(x.struct_info)
+    return frozenset()
+
+
+def _binding_dims(b: Binding) -> frozenset[str]:
+    dims = _dims_in(b.var.struct_info) | _dims_in(b.value)
+    return dims | _dims_in(b.struct_info) if isinstance(b, MatchCast) else dims
+
+
+def _allocates(b: Binding, primitive: frozenset[str]) -> bool:
+    """Whether the binding's result is a new allocation (vs. what its operands hold)."""
+    if isinstance(b, MatchCast) or not isinstance(b.value, Call):
+        return False
+    op = b.value.op
+    if isinstance(op, GlobalVar):   # a fused (Primitive) function becomes one kernel call
+        return op.name_hint in primitive
+    return isinstance(op, Op) and op.name != "call_packed"
+
+
+def _elementwise_args(call: Call) -> tuple:
+    """The operands of an elementwise op or kernel call, else ()."""
+    op = call.op
+    if not isinstance(op, Op):
+        return ()
+    name, args = op.name, call.args
+    if name in _DPS:
+        if not isinstance(args[0], ExternFunc):
+            return ()
+        name = args[0].global_symbol
+        args = args[1].fields if isinstance(args[1], Tuple) else (args[1],)
+    from ..ops.registry import get_op_def
+    try:
+        return args if getattr(get_op_def(name), "elementwise", False) else ()
+    except RelaxpackError:
+        return ()
+
+
+def _is_barrier(b: Binding) -> bool:
+    return isinstance(b.value, If) or not is_pure_expr(b.value)
+
+
+@dataclass
+class _Buffer:
+    size: int                      # aligned bytes; 0 when it reaches the result
+    alloc: int                     # position of the allocating binding
+    sinfo: StructInfo              # the allocated value's struct info
+    readers: list[int] = field(default_factory=list)   # positions reading it (its own first)
+
+
+class _Liveness:
+    """Buffers and the positions that read them, bindings numbered in codegen's order.
+
+    A binding is one position (an ``If`` reads its condition at its own
+    position, then its branches follow); the end of every sequence -- a
+    branch's result, the function's return -- is a position of its own.
+    """
+
+    def __init__(self, func: Function, mod=None):
+        self.sizes = _Sizes(func)
+        self.primitive = frozenset(name for name, f in (mod.items() if mod is not None else ())
+                                   if f.attrs.get("Primitive"))
+        self.buffers: list[_Buffer] = []
+        self.holds: dict[Var, frozenset[int]] = {}
+        self.position: dict[Binding, int] = {}
+        self.out_buffer: dict[int, int] = {}      # position -> the buffer it allocates
+        self.in_place: dict[int, list[int]] = {}  # position -> buffers it may write over
+        self.new_dims: dict[Binding, frozenset[str]] = {}   # match_cast -> the dims it binds
+        self.defined = set().union(*(_dims_in(p.struct_info) for p in func.params))
+        self.count = 0
+        for i in self._seq(func.body):             # what reaches the result is not planned
+            self.buffers[i].size = 0
+
+    def _next(self) -> int:
+        self.count += 1
+        return self.count - 1
+
+    def _read(self, expr, pos: int) -> frozenset[int]:
+        held = frozenset().union(*(self.holds.get(v, frozenset()) for v in _vars_in(expr)))
+        for i in held:
+            self.buffers[i].readers.append(pos)
+        return held
+
+    def _seq(self, seq: SeqExpr) -> frozenset[int]:
+        for block in seq.blocks:
+            for b in block.bindings:
+                self._binding(b)
+        return self._read(seq.body, self._next())
+
+    def _binding(self, b: Binding) -> None:
+        pos = self.position[b] = self._next()
+        value = b.value
+        if isinstance(value, If):
+            self._read(value.cond, pos)
+            self.holds[b.var] = self._seq(value.true_branch) | self._seq(value.false_branch)
+            return
+        if isinstance(b, MatchCast):
+            self.new_dims[b] = b.struct_info.dim_vars() - self.defined
+            self.defined |= self.new_dims[b]
+        if isinstance(b, VarBinding) and isinstance(value, Var):
+            held = self.holds.get(value, frozenset())   # an alias shares the register: no read
+        else:
+            held = self._read(value, pos)
+        if not _allocates(b, self.primitive):
+            self.holds[b.var] = held if isinstance(value, (Var, Tuple, TupleGetItem, Call)) else frozenset()
+            return
+        out = len(self.buffers)
+        self.buffers.append(_Buffer(self.sizes.nbytes(b.var.struct_info), pos, b.var.struct_info, [pos]))
+        self.holds[b.var] = frozenset({out})
+        self.out_buffer[pos] = out
+        sinfo = b.var.struct_info
+        if isinstance(sinfo, TensorStructInfo):
+            cands = []
+            for arg in _elementwise_args(value):
+                held = self.holds.get(arg, frozenset()) if isinstance(arg, Var) else frozenset()
+                if len(held) == 1:
+                    (i,) = held
+                    s = self.buffers[i].sinfo
+                    if isinstance(s, TensorStructInfo) and (s.shape, s.dtype) == (sinfo.shape, sinfo.dtype):
+                        cands.append(i)
+            if cands:
+                self.in_place[pos] = cands
+
+    def peak(self) -> int:
+        """The largest total of live bytes at one position (the planner's lower bound)."""
+        start = {i: b.alloc for i, b in enumerate(self.buffers)}
+        for pos, cands in self.in_place.items():
+            out = self.out_buffer[pos]
+            for i in cands:
+                if self.buffers[i].size and self.buffers[out].size and max(self.buffers[i].readers) == pos:
+                    start[out] = pos + 1   # the output takes over the input's bytes
+                    break
+        return peak_live((b.size, start[i], max(b.readers)) for i, b in enumerate(self.buffers)
+                         if b.size and start[i] <= max(b.readers))
+
+
+def peak_live_bytes(func: Function, mod=None) -> int:
+    """The peak of live intermediate bytes of ``func`` in its binding order (see the
+    module doc); ``mod`` tells which called functions are fused kernels.
+
+    >>> peak_live_bytes(mod["main"])                            # doctest: +SKIP
+    """
+    return _Liveness(func, mod).peak()
+
+
+# ---------------------------------------------------------------- one run of bindings
+@dataclass
+class _Problem:
+    """A run of bindings to order: node ``i`` is the run's ``i``-th binding.
+
+    Buffer ``j`` has ``sizes[j]`` bytes and ``readers[j]`` (a bit set of
+    nodes; a node allocating it counts as a reader); it is freed after its
+    last reader if ``freeable[j]`` (nothing after the run reads it). ``base``
+    is the bytes of buffers from before the run that die in it.
+    """
+
+    n: int
+    deps: list[int]             # per node: bit set of nodes that must run first
+    alloc: list[int]            # per node: bytes it allocates
+    reads: list[list[int]]      # per node: buffers it reads (or allocates)
+    in_place: list[list[int]]   # per node: buffers it may write over
+    sizes: list[int] = field(default_factory=list)
+    readers: list[int] = field(default_factory=list)
+    freeable: list[bool] = field(default_factory=list)
+    own: list[int | None] = field(default_factory=list)   # per node: the buffer it allocates
+    base: int = 0
+
+    def step(self, done: int, live: int, i: int) -> int:
+        """Live bytes while node ``i`` runs after the nodes in ``done``."""
+        for j in self.in_place[i]:
+            if self.freeable[j] and self.readers[j] & ~done == 1 << i:
+                return live
+        return live + self.alloc[i]
+
+    def after(self, done: int, live: int, i: int) -> int:
+        """Live bytes after node ``i`` ran (``done`` without ``i``)."""
+        rest = ~(done | 1 << i)
+        freed = sum(self.sizes[j] for j in self.reads[i] if self.freeable[j] and not self.readers[j] & rest)
+        return live + self.alloc[i] - freed
+
+    def peak(self, order, done: int = 0, live: int | None = None) -> int:
+        """The peak of running ``order`` after the nodes in ``done`` (``live`` bytes then)."""
+        peak = live = self.base if live is None else live
+        for i in order:
+            peak = max(peak, self.step(done, live, i))
+            live = self.after(done, live, i)
+            done |= 1 << i
+        return peak
+
+
+def _problem(run: list[Binding], lv: _Liveness) -> _Problem:
+    n = len(run)
+    first, last = lv.position[run[0]], lv.position[run[-1]]
+    node_of_var = {b.var: k for k, b in enumerate(run)}
+    node_at = {lv.position[b]: k for k, b in enumerate(run)}
+    deps, casts = [0] * n, []          # casts: (node, dims it names)
+    for k, b in enumerate(run):
+        for v in _vars_in(b.value):
+            if v in node_of_var:
+                deps[k] |= 1 << node_of_var[v]
+        dims = _binding_dims(b)
+        for m, cast_dims in casts:
+            if dims & cast_dims:
+                deps[k] |= 1 << m
+        if isinstance(b, MatchCast):
+            if casts:
+                deps[k] |= 1 << casts[-1][0]
+            casts.append((k, lv.new_dims[b]))
+    p = _Problem(n, deps, [0] * n, [[] for _ in range(n)], [[] for _ in range(n)], own=[None] * n)
+    local: dict[int, int] = {}
+    for i, buf in enumerate(lv.buffers):
+        if not buf.size or max(buf.readers) < first or buf.alloc > last:
+            continue
+        inside = buf.alloc >= first
+        freeable = max(buf.readers) <= last
+        if not inside and not freeable:
+            continue                    # lives through the whole run
+        j = local[i] = len(p.sizes)
+        mask = 0
+        for pos in buf.readers:
+            if first <= pos <= last:
+                mask |= 1 << node_at[pos]
+                if j not in p.reads[node_at[pos]]:
+                    p.reads[node_at[pos]].append(j)
+        p.sizes.append(buf.size)
+        p.readers.append(mask)
+        p.freeable.append(freeable)
+        if inside:
+            p.alloc[node_at[buf.alloc]] = buf.size
+            p.own[node_at[buf.alloc]] = j
+        else:
+            p.base += buf.size
+    for pos, cands in lv.in_place.items():
+        if first <= pos <= last:
+            p.in_place[node_at[pos]] = [local[i] for i in cands if i in local]
+    return p
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _exact(p: _Problem, nodes, done: int = 0, live: int | None = None,
+           limit: int = EXACT_STATES, spent: list[int] | None = None) -> list[int]:
+    """``nodes`` (all runnable once ``done`` ran) in an order of smallest peak: of those,
+    the one that runs earliest what comes first in ``nodes`` (lexicographically
+    smallest). A memoized search over the sets already run; past ``limit``
+    sets it raises :class:`_TooLarge`. ``spent[0]`` counts the sets visited."""
+    live = p.base if live is None else live
+    full = done
+    for i in nodes:
+        full |= 1 << i
+    best: dict[int, int] = {full: 0}     # set run -> smallest peak of running the rest
+
+    def solve(done: int, live: int) -> int:
+        if done in best:
+            return best[done]
+        if len(best) > limit:
+            raise _TooLarge
+        value = None
+        for i in nodes:
+            if done >> i & 1 or p.deps[i] & ~done:
+                continue
+            cost = p.step(done, live, i)
+            if value is not None and cost >= value:
+                continue
+            rest = solve(done | 1 << i, p.after(done, live, i))
+            value = max(cost, rest) if value is None else min(value, max(cost, rest))
+        best[done] = value
+        return value
+
+    try:
+        target, order = solve(done, live), []
+        while done != full:
+            i = next(i for i in nodes if not (done >> i & 1 or p.deps[i] & ~done)
+                     and p.step(done, live, i) <= target
+                     and solve(done | 1 << i, p.after(done, live, i)) <= target)
+            order.append(i)
+            live, done = p.after(done, live, i), done | 1 << i
+        return order
+    finally:
+        if spent is not None:
+            spent[0] += len(best)
+
+
+def _refine(p: _Problem, order) -> list[int]:
+    """``order`` with windows around its peak steps reordered exactly while that lowers them.
+
+    The nodes before a window have run and those after it wait, whatever the
+    order inside, so a window's new order changes only the costs inside it: a
+    window whose peak drops below the run's peak takes one peak step away.
+    At most :data:`REFINE_STATES` ready sets are visited in all.
+    """
+    order, spent = list(order), [0]
+    while spent[0] < REFINE_STATES:
+        costs, prefix = _costs(p, order)
+        peak = max(costs)
+        if not any(_lower_window(p, order, t, prefix, peak, spent)
+                   for t, c in enumerate(costs) if c == peak):
+            break
+    return order
+
+
+def _lower_window(p: _Problem, order: list[int], t: int, prefix, peak: int, spent: list[int]) -> bool:
+    """Reorders a window around step ``t`` so that its peak drops below ``peak``, if one can."""
+    for width in WINDOWS:
+        lo, hi = max(0, t - width // 2), min(len(order), t + (width + 1) // 2)
+        done, live = prefix[lo]
+        limit = min(WINDOW_STATES, REFINE_STATES - spent[0])
+        if limit <= 0:
+            return False
+        try:
+            window = _exact(p, order[lo:hi], done, live, limit, spent)
+        except _TooLarge:
+            continue
+        if p.peak(window, done, live) < peak:
+            order[lo:hi] = window
+            return True
+    return False
+
+
+def _costs(p: _Problem, order) -> tuple[list[int], list[tuple[int, int]]]:
+    """Live bytes while each node of ``order`` runs, and (done, live) before each."""
+    done, live, costs, prefix = 0, p.base, [], []
+    for i in order:
+        prefix.append((done, live))
+        costs.append(p.step(done, live, i))
+        live, done = p.after(done, live, i), done | 1 << i
+    return costs, prefix
+
+
+def _users(p: _Problem) -> list[list[int]]:
+    users = [[] for _ in range(p.n)]
+    for i, d in enumerate(p.deps):
+        for j in _bits(d):
+            users[j].append(i)
+    return users
+
+
+def _bits(mask: int):
+    while mask:
+        yield (mask & -mask).bit_length() - 1
+        mask &= mask - 1
+
+
+def _forward_schedule(p: _Problem) -> list[int]:
+    """XLA's list scheduler: repeatedly run the ready node that grows the live
+    bytes least (frees the most), then the one first in the run."""
+    remaining = [bin(m).count("1") for m in p.readers]
+
+    def net(i):
+        return p.alloc[i] - sum(p.sizes[j] for j in p.reads[i] if p.freeable[j] and remaining[j] == 1), i
+
+    def update(i, done):
+        for j in p.reads[i]:
+            remaining[j] -= 1
+            if remaining[j] == 1 and p.freeable[j]:   # its last reader now frees it
+                yield from _bits(p.readers[j] & ~done)
+    return _list_schedule(p, _users(p), [bin(d).count("1") for d in p.deps], net, update)
+
+
+def _reverse_schedule(p: _Problem) -> list[int]:
+    """A list schedule built from the end: repeatedly place, before the nodes placed
+    so far, the node (all of whose users are placed) that leaves the fewest
+    bytes live before it. Producers land right before their first consumer,
+    which the forward rule misses for values without inputs (weights an op
+    materializes, e.g.)."""
+    live = [not f for f in p.freeable]   # live where the nodes placed so far begin
+
+    def net(i):
+        grow = sum(p.sizes[j] for j in p.reads[i] if j != p.own[i] and not live[j])
+        ends = p.sizes[p.own[i]] if p.own[i] is not None and live[p.own[i]] else 0
+        return grow - ends, -i
+
+    def update(i, done):
+        for j in p.reads[i]:
+            if live[j] != (j != p.own[i]):
+                live[j] = j != p.own[i]
+                yield from _bits(p.readers[j] & ~done)
+    deps = [list(_bits(d)) for d in p.deps]   # built backwards: a node's deps wait for it
+    return _list_schedule(p, deps, [len(u) for u in _users(p)], net, update)[::-1]
+
+
+def _list_schedule(p: _Problem, users, waiting, net, update) -> list[int]:
+    """Repeatedly take the ready node of smallest ``net``; ``update(i, done)``
+    applies taking ``i`` and yields the nodes whose ``net`` it may change."""
+    key = {i: net(i) for i in range(p.n) if not waiting[i]}
+    heap = [(k, i) for i, k in key.items()]
+    heapq.heapify(heap)
+    done, order = 0, []
+    while heap:
+        k, i = heapq.heappop(heap)
+        if key.get(i) != k:
+            continue                                 # stale: taken, or its net changed
+        del key[i]
+        order.append(i)
+        done |= 1 << i
+        changed = set(update(i, done))
+        for u in users[i]:
+            waiting[u] -= 1
+            if not waiting[u]:
+                changed.add(u)
+        for u in changed:
+            if not waiting[u] and not done >> u & 1:
+                key[u] = net(u)
+                heapq.heappush(heap, (key[u], u))
+    return order
+
+
+def _best_order(p: _Problem) -> list[int]:
+    if p.n <= EXACT_LIMIT:
+        try:
+            return _exact(p, range(p.n))
+        except _TooLarge:
+            log.debug("ReorderBindings: %d bindings have too many ready sets; list scheduling", p.n)
+    start = min((list(range(p.n)), _forward_schedule(p), _reverse_schedule(p)), key=p.peak)
+    return _refine(p, start)
+
+
+# ---------------------------------------------------------------- the pass
+class _Reorderer:
+    def __init__(self, func: Function, mod):
+        self.lv = _Liveness(func, mod)
+        self.runs = self.improved = 0
+
+    def seq(self, seq: SeqExpr) -> SeqExpr:
+        blocks = tuple(self.block(b) for b in seq.blocks)
+        if all(a is b for a, b in zip(blocks, seq.blocks)):
+            return seq
+        return seq.replace(blocks=blocks)
+
+    def block(self, block):
+        out: list[Binding] = []
+        run: list[Binding] = []
+        for b in block.bindings:
+            if _is_barrier(b):
+                out += self.reorder(run)
+                run = []
+                if isinstance(b.value, If):
+                    node = b.value
+                    b = b.replace(value=node.replace(true_branch=self.seq(node.true_branch),
+                                                     false_branch=self.seq(node.false_branch)))
+                out.append(b)
+            else:
+                run.append(b)
+        out += self.reorder(run)
+        if all(a is b for a, b in zip(out, block.bindings)):
+            return block
+        return block.replace(bindings=tuple(out))
+
+    def reorder(self, run: list[Binding]) -> list[Binding]:
+        if len(run) < 2:
+            return run
+        self.runs += 1
+        p = _problem(run, self.lv)
+        if not any(p.alloc) and not p.base:
+            return run
+        order = _best_order(p)
+        before, after = p.peak(range(p.n)), p.peak(order)
+        if after >= before:
+            return run
+        self.improved += 1
+        log.debug("ReorderBindings: a run of %d bindings from %r: peak %d -> %d bytes",
+                  p.n, run[0].var.name_hint, before, after)
+        return [run[i] for i in order]
+
+
+@function_pass(name="ReorderBindings", opt_level=1, requires=("import", "optimize", "lower"))
+def reorder_bindings(func, mod, ctx):
+    """Reorder independent bindings to lower the peak of live tensor bytes (see the module doc)."""
+    r = _Reorderer(func, mod)
+    body = r.seq(func.body)
+    if body is func.body:
+        return func
+    new = func.replace(body=body)
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("ReorderBindings: %d of %d runs reordered; peak live bytes %d -> %d",
+                  r.improved, r.runs, r.lv.peak(), peak_live_bytes(new, mod))
+    return new
+
+
+__all__ = ["reorder_bindings", "peak_live_bytes", "REPRESENTATIVE_DIM", "EXACT_LIMIT", "EXACT_STATES"]

@@ -1,0 +1,2 @@
+"""Robustness: differential testing against onnxruntime, malformed models,
+run-time inputs and concurrency."""

@@ -1,0 +1,277 @@
+"""Minimal reproductions of what the robustness campaigns found.
+
+Each wrong answer or crash is a strict xfail naming where the fix belongs
+(strict: the test starts failing, as a reminder to drop the mark, the day
+the bug is fixed); each limitation (a valid model rejected with a clear
+error) is a test that accepts the right answer or that clear error, so it
+keeps passing when the feature arrives. The generator avoids all of them
+(strategies.KNOWN_BUGS / KNOWN_LIMITATIONS) until they are fixed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import relaxpack
+from relaxpack.errors import RelaxpackError
+from relaxpack.runtime import VirtualMachine
+
+from .differential import compare, ort_session
+
+F, H, I64 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT64
+
+
+def model(nodes, inputs, inits=(), opset=17):
+    graph = helper.make_graph(nodes, "regression", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+                              [onnx.ValueInfoProto(name="y")],
+                              [numpy_helper.from_array(np.asarray(v), n) for n, v in inits])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+def relaxpack_run(m, feeds, dims=None, opt_level=0):
+    exe = relaxpack.build(relaxpack.from_onnx(m, dims=dims), opt_level=opt_level)
+    with np.errstate(all="ignore"):
+        return VirtualMachine(exe).run(feeds)["y"]
+
+
+def assert_agrees(m, feeds, fp16=False):
+    want = ort_session(m).run(None, feeds)[0]
+    for level in (0, 2):
+        problem = compare(relaxpack_run(m, feeds, opt_level=level), want, fp16)
+        assert problem is None, f"-O{level}: {problem}"
+
+
+def assert_agrees_or_rejects(m, feeds, *words):
+    """A limitation: the right answer, or a RelaxpackError whose message has ``words``."""
+    try:
+        got = relaxpack_run(m, feeds)
+    except RelaxpackError as err:
+        assert all(w in str(err) for w in words), str(err)
+        return
+    assert compare(got, ort_session(m).run(None, feeds)[0]) is None
+
+
+def slice_model(shape, start, end, step):
+    return model([helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"])], [("x", F, shape)],
+                 [("s", np.array([start])), ("e", np.array([end])), ("a", np.array([0])), ("t", np.array([step]))])
+
+
+# ---------------------------------------------------------------- wrong answers
+@pytest.mark.xfail(strict=True, reason="bug: Slice clamps a start before -dim like Python (empty), not like ONNX "
+                   "(to 0) for negative steps: runtime/kernels/index.py strided_slice, ops/definitions/index.py "
+                   "slice_length, importers/onnx/converters/tensor.py _slice (shape values)")
+@pytest.mark.parametrize("shape", [[3], ["n"]])
+def test_slice_negative_step_clamps_start_to_zero(shape):
+    # ONNX: start -10 + 3 = -7 clamps to 0, end -7 clamps to -1: element 0; onnxruntime agrees
+    assert_agrees(slice_model(shape, -10, -10, -1), {"x": np.arange(3, dtype=np.float32)})
+
+
+@pytest.mark.xfail(strict=True, reason="bug: activation kernels fail on 0-d tensors (TypeError: return arrays "
+                   "must be of ArrayType): runtime/kernels/activation.py elu, selu, softplus, hard_swish")
+@pytest.mark.parametrize("op", ["Selu", "Elu", "Softplus", "HardSwish"])
+def test_activation_of_a_scalar(op):
+    assert_agrees(model([helper.make_node(op, ["x"], ["y"])], [("x", F, [])]), {"x": np.array(-0.5, np.float32)})
+
+
+@pytest.mark.xfail(strict=True, reason="bug: fp16 kernels accumulate in fp16 and overflow where onnxruntime "
+                   "(fp32 accumulation) does not: runtime/kernels reduce (L2, SumSquare), linalg (MatMul, Gemm), "
+                   "Mean, normalization (InstanceNormalization, LpNormalization)")
+@pytest.mark.parametrize("case", ["ReduceL2", "Gemm", "Mean"])
+def test_fp16_accumulation_does_not_overflow(case):
+    x = np.array([[40000, 40000]], np.float16)
+    if case == "ReduceL2":   # sqrt(2) * 40000 = 56569 fits in fp16; the squares do not
+        m = model([helper.make_node("ReduceL2", ["x"], ["y"], keepdims=0)], [("x", H, [1, 2])])
+        feeds = {"x": x}
+    elif case == "Gemm":   # 0.5 * (40000 + 40000) = 40000
+        m = model([helper.make_node("Gemm", ["x", "w"], ["y"], alpha=0.5)], [("x", H, [1, 2])],
+                  [("w", np.ones((2, 1), np.float16))])
+        feeds = {"x": x}
+    else:   # (40000 + 40000) / 2
+        m = model([helper.make_node("Mean", ["x", "z"], ["y"])], [("x", H, [1, 2]), ("z", H, [1, 2])])
+        feeds = {"x": x, "z": x}
+    assert_agrees(m, feeds, fp16=True)
+
+
+@pytest.mark.xfail(strict=True, reason="bug (minor): Clip without min/max keeps +-inf; the ONNX defaults are "
+                   "numeric_limits lowest()/max() and onnxruntime clamps to them: importers/onnx/converters "
+                   "elementwise.py clip")
+def test_clip_default_bounds():
+    m = model([helper.make_node("Clip", ["x"], ["y"])], [("x", F, [2])])
+    assert_agrees(m, {"x": np.array([np.inf, -np.inf], np.float32)})
+
+
+@pytest.mark.xfail(strict=True, reason="bug: comparing a shape value (Size, Shape) with an empty int64 tensor gives "
+                   "an int64 result, not bool: importers/onnx/converters/elementwise.py (_try_sym / _sym_result, "
+                   "the shape-arithmetic path)")
+@pytest.mark.parametrize("op", ["GreaterOrEqual", "Less", "Equal"])
+def test_comparing_a_shape_value_with_an_empty_tensor_gives_bool(op):
+    m = model([helper.make_node("Size", ["x"], ["s"]), helper.make_node(op, ["s", "c"], ["y"])], [("x", F, ["n"])],
+              [("c", np.zeros(0, np.int64))])
+    assert_agrees(m, {"x": np.ones(4, np.float32)})
+
+
+# ---------------------------------------------------------------- internal errors at build time
+@pytest.mark.xfail(strict=True, reason="bug: MaxPool ceil_mode=1 on a symbolic dim leaves the output shape unknown "
+                   "and build fails in legalize with a PassError about call_packed: importers/onnx/converters/nn.py "
+                   "(pool output dims) or ops/definitions/nn.py inference")
+def test_maxpool_ceil_mode_on_a_symbolic_dim():
+    m = model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1], strides=[2], ceil_mode=1)],
+              [("x", F, [1, 1, "n"])])
+    assert_agrees(m, {"x": np.arange(5, dtype=np.float32).reshape(1, 1, 5)})
+
+
+@pytest.mark.xfail(strict=True, reason="bug: Reshape whose -1 is the total divided by a non-monomial dim (n + 2) "
+                   "leaves the shape unknown; build fails in legalize with a PassError: importers/onnx/converters/"
+                   "tensor.py reshape (fall back to match_cast to a fresh dim)")
+def test_reshape_minus_one_over_a_non_monomial():
+    nodes = [helper.make_node("Pad", ["x", "pads"], ["p"], mode="edge"), helper.make_node("Shape", ["p"], ["s"]),
+             helper.make_node("Gather", ["s", "i0"], ["g0"]), helper.make_node("Gather", ["s", "i1"], ["g1"]),
+             helper.make_node("Mul", ["g0", "g1"], ["prod"]),
+             helper.make_node("Concat", ["prod", "minus_one"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["p", "shape"], ["y"])]
+    m = model(nodes, [("x", F, ["m", "n"])], [("pads", np.array([0, 0, 0, 2])), ("i0", np.array([0])),
+                                               ("i1", np.array([1])), ("minus_one", np.array([-1]))])
+    assert_agrees(m, {"x": np.ones((3, 2), np.float32)})
+
+
+@pytest.mark.xfail(strict=True, reason="bug: an If output whose dims differ between branches gets fresh dims for "
+                   "every axis (even those both branches agree on); a Split of it leaves shapes unknown and build "
+                   "fails in legalize: importers/onnx/converters/control.py _rebind")
+def test_split_of_an_if_output_with_branch_dependent_dims():
+    then = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["t"], axis=1)], "then", [],
+                             [helper.make_tensor_value_info("t", F, None)])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", F, None)])
+    nodes = [helper.make_node("If", ["c"], ["r"], then_branch=then, else_branch=other),
+             helper.make_node("Split", ["r", "sizes"], ["y", "rest"], axis=0)]
+    m = model(nodes, [("x", F, [2, 3]), ("c", TensorProto.BOOL, [])], [("sizes", np.array([1, 1]))])
+    assert_agrees(m, {"x": np.ones((2, 3), np.float32), "c": np.array(True)})
+
+
+# ---------------------------------------------------------------- limitations (clear errors)
+def test_slice_with_a_run_time_end_is_supported_or_rejected_clearly():
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Sub", ["s", "two"], ["end"]),
+             helper.make_node("Slice", ["x", "zero", "end"], ["y"])]
+    m = model(nodes, [("x", F, ["n"])], [("two", np.array([2])), ("zero", np.array([0]))])
+    assert_agrees_or_rejects(m, {"x": np.arange(5, dtype=np.float32)}, "Slice", "symbolic slice bound")
+
+
+def test_conv_same_on_a_symbolic_dim_with_stride_is_supported_or_rejected_clearly():
+    m = model([helper.make_node("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER", strides=[2], kernel_shape=[3])],
+              [("x", F, [1, 1, "n"])], [("w", np.ones((1, 1, 3), np.float32))])
+    assert_agrees_or_rejects(m, {"x": np.ones((1, 1, 5), np.float32)}, "Conv", "auto_pad SAME")
+
+
+def test_concat_of_an_if_output_with_branch_dependent_dims_is_supported_or_rejected_clearly():
+    then = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["t"], axis=1)], "then", [],
+                             [helper.make_tensor_value_info("t", F, None)])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", F, None)])
+    nodes = [helper.make_node("If", ["c"], ["r"], then_branch=then, else_branch=other),
+             helper.make_node("Concat", ["r", "x2"], ["y"], axis=1)]
+    m = model(nodes, [("x", F, [2, 3]), ("x2", F, [2, 3]), ("c", TensorProto.BOOL, [])])
+    feeds = {"x": np.ones((2, 3), np.float32), "x2": np.ones((2, 3), np.float32), "c": np.array(False)}
+    assert_agrees_or_rejects(m, feeds, "Concat", "not provably equal")
+
+
+# ---------------------------------------------------------------- malformed models: not RelaxpackErrors
+def assert_rejected_clearly(m_or_path, build=True):
+    """A malformed model: a RelaxpackError with a clear message, at import or build."""
+    from .model_mutations import clear_message
+    with pytest.raises(RelaxpackError) as err:
+        mod = relaxpack.from_onnx(m_or_path)
+        if build:
+            relaxpack.build(mod)
+    assert clear_message(err.value) is None, str(err.value)
+
+
+def relu_transpose(attr) -> onnx.ModelProto:
+    node = helper.make_node("Transpose", ["x"], ["y"])
+    node.attribute.append(attr)
+    return model([node], [("x", F, [2, 3])])
+
+
+@pytest.mark.xfail(strict=True, reason="bug: attributes are not checked against the op's schema; a wrong type "
+                   "reaches the converter (TypeError, ValueError, AttributeError ...): importers/onnx/graph.py "
+                   "(check each attribute's type with onnx.defs.get_schema before converting)")
+@pytest.mark.parametrize("attr", [
+    helper.make_attribute("perm", 1.5),                                           # FLOAT for INTS
+    helper.make_attribute("perm", helper.make_graph([], "g", [], [])),          # GRAPH for INTS
+], ids=["float", "graph"])
+def test_attribute_of_the_wrong_type(attr):
+    assert_rejected_clearly(relu_transpose(attr))
+
+
+@pytest.mark.xfail(strict=True, reason="bug: a STRING attribute that is not UTF-8 raises UnicodeDecodeError: "
+                   "importers/onnx/graph.py _attr_value")
+def test_string_attribute_that_is_not_utf8():
+    assert_rejected_clearly(model([helper.make_node("Pad", ["x", "pads"], ["y"], mode=b"\xff\xfe")],
+                                  [("x", F, [2])], [("pads", np.array([1, 1]))]))
+
+
+@pytest.mark.xfail(strict=True, reason="bug: an empty name for a required input (MatMul's B = '') reaches the "
+                   "converter as None: AttributeError 'NoneType' object has no attribute 'expr': "
+                   "importers/onnx/graph.py _call_converter / context.py expr")
+def test_empty_name_for_a_required_input():
+    assert_rejected_clearly(model([helper.make_node("MatMul", ["x", ""], ["y"])], [("x", F, [2, 2])]))
+
+
+@pytest.mark.xfail(strict=True, reason="bug: names that are not UTF-8 come from protobuf as bytes; "
+                   "AttributeError 'bytes' object has no attribute 'isidentifier': importers/onnx/graph.py _hint "
+                   "(and every use of a name)")
+def test_names_that_are_not_utf8(tmp_path):
+    m = model([helper.make_node("Relu", ["x"], ["QQ"]), helper.make_node("Neg", ["QQ"], ["y"])], [("x", F, [2])])
+    path = tmp_path / "names.onnx"
+    path.write_bytes(m.SerializeToString().replace(b"QQ", b"\xff\xfe"))
+    assert_rejected_clearly(path)
+
+
+@pytest.mark.xfail(strict=True, reason="bug: a NUL byte in an external-data location raises ValueError "
+                   "('embedded null byte'): importers/onnx/tensors.py _check_external_location")
+def test_nul_byte_in_an_external_data_location(tmp_path):
+    w = numpy_helper.from_array(np.ones(2, np.float32), "w")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    entry = w.external_data.add()
+    entry.key, entry.value = "location", "weights.bin\x00../secret.bin"
+    m = model([helper.make_node("Add", ["x", "w"], ["y"])], [("x", F, [2])])
+    m.graph.initializer.append(w)
+    path = tmp_path / "nul.onnx"
+    path.write_bytes(m.SerializeToString())
+    assert_rejected_clearly(path)
+
+
+@pytest.mark.xfail(strict=True, reason="bug: a constant shape with a negative dim (Expand to [-3, 4]) reaches "
+                   "np.empty during constant folding: ValueError 'negative dimensions are not allowed': "
+                   "passes/evaluate.py _allocate, or the op's struct-info inference (ops/definitions)")
+def test_negative_dim_in_a_constant_shape():
+    assert_rejected_clearly(model([helper.make_node("Expand", ["one", "shape"], ["y"])], [],
+                                  [("one", np.ones(1, np.float32)), ("shape", np.array([-3, 4]))]))
+
+
+@pytest.mark.xfail(strict=True, reason="bug: a 4 TiB tensor with a static shape (ConstantOfShape [2**20, 2**20]) "
+                   "builds; the VM then tries to allocate it (MemoryError inside an ExecutionError): the compiler "
+                   "should refuse static sizes no machine has (e.g. at legalize / codegen) with a clear error")
+def test_huge_static_tensor_is_refused_at_build():
+    assert_rejected_clearly(model([helper.make_node("ConstantOfShape", ["shape"], ["y"])], [],
+                                  [("shape", np.array([2 ** 20, 2 ** 20]))]))
+
+
+@pytest.mark.xfail(strict=True, reason="bug (minor): two initializers with one name are accepted (the first "
+                   "wins, the second is never read); ONNX's checker rejects the model: importers/onnx/importer.py")
+def test_duplicate_initializer_names():
+    m = model([helper.make_node("Add", ["x", "w"], ["y"])], [("x", F, [2])],
+              [("w", np.ones(2, np.float32)), ("w", np.zeros(2, np.float32))])
+    assert_rejected_clearly(m)
+
+
+@pytest.mark.xfail(strict=True, reason="bug: a rank above numpy's 64 dims (a [1] * 100 input) reaches np.full in "
+                   "ConstantOfShape's folding: ValueError: importers/onnx/importer.py (refuse ranks numpy cannot "
+                   "hold when reading graph inputs) or converters/shape.py constant_of_shape")
+def test_rank_above_numpy_limit():
+    m = model([helper.make_node("Shape", ["x"], ["s"]), helper.make_node("ConstantOfShape", ["s"], ["y"])],
+              [("x", F, [1] * 100)])
+    assert_rejected_clearly(m)

@@ -1,0 +1,88 @@
+"""The benchmark suite at its smoke size: it runs end to end, writes both result
+files with a row per model setting, and relaxpack agrees with onnxruntime.
+Benchmarks never assert on speed, and neither does this test."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.models import MODELS
+from benchmarks.run import MISMATCH_REL, RUNTIMES, _compare, _Runner
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory) -> tuple[int, str, dict, str]:
+    out = tmp_path_factory.mktemp("bench")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.run", "--size", "smoke", "-n", "1", "--warmup", "1",
+                           "--out", str(out)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    report = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
+    md = (out / "results.md").read_text() if (out / "results.md").exists() else ""
+    return proc.returncode, proc.stderr, report, md
+
+
+def expected_rows() -> list[tuple[str, str]]:
+    return [(name, s.label) for name, make in MODELS.items() for s in make("smoke").settings]
+
+
+def test_writes_a_row_per_model_setting(smoke):
+    code, stderr, report, md = smoke
+    assert code == 0, stderr[-3000:]
+    assert [(r["model"], r["setting"]) for r in report["rows"]] == expected_rows()
+    table = [line for line in md.splitlines() if line.startswith("| ") and not line.startswith(("| model", "| ---"))]
+    assert [line.split(" | ")[0][2:] for line in table] == [r["row"] for r in report["rows"]]
+    assert "Geometric means" in md and report["geomean"]["ratio_vs_ort_1thread"] > 0
+    assert report["environment"]["blas"] and report["environment"]["blas_core"]
+
+
+def test_relaxpack_agrees_with_onnxruntime(smoke):
+    _, _, report, _ = smoke
+    for row in report["rows"]:
+        status = row["relaxpack"]["status"]
+        assert status in ("ok", "unsupported"), (row["row"], row["relaxpack"]["note"])
+        assert not row["check"].get("mismatch"), (row["row"], row["check"])
+        if status == "ok":
+            assert row["check"]["max_rel"] <= MISMATCH_REL and row["relaxpack"]["kernel_calls"] > 0
+        else:    # kept in the suite as a target; the note names the op
+            assert "unsupported op" in row["relaxpack"]["note"]
+        for other in RUNTIMES[1:]:
+            assert row[other]["status"] == "ok", (row["row"], other, row[other]["note"])
+            assert row[other]["runs"] == 1
+
+
+def test_unsupported_models_are_still_timed_on_the_others(smoke):
+    _, _, report, md = smoke
+    unsupported = [r for r in report["rows"] if r["relaxpack"]["status"] == "unsupported"]
+    for row in unsupported:
+        assert row["ort_1thread"]["ms"] > 0 and row["reference"]["ms"] > 0
+        assert f"{row['row']}: relaxpack unsupported" in md
+
+
+def test_compare_flags_disagreement():
+    want = [np.array([1.0, -2.0, 4.0], np.float32)]
+    assert not _compare([want[0] + 1e-6], want)["mismatch"]
+    off = _compare([want[0] + np.array([0, 0, 0.1], np.float32)], want)
+    assert off["mismatch"] and off["max_rel"] == pytest.approx(0.1 / 4, rel=1e-5)
+    assert _compare([want[0][:2]], want)["mismatch"]
+    assert _compare([np.array([np.nan, -2.0, 4.0], np.float32)], want)["mismatch"]
+
+
+def test_a_capped_run_is_recorded_once_as_a_timeout():
+    def slow():
+        end = time.perf_counter() + 5
+        while time.perf_counter() < end:   # Python code, so the alarm gets through
+            pass
+    runner = _Runner("reference", slow, cap=0.05)
+    runner.warm(2)
+    assert (runner.status, runner.note) == ("timeout", ">0.05 s")
+    assert not runner.wants_more(n=5, budget=60) and runner.summary() == {"status": "timeout", "note": ">0.05 s"}
