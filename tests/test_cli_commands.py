@@ -134,3 +134,35 @@ def test_a_real_process_converts_and_runs(models, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "relaxpack.cli", "run", str(tmp_path / "nope.rpk")],
                          capture_output=True, text=True)
     assert bad.returncode == 1 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
+
+
+def test_inspect_draws_the_plan(archive, tmp_path):
+    import xml.etree.ElementTree as ET
+    svg = tmp_path / "plan.svg"
+    result = invoke("inspect", archive, "--plan", "--plot", svg, "--dim", "batch=2", "--dim", "seq=16")
+    assert result.exit_code == 0, result.output
+    assert "wrote" in result.output and "lower bound" in result.output
+    root = ET.parse(svg).getroot()
+    assert root.tag.endswith("svg") and len(root.findall(".//{*}rect")) > 1
+
+
+def test_convert_with_a_bounded_pool(models, tmp_path):
+    out = tmp_path / "cnn.rpk"
+    result = invoke("convert", models["cnn"], "-o", out, "--dim", "batch=1..4", "--pool", "fast=64KiB")
+    assert result.exit_code == 0, result.output
+    assert "fast 64.0 KiB" in result.output and "global" in result.output
+    bad = invoke("convert", models["cnn"], "--pool", "fast=lots")
+    assert bad.exit_code == 1 and "bad --pool" in bad.output
+
+
+@pytest.mark.parametrize("command", ["inspect", "check", "bench", "demo", "version", "ir"])
+def test_every_command_runs_as_a_real_process(command, archive, models, tmp_path):
+    ir_file = tmp_path / "m.py"
+    from relaxpack.examples import transformer_block
+    ir_file.write_text(transformer_block().script())
+    args = {"inspect": [str(archive), "--json"], "check": [str(models["cnn"]), "--samples", "1"],
+            "bench": [str(archive), "-n", "1", "--dim", "batch=1", "--dim", "seq=4"], "demo": [],
+            "version": [], "ir": [str(ir_file)]}[command]
+    out = subprocess.run([sys.executable, "-m", "relaxpack.cli", command, *args], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip()

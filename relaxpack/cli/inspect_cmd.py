@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from .common import app, echo, existing_file, fmt_bytes, user_errors
+from .common import app, echo, existing_file, fmt_bytes, parse_dims, user_errors
 
 
 def archive_facts(exe, archive: Path) -> dict:
@@ -36,6 +36,9 @@ def inspect_(
     ir: bool = typer.Option(False, "--ir", help="Print the lowered IR."),
     bytecode: bool = typer.Option(False, "--bytecode", help="Print the bytecode."),
     plan: bool = typer.Option(False, "--plan", help="Print the memory plan."),
+    plot: Path = typer.Option(None, "--plot", help="With --plan: draw the plan as an SVG picture to this file."),
+    dim: list[str] = typer.Option(None, "--dim", help="With --plot: dim values to plan at (NAME=VALUE); "
+                                                      "default: their upper bounds."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable facts."),
 ):
     """Show an archive's signature, IR, bytecode and memory plan."""
@@ -44,6 +47,11 @@ def inspect_(
     with user_errors():
         exe = load(existing_file(archive, "archive"))
         facts = archive_facts(exe, archive)
+        layout = None
+        if plot is not None:
+            from ..packager.plan_plot import plot_plan
+            dims = {k: v for k, v in parse_dims(dim).items() if isinstance(v, int)}
+            layout = plot_plan(exe, plot, shape_env=dims or None)
     if as_json:
         echo(json.dumps(facts, indent=2, sort_keys=True))
         return
@@ -64,3 +72,7 @@ def inspect_(
         echo(exe.as_text())
     if plan:
         echo(json.dumps(exe.metadata.get("memory_plan") or "no memory plan in this archive", indent=2))
+    if layout is not None:
+        f = layout.figures
+        echo(f"wrote {plot}: {f['buffers']} buffers, arena {fmt_bytes(f['arena_bytes'])}, "
+             f"lower bound {fmt_bytes(f['lower_bound_bytes'])}")
