@@ -1,0 +1,55 @@
+"""The -O2 pipeline as a whole: a fixed point, fewer kernel calls, same numbers."""
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import relaxpack
+from relaxpack.check import compare_outputs, onnxruntime_session
+from relaxpack.examples.onnx_models import small_cnn, transformer_block_onnx
+from relaxpack.ir.equality import assert_structural_equal
+from relaxpack.ir.well_formed import check_well_formed
+from relaxpack.passes import PassContext
+from relaxpack.passes.optimize import optimize_pipeline
+from relaxpack.runtime import VirtualMachine
+
+MODELS = Path(__file__).resolve().parents[1] / "models"
+CASES = {
+    "resnet_small": (lambda: onnx.load(str(MODELS / "resnet_small.onnx")),
+                     lambda rng, b: {"input": rng.standard_normal((b, 3, 32, 32)).astype(np.float32)}),
+    "gpt_small": (lambda: onnx.load(str(MODELS / "gpt_small.onnx")),
+                  lambda rng, b: {"ids": rng.integers(0, 128, (b, 5 + 4 * b)).astype(np.int64)}),
+    "small_cnn": (small_cnn, lambda rng, b: {"input": rng.standard_normal((b, 3, 32, 32)).astype(np.float32)}),
+    "transformer_block": (transformer_block_onnx,
+                          lambda rng, b: {"x": rng.standard_normal((b, 3 + b, 32)).astype(np.float32)}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_o2_twice_is_structurally_equal(name):
+    mod = relaxpack.from_onnx(CASES[name][0]())
+    with PassContext(opt_level=2):
+        once = optimize_pipeline(2)(mod)
+        twice = optimize_pipeline(2)(once)
+    check_well_formed(once)
+    assert_structural_equal(twice, once)
+
+
+@pytest.mark.parametrize("name", ["resnet_small", "gpt_small"])
+def test_o2_runs_at_least_30_percent_fewer_kernel_calls_and_matches_onnxruntime(name):
+    make, feeds = CASES[name]
+    model = make()
+    mod = relaxpack.from_onnx(model)
+    o0, o2 = relaxpack.build(mod, opt_level=0), relaxpack.build(mod, opt_level=2)
+    assert o2.kernel_call_count() <= 0.7 * o0.kernel_call_count(), (o0.kernel_call_count(), o2.kernel_call_count())
+    session = onnxruntime_session(model)
+    names = [o.name for o in session.get_outputs()]
+    rng = np.random.default_rng(0)
+    for b in (1, 2):
+        inputs = feeds(rng, b)
+        want = session.run(None, inputs)
+        for exe in (o0, o2):
+            diffs = compare_outputs(names, VirtualMachine(exe).run(inputs), want, 1e-4, 1e-4)
+            assert all(d.passed for d in diffs), diffs
