@@ -65,17 +65,22 @@ def test_outputs_are_not_in_the_arena():
 
 
 def test_each_shape_gets_its_own_exact_plan():
-    vm = VirtualMachine(planned_exe(transformer_block_onnx(), dims={"seq": (1, 512)}))
+    model = transformer_block_onnx()
+    vm = VirtualMachine(planned_exe(model, dims={"seq": (1, 512)}))
+    session = onnxruntime_session(model)
     state = arena_state(vm)
     for seq in (7, 512, 7):
-        vm.run({"x": np.zeros((1, seq, 32), np.float32)})
+        x = np.random.default_rng(seq).standard_normal((1, seq, 32)).astype(np.float32)
+        diffs = compare_outputs(["y"], vm.run({"x": x}), session.run(None, {"x": x}), 1e-4, 1e-5)
+        assert diffs[0].passed, diffs
     assert len(state.cache) == 2  # seq=7 planned once and reused
     sizes = {key[0]: sum(entry[2]) for key, entry in state.cache.items()}  # entry: offsets, pools, pool bytes
     small, large = sorted(sizes.values())
     assert small < large / 10
 
 
-@pytest.mark.parametrize("name", ["resnet50", "squeezenet", "inception_v1", "densenet121"])
+@pytest.mark.parametrize("name", ["resnet50", "squeezenet", "inception_v1", "inception_v2", "densenet121",
+                                  "shufflenet", "vgg19", "bvlc_alexnet", "zfnet512"])
 def test_real_models_plan_within_5_percent_of_the_lower_bound(name):
     exe = planned_exe(f"{LIGHT}/light_{name}.onnx")
     plan = exe.metadata["memory_plan"]
