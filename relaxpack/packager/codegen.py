@@ -21,6 +21,7 @@ from ..ir.struct_info import PrimStructInfo, ShapeStructInfo, StructInfo, Tensor
 from ..runtime.bytecode import CONST, IMM, NO_DST, REG, Goto, If as IfInstr, ParamInfo, Ret, VMFunction
 from ..runtime.bytecode import Call as CallInstr
 from ..runtime.executable import Executable, FuncEntry
+from ..runtime.dtypes import numpy_dtype
 from .dim_program import dim_program
 from .memory_plan import plan_function
 
@@ -299,6 +300,7 @@ class _FunctionCodegen:
             return self.builtin("make_tuple", *fields)
         if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or sinfo.dtype is None:
             raise IRError(f"{self.name}: cannot allocate an output of unknown shape or dtype ({sinfo})")
+        check_allocation(sinfo, self.name)
         shape = self.shape_operand(sinfo.shape)
         self.alloc_scopes[len(self.instrs)] = sinfo.vdevice   # the memory scope picks the pool
         return self.builtin("alloc_tensor", (IMM, sinfo.dtype), shape)
@@ -322,6 +324,25 @@ class _FunctionCodegen:
         self.instrs[branch_at] = IfInstr(cond, false_start - branch_at)
         self.instrs[goto_at] = Goto(end - goto_at)
         return result
+
+
+#: No single tensor a build allocates may be larger (a static shape this big
+#: is a malformed or mistaken model, not something to fail on at run time).
+MAX_TENSOR_BYTES = 1 << 35  # 32 GiB
+
+
+def check_allocation(sinfo: TensorStructInfo, where: str) -> None:
+    static = [d for d in sinfo.shape if isinstance(d, int)]
+    if any(d < 0 for d in static):
+        raise IRError(f"{where}: a tensor of shape {sinfo.shape} has a negative dim")
+    if len(sinfo.shape) > 64:
+        raise IRError(f"{where}: a tensor of rank {len(sinfo.shape)}; numpy holds at most 64 dims")
+    nbytes = numpy_dtype(sinfo.dtype).itemsize
+    for d in static:
+        nbytes *= d
+    if nbytes > MAX_TENSOR_BYTES:
+        raise IRError(f"{where}: a tensor of shape {tuple(sinfo.shape)} {sinfo.dtype} needs {nbytes} bytes "
+                      f"(more than {MAX_TENSOR_BYTES}, the largest one tensor may take)")
 
 
 def _sym(name: str):

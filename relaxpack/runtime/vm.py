@@ -12,6 +12,7 @@ then only moves values between registers and calls kernels.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -40,6 +41,7 @@ class VirtualMachine:
 
     def __init__(self, exe: Executable):
         self.exe = exe
+        self._running = threading.Lock()
         self._index = {name: i for i, name in enumerate(exe.functions)}
         self._prepared = [_Prepared(f) for f in exe.functions.values()]
         self._callees = [self._resolve(i, entry) for i, entry in enumerate(exe.func_table)]
@@ -53,7 +55,21 @@ class VirtualMachine:
         if name not in self._index:
             raise InputError(f"no function {name!r}; the executable has {sorted(self._index)}")
         index = self._index[name]
-        return lambda *args: self._invoke(index, args)
+        return lambda *args: self._call_exclusive(index, args)
+
+    def _call_exclusive(self, index: int, args) -> Any:
+        """One call at a time: the VM's arenas belong to the call running on it.
+
+        A second thread calling the same VM gets an error instead of a wrong
+        answer; threads share one loaded Executable with a VM each.
+        """
+        if not self._running.acquire(blocking=False):
+            raise ExecutionError("this VirtualMachine is already running (on another thread?); create one "
+                                 "VirtualMachine per thread: they can share one loaded Executable")
+        try:
+            return self._invoke(index, args)
+        finally:
+            self._running.release()
 
     def run(self, inputs: Mapping[str, Any], function: str = "main") -> dict[str, Any]:
         """Run ``function`` on named inputs; returns outputs by name."""
@@ -66,7 +82,7 @@ class VirtualMachine:
         if missing:
             raise InputError(f"missing input(s) {missing}; the model's inputs are {names}")
         args = [_as_value(inputs[p.name], p) for p in func.params]
-        result = self._invoke(self._index[function], args)
+        result = self._call_exclusive(self._index[function], args)
         outputs = func.outputs or ("output",)
         values = result if len(outputs) > 1 else (result,)
         if len(values) != len(outputs):

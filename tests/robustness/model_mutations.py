@@ -157,22 +157,7 @@ class OpenWatch:
 # ---------------------------------------------------------------- known failures
 #: What the campaign finds today: (name, regex over the case's mutations, regex over the problem).
 #: Each has a strict-xfail reproduction in test_regressions.py; anything else is new.
-KNOWN_FAILURES = [
-    ("attributes are not checked against the op's schema", r"attr_type|attr_value|attr_drop_or_add",
-     r"^(TypeError|ValueError|AttributeError|KeyError|IndexError|OverflowError) \(not a RelaxpackError\)"),
-    ("an empty name for a required input", r"-> ''",
-     r"^(AttributeError|TypeError) \(not a RelaxpackError\): .*'NoneType'"),
-    ("a string attribute that is not UTF-8", r"attr_type|attr_value", r"^UnicodeDecodeError \(not a RelaxpackError\)"),
-    ("a NUL byte in an external-data location", r"external data nul",
-     r"^ValueError \(not a RelaxpackError\): embedded null byte"),
-    ("negative dims in a constant shape tensor", r"huge_constant: .*-3",
-     r"^ValueError \(not a RelaxpackError\): negative dimensions are not allowed"),
-    ("huge tensors are allocated at run time, not refused at build", r"huge_constant|input_shape|initializer|attr_value",
-     r"^MemoryError behind ExecutionError"),
-    ("names that are not UTF-8 (protobuf gives bytes)", r"bit_flips",
-     r"^(AttributeError|TypeError) \(not a RelaxpackError\): .*(bytes|'str' and 'bytes')"),
-    ("ranks above numpy's 64 dims", r"rank \d{3}", r"maximum supported dimension for an ndarray"),
-]
+KNOWN_FAILURES: list[tuple[str, str, str]] = []  # (name, mutation regex, problem regex); none known today
 
 
 def known_failure(case: str, problem: str) -> str | None:

@@ -107,7 +107,7 @@ class GraphConverter:
         inputs = []
         for name in node.input:
             if name == "":
-                inputs.append(None)
+                inputs.append(None)  # an omitted optional input; converters check the required ones
                 continue
             value = scope.lookup(name)
             if value is None:
@@ -117,7 +117,13 @@ class GraphConverter:
         attrs = {a.name: self._attr_value(a) for a in node.attribute}
         with ctx.bb.span(node.name or f"{node.op_type}:{node.output[0] if node.output else ''}"):
             ctx.node, ctx.scope = node, scope
-            result = _call_converter(entry.fn, ctx, node, inputs, attrs)
+            try:
+                result = _call_converter(entry.fn, ctx, node, inputs, attrs)
+            except RelaxpackError:
+                raise
+            except Exception as err:  # e.g. an attribute of the wrong type reaching the converter
+                raise RelaxpackError(f"{ctx.node_label()} cannot be converted, it may be malformed: "
+                                     f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from err
             ctx.node, ctx.scope = node, scope  # a subgraph's nodes may have set them
             self._bind_outputs(node, result, scope)
 
@@ -127,10 +133,13 @@ class GraphConverter:
         if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
             return helper.get_attribute_value(attr)
         value = helper.get_attribute_value(attr)
-        if isinstance(value, bytes):
-            return value.decode("utf-8")
-        if isinstance(value, list):
-            return tuple(v.decode("utf-8") if isinstance(v, bytes) else v for v in value)
+        try:
+            if isinstance(value, bytes):
+                return value.decode("utf-8")
+            if isinstance(value, list):
+                return tuple(v.decode("utf-8") if isinstance(v, bytes) else v for v in value)
+        except UnicodeDecodeError:
+            raise RelaxpackError(f"attribute {attr.name!r} of {self.ctx.node_label()} is not valid UTF-8 text") from None
         return value
 
     def _bind_outputs(self, node, result, scope: _Scope) -> None:

@@ -41,7 +41,21 @@ def from_onnx(model: "onnx.ModelProto | str | Path", dims: Mapping[str, DimSpec]
 
     ``dims`` binds symbolic dims to a value (``{"batch": 8}``) or gives their
     range (``{"seq": (1, 512)}``, an upper bound of ``None`` for none).
+    A model that cannot be imported raises a :class:`RelaxpackError` saying why,
+    also when it is malformed in a way no check anticipated.
     """
+    try:
+        return _from_onnx(model, dims)
+    except RelaxpackError:
+        raise
+    except RecursionError:
+        raise RelaxpackError("the model nests subgraphs too deeply to import") from None
+    except Exception as err:  # a malformed model no check anticipated: one clear line, not a traceback
+        raise RelaxpackError(f"malformed model: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+                             ) from err
+
+
+def _from_onnx(model, dims) -> IRModule:
     model, model_dir = _load(model)
     opsets = _opsets(model)
     graph = model.graph
