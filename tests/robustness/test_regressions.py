@@ -69,8 +69,6 @@ def test_slice_negative_step_clamps_start_to_zero(shape):
     assert_agrees(slice_model(shape, -10, -10, -1), {"x": np.arange(3, dtype=np.float32)})
 
 
-@pytest.mark.xfail(strict=True, reason="bug: activation kernels fail on 0-d tensors (TypeError: return arrays "
-                   "must be of ArrayType): runtime/kernels/activation.py elu, selu, softplus, hard_swish")
 @pytest.mark.parametrize("op", ["Selu", "Elu", "Softplus", "HardSwish"])
 def test_activation_of_a_scalar(op):
     assert_agrees(model([helper.make_node(op, ["x"], ["y"])], [("x", F, [])]), {"x": np.array(-0.5, np.float32)})
@@ -95,9 +93,6 @@ def test_fp16_accumulation_does_not_overflow(case):
     assert_agrees(m, feeds, fp16=True)
 
 
-@pytest.mark.xfail(strict=True, reason="bug (minor): Clip without min/max keeps +-inf; the ONNX defaults are "
-                   "numeric_limits lowest()/max() and onnxruntime clamps to them: importers/onnx/converters "
-                   "elementwise.py clip")
 def test_clip_default_bounds():
     m = model([helper.make_node("Clip", ["x"], ["y"])], [("x", F, [2])])
     assert_agrees(m, {"x": np.array([np.inf, -np.inf], np.float32)})

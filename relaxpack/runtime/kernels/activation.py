@@ -7,6 +7,7 @@ makes at most one extra temporary.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -19,13 +20,26 @@ _SELU_ALPHA = 1.67326319217681884765625
 _SELU_GAMMA = 1.05070102214813232421875
 
 
+def _scalar_safe(fn):
+    """Run a kernel on a 0-d tensor as on a 1-element one: numpy arithmetic on
+    0-d arrays gives scalars, which cannot be written into in place."""
+    @functools.wraps(fn)
+    def kernel(x, *args, out, **attrs):
+        if x.ndim == 0:
+            return fn(x.reshape(1), *args, out=out.reshape(1), **attrs)
+        return fn(x, *args, out=out, **attrs)
+    return kernel
+
+
 @register_kernel("nn.relu")
+@_scalar_safe
 def relu(x, *, out):
     """``max(x, 0)``; NaN stays NaN."""
     np.maximum(x, out.dtype.type(0), out=out)
 
 
 @register_kernel("nn.leakyrelu")
+@_scalar_safe
 def leakyrelu(x, *, out, alpha=0.01):
     """``x if x >= 0 else alpha * x``."""
     buf = load(x, out)
@@ -34,6 +48,7 @@ def leakyrelu(x, *, out, alpha=0.01):
 
 
 @register_kernel("nn.prelu")
+@_scalar_safe
 def prelu(x, slope, *, out):
     """``x if x >= 0 else slope * x``; ``slope`` broadcasts to ``x``."""
     (x,) = separate(out, x)
@@ -49,6 +64,7 @@ def _exp_minus_one_of_negative_part(buf: np.ndarray) -> np.ndarray:
 
 
 @register_kernel("nn.elu")
+@_scalar_safe
 def elu(x, *, out, alpha=1.0):
     """``x if x > 0 else alpha * (exp(x) - 1)``."""
     buf = load(x, out)
@@ -59,6 +75,7 @@ def elu(x, *, out, alpha=1.0):
 
 
 @register_kernel("nn.selu")
+@_scalar_safe
 def selu(x, *, out, alpha=_SELU_ALPHA, gamma=_SELU_GAMMA):
     """``gamma * (x if x > 0 else alpha * (exp(x) - 1))``."""
     buf = load(x, out)
@@ -81,6 +98,7 @@ def _softplus_into(buf: np.ndarray) -> None:
 
 
 @register_kernel("nn.softplus")
+@_scalar_safe
 def softplus(x, *, out):
     """``log(1 + exp(x))``."""
     buf = load(x, out)
@@ -89,6 +107,7 @@ def softplus(x, *, out):
 
 
 @register_kernel("nn.softsign")
+@_scalar_safe
 def softsign(x, *, out):
     """``x / (1 + |x|)``."""
     buf = load(x, out)
@@ -99,6 +118,7 @@ def softsign(x, *, out):
 
 
 @register_kernel("nn.mish")
+@_scalar_safe
 def mish(x, *, out):
     """``x * tanh(softplus(x))``."""
     buf = load(x, out)
@@ -110,6 +130,7 @@ def mish(x, *, out):
 
 
 @register_kernel("nn.silu")
+@_scalar_safe
 def silu(x, *, out):
     """``x * sigmoid(x)``."""
     buf = load(x, out)
@@ -122,6 +143,7 @@ def silu(x, *, out):
 
 
 @register_kernel("nn.hard_sigmoid")
+@_scalar_safe
 def hard_sigmoid(x, *, out, alpha=0.2, beta=0.5):
     """``max(0, min(1, alpha * x + beta))``."""
     buf = load(x, out)
@@ -132,6 +154,7 @@ def hard_sigmoid(x, *, out, alpha=0.2, beta=0.5):
 
 
 @register_kernel("nn.hard_swish")
+@_scalar_safe
 def hard_swish(x, *, out):
     """``x * max(0, min(1, x / 6 + 1 / 2))`` (ONNX HardSwish)."""
     buf = load(x, out)
@@ -146,6 +169,7 @@ _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 
 
 @register_kernel("nn.gelu")
+@_scalar_safe
 def gelu(x, *, out, approximate="none"):
     """``x * Phi(x)``: ``0.5 * x * (1 + erf(x / sqrt(2)))``, or with
     ``approximate="tanh"`` ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))``."""

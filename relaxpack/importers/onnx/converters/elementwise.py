@@ -315,8 +315,14 @@ def clip_attrs(ctx, x, *, min=-3.4028234663852886e38, max=3.4028234663852886e38,
 @register_converter("", "Clip", since_opset=11)
 def clip(ctx, x, min=None, max=None):  # noqa: A002 (the ONNX input names)
     """Clip with optional bound inputs: constant bounds become the op's
-    attributes; a bound known only at run time is a maximum / minimum."""
+    attributes; a bound known only at run time is a maximum / minimum. An
+    absent bound is the dtype's lowest / highest value (so a float +-inf
+    becomes +-max, as the spec's defaults say)."""
     lo, hi = const_scalar(ctx, min, "min"), const_scalar(ctx, max, "max")
+    if x.dtype in ("float16", "float32", "float64"):
+        info = np.finfo(np.dtype(x.dtype))
+        lo = float(info.min) if min is None else lo
+        hi = float(info.max) if max is None else hi
     expr = ctx.expr(x)
     if lo is NotImplemented:
         expr, lo = call(ctx, "maximum", expr, ctx.expr(min)), None
