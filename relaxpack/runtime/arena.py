@@ -56,8 +56,13 @@ class _ArenaState:
         self.cache: dict[tuple, tuple[list[int], list[int], list[int]]] = {}
         self.buffers: list[np.ndarray] = [np.empty(0, np.uint8) for _ in self.pools]
         self.plan_seconds = 0.0
+        self.last_dims: tuple | None = None      # the shape heap of the last call, and its plan
+        self.last_plan: ArenaPlan | None = None
 
     def plan(self, heap) -> ArenaPlan:
+        dims = tuple(heap)
+        if dims == self.last_dims:      # the sizes are functions of the dims alone
+            return self.last_plan
         sizes = tuple(fn(heap) for fn in self.sizes)
         entry = self.cache.get(sizes)
         if entry is None:
@@ -66,7 +71,9 @@ class _ArenaState:
         for i, need in enumerate(pool_bytes):
             if self.buffers[i].nbytes < need:
                 self.buffers[i] = np.empty(need, np.uint8)
-        return ArenaPlan(offsets, [self.buffers[p] for p in pool_of])
+        self.last_dims = dims
+        self.last_plan = ArenaPlan(offsets, [self.buffers[p] for p in pool_of])
+        return self.last_plan
 
     def _place(self, sizes) -> tuple[list[int], list[int], list[int]]:
         """Offsets, the pool each buffer ended in (bounded pools spill to global), pool sizes."""
@@ -119,13 +126,18 @@ def _arena_tensor_specialize(index: int, dtype: str):
         raise ArchiveError(f"arena_tensor: bad buffer index {index!r}")
     np_dtype = numpy_dtype(dtype)
     itemsize = np_dtype.itemsize
+    last = [None, -1, None, None]       # arena, offset, shape -> the view made for them
 
     def view(plan: ArenaPlan, shape) -> np.ndarray:
+        arena, offset = plan.arenas[index], plan.offsets[index]
+        if arena is last[0] and offset == last[1] and shape == last[2]:
+            return last[3]              # the same buffer as in the previous run: reuse its view
         n = 1
         for d in shape:
             n *= d
-        offset = plan.offsets[index]
-        return plan.arenas[index][offset:offset + n * itemsize].view(np_dtype).reshape(shape)
+        array = arena[offset:offset + n * itemsize].view(np_dtype).reshape(shape)
+        last[:] = arena, offset, shape, array
+        return array
     return view
 
 

@@ -13,11 +13,13 @@ may not depend on scipy.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Sequence
 
 import numpy as np
 
 from ...errors import ShapeError
+from ._workspace import Scratch
 
 # ---------------------------------------------------------------- erf
 
@@ -106,17 +108,100 @@ def erf64(x: np.ndarray) -> np.ndarray:
     return res.reshape(shape)
 
 
+# erf in float32: two polynomials fitted (weighted minimax, in float64) for
+# this evaluation, coefficients rounded to float32. Both are evaluated on every
+# element (no gathers) and blended: about 35 float32 passes, ~15x faster than
+# erf64. Within 1.5 ulp of erf on a dense sweep (tests check 2 ulp).
+_ERF32_SPLIT = np.float32(0.921875)
+_ERF32_TOP = np.float32(3.925)       # beyond it erf rounds to +-1 and erfc is taken as 0
+#: erf(x) = x + x * P(x^2) for |x| < split
+_ERF32_SMALL = tuple(np.float32(c) for c in (
+    0.12837916612625122, -0.37612634897232056, 0.11283701658248901, -0.026859702542424202,
+    0.005201715510338545, -0.000814979721326381, 8.397756755584851e-05))
+#: erfc(t) = exp(R(t)) for split <= t < top (minimax in R: erfc to a relative 1e-8)
+_ERF32_BIG = tuple(np.float32(c) for c in (
+    0.00030720786890015006, -1.130185604095459, -0.6318997144699097, -0.11001824587583542,
+    0.026390234008431435, -0.004750197287648916, 0.0005951114580966532, -4.589359014062211e-05,
+    1.6306507859553676e-06))
+
+
+def _horner_into(acc: np.ndarray, coefs: Sequence, t: np.ndarray) -> np.ndarray:
+    """``acc = sum(coefs[i] * t**i)``, in ``acc`` (which must not be ``t``)."""
+    np.multiply(t, coefs[-1], out=acc)
+    acc += coefs[-2]
+    for c in coefs[-3::-1]:
+        acc *= t
+        acc += c
+    return acc
+
+
+def erf32_parts(x: np.ndarray, t: np.ndarray, small: np.ndarray, square: np.ndarray, inside: np.ndarray,
+                is_small: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For float32 ``x``, given scratch arrays of its shape (four float32, two
+    bool): ``(small, erfc_abs, is_small)``, where ``small`` is erf(|x|)
+    where ``is_small`` (|x| < 0.921875) and ``erfc_abs`` (in ``square``) is
+    erfc(|x|) elsewhere (0 from 3.925 on, nan for nan); ``t`` ends up free.
+
+    Kept apart so that GELU can take ``erfc(|x|)`` itself in its negative
+    tail, without the cancellation of ``1 + erf(x)``.
+    """
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        np.abs(x, out=t)
+        np.less(t, _ERF32_TOP, out=inside)
+        np.less(t, _ERF32_SPLIT, out=is_small)
+        np.multiply(t, t, out=square)
+        _horner_into(small, _ERF32_SMALL, square)
+        small *= t
+        small += t
+        np.clip(t, np.float32(0), _ERF32_TOP, out=t)          # clip: one fast pass
+        erfc_abs = _horner_into(square, _ERF32_BIG, t)        # the square is dead: reuse it
+        np.exp(erfc_abs, out=erfc_abs)
+        np.multiply(erfc_abs, inside, out=erfc_abs)           # nan * 0 stays nan
+    return small, erfc_abs, is_small
+
+
+def erf32_scratch(shape) -> Scratch:
+    """Scratch for :func:`erf32_parts` and :func:`select_into` at ``shape``:
+    four float32 arrays, two bool, one uint32."""
+    return Scratch([(shape, np.float32)] * 4 + [(shape, np.bool_)] * 2 + [(shape, np.uint32)])
+
+
+def select_into(mask: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray, ones: np.ndarray) -> None:
+    """``out = where(mask, a, b)`` for float32 arrays of one shape, by bit
+    operations (numpy's masked copies are ~8x slower on a random mask).
+    ``a`` and the uint32 scratch ``ones`` are overwritten; ``out`` may be ``a`` or ``b``."""
+    np.multiply(mask, np.uint32(0xFFFFFFFF), out=ones, dtype=np.uint32)
+    a_bits, b_bits = a.view(np.uint32), b.view(np.uint32)
+    a_bits ^= b_bits
+    a_bits &= ones
+    np.bitwise_xor(b_bits, a_bits, out=out.view(np.uint32))
+
+
+def erf32(x: np.ndarray, out: np.ndarray) -> None:
+    """erf of float32 ``x`` into float32 ``out`` of its shape (``out`` may be ``x``)."""
+    with erf32_scratch(x.shape) as (t, small, square, _, inside, is_small, bits):
+        small, erfc_abs, is_small = erf32_parts(x, t, small, square, inside, is_small)
+        sign = np.bitwise_and(x.view(np.uint32), np.uint32(0x80000000), out=t.view(np.uint32))
+        np.subtract(np.float32(1), erfc_abs, out=erfc_abs)
+        select_into(is_small, small, erfc_abs, out, bits)
+        out_bits = out.view(np.uint32)
+        out_bits |= sign
+
+
 # ---------------------------------------------------------------- working precision
 
 _LOW_FLOATS = ("float16", "bfloat16", "float8", "float4")
 
 
+@functools.lru_cache(maxsize=256)
 def is_low_float(dtype: np.dtype) -> bool:
     """True for float16, bfloat16 and the 8- and 4-bit floats: numpy computes
-    them slowly or not at all, so kernels work in float32 and round once."""
+    them slowly or not at all, so kernels work in float32 and round once.
+    (Cached: ``dtype.name`` costs microseconds, and every kernel asks.)"""
     return np.dtype(dtype).name.startswith(_LOW_FLOATS)
 
 
+@functools.lru_cache(maxsize=256)
 def work_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype to compute in for results of ``dtype``."""
     return np.dtype(np.float32) if is_low_float(dtype) else np.dtype(dtype)

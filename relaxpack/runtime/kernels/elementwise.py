@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ._math import commit, erf64, is_low_float, load, separate
+from ._math import commit, erf32, erf64, is_low_float, load, scratch, separate
 from ._registry import register_kernel
 
 # ---------------------------------------------------------------- unary math
@@ -68,18 +68,27 @@ def reciprocal(x, *, out):
 @register_kernel("sigmoid")
 def sigmoid(x, *, out):
     """``1 / (1 + exp(-x))``; exp(-x) overflowing to inf gives the right 0."""
-    buf = load(x, out)
+    buf = scratch(out)
     with np.errstate(over="ignore"):
-        np.negative(buf, out=buf)
+        if buf is out and x.dtype == out.dtype:
+            np.negative(x, out=buf)
+        else:
+            np.copyto(buf, x, casting="unsafe")
+            np.negative(buf, out=buf)
         np.exp(buf, out=buf)
     buf += 1
-    np.reciprocal(buf, out=buf)
+    np.divide(1, buf, out=buf)         # the same quotient as np.reciprocal, twice as fast
     commit(buf, out)
 
 
 @register_kernel("erf")
 def erf(x, *, out):
-    """The Gauss error function (fdlibm's approximations in float64)."""
+    """The Gauss error function: float32 within 1.5 ulp by float32
+    polynomials; other dtypes by fdlibm's approximations in float64
+    (float16 and bfloat16 correctly rounded)."""
+    if out.dtype == np.float32 and x.dtype == np.float32 and out.shape == x.shape:
+        erf32(x, out)
+        return
     np.copyto(out, erf64(x), casting="unsafe")
 
 
@@ -160,7 +169,8 @@ def _cube(x, out):
 
 
 def _sqrt(x, out):
-    # pow(-inf, 0.5) is +inf and pow(-0, 0.5) is +0 where sqrt gives nan and -0
+    # C's pow (and onnxruntime's) gives +0 for -0 and +inf for -inf, sqrt -0 and nan
+    # (numpy's float32/float64 power follows sqrt here, its float16 power follows C)
     negative_inf = np.isneginf(x)
     negative_inf = negative_inf if negative_inf.any() else None
     np.sqrt(x, out=out)
@@ -169,7 +179,7 @@ def _sqrt(x, out):
         np.copyto(out, np.inf, where=negative_inf)
 
 
-#: exponent -> fn(x, out); each gives pow's IEEE special values (nan, +-inf, +-0)
+#: exponent -> fn(x, out); each gives C pow's special values (nan, +-inf, +-0)
 _FAST_POWERS = {
     1.0: lambda x, out: np.copyto(out, x),
     2.0: _square,
@@ -230,6 +240,9 @@ def _bound(value, dtype: np.dtype, lower: bool):
     return dtype.type(min(max(v, info.min), info.max))
 
 
+_CLIP_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+
+
 @register_kernel("clip")
 def clip(x, *, out, min=None, max=None):  # noqa: A002 (the op's attribute names)
     """Clamp to ``[min, max]``; ``None`` leaves a side open; ``min > max``
@@ -237,6 +250,11 @@ def clip(x, *, out, min=None, max=None):  # noqa: A002 (the op's attribute names
     lo, hi = _bound(min, out.dtype, True), _bound(max, out.dtype, False)
     if lo is None and hi is None:
         np.copyto(out, x)
+        return
+    if out.dtype in _CLIP_FLOATS and x.dtype == out.dtype:
+        # one pass (np.maximum with a scalar takes numpy's slow path, ~3x a clip)
+        kind = out.dtype.type
+        np.clip(x, kind(-np.inf if lo is None else lo), kind(np.inf if hi is None else hi), out=out)
         return
     if lo is not None:
         np.maximum(x, lo, out=out, casting="unsafe")

@@ -18,7 +18,7 @@ from ...errors import UnsupportedOpError
 from .activation import gelu, leakyrelu, relu, silu
 from .elementwise import clip, sigmoid
 from .linalg import matmul
-from .nn import conv
+from .nn import conv_bias
 from ._registry import KERNELS, register_kernel
 
 
@@ -60,7 +60,6 @@ def gemm(x, w, bias=None, *, out, activation=None):
 def conv_bias_act(data, weight, bias=None, *, out, strides=1, padding=0, dilation=1, groups=1,
                   activation=None):
     """``activation(nn.conv(data, weight) + bias[:, None, ...])``."""
-    conv(data, weight, out=out, strides=strides, padding=padding, dilation=dilation, groups=groups)
-    if bias is not None:
-        np.add(out, bias.reshape(bias.shape + (1,) * (out.ndim - 2)), out=out)
+    conv_bias(data, weight, bias, out=out, strides=strides, padding=padding, dilation=dilation,
+              groups=groups)
     apply_activation(out, activation)

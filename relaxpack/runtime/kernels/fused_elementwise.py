@@ -4,7 +4,8 @@ The recipe (format in ``ops/definitions/fused_elementwise.py``) lists the
 steps of a fused function; each step runs the op's own kernel
 (``KERNELS[op].fn(*ins, out=buf, **attrs)``), so every op keeps one
 implementation. Intermediates live in two buffers: ``out`` itself and at
-most one temporary, of at most ``out``'s element count. :func:`plan_buffers` decides,
+most one temporary (from the thread's workspace, :mod:`._workspace`), of at
+most ``out``'s element count. :func:`plan_buffers` decides,
 once per recipe, which buffer each step writes: a step writes over an input
 that dies there when the recipe marks it ``inplace`` (an elementwise op,
 same shape and dtype); a smaller intermediate (one that broadcasts into a
@@ -38,6 +39,7 @@ import numpy as np
 from ...errors import ShapeError
 from ..dtypes import numpy_dtype
 from ._registry import get_kernel, register_kernel
+from ._workspace import Scratch
 
 OUT = 0  # buffer 0 is ``out``; 1, 2, ... are temporaries
 #: recipes are small (FuseOps makes at most 64 steps); an archive's are bounded
@@ -184,19 +186,20 @@ def fused_elementwise(*inputs, out, recipe):
         raise ShapeError(f"fused_elementwise: the result has shape {shapes[-1]}, out has {out.shape}")
     if any(b == OUT and _nbytes(shape, s.dtype) > out.nbytes for s, b, shape in zip(steps, plan, shapes)):
         raise ShapeError(f"fused_elementwise: an intermediate is larger than out {out.shape}")
-    raws = [out.reshape(-1).view(np.uint8)]
-    for b in range(1, max(plan) + 1):          # temporaries as large as their largest value
-        raws.append(np.empty(max(_nbytes(shape, s.dtype) for s, p, shape in zip(steps, plan, shapes) if p == b),
-                             np.uint8))
-    values: list[np.ndarray] = []
-    for step, b, shape in zip(steps, plan, shapes):
-        args = [inputs[i] if kind == "p" else values[i] for kind, i in step.inputs]
-        if b == OUT and shape == out.shape and step.dtype == out.dtype:
-            dst = out
-        else:
-            dst = raws[b][:_nbytes(shape, step.dtype)].view(step.dtype).reshape(shape)
-        step.fn(*args, out=dst, **step.attrs)
-        values.append(dst)
+    # temporaries as large as their largest value, from the thread's workspace
+    sizes = [max(_nbytes(shape, s.dtype) for s, p, shape in zip(steps, plan, shapes) if p == b)
+             for b in range(1, max(plan) + 1)]
+    with Scratch([((n,), np.uint8) for n in sizes]) as temporaries:
+        raws = [out.reshape(-1).view(np.uint8), *temporaries]
+        values: list[np.ndarray] = []
+        for step, b, shape in zip(steps, plan, shapes):
+            args = [inputs[i] if kind == "p" else values[i] for kind, i in step.inputs]
+            if b == OUT and shape == out.shape and step.dtype == out.dtype:
+                dst = out
+            else:
+                dst = raws[b][:_nbytes(shape, step.dtype)].view(step.dtype).reshape(shape)
+            step.fn(*args, out=dst, **step.attrs)
+            values.append(dst)
 
 
 def _nbytes(shape: tuple, dtype: np.dtype) -> int:

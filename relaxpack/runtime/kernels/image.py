@@ -5,7 +5,8 @@ a source coordinate (the coordinate transformation mode), picks a few source
 indices around it and their weights (nearest / linear / cubic, optionally
 antialiased), and sums the gathered slices. The weights and indices are
 computed per axis, never per pixel. The arithmetic follows onnx's reference
-implementation (``onnx.reference.ops.op_resize``) step by step, in float64,
+implementation (``onnx.reference.ops.op_resize``) step by step, in float64
+(float32 for float32 data and results: within an ulp or two, twice as fast),
 so both round alike; integer results are rounded half to even and clipped to
 the dtype's range, as ONNX's saturating cast does.
 """
@@ -18,6 +19,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ._math import normalize_axis
+from ._workspace import Scratch
 from ._registry import register_kernel
 
 # ---------------------------------------------------------------- image.resize
@@ -154,7 +156,10 @@ def _along(shape_len: int, axis: int, vector: np.ndarray) -> np.ndarray:
     return vector.reshape((1,) * axis + (-1,) + (1,) * (shape_len - axis - 1))
 
 
-def _resize_axis(data: np.ndarray, axis: int, out_w: int, scale: float | None, roi, attrs) -> np.ndarray:
+def _resize_axis(data: np.ndarray, axis: int, out_w: int, scale: float | None, roi, attrs,
+                 buffers=None) -> np.ndarray:
+    """One axis resized; the weighted sum goes into ``buffers`` = (result,
+    term) when given (views of the pass's output shape), else new arrays."""
     in_w = data.shape[axis]
     if out_w == 0:
         return np.take(data, np.zeros(0, np.intp), axis=axis)
@@ -172,9 +177,16 @@ def _resize_axis(data: np.ndarray, axis: int, out_w: int, scale: float | None, r
         # one weight is 1: a plain gather keeps every dtype exact
         result = np.take(data, index[np.arange(out_w), weights.argmax(axis=1)], axis=axis)
     else:
-        result = np.zeros(data.shape[:axis] + (out_w,) + data.shape[axis + 1:], np.float64)
+        result, term = buffers if buffers is not None else (None, None)
         for k in range(index.shape[1]):
-            result += np.take(data, index[:, k], axis=axis) * _along(data.ndim, axis, weights[:, k])
+            # mode="clip": the indices are in range already, and "raise" would buffer out
+            if k == 0:
+                result = np.take(data, index[:, k], axis=axis, out=result, mode="clip")
+                result *= _along(data.ndim, axis, weights[:, k].astype(data.dtype))
+                continue
+            term = np.take(data, index[:, k], axis=axis, out=term, mode="clip")
+            term *= _along(data.ndim, axis, weights[:, k].astype(data.dtype))
+            result += term
     if outside is not None and outside.any():
         fill = _saturate(np.float64(attrs["extrapolation_value"]), data.dtype)
         result = np.where(_along(data.ndim, axis, outside), np.asarray(fill).astype(result.dtype), result)
@@ -196,13 +208,53 @@ def resize(data, size, *, out, axes, scales=None, roi=None, method="nearest_neig
                  rounding_method=rounding_method, cubic_alpha=float(cubic_alpha),
                  cubic_exclude=bool(cubic_exclude), antialias=bool(antialias),
                  extrapolation_value=extrapolation_value)
-    result = data if method == "nearest_neighbor" or data.dtype == np.float64 else data.astype(np.float64)
-    for i, (axis, out_w) in enumerate(zip(axes, size)):
-        axis_roi = None if roi is None else (float(roi[i]), float(roi[i + len(axes)]))
-        result = _resize_axis(result, axis, out_w, None if scales is None else scales[i], axis_roi, attrs)
-    if result.dtype != out.dtype:
-        result = _saturate(result, out.dtype)
-    np.copyto(out, result, casting="unsafe")
+    # float32 in and out computes in float32 (within an ulp or two of the
+    # float64 result; onnxruntime computes in float32 too), the rest in float64
+    keep = method == "nearest_neighbor" or data.dtype == np.float64 or (
+        data.dtype == np.float32 and out.dtype == np.float32)
+    result = data if keep else data.astype(np.float64)
+    order = list(range(len(axes)))
+    if result.dtype == np.float32 and method != "nearest_neighbor":
+        # a gather along an inner axis costs ~10x one along an outer axis: enlarge the
+        # inner axes while the data is small, shrink them once it is (the passes are
+        # separable; only the rounding order changes, within the float32 path's ulps)
+        grows = [size[i] > data.shape[axes[i]] for i in order]
+        order.sort(key=lambda i: (not grows[i], -axes[i] if grows[i] else axes[i]))
+    if method == "nearest_neighbor" or not order:
+        for i in order:
+            result = _resize_axis(result, axes[i], size[i], None if scales is None else scales[i],
+                                  _axis_roi(roi, i, len(axes)), attrs)
+        if result.dtype != out.dtype:
+            result = _saturate(result, out.dtype)
+        np.copyto(out, result, casting="unsafe")
+        return
+    # each pass writes a workspace buffer (the last one ``out`` itself when it can)
+    shapes, shape = [], list(data.shape)
+    for i in order:
+        shape[axes[i]] = size[i]
+        shapes.append(tuple(shape))
+    largest = max(math.prod(s) for s in shapes)
+    with Scratch([((largest,), result.dtype)] * 3) as (ping, pong, term):
+        for j, i in enumerate(order):
+            n = math.prod(shapes[j])
+            if j == len(order) - 1 and out.dtype == result.dtype and out.flags.c_contiguous:
+                target = out
+            else:       # never the buffer the pass reads
+                target = (pong if _shares(result, ping) else ping)[:n].reshape(shapes[j])
+            result = _resize_axis(result, axes[i], size[i], None if scales is None else scales[i],
+                                  _axis_roi(roi, i, len(axes)), attrs, (target, term[:n].reshape(shapes[j])))
+        if result is not out:
+            if result.dtype != out.dtype:
+                result = _saturate(result, out.dtype)
+            np.copyto(out, result, casting="unsafe")
+
+
+def _axis_roi(roi, i: int, n: int):
+    return None if roi is None else (float(roi[i]), float(roi[i + n]))
+
+
+def _shares(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.size > 0 and b.size > 0 and np.may_share_memory(a, b)
 
 
 # ---------------------------------------------------------------- pad

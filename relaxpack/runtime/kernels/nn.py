@@ -4,8 +4,9 @@ Window attributes take one int for every spatial dim or one value per dim;
 ``padding`` is an int, one value per dim, or ONNX's ``2n`` values (all
 begins, then all ends). No kernel loops over output pixels in Python:
 
-* ``nn.conv`` is im2col (a strided window view of the zero-padded input,
-  copied once into columns) and one batched matmul for all groups;
+* ``nn.conv`` runs on :mod:`.conv_direct`: a padded, phase-split layout in
+  which every kernel tap is a contiguous slice, then im2col and one batched
+  matmul for all groups, or for depthwise convs a sum of per-tap products;
 * ``nn.conv_transpose`` is one batched matmul into columns, then col2im:
   one strided scatter-add per kernel tap;
 * pooling takes one strided view per kernel tap (``prod(pool_size)`` numpy
@@ -23,9 +24,8 @@ import numpy as np
 
 from ...errors import ShapeError
 from ._math import commit, is_low_float, pads, per_spatial, scratch, work_dtype
+from .conv_direct import conv_plan, run_conv
 from ._registry import register_kernel
-
-_sliding_window_view = np.lib.stride_tricks.sliding_window_view
 
 
 def _check_out(name: str, out: np.ndarray, expected: tuple[int, ...]) -> None:
@@ -55,6 +55,13 @@ def _tap_slices(tap, strides, dilation, lengths) -> tuple[slice, ...]:
 @register_kernel("nn.conv")
 def conv(data, weight, *, out, strides=1, padding=0, dilation=1, groups=1):
     """N-d convolution: data ``(N, C, *spatial)``, weight ``(O, C/groups, *kernel)``."""
+    conv_bias(data, weight, None, out=out, strides=strides, padding=padding, dilation=dilation,
+              groups=groups)
+
+
+def conv_bias(data, weight, bias, *, out, strides=1, padding=0, dilation=1, groups=1) -> None:
+    """``nn.conv`` plus ``bias[:, None, ...]`` when ``bias`` is not None, with
+    the results of the two ops (the bias is added in ``out``'s precision)."""
     n = data.ndim - 2
     strides, dilation = per_spatial(strides, n, "strides"), per_spatial(dilation, n, "dilation")
     begins, ends = pads(padding, n)
@@ -68,23 +75,16 @@ def conv(data, weight, *, out, strides=1, padding=0, dilation=1, groups=1):
     if out.size == 0:
         return
     dtype = work_dtype(out.dtype)
-    x = _pad(data.astype(dtype, copy=False), begins, ends)
-    cols_per_pixel = per_group * math.prod(kernel)
-    pixels = math.prod(lengths)
-    if all(k == 1 for k in kernel) and all(s == 1 for s in strides):
-        cols = x.reshape(batch, groups, cols_per_pixel, pixels)      # 1x1: no im2col
-    else:
-        window = [d * (k - 1) + 1 for k, d in zip(kernel, dilation)]
-        view = _sliding_window_view(x, window, axis=tuple(range(2, 2 + n)))   # (N, C, *L, *window)
-        view = view[(slice(None), slice(None))
-                    + tuple(slice(0, (m - 1) * s + 1, s) for m, s in zip(lengths, strides))
-                    + tuple(slice(None, None, d) for d in dilation)]          # (N, C, *out, *kernel)
-        order = (0, 1, *range(2 + n, 2 + 2 * n), *range(2, 2 + n))           # (N, C, *kernel, *out)
-        cols = view.transpose(order).reshape(batch, groups, cols_per_pixel, pixels)
-    w = weight.astype(dtype, copy=False).reshape(groups, out_channels // groups, cols_per_pixel)
-    buf = scratch(out)
-    np.matmul(w, cols, out=buf.reshape(batch, groups, out_channels // groups, pixels))
-    commit(buf, out)
+    if bias is not None and (out.dtype != dtype or bias.shape != (out_channels,)):
+        conv_bias(data, weight, None, out=out, strides=strides, padding=padding, dilation=dilation,
+                  groups=groups)
+        np.add(out, bias.reshape(bias.shape + (1,) * n), out=out)
+        return
+    depthwise = per_group == 1 and groups == channels == out_channels
+    plan = conv_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, ends, tuple(lengths),
+                     depthwise, per_group)
+    run_conv(plan, data.astype(dtype, copy=False), weight.astype(dtype, copy=False), groups, out,
+             None if bias is None else bias.astype(dtype, copy=False))
 
 
 @register_kernel("nn.conv_transpose")

@@ -1,0 +1,83 @@
+"""A per-thread workspace for kernels' large scratch arrays.
+
+A kernel that needs big temporaries (im2col columns, a padded input, the
+passes of a resize) takes them from one byte buffer per thread that grows to
+the largest request and is kept: mapping tens of MiB afresh on every call
+costs page faults (milliseconds), and the allocator returns large blocks to
+the system as soon as other work frees memory.
+
+>>> with Scratch([((3, 4), np.float32), ((5,), np.int64)]) as (a, b):   # doctest: +SKIP
+...     ...
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+
+#: larger requests get memory of their own, freed after the call
+WORKSPACE_MAX_BYTES = 1 << 30
+#: kernels nest (fused_elementwise runs nn.conv_bias_act, which runs a conv):
+#: each level of nesting has its own buffer, up to this depth
+MAX_DEPTH = 4
+
+
+class _Workspace(threading.local):
+    """Growing byte buffers per thread, one per level of kernel nesting."""
+
+    def __init__(self):
+        self.buffers = [np.empty(0, np.uint8) for _ in range(MAX_DEPTH)]
+        self.depth = 0
+
+
+_WORKSPACE = _Workspace()
+
+
+class Scratch:
+    """Arrays of the given ``(shape, dtype)`` layouts carved out of the
+    thread's workspace for the duration of a ``with`` block; a kernel called
+    inside the block gets the next level's buffer (or, too deep, private
+    memory). The arrays must not outlive the block."""
+
+    def __init__(self, layouts):
+        sizes = [_aligned(math.prod(shape) * np.dtype(dtype).itemsize) for shape, dtype in layouts]
+        total = sum(sizes)
+        ws = _WORKSPACE
+        self.owner = None
+        if ws.depth < MAX_DEPTH and total <= WORKSPACE_MAX_BYTES:
+            level = ws.depth
+            if ws.buffers[level].nbytes < total:
+                ws.buffers[level] = np.empty(total, np.uint8)
+            ws.depth += 1
+            self.owner, raw = ws, ws.buffers[level]
+        else:
+            raw = np.empty(total, np.uint8)
+        self.arrays, start = [], 0
+        for (shape, dtype), size in zip(layouts, sizes):
+            count = math.prod(shape) * np.dtype(dtype).itemsize
+            self.arrays.append(raw[start:start + count].view(dtype).reshape(shape))
+            start += size
+
+    def __enter__(self) -> list[np.ndarray]:
+        return self.arrays
+
+    def __exit__(self, *exc) -> None:
+        if self.owner is not None:
+            self.owner.depth -= 1
+        self.arrays = None
+
+
+def _aligned(nbytes: int) -> int:
+    return -(-nbytes // 64) * 64
+
+
+def workspace_bytes() -> int:
+    """The size of this thread's workspace."""
+    return sum(b.nbytes for b in _WORKSPACE.buffers)
+
+
+def release_workspace() -> None:
+    """Free this thread's workspace (it is otherwise kept for reuse)."""
+    _WORKSPACE.buffers = [np.empty(0, np.uint8) for _ in range(MAX_DEPTH)]

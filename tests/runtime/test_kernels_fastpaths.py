@@ -1,0 +1,422 @@
+"""The kernels' fast paths against their general paths and onnxruntime:
+constant exponents of ``power``, float32 ``erf`` and GELU, the convolution
+engine's methods (``conv_direct``), one-pass ``clip`` / ``relu``, float32
+``image.resize``."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+
+import numpy as np
+import pytest
+
+from relaxpack.runtime.kernels import _workspace, conv_direct, get_kernel
+from relaxpack.runtime.kernels._math import erf64
+
+from .test_kernels_registry import assert_close, rand, run_kernel, run_onnx
+
+FLOATS = ["float16", "float32", "float64"]
+
+
+def ulps(got: np.ndarray, want: np.ndarray, dtype) -> np.ndarray:
+    """|got - want| in units of the spacing of ``dtype`` at ``want`` (float64 math)."""
+    want = np.asarray(want, np.float64)
+    spacing = np.spacing(np.abs(want).astype(dtype)).astype(np.float64)
+    return np.abs(got.astype(np.float64) - want) / spacing
+
+
+# ---------------------------------------------------------------- power
+
+
+SPECIALS = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, np.inf, -np.inf, np.nan, 1e-30, 3e4]
+
+
+def c_pow(x: float, y: float) -> float:
+    """C99's pow (onnxruntime's std::pow), special values included."""
+    try:
+        return math.pow(x, y)
+    except ValueError:          # a negative base to a fraction, or 0 to a negative power
+        if x == 0:
+            odd = y == int(y) and int(y) % 2
+            return math.copysign(math.inf, x) if odd else math.inf
+        return math.nan
+    except OverflowError:
+        return math.copysign(math.inf, x) if y == int(y) and int(y) % 2 else math.inf
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("exponent", [1.0, 2.0, 3.0, 0.5, -1.0])
+@pytest.mark.parametrize("rhs_shape", [(), (1,), (1, 1, 1)])
+def test_power_constant_exponents_match_c_pow(dtype, exponent, rhs_shape):
+    rng = np.random.default_rng(int(abs(exponent) * 10) + len(rhs_shape))
+    x = np.concatenate([rand(rng, (7, 5), "float64").reshape(-1) * 3, SPECIALS]).astype(dtype).reshape(-1, 46)
+    rhs = np.full(rhs_shape, exponent, dtype)
+    got = run_kernel("power", x, rhs)
+    want = np.broadcast_to(np.vectorize(c_pow)(x.astype(np.float64), exponent), got.shape)
+    rounded = want.astype(dtype)
+    finite = np.isfinite(rounded) & (want != 0)
+    # special values (nan, +-inf, the sign of zero) exactly as C's pow gives them
+    np.testing.assert_array_equal(got[~finite], rounded[~finite])
+    signed = ~finite & ~np.isnan(rounded)
+    np.testing.assert_array_equal(np.signbit(got[signed]), np.signbit(rounded[signed]))
+    bound = 1 if exponent != 3.0 or dtype == "float16" else 2      # x * x * x rounds twice
+    assert ulps(got[finite], want[finite], dtype).max() <= bound
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_power_fast_path_may_write_over_its_base(dtype):
+    kernel = get_kernel("power").fn
+    for exponent in (1.0, 2.0, 3.0, 0.5, -1.0):
+        x = np.linspace(0.5, 4, 9).astype(dtype)
+        want = np.power(x, exponent)
+        kernel(x, np.array(exponent, dtype), out=x)       # the memory planner's in-place case
+        np.testing.assert_allclose(x, want, rtol=4 * np.finfo(dtype).eps)
+
+
+def test_power_other_exponents_and_shapes_keep_the_general_path():
+    rng = np.random.default_rng(3)
+    x = rand(rng, (4, 6), "float32", 0.1, 3)
+    for rhs in (np.float32(2.5), np.array([2.0, 3.0], np.float32).reshape(2, 1, 1)[:1],
+                np.full((4, 6), 2.0, np.float32), np.array(-2.0, np.float32)):
+        want, = run_onnx("Pow", [x, rhs], backend="ort") if np.ndim(rhs) else run_onnx("Pow", [x, np.asarray(rhs)])
+        assert_close(run_kernel("power", x, np.asarray(rhs)), want)
+    assert run_kernel("power", np.zeros((0, 3), np.float32), np.float32(3)).shape == (0, 3)
+
+
+def test_integer_power_semantics_are_unchanged():
+    a = np.array([2, -2, 1, -1, 0, 3, 7], np.int32)
+    for exponent, want in [(-1, [0, 0, 1, -1, 0, 0, 0]), (2, [4, 4, 1, 1, 0, 9, 49]),
+                           (3, [8, -8, 1, -1, 0, 27, 343]), (1, [2, -2, 1, -1, 0, 3, 7])]:
+        np.testing.assert_array_equal(run_kernel("power", a, np.array(exponent, np.int32)), want)
+
+
+@pytest.mark.parametrize("exponent", [2.0, 3.0, 0.5, -1.0])
+def test_power_matches_onnxruntime(exponent):
+    x = rand(np.random.default_rng(4), (3, 65), "float32", 0.1, 4)
+    want, = run_onnx("Pow", [x, np.array(exponent, np.float32)], backend="ort")
+    assert_close(run_kernel("power", x, np.array(exponent, np.float32)), want)
+
+
+# ---------------------------------------------------------------- erf, GELU in float32
+
+
+def erf_sweep() -> np.ndarray:
+    rng = np.random.default_rng(5)
+    return np.concatenate([
+        rng.uniform(-4.5, 4.5, 400_000), rng.uniform(-1e-3, 1e-3, 2000), np.linspace(0.9, 0.95, 20001),
+        np.linspace(-4.0, -3.8, 20001), np.geomspace(1e-38, 1, 2000), -np.geomspace(1e-38, 1, 2000),
+    ]).astype(np.float32)
+
+
+def test_erf_float32_is_within_two_ulps_and_mostly_correctly_rounded():
+    x = erf_sweep()
+    got = run_kernel("erf", x)
+    want = erf64(x.astype(np.float64))                  # within an ulp of erf in float64
+    err = ulps(got, want, np.float32)
+    assert err.max() <= 2, (err.max(), x[err.argmax()])
+    assert np.mean(got == want.astype(np.float32)) > 0.9
+    assert np.all(np.signbit(got) == np.signbit(x))
+    edge = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 3.9, 3.0e38, -3.0e38], np.float32)
+    got = run_kernel("erf", edge)
+    np.testing.assert_array_equal(got, erf64(edge.astype(np.float64)).astype(np.float32))
+    assert np.signbit(got[1]) and not np.signbit(got[0])
+
+
+def test_erf_float32_in_place_and_empty():
+    x = erf_sweep()[:1000].copy()
+    want = run_kernel("erf", x)
+    get_kernel("erf").fn(x, out=x)
+    np.testing.assert_array_equal(x, want)
+    assert run_kernel("erf", np.zeros((0, 5), np.float32)).shape == (0, 5)
+
+
+def test_erf_float32_matches_onnxruntime():
+    x = (rand(np.random.default_rng(6), (4, 257), "float32") * 2)
+    want, = run_onnx("Erf", [x], backend="ort")
+    assert_close(run_kernel("erf", x), want)
+
+
+def gelu64(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    return np.array([v * 0.5 * math.erfc(-v / math.sqrt(2)) if np.isfinite(v) else np.nan for v in x])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_gelu_erf_in_float32_is_accurate_including_the_negative_tail(dtype):
+    x = np.concatenate([np.linspace(-9, 9, 40001), np.random.default_rng(7).standard_normal(20000) * 3])
+    x = x.astype(dtype)
+    got = run_kernel("nn.gelu", x)
+    want = gelu64(x)
+    if dtype == "float32":
+        body = np.abs(x) <= 5
+        assert ulps(got[body & (np.abs(want) > 1e-30)], want[body & (np.abs(want) > 1e-30)], np.float32).max() <= 64
+        assert np.abs(got - want).max() < 1e-6 * max(1.0, np.abs(want).max() / 8)
+    else:
+        assert_close(got, want.astype(dtype))
+    edge = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0], dtype)
+    got = run_kernel("nn.gelu", edge)
+    assert got[0] == np.inf and got[1] == 0 and np.isnan(got[2]) and got[3] == 0 and got[4] == 0
+
+
+def test_gelu_float32_matches_onnxruntime_and_the_float64_path():
+    x = (rand(np.random.default_rng(8), (3, 129), "float32") * 3)
+    want, = run_onnx("Gelu", [x], opset=20, backend="ort")
+    assert_close(run_kernel("nn.gelu", x), want)
+    np.testing.assert_allclose(run_kernel("nn.gelu", x), run_kernel("nn.gelu", x.astype(np.float64)),
+                               rtol=3e-7, atol=1e-7)
+
+
+# ---------------------------------------------------------------- convolution engine
+
+
+def conv64(x, w, strides, padding, dilation, groups):
+    """A plain direct convolution in float64: one strided slice per tap."""
+    n = x.ndim - 2
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    begins, ends = padding[:n], padding[n:]
+    xp = np.pad(x, [(0, 0), (0, 0), *zip(begins, ends)])
+    out_c, per_group, *kernel = w.shape
+    lengths = [(xp.shape[2 + i] - dilation[i] * (kernel[i] - 1) - 1) // strides[i] + 1 for i in range(n)]
+    out = np.zeros((x.shape[0], out_c, *lengths))
+    og = out_c // groups
+    for g in range(groups):
+        xs = xp[:, g * per_group:(g + 1) * per_group]
+        ws = w[g * og:(g + 1) * og]
+        for tap in np.ndindex(*kernel):
+            window = tuple(slice(t * d, t * d + (m - 1) * s + 1, s)
+                           for t, d, m, s in zip(tap, dilation, lengths, strides))
+            out[:, g * og:(g + 1) * og] += np.einsum("nc...,oc->no...", xs[(slice(None), slice(None)) + window],
+                                                     ws[(slice(None), slice(None)) + tap])
+    return out
+
+
+# (data shape, weight shape, strides, padding (begins + ends), dilation, groups)
+ENGINE_CASES = [
+    ((2, 3, 13, 11), (5, 3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((1, 4, 12, 15), (6, 4, 3, 3), (2, 2), (1, 0, 2, 1), (1, 1), 1),           # odd sizes, uneven padding
+    ((1, 2, 17, 16), (3, 2, 5, 3), (3, 2), (2, 1, 0, 2), (1, 2), 1),          # stride 3, dilation
+    ((2, 6, 9, 10), (6, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 6),           # depthwise
+    ((1, 5, 14, 13), (5, 1, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 5),          # depthwise, stride 2
+    ((1, 4, 11, 12), (4, 1, 5, 5), (1, 2), (2, 2, 2, 2), (2, 1), 4),          # depthwise, dilation
+    ((1, 4, 10, 9), (8, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 4),           # channel multiplier 2
+    ((2, 6, 8, 8), (9, 2, 3, 3), (2, 2), (0, 0, 1, 1), (1, 1), 3),            # groups
+    ((1, 8, 7, 9), (4, 8, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),            # 1x1: the GEMM reads the input
+    ((1, 8, 7, 9), (4, 8, 1, 1), (2, 3), (1, 0, 0, 1), (1, 1), 1),            # 1x1 strided and padded
+    ((1, 3, 12, 12), (4, 3, 3, 3), (1, 1), (0, 0, 0, 0), (1, 1), 1),          # no padding: no copy
+    ((2, 3, 20), (4, 3, 5), (2,), (2, 1), (1,), 1),                           # 1-d
+    ((1, 2, 6, 7, 5), (3, 2, 3, 2, 3), (1, 2, 1), (1, 0, 1, 1, 1, 0), (1, 1, 2), 1),   # 3-d
+    ((1, 3, 4, 4), (2, 3, 3, 3), (1, 1), (2, 2, 2, 2), (1, 1), 1),            # more padding than data
+    ((0, 3, 8, 8), (4, 3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),            # empty batch
+    ((2, 6, 10, 9), (9, 2, 3, 3), (1, 1), (1, 1, 1, 1), (2, 1), 3),           # groups, row dilation
+    ((1, 3, 15, 12), (4, 3, 3, 3), (2, 1), (2, 1, 1, 2), (2, 1), 1),          # one phase despite stride 2
+    ((2, 3, 20), (4, 3, 5), (1,), (2, 1), (2,), 1),                           # 1-d, one phase
+    ((1, 2, 6, 7, 5), (3, 2, 3, 2, 3), (1, 1, 1), (1, 0, 1, 1, 1, 0), (1, 2, 1), 1),   # 3-d, one phase
+]
+
+
+def plan_for(x, w, strides, padding, dilation, groups):
+    n = x.ndim - 2
+    begins, ends = tuple(padding[:n]), tuple(padding[n:])
+    lengths = tuple((x.shape[2 + i] + begins[i] + ends[i] - dilation[i] * (w.shape[2 + i] - 1) - 1) // strides[i] + 1
+                    for i in range(n))
+    depthwise = w.shape[1] == 1 and groups == x.shape[1] == w.shape[0]
+    return conv_direct.conv_plan(x.shape[2:], w.shape[2:], tuple(strides), tuple(dilation), begins, ends,
+                                 lengths, depthwise, w.shape[1]), lengths
+
+
+def methods_for(plan) -> list[str]:
+    if plan.method.startswith("depthwise"):
+        return ["depthwise", "depthwise_mm"]
+    return ["wide", "compact"] + (["rows"] if plan.rows is not None else [])
+
+
+@pytest.mark.parametrize("case", ENGINE_CASES, ids=lambda c: f"{c[0]}-{c[1]}-s{c[2]}-g{c[5]}")
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_every_conv_method_matches_a_direct_convolution(case, dtype):
+    data, weight, strides, padding, dilation, groups = case
+    rng = np.random.default_rng(9)
+    x, w, b = rand(rng, data, dtype), rand(rng, weight, dtype), rand(rng, (weight[0],), dtype)
+    plan, lengths = plan_for(x, w, strides, padding, dilation, groups)
+    want = conv64(x, w, strides, padding, dilation, groups)
+    tol = {"float16": dict(rtol=5e-3, atol=5e-3), "float32": dict(rtol=1e-5, atol=1e-5),
+           "float64": dict(rtol=1e-12, atol=1e-12)}[dtype]
+    work = np.float32 if dtype == "float16" else dtype
+    for method in methods_for(plan):
+        for bias in (None, b) if dtype != "float16" else (None,):
+            out = np.full((data[0], weight[0], *lengths), np.nan, dtype)
+            conv_direct.run_conv(dataclasses.replace(plan, method=method), x.astype(work), w.astype(work),
+                                 groups, out, None if bias is None else bias.astype(work))
+            expected = want + (0 if bias is None else bias.astype(np.float64).reshape((-1,) + (1,) * len(lengths)))
+            np.testing.assert_allclose(out.astype(np.float64), expected, err_msg=method, **tol)
+
+
+@pytest.mark.parametrize("case", ENGINE_CASES[:11], ids=lambda c: f"{c[0]}-{c[1]}-s{c[2]}-g{c[5]}")
+def test_conv_kernel_matches_onnxruntime(case):
+    data, weight, strides, padding, dilation, groups = case
+    rng = np.random.default_rng(10)
+    x, w = rand(rng, data, "float32"), rand(rng, weight, "float32")
+    want, = run_onnx("Conv", [x, w], dict(strides=list(strides), pads=list(padding), dilations=list(dilation),
+                                          group=groups, kernel_shape=list(weight[2:])), backend="ort")
+    got = run_kernel("nn.conv", x, w, strides=strides, padding=padding, dilation=dilation, groups=groups)
+    assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_conv_plans_pick_the_methods_they_document():
+    def method(x, w, s=1, p=1, groups=1):
+        plan, _ = plan_for(np.empty(x), np.empty(w), (s, s), (p,) * 4, (1, 1), groups)
+        return plan
+    assert method((1, 32, 112, 112), (32, 1, 3, 3), groups=32).method == "depthwise"
+    assert method((1, 960, 7, 7), (960, 1, 3, 3), groups=960).method == "depthwise_mm"
+    assert method((1, 16, 256, 256), (16, 16, 3, 3)).method == "rows"
+    assert method((1, 3, 256, 256), (16, 3, 3, 3)).method == "wide"              # too shallow to split
+    assert method((1, 16, 56, 56), (16, 16, 3, 3), s=2).method == "wide"         # phases: no row split
+    assert method((1, 128, 28, 28), (128, 128, 3, 3)).method == "wide"
+    assert method((1, 512, 7, 7), (512, 512, 3, 3)).method == "compact"      # wide rows would add 24%
+    one = method((1, 64, 56, 56), (64, 64, 1, 1), p=0)
+    assert one.method == "compact" and one.source_is_input and len(one.taps) == 1
+    strided = method((1, 64, 56, 56), (128, 64, 1, 1), s=2, p=0)
+    assert strided.phases == 1 and not strided.source_is_input
+    assert method((1, 8, 16, 16), (8, 8, 3, 3), s=2).phases == 4
+
+
+def test_conv_bias_is_bit_identical_to_conv_then_add():
+    rng = np.random.default_rng(11)
+    for data, weight, groups in [((1, 8, 40, 40), (8, 1, 3, 3), 8), ((1, 16, 32, 32), (8, 16, 3, 3), 1),
+                                 ((1, 8, 6, 6), (8, 8, 3, 3), 1), ((1, 8, 9, 9), (16, 8, 1, 1), 1)]:
+        x, w, b = rand(rng, data, "float32"), rand(rng, weight, "float32"), rand(rng, (weight[0],), "float32")
+        fused = run_kernel("nn.conv_bias_act", x, w, b, padding=int(weight[2] > 1), groups=groups)
+        conv = run_kernel("nn.conv", x, w, padding=int(weight[2] > 1), groups=groups)
+        np.testing.assert_array_equal(fused, conv + b.reshape(-1, 1, 1))
+
+
+def test_conv_reads_non_contiguous_inputs_and_weights():
+    rng = np.random.default_rng(12)
+    x = rand(rng, (1, 4, 30, 14), "float32")[:, :, ::2]                 # (1, 4, 15, 14), strided
+    w = rand(rng, (4, 3, 3, 3), "float32").transpose(1, 0, 2, 3)        # (3, 4, 3, 3) view
+    for padding in (0, 1):
+        got = run_kernel("nn.conv", x, w, padding=padding)
+        np.testing.assert_allclose(got, conv64(x, w, (1, 1), (padding,) * 4, (1, 1), 1), rtol=1e-5, atol=1e-5)
+
+
+def test_the_workspace_is_reused_and_never_leaks_values_between_calls():
+    rng = np.random.default_rng(13)
+    big = rand(rng, (1, 8, 64, 64), "float32") * 1e6
+    small = rand(rng, (1, 3, 9, 7), "float32")
+    w_big, w_small = rand(rng, (8, 8, 3, 3), "float32"), rand(rng, (2, 3, 3, 3), "float32")
+    run_kernel("nn.conv", big, w_big, padding=1)                        # leaves large values behind
+    buffer = _workspace._WORKSPACE.buffers[0]
+    got = run_kernel("nn.conv", small, w_small, padding=(2, 1, 0, 3), strides=2)
+    assert _workspace._WORKSPACE.buffers[0] is buffer                   # reused, not reallocated
+    np.testing.assert_allclose(got, conv64(small, w_small, (2, 2), (2, 1, 0, 3), (1, 1), 1), rtol=1e-5, atol=1e-5)
+    _workspace.release_workspace()
+    assert _workspace.workspace_bytes() == 0
+
+
+def test_threads_get_their_own_workspace():
+    rng = np.random.default_rng(14)
+    cases = [(rand(rng, (1, 4, 33 + i, 31), "float32"), rand(rng, (5, 4, 3, 3), "float32")) for i in range(4)]
+    want = [conv64(x, w, (1, 1), (1,) * 4, (1, 1), 1) for x, w in cases]
+    errors = []
+
+    def work(i):
+        x, w = cases[i]
+        for _ in range(20):
+            out = np.empty((1, 5, *x.shape[2:]), np.float32)
+            get_kernel("nn.conv").fn(x, w, out=out, padding=1)
+            if not np.allclose(out, want[i], rtol=1e-5, atol=1e-5):
+                errors.append(i)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_nested_kernels_get_their_own_scratch():
+    x, w = np.ones((1, 2, 5, 5), np.float32), np.ones((3, 2, 3, 3), np.float32)
+    with _workspace.Scratch([((4, 4), np.float32)]) as (held,):
+        held[:] = 7
+        got = run_kernel("nn.conv", x, w, padding=1)                    # the next level's buffer
+        assert np.all(held == 7)
+        assert _workspace._WORKSPACE.depth == 1
+    assert _workspace._WORKSPACE.depth == 0
+    assert got[0, 0, 2, 2] == 18 and got[0, 0, 0, 0] == 8
+    held = []
+    for _ in range(_workspace.MAX_DEPTH):                                # too deep: private memory
+        scratch = _workspace.Scratch([((4, 4), np.float32)])
+        held.append((scratch, scratch.__enter__()[0]))
+        held[-1][1][:] = len(held)
+    np.testing.assert_array_equal(run_kernel("nn.conv", x, w, padding=1), got)
+    for i, (scratch, array) in enumerate(reversed(held)):
+        assert np.all(array == len(held) - i)
+        scratch.__exit__(None, None, None)
+    assert _workspace._WORKSPACE.depth == 0
+
+
+# ---------------------------------------------------------------- clip and relu in one pass
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("bounds", [(0.0, 6.0), (None, 0.25), (-1.0, None), (1.0, -1.0), (float("nan"), 1.0)])
+def test_clip_one_pass_matches_maximum_then_minimum(dtype, bounds):
+    lo, hi = bounds
+    x = np.concatenate([rand(np.random.default_rng(15), (50,), "float64") * 5,
+                        [np.nan, np.inf, -np.inf, -0.0, 0.0, 6.0]]).astype(dtype)
+    want = x
+    if lo is not None:
+        want = np.maximum(want, np.asarray(lo, dtype))
+    if hi is not None:
+        want = np.minimum(want, np.asarray(hi, dtype))
+    np.testing.assert_array_equal(run_kernel("clip", x, min=lo, max=hi), want)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + ["int32"])
+def test_relu_one_pass(dtype):
+    x = (rand(np.random.default_rng(16), (3, 40), "float64") * 5).astype(dtype)
+    if dtype != "int32":
+        x[0, :3] = [np.nan, -np.inf, np.inf]
+    np.testing.assert_array_equal(run_kernel("nn.relu", x), np.maximum(x, 0))
+
+
+# ---------------------------------------------------------------- image.resize in float32
+
+
+@pytest.mark.parametrize("mode, coord", [("linear", "half_pixel"), ("linear", "pytorch_half_pixel"),
+                                         ("linear", "align_corners"), ("cubic", "half_pixel"),
+                                         ("cubic", "asymmetric")])
+@pytest.mark.parametrize("scales", [(2.0, 2.0), (1.5, 0.75), (3.0, 1.0)])
+def test_float32_resize_stays_within_ulps_of_the_float64_path(mode, coord, scales):
+    x = rand(np.random.default_rng(17), (1, 3, 9, 11), "float32")
+    size = tuple(int(d * s) for d, s in zip(x.shape[2:], scales))
+    attrs = dict(axes=(2, 3), scales=scales, method=mode, coordinate_transformation_mode=coord)
+    got = run_kernel("image.resize", x, _shape(size), **attrs)
+    out64 = np.empty(got.shape, np.float64)
+    get_kernel("image.resize").fn(x.astype(np.float64), size, out=out64, **attrs)
+    assert ulps(got, out64, np.float32).max() <= 8 or np.abs(got - out64).max() < 1e-6
+    want, = run_onnx("Resize", [x, None, np.array([1, 1, *scales], np.float32)],
+                     dict(mode=mode, coordinate_transformation_mode=coord), opset=19)
+    assert_close(got, want)
+
+
+def _shape(size):
+    from .test_kernels_registry import Shape
+    return Shape(size)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_resize_passes_in_workspace_buffers_with_identity_axes_between(dtype):
+    # four axes, two of them unchanged: the passes alternate between buffers,
+    # an identity pass in between must not make a pass write what it reads
+    rng = np.random.default_rng(18)
+    x = (rand(rng, (2, 3, 5, 4), "float64") * 50).astype(dtype)
+    size, scales = (2, 6, 5, 8), (1.0, 2.0, 1.0, 2.0)
+    attrs = dict(axes=(0, 1, 2, 3), scales=scales, method="linear", coordinate_transformation_mode="half_pixel")
+    got = run_kernel("image.resize", x, _shape(size), **attrs)
+    want, = run_onnx("Resize", [x, None, np.array(scales, np.float32)],
+                     dict(mode="linear", coordinate_transformation_mode="half_pixel"), opset=19)
+    assert_close(got, want, **({"rtol": 1e-5, "atol": 1e-5} if dtype == "float32" else {}))
+    again = run_kernel("image.resize", x, _shape(size), **attrs)      # the workspace holds old values now
+    np.testing.assert_array_equal(again, got)

@@ -1,0 +1,153 @@
+"""The VM's dispatch fast paths: specialized call steps, reused arena views,
+the arena plan reused while the dims stay the same."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import relaxpack
+from relaxpack.ir import BlockBuilder, Constant, TensorStructInfo, Var, sym
+from relaxpack.ops import make_call
+from relaxpack.runtime import VirtualMachine
+from relaxpack.runtime import vm as vm_module
+from relaxpack.runtime.bytecode import NO_DST
+
+OPS = {"add": np.add, "multiply": np.multiply, "subtract": np.subtract, "maximum": np.maximum}
+
+
+def chain_module(length: int, shape=(4,)):
+    """``length`` elementwise ops in a chain, each with a constant operand."""
+    x = Var("x", TensorStructInfo(shape, "float32"))
+    c = Constant(np.full(shape[-1:], 0.5, np.float32))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            h = x
+            for i in range(length):
+                h = bb.emit(make_call(list(OPS)[i % 4], h, c))
+            gv = bb.emit_output(h, "y")
+        bb.emit_func_output(gv)
+    return bb.get()
+
+
+def chain_reference(x: np.ndarray, length: int) -> np.ndarray:
+    c = np.float32(0.5)
+    for i in range(length):
+        x = OPS[list(OPS)[i % 4]](x, c)
+    return x
+
+
+def test_a_chain_of_1000_elementwise_ops_at_O0_runs_one_kernel_call_each():
+    exe = relaxpack.build(chain_module(1000), opt_level=0)
+    assert exe.kernel_call_count() == 1000          # nothing fused at -O0
+    vm = VirtualMachine(exe)
+    x = np.linspace(-2, 2, 4).astype(np.float32)
+    for _ in range(3):                               # views and plans reused across runs
+        np.testing.assert_array_equal(vm.run({"x": x})["y"], chain_reference(x, 1000))
+
+
+def test_symbolic_dims_alternating_between_runs_replan_and_reuse():
+    n = sym("n")
+    x = Var("x", TensorStructInfo((n, 3), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(make_call("multiply", x, Constant(np.full(3, 2.0, np.float32))))
+            b = bb.emit(make_call("exp", a))
+            c = bb.emit(make_call("add", b, a))
+            gv = bb.emit_output(make_call("tanh", c), "y")
+        bb.emit_func_output(gv)
+    vm = VirtualMachine(relaxpack.build(bb.get(), opt_level=0))
+    rng = np.random.default_rng(0)
+    outputs = []
+    for rows in (3, 5, 3, 1, 5, 5):
+        x_value = rng.standard_normal((rows, 3)).astype(np.float32)
+        out = vm.run({"x": x_value})["y"]
+        want = np.tanh(np.exp(2 * x_value) + 2 * x_value)
+        np.testing.assert_allclose(out, want, rtol=1e-6)
+        outputs.append((out, out.copy()))
+    for out, copy in outputs:                       # a later run never writes an earlier output
+        np.testing.assert_array_equal(out, copy)
+
+
+# ---------------------------------------------------------------- call steps
+
+
+def recorder():
+    calls = []
+
+    def fn(*args, **kwargs):
+        calls.append((args, kwargs))
+        return "result"
+    return fn, calls
+
+
+def generic_step(fn, args, kwargs, dst, nxt):
+    """The reference semantics of a call step (what the generic path does)."""
+    def step(regs):
+        values = [regs[v] if is_reg else v for is_reg, v in args]
+        kw = {k: regs[v] if is_reg else v for k, is_reg, v in kwargs}
+        result = fn(*values, **kw)
+        if dst != NO_DST:
+            regs[dst] = result
+        return nxt
+    return step
+
+
+OPERANDS = [
+    [], [(True, 0)], [(False, "const")], [(True, 1), (False, 2.5)], [(False, None), (True, 0)],
+    [(True, 0), (True, 1), (True, 2)], [(True, 0), (False, 1), (True, 1), (False, (3,)), (True, 2), (False, 0)],
+    [(True, 0)] * 7,                                                  # more than the fast path takes
+]
+KWARGS = [
+    [], [("out", True, 2)], [("axis", False, -1)], [("out", True, 1), ("axis", False, 0), ("keep", False, True)],
+    [("out", True, 2), ("scale", True, 0)],                           # a register kwarg besides out
+]
+
+
+@pytest.mark.parametrize("dst", [NO_DST, 3])
+@pytest.mark.parametrize("kwargs", KWARGS, ids=str)
+@pytest.mark.parametrize("args", OPERANDS, ids=str)
+def test_specialized_steps_call_like_the_generic_one(args, kwargs, dst):
+    fn, calls = recorder()
+    want_fn, want_calls = recorder()
+    regs = ["r0", "r1", "r2", None]
+    want_regs = list(regs)
+    step = vm_module._make_call_step(fn, args, kwargs, dst, 17, "label")
+    assert step(regs) == 17
+    assert generic_step(want_fn, args, kwargs, dst, 17)(want_regs) == 17
+    assert calls == want_calls
+    assert regs == want_regs
+
+
+def test_step_sources_are_made_from_operand_kinds_only():
+    fn, calls = recorder()
+    odd = "x=1); import os; print(("                                 # a hostile attribute name
+    step = vm_module._make_call_step(fn, [(True, 0), (False, 1)], [("out", True, 1), (odd, False, 2)],
+                                     NO_DST, 1, "label")
+    step([10, 20])
+    assert calls == [((10, 1), {"out": 20, odd: 2})]
+    for kinds, *flags in vm_module._STEP_FACTORIES:
+        assert set(kinds) <= {"r", "c"} and all(isinstance(f, bool) for f in flags)
+
+
+def test_kernel_failures_still_name_the_instruction():
+    x = Var("x", TensorStructInfo((2, 3), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            gv = bb.emit_output(make_call("add", x, Constant(np.ones(3, np.float32))), "y")
+        bb.emit_func_output(gv)
+    vm = VirtualMachine(relaxpack.build(bb.get(), opt_level=0))
+    from relaxpack.errors import ExecutionError, InputError
+    with pytest.raises(InputError):
+        vm.run({"x": np.ones((2, 4), np.float32)})
+    prepared = vm._prepared[0]
+    pc = next(i for i, label in enumerate(prepared.labels) if label == "kernel.add")
+    good = prepared.steps[pc]
+    prepared.steps[pc] = lambda regs: (_ for _ in ()).throw(ValueError("boom"))
+    with pytest.raises(ExecutionError, match=rf"instruction {pc} \(kernel.add\) failed: ValueError: boom"):
+        vm.run({"x": np.ones((2, 3), np.float32)})
+    prepared.steps[pc] = good
+    np.testing.assert_array_equal(vm.run({"x": np.ones((2, 3), np.float32)})["y"], np.full((2, 3), 2))
