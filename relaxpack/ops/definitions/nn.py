@@ -61,7 +61,9 @@ def _check_channels(call: Call, have: Dim, want: Dim, analyzer: DimAnalyzer, wha
     # not provable either way: the kernel checks at run time
 
 
-def _infer_conv(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+def _conv_operands(call: Call):
+    """What conv and conv_transpose check alike: operands, dtype, device, groups,
+    rank (-1: unknown), and per spatial dim the strides, dilation and pads."""
     data, weight = tensor_arg(call, 0, "data"), tensor_arg(call, 1, "weight")
     dtype = same_dtype(call, (data, weight), ("data", "weight"))
     check_dtype_kind(call, data, NUMERIC)
@@ -69,11 +71,18 @@ def _infer_conv(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     groups = _groups(call)
     ndim = _window_rank(call, (data, weight))
     if ndim < 0:
-        return TensorStructInfo(None, dtype, -1, vdevice)
+        return data, weight, dtype, vdevice, groups, ndim, None
     n = ndim - 2
-    strides = per_spatial(call, "strides", n, minimum=1)
-    dilation = per_spatial(call, "dilation", n, minimum=1)
-    pad_b, pad_e = pads_attr(call, "padding", n)
+    window = (per_spatial(call, "strides", n, minimum=1), per_spatial(call, "dilation", n, minimum=1),
+              *pads_attr(call, "padding", n))
+    return data, weight, dtype, vdevice, groups, ndim, window
+
+
+def _infer_conv(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data, weight, dtype, vdevice, groups, ndim, window = _conv_operands(call)
+    if ndim < 0:
+        return TensorStructInfo(None, dtype, -1, vdevice)
+    strides, dilation, pad_b, pad_e = window
     if data.shape is None or weight.shape is None:
         return TensorStructInfo(None, dtype, ndim, vdevice)
     batch, channels, *spatial = data.shape
@@ -95,19 +104,11 @@ register_op("nn.conv", infer=_infer_conv,
 
 
 def _infer_conv_transpose(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
-    data, weight = tensor_arg(call, 0, "data"), tensor_arg(call, 1, "weight")
-    dtype = same_dtype(call, (data, weight), ("data", "weight"))
-    check_dtype_kind(call, data, NUMERIC)
-    vdevice = result_vdevice(call, (data, weight))
-    groups = _groups(call)
-    ndim = _window_rank(call, (data, weight))
+    data, weight, dtype, vdevice, groups, ndim, window = _conv_operands(call)
     if ndim < 0:
         return TensorStructInfo(None, dtype, -1, vdevice)
-    n = ndim - 2
-    strides = per_spatial(call, "strides", n, minimum=1)
-    dilation = per_spatial(call, "dilation", n, minimum=1)
-    out_pad = per_spatial(call, "output_padding", n, minimum=0)
-    pad_b, pad_e = pads_attr(call, "padding", n)
+    strides, dilation, pad_b, pad_e = window
+    out_pad = per_spatial(call, "output_padding", ndim - 2, minimum=0)
     for p, s, d in zip(out_pad, strides, dilation):
         if p >= max(s, d):
             raise attr_error(call, f"output_padding {out_pad} must be smaller than the stride "

@@ -224,7 +224,7 @@ def quantize_linear_v21(ctx, x, y_scale, y_zero_point=None, *, axis=1, block_siz
 def quantize_linear(ctx, x, y_scale, y_zero_point=None, *, axis=1, block_size=0, output_dtype=0,
                     precision=0, saturate=1):
     """Adds float4 and ``precision`` (the division's type). Later opsets (24,
-    25, 28) only add types: a float8e8m0 scale works, int2/uint2/float6 are not IR dtypes."""
+    25, 28) only add types: a float8e8m0 scale, int2/uint2 and float6 targets."""
     return _quantize(ctx, x, y_scale, y_zero_point, axis=axis, saturate=saturate, block_size=block_size,
                      output_dtype=output_dtype, precision=precision)
 
