@@ -1,0 +1,62 @@
+"""Data-dependent ops: a packed kernel call bound to fresh symbolic dims.
+
+When an op's shape-like operand (Reshape's shape, a Reduce's axes, TopK's K,
+Resize's sizes, ...) is only known at run time, the output shape cannot be
+inferred at import time. The converter then calls a packed runtime kernel
+(``call_packed``: it returns a new array) and binds the result with a
+``match_cast`` to fresh symbolic dims, as Relax does for ``R.unique`` or
+``R.nonzero``. Everything downstream stays symbolic and checked:
+
+    TopK(x: (n, 8), k)      ->  lv = R.call_packed("dyn.topk", x, k, axis=1, ...)
+                                values = R.match_cast(lv[0], R.Tensor((n, topk_d0), "float32"))
+
+Dims the converter does know (``None`` marks the unknown ones) are kept, so
+the runtime checks them. When every input is a constant the kernel runs at
+import time instead, as the other folds do.
+
+>>> packed_call(ctx, "dyn.topk", [x, k], [((n, None), "float32"), ((n, None), "int64")],
+...             "topk", axis=1, largest=True, sorted=True)      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ....ir.dims import Dim
+from ....ir.expr import ExternFunc, TupleGetItem
+from ....ir.struct_info import TensorStructInfo, TupleStructInfo
+from ....ops.registry import make_call
+from ....runtime.kernels import KERNELS
+from ..value import Value
+from ._shape_common import fresh_dims
+
+#: an output's shape (``None`` for an unknown dim) and dtype
+OutputSpec = tuple[Sequence[Dim | None], str]
+
+
+def packed_call(ctx, kernel: str, inputs: Sequence[Value], outputs: Sequence[OutputSpec], hint: str,
+                **attrs) -> Value | list[Value]:
+    """Call the packed kernel ``kernel`` on ``inputs`` with ``attrs``; one
+    Value per entry of ``outputs`` (a single Value when there is one), each
+    bound by ``match_cast`` to its declared shape with fresh dims for the
+    ``None`` entries. Folded at import time when every input is constant."""
+    if all(v.const is not None for v in inputs):
+        result = KERNELS[kernel].fn(*(v.const for v in inputs), **attrs)
+        results = list(result) if isinstance(result, (tuple, list)) else [result]
+        values = [ctx.const(np.asarray(r)) for r in results]
+        return values[0] if len(outputs) == 1 else values
+    sinfos = [TensorStructInfo(None, dtype, ndim=len(shape)) for shape, dtype in outputs]
+    ret = sinfos[0] if len(sinfos) == 1 else TupleStructInfo(tuple(sinfos))
+    call = make_call("call_packed", ExternFunc(kernel), *(ctx.expr(v) for v in inputs),
+                     sinfo_args=(ret,), kernel_attrs=tuple(sorted(attrs.items())) or None)
+    found = ctx.bb.emit(call, hint)
+    values = []
+    for i, (shape, dtype) in enumerate(outputs):
+        part = found if len(outputs) == 1 else ctx.bb.emit(TupleGetItem(found, i), hint)
+        unknown = iter(fresh_dims(ctx, sum(d is None for d in shape), hint))
+        dims = tuple(next(unknown) if d is None else d for d in shape)
+        sinfo = TensorStructInfo(dims, dtype)
+        values.append(Value(sinfo, expr=ctx.bb.match_cast(part, sinfo, hint)))
+    return values[0] if len(outputs) == 1 else values
