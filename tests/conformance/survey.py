@@ -2,6 +2,9 @@
 
     python -m tests.conformance.survey            # counts per kind, failures by reason
     python -m tests.conformance.survey --write    # also rewrite expected_failures.txt
+    python -m tests.conformance.survey -k 'window|crop' [--write]
+                                                  # only the matching tests: each one's result;
+                                                  # --write then updates just their lines
 
 The reason written for a failure is the first line of its error.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import re
 import sys
 import unittest
 import warnings
@@ -18,14 +22,14 @@ import onnx.backend.test
 
 from relaxpack.backend import RelaxpackBackend
 
-from .expected import LIST
+from .expected import LIST, expected_failures
 
 KINDS = {"OnnxBackendNodeModelTest": "node", "OnnxBackendSimpleModelTest": "simple",
          "OnnxBackendPyTorchConvertedModelTest": "pytorch-converted",
          "OnnxBackendPyTorchOperatorModelTest": "pytorch-operator", "OnnxBackendRealModelTest": "real"}
 
 
-def run_suite():
+def run_suite(pattern: str | None = None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         backend_test = onnx.backend.test.BackendTest(RelaxpackBackend, __name__)
@@ -34,6 +38,8 @@ def run_suite():
     for case_name, case in backend_test.test_cases.items():
         kind = KINDS.get(case_name, case_name)
         for test_name in sorted(n for n in dir(case) if n.startswith("test_")):
+            if pattern is not None and not re.search(pattern, test_name):
+                continue
             test = case(test_name)
             result = unittest.TestResult()
             with warnings.catch_warnings():
@@ -62,8 +68,12 @@ def _reason(traceback_text: str) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--write", action="store_true", help="rewrite expected_failures.txt")
+    parser.add_argument("-k", dest="pattern", help="only the tests whose name matches this regex")
     args = parser.parse_args(argv)
-    results = run_suite()
+    results = run_suite(args.pattern)
+    if args.pattern is not None:
+        for name, (kind, reason) in sorted(results.items()):
+            print(f"{'ok  ' if reason is None else 'FAIL'} {name}" + (f"  # {reason}" if reason else ""))
     by_kind = collections.defaultdict(lambda: [0, 0])
     for kind, reason in results.values():
         by_kind[kind][0] += reason is None
@@ -77,7 +87,10 @@ def main(argv=None) -> int:
     if args.write:
         lines = ["# Expected failures of the ONNX backend suite (onnx 1.23.2), one per line:",
                  "# test name  # reason. Regenerate: python -m tests.conformance.survey --write", ""]
-        lines += [f"{name}  # {reason}" for name, (_, reason) in sorted(results.items()) if reason]
+        failures = {name: reason for name, (_, reason) in results.items() if reason}
+        if args.pattern is not None:  # keep the other tests' entries
+            failures = {**{n: r for n, r in expected_failures().items() if n not in results}, **failures}
+        lines += [f"{name}  # {reason}" for name, reason in sorted(failures.items())]
         LIST.write_text("\n".join(lines) + "\n")
         print(f"wrote {LIST}")
     return 0

@@ -13,23 +13,37 @@ from ...errors import RelaxpackError, UnsupportedOpError
 from ...ir.expr import Expr, SeqExpr, Tuple
 from .registry import canonical_domain, find_converter
 from .context import ImportContext
+from .functions import FunctionLibrary, body_opsets, check_depth, instantiate, schema_defaults
 from .tensors import tensor_to_array
 from .value import Value
 
 
-def collect_unsupported(graph, opsets: Mapping[str, int]) -> list[tuple[str, str, int]]:
-    """Every (domain, op_type, opset) in ``graph`` and its subgraphs without a converter."""
+def collect_unsupported(graph, opsets: Mapping[str, int],
+                        functions: FunctionLibrary | None = None) -> list[tuple[str, str, int]]:
+    """Every (domain, op_type, opset) in ``graph`` and its subgraphs with
+    neither a converter nor a function body to expand (nor, for a function
+    of the model, a body whose ops all have one)."""
+    functions = functions or FunctionLibrary()
+    return sorted(_missing(graph.node, opsets, functions, set()))
+
+
+def _missing(nodes, opsets, functions: FunctionLibrary, expanding: set) -> set:
     missing = set()
-    for node in graph.node:
+    for node in nodes:
         domain = canonical_domain(node.domain)
         if domain not in opsets:
             missing.add((domain, node.op_type, 0))
         elif find_converter(domain, node.op_type, opsets[domain]) is None:
-            missing.add((domain, node.op_type, opsets[domain]))
+            local = functions.local_body(domain, node.op_type)
+            if local is not None and (domain, node.op_type) not in expanding:
+                missing |= _missing(local.node, body_opsets(opsets, local), functions,
+                                    expanding | {(domain, node.op_type)})
+            elif local is None and not functions.has_body(domain, node.op_type, opsets[domain]):
+                missing.add((domain, node.op_type, opsets[domain]))
         for attr in node.attribute:
             for sub in _subgraphs(attr):
-                missing |= set(collect_unsupported(sub, opsets))
-    return sorted(missing)
+                missing |= _missing(sub.node, opsets, functions, expanding)
+    return missing
 
 
 def _subgraphs(attr) -> list:
@@ -57,9 +71,11 @@ class _Scope(dict):
 class GraphConverter:
     """Converts a graph's nodes; subgraphs (If branches) go through it too."""
 
-    def __init__(self, ctx: ImportContext, model_dir: Path | None):
+    def __init__(self, ctx: ImportContext, model_dir: Path | None, functions: FunctionLibrary | None = None):
         self.ctx = ctx
         self.model_dir = model_dir
+        self.functions = functions or FunctionLibrary()
+        self.function_depth = 0
         ctx.graphs = self  # converters of control flow reach subgraphs through ctx
 
     def convert_graph(self, graph, values: Mapping[str, Value], top_level: bool = False) -> list[Value]:
@@ -102,18 +118,14 @@ class GraphConverter:
         ctx = self.ctx
         domain = canonical_domain(node.domain)
         entry = find_converter(domain, node.op_type, ctx.opsets.get(domain, 0))
-        if entry is None:  # collect_unsupported ran first; this is a subgraph-only path
-            raise UnsupportedOpError(f"unsupported op {node.op_type} (domain {domain or 'ai.onnx'})")
-        inputs = []
-        for name in node.input:
-            if name == "":
-                inputs.append(None)  # an omitted optional input; converters check the required ones
-                continue
-            value = scope.lookup(name)
-            if value is None:
-                raise RelaxpackError(f"{node.op_type} node {node.name!r} reads {name!r}, which no earlier "
-                                     f"node, input or initializer defines")
-            inputs.append(value)
+        inputs = self._inputs(node, scope)
+        if entry is None:
+            body = self.functions.body(node, ctx.opsets, inputs)
+            if body is None:  # collect_unsupported ran first; this is a subgraph-only path
+                raise UnsupportedOpError(f"unsupported op {node.op_type} (domain {domain or 'ai.onnx'}, "
+                                         f"opset {ctx.opsets.get(domain, 0)})")
+            self._expand(node, body, scope)
+            return
         attrs = {a.name: self._attr_value(a) for a in node.attribute}
         with ctx.bb.span(node.name or f"{node.op_type}:{node.output[0] if node.output else ''}"):
             ctx.node, ctx.scope = node, scope
@@ -126,6 +138,47 @@ class GraphConverter:
                                      f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from err
             ctx.node, ctx.scope = node, scope  # a subgraph's nodes may have set them
             self._bind_outputs(node, result, scope)
+
+    def _inputs(self, node, scope: _Scope) -> list[Value | None]:
+        inputs = []
+        for name in node.input:
+            if name == "":
+                inputs.append(None)  # an omitted optional input; converters check the required ones
+                continue
+            value = scope.lookup(name)
+            if value is None:
+                raise RelaxpackError(f"{node.op_type} node {node.name!r} reads {name!r}, which no earlier "
+                                     f"node, input or initializer defines")
+            inputs.append(value)
+        return inputs
+
+    def _expand(self, node, body, scope: _Scope) -> None:
+        """Convert ``node`` through its function ``body`` (see functions.py)."""
+        ctx = self.ctx
+        check_depth(self.function_depth + 1, node)
+        nodes, bound = instantiate(node, body, schema_defaults(node, ctx.opsets))
+        inner = _Scope()
+        inner.update({formal: scope.lookup(actual) for formal, actual in bound.items()})
+        saved_opsets = ctx.opsets
+        ctx.opsets = body_opsets(saved_opsets, body)
+        self.function_depth += 1
+        try:
+            for inner_node in _ordered_nodes(nodes):
+                self.convert_node(inner_node, inner)
+        except RelaxpackError as err:
+            label = f"{node.op_type} node {node.name!r}" if node.name else f"{node.op_type} node"
+            raise type(err)(f"{label} (expanded from its function body): {err}") from err
+        finally:
+            ctx.opsets = saved_opsets
+            self.function_depth -= 1
+        ctx.node, ctx.scope = node, scope
+        for formal, actual in zip(body.output, node.output):
+            if not actual:
+                continue
+            value = inner.get(formal)
+            if value is None:
+                raise RelaxpackError(f"the function body of {node.op_type} does not produce its output {formal!r}")
+            scope[actual] = value
 
     def _attr_value(self, attr):
         if attr.type == onnx.AttributeProto.TENSOR:
@@ -184,14 +237,19 @@ def _call_converter(fn, ctx, node, inputs, attrs):
 
 
 def _ordered(graph) -> list:
+    """The nodes of ``graph`` in a topological order (see :func:`_ordered_nodes`)."""
+    return _ordered_nodes(graph.node)
+
+
+def _ordered_nodes(nodes) -> list:
     """The nodes in a topological order (the spec requires one; repair if not).
 
     A name no node of this graph produces comes from an input, an
     initializer or an enclosing graph, and is ready from the start.
     """
-    local = {o for n in graph.node for o in n.output if o}
+    local = {o for n in nodes for o in n.output if o}
     produced: set[str] = set()
-    pending = list(graph.node)
+    pending = list(nodes)
     ordered, progress = [], True
     while pending and progress:
         progress = False

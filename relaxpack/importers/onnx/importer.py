@@ -27,6 +27,7 @@ from ...ir.expr import Tuple, Var
 from ...ir.module import IRModule
 from ...ir.struct_info import TensorStructInfo
 from .context import ImportContext
+from .functions import FunctionLibrary
 from .graph import GraphConverter, collect_unsupported
 from .tensors import onnx_dtype_name, tensor_to_array
 from .value import Value
@@ -59,7 +60,8 @@ def _from_onnx(model, dims) -> IRModule:
     model, model_dir = _load(model)
     opsets = _opsets(model)
     graph = model.graph
-    unsupported = collect_unsupported(graph, opsets)
+    functions = FunctionLibrary(model)
+    unsupported = collect_unsupported(graph, opsets, functions)
     if unsupported:
         listed = ", ".join(f"{op} (domain {dom or 'ai.onnx'}, opset {ver})" for dom, op, ver in unsupported)
         raise UnsupportedOpError(f"the model uses {len(unsupported)} unsupported op(s): {listed}")
@@ -69,7 +71,7 @@ def _from_onnx(model, dims) -> IRModule:
     params = [_input_var(inp, namer) for inp in graph.input if inp.name not in _initializer_names(graph)]
     namer.check_all_used()
     ctx = ImportContext(bb, opsets)
-    converter = GraphConverter(ctx, model_dir)
+    converter = GraphConverter(ctx, model_dir, functions)
     with bb.function("main", params, attrs={"output_names": tuple(o.name for o in graph.output)}):
         values = {p.name_hint: Value(p.struct_info, expr=p) for p in params}
         for init in graph.initializer:

@@ -27,6 +27,19 @@ def onnx_dtype_name(elem_type: int, what: str) -> str:
     return name
 
 
+def onnx_elem_type(dtype: str) -> int:
+    """The ONNX element type of an IR dtype (the inverse of :func:`onnx_dtype_name`)."""
+    for elem_type in onnx.TensorProto.DataType.values():
+        if elem_type == onnx.TensorProto.UNDEFINED:
+            continue
+        try:
+            if onnx_dtype_name(elem_type, "") == dtype:
+                return elem_type
+        except UnsupportedOpError:
+            continue
+    raise UnsupportedOpError(f"dtype {dtype!r} has no ONNX element type")
+
+
 def tensor_to_array(tensor: onnx.TensorProto, model_dir: Path | None) -> np.ndarray:
     """The contents of an initializer or a Constant's tensor.
 
