@@ -1,0 +1,17 @@
+"""docs/coverage.md is generated; it must match the code and the expected-failure list."""
+
+from .coverage_matrix import DOC, matrix
+from .expected import expected_failures
+
+
+def test_the_coverage_matrix_is_current():
+    current = matrix(expected_failures())
+    assert DOC.read_text() == current, (
+        "docs/coverage.md is out of date: run python -m tests.conformance.coverage_matrix --write")
+
+
+def test_every_row_names_how_the_op_is_imported():
+    rows = [line for line in DOC.read_text().splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) > 200
+    assert all(row.split(" | ")[3] in ("—", "function body") or row.split(" | ")[3].startswith("converter (opset ")
+               for row in rows)
