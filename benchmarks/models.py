@@ -175,6 +175,32 @@ def resnet18(size: str = "full", seed: int = 0) -> Benchmark:
                      f"ResNet-18, {hw}x{hw}, widths {widths}, separate BatchNormalization")
 
 
+def resnet50(size: str = "full", seed: int = 0) -> Benchmark:
+    """ResNet-50: Bottleneck blocks (3, 4, 6, 3), expansion 4, batch norm; 224x224 (smoke: 32x32,
+    narrow). 25.6 M parameters: the size the convert-time target is stated for."""
+    hw, widths, classes = _pick(size, (32, (4, 4, 8, 8), 10), (224, (64, 128, 256, 512), 1000))
+    g = _Builder(seed)
+    relu = lambda v: g.op("Relu", v)  # noqa: E731
+    x = relu(g.batch_norm(g.conv("input", 3, widths[0], 7, 2, bias=False), widths[0]))
+    x = g.op("MaxPool", x, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    c_in = widths[0]
+    for stage, (c, blocks) in enumerate(zip(widths, (3, 4, 6, 3))):
+        for block in range(blocks):
+            stride = 2 if stage > 0 and block == 0 else 1
+            y = relu(g.batch_norm(g.conv(x, c_in, c, 1, bias=False), c))
+            y = relu(g.batch_norm(g.conv(y, c, c, 3, stride, bias=False), c))
+            y = g.batch_norm(g.conv(y, c, 4 * c, 1, bias=False), 4 * c)
+            if stride != 1 or c_in != 4 * c:
+                x = g.batch_norm(g.conv(x, c_in, 4 * c, 1, stride, bias=False), 4 * c)
+            x, c_in = relu(g.op("Add", y, x)), 4 * c
+    x = g.op("Flatten", g.op("GlobalAveragePool", x), axis=1)
+    g.gemm(x, c_in, classes, out="logits")
+    model = g.model("resnet50", [_value("input", FLOAT, ["batch", 3, hw, hw])],
+                    [_value("logits", FLOAT, ["batch", classes])])
+    return Benchmark("resnet50", model, {"batch": (1, 8)}, _image_settings("input", 3, hw),
+                     f"ResNet-50, {hw}x{hw}, bottleneck widths {widths} x4, separate BatchNormalization")
+
+
 def mobilenetv2(size: str = "full", seed: int = 0) -> Benchmark:
     """MobileNetV2: inverted residuals with depthwise convs, ReLU6 as Clip; 224x224."""
     hw, width = _pick(size, (32, 0.25), (224, 1.0))
@@ -467,6 +493,7 @@ def tree_ensemble(size: str = "full", seed: int = 0) -> Benchmark:
 
 MODELS: dict[str, Callable[..., Benchmark]] = {
     "resnet18": resnet18,
+    "resnet50": resnet50,
     "mobilenetv2": mobilenetv2,
     "unet": unet,
     "yolo_head": yolo_head,

@@ -8,8 +8,10 @@ removes::
     a = R.exp(x); b = R.exp(x); c = R.add(a, b)   ->   a = R.exp(x); b = a; c = R.add(a, b)
 
 Constants equal by content (dtype, shape, bytes, device) become one
-constant first, so calls on equal weights merge too (big arrays compare by
-the sha256 in their structural key).
+constant first, so calls on equal weights merge too. Constants are bucketed
+by dtype, shape, struct info and a sample of their elements, and compared
+in full only within a bucket: a model's ~100 MB of distinct weights are not
+hashed on every run.
 
 Scoping is respected: a value computed inside an ``If`` branch is not reused
 after the ``If`` or in the other branch, and a DataflowVar is not reused
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 from collections import ChainMap
 
+import numpy as np
+
 from ..ir.block_builder import BlockBuilder
 from ..ir.equality import structural_key
 from ..ir.expr import Call, Constant, DataflowVar, Expr, SeqExpr, Tuple, Var, VarBinding
@@ -39,12 +43,17 @@ class _CommonSubexpr(ExprMutator):
     def __init__(self, func):
         super().__init__(BlockBuilder(analyzer=function_analyzer(func)))
         self.available: ChainMap = ChainMap()        # value key -> the var that holds it
-        self.constants: dict = {}                    # content key -> the first such Constant
+        self.constants: dict = {}                    # bucket key -> the distinct Constants in it
         self.same_as: dict[Var, Var] = {}            # alias -> the var it aliases (for keys)
 
     # ------------------------------------------------------------ keys
     def visit_constant_(self, c: Constant) -> Expr:
-        return self.constants.setdefault(structural_key(c), c)
+        bucket = self.constants.setdefault(_bucket_key(c), [])
+        for seen in bucket:
+            if seen is c or np.array_equal(seen.data, c.data, equal_nan=c.data.dtype.kind in "fc"):
+                return seen
+        bucket.append(c)
+        return c
 
     def value_key(self, expr: Expr):
         """The structural key of ``expr``; constants (already made unique by
@@ -105,6 +114,19 @@ class _CommonSubexpr(ExprMutator):
         var = self._updated_var(binding.var, value.struct_info)
         self.builder.emit_binding(VarBinding(var, value, span=binding.span))
         return var
+
+
+#: elements sampled (evenly spaced) into a constant's bucket key
+_SAMPLE = 64
+
+
+def _bucket_key(c: Constant):
+    data = c.data
+    flat = data.reshape(-1)
+    step = max(1, flat.size // _SAMPLE)
+    sample = flat[::step][:_SAMPLE]
+    content = repr(sample.tolist()) if data.dtype == object else sample.tobytes()
+    return (data.dtype.str, data.shape, c.struct_info, content)
 
 
 @function_pass(name="EliminateCommonSubexpr", opt_level=1, requires=("import", "optimize"), produces="optimize")

@@ -88,19 +88,22 @@ def bias_constant(vector: np.ndarray, producer: Call, dtype) -> Constant:
 
 
 def scaled_weight(producer: Call, weight: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """The producer's weight with output channel ``c`` multiplied by ``scale[c]``."""
-    w = weight.astype(np.float64)
+    """The producer's weight with output channel ``c`` multiplied by ``scale[c]``
+    (each product in float64, rounded once to the weight's dtype)."""
     op = producer.op.name
+    scale = np.asarray(scale, np.float64)
     if op == "nn.conv":                 # (O, C/groups, *kernel)
-        w = w * scale.reshape((-1,) + (1,) * (w.ndim - 1))
+        factor, shape = scale.reshape((-1,) + (1,) * (weight.ndim - 1)), weight.shape
     elif op == "nn.conv_transpose":     # (C, O/groups, *kernel): channel g*O/g + j is w[group g, :, j]
         groups = producer.attrs["groups"]
-        grouped = w.reshape((groups, w.shape[0] // groups) + w.shape[1:])
-        grouped = grouped * scale.reshape((groups, 1, -1) + (1,) * (w.ndim - 2))
-        w = grouped.reshape(w.shape)
+        shape = (groups, weight.shape[0] // groups) + weight.shape[1:]
+        factor = scale.reshape((groups, 1, -1) + (1,) * (weight.ndim - 2))
     else:                               # matmul: (..., K, N), channels are the columns
-        w = w * scale
-    return w.astype(weight.dtype)
+        factor, shape = scale, weight.shape
+    out = np.empty(shape, weight.dtype)
+    # the ufunc casts chunk by chunk: no float64 copy of the whole weight
+    np.multiply(weight.reshape(shape), factor, out=out, dtype=np.float64, casting="unsafe")
+    return out.reshape(weight.shape)
 
 
 def _rebuilt(producer: Call, x, weight: np.ndarray) -> Call:

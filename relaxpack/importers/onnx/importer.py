@@ -57,7 +57,7 @@ def from_onnx(model: "onnx.ModelProto | str | Path", dims: Mapping[str, DimSpec]
 
 
 def _from_onnx(model, dims) -> IRModule:
-    model, model_dir = _load(model)
+    model, model_dir, digest = _load(model)
     opsets = _opsets(model)
     graph = model.graph
     functions = FunctionLibrary(model)
@@ -81,23 +81,25 @@ def _from_onnx(model, dims) -> IRModule:
         exprs = [ctx.expr(v) for v in outputs]
         result = exprs[0] if len(exprs) == 1 else Tuple(exprs)
         bb.emit_func_output(result)
-    digest = hashlib.sha256(model.SerializeToString()).hexdigest()
     mod = bb.get().with_attrs(stage="import", source=graph.name or "model", source_sha256=digest)
     log.debug("imported %d nodes", len(graph.node))
     return mod
 
 
-def _load(model) -> tuple["onnx.ModelProto", Path | None]:
+def _load(model) -> tuple["onnx.ModelProto", Path | None, str]:
+    """The model, the folder its external data is relative to, and the sha256
+    of its serialized form (of the file's bytes when read from a file)."""
     if isinstance(model, onnx.ModelProto):
-        return model, None
+        return model, None, hashlib.sha256(model.SerializeToString()).hexdigest()
     path = Path(model)
     if not path.is_file():
         raise RelaxpackError(f"no such model file: {path}")
     try:
-        loaded = onnx.load(str(path), load_external_data=False)
+        data = path.read_bytes()
+        loaded = onnx.load_model_from_string(data)
     except Exception as err:  # protobuf raises DecodeError and friends
         raise RelaxpackError(f"{path} is not an ONNX model ({type(err).__name__}: {err})") from None
-    return loaded, path.resolve().parent
+    return loaded, path.resolve().parent, hashlib.sha256(data).hexdigest()
 
 
 def _opsets(model) -> dict[str, int]:
