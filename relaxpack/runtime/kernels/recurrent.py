@@ -9,7 +9,8 @@ rounds once at the end.
 Sequence lengths follow onnxruntime: a reverse direction reads each sequence
 backwards from its own last step; ``Y`` is zero past a sequence's length;
 ``Y_h`` (``Y_c``) is the state after its last step, and zero for a length 0.
-Clip bounds every activation's input, including the cell state before ``h``.
+Clip bounds the gates' pre-activations; like onnxruntime, not the cell state
+that LSTM's ``h`` reads.
 
 >>> x = np.ones((2, 1, 3), np.float32)                    # (seq, batch, input)
 >>> w, r = np.full((1, 2, 3), 0.1, np.float32), np.zeros((1, 2, 2), np.float32)
@@ -130,12 +131,6 @@ def _clipper(clip) -> Callable[[np.ndarray], np.ndarray]:
     return lambda a: np.clip(a, -clip, clip, out=a)
 
 
-def _clipped_copy(clip) -> Callable[[np.ndarray], np.ndarray]:
-    if clip is None:
-        return np.copy
-    return lambda a: np.clip(a, -clip, clip)
-
-
 # ---------------------------------------------------------------- cells
 # A cell factory takes one direction's recurrence weight R (G*hidden, hidden),
 # its biases Wb, Rb (or None) and peepholes P (or None), and returns the bias
@@ -193,7 +188,7 @@ def _lstm_cell(r, wb, rb, p, acts, clip, hidden, input_forget=False, **_):
     add ``P * C`` to i and f (the old C) and to o (the new C); with
     ``input_forget`` the forget gate is ``1 - i``."""
     n = hidden
-    (f, g, h_act), clipf, clip_copy = acts, _clipper(clip), _clipped_copy(clip)
+    (f, g, h_act), clipf = acts, _clipper(clip)
     rt = r.T
     pi, po, pf = (None, None, None) if p is None else (p[:n], p[n:2 * n], p[2 * n:])
 
@@ -218,7 +213,7 @@ def _lstm_cell(r, wb, rb, p, acts, clip, hidden, input_forget=False, **_):
         if p is not None:
             a[:, n:2 * n] += po * c_new
             o = f(clipf(a[:, n:2 * n]))
-        h_new = h_act(clip_copy(c_new))
+        h_new = h_act(c_new.copy())   # h's input is the unclipped C (as onnxruntime)
         h_new *= o
         return h_new, c_new
     return (None if wb is None else wb + rb), step
