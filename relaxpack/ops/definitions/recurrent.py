@@ -33,14 +33,10 @@ from .common import (
     is_real_value, result_vdevice, same_dtype, shape_error, tensor_arg, with_shape,
 )
 
-#: activation name -> (default alpha, default beta, how many of alpha/beta it takes);
-#: the defaults are those of the ONNX operator of the same name (onnxruntime's table)
-ACTIVATIONS: dict[str, tuple[float, float, int]] = {
-    "Relu": (0.0, 0.0, 0), "Tanh": (0.0, 0.0, 0), "Sigmoid": (0.0, 0.0, 0),
-    "Affine": (1.0, 0.0, 2), "LeakyRelu": (0.01, 0.0, 1), "ThresholdedRelu": (1.0, 0.0, 1),
-    "ScaledTanh": (1.0, 1.0, 2), "HardSigmoid": (0.2, 0.5, 2), "Elu": (1.0, 0.0, 1),
-    "Softsign": (0.0, 0.0, 0), "Softplus": (0.0, 0.0, 0),
-}
+#: the activations a recurrent op may use (the kernel implements each, with
+#: the ONNX operator's alpha/beta defaults)
+ACTIVATIONS = ("Relu", "Tanh", "Sigmoid", "Affine", "LeakyRelu", "ThresholdedRelu", "ScaledTanh", "HardSigmoid",
+               "Elu", "Softsign", "Softplus")
 
 #: op name -> (gates, default activations of one direction, outputs)
 CELLS: dict[str, tuple[int, tuple[str, ...], int]] = {
@@ -77,7 +73,7 @@ def _check_activations(call: Call, directions: int) -> None:
     if acts is not None:
         if not isinstance(acts, tuple) or len(acts) != slots or any(a not in ACTIVATIONS for a in acts):
             raise attr_error(call, f"attribute activations must be None or {slots} names of "
-                                   f"{sorted(ACTIVATIONS)}, got {acts!r}")
+                                   f"{ACTIVATIONS}, got {acts!r}")
     for name in ("activation_alpha", "activation_beta"):
         values = call.attrs[name]
         if values is None:
