@@ -99,7 +99,8 @@ def _softplus(a, alpha, beta):
 
 
 #: activation name -> (function, default alpha, default beta, how many of alpha/beta it takes);
-#: the defaults are those of the ONNX operator of the same name (and onnxruntime's)
+#: the defaults are those of the ONNX operator of the same name, as the spec says
+#: (onnxruntime uses 0 where Affine, ScaledTanh and ThresholdedRelu get no value)
 ACTIVATIONS = {
     "Relu": (_relu, 0.0, 0.0, 0), "Tanh": (_tanh, 0.0, 0.0, 0), "Sigmoid": (_sigmoid, 0.0, 0.0, 0),
     "Affine": (_affine, 1.0, 0.0, 2), "LeakyRelu": (_leaky_relu, 0.01, 0.0, 1),

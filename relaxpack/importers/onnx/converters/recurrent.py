@@ -32,9 +32,7 @@ _BY_LOWER = {name.lower(): name for name in ACTIVATIONS}
 def _activations(ctx, op: str, dirs: int, activations, alphas, betas):
     """The IR attributes (activations, activation_alpha, activation_beta):
     one name, alpha and beta per activation slot, or None for the defaults."""
-    if activations is None:
-        if alphas or betas:
-            raise unsupported(ctx, "activation_alpha/activation_beta without activations are not supported")
+    if activations is None:     # the default activations take no alpha or beta
         return None, None, None
     slots = len(CELLS[op][1]) * dirs
     names = []
