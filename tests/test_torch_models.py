@@ -40,3 +40,17 @@ def test_gpt_small_has_no_shape_arithmetic_left_in_reshapes():
     text = relaxpack.from_onnx(str(MODELS / "gpt_small.onnx")).script(show_meta=False)
     assert "R.reshape(" in text
     assert "shape_to_tensor" not in text
+
+
+def test_gru_and_lstm_at_two_batch_and_seq_sizes():
+    # torch.nn.GRU / torch.nn.LSTM, 2 layers, bidirectional, batch_first: one build, symbolic seq
+    rng = np.random.default_rng(2)
+    for name in ("gru_small.onnx", "lstm_small.onnx"):
+        check(MODELS / name, [{"x": rng.standard_normal((b, s, 8)).astype(np.float32)} for b, s in [(1, 1), (3, 11)]])
+
+
+def test_gru_and_lstm_import_with_symbolic_seq():
+    for name, op in (("gru_small.onnx", "R.nn.gru("), ("lstm_small.onnx", "R.nn.lstm(")):
+        text = relaxpack.from_onnx(str(MODELS / name)).script(show_meta=False)
+        assert text.count(op) == 2
+        assert 'x: R.Tensor(("batch", "seq", 8), "float32")' in text

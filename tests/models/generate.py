@@ -6,6 +6,9 @@ CI needs no torch: the exported files (each well under 2 MB) are committed.
 - resnet_small.onnx: a ResNet with BasicBlocks and batch norm; dynamic batch.
 - gpt_small.onnx: a GPT-style decoder (token + position embeddings, causal
   self-attention, GELU MLP, layer norm); dynamic batch and sequence.
+- gru_small.onnx, lstm_small.onnx: torch.nn.GRU / torch.nn.LSTM, 2 layers,
+  bidirectional, batch_first, then a linear head; outputs the head and the
+  final states; dynamic batch and sequence.
 """
 
 from __future__ import annotations
@@ -81,6 +84,19 @@ class GPTSmall(nn.Module):
         return self.head(self.ln(self.blocks(x)))
 
 
+class RecurrentSmall(nn.Module):
+    """A 2-layer bidirectional batch-first GRU or LSTM and a linear head."""
+
+    def __init__(self, cell: type[nn.Module], features: int = 8, hidden: int = 12, classes: int = 5):
+        super().__init__()
+        self.rnn = cell(features, hidden, num_layers=2, bidirectional=True, batch_first=True)
+        self.head = nn.Linear(2 * hidden, classes)
+
+    def forward(self, x):
+        y, state = self.rnn(x)
+        return (self.head(y),) + (state if isinstance(state, tuple) else (state,))
+
+
 def _randomize_batch_norm(model: nn.Module, gen: torch.Generator) -> None:
     for m in model.modules():
         if isinstance(m, nn.BatchNorm2d):
@@ -105,6 +121,24 @@ def main() -> None:
     gpt = GPTSmall()
     export(gpt, torch.randint(0, 128, (2, 16)), HERE / "gpt_small.onnx", "ids", "logits",
            {"ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}})
+    main_recurrent()
+
+
+def export_recurrent(cell: type[nn.Module], path: Path) -> None:
+    """Input x (batch, seq, 8); outputs y (batch, seq, 5) and the final states
+    h (and c for an LSTM), (4, batch, 12)."""
+    model = RecurrentSmall(cell).eval()
+    states = ["h", "c"] if cell is nn.LSTM else ["h"]
+    axes = {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}, **{s: {1: "batch"} for s in states}}
+    torch.onnx.export(model, (torch.randn(2, 6, 8),), str(path), input_names=["x"], output_names=["y", *states],
+                      dynamic_axes=axes, opset_version=17, dynamo=False)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
+
+
+def main_recurrent() -> None:
+    torch.manual_seed(0)
+    export_recurrent(nn.GRU, HERE / "gru_small.onnx")
+    export_recurrent(nn.LSTM, HERE / "lstm_small.onnx")
 
 
 if __name__ == "__main__":

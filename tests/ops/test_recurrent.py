@@ -1,0 +1,80 @@
+"""Struct-info inference of nn.rnn, nn.gru and nn.lstm: symbolic batch and
+seq in both layouts, optional inputs named by attribute, shape and
+attribute errors; and the kernel implements every activation the op allows."""
+
+import pytest
+
+from relaxpack.errors import IRError, ShapeError
+from relaxpack.ir import BlockBuilder, TensorStructInfo, TupleStructInfo, Var, sym
+from relaxpack.ops import make_call
+from relaxpack.ops.definitions.recurrent import ACTIVATIONS
+from relaxpack.runtime.kernels import recurrent as kernels
+
+b, s = sym("batch"), sym("seq")
+
+
+def T(shape, dtype="float32"):
+    return TensorStructInfo(shape, dtype)
+
+
+def infer(name, *sinfos, **attrs):
+    call = make_call(name, *[Var(f"x{i}", struct_info=si) for i, si in enumerate(sinfos)], **attrs)
+    return BlockBuilder().infer_call(call)
+
+
+def test_lstm_bidirectional_layout_0_with_symbolic_dims():
+    got = infer("nn.lstm", T((s, b, 7)), T((2, 24, 7)), T((2, 24, 6)), T((2, 48)), T((b,), "int32"),
+                hidden_size=6, direction="bidirectional", optional_inputs=("B", "sequence_lens"))
+    assert got == TupleStructInfo((T((s, 2, b, 6)), T((2, b, 6)), T((2, b, 6))))
+
+
+def test_gru_layout_1_with_initial_state():
+    got = infer("nn.gru", T((b, s, 3)), T((1, 15, 3)), T((1, 15, 5)), T((b, 1, 5)),
+                hidden_size=5, layout=1, optional_inputs=("initial_h",))
+    assert got == TupleStructInfo((T((b, s, 1, 5)), T((b, 1, 5))))
+
+
+def test_rnn_float16():
+    got = infer("nn.rnn", T((4, 2, 3), "float16"), T((1, 5, 3), "float16"), T((1, 5, 5), "float16"), hidden_size=5)
+    assert got == TupleStructInfo((T((4, 1, 2, 5), "float16"), T((1, 2, 5), "float16")))
+
+
+def test_weight_that_does_not_match_hidden_size():
+    with pytest.raises(ShapeError, match=r"R\.nn\.gru: R \(1, 15, 4\): dim 2: 4 != 5"):
+        infer("nn.gru", T((s, b, 3)), T((1, 15, 3)), T((1, 15, 4)), hidden_size=5)
+
+
+def test_initial_state_of_another_batch():
+    with pytest.raises(ShapeError, match=r"R\.nn\.rnn: initial_h \(1, 3, 5\): dim 1: 3 and batch are not "
+                                         r"provably equal"):
+        infer("nn.rnn", T((s, b, 3)), T((1, 5, 3)), T((1, 5, 5)), T((1, 3, 5)), hidden_size=5,
+              optional_inputs=("initial_h",))
+
+
+def test_dtypes_must_agree():
+    with pytest.raises(ShapeError, match=r"operands must have the same dtype, got float32 \(X"):
+        infer("nn.rnn", T((s, b, 3)), T((1, 5, 3), "float64"), T((1, 5, 5)), hidden_size=5)
+
+
+def test_optional_inputs_must_match_the_arguments():
+    with pytest.raises(ShapeError, match=r"takes X, W, R and the 1 optional input\(s\) \('B',\), got 3 arguments"):
+        infer("nn.rnn", T((s, b, 3)), T((1, 5, 3)), T((1, 5, 5)), hidden_size=5, optional_inputs=("B",))
+    with pytest.raises(IRError, match=r"optional_inputs must name some of"):
+        infer("nn.gru", T((s, b, 3)), T((1, 15, 3)), T((1, 15, 5)), T((1, 10)), hidden_size=5,
+              optional_inputs=("P",))
+    with pytest.raises(IRError, match=r"must keep the order"):
+        infer("nn.lstm", T((s, b, 3)), T((1, 20, 3)), T((1, 20, 5)), T((b, 1, 5)), T((1, 40)), hidden_size=5,
+              optional_inputs=("initial_h", "B"))
+
+
+def test_activation_attributes():
+    with pytest.raises(IRError, match=r"activations must be None or 4 names"):
+        infer("nn.gru", T((s, b, 3)), T((2, 15, 3)), T((2, 15, 5)), hidden_size=5, direction="bidirectional",
+              activations=("Sigmoid", "Tanh"))
+    with pytest.raises(IRError, match=r"activation_alpha must be None or 1 numbers"):
+        infer("nn.rnn", T((s, b, 3)), T((1, 5, 3)), T((1, 5, 5)), hidden_size=5, activations=("Elu",),
+              activation_alpha=(1.0, 2.0))
+
+
+def test_the_kernel_implements_every_activation_the_op_allows():
+    assert set(ACTIVATIONS) == set(kernels.ACTIVATIONS)
