@@ -266,6 +266,13 @@ def test_trilu_k_fed_at_run_time(upper):
     assert output_sinfo(mod).shape == mod["main"].params[0].struct_info.shape
 
 
+def test_trilu_k_computed_from_a_symbolic_dim():
+    nodes = [node("Shape", ["x"], "s"), node("Gather", ["s", "one"], "g", axis=0), node("Sub", ["g", "two"], "k"),
+             node("Trilu", ["x", "k"], "y")]
+    model = model_of(nodes, {"x": [3, "n"]}, ["y"], {"one": i64(1)[0], "two": i64(2)[0]})
+    check_model(model, *({"x": rand(3, n, seed=n)} for n in (1, 3, 6)))
+
+
 def test_trilu_k_at_run_time_must_hold_one_int():
     vm = VirtualMachine(build(relaxpack.from_onnx(one_node("Trilu", {"x": rand(3, 3), "k": i64(1)},
                                                            sym={"k": ["m"]}, opset=14))))

@@ -112,6 +112,15 @@ def test_reduce_empty_tensor_at_run_time(op):
     check(m, with_axes([{"x": np.zeros((2, 0, 3), np.float32)}], [1], [0], [-1]), reference="ref")
 
 
+def test_reduce_axes_computed_from_a_symbolic_dim(rng):
+    """axes = [dim 1 - 2]: symbolic at import time, so it is read at run time."""
+    nodes = [node("Shape", ["x"], ["s"]), node("Gather", ["s", "one"], ["g"], axis=0), node("Sub", ["g", "two"], ["a"]),
+             node("Unsqueeze", ["a", "zero"], ["axes"]), node("ReduceMax", ["x", "axes"], keepdims=1)]
+    m = model(nodes, [inp("x", "float32", [2, "n", 3])], opset=18,
+              initializers={"one": np.array(1), "two": np.array(2), "zero": np.array([0])})
+    check(m, [{"x": rand(rng, (2, n, 3))} for n in (2, 3, 4)])
+
+
 def test_reduce_keeps_dims_of_one_and_infers_the_rank():
     m = runtime_axes_model("ReduceSum", ["n", 1, 4], 2, keepdims=0)
     assert relaxpack.from_onnx(m)["main"].ret_struct_info.ndim == 1

@@ -87,10 +87,13 @@ def _one_int(ctx, value: Value | None, what: str) -> int:
 
 
 def _at_run_time(value: Value | None) -> bool:
-    """An input whose contents are known only at run time (not constant, not
-    computed from shapes): CumSum's axis and Trilu's k then become the op's
-    second argument, since the output shape does not depend on them."""
-    return value is not None and value.const is None and value.sym is None
+    """An input whose contents are known only at run time (data, or a
+    symbolic value computed from shapes): CumSum's axis and Trilu's k then
+    become the op's second argument, since the output shape does not depend
+    on them."""
+    if value is None or value.const is not None:
+        return False
+    return value.sym is None or not all(isinstance(v, int) for v in value.sym)
 
 
 @register_converter("", "CumSum", since_opset=11)

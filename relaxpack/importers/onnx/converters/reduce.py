@@ -15,8 +15,9 @@ with ``keepdims``, else the input's less the axes tensor's static length;
 its dims become fresh symbols (a dim of 1 stays 1 with ``keepdims``)::
 
     ReduceL2(x: (n, 4), axes)  ->  sq = R.square(x)
-                                   lv = R.call_packed("dyn.reduce", sq, axes, op="sum", keepdims=True, ...)
-                                   s = R.match_cast(lv, R.Tensor((s_d0, s_d1), "float32"))
+                                   lv = R.call_packed("dyn.reduce", sq, axes, kernel_attrs=(("keepdims", True),
+                                                      ("noop_with_empty_axes", False), ("op", "sum")), ...)
+                                   s = R.match_cast(lv, R.Tensor(("reduced_d1", "reduced_d2"), "float32"))
                                    y = R.sqrt(s)
 """
 
@@ -137,8 +138,12 @@ def _is_empty(axes: Value | None) -> bool:
 
 
 def _known_at_run_time(axes: Value | None) -> bool:
-    """An axes input whose contents are unknown at import time."""
-    return axes is not None and axes.int_values() is None
+    """An axes input whose contents are not ints at import time (data, or
+    symbolic values computed from shapes)."""
+    if axes is None:
+        return False
+    ints = axes.int_values()
+    return ints is None or not all(isinstance(v, int) for v in ints)
 
 
 def _reduce_at_run_time(ctx, op_type: str, x: Value, axes: Value, keepdims: bool, noop: bool):
