@@ -181,6 +181,19 @@ def test_cumsum_errors():
         infer("cumsum", T((3,)))
 
 
+@pytest.mark.parametrize("op, attr", [("cumsum", "axis"), ("trilu", "k")])
+def test_axis_or_k_as_a_run_time_argument(op, attr):
+    """The output shape is the input's whatever the value: a second argument carries it."""
+    for value in [T((), "int64"), T((1,), "int32"), T((n,), "int64")]:
+        assert infer(op, T((b, s, 3)), value, **{attr: None}) == T((b, s, 3))
+    with pytest.raises(ShapeError, match=rf"R\.{op}: the {attr} argument must hold one int, got \(2,\)"):
+        infer(op, T((b, s, 3)), T((2,), "int64"), **{attr: None})
+    with pytest.raises(ShapeError, match=rf"R\.{op}: {attr} must have an integer dtype, got float32"):
+        infer(op, T((b, s, 3)), T((), "float32"), **{attr: None})
+    with pytest.raises(IRError, match=rf"R\.{op}: attribute {attr} must be None when argument 1 gives it"):
+        infer(op, T((b, s, 3)), T((), "int64"), **{attr: 1})
+
+
 # ---------------------------------------------------------------- one_hot
 
 @pytest.mark.parametrize("shape, depth, axis, out", [

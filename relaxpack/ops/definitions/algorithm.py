@@ -4,6 +4,12 @@
 >>> make_call("topk", x, k=5, axis=-1)                                    # doctest: +SKIP
 >>> make_call("range", PrimValue(0), PrimValue(seq), PrimValue(1), dtype="int64")  # doctest: +SKIP
 
+``cumsum``'s axis and ``trilu``'s k may instead be a second argument, a
+0-d int tensor known only at run time (the output shape does not depend
+on it), with the attribute set to None::
+
+    make_call("trilu", x, k, upper=True, k=None)                         # doctest: +SKIP
+
 ``nonzero`` has a data-dependent result: the importer calls its packed
 kernel with ``call_packed`` and binds the result with ``match_cast`` to a
 shape ``(ndim, nnz)`` whose ``nnz`` is a fresh symbolic dim.
@@ -20,7 +26,7 @@ from ...ir.expr import Call, PrimValue
 from ...ir.struct_info import DTYPES, PrimStructInfo, TensorStructInfo, TupleStructInfo
 from ..registry import REQUIRED, register_op
 from .common import (
-    NUMERIC, attr_error, bool_attr, broadcast_shapes, check_dims_equal, check_dtype_kind,
+    INT, NUMERIC, attr_error, bool_attr, broadcast_shapes, check_dims_equal, check_dtype_kind,
     dtype_kind, fmt_sinfo, int_attr, int_tuple_attr, normalize_axis, result_vdevice,
     same_dtype, shape_error, tensor_arg, tuple_arg, with_shape,
 )
@@ -217,22 +223,40 @@ register_op("topk", infer=_infer_topk, attrs={"k": REQUIRED, "axis": -1, "larges
 # ---------------------------------------------------------------- cumsum
 
 
+def _run_time_int(call: Call, attr: str) -> bool:
+    """Whether the op takes its int attribute ``attr`` as a second argument
+    instead (a 0-d or one-element int tensor known only at run time); the
+    attribute must then be None."""
+    if len(call.args) == 1:
+        return False
+    value = tensor_arg(call, 1, attr)
+    check_dtype_kind(call, value, INT, attr)
+    if value.ndim > 1 or (value.shape is not None and value.ndim == 1 and isinstance(value.shape[0], int)
+                            and value.shape[0] != 1):
+        raise shape_error(call, f"the {attr} argument must hold one int, got {fmt_sinfo(value)}")
+    if call.attrs[attr] is not None:
+        raise attr_error(call, f"attribute {attr} must be None when argument 1 gives it, got {call.attrs[attr]!r}")
+    return True
+
+
 def _infer_cumsum(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     data = tensor_arg(call, 0)
     check_dtype_kind(call, data, NUMERIC)
-    axis = int_attr(call, "axis")
+    at_run_time = _run_time_int(call, "axis")
+    axis = None if at_run_time else int_attr(call, "axis")
     bool_attr(call, "exclusive")
     bool_attr(call, "reverse")
     if data.ndim == 0:
         raise shape_error(call, "needs a tensor of rank >= 1, got a scalar")
-    if data.ndim > 0:
+    if data.ndim > 0 and axis is not None:
         normalize_axis(call, axis, data.ndim, fmt_sinfo(data))
     return data
 
 
 register_op("cumsum", infer=_infer_cumsum, attrs={"axis": REQUIRED, "exclusive": False, "reverse": False},
-            num_args=1,
-            doc="Cumulative sum along axis (exclusive: without the element itself; reverse: from the end).")
+            num_args=(1, 2),
+            doc="Cumulative sum along axis (exclusive: without the element itself; reverse: from the end); "
+                "a 0-d int tensor argument gives the axis at run time (then axis=None).")
 
 
 # ---------------------------------------------------------------- one_hot
@@ -268,14 +292,16 @@ register_op("one_hot", infer=_infer_one_hot, attrs={"depth": REQUIRED, "axis": -
 def _infer_trilu(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     data = tensor_arg(call, 0)
     bool_attr(call, "upper")
-    int_attr(call, "k")
+    if not _run_time_int(call, "k"):
+        int_attr(call, "k")
     if 0 <= data.ndim < 2:
         raise shape_error(call, f"needs a tensor of rank >= 2 (a batch of matrices), got {fmt_sinfo(data)}")
     return data
 
 
-register_op("trilu", infer=_infer_trilu, attrs={"upper": True, "k": 0}, num_args=1,
-            doc="Keep the upper (or lower) triangle of the last two dims from diagonal k on; zero the rest.")
+register_op("trilu", infer=_infer_trilu, attrs={"upper": True, "k": 0}, num_args=(1, 2),
+            doc="Keep the upper (or lower) triangle of the last two dims from diagonal k on; zero the rest; "
+                "a 0-d int tensor argument gives k at run time (then k=None).")
 
 
 # ---------------------------------------------------------------- range

@@ -55,10 +55,20 @@ def topk(x, *, out, k, axis=-1, largest=True, sorted=True):  # noqa: A002 (the o
     np.copyto(values, np.take_along_axis(x, order, axis=ax))
 
 
+def _one_int(value: np.ndarray, op: str, what: str) -> int:
+    """The int held by a run-time argument (a 0-d or one-element int tensor)."""
+    if value.size != 1 or value.dtype.kind not in "iu":
+        raise ShapeError(f"{op}: {what} must be one int, got {value.dtype} of shape {value.shape}")
+    return int(value.reshape(()))
+
+
 @register_kernel("cumsum")
-def cumsum(x, *, out, axis, exclusive=False, reverse=False):
-    """Cumulative sum along ``axis``; ``exclusive`` leaves out the element
+def cumsum(x, *axis_value, out, axis, exclusive=False, reverse=False):
+    """Cumulative sum along ``axis`` (or the 0-d tensor ``axis_value``, when
+    it is known only at run time); ``exclusive`` leaves out the element
     itself (the first sum is 0), ``reverse`` sums from the end."""
+    if axis_value:
+        axis = _one_int(axis_value[0], "cumsum", "axis")
     ax = normalize_axis(axis, x.ndim)
     if is_low_float(out.dtype):
         buf = np.empty(out.shape, np.float32)
@@ -100,9 +110,12 @@ def one_hot(indices, values, *, out, depth, axis=-1):
 
 
 @register_kernel("trilu")
-def trilu(x, *, out, upper=True, k=0):
+def trilu(x, *k_value, out, upper=True, k=0):
     """``numpy.triu(x, k)`` (``upper``) or ``numpy.tril(x, k)`` on the last
-    two dims; the other elements become zero (False, or "" for strings)."""
+    two dims; the other elements become zero (False, or "" for strings).
+    ``k_value``, a 0-d tensor, gives ``k`` when it is known only at run time."""
+    if k_value:
+        k = _one_int(k_value[0], "trilu", "k")
     rows, cols = x.shape[-2:]
     # tri(.., k) is True on and below diagonal k: what tril keeps, triu zeroes at k - 1
     drop = np.tri(rows, cols, k - 1, dtype=bool) if upper else ~np.tri(rows, cols, k, dtype=bool)

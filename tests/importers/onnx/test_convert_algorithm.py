@@ -142,9 +142,25 @@ def test_cumsum_symbolic():
     assert "R.cumsum(x, axis=1, exclusive=False, reverse=True)" in mod.script()
 
 
+@pytest.mark.parametrize("exclusive, reverse", [(0, 0), (1, 1)])
+@pytest.mark.parametrize("axis_dtype", [np.int32, np.int64])
+def test_cumsum_axis_fed_at_run_time(exclusive, reverse, axis_dtype):
+    """One build, every axis (negative too); the output keeps the input's symbolic shape."""
+    feeds = [{"x": rand(*shape, seed=i), "a": scalar(a, axis_dtype)}
+             for i, shape in enumerate([(3, 5, 2), (1, 7, 4), (2, 0, 3)]) for a in (0, 1, 2, -1, -3)]
+    mod = check("CumSum", feeds[0], more=feeds[1:], sym={"x": ["b", "n", "c"]},
+                attrs={"exclusive": exclusive, "reverse": reverse}, opset=14)
+    assert "R.cumsum(x, a, axis=None" in mod.script()
+    assert output_sinfo(mod).shape == mod["main"].params[0].struct_info.shape
+
+
+def test_cumsum_axis_out_of_range_at_run_time():
+    vm = VirtualMachine(build(relaxpack.from_onnx(one_node("CumSum", {"x": rand(3), "a": scalar(0)}, opset=14))))
+    with pytest.raises(ShapeError, match="axis 1 is out of range"):
+        vm.run({"x": rand(3), "a": scalar(1)})
+
+
 def test_cumsum_errors():
-    with pytest.raises(UnsupportedOpError, match="CumSum node \\(opset 14\\): axis must be a constant"):
-        relaxpack.from_onnx(one_node("CumSum", {"x": rand(3), "a": scalar(0)}, opset=14))
     with pytest.raises(ShapeError, match="CumSum node: axis 2 is out of range for rank 2"):
         relaxpack.from_onnx(one_node("CumSum", {"x": rand(3, 4)}, consts={"a": scalar(2)}, opset=14))
 
@@ -240,9 +256,28 @@ def test_trilu_dtypes_and_symbolic(dtype):
           opset=14, more=[{"x": rand(1, 5, 5, dtype=dtype)}])
 
 
-def test_trilu_data_dependent_k_is_unsupported():
-    with pytest.raises(UnsupportedOpError, match="Trilu node \\(opset 14\\): k must be a constant"):
-        relaxpack.from_onnx(one_node("Trilu", {"x": rand(3, 3), "k": scalar(1)}, opset=14))
+@pytest.mark.parametrize("upper", [0, 1])
+def test_trilu_k_fed_at_run_time(upper):
+    """One build, k inside and beyond the matrix; the output keeps the input's symbolic shape."""
+    feeds = [{"x": rand(*shape, seed=i), "k": scalar(k)}
+             for i, shape in enumerate([(2, 4, 5), (1, 5, 3), (3, 0, 2)]) for k in (-7, -1, 0, 2, 6)]
+    mod = check("Trilu", feeds[0], more=feeds[1:], sym={"x": ["b", "r", "c"]}, attrs={"upper": upper}, opset=14)
+    assert "R.trilu(x, k, k=None" in mod.script()
+    assert output_sinfo(mod).shape == mod["main"].params[0].struct_info.shape
+
+
+def test_trilu_k_computed_from_a_symbolic_dim():
+    nodes = [node("Shape", ["x"], "s"), node("Gather", ["s", "one"], "g", axis=0), node("Sub", ["g", "two"], "k"),
+             node("Trilu", ["x", "k"], "y")]
+    model = model_of(nodes, {"x": [3, "n"]}, ["y"], {"one": i64(1)[0], "two": i64(2)[0]})
+    check_model(model, *({"x": rand(3, n, seed=n)} for n in (1, 3, 6)))
+
+
+def test_trilu_k_at_run_time_must_hold_one_int():
+    vm = VirtualMachine(build(relaxpack.from_onnx(one_node("Trilu", {"x": rand(3, 3), "k": i64(1)},
+                                                           sym={"k": ["m"]}, opset=14))))
+    with pytest.raises(ShapeError, match="trilu: k must be one int"):
+        vm.run({"x": rand(3, 3), "k": i64(1, 2)})
 
 
 # ---------------------------------------------------------------- Range
@@ -414,8 +449,13 @@ def test_backend_node_with_constant_operands(name):
     run_backend(name, FROZEN[name])
 
 
-@pytest.mark.parametrize("name", ["test_top_k", "test_cumsum_1d", "test_onehot_with_axis", "test_tril_neg",
-                                  "test_tile", "test_range_float_type_positive_delta"])
+@pytest.mark.parametrize("name", sorted(n for n in FROZEN if n.startswith(("test_cumsum", "test_tril", "test_triu"))))
+def test_backend_node_with_axis_or_k_at_run_time(name):
+    run_backend_case(name)
+
+
+@pytest.mark.parametrize("name", ["test_top_k", "test_onehot_with_axis", "test_tile",
+                                  "test_range_float_type_positive_delta"])
 def test_backend_node_with_data_dependent_operands_is_unsupported(name):
     with pytest.raises(UnsupportedOpError, match="constant|data-dependent"):
         run_backend_case(name)

@@ -220,10 +220,6 @@ def test_resize_unsupported_cases_name_what_is_missing():
     with pytest.raises(UnsupportedOpError, match=r"Resize node \(opset 19\): scale 1.5 on the symbolic dim h: "
                                                  r"floor\(dim \* scale\) is expressible only for integer scales"):
         relaxpack.from_onnx(fractional)
-    dynamic = one_node("Resize", {"x": rand(1, 3, 4, 5), "s": np.ones(4, np.float32)}, inputs=["x", "", "s"],
-                       opset=19)
-    with pytest.raises(UnsupportedOpError, match=r"scales must be a constant \(the output shape must be known"):
-        relaxpack.from_onnx(dynamic)
     with pytest.raises(UnsupportedOpError, match=r"antialias=1 needs mode 'linear' or 'cubic', not 'nearest'"):
         relaxpack.from_onnx(resize_model((1, 3, 4, 5), scales=[1, 1, 0.5, 0.5], opset=18, antialias=1))
     with pytest.raises(UnsupportedOpError, match=r"coordinate_transformation_mode 'half_pixel_symmetric'"):
@@ -235,6 +231,75 @@ def test_resize_unsupported_cases_name_what_is_missing():
                                      attrs={"axes": [2, 3], "keep_aspect_ratio_policy": "not_larger"}))
     with pytest.raises(ShapeError, match=r"Resize node: needs exactly one of the inputs scales and sizes"):
         relaxpack.from_onnx(resize_model((1, 3, 4, 5), scales=[1, 1, 2, 2], sizes=[1, 3, 8, 10], opset=13))
+
+
+# ---------------------------------------------------------------- scales, sizes, roi fed at run time
+
+
+def feeds_of(x_shapes, name, values, dtype):
+    return [{"x": rand(*shape, seed=i), name: np.array(v, dtype)}
+            for i, shape in enumerate(x_shapes) for v in values]
+
+
+@pytest.mark.parametrize("mode, extra", [("nearest", {}), ("linear", {}), ("cubic", {}),
+                                         ("linear", {"antialias": 1}), ("cubic", {"exclude_outside": 1}),
+                                         ("nearest", {"coordinate_transformation_mode": "asymmetric"})])
+def test_resize_scales_fed_at_run_time(mode, extra):
+    """One build, up- and downsampling, odd sizes; the resized axes get fresh dims."""
+    feeds = feeds_of([(1, 2, 5, 7), (2, 1, 3, 4)], "s", [[2, 3], [0.6, 0.35], [1, 1.5]], np.float32)
+    model = one_node("Resize", feeds[0], inputs=["x", "", "s"], attrs={"mode": mode, "axes": [2, 3]} | extra,
+                     opset=19, sym={"x": ["n", "c", "h", "w"]})
+    mod = check_model(model, *feeds, ref="onnx")
+    assert 'R.call_packed("dyn.resize"' in mod.script()
+    out = mod["main"].ret_struct_info.shape
+    assert out[:2] == mod["main"].params[0].struct_info.shape[:2] and all(not isinstance(d, int) for d in out[2:])
+
+
+@pytest.mark.parametrize("policy", ["stretch", "not_larger", "not_smaller"])
+def test_resize_sizes_fed_at_run_time(policy):
+    feeds = feeds_of([(1, 2, 5, 7), (1, 1, 4, 4)], "s", [[8, 9], [3, 2], [5, 7]], np.int64)
+    model = one_node("Resize", feeds[0], inputs=["x", "", "", "s"], opset=19, sym={"x": [1, "c", "h", "w"]},
+                     attrs={"mode": "linear", "axes": [3, 2], "keep_aspect_ratio_policy": policy})
+    check_model(model, *feeds, ref="onnx")
+
+
+def test_resize_roi_fed_at_run_time_keeps_constant_sizes():
+    feeds = [{"x": rand(1, 1, 5, 6, seed=i), "roi": np.array(r, np.float32)} for i, r in
+             enumerate([[0.1, 0.2, 0.9, 0.7], [0.0, 0.0, 1.0, 1.0], [-0.2, 0.5, 1.3, 1.1]])]
+    model = one_node("Resize", feeds[0], inputs=["x", "roi", "", "s"], consts={"s": np.array([4, 3], np.int64)},
+                     attrs={"mode": "linear", "axes": [2, 3], "coordinate_transformation_mode": "tf_crop_and_resize",
+                            "extrapolation_value": 7.0}, opset=19)
+    mod = check_model(model, *feeds, ref="onnx")
+    assert mod["main"].ret_struct_info.shape == (1, 1, 4, 3)
+
+
+def test_resize_of_an_empty_tensor_at_run_time():
+    feeds = feeds_of([(0, 2, 3, 3)], "s", [[1, 1, 2, 2], [1, 1, 0.5, 1]], np.float32)
+    check_model(one_node("Resize", feeds[0], inputs=["x", "", "s"], opset=13, sym={"x": ["n", 2, 3, 3]}),
+                *feeds, ref="onnx")
+
+
+@pytest.mark.parametrize("op, opset", [("Upsample", 9), ("Resize", 10)])
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_v10_and_upsample_scales_fed_at_run_time(op, opset, mode):
+    scales = [[1, 1, 2, 3], [1, 1, 1.7, 2.5]] + ([[2, 1, 1, 1]] if mode == "nearest" else [])
+    if op == "Resize":   # onnxruntime's nearest rounds up when downsampling
+        scales += [[1, 1, 0.6, 0.35], [1, 1, 0.6, 2.5]]
+    feeds = feeds_of([(2, 3, 4, 5)], "s", scales, np.float32)
+    check_model(one_node(op, feeds[0], attrs={"mode": mode}, opset=opset), *feeds)
+
+
+def test_resize_bad_scales_at_run_time_are_errors():
+    model = one_node("Resize", {"x": rand(1, 1, 2, 2), "s": np.ones(4, np.float32)}, inputs=["x", "", "s"],
+                     opset=19, sym={"s": ["k"]})
+    vm = VirtualMachine(build(relaxpack.from_onnx(model)))
+    with pytest.raises(ShapeError, match=r"dyn.resize: scales \[1.0, 2.0\] must hold 4 values"):
+        vm.run({"x": rand(1, 1, 2, 2), "s": np.array([1, 2], np.float32)})
+    with pytest.raises(ShapeError, match=r"dyn.resize: scales \[1.0, 1.0, 0.0, 1.0\] must be positive"):
+        vm.run({"x": rand(1, 1, 2, 2), "s": np.array([1, 1, 0, 1], np.float32)})
+    wrong = one_node("Resize", {"x": rand(1, 1, 2, 2), "s": np.ones(3, np.float32)}, inputs=["x", "", "s"], opset=19)
+    with pytest.raises(ShapeError, match=r"Resize node: scales of shape \(3,\) need one value per resized axis"):
+        relaxpack.from_onnx(wrong)
 
 
 # ---------------------------------------------------------------- Resize-10, Upsample
@@ -352,8 +417,11 @@ def test_backend_node_case(name):
     run_backend(name, freeze=[n for n in inputs if n in FROZEN])
 
 
+@pytest.mark.parametrize("name", [n for n in BACKEND_CASES if n.startswith(("test_resize_", "test_upsample_"))])
+def test_backend_node_case_with_run_time_scales_sizes_roi(name):
+    run_backend_case(name)
+
+
 def test_backend_cases_with_data_dependent_sizes_are_unsupported():
-    with pytest.raises(UnsupportedOpError, match=r"scales must be a constant"):
-        run_backend_case("test_resize_upsample_scales_linear")
     with pytest.raises(UnsupportedOpError, match=r"pads must be known at import time"):
         run_backend_case("test_constant_pad")

@@ -11,7 +11,7 @@ import pytest
 from onnx import numpy_helper
 
 import relaxpack
-from relaxpack.errors import UnsupportedOpError
+from relaxpack.errors import ShapeError, UnsupportedOpError
 
 from relaxpack.runtime import VirtualMachine
 from relaxpack.vm_build import build
@@ -62,11 +62,83 @@ def test_noop_with_empty_axes(op, rng):
         assert "R.call" not in mod.script() and "= R." not in mod.script(), mod.script()
 
 
-def test_dynamic_axes_are_unsupported():
-    m = model(node("ReduceSum", ["x", "axes"]), [inp("x", "float32", [2, 3]), inp("axes", "int64", [1])],
-              opset=13)
-    with pytest.raises(UnsupportedOpError, match=r"ReduceSum node.*opset 13.*axes must be a constant"):
+# ---------------------------------------------------------------- axes fed at run time
+
+
+def runtime_axes_model(op, x_shape, axes_len, keepdims=1, noop=0, dtype="float32"):
+    """``op(x, axes)`` with ``axes`` a graph input of length ``axes_len`` (a dim name: symbolic)."""
+    attrs = {"keepdims": keepdims} | ({"noop_with_empty_axes": noop} if noop else {})
+    return model(node(op, ["x", "axes"], **attrs), [inp("x", dtype, x_shape), inp("axes", "int64", [axes_len])],
+                 opset=AXES_INPUT_SINCE[op])
+
+
+def with_axes(feeds, *axes_values):
+    return [f | {"axes": np.array(a, np.int64)} for f in feeds for a in axes_values]
+
+
+@pytest.mark.parametrize("op", REDUCE)
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_reduce_axes_fed_at_run_time(op, keepdims, rng):
+    """One build, several axes (negative ones too) and input sizes."""
+    m = runtime_axes_model(op, ["n", 3, 5], 1, keepdims)
+    mod = check(m, with_axes(feeds_for(op, rng, [(2, 3, 5), (7, 3, 5)]), [0], [1], [-1], [-3]),
+                rtol=1e-5, atol=1e-5)
+    assert 'R.call_packed("dyn.reduce"' in mod.script()
+    m = runtime_axes_model(op, ["n", 3, 5], 2, keepdims)
+    check(m, with_axes(feeds_for(op, rng, [(1, 3, 5), (4, 3, 5)]), [0, 2], [-1, 1], [2, 0]), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", REDUCE)
+@pytest.mark.parametrize("noop", [0, 1])
+def test_reduce_axes_of_run_time_length_may_be_empty(op, noop, rng):
+    """Empty axes fed at run time reduce every axis, or none with noop_with_empty_axes."""
+    m = runtime_axes_model(op, [3, "n"], "k", keepdims=1, noop=noop)
+    check(m, with_axes(feeds_for(op, rng, [(3, 5), (3, 1)]), [], [1], [-2, 1]), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceMean", "ReduceL1",
+                                "ReduceSumSquare", "ReduceLogSumExp"])
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_reduce_int_axes_at_run_time(op, dtype, rng):
+    m = runtime_axes_model(op, [3, 5], 1, keepdims=0, dtype=dtype)
+    check(m, with_axes([{"x": rand(rng, (3, 5), dtype, -9, 9)}], [0], [-1]))
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceMean", "ReduceL2",
+                                "ReduceLogSumExp"])
+def test_reduce_empty_tensor_at_run_time(op):
+    """Reducing the empty axis gives the identity; reducing another keeps it empty."""
+    m = runtime_axes_model(op, [2, "n", 3], 1)
+    check(m, with_axes([{"x": np.zeros((2, 0, 3), np.float32)}], [1], [0], [-1]), reference="ref")
+
+
+def test_reduce_axes_computed_from_a_symbolic_dim(rng):
+    """axes = [dim 1 - 2]: symbolic at import time, so it is read at run time."""
+    nodes = [node("Shape", ["x"], ["s"]), node("Gather", ["s", "one"], ["g"], axis=0), node("Sub", ["g", "two"], ["a"]),
+             node("Unsqueeze", ["a", "zero"], ["axes"]), node("ReduceMax", ["x", "axes"], keepdims=1)]
+    m = model(nodes, [inp("x", "float32", [2, "n", 3])], opset=18,
+              initializers={"one": np.array(1), "two": np.array(2), "zero": np.array([0])})
+    check(m, [{"x": rand(rng, (2, n, 3))} for n in (2, 3, 4)])
+
+
+def test_reduce_keeps_dims_of_one_and_infers_the_rank():
+    m = runtime_axes_model("ReduceSum", ["n", 1, 4], 2, keepdims=0)
+    assert relaxpack.from_onnx(m)["main"].ret_struct_info.ndim == 1
+    mod = relaxpack.from_onnx(runtime_axes_model("ReduceSum", ["n", 1, 4], 1, keepdims=1))
+    assert mod["main"].ret_struct_info.shape[1] == 1
+
+
+def test_reduce_axes_of_run_time_length_need_keepdims():
+    m = runtime_axes_model("ReduceMean", [2, 3], "k", keepdims=0)
+    with pytest.raises(UnsupportedOpError, match=r"ReduceMean node.*opset 18.*keepdims=0.*static length"):
         relaxpack.from_onnx(m)
+
+
+@pytest.mark.parametrize("axes, message", [([1, -1], "twice"), ([2], "out of range")])
+def test_reduce_bad_axes_at_run_time_are_errors(axes, message):
+    vm = VirtualMachine(build(relaxpack.from_onnx(runtime_axes_model("ReduceSum", [2, 3], len(axes)))))
+    with pytest.raises(ShapeError, match=message):
+        vm.run({"x": np.ones((2, 3), np.float32), "axes": np.array(axes, np.int64)})
 
 
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceMean", "ReduceL1",

@@ -1,7 +1,8 @@
 """Algorithms: Einsum, TopK, CumSum, NonZero, OneHot, Trilu, Range, Tile.
 
 Operands that fix the output's shape (TopK's K, OneHot's depth, Tile's
-repeats) or an axis (CumSum's) must be known at import time; Range's bounds
+repeats) must be known at import time; CumSum's axis and Trilu's k may be
+known only at run time (a second operand of the op); Range's bounds
 may be symbolic ints, so ``Range(0, seq, 1)`` on a ``Shape`` gives a
 tensor of shape ``(seq,)``. NonZero's output size depends on the data: it
 calls the packed kernel and ``match_cast``\\ s the result to ``(ndim, nnz)``
@@ -85,9 +86,22 @@ def _one_int(ctx, value: Value | None, what: str) -> int:
 # ---------------------------------------------------------------- CumSum
 
 
+def _at_run_time(value: Value | None) -> bool:
+    """An input whose contents are known only at run time (data, or a
+    symbolic value computed from shapes): CumSum's axis and Trilu's k then
+    become the op's second argument, since the output shape does not depend
+    on them."""
+    if value is None or value.const is not None:
+        return False
+    return value.sym is None or not all(isinstance(v, int) for v in value.sym)
+
+
 @register_converter("", "CumSum", since_opset=11)
 def cumsum(ctx, x, axis, *, exclusive=0, reverse=0):
-    _required(ctx, x=x)
+    _required(ctx, x=x, axis=axis)
+    if _at_run_time(axis):
+        return make_call("cumsum", ctx.expr(x), ctx.expr(axis), axis=None, exclusive=bool(exclusive),
+                         reverse=bool(reverse))
     ax = _one_int(ctx, axis, "axis")
     if x.ndim >= 0:
         ax = norm_axis(ctx, ax, x.ndim)
@@ -135,6 +149,8 @@ def one_hot(ctx, indices, depth, values, *, axis=-1):
 @register_converter("", "Trilu", since_opset=14)
 def trilu(ctx, x, k=None, *, upper=1):
     _required(ctx, input=x)
+    if _at_run_time(k):
+        return make_call("trilu", ctx.expr(x), ctx.expr(k), upper=bool(upper), k=None)
     diagonal = 0 if k is None else _one_int(ctx, k, "k")
     return make_call("trilu", ctx.expr(x), upper=bool(upper), k=diagonal)
 

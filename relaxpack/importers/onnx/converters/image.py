@@ -10,8 +10,10 @@ output dim is ``floor(dim * scale)``. For a symbolic ``dim`` that is
 bound declared, be at least 2**20). Other scales of a symbolic dim are
 unsupported. The op keeps the scales it was given, because ONNX's
 coordinate transform divides by them, not by output / input.
-Data-dependent ``scales``/``sizes``/``pads`` (computed from tensor values)
-are unsupported: the output shape must be known at import.
+Data-dependent ``scales``/``sizes`` (or a tf_crop_and_resize ``roi``),
+computed from tensor values, go through the packed kernel ``dyn.resize``:
+it computes the output size at run time and the resized axes get fresh
+dims. Data-dependent ``pads`` are unsupported.
 
 Opset 10's Resize and Upsample follow onnxruntime: asymmetric coordinates,
 and nearest rounds down on upsampled axes and up on downsampled ones.
@@ -29,6 +31,7 @@ from ....ops.registry import make_call
 from ....runtime.dtypes import numpy_dtype
 from ..registry import register_converter
 from ..value import Value
+from ._dynamic import packed_call
 from ._shape_common import (
     fmt_dims, known_ints, norm_axes, shape_error, shape_expr, shaped, static_ints, unsupported,
 )
@@ -94,6 +97,13 @@ def _resize(ctx, x: Value, roi, scales, sizes, modes, coord_mode, cubic_coeff_a,
     x = shaped(ctx, x)
     shape = x.shape
     axes = tuple(range(len(shape))) if axes is None else norm_axes(ctx, axes, len(shape))
+    crop = coord_mode == "tf_crop_and_resize"
+    if _at_run_time(scales) or _at_run_time(sizes) or (crop and _at_run_time(roi)):
+        return _resize_at_run_time(ctx, x, axes, scales, sizes, roi if crop else None, keep_aspect_ratio_policy,
+                                   method=method, coordinate_transformation_mode=coord_mode,
+                                   rounding_method=nearest_mode, cubic_alpha=float(cubic_coeff_a),
+                                   cubic_exclude=bool(exclude_outside), antialias=bool(antialias),
+                                   extrapolation_value=float(extrapolation_value))
     scale_list = _floats(ctx, scales, "scales")
     size_list = None if _empty(sizes) else known_ints(ctx, sizes, "sizes")
     if (scale_list is None) == (size_list is None):
@@ -157,6 +167,38 @@ def _floats(ctx, value: Value | None, what: str) -> list[float] | None:
     return [float(v) for v in value.const.reshape(-1)]
 
 
+def _at_run_time(value: Value | None) -> bool:
+    """A given input whose contents are known only at run time (not constant,
+    not computed from shapes)."""
+    return not _empty(value) and value.const is None and value.sym is None
+
+
+def _resize_at_run_time(ctx, x: Value, axes, scales, sizes, roi, policy: str, legacy: bool = False, **attrs):
+    """Resize through the packed kernel ``dyn.resize``, which computes the
+    output size from the run-time scales or sizes (and takes a run-time roi);
+    the resized axes get fresh dims, unless constant sizes fix them."""
+    if _empty(scales) == _empty(sizes):
+        raise shape_error(ctx, "needs exactly one of the inputs scales and sizes")
+    given, given_is = (sizes, "sizes") if _empty(scales) else (scales, "scales")
+    wrong_rank = given.shape is not None and len(given.shape) != 1
+    if wrong_rank or (given.shape is not None and isinstance(given.shape[0], int) and given.shape[0] != len(axes)):
+        raise shape_error(ctx, f"{given_is} of shape {fmt_dims(given.shape)} need one value per resized "
+                               f"axis {axes}")
+    if given_is == "scales" and given.dtype is not None and not given.dtype.startswith(("float", "bfloat")):
+        raise shape_error(ctx, f"scales must be floats, got {given.dtype}")
+    if policy not in ("stretch", "not_larger", "not_smaller"):
+        raise unsupported(ctx, f"keep_aspect_ratio_policy {policy!r} (expected stretch, not_larger, not_smaller)")
+    if attrs["coordinate_transformation_mode"] == "tf_crop_and_resize" and _empty(roi):
+        raise shape_error(ctx, f"tf_crop_and_resize needs a roi of {2 * len(axes)} values (starts, then ends)")
+    known = given.int_values() if given_is == "sizes" and policy == "stretch" else None
+    dims: list[Dim | None] = list(x.shape)
+    for i, axis in enumerate(axes):
+        dims[axis] = None if known is None else known[i]
+    inputs = [x, given] + ([] if roi is None else [roi])
+    return packed_call(ctx, "dyn.resize", inputs, [(dims, x.dtype)], "resized", given_is=given_is,
+                       axes=tuple(axes), policy=policy, legacy=legacy, **attrs)
+
+
 def _scaled_dim(ctx, dim: Dim, scale: float) -> Dim:
     """``floor(dim * scale)``, ONNX's output dim for a scale."""
     if not scale > 0:
@@ -203,20 +245,25 @@ def upsample_v7(ctx, x, *, scales, mode="nearest"):
 
 @register_converter("", "Upsample", since_opset=9)
 def upsample_v9(ctx, x, scales, *, mode="nearest"):
-    return _resize_v10(ctx, x, _floats(ctx, scales, "scales"), mode)
+    return _resize_v10(ctx, x, scales, mode)
 
 
 @register_converter("", "Resize", since_opset=10)
 def resize_v10(ctx, x, scales, *, mode="nearest"):
-    return _resize_v10(ctx, x, _floats(ctx, scales, "scales"), mode)
+    return _resize_v10(ctx, x, scales, mode)
 
 
-def _resize_v10(ctx, x: Value, scales, mode: str):
+def _resize_v10(ctx, x: Value, scales: list[float] | Value, mode: str):
     method = _method(ctx, mode)
     if method == "cubic":
         raise unsupported(ctx, "mode 'cubic' needs opset 11")
     x = shaped(ctx, x)
     shape = x.shape
+    if isinstance(scales, Value) and _at_run_time(scales):
+        return _resize_at_run_time(ctx, x, tuple(range(len(shape))), scales, None, None, "stretch", legacy=True,
+                                   method=method, coordinate_transformation_mode="asymmetric")
+    if isinstance(scales, Value) or scales is None:
+        scales = _floats(ctx, scales, "scales")
     if scales is None or len(scales) != len(shape):
         raise shape_error(ctx, f"scales {scales} need one value per axis of shape {fmt_dims(shape)}")
     dims = [_scaled_dim(ctx, d, s) for d, s in zip(shape, scales)]

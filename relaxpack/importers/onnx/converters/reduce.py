@@ -3,17 +3,32 @@ LogSum, LogSumExp, SumSquare; ArgMax and ArgMin.
 
 The reduced axes are an attribute up to one opset and an optional input
 from it on (ReduceSum at 13, the others at 18); both resolve to the IR
-ops' ``axis`` attribute, so the input must be a constant. With the input
+ops' ``axis`` attribute when the input is a constant. With the input
 form an empty ``axes`` reduces every axis, or with ``noop_with_empty_axes``
 none: the plain reductions return the input, the composed ones keep their
 elementwise steps (ReduceL2 gives ``|x|``, as the spec says).
+
+An ``axes`` input known only at run time goes through the packed kernel
+``dyn.reduce`` (see ``_dynamic.py``), with the composed ops' elementwise
+steps around it as graph ops. The output's rank is still known: the input's
+with ``keepdims``, else the input's less the axes tensor's static length;
+its dims become fresh symbols (a dim of 1 stays 1 with ``keepdims``)::
+
+    ReduceL2(x: (n, 4), axes)  ->  sq = R.square(x)
+                                   lv = R.call_packed("dyn.reduce", sq, axes, kernel_attrs=(("keepdims", True),
+                                                      ("noop_with_empty_axes", False), ("op", "sum")), ...)
+                                   s = R.match_cast(lv, R.Tensor(("reduced_d1", "reduced_d2"), "float32"))
+                                   y = R.sqrt(s)
 """
 
 from __future__ import annotations
 
+from ....ir.dims import format_dim
 from ....ops.registry import make_call
 from ..registry import register_converter
-from ._math_common import astype, call, const_ints, is_int, kind, scalar
+from ..value import Value
+from ._dynamic import packed_call
+from ._math_common import astype, call, const_ints, is_int, kind, malformed, scalar, unsupported
 
 
 def _via_float(ctx, op: str, expr, dtype: str):
@@ -83,7 +98,12 @@ def _reduce_attr(op_type: str, build):
 
 def _reduce_input(op_type: str, build):
     def convert(ctx, x, axes=None, *, keepdims=1, noop_with_empty_axes=0):
-        axis = const_ints(ctx, axes, "axes")
+        if _is_empty(axes):
+            axis = ()
+        elif _known_at_run_time(axes):
+            return _reduce_at_run_time(ctx, op_type, x, axes, bool(keepdims), bool(noop_with_empty_axes))
+        else:
+            axis = const_ints(ctx, axes, "axes")
         if not axis:
             # no axes: every axis, or none (the composed ops keep their
             # elementwise steps: ReduceL2 gives |x|, ReduceLogSum log(x))
@@ -93,6 +113,64 @@ def _reduce_input(op_type: str, build):
     convert.__doc__ = (f"ONNX {op_type} with an optional constant axes input (empty: every axis, or "
                        f"the input itself with noop_with_empty_axes).")
     return convert
+
+
+# ---------------------------------------------------------------- axes known at run time
+
+#: ONNX op -> (elementwise step before, dyn.reduce's op, float step after)
+_AT_RUN_TIME = {
+    "ReduceSum": (None, "sum", None),
+    "ReduceMean": (None, "mean", None),
+    "ReduceMax": (None, "max", None),
+    "ReduceMin": (None, "min", None),
+    "ReduceProd": (None, "prod", None),
+    "ReduceL1": ("abs", "sum", None),
+    "ReduceL2": ("square", "sum", "sqrt"),
+    "ReduceLogSum": (None, "sum", "log"),
+    "ReduceLogSumExp": (None, "log_sum_exp", None),
+    "ReduceSumSquare": ("square", "sum", None),
+}
+
+
+def _is_empty(axes: Value | None) -> bool:
+    """An axes input of static length 0: known to hold no axes, even as a graph input."""
+    return axes is not None and axes.shape is not None and len(axes.shape) == 1 and axes.shape[0] == 0
+
+
+def _known_at_run_time(axes: Value | None) -> bool:
+    """An axes input whose contents are not ints at import time (data, or
+    symbolic values computed from shapes)."""
+    if axes is None:
+        return False
+    ints = axes.int_values()
+    return ints is None or not all(isinstance(v, int) for v in ints)
+
+
+def _reduce_at_run_time(ctx, op_type: str, x: Value, axes: Value, keepdims: bool, noop: bool):
+    """``op_type`` over the run-time ``axes``: ``after(dyn.reduce(before(x)))``."""
+    before, op, after = _AT_RUN_TIME[op_type]
+    if x.shape is None:
+        raise unsupported(ctx, "the input's shape must be known (rank and dims, symbolic is fine) when "
+                               "the axes are computed at run time")
+    if axes.shape is None or len(axes.shape) != 1:
+        raise unsupported(ctx, "the axes input must be a 1-D tensor of known rank")
+    if keepdims:
+        # a reduced dim becomes 1; which ones is known only at run time
+        dims = [1 if d == 1 else None for d in x.shape]
+    elif not isinstance(axes.shape[0], int):
+        raise unsupported(ctx, "with keepdims=0 the axes input needs a static length (it fixes the "
+                               f"output's rank); got length {format_dim(axes.shape[0])}")
+    elif axes.shape[0] > len(x.shape):
+        raise malformed(ctx, f"{axes.shape[0]} axes for an input of rank {len(x.shape)} (each axis may "
+                             f"be reduced once)")
+    else:
+        dims = [None] * (len(x.shape) - axes.shape[0])
+    data = x if before is None else ctx.emit(make_call(before, ctx.expr(x)), "lv")
+    reduced = packed_call(ctx, "dyn.reduce", [data, axes], [(dims, data.dtype)], "reduced", op=op,
+                          keepdims=keepdims, noop_with_empty_axes=noop)
+    if after is None:
+        return reduced
+    return _via_float(ctx, after, ctx.expr(reduced), x.dtype)
 
 
 for _op, (_build, _input_since) in _REDUCE.items():
