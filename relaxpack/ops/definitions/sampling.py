@@ -1,0 +1,82 @@
+"""Sampling at fractional positions: image.grid_sample, image.roi_align, nn.deform_conv.
+
+Each op reads its data at computed, non-integer coordinates and
+interpolates (nearest, linear or cubic taps).
+
+``image.grid_sample`` (ONNX GridSample) samples ``data (N, C, *spatial)`` at
+the normalized positions ``grid (N, *out, r)`` (``grid[..., 0]`` is the
+last spatial axis, as in PyTorch)::
+
+    y = R.image.grid_sample(x, grid, method="linear", padding_mode="zeros", align_corners=False)
+    # x: (n, 3, h, w), grid: (n, 5, 7, 2) -> y: (n, 3, 5, 7)
+
+``image.roi_align`` (ONNX RoiAlign) pools each box of ``rois (R, 4)``
+(x1, y1, x2, y2) of the image ``batch_indices[r]`` to ``(out_h, out_w)``::
+
+    y = R.image.roi_align(x, rois, idx, output_size=(5, 5), spatial_scale=0.25, sampling_ratio=2)
+
+``nn.deform_conv`` (ONNX DeformConv) is a convolution whose taps move by
+the per-position ``offset`` (and are scaled by an optional ``mask``).
+"""
+
+from __future__ import annotations
+
+from ...ir.dims import Dim, DimAnalyzer, format_dim
+from ...ir.expr import Call
+from ...ir.struct_info import TensorStructInfo
+from ..registry import REQUIRED, register_op
+from .common import (
+    FLOAT, attr_error, bool_attr, check_dtype_kind, fmt_sinfo, provably_different, result_vdevice,
+    shape_error, tensor_arg, with_shape,
+)
+
+# ---------------------------------------------------------------- image.grid_sample
+
+GRID_METHODS = ("nearest", "linear", "cubic")
+GRID_PADDING = ("zeros", "border", "reflection")
+
+
+def _choice(call: Call, name: str, allowed: tuple[str, ...]) -> str:
+    value = call.attrs[name]
+    if value not in allowed:
+        raise attr_error(call, f"attribute {name} must be one of {', '.join(allowed)}; got {value!r}")
+    return value
+
+
+def _check_same(call: Call, a: Dim, b: Dim, analyzer: DimAnalyzer, message: str) -> None:
+    """A ShapeError when ``a != b`` is provable; undecided dims are checked by the kernel."""
+    if (isinstance(a, int) and isinstance(b, int) and a != b) or provably_different(analyzer, a, b):
+        raise shape_error(call, f"{message}: {format_dim(a)} != {format_dim(b)}")
+
+
+def _infer_grid_sample(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data, grid = tensor_arg(call, 0, "data"), tensor_arg(call, 1, "grid")
+    method = _choice(call, "method", GRID_METHODS)
+    _choice(call, "padding_mode", GRID_PADDING)
+    bool_attr(call, "align_corners")
+    check_dtype_kind(call, grid, FLOAT, "grid")
+    if method != "nearest":
+        check_dtype_kind(call, data, FLOAT)
+    elif data.dtype == "string":
+        raise shape_error(call, "cannot sample string data")
+    vdevice = result_vdevice(call, (data, grid))
+    ndim = data.ndim if data.ndim >= 0 else grid.ndim
+    if data.ndim >= 0 and grid.ndim >= 0 and data.ndim != grid.ndim:
+        raise shape_error(call, f"data {fmt_sinfo(data)} and grid {fmt_sinfo(grid)} must have the same rank")
+    if 0 <= ndim < 3:
+        raise shape_error(call, f"data must be (N, C, *spatial) with at least one spatial dim, got rank {ndim}")
+    result = TensorStructInfo(None, data.dtype, ndim, vdevice)
+    if data.shape is None or grid.shape is None:
+        return result
+    r = ndim - 2
+    last = grid.shape[-1]
+    if isinstance(last, int) and last != r:
+        raise shape_error(call, f"grid {fmt_sinfo(grid)} must end in {r} coordinates for data {fmt_sinfo(data)}")
+    _check_same(call, data.shape[0], grid.shape[0], analyzer,
+                f"data {fmt_sinfo(data)} and grid {fmt_sinfo(grid)} differ in batch size")
+    return with_shape(result, (data.shape[0], data.shape[1], *grid.shape[1:-1]))
+
+
+register_op("image.grid_sample", infer=_infer_grid_sample, num_args=2, attrs={
+    "method": "linear", "padding_mode": "zeros", "align_corners": False,
+}, doc="Sample data (N, C, *spatial) at the normalized positions grid (N, *out, r) (ONNX GridSample).")

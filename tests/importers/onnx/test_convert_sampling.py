@@ -1,0 +1,102 @@
+"""Converters of GridSample, RoiAlign and DeformConv (converters/sampling.py)
+against onnxruntime, or onnx's reference evaluator where onnxruntime lacks
+the case or reads the spec differently, on random inputs with odd sizes;
+plus error cases.
+
+Cubic GridSample with border padding: onnx's reference (and relaxpack)
+clamp the source coordinate into the image before taking the four taps;
+onnxruntime, like PyTorch, clamps each tap instead. The two differ near the
+border; relaxpack follows the reference, from which the backend tests come.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import relaxpack
+from relaxpack.errors import UnsupportedOpError
+
+from .backend_case import assert_close
+from .helpers import one_node, rand, reference
+from relaxpack.runtime import VirtualMachine
+
+
+def check(op, feeds, *, more=(), ref="ort", dims=None, rtol=1e-5, atol=1e-6, **kwargs):
+    """Like helpers.check, with a tolerance: interpolation weights round in float32."""
+    model = one_node(op, feeds, **kwargs)
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model, dims=dims)))
+    for f in (feeds, *more):
+        got = vm.run(f)
+        for out, want in zip(model.graph.output, reference(model, f, ref)):
+            assert_close(got[out.name], want, rtol, atol, out.name)
+
+
+def _grid(*shape, dtype=np.float32, seed=1):
+    """Normalized positions, some outside [-1, 1] (they exercise the padding)."""
+    return (np.random.default_rng(seed).uniform(-1.3, 1.3, shape)).astype(dtype)
+
+
+# ---------------------------------------------------------------- GridSample
+
+
+@pytest.mark.parametrize("mode,padding,align", list(itertools.product(
+    ["linear", "nearest", "cubic"], ["zeros", "border", "reflection"], [0, 1])))
+def test_grid_sample_2d_modes(mode, padding, align):
+    attrs = {"mode": mode, "padding_mode": padding, "align_corners": align}
+    ref = "onnx" if (mode, padding) == ("cubic", "border") else "ort"
+    check("GridSample", {"x": rand(2, 3, 5, 7), "grid": _grid(2, 4, 6, 2)}, attrs=attrs, opset=20, ref=ref,
+          sym={"x": ["n", 3, "h", "w"], "grid": ["n", "ho", "wo", 2]},
+          more=[{"x": rand(1, 3, 1, 4, seed=3), "grid": _grid(1, 3, 2, 2, seed=4)}]
+          # an empty batch (onnx's reference fails on one)
+          + [{"x": rand(0, 3, 5, 7), "grid": _grid(0, 4, 6, 2)}] * (ref == "ort"))
+
+
+@pytest.mark.parametrize("mode,padding,align", list(itertools.product(
+    ["linear", "nearest"], ["zeros", "border", "reflection"], [0, 1])))
+def test_grid_sample_3d(mode, padding, align):
+    attrs = {"mode": mode, "padding_mode": padding, "align_corners": align}
+    check("GridSample", {"x": rand(2, 2, 3, 5, 4), "grid": _grid(2, 3, 2, 5, 3)}, attrs=attrs, opset=20)
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+def test_grid_sample_1d_and_float64_against_the_reference(mode):
+    attrs = {"mode": mode, "padding_mode": "reflection"}
+    check("GridSample", {"x": rand(2, 3, 6, dtype=np.float64), "grid": _grid(2, 5, 1, dtype=np.float64)},
+          attrs=attrs, opset=22, ref="onnx")
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+def test_grid_sample_opset16_names(mode):
+    check("GridSample", {"x": rand(1, 2, 4, 5), "grid": _grid(1, 3, 3, 2)}, attrs={"mode": mode}, opset=16)
+
+
+def _in_float32(op, attrs, opset):
+    """The reference: the float32 model's onnxruntime result, rounded to float16 once."""
+    def run(feeds):
+        wide = {k: v.astype(np.float32) for k, v in feeds.items()}
+        model = one_node(op, wide, attrs=attrs, opset=opset)
+        return [y.astype(np.float16) for y in reference(model, wide, "ort")]
+    return run
+
+
+def test_grid_sample_float16_and_integer_nearest():
+    """float16 interpolates in float32 and rounds once (onnx's reference
+    rounds every step to float16)."""
+    attrs = {"mode": "linear"}
+    check("GridSample", {"x": rand(1, 2, 4, 5, dtype=np.float16), "grid": _grid(1, 3, 3, 2, dtype=np.float16)},
+          attrs=attrs, opset=20, ref=_in_float32("GridSample", attrs, 20), rtol=1e-3, atol=1e-3)
+    check("GridSample", {"x": rand(1, 2, 4, 5, dtype=np.int32), "grid": _grid(1, 3, 3, 2)},
+          attrs={"mode": "nearest", "padding_mode": "border"}, opset=20, ref="onnx")
+
+
+def test_grid_sample_unsupported_names():
+    model = one_node("GridSample", {"x": rand(1, 1, 2, 2), "grid": _grid(1, 2, 2, 2)}, attrs={"mode": "bilinear"},
+                     opset=20)
+    with pytest.raises(UnsupportedOpError, match="GridSample.*mode 'bilinear'"):
+        relaxpack.from_onnx(model)
+    model = one_node("GridSample", {"x": rand(1, 1, 2, 2, 2), "grid": _grid(1, 2, 2, 2, 3)}, opset=16)
+    with pytest.raises(UnsupportedOpError, match="4-D"):
+        relaxpack.from_onnx(model)
