@@ -6,3 +6,4 @@ from . import image, scatter  # noqa: F401  (Resize/Upsample/Pad, GatherND/Scatt
 from . import quantize  # noqa: F401  (quantization)
 from . import composite, loss  # noqa: F401  (compositions)
 from . import sampling  # noqa: F401  (GridSample, RoiAlign, DeformConv)
+from . import signal  # noqa: F401  (DFT, STFT, MelWeightMatrix)
