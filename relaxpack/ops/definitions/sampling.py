@@ -26,8 +26,8 @@ from ...ir.expr import Call
 from ...ir.struct_info import TensorStructInfo
 from ..registry import REQUIRED, register_op
 from .common import (
-    FLOAT, attr_error, bool_attr, check_dtype_kind, fmt_sinfo, provably_different, result_vdevice,
-    shape_error, tensor_arg, with_shape,
+    FLOAT, INT, attr_error, bool_attr, check_dtype_kind, float_attrs, fmt_sinfo, int_attr, int_tuple_attr,
+    provably_different, result_vdevice, shape_error, tensor_arg, with_shape,
 )
 
 # ---------------------------------------------------------------- image.grid_sample
@@ -80,3 +80,44 @@ def _infer_grid_sample(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
 register_op("image.grid_sample", infer=_infer_grid_sample, num_args=2, attrs={
     "method": "linear", "padding_mode": "zeros", "align_corners": False,
 }, doc="Sample data (N, C, *spatial) at the normalized positions grid (N, *out, r) (ONNX GridSample).")
+
+
+# ---------------------------------------------------------------- image.roi_align
+
+ROI_MODES = ("avg", "max")
+ROI_COORDINATE_MODES = ("half_pixel", "output_half_pixel")
+
+
+def _infer_roi_align(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data, rois = tensor_arg(call, 0, "data"), tensor_arg(call, 1, "rois")
+    indices = tensor_arg(call, 2, "batch_indices")
+    _choice(call, "mode", ROI_MODES)
+    _choice(call, "coordinate_transformation_mode", ROI_COORDINATE_MODES)
+    size = int_tuple_attr(call, "output_size")
+    if len(size) != 2 or min(size) < 1:
+        raise attr_error(call, f"attribute output_size must be two positive ints, got {size!r}")
+    out_h, out_w = size
+    int_attr(call, "sampling_ratio")
+    float_attrs(call, "spatial_scale")
+    check_dtype_kind(call, data, FLOAT)
+    check_dtype_kind(call, rois, FLOAT, "rois")
+    check_dtype_kind(call, indices, INT, "batch_indices")
+    vdevice = result_vdevice(call, (data, rois, indices))
+    for sinfo, rank, what in ((data, 4, "data"), (rois, 2, "rois"), (indices, 1, "batch_indices")):
+        if sinfo.ndim >= 0 and sinfo.ndim != rank:
+            raise shape_error(call, f"{what} {fmt_sinfo(sinfo)} must have rank {rank}")
+    if rois.shape is not None and isinstance(rois.shape[1], int) and rois.shape[1] != 4:
+        raise shape_error(call, f"rois {fmt_sinfo(rois)} must hold 4 coordinates (x1, y1, x2, y2) per box")
+    count = rois.shape[0] if rois.shape is not None else (indices.shape[0] if indices.shape is not None else None)
+    if rois.shape is not None and indices.shape is not None:
+        _check_same(call, rois.shape[0], indices.shape[0], analyzer,
+                    f"rois {fmt_sinfo(rois)} and batch_indices {fmt_sinfo(indices)} differ in the number of boxes")
+    if count is None or data.shape is None:
+        return TensorStructInfo(None, data.dtype, 4, vdevice)
+    return TensorStructInfo((count, data.shape[1], out_h, out_w), data.dtype, vdevice=vdevice)
+
+
+register_op("image.roi_align", infer=_infer_roi_align, num_args=3, attrs={
+    "output_size": REQUIRED, "sampling_ratio": 0, "spatial_scale": 1.0, "mode": "avg",
+    "coordinate_transformation_mode": "half_pixel",
+}, doc="Pool each box of rois (R, 4) on image batch_indices[r] of data (N, C, H, W) to output_size (ONNX RoiAlign).")

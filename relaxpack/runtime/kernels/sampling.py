@@ -160,3 +160,97 @@ def grid_sample(data, grid, *, out, method="linear", padding_mode="zeros", align
     else:
         acc = gather_taps(table, rows, taps, weights, valid, tuple(spatial), dtype)
     np.copyto(out.reshape(batch, channels, -1), acc.transpose(0, 2, 1), casting="unsafe")
+
+
+# ---------------------------------------------------------------- image.roi_align
+
+#: elements of the per-chunk gathers of roi_align (bounds the temporaries)
+_ROI_CHUNK_ELEMENTS = 1 << 24
+
+
+def _roi_axis(start: np.ndarray, length: np.ndarray, grid: np.ndarray, bins: int, size: int, most: int):
+    """For one axis of every box: the two taps and their weights of each
+    sample point, ``(R, bins, most, 2)``. Bin ``b`` of a box has ``grid``
+    points at ``start + (b + (i + 0.5) / grid) * length / bins``; points
+    past ``grid`` (other boxes have more) and points more than a pixel
+    outside the image weigh nothing; the rest are clamped into it."""
+    step = (length / bins)[:, None, None]
+    i = np.arange(most, dtype=start.dtype)[None, None, :]
+    b = np.arange(bins, dtype=start.dtype)[None, :, None]
+    p = start[:, None, None] + b * step + (i + 0.5) * step / np.maximum(grid, 1).astype(start.dtype)[:, None, None]
+    used = (i < grid[:, None, None]) & (p >= -1) & (p <= size)
+    p = np.maximum(p, 0)
+    low = np.trunc(p).astype(np.int64)
+    edge = low >= size - 1
+    low = np.where(edge, size - 1, low)
+    p = np.where(edge, low.astype(p.dtype), p)
+    frac = p - low
+    weights = np.stack([1 - frac, frac], axis=-1) * used[..., None]
+    taps = np.stack([low, np.where(edge, low, low + 1)], axis=-1)
+    return taps, weights, i < grid[:, None, None]
+
+
+def _roi_boxes(rois: np.ndarray, out_h: int, out_w: int, sampling_ratio: int, spatial_scale: float,
+               half_pixel: bool):
+    """Per box: start and extent along y and x, and the sample grid sizes."""
+    offset = rois.dtype.type(0.5 if half_pixel else 0.0)
+    scaled = rois * rois.dtype.type(spatial_scale) - offset
+    x0, y0, x1, y1 = scaled.T
+    width, height = x1 - x0, y1 - y0
+    if not half_pixel:
+        width, height = np.maximum(width, 1), np.maximum(height, 1)
+    if sampling_ratio > 0:
+        grid_h = grid_w = np.full(len(rois), sampling_ratio, np.int64)
+    else:
+        grid_h = np.maximum(np.ceil(height / out_h), 0).astype(np.int64)
+        grid_w = np.maximum(np.ceil(width / out_w), 0).astype(np.int64)
+    return y0, height, grid_h, x0, width, grid_w
+
+
+@register_kernel("image.roi_align")
+def roi_align(data, rois, batch_indices, *, out, output_size, sampling_ratio=0, spatial_scale=1.0, mode="avg",
+              coordinate_transformation_mode="half_pixel"):
+    """RoiAlign: average (or max) of bilinear samples on a grid in each bin of each box.
+
+    Max mode takes, per sample, the largest of the four weighted corner
+    values (not the interpolated value), as onnxruntime and onnx's
+    reference do.
+    """
+    out_h, out_w = output_size
+    count = rois.shape[0]
+    _, channels, height, width = data.shape
+    if rois.shape != (count, 4) or batch_indices.shape != (count,) or out.shape != (count, channels, out_h, out_w):
+        raise ShapeError(f"image.roi_align: rois {rois.shape}, batch_indices {batch_indices.shape} and output "
+                         f"{out.shape} do not fit data {data.shape}")
+    if out.size == 0:
+        return
+    if height == 0 or width == 0:
+        raise ShapeError(f"image.roi_align: cannot sample boxes of the empty image {data.shape}")
+    if np.any((batch_indices < 0) | (batch_indices >= data.shape[0])):
+        raise ShapeError(f"image.roi_align: batch_indices {batch_indices.tolist()} out of range for "
+                         f"{data.shape[0]} images")
+    dtype = np.float64 if np.float64 in (data.dtype, rois.dtype) else np.float32
+    y0, h, grid_h, x0, w, grid_w = _roi_boxes(rois.astype(dtype), out_h, out_w, sampling_ratio, spatial_scale,
+                                              coordinate_transformation_mode == "half_pixel")
+    ytaps, yw, yused = _roi_axis(y0, h, grid_h, out_h, height, max(int(grid_h.max()), 1))
+    xtaps, xw, xused = _roi_axis(x0, w, grid_w, out_w, width, max(int(grid_w.max()), 1))
+    table = data.transpose(0, 2, 3, 1)                       # (N, H, W, C): one gather reads all channels
+    per_box = out_h * out_w * ytaps.shape[2] * xtaps.shape[2] * 4 * channels
+    chunk = max(1, _ROI_CHUNK_ELEMENTS // max(per_box, 1))
+    for lo in range(0, count, chunk):
+        box = slice(lo, lo + chunk)
+        n = len(range(*box.indices(count)))
+        # (boxes, out_h, grid, 2, out_w, grid, 2, C)
+        rows = ytaps[box][:, :, :, :, None, None, None]
+        cols = xtaps[box][:, None, None, None, :, :, :]
+        values = table[batch_indices[box].reshape(n, 1, 1, 1, 1, 1, 1), rows, cols].astype(dtype, copy=False)
+        weight = yw[box][:, :, :, :, None, None, None] * xw[box][:, None, None, None, :, :, :]
+        terms = values * weight[..., None]
+        if mode == "avg":
+            total = terms.sum(axis=(2, 3, 5, 6))
+            result = total / np.maximum(grid_h[box] * grid_w[box], 1).astype(dtype)[:, None, None, None]
+        else:
+            used = yused[box][:, :, :, None, None, None, None] & xused[box][:, None, None, None, :, :, None]
+            best = np.where(used[..., None], terms, -np.inf).max(axis=(2, 3, 5, 6))
+            result = np.where(np.isneginf(best) & ~used.any(axis=(2, 3, 5, 6))[..., None], 0, best)
+        np.copyto(out[box], result.transpose(0, 3, 1, 2), casting="unsafe")

@@ -100,3 +100,32 @@ def test_grid_sample_unsupported_names():
     model = one_node("GridSample", {"x": rand(1, 1, 2, 2, 2), "grid": _grid(1, 2, 2, 2, 3)}, opset=16)
     with pytest.raises(UnsupportedOpError, match="4-D"):
         relaxpack.from_onnx(model)
+
+
+# ---------------------------------------------------------------- RoiAlign
+
+
+def _rois(count, height, width, *, dtype=np.float32, seed=5):
+    """Boxes (x1, y1, x2, y2) of assorted sizes, some partly outside the image."""
+    rng = np.random.default_rng(seed)
+    start = rng.uniform([-2, -2], [width, height], (count, 2))
+    size = rng.uniform(0.5, max(height, width), (count, 2))
+    return np.concatenate([start, start + size], axis=1).astype(dtype)
+
+
+@pytest.mark.parametrize("mode,coord,ratio", list(itertools.product(
+    ["avg", "max"], ["half_pixel", "output_half_pixel"], [0, 2])))
+def test_roi_align(mode, coord, ratio):
+    x = rand(2, 3, 11, 9)
+    attrs = {"mode": mode, "coordinate_transformation_mode": coord, "sampling_ratio": ratio,
+             "output_height": 3, "output_width": 4, "spatial_scale": 0.75}
+    feeds = {"x": x, "rois": _rois(5, 11, 9), "idx": np.array([0, 1, 1, 0, 1], np.int64)}
+    check("RoiAlign", feeds, attrs=attrs, opset=16, sym={"rois": ["r", 4], "idx": ["r"]},
+          more=[{**feeds, "rois": _rois(2, 11, 9, seed=6), "idx": np.array([1, 0], np.int64)},
+                {**feeds, "rois": np.zeros((0, 4), np.float32), "idx": np.zeros(0, np.int64)}])
+
+
+def test_roi_align_opset10_and_float64():
+    feeds = {"x": rand(1, 2, 7, 8, dtype=np.float64), "rois": _rois(3, 7, 8, dtype=np.float64),
+             "idx": np.zeros(3, np.int64)}
+    check("RoiAlign", feeds, attrs={"output_height": 2, "output_width": 3}, opset=10)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ....ops.registry import make_call
 from ..registry import register_converter
-from ._shape_common import unsupported
+from ._shape_common import shape_error, unsupported
 
 # ---------------------------------------------------------------- GridSample
 
@@ -37,3 +37,36 @@ def _grid_sample(ctx, x, grid, align_corners, mode: str, padding_mode: str, mode
         raise unsupported(ctx, f"padding_mode {padding_mode!r} (expected one of {', '.join(_PADDING_MODES)})")
     return make_call("image.grid_sample", ctx.expr(x), ctx.expr(grid), method=modes[mode],
                      padding_mode=padding_mode, align_corners=bool(align_corners))
+
+
+# ---------------------------------------------------------------- RoiAlign
+
+
+@register_converter("", "RoiAlign", since_opset=10)
+def roi_align_v10(ctx, x, rois, batch_indices, *, mode="avg", output_height=1, output_width=1, sampling_ratio=0,
+                  spatial_scale=1.0):
+    """RoiAlign-10 has no coordinate_transformation_mode: its boxes are not
+    shifted by half a pixel (what opset 16 calls output_half_pixel)."""
+    return _roi_align(ctx, x, rois, batch_indices, "output_half_pixel", mode, output_height, output_width,
+                      sampling_ratio, spatial_scale)
+
+
+@register_converter("", "RoiAlign", since_opset=16)
+def roi_align_v16(ctx, x, rois, batch_indices, *, coordinate_transformation_mode="half_pixel", mode="avg",
+                  output_height=1, output_width=1, sampling_ratio=0, spatial_scale=1.0):
+    return _roi_align(ctx, x, rois, batch_indices, coordinate_transformation_mode, mode, output_height,
+                      output_width, sampling_ratio, spatial_scale)
+
+
+def _roi_align(ctx, x, rois, batch_indices, coord_mode, mode, out_h, out_w, sampling_ratio, spatial_scale):
+    if mode not in ("avg", "max"):
+        raise unsupported(ctx, f"mode {mode!r} (expected 'avg' or 'max')")
+    if coord_mode not in ("half_pixel", "output_half_pixel"):
+        raise unsupported(ctx, f"coordinate_transformation_mode {coord_mode!r} (expected 'half_pixel' or "
+                               f"'output_half_pixel')")
+    if out_h < 1 or out_w < 1 or sampling_ratio < 0:
+        raise shape_error(ctx, f"output_height {out_h} and output_width {out_w} must be positive, "
+                               f"sampling_ratio {sampling_ratio} non-negative")
+    return make_call("image.roi_align", ctx.expr(x), ctx.expr(rois), ctx.expr(batch_indices),
+                     output_size=(int(out_h), int(out_w)), sampling_ratio=int(sampling_ratio),
+                     spatial_scale=float(spatial_scale), mode=mode, coordinate_transformation_mode=coord_mode)
