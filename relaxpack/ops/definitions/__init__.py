@@ -15,3 +15,4 @@ from . import fused  # noqa: F401
 from . import fused_elementwise  # noqa: F401
 from . import sampling  # noqa: F401
 from . import signal  # noqa: F401
+from . import fold  # noqa: F401
