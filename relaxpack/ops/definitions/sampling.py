@@ -27,7 +27,7 @@ from ...ir.struct_info import TensorStructInfo
 from ..registry import REQUIRED, register_op
 from .common import (
     FLOAT, INT, attr_error, bool_attr, check_dtype_kind, float_attrs, fmt_sinfo, int_attr, int_tuple_attr,
-    provably_different, result_vdevice, shape_error, tensor_arg, with_shape,
+    pads_attr, per_spatial, provably_different, result_vdevice, shape_error, tensor_arg, with_shape,
 )
 
 # ---------------------------------------------------------------- image.grid_sample
@@ -121,3 +121,52 @@ register_op("image.roi_align", infer=_infer_roi_align, num_args=3, attrs={
     "output_size": REQUIRED, "sampling_ratio": 0, "spatial_scale": 1.0, "mode": "avg",
     "coordinate_transformation_mode": "half_pixel",
 }, doc="Pool each box of rois (R, 4) on image batch_indices[r] of data (N, C, H, W) to output_size (ONNX RoiAlign).")
+
+
+# ---------------------------------------------------------------- nn.deform_conv
+
+
+def _infer_deform_conv(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data, weight, offset = tensor_arg(call, 0), tensor_arg(call, 1, "weight"), tensor_arg(call, 2, "offset")
+    mask = tensor_arg(call, 3, "mask") if len(call.args) > 3 else None
+    operands = (data, weight, offset) + ((mask,) if mask is not None else ())
+    for sinfo, what in zip(operands, ("data", "weight", "offset", "mask")):
+        check_dtype_kind(call, sinfo, FLOAT, what)
+        if sinfo.dtype is not None and data.dtype is not None and sinfo.dtype != data.dtype:
+            raise shape_error(call, f"{what} dtype {sinfo.dtype} differs from the data's {data.dtype}")
+    vdevice = result_vdevice(call, operands)
+    groups, offset_groups = int_attr(call, "groups"), int_attr(call, "offset_groups")
+    if groups < 1 or offset_groups < 1:
+        raise attr_error(call, f"groups ({groups}) and offset_groups ({offset_groups}) must be positive")
+    ranks = {s.ndim for s in operands if s.ndim >= 0}
+    if len(ranks) > 1 or (ranks and min(ranks) < 3):
+        raise shape_error(call, f"data, weight, offset and mask must share a rank >= 3, got "
+                                f"{', '.join(fmt_sinfo(s) for s in operands)}")
+    ndim = ranks.pop() if ranks else -1
+    if ndim < 0 or data.shape is None or weight.shape is None:
+        return TensorStructInfo(None, data.dtype, ndim, vdevice)
+    n = ndim - 2
+    strides = per_spatial(call, "strides", n, minimum=1)
+    dilation = per_spatial(call, "dilation", n, minimum=1)
+    begins, ends = pads_attr(call, "padding", n)
+    batch, channels, *spatial = data.shape
+    out_channels, per_group, *kernel = weight.shape
+    _check_same(call, channels, groups * per_group, analyzer, f"data {fmt_sinfo(data)} has channels != groups "
+                                                               f"({groups}) * weight dim 1 of {fmt_sinfo(weight)}")
+    out = [(x + b + e - d * (k - 1) - 1) // s + 1
+           for x, k, s, d, b, e in zip(spatial, kernel, strides, dilation, begins, ends)]
+    if offset.shape is not None:
+        for have, want in zip(offset.shape[2:], out):
+            _check_same(call, have, want, analyzer, f"offset {fmt_sinfo(offset)} does not match the output's "
+                                                    f"spatial dims")
+        taps = 1
+        for k in kernel:
+            taps = taps * k
+        _check_same(call, offset.shape[1], offset_groups * taps * n, analyzer,
+                    f"offset {fmt_sinfo(offset)} needs offset_groups * prod(kernel) * {n} channels")
+    return TensorStructInfo((batch, out_channels, *out), data.dtype, vdevice=vdevice)
+
+
+register_op("nn.deform_conv", infer=_infer_deform_conv, num_args=(3, 4), attrs={
+    "strides": 1, "padding": 0, "dilation": 1, "groups": 1, "offset_groups": 1,
+}, doc="Deformable convolution: taps moved by offset (N, G*K*n, *out), scaled by an optional mask (ONNX DeformConv).")

@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from ...errors import ShapeError
+from ._math import pads, per_spatial, work_dtype
 from ._registry import register_kernel
 
 # ---------------------------------------------------------------- taps and weights
@@ -254,3 +255,70 @@ def roi_align(data, rois, batch_indices, *, out, output_size, sampling_ratio=0, 
             best = np.where(used[..., None], terms, -np.inf).max(axis=(2, 3, 5, 6))
             result = np.where(np.isneginf(best) & ~used.any(axis=(2, 3, 5, 6))[..., None], 0, best)
         np.copyto(out[box], result.transpose(0, 3, 1, 2), casting="unsafe")
+
+
+# ---------------------------------------------------------------- nn.deform_conv
+
+
+def _deformed_columns(data, offset, mask, kernel, strides, dilation, begins, out_dims, offset_groups, dtype):
+    """im2col of a deformable convolution: ``(N, C, prod(kernel), prod(out))``,
+    each column the bilinear sample (zero outside the data) at the tap's
+    position moved by its offset, times the mask."""
+    batch, channels, *spatial = data.shape
+    n, taps, points = len(spatial), math.prod(kernel), math.prod(out_dims)
+    per_group = channels // offset_groups
+    # offset (N, G, K, n, P): the positions (N, G, K, P) along each spatial dim
+    moves = offset.reshape(batch, offset_groups, taps, n, points).astype(dtype, copy=False)
+    tap_index = np.indices(kernel).reshape(n, taps)
+    out_index = np.indices(out_dims).reshape(n, points)
+    tap_list, weight_list, valid_list = [], [], []
+    for d in range(n):
+        base = out_index[d] * strides[d] - begins[d]                      # (P,)
+        where = (base[None, :] + tap_index[d][:, None] * dilation[d]).astype(dtype) + moves[:, :, :, d]
+        t, w = axis_taps(where, "linear")
+        t, ok = pad_taps(t, spatial[d], "zeros", 0.0, 0.0)
+        tap_list.append(t)
+        weight_list.append(w)
+        valid_list.append(ok)
+    # (N * G, S, C / G): one gather reads every channel of an offset group
+    table = data.reshape(batch, offset_groups, per_group, -1).transpose(0, 1, 3, 2)
+    table = table.reshape(batch * offset_groups, -1, per_group)
+    rows = (np.arange(batch)[:, None] * offset_groups + np.arange(offset_groups)[None, :])[:, :, None, None]
+    cols = gather_taps(table, rows, tap_list, weight_list, valid_list, tuple(spatial), dtype)  # (N, G, K, P, C/G)
+    if mask is not None:
+        cols = cols * mask.reshape(batch, offset_groups, taps, points, 1).astype(dtype, copy=False)
+    return cols.transpose(0, 1, 4, 2, 3).reshape(batch, channels, taps, points)
+
+
+@register_kernel("nn.deform_conv")
+def deform_conv(data, weight, offset, mask=None, *, out, strides=1, padding=0, dilation=1, groups=1,
+                offset_groups=1):
+    """Deformable convolution (ONNX DeformConv, without the bias): the
+    sampled columns of :func:`_deformed_columns`, then one batched matmul
+    per group, as an im2col convolution."""
+    batch, channels, *spatial = data.shape
+    n = len(spatial)
+    out_channels, per_group, *kernel = weight.shape
+    strides, dilation = per_spatial(strides, n, "strides"), per_spatial(dilation, n, "dilation")
+    begins, ends = pads(padding, n)
+    out_dims = [(x + b + e - d * (k - 1) - 1) // s + 1
+                for x, k, s, d, b, e in zip(spatial, kernel, strides, dilation, begins, ends)]
+    taps = math.prod(kernel)
+    if (channels != groups * per_group or out_channels % groups or channels % offset_groups
+            or offset.shape != (batch, offset_groups * taps * n, *out_dims)
+            or (mask is not None and mask.shape != (batch, offset_groups * taps, *out_dims))
+            or out.shape != (batch, out_channels, *out_dims)):
+        raise ShapeError(f"nn.deform_conv: data {data.shape}, weight {weight.shape}, offset {offset.shape}"
+                         f"{'' if mask is None else f', mask {mask.shape}'} and output {out.shape} do not fit "
+                         f"groups={groups}, offset_groups={offset_groups}")
+    if out.size == 0:
+        return
+    if 0 in spatial:
+        out.fill(0)
+        return
+    dtype = work_dtype(out.dtype)
+    cols = _deformed_columns(data, offset, mask, kernel, strides, dilation, begins, out_dims, offset_groups, dtype)
+    cols = cols.reshape(batch, groups, per_group * taps, -1)
+    w = weight.astype(dtype, copy=False).reshape(groups, out_channels // groups, per_group * taps)
+    result = np.matmul(w, cols)                                          # (N, groups, O / groups, P)
+    np.copyto(out, result.reshape(out.shape), casting="unsafe")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from ....ops.registry import make_call
 from ..registry import register_converter
+from ._math_common import spatial_attr
 from ._shape_common import shape_error, unsupported
+from .nn import _add_bias, _kernel, _pads, _spatial_rank
 
 # ---------------------------------------------------------------- GridSample
 
@@ -70,3 +72,21 @@ def _roi_align(ctx, x, rois, batch_indices, coord_mode, mode, out_h, out_w, samp
     return make_call("image.roi_align", ctx.expr(x), ctx.expr(rois), ctx.expr(batch_indices),
                      output_size=(int(out_h), int(out_w)), sampling_ratio=int(sampling_ratio),
                      spatial_scale=float(spatial_scale), mode=mode, coordinate_transformation_mode=coord_mode)
+
+
+# ---------------------------------------------------------------- DeformConv
+
+
+@register_converter("", "DeformConv", since_opset=19)
+def deform_conv(ctx, x, w, offset, b=None, mask=None, *, dilations=None, group=1, kernel_shape=None,
+                offset_group=1, pads=None, strides=None):
+    """Deformable convolution; the bias is added per channel afterwards, as for Conv."""
+    n = _spatial_rank(ctx, x, w)
+    kernel = _kernel(ctx, kernel_shape, w, n)
+    if not all(isinstance(k, int) for k in kernel):
+        raise unsupported(ctx, f"a symbolic kernel shape {kernel}")
+    args = [ctx.expr(x), ctx.expr(w), ctx.expr(offset)] + ([ctx.expr(mask)] if mask is not None else [])
+    out = make_call("nn.deform_conv", *args, strides=spatial_attr(ctx, strides, n, 1, "strides"),
+                    padding=_pads(ctx, pads, n), dilation=spatial_attr(ctx, dilations, n, 1, "dilations"),
+                    groups=int(group), offset_groups=int(offset_group))
+    return _add_bias(ctx, out, b, n + 2)
