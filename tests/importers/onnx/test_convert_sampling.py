@@ -129,3 +129,56 @@ def test_roi_align_opset10_and_float64():
     feeds = {"x": rand(1, 2, 7, 8, dtype=np.float64), "rois": _rois(3, 7, 8, dtype=np.float64),
              "idx": np.zeros(3, np.int64)}
     check("RoiAlign", feeds, attrs={"output_height": 2, "output_width": 3}, opset=10)
+
+
+# ---------------------------------------------------------------- DeformConv
+
+
+@pytest.mark.parametrize("attrs,groups,offset_groups,with_mask,with_bias", [
+    ({}, 1, 1, False, False),
+    ({"pads": [1, 0, 2, 1], "strides": [2, 1]}, 1, 1, True, True),
+    ({"dilations": [1, 2]}, 2, 1, False, True),
+    ({"pads": [1, 1, 1, 1]}, 1, 2, True, False),
+    ({"strides": [1, 2]}, 2, 2, True, True),
+])
+def test_deform_conv(attrs, groups, offset_groups, with_mask, with_bias):
+    rng = np.random.default_rng(7)
+    c, o, k = 4, 6, (3, 2)
+    x = rand(2, c, 6, 7)
+    w = rand(o, c // groups, *k, seed=8)
+    pads = attrs.get("pads", [0] * 4)
+    strides, dil = attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
+    out = [(s + pads[i] + pads[i + 2] - dil[i] * (kk - 1) - 1) // strides[i] + 1
+           for i, (s, kk) in enumerate(zip((6, 7), k))]
+    offset = rng.uniform(-2, 2, (2, offset_groups * 6 * 2, *out)).astype(np.float32)
+    feeds = {"x": x, "w": w, "offset": offset}
+    names = ["x", "w", "offset"]
+    if with_bias:
+        feeds["b"] = rand(o, seed=9)
+    if with_mask:
+        feeds["mask"] = rng.uniform(0, 1, (2, offset_groups * 6, *out)).astype(np.float32)
+    names += (["b"] if with_bias else [""] * with_mask) + (["mask"] if with_mask else [])
+    # float32 sums of C * K products: absolute rounding of a few 1e-6
+    check("DeformConv", feeds, inputs=names, attrs={**attrs, "group": groups, "offset_group": offset_groups},
+          opset=19, ref="onnx", atol=1e-5)
+
+
+def test_deform_conv_float64_1d():
+    rng = np.random.default_rng(3)
+    feeds = {"x": rand(1, 2, 9, dtype=np.float64), "w": rand(3, 2, 3, dtype=np.float64, seed=4),
+             "offset": rng.uniform(-3, 3, (1, 3, 7))}
+    model_attrs = {"kernel_shape": [3]}
+    model = one_node("DeformConv", feeds, attrs=model_attrs, opset=22)
+    got = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model))).run(feeds)["y0"]
+    # the 1-d deformable convolution, written out: linear interpolation, zero outside
+    x, w, off = feeds["x"][0], feeds["w"], feeds["offset"][0]
+    want = np.zeros((3, 7))
+    for o in range(3):
+        for j in range(7):
+            for t in range(3):
+                p = j + t + off[t, j]
+                lo = int(np.floor(p))
+                frac = p - lo
+                sample = sum(wt * x[:, i] for i, wt in ((lo, 1 - frac), (lo + 1, frac)) if 0 <= i < 9)
+                want[o, j] += np.dot(w[o, :, t], sample if np.ndim(sample) else np.zeros(2))
+    np.testing.assert_allclose(got[0], want, rtol=1e-12, atol=1e-12)
