@@ -14,3 +14,6 @@ from . import algorithm  # noqa: F401
 from . import fused  # noqa: F401
 from . import fused_elementwise  # noqa: F401
 from . import recurrent  # noqa: F401
+from . import sampling  # noqa: F401
+from . import signal  # noqa: F401
+from . import fold  # noqa: F401

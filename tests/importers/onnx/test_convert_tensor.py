@@ -384,6 +384,13 @@ def test_space_to_depth(opset):
           more=[{"x": rand(3, 2, 6, 9)}])
 
 
+@pytest.mark.parametrize("mode", [None, "DCR", "CRD"])
+def test_space_to_depth_opset28_mode(mode):
+    attrs = {"blocksize": 2} | ({} if mode is None else {"mode": mode})
+    check("SpaceToDepth", {"x": rand(2, 3, 6, 4)}, attrs=attrs, opset=28, ref="onnx",
+          sym={"x": ["n", 3, 6, 4]}, more=[{"x": rand(1, 3, 6, 4)}])
+
+
 # ---------------------------------------------------------------- ONNX's backend node tests
 
 BACKEND = {
@@ -419,6 +426,7 @@ BACKEND = {
     "test_tile": ("y",), "test_tile_precomputed": ("y",),
     "test_depthtospace_example": (), "test_depthtospace_crd_mode_example": (),
     "test_spacetodepth": (), "test_spacetodepth_example": (),
+    "test_spacetodepth_crd_mode_example": (), "test_spacetodepth_dcr_mode_example": (),
 }
 
 

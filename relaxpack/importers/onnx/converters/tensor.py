@@ -406,11 +406,23 @@ def _depth_to_space(ctx, data: Value, b: int, mode: str):
 
 @register_converter("", "SpaceToDepth", since_opset=1)
 def space_to_depth(ctx, data, *, blocksize):
-    b = blocksize
+    return _space_to_depth(ctx, data, blocksize, "DCR")
+
+
+@register_converter("", "SpaceToDepth", since_opset=28)
+def space_to_depth_v28(ctx, data, *, blocksize, mode="DCR"):
+    """Opset 28 adds ``mode``: CRD orders the output channels as (C, b, b)."""
+    return _space_to_depth(ctx, data, blocksize, mode)
+
+
+def _space_to_depth(ctx, data: Value, b: int, mode: str):
+    if mode not in ("DCR", "CRD"):
+        raise unsupported(ctx, f"mode {mode!r} (expected 'DCR' or 'CRD')")
     n, c, h, w = _image_shape(ctx, data, b)
     h_out, w_out = _divide(ctx, h, b, "height"), _divide(ctx, w, b, "width")
+    perm = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)
     x = emit(ctx, make_call("reshape", ctx.expr(data), shape_expr((n, c, h_out, b, w_out, b))), "s2d")
-    x = emit(ctx, make_call("permute_dims", x, axes=(0, 3, 5, 1, 2, 4)), "s2d")
+    x = emit(ctx, make_call("permute_dims", x, axes=perm), "s2d")
     return make_call("reshape", x, shape_expr((n, c * b * b, h_out, w_out)))
 
 
