@@ -96,7 +96,8 @@ def string_split(x, *, delimiter=None, maxsplit=None):
     """ONNX StringSplit: each string split at ``delimiter`` (None or ``""``:
     runs of whitespace, as Python's ``str.split()``), at most ``maxsplit``
     times; returns the substrings, padded with ``""`` to the largest count
-    along a new last axis, and the counts (int64, x's shape).
+    along a new last axis, and the counts (int64, x's shape). An empty string
+    has no substrings, whatever the delimiter (onnxruntime's reading).
 
     >>> parts, counts = string_split(np.array(["a-b", "c"], object), delimiter="-")
     >>> parts.tolist(), counts.tolist()
@@ -104,7 +105,7 @@ def string_split(x, *, delimiter=None, maxsplit=None):
     """
     sep = delimiter or None
     limit = -1 if maxsplit is None else int(maxsplit)
-    pieces = [s.split(sep, limit) for s in x.reshape(-1)]
+    pieces = [s.split(sep, limit) if s else [] for s in x.reshape(-1)]   # "" has no substrings (as onnxruntime)
     counts = np.array([len(p) for p in pieces], dtype=np.int64).reshape(x.shape)
     width = max((len(p) for p in pieces), default=0)
     flat = [s for p in pieces for s in p + [""] * (width - len(p))]

@@ -18,7 +18,7 @@ from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
 from ._dynamic import packed_call
-from ._shape_common import shape_error, shaped, unsupported
+from ._shape_common import fmt_dims, shape_error, shaped, unsupported
 
 
 def _strings_in(ctx, x: Value | None, what: str = "X") -> Value:
@@ -46,6 +46,8 @@ def string_normalizer(ctx, x, *, case_change_action="NONE", is_case_sensitive=0,
     x = shaped(ctx, _strings_in(ctx, x))
     if x.ndim not in (1, 2):
         raise shape_error(ctx, f"input X must have shape (C,) or (1, C), got rank {x.ndim}")
+    if x.ndim == 2 and isinstance(x.shape[0], int) and x.shape[0] != 1:
+        raise shape_error(ctx, f"input X must have shape (C,) or (1, C), got {fmt_dims(x.shape)}")
     if case_change_action not in ("NONE", "LOWER", "UPPER"):
         raise shape_error(ctx, f"case_change_action must be NONE, LOWER or UPPER, got {case_change_action!r}")
     if locale not in (None, "", "en_US", "en_US.UTF-8", "C"):
