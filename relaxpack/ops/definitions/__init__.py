@@ -14,3 +14,4 @@ from . import algorithm  # noqa: F401
 from . import fused  # noqa: F401
 from . import fused_elementwise  # noqa: F401
 from . import strings  # noqa: F401  (string tensors)
+from . import ml  # noqa: F401  (ai.onnx.ml)

@@ -6,3 +6,4 @@ from . import image, scatter  # noqa: F401  (Resize/Upsample/Pad, GatherND/Scatt
 from . import quantize  # noqa: F401  (quantization)
 from . import composite, loss  # noqa: F401  (compositions)
 from . import strings  # noqa: F401  (StringNormalizer/Split/Concat, RegexFullMatch, TfIdfVectorizer)
+from . import ml, ml_trees  # noqa: F401  (ai.onnx.ml: scikit-learn models)
