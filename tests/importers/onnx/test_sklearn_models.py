@@ -117,3 +117,20 @@ def test_zipmap_fails_naming_the_option():
     onx = convert(LogisticRegression().fit(X, Y2), zipmap=True)
     with pytest.raises(UnsupportedOpError, match=r"ZipMap .*zipmap': False"):
         relaxpack.from_onnx(onx)
+
+
+@pytest.mark.parametrize("categories", [np.array([[1], [3], [7], [3]], np.int64),
+                                        np.array([["a"], ["b"], ["zz"], ["a"]], object)], ids=["ints", "strings"])
+def test_one_hot_encoder(categories):
+    from onnx import TensorProto, helper
+    cats = {"cats_int64s": [1, 3, 5]} if categories.dtype != object else {"cats_strings": ["a", "zz"]}
+    node = helper.make_node("OneHotEncoder", ["X"], ["Y"], domain="ai.onnx.ml", zeros=1, **cats)
+    elem = TensorProto.INT64 if categories.dtype != object else TensorProto.STRING
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", elem, ["n", 1])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    onx = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)],
+                            ir_version=10)
+    got = VirtualMachine(relaxpack.build(relaxpack.from_onnx(onx))).run({"X": categories})["Y"]
+    want = reference(onx, {"X": categories}, "ort")[0]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)

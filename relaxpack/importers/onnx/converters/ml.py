@@ -245,3 +245,20 @@ def zip_map(ctx, x, *, classlabels_int64s=None, classlabels_strings=None):
     raise ml_unsupported(ctx, "its output is a sequence of maps (one {label: probability} dict per sample), "
                               "not a tensor; convert the model without it (skl2onnx: "
                               "options={'zipmap': False}) to get the probabilities as one float tensor")
+
+
+@register_converter(ML, "OneHotEncoder", since_opset=1)
+def one_hot_encoder(ctx, x, *, cats_int64s=None, cats_strings=None, zeros=1):
+    """``x[..., None] == cats`` as float32: one column per category."""
+    cats = class_labels(ctx, cats_int64s, cats_strings)
+    if not zeros:
+        raise ml_unsupported(ctx, "zeros=0 (failing on a category not in the list)")
+    x = required(ctx, x)
+    data = ctx.expr(x)
+    if x.dtype not in (None, "string", "int64"):
+        if cats.dtype == object:
+            raise shape_error(ctx, f"input X ({x.dtype}) must be strings for cats_strings")
+        cats = cats.astype(x.dtype)
+    expanded = emit(ctx, make_call("expand_dims", data, axis=(-1,)), "one_hot")
+    hot = emit(ctx, make_call("equal", expanded, ctx.expr(ctx.const(cats))), "one_hot")
+    return make_call("astype", hot, dtype="float32")
