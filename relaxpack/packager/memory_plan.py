@@ -107,6 +107,8 @@ def _plannable_allocs(instrs, table, entry_slots) -> list[_Alloc]:
         if not isinstance(ins, Call) or _name(table, ins) != "vm.builtin.alloc_tensor":
             continue
         (kind_d, dtype), shape = ins.args
+        if dtype == "string":   # object arrays hold references, not bytes: they stay heap allocations
+            continue
         programs = _shape_programs(shape, defs, table)
         if programs is None or not _reads_only(programs, entry_slots):
             continue

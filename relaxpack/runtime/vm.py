@@ -266,6 +266,8 @@ def _jump(func: VMFunction, pc: int, offset, n: int) -> int:
 def _as_value(value, param):
     """An input as the VM takes it: tensors as numpy arrays (no dtype change)."""
     if param.kind == "tensor":
+        if param.dtype == "string":
+            return _string_input(value, param.name)
         if isinstance(value, np.ndarray):
             return value
         try:
@@ -273,3 +275,32 @@ def _as_value(value, param):
         except Exception as err:
             raise InputError(f"input {param.name!r}: cannot be read as an array ({err})") from None
     return value
+
+
+def _string_input(value, name: str) -> np.ndarray:
+    """A string input as the kernels take it: an object array of ``str``.
+
+    numpy ``str_`` arrays (``np.array(["a", "b"])``) and lists convert;
+    ``bytes`` (numpy ``S`` arrays, ONNX's own representation) are decoded as
+    UTF-8. Anything else, numbers included, is an InputError.
+    """
+    try:
+        array = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object)
+    except Exception as err:
+        raise InputError(f"input {name!r}: cannot be read as an array of strings ({err})") from None
+    if array.dtype.kind not in "OSU":
+        raise InputError(f"input {name!r}: has dtype {array.dtype}, expected string (str or object array)")
+    if array.dtype == object and all(type(s) is str for s in array.flat):
+        return array
+    out = np.empty(array.shape, dtype=object)
+    flat = out.reshape(-1)
+    for i, s in enumerate(array.flat):
+        if isinstance(s, bytes):
+            try:
+                s = s.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError(f"input {name!r}: element {i} is bytes that are not valid UTF-8") from None
+        elif not isinstance(s, str):
+            raise InputError(f"input {name!r}: element {i} is a {type(s).__name__}, expected str")
+        flat[i] = str(s)
+    return out

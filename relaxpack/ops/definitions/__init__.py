@@ -17,3 +17,5 @@ from . import recurrent  # noqa: F401
 from . import sampling  # noqa: F401
 from . import signal  # noqa: F401
 from . import fold  # noqa: F401
+from . import strings  # noqa: F401  (string tensors)
+from . import ml  # noqa: F401  (ai.onnx.ml)

@@ -31,6 +31,8 @@ from . import dynamic_reduce, dynamic_resize  # noqa: F401
 from . import sampling  # noqa: F401
 from . import signal  # noqa: F401
 from . import fold  # noqa: F401
+from . import strings  # noqa: F401
+from . import ml, tree_ensemble  # noqa: F401
 from ._registry import KERNELS, Kernel, get_kernel, register_kernel, register_packed
 
 __all__ = ["KERNELS", "Kernel", "get_kernel", "register_kernel", "register_packed"]

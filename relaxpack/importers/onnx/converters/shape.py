@@ -21,7 +21,7 @@ import onnx
 from ....ops.registry import make_call
 from ..context import FOLD_LIMIT
 from ..registry import register_converter
-from ..tensors import onnx_dtype_name
+from ..tensors import onnx_dtype_name, string_array
 from ..value import Value
 from ._shape_common import (
     INT_KINDS, contents_value, emit, fmt_dims, int_contents, is_symbolic, known_ints,
@@ -95,7 +95,7 @@ def constant_v12(ctx, *, value=None, value_float=None, value_floats=None, value_
     if name == "sparse_value":
         raise unsupported(ctx, "sparse_value (a sparse tensor constant) is not supported")
     if name in ("value_string", "value_strings"):
-        raise unsupported(ctx, f"{name}: string tensors are not supported")
+        return ctx.const(string_array(v, ctx.node_label()))
     if name in ("value_float", "value_floats"):
         return ctx.const(np.array(v, dtype=np.float32))
     if name in ("value_int", "value_ints"):
@@ -106,7 +106,7 @@ def constant_v12(ctx, *, value=None, value_float=None, value_floats=None, value_
 def _constant(ctx, array) -> Value:
     array = np.asarray(array)
     if array.dtype.kind in "OSU":
-        raise unsupported(ctx, "string tensors are not supported")
+        array = string_array(array, ctx.node_label())
     return ctx.const(array)
 
 
