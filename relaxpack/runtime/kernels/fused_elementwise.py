@@ -54,6 +54,7 @@ class _Step:
     dtype: np.dtype
     full: bool
     inplace: tuple[bool, ...]
+    workspace: bool = False     # the kernel takes ``workspace=`` (a producer such as nn.conv)
 
 
 def _recipe_error(message: str) -> ShapeError:
@@ -90,7 +91,7 @@ def _compile(recipe: tuple) -> tuple[tuple[_Step, ...], int]:
         if not isinstance(dtype, str):
             raise _recipe_error(f"step {j}: the dtype must be a name, got {dtype!r}")
         steps.append(_Step(kernel.fn, inputs, attr_dict, numpy_dtype(dtype), bool(full),
-                           tuple(bool(f) for f in inplace)))
+                           tuple(bool(f) for f in inplace), kernel.takes_workspace))
     return tuple(steps), n_params
 
 
@@ -155,8 +156,10 @@ def _plan(recipe: tuple, aliased: frozenset) -> tuple[tuple[int, ...], bool]:
 
 
 @register_kernel("fused_elementwise")
-def fused_elementwise(*inputs, out, recipe):
-    """Run the steps of ``recipe`` on ``inputs`` (its parameters) into ``out``."""
+def fused_elementwise(*inputs, out, recipe, workspace=None):
+    """Run the steps of ``recipe`` on ``inputs`` (its parameters) into ``out``;
+    the steps whose kernels take a workspace share ``workspace`` when given
+    (they run one after another)."""
     try:
         steps, n_params = _compile(recipe)
     except TypeError:       # unhashable: not the plain tuples the IR and archives hold
@@ -171,7 +174,7 @@ def fused_elementwise(*inputs, out, recipe):
         # intermediates reinterpret out's bytes; a strided out gets a compact stand-in
         result = np.empty(out.shape, out.dtype)
         fused_elementwise(*(np.array(x) if np.may_share_memory(x, out) else x for x in inputs),
-                          out=result, recipe=recipe)
+                          out=result, recipe=recipe, workspace=workspace)
         np.copyto(out, result)
         return
     inputs, aliased = _split_aliases(inputs, out)
@@ -198,7 +201,10 @@ def fused_elementwise(*inputs, out, recipe):
                 dst = out
             else:
                 dst = raws[b][:_nbytes(shape, step.dtype)].view(step.dtype).reshape(shape)
-            step.fn(*args, out=dst, **step.attrs)
+            if step.workspace and workspace is not None:
+                step.fn(*args, out=dst, workspace=workspace, **step.attrs)
+            else:
+                step.fn(*args, out=dst, **step.attrs)
             values.append(dst)
 
 
