@@ -25,7 +25,8 @@ from typing import Any, Mapping
 
 from ..errors import RelaxpackError
 from ..ir.dims import Dim, dim_max
-from ..ir.struct_info import StructInfo, TensorStructInfo
+from ..ir.expr import Call, ExternFunc, Op, Tuple
+from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from .registry import get_op_def
 
 _CONV_ATTRS = ("strides", "padding", "dilation", "groups")
@@ -44,6 +45,27 @@ def workspace_bytes(op_name: str, inputs: tuple, attrs: Mapping[str, Any], out: 
     if size is None or (isinstance(size, int) and size <= 0):
         return None
     return size
+
+
+def call_workspace(call: Call) -> Dim | None:
+    """The workspace bytes of a ``call_tir`` (codegen allocates them; the
+    binding-order pass counts them) or of a graph op's call (what its kernel
+    call will take), or None."""
+    if not isinstance(call.op, Op) or call.op.name in ("call_dps_packed", "call_packed"):
+        return None
+    if call.op.name != "call_tir":
+        return workspace_bytes(call.op.name, tuple(a.struct_info for a in call.args), call.attrs,
+                               call.struct_info)
+    if not isinstance(call.args[0], ExternFunc):
+        return None
+    args = call.args[1]
+    sinfo = args.struct_info
+    if isinstance(args, Tuple):
+        inputs = tuple(f.struct_info for f in args.fields)
+    else:
+        inputs = tuple(sinfo.fields) if isinstance(sinfo, TupleStructInfo) else (sinfo,)
+    attrs = dict(call.attrs.get("kernel_attrs") or ())
+    return workspace_bytes(call.args[0].global_symbol, inputs, attrs, call.sinfo_args[0])
 
 
 def conv_workspace(inputs: tuple, attrs: Mapping[str, Any], out: StructInfo) -> Dim | None:
@@ -79,4 +101,4 @@ def _shaped(sinfo) -> bool:
     return isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None
 
 
-__all__ = ["conv_workspace", "fused_elementwise_workspace", "workspace_bytes"]
+__all__ = ["call_workspace", "conv_workspace", "fused_elementwise_workspace", "workspace_bytes"]

@@ -23,7 +23,7 @@ from ..runtime.bytecode import CONST, IMM, NO_DST, REG, Goto, If as IfInstr, Par
 from ..runtime.bytecode import Call as CallInstr
 from ..runtime.executable import Executable, FuncEntry
 from ..runtime.dtypes import numpy_dtype
-from ..ops.workspace import workspace_bytes
+from ..ops.workspace import call_workspace
 from .dim_program import dim_program
 from .memory_plan import plan_function
 
@@ -295,19 +295,16 @@ class _FunctionCodegen:
         out = self.alloc(out_sinfo)
         kwargs = [("out", (REG, out)), *self.kernel_kwargs(call)]
         if kind == "kernel":
-            workspace = self.alloc_workspace(callee.global_symbol, args, call, out_sinfo)
+            workspace = self.alloc_workspace(call, out_sinfo)
             if workspace is not None:
                 kwargs.append(("workspace", (REG, workspace)))
         self.emit_call(NO_DST, kind, callee.global_symbol, arg_ops, kwargs)
         return out
 
-    def alloc_workspace(self, kernel: str, args, call: Call, out_sinfo: StructInfo) -> int | None:
+    def alloc_workspace(self, call: Call, out_sinfo: StructInfo) -> int | None:
         """The kernel's scratch as a flat uint8 tensor, if its op declares one
         (ops/workspace.py); allocated right before the call, it lives only there."""
-        sinfo = args.struct_info
-        inputs = tuple(f.struct_info for f in args.fields) if isinstance(args, Tuple) else (
-            tuple(sinfo.fields) if isinstance(sinfo, TupleStructInfo) else (sinfo,))
-        nbytes = workspace_bytes(kernel, inputs, dict(call.attrs.get("kernel_attrs") or ()), out_sinfo)
+        nbytes = call_workspace(call)
         if nbytes is None:
             return None
         scope = out_sinfo.vdevice if isinstance(out_sinfo, TensorStructInfo) else "global"
