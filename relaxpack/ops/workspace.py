@@ -21,6 +21,7 @@ and the run agree by construction.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 from ..errors import RelaxpackError
@@ -80,21 +81,28 @@ def conv_workspace(inputs: tuple, attrs: Mapping[str, Any], out: StructInfo) -> 
 
 
 def fused_elementwise_workspace(inputs: tuple, attrs: Mapping[str, Any], out: StructInfo) -> Dim | None:
-    """``fused_elementwise``: its steps run one after another, so the largest
-    workspace of a step (in practice the producer: a conv) serves them all.
-    Steps reading earlier steps' results take none (their inputs' shapes are
-    not at hand here; their kernels fall back to thread-local scratch)."""
-    if not isinstance(out, TensorStructInfo) or out.shape is None:
+    """``fused_elementwise``: its temporaries (a bound over the in-place choices
+    the memory plan may make, runtime/kernels/fused_elementwise.py), then the
+    largest workspace of a step -- in practice the producer, a conv; the steps
+    run one after another. Steps reading earlier steps' results take none
+    (their inputs' shapes are not at hand here; they fall back to
+    thread-local scratch)."""
+    from ..runtime.kernels.fused_elementwise import workspace_bound
+    if not _shaped(out):
         return None
+    recipe = attrs["recipe"]
+    aliasable = [i for i, x in enumerate(inputs) if isinstance(x, TensorStructInfo) and x.dtype == out.dtype
+                 and (x.shape is None or x.shape == out.shape)]
+    total = workspace_bound(recipe, math.prod(out.shape), aliasable)
     largest = None
-    for op, refs, step_attrs, dtype, full, _ in attrs["recipe"]:
+    for op, refs, step_attrs, dtype, full, _ in recipe:
         if not full or any(kind != "p" for kind, _ in refs):
             continue
         step_out = TensorStructInfo(out.shape, dtype, vdevice=out.vdevice)
         size = workspace_bytes(op, tuple(inputs[i] for _, i in refs), dict(step_attrs), step_out)
         if size is not None:
             largest = size if largest is None else dim_max(largest, size)
-    return largest
+    return total if largest is None else total + largest
 
 
 def _shaped(sinfo) -> bool:

@@ -52,7 +52,7 @@ class Scratch:
     outlive the block."""
 
     def __init__(self, layouts, workspace: np.ndarray | None = None):
-        sizes = [_aligned(math.prod(shape) * np.dtype(dtype).itemsize) for shape, dtype in layouts]
+        sizes = [aligned(math.prod(shape) * np.dtype(dtype).itemsize) for shape, dtype in layouts]
         total = sum(sizes)
         ws = _WORKSPACE
         self.owner = None
@@ -81,8 +81,8 @@ class Scratch:
         self.arrays = None
 
 
-def _aligned(nbytes):
-    # written for ints and the compiler's symbolic dims alike (scratch_nbytes)
+def aligned(nbytes):
+    """``nbytes`` rounded up to 64; for ints and the compiler's symbolic dims alike."""
     return (nbytes + 63) // 64 * 64
 
 
@@ -93,7 +93,7 @@ def scratch_nbytes(layouts) -> int:
     >>> scratch_nbytes([((3, 4), np.float32), ((5,), np.int64)])
     128
     """
-    return sum((_aligned(math.prod(shape) * np.dtype(dtype).itemsize) for shape, dtype in layouts), 0)
+    return sum((aligned(math.prod(shape) * np.dtype(dtype).itemsize) for shape, dtype in layouts), 0)
 
 
 def workspace_bytes() -> int:
