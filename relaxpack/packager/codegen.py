@@ -4,7 +4,8 @@ Each function gets registers for its parameters, one for the shape heap
 (symbolic dims live in heap slots) and one per binding. Inputs are checked
 at entry (dtype, rank, constant dims, dim ranges, dims shared between
 inputs). ``call_tir`` becomes an allocation of the output and a kernel call
-in destination-passing style; ``call_packed`` a call that returns its value;
+in destination-passing style (with the kernel's planned ``workspace`` when
+its op declares one); ``call_packed`` a call that returns its value;
 ``If`` a conditional jump.
 """
 
@@ -22,6 +23,7 @@ from ..runtime.bytecode import CONST, IMM, NO_DST, REG, Goto, If as IfInstr, Par
 from ..runtime.bytecode import Call as CallInstr
 from ..runtime.executable import Executable, FuncEntry
 from ..runtime.dtypes import numpy_dtype
+from ..ops.workspace import call_workspace
 from .dim_program import dim_program
 from .memory_plan import plan_function
 
@@ -291,8 +293,22 @@ class _FunctionCodegen:
         arg_ops = self.argument_operands(args)
         out_sinfo = call.sinfo_args[0]
         out = self.alloc(out_sinfo)
-        self.emit_call(NO_DST, kind, callee.global_symbol, arg_ops, [("out", (REG, out)), *self.kernel_kwargs(call)])
+        kwargs = [("out", (REG, out)), *self.kernel_kwargs(call)]
+        if kind == "kernel":
+            workspace = self.alloc_workspace(call, out_sinfo)
+            if workspace is not None:
+                kwargs.append(("workspace", (REG, workspace)))
+        self.emit_call(NO_DST, kind, callee.global_symbol, arg_ops, kwargs)
         return out
+
+    def alloc_workspace(self, call: Call, out_sinfo: StructInfo) -> int | None:
+        """The kernel's scratch as a flat uint8 tensor, if its op declares one
+        (ops/workspace.py); allocated right before the call, it lives only there."""
+        nbytes = call_workspace(call)
+        if nbytes is None:
+            return None
+        scope = out_sinfo.vdevice if isinstance(out_sinfo, TensorStructInfo) else "global"
+        return self.alloc(TensorStructInfo((nbytes,), "uint8", vdevice=scope))
 
     def alloc(self, sinfo: StructInfo) -> int:
         if isinstance(sinfo, TupleStructInfo):

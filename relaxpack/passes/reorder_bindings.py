@@ -26,7 +26,8 @@ its binding to the last binding reading anything holding it; buffers that
 may reach the function's result are not counted (the planner leaves outputs
 out of the arena), nor are parameters or constants. An elementwise op whose
 input of the output's shape and dtype dies there writes over it (the
-planner's in-place reuse). Sizes come from struct info, each aligned to 64
+planner's in-place reuse). A kernel's workspace (ops/workspace.py) is live
+at its binding alone. Sizes come from struct info, each aligned to 64
 bytes, symbolic dims at their upper bounds from the function's
 ``dim_ranges`` attr or, without one, at :data:`REPRESENTATIVE_DIM` (64; so
 is a dim bound only at run time, by a ``match_cast``). With shapes known at
@@ -63,6 +64,7 @@ from ..ir.expr import (
     TupleGetItem, Var, VarBinding,
 )
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from ..ops.workspace import call_workspace
 from ..packager.memory_plan import ALIGNMENT
 from ..runtime.dtypes import numpy_dtype
 from ..runtime.memory import align_up
@@ -216,6 +218,7 @@ class _Liveness:
         self.position: dict[Binding, int] = {}
         self.out_buffer: dict[int, int] = {}      # position -> the buffer it allocates
         self.in_place: dict[int, list[int]] = {}  # position -> buffers it may write over
+        self.scratch: dict[int, int] = {}         # position -> its kernel's workspace bytes
         self.new_dims: dict[Binding, frozenset[str]] = {}   # match_cast -> the dims it binds
         self.defined = set().union(*(_dims_in(p.struct_info) for p in func.params))
         self.count = 0
@@ -259,6 +262,9 @@ class _Liveness:
         self.buffers.append(_Buffer(self.sizes.nbytes(b.var.struct_info), pos, b.var.struct_info, [pos]))
         self.holds[b.var] = frozenset({out})
         self.out_buffer[pos] = out
+        workspace = call_workspace(value) if isinstance(value, Call) else None
+        if workspace is not None:
+            self.scratch[pos] = align_up(self.sizes.dim(workspace), ALIGNMENT)
         sinfo = b.var.struct_info
         if isinstance(sinfo, TensorStructInfo):
             cands = []
@@ -281,8 +287,9 @@ class _Liveness:
                 if self.buffers[i].size and self.buffers[out].size and max(self.buffers[i].readers) == pos:
                     start[out] = pos + 1   # the output takes over the input's bytes
                     break
-        return peak_live((b.size, start[i], max(b.readers)) for i, b in enumerate(self.buffers)
-                         if b.size and start[i] <= max(b.readers))
+        live = [(b.size, start[i], max(b.readers)) for i, b in enumerate(self.buffers)
+                if b.size and start[i] <= max(b.readers)]
+        return peak_live(live + [(size, pos, pos) for pos, size in self.scratch.items()])
 
 
 def peak_live_bytes(func: Function, mod=None) -> int:
@@ -315,13 +322,14 @@ class _Problem:
     freeable: list[bool] = field(default_factory=list)
     own: list[int | None] = field(default_factory=list)   # per node: the buffer it allocates
     base: int = 0
+    scratch: list[int] = field(default_factory=list)     # per node: its workspace bytes (live while it runs)
 
     def step(self, done: int, live: int, i: int) -> int:
         """Live bytes while node ``i`` runs after the nodes in ``done``."""
         for j in self.in_place[i]:
             if self.freeable[j] and self.readers[j] & ~done == 1 << i:
-                return live
-        return live + self.alloc[i]
+                return live + self.scratch[i]
+        return live + self.alloc[i] + self.scratch[i]
 
     def after(self, done: int, live: int, i: int) -> int:
         """Live bytes after node ``i`` ran (``done`` without ``i``)."""
@@ -357,7 +365,8 @@ def _problem(run: list[Binding], lv: _Liveness) -> _Problem:
             if casts:
                 deps[k] |= 1 << casts[-1][0]
             casts.append((k, lv.new_dims[b]))
-    p = _Problem(n, deps, [0] * n, [[] for _ in range(n)], [[] for _ in range(n)], own=[None] * n)
+    p = _Problem(n, deps, [0] * n, [[] for _ in range(n)], [[] for _ in range(n)], own=[None] * n,
+                 scratch=[lv.scratch.get(lv.position[b], 0) for b in run])
     local: dict[int, int] = {}
     for i, buf in enumerate(lv.buffers):
         if not buf.size or max(buf.readers) < first or buf.alloc > last:

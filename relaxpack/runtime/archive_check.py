@@ -439,6 +439,21 @@ def check_bytecode(m) -> None:
         n = len(instrs)
         for pc, ins in enumerate(instrs):
             _check_instruction(ins, f"{path}.instructions[{pc}]", pc, n, nregs, n_table, n_consts)
+            _check_workspace(ins, f"{path}.instructions[{pc}]", m["func_table"])
+
+
+def _check_workspace(ins, path: str, table) -> None:
+    """A ``workspace`` keyword (planned kernel scratch) is a register and goes to a kernel."""
+    if ins[0] != "call":
+        return
+    for name, operand in ins[4]:
+        if name != "workspace":
+            continue
+        if table[ins[2]][0] != "kernel":
+            _fail(f"{path} kwargs", f"workspace is passed to {table[ins[2]][0]} {_short(table[ins[2]][1])}, "
+                                    f"not a kernel")
+        if operand[0] != REG:
+            _fail(f"{path} kwargs", f"workspace must be a register (a planned buffer), got {_short(operand)}")
 
 
 def _check_instruction(ins, path: str, pc: int, n: int, nregs: int, n_table: int, n_consts: int) -> None:
@@ -508,6 +523,16 @@ def check_names(m, kernels, builtins, producer: str, runtime: str) -> None:
                            f"(relaxpack {runtime}) lacks; it was built by {producer}")
 
 
+def check_workspaces(m, kernels) -> None:
+    """Every kernel the archive hands a ``workspace`` takes one (``Kernel.takes_workspace``)."""
+    table = m["func_table"]
+    wrong = sorted({table[ins[2]][1] for fn in m["functions"] for ins in fn["instructions"]
+                    if ins[0] == "call" and any(name == "workspace" for name, _ in ins[4])
+                    and not kernels[table[ins[2]][1]].takes_workspace})
+    if wrong:
+        raise ArchiveError(f"the archive passes a workspace to kernels {wrong}, which in this runtime take none")
+
+
 __all__ = ["ALIGNMENT", "FORMAT_VERSION", "HEADER", "MAGIC", "PARAMS_MAGIC", "Header", "align",
-           "check_bytecode", "check_header", "check_manifest", "check_names", "check_params_header",
+           "check_bytecode", "check_header", "check_manifest", "check_names", "check_workspaces", "check_params_header",
            "check_ranges", "decode_manifest"]

@@ -198,13 +198,15 @@ def _make_call_step(fn, args, kwargs, dst: int, nxt: int, label: str) -> Step:
     static_kwargs = {k: v for k, is_reg, v in kwargs if not is_reg}
     reg_kwargs = [(k, v) for k, is_reg, v in kwargs if is_reg]
     keep = dst != NO_DST
-    if len(args) <= _MAX_FAST_ARGS and all(k == "out" for k, _ in reg_kwargs):
-        # the common shapes (a kernel's operands and its ``out``, a builtin's
-        # operands) get a step that indexes its registers directly
+    by_name = dict(reg_kwargs)
+    if len(args) <= _MAX_FAST_ARGS and set(by_name) <= {"out", "workspace"}:
+        # the common shapes (a kernel's operands, its ``out`` and planned
+        # ``workspace``, a builtin's operands) get a step that indexes its
+        # registers directly
         kinds = "".join("r" if is_reg else "c" for is_reg, _ in args)
-        factory = _step_factory(kinds, bool(reg_kwargs), bool(static_kwargs), keep)
-        out = reg_kwargs[0][1] if reg_kwargs else None
-        return factory(fn, dst, nxt, out, static_kwargs, *(v for _, v in args))
+        factory = _step_factory(kinds, "out" in by_name, "workspace" in by_name, bool(static_kwargs), keep)
+        return factory(fn, dst, nxt, by_name.get("out"), by_name.get("workspace"), static_kwargs,
+                       *(v for _, v in args))
 
     reg_args = [(i, v) for i, (is_reg, v) in enumerate(args) if is_reg]
     template = [v for _, v in args]
@@ -228,20 +230,20 @@ _MAX_FAST_ARGS = 6
 _STEP_FACTORIES: dict[tuple, Callable] = {}
 
 
-def _step_factory(kinds: str, has_out: bool, has_static: bool, keep: bool) -> Callable:
-    """``factory(fn, dst, nxt, out, kw, *operands) -> step`` for calls whose
+def _step_factory(kinds: str, has_out: bool, has_ws: bool, has_static: bool, keep: bool) -> Callable:
+    """``factory(fn, dst, nxt, out, ws, kw, *operands) -> step`` for calls whose
     positional operands are registers (``"r"``) or bound values (``"c"``) as
     ``kinds`` says, made once per shape of call. The source is built from
-    ``kinds`` and the three flags only (never from archive data): every value
+    ``kinds`` and the four flags only (never from archive data): every value
     is a closure variable."""
-    key = (kinds, has_out, has_static, keep)
+    key = (kinds, has_out, has_ws, has_static, keep)
     factory = _STEP_FACTORIES.get(key)
     if factory is None:
         names = [f"a{i}" for i in range(len(kinds))]
         operands = [f"regs[{n}]" if k == "r" else n for n, k in zip(names, kinds)]
-        operands += ["out=regs[out]"] * has_out + ["**kw"] * has_static
+        operands += ["out=regs[out]"] * has_out + ["workspace=regs[ws]"] * has_ws + ["**kw"] * has_static
         call = f"fn({', '.join(operands)})"
-        source = (f"def factory(fn, dst, nxt, out, kw{''.join(', ' + n for n in names)}):\n"
+        source = (f"def factory(fn, dst, nxt, out, ws, kw{''.join(', ' + n for n in names)}):\n"
                   f"    def step(regs):\n"
                   f"        {'regs[dst] = ' if keep else ''}{call}\n"
                   f"        return nxt\n"
