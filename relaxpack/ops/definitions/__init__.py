@@ -14,3 +14,4 @@ from . import algorithm  # noqa: F401
 from . import fused  # noqa: F401
 from . import fused_elementwise  # noqa: F401
 from . import control  # noqa: F401
+from . import sequence  # noqa: F401
