@@ -255,7 +255,9 @@ TENSOR_CONST_KEYS = {"dtype", "shape", "offset", "nbytes", "sha256"}
 STRING_CONST_KEYS = {"dtype", "shape", "encoding", "strings"}
 FUNCTION_KEYS = {"name", "params", "num_registers", "instructions", "outputs", "dim_ranges", "attrs"}
 PARAM_KEYS = {"name", "kind", "dtype", "ndim", "shape"}
-PARAM_KINDS = ("tensor", "shape", "prim", "object", "tuple")
+PARAM_KINDS = ("tensor", "shape", "prim", "object", "tuple", "sequence", "optional", "optional_sequence")
+#: what an output may be (``attrs.output_kinds``, present when one is not a tensor)
+OUTPUT_KINDS = ("tensor", "sequence", "optional", "optional_sequence")
 
 
 def check_manifest(m, header_version: int, external: bool) -> None:
@@ -336,6 +338,12 @@ def _check_function_shape(fn, path: str) -> int:
     check_dim_ranges(fn["dim_ranges"], f"{path}.dim_ranges")
     if not isinstance(fn["attrs"], dict):
         _fail(f"{path}.attrs", f"expected an object, got {_short(fn['attrs'])}")
+    if "output_kinds" in fn["attrs"]:
+        kinds = lst(fn["attrs"]["output_kinds"], f"{path}.attrs.output_kinds", len(fn["outputs"]),
+                    len(fn["outputs"]))
+        for j, kind in enumerate(kinds):
+            if kind not in OUTPUT_KINDS:
+                _fail(f"{path}.attrs.output_kinds[{j}]", f"unknown output kind {_short(kind)}")
     return len(lst(fn["instructions"], f"{path}.instructions", MAX_INSTRUCTIONS, 1))
 
 

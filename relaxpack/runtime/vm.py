@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import ArchiveError, ExecutionError, InputError, RelaxpackError
 from .builtins import BUILTINS
+from .containers import CONTAINER_KINDS, as_input, as_output
 from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunction
 from .executable import Executable
 from .kernels import get_kernel
@@ -88,7 +89,8 @@ class VirtualMachine:
         if len(values) != len(outputs):
             raise RelaxpackError(f"function {function!r} returned {len(values)} values for "
                                  f"{len(outputs)} outputs")
-        return dict(zip(outputs, values))
+        kinds = func.attrs.get("output_kinds") or ("tensor",) * len(outputs)
+        return {name: as_output(value, kind) for name, value, kind in zip(outputs, values, kinds)}
 
     # ------------------------------------------------------------ execution
     def _invoke(self, index: int, args) -> Any:
@@ -266,7 +268,9 @@ def _jump(func: VMFunction, pc: int, offset, n: int) -> int:
 
 
 def _as_value(value, param):
-    """An input as the VM takes it: tensors as numpy arrays (no dtype change)."""
+    """An input as the VM takes it: tensors as numpy arrays (no dtype change), sequences as tuples."""
+    if param.kind in CONTAINER_KINDS:
+        return as_input(value, param.name, param.kind, param.dtype, param.ndim)
     if param.kind == "tensor":
         if param.dtype == "string":
             return _string_input(value, param.name)

@@ -19,3 +19,5 @@ from . import signal  # noqa: F401
 from . import fold  # noqa: F401
 from . import strings  # noqa: F401  (string tensors)
 from . import ml  # noqa: F401  (ai.onnx.ml)
+from . import control  # noqa: F401
+from . import sequence  # noqa: F401
