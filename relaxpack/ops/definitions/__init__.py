@@ -13,3 +13,4 @@ from . import image, scatter  # noqa: F401
 from . import algorithm  # noqa: F401
 from . import fused  # noqa: F401
 from . import fused_elementwise  # noqa: F401
+from . import detection  # noqa: F401

@@ -5,3 +5,4 @@ from . import algorithm  # noqa: F401  (Einsum, TopK, CumSum, NonZero, OneHot, T
 from . import image, scatter  # noqa: F401  (Resize/Upsample/Pad, GatherND/ScatterND/ScatterElements)
 from . import quantize  # noqa: F401  (quantization)
 from . import composite, loss  # noqa: F401  (compositions)
+from . import detection  # noqa: F401  (NonMaxSuppression)
