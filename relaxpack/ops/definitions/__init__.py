@@ -14,3 +14,4 @@ from . import algorithm  # noqa: F401
 from . import fused  # noqa: F401
 from . import fused_elementwise  # noqa: F401
 from . import detection  # noqa: F401
+from . import bitcast  # noqa: F401
