@@ -15,3 +15,4 @@ from . import fused  # noqa: F401
 from . import fused_elementwise  # noqa: F401
 from . import detection  # noqa: F401
 from . import bitcast  # noqa: F401
+from . import cumulative  # noqa: F401
