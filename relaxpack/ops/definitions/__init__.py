@@ -16,3 +16,4 @@ from . import fused_elementwise  # noqa: F401
 from . import detection  # noqa: F401
 from . import bitcast  # noqa: F401
 from . import cumulative  # noqa: F401
+from . import selection  # noqa: F401
