@@ -1,6 +1,9 @@
-"""bitcast: reinterpret a tensor's bits as another dtype of the same width.
+"""Bit-level dtype changes: bitcast (the same bits read as another dtype of
+the same width) and to_float8_e8m0 (the exponent of a float32, rounded as
+asked: the MX scale type has no mantissa).
 
 >>> make_call("bitcast", x, dtype="int32")       # x: float32  # doctest: +SKIP
+>>> make_call("to_float8_e8m0", x, saturate=True, round_mode="up")   # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -47,3 +50,24 @@ def _infer_bitcast(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
 
 register_op("bitcast", infer=_infer_bitcast, attrs={"dtype": REQUIRED}, num_args=1,
             doc="Reinterpret the bits (little endian) as dtype, of the same bit width; the shape is kept.")
+
+
+E8M0_ROUND_MODES = ("up", "down", "nearest")
+
+
+def _infer_to_float8_e8m0(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data = tensor_arg(call, 0)
+    if data.dtype is not None and not data.dtype.startswith(("float", "bfloat", "int", "uint")):
+        raise shape_error(call, f"needs a numeric tensor, got {fmt_sinfo(data)}")
+    if call.attrs["round_mode"] not in E8M0_ROUND_MODES:
+        raise attr_error(call, f"round_mode must be one of {', '.join(E8M0_ROUND_MODES)}, "
+                               f"got {call.attrs['round_mode']!r}")
+    if not isinstance(call.attrs["saturate"], bool):
+        raise attr_error(call, f"attribute saturate must be a bool, got {call.attrs['saturate']!r}")
+    return with_shape(data, data.shape, "float8_e8m0fnu", data.ndim)
+
+
+register_op("to_float8_e8m0", infer=_infer_to_float8_e8m0, attrs={"saturate": True, "round_mode": "up"},
+            num_args=1,
+            doc="ONNX Cast to float8_e8m0fnu: the float32 exponent, rounded up, down or to nearest by the "
+                "mantissa; saturate keeps the largest finite exponent from rounding to NaN.")
