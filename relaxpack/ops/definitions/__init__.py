@@ -17,3 +17,4 @@ from . import detection  # noqa: F401
 from . import bitcast  # noqa: F401
 from . import cumulative  # noqa: F401
 from . import selection  # noqa: F401
+from . import random  # noqa: F401
