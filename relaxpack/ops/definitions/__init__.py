@@ -18,3 +18,4 @@ from . import bitcast  # noqa: F401
 from . import cumulative  # noqa: F401
 from . import selection  # noqa: F401
 from . import random  # noqa: F401
+from . import training  # noqa: F401
