@@ -21,3 +21,9 @@ from . import strings  # noqa: F401  (string tensors)
 from . import ml  # noqa: F401  (ai.onnx.ml)
 from . import control  # noqa: F401
 from . import sequence  # noqa: F401
+from . import detection  # noqa: F401
+from . import bitcast  # noqa: F401
+from . import cumulative  # noqa: F401
+from . import selection  # noqa: F401
+from . import random  # noqa: F401
+from . import training  # noqa: F401

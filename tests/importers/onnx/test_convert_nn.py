@@ -102,13 +102,6 @@ def test_dropout_opset7_mask_has_the_input_dtype(rng):
     check(m, {"x": rand(rng, (2, 3))}, expected=lambda x: [x, np.ones_like(x)])
 
 
-def test_dropout_training_mode_is_unsupported():
-    m = model(node("Dropout", ["x", "", "train"]), [inp("x", "float32", [2])], opset=13,
-              initializers={"train": np.array(True)})
-    with pytest.raises(UnsupportedOpError, match="Dropout.*training_mode"):
-        relaxpack.from_onnx(m)
-
-
 # ---------------------------------------------------------------- matmul, gemm
 
 
