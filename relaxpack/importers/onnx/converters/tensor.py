@@ -13,6 +13,7 @@ import time and emit nothing.
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import numpy as np
 
@@ -25,10 +26,11 @@ from ....runtime.dtypes import numpy_dtype
 from ..registry import register_converter
 from ..value import Value
 from ._shape_common import (
-    INT_KINDS, broadcast_dims, contents_value, dim_tensor, emit, fmt_dims, int_contents, is_symbolic,
-    known_ints, norm_axes, norm_axis, shape_error, shape_expr, shaped, slice_index, static_ints,
+    INT_KINDS, broadcast_dims, const_ints, contents_value, dim_tensor, emit, fmt_dims, int_contents,
+    is_symbolic, norm_axes, norm_axis, runtime_length, shape_error, shape_expr, shaped, slice_index,
     unsupported,
 )
+from ._dynamic import packed_call
 
 # ---------------------------------------------------------------- Reshape
 
@@ -51,9 +53,13 @@ def reshape_v14(ctx, data, shape, *, allowzero=0):
 
 
 def _reshape(ctx, data: Value, target: Value, allowzero: int = 0):
-    dims = list(known_ints(ctx, target, "the target shape"))
     if target.ndim != 1:
         raise shape_error(ctx, f"the target shape must be 1-D, got rank {target.ndim}")
+    if target.int_values() is None:
+        rank = runtime_length(ctx, target, "the target shape")
+        return packed_call(ctx, "dyn.reshape", [data, target], [((None,) * rank, data.dtype)], "reshape",
+                           allowzero=bool(allowzero))
+    dims = list(target.int_values())
     zeros = [i for i, d in enumerate(dims) if isinstance(d, int) and d == 0]
     if zeros and not allowzero:
         data = shaped(ctx, data)
@@ -82,12 +88,24 @@ def _reshape(ctx, data: Value, target: Value, allowzero: int = 0):
 
 @register_converter("", "Expand", since_opset=8)
 def expand(ctx, data, shape):
-    target = known_ints(ctx, shape, "the target shape")
     data = shaped(ctx, data)
+    target = shape.int_values()
+    if target is None:
+        return _dynamic_expand(ctx, data, shape)
     out = broadcast_dims(ctx, data.shape, target)
     if out == tuple(data.shape):
         return data
     return make_call("broadcast_to", ctx.expr(data), shape_expr(out))
+
+
+def _dynamic_expand(ctx, data: Value, shape: Value):
+    """Expand to a shape known at run time: the output's rank is known from
+    the shape's length, and so is each dim the input holds as an int other
+    than 1 (the target must be 1 or equal there)."""
+    rank = max(runtime_length(ctx, shape, "the target shape"), data.ndim)
+    kept = (None,) * (rank - data.ndim) + tuple(d if isinstance(d, int) and d != 1 else None
+                                                for d in data.shape)
+    return packed_call(ctx, "dyn.expand", [data, shape], [(kept, data.dtype)], "expand")
 
 
 # ---------------------------------------------------------------- Flatten, Transpose
@@ -147,9 +165,7 @@ def _concat(ctx, inputs, axis: int):
 @register_converter("", "Split", since_opset=1)
 def split_v1(ctx, data, sizes=None, /, *, axis=0, split=None):
     # opset 1 takes the sizes as its second input or as the attribute split
-    if sizes is not None:
-        split = static_ints(ctx, sizes, "split")
-    return _split(ctx, data, split, axis)
+    return _split(ctx, data, split if sizes is None else sizes, axis)
 
 
 @register_converter("", "Split", since_opset=2)
@@ -159,7 +175,7 @@ def split_v2(ctx, data, *, axis=0, split=None):
 
 @register_converter("", "Split", since_opset=13)
 def split_v13(ctx, data, split=None, *, axis=0):
-    return _split(ctx, data, static_ints(ctx, split, "split"), axis)
+    return _split(ctx, data, split, axis)
 
 
 @register_converter("", "Split", since_opset=18)
@@ -170,13 +186,19 @@ def split_v18(ctx, data, split=None, *, axis=0, num_outputs=None):
         raise shape_error(ctx, "needs the input split or the attribute num_outputs")
     if num_outputs is not None and num_outputs != len(ctx.node.output):
         raise shape_error(ctx, f"num_outputs={num_outputs} but the node has {len(ctx.node.output)} outputs")
-    return _split(ctx, data, static_ints(ctx, split, "split"), axis)
+    return _split(ctx, data, split, axis)
 
 
-def _split(ctx, data: Value, sizes, axis: int):
+def _split(ctx, data: Value, sizes: Value | Sequence[int] | None, axis: int):
+    """Split into the node's outputs: ``sizes`` (an attribute's ints, or an
+    input whose contents may be known only at run time) or equal pieces."""
     count = len(ctx.node.output)
     data = shaped(ctx, data)
     ax = norm_axis(ctx, axis, data.ndim)
+    if isinstance(sizes, Value):
+        if const_ints(sizes) is None:
+            return _dynamic_split(ctx, data, sizes, ax, count)
+        sizes = const_ints(sizes)
     if sizes is not None:
         sizes = tuple(int(s) for s in sizes)
         if len(sizes) != count or any(s < 0 for s in sizes):
@@ -195,6 +217,16 @@ def _split(ctx, data: Value, sizes, axis: int):
     return tuple(TupleGetItem(pieces.expr, i) for i in range(count))
 
 
+def _dynamic_split(ctx, data: Value, sizes: Value, ax: int, count: int):
+    """Sizes known at run time: each piece keeps every dim but the split one."""
+    if runtime_length(ctx, sizes, "split") != count:
+        raise shape_error(ctx, f"split has {runtime_length(ctx, sizes, 'split')} sizes for {count} outputs")
+    piece = tuple(None if i == ax else d for i, d in enumerate(data.shape))
+    outputs = [(piece, data.dtype)] * count
+    values = packed_call(ctx, "dyn.split", [data, sizes], outputs, "split", axis=ax, count=count)
+    return tuple(values) if count > 1 else values
+
+
 # ---------------------------------------------------------------- Slice
 
 
@@ -205,8 +237,28 @@ def slice_v1(ctx, data, *, starts, ends, axes=None):
 
 @register_converter("", "Slice", since_opset=10)
 def slice_v10(ctx, data, starts, ends, axes=None, steps=None):
-    return _slice(ctx, data, known_ints(ctx, starts, "starts"), known_ints(ctx, ends, "ends"),
-                  static_ints(ctx, axes, "axes"), static_ints(ctx, steps, "steps"))
+    bounds = starts.int_values(), ends.int_values()
+    if None in bounds or any(v is not None and const_ints(v) is None for v in (axes, steps)):
+        return _runtime_slice(ctx, data, starts, ends, axes, steps)
+    return _slice(ctx, data, *bounds, const_ints(axes), const_ints(steps))
+
+
+def _runtime_slice(ctx, data: Value, starts: Value, ends: Value, axes: Value | None, steps: Value | None):
+    """Bounds (or axes, steps) known only at run time: a packed slice that
+    keeps the dims of the axes it provably does not slice."""
+    data = shaped(ctx, data)
+    count = runtime_length(ctx, starts, "starts")
+    if runtime_length(ctx, ends, "ends") != count:
+        raise shape_error(ctx, f"starts and ends must have the same length, got {starts.shape} and {ends.shape}")
+    sliced = range(count) if axes is None else const_ints(axes)
+    if sliced is None:
+        kept = (None,) * data.ndim
+    else:
+        touched = norm_axes(ctx, sliced, data.ndim)
+        kept = tuple(None if i in touched else d for i, d in enumerate(data.shape))
+    more = {name: v for name, v in (("axes", axes), ("steps", steps)) if v is not None}
+    return packed_call(ctx, "dyn.slice", [data, starts, ends, *more.values()], [(kept, data.dtype)], "slice",
+                       parts=tuple(more))
 
 
 def _slice(ctx, data: Value, starts, ends, axes, steps):
@@ -329,7 +381,13 @@ def squeeze_v1(ctx, data, *, axes=None):
 
 @register_converter("", "Squeeze", since_opset=13)
 def squeeze_v13(ctx, data, axes=None):
-    return _squeeze(ctx, data, static_ints(ctx, axes, "axes"))
+    if axes is not None and const_ints(axes) is None:
+        data = shaped(ctx, data)
+        rank = data.ndim - runtime_length(ctx, axes, "axes", rank=(0, 1))
+        if rank < 0:
+            raise shape_error(ctx, f"cannot squeeze {data.ndim - rank} axes of a rank-{data.ndim} input")
+        return packed_call(ctx, "dyn.squeeze", [data, axes], [((None,) * rank, data.dtype)], "squeeze")
+    return _squeeze(ctx, data, const_ints(axes))
 
 
 def _squeeze(ctx, data: Value, axes):
@@ -362,7 +420,11 @@ def unsqueeze_v1(ctx, data, *, axes):
 
 @register_converter("", "Unsqueeze", since_opset=13)
 def unsqueeze_v13(ctx, data, axes):
-    return _unsqueeze(ctx, data, static_ints(ctx, axes, "axes"))
+    if const_ints(axes) is None:
+        data = shaped(ctx, data)
+        rank = data.ndim + runtime_length(ctx, axes, "axes", rank=(0, 1))
+        return packed_call(ctx, "dyn.unsqueeze", [data, axes], [((None,) * rank, data.dtype)], "unsqueeze")
+    return _unsqueeze(ctx, data, const_ints(axes))
 
 
 def _unsqueeze(ctx, data: Value, axes):
