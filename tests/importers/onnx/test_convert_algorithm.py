@@ -451,7 +451,8 @@ AS_IS = [
 
 #: node tests whose shape-like inputs (K, axis, depth, k, repeats, Range's
 #: bounds) are graph inputs there; they pass once those are initializers, as
-#: in exported models. Without that they are UnsupportedOpError by design.
+#: in exported models. As they are, K, depth, repeats and Range's bounds are
+#: read at run time (RUNTIME); CumSum's axis and Trilu's k are unsupported.
 FROZEN = {
     **{f"test_cumsum_{s}": ("axis",) for s in (
         "1d", "1d_exclusive", "1d_int32_exclusive", "1d_reverse", "1d_reverse_exclusive", "2d_axis_0",

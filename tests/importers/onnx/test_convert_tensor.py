@@ -66,6 +66,14 @@ def test_reshape_target_at_run_time():
     assert output_sinfo(mod).ndim == 3
 
 
+def test_a_1d_target_at_run_time_flattens_to_an_exact_shape():
+    x = rand(2, 3, 4)
+    model = one_node("Reshape", {"x": x, "s": i64(24)}, sym={"x": ["a", 3, 4]}, opset=14)
+    mod = check_runtime(model, [{"x": x, "s": i64(-1)}, {"x": rand(5, 3, 4), "s": i64(60)}],
+                        errors=[({"x": x, "s": i64(25)}, r"reshape: cannot reshape \(2, 3, 4\)")])
+    assert output_sinfo(mod).shape == (12 * relaxpack.ir.sym("a"),)
+
+
 def test_reshape_allowzero_target_at_run_time():
     model = one_node("Reshape", {"x": rand(3, 0), "s": i64(0, 7)}, attrs={"allowzero": 1},
                      sym={"x": ["a", "b"]}, opset=14)
@@ -395,6 +403,12 @@ def test_squeeze_and_unsqueeze_axes_at_run_time():
                           {"x": rand(0, 3), "a": i64(1, 3)}],
                   errors=[({"x": rand(2, 3), "a": i64(0, 0)}, r"unsqueeze: axes \(0, 0\) repeat an axis"),
                           ({"x": rand(2, 3), "a": i64(5, 0)}, r"unsqueeze: axis 5 is out of range for rank 4")])
+
+
+def test_unsqueeze_a_scalar_with_axes_at_run_time_is_all_ones():
+    model = one_node("Unsqueeze", {"x": np.array(2.5, np.float32), "a": i64(0, 1)}, opset=13)
+    mod = check_runtime(model, [{"x": np.array(2.5, np.float32), "a": i64(-1, 0)}])
+    assert output_sinfo(mod).shape == (1, 1)
 
 
 def test_squeeze_without_axes_needs_decided_dims():

@@ -1,5 +1,7 @@
 """Shapes and values as data: Shape, Size, ConstantOfShape, Constant,
 Identity, Cast, CastLike. (Range is in algorithm.py, with the IR op range.)
+ConstantOfShape of a shape computed from tensor values fills at run time
+(the packed kernel ``dyn.full``).
 
 ``Shape`` does not emit an op: its result is a value whose contents are the
 input's (possibly symbolic) dims, and the converters downstream compute on

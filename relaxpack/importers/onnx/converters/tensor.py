@@ -2,12 +2,19 @@
 Gather, GatherElements, Squeeze, Unsqueeze, DepthToSpace, SpaceToDepth.
 (Tile is in algorithm.py, with the IR op tile.)
 
-Shape-like operands (Reshape's and Expand's targets, Slice's bounds, the
-axes of Squeeze/Unsqueeze) are read at import time, so an ONNX target
-computed from ``Shape`` becomes a symbolic ``R.shape([...])``. When the
-data itself holds symbolic contents (a computed shape), Gather, Slice,
-Concat, Split, Squeeze, Unsqueeze and Reshape compute the new contents at
-import time and emit nothing.
+Shape-like operands (Reshape's and Expand's targets, Slice's bounds, Split's
+sizes, the axes of Squeeze/Unsqueeze) are read at import time when known,
+so an ONNX target computed from ``Shape`` becomes a symbolic
+``R.shape([...])``. When the data itself holds symbolic contents (a
+computed shape), Gather, Slice, Concat, Split, Squeeze, Unsqueeze and
+Reshape compute the new contents at import time and emit nothing. An
+operand computed from tensor values is read at run time by a packed kernel
+(``dyn.reshape``, ...; see ``_dynamic.packed_call``): the output's rank
+comes from the operand's static length, and the dims the operand cannot
+change are kept::
+
+    Reshape(x, s: int64 (3,))   ->  lv = R.call_packed("dyn.reshape", x, s, kernel_attrs=(("allowzero", False),))
+                                    y = R.match_cast(lv, R.Tensor((reshape_d1, reshape_d2, reshape_d3), "float32"))
 """
 
 from __future__ import annotations
@@ -57,7 +64,9 @@ def _reshape(ctx, data: Value, target: Value, allowzero: int = 0):
         raise shape_error(ctx, f"the target shape must be 1-D, got rank {target.ndim}")
     if target.int_values() is None:
         rank = runtime_length(ctx, target, "the target shape")
-        return packed_call(ctx, "dyn.reshape", [data, target], [((None,) * rank, data.dtype)], "reshape",
+        # a 1-D target can only flatten: its value does not change the shape
+        shape = (math.prod(data.shape, start=1),) if rank == 1 and data.shape is not None else (None,) * rank
+        return packed_call(ctx, "dyn.reshape", [data, target], [(shape, data.dtype)], "reshape",
                            allowzero=bool(allowzero))
     dims = list(target.int_values())
     zeros = [i for i, d in enumerate(dims) if isinstance(d, int) and d == 0]
@@ -386,7 +395,8 @@ def squeeze_v13(ctx, data, axes=None):
         rank = data.ndim - runtime_length(ctx, axes, "axes", rank=(0, 1))
         if rank < 0:
             raise shape_error(ctx, f"cannot squeeze {data.ndim - rank} axes of a rank-{data.ndim} input")
-        return packed_call(ctx, "dyn.squeeze", [data, axes], [((None,) * rank, data.dtype)], "squeeze")
+        return packed_call(ctx, "dyn.squeeze", [data, axes], [(_ones_or_unknown(data, rank), data.dtype)],
+                           "squeeze")
     return _squeeze(ctx, data, const_ints(axes))
 
 
@@ -423,8 +433,15 @@ def unsqueeze_v13(ctx, data, axes):
     if const_ints(axes) is None:
         data = shaped(ctx, data)
         rank = data.ndim + runtime_length(ctx, axes, "axes", rank=(0, 1))
-        return packed_call(ctx, "dyn.unsqueeze", [data, axes], [((None,) * rank, data.dtype)], "unsqueeze")
+        return packed_call(ctx, "dyn.unsqueeze", [data, axes], [(_ones_or_unknown(data, rank), data.dtype)],
+                           "unsqueeze")
     return _unsqueeze(ctx, data, const_ints(axes))
+
+
+def _ones_or_unknown(data: Value, rank: int) -> tuple[int | None, ...]:
+    """The output shape of Squeeze/Unsqueeze with axes known at run time: all
+    1s when every dim of the data is 1 (wherever the axes are), else unknown."""
+    return (1,) * rank if all(d == 1 for d in data.shape) else (None,) * rank
 
 
 def _unsqueeze(ctx, data: Value, axes):
