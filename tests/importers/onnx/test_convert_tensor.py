@@ -241,6 +241,7 @@ SLICES = [  # starts, ends, axes, steps
     ((-100,), (2,), (2,), None),
     ((3,), (1,), (1,), None),            # empty
     ((0,), (-1,), (-1,), (-1,)),         # empty with a negative step
+    ((-100, 1), (INT64_MIN, 0), (1, 0), (-1, -1)),   # a start below -dim is the first element
 ]
 
 

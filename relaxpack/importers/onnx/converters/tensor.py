@@ -285,13 +285,13 @@ def _slice(ctx, data: Value, starts, ends, axes, steps):
     bounds = starts + ends
     if is_symbolic(data) and data.ndim == 1 and all(isinstance(b, int) for b in bounds):
         flat, _ = int_contents(data)
-        picked = flat[slice(starts[0], ends[0], steps[0])]
+        picked = flat[slice(_negative_step_start(ctx, starts[0], steps[0], len(flat)), ends[0], steps[0])]
         return contents_value(ctx, picked, (len(picked),), data.dtype)
     data = shaped(ctx, data)
     begin, end = [], []
-    for ax, s, e in zip(axes, starts, ends):
+    for ax, s, e, step in zip(axes, starts, ends, steps):
         dim = data.shape[ax]
-        b, f = slice_index(ctx, s, dim), slice_index(ctx, e, dim)
+        b, f = slice_index(ctx, _negative_step_start(ctx, s, step, dim), dim), slice_index(ctx, e, dim)
         if b is None or f is None:
             return _dynamic_slice(ctx, data, starts, ends, axes, steps)
         begin.append(b)
@@ -302,6 +302,15 @@ def _slice(ctx, data: Value, starts, ends, axes, steps):
     return make_call("strided_slice", ctx.expr(data), axes=tuple(axes[i] for i in keep),
                      begin=tuple(begin[i] for i in keep), end=tuple(end[i] for i in keep),
                      strides=tuple(steps[i] for i in keep))
+
+
+def _negative_step_start(ctx, start: Dim, step: int, dim: Dim) -> Dim:
+    """ONNX clamps the start of a negative step to ``[0, dim - 1]`` after
+    adding ``dim`` once, so a start below ``-dim`` is the first element
+    (Python's slice would give nothing): 0 where that is provable."""
+    if step < 0 and isinstance(start, int) and start < 0 and ctx.bb.analyzer.prove_lt(dim + start, 0):
+        return 0
+    return start
 
 
 def _dynamic_slice(ctx, data: Value, starts, ends, axes, steps):
