@@ -451,8 +451,7 @@ AS_IS = [
 
 #: node tests whose shape-like inputs (K, axis, depth, k, repeats, Range's
 #: bounds) are graph inputs there; they pass once those are initializers, as
-#: in exported models. As they are, K, depth, repeats and Range's bounds are
-#: read at run time (RUNTIME); CumSum's axis and Trilu's k are unsupported.
+#: in exported models. As they are, they are read at run time (below).
 FROZEN = {
     **{f"test_cumsum_{s}": ("axis",) for s in (
         "1d", "1d_exclusive", "1d_int32_exclusive", "1d_reverse", "1d_reverse_exclusive", "2d_axis_0",
@@ -472,10 +471,6 @@ FROZEN = {
 }
 
 
-#: ops of FROZEN whose backend tests also pass as they are: the operand is read at run time
-RUNTIME = ("test_onehot", "test_range", "test_tile", "test_top_k")
-
-
 @pytest.mark.parametrize("name", AS_IS)
 def test_backend_node_as_is(name):
     run_backend_case(name)
@@ -486,12 +481,7 @@ def test_backend_node_with_constant_operands(name):
     run_backend(name, FROZEN[name])
 
 
-@pytest.mark.parametrize("name", sorted(n for n in FROZEN if n.startswith(("test_cumsum", "test_tril", "test_triu"))))
-def test_backend_node_with_axis_or_k_at_run_time(name):
-    run_backend_case(name)
-
-
-@pytest.mark.parametrize("name", sorted(n for n in FROZEN if n.startswith(RUNTIME)))
+@pytest.mark.parametrize("name", sorted(FROZEN))
 def test_backend_node_with_operands_known_at_run_time(name):
     run_backend_case(name)
 

@@ -424,7 +424,7 @@ def test_pad_axes_at_run_time():
 # ---------------------------------------------------------------- ONNX backend node tests
 
 #: graph inputs that hold constants in real models; frozen into initializers
-#: (Resize needs its output shape at import time; Pad also runs as is, below)
+#: (they also run as they are, read at run time: below)
 FROZEN = ("roi", "scales", "sizes", "pads", "axes")
 BACKEND_CASES = sorted(n for n in node_cases() if n.startswith(("test_resize_", "test_upsample_"))
                        or n in ("test_constant_pad", "test_constant_pad_axes", "test_constant_pad_negative_axes",
