@@ -59,7 +59,10 @@ class FunctionLibrary:
             return _parsed(schema.get_function_with_opset_version(
                 _body_opset(schema.function_opset_versions, opset)))
         if schema.has_context_dependent_function:
-            types = [_type_proto(v).SerializeToString() for v in inputs]
+            protos = [_type_proto(v) for v in inputs]
+            if any(p is None for p in protos):  # onnx crashes on an input of unknown type
+                return None
+            types = [p.SerializeToString() for p in protos]
             version = _body_opset(schema.context_dependent_function_opset_versions, opset)
             return _parsed(schema.get_context_dependent_function_with_opset_version(
                 version, node.SerializeToString(), types))
@@ -105,18 +108,32 @@ def _body_opset(versions, opset: int) -> int | None:
     return max(usable) if usable else None
 
 
-def _type_proto(value: Value | None) -> "onnx.TypeProto":
-    """What a context-dependent body asks of an input: its element type and
-    rank (dims as far as they are known)."""
+def _type_proto(value: Value | None) -> "onnx.TypeProto | None":
+    """What a context-dependent body asks of an input: its type, element
+    type and rank (dims as far as they are known); None when unknown."""
+    if value is None:
+        return onnx.TypeProto()  # an omitted optional input
+    return _sinfo_type(value.sinfo)
+
+
+def _sinfo_type(sinfo) -> "onnx.TypeProto | None":
+    from ...ir.struct_info import OptionalStructInfo, SequenceStructInfo, TensorStructInfo
     from .tensors import onnx_elem_type  # the inverse of onnx_dtype_name
     proto = onnx.TypeProto()
-    if value is None or value.dtype is None:
+    if isinstance(sinfo, (SequenceStructInfo, OptionalStructInfo)):
+        elem = _sinfo_type(sinfo.elem)
+        if elem is None:
+            return None
+        target = proto.sequence_type if isinstance(sinfo, SequenceStructInfo) else proto.optional_type
+        target.elem_type.CopyFrom(elem)
         return proto
+    if not isinstance(sinfo, TensorStructInfo) or sinfo.dtype is None:
+        return None
     tensor = proto.tensor_type
-    tensor.elem_type = onnx_elem_type(value.dtype)
-    if value.ndim >= 0:
+    tensor.elem_type = onnx_elem_type(sinfo.dtype)
+    if sinfo.ndim >= 0:
         tensor.shape.SetInParent()
-        for dim in value.shape if value.shape is not None else (None,) * value.ndim:
+        for dim in sinfo.shape if sinfo.shape is not None else (None,) * sinfo.ndim:
             entry = tensor.shape.dim.add()
             if isinstance(dim, int):
                 entry.dim_value = dim

@@ -116,6 +116,18 @@ def expand(x, shape):
     return np.broadcast_to(x, broadcast_shape("expand", x.shape, target)).copy()
 
 
+@register_packed("dyn.broadcast_pair")
+def broadcast_pair(a, b):
+    """``a`` and ``b`` broadcast (ONNX multidirectional rules) to their common
+    shape, as copies: for an elementwise op whose operands' dims could not be
+    related at import time. Incompatible shapes are a ShapeError."""
+    try:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ShapeError(f"broadcast: shapes {tuple(a.shape)} and {tuple(b.shape)} are not broadcastable") from None
+    return np.array(np.broadcast_to(a, shape)), np.array(np.broadcast_to(b, shape))
+
+
 @register_packed("dyn.full")
 def full(shape, fill):
     """ONNX ConstantOfShape: a tensor of ``shape`` filled with the 0-d ``fill``."""

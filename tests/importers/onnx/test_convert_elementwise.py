@@ -18,7 +18,7 @@ from onnx.reference import ReferenceEvaluator
 
 import relaxpack
 from relaxpack.vm_build import build  # not relaxpack.build: importing the module shadows it
-from relaxpack.errors import UnsupportedOpError
+from relaxpack.errors import UnsupportedOpError, RelaxpackError
 from relaxpack.runtime import VirtualMachine
 
 OPSET = 21
@@ -440,3 +440,22 @@ def test_binary_with_an_unknown_attribute_names_it():
     with pytest.raises(UnsupportedOpError, match="axis"):
         relaxpack.from_onnx(m)
 
+
+
+def test_broadcast_of_dims_only_the_run_can_relate():
+    """(n, 3) + (m, 3) with unrelated n and m: equal, or one of them 1, is
+    decided at run time (as onnxruntime does), from one build."""
+    graph = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"])], "g",
+                               [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["n", 3]),
+                                helper.make_tensor_value_info("b", TensorProto.FLOAT, ["m", 3])],
+                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    mod = relaxpack.from_onnx(model)
+    assert 'R.call_packed("dyn.broadcast_pair"' in mod.script()
+    vm = VirtualMachine(build(mod))
+    rng = np.random.default_rng(0)
+    for n, m in [(4, 4), (1, 5), (6, 1), (0, 1), (1, 1)]:
+        a, b = rng.standard_normal((n, 3)).astype(np.float32), rng.standard_normal((m, 3)).astype(np.float32)
+        np.testing.assert_array_equal(vm.run({"a": a, "b": b})["y"], a + b)
+    with pytest.raises(RelaxpackError, match=r"not broadcastable"):
+        vm.run({"a": np.ones((2, 3), np.float32), "b": np.ones((3, 3), np.float32)})

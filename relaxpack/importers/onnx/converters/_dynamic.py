@@ -60,3 +60,52 @@ def packed_call(ctx, kernel: str, inputs: Sequence[Value], outputs: Sequence[Out
         sinfo = TensorStructInfo(dims, dtype)
         values.append(Value(sinfo, expr=ctx.bb.match_cast(part, sinfo, hint)))
     return values[0] if len(outputs) == 1 else values
+
+
+def aligned_for_broadcast(ctx, a: Value, b: Value, hint: str = "bcast") -> tuple[Value, Value]:
+    """``a`` and ``b`` ready for an elementwise op: unchanged when their dims
+    broadcast provably at import time (equal, or one of them 1), else both
+    broadcast at run time by ``dyn.broadcast_pair`` and bound to one shape,
+    with a fresh dim shared by the two wherever the import could not tell
+    (a loop-carried ``(n,)`` against a sliced ``(m,)``: equal, or one is 1,
+    only the run decides). Dims that provably differ are left for the op to
+    report."""
+    if a.shape is None or b.shape is None:
+        return a, b
+    rank = max(len(a.shape), len(b.shape))
+    left = (1,) * (rank - len(a.shape)) + tuple(a.shape)
+    right = (1,) * (rank - len(b.shape)) + tuple(b.shape)
+    dims, unknown = [], 0
+    for x, y in zip(left, right):
+        known = _broadcast_known(ctx, x, y)
+        if known is _CONFLICT:
+            return a, b
+        unknown += known is None
+        dims.append(known)
+    if not unknown:
+        return a, b
+    fresh = iter(fresh_dims(ctx, unknown, hint))
+    shape = tuple(next(fresh) if d is None else d for d in dims)
+    return tuple(packed_call(ctx, "dyn.broadcast_pair", [a, b], [(shape, a.dtype), (shape, b.dtype)], hint))
+
+
+_CONFLICT = object()
+
+
+def _broadcast_known(ctx, x, y):
+    """The broadcast of two dims when the import can tell it, ``None`` when
+    only the run can, :data:`_CONFLICT` when they provably cannot broadcast."""
+    analyzer = ctx.bb.analyzer
+    if x == y or y == 1:
+        return x
+    if x == 1:
+        return y
+    if isinstance(x, int) and isinstance(y, int):
+        return _CONFLICT
+    if analyzer.prove_equal(x, y):
+        return x if isinstance(x, int) else y
+    if analyzer.prove_equal(x, 1):
+        return y
+    if analyzer.prove_equal(y, 1):
+        return x
+    return None

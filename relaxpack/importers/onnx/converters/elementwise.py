@@ -23,6 +23,7 @@ from ....ops.definitions.common import exact_div
 from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
+from ._dynamic import aligned_for_broadcast
 from ._math_common import astype, call, const_scalar, is_float, is_int, kind, legacy_broadcast, scalar, unsupported
 
 # ---------------------------------------------------------------- unary
@@ -186,6 +187,7 @@ def _binary_value(ctx, ir_op: str, a: Value, b: Value):
         known = _try_sym(ctx, _SYM_BINARY[ir_op](ctx), a, b)
         if known is not None:
             return known
+    a, b = aligned_for_broadcast(ctx, a, b)
     return make_call(ir_op, ctx.expr(a), ctx.expr(b))
 
 
