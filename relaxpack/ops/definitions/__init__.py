@@ -19,3 +19,4 @@ from . import signal  # noqa: F401
 from . import fold  # noqa: F401
 from . import strings  # noqa: F401  (string tensors)
 from . import ml  # noqa: F401  (ai.onnx.ml)
+from . import svm  # noqa: F401  (ai.onnx.ml SVMs)

@@ -33,6 +33,7 @@ from . import signal  # noqa: F401
 from . import fold  # noqa: F401
 from . import strings  # noqa: F401
 from . import ml, tree_ensemble  # noqa: F401
+from . import svm  # noqa: F401
 from ._registry import KERNELS, Kernel, get_kernel, register_kernel, register_packed
 
 __all__ = ["KERNELS", "Kernel", "get_kernel", "register_kernel", "register_packed"]
