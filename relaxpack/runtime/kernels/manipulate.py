@@ -13,6 +13,7 @@ import numpy as np
 from ...errors import ShapeError
 from ._math import normalize_axis
 from ._registry import register_kernel
+from .string_cast import format_numbers, parse_numbers
 
 
 def _copy_reshaped(name: str, x: np.ndarray, out: np.ndarray) -> None:
@@ -64,9 +65,12 @@ def astype(x, *, out, dtype):
     truncate; out-of-range values are undefined in ONNX (numpy wraps). To
     float8 the cast does not saturate (overflow gives NaN or inf): the
     importer clamps first for ONNX Cast's default ``saturate=1``.
-    Strings (object arrays) hold Python ``str``: numbers format with ``str``."""
+    Strings (object arrays of ``str``) format and parse as ONNX Cast says
+    (see ``string_cast.py``)."""
     if out.dtype == object and x.dtype != object:
-        x = x.astype(str).astype(object)
+        x = format_numbers(x)
+    elif x.dtype == object and out.dtype != object:
+        x = parse_numbers(x, out.dtype)
     with np.errstate(invalid="ignore", over="ignore"):
         np.copyto(out, x, casting="unsafe")
 

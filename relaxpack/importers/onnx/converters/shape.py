@@ -124,10 +124,7 @@ def _target_dtype(ctx, to) -> str:
             to = onnx.TensorProto.DataType.Value(to.upper())
         except ValueError:
             raise unsupported(ctx, f"unknown Cast target type {to!r}") from None
-    dtype = onnx_dtype_name(int(to), f"{ctx.node_label()}'s target")
-    if dtype == "string":
-        raise unsupported(ctx, "casting to or from strings is not supported")
-    return dtype
+    return onnx_dtype_name(int(to), f"{ctx.node_label()}'s target")
 
 
 #: the largest finite value of each 8-bit float (ONNX's saturation bounds)
@@ -136,8 +133,8 @@ _FLOAT8_MAX = {"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0, "float8_e5m2": 
 
 
 def _cast(ctx, x: Value, dtype: str, saturate: int = 1):
-    if x.dtype == "string":
-        raise unsupported(ctx, "casting to or from strings is not supported")
+    """``astype``; to and from strings too (numbers formatted and parsed as
+    ONNX says, see ``runtime/kernels/string_cast.py``)."""
     if x.dtype == dtype:
         return x
     if is_symbolic(x) and dtype.startswith(INT_KINDS):
@@ -187,7 +184,5 @@ def cast_like_v19(ctx, x, target, *, saturate=1):
 def _like_dtype(ctx, target: Value) -> str:
     if target.dtype is None:
         raise unsupported(ctx, "the dtype of target_type is unknown")
-    if target.dtype == "string":
-        raise unsupported(ctx, "casting to or from strings is not supported")
     return target.dtype
 
