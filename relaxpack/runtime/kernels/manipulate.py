@@ -75,6 +75,29 @@ def astype(x, *, out, dtype):
         np.copyto(out, x, casting="unsafe")
 
 
+@register_kernel("to_float8e8m0")
+def to_float8e8m0(x, *, out, round_mode="up", saturate=True):
+    """ONNX Cast to FLOAT8E8M0: the float32 exponent, rounded ``up`` (when
+    any mantissa bit is set), ``down`` (dropped) or to ``nearest`` (ties to
+    even); NaN and infinities become NaN (0xFF), the sign is dropped. With
+    ``saturate`` a rounding never carries past the largest value (2**127)."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    exponent = ((bits >> 23) & 0xFF).astype(np.uint16)
+    special = exponent == 0xFF
+    if round_mode == "up":
+        carry = (bits & 0x7FFFFF) > 0
+    elif round_mode == "nearest":
+        guard, rest = (bits & 0x400000) > 0, (bits & 0x3FFFFF) > 0
+        carry = guard & (rest | (exponent > 0))
+    else:
+        carry = np.zeros(bits.shape, dtype=bool)
+    carry &= ~special
+    if saturate:
+        carry &= exponent != 0xFE
+    codes = np.where(special, 0xFF, exponent + carry).astype(np.uint8)
+    out[...] = codes.view(out.dtype)
+
+
 @register_kernel("concat")
 def concat(tensors, *, out, axis=0):
     """Concatenate the tuple ``tensors`` along ``axis``."""
