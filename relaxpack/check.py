@@ -114,9 +114,25 @@ def random_inputs(exe, dim_values: Mapping[str, int], rng: np.random.Generator) 
             inputs[p.name] = rng.integers(0, 8, shape).astype(dtype)
         elif dtype.kind == "b":
             inputs[p.name] = rng.integers(0, 2, shape).astype(bool)
+        elif p.dtype == "string":
+            inputs[p.name] = random_strings(shape, rng)
         else:
             raise InputError(f"cannot make random values of dtype {p.dtype} for input {p.name!r}")
     return inputs
+
+
+#: the characters of random strings: letters of two cases, digits, a space and a non-ASCII letter
+_STRING_CHARS = np.array(list("abcdefgxyzABCXYZ0123456789 \u00e9"))
+
+
+def random_strings(shape, rng: np.random.Generator, max_len: int = 6) -> np.ndarray:
+    """An object array of ``shape`` holding random words of 0..``max_len``
+    characters. Models that need particular strings (numbers to parse,
+    label keys) need explicit inputs."""
+    lengths = rng.integers(0, max_len + 1, int(np.prod(shape, dtype=np.int64)))
+    out = np.empty(lengths.size, dtype=object)
+    out[:] = ["".join(rng.choice(_STRING_CHARS, n)) for n in lengths.tolist()]
+    return out.reshape(shape)
 
 
 def _eval_dim(text: str, values: Mapping[str, int]) -> int:

@@ -43,3 +43,19 @@ def test_check_model_reports_agreement(make):
     report = check_model(make(), samples=2, seed=3)
     assert report.passed, report.worst()
     assert len(report.samples) == 2 and all(s.dims for s in report.samples)
+
+
+def test_check_model_makes_random_strings_for_string_inputs():
+    from onnx import TensorProto as TP
+    from onnx import helper
+    nodes = [helper.make_node("StringConcat", ["s", "s"], ["twice"]),
+             helper.make_node("RegexFullMatch", ["s"], ["has_digit"], pattern=r".*\d.*")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("s", TP.STRING, ["n"])],
+                              [helper.make_tensor_value_info("twice", TP.STRING, None),
+                               helper.make_tensor_value_info("has_digit", TP.BOOL, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=10)
+    report = check_model(model, dims={"n": (2, 40)}, samples=3, seed=1)
+    assert report.passed, report.worst()
+    strings = [s for sample in report.samples for s in sample.feeds["s"].tolist()]
+    assert all(isinstance(s, str) for s in strings) and len(set(strings)) > 10
+    assert any(any(c.isdigit() for c in s) for s in strings) and any(not s.isdigit() for s in strings)

@@ -27,3 +27,4 @@ from . import cumulative  # noqa: F401
 from . import selection  # noqa: F401
 from . import random  # noqa: F401
 from . import training  # noqa: F401
+from . import svm  # noqa: F401  (ai.onnx.ml SVMs)

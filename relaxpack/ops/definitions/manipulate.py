@@ -212,6 +212,17 @@ register_op("astype", infer=_infer_astype, attrs={"dtype": REQUIRED}, num_args=1
             doc="Cast to another dtype.")
 
 
+def _infer_to_float8e8m0(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data = tensor_arg(call, 0)
+    if call.attrs["round_mode"] not in ("up", "down", "nearest"):
+        raise attr_error(call, f"round_mode must be up, down or nearest, got {call.attrs['round_mode']!r}")
+    return with_shape(data, data.shape, "float8_e8m0fnu", data.ndim)
+
+
+register_op("to_float8e8m0", infer=_infer_to_float8e8m0, attrs={"round_mode": "up", "saturate": True},
+            num_args=1, doc="Cast to float8_e8m0fnu (a power of two) rounding the exponent up, down or to nearest.")
+
+
 def _infer_broadcast_to(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     data, target = tensor_arg(call, 0), shape_arg(call, 1)
     if data.ndim >= 0 and target.ndim >= 0 and data.ndim > target.ndim:

@@ -41,6 +41,7 @@ from . import selection  # noqa: F401
 from . import random  # noqa: F401
 from . import training  # noqa: F401
 from . import dynamic_shape  # noqa: F401
+from . import svm  # noqa: F401
 from ._registry import KERNELS, Kernel, get_kernel, register_kernel, register_packed
 
 __all__ = ["KERNELS", "Kernel", "get_kernel", "register_kernel", "register_packed"]

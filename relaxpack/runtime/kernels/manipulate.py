@@ -13,6 +13,7 @@ import numpy as np
 from ...errors import ShapeError
 from ._math import normalize_axis
 from ._registry import register_kernel
+from .string_cast import format_numbers, parse_numbers
 
 
 def _copy_reshaped(name: str, x: np.ndarray, out: np.ndarray) -> None:
@@ -64,11 +65,37 @@ def astype(x, *, out, dtype):
     truncate; out-of-range values are undefined in ONNX (numpy wraps). To
     float8 the cast does not saturate (overflow gives NaN or inf): the
     importer clamps first for ONNX Cast's default ``saturate=1``.
-    Strings (object arrays) hold Python ``str``: numbers format with ``str``."""
+    Strings (object arrays of ``str``) format and parse as ONNX Cast says
+    (see ``string_cast.py``)."""
     if out.dtype == object and x.dtype != object:
-        x = x.astype(str).astype(object)
+        x = format_numbers(x)
+    elif x.dtype == object and out.dtype != object:
+        x = parse_numbers(x, out.dtype)
     with np.errstate(invalid="ignore", over="ignore"):
         np.copyto(out, x, casting="unsafe")
+
+
+@register_kernel("to_float8e8m0")
+def to_float8e8m0(x, *, out, round_mode="up", saturate=True):
+    """ONNX Cast to FLOAT8E8M0: the float32 exponent, rounded ``up`` (when
+    any mantissa bit is set), ``down`` (dropped) or to ``nearest`` (ties to
+    even); NaN and infinities become NaN (0xFF), the sign is dropped. With
+    ``saturate`` a rounding never carries past the largest value (2**127)."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    exponent = ((bits >> 23) & 0xFF).astype(np.uint16)
+    special = exponent == 0xFF
+    if round_mode == "up":
+        carry = (bits & 0x7FFFFF) > 0
+    elif round_mode == "nearest":
+        guard, rest = (bits & 0x400000) > 0, (bits & 0x3FFFFF) > 0
+        carry = guard & (rest | (exponent > 0))
+    else:
+        carry = np.zeros(bits.shape, dtype=bool)
+    carry &= ~special
+    if saturate:
+        carry &= exponent != 0xFE
+    codes = np.where(special, 0xFF, exponent + carry).astype(np.uint8)
+    out[...] = codes.view(out.dtype)
 
 
 @register_kernel("concat")

@@ -445,3 +445,25 @@ def test_backend_node_case_with_run_time_scales_sizes_roi(name):
 @pytest.mark.parametrize("name", [n for n in BACKEND_CASES if not n.startswith(("test_resize_", "test_upsample_"))])
 def test_backend_node_case_with_run_time_pads(name):
     run_backend_case(name)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+@pytest.mark.parametrize("scales", [(2.0, 3.0), (1.7, 2.5)])
+def test_upsample_v1_against_its_opset_7_twin(mode, scales):
+    """Opset 1 spells the scales as height_scale/width_scale and linear as
+    "bilinear"; neither onnxruntime nor onnx's reference load it, so the
+    reference is the same upsampling at opset 7 on onnxruntime."""
+    x = rand(2, 3, 4, 5)
+    model = one_node("Upsample", {"x": x}, attrs={"mode": mode, "height_scale": scales[0],
+                                                  "width_scale": scales[1]}, opset=1)
+    twin = one_node("Upsample", {"x": x}, attrs={"mode": mode.replace("bilinear", "linear"),
+                                                 "scales": [1.0, 1.0, *scales]}, opset=7)
+    check_model(model, {"x": x}, ref=lambda feeds: reference(twin, feeds, "ort"))
+
+
+def test_upsample_v1_needs_a_4d_input_and_both_scales():
+    with pytest.raises(ShapeError, match="4-D"):
+        relaxpack.from_onnx(one_node("Upsample", {"x": rand(3, 4, 5)}, attrs={"height_scale": 2.0,
+                                                                               "width_scale": 2.0}, opset=1))
+    with pytest.raises(ShapeError, match="height_scale and width_scale"):
+        relaxpack.from_onnx(one_node("Upsample", {"x": rand(1, 3, 4, 5)}, attrs={"height_scale": 2.0}, opset=1))

@@ -167,6 +167,21 @@ def test_opset_7_without_layout(op):
     check(model, feeds(model, 5, 2, lens=[3, 5]))
 
 
+@pytest.mark.parametrize("op, opset, attrs", [
+    ("RNN", 1, {}), ("GRU", 1, {}), ("GRU", 3, {"linear_before_reset": 1}), ("LSTM", 1, {"input_forget": 1}),
+], ids=["rnn_1", "gru_1", "gru_3", "lstm_1"])
+@pytest.mark.parametrize("output_sequence", [0, 1])
+def test_opsets_before_7_against_their_opset_7_twin(op, opset, attrs, output_sequence):
+    """Opsets 1-6 compute what opset 7 does; their output_sequence only said
+    whether Y must be named (Y is computed when named). Neither onnxruntime
+    nor onnx's reference load them: the reference is the opset-7 twin."""
+    optional = ("B", "sequence_lens", "initial_h") + (("initial_c", "P") if op == "LSTM" else ())
+    model = layer(op, opset=opset, direction="bidirectional", optional=optional, output_sequence=output_sequence,
+                  **attrs)
+    twin = layer(op, opset=7, direction="bidirectional", optional=optional, **attrs)
+    check(model, feeds(model, 5, 3), feeds(model, 2, 1, seed=4), ref=lambda f: reference(twin, f, "ort"))
+
+
 def test_static_shapes_and_hidden_size_taken_from_r():
     model = layer("GRU", optional=("B",), sym=False)
     model.graph.input[0].type.tensor_type.shape.CopyFrom(

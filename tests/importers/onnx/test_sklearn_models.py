@@ -36,7 +36,8 @@ TARGET = X @ rng.standard_normal(5).astype(np.float32) + 0.1 * rng.standard_norm
 
 def convert(model, zipmap=False):
     from skl2onnx import to_onnx
-    options = {id(model): {"zipmap": False}} if zipmap is False and hasattr(model, "predict_proba") else None
+    from sklearn.base import is_classifier    # SVC without probability=True has no predict_proba but a ZipMap
+    options = {id(model): {"zipmap": False}} if zipmap is False and is_classifier(model) else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return to_onnx(model, X[:1], options=options, target_opset={"": 17, "ai.onnx.ml": 3})
@@ -134,3 +135,86 @@ def test_one_hot_encoder(categories):
     want = reference(onx, {"X": categories}, "ort")[0]
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+# ---------------------------------------------------------------- support vector machines
+
+
+def _svm(model, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")       # SVC(probability=True) is deprecated in recent scikit-learn
+        return model.fit(X, y)
+
+
+@pytest.mark.parametrize("kernel", ["linear", "poly", "rbf", "sigmoid"])
+@pytest.mark.parametrize("y", [Y2, Y3], ids=["binary", "three_classes"])
+def test_svc(kernel, y):
+    from sklearn.svm import SVC
+    check_sklearn(_svm(SVC(kernel=kernel, gamma=0.3, coef0=0.5, degree=3), y), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("y", [Y2, Y3], ids=["binary", "three_classes"])
+def test_svc_probabilities(y):
+    from sklearn.svm import SVC
+    got = check_sklearn(_svm(SVC(probability=True, random_state=0), y), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got["probabilities"].sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_nusvc_with_string_labels():
+    from sklearn.svm import NuSVC
+    labels = np.array(["cat", "dog", "eel"], dtype=object)[Y3]
+    check_sklearn(_svm(NuSVC(nu=0.3), labels), rtol=1e-4, atol=1e-5)
+    check_sklearn(_svm(NuSVC(nu=0.3, probability=True, random_state=0), labels), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kernel", ["linear", "rbf", "poly"])
+def test_svr(kernel):
+    from sklearn.svm import SVR
+    check_sklearn(SVR(kernel=kernel, degree=2).fit(X, TARGET), rtol=1e-4, atol=1e-4)
+
+
+def test_one_class_svm():
+    from sklearn.svm import OneClassSVM
+    check_sklearn(OneClassSVM(nu=0.2, gamma=0.3).fit(X), x=X * 1.5, rtol=1e-4, atol=1e-4)
+
+
+def _svm_node_model(**attrs):
+    from onnx import TensorProto, helper
+    node = helper.make_node("SVMClassifier", ["X"], ["label", "scores"], domain="ai.onnx.ml", **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["n", 5])],
+                              [helper.make_tensor_value_info("label", TensorProto.INT64, None),
+                               helper.make_tensor_value_info("scores", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)],
+                             ir_version=10)
+
+
+def _check_node_model(onx):
+    got = VirtualMachine(relaxpack.build(relaxpack.from_onnx(onx))).run({"X": X[:40]})
+    label, scores = reference(onx, {"X": X[:40]}, "ort")
+    np.testing.assert_array_equal(got["label"], label)
+    np.testing.assert_allclose(got["scores"], scores, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("post_transform", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"])
+@pytest.mark.parametrize("y", [Y2, Y3], ids=["binary", "three_classes"])
+def test_svm_classifier_post_transforms(y, post_transform):
+    """The transforms skl2onnx never emits, on an SVC's own attributes."""
+    onx = convert(_svm(__import__("sklearn.svm").svm.SVC(gamma=0.3), y))
+    attrs = {a.name: onnx_attr(a) for a in onx.graph.node[0].attribute}
+    _check_node_model(_svm_node_model(**{**attrs, "post_transform": post_transform}))
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("sign", [1, -1], ids=["positive_weights", "mixed_weights"])
+def test_svm_classifier_liblinear_mode(n_classes, sign):
+    """No support vectors: one weight row per class, the label rules of onnxruntime's binary case."""
+    weights = np.abs(rng.standard_normal((n_classes, 5))) * 0.3
+    weights[:, ::2] *= sign
+    _check_node_model(_svm_node_model(classlabels_ints=list(range(n_classes)), coefficients=weights.ravel().tolist(),
+                                      rho=[0.1], kernel_type="LINEAR", kernel_params=[0.0, 0.0, 0.0]))
+
+
+def onnx_attr(attribute):
+    from onnx import helper
+    value = helper.get_attribute_value(attribute)
+    return value.decode() if isinstance(value, bytes) else value

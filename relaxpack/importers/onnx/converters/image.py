@@ -239,6 +239,21 @@ def _sized_dims(ctx, in_dims, sizes, policy: str) -> tuple[list[Dim], list[float
 # ---------------------------------------------------------------- Resize-10, Upsample
 
 
+@register_converter("", "Upsample", since_opset=1)
+def upsample_v1(ctx, x, *, height_scale=None, width_scale=None, mode="nearest"):
+    """Opset 1: a 4-D NCHW input, scales for H and W, modes nearest and
+    bilinear (opset 7's "linear")."""
+    if height_scale is None or width_scale is None:
+        raise shape_error(ctx, "needs the attributes height_scale and width_scale")
+    x = shaped(ctx, x)
+    if len(x.shape) != 4:
+        raise shape_error(ctx, f"opset 1 upsamples a 4-D NCHW input, got rank {len(x.shape)}")
+    if mode not in ("nearest", "bilinear"):
+        raise shape_error(ctx, f"mode must be nearest or bilinear, got {mode!r}")
+    scales = [1.0, 1.0, float(height_scale), float(width_scale)]
+    return _resize_v10(ctx, x, scales, "linear" if mode == "bilinear" else mode)
+
+
 @register_converter("", "Upsample", since_opset=7)
 def upsample_v7(ctx, x, *, scales, mode="nearest"):
     return _resize_v10(ctx, x, [float(s) for s in scales], mode)

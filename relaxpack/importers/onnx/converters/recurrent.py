@@ -1,4 +1,5 @@
-"""Recurrent layers: RNN, GRU, LSTM (opsets 7, 14 with ``layout``, 22).
+"""Recurrent layers: RNN, GRU, LSTM (opsets 1, 3 for GRU's
+``linear_before_reset``, 7, 14 with ``layout``, 22).
 
 Each node becomes one ``nn.rnn`` / ``nn.gru`` / ``nn.lstm`` call whose
 arguments are ``X, W, R`` and the optional inputs the node has; the
@@ -92,6 +93,21 @@ def _layer(ctx, op: str, inputs: dict[str, Value | None], *, hidden_size, activa
 
 # ---------------------------------------------------------------- RNN
 
+# Opsets 1-6 compute what opset 7 computes; their ``output_sequence`` only
+# said whether the node must name the optional output Y. Y is computed when
+# the node names it, whatever output_sequence says (onnx's reference reads
+# it the same way).
+
+
+@register_converter("", "RNN", since_opset=1)
+def rnn_v1(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, *, hidden_size=None,
+           activations=None, activation_alpha=None, activation_beta=None, clip=None, direction="forward",
+           output_sequence=0):
+    return rnn_v14(ctx, x, w, r, b, sequence_lens, initial_h, hidden_size=hidden_size, activations=activations,
+                   activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,
+                   direction=direction)
+
+
 
 @register_converter("", "RNN", since_opset=7)
 def rnn_v7(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, *, hidden_size=None,
@@ -114,6 +130,25 @@ def rnn_v14(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, *, hidden_
 # ---------------------------------------------------------------- GRU
 
 
+@register_converter("", "GRU", since_opset=1)
+def gru_v1(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, *, hidden_size=None,
+           activations=None, activation_alpha=None, activation_beta=None, clip=None, direction="forward",
+           output_sequence=0):
+    return gru_v14(ctx, x, w, r, b, sequence_lens, initial_h, hidden_size=hidden_size, activations=activations,
+                   activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,
+                   direction=direction)
+
+
+@register_converter("", "GRU", since_opset=3)
+def gru_v3(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, *, hidden_size=None,
+           activations=None, activation_alpha=None, activation_beta=None, clip=None, direction="forward",
+           linear_before_reset=0, output_sequence=0):
+    return gru_v14(ctx, x, w, r, b, sequence_lens, initial_h, hidden_size=hidden_size, activations=activations,
+                   activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,
+                   direction=direction, linear_before_reset=linear_before_reset)
+
+
+
 @register_converter("", "GRU", since_opset=7)
 def gru_v7(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, *, hidden_size=None,
            activations=None, activation_alpha=None, activation_beta=None, clip=None, direction="forward",
@@ -134,6 +169,16 @@ def gru_v14(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, *, hidden_
 
 
 # ---------------------------------------------------------------- LSTM
+
+
+@register_converter("", "LSTM", since_opset=1)
+def lstm_v1(ctx, x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None, *,
+            hidden_size=None, activations=None, activation_alpha=None, activation_beta=None, clip=None,
+            direction="forward", input_forget=0, output_sequence=0):
+    return lstm_v14(ctx, x, w, r, b, sequence_lens, initial_h, initial_c, p, hidden_size=hidden_size,
+                    activations=activations, activation_alpha=activation_alpha,
+                    activation_beta=activation_beta, clip=clip, direction=direction, input_forget=input_forget)
+
 
 
 @register_converter("", "LSTM", since_opset=7)

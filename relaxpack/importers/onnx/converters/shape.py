@@ -131,10 +131,7 @@ def _target_dtype(ctx, to) -> str:
             to = onnx.TensorProto.DataType.Value(to.upper())
         except ValueError:
             raise unsupported(ctx, f"unknown Cast target type {to!r}") from None
-    dtype = onnx_dtype_name(int(to), f"{ctx.node_label()}'s target")
-    if dtype == "string":
-        raise unsupported(ctx, "casting to or from strings is not supported")
-    return dtype
+    return onnx_dtype_name(int(to), f"{ctx.node_label()}'s target")
 
 
 #: the largest finite value of each 8-bit float (ONNX's saturation bounds)
@@ -142,11 +139,19 @@ _FLOAT8_MAX = {"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0, "float8_e5m2": 
                "float8_e5m2fnuz": 57344.0}
 
 
-def _cast(ctx, x: Value, dtype: str, saturate: int = 1):
-    if x.dtype == "string":
-        raise unsupported(ctx, "casting to or from strings is not supported")
+def _cast(ctx, x: Value, dtype: str, saturate: int = 1, round_mode: str = "up"):
+    """``astype``; to and from strings too (numbers formatted and parsed as
+    ONNX says, see ``runtime/kernels/string_cast.py``); to float8_e8m0fnu
+    with ONNX's ``round_mode``."""
     if x.dtype == dtype:
         return x
+    if dtype == "float8_e8m0fnu":
+        if round_mode not in ("up", "down", "nearest"):
+            raise unsupported(ctx, f"round_mode must be up, down or nearest, got {round_mode!r}")
+        data = ctx.expr(x)
+        if x.dtype != "float32":
+            data = emit(ctx, make_call("astype", data, dtype="float32"), "cast")
+        return make_call("to_float8e8m0", data, round_mode=round_mode, saturate=bool(saturate))
     if is_symbolic(x) and dtype.startswith(INT_KINDS):
         dims, shape = int_contents(x)
         return contents_value(ctx, dims, shape, dtype)
@@ -181,6 +186,11 @@ def cast_v19(ctx, x, *, to, saturate=1):
     return _cast(ctx, x, _target_dtype(ctx, to), saturate)
 
 
+@register_converter("", "Cast", since_opset=24)
+def cast_v24(ctx, x, *, to, saturate=1, round_mode="up"):
+    return _cast(ctx, x, _target_dtype(ctx, to), saturate, round_mode)
+
+
 @register_converter("", "CastLike", since_opset=15)
 def cast_like_v15(ctx, x, target):
     return _cast(ctx, x, _like_dtype(ctx, target))
@@ -194,7 +204,9 @@ def cast_like_v19(ctx, x, target, *, saturate=1):
 def _like_dtype(ctx, target: Value) -> str:
     if target.dtype is None:
         raise unsupported(ctx, "the dtype of target_type is unknown")
-    if target.dtype == "string":
-        raise unsupported(ctx, "casting to or from strings is not supported")
     return target.dtype
 
+
+@register_converter("", "CastLike", since_opset=25)
+def cast_like_v25(ctx, x, target, *, saturate=1, round_mode="up"):
+    return _cast(ctx, x, _like_dtype(ctx, target), saturate, round_mode)
