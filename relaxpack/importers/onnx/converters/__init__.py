@@ -6,3 +6,4 @@ from . import image, scatter  # noqa: F401  (Resize/Upsample/Pad, GatherND/Scatt
 from . import quantize  # noqa: F401  (quantization)
 from . import composite, loss  # noqa: F401  (compositions)
 from . import recurrent  # noqa: F401  (RNN, GRU, LSTM)
+from . import microsoft  # noqa: F401  (com.microsoft contrib ops)
