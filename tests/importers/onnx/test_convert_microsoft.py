@@ -99,6 +99,15 @@ def test_fused_matmul_batch_transposes_are_unsupported_by_name():
         relaxpack.from_onnx(model)
 
 
+@pytest.mark.parametrize("activation, extra", [("Relu", {}), ("Tanh", {}), ("Sigmoid", {}),
+                                               ("LeakyRelu", {"activation_alpha": 0.2})])
+def test_fused_gemm(activation, extra):
+    model = ms_model("FusedGemm", {"a": rand(3, 4)}, {"b": rand(5, 4, seed=1), "c": rand(5, seed=2)},
+                     attrs={"transB": 1, "alpha": 0.5, "beta": 2.0, "activation": activation, **extra},
+                     sym={"a": ["n", 4]})
+    check(model, *batches(lambda n, s: {"a": rand(n, 4, seed=s)}, 1, 6))
+
+
 # ---------------------------------------------------------------- layer norms
 
 

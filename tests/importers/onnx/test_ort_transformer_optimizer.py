@@ -56,3 +56,24 @@ def test_the_optimized_bert_matches_onnxruntime(optimized):
         feeds = _feeds(batch, seq, seed)
         diffs = compare_outputs(names, vm.run(feeds), session.run(None, feeds), 1e-4, 1e-4)
         assert all(d.passed for d in diffs), (batch, seq, diffs)
+
+
+def test_onnxruntime_graph_optimizations_match_onnxruntime(tmp_path):
+    """onnxruntime's own graph optimizer (ORT_ENABLE_EXTENDED) fuses the
+    exported BERT into FusedMatMul, BiasGelu and FusedGemm; the saved model
+    converts and matches."""
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(tmp_path / "bert_ort.onnx")
+    ort.InferenceSession(str(BERT), options, providers=["CPUExecutionProvider"])
+    model = onnx.load(options.optimized_model_filepath)
+    ops = {n.op_type for n in model.graph.node if n.domain == "com.microsoft"}
+    assert {"FusedMatMul", "BiasGelu", "FusedGemm"} <= ops, ops
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model, dims={"batch": (1, 8), "seq": (1, 64)})))
+    session = onnxruntime_session(model)
+    names = [o.name for o in session.get_outputs()]
+    for batch, seq, seed in [(1, 3, 0), (2, 9, 1)]:
+        feeds = _feeds(batch, seq, seed)
+        diffs = compare_outputs(names, vm.run(feeds), session.run(None, feeds), 1e-4, 1e-4)
+        assert all(d.passed for d in diffs), (batch, seq, diffs)

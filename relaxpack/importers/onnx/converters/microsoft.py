@@ -5,8 +5,9 @@ Each follows onnxruntime's contrib-op documentation and its CPU kernel,
 checked against onnxruntime in tests/importers/onnx/test_convert_microsoft.py:
 
 - activations: Gelu (erf), FastGelu (tanh form, optional bias), BiasGelu,
-  QuickGelu (``x * sigmoid(alpha * x)``), BiasAdd (``x + bias + skip``);
+  QuickGelu (``x * sigmoid(alpha * x)``);
 - FusedMatMul: ``alpha * op(A) @ op(B)``, op a transpose of the last two dims;
+  FusedGemm: Gemm then an activation;
 - layer norms: SkipLayerNormalization (``LN(input + skip + bias)``, also the
   sum as output 3), SkipSimplifiedLayerNormalization and
   SimplifiedLayerNormalization (RMS), the contrib LayerNormalization of the
@@ -14,7 +15,9 @@ checked against onnxruntime in tests/importers/onnx/test_convert_microsoft.py:
 - quantized: QLinearAdd, QLinearMul, MatMulIntegerToFloat,
   DynamicQuantizeMatMul.
 
-Attention and MultiHeadAttention are in ``microsoft_attention.py``.
+Attention and MultiHeadAttention are in ``microsoft_attention.py``. BiasAdd
+and BiasSplitGelu are left out: onnxruntime implements them for CUDA only, so
+there is no CPU reference to check them against.
 
     SkipLayerNormalization(x, skip, gamma, beta, bias)
         ->  s = x + skip + bias;  y = R.nn.layer_norm(s, gamma, beta, axes=(2,))
@@ -30,6 +33,7 @@ from ..value import Value
 from . import quantize as q
 from ._composite_common import arange, outputs_used
 from ._math_common import astype, call, malformed, scalar
+from .nn import gemm as _onnx_gemm
 from .nn import layer_norm as _onnx_layer_norm
 
 MS = "com.microsoft"
@@ -86,12 +90,6 @@ def quick_gelu(ctx, x, *, alpha=1.702):
     return make_call("multiply", data, gate)
 
 
-@register_converter(MS, "BiasAdd", since_opset=1)
-def bias_add(ctx, x, bias, skip):
-    """``x + bias + skip`` (bias over the channels, last dim)."""
-    return make_call("add", call(ctx, "add", ctx.expr(x), ctx.expr(bias)), ctx.expr(skip))
-
-
 # ================================================================ FusedMatMul
 
 
@@ -116,6 +114,26 @@ def _last_two_swapped(ctx, value: Value, transpose: int, what: str) -> Expr:
         raise malformed(ctx, f"trans{what} needs {what} of rank 2 or more, got rank {ndim}")
     axes = tuple(range(ndim - 2)) + (ndim - 1, ndim - 2)
     return call(ctx, "permute_dims", expr, axes=axes)
+
+
+#: FusedGemm's activations (onnxruntime's names) -> (IR op, its attributes from activation_alpha)
+_GEMM_ACTIVATIONS = {
+    "Relu": ("nn.relu", lambda alpha: {}), "Tanh": ("tanh", lambda alpha: {}),
+    "Sigmoid": ("sigmoid", lambda alpha: {}),
+    "LeakyRelu": ("nn.leakyrelu", lambda alpha: {"alpha": 0.01 if alpha is None else float(alpha)}),
+}
+
+
+@register_converter(MS, "FusedGemm", since_opset=1)
+def fused_gemm(ctx, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, activation=None,
+               activation_alpha=None, activation_beta=None, activation_gamma=None):
+    """``activation(Gemm(a, b, c))``, the Gemm + activation onnxruntime's graph optimizer fuses."""
+    name = activation.decode() if isinstance(activation, bytes) else activation
+    if name not in _GEMM_ACTIVATIONS:
+        raise ms_unsupported(ctx, f"activation {name!r} (supported: {', '.join(_GEMM_ACTIVATIONS)})")
+    op, attrs = _GEMM_ACTIVATIONS[name]
+    product = ctx.expr(ctx.emit(_onnx_gemm(ctx, a, b, c, alpha=alpha, beta=beta, transA=transA, transB=transB)))
+    return make_call(op, product, **attrs(activation_alpha))
 
 
 # ================================================================ layer norms
