@@ -28,6 +28,9 @@ def archive_facts(exe, archive: Path) -> dict:
         "arena_bytes": plan.get("arena_bytes"),
         "lower_bound_bytes": plan.get("lower_bound_bytes"),
         "naive_bytes": plan.get("naive_bytes"),
+        "workspaces": plan.get("workspaces", 0),
+        "workspace_bytes": plan.get("workspace_bytes"),
+        "largest_workspace_bytes": plan.get("largest_workspace_bytes"),
         "archive_bytes": archive.stat().st_size,
     }
 
@@ -69,6 +72,9 @@ def inspect_(
     if facts["arena_bytes"] is not None:
         echo(f"arena        {fmt_bytes(facts['arena_bytes'])} (lower bound {fmt_bytes(facts['lower_bound_bytes'])}, "
              f"naive {fmt_bytes(facts['naive_bytes'])})")
+    if facts["workspace_bytes"]:
+        echo(f"workspace    {facts['workspaces']} kernel workspaces, largest "
+             f"{fmt_bytes(facts['largest_workspace_bytes'])} (all {fmt_bytes(facts['workspace_bytes'])}; in the arena)")
     if ir:
         text = exe.metadata.get("ir")
         echo(text if text else "# this archive carries no IR text")

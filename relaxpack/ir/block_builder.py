@@ -98,6 +98,17 @@ class BlockBuilder:
     def update_func(self, name: str, func: Function) -> None:
         self._functions[name] = func
 
+    def get_func(self, name: str) -> Function | None:
+        """The function ``name`` built so far (also while another is still being built)."""
+        return self._functions.get(name)
+
+    def remove_func(self, name: str) -> None:
+        """Drop a finished function (e.g. a draft the importer built and then replaced)."""
+        self._functions.pop(name, None)
+
+    def func_names(self) -> frozenset[str]:
+        return frozenset(self._functions)
+
     def get(self) -> IRModule:
         if self._func_stack:
             raise IRError(f"function {self._func_stack[-1].name!r} is still being built")

@@ -24,8 +24,8 @@ from .expr import (
     TupleGetItem, Var,
 )
 from .struct_info import (
-    DTYPES, GLOBAL_SCOPE, FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo,
-    StructInfo, TensorStructInfo, TupleStructInfo,
+    DTYPES, GLOBAL_SCOPE, FuncStructInfo, ObjectStructInfo, OptionalStructInfo, PrimStructInfo,
+    SequenceStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
 )
 from .text_syntax import OUT_SINFO_OPS, SPECIAL_FORMS, numpy_dtype, quote, takes_callee_name
 
@@ -208,8 +208,8 @@ class ExprReader:
         call = node if isinstance(node, ast.Call) else None
         path = dotted(call.func if call else node)
         if not path or path[0] != "R" or len(path) != 2 or path[1] not in _SINFO_READERS:
-            raise fail(node, f"expected struct info (R.Tensor, R.Tuple, R.Shape, R.Prim, R.Object "
-                             f"or R.Callable), got {_text(node)}")
+            raise fail(node, f"expected struct info (R.Tensor, R.Tuple, R.Shape, R.Prim, R.Object, "
+                             f"R.Sequence, R.Optional or R.Callable), got {_text(node)}")
         with self.at(node):
             return _SINFO_READERS[path[1]](self, call)
 
@@ -274,6 +274,17 @@ class ExprReader:
         if call is not None and (call.args or call.keywords):
             raise fail(call, "R.Object takes no arguments")
         return ObjectStructInfo()
+
+    def _container_sinfo(self, call: ast.Call | None, cls, name: str) -> StructInfo:
+        if call is None or len(call.args) != 1 or call.keywords:
+            raise fail(call, f"R.{name} takes one struct info: the element's")
+        return cls(self.sinfo(call.args[0]))
+
+    def _sequence_sinfo(self, call: ast.Call | None) -> StructInfo:
+        return self._container_sinfo(call, SequenceStructInfo, "Sequence")
+
+    def _optional_sinfo(self, call: ast.Call | None) -> StructInfo:
+        return self._container_sinfo(call, OptionalStructInfo, "Optional")
 
     def _callable_sinfo(self, call: ast.Call | None) -> StructInfo:
         if call is None:
@@ -468,6 +479,8 @@ _SINFO_READERS = {
     "Prim": ExprReader._prim_sinfo,
     "Object": ExprReader._object_sinfo,
     "Callable": ExprReader._callable_sinfo,
+    "Sequence": ExprReader._sequence_sinfo,
+    "Optional": ExprReader._optional_sinfo,
 }
 
 _SPECIAL_READERS = {

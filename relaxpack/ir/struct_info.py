@@ -135,6 +135,31 @@ class TupleStructInfo(StructInfo):
 
 
 @dataclass(frozen=True, slots=True)
+class SequenceStructInfo(StructInfo):
+    """An ONNX sequence: any number of values described by ``elem``.
+
+    At run time a sequence is a Python tuple (immutable: every sequence op
+    makes a new one), e.g. ``R.Sequence(R.Tensor(ndim=2, dtype="float32"))``
+    holds 2-d float32 arrays of any shapes.
+    """
+
+    elem: StructInfo = field(default_factory=ObjectStructInfo)
+
+    def dim_vars(self):
+        return self.elem.dim_vars()
+
+
+@dataclass(frozen=True, slots=True)
+class OptionalStructInfo(StructInfo):
+    """An ONNX optional: ``None`` (no element) or a value described by ``elem``."""
+
+    elem: StructInfo = field(default_factory=ObjectStructInfo)
+
+    def dim_vars(self):
+        return self.elem.dim_vars()
+
+
+@dataclass(frozen=True, slots=True)
 class FuncStructInfo(StructInfo):
     """A function's signature; ``params`` is ``None`` for an opaque callable."""
 
@@ -194,6 +219,8 @@ def is_base_of(base: StructInfo, derived: StructInfo, analyzer: DimAnalyzer | No
         return base.dtype == derived.dtype and (
             base.value is None
             or (derived.value is not None and analyzer.prove_equal(base.value, derived.value)))
+    if isinstance(base, (SequenceStructInfo, OptionalStructInfo)):
+        return is_base_of(base.elem, derived.elem, analyzer)
     if isinstance(base, TupleStructInfo):
         return len(base.fields) == len(derived.fields) and all(
             is_base_of(b, d, analyzer) for b, d in zip(base.fields, derived.fields))
@@ -241,6 +268,8 @@ def erase_to_well_defined(sinfo: StructInfo, defined: frozenset[str]) -> StructI
         return sinfo
     if isinstance(sinfo, TupleStructInfo):
         return TupleStructInfo(tuple(erase_to_well_defined(f, defined) for f in sinfo.fields))
+    if isinstance(sinfo, (SequenceStructInfo, OptionalStructInfo)):
+        return type(sinfo)(erase_to_well_defined(sinfo.elem, defined))
     return sinfo
 
 
@@ -262,6 +291,8 @@ def unify_struct_info(a: StructInfo, b: StructInfo, analyzer: DimAnalyzer | None
         return TensorStructInfo(None, dtype, ndim, vdevice)
     if isinstance(a, TupleStructInfo) and isinstance(b, TupleStructInfo) and len(a.fields) == len(b.fields):
         return TupleStructInfo(tuple(unify_struct_info(x, y, analyzer) for x, y in zip(a.fields, b.fields)))
+    if type(a) is type(b) and isinstance(a, (SequenceStructInfo, OptionalStructInfo)):
+        return type(a)(unify_struct_info(a.elem, b.elem, analyzer))
     if isinstance(a, ShapeStructInfo) and isinstance(b, ShapeStructInfo):
         return ShapeStructInfo(None, a.ndim if a.ndim == b.ndim else -1)
     if isinstance(a, PrimStructInfo) and isinstance(b, PrimStructInfo) and a.dtype == b.dtype:

@@ -12,6 +12,7 @@ Struct info (symbolic dims are strings, static dims ints)::
     R.Tuple(R.Tensor(...), ...)       R.Shape(["n", 4])   R.Shape(ndim=2)   R.Shape(ndim=-1)
     R.Prim("int64")  R.Prim("int64", value="n + 1")       R.Object
     R.Callable((params...), ret, pure=True)       R.Callable(None, ret, pure=False)
+    R.Sequence(R.Tensor("float32", ndim=2))      R.Optional(R.Tensor(...))
 
 Leaves: ``x`` (a var), ``cls.f`` (a module function), ``R.shape([n, 4])``,
 ``R.prim_value(n + 1)``, ``R.prim_value(0.5, "float32")``, ``R.str("s")``,
@@ -44,8 +45,8 @@ from ..errors import IRError
 from .dims import DimExpr, format_dim, sym  # noqa: F401  (sym: doctest)
 from .expr import Span
 from .struct_info import (
-    GLOBAL_SCOPE, FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
-    TensorStructInfo, TupleStructInfo,
+    GLOBAL_SCOPE, FuncStructInfo, ObjectStructInfo, OptionalStructInfo, PrimStructInfo, SequenceStructInfo,
+    ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
 )
 
 #: Names the printer never gives to a var: the namespaces of the text form,
@@ -179,6 +180,10 @@ def format_sinfo(sinfo: StructInfo) -> str:
         return f"R.Prim({quote(sinfo.dtype)}{value})"
     if isinstance(sinfo, ObjectStructInfo):
         return "R.Object"
+    if isinstance(sinfo, SequenceStructInfo):
+        return f"R.Sequence({format_sinfo(sinfo.elem)})"
+    if isinstance(sinfo, OptionalStructInfo):
+        return f"R.Optional({format_sinfo(sinfo.elem)})"
     if isinstance(sinfo, FuncStructInfo):
         if sinfo.params is None:
             params = "None"

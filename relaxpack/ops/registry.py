@@ -22,6 +22,8 @@ from ..ir.struct_info import StructInfo
 REQUIRED = object()  # marks an attribute without a default
 
 InferFn = Callable[[Call, DimAnalyzer], StructInfo]
+#: (input struct infos, attributes, output struct info) -> scratch bytes (a dim) or None
+WorkspaceFn = Callable[[tuple, Mapping[str, Any], StructInfo], Any]
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,10 @@ class OpDef:
     #: on the same-index elements: the kernel may write over an input of the output's
     #: shape and dtype (the memory planner's in-place reuse)
     elementwise: bool = False
+    #: the scratch bytes the kernel takes, a dim over the call's shapes and
+    #: attributes; codegen plans it as a tensor live at the kernel's one
+    #: instruction and hands it over as ``workspace=`` (see ops/workspace.py)
+    workspace: WorkspaceFn | None = None
 
     def check_call(self, call: Call) -> None:
         n = len(call.args)
@@ -64,12 +70,12 @@ _REGISTRY: dict[str, OpDef] = {}
 
 def register_op(name: str, *, infer: InferFn, attrs: Mapping[str, Any] | None = None,
                 num_args: int | tuple[int, int | None] = 1, pure: bool = True, doc: str = "",
-                elementwise: bool = False) -> OpDef:
+                elementwise: bool = False, workspace: WorkspaceFn | None = None) -> OpDef:
     """Define the op ``name``. ``num_args`` is a count or a (min, max) range."""
     if name in _REGISTRY:
         raise IRError(f"op {name!r} is registered twice")
     lo, hi = (num_args, num_args) if isinstance(num_args, int) else num_args
-    opdef = OpDef(name, infer, dict(attrs or {}), lo, hi, pure, doc, elementwise)
+    opdef = OpDef(name, infer, dict(attrs or {}), lo, hi, pure, doc, elementwise, workspace)
     _REGISTRY[name] = opdef
     return opdef
 

@@ -4,7 +4,8 @@ Each function gets registers for its parameters, one for the shape heap
 (symbolic dims live in heap slots) and one per binding. Inputs are checked
 at entry (dtype, rank, constant dims, dim ranges, dims shared between
 inputs). ``call_tir`` becomes an allocation of the output and a kernel call
-in destination-passing style; ``call_packed`` a call that returns its value;
+in destination-passing style (with the kernel's planned ``workspace`` when
+its op declares one); ``call_packed`` a call that returns its value;
 ``If`` a conditional jump.
 """
 
@@ -17,11 +18,15 @@ from ..ir.expr import (
     ShapeExpr, StringImm, Tuple, TupleGetItem, Var,
 )
 from ..ir.module import IRModule
-from ..ir.struct_info import PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
-from ..runtime.bytecode import CONST, IMM, NO_DST, REG, Goto, If as IfInstr, ParamInfo, Ret, VMFunction
+from ..ir.struct_info import (
+    OptionalStructInfo, PrimStructInfo, SequenceStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
+    TupleStructInfo,
+)
+from ..runtime.bytecode import CONST, FUNC, IMM, NO_DST, REG, Goto, If as IfInstr, ParamInfo, Ret, VMFunction
 from ..runtime.bytecode import Call as CallInstr
 from ..runtime.executable import Executable, FuncEntry
 from ..runtime.dtypes import numpy_dtype
+from ..ops.workspace import call_workspace
 from ..runtime.kernels import KERNELS
 from ..runtime.registry import FUNC_KIND
 from .dim_program import dim_program
@@ -119,6 +124,10 @@ class _FunctionCodegen:
                     deferred += self.match_dims(self.reg_of[p], sinfo.shape, ctx, first_pass=True)
             elif isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
                 deferred += self.match_dims(self.reg_of[p], sinfo.values, ctx, first_pass=True)
+            elif isinstance(sinfo, (SequenceStructInfo, OptionalStructInfo)):
+                kind, dtype, ndim = container_kind(sinfo)
+                self.emit_call(NO_DST, "builtin", "vm.builtin.check_container",
+                               [(REG, self.reg_of[p]), (IMM, kind), (IMM, dtype), (IMM, ndim), (IMM, ctx)])
         for reg, dims, ctx in deferred:
             self.match_dims(reg, dims, ctx, first_pass=False)
         return infos
@@ -156,6 +165,9 @@ class _FunctionCodegen:
         if isinstance(sinfo, TensorStructInfo):
             shape = None if sinfo.shape is None else tuple(d if isinstance(d, int) else str(d) for d in sinfo.shape)
             return ParamInfo(p.name_hint, "tensor", sinfo.dtype, sinfo.ndim, shape)
+        if isinstance(sinfo, (SequenceStructInfo, OptionalStructInfo)):
+            kind, dtype, ndim = container_kind(sinfo)
+            return ParamInfo(p.name_hint, kind, dtype, ndim)
         kind = {ShapeStructInfo: "shape", PrimStructInfo: "prim", TupleStructInfo: "tuple"}.get(type(sinfo), "object")
         return ParamInfo(p.name_hint, kind)
 
@@ -169,7 +181,16 @@ class _FunctionCodegen:
         self.instrs.append(Ret(result))
         instrs = [self.patch_heap_size(i) for i in self.instrs]
         return VMFunction(self.name, tuple(params), self.num_regs, tuple(instrs),
-                          outputs=self.output_names(), dim_ranges=tuple(self.func.attrs.get("dim_ranges", ())))
+                          outputs=self.output_names(), dim_ranges=tuple(self.func.attrs.get("dim_ranges", ())),
+                          attrs=self.output_kinds())
+
+    def output_kinds(self) -> dict:
+        """``{"output_kinds": [...]}`` when an output is a sequence or an optional (else nothing)."""
+        ret = self.func.ret_struct_info
+        fields = ret.fields if isinstance(ret, TupleStructInfo) and len(self.output_names()) > 1 else (ret,)
+        kinds = [container_kind(f)[0] if isinstance(f, (SequenceStructInfo, OptionalStructInfo)) else "tensor"
+                 for f in fields]
+        return {"output_kinds": kinds} if any(k != "tensor" for k in kinds) else {}
 
     def patch_heap_size(self, ins):
         if not isinstance(ins, CallInstr):
@@ -238,6 +259,8 @@ class _FunctionCodegen:
             return (IMM, expr.value)
         if isinstance(expr, ShapeExpr):
             return self.shape_operand(expr.values)
+        if isinstance(expr, GlobalVar):    # a function as a value (the body of a loop)
+            return (FUNC, self.state.func("vm", expr.name_hint))
         return (REG, self.emit_value(expr, None))
 
     def emit_value(self, value, var: Var | None) -> int:
@@ -261,6 +284,8 @@ class _FunctionCodegen:
             return dst
         if not isinstance(op, Op):
             raise IRError(f"{self.name}: cannot call a {type(op).__name__}")
+        if op.name == "loop":
+            return self.emit_loop(call)
         if op.name in ("call_tir", "call_dps_packed"):
             return self.emit_dps_call(call, "kernel" if op.name == "call_tir" else _packed_kind(call))
         if op.name == "call_packed":
@@ -293,8 +318,22 @@ class _FunctionCodegen:
         arg_ops = self.argument_operands(args)
         out_sinfo = call.sinfo_args[0]
         out = self.alloc(out_sinfo)
-        self.emit_call(NO_DST, kind, callee.global_symbol, arg_ops, [("out", (REG, out)), *self.kernel_kwargs(call)])
+        kwargs = [("out", (REG, out)), *self.kernel_kwargs(call)]
+        if kind == "kernel":
+            workspace = self.alloc_workspace(call, out_sinfo)
+            if workspace is not None:
+                kwargs.append(("workspace", (REG, workspace)))
+        self.emit_call(NO_DST, kind, callee.global_symbol, arg_ops, kwargs)
         return out
+
+    def alloc_workspace(self, call: Call, out_sinfo: StructInfo) -> int | None:
+        """The kernel's scratch as a flat uint8 tensor, if its op declares one
+        (ops/workspace.py); allocated right before the call, it lives only there."""
+        nbytes = call_workspace(call)
+        if nbytes is None:
+            return None
+        scope = out_sinfo.vdevice if isinstance(out_sinfo, TensorStructInfo) else "global"
+        return self.alloc(TensorStructInfo((nbytes,), "uint8", vdevice=scope))
 
     def alloc(self, sinfo: StructInfo) -> int:
         if isinstance(sinfo, TupleStructInfo):
@@ -306,6 +345,16 @@ class _FunctionCodegen:
         shape = self.shape_operand(sinfo.shape)
         self.alloc_scopes[len(self.instrs)] = sinfo.vdevice   # the memory scope picks the pool
         return self.builtin("alloc_tensor", (IMM, sinfo.dtype), shape)
+
+    def emit_loop(self, call: Call) -> int:
+        """``R.loop`` is one call of ``vm.builtin.loop``, which calls the body function per iteration
+        (no backward jump here: every function's bytecode jumps forward only)."""
+        num_state = call.attrs["num_state"]
+        scans = tuple(_scan_spec(f, self.name) for f in call.sinfo_args[0].fields[num_state:])
+        dst = self.new_reg()
+        self.emit_call(dst, "builtin", "vm.builtin.loop",
+                       [(IMM, num_state), (IMM, scans), *(self.operand(a) for a in call.args)])
+        return dst
 
     def emit_if(self, node: If) -> int:
         cond = self.builtin("read_if_cond", self.operand(node.cond))
@@ -352,6 +401,27 @@ def _packed_kind(call: Call) -> str:
     process registers (relaxpack.runtime.register_func): the archive keeps the
     distinction so a loader can name what is missing."""
     return "packed" if call.args[0].global_symbol in KERNELS else FUNC_KIND
+
+
+def container_kind(sinfo) -> tuple[str, str | None, int]:
+    """(kind, element dtype, element rank) of a sequence or optional value, as the signature
+    records it: ``"sequence"``, ``"optional"`` (of a tensor) or ``"optional_sequence"``."""
+    elem = sinfo.elem
+    if isinstance(sinfo, OptionalStructInfo) and isinstance(elem, SequenceStructInfo):
+        kind, elem = "optional_sequence", elem.elem
+    else:
+        kind = "sequence" if isinstance(sinfo, SequenceStructInfo) else "optional"
+    if isinstance(elem, TensorStructInfo):
+        return kind, elem.dtype, elem.ndim
+    raise IRError(f"a {kind} of {elem} cannot be a function's input or output (only of tensors)")
+
+
+def _scan_spec(sinfo, where: str) -> tuple:
+    """(dtype, element shape with None for dims only known at run time) of a stacked scan output."""
+    if not isinstance(sinfo, TensorStructInfo) or sinfo.dtype is None or sinfo.ndim < 1:
+        raise IRError(f"{where}: a loop's scan output must be a tensor of known dtype and rank, got {sinfo}")
+    shape = sinfo.shape[1:] if sinfo.shape is not None else (None,) * (sinfo.ndim - 1)
+    return (sinfo.dtype, tuple(d if isinstance(d, int) else None for d in shape))
 
 
 def _sym(name: str):

@@ -11,9 +11,14 @@ by the next call. A ``vm.builtin.plan_arena`` after the input checks plans
 the concrete shape (cached per shape); each planned allocation becomes a
 ``vm.builtin.arena_tensor`` view.
 
+A kernel's ``workspace`` (scratch its op declares, ops/workspace.py) is a
+buffer like any other whose lifetime is the one kernel call reading it
+("lifted" allocations): it counts in the lower bound and the naive total,
+and shares the arena with everything not live at that instruction.
+
 At build time, when every dim has an upper bound, the same buffers are
 planned at the bounds with every placement algorithm; the figures (arena,
-lower bound, naive total) go into the executable's metadata.
+lower bound, naive total, workspace) go into the executable's metadata.
 """
 
 from __future__ import annotations
@@ -64,6 +69,10 @@ def plan_function(func: VMFunction, table: list[FuncEntry], func_index, entry_pc
     if not allocs:
         return func, {}
     intervals, escaping, holds = _liveness(instrs, table, allocs)
+    users = _workspace_users(instrs, table)
+    for a in allocs:                    # a workspace lives at its kernel call alone
+        if a.dst in users:
+            intervals[a.pc][0] = users[a.dst]
     planned = [a for a in allocs if a.dst not in escaping]
     if not planned:
         return func, {}
@@ -90,7 +99,19 @@ def plan_function(func: VMFunction, table: list[FuncEntry], func_index, entry_pc
     new = VMFunction(func.name, func.params, func.num_registers + 1, tuple(instrs), func.outputs,
                      func.dim_ranges, dict(func.attrs))
     every = tuple(_bytes_program(a) for a in planned)   # each intermediate on its own: the naive total
-    return new, _figures(spec, every, func.dim_ranges, slot_names, pools)
+    scratch = tuple(_bytes_program(a) for a in planned if a.dst in users)
+    return new, _figures(spec, every, scratch, func.dim_ranges, slot_names, pools)
+
+
+def _workspace_users(instrs, table) -> dict[int, int]:
+    """Register passed as a kernel's ``workspace`` -> the pc of that call."""
+    users = {}
+    for pc, ins in enumerate(instrs):
+        if isinstance(ins, Call) and table[ins.func].kind == "kernel":
+            for key, (kind, value) in ins.kwargs:
+                if key == "workspace" and kind == REG:
+                    users[value] = pc
+    return users
 
 
 def _pool(a: _Alloc, scopes, pools: dict) -> str:
@@ -107,6 +128,8 @@ def _plannable_allocs(instrs, table, entry_slots) -> list[_Alloc]:
         if not isinstance(ins, Call) or _name(table, ins) != "vm.builtin.alloc_tensor":
             continue
         (kind_d, dtype), shape = ins.args
+        if dtype == "string":   # object arrays hold references, not bytes: they stay heap allocations
+            continue
         programs = _shape_programs(shape, defs, table)
         if programs is None or not _reads_only(programs, entry_slots):
             continue
@@ -233,14 +256,16 @@ def _patch(ins, heap_size: int):
     return ins
 
 
-def _figures(spec, every, dim_ranges, slot_names: dict[int, str], pools) -> dict:
+def _figures(spec, every, scratch, dim_ranges, slot_names: dict[int, str], pools) -> dict:
     """The plan at the dims' upper bounds (all placement algorithms), if every dim has one.
 
     ``every`` holds the size programs of all planned intermediates, also those
-    written in place over another: their sum is the naive total.
+    written in place over another: their sum is the naive total; ``scratch``
+    those of the kernels' workspaces (among ``every``).
     """
     figures = {"buffers": len(spec), "intermediates": len(every), "planned_at": None, "arena_bytes": None,
-               "lower_bound_bytes": None, "naive_bytes": None}
+               "lower_bound_bytes": None, "naive_bytes": None, "workspaces": len(scratch),
+               "workspace_bytes": None, "largest_workspace_bytes": None}
     heap = _heap_at_bounds(spec, {name: hi for name, lo, hi in dim_ranges}, slot_names)
     if heap is None:
         return figures
@@ -249,9 +274,14 @@ def _figures(spec, every, dim_ranges, slot_names: dict[int, str], pools) -> dict
     plan = plan_memory(buffers, ALIGNMENT, pools=pools)
     figures.update(planned_at="bounds", arena_bytes=plan.arena_bytes, pool_bytes=dict(plan.pool_sizes),
                    lower_bound_bytes=sum(lower_bound(buffers, ALIGNMENT).values()),
-                   naive_bytes=sum(align_up(compile_program(p, len(heap))(heap), ALIGNMENT) for p in every),
+                   naive_bytes=_total(every, heap), workspace_bytes=_total(scratch, heap),
+                   largest_workspace_bytes=max((_total((p,), heap) for p in scratch), default=0),
                    algorithm=plan.algorithm)
     return figures
+
+
+def _total(programs, heap) -> int:
+    return sum(align_up(compile_program(p, len(heap))(heap), ALIGNMENT) for p in programs)
 
 
 def _heap_at_bounds(spec, bounds: dict, slot_names: dict[int, str]) -> list[int] | None:

@@ -120,7 +120,8 @@ def _dim_values(entry, names, env: dict, function: str) -> dict[int, tuple[str, 
 
 
 def _labels(instructions, table, count: int) -> dict[str, str]:
-    """Buffer name -> the kernels writing it (several when written in place)."""
+    """Buffer name -> the kernels writing it (several when written in place);
+    a kernel's workspace is labelled ``"<kernel> workspace"``."""
     regs: dict[int, int] = {}       # register -> buffer index
     for ins in instructions:
         if isinstance(ins, Call) and table[ins.func].name == "vm.builtin.arena_tensor" \
@@ -132,8 +133,9 @@ def _labels(instructions, table, count: int) -> dict[str, str]:
             continue
         name = table[ins.func].name
         for key, (kind, value) in ins.kwargs:
-            if key == "out" and kind == REG and value in regs and name not in writers[regs[value]]:
-                writers[regs[value]].append(name)
+            label = {"out": name, "workspace": f"{name} workspace"}.get(key)
+            if label and kind == REG and value in regs and label not in writers[regs[value]]:
+                writers[regs[value]].append(label)
     return {str(i): "+".join(w) for i, w in writers.items() if w}
 
 

@@ -19,6 +19,8 @@ from ..ops.registry import make_call
 from .infra import function_pass
 
 INTRINSICS = frozenset({"call_tir", "call_dps_packed", "call_packed"})
+#: structured control flow the VM runs itself (its body is a module function, legalized on its own)
+CONTROL_FLOW = frozenset({"loop"})
 
 
 def _allocatable(sinfo) -> bool:
@@ -30,7 +32,7 @@ def _allocatable(sinfo) -> bool:
 class _Legalizer(ExprMutator):
     def visit_call_(self, call: Call):
         call = super().visit_call_(call)
-        if not isinstance(call.op, Op) or call.op.name in INTRINSICS:
+        if not isinstance(call.op, Op) or call.op.name in INTRINSICS or call.op.name in CONTROL_FLOW:
             return call
         return legalize_call(call)
 

@@ -248,6 +248,7 @@ def _load(path: str) -> Executable:
     check.check_bytecode(m)
     producer = f"{m['producer']['name']} {m['producer']['version']}"
     check.check_names(m, KERNELS, BUILTINS, producer, __version__)
+    check.check_workspaces(m, KERNELS)
 
     nbytes = m["data"]["nbytes"]
     if external:

@@ -255,7 +255,9 @@ TENSOR_CONST_KEYS = {"dtype", "shape", "offset", "nbytes", "sha256"}
 STRING_CONST_KEYS = {"dtype", "shape", "encoding", "strings"}
 FUNCTION_KEYS = {"name", "params", "num_registers", "instructions", "outputs", "dim_ranges", "attrs"}
 PARAM_KEYS = {"name", "kind", "dtype", "ndim", "shape"}
-PARAM_KINDS = ("tensor", "shape", "prim", "object", "tuple")
+PARAM_KINDS = ("tensor", "shape", "prim", "object", "tuple", "sequence", "optional", "optional_sequence")
+#: what an output may be (``attrs.output_kinds``, present when one is not a tensor)
+OUTPUT_KINDS = ("tensor", "sequence", "optional", "optional_sequence")
 
 
 def check_manifest(m, header_version: int, external: bool) -> None:
@@ -336,6 +338,12 @@ def _check_function_shape(fn, path: str) -> int:
     check_dim_ranges(fn["dim_ranges"], f"{path}.dim_ranges")
     if not isinstance(fn["attrs"], dict):
         _fail(f"{path}.attrs", f"expected an object, got {_short(fn['attrs'])}")
+    if "output_kinds" in fn["attrs"]:
+        kinds = lst(fn["attrs"]["output_kinds"], f"{path}.attrs.output_kinds", len(fn["outputs"]),
+                    len(fn["outputs"]))
+        for j, kind in enumerate(kinds):
+            if kind not in OUTPUT_KINDS:
+                _fail(f"{path}.attrs.output_kinds[{j}]", f"unknown output kind {_short(kind)}")
     return len(lst(fn["instructions"], f"{path}.instructions", MAX_INSTRUCTIONS, 1))
 
 
@@ -439,6 +447,21 @@ def check_bytecode(m) -> None:
         n = len(instrs)
         for pc, ins in enumerate(instrs):
             _check_instruction(ins, f"{path}.instructions[{pc}]", pc, n, nregs, n_table, n_consts)
+            _check_workspace(ins, f"{path}.instructions[{pc}]", m["func_table"])
+
+
+def _check_workspace(ins, path: str, table) -> None:
+    """A ``workspace`` keyword (planned kernel scratch) is a register and goes to a kernel."""
+    if ins[0] != "call":
+        return
+    for name, operand in ins[4]:
+        if name != "workspace":
+            continue
+        if table[ins[2]][0] != "kernel":
+            _fail(f"{path} kwargs", f"workspace is passed to {table[ins[2]][0]} {_short(table[ins[2]][1])}, "
+                                    f"not a kernel")
+        if operand[0] != REG:
+            _fail(f"{path} kwargs", f"workspace must be a register (a planned buffer), got {_short(operand)}")
 
 
 def _check_instruction(ins, path: str, pc: int, n: int, nregs: int, n_table: int, n_consts: int) -> None:
@@ -508,6 +531,16 @@ def check_names(m, kernels, builtins, producer: str, runtime: str) -> None:
                            f"(relaxpack {runtime}) lacks; it was built by {producer}")
 
 
+def check_workspaces(m, kernels) -> None:
+    """Every kernel the archive hands a ``workspace`` takes one (``Kernel.takes_workspace``)."""
+    table = m["func_table"]
+    wrong = sorted({table[ins[2]][1] for fn in m["functions"] for ins in fn["instructions"]
+                    if ins[0] == "call" and any(name == "workspace" for name, _ in ins[4])
+                    and not kernels[table[ins[2]][1]].takes_workspace})
+    if wrong:
+        raise ArchiveError(f"the archive passes a workspace to kernels {wrong}, which in this runtime take none")
+
+
 __all__ = ["ALIGNMENT", "FORMAT_VERSION", "HEADER", "MAGIC", "PARAMS_MAGIC", "Header", "align",
-           "check_bytecode", "check_header", "check_manifest", "check_names", "check_params_header",
+           "check_bytecode", "check_header", "check_manifest", "check_names", "check_workspaces", "check_params_header",
            "check_ranges", "decode_manifest"]

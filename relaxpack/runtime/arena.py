@@ -116,6 +116,8 @@ specializable(plan_arena, 3, _plan_arena_specialize)
 def arena_tensor(index: int, dtype: str, plan: ArenaPlan, shape) -> np.ndarray:
     """Buffer ``index`` of the plan as an array of ``shape`` and ``dtype``."""
     np_dtype = numpy_dtype(dtype)
+    if np_dtype.hasobject:
+        raise ArchiveError(f"arena_tensor: {dtype} tensors hold references and cannot live in a byte arena")
     nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
     offset = plan.offsets[index]
     return plan.arenas[index][offset:offset + nbytes].view(np_dtype).reshape(shape)
@@ -125,6 +127,8 @@ def _arena_tensor_specialize(index: int, dtype: str):
     if isinstance(index, bool) or not isinstance(index, int) or index < 0:
         raise ArchiveError(f"arena_tensor: bad buffer index {index!r}")
     np_dtype = numpy_dtype(dtype)
+    if np_dtype.hasobject:
+        raise ArchiveError(f"arena_tensor: {dtype} tensors hold references and cannot live in a byte arena")
     itemsize = np_dtype.itemsize
     last = [None, -1, None, None]       # arena, offset, shape -> the view made for them
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import ArchiveError, ExecutionError, InputError, RelaxpackError
 from .builtins import BUILTINS
+from .containers import CONTAINER_KINDS, as_input, as_output
 from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunction
 from .executable import Executable
 from .kernels import get_kernel
@@ -90,7 +91,8 @@ class VirtualMachine:
         if len(values) != len(outputs):
             raise RelaxpackError(f"function {function!r} returned {len(values)} values for "
                                  f"{len(outputs)} outputs")
-        return dict(zip(outputs, values))
+        kinds = func.attrs.get("output_kinds") or ("tensor",) * len(outputs)
+        return {name: as_output(value, kind) for name, value, kind in zip(outputs, values, kinds)}
 
     # ------------------------------------------------------------ execution
     def _invoke(self, index: int, args) -> Any:
@@ -203,13 +205,15 @@ def _make_call_step(fn, args, kwargs, dst: int, nxt: int, label: str) -> Step:
     static_kwargs = {k: v for k, is_reg, v in kwargs if not is_reg}
     reg_kwargs = [(k, v) for k, is_reg, v in kwargs if is_reg]
     keep = dst != NO_DST
-    if len(args) <= _MAX_FAST_ARGS and all(k == "out" for k, _ in reg_kwargs):
-        # the common shapes (a kernel's operands and its ``out``, a builtin's
-        # operands) get a step that indexes its registers directly
+    by_name = dict(reg_kwargs)
+    if len(args) <= _MAX_FAST_ARGS and set(by_name) <= {"out", "workspace"}:
+        # the common shapes (a kernel's operands, its ``out`` and planned
+        # ``workspace``, a builtin's operands) get a step that indexes its
+        # registers directly
         kinds = "".join("r" if is_reg else "c" for is_reg, _ in args)
-        factory = _step_factory(kinds, bool(reg_kwargs), bool(static_kwargs), keep)
-        out = reg_kwargs[0][1] if reg_kwargs else None
-        return factory(fn, dst, nxt, out, static_kwargs, *(v for _, v in args))
+        factory = _step_factory(kinds, "out" in by_name, "workspace" in by_name, bool(static_kwargs), keep)
+        return factory(fn, dst, nxt, by_name.get("out"), by_name.get("workspace"), static_kwargs,
+                       *(v for _, v in args))
 
     reg_args = [(i, v) for i, (is_reg, v) in enumerate(args) if is_reg]
     template = [v for _, v in args]
@@ -233,20 +237,20 @@ _MAX_FAST_ARGS = 6
 _STEP_FACTORIES: dict[tuple, Callable] = {}
 
 
-def _step_factory(kinds: str, has_out: bool, has_static: bool, keep: bool) -> Callable:
-    """``factory(fn, dst, nxt, out, kw, *operands) -> step`` for calls whose
+def _step_factory(kinds: str, has_out: bool, has_ws: bool, has_static: bool, keep: bool) -> Callable:
+    """``factory(fn, dst, nxt, out, ws, kw, *operands) -> step`` for calls whose
     positional operands are registers (``"r"``) or bound values (``"c"``) as
     ``kinds`` says, made once per shape of call. The source is built from
-    ``kinds`` and the three flags only (never from archive data): every value
+    ``kinds`` and the four flags only (never from archive data): every value
     is a closure variable."""
-    key = (kinds, has_out, has_static, keep)
+    key = (kinds, has_out, has_ws, has_static, keep)
     factory = _STEP_FACTORIES.get(key)
     if factory is None:
         names = [f"a{i}" for i in range(len(kinds))]
         operands = [f"regs[{n}]" if k == "r" else n for n, k in zip(names, kinds)]
-        operands += ["out=regs[out]"] * has_out + ["**kw"] * has_static
+        operands += ["out=regs[out]"] * has_out + ["workspace=regs[ws]"] * has_ws + ["**kw"] * has_static
         call = f"fn({', '.join(operands)})"
-        source = (f"def factory(fn, dst, nxt, out, kw{''.join(', ' + n for n in names)}):\n"
+        source = (f"def factory(fn, dst, nxt, out, ws, kw{''.join(', ' + n for n in names)}):\n"
                   f"    def step(regs):\n"
                   f"        {'regs[dst] = ' if keep else ''}{call}\n"
                   f"        return nxt\n"
@@ -269,8 +273,12 @@ def _jump(func: VMFunction, pc: int, offset, n: int) -> int:
 
 
 def _as_value(value, param):
-    """An input as the VM takes it: tensors as numpy arrays (no dtype change)."""
+    """An input as the VM takes it: tensors as numpy arrays (no dtype change), sequences as tuples."""
+    if param.kind in CONTAINER_KINDS:
+        return as_input(value, param.name, param.kind, param.dtype, param.ndim)
     if param.kind == "tensor":
+        if param.dtype == "string":
+            return _string_input(value, param.name)
         if isinstance(value, np.ndarray):
             return value
         try:
@@ -278,3 +286,32 @@ def _as_value(value, param):
         except Exception as err:
             raise InputError(f"input {param.name!r}: cannot be read as an array ({err})") from None
     return value
+
+
+def _string_input(value, name: str) -> np.ndarray:
+    """A string input as the kernels take it: an object array of ``str``.
+
+    numpy ``str_`` arrays (``np.array(["a", "b"])``) and lists convert;
+    ``bytes`` (numpy ``S`` arrays, ONNX's own representation) are decoded as
+    UTF-8. Anything else, numbers included, is an InputError.
+    """
+    try:
+        array = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object)
+    except Exception as err:
+        raise InputError(f"input {name!r}: cannot be read as an array of strings ({err})") from None
+    if array.dtype.kind not in "OSU":
+        raise InputError(f"input {name!r}: has dtype {array.dtype}, expected string (str or object array)")
+    if array.dtype == object and all(type(s) is str for s in array.flat):
+        return array
+    out = np.empty(array.shape, dtype=object)
+    flat = out.reshape(-1)
+    for i, s in enumerate(array.flat):
+        if isinstance(s, bytes):
+            try:
+                s = s.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError(f"input {name!r}: element {i} is bytes that are not valid UTF-8") from None
+        elif not isinstance(s, str):
+            raise InputError(f"input {name!r}: element {i} is a {type(s).__name__}, expected str")
+        flat[i] = str(s)
+    return out

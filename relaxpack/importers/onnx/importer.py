@@ -25,7 +25,7 @@ from ...ir.block_builder import BlockBuilder
 from ...ir.dims import Dim, sym
 from ...ir.expr import Tuple, Var
 from ...ir.module import IRModule
-from ...ir.struct_info import TensorStructInfo
+from ...ir.struct_info import OptionalStructInfo, SequenceStructInfo, TensorStructInfo
 from .context import ImportContext
 from .functions import FunctionLibrary
 from .graph import GraphConverter, collect_unsupported
@@ -117,14 +117,37 @@ def _initializer_names(graph) -> set[str]:
 
 
 def _input_var(inp, namer: "_DimNamer") -> Var:
-    tensor_type = inp.type.tensor_type
-    if not inp.type.HasField("tensor_type"):
-        raise UnsupportedOpError(f"graph input {inp.name!r} is not a tensor ({inp.type.WhichOneof('value')})")
-    dtype = onnx_dtype_name(tensor_type.elem_type, f"graph input {inp.name!r}")
-    if not tensor_type.HasField("shape"):
-        return Var(inp.name, TensorStructInfo(None, dtype))
-    shape = tuple(namer.dim(d, inp.name, i) for i, d in enumerate(tensor_type.shape.dim))
-    return Var(inp.name, TensorStructInfo(shape, dtype))
+    return Var(inp.name, _input_sinfo(inp.type, inp.name, namer))
+
+
+def _input_sinfo(type_proto, name: str, namer: "_DimNamer"):
+    """A graph input's struct info: a tensor with named dims, or a sequence / optional of tensors
+    (their elements' dims may differ from one element to the next: only the rank is kept)."""
+    which = type_proto.WhichOneof("value")
+    if which == "tensor_type":
+        tensor_type = type_proto.tensor_type
+        dtype = onnx_dtype_name(tensor_type.elem_type, f"graph input {name!r}")
+        if not tensor_type.HasField("shape"):
+            return TensorStructInfo(None, dtype)
+        return TensorStructInfo(tuple(namer.dim(d, name, i) for i, d in enumerate(tensor_type.shape.dim)), dtype)
+    if which == "sequence_type":
+        return SequenceStructInfo(_element_sinfo(type_proto.sequence_type.elem_type, name))
+    if which == "optional_type":
+        elem = type_proto.optional_type.elem_type
+        inner = (SequenceStructInfo(_element_sinfo(elem.sequence_type.elem_type, name))
+                 if elem.WhichOneof("value") == "sequence_type" else _element_sinfo(elem, name))
+        return OptionalStructInfo(inner)
+    raise UnsupportedOpError(f"graph input {name!r} is not a tensor, sequence or optional ({which})")
+
+
+def _element_sinfo(type_proto, name: str) -> TensorStructInfo:
+    if type_proto.WhichOneof("value") != "tensor_type":
+        raise UnsupportedOpError(f"graph input {name!r} holds {type_proto.WhichOneof('value')} elements; "
+                                 f"relaxpack supports sequences and optionals of tensors")
+    tensor_type = type_proto.tensor_type
+    dtype = onnx_dtype_name(tensor_type.elem_type, f"graph input {name!r}")
+    ndim = len(tensor_type.shape.dim) if tensor_type.HasField("shape") else -1
+    return TensorStructInfo(None, dtype, ndim)
 
 
 _PLACEHOLDER = re.compile(r"^(\?|unk__\d+|-1|None|none|)$")

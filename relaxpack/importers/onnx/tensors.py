@@ -58,9 +58,25 @@ def tensor_to_array(tensor: onnx.TensorProto, model_dir: Path | None) -> np.ndar
     except Exception as err:
         raise RelaxpackError(f"cannot read tensor {tensor.name!r}: {err}") from None
     if array.dtype.kind in "OSU":
-        array = array.astype(object)
+        array = string_array(array, f"tensor {tensor.name!r}")
     dtype_name(array.dtype)
     return array
+
+
+def string_array(items, what: str) -> np.ndarray:
+    """ONNX string contents as relaxpack holds them: an object array of
+    Python ``str`` (ONNX stores bytes; its string ops define them as UTF-8).
+
+    >>> string_array(np.array([b"ab", b"\\xc3\\xa9"], dtype=object), "t").tolist()
+    ['ab', 'é']
+    """
+    array = np.asarray(items, dtype=object)
+    out = np.empty(array.size, dtype=object)
+    try:
+        out[:] = [s.decode("utf-8") if isinstance(s, bytes) else str(s) for s in array.reshape(-1)]
+    except UnicodeDecodeError:
+        raise RelaxpackError(f"{what} holds a string that is not valid UTF-8") from None
+    return out.reshape(array.shape)
 
 
 def _check_external_location(tensor, model_dir: Path) -> None:

@@ -27,6 +27,7 @@ class Value:
     expr: Expr | None = None
     const: np.ndarray | None = None      # known contents
     sym: tuple[Dim, ...] | None = None   # known symbolic contents of a 0-d/1-d int tensor
+    length: int | None = None            # a sequence's number of elements, when known at import time
 
     @property
     def shape(self):

@@ -14,3 +14,16 @@ from . import algorithm  # noqa: F401
 from . import fused  # noqa: F401
 from . import fused_elementwise  # noqa: F401
 from . import recurrent  # noqa: F401
+from . import sampling  # noqa: F401
+from . import signal  # noqa: F401
+from . import fold  # noqa: F401
+from . import strings  # noqa: F401  (string tensors)
+from . import ml  # noqa: F401  (ai.onnx.ml)
+from . import control  # noqa: F401
+from . import sequence  # noqa: F401
+from . import detection  # noqa: F401
+from . import bitcast  # noqa: F401
+from . import cumulative  # noqa: F401
+from . import selection  # noqa: F401
+from . import random  # noqa: F401
+from . import training  # noqa: F401

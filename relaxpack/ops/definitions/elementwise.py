@@ -147,6 +147,12 @@ _BINARY = {
     "bitwise_and": (INT, None, {}, None, "Bitwise and of integer tensors."),
     "bitwise_or": (INT, None, {}, None, "Bitwise or of integer tensors."),
     "bitwise_xor": (INT, None, {}, None, "Bitwise xor of integer tensors."),
+    "left_shift": (INT, None, {}, None,
+                   "lhs << rhs; bits past the top (and the sign bit) are dropped; a shift < 0 or >= the "
+                   "bit width gives 0."),
+    "right_shift": (INT, None, {}, None,
+                    "lhs >> rhs, arithmetic (sign-extending) for signed ints; a shift < 0 or >= the bit "
+                    "width gives the sign fill alone: -1 for a negative lhs, else 0."),
 }
 
 for _name, (_kinds, _out, _attrs, _check, _doc) in _BINARY.items():

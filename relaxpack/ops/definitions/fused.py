@@ -22,6 +22,7 @@ from ...ir.dims import DimAnalyzer
 from ...ir.expr import Call
 from ...ir.struct_info import TensorStructInfo
 from ..registry import register_op
+from ..workspace import conv_workspace
 from .common import (
     attr_error, check_broadcastable_to, check_dims_equal, dtype_kind, fmt_sinfo, is_real_value,
     same_dtype, shape_error, tensor_arg,
@@ -113,5 +114,5 @@ def _infer_conv_bias_act(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
 
 register_op("nn.conv_bias_act", infer=_infer_conv_bias_act,
             attrs={"strides": 1, "padding": 0, "dilation": 1, "groups": 1, "activation": None},
-            num_args=(2, 3),
+            num_args=(2, 3), workspace=conv_workspace,
             doc="nn.conv plus a per-output-channel bias (C_out,), then an optional activation.")

@@ -39,6 +39,7 @@ from ...ir.dims import DimAnalyzer
 from ...ir.expr import Call, Op, Var
 from ...ir.struct_info import TensorStructInfo
 from ..registry import REQUIRED, get_op_def, register_op
+from ..workspace import fused_elementwise_workspace
 from .common import attr_error, fmt_sinfo, shape_error, tensor_arg
 
 #: ops that fuse like elementwise ones though their OpDef does not say so
@@ -154,6 +155,6 @@ def _infer_fused_elementwise(call: Call, analyzer: DimAnalyzer) -> TensorStructI
 
 
 register_op(NAME, infer=_infer_fused_elementwise, attrs={"recipe": REQUIRED}, num_args=(1, None),
-            elementwise=True,
+            elementwise=True, workspace=fused_elementwise_workspace,
             doc="Elementwise ops (and an optional matmul/conv producer) run as one kernel; "
                 "see the recipe format in ops/definitions/fused_elementwise.py.")

@@ -159,3 +159,26 @@ def _infer_gather_elements(call: Call, analyzer: DimAnalyzer) -> TensorStructInf
 
 register_op("gather_elements", infer=_infer_gather_elements, attrs={"axis": 0}, num_args=2,
             doc="ONNX GatherElements: out[i][j] = data[indices[i][j]][j] (axis 0); shape of indices.")
+
+
+# ---------------------------------------------------------------- reverse_sequence
+
+
+def _infer_reverse_sequence(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data, lengths = tensor_arg(call, 0), tensor_arg(call, 1, "sequence_lens")
+    check_dtype_kind(call, lengths, INT, "sequence_lens")
+    batch_axis, time_axis = int_attr(call, "batch_axis"), int_attr(call, "time_axis")
+    if {batch_axis, time_axis} != {0, 1}:
+        raise attr_error(call, f"batch_axis and time_axis must be 0 and 1 in some order, got "
+                               f"{batch_axis} and {time_axis}")
+    if 0 <= data.ndim < 2:
+        raise shape_error(call, f"needs a tensor of rank >= 2, got {fmt_sinfo(data)}")
+    if lengths.ndim not in (-1, 1):
+        raise shape_error(call, f"sequence_lens must be 1-D, got {fmt_sinfo(lengths)}")
+    return data
+
+
+register_op("reverse_sequence", infer=_infer_reverse_sequence, attrs={"batch_axis": 1, "time_axis": 0},
+            num_args=2,
+            doc="ONNX ReverseSequence: for each batch entry b, reverse the first sequence_lens[b] steps "
+                "along time_axis and keep the rest.")

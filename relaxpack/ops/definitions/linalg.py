@@ -66,3 +66,20 @@ def _infer_matmul(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
 
 register_op("matmul", infer=_infer_matmul, attrs={"out_dtype": None}, num_args=2,
             doc="Matrix product with numpy semantics (1-D operands, broadcast batch dims).")
+
+
+def _infer_det(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data = tensor_arg(call, 0)
+    check_dtype_kind(call, data, frozenset({"float"}))
+    if 0 <= data.ndim < 2:
+        raise shape_error(call, f"needs square matrices (rank >= 2), got {fmt_shape(data.shape)}")
+    if data.shape is None:
+        return TensorStructInfo(None, data.dtype, max(data.ndim - 2, -1), data.vdevice)
+    rows, cols = data.shape[-2:]
+    if rows != cols and not analyzer.prove_equal(rows, cols):
+        raise shape_error(call, f"needs square matrices, got {fmt_shape(data.shape)}")
+    return TensorStructInfo(data.shape[:-2], data.dtype, vdevice=data.vdevice)
+
+
+register_op("det", infer=_infer_det, num_args=1,
+            doc="Determinants of the square matrices in the last two dims: (*, M, M) -> (*).")

@@ -17,6 +17,7 @@ from ...ir.dims import Dim, DimAnalyzer, format_dim
 from ...ir.expr import Call
 from ...ir.struct_info import TensorStructInfo
 from ..registry import REQUIRED, register_op
+from ..workspace import conv_workspace
 from .common import (
     FLOAT, NUMERIC, attr_error, bool_attr, check_dtype_kind, fmt_shape, int_attr, pads_attr,
     per_spatial, provably_different, result_vdevice, same_dtype, shape_error, tensor_arg, with_shape,
@@ -100,6 +101,7 @@ def _infer_conv(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
 
 register_op("nn.conv", infer=_infer_conv,
             attrs={"strides": 1, "padding": 0, "dilation": 1, "groups": 1}, num_args=2,
+            workspace=conv_workspace,
             doc="N-d convolution: data (N, C, *spatial), weight (O, C/groups, *kernel).")
 
 

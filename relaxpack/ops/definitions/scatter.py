@@ -17,8 +17,8 @@ from ...ir.expr import Call
 from ...ir.struct_info import TensorStructInfo
 from ..registry import register_op
 from .common import (
-    INT, attr_error, check_dtype_kind, fmt_shape, fmt_sinfo, int_attr, normalize_axis, provably_different,
-    result_vdevice, same_dtype, shape_error, tensor_arg,
+    INT, attr_error, check_dims_equal, check_dtype_kind, fmt_shape, fmt_sinfo, int_attr, normalize_axis,
+    provably_different, result_vdevice, same_dtype, shape_error, tensor_arg, with_shape,
 )
 
 REDUCTIONS = ("none", "add", "mul", "max", "min")
@@ -153,3 +153,36 @@ def _infer_scatter_elements(call: Call, analyzer: DimAnalyzer) -> TensorStructIn
 
 register_op("scatter_elements", infer=_infer_scatter_elements, attrs={"axis": 0, "reduction": "none"},
             num_args=3, doc="ONNX ScatterElements: out[..., indices[i, j], ...] = updates[i, j] along axis.")
+
+
+# ---------------------------------------------------------------- tensor_scatter
+
+
+def _infer_tensor_scatter(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    cache, update = tensor_arg(call, 0, "past_cache"), tensor_arg(call, 1, "update")
+    dtype = same_dtype(call, (cache, update), ("past_cache", "update"))
+    if len(call.args) == 3:
+        check_dtype_kind(call, tensor_arg(call, 2, "write_indices"), INT, "write_indices")
+    if call.attrs["mode"] not in ("linear", "circular"):
+        raise attr_error(call, f"mode must be 'linear' or 'circular', got {call.attrs['mode']!r}")
+    axis = int_attr(call, "axis")
+    if cache.ndim >= 0 and update.ndim >= 0 and cache.ndim != update.ndim:
+        raise shape_error(call, f"past_cache {fmt_sinfo(cache)} and update {fmt_sinfo(update)} must have "
+                                f"the same rank")
+    if cache.ndim >= 0:
+        if cache.ndim < 2 or normalize_axis(call, axis, cache.ndim, fmt_sinfo(cache)) == 0:
+            raise shape_error(call, f"the sequence axis {axis} must not be the batch axis 0 of "
+                                    f"{fmt_sinfo(cache)}")
+    if cache.shape is not None and update.shape is not None:
+        ax = normalize_axis(call, axis, cache.ndim)
+        for i, (c, u) in enumerate(zip(cache.shape, update.shape)):
+            if i != ax:
+                check_dims_equal(call, c, u, analyzer, f"past_cache {fmt_sinfo(cache)} and update "
+                                                       f"{fmt_sinfo(update)} differ in dim {i}")
+    return with_shape(cache, cache.shape, dtype, cache.ndim)
+
+
+register_op("tensor_scatter", infer=_infer_tensor_scatter, attrs={"axis": -2, "mode": "linear"},
+            num_args=(2, 3),
+            doc="ONNX TensorScatter (KV-cache update): a copy of past_cache with update written along axis "
+                "at write_indices[b] (0 when absent) for each batch entry b; mode='circular' wraps.")

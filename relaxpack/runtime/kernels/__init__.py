@@ -28,6 +28,19 @@ from . import fused  # noqa: F401
 from . import fused_elementwise  # noqa: F401
 from . import recurrent  # noqa: F401
 from . import dynamic_reduce, dynamic_resize  # noqa: F401
+from . import sampling  # noqa: F401
+from . import signal  # noqa: F401
+from . import fold  # noqa: F401
+from . import strings  # noqa: F401
+from . import ml, tree_ensemble  # noqa: F401
+from . import sequence  # noqa: F401  (sequences and optionals)
+from . import detection  # noqa: F401
+from . import bitcast  # noqa: F401
+from . import cumulative  # noqa: F401
+from . import selection  # noqa: F401
+from . import random  # noqa: F401
+from . import training  # noqa: F401
+from . import dynamic_shape  # noqa: F401
 from ._registry import KERNELS, Kernel, get_kernel, register_kernel, register_packed
 
 __all__ = ["KERNELS", "Kernel", "get_kernel", "register_kernel", "register_packed"]

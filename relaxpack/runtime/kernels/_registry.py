@@ -6,6 +6,10 @@ preallocated array (or a tuple of arrays) of the inferred shape and dtype,
 and return ``None``; packed kernels (``dps=False``) return new arrays, for
 ops whose output shape depends on the data.
 
+A kernel that takes a keyword ``workspace`` may be handed its scratch
+memory by the VM: a flat uint8 view into the memory plan's arena, sized by
+the op's ``workspace`` hook at build time (``ops/workspace.py``).
+
 >>> @register_kernel("negative")                       # doctest: +SKIP
 ... def negative(x, *, out):
 ...     np.negative(x, out=out)
@@ -13,6 +17,7 @@ ops whose output shape depends on the data.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Callable
 
@@ -27,6 +32,8 @@ class Kernel:
     name: str
     fn: Callable
     dps: bool
+    #: the function takes ``workspace=`` (planned scratch memory)
+    takes_workspace: bool = False
 
 
 #: kernel name (the IR op's name) -> kernel
@@ -46,9 +53,16 @@ def register_kernel(*names: str, dps: bool = True) -> Callable[[Callable], Calla
         for name in names:
             if name in KERNELS:
                 raise ValueError(f"kernel {name!r} is registered twice")
-            KERNELS[name] = Kernel(name, fn, dps)
+            KERNELS[name] = Kernel(name, fn, dps, _takes_workspace(fn))
         return fn
     return wrap
+
+
+def _takes_workspace(fn: Callable) -> bool:
+    try:
+        return "workspace" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):     # a builtin without a signature
+        return False
 
 
 def register_packed(*names: str) -> Callable[[Callable], Callable]:

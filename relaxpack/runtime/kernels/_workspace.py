@@ -6,6 +6,14 @@ the largest request and is kept: mapping tens of MiB afresh on every call
 costs page faults (milliseconds), and the allocator returns large blocks to
 the system as soon as other work frees memory.
 
+Inside the VM a kernel whose op declares its workspace (``OpDef.workspace``,
+see ``ops/workspace.py``) is handed ``workspace=``, a flat uint8 view into
+the memory plan's arena that lives for that one instruction; ``Scratch``
+then carves the arrays from it. Called on its own (tests, constant folding)
+or nested inside another kernel, a kernel gets none and ``Scratch`` falls
+back to the thread's buffers. :func:`scratch_nbytes` is the size both sides
+agree on: the build side evaluates it with a symbolic batch dim.
+
 >>> with Scratch([((3, 4), np.float32), ((5,), np.int64)]) as (a, b):   # doctest: +SKIP
 ...     ...
 """
@@ -36,17 +44,21 @@ _WORKSPACE = _Workspace()
 
 
 class Scratch:
-    """Arrays of the given ``(shape, dtype)`` layouts carved out of the
-    thread's workspace for the duration of a ``with`` block; a kernel called
-    inside the block gets the next level's buffer (or, too deep, private
-    memory). The arrays must not outlive the block."""
+    """Arrays of the given ``(shape, dtype)`` layouts carved out of
+    ``workspace`` (a flat uint8 array of at least :func:`scratch_nbytes`
+    bytes, from the memory plan) or else the thread's workspace, for the
+    duration of a ``with`` block; a kernel called inside the block gets the
+    next level's buffer (or, too deep, private memory). The arrays must not
+    outlive the block."""
 
-    def __init__(self, layouts):
-        sizes = [_aligned(math.prod(shape) * np.dtype(dtype).itemsize) for shape, dtype in layouts]
+    def __init__(self, layouts, workspace: np.ndarray | None = None):
+        sizes = [aligned(math.prod(shape) * np.dtype(dtype).itemsize) for shape, dtype in layouts]
         total = sum(sizes)
         ws = _WORKSPACE
         self.owner = None
-        if ws.depth < MAX_DEPTH and total <= WORKSPACE_MAX_BYTES:
+        if workspace is not None and workspace.nbytes >= total:
+            raw = workspace.reshape(-1).view(np.uint8)
+        elif ws.depth < MAX_DEPTH and total <= WORKSPACE_MAX_BYTES:
             level = ws.depth
             if ws.buffers[level].nbytes < total:
                 ws.buffers[level] = np.empty(total, np.uint8)
@@ -69,8 +81,19 @@ class Scratch:
         self.arrays = None
 
 
-def _aligned(nbytes: int) -> int:
-    return -(-nbytes // 64) * 64
+def aligned(nbytes):
+    """``nbytes`` rounded up to 64; for ints and the compiler's symbolic dims alike."""
+    return (nbytes + 63) // 64 * 64
+
+
+def scratch_nbytes(layouts) -> int:
+    """The bytes ``Scratch(layouts)`` takes: each array 64-byte aligned.
+    Dims may be symbolic on the build side (anything with ``+ * //``).
+
+    >>> scratch_nbytes([((3, 4), np.float32), ((5,), np.int64)])
+    128
+    """
+    return sum((aligned(math.prod(shape) * np.dtype(dtype).itemsize) for shape, dtype in layouts), 0)
 
 
 def workspace_bytes() -> int:

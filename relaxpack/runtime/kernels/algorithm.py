@@ -123,18 +123,25 @@ def trilu(x, *k_value, out, upper=True, k=0):
     out[..., drop] = "" if out.dtype == object else 0
 
 
+def range_length(start, limit, delta) -> int:
+    """The number of values of ``range(start, limit, delta)``: exact for ints,
+    ``ceil((limit - start) / delta)`` in float64 otherwise."""
+    if delta == 0:
+        raise ShapeError(f"range: delta must not be 0 (start {start}, limit {limit})")
+    if all(isinstance(v, (int, np.integer)) for v in (start, limit, delta)):
+        return max(-((int(start) - int(limit)) // int(delta)), 0)
+    return max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
+
+
 @register_kernel("range")
 def range_(start, limit, delta, *, out, dtype):
     """``start + i * delta`` for ``i`` in ``range(len(out))``; the bounds are
     Python numbers (symbolic dims evaluated by the VM). Ints compute in
     int64, floats in float64, rounded once to ``out``'s dtype."""
-    if delta == 0:
-        raise ShapeError(f"range: delta must not be 0 (start {start}, limit {limit})")
+    count = range_length(start, limit, delta)
     if all(isinstance(v, (int, np.integer)) for v in (start, limit, delta)):
-        count = max(-((int(start) - int(limit)) // int(delta)), 0)
         values = int(start) + int(delta) * np.arange(count, dtype=np.int64)
     else:
-        count = max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
         values = float(start) + float(delta) * np.arange(count, dtype=np.float64)
     if count != out.shape[0]:
         raise ShapeError(f"range: start {start}, limit {limit}, delta {delta} give {count} values, "

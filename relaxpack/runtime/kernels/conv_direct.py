@@ -30,7 +30,8 @@ ways to finish, chosen per shape by :func:`conv_plan`:
   ``(1, taps) @ (taps, Q)`` product per channel over wide columns.
 
 A kernel tap that is a single 1x1 window needs no im2col at all: the GEMM
-reads the (phase) plane. Scratch buffers come from the per-thread workspace
+reads the (phase) plane. Scratch buffers (:func:`scratch_layouts`) come from
+the planned workspace the VM hands the kernel, or else the per-thread one
 (:mod:`._workspace`).
 """
 
@@ -152,17 +153,12 @@ def conv_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, be
 
 # ---------------------------------------------------------------- running a plan
 
-def run_conv(plan: ConvPlan, x: np.ndarray, weight: np.ndarray, groups: int, out: np.ndarray,
-             bias: np.ndarray | None = None) -> None:
-    """``out = conv(x, weight) (+ bias)``, with ``x`` and ``weight`` already in
-    the working dtype; ``out`` may be of a lower precision (rounded once).
-    ``bias`` (one value per output channel) is only given when ``out`` has
-    the working dtype, so ``conv + bias`` rounds as the two ops would."""
-    batch, channels = x.shape[:2]
-    out_channels = weight.shape[0]
+def scratch_layouts(plan: ConvPlan, batch, channels: int, out_channels: int, dtype) -> list:
+    """The ``(shape, dtype)`` scratch arrays :func:`run_conv` takes for ``plan``:
+    the padded (phase) planes unless the taps read the input, then the
+    method's im2col columns and GEMM result. ``batch`` may be a symbolic dim
+    (the compiler sizes the planned workspace with it)."""
     taps = len(plan.taps)
-    dtype = x.dtype
-    plane_size = math.prod(plan.plane)
     layouts = [] if plan.source_is_input else [((batch, plan.phases, channels, *plan.plane), dtype)]
     method = plan.method
     q = plan.q
@@ -180,7 +176,21 @@ def run_conv(plan: ConvPlan, x: np.ndarray, weight: np.ndarray, groups: int, out
         layouts.append(((batch, out_channels, q), dtype))
     elif taps > 1:
         layouts.append(((batch, channels, taps, *plan.lengths), dtype))
-    with Scratch(layouts) as arrays:
+    return layouts
+
+
+def run_conv(plan: ConvPlan, x: np.ndarray, weight: np.ndarray, groups: int, out: np.ndarray,
+             bias: np.ndarray | None = None, workspace: np.ndarray | None = None) -> None:
+    """``out = conv(x, weight) (+ bias)``, with ``x`` and ``weight`` already in
+    the working dtype; ``out`` may be of a lower precision (rounded once).
+    ``bias`` (one value per output channel) is only given when ``out`` has
+    the working dtype, so ``conv + bias`` rounds as the two ops would.
+    Scratch comes from ``workspace`` when given (see :func:`scratch_layouts`)."""
+    batch, channels = x.shape[:2]
+    plane_size = math.prod(plan.plane)
+    method = plan.method
+    layouts = scratch_layouts(plan, batch, channels, weight.shape[0], x.dtype)
+    with Scratch(layouts, workspace) as arrays:
         arrays = list(arrays)
         if plan.source_is_input:
             planes = np.ascontiguousarray(x).reshape(batch, 1, channels, plane_size)

@@ -116,6 +116,49 @@ for _name, _ufunc in _BINARY.items():
     register_kernel(_name)(_binary_kernel(_name, _ufunc))
 
 
+def _shift_amounts(rhs, bits: int, fill: int):
+    """``rhs`` with the out-of-range amounts (< 0 or >= ``bits``) replaced by
+    ``fill``, and where they were; computed before ``out`` is written, since
+    ``out`` may be ``rhs``'s buffer."""
+    amounts = np.asarray(rhs)
+    bad = amounts >= bits
+    if amounts.dtype.kind == "i":
+        bad |= amounts < 0
+    return np.where(bad, amounts.dtype.type(fill), amounts), bad
+
+
+@register_kernel("left_shift")
+def left_shift(lhs, rhs, *, out):
+    """``lhs << rhs`` wrapping in the dtype (ONNX BitShift LEFT); an amount
+    below 0 or at least the bit width gives 0.
+
+    >>> out = np.empty(3, np.int8)
+    >>> left_shift(np.array([1, 3, 5], np.int8), np.array([7, 6, 8], np.int8), out=out); out
+    array([-128,  -64,    0], dtype=int8)
+    """
+    amounts, bad = _shift_amounts(rhs, out.dtype.itemsize * 8, 0)
+    np.left_shift(lhs, amounts, out=out)
+    np.copyto(out, 0, where=bad)
+
+
+@register_kernel("right_shift")
+def right_shift(lhs, rhs, *, out):
+    """``lhs >> rhs`` (ONNX BitShift RIGHT), sign-extending for signed ints;
+    an amount below 0 or at least the bit width leaves only the fill: -1 for
+    a negative ``lhs``, else 0 (a signed shift by ``bits - 1`` gives exactly that).
+
+    >>> out = np.empty(3, np.int8)
+    >>> right_shift(np.array([-128, 64, -3], np.int8), np.array([3, 8, -1], np.int8), out=out); out
+    array([-16,   0,  -1], dtype=int8)
+    """
+    bits = out.dtype.itemsize * 8
+    signed = out.dtype.kind == "i"
+    amounts, bad = _shift_amounts(rhs, bits, bits - 1 if signed else 0)
+    np.right_shift(lhs, amounts, out=out)
+    if not signed:
+        np.copyto(out, 0, where=bad)
+
+
 @register_kernel("divide")
 def divide(lhs, rhs, *, out):
     """``lhs / rhs``; integers truncate toward zero (ONNX Div), and an

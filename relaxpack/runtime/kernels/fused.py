@@ -58,8 +58,9 @@ def gemm(x, w, bias=None, *, out, activation=None):
 
 @register_kernel("nn.conv_bias_act")
 def conv_bias_act(data, weight, bias=None, *, out, strides=1, padding=0, dilation=1, groups=1,
-                  activation=None):
-    """``activation(nn.conv(data, weight) + bias[:, None, ...])``."""
+                  activation=None, workspace=None):
+    """``activation(nn.conv(data, weight) + bias[:, None, ...])``; scratch from
+    ``workspace`` when given."""
     conv_bias(data, weight, bias, out=out, strides=strides, padding=padding, dilation=dilation,
-              groups=groups)
+              groups=groups, workspace=workspace)
     apply_activation(out, activation)

@@ -3,9 +3,11 @@
 The recipe (format in ``ops/definitions/fused_elementwise.py``) lists the
 steps of a fused function; each step runs the op's own kernel
 (``KERNELS[op].fn(*ins, out=buf, **attrs)``), so every op keeps one
-implementation. Intermediates live in two buffers: ``out`` itself and at
-most one temporary (from the thread's workspace, :mod:`._workspace`), of at
-most ``out``'s element count. :func:`plan_buffers` decides,
+implementation. Intermediates live in ``out`` itself and temporaries of at
+most ``out``'s element count (from the planned ``workspace`` the VM hands
+the kernel, sized by :func:`workspace_bound`, or else the thread's
+workspace, :mod:`._workspace`); a producer step's own scratch follows them
+in ``workspace``. :func:`plan_buffers` decides,
 once per recipe, which buffer each step writes: a step writes over an input
 that dies there when the recipe marks it ``inplace`` (an elementwise op,
 same shape and dtype); a smaller intermediate (one that broadcasts into a
@@ -39,7 +41,7 @@ import numpy as np
 from ...errors import ShapeError
 from ..dtypes import numpy_dtype
 from ._registry import get_kernel, register_kernel
-from ._workspace import Scratch
+from ._workspace import Scratch, aligned, scratch_nbytes
 
 OUT = 0  # buffer 0 is ``out``; 1, 2, ... are temporaries
 #: recipes are small (FuseOps makes at most 64 steps); an archive's are bounded
@@ -54,6 +56,7 @@ class _Step:
     dtype: np.dtype
     full: bool
     inplace: tuple[bool, ...]
+    workspace: bool = False     # the kernel takes ``workspace=`` (a producer such as nn.conv)
 
 
 def _recipe_error(message: str) -> ShapeError:
@@ -90,7 +93,7 @@ def _compile(recipe: tuple) -> tuple[tuple[_Step, ...], int]:
         if not isinstance(dtype, str):
             raise _recipe_error(f"step {j}: the dtype must be a name, got {dtype!r}")
         steps.append(_Step(kernel.fn, inputs, attr_dict, numpy_dtype(dtype), bool(full),
-                           tuple(bool(f) for f in inplace)))
+                           tuple(bool(f) for f in inplace), kernel.takes_workspace))
     return tuple(steps), n_params
 
 
@@ -155,8 +158,10 @@ def _plan(recipe: tuple, aliased: frozenset) -> tuple[tuple[int, ...], bool]:
 
 
 @register_kernel("fused_elementwise")
-def fused_elementwise(*inputs, out, recipe):
-    """Run the steps of ``recipe`` on ``inputs`` (its parameters) into ``out``."""
+def fused_elementwise(*inputs, out, recipe, workspace=None):
+    """Run the steps of ``recipe`` on ``inputs`` (its parameters) into ``out``;
+    ``workspace`` (when given) holds the temporaries, then the scratch of the
+    steps whose kernels take one (they run one after another)."""
     try:
         steps, n_params = _compile(recipe)
     except TypeError:       # unhashable: not the plain tuples the IR and archives hold
@@ -171,7 +176,7 @@ def fused_elementwise(*inputs, out, recipe):
         # intermediates reinterpret out's bytes; a strided out gets a compact stand-in
         result = np.empty(out.shape, out.dtype)
         fused_elementwise(*(np.array(x) if np.may_share_memory(x, out) else x for x in inputs),
-                          out=result, recipe=recipe)
+                          out=result, recipe=recipe, workspace=workspace)
         np.copyto(out, result)
         return
     inputs, aliased = _split_aliases(inputs, out)
@@ -189,7 +194,10 @@ def fused_elementwise(*inputs, out, recipe):
     # temporaries as large as their largest value, from the thread's workspace
     sizes = [max(_nbytes(shape, s.dtype) for s, p, shape in zip(steps, plan, shapes) if p == b)
              for b in range(1, max(plan) + 1)]
-    with Scratch([((n,), np.uint8) for n in sizes]) as temporaries:
+    layouts = [((n,), np.uint8) for n in sizes]
+    used = scratch_nbytes(layouts)
+    rest = workspace[used:] if workspace is not None and workspace.nbytes >= used else None
+    with Scratch(layouts, workspace) as temporaries:
         raws = [out.reshape(-1).view(np.uint8), *temporaries]
         values: list[np.ndarray] = []
         for step, b, shape in zip(steps, plan, shapes):
@@ -198,8 +206,31 @@ def fused_elementwise(*inputs, out, recipe):
                 dst = out
             else:
                 dst = raws[b][:_nbytes(shape, step.dtype)].view(step.dtype).reshape(shape)
-            step.fn(*args, out=dst, **step.attrs)
+            if step.workspace and rest is not None:
+                step.fn(*args, out=dst, workspace=rest, **step.attrs)
+            else:
+                step.fn(*args, out=dst, **step.attrs)
             values.append(dst)
+
+
+def workspace_bound(recipe: tuple, out_size, aliasable) -> int:
+    """Bytes that hold the temporaries of ``recipe`` for an ``out`` of
+    ``out_size`` elements, whichever of the parameters ``aliasable`` the
+    memory plan makes ``out`` itself (none, or one of them): per such choice
+    the plan's temporaries, each at most ``out_size`` elements of the widest
+    step dtype. ``out_size`` may be symbolic (the compiler's dims).
+
+    >>> recipe = (("exp", (("p", 0),), (), "float32", True, (True,)),
+    ...           ("tanh", (("p", 0),), (), "float32", True, (True,)),
+    ...           ("add", (("s", 0), ("s", 1)), (), "float32", True, (True, True)))
+    >>> workspace_bound(recipe, 100, [0])      # exp(x) waits in a temporary while tanh(x) runs
+    448
+    """
+    steps, _ = _compile(recipe)
+    width = max(s.dtype.itemsize for s in steps)
+    choices = [frozenset()] + [frozenset({i}) for i in aliasable]
+    count = max(max(_plan(recipe, a)[0]) for a in choices)
+    return count * aligned(out_size * width)
 
 
 def _nbytes(shape: tuple, dtype: np.dtype) -> int:

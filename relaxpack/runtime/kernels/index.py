@@ -69,3 +69,22 @@ def gather_elements(data, indices, *, out, axis=0):
         out[...] = data[tuple(grid)]
     except IndexError:
         raise _index_error("gather_elements", indices, data.shape[ax], ax) from None
+
+
+@register_kernel("reverse_sequence")
+def reverse_sequence(x, sequence_lens, *, out, batch_axis=1, time_axis=0):
+    """For each batch entry ``b``, the first ``sequence_lens[b]`` steps along
+    ``time_axis`` reversed and the rest kept: one gather by the index
+    ``len - 1 - t`` (for ``t < len``, else ``t``). A length outside
+    ``[0, steps]`` is a ShapeError."""
+    steps, batch = x.shape[time_axis], x.shape[batch_axis]
+    lens = np.asarray(sequence_lens).astype(np.int64).reshape(-1)
+    if lens.shape != (batch,) or ((lens < 0) | (lens > steps)).any():
+        raise ShapeError(f"reverse_sequence: sequence_lens {lens.tolist()} must hold {batch} lengths in "
+                         f"[0, {steps}]")
+    t = np.arange(steps)
+    index = np.where(t < lens[:, None], lens[:, None] - 1 - t, t)      # (batch, steps)
+    if time_axis < batch_axis:
+        index = index.T
+    index = index.reshape(index.shape + (1,) * (x.ndim - 2))
+    np.copyto(out, np.take_along_axis(x, index, axis=time_axis))

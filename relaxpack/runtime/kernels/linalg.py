@@ -24,3 +24,11 @@ def matmul(lhs, rhs, *, out, out_dtype=None):
     if lhs.dtype != out.dtype or rhs.dtype != out.dtype:
         lhs, rhs = lhs.astype(out.dtype), rhs.astype(out.dtype)
     np.matmul(lhs, rhs, out=out)
+
+
+@register_kernel("det")
+def det(x, *, out):
+    """Determinants of the ``(..., M, M)`` matrices (LU factorization);
+    float16 and bfloat16 factor in float32 and round once."""
+    work = x.astype(np.float32) if is_low_float(x.dtype) else x
+    np.copyto(out, np.linalg.det(work), casting="unsafe")

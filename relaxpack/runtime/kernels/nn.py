@@ -24,7 +24,9 @@ import numpy as np
 
 from ...errors import ShapeError
 from ._math import commit, is_low_float, pads, per_spatial, scratch, work_dtype
-from .conv_direct import conv_plan, run_conv
+from ..dtypes import numpy_dtype
+from ._workspace import scratch_nbytes
+from .conv_direct import conv_plan, run_conv, scratch_layouts
 from ._registry import register_kernel
 
 
@@ -53,38 +55,68 @@ def _tap_slices(tap, strides, dilation, lengths) -> tuple[slice, ...]:
 
 
 @register_kernel("nn.conv")
-def conv(data, weight, *, out, strides=1, padding=0, dilation=1, groups=1):
-    """N-d convolution: data ``(N, C, *spatial)``, weight ``(O, C/groups, *kernel)``."""
+def conv(data, weight, *, out, strides=1, padding=0, dilation=1, groups=1, workspace=None):
+    """N-d convolution: data ``(N, C, *spatial)``, weight ``(O, C/groups, *kernel)``;
+    scratch from ``workspace`` when given (:func:`conv_workspace` bytes)."""
     conv_bias(data, weight, None, out=out, strides=strides, padding=padding, dilation=dilation,
-              groups=groups)
+              groups=groups, workspace=workspace)
 
 
-def conv_bias(data, weight, bias, *, out, strides=1, padding=0, dilation=1, groups=1) -> None:
+def conv_bias(data, weight, bias, *, out, strides=1, padding=0, dilation=1, groups=1, workspace=None) -> None:
     """``nn.conv`` plus ``bias[:, None, ...]`` when ``bias`` is not None, with
     the results of the two ops (the bias is added in ``out``'s precision)."""
-    n = data.ndim - 2
-    strides, dilation = per_spatial(strides, n, "strides"), per_spatial(dilation, n, "dilation")
-    begins, ends = pads(padding, n)
-    batch, channels, *spatial = data.shape
-    out_channels, per_group, *kernel = weight.shape
+    batch, channels = data.shape[:2]
+    out_channels, per_group = weight.shape[:2]
     if channels != groups * per_group or out_channels % groups:
         raise ShapeError(f"nn.conv: data {data.shape} and weight {weight.shape} do not fit groups={groups}")
-    lengths = [(x + b + e - d * (k - 1) - 1) // s + 1
-               for x, k, s, d, b, e in zip(spatial, kernel, strides, dilation, begins, ends)]
+    plan, lengths = _conv_geometry(data.shape, weight.shape, strides, padding, dilation, groups)
     _check_out("nn.conv", out, (batch, out_channels, *lengths))
     if out.size == 0:
         return
     dtype = work_dtype(out.dtype)
     if bias is not None and (out.dtype != dtype or bias.shape != (out_channels,)):
         conv_bias(data, weight, None, out=out, strides=strides, padding=padding, dilation=dilation,
-                  groups=groups)
-        np.add(out, bias.reshape(bias.shape + (1,) * n), out=out)
+                  groups=groups, workspace=workspace)
+        np.add(out, bias.reshape(bias.shape + (1,) * len(lengths)), out=out)
         return
+    run_conv(plan, data.astype(dtype, copy=False), weight.astype(dtype, copy=False), groups, out,
+             None if bias is None else bias.astype(dtype, copy=False), workspace)
+
+
+def _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups):
+    """The conv plan (:func:`.conv_direct.conv_plan`) and the output's spatial
+    lengths; only ``data_shape[0]`` (the batch) is not read."""
+    n = len(data_shape) - 2
+    strides, dilation = per_spatial(strides, n, "strides"), per_spatial(dilation, n, "dilation")
+    begins, ends = pads(padding, n)
+    channels, *spatial = data_shape[1:]
+    out_channels, per_group, *kernel = weight_shape
+    lengths = [(x + b + e - d * (k - 1) - 1) // s + 1
+               for x, k, s, d, b, e in zip(spatial, kernel, strides, dilation, begins, ends)]
     depthwise = per_group == 1 and groups == channels == out_channels
     plan = conv_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, ends, tuple(lengths),
                      depthwise, per_group)
-    run_conv(plan, data.astype(dtype, copy=False), weight.astype(dtype, copy=False), groups, out,
-             None if bias is None else bias.astype(dtype, copy=False))
+    return plan, lengths
+
+
+def conv_workspace(data_shape, weight_shape, dtype, *, strides=1, padding=0, dilation=1, groups=1):
+    """The workspace bytes ``nn.conv`` takes for these operands and output
+    ``dtype`` (a name), or None when it needs none or a dim other than the
+    batch is not an int. The batch may be symbolic (any value with ``+ * //``,
+    e.g. the compiler's dims): the size is then an expression in it.
+
+    >>> conv_workspace((1, 8, 16, 16), (8, 8, 3, 3), "float32", padding=1)
+    84096
+    """
+    rest = (*data_shape[1:], *weight_shape)
+    if not all(isinstance(d, int) for d in rest) or len(data_shape) != len(weight_shape) or len(data_shape) < 3:
+        return None
+    plan, lengths = _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups)
+    if min(lengths) <= 0 or 0 in rest:
+        return None
+    layouts = scratch_layouts(plan, data_shape[0], data_shape[1], weight_shape[0],
+                              work_dtype(numpy_dtype(dtype)))
+    return scratch_nbytes(layouts) if layouts else None
 
 
 @register_kernel("nn.conv_transpose")

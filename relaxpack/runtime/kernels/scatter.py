@@ -1,4 +1,5 @@
-"""N-d gathers and scatters: gather_nd, scatter_nd, scatter_elements.
+"""N-d gathers and scatters: gather_nd, scatter_nd, scatter_elements,
+tensor_scatter (the KV-cache update).
 
 Indices may be negative (counting from the end, as ONNX allows); one out of
 range is a :class:`~relaxpack.errors.ShapeError` naming the op. The scatters
@@ -102,3 +103,30 @@ def scatter_elements(data, indices, updates, *, out, axis=0, reduction="none"):
     key = list(np.indices(indices.shape, sparse=True))
     key[ax] = _normalized("scatter_elements", indices, data.shape[ax], ax)
     _scatter("scatter_elements", out, tuple(key), updates, reduction)
+
+
+@register_kernel("tensor_scatter")
+def tensor_scatter(past_cache, update, write_indices=None, *, out, axis=-2, mode="linear"):
+    """ONNX TensorScatter: ``out`` is ``past_cache`` with, for each batch
+    entry ``b``, ``update``'s steps written along ``axis`` from position
+    ``write_indices[b]`` (0 without write_indices); ``mode="circular"`` wraps
+    the positions modulo the cache length, ``"linear"`` must stay inside it."""
+    ax = normalize_axis(axis, past_cache.ndim)
+    steps, length, batch = update.shape[ax], past_cache.shape[ax], past_cache.shape[0]
+    start = np.zeros(batch, np.int64) if write_indices is None \
+        else np.asarray(write_indices, np.int64).reshape(-1)
+    if start.shape != (batch,):
+        raise ShapeError(f"tensor_scatter: write_indices must hold {batch} positions, got {start.shape[0]}")
+    positions = start[:, None] + np.arange(steps)                     # (batch, steps)
+    if mode == "circular":
+        positions %= max(length, 1)
+    elif steps and ((start < 0) | (positions[:, -1] >= length)).any():
+        raise ShapeError(f"tensor_scatter: writing {steps} steps at {start.tolist()} overruns the cache "
+                         f"length {length} (mode linear)")
+    np.copyto(out, past_cache)
+    if not steps or not update.size:
+        return
+    shape = [1] * update.ndim
+    shape[0], shape[ax] = batch, steps
+    index = np.broadcast_to(positions.reshape(shape), update.shape)
+    np.put_along_axis(out, index, update, axis=ax)

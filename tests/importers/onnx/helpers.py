@@ -7,10 +7,12 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import relaxpack
+from relaxpack.errors import RelaxpackError
 from relaxpack.runtime import VirtualMachine
 
 from .backend_case import assert_close, node_cases
@@ -106,3 +108,29 @@ def _array(t):
 
 def i64(*values):
     return np.array(values, np.int64)
+
+
+def check_runtime(model, feeds_list, errors=(), ref="ort"):
+    """Import and build ``model`` once (its shape-like operands are graph
+    inputs, known only at run time); compare it with ``ref`` at each feeds of
+    ``feeds_list`` (different values give different output shapes), then
+    check that each ``(feeds, pattern)`` of ``errors`` (invalid values) is a
+    RelaxpackError whose message matches ``pattern``. Returns the IRModule."""
+    mod = relaxpack.from_onnx(model)
+    assert "R.call_packed" in mod.script(), "the operand was expected to be read at run time"
+    vm = VirtualMachine(relaxpack.build(mod))
+    names = [o.name for o in model.graph.output]
+    for feeds in feeds_list:
+        got = vm.run(feeds)
+        for name, expected in zip(names, reference(model, feeds, ref)):
+            assert_close(got[name], expected, 1e-6, 1e-7, name)
+    for feeds, pattern in errors:
+        with pytest.raises(RelaxpackError, match=pattern):
+            vm.run(feeds)
+    return mod
+
+
+def output_sinfo(mod, index=0):
+    """The struct info of output ``index`` of ``mod``'s main function."""
+    body = mod["main"].body.body
+    return (body.fields[index] if hasattr(body, "fields") else body).struct_info

@@ -15,7 +15,7 @@ from relaxpack.vm_build import build
 
 from .backend_case import node_cases, run_backend_case
 from .test_convert_shape import model_of, node
-from .helpers import check, check_model, i64, one_node, rand, run_backend
+from .helpers import check, check_model, check_runtime, i64, one_node, rand, run_backend
 
 
 def scalar(value, dtype=np.int64):
@@ -100,10 +100,22 @@ def test_topk_symbolic_batch():
           more=[{"x": rand(5, 9)}, {"x": rand(0, 9)}])
 
 
+@pytest.mark.parametrize("largest", [0, 1])
+def test_topk_k_at_run_time_keeps_the_other_dims(largest):
+    x = rand(3, 5)
+    model = one_node("TopK", {"x": x, "k": i64(2)}, attrs={"largest": largest}, outputs=2, sym={"x": ["n", 5]},
+                     opset=11)
+    mod = check_runtime(model, [{"x": x, "k": i64(2)}, {"x": x, "k": i64(5)}, {"x": rand(2, 5), "k": i64(0)},
+                                {"x": rand(0, 5), "k": i64(1)}],
+                        errors=[({"x": x, "k": i64(6)}, r"topk: k=6 is larger than dim 1 \(of size 5\)"),
+                                ({"x": x, "k": i64(-1)}, r"topk: K must be non-negative, got -1")])
+    assert output_sinfo(mod).shape[0] == relaxpack.ir.sym("n")
+    assert output_sinfo(mod, 1).dtype == "int64"
+
+
 def test_topk_errors():
-    model = one_node("TopK", {"x": rand(3, 4), "k": i64(2)}, outputs=2, opset=11)
-    with pytest.raises(UnsupportedOpError, match="TopK node \\(opset 11\\): K must be a constant"):
-        relaxpack.from_onnx(model)
+    with pytest.raises(ShapeError, match=r"TopK node: K must hold one value, got shape \(2,\)"):
+        relaxpack.from_onnx(one_node("TopK", {"x": rand(3, 4), "k": i64(1, 2)}, outputs=2, opset=11))
     model = one_node("TopK", {"x": rand(3, 4)}, consts={"k": i64(5)}, outputs=2, opset=11)
     with pytest.raises(ShapeError, match=r"R\.topk: k=5 is larger than dim 1 of the data \(3, 4\)"):
         relaxpack.from_onnx(model)
@@ -112,13 +124,12 @@ def test_topk_errors():
         relaxpack.from_onnx(model)
 
 
-def test_topk_with_k_from_a_shape_is_unsupported():
-    # a symbolic K would make the output length symbolic: not an attribute
+def test_topk_with_k_from_a_shape_runs_at_run_time():
+    # a symbolic K is not an attribute value: the packed kernel reads it
     nodes = [node("Shape", ["x"], "s"), node("Slice", ["s", "one", "two"], "k"),
              node("TopK", ["x", "k"], ["v", "i"])]
     model = model_of(nodes, {"x": [4, "n"]}, ["v", "i"], {"one": i64(1), "two": i64(2)})
-    with pytest.raises(UnsupportedOpError, match=r"K \(n,\) must be constant here, not symbolic"):
-        relaxpack.from_onnx(model)
+    check_model(model, {"x": rand(4, 3)}, {"x": rand(4, 7)}, {"x": rand(4, 0)})
 
 
 # ---------------------------------------------------------------- CumSum
@@ -232,11 +243,22 @@ def test_one_hot_symbolic_and_out_of_range():
                                                                    "v": np.array([5.0, 6.0], np.float32)}])
 
 
-def test_one_hot_data_dependent_depth_is_unsupported():
-    model = one_node("OneHot", {"i": np.array([1]), "d": scalar(3), "v": np.array([0.0, 1.0], np.float32)},
-                     inputs=["i", "d", "v"], opset=11)
-    with pytest.raises(UnsupportedOpError, match="depth must be a constant"):
-        relaxpack.from_onnx(model)
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_one_hot_depth_at_run_time(axis):
+    v = np.array([0.0, 1.0], np.float32)
+    i = np.array([[1, 7, -2], [0, 3, 2]])
+    model = one_node("OneHot", {"i": i, "d": scalar(4), "v": v}, attrs={"axis": axis}, sym={"i": ["n", 3]}, opset=11)
+    mod = check_runtime(model, [{"i": i, "d": scalar(4), "v": v}, {"i": i, "d": scalar(1), "v": v},
+                                {"i": i[:0], "d": scalar(5), "v": v}],
+                        errors=[({"i": i, "d": scalar(-1), "v": v}, r"one_hot: depth must be non-negative, got -1")])
+    assert relaxpack.ir.sym("n") in output_sinfo(mod).shape
+
+
+def test_one_hot_float_depth_at_run_time_is_truncated():
+    v, i = np.array([0.0, 1.0], np.float32), np.array([1, 3])
+    model = one_node("OneHot", {"i": i, "d": scalar(3.7, np.float32), "v": v}, opset=11)
+    check_runtime(model, [{"i": i, "d": scalar(3.7, np.float32), "v": v}, {"i": i, "d": scalar(5.0, np.float32), "v": v}],
+                  errors=[({"i": i, "d": scalar(np.inf, np.float32), "v": v}, r"one_hot: depth must hold one finite")])
 
 
 # ---------------------------------------------------------------- Trilu
@@ -342,21 +364,23 @@ def test_range_symbolic_bounds_match_onnxruntime(start, delta):
     check_model(model, {"x": rand(2, 7)}, {"x": rand(1, 2)}, {"x": rand(1, 1)}, {"x": rand(3, 12)})
 
 
-def test_range_symbolic_delta_and_data_dependent_bounds_are_unsupported():
+def test_range_symbolic_delta_runs_at_run_time():
+    # the length would be a division by a variable: the packed kernel computes it
     nodes = [node("Shape", ["x"], "s"), node("Gather", ["s", "zero"], "n", axis=0),
-             node("Range", ["zero", "n", "n"], "y")]
-    model = model_of(nodes, {"x": ["n"]}, ["y"], {"zero": scalar(0)})
-    with pytest.raises(UnsupportedOpError, match=r"delta \(n,\) must be a constant"):
-        relaxpack.from_onnx(model)
-    model = one_node("Range", {"limit": scalar(4)}, consts={"start": scalar(0), "delta": scalar(1)},
-                     inputs=["start", "limit", "delta"], opset=11)
-    with pytest.raises(UnsupportedOpError, match="a data-dependent Range is not supported"):
-        relaxpack.from_onnx(model)
-    model = one_node("Range", {"limit": scalar(4.0, np.float32)},
-                     consts={"start": scalar(0.0, np.float32), "delta": scalar(1.0, np.float32)},
-                     inputs=["start", "limit", "delta"], opset=11)
-    with pytest.raises(UnsupportedOpError, match="a float32 Range needs constant start, limit and delta"):
-        relaxpack.from_onnx(model)
+             node("Range", ["zero", "seven", "n"], "y")]
+    model = model_of(nodes, {"x": ["n"]}, ["y"], {"zero": scalar(0), "seven": scalar(7)})
+    check_model(model, {"x": rand(1)}, {"x": rand(3)}, {"x": rand(8)})
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.float32, np.float64])
+def test_range_bounds_at_run_time(dtype):
+    def feeds(start, limit, delta):
+        return {n: scalar(v, dtype) for n, v in (("start", start), ("limit", limit), ("delta", delta))}
+    model = one_node("Range", feeds(0, 5, 1), opset=11)
+    mod = check_runtime(model, [feeds(0, 5, 1), feeds(10, 1, -3), feeds(1, 1, 1), feeds(5, 0, 2)] +
+                        ([feeds(0.5, 3.2, 0.7), feeds(-2, 2, 0.5)] if np.dtype(dtype).kind == "f" else []),
+                        errors=[(feeds(0, 4, 0), r"range: delta must not be 0")])
+    assert output_sinfo(mod).ndim == 1
 
 
 def test_range_errors():
@@ -398,9 +422,17 @@ def test_tile_symbolic_dims_multiply():
     assert output_sinfo(mod).shape == (3 * relaxpack.ir.sym("n"), 2 * relaxpack.ir.sym("m"))
 
 
+def test_tile_repeats_at_run_time():
+    x = rand(2, 3)
+    model = one_node("Tile", {"x": x, "r": i64(1, 2)}, sym={"x": ["a", "b"]}, opset=13)
+    check_runtime(model, [{"x": x, "r": i64(1, 1)}, {"x": x, "r": i64(2, 3)}, {"x": x, "r": i64(0, 2)},
+                          {"x": rand(0, 4), "r": i64(3, 1)}],
+                  errors=[({"x": x, "r": i64(-1, 1)}, r"tile: repeats \(-1, 1\) must be 2 non-negative counts")])
+
+
 def test_tile_errors():
-    with pytest.raises(UnsupportedOpError, match="repeats must be a constant"):
-        relaxpack.from_onnx(one_node("Tile", {"x": rand(2, 3), "r": i64(1, 2)}, opset=13))
+    with pytest.raises(ShapeError, match=r"Tile node: \(3,\) repeats for a tensor of rank 2"):
+        relaxpack.from_onnx(one_node("Tile", {"x": rand(2, 3), "r": i64(1, 2, 3)}, opset=13))
     with pytest.raises(ShapeError, match=r"Tile node: 1 repeats \(2,\) for a tensor of rank 2"):
         relaxpack.from_onnx(one_node("Tile", {"x": rand(2, 3)}, consts={"r": i64(2)}, opset=13))
     with pytest.raises(ShapeError, match=r"repeats \(2, -1\) must not be negative"):
@@ -419,7 +451,7 @@ AS_IS = [
 
 #: node tests whose shape-like inputs (K, axis, depth, k, repeats, Range's
 #: bounds) are graph inputs there; they pass once those are initializers, as
-#: in exported models. Without that they are UnsupportedOpError by design.
+#: in exported models. As they are, they are read at run time (below).
 FROZEN = {
     **{f"test_cumsum_{s}": ("axis",) for s in (
         "1d", "1d_exclusive", "1d_int32_exclusive", "1d_reverse", "1d_reverse_exclusive", "2d_axis_0",
@@ -449,16 +481,9 @@ def test_backend_node_with_constant_operands(name):
     run_backend(name, FROZEN[name])
 
 
-@pytest.mark.parametrize("name", sorted(n for n in FROZEN if n.startswith(("test_cumsum", "test_tril", "test_triu"))))
-def test_backend_node_with_axis_or_k_at_run_time(name):
+@pytest.mark.parametrize("name", sorted(FROZEN))
+def test_backend_node_with_operands_known_at_run_time(name):
     run_backend_case(name)
-
-
-@pytest.mark.parametrize("name", ["test_top_k", "test_onehot_with_axis", "test_tile",
-                                  "test_range_float_type_positive_delta"])
-def test_backend_node_with_data_dependent_operands_is_unsupported(name):
-    with pytest.raises(UnsupportedOpError, match="constant|data-dependent"):
-        run_backend_case(name)
 
 
 def test_every_backend_node_test_of_these_ops_is_listed():

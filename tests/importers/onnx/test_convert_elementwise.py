@@ -253,10 +253,45 @@ def test_bit_shift(direction, dtype, rng):
     check(m, {"x": x, "s": s})
 
 
-def test_bit_shift_signed_is_unsupported():
+def test_bit_shift_signed_is_unsupported_before_opset_28():
     m = model(node("BitShift", ["x", "s"], direction="LEFT"), [inp("x", "int32", [2]), inp("s", "int32", [2])])
     with pytest.raises(UnsupportedOpError, match=r"BitShift node.*opset 21.*unsigned"):
         relaxpack.from_onnx(m)
+
+
+def _shift_by_spec(x, s, direction):
+    """Opset 28's BitShift on Python ints: out-of-range amounts leave the sign fill."""
+    bits = x.dtype.itemsize * 8
+    out = []
+    for a, n in zip(*np.broadcast_arrays(x, s)):
+        a, n = int(a), int(n)
+        if n < 0 or n >= bits:
+            out.append(-1 if direction == "RIGHT" and a < 0 else 0)
+        elif direction == "RIGHT":
+            out.append(a >> n)
+        else:
+            out.append((a << n) & ((1 << bits) - 1))
+    return np.array(out, np.uint64).astype(x.dtype) if x.dtype.kind == "u" else \
+        np.array([(v + (1 << bits - 1)) % (1 << bits) - (1 << bits - 1) for v in out], x.dtype)
+
+
+@pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16"])
+def test_bit_shift_opset_28_all_ints(direction, dtype, rng):
+    """Signed ints (arithmetic right shift), negative and too-wide amounts, a
+    broadcast amount, symbolic and empty dims: against the spec on Python ints
+    and onnx's reference evaluator."""
+    bits = np.dtype(dtype).itemsize * 8
+    m = model(node("BitShift", ["x", "s"], direction=direction), [inp("x", dtype, ["n"]), inp("s", dtype, [1])],
+              opset=28)
+    amounts = [0, 1, bits - 1, bits, bits + 3] + ([-1, -bits] if dtype.startswith("int") else [])
+    info = np.iinfo(dtype)
+    x = np.concatenate([rand(rng, (9,), dtype, -100, 100), np.array([info.min, info.max], dtype)])
+    for a in amounts:
+        s = np.array([a], dtype)
+        feeds = [{"x": x, "s": s}, {"x": x[:0], "s": s}]
+        check(m, feeds, reference="onnx")
+        check(m, feeds, expected=lambda x, s: _shift_by_spec(x, s, direction))
 
 
 def test_empty_tensor_broadcast(rng):

@@ -19,7 +19,7 @@ from relaxpack.runtime import VirtualMachine
 from relaxpack.vm_build import build
 
 from .backend_case import assert_close, node_cases, run_backend_case
-from .helpers import one_node, rand, reference, run_backend
+from .helpers import check_runtime, i64, one_node, output_sinfo, rand, reference, run_backend
 
 #: onnxruntime interpolates in float32, relaxpack (like onnx's reference) in float64
 TOLERANCE = {"ort": dict(rtol=1e-4, atol=1e-5), "onnx": dict(rtol=1e-5, atol=1e-6)}
@@ -395,16 +395,36 @@ def test_pad_empty_and_errors():
     with pytest.raises(ShapeError, match=r"R\.pad: pad_mode 'edge' cannot extend the empty axis 0"):
         relaxpack.from_onnx(one_node("Pad", {"x": x}, consts={"p": np.array([1, 0, 0, 0], np.int64)},
                                      attrs={"mode": "edge"}, opset=13))
-    with pytest.raises(UnsupportedOpError, match=r"Pad node \(opset 13\): pads must be known at import time"):
-        relaxpack.from_onnx(one_node("Pad", {"x": rand(2, 3), "p": np.zeros(4, np.int64)}, opset=13))
+    with pytest.raises(ShapeError, match=r"Pad node: pads must be an integer tensor, got float32"):
+        relaxpack.from_onnx(one_node("Pad", {"x": rand(2, 3), "p": np.zeros(4, np.float32)}, opset=13))
     with pytest.raises(ShapeError, match=r"Pad node: pads \(1, 1\) need 4 values"):
         relaxpack.from_onnx(one_node("Pad", {"x": rand(2, 3)}, consts={"p": np.ones(2, np.int64)}, opset=13))
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
+def test_pad_pads_and_value_at_run_time(mode):
+    x, c = rand(3, 4), np.array(2.5, np.float32)
+    model = one_node("Pad", {"x": x, "p": i64(1, 2, 0, 1), "c": c}, attrs={"mode": mode}, sym={"x": ["a", "b"]},
+                     opset=19)
+    check_runtime(model, [{"x": x, "p": i64(1, 2, 0, 1), "c": c}, {"x": x, "p": i64(0, 0, 0, 0), "c": c},
+                          {"x": x, "p": i64(-1, 0, 1, -3), "c": c}, {"x": rand(2, 1), "p": i64(0, 0, 1, 0), "c": c}],
+                  errors=[({"x": x, "p": i64(-3, 0, -1, 0), "c": c}, r"pad: pads \(-3, 0, -1, 0\) crop more than")])
+
+
+def test_pad_axes_at_run_time():
+    x = rand(2, 3, 4)
+    model = one_node("Pad", {"x": x, "p": i64(1, 2), "a": i64(1)}, inputs=["x", "p", "", "a"], opset=18)
+    check_runtime(model, [{"x": x, "p": i64(1, 2), "a": i64(1)}, {"x": x, "p": i64(0, 3), "a": i64(-1)}],
+                  errors=[({"x": x, "p": i64(1, 2), "a": i64(3)}, r"pad: axis 3 is out of range for rank 3")])
+    model = one_node("Pad", {"x": x, "p": i64(1, 2)}, consts={"a": i64(1)}, inputs=["x", "p", "", "a"], opset=18)
+    mod = check_runtime(model, [{"x": x, "p": i64(1, 2)}, {"x": x, "p": i64(-1, -2)}])
+    assert output_sinfo(mod).shape[::2] == (2, 4)      # the unpadded axes keep their dims
 
 
 # ---------------------------------------------------------------- ONNX backend node tests
 
 #: graph inputs that hold constants in real models; frozen into initializers
-#: (relaxpack needs output shapes at import time)
+#: (they also run as they are, read at run time: below)
 FROZEN = ("roi", "scales", "sizes", "pads", "axes")
 BACKEND_CASES = sorted(n for n in node_cases() if n.startswith(("test_resize_", "test_upsample_"))
                        or n in ("test_constant_pad", "test_constant_pad_axes", "test_constant_pad_negative_axes",
@@ -422,6 +442,6 @@ def test_backend_node_case_with_run_time_scales_sizes_roi(name):
     run_backend_case(name)
 
 
-def test_backend_cases_with_data_dependent_sizes_are_unsupported():
-    with pytest.raises(UnsupportedOpError, match=r"pads must be known at import time"):
-        run_backend_case("test_constant_pad")
+@pytest.mark.parametrize("name", [n for n in BACKEND_CASES if not n.startswith(("test_resize_", "test_upsample_"))])
+def test_backend_node_case_with_run_time_pads(name):
+    run_backend_case(name)

@@ -102,13 +102,6 @@ def test_dropout_opset7_mask_has_the_input_dtype(rng):
     check(m, {"x": rand(rng, (2, 3))}, expected=lambda x: [x, np.ones_like(x)])
 
 
-def test_dropout_training_mode_is_unsupported():
-    m = model(node("Dropout", ["x", "", "train"]), [inp("x", "float32", [2])], opset=13,
-              initializers={"train": np.array(True)})
-    with pytest.raises(UnsupportedOpError, match="Dropout.*training_mode"):
-        relaxpack.from_onnx(m)
-
-
 # ---------------------------------------------------------------- matmul, gemm
 
 
@@ -255,11 +248,12 @@ def test_maxpool_int8(rng):
     check(m, {"x": rand(rng, (1, 2, 4, 4), "int8", -100, 100)})
 
 
-def test_maxpool_indices_output_is_unsupported():
+def test_maxpool_indices_output(rng):
+    """The Indices output uses nn.max_pool_argmax (more cases in test_convert_fold.py)."""
     m = model(node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2]), [inp("x", "float32", [1, 1, 4, 4])],
               ["y", "idx"])
-    with pytest.raises(UnsupportedOpError, match="MaxPool.*Indices"):
-        relaxpack.from_onnx(m)
+    assert "R.nn.max_pool_argmax" in relaxpack.from_onnx(m).script()
+    check(m, {"x": rand(rng, (1, 1, 4, 4))})
 
 
 @pytest.mark.parametrize("p", [1, 2, 3])

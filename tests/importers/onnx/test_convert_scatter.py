@@ -195,3 +195,65 @@ BACKEND_CASES = sorted(n for n in node_cases() if n.startswith(("test_gathernd_"
 @pytest.mark.parametrize("name", BACKEND_CASES)
 def test_backend_node_case(name):
     run_backend_case(name)
+
+
+# ---------------------------------------------------------------- TensorScatter
+
+
+def kv_feeds(batch, heads, length, steps, dim, start, dtype=np.float32, seed=0):
+    return {"cache": rand(batch, heads, length, dim, dtype=dtype, seed=seed),
+            "update": rand(batch, heads, steps, dim, dtype=dtype, seed=seed + 1),
+            "at": np.array(start, np.int64)}
+
+
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64, np.bool_])
+def test_tensor_scatter_kv_cache(mode, dtype):
+    """Decode steps of a (batch, heads, max_len, dim) cache at per-batch positions,
+    batch and step count symbolic, against onnx's reference evaluator."""
+    wrap = mode == "circular"
+    feeds = [kv_feeds(3, 2, 7, 2, 5, [0, 5, 9 if wrap else 3], dtype), kv_feeds(1, 2, 7, 1, 5, [6], dtype, 2),
+             kv_feeds(2, 2, 7, 0, 5, [1, 2], dtype, 4), kv_feeds(2, 2, 7, 7, 5, [0, 3 if wrap else 0], dtype, 6)]
+    sym = {"cache": ["b", 2, 7, 5], "update": ["b", 2, "s", 5], "at": ["b"]}
+    model = one_node("TensorScatter", feeds[0], attrs={"mode": mode}, opset=24, sym=sym)
+    check_model(model, *feeds, ref="onnx")
+
+
+@pytest.mark.parametrize("axis", [1, -1])
+def test_tensor_scatter_other_axes_without_write_indices(axis):
+    cache, update = rand(2, 6, 4, seed=1), rand(2, 6, 4, seed=2)
+    update = update[:, :3] if axis == 1 else update[..., :2]
+    feeds = {"cache": cache, "update": update}
+    check_model(one_node("TensorScatter", feeds, attrs={"axis": axis}, opset=24), feeds, ref="onnx")
+
+
+def test_tensor_scatter_linear_overrun_is_an_error():
+    feeds = kv_feeds(1, 1, 4, 2, 3, [3])
+    vm = VirtualMachine(build(relaxpack.from_onnx(one_node("TensorScatter", feeds, opset=24))))
+    with pytest.raises(ShapeError, match=r"tensor_scatter: writing 2 steps at \[3\] overruns the cache length 4"):
+        vm.run(feeds)
+
+
+# ---------------------------------------------------------------- ReverseSequence
+
+
+@pytest.mark.parametrize("batch_axis, time_axis", [(0, 1), (1, 0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_, np.uint8])
+def test_reverse_sequence(batch_axis, time_axis, dtype):
+    def feeds(batch, steps, seed):
+        shape = (batch, steps, 3) if batch_axis == 0 else (steps, batch, 3)
+        lens = np.random.default_rng(seed).integers(0, steps + 1, batch)
+        return {"x": rand(*shape, dtype=dtype, seed=seed), "lens": lens.astype(np.int64)}
+    all_feeds = [feeds(4, 5, 0), feeds(1, 1, 1), feeds(3, 0, 2), feeds(0, 4, 3), feeds(5, 9, 4)]
+    sym = {"x": ["b", "t", 3] if batch_axis == 0 else ["t", "b", 3], "lens": ["b"]}
+    model = one_node("ReverseSequence", all_feeds[0], attrs={"batch_axis": batch_axis, "time_axis": time_axis},
+                     opset=10, sym=sym)
+    check_model(model, *all_feeds)
+
+
+def test_reverse_sequence_rejects_a_length_past_the_end():
+    feeds = {"x": rand(2, 3), "lens": i64(1, 4)}
+    vm = VirtualMachine(build(relaxpack.from_onnx(one_node("ReverseSequence", feeds, opset=10,
+                                                           attrs={"batch_axis": 0, "time_axis": 1}))))
+    with pytest.raises(ShapeError, match=r"reverse_sequence: sequence_lens \[1, 4\] must hold 2 lengths in \[0, 3\]"):
+        vm.run(feeds)

@@ -14,7 +14,7 @@ from relaxpack.errors import UnsupportedOpError
 from relaxpack.importers.onnx import register_converter
 from relaxpack.ir import TensorStructInfo
 
-from .helpers import INT64_MAX, check, check_model, i64, one_node, rand, run_backend
+from .helpers import INT64_MAX, check, check_model, check_runtime, i64, one_node, rand, run_backend
 
 FLOAT = TensorProto.FLOAT
 
@@ -129,9 +129,12 @@ def test_constant_of_shape_symbolic_is_a_broadcast():
     assert "R.broadcast_to(R.const(2.5" in mod.script() and "R.shape([n, 3])" in mod.script()
 
 
-def test_constant_of_shape_from_data_is_unsupported():
-    with pytest.raises(UnsupportedOpError, match="ConstantOfShape.*data-dependent"):
-        relaxpack.from_onnx(one_node("ConstantOfShape", {"s": i64(2, 3)}, opset=9))
+@pytest.mark.parametrize("value", [None, np.array([7], np.int32)])
+def test_constant_of_shape_at_run_time(value):
+    attrs = {} if value is None else {"value": numpy_helper.from_array(value)}
+    model = one_node("ConstantOfShape", {"s": i64(2, 3)}, attrs=attrs, opset=9)
+    check_runtime(model, [{"s": i64(2, 3)}, {"s": i64(0, 4)}, {"s": i64(1, 1)}],
+                  errors=[({"s": i64(-1, 2)}, r"constant_of_shape: negative dim in the shape \(-1, 2\)")])
 
 
 @pytest.mark.parametrize("start,limit,delta,dtype", [(0, 5, 1, np.int64), (10, 1, -3, np.int32), (1, 1, 1, np.int64),
@@ -169,11 +172,10 @@ def test_constant_empty_list():
     check_model(model, {})
 
 
-@pytest.mark.parametrize("attrs,match", [({"value_string": "hi"}, "string"), ({"value_strings": ["a"]}, "string"),
-                                         ({"value": numpy_helper.from_array(np.array(["a"], object))}, "string")])
-def test_constant_strings_are_unsupported(attrs, match):
-    with pytest.raises(UnsupportedOpError, match=match):
-        relaxpack.from_onnx(one_node("Constant", {}, inputs=[], attrs=attrs, opset=13))
+@pytest.mark.parametrize("attrs", [{"value_string": "hi"}, {"value_strings": ["a", "é", ""]},
+                                   {"value": numpy_helper.from_array(np.array([["a"], ["bc"]], object))}])
+def test_constant_strings(attrs):
+    check("Constant", {}, inputs=[], attrs=attrs, opset=13)
 
 
 def test_constant_sparse_is_unsupported():

@@ -16,7 +16,9 @@ import relaxpack
 from relaxpack.errors import ShapeError, UnsupportedOpError
 
 
-from .helpers import INT64_MAX, INT64_MIN, check, check_model, i64, one_node, rand, run_backend
+from .helpers import (
+    INT64_MAX, INT64_MIN, check, check_model, check_runtime, i64, one_node, output_sinfo, rand, run_backend,
+)
 
 
 # ---------------------------------------------------------------- Reshape
@@ -51,10 +53,32 @@ def test_reshape_symbolic_input_with_constant_target():
           more=[{"x": rand(4, 7, 12)}])
 
 
-def test_reshape_data_dependent_target_is_unsupported():
-    model = one_node("Reshape", {"x": rand(2, 3), "s": i64(3, 2)}, opset=14)
-    with pytest.raises(UnsupportedOpError, match="Reshape.*data-dependent"):
-        relaxpack.from_onnx(model)
+def test_reshape_target_at_run_time():
+    x = rand(2, 3, 4)
+    model = one_node("Reshape", {"x": x, "s": i64(4, 3, 2)}, sym={"x": ["a", "b", "c"]}, opset=14)
+    mod = check_runtime(model, [{"x": x, "s": i64(4, 3, 2)}, {"x": x, "s": i64(0, -1, 1)},
+                                {"x": x, "s": i64(-1, 2, 2)}, {"x": rand(0, 3, 4), "s": i64(0, 12, 1)}],
+                        errors=[({"x": x, "s": i64(5, 5, 1)}, r"reshape: cannot reshape \(2, 3, 4\) \(24 elements\) "
+                                                            r"into \(5, 5, 1\)"),
+                                ({"x": x, "s": i64(-1, -1, 2)}, r"reshape: target \(-1, -1, 2\) has more than one -1"),
+                                ({"x": x, "s": i64(5, -1, 1)}, r"reshape: cannot infer the -1 of target \(5, -1, 1\)"),
+                                ({"x": x, "s": i64(2, -2, 1)}, r"reshape: invalid dim -2")])
+    assert output_sinfo(mod).ndim == 3
+
+
+def test_a_1d_target_at_run_time_flattens_to_an_exact_shape():
+    x = rand(2, 3, 4)
+    model = one_node("Reshape", {"x": x, "s": i64(24)}, sym={"x": ["a", 3, 4]}, opset=14)
+    mod = check_runtime(model, [{"x": x, "s": i64(-1)}, {"x": rand(5, 3, 4), "s": i64(60)}],
+                        errors=[({"x": x, "s": i64(25)}, r"reshape: cannot reshape \(2, 3, 4\)")])
+    assert output_sinfo(mod).shape == (12 * relaxpack.ir.sym("a"),)
+
+
+def test_reshape_allowzero_target_at_run_time():
+    model = one_node("Reshape", {"x": rand(3, 0), "s": i64(0, 7)}, attrs={"allowzero": 1},
+                     sym={"x": ["a", "b"]}, opset=14)
+    check_runtime(model, [{"x": rand(3, 0), "s": i64(0, 7)}, {"x": rand(2, 3), "s": i64(3, 2)}],
+                  errors=[({"x": rand(2, 3), "s": i64(0, 6)}, r"reshape: cannot reshape \(2, 3\)")])
 
 
 def test_reshape_wrong_size_is_a_shape_error():
@@ -91,6 +115,15 @@ def test_expand_to_the_shape_of_another_input():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=10)
     mod = check_model(model, {"x": rand(1, 3), "y": rand(2, 3)}, {"x": rand(1, 5), "y": rand(4, 5)})
     assert "R.shape([a, b])" in mod.script() and "shape_to_tensor" not in mod.script()
+
+
+def test_expand_shape_at_run_time_keeps_the_dims_it_knows():
+    x = rand(3, 1)
+    model = one_node("Expand", {"x": x, "s": i64(2, 1, 6)}, opset=13)
+    mod = check_runtime(model, [{"x": x, "s": i64(2, 1, 6)}, {"x": x, "s": i64(1, 1, 1)}, {"x": x, "s": i64(1, 3, 0)}],
+                        errors=[({"x": x, "s": i64(2, 4, 1)}, r"expand: cannot broadcast \(3, 1\) to \(2, 4, 1\)"),
+                                ({"x": x, "s": i64(1, 1, -1)}, r"expand: negative dim")])
+    assert output_sinfo(mod).shape[1:2] == (3,)     # x's 3 stays: the target must be 1 or 3 there
 
 
 def test_expand_incompatible_is_a_shape_error():
@@ -180,6 +213,17 @@ def test_split_opset1_sizes_as_input():
           ref=lambda f: np.split(f["x"], [2], axis=1))
 
 
+@pytest.mark.parametrize("opset", [13, 18])
+def test_split_sizes_at_run_time(opset):
+    x = rand(6, 4)
+    model = one_node("Split", {"x": x, "s": i64(1, 2, 3)}, outputs=3, sym={"x": ["n", 4]}, opset=opset)
+    mod = check_runtime(model, [{"x": x, "s": i64(1, 2, 3)}, {"x": x, "s": i64(0, 6, 0)},
+                                {"x": rand(3, 4), "s": i64(2, 0, 1)}],
+                        errors=[({"x": x, "s": i64(1, 1, 1)}, r"split: split \(1, 1, 1\) sums to 3, not the dim 6"),
+                                ({"x": x, "s": i64(7, -1, 0)}, r"split: split \(7, -1, 0\) must give 3 non-negative")])
+    assert output_sinfo(mod).shape[1] == 4
+
+
 def test_split_sizes_must_add_up():
     with pytest.raises(ShapeError, match="Split"):
         relaxpack.from_onnx(one_node("Split", {"x": rand(4)}, consts={"s": i64(1, 2)}, outputs=2, opset=13))
@@ -197,6 +241,7 @@ SLICES = [  # starts, ends, axes, steps
     ((-100,), (2,), (2,), None),
     ((3,), (1,), (1,), None),            # empty
     ((0,), (-1,), (-1,), (-1,)),         # empty with a negative step
+    ((-100, 1), (INT64_MIN, 0), (1, 0), (-1, -1)),   # a start below -dim is the first element
 ]
 
 
@@ -259,10 +304,26 @@ def test_slice_symbolic_bounds_that_depend_on_the_dims_value():
     check_model(model, {"x": rand(5)}, {"x": rand(3)}, dims={"n": (3, None)})
 
 
-def test_slice_dynamic_starts_are_unsupported():
-    model = one_node("Slice", {"x": rand(4), "starts": i64(1)}, consts={"ends": i64(3)}, opset=13)
-    with pytest.raises(UnsupportedOpError, match="Slice.*starts"):
-        relaxpack.from_onnx(model)
+def test_slice_operands_at_run_time():
+    x = rand(5, 6)
+
+    def feeds(starts, ends, axes, steps, data=x):
+        return {"x": data, "starts": i64(*starts), "ends": i64(*ends), "axes": i64(*axes), "steps": i64(*steps)}
+    model = one_node("Slice", feeds((0, 0), (1, 1), (0, 1), (1, 1)), sym={"x": ["a", "b"]}, opset=13)
+    check_runtime(model, [feeds((1, 0), (4, 6), (0, 1), (1, 2)), feeds((-1, 5), (-100, 0), (1, 0), (-1, -2)),
+                          feeds((-100, 2), (INT64_MIN, INT64_MIN), (0, -1), (-1, -1)),
+                          feeds((3, 0), (1, 6), (0, 1), (1, 1)), feeds((0, 0), (2, 2), (0, 1), (1, 1), rand(4, 0))],
+                  errors=[(feeds((0, 0), (2, 2), (0, 1), (0, 1)), r"slice: steps \(0, 1\) must not be 0"),
+                          (feeds((0, 0), (2, 2), (0, 0), (1, 1)), r"slice: axes \(0, 0\) repeat an axis"),
+                          (feeds((0, 0), (2, 2), (0, 2), (1, 1)), r"slice: axis 2 is out of range for rank 2")])
+
+
+def test_slice_bounds_at_run_time_keep_the_other_dims():
+    model = one_node("Slice", {"x": rand(5, 6), "starts": i64(1), "ends": i64(3)}, consts={"axes": i64(1)},
+                     inputs=["x", "starts", "ends", "axes"], opset=13)
+    mod = check_runtime(model, [{"x": rand(5, 6), "starts": i64(1), "ends": i64(3)},
+                                {"x": rand(5, 6), "starts": i64(4), "ends": i64(2)}])
+    assert output_sinfo(mod).shape[0] == 5
 
 
 # ---------------------------------------------------------------- Gather, GatherElements
@@ -331,6 +392,26 @@ def test_squeeze_symbolic():
           more=[{"x": rand(1, 1, 5)}], opset=13)
 
 
+def test_squeeze_and_unsqueeze_axes_at_run_time():
+    model = one_node("Squeeze", {"x": rand(1, 3, 1), "a": i64(0)}, sym={"x": ["a", "b", "c"]}, opset=13)
+    check_runtime(model, [{"x": rand(1, 3, 1), "a": i64(0)}, {"x": rand(1, 3, 1), "a": i64(-1)},
+                          {"x": rand(2, 1, 0), "a": i64(1)}],
+                  errors=[({"x": rand(1, 3, 1), "a": i64(1)}, r"squeeze: cannot squeeze axes \(1,\) of shape "
+                                                             r"\(1, 3, 1\)"),
+                          ({"x": rand(1, 3, 1), "a": i64(3)}, r"squeeze: axis 3 is out of range for rank 3")])
+    model = one_node("Unsqueeze", {"x": rand(2, 3), "a": i64(0, 1)}, sym={"x": ["a", "b"]}, opset=13)
+    check_runtime(model, [{"x": rand(2, 3), "a": i64(0, 1)}, {"x": rand(2, 3), "a": i64(-1, 0)},
+                          {"x": rand(0, 3), "a": i64(1, 3)}],
+                  errors=[({"x": rand(2, 3), "a": i64(0, 0)}, r"unsqueeze: axes \(0, 0\) repeat an axis"),
+                          ({"x": rand(2, 3), "a": i64(5, 0)}, r"unsqueeze: axis 5 is out of range for rank 4")])
+
+
+def test_unsqueeze_a_scalar_with_axes_at_run_time_is_all_ones():
+    model = one_node("Unsqueeze", {"x": np.array(2.5, np.float32), "a": i64(0, 1)}, opset=13)
+    mod = check_runtime(model, [{"x": np.array(2.5, np.float32), "a": i64(-1, 0)}])
+    assert output_sinfo(mod).shape == (1, 1)
+
+
 def test_squeeze_without_axes_needs_decided_dims():
     model = one_node("Squeeze", {"x": rand(2, 1, 3)}, sym={"x": ["n", 1, 3]}, opset=13)
     with pytest.raises(UnsupportedOpError, match="may or may not be 1"):
@@ -384,6 +465,13 @@ def test_space_to_depth(opset):
           more=[{"x": rand(3, 2, 6, 9)}])
 
 
+@pytest.mark.parametrize("mode", [None, "DCR", "CRD"])
+def test_space_to_depth_opset28_mode(mode):
+    attrs = {"blocksize": 2} | ({} if mode is None else {"mode": mode})
+    check("SpaceToDepth", {"x": rand(2, 3, 6, 4)}, attrs=attrs, opset=28, ref="onnx",
+          sym={"x": ["n", 3, 6, 4]}, more=[{"x": rand(1, 3, 6, 4)}])
+
+
 # ---------------------------------------------------------------- ONNX's backend node tests
 
 BACKEND = {
@@ -419,6 +507,7 @@ BACKEND = {
     "test_tile": ("y",), "test_tile_precomputed": ("y",),
     "test_depthtospace_example": (), "test_depthtospace_crd_mode_example": (),
     "test_spacetodepth": (), "test_spacetodepth_example": (),
+    "test_spacetodepth_crd_mode_example": (), "test_spacetodepth_dcr_mode_example": (),
 }
 
 

@@ -13,6 +13,7 @@ value of them.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -125,6 +126,31 @@ def is_symbolic(value: Value | None) -> bool:
     the converters compute on at import time; constants fold through the
     runtime's kernels instead (one implementation of each op)."""
     return value is not None and value.sym is not None and value.shape is not None
+
+
+def const_ints(value: Value | None) -> tuple[int, ...] | None:
+    """The contents of an int operand when they are constant ints; None when
+    the operand is omitted or its contents are only known at run time
+    (data-dependent, or symbolic dims), where a converter takes its run-time
+    path (a packed kernel, see ``_dynamic.packed_call``)."""
+    dims = None if value is None else value.int_values()
+    if dims is None or not all(isinstance(d, int) for d in dims):
+        return None
+    return dims
+
+
+def runtime_length(ctx, value: Value, what: str, rank: tuple[int, ...] = (1,)) -> int:
+    """The number of elements of an int operand whose contents are known only
+    at run time; it must be static, since it sets the output's rank (e.g.
+    the length of Reshape's target). ``rank`` lists the ranks allowed."""
+    if value.dtype is None or not value.dtype.startswith(INT_KINDS):
+        raise shape_error(ctx, f"{what} must be an integer tensor, got {value.dtype}")
+    if value.ndim not in rank:
+        raise shape_error(ctx, f"{what} must have rank {' or '.join(map(str, rank))}, got {value.ndim}")
+    shape = value.shape
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        raise unsupported(ctx, f"the length of {what} is not static; it sets the output's rank")
+    return math.prod(shape)
 
 
 def static_ints(ctx, value: Value | None, what: str) -> tuple[int, ...] | None:

@@ -16,6 +16,7 @@ from ....ir.expr import ShapeExpr
 from ....ops.definitions.elementwise import SELU_ALPHA, SELU_GAMMA
 from ....ops.registry import make_call
 from ..registry import register_converter
+from .random import dropout_training
 from ._math_common import call, const_scalar, is_int, known_rank, known_shape, malformed, scalar, unsupported
 
 # ---------------------------------------------------------------- one IR op each
@@ -221,11 +222,9 @@ def dropout(ctx, x, *, ratio=0.5):
 
 @register_converter("", "Dropout", since_opset=12)
 def dropout_training_input(ctx, x, ratio=None, training_mode=None, *, seed=None):
-    """``training_mode`` must be omitted or a constant false: training-mode
-    dropout is random."""
+    """Without ``training_mode`` or with a constant false one, inference
+    dropout; otherwise the seeded random mask (``random.py``)."""
     training = const_scalar(ctx, training_mode, "training_mode")
-    if training is NotImplemented:
-        raise unsupported(ctx, "training_mode known only at run time (training-mode dropout is random)")
-    if training:
-        raise unsupported(ctx, "training_mode=true (training-mode dropout is random)")
+    if training is NotImplemented or training:
+        return dropout_training(ctx, x, ratio, training_mode, seed)
     return _dropout(ctx, x, "bool")

@@ -1,12 +1,14 @@
 """Algorithms: Einsum, TopK, CumSum, NonZero, OneHot, Trilu, Range, Tile.
 
 Operands that fix the output's shape (TopK's K, OneHot's depth, Tile's
-repeats) must be known at import time; CumSum's axis and Trilu's k may be
-known only at run time (a second operand of the op); Range's bounds
-may be symbolic ints, so ``Range(0, seq, 1)`` on a ``Shape`` gives a
-tensor of shape ``(seq,)``. NonZero's output size depends on the data: it
-calls the packed kernel and ``match_cast``\\ s the result to ``(ndim, nnz)``
-with a fresh dim ``nnz``::
+repeats, Range's bounds) are used at import time when known, so
+``Range(0, seq, 1)`` on a ``Shape`` gives a tensor of shape ``(seq,)``;
+when they are computed from data, the op calls a packed kernel
+(``dyn.topk``, ...) whose result is ``match_cast`` to fresh dims for the
+dims they decide. CumSum's axis and Trilu's k may also be known only at run
+time (a second operand of the op). NonZero's output size always depends on
+the data: it calls the packed kernel and ``match_cast``\\ s the result to
+``(ndim, nnz)`` with a fresh dim ``nnz``::
 
     Range(0, Gather(Shape(x), 1), 1)  ->  R.range(R.prim_value(0), R.prim_value(seq), R.prim_value(1))
     NonZero(x: (n, 4))                ->  lv = R.call_packed("nonzero", x)
@@ -23,7 +25,11 @@ from ....ops.registry import make_call
 from ....runtime.kernels import KERNELS
 from ..registry import register_converter
 from ..value import Value
-from ._shape_common import fmt_dims, fresh_dims, norm_axis, shape_error, static_ints, unsupported
+from ._dynamic import packed_call
+from ._shape_common import (
+    INT_KINDS, const_ints, fmt_dims, fresh_dims, norm_axis, runtime_length, shape_error, shaped, static_ints,
+    unsupported,
+)
 
 # ---------------------------------------------------------------- Einsum
 
@@ -45,11 +51,15 @@ def topk_v1(ctx, x, *, k, axis=-1):
 
 @register_converter("", "TopK", since_opset=10)
 def topk_v10(ctx, x, k, *, axis=-1):
+    if _sets_a_dim_at_run_time(ctx, k, "K"):
+        return _runtime_topk(ctx, x, k, axis)
     return _topk(ctx, x, _one_int(ctx, k, "K"), axis)
 
 
 @register_converter("", "TopK", since_opset=11)
 def topk_v11(ctx, x, k, *, axis=-1, largest=1, sorted=1):  # noqa: A002 (ONNX's attribute name)
+    if _sets_a_dim_at_run_time(ctx, k, "K"):
+        return _runtime_topk(ctx, x, k, axis, bool(largest), bool(sorted))
     return _topk(ctx, x, _one_int(ctx, k, "K"), axis, bool(largest), bool(sorted))
 
 
@@ -60,6 +70,31 @@ def _topk(ctx, x: Value, k: int, axis: int, largest: bool = True, sorted_: bool 
     out = ctx.emit(make_call("topk", ctx.expr(x), k=int(k), axis=int(axis), largest=largest,
                              sorted=sorted_), "topk")
     return TupleGetItem(out.expr, 0), TupleGetItem(out.expr, 1)
+
+
+def _runtime_topk(ctx, x: Value, k: Value, axis: int, largest: bool = True, sorted_: bool = True):
+    """K known at run time: the outputs keep every dim but the axis's."""
+    _required(ctx, X=x)
+    if not (k.dtype or "").startswith(INT_KINDS):
+        raise shape_error(ctx, f"K must be an integer tensor, got {k.dtype}")
+    x = shaped(ctx, x)
+    ax = norm_axis(ctx, axis, x.ndim)
+    shape = tuple(None if i == ax else d for i, d in enumerate(x.shape))
+    return tuple(packed_call(ctx, "dyn.topk", [x, k], [(shape, x.dtype), (shape, "int64")], "topk",
+                             axis=ax, largest=largest, sorted=sorted_))
+
+
+def _sets_a_dim_at_run_time(ctx, value: Value | None, what: str) -> bool:
+    """Whether a one-value operand that sets an output dim (TopK's K,
+    OneHot's depth) is known only at run time, so the converter calls a
+    packed kernel; it must then hold one value, which its static shape must
+    allow."""
+    _required(ctx, **{what: value})
+    if not _at_run_time(value):
+        return False
+    if value.shape is not None and any(isinstance(d, int) and d != 1 for d in value.shape):
+        raise shape_error(ctx, f"{what} must hold one value, got shape {fmt_dims(value.shape)}")
+    return True
 
 
 def _required(ctx, **inputs: Value | None) -> None:
@@ -132,6 +167,12 @@ def nonzero(ctx, x):
 @register_converter("", "OneHot", since_opset=9)
 def one_hot(ctx, indices, depth, values, *, axis=-1):
     _required(ctx, indices=indices, depth=depth, values=values)
+    if _sets_a_dim_at_run_time(ctx, depth, "depth"):
+        indices = shaped(ctx, indices)
+        ax = norm_axis(ctx, axis, indices.ndim + 1)
+        shape = indices.shape[:ax] + (None,) + indices.shape[ax:]
+        return packed_call(ctx, "dyn.one_hot", [indices, depth, values], [(shape, values.dtype)], "one_hot",
+                           axis=ax)
     if depth.const is not None and depth.const.dtype.kind == "f":
         if depth.const.size != 1 or not np.isfinite(depth.const).all():
             raise shape_error(ctx, f"depth must hold one finite value, got {depth.const!r}")
@@ -184,19 +225,16 @@ def _range(ctx, start: Value, limit: Value, delta: Value):
         raise shape_error(ctx, f"start, limit and delta must have one dtype, got "
                                f"{', '.join(str(v.dtype) for v in values)}")
     dtype = start.dtype
-    if dtype.startswith(("int", "uint")):
+    if dtype.startswith(INT_KINDS):
         bounds = [v.int_values() for v in values]
-        if any(b is None for b in bounds):
-            raise unsupported(ctx, "start, limit and delta must be constants or computed from shapes "
-                                   "(a data-dependent Range is not supported)")
+        # a symbolic delta would make the length a division by a variable
+        if any(b is None for b in bounds) or not isinstance(bounds[2][0], int):
+            return packed_call(ctx, "dyn.range", values, [((None,), dtype)], "range")
         (first,), (stop,), (step,) = bounds
-        if not isinstance(step, int):
-            raise unsupported(ctx, f"delta {fmt_dims((step,))} must be a constant (a symbolic delta "
-                                   f"makes the length a division by a variable)")
         args = [PrimValue(first), PrimValue(stop), PrimValue(step)]
     else:
         if any(v.const is None for v in values):
-            raise unsupported(ctx, f"a {dtype} Range needs constant start, limit and delta")
+            return packed_call(ctx, "dyn.range", values, [((None,), dtype)], "range")
         args = [PrimValue(float(np.asarray(v.const, np.float64).reshape(())), "float64") for v in values]
     if args[2].value == 0:
         raise shape_error(ctx, "delta must not be 0")
@@ -221,9 +259,13 @@ def tile_v1(ctx, x, tiles, axis):
 @register_converter("", "Tile", since_opset=6)
 def tile_v6(ctx, x, repeats):
     _required(ctx, input=x, repeats=repeats)
-    if repeats.const is None and repeats.sym is None:
-        raise unsupported(ctx, "repeats must be a constant; data-dependent repeats are not supported")
-    return _tile(ctx, x, static_ints(ctx, repeats, "repeats"))
+    ints = const_ints(repeats)
+    if ints is None:    # known at run time only: every dim of the output may change
+        x = shaped(ctx, x)
+        if runtime_length(ctx, repeats, "repeats") != x.ndim:
+            raise shape_error(ctx, f"{repeats.shape} repeats for a tensor of rank {x.ndim}")
+        return packed_call(ctx, "dyn.tile", [x, repeats], [((None,) * x.ndim, x.dtype)], "tile")
+    return _tile(ctx, x, ints)
 
 
 def _tile(ctx, x: Value, repeats):

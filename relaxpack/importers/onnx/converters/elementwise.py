@@ -252,17 +252,15 @@ def mod(ctx, a, b, *, fmod=0):
 
 @register_converter("", "BitShift", since_opset=11)
 def bit_shift(ctx, x, y, *, direction):
-    """Unsigned shifts composed as ``x * 2**y`` (LEFT, wrapping like the
-    shift) and ``x // 2**y`` (RIGHT); a shift by the bit width or more gives 0."""
+    """``x << y`` or ``x >> y``; unsigned ints from opset 11, signed ones
+    (arithmetic right shift) from 28. A shift by a negative amount or by
+    the bit width or more leaves the sign fill (-1 or 0), as opset 28 says."""
     if direction not in ("LEFT", "RIGHT"):
         raise unsupported(ctx, f"direction must be 'LEFT' or 'RIGHT', got {direction!r}")
-    if kind(x.dtype) != "u":
-        raise unsupported(ctx, f"BitShift takes unsigned integers, got {x.dtype}")
-    bits = np.dtype(x.dtype).itemsize * 8
-    in_range = call(ctx, "less", ctx.expr(y), scalar(ctx, bits, y.dtype))
-    factor = call(ctx, "power", scalar(ctx, 2, x.dtype), ctx.expr(y))
-    shifted = call(ctx, "multiply" if direction == "LEFT" else "floor_divide", ctx.expr(x), factor)
-    return make_call("where", in_range, shifted, scalar(ctx, 0, x.dtype))
+    if kind(x.dtype) not in "iu" or (kind(x.dtype) == "i" and ctx.opset < 28):
+        raise unsupported(ctx, f"BitShift takes {'integers' if ctx.opset >= 28 else 'unsigned integers'}, "
+                               f"got {x.dtype}")
+    return make_call("left_shift" if direction == "LEFT" else "right_shift", ctx.expr(x), ctx.expr(y))
 
 
 # ---------------------------------------------------------------- variadic

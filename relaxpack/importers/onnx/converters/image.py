@@ -13,7 +13,8 @@ coordinate transform divides by them, not by output / input.
 Data-dependent ``scales``/``sizes`` (or a tf_crop_and_resize ``roi``),
 computed from tensor values, go through the packed kernel ``dyn.resize``:
 it computes the output size at run time and the resized axes get fresh
-dims. Data-dependent ``pads`` are unsupported.
+dims. Data-dependent ``pads`` call the packed kernel ``dyn.pad``, whose
+result is ``match_cast`` to fresh dims on the padded axes.
 
 Opset 10's Resize and Upsample follow onnxruntime: asymmetric coordinates,
 and nearest rounds down on upsampled axes and up on downsampled ones.
@@ -33,7 +34,7 @@ from ..registry import register_converter
 from ..value import Value
 from ._dynamic import packed_call
 from ._shape_common import (
-    fmt_dims, known_ints, norm_axes, shape_error, shape_expr, shaped, static_ints, unsupported,
+    const_ints, fmt_dims, known_ints, norm_axes, runtime_length, shape_error, shape_expr, shaped, unsupported,
 )
 
 # ---------------------------------------------------------------- Resize (opset 11+)
@@ -298,19 +299,49 @@ def pad_v2(ctx, data, *, pads, mode="constant", value=0.0):
 
 @register_converter("", "Pad", since_opset=11)
 def pad_v11(ctx, data, pads, constant_value=None, *, mode="constant"):
-    return _pad(ctx, data, static_ints(ctx, pads, "pads"), None, mode, 0, constant_value)
+    return _pad_input(ctx, data, pads, None, mode, constant_value)
 
 
 @register_converter("", "Pad", since_opset=18)
 def pad_v18(ctx, data, pads, constant_value=None, axes=None, *, mode="constant"):
-    return _pad(ctx, data, static_ints(ctx, pads, "pads"), static_ints(ctx, axes, "axes"), mode, 0,
-                constant_value)
+    return _pad_input(ctx, data, pads, axes, mode, constant_value)
 
 
 @register_converter("", "Pad", since_opset=19)
 def pad_v19(ctx, data, pads, constant_value=None, axes=None, *, mode="constant"):
-    return _pad(ctx, data, static_ints(ctx, pads, "pads"), static_ints(ctx, axes, "axes"), mode, 0,
-                constant_value, modes=("constant", "reflect", "edge", "wrap"))
+    return _pad_input(ctx, data, pads, axes, mode, constant_value, modes=("constant", "reflect", "edge", "wrap"))
+
+
+def _pad_input(ctx, data: Value, pads: Value, axes: Value | None, mode: str, value_input: Value | None,
+               modes=("constant", "reflect", "edge")):
+    """Pad with ``pads`` (and ``axes``) as inputs: used at import time when
+    they are constant, else a packed ``dyn.pad`` that keeps the dims of the
+    axes it provably does not pad."""
+    if const_ints(pads) is not None and (axes is None or const_ints(axes) is not None):
+        return _pad(ctx, data, const_ints(pads), const_ints(axes), mode, 0, value_input, modes)
+    if mode not in modes:
+        raise unsupported(ctx, f"mode {mode!r} (this opset has {', '.join(modes)})")
+    data = shaped(ctx, data)
+    count = runtime_length(ctx, pads, "pads")
+    padded = range(data.ndim) if axes is None else const_ints(axes)
+    if padded is None:
+        shape = (None,) * data.ndim
+    else:
+        padded = norm_axes(ctx, padded, data.ndim)
+        if count != 2 * len(padded):
+            raise shape_error(ctx, f"pads has {count} values, not {2 * len(padded)} (begins, then ends) for "
+                                   f"axes {padded}")
+        shape = tuple(None if i in padded else d for i, d in enumerate(data.shape))
+    fill, more = _scalar(0, data.dtype), {}
+    if mode == "constant" and not _empty(value_input):
+        if value_input.const is not None:
+            fill = _scalar(value_input.const.reshape(-1)[0], data.dtype)
+        else:
+            more["value"] = value_input
+    if axes is not None:
+        more["axes"] = axes
+    return packed_call(ctx, "dyn.pad", [data, pads, *more.values()], [(shape, data.dtype)], "pad",
+                       parts=tuple(more), pad_mode=mode, pad_value=fill if mode == "constant" else 0)
 
 
 def _pad(ctx, data: Value, pads, axes, mode: str, value, value_input: Value | None,

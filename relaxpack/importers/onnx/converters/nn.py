@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from ....ir.dims import Dim
+from ....ir.expr import TupleGetItem
 from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
@@ -228,12 +229,14 @@ def _pool_attrs(ctx, x, auto_pad, kernel_shape, pads, strides, dilations, ceil_m
 @register_converter("", "MaxPool", since_opset=1)
 def max_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=None, pads=None,
              storage_order=0, strides=None):
-    """N-d max pooling. The optional Indices output is not supported
-    (``storage_order`` only affects it)."""
+    """N-d max pooling; when the node asks for Indices, ``nn.max_pool_argmax``
+    (``storage_order`` 1: column-major indices)."""
     outputs = list(ctx.node.output) if ctx.node is not None else []
-    if len(outputs) > 1 and outputs[1]:
-        raise unsupported(ctx, "the Indices output of MaxPool")
     attrs = _pool_attrs(ctx, x, auto_pad, kernel_shape, pads, strides, dilations, ceil_mode)
+    if len(outputs) > 1 and outputs[1]:
+        out = ctx.emit(make_call("nn.max_pool_argmax", ctx.expr(x), storage_order=int(storage_order), **attrs),
+                       "max_pool")
+        return TupleGetItem(out.expr, 0), TupleGetItem(out.expr, 1)
     return make_call("nn.max_pool", ctx.expr(x), **attrs)
 
 

@@ -1,4 +1,5 @@
-"""GatherND, ScatterND, ScatterElements and the deprecated Scatter.
+"""GatherND, ScatterND, ScatterElements and the deprecated Scatter;
+TensorScatter (the KV-cache update) and ReverseSequence (a per-batch gather).
 
 (GatherElements is converted with Gather in ``tensor.py``.) Indices pass
 through unchanged: the kernels count negative indices from the end and check
@@ -107,3 +108,29 @@ def _scatter_elements(ctx, data: Value, indices: Value, updates: Value, axis: in
         raise shape_error(ctx, f"axis {axis} is out of range for rank {data.ndim}")
     return make_call("scatter_elements", ctx.expr(data), ctx.expr(indices), ctx.expr(updates),
                      axis=axis + data.ndim if axis < 0 else axis, reduction=reduction)
+
+
+# ---------------------------------------------------------------- TensorScatter, ReverseSequence
+
+
+@register_converter("", "TensorScatter", since_opset=24)
+def tensor_scatter(ctx, past_cache, update, write_indices=None, *, axis=-2, mode="linear"):
+    """The KV-cache update: ``past_cache`` with ``update`` written along
+    ``axis`` from ``write_indices[b]`` for each batch entry ``b``."""
+    if past_cache is None or update is None:
+        raise shape_error(ctx, "needs the inputs past_cache and update")
+    if mode not in ("linear", "circular"):
+        raise unsupported(ctx, f"mode must be 'linear' or 'circular', got {mode!r}")
+    args = [ctx.expr(past_cache), ctx.expr(update)]
+    if write_indices is not None:
+        args.append(ctx.expr(write_indices))
+    return make_call("tensor_scatter", *args, axis=int(axis), mode=mode)
+
+
+@register_converter("", "ReverseSequence", since_opset=10)
+def reverse_sequence(ctx, x, sequence_lens, *, batch_axis=1, time_axis=0):
+    """Reverse the first ``sequence_lens[b]`` steps of each batch entry ``b``."""
+    if x is None or sequence_lens is None:
+        raise shape_error(ctx, "needs the inputs input and sequence_lens")
+    return make_call("reverse_sequence", ctx.expr(x), ctx.expr(sequence_lens), batch_axis=int(batch_axis),
+                     time_axis=int(time_axis))

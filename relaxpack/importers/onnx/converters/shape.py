@@ -1,5 +1,7 @@
 """Shapes and values as data: Shape, Size, ConstantOfShape, Constant,
 Identity, Cast, CastLike. (Range is in algorithm.py, with the IR op range.)
+ConstantOfShape of a shape computed from tensor values fills at run time
+(the packed kernel ``dyn.full``).
 
 ``Shape`` does not emit an op: its result is a value whose contents are the
 input's (possibly symbolic) dims, and the converters downstream compute on
@@ -21,12 +23,13 @@ import onnx
 from ....ops.registry import make_call
 from ..context import FOLD_LIMIT
 from ..registry import register_converter
-from ..tensors import onnx_dtype_name
+from ..tensors import onnx_dtype_name, string_array
 from ..value import Value
 from ._shape_common import (
-    INT_KINDS, contents_value, emit, fmt_dims, int_contents, is_symbolic, known_ints,
-    known_shape, shape_error, shape_expr, unsupported,
+    INT_KINDS, contents_value, emit, fmt_dims, int_contents, is_symbolic, known_shape, runtime_length,
+    shape_error, shape_expr, unsupported,
 )
+from ._dynamic import packed_call
 
 # ---------------------------------------------------------------- Shape, Size
 
@@ -63,9 +66,13 @@ def constant_of_shape(ctx, shape, *, value=None):
     fill = fill.reshape(())
     if fill.dtype.kind in "OSU":
         raise unsupported(ctx, "string tensors are not supported")
-    dims = known_ints(ctx, shape, "the shape input")
     if shape.ndim != 1:
         raise shape_error(ctx, f"the shape input must be 1-D, got rank {shape.ndim}")
+    dims = shape.int_values()
+    if dims is None:    # known at run time only: the output's rank is the shape's length
+        rank = runtime_length(ctx, shape, "the shape input")
+        fill = ctx.const(fill)
+        return packed_call(ctx, "dyn.full", [shape, fill], [((None,) * rank, fill.dtype)], "constant_of_shape")
     if any(isinstance(d, int) and d < 0 for d in dims):
         raise shape_error(ctx, f"negative dim in shape {fmt_dims(dims)}")
     if all(isinstance(d, int) for d in dims) and math.prod(dims) <= FOLD_LIMIT:
@@ -95,7 +102,7 @@ def constant_v12(ctx, *, value=None, value_float=None, value_floats=None, value_
     if name == "sparse_value":
         raise unsupported(ctx, "sparse_value (a sparse tensor constant) is not supported")
     if name in ("value_string", "value_strings"):
-        raise unsupported(ctx, f"{name}: string tensors are not supported")
+        return ctx.const(string_array(v, ctx.node_label()))
     if name in ("value_float", "value_floats"):
         return ctx.const(np.array(v, dtype=np.float32))
     if name in ("value_int", "value_ints"):
@@ -106,7 +113,7 @@ def constant_v12(ctx, *, value=None, value_float=None, value_floats=None, value_
 def _constant(ctx, array) -> Value:
     array = np.asarray(array)
     if array.dtype.kind in "OSU":
-        raise unsupported(ctx, "string tensors are not supported")
+        array = string_array(array, ctx.node_label())
     return ctx.const(array)
 
 

@@ -2,17 +2,25 @@
 Gather, GatherElements, Squeeze, Unsqueeze, DepthToSpace, SpaceToDepth.
 (Tile is in algorithm.py, with the IR op tile.)
 
-Shape-like operands (Reshape's and Expand's targets, Slice's bounds, the
-axes of Squeeze/Unsqueeze) are read at import time, so an ONNX target
-computed from ``Shape`` becomes a symbolic ``R.shape([...])``. When the
-data itself holds symbolic contents (a computed shape), Gather, Slice,
-Concat, Split, Squeeze, Unsqueeze and Reshape compute the new contents at
-import time and emit nothing.
+Shape-like operands (Reshape's and Expand's targets, Slice's bounds, Split's
+sizes, the axes of Squeeze/Unsqueeze) are read at import time when known,
+so an ONNX target computed from ``Shape`` becomes a symbolic
+``R.shape([...])``. When the data itself holds symbolic contents (a
+computed shape), Gather, Slice, Concat, Split, Squeeze, Unsqueeze and
+Reshape compute the new contents at import time and emit nothing. An
+operand computed from tensor values is read at run time by a packed kernel
+(``dyn.reshape``, ...; see ``_dynamic.packed_call``): the output's rank
+comes from the operand's static length, and the dims the operand cannot
+change are kept::
+
+    Reshape(x, s: int64 (3,))   ->  lv = R.call_packed("dyn.reshape", x, s, kernel_attrs=(("allowzero", False),))
+                                    y = R.match_cast(lv, R.Tensor((reshape_d1, reshape_d2, reshape_d3), "float32"))
 """
 
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import numpy as np
 
@@ -25,10 +33,11 @@ from ....runtime.dtypes import numpy_dtype
 from ..registry import register_converter
 from ..value import Value
 from ._shape_common import (
-    INT_KINDS, broadcast_dims, contents_value, dim_tensor, emit, fmt_dims, int_contents, is_symbolic,
-    known_ints, norm_axes, norm_axis, shape_error, shape_expr, shaped, slice_index, static_ints,
+    INT_KINDS, broadcast_dims, const_ints, contents_value, dim_tensor, emit, fmt_dims, int_contents,
+    is_symbolic, norm_axes, norm_axis, runtime_length, shape_error, shape_expr, shaped, slice_index,
     unsupported,
 )
+from ._dynamic import packed_call
 
 # ---------------------------------------------------------------- Reshape
 
@@ -51,9 +60,15 @@ def reshape_v14(ctx, data, shape, *, allowzero=0):
 
 
 def _reshape(ctx, data: Value, target: Value, allowzero: int = 0):
-    dims = list(known_ints(ctx, target, "the target shape"))
     if target.ndim != 1:
         raise shape_error(ctx, f"the target shape must be 1-D, got rank {target.ndim}")
+    if target.int_values() is None:
+        rank = runtime_length(ctx, target, "the target shape")
+        # a 1-D target can only flatten: its value does not change the shape
+        shape = (math.prod(data.shape, start=1),) if rank == 1 and data.shape is not None else (None,) * rank
+        return packed_call(ctx, "dyn.reshape", [data, target], [(shape, data.dtype)], "reshape",
+                           allowzero=bool(allowzero))
+    dims = list(target.int_values())
     zeros = [i for i, d in enumerate(dims) if isinstance(d, int) and d == 0]
     if zeros and not allowzero:
         data = shaped(ctx, data)
@@ -82,12 +97,24 @@ def _reshape(ctx, data: Value, target: Value, allowzero: int = 0):
 
 @register_converter("", "Expand", since_opset=8)
 def expand(ctx, data, shape):
-    target = known_ints(ctx, shape, "the target shape")
     data = shaped(ctx, data)
+    target = shape.int_values()
+    if target is None:
+        return _dynamic_expand(ctx, data, shape)
     out = broadcast_dims(ctx, data.shape, target)
     if out == tuple(data.shape):
         return data
     return make_call("broadcast_to", ctx.expr(data), shape_expr(out))
+
+
+def _dynamic_expand(ctx, data: Value, shape: Value):
+    """Expand to a shape known at run time: the output's rank is known from
+    the shape's length, and so is each dim the input holds as an int other
+    than 1 (the target must be 1 or equal there)."""
+    rank = max(runtime_length(ctx, shape, "the target shape"), data.ndim)
+    kept = (None,) * (rank - data.ndim) + tuple(d if isinstance(d, int) and d != 1 else None
+                                                for d in data.shape)
+    return packed_call(ctx, "dyn.expand", [data, shape], [(kept, data.dtype)], "expand")
 
 
 # ---------------------------------------------------------------- Flatten, Transpose
@@ -147,9 +174,7 @@ def _concat(ctx, inputs, axis: int):
 @register_converter("", "Split", since_opset=1)
 def split_v1(ctx, data, sizes=None, /, *, axis=0, split=None):
     # opset 1 takes the sizes as its second input or as the attribute split
-    if sizes is not None:
-        split = static_ints(ctx, sizes, "split")
-    return _split(ctx, data, split, axis)
+    return _split(ctx, data, split if sizes is None else sizes, axis)
 
 
 @register_converter("", "Split", since_opset=2)
@@ -159,7 +184,7 @@ def split_v2(ctx, data, *, axis=0, split=None):
 
 @register_converter("", "Split", since_opset=13)
 def split_v13(ctx, data, split=None, *, axis=0):
-    return _split(ctx, data, static_ints(ctx, split, "split"), axis)
+    return _split(ctx, data, split, axis)
 
 
 @register_converter("", "Split", since_opset=18)
@@ -170,13 +195,19 @@ def split_v18(ctx, data, split=None, *, axis=0, num_outputs=None):
         raise shape_error(ctx, "needs the input split or the attribute num_outputs")
     if num_outputs is not None and num_outputs != len(ctx.node.output):
         raise shape_error(ctx, f"num_outputs={num_outputs} but the node has {len(ctx.node.output)} outputs")
-    return _split(ctx, data, static_ints(ctx, split, "split"), axis)
+    return _split(ctx, data, split, axis)
 
 
-def _split(ctx, data: Value, sizes, axis: int):
+def _split(ctx, data: Value, sizes: Value | Sequence[int] | None, axis: int):
+    """Split into the node's outputs: ``sizes`` (an attribute's ints, or an
+    input whose contents may be known only at run time) or equal pieces."""
     count = len(ctx.node.output)
     data = shaped(ctx, data)
     ax = norm_axis(ctx, axis, data.ndim)
+    if isinstance(sizes, Value):
+        if const_ints(sizes) is None:
+            return _dynamic_split(ctx, data, sizes, ax, count)
+        sizes = const_ints(sizes)
     if sizes is not None:
         sizes = tuple(int(s) for s in sizes)
         if len(sizes) != count or any(s < 0 for s in sizes):
@@ -195,6 +226,16 @@ def _split(ctx, data: Value, sizes, axis: int):
     return tuple(TupleGetItem(pieces.expr, i) for i in range(count))
 
 
+def _dynamic_split(ctx, data: Value, sizes: Value, ax: int, count: int):
+    """Sizes known at run time: each piece keeps every dim but the split one."""
+    if runtime_length(ctx, sizes, "split") != count:
+        raise shape_error(ctx, f"split has {runtime_length(ctx, sizes, 'split')} sizes for {count} outputs")
+    piece = tuple(None if i == ax else d for i, d in enumerate(data.shape))
+    outputs = [(piece, data.dtype)] * count
+    values = packed_call(ctx, "dyn.split", [data, sizes], outputs, "split", axis=ax, count=count)
+    return tuple(values) if count > 1 else values
+
+
 # ---------------------------------------------------------------- Slice
 
 
@@ -205,8 +246,28 @@ def slice_v1(ctx, data, *, starts, ends, axes=None):
 
 @register_converter("", "Slice", since_opset=10)
 def slice_v10(ctx, data, starts, ends, axes=None, steps=None):
-    return _slice(ctx, data, known_ints(ctx, starts, "starts"), known_ints(ctx, ends, "ends"),
-                  static_ints(ctx, axes, "axes"), static_ints(ctx, steps, "steps"))
+    bounds = starts.int_values(), ends.int_values()
+    if None in bounds or any(v is not None and const_ints(v) is None for v in (axes, steps)):
+        return _runtime_slice(ctx, data, starts, ends, axes, steps)
+    return _slice(ctx, data, *bounds, const_ints(axes), const_ints(steps))
+
+
+def _runtime_slice(ctx, data: Value, starts: Value, ends: Value, axes: Value | None, steps: Value | None):
+    """Bounds (or axes, steps) known only at run time: a packed slice that
+    keeps the dims of the axes it provably does not slice."""
+    data = shaped(ctx, data)
+    count = runtime_length(ctx, starts, "starts")
+    if runtime_length(ctx, ends, "ends") != count:
+        raise shape_error(ctx, f"starts and ends must have the same length, got {starts.shape} and {ends.shape}")
+    sliced = range(count) if axes is None else const_ints(axes)
+    if sliced is None:
+        kept = (None,) * data.ndim
+    else:
+        touched = norm_axes(ctx, sliced, data.ndim)
+        kept = tuple(None if i in touched else d for i, d in enumerate(data.shape))
+    more = {name: v for name, v in (("axes", axes), ("steps", steps)) if v is not None}
+    return packed_call(ctx, "dyn.slice", [data, starts, ends, *more.values()], [(kept, data.dtype)], "slice",
+                       parts=tuple(more))
 
 
 def _slice(ctx, data: Value, starts, ends, axes, steps):
@@ -224,13 +285,13 @@ def _slice(ctx, data: Value, starts, ends, axes, steps):
     bounds = starts + ends
     if is_symbolic(data) and data.ndim == 1 and all(isinstance(b, int) for b in bounds):
         flat, _ = int_contents(data)
-        picked = flat[slice(starts[0], ends[0], steps[0])]
+        picked = flat[slice(_negative_step_start(ctx, starts[0], steps[0], len(flat)), ends[0], steps[0])]
         return contents_value(ctx, picked, (len(picked),), data.dtype)
     data = shaped(ctx, data)
     begin, end = [], []
-    for ax, s, e in zip(axes, starts, ends):
+    for ax, s, e, step in zip(axes, starts, ends, steps):
         dim = data.shape[ax]
-        b, f = slice_index(ctx, s, dim), slice_index(ctx, e, dim)
+        b, f = slice_index(ctx, _negative_step_start(ctx, s, step, dim), dim), slice_index(ctx, e, dim)
         if b is None or f is None:
             return _dynamic_slice(ctx, data, starts, ends, axes, steps)
         begin.append(b)
@@ -241,6 +302,15 @@ def _slice(ctx, data: Value, starts, ends, axes, steps):
     return make_call("strided_slice", ctx.expr(data), axes=tuple(axes[i] for i in keep),
                      begin=tuple(begin[i] for i in keep), end=tuple(end[i] for i in keep),
                      strides=tuple(steps[i] for i in keep))
+
+
+def _negative_step_start(ctx, start: Dim, step: int, dim: Dim) -> Dim:
+    """ONNX clamps the start of a negative step to ``[0, dim - 1]`` after
+    adding ``dim`` once, so a start below ``-dim`` is the first element
+    (Python's slice would give nothing): 0 where that is provable."""
+    if step < 0 and isinstance(start, int) and start < 0 and ctx.bb.analyzer.prove_lt(dim + start, 0):
+        return 0
+    return start
 
 
 def _dynamic_slice(ctx, data: Value, starts, ends, axes, steps):
@@ -329,7 +399,14 @@ def squeeze_v1(ctx, data, *, axes=None):
 
 @register_converter("", "Squeeze", since_opset=13)
 def squeeze_v13(ctx, data, axes=None):
-    return _squeeze(ctx, data, static_ints(ctx, axes, "axes"))
+    if axes is not None and const_ints(axes) is None:
+        data = shaped(ctx, data)
+        rank = data.ndim - runtime_length(ctx, axes, "axes", rank=(0, 1))
+        if rank < 0:
+            raise shape_error(ctx, f"cannot squeeze {data.ndim - rank} axes of a rank-{data.ndim} input")
+        return packed_call(ctx, "dyn.squeeze", [data, axes], [(_ones_or_unknown(data, rank), data.dtype)],
+                           "squeeze")
+    return _squeeze(ctx, data, const_ints(axes))
 
 
 def _squeeze(ctx, data: Value, axes):
@@ -362,7 +439,18 @@ def unsqueeze_v1(ctx, data, *, axes):
 
 @register_converter("", "Unsqueeze", since_opset=13)
 def unsqueeze_v13(ctx, data, axes):
-    return _unsqueeze(ctx, data, static_ints(ctx, axes, "axes"))
+    if const_ints(axes) is None:
+        data = shaped(ctx, data)
+        rank = data.ndim + runtime_length(ctx, axes, "axes", rank=(0, 1))
+        return packed_call(ctx, "dyn.unsqueeze", [data, axes], [(_ones_or_unknown(data, rank), data.dtype)],
+                           "unsqueeze")
+    return _unsqueeze(ctx, data, const_ints(axes))
+
+
+def _ones_or_unknown(data: Value, rank: int) -> tuple[int | None, ...]:
+    """The output shape of Squeeze/Unsqueeze with axes known at run time: all
+    1s when every dim of the data is 1 (wherever the axes are), else unknown."""
+    return (1,) * rank if all(d == 1 for d in data.shape) else (None,) * rank
 
 
 def _unsqueeze(ctx, data: Value, axes):
@@ -406,11 +494,23 @@ def _depth_to_space(ctx, data: Value, b: int, mode: str):
 
 @register_converter("", "SpaceToDepth", since_opset=1)
 def space_to_depth(ctx, data, *, blocksize):
-    b = blocksize
+    return _space_to_depth(ctx, data, blocksize, "DCR")
+
+
+@register_converter("", "SpaceToDepth", since_opset=28)
+def space_to_depth_v28(ctx, data, *, blocksize, mode="DCR"):
+    """Opset 28 adds ``mode``: CRD orders the output channels as (C, b, b)."""
+    return _space_to_depth(ctx, data, blocksize, mode)
+
+
+def _space_to_depth(ctx, data: Value, b: int, mode: str):
+    if mode not in ("DCR", "CRD"):
+        raise unsupported(ctx, f"mode {mode!r} (expected 'DCR' or 'CRD')")
     n, c, h, w = _image_shape(ctx, data, b)
     h_out, w_out = _divide(ctx, h, b, "height"), _divide(ctx, w, b, "width")
+    perm = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)
     x = emit(ctx, make_call("reshape", ctx.expr(data), shape_expr((n, c, h_out, b, w_out, b))), "s2d")
-    x = emit(ctx, make_call("permute_dims", x, axes=(0, 3, 5, 1, 2, 4)), "s2d")
+    x = emit(ctx, make_call("permute_dims", x, axes=perm), "s2d")
     return make_call("reshape", x, shape_expr((n, c * b * b, h_out, w_out)))
 
 

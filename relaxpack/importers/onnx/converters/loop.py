@@ -1,0 +1,210 @@
+"""Control flow with iteration: Loop and Scan, as ``R.loop`` over a body function.
+
+The body graph becomes a module function (see ``_body.py``) and the node one
+``R.loop`` call (``relaxpack/ops/definitions/control.py``)::
+
+    lv = R.loop(cls.loop_body3, max_trip, cond, x0, w, num_state=1,
+                sinfo_args=R.Tuple(R.Tensor((n, 4), "float32"), R.Tensor("float32", ndim=3)))
+    x_final = lv[0]
+    scan = R.match_cast(lv[1], R.Tensor((loop_d1, n, 4), "float32"))
+
+Loop-carried state keeps the shape of its initial value when the body
+provably returns that shape again; otherwise the body is converted once more
+with fresh dims for the state (shapes may change between iterations) and
+the final state is ``match_cast`` to fresh dims. Stacked scan outputs always
+get a fresh leading dim (the trip count may be known only at run time).
+
+Scan slices its scanned inputs inside the body (``take`` at the iteration
+number) after moving the scan axis first and reversing reversed inputs; its
+scan outputs are reversed and moved to their axis after the loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ....ir.expr import Constant, TupleGetItem, Var
+from ....ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, is_base_of
+from ....ops.definitions.index import HUGE
+from ....ops.registry import make_call
+from ..registry import register_converter
+from ..value import Value
+from ._body import build_body, drop_functions_since, forget_dims, general_sinfo, renamed_sinfo
+from ._shape_common import INT64_MAX, fresh_dims, norm_axis, shape_error, shaped, unsupported
+
+ITER_SINFO = TensorStructInfo((), "int64")
+COND_SINFO = TensorStructInfo((), "bool")
+
+
+# ---------------------------------------------------------------- Loop
+@register_converter("", "Loop", since_opset=1)
+def loop(ctx, max_trip=None, cond=None, *initial, body):
+    n_state = len(initial)
+    if any(v is None for v in initial):
+        raise unsupported(ctx, "an omitted loop-carried value")
+    if len(body.input) != 2 + n_state:
+        raise shape_error(ctx, f"the body takes {len(body.input)} inputs, expected {2 + n_state} "
+                               f"(iteration number, condition and {n_state} loop-carried values)")
+    n_scan = len(body.output) - 1 - n_state
+    if n_scan < 0:
+        raise shape_error(ctx, f"the body returns {len(body.output)} outputs, fewer than the condition "
+                               f"and {n_state} loop-carried values")
+    trips = ctx.expr(max_trip) if max_trip is not None else Constant(np.array(INT64_MAX, np.int64))
+    go = ctx.expr(cond) if cond is not None else Constant(np.array(True))
+    names = [i.name for i in body.input]
+
+    def bind(declared):
+        return {name: Value(p.struct_info, expr=p) for name, p in zip(names, declared)}
+
+    state = [ctx.expr(v) for v in initial]
+    states, built = _state_and_body(ctx, body, [v.sinfo for v in initial], 1, bind, hint="loop_body")
+    return _emit_loop(ctx, built, trips, go, state, states, n_scan)
+
+
+def _state_and_body(ctx, graph, initial: list[StructInfo], first_state: int, bind, hint: str, extra=(),
+                    finish=None):
+    """The body function, and the struct info of the final state as the caller sees it
+    (``None`` where it must be match_cast to fresh dims: the state changes shape)."""
+    before = ctx.bb.func_names()
+    exact = [renamed_sinfo(ctx, s, "state") for s in initial]
+    built = build_body(ctx, graph, hint, _declared(exact, extra), bind, finish)
+    outs = built.outputs[first_state:first_state + len(initial)]
+    if all(is_base_of(p, o, ctx.bb.analyzer) for p, o in zip(exact, outs)):
+        return list(initial), built
+    drop_functions_since(ctx, before)
+    general = [general_sinfo(ctx, s, "state") for s in initial]
+    built = build_body(ctx, graph, hint, _declared(general, extra), bind, finish)
+    outs = built.outputs[first_state:first_state + len(initial)]
+    for k, (p, o) in enumerate(zip(general, outs)):
+        if not is_base_of(forget_dims(p), o, ctx.bb.analyzer):
+            raise unsupported(ctx, f"loop-carried value {k} changes from {forget_dims(p)} to {forget_dims(o)} "
+                                   f"in the body (its rank or dtype changes)")
+    return [None if isinstance(s, TensorStructInfo) else s for s in general], built
+
+
+def _declared(state: list[StructInfo], extra) -> list[Var]:
+    params = [Var("iter_num", ITER_SINFO), Var("cond_in", COND_SINFO)]
+    params += [Var(f"state{k}", s) for k, s in enumerate(state)]
+    params += [Var(f"scan_in{k}", s) for k, s in enumerate(extra)]
+    return params
+
+
+def _emit_loop(ctx, built, trips, go, state, states, n_scan, operands=()) -> list[Value]:
+    """Emit ``R.loop`` and bind its outputs: state first, then the stacked scan outputs."""
+    n_state = len(state)
+    scan_elems = built.outputs[1 + n_state:1 + n_state + n_scan]
+    for k, elem in enumerate(scan_elems):
+        if not isinstance(elem, TensorStructInfo) or elem.ndim < 0 or elem.dtype is None:
+            raise unsupported(ctx, f"scan output {k} is {elem}; scan outputs must be tensors of known rank")
+    fields = [s if s is not None else forget_dims(o)
+              for s, o in zip(states, built.outputs[1:1 + n_state])]
+    fields += [TensorStructInfo(None, e.dtype, e.ndim + 1) for e in scan_elems]
+    call = make_call("loop", built.gvar, trips, go, *state, *operands, *built.captured, num_state=n_state,
+                     sinfo_args=(TupleStructInfo(tuple(fields)),))
+    result = ctx.bb.emit(call, "loop")
+    values = []
+    for i, sinfo in enumerate(fields):
+        item = ctx.bb.emit(TupleGetItem(result, i), "loop_out")
+        known = None
+        if i >= n_state:   # a stacked scan output: its static element dims are known
+            elem = scan_elems[i - n_state]
+            known = (None,) + (tuple(d if isinstance(d, int) else None for d in elem.shape)
+                               if elem.shape is not None else (None,) * elem.ndim)
+        elif states[i] is None:
+            known = (None,) * sinfo.ndim if sinfo.ndim >= 0 else None
+        values.append(_bind_dims(ctx, item, sinfo, known))
+    return values
+
+
+def _bind_dims(ctx, item, sinfo: StructInfo, known) -> Value:
+    """``item`` match_cast to ``known`` dims (None: a fresh dim), or as it is when ``known`` is None."""
+    if known is None or not isinstance(sinfo, TensorStructInfo):
+        return Value(sinfo, expr=item)
+    fresh = iter(fresh_dims(ctx, sum(d is None for d in known), "loop"))
+    cast = TensorStructInfo(tuple(next(fresh) if d is None else d for d in known), sinfo.dtype)
+    return Value(cast, expr=ctx.bb.match_cast(item, cast, "loop_out"))
+
+
+# ---------------------------------------------------------------- Scan
+@register_converter("", "Scan", since_opset=9)
+def scan(ctx, *inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None,
+         scan_output_axes=None, scan_output_directions=None):
+    n_in = num_scan_inputs
+    n_state = len(inputs) - n_in
+    if n_in < 1 or n_state < 0 or any(v is None for v in inputs):
+        raise shape_error(ctx, f"num_scan_inputs={n_in} does not fit the node's {len(inputs)} inputs")
+    n_out = len(body.output) - n_state
+    if len(body.input) != len(inputs) or n_out < 0:
+        raise shape_error(ctx, f"the body takes {len(body.input)} inputs and returns {len(body.output)}, "
+                               f"which does not fit {n_state} state values and {n_in} scanned inputs")
+    in_axes = _per(ctx, scan_input_axes, n_in, "scan_input_axes")
+    in_dirs = _per(ctx, scan_input_directions, n_in, "scan_input_directions")
+    out_axes = _per(ctx, scan_output_axes, n_out, "scan_output_axes")
+    out_dirs = _per(ctx, scan_output_directions, n_out, "scan_output_directions")
+    states, scanned = inputs[:n_state], inputs[n_state:]
+    prepared = [_scan_first(ctx, v, axis, direction) for v, axis, direction in zip(scanned, in_axes, in_dirs)]
+    length = prepared[0].struct_info.shape[0]
+    trips = ctx.expr(ctx.sym_value((length,), scalar=True))
+    names = [i.name for i in body.input]
+
+    def bind(declared):
+        iteration, params = declared[0], declared[2:]
+        values = {name: Value(p.struct_info, expr=p) for name, p in zip(names[:n_state], params[:n_state])}
+        for name, full in zip(names[n_state:], params[n_state:]):
+            values[name] = ctx.emit(make_call("take", full, iteration, axis=0), "scan_elem")
+        return values
+
+    def finish(outputs):
+        return [ctx.const(np.array(True)), *outputs]
+
+    state = [ctx.expr(v) for v in states]
+    state_sinfo, built = _state_and_body(ctx, body, [v.sinfo for v in states], 1, bind, "scan_body",
+                                         extra=[renamed_sinfo(ctx, p.struct_info, "scan") for p in prepared],
+                                         finish=finish)
+    go = Constant(np.array(True))
+    values = _emit_loop(ctx, built, trips, go, state, state_sinfo, n_out, operands=prepared)
+    outputs = values[:n_state]
+    for value, axis, direction in zip(values[n_state:], out_axes, out_dirs):
+        outputs.append(_scan_output(ctx, value, axis, direction))
+    return tuple(outputs)
+
+
+def _per(ctx, values, count: int, name: str) -> tuple[int, ...]:
+    values = tuple(values) if values is not None else (0,) * count
+    if len(values) != count:
+        raise shape_error(ctx, f"{name} has {len(values)} entries, expected {count}")
+    return values
+
+
+def _scan_first(ctx, value: Value, axis: int, direction: int):
+    """A scanned input with its scan axis first, in the order of the iterations."""
+    value = shaped(ctx, value, "scanned input")
+    axis = norm_axis(ctx, axis, value.ndim, "scan_input_axes")
+    expr = ctx.expr(value)
+    if axis != 0:
+        order = (axis, *(a for a in range(value.ndim) if a != axis))
+        expr = ctx.bb.emit(make_call("permute_dims", expr, axes=order), "scan_in")
+    if direction:
+        expr = _reverse_first(ctx, expr)
+    return expr
+
+
+def _reverse_first(ctx, expr):
+    call = make_call("strided_slice", expr, axes=(0,), begin=(-1,), end=(-HUGE,), strides=(-1,))
+    return ctx.bb.emit(call, "reversed")
+
+
+def _scan_output(ctx, value: Value, axis: int, direction: int) -> Value:
+    """A stacked scan output reversed (if asked) and with its scan axis moved to ``axis``."""
+    expr = ctx.expr(value)
+    if direction:
+        expr = _reverse_first(ctx, expr)
+    axis = norm_axis(ctx, axis, value.ndim, "scan_output_axes")
+    if axis != 0:
+        order = list(range(1, value.ndim))
+        order.insert(axis, 0)
+        expr = ctx.bb.emit(make_call("permute_dims", expr, axes=tuple(order)), "scan_out")
+    return Value(expr.struct_info, expr=expr)
+
+
+__all__ = ["loop", "scan"]

@@ -1,0 +1,242 @@
+"""Liveness of a function's bindings in their order, for ReorderBindings.
+
+The cost model of ``packager/memory_plan.py`` read off the IR before the
+bytecode exists (see reorder_bindings.py for what allocates, what aliases,
+in-place reuse and workspaces): which buffers each binding allocates and
+reads, their sizes at the dims' upper bounds, and the peak of live bytes
+of an order (:func:`peak_live_bytes`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import RelaxpackError
+from ..ir.block_builder import is_pure_expr
+from ..ir.dims import DimExpr, evaluate, free_vars
+from ..ir.expr import (
+    Binding, Call, Expr, ExternFunc, Function, GlobalVar, If, MatchCast, Op, SeqExpr, Tuple,
+    TupleGetItem, Var, VarBinding,
+)
+from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from ..ops.workspace import call_workspace
+from ..packager.memory_plan import ALIGNMENT
+from ..runtime.dtypes import numpy_dtype
+from ..runtime.memory import align_up
+from ..runtime.memory.verify import peak_live
+
+#: the value of a symbolic dim without an upper bound, for sizes
+REPRESENTATIVE_DIM = 64
+
+_DPS = frozenset({"call_tir", "call_dps_packed"})
+
+# ---------------------------------------------------------------- sizes
+class _Sizes:
+    """Bytes of a value from its struct info, dims at their bounds."""
+
+    def __init__(self, func: Function):
+        self.bounds = {name: hi if hi is not None else max(lo, REPRESENTATIVE_DIM)
+                       for name, lo, hi in func.attrs.get("dim_ranges", ())}
+
+    def dim(self, d) -> int:
+        if isinstance(d, int):
+            return max(d, 0)
+        env = {v: self.bounds.get(v, REPRESENTATIVE_DIM) for v in free_vars(d)}
+        return max(evaluate(d, env), 0)
+
+    def nbytes(self, sinfo: StructInfo | None) -> int:
+        """Aligned bytes; a tuple is the sum of its fields (each its own allocation)."""
+        if isinstance(sinfo, TupleStructInfo):
+            return sum(self.nbytes(f) for f in sinfo.fields)
+        if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or sinfo.dtype is None:
+            return 0
+        n = _itemsize(sinfo.dtype)
+        for d in sinfo.shape:
+            n *= self.dim(d)
+        return align_up(n, ALIGNMENT)
+
+
+def _itemsize(dtype: str) -> int:
+    try:
+        return numpy_dtype(dtype).itemsize
+    except RelaxpackError:  # e.g. ml_dtypes missing: its types are at most 2 bytes
+        return 2
+
+
+# ---------------------------------------------------------------- the IR, read for liveness
+def vars_in(expr) -> list[Var]:
+    """The vars an expression in A-normal form reads (not inside If branches)."""
+    if isinstance(expr, Var):
+        return [expr]
+    if isinstance(expr, Tuple):
+        return [v for f in expr.fields for v in vars_in(f)]
+    if isinstance(expr, TupleGetItem):
+        return vars_in(expr.tuple_value)
+    if isinstance(expr, Call):
+        return vars_in(expr.op) + [v for a in expr.args for v in vars_in(a)]
+    if isinstance(expr, If):
+        return vars_in(expr.cond)
+    return []
+
+
+def _dims_in(x) -> frozenset[str]:
+    """Symbolic dim names an expression, struct info or attribute value mentions."""
+    if isinstance(x, DimExpr):
+        return free_vars(x)
+    if isinstance(x, StructInfo):
+        return x.dim_vars()
+    if isinstance(x, (tuple, list)):
+        return frozenset().union(*(_dims_in(v) for v in x))
+    if isinstance(x, Call):
+        return (_dims_in(x.struct_info) | _dims_in(x.args) | _dims_in(x.sinfo_args)
+                | _dims_in(tuple(x.attrs.values())))
+    if isinstance(x, Tuple):
+        return _dims_in(x.fields) | _dims_in(x.struct_info)
+    if isinstance(x, Expr):
+        return _dims_in(x.struct_info)
+    return frozenset()
+
+
+def binding_dims(b: Binding) -> frozenset[str]:
+    dims = _dims_in(b.var.struct_info) | _dims_in(b.value)
+    return dims | _dims_in(b.struct_info) if isinstance(b, MatchCast) else dims
+
+
+def _allocates(b: Binding, primitive: frozenset[str]) -> bool:
+    """Whether the binding's result is a new allocation (vs. what its operands hold)."""
+    if isinstance(b, MatchCast) or not isinstance(b.value, Call):
+        return False
+    op = b.value.op
+    if isinstance(op, GlobalVar):   # a fused (Primitive) function becomes one kernel call
+        return op.name_hint in primitive
+    return isinstance(op, Op) and op.name != "call_packed"
+
+
+def _elementwise_args(call: Call) -> tuple:
+    """The operands of an elementwise op or kernel call, else ()."""
+    op = call.op
+    if not isinstance(op, Op):
+        return ()
+    name, args = op.name, call.args
+    if name in _DPS:
+        if not isinstance(args[0], ExternFunc):
+            return ()
+        name = args[0].global_symbol
+        args = args[1].fields if isinstance(args[1], Tuple) else (args[1],)
+    from ..ops.registry import get_op_def
+    try:
+        return args if getattr(get_op_def(name), "elementwise", False) else ()
+    except RelaxpackError:
+        return ()
+
+
+def is_barrier(b: Binding) -> bool:
+    return isinstance(b.value, If) or not is_pure_expr(b.value)
+
+
+@dataclass
+class _Buffer:
+    size: int                      # aligned bytes; 0 when it reaches the result
+    alloc: int                     # position of the allocating binding
+    sinfo: StructInfo              # the allocated value's struct info
+    readers: list[int] = field(default_factory=list)   # positions reading it (its own first)
+
+
+class Liveness:
+    """Buffers and the positions that read them, bindings numbered in codegen's order.
+
+    A binding is one position (an ``If`` reads its condition at its own
+    position, then its branches follow); the end of every sequence -- a
+    branch's result, the function's return -- is a position of its own.
+    """
+
+    def __init__(self, func: Function, mod=None):
+        self.sizes = _Sizes(func)
+        self.primitive = frozenset(name for name, f in (mod.items() if mod is not None else ())
+                                   if f.attrs.get("Primitive"))
+        self.buffers: list[_Buffer] = []
+        self.holds: dict[Var, frozenset[int]] = {}
+        self.position: dict[Binding, int] = {}
+        self.out_buffer: dict[int, int] = {}      # position -> the buffer it allocates
+        self.in_place: dict[int, list[int]] = {}  # position -> buffers it may write over
+        self.scratch: dict[int, int] = {}         # position -> its kernel's workspace bytes
+        self.new_dims: dict[Binding, frozenset[str]] = {}   # match_cast -> the dims it binds
+        self.defined = set().union(*(_dims_in(p.struct_info) for p in func.params))
+        self.count = 0
+        for i in self._seq(func.body):             # what reaches the result is not planned
+            self.buffers[i].size = 0
+
+    def _next(self) -> int:
+        self.count += 1
+        return self.count - 1
+
+    def _read(self, expr, pos: int) -> frozenset[int]:
+        held = frozenset().union(*(self.holds.get(v, frozenset()) for v in vars_in(expr)))
+        for i in held:
+            self.buffers[i].readers.append(pos)
+        return held
+
+    def _seq(self, seq: SeqExpr) -> frozenset[int]:
+        for block in seq.blocks:
+            for b in block.bindings:
+                self._binding(b)
+        return self._read(seq.body, self._next())
+
+    def _binding(self, b: Binding) -> None:
+        pos = self.position[b] = self._next()
+        value = b.value
+        if isinstance(value, If):
+            self._read(value.cond, pos)
+            self.holds[b.var] = self._seq(value.true_branch) | self._seq(value.false_branch)
+            return
+        if isinstance(b, MatchCast):
+            self.new_dims[b] = b.struct_info.dim_vars() - self.defined
+            self.defined |= self.new_dims[b]
+        if isinstance(b, VarBinding) and isinstance(value, Var):
+            held = self.holds.get(value, frozenset())   # an alias shares the register: no read
+        else:
+            held = self._read(value, pos)
+        if not _allocates(b, self.primitive):
+            self.holds[b.var] = held if isinstance(value, (Var, Tuple, TupleGetItem, Call)) else frozenset()
+            return
+        out = len(self.buffers)
+        self.buffers.append(_Buffer(self.sizes.nbytes(b.var.struct_info), pos, b.var.struct_info, [pos]))
+        self.holds[b.var] = frozenset({out})
+        self.out_buffer[pos] = out
+        workspace = call_workspace(value) if isinstance(value, Call) else None
+        if workspace is not None:
+            self.scratch[pos] = align_up(self.sizes.dim(workspace), ALIGNMENT)
+        sinfo = b.var.struct_info
+        if isinstance(sinfo, TensorStructInfo):
+            cands = []
+            for arg in _elementwise_args(value):
+                held = self.holds.get(arg, frozenset()) if isinstance(arg, Var) else frozenset()
+                if len(held) == 1:
+                    (i,) = held
+                    s = self.buffers[i].sinfo
+                    if isinstance(s, TensorStructInfo) and (s.shape, s.dtype) == (sinfo.shape, sinfo.dtype):
+                        cands.append(i)
+            if cands:
+                self.in_place[pos] = cands
+
+    def peak(self) -> int:
+        """The largest total of live bytes at one position (the planner's lower bound)."""
+        start = {i: b.alloc for i, b in enumerate(self.buffers)}
+        for pos, cands in self.in_place.items():
+            out = self.out_buffer[pos]
+            for i in cands:
+                if self.buffers[i].size and self.buffers[out].size and max(self.buffers[i].readers) == pos:
+                    start[out] = pos + 1   # the output takes over the input's bytes
+                    break
+        live = [(b.size, start[i], max(b.readers)) for i, b in enumerate(self.buffers)
+                if b.size and start[i] <= max(b.readers)]
+        return peak_live(live + [(size, pos, pos) for pos, size in self.scratch.items()])
+
+
+def peak_live_bytes(func: Function, mod=None) -> int:
+    """The peak of live intermediate bytes of ``func`` in its binding order (see the
+    module doc); ``mod`` tells which called functions are fused kernels.
+
+    >>> peak_live_bytes(mod["main"])                            # doctest: +SKIP
+    """
+    return Liveness(func, mod).peak()

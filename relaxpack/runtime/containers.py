@@ -1,0 +1,86 @@
+"""Sequences and optionals at run time: their representation and checks.
+
+An ONNX sequence is a Python ``tuple`` of numpy arrays (sequence ops never
+mutate one: each makes a new tuple); an optional is ``None`` (empty) or its
+value. The entry function's signature records such an input or output by
+kind: ``"sequence"``, ``"optional"`` (of a tensor) or ``"optional_sequence"``,
+with the element's dtype and rank.
+
+>>> as_input([np.zeros(2, np.float32)], "xs", "sequence", "float32", 1)    # doctest: +SKIP
+(array([0., 0.], dtype=float32),)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError, ShapeError
+from .builtins import builtin
+from .dtypes import numpy_dtype
+
+CONTAINER_KINDS = ("sequence", "optional", "optional_sequence")
+
+
+def _error(ctx: str, message: str) -> Exception:
+    cls = InputError if ctx.startswith("input") else ShapeError
+    return cls(f"{ctx}: {message}")
+
+
+def _check_array(value, dtype, ndim: int, ctx: str):
+    if not isinstance(value, np.ndarray):
+        raise _error(ctx, f"expected a tensor, got {type(value).__name__}")
+    if dtype is not None and value.dtype != numpy_dtype(dtype):
+        raise _error(ctx, f"has dtype {value.dtype}, expected {dtype}")
+    if ndim >= 0 and value.ndim != ndim:
+        raise _error(ctx, f"has rank {value.ndim} (shape {value.shape}), expected rank {ndim}")
+
+
+def _check_sequence(value, dtype, ndim: int, ctx: str):
+    if not isinstance(value, tuple):
+        raise _error(ctx, f"expected a sequence (a tuple of arrays), got {type(value).__name__}")
+    for i, item in enumerate(value):
+        _check_array(item, dtype, ndim, f"{ctx} element {i}")
+
+
+@builtin("vm.builtin.check_container")
+def check_container(value, kind: str, dtype, ndim: int, ctx: str):
+    """Check a sequence or optional value against its declared kind and element type."""
+    if kind == "sequence":
+        _check_sequence(value, dtype, ndim, ctx)
+    elif kind in ("optional", "optional_sequence"):
+        if value is not None:
+            (_check_sequence if kind == "optional_sequence" else _check_array)(value, dtype, ndim, ctx)
+    else:
+        raise _error(ctx, f"unknown container kind {kind!r}")
+    return value
+
+
+def as_input(value, name: str, kind: str, dtype, ndim: int):
+    """A user's input of a container kind as the VM holds it (lists become tuples), checked."""
+    ctx = f"input {name!r}"
+    if kind == "optional_sequence" or kind == "optional":
+        if value is None:
+            return None
+        inner = "sequence" if kind == "optional_sequence" else "tensor"
+        return as_input(value, name, inner, dtype, ndim) if inner == "sequence" else _array(value, ctx)
+    if kind == "sequence":
+        if isinstance(value, np.ndarray) or not isinstance(value, (list, tuple)):
+            raise InputError(f"{ctx} is a sequence: pass a list of arrays, got {type(value).__name__}")
+        return tuple(_array(v, f"{ctx} element {i}") for i, v in enumerate(value))
+    raise InputError(f"{ctx}: unknown container kind {kind!r}")
+
+
+def _array(value, ctx: str) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value
+    try:
+        return np.asarray(value)
+    except Exception as err:
+        raise InputError(f"{ctx}: cannot be read as an array ({err})") from None
+
+
+def as_output(value, kind: str):
+    """An output as the user gets it: a sequence as a list of arrays, an empty optional as None."""
+    if kind in ("sequence", "optional_sequence") and value is not None:
+        return list(value)
+    return value

@@ -1,0 +1,99 @@
+"""Detection kernels: non-maximum suppression (a packed kernel: how many
+boxes survive depends on the data).
+
+>>> boxes = np.array([[[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, 2, 1, 3]]], np.float32)
+>>> scores = np.array([[[0.9, 0.8, 0.7]]], np.float32)
+>>> non_max_suppression(boxes, scores, np.array([3]), np.array([0.5], np.float32), None)
+array([[0, 0, 0],
+       [0, 0, 2]])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ShapeError
+from ._registry import register_packed
+
+
+def _corners(boxes: np.ndarray, center_point_box: int) -> tuple[np.ndarray, ...]:
+    """``(y_min, x_min, y_max, x_max)`` of each box, in the boxes' dtype.
+
+    Corner boxes (``[y1, x1, y2, x2]``) may name any two opposite corners;
+    center boxes are ``[x_center, y_center, width, height]``."""
+    if center_point_box:
+        xc, yc, w, h = (boxes[..., i] for i in range(4))
+        half_w, half_h = w / boxes.dtype.type(2), h / boxes.dtype.type(2)
+        return yc - half_h, xc - half_w, yc + half_h, xc + half_w
+    y1, x1, y2, x2 = (boxes[..., i] for i in range(4))
+    return np.minimum(y1, y2), np.minimum(x1, x2), np.maximum(y1, y2), np.maximum(x1, x2)
+
+
+def _suppressed_by(corners: tuple[np.ndarray, ...], i: int, iou_threshold) -> np.ndarray:
+    """Which boxes box ``i`` suppresses: their IoU with it is strictly above
+    the threshold. Boxes that do not overlap it, or with no area, are not."""
+    y0, x0, y1, x1 = corners
+    iy0, ix0 = np.maximum(y0, y0[i]), np.maximum(x0, x0[i])
+    iy1, ix1 = np.minimum(y1, y1[i]), np.minimum(x1, x1[i])
+    with np.errstate(all="ignore"):     # the entries masked out below may divide by 0
+        inter = (ix1 - ix0) * (iy1 - iy0)
+        area = (x1 - x0) * (y1 - y0)
+        union = area + area[i] - inter
+        valid = (ix1 > ix0) & (iy1 > iy0) & (inter > 0) & (area > 0) & (area[i] > 0) & (union > 0)
+        return valid & (inter / union > iou_threshold)
+
+
+def _select(corners: tuple[np.ndarray, ...], order: np.ndarray, limit: int, iou_threshold) -> list[int]:
+    """Greedy selection over the candidates ``order`` (best first): keep a box
+    unless a kept one suppresses it, until ``limit`` are kept. Memory stays
+    linear in the number of boxes (one IoU row per kept box)."""
+    picked = tuple(c[order] for c in corners)
+    alive = np.ones(len(order), bool)
+    kept = []
+    i = 0
+    while len(kept) < limit:
+        rest = np.flatnonzero(alive[i:])
+        if not rest.size:
+            break
+        i += int(rest[0])
+        kept.append(int(order[i]))
+        alive &= ~_suppressed_by(picked, i, iou_threshold)
+        alive[i] = False
+    return kept
+
+
+@register_packed("non_max_suppression")
+def non_max_suppression(boxes, scores, max_output_boxes_per_class, iou_threshold, score_threshold, *,
+                        center_point_box: int = 0):
+    """ONNX NonMaxSuppression: ``(num_selected, 3)`` int64 rows
+    ``[batch, class, box]``, batch-major, then class, then best score first.
+
+    ``boxes`` is ``(batches, boxes, 4)``, ``scores`` ``(batches, classes,
+    boxes)``. Per batch and class, the boxes scoring above ``score_threshold``
+    (all of them when it is ``None``) are taken by descending score (ties: the
+    lower box index first) and kept unless their IoU with a box already kept
+    is above ``iou_threshold``, at most ``max_output_boxes_per_class`` (0 when
+    it is ``None``: nothing is selected) per class.
+    """
+    boxes, scores = np.asarray(boxes), np.asarray(scores)
+    if boxes.ndim != 3 or boxes.shape[2] != 4 or scores.ndim != 3 or \
+            scores.shape[0] != boxes.shape[0] or scores.shape[2] != boxes.shape[1]:
+        raise ShapeError(f"non_max_suppression: boxes {boxes.shape} must be (batches, boxes, 4) and "
+                         f"scores {scores.shape} (batches, classes, boxes)")
+    limit = 0 if max_output_boxes_per_class is None or np.size(max_output_boxes_per_class) == 0 \
+        else max(int(np.asarray(max_output_boxes_per_class).reshape(-1)[0]), 0)
+    iou = boxes.dtype.type(0) if iou_threshold is None or np.size(iou_threshold) == 0 \
+        else np.asarray(iou_threshold).reshape(-1)[0]
+    threshold = None if score_threshold is None or np.size(score_threshold) == 0 \
+        else np.asarray(score_threshold).reshape(-1)[0]
+    rows = []
+    if limit:
+        for b in range(boxes.shape[0]):
+            corners = _corners(boxes[b], center_point_box)
+            for c in range(scores.shape[1]):
+                s = scores[b, c]
+                candidates = np.arange(s.shape[0]) if threshold is None else np.flatnonzero(s > threshold)
+                # descending score, ties by ascending index: a stable sort of -score
+                order = candidates[np.argsort(-s[candidates], kind="stable")]
+                rows += [(b, c, k) for k in _select(corners, order, limit, iou)]
+    return np.array(rows, np.int64).reshape(-1, 3)

@@ -1,0 +1,136 @@
+"""Classic machine-learning kernels (ONNX's ai.onnx.ml domain):
+label_encoder, ml_linear, linear_classifier, ml_normalizer, and the
+post transforms the linear and tree models share.
+
+Classifiers write the *index* of the chosen class; the importer maps it to
+the class label (ints or strings) with a ``take`` on the label constant.
+
+>>> out = np.empty(3, np.int64)
+>>> label_encoder(np.array(["a", "c", "b"], object), np.array(["a", "b"], object), np.array([1, 2]),
+...               np.array(-1), out=out)
+>>> out.tolist()
+[1, -1, 2]
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...errors import ExecutionError
+from ._registry import register_kernel
+
+# ---------------------------------------------------------------- post transforms
+
+
+def transform_scores(scores: np.ndarray, name: str) -> np.ndarray:
+    """ONNX ML's score transforms over the last axis: NONE, LOGISTIC,
+    SOFTMAX, SOFTMAX_ZERO (zeros stay zero), PROBIT (``sqrt(2) * erfinv(2p - 1)``)."""
+    if name == "NONE":
+        return scores
+    if name == "LOGISTIC":
+        return 1.0 / (1.0 + np.exp(-scores))
+    if name in ("SOFTMAX", "SOFTMAX_ZERO"):
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True)) if scores.size else scores
+        if name == "SOFTMAX_ZERO":
+            e = np.where(np.abs(scores) > 1e-7, e, 0.0)
+        return e / e.sum(axis=-1, keepdims=True)
+    if name == "PROBIT":
+        return math.sqrt(2.0) * _erfinv(2.0 * scores - 1.0)
+    raise ExecutionError(f"unknown post_transform {name!r} (NONE, LOGISTIC, SOFTMAX, SOFTMAX_ZERO, PROBIT)")
+
+
+def _erfinv(y: np.ndarray) -> np.ndarray:
+    """Inverse error function: Giles' approximation refined by two Newton steps."""
+    y = np.asarray(y, dtype=np.float64)
+    w = -np.log((1.0 - y) * (1.0 + y))
+    small = w < 5.0
+    ws, wl = w - 2.5, np.sqrt(np.maximum(w, 5.0)) - 3.0
+    ps = np.polyval([2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                     -0.00125372503, -0.00417768164, 0.246640727, 1.50140941], ws)
+    pl = np.polyval([-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                     -0.0076224613, 0.00943887047, 1.00167406, 2.83297682], wl)
+    x = np.where(small, ps, pl) * y
+    erf = np.vectorize(math.erf, otypes=[np.float64])
+    for _ in range(2):
+        finite = np.isfinite(x)
+        step = (erf(np.where(finite, x, 0.0)) - y) / (2.0 / math.sqrt(math.pi) * np.exp(-np.where(finite, x, 0) ** 2))
+        x = np.where(finite, x - step, x)
+    return x
+
+
+# ---------------------------------------------------------------- label_encoder
+
+
+@register_kernel("label_encoder")
+def label_encoder(x, keys, values, default, *, out):
+    """Each element of ``x`` mapped through ``keys -> values``; ``default``
+    where it is not a key. Float keys match by value and NaN matches NaN."""
+    flat = x.reshape(-1)
+    if keys.dtype == object or flat.dtype == object:
+        table = dict(zip(keys.reshape(-1).tolist(), values.reshape(-1).tolist()))
+        fallback = default.reshape(()).item()
+        found = np.empty(flat.size, dtype=out.dtype)
+        found[:] = [table.get(k, fallback) for k in flat.tolist()]
+        out[...] = found.reshape(out.shape)
+        return
+    order = np.argsort(keys, kind="stable")
+    sorted_keys, sorted_values = keys[order], values[order]
+    pos = np.clip(np.searchsorted(sorted_keys, flat), 0, max(keys.size - 1, 0))
+    hit = sorted_keys[pos] == flat if keys.size else np.zeros(flat.shape, bool)
+    if keys.dtype.kind == "f":
+        nan_keys = np.isnan(keys)
+        if nan_keys.any():
+            nan_value = values[np.argmax(nan_keys)]
+            result = np.where(hit, sorted_values[pos], default)
+            result = np.where(np.isnan(flat), nan_value, result)
+            out[...] = result.reshape(out.shape)
+            return
+    out[...] = np.where(hit, sorted_values[pos] if keys.size else default, default).reshape(out.shape)
+
+
+# ---------------------------------------------------------------- linear models and normalizer
+
+
+def _scores(x, coefficients, intercepts) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64).reshape(-1, coefficients.shape[1])
+    scores = x @ coefficients.astype(np.float64).T
+    return scores + intercepts.astype(np.float64) if intercepts.size else scores
+
+
+@register_kernel("ml_linear")
+def ml_linear(x, coefficients, intercepts, *, out, post_transform="NONE"):
+    """LinearRegressor: ``x @ coefficients.T + intercepts``, then ``post_transform``."""
+    out[...] = transform_scores(_scores(x, coefficients, intercepts), post_transform)
+
+
+@register_kernel("linear_classifier")
+def linear_classifier(x, coefficients, intercepts, *, out, post_transform="NONE"):
+    """LinearClassifier as onnxruntime computes it: ``out`` is (class index
+    ``(N,)``, scores ``(N, C)``). One row of coefficients is a binary model:
+    index ``s > 0`` and scores ``(-s, s)`` before the transform."""
+    labels, probs = out
+    scores = _scores(x, coefficients, intercepts)
+    if coefficients.shape[0] == 1:
+        s = scores[:, 0]
+        labels[...] = s > 0
+        scores = np.stack([-s, s], axis=1)
+    else:
+        labels[...] = np.argmax(scores, axis=1)
+    probs[...] = transform_scores(scores, post_transform)
+
+
+@register_kernel("ml_normalizer")
+def ml_normalizer(x, *, out, norm):
+    """Normalizer: each row divided by its MAX, L1 or L2 norm (rows whose norm is 0 stay)."""
+    x = np.asarray(x, dtype=np.float64)
+    if norm == "MAX":
+        scale = x.max(axis=-1, keepdims=True) if x.shape[-1] else np.ones(x.shape[:-1] + (1,))
+    elif norm == "L1":
+        scale = np.abs(x).sum(axis=-1, keepdims=True)
+    elif norm == "L2":
+        scale = np.sqrt((x * x).sum(axis=-1, keepdims=True))
+    else:
+        raise ExecutionError(f"ml_normalizer: unknown norm {norm!r} (MAX, L1 or L2)")
+    out[...] = np.where(scale != 0, x / np.where(scale != 0, scale, 1.0), x)

@@ -1,0 +1,324 @@
+"""Sampling kernels: image.grid_sample, image.roi_align, nn.deform_conv.
+
+Interpolation is separable: for every spatial axis each sample position gets
+a few integer taps and their weights (1 nearest, 2 linear, 4 cubic taps), and
+the value is the sum over all tap combinations of the product of the
+weights times the gathered pixel. The taps and weights are whole arrays
+(one per axis), and each tap combination is one fancy-indexing gather over
+every sample at once: no Python loop runs per pixel.
+
+The arithmetic follows onnx's reference implementations
+(``onnx.reference.ops.op_grid_sample`` / ``op_roi_align`` /
+``op_deform_conv``), in float32 (float64 for float64 operands).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from ...errors import ShapeError
+from ._math import pads, per_spatial, work_dtype
+from ._registry import register_kernel
+
+# ---------------------------------------------------------------- taps and weights
+
+
+def reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """``x`` reflected at the borders ``lo`` and ``hi`` until it lies between them.
+
+    >>> reflect(np.array([-1.0, 0.5, 4.0]), 0.0, 3.0)
+    array([1. , 0.5, 2. ])
+    """
+    span = hi - lo
+    below, above = x < lo, x > hi
+    if span <= 0:
+        return np.where(below | above, np.asarray(lo, x.dtype), x)
+    dx = np.where(below, lo - x, x - hi)
+    bounces = np.trunc(dx / span)
+    rest = dx - bounces * span
+    # an even number of bounces leaves x on the side it left from
+    from_lo = below == (bounces % 2 == 0)
+    return np.where(below | above, np.where(from_lo, lo + rest, hi - rest), x).astype(x.dtype, copy=False)
+
+
+def cubic_weights(t: np.ndarray, alpha: float = -0.75) -> np.ndarray:
+    """Keys' cubic convolution weights of the taps at -1, 0, 1, 2 for the
+    fractional offsets ``t`` in [0, 1): shape ``t.shape + (4,)``."""
+    a = alpha
+    d = np.stack([t + 1, t, 1 - t, 2 - t], axis=-1)
+    near = ((a + 2) * d - (a + 3)) * d * d + 1            # |d| <= 1
+    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a       # 1 < |d| < 2
+    return np.where(np.arange(4) % 3 == 0, far, near)
+
+
+def axis_taps(x: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray]:
+    """Integer taps (int64) and weights around the coordinates ``x``, both
+    ``x.shape + (k,)``: nearest takes ``x`` itself (already rounded), linear
+    floor(x) and the next, cubic the four around floor(x)."""
+    if method == "nearest":
+        return np.trunc(x).astype(np.int64)[..., None], np.ones(x.shape + (1,), x.dtype)
+    base = np.floor(x)
+    t = x - base
+    base = base.astype(np.int64)[..., None]
+    if method == "linear":
+        return base + np.arange(2), np.stack([1 - t, t], axis=-1)
+    if method == "cubic":
+        return base + np.arange(-1, 3), cubic_weights(t).astype(x.dtype, copy=False)
+    raise ShapeError(f"unknown interpolation method {method!r}")
+
+
+def gather_taps(table: np.ndarray, batch: np.ndarray, taps: list[np.ndarray], weights: list[np.ndarray] | None,
+                valid: list[np.ndarray], spatial: tuple[int, ...], dtype) -> np.ndarray:
+    """The weighted sum over all tap combinations of ``table[batch, flat tap]``.
+
+    ``table`` is ``(B, prod(spatial), C)``; ``taps``, ``weights`` and
+    ``valid`` hold one ``(..., k)`` array per spatial axis, broadcastable
+    with ``batch``; invalid taps contribute zero; ``weights=None`` gathers
+    without weighting (nearest: one tap per axis, any dtype). Returns ``(..., C)``.
+    """
+    strides = [math.prod(spatial[i + 1:]) for i in range(len(spatial))]
+    acc = None
+    for combo in itertools.product(*(range(t.shape[-1]) for t in taps)):
+        flat = sum(t[..., k] * s for t, k, s in zip(taps, combo, strides))
+        ok = np.logical_and.reduce([v[..., k] for v, k in zip(valid, combo)])
+        values = table[batch, np.where(ok, flat, 0)].astype(dtype, copy=False)
+        if weights is not None:
+            values = values * math.prod(w[..., k] for w, k in zip(weights, combo))[..., None]
+        # where, not a zero weight: 0 * inf would be nan
+        term = np.where(ok[..., None], values, np.zeros((), values.dtype))
+        acc = term if acc is None else acc + term
+    return acc
+
+
+def pad_taps(taps: np.ndarray, size: int, padding_mode: str, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """Taps resolved by the padding mode, and the mask of those that read
+    data (zeros padding reads nothing outside ``[0, size)``)."""
+    if padding_mode == "zeros":
+        return taps, (taps >= 0) & (taps < size)
+    if padding_mode == "border":
+        resolved = np.clip(taps, 0, size - 1)
+    elif padding_mode == "reflection":
+        resolved = np.clip(np.trunc(reflect(taps.astype(np.float64), lo, hi)).astype(np.int64), 0, size - 1)
+    else:
+        raise ShapeError(f"unknown padding_mode {padding_mode!r}")
+    return resolved, np.ones(taps.shape, bool)
+
+
+# ---------------------------------------------------------------- image.grid_sample
+
+
+def _grid_coords(g: np.ndarray, size: int, align_corners: bool, method: str, padding_mode: str):
+    """Pixel coordinates of the normalized positions ``g`` along an axis of
+    ``size``, rounded (nearest) and moved inside by border / reflection
+    padding; also the borders reflection uses."""
+    lo, hi = (0.0, size - 1.0) if align_corners else (-0.5, size - 0.5)
+    x = (g + 1) / 2 * (size - 1) if align_corners else ((g + 1) * size - 1) / 2
+    if method == "nearest":
+        x = np.rint(x)      # half to even, as PyTorch
+    if padding_mode == "border":
+        x = np.where((x < lo) | (x > hi), np.clip(x, 0, size - 1), x)
+    elif padding_mode == "reflection":
+        x = reflect(x, lo, hi)
+    return x.astype(g.dtype, copy=False), lo, hi
+
+
+@register_kernel("image.grid_sample")
+def grid_sample(data, grid, *, out, method="linear", padding_mode="zeros", align_corners=False):
+    """Sample ``data (N, C, *spatial)`` at ``grid (N, *out, r)``; ``grid[..., j]``
+    is the position along spatial axis ``r - 1 - j`` in [-1, 1]."""
+    batch, channels, *spatial = data.shape
+    r = len(spatial)
+    if grid.shape[0] != batch or grid.shape[-1] != r:
+        raise ShapeError(f"image.grid_sample: grid {grid.shape} does not fit data {data.shape}")
+    if out.shape != (batch, channels, *grid.shape[1:-1]):
+        raise ShapeError(f"image.grid_sample: output buffer {out.shape}, expected "
+                         f"{(batch, channels, *grid.shape[1:-1])}")
+    if out.size == 0:
+        return
+    if 0 in spatial:
+        if padding_mode != "zeros":
+            raise ShapeError(f"image.grid_sample: padding_mode {padding_mode!r} cannot sample the empty "
+                             f"data {data.shape}")
+        out.fill(0)
+        return
+    dtype = np.float64 if np.float64 in (data.dtype, grid.dtype) else np.float32
+    points = grid.reshape(batch, -1, r).astype(dtype, copy=False)
+    taps, weights, valid = [], [], []
+    for axis, size in enumerate(spatial):
+        x, lo, hi = _grid_coords(points[..., r - 1 - axis], size, bool(align_corners), method, padding_mode)
+        t, w = axis_taps(x, method)
+        t, ok = pad_taps(t, size, padding_mode, lo, hi)
+        taps.append(t)
+        weights.append(w)
+        valid.append(ok)
+    table = data.reshape(batch, channels, -1).transpose(0, 2, 1)
+    rows = np.arange(batch)[:, None]
+    if method == "nearest":
+        acc = gather_taps(table, rows, taps, None, valid, tuple(spatial), data.dtype)   # (N, P, C)
+    else:
+        acc = gather_taps(table, rows, taps, weights, valid, tuple(spatial), dtype)
+    np.copyto(out.reshape(batch, channels, -1), acc.transpose(0, 2, 1), casting="unsafe")
+
+
+# ---------------------------------------------------------------- image.roi_align
+
+#: elements of the per-chunk gathers of roi_align (bounds the temporaries)
+_ROI_CHUNK_ELEMENTS = 1 << 24
+
+
+def _roi_axis(start: np.ndarray, length: np.ndarray, grid: np.ndarray, bins: int, size: int, most: int):
+    """For one axis of every box: the two taps and their weights of each
+    sample point, ``(R, bins, most, 2)``. Bin ``b`` of a box has ``grid``
+    points at ``start + (b + (i + 0.5) / grid) * length / bins``; points
+    past ``grid`` (other boxes have more) and points more than a pixel
+    outside the image weigh nothing; the rest are clamped into it."""
+    step = (length / bins)[:, None, None]
+    i = np.arange(most, dtype=start.dtype)[None, None, :]
+    b = np.arange(bins, dtype=start.dtype)[None, :, None]
+    p = start[:, None, None] + b * step + (i + 0.5) * step / np.maximum(grid, 1).astype(start.dtype)[:, None, None]
+    used = (i < grid[:, None, None]) & (p >= -1) & (p <= size)
+    p = np.maximum(p, 0)
+    low = np.trunc(p).astype(np.int64)
+    edge = low >= size - 1
+    low = np.where(edge, size - 1, low)
+    p = np.where(edge, low.astype(p.dtype), p)
+    frac = p - low
+    weights = np.stack([1 - frac, frac], axis=-1) * used[..., None]
+    taps = np.stack([low, np.where(edge, low, low + 1)], axis=-1)
+    return taps, weights, i < grid[:, None, None]
+
+
+def _roi_boxes(rois: np.ndarray, out_h: int, out_w: int, sampling_ratio: int, spatial_scale: float,
+               half_pixel: bool):
+    """Per box: start and extent along y and x, and the sample grid sizes."""
+    offset = rois.dtype.type(0.5 if half_pixel else 0.0)
+    scaled = rois * rois.dtype.type(spatial_scale) - offset
+    x0, y0, x1, y1 = scaled.T
+    width, height = x1 - x0, y1 - y0
+    if not half_pixel:
+        width, height = np.maximum(width, 1), np.maximum(height, 1)
+    if sampling_ratio > 0:
+        grid_h = grid_w = np.full(len(rois), sampling_ratio, np.int64)
+    else:
+        grid_h = np.maximum(np.ceil(height / out_h), 0).astype(np.int64)
+        grid_w = np.maximum(np.ceil(width / out_w), 0).astype(np.int64)
+    return y0, height, grid_h, x0, width, grid_w
+
+
+@register_kernel("image.roi_align")
+def roi_align(data, rois, batch_indices, *, out, output_size, sampling_ratio=0, spatial_scale=1.0, mode="avg",
+              coordinate_transformation_mode="half_pixel"):
+    """RoiAlign: average (or max) of bilinear samples on a grid in each bin of each box.
+
+    Max mode takes, per sample, the largest of the four weighted corner
+    values (not the interpolated value), as onnxruntime and onnx's
+    reference do.
+    """
+    out_h, out_w = output_size
+    count = rois.shape[0]
+    _, channels, height, width = data.shape
+    if rois.shape != (count, 4) or batch_indices.shape != (count,) or out.shape != (count, channels, out_h, out_w):
+        raise ShapeError(f"image.roi_align: rois {rois.shape}, batch_indices {batch_indices.shape} and output "
+                         f"{out.shape} do not fit data {data.shape}")
+    if out.size == 0:
+        return
+    if height == 0 or width == 0:
+        raise ShapeError(f"image.roi_align: cannot sample boxes of the empty image {data.shape}")
+    if np.any((batch_indices < 0) | (batch_indices >= data.shape[0])):
+        raise ShapeError(f"image.roi_align: batch_indices {batch_indices.tolist()} out of range for "
+                         f"{data.shape[0]} images")
+    dtype = np.float64 if np.float64 in (data.dtype, rois.dtype) else np.float32
+    y0, h, grid_h, x0, w, grid_w = _roi_boxes(rois.astype(dtype), out_h, out_w, sampling_ratio, spatial_scale,
+                                              coordinate_transformation_mode == "half_pixel")
+    ytaps, yw, yused = _roi_axis(y0, h, grid_h, out_h, height, max(int(grid_h.max()), 1))
+    xtaps, xw, xused = _roi_axis(x0, w, grid_w, out_w, width, max(int(grid_w.max()), 1))
+    table = data.transpose(0, 2, 3, 1)                       # (N, H, W, C): one gather reads all channels
+    per_box = out_h * out_w * ytaps.shape[2] * xtaps.shape[2] * 4 * channels
+    chunk = max(1, _ROI_CHUNK_ELEMENTS // max(per_box, 1))
+    for lo in range(0, count, chunk):
+        box = slice(lo, lo + chunk)
+        n = len(range(*box.indices(count)))
+        # (boxes, out_h, grid, 2, out_w, grid, 2, C)
+        rows = ytaps[box][:, :, :, :, None, None, None]
+        cols = xtaps[box][:, None, None, None, :, :, :]
+        values = table[batch_indices[box].reshape(n, 1, 1, 1, 1, 1, 1), rows, cols].astype(dtype, copy=False)
+        weight = yw[box][:, :, :, :, None, None, None] * xw[box][:, None, None, None, :, :, :]
+        terms = values * weight[..., None]
+        if mode == "avg":
+            total = terms.sum(axis=(2, 3, 5, 6))
+            result = total / np.maximum(grid_h[box] * grid_w[box], 1).astype(dtype)[:, None, None, None]
+        else:
+            used = yused[box][:, :, :, None, None, None, None] & xused[box][:, None, None, None, :, :, None]
+            best = np.where(used[..., None], terms, -np.inf).max(axis=(2, 3, 5, 6))
+            result = np.where(np.isneginf(best) & ~used.any(axis=(2, 3, 5, 6))[..., None], 0, best)
+        np.copyto(out[box], result.transpose(0, 3, 1, 2), casting="unsafe")
+
+
+# ---------------------------------------------------------------- nn.deform_conv
+
+
+def _deformed_columns(data, offset, mask, kernel, strides, dilation, begins, out_dims, offset_groups, dtype):
+    """im2col of a deformable convolution: ``(N, C, prod(kernel), prod(out))``,
+    each column the bilinear sample (zero outside the data) at the tap's
+    position moved by its offset, times the mask."""
+    batch, channels, *spatial = data.shape
+    n, taps, points = len(spatial), math.prod(kernel), math.prod(out_dims)
+    per_group = channels // offset_groups
+    # offset (N, G, K, n, P): the positions (N, G, K, P) along each spatial dim
+    moves = offset.reshape(batch, offset_groups, taps, n, points).astype(dtype, copy=False)
+    tap_index = np.indices(kernel).reshape(n, taps)
+    out_index = np.indices(out_dims).reshape(n, points)
+    tap_list, weight_list, valid_list = [], [], []
+    for d in range(n):
+        base = out_index[d] * strides[d] - begins[d]                      # (P,)
+        where = (base[None, :] + tap_index[d][:, None] * dilation[d]).astype(dtype) + moves[:, :, :, d]
+        t, w = axis_taps(where, "linear")
+        t, ok = pad_taps(t, spatial[d], "zeros", 0.0, 0.0)
+        tap_list.append(t)
+        weight_list.append(w)
+        valid_list.append(ok)
+    # (N * G, S, C / G): one gather reads every channel of an offset group
+    table = data.reshape(batch, offset_groups, per_group, -1).transpose(0, 1, 3, 2)
+    table = table.reshape(batch * offset_groups, -1, per_group)
+    rows = (np.arange(batch)[:, None] * offset_groups + np.arange(offset_groups)[None, :])[:, :, None, None]
+    cols = gather_taps(table, rows, tap_list, weight_list, valid_list, tuple(spatial), dtype)  # (N, G, K, P, C/G)
+    if mask is not None:
+        cols = cols * mask.reshape(batch, offset_groups, taps, points, 1).astype(dtype, copy=False)
+    return cols.transpose(0, 1, 4, 2, 3).reshape(batch, channels, taps, points)
+
+
+@register_kernel("nn.deform_conv")
+def deform_conv(data, weight, offset, mask=None, *, out, strides=1, padding=0, dilation=1, groups=1,
+                offset_groups=1):
+    """Deformable convolution (ONNX DeformConv, without the bias): the
+    sampled columns of :func:`_deformed_columns`, then one batched matmul
+    per group, as an im2col convolution."""
+    batch, channels, *spatial = data.shape
+    n = len(spatial)
+    out_channels, per_group, *kernel = weight.shape
+    strides, dilation = per_spatial(strides, n, "strides"), per_spatial(dilation, n, "dilation")
+    begins, ends = pads(padding, n)
+    out_dims = [(x + b + e - d * (k - 1) - 1) // s + 1
+                for x, k, s, d, b, e in zip(spatial, kernel, strides, dilation, begins, ends)]
+    taps = math.prod(kernel)
+    if (channels != groups * per_group or out_channels % groups or channels % offset_groups
+            or offset.shape != (batch, offset_groups * taps * n, *out_dims)
+            or (mask is not None and mask.shape != (batch, offset_groups * taps, *out_dims))
+            or out.shape != (batch, out_channels, *out_dims)):
+        raise ShapeError(f"nn.deform_conv: data {data.shape}, weight {weight.shape}, offset {offset.shape}"
+                         f"{'' if mask is None else f', mask {mask.shape}'} and output {out.shape} do not fit "
+                         f"groups={groups}, offset_groups={offset_groups}")
+    if out.size == 0:
+        return
+    if 0 in spatial:
+        out.fill(0)
+        return
+    dtype = work_dtype(out.dtype)
+    cols = _deformed_columns(data, offset, mask, kernel, strides, dilation, begins, out_dims, offset_groups, dtype)
+    cols = cols.reshape(batch, groups, per_group * taps, -1)
+    w = weight.astype(dtype, copy=False).reshape(groups, out_channels // groups, per_group * taps)
+    result = np.matmul(w, cols)                                          # (N, groups, O / groups, P)
+    np.copyto(out, result.reshape(out.shape), casting="unsafe")

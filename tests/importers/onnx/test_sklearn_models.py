@@ -1,0 +1,136 @@
+"""scikit-learn models converted by skl2onnx give the labels and
+probabilities (or predictions) onnxruntime gives: logistic regression,
+random forests, gradient boosting, a scaler + PCA + MLP pipeline, and the
+other ai.onnx.ml converters skl2onnx emits. Tiny models on random data."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import relaxpack
+from relaxpack.errors import UnsupportedOpError
+from relaxpack.runtime import VirtualMachine
+
+from .helpers import reference
+
+sklearn = pytest.importorskip("sklearn")
+skl2onnx = pytest.importorskip("skl2onnx")
+
+from sklearn.decomposition import PCA  # noqa: E402
+from sklearn.ensemble import (  # noqa: E402
+    GradientBoostingClassifier, GradientBoostingRegressor, RandomForestClassifier, RandomForestRegressor,
+)
+from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E402
+from sklearn.neural_network import MLPClassifier  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import Binarizer, MaxAbsScaler, Normalizer, StandardScaler  # noqa: E402
+from sklearn.tree import DecisionTreeClassifier  # noqa: E402
+
+rng = np.random.default_rng(0)
+X = rng.standard_normal((80, 5)).astype(np.float32)
+Y3 = (X[:, 0] + X[:, 1] > 0).astype(np.int64) + (X[:, 2] > 0.8)          # three classes
+Y2 = (X[:, 0] - X[:, 3] > 0).astype(np.int64)                            # two classes
+TARGET = X @ rng.standard_normal(5).astype(np.float32) + 0.1 * rng.standard_normal(80).astype(np.float32)
+
+
+def convert(model, zipmap=False):
+    from skl2onnx import to_onnx
+    options = {id(model): {"zipmap": False}} if zipmap is False and hasattr(model, "predict_proba") else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return to_onnx(model, X[:1], options=options, target_opset={"": 17, "ai.onnx.ml": 3})
+
+
+def check_sklearn(model, x=X[:40], rtol=1e-5, atol=1e-6):
+    onx = convert(model)
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(onx)))
+    got = vm.run({"X": x})
+    want = reference(onx, {"X": x}, "ort")
+    for out, expected in zip(onx.graph.output, want):
+        value = got[out.name]
+        assert value.dtype == expected.dtype and value.shape == expected.shape, out.name
+        if expected.dtype.kind in "iuO":
+            np.testing.assert_array_equal(value, expected, err_msg=out.name)
+        else:
+            np.testing.assert_allclose(value, expected, rtol=rtol, atol=atol, err_msg=out.name)
+    return got
+
+
+@pytest.mark.parametrize("y", [Y2, Y3], ids=["binary", "three_classes"])
+def test_logistic_regression(y):
+    check_sklearn(LogisticRegression().fit(X, y))
+
+
+@pytest.mark.parametrize("y", [Y2, Y3], ids=["binary", "three_classes"])
+def test_random_forest_classifier(y):
+    got = check_sklearn(RandomForestClassifier(n_estimators=7, max_depth=5, random_state=0).fit(X, y))
+    assert len(np.unique(got["label"])) > 1      # the forest separates the classes it learned
+
+
+@pytest.mark.parametrize("y", [Y2, Y3], ids=["binary", "three_classes"])
+def test_gradient_boosting_classifier(y):
+    check_sklearn(GradientBoostingClassifier(n_estimators=6, max_depth=3, random_state=0).fit(X, y))
+
+
+def test_string_class_labels():
+    labels = np.array(["cat", "dog", "eel"], dtype=object)[Y3]
+    check_sklearn(DecisionTreeClassifier(max_depth=4, random_state=0).fit(X, labels))
+    check_sklearn(LogisticRegression().fit(X, labels))
+
+
+def test_scaler_pca_mlp_pipeline():
+    pipe = make_pipeline(StandardScaler(), PCA(3, random_state=0),
+                         MLPClassifier((8,), max_iter=200, random_state=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")       # the tiny MLP does not converge in 200 steps
+        pipe.fit(X, Y3)
+    check_sklearn(pipe)
+
+
+@pytest.mark.parametrize("model", [
+    RandomForestRegressor(n_estimators=5, max_depth=4, random_state=0),
+    GradientBoostingRegressor(n_estimators=5, max_depth=3, random_state=0),
+    LinearRegression(),
+], ids=["random_forest", "gradient_boosting", "linear"])
+def test_regressors(model):
+    check_sklearn(model.fit(X, TARGET), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("model", [Normalizer("l1"), Normalizer("l2"), Normalizer("max"), MaxAbsScaler(),
+                                   Binarizer(threshold=0.3)], ids=["l1", "l2", "max", "maxabs", "binarizer"])
+def test_preprocessing(model):
+    check_sklearn(model.fit(X))
+
+
+def test_a_symbolic_batch_runs_at_several_sizes():
+    onx = convert(RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0).fit(X, Y3))
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(onx)))
+    for n in (1, 7, 80):
+        got = vm.run({"X": X[:n]})
+        want = reference(onx, {"X": X[:n]}, "ort")
+        np.testing.assert_array_equal(got["label"], want[0])
+        np.testing.assert_allclose(got["probabilities"], want[1], rtol=1e-6, atol=1e-7)
+
+
+def test_zipmap_fails_naming_the_option():
+    onx = convert(LogisticRegression().fit(X, Y2), zipmap=True)
+    with pytest.raises(UnsupportedOpError, match=r"ZipMap .*zipmap': False"):
+        relaxpack.from_onnx(onx)
+
+
+@pytest.mark.parametrize("categories", [np.array([[1], [3], [7], [3]], np.int64),
+                                        np.array([["a"], ["b"], ["zz"], ["a"]], object)], ids=["ints", "strings"])
+def test_one_hot_encoder(categories):
+    from onnx import TensorProto, helper
+    cats = {"cats_int64s": [1, 3, 5]} if categories.dtype != object else {"cats_strings": ["a", "zz"]}
+    node = helper.make_node("OneHotEncoder", ["X"], ["Y"], domain="ai.onnx.ml", zeros=1, **cats)
+    elem = TensorProto.INT64 if categories.dtype != object else TensorProto.STRING
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", elem, ["n", 1])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    onx = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)],
+                            ir_version=10)
+    got = VirtualMachine(relaxpack.build(relaxpack.from_onnx(onx))).run({"X": categories})["Y"]
+    want = reference(onx, {"X": categories}, "ort")[0]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)

@@ -1,0 +1,71 @@
+"""The packed kernels of runtime shape-like operands (kernels/dynamic_shape.py).
+
+Their numerics are checked end to end against onnxruntime by the converter
+tests (tests/importers/onnx/test_convert_*.py, "at_run_time"); here: what
+the VM relies on. A result never aliases an input (the memory planner does
+not know about it), and an operand of the wrong kind is a clear ShapeError.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relaxpack.errors import ShapeError
+from relaxpack.runtime.kernels import KERNELS
+
+X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+
+
+def i64(*values):
+    return np.array(values, np.int64)
+
+
+#: (kernel, inputs, attrs) whose result could be a view of X
+CALLS = [
+    ("dyn.reshape", (X, i64(4, 6)), {}),
+    ("dyn.reshape", (X, i64(0, 3, 4)), {}),
+    ("dyn.expand", (X, i64(2, 3, 4)), {}),
+    ("dyn.slice", (X, i64(0), i64(9)), {}),
+    ("dyn.slice", (X, i64(0), i64(2), i64(2), i64(1)), {"parts": ("axes", "steps")}),
+    ("dyn.split", (X, i64(1, 2)), {"axis": 1, "count": 2}),
+    ("dyn.squeeze", (X[:1], i64(0)), {}),
+    ("dyn.unsqueeze", (X, i64(0)), {}),
+    ("dyn.tile", (X, i64(1, 1, 1)), {}),
+    ("dyn.pad", (X, i64(0, 0, 0, 0, 0, 0)), {}),
+]
+
+
+@pytest.mark.parametrize("name, inputs, attrs", CALLS, ids=[c[0] for c in CALLS])
+def test_a_result_never_aliases_an_input(name, inputs, attrs):
+    results = KERNELS[name].fn(*inputs, **attrs)
+    for result in results if isinstance(results, tuple) else (results,):
+        assert not np.may_share_memory(result, inputs[0]), name
+
+
+def test_packed_kernels_are_registered_as_packed():
+    names = {"dyn.reshape", "dyn.expand", "dyn.full", "dyn.slice", "dyn.split", "dyn.squeeze", "dyn.unsqueeze",
+             "dyn.pad", "dyn.tile", "dyn.topk", "dyn.one_hot", "dyn.range"}
+    assert all(not KERNELS[n].dps for n in names)
+
+
+@pytest.mark.parametrize("name, inputs, message", [
+    ("dyn.reshape", (X, np.array([4.0, 6.0], np.float32)), r"reshape: the target shape must be integers, got float32"),
+    ("dyn.reshape", (X, i64(4, 6).reshape(1, 2)), r"reshape: the target shape must be 1-D, got shape \(1, 2\)"),
+    ("dyn.topk", (X, i64(1, 2)), r"topk: K must hold one value, got \(1, 2\)"),
+    ("dyn.full", (i64(2, -3), np.float32(0)), r"constant_of_shape: negative dim in the shape \(2, -3\)"),
+    ("dyn.tile", (X, i64(1, 2)), r"tile: repeats \(1, 2\) must be 3 non-negative counts for shape \(2, 3, 4\)"),
+    ("dyn.range", (np.int64(0), np.int64(3), np.int64(0)), r"range: delta must not be 0"),
+])
+def test_invalid_operands_are_clear_shape_errors(name, inputs, message):
+    with pytest.raises(ShapeError, match=message):
+        KERNELS[name].fn(*inputs)
+
+
+def test_onnx_slice_clamps_a_negative_step_start_to_the_first_element():
+    # ONNX clamps a start below -dim to 0 ("through the first element"); Python's slice gives nothing
+    x = np.arange(5)
+    np.testing.assert_array_equal(KERNELS["dyn.slice"].fn(x, i64(-100), i64(-2 ** 63), i64(0), i64(-1),
+                                                          parts=("axes", "steps")), [0])
+    np.testing.assert_array_equal(KERNELS["dyn.slice"].fn(x, i64(2), i64(2 ** 63 - 1), i64(0), i64(-1),
+                                                          parts=("axes", "steps")), np.empty(0, np.int64))
