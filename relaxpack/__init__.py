@@ -20,6 +20,7 @@ _LAZY = {
     "BlockBuilder": ("relaxpack.ir.block_builder", "BlockBuilder"),
     "build": ("relaxpack.vm_build", "build"),
     "from_onnx": ("relaxpack.importers.onnx", "from_onnx"),
+    "register_converter": ("relaxpack.importers.onnx", "register_converter"),
 }
 
 

@@ -44,3 +44,7 @@ class ArchiveError(RelaxpackError):
 
 class ExecutionError(RelaxpackError):
     """A kernel or VM builtin failed while running a program."""
+
+
+class MissingFunctionError(ArchiveError):
+    """An archive calls functions that are not registered in this process."""

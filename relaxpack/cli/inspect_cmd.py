@@ -21,6 +21,8 @@ def archive_facts(exe, archive: Path) -> dict:
         "dim_ranges": {name: [lo, hi] for name, lo, hi in main.dim_ranges},
         "kernel_calls": exe.kernel_call_count(),
         "kernels": exe.kernel_names,
+        # registered functions the deploying process must provide (register_func)
+        "functions": sorted({f.name for f in exe.func_table if f.kind == "func"}),
         "constants": len(exe.constants),
         "constant_bytes": int(sum(c.nbytes for c in exe.constants)),
         "arena_bytes": plan.get("arena_bytes"),
@@ -48,7 +50,7 @@ def inspect_(
     from ..runtime import load
 
     with user_errors():
-        exe = load(existing_file(archive, "archive"))
+        exe = load(existing_file(archive, "archive"), check_functions=False)
         facts = archive_facts(exe, archive)
         layout = None
         if plot is not None:
@@ -64,6 +66,8 @@ def inspect_(
         echo("dims         " + ", ".join(f"{k} in {lo}..{'' if hi is None else hi}"
                                           for k, (lo, hi) in facts["dim_ranges"].items()))
     echo(f"kernels      {facts['kernel_calls']} calls of {len(facts['kernels'])} kernels")
+    if facts["functions"]:
+        echo(f"functions    {', '.join(facts['functions'])} (register them with relaxpack.runtime.register_func)")
     echo(f"constants    {facts['constants']} ({fmt_bytes(facts['constant_bytes'])})")
     if facts["arena_bytes"] is not None:
         echo(f"arena        {fmt_bytes(facts['arena_bytes'])} (lower bound {fmt_bytes(facts['lower_bound_bytes'])}, "

@@ -27,6 +27,8 @@ from ..runtime.bytecode import Call as CallInstr
 from ..runtime.executable import Executable, FuncEntry
 from ..runtime.dtypes import numpy_dtype
 from ..ops.workspace import call_workspace
+from ..runtime.kernels import KERNELS
+from ..runtime.registry import FUNC_KIND
 from .dim_program import dim_program
 from .memory_plan import plan_function
 
@@ -285,11 +287,11 @@ class _FunctionCodegen:
         if op.name == "loop":
             return self.emit_loop(call)
         if op.name in ("call_tir", "call_dps_packed"):
-            return self.emit_dps_call(call, "kernel" if op.name == "call_tir" else "packed")
+            return self.emit_dps_call(call, "kernel" if op.name == "call_tir" else _packed_kind(call))
         if op.name == "call_packed":
             callee = call.args[0]
             dst = self.new_reg()
-            self.emit_call(dst, "packed", callee.global_symbol,
+            self.emit_call(dst, _packed_kind(call), callee.global_symbol,
                            [self.operand(a) for a in call.args[1:]], self.kernel_kwargs(call))
             return dst
         raise IRError(f"{self.name}: R.{op.name} was not legalized to a kernel call (run the Legalize pass)")
@@ -392,6 +394,13 @@ def check_allocation(sinfo: TensorStructInfo, where: str) -> None:
     if nbytes > MAX_TENSOR_BYTES:
         raise IRError(f"{where}: a tensor of shape {tuple(sinfo.shape)} {sinfo.dtype} needs {nbytes} bytes "
                       f"(more than {MAX_TENSOR_BYTES}, the largest one tensor may take)")
+
+
+def _packed_kind(call: Call) -> str:
+    """``packed`` for a library kernel, ``func`` for a function the deploying
+    process registers (relaxpack.runtime.register_func): the archive keeps the
+    distinction so a loader can name what is missing."""
+    return "packed" if call.args[0].global_symbol in KERNELS else FUNC_KIND
 
 
 def container_kind(sinfo) -> tuple[str, str | None, int]:

@@ -10,6 +10,8 @@ archive runs anywhere numpy does::
 
 from .archive import load
 from .executable import Executable, FuncEntry
+from .registry import register_func, registered_funcs, unregister_func
 from .vm import VirtualMachine
 
-__all__ = ["Executable", "FuncEntry", "VirtualMachine", "load"]
+__all__ = ["Executable", "FuncEntry", "VirtualMachine", "load", "register_func", "registered_funcs",
+           "unregister_func"]

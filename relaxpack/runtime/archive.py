@@ -53,6 +53,7 @@ from .bytecode import VMFunction
 from .dtypes import numpy_dtype
 from .executable import Executable, FuncEntry
 from .kernels import KERNELS
+from .registry import check_registered
 
 log = logging.getLogger(__name__)
 
@@ -214,20 +215,26 @@ def _remove(path: str) -> None:
 
 
 # ---------------------------------------------------------------- loading
-def load(path) -> Executable:
+def load(path, *, check_functions: bool = True) -> Executable:
     """Validate and memory-map the archive at ``path``; its constants are read-only views of the file.
 
     Every problem with the file is an :class:`~relaxpack.errors.ArchiveError` naming the file and
-    the field at fault, raised before anything in the archive is used.
+    the field at fault, raised before anything in the archive is used. Functions the archive calls
+    by name must be registered first (:func:`~relaxpack.runtime.register_func`), else a
+    :class:`~relaxpack.errors.MissingFunctionError` lists them all; ``check_functions=False``
+    defers that to :class:`VirtualMachine` (for tools that only inspect the archive).
 
     >>> exe = load("model.rpk")                                  # doctest: +SKIP
     >>> VirtualMachine(exe).run({"x": x})                        # doctest: +SKIP
     """
     where = os.fspath(path)
     try:
-        return _load(where)
+        exe = _load(where)
+        if check_functions:
+            check_registered(exe)
+        return exe
     except ArchiveError as err:
-        raise ArchiveError(f"{where}: {err}") from None
+        raise type(err)(f"{where}: {err}") from None
 
 
 def _load(path: str) -> Executable:

@@ -16,7 +16,8 @@ from ..errors import ArchiveError
 from .bytecode import VMFunction, format_function
 
 #: Kinds of function-table entries.
-FUNC_KINDS = ("vm", "builtin", "kernel", "packed")
+#: ``func`` names a function registered with :func:`~relaxpack.runtime.register_func`.
+FUNC_KINDS = ("vm", "builtin", "kernel", "packed", "func")
 
 
 @dataclass(frozen=True)

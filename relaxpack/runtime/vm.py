@@ -23,6 +23,7 @@ from .containers import CONTAINER_KINDS, as_input, as_output
 from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunction
 from .executable import Executable
 from .kernels import get_kernel
+from .registry import FUNC_KIND, check_registered, resolve
 
 Step = Callable[[list], int]
 
@@ -44,6 +45,7 @@ class VirtualMachine:
         self.exe = exe
         self._running = threading.Lock()
         self._index = {name: i for i, name in enumerate(exe.functions)}
+        check_registered(exe)   # every missing registered function in one error, before any lookup
         self._prepared = [_Prepared(f) for f in exe.functions.values()]
         self._callees = [self._resolve(i, entry) for i, entry in enumerate(exe.func_table)]
         for prepared in self._prepared:
@@ -125,8 +127,11 @@ class VirtualMachine:
             if fn is None:
                 raise ArchiveError(f"unknown VM builtin {entry.name!r}")
             return fn
-        if entry.kind in ("kernel", "packed"):
-            return get_kernel(entry.name).fn
+        if entry.kind in ("kernel", "packed", FUNC_KIND):
+            fn = resolve(entry.kind, entry.name)
+            if fn is None:  # a kernel this runtime lacks (funcs were checked in __init__)
+                return get_kernel(entry.name).fn
+            return fn
         raise ArchiveError(f"unknown function-table kind {entry.kind!r}")
 
     def _operand(self, func: VMFunction, operand) -> tuple[bool, Any]:

@@ -6,6 +6,9 @@ CI needs no torch: the exported files (each well under 2 MB) are committed.
 - resnet_small.onnx: a ResNet with BasicBlocks and batch norm; dynamic batch.
 - gpt_small.onnx: a GPT-style decoder (token + position embeddings, causal
   self-attention, GELU MLP, layer norm); dynamic batch and sequence.
+- bert_small.onnx: a 2-layer BERT encoder written as Hugging Face writes it
+  (onnxruntime's transformer optimizer fuses it into com.microsoft ops);
+  dynamic batch and sequence.
 - gru_small.onnx, lstm_small.onnx: torch.nn.GRU / torch.nn.LSTM, 2 layers,
   bidirectional, batch_first, then a linear head; outputs the head and the
   final states; dynamic batch and sequence.
@@ -13,6 +16,7 @@ CI needs no torch: the exported files (each well under 2 MB) are committed.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import torch
@@ -97,6 +101,60 @@ class RecurrentSmall(nn.Module):
         return (self.head(y),) + (state if isinstance(state, tuple) else (state,))
 
 
+class BertSelfAttention(nn.Module):
+    """Hugging Face BERT's self-attention, op for op (what onnxruntime's optimizer fuses)."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads, self.dh = heads, d // heads
+        self.query, self.key, self.value = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+
+    def split(self, x):
+        b, t, _ = x.shape
+        return x.view(b, t, self.heads, self.dh).permute(0, 2, 1, 3)
+
+    def forward(self, x, mask):
+        q, k, v = self.split(self.query(x)), self.split(self.key(x)), self.split(self.value(x))
+        s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.dh) + mask
+        c = torch.matmul(s.softmax(-1), v).permute(0, 2, 1, 3).contiguous()
+        return c.view(c.shape[0], c.shape[1], -1)
+
+
+class BertLayer(nn.Module):
+    """Attention, then the feed-forward block, each followed by a residual LayerNorm (post-LN)."""
+
+    def __init__(self, d, heads, ff):
+        super().__init__()
+        self.attn, self.attn_out, self.ln1 = BertSelfAttention(d, heads), nn.Linear(d, d), nn.LayerNorm(d, eps=1e-12)
+        self.inter, self.out, self.ln2 = nn.Linear(d, ff), nn.Linear(ff, d), nn.LayerNorm(d, eps=1e-12)
+
+    def forward(self, x, mask):
+        x = self.ln1(self.attn_out(self.attn(x, mask)) + x)
+        return self.ln2(self.out(nn.functional.gelu(self.inter(x))) + x)
+
+
+class BertSmall(nn.Module):
+    """A 2-layer BERT encoder as Hugging Face writes it: embeddings with token types and a
+    position buffer, post-LN layers with erf GELU, an additive padding mask, a tanh pooler."""
+
+    def __init__(self, vocab=100, d=32, heads=4, ff=64, layers=2, max_pos=64):
+        super().__init__()
+        self.word, self.pos, self.token_type = nn.Embedding(vocab, d), nn.Embedding(max_pos, d), nn.Embedding(2, d)
+        self.ln = nn.LayerNorm(d, eps=1e-12)
+        self.register_buffer("position_ids", torch.arange(max_pos).expand((1, -1)))
+        self.layers = nn.ModuleList([BertLayer(d, heads, ff) for _ in range(layers)])
+        self.pool = nn.Linear(d, d)
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        t = input_ids.shape[1]
+        x = self.word(input_ids) + self.token_type(token_type_ids) + self.pos(self.position_ids[:, :t])
+        x = self.ln(x)
+        mask = (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * torch.finfo(torch.float32).min
+        for layer in self.layers:
+            x = layer(x, mask)
+        return x, torch.tanh(self.pool(x[:, 0]))
+
+
 def _randomize_batch_norm(model: nn.Module, gen: torch.Generator) -> None:
     for m in model.modules():
         if isinstance(m, nn.BatchNorm2d):
@@ -122,6 +180,24 @@ def main() -> None:
     export(gpt, torch.randint(0, 128, (2, 16)), HERE / "gpt_small.onnx", "ids", "logits",
            {"ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}})
     main_recurrent()
+    main_bert()
+
+
+def main_bert() -> None:
+    """bert_small.onnx: inputs input_ids, attention_mask, token_type_ids (batch, seq), int64;
+    outputs last_hidden_state (batch, seq, 32) and pooler_output (batch, 32). Its weights are
+    not trained: tests run onnxruntime's transformer optimizer on it (num_heads 4, hidden 32)."""
+    torch.manual_seed(0)
+    model = BertSmall().eval()
+    ids = torch.randint(0, 100, (2, 7))
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    axes = {n: {0: "batch", 1: "seq"} for n in names}
+    axes.update({"last_hidden_state": {0: "batch", 1: "seq"}, "pooler_output": {0: "batch"}})
+    path = HERE / "bert_small.onnx"
+    torch.onnx.export(model, (ids, torch.ones_like(ids), torch.zeros_like(ids)), str(path), input_names=names,
+                      output_names=["last_hidden_state", "pooler_output"], dynamic_axes=axes, opset_version=17,
+                      dynamo=False)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 
 def export_recurrent(cell: type[nn.Module], path: Path) -> None:

@@ -10,8 +10,19 @@ spec's defaults::
         return make_call("nn.leakyrelu", ctx.expr(x), alpha=alpha)
 
 It returns an IR expression (emitted for it), a :class:`Value`, or a tuple of
-those for a node with several outputs. The same mechanism serves users'
-converters for custom domains.
+those for a node with several outputs (``None`` for an output it does not
+produce). The same mechanism serves users' converters for custom domains,
+e.g. an op that a function registered at run time implements
+(:func:`~relaxpack.importers.onnx.call_registered`)::
+
+    from relaxpack.importers.onnx import call_registered, register_converter
+
+    @register_converter("acme", "RowNorm", since_opset=1)
+    def row_norm(ctx, x, *, eps=1e-5):
+        return call_registered(ctx, "acme.row_norm", [x], (x.shape, x.dtype), dps=True, eps=eps)
+
+and ``relaxpack.runtime.register_func("acme.row_norm", fn, dps=True)`` where
+the archive runs (relaxpack/examples/custom_op.py has the whole story).
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ from . import image, scatter  # noqa: F401  (Resize/Upsample/Pad, GatherND/Scatt
 from . import quantize  # noqa: F401  (quantization)
 from . import composite, loss  # noqa: F401  (compositions)
 from . import recurrent  # noqa: F401  (RNN, GRU, LSTM)
+from . import microsoft  # noqa: F401  (com.microsoft contrib ops)
+from . import microsoft_attention  # noqa: F401  (com.microsoft Attention, MultiHeadAttention)
 from . import sampling  # noqa: F401  (GridSample, RoiAlign, DeformConv)
 from . import signal  # noqa: F401  (DFT, STFT, MelWeightMatrix)
 from . import fold  # noqa: F401  (MaxUnpool, Col2Im)

@@ -1,0 +1,210 @@
+"""com.microsoft ops against onnxruntime (which implements them) on random
+inputs, with a symbolic batch where the op allows it.
+
+Tolerances: onnxruntime's contrib kernels vectorize their reductions and use
+their own erf/tanh approximations, so float results agree to a few ulp of
+the result's magnitude (rtol/atol 1e-5), not bit for bit; the quantized
+results are integers and must agree exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import helper, numpy_helper
+
+import relaxpack
+from relaxpack.errors import UnsupportedOpError
+from relaxpack.runtime import VirtualMachine
+
+from .backend_case import assert_close
+
+MS = "com.microsoft"
+FLOAT_TOL = (1e-5, 1e-5)
+
+
+def rand(*shape, dtype=np.float32, seed=0, low=None, high=None):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        return rng.integers(info.min if low is None else low, (info.max if high is None else high) + 1,
+                            shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def ms_model(op, feeds, consts=None, inputs=None, attrs=None, outputs=1, domain=MS, opset=17, sym=None):
+    """One node of ``domain``; graph inputs ``feeds`` (``sym``: symbolic shapes), initializers ``consts``."""
+    consts = consts or {}
+    names = list(inputs) if inputs is not None else [*feeds, *consts]
+    graph_inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                                  (sym or {}).get(n, a.shape)) for n, a in feeds.items()]
+    inits = [numpy_helper.from_array(np.asarray(a), n) for n, a in consts.items()]
+    outs = [f"y{i}" if isinstance(outputs, int) else o for i, o in
+            enumerate(range(outputs) if isinstance(outputs, int) else outputs)]
+    node = helper.make_node(op, names, outs, domain=domain, **(attrs or {}))
+    graph = helper.make_graph([node], "g", graph_inputs, [onnx.ValueInfoProto(name=o) for o in outs if o], inits)
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(MS, 1)] if domain == MS else [])
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10)
+
+
+def check(model, *feeds_list, tol=FLOAT_TOL, dims=None):
+    """Import and build once, then match onnxruntime at every feeds."""
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model, dims=dims)))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in model.graph.output]
+    for feeds in feeds_list:
+        got = vm.run(feeds)
+        for name, want in zip(names, sess.run(None, feeds)):
+            assert got[name].dtype == want.dtype and got[name].shape == want.shape, name
+            assert_close(got[name], want, *tol, name)
+
+
+def batches(make, *sizes):
+    return [make(b, seed) for seed, b in enumerate(sizes)]
+
+
+# ---------------------------------------------------------------- activations
+
+
+@pytest.mark.parametrize("op, attrs", [("Gelu", {}), ("FastGelu", {}), ("QuickGelu", {}),
+                                       ("QuickGelu", {"alpha": 1.5})])
+def test_activations(op, attrs):
+    model = ms_model(op, {"x": rand(2, 5, 8)}, attrs=attrs, sym={"x": ["b", 5, 8]})
+    check(model, *batches(lambda b, s: {"x": 3 * rand(b, 5, 8, seed=s)}, 1, 3))
+
+
+@pytest.mark.parametrize("op", ["BiasGelu", "FastGelu"])
+def test_activations_with_bias(op):
+    model = ms_model(op, {"x": rand(2, 5, 8)}, {"bias": rand(8, seed=9)}, sym={"x": ["b", 5, 8]})
+    check(model, *batches(lambda b, s: {"x": 3 * rand(b, 5, 8, seed=s)}, 1, 3))
+
+
+# ---------------------------------------------------------------- FusedMatMul
+
+
+@pytest.mark.parametrize("trans_a, trans_b, alpha", [(0, 0, 1.0), (1, 0, 0.5), (0, 1, 2.0), (1, 1, -0.25)])
+def test_fused_matmul(trans_a, trans_b, alpha):
+    a_shape, b_shape = (2, 3, 4) if not trans_a else (2, 4, 3), (4, 5) if not trans_b else (5, 4)
+    model = ms_model("FusedMatMul", {"a": rand(*a_shape)}, {"b": rand(*b_shape, seed=1)},
+                     attrs={"transA": trans_a, "transB": trans_b, "alpha": alpha},
+                     sym={"a": ["n", *a_shape[1:]]})
+    check(model, *batches(lambda n, s: {"a": rand(n, *a_shape[1:], seed=s)}, 1, 4))
+
+
+def test_fused_matmul_batch_transposes_are_unsupported_by_name():
+    model = ms_model("FusedMatMul", {"a": rand(2, 3, 4)}, {"b": rand(4, 5)}, attrs={"transBatchA": 1})
+    with pytest.raises(UnsupportedOpError, match=r"FusedMatMul node \(domain com.microsoft, opset 1\): transBatch"):
+        relaxpack.from_onnx(model)
+
+
+@pytest.mark.parametrize("activation, extra", [("Relu", {}), ("Tanh", {}), ("Sigmoid", {}),
+                                               ("LeakyRelu", {"activation_alpha": 0.2})])
+def test_fused_gemm(activation, extra):
+    model = ms_model("FusedGemm", {"a": rand(3, 4)}, {"b": rand(5, 4, seed=1), "c": rand(5, seed=2)},
+                     attrs={"transB": 1, "alpha": 0.5, "beta": 2.0, "activation": activation, **extra},
+                     sym={"a": ["n", 4]})
+    check(model, *batches(lambda n, s: {"a": rand(n, 4, seed=s)}, 1, 6))
+
+
+# ---------------------------------------------------------------- layer norms
+
+
+@pytest.mark.parametrize("with_beta, with_bias", [(True, True), (True, False), (False, False)])
+def test_skip_layer_norm(with_beta, with_bias):
+    consts = {"gamma": rand(16, seed=2)}
+    inputs = ["x", "skip", "gamma", "beta" if with_beta else "", "bias" if with_bias else ""]
+    if with_beta:
+        consts["beta"] = rand(16, seed=3)
+    if with_bias:
+        consts["bias"] = rand(16, seed=4)
+    model = ms_model("SkipLayerNormalization", {"x": rand(2, 3, 16), "skip": rand(2, 3, 16)}, consts,
+                     inputs=inputs, attrs={"epsilon": 1e-5}, outputs=["out", "", "", "sum"],
+                     sym={"x": ["b", "s", 16], "skip": ["b", "s", 16]})
+    check(model, *batches(lambda b, s: {"x": rand(b, 7, 16, seed=s), "skip": rand(b, 7, 16, seed=s + 5)}, 1, 3))
+
+
+def test_skip_simplified_layer_norm():
+    model = ms_model("SkipSimplifiedLayerNormalization", {"x": rand(2, 3, 16), "skip": rand(2, 3, 16)},
+                     {"gamma": rand(16, seed=2), "bias": rand(16, seed=4)}, inputs=["x", "skip", "gamma", "bias"],
+                     attrs={"epsilon": 1e-6}, outputs=["out", "", "", "sum"], sym={"x": ["b", 3, 16], "skip": ["b", 3, 16]})
+    check(model, {"x": rand(2, 3, 16), "skip": rand(2, 3, 16, seed=1)})
+
+
+def test_simplified_layer_norm_in_the_default_domain():
+    model = ms_model("SimplifiedLayerNormalization", {"x": rand(2, 3, 16)}, {"scale": rand(16, seed=2)},
+                     attrs={"epsilon": 1e-6}, domain="", opset=13, sym={"x": ["b", 3, 16]})
+    check(model, *batches(lambda b, s: {"x": rand(b, 3, 16, seed=s)}, 1, 2))
+
+
+def test_contrib_layer_norm_before_opset_17():
+    model = ms_model("LayerNormalization", {"x": rand(2, 3, 16)}, {"scale": rand(16, seed=2), "b": rand(16, seed=3)},
+                     attrs={"epsilon": 1e-5}, domain="", opset=13, sym={"x": ["b", 3, 16]})
+    check(model, *batches(lambda b, s: {"x": rand(b, 3, 16, seed=s)}, 1, 2))
+
+
+@pytest.mark.parametrize("segments, mask, position_ids", [(True, True, False), (False, True, False),
+                                                          (True, False, False), (True, True, True)])
+def test_embed_layer_norm(segments, mask, position_ids):
+    vocab, max_pos, hidden, batch, seq = 30, 12, 16, 3, 5
+    consts = {"word": rand(vocab, hidden, seed=1), "pos": rand(max_pos, hidden, seed=2),
+              "gamma": rand(hidden, seed=4), "beta": rand(hidden, seed=5)}
+    feeds = {"ids": rand(batch, seq, dtype=np.int32, low=0, high=vocab - 1)}
+    if segments:
+        consts["seg_emb"] = rand(2, hidden, seed=3)
+        feeds["seg"] = rand(batch, seq, dtype=np.int32, low=0, high=1, seed=6)
+    if mask:
+        m = np.ones((batch, seq), np.int32)
+        m[1, 3:] = 0
+        m[2, 1] = 0      # not only right padding: the index counts the nonzero entries
+        feeds["mask"] = m
+    if position_ids:
+        feeds["posids"] = rand(batch, seq, dtype=np.int32, low=0, high=max_pos - 1, seed=7)
+    inputs = ["ids", "seg" if segments else "", "word", "pos", "seg_emb" if segments else "", "gamma", "beta",
+              "mask" if mask else "", "posids" if position_ids else ""]
+    while inputs[-1] == "":
+        inputs.pop()
+    outputs = ["out", "mask_index", "sum"] if mask or segments else ["out", "", "sum"]
+    model = ms_model("EmbedLayerNormalization", feeds, consts, inputs=inputs, attrs={"epsilon": 1e-5},
+                     outputs=outputs, sym={k: ["b", "s"] for k in feeds})
+    check(model, feeds)
+
+
+# ---------------------------------------------------------------- quantized
+
+
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_binary(op, dtype):
+    zp = {np.uint8: (128, 120, 131), np.int8: (3, -5, 1)}[dtype]
+    consts = {"sa": np.float32(0.05), "za": dtype(zp[0]), "sb": np.float32(0.03), "zb": dtype(zp[1]),
+              "sc": np.float32(0.07 if op == "QLinearAdd" else 0.2), "zc": dtype(zp[2])}
+    # many elements, so that the rounding ties where the order of operations shows come up
+    model = ms_model(op, {"a": rand(2, 300, 8, dtype=dtype), "b": rand(8, dtype=dtype, seed=1)}, consts,
+                     inputs=["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], sym={"a": ["n", 300, 8]})
+    check(model, *batches(lambda n, s: {"a": rand(n, 300, 8, dtype=dtype, seed=s),
+                                        "b": rand(8, dtype=dtype, seed=s + 3)}, 2, 5), tol=(0, 0))
+
+
+@pytest.mark.parametrize("per_column, with_bias", [(False, False), (True, True)])
+def test_matmul_integer_to_float(per_column, with_bias):
+    consts = {"b": rand(8, 6, dtype=np.int8, seed=1), "sa": np.float32(0.02),
+              "sb": (np.abs(rand(6, seed=2)) * 0.01 + 0.001) if per_column else np.float32(0.03),
+              "za": np.uint8(130), "zb": np.zeros(6, np.int8) if per_column else np.int8(0)}
+    if with_bias:
+        consts["bias"] = rand(6, seed=3)
+    names = ["a", "b", "sa", "sb", "za", "zb"] + (["bias"] if with_bias else [])
+    model = ms_model("MatMulIntegerToFloat", {"a": rand(2, 4, 8, dtype=np.uint8)}, consts, inputs=names,
+                     sym={"a": ["n", 4, 8]})
+    check(model, *batches(lambda n, s: {"a": rand(n, 4, 8, dtype=np.uint8, seed=s)}, 1, 3))
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_dynamic_quantize_matmul(with_bias):
+    consts = {"b": rand(8, 6, dtype=np.int8, seed=1), "sb": np.float32(0.03), "zb": np.int8(0)}
+    if with_bias:
+        consts["bias"] = rand(6, seed=3)
+    model = ms_model("DynamicQuantizeMatMul", {"a": rand(2, 4, 8)}, consts,
+                     inputs=["a", "b", "sb", "zb"] + (["bias"] if with_bias else []), sym={"a": ["n", 4, 8]})
+    check(model, *batches(lambda n, s: {"a": rand(n, 4, 8, seed=s)}, 1, 3))

@@ -1,0 +1,99 @@
+"""com.microsoft Attention and MultiHeadAttention against onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import relaxpack
+from relaxpack.errors import UnsupportedOpError
+
+from .test_convert_microsoft import check, ms_model, rand
+
+B, S, HIDDEN, HEADS = 2, 5, 16, 4
+HEAD = HIDDEN // HEADS
+
+
+def _lengths(batch, seq):
+    return np.array([seq - (i % seq) for i in range(batch)], np.int32)
+
+
+def _raw_mask(batch, seq):
+    m = np.ones((batch, seq), np.int32)
+    m[0, -2:] = 0
+    if batch > 1:
+        m[1, 1] = 0
+    return m
+
+
+@pytest.mark.parametrize("mask, unidirectional, sizes", [
+    (None, 0, None), ("lengths", 0, None), ("raw", 0, None), (None, 1, None), ("raw", 1, None),
+    (None, 0, (16, 16, 8)),
+])
+def test_attention(mask, unidirectional, sizes):
+    width = sum(sizes) if sizes else 3 * HIDDEN
+    consts = {"w": rand(HIDDEN, width, seed=1) * 0.5, "bias": rand(width, seed=2)}
+    feeds = {"x": rand(B, S, HIDDEN)}
+    inputs = ["x", "w", "bias"]
+    attrs = {"num_heads": HEADS, "unidirectional": unidirectional}
+    if sizes:
+        attrs["qkv_hidden_sizes"] = list(sizes)
+    make_mask = {"lengths": _lengths, "raw": _raw_mask}.get(mask)
+    if make_mask:
+        feeds["mask"] = make_mask(B, S)
+        inputs.append("mask")
+    sym = {"x": ["b", "s", HIDDEN], "mask": ["b"] if mask == "lengths" else ["b", "s"]}
+    model = ms_model("Attention", feeds, consts, inputs=inputs, attrs=attrs, sym=sym)
+
+    def feeds_at(b, s, seed):
+        f = {"x": rand(b, s, HIDDEN, seed=seed)}
+        if make_mask:
+            f["mask"] = make_mask(b, s)
+        return f
+    check(model, feeds_at(1, 3, 0), feeds_at(3, 6, 1))
+
+
+def test_attention_with_past_gives_the_present():
+    consts = {"w": rand(HIDDEN, 3 * HIDDEN, seed=1) * 0.5, "bias": rand(3 * HIDDEN, seed=2)}
+    feeds = {"x": rand(B, S, HIDDEN), "past": rand(2, B, HEADS, 3, HEAD, seed=3)}
+    model = ms_model("Attention", feeds, consts, inputs=["x", "w", "bias", "", "past"],
+                     attrs={"num_heads": HEADS, "unidirectional": 1}, outputs=["out", "present"])
+    check(model, feeds)
+
+
+def test_attention_with_attention_bias():
+    consts = {"w": rand(HIDDEN, 3 * HIDDEN, seed=1) * 0.5, "bias": rand(3 * HIDDEN, seed=2)}
+    feeds = {"x": rand(B, S, HIDDEN), "attn_bias": rand(1, HEADS, S, S, seed=4)}
+    model = ms_model("Attention", feeds, consts, inputs=["x", "w", "bias", "", "", "attn_bias"],
+                     attrs={"num_heads": HEADS, "scale": 0.3})
+    check(model, feeds)
+
+
+def test_attention_with_start_positions_is_unsupported_by_name():
+    model = ms_model("Attention", {"x": rand(B, S, HIDDEN), "mask": np.zeros(2 * B, np.int32)},
+                     {"w": rand(HIDDEN, 3 * HIDDEN), "bias": rand(3 * HIDDEN)}, inputs=["x", "w", "bias", "mask"],
+                     attrs={"num_heads": HEADS})
+    with pytest.raises(UnsupportedOpError, match=r"Attention node \(domain com.microsoft, opset 1\): a 1-D mask"):
+        relaxpack.from_onnx(model)
+
+
+@pytest.mark.parametrize("with_bias, mask, past", [(False, None, False), (True, "raw", False), (True, None, True),
+                                                   (False, "lengths", False)])
+def test_multi_head_attention(with_bias, mask, past):
+    kv_len = 7
+    feeds = {"q": rand(B, S, HIDDEN), "k": rand(B, kv_len, HIDDEN, seed=1), "v": rand(B, kv_len, HIDDEN, seed=2)}
+    consts = {"bias": rand(3 * HIDDEN, seed=3)} if with_bias else {}
+    inputs = ["q", "k", "v", "bias" if with_bias else "", "", "", "", ""]
+    if mask:
+        feeds["mask"] = _lengths(B, kv_len) if mask == "lengths" else _raw_mask(B, kv_len)
+        inputs[4] = "mask"
+    outputs = ["out"]
+    if past:
+        feeds["past_k"], feeds["past_v"] = rand(B, HEADS, 3, HEAD, seed=4), rand(B, HEADS, 3, HEAD, seed=5)
+        inputs[6:8] = ["past_k", "past_v"]
+        outputs += ["present_k", "present_v"]
+    while inputs[-1] == "":
+        inputs.pop()
+    model = ms_model("MultiHeadAttention", feeds, consts, inputs=inputs, attrs={"num_heads": HEADS},
+                     outputs=outputs)
+    check(model, feeds)
