@@ -12,6 +12,11 @@ CI needs no torch: the exported files (each well under 2 MB) are committed.
 - gru_small.onnx, lstm_small.onnx: torch.nn.GRU / torch.nn.LSTM, 2 layers,
   bidirectional, batch_first, then a linear head; outputs the head and the
   final states; dynamic batch and sequence.
+- cond_small.onnx: ``torch.cond`` on the sign of the input's sum (an ONNX If),
+  exported by torch's dynamo exporter (which needs onnxscript); dynamic batch.
+- if_small.onnx, loop_small.onnx: a data-dependent Python ``if`` and a
+  ``for`` loop of run-time length, kept by ``torch.jit.script`` (an ONNX If
+  and Loop) and exported by the TorchScript exporter; dynamic batch.
 """
 
 from __future__ import annotations
@@ -181,6 +186,7 @@ def main() -> None:
            {"ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}})
     main_recurrent()
     main_bert()
+    main_control()
 
 
 def main_bert() -> None:
@@ -215,6 +221,44 @@ def main_recurrent() -> None:
     torch.manual_seed(0)
     export_recurrent(nn.GRU, HERE / "gru_small.onnx")
     export_recurrent(nn.LSTM, HERE / "lstm_small.onnx")
+
+
+class CondSmall(nn.Module):
+    """``torch.cond``: relu(x) * 2 where the sum is positive, else sigmoid(x) - 1."""
+
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda v: torch.relu(v) * 2, lambda v: torch.sigmoid(v) - 1, (x,))
+
+
+class IfSmall(nn.Module):
+    def forward(self, x):
+        if bool(x.sum() > 0):
+            y = x * 2.0 + 1.0
+        else:
+            y = x.abs() - 1.0
+        return y
+
+
+class LoopSmall(nn.Module):
+    def forward(self, x, n: int):
+        y = x
+        for _ in range(n):
+            y = y * 0.5 + x
+        return y
+
+
+def main_control() -> None:
+    path = HERE / "cond_small.onnx"
+    batch = torch.export.Dim("batch")
+    torch.onnx.export(CondSmall(), (torch.randn(3, 4),), str(path), input_names=["x"], output_names=["y"],
+                      dynamo=True, dynamic_shapes={"x": {0: batch}}, external_data=False)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
+    for module, args, names, path in [(IfSmall(), (torch.randn(3, 4),), ["x"], HERE / "if_small.onnx"),
+                                      (LoopSmall(), (torch.randn(3, 4), torch.tensor(3)), ["x", "n"],
+                                       HERE / "loop_small.onnx")]:
+        torch.onnx.export(torch.jit.script(module), args, str(path), dynamo=False, input_names=names,
+                          output_names=["y"], dynamic_axes={"x": {0: "batch"}})
+        print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 
 if __name__ == "__main__":
