@@ -94,7 +94,8 @@ def multinomial(logits, *, out, dtype="int32", sample_size=1, seed=None):
     u = random_state(seed).random_sample(out.shape)
     if x.shape[0] == 0:
         return
-    weights = np.exp(x - x.max(axis=1, keepdims=True))
+    with np.errstate(invalid="ignore"):    # rows of NaN or all -inf are reported below
+        weights = np.exp(x - x.max(axis=1, keepdims=True))
     cdf = np.cumsum(weights, axis=1)
     total = cdf[:, -1]
     bad = ~(np.isfinite(total) & (total > 0))
