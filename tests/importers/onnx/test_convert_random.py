@@ -15,11 +15,13 @@ from onnx.reference import ReferenceEvaluator
 import relaxpack
 from relaxpack.errors import ExecutionError, RelaxpackError, UnsupportedOpError
 from relaxpack.importers.onnx.context import ImportContext
+from relaxpack.ir import parse
 from relaxpack.ir.block_builder import BlockBuilder
+from relaxpack.ir.equality import assert_structural_equal
 from relaxpack.ir.expr import Constant, ShapeExpr, Var
 from relaxpack.ops.registry import make_call
 from relaxpack.passes.optimize import optimize_pipeline
-from relaxpack.runtime import VirtualMachine
+from relaxpack.runtime import VirtualMachine, load
 from relaxpack.vm_build import build
 
 from .helpers import check_model, rand
@@ -267,3 +269,22 @@ def test_invalid_random_inputs_and_attributes_fail_clearly():
         runner(random_model("Bernoulli", {}, x=(F32, [2])))({"x": np.array([0.5, 1.5], np.float32)})
     with pytest.raises(ExecutionError, match="row 1"):
         multinomial_run(np.array([[0, 0], [-np.inf, -np.inf]], np.float32), 2)
+
+
+def test_random_ops_round_trip_through_text_and_archive(tmp_path):
+    """Seeds, dtypes and sizes survive parse(print(m)) and save/load: the
+    loaded archive draws what onnx's reference evaluator draws."""
+    nodes = [helper.make_node("RandomUniformLike", ["x"], ["u"], seed=1.0, low=0.5),
+             helper.make_node("Bernoulli", ["u"], ["b"], dtype=TensorProto.INT64, seed=4.0),
+             helper.make_node("RandomNormal", [], ["r"], shape=[2], dtype=F64, seed=6.0)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F32, ["n", 4])],
+                              [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in "ubr"])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)], ir_version=10)
+    mod = relaxpack.from_onnx(model)
+    assert_structural_equal(parse(mod.script()), mod)
+    build(mod, opt_level=2).save(tmp_path / "m.rpk")
+    got = VirtualMachine(load(tmp_path / "m.rpk")).run({"x": np.zeros((3, 4), np.float32)})
+    want = ReferenceEvaluator(model).run(None, {"x": np.zeros((3, 4), np.float32)})
+    for name, expected in zip("ubr", want):
+        assert got[name].dtype == expected.dtype
+        np.testing.assert_array_equal(got[name], expected)
