@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 
 from ...errors import ShapeError
-from ...ir.block_builder import BlockBuilder, is_leaf
+from ...ir.block_builder import BlockBuilder, is_leaf, is_pure_expr
 from ...ir.dims import Dim
 from ...ir.expr import Call, Constant, Expr, ShapeExpr, Var
 from ...ir.struct_info import TensorStructInfo, dtype_name
@@ -53,12 +53,14 @@ class ImportContext:
         return self.bb.emit(call, "shape")
 
     def emit(self, expr: Expr, name: str = "lv") -> Value:
-        """Bind ``expr`` and return its value; a small call on constants is
-        folded at import time (with the runtime's kernels) instead."""
+        """Bind ``expr`` and return its value; a small call of a pure op on
+        constants is folded at import time (with the runtime's kernels)
+        instead. Impure calls (random draws) are always emitted: folded,
+        one draw would stand for every run."""
         if isinstance(expr, (Var, Constant)):
             return Value(expr.struct_info, expr=expr,
                          const=np.asarray(expr.data) if isinstance(expr, Constant) else None)
-        if isinstance(expr, Call) and all(is_leaf(a) for a in expr.args):
+        if isinstance(expr, Call) and is_pure_expr(expr) and all(is_leaf(a) for a in expr.args):
             call = self.bb.normalize(expr)
             folded = evaluate_call(call, FOLD_LIMIT)
             if folded is not None and not isinstance(folded, tuple):
