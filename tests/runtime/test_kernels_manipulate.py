@@ -91,7 +91,7 @@ def test_astype_to_bfloat16_rounds_to_nearest():
 
 def test_astype_between_numbers_and_strings():
     x = np.array([1.5, -2.0, 0.25])
-    assert run_kernel("astype", x, dtype="string").tolist() == ["1.5", "-2.0", "0.25"]
+    assert run_kernel("astype", x, dtype="string").tolist() == ["1.5", "-2", "0.25"]   # as onnxruntime: %.8g
     s = np.array(["1.5", "-2", "7"], dtype=object)
     np.testing.assert_array_equal(run_kernel("astype", s, dtype="float32"), np.array([1.5, -2, 7], np.float32))
 

@@ -103,13 +103,29 @@ def _load(model) -> tuple["onnx.ModelProto", Path | None, str]:
 
 
 def _opsets(model) -> dict[str, int]:
+    """The model's opset imports by domain. A domain its nodes use without
+    declaring it (onnxruntime's transformer optimizer leaves com.microsoft
+    undeclared; onnxruntime accepts that) counts as opset 1."""
     opsets = {}
     for entry in model.opset_import:
         domain = "" if entry.domain in ("", "ai.onnx") else entry.domain
         opsets[domain] = entry.version
     if "" not in opsets:
         opsets[""] = 1 if not model.opset_import else max(opsets.values(), default=1)
+    for domain in _node_domains(model.graph) - set(opsets):
+        log.debug("domain %r is used but not declared; taking opset 1", domain)
+        opsets[domain] = 1
     return opsets
+
+
+def _node_domains(graph) -> set[str]:
+    domains = set()
+    for node in graph.node:
+        domains.add("" if node.domain in ("", "ai.onnx") else node.domain)
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+                domains |= _node_domains(sub)
+    return domains
 
 
 def _initializer_names(graph) -> set[str]:

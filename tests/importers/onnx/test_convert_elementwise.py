@@ -429,12 +429,6 @@ def test_cast_to_float8_saturate(to, saturate):
     check(m, {"x": x}, reference="ref", rtol=0, atol=0)
 
 
-def test_cast_to_string_is_unsupported():
-    m = model(node("Cast", ["x"], to=TensorProto.STRING), [inp("x", "float32", [2])])
-    with pytest.raises(UnsupportedOpError, match="Cast.*string"):
-        relaxpack.from_onnx(m)
-
-
 def test_binary_with_an_unknown_attribute_names_it():
     m = model(node("Add", ["a", "b"], axis=0), [inp("a", "float32", [2]), inp("b", "float32", [2])])
     with pytest.raises(UnsupportedOpError, match="axis"):

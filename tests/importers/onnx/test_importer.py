@@ -1,6 +1,8 @@
 """The importer's core: inputs and symbolic dims, initializers, the
 converter registry, unsupported-op reporting, malformed graphs."""
 
+import math
+
 import numpy as np
 import onnx
 import pytest
@@ -167,3 +169,15 @@ def test_external_data_outside_the_model_folder_is_refused(tmp_path):
     onnx.save(m, str(path))
     with pytest.raises(RelaxpackError, match="outside the model's folder"):
         relaxpack.from_onnx(path)
+
+
+def test_a_domain_used_but_not_declared_counts_as_opset_1():
+    """onnxruntime's transformer optimizer leaves com.microsoft out of the
+    opset imports; onnxruntime accepts such models, so relaxpack does too."""
+    node = helper.make_node("Gelu", ["x"], ["y"], domain="com.microsoft")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.linspace(-3, 3, 5, dtype=np.float32)
+    out = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model))).run({"x": x})["y"]
+    np.testing.assert_allclose(out, x * 0.5 * (1 + np.vectorize(math.erf)(x / math.sqrt(2))), rtol=1e-6, atol=1e-7)
