@@ -11,7 +11,9 @@ The body graph becomes a module function (see ``_body.py``) and the node one
 Loop-carried state keeps the shape of its initial value when the body
 provably returns that shape again; otherwise the body is converted once more
 with fresh dims for the state (shapes may change between iterations) and
-the final state is ``match_cast`` to fresh dims. Stacked scan outputs always
+the final state is ``match_cast`` to fresh dims. A sequence or optional state
+is widened until the body's result fits it (its elements' shapes, then ranks,
+forgotten; an optional state the body returns bare is wrapped). Stacked scan outputs always
 get a fresh leading dim (the trip count may be known only at run time).
 
 Scan slices its scanned inputs inside the body (``take`` at the iteration
@@ -24,13 +26,17 @@ from __future__ import annotations
 import numpy as np
 
 from ....ir.expr import Constant, TupleGetItem, Var
-from ....ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, is_base_of
+from ....ir.struct_info import (
+    OptionalStructInfo, SequenceStructInfo, StructInfo, TensorStructInfo, TupleStructInfo, is_base_of,
+    unify_struct_info,
+)
 from ....ops.definitions.index import HUGE
 from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
 from ._body import build_body, drop_functions_since, forget_dims, general_sinfo, renamed_sinfo
 from ._shape_common import INT64_MAX, fresh_dims, norm_axis, shape_error, shaped, unsupported
+from .sequence import optional
 
 ITER_SINFO = TensorStructInfo((), "int64")
 COND_SINFO = TensorStructInfo((), "bool")
@@ -71,15 +77,72 @@ def _state_and_body(ctx, graph, initial: list[StructInfo], first_state: int, bin
     outs = built.outputs[first_state:first_state + len(initial)]
     if all(is_base_of(p, o, ctx.bb.analyzer) for p, o in zip(exact, outs)):
         return list(initial), built
-    drop_functions_since(ctx, before)
     general = [general_sinfo(ctx, s, "state") for s in initial]
-    built = build_body(ctx, graph, hint, _declared(general, extra), bind, finish)
-    outs = built.outputs[first_state:first_state + len(initial)]
+    for _ in range(_MAX_WIDENINGS):
+        drop_functions_since(ctx, before)
+        built = build_body(ctx, graph, hint, _declared(general, extra), bind,
+                           _wrap_optionals(ctx, finish, first_state, general))
+        outs = built.outputs[first_state:first_state + len(initial)]
+        widened = _widened(ctx, general, outs)
+        if all(w is g for w, g in zip(widened, general)):
+            return [None if isinstance(s, TensorStructInfo) else s for s in general], built
+        general = widened
+    raise unsupported(ctx, f"the loop-carried values' struct info does not settle after {_MAX_WIDENINGS} "
+                           f"widenings (last: {general})")
+
+
+#: a widening only erases shapes and ranks, so a couple of rounds reach the fixed point
+_MAX_WIDENINGS = 4
+
+
+def _widened(ctx, general: list[StructInfo], outs: list[StructInfo]) -> list[StructInfo]:
+    """``general`` with each sequence or optional state that the body's result does not
+    fit widened to describe both (element shapes, then ranks, forgotten)."""
+    result = []
     for k, (p, o) in enumerate(zip(general, outs)):
-        if not is_base_of(forget_dims(p), o, ctx.bb.analyzer):
+        if is_base_of(forget_dims(p), o, ctx.bb.analyzer):
+            result.append(p)
+            continue
+        widened = _widen(ctx, p, o)
+        if widened is None:
             raise unsupported(ctx, f"loop-carried value {k} changes from {forget_dims(p)} to {forget_dims(o)} "
                                    f"in the body (its rank or dtype changes)")
-    return [None if isinstance(s, TensorStructInfo) else s for s in general], built
+        result.append(widened)
+    return result
+
+
+def _widen(ctx, state: StructInfo, out: StructInfo) -> StructInfo | None:
+    """The least struct info describing both a sequence or optional ``state`` and the body's
+    result ``out`` (an optional state may come back as its bare element); ``None`` when
+    there is none that keeps the dtypes (a tensor state must keep its rank: it is match_cast)."""
+    if not isinstance(state, (SequenceStructInfo, OptionalStructInfo)):
+        return None
+    if isinstance(state, OptionalStructInfo) and not isinstance(out, OptionalStructInfo):
+        out = OptionalStructInfo(out)
+    joined = unify_struct_info(forget_dims(state), forget_dims(out), ctx.bb.analyzer)
+    return joined if _typed(joined) else None
+
+
+def _typed(sinfo: StructInfo) -> bool:
+    """Whether every tensor in ``sinfo`` has a dtype (no ``Object`` from a failed join)."""
+    if isinstance(sinfo, TensorStructInfo):
+        return sinfo.dtype is not None
+    if isinstance(sinfo, (SequenceStructInfo, OptionalStructInfo)):
+        return _typed(sinfo.elem)
+    return False
+
+
+def _wrap_optionals(ctx, finish, first_state: int, state: list[StructInfo]):
+    """``finish`` followed by wrapping each body result whose state is an optional but which
+    is the bare value (ONNX lets a body return a sequence for an optional sequence state)."""
+    def wrapped(outputs):
+        outputs = list(finish(outputs) if finish is not None else outputs)
+        for k, s in enumerate(state):
+            value = outputs[first_state + k]
+            if isinstance(s, OptionalStructInfo) and not isinstance(value.sinfo, OptionalStructInfo):
+                outputs[first_state + k] = optional(ctx, value)
+        return outputs
+    return wrapped
 
 
 def _declared(state: list[StructInfo], extra) -> list[Var]:
