@@ -217,3 +217,65 @@ def test_archive_of_a_loop_model_loads_and_runs(tmp_path):
     for name in want:
         np.testing.assert_array_equal(out[name], want[name])
     assert out["scans"].shape == (6, 3)
+
+
+def _scan8_model(directions, with_lens):
+    """Opset 8: s += a_t * b_t (one state); scan out s and a_t - b_t. Symbolic batch and time."""
+    body = h.make_graph([
+        h.make_node("Mul", ["a_t", "b_t"], ["ab"]),
+        h.make_node("Add", ["s_in", "ab"], ["s_out"]),
+        h.make_node("Identity", ["s_out"], ["y_t"]),
+        h.make_node("Sub", ["a_t", "b_t"], ["d_t"]),
+    ], "body", [h.make_tensor_value_info(n, T.FLOAT, [2]) for n in ("s_in", "a_t", "b_t")],
+        [h.make_tensor_value_info(n, T.FLOAT, [2]) for n in ("s_out", "y_t", "d_t")])
+    node = h.make_node("Scan", ["lens" if with_lens else "", "s0", "a", "b"], ["sf", "ys", "ds"], body=body,
+                       num_scan_inputs=2, directions=directions)
+    inputs = [h.make_tensor_value_info("s0", T.FLOAT, ["batch", 2]),
+              h.make_tensor_value_info("a", T.FLOAT, ["batch", "time", 2]),
+              h.make_tensor_value_info("b", T.FLOAT, ["batch", "time", 2])]
+    if with_lens:
+        inputs.insert(0, h.make_tensor_value_info("lens", T.INT64, ["batch"]))
+    outputs = [h.make_tensor_value_info(n, T.FLOAT, None) for n in ("sf", "ys", "ds")]
+    return _model([node], inputs, outputs, opset=8)
+
+
+@pytest.mark.parametrize("directions", [[0, 0], [1, 0], [1, 1]])
+@pytest.mark.parametrize("with_lens", [False, True])
+def test_scan_opset8_batches_lengths_and_directions(directions, with_lens):
+    rng = np.random.default_rng(1)
+    feeds = []
+    for batch, time, lens in ((3, 4, [4, 1, 2]), (1, 1, [1]), (2, 5, [3, 5])):
+        f = {"s0": rng.standard_normal((batch, 2)).astype(np.float32),
+             "a": rng.standard_normal((batch, time, 2)).astype(np.float32),
+             "b": rng.standard_normal((batch, time, 2)).astype(np.float32)}
+        if with_lens:
+            f["lens"] = np.array(lens, np.int64)
+        feeds.append(f)
+    check_model(_scan8_model(directions, with_lens), *feeds)
+
+
+def _scan8_spec(directions):
+    """The spec's pseudo-code for :func:`_scan8_model`, padding scan outputs with zeros."""
+    def run(feeds):
+        s0, a, b = feeds["s0"], feeds["a"], feeds["b"]
+        batch, time = a.shape[:2]
+        lens = feeds.get("lens", np.full(batch, time))
+        sf, ys, ds = s0.copy(), np.zeros_like(a), np.zeros_like(a)
+        for e in range(batch):
+            n = int(lens[e])
+            for t in range(n):
+                a_t = a[e, n - 1 - t if directions[0] else t]
+                b_t = b[e, n - 1 - t if directions[1] else t]
+                sf[e] = sf[e] + a_t * b_t
+                ys[e, t], ds[e, t] = sf[e], a_t - b_t
+        return sf, ys, ds
+    return run
+
+
+def test_scan_opset8_sequence_of_length_zero_keeps_the_initial_state():
+    """onnxruntime refuses a length 0 (the spec allows any length up to the time axis)."""
+    rng = np.random.default_rng(2)
+    feeds = {"lens": np.array([0, 3], np.int64), "s0": rng.standard_normal((2, 2)).astype(np.float32),
+             "a": rng.standard_normal((2, 3, 2)).astype(np.float32),
+             "b": rng.standard_normal((2, 3, 2)).astype(np.float32)}
+    check_model(_scan8_model([1, 0], True), feeds, ref=_scan8_spec([1, 0]))

@@ -63,11 +63,11 @@ def loop(ctx, max_trip=None, cond=None, *initial, body):
         return {name: Value(p.struct_info, expr=p) for name, p in zip(names, declared)}
 
     state = [ctx.expr(v) for v in initial]
-    states, built = _state_and_body(ctx, body, [v.sinfo for v in initial], 1, bind, hint="loop_body")
-    return _emit_loop(ctx, built, trips, go, state, states, n_scan)
+    states, built = state_and_body(ctx, body, [v.sinfo for v in initial], 1, bind, hint="loop_body")
+    return emit_loop(ctx, built, trips, go, state, states, n_scan)
 
 
-def _state_and_body(ctx, graph, initial: list[StructInfo], first_state: int, bind, hint: str, extra=(),
+def state_and_body(ctx, graph, initial: list[StructInfo], first_state: int, bind, hint: str, extra=(),
                     finish=None):
     """The body function, and the struct info of the final state as the caller sees it
     (``None`` where it must be match_cast to fresh dims: the state changes shape)."""
@@ -152,7 +152,7 @@ def _declared(state: list[StructInfo], extra) -> list[Var]:
     return params
 
 
-def _emit_loop(ctx, built, trips, go, state, states, n_scan, operands=()) -> list[Value]:
+def emit_loop(ctx, built, trips, go, state, states, n_scan, operands=()) -> list[Value]:
     """Emit ``R.loop`` and bind its outputs: state first, then the stacked scan outputs."""
     n_state = len(state)
     scan_elems = built.outputs[1 + n_state:1 + n_state + n_scan]
@@ -200,10 +200,10 @@ def scan(ctx, *inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_d
     if len(body.input) != len(inputs) or n_out < 0:
         raise shape_error(ctx, f"the body takes {len(body.input)} inputs and returns {len(body.output)}, "
                                f"which does not fit {n_state} state values and {n_in} scanned inputs")
-    in_axes = _per(ctx, scan_input_axes, n_in, "scan_input_axes")
-    in_dirs = _per(ctx, scan_input_directions, n_in, "scan_input_directions")
-    out_axes = _per(ctx, scan_output_axes, n_out, "scan_output_axes")
-    out_dirs = _per(ctx, scan_output_directions, n_out, "scan_output_directions")
+    in_axes = per_input(ctx, scan_input_axes, n_in, "scan_input_axes")
+    in_dirs = per_input(ctx, scan_input_directions, n_in, "scan_input_directions")
+    out_axes = per_input(ctx, scan_output_axes, n_out, "scan_output_axes")
+    out_dirs = per_input(ctx, scan_output_directions, n_out, "scan_output_directions")
     states, scanned = inputs[:n_state], inputs[n_state:]
     prepared = [_scan_first(ctx, v, axis, direction) for v, axis, direction in zip(scanned, in_axes, in_dirs)]
     length = prepared[0].struct_info.shape[0]
@@ -221,18 +221,18 @@ def scan(ctx, *inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_d
         return [ctx.const(np.array(True)), *outputs]
 
     state = [ctx.expr(v) for v in states]
-    state_sinfo, built = _state_and_body(ctx, body, [v.sinfo for v in states], 1, bind, "scan_body",
+    state_sinfo, built = state_and_body(ctx, body, [v.sinfo for v in states], 1, bind, "scan_body",
                                          extra=[renamed_sinfo(ctx, p.struct_info, "scan") for p in prepared],
                                          finish=finish)
     go = Constant(np.array(True))
-    values = _emit_loop(ctx, built, trips, go, state, state_sinfo, n_out, operands=prepared)
+    values = emit_loop(ctx, built, trips, go, state, state_sinfo, n_out, operands=prepared)
     outputs = values[:n_state]
     for value, axis, direction in zip(values[n_state:], out_axes, out_dirs):
         outputs.append(_scan_output(ctx, value, axis, direction))
     return tuple(outputs)
 
 
-def _per(ctx, values, count: int, name: str) -> tuple[int, ...]:
+def per_input(ctx, values, count: int, name: str) -> tuple[int, ...]:
     values = tuple(values) if values is not None else (0,) * count
     if len(values) != count:
         raise shape_error(ctx, f"{name} has {len(values)} entries, expected {count}")
