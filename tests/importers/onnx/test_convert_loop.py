@@ -10,6 +10,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import relaxpack
+from relaxpack.errors import UnsupportedOpError
 from relaxpack.ir import parse
 from relaxpack.ir.equality import assert_structural_equal
 from relaxpack.ir.well_formed import well_formed_errors
@@ -87,6 +88,89 @@ def test_loop_of_ten_thousand_iterations_runs_in_constant_stack():
     assert out["xf"] == 10_000.0
 
 
+def _prefix_body(first, seq):
+    """Body nodes appending x[:i+1] to the carried sequence ``seq`` (made from ``seq_in`` by ``first``)."""
+    return [*first,
+            h.make_node("Identity", ["c"], ["c_out"]),
+            h.make_node("Add", ["i", "one"], ["end"]),
+            h.make_node("Unsqueeze", ["end", "zero"], ["ends"]),
+            h.make_node("Slice", ["x", "zeros", "ends"], ["prefix"]),
+            h.make_node("SequenceInsert", [seq, "prefix"], ["seq_out"])]
+
+
+def _prefix_loop(state_type, first, seq, opset, out_type=None):
+    body = h.make_graph(
+        _prefix_body(first, seq), "body",
+        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c", T.BOOL, []),
+         h.make_value_info("seq_in", state_type)],
+        [h.make_tensor_value_info("c_out", T.BOOL, []), h.make_value_info("seq_out", out_type or state_type)],
+        [h.make_tensor("one", T.INT64, [], [1]), h.make_tensor("zero", T.INT64, [1], [0]),
+         h.make_tensor("zeros", T.INT64, [1], [0])])
+    seq_of_any = h.make_sequence_type_proto(h.make_tensor_type_proto(T.FLOAT, None))
+    return _model([h.make_node("Loop", ["M", "", "s0"], ["sf"], body=body)],
+                  [h.make_tensor_value_info("M", T.INT64, []), h.make_tensor_value_info("x", T.FLOAT, ["n"]),
+                   h.make_value_info("s0", state_type)],
+                  [h.make_value_info("sf", seq_of_any)], opset=opset)
+
+
+def _check_sequence_output(model, *feeds_list):
+    """Run ``model`` (one sequence output) and onnxruntime at each feeds; compare element by element."""
+    import onnxruntime as ort
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model)))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for feeds in feeds_list:
+        got, = vm.run(feeds).values()
+        want, = sess.run(None, feeds)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            np.testing.assert_array_equal(g, w)
+
+
+def test_loop_sequence_state_whose_elements_change_rank():
+    """The initial sequence declares 0-d elements; the body appends 1-d ones (ONNX's test_loop13_seq)."""
+    scalars = h.make_sequence_type_proto(h.make_tensor_type_proto(T.FLOAT, []))
+    model = _prefix_loop(scalars, [], "seq_in", opset=13)
+    x = np.arange(1, 6, dtype=np.float32) * 1.5
+    feeds = [{"M": np.array(k, np.int64), "x": x, "s0": s0}
+             for k, s0 in ((3, []), (0, []), (2, [np.array(7.0, np.float32)]))]
+    _check_sequence_output(model, *feeds)
+
+
+def test_loop_optional_sequence_state_returned_as_a_sequence():
+    """An optional sequence state that the body returns bare, holding 0-d and 1-d tensors
+    (ONNX's test_loop16_seq_none, whose runner cannot compare a 0-d element)."""
+    scalars = h.make_sequence_type_proto(h.make_tensor_type_proto(T.FLOAT, []))
+    optional = h.make_optional_type_proto(scalars)
+    then = h.make_graph([h.make_node("Constant", [], ["zero_f"], value_float=0.0),
+                         h.make_node("SequenceConstruct", ["zero_f"], ["fresh"])], "then", [],
+                        [h.make_value_info("fresh", scalars)])
+    orelse = h.make_graph([h.make_node("OptionalGetElement", ["seq_in"], ["got"])], "else", [],
+                          [h.make_value_info("got", scalars)])
+    first = [h.make_node("OptionalHasElement", ["seq_in"], ["has"]), h.make_node("Not", ["has"], ["none"]),
+             h.make_node("If", ["none"], ["seq"], then_branch=then, else_branch=orelse)]
+    model = _prefix_loop(optional, first, "seq", opset=16, out_type=scalars)
+    x = np.arange(1, 6, dtype=np.float32) - 2.5
+    feeds = [{"M": np.array(k, np.int64), "x": x, "s0": s0}
+             for k, s0 in ((4, [np.array(3.0, np.float32)]), (1, []), (0, [np.array(1.0, np.float32)]))]
+    _check_sequence_output(model, *feeds)
+
+
+def test_loop_tensor_state_that_changes_rank_is_unsupported():
+    body = h.make_graph([
+        h.make_node("Unsqueeze", ["x_in", "zero"], ["x_out"]),
+        h.make_node("Identity", ["c"], ["c_out"]),
+    ], "body", [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c", T.BOOL, []),
+                h.make_tensor_value_info("x_in", T.FLOAT, None)],
+        [h.make_tensor_value_info("c_out", T.BOOL, []), h.make_tensor_value_info("x_out", T.FLOAT, None)],
+        [h.make_tensor("zero", T.INT64, [1], [0])])
+    model = _model([h.make_node("Loop", ["M", "", "x0"], ["xf"], body=body)],
+                   [h.make_tensor_value_info("M", T.INT64, []), h.make_tensor_value_info("x0", T.FLOAT, [2])],
+                   [h.make_tensor_value_info("xf", T.FLOAT, None)])
+    with pytest.raises(UnsupportedOpError, match="Loop.*loop-carried value 0 changes .*rank or dtype"):
+        relaxpack.from_onnx(model)
+
+
 def _scan_model(in_axis, in_dir, out_axis, out_dir):
     """state += x_t (a row); scan out state * 1."""
     body = h.make_graph([
@@ -133,3 +217,65 @@ def test_archive_of_a_loop_model_loads_and_runs(tmp_path):
     for name in want:
         np.testing.assert_array_equal(out[name], want[name])
     assert out["scans"].shape == (6, 3)
+
+
+def _scan8_model(directions, with_lens):
+    """Opset 8: s += a_t * b_t (one state); scan out s and a_t - b_t. Symbolic batch and time."""
+    body = h.make_graph([
+        h.make_node("Mul", ["a_t", "b_t"], ["ab"]),
+        h.make_node("Add", ["s_in", "ab"], ["s_out"]),
+        h.make_node("Identity", ["s_out"], ["y_t"]),
+        h.make_node("Sub", ["a_t", "b_t"], ["d_t"]),
+    ], "body", [h.make_tensor_value_info(n, T.FLOAT, [2]) for n in ("s_in", "a_t", "b_t")],
+        [h.make_tensor_value_info(n, T.FLOAT, [2]) for n in ("s_out", "y_t", "d_t")])
+    node = h.make_node("Scan", ["lens" if with_lens else "", "s0", "a", "b"], ["sf", "ys", "ds"], body=body,
+                       num_scan_inputs=2, directions=directions)
+    inputs = [h.make_tensor_value_info("s0", T.FLOAT, ["batch", 2]),
+              h.make_tensor_value_info("a", T.FLOAT, ["batch", "time", 2]),
+              h.make_tensor_value_info("b", T.FLOAT, ["batch", "time", 2])]
+    if with_lens:
+        inputs.insert(0, h.make_tensor_value_info("lens", T.INT64, ["batch"]))
+    outputs = [h.make_tensor_value_info(n, T.FLOAT, None) for n in ("sf", "ys", "ds")]
+    return _model([node], inputs, outputs, opset=8)
+
+
+@pytest.mark.parametrize("directions", [[0, 0], [1, 0], [1, 1]])
+@pytest.mark.parametrize("with_lens", [False, True])
+def test_scan_opset8_batches_lengths_and_directions(directions, with_lens):
+    rng = np.random.default_rng(1)
+    feeds = []
+    for batch, time, lens in ((3, 4, [4, 1, 2]), (1, 1, [1]), (2, 5, [3, 5])):
+        f = {"s0": rng.standard_normal((batch, 2)).astype(np.float32),
+             "a": rng.standard_normal((batch, time, 2)).astype(np.float32),
+             "b": rng.standard_normal((batch, time, 2)).astype(np.float32)}
+        if with_lens:
+            f["lens"] = np.array(lens, np.int64)
+        feeds.append(f)
+    check_model(_scan8_model(directions, with_lens), *feeds)
+
+
+def _scan8_spec(directions):
+    """The spec's pseudo-code for :func:`_scan8_model`, padding scan outputs with zeros."""
+    def run(feeds):
+        s0, a, b = feeds["s0"], feeds["a"], feeds["b"]
+        batch, time = a.shape[:2]
+        lens = feeds.get("lens", np.full(batch, time))
+        sf, ys, ds = s0.copy(), np.zeros_like(a), np.zeros_like(a)
+        for e in range(batch):
+            n = int(lens[e])
+            for t in range(n):
+                a_t = a[e, n - 1 - t if directions[0] else t]
+                b_t = b[e, n - 1 - t if directions[1] else t]
+                sf[e] = sf[e] + a_t * b_t
+                ys[e, t], ds[e, t] = sf[e], a_t - b_t
+        return sf, ys, ds
+    return run
+
+
+def test_scan_opset8_sequence_of_length_zero_keeps_the_initial_state():
+    """onnxruntime refuses a length 0 (the spec allows any length up to the time axis)."""
+    rng = np.random.default_rng(2)
+    feeds = {"lens": np.array([0, 3], np.int64), "s0": rng.standard_normal((2, 2)).astype(np.float32),
+             "a": rng.standard_normal((2, 3, 2)).astype(np.float32),
+             "b": rng.standard_normal((2, 3, 2)).astype(np.float32)}
+    check_model(_scan8_model([1, 0], True), feeds, ref=_scan8_spec([1, 0]))

@@ -300,12 +300,42 @@ def test_batch_norm_opset7_spatial_0(rng):
     check(m, {"x": rand(rng, (2, 3, 4))}, expected=expected, rtol=1e-5, atol=1e-6)
 
 
-def test_batch_norm_training_is_unsupported(rng):
-    m = model(node("BatchNormalization", ["x", "s", "b", "mean", "var"], training_mode=1),
-              [inp("x", "float32", [2, 3])], opset=15,
-              initializers={k: np.ones(3, np.float32) for k in ("s", "b", "mean", "var")})
-    with pytest.raises(UnsupportedOpError, match="BatchNormalization.*training_mode"):
-        relaxpack.from_onnx(m)
+@pytest.mark.parametrize("shape", [["n", 3], ["n", 3, 5, 4]])
+def test_batch_norm_training_mode(shape, rng):
+    outputs = ["y", "running_mean", "running_var"]   # the spec requires all three in training mode
+    m = model(node("BatchNormalization", ["x", "s", "b", "mean", "var"], outputs, training_mode=1, momentum=0.7,
+                   epsilon=1e-3),
+              [inp("x", "float32", shape)], outputs, opset=15,
+              initializers={"s": rand(rng, (3,)), "b": rand(rng, (3,)), "mean": rand(rng, (3,)),
+                            "var": rand(rng, (3,), low=0.5, high=2)})
+    check(m, [{"x": rand(rng, sized(shape, n))} for n in (2, 5)], rtol=1e-4, atol=1e-5)
+
+
+def batch_norm_training_spec(x, s, b, mean, var, momentum, epsilon):
+    """The spec's formulas: batch mean and population variance over all axes
+    but 1, computed in float32; running statistics in their own dtype."""
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    data = x.astype(np.float32)
+    cur_mean, cur_var = data.mean(axis=axes), data.var(axis=axes)
+    bshape = (-1,) + (1,) * (x.ndim - 2)
+    y = (data - cur_mean.reshape(bshape)) / np.sqrt(cur_var.reshape(bshape) + epsilon)
+    y = y * s.reshape(bshape) + b.reshape(bshape)
+    return (y.astype(x.dtype), (mean * momentum + cur_mean * (1 - momentum)).astype(mean.dtype),
+            (var * momentum + cur_var * (1 - momentum)).astype(var.dtype))
+
+
+def test_batch_norm_training_mode_float16_with_float32_statistics(rng):
+    """Opset 15 lets scale/bias (T1) and the statistics (T2) differ from x's dtype."""
+    params = {"s": rand(rng, (3,), "float16"), "b": rand(rng, (3,), "float16"), "mean": rand(rng, (3,)),
+              "var": rand(rng, (3,), low=0.5, high=2)}
+    outputs = ["y", "running_mean", "running_var"]
+    m = model(node("BatchNormalization", ["x", "s", "b", "mean", "var"], outputs, training_mode=1),
+              [inp("x", "float16", [4, 3, 5])], outputs, opset=15, initializers=params)
+
+    def expected(x):
+        return batch_norm_training_spec(x, params["s"].astype(np.float32), params["b"].astype(np.float32),
+                                        params["mean"], params["var"], 0.9, 1e-5)
+    check(m, {"x": rand(rng, (4, 3, 5), "float16")}, expected=expected, rtol=1e-2, atol=1e-2)
 
 
 def test_instance_norm(rng):

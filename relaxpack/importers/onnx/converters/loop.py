@@ -11,7 +11,9 @@ The body graph becomes a module function (see ``_body.py``) and the node one
 Loop-carried state keeps the shape of its initial value when the body
 provably returns that shape again; otherwise the body is converted once more
 with fresh dims for the state (shapes may change between iterations) and
-the final state is ``match_cast`` to fresh dims. Stacked scan outputs always
+the final state is ``match_cast`` to fresh dims. A sequence or optional state
+is widened until the body's result fits it (its elements' shapes, then ranks,
+forgotten; an optional state the body returns bare is wrapped). Stacked scan outputs always
 get a fresh leading dim (the trip count may be known only at run time).
 
 Scan slices its scanned inputs inside the body (``take`` at the iteration
@@ -24,13 +26,17 @@ from __future__ import annotations
 import numpy as np
 
 from ....ir.expr import Constant, TupleGetItem, Var
-from ....ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, is_base_of
+from ....ir.struct_info import (
+    OptionalStructInfo, SequenceStructInfo, StructInfo, TensorStructInfo, TupleStructInfo, is_base_of,
+    unify_struct_info,
+)
 from ....ops.definitions.index import HUGE
 from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
 from ._body import build_body, drop_functions_since, forget_dims, general_sinfo, renamed_sinfo
 from ._shape_common import INT64_MAX, fresh_dims, norm_axis, shape_error, shaped, unsupported
+from .sequence import optional
 
 ITER_SINFO = TensorStructInfo((), "int64")
 COND_SINFO = TensorStructInfo((), "bool")
@@ -57,11 +63,11 @@ def loop(ctx, max_trip=None, cond=None, *initial, body):
         return {name: Value(p.struct_info, expr=p) for name, p in zip(names, declared)}
 
     state = [ctx.expr(v) for v in initial]
-    states, built = _state_and_body(ctx, body, [v.sinfo for v in initial], 1, bind, hint="loop_body")
-    return _emit_loop(ctx, built, trips, go, state, states, n_scan)
+    states, built = state_and_body(ctx, body, [v.sinfo for v in initial], 1, bind, hint="loop_body")
+    return emit_loop(ctx, built, trips, go, state, states, n_scan)
 
 
-def _state_and_body(ctx, graph, initial: list[StructInfo], first_state: int, bind, hint: str, extra=(),
+def state_and_body(ctx, graph, initial: list[StructInfo], first_state: int, bind, hint: str, extra=(),
                     finish=None):
     """The body function, and the struct info of the final state as the caller sees it
     (``None`` where it must be match_cast to fresh dims: the state changes shape)."""
@@ -71,15 +77,72 @@ def _state_and_body(ctx, graph, initial: list[StructInfo], first_state: int, bin
     outs = built.outputs[first_state:first_state + len(initial)]
     if all(is_base_of(p, o, ctx.bb.analyzer) for p, o in zip(exact, outs)):
         return list(initial), built
-    drop_functions_since(ctx, before)
     general = [general_sinfo(ctx, s, "state") for s in initial]
-    built = build_body(ctx, graph, hint, _declared(general, extra), bind, finish)
-    outs = built.outputs[first_state:first_state + len(initial)]
+    for _ in range(_MAX_WIDENINGS):
+        drop_functions_since(ctx, before)
+        built = build_body(ctx, graph, hint, _declared(general, extra), bind,
+                           _wrap_optionals(ctx, finish, first_state, general))
+        outs = built.outputs[first_state:first_state + len(initial)]
+        widened = _widened(ctx, general, outs)
+        if all(w is g for w, g in zip(widened, general)):
+            return [None if isinstance(s, TensorStructInfo) else s for s in general], built
+        general = widened
+    raise unsupported(ctx, f"the loop-carried values' struct info does not settle after {_MAX_WIDENINGS} "
+                           f"widenings (last: {general})")
+
+
+#: a widening only erases shapes and ranks, so a couple of rounds reach the fixed point
+_MAX_WIDENINGS = 4
+
+
+def _widened(ctx, general: list[StructInfo], outs: list[StructInfo]) -> list[StructInfo]:
+    """``general`` with each sequence or optional state that the body's result does not
+    fit widened to describe both (element shapes, then ranks, forgotten)."""
+    result = []
     for k, (p, o) in enumerate(zip(general, outs)):
-        if not is_base_of(forget_dims(p), o, ctx.bb.analyzer):
+        if is_base_of(forget_dims(p), o, ctx.bb.analyzer):
+            result.append(p)
+            continue
+        widened = _widen(ctx, p, o)
+        if widened is None:
             raise unsupported(ctx, f"loop-carried value {k} changes from {forget_dims(p)} to {forget_dims(o)} "
                                    f"in the body (its rank or dtype changes)")
-    return [None if isinstance(s, TensorStructInfo) else s for s in general], built
+        result.append(widened)
+    return result
+
+
+def _widen(ctx, state: StructInfo, out: StructInfo) -> StructInfo | None:
+    """The least struct info describing both a sequence or optional ``state`` and the body's
+    result ``out`` (an optional state may come back as its bare element); ``None`` when
+    there is none that keeps the dtypes (a tensor state must keep its rank: it is match_cast)."""
+    if not isinstance(state, (SequenceStructInfo, OptionalStructInfo)):
+        return None
+    if isinstance(state, OptionalStructInfo) and not isinstance(out, OptionalStructInfo):
+        out = OptionalStructInfo(out)
+    joined = unify_struct_info(forget_dims(state), forget_dims(out), ctx.bb.analyzer)
+    return joined if _typed(joined) else None
+
+
+def _typed(sinfo: StructInfo) -> bool:
+    """Whether every tensor in ``sinfo`` has a dtype (no ``Object`` from a failed join)."""
+    if isinstance(sinfo, TensorStructInfo):
+        return sinfo.dtype is not None
+    if isinstance(sinfo, (SequenceStructInfo, OptionalStructInfo)):
+        return _typed(sinfo.elem)
+    return False
+
+
+def _wrap_optionals(ctx, finish, first_state: int, state: list[StructInfo]):
+    """``finish`` followed by wrapping each body result whose state is an optional but which
+    is the bare value (ONNX lets a body return a sequence for an optional sequence state)."""
+    def wrapped(outputs):
+        outputs = list(finish(outputs) if finish is not None else outputs)
+        for k, s in enumerate(state):
+            value = outputs[first_state + k]
+            if isinstance(s, OptionalStructInfo) and not isinstance(value.sinfo, OptionalStructInfo):
+                outputs[first_state + k] = optional(ctx, value)
+        return outputs
+    return wrapped
 
 
 def _declared(state: list[StructInfo], extra) -> list[Var]:
@@ -89,7 +152,7 @@ def _declared(state: list[StructInfo], extra) -> list[Var]:
     return params
 
 
-def _emit_loop(ctx, built, trips, go, state, states, n_scan, operands=()) -> list[Value]:
+def emit_loop(ctx, built, trips, go, state, states, n_scan, operands=()) -> list[Value]:
     """Emit ``R.loop`` and bind its outputs: state first, then the stacked scan outputs."""
     n_state = len(state)
     scan_elems = built.outputs[1 + n_state:1 + n_state + n_scan]
@@ -137,10 +200,10 @@ def scan(ctx, *inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_d
     if len(body.input) != len(inputs) or n_out < 0:
         raise shape_error(ctx, f"the body takes {len(body.input)} inputs and returns {len(body.output)}, "
                                f"which does not fit {n_state} state values and {n_in} scanned inputs")
-    in_axes = _per(ctx, scan_input_axes, n_in, "scan_input_axes")
-    in_dirs = _per(ctx, scan_input_directions, n_in, "scan_input_directions")
-    out_axes = _per(ctx, scan_output_axes, n_out, "scan_output_axes")
-    out_dirs = _per(ctx, scan_output_directions, n_out, "scan_output_directions")
+    in_axes = per_input(ctx, scan_input_axes, n_in, "scan_input_axes")
+    in_dirs = per_input(ctx, scan_input_directions, n_in, "scan_input_directions")
+    out_axes = per_input(ctx, scan_output_axes, n_out, "scan_output_axes")
+    out_dirs = per_input(ctx, scan_output_directions, n_out, "scan_output_directions")
     states, scanned = inputs[:n_state], inputs[n_state:]
     prepared = [_scan_first(ctx, v, axis, direction) for v, axis, direction in zip(scanned, in_axes, in_dirs)]
     length = prepared[0].struct_info.shape[0]
@@ -158,18 +221,18 @@ def scan(ctx, *inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_d
         return [ctx.const(np.array(True)), *outputs]
 
     state = [ctx.expr(v) for v in states]
-    state_sinfo, built = _state_and_body(ctx, body, [v.sinfo for v in states], 1, bind, "scan_body",
+    state_sinfo, built = state_and_body(ctx, body, [v.sinfo for v in states], 1, bind, "scan_body",
                                          extra=[renamed_sinfo(ctx, p.struct_info, "scan") for p in prepared],
                                          finish=finish)
     go = Constant(np.array(True))
-    values = _emit_loop(ctx, built, trips, go, state, state_sinfo, n_out, operands=prepared)
+    values = emit_loop(ctx, built, trips, go, state, state_sinfo, n_out, operands=prepared)
     outputs = values[:n_state]
     for value, axis, direction in zip(values[n_state:], out_axes, out_dirs):
         outputs.append(_scan_output(ctx, value, axis, direction))
     return tuple(outputs)
 
 
-def _per(ctx, values, count: int, name: str) -> tuple[int, ...]:
+def per_input(ctx, values, count: int, name: str) -> tuple[int, ...]:
     values = tuple(values) if values is not None else (0,) * count
     if len(values) != count:
         raise shape_error(ctx, f"{name} has {len(values)} entries, expected {count}")

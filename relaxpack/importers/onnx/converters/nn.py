@@ -348,10 +348,40 @@ def batch_norm_v9(ctx, x, scale, bias, mean, var, *, epsilon=1e-5, momentum=0.9)
 
 @register_converter("", "BatchNormalization", since_opset=14)
 def batch_norm(ctx, x, scale, bias, mean, var, *, epsilon=1e-5, momentum=0.9, training_mode=0):
-    """Inference batch normalization; ``training_mode=1`` is not supported."""
+    """Inference batch normalization, or with ``training_mode=1`` normalization
+    by the batch statistics plus the updated running mean and variance."""
     if training_mode:
-        raise unsupported(ctx, "training_mode=1 (batch statistics and running-mean updates)")
+        return _batch_norm_training(ctx, x, scale, bias, mean, var, float(epsilon), float(momentum))
     return _batch_norm(ctx, x, scale, bias, mean, var, epsilon)
+
+
+def _batch_norm_training(ctx, x, scale, bias, mean, var, epsilon: float, momentum: float):
+    """Y normalized with the batch mean and the population (biased) variance
+    over every axis but the channel axis 1; ``running = input * momentum +
+    batch * (1 - momentum)`` in the statistics' dtype. The statistics are
+    computed in float32 for 16-bit floats, as the spec asks."""
+    ndim = known_rank(ctx, x)
+    if ndim < 2:
+        raise malformed(ctx, f"the input must have rank >= 2 (N, C, ...), got rank {ndim}")
+    axes = tuple(i for i in range(ndim) if i != 1)
+    stat_dtype = "float32" if x.dtype in ("float16", "bfloat16") else x.dtype
+    data = astype(ctx, x, stat_dtype)
+    batch_mean = call(ctx, "mean", data, axis=axes)
+    centered = call(ctx, "subtract", data, call(ctx, "mean", data, axis=axes, keepdims=True))
+    batch_var = call(ctx, "mean", call(ctx, "square", centered), axis=axes)
+    params = [astype(ctx, v, x.dtype) for v in (scale, bias)]
+    stats = [astype(ctx, v, x.dtype) for v in (batch_mean, batch_var)]
+    y = make_call("nn.batch_norm", ctx.expr(x), *params, *stats, axis=1, epsilon=epsilon)
+    running = [_running_stat(ctx, old, new, momentum) for old, new in ((mean, batch_mean), (var, batch_var))]
+    return (y, *running)
+
+
+def _running_stat(ctx, old: Value, batch, momentum: float):
+    """``old * momentum + batch * (1 - momentum)`` in ``old``'s dtype."""
+    dtype = old.dtype
+    kept = call(ctx, "multiply", ctx.expr(old), scalar(ctx, momentum, dtype))
+    added = call(ctx, "multiply", astype(ctx, batch, dtype), scalar(ctx, 1.0 - momentum, dtype))
+    return ctx.emit(make_call("add", kept, added))
 
 
 @register_converter("", "InstanceNormalization", since_opset=1)
