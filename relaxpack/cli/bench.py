@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from .common import app, echo, existing_file, parse_dims, user_errors
+from .common import PLUGIN_HELP, app, echo, existing_file, load_plugins, parse_dims, user_errors
 
 
 def _percentiles(times: list[float]) -> dict[str, float]:
@@ -35,6 +35,7 @@ def bench(
     dim: list[str] = typer.Option(None, "--dim", help="Values for symbolic dims: NAME=VALUE."),
     n: int = typer.Option(20, "-n", min=1, help="Timed runs (after 2 warm-up runs)."),
     seed: int = typer.Option(0, "--seed"),
+    plugin: list[str] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
 ):
     """Time an archive (and onnxruntime, interleaved in the same process)."""
     import resource
@@ -43,6 +44,7 @@ def bench(
     from ..runtime import VirtualMachine, load
 
     with user_errors():
+        load_plugins(plugin)
         exe = load(existing_file(archive, "archive"))
         fixed = {k: v for k, v in parse_dims(dim).items() if isinstance(v, int)}
         rng = np.random.default_rng(seed)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .common import app, echo, existing_file, parse_dims, user_errors
+from .common import PLUGIN_HELP, app, echo, existing_file, load_plugins, parse_dims, user_errors
 from .run import load_inputs
 
 
@@ -20,6 +20,7 @@ def check(
     atol: float = typer.Option(1e-5, "--atol"),
     inputs: Path = typer.Option(None, "--inputs", help="Use these inputs (.npz) instead of random ones."),
     per_node: bool = typer.Option(False, "--per-node", help="On a mismatch, name the first ONNX node that diverges."),
+    plugin: list[str] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
 ):
     """Compare relaxpack with onnxruntime on the same inputs (exit 1 on a mismatch).
 
@@ -28,6 +29,7 @@ def check(
     from ..check import check_model, first_divergence
 
     with user_errors():
+        load_plugins(plugin)
         existing_file(model, "model")
         dims = parse_dims(dim)
         feeds = load_inputs(None, inputs) if inputs is not None else None

@@ -83,6 +83,34 @@ def parse_pools(specs: list[str] | None) -> dict[str, int]:
     return pools
 
 
+def load_plugins(specs: list[str] | None) -> None:
+    """Import each ``--plugin``: a module name (``acme.relaxpack_ops``) or a
+    ``.py`` file. A plugin registers converters (``register_converter``) for
+    ``convert``/``check`` and functions (``relaxpack.runtime.register_func``)
+    for ``run``/``bench``."""
+    import importlib
+    import importlib.util
+
+    for spec in specs or ():
+        try:
+            if spec.endswith(".py"):
+                path = existing_file(Path(spec), "plugin")
+                module_spec = importlib.util.spec_from_file_location(f"relaxpack_plugin_{path.stem}", path)
+                module = importlib.util.module_from_spec(module_spec)
+                module_spec.loader.exec_module(module)
+            else:
+                importlib.import_module(spec)
+        except RelaxpackError:
+            raise
+        except Exception as err:  # the plugin's own failure: one line, not its traceback
+            first = str(err).splitlines()[0] if str(err) else ""
+            raise RelaxpackError(f"cannot load plugin {spec!r}: {type(err).__name__}: {first}") from None
+
+
+#: the ``--plugin`` option, shared by the commands that convert or run
+PLUGIN_HELP = "A module or .py file to import first (registers custom converters/functions; repeatable)."
+
+
 def existing_file(path: Path, what: str) -> Path:
     if not path.exists():
         raise InputError(f"{what} not found: {path}")

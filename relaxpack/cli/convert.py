@@ -8,7 +8,9 @@ from pathlib import Path
 
 import typer
 
-from .common import app, echo, existing_file, fmt_bytes, parse_dims, parse_pools, user_errors
+from .common import (
+    PLUGIN_HELP, app, echo, existing_file, fmt_bytes, load_plugins, parse_dims, parse_pools, user_errors,
+)
 
 
 @app.command()
@@ -22,6 +24,7 @@ def convert(
     timing: bool = typer.Option(False, "--timing", help="Print the time of every pass."),
     print_after: list[str] = typer.Option(None, "--print-after", help="Print the IR after this pass."),
     dump_ir: Path = typer.Option(None, "--dump-ir", help="Write the IR after every pass to this folder."),
+    plugin: list[str] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
 ):
     """Convert an ONNX model into a self-contained archive."""
     from ..importers.onnx import from_onnx
@@ -29,6 +32,7 @@ def convert(
     from ..vm_build import build
 
     with user_errors():
+        load_plugins(plugin)
         if params not in ("linked", "external"):
             raise typer.BadParameter("--params must be linked or external")
         existing_file(model, "model")

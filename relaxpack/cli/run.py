@@ -8,7 +8,7 @@ import numpy as np
 import typer
 
 from ..errors import InputError
-from .common import app, echo, existing_file, user_errors
+from .common import PLUGIN_HELP, app, echo, existing_file, load_plugins, user_errors
 
 
 def load_inputs(input_specs: list[str] | None, inputs_file: Path | None) -> dict[str, np.ndarray]:
@@ -45,11 +45,13 @@ def run(
     input: list[str] = typer.Option(None, "--input", help="NAME=FILE.npy (repeatable)."),
     inputs: Path = typer.Option(None, "--inputs", help="All inputs in one .npz file."),
     output: Path = typer.Option(None, "--output", help="Write the outputs to this .npz file."),
+    plugin: list[str] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
 ):
     """Run an archive and print its outputs' names, shapes, dtypes and a preview."""
     from ..runtime import VirtualMachine, load
 
     with user_errors():
+        load_plugins(plugin)
         exe = load(existing_file(archive, "archive"))
         feeds = load_inputs(input, inputs)
         outputs = VirtualMachine(exe).run(feeds)

@@ -140,7 +140,8 @@ def check_registered(exe) -> None:
         raise MissingFunctionError(
             f"the archive calls functions that are not registered in this process: "
             f"{[n for n, _ in missing]}; register them before loading, with "
-            f"relaxpack.runtime.register_func: {how}")
+            f"relaxpack.runtime.register_func: {how} (on the command line: --plugin FILE.py "
+            f"that registers them)")
     if mismatched:
         raise MissingFunctionError("; ".join(
             f"function {n!r} is called {'in destination-passing style (call_dps_packed)' if d else 'with call_packed'}"
