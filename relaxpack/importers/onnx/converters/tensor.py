@@ -24,12 +24,14 @@ from typing import Sequence
 
 import numpy as np
 
+from ....errors import ShapeError
 from ....ir.dims import Dim, dim_max, format_dim
 from ....ir.expr import ShapeExpr, Tuple, TupleGetItem
 from ....ops.definitions.common import exact_div
 from ....ops.definitions.index import HUGE
 from ....ops.registry import make_call
 from ....runtime.dtypes import numpy_dtype
+from ..lift import lift_dims
 from ..registry import register_converter
 from ..value import Value
 from ._shape_common import (
@@ -100,11 +102,23 @@ def expand(ctx, data, shape):
     data = shaped(ctx, data)
     target = shape.int_values()
     if target is None:
-        return _dynamic_expand(ctx, data, shape)
+        target = lift_dims(ctx, shape, "shape")
+        if target is None or not _decided(ctx, data.shape, target):
+            return _dynamic_expand(ctx, data, shape)
     out = broadcast_dims(ctx, data.shape, target)
     if out == tuple(data.shape):
         return data
     return make_call("broadcast_to", ctx.expr(data), shape_expr(out))
+
+
+def _decided(ctx, shape, target) -> bool:
+    """Whether the broadcast of ``shape`` with lifted dims ``target`` is known at
+    import time (else the run decides it, as for any shape known only then)."""
+    try:
+        broadcast_dims(ctx, shape, target)
+    except ShapeError:
+        return False
+    return True
 
 
 def _dynamic_expand(ctx, data: Value, shape: Value):
