@@ -24,14 +24,13 @@ from typing import Sequence
 
 import numpy as np
 
-from ....errors import ShapeError
 from ....ir.dims import Dim, dim_max, format_dim
 from ....ir.expr import ShapeExpr, Tuple, TupleGetItem
 from ....ops.definitions.common import exact_div
 from ....ops.definitions.index import HUGE
 from ....ops.registry import make_call
 from ....runtime.dtypes import numpy_dtype
-from ..lift import lift_dims
+from ..lift import lift_dims, shadow_of
 from ..registry import register_converter
 from ..value import Value
 from ._shape_common import (
@@ -102,9 +101,10 @@ def expand(ctx, data, shape):
     data = shaped(ctx, data)
     target = shape.int_values()
     if target is None:
-        target = lift_dims(ctx, shape, "shape")
-        if target is None or not _decided(ctx, data.shape, target):
+        contents = shadow_of(ctx, shape, "shape")
+        if contents is None or not _decided(ctx, data.shape, contents):
             return _dynamic_expand(ctx, data, shape)
+        target = lift_dims(ctx, shape, "shape")
     out = broadcast_dims(ctx, data.shape, target)
     if out == tuple(data.shape):
         return data
@@ -112,13 +112,16 @@ def expand(ctx, data, shape):
 
 
 def _decided(ctx, shape, target) -> bool:
-    """Whether the broadcast of ``shape`` with lifted dims ``target`` is known at
-    import time (else the run decides it, as for any shape known only then)."""
-    try:
-        broadcast_dims(ctx, shape, target)
-    except ShapeError:
+    """Whether Expand of ``shape`` to data-dependent ``target`` contents has an
+    output shape the import can state without assuming anything of the
+    values: each symbolic target dim meets a 1 or a provably equal dim (a
+    static dim against one would assume the value is 1 or equal; the run
+    decides that, as for any shape known only then)."""
+    left = (1,) * (len(target) - len(shape)) + tuple(shape)
+    if len(left) != len(target):
         return False
-    return True
+    analyzer = ctx.bb.analyzer
+    return all(isinstance(t, int) or d == 1 or analyzer.prove_equal(d, t) for d, t in zip(left, target))
 
 
 def _dynamic_expand(ctx, data: Value, shape: Value):
