@@ -69,3 +69,24 @@ def test_onnx_slice_clamps_a_negative_step_start_to_the_first_element():
                                                           parts=("axes", "steps")), [0])
     np.testing.assert_array_equal(KERNELS["dyn.slice"].fn(x, i64(2), i64(2 ** 63 - 1), i64(0), i64(-1),
                                                           parts=("axes", "steps")), np.empty(0, np.int64))
+
+
+def test_tensor_to_shape_returns_the_chosen_elements_and_rejects_negative_ones():
+    from relaxpack.runtime.kernels.shape import tensor_to_shape
+    assert tensor_to_shape(np.array([2, -1, 4], np.int64), indices=(0, 2), what="n") == (2, 4)
+    assert tensor_to_shape(np.array(5, np.int32), indices=(0,), what="n") == (5,)
+    with pytest.raises(ShapeError, match="Expand node: element 1 is -1, but the model uses it as a dim"):
+        tensor_to_shape(np.array([2, -1]), indices=(1,), what="Expand node")
+    with pytest.raises(ShapeError, match="expected a 0-d or 1-D integer tensor"):
+        tensor_to_shape(np.array([2.0]), indices=(0,), what="n")
+    with pytest.raises(ShapeError, match="has 2 elements"):
+        tensor_to_shape(np.array([2, 3]), indices=(2,), what="n")
+
+
+def test_squeeze_ones_drops_every_one_and_checks_the_rank():
+    from relaxpack.runtime.kernels.dynamic_shape import squeeze_ones
+    x = np.arange(6.0).reshape(2, 1, 3)
+    out = squeeze_ones(x, rank=2, what="Squeeze node")
+    assert out.shape == (2, 3) and not np.shares_memory(out, x)
+    with pytest.raises(ShapeError, match="Squeeze node: .* leaves rank 1, but the model was imported for rank 2"):
+        squeeze_ones(np.zeros((1, 1, 3)), rank=2, what="Squeeze node")

@@ -13,6 +13,7 @@ from ...ir.expr import Call, Constant, Expr, ShapeExpr, Var
 from ...ir.struct_info import TensorStructInfo, dtype_name
 from ...ops.registry import make_call
 from ...passes.evaluate import evaluate_call
+from .lift import Lifts
 from .value import Value
 
 #: Constants up to this many elements are folded at import time when an op
@@ -29,6 +30,7 @@ class ImportContext:
         self.node = None    # the NodeProto being converted (for messages)
         self.scope = None   # the value names visible to it
         self.graphs = None  # the GraphConverter, for subgraphs (If branches)
+        self.lifts = Lifts()  # data-dependent sizes lifted to dims (lift.py)
 
     @property
     def opset(self) -> int:

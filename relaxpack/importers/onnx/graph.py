@@ -13,6 +13,7 @@ from ...errors import RelaxpackError, UnsupportedOpError
 from ...ir.expr import Expr, SeqExpr, Tuple
 from .registry import canonical_domain, find_converter
 from .context import ImportContext
+from .lift import ELEMENT_OPS, derive_shadows, reveal, shadow_of
 from .functions import FunctionLibrary, body_opsets, check_depth, instantiate, schema_defaults
 from .tensors import tensor_to_array
 from .value import Value
@@ -103,7 +104,8 @@ class GraphConverter:
         use after the branch binds it anew in the enclosing scope.
         """
         bb = self.ctx.bb
-        saved = [(v, v.expr, v.sinfo) for v in _visible_values(outer)]
+        saved = [(v, v.expr, v.sinfo, v.sym) for v in _visible_values(outer)]
+        bound = self.ctx.lifts.snapshot()
         bb.begin_scope()
         try:
             outputs = self.convert_graph(graph, outer)
@@ -111,8 +113,9 @@ class GraphConverter:
             body: Expr = exprs[0] if len(exprs) == 1 else Tuple(exprs)
             return bb.end_scope(body)
         finally:
-            for value, expr, sinfo in saved:
-                value.expr, value.sinfo = expr, sinfo
+            for value, expr, sinfo, contents in saved:
+                value.expr, value.sinfo, value.sym = expr, sinfo, contents
+            self.ctx.lifts.restore(bound)
 
     def convert_node(self, node, scope: _Scope) -> None:
         ctx = self.ctx
@@ -129,6 +132,7 @@ class GraphConverter:
         attrs = {a.name: self._attr_value(a) for a in node.attribute}
         with ctx.bb.span(node.name or f"{node.op_type}:{node.output[0] if node.output else ''}"):
             ctx.node, ctx.scope = node, scope
+            self._prepare_lifts(node, inputs)
             try:
                 result = _call_converter(entry.fn, ctx, node, inputs, attrs)
             except RelaxpackError:
@@ -138,6 +142,16 @@ class GraphConverter:
                                      f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from err
             ctx.node, ctx.scope = node, scope  # a subgraph's nodes may have set them
             self._bind_outputs(node, result, scope)
+            outputs = [scope.get(name) if name else None for name in node.output]
+            derive_shadows(ctx, node, entry.fn, inputs, attrs, outputs)
+
+    def _prepare_lifts(self, node, inputs) -> None:
+        """Inputs whose lifted dims are bound get them as known contents; the
+        inputs of an element-moving op get shadows, to pass on (lift.py)."""
+        for name, value in zip(node.input, inputs):
+            reveal(self.ctx, value)
+            if node.op_type in ELEMENT_OPS and value is not None:
+                shadow_of(self.ctx, value, name)
 
     def _inputs(self, node, scope: _Scope) -> list[Value | None]:
         inputs = []

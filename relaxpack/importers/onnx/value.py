@@ -28,6 +28,7 @@ class Value:
     const: np.ndarray | None = None      # known contents
     sym: tuple[Dim, ...] | None = None   # known symbolic contents of a 0-d/1-d int tensor
     length: int | None = None            # a sequence's number of elements, when known at import time
+    shadow: tuple[Dim, ...] | None = None  # contents as dim variables bound only when lifted (lift.py)
 
     @property
     def shape(self):

@@ -202,6 +202,19 @@ def squeeze(x, axes):
     return x.reshape(tuple(d for i, d in enumerate(x.shape) if i not in axes)).copy()
 
 
+@register_packed("dyn.squeeze_ones")
+def squeeze_ones(x, *, rank, what):
+    """ONNX Squeeze without axes (drop every dim of 1), where the import fixed
+    the output's ``rank`` assuming its undecided symbolic dims are not 1; a
+    ShapeError naming the node (``what``) when one is."""
+    shape = tuple(d for d in x.shape if d != 1)
+    if len(shape) != rank:
+        raise ShapeError(f"{what}: Squeeze without axes drops the dims of {x.shape} that are 1, which "
+                         f"leaves rank {len(shape)}, but the model was imported for rank {rank} (a "
+                         f"symbolic dim is 1 in this run; give Squeeze its axes)")
+    return x.reshape(shape).copy()
+
+
 @register_packed("dyn.unsqueeze")
 def unsqueeze(x, axes):
     """ONNX Unsqueeze: insert 1-dims at ``axes`` (axes of the output)."""

@@ -1,10 +1,38 @@
-"""Kernels for shapes as data."""
+"""Kernels for shapes as data: ``shape_to_tensor`` and its inverse, ``dyn.tensor_to_shape``."""
 
 from __future__ import annotations
 
-from ._registry import register_kernel
+import numpy as np
+
+from ...errors import ShapeError
+from ._registry import register_kernel, register_packed
 
 
 @register_kernel("shape_to_tensor")
 def shape_to_tensor(shape, *, scalar, out):
     out[...] = shape[0] if scalar else shape
+
+
+@register_packed("dyn.tensor_to_shape")
+def tensor_to_shape(x, *, indices, what):
+    """The elements ``indices`` of the 0-d/1-D int tensor ``x`` as a shape value
+    (a tuple of ints), for a ``match_cast`` that binds symbolic dims to them:
+    the importer lifts data-dependent sizes into dims this way. Each must be a
+    valid dim (``>= 0``); ``what`` names the value in the error.
+
+    >>> tensor_to_shape(np.array([2, 3, 4, 5]), indices=(0, 2), what="size")
+    (2, 4)
+    """
+    a = np.asarray(x)
+    if a.dtype.kind not in "iu" or a.ndim > 1:
+        raise ShapeError(f"{what}: expected a 0-d or 1-D integer tensor to use as dims, got "
+                         f"{a.dtype} of shape {a.shape}")
+    flat = a.reshape(-1)
+    if any(not 0 <= i < flat.size for i in indices):
+        raise ShapeError(f"{what}: has {flat.size} elements, the model uses element(s) {tuple(indices)}")
+    dims = tuple(int(flat[i]) for i in indices)
+    negative = [(i, d) for i, d in zip(indices, dims) if d < 0]
+    if negative:
+        i, d = negative[0]
+        raise ShapeError(f"{what}: element {i} is {d}, but the model uses it as a dim (must be >= 0)")
+    return dims

@@ -134,7 +134,8 @@ def test_constant_of_shape_at_run_time(value):
     attrs = {} if value is None else {"value": numpy_helper.from_array(value)}
     model = one_node("ConstantOfShape", {"s": i64(2, 3)}, attrs=attrs, opset=9)
     check_runtime(model, [{"s": i64(2, 3)}, {"s": i64(0, 4)}, {"s": i64(1, 1)}],
-                  errors=[({"s": i64(-1, 2)}, r"constant_of_shape: negative dim in the shape \(-1, 2\)")])
+                  errors=[({"s": i64(-1, 2)}, r"ConstantOfShape node: element 0 is -1, but the model uses it "
+                                                   r"as a dim \(must be >= 0\)")])
 
 
 @pytest.mark.parametrize("start,limit,delta,dtype", [(0, 5, 1, np.int64), (10, 1, -3, np.int32), (1, 1, 1, np.int64),

@@ -412,10 +412,14 @@ def test_unsqueeze_a_scalar_with_axes_at_run_time_is_all_ones():
     assert output_sinfo(mod).shape == (1, 1)
 
 
-def test_squeeze_without_axes_needs_decided_dims():
+def test_squeeze_without_axes_keeps_undecided_dims_and_checks_them_at_run_time():
+    """A symbolic dim that may be 1 stays (the output's rank cannot depend on data);
+    the run fails, naming the node, when it is 1."""
     model = one_node("Squeeze", {"x": rand(2, 1, 3)}, sym={"x": ["n", 1, 3]}, opset=13)
-    with pytest.raises(UnsupportedOpError, match="may or may not be 1"):
-        relaxpack.from_onnx(model)
+    mod = check_runtime(model, [{"x": rand(2, 1, 3)}, {"x": rand(4, 1, 3)}],
+                        errors=[({"x": rand(1, 1, 3)}, r"Squeeze node: Squeeze without axes .* leaves rank 1, "
+                                                       r"but the model was imported for rank 2")])
+    assert output_sinfo(mod).shape == (relaxpack.ir.sym("n"), 3)
     check_model(model, {"x": rand(2, 1, 3)}, {"x": rand(4, 1, 3)}, dims={"n": (2, None)})
 
 

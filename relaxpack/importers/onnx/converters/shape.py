@@ -24,6 +24,7 @@ from ....ops.registry import make_call
 from ..context import FOLD_LIMIT
 from ..registry import register_converter
 from ..tensors import onnx_dtype_name, string_array
+from ..lift import lift_dims
 from ..value import Value
 from ._shape_common import (
     INT_KINDS, contents_value, emit, fmt_dims, int_contents, is_symbolic, known_shape, runtime_length,
@@ -68,7 +69,7 @@ def constant_of_shape(ctx, shape, *, value=None):
         raise unsupported(ctx, "string tensors are not supported")
     if shape.ndim != 1:
         raise shape_error(ctx, f"the shape input must be 1-D, got rank {shape.ndim}")
-    dims = shape.int_values()
+    dims = shape.int_values() or lift_dims(ctx, shape, "shape")
     if dims is None:    # known at run time only: the output's rank is the shape's length
         rank = runtime_length(ctx, shape, "the shape input")
         fill = ctx.const(fill)

@@ -30,6 +30,7 @@ from ....ops.definitions.common import exact_div
 from ....ops.definitions.index import HUGE
 from ....ops.registry import make_call
 from ....runtime.dtypes import numpy_dtype
+from ..lift import lift_dims, shadow_of
 from ..registry import register_converter
 from ..value import Value
 from ._shape_common import (
@@ -100,11 +101,27 @@ def expand(ctx, data, shape):
     data = shaped(ctx, data)
     target = shape.int_values()
     if target is None:
-        return _dynamic_expand(ctx, data, shape)
+        contents = shadow_of(ctx, shape, "shape")
+        if contents is None or not _decided(ctx, data.shape, contents):
+            return _dynamic_expand(ctx, data, shape)
+        target = lift_dims(ctx, shape, "shape")
     out = broadcast_dims(ctx, data.shape, target)
     if out == tuple(data.shape):
         return data
     return make_call("broadcast_to", ctx.expr(data), shape_expr(out))
+
+
+def _decided(ctx, shape, target) -> bool:
+    """Whether Expand of ``shape`` to data-dependent ``target`` contents has an
+    output shape the import can state without assuming anything of the
+    values: each symbolic target dim meets a 1 or a provably equal dim (a
+    static dim against one would assume the value is 1 or equal; the run
+    decides that, as for any shape known only then)."""
+    left = (1,) * (len(target) - len(shape)) + tuple(shape)
+    if len(left) != len(target):
+        return False
+    analyzer = ctx.bb.analyzer
+    return all(isinstance(t, int) or d == 1 or analyzer.prove_equal(d, t) for d, t in zip(left, target))
 
 
 def _dynamic_expand(ctx, data: Value, shape: Value):
@@ -217,6 +234,8 @@ def _split(ctx, data: Value, sizes: Value | Sequence[int] | None, axis: int):
             raise shape_error(ctx, f"split {sizes} sums to {sum(sizes)}, not the dim {dim} of axis {ax}")
     if count == 1:
         return data
+    if is_symbolic(data) and sizes is None and int_contents(data):
+        sizes = _equal_pieces(len(int_contents(data)[0]), count)
     if is_symbolic(data) and sizes is not None:
         flat, _ = int_contents(data)
         starts = np.cumsum((0,) + sizes)
@@ -224,6 +243,13 @@ def _split(ctx, data: Value, sizes: Value | Sequence[int] | None, axis: int):
     spec = count if sizes is None else tuple(int(p) for p in np.cumsum(sizes[:-1]))
     pieces = ctx.emit(make_call("split", ctx.expr(data), indices_or_sections=spec, axis=ax), "split")
     return tuple(TupleGetItem(pieces.expr, i) for i in range(count))
+
+
+def _equal_pieces(dim: int, count: int) -> tuple[int, ...]:
+    """ONNX's split into ``count`` pieces: ``ceil(dim / count)`` each, the last one smaller."""
+    chunk = -(-dim // count)
+    sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(count)]
+    return tuple(sizes)
 
 
 def _dynamic_split(ctx, data: Value, sizes: Value, ax: int, count: int):
@@ -415,11 +441,9 @@ def _squeeze(ctx, data: Value, axes):
         analyzer = ctx.bb.analyzer
         undecided = [d for d in data.shape if not isinstance(d, int) and not analyzer.prove_equal(d, 1)
                      and not (analyzer.prove_gt(d, 1) or analyzer.prove_lt(d, 1))]
-        if undecided:
-            raise unsupported(ctx, f"without axes it squeezes the dims that are 1, and "
-                                   f"{fmt_dims(undecided)} may or may not be 1 (give axes, or declare "
-                                   f"the dims' ranges in from_onnx(dims=...))")
         axes = tuple(i for i, d in enumerate(data.shape) if d == 1 or analyzer.prove_equal(d, 1))
+        if undecided:
+            return _squeeze_checked(ctx, data, axes)
     else:
         axes = norm_axes(ctx, axes, data.ndim)
     if not axes:
@@ -430,6 +454,18 @@ def _squeeze(ctx, data: Value, axes):
             raise shape_error(ctx, f"cannot squeeze axes {axes} of shape {fmt_dims(shape)}")
         return contents_value(ctx, flat, [d for i, d in enumerate(shape) if i not in axes], data.dtype)
     return make_call("squeeze", ctx.expr(data), axis=tuple(sorted(axes)))
+
+
+def _squeeze_checked(ctx, data: Value, axes: tuple[int, ...]):
+    """Squeeze without axes where some symbolic dims may or may not be 1: the
+    output's rank would depend on data, so the import keeps those dims (the
+    only way a model that then uses the output's rank can be valid, e.g.
+    AffineGrid's body with its batch N) and the run checks it:
+    ``dyn.squeeze_ones`` drops the dims that are 1 and fails, naming the
+    node, if that is not exactly ``axes``."""
+    kept = [d for i, d in enumerate(data.shape) if i not in axes]
+    return packed_call(ctx, "dyn.squeeze_ones", [data], [(kept, data.dtype)], "squeeze",
+                       rank=len(kept), what=ctx.node_label())
 
 
 @register_converter("", "Unsqueeze", since_opset=1)
