@@ -1,0 +1,251 @@
+"""ImageDecoder's codecs (dyn.image_decoder): exact decoding of files
+encoded here from known pixels, clear errors on corrupt input, and the
+converter end to end."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import relaxpack
+from relaxpack.errors import ExecutionError, RelaxpackError, UnsupportedOpError
+from relaxpack.runtime import VirtualMachine
+from relaxpack.runtime.kernels import KERNELS
+from relaxpack.runtime.kernels.image_decode import decode_image, to_pixel_format
+
+from .image_encoders import chunk, encode_bmp, fix_crcs, encode_png, encode_pnm
+
+decode = KERNELS["dyn.image_decoder"].fn
+
+
+def as_input(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, np.uint8)
+
+
+def pillow_gray(rgb: np.ndarray) -> np.ndarray:
+    """Pillow's convert("L"), computed independently in floating point
+    (299/587/114 per mille, rounded half up)."""
+    r, g, b = (rgb[:, :, i].astype(np.float64) for i in range(3))
+    return np.floor((r * 19595 + g * 38470 + b * 7471) / 65536 + 0.5).astype(np.uint8)[:, :, None]
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20)
+
+
+# ---------------------------------------------------------------- PNG
+
+
+@pytest.mark.parametrize("kind", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("color_type,channels", [(2, 3), (6, 4), (0, 1), (4, 2)])
+def test_png_each_filter_type_decodes_exactly(rng, kind, color_type, channels):
+    image = rng.integers(0, 256, (7, 11, channels), dtype=np.uint8)
+    pixels = decode_image(encode_png(image, color_type, filters=(kind,)))
+    np.testing.assert_array_equal(pixels, image)
+
+
+def test_png_mixed_filters_split_idat_and_pixel_formats(rng):
+    image = rng.integers(0, 256, (13, 9, 3), dtype=np.uint8)
+    data = as_input(encode_png(image, 2, filters=(4, 3, 1, 0, 2), chunk_size=17))
+    np.testing.assert_array_equal(decode(data, pixel_format="RGB"), image)
+    np.testing.assert_array_equal(decode(data, pixel_format="BGR"), image[:, :, ::-1])
+    np.testing.assert_array_equal(decode(data, pixel_format="Grayscale"), pillow_gray(image))
+
+
+@pytest.mark.parametrize("depth", [1, 2, 4, 8, 16])
+def test_png_grey_bit_depths(rng, depth, interlace=False):
+    image = rng.integers(0, 1 << depth, (6, 13, 1))
+    pixels = decode_image(encode_png(image, 0, depth=depth, filters=(0, 1, 2, 3, 4), interlace=interlace))
+    expected = image >> 8 if depth == 16 else image * (255 // ((1 << depth) - 1))
+    np.testing.assert_array_equal(pixels, expected.astype(np.uint8))
+
+
+def test_png_rgb16_keeps_the_high_byte(rng):
+    image = rng.integers(0, 65536, (5, 4, 3))
+    np.testing.assert_array_equal(decode_image(encode_png(image, 2, depth=16, filters=(4, 3))),
+                                  (image >> 8).astype(np.uint8))
+
+
+@pytest.mark.parametrize("depth", [1, 4, 8])
+def test_png_palette(rng, depth):
+    palette = rng.integers(0, 256, (1 << depth, 3), dtype=np.uint8)
+    indices = rng.integers(0, 1 << depth, (9, 10, 1))
+    np.testing.assert_array_equal(decode_image(encode_png(indices, 3, depth=depth, palette=palette)),
+                                  palette[indices[:, :, 0]])
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (8, 8), (17, 10)])
+def test_png_adam7_interlaced(rng, shape):
+    image = rng.integers(0, 256, shape + (3,), dtype=np.uint8)
+    np.testing.assert_array_equal(decode_image(encode_png(image, 2, filters=(1, 4, 3), interlace=True)), image)
+    grey = rng.integers(0, 4, shape + (1,))
+    np.testing.assert_array_equal(decode_image(encode_png(grey, 0, depth=2, filters=(4,), interlace=True)),
+                                  (grey * 85).astype(np.uint8))
+
+
+def test_png_errors_name_the_problem(rng):
+    good = encode_png(rng.integers(0, 256, (4, 4, 3), dtype=np.uint8), 2, filters=(4,))
+    with pytest.raises(ExecutionError, match="CRC"):
+        decode_image(good[:40] + bytes([good[40] ^ 1]) + good[41:])
+    with pytest.raises(ExecutionError, match="PNG: truncated"):
+        decode_image(good[:50])
+    header = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
+    rows = b"\x00" + bytes(6) + b"\x09" + bytes(6)
+    bad_filter = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+    with pytest.raises(ExecutionError, match="row 1 has filter type 9"):
+        decode_image(bad_filter)
+    short = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows[:-1])) + chunk(b"IEND", b"")
+    with pytest.raises(ExecutionError, match="inflates to 13 bytes, the image needs 14"):
+        decode_image(short)
+    with pytest.raises(ExecutionError, match="zlib stream is corrupt"):
+        decode_image(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", b"\x78\x9c\xff\xff")
+                     + chunk(b"IEND", b""))
+
+
+# ---------------------------------------------------------------- BMP
+
+
+@pytest.mark.parametrize("bpp", [24, 32])
+@pytest.mark.parametrize("top_down", [False, True])
+@pytest.mark.parametrize("width", [1, 2, 3, 5])
+def test_bmp_truecolour(rng, bpp, top_down, width):
+    image = rng.integers(0, 256, (4, width, 3), dtype=np.uint8)
+    np.testing.assert_array_equal(decode_image(encode_bmp(image, bpp, top_down=top_down)), image)
+
+
+@pytest.mark.parametrize("bpp", [1, 4, 8])
+def test_bmp_palette(rng, bpp):
+    palette = rng.integers(0, 256, (1 << bpp, 3), dtype=np.uint8)
+    indices = rng.integers(0, 1 << bpp, (5, 7))
+    np.testing.assert_array_equal(decode_image(encode_bmp(indices, bpp, palette=palette)), palette[indices])
+
+
+def test_bmp_bit_fields_565_and_bgra(rng):
+    raw = rng.integers(0, 1 << 16, (3, 5))
+    expected = np.stack([(raw >> 11) * 255 // 31, ((raw >> 5) & 63) * 255 // 63, (raw & 31) * 255 // 31], axis=2)
+    np.testing.assert_array_equal(decode_image(encode_bmp(raw, 16, masks=(0xF800, 0x07E0, 0x001F))),
+                                  expected.astype(np.uint8))
+    rgba = rng.integers(0, 256, (3, 5, 4), dtype=np.uint8)
+    packed = (rgba[:, :, 3].astype(np.int64) << 24 | rgba[:, :, 0].astype(np.int64) << 16
+              | rgba[:, :, 1].astype(np.int64) << 8 | rgba[:, :, 2])
+    data = encode_bmp(packed, 32, masks=(0xFF0000, 0xFF00, 0xFF, 0xFF000000), header_size=108)
+    np.testing.assert_array_equal(decode_image(data), rgba)
+    np.testing.assert_array_equal(decode(as_input(data), pixel_format="RGB"), rgba[:, :, :3])
+
+
+def test_bmp_errors(rng):
+    good = encode_bmp(rng.integers(0, 256, (4, 4, 3), dtype=np.uint8))
+    with pytest.raises(ExecutionError, match="BMP: truncated pixel data"):
+        decode_image(good[:-1])
+    rle = good[:30] + b"\x01\x00\x00\x00" + good[34:]
+    with pytest.raises(UnsupportedOpError, match="BMP: RLE8 compression is not supported"):
+        decode_image(rle)
+
+
+# ---------------------------------------------------------------- PNM
+
+
+@pytest.mark.parametrize("kind,channels", [(2, 1), (3, 3), (5, 1), (6, 3)])
+@pytest.mark.parametrize("maxval", [255, 15, 1000])
+def test_pnm_grey_and_colour(rng, kind, channels, maxval):
+    samples = rng.integers(0, maxval + 1, (4, 6, channels))
+    expected = np.array([round(v / maxval * 255) for v in samples.ravel()], np.uint8).reshape(samples.shape)
+    np.testing.assert_array_equal(decode_image(encode_pnm(samples, kind, maxval)), expected)
+
+
+@pytest.mark.parametrize("kind", [1, 4])
+@pytest.mark.parametrize("width", [1, 8, 11])
+def test_pnm_bitmaps_set_bits_are_black(rng, kind, width):
+    bits = rng.integers(0, 2, (3, width, 1))
+    np.testing.assert_array_equal(decode_image(encode_pnm(bits, kind)), np.where(bits == 1, 0, 255))
+
+
+def test_pnm_errors(rng):
+    good = encode_pnm(rng.integers(0, 256, (3, 3, 3)), 6, comment=False)
+    with pytest.raises(ExecutionError, match="PNM: truncated pixel data"):
+        decode_image(good[:-1])
+    with pytest.raises(ExecutionError, match="expected a number"):
+        decode_image(b"P6\n3 x\n255\n")
+    with pytest.raises(ExecutionError, match="exceeds maxval"):
+        decode_image(b"P2 1 1 15 16\n")
+
+
+# ---------------------------------------------------------------- dispatch, fuzz, converter
+
+
+@pytest.mark.parametrize("data,fmt", [(b"\x00\x00\x00\x0cjP  \r\n\x87\n\x00\x00", "JPEG 2000"),
+                                      (b"RIFF\x20\x02\x00\x00WEBPVP8 ", "WebP")])
+def test_unsupported_formats_are_named(data, fmt):
+    with pytest.raises(UnsupportedOpError, match=f"ImageDecoder.*{fmt}: decoding is not supported"):
+        decode(as_input(data), pixel_format="RGB")
+
+
+def test_unknown_bytes_and_wrong_operands():
+    with pytest.raises(ExecutionError, match="unrecognised image format"):
+        decode(as_input(b"GIF89a......"), pixel_format="RGB")
+    with pytest.raises(RelaxpackError, match="1-D uint8"):
+        decode(np.zeros((2, 2), np.uint8), pixel_format="RGB")
+    with pytest.raises(RelaxpackError, match="pixel_format"):
+        decode(as_input(b"BM"), pixel_format="RGBA")
+
+
+def _fuzz_samples(rng):
+    image = rng.integers(0, 256, (6, 5, 3), dtype=np.uint8)
+    return [encode_png(image, 2, filters=(0, 1, 2, 3, 4)), encode_png(image, 2, interlace=True),
+            encode_bmp(image), encode_bmp(image[:, :, 0] % 16, 4, palette=rng.integers(0, 256, (16, 3), dtype=np.uint8)),
+            encode_pnm(image, 6), encode_pnm(image, 3)]
+
+
+def mutations(data: bytes, rng: np.random.Generator, count: int):
+    """Truncations, flipped bytes, inserted and deleted runs of ``data``."""
+    for _ in range(count):
+        kind = rng.integers(4)
+        at = int(rng.integers(len(data)))
+        if kind == 0:
+            yield data[:at]
+        elif kind == 1:
+            yield data[:at] + bytes([int(rng.integers(256))]) + data[at + 1:]
+        elif kind == 2:
+            yield data[:at] + rng.integers(0, 256, int(rng.integers(1, 9)), dtype=np.uint8).tobytes() + data[at:]
+        else:
+            yield data[:at] + data[at + int(rng.integers(1, 9)):]
+
+
+def test_fuzzed_files_decode_or_fail_cleanly(rng):
+    """Any mutation either decodes to uint8 (H, W, 3) or raises a RelaxpackError."""
+    for good in _fuzz_samples(rng):
+        for data in mutations(good, rng, 150):
+            if good.startswith(b"\x89PNG"):
+                data = fix_crcs(data)
+            try:
+                out = decode(as_input(data), pixel_format="RGB")
+            except RelaxpackError:
+                continue
+            assert out.dtype == np.uint8 and out.ndim == 3 and out.shape[2] == 3
+
+
+def _model(pixel_format: str):
+    graph = helper.make_graph(
+        [helper.make_node("ImageDecoder", ["data"], ["image"], pixel_format=pixel_format),
+         helper.make_node("Shape", ["image"], ["shape"])], "g",
+        [helper.make_tensor_value_info("data", TensorProto.UINT8, ["n"])],
+        [helper.make_tensor_value_info("image", TensorProto.UINT8, None),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+
+
+@pytest.mark.parametrize("pixel_format,channels", [("RGB", 3), ("Grayscale", 1)])
+def test_converter_runs_with_fresh_dims(rng, pixel_format, channels):
+    mod = relaxpack.from_onnx(_model(pixel_format))
+    assert 'R.call_packed("dyn.image_decoder"' in mod.script()
+    vm = VirtualMachine(relaxpack.build(mod))
+    for shape in [(3, 4), (9, 2)]:
+        image = rng.integers(0, 256, shape + (3,), dtype=np.uint8)
+        out = vm.run({"data": as_input(encode_png(image, 2, filters=(4,)))})
+        np.testing.assert_array_equal(out["image"], to_pixel_format(image, pixel_format))
+        assert out["shape"].tolist() == [*shape, channels]
