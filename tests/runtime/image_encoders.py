@@ -137,3 +137,106 @@ def encode_pnm(samples: np.ndarray, kind: int, maxval: int = 255, comment: bool 
     else:
         body = flat.astype(">u2" if maxval > 255 else np.uint8).tobytes()
     return head.encode() + body
+
+# ---------------------------------------------------------------- TIFF
+
+
+def lzw_encode(data: bytes) -> bytes:
+    """TIFF LZW (MSB first, early change), with a Clear code when the table fills."""
+    codes: list[tuple[int, int]] = []       # (code, width)
+    table = {bytes([i]): i for i in range(256)}
+    width, next_code = 9, 258
+    codes.append((256, width))
+    w = b""
+    for byte in data:
+        wc = w + bytes([byte])
+        if wc in table:
+            w = wc
+            continue
+        codes.append((table[w], width))
+        table[wc] = next_code
+        next_code += 1
+        if next_code >= 4094:
+            codes.append((256, width))
+            table = {bytes([i]): i for i in range(256)}
+            width, next_code = 9, 258
+        elif next_code >= 1 << width:
+            width += 1
+        w = bytes([byte])
+    if w:
+        codes.append((table[w], width))
+        next_code += 1      # the decoder adds an entry for the last code too
+        if next_code >= 1 << width and width < 12:
+            width += 1
+    codes.append((257, width))
+    bits = "".join(format(code, f"0{n}b") for code, n in codes)
+    bits += "0" * (-len(bits) % 8)
+    return int(bits, 2).to_bytes(len(bits) // 8, "big")
+
+
+def packbits_encode(data: bytes) -> bytes:
+    out, i = bytearray(), 0
+    while i < len(data):
+        run = 1
+        while i + run < len(data) and run < 128 and data[i + run] == data[i]:
+            run += 1
+        if run >= 2:
+            out += bytes([257 - run, data[i]])
+            i += run
+        else:
+            j = i + 1
+            while j < len(data) and j - i < 128 and (j + 1 >= len(data) or data[j + 1] != data[j]):
+                j += 1
+            out += bytes([j - i - 1]) + data[i:j]
+            i = j
+    return bytes(out)
+
+
+def encode_tiff(samples: np.ndarray, photometric: int, bits: int = 8, compression: int = 1, predictor: int = 1,
+                planar: int = 1, rows_per_strip: int = 3, order: str = "<", colormap: np.ndarray | None = None,
+                extra_samples: tuple[int, ...] = ()) -> bytes:
+    """A one-image TIFF of raw ``samples`` (H, W, C)."""
+    height, width, spp = samples.shape
+    planes = [samples[:, :, p:p + 1] for p in range(spp)] if planar == 2 else [samples]
+    dtype = np.dtype(order + "u2") if bits == 16 else np.uint8
+    strips = []
+    for plane in planes:
+        flat = plane.reshape(height, -1).astype(np.int64)
+        if predictor == 2:
+            per = plane.shape[2]
+            diffs = flat.reshape(height, width, per).copy()
+            diffs[:, 1:] -= flat.reshape(height, width, per)[:, :-1]
+            flat = (diffs % (1 << bits)).reshape(height, -1)
+        rows = flat.astype(dtype).view(np.uint8).reshape(height, -1) if bits >= 8 else pack_samples(flat, bits)
+        for y in range(0, height, rows_per_strip):
+            raw = rows[y:y + rows_per_strip].tobytes()
+            strips.append({1: lambda r: r, 5: lzw_encode, 8: zlib.compress, 32773: packbits_encode}[compression](raw))
+    tags = {256: (4, [width]), 257: (4, [height]), 258: (3, [bits] * spp), 259: (3, [compression]),
+            262: (3, [photometric]), 277: (3, [spp]), 278: (4, [rows_per_strip]), 284: (3, [planar]),
+            317: (3, [predictor])}
+    if colormap is not None:
+        tags[320] = (3, colormap.T.reshape(-1).tolist())
+    if extra_samples:
+        tags[338] = (3, list(extra_samples))
+    data = bytearray(b"II*\x00" if order == "<" else b"MM\x00*") + bytes(4)
+    offsets = []
+    for strip in strips:
+        offsets.append(len(data))
+        data += strip
+    tags[273] = (4, offsets)
+    tags[279] = (4, [len(s) for s in strips])
+    blobs = {}
+    for tag, (kind, values) in tags.items():
+        raw = struct.pack(order + ("H" if kind == 3 else "I") * len(values), *values)
+        if len(raw) > 4:
+            blobs[tag] = len(data)
+            data += raw
+    ifd = len(data)
+    data[4:8] = struct.pack(order + "I", ifd)
+    data += struct.pack(order + "H", len(tags))
+    for tag in sorted(tags):
+        kind, values = tags[tag]
+        raw = struct.pack(order + ("H" if kind == 3 else "I") * len(values), *values)
+        inline = struct.pack(order + "I", blobs[tag]) if tag in blobs else raw.ljust(4, b"\x00")
+        data += struct.pack(order + "HHI", tag, kind, len(values)) + inline
+    return bytes(data + bytes(4))

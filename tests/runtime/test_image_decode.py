@@ -17,7 +17,7 @@ from relaxpack.runtime import VirtualMachine
 from relaxpack.runtime.kernels import KERNELS
 from relaxpack.runtime.kernels.image_decode import decode_image, to_pixel_format
 
-from .image_encoders import chunk, encode_bmp, fix_crcs, encode_png, encode_pnm
+from .image_encoders import chunk, encode_bmp, encode_png, encode_pnm, encode_tiff, fix_crcs, lzw_encode
 
 decode = KERNELS["dyn.image_decoder"].fn
 
@@ -175,6 +175,58 @@ def test_pnm_errors(rng):
         decode_image(b"P2 1 1 15 16\n")
 
 
+# ---------------------------------------------------------------- TIFF
+
+
+@pytest.mark.parametrize("compression", [1, 5, 8, 32773])
+@pytest.mark.parametrize("predictor", [1, 2])
+@pytest.mark.parametrize("planar", [1, 2])
+def test_tiff_rgb_compressions(rng, compression, predictor, planar):
+    image = rng.integers(0, 256, (40, 37, 3), dtype=np.uint8)
+    image[5:20] = image[5, 0]       # runs, so LZW and PackBits repeat and the LZW table widens
+    data = encode_tiff(image, 2, compression=compression, predictor=predictor, planar=planar, rows_per_strip=7)
+    np.testing.assert_array_equal(decode_image(data), image)
+
+
+def test_tiff_lzw_table_fills_and_clears(rng):
+    image = rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)   # incompressible: thousands of codes
+    np.testing.assert_array_equal(decode_image(encode_tiff(image, 2, compression=5, rows_per_strip=64)), image)
+
+
+@pytest.mark.parametrize("order", ["<", ">"])
+@pytest.mark.parametrize("bits", [1, 4, 8, 16])
+def test_tiff_grey_both_byte_orders(rng, order, bits):
+    samples = rng.integers(0, 1 << bits, (5, 9, 1))
+    expected = samples >> 8 if bits == 16 else samples * (255 // ((1 << bits) - 1))
+    data = encode_tiff(samples, 1, bits=bits, order=order, predictor=2 if bits >= 8 else 1)
+    np.testing.assert_array_equal(decode_image(data), expected.astype(np.uint8))
+    white_is_zero = encode_tiff(samples, 0, bits=bits, order=order, compression=5)
+    np.testing.assert_array_equal(decode_image(white_is_zero), 255 - expected.astype(np.uint8))
+
+
+def test_tiff_palette_and_alpha(rng):
+    colormap = rng.integers(0, 65536, (16, 3))
+    indices = rng.integers(0, 16, (4, 6, 1))
+    np.testing.assert_array_equal(decode_image(encode_tiff(indices, 3, bits=4, colormap=colormap)),
+                                  (colormap[indices[:, :, 0]] >> 8).astype(np.uint8))
+    rgba = rng.integers(0, 256, (4, 6, 4), dtype=np.uint8)
+    data = as_input(encode_tiff(rgba, 2, extra_samples=(2,), compression=32773))
+    np.testing.assert_array_equal(decode(data, pixel_format="RGB"), rgba[:, :, :3])
+    np.testing.assert_array_equal(decode(data, pixel_format="Grayscale"), pillow_gray(rgba))
+
+
+def test_tiff_errors(rng):
+    good = encode_tiff(rng.integers(0, 256, (4, 4, 3), dtype=np.uint8), 2, compression=5)
+    with pytest.raises(ExecutionError, match="TIFF: strip 0 decompresses to"):
+        decode_image(encode_tiff(np.zeros((4, 4, 3), np.uint8), 2, compression=5)
+                     .replace(lzw_encode(bytes(36)), lzw_encode(bytes(30))))
+    with pytest.raises(ExecutionError, match="TIFF: truncated"):
+        decode_image(good[:-30])
+    with pytest.raises(UnsupportedOpError, match="TIFF: JPEG compression is not supported"):
+        decode_image(encode_tiff(np.zeros((2, 2, 3), np.uint8), 2).replace(
+            struct.pack("<HHIHH", 259, 3, 1, 1, 0), struct.pack("<HHIHH", 259, 3, 1, 7, 0)))
+
+
 # ---------------------------------------------------------------- dispatch, fuzz, converter
 
 
@@ -198,7 +250,8 @@ def _fuzz_samples(rng):
     image = rng.integers(0, 256, (6, 5, 3), dtype=np.uint8)
     return [encode_png(image, 2, filters=(0, 1, 2, 3, 4)), encode_png(image, 2, interlace=True),
             encode_bmp(image), encode_bmp(image[:, :, 0] % 16, 4, palette=rng.integers(0, 256, (16, 3), dtype=np.uint8)),
-            encode_pnm(image, 6), encode_pnm(image, 3)]
+            encode_pnm(image, 6), encode_pnm(image, 3), encode_tiff(image, 2, compression=5, predictor=2),
+            encode_tiff(image, 2, compression=32773, planar=2), encode_tiff(image[:, :, :1], 1, bits=4)]
 
 
 def mutations(data: bytes, rng: np.random.Generator, count: int):

@@ -27,6 +27,7 @@ from ._common import corrupt, unsupported
 from .bmp import decode_bmp
 from .png import decode_png
 from .pnm import decode_pnm
+from .tiff import decode_tiff
 
 PIXEL_FORMATS = {"RGB": 3, "BGR": 3, "Grayscale": 1}
 
@@ -50,7 +51,7 @@ def detect_format(data: bytes) -> str:
     return "unknown"
 
 
-_DECODERS = {"PNG": decode_png, "BMP": decode_bmp, "PNM": decode_pnm}
+_DECODERS = {"PNG": decode_png, "BMP": decode_bmp, "PNM": decode_pnm, "TIFF": decode_tiff}
 
 
 def decode_image(data: bytes) -> np.ndarray:
