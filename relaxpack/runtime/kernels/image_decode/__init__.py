@@ -25,6 +25,7 @@ from ....errors import ShapeError
 from .._registry import register_packed
 from ._common import corrupt, unsupported
 from .bmp import decode_bmp
+from .jpeg import decode_jpeg
 from .png import decode_png
 from .pnm import decode_pnm
 from .tiff import decode_tiff
@@ -51,7 +52,8 @@ def detect_format(data: bytes) -> str:
     return "unknown"
 
 
-_DECODERS = {"PNG": decode_png, "BMP": decode_bmp, "PNM": decode_pnm, "TIFF": decode_tiff}
+_DECODERS = {"PNG": decode_png, "BMP": decode_bmp, "PNM": decode_pnm, "TIFF": decode_tiff,
+             "JPEG": decode_jpeg}
 
 
 def decode_image(data: bytes) -> np.ndarray:
