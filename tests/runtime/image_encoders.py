@@ -240,3 +240,142 @@ def encode_tiff(samples: np.ndarray, photometric: int, bits: int = 8, compressio
         inline = struct.pack(order + "I", blobs[tag]) if tag in blobs else raw.ljust(4, b"\x00")
         data += struct.pack(order + "HHI", tag, kind, len(values)) + inline
     return bytes(data + bytes(4))
+
+# ---------------------------------------------------------------- JPEG (baseline)
+
+ZIGZAG = np.array([0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5, 12, 19, 26, 33, 40, 48, 41, 34, 27, 20,
+                   13, 6, 7, 14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51, 58, 59,
+                   52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63])
+_U = np.arange(8)
+DCT = np.where(_U[:, None] == 0, np.sqrt(1 / 8), np.sqrt(2 / 8)) * np.cos((2 * _U[None, :] + 1) * _U[:, None] * np.pi / 16)
+
+
+def huffman_spec(lengths: dict[int, int]) -> tuple[bytes, bytes, dict[int, str]]:
+    """(DHT counts, DHT symbols, symbol -> code) of a canonical code with the
+    given code length per symbol."""
+    ordered = sorted(lengths, key=lambda s: (lengths[s], s))
+    counts = bytes(sum(1 for s in ordered if lengths[s] == n) for n in range(1, 17))
+    codes, code, prev = {}, 0, lengths[ordered[0]]
+    for s in ordered:
+        code <<= lengths[s] - prev
+        prev = lengths[s]
+        codes[s] = format(code, f"0{prev}b")
+        code += 1
+    return counts, bytes(ordered), codes
+
+
+#: DC sizes 0..11 and every AC symbol, with code lengths from 2 to 12 bits
+DC_LENGTHS = {s: 2 if s == 0 else 3 if s <= 3 else 5 for s in range(12)}
+_AC_SYMBOLS = [0x00, 0xF0] + [r << 4 | s for r in range(16) for s in range(1, 11)]
+AC_LENGTHS = {sym: (2 if sym == 0 else 3 if sym == 1 else 4 if sym in (2, 0x11) else 9 if i < 104 else 12)
+              for i, sym in enumerate(_AC_SYMBOLS)}
+
+
+def _category(v: int) -> tuple[int, str]:
+    size = abs(v).bit_length()
+    if not size:
+        return 0, ""
+    return size, format(v if v > 0 else v + (1 << size) - 1, f"0{size}b")
+
+
+def _segment(code: str) -> bytes:
+    code += "1" * (-len(code) % 8)
+    raw = int(code, 2).to_bytes(len(code) // 8, "big") if code else b""
+    return raw.replace(b"\xff", b"\xff\x00")
+
+
+def _marker(code: int, body: bytes) -> bytes:
+    return bytes([0xFF, code]) + struct.pack(">H", len(body) + 2) + body
+
+
+def encode_jpeg(image: np.ndarray, sampling: tuple[int, int] = (1, 1), quality_scale: float = 1.0,
+                restart: int = 0, interleaved: bool = True, ycc: bool = True, seed: int = 0):
+    """A baseline JPEG of (H, W, 1 or 3) uint8 ``image`` (luma sampled
+    ``sampling`` times the chroma); returns (file bytes, per component the
+    quantised coefficients (blocks down, across, 8, 8) in natural order over
+    the MCU-padded grid, quantisation tables)."""
+    height, width, count = image.shape
+    rng = np.random.default_rng(seed)
+    quant = [np.clip(np.round(rng.integers(2, 30, 64) * quality_scale), 1, 255).astype(np.int64) for _ in range(2)]
+    pixels = image.astype(np.float64)
+    if count == 3 and ycc:
+        r, g, b = pixels[:, :, 0], pixels[:, :, 1], pixels[:, :, 2]
+        pixels = np.stack([0.299 * r + 0.587 * g + 0.114 * b, -0.168736 * r - 0.331264 * g + 0.5 * b + 128,
+                           0.5 * r - 0.418688 * g - 0.081312 * b + 128], axis=2)
+    hs, vs = sampling
+    hmax, vmax = (hs, vs) if count == 3 else (1, 1)
+    mcus_x, mcus_y = -(-width // (8 * hmax)), -(-height // (8 * vmax))
+    factors = [(hs, vs), (1, 1), (1, 1)][:count] if count == 3 else [(1, 1)]
+    coefs = []
+    for c, (h, v) in enumerate(factors):
+        plane = pixels[:, :, c]
+        fy, fx = vmax // v, hmax // h
+        rows, cols = -(-height // fy), -(-width // fx)
+        padded = np.pad(plane, ((0, rows * fy - height), (0, cols * fx - width)), mode="edge")
+        small = padded.reshape(rows, fy, cols, fx).mean(axis=(1, 3))
+        grid = np.pad(small, ((0, mcus_y * v * 8 - rows), (0, mcus_x * h * 8 - cols)), mode="edge") - 128
+        blocks = grid.reshape(mcus_y * v, 8, mcus_x * h, 8).transpose(0, 2, 1, 3)
+        freq = DCT @ blocks @ DCT.T
+        table = np.zeros(64, np.int64)
+        table[ZIGZAG] = quant[0 if c == 0 else 1]
+        coefs.append(np.round(freq / table.reshape(8, 8)).astype(np.int64))
+    dc_counts, dc_symbols, dc_codes = huffman_spec(DC_LENGTHS)
+    ac_counts, ac_symbols, ac_codes = huffman_spec(AC_LENGTHS)
+    ids = [1, 2, 3][:count] if ycc or count == 1 else [82, 71, 66]
+    out = bytearray(b"\xff\xd8")
+    if ycc:
+        out += _marker(0xE0, b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00")
+    for t in range(2 if count == 3 else 1):
+        out += _marker(0xDB, bytes([t]) + bytes(quant[t].tolist()))
+    out += _marker(0xC0, struct.pack(">BHHB", 8, height, width, count) + b"".join(
+        bytes([ids[c], h << 4 | v, 0 if c == 0 else 1]) for c, (h, v) in enumerate(factors)))
+    out += _marker(0xC4, b"\x00" + dc_counts + dc_symbols) + _marker(0xC4, b"\x10" + ac_counts + ac_symbols)
+    if restart:
+        out += _marker(0xDD, struct.pack(">H", restart))
+    scans = [list(range(count))] if interleaved else [[c] for c in range(count)]
+    for members in scans:
+        out += _marker(0xDA, bytes([len(members)]) + b"".join(bytes([ids[c], 0]) for c in members) + b"\x00\x3f\x00")
+        units = _coding_units(members, factors, coefs, height, width, hmax, vmax, mcus_x, mcus_y)
+        out += _entropy(units, restart, dc_codes, ac_codes)
+    out += b"\xff\xd9"
+    return bytes(out), coefs, quant
+
+
+def _coding_units(members, factors, coefs, height, width, hmax, vmax, mcus_x, mcus_y):
+    """Per MCU of a scan, its (component, block) pairs in coding order."""
+    if len(members) == 1:
+        c = members[0]
+        h, v = factors[c]
+        wide, high = -(-(-(-width * h // hmax)) // 8), -(-(-(-height * v // vmax)) // 8)
+        return [[(c, coefs[c][r, k])] for r in range(high) for k in range(wide)]
+    return [[(c, coefs[c][my * factors[c][1] + y, mx * factors[c][0] + x]) for c in members
+             for y in range(factors[c][1]) for x in range(factors[c][0])]
+            for my in range(mcus_y) for mx in range(mcus_x)]
+
+
+def _entropy(units, restart, dc_codes, ac_codes) -> bytes:
+    out, code, predictors = bytearray(), [], {}
+    for i, mcu in enumerate(units):
+        if restart and i and i % restart == 0:
+            out += _segment("".join(code)) + bytes([0xFF, 0xD0 + (i // restart - 1) % 8])
+            code, predictors = [], {}
+        for c, block in mcu:
+            zz = block.reshape(64)[ZIGZAG]
+            size, bits = _category(int(zz[0]) - predictors.get(c, 0))
+            predictors[c] = int(zz[0])
+            code += [dc_codes[size], bits]
+            run = 0
+            last = max([k for k in range(1, 64) if zz[k]], default=0)
+            for k in range(1, last + 1):
+                if not zz[k]:
+                    run += 1
+                    continue
+                while run > 15:
+                    code.append(ac_codes[0xF0])
+                    run -= 16
+                size, bits = _category(int(zz[k]))
+                code += [ac_codes[run << 4 | size], bits]
+                run = 0
+            if last < 63:
+                code.append(ac_codes[0x00])
+    return bytes(out + _segment("".join(code)))

@@ -16,8 +16,10 @@ from relaxpack.errors import ExecutionError, RelaxpackError, UnsupportedOpError
 from relaxpack.runtime import VirtualMachine
 from relaxpack.runtime.kernels import KERNELS
 from relaxpack.runtime.kernels.image_decode import decode_image, to_pixel_format
+from relaxpack.runtime.kernels.image_decode.jpeg import parse_jpeg
+from relaxpack.runtime.kernels.image_decode.jpeg_pixels import dense_coefficients, idct_islow, upsample
 
-from .image_encoders import chunk, encode_bmp, encode_png, encode_pnm, encode_tiff, fix_crcs, lzw_encode
+from .image_encoders import DCT, ZIGZAG, chunk, encode_jpeg, encode_bmp, encode_png, encode_pnm, encode_tiff, fix_crcs, lzw_encode
 
 decode = KERNELS["dyn.image_decoder"].fn
 
@@ -227,6 +229,90 @@ def test_tiff_errors(rng):
             struct.pack("<HHIHH", 259, 3, 1, 1, 0), struct.pack("<HHIHH", 259, 3, 1, 7, 0)))
 
 
+# ---------------------------------------------------------------- JPEG
+
+
+def _own_region(frame, comp, array):
+    """The blocks that cover the component's own samples (a non-interleaved
+    scan codes only these)."""
+    cols = -(-frame.width * comp.h // frame.hmax)
+    rows = -(-frame.height * comp.v // frame.vmax)
+    return array[:-(-rows // 8), :-(-cols // 8)]
+
+
+@pytest.mark.parametrize("options", [{}, {"sampling": (2, 2)}, {"sampling": (2, 1), "restart": 3},
+                                     {"sampling": (1, 2), "interleaved": False}, {"ycc": False, "restart": 1},
+                                     {"sampling": (2, 2), "quality_scale": 0.05}])
+def test_jpeg_coefficients_decode_exactly(rng, options):
+    image = rng.integers(0, 256, (21, 35, 3), dtype=np.uint8)
+    data, coefs, _ = encode_jpeg(image, **options)
+    frame, ycc = parse_jpeg(data)
+    assert ycc == options.get("ycc", True)
+    for comp, expected in zip(frame.components, coefs):
+        np.testing.assert_array_equal(_own_region(frame, comp, dense_coefficients(frame, comp)),
+                                      _own_region(frame, comp, expected))
+    assert decode_image(data).shape == (21, 35, 3)
+
+
+def _float_idct(coefs: np.ndarray, quant: np.ndarray) -> np.ndarray:
+    table = np.zeros(64)
+    table[ZIGZAG] = quant
+    return DCT.T @ (coefs * table.reshape(8, 8)) @ DCT + 128
+
+
+def test_jpeg_grey_pixels_within_one_of_the_exact_idct(rng):
+    image = rng.integers(0, 256, (19, 26, 1), dtype=np.uint8)
+    data, (coefs,), (quant, _) = encode_jpeg(image, quality_scale=0.2)
+    expected = _float_idct(coefs, quant).transpose(0, 2, 1, 3).reshape(coefs.shape[0] * 8, -1)[:19, :26]
+    diff = decode_image(data)[:, :, 0].astype(np.float64) - np.clip(expected, 0, 255)
+    assert np.abs(diff).max() <= 1, np.abs(diff).max()
+
+
+def test_islow_idct_is_within_one_of_the_exact_idct(rng):
+    blocks = rng.integers(-200, 200, (1000, 8, 8)) * (rng.random((1000, 8, 8)) < 0.3)
+    blocks[:, 0, 0] = rng.integers(-1000, 1000, 1000)
+    exact = DCT.T @ blocks @ DCT + 128
+    # libjpeg wraps results beyond 10 bits (only corrupt data gets there): compare the others
+    sane = np.abs(exact - 128).max(axis=(1, 2)) < 500
+    assert sane.sum() > 500
+    got = idct_islow(blocks[sane].astype(np.int64)).astype(np.float64)
+    assert np.abs(got - np.clip(np.round(exact[sane]), 0, 255)).max() <= 1
+
+
+def test_fancy_upsampling_follows_the_onnx_spec(rng):
+    """B0 = round_half_down(A/4 + 3B/4), B1 = round_half_up(3B/4 + C/4), edges repeated."""
+    row = rng.integers(0, 256, (3, 9))
+    a = np.concatenate([row[:, :1], row[:, :-1]], axis=1)
+    c = np.concatenate([row[:, 1:], row[:, -1:]], axis=1)
+    b0 = np.ceil((a + 3 * row) / 4 - 0.5)
+    b1 = np.floor((3 * row + c) / 4 + 0.5)
+    expected = np.stack([b0, b1], axis=2).reshape(3, 18)
+    np.testing.assert_array_equal(upsample(row.astype(np.uint8), 2, 1), expected)
+    np.testing.assert_array_equal(upsample(row.T.astype(np.uint8), 1, 2), expected.T)
+    # the 2x2 filter is the two 1-D ones in 16ths: weights 9, 3, 3, 1
+    np.testing.assert_array_equal(upsample(np.full((4, 4), 77, np.uint8), 2, 2), np.full((8, 8), 77))
+
+
+@pytest.mark.parametrize("name", ["rgb", "bgr", "grayscale"])
+def test_jpeg_matches_libjpeg_turbo_exactly(name):
+    """onnx's frozen test data was decoded by Pillow (libjpeg-turbo)."""
+    from onnx.backend.test.case.node import _image_decoder_data as frozen
+    case = getattr(frozen, f"image_decoder_decode_jpeg_{name}")
+    pixel_format = {"rgb": "RGB", "bgr": "BGR", "grayscale": "Grayscale"}[name]
+    np.testing.assert_array_equal(decode(case.data, pixel_format=pixel_format), case.output)
+
+
+def test_jpeg_errors(rng):
+    data, _, _ = encode_jpeg(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8), sampling=(2, 2))
+    sof = data.index(b"\xff\xc0")
+    with pytest.raises(UnsupportedOpError, match="JPEG: progressive JPEG is not supported"):
+        decode_image(data[:sof] + b"\xff\xc2" + data[sof + 2:])
+    with pytest.raises(ExecutionError, match="JPEG: .*truncated file"):
+        decode_image(data[:-40])
+    with pytest.raises(ExecutionError, match="JPEG: a scan .* before the frame header"):
+        decode_image(data[:sof] + data[data.index(b"\xff\xc4"):])
+
+
 # ---------------------------------------------------------------- dispatch, fuzz, converter
 
 
@@ -251,7 +337,8 @@ def _fuzz_samples(rng):
     return [encode_png(image, 2, filters=(0, 1, 2, 3, 4)), encode_png(image, 2, interlace=True),
             encode_bmp(image), encode_bmp(image[:, :, 0] % 16, 4, palette=rng.integers(0, 256, (16, 3), dtype=np.uint8)),
             encode_pnm(image, 6), encode_pnm(image, 3), encode_tiff(image, 2, compression=5, predictor=2),
-            encode_tiff(image, 2, compression=32773, planar=2), encode_tiff(image[:, :, :1], 1, bits=4)]
+            encode_tiff(image, 2, compression=32773, planar=2), encode_tiff(image[:, :, :1], 1, bits=4),
+            encode_jpeg(image, sampling=(2, 2))[0], encode_jpeg(image, restart=1, interleaved=False)[0]]
 
 
 def mutations(data: bytes, rng: np.random.Generator, count: int):

@@ -34,7 +34,7 @@ def reconstruct(frame, ycc: bool) -> np.ndarray:
     planes = []
     for comp in frame.components:
         samples = _component_samples(frame, comp)
-        planes.append(_upsample(samples, frame.hmax // comp.h, frame.vmax // comp.v)[:frame.height, :frame.width])
+        planes.append(upsample(samples, frame.hmax // comp.h, frame.vmax // comp.v)[:frame.height, :frame.width])
     if len(planes) == 1:
         return planes[0][:, :, None]
     if ycc:
@@ -106,7 +106,7 @@ def idct_islow(blocks: np.ndarray) -> np.ndarray:
     return np.clip(wrapped + 128, 0, 255).astype(np.uint8)
 
 
-def _upsample(plane: np.ndarray, fx: int, fy: int) -> np.ndarray:
+def upsample(plane: np.ndarray, fx: int, fy: int) -> np.ndarray:
     """``plane`` enlarged ``fx`` times across and ``fy`` times down."""
     if fx == 1 and fy == 1:
         return plane
