@@ -19,7 +19,9 @@ from relaxpack.runtime.kernels.image_decode import decode_image, to_pixel_format
 from relaxpack.runtime.kernels.image_decode.jpeg import parse_jpeg
 from relaxpack.runtime.kernels.image_decode.jpeg_pixels import dense_coefficients, idct_islow, upsample
 
-from .image_encoders import DCT, ZIGZAG, chunk, encode_jpeg, encode_bmp, encode_png, encode_pnm, encode_tiff, fix_crcs, lzw_encode
+from .image_encoders import (
+    DCT, ZIGZAG, chunk, encode_bmp, encode_jpeg, encode_png, encode_pnm, encode_tiff, fix_crcs, lzw_encode,
+)
 
 decode = KERNELS["dyn.image_decoder"].fn
 
@@ -60,9 +62,9 @@ def test_png_mixed_filters_split_idat_and_pixel_formats(rng):
 
 
 @pytest.mark.parametrize("depth", [1, 2, 4, 8, 16])
-def test_png_grey_bit_depths(rng, depth, interlace=False):
+def test_png_grey_bit_depths(rng, depth):
     image = rng.integers(0, 1 << depth, (6, 13, 1))
-    pixels = decode_image(encode_png(image, 0, depth=depth, filters=(0, 1, 2, 3, 4), interlace=interlace))
+    pixels = decode_image(encode_png(image, 0, depth=depth, filters=(0, 1, 2, 3, 4)))
     expected = image >> 8 if depth == 16 else image * (255 // ((1 << depth) - 1))
     np.testing.assert_array_equal(pixels, expected.astype(np.uint8))
 
