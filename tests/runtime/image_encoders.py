@@ -247,7 +247,9 @@ ZIGZAG = np.array([0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5, 12, 1
                    13, 6, 7, 14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51, 58, 59,
                    52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63])
 _U = np.arange(8)
-DCT = np.where(_U[:, None] == 0, np.sqrt(1 / 8), np.sqrt(2 / 8)) * np.cos((2 * _U[None, :] + 1) * _U[:, None] * np.pi / 16)
+#: the orthonormal 8-point DCT-II matrix: frequency u (rows) by sample x (columns)
+DCT = (np.where(_U[:, None] == 0, np.sqrt(1 / 8), np.sqrt(2 / 8))
+       * np.cos((2 * _U[None, :] + 1) * _U[:, None] * np.pi / 16))
 
 
 def huffman_spec(lengths: dict[int, int]) -> tuple[bytes, bytes, dict[int, str]]:

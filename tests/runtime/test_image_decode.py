@@ -100,10 +100,11 @@ def test_png_errors_name_the_problem(rng):
         decode_image(good[:50])
     header = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
     rows = b"\x00" + bytes(6) + b"\x09" + bytes(6)
-    bad_filter = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+    head, end = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header), chunk(b"IEND", b"")
+    bad_filter = head + chunk(b"IDAT", zlib.compress(rows)) + end
     with pytest.raises(ExecutionError, match="row 1 has filter type 9"):
         decode_image(bad_filter)
-    short = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows[:-1])) + chunk(b"IEND", b"")
+    short = head + chunk(b"IDAT", zlib.compress(rows[:-1])) + end
     with pytest.raises(ExecutionError, match="inflates to 13 bytes, the image needs 14"):
         decode_image(short)
     with pytest.raises(ExecutionError, match="zlib stream is corrupt"):
@@ -339,7 +340,8 @@ def _fuzz_samples(rng):
     return [encode_png(image, 2, filters=(0, 1, 2, 3, 4)), encode_png(image, 2, interlace=True),
             encode_bmp(image), encode_bmp(image[:, :, 0] % 16, 4, palette=rng.integers(0, 256, (16, 3), dtype=np.uint8)),
             encode_pnm(image, 6), encode_pnm(image, 3), encode_tiff(image, 2, compression=5, predictor=2),
-            encode_tiff(image, 2, compression=32773, planar=2), encode_tiff(image[:, :, :1], 1, bits=4),
+            encode_tiff(image, 2, compression=32773, planar=2),
+            encode_tiff(image[:, :, :1], 1, bits=4),
             encode_jpeg(image, sampling=(2, 2))[0], encode_jpeg(image, restart=1, interleaved=False)[0]]
 
 
