@@ -337,8 +337,9 @@ def test_unknown_bytes_and_wrong_operands():
 
 def _fuzz_samples(rng):
     image = rng.integers(0, 256, (6, 5, 3), dtype=np.uint8)
+    palette = rng.integers(0, 256, (16, 3), dtype=np.uint8)
     return [encode_png(image, 2, filters=(0, 1, 2, 3, 4)), encode_png(image, 2, interlace=True),
-            encode_bmp(image), encode_bmp(image[:, :, 0] % 16, 4, palette=rng.integers(0, 256, (16, 3), dtype=np.uint8)),
+            encode_bmp(image), encode_bmp(image[:, :, 0] % 16, 4, palette=palette),
             encode_pnm(image, 6), encode_pnm(image, 3), encode_tiff(image, 2, compression=5, predictor=2),
             encode_tiff(image, 2, compression=32773, planar=2),
             encode_tiff(image[:, :, :1], 1, bits=4),
