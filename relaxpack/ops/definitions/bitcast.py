@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import re
 
-from ...errors import IRError
 from ...ir.dims import DimAnalyzer
 from ...ir.expr import Call
-from ...ir.struct_info import TensorStructInfo, check_dtype
+from ...ir.struct_info import TensorStructInfo
 from ..registry import REQUIRED, register_op
-from .common import attr_error, fmt_sinfo, shape_error, tensor_arg, with_shape
+from .common import attr_error, dtype_attr, fmt_sinfo, shape_error, tensor_arg, with_shape
 
 
 def bit_width(dtype: str) -> int | None:
@@ -33,13 +32,7 @@ def bit_width(dtype: str) -> int | None:
 
 def _infer_bitcast(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     data = tensor_arg(call, 0)
-    dtype = call.attrs["dtype"]
-    try:
-        if not isinstance(dtype, str):
-            raise IRError("not a string")
-        check_dtype(dtype)
-    except IRError:
-        raise attr_error(call, f"attribute dtype is not a dtype: {dtype!r}") from None
+    dtype = dtype_attr(call)
     if data.dtype is not None:
         src, dst = bit_width(data.dtype), bit_width(dtype)
         if src is None or dst is None or src != dst:

@@ -18,7 +18,7 @@ from ...errors import IRError, ShapeError
 from ...ir.dims import Dim, DimAnalyzer, DimExpr, format_dim, normalize
 from ...ir.expr import Call, Op
 from ...ir.struct_info import (
-    GLOBAL_SCOPE, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
+    GLOBAL_SCOPE, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo, check_dtype,
 )
 
 # ---------------------------------------------------------------- naming and messages
@@ -105,6 +105,18 @@ INT = frozenset({"int", "uint"})
 NUMERIC = frozenset({"int", "uint", "float"})
 BOOL = frozenset({"bool"})
 ANY = frozenset({"bool", "int", "uint", "float", "complex", "string"})
+
+
+def dtype_attr(call: Call, name: str = "dtype") -> str:
+    """The call's dtype-valued attribute ``name``, checked to name an IR dtype."""
+    dtype = call.attrs[name]
+    try:
+        if not isinstance(dtype, str):
+            raise IRError("not a string")
+        check_dtype(dtype)
+    except IRError:
+        raise attr_error(call, f"attribute {name} is not a dtype: {dtype!r}") from None
+    return dtype
 
 
 def dtype_kind(dtype: str | None) -> str | None:

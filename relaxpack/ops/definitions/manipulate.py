@@ -7,13 +7,12 @@ broadcast_to, expand_dims, squeeze, flatten.
 
 from __future__ import annotations
 
-from ...errors import IRError
 from ...ir.dims import Dim, DimAnalyzer, format_dim
 from ...ir.expr import Call
-from ...ir.struct_info import TensorStructInfo, TupleStructInfo, check_dtype
+from ...ir.struct_info import TensorStructInfo, TupleStructInfo
 from ..registry import REQUIRED, register_op
 from .common import (
-    attr_error, check_broadcastable_to, check_dims_equal, exact_div, fmt_shape, fmt_sinfo, int_attr,
+    attr_error, check_broadcastable_to, check_dims_equal, dtype_attr, exact_div, fmt_shape, fmt_sinfo, int_attr,
     int_tuple_attr, is_int_value, normalize_axes, normalize_axis, prod, provably_different,
     result_vdevice, same_dtype, shape_arg, shape_error, tensor_arg, tuple_arg, with_shape,
 )
@@ -198,13 +197,7 @@ register_op("split", infer=_infer_split, attrs={"indices_or_sections": REQUIRED,
 
 def _infer_astype(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     data = tensor_arg(call, 0)
-    dtype = call.attrs["dtype"]
-    try:
-        if not isinstance(dtype, str):
-            raise IRError("not a string")
-        check_dtype(dtype)
-    except IRError:
-        raise attr_error(call, f"attribute dtype is not a dtype: {dtype!r}") from None
+    dtype = dtype_attr(call)
     return with_shape(data, data.shape, dtype, data.ndim)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from ...errors import ShapeError
 from ._math import is_low_float, normalize_axis, separate
 from ._registry import register_kernel, register_packed
+from .cumulative import accumulate_into
 
 
 @register_kernel("einsum")
@@ -69,26 +70,7 @@ def cumsum(x, *axis_value, out, axis, exclusive=False, reverse=False):
     itself (the first sum is 0), ``reverse`` sums from the end."""
     if axis_value:
         axis = _one_int(axis_value[0], "cumsum", "axis")
-    ax = normalize_axis(axis, x.ndim)
-    if is_low_float(out.dtype):
-        buf = np.empty(out.shape, np.float32)
-        cumsum(x.astype(np.float32), out=buf, axis=ax, exclusive=exclusive, reverse=reverse)
-        np.copyto(out, buf, casting="unsafe")
-        return
-    x, = separate(out, x)
-    src = np.flip(x, ax) if reverse else x
-    dst = np.flip(out, ax) if reverse else out      # a view: writing it writes out
-    if not exclusive:
-        np.cumsum(src, axis=ax, dtype=out.dtype, out=dst)
-        return
-    if x.shape[ax] == 0:
-        return
-    head = [slice(None)] * x.ndim
-    head[ax] = slice(0, 1)
-    dst[tuple(head)] = 0
-    rest, lead = list(head), list(head)
-    rest[ax], lead[ax] = slice(1, None), slice(0, -1)
-    np.cumsum(src[tuple(lead)], axis=ax, dtype=out.dtype, out=dst[tuple(rest)])
+    accumulate_into(np.cumsum, 0, x, out, normalize_axis(axis, x.ndim), exclusive, reverse)
 
 
 @register_kernel("one_hot")

@@ -1,4 +1,4 @@
-"""The cumprod kernel (cumsum is in :mod:`.algorithm`).
+"""The cumprod kernel and the accumulation cumsum (:mod:`.algorithm`) shares.
 
 >>> out = np.empty(4, np.int32)
 >>> cumprod(np.array([1, 2, 3, 4], np.int32), out=out, axis=0, exclusive=True, reverse=True); out
@@ -24,28 +24,34 @@ def _axis_of(x: np.ndarray, axis, axis_tensor) -> int:
     return normalize_axis(axis, x.ndim)
 
 
-@register_kernel("cumprod")
-def cumprod(x, axis_tensor=None, *, out, axis=None, exclusive=False, reverse=False):
-    """Cumulative product along ``axis``; ``exclusive`` leaves out the element
-    itself (the first product is 1), ``reverse`` multiplies from the end.
-    Integers wrap on overflow; low floats compute in float32 and round once."""
-    ax = _axis_of(x, axis, axis_tensor)
+def accumulate_into(accumulate, identity, x, out, ax: int, exclusive: bool, reverse: bool) -> None:
+    """``accumulate`` (np.cumsum or np.cumprod) of ``x`` along ``ax`` into
+    ``out``; ``exclusive`` leaves out the element itself (the first result is
+    ``identity``), ``reverse`` runs from the end. Low floats compute in
+    float32 and round once; integers wrap on overflow."""
     if is_low_float(out.dtype):
         buf = np.empty(out.shape, np.float32)
-        cumprod(x.astype(np.float32), out=buf, axis=ax, exclusive=exclusive, reverse=reverse)
+        accumulate_into(accumulate, identity, x.astype(np.float32), buf, ax, exclusive, reverse)
         np.copyto(out, buf, casting="unsafe")
         return
     x, = separate(out, x)
     src = np.flip(x, ax) if reverse else x
     dst = np.flip(out, ax) if reverse else out      # a view: writing it writes out
     if not exclusive:
-        np.cumprod(src, axis=ax, dtype=out.dtype, out=dst)
+        accumulate(src, axis=ax, dtype=out.dtype, out=dst)
         return
     if x.shape[ax] == 0:
         return
     head = [slice(None)] * x.ndim
     head[ax] = slice(0, 1)
-    dst[tuple(head)] = 1
+    dst[tuple(head)] = identity
     rest, lead = list(head), list(head)
     rest[ax], lead[ax] = slice(1, None), slice(0, -1)
-    np.cumprod(src[tuple(lead)], axis=ax, dtype=out.dtype, out=dst[tuple(rest)])
+    accumulate(src[tuple(lead)], axis=ax, dtype=out.dtype, out=dst[tuple(rest)])
+
+
+@register_kernel("cumprod")
+def cumprod(x, axis_tensor=None, *, out, axis=None, exclusive=False, reverse=False):
+    """Cumulative product along ``axis``; ``exclusive`` leaves out the element
+    itself (the first product is 1), ``reverse`` multiplies from the end."""
+    accumulate_into(np.cumprod, 1, x, out, _axis_of(x, axis, axis_tensor), exclusive, reverse)
