@@ -95,7 +95,7 @@ def _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups)
                for x, k, s, d, b, e in zip(spatial, kernel, strides, dilation, begins, ends)]
     depthwise = per_group == 1 and groups == channels == out_channels
     plan = conv_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, ends, tuple(lengths),
-                     depthwise, per_group)
+                     depthwise, per_group, channels)
     return plan, lengths
 
 
