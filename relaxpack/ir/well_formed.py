@@ -147,8 +147,19 @@ class _Checker(ExprVisitor):
         var_sinfo = b.var.struct_info
         if var_sinfo is not None:
             self.check_dims(var_sinfo.dim_vars(), "the var's struct info")
-        if var_sinfo is not None and not is_base_of(var_sinfo, value_sinfo, self.builder.analyzer):
+        if var_sinfo is not None and not self.describes(b, var_sinfo, value_sinfo):
             self.error(f"var's struct info {var_sinfo} does not describe its value's {value_sinfo}")
+
+    def describes(self, b, var_sinfo, value_sinfo) -> bool:
+        """``is_base_of(var_sinfo, value_sinfo)``, memoized per binding object like calls."""
+        known = self.memo_in.get(id(b))
+        if known is not None and known[0] is b and known[1] == self.ranges:
+            ok = known[2]
+        else:
+            ok = is_base_of(var_sinfo, value_sinfo, self.builder.analyzer)
+        if self.memo_out is not None:
+            self.memo_out[id(b)] = (b, self.ranges, ok)
+        return ok
 
     def check_purity(self, func: Function) -> None:
         impure = first_impure_call(func.body)
