@@ -40,20 +40,27 @@ def depthwise_cl(plan, x: np.ndarray, weight: np.ndarray, out: np.ndarray, bias,
     n = len(extent)
     channels = x.shape[1]
     _fill_channel_last(plan, x, padded)
-    item = padded.itemsize
+    batch, item = x.shape[0], padded.itemsize
     pitch = padded.strides[1:-1]
-    taps = _as_strided(padded, (*kernel, x.shape[0], *plan.lengths, channels),
+    (last_step, _), lengths = steps[-1], plan.lengths
+    # einsum's fused multiply-add loop wants long contiguous runs in every
+    # operand: with unit stride along the last dim a tap's (last dim,
+    # channel) values are one run, and the weights are tiled to match
+    merge = last_step == 1
+    inner = lengths[-1] * channels if merge else channels
+    lead = lengths[:-1] if merge else lengths
+    taps = _as_strided(padded, (*kernel, batch, *lead, inner),
                        (*(d * p for (_, d), p in zip(steps, pitch)), padded.strides[0],
-                        *(s * p for (s, _), p in zip(steps, pitch)), item), writeable=False)
-    # einsum's fused multiply-add loop needs contiguous channels in every operand
+                        *(s * p for (s, _), p in zip(steps[:len(lead)], pitch)), item), writeable=False)
     w = np.ascontiguousarray(weight.reshape(channels, -1).T).reshape(*kernel, channels)
-    k, spatial = string.ascii_lowercase[:n], string.ascii_lowercase[n:2 * n]
-    np.einsum(f"{k}Z{spatial}Y,{k}Y->Z{spatial}Y", taps, w, out=acc)
-    as_first = acc.transpose(0, n + 1, *range(1, n + 1))               # (N, C, *L) view
+    if merge:
+        w = np.tile(w, (1,) * n + (lengths[-1],))
+    k, spatial = string.ascii_lowercase[:n], string.ascii_lowercase[n:n + len(lead)]
+    np.einsum(f"{k}Z{spatial}Y,{k}Y->Z{spatial}Y", taps, w, out=acc.reshape(batch, *lead, inner))
+    # a transposing copy, then the bias in place: 2x faster than a transposing add
+    np.copyto(out, acc.transpose(0, n + 1, *range(1, n + 1)), casting="unsafe")
     if bias is not None:
-        np.add(as_first, bias.reshape(bias.shape + (1,) * n), out=out)
-    else:
-        np.copyto(out, as_first, casting="unsafe")
+        np.add(out, bias.reshape(bias.shape + (1,) * n), out=out)
 
 
 def _fill_channel_last(plan, x: np.ndarray, padded: np.ndarray) -> None:
