@@ -25,7 +25,7 @@ import numpy as np
 from ...errors import ShapeError
 from ._math import commit, is_low_float, pads, per_spatial, scratch, work_dtype
 from ..dtypes import numpy_dtype
-from ._workspace import Scratch, scratch_nbytes
+from ._workspace import scratch_nbytes
 from .conv_direct import conv_plan, run_conv, scratch_layouts
 from ._registry import register_kernel
 
@@ -202,22 +202,20 @@ def max_pool(data, *, out, pool_size, strides=1, padding=0, dilation=1, ceil_mod
     buf = scratch(out) if x.dtype != out.dtype else out
     # a max over a box is a max over each dim in turn: sum(k - 1) passes, not
     # prod(k) - 1 (3x3: 4, not 8); the first dims go first, whose taps are
-    # whole rows, so the strided inner reads happen on a smaller array
-    padded = tuple(m + b + e for m, b, e in zip(x.shape[2:], begins, reach))
-    shapes = [x.shape[:2] + tuple(lengths[:i]) + padded[i:] for i in range(len(pool))]
-    layouts = [(shape, x.dtype) for shape in shapes]
-    with Scratch(layouts if any(begins) or any(reach) else layouts[1:]) as arrays:
-        cur = x
-        if any(begins) or any(reach):
-            cur = arrays.pop(0)
-            _fill_padded(cur, x, begins, _lowest(x.dtype))
-        for i, (k, s, d, m) in enumerate(zip(pool, strides, dilation, lengths)):
-            target = arrays[i] if i + 1 < len(pool) else buf
-            lead = (slice(None),) * (2 + i)
-            np.copyto(target, cur[lead + (slice(0, (m - 1) * s + 1, s),)])
-            for t in range(1, k):
-                np.maximum(target, cur[lead + (slice(t * d, t * d + (m - 1) * s + 1, s),)], out=target)
-            cur = target
+    # whole rows, so the strided inner reads happen on a smaller array.
+    # (Plain allocations: the op declares no planned workspace.)
+    if any(begins) or any(reach):
+        padded = np.empty(x.shape[:2] + tuple(m + b + e for m, b, e in zip(x.shape[2:], begins, reach)), x.dtype)
+        _fill_padded(padded, x, begins, _lowest(x.dtype))
+        x = padded
+    cur = x
+    for i, (k, s, d, m) in enumerate(zip(pool, strides, dilation, lengths)):
+        lead = (slice(None),) * (2 + i)
+        target = buf if i + 1 == len(pool) else np.empty(cur.shape[:2 + i] + (m,) + cur.shape[3 + i:], x.dtype)
+        np.copyto(target, cur[lead + (slice(0, (m - 1) * s + 1, s),)])
+        for t in range(1, k):
+            np.maximum(target, cur[lead + (slice(t * d, t * d + (m - 1) * s + 1, s),)], out=target)
+        cur = target
     commit(buf, out)
 
 
