@@ -29,7 +29,11 @@ How it measures (repeated in results.md):
 - Convert time is ``relaxpack.from_onnx`` + ``relaxpack.build`` (after an
   untimed conversion of a tiny model, so one-time imports do not count); kernel calls
   is the number of kernel-call instructions in the bytecode (no control flow
-  in these models, so it is also the count per run).
+  in these models, so it is also the count per run). The convert-time table
+  (``--convert-time``, ResNet-50 by default) splits it into stages: import
+  (reading and converting the .onnx file), check, optimize, lower, codegen +
+  memory plan, script (the IR text kept in the archive), package (writing
+  it); the fastest of 3 runs of each stage, in a fresh subprocess.
 - Peak memory: for each runtime a fresh probe subprocess loads the model
   (relaxpack from its archive, memory-mapped; ORT and the reference evaluator
   from the .onnx file), runs it twice and reports the growth of its resident
