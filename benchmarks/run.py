@@ -29,7 +29,11 @@ How it measures (repeated in results.md):
 - Convert time is ``relaxpack.from_onnx`` + ``relaxpack.build`` (after an
   untimed conversion of a tiny model, so one-time imports do not count); kernel calls
   is the number of kernel-call instructions in the bytecode (no control flow
-  in these models, so it is also the count per run).
+  in these models, so it is also the count per run). The convert-time table
+  (``--convert-time``, ResNet-50 by default) splits it into stages: import
+  (reading and converting the .onnx file), check, optimize, lower, codegen +
+  memory plan, script (the IR text kept in the archive), package (writing
+  it); the fastest of 3 runs of each stage, in a fresh subprocess.
 - Peak memory: for each runtime a fresh probe subprocess loads the model
   (relaxpack from its archive, memory-mapped; ORT and the reference evaluator
   from the .onnx file), runs it twice and reports the growth of its resident
@@ -78,6 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory probes")
     p.add_argument("--profile", type=Path, default=None, help="write cProfile reports of relaxpack runs here")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds allowed for one model's worker")
+    p.add_argument("--convert-time", default=None, metavar="MODELS",
+                   help="models whose convert time is reported per stage (benchmarks.convert_time; default: "
+                        "resnet50 for full, mlp for smoke; '' to skip)")
     # internal: a model's worker, a memory probe
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--result", type=Path, help=argparse.SUPPRESS)
@@ -113,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
               "openblas_env": _openblas_env(args),
               "wall_s": round(time.perf_counter() - started, 1), "environment": {**environment, **_git()},
               "load_average": {"start": load_start, "end": list(os.getloadavg())},
-              "rows": rows, "geomean": _geomeans(rows)}
+              "rows": rows, "geomean": _geomeans(rows), "convert_time": _convert_time(args, env)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(report, indent=1) + "\n")
     text = _markdown(report)
@@ -123,6 +130,22 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         print(f"MISMATCH OR FAILURE in: {', '.join(bad)}", file=sys.stderr)
     return 1 if bad else 0
+
+
+def _convert_time(args, env: dict[str, str]) -> list[dict]:
+    """Per-stage convert times from ``benchmarks.convert_time``, in a subprocess
+    of its own (a fresh interpreter: one-time imports are its business)."""
+    models = args.convert_time if args.convert_time is not None else ("resnet50" if args.size == "full" else "mlp")
+    if not models:
+        return []
+    print(f"convert time per stage: {models} ...", file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory(prefix="rp-convert-") as tmp:
+        cmd = [sys.executable, "-m", "benchmarks.convert_time", "--models", models, "--size", args.size,
+               "-n", "3" if args.size == "full" else "1", "--out", tmp]
+        done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=args.timeout)
+        if done.returncode:
+            return [{"model": models, "error": _last_line(done.stderr)}]
+        return json.loads((Path(tmp) / "convert_time.json").read_text())
 
 
 def _failed(row: dict) -> bool:
@@ -253,6 +276,11 @@ def _markdown(report: dict) -> str:
               + "; speed-up over the reference evaluator = "
               + (f"**{speedup:.1f}x** over {gm['speedup_rows']} rows" if speedup else "n/a")
               + " (rows where the reference hit its cap are left out)."]
+    converts = [c for c in report.get("convert_time", []) if "stages_ms" in c]
+    if converts:
+        from .convert_time import markdown as convert_markdown
+        lines += ["", "Convert time per stage, ms (`benchmarks/convert_time.py`, fastest of its runs; the issue's "
+                  "budget is a ResNet-50-size model in under 2 s):", "", convert_markdown(converts)]
     notes = [f"- {r['row']}: relaxpack {r['relaxpack']['status']}: `{r['relaxpack']['note']}`"
              for r in rows if r["relaxpack"]["status"] != "ok"]
     notes += [f"- {r['row']}: {k} {r[k]['status']}: `{r[k]['note']}`"

@@ -39,10 +39,20 @@ def test_writes_a_row_per_model_setting(smoke):
     code, stderr, report, md = smoke
     assert code == 0, stderr[-3000:]
     assert [(r["model"], r["setting"]) for r in report["rows"]] == expected_rows()
-    table = [line for line in md.splitlines() if line.startswith("| ") and not line.startswith(("| model", "| ---"))]
+    results = md.split("Geometric means")[0]        # the convert-time table follows
+    table = [line for line in results.splitlines() if line.startswith("| ") and not line.startswith(("| model", "| ---"))]
     assert [line.split(" | ")[0][2:] for line in table] == [r["row"] for r in report["rows"]]
     assert "Geometric means" in md and report["geomean"]["ratio_vs_ort_1thread"] > 0
     assert report["environment"]["blas"] and report["environment"]["blas_core"]
+
+
+def test_reports_convert_time_per_stage(smoke):
+    _, _, report, md = smoke
+    from benchmarks.convert_time import STAGES
+    (row,) = report["convert_time"]
+    assert row["model"] == "mlp" and list(row["stages_ms"]) == list(STAGES)
+    assert all(ms >= 0 for ms in row["stages_ms"].values()) and row["end_to_end_ms"] > 0
+    assert "Convert time per stage" in md and "| mlp |" in md
 
 
 def test_relaxpack_agrees_with_onnxruntime(smoke):

@@ -10,7 +10,11 @@
 - calls to module functions name functions that exist.
 
 ``well_formed_errors(mod)`` lists the problems; ``check_well_formed(mod)``
-raises one :class:`IRError` naming them all.
+raises one :class:`IRError` naming them all. Checking after every pass
+re-infers every call, most of them unchanged since the last check (IR
+nodes are immutable and passes keep what they do not rewrite): a ``memo``
+carried from one check to the next reuses the inference of the very same
+call object under the same dim ranges.
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ def function_analyzer(func: Function) -> DimAnalyzer:
 
 
 class _Checker(ExprVisitor):
-    def __init__(self, mod: IRModule, fname: str, func: Function):
+    def __init__(self, mod: IRModule, fname: str, func: Function, memo: tuple[dict, dict] | None = None):
         self.mod, self.fname = mod, fname
+        self.ranges = tuple(func.attrs.get("dim_ranges", ()))
+        self.memo_in, self.memo_out = memo if memo is not None else ({}, None)
         self.errors: list[str] = []
         self.defined_once: set[Var] = set()
         self.scopes: list[set[Var]] = [set()]
@@ -117,11 +123,17 @@ class _Checker(ExprVisitor):
         if call.struct_info is None:
             self.error("a call has no struct info")
             return
-        try:
-            inferred = self.builder.infer_call(call)
-        except RelaxpackError as err:
-            self.error(f"struct info inference fails: {err}")
-            return
+        known = self.memo_in.get(id(call))
+        if known is not None and known[0] is call and known[1] == self.ranges:
+            inferred = known[2]
+        else:
+            try:
+                inferred = self.builder.infer_call(call)
+            except RelaxpackError as err:
+                self.error(f"struct info inference fails: {err}")
+                return
+        if self.memo_out is not None:
+            self.memo_out[id(call)] = (call, self.ranges, inferred)
         if inferred != call.struct_info:
             self.error(f"call's struct info {call.struct_info} differs from its inference {inferred}")
 
@@ -135,8 +147,19 @@ class _Checker(ExprVisitor):
         var_sinfo = b.var.struct_info
         if var_sinfo is not None:
             self.check_dims(var_sinfo.dim_vars(), "the var's struct info")
-        if var_sinfo is not None and not is_base_of(var_sinfo, value_sinfo, self.builder.analyzer):
+        if var_sinfo is not None and not self.describes(b, var_sinfo, value_sinfo):
             self.error(f"var's struct info {var_sinfo} does not describe its value's {value_sinfo}")
+
+    def describes(self, b, var_sinfo, value_sinfo) -> bool:
+        """``is_base_of(var_sinfo, value_sinfo)``, memoized per binding object like calls."""
+        known = self.memo_in.get(id(b))
+        if known is not None and known[0] is b and known[1] == self.ranges:
+            ok = known[2]
+        else:
+            ok = is_base_of(var_sinfo, value_sinfo, self.builder.analyzer)
+        if self.memo_out is not None:
+            self.memo_out[id(b)] = (b, self.ranges, ok)
+        return ok
 
     def check_purity(self, func: Function) -> None:
         impure = first_impure_call(func.body)
@@ -159,12 +182,19 @@ def _span(binding) -> str:
     return f" from {binding.span}" if binding.span is not None else ""
 
 
-def well_formed_errors(mod: IRModule) -> list[str]:
+def well_formed_errors(mod: IRModule, memo: dict | None = None) -> list[str]:
+    """The problems of ``mod``. ``memo`` (an initially empty dict, passed to
+    every check of a pipeline) is left holding this check's call inferences
+    for the next one; it keeps only calls of ``mod`` alive."""
     errors = []
+    fresh: dict | None = {} if memo is not None else None
     for name, func in mod.items():
-        checker = _Checker(mod, name, func)
+        checker = _Checker(mod, name, func, (memo or {}, fresh))
         checker.check_function(func)
         errors.extend(checker.errors)
+    if memo is not None:
+        memo.clear()
+        memo.update(fresh)
     return errors
 
 

@@ -76,11 +76,15 @@ class PrintAfter(PassInstrument):
 
 
 class WellFormedCheck(PassInstrument):
-    """Checks the module after every pass; an error names the passes that ran."""
+    """Checks the module after every pass; an error names the passes that ran.
+    Inferences of calls that a pass left alone carry over to the next check."""
+
+    def __init__(self):
+        self.memo: dict = {}
 
     def run_after_pass(self, mod, info):
         from ..ir.well_formed import well_formed_errors
-        errors = well_formed_errors(mod)
+        errors = well_formed_errors(mod, self.memo)
         if errors:
             ran = ", ".join(PassContext.current().history) or "(none)"
             raise PassError(f"module is not well formed after pass {info.name} "

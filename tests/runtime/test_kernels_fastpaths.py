@@ -214,6 +214,13 @@ ENGINE_CASES = [
     ((1, 3, 15, 12), (4, 3, 3, 3), (2, 1), (2, 1, 1, 2), (2, 1), 1),          # one phase despite stride 2
     ((2, 3, 20), (4, 3, 5), (1,), (2, 1), (2,), 1),                           # 1-d, one phase
     ((1, 2, 6, 7, 5), (3, 2, 3, 2, 3), (1, 1, 1), (1, 0, 1, 1, 1, 0), (1, 2, 1), 1),   # 3-d, one phase
+    ((2, 24, 5, 7), (24, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 24),        # depthwise, channel-last
+    ((1, 40, 9, 8), (40, 1, 3, 3), (2, 2), (1, 0, 0, 1), (1, 1), 40),        # channel-last, stride 2, uneven pads
+    ((1, 30, 7, 6), (30, 1, 3, 2), (2, 1), (0, 2, 1, 0), (2, 2), 30),        # channel-last, dilation
+    ((1, 16, 2, 3), (16, 1, 3, 3), (1, 1), (3, 3, 3, 3), (1, 1), 16),        # depthwise, more padding than data
+    ((0, 12, 6, 6), (12, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 12),        # depthwise, empty batch
+    ((2, 9, 11), (9, 1, 3), (2,), (1, 1), (1,), 9),                          # depthwise 1-d
+    ((1, 10, 4, 5, 3), (10, 1, 3, 3, 2), (1, 2, 1), (1, 1, 0, 1, 1, 1), (1, 1, 1), 10),   # depthwise 3-d
 ]
 
 
@@ -224,12 +231,12 @@ def plan_for(x, w, strides, padding, dilation, groups):
                     for i in range(n))
     depthwise = w.shape[1] == 1 and groups == x.shape[1] == w.shape[0]
     return conv_direct.conv_plan(x.shape[2:], w.shape[2:], tuple(strides), tuple(dilation), begins, ends,
-                                 lengths, depthwise, w.shape[1]), lengths
+                                 lengths, depthwise, w.shape[1], x.shape[1]), lengths
 
 
 def methods_for(plan) -> list[str]:
     if plan.method.startswith("depthwise"):
-        return ["depthwise", "depthwise_mm"]
+        return ["depthwise", "depthwise_cl"]
     return ["wide", "compact"] + (["rows"] if plan.rows is not None else [])
 
 
@@ -269,7 +276,9 @@ def test_conv_plans_pick_the_methods_they_document():
         plan, _ = plan_for(np.empty(x), np.empty(w), (s, s), (p,) * 4, (1, 1), groups)
         return plan
     assert method((1, 32, 112, 112), (32, 1, 3, 3), groups=32).method == "depthwise"
-    assert method((1, 960, 7, 7), (960, 1, 3, 3), groups=960).method == "depthwise_mm"
+    assert method((1, 960, 7, 7), (960, 1, 3, 3), groups=960).method == "depthwise_cl"
+    assert method((1, 192, 28, 28), (192, 1, 3, 3), groups=192).method == "depthwise_cl"
+    assert method((1, 144, 56, 56), (144, 1, 3, 3), groups=144).method == "depthwise"
     assert method((1, 16, 256, 256), (16, 16, 3, 3)).method == "rows"
     assert method((1, 3, 256, 256), (16, 3, 3, 3)).method == "wide"              # too shallow to split
     assert method((1, 16, 56, 56), (16, 16, 3, 3), s=2).method == "wide"         # phases: no row split

@@ -95,7 +95,7 @@ def _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups)
                for x, k, s, d, b, e in zip(spatial, kernel, strides, dilation, begins, ends)]
     depthwise = per_group == 1 and groups == channels == out_channels
     plan = conv_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, ends, tuple(lengths),
-                     depthwise, per_group)
+                     depthwise, per_group, channels)
     return plan, lengths
 
 
@@ -199,13 +199,34 @@ def max_pool(data, *, out, pool_size, strides=1, padding=0, dilation=1, ceil_mod
     x = data
     if is_low_float(x.dtype) and x.dtype != np.float16:
         x = x.astype(np.float32)
-    x = _pad(x, begins, reach, _lowest(x.dtype))
     buf = scratch(out) if x.dtype != out.dtype else out
-    taps = itertools.product(*(range(k) for k in pool))
-    np.copyto(buf, x[_tap_slices(next(taps), strides, dilation, lengths)])
-    for tap in taps:
-        np.maximum(buf, x[_tap_slices(tap, strides, dilation, lengths)], out=buf)
+    # a max over a box is a max over each dim in turn: sum(k - 1) passes, not
+    # prod(k) - 1 (3x3: 4, not 8); the first dims go first, whose taps are
+    # whole rows, so the strided inner reads happen on a smaller array.
+    # (Plain allocations: the op declares no planned workspace.)
+    if any(begins) or any(reach):
+        padded = np.empty(x.shape[:2] + tuple(m + b + e for m, b, e in zip(x.shape[2:], begins, reach)), x.dtype)
+        _fill_padded(padded, x, begins, _lowest(x.dtype))
+        x = padded
+    cur = x
+    for i, (k, s, d, m) in enumerate(zip(pool, strides, dilation, lengths)):
+        lead = (slice(None),) * (2 + i)
+        target = buf if i + 1 == len(pool) else np.empty(cur.shape[:2 + i] + (m,) + cur.shape[3 + i:], x.dtype)
+        np.copyto(target, cur[lead + (slice(0, (m - 1) * s + 1, s),)])
+        for t in range(1, k):
+            np.maximum(target, cur[lead + (slice(t * d, t * d + (m - 1) * s + 1, s),)], out=target)
+        cur = target
     commit(buf, out)
+
+
+def _fill_padded(target: np.ndarray, x: np.ndarray, begins, value) -> None:
+    """``x`` at offset ``begins`` in the spatial dims of ``target``, ``value`` around it."""
+    inner = (slice(None), slice(None)) + tuple(slice(b, b + n) for b, n in zip(begins, x.shape[2:]))
+    for i, (b, n) in enumerate(zip(begins, x.shape[2:])):
+        lead = (slice(None),) * (2 + i)
+        target[lead + (slice(0, b),)] = value
+        target[lead + (slice(b + n, None),)] = value
+    target[inner] = x
 
 
 def _window_counts(x, k, s, d, b, e, m, count_include_pad) -> np.ndarray:

@@ -216,6 +216,19 @@ def test_float16(op):
     check(model, feeds(model, 5, 3, lens=[5, 1, 3]), dtype=np.float16)
 
 
+@pytest.mark.parametrize("op, attrs", [("LSTM", {}), ("GRU", {"linear_before_reset": 1})])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_default_activation_cells_in_every_float_type(op, attrs, dtype):
+    # no peepholes, clip or explicit activations: the cells that fold sigmoid's halving into R
+    if dtype == np.float64:     # onnxruntime has no float64 LSTM; the reference evaluator ignores lengths
+        model = layer(op, direction="bidirectional", optional=("B", "initial_h"), dtype=dtype, **attrs)
+        check(model, feeds(model, 6, 3), ref="onnx", dtype=dtype)
+        return
+    model = layer(op, direction="bidirectional", optional=("B", "sequence_lens", "initial_h"), dtype=dtype,
+                  **attrs)
+    check(model, feeds(model, 6, 3, lens=[6, 2, 4]), dtype=dtype)
+
+
 # ---------------------------------------------------------------- activations, clip, cell options
 
 # (activation, alpha, beta): alpha/beta given where the activation takes them
