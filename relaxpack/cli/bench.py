@@ -36,6 +36,9 @@ def bench(
     n: int = typer.Option(20, "-n", min=1, help="Timed runs (after 2 warm-up runs)."),
     seed: int = typer.Option(0, "--seed"),
     plugin: list[str] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
+    profile: bool = typer.Option(False, "--profile", help="Also time each instruction (n runs) and print the "
+                                 "time per kernel, slowest first."),
+    top: int = typer.Option(25, "--top", min=1, help="Rows of the --profile table."),
 ):
     """Time an archive (and onnxruntime, interleaved in the same process)."""
     import resource
@@ -56,6 +59,10 @@ def bench(
             from ..check import onnxruntime_session
             session = onnxruntime_session(existing_file(onnx_model, "model"))
             theirs = _percentiles(_time(lambda: session.run(None, feeds), n))
+        report = None
+        if profile:
+            from ..runtime.profile import profile as profile_run
+            report = profile_run(vm, feeds, repeat=n)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     shapes = ", ".join(f"{k}{list(v.shape)}" for k, v in feeds.items())
     echo(f"inputs        {shapes}")
@@ -64,3 +71,6 @@ def bench(
         echo(f"onnxruntime   p50 {theirs['p50']:.3f} ms  p90 {theirs['p90']:.3f} ms  min {theirs['min']:.3f} ms")
         echo(f"ratio         {ours['p50'] / theirs['p50']:.2f}x onnxruntime (p50)")
     echo(f"peak RSS      {peak:.0f} MiB (this process)")
+    if report is not None:
+        echo(f"profile       {report.total * 1e3:.3f} ms/run in instructions (timers included), per kernel:")
+        echo(report.table(top))

@@ -23,6 +23,13 @@ Rules (table :data:`RULES`, in the order they are tried):
   the erf form exporters write for exact GELU,
   ``x * (erf(x / sqrt(2)) + 1) * 0.5`` (in its three groupings, and with
   ``x * (1 / sqrt(2))``), -> ``nn.gelu(x)``: one kernel instead of five.
+- ``compose_gelu_tanh`` / ``compose_gelu_tanh_half_first`` /
+  ``compose_gelu_tanh_half_inside``: the tanh form (GPT-2's "new GELU",
+  torch's ``approximate="tanh"``),
+  ``x * (tanh(sqrt(2/pi) * (x + 0.044715 * x^3)) + 1) * 0.5`` with ``x^3``
+  as ``power(x, 3)`` or ``x * x * x``, in the same three groupings, ->
+  ``nn.gelu(x, approximate="tanh")``: one kernel instead of eight (and no
+  float ``power``, which numpy computes element by element with ``pow``).
 
 The IR has no dropout op (the importer drops inference dropout), so there
 is no dropout identity to remove. Bindings left unused are for
@@ -148,6 +155,30 @@ def compose_gelu(m: Match):
     return make_call("nn.gelu", m["x"], approximate="none")
 
 
+def compose_gelu_tanh(m: Match):
+    """x * (tanh(sqrt(2/pi) * (x + 0.044715 * x^3)) + 1) * 0.5 -> nn.gelu(x, approximate="tanh")."""
+    return make_call("nn.gelu", m["x"], approximate="tanh")
+
+
+def _cube_check(m: Match) -> str | None:
+    return _near("three", 3.0, "the exponent")(m) if "three" in m else None
+
+
+def _half_x_times(one_plus):
+    """The three groupings of ``x * one_plus * 0.5`` exporters write (the
+    multiply by 0.5 outermost, on x first, or on ``one_plus`` first)."""
+    return (
+        is_op("multiply")(is_op("multiply")(_X, one_plus, name="inner", what="operand", commutative=True),
+                          const("half", "the factor"), commutative=True),
+        is_op("multiply")(is_op("multiply")(_X, const("half", "the factor"), name="inner", what="operand",
+                                            commutative=True),
+                          one_plus, commutative=True),
+        is_op("multiply")(_X, is_op("multiply")(one_plus, const("half", "the factor"), name="inner",
+                                                what="operand", commutative=True),
+                          commutative=True),
+    )
+
+
 _ERF = is_op("erf")(
     any_of(is_op("divide")(wildcard("x"), const("sqrt2"), name="scaled", what="erf input"),
            is_op("multiply")(wildcard("x"), const("rsqrt2"), name="scaled", what="erf input",
@@ -160,9 +191,31 @@ _GELU_CHECK = all_of(
     used_once("scaled", "the erf input"), used_once("erf", "the erf"),
     used_once("one_plus", "erf + 1"), used_once("inner", "the inner product"))
 
-# ---------------------------------------------------------------- the table
-
 _X = wildcard("x")
+_CUBE = any_of(
+    is_op("power")(_X, const("three", "the exponent"), name="cube", what="operand"),
+    is_op("multiply")(is_op("multiply")(_X, _X, name="square", what="operand"), _X, name="cube",
+                      what="operand", commutative=True))
+_TANH = is_op("tanh")(
+    is_op("multiply")(
+        is_op("add")(_X, is_op("multiply")(_CUBE, const("kappa", "the cube's factor"), name="scaled_cube",
+                                           what="operand", commutative=True),
+                     name="poly", what="operand", commutative=True),
+        const("beta", "the factor"), name="scaled", what="tanh input", commutative=True),
+    name="tanh", what="operand")
+_ONE_PLUS_TANH = is_op("add")(_TANH, const("one"), name="one_plus", what="operand", commutative=True)
+_GELU_TANH_CHECK = all_of(
+    float_output, _cube_check, _near("kappa", 0.044715, "the cube's factor"),
+    _near("beta", math.sqrt(2 / math.pi), "the factor"), _near("one", 1.0, "the added constant"),
+    _near("half", 0.5, "the factor"),
+    *(used_once(name, what) for name, what in (
+        ("square", "x * x"), ("cube", "the cube"), ("scaled_cube", "the scaled cube"),
+        ("poly", "x + 0.044715 * x^3"), ("scaled", "the tanh input"), ("tanh", "the tanh"),
+        ("one_plus", "tanh + 1"), ("inner", "the inner product"))))
+_GELU_ERF_GROUPINGS = _half_x_times(_ONE_PLUS_ERF)
+_GELU_TANH_GROUPINGS = _half_x_times(_ONE_PLUS_TANH)
+
+# ---------------------------------------------------------------- the table
 
 RULES = RewriteTable("SimplifyAlgebra", [
     Rule("merge_permute_dims",
@@ -214,27 +267,22 @@ RULES = RewriteTable("SimplifyAlgebra", [
                            const("c2", "the outer factor"), commutative=True),
          all_of(_scalars("c1", "c2"), same_type_as_output("x")),
          merge_scalar_multiplies),
-    Rule("compose_gelu",
-         is_op("multiply")(is_op("multiply")(_X, _ONE_PLUS_ERF, name="inner", what="operand",
-                                             commutative=True),
-                           const("half", "the factor"), commutative=True),
-         _GELU_CHECK, compose_gelu),
-    Rule("compose_gelu_half_first",
-         is_op("multiply")(is_op("multiply")(_X, const("half", "the factor"), name="inner",
-                                             what="operand", commutative=True),
-                           _ONE_PLUS_ERF, commutative=True),
+    Rule("compose_gelu", _GELU_ERF_GROUPINGS[0], _GELU_CHECK, compose_gelu),
+    Rule("compose_gelu_half_first", _GELU_ERF_GROUPINGS[1],
          _GELU_CHECK, compose_gelu, doc="(x * 0.5) * (erf(x / sqrt(2)) + 1) -> nn.gelu(x)."),
-    Rule("compose_gelu_half_inside",
-         is_op("multiply")(_X, is_op("multiply")(_ONE_PLUS_ERF, const("half", "the factor"),
-                                                 name="inner", what="operand", commutative=True),
-                           commutative=True),
+    Rule("compose_gelu_half_inside", _GELU_ERF_GROUPINGS[2],
          _GELU_CHECK, compose_gelu, doc="x * ((erf(x / sqrt(2)) + 1) * 0.5) -> nn.gelu(x)."),
+    Rule("compose_gelu_tanh", _GELU_TANH_GROUPINGS[0], _GELU_TANH_CHECK, compose_gelu_tanh),
+    Rule("compose_gelu_tanh_half_first", _GELU_TANH_GROUPINGS[1], _GELU_TANH_CHECK, compose_gelu_tanh,
+         doc="(x * 0.5) * (tanh(sqrt(2/pi) * (x + 0.044715 x^3)) + 1) -> nn.gelu(x, approximate=\"tanh\")."),
+    Rule("compose_gelu_tanh_half_inside", _GELU_TANH_GROUPINGS[2], _GELU_TANH_CHECK, compose_gelu_tanh,
+         doc="x * ((tanh(sqrt(2/pi) * (x + 0.044715 x^3)) + 1) * 0.5) -> nn.gelu(x, approximate=\"tanh\")."),
 ])
 
 
 @function_pass(name="SimplifyAlgebra", opt_level=2, requires=("import", "optimize"), produces="optimize")
 def simplify_algebra(func, mod, ctx):
     """Collapse permute/reshape chains, remove identities, merge scalar
-    multiplies, recognize exact GELU; the rules are listed in the module
+    multiplies, recognize GELU (erf and tanh forms); the rules are listed in the module
     docstring and by ``RULES.describe()``."""
     return RULES.apply(func)

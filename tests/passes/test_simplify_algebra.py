@@ -138,6 +138,49 @@ return lv4
 lv = R.nn.gelu(x, approximate="none")
 return lv
 """),
+    "gelu_tanh_form": (X4, '("n", 2, 3, 4)', """
+lv = R.power(x, R.const(3.0, "float32"))
+lv1 = R.multiply(lv, R.const(0.044714998453855515, "float32"))
+lv2 = R.add(x, lv1)
+lv3 = R.multiply(lv2, R.const(0.7978845834732056, "float32"))
+lv4 = R.tanh(lv3)
+lv5 = R.add(lv4, R.const(1.0, "float32"))
+lv6 = R.multiply(x, lv5)
+lv7 = R.multiply(lv6, R.const(0.5, "float32"))
+return lv7
+""", """
+lv = R.nn.gelu(x, approximate="tanh")
+return lv
+"""),
+    "gelu_tanh_half_first_cube_by_multiplies": (X4, '("n", 2, 3, 4)', """
+lv = R.multiply(x, x)
+lv1 = R.multiply(x, lv)
+lv2 = R.multiply(R.const(0.044714998453855515, "float32"), lv1)
+lv3 = R.add(lv2, x)
+lv4 = R.multiply(R.const(0.7978845834732056, "float32"), lv3)
+lv5 = R.tanh(lv4)
+lv6 = R.add(R.const(1.0, "float32"), lv5)
+lv7 = R.multiply(x, R.const(0.5, "float32"))
+lv8 = R.multiply(lv7, lv6)
+return lv8
+""", """
+lv = R.nn.gelu(x, approximate="tanh")
+return lv
+"""),
+    "gelu_tanh_half_inside": (X4, '("n", 2, 3, 4)', """
+lv = R.power(x, R.const(3.0, "float32"))
+lv1 = R.multiply(lv, R.const(0.044714998453855515, "float32"))
+lv2 = R.add(x, lv1)
+lv3 = R.multiply(lv2, R.const(0.7978845834732056, "float32"))
+lv4 = R.tanh(lv3)
+lv5 = R.add(lv4, R.const(1.0, "float32"))
+lv6 = R.multiply(lv5, R.const(0.5, "float32"))
+lv7 = R.multiply(x, lv6)
+return lv7
+""", """
+lv = R.nn.gelu(x, approximate="tanh")
+return lv
+"""),
 }
 
 
@@ -222,6 +265,53 @@ return lv10
     reasons = dict(explain(parse(text), "compose_gelu"))
     assert reasons["lv4"] == "the divisor 1.5 is not 1.414214"
     assert reasons["lv9"].startswith("x is x in one place and y in another")
+
+
+def test_gelu_tanh_lookalikes_are_kept():
+    params = 'x: R.Tensor(("n", 4), "float32"), y: R.Tensor(("n", 4), "float32")'
+    text = program(params, '("n", 4)', """
+lv = R.power(x, R.const(2.0, "float32"))
+lv1 = R.multiply(lv, R.const(0.044714998453855515, "float32"))
+lv2 = R.add(x, lv1)
+lv3 = R.multiply(lv2, R.const(0.7978845834732056, "float32"))
+lv4 = R.tanh(lv3)
+lv5 = R.add(lv4, R.const(1.0, "float32"))
+lv6 = R.multiply(x, lv5)
+lv7 = R.multiply(lv6, R.const(0.5, "float32"))
+lv8 = R.power(y, R.const(3.0, "float32"))
+lv9 = R.multiply(lv8, R.const(0.05, "float32"))
+lv10 = R.add(y, lv9)
+lv11 = R.multiply(lv10, R.const(0.7978845834732056, "float32"))
+lv12 = R.tanh(lv11)
+lv13 = R.add(lv12, R.const(1.0, "float32"))
+lv14 = R.multiply(y, lv13)
+lv15 = R.multiply(lv14, R.const(0.5, "float32"))
+lv16 = R.add(lv7, lv15)
+lv17 = R.add(lv16, lv4)
+return lv17
+""")
+    assert_unchanged(simplify_algebra, text)
+    reasons = dict(explain(parse(text), "compose_gelu_tanh"))
+    assert reasons["lv7"] == "the exponent 2.0 is not 3"
+    assert reasons["lv15"] == "the cube's factor 0.05000000074505806 is not 0.044715"
+
+
+def test_gelu_tanh_whose_tanh_is_used_elsewhere_is_kept():
+    params = 'x: R.Tensor(("n", 4), "float32")'
+    text = program(params, '("n", 4)', """
+lv = R.power(x, R.const(3.0, "float32"))
+lv1 = R.multiply(lv, R.const(0.044714998453855515, "float32"))
+lv2 = R.add(x, lv1)
+lv3 = R.multiply(lv2, R.const(0.7978845834732056, "float32"))
+lv4 = R.tanh(lv3)
+lv5 = R.add(lv4, R.const(1.0, "float32"))
+lv6 = R.multiply(x, lv5)
+lv7 = R.multiply(lv6, R.const(0.5, "float32"))
+lv8 = R.add(lv7, lv4)
+return lv8
+""")
+    assert_unchanged(simplify_algebra, text)
+    assert dict(explain(parse(text), "compose_gelu_tanh"))["lv7"] == "the tanh lv4 is used twice"
 
 
 def test_rules_are_documented():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from relaxpack.runtime.kernels import get_kernel
+
 from .test_kernels_registry import assert_close, rand, run_kernel, run_onnx
 
 FLOATS = ["float16", "float32", "float64"]
@@ -51,6 +53,23 @@ def test_layer_norm(dtype, with_beta, shape, first_axis):
     axes = tuple(range(axis, len(shape)))
     got = run_kernel("nn.layer_norm", x, gamma, *([beta] if with_beta else []), axes=axes, epsilon=EPS)
     assert_close(got, expected)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_layer_norm_over_the_last_axis_in_place_and_with_row_params(dtype):
+    # the row fast path, with out being x itself
+    rng = np.random.default_rng(3)
+    x = rand(rng, (2, 9, 64), dtype) * 3 + 2
+    gamma, beta = rand(rng, (64,), dtype), rand(rng, (64,), dtype)
+    x64 = x.astype(np.float64)
+    centered = x64 - x64.mean(-1, keepdims=True)
+    want = centered / np.sqrt((centered ** 2).mean(-1, keepdims=True) + EPS) * gamma + beta
+    fn = get_kernel("nn.layer_norm").fn
+    got = x.copy()
+    fn(got, gamma, beta, out=got, axes=(2,), epsilon=EPS)
+    tol = 2e-6 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(run_kernel("nn.layer_norm", x, gamma, beta, axes=(-1,), epsilon=EPS), got)
 
 
 def test_layer_norm_over_inner_axes_with_broadcast_params():

@@ -64,12 +64,47 @@ def _param_like(param: np.ndarray, ndim: int, axes: tuple[int, ...], dtype) -> n
     return p.reshape(shape).astype(dtype, copy=False)
 
 
+def _layer_norm_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, epsilon: float) -> None:
+    """Layer norm over the last axis of a contiguous float32/float64 ``x``
+    into ``out`` (which may be ``x``), in five passes and no full-size
+    temporary: the centered rows go straight into ``out``, the sum of
+    squares is a row-wise dot product (``einsum``), and the scale is
+    ``rsqrt(var + eps)`` per row, then ``gamma`` and ``beta`` per column."""
+    d = x.shape[-1]
+    rows, dst = x.reshape(-1, d), out.reshape(-1, d)
+    mean = np.mean(rows, axis=1, keepdims=True)
+    np.subtract(rows, mean, out=dst)
+    var = np.einsum("ij,ij->i", dst, dst)[:, None]
+    var /= d
+    var += epsilon
+    np.sqrt(var, out=var)
+    np.divide(1, var, out=var)
+    dst *= var
+    dst *= gamma
+    if beta is not None:
+        dst += beta
+
+
+def _plain_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, axes: tuple[int, ...]) -> bool:
+    """Whether :func:`_layer_norm_rows` applies: normalized over the last axis
+    only, one float32/float64 dtype, contiguous, parameters of the last dim."""
+    dt = out.dtype
+    return (axes == (x.ndim - 1,) and x.ndim >= 1 and dt in (np.float32, np.float64) and x.dtype == dt
+            and x.flags.c_contiguous and out.flags.c_contiguous
+            and gamma.dtype == dt and gamma.shape[-1:] == x.shape[-1:] and gamma.size == x.shape[-1]
+            and (beta is None or (beta.dtype == dt and beta.shape[-1:] == x.shape[-1:]
+                                  and beta.size == x.shape[-1])))
+
+
 @register_kernel("nn.layer_norm")
 def layer_norm(x, gamma, beta=None, *, out, axes=(-1,), epsilon=1e-5):
     """Normalize over ``axes``, then scale by ``gamma`` and shift by ``beta``
     (both broadcast to the normalized dims)."""
     axes = axis_tuple(axes, x.ndim)
     if x.size == 0:
+        return
+    if _plain_rows(x, gamma, beta, out, axes):
+        _layer_norm_rows(x, gamma.reshape(-1), None if beta is None else beta.reshape(-1), out, epsilon)
         return
     buf = load(x, out)
     _normalize_into(buf, axes, epsilon)
