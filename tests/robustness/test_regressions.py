@@ -60,13 +60,26 @@ def slice_model(shape, start, end, step):
 
 
 # ---------------------------------------------------------------- wrong answers
-@pytest.mark.xfail(strict=True, reason="bug: Slice clamps a start before -dim like Python (empty), not like ONNX "
-                   "(to 0) for negative steps: runtime/kernels/index.py strided_slice, ops/definitions/index.py "
-                   "slice_length, importers/onnx/converters/tensor.py _slice (shape values)")
 @pytest.mark.parametrize("shape", [[3], ["n"]])
 def test_slice_negative_step_clamps_start_to_zero(shape):
     # ONNX: start -10 + 3 = -7 clamps to 0, end -7 clamps to -1: element 0; onnxruntime agrees
     assert_agrees(slice_model(shape, -10, -10, -1), {"x": np.arange(3, dtype=np.float32)})
+
+
+@pytest.mark.parametrize("shape", [[3], ["n"], [0], ["n0"]])
+@pytest.mark.parametrize("start, end, step", [(-10, -10, -2), (-2 ** 63, -2 ** 63, -1), (-4, 0, -1), (5, -10, -1)])
+def test_slice_negative_step_clamping(shape, start, end, step):
+    size = 0 if shape[0] in (0, "n0") else 3
+    assert_agrees(slice_model(shape, start, end, step), {"x": np.arange(size, dtype=np.float32)})
+
+
+@pytest.mark.parametrize("shape", [[3, 1, 2], ["a", "b", "c"]])
+def test_slice_of_a_shape_value_with_a_negative_step(shape):
+    # the importer and simplify_shapes slice shape values themselves (no kernel)
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Slice", ["s", "b", "e", "a", "t"], ["y"])]
+    m = model(nodes, [("x", F, shape)], [("b", np.array([-10])), ("e", np.array([-10])), ("a", np.array([0])),
+                                         ("t", np.array([-1]))])
+    assert_agrees(m, {"x": np.ones((3, 1, 2), np.float32)})
 
 
 @pytest.mark.parametrize("op", ["Selu", "Elu", "Softplus", "HardSwish"])

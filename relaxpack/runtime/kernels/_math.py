@@ -272,6 +272,18 @@ def normalize_axis(axis: int, ndim: int) -> int:
     return axis + ndim if axis < 0 else axis
 
 
+def onnx_slice(dim: int, begin: int, end: int, step: int) -> slice:
+    """The numpy slice that takes what ONNX Slice takes from an axis of size ``dim``.
+
+    ONNX clamps like Python except for a negative step and a start before
+    ``-dim``: Python makes the slice empty, ONNX (and onnxruntime) clamp the
+    start to 0, so ``[-10:-10:-1]`` of 3 elements is element 0.
+    """
+    if step < 0 and begin < -dim:
+        begin = min(0, dim - 1)   # dim 0: nothing to take either way
+    return slice(begin, end, step)
+
+
 def separate(out: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     """``arrays``, each copied if it may share memory with ``out``.
 

@@ -30,6 +30,7 @@ from ....ops.definitions.common import exact_div
 from ....ops.definitions.index import HUGE
 from ....ops.registry import make_call
 from ....runtime.dtypes import numpy_dtype
+from ....runtime.kernels._math import onnx_slice
 from ..registry import register_converter
 from ..value import Value
 from ._shape_common import (
@@ -285,7 +286,7 @@ def _slice(ctx, data: Value, starts, ends, axes, steps):
     bounds = starts + ends
     if is_symbolic(data) and data.ndim == 1 and all(isinstance(b, int) for b in bounds):
         flat, _ = int_contents(data)
-        picked = flat[slice(_negative_step_start(ctx, starts[0], steps[0], len(flat)), ends[0], steps[0])]
+        picked = flat[onnx_slice(len(flat), starts[0], ends[0], steps[0])]
         return contents_value(ctx, picked, (len(picked),), data.dtype)
     data = shaped(ctx, data)
     begin, end = [], []
