@@ -42,7 +42,7 @@ RUNS = 2                      # dim assignments run by one build
 KNOWN_LIMITATIONS = {"symbolic_slice_bounds", "if_branch_dims_differ", "conv_same_symbolic_stride"}
 #: Wrong answers relaxpack gives today (each has a strict-xfail test in test_regressions.py).
 KNOWN_BUGS = {"pool_ceil_symbolic",
-              "fp16_accumulates_in_fp16", "reshape_infer_by_non_monomial",
+              "reshape_infer_by_non_monomial",
               "compare_shape_value_with_empty"}
 AVOID: set[str] = KNOWN_LIMITATIONS | KNOWN_BUGS
 SYMBOLS = ("n", "m")

@@ -87,23 +87,38 @@ def test_activation_of_a_scalar(op):
     assert_agrees(model([helper.make_node(op, ["x"], ["y"])], [("x", F, [])]), {"x": np.array(-0.5, np.float32)})
 
 
-@pytest.mark.xfail(strict=True, reason="bug: fp16 kernels accumulate in fp16 and overflow where onnxruntime "
-                   "(fp32 accumulation) does not: runtime/kernels reduce (L2, SumSquare), linalg (MatMul, Gemm), "
-                   "Mean, normalization (InstanceNormalization, LpNormalization)")
-@pytest.mark.parametrize("case", ["ReduceL2", "Gemm", "Mean"])
+def fp16_case(op, inits=(), **attrs):
+    """``op`` of one or two float16 (1, 2) inputs (plus initializers)."""
+    inputs = ["x", "z"] if op == "Mean" else ["x"]
+    node = helper.make_node(op, inputs + [n for n, _ in inits], ["y"], **attrs)
+    return model([node], [(n, H, [1, 2]) for n in inputs], inits)
+
+
+# each: a finite result whose intermediates (squares, partial sums, A @ B) overflow float16
+FP16_CASES = {
+    "ReduceL2": (fp16_case("ReduceL2", keepdims=0), [40000, 40000]),             # sqrt(2) * 40000
+    "ReduceLogSum": (fp16_case("ReduceLogSum", keepdims=0), [40000, 40000]),      # log(80000)
+    "Gemm": (fp16_case("Gemm", [("w", np.ones((2, 1), np.float16))], alpha=0.5), [40000, 40000]),
+    "GemmBias": (fp16_case("Gemm", [("w", np.ones((2, 1), np.float16)), ("c", np.array([-40000], np.float16))]),
+                 [40000, 40000]),
+    "Mean": (fp16_case("Mean"), [40000, 40000]),                                  # (40000 + 40000) / 2
+    "LpNormalization": (fp16_case("LpNormalization", axis=-1), [40000, 30000]),
+    "LpNormalization1": (fp16_case("LpNormalization", axis=-1, p=1), [40000, 30000]),
+    "MeanVarianceNormalization": (fp16_case("MeanVarianceNormalization", axes=[1]), [40000, -30000]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FP16_CASES))
 def test_fp16_accumulation_does_not_overflow(case):
-    x = np.array([[40000, 40000]], np.float16)
-    if case == "ReduceL2":   # sqrt(2) * 40000 = 56569 fits in fp16; the squares do not
-        m = model([helper.make_node("ReduceL2", ["x"], ["y"], keepdims=0)], [("x", H, [1, 2])])
-        feeds = {"x": x}
-    elif case == "Gemm":   # 0.5 * (40000 + 40000) = 40000
-        m = model([helper.make_node("Gemm", ["x", "w"], ["y"], alpha=0.5)], [("x", H, [1, 2])],
-                  [("w", np.ones((2, 1), np.float16))])
-        feeds = {"x": x}
-    else:   # (40000 + 40000) / 2
-        m = model([helper.make_node("Mean", ["x", "z"], ["y"])], [("x", H, [1, 2]), ("z", H, [1, 2])])
-        feeds = {"x": x, "z": x}
+    m, values = FP16_CASES[case]
+    x = np.array([values], np.float16)
+    feeds = {i.name: x for i in m.graph.input}
     assert_agrees(m, feeds, fp16=True)
+
+
+def test_fp16_sum_of_three_does_not_overflow():
+    m = model([helper.make_node("Sum", ["x", "x", "z"], ["y"])], [("x", H, [2]), ("z", H, [2])])
+    assert_agrees(m, {"x": np.array([40000, 1], np.float16), "z": np.array([-40000, 1], np.float16)}, fp16=True)
 
 
 def test_clip_default_bounds():

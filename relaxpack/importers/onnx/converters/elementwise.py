@@ -23,7 +23,10 @@ from ....ops.definitions.common import exact_div
 from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
-from ._math_common import astype, call, const_scalar, is_float, is_int, kind, legacy_broadcast, scalar, unsupported
+from ._math_common import (
+    astype, call, const_scalar, is_float, is_int, is_low_float, kind, legacy_broadcast, rounded, scalar, unsupported,
+    working,
+)
 
 # ---------------------------------------------------------------- unary
 
@@ -270,13 +273,17 @@ def _variadic(op_type: str, ir_op: str | None, mean: bool = False):
         values = [v for v in inputs if v is not None]
         if not values:
             raise unsupported(ctx, f"{op_type} needs at least one input")
+        dtype = values[0].dtype
+        if ir_op == "add" and len(values) > 1 and is_low_float(dtype):
+            # a low float sums in float32 and rounds once: a partial sum may overflow float16
+            values = [ctx.emit(working(ctx, v)) for v in values]
         acc = values[0]
         for v in values[1:]:
             step = _binary_value(ctx, ir_op, acc, v)
             acc = step if isinstance(step, Value) else ctx.emit(step)
         if mean and len(values) > 1:
-            return make_call("divide", ctx.expr(acc), scalar(ctx, len(values), acc.dtype))
-        return acc
+            acc = ctx.emit(make_call("divide", ctx.expr(acc), scalar(ctx, len(values), acc.dtype)))
+        return ctx.emit(rounded(ctx, ctx.expr(acc), dtype)) if acc.dtype != dtype else acc
     convert.__name__ = convert.__qualname__ = f"convert_{op_type.lower()}"
     convert.__doc__ = f"ONNX {op_type}: R.{ir_op} folded over the inputs (numpy broadcasting)."
     return convert
