@@ -126,10 +126,7 @@ def test_clip_default_bounds():
     assert_agrees(m, {"x": np.array([np.inf, -np.inf], np.float32)})
 
 
-@pytest.mark.xfail(strict=True, reason="bug: comparing a shape value (Size, Shape) with an empty int64 tensor gives "
-                   "an int64 result, not bool: importers/onnx/converters/elementwise.py (_try_sym / _sym_result, "
-                   "the shape-arithmetic path)")
-@pytest.mark.parametrize("op", ["GreaterOrEqual", "Less", "Equal"])
+@pytest.mark.parametrize("op", ["GreaterOrEqual", "Less", "Equal", "Greater", "LessOrEqual"])
 def test_comparing_a_shape_value_with_an_empty_tensor_gives_bool(op):
     m = model([helper.make_node("Size", ["x"], ["s"]), helper.make_node(op, ["s", "c"], ["y"])], [("x", F, ["n"])],
               [("c", np.zeros(0, np.int64))])

@@ -107,11 +107,12 @@ def _sym_result(ctx, dims: tuple[Dim, ...], is_scalar: bool, dtype: str) -> Valu
     return Value(TensorStructInfo(() if is_scalar else (len(dims),), dtype), expr=tensor, sym=dims)
 
 
-def _try_sym(ctx, fn, *values: Value) -> Value | None:
+def _try_sym(ctx, fn, *values: Value, boolean: bool = False) -> Value | None:
     """``fn`` applied elementwise to the known int contents, or ``None``.
 
-    ``fn`` returns a dim, a bool (comparisons) or ``None`` when the result
-    is not decidable at import time (the IR op then computes it).
+    ``fn`` returns a dim, a bool (comparisons, ``boolean``: the result is
+    bool even when empty) or ``None`` when the result is not decidable at
+    import time (the IR op then computes it).
     """
     operands = _sym_operands(values)
     if operands is None or len({v.dtype for v in values}) != 1:
@@ -120,7 +121,7 @@ def _try_sym(ctx, fn, *values: Value) -> Value | None:
     results = [fn(*elems) for elems in zip(*contents)]
     if any(r is None for r in results):
         return None
-    if any(isinstance(r, bool) for r in results):
+    if boolean:
         data = np.array(results, dtype=bool)
         return ctx.const(data.reshape(()) if is_scalar else data)
     return _sym_result(ctx, tuple(results), is_scalar, values[0].dtype)
@@ -171,6 +172,7 @@ def _sym_compare(ctx, op: str):
     return decide[op]
 
 
+_COMPARISONS = ("equal", "less", "less_equal", "greater", "greater_equal")
 _SYM_BINARY = {
     "add": lambda ctx: lambda a, b: a + b,
     "subtract": lambda ctx: lambda a, b: a - b,
@@ -179,14 +181,14 @@ _SYM_BINARY = {
     "minimum": lambda ctx: lambda a, b: dim_min(a, b),
     "divide": _sym_div,
     **{op: (lambda op: lambda ctx: _sym_compare(ctx, op))(op)
-       for op in ("equal", "less", "less_equal", "greater", "greater_equal")},
+       for op in _COMPARISONS},
 }
 
 
 def _binary_value(ctx, ir_op: str, a: Value, b: Value):
     """``ir_op(a, b)``: evaluated on known int contents when possible, else the IR call."""
     if ir_op in _SYM_BINARY and (ir_op != "divide" or is_int(a)):
-        known = _try_sym(ctx, _SYM_BINARY[ir_op](ctx), a, b)
+        known = _try_sym(ctx, _SYM_BINARY[ir_op](ctx), a, b, boolean=ir_op in _COMPARISONS)
         if known is not None:
             return known
     return make_call(ir_op, ctx.expr(a), ctx.expr(b))
