@@ -321,7 +321,7 @@ def _strided_slice(values: _Values, call: Call):
         return None
     strides = call.attrs.get("strides") or (1,) * len(call.attrs["begin"])
     (b,), (e,), (s,) = call.attrs["begin"], call.attrs["end"], strides
-    return tuple(data[onnx_slice(len(data), b, e, s)])
+    return tuple(data[onnx_slice(b, e, s, len(data))])
 
 
 def _same(values: _Values, call: Call):

@@ -31,7 +31,7 @@ def slice_length(dim: Dim, begin: int, end: int, step: int, analyzer: DimAnalyze
     DimExpr('n - 1')
     """
     if isinstance(dim, int):
-        return len(range(*onnx_slice(dim, begin, end, step).indices(dim)))
+        return len(range(*onnx_slice(begin, end, step, dim).indices(dim)))
     if step > 0:
         start = _position(dim, begin, 0, dim, analyzer)
         stop = _position(dim, end, 0, dim, analyzer)

@@ -25,7 +25,7 @@ def strided_slice(x, *, out, axes, begin, end, strides=None):
     index = [slice(None)] * x.ndim
     for axis, b, e, s in zip(axes, begin, end, strides):
         ax = normalize_axis(axis, x.ndim)
-        index[ax] = onnx_slice(x.shape[ax], b, e, s)
+        index[ax] = onnx_slice(b, e, s, x.shape[ax])
     np.copyto(out, x[tuple(index)])
 
 

@@ -286,7 +286,7 @@ def _slice(ctx, data: Value, starts, ends, axes, steps):
     bounds = starts + ends
     if is_symbolic(data) and data.ndim == 1 and all(isinstance(b, int) for b in bounds):
         flat, _ = int_contents(data)
-        picked = flat[onnx_slice(len(flat), starts[0], ends[0], steps[0])]
+        picked = flat[onnx_slice(starts[0], ends[0], steps[0], len(flat))]
         return contents_value(ctx, picked, (len(picked),), data.dtype)
     data = shaped(ctx, data)
     begin, end = [], []
