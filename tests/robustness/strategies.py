@@ -41,7 +41,7 @@ RUNS = 2                      # dim assignments run by one build
 #: makes them too and counts the rejections apart.
 KNOWN_LIMITATIONS = {"symbolic_slice_bounds", "if_branch_dims_differ", "conv_same_symbolic_stride"}
 #: Wrong answers relaxpack gives today (each has a strict-xfail test in test_regressions.py).
-KNOWN_BUGS = {"reshape_infer_by_non_monomial"}
+KNOWN_BUGS: set[str] = set()
 AVOID: set[str] = KNOWN_LIMITATIONS | KNOWN_BUGS
 SYMBOLS = ("n", "m")
 OPSETS = (17, 13, 18, 21)

@@ -153,9 +153,6 @@ def test_pool_ceil_mode_drops_a_last_window_in_the_end_padding(op, kernel, strid
         assert problem is None, f"n={n}: {problem}"
 
 
-@pytest.mark.xfail(strict=True, reason="bug: Reshape whose -1 is the total divided by a non-monomial dim (n + 2) "
-                   "leaves the shape unknown; build fails in legalize with a PassError: importers/onnx/converters/"
-                   "tensor.py reshape (fall back to match_cast to a fresh dim)")
 def test_reshape_minus_one_over_a_non_monomial():
     nodes = [helper.make_node("Pad", ["x", "pads"], ["p"], mode="edge"), helper.make_node("Shape", ["p"], ["s"]),
              helper.make_node("Gather", ["s", "i0"], ["g0"]), helper.make_node("Gather", ["s", "i1"], ["g1"]),
@@ -165,6 +162,19 @@ def test_reshape_minus_one_over_a_non_monomial():
     m = model(nodes, [("x", F, ["m", "n"])], [("pads", np.array([0, 0, 0, 2])), ("i0", np.array([0])),
                                                ("i1", np.array([1])), ("minus_one", np.array([-1]))])
     assert_agrees(m, {"x": np.ones((3, 2), np.float32)})
+
+
+def test_reshape_minus_one_that_no_dim_expression_gives():
+    # (2n + 4) elements into (n + 2, -1): the -1 is 2, but dims divide by constants only
+    nodes = [helper.make_node("Pad", ["x", "pads"], ["p"]),
+             helper.make_node("Concat", ["p", "p"], ["pp"], axis=0), helper.make_node("Shape", ["p"], ["s"]),
+             helper.make_node("Concat", ["s", "minus_one"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["pp", "shape"], ["r"]), helper.make_node("Relu", ["r"], ["y"])]
+    m = model(nodes, [("x", F, ["n"])], [("pads", np.array([0, 2])), ("minus_one", np.array([-1]))])
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(m), opt_level=2))
+    for n in (0, 1, 5):
+        x = np.arange(n, dtype=np.float32) - 2
+        assert compare(vm.run({"x": x})["y"], ort_session(m).run(None, {"x": x})[0]) is None
 
 
 @pytest.mark.xfail(strict=True, reason="bug: an If output whose dims differ between branches gets fresh dims for "

@@ -90,7 +90,20 @@ def _reshape(ctx, data: Value, target: Value, allowzero: int = 0):
         if math.prod(out) != len(flat):
             raise shape_error(ctx, f"cannot reshape {len(flat)} elements into {fmt_dims(dims)}")
         return contents_value(ctx, flat, out, data.dtype)
-    return make_call("reshape", ctx.expr(data), shape_expr(dims))
+    call = make_call("reshape", ctx.expr(data), shape_expr(dims))
+    if -1 in dims and ctx.bb.infer_call(call).shape is None:
+        return _reshape_to_fresh_dim(ctx, data, dims)
+    return call
+
+
+def _reshape_to_fresh_dim(ctx, data: Value, dims: list) -> Value:
+    """A -1 that no dim expression gives (the size over a non-monomial such
+    as ``n + 2``: division is by constants only): ``dyn.reshape`` infers it
+    at run time and a fresh dim binds it; the other dims stay as given and
+    are checked. (The 0s were already replaced by the input's dims.)"""
+    target = ctx.sym_value(dims)
+    known = [None if isinstance(d, int) and d == -1 else d for d in dims]
+    return packed_call(ctx, "dyn.reshape", [data, target], [(known, data.dtype)], "reshape", allowzero=True)
 
 
 # ---------------------------------------------------------------- Expand
