@@ -177,9 +177,6 @@ def test_reshape_minus_one_that_no_dim_expression_gives():
         assert compare(vm.run({"x": x})["y"], ort_session(m).run(None, {"x": x})[0]) is None
 
 
-@pytest.mark.xfail(strict=True, reason="bug: an If output whose dims differ between branches gets fresh dims for "
-                   "every axis (even those both branches agree on); a Split of it leaves shapes unknown and build "
-                   "fails in legalize: importers/onnx/converters/control.py _rebind")
 def test_split_of_an_if_output_with_branch_dependent_dims():
     then = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["t"], axis=1)], "then", [],
                              [helper.make_tensor_value_info("t", F, None)])
