@@ -278,12 +278,24 @@ def test_huge_static_tensor_is_refused_at_build():
                                   [("shape", np.array([2 ** 20, 2 ** 20]))]))
 
 
-@pytest.mark.xfail(strict=True, reason="bug (minor): two initializers with one name are accepted (the first "
-                   "wins, the second is never read); ONNX's checker rejects the model: importers/onnx/importer.py")
 def test_duplicate_initializer_names():
     m = model([helper.make_node("Add", ["x", "w"], ["y"])], [("x", F, [2])],
               [("w", np.ones(2, np.float32)), ("w", np.zeros(2, np.float32))])
+    with pytest.raises(RelaxpackError, match="two initializers named 'w'"):
+        relaxpack.from_onnx(m)
     assert_rejected_clearly(m)
+
+
+def test_duplicate_initializer_names_in_a_branch():
+    inits = [numpy_helper.from_array(np.full(2, v, np.float32), "w") for v in (1, 0)]
+    then = helper.make_graph([helper.make_node("Add", ["x", "w"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", F, [2])], inits)
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", F, [2])])
+    m = model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+              [("x", F, [2]), ("c", TensorProto.BOOL, [])])
+    with pytest.raises(RelaxpackError, match="graph 'then' has two initializers named 'w'"):
+        relaxpack.from_onnx(m)
 
 
 def test_rank_above_numpy_limit():
