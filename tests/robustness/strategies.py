@@ -406,7 +406,11 @@ def make_feeds(root: GraphBuilder) -> list[dict[str, np.ndarray]]:
                     x = np.abs(x) + 0.5
                 if spec.data == "special" and x.size:
                     mask = rng.random(shape) < 0.3
-                    big = [60000.0] if dtype != F16 or "fp16_accumulates_in_fp16" not in AVOID else []
+                    # no float16 near its max: onnxruntime runs a chain of float16 nodes without a
+                    # float16 kernel in float32 (it inserts casts, then drops the back-to-back ones),
+                    # so whether an intermediate overflows depends on the graph's topology there.
+                    # test_regressions.py covers float16 overflow node by node.
+                    big = [60000.0] if dtype != F16 else []
                     x[mask] = rng.choice([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, *big], int(mask.sum()))
                 run[spec.val.name] = x.astype(dtype)
         feeds.append({k: np.asarray(v) for k, v in run.items()})
