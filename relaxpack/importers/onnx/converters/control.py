@@ -57,41 +57,50 @@ def _emit_if(ctx, cond: Value, then_branch, else_branch, count: int):
     ctx.node, ctx.scope = node, scope  # the branches' nodes set them
     result = ctx.bb.emit(If(cond_expr, *branches), "if_out")
     sinfo = result.struct_info
-    arms = [b.struct_info for b in branches]
+    arms, shared = [b.struct_info for b in branches], {}
     if count == 1:
-        return _rebind(ctx, Value(sinfo, expr=result), 0, arms)
+        return _rebind(ctx, Value(sinfo, expr=result), 0, arms, shared)
     if not isinstance(sinfo, TupleStructInfo):
         raise unsupported(ctx, f"expected a tuple of {count} outputs from the branches, got {sinfo}")
     outputs = []
     for i in range(count):
         item = ctx.bb.emit(TupleGetItem(result, i), "if_out")
         outputs.append(_rebind(ctx, Value(item.struct_info, expr=item), i,
-                               [a.fields[i] if isinstance(a, TupleStructInfo) else None for a in arms]))
+                               [a.fields[i] if isinstance(a, TupleStructInfo) else None for a in arms], shared))
     return tuple(outputs)
 
 
-def _rebind(ctx, value: Value, index: int, arms) -> Value:
+def _rebind(ctx, value: Value, index: int, arms, shared: dict) -> Value:
     """A tensor output whose shape the branches do not agree on gets a fresh
     dim for each axis where they differ; the dims both branches agree on
-    (and that do not come from a branch's own ``match_cast``) stay."""
+    (and that do not come from a branch's own ``match_cast``) stay. Axes
+    whose pair of branch dims is the same share one fresh dim (``shared``,
+    over the If's outputs): they are equal whichever branch runs."""
     sinfo = value.sinfo
     if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is not None or sinfo.ndim < 0:
         return value
     if sinfo.dtype is None:
         raise unsupported(ctx, f"output {index} has different dtypes in the two branches")
-    agreed = _agreed_dims(ctx, sinfo.ndim, arms)
-    fresh = iter(fresh_dims(ctx, sum(d is None for d in agreed), f"if_out{index}"))
-    dims = tuple(next(fresh) if d is None else d for d in agreed)
-    cast = TensorStructInfo(dims, sinfo.dtype, vdevice=sinfo.vdevice)
+    dims = []
+    for agreed, pair in _agreed_dims(ctx, sinfo.ndim, arms):
+        if agreed is None and pair in shared:
+            agreed = shared[pair]
+        elif agreed is None:
+            (agreed,) = fresh_dims(ctx, 1, f"if_out{index}")
+            if pair is not None:
+                shared[pair] = agreed
+        dims.append(agreed)
+    cast = TensorStructInfo(tuple(dims), sinfo.dtype, vdevice=sinfo.vdevice)
     return Value(cast, expr=ctx.bb.match_cast(value.expr, cast, "if_out"))
 
 
 def _agreed_dims(ctx, ndim: int, arms) -> list:
-    """Per axis, the dim both branches' outputs (struct infos ``arms``) have,
-    or None where they differ, are unknown or use a dim defined in a branch."""
+    """Per axis, (the dim both branches' outputs (struct infos ``arms``) have,
+    or None where they differ or use a dim defined in a branch; the pair of
+    branch dims, or None when a branch's shape is unknown)."""
     shapes = [a.shape if isinstance(a, TensorStructInfo) and a.ndim == ndim else None for a in arms]
     if any(shape is None for shape in shapes):
-        return [None] * ndim
+        return [(None, None)] * ndim
     outer, analyzer = ctx.bb.defined_dim_vars(), ctx.bb.analyzer
-    return [a if (a == b or analyzer.prove_equal(a, b)) and free_vars(a) <= outer else None
+    return [(a if (a == b or analyzer.prove_equal(a, b)) and free_vars(a) <= outer else None, (a, b))
             for a, b in zip(*shapes)]

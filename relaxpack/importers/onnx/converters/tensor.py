@@ -24,10 +24,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ....ir.dims import Dim, dim_max, format_dim
+from ....ir.dims import Dim, dim_max
 from ....ir.expr import ShapeExpr, Tuple, TupleGetItem
 from ....ops.definitions.common import exact_div
-from ....ops.definitions.index import HUGE
+from ....ops.definitions.index import HUGE, slice_length
 from ....ops.registry import make_call
 from ....runtime.dtypes import numpy_dtype
 from ....runtime.kernels._math import onnx_slice
@@ -329,9 +329,12 @@ def _negative_step_start(ctx, start: Dim, step: int, dim: Dim) -> Dim:
 
 def _dynamic_slice(ctx, data: Value, starts, ends, axes, steps):
     """Symbolic bounds whose clamping depends on the dims' values: the bounds
-    become shape values evaluated at run time (``dynamic_strided_slice``)."""
+    become shape values evaluated at run time (``dynamic_strided_slice``);
+    with a negative step, or a symbolic bound that may be negative (ONNX
+    then counts it from the end), the packed ``dyn.slice`` clamps them and
+    fresh dims bind the sliced axes."""
     if any(s < 0 for s in steps):
-        raise unsupported(ctx, f"symbolic slice bounds with negative steps {steps}")
+        return _packed_slice(ctx, data, starts, ends, axes, steps)
     analyzer = ctx.bb.analyzer
     begin, end = [], []
     for ax, s, e in zip(axes, starts, ends):
@@ -342,9 +345,21 @@ def _dynamic_slice(ctx, data: Value, starts, ends, axes, steps):
             elif analyzer.prove_nonneg(index):
                 out.append(index)
             else:
-                raise unsupported(ctx, f"symbolic slice bound {format_dim(index)} may be negative")
+                return _packed_slice(ctx, data, starts, ends, axes, steps)
     return make_call("dynamic_strided_slice", ctx.expr(data), ShapeExpr(tuple(begin)), ShapeExpr(tuple(end)),
                      axes=tuple(axes), strides=tuple(steps))
+
+
+def _packed_slice(ctx, data: Value, starts, ends, axes, steps):
+    """``dyn.slice`` of ``data``: an axis with int bounds keeps its exact
+    length, one with a symbolic bound gets a fresh dim."""
+    kept = list(data.shape)
+    for ax, b, e, step in zip(axes, starts, ends, steps):
+        exact = isinstance(b, int) and isinstance(e, int)
+        kept[ax] = slice_length(data.shape[ax], b, e, step, ctx.bb.analyzer) if exact else None
+    bounds = [ctx.sym_value(starts), ctx.sym_value(ends), ctx.const(np.array(axes, np.int64)),
+              ctx.const(np.array(steps, np.int64))]
+    return packed_call(ctx, "dyn.slice", [data, *bounds], [(kept, data.dtype)], "slice", parts=("axes", "steps"))
 
 
 # ---------------------------------------------------------------- Gather, GatherElements
