@@ -202,6 +202,21 @@ def test_concat_of_two_if_outputs_that_share_branch_dims():
         assert_agrees(m, {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "c": np.array(c)})
 
 
+def test_if_whose_branch_shapes_agree_only_within_the_dim_ranges():
+    # 2 * n + 1 == n + 2 only for n == 1: legalize re-joins the branches and needs the ranges (found by the campaign)
+    then = helper.make_graph([helper.make_node("Concat", ["x", "x", "one"], ["t"], axis=0)], "then", [],
+                             [helper.make_tensor_value_info("t", F, None)])
+    other = helper.make_graph([helper.make_node("Concat", ["x", "one", "one"], ["e"], axis=0)], "else", [],
+                              [helper.make_tensor_value_info("e", F, None)])
+    nodes = [helper.make_node("If", ["c"], ["r"], then_branch=then, else_branch=other),
+             helper.make_node("Relu", ["r"], ["y"])]
+    m = model(nodes, [("x", F, ["n"]), ("c", TensorProto.BOOL, [])], [("one", np.ones(1, np.float32))])
+    for c in (True, False):
+        feeds = {"x": np.array([-2], np.float32), "c": np.array(c)}
+        got = relaxpack_run(m, feeds, dims={"n": (1, 1)})
+        assert compare(got, ort_session(m).run(None, feeds)[0]) is None
+
+
 # ---------------------------------------------------------------- limitations (clear errors)
 @pytest.mark.parametrize("step", [1, -1, 2])
 def test_slice_with_a_symbolic_end_that_may_be_negative(step):
