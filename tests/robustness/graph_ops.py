@@ -418,8 +418,8 @@ def normalization(b: GraphBuilder) -> bool:
     elif op == "InstanceNormalization":
         if any(d.lo == 0 for d in v.dims[2:]):
             return False
-        c = [v.dims[1]]
-        args += [b.tensor(c, v.dtype).name, b.tensor(c, v.dtype).name]
+        c = [v.dims[1]]   # Inf in scale: onnxruntime folds mean * scale / std into the bias, NaN = inf - inf
+        args += [b.tensor(c, v.dtype, "plain").name, b.tensor(c, v.dtype, "plain").name]
     elif op == "LayerNormalization":
         axis = b.draw.integer(-v.rank, v.rank - 1)
         norm = v.dims[axis:] if axis >= 0 else v.dims[v.rank + axis:]
