@@ -12,9 +12,11 @@ not graph ops here: the importer calls their packed kernels with
 from __future__ import annotations
 
 from ..errors import PassError
+from ..ir.block_builder import BlockBuilder
 from ..ir.expr import Call, ExternFunc, Op, Tuple
 from ..ir.struct_info import TensorStructInfo, TupleStructInfo
 from ..ir.visitor import ExprMutator
+from ..ir.well_formed import function_analyzer
 from ..ops.registry import make_call
 from .infra import function_pass
 
@@ -51,4 +53,6 @@ def legalize_call(call: Call) -> Call:
 
 @function_pass(name="Legalize", requires=("import", "optimize"), produces="lower")
 def legalize(func, mod, ctx):
-    return _Legalizer().visit_expr(func)
+    # the function's dim ranges: re-normalizing an If joins its branches' shapes, which may be
+    # equal only within them (3 * n == n for n in [0, 0])
+    return _Legalizer(BlockBuilder(analyzer=function_analyzer(func))).visit_expr(func)

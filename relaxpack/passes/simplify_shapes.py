@@ -49,6 +49,7 @@ from ..ir.struct_info import (
 from ..ir.visitor import ExprMutator
 from ..ir.well_formed import function_analyzer
 from ..ops.registry import make_call
+from ..runtime.kernels._math import onnx_slice
 from .canonicalize_bindings import BindingRule, apply_rules
 from .infra import function_pass
 
@@ -320,7 +321,7 @@ def _strided_slice(values: _Values, call: Call):
         return None
     strides = call.attrs.get("strides") or (1,) * len(call.attrs["begin"])
     (b,), (e,), (s,) = call.attrs["begin"], call.attrs["end"], strides
-    return tuple(data[slice(b, e, s)])
+    return tuple(data[onnx_slice(b, e, s, len(data))])
 
 
 def _same(values: _Values, call: Call):

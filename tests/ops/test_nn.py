@@ -133,9 +133,13 @@ def test_pool_symbolic():
     out = infer("nn.avg_pool", T((N, 64, h, w)), pool_size=3, strides=2, ceil_mode=True)
     for hv in range(3, 30):
         assert evaluate(out.shape[2], {"h": hv}) == -(-(hv - 3) // 2) + 1
-    # ceil mode where the last-window rule depends on h: shape unknown, rank kept
-    assert infer("nn.max_pool", T((N, 3, h)), pool_size=2, strides=3, padding=1, ceil_mode=True) \
-        == T(None, ndim=3)
+    # ceil mode where the last-window rule depends on h: an exact expression (min of the two counts)
+    out = infer("nn.max_pool", T((N, 3, h)), pool_size=2, strides=3, padding=1, ceil_mode=True)
+    for hv in range(1, 30):
+        span = hv + 2 - 2
+        full = -(-span // 3) + 1
+        want = full - 1 if (full - 1) * 3 >= hv + 1 else full   # the last window must start before the end padding
+        assert evaluate(out.shape[2], {"h": hv}) == want
 
 
 def test_pool_errors():

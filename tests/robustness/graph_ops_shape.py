@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .graph_ops import INT64_MAX, INT64_MIN, supported
-from .strategies import AVOID, monomial, BOOL, ELEM, F16, F32, I32, I64, Dim, GraphBuilder, Val, broadcast, derive, product
+from .strategies import AVOID, BOOL, ELEM, F32, I32, I64, Dim, GraphBuilder, Val, broadcast, derive, product
 
 REDUCE = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
           "ReduceLogSumExp", "ReduceSumSquare")
@@ -28,8 +28,6 @@ def reduce(b: GraphBuilder) -> bool:
     # integer L2 / LogSumExp / Mean round differently in every implementation; NaN in Max / Min too
     v = b.pick(lambda v: (v.kind == "f" or op not in INT_AMBIGUOUS) and not v.has_zero()
                and not (v.special and op in ("ReduceMax", "ReduceMin"))
-               and not (v.dtype == F16 and op in ("ReduceL2", "ReduceSumSquare", "ReduceMean")
-                        and "fp16_accumulates_in_fp16" in AVOID)
                and not (v.special and op == "ReduceLogSumExp")   # LSE([inf, nan]): NaN here, inf in onnxruntime
                and supported(b, op, v.dtype))
     if v is None:
@@ -123,9 +121,6 @@ def reshape(b: GraphBuilder) -> bool:
     infer = None
     if not zero and target and b.draw.chance(0.6):
         cands = dynamic or list(range(len(target)))
-        if "reshape_infer_by_non_monomial" in AVOID:   # -1 = total / (product of the others)
-            cands = [j for j in cands if all(monomial(d, b.root.symbols) for k, (d, _, _) in enumerate(target)
-                                             if k != j)]
         infer = b.draw.choice(cands) if cands else None
     parts, shape_name = [], None
     for j, (d, srcs, c) in enumerate(target):
@@ -244,8 +239,6 @@ def slice_(b: GraphBuilder) -> bool:
         edge = d.hi + 2
         start = b.draw.choice((0, b.draw.integer(-edge, edge), INT64_MAX if step < 0 else INT64_MIN))
         end = b.draw.choice((b.draw.integer(-edge, edge), INT64_MIN if step < 0 else INT64_MAX))
-        if step < 0 and start < -d.lo and "slice_negative_step_start_before_begin" in AVOID:
-            start = -d.lo if d.lo else INT64_MAX
         if idx_dtype == I32:
             start, end = (int(np.clip(x, -2 ** 31, 2 ** 31 - 1)) for x in (start, end))
         if (dynamic_end is None and not d.static and step > 0 and idx_dtype == I64

@@ -39,11 +39,9 @@ RUNS = 2                      # dim assignments run by one build
 #: Valid ONNX that relaxpack rejects with a clear error today (each has a test in
 #: test_regressions.py). The CI property avoids them; the campaign's --all-features
 #: makes them too and counts the rejections apart.
-KNOWN_LIMITATIONS = {"symbolic_slice_bounds", "if_branch_dims_differ", "conv_same_symbolic_stride"}
+KNOWN_LIMITATIONS = {"conv_same_symbolic_stride"}
 #: Wrong answers relaxpack gives today (each has a strict-xfail test in test_regressions.py).
-KNOWN_BUGS = {"slice_negative_step_start_before_begin", "pool_ceil_symbolic",
-              "fp16_accumulates_in_fp16", "reshape_infer_by_non_monomial",
-              "compare_shape_value_with_empty"}
+KNOWN_BUGS: set[str] = set()
 AVOID: set[str] = KNOWN_LIMITATIONS | KNOWN_BUGS
 SYMBOLS = ("n", "m")
 OPSETS = (17, 13, 18, 21)
@@ -408,7 +406,11 @@ def make_feeds(root: GraphBuilder) -> list[dict[str, np.ndarray]]:
                     x = np.abs(x) + 0.5
                 if spec.data == "special" and x.size:
                     mask = rng.random(shape) < 0.3
-                    big = [60000.0] if dtype != F16 or "fp16_accumulates_in_fp16" not in AVOID else []
+                    # no float16 near its max: onnxruntime runs a chain of float16 nodes without a
+                    # float16 kernel in float32 (it inserts casts, then drops the back-to-back ones),
+                    # so whether an intermediate overflows depends on the graph's topology there.
+                    # test_regressions.py covers float16 overflow node by node.
+                    big = [60000.0] if dtype != F16 else []
                     x[mask] = rng.choice([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, *big], int(mask.sum()))
                 run[spec.val.name] = x.astype(dtype)
         feeds.append({k: np.asarray(v) for k, v in run.items()})

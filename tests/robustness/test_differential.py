@@ -50,6 +50,8 @@ def test_generator_makes_valid_models_covering_the_features():
             seen["<two sizes>"] += 1
         if any(0 in a.shape for f in case.feeds for a in f.values()):
             seen["<zero-sized input>"] += 1
+        if any(1 in a.shape for f in case.feeds for a in f.values()):
+            seen["<one-sized dim>"] += 1
         for a in case.feeds[0].values():
             seen[f"<{a.dtype}>"] += 1
             if a.dtype.kind == "f" and not np.isfinite(a).all():
@@ -57,8 +59,9 @@ def test_generator_makes_valid_models_covering_the_features():
         seen["<opset %d>" % case.model.opset_import[0].version] += 1
     wanted = ["Add", "Mul", "MatMul", "Gemm", "Conv", "MaxPool", "AveragePool", "ReduceSum", "ReduceMax",
               "Reshape", "Transpose", "Slice", "Concat", "Gather", "Shape", "If", "Cast", "Where", "Expand",
-              "Pad", "Split", "ArgMax", "Softmax", "<symbolic input>", "<two sizes>", "<zero-sized input>",
-              "<float32>", "<float16>", "<int32>", "<int64>", "<nan or inf input>",
+              "Pad", "Split", "ArgMax", "Softmax", "ReduceL2", "ReduceMean", "Mean", "LpNormalization", "Size",
+              "<symbolic input>", "<two sizes>", "<zero-sized input>", "<one-sized dim>",
+              "<float32>", "<float16>", "<int32>", "<int64>", "<bool>", "<nan or inf input>",
               "<opset 13>", "<opset 17>", "<opset 18>", "<opset 21>"]
     missing = [w for w in wanted if seen[w] < 3]
     assert not missing, f"the generator rarely makes {missing}: {dict(seen)}"

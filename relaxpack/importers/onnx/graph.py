@@ -81,6 +81,7 @@ class GraphConverter:
 
     def convert_graph(self, graph, values: Mapping[str, Value], top_level: bool = False) -> list[Value]:
         """Convert every node; returns the values of the graph's outputs."""
+        _check_unique_initializers(graph)
         scope = _Scope(values if not top_level else None)
         if top_level:
             scope.update(values)
@@ -282,4 +283,15 @@ def _ordered_nodes(nodes) -> list:
     return ordered
 
 
+def _check_unique_initializers(graph) -> None:
+    """Two initializers of one name: ONNX's checker rejects the model (one of
+    them would be silently ignored)."""
+    seen = set()
+    for init in graph.initializer:
+        if init.name in seen:
+            raise RelaxpackError(f"malformed model: graph {graph.name!r} has two initializers named {init.name!r}")
+        seen.add(init.name)
+
+
 __all__ = ["GraphConverter", "collect_unsupported"]
+

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ...ir.dims import Dim, DimAnalyzer, dim_max, dim_min
 from ...ir.expr import Call
 from ...ir.struct_info import TensorStructInfo
+from ...runtime.kernels._math import onnx_slice
 from ..registry import REQUIRED, register_op
 from .common import (
     INT, attr_error, check_dtype_kind, fmt_sinfo, int_attr, int_tuple_attr, normalize_axes,
@@ -30,13 +31,13 @@ def slice_length(dim: Dim, begin: int, end: int, step: int, analyzer: DimAnalyze
     DimExpr('n - 1')
     """
     if isinstance(dim, int):
-        return len(range(*slice(begin, end, step).indices(dim)))
+        return len(range(*onnx_slice(begin, end, step, dim).indices(dim)))
     if step > 0:
         start = _position(dim, begin, 0, dim, analyzer)
         stop = _position(dim, end, 0, dim, analyzer)
         span = stop - start
     else:
-        start = _position(dim, begin, -1, dim - 1, analyzer)
+        start = _position(dim, begin, 0, dim - 1, analyzer)   # ONNX: a start before -dim takes element 0
         stop = _position(dim, end, -1, dim - 1, analyzer)
         span = start - stop
     if analyzer.prove_le(span, 0):
@@ -51,12 +52,12 @@ def _position(dim: Dim, index: int, lo: Dim, hi: Dim, analyzer: DimAnalyzer) -> 
     if index >= HUGE:
         return hi
     if index <= -HUGE:
-        return lo
+        return lo if analyzer.prove_le(lo, hi) else dim_min(lo, hi)
     pos = index if index >= 0 else dim + index
     if analyzer.prove_ge(pos, lo) and analyzer.prove_le(pos, hi):
         return pos
-    if analyzer.prove_le(pos, lo):
-        return lo
+    if analyzer.prove_le(pos, lo):   # min(lo, hi): a negative step's [0, dim - 1] is [0, -1] for dim 0
+        return lo if analyzer.prove_le(lo, hi) else dim_min(lo, hi)
     if analyzer.prove_ge(pos, hi):
         return hi
     return dim_min(dim_max(pos, lo), hi)

@@ -13,7 +13,7 @@ may be symbolic::
 
 from __future__ import annotations
 
-from ...ir.dims import Dim, DimAnalyzer, format_dim
+from ...ir.dims import Dim, DimAnalyzer, dim_min, format_dim
 from ...ir.expr import Call
 from ...ir.struct_info import TensorStructInfo
 from ..registry import REQUIRED, register_op
@@ -136,8 +136,9 @@ register_op("nn.conv_transpose", infer=_infer_conv_transpose,
 # ---------------------------------------------------------------- pooling
 
 def _pool_dim(x: Dim, k: int, s: int, d: int, b: int, e: int, ceil_mode: bool,
-              analyzer: DimAnalyzer) -> Dim | None:
-    """One pooled dim; ``None`` when ceil mode's last-window rule is undecidable."""
+              analyzer: DimAnalyzer) -> Dim:
+    """One pooled dim (an expression with ``min`` when ceil mode's last-window
+    rule depends on a symbolic dim's value)."""
     span = x + b + e - d * (k - 1) - 1
     if not ceil_mode:
         return span // s + 1
@@ -154,7 +155,8 @@ def _pool_dim(x: Dim, k: int, s: int, d: int, b: int, e: int, ceil_mode: bool,
         return out
     if analyzer.prove_ge(last_start, x + b):
         return out - 1
-    return None
+    # the windows start at i * s for i < out, and (the rule) at i * s <= x + b - 1
+    return analyzer.simplify(dim_min(out, (x + b - 1) // s + 1))
 
 
 def _pool(with_count_include_pad: bool):
@@ -180,8 +182,6 @@ def _pool(with_count_include_pad: bool):
             return data
         out = [_pool_dim(x, k, s, d, b, e, ceil_mode, analyzer)
                for x, k, s, d, b, e in zip(data.shape[2:], pool, strides, dilation, pad_b, pad_e)]
-        if any(o is None for o in out):
-            return with_shape(data, None, ndim=ndim)
         _check_positive(call, out, data, analyzer)
         return with_shape(data, (*data.shape[:2], *out))
     return infer

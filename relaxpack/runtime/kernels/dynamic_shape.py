@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from ...errors import ShapeError
-from ._math import normalize_axis
+from ._math import normalize_axis, onnx_slice
 from ._registry import register_packed
 from .algorithm import one_hot as _one_hot_into, range_length, range_ as _range_into, topk as _topk_into
 from .image import pad as _pad_into
@@ -138,19 +138,6 @@ def full(shape, fill):
 
 
 # ---------------------------------------------------------------- Slice, Split
-
-
-def onnx_slice(start: int, end: int, step: int, dim: int) -> slice:
-    """The Python slice of ONNX Slice's ``start:end:step`` on a dim of ``dim``:
-    negative bounds count from the end once, then clamp to ``[0, dim]``
-    (``[0, dim - 1]`` and ``[-1, dim - 1]`` for a negative step, where an end
-    of -1 means "through the first element")."""
-    start = start + dim if start < 0 else start
-    end = end + dim if end < 0 else end
-    if step > 0:
-        return slice(min(max(start, 0), dim), min(max(end, 0), dim), step)
-    start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
-    return slice(start, None if end < 0 else end, step)
 
 
 @register_packed("dyn.slice")

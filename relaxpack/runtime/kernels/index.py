@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ShapeError
-from ._math import normalize_axis
+from ._math import normalize_axis, onnx_slice
 from ._registry import register_kernel
 
 
@@ -19,14 +19,13 @@ def _ints(value) -> tuple[int, ...]:
 
 @register_kernel("strided_slice")
 def strided_slice(x, *, out, axes, begin, end, strides=None):
-    """``x[begin:end:stride]`` along ``axes``, clamped like numpy and ONNX Slice."""
+    """``x[begin:end:stride]`` along ``axes``, clamped like ONNX Slice."""
     axes, begin, end = _ints(axes), _ints(begin), _ints(end)
     strides = (1,) * len(axes) if strides is None else _ints(strides)
     index = [slice(None)] * x.ndim
     for axis, b, e, s in zip(axes, begin, end, strides):
-        # Python's slice clamping is ONNX Slice's: for a negative step the
-        # start clamps to [0, dim - 1] and the end to [-1, dim - 1].
-        index[normalize_axis(axis, x.ndim)] = slice(b, e, s)
+        ax = normalize_axis(axis, x.ndim)
+        index[ax] = onnx_slice(b, e, s, x.shape[ax])
     np.copyto(out, x[tuple(index)])
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ....errors import ShapeError, UnsupportedOpError
 from ....ir.dims import Dim
-from ....ir.expr import Expr
+from ....ir.expr import Call, Expr
 from ....ops.registry import make_call
 from ....runtime.dtypes import numpy_dtype
 from ..value import Value
@@ -64,6 +64,32 @@ def astype(ctx, value: Value | Expr, dtype: str) -> Expr:
     if expr.struct_info.dtype == dtype:
         return expr
     return call(ctx, "astype", expr, dtype=dtype)
+
+
+#: dtypes numpy computes slowly and with a small range: ops that accumulate
+#: (sums, products of matrices, norms) compute them in float32 and round once,
+#: as onnxruntime does (it casts them to float32 around such ops), so an
+#: intermediate that overflows float16 does not turn a finite result into inf.
+_LOW_FLOATS = ("float16", "bfloat16", "float8", "float4")
+
+
+def is_low_float(dtype: str | None) -> bool:
+    return dtype is not None and dtype.startswith(_LOW_FLOATS)
+
+
+def working(ctx, value: Value) -> Expr:
+    """``value`` in the precision to accumulate in: float32 for a low float, else itself."""
+    return astype(ctx, value, "float32") if is_low_float(value.dtype) else ctx.expr(value)
+
+
+def rounded(ctx, result: Expr, dtype: str) -> Expr:
+    """``result`` (a call, emitted or not, on :func:`working` values) back in
+    ``dtype``, unemitted (a converter's result); ``result`` itself unless
+    ``dtype`` is a low float."""
+    if not is_low_float(dtype):
+        return result
+    bound = ctx.expr(ctx.emit(result)) if isinstance(result, Call) else result
+    return make_call("astype", bound, dtype=dtype)
 
 
 def known_shape(ctx, value: Value, what: str = "the input") -> tuple[Dim, ...]:

@@ -34,7 +34,7 @@ from ..tensors import onnx_dtype_name
 from ._composite_common import (
     arange, dim_scalar, float_dtype_attr, masked_bias, outputs_used, promote, require_float, reshape,
 )
-from ._math_common import astype, call, scalar, unsupported
+from ._math_common import astype, call, rounded, scalar, unsupported, working
 from ._shape_common import fmt_dims, norm_axis, shaped
 
 _FLOAT = 1  # TensorProto.FLOAT, the default stash_type
@@ -371,14 +371,15 @@ def lp_normalization(ctx, x, *, axis=-1, p=2):
     if p not in (1, 2):
         raise unsupported(ctx, f"p={p} (only 1 and 2 are defined)")
     ax = norm_axis(ctx, axis, shaped(ctx, x).ndim)
-    data = ctx.expr(x)
+    data = working(ctx, x)   # float32 for float16: the squares overflow where the result does not
+    dtype = data.struct_info.dtype
     magnitude = call(ctx, "square" if p == 2 else "abs", data)
     norm = call(ctx, "sum", magnitude, axis=(ax,), keepdims=True)
     if p == 2:
         norm = call(ctx, "sqrt", norm)
     # a zero norm means a zero slice: dividing it by 1 gives the 0 the spec asks for
-    safe = call(ctx, "where", call(ctx, "equal", norm, scalar(ctx, 0, x.dtype)), scalar(ctx, 1, x.dtype), norm)
-    return make_call("divide", data, safe)
+    safe = call(ctx, "where", call(ctx, "equal", norm, scalar(ctx, 0, dtype)), scalar(ctx, 1, dtype), norm)
+    return rounded(ctx, make_call("divide", data, safe), x.dtype)
 
 
 def _group_norm(ctx, x, scale, bias, num_groups, epsilon, stash: str, per_channel: bool):

@@ -9,12 +9,14 @@ it). Otherwise both branches become the SeqExprs of an ``If`` expression::
     out0 = lv[0]; out1 = lv[1]
 
 An output whose dims differ between the branches (or that a branch defines
-with its own ``match_cast``) is ``match_cast`` to fresh symbolic dims after
-the If, so the ops that consume it still have shapes to allocate.
+with its own ``match_cast``) is ``match_cast`` after the If to its agreed
+dims and fresh symbolic dims where they differ, so the ops that consume it
+still have shapes to allocate.
 """
 
 from __future__ import annotations
 
+from ....ir.dims import free_vars
 from ....ir.expr import If, TupleGetItem
 from ....ir.struct_info import TensorStructInfo, TupleStructInfo
 from ..registry import register_converter
@@ -55,24 +57,50 @@ def _emit_if(ctx, cond: Value, then_branch, else_branch, count: int):
     ctx.node, ctx.scope = node, scope  # the branches' nodes set them
     result = ctx.bb.emit(If(cond_expr, *branches), "if_out")
     sinfo = result.struct_info
+    arms, shared = [b.struct_info for b in branches], {}
     if count == 1:
-        return _rebind(ctx, Value(sinfo, expr=result), 0)
+        return _rebind(ctx, Value(sinfo, expr=result), 0, arms, shared)
     if not isinstance(sinfo, TupleStructInfo):
         raise unsupported(ctx, f"expected a tuple of {count} outputs from the branches, got {sinfo}")
     outputs = []
     for i in range(count):
         item = ctx.bb.emit(TupleGetItem(result, i), "if_out")
-        outputs.append(_rebind(ctx, Value(item.struct_info, expr=item), i))
+        outputs.append(_rebind(ctx, Value(item.struct_info, expr=item), i,
+                               [a.fields[i] if isinstance(a, TupleStructInfo) else None for a in arms], shared))
     return tuple(outputs)
 
 
-def _rebind(ctx, value: Value, index: int) -> Value:
-    """A tensor output whose shape the branches do not agree on gets fresh dims."""
+def _rebind(ctx, value: Value, index: int, arms, shared: dict) -> Value:
+    """A tensor output whose shape the branches do not agree on gets a fresh
+    dim for each axis where they differ; the dims both branches agree on
+    (and that do not come from a branch's own ``match_cast``) stay. Axes
+    whose pair of branch dims is the same share one fresh dim (``shared``,
+    over the If's outputs): they are equal whichever branch runs."""
     sinfo = value.sinfo
     if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is not None or sinfo.ndim < 0:
         return value
     if sinfo.dtype is None:
         raise unsupported(ctx, f"output {index} has different dtypes in the two branches")
-    dims = fresh_dims(ctx, sinfo.ndim, f"if_out{index}")
-    cast = TensorStructInfo(dims, sinfo.dtype, vdevice=sinfo.vdevice)
+    dims = []
+    for agreed, pair in _agreed_dims(ctx, sinfo.ndim, arms):
+        if agreed is None and pair in shared:
+            agreed = shared[pair]
+        elif agreed is None:
+            (agreed,) = fresh_dims(ctx, 1, f"if_out{index}")
+            if pair is not None:
+                shared[pair] = agreed
+        dims.append(agreed)
+    cast = TensorStructInfo(tuple(dims), sinfo.dtype, vdevice=sinfo.vdevice)
     return Value(cast, expr=ctx.bb.match_cast(value.expr, cast, "if_out"))
+
+
+def _agreed_dims(ctx, ndim: int, arms) -> list:
+    """Per axis, (the dim both branches' outputs (struct infos ``arms``) have,
+    or None where they differ or use a dim defined in a branch; the pair of
+    branch dims, or None when a branch's shape is unknown)."""
+    shapes = [a.shape if isinstance(a, TensorStructInfo) and a.ndim == ndim else None for a in arms]
+    if any(shape is None for shape in shapes):
+        return [(None, None)] * ndim
+    outer, analyzer = ctx.bb.defined_dim_vars(), ctx.bb.analyzer
+    return [(a if (a == b or analyzer.prove_equal(a, b)) and free_vars(a) <= outer else None, (a, b))
+            for a, b in zip(*shapes)]

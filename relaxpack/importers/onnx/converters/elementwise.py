@@ -24,7 +24,10 @@ from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
 from ._dynamic import aligned_for_broadcast
-from ._math_common import astype, call, const_scalar, is_float, is_int, kind, legacy_broadcast, scalar, unsupported
+from ._math_common import (
+    astype, call, const_scalar, is_float, is_int, is_low_float, kind, legacy_broadcast, rounded, scalar, unsupported,
+    working,
+)
 
 # ---------------------------------------------------------------- unary
 
@@ -105,11 +108,12 @@ def _sym_result(ctx, dims: tuple[Dim, ...], is_scalar: bool, dtype: str) -> Valu
     return Value(TensorStructInfo(() if is_scalar else (len(dims),), dtype), expr=tensor, sym=dims)
 
 
-def _try_sym(ctx, fn, *values: Value) -> Value | None:
+def _try_sym(ctx, fn, *values: Value, boolean: bool = False) -> Value | None:
     """``fn`` applied elementwise to the known int contents, or ``None``.
 
-    ``fn`` returns a dim, a bool (comparisons) or ``None`` when the result
-    is not decidable at import time (the IR op then computes it).
+    ``fn`` returns a dim, a bool (comparisons, ``boolean``: the result is
+    bool even when empty) or ``None`` when the result is not decidable at
+    import time (the IR op then computes it).
     """
     operands = _sym_operands(values)
     if operands is None or len({v.dtype for v in values}) != 1:
@@ -118,7 +122,7 @@ def _try_sym(ctx, fn, *values: Value) -> Value | None:
     results = [fn(*elems) for elems in zip(*contents)]
     if any(r is None for r in results):
         return None
-    if any(isinstance(r, bool) for r in results):
+    if boolean:
         data = np.array(results, dtype=bool)
         return ctx.const(data.reshape(()) if is_scalar else data)
     return _sym_result(ctx, tuple(results), is_scalar, values[0].dtype)
@@ -169,6 +173,7 @@ def _sym_compare(ctx, op: str):
     return decide[op]
 
 
+_COMPARISONS = ("equal", "less", "less_equal", "greater", "greater_equal")
 _SYM_BINARY = {
     "add": lambda ctx: lambda a, b: a + b,
     "subtract": lambda ctx: lambda a, b: a - b,
@@ -177,14 +182,14 @@ _SYM_BINARY = {
     "minimum": lambda ctx: lambda a, b: dim_min(a, b),
     "divide": _sym_div,
     **{op: (lambda op: lambda ctx: _sym_compare(ctx, op))(op)
-       for op in ("equal", "less", "less_equal", "greater", "greater_equal")},
+       for op in _COMPARISONS},
 }
 
 
 def _binary_value(ctx, ir_op: str, a: Value, b: Value):
     """``ir_op(a, b)``: evaluated on known int contents when possible, else the IR call."""
     if ir_op in _SYM_BINARY and (ir_op != "divide" or is_int(a)):
-        known = _try_sym(ctx, _SYM_BINARY[ir_op](ctx), a, b)
+        known = _try_sym(ctx, _SYM_BINARY[ir_op](ctx), a, b, boolean=ir_op in _COMPARISONS)
         if known is not None:
             return known
     a, b = aligned_for_broadcast(ctx, a, b)
@@ -272,13 +277,17 @@ def _variadic(op_type: str, ir_op: str | None, mean: bool = False):
         values = [v for v in inputs if v is not None]
         if not values:
             raise unsupported(ctx, f"{op_type} needs at least one input")
+        dtype = values[0].dtype
+        if ir_op == "add" and len(values) > 1 and is_low_float(dtype):
+            # a low float sums in float32 and rounds once: a partial sum may overflow float16
+            values = [ctx.emit(working(ctx, v)) for v in values]
         acc = values[0]
         for v in values[1:]:
             step = _binary_value(ctx, ir_op, acc, v)
             acc = step if isinstance(step, Value) else ctx.emit(step)
         if mean and len(values) > 1:
-            return make_call("divide", ctx.expr(acc), scalar(ctx, len(values), acc.dtype))
-        return acc
+            acc = ctx.emit(make_call("divide", ctx.expr(acc), scalar(ctx, len(values), acc.dtype)))
+        return ctx.emit(rounded(ctx, ctx.expr(acc), dtype)) if acc.dtype != dtype else acc
     convert.__name__ = convert.__qualname__ = f"convert_{op_type.lower()}"
     convert.__doc__ = f"ONNX {op_type}: R.{ir_op} folded over the inputs (numpy broadcasting)."
     return convert

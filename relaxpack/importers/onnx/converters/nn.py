@@ -17,7 +17,9 @@ from ....ir.expr import TupleGetItem
 from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
-from ._math_common import astype, call, known_rank, malformed, scalar, spatial_attr, unsupported
+from ._math_common import (
+    astype, call, known_rank, malformed, rounded, scalar, spatial_attr, unsupported, working,
+)
 
 # ---------------------------------------------------------------- matmul, gemm
 
@@ -29,20 +31,23 @@ def matmul(ctx, a, b):
 
 
 def _gemm(ctx, a, b, c, alpha, beta, trans_a, trans_b):
-    lhs, rhs = ctx.expr(a), ctx.expr(b)
+    """``alpha * A' @ B' + beta * C``; a low float in float32, rounded once
+    (``A @ B`` may overflow float16 where the result does not)."""
+    lhs, rhs = working(ctx, a), working(ctx, b)
+    dtype = lhs.struct_info.dtype
     if trans_a:
         lhs = call(ctx, "permute_dims", lhs, axes=(1, 0))
     if trans_b:
         rhs = call(ctx, "permute_dims", rhs, axes=(1, 0))
     product = call(ctx, "matmul", lhs, rhs)
     if alpha != 1.0:
-        product = call(ctx, "multiply", product, scalar(ctx, alpha, a.dtype))
+        product = call(ctx, "multiply", product, scalar(ctx, alpha, dtype))
     if c is None or beta == 0.0:
-        return product
-    bias = ctx.expr(c)
+        return rounded(ctx, product, a.dtype)
+    bias = working(ctx, c)
     if beta != 1.0:
-        bias = call(ctx, "multiply", bias, scalar(ctx, beta, c.dtype))
-    return make_call("add", product, bias)
+        bias = call(ctx, "multiply", bias, scalar(ctx, beta, bias.struct_info.dtype))
+    return rounded(ctx, make_call("add", product, bias), a.dtype)
 
 
 @register_converter("", "Gemm", since_opset=1)
@@ -425,9 +430,10 @@ def lrn(ctx, x, *, size, alpha=1e-4, beta=0.75, bias=1.0):
 def mean_variance_norm(ctx, x, *, axes=(0, 2, 3)):
     """ONNX's function body: ``(x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9)``."""
     axes = tuple(int(a) for a in axes)
-    data = ctx.expr(x)
+    data = working(ctx, x)   # float32 for float16: the squares overflow where the result does not
+    dtype = data.struct_info.dtype
     mean = call(ctx, "mean", data, axis=axes, keepdims=True)
     mean_sq = call(ctx, "mean", call(ctx, "square", data), axis=axes, keepdims=True)
     std = call(ctx, "sqrt", call(ctx, "subtract", mean_sq, call(ctx, "square", mean)))
-    denom = call(ctx, "add", std, scalar(ctx, 1e-9, x.dtype))
-    return make_call("divide", call(ctx, "subtract", data, mean), denom)
+    denom = call(ctx, "add", std, scalar(ctx, 1e-9, dtype))
+    return rounded(ctx, make_call("divide", call(ctx, "subtract", data, mean), denom), x.dtype)

@@ -28,7 +28,9 @@ from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
 from ._dynamic import packed_call
-from ._math_common import astype, call, const_ints, is_int, kind, malformed, scalar, unsupported
+from ._math_common import (
+    astype, call, const_ints, is_int, is_low_float, kind, malformed, rounded, scalar, unsupported, working,
+)
 
 
 def _via_float(ctx, op: str, expr, dtype: str):
@@ -48,19 +50,22 @@ def _plain(op: str):
 
 
 def _sum_of(unary: str | None, finish: str | None = None):
-    """``finish(sum(unary(x)))``."""
+    """``finish(sum(unary(x)))``, in float32 for a low float ``x`` (its squares
+    or its sum may overflow float16 where the result does not)."""
     def build(ctx, x, axis, keepdims):
-        data = ctx.expr(x) if unary is None else call(ctx, unary, ctx.expr(x))
+        data = working(ctx, x)
+        if unary is not None:
+            data = call(ctx, unary, data)
         total = make_call("sum", data, axis=axis, keepdims=keepdims)
-        if finish is None:
-            return total
-        return _via_float(ctx, finish, ctx.expr(ctx.emit(total)), x.dtype)
+        if finish is not None:
+            total = _via_float(ctx, finish, ctx.expr(ctx.emit(total)), data.struct_info.dtype)
+        return rounded(ctx, total, x.dtype)
     return build
 
 
 def _log_sum_exp(ctx, x, axis, keepdims):
     """``log(sum(exp(x - m))) + m`` with ``m`` the max (0 where it is infinite)."""
-    data = astype(ctx, x, "float64") if is_int(x) else ctx.expr(x)
+    data = astype(ctx, x, "float64") if is_int(x) else working(ctx, x)
     dtype = data.struct_info.dtype
     peak = call(ctx, "max", data, axis=axis, keepdims=True)
     peak = call(ctx, "where", call(ctx, "isinf", peak), scalar(ctx, 0, dtype), peak)
@@ -165,12 +170,16 @@ def _reduce_at_run_time(ctx, op_type: str, x: Value, axes: Value, keepdims: bool
                              f"be reduced once)")
     else:
         dims = [None] * (len(x.shape) - axes.shape[0])
-    data = x if before is None else ctx.emit(make_call(before, ctx.expr(x)), "lv")
+    # the composed ops' steps in float32 for a low float (the plain ones accumulate in float32 anyway)
+    composed = before is not None or after is not None or op == "log_sum_exp"
+    data = ctx.emit(working(ctx, x)) if composed and is_low_float(x.dtype) else x
+    if before is not None:
+        data = ctx.emit(make_call(before, ctx.expr(data)), "lv")
     reduced = packed_call(ctx, "dyn.reduce", [data, axes], [(dims, data.dtype)], "reduced", op=op,
                           keepdims=keepdims, noop_with_empty_axes=noop)
-    if after is None:
-        return reduced
-    return _via_float(ctx, after, ctx.expr(reduced), x.dtype)
+    if after is not None:
+        reduced = ctx.emit(_via_float(ctx, after, ctx.expr(reduced), data.dtype))
+    return rounded(ctx, ctx.expr(reduced), x.dtype) if data.dtype != x.dtype else reduced
 
 
 for _op, (_build, _input_since) in _REDUCE.items():

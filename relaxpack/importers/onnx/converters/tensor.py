@@ -24,12 +24,13 @@ from typing import Sequence
 
 import numpy as np
 
-from ....ir.dims import Dim, dim_max, format_dim
+from ....ir.dims import Dim, dim_max
 from ....ir.expr import ShapeExpr, Tuple, TupleGetItem
 from ....ops.definitions.common import exact_div
-from ....ops.definitions.index import HUGE
+from ....ops.definitions.index import HUGE, slice_length
 from ....ops.registry import make_call
 from ....runtime.dtypes import numpy_dtype
+from ....runtime.kernels._math import onnx_slice
 from ..lift import lift_dims, shadow_of
 from ..registry import register_converter
 from ..value import Value
@@ -90,7 +91,20 @@ def _reshape(ctx, data: Value, target: Value, allowzero: int = 0):
         if math.prod(out) != len(flat):
             raise shape_error(ctx, f"cannot reshape {len(flat)} elements into {fmt_dims(dims)}")
         return contents_value(ctx, flat, out, data.dtype)
-    return make_call("reshape", ctx.expr(data), shape_expr(dims))
+    call = make_call("reshape", ctx.expr(data), shape_expr(dims))
+    if -1 in dims and ctx.bb.infer_call(call).shape is None:
+        return _reshape_to_fresh_dim(ctx, data, dims)
+    return call
+
+
+def _reshape_to_fresh_dim(ctx, data: Value, dims: list) -> Value:
+    """A -1 that no dim expression gives (the size over a non-monomial such
+    as ``n + 2``: division is by constants only): ``dyn.reshape`` infers it
+    at run time and a fresh dim binds it; the other dims stay as given and
+    are checked. (The 0s were already replaced by the input's dims.)"""
+    target = ctx.sym_value(dims)
+    known = [None if isinstance(d, int) and d == -1 else d for d in dims]
+    return packed_call(ctx, "dyn.reshape", [data, target], [(known, data.dtype)], "reshape", allowzero=True)
 
 
 # ---------------------------------------------------------------- Expand
@@ -311,7 +325,7 @@ def _slice(ctx, data: Value, starts, ends, axes, steps):
     bounds = starts + ends
     if is_symbolic(data) and data.ndim == 1 and all(isinstance(b, int) for b in bounds):
         flat, _ = int_contents(data)
-        picked = flat[slice(_negative_step_start(ctx, starts[0], steps[0], len(flat)), ends[0], steps[0])]
+        picked = flat[onnx_slice(starts[0], ends[0], steps[0], len(flat))]
         return contents_value(ctx, picked, (len(picked),), data.dtype)
     data = shaped(ctx, data)
     begin, end = [], []
@@ -341,9 +355,12 @@ def _negative_step_start(ctx, start: Dim, step: int, dim: Dim) -> Dim:
 
 def _dynamic_slice(ctx, data: Value, starts, ends, axes, steps):
     """Symbolic bounds whose clamping depends on the dims' values: the bounds
-    become shape values evaluated at run time (``dynamic_strided_slice``)."""
+    become shape values evaluated at run time (``dynamic_strided_slice``);
+    with a negative step, or a symbolic bound that may be negative (ONNX
+    then counts it from the end), the packed ``dyn.slice`` clamps them and
+    fresh dims bind the sliced axes."""
     if any(s < 0 for s in steps):
-        raise unsupported(ctx, f"symbolic slice bounds with negative steps {steps}")
+        return _packed_slice(ctx, data, starts, ends, axes, steps)
     analyzer = ctx.bb.analyzer
     begin, end = [], []
     for ax, s, e in zip(axes, starts, ends):
@@ -354,9 +371,21 @@ def _dynamic_slice(ctx, data: Value, starts, ends, axes, steps):
             elif analyzer.prove_nonneg(index):
                 out.append(index)
             else:
-                raise unsupported(ctx, f"symbolic slice bound {format_dim(index)} may be negative")
+                return _packed_slice(ctx, data, starts, ends, axes, steps)
     return make_call("dynamic_strided_slice", ctx.expr(data), ShapeExpr(tuple(begin)), ShapeExpr(tuple(end)),
                      axes=tuple(axes), strides=tuple(steps))
+
+
+def _packed_slice(ctx, data: Value, starts, ends, axes, steps):
+    """``dyn.slice`` of ``data``: an axis with int bounds keeps its exact
+    length, one with a symbolic bound gets a fresh dim."""
+    kept = list(data.shape)
+    for ax, b, e, step in zip(axes, starts, ends, steps):
+        exact = isinstance(b, int) and isinstance(e, int)
+        kept[ax] = slice_length(data.shape[ax], b, e, step, ctx.bb.analyzer) if exact else None
+    bounds = [ctx.sym_value(starts), ctx.sym_value(ends), ctx.const(np.array(axes, np.int64)),
+              ctx.const(np.array(steps, np.int64))]
+    return packed_call(ctx, "dyn.slice", [data, *bounds], [(kept, data.dtype)], "slice", parts=("axes", "steps"))
 
 
 # ---------------------------------------------------------------- Gather, GatherElements
