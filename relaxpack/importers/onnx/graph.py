@@ -11,6 +11,7 @@ from onnx import helper
 
 from ...errors import RelaxpackError, UnsupportedOpError
 from ...ir.expr import Expr, SeqExpr, Tuple
+from .refusals import find_refusal
 from .registry import canonical_domain, find_converter
 from .context import ImportContext
 from .lift import ELEMENT_OPS, derive_shadows, reveal, shadow_of
@@ -125,6 +126,9 @@ class GraphConverter:
         if entry is None:
             body = self.functions.body(node, ctx.opsets, inputs)
             if body is None:  # collect_unsupported ran first; this is a subgraph-only path
+                refusal = find_refusal(domain, node.op_type)
+                if refusal is not None:
+                    raise UnsupportedOpError(refusal.message(ctx.opsets.get(domain, 0)))
                 raise UnsupportedOpError(f"unsupported op {node.op_type} (domain {domain or 'ai.onnx'}, "
                                          f"opset {ctx.opsets.get(domain, 0)})")
             self._expand(node, body, scope)
