@@ -13,5 +13,14 @@ def test_the_coverage_matrix_is_current():
 def test_every_row_names_how_the_op_is_imported():
     rows = [line for line in DOC.read_text().splitlines() if line.startswith("| ") and "---" not in line][1:]
     assert len(rows) > 200
-    assert all(row.split(" | ")[3] in ("—", "function body") or row.split(" | ")[3].startswith("converter (opset ")
-               for row in rows)
+    assert all(row.split(" | ")[3] in ("—", "function body")
+               or row.split(" | ")[3].startswith(("converter (opset ", "refused: ")) for row in rows)
+
+
+def test_refused_ops_are_shown_with_their_reason():
+    """The map ops are refused, not converted: the matrix says so and why."""
+    text = DOC.read_text()
+    for op in ("CastMap", "DictVectorizer", "ZipMap"):
+        row = next(line for line in text.splitlines() if line.startswith(f"| {op} | ai.onnx.ml |"))
+        assert row.split(" | ")[3].startswith("refused: map-typed"), row
+        assert f"- **{op}** (ai.onnx.ml): " in text

@@ -63,3 +63,10 @@ def test_reduction_errors():
         infer("sum", T(X, "bool"))
     with pytest.raises(IRError, match=r"R\.prod has no attribute\(s\) \['keepdim'\]"):
         make_call("prod", Var("x", struct_info=T(X)), keepdim=True)
+
+
+def test_collapse_sum_like_takes_the_shape_of_like_and_the_dtype_of_data():
+    assert infer("collapse_sum_like", T(X, "float64"), T((s, 1))) == T((s, 1), "float64")
+    assert infer("collapse_sum_like", T(None, "float32", 3), T(None, "float32")) == T(None, "float32")
+    with pytest.raises(ShapeError, match="cannot collapse"):
+        infer("collapse_sum_like", T((4,)), T((3, 4)))

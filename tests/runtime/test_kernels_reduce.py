@@ -82,3 +82,29 @@ def test_arg_reduce(name, op, dtype, select_last_index, shape, axis, keepdims):
     else:
         expected, = run_onnx(op, [x], attrs, out_dtypes=[np.int64])
     assert_close(got, expected)
+
+
+# ---------------------------------------------------------------- collapse_sum_like
+
+
+@pytest.mark.parametrize("data, like", [((3, 4), (4,)), ((2, 3, 4), (3, 1)), ((2, 3), (2, 3)), ((5,), ()),
+                                        ((2, 0, 3), (1, 3)), ((1, 4), (1, 1))])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_collapse_sum_like_undoes_a_broadcast(data, like, dtype):
+    """Its defining property: the sum over everything broadcasting ``like`` to
+    ``data`` replicated, i.e. the transpose of np.broadcast_to."""
+    x = rand(np.random.default_rng(0), data, dtype)
+    got = run_kernel("collapse_sum_like", x, np.zeros(like, dtype))
+    assert got.shape == like and got.dtype == dtype
+    probe = np.random.default_rng(1).standard_normal(like)
+    # <B^T x, probe> == <x, B probe>, B the broadcast of like's shape to data's
+    want = np.sum(x.astype(np.float64) * np.broadcast_to(probe, data))
+    np.testing.assert_allclose(np.sum(got.astype(np.float64) * probe), want,
+                               rtol=1e-2 if dtype == "float16" else 1e-6, atol=1e-2 if dtype == "float16" else 1e-9)
+
+
+def test_collapse_sum_like_rejects_what_is_not_a_broadcast():
+    from relaxpack.errors import ShapeError
+    from relaxpack.runtime.kernels.reduce import collapse_sum_like
+    with pytest.raises(ShapeError, match=r"\(3, 4\) is not a broadcast of \(3,\)"):
+        collapse_sum_like(np.ones((3, 4)), np.ones(3), out=np.empty(3))

@@ -11,6 +11,7 @@ from onnx import helper
 
 from ...errors import RelaxpackError, UnsupportedOpError
 from ...ir.expr import Expr, SeqExpr, Tuple
+from .refusals import find_refusal
 from .registry import canonical_domain, find_converter
 from .context import ImportContext
 from .lift import ELEMENT_OPS, derive_shadows, reveal, shadow_of
@@ -77,6 +78,9 @@ class GraphConverter:
         self.model_dir = model_dir
         self.functions = functions or FunctionLibrary()
         self.function_depth = 0
+        #: the node lists being converted, innermost last: Gradient reads the
+        #: forward nodes of its own graph (or function body) from here
+        self.node_lists: list[list] = []
         ctx.graphs = self  # converters of control flow reach subgraphs through ctx
 
     def convert_graph(self, graph, values: Mapping[str, Value], top_level: bool = False) -> list[Value]:
@@ -87,8 +91,13 @@ class GraphConverter:
             scope.update(values)
         for init in graph.initializer if not top_level else ():
             scope[init.name] = self.ctx.const(tensor_to_array(init, self.model_dir))
-        for node in _ordered(graph):
-            self.convert_node(node, scope)
+        nodes = _ordered(graph)
+        self.node_lists.append(nodes)
+        try:
+            for node in nodes:
+                self.convert_node(node, scope)
+        finally:
+            self.node_lists.pop()
         outputs = []
         for out in graph.output:
             value = scope.lookup(out.name)
@@ -96,6 +105,11 @@ class GraphConverter:
                 raise RelaxpackError(f"graph output {out.name!r} is not produced by any node or input")
             outputs.append(value)
         return outputs
+
+    def nested_scope(self, parent: Mapping[str, Value]) -> "_Scope":
+        """A scope of its own for nodes the importer generates (Gradient's
+        backward nodes): they see ``parent``'s values, ``parent`` not theirs."""
+        return _Scope(parent)
 
     def convert_branch(self, graph, outer: Mapping[str, Value]) -> SeqExpr:
         """A subgraph as a SeqExpr (its outputs as the body, a tuple if several).
@@ -126,6 +140,9 @@ class GraphConverter:
         if entry is None:
             body = self.functions.body(node, ctx.opsets, inputs)
             if body is None:  # collect_unsupported ran first; this is a subgraph-only path
+                refusal = find_refusal(domain, node.op_type)
+                if refusal is not None:
+                    raise UnsupportedOpError(refusal.message(ctx.opsets.get(domain, 0)))
                 raise UnsupportedOpError(f"unsupported op {node.op_type} (domain {domain or 'ai.onnx'}, "
                                          f"opset {ctx.opsets.get(domain, 0)})")
             self._expand(node, body, scope)
@@ -177,8 +194,10 @@ class GraphConverter:
         saved_opsets = ctx.opsets
         ctx.opsets = body_opsets(saved_opsets, body)
         self.function_depth += 1
+        ordered = _ordered_nodes(nodes)
+        self.node_lists.append(ordered)
         try:
-            for inner_node in _ordered_nodes(nodes):
+            for inner_node in ordered:
                 self.convert_node(inner_node, inner)
         except RelaxpackError as err:
             label = f"{node.op_type} node {node.name!r}" if node.name else f"{node.op_type} node"
@@ -186,6 +205,7 @@ class GraphConverter:
         finally:
             ctx.opsets = saved_opsets
             self.function_depth -= 1
+            self.node_lists.pop()
         ctx.node, ctx.scope = node, scope
         for formal, actual in zip(body.output, node.output):
             if not actual:
@@ -256,6 +276,15 @@ def _ordered(graph) -> list:
     return _ordered_nodes(graph.node)
 
 
+def _reads(node) -> list[str]:
+    """The names ``node`` needs computed first: its inputs, and for a
+    Gradient node also its ``y`` (it differentiates the nodes computing y,
+    which its inputs, the independent variables, do not name)."""
+    if node.op_type == "Gradient" and canonical_domain(node.domain) == "ai.onnx.preview.training":
+        return [*node.input, *(helper.get_attribute_value(a).decode() for a in node.attribute if a.name == "y")]
+    return list(node.input)
+
+
 def _ordered_nodes(nodes) -> list:
     """The nodes in a topological order (the spec requires one; repair if not).
 
@@ -270,7 +299,7 @@ def _ordered_nodes(nodes) -> list:
         progress = False
         rest = []
         for node in pending:
-            if any(i in local and i not in produced for i in node.input):
+            if any(i in local and i not in produced for i in _reads(node)):
                 rest.append(node)
                 continue
             ordered.append(node)

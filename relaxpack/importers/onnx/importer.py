@@ -29,6 +29,7 @@ from ...ir.struct_info import OptionalStructInfo, SequenceStructInfo, TensorStru
 from .context import ImportContext
 from .functions import FunctionLibrary
 from .graph import GraphConverter, collect_unsupported
+from .refusals import find_refusal
 from .tensors import onnx_dtype_name, tensor_to_array
 from .value import Value
 
@@ -63,8 +64,7 @@ def _from_onnx(model, dims) -> IRModule:
     functions = FunctionLibrary(model)
     unsupported = collect_unsupported(graph, opsets, functions)
     if unsupported:
-        listed = ", ".join(f"{op} (domain {dom or 'ai.onnx'}, opset {ver})" for dom, op, ver in unsupported)
-        raise UnsupportedOpError(f"the model uses {len(unsupported)} unsupported op(s): {listed}")
+        raise UnsupportedOpError(_unsupported_message(unsupported))
 
     bb = BlockBuilder()
     namer = _DimNamer(dims or {}, bb)
@@ -84,6 +84,18 @@ def _from_onnx(model, dims) -> IRModule:
     mod = bb.get().with_attrs(stage="import", source=graph.name or "model", source_sha256=digest)
     log.debug("imported %d nodes", len(graph.node))
     return mod
+
+
+def _unsupported_message(unsupported: list[tuple[str, str, int]]) -> str:
+    """One line naming every unsupported op; a deliberately refused op says
+    why and how to do without it."""
+    refused = [(r, ver) for dom, op, ver in unsupported if (r := find_refusal(dom, op)) is not None]
+    plain = [f"{op} (domain {dom or 'ai.onnx'}, opset {ver})" for dom, op, ver in unsupported
+             if find_refusal(dom, op) is None]
+    parts = [r.message(ver) for r, ver in refused]
+    if plain:
+        parts.append(f"the model uses {len(plain)} unsupported op(s): {', '.join(plain)}")
+    return " | ".join(parts)
 
 
 def _load(model) -> tuple["onnx.ModelProto", Path | None, str]:
@@ -153,13 +165,33 @@ def _input_sinfo(type_proto, name: str, namer: "_DimNamer"):
         inner = (SequenceStructInfo(_element_sinfo(elem.sequence_type.elem_type, name))
                  if elem.WhichOneof("value") == "sequence_type" else _element_sinfo(elem, name))
         return OptionalStructInfo(inner)
+    if which == "map_type":
+        raise UnsupportedOpError(f"graph input {name!r} is a map ({_type_text(type_proto)}): relaxpack values are "
+                                 f"tensors, sequences and optionals; map-typed values are not supported (feed the "
+                                 f"map's contents as tensors instead)")
     raise UnsupportedOpError(f"graph input {name!r} is not a tensor, sequence or optional ({which})")
+
+
+def _type_text(type_proto) -> str:
+    """A short ONNX spelling of a type: ``map(string, float)``, ``seq(map(int64, float))``."""
+    which = type_proto.WhichOneof("value")
+    if which == "tensor_type":
+        return onnx_dtype_name(type_proto.tensor_type.elem_type, "a map's value")
+    if which == "map_type":
+        key = onnx.TensorProto.DataType.Name(type_proto.map_type.key_type).lower()
+        return f"map({key}, {_type_text(type_proto.map_type.value_type)})"
+    if which == "sequence_type":
+        return f"seq({_type_text(type_proto.sequence_type.elem_type)})"
+    if which == "optional_type":
+        return f"optional({_type_text(type_proto.optional_type.elem_type)})"
+    return str(which)
 
 
 def _element_sinfo(type_proto, name: str) -> TensorStructInfo:
     if type_proto.WhichOneof("value") != "tensor_type":
-        raise UnsupportedOpError(f"graph input {name!r} holds {type_proto.WhichOneof('value')} elements; "
-                                 f"relaxpack supports sequences and optionals of tensors")
+        raise UnsupportedOpError(f"graph input {name!r} holds {_type_text(type_proto)} elements; "
+                                 f"relaxpack supports sequences and optionals of tensors (map-typed values "
+                                 f"are not supported)")
     tensor_type = type_proto.tensor_type
     dtype = onnx_dtype_name(tensor_type.elem_type, f"graph input {name!r}")
     ndim = len(tensor_type.shape.dim) if tensor_type.HasField("shape") else -1

@@ -1,4 +1,5 @@
-"""Reductions: sum, mean, max, min, prod over axes; argmax, argmin along one axis.
+"""Reductions: sum, mean, max, min, prod over axes; argmax, argmin along one
+axis; collapse_sum_like, the sum that undoes a broadcast.
 
 ``axis=None`` reduces every axis. Reduced axes disappear, or stay as 1s
 with ``keepdims=True``. Negative axes count from the end.
@@ -14,7 +15,7 @@ from ...ir.struct_info import TensorStructInfo
 from ..registry import register_op
 from .common import (
     ANY, NUMERIC, bool_attr, check_dtype_kind, fmt_sinfo, int_attr, int_tuple_attr,
-    normalize_axes, tensor_arg, with_shape,
+    normalize_axes, shape_error, tensor_arg, with_shape,
 )
 
 
@@ -74,3 +75,17 @@ register_op("argmax", infer=_infer_arg_reduce, attrs=_ARG_ATTRS, num_args=1,
             doc="Index (int64) of the maximum along axis (None: of the flattened tensor).")
 register_op("argmin", infer=_infer_arg_reduce, attrs=_ARG_ATTRS, num_args=1,
             doc="Index (int64) of the minimum along axis (None: of the flattened tensor).")
+
+
+def _infer_collapse_sum_like(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data, like = tensor_arg(call, 0), tensor_arg(call, 1, "like")
+    check_dtype_kind(call, data, NUMERIC)
+    if data.ndim >= 0 and like.ndim >= 0 and like.ndim > data.ndim:
+        raise shape_error(call, f"cannot collapse {fmt_sinfo(data)} to the higher rank of {fmt_sinfo(like)}")
+    return with_shape(like, like.shape, data.dtype, ndim=like.ndim)
+
+
+register_op("collapse_sum_like", infer=_infer_collapse_sum_like, num_args=2,
+            doc="Sum data down to the shape of like, undoing a broadcast of like to data's shape (the "
+                "gradient of a broadcast): over data's leading axes and where like has 1 (Relax's "
+                "collapse_sum_like).")

@@ -1,4 +1,5 @@
-"""Sampling at fractional positions: image.grid_sample, image.roi_align, nn.deform_conv.
+"""Sampling at fractional positions: image.grid_sample, image.roi_align, nn.deform_conv;
+and image.max_roi_pool, the integer-box pooling that RoiAlign replaced.
 
 Each op reads its data at computed, non-integer coordinates and
 interpolates (nearest, linear or cubic taps).
@@ -14,6 +15,13 @@ last spatial axis, as in PyTorch)::
 (x1, y1, x2, y2) of the image ``batch_indices[r]`` to ``(out_h, out_w)``::
 
     y = R.image.roi_align(x, rois, idx, output_size=(5, 5), spatial_scale=0.25, sampling_ratio=2)
+
+``image.max_roi_pool`` (ONNX MaxRoiPool) takes the max over each of
+``pooled_shape`` bins of each box of ``rois (R, 5)`` (batch index, x1, y1,
+x2, y2), the corners scaled by ``spatial_scale`` and rounded to pixels::
+
+    y = R.image.max_roi_pool(x, rois, pooled_shape=(2, 3), spatial_scale=0.5)
+    # x: (n, c, h, w), rois: (r, 5) -> y: (r, c, 2, 3)
 
 ``nn.deform_conv`` (ONNX DeformConv) is a convolution whose taps move by
 the per-position ``offset`` (and are scaled by an optional ``mask``).
@@ -121,6 +129,33 @@ register_op("image.roi_align", infer=_infer_roi_align, num_args=3, attrs={
     "output_size": REQUIRED, "sampling_ratio": 0, "spatial_scale": 1.0, "mode": "avg",
     "coordinate_transformation_mode": "half_pixel",
 }, doc="Pool each box of rois (R, 4) on image batch_indices[r] of data (N, C, H, W) to output_size (ONNX RoiAlign).")
+
+
+# ---------------------------------------------------------------- image.max_roi_pool
+
+
+def _infer_max_roi_pool(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data, rois = tensor_arg(call, 0, "data"), tensor_arg(call, 1, "rois")
+    size = int_tuple_attr(call, "pooled_shape")
+    if len(size) != 2 or min(size) < 1:
+        raise attr_error(call, f"attribute pooled_shape must be two positive ints, got {size!r}")
+    float_attrs(call, "spatial_scale")
+    check_dtype_kind(call, data, FLOAT)
+    check_dtype_kind(call, rois, FLOAT, "rois")
+    vdevice = result_vdevice(call, (data, rois))
+    for sinfo, rank, what in ((data, 4, "data"), (rois, 2, "rois")):
+        if sinfo.ndim >= 0 and sinfo.ndim != rank:
+            raise shape_error(call, f"{what} {fmt_sinfo(sinfo)} must have rank {rank}")
+    if rois.shape is not None and isinstance(rois.shape[1], int) and rois.shape[1] != 5:
+        raise shape_error(call, f"rois {fmt_sinfo(rois)} must hold 5 values (batch index, x1, y1, x2, y2) per box")
+    if rois.shape is None or data.shape is None:
+        return TensorStructInfo(None, data.dtype, 4, vdevice)
+    return TensorStructInfo((rois.shape[0], data.shape[1], *size), data.dtype, vdevice=vdevice)
+
+
+register_op("image.max_roi_pool", infer=_infer_max_roi_pool, num_args=2, attrs={
+    "pooled_shape": REQUIRED, "spatial_scale": 1.0,
+}, doc="Max over pooled_shape bins of each box of rois (R, 5) (batch, x1, y1, x2, y2) of data (ONNX MaxRoiPool).")
 
 
 # ---------------------------------------------------------------- nn.deform_conv

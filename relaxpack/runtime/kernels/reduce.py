@@ -133,3 +133,16 @@ def argmax(x, *, out, axis=None, keepdims=False, select_last_index=False):
 def argmin(x, *, out, axis=None, keepdims=False, select_last_index=False):
     """Index (int64) of the first (or last) minimum along ``axis``."""
     _arg_reduce(np.argmin, "argmin", x, out, axis, keepdims, select_last_index)
+
+
+@register_kernel("collapse_sum_like")
+def collapse_sum_like(x, like, *, out):
+    """``x`` summed down to ``like``'s shape: over the axes a broadcast of
+    ``like`` to ``x`` added in front, and over those where ``like`` has 1."""
+    lead = x.ndim - out.ndim
+    tail = x.shape[max(lead, 0):]
+    if lead < 0 or like.shape != out.shape or any(o not in (d, 1) for o, d in zip(out.shape, tail)):
+        raise ShapeError(f"collapse_sum_like: {x.shape} is not a broadcast of {like.shape}")
+    axes = tuple(range(lead)) + tuple(lead + i for i, (o, d) in enumerate(zip(out.shape, tail)) if o == 1 != d)
+    total = np.add.reduce(x, axis=axes, dtype=_accumulator(out), keepdims=True)
+    np.copyto(out, total.reshape(out.shape), casting="unsafe")

@@ -1,4 +1,4 @@
-"""Sampling kernels: image.grid_sample, image.roi_align, nn.deform_conv.
+"""Sampling kernels: image.grid_sample, image.roi_align, image.max_roi_pool, nn.deform_conv.
 
 Interpolation is separable: for every spatial axis each sample position gets
 a few integer taps and their weights (1 nearest, 2 linear, 4 cubic taps), and
@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from ...errors import ShapeError
-from ._math import pads, per_spatial, work_dtype
+from ._math import pads, per_spatial, upcast, work_dtype
 from ._registry import register_kernel
 
 # ---------------------------------------------------------------- taps and weights
@@ -255,6 +255,75 @@ def roi_align(data, rois, batch_indices, *, out, output_size, sampling_ratio=0, 
             best = np.where(used[..., None], terms, -np.inf).max(axis=(2, 3, 5, 6))
             result = np.where(np.isneginf(best) & ~used.any(axis=(2, 3, 5, 6))[..., None], 0, best)
         np.copyto(out[box], result.transpose(0, 3, 1, 2), casting="unsafe")
+
+
+# ---------------------------------------------------------------- image.max_roi_pool
+
+#: elements of the per-chunk masked maxima of max_roi_pool (bounds the temporaries)
+_POOL_CHUNK_ELEMENTS = 1 << 24
+
+
+def _round_half_away(x: np.ndarray) -> np.ndarray:
+    """C's ``round``: halves go away from zero (numpy's ``round`` goes to even)."""
+    return (np.sign(x) * np.floor(np.abs(x) + x.dtype.type(0.5))).astype(np.int64)
+
+
+def _pool_bins(start: np.ndarray, end: np.ndarray, bins: int, size: int, dtype) -> np.ndarray:
+    """For one axis of every box: a mask ``(R, bins, size)`` of the pixels
+    in each bin. A box spans ``end - start + 1`` pixels (at least 1), cut in
+    ``bins`` bins of fractional size; bin ``b`` covers
+    ``[floor(b * step), ceil((b + 1) * step))`` from ``start``, clipped to
+    the image (onnxruntime's ``RoiPool``, in the rois' precision)."""
+    step = (np.maximum(end - start + 1, 1).astype(dtype) / dtype.type(bins))[:, None]
+    b = np.arange(bins, dtype=dtype)[None, :]
+    lo = np.clip(np.floor(b * step).astype(np.int64) + start[:, None], 0, size)
+    hi = np.clip(np.ceil((b + 1) * step).astype(np.int64) + start[:, None], 0, size)
+    pixel = np.arange(size)[None, None, :]
+    return (lo[..., None] <= pixel) & (pixel < hi[..., None])
+
+
+@register_kernel("image.max_roi_pool")
+def max_roi_pool(data, rois, *, out, pooled_shape, spatial_scale=1.0):
+    """MaxRoiPool: the max of each bin of each box, 0 for a bin that holds
+    no pixel. The bins are pixel masks and the max is separable (over the
+    columns of each bin, then its rows), so one masked reduction per axis
+    serves every box of a chunk. A bin holding a NaN is NaN, as numpy's and
+    torch's max: onnxruntime's running ``x < best ? best : x`` instead
+    depends on where the NaN falls in its scan order (a NaN is forgotten
+    at the next number)."""
+    out_h, out_w = pooled_shape
+    count = rois.shape[0]
+    batch, channels, height, width = data.shape
+    if rois.shape != (count, 5) or out.shape != (count, channels, out_h, out_w):
+        raise ShapeError(f"image.max_roi_pool: rois {rois.shape} and output {out.shape} do not fit data "
+                         f"{data.shape} and pooled_shape {tuple(pooled_shape)}")
+    if out.size == 0:
+        return
+    if height == 0 or width == 0:
+        out.fill(0)                                            # every bin is empty
+        return
+    dtype = work_dtype(rois.dtype)
+    boxes = rois.astype(dtype, copy=False)
+    images = boxes[:, 0].astype(np.int64)
+    if np.any((images < 0) | (images >= batch)):
+        raise ShapeError(f"image.max_roi_pool: batch indices {images.tolist()} (rois[:, 0]) out of range for "
+                         f"{batch} images")
+    x0, y0, x1, y1 = _round_half_away(boxes[:, 1:] * dtype.type(spatial_scale)).T
+    rows = _pool_bins(y0, y1, out_h, height, dtype)            # (R, out_h, H)
+    cols = _pool_bins(x0, x1, out_w, width, dtype)             # (R, out_w, W)
+    empty = ~rows.any(axis=2)[:, :, None] | ~cols.any(axis=2)[:, None, :]
+    table = upcast(data)
+    lowest = np.finfo(table.dtype).min                        # onnxruntime starts from -max
+    per_box = channels * height * width * max(out_h, out_w)
+    chunk = max(1, _POOL_CHUNK_ELEMENTS // max(per_box, 1))
+    for lo in range(0, count, chunk):
+        box = slice(lo, lo + chunk)
+        values = table[images[box]]                                          # (n, C, H, W)
+        by_col = np.where(cols[box][:, None, None], values[:, :, :, None], lowest)   # (n, C, H, out_w, W)
+        by_col = by_col.max(axis=4)
+        by_row = np.where(rows[box][:, None, :, :, None], by_col[:, :, None], lowest)  # (n, C, out_h, H, out_w)
+        best = by_row.max(axis=3)
+        np.copyto(out[box], np.where(empty[box][:, None], 0, best), casting="unsafe")
 
 
 # ---------------------------------------------------------------- nn.deform_conv

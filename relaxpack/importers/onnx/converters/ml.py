@@ -1,7 +1,8 @@
 """ai.onnx.ml ops (as scikit-learn models converted by skl2onnx use them):
 LabelEncoder, CategoryMapper, LinearClassifier, LinearRegressor,
 Normalizer, Scaler, Binarizer, Imputer, ArrayFeatureExtractor,
-FeatureVectorizer; ZipMap fails clearly. Tree ensembles are in
+FeatureVectorizer. ZipMap, CastMap and DictVectorizer (maps) are refused
+with their reason, see ``refusals.py``. Tree ensembles are in
 ``ml_trees.py``.
 
 Classifiers compute a class index; the label output is a ``take`` on the
@@ -12,7 +13,8 @@ labels constant, so int and string labels work alike::
 
 ZipMap turns the probabilities into a list of ``{label: probability}``
 dicts, which is not a tensor: convert with skl2onnx's
-``options={"zipmap": False}`` (the probabilities stay one float tensor).
+``options={"zipmap": False}`` (the probabilities stay one float tensor);
+``importers/onnx/refusals.py`` says so when a model has one.
 """
 
 from __future__ import annotations
@@ -238,13 +240,6 @@ def feature_vectorizer(ctx, *inputs, inputdimensions=()):
                                       f"truncating features)")
         parts.append(emit(ctx, make_call("reshape", as_float32(ctx, x), shape_expr((rows, int(width)))), "feature"))
     return make_call("concat", Tuple(parts), axis=1)
-
-
-@register_converter(ML, "ZipMap", since_opset=1)
-def zip_map(ctx, x, *, classlabels_int64s=None, classlabels_strings=None):
-    raise ml_unsupported(ctx, "its output is a sequence of maps (one {label: probability} dict per sample), "
-                              "not a tensor; convert the model without it (skl2onnx: "
-                              "options={'zipmap': False}) to get the probabilities as one float tensor")
 
 
 @register_converter(ML, "OneHotEncoder", since_opset=1)

@@ -1,4 +1,4 @@
-"""GridSample, RoiAlign and DeformConv: ops that sample at computed positions.
+"""GridSample, RoiAlign, MaxRoiPool and DeformConv: ops that sample at computed positions.
 
 GridSample-16 spells the modes ``bilinear``/``bicubic`` and takes 4-D input
 only; opset 20 renames them ``linear``/``cubic`` and allows any number of
@@ -72,6 +72,18 @@ def _roi_align(ctx, x, rois, batch_indices, coord_mode, mode, out_h, out_w, samp
     return make_call("image.roi_align", ctx.expr(x), ctx.expr(rois), ctx.expr(batch_indices),
                      output_size=(int(out_h), int(out_w)), sampling_ratio=int(sampling_ratio),
                      spatial_scale=float(spatial_scale), mode=mode, coordinate_transformation_mode=coord_mode)
+
+
+# ---------------------------------------------------------------- MaxRoiPool
+
+
+@register_converter("", "MaxRoiPool", since_opset=1)
+def max_roi_pool(ctx, x, rois, *, pooled_shape=None, spatial_scale=1.0):
+    """MaxRoiPool-1 and -22 differ only in the dtypes they allow."""
+    if pooled_shape is None or len(pooled_shape) != 2 or min(pooled_shape) < 1:
+        raise shape_error(ctx, f"pooled_shape must be two positive ints (height, width), got {pooled_shape!r}")
+    return make_call("image.max_roi_pool", ctx.expr(x), ctx.expr(rois),
+                     pooled_shape=tuple(int(v) for v in pooled_shape), spatial_scale=float(spatial_scale))
 
 
 # ---------------------------------------------------------------- DeformConv

@@ -1,4 +1,4 @@
-"""Optimizers of ai.onnx.preview.training: Adagrad, Adam, Momentum. A node
+"""Optimizers of ai.onnx.preview.training: Adagrad, Adam, Momentum; and Gradient. An optimizer node
 updating n tensors (inputs ``r, t, x1..xn, g1..gn, state1..staten``) becomes
 n calls, one per tensor; the outputs are all new tensors, then each state::
 
@@ -6,13 +6,15 @@ n calls, one per tensor; the outputs are all new tensors, then each state::
                                                b = R.adagrad(R, T, X2, G2, H2, ...)
                                                outputs a[0], b[0], a[1], b[1]
 
-Gradient needs automatic differentiation, which relaxpack does not do.
+Gradient is reverse-mode differentiation of the forward nodes, done at
+import time by ``importers/onnx/gradient.py``.
 """
 
 from __future__ import annotations
 
 from ....ir.expr import TupleGetItem
 from ....ops.registry import make_call
+from ..gradient import differentiate
 from ..registry import register_converter
 from ._shape_common import shape_error, unsupported
 
@@ -53,3 +55,14 @@ def momentum(ctx, *inputs, alpha, beta, mode, norm_coefficient):
         raise unsupported(ctx, f"mode must be 'standard' or 'nesterov', got {mode!r}")
     return _per_tensor(ctx, "momentum", inputs, 1, alpha=float(alpha), beta=float(beta), mode=mode,
                        norm_coefficient=float(norm_coefficient))
+
+
+@register_converter(DOMAIN, "Gradient", since_opset=1)
+def gradient(ctx, *inputs, xs=(), zs=(), y=""):
+    """Reverse-mode differentiation of the forward nodes computing ``y``
+    (``importers/onnx/gradient.py``); the inputs are the xs then the zs."""
+    if not xs or not y:
+        raise shape_error(ctx, "needs the attributes xs (the tensors to differentiate with respect to) and y")
+    if len(inputs) != len(xs) + len(zs):
+        raise shape_error(ctx, f"has {len(inputs)} inputs but xs and zs name {len(xs) + len(zs)}")
+    return tuple(differentiate(ctx, ctx.node, list(xs), list(zs), y))
