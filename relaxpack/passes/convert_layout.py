@@ -20,9 +20,10 @@ Conv weights are constants packed at convert time into HWIO (``W'``), the
 layout the NHWC kernel reads. Rules (table :data:`RULES`, op name ->
 :class:`LayoutRule`):
 
-- layout-sensitive ops start or continue a region: ``nn.conv``,
+- layout-sensitive ops continue a region: ``nn.conv``,
   ``nn.conv_bias_act`` (a constant weight), ``nn.max_pool``,
-  ``nn.avg_pool``, ``nn.global_avg_pool``, ``nn.global_max_pool``;
+  ``nn.avg_pool``, ``nn.global_avg_pool``, ``nn.global_max_pool``; a conv
+  of at least :data:`ENTRY_MIN_CHANNELS` input channels starts one;
 - elementwise ops continue one when an operand is already channels last and
   the others are too, or are scalars or constants (reordered: a bias
   ``(1, C, 1, 1)`` becomes ``(1, 1, 1, C)``);
@@ -60,6 +61,21 @@ from .infra import function_pass
 TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)
 
+#: a conv starts a region only with this many input channels: with fewer
+#: (a 3-channel stem) the channels-last im2col copies runs of 3 values and
+#: runs 2.2x slower than the channels-first engine (224x224 stems of
+#: MobileNetV2 and ResNet-18), more than transposing its output in costs
+ENTRY_MIN_CHANNELS = 16
+
+#: a stride-1 KxK conv stays channels first below this many products per
+#: output value (C_in * taps) on an output of at least SMALL_PLANE_PIXELS:
+#: there the channels-first engine's row-split GEMM avoids most of the
+#: im2col, which channels last copies in runs of C values: 2.5x / 1.8x /
+#: 1.2x slower for UNet's 16 / 32 / 64-channel 3x3 convs at 256 / 128 / 80
+#: pixels square, 0.85-0.9x from 128 channels (measured, 1 thread)
+MIN_DEPTH = 1024
+SMALL_PLANE_PIXELS = 4096
+
 #: ops whose data layout is an attribute (the channels-first ones become NHWC)
 SENSITIVE = ("nn.conv", "nn.conv_bias_act", "nn.max_pool", "nn.avg_pool", "nn.global_avg_pool",
              "nn.global_max_pool")
@@ -92,9 +108,34 @@ def _check_sensitive(call: Call, is_nhwc) -> str | None:
         return f"R.{call.op.name} is already {call.attrs.get('data_layout')}"
     if not (_rank4(call.args[0]) and _rank4(call)):
         return f"R.{call.op.name} is not 2-d (rank 4)"
-    if call.op.name.startswith("nn.conv") and not isinstance(call.args[1], Constant):
+    is_conv = call.op.name.startswith("nn.conv")
+    if is_conv and not isinstance(call.args[1], Constant):
         return "the conv weight is not a constant (it would be transposed on every call)"
+    if is_conv and _prefers_channels_first(call):
+        return "a stride-1 conv of few channels on a large plane runs faster channels first"
+    if not is_nhwc(call.args[0]):
+        # a region starts only where channels last pays for the transpose in
+        if not is_conv:
+            return f"R.{call.op.name} does not start a region (its input is channels first)"
+        channels = call.args[0].struct_info.shape[1] if call.args[0].struct_info.shape else None
+        if not (isinstance(channels, int) and channels >= ENTRY_MIN_CHANNELS):
+            return f"a conv of {channels} input channels does not start a region (< {ENTRY_MIN_CHANNELS})"
     return None
+
+
+def _prefers_channels_first(call: Call) -> bool:
+    """A stride-1, non-depthwise KxK conv shallow for its plane (see MIN_DEPTH)."""
+    weight, out = call.args[1].data.shape, call.struct_info.shape
+    taps = weight[2] * weight[3]
+    depthwise = weight[1] == 1 and call.attrs["groups"] > 1
+    if taps == 1 or depthwise or any(s != 1 for s in _pair(call.attrs["strides"])) or out is None:
+        return False
+    pixels = out[2] * out[3] if isinstance(out[2], int) and isinstance(out[3], int) else None
+    return weight[1] * taps < MIN_DEPTH and (pixels is None or pixels >= SMALL_PLANE_PIXELS)
+
+
+def _pair(value) -> tuple:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value, value)
 
 
 def _rewrite_sensitive(call: Call, nhwc) -> Call:
@@ -217,11 +258,19 @@ class _Uses(ExprVisitor):
 
 
 def _plan(func: Function) -> dict[Var, LayoutRule]:
-    """The top-level bindings to rewrite, each with its rule, in order: a
-    sensitive op always; the others when their operands allow it."""
+    """The top-level bindings to rewrite, each with its rule: a conv where
+    its rule allows, the others when their operands allow it; then only
+    the regions (connected by channels-last reads) that gain something."""
     nhwc: set[Var] = set()
     chosen: dict[Var, LayoutRule] = {}
+    region: dict[Var, Var] = {}                   # union-find: var -> a var of its region
     is_nhwc = lambda e: isinstance(e, Var) and e in nhwc  # noqa: E731
+
+    def root(v: Var) -> Var:
+        while region[v] is not v:
+            v = region[v]
+        return v
+
     for block in func.body.blocks:
         for b in block.bindings:
             if isinstance(b, MatchCast) or not isinstance(b.value, Call):
@@ -230,9 +279,60 @@ def _plan(func: Function) -> dict[Var, LayoutRule]:
             if rule is None or rule.check(b.value, is_nhwc) is not None:
                 continue
             chosen[b.var] = rule
+            region[b.var] = b.var
             if rule.output_nhwc:
                 nhwc.add(b.var)
-    return chosen
+            for a in _operands(b.value):
+                if is_nhwc(a):
+                    region[root(a)] = root(b.var)
+    return _worth_it(func, chosen, nhwc, root)
+
+
+def _worth_it(func: Function, chosen: dict, nhwc: set, root) -> dict[Var, LayoutRule]:
+    """``chosen`` without the regions that have no gaining conv
+    (:func:`_gains`) or fewer of them than the transposes in and out they
+    need (each costs about what a conv gains: a copy of its input or output)."""
+    values = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    uses = _Uses()
+    uses.visit_expr(func.body)
+    gains: dict[Var, int] = {}
+    transposes: dict[Var, int] = {}
+    entries: set[tuple[Var, Var]] = set()
+    reads: dict[Var, int] = {}
+    for v, rule in chosen.items():
+        r = root(v)
+        gains[r] = gains.get(r, 0) + (rule is _SENSITIVE_RULE and _gains(values[v]))
+        for a in _operands(values[v]):
+            if isinstance(a, Var) and a in nhwc:
+                reads[a] = reads.get(a, 0) + 1
+            elif isinstance(a, Var) and not _is_scalar(a) and _transposed_from(values.get(a)) is None:
+                entries.add((r, a))
+    for r, _ in entries:
+        transposes[r] = transposes.get(r, 0) + 1
+    for v in nhwc:
+        if uses.count.get(v, 0) > reads.get(v, 0):
+            transposes[root(v)] = transposes.get(root(v), 0) + 1
+    keep = {r for r, g in gains.items() if g > 0 and g >= transposes.get(r, 0)}
+    return {v: rule for v, rule in chosen.items() if root(v) in keep}
+
+
+def _operands(call: Call) -> list[Expr]:
+    return [e for a in call.args for e in (a.fields if isinstance(a, Tuple) else (a,))]
+
+
+def _gains(call: Call) -> bool:
+    """A conv that runs faster channels last (measured): depthwise, strided
+    KxK, or deep enough (C_in * taps >= MIN_DEPTH). 1x1 convs and pools are
+    about even, so a region of only those would only add its transposes."""
+    if not call.op.name.startswith("nn.conv"):
+        return False
+    weight = call.args[1].data.shape
+    taps = weight[2] * weight[3]
+    if taps == 1:
+        return False
+    depthwise = weight[1] == 1 and call.attrs["groups"] > 1
+    strided = any(s != 1 for s in _pair(call.attrs["strides"]))
+    return depthwise or strided or weight[1] * taps >= MIN_DEPTH
 
 
 # ---------------------------------------------------------------- rewrite
