@@ -53,6 +53,8 @@ def channel_layout(producer: Call, weight: np.ndarray) -> tuple[int, int] | str:
     if ndim < 0:
         return f"the rank of the R.{op} output is not known"
     if op == "nn.conv":
+        if producer.attrs["data_layout"] != "NCHW":
+            return f"the R.nn.conv is {producer.attrs['data_layout']} (folding runs before ConvertLayout)"
         return 1, weight.shape[0]
     if op == "nn.conv_transpose":
         return 1, weight.shape[1] * producer.attrs["groups"]

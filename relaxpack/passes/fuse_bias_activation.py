@@ -33,7 +33,7 @@ from .fold_batch_norm import per_channel
 from .infra import function_pass
 from .rewrite import Match, Rule, RewriteTable, all_of, const, is_op, same_type_as_output, used_once, wildcard
 
-_CONV_ATTRS = ("strides", "padding", "dilation", "groups")
+_CONV_ATTRS = ("strides", "padding", "dilation", "groups", "data_layout")
 
 # ---------------------------------------------------------------- bias
 
@@ -48,16 +48,21 @@ def fuse_matmul_bias(m: Match):
     return make_call("nn.gemm", m["x"], m["w"], m["b"])
 
 
+def _channel_axis(m: Match) -> int:
+    return 1 if m["conv"].attrs["data_layout"] == "NCHW" else m.out_sinfo.ndim - 1
+
+
 def _conv_channels(m: Match) -> int | None:
     shape = m.sinfo("conv").shape
-    return shape[1] if shape is not None and isinstance(shape[1], int) else None
+    axis = _channel_axis(m)
+    return shape[axis] if shape is not None and isinstance(shape[axis], int) else None
 
 
 def _bias_per_channel(m: Match) -> str | None:
     channels = _conv_channels(m)
     if channels is None:
         return "the number of output channels of the R.nn.conv is not static"
-    if per_channel(m.data("b"), m.out_sinfo.ndim, 1, channels) is None:
+    if per_channel(m.data("b"), m.out_sinfo.ndim, _channel_axis(m), channels) is None:
         return (f"the bias of shape {m.data('b').shape} is not one value per output channel "
                 f"({channels}) of the R.nn.conv")
     return None
@@ -66,7 +71,7 @@ def _bias_per_channel(m: Match) -> str | None:
 def fuse_conv_bias(m: Match):
     """nn.conv(x, W) + b -> nn.conv_bias_act(x, W, b as a (C,) vector) for a per-channel constant b."""
     data = m.data("b")
-    vector = per_channel(data, m.out_sinfo.ndim, 1, _conv_channels(m)).astype(data.dtype)
+    vector = per_channel(data, m.out_sinfo.ndim, _channel_axis(m), _conv_channels(m)).astype(data.dtype)
     conv = m["conv"]
     return make_call("nn.conv_bias_act", m["x"], m["w"], Constant(np.ascontiguousarray(vector)),
                      **{k: conv.attrs[k] for k in _CONV_ATTRS})

@@ -17,6 +17,7 @@ changes nothing); the pipeline may repeat it for IR from other sources.
 from __future__ import annotations
 
 from .canonicalize_bindings import canonicalize_bindings
+from .convert_layout import convert_layout
 from .dead_code_elimination import dead_code_elimination
 from .eliminate_common_subexpr import eliminate_common_subexpr
 from .fold_constant import fold_constant
@@ -47,14 +48,17 @@ def optimize_pipeline(opt_level: int) -> Sequential:
     - 1: one round of the core passes;
     - 2: the core passes, then the algebraic rewrites (batch norm folded into
       weights, layout and identity simplification, bias and activation fused
-      into gemm / conv kernels), another core round to clean up, and FuseOps
-      last (elementwise groups become fused primitive functions).
+      into gemm / conv kernels), ConvertLayout (convolutional regions run
+      channels last; after the fusions, whose rules read channels first),
+      another core round to clean up, and FuseOps last (elementwise groups
+      become fused primitive functions).
     """
     passes: list[Pass] = []
     if opt_level >= 1:
         passes += core_passes()
     if opt_level >= 2:
-        passes += [fold_batch_norm, simplify_algebra, fuse_bias_activation, *core_passes(), fuse_ops]
+        passes += [fold_batch_norm, simplify_algebra, fuse_bias_activation, convert_layout, *core_passes(),
+                   fuse_ops]
     return Sequential(passes, name="Optimize")
 
 

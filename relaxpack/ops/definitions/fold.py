@@ -40,7 +40,7 @@ def _infer_max_pool_argmax(call: Call, analyzer: DimAnalyzer) -> TupleStructInfo
 
 
 register_op("nn.max_pool_argmax", infer=_infer_max_pool_argmax, num_args=1,
-            attrs={**_POOL_ATTRS, "storage_order": 0},
+            attrs={**{k: v for k, v in _POOL_ATTRS.items() if k != "data_layout"}, "storage_order": 0},
             doc="nn.max_pool plus the int64 flat input index of each maximum (ONNX MaxPool's Indices).")
 
 

@@ -28,7 +28,8 @@ from .common import (
     same_dtype, shape_error, tensor_arg,
 )
 from .linalg import _infer_matmul
-from .nn import _infer_conv
+from .nn import data_layout
+from .nn import infer_conv as _infer_conv
 
 #: activation name -> its parameters (after the name, in the attribute's tuple)
 ACTIVATIONS: dict[str, tuple[str, ...]] = {
@@ -94,18 +95,19 @@ register_op("nn.gemm", infer=_infer_gemm, attrs={"activation": None}, num_args=(
             doc="matmul(x, w) + bias (bias broadcasts into the product), then an optional activation.")
 
 
-_CONV_ATTRS = ("strides", "padding", "dilation", "groups")
+_CONV_ATTRS = ("strides", "padding", "dilation", "groups", "data_layout")
 
 
 def _infer_conv_bias_act(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     conv = call.replace(args=call.args[:2], attrs={k: call.attrs[k] for k in _CONV_ATTRS})
     out = _infer_conv(conv, analyzer)
+    channels = 1 if data_layout(call) == "NCHW" else -1
     bias = _bias(call)
     if bias is not None:
         if bias.ndim >= 0 and bias.ndim != 1:
             raise shape_error(call, f"bias must be 1-D (one value per output channel), got {fmt_sinfo(bias)}")
         if bias.shape is not None and out.shape is not None:
-            check_dims_equal(call, bias.shape[0], out.shape[1], analyzer,
+            check_dims_equal(call, bias.shape[0], out.shape[channels], analyzer,
                              f"bias {fmt_sinfo(bias)} must have one value per output channel of "
                              f"{fmt_sinfo(out)}")
     check_activation(call, out)
@@ -113,6 +115,7 @@ def _infer_conv_bias_act(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
 
 
 register_op("nn.conv_bias_act", infer=_infer_conv_bias_act,
-            attrs={"strides": 1, "padding": 0, "dilation": 1, "groups": 1, "activation": None},
+            attrs={"strides": 1, "padding": 0, "dilation": 1, "groups": 1, "activation": None,
+                   "data_layout": "NCHW"},
             num_args=(2, 3), workspace=conv_workspace,
             doc="nn.conv plus a per-output-channel bias (C_out,), then an optional activation.")

@@ -1,4 +1,12 @@
-"""Convolution and pooling over N spatial dims, channels-first (NCHW-style).
+"""Convolution and pooling over N spatial dims, channels first or channels last.
+
+``data_layout`` says where the channels are: ``"NCHW"`` (the default, ONNX's
+``(N, C, *spatial)``) or ``"NHWC"`` (``(N, *spatial, C)``, whatever the
+number of spatial dims). A channels-last conv takes its weight as
+``(*kernel, C/groups, O)`` ("HWIO", as TensorFlow), the layout its kernel
+reads without a transpose. ConvertLayout (``passes/convert_layout.py``)
+makes these forms; inference works on the channels-first view of the
+operands and permutes the result back.
 
 Window attributes (``strides``, ``dilation``, ``pool_size``) take one int for
 every spatial dim or a tuple with one value per spatial dim; ``padding``
@@ -14,7 +22,7 @@ may be symbolic::
 from __future__ import annotations
 
 from ...ir.dims import Dim, DimAnalyzer, dim_min, format_dim
-from ...ir.expr import Call
+from ...ir.expr import Call, Var
 from ...ir.struct_info import TensorStructInfo
 from ..registry import REQUIRED, register_op
 from ..workspace import conv_workspace
@@ -22,6 +30,53 @@ from .common import (
     FLOAT, NUMERIC, attr_error, bool_attr, check_dtype_kind, fmt_shape, int_attr, pads_attr,
     per_spatial, provably_different, result_vdevice, same_dtype, shape_error, tensor_arg, with_shape,
 )
+
+
+LAYOUTS = ("NCHW", "NHWC")
+
+
+def data_layout(call: Call) -> str:
+    """The call's ``data_layout`` attribute, checked."""
+    layout = call.attrs.get("data_layout", "NCHW")
+    if layout not in LAYOUTS:
+        raise attr_error(call, f"attribute data_layout must be one of {LAYOUTS}, got {layout!r}")
+    return layout
+
+
+def to_channels_first(shape: tuple) -> tuple:
+    """``(N, *spatial, C)`` -> ``(N, C, *spatial)``."""
+    return (shape[0], shape[-1], *shape[1:-1])
+
+
+def to_channels_last(shape: tuple) -> tuple:
+    """``(N, C, *spatial)`` -> ``(N, *spatial, C)``."""
+    return (shape[0], *shape[2:], shape[1])
+
+
+def _permuted(sinfo: TensorStructInfo, fn) -> TensorStructInfo:
+    if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or sinfo.ndim < 3:
+        return sinfo
+    return with_shape(sinfo, fn(sinfo.shape))
+
+
+def _hwio_to_oihw(shape: tuple) -> tuple:
+    return (shape[-1], shape[-2], *shape[:-2])
+
+
+def channels_first_infer(infer, with_weight: bool):
+    """Inference for an op with ``data_layout``: a channels-last call is
+    inferred on channels-first placeholders of its data (and HWIO weight),
+    and the result is permuted back."""
+    def wrapped(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+        if data_layout(call) == "NCHW":
+            return infer(call, analyzer)
+        args = list(call.args)
+        args[0] = Var("data", _permuted(args[0].struct_info, to_channels_first))
+        if with_weight:
+            args[1] = Var("weight", _permuted(args[1].struct_info, _hwio_to_oihw))
+        out = infer(call.replace(args=tuple(args)), analyzer)
+        return _permuted(out, to_channels_last)
+    return wrapped
 
 
 def _window_rank(call: Call, sinfos: tuple[TensorStructInfo, ...]) -> int:
@@ -99,10 +154,14 @@ def _infer_conv(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     return TensorStructInfo((batch, out_channels, *out), dtype, vdevice=vdevice)
 
 
-register_op("nn.conv", infer=_infer_conv,
-            attrs={"strides": 1, "padding": 0, "dilation": 1, "groups": 1}, num_args=2,
-            workspace=conv_workspace,
-            doc="N-d convolution: data (N, C, *spatial), weight (O, C/groups, *kernel).")
+#: conv inference in either layout (nn.conv_bias_act shares it)
+infer_conv = channels_first_infer(_infer_conv, True)
+
+register_op("nn.conv", infer=infer_conv,
+            attrs={"strides": 1, "padding": 0, "dilation": 1, "groups": 1, "data_layout": "NCHW"},
+            num_args=2, workspace=conv_workspace,
+            doc="N-d convolution: data (N, C, *spatial), weight (O, C/groups, *kernel); "
+                "NHWC: data (N, *spatial, C), weight (*kernel, C/groups, O).")
 
 
 def _infer_conv_transpose(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
@@ -187,11 +246,13 @@ def _pool(with_count_include_pad: bool):
     return infer
 
 
-_POOL_ATTRS = {"pool_size": REQUIRED, "strides": 1, "padding": 0, "dilation": 1, "ceil_mode": False}
+_POOL_ATTRS = {"pool_size": REQUIRED, "strides": 1, "padding": 0, "dilation": 1, "ceil_mode": False,
+               "data_layout": "NCHW"}
 
-register_op("nn.max_pool", infer=_pool(False), attrs=_POOL_ATTRS, num_args=1,
-            doc="N-d max pooling over the spatial dims of (N, C, *spatial).")
-register_op("nn.avg_pool", infer=_pool(True), attrs={**_POOL_ATTRS, "count_include_pad": False},
+register_op("nn.max_pool", infer=channels_first_infer(_pool(False), False), attrs=_POOL_ATTRS, num_args=1,
+            doc="N-d max pooling over the spatial dims of (N, C, *spatial) or (N, *spatial, C).")
+register_op("nn.avg_pool", infer=channels_first_infer(_pool(True), False),
+            attrs={**_POOL_ATTRS, "count_include_pad": False},
             num_args=1, doc="N-d average pooling; count_include_pad counts padded cells.")
 
 
@@ -204,7 +265,8 @@ def _infer_global_pool(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     return with_shape(data, (*data.shape[:2], *([1] * (ndim - 2))))
 
 
-register_op("nn.global_avg_pool", infer=_infer_global_pool, num_args=1,
-            doc="Mean over all spatial dims of (N, C, *spatial), kept as 1s.")
-register_op("nn.global_max_pool", infer=_infer_global_pool, num_args=1,
-            doc="Max over all spatial dims of (N, C, *spatial), kept as 1s.")
+_GLOBAL_POOL = channels_first_infer(_infer_global_pool, False)
+register_op("nn.global_avg_pool", infer=_GLOBAL_POOL, attrs={"data_layout": "NCHW"}, num_args=1,
+            doc="Mean over all spatial dims of (N, C, *spatial) or (N, *spatial, C), kept as 1s.")
+register_op("nn.global_max_pool", infer=_GLOBAL_POOL, attrs={"data_layout": "NCHW"}, num_args=1,
+            doc="Max over all spatial dims of (N, C, *spatial) or (N, *spatial, C), kept as 1s.")

@@ -58,9 +58,9 @@ def gemm(x, w, bias=None, *, out, activation=None):
 
 @register_kernel("nn.conv_bias_act")
 def conv_bias_act(data, weight, bias=None, *, out, strides=1, padding=0, dilation=1, groups=1,
-                  activation=None, workspace=None):
-    """``activation(nn.conv(data, weight) + bias[:, None, ...])``; scratch from
-    ``workspace`` when given."""
+                  activation=None, data_layout="NCHW", workspace=None):
+    """``activation(nn.conv(data, weight) + bias)``, the bias per output
+    channel (in either ``data_layout``); scratch from ``workspace`` when given."""
     conv_bias(data, weight, bias, out=out, strides=strides, padding=padding, dilation=dilation,
-              groups=groups, workspace=workspace)
+              groups=groups, data_layout=data_layout, workspace=workspace)
     apply_activation(out, activation)

@@ -1,4 +1,8 @@
-"""Convolution and pooling over 1 to 3 (or more) spatial dims, channels first.
+"""Convolution and pooling over 1 to 3 (or more) spatial dims.
+
+``data_layout="NCHW"`` (the default) is channels first; ``"NHWC"`` is
+channels last, ``(N, *spatial, C)``, with conv weights ``(*kernel, C/groups,
+O)`` (:mod:`.conv_nhwc`); pooling runs on the channels-first view of it.
 
 Window attributes take one int for every spatial dim or one value per dim;
 ``padding`` is an int, one value per dim, or ONNX's ``2n`` values (all
@@ -26,6 +30,7 @@ from ...errors import ShapeError
 from ._math import commit, is_low_float, pads, per_spatial, scratch, work_dtype
 from ..dtypes import numpy_dtype
 from ._workspace import scratch_nbytes
+from . import conv_nhwc
 from .conv_direct import conv_plan, run_conv, scratch_layouts
 from ._registry import register_kernel
 
@@ -55,37 +60,55 @@ def _tap_slices(tap, strides, dilation, lengths) -> tuple[slice, ...]:
 
 
 @register_kernel("nn.conv")
-def conv(data, weight, *, out, strides=1, padding=0, dilation=1, groups=1, workspace=None):
-    """N-d convolution: data ``(N, C, *spatial)``, weight ``(O, C/groups, *kernel)``;
-    scratch from ``workspace`` when given (:func:`conv_workspace` bytes)."""
+def conv(data, weight, *, out, strides=1, padding=0, dilation=1, groups=1, data_layout="NCHW",
+         workspace=None):
+    """N-d convolution: data ``(N, C, *spatial)``, weight ``(O, C/groups, *kernel)``
+    (NHWC: ``(N, *spatial, C)`` and ``(*kernel, C/groups, O)``); scratch from
+    ``workspace`` when given (:func:`conv_workspace` bytes)."""
     conv_bias(data, weight, None, out=out, strides=strides, padding=padding, dilation=dilation,
-              groups=groups, workspace=workspace)
+              groups=groups, data_layout=data_layout, workspace=workspace)
 
 
-def conv_bias(data, weight, bias, *, out, strides=1, padding=0, dilation=1, groups=1, workspace=None) -> None:
-    """``nn.conv`` plus ``bias[:, None, ...]`` when ``bias`` is not None, with
+def _channels_first_shapes(data_shape, weight_shape, data_layout: str):
+    """The data and weight shapes as NCHW / OIHW."""
+    if data_layout == "NCHW":
+        return tuple(data_shape), tuple(weight_shape)
+    if data_layout != "NHWC":
+        raise ShapeError(f"nn.conv: data_layout must be 'NCHW' or 'NHWC', got {data_layout!r}")
+    return ((data_shape[0], data_shape[-1], *data_shape[1:-1]),
+            (weight_shape[-1], weight_shape[-2], *weight_shape[:-2]))
+
+
+def conv_bias(data, weight, bias, *, out, strides=1, padding=0, dilation=1, groups=1, data_layout="NCHW",
+              workspace=None) -> None:
+    """``nn.conv`` plus a per-output-channel ``bias`` when it is not None, with
     the results of the two ops (the bias is added in ``out``'s precision)."""
-    batch, channels = data.shape[:2]
-    out_channels, per_group = weight.shape[:2]
+    data_cf, weight_cf = _channels_first_shapes(data.shape, weight.shape, data_layout)
+    batch, channels = data_cf[:2]
+    out_channels, per_group = weight_cf[:2]
     if channels != groups * per_group or out_channels % groups:
         raise ShapeError(f"nn.conv: data {data.shape} and weight {weight.shape} do not fit groups={groups}")
-    plan, lengths = _conv_geometry(data.shape, weight.shape, strides, padding, dilation, groups)
-    _check_out("nn.conv", out, (batch, out_channels, *lengths))
+    plan, lengths = _conv_geometry(data_cf, weight_cf, strides, padding, dilation, groups, data_layout)
+    expected = (batch, out_channels, *lengths) if data_layout == "NCHW" else (batch, *lengths, out_channels)
+    _check_out("nn.conv", out, expected)
     if out.size == 0:
         return
     dtype = work_dtype(out.dtype)
     if bias is not None and (out.dtype != dtype or bias.shape != (out_channels,)):
         conv_bias(data, weight, None, out=out, strides=strides, padding=padding, dilation=dilation,
-                  groups=groups, workspace=workspace)
-        np.add(out, bias.reshape(bias.shape + (1,) * len(lengths)), out=out)
+                  groups=groups, data_layout=data_layout, workspace=workspace)
+        trailing = len(lengths) if data_layout == "NCHW" else 0
+        np.add(out, bias.reshape(bias.shape + (1,) * trailing), out=out)
         return
-    run_conv(plan, data.astype(dtype, copy=False), weight.astype(dtype, copy=False), groups, out,
-             None if bias is None else bias.astype(dtype, copy=False), workspace)
+    run = run_conv if data_layout == "NCHW" else conv_nhwc.run_conv_nhwc
+    run(plan, data.astype(dtype, copy=False), weight.astype(dtype, copy=False), groups, out,
+        None if bias is None else bias.astype(dtype, copy=False), workspace)
 
 
-def _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups):
-    """The conv plan (:func:`.conv_direct.conv_plan`) and the output's spatial
-    lengths; only ``data_shape[0]`` (the batch) is not read."""
+def _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups, data_layout="NCHW"):
+    """The conv plan (:func:`.conv_direct.conv_plan`, or :func:`.conv_nhwc.nhwc_plan`
+    for NHWC) and the output's spatial lengths, from the NCHW / OIHW shapes;
+    only ``data_shape[0]`` (the batch) is not read."""
     n = len(data_shape) - 2
     strides, dilation = per_spatial(strides, n, "strides"), per_spatial(dilation, n, "dilation")
     begins, ends = pads(padding, n)
@@ -94,12 +117,16 @@ def _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups)
     lengths = [(x + b + e - d * (k - 1) - 1) // s + 1
                for x, k, s, d, b, e in zip(spatial, kernel, strides, dilation, begins, ends)]
     depthwise = per_group == 1 and groups == channels == out_channels
+    if data_layout == "NHWC":
+        return conv_nhwc.nhwc_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, tuple(lengths),
+                                   depthwise), lengths
     plan = conv_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, ends, tuple(lengths),
                      depthwise, per_group, channels)
     return plan, lengths
 
 
-def conv_workspace(data_shape, weight_shape, dtype, *, strides=1, padding=0, dilation=1, groups=1):
+def conv_workspace(data_shape, weight_shape, dtype, *, strides=1, padding=0, dilation=1, groups=1,
+                   data_layout="NCHW"):
     """The workspace bytes ``nn.conv`` takes for these operands and output
     ``dtype`` (a name), or None when it needs none or a dim other than the
     batch is not an int. The batch may be symbolic (any value with ``+ * //``,
@@ -111,11 +138,16 @@ def conv_workspace(data_shape, weight_shape, dtype, *, strides=1, padding=0, dil
     rest = (*data_shape[1:], *weight_shape)
     if not all(isinstance(d, int) for d in rest) or len(data_shape) != len(weight_shape) or len(data_shape) < 3:
         return None
-    plan, lengths = _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups)
+    data_shape, weight_shape = _channels_first_shapes(data_shape, weight_shape, data_layout)
+    plan, lengths = _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups, data_layout)
     if min(lengths) <= 0 or 0 in rest:
         return None
-    layouts = scratch_layouts(plan, data_shape[0], data_shape[1], weight_shape[0],
-                              work_dtype(numpy_dtype(dtype)))
+    work = work_dtype(numpy_dtype(dtype))
+    if data_layout == "NHWC":
+        layouts = conv_nhwc.scratch_layouts(plan, data_shape[0], data_shape[1], weight_shape[0], work,
+                                            direct=work == numpy_dtype(dtype))
+    else:
+        layouts = scratch_layouts(plan, data_shape[0], data_shape[1], weight_shape[0], work)
     return scratch_nbytes(layouts) if layouts else None
 
 
@@ -189,9 +221,32 @@ def _lowest(dtype: np.dtype):
     return np.iinfo(dtype).min if dtype.kind in "iu" else -np.inf
 
 
+def _channels_first_views(name: str, data: np.ndarray, out: np.ndarray, data_layout: str):
+    """``data`` and ``out`` as channels-first arrays: themselves, or for NHWC
+    transposed views (the pooling code indexes spatial dims from 2 on; its
+    temporaries follow the data's memory order, see :func:`_empty_like_order`)."""
+    if data_layout == "NCHW":
+        return data, out
+    if data_layout != "NHWC" or data.ndim < 3:
+        raise ShapeError(f"{name}: data_layout must be 'NCHW' or 'NHWC' (rank >= 3), got {data_layout!r}")
+    axes = (0, data.ndim - 1, *range(1, data.ndim - 1))
+    if out.ndim != data.ndim:
+        raise ShapeError(f"{name}: output buffer has rank {out.ndim}, data has rank {data.ndim}")
+    return data.transpose(axes), out.transpose(axes)
+
+
+def _empty_like_order(like: np.ndarray, shape: tuple, dtype) -> np.ndarray:
+    """An empty array of ``shape`` whose axes lie in memory in the order of
+    ``like``'s (a channels-first view of channels-last data stays channels last)."""
+    order = sorted(range(like.ndim), key=lambda i: -like.strides[i])
+    base = np.empty(tuple(shape[i] for i in order), dtype)
+    return base.transpose(np.argsort(order))
+
+
 @register_kernel("nn.max_pool")
-def max_pool(data, *, out, pool_size, strides=1, padding=0, dilation=1, ceil_mode=False):
+def max_pool(data, *, out, pool_size, strides=1, padding=0, dilation=1, ceil_mode=False, data_layout="NCHW"):
     """N-d max pooling; padded cells never win."""
+    data, out = _channels_first_views("nn.max_pool", data, out, data_layout)
     pool, strides, dilation, begins, _, reach, lengths = _pool_geometry(
         "nn.max_pool", data, out, pool_size, strides, dilation, padding, ceil_mode)
     if out.size == 0:
@@ -205,13 +260,15 @@ def max_pool(data, *, out, pool_size, strides=1, padding=0, dilation=1, ceil_mod
     # whole rows, so the strided inner reads happen on a smaller array.
     # (Plain allocations: the op declares no planned workspace.)
     if any(begins) or any(reach):
-        padded = np.empty(x.shape[:2] + tuple(m + b + e for m, b, e in zip(x.shape[2:], begins, reach)), x.dtype)
+        padded = _empty_like_order(x, x.shape[:2] + tuple(m + b + e for m, b, e in zip(x.shape[2:], begins, reach)),
+                                   x.dtype)
         _fill_padded(padded, x, begins, _lowest(x.dtype))
         x = padded
     cur = x
     for i, (k, s, d, m) in enumerate(zip(pool, strides, dilation, lengths)):
         lead = (slice(None),) * (2 + i)
-        target = buf if i + 1 == len(pool) else np.empty(cur.shape[:2 + i] + (m,) + cur.shape[3 + i:], x.dtype)
+        target = buf if i + 1 == len(pool) else _empty_like_order(cur, cur.shape[:2 + i] + (m,) + cur.shape[3 + i:],
+                                                                  x.dtype)
         np.copyto(target, cur[lead + (slice(0, (m - 1) * s + 1, s),)])
         for t in range(1, k):
             np.maximum(target, cur[lead + (slice(t * d, t * d + (m - 1) * s + 1, s),)], out=target)
@@ -240,9 +297,10 @@ def _window_counts(x, k, s, d, b, e, m, count_include_pad) -> np.ndarray:
 
 @register_kernel("nn.avg_pool")
 def avg_pool(data, *, out, pool_size, strides=1, padding=0, dilation=1, ceil_mode=False,
-             count_include_pad=False):
+             count_include_pad=False, data_layout="NCHW"):
     """N-d average pooling; the divisor counts the window's cells inside the
     data, and with ``count_include_pad`` those in the padding too."""
+    data, out = _channels_first_views("nn.avg_pool", data, out, data_layout)
     pool, strides, dilation, begins, ends, reach, lengths = _pool_geometry(
         "nn.avg_pool", data, out, pool_size, strides, dilation, padding, ceil_mode)
     if out.size == 0:
@@ -265,8 +323,9 @@ def avg_pool(data, *, out, pool_size, strides=1, padding=0, dilation=1, ceil_mod
 
 
 @register_kernel("nn.global_avg_pool")
-def global_avg_pool(data, *, out):
+def global_avg_pool(data, *, out, data_layout="NCHW"):
     """Mean over all spatial dims of ``(N, C, *spatial)``, kept as 1s."""
+    data, out = _channels_first_views("nn.global_avg_pool", data, out, data_layout)
     axes = tuple(range(2, data.ndim))
     count = math.prod(data.shape[2:])
     total = np.add.reduce(data, axis=axes, dtype=work_dtype(out.dtype), keepdims=True)
@@ -275,8 +334,9 @@ def global_avg_pool(data, *, out):
 
 
 @register_kernel("nn.global_max_pool")
-def global_max_pool(data, *, out):
+def global_max_pool(data, *, out, data_layout="NCHW"):
     """Max over all spatial dims of ``(N, C, *spatial)``, kept as 1s (-inf if empty)."""
+    data, out = _channels_first_views("nn.global_max_pool", data, out, data_layout)
     axes = tuple(range(2, data.ndim))
     x = data.astype(np.float32) if is_low_float(data.dtype) and data.dtype != np.float16 else data
     result = np.maximum.reduce(x, axis=axes, keepdims=True, initial=-np.inf)

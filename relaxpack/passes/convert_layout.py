@@ -1,0 +1,421 @@
+"""ConvertLayout: run the convolutional parts of a model channels last (NHWC).
+
+Channels-last kernels are cheaper where the channels are the long,
+contiguous dim: a depthwise conv becomes one einsum over strided tap views
+(no per-layer transposes) and a 1x1 conv one plain ``(HW, C) @ (C, O)``
+GEMM. As TVM's ConvertLayout, the pass rewrites maximal regions of rank-4
+bindings to ``data_layout="NHWC"``: a ``permute_dims`` in where a region
+reads a channels-first value, one out where a channels-first value is still
+needed, nothing in between::
+
+    lv0 = R.nn.conv_bias_act(x, W, b, activation="relu")          # (n, 16, h, w)
+    lv1 = R.add(lv0, R.const(... (1, 16, 1, 1)))
+    ->
+    x_nhwc = R.permute_dims(x, axes=(0, 2, 3, 1))
+    lv0_nhwc = R.nn.conv_bias_act(x_nhwc, W', b, activation="relu", data_layout="NHWC")
+    lv1_nhwc = R.add(lv0_nhwc, R.const(... (1, 1, 1, 16)))
+    lv1 = R.permute_dims(lv1_nhwc, axes=(0, 3, 1, 2))            # only if something reads lv1
+
+Conv weights are constants packed at convert time into HWIO (``W'``), the
+layout the NHWC kernel reads. Rules (table :data:`RULES`, op name ->
+:class:`LayoutRule`):
+
+- layout-sensitive ops continue a region: ``nn.conv``,
+  ``nn.conv_bias_act`` (a constant weight), ``nn.max_pool``,
+  ``nn.avg_pool``, ``nn.global_avg_pool``, ``nn.global_max_pool``; a conv
+  of at least :data:`ENTRY_MIN_CHANNELS` input channels starts one;
+- elementwise ops continue one when an operand is already channels last and
+  the others are too, or are scalars or constants (reordered: a bias
+  ``(1, C, 1, 1)`` becomes ``(1, 1, 1, C)``);
+- ``concat`` along the channels of channels-last operands concatenates
+  along axis 3;
+- ``flatten(axis=1)`` of a channels-last value whose spatial dims are all
+  1 (after a global pool) reads it as it is: the same values in the same
+  order, so the region ends without a transpose.
+
+Anything else ends the region. A region input that is itself a transpose
+out of channels last (``permute_dims(v, (0, 3, 1, 2))``) is read through
+(transposes that cancel are never made), and transposes out that nothing
+reads are left to DeadCodeElimination. The pass works on each function's
+top-level bindings; a value used in a nested scope is transposed back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..ir.block_builder import BlockBuilder
+from ..ir.expr import (
+    Call, Constant, DataflowBlock, DataflowVar, Expr, Function, MatchCast, Op, Tuple, Var, VarBinding,
+)
+from ..ir.struct_info import TensorStructInfo
+from ..ir.visitor import ExprVisitor
+from ..ir.well_formed import function_analyzer
+from ..ops.definitions.fused_elementwise import fusible_kind
+from ..ops.registry import make_call
+from .infra import function_pass
+
+TO_NHWC = (0, 2, 3, 1)
+TO_NCHW = (0, 3, 1, 2)
+
+#: a conv starts a region only with this many input channels: with fewer
+#: (a 3-channel stem) the channels-last im2col copies runs of 3 values and
+#: runs 2.2x slower than the channels-first engine (224x224 stems of
+#: MobileNetV2 and ResNet-18), more than transposing its output in costs
+ENTRY_MIN_CHANNELS = 16
+
+#: a stride-1 KxK conv stays channels first below this many products per
+#: output value (C_in * taps) on an output of at least SMALL_PLANE_PIXELS:
+#: there the channels-first engine's row-split GEMM avoids most of the
+#: im2col, which channels last copies in runs of C values: 2.5x / 1.8x /
+#: 1.2x slower for UNet's 16 / 32 / 64-channel 3x3 convs at 256 / 128 / 80
+#: pixels square, 0.85-0.9x from 128 channels (measured, 1 thread)
+MIN_DEPTH = 1024
+SMALL_PLANE_PIXELS = 4096
+
+#: ops whose data layout is an attribute (the channels-first ones become NHWC)
+SENSITIVE = ("nn.conv", "nn.conv_bias_act", "nn.max_pool", "nn.avg_pool", "nn.global_avg_pool",
+             "nn.global_max_pool")
+
+
+# ---------------------------------------------------------------- rules
+
+
+@dataclass(frozen=True)
+class LayoutRule:
+    """How one op joins a region: ``check(call, is_nhwc)`` returns None when
+    it can (``is_nhwc(expr)``: that operand is channels last in the region)
+    or why not; ``rewrite(call, nhwc)`` builds the channels-last call
+    (``nhwc(expr)``: the operand channels last). ``output_nhwc``: the
+    result stays in the region (False: the rule reads the region and ends it)."""
+
+    name: str
+    check: Callable
+    rewrite: Callable
+    output_nhwc: bool = True
+
+
+def _rank4(expr: Expr) -> bool:
+    sinfo = expr.struct_info
+    return isinstance(sinfo, TensorStructInfo) and sinfo.ndim == 4
+
+
+def _check_sensitive(call: Call, is_nhwc) -> str | None:
+    if call.attrs.get("data_layout") != "NCHW":
+        return f"R.{call.op.name} is already {call.attrs.get('data_layout')}"
+    if not (_rank4(call.args[0]) and _rank4(call)):
+        return f"R.{call.op.name} is not 2-d (rank 4)"
+    is_conv = call.op.name.startswith("nn.conv")
+    if is_conv and not isinstance(call.args[1], Constant):
+        return "the conv weight is not a constant (it would be transposed on every call)"
+    if is_conv and _prefers_channels_first(call):
+        return "a stride-1 conv of few channels on a large plane runs faster channels first"
+    if not is_nhwc(call.args[0]):
+        # a region starts only where channels last pays for the transpose in
+        if not is_conv:
+            return f"R.{call.op.name} does not start a region (its input is channels first)"
+        channels = call.args[0].struct_info.shape[1] if call.args[0].struct_info.shape else None
+        if not (isinstance(channels, int) and channels >= ENTRY_MIN_CHANNELS):
+            return f"a conv of {channels} input channels does not start a region (< {ENTRY_MIN_CHANNELS})"
+    return None
+
+
+def _prefers_channels_first(call: Call) -> bool:
+    """A stride-1, non-depthwise KxK conv shallow for its plane (see MIN_DEPTH)."""
+    weight, out = call.args[1].data.shape, call.struct_info.shape
+    taps = weight[2] * weight[3]
+    depthwise = weight[1] == 1 and call.attrs["groups"] > 1
+    if taps == 1 or depthwise or any(s != 1 for s in _pair(call.attrs["strides"])) or out is None:
+        return False
+    pixels = out[2] * out[3] if isinstance(out[2], int) and isinstance(out[3], int) else None
+    return weight[1] * taps < MIN_DEPTH and (pixels is None or pixels >= SMALL_PLANE_PIXELS)
+
+
+def _pair(value) -> tuple:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+
+
+def _rewrite_sensitive(call: Call, nhwc) -> Call:
+    args = [nhwc(call.args[0])]
+    if call.op.name.startswith("nn.conv"):
+        # OIHW -> HWIO, packed once here
+        args.append(Constant(np.ascontiguousarray(call.args[1].data.transpose(2, 3, 1, 0))))
+        args += call.args[2:]
+    return make_call(call.op.name, *args, **{**call.attrs, "data_layout": "NHWC"})
+
+
+def _reordered_constant(c: Constant) -> Constant | None:
+    """A constant operand of a rank-4 elementwise op, channels last."""
+    data = c.data
+    if data.ndim == 0:
+        return c
+    if data.ndim > 4:
+        return None
+    data = data.reshape((1,) * (4 - data.ndim) + data.shape)
+    return Constant(np.ascontiguousarray(data.transpose(TO_NHWC)))
+
+
+def _is_scalar(expr: Expr) -> bool:
+    sinfo = expr.struct_info
+    return not isinstance(sinfo, TensorStructInfo) or sinfo.ndim == 0
+
+
+def _check_elementwise(call: Call, is_nhwc) -> str | None:
+    if not _rank4(call):
+        return "the result is not rank 4"
+    if not any(is_nhwc(a) for a in call.args):
+        return "no operand is channels last"
+    for i, a in enumerate(call.args):
+        if not (is_nhwc(a) or _is_scalar(a) or (isinstance(a, Constant) and a.data.ndim <= 4)):
+            return f"operand {i} is neither channels last, a scalar nor a constant"
+    return None
+
+
+def _rewrite_elementwise(call: Call, nhwc) -> Call:
+    args = []
+    for a in call.args:
+        if isinstance(a, Constant) and not _is_scalar(a):
+            args.append(_reordered_constant(a))
+        elif _is_scalar(a):
+            args.append(a)
+        else:
+            args.append(nhwc(a))
+    return make_call(call.op.name, *args, **call.attrs)
+
+
+def _check_concat(call: Call, is_nhwc) -> str | None:
+    fields = call.args[0]
+    if not (isinstance(fields, Tuple) and _rank4(call) and call.attrs["axis"] in (1, -3)):
+        return "not a concat of rank-4 tensors along the channels"
+    if not all(is_nhwc(f) for f in fields.fields):
+        return "an operand is not channels last"
+    return None
+
+
+def _rewrite_concat(call: Call, nhwc) -> Call:
+    return make_call("concat", Tuple(tuple(nhwc(f) for f in call.args[0].fields)), axis=3)
+
+
+def _check_flatten(call: Call, is_nhwc) -> str | None:
+    data = call.args[0]
+    if not (is_nhwc(data) and call.attrs["axis"] == 1):
+        return "not a flatten(axis=1) of a channels-last value"
+    shape = data.struct_info.shape
+    if shape is None or any(d != 1 for d in shape[2:]):
+        return "the spatial dims are not all 1"
+    return None
+
+
+def _rewrite_flatten(call: Call, nhwc) -> Call:
+    return make_call("flatten", nhwc(call.args[0]), axis=1)
+
+
+_SENSITIVE_RULE = LayoutRule("sensitive", _check_sensitive, _rewrite_sensitive)
+_ELEMENTWISE_RULE = LayoutRule("elementwise", _check_elementwise, _rewrite_elementwise)
+
+RULES: dict[str, LayoutRule] = {
+    **{op: _SENSITIVE_RULE for op in SENSITIVE},
+    "concat": LayoutRule("concat_channels", _check_concat, _rewrite_concat),
+    "flatten": LayoutRule("flatten_unit_spatial", _check_flatten, _rewrite_flatten, output_nhwc=False),
+}
+
+
+def rule_for(call: Call) -> LayoutRule | None:
+    """The rule for ``call``'s op (elementwise ops share one), or None."""
+    if not isinstance(call.op, Op):
+        return None
+    rule = RULES.get(call.op.name)
+    if rule is None and fusible_kind(call.op.name) == "elementwise":
+        return _ELEMENTWISE_RULE
+    return rule
+
+
+# ---------------------------------------------------------------- analysis
+
+
+def _transposed_from(value: Expr) -> Expr | None:
+    """``v`` when ``value`` is ``permute_dims(v, (0, 3, 1, 2))`` (channels last -> first)."""
+    if (isinstance(value, Call) and isinstance(value.op, Op) and value.op.name == "permute_dims"
+            and tuple(value.attrs["axes"] or ()) == TO_NCHW):
+        return value.args[0]
+    return None
+
+
+class _Uses(ExprVisitor):
+    """How often each var is referenced in a function."""
+
+    def __init__(self):
+        self.count: dict[Var, int] = {}
+
+    def visit_var_(self, var: Var) -> None:
+        self.count[var] = self.count.get(var, 0) + 1
+
+    def visit_dataflow_var_(self, var) -> None:
+        self.count[var] = self.count.get(var, 0) + 1
+
+
+def _plan(func: Function) -> dict[Var, LayoutRule]:
+    """The top-level bindings to rewrite, each with its rule: a conv where
+    its rule allows, the others when their operands allow it; then only
+    the regions (connected by channels-last reads) that gain something."""
+    nhwc: set[Var] = set()
+    chosen: dict[Var, LayoutRule] = {}
+    region: dict[Var, Var] = {}                   # union-find: var -> a var of its region
+    is_nhwc = lambda e: isinstance(e, Var) and e in nhwc  # noqa: E731
+
+    def root(v: Var) -> Var:
+        while region[v] is not v:
+            v = region[v]
+        return v
+
+    for block in func.body.blocks:
+        for b in block.bindings:
+            if isinstance(b, MatchCast) or not isinstance(b.value, Call):
+                continue
+            rule = rule_for(b.value)
+            if rule is None or rule.check(b.value, is_nhwc) is not None:
+                continue
+            chosen[b.var] = rule
+            region[b.var] = b.var
+            if rule.output_nhwc:
+                nhwc.add(b.var)
+            for a in _operands(b.value):
+                if is_nhwc(a):
+                    region[root(a)] = root(b.var)
+    return _worth_it(func, chosen, nhwc, root)
+
+
+def _worth_it(func: Function, chosen: dict, nhwc: set, root) -> dict[Var, LayoutRule]:
+    """``chosen`` without the regions that have no gaining conv
+    (:func:`_gains`) or fewer of them than the transposes in and out they
+    need (each costs about what a conv gains: a copy of its input or output)."""
+    values = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    uses = _Uses()
+    uses.visit_expr(func.body)
+    gains: dict[Var, int] = {}
+    transposes: dict[Var, int] = {}
+    entries: set[tuple[Var, Var]] = set()
+    reads: dict[Var, int] = {}
+    for v, rule in chosen.items():
+        r = root(v)
+        gains[r] = gains.get(r, 0) + (rule is _SENSITIVE_RULE and _gains(values[v]))
+        for a in _operands(values[v]):
+            if isinstance(a, Var) and a in nhwc:
+                reads[a] = reads.get(a, 0) + 1
+            elif isinstance(a, Var) and not _is_scalar(a) and _transposed_from(values.get(a)) is None:
+                entries.add((r, a))
+    for r, _ in entries:
+        transposes[r] = transposes.get(r, 0) + 1
+    for v in nhwc:
+        if uses.count.get(v, 0) > reads.get(v, 0):
+            transposes[root(v)] = transposes.get(root(v), 0) + 1
+    keep = {r for r, g in gains.items() if g > 0 and g >= transposes.get(r, 0)}
+    return {v: rule for v, rule in chosen.items() if root(v) in keep}
+
+
+def _operands(call: Call) -> list[Expr]:
+    return [e for a in call.args for e in (a.fields if isinstance(a, Tuple) else (a,))]
+
+
+def _gains(call: Call) -> bool:
+    """A conv that runs faster channels last (measured): depthwise, strided
+    KxK, or deep enough (C_in * taps >= MIN_DEPTH). 1x1 convs and pools are
+    about even, so a region of only those would only add its transposes."""
+    if not call.op.name.startswith("nn.conv"):
+        return False
+    weight = call.args[1].data.shape
+    taps = weight[2] * weight[3]
+    if taps == 1:
+        return False
+    depthwise = weight[1] == 1 and call.attrs["groups"] > 1
+    strided = any(s != 1 for s in _pair(call.attrs["strides"]))
+    return depthwise or strided or weight[1] * taps >= MIN_DEPTH
+
+
+# ---------------------------------------------------------------- rewrite
+
+
+class _Rewriter:
+    def __init__(self, func: Function, chosen: dict[Var, LayoutRule]):
+        self.builder = BlockBuilder(analyzer=function_analyzer(func))
+        self.chosen = chosen
+        uses = _Uses()
+        uses.visit_expr(func.body)
+        self.uses = uses.count
+        self.nhwc_reads: dict[Var, int] = {}
+        self.nhwc_of: dict[Var, Var] = {}      # channels-first var -> its channels-last var
+        self.bound: dict[Var, Expr] = {}       # var -> its value (to read transposes through)
+
+    def run(self, func: Function) -> Function:
+        self._count_nhwc_reads(func)
+        blocks = []
+        for block in func.body.blocks:
+            self.bindings: list = []
+            self.entry: dict[Var, Var] = {}    # per block: region inputs transposed in
+            self.dataflow = isinstance(block, DataflowBlock)
+            for b in block.bindings:
+                self._binding(b)
+            blocks.append(type(block)(tuple(self.bindings)))
+        return func.replace(body=func.body.replace(blocks=tuple(blocks)))
+
+    def _count_nhwc_reads(self, func: Function) -> None:
+        for block in func.body.blocks:
+            for b in block.bindings:
+                if b.var not in self.chosen:
+                    continue
+                for a in b.value.args:
+                    for e in (a.fields if isinstance(a, Tuple) else (a,)):
+                        if isinstance(e, Var):
+                            self.nhwc_reads[e] = self.nhwc_reads.get(e, 0) + 1
+
+    def _emit(self, var: Var | None, value: Expr, like: Var, span, var_type=None) -> Var:
+        """Bind ``value`` to ``var``, or to a new ``<like>_nhwc`` var of
+        ``var_type`` (default: like's own type, so it is visible where like is)."""
+        value = self.builder.normalize(value)
+        if var is None:
+            var = (var_type or type(like))(like.name_hint + "_nhwc", struct_info=value.struct_info)
+        self.bindings.append(VarBinding(var, value, span=span))
+        return var
+
+    def _nhwc(self, expr: Expr, span) -> Expr:
+        """``expr`` (a channels-first rank-4 var) channels last."""
+        if expr in self.nhwc_of:
+            return self.nhwc_of[expr]
+        source = _transposed_from(self.bound.get(expr)) if isinstance(expr, Var) else None
+        if source is not None:
+            return source
+        if expr not in self.entry:
+            value = make_call("permute_dims", expr, axes=TO_NHWC)
+            self.entry[expr] = self._emit(None, value, expr, span, DataflowVar if self.dataflow else Var)
+        return self.entry[expr]
+
+    def _binding(self, b) -> None:
+        rule = self.chosen.get(b.var)
+        if rule is None:
+            self.bindings.append(b)
+            self.bound[b.var] = b.value
+            return
+        new = rule.rewrite(b.value, lambda e: self._nhwc(e, b.span))
+        if not rule.output_nhwc:
+            self._emit(b.var, new, b.var, b.span)
+            return
+        nhwc_var = self._emit(None, new, b.var, b.span)
+        self.nhwc_of[b.var] = nhwc_var
+        if self.uses.get(b.var, 0) > self.nhwc_reads.get(b.var, 0):
+            # read channels first too (outside the region, in a nested scope or as the result)
+            self._emit(b.var, make_call("permute_dims", nhwc_var, axes=TO_NCHW), b.var, b.span)
+
+
+@function_pass(name="ConvertLayout", opt_level=2, requires=("import", "optimize"), produces="optimize")
+def convert_layout(func, mod, ctx):
+    """Rewrite the convolutional regions of ``func`` channels last (see the module docstring)."""
+    chosen = _plan(func)
+    if not any(rule is _SENSITIVE_RULE for rule in chosen.values()):
+        return func
+    return _Rewriter(func, chosen).run(func)
+
+
+__all__ = ["convert_layout", "RULES", "LayoutRule"]

@@ -1,0 +1,175 @@
+"""ConvertLayout: convolutional regions rewritten channels last (before/after
+texts, numerically equal), and the CNN models against onnxruntime."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import relaxpack
+from relaxpack.check import compare_outputs, onnxruntime_session
+from relaxpack.passes import PassContext
+from relaxpack.passes.convert_layout import convert_layout
+from relaxpack.runtime import VirtualMachine
+from benchmarks.models import MODELS as BENCHMARKS
+
+from .test_rewrite import assert_rewrites, assert_same_results, assert_unchanged
+
+MODELS = Path(__file__).resolve().parents[1] / "models"
+RNG = np.random.default_rng(0)
+DW = RNG.standard_normal((16, 1, 3, 3)).astype(np.float32)           # depthwise, OIHW
+PW = RNG.standard_normal((16, 3, 1, 1)).astype(np.float32)
+BIAS = RNG.standard_normal(16).astype(np.float32)
+SHIFT = RNG.standard_normal((1, 16, 1, 1)).astype(np.float32)
+STEM = RNG.standard_normal((16, 3, 3, 3)).astype(np.float32)
+
+
+def c(values) -> str:
+    return f'R.const({np.asarray(values, np.float32).tolist()}, "float32")'
+
+
+def hwio(w) -> np.ndarray:
+    return w.transpose(2, 3, 1, 0)
+
+
+def program(params: str, ret: str, body: str) -> str:
+    lines = "\n".join("        " + line for line in body.strip().splitlines())
+    return f'''
+@I.ir_module
+class Module:
+    @R.function
+    def main({params}) -> R.Tensor({ret}, "float32"):
+        n = T.int64()
+{lines}
+'''
+
+
+X = 'x: R.Tensor(("n", 16, 9, 7), "float32")'
+DW_ATTRS = 'groups=16, padding=1, strides=2, activation="relu"'
+DW1_ATTRS = 'groups=16, padding=1, activation="relu"'
+
+CASES = {
+    # a region: a transpose in, the convs with HWIO weights, the bias
+    # (1, C, 1, 1) reordered to (1, 1, 1, C), one transpose out
+    "depthwise_then_add": ((X, '("n", 16, 5, 4)'), f"""
+lv = R.nn.conv_bias_act(x, {c(DW)}, {c(BIAS)}, {DW_ATTRS})
+lv0 = R.nn.conv_bias_act(lv, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+lv1 = R.add(lv0, {c(SHIFT)})
+lv2 = R.nn.relu(lv1)
+return lv2
+""", f"""
+x_nhwc = R.permute_dims(x, axes=(0, 2, 3, 1))
+lv_nhwc = R.nn.conv_bias_act(x_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW_ATTRS}, data_layout="NHWC")
+lv0_nhwc = R.nn.conv_bias_act(lv_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv1_nhwc = R.add(lv0_nhwc, {c(SHIFT.transpose(0, 2, 3, 1))})
+lv2_nhwc = R.nn.relu(lv1_nhwc)
+lv2 = R.permute_dims(lv2_nhwc, axes=(0, 3, 1, 2))
+return lv2
+"""),
+    # one depthwise conv does not pay for a transpose in and one out
+    "single_gain": ((X, '("n", 16, 5, 4)'), f"""
+lv = R.nn.conv_bias_act(x, {c(DW)}, {c(BIAS)}, {DW_ATTRS})
+return lv
+""", f"""
+lv = R.nn.conv_bias_act(x, {c(DW)}, {c(BIAS)}, {DW_ATTRS})
+return lv
+"""),
+    # flatten after a global pool reads the region as it is: no transpose out
+    "global_pool_flatten": ((X, '("n", 16)'), f"""
+lv = R.nn.conv_bias_act(x, {c(DW)}, {c(BIAS)}, {DW_ATTRS})
+lv1 = R.nn.global_avg_pool(lv)
+lv2 = R.flatten(lv1, axis=1)
+return lv2
+""", f"""
+x_nhwc = R.permute_dims(x, axes=(0, 2, 3, 1))
+lv_nhwc = R.nn.conv_bias_act(x_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW_ATTRS}, data_layout="NHWC")
+lv1_nhwc = R.nn.global_avg_pool(lv_nhwc, data_layout="NHWC")
+lv2 = R.flatten(lv1_nhwc, axis=1)
+return lv2
+"""),
+    # concat along the channels of two region values -> axis 3; a transpose
+    # into the region of a transpose out of channels last cancels
+    "concat_and_cancelling_transpose": (('y: R.Tensor(("n", 9, 7, 16), "float32")', '("n", 32, 9, 7)'), f"""
+x = R.permute_dims(y, axes=(0, 3, 1, 2))
+lv = R.nn.conv_bias_act(x, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+lv1 = R.nn.conv_bias_act(lv, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+lv2 = R.concat((lv, lv1), axis=1)
+return lv2
+""", f"""
+lv_nhwc = R.nn.conv_bias_act(y, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv1_nhwc = R.nn.conv_bias_act(lv_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv2_nhwc = R.concat((lv_nhwc, lv1_nhwc), axis=3)
+lv2 = R.permute_dims(lv2_nhwc, axes=(0, 3, 1, 2))
+return lv2
+"""),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_convert_layout(name):
+    (params, ret), before, expected = CASES[name]
+    mod, out = assert_rewrites(convert_layout, program(params, ret, before), program(params, ret, expected))
+    assert_same_results(mod, out, [{"n": 1}, {"n": 3}])
+
+
+UNCHANGED = {
+    # a 3-channel stem does not start a region (channels-last im2col is slower)
+    "stem": ('x: R.Tensor(("n", 3, 9, 7), "float32")', '("n", 16, 5, 4)',
+             f"lv = R.nn.conv(x, {c(STEM)}, strides=2, padding=1)\nreturn lv"),
+    # a region of 1x1 convs only would gain nothing and pay its transposes
+    "pointwise_only": (X, '("n", 3, 9, 7)', f"lv = R.nn.conv(x, {c(PW.transpose(1, 0, 2, 3))})\nreturn lv"),
+    # pools do not start a region
+    "pool_only": (X, '("n", 16, 5, 4)', "lv = R.nn.max_pool(x, pool_size=3, strides=2, padding=1)\nreturn lv"),
+}
+
+
+@pytest.mark.parametrize("name", UNCHANGED)
+def test_convert_layout_leaves_alone(name):
+    params, ret, body = UNCHANGED[name]
+    assert_unchanged(convert_layout, program(params, ret, body))
+
+
+# ---------------------------------------------------------------- models
+
+
+def _check_against_onnxruntime(model, dims, feeds_for, batches=(1, 3), converts=True):
+    mod = relaxpack.from_onnx(model, dims=dims)
+    exe = relaxpack.build(mod)
+    assert ('("data_layout", "NHWC")' in exe.metadata["ir"]) == converts
+    plan = exe.metadata["memory_plan"]
+    assert plan["arena_bytes"] == plan["lower_bound_bytes"]
+    vm, session = VirtualMachine(exe), onnxruntime_session(model)
+    names = [o.name for o in session.get_outputs()]
+    for batch in batches:
+        feeds = feeds_for(batch)
+        diffs = compare_outputs(names, vm.run(feeds), session.run(None, feeds), 1e-4, 1e-4)
+        assert all(d.passed for d in diffs), diffs
+
+
+def test_resnet_small_channels_last_matches_onnxruntime():
+    model = onnx.load(str(MODELS / "resnet_small.onnx"))
+    rng = np.random.default_rng(1)
+    _check_against_onnxruntime(model, None, lambda b: {"input": rng.standard_normal((b, 3, 32, 32)).astype(np.float32)})
+
+
+# at smoke size UNet's convs are all shallow stride-1 3x3 ones or 1x1: no region gains
+@pytest.mark.parametrize("name, converts", [("resnet18", True), ("mobilenetv2", True), ("unet", False),
+                                            ("yolo_head", True)])
+def test_benchmark_cnn_channels_last_matches_onnxruntime(name, converts):
+    bench = BENCHMARKS[name]("smoke")
+    setting = bench.settings[0]
+    shape = {k: v.shape for k, v in setting.feeds(0).items()}
+    rng = np.random.default_rng(2)
+    batches = (1,) if name == "unet" else (1, 3)       # unet's batch is bound at import for smoke too
+    _check_against_onnxruntime(bench.model, bench.import_dims, lambda b: {
+        k: rng.standard_normal((b, *s[1:])).astype(np.float32) for k, s in shape.items()}, batches, converts)
+
+
+def test_disabling_the_pass_keeps_channels_first():
+    bench = BENCHMARKS["mobilenetv2"]("smoke")
+    with PassContext(disabled_passes=["ConvertLayout"]):
+        exe = relaxpack.build(relaxpack.from_onnx(bench.model, dims=bench.import_dims))
+    assert "NHWC" not in exe.metadata["ir"]

@@ -1,0 +1,94 @@
+"""Channels-last (data_layout="NHWC") conv and pooling kernels against onnxruntime:
+the inputs are given channels last (weights HWIO), the NCHW reference is transposed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relaxpack.runtime.kernels.conv_nhwc import nhwc_plan
+from relaxpack.runtime.kernels.nn import conv_workspace
+
+from .test_kernels_nn import CONV_CASES, CONV_TOL, POOL_CASES, conv_ref, pool_onnx_attrs
+from .test_kernels_registry import assert_close, rand, run_kernel, run_onnx
+
+EXTRA_CASES = [
+    ((2, 32, 9, 9), (32, 1, 3, 3), dict(groups=32, strides=2, padding=1)),  # depthwise, stride 2
+    ((1, 16, 6, 5), (16, 1, 3, 3), dict(groups=16)),                         # depthwise, no padding
+    ((1, 3, 15, 15), (8, 3, 7, 7), dict(strides=2, padding=3)),              # ResNet's stem
+]
+
+
+def last(a: np.ndarray) -> np.ndarray:
+    """(N, C, *spatial) -> (N, *spatial, C)."""
+    return np.ascontiguousarray(np.moveaxis(a, 1, -1))
+
+
+def hwio(w: np.ndarray) -> np.ndarray:
+    """(O, I, *kernel) -> (*kernel, I, O)."""
+    return np.ascontiguousarray(np.moveaxis(w, (0, 1), (-1, -2)))
+
+
+@pytest.mark.parametrize("data, weight, attrs", CONV_CASES + EXTRA_CASES)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_conv_nhwc(dtype, data, weight, attrs):
+    rng = np.random.default_rng(0)
+    x, w = rand(rng, data, dtype), rand(rng, weight, dtype)
+    expected = conv_ref(x, w, attrs, "ort" if dtype == "float32" else "ref")
+    got = run_kernel("nn.conv", last(x), hwio(w), data_layout="NHWC", **attrs)
+    assert_close(got, last(expected), **CONV_TOL[dtype])
+
+
+@pytest.mark.parametrize("data, weight, attrs", CONV_CASES[2:8] + EXTRA_CASES)
+def test_conv_bias_act_nhwc(data, weight, attrs):
+    rng = np.random.default_rng(1)
+    x, w = rand(rng, data, "float32"), rand(rng, weight, "float32")
+    b = rand(rng, (weight[0],), "float32")
+    expected = np.maximum(conv_ref(x, w, attrs, "ort") + b.reshape(-1, *(1,) * (x.ndim - 2)), 0)
+    got = run_kernel("nn.conv_bias_act", last(x), hwio(w), b, data_layout="NHWC", activation="relu", **attrs)
+    assert_close(got, last(expected), **CONV_TOL["float32"])
+
+
+@pytest.mark.parametrize("data, weight, attrs, method", [
+    ((1, 8, 5, 6), (4, 8, 1, 1), {}, "pointwise"),
+    ((1, 8, 5, 6), (4, 8, 1, 1), dict(strides=2), "gemm"),
+    ((1, 8, 5, 6), (4, 8, 3, 3), dict(padding=1), "gemm"),
+    ((1, 8, 5, 6), (8, 1, 3, 3), dict(padding=1, groups=8), "depthwise"),
+])
+def test_nhwc_plan_method_and_workspace(data, weight, attrs, method):
+    """The plan picks the method its docstring names; only the pointwise GEMM
+    needs no workspace, and it grows with the batch."""
+    n, c, h, w_ = data
+    o, i, kh, kw = weight
+    s, p = attrs.get("strides", 1), attrs.get("padding", 0)
+    lengths = ((h + 2 * p - kh) // s + 1, (w_ + 2 * p - kw) // s + 1)
+    plan = nhwc_plan((h, w_), (kh, kw), (s, s), (1, 1), (p, p), lengths, attrs.get("groups", 1) == c)
+    assert plan.method == method
+    one = conv_workspace((1, h, w_, c), (kh, kw, i, o), "float32", data_layout="NHWC", **attrs)
+    three = conv_workspace((3, h, w_, c), (kh, kw, i, o), "float32", data_layout="NHWC", **attrs)
+    assert (one is None) == (method == "pointwise") and (one is None or three > one)
+
+
+@pytest.mark.parametrize("data, attrs", [case for case in POOL_CASES if len(case[0]) == 4])
+def test_max_pool_nhwc(data, attrs):
+    rng = np.random.default_rng(4)
+    x = rand(rng, data, "float32")
+    expected, = run_onnx("MaxPool", [x], pool_onnx_attrs(x, attrs), backend="ort")
+    assert_close(run_kernel("nn.max_pool", last(x), data_layout="NHWC", **attrs), last(expected))
+
+
+@pytest.mark.parametrize("data, attrs", [case for case in POOL_CASES if len(case[0]) == 4])
+def test_avg_pool_nhwc(data, attrs):
+    rng = np.random.default_rng(5)
+    x = rand(rng, data, "float32")
+    expected, = run_onnx("AveragePool", [x], pool_onnx_attrs(x, attrs, count_include_pad=1), backend="ort")
+    got = run_kernel("nn.avg_pool", last(x), data_layout="NHWC", count_include_pad=True, **attrs)
+    assert_close(got, last(expected))
+
+
+@pytest.mark.parametrize("name, op", [("nn.global_avg_pool", "GlobalAveragePool"),
+                                      ("nn.global_max_pool", "GlobalMaxPool")])
+def test_global_pool_nhwc(name, op):
+    x = rand(np.random.default_rng(6), (2, 3, 5, 7), "float32")
+    expected, = run_onnx(op, [x], backend="ort")
+    assert_close(run_kernel(name, last(x), data_layout="NHWC"), last(expected))
