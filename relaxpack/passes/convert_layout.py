@@ -23,7 +23,8 @@ layout the NHWC kernel reads. Rules (table :data:`RULES`, op name ->
 - layout-sensitive ops continue a region: ``nn.conv``,
   ``nn.conv_bias_act`` (a constant weight), ``nn.max_pool``,
   ``nn.avg_pool``, ``nn.global_avg_pool``, ``nn.global_max_pool``; a conv
-  of at least :data:`ENTRY_MIN_CHANNELS` input channels starts one;
+  of at least ``THRESHOLDS.entry_min_channels`` input channels starts one
+  (:class:`Thresholds`: when a conv joins a region or gains from one);
 - elementwise ops continue one when an operand is already channels last and
   the others are too, or are scalars or constants (reordered: a bias
   ``(1, C, 1, 1)`` becomes ``(1, 1, 1, C)``);
@@ -61,20 +62,35 @@ from .infra import function_pass
 TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)
 
-#: a conv starts a region only with this many input channels: with fewer
-#: (a 3-channel stem) the channels-last im2col copies runs of 3 values and
-#: runs 2.2x slower than the channels-first engine (224x224 stems of
-#: MobileNetV2 and ResNet-18), more than transposing its output in costs
-ENTRY_MIN_CHANNELS = 16
+@dataclass(frozen=True)
+class Thresholds:
+    """When a conv joins or gains from a channels-last region (measured, 1
+    thread, on the benchmark CNNs; A/B runs in one process decide them).
 
-#: a stride-1 KxK conv stays channels first below this many products per
-#: output value (C_in * taps) on an output of at least SMALL_PLANE_PIXELS:
-#: there the channels-first engine's row-split GEMM avoids most of the
-#: im2col, which channels last copies in runs of C values: 2.5x / 1.8x /
-#: 1.2x slower for UNet's 16 / 32 / 64-channel 3x3 convs at 256 / 128 / 80
-#: pixels square, 0.85-0.9x from 128 channels (measured, 1 thread)
-MIN_DEPTH = 1024
-SMALL_PLANE_PIXELS = 4096
+    - ``entry_min_channels``: a conv starts a region only with this many
+      input channels: with fewer (a 3-channel stem) channels last runs
+      2-4x slower than the channels-first engine, more than transposing
+      its output in costs;
+    - ``shallow_depth`` / ``large_plane_pixels``: a stride-1 KxK conv of
+      fewer products per output value (C_in * taps) on an output of at
+      least that many pixels stays channels first. The per-tap GEMMs
+      (``conv_nhwc`` "taps") run such convs at 0.9-1.3x the channels-first
+      row-split GEMM's time, but while Resize and ConvTranspose end a
+      region, letting them join (depth 256) made UNet 4% slower (more,
+      smaller regions: A/B in one process), so the bar stays at 1024;
+    - ``gain_min_depth``: a stride-1 KxK conv counts as a gain (a reason to
+      keep a region) from this depth on: 0.8-0.9x the channels-first time
+      from 128 channels.
+    """
+
+    entry_min_channels: int = 16
+    shallow_depth: int = 1024
+    large_plane_pixels: int = 4096
+    gain_min_depth: int = 1024
+
+
+#: the thresholds the pass uses
+THRESHOLDS = Thresholds()
 
 #: ops whose data layout is an attribute (the channels-first ones become NHWC)
 SENSITIVE = ("nn.conv", "nn.conv_bias_act", "nn.max_pool", "nn.avg_pool", "nn.global_avg_pool",
@@ -118,20 +134,22 @@ def _check_sensitive(call: Call, is_nhwc) -> str | None:
         if not is_conv:
             return f"R.{call.op.name} does not start a region (its input is channels first)"
         channels = call.args[0].struct_info.shape[1] if call.args[0].struct_info.shape else None
-        if not (isinstance(channels, int) and channels >= ENTRY_MIN_CHANNELS):
-            return f"a conv of {channels} input channels does not start a region (< {ENTRY_MIN_CHANNELS})"
+        least = THRESHOLDS.entry_min_channels
+        if not (isinstance(channels, int) and channels >= least):
+            return f"a conv of {channels} input channels does not start a region (< {least})"
     return None
 
 
 def _prefers_channels_first(call: Call) -> bool:
-    """A stride-1, non-depthwise KxK conv shallow for its plane (see MIN_DEPTH)."""
+    """A stride-1, non-depthwise KxK conv shallow for its plane (see :class:`Thresholds`)."""
     weight, out = call.args[1].data.shape, call.struct_info.shape
     taps = weight[2] * weight[3]
     depthwise = weight[1] == 1 and call.attrs["groups"] > 1
     if taps == 1 or depthwise or any(s != 1 for s in _pair(call.attrs["strides"])) or out is None:
         return False
     pixels = out[2] * out[3] if isinstance(out[2], int) and isinstance(out[3], int) else None
-    return weight[1] * taps < MIN_DEPTH and (pixels is None or pixels >= SMALL_PLANE_PIXELS)
+    return (weight[1] * taps < THRESHOLDS.shallow_depth
+            and (pixels is None or pixels >= THRESHOLDS.large_plane_pixels))
 
 
 def _pair(value) -> tuple:
@@ -322,7 +340,7 @@ def _operands(call: Call) -> list[Expr]:
 
 def _gains(call: Call) -> bool:
     """A conv that runs faster channels last (measured): depthwise, strided
-    KxK, or deep enough (C_in * taps >= MIN_DEPTH). 1x1 convs and pools are
+    KxK, or deep enough (C_in * taps >= ``THRESHOLDS.gain_min_depth``). 1x1 convs and pools are
     about even, so a region of only those would only add its transposes."""
     if not call.op.name.startswith("nn.conv"):
         return False
@@ -332,7 +350,7 @@ def _gains(call: Call) -> bool:
         return False
     depthwise = weight[1] == 1 and call.attrs["groups"] > 1
     strided = any(s != 1 for s in _pair(call.attrs["strides"]))
-    return depthwise or strided or weight[1] * taps >= MIN_DEPTH
+    return depthwise or strided or weight[1] * taps >= THRESHOLDS.gain_min_depth
 
 
 # ---------------------------------------------------------------- rewrite
@@ -418,4 +436,4 @@ def convert_layout(func, mod, ctx):
     return _Rewriter(func, chosen).run(func)
 
 
-__all__ = ["convert_layout", "RULES", "LayoutRule"]
+__all__ = ["convert_layout", "RULES", "LayoutRule", "Thresholds", "THRESHOLDS"]

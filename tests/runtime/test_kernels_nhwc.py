@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relaxpack.runtime.kernels.conv_nhwc import nhwc_plan
+from relaxpack.runtime.kernels.conv_nhwc import nhwc_plan, prefers_taps
 from relaxpack.runtime.kernels.nn import conv_workspace
 
 from .test_kernels_nn import CONV_CASES, CONV_TOL, POOL_CASES, conv_ref, pool_onnx_attrs
@@ -16,6 +16,11 @@ EXTRA_CASES = [
     ((2, 32, 9, 9), (32, 1, 3, 3), dict(groups=32, strides=2, padding=1)),  # depthwise, stride 2
     ((1, 16, 6, 5), (16, 1, 3, 3), dict(groups=16)),                         # depthwise, no padding
     ((1, 3, 15, 15), (8, 3, 7, 7), dict(strides=2, padding=3)),              # ResNet's stem
+    # large planes run by per-tap GEMMs ("taps"): odd sizes, padding, dilation, no padding, 1-d
+    ((2, 5, 83, 81), (7, 5, 3, 3), dict(padding=1)),
+    ((1, 4, 85, 90), (6, 4, 3, 5), dict(padding=(2, 1, 2, 3), dilation=(1, 2))),
+    ((1, 3, 84, 84), (5, 3, 3, 3), {}),
+    ((2, 3, 7000), (4, 3, 5), dict(padding=2)),
 ]
 
 
@@ -54,6 +59,9 @@ def test_conv_bias_act_nhwc(data, weight, attrs):
     ((1, 8, 5, 6), (4, 8, 1, 1), dict(strides=2), "gemm"),
     ((1, 8, 5, 6), (4, 8, 3, 3), dict(padding=1), "gemm"),
     ((1, 8, 5, 6), (8, 1, 3, 3), dict(padding=1, groups=8), "depthwise"),
+    ((1, 8, 81, 80), (4, 8, 3, 3), dict(padding=1), "taps"),
+    ((1, 8, 81, 80), (4, 8, 3, 3), dict(padding=1, strides=2), "gemm"),
+    ((1, 8, 81, 80), (8, 4, 3, 3), dict(padding=1, groups=2), "gemm"),
 ])
 def test_nhwc_plan_method_and_workspace(data, weight, attrs, method):
     """The plan picks the method its docstring names; only the pointwise GEMM
@@ -62,7 +70,8 @@ def test_nhwc_plan_method_and_workspace(data, weight, attrs, method):
     o, i, kh, kw = weight
     s, p = attrs.get("strides", 1), attrs.get("padding", 0)
     lengths = ((h + 2 * p - kh) // s + 1, (w_ + 2 * p - kw) // s + 1)
-    plan = nhwc_plan((h, w_), (kh, kw), (s, s), (1, 1), (p, p), lengths, attrs.get("groups", 1) == c)
+    plan = nhwc_plan((h, w_), (kh, kw), (s, s), (1, 1), (p, p), lengths, attrs.get("groups", 1) == c,
+                     prefers_taps(attrs.get("groups", 1), lengths[0] * lengths[1]))
     assert plan.method == method
     one = conv_workspace((1, h, w_, c), (kh, kw, i, o), "float32", data_layout="NHWC", **attrs)
     three = conv_workspace((3, h, w_, c), (kh, kw, i, o), "float32", data_layout="NHWC", **attrs)
