@@ -34,7 +34,7 @@ def specializable(fn, n_static: int, specialize) -> None:
     fn.specialize = specialize
 
 
-def _error(ctx: str, message: str) -> Exception:
+def input_or_shape_error(ctx: str, message: str) -> Exception:
     cls = InputError if ctx.startswith("input") else ShapeError
     return cls(f"{ctx}: {message}")
 
@@ -116,11 +116,11 @@ def _compile_all(programs, heap_size: int):
 def check_tensor(value, dtype, ndim: int, ctx: str):
     """Check that ``value`` is an array of ``dtype`` (None: any) and rank ``ndim`` (-1: any)."""
     if not isinstance(value, np.ndarray):
-        raise _error(ctx, f"expected a tensor, got {type(value).__name__}")
+        raise input_or_shape_error(ctx, f"expected a tensor, got {type(value).__name__}")
     if dtype is not None and value.dtype != numpy_dtype(dtype):
-        raise _error(ctx, f"has dtype {value.dtype}, expected {dtype}")
+        raise input_or_shape_error(ctx, f"has dtype {value.dtype}, expected {dtype}")
     if ndim >= 0 and value.ndim != ndim:
-        raise _error(ctx, f"has rank {value.ndim} (shape {value.shape}), expected rank {ndim}")
+        raise input_or_shape_error(ctx, f"has rank {value.ndim} (shape {value.shape}), expected rank {ndim}")
     return value
 
 
@@ -142,7 +142,7 @@ def _match_shape_specialize(pattern, ctx: str, heap_size: int):
     def match(value, heap):
         shape = value.shape if isinstance(value, np.ndarray) else value
         if len(shape) != rank:
-            raise _error(ctx, f"has rank {len(shape)} (shape {tuple(shape)}), expected rank {rank}")
+            raise input_or_shape_error(ctx, f"has rank {len(shape)} (shape {tuple(shape)}), expected rank {rank}")
         for check, dim in zip(checks, shape):
             check(int(dim), heap)
         return value
@@ -158,7 +158,7 @@ def _compile_entry(i: int, entry, ctx: str, heap_size: int):
     if isinstance(entry, int) and not isinstance(entry, bool):
         def check_const(dim, heap):
             if dim != entry:
-                raise _error(ctx, f"dim {i} is {dim}, expected {entry}")
+                raise input_or_shape_error(ctx, f"dim {i} is {dim}, expected {entry}")
         return check_const
     if isinstance(entry, (list, tuple)) and len(entry) == 5 and entry[0] == "store":
         _, slot, name, lo, hi = entry
@@ -168,7 +168,7 @@ def _compile_entry(i: int, entry, ctx: str, heap_size: int):
         def store(dim, heap):
             if dim < lo or (hi is not None and dim > hi):
                 bound = f"{lo}..{hi}" if hi is not None else f">= {lo}"
-                raise _error(ctx, f"dim {i} ({name}) is {dim}, outside its range {bound}")
+                raise input_or_shape_error(ctx, f"dim {i} ({name}) is {dim}, outside its range {bound}")
             heap[slot] = dim
         return store
     if isinstance(entry, (list, tuple)) and len(entry) == 3 and entry[0] == "eq":
@@ -178,7 +178,7 @@ def _compile_entry(i: int, entry, ctx: str, heap_size: int):
         def check_eq(dim, heap):
             expected = fn(heap)
             if dim != expected:
-                raise _error(ctx, f"dim {i} is {dim}, but {name} = {expected} here "
+                raise input_or_shape_error(ctx, f"dim {i} is {dim}, but {name} = {expected} here "
                                   f"(from an earlier input or the model's shape relations)")
         return check_eq
     raise ArchiveError(f"malformed match_shape entry {entry!r}")
@@ -188,7 +188,7 @@ def _compile_entry(i: int, entry, ctx: str, heap_size: int):
 def check_prim(value, dtype: str, ctx: str):
     array = np.asarray(value)
     if array.ndim != 0:
-        raise _error(ctx, f"expected a scalar, got shape {array.shape}")
+        raise input_or_shape_error(ctx, f"expected a scalar, got shape {array.shape}")
     return array.astype(numpy_dtype(dtype)).item() if dtype.startswith(("int", "uint")) else array.item()
 
 

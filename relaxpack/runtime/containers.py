@@ -14,30 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError, ShapeError
-from .builtins import builtin
-from .dtypes import numpy_dtype
+from ..errors import InputError
+from .builtins import input_or_shape_error, builtin, check_tensor as _check_array
 
 CONTAINER_KINDS = ("sequence", "optional", "optional_sequence")
 
 
-def _error(ctx: str, message: str) -> Exception:
-    cls = InputError if ctx.startswith("input") else ShapeError
-    return cls(f"{ctx}: {message}")
-
-
-def _check_array(value, dtype, ndim: int, ctx: str):
-    if not isinstance(value, np.ndarray):
-        raise _error(ctx, f"expected a tensor, got {type(value).__name__}")
-    if dtype is not None and value.dtype != numpy_dtype(dtype):
-        raise _error(ctx, f"has dtype {value.dtype}, expected {dtype}")
-    if ndim >= 0 and value.ndim != ndim:
-        raise _error(ctx, f"has rank {value.ndim} (shape {value.shape}), expected rank {ndim}")
-
-
 def _check_sequence(value, dtype, ndim: int, ctx: str):
     if not isinstance(value, tuple):
-        raise _error(ctx, f"expected a sequence (a tuple of arrays), got {type(value).__name__}")
+        raise input_or_shape_error(ctx, f"expected a sequence (a tuple of arrays), got {type(value).__name__}")
     for i, item in enumerate(value):
         _check_array(item, dtype, ndim, f"{ctx} element {i}")
 
@@ -51,7 +36,7 @@ def check_container(value, kind: str, dtype, ndim: int, ctx: str):
         if value is not None:
             (_check_sequence if kind == "optional_sequence" else _check_array)(value, dtype, ndim, ctx)
     else:
-        raise _error(ctx, f"unknown container kind {kind!r}")
+        raise input_or_shape_error(ctx, f"unknown container kind {kind!r}")
     return value
 
 
