@@ -364,8 +364,8 @@ def pool(b: GraphBuilder) -> bool:
     strides = [b.draw.integer(1, 2) for _ in range(nsp)]
     pads = [b.draw.integer(0, k - 1) for k in ks] + [b.draw.integer(0, k - 1) for k in ks]  # begins, ends
     auto = b.draw.choice(("NOTSET",) * 3 + ("SAME_UPPER", "SAME_LOWER"))
-    # a window smaller than the stride pads negatively: onnxruntime's MaxPool refuses it
-    if auto != "NOTSET" and op == "MaxPool" and any(k < s for k, s in zip(ks, strides)):
+    # a window smaller than the stride pads negatively: onnxruntime's pools refuse that (mostly)
+    if auto != "NOTSET" and any(k < s for k, s in zip(ks, strides)):
         auto = "NOTSET"
     ceil = auto == "NOTSET" and b.opset >= 10 and b.draw.chance(0.3)
     out_dims = []
