@@ -256,6 +256,19 @@ def test_conv_transpose(x_shape, w_shape, attrs, rng):
     check(m, {"x": rand(rng, x_shape)}, reference=reference, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+@pytest.mark.parametrize("stride, k", [(3, 2), (3, 1), (4, 1), (2, 3)], ids=str)
+def test_conv_transpose_same_with_a_kernel_smaller_than_the_stride(auto_pad, stride, k, rng):
+    """The output is h * stride: the spec's negative padding extends it with
+    zeros (then the bias). Against onnx's reference: onnxruntime clamps the
+    padding at 0 and gives a shorter output."""
+    inits = {"w": rand(rng, (2, 3, k, k)), "b": rand(rng, (3,))}
+    m = model(node("ConvTranspose", ["x", "w", "b"], auto_pad=auto_pad, strides=[stride, stride]),
+              [inp("x", "float32", [1, 2, "h", 3])], initializers=inits)
+    mod = check(m, [{"x": rand(rng, (1, 2, h, 3))} for h in (1, 2, 5)], reference="ref", rtol=1e-4, atol=1e-5)
+    assert f'R.Tensor((1, 3, "{stride} * h", {3 * stride}), "float32")' in mod.script()
+
+
 def test_conv_transpose_symbolic_batch_and_spatial(rng):
     m = model(node("ConvTranspose", ["x", "w"], strides=[2, 2], pads=[1, 0, 0, 1]),
               [inp("x", "float32", ["n", 2, "h", 3])], initializers={"w": rand(rng, (2, 3, 3, 3))})

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ....ir.dims import Dim
+from ....ir.dims import Dim, format_dim
 from ....ir.expr import TupleGetItem
 from ....runtime.dtypes import numpy_dtype
 from ....ops.registry import make_call
@@ -172,41 +172,44 @@ def conv_transpose(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, grou
     extra = spatial_attr(ctx, output_padding, n, 0, "output_padding")
     if output_shape and len(output_shape) == n + 2:
         output_shape = output_shape[2:]
+    grow = (0,) * (2 * n)
     if output_shape or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        padding, extra = _transpose_padding(ctx, x, kernel, strides, dilations, extra, output_shape, auto_pad, n)
+        padding, grow = _transpose_padding(ctx, x, kernel, strides, dilations, extra, output_shape, auto_pad, n)
     elif auto_pad in ("NOTSET", "", "VALID"):
         padding = _pads(ctx, pads, n) if auto_pad != "VALID" else (0,) * (2 * n)
     else:
         raise unsupported(ctx, f"auto_pad={auto_pad!r}")
     out = make_call("nn.conv_transpose", ctx.expr(x), ctx.expr(w), strides=strides, padding=padding,
                     output_padding=extra, dilation=dilations, groups=group)
+    if any(grow):   # cells no input reaches: zeros, then the bias
+        out = make_call("pad", ctx.expr(ctx.emit(out)), pads=(0, 0, *grow[:n], 0, 0, *grow[n:]))
     return _add_bias(ctx, out, b, n + 2)
 
 
 def _transpose_padding(ctx, x, kernel, strides, dilations, extra, output_shape, auto_pad, n):
-    """(padding, output_padding) giving ``output_shape`` (or ``size * stride``
-    for SAME). A negative end padding extends the output with zeros: it
-    becomes extra output padding."""
+    """(padding, growth) giving ``output_shape`` (or ``size * stride`` for
+    SAME), as the spec's formula says. A negative padding (a kernel smaller
+    than the stride, or an output_shape beyond the last input's reach)
+    extends the output with zeros: the growth, padded on explicitly."""
     if x.shape is None:
         raise unsupported(ctx, "output_shape / SAME auto_pad need the input's spatial dims")
     if output_shape and len(output_shape) != n:
         raise malformed(ctx, f"output_shape={list(output_shape)} needs {n} values")
-    begins, ends, out_pad = [], [], []
+    begins, ends, grow_begins, grow_ends = [], [], [], []
     for i, (size, k, s, d, p) in enumerate(zip(x.shape[2:], kernel, strides, dilations, extra)):
         target = output_shape[i] if output_shape else size * s
         if not isinstance(k, int):
             raise unsupported(ctx, f"a symbolic kernel dim {k} with output_shape / SAME auto_pad")
         total = ctx.bb.analyzer.simplify(s * (size - 1) + p + d * (k - 1) + 1 - target)
         if not isinstance(total, int):
-            raise unsupported(ctx, f"output_shape {list(output_shape)} with the symbolic input dim {size}")
+            raise unsupported(ctx, f"output_shape {list(output_shape)} with the symbolic input dim "
+                                   f"{format_dim(size)}: the padding would depend on it")
         b, e = _split_total(total, auto_pad == "SAME_UPPER")
-        if b < 0 or (e < 0 and p - e >= max(s, d)):
-            raise unsupported(ctx, f"output_shape {list(output_shape or ())} is larger than the transposed "
-                                   f"convolution can produce")
-        begins.append(b)
+        begins.append(max(b, 0))
         ends.append(max(e, 0))
-        out_pad.append(p - min(e, 0))
-    return tuple(begins + ends), tuple(out_pad)
+        grow_begins.append(max(-b, 0))
+        grow_ends.append(max(-e, 0))
+    return tuple(begins + ends), tuple(grow_begins + grow_ends)
 
 
 # ---------------------------------------------------------------- pooling
