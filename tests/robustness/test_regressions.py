@@ -217,6 +217,19 @@ def test_if_whose_branch_shapes_agree_only_within_the_dim_ranges():
         assert compare(got, ort_session(m).run(None, feeds)[0]) is None
 
 
+def test_op_after_a_conv_whose_dim_the_range_makes_static():
+    # n in [2, 3]: SimplifyShapes makes the conv's n // 2 a 1; Legalize re-infers the conv as n // 2, so
+    # the softmax's argument changed and its call had no struct info ("cannot legalize", campaign seed 8)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], dilations=[2], kernel_shape=[2], pads=[1, 0], strides=[2]),
+             helper.make_node("Softmax", ["c"], ["y"], axis=-3)]
+    m = model(nodes, [("x", F, [4, 4, "n"])], [("w", np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 4, 2))])
+    for n in (2, 3):
+        x = np.linspace(-2, 2, 16 * n, dtype=np.float32).reshape(4, 4, n)
+        want = ort_session(m).run(None, {"x": x})[0]
+        for level in (0, 2):
+            assert compare(relaxpack_run(m, {"x": x}, dims={"n": (2, 3)}, opt_level=level), want) is None
+
+
 # ---------------------------------------------------------------- limitations lifted
 @pytest.mark.parametrize("step", [1, -1, 2])
 def test_slice_with_a_symbolic_end_that_may_be_negative(step):

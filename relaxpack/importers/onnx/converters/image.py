@@ -27,7 +27,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ....ir.dims import Dim, format_dim
+from ....ir.dims import Dim
 from ....ops.registry import make_call
 from ....runtime.dtypes import numpy_dtype
 from ..registry import register_converter
