@@ -36,6 +36,8 @@ class _Legalizer(ExprMutator):
         call = super().visit_call_(call)
         if not isinstance(call.op, Op) or call.op.name in INTRINSICS or call.op.name in CONTROL_FLOW:
             return call
+        if call.struct_info is None:   # an argument was rewritten: infer the output again
+            call = self.builder.normalize(call)
         return legalize_call(call)
 
 

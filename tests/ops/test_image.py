@@ -157,3 +157,25 @@ def test_pad_crop_of_a_symbolic_dim_that_is_provably_too_small():
     with pytest.raises(ShapeError, match=r"R\.pad: pads \(-3, 0, -3, 0\) crop more than the dim batch"):
         infer("pad", T((b, 4)), pads=(-3, 0, -3, 0), analyzer=ana)
     assert infer("pad", T((b, 4)), pads=(-1, 0, 0, 0), analyzer=ana) == T((b - 1, 4))
+
+
+# ---------------------------------------------------------------- dynamic_pad
+
+
+def test_dynamic_pad_shapes_are_symbolic():
+    t = 2 * ((h + 1) // 2) + 1 - h          # SAME padding of a stride-2, 3-wide window over h
+    out = infer("dynamic_pad", T((b, 3, h)), size(0, 0, t // 2, 0, 0, t - t // 2), pad_value=0.0)
+    assert out == T((b, 3, 2 * ((h + 1) // 2) + 1))
+    assert infer("dynamic_pad", T((b, 4)), size(h, 0, 1, w)) == T((b + h + 1, w + 4))
+
+
+@pytest.mark.parametrize("args, attrs, error, message", [
+    ((T((3, 4)), size(h, 0, 0)), {}, IRError, r"pads \(h, 0, 0\) must hold a begin and an end per axis"),
+    ((T((3, 4)), size(-4, 0, 0, 0)), {}, ShapeError, r"pads \(-4, 0, 0, 0\) crop more than the dim 3"),
+    ((T((3, 4)), size(h, 0, 0, 0)), dict(pad_value="z"), IRError,
+     r"attribute pad_value must be a number or bool, got 'z'"),
+    ((T((3, 4)), T((4,), "int64")), {}, ShapeError, r"argument 1 \(pads\) must be a shape"),
+])
+def test_dynamic_pad_errors_name_the_op(args, attrs, error, message):
+    with pytest.raises(error, match=r"R\.dynamic_pad: " + message):
+        infer("dynamic_pad", *args, **attrs)

@@ -320,7 +320,7 @@ def conv(b: GraphBuilder) -> bool:
     out_dims = []
     for i, h in enumerate(v.dims[2:]):
         if auto in ("SAME_UPPER", "SAME_LOWER"):
-            if h.lo == 0 or (not h.static and strides[i] > 1 and "conv_same_symbolic_stride" in AVOID):
+            if h.lo == 0:
                 return False
             out_dims.append(derive(f"cdiv{strides[i]}", (h,), lambda x, s: -(-x // s), strides[i]))
             continue
@@ -363,9 +363,16 @@ def pool(b: GraphBuilder) -> bool:
     ks = [b.draw.integer(1, 3) for _ in range(nsp)]
     strides = [b.draw.integer(1, 2) for _ in range(nsp)]
     pads = [b.draw.integer(0, k - 1) for k in ks] + [b.draw.integer(0, k - 1) for k in ks]  # begins, ends
-    ceil = b.opset >= 10 and b.draw.chance(0.3)
+    auto = b.draw.choice(("NOTSET",) * 3 + ("SAME_UPPER", "SAME_LOWER"))
+    # a window smaller than the stride pads negatively: onnxruntime's pools refuse that (mostly)
+    if auto != "NOTSET" and any(k < s for k, s in zip(ks, strides)):
+        auto = "NOTSET"
+    ceil = auto == "NOTSET" and b.opset >= 10 and b.draw.chance(0.3)
     out_dims = []
     for i, h in enumerate(v.dims[2:]):
+        if auto != "NOTSET":
+            out_dims.append(derive(f"cdiv{strides[i]}", (h,), lambda x, s: -(-x // s), strides[i]))
+            continue
         p = pads[i] + pads[i + nsp]
         if h.lo + p < ks[i] or h.lo == 0:
             return False
@@ -379,7 +386,11 @@ def pool(b: GraphBuilder) -> bool:
         else:
             out_dims.append(derive(f"pool{(ks[i], strides[i], p)}", (h,),
                                    lambda x, k, s, pp: (x + pp - k) // s + 1, ks[i], strides[i], p))
-    attrs = dict(kernel_shape=ks, strides=strides, pads=pads, ceil_mode=int(ceil))
+    attrs = dict(kernel_shape=ks, strides=strides, ceil_mode=int(ceil))
+    if auto == "NOTSET":
+        attrs["pads"] = pads
+    else:
+        attrs["auto_pad"] = auto
     if op == "AveragePool":
         attrs["count_include_pad"] = b.draw.choice((0, 1))
     b.emit(op, [v.name], v.dtype, list(v.dims[:2]) + out_dims, op == "MaxPool" and v.exact, v.special, **attrs)

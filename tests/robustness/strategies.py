@@ -39,7 +39,7 @@ RUNS = 2                      # dim assignments run by one build
 #: Valid ONNX that relaxpack rejects with a clear error today (each has a test in
 #: test_regressions.py). The CI property avoids them; the campaign's --all-features
 #: makes them too and counts the rejections apart.
-KNOWN_LIMITATIONS = {"conv_same_symbolic_stride"}
+KNOWN_LIMITATIONS: set[str] = set()
 #: Wrong answers relaxpack gives today (each has a strict-xfail test in test_regressions.py).
 KNOWN_BUGS: set[str] = set()
 AVOID: set[str] = KNOWN_LIMITATIONS | KNOWN_BUGS

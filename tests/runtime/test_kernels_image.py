@@ -240,3 +240,11 @@ def test_pad_empty_tensors():
     assert run_kernel("pad", x, pads=(0, 1, 0, 1), pad_mode="edge").shape == (0, 5)
     with pytest.raises(ShapeError, match=r"pad: pad_mode 'reflect' cannot extend the empty axis 0"):
         get_kernel("pad").fn(x, out=np.empty((2, 3), np.float32), pads=(1, 0, 1, 0), pad_mode="reflect")
+
+
+def test_dynamic_pad_pads_and_crops_by_run_time_amounts():
+    x = rand(np.random.default_rng(0), (1, 2, 5), "float32")
+    got = run_kernel("dynamic_pad", x, Shape((0, 0, 1, 0, 0, -2)), pad_value=-np.inf)
+    want = np.concatenate([np.full((1, 2, 1), -np.inf, np.float32), x[:, :, :3]], axis=2)
+    np.testing.assert_array_equal(got, want)
+    assert_close(run_kernel("dynamic_pad", x, Shape((0, 1, 2, 0, 0, 1))), np.pad(x, ((0, 0), (1, 0), (2, 1))))

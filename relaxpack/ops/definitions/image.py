@@ -13,6 +13,12 @@ attribute ``pad_value``, or a 0-d tensor given as a second argument when it
 is only known at run time::
 
     lv = R.pad(x, pads=(0, 1, 0, 2), pad_mode="reflect")
+
+``dynamic_pad`` pads by amounts that are symbolic dims, given as a shape
+value (same layout; constant mode): the SAME padding of a strided window
+over a symbolic dim depends on the dim modulo the stride::
+
+    lv = R.dynamic_pad(x, R.shape([0, 0, b, 0, 0, e]), pad_value=0.0)
 """
 
 from __future__ import annotations
@@ -122,12 +128,18 @@ def _infer_pad(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
             raise shape_error(call, f"the pad value must be a scalar, got shape {fmt_sinfo(fill)}")
         if fill.dtype is not None and data.dtype is not None and fill.dtype != data.dtype:
             raise shape_error(call, f"the pad value's dtype {fill.dtype} differs from the data's {data.dtype}")
+    return _padded(call, analyzer, data, pads, mode, vdevice)
+
+
+def _padded(call: Call, analyzer: DimAnalyzer, data: TensorStructInfo, pads, mode: str,
+            vdevice) -> TensorStructInfo:
+    """The struct info of ``data`` padded by ``pads`` (begins, then ends; ints or dims)."""
     if len(pads) % 2:
-        raise attr_error(call, f"pads {pads} must hold a begin and an end per axis")
+        raise attr_error(call, f"pads {_fmt(pads)} must hold a begin and an end per axis")
     if data.ndim < 0:
         return TensorStructInfo(None, data.dtype, -1, vdevice)
     if len(pads) != 2 * data.ndim:
-        raise shape_error(call, f"pads {pads} need {2 * data.ndim} values (begins, then ends) for "
+        raise shape_error(call, f"pads {_fmt(pads)} need {2 * data.ndim} values (begins, then ends) for "
                                 f"data of shape {fmt_sinfo(data)}")
     if data.shape is None:
         return TensorStructInfo(None, data.dtype, data.ndim, vdevice)
@@ -136,8 +148,8 @@ def _infer_pad(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
         begin, end = pads[axis], pads[axis + data.ndim]
         out = dim + begin + end
         if (isinstance(out, int) and out < 0) or analyzer.prove_lt(out, 0):
-            raise shape_error(call, f"pads {pads} crop more than the dim {format_dim(dim)} of axis {axis} "
-                                    f"of shape {fmt_sinfo(data)}")
+            raise shape_error(call, f"pads {_fmt(pads)} crop more than the dim {format_dim(dim)} of axis "
+                                    f"{axis} of shape {fmt_sinfo(data)}")
         if mode != "constant" and (begin > 0 or end > 0) and (dim == 0 or analyzer.prove_equal(dim, 0)):
             raise shape_error(call, f"pad_mode {mode!r} cannot extend the empty axis {axis} of shape "
                                     f"{fmt_sinfo(data)}")
@@ -145,6 +157,25 @@ def _infer_pad(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     return with_shape(TensorStructInfo(None, data.dtype, data.ndim, vdevice), tuple(shape))
 
 
+def _fmt(pads) -> str:
+    return "(" + ", ".join(format_dim(p) for p in pads) + ")"
+
+
 register_op("pad", infer=_infer_pad, num_args=(1, 2),
             attrs={"pads": REQUIRED, "pad_mode": "constant", "pad_value": 0},
             doc="Pad (negative: crop) each axis by pads (begins, then ends); modes constant/reflect/edge/wrap.")
+
+
+def _infer_dynamic_pad(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data, pads = tensor_arg(call, 0), shape_arg(call, 1, "pads")
+    value = call.attrs["pad_value"]
+    if not isinstance(value, (bool, int, float)):
+        raise attr_error(call, f"attribute pad_value must be a number or bool, got {value!r}")
+    if pads.values is None:
+        raise attr_error(call, "pads must be a shape value with known dims")
+    return _padded(call, analyzer, data, pads.values, "constant", data.vdevice)
+
+
+register_op("dynamic_pad", infer=_infer_dynamic_pad, num_args=2, attrs={"pad_value": 0},
+            doc="Pad (negative: crop) each axis with the constant pad_value by a shape value of symbolic "
+                "amounts (begins, then ends).")

@@ -287,3 +287,9 @@ def pad(data, *value, out, pads, pad_mode="constant", pad_value=0):
             raise ShapeError(f"pad: pad_mode {pad_mode!r} cannot extend the empty axis {axis} "
                              f"(data shape {data.shape}, pads {pads})")
     np.copyto(out, np.pad(inner, widths, mode=pad_mode))
+
+
+@register_kernel("dynamic_pad")
+def dynamic_pad(data, pads, *, out, pad_value=0):
+    """``pad`` in constant mode by amounts known only at run time (a shape value)."""
+    pad(data, out=out, pads=tuple(int(p) for p in pads), pad_value=pad_value)

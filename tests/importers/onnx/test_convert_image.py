@@ -188,11 +188,12 @@ def test_resize_one_over_k_must_be_exact_for_the_dims_range():
                         consts={"s": np.array([1, 1 / k], np.float32)})
     # float32(1/3) is a little above 1/3: floor(w * scale) == w // 3 for w below about 1.1e7
     assert 'R.Tensor((1, "w // 3"), "float32")' in relaxpack.from_onnx(model(3), dims={"w": (1, 10 ** 6)}).script()
-    with pytest.raises(UnsupportedOpError, match=r"scale 0.3333333432674408 on the symbolic dim w"):
-        relaxpack.from_onnx(model(3), dims={"w": (1, 10 ** 8)})
+    # beyond that, the exact fraction float32(1/3) == 11184811 / 2**25
+    script = relaxpack.from_onnx(model(3), dims={"w": (1, 10 ** 8)}).script()
+    assert "11184811" in script and "w // 3" not in script
     # float32(1/25) is below 1/25: floor(25 * scale) == 0, not 25 // 25
-    with pytest.raises(UnsupportedOpError, match=r"scale 0.03999999910593033 on the symbolic dim w"):
-        relaxpack.from_onnx(model(25))
+    mod = check_model(model(25), *({"x": rand(1, w, seed=w)} for w in (24, 25, 26, 50, 51)), ref="onnx")
+    assert "w // 25" not in mod.script()
 
 
 def test_resize_sizes_computed_from_shape_stay_symbolic():
@@ -213,13 +214,18 @@ def test_resize_sizes_computed_from_shape_stay_symbolic():
     assert 'R.image.resize(x, R.shape([9, 4])' in mod.script()
 
 
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+def test_resize_fractional_scales_on_symbolic_dims(mode):
+    """floor(h * 1.5) == (3 * h) // 2 and floor(w * 0.75) == (3 * w) // 4 exactly: one build, several sizes."""
+    model = one_node("Resize", {"x": rand(1, 2, 4, 5)}, inputs=["x", "", "s"], opset=19,
+                     sym={"x": ["n", 2, "h", "w"]}, consts={"s": np.array([1, 1, 1.5, 0.75], np.float32)},
+                     attrs={"mode": mode})
+    mod = check_model(model, *({"x": rand(n, 2, h, w, seed=h * w)} for n, h, w in ((1, 4, 5), (2, 5, 8), (1, 7, 3))))
+    assert 'R.Tensor(("n", 2, "(3 * h) // 2", "(3 * w) // 4"), "float32")' in mod.script()
+
+
 def test_resize_unsupported_cases_name_what_is_missing():
     sym = {"x": ["n", 3, "h", 5]}
-    fractional = one_node("Resize", {"x": rand(1, 3, 4, 5)}, inputs=["x", "", "s"], opset=19, sym=sym,
-                          consts={"s": np.array([1, 1, 1.5, 1], np.float32)})
-    with pytest.raises(UnsupportedOpError, match=r"Resize node \(opset 19\): scale 1.5 on the symbolic dim h: "
-                                                 r"floor\(dim \* scale\) is expressible only for integer scales"):
-        relaxpack.from_onnx(fractional)
     with pytest.raises(UnsupportedOpError, match=r"antialias=1 needs mode 'linear' or 'cubic', not 'nearest'"):
         relaxpack.from_onnx(resize_model((1, 3, 4, 5), scales=[1, 1, 0.5, 0.5], opset=18, antialias=1))
     with pytest.raises(UnsupportedOpError, match=r"coordinate_transformation_mode 'half_pixel_symmetric'"):

@@ -174,13 +174,63 @@ def test_conv_symbolic_spatial_dims_stride_1(auto_pad, rng):
     check(m, [{"x": rand(rng, (n, 2, h, w))} for n, h, w in ((1, 5, 6), (2, 8, 4))], rtol=1e-4, atol=1e-5)
 
 
-def test_conv_same_padding_with_a_symbolic_dim_and_stride_2_is_unsupported(rng):
-    m = model(node("Conv", ["x", "w"], auto_pad="SAME_UPPER", strides=[2, 2]),
-              [inp("x", "float32", [1, 2, "h", 8])], initializers={"w": rand(rng, (3, 2, 3, 3))})
-    with pytest.raises(UnsupportedOpError, match=r"Conv node.*auto_pad SAME.*h % 2"):
+SAME_STRIDED = [(s, k, d) for s in (2, 3) for k in range(1, 6) for d in (1, 2)]
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+@pytest.mark.parametrize("stride, k, dilation", SAME_STRIDED, ids=str)
+def test_conv_same_padding_of_a_symbolic_dim_with_a_stride(auto_pad, stride, k, dilation, rng):
+    """The padding depends on h % stride: padded explicitly by symbolic
+    amounts, one build for odd and even sizes, the output dim exact.
+    onnxruntime refuses dilation with SAME: numpy with the spec's pads then."""
+    attrs = dict(auto_pad=auto_pad, strides=[stride, 1], dilations=[dilation, 1])
+    w = rand(rng, (3, 2, k, 3))
+    m = model(node("Conv", ["x", "w"], **attrs), [inp("x", "float32", [1, 2, "h", 5])], initializers={"w": w})
+    expected = None if dilation == 1 else (lambda x: _conv_same_numpy(x, w, stride, dilation, auto_pad))
+    mod = check(m, [{"x": rand(rng, (1, 2, h, 5))} for h in range(1, 10)], expected=expected, rtol=1e-4,
+                atol=1e-5)
+    assert f"(h + {stride - 1}) // {stride}" in mod.script()
+
+
+def _conv_same_numpy(x, w, stride, dilation, auto_pad):
+    """Conv along axis 2 (stride, dilation) and 3 (3 wide, unit stride), SAME padded as the spec says."""
+    h, k, kw = x.shape[2], w.shape[2], w.shape[3]
+    out = -(-h // stride)
+    total = max((out - 1) * stride + (k - 1) * dilation + 1 - h, 0)
+    begin = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+    padded = np.pad(x, ((0, 0), (0, 0), (begin, total - begin), (1, 1)))
+    y = np.zeros((1, w.shape[0], out, x.shape[3]), np.float32)
+    for i in range(out):
+        for j in range(x.shape[3]):
+            taps = padded[0, :, i * stride:i * stride + (k - 1) * dilation + 1:dilation, j:j + kw]
+            y[0, :, i, j] = np.einsum("chw,ochw->o", taps, w)
+    return y
+
+
+# onnxruntime's MaxPool refuses the negative padding of a window smaller than the stride
+SAME_POOLS = [(op, attrs, s, k) for op, attrs in (("MaxPool", {}), ("AveragePool", {}),
+                                                 ("AveragePool", {"count_include_pad": 1}), ("LpPool", {"p": 2}))
+              for s, k in ((2, 3), (3, 3), (2, 2), (3, 2), (3, 1), (2, 4), (3, 5)) if op != "MaxPool" or k >= s]
+
+
+@pytest.mark.parametrize("op, attrs, stride, k", SAME_POOLS, ids=str)
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+def test_pool_same_padding_of_symbolic_dims_with_a_stride(op, attrs, stride, k, auto_pad, rng):
+    """Pools pad with what they ignore (-inf for max, a mask counts the
+    cells of an average); a window smaller than the stride skips cells at
+    the start, as the spec's unclamped formula and onnxruntime's averages
+    say."""
+    m = model(node(op, ["x"], kernel_shape=[k, 2], strides=[stride, 2], auto_pad=auto_pad, **attrs),
+              [inp("x", "float32", [1, 2, "h", "w"])], opset=19)
+    check(m, [{"x": rand(rng, (1, 2, h, w))} for h, w in ((1, 2), (5, 6), (6, 7), (7, 4), (9, 9))],
+          rtol=1e-5, atol=1e-5)
+
+
+def test_maxpool_indices_with_symbolic_same_padding_is_unsupported():
+    m = model(node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[3], strides=[2], auto_pad="SAME_UPPER"),
+              [inp("x", "float32", [1, 1, "h"])], ["y", "idx"])
+    with pytest.raises(UnsupportedOpError, match=r"MaxPool node.*Indices output.*auto_pad SAME_UPPER.*symbolic"):
         relaxpack.from_onnx(m)
-    # bound dims make it static again
-    check(m, {"x": rand(rng, (1, 2, 7, 8))}, dims={"h": 7}, rtol=1e-4, atol=1e-5)
 
 
 TRANSPOSE_CASES = [
@@ -204,6 +254,19 @@ def test_conv_transpose(x_shape, w_shape, attrs, rng):
               initializers=inits)
     reference = "ref" if "auto_pad" in attrs else "ort"
     check(m, {"x": rand(rng, x_shape)}, reference=reference, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+@pytest.mark.parametrize("stride, k", [(3, 2), (3, 1), (4, 1), (2, 3)], ids=str)
+def test_conv_transpose_same_with_a_kernel_smaller_than_the_stride(auto_pad, stride, k, rng):
+    """The output is h * stride: the spec's negative padding extends it with
+    zeros (then the bias). Against onnx's reference: onnxruntime clamps the
+    padding at 0 and gives a shorter output."""
+    inits = {"w": rand(rng, (2, 3, k, k)), "b": rand(rng, (3,))}
+    m = model(node("ConvTranspose", ["x", "w", "b"], auto_pad=auto_pad, strides=[stride, stride]),
+              [inp("x", "float32", [1, 2, "h", 3])], initializers=inits)
+    mod = check(m, [{"x": rand(rng, (1, 2, h, 3))} for h in (1, 2, 5)], reference="ref", rtol=1e-4, atol=1e-5)
+    assert f'R.Tensor((1, 3, "{stride} * h", {3 * stride}), "float32")' in mod.script()
 
 
 def test_conv_transpose_symbolic_batch_and_spatial(rng):

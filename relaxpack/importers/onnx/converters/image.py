@@ -7,8 +7,8 @@ output dim is ``floor(dim * scale)``. For a symbolic ``dim`` that is
 ``1 / k``: the float32 nearest ``1 / k`` must not be below it, and then
 ``floor(dim * scale) == dim // k`` holds for dims below a limit of about
 ``2**24 / k``, which must exceed the dim's declared upper bound (or, with no
-bound declared, be at least 2**20). Other scales of a symbolic dim are
-unsupported. The op keeps the scales it was given, because ONNX's
+bound declared, be at least 2**20). Any other scale is exactly ``p / q``
+(a float is a dyadic fraction): ``dim * p // q``. The op keeps the scales it was given, because ONNX's
 coordinate transform divides by them, not by output / input.
 Data-dependent ``scales``/``sizes`` (or a tf_crop_and_resize ``roi``),
 computed from tensor values, go through the packed kernel ``dyn.resize``:
@@ -27,7 +27,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ....ir.dims import Dim, format_dim
+from ....ir.dims import Dim
 from ....ops.registry import make_call
 from ....runtime.dtypes import numpy_dtype
 from ..registry import register_converter
@@ -201,9 +201,13 @@ def _resize_at_run_time(ctx, x: Value, axes, scales, sizes, roi, policy: str, le
 
 
 def _scaled_dim(ctx, dim: Dim, scale: float) -> Dim:
-    """``floor(dim * scale)``, ONNX's output dim for a scale."""
-    if not scale > 0:
-        raise shape_error(ctx, f"scale {scale} must be positive")
+    """``floor(dim * scale)``, ONNX's output dim for a scale. On a symbolic
+    dim: ``dim * k`` or ``dim // k`` when that is exact for the dim's range,
+    else ``dim * p // q`` with ``scale == p / q`` exactly (a float is a
+    dyadic fraction), which is floor(dim * scale) for every dim (onnx's
+    reference, in float64, agrees while ``dim * p < 2**53``)."""
+    if not (0 < scale < math.inf):
+        raise shape_error(ctx, f"scale {scale} must be positive and finite")
     if isinstance(dim, int):
         return int(math.floor(dim * scale))   # in float64, like onnx's reference
     if scale.is_integer():
@@ -215,9 +219,8 @@ def _scaled_dim(ctx, dim: Dim, scale: float) -> Dim:
         upper = ctx.bb.analyzer.upper_bound(dim)
         if (upper < limit) if upper is not None else (limit >= _MIN_EXACT_DIM):
             return dim // k
-    raise unsupported(ctx, f"scale {scale} on the symbolic dim {format_dim(dim)}: floor(dim * scale) "
-                           f"is expressible only for integer scales k (dim * k) and scales 1/k (dim // k); "
-                           f"give sizes instead, or fix the dim with from_onnx(dims=...)")
+    exact = Fraction(scale)
+    return (dim * exact.numerator) // exact.denominator
 
 
 def _sized_dims(ctx, in_dims, sizes, policy: str) -> tuple[list[Dim], list[float | None]]:

@@ -5,21 +5,26 @@ shape comes from the weight when not given, ``auto_pad`` becomes explicit
 ``padding`` (all begins, then all ends), and ConvTranspose's
 ``output_shape`` becomes padding too. SAME padding of a symbolic spatial dim
 depends on its value modulo the stride; it is static when the stride is 1
-(or the analyzer knows the remainder), and unsupported otherwise.
+(or the analyzer knows the remainder), and otherwise a symbolic pad done
+explicitly before the window op (``_same_padding.py``).
 """
 
 from __future__ import annotations
 
 import math
 
-from ....ir.dims import Dim
+import numpy as np
+
+from ....ir.dims import Dim, format_dim
 from ....ir.expr import TupleGetItem
+from ....runtime.dtypes import numpy_dtype
 from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
 from ._math_common import (
     astype, call, known_rank, malformed, rounded, scalar, spatial_attr, unsupported, working,
 )
+from ._same_padding import needs_explicit_pad, mask_like_spatial, pad_explicitly, same_padding
 
 # ---------------------------------------------------------------- matmul, gemm
 
@@ -99,29 +104,16 @@ def _pads(ctx, pads, n: int) -> tuple[int, ...]:
     return pads
 
 
-def _same_total(ctx, size: Dim, k: Dim, s: int, d: int) -> int:
-    """Total SAME padding of one dim: the output is ceil(size / s)."""
-    if not isinstance(k, int):
-        raise unsupported(ctx, f"auto_pad SAME with a symbolic kernel dim {k}")
-    reach = d * (k - 1) + 1
-    if isinstance(size, int):
-        return max(0, (-(-size // s) - 1) * s + reach - size)
-    rem = ctx.bb.analyzer.simplify(size % s) if s > 1 else 0
-    if not isinstance(rem, int):
-        raise unsupported(ctx, f"auto_pad SAME on the symbolic spatial dim {size} with stride {s}: the "
-                               f"padding depends on {size} % {s}; bind the dim (from_onnx dims=...) or "
-                               f"export with explicit pads")
-    return max(0, reach - (s if rem == 0 else rem))
-
-
 def _split_total(total: int, upper: bool) -> tuple[int, int]:
     """(begin, end) of a total padding: SAME_UPPER puts the odd one at the end."""
     small, big = total // 2, total - total // 2
     return (small, big) if upper else (big, small)
 
 
-def _window_padding(ctx, auto_pad: str, pads, x: Value, kernel, strides, dilations, n: int) -> tuple[int, ...]:
-    """Explicit (begins..., ends...) padding for Conv and the pools."""
+def _window_padding(ctx, auto_pad: str, pads, x: Value, kernel, strides, dilations, n: int,
+                    pool: bool = False) -> tuple[Dim, ...]:
+    """Explicit (begins..., ends...) padding for Conv and the pools;
+    symbolic for SAME over a symbolic dim with a stride (see _same_padding)."""
     if auto_pad in ("NOTSET", ""):
         return _pads(ctx, pads, n)
     if auto_pad == "VALID":
@@ -132,7 +124,7 @@ def _window_padding(ctx, auto_pad: str, pads, x: Value, kernel, strides, dilatio
         raise unsupported(ctx, f"auto_pad={auto_pad} needs the input's spatial dims")
     begins, ends = [], []
     for size, k, s, d in zip(x.shape[2:], kernel, strides, dilations):
-        b, e = _split_total(_same_total(ctx, size, k, s, d), auto_pad == "SAME_UPPER")
+        b, e = same_padding(ctx, size, k, s, d, auto_pad == "SAME_UPPER", pool)
         begins.append(b)
         ends.append(e)
     return tuple(begins + ends)
@@ -159,7 +151,10 @@ def conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kerne
     strides = spatial_attr(ctx, strides, n, 1, "strides")
     dilations = spatial_attr(ctx, dilations, n, 1, "dilations")
     padding = _window_padding(ctx, auto_pad, pads, x, kernel, strides, dilations, n)
-    out = make_call("nn.conv", ctx.expr(x), ctx.expr(w), strides=strides, padding=padding,
+    data = ctx.expr(x)
+    if needs_explicit_pad(padding):
+        data, padding = pad_explicitly(ctx, x, padding, 0)
+    out = make_call("nn.conv", data, ctx.expr(w), strides=strides, padding=padding,
                     dilation=dilations, groups=group)
     return _add_bias(ctx, out, b, n + 2)
 
@@ -177,41 +172,44 @@ def conv_transpose(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, grou
     extra = spatial_attr(ctx, output_padding, n, 0, "output_padding")
     if output_shape and len(output_shape) == n + 2:
         output_shape = output_shape[2:]
+    grow = (0,) * (2 * n)
     if output_shape or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        padding, extra = _transpose_padding(ctx, x, kernel, strides, dilations, extra, output_shape, auto_pad, n)
+        padding, grow = _transpose_padding(ctx, x, kernel, strides, dilations, extra, output_shape, auto_pad, n)
     elif auto_pad in ("NOTSET", "", "VALID"):
         padding = _pads(ctx, pads, n) if auto_pad != "VALID" else (0,) * (2 * n)
     else:
         raise unsupported(ctx, f"auto_pad={auto_pad!r}")
     out = make_call("nn.conv_transpose", ctx.expr(x), ctx.expr(w), strides=strides, padding=padding,
                     output_padding=extra, dilation=dilations, groups=group)
+    if any(grow):   # cells no input reaches: zeros, then the bias
+        out = make_call("pad", ctx.expr(ctx.emit(out)), pads=(0, 0, *grow[:n], 0, 0, *grow[n:]))
     return _add_bias(ctx, out, b, n + 2)
 
 
 def _transpose_padding(ctx, x, kernel, strides, dilations, extra, output_shape, auto_pad, n):
-    """(padding, output_padding) giving ``output_shape`` (or ``size * stride``
-    for SAME). A negative end padding extends the output with zeros: it
-    becomes extra output padding."""
+    """(padding, growth) giving ``output_shape`` (or ``size * stride`` for
+    SAME), as the spec's formula says. A negative padding (a kernel smaller
+    than the stride, or an output_shape beyond the last input's reach)
+    extends the output with zeros: the growth, padded on explicitly."""
     if x.shape is None:
         raise unsupported(ctx, "output_shape / SAME auto_pad need the input's spatial dims")
     if output_shape and len(output_shape) != n:
         raise malformed(ctx, f"output_shape={list(output_shape)} needs {n} values")
-    begins, ends, out_pad = [], [], []
+    begins, ends, grow_begins, grow_ends = [], [], [], []
     for i, (size, k, s, d, p) in enumerate(zip(x.shape[2:], kernel, strides, dilations, extra)):
         target = output_shape[i] if output_shape else size * s
         if not isinstance(k, int):
             raise unsupported(ctx, f"a symbolic kernel dim {k} with output_shape / SAME auto_pad")
         total = ctx.bb.analyzer.simplify(s * (size - 1) + p + d * (k - 1) + 1 - target)
         if not isinstance(total, int):
-            raise unsupported(ctx, f"output_shape {list(output_shape)} with the symbolic input dim {size}")
+            raise unsupported(ctx, f"output_shape {list(output_shape)} with the symbolic input dim "
+                                   f"{format_dim(size)}: the padding would depend on it")
         b, e = _split_total(total, auto_pad == "SAME_UPPER")
-        if b < 0 or (e < 0 and p - e >= max(s, d)):
-            raise unsupported(ctx, f"output_shape {list(output_shape or ())} is larger than the transposed "
-                                   f"convolution can produce")
-        begins.append(b)
+        begins.append(max(b, 0))
         ends.append(max(e, 0))
-        out_pad.append(p - min(e, 0))
-    return tuple(begins + ends), tuple(out_pad)
+        grow_begins.append(max(-b, 0))
+        grow_ends.append(max(-e, 0))
+    return tuple(begins + ends), tuple(grow_begins + grow_ends)
 
 
 # ---------------------------------------------------------------- pooling
@@ -224,11 +222,26 @@ def _pool_attrs(ctx, x, auto_pad, kernel_shape, pads, strides, dilations, ceil_m
     kernel = spatial_attr(ctx, kernel_shape, n, 1, "kernel_shape")
     strides = spatial_attr(ctx, strides, n, 1, "strides")
     dilations = spatial_attr(ctx, dilations, n, 1, "dilations")
-    padding = _window_padding(ctx, auto_pad, pads, x, kernel, strides, dilations, n)
+    padding = _window_padding(ctx, auto_pad, pads, x, kernel, strides, dilations, n, pool=True)
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         ceil_mode = 0  # the explicit SAME padding already gives ceil(size / stride)
     return dict(pool_size=kernel, strides=strides, padding=padding, dilation=dilations,
                 ceil_mode=bool(ceil_mode))
+
+
+def _pool_input(ctx, x: Value, attrs: dict, fill):
+    """The pool's data and attrs: symbolic SAME padding is done first,
+    explicitly with ``fill`` (see _same_padding)."""
+    if not needs_explicit_pad(attrs["padding"]):
+        return ctx.expr(x), attrs
+    data, padding = pad_explicitly(ctx, x, attrs["padding"], fill)
+    return data, {**attrs, "padding": padding}
+
+
+def _lowest(dtype: str):
+    """What max pooling pads with: no cell of the data is below it."""
+    numpy = numpy_dtype(dtype)
+    return int(np.iinfo(numpy).min) if numpy.kind in "iu" else float("-inf")
 
 
 @register_converter("", "MaxPool", since_opset=1)
@@ -239,10 +252,15 @@ def max_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_s
     outputs = list(ctx.node.output) if ctx.node is not None else []
     attrs = _pool_attrs(ctx, x, auto_pad, kernel_shape, pads, strides, dilations, ceil_mode)
     if len(outputs) > 1 and outputs[1]:
+        if needs_explicit_pad(attrs["padding"]):
+            raise unsupported(ctx, f"the Indices output with auto_pad {auto_pad} on a symbolic spatial dim "
+                                   f"with a stride (the padding is only known at run time); bind the dim "
+                                   f"(from_onnx dims=...) or export with explicit pads")
         out = ctx.emit(make_call("nn.max_pool_argmax", ctx.expr(x), storage_order=int(storage_order), **attrs),
                        "max_pool")
         return TupleGetItem(out.expr, 0), TupleGetItem(out.expr, 1)
-    return make_call("nn.max_pool", ctx.expr(x), **attrs)
+    data, attrs = _pool_input(ctx, x, attrs, _lowest(x.dtype))
+    return make_call("nn.max_pool", data, **attrs)
 
 
 @register_converter("", "AveragePool", since_opset=1)
@@ -250,7 +268,15 @@ def avg_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dil
              kernel_shape=None, pads=None, strides=None):
     """N-d average pooling; ``count_include_pad`` counts padded cells."""
     attrs = _pool_attrs(ctx, x, auto_pad, kernel_shape, pads, strides, dilations, ceil_mode)
-    return make_call("nn.avg_pool", ctx.expr(x), count_include_pad=bool(count_include_pad), **attrs)
+    if not needs_explicit_pad(attrs["padding"]) or count_include_pad:
+        data, attrs = _pool_input(ctx, x, attrs, 0)
+        return make_call("nn.avg_pool", data, count_include_pad=bool(count_include_pad), **attrs)
+    # symbolic pads not counted: the mean over every tap of the zero-padded data, divided by the
+    # share of real cells (the same mean over a padded mask of ones)
+    data, padding = pad_explicitly(ctx, x, attrs["padding"], 0, axes_all=True)
+    mask, _ = pad_explicitly(ctx, ctx.emit(mask_like_spatial(ctx, x)), attrs["padding"], 0, axes_all=True)
+    attrs = {**attrs, "padding": padding, "count_include_pad": True}
+    return make_call("divide", call(ctx, "nn.avg_pool", data, **attrs), call(ctx, "nn.avg_pool", mask, **attrs))
 
 
 @register_converter("", "GlobalAveragePool", since_opset=1)
@@ -287,7 +313,8 @@ def _lp_pool(ctx, x, p, auto_pad, ceil_mode, dilations, kernel_shape, pads, stri
                                "pooling, which cannot count the partial last window)")
     attrs = _pool_attrs(ctx, x, auto_pad, kernel_shape, pads, strides, dilations, 0)
     # sum over the window = mean counting every tap (padding included) * window size
-    mean = call(ctx, "nn.avg_pool", _abs_pow(ctx, x, p), count_include_pad=True, **attrs)
+    data, attrs = _pool_input(ctx, ctx.emit(_abs_pow(ctx, x, p)), attrs, 0)
+    mean = call(ctx, "nn.avg_pool", data, count_include_pad=True, **attrs)
     total = call(ctx, "multiply", mean, scalar(ctx, math.prod(attrs["pool_size"]), x.dtype))
     return _root(ctx, total, p, x.dtype)
 
