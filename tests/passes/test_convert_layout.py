@@ -155,8 +155,8 @@ def test_resnet_small_channels_last_matches_onnxruntime():
     _check_against_onnxruntime(model, None, lambda b: {"input": rng.standard_normal((b, 3, 32, 32)).astype(np.float32)})
 
 
-# at smoke size UNet's convs are all shallow stride-1 3x3 ones or 1x1: no region gains
-@pytest.mark.parametrize("name, converts", [("resnet18", True), ("mobilenetv2", True), ("unet", False),
+# UNet's regions gain from their ConvTranspose and Resize (its convs are shallow stride-1 3x3 or 1x1)
+@pytest.mark.parametrize("name, converts", [("resnet18", True), ("mobilenetv2", True), ("unet", True),
                                             ("yolo_head", True)])
 def test_benchmark_cnn_channels_last_matches_onnxruntime(name, converts):
     bench = BENCHMARKS[name]("smoke")
