@@ -82,10 +82,12 @@ class Thresholds:
     - ``shallow_depth`` / ``large_plane_pixels``: a stride-1 KxK conv of
       fewer products per output value (C_in * taps) on an output of at
       least that many pixels stays channels first. The per-tap GEMMs
-      (``conv_nhwc`` "taps") run such convs at 0.9-1.3x the channels-first
-      row-split GEMM's time, but while Resize and ConvTranspose end a
-      region, letting them join (depth 256) made UNet 4% slower (more,
-      smaller regions: A/B in one process), so the bar stays at 1024;
+      (``conv_nhwc`` "taps") run such convs at 0.9-1.2x the channels-first
+      row-split GEMM's time. With Resize and ConvTranspose in regions,
+      the bar made no difference beyond noise (A/B in one process, 21
+      interleaved rounds, ratio to onnxruntime at 1024 / 512 / 256 / 0:
+      UNet 1.79 / 1.85 / 1.80 / 1.82, YOLO 1.65 / 1.69 / 1.68 / 1.66),
+      so it stays at 1024: the fewest transposes of large planes;
     - ``gain_min_depth``: a stride-1 KxK conv counts as a gain (a reason to
       keep a region) from this depth on: 0.8-0.9x the channels-first time
       from 128 channels.
