@@ -111,6 +111,15 @@ def test_conv_transpose_symbolic_and_errors():
         infer("nn.conv_transpose", T((1, 4, 3, 3)), T((4, 2, 3, 3)), strides=2, output_padding=2)
 
 
+def test_conv_transpose_channels_last():
+    """NHWC: data (N, H, W, C), weight (C, kh, kw, O/groups); the result channels last."""
+    out = infer("nn.conv_transpose", T((N, h, h, 4)), T((4, 4, 4, 1)), strides=2, padding=1, groups=2,
+                data_layout="NHWC")
+    assert out == T((N, 2 * h, 2 * h, 2))
+    with pytest.raises(ShapeError, match=r"channels must equal weight dim 0"):
+        infer("nn.conv_transpose", T((1, 3, 3, 5)), T((4, 3, 3, 2)), data_layout="NHWC")
+
+
 # ---------------------------------------------------------------- pooling
 
 @pytest.mark.parametrize("op", ["nn.max_pool", "nn.avg_pool"])

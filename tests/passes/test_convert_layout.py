@@ -25,6 +25,7 @@ PW = RNG.standard_normal((16, 3, 1, 1)).astype(np.float32)
 BIAS = RNG.standard_normal(16).astype(np.float32)
 SHIFT = RNG.standard_normal((1, 16, 1, 1)).astype(np.float32)
 STEM = RNG.standard_normal((16, 3, 3, 3)).astype(np.float32)
+UP = RNG.standard_normal((16, 8, 2, 2)).astype(np.float32)          # conv_transpose, (C, O, kh, kw)
 
 
 def c(values) -> str:
@@ -105,6 +106,33 @@ lv2_nhwc = R.concat((lv_nhwc, lv1_nhwc), axis=3)
 lv2 = R.permute_dims(lv2_nhwc, axes=(0, 3, 1, 2))
 return lv2
 """),
+    # conv_transpose joins with its weight packed to (C, kh, kw, O); resize
+    # renumbers its axes (2, 3) -> (1, 2) and keeps scales and size
+    "conv_transpose_then_resize": ((X, '("n", 8, 36, 28)'), f"""
+lv = R.nn.conv_bias_act(x, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+lv1 = R.nn.conv_transpose(lv, {c(UP)}, strides=2)
+lv2 = R.image.resize(lv1, R.shape([36, 28]), axes=(2, 3), scales=(2.0, 2.0), method="linear")
+return lv2
+""", f"""
+x_nhwc = R.permute_dims(x, axes=(0, 2, 3, 1))
+lv_nhwc = R.nn.conv_bias_act(x_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv1_nhwc = R.nn.conv_transpose(lv_nhwc, {c(UP.transpose(0, 2, 3, 1))}, strides=2, data_layout="NHWC")
+lv2_nhwc = R.image.resize(lv1_nhwc, R.shape([36, 28]), axes=(1, 2), scales=(2.0, 2.0), method="linear")
+lv2 = R.permute_dims(lv2_nhwc, axes=(0, 3, 1, 2))
+return lv2
+"""),
+    # a resize of the channels too (negative axes): each axis renumbered, the order kept
+    "resize_channels_and_width": ((X, '("n", 32, 9, 14)'), f"""
+lv = R.nn.conv_bias_act(x, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+lv1 = R.image.resize(lv, R.shape([14, 32]), axes=(-1, 1), scales=(2.0, 2.0))
+return lv1
+""", f"""
+x_nhwc = R.permute_dims(x, axes=(0, 2, 3, 1))
+lv_nhwc = R.nn.conv_bias_act(x_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv1_nhwc = R.image.resize(lv_nhwc, R.shape([14, 32]), axes=(2, 3), scales=(2.0, 2.0))
+lv1 = R.permute_dims(lv1_nhwc, axes=(0, 3, 1, 2))
+return lv1
+"""),
 }
 
 
@@ -122,6 +150,10 @@ UNCHANGED = {
     # a region of 1x1 convs only would gain nothing and pay its transposes
     "pointwise_only": (X, '("n", 3, 9, 7)', f"lv = R.nn.conv(x, {c(PW.transpose(1, 0, 2, 3))})\nreturn lv"),
     # pools do not start a region
+    "resize_only": (X, '("n", 16, 18, 14)',
+                    "lv = R.image.resize(x, R.shape([18, 14]), axes=(2, 3), scales=(2.0, 2.0))\nreturn lv"),
+    # one conv_transpose does not pay for a transpose in and one out
+    "single_conv_transpose": (X, '("n", 8, 18, 14)', f"lv = R.nn.conv_transpose(x, {c(UP)}, strides=2)\nreturn lv"),
     "pool_only": (X, '("n", 16, 5, 4)', "lv = R.nn.max_pool(x, pool_size=3, strides=2, padding=1)\nreturn lv"),
 }
 
@@ -155,8 +187,8 @@ def test_resnet_small_channels_last_matches_onnxruntime():
     _check_against_onnxruntime(model, None, lambda b: {"input": rng.standard_normal((b, 3, 32, 32)).astype(np.float32)})
 
 
-# at smoke size UNet's convs are all shallow stride-1 3x3 ones or 1x1: no region gains
-@pytest.mark.parametrize("name, converts", [("resnet18", True), ("mobilenetv2", True), ("unet", False),
+# UNet's regions gain from their ConvTranspose and Resize (its convs are shallow stride-1 3x3 or 1x1)
+@pytest.mark.parametrize("name, converts", [("resnet18", True), ("mobilenetv2", True), ("unet", True),
                                             ("yolo_head", True)])
 def test_benchmark_cnn_channels_last_matches_onnxruntime(name, converts):
     bench = BENCHMARKS[name]("smoke")
@@ -173,3 +205,81 @@ def test_disabling_the_pass_keeps_channels_first():
     with PassContext(disabled_passes=["ConvertLayout"]):
         exe = relaxpack.build(relaxpack.from_onnx(bench.model, dims=bench.import_dims))
     assert "NHWC" not in exe.metadata["ir"]
+
+
+# ---------------------------------------------------------------- resize and conv_transpose vs onnxruntime
+
+
+def _region_model(op: str, inputs: list, attrs: dict, channels: int = 16, hw=(9, 7)):
+    """input (batch, C, *hw) -> depthwise 3x3 Conv (a gain: the region starts) -> ``op``
+    (extra ``inputs`` as initializers) -> output: a region of two gains and two transposes."""
+    from onnx import helper, numpy_helper
+    rng = np.random.default_rng(3)
+    dw = rng.standard_normal((channels, 1, 3, 3)).astype(np.float32)
+    inits = [numpy_helper.from_array(dw, "dw")]
+    names = ["dw_out"]
+    for i, value in enumerate(inputs):
+        if value is None:
+            names.append("")
+            continue
+        inits.append(numpy_helper.from_array(np.asarray(value), f"in{i}"))
+        names.append(f"in{i}")
+    nodes = [helper.make_node("Conv", ["input", "dw"], ["dw_out"], group=channels, pads=[1, 1, 1, 1]),
+             helper.make_node(op, names, ["output"], **attrs)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT,
+                                                                          ["batch", channels, *hw])],
+                              [helper.make_tensor_value_info("output", onnx.TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
+
+
+def _feeds(channels=16, hw=(9, 7)):
+    rng = np.random.default_rng(4)
+    return lambda b: {"input": rng.standard_normal((b, channels, *hw)).astype(np.float32)}
+
+
+SCALES = np.array([1, 1, 2, 2], np.float32)
+# (half_pixel_symmetric is left out: this onnxruntime disagrees with onnx's reference there, channels first too)
+RESIZES = {
+    "nearest_asymmetric_floor": ([None, SCALES], dict(mode="nearest", coordinate_transformation_mode="asymmetric",
+                                                      nearest_mode="floor")),
+    "nearest_half_pixel_ceil": ([None, np.array([1, 1, 1.5, 2.5], np.float32)],
+                                dict(mode="nearest", nearest_mode="round_prefer_ceil")),
+    "linear_half_pixel": ([None, SCALES], dict(mode="linear")),
+    "linear_pytorch_half_pixel": ([None, SCALES], dict(mode="linear", coordinate_transformation_mode="pytorch_half_pixel")),
+    "linear_align_corners_sizes": ([None, None, np.array([5, 11], np.int64)],
+                                   dict(mode="linear", coordinate_transformation_mode="align_corners", axes=[2, 3])),
+    "linear_antialias_down": ([None, np.array([1, 1, 0.5, 0.6], np.float32)], dict(mode="linear", antialias=1)),
+    "cubic_asymmetric": ([None, SCALES], dict(mode="cubic", coordinate_transformation_mode="asymmetric")),
+    "cubic_half_pixel_exclude": ([None, np.array([1, 1, 1.7, 0.8], np.float32)],
+                                 dict(mode="cubic", exclude_outside=1)),
+    "tf_crop_and_resize": ([np.array([0.2, -0.1, 0.9, 0.8], np.float32), None, np.array([6, 8], np.int64)],
+                           dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize",
+                                extrapolation_value=0.5, axes=[2, 3])),
+}
+
+
+@pytest.mark.parametrize("name", RESIZES)
+def test_resize_channels_last_matches_onnxruntime(name):
+    inputs, attrs = RESIZES[name]
+    model = _region_model("Resize", inputs, attrs)
+    _check_against_onnxruntime(model, {"batch": (1, 4)}, _feeds(), batches=(1, 3))
+
+
+UP_W = np.random.default_rng(5).standard_normal((16, 12, 3, 3)).astype(np.float32)
+CONV_TRANSPOSES = {
+    "unet_2x2_stride_2": ([UP_W[:, :6, :2, :2], UP_W[0, :6, 0, 0]], dict(strides=[2, 2])),
+    "2x3_stride_2_3_wide": ([UP_W[:, :6, :2, :3], None], dict(strides=[2, 3])),
+    "3x3_stride_2_pads_output_padding": ([UP_W[:, :6], None], dict(strides=[2, 2], pads=[1, 0, 1, 2],
+                                                                      output_padding=[1, 1])),
+    "groups_4": ([UP_W[:, :3], UP_W[1, :12, 1, 1]], dict(strides=[2, 1], pads=[0, 1, 1, 0], group=4)),
+    "dilated": ([UP_W[:, :5, :2], None], dict(dilations=[2, 1], pads=[1, 1, 0, 0])),
+}
+
+
+@pytest.mark.parametrize("name", CONV_TRANSPOSES)
+def test_conv_transpose_channels_last_matches_onnxruntime(name):
+    inputs, attrs = CONV_TRANSPOSES[name]
+    hw = (9, 40) if name.endswith("wide") else (9, 7)
+    model = _region_model("ConvTranspose", [np.ascontiguousarray(v) if v is not None else None for v in inputs],
+                          attrs, hw=hw)
+    _check_against_onnxruntime(model, {"batch": (1, 4)}, _feeds(hw=hw), batches=(1, 3))

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from relaxpack.runtime.kernels.conv_nhwc import nhwc_plan, prefers_taps
+from relaxpack.runtime.kernels.conv_transpose_nhwc import UNFOLD_DIRECT_MIN_WIDTH
 from relaxpack.runtime.kernels.nn import conv_workspace
 
-from .test_kernels_nn import CONV_CASES, CONV_TOL, POOL_CASES, conv_ref, pool_onnx_attrs
+from .test_kernels_nn import CONV_CASES, CONV_T_CASES, CONV_TOL, POOL_CASES, conv_ref, onnx_window_attrs, pool_onnx_attrs
 from .test_kernels_registry import assert_close, rand, run_kernel, run_onnx
 
 EXTRA_CASES = [
@@ -101,3 +102,41 @@ def test_global_pool_nhwc(name, op):
     x = rand(np.random.default_rng(6), (2, 3, 5, 7), "float32")
     expected, = run_onnx(op, [x], backend="ort")
     assert_close(run_kernel(name, last(x), data_layout="NHWC"), last(expected))
+
+
+# kernel == stride without padding ("unfold": UNet's 2x2 stride 2), on narrow
+# planes (one GEMM + an interleaving copy) and wide ones (a GEMM per kernel row
+# straight into out), 1-d and 3-d; odd sizes
+CONV_T_EXTRA = [
+    ((2, 8, 5, 7), (8, 4, 2, 2), dict(strides=2)),
+    ((2, 8, 3, UNFOLD_DIRECT_MIN_WIDTH + 1), (8, 5, 2, 3), dict(strides=(2, 3))),
+    ((1, 3, 11), (3, 2, 4), dict(strides=4)),
+    ((1, 4, 3, 2, 5), (4, 2, 2, 2, 2), dict(strides=2)),
+    ((2, 6, 5, 7), (6, 2, 3, 3), dict(strides=2, padding=(1, 0, 1, 2), output_padding=1, groups=3)),
+    ((2, 4, 6, 6), (4, 3, 2, 2), dict(strides=2, groups=2)),
+]
+
+
+def iohw_last(w: np.ndarray) -> np.ndarray:
+    """(C, O/groups, *kernel) -> (C, *kernel, O/groups)."""
+    return np.ascontiguousarray(np.moveaxis(w, 1, -1))
+
+
+@pytest.mark.parametrize("data, weight, attrs", CONV_T_CASES + CONV_T_EXTRA)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_conv_transpose_nhwc(dtype, data, weight, attrs):
+    """Against onnxruntime (float32) or the channels-first kernel (float16:
+    neither onnxruntime nor onnx's reference runs it with groups)."""
+    rng = np.random.default_rng(7)
+    x, w = rand(rng, data, dtype), rand(rng, weight, dtype)
+    n = x.ndim - 2
+    if dtype == "float32":
+        onnx_attrs = onnx_window_attrs(n, attrs.get("strides", 1), attrs.get("padding", 0), attrs.get("dilation", 1),
+                                       group=attrs.get("groups", 1), kernel_shape=list(w.shape[2:]))
+        if "output_padding" in attrs:
+            onnx_attrs["output_padding"] = [attrs["output_padding"]] * n
+        expected, = run_onnx("ConvTranspose", [x, w], onnx_attrs, backend="ort")
+    else:
+        expected = run_kernel("nn.conv_transpose", x, w, **attrs)
+    got = run_kernel("nn.conv_transpose", last(x), iohw_last(w), data_layout="NHWC", **attrs)
+    assert_close(got, last(expected), **CONV_TOL[dtype])

@@ -4,9 +4,11 @@
 ``(N, C, *spatial)``) or ``"NHWC"`` (``(N, *spatial, C)``, whatever the
 number of spatial dims). A channels-last conv takes its weight as
 ``(*kernel, C/groups, O)`` ("HWIO", as TensorFlow), the layout its kernel
-reads without a transpose. ConvertLayout (``passes/convert_layout.py``)
-makes these forms; inference works on the channels-first view of the
-operands and permutes the result back.
+reads without a transpose; a channels-last conv_transpose takes
+``(C, *kernel, O/groups)``, so its GEMM reads ``(C, taps * O)`` as it is.
+ConvertLayout (``passes/convert_layout.py``) makes these forms; inference
+works on the channels-first view of the operands and permutes the result
+back.
 
 Window attributes (``strides``, ``dilation``, ``pool_size``) take one int for
 every spatial dim or a tuple with one value per spatial dim; ``padding``
@@ -63,17 +65,23 @@ def _hwio_to_oihw(shape: tuple) -> tuple:
     return (shape[-1], shape[-2], *shape[:-2])
 
 
-def channels_first_infer(infer, with_weight: bool):
+def _iohw_last_to_first(shape: tuple) -> tuple:
+    """A channels-last conv_transpose weight ``(C, *kernel, O/groups)`` -> ``(C, O/groups, *kernel)``."""
+    return (shape[0], shape[-1], *shape[1:-1])
+
+
+def channels_first_infer(infer, with_weight: bool, weight_to_first=_hwio_to_oihw):
     """Inference for an op with ``data_layout``: a channels-last call is
-    inferred on channels-first placeholders of its data (and HWIO weight),
-    and the result is permuted back."""
+    inferred on channels-first placeholders of its data (and weight, whose
+    channels-last shape ``weight_to_first`` maps back: HWIO by default), and
+    the result is permuted back."""
     def wrapped(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
         if data_layout(call) == "NCHW":
             return infer(call, analyzer)
         args = list(call.args)
         args[0] = Var("data", _permuted(args[0].struct_info, to_channels_first))
         if with_weight:
-            args[1] = Var("weight", _permuted(args[1].struct_info, _hwio_to_oihw))
+            args[1] = Var("weight", _permuted(args[1].struct_info, weight_to_first))
         out = infer(call.replace(args=tuple(args)), analyzer)
         return _permuted(out, to_channels_last)
     return wrapped
@@ -186,10 +194,12 @@ def _infer_conv_transpose(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo
     return TensorStructInfo((batch, out_per_group * groups, *out), dtype, vdevice=vdevice)
 
 
-register_op("nn.conv_transpose", infer=_infer_conv_transpose,
-            attrs={"strides": 1, "padding": 0, "output_padding": 0, "dilation": 1, "groups": 1},
+register_op("nn.conv_transpose", infer=channels_first_infer(_infer_conv_transpose, True, _iohw_last_to_first),
+            attrs={"strides": 1, "padding": 0, "output_padding": 0, "dilation": 1, "groups": 1,
+                   "data_layout": "NCHW"},
             num_args=2,
-            doc="N-d transposed convolution: data (N, C, *spatial), weight (C, O/groups, *kernel).")
+            doc="N-d transposed convolution: data (N, C, *spatial), weight (C, O/groups, *kernel); "
+                "NHWC: data (N, *spatial, C), weight (C, *kernel, O/groups).")
 
 
 # ---------------------------------------------------------------- pooling

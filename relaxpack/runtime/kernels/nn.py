@@ -32,6 +32,7 @@ from ..dtypes import numpy_dtype
 from ._workspace import scratch_nbytes
 from . import conv_nhwc
 from .conv_direct import conv_plan, run_conv, scratch_layouts
+from .conv_transpose_nhwc import run_conv_transpose_nhwc
 from ._registry import register_kernel
 
 
@@ -152,24 +153,38 @@ def conv_workspace(data_shape, weight_shape, dtype, *, strides=1, padding=0, dil
 
 
 @register_kernel("nn.conv_transpose")
-def conv_transpose(data, weight, *, out, strides=1, padding=0, output_padding=0, dilation=1, groups=1):
+def conv_transpose(data, weight, *, out, strides=1, padding=0, output_padding=0, dilation=1, groups=1,
+                   data_layout="NCHW"):
     """N-d transposed convolution: data ``(N, C, *spatial)``, weight
     ``(C, O/groups, *kernel)``; ``padding`` crops the full output and
-    ``output_padding`` extends its end."""
+    ``output_padding`` extends its end. ``data_layout="NHWC"``: data
+    ``(N, *spatial, C)``, weight ``(C, *kernel, O/groups)``
+    (:mod:`.conv_transpose_nhwc`)."""
     n = data.ndim - 2
     strides, dilation = per_spatial(strides, n, "strides"), per_spatial(dilation, n, "dilation")
     extra = per_spatial(output_padding, n, "output_padding")
     begins, ends = pads(padding, n)
-    batch, channels, *spatial = data.shape
-    in_channels, per_group, *kernel = weight.shape
+    nhwc = data_layout == "NHWC"
+    if not nhwc and data_layout != "NCHW":
+        raise ShapeError(f"nn.conv_transpose: data_layout must be 'NCHW' or 'NHWC', got {data_layout!r}")
+    if nhwc:    # the channels-first view of the shapes: (N, C, *spatial), (C, O/groups, *kernel)
+        batch, *spatial, channels = data.shape
+        in_channels, *kernel, per_group = weight.shape
+    else:
+        batch, channels, *spatial = data.shape
+        in_channels, per_group, *kernel = weight.shape
     if channels != in_channels or channels % groups:
         raise ShapeError(f"nn.conv_transpose: data {data.shape} and weight {weight.shape} do not fit "
                          f"groups={groups}")
     full = [s * (x - 1) + d * (k - 1) + 1 + p
             for x, k, s, d, p in zip(spatial, kernel, strides, dilation, extra)]
     lengths = [f - b - e for f, b, e in zip(full, begins, ends)]
-    _check_out("nn.conv_transpose", out, (batch, per_group * groups, *lengths))
+    expected = (batch, *lengths, per_group * groups) if nhwc else (batch, per_group * groups, *lengths)
+    _check_out("nn.conv_transpose", out, expected)
     if out.size == 0:
+        return
+    if nhwc:
+        run_conv_transpose_nhwc(data, weight, out, groups, strides, dilation, extra, begins, ends)
         return
     dtype = work_dtype(out.dtype)
     taps = math.prod(kernel)
