@@ -9,7 +9,7 @@ import pytest
 
 from relaxpack.errors import ExecutionError
 from relaxpack.runtime.kernels.ml import label_encoder, ml_normalizer, transform_scores
-from relaxpack.runtime.kernels.tree_ensemble import tree_ensemble
+from relaxpack.runtime.kernels.tree_ensemble import pack_trees, tree_ensemble
 
 
 def test_probit_inverts_the_normal_cdf():
@@ -49,7 +49,7 @@ def test_tree_aggregates(aggregate, expected):
     leaves = np.array([[np.nan], [1.0], [2.0], [np.nan], [2.0], [3.0]])
     # sample 0 reaches leaves 1 and 4 (weights 1, 2), sample 1 leaves 2 and 5 (weights 2, 3)
     out = np.empty((2, 1), np.float32)
-    tree_ensemble(np.array([[-1.0], [1.0]], np.float32), nodes, np.zeros(6), np.array([0, 3]), leaves,
+    tree_ensemble(np.array([[-1.0], [1.0]], np.float32), *pack_trees(nodes, np.zeros(6), np.array([0, 3])), leaves,
                   np.empty((0, 2)), out=out, aggregate=aggregate, base_values=(), post_transform="NONE", max_depth=1)
     np.testing.assert_allclose(out.ravel(), expected)
 
@@ -58,5 +58,5 @@ def test_a_tree_deeper_than_declared_is_an_error():
     nodes = np.array([[0, 0, 1, 1, 0], [0, 0, 2, 2, 0], [0, -1, 2, 2, 0]])
     out = np.empty((1, 1), np.float32)
     with pytest.raises(ExecutionError, match="deeper than its declared depth 1"):
-        tree_ensemble(np.zeros((1, 1), np.float32), nodes, np.zeros(3), np.array([0]), np.ones((3, 1)),
+        tree_ensemble(np.zeros((1, 1), np.float32), *pack_trees(nodes, np.zeros(3), np.array([0])), np.ones((3, 1)),
                       np.empty((0, 2)), out=out, aggregate="SUM", base_values=(), post_transform="NONE", max_depth=1)

@@ -7,7 +7,7 @@ data section), not attributes. Classifiers return ``(class index, scores)``;
 the importer maps the index to the class label.
 
 >>> make_call("label_encoder", x, keys, values, default)                      # doctest: +SKIP
->>> make_call("tree_ensemble", x, nodes, thresholds, roots, leaves, members,
+>>> make_call("tree_ensemble", x, walk, thresholds, roots, leaves, members,
 ...           aggregate="SUM", base_values=(), post_transform="NONE", max_depth=6)  # doctest: +SKIP
 """
 
@@ -93,7 +93,7 @@ _TREE_ATTRS = {"aggregate": "SUM", "base_values": (), "post_transform": "NONE", 
 
 
 def _tree_targets(call: Call):
-    for i, what in enumerate(("nodes", "thresholds", "roots", "leaves", "members"), start=1):
+    for i, what in enumerate(("walk", "thresholds", "roots", "leaves", "members"), start=1):
         tensor_arg(call, i, what)
     leaves = call.args[4].struct_info
     return leaves.shape[1] if leaves.shape is not None and leaves.ndim == 2 else None
@@ -105,7 +105,7 @@ def _infer_tree_ensemble(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
 
 
 register_op("tree_ensemble", infer=_infer_tree_ensemble, num_args=6, attrs={**_TREE_ATTRS, "dtype": "float32"},
-            doc="A tree ensemble regressor (x, nodes, thresholds, roots, leaves, members) in the canonical "
+            doc="A tree ensemble regressor (x, walk, thresholds, roots, leaves, members) in the walk "
                 "form of runtime/kernels/tree_ensemble.py: scores (N, targets).")
 
 
@@ -117,4 +117,4 @@ def _infer_tree_ensemble_classifier(call: Call, analyzer: DimAnalyzer) -> TupleS
 
 
 register_op("tree_ensemble_classifier", infer=_infer_tree_ensemble_classifier, num_args=6, attrs=_TREE_ATTRS,
-            doc="A tree ensemble classifier in the canonical form: (class index (N,), scores (N, classes)).")
+            doc="A tree ensemble classifier in the walk form: (class index (N,), scores (N, classes)).")

@@ -1,25 +1,37 @@
 """Tree ensembles (ai.onnx.ml TreeEnsembleRegressor/Classifier and
 TreeEnsemble): every sample walks down every tree together, one level per
-numpy step, so the cost in Python is the depth of the deepest tree, not the
-number of samples.
+numpy step over an ``(N, T)`` array of positions, so the cost in Python is
+the depth of the deepest tree, not the number of samples or trees.
 
-The importer hands over one canonical form whatever the ONNX spelling:
+The importer builds a node list (:func:`pack_trees` documents it) and packs
+it at convert time into the *walk form* the kernel reads:
 
-- ``nodes``: int64 ``(M, 5)``, per node ``feature, mode, true, false,
-  missing_tracks_true``; ``mode`` is one of :data:`MODES` (``-1`` for a
-  leaf, whose children point at itself); children are node indices.
-- ``thresholds``: float64 ``(M,)``; ``roots``: int64 ``(T,)``.
-- ``leaves``: float64 ``(M, K)``, the weight a leaf adds to each of the K
-  targets (classes); NaN where the leaf has no weight for that target.
-- ``members``: float64 ``(P, 2)``, ``(node, value)`` pairs of the
-  set-membership (``BRANCH_MEMBER``) nodes.
+- A node ``i`` has two slots, ``2i`` (its test failed) and ``2i + 1`` (it
+  held); a walker's position is a slot. ``walk`` is int64 ``(2, S)`` or
+  ``(4, S)`` with ``S = 2M``: per slot the column of ``[x, -x]`` (interleaved:
+  column ``2f`` is feature ``f``, ``2f + 1`` its negation) the node tests,
+  and the slot of the child that branch leads to (``2 * child``). A leaf's
+  slots lead back to the leaf, so walkers that arrive early wait there.
+- ``thresholds``: float64 ``(S,)``, the node's threshold repeated per slot.
+  With a two-row ``walk`` every test is ``xx[col] <= threshold``: the other
+  comparisons and the missing-value tracks are rewritten into that one at
+  pack time (``v > t`` is ``-v < -t``; ``v < t`` is ``v <= t'`` with ``t'``
+  the float64 just below ``t``; which branch is "held" is picked so that a
+  NaN, which fails every ``<=``, takes the branch the model names for it).
+- Rows 2 and 3, present when some node tests ``==`` (BRANCH_EQ, BRANCH_NEQ)
+  or set membership (BRANCH_MEMBER): the slot's test (:data:`LEQ`, ``EQ``,
+  ``MEMBER``, ``LEAF``) and 1 where a NaN takes the held branch.
+- ``roots``: int64 ``(T,)``, root slots; ``leaves``: float64 ``(M, K)``, the
+  weight a leaf adds to each of the K targets (classes), NaN where the leaf
+  has no weight for that target; ``members``: float64 ``(P, 2)``,
+  ``(node, value)`` pairs of the set-membership nodes.
 
 >>> nodes = np.array([[0, 0, 1, 2, 0], [0, -1, 1, 1, 0], [0, -1, 2, 2, 0]])
+>>> walk, thresholds, roots = pack_trees(nodes, np.array([1.0, 0, 0]), np.array([0]))
 >>> leaves = np.array([[np.nan], [1.0], [2.0]])
 >>> out = np.empty((2, 1), np.float32)
->>> tree_ensemble(np.array([[0.0], [5.0]], np.float32), nodes, np.array([1.0, 0, 0]), np.array([0]),
-...               leaves, np.empty((0, 2)), out=out, aggregate="SUM", base_values=(), post_transform="NONE",
-...               max_depth=1)
+>>> tree_ensemble(np.array([[0.0], [5.0]], np.float32), walk, thresholds, roots, leaves, np.empty((0, 2)),
+...               out=out, aggregate="SUM", base_values=(), post_transform="NONE", max_depth=1)
 >>> out.ravel().tolist()
 [1.0, 2.0]
 """
@@ -32,41 +44,102 @@ from ...errors import ExecutionError
 from ._registry import register_kernel
 from .ml import transform_scores
 
-#: mode codes of the canonical form
+#: mode codes of the node list
 MODES = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3, "BRANCH_EQ": 4, "BRANCH_NEQ": 5,
          "BRANCH_MEMBER": 6}
 LEAF = -1
-_COMPARE = {0: np.less_equal, 1: np.less, 2: np.greater_equal, 3: np.greater, 4: np.equal, 5: np.not_equal}
+#: the tests a walk form keeps (rows 2 of a four-row ``walk``)
+LEQ, EQ, MEMBER = MODES["BRANCH_LEQ"], MODES["BRANCH_EQ"], MODES["BRANCH_MEMBER"]
+
+# ---------------------------------------------------------------- packing (at convert time)
 
 
-def find_leaves(x, nodes, thresholds, roots, members, max_depth: int) -> np.ndarray:
-    """The leaf each sample reaches in each tree: int64 ``(N, T)``."""
-    x = np.asarray(x, dtype=np.float64).reshape(x.shape[0] if x.ndim else 1, -1)
-    n = x.shape[0]
-    at = np.broadcast_to(roots, (n, roots.size)).copy()
-    row = np.broadcast_to(np.arange(n)[:, None], at.shape)
-    features, modes, true, false, missing = (nodes[:, k] for k in range(5))
+def pack_trees(nodes: np.ndarray, thresholds: np.ndarray, roots: np.ndarray):
+    """``(walk, slot thresholds, root slots)`` from a node list.
+
+    The node list: ``nodes`` int64 ``(M, 5)``, per node ``feature, mode,
+    true, false, missing_tracks_true`` (``mode`` one of :data:`MODES` or
+    :data:`LEAF`, children as node indices, a leaf's children itself);
+    ``thresholds`` float64 ``(M,)``; ``roots`` int64 ``(T,)`` root nodes.
+    """
+    nodes = np.asarray(nodes, dtype=np.int64).reshape(-1, 5)
+    feature, mode, true, false, missing = nodes.T
+    t = np.asarray(thresholds, dtype=np.float64).reshape(-1)
+    ordered = (mode >= 0) & (mode <= 3)
+    # NaN fails every comparison, so it takes the false branch unless the
+    # node says missing values go true: then the test is negated and the
+    # branches swapped, so that NaN (failing the negation too) goes true
+    negate = ordered & (missing != 0)
+    # the basic predicate after negation: 0 <=, 1 <, 2 >=, 3 > (v <= t negated is v > t, ...)
+    pred = np.where(negate, 3 - mode, mode)
+    col = 2 * feature + ((pred == 2) | (pred == 3))            # >= and > read -x
+    u = np.where((pred == 2) | (pred == 3), -t, t)
+    strict = (pred == 1) | (pred == 3)
+    with np.errstate(invalid="ignore"):
+        u = np.where(strict, np.where(u == -np.inf, np.nan, np.nextafter(u, -np.inf)), u)
+    # a NaN threshold fails every comparison: the negated test always holds
+    u = np.where(np.isnan(t) & negate, np.inf, u)
+    held, failed = np.where(negate, false, true), np.where(negate, true, false)
+    neq = mode == MODES["BRANCH_NEQ"]                          # v != t: v == t with the branches swapped
+    held, failed = np.where(neq, false, held), np.where(neq, true, failed)
+    test = np.select([mode == LEAF, ordered, neq], [LEAF, LEQ, EQ], mode)
+    nan_true = (missing != 0) & ((mode == EQ) | (mode == MEMBER))
+    leaf = mode == LEAF
+    m = len(nodes)
+    slot = np.arange(m)
+    rows = [np.where(leaf, 0, col), np.stack([np.where(leaf, slot, failed), np.where(leaf, slot, held)], 1) * 2]
+    rows = [np.repeat(rows[0], 2), rows[1].reshape(-1)]
+    if ((test != LEAF) & (test != LEQ)).any():
+        rows += [np.repeat(test, 2), np.repeat(nan_true.astype(np.int64), 2)]
+    return np.stack(rows), np.repeat(np.where(leaf, 0.0, u), 2), 2 * np.asarray(roots, dtype=np.int64)
+
+
+# ---------------------------------------------------------------- the walk
+
+
+def find_leaves(x, walk, thresholds, roots, members, max_depth: int) -> np.ndarray:
+    """The leaf node each sample reaches in each tree: int64 ``(N, T)``."""
+    x = np.asarray(x).reshape(x.shape[0] if x.ndim else 1, -1)
+    n, f = x.shape
+    column, nxt = walk[0], walk[1]
+    if column.size and int(column.max()) >= 2 * f:
+        raise ExecutionError(f"tree_ensemble: a node reads feature {int(column.max()) // 2} of {f} features")
+    xx = np.empty((n, f, 2))                       # [x, -x] interleaved: column 2f + 1 is -x[:, f]
+    xx[:, :, 0] = x
+    np.negative(x, out=xx[:, :, 1])
+    xx = xx.reshape(-1)
+    offset = np.arange(0, n * 2 * f, 2 * f)[:, None]
+    at = np.empty((n, roots.size), dtype=np.int64)
+    at[...] = roots
+    col, value, limit, held = np.empty_like(at), np.empty(at.shape), np.empty(at.shape), np.empty(at.shape, bool)
+    # indices are in range by construction (checked above and at pack time): mode="clip" skips the checks
     for _ in range(max_depth):
-        active = modes[at] != LEAF
-        if not active.any():
-            break
-        node, r = at[active], row[active]
-        if features[node].max() >= x.shape[1]:
-            raise ExecutionError(f"tree_ensemble: a node reads feature {features[node].max()} of "
-                                 f"{x.shape[1]} features")
-        value, mode = x[r, features[node]], modes[node]
-        go_true = np.zeros(node.shape, dtype=bool)
-        for code in np.unique(mode):
-            sel = mode == code
-            if code == MODES["BRANCH_MEMBER"]:
-                go_true[sel] = _is_member(node[sel], value[sel], members)
-            else:
-                go_true[sel] = _COMPARE[int(code)](value[sel], thresholds[node[sel]])
-        go_true |= np.isnan(value) & (missing[node] != 0)
-        at[active] = np.where(go_true, true[node], false[node])
-    if (modes[at] != LEAF).any():
+        column.take(at, out=col, mode="clip")
+        col += offset
+        xx.take(col, out=value, mode="clip")
+        thresholds.take(at, out=limit, mode="clip")
+        np.less_equal(value, limit, out=held)
+        if walk.shape[0] > 2:
+            _other_tests(walk, members, at, value, limit, held)
+        at += held
+        nxt.take(at, out=at, mode="clip")
+    if (nxt.take(at, mode="clip") != at).any():
         raise ExecutionError(f"tree_ensemble: a tree is deeper than its declared depth {max_depth}")
+    at >>= 1
     return at
+
+
+def _other_tests(walk, members, at, value, limit, held) -> None:
+    """Overwrite ``held`` where the node tests ``==`` or membership, and
+    where a NaN takes the held branch of such a node."""
+    test = np.take(walk[2], at)
+    eq = test == EQ
+    if eq.any():
+        held[eq] = value[eq] == limit[eq]
+    member = test == MEMBER
+    if member.any():
+        held[member] = _is_member(at[member] >> 1, value[member], members)
+    held |= np.isnan(value) & (np.take(walk[3], at) != 0)
 
 
 def _is_member(node: np.ndarray, value: np.ndarray, members: np.ndarray) -> np.ndarray:
@@ -78,32 +151,36 @@ def _is_member(node: np.ndarray, value: np.ndarray, members: np.ndarray) -> np.n
 
 def aggregate_leaves(at: np.ndarray, leaves: np.ndarray, aggregate: str) -> np.ndarray:
     """The targets' scores, float64 ``(N, K)``, from the leaves reached."""
-    weights = leaves[at]                                  # (N, T, K)
-    given = ~np.isnan(weights)
+    given = ~np.isnan(leaves)
     if aggregate in ("SUM", "AVERAGE"):
-        scores = np.where(given, weights, 0.0).sum(axis=1)
+        weights = np.where(given, leaves, 0.0)
+        if weights.shape[1] == 1:                         # one target: a flat gather and a row sum
+            scores = np.take(weights[:, 0], at).sum(axis=1)[:, None]
+        else:
+            scores = np.take(weights, at, axis=0).sum(axis=1)
         return scores / at.shape[1] if aggregate == "AVERAGE" and at.shape[1] else scores
     if aggregate not in ("MIN", "MAX"):
         raise ExecutionError(f"tree_ensemble: unknown aggregate function {aggregate!r}")
+    weights, reached = leaves[at], given[at]              # (N, T, K)
     fill = np.inf if aggregate == "MIN" else -np.inf
     pick = np.min if aggregate == "MIN" else np.max
-    scores = pick(np.where(given, weights, fill), axis=1)
-    return np.where(given.any(axis=1), scores, 0.0)     # a target no tree scores stays 0
+    scores = pick(np.where(reached, weights, fill), axis=1)
+    return np.where(reached.any(axis=1), scores, 0.0)   # a target no tree scores stays 0
 
 
 @register_kernel("tree_ensemble")
-def tree_ensemble(x, nodes, thresholds, roots, leaves, members, *, out, aggregate, base_values, post_transform,
+def tree_ensemble(x, walk, thresholds, roots, leaves, members, *, out, aggregate, base_values, post_transform,
                   max_depth, dtype="float32"):
     """Regression: aggregated leaf weights plus ``base_values``, then
     ``post_transform``, computed in float64 and written as ``dtype`` (out's)."""
-    scores = aggregate_leaves(find_leaves(x, nodes, thresholds, roots, members, max_depth), leaves, aggregate)
+    scores = aggregate_leaves(find_leaves(x, walk, thresholds, roots, members, max_depth), leaves, aggregate)
     if base_values:
         scores = scores + np.asarray(base_values, dtype=np.float64)
     out[...] = transform_scores(scores, post_transform).reshape(out.shape)
 
 
 @register_kernel("tree_ensemble_classifier")
-def tree_ensemble_classifier(x, nodes, thresholds, roots, leaves, members, *, out, aggregate, base_values,
+def tree_ensemble_classifier(x, walk, thresholds, roots, leaves, members, *, out, aggregate, base_values,
                              post_transform, max_depth):
     """Classification as onnxruntime does it: ``out`` is (label index int64
     ``(N,)``, scores ``(N, C)``). With more than two classes: scores plus
@@ -118,7 +195,7 @@ def tree_ensemble_classifier(x, nodes, thresholds, roots, leaves, members, *, ou
     leaves weigh a class and others do not.
     """
     labels, probs = out
-    at = find_leaves(x, nodes, thresholds, roots, members, max_depth)
+    at = find_leaves(x, walk, thresholds, roots, members, max_depth)
     scores = aggregate_leaves(at, leaves, aggregate)
     scored = ~np.isnan(leaves).all(axis=0)
     base = np.asarray(base_values, dtype=np.float64)

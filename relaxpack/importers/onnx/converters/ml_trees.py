@@ -1,13 +1,14 @@
 """Tree ensembles: ai.onnx.ml TreeEnsembleRegressor, TreeEnsembleClassifier
 (opsets 1 and 3) and TreeEnsemble (opset 5).
 
-Both spellings become one canonical form (see
-``runtime/kernels/tree_ensemble.py``): node arrays indexed by a global node
-number, children as node numbers, leaf weights as a dense (nodes, targets)
-matrix. The trees are checked here, once: children exist, no tree has a
-cycle, and the depth of the deepest tree bounds the kernel's walk::
+Both spellings become one node list (see ``runtime/kernels/tree_ensemble.py``):
+node arrays indexed by a global node number, children as node numbers, leaf
+weights as a dense (nodes, targets) matrix. The trees are checked here, once:
+children exist, no tree has a cycle, and the depth of the deepest tree bounds
+the kernel's walk. The node list is then packed into the kernel's walk form
+(``pack_trees``), so no call pays for the layout::
 
-    TreeEnsembleRegressor(x)  ->  R.tree_ensemble(x, nodes, thresholds, roots, leaves, members,
+    TreeEnsembleRegressor(x)  ->  R.tree_ensemble(x, walk, thresholds, roots, leaves, members,
                                                   aggregate="SUM", base_values=(), post_transform="NONE",
                                                   max_depth=4)
 """
@@ -18,7 +19,7 @@ import numpy as np
 
 from ....ir.expr import TupleGetItem
 from ....ops.registry import make_call
-from ....runtime.kernels.tree_ensemble import LEAF, MODES
+from ....runtime.kernels.tree_ensemble import LEAF, MODES, pack_trees
 from ..registry import register_converter
 from ..value import Value
 from ._shape_common import shape_error
@@ -62,7 +63,7 @@ class Trees:
         return depth
 
     def args(self, ctx, x: Value) -> list:
-        arrays = (self.nodes, self.thresholds, self.roots, self.leaves, self.members)
+        arrays = (*pack_trees(self.nodes, self.thresholds, self.roots), self.leaves, self.members)
         return [ctx.expr(required(ctx, x)), *(ctx.expr(ctx.const(a)) for a in arrays)]
 
 

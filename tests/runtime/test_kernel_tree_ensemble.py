@@ -1,0 +1,89 @@
+"""The tree walk against a plain per-sample walk of the node list, on trees
+the converted models rarely reach: every branch mode, missing-value tracks,
+NaN and infinite inputs and thresholds, inputs equal to a threshold,
+single-node trees and deep unbalanced trees."""
+
+import numpy as np
+import pytest
+
+from relaxpack.runtime.kernels.tree_ensemble import LEAF, MODES, find_leaves, pack_trees
+
+_TESTS = {0: lambda v, t: v <= t, 1: lambda v, t: v < t, 2: lambda v, t: v >= t, 3: lambda v, t: v > t,
+          4: lambda v, t: v == t, 5: lambda v, t: v != t}
+
+
+def _walk_one(row, nodes, thresholds, root, members) -> int:
+    """ONNX's rule, one node at a time: NaN goes true if the node tracks missing values true."""
+    at = root
+    while nodes[at, 1] != LEAF:
+        feature, mode, true, false, missing = nodes[at]
+        v = row[feature]
+        if mode == MODES["BRANCH_MEMBER"]:
+            held = any(nd == at and val == v for nd, val in members)
+        else:
+            held = bool(_TESTS[mode](v, thresholds[at]))
+        at = true if held or (np.isnan(v) and missing) else false
+    return at
+
+
+def _random_forest(rng, n_trees: int, n_features: int, modes, values):
+    """Random trees (some a single leaf, some a long chain) as a node list."""
+    rows, thresholds, roots = [], [], []
+    for t in range(n_trees):
+        shape = t % 3                   # 0: one leaf, 1: a random tree, 2: a chain leaning one way
+        roots.append(len(rows))
+        _grow(rng, rows, thresholds, n_features, modes, values, depth=0, max_depth={0: 0, 1: 5, 2: 12}[shape],
+              chain=shape == 2)
+    return np.array(rows, np.int64), np.array(thresholds), np.array(roots, np.int64)
+
+
+def _grow(rng, rows, thresholds, n_features, modes, values, depth, max_depth, chain) -> int:
+    me = len(rows)
+    rows.append(None)
+    thresholds.append(0.0)
+    if depth >= max_depth or (not chain and depth > 0 and rng.random() < 0.3):
+        rows[me] = [0, LEAF, me, me, 0]
+        return me
+    mode = int(rng.choice(modes))
+    thresholds[me] = float(rng.choice(values))
+    left = _grow(rng, rows, thresholds, n_features, modes, values, depth + 1, max_depth, chain)
+    right = _grow(rng, rows, thresholds, n_features, modes, values, depth + 1, 0 if chain else max_depth, chain)
+    true, false = (left, right) if rng.random() < 0.5 else (right, left)
+    rows[me] = [int(rng.integers(n_features)), mode, true, false, int(rng.random() < 0.5)]
+    return me
+
+
+@pytest.mark.parametrize("modes", [(0,), (1,), (2,), (3,), (0, 1, 2, 3), (4, 5), (0, 1, 2, 3, 4, 5)],
+                         ids=["leq", "lt", "gte", "gt", "ordered", "eq_neq", "all"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_walk_matches_the_node_rule(modes, seed):
+    rng = np.random.default_rng(seed)
+    values = np.array([-np.inf, -1.5, -0.0, 0.0, 0.5, 1.0, np.inf, np.nan, np.nextafter(1.0, 2.0)])
+    nodes, thresholds, roots = _random_forest(rng, 12, 3, modes, values[:-1] if 4 in modes else values)
+    nodes[thresholds != thresholds, 4] = 1 - nodes[thresholds != thresholds, 4]   # NaN thresholds both ways
+    x = rng.choice(values, size=(64, 3)).astype(np.float32)
+    depth = 12
+    got = find_leaves(x, *pack_trees(nodes, thresholds, roots), np.empty((0, 2)), depth)
+    expected = [[_walk_one(row, nodes, thresholds, r, ()) for r in roots] for row in x.astype(np.float64)]
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_walk_with_set_membership_and_nan():
+    member = MODES["BRANCH_MEMBER"]
+    # tree 0: x0 in {1, 3} ? leaf 1 : leaf 2, NaN goes true; tree 1: x0 in {2} ? leaf 4 : leaf 5
+    nodes = np.array([[0, member, 1, 2, 1], [0, LEAF, 1, 1, 0], [0, LEAF, 2, 2, 0],
+                      [0, member, 4, 5, 0], [0, LEAF, 4, 4, 0], [0, LEAF, 5, 5, 0]])
+    members = np.array([[0, 1.0], [0, 3.0], [3, 2.0]])
+    thresholds = np.zeros(6)
+    x = np.array([[1.0], [2.0], [3.0], [np.nan]])
+    got = find_leaves(x, *pack_trees(nodes, thresholds, np.array([0, 3])), members, 1)
+    expected = [[_walk_one(row, nodes, thresholds, r, members.tolist()) for r in (0, 3)] for row in x]
+    assert got.tolist() == expected == [[1, 5], [2, 4], [1, 5], [1, 5]]
+
+
+def test_float64_inputs_keep_their_precision():
+    # x just above the float32 threshold: float64 compares it as it is
+    nodes = np.array([[0, MODES["BRANCH_LT"], 1, 2, 0], [0, LEAF, 1, 1, 0], [0, LEAF, 2, 2, 0]])
+    x = np.array([[1.0], [np.nextafter(1.0, 2.0)], [np.nextafter(1.0, 0.0)]])
+    got = find_leaves(x, *pack_trees(nodes, np.array([1.0, 0, 0]), np.array([0])), np.empty((0, 2)), 1)
+    assert got.ravel().tolist() == [2, 2, 1]
