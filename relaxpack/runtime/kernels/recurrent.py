@@ -227,11 +227,27 @@ def _lstm_cell(rt, wb, rb, p, acts, clip, hidden, input_forget=False, **_):
 
 
 def _half_columns(rt, count: int):
-    """R^T with its first ``count`` columns halved (a new array), and the
-    per-column factor to apply to the input projection."""
+    """R^T with its first ``count`` columns halved (in place: ``rt`` is the
+    kernel's own copy), and the per-column factor to apply to the input
+    projection."""
     scale = np.ones(rt.shape[1], rt.dtype)
     scale[:count] = 0.5
-    return rt * scale, scale
+    rt[:, :count] *= 0.5
+    return rt, scale
+
+
+#: rows of R copied per block by :func:`_transposed`
+_BLOCK = 64
+
+
+def _transposed(r: np.ndarray, dtype) -> np.ndarray:
+    """``R^T`` as a new C-contiguous array, copied in blocks of rows: a
+    block's source and destination both stay in cache, where one strided
+    copy of a (1024, 256) matrix takes about 3x as long."""
+    rt = np.empty((r.shape[1], r.shape[0]), dtype)
+    for i in range(0, r.shape[0], _BLOCK):
+        np.copyto(rt[:, i:i + _BLOCK], r[i:i + _BLOCK].T, casting="unsafe")
+    return rt
 
 
 def _lstm_cell_tanh(rt, wb, rb, hidden):
@@ -388,7 +404,7 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction="forward", layo
         half = None if b is None else b.shape[0] // 2
         p = opt["P"][d].astype(dtype, copy=False) if "P" in opt else None
         # R^T made contiguous once: the per-step matmul reads it about 20% faster
-        rt = np.ascontiguousarray(r[d].T, dtype=dtype)
+        rt = _transposed(r[d], dtype)
         bias, step, scale = _make_cell(kind, rt, None if b is None else b[:half],
                                        None if b is None else b[half:], p, acts[d], clip, n,
                                        _default_activations(kind, activations, d, dirs), **cell_attrs)
