@@ -96,3 +96,9 @@ def test_a_capped_run_is_recorded_once_as_a_timeout():
     runner.warm(2)
     assert (runner.status, runner.note) == ("timeout", ">0.05 s")
     assert not runner.wants_more(n=5, budget=60) and runner.summary() == {"status": "timeout", "note": ">0.05 s"}
+
+
+def test_dispatch_benchmark_runs(capsys):
+    from benchmarks import dispatch
+    assert dispatch.main(["--length", "40", "-n", "3"]) == 0
+    assert "40 kernel calls" in capsys.readouterr().out

@@ -1,0 +1,57 @@
+"""Dispatch overhead: a chain of 1000 tiny elementwise ops, time per instruction.
+
+    python -m benchmarks.dispatch [--length 1000] [-n 200]
+
+Built at -O0 (no fusion), so every op is one kernel call on a 4-element
+array; the time per instruction is the VM's dispatch plus numpy's own
+per-call cost, which the second figure (the same ufunc calls made directly
+from a Python loop) isolates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import relaxpack
+from relaxpack.runtime import VirtualMachine
+from tests.runtime.test_vm_dispatch import OPS, chain_module
+
+
+def _median_seconds(fn, n: int) -> float:
+    fn()
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--length", type=int, default=1000)
+    parser.add_argument("-n", type=int, default=200)
+    args = parser.parse_args(argv)
+    exe = relaxpack.build(chain_module(args.length), opt_level=0)
+    vm = VirtualMachine(exe)
+    x = np.ones(4, np.float32)
+    ours = _median_seconds(lambda: vm.run({"x": x}), args.n)
+    c, ufuncs, out = np.float32(0.5), list(OPS.values()), np.empty(4, np.float32)
+
+    def plain():
+        h = x
+        for i in range(args.length):
+            ufuncs[i % 4](h, c, out=out)
+            h = out
+    bare = _median_seconds(plain, args.n)
+    print(f"{exe.kernel_call_count()} kernel calls: {ours / args.length * 1e6:.2f} us per instruction "
+          f"(numpy's own call from a Python loop: {bare / args.length * 1e6:.2f} us)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
