@@ -25,7 +25,6 @@ from __future__ import annotations
 import numpy as np
 
 from ....ir.expr import Constant, ShapeExpr, Tuple
-from ....ir.struct_info import TensorStructInfo
 from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value

@@ -19,7 +19,6 @@ constants (as they usually are).
 from __future__ import annotations
 
 from ....ir.dims import Dim
-from ....ops.definitions.signal import dft_points
 from ....ops.registry import make_call
 from ..registry import register_converter
 from ..tensors import onnx_dtype_name
