@@ -22,6 +22,7 @@ array([[[0.2913, 0.2913]]], dtype=float32)
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import numpy as np
@@ -269,7 +270,30 @@ def _lstm_cell_tanh(rt, wb, rb, hidden):
         h_new = np.tanh(c_new)
         h_new *= a[:, n:2 * n]
         return h_new, c_new
-    return (None if wb is None else wb + rb), step, scale
+    return (None if wb is None else wb + rb), step, scale, functools.partial(_lstm_loop_tanh, rt, n)
+
+
+def _lstm_loop_tanh(rt, n, proj, h, c, ys, order):
+    """Every step of :func:`_lstm_cell_tanh` (rows of equal length) with no
+    allocation: the gates, C and each H live in buffers made once (H straight
+    in its row of ``ys``), and every numpy call writes through ``out=``: at
+    batch 1 the step is bound by numpy's per-call cost, an allocation adds to it."""
+    a = np.empty((h.shape[0], 4 * n), proj.dtype)
+    c = c.copy()                    # updated in place: not the caller's initial_c
+    ifo, i, o, f, cell = a[:, :3 * n], a[:, :n], a[:, n:2 * n], a[:, 2 * n:3 * n], a[:, 3 * n:]
+    for t in order:
+        np.dot(h, rt, out=a)
+        a += proj[t]
+        np.tanh(a, out=a)
+        ifo += 1
+        ifo *= 0.5
+        cell *= i
+        c *= f
+        c += cell
+        h = ys[t]
+        np.tanh(c, out=h)
+        h *= o
+    return h, c
 
 
 def _gru_cell_tanh(rt, wb, rb, hidden):
@@ -299,17 +323,44 @@ def _gru_cell_tanh(rt, wb, rb, hidden):
         new *= g[:, :n]
         new += a
         return new, None
-    return bias, step, scale
+    return bias, step, scale, functools.partial(_gru_loop_tanh, rt, rbh, n)
+
+
+def _gru_loop_tanh(rt, rbh, n, proj, h, c, ys, order):
+    """Every step of :func:`_gru_cell_tanh` (rows of equal length) in buffers
+    made once, as :func:`_lstm_loop_tanh`."""
+    g = np.empty((h.shape[0], 3 * n), proj.dtype)
+    zr, z, reset, a = g[:, :2 * n], g[:, :n], g[:, n:2 * n], g[:, 2 * n:]
+    for t in order:
+        xp = proj[t]
+        np.dot(h, rt, out=g)
+        zr += xp[:, :2 * n]
+        np.tanh(zr, out=zr)
+        zr += 1
+        zr *= 0.5
+        if rbh is not None:
+            a += rbh
+        a *= reset
+        a += xp[:, 2 * n:]
+        np.tanh(a, out=a)
+        new = ys[t]
+        np.subtract(h, a, out=new)  # (1 - z) * hh + z * h, with one product
+        new *= z
+        new += a
+        h = new
+    return h, None
 
 
 def _make_cell(kind, rt, wb, rb, p, acts, clip, hidden, default_acts: bool, **attrs):
-    """``(bias, step, projection scale or None)`` for one direction."""
+    """``(bias, step, projection scale or None, loop or None)`` for one direction;
+    ``loop(proj, h, c, ys, order)`` runs every step when all rows have the full
+    length, writing each H into ``ys``, and returns the final H and C."""
     if default_acts and clip is None:
         if kind == "lstm" and p is None and not attrs.get("input_forget"):
             return _lstm_cell_tanh(rt, wb, rb, hidden)
         if kind == "gru" and attrs.get("linear_before_reset"):
             return _gru_cell_tanh(rt, wb, rb, hidden)
-    return (*_CELLS[kind](rt, wb, rb, p, acts, clip, hidden, **attrs), None)
+    return (*_CELLS[kind](rt, wb, rb, p, acts, clip, hidden, **attrs), None, None)
 
 
 def _default_activations(kind: str, names, d: int, dirs: int) -> bool:
@@ -324,19 +375,24 @@ _CELLS = {"rnn": _rnn_cell, "gru": _gru_cell, "lstm": _lstm_cell}
 # ---------------------------------------------------------------- the time loop
 
 
-def _scan(step, proj, h, c, lens, reverse: bool, hidden: int):
+def _scan(step, loop, proj, h, c, lens, reverse: bool, hidden: int):
     """Run ``step`` over the time steps of ``proj`` (seq, batch, G*hidden).
 
     Returns Y (seq, batch, hidden) indexed by the original time step, and the
     final H and C. With ``lens`` each row runs its own length (reverse: from
-    its own last step back) and keeps its state after it.
+    its own last step back) and keeps its state after it. Without, the cell's
+    ``loop`` (if it has one) runs the steps instead of ``step``.
     """
     seq, batch = proj.shape[:2]
     ys = np.zeros((seq, batch, hidden), proj.dtype)
     if lens is None:
-        for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
-            h, c = step(proj[t], h, c)
-            ys[t] = h
+        order = range(seq - 1, -1, -1) if reverse else range(seq)
+        if loop is not None:
+            h, c = loop(proj, h, c, ys, order)
+        else:
+            for t in order:
+                h, c = step(proj[t], h, c)
+                ys[t] = h
         if seq == 0:    # no step: the final state is zero, as for a length-0 sequence
             h, c = np.zeros_like(h), (None if c is None else np.zeros_like(c))
         return ys, h, c
@@ -405,7 +461,7 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction="forward", layo
         p = opt["P"][d].astype(dtype, copy=False) if "P" in opt else None
         # R^T made contiguous once: the per-step matmul reads it about 20% faster
         rt = _transposed(r[d], dtype)
-        bias, step, scale = _make_cell(kind, rt, None if b is None else b[:half],
+        bias, step, scale, loop = _make_cell(kind, rt, None if b is None else b[:half],
                                        None if b is None else b[half:], p, acts[d], clip, n,
                                        _default_activations(kind, activations, d, dirs), **cell_attrs)
         proj = xs @ w[d].astype(dtype, copy=False).T
@@ -414,7 +470,7 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction="forward", layo
         if scale is not None:
             proj *= scale
         reverse = direction == "reverse" or d == 1
-        ys, h, c = _scan(step, proj.reshape(seq, batch, -1), state[0], state[1] if kind == "lstm" else None,
+        ys, h, c = _scan(step, loop, proj.reshape(seq, batch, -1), state[0], state[1] if kind == "lstm" else None,
                          lens, reverse, n)
         np.copyto(y[:, d], ys, casting="unsafe")
         np.copyto(y_h[d], h, casting="unsafe")
