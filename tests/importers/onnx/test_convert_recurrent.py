@@ -229,6 +229,44 @@ def test_default_activation_cells_in_every_float_type(op, attrs, dtype):
     check(model, feeds(model, 6, 3, lens=[6, 2, 4]), dtype=dtype)
 
 
+# Rows of equal length (no sequence_lens, or every length the full seq) take the
+# fast cells' whole-sequence loop, which updates its buffers in place.
+FULL_LENGTH_CELLS = [("LSTM", {}, ("B", "initial_h", "initial_c")),
+                     ("GRU", {"linear_before_reset": 1}, ("B", "initial_h"))]
+
+
+@pytest.mark.parametrize("op, attrs, optional", FULL_LENGTH_CELLS)
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("layout", [0, 1])
+def test_full_length_loop_in_every_direction_and_layout(op, attrs, optional, direction, layout):
+    model = layer(op, direction=direction, layout=layout, optional=optional + ("sequence_lens",), **attrs)
+    check(model, feeds(model, 7, 1, lens=[7]), feeds(model, 4, 3, lens=[4, 4, 4], seed=2))
+    model = layer(op, direction=direction, layout=layout, optional=optional, **attrs)
+    check(model, feeds(model, 5, 2))
+
+
+@pytest.mark.parametrize("op, attrs, optional", FULL_LENGTH_CELLS)
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_full_length_loop_in_float16_and_float64(op, attrs, optional, dtype):
+    model = layer(op, direction="bidirectional", optional=optional, dtype=dtype, **attrs)
+    check(model, feeds(model, 6, 2), ref="onnx" if dtype == np.float64 else "ort", dtype=dtype)
+
+
+@pytest.mark.parametrize("op, attrs, optional", FULL_LENGTH_CELLS)
+def test_full_length_loop_leaves_the_initial_state_and_repeats_exactly(op, attrs, optional):
+    # the loop updates C in place and writes H into Y: it must neither touch the
+    # caller's initial state nor carry anything over to the next run
+    model = layer(op, direction="bidirectional", optional=optional, **attrs)
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model)))
+    f = feeds(model, 5, 1)
+    before = {n: a.copy() for n, a in f.items()}
+    first = {n: a.copy() for n, a in vm.run(f).items()}
+    for n in f:
+        np.testing.assert_array_equal(f[n], before[n])
+    for n, a in vm.run(f).items():
+        np.testing.assert_array_equal(a, first[n])
+
+
 # ---------------------------------------------------------------- activations, clip, cell options
 
 # (activation, alpha, beta): alpha/beta given where the activation takes them
