@@ -189,17 +189,24 @@ def _bind_dims(ctx, item, sinfo: StructInfo, known) -> Value:
 
 
 # ---------------------------------------------------------------- Scan
-@register_converter("", "Scan", since_opset=9)
-def scan(ctx, *inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None,
-         scan_output_axes=None, scan_output_directions=None):
+def scan_counts(ctx, inputs, body, num_scan_inputs: int) -> tuple[int, int, int]:
+    """(scanned inputs, state values, scan outputs) of a Scan node, checked
+    against its inputs and its body's signature."""
     n_in = num_scan_inputs
     n_state = len(inputs) - n_in
     if n_in < 1 or n_state < 0 or any(v is None for v in inputs):
-        raise shape_error(ctx, f"num_scan_inputs={n_in} does not fit the node's {len(inputs)} inputs")
+        raise shape_error(ctx, f"num_scan_inputs={n_in} does not fit the node's {len(inputs)} state and scan inputs")
     n_out = len(body.output) - n_state
     if len(body.input) != len(inputs) or n_out < 0:
         raise shape_error(ctx, f"the body takes {len(body.input)} inputs and returns {len(body.output)}, "
                                f"which does not fit {n_state} state values and {n_in} scanned inputs")
+    return n_in, n_state, n_out
+
+
+@register_converter("", "Scan", since_opset=9)
+def scan(ctx, *inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None,
+         scan_output_axes=None, scan_output_directions=None):
+    n_in, n_state, n_out = scan_counts(ctx, inputs, body, num_scan_inputs)
     in_axes = per_input(ctx, scan_input_axes, n_in, "scan_input_axes")
     in_dirs = per_input(ctx, scan_input_directions, n_in, "scan_input_directions")
     out_axes = per_input(ctx, scan_output_axes, n_out, "scan_output_axes")

@@ -31,19 +31,12 @@ from ..value import Value
 from ._body import renamed_sinfo
 from ._math_common import scalar
 from ._shape_common import shape_error, shaped, unsupported
-from .loop import emit_loop, per_input, state_and_body
+from .loop import emit_loop, per_input, scan_counts, state_and_body
 
 
 @register_converter("", "Scan", since_opset=8)
 def scan_v8(ctx, sequence_lens=None, *inputs, body, num_scan_inputs, directions=None):
-    n_in = num_scan_inputs
-    n_state = len(inputs) - n_in
-    if n_in < 1 or n_state < 0 or any(v is None for v in inputs):
-        raise shape_error(ctx, f"num_scan_inputs={n_in} does not fit the node's {len(inputs)} state and scan inputs")
-    n_out = len(body.output) - n_state
-    if len(body.input) != len(inputs) or n_out < 0:
-        raise shape_error(ctx, f"the body takes {len(body.input)} inputs and returns {len(body.output)}, "
-                               f"which does not fit {n_state} state values and {n_in} scanned inputs")
+    n_in, n_state, n_out = scan_counts(ctx, inputs, body, num_scan_inputs)
     dirs = per_input(ctx, directions, n_in, "directions")
     states = [_batched(ctx, v, 1, "initial state") for v in inputs[:n_state]]
     scanned = [_batched(ctx, v, 2, "scanned input") for v in inputs[n_state:]]
