@@ -11,24 +11,13 @@ from a Python loop) isolates.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import numpy as np
 
 import relaxpack
+from benchmarks.opt_levels import median_ms
 from relaxpack.runtime import VirtualMachine
 from tests.runtime.test_vm_dispatch import OPS, chain_module
-
-
-def _median_seconds(fn, n: int) -> float:
-    fn()
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main(argv=None) -> int:
@@ -39,7 +28,7 @@ def main(argv=None) -> int:
     exe = relaxpack.build(chain_module(args.length), opt_level=0)
     vm = VirtualMachine(exe)
     x = np.ones(4, np.float32)
-    ours = _median_seconds(lambda: vm.run({"x": x}), args.n)
+    ours = median_ms(lambda: vm.run({"x": x}), args.n) / 1e3
     c, ufuncs, out = np.float32(0.5), list(OPS.values()), np.empty(4, np.float32)
 
     def plain():
@@ -47,7 +36,7 @@ def main(argv=None) -> int:
         for i in range(args.length):
             ufuncs[i % 4](h, c, out=out)
             h = out
-    bare = _median_seconds(plain, args.n)
+    bare = median_ms(plain, args.n) / 1e3
     print(f"{exe.kernel_call_count()} kernel calls: {ours / args.length * 1e6:.2f} us per instruction "
           f"(numpy's own call from a Python loop: {bare / args.length * 1e6:.2f} us)")
     return 0
