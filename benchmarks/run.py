@@ -42,6 +42,10 @@ How it measures (repeated in results.md):
 - Agreement: every output of relaxpack against ORT (1 thread); max abs error
   and max rel error = max abs error / max |ORT output|. Above 1e-3 is a
   MISMATCH.
+- Compute floor: GFLOP is twice the multiply-adds of the row's products
+  (``benchmarks/flops.py``, from the shapes of one onnxruntime run); the floor
+  is that work at the single-thread float32 GEMM rate the worker measures with
+  numpy's BLAS. The issue's 20x-over-reference bar is set against it.
 """
 
 from __future__ import annotations
@@ -245,6 +249,7 @@ def _mib(row: dict) -> str:
 
 
 def _markdown(report: dict) -> str:
+    from .flops import bar_markdown
     env, rows, gm, load = report["environment"], report["rows"], report["geomean"], report["load_average"]
     blas_env = ", ".join(f"{k}={v}" for k, v in env.get("env", {}).items() if v is not None) or "none set"
     lines = [
@@ -276,6 +281,7 @@ def _markdown(report: dict) -> str:
               + "; speed-up over the reference evaluator = "
               + (f"**{speedup:.1f}x** over {gm['speedup_rows']} rows" if speedup else "n/a")
               + " (rows where the reference hit its cap are left out)."]
+    lines += ["", bar_markdown(rows, env.get("sgemm_gflops"))]
     converts = [c for c in report.get("convert_time", []) if "stages_ms" in c]
     if converts:
         from .convert_time import markdown as convert_markdown
@@ -401,6 +407,7 @@ def _worker(args) -> int:
     import relaxpack
     from relaxpack.runtime import VirtualMachine
 
+    from .flops import count_macs, sgemm_peak
     from .models import MODELS
 
     bench = MODELS[args.worker](args.size, seed=args.seed)
@@ -463,6 +470,7 @@ def _worker(args) -> int:
             if want is not None and by["reference"].first is not None:
                 row["reference_check"] = _compare(by["reference"].first, want)
             _ratios(row)
+            row["gflop"] = 2 * count_macs(bench.model, feeds) / 1e9
             if not args.no_memory:
                 np.savez(tmp / f"feeds_{index}.npz", **feeds)
                 _memory(row, tmp, index)
@@ -471,7 +479,8 @@ def _worker(args) -> int:
             log(f"{setting.label}: " + ", ".join(
                 f"{k} {_ms(row[k]['ms']) + ' ms' if 'ms' in row[k] else row[k]['status']}" for k in RUNTIMES))
             rows.append(row)
-    args.result.write_text(json.dumps({"environment": _environment(), "rows": rows}))
+    environment = {**_environment(), "sgemm_gflops": sgemm_peak() / 1e9}
+    args.result.write_text(json.dumps({"environment": environment, "rows": rows}))
     return 0
 
 

@@ -1,0 +1,142 @@
+"""How much arithmetic a benchmark row needs, and the least time it can take.
+
+:func:`count_macs` counts the multiply-adds of the products a model does
+(Conv, ConvTranspose, MatMul, Gemm, LSTM, GRU, RNN) at one setting, from
+the shapes onnxruntime gives every operand on that setting's inputs (the
+shapes are exact whatever the graph computes them from). :func:`sgemm_peak`
+measures this machine's single-thread float32 GEMM rate with numpy's BLAS.
+Together they give a compute floor: ``2 * macs / peak``, the time the
+products alone take at the best rate this machine reaches. No runtime that
+does the same arithmetic on the same core runs a row in less.
+
+The floor is what the issue's "20x faster than the reference evaluator" bar
+is checked against: where ``reference ms / 20`` is below the floor, the bar
+cannot be met by relaxpack or by anything else on this machine (the
+reference evaluator calls the same BLAS for those products).
+
+>>> import benchmarks.models as m                                # doctest: +SKIP
+>>> bench = m.MODELS["mlp"]("full")                              # doctest: +SKIP
+>>> count_macs(bench.model, bench.settings[0].feeds(0))          # doctest: +SKIP
+535040
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Mapping
+
+import numpy as np
+import onnx
+
+#: ops whose products are counted
+COUNTED = ("Conv", "ConvTranspose", "MatMul", "Gemm", "LSTM", "GRU", "RNN")
+#: gate count of the recurrent ops
+_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+
+
+def count_macs(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> int:
+    """Multiply-adds of the counted ops of ``model`` run on ``feeds``."""
+    shapes = _operand_shapes(model, feeds)
+    total = 0
+    for node in model.graph.node:
+        if node.op_type in COUNTED:
+            total += _node_macs(node, shapes)
+    return total
+
+
+def _operand_shapes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, tuple]:
+    """The shape of every input and output of a counted node, from one
+    onnxruntime run whose graph outputs are those values."""
+    import onnxruntime as ort
+
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    graph = probe.graph
+    shapes = {i.name: tuple(i.dims) for i in graph.initializer}
+    wanted = [o.name for o in graph.output]
+    for node in graph.node:
+        if node.op_type in COUNTED:
+            wanted += [v for v in (*node.input, *node.output) if v and v not in shapes]
+    wanted = list(dict.fromkeys(wanted))
+    del graph.output[:]
+    graph.output.extend(onnx.ValueInfoProto(name=v) for v in wanted)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    values = session.run(wanted, dict(feeds))
+    shapes.update({name: tuple(np.shape(v)) for name, v in zip(wanted, values)})
+    return shapes
+
+
+def _node_macs(node: onnx.NodeProto, shapes: Mapping[str, tuple]) -> int:
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    if node.op_type == "Conv":
+        weight, out = shapes[node.input[1]], shapes[node.output[0]]
+        return math.prod(out) * math.prod(weight[1:])
+    if node.op_type == "ConvTranspose":
+        x, weight = shapes[node.input[0]], shapes[node.input[1]]
+        return math.prod(x) * math.prod(weight[1:])
+    if node.op_type == "MatMul":
+        a, out = shapes[node.input[0]], shapes[node.output[0]]
+        return math.prod(out) * a[-1]
+    if node.op_type == "Gemm":
+        a, out = shapes[node.input[0]], shapes[node.output[0]]
+        return math.prod(out) * a[0 if attrs.get("transA", 0) else 1]
+    x, weight = shapes[node.input[0]], shapes[node.input[1]]
+    seq_batch = x[0] * x[1]
+    hidden = weight[1] // _GATES[node.op_type]
+    return weight[0] * seq_batch * weight[1] * (weight[2] + hidden)
+
+
+def sgemm_peak(size: int = 1024, repeat: int = 7) -> float:
+    """FLOP/s of the fastest of ``repeat`` float32 ``size``-cubed products
+    through numpy's BLAS, in the calling process's thread setting."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((size, size), dtype=np.float32) for _ in range(2))
+    out = np.empty_like(a)
+    np.matmul(a, b, out=out)
+    best = math.inf
+    for _ in range(repeat):
+        start = time.perf_counter()
+        np.matmul(a, b, out=out)
+        best = min(best, time.perf_counter() - start)
+    return 2 * size ** 3 / best
+
+
+def bar_rows(rows: list[dict], peak_gflops: float | None) -> list[dict]:
+    """For each timed row: the time the 20x-over-reference bar allows, the
+    compute floor at ``peak_gflops``, and whether the bar is met, missed, or
+    below the floor (no runtime on this machine can meet it)."""
+    out = []
+    for r in rows:
+        ref, ours, gflop = r["reference"].get("ms"), r["relaxpack"].get("ms"), r.get("gflop")
+        if not ref or not ours:
+            continue
+        allowed = ref / 20
+        floor = 1e3 * gflop / peak_gflops if gflop is not None and peak_gflops else None
+        verdict = ("met" if ours <= allowed else
+                   "below the compute floor" if floor is not None and allowed < floor else "not met")
+        out.append({"row": r["row"], "reference_ms": ref, "allowed_ms": allowed, "gflop": gflop,
+                    "floor_ms": floor, "ort_1thread_ms": r["ort_1thread"].get("ms"), "relaxpack_ms": ours,
+                    "verdict": verdict})
+    return out
+
+
+def bar_markdown(rows: list[dict], peak_gflops: float | None) -> str:
+    """The table of :func:`bar_rows`, with a line on how it is read."""
+    def ms(v):
+        return "" if v is None else f"{v:.3g}"
+    lines = [f"The 20x-over-reference bar against the compute floor (GFLOP = 2 x multiply-adds of the "
+             f"Conv/ConvTranspose/MatMul/Gemm/LSTM/GRU ops at that input, `benchmarks/flops.py`; floor = GFLOP at "
+             f"this machine's single-thread float32 GEMM rate, "
+             f"{peak_gflops:.0f} GFLOP/s measured by the worker with numpy's BLAS). Where the bar allows less than "
+             f"the floor, no runtime doing this arithmetic on one core of this machine meets it." if peak_gflops
+             else "The 20x-over-reference bar (no GEMM rate measured):", "",
+             "| model | reference ms | bar: at most ms | GFLOP | compute floor ms | ORT 1-thread ms "
+             "| relaxpack ms | bar |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for b in bar_rows(rows, peak_gflops):
+        lines.append(f"| {b['row']} | {ms(b['reference_ms'])} | {ms(b['allowed_ms'])} | "
+                     f"{ms(b['gflop'])} | {ms(b['floor_ms'])} | "
+                     f"{ms(b['ort_1thread_ms'])} | {ms(b['relaxpack_ms'])} | {b['verdict']} |")
+    return "\n".join(lines)
