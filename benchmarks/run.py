@@ -42,10 +42,12 @@ How it measures (repeated in results.md):
 - Agreement: every output of relaxpack against ORT (1 thread); max abs error
   and max rel error = max abs error / max |ORT output|. Above 1e-3 is a
   MISMATCH.
-- Compute floor: GFLOP is twice the multiply-adds of the row's products
-  (``benchmarks/flops.py``, from the shapes of one onnxruntime run); the floor
+- Floors: GFLOP is twice the multiply-adds of the row's products
+  (``benchmarks/flops.py``, from the shapes of one onnxruntime run); compute
   is that work at the single-thread float32 GEMM rate the worker measures with
-  numpy's BLAS. The issue's 20x-over-reference bar is set against it.
+  numpy's BLAS; weight reads is the time to read those products' weights once
+  at the best rate numpy reads that many bytes. The issue's
+  20x-over-reference bar is set against the larger of the two.
 """
 
 from __future__ import annotations
@@ -407,7 +409,7 @@ def _worker(args) -> int:
     import relaxpack
     from relaxpack.runtime import VirtualMachine
 
-    from .flops import count_macs, sgemm_peak
+    from .flops import count_macs, product_weight_bytes, read_rate, sgemm_peak
     from .models import MODELS
 
     bench = MODELS[args.worker](args.size, seed=args.seed)
@@ -429,6 +431,7 @@ def _worker(args) -> int:
         log(rp["note"])
 
     data = bench.model.SerializeToString()
+    weight_bytes = product_weight_bytes(bench.model)
     one = ort.SessionOptions()
     one.intra_op_num_threads = one.inter_op_num_threads = 1
     sessions = {"ort_1thread": ort.InferenceSession(data, one, providers=["CPUExecutionProvider"]),
@@ -471,6 +474,7 @@ def _worker(args) -> int:
                 row["reference_check"] = _compare(by["reference"].first, want)
             _ratios(row)
             row["gflop"] = 2 * count_macs(bench.model, feeds) / 1e9
+            row["weight_read_ms"] = 1e3 * weight_bytes / read_rate(weight_bytes) if weight_bytes else None
             if not args.no_memory:
                 np.savez(tmp / f"feeds_{index}.npz", **feeds)
                 _memory(row, tmp, index)

@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from benchmarks.flops import bar_rows, count_macs, sgemm_peak
+from benchmarks.flops import bar_rows, count_macs, product_weight_bytes, read_rate, sgemm_peak
 
 
 def _model(nodes, inputs, weights, outputs) -> onnx.ModelProto:
@@ -52,19 +52,29 @@ def test_ops_without_products_count_nothing():
     assert count_macs(model, {"x": np.zeros(4, np.float32)}) == 0
 
 
-def test_sgemm_peak_is_a_positive_rate():
-    assert sgemm_peak(size=64, repeat=2) > 0
+def test_weight_bytes_count_the_operands_of_products_only():
+    model = _model([helper.make_node("Gather", ["table", "i"], ["e"]),
+                    helper.make_node("MatMul", ["x", "w"], ["y"]),
+                    helper.make_node("Add", ["y", "b"], ["z"])],
+                   {"x": [2, 5], "i": [3]}, {"table": (100, 5), "w": (5, 6), "b": (6,)}, ["z", "e"])
+    assert product_weight_bytes(model) == 5 * 6 * 4
 
 
-def _row(ref, ours, gflop):
+def test_measured_rates_are_positive():
+    assert sgemm_peak(size=64, repeat=2) > 0 and read_rate(4096, repeat=2) > 0
+
+
+def _row(ref, ours, gflop, reads=None):
     return {"row": "m", "reference": {"ms": ref}, "relaxpack": {"ms": ours}, "ort_1thread": {"ms": 1.0},
-            "gflop": gflop}
+            "gflop": gflop, "weight_read_ms": reads}
 
 
 def test_bar_verdicts():
     peak = 100.0                                    # GFLOP/s: 1 GFLOP takes 10 ms
-    met, missed, floor = bar_rows([_row(200, 9, 1.0), _row(400, 25, 1.0), _row(100, 12, 1.0)], peak)
+    met, missed, compute, reads = bar_rows(
+        [_row(200, 9, 1.0), _row(400, 25, 1.0), _row(100, 12, 1.0), _row(200, 12, 0.1, reads=15.0)], peak)
     assert (met["verdict"], met["allowed_ms"], met["floor_ms"]) == ("met", 10.0, 10.0)
     assert missed["verdict"] == "not met"           # 20 ms allowed, floor 10 ms: possible, not done
-    assert floor["verdict"] == "below the compute floor"   # 5 ms allowed, floor 10 ms
+    assert compute["verdict"] == "below the floor"  # 5 ms allowed, the products take 10 ms
+    assert (reads["verdict"], reads["floor_ms"]) == ("below the floor", 15.0)   # 10 allowed, reading takes 15
     assert bar_rows([_row(None, 9, 1.0)], peak) == []
