@@ -30,7 +30,7 @@ from ...errors import ShapeError
 from ._math import commit, is_low_float, pads, per_spatial, scratch, work_dtype
 from ..dtypes import numpy_dtype
 from ._workspace import scratch_nbytes
-from . import conv_nhwc
+from . import conv_nhwc, conv_winograd
 from .conv_direct import conv_plan, run_conv, scratch_layouts
 from .conv_transpose_nhwc import run_conv_transpose_nhwc
 from ._registry import register_kernel
@@ -119,8 +119,9 @@ def _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups,
                for x, k, s, d, b, e in zip(spatial, kernel, strides, dilation, begins, ends)]
     depthwise = per_group == 1 and groups == channels == out_channels
     if data_layout == "NHWC":
+        winograd = conv_winograd.prefers_winograd(kernel, strides, dilation, groups, channels)
         return conv_nhwc.nhwc_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, tuple(lengths),
-                                   depthwise, conv_nhwc.prefers_taps(groups, math.prod(lengths))), lengths
+                                   depthwise, conv_nhwc.prefers_taps(groups, math.prod(lengths)), winograd), lengths
     plan = conv_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, ends, tuple(lengths),
                      depthwise, per_group, channels)
     return plan, lengths
