@@ -23,7 +23,6 @@ transforms cost more than the products saved (:func:`prefers_winograd`).
 
 from __future__ import annotations
 
-import threading
 import weakref
 from dataclasses import dataclass
 
@@ -95,9 +94,10 @@ def transform_weight(weight: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(u.reshape(16, *weight.shape[2:]).astype(weight.dtype))
 
 
-class _TransformedWeights(threading.local):
+class _TransformedWeights:
     """Transformed weights of read-only arrays (the executable's constants),
-    by identity: packed on the first call, as if at convert time."""
+    by identity: packed on the first call, as if at convert time (two
+    threads may both pack one; either result is kept)."""
 
     def __init__(self):
         self.by_id: dict[int, tuple] = {}
