@@ -285,9 +285,13 @@ def max_pool(data, *, out, pool_size, strides=1, padding=0, dilation=1, ceil_mod
         lead = (slice(None),) * (2 + i)
         target = buf if i + 1 == len(pool) else _empty_like_order(cur, cur.shape[:2 + i] + (m,) + cur.shape[3 + i:],
                                                                   x.dtype)
-        np.copyto(target, cur[lead + (slice(0, (m - 1) * s + 1, s),)])
-        for t in range(1, k):
-            np.maximum(target, cur[lead + (slice(t * d, t * d + (m - 1) * s + 1, s),)], out=target)
+        taps = [cur[lead + (slice(t * d, t * d + (m - 1) * s + 1, s),)] for t in range(k)]
+        if k == 1:
+            np.copyto(target, taps[0])
+        else:       # the first two taps at once: one pass over target fewer than copy + maximum
+            np.maximum(taps[0], taps[1], out=target)
+        for tap in taps[2:]:
+            np.maximum(target, tap, out=target)
         cur = target
     commit(buf, out)
 
