@@ -27,6 +27,7 @@ from .fuse_bias_activation import fuse_bias_activation
 from .infra import Pass, Sequential
 from .simplify_algebra import simplify_algebra
 from .simplify_shapes import simplify_shapes
+from .sink_resize import sink_resize
 
 
 def core_passes() -> list[Pass]:
@@ -48,7 +49,8 @@ def optimize_pipeline(opt_level: int) -> Sequential:
     - 1: one round of the core passes;
     - 2: the core passes, then the algebraic rewrites (batch norm folded into
       weights, layout and identity simplification, bias and activation fused
-      into gemm / conv kernels), ConvertLayout (convolutional regions run
+      into gemm / conv kernels), SinkResize (1x1 convs of resized images
+      before the resize), ConvertLayout (convolutional regions run
       channels last; after the fusions, whose rules read channels first),
       another core round to clean up, and FuseOps last (elementwise groups
       become fused primitive functions).
@@ -57,7 +59,8 @@ def optimize_pipeline(opt_level: int) -> Sequential:
     if opt_level >= 1:
         passes += core_passes()
     if opt_level >= 2:
-        passes += [fold_batch_norm, simplify_algebra, fuse_bias_activation, convert_layout, *core_passes(),
+        passes += [fold_batch_norm, simplify_algebra, fuse_bias_activation, sink_resize, convert_layout,
+                   *core_passes(),
                    fuse_ops]
     return Sequential(passes, name="Optimize")
 

@@ -26,6 +26,7 @@ BIAS = RNG.standard_normal(16).astype(np.float32)
 SHIFT = RNG.standard_normal((1, 16, 1, 1)).astype(np.float32)
 STEM = RNG.standard_normal((16, 3, 3, 3)).astype(np.float32)
 UP = RNG.standard_normal((16, 8, 2, 2)).astype(np.float32)          # conv_transpose, (C, O, kh, kw)
+DEEP = (RNG.standard_normal((16, 64, 3, 3)) / 24).astype(np.float32)   # 64 channels: Winograd channels last
 
 
 def c(values) -> str:
@@ -133,6 +134,19 @@ lv1_nhwc = R.image.resize(lv_nhwc, R.shape([14, 32]), axes=(2, 3), scales=(2.0, 
 lv1 = R.permute_dims(lv1_nhwc, axes=(0, 3, 1, 2))
 return lv1
 """),
+    # a 3x3 stride-1 conv of 64 channels on a large plane runs by Winograd channels last:
+    # a gain, not a shallow conv kept channels first
+    "winograd_conv_then_resize": (('x: R.Tensor(("n", 64, 64, 64), "float32")', '("n", 16, 128, 128)'), f"""
+lv = R.nn.conv_bias_act(x, {c(DEEP)}, {c(BIAS)}, padding=1, activation="relu")
+lv1 = R.image.resize(lv, R.shape([128, 128]), axes=(2, 3), scales=(2.0, 2.0))
+return lv1
+""", f"""
+x_nhwc = R.permute_dims(x, axes=(0, 2, 3, 1))
+lv_nhwc = R.nn.conv_bias_act(x_nhwc, {c(hwio(DEEP))}, {c(BIAS)}, padding=1, activation="relu", data_layout="NHWC")
+lv1_nhwc = R.image.resize(lv_nhwc, R.shape([128, 128]), axes=(1, 2), scales=(2.0, 2.0))
+lv1 = R.permute_dims(lv1_nhwc, axes=(0, 3, 1, 2))
+return lv1
+"""),
 }
 
 
@@ -155,6 +169,11 @@ UNCHANGED = {
     # one conv_transpose does not pay for a transpose in and one out
     "single_conv_transpose": (X, '("n", 8, 18, 14)', f"lv = R.nn.conv_transpose(x, {c(UP)}, strides=2)\nreturn lv"),
     "pool_only": (X, '("n", 16, 5, 4)', "lv = R.nn.max_pool(x, pool_size=3, strides=2, padding=1)\nreturn lv"),
+    # the same with 32 channels: too shallow for Winograd, the conv stays channels first
+    "shallow_conv_then_resize": ('x: R.Tensor(("n", 32, 64, 64), "float32")', '("n", 16, 128, 128)', f"""
+lv = R.nn.conv_bias_act(x, {c(DEEP[:, :32])}, {c(BIAS)}, padding=1, activation="relu")
+lv1 = R.image.resize(lv, R.shape([128, 128]), axes=(2, 3), scales=(2.0, 2.0))
+return lv1"""),
 }
 
 

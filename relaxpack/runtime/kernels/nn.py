@@ -30,7 +30,7 @@ from ...errors import ShapeError
 from ._math import commit, is_low_float, pads, per_spatial, scratch, work_dtype
 from ..dtypes import numpy_dtype
 from ._workspace import scratch_nbytes
-from . import conv_nhwc
+from . import conv_nhwc, conv_winograd
 from .conv_direct import conv_plan, run_conv, scratch_layouts
 from .conv_transpose_nhwc import run_conv_transpose_nhwc
 from ._registry import register_kernel
@@ -119,8 +119,9 @@ def _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups,
                for x, k, s, d, b, e in zip(spatial, kernel, strides, dilation, begins, ends)]
     depthwise = per_group == 1 and groups == channels == out_channels
     if data_layout == "NHWC":
+        winograd = conv_winograd.prefers_winograd(kernel, strides, dilation, groups, channels)
         return conv_nhwc.nhwc_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, tuple(lengths),
-                                   depthwise, conv_nhwc.prefers_taps(groups, math.prod(lengths))), lengths
+                                   depthwise, conv_nhwc.prefers_taps(groups, math.prod(lengths)), winograd), lengths
     plan = conv_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, ends, tuple(lengths),
                      depthwise, per_group, channels)
     return plan, lengths
@@ -284,9 +285,13 @@ def max_pool(data, *, out, pool_size, strides=1, padding=0, dilation=1, ceil_mod
         lead = (slice(None),) * (2 + i)
         target = buf if i + 1 == len(pool) else _empty_like_order(cur, cur.shape[:2 + i] + (m,) + cur.shape[3 + i:],
                                                                   x.dtype)
-        np.copyto(target, cur[lead + (slice(0, (m - 1) * s + 1, s),)])
-        for t in range(1, k):
-            np.maximum(target, cur[lead + (slice(t * d, t * d + (m - 1) * s + 1, s),)], out=target)
+        taps = [cur[lead + (slice(t * d, t * d + (m - 1) * s + 1, s),)] for t in range(k)]
+        if k == 1:
+            np.copyto(target, taps[0])
+        else:       # the first two taps at once: one pass over target fewer than copy + maximum
+            np.maximum(taps[0], taps[1], out=target)
+        for tap in taps[2:]:
+            np.maximum(target, tap, out=target)
         cur = target
     commit(buf, out)
 

@@ -1,0 +1,112 @@
+"""Channels-last 3x3 stride-1 convs by Winograd F(2x2, 3x3) (conv_winograd.py)
+against onnxruntime (float32) and onnx's reference evaluator (float16/float64)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relaxpack.runtime.kernels import conv_winograd
+from relaxpack.runtime.kernels.nn import _conv_geometry, conv_bias, conv_workspace
+
+from .test_kernels_nhwc import hwio, last
+from .test_kernels_nn import conv_ref
+from .test_kernels_registry import assert_close, rand, run_kernel
+
+#: sums of 576+ products of normal values reach 100: errors relative to the largest output
+SCALED_TOL = {"float32": 2e-6, "float64": 1e-13, "float16": 2e-3}
+
+
+def assert_near(got, expected, dtype="float32"):
+    scale = float(np.abs(expected.astype(np.float64)).max(initial=1.0))
+    assert_close(got, expected, rtol=0, atol=SCALED_TOL[dtype] * scale)
+
+# (data NCHW, weight OIHW, IR attrs): odd and even planes, every padding, a 1x1 plane, an empty batch
+CASES = [
+    ((1, 64, 8, 8), (16, 64, 3, 3), dict(padding=1)),
+    ((2, 64, 7, 9), (5, 64, 3, 3), dict(padding=1)),
+    ((1, 70, 5, 6), (3, 70, 3, 3), {}),
+    ((1, 64, 9, 4), (7, 64, 3, 3), dict(padding=(1, 0, 0, 1))),
+    ((1, 64, 4, 5), (2, 64, 3, 3), dict(padding=(2, 3, 2, 0))),
+    ((3, 64, 1, 1), (4, 64, 3, 3), dict(padding=1)),
+    ((0, 64, 6, 6), (4, 64, 3, 3), dict(padding=1)),
+]
+
+
+def _plan_method(data, weight, attrs) -> str:
+    return _conv_geometry(data, weight, attrs.get("strides", 1), attrs.get("padding", 0),
+                          attrs.get("dilation", 1), attrs.get("groups", 1), "NHWC")[0].method
+
+
+@pytest.mark.parametrize("data, weight, attrs", CASES)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_winograd_conv(dtype, data, weight, attrs):
+    assert _plan_method(data, weight, attrs) == "winograd"
+    rng = np.random.default_rng(0)
+    x, w = rand(rng, data, dtype), rand(rng, weight, dtype)
+    expected = conv_ref(x, w, attrs, "ort" if dtype == "float32" else "ref")
+    got = run_kernel("nn.conv", last(x), hwio(w), data_layout="NHWC", **attrs)
+    assert_near(got, last(expected), dtype)
+
+
+@pytest.mark.parametrize("data, weight, attrs", CASES[:5])
+def test_winograd_conv_bias_act(data, weight, attrs):
+    rng = np.random.default_rng(1)
+    x, w, b = rand(rng, data, "float32"), rand(rng, weight, "float32"), rand(rng, (weight[0],), "float32")
+    expected = np.maximum(conv_ref(x, w, attrs, "ort") + b.reshape(-1, 1, 1), 0)
+    got = run_kernel("nn.conv_bias_act", last(x), hwio(w), b, data_layout="NHWC", activation="relu", **attrs)
+    assert_near(got, last(expected))
+
+
+def test_winograd_blocks_of_tile_rows(monkeypatch):
+    """Blocks of one tile row (the last one short) give the one-block result."""
+    rng = np.random.default_rng(2)
+    x, w = rand(rng, (2, 64, 11, 10), "float32"), rand(rng, (6, 64, 3, 3), "float32")
+    b = rand(rng, (6,), "float32")
+    whole = run_kernel("nn.conv_bias_act", last(x), hwio(w), b, data_layout="NHWC", padding=1)
+    monkeypatch.setattr(conv_winograd, "BLOCK_BYTES", 1)
+    monkeypatch.setattr(conv_winograd, "BLOCK_MIN_TILES", 1)
+    plan = _conv_geometry(x.shape, w.shape, 1, 1, 1, 1, "NHWC")[0].winograd
+    assert conv_winograd.block_rows(plan, 64, 6, 4) == 1 and plan.tiles == (6, 5)
+    blocked = run_kernel("nn.conv_bias_act", last(x), hwio(w), b, data_layout="NHWC", padding=1)
+    np.testing.assert_array_equal(blocked, whole)
+    expected = conv_ref(x, w, dict(padding=1), "ort") + b.reshape(-1, 1, 1)
+    assert_near(blocked, last(expected))
+
+
+def test_winograd_weight_transform_follows_a_writeable_weight():
+    """A read-only weight's transform is kept; a writeable one may change between calls."""
+    rng = np.random.default_rng(3)
+    x, w = last(rand(rng, (1, 64, 6, 6), "float32")), hwio(rand(rng, (4, 64, 3, 3), "float32"))
+    out = np.empty((1, 6, 6, 4), np.float32)
+    conv_bias(x, w, None, out=out, padding=1, data_layout="NHWC")
+    w *= 2
+    twice = np.empty_like(out)
+    conv_bias(x, w, None, out=twice, padding=1, data_layout="NHWC")
+    np.testing.assert_allclose(twice, 2 * out, rtol=1e-6, atol=1e-6)
+    w.flags.writeable = False
+    first = np.empty_like(out)
+    conv_bias(x, w, None, out=first, padding=1, data_layout="NHWC")
+    again = np.empty_like(out)
+    conv_bias(x, w, None, out=again, padding=1, data_layout="NHWC")
+    np.testing.assert_array_equal(first, twice)
+    np.testing.assert_array_equal(again, twice)
+
+
+@pytest.mark.parametrize("data, weight, attrs", [
+    ((1, 32, 8, 8), (16, 32, 3, 3), dict(padding=1)),                 # too few channels
+    ((1, 64, 8, 8), (16, 64, 3, 3), dict(padding=1, strides=2)),
+    ((1, 64, 8, 8), (16, 64, 3, 3), dict(padding=2, dilation=2)),
+    ((1, 64, 8, 8), (16, 32, 3, 3), dict(padding=1, groups=2)),
+    ((1, 64, 8, 8), (16, 64, 5, 5), dict(padding=2)),
+    ((1, 64, 8, 8), (16, 64, 3, 1), dict(padding=(1, 0))),
+])
+def test_winograd_only_where_it_applies(data, weight, attrs):
+    assert _plan_method(data, weight, attrs) != "winograd"
+
+
+def test_winograd_workspace_grows_with_the_batch():
+    one = conv_workspace((1, 40, 40, 128), (3, 3, 128, 64), "float32", padding=1, data_layout="NHWC")
+    two = conv_workspace((2, 40, 40, 128), (3, 3, 128, 64), "float32", padding=1, data_layout="NHWC")
+    padded = 42 * 42 * 128 * 4
+    assert one > padded and two - one >= padded
