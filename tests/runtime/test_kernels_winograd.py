@@ -21,6 +21,15 @@ def assert_near(got, expected, dtype="float32"):
     scale = float(np.abs(expected.astype(np.float64)).max(initial=1.0))
     assert_close(got, expected, rtol=0, atol=SCALED_TOL[dtype] * scale)
 
+
+@pytest.fixture
+def any_size(monkeypatch):
+    """Winograd for any plane: the kernel must be right on planes too small
+    or too odd for the plan to pick it."""
+    monkeypatch.setattr(conv_winograd, "MIN_TILES", 1)
+    monkeypatch.setattr(conv_winograd, "MIN_USE", 0.0)
+
+
 # (data NCHW, weight OIHW, IR attrs): odd and even planes, every padding, a 1x1 plane, an empty batch
 CASES = [
     ((1, 64, 8, 8), (16, 64, 3, 3), dict(padding=1)),
@@ -40,7 +49,7 @@ def _plan_method(data, weight, attrs) -> str:
 
 @pytest.mark.parametrize("data, weight, attrs", CASES)
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
-def test_winograd_conv(dtype, data, weight, attrs):
+def test_winograd_conv(dtype, data, weight, attrs, any_size):
     assert _plan_method(data, weight, attrs) == "winograd"
     rng = np.random.default_rng(0)
     x, w = rand(rng, data, dtype), rand(rng, weight, dtype)
@@ -50,7 +59,7 @@ def test_winograd_conv(dtype, data, weight, attrs):
 
 
 @pytest.mark.parametrize("data, weight, attrs", CASES[:5])
-def test_winograd_conv_bias_act(data, weight, attrs):
+def test_winograd_conv_bias_act(data, weight, attrs, any_size):
     rng = np.random.default_rng(1)
     x, w, b = rand(rng, data, "float32"), rand(rng, weight, "float32"), rand(rng, (weight[0],), "float32")
     expected = np.maximum(conv_ref(x, w, attrs, "ort") + b.reshape(-1, 1, 1), 0)
@@ -75,7 +84,7 @@ def test_winograd_blocks_of_tile_rows(monkeypatch):
     assert_near(blocked, last(expected))
 
 
-def test_winograd_weight_transform_follows_a_writeable_weight():
+def test_winograd_weight_transform_follows_a_writeable_weight(any_size):
     """A read-only weight's transform is kept; a writeable one may change between calls."""
     rng = np.random.default_rng(3)
     x, w = last(rand(rng, (1, 64, 6, 6), "float32")), hwio(rand(rng, (4, 64, 3, 3), "float32"))
@@ -105,6 +114,17 @@ def test_winograd_weight_transform_follows_a_writeable_weight():
 def test_winograd_only_where_it_applies(data, weight, attrs):
     assert _plan_method(data, weight, attrs) != "winograd"
 
+
+@pytest.mark.parametrize("plane, picked", [
+    ((8, 8), True), ((10, 10), True), ((9, 9), True), ((56, 55), True),
+    ((7, 7), False),            # 16 tiles, but 49 of their 64 outputs wanted
+    ((6, 6), False),            # 9 tiles: too few GEMM rows
+    ((4, 4), False), ((1, 1), False), ((2, 40), True), ((1, 40), False),
+])
+def test_winograd_needs_enough_tiles_mostly_used(plane, picked):
+    assert (_plan_method((1, 64, *plane), (8, 64, 3, 3), dict(padding=1)) == "winograd") == picked
+    assert conv_winograd.prefers_winograd((3, 3), (1, 1), (1, 1), 1, 64, None)    # unknown lengths: large
+    assert conv_winograd.prefers_winograd((3, 3), (1, 1), (1, 1), 1, 64, ("h", 5))
 
 def test_winograd_workspace_grows_with_the_batch():
     one = conv_workspace((1, 40, 40, 128), (3, 3, 128, 64), "float32", padding=1, data_layout="NHWC")

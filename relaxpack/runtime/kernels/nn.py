@@ -119,7 +119,7 @@ def _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups,
                for x, k, s, d, b, e in zip(spatial, kernel, strides, dilation, begins, ends)]
     depthwise = per_group == 1 and groups == channels == out_channels
     if data_layout == "NHWC":
-        winograd = conv_winograd.prefers_winograd(kernel, strides, dilation, groups, channels)
+        winograd = conv_winograd.prefers_winograd(kernel, strides, dilation, groups, channels, lengths)
         return conv_nhwc.nhwc_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, tuple(lengths),
                                    depthwise, conv_nhwc.prefers_taps(groups, math.prod(lengths)), winograd), lengths
     plan = conv_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, ends, tuple(lengths),
