@@ -120,7 +120,8 @@ def _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups,
     depthwise = per_group == 1 and groups == channels == out_channels
     if data_layout == "NHWC":
         return conv_nhwc.nhwc_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, tuple(lengths),
-                                   depthwise, conv_nhwc.prefers_taps(groups, math.prod(lengths))), lengths
+                                   depthwise, conv_nhwc.prefers_taps(groups, math.prod(lengths)),
+                                   channels), lengths
     plan = conv_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, ends, tuple(lengths),
                      depthwise, per_group, channels)
     return plan, lengths
