@@ -45,8 +45,8 @@ class DepthwisePlan:
     buffer: tuple[int, ...]     # what the taps read, its spatial shape: (*lead, phases, row)
     fills: tuple                # per phase: (dst, src) index tuples over the spatial dims, or None
     zeros: tuple                # index tuples over the buffer's spatial dims that are zero
-    groups: tuple               # per phase: (slot, its taps of the last kernel dim (a slice),
-                                #             offset of the first in the phase row, offset step)
+    groups: tuple               # per phase: (slot, its taps of the last kernel dim (a slice) and their
+                                #             count, offset of the first in the phase row, offset step)
     reads_input: bool           # the taps read the input itself (no padded copy)
     row_step: int = 1           # positions between outputs in a phase row (the stride when not phased)
 
@@ -80,7 +80,7 @@ def depthwise_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tupl
     for slot, a in enumerate(phases):
         taps = [t for t in range(k) if t * d % s == a]
         step = taps[1] - taps[0] if len(taps) > 1 else 1
-        groups.append((slot, slice(taps[0], taps[-1] + 1, step), (taps[0] * d - a) // s, step * d // s))
+        groups.append((slot, slice(taps[0], taps[-1] + 1, step), len(taps), (taps[0] * d - a) // s, step * d // s))
     row = max(-(-(e - a) // s) for a in phases)
     full = (slice(None),) * (n + 1)
     lead_dst, lead_src, zeros = [], [], []
@@ -141,8 +141,7 @@ def _einsums(plan: DepthwisePlan, batch: int, channels: int, dtype: np.dtype) ->
         inner, inner_strides = (width, channels), (plan.row_step * channels * item, item)
         spatial += "X"
     specs = []
-    for slot, taps, first, step in plan.groups:
-        count = len(range(plan.kernel[-1])[taps])
+    for slot, taps, count, first, step in plan.groups:
         shape = (*plan.kernel[:-1], count, batch, *plan.lengths[:-1], *inner)
         view_strides = (*(d * p for (_, d), p in zip(plan.lead_steps, pitch)), step * channels * item, strides[0],
                         *(s * p for (s, _), p in zip(plan.lead_steps, pitch)), *inner_strides)
@@ -163,8 +162,8 @@ def depthwise_layouts(plan: DepthwisePlan, batch, channels: int, dtype) -> list:
     if len(plan.groups) > 1:
         layouts.append(((batch, *plan.lengths, channels), dtype))
     if plan.row_step == 1:
-        layouts += [((*plan.kernel[:-1], len(range(plan.kernel[-1])[taps]), plan.lengths[-1], channels), dtype)
-                    for _, taps, _, _ in plan.groups]
+        width = plan.lengths[-1]
+        layouts += [((*plan.kernel[:-1], count, width, channels), dtype) for _, _, count, _, _ in plan.groups]
     return layouts
 
 
