@@ -13,8 +13,11 @@ per phase does their multiply-adds (einsum's inner loop is a fused
 multiply-add over long contiguous runs, ~1.5x faster than a multiply and
 an add per tap; the weights are tiled ``width`` times to match). Phases
 after the first add in from a second result. Without the phases a
-strided conv's einsum ran runs of only ``C`` values: 2x slower on
-MobileNet's stride-2 layers.
+strided conv's einsum runs runs of only ``C`` values: 1.2-1.4x slower on
+MobileNet's stride-2 layers of 96 and 144 channels, 2-2.7x at 16-32; from
+:data:`PHASES_MAX_CHANNELS` channels or on narrow outputs those runs are
+long enough, and the plan keeps the unsplit buffer (``row_step``: the
+stride).
 
 Two engines use it: ``nn.conv`` channels last (:mod:`.conv_nhwc`
 "depthwise", straight into ``out``) and channels first (:mod:`.conv_direct`

@@ -150,6 +150,11 @@ def run_conv_nhwc(plan: NhwcPlan, x: np.ndarray, weight: np.ndarray, groups: int
     batch, channels = x.shape[0], x.shape[-1]
     out_channels = weight.shape[-1]
     direct = out.dtype == x.dtype and out.flags.c_contiguous
+    if plan.method == "pointwise" and direct and groups == 1:       # no scratch: the GEMM alone
+        np.matmul(x.reshape(-1, channels), weight.reshape(channels, out_channels), out=out.reshape(-1, out_channels))
+        if bias is not None:
+            add_bias(out, bias)
+        return
     layouts = scratch_layouts(plan, batch, channels, out_channels, x.dtype, direct)
     with Scratch(layouts, workspace) as arrays:
         arrays = list(arrays)
