@@ -82,6 +82,7 @@ DEPTHWISE_CASES = [
     ((1, 3, 2, 30), (3, 1, 3, 3), dict(groups=3, strides=2, padding=3)),
     ((0, 8, 30, 30), (8, 1, 3, 3), dict(groups=8, strides=2, padding=1)),
     ((2, 6, 40), (6, 1, 5), dict(groups=6, strides=2, padding=2)),
+    ((1, 6, 9, 31), (6, 1, 1, 1), dict(groups=6, strides=2)),
     ((1, 5, 6, 7, 30), (5, 1, 3, 2, 3), dict(groups=5, strides=(2, 1, 2), padding=1)),
 ]
 

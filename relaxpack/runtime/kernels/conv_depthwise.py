@@ -174,7 +174,7 @@ def run_depthwise(plan: DepthwisePlan, x: np.ndarray, weight: np.ndarray, result
     """``result`` (N, *lengths, C), C-contiguous = the depthwise conv of ``x``
     (N, *spatial, C; any strides) with ``weight`` (*kernel, C); ``arrays``:
     the scratch of :func:`depthwise_layouts`."""
-    specs = _einsums(plan, x.shape[0], x.shape[-1], result.dtype)
+    specs = _einsums(plan, x.shape[0], x.shape[-1], x.dtype)
     arrays = list(arrays)
     if plan.reads_input:
         buffer = np.ascontiguousarray(x)
