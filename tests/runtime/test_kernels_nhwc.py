@@ -23,6 +23,7 @@ EXTRA_CASES = [
     ((1, 4, 85, 90), (6, 4, 3, 5), dict(padding=(2, 1, 2, 3), dilation=(1, 2))),
     ((1, 3, 84, 84), (5, 3, 3, 3), {}),
     ((2, 3, 7000), (4, 3, 5), dict(padding=2)),
+    ((1, 8, 5, 6), (12, 2, 1, 1), dict(groups=4)),                         # grouped 1x1: not the plain GEMM
 ]
 
 
