@@ -29,8 +29,9 @@ would read outside it (padding) or need less of it than given; its
 geometry is :func:`.conv_depthwise.channel_last_geometry`'s (a depthwise
 conv's, split into phases, :func:`.conv_depthwise.depthwise_plan`'s).
 The bias is added to rows of ``width * O`` values on large outputs (a
-broadcast over rows of ``O`` values is up to 2x slower there). Scratch comes from the
-planned workspace (:func:`scratch_layouts`), as in :mod:`.conv_direct`.
+broadcast over rows of ``O`` values is up to 2x slower there). Scratch
+comes from the planned workspace (:func:`scratch_layouts`), as in
+:mod:`.conv_direct`.
 """
 
 from __future__ import annotations
