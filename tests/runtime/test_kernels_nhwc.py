@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from relaxpack.runtime.kernels.conv_depthwise import PHASES_MAX_CHANNELS, depthwise_plan
 from relaxpack.runtime.kernels.conv_nhwc import nhwc_plan, prefers_taps
 from relaxpack.runtime.kernels.conv_transpose_nhwc import UNFOLD_DIRECT_MIN_WIDTH
 from relaxpack.runtime.kernels.nn import conv_workspace
@@ -22,6 +23,7 @@ EXTRA_CASES = [
     ((1, 4, 85, 90), (6, 4, 3, 5), dict(padding=(2, 1, 2, 3), dilation=(1, 2))),
     ((1, 3, 84, 84), (5, 3, 3, 3), {}),
     ((2, 3, 7000), (4, 3, 5), dict(padding=2)),
+    ((1, 8, 5, 6), (12, 2, 1, 1), dict(groups=4)),                         # grouped 1x1: not the plain GEMM
 ]
 
 
@@ -45,7 +47,15 @@ def test_conv_nhwc(dtype, data, weight, attrs):
     assert_close(got, last(expected), **CONV_TOL[dtype])
 
 
-@pytest.mark.parametrize("data, weight, attrs", CONV_CASES[2:8] + EXTRA_CASES)
+# outputs of at least BIAS_ROWS_MIN_SIZE values: the bias is added to whole rows
+LARGE_BIAS_CASES = [
+    ((1, 16, 64, 70), (24, 16, 1, 1), {}),
+    ((2, 5, 14001), (8, 5, 3), dict(strides=2, padding=1)),
+    ((1, 32, 41, 60), (32, 1, 3, 3), dict(groups=32, padding=1)),
+]
+
+
+@pytest.mark.parametrize("data, weight, attrs", CONV_CASES[2:8] + EXTRA_CASES + LARGE_BIAS_CASES)
 def test_conv_bias_act_nhwc(data, weight, attrs):
     rng = np.random.default_rng(1)
     x, w = rand(rng, data, "float32"), rand(rng, weight, "float32")
@@ -53,6 +63,63 @@ def test_conv_bias_act_nhwc(data, weight, attrs):
     expected = np.maximum(conv_ref(x, w, attrs, "ort") + b.reshape(-1, *(1,) * (x.ndim - 2)), 0)
     got = run_kernel("nn.conv_bias_act", last(x), hwio(w), b, data_layout="NHWC", activation="relu", **attrs)
     assert_close(got, last(expected), **CONV_TOL["float32"])
+
+
+# depthwise channels last: strides 1-3, split into phases (below
+# PHASES_MAX_CHANNELS channels, from PHASES_MIN_WIDTH output columns) or runs of
+# C values; dilation with stride (a phase's taps a dilation apart), dilation
+# equal to the stride (one phase), uneven and oversized padding, no padding
+# (the taps read the input), 1-d and 3-d, empty batch; odd sizes
+DEPTHWISE_CASES = [
+    ((2, 8, 31, 29), (8, 1, 3, 3), dict(groups=8, strides=2, padding=1)),
+    ((1, 5, 33, 46), (5, 1, 3, 5), dict(groups=5, strides=(1, 3), padding=(1, 2, 0, 1))),
+    ((1, 6, 20, 37), (6, 1, 3, 3), dict(groups=6, strides=2, dilation=(1, 3), padding=2)),
+    ((1, 4, 9, 40), (4, 1, 3, 4), dict(groups=4, strides=2, dilation=2, padding=1)),
+    ((1, PHASES_MAX_CHANNELS, 9, 30), (PHASES_MAX_CHANNELS, 1, 3, 3), dict(groups=PHASES_MAX_CHANNELS, strides=2,
+                                                                          padding=1)),
+    ((2, 12, 7, 9), (12, 1, 3, 3), dict(groups=12, strides=2, padding=1)),
+    ((1, 7, 12, 13), (7, 1, 3, 3), dict(groups=7)),
+    ((1, 7, 12, 13), (7, 1, 3, 3), dict(groups=7, padding=(0, 0, 2, 1))),
+    ((1, 3, 2, 30), (3, 1, 3, 3), dict(groups=3, strides=2, padding=3)),
+    ((0, 8, 30, 30), (8, 1, 3, 3), dict(groups=8, strides=2, padding=1)),
+    ((2, 6, 40), (6, 1, 5), dict(groups=6, strides=2, padding=2)),
+    ((1, 6, 9, 31), (6, 1, 1, 1), dict(groups=6, strides=2)),
+    ((1, 5, 6, 7, 30), (5, 1, 3, 2, 3), dict(groups=5, strides=(2, 1, 2), padding=1)),
+]
+
+
+@pytest.mark.parametrize("data, weight, attrs", DEPTHWISE_CASES)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_depthwise_nhwc(dtype, data, weight, attrs):
+    """Against onnxruntime (float32) or onnx's reference evaluator, with a bias
+    and ReLU6 as MobileNet runs it."""
+    rng = np.random.default_rng(8)
+    x, w, b = rand(rng, data, dtype), rand(rng, weight, dtype), rand(rng, (weight[0],), dtype)
+    expected = conv_ref(x, w, attrs, "ort" if dtype == "float32" else "ref")
+    got = run_kernel("nn.conv", last(x), hwio(w), data_layout="NHWC", **attrs)
+    assert_close(got, last(expected), **CONV_TOL[dtype])
+    if dtype != "float16":
+        biased = (expected.astype(np.float64) + b.reshape(-1, *(1,) * (x.ndim - 2))).astype(dtype)
+        got = run_kernel("nn.conv_bias_act", last(x), hwio(w), b, data_layout="NHWC", activation=("clip", 0.0, 6.0),
+                         **attrs)
+        assert_close(got, last(np.clip(biased, 0, 6)), **CONV_TOL[dtype])
+
+
+def test_depthwise_plans_split_phases_where_documented():
+    """MobileNet's stride-2 depthwise convs: phases at 96 and 144 channels (56
+    and 28 output columns), runs of C values at 192 and 576 channels (14, 7)."""
+    def plan(channels, size, stride=2):
+        out = (size + 2 - 3) // stride + 1
+        return nhwc_plan((size, size), (3, 3), (stride, stride), (1, 1), (1, 1), (out, out), True,
+                         channels=channels).dw
+    for channels, size in [(96, 112), (144, 56)]:
+        assert plan(channels, size).row_step == 1 and len(plan(channels, size).groups) == 2
+    for channels, size in [(192, 28), (576, 14)]:
+        assert plan(channels, size).row_step == 2 and len(plan(channels, size).groups) == 1
+    assert plan(32, 112, stride=1).row_step == 1 and len(plan(32, 112, stride=1).groups) == 1
+    unpadded = depthwise_plan((12, 13), (3, 3), (1, 1), (1, 1), (0, 0), (10, 11), 7)
+    assert unpadded.reads_input and not depthwise_plan((12, 13), (3, 3), (1, 1), (1, 1), (0, 0), (10, 11), 7,
+                                                       False).reads_input
 
 
 @pytest.mark.parametrize("data, weight, attrs, method", [

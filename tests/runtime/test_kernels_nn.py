@@ -5,6 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from relaxpack.errors import ShapeError
+from relaxpack.runtime.kernels import get_kernel
+
 from .test_kernels_registry import assert_close, rand, run_kernel, run_onnx
 
 # A conv output sums K = C/groups * prod(kernel) products (up to ~150 here)
@@ -68,6 +71,21 @@ def test_conv_reads_strided_inputs():
     x = rand(rng, (2, 3, 18, 9), "float32")[:, :, ::2]         # (2, 3, 9, 9), strided
     w = rand(rng, (3, 4, 3, 3), "float32").transpose(1, 0, 2, 3)
     assert_close(run_kernel("nn.conv", x, w, padding=1), conv_ref(x, w, dict(padding=1), "ort"), **CONV_TOL["float32"])
+
+
+def test_conv_attributes_as_lists_and_groups_that_do_not_fit():
+    """List attributes (not hashable: the per-call plan cache is skipped) give
+    the tuple attributes' result; a weight that does not fit ``groups`` is an
+    error either way."""
+    rng = np.random.default_rng(12)
+    x, w = rand(rng, (1, 4, 6, 7), "float32"), rand(rng, (4, 2, 3, 3), "float32")
+    conv = get_kernel("nn.conv").fn
+    out = np.empty((1, 4, 6, 7), np.float32)
+    conv(x, w, out=out, strides=[1, 1], padding=[1, 1, 1, 1], dilation=[1, 1], groups=2)
+    assert_close(out, run_kernel("nn.conv", x, w, padding=1, groups=2))
+    for attrs in (dict(padding=1), dict(padding=[1, 1])):
+        with pytest.raises(ShapeError, match="do not fit groups=3"):
+            conv(x, w, out=out, groups=3, **attrs)
 
 
 CONV_T_CASES = [

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from relaxpack.runtime.kernels import conv_winograd
-from relaxpack.runtime.kernels.nn import _conv_geometry, conv_bias, conv_workspace
+from relaxpack.runtime.kernels.nn import _conv_geometry, _prepared_conv, conv_bias, conv_workspace
 
 from .test_kernels_nhwc import hwio, last
 from .test_kernels_nn import conv_ref
@@ -25,9 +25,13 @@ def assert_near(got, expected, dtype="float32"):
 @pytest.fixture
 def any_size(monkeypatch):
     """Winograd for any plane: the kernel must be right on planes too small
-    or too odd for the plan to pick it."""
+    or too odd for the plan to pick it. Conv calls cache their plans per
+    shape: cleared before (a plan made without the patch) and after."""
     monkeypatch.setattr(conv_winograd, "MIN_TILES", 1)
     monkeypatch.setattr(conv_winograd, "MIN_USE", 0.0)
+    _prepared_conv.cache_clear()
+    yield
+    _prepared_conv.cache_clear()
 
 
 # (data NCHW, weight OIHW, IR attrs): odd and even planes, every padding, a 1x1 plane, an empty batch

@@ -81,8 +81,7 @@ class ConvPlan:
     q: int                      # columns of a wide tap slice
     lengths: tuple[int, ...]    # L: output spatial shape
     rows: tuple | None = None   # when "rows" can run: (kernel rows, flat shift per row, one row's tap offsets)
-    cl: tuple | None = None     # depthwise: the channel-last geometry (see conv_depthwise)
-    cl_fill: tuple | None = None
+    cl: conv_depthwise.DepthwisePlan | None = None    # depthwise: the channel-last layout
 
     @property
     def pixels(self) -> int:
@@ -146,9 +145,9 @@ def conv_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, be
     if len(phase_of) == 1 and kernel[0] > 1:
         shift = dilation[0] // strides[0] * pstrides[0]
         rows = (kernel[0], shift, tuple(flat for _, flat, _ in taps[:len(taps) // kernel[0]]))
-    cl = cl_fill = None
+    cl = None
     if depthwise:
-        cl, cl_fill = conv_depthwise.channel_last_geometry(spatial, kernel, strides, dilation, begins, lengths)
+        cl = conv_depthwise.depthwise_plan(spatial, kernel, strides, dilation, begins, lengths, channels, False)
         method = "depthwise_cl" if channels >= CL_MIN_CHANNELS_PER_PIXEL * pixels else "depthwise"
     elif q > pixels * (1 + WIDE_MAX_WASTE):
         method = "compact"          # too many extra columns
@@ -159,7 +158,7 @@ def conv_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, be
     else:
         method = "wide"
     return ConvPlan(method, source_is_input, plane, len(phase_of), tuple(fills), tuple(zeros),
-                    tuple(taps), q, tuple(lengths), None if depthwise else rows, cl, cl_fill)
+                    tuple(taps), q, tuple(lengths), None if depthwise else rows, cl)
 
 
 # ---------------------------------------------------------------- running a plan

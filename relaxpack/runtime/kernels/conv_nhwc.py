@@ -22,15 +22,18 @@ transposed per call:
 * ``winograd``: a 3x3 stride-1 conv of many channels by F(2x2, 3x3)
   (:mod:`.conv_winograd`: 2.25x fewer products, 1.4-2x faster than
   ``gemm``/``taps`` from 64 channels);
-* ``depthwise``: one ``np.einsum`` over strided tap views with the channels
-  innermost (:func:`.conv_depthwise.channel_last_taps`), straight into
-  ``out``: the channel-last method of the NCHW engine without its two
-  transposes.
+* ``depthwise``: one ``np.einsum`` per stride phase over strided tap views
+  whose inner runs are whole output rows (:mod:`.conv_depthwise`),
+  straight into ``out``: the channel-last method of the NCHW engine
+  without its two transposes.
 
 A padded copy ``(N, *extent, C)`` of the input is made only when the taps
 would read outside it (padding) or need less of it than given; its
-geometry is :func:`.conv_depthwise.channel_last_geometry`'s. Scratch comes
-from the planned workspace (:func:`scratch_layouts`), as in
+geometry is :func:`.conv_depthwise.channel_last_geometry`'s (a depthwise
+conv's, split into phases, :func:`.conv_depthwise.depthwise_plan`'s).
+The bias is added to rows of ``width * O`` values on large outputs (a
+broadcast over rows of ``O`` values is up to 2x slower there). Scratch
+comes from the planned workspace (:func:`scratch_layouts`), as in
 :mod:`.conv_direct`.
 """
 
@@ -44,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import conv_winograd
-from .conv_depthwise import channel_last_geometry, channel_last_taps
+from .conv_depthwise import DepthwisePlan, channel_last_geometry, depthwise_layouts, depthwise_plan, run_depthwise
 from ._workspace import Scratch
 
 _as_strided = np.lib.stride_tricks.as_strided
@@ -66,6 +69,7 @@ class NhwcPlan:
     offsets: tuple = ()         # taps: per tap, its flat pixel offset in the (padded) plane
     q: int = 0                  # taps: wide rows (pixels) each tap's GEMM reads
     winograd: conv_winograd.WinogradPlan | None = None
+    dw: DepthwisePlan | None = None     # depthwise: its channel-last layout
 
     @property
     def taps(self) -> int:
@@ -83,11 +87,13 @@ class NhwcPlan:
 
 @functools.lru_cache(maxsize=1024)
 def nhwc_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, begins: tuple,
-              lengths: tuple, depthwise: bool, taps: bool = False, winograd: bool = False) -> NhwcPlan:
+              lengths: tuple, depthwise: bool, taps: bool = False, winograd: bool = False,
+              channels: int = 0) -> NhwcPlan:
     """The method and layout for a channels-last conv of this geometry (cached);
     ``taps``: a stride-1 KxK conv runs by per-tap GEMMs (the caller decides:
     see :func:`prefers_taps`); ``winograd``: a 3x3 one by F(2x2, 3x3)
-    (:func:`.conv_winograd.prefers_winograd`), before ``taps``."""
+    (:func:`.conv_winograd.prefers_winograd`), before ``taps``; ``channels``:
+    a depthwise conv's, which pick its layout (:func:`.conv_depthwise.depthwise_plan`)."""
     cl, fill = channel_last_geometry(spatial, kernel, strides, dilation, begins, lengths)
     if winograd and not depthwise:
         return NhwcPlan("winograd", False, cl, fill, (), tuple(lengths),
@@ -98,8 +104,9 @@ def nhwc_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, be
         tuple(slice(t * d, t * d + (m - 1) * s + 1, s) for t, s, d, m in zip(tap, strides, dilation, lengths))
         for tap in itertools.product(*(range(k) for k in kernel)))
     if depthwise:
-        method = "depthwise"
-    elif len(windows) == 1 and source_is_input and tuple(lengths) == tuple(spatial):
+        dw = depthwise_plan(spatial, kernel, strides, dilation, begins, lengths, channels)
+        return NhwcPlan("depthwise", dw.reads_input, cl, fill, windows, tuple(lengths), dw=dw)
+    if len(windows) == 1 and source_is_input and tuple(lengths) == tuple(spatial):
         method = "pointwise"
     elif taps and len(windows) > 1 and all(s == 1 for s in strides):
         plan = NhwcPlan("taps", source_is_input, cl, fill, windows, tuple(lengths))
@@ -134,6 +141,9 @@ def scratch_layouts(plan: NhwcPlan, batch, channels: int, out_channels: int, dty
     :func:`.conv_winograd.scratch_layouts`. ``batch`` may be symbolic."""
     if plan.method == "winograd":
         return conv_winograd.scratch_layouts(plan.winograd, batch, channels, out_channels, dtype)
+    if plan.method == "depthwise":
+        result = [] if direct else [((batch, *plan.lengths, channels), dtype)]
+        return depthwise_layouts(plan.dw, batch, channels, dtype) + result
     layouts = [] if plan.source_is_input else [((batch, *plan.cl[0], channels), dtype)]
     if plan.method == "taps":
         # the wide result, one image at a time, and one block of a tap's GEMM
@@ -153,28 +163,51 @@ def run_conv_nhwc(plan: NhwcPlan, x: np.ndarray, weight: np.ndarray, groups: int
     batch, channels = x.shape[0], x.shape[-1]
     out_channels = weight.shape[-1]
     direct = out.dtype == x.dtype and out.flags.c_contiguous
+    if plan.method == "pointwise" and direct and groups == 1:       # no scratch: the GEMM alone
+        np.matmul(x.reshape(-1, channels), weight.reshape(channels, out_channels), out=out.reshape(-1, out_channels))
+        if bias is not None:
+            add_bias(out, bias)
+        return
     layouts = scratch_layouts(plan, batch, channels, out_channels, x.dtype, direct)
     with Scratch(layouts, workspace) as arrays:
         if plan.method == "winograd":
             conv_winograd.run_winograd(plan.winograd, x, weight, out, bias, arrays)
             return
         arrays = list(arrays)
-        if plan.source_is_input:
-            source = x
-        else:
-            source = arrays.pop(0)
-            _fill(plan, x, source)
-        if plan.method == "taps":
-            _taps(plan, source, weight, out, bias, *arrays)
-            return
-        result = out if direct else arrays.pop()
         if plan.method == "depthwise":
-            channel_last_taps(plan.cl, plan.lengths, source, weight.reshape(*plan.cl[1], channels), result)
+            result = out if direct else arrays.pop()
+            run_depthwise(plan.dw, x, weight.reshape(*weight.shape[:-2], channels), result, arrays)
         else:
+            if plan.source_is_input:
+                source = x
+            else:
+                source = arrays.pop(0)
+                _fill(plan, x, source)
+            if plan.method == "taps":
+                _taps(plan, source, weight, out, bias, *arrays)
+                return
+            result = out if direct else arrays.pop()
             _gemm(plan, source, weight, groups, result, arrays)
         if result is not out:
             np.copyto(out, result, casting="unsafe")
     if bias is not None:
+        add_bias(out, bias)
+
+
+#: the bias is added to rows of ``width * O`` values (a tiled copy of it) from
+#: this many output values on; on smaller outputs tiling costs more than the
+#: broadcast over rows of ``O`` values (measured, 1 thread: 1.2-2x faster from
+#: 75k values, MobileNet's shapes; 0.6-1x below 64k)
+BIAS_ROWS_MIN_SIZE = 1 << 16
+
+
+def add_bias(out: np.ndarray, bias: np.ndarray) -> None:
+    """``out`` (N, *spatial, O) += ``bias`` (O,), as rows of ``width * O``
+    values when ``out`` is contiguous and large (:data:`BIAS_ROWS_MIN_SIZE`)."""
+    if out.ndim > 2 and out.size >= BIAS_ROWS_MIN_SIZE and out.flags.c_contiguous:
+        rows = out.reshape(-1, out.shape[-2] * out.shape[-1])
+        np.add(rows, np.tile(bias, out.shape[-2]), out=rows)
+    else:
         np.add(out, bias, out=out)
 
 

@@ -21,6 +21,7 @@ float16 and bfloat16 compute in float32 and round once.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -84,14 +85,14 @@ def conv_bias(data, weight, bias, *, out, strides=1, padding=0, dilation=1, grou
               workspace=None) -> None:
     """``nn.conv`` plus a per-output-channel ``bias`` when it is not None, with
     the results of the two ops (the bias is added in ``out``'s precision)."""
-    data_cf, weight_cf = _channels_first_shapes(data.shape, weight.shape, data_layout)
-    batch, channels = data_cf[:2]
-    out_channels, per_group = weight_cf[:2]
-    if channels != groups * per_group or out_channels % groups:
-        raise ShapeError(f"nn.conv: data {data.shape} and weight {weight.shape} do not fit groups={groups}")
-    plan, lengths = _conv_geometry(data_cf, weight_cf, strides, padding, dilation, groups, data_layout)
-    expected = (batch, out_channels, *lengths) if data_layout == "NCHW" else (batch, *lengths, out_channels)
+    try:
+        plan, lengths, expected = _prepared_conv(data.shape, weight.shape, strides, padding, dilation, groups,
+                                                 data_layout)
+    except TypeError:       # an attribute given as a list (unhashable): not cached
+        plan, lengths, expected = _prepared_conv.__wrapped__(data.shape, weight.shape, strides, padding, dilation,
+                                                             groups, data_layout)
     _check_out("nn.conv", out, expected)
+    out_channels = expected[1] if data_layout == "NCHW" else expected[-1]
     if out.size == 0:
         return
     dtype = work_dtype(out.dtype)
@@ -104,6 +105,21 @@ def conv_bias(data, weight, bias, *, out, strides=1, padding=0, dilation=1, grou
     run = run_conv if data_layout == "NCHW" else conv_nhwc.run_conv_nhwc
     run(plan, data.astype(dtype, copy=False), weight.astype(dtype, copy=False), groups, out,
         None if bias is None else bias.astype(dtype, copy=False), workspace)
+
+
+@functools.lru_cache(maxsize=1024)
+def _prepared_conv(data_shape, weight_shape, strides, padding, dilation, groups, data_layout):
+    """The plan, output lengths and output shape of a conv call, its operands
+    checked (cached per shapes and attributes: a small conv's arithmetic
+    costs less than working them out)."""
+    data_cf, weight_cf = _channels_first_shapes(data_shape, weight_shape, data_layout)
+    batch, channels = data_cf[:2]
+    out_channels, per_group = weight_cf[:2]
+    if channels != groups * per_group or out_channels % groups:
+        raise ShapeError(f"nn.conv: data {data_shape} and weight {weight_shape} do not fit groups={groups}")
+    plan, lengths = _conv_geometry(data_cf, weight_cf, strides, padding, dilation, groups, data_layout)
+    expected = (batch, out_channels, *lengths) if data_layout == "NCHW" else (batch, *lengths, out_channels)
+    return plan, lengths, expected
 
 
 def _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups, data_layout="NCHW"):
@@ -121,7 +137,8 @@ def _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups,
     if data_layout == "NHWC":
         winograd = conv_winograd.prefers_winograd(kernel, strides, dilation, groups, channels, lengths)
         return conv_nhwc.nhwc_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, tuple(lengths),
-                                   depthwise, conv_nhwc.prefers_taps(groups, math.prod(lengths)), winograd), lengths
+                                   depthwise, conv_nhwc.prefers_taps(groups, math.prod(lengths)), winograd,
+                                   channels), lengths
     plan = conv_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, ends, tuple(lengths),
                      depthwise, per_group, channels)
     return plan, lengths
