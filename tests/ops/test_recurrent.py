@@ -83,21 +83,26 @@ def test_the_kernel_implements_every_activation_the_op_allows():
 
 @pytest.mark.parametrize("kind, attrs", [("lstm", {}), ("gru", {"linear_before_reset": True})])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_fast_cells_loop_equals_their_step_bit_for_bit(kind, attrs, reverse):
+@pytest.mark.parametrize("batch", [1, 2])
+def test_fast_cells_loop_equals_their_step_bit_for_bit(kind, attrs, reverse, batch):
     # the whole-sequence loop (rows of equal length) and the per-step path do the
     # same float operations in the same order, in place or not
-    n, gates, batch, seq = 5, {"lstm": 4, "gru": 3}[kind], 2, 6
+    n, gates, seq = 5, {"lstm": 4, "gru": 3}[kind], 6
     rng = np.random.default_rng(0)
-    r, b = rng.standard_normal((gates * n, n)), rng.standard_normal(2 * gates * n)
-    proj = rng.standard_normal((seq, batch, gates * n))
+    w, r = rng.standard_normal((gates * n, 3)), rng.standard_normal((gates * n, n))
+    b = rng.standard_normal(2 * gates * n)
+    x = rng.standard_normal((seq * batch, 3))
     h0, c0 = rng.standard_normal((batch, n)), rng.standard_normal((batch, n))
     c0_before = c0.copy()
-    _, step, _, loop = kernels._make_cell(kind, kernels._transposed(r, np.float64), b[:gates * n],
-                                          b[gates * n:], None, None, None, n, True, **attrs)
-    assert loop is not None
+    wt, rt, b = kernels.pack_direction(w, r, b, n, *kernels.gate_layout(kind, True), np.float64)
+    cell = kernels._make_cell(kind, True, rt, b[:gates * n], b[gates * n:], None, None, None, n, **attrs)
+    assert cell.loop is not None
+    proj = cell.project(x, wt).reshape(seq, batch, -1)
     c = c0 if kind == "lstm" else None
-    stepped = kernels._scan(step, None, proj, h0, c, None, reverse, n)
-    looped = kernels._scan(step, loop, proj, h0, c, None, reverse, n)
+    stepped, looped = np.empty((seq, batch, n)), np.empty((seq, batch, n))
+    want = kernels._scan(cell._replace(loop=None), proj, h0, c, None, reverse, stepped)
+    got = kernels._scan(cell, proj, h0, c, None, reverse, looped)
     np.testing.assert_array_equal(c0, c0_before)
-    for got, want in zip(looped, stepped):
-        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(looped, stepped)
+    for g, w_ in zip(got, want):
+        np.testing.assert_array_equal(g, w_)
