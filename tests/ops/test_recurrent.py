@@ -40,6 +40,16 @@ def test_rnn_float16():
     assert got == TupleStructInfo((T((4, 1, 2, 5), "float16"), T((1, 2, 5), "float16")))
 
 
+def test_packed_weights_are_transposed():
+    got = infer("nn.lstm", T((s, b, 7)), T((2, 7, 24)), T((2, 6, 24)), T((2, 48)), hidden_size=6,
+                direction="bidirectional", optional_inputs=("B",), packed=True)
+    assert got == TupleStructInfo((T((s, 2, b, 6)), T((2, b, 6)), T((2, b, 6))))
+    with pytest.raises(ShapeError, match=r"R\.nn\.gru: W \(1, 15, 3\): dim 1: 15 != 3"):
+        infer("nn.gru", T((s, b, 3)), T((1, 15, 3)), T((1, 5, 15)), hidden_size=5, packed=True)
+    with pytest.raises(IRError, match=r"attribute packed must be a bool"):
+        infer("nn.rnn", T((s, b, 3)), T((1, 3, 5)), T((1, 5, 5)), hidden_size=5, packed=1)
+
+
 def test_weight_that_does_not_match_hidden_size():
     with pytest.raises(ShapeError, match=r"R\.nn\.gru: R \(1, 15, 4\): dim 2: 4 != 5"):
         infer("nn.gru", T((s, b, 3)), T((1, 15, 3)), T((1, 15, 4)), hidden_size=5)
