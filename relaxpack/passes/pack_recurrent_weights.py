@@ -2,7 +2,7 @@
 
 The recurrent kernels read each direction's W and R as C-contiguous W^T
 and R^T, a fast cell's gates in the order its step reads them and its
-sigmoid gates' columns halved (``runtime/kernels/recurrent.py:
+sigmoid gates' columns halved (``runtime/kernels/recurrent_weights.py:
 pack_weights``). Given the weights as ONNX lays them out, a kernel packs
 them on every call (for a hidden-256 LSTM that is 1 MiB of R transposed,
 about 0.1 ms); this pass packs constant weights once and says so::
@@ -26,7 +26,7 @@ import numpy as np
 
 from ..ir.expr import Constant
 from ..ops.registry import make_call
-from ..runtime.kernels.recurrent import pack_weights
+from ..runtime.kernels.recurrent_weights import pack_weights
 from .infra import function_pass
 from .rewrite import Match, Rule, RewriteTable, all_of, const, is_op, wildcard
 

@@ -10,6 +10,7 @@ from relaxpack.ir import BlockBuilder, TensorStructInfo, TupleStructInfo, Var, s
 from relaxpack.ops import make_call
 from relaxpack.ops.definitions.recurrent import ACTIVATIONS
 from relaxpack.runtime.kernels import recurrent as kernels
+from relaxpack.runtime.kernels import recurrent_weights
 
 b, s = sym("batch"), sym("seq")
 
@@ -104,7 +105,8 @@ def test_fast_cells_loop_equals_their_step_bit_for_bit(kind, attrs, reverse, bat
     x = rng.standard_normal((seq * batch, 3))
     h0, c0 = rng.standard_normal((batch, n)), rng.standard_normal((batch, n))
     c0_before = c0.copy()
-    wt, rt, b = kernels.pack_direction(w, r, b, n, *kernels.gate_layout(kind, True), np.float64)
+    wt, rt, b = recurrent_weights.pack_direction(w, r, b, n, *recurrent_weights.gate_layout(kind, True),
+                                                 np.float64)
     cell = kernels._make_cell(kind, True, rt, b[:gates * n], b[gates * n:], None, None, None, n, **attrs)
     assert cell.loop is not None
     proj = cell.project(x, wt).reshape(seq, batch, -1)
@@ -116,3 +118,15 @@ def test_fast_cells_loop_equals_their_step_bit_for_bit(kind, attrs, reverse, bat
     np.testing.assert_array_equal(looped, stepped)
     for g, w_ in zip(got, want):
         np.testing.assert_array_equal(g, w_)
+
+
+def test_a_large_r_is_read_from_a_copy_in_huge_pages():
+    m = np.random.default_rng(0).standard_normal((256, 1024)).astype(np.float32)
+    got = recurrent_weights.in_huge_pages(m)
+    np.testing.assert_array_equal(got, m)
+    if recurrent_weights.HAS_HUGE_PAGES:
+        assert got.ctypes.data % (2 << 20) == 0
+        again = recurrent_weights.in_huge_pages(m[:, :768].copy())     # the thread's buffer, reused
+        assert again.ctypes.data == got.ctypes.data
+    small = m[:, :8].copy()
+    assert recurrent_weights.in_huge_pages(small) is small

@@ -16,7 +16,7 @@ With ``packed=True`` (PackRecurrentWeights: constant weights packed at
 build time) W is ``(D, input, G*hidden)`` and R ``(D, hidden, G*hidden)``,
 each direction's W^T and R^T with its gates in the kernel's order and
 sigmoid gates' columns halved, B ordered and halved alike
-(``runtime/kernels/recurrent.py: pack_weights``).
+(``runtime/kernels/recurrent_weights.py: pack_weights``).
 
 ``activations`` is ``None`` (the cell's defaults) or one name per activation
 slot and direction (``f`` for nn.rnn; ``f, g`` for nn.gru; ``f, g, h`` for

@@ -4,7 +4,9 @@ Each direction projects the inputs of every time step at once (one matmul
 ``X W^T`` of shape ``(seq*batch, G*hidden)``, with the biases that do not
 depend on the state folded in), then loops over time with one small matmul
 ``H R^T`` per step and the gate arithmetic. Float16 computes in float32 and
-rounds once at the end.
+rounds once at the end. The weights are read packed (W^T, R^T, gates in
+each cell's order): packed at build time (``packed=True``) or by the kernel
+on every call (``recurrent_weights.py``).
 
 Sequence lengths follow onnxruntime: a reverse direction reads each sequence
 backwards from its own last step; ``Y`` is zero past a sequence's length;
@@ -29,6 +31,7 @@ import numpy as np
 from ...errors import ShapeError
 from ._math import work_dtype
 from ._registry import register_kernel
+from .recurrent_weights import DEFAULT_ACTIVATIONS, gate_layout, in_huge_pages, is_fast_cell, pack_direction
 
 Activation = Callable[[np.ndarray], np.ndarray]
 
@@ -109,8 +112,6 @@ ACTIVATIONS = {
     "Softsign": (_softsign, 0.0, 0.0, 0), "Softplus": (_softplus, 0.0, 0.0, 0),
 }
 
-#: cell kind -> default activations of one direction
-DEFAULT_ACTIVATIONS = {"rnn": ("Tanh",), "gru": ("Sigmoid", "Tanh"), "lstm": ("Sigmoid", "Tanh", "Tanh")}
 
 
 def _bind_activations(kind: str, dirs: int, names, alphas, betas) -> list[list[Activation]]:
@@ -130,105 +131,6 @@ def _clipper(clip) -> Callable[[np.ndarray], np.ndarray]:
     if clip is None:
         return lambda a: a
     return lambda a: np.clip(a, -clip, clip, out=a)
-
-
-# ---------------------------------------------------------------- packed weights
-# The kernel reads each direction's weights as W^T (input, G*hidden) and R^T
-# (hidden, G*hidden), C-contiguous: the projection and the per-step product
-# are then BLAS calls on them as they are (a 1-row product against a
-# C-contiguous R^T is OpenBLAS's fastest form of it; against R's transposed
-# view it is 15-20% slower). The fast cells (default activations, no clip,
-# peepholes or input_forget; GRU with linear_before_reset) also put their
-# gates in the order their step reads them and halve the columns of the
-# sigmoid gates: sigmoid(x) = 0.5 * (1 + tanh(x / 2)), and halving is exact,
-# so one tanh call covers every gate and the pre-activations are bit for bit
-# those of the general cells. B keeps its shape (Wb then Rb), its columns
-# ordered and halved as W's and R's.
-#
-# ``packed=True`` says W, R and B come in that form (PackRecurrentWeights
-# packs constant weights at build time with :func:`pack_weights`);
-# otherwise the kernel packs them on every call.
-
-#: gates of each cell, in ONNX order
-GATES = {"rnn": 1, "gru": 3, "lstm": 4}
-
-#: fast cell -> (the ONNX gate of each packed gate, how many leading packed gates are sigmoids):
-#: LSTM (o, i, f, c), so that (i, f) multiply (c~, C) in one call; GRU (z, r, h)
-FAST_GATES = {"lstm": ((1, 0, 2, 3), 3), "gru": ((0, 1, 2), 2)}
-
-
-def is_fast_cell(kind: str, d: int, dirs: int, *, activations=None, clip=None, peepholes: bool = False,
-                 input_forget=False, linear_before_reset=False, **_) -> bool:
-    """Whether direction ``d`` runs a fast cell (which packs its gates its own way)."""
-    if clip is not None or not _default_activations(kind, activations, d, dirs):
-        return False
-    if kind == "lstm":
-        return not peepholes and not input_forget
-    return kind == "gru" and bool(linear_before_reset)
-
-
-def _default_activations(kind: str, names, d: int, dirs: int) -> bool:
-    if names is None:
-        return True
-    per = len(names) // dirs
-    return tuple(names[d * per:(d + 1) * per]) == DEFAULT_ACTIVATIONS[kind]
-
-
-def gate_layout(kind: str, fast: bool) -> tuple[tuple[int, ...], int]:
-    """(the ONNX gate of each packed gate, how many leading packed gates are halved)."""
-    return FAST_GATES[kind] if fast else (tuple(range(GATES[kind])), 0)
-
-
-#: rows of a matrix copied per block by :func:`_transposed`
-_BLOCK = 64
-
-
-def _transposed(m: np.ndarray, order, hidden: int, dtype) -> np.ndarray:
-    """``m`` (G*hidden, k) as a new C-contiguous (k, G*hidden) ``m^T`` whose
-    column block j is gate ``order[j]``, copied in blocks of rows: a block's
-    source and destination both stay in cache, where one strided copy of a
-    (1024, 256) matrix takes about 3x as long."""
-    out = np.empty((m.shape[1], m.shape[0]), dtype)
-    for j, gate in enumerate(order):
-        for i in range(0, hidden, _BLOCK):
-            end = min(i + _BLOCK, hidden)
-            np.copyto(out[:, j * hidden + i:j * hidden + end], m[gate * hidden + i:gate * hidden + end].T,
-                      casting="unsafe")
-    return out
-
-
-def pack_direction(w, r, b, hidden: int, order, halved: int, dtype):
-    """One direction's ``(W^T, R^T, B)`` in ``dtype``, gates in ``order``,
-    the first ``halved`` gates' columns halved (B None stays None)."""
-    wt, rt = _transposed(w, order, hidden, dtype), _transposed(r, order, hidden, dtype)
-    if b is not None:
-        b = b.reshape(2, len(order), hidden)[:, list(order)].astype(dtype).reshape(-1)
-    if halved:
-        k = halved * hidden
-        wt[:, :k] *= 0.5
-        rt[:, :k] *= 0.5
-        if b is not None:
-            b.reshape(2, -1)[:, :k] *= 0.5
-    return wt, rt, b
-
-
-def pack_weights(kind: str, w: np.ndarray, r: np.ndarray, b: np.ndarray | None, *, hidden_size: int,
-                 direction: str = "forward", peepholes: bool = False, **attrs):
-    """``(W', R', B')``: W (D, G*hidden, input), R (D, G*hidden, hidden) and B
-    (D, 2*G*hidden) or None in the packed form ``packed=True`` reads, in
-    their own dtype; ``attrs`` are the op's (activations, clip, ...).
-
-    >>> w, r = np.ones((1, 8, 3), np.float32), np.ones((1, 8, 2), np.float32)
-    >>> wp, rp, _ = pack_weights("lstm", w, r, None, hidden_size=2)
-    >>> wp.shape, rp.shape, rp[0, 0].tolist()        # (o, i, f) halved, c not
-    ((1, 3, 8), (1, 2, 8), [0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 1.0, 1.0])
-    """
-    dirs = w.shape[0]
-    packed = [pack_direction(w[d], r[d], None if b is None else b[d], hidden_size,
-                             *gate_layout(kind, is_fast_cell(kind, d, dirs, peepholes=peepholes, **attrs)),
-                             w.dtype) for d in range(dirs)]
-    return (np.stack([p[0] for p in packed]), np.stack([p[1] for p in packed]),
-            None if b is None else np.stack([p[2] for p in packed]))
 
 
 # ---------------------------------------------------------------- cells
@@ -555,6 +457,7 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction="forward", layo
         else:
             wt, rt, b = pack_direction(w[d], r[d], b, n, *gate_layout(kind, fast), dtype)
         half = None if b is None else b.shape[0] // 2
+        rt = in_huge_pages(rt)     # one direction at a time: the next one's copy replaces it
         cell = _make_cell(kind, fast, rt, None if b is None else b[:half], None if b is None else b[half:],
                           p, acts[d], clip, n, **cell_attrs)
         proj = cell.project(xs, wt).reshape(seq, batch, -1)
