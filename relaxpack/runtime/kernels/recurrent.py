@@ -113,7 +113,6 @@ ACTIVATIONS = {
 }
 
 
-
 def _bind_activations(kind: str, dirs: int, names, alphas, betas) -> list[list[Activation]]:
     """One list of activation callables (alpha and beta bound) per direction."""
     names = names or DEFAULT_ACTIVATIONS[kind] * dirs
@@ -142,6 +141,8 @@ def _clipper(clip) -> Callable[[np.ndarray], np.ndarray]:
 
 
 class Cell(NamedTuple):
+    """One direction's cell: how it projects the inputs and steps through time."""
+
     #: ``project(xs, wt)``: the input projection of every step, (seq*batch, width),
     #: with the biases that do not depend on the state
     project: Callable
