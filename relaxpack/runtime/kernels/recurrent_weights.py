@@ -138,8 +138,18 @@ class _HugePages(threading.local):
 _HUGE = _HugePages()
 
 
-#: transparent huge pages are a Linux feature (private anonymous memory, madvise)
-HAS_HUGE_PAGES = hasattr(mmap, "MADV_HUGEPAGE") and hasattr(mmap, "MAP_ANONYMOUS")
+def _has_huge_pages() -> bool:
+    """Whether madvise can ask for transparent huge pages (Linux, THP not "never")."""
+    if not (hasattr(mmap, "MADV_HUGEPAGE") and hasattr(mmap, "MAP_ANONYMOUS")):
+        return False
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return "[never]" not in f.read()
+    except OSError:
+        return False
+
+
+HAS_HUGE_PAGES = _has_huge_pages()
 
 
 def in_huge_pages(m: np.ndarray) -> np.ndarray:
