@@ -25,6 +25,7 @@ from .fold_batch_norm import fold_batch_norm
 from .fuse_ops import fuse_ops
 from .fuse_bias_activation import fuse_bias_activation
 from .infra import Pass, Sequential
+from .pack_recurrent_weights import pack_recurrent_weights
 from .simplify_algebra import simplify_algebra
 from .simplify_shapes import simplify_shapes
 from .sink_resize import sink_resize
@@ -52,16 +53,16 @@ def optimize_pipeline(opt_level: int) -> Sequential:
       into gemm / conv kernels), SinkResize (1x1 convs of resized images
       before the resize), ConvertLayout (convolutional regions run
       channels last; after the fusions, whose rules read channels first),
-      another core round to clean up, and FuseOps last (elementwise groups
-      become fused primitive functions).
+      PackRecurrentWeights (constant LSTM/GRU/RNN weights in the layout
+      their kernels read), another core round to clean up, and FuseOps last
+      (elementwise groups become fused primitive functions).
     """
     passes: list[Pass] = []
     if opt_level >= 1:
         passes += core_passes()
     if opt_level >= 2:
         passes += [fold_batch_norm, simplify_algebra, fuse_bias_activation, sink_resize, convert_layout,
-                   *core_passes(),
-                   fuse_ops]
+                   pack_recurrent_weights, *core_passes(), fuse_ops]
     return Sequential(passes, name="Optimize")
 
 

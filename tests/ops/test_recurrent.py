@@ -10,6 +10,7 @@ from relaxpack.ir import BlockBuilder, TensorStructInfo, TupleStructInfo, Var, s
 from relaxpack.ops import make_call
 from relaxpack.ops.definitions.recurrent import ACTIVATIONS
 from relaxpack.runtime.kernels import recurrent as kernels
+from relaxpack.runtime.kernels import recurrent_weights
 
 b, s = sym("batch"), sym("seq")
 
@@ -38,6 +39,16 @@ def test_gru_layout_1_with_initial_state():
 def test_rnn_float16():
     got = infer("nn.rnn", T((4, 2, 3), "float16"), T((1, 5, 3), "float16"), T((1, 5, 5), "float16"), hidden_size=5)
     assert got == TupleStructInfo((T((4, 1, 2, 5), "float16"), T((1, 2, 5), "float16")))
+
+
+def test_packed_weights_are_transposed():
+    got = infer("nn.lstm", T((s, b, 7)), T((2, 7, 24)), T((2, 6, 24)), T((2, 48)), hidden_size=6,
+                direction="bidirectional", optional_inputs=("B",), packed=True)
+    assert got == TupleStructInfo((T((s, 2, b, 6)), T((2, b, 6)), T((2, b, 6))))
+    with pytest.raises(ShapeError, match=r"R\.nn\.gru: W \(1, 15, 3\): dim 1: 15 != 3"):
+        infer("nn.gru", T((s, b, 3)), T((1, 15, 3)), T((1, 5, 15)), hidden_size=5, packed=True)
+    with pytest.raises(IRError, match=r"attribute packed must be a bool"):
+        infer("nn.rnn", T((s, b, 3)), T((1, 3, 5)), T((1, 5, 5)), hidden_size=5, packed=1)
 
 
 def test_weight_that_does_not_match_hidden_size():
@@ -83,21 +94,39 @@ def test_the_kernel_implements_every_activation_the_op_allows():
 
 @pytest.mark.parametrize("kind, attrs", [("lstm", {}), ("gru", {"linear_before_reset": True})])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_fast_cells_loop_equals_their_step_bit_for_bit(kind, attrs, reverse):
+@pytest.mark.parametrize("batch", [1, 2])
+def test_fast_cells_loop_equals_their_step_bit_for_bit(kind, attrs, reverse, batch):
     # the whole-sequence loop (rows of equal length) and the per-step path do the
     # same float operations in the same order, in place or not
-    n, gates, batch, seq = 5, {"lstm": 4, "gru": 3}[kind], 2, 6
+    n, gates, seq = 5, {"lstm": 4, "gru": 3}[kind], 6
     rng = np.random.default_rng(0)
-    r, b = rng.standard_normal((gates * n, n)), rng.standard_normal(2 * gates * n)
-    proj = rng.standard_normal((seq, batch, gates * n))
+    w, r = rng.standard_normal((gates * n, 3)), rng.standard_normal((gates * n, n))
+    b = rng.standard_normal(2 * gates * n)
+    x = rng.standard_normal((seq * batch, 3))
     h0, c0 = rng.standard_normal((batch, n)), rng.standard_normal((batch, n))
     c0_before = c0.copy()
-    _, step, _, loop = kernels._make_cell(kind, kernels._transposed(r, np.float64), b[:gates * n],
-                                          b[gates * n:], None, None, None, n, True, **attrs)
-    assert loop is not None
+    wt, rt, b = recurrent_weights.pack_direction(w, r, b, n, *recurrent_weights.gate_layout(kind, True),
+                                                 np.float64)
+    cell = kernels._make_cell(kind, True, rt, b[:gates * n], b[gates * n:], None, None, None, n, **attrs)
+    assert cell.loop is not None
+    proj = cell.project(x, wt).reshape(seq, batch, -1)
     c = c0 if kind == "lstm" else None
-    stepped = kernels._scan(step, None, proj, h0, c, None, reverse, n)
-    looped = kernels._scan(step, loop, proj, h0, c, None, reverse, n)
+    stepped, looped = np.empty((seq, batch, n)), np.empty((seq, batch, n))
+    want = kernels._scan(cell._replace(loop=None), proj, h0, c, None, reverse, stepped)
+    got = kernels._scan(cell, proj, h0, c, None, reverse, looped)
     np.testing.assert_array_equal(c0, c0_before)
-    for got, want in zip(looped, stepped):
-        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(looped, stepped)
+    for g, w_ in zip(got, want):
+        np.testing.assert_array_equal(g, w_)
+
+
+def test_a_large_r_is_read_from_a_copy_in_huge_pages():
+    m = np.random.default_rng(0).standard_normal((256, 1024)).astype(np.float32)
+    got = recurrent_weights.in_huge_pages(m)
+    np.testing.assert_array_equal(got, m)
+    if recurrent_weights.HAS_HUGE_PAGES:
+        assert got.ctypes.data % (2 << 20) == 0
+        again = recurrent_weights.in_huge_pages(m[:, :768].copy())     # the thread's buffer, reused
+        assert again.ctypes.data == got.ctypes.data
+    small = m[:, :8].copy()
+    assert recurrent_weights.in_huge_pages(small) is small

@@ -12,6 +12,12 @@ directions (2 when bidirectional)::
     W (D, G*hidden, input)   R (D, G*hidden, hidden)   B (D, 2*G*hidden)   P (D, 3*hidden)
     sequence_lens (batch,) int32; initial_h / initial_c laid out like Y_h
 
+With ``packed=True`` (PackRecurrentWeights: constant weights packed at
+build time) W is ``(D, input, G*hidden)`` and R ``(D, hidden, G*hidden)``,
+each direction's W^T and R^T with its gates in the kernel's order and
+sigmoid gates' columns halved, B ordered and halved alike
+(``runtime/kernels/recurrent_weights.py: pack_weights``).
+
 ``activations`` is ``None`` (the cell's defaults) or one name per activation
 slot and direction (``f`` for nn.rnn; ``f, g`` for nn.gru; ``f, g, h`` for
 nn.lstm; forward first); ``activation_alpha`` / ``activation_beta`` give
@@ -123,8 +129,12 @@ def _infer_recurrent(call: Call, analyzer: DimAnalyzer) -> TupleStructInfo:
     seq, batch, size = (None, None, None) if x.shape is None else x.shape
     if layout == 1 and x.shape is not None:
         seq, batch = batch, seq
-    _expect(call, w, "W", (dirs, gates * hidden, size), analyzer)
-    _expect(call, r, "R", (dirs, gates * hidden, hidden), analyzer)
+    if bool_attr(call, "packed"):
+        _expect(call, w, "W", (dirs, size, gates * hidden), analyzer)
+        _expect(call, r, "R", (dirs, hidden, gates * hidden), analyzer)
+    else:
+        _expect(call, w, "W", (dirs, gates * hidden, size), analyzer)
+        _expect(call, r, "R", (dirs, gates * hidden, hidden), analyzer)
     if "B" in index:
         _expect(call, tensor_arg(call, index["B"], "B"), "B", (dirs, 2 * gates * hidden), analyzer)
     if "sequence_lens" in index:
@@ -147,7 +157,8 @@ def _infer_recurrent(call: Call, analyzer: DimAnalyzer) -> TupleStructInfo:
 
 
 _COMMON = {"hidden_size": REQUIRED, "direction": "forward", "layout": 0, "optional_inputs": (),
-           "activations": None, "activation_alpha": None, "activation_beta": None, "clip": None}
+           "activations": None, "activation_alpha": None, "activation_beta": None, "clip": None,
+           "packed": False}
 
 register_op("nn.rnn", infer=_infer_recurrent, attrs=_COMMON, num_args=(3, 6),
             doc="A simple RNN layer (ONNX RNN): H = f(X W^T + H R^T + Wb + Rb); returns (Y, Y_h).")

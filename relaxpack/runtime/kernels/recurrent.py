@@ -4,7 +4,9 @@ Each direction projects the inputs of every time step at once (one matmul
 ``X W^T`` of shape ``(seq*batch, G*hidden)``, with the biases that do not
 depend on the state folded in), then loops over time with one small matmul
 ``H R^T`` per step and the gate arithmetic. Float16 computes in float32 and
-rounds once at the end.
+rounds once at the end. The weights are read packed (W^T, R^T, gates in
+each cell's order): packed at build time (``packed=True``) or by the kernel
+on every call (``recurrent_weights.py``).
 
 Sequence lengths follow onnxruntime: a reverse direction reads each sequence
 backwards from its own last step; ``Y`` is zero past a sequence's length;
@@ -22,14 +24,14 @@ array([[[0.2913, 0.2913]]], dtype=float32)
 
 from __future__ import annotations
 
-import functools
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
 from ...errors import ShapeError
 from ._math import work_dtype
 from ._registry import register_kernel
+from .recurrent_weights import DEFAULT_ACTIVATIONS, gate_layout, in_huge_pages, is_fast_cell, pack_direction
 
 Activation = Callable[[np.ndarray], np.ndarray]
 
@@ -110,9 +112,6 @@ ACTIVATIONS = {
     "Softsign": (_softsign, 0.0, 0.0, 0), "Softplus": (_softplus, 0.0, 0.0, 0),
 }
 
-#: cell kind -> default activations of one direction
-DEFAULT_ACTIVATIONS = {"rnn": ("Tanh",), "gru": ("Sigmoid", "Tanh"), "lstm": ("Sigmoid", "Tanh", "Tanh")}
-
 
 def _bind_activations(kind: str, dirs: int, names, alphas, betas) -> list[list[Activation]]:
     """One list of activation callables (alpha and beta bound) per direction."""
@@ -134,17 +133,34 @@ def _clipper(clip) -> Callable[[np.ndarray], np.ndarray]:
 
 
 # ---------------------------------------------------------------- cells
-# A cell factory takes one direction's transposed recurrence weight R^T (hidden, G*hidden),
-# its biases Wb, Rb (or None) and peepholes P (or None), and returns the bias
-# to fold into the input projection and ``step(xp, h, c) -> (h, c)``, which
-# advances every batch row by one time step (xp: that step's projection).
-#
-# With the default activations and no clip, the *_tanh cells run fewer numpy
-# calls per step (the loop is call-bound at batch 1): sigmoid(x) is
-# 0.5 * (1 + tanh(x / 2)), and the x / 2 is folded into the sigmoid gates'
-# columns of R^T and of the projection (``SCALES``: halving is exact, so the
-# pre-activations are bit for bit those of the general cells), so one tanh
-# call covers every gate.
+# A cell factory takes one direction's packed R^T (hidden, G*hidden), its
+# biases Wb, Rb (or None) and peepholes P (or None), and returns a
+# :class:`Cell`. The time loop is call-bound at batch 1 (the (1, hidden) @
+# (hidden, G*hidden) product is most of a step; each other numpy call costs
+# about 0.2-0.5 us), so the fast cells' steps make as few calls as they can.
+
+
+class Cell(NamedTuple):
+    """One direction's cell: how it projects the inputs and steps through time."""
+
+    #: ``project(xs, wt)``: the input projection of every step, (seq*batch, width),
+    #: with the biases that do not depend on the state
+    project: Callable
+    #: ``step(xp, h, c) -> (h, c)`` advances every batch row by one time step
+    #: (xp: that step's rows of the projection)
+    step: Callable
+    #: ``loop(proj, h, c, ys) -> (h, c)`` runs every step when all rows have the
+    #: full length, writing each H into its row of ``ys`` (both in time order), or None
+    loop: Callable | None = None
+
+
+def _projector(bias):
+    def project(xs, wt):
+        proj = xs @ wt
+        if bias is not None:
+            proj += bias
+        return proj
+    return project
 
 
 def _rnn_cell(rt, wb, rb, p, acts, clip, hidden, **_):
@@ -155,7 +171,7 @@ def _rnn_cell(rt, wb, rb, p, acts, clip, hidden, **_):
         a = h @ rt
         a += xp
         return f(clipf(a)), None
-    return (None if wb is None else wb + rb), step
+    return Cell(_projector(None if wb is None else wb + rb), step)
 
 
 def _gru_cell(rt, wb, rb, p, acts, clip, hidden, linear_before_reset=False, **_):
@@ -189,7 +205,7 @@ def _gru_cell(rt, wb, rb, p, acts, clip, hidden, linear_before_reset=False, **_)
         new *= z
         new += hh
         return new, None
-    return bias, step
+    return Cell(_projector(bias), step)
 
 
 def _lstm_cell(rt, wb, rb, p, acts, clip, hidden, input_forget=False, **_):
@@ -224,150 +240,126 @@ def _lstm_cell(rt, wb, rb, p, acts, clip, hidden, input_forget=False, **_):
         h_new = h_act(c_new.copy())   # h's input is the unclipped C (as onnxruntime)
         h_new *= o
         return h_new, c_new
-    return (None if wb is None else wb + rb), step
+    return Cell(_projector(None if wb is None else wb + rb), step)
 
 
-def _half_columns(rt, count: int):
-    """R^T with its first ``count`` columns halved (in place: ``rt`` is the
-    kernel's own copy), and the per-column factor to apply to the input
-    projection."""
-    scale = np.ones(rt.shape[1], rt.dtype)
-    scale[:count] = 0.5
-    rt[:, :count] *= 0.5
-    return rt, scale
-
-
-#: rows of R copied per block by :func:`_transposed`
-_BLOCK = 64
-
-
-def _transposed(r: np.ndarray, dtype) -> np.ndarray:
-    """``R^T`` as a new C-contiguous array, copied in blocks of rows: a
-    block's source and destination both stay in cache, where one strided
-    copy of a (1024, 256) matrix takes about 3x as long."""
-    rt = np.empty((r.shape[1], r.shape[0]), dtype)
-    for i in range(0, r.shape[0], _BLOCK):
-        np.copyto(rt[:, i:i + _BLOCK], r[i:i + _BLOCK].T, casting="unsafe")
-    return rt
+def _matmul_into(out: np.ndarray):
+    """The fastest product that writes ``out``: np.dot (about 0.5 us less per
+    call than np.matmul) needs a C-contiguous ``out``; np.matmul takes rows
+    of a wider buffer (batch > 1)."""
+    return np.dot if out.flags.c_contiguous else np.matmul
 
 
 def _lstm_cell_tanh(rt, wb, rb, hidden):
-    """:func:`_lstm_cell` for Sigmoid/Tanh/Tanh, no clip, peepholes or input_forget."""
+    """:func:`_lstm_cell` for Sigmoid/Tanh/Tanh, no clip, peepholes or
+    input_forget; packed gates (o, i, f, c), the sigmoid ones halved."""
     n = hidden
-    rt, scale = _half_columns(rt, 3 * n)
 
     def step(xp, h, c):
         a = h @ rt
         a += xp
         np.tanh(a, out=a)
-        ifo = a[:, :3 * n]
-        ifo += 1
-        ifo *= 0.5
+        oif = a[:, :3 * n]
+        oif += 1
+        oif *= 0.5
         cell = a[:, 3 * n:]
-        cell *= a[:, :n]
+        cell *= a[:, n:2 * n]
         c_new = a[:, 2 * n:3 * n] * c
         c_new += cell
         h_new = np.tanh(c_new)
-        h_new *= a[:, n:2 * n]
+        h_new *= a[:, :n]
         return h_new, c_new
-    return (None if wb is None else wb + rb), step, scale, functools.partial(_lstm_loop_tanh, rt, n)
 
-
-def _lstm_loop_tanh(rt, n, proj, h, c, ys, order):
-    """Every step of :func:`_lstm_cell_tanh` (rows of equal length) with no
-    allocation: the gates, C and each H live in buffers made once (H straight
-    in its row of ``ys``), and every numpy call writes through ``out=``: at
-    batch 1 the step is bound by numpy's per-call cost, an allocation adds to it."""
-    a = np.empty((h.shape[0], 4 * n), proj.dtype)
-    c = c.copy()                    # updated in place: not the caller's initial_c
-    ifo, i, o, f, cell = a[:, :3 * n], a[:, :n], a[:, n:2 * n], a[:, 2 * n:3 * n], a[:, 3 * n:]
-    for t in order:
-        np.dot(h, rt, out=a)
-        a += proj[t]
-        np.tanh(a, out=a)
-        ifo += 1
-        ifo *= 0.5
-        cell *= i
-        c *= f
-        c += cell
-        h = ys[t]
-        np.tanh(c, out=h)
-        h *= o
-    return h, c
+    def loop(proj, h, c, ys):
+        # one buffer (o, i, f, c~, C): the product (i, f) * (c~, C) is one call,
+        # and C = i*c~ + f*C another; the constants are full arrays, as a
+        # scalar or broadcast operand costs a ufunc call 0.15-0.4 us more
+        dtype, batch = proj.dtype, h.shape[0]
+        buf = np.empty((batch, 5 * n), dtype)
+        gates, oif, o, i_f = buf[:, :4 * n], buf[:, :3 * n], buf[:, :n], buf[:, n:3 * n]
+        cells, cand, c_now = buf[:, 3 * n:], buf[:, 3 * n:4 * n], buf[:, 4 * n:]
+        c_now[...] = c                  # not the caller's initial_c
+        one, half = np.ones((batch, 3 * n), dtype), np.full((batch, 3 * n), 0.5, dtype)
+        dot, add, mul, tanh = _matmul_into(gates), np.add, np.multiply, np.tanh
+        for xp, y in zip(proj, ys):
+            dot(h, rt, gates)
+            add(gates, xp, gates)
+            tanh(gates, gates)
+            add(oif, one, oif)
+            mul(oif, half, oif)
+            mul(cells, i_f, cells)
+            add(cand, c_now, c_now)
+            tanh(c_now, y)
+            mul(y, o, y)
+            h = y
+        return h, c_now.copy()
+    return Cell(_projector(None if wb is None else wb + rb), step, loop)
 
 
 def _gru_cell_tanh(rt, wb, rb, hidden):
-    """:func:`_gru_cell` with ``linear_before_reset`` for Sigmoid/Tanh, no clip:
-    one matmul for all three gates."""
+    """:func:`_gru_cell` with ``linear_before_reset`` for Sigmoid/Tanh, no
+    clip; gates (z, r, h), z and r halved. The projection is (z, r, Rbh, h):
+    a step adds its first three blocks to ``H R^T`` in one call, Rbh
+    included (zero without B), and the last after the reset gate."""
     n = hidden
-    rt, scale = _half_columns(rt, 2 * n)
     bias = rbh = None
     if wb is not None:
         bias = wb + rb
         bias[2 * n:], rbh = wb[2 * n:], rb[2 * n:]
 
+    def project(xs, wt):
+        proj = np.empty((xs.shape[0], 4 * n), wt.dtype)
+        np.matmul(xs, wt[:, :2 * n], out=proj[:, :2 * n])
+        np.matmul(xs, wt[:, 2 * n:], out=proj[:, 3 * n:])
+        proj[:, 2 * n:3 * n] = 0 if rbh is None else rbh
+        if bias is not None:
+            proj[:, :2 * n] += bias[:2 * n]
+            proj[:, 3 * n:] += bias[2 * n:]
+        return proj
+
     def step(xp, h, c):
         g = h @ rt
+        g += xp[:, :3 * n]
         zr = g[:, :2 * n]
-        zr += xp[:, :2 * n]
         np.tanh(zr, out=zr)
         zr += 1
         zr *= 0.5
         a = g[:, 2 * n:]
-        if rbh is not None:
-            a += rbh
         a *= g[:, n:2 * n]
-        a += xp[:, 2 * n:]
+        a += xp[:, 3 * n:]
         np.tanh(a, out=a)
         new = h - a             # (1 - z) * hh + z * h, with one product
         new *= g[:, :n]
         new += a
         return new, None
-    return bias, step, scale, functools.partial(_gru_loop_tanh, rt, rbh, n)
+
+    def loop(proj, h, c, ys):
+        dtype, batch = proj.dtype, h.shape[0]
+        g = np.empty((batch, 3 * n), dtype)
+        zr, z, reset, a = g[:, :2 * n], g[:, :n], g[:, n:2 * n], g[:, 2 * n:]
+        one, half = np.ones((batch, 2 * n), dtype), np.full((batch, 2 * n), 0.5, dtype)
+        dot, add, sub, mul, tanh = np.dot, np.add, np.subtract, np.multiply, np.tanh
+        for xzr, xh, new in zip(proj[:, :, :3 * n], proj[:, :, 3 * n:], ys):
+            dot(h, rt, g)
+            add(g, xzr, g)
+            tanh(zr, zr)
+            add(zr, one, zr)
+            mul(zr, half, zr)
+            mul(a, reset, a)
+            add(a, xh, a)
+            tanh(a, a)
+            sub(h, a, new)      # (1 - z) * hh + z * h, with one product
+            mul(new, z, new)
+            add(new, a, new)
+            h = new
+        return h, None
+    return Cell(project, step, loop)
 
 
-def _gru_loop_tanh(rt, rbh, n, proj, h, c, ys, order):
-    """Every step of :func:`_gru_cell_tanh` (rows of equal length) in buffers
-    made once, as :func:`_lstm_loop_tanh`."""
-    g = np.empty((h.shape[0], 3 * n), proj.dtype)
-    zr, z, reset, a = g[:, :2 * n], g[:, :n], g[:, n:2 * n], g[:, 2 * n:]
-    for t in order:
-        xp = proj[t]
-        np.dot(h, rt, out=g)
-        zr += xp[:, :2 * n]
-        np.tanh(zr, out=zr)
-        zr += 1
-        zr *= 0.5
-        if rbh is not None:
-            a += rbh
-        a *= reset
-        a += xp[:, 2 * n:]
-        np.tanh(a, out=a)
-        new = ys[t]
-        np.subtract(h, a, out=new)  # (1 - z) * hh + z * h, with one product
-        new *= z
-        new += a
-        h = new
-    return h, None
-
-
-def _make_cell(kind, rt, wb, rb, p, acts, clip, hidden, default_acts: bool, **attrs):
-    """``(bias, step, projection scale or None, loop or None)`` for one direction;
-    ``loop(proj, h, c, ys, order)`` runs every step when all rows have the full
-    length, writing each H into ``ys``, and returns the final H and C."""
-    if default_acts and clip is None:
-        if kind == "lstm" and p is None and not attrs.get("input_forget"):
-            return _lstm_cell_tanh(rt, wb, rb, hidden)
-        if kind == "gru" and attrs.get("linear_before_reset"):
-            return _gru_cell_tanh(rt, wb, rb, hidden)
-    return (*_CELLS[kind](rt, wb, rb, p, acts, clip, hidden, **attrs), None, None)
-
-
-def _default_activations(kind: str, names, d: int, dirs: int) -> bool:
-    if names is None:
-        return True
-    per = len(names) // dirs
-    return tuple(names[d * per:(d + 1) * per]) == DEFAULT_ACTIVATIONS[kind]
+def _make_cell(kind, fast: bool, rt, wb, rb, p, acts, clip, hidden, **attrs) -> Cell:
+    if fast:
+        return (_lstm_cell_tanh if kind == "lstm" else _gru_cell_tanh)(rt, wb, rb, hidden)
+    return _CELLS[kind](rt, wb, rb, p, acts, clip, hidden, **attrs)
 
 
 _CELLS = {"rnn": _rnn_cell, "gru": _gru_cell, "lstm": _lstm_cell}
@@ -375,36 +367,37 @@ _CELLS = {"rnn": _rnn_cell, "gru": _gru_cell, "lstm": _lstm_cell}
 # ---------------------------------------------------------------- the time loop
 
 
-def _scan(step, loop, proj, h, c, lens, reverse: bool, hidden: int):
-    """Run ``step`` over the time steps of ``proj`` (seq, batch, G*hidden).
+def _scan(cell: Cell, proj, h, c, lens, reverse: bool, ys):
+    """Run ``cell`` over the time steps of ``proj`` (seq, batch, width),
+    writing Y into ``ys`` (seq, batch, hidden), indexed by the original time
+    step; returns the final H and C.
 
-    Returns Y (seq, batch, hidden) indexed by the original time step, and the
-    final H and C. With ``lens`` each row runs its own length (reverse: from
-    its own last step back) and keeps its state after it. Without, the cell's
-    ``loop`` (if it has one) runs the steps instead of ``step``.
+    With ``lens`` each row runs its own length (reverse: from its own last
+    step back) and keeps its state after it; Y is zero past it. Without, the
+    cell's loop (if it has one) runs the steps.
     """
     seq, batch = proj.shape[:2]
-    ys = np.zeros((seq, batch, hidden), proj.dtype)
     if lens is None:
-        order = range(seq - 1, -1, -1) if reverse else range(seq)
-        if loop is not None:
-            h, c = loop(proj, h, c, ys, order)
-        else:
-            for t in order:
-                h, c = step(proj[t], h, c)
-                ys[t] = h
         if seq == 0:    # no step: the final state is zero, as for a length-0 sequence
-            h, c = np.zeros_like(h), (None if c is None else np.zeros_like(c))
-        return ys, h, c
+            return np.zeros_like(h), (None if c is None else np.zeros_like(c))
+        if reverse:
+            proj, ys = proj[::-1], ys[::-1]
+        if cell.loop is not None:
+            return cell.loop(proj, h, c, ys)
+        for xp, y in zip(proj, ys):
+            h, c = cell.step(xp, h, c)
+            y[...] = h
+        return h, c
     steps = np.arange(seq)[:, None]
     valid = steps < lens                                  # (seq, batch)
     rows = np.arange(batch)
     # pos[t, b]: the original time step that row b reads at its t-th step
     pos = np.where(valid, lens - 1 - steps, steps) if reverse else np.broadcast_to(steps, (seq, batch))
     proj = proj[pos, rows]
+    out = np.zeros((seq, batch, ys.shape[2]), ys.dtype)
     shortest = int(lens.min())
     for t in range(int(lens.max())):
-        h_new, c_new = step(proj[t], h, c)
+        h_new, c_new = cell.step(proj[t], h, c)
         if t < shortest:
             h, c = h_new, c_new
         else:
@@ -412,13 +405,12 @@ def _scan(step, loop, proj, h, c, lens, reverse: bool, hidden: int):
             h = np.where(keep, h_new, h)
             c = None if c is None else np.where(keep, c_new, c)
             h_new = h_new * keep
-        ys[t] = h_new
-    out = np.empty_like(ys)
-    out[pos, rows] = ys
+        out[t] = h_new
+    ys[pos, rows] = out
     empty = (lens == 0)[:, None]
     h = np.where(empty, 0, h)
     c = None if c is None else np.where(empty, 0, c)
-    return out, h, c
+    return h, c
 
 
 def _lengths(kind: str, lens, seq: int, batch: int) -> np.ndarray | None:
@@ -436,8 +428,8 @@ def _lengths(kind: str, lens, seq: int, batch: int) -> np.ndarray | None:
 
 def _layer(kind, x, w, r, extras, out, *, hidden_size, direction="forward", layout=0,
            optional_inputs=(), activations=None, activation_alpha=None, activation_beta=None,
-           clip=None, **cell_attrs):
-    """The shared driver: per direction, project, scan, write Y, Y_h (and Y_c)."""
+           clip=None, packed=False, **cell_attrs):
+    """The shared driver: per direction, pack (unless ``packed``), project, scan, write Y, Y_h (and Y_c)."""
     opt = dict(zip(optional_inputs, extras))
     y, y_h, *rest = out
     y_c = rest[0] if rest else None
@@ -456,23 +448,27 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction="forward", layo
     for d in range(dirs):
         state = [opt[k][d].astype(dtype, copy=False) if k in opt else np.zeros((batch, n), dtype)
                  for k in ("initial_h", "initial_c")]
-        b = opt["B"][d].astype(dtype, copy=False) if "B" in opt else None
-        half = None if b is None else b.shape[0] // 2
+        b = opt["B"][d] if "B" in opt else None
         p = opt["P"][d].astype(dtype, copy=False) if "P" in opt else None
-        # R^T made contiguous once: the per-step matmul reads it about 20% faster
-        rt = _transposed(r[d], dtype)
-        bias, step, scale, loop = _make_cell(kind, rt, None if b is None else b[:half],
-                                       None if b is None else b[half:], p, acts[d], clip, n,
-                                       _default_activations(kind, activations, d, dirs), **cell_attrs)
-        proj = xs @ w[d].astype(dtype, copy=False).T
-        if bias is not None:
-            proj += bias
-        if scale is not None:
-            proj *= scale
+        fast = is_fast_cell(kind, d, dirs, activations=activations, clip=clip, peepholes=p is not None,
+                            **cell_attrs)
+        if packed:
+            wt, rt = w[d].astype(dtype, copy=False), np.ascontiguousarray(r[d], dtype)
+            b = None if b is None else b.astype(dtype, copy=False)
+        else:
+            wt, rt, b = pack_direction(w[d], r[d], b, n, *gate_layout(kind, fast), dtype)
+        half = None if b is None else b.shape[0] // 2
+        rt = in_huge_pages(rt)     # one direction at a time: the next one's copy replaces it
+        cell = _make_cell(kind, fast, rt, None if b is None else b[:half], None if b is None else b[half:],
+                          p, acts[d], clip, n, **cell_attrs)
+        proj = cell.project(xs, wt).reshape(seq, batch, -1)
+        # H goes straight into Y when Y has the dtype the cell computes in
+        direct = y.dtype == dtype
+        ys = y[:, d] if direct else np.empty((seq, batch, n), dtype)
         reverse = direction == "reverse" or d == 1
-        ys, h, c = _scan(step, loop, proj.reshape(seq, batch, -1), state[0], state[1] if kind == "lstm" else None,
-                         lens, reverse, n)
-        np.copyto(y[:, d], ys, casting="unsafe")
+        h, c = _scan(cell, proj, state[0], state[1] if kind == "lstm" else None, lens, reverse, ys)
+        if not direct:
+            np.copyto(y[:, d], ys, casting="unsafe")
         np.copyto(y_h[d], h, casting="unsafe")
         if y_c is not None:
             np.copyto(y_c[d], c, casting="unsafe")

@@ -13,6 +13,7 @@ from onnx import helper, numpy_helper
 
 import relaxpack
 from relaxpack.errors import ShapeError, UnsupportedOpError
+from relaxpack.passes import PassContext
 from relaxpack.runtime import VirtualMachine
 
 from .backend_case import assert_close
@@ -23,15 +24,16 @@ TOL = {np.float32: (1e-5, 1e-6), np.float64: (1e-11, 1e-12), np.float16: (1e-2, 
 
 
 def layer(op, *, size=7, hidden=6, direction="forward", layout=0, optional=(), outputs=None, dtype=np.float32,
-          opset=22, sym=True, seed=0, **attrs):
-    """A one-node model: weights (W, R, B, P) are initializers, the rest graph
-    inputs with symbolic batch and seq (when ``sym``); ``outputs`` names the
-    outputs to keep (default: all), in ONNX order, the others omitted."""
+          opset=22, sym=True, seed=0, scale=0.5, **attrs):
+    """A one-node model: weights (W, R, B, P) are initializers (``scale`` times
+    standard normal), the rest graph inputs with symbolic batch and seq (when
+    ``sym``); ``outputs`` names the outputs to keep (default: all), in ONNX
+    order, the others omitted."""
     rng = np.random.default_rng(seed)
     g, dirs = GATES[op], 2 if direction == "bidirectional" else 1
     w = {"W": (dirs, g * hidden, size), "R": (dirs, g * hidden, hidden), "B": (dirs, 2 * g * hidden),
          "P": (dirs, 3 * hidden)}
-    consts = {n: (rng.standard_normal(s) * 0.5).astype(dtype) for n, s in w.items() if n in ("W", "R", *optional)}
+    consts = {n: (rng.standard_normal(s) * scale).astype(dtype) for n, s in w.items() if n in ("W", "R", *optional)}
     seq_batch = ["seq", "batch"] if layout == 0 else ["batch", "seq"]
     state = ([dirs, "batch", hidden] if layout == 0 else ["batch", dirs, hidden]) if sym else None
     shapes = {"X": seq_batch + [size] if sym else None, "sequence_lens": ["batch"] if sym else None,
@@ -265,6 +267,54 @@ def test_full_length_loop_leaves_the_initial_state_and_repeats_exactly(op, attrs
         np.testing.assert_array_equal(f[n], before[n])
     for n, a in vm.run(f).items():
         np.testing.assert_array_equal(a, first[n])
+
+
+# Built at -O2, constant weights are packed once (PackRecurrentWeights); without
+# the pass the kernel packs them on every call, the same way: the same bits.
+PACKING_CASES = [("RNN", {}), ("GRU", {}), ("GRU", {"linear_before_reset": 1}), ("LSTM", {}),
+                 ("LSTM", {"clip": 0.7}), ("LSTM", {"input_forget": 1})]
+
+
+@pytest.mark.parametrize("op, attrs", PACKING_CASES, ids=lambda v: str(v) if isinstance(v, dict) else v)
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("layout", [0, 1])
+def test_weights_packed_at_build_time_give_the_same_bits(op, attrs, direction, layout):
+    model = layer(op, direction=direction, layout=layout, hidden=7, size=5, optional=ALL_OPTIONAL[op], **attrs)
+    exe = relaxpack.build(relaxpack.from_onnx(model))
+    assert '("packed", True)' in exe.metadata["ir"]
+    with PassContext(disabled_passes=["PackRecurrentWeights"]):
+        unpacked = relaxpack.build(relaxpack.from_onnx(model))
+    assert '("packed", False)' in unpacked.metadata["ir"]
+    packed_vm, unpacked_vm = VirtualMachine(exe), VirtualMachine(unpacked)
+    lens = {"forward": [6, 6, 6], "reverse": [6, 2, 5], "bidirectional": [1, 6, 0]}[direction]
+    for f in (feeds(model, 6, 3, lens=lens), feeds(model, 9, 1, lens=[9], seed=2)):
+        got, want = packed_vm.run(f), unpacked_vm.run(f)
+        for name in got:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    check(model, feeds(model, 6, 3, lens=lens))
+
+
+@pytest.mark.parametrize("op, attrs", [("LSTM", {}), ("GRU", {"linear_before_reset": 1}), ("GRU", {})])
+def test_hidden_256_both_directions(op, attrs):
+    # R^T of 0.75-1 MiB: each direction reads it from the same huge-page buffer in turn.
+    # Weights of a trained layer's scale (~1/sqrt(hidden)): with 0.5 the gates saturate
+    # and the summation order alone moves outputs by 1e-5
+    model = layer(op, direction="bidirectional", hidden=256, size=8, optional=ALL_OPTIONAL[op], scale=0.06,
+                  **attrs)
+    check(model, feeds(model, 4, 1, lens=[4]), feeds(model, 3, 2, lens=[3, 1], seed=2))
+
+
+def test_weights_that_are_graph_inputs_are_packed_per_call():
+    # W and R fed at run time: the op stays unpacked and the kernel packs them
+    model = layer("LSTM", direction="bidirectional", optional=("B", "initial_h"))
+    f = feeds(model, 5, 2)
+    for init in [i for i in model.graph.initializer if i.name in ("W", "R")]:
+        f[init.name] = numpy_helper.to_array(init)
+        model.graph.input.append(helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+        model.graph.initializer.remove(init)
+    exe = relaxpack.build(relaxpack.from_onnx(model))
+    assert '("packed", False)' in exe.metadata["ir"]
+    check(model, f)
 
 
 # ---------------------------------------------------------------- activations, clip, cell options
