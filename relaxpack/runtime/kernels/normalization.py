@@ -37,7 +37,7 @@ def _softmax_rows(x: np.ndarray, buf: np.ndarray) -> bool:
     # the exponentials go to a temporary when buf is x: a redone row reads x again
     with Scratch([(dst.shape, dst.dtype)] if np.may_share_memory(x, buf) else []) as temporary:
         exps = temporary[0] if temporary else dst
-        np.subtract(rows, shift, out=exps, casting="same_kind")
+        np.subtract(rows, shift, out=exps, dtype=exps.dtype)       # low floats: subtract in float32
         np.exp(exps, out=exps)
         total = exps @ np.ones(n, exps.dtype)
         low = np.flatnonzero(total < _ROW_SUM_FLOOR)
