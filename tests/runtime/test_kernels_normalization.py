@@ -84,6 +84,19 @@ def test_softmax_last_axis_in_place_inf_and_all_masked_rows():
     assert np.isnan(got[3]).any() and np.allclose(got[0], expected[0], rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("d", [1, 7, 512, 769])
+def test_layer_norm_rows_with_a_large_offset(dtype, d):
+    """The last-axis path (row sums by BLAS) keeps rows whose mean is far
+    larger than their spread as accurate as onnxruntime."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((3, 5, d)) + 300.0).astype(dtype)
+    gamma, beta = rand(rng, (d,), dtype), rand(rng, (d,), dtype)
+    expected, = run_onnx("LayerNormalization", [x, gamma, beta], {"axis": -1, "epsilon": EPS}, backend="ort")
+    got = run_kernel("nn.layer_norm", x, gamma, beta, axes=(-1,), epsilon=EPS)
+    assert_close(got, expected, **({"rtol": 2e-4, "atol": 2e-4} if dtype == "float32" else {"rtol": 1e-9, "atol": 1e-9}))
+
+
 @pytest.mark.parametrize("shape, first_axis", [((3, 5, 7), -1), ((3, 5, 7), 1), ((4, 6), 0), ((2, 0, 4), 2)])
 @pytest.mark.parametrize("with_beta", [True, False])
 @pytest.mark.parametrize("dtype", FLOATS)
