@@ -1,5 +1,6 @@
-"""Helpers the kernel families share: the error function, working precision
-for low-precision floats, and attribute normalization.
+"""Helpers the kernel families share: the error function, exact GELU in
+float32 (:func:`gelu32_into`), working precision for low-precision floats,
+and attribute normalization.
 
 ``erf`` evaluates the rational approximations of fdlibm's ``s_erf.c``
 (Sun Microsystems, 1993: "Permission to use, copy, modify, and distribute
