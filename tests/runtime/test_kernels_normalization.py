@@ -38,6 +38,65 @@ def test_softmax_is_stable_for_large_inputs(name, op):
     assert_close(got, expected)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_softmax_last_axis_rows_far_apart_and_masked(dtype):
+    """The last-axis path shifts by the tensor's max and redoes rows whose own
+    max is far below it: rows 300 apart, a BERT-style -10000 mask, a causal
+    finfo.min mask, odd sizes."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 9, 13)) * 4
+    x[0, 1] -= 300.0                                        # whole heads far below the max
+    x[1, :, 2] += 60.0                                      # one row far above the others
+    x[..., 10:] += -10000.0                                 # padding mask
+    x[1, 2] = np.where(np.tril(np.ones((9, 13), bool)), x[1, 2], np.finfo(np.float32).min)
+    with np.errstate(over="ignore"):                       # float16: the causal mask becomes -inf
+        x = x.astype(np.float32).astype(dtype) if dtype == "bfloat16" else x.astype(dtype)
+    if dtype == "bfloat16":
+        expected, = run_onnx("Softmax", [x.astype(np.float32)], {"axis": -1}, backend="ort")
+        np.testing.assert_allclose(run_kernel("nn.softmax", x, axis=-1).astype(np.float32), expected,
+                                   rtol=1e-2, atol=1e-3)
+        return
+    expected, = run_onnx("Softmax", [x], {"axis": -1}, backend="ort")
+    got = run_kernel("nn.softmax", x, axis=-1)
+    assert_close(got, expected)
+    if dtype != "float16":
+        # outputs above 1e-30 agree to the last bits with a per-row shift
+        ref = np.exp(x - x.max(axis=-1, keepdims=True))
+        ref /= ref.sum(axis=-1, keepdims=True)
+        big = ref > 1e-30
+        np.testing.assert_allclose(got[big], ref[big], rtol=4 * np.finfo(dtype).eps)
+
+
+def test_softmax_last_axis_in_place_inf_and_all_masked_rows():
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((5, 7)) * 3).astype(np.float32)
+    x[1] -= 500.0                                           # redone from x: out must not have overwritten it
+    expected, = run_onnx("Softmax", [x], {"axis": -1}, backend="ort")
+    same = x.copy()
+    get_kernel("nn.softmax").fn(same, out=same, axis=-1)
+    assert_close(same, expected)
+    x[2] = -np.inf                                          # an all -inf row is NaN, the others unchanged
+    got = run_kernel("nn.softmax", x, axis=-1)
+    assert np.isnan(got[2]).all() and np.allclose(np.delete(got, 2, 0), np.delete(expected, 2, 0), rtol=1e-6)
+    x[2] = 0.0
+    x[3, 4] = np.inf                                        # inf takes the general path: NaN row as before
+    got = run_kernel("nn.softmax", x, axis=-1)
+    assert np.isnan(got[3]).any() and np.allclose(got[0], expected[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("d", [1, 7, 512, 769])
+def test_layer_norm_rows_with_a_large_offset(dtype, d):
+    """The last-axis path (row sums by BLAS) keeps rows whose mean is far
+    larger than their spread as accurate as onnxruntime."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((3, 5, d)) + 300.0).astype(dtype)
+    gamma, beta = rand(rng, (d,), dtype), rand(rng, (d,), dtype)
+    expected, = run_onnx("LayerNormalization", [x, gamma, beta], {"axis": -1, "epsilon": EPS}, backend="ort")
+    got = run_kernel("nn.layer_norm", x, gamma, beta, axes=(-1,), epsilon=EPS)
+    assert_close(got, expected, **({"rtol": 2e-4, "atol": 2e-4} if dtype == "float32" else {"rtol": 1e-9, "atol": 1e-9}))
+
+
 @pytest.mark.parametrize("shape, first_axis", [((3, 5, 7), -1), ((3, 5, 7), 1), ((4, 6), 0), ((2, 0, 4), 2)])
 @pytest.mark.parametrize("with_beta", [True, False])
 @pytest.mark.parametrize("dtype", FLOATS)

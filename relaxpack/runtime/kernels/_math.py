@@ -1,5 +1,6 @@
-"""Helpers the kernel families share: the error function, working precision
-for low-precision floats, and attribute normalization.
+"""Helpers the kernel families share: the error function, exact GELU in
+float32 (:func:`gelu32_into`), working precision for low-precision floats,
+and attribute normalization.
 
 ``erf`` evaluates the rational approximations of fdlibm's ``s_erf.c``
 (Sun Microsystems, 1993: "Permission to use, copy, modify, and distribute
@@ -126,9 +127,13 @@ _ERF32_BIG = tuple(np.float32(c) for c in (
 
 
 def _horner_into(acc: np.ndarray, coefs: Sequence, t: np.ndarray) -> np.ndarray:
-    """``acc = sum(coefs[i] * t**i)``, in ``acc`` (which must not be ``t``)."""
-    np.multiply(t, coefs[-1], out=acc)
-    acc += coefs[-2]
+    """``acc = sum(coefs[i] * t**i)``, in ``acc`` (which must not be ``t``);
+    a leading coefficient of 1 saves a pass."""
+    if coefs[-1] == 1:
+        np.add(t, coefs[-2], out=acc)
+    else:
+        np.multiply(t, coefs[-1], out=acc)
+        acc += coefs[-2]
     for c in coefs[-3::-1]:
         acc *= t
         acc += c
@@ -186,6 +191,65 @@ def erf32(x: np.ndarray, out: np.ndarray) -> None:
         select_into(is_small, small, erfc_abs, out, bits)
         out_bits = out.view(np.uint32)
         out_bits |= sign
+
+
+# ---------------------------------------------------------------- GELU in float32
+
+# x * Phi(x) = relu(x) - |x| * Phi(-|x|), with Phi(-a) from one of two
+# fits (minimax in float64, coefficients rounded to float32), both evaluated
+# on every element and selected by bits: about 40 float32 passes, a quarter
+# fewer than GELU through erf32_parts. Near 0 the subtraction 1/2 - a S(a^2)
+# has no exponential in it (numpy's float32 exp is off by up to 2.4 ulp);
+# in the tail the exponential is exp(-a^2 / 2) itself, whose argument is one
+# rounding of a^2 (not a float32 polynomial that approximates log erfc).
+_GELU_SPLIT = np.float32(1.0)
+_GELU_TOP = np.float32(15.0)     # exp(-15^2 / 2) is 0 in float32; also keeps inf out of P / R
+#: Phi(-a) = 1/2 - a * (S0 + u * S(u)), u = a^2, for a < split (relative 3.5e-8)
+_GELU_NEAR_S0 = np.float32(0.3989422804014327)      # 1 / sqrt(2 pi)
+_GELU_NEAR = tuple(np.float32(c) for c in (
+    -0.06648984779434365, 0.009967907622908667, -0.001170091962323642, 9.449825898210508e-05))
+#: Phi(-a) = exp(-a^2 / 2) * P(a) / R(a) for a >= split: P / R is the (3, 4)
+#: minimax of the Mills ratio Phi(-a) exp(a^2 / 2) on [1, 8] (relative 2.5e-8)
+_GELU_TAIL_P = tuple(np.float32(c) for c in (
+    9.705179867663624, 7.367007545813514, 2.5409404097297315, 0.39890758887352934))
+_GELU_TAIL_R = tuple(np.float32(c) for c in (
+    19.413321233854848, 30.207354800759283, 19.51829719156657, 6.365981636048945, 1.0))
+
+
+def gelu32_into(x: np.ndarray, out: np.ndarray) -> None:
+    """``out = x * Phi(x)`` (exact GELU) for float32 ``x`` and ``out`` of one
+    shape; ``out`` may be ``x`` (it is written only at the end).
+
+    Within 1.7 ulp of GELU in float64 for x >= -0.1, 2.9 ulp on [-1, -0.1),
+    7 ulp on [-4, -1), and a relative 2e-5 in the far negative tail
+    (|result| < 1e-8), on every 64th float32 of [-7, 7]; +-inf give inf and 0.
+
+    >>> x = np.array([-1.0, 0.0, 1.0], np.float32)
+    >>> gelu32_into(x, x); x                       # doctest: +SKIP
+    array([-0.15865526,  0.        ,  0.8413447 ], dtype=float32)
+    """
+    layouts = [(x.shape, np.float32)] * 5 + [(x.shape, np.bool_)]
+    with Scratch(layouts) as (a, u, near, tail, work, is_near), \
+            np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        np.abs(x, out=a)
+        np.clip(a, np.float32(0), _GELU_TOP, out=a)
+        np.multiply(a, a, out=u)
+        np.less(a, _GELU_SPLIT, out=is_near)
+        _horner_into(work, _GELU_NEAR, u)
+        work *= u
+        work *= a
+        np.multiply(a, _GELU_NEAR_S0, out=near)
+        np.subtract(np.float32(0.5), near, out=near)       # exact for a S0 in [1/4, 1]
+        near -= work
+        u *= np.float32(-0.5)
+        np.exp(u, out=u)
+        _horner_into(tail, _GELU_TAIL_P, a)
+        tail /= _horner_into(work, _GELU_TAIL_R, a)
+        tail *= u
+        select_into(is_near, near, tail, tail, work.view(np.uint32))
+        tail *= a                                            # |x| * Phi(-|x|)
+        np.clip(x, np.float32(0), np.float32(np.inf), out=out)
+        out -= tail
 
 
 # ---------------------------------------------------------------- working precision

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ...errors import UnsupportedOpError
-from ._math import commit, erf32_parts, erf32_scratch, erf64, is_low_float, load, select_into, separate
+from ._math import commit, erf64, gelu32_into, is_low_float, load, separate
 from ._registry import register_kernel
 
 _SELU_ALPHA = 1.67326319217681884765625
@@ -169,25 +169,6 @@ def hard_swish(x, *, out):
 
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
-_SQRT_HALF = np.float32(math.sqrt(0.5))
-
-
-def _gelu_erf32(buf: np.ndarray) -> None:
-    """``buf = buf * Phi(buf)`` in float32, in place, as
-    ``max(x, 0) - |x| * Phi(-|x|)`` with ``Phi(-|x|) = erfc(|x| / sqrt(2)) / 2``:
-    no cancellation in the negative tail (a few ulp down to x = -5.5, where
-    the result is below 1e-7 and is taken as 0)."""
-    with erf32_scratch(buf.shape) as (z, t, small, square, inside, is_small, bits):
-        np.multiply(buf, _SQRT_HALF, out=z)
-        small, lower, is_small = erf32_parts(z, t, small, square, inside, is_small)
-        np.subtract(np.float32(1), small, out=small)
-        select_into(is_small, small, lower, lower, bits)      # erfc(|z|) = 2 * Phi(-|x|)
-        np.abs(buf, out=z)
-        np.clip(z, np.float32(0), np.float32(16), out=z)      # lower is 0 there: no inf * 0
-        lower *= z
-        lower *= np.float32(0.5)
-        np.clip(buf, np.float32(0), np.float32(np.inf), out=buf)     # relu
-        buf -= lower
 
 
 @register_kernel("nn.gelu")
@@ -196,8 +177,11 @@ def gelu(x, *, out, approximate="none"):
     """``x * Phi(x)``: ``0.5 * x * (1 + erf(x / sqrt(2)))``, or with
     ``approximate="tanh"`` ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))``."""
     if approximate == "none" and (out.dtype == np.float32 or is_low_float(out.dtype)):
-        buf = out if x is out and out.dtype == np.float32 else load(x, out)    # a fused gemm's in-place call
-        _gelu_erf32(buf)
+        if x.dtype == out.dtype == np.float32 and x.shape == out.shape:
+            gelu32_into(x, out)         # out may be x: a fused gemm's in-place call
+            return
+        buf = load(x, out)
+        gelu32_into(buf, buf)
         commit(buf, out)
         return
     if approximate == "none":

@@ -10,8 +10,47 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ShapeError
-from ._math import axis_tuple, commit, load, normalize_axis, upcast
+from ._math import axis_tuple, commit, load, normalize_axis, scratch, upcast
 from ._registry import register_kernel
+from ._workspace import Scratch
+
+
+#: a row whose exponentials, shifted by the tensor's max, sum below this is
+#: redone with its own max (see :func:`_softmax_rows`)
+_ROW_SUM_FLOOR = 1e-3
+
+
+def _softmax_rows(x: np.ndarray, buf: np.ndarray) -> bool:
+    """Softmax over the last axis of ``x`` into ``buf`` (float32/float64,
+    contiguous, may be ``x``), shifted by the max of the whole tensor: one
+    fast reduction instead of a max per row (numpy's per-row max of short
+    rows costs more than the exp), and row sums by a BLAS matrix-vector
+    product. Rows whose own max is far below the tensor's (their shifted sum
+    is under ``_ROW_SUM_FLOOR``) are redone with it, so only outputs below
+    ~1e-35 (float32) can differ from the per-row shift. False, with ``buf``
+    untouched, when the max is not finite (inf / nan: the general path)."""
+    n = x.shape[-1]
+    rows, dst = x.reshape(-1, n), buf.reshape(-1, n)
+    shift = np.max(rows)
+    if not np.isfinite(shift):
+        return False
+    # the exponentials go to a temporary when buf is x: a redone row reads x again
+    with Scratch([(dst.shape, dst.dtype)] if np.may_share_memory(x, buf) else []) as temporary:
+        exps = temporary[0] if temporary else dst
+        np.subtract(rows, shift, out=exps, dtype=exps.dtype)       # low floats: subtract in float32
+        np.exp(exps, out=exps)
+        total = exps @ np.ones(n, exps.dtype)
+        low = np.flatnonzero(total < _ROW_SUM_FLOOR)
+        if low.size:
+            again = rows[low].astype(exps.dtype)
+            with np.errstate(invalid="ignore"):          # an all -inf row is NaN, as in ONNX's reference
+                again -= np.max(again, axis=1, keepdims=True)
+            np.exp(again, out=again)
+            exps[low] = again
+            total[low] = np.sum(again, axis=1)
+        with np.errstate(invalid="ignore"):
+            np.divide(exps, total[:, None], out=dst)
+    return True
 
 
 @register_kernel("nn.softmax")
@@ -20,6 +59,11 @@ def softmax(x, *, out, axis=-1):
     ax = normalize_axis(axis, x.ndim)
     if x.size == 0:
         return
+    if ax == x.ndim - 1 and x.shape == out.shape and x.flags.c_contiguous and out.flags.c_contiguous:
+        buf = scratch(out)
+        if _softmax_rows(x, buf):
+            commit(buf, out)
+            return
     buf = load(x, out)
     with np.errstate(invalid="ignore"):  # an all -inf row is NaN, as in ONNX's reference
         buf -= np.max(buf, axis=ax, keepdims=True)
@@ -67,13 +111,15 @@ def _param_like(param: np.ndarray, ndim: int, axes: tuple[int, ...], dtype) -> n
 def _layer_norm_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, epsilon: float) -> None:
     """Layer norm over the last axis of a contiguous float32/float64 ``x``
     into ``out`` (which may be ``x``), in five passes and no full-size
-    temporary: the centered rows go straight into ``out``, the sum of
-    squares is a row-wise dot product (``einsum``), and the scale is
+    temporary: the row sums are a matrix-vector product, the centered rows
+    go straight into ``out``, the sum of squares is a row-wise dot product
+    (``einsum``), and the scale is
     ``rsqrt(var + eps)`` per row, then ``gamma`` and ``beta`` per column."""
     d = x.shape[-1]
     rows, dst = x.reshape(-1, d), out.reshape(-1, d)
-    mean = np.mean(rows, axis=1, keepdims=True)
-    np.subtract(rows, mean, out=dst)
+    mean = rows @ np.ones(d, rows.dtype)         # row sums by BLAS: ~3x np.mean's speed on rows of 512
+    mean /= d
+    np.subtract(rows, mean[:, None], out=dst)
     var = np.einsum("ij,ij->i", dst, dst)[:, None]
     var /= d
     var += epsilon
