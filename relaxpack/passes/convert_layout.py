@@ -27,7 +27,9 @@ layout the NHWC kernel reads. Rules (table :data:`RULES`, op name ->
   (:class:`Thresholds`: when a conv joins a region or gains from one);
 - elementwise ops continue one when an operand is already channels last and
   the others are too, or are scalars or constants (reordered: a bias
-  ``(1, C, 1, 1)`` becomes ``(1, 1, 1, C)``);
+  ``(1, C, 1, 1)`` becomes ``(1, 1, 1, C)``), or channels-first values an
+  earlier call of a region already transposes in (ResNet's residual add of
+  the stem pool: it reads that transpose);
 - ``nn.conv_transpose`` (a constant weight, packed to ``(C, kh, kw,
   O/groups)``) continues or starts a region as a conv does;
 - ``image.resize`` of a channels-last value continues one: the same axes
@@ -223,9 +225,21 @@ def _check_elementwise(call: Call, is_nhwc) -> str | None:
     if not any(is_nhwc(a) for a in call.args):
         return "no operand is channels last"
     for i, a in enumerate(call.args):
-        if not (is_nhwc(a) or _is_scalar(a) or (isinstance(a, Constant) and a.data.ndim <= 4)):
-            return f"operand {i} is neither channels last, a scalar nor a constant"
+        if not (is_nhwc(a) or _is_scalar(a) or (isinstance(a, Constant) and a.data.ndim <= 4)
+                or _transposed_in(is_nhwc, a)):
+            return (f"operand {i} is neither channels last, a scalar, a constant nor a value "
+                    f"a region transposes in")
     return None
+
+
+def _transposed_in(is_nhwc, expr: Expr) -> bool:
+    """``expr`` is a channels-first value that an earlier call of a region
+    already reads through a transpose in (``is_nhwc.transposed_in``): reading
+    it channels last costs nothing more, and keeps ResNet's residual adds
+    (whose shortcut is the channels-first stem pool) in the region instead
+    of transposing the conv's result out and back in."""
+    check = getattr(is_nhwc, "transposed_in", None)
+    return check is not None and _rank4(expr) and check(expr)
 
 
 def _rewrite_elementwise(call: Call, nhwc) -> Call:
@@ -366,9 +380,10 @@ def _plan(func: Function) -> dict[Var, LayoutRule]:
     its rule allows, the others when their operands allow it; then only
     the regions (connected by channels-last reads) that gain something."""
     nhwc: set[Var] = set()
+    entered: set[Var] = set()                     # channels-first vars a chosen call reads (transposed in)
     chosen: dict[Var, LayoutRule] = {}
     region: dict[Var, Var] = {}                   # union-find: var -> a var of its region
-    is_nhwc = lambda e: isinstance(e, Var) and e in nhwc  # noqa: E731
+    is_nhwc = _RegionView(nhwc, entered)
 
     def root(v: Var) -> Var:
         while region[v] is not v:
@@ -389,7 +404,25 @@ def _plan(func: Function) -> dict[Var, LayoutRule]:
             for a in _operands(b.value):
                 if is_nhwc(a):
                     region[root(a)] = root(b.var)
+                elif isinstance(a, Var) and _rank4(a):
+                    entered.add(a)
     return _worth_it(func, chosen, nhwc, root)
+
+
+class _RegionView:
+    """The planner's view of the regions for the rules' checks: called with
+    an expr, whether it is channels last in a region; ``transposed_in(expr)``:
+    whether a chosen call already reads that channels-first var (through a
+    transpose in)."""
+
+    def __init__(self, nhwc: set, entered: set):
+        self.nhwc, self.entered = nhwc, entered
+
+    def __call__(self, expr: Expr) -> bool:
+        return isinstance(expr, Var) and expr in self.nhwc
+
+    def transposed_in(self, expr: Expr) -> bool:
+        return isinstance(expr, Var) and expr in self.entered
 
 
 def _worth_it(func: Function, chosen: dict, nhwc: set, root) -> dict[Var, LayoutRule]:

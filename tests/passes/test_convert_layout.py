@@ -134,6 +134,36 @@ lv1_nhwc = R.image.resize(lv_nhwc, R.shape([14, 32]), axes=(2, 3), scales=(2.0, 
 lv1 = R.permute_dims(lv1_nhwc, axes=(0, 3, 1, 2))
 return lv1
 """),
+    # a residual add whose shortcut is the region's own input: x is transposed in
+    # for the first conv anyway, so the add reads that (no transpose out and back)
+    "residual_add_of_region_input": ((X, '("n", 16, 9, 7)'), f"""
+lv = R.nn.conv_bias_act(x, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+lv1 = R.nn.conv_bias_act(lv, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+lv2 = R.add(lv1, x)
+return lv2
+""", f"""
+x_nhwc = R.permute_dims(x, axes=(0, 2, 3, 1))
+lv_nhwc = R.nn.conv_bias_act(x_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv1_nhwc = R.nn.conv_bias_act(lv_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv2_nhwc = R.add(lv1_nhwc, x_nhwc)
+lv2 = R.permute_dims(lv2_nhwc, axes=(0, 3, 1, 2))
+return lv2
+"""),
+    # a channels-first operand no region reads would need a transpose of its
+    # own: the add stays channels first
+    "add_of_other_channels_first_value": ((f'{X}, y: R.Tensor(("n", 16, 9, 7), "float32")', '("n", 16, 9, 7)'), f"""
+lv = R.nn.conv_bias_act(x, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+lv1 = R.nn.conv_bias_act(lv, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+lv2 = R.add(lv1, y)
+return lv2
+""", f"""
+x_nhwc = R.permute_dims(x, axes=(0, 2, 3, 1))
+lv_nhwc = R.nn.conv_bias_act(x_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv1_nhwc = R.nn.conv_bias_act(lv_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv1 = R.permute_dims(lv1_nhwc, axes=(0, 3, 1, 2))
+lv2 = R.add(lv1, y)
+return lv2
+"""),
     # a 3x3 stride-1 conv of 64 channels on a large plane runs by Winograd channels last:
     # a gain, not a shallow conv kept channels first
     "winograd_conv_then_resize": (('x: R.Tensor(("n", 64, 64, 64), "float32")', '("n", 16, 128, 128)'), f"""

@@ -129,6 +129,12 @@ POOL_CASES = [
     ((1, 2, 10, 9), dict(pool_size=3, strides=(2, 3), padding=1, dilation=(1, 2))),
     ((1, 2, 5, 6, 7), dict(pool_size=(2, 3, 2), strides=2, padding=(0, 1, 1, 1, 1, 0))),
     ((0, 3, 6, 6), dict(pool_size=2)),
+    # taps clipped to their valid outputs (no padded copy): a stem-like pool on odd
+    # planes, pads as wide as the window allows on both sides, ceil mode's last window
+    ((1, 3, 13, 12), dict(pool_size=3, strides=2, padding=1)),
+    ((1, 2, 6, 7), dict(pool_size=4, strides=1, padding=3)),
+    ((1, 2, 7, 8), dict(pool_size=3, strides=3, padding=(2, 1, 2, 2), ceil_mode=True)),
+    ((1, 2, 5, 9), dict(pool_size=(2, 3), strides=(1, 2), padding=(1, 2, 1, 2), dilation=(1, 2))),
 ]
 
 
