@@ -53,6 +53,8 @@ def optimize_pipeline(opt_level: int) -> Sequential:
       into gemm / conv kernels), SinkResize (1x1 convs of resized images
       before the resize), ConvertLayout (convolutional regions run
       channels last; after the fusions, whose rules read channels first),
+      SimplifyAlgebra again (the transposes out of channels last fold into
+      the layout chains after them),
       PackRecurrentWeights (constant LSTM/GRU/RNN weights in the layout
       their kernels read), another core round to clean up, and FuseOps last
       (elementwise groups become fused primitive functions).
@@ -62,7 +64,7 @@ def optimize_pipeline(opt_level: int) -> Sequential:
         passes += core_passes()
     if opt_level >= 2:
         passes += [fold_batch_norm, simplify_algebra, fuse_bias_activation, sink_resize, convert_layout,
-                   pack_recurrent_weights, *core_passes(), fuse_ops]
+                   simplify_algebra, pack_recurrent_weights, *core_passes(), fuse_ops]
     return Sequential(passes, name="Optimize")
 
 

@@ -6,6 +6,12 @@ Rules (table :data:`RULES`, in the order they are tried):
   ``permute_dims(x, p1 o p2)``, or ``x`` when that is the identity.
 - ``remove_identity_permute``: ``permute_dims(x, (0, 1, ...))`` -> ``x``.
 - ``merge_reshapes``: ``reshape(reshape(x, s1), s2)`` -> ``reshape(x, s2)``.
+- ``fold_permute_reshape_permute``: ``permute_dims(reshape(permute_dims(x,
+  p1), s), p2)``, the reshape only splitting or merging axes, ->
+  ``reshape(permute_dims(reshape(x, s'), p), s'')``: one copy instead of two
+  (the reshapes are views). YOLO's decode, ``(b, h, w, a*no)`` channels last
+  -> ``(b, a, h*w, no)``, becomes one transpose of runs of ``no`` values
+  instead of a transpose out of channels last and one of the boxes.
 - ``remove_identity_reshape``: ``reshape(x, s)`` -> ``x`` when ``s`` is
   provably ``x``'s shape.
 - ``remove_identity_astype``: ``astype(x, dtype)`` -> ``x`` when ``x`` is
@@ -42,7 +48,7 @@ import math
 
 import numpy as np
 
-from ..ir.expr import Constant
+from ..ir.expr import Constant, ShapeExpr
 from ..ops.registry import make_call
 from .infra import function_pass
 from .rewrite import (
@@ -91,6 +97,82 @@ def remove_identity(m: Match):
 def merge_reshapes(m: Match):
     """reshape(reshape(x, s1), s2) -> reshape(x, s2)."""
     return make_call("reshape", m["x"], m["shape"])
+
+
+def _reshape_atoms(before: tuple, after: tuple):
+    """How a reshape from ``before`` to ``after`` regroups axes: per axis of
+    each side, the sizes of the finest axes ("atoms") it is made of, with
+    atom ids shared by both sides; None unless every group of axes is one
+    axis split into several or several merged into one (static sizes, or
+    a dim equal on both sides)."""
+    atoms_before, atoms_after, i, j, next_id = [], [], 0, 0, 0
+    while i < len(before) and j < len(after):
+        if before[i] == after[j]:
+            atoms_before.append([(next_id, before[i])])
+            atoms_after.append([(next_id, after[j])])
+            next_id, i, j = next_id + 1, i + 1, j + 1
+            continue
+        if not (isinstance(before[i], int) and isinstance(after[j], int)):
+            return None
+        if before[i] > after[j]:          # one axis of before split into several
+            size, parts = before[i], []
+            while size > 1 and j < len(after) and isinstance(after[j], int) and size % after[j] == 0:
+                parts.append((next_id, after[j]))
+                atoms_after.append([(next_id, after[j])])
+                size, next_id, j = size // after[j], next_id + 1, j + 1
+            if size != 1:
+                return None
+            atoms_before.append(parts)
+            i += 1
+        else:                             # several axes of before merged into one
+            size, parts = after[j], []
+            while size > 1 and i < len(before) and isinstance(before[i], int) and size % before[i] == 0:
+                parts.append((next_id, before[i]))
+                atoms_before.append([(next_id, before[i])])
+                size, next_id, i = size // before[i], next_id + 1, i + 1
+            if size != 1:
+                return None
+            atoms_after.append(parts)
+            j += 1
+    if i != len(before) or j != len(after):
+        return None
+    return atoms_before, atoms_after
+
+
+def _permute_reshape_permute(m: Match):
+    """The folded form's pieces: (x's shape split into atoms, the permutation
+    of the atoms), or the reason it does not fold."""
+    x_shape, mid, out = m.sinfo("x").shape, m.sinfo("mid").shape, m["outer"].struct_info.shape
+    if x_shape is None or mid is None or out is None:
+        return "a shape is not known"
+    p1 = _axes(m["p1"].attrs["axes"], len(x_shape))
+    p2 = _axes(m["outer"].attrs["axes"], len(mid))
+    atoms = _reshape_atoms(tuple(x_shape[a] for a in p1), tuple(mid))
+    if atoms is None:
+        return "the reshape does not only split or merge axes"
+    by_axis, after = atoms
+    # x's axis k is axis p1.index(k) of the reshape's input
+    x_atoms = [atom for k in range(len(x_shape)) for atom in by_axis[p1.index(k)]]
+    order = [a for d in p2 for a, _ in after[d]]
+    position = {a: i for i, (a, _) in enumerate(x_atoms)}
+    return tuple(size for _, size in x_atoms), tuple(position[a] for a in order)
+
+
+def _folds(m: Match) -> str | None:
+    result = _permute_reshape_permute(m)
+    return result if isinstance(result, str) else None
+
+
+def fold_permute_reshape_permute(m: Match):
+    """permute_dims(reshape(permute_dims(x, p1), s), p2) -> reshape(permute_dims(reshape(x, s'), p), s'')."""
+    split, perm = _permute_reshape_permute(m)
+    x = m["x"]
+    if tuple(split) != tuple(m.sinfo("x").shape):
+        x = make_call("reshape", x, ShapeExpr(split))
+    y = make_call("permute_dims", x, axes=perm)
+    out = tuple(m["outer"].struct_info.shape)
+    return y if len(perm) == len(out) and tuple(split[p] for p in perm) == out else \
+        make_call("reshape", y, ShapeExpr(out))
 
 
 def _same_dtype_cast(m: Match) -> str | None:
@@ -229,6 +311,11 @@ RULES = RewriteTable("SimplifyAlgebra", [
          is_op("reshape")(is_op("reshape")(_X, wildcard(), name="inner", what="operand"),
                           wildcard("shape"), name="outer"),
          None, merge_reshapes),
+    Rule("fold_permute_reshape_permute",
+         is_op("permute_dims")(is_op("reshape")(is_op("permute_dims")(_X, name="p1", what="operand"),
+                                                wildcard(), name="mid", what="operand"), name="outer"),
+         all_of(used_once("p1", "the inner transpose"), used_once("mid", "the reshape"), _folds),
+         fold_permute_reshape_permute),
     Rule("remove_identity_reshape",
          is_op("reshape")(_X, wildcard(), name="outer"),
          same_type_as_output("x"),

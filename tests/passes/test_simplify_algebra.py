@@ -71,6 +71,29 @@ return lv2
 lv = R.reshape(x, R.shape([n, -1]))
 return lv
 """),
+    # YOLO's decode: channels last (n, h, w, anchors * outputs) -> (n, anchors, h * w, outputs), one transpose
+    "permute_reshape_permute": ('x: R.Tensor(("n", 2, 3, 12), "float32")', '("n", 18, 4)', """
+lv = R.permute_dims(x, axes=(0, 3, 1, 2))
+lv1 = R.reshape(lv, R.shape([n, 3, 4, 6]))
+lv2 = R.permute_dims(lv1, axes=(0, 1, 3, 2))
+lv3 = R.reshape(lv2, R.shape([n, -1, 4]))
+return lv3
+""", """
+lv = R.reshape(x, R.shape([n, 2, 3, 3, 4]))
+lv1 = R.permute_dims(lv, axes=(0, 3, 1, 2, 4))
+lv2 = R.reshape(lv1, R.shape([n, -1, 4]))
+return lv2
+"""),
+    "permute_reshape_permute_no_reshape_needed": (X4, '("n", 4, 6)', """
+lv = R.permute_dims(x, axes=(0, 2, 1, 3))
+lv1 = R.reshape(lv, R.shape([n, 6, 4]))
+lv2 = R.permute_dims(lv1, axes=(0, 2, 1))
+return lv2
+""", """
+lv = R.permute_dims(x, axes=(0, 3, 2, 1))
+lv1 = R.reshape(lv, R.shape([n, 4, 6]))
+return lv1
+"""),
     "reshape_and_cast_identities": (X4, '("n", 2, 3, 4)', """
 lv = R.reshape(x, R.shape([n, 6, 4]))
 lv1 = R.reshape(lv, R.shape([n, 2, 3, 4]))
@@ -331,3 +354,25 @@ def test_gpt_small_gelu_and_layout():
         ids = rng.integers(0, 128, (b, s))
         np.testing.assert_allclose(vm_b.run({"ids": ids})["logits"], vm_a.run({"ids": ids})["logits"],
                                    rtol=1e-5, atol=1e-5)
+
+
+def test_permute_reshape_permute_is_kept_when_the_reshape_mixes_axes_or_a_value_is_shared():
+    params = 'x: R.Tensor(("n", 4, 6), "float32")'
+    text = program(params, '("n", 3, 8)', """
+lv = R.permute_dims(x, axes=(0, 2, 1))
+lv1 = R.reshape(lv, R.shape([n, 8, 3]))
+lv2 = R.permute_dims(lv1, axes=(0, 2, 1))
+return lv2
+""")
+    mod = parse(text)
+    assert_unchanged(simplify_algebra, text)
+    assert ("lv2", "the reshape does not only split or merge axes") in explain(mod, "fold_permute_reshape_permute")
+    shared = program('x: R.Tensor(("n", 2, 3, 4), "float32")', '("n", 4, 6)', """
+lv = R.permute_dims(x, axes=(0, 2, 1, 3))
+lv1 = R.reshape(lv, R.shape([n, 6, 4]))
+lv2 = R.permute_dims(lv1, axes=(0, 2, 1))
+lv3 = R.reshape(lv1, R.shape([n, 4, 6]))
+lv4 = R.add(lv2, lv3)
+return lv4
+""")
+    assert ("lv2", "the reshape lv1 is used twice") in explain(parse(shared), "fold_permute_reshape_permute")

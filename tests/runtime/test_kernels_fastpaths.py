@@ -480,3 +480,48 @@ def test_resize_passes_in_workspace_buffers_with_identity_axes_between(dtype):
     assert_close(got, want, **({"rtol": 1e-5, "atol": 1e-5} if dtype == "float32" else {}))
     again = run_kernel("image.resize", x, _shape(size), **attrs)      # the workspace holds old values now
     np.testing.assert_array_equal(again, got)
+
+
+@pytest.mark.parametrize("block_columns", [1, 20, 1 << 20])
+@pytest.mark.parametrize("case", [c for c in ENGINE_CASES if plan_for(np.empty(c[0]), np.empty(c[1]), *c[2:])[0].rows],
+                         ids=lambda c: f"{c[0]}-{c[1]}-s{c[2]}-g{c[5]}")
+def test_the_row_split_gemm_in_blocks_of_rows_with_a_fused_activation(monkeypatch, case, block_columns):
+    """Blocks of one row, of a few and the whole plane give the direct convolution
+    (float16 output rounded once), and the epilogue sees every output value once."""
+    monkeypatch.setattr(conv_direct, "ROWS_BLOCK_COLUMNS", block_columns)
+    data, weight, strides, padding, dilation, groups = case
+    rng = np.random.default_rng(12)
+    x, w, b = rand(rng, data, "float32"), rand(rng, weight, "float32"), rand(rng, (weight[0],), "float32")
+    plan, lengths = plan_for(x, w, strides, padding, dilation, groups)
+    plan = dataclasses.replace(plan, method="rows")
+    want = conv64(x, w, strides, padding, dilation, groups) + b.astype(np.float64).reshape((-1,) + (1,) * len(lengths))
+    seen = []
+
+    def relu_once(part):
+        seen.append(part.size)
+        np.maximum(part, 0, out=part)
+    out = np.full((data[0], weight[0], *lengths), np.nan, np.float32)
+    conv_direct.run_conv(plan, x, w, groups, out, b, epilogue=relu_once)
+    np.testing.assert_allclose(out, np.maximum(want, 0), rtol=1e-5, atol=1e-5)
+    assert sum(seen) == out.size
+    half = np.full(out.shape, np.nan, np.float16)
+    conv_direct.run_conv(plan, x, w, groups, half, None)
+    np.testing.assert_allclose(half.astype(np.float64), want - b.reshape((-1,) + (1,) * len(lengths)),
+                               rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.parametrize("shape", [(2, 16, 50, 45), (1, 32, 64, 70)])
+def test_conv_bias_act_in_blocks_matches_onnxruntime_and_the_unfused_ops(monkeypatch, shape):
+    """UNet-like 3x3 convs on the row-split GEMM, several blocks of rows: Conv +
+    Relu as onnxruntime computes it, and bit for bit conv, add, relu unfused."""
+    monkeypatch.setattr(conv_direct, "ROWS_BLOCK_COLUMNS", 256)
+    rng = np.random.default_rng(13)
+    x, w = rand(rng, shape, "float32"), rand(rng, (24, shape[1], 3, 3), "float32")
+    b = rand(rng, (24,), "float32")
+    plan, _ = plan_for(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    assert plan.method == "rows" and conv_direct.rows_per_block(plan) < shape[2]
+    conv, = run_onnx("Conv", [x, w, b], dict(pads=[1, 1, 1, 1], kernel_shape=[3, 3]), backend="ort")
+    got = run_kernel("nn.conv_bias_act", x, w, b, padding=1, activation="relu")
+    assert_close(got, np.maximum(conv, 0), rtol=1e-4, atol=1e-4)     # sums of up to 288 float32 products
+    unfused = run_kernel("nn.conv", x, w, padding=1) + b.reshape(-1, 1, 1)
+    np.testing.assert_array_equal(got, np.maximum(unfused, 0))

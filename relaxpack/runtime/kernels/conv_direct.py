@@ -21,7 +21,10 @@ ways to finish, chosen per shape by :func:`conv_plan`:
   rows of weights); the kernel rows' partial results, shifted by whole
   plane rows, are summed. A third of ``wide``'s im2col copy for 3x3
   kernels and three times the GEMM's rows: 1.3-1.6x faster on UNet's
-  16-64 channel convs;
+  16-64 channel convs. It runs per image over blocks of output rows
+  (:data:`ROWS_BLOCK_COLUMNS`), so the columns, the partial results and
+  the copy out (bias, then a fused activation: the ``epilogue``) stay in
+  cache, and its scratch does not grow with the batch;
 * ``compact``: im2col from per-tap windows of exactly the output's size, one
   GEMM straight into ``out`` — for small planes (ResNet's 7x7), where wide
   rows would add 25% to the GEMM;
@@ -63,6 +66,11 @@ WIDE_MAX_WASTE = 0.08
 #: output and kernel row (below, its GEMM is too shallow: a 3-channel input)
 ROWS_MIN_COLUMNS = 2048
 ROWS_MIN_DEPTH = 32
+#: the row-split GEMM runs over blocks of output rows of about this many wide
+#: columns (measured, 1 thread, UNet's 16-64 channel 3x3 convs at 128x128 and
+#: 256x256 with the ReLU fused: blocks of 4k-8k columns 0.9-0.95x the
+#: unblocked time; of 1k-2k, 1.1-1.5x: the GEMMs get too short)
+ROWS_BLOCK_COLUMNS = 8192
 
 
 # ---------------------------------------------------------------- plans
@@ -177,12 +185,12 @@ def scratch_layouts(plan: ConvPlan, batch, channels: int, out_channels: int, dty
     if method == "depthwise":
         block = max(1, min(channels, DEPTHWISE_BLOCK_BYTES // (2 * q * np.dtype(dtype).itemsize)))
         layouts += [((block, q), dtype), ((block, q), dtype)]
-    elif method == "rows":
+    elif method == "rows":       # one block of output rows of one image at a time
         kernel_rows, shift, row_taps = plan.rows
-        span = q + (kernel_rows - 1) * shift
+        span = _rows_block_columns(plan, rows_per_block(plan)) + (kernel_rows - 1) * shift
         if row_taps != (0,):
-            layouts.append(((batch, channels, len(row_taps), span), dtype))
-        layouts.append(((batch, out_channels * kernel_rows, span), dtype))
+            layouts.append(((channels, len(row_taps), span), dtype))
+        layouts.append(((out_channels * kernel_rows, span), dtype))
     elif method == "wide":
         if taps > 1:
             layouts.append(((batch, channels, taps, q), dtype))
@@ -192,13 +200,34 @@ def scratch_layouts(plan: ConvPlan, batch, channels: int, out_channels: int, dty
     return layouts
 
 
+def rows_per_block(plan: ConvPlan) -> int:
+    """Output rows (along the first spatial dim) per block of the row-split GEMM."""
+    return max(1, min(plan.lengths[0], ROWS_BLOCK_COLUMNS // plan.plane_strides[0]))
+
+
+def _rows_block_columns(plan: ConvPlan, rows: int) -> int:
+    """Wide columns of a block of ``rows`` output rows: whole plane rows but
+    the last, which ends where the output's last wide row does."""
+    pitch = plan.plane_strides[0]
+    return (rows - 1) * pitch + plan.q - (plan.lengths[0] - 1) * pitch
+
+
 def run_conv(plan: ConvPlan, x: np.ndarray, weight: np.ndarray, groups: int, out: np.ndarray,
-             bias: np.ndarray | None = None, workspace: np.ndarray | None = None) -> None:
+             bias: np.ndarray | None = None, workspace: np.ndarray | None = None, epilogue=None) -> None:
     """``out = conv(x, weight) (+ bias)``, with ``x`` and ``weight`` already in
     the working dtype; ``out`` may be of a lower precision (rounded once).
     ``bias`` (one value per output channel) is only given when ``out`` has
     the working dtype, so ``conv + bias`` rounds as the two ops would.
+    ``epilogue(view)``, when given, transforms finished parts of ``out`` in
+    place (an elementwise activation): the row-split GEMM applies it to each
+    block of rows while it is in cache, the other methods to all of ``out``.
     Scratch comes from ``workspace`` when given (see :func:`scratch_layouts`)."""
+    _run_conv(plan, x, weight, groups, out, bias, workspace, epilogue)
+    if epilogue is not None and plan.method != "rows":
+        epilogue(out)
+
+
+def _run_conv(plan, x, weight, groups, out, bias, workspace, epilogue) -> None:
     batch, channels = x.shape[:2]
     plane_size = math.prod(plan.plane)
     method = plan.method
@@ -219,7 +248,7 @@ def run_conv(plan: ConvPlan, x: np.ndarray, weight: np.ndarray, groups: int, out
         elif method == "wide":
             _wide_gemm(plan, planes, weight, groups, out, bias, arrays)
         elif method == "rows":
-            _rows_gemm(plan, planes, weight, groups, out, bias, arrays)
+            _rows_gemm(plan, planes, weight, groups, out, bias, arrays, epilogue)
         else:
             _compact_gemm(plan, planes, weight, groups, out, bias, arrays)
 
@@ -300,30 +329,53 @@ def _wide_gemm(plan, planes, weight, groups, out, bias, arrays) -> None:
     _scatter_out(plan, result, out, bias)
 
 
-def _rows_gemm(plan, planes, weight, groups, out, bias, arrays) -> None:
+def _rows_gemm(plan, planes, weight, groups, out, bias, arrays, epilogue=None) -> None:
+    """Per image and block of output rows: im2col over one kernel row's taps,
+    one GEMM for every kernel row, the kernel rows' partial results summed
+    (shifted by whole plane rows), then the valid pixels copied out (+ bias,
+    then ``epilogue``) while the block is in cache."""
     batch, _, channels, _ = planes.shape
     kernel_rows, shift, row_taps = plan.rows
-    q = plan.q
-    span = q + (kernel_rows - 1) * shift
     taps = len(row_taps)
     out_channels = weight.shape[0]
     per_group, outs = channels // groups, out_channels // groups
-    if row_taps == (0,):
-        cols = planes[:, 0, :, :span]                                  # (N, C, span)
-    else:
-        cols = arrays[0]                                               # (N, C, T, span)
-        for t, flat in enumerate(row_taps):
-            cols[:, :, t] = planes[:, 0, :, flat:flat + span]
+    pitch = plan.plane_strides[0]
+    item = planes.itemsize
+    valid_strides = tuple(s * item for s in plan.plane_strides)
     # weights (O, C/G, rows, *rest) -> (G, rows * O/G, C/G * rest): one GEMM for every kernel row
     w = weight.reshape(groups, outs, per_group, kernel_rows, taps).transpose(0, 3, 1, 2, 4)
     w = w.reshape(groups, kernel_rows * outs, per_group * taps)
-    partial = arrays[-1].reshape(batch, groups, kernel_rows * outs, span)
-    np.matmul(w, cols.reshape(batch, groups, per_group * taps, span), out=partial)
-    by_row = partial.reshape(batch, groups, kernel_rows, outs, span)
-    total = by_row[:, :, 0, :, :q]
-    for i in range(1, kernel_rows):          # kernel row i reads i plane rows further on
-        total += by_row[:, :, i, :, i * shift:i * shift + q]
-    _scatter(plan, total, (batch, groups, outs), total.strides[:3], out, bias)
+    block, length0 = rows_per_block(plan), plan.lengths[0]
+    bias_shape = (groups, outs) + (1,) * len(plan.lengths)
+    for n in range(batch):
+        for r0 in range(0, length0, block):
+            rows = min(block, length0 - r0)
+            q = _rows_block_columns(plan, rows)
+            span = q + (kernel_rows - 1) * shift
+            start = r0 * pitch
+            if row_taps == (0,):
+                cols = planes[n, 0, :, start:start + span]                          # (C, span)
+            else:
+                cols = arrays[0].reshape(-1)[:channels * taps * span].reshape(channels, taps, span)
+                for t, flat in enumerate(row_taps):
+                    cols[:, t] = planes[n, 0, :, start + flat:start + flat + span]
+            partial = arrays[-1].reshape(-1)[:groups * kernel_rows * outs * span]
+            partial = partial.reshape(groups, kernel_rows * outs, span)
+            np.matmul(w, cols.reshape(groups, per_group * taps, span), out=partial)
+            by_row = partial.reshape(groups, kernel_rows, outs, span)
+            total = by_row[:, 0, :, :q]
+            for i in range(1, kernel_rows):          # kernel row i reads i plane rows further on
+                total += by_row[:, i, :, i * shift:i * shift + q]
+            valid = _as_strided(total, (groups, outs, rows, *plan.lengths[1:]),
+                                (*total.strides[:2], *valid_strides), writeable=False)
+            rows_out = out[n, :, r0:r0 + rows]
+            target = rows_out.reshape(valid.shape)
+            if bias is not None:
+                np.add(valid, bias.reshape(bias_shape), out=target)
+            else:
+                np.copyto(target, valid, casting="unsafe")
+            if epilogue is not None:
+                epilogue(rows_out)
 
 
 def _compact_gemm(plan, planes, weight, groups, out, bias, arrays) -> None:

@@ -61,6 +61,6 @@ def conv_bias_act(data, weight, bias=None, *, out, strides=1, padding=0, dilatio
                   activation=None, data_layout="NCHW", workspace=None):
     """``activation(nn.conv(data, weight) + bias)``, the bias per output
     channel (in either ``data_layout``); scratch from ``workspace`` when given."""
+    epilogue = None if activation is None else lambda part: apply_activation(part, activation)
     conv_bias(data, weight, bias, out=out, strides=strides, padding=padding, dilation=dilation,
-              groups=groups, data_layout=data_layout, workspace=workspace)
-    apply_activation(out, activation)
+              groups=groups, data_layout=data_layout, workspace=workspace, epilogue=epilogue)

@@ -82,9 +82,11 @@ def _channels_first_shapes(data_shape, weight_shape, data_layout: str):
 
 
 def conv_bias(data, weight, bias, *, out, strides=1, padding=0, dilation=1, groups=1, data_layout="NCHW",
-              workspace=None) -> None:
+              workspace=None, epilogue=None) -> None:
     """``nn.conv`` plus a per-output-channel ``bias`` when it is not None, with
-    the results of the two ops (the bias is added in ``out``'s precision)."""
+    the results of the two ops (the bias is added in ``out``'s precision);
+    then ``epilogue(view)`` (an elementwise activation, in place) on all of
+    ``out``, a part at a time where the engine finishes it in blocks."""
     try:
         plan, lengths, expected = _prepared_conv(data.shape, weight.shape, strides, padding, dilation, groups,
                                                  data_layout)
@@ -101,10 +103,17 @@ def conv_bias(data, weight, bias, *, out, strides=1, padding=0, dilation=1, grou
                   groups=groups, data_layout=data_layout, workspace=workspace)
         trailing = len(lengths) if data_layout == "NCHW" else 0
         np.add(out, bias.reshape(bias.shape + (1,) * trailing), out=out)
+        if epilogue is not None:
+            epilogue(out)
         return
-    run = run_conv if data_layout == "NCHW" else conv_nhwc.run_conv_nhwc
-    run(plan, data.astype(dtype, copy=False), weight.astype(dtype, copy=False), groups, out,
-        None if bias is None else bias.astype(dtype, copy=False), workspace)
+    data, weight = data.astype(dtype, copy=False), weight.astype(dtype, copy=False)
+    bias = None if bias is None else bias.astype(dtype, copy=False)
+    if data_layout == "NCHW":
+        run_conv(plan, data, weight, groups, out, bias, workspace, epilogue)
+        return
+    conv_nhwc.run_conv_nhwc(plan, data, weight, groups, out, bias, workspace)
+    if epilogue is not None:
+        epilogue(out)
 
 
 @functools.lru_cache(maxsize=1024)
