@@ -36,6 +36,10 @@ Rules (table :data:`RULES`, in the order they are tried):
   as ``power(x, 3)`` or ``x * x * x``, in the same three groupings, ->
   ``nn.gelu(x, approximate="tanh")``: one kernel instead of eight (and no
   float ``power``, which numpy computes element by element with ``pow``).
+- ``compose_silu``: ``x * sigmoid(x)`` (how exporters write SiLU / Swish,
+  YOLOv5's activation) -> ``nn.silu(x)``: one kernel instead of two, which
+  FuseBiasActivation then folds into the conv or GEMM before it (and the
+  row-split conv applies to each block while it is in cache).
 
 The IR has no dropout op (the importer drops inference dropout), so there
 is no dropout identity to remove. Bindings left unused are for
@@ -242,6 +246,11 @@ def compose_gelu_tanh(m: Match):
     return make_call("nn.gelu", m["x"], approximate="tanh")
 
 
+def compose_silu(m: Match):
+    """x * sigmoid(x) -> nn.silu(x)."""
+    return make_call("nn.silu", m["x"])
+
+
 def _cube_check(m: Match) -> str | None:
     return _near("three", 3.0, "the exponent")(m) if "three" in m else None
 
@@ -294,6 +303,7 @@ _GELU_TANH_CHECK = all_of(
         ("square", "x * x"), ("cube", "the cube"), ("scaled_cube", "the scaled cube"),
         ("poly", "x + 0.044715 * x^3"), ("scaled", "the tanh input"), ("tanh", "the tanh"),
         ("one_plus", "tanh + 1"), ("inner", "the inner product"))))
+_SILU = is_op("multiply")(_X, is_op("sigmoid")(_X, name="sigmoid", what="operand"), commutative=True)
 _GELU_ERF_GROUPINGS = _half_x_times(_ONE_PLUS_ERF)
 _GELU_TANH_GROUPINGS = _half_x_times(_ONE_PLUS_TANH)
 
@@ -364,12 +374,13 @@ RULES = RewriteTable("SimplifyAlgebra", [
          doc="(x * 0.5) * (tanh(sqrt(2/pi) * (x + 0.044715 x^3)) + 1) -> nn.gelu(x, approximate=\"tanh\")."),
     Rule("compose_gelu_tanh_half_inside", _GELU_TANH_GROUPINGS[2], _GELU_TANH_CHECK, compose_gelu_tanh,
          doc="x * ((tanh(sqrt(2/pi) * (x + 0.044715 x^3)) + 1) * 0.5) -> nn.gelu(x, approximate=\"tanh\")."),
+    Rule("compose_silu", _SILU, float_output, compose_silu),
 ])
 
 
 @function_pass(name="SimplifyAlgebra", opt_level=2, requires=("import", "optimize"), produces="optimize")
 def simplify_algebra(func, mod, ctx):
     """Collapse permute/reshape chains, remove identities, merge scalar
-    multiplies, recognize GELU (erf and tanh forms); the rules are listed in the module
+    multiplies, recognize GELU (erf and tanh forms) and SiLU; the rules are listed in the module
     docstring and by ``RULES.describe()``."""
     return RULES.apply(func)

@@ -1,4 +1,4 @@
-"""SimplifyAlgebra: layout chains collapse, identities go, GELU is recognized."""
+"""SimplifyAlgebra: layout chains collapse, identities go, GELU and SiLU are recognized."""
 
 from __future__ import annotations
 
@@ -204,6 +204,25 @@ return lv7
 lv = R.nn.gelu(x, approximate="tanh")
 return lv
 """),
+    "silu": (X4, '("n", 2, 3, 4)', """
+lv = R.sigmoid(x)
+lv1 = R.multiply(x, lv)
+return lv1
+""", """
+lv = R.nn.silu(x)
+return lv
+"""),
+    "silu_sigmoid_first_and_shared": (X4, '("n", 2, 3, 4)', """
+lv = R.sigmoid(x)
+lv1 = R.multiply(lv, x)
+lv2 = R.add(lv1, lv)
+return lv2
+""", """
+lv = R.sigmoid(x)
+lv1 = R.nn.silu(x)
+lv2 = R.add(lv1, lv)
+return lv2
+"""),
 }
 
 
@@ -376,3 +395,33 @@ lv4 = R.add(lv2, lv3)
 return lv4
 """)
     assert ("lv2", "the reshape lv1 is used twice") in explain(parse(shared), "fold_permute_reshape_permute")
+
+
+def test_silu_lookalikes_are_kept():
+    text = program(f'{X4}, y: R.Tensor(("n", 2, 3, 4), "float32")', '("n", 2, 3, 4)', """
+lv = R.sigmoid(y)
+lv1 = R.multiply(x, lv)
+lv2 = R.tanh(x)
+lv3 = R.multiply(x, lv2)
+lv4 = R.add(lv1, lv3)
+return lv4
+""")
+    assert_unchanged(simplify_algebra, text)
+
+
+def test_yolo_silu_becomes_one_kernel_with_its_conv():
+    """YOLO's x * sigmoid(x) after each conv: nn.silu, then (full -O2) the
+    conv's fused activation; the results agree with the unrewritten model."""
+    from benchmarks.models import MODELS
+    bench = MODELS["yolo_head"]("smoke")
+    mod = relaxpack.from_onnx(bench.model, dims=bench.import_dims)
+    out = run(simplify_algebra, mod)
+    silus = ops_of(out).count("nn.silu")
+    assert silus == ops_of(mod).count("sigmoid") - ops_of(out).count("sigmoid") > 0
+    assert kernel_calls(out) == kernel_calls(mod) - silus
+    plain, full = (relaxpack.build(mod, opt_level=level) for level in (0, 2))
+    assert "silu" in full.as_text() and full.kernel_call_count() < plain.kernel_call_count() - silus
+    feeds = bench.settings[0].feeds(0)
+    want, got = (VirtualMachine(exe).run(feeds) for exe in (plain, full))
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
