@@ -22,6 +22,7 @@ from .dead_code_elimination import dead_code_elimination
 from .eliminate_common_subexpr import eliminate_common_subexpr
 from .fold_constant import fold_constant
 from .fold_batch_norm import fold_batch_norm
+from .fold_permute_matmul import fold_permute_matmul
 from .fuse_ops import fuse_ops
 from .fuse_bias_activation import fuse_bias_activation
 from .infra import Pass, Sequential
@@ -50,8 +51,9 @@ def optimize_pipeline(opt_level: int) -> Sequential:
     - 1: one round of the core passes;
     - 2: the core passes, then the algebraic rewrites (batch norm folded into
       weights, layout and identity simplification, bias and activation fused
-      into gemm / conv kernels), SinkResize (1x1 convs of resized images
-      before the resize), ConvertLayout (convolutional regions run
+      into gemm / conv kernels), FoldPermuteMatmul (transposes of a matmul's
+      operands and result read as strided views), SinkResize (1x1 convs of
+      resized images before the resize), ConvertLayout (convolutional regions run
       channels last; after the fusions, whose rules read channels first),
       SimplifyAlgebra again (the transposes out of channels last fold into
       the layout chains after them),
@@ -63,8 +65,8 @@ def optimize_pipeline(opt_level: int) -> Sequential:
     if opt_level >= 1:
         passes += core_passes()
     if opt_level >= 2:
-        passes += [fold_batch_norm, simplify_algebra, fuse_bias_activation, sink_resize, convert_layout,
-                   simplify_algebra, pack_recurrent_weights, *core_passes(), fuse_ops]
+        passes += [fold_batch_norm, simplify_algebra, fuse_bias_activation, fold_permute_matmul, sink_resize,
+                   convert_layout, simplify_algebra, pack_recurrent_weights, *core_passes(), fuse_ops]
     return Sequential(passes, name="Optimize")
 
 

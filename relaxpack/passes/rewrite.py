@@ -158,8 +158,8 @@ class Rule:
 
 _RULES: dict[str, tuple["RewriteTable", Rule]] = {}
 #: modules that define rule tables, imported when explain() meets an unknown rule name
-_TABLE_MODULES = ("fold_batch_norm", "simplify_algebra", "fuse_bias_activation", "sink_resize",
-                  "pack_recurrent_weights")
+_TABLE_MODULES = ("fold_batch_norm", "simplify_algebra", "fuse_bias_activation", "fold_permute_matmul",
+                  "sink_resize", "pack_recurrent_weights")
 
 
 class RewriteTable:

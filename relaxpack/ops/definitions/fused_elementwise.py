@@ -46,7 +46,7 @@ from .common import attr_error, fmt_sinfo, shape_error, tensor_arg
 #: (their output is the broadcast of their inputs, or a cast)
 ELEMENTWISE_EXTRAS = frozenset({"where", "nn.prelu", "astype"})
 #: ops that may start a fused group: the elementwise tail runs on their output
-PRODUCERS = frozenset({"matmul", "nn.gemm", "nn.conv", "nn.conv_bias_act"})
+PRODUCERS = frozenset({"matmul", "permute_matmul", "nn.gemm", "nn.conv", "nn.conv_bias_act"})
 #: inputs an elementwise kernel must not write over although shape and dtype
 #: match (``where`` reads its condition after writing ``out``)
 _NO_IN_PLACE = {"where": frozenset({0})}

@@ -11,8 +11,8 @@ from ...ir.expr import Call
 from ...ir.struct_info import TensorStructInfo, check_dtype
 from ..registry import register_op
 from .common import (
-    NUMERIC, attr_error, broadcast_shapes, check_dtype_kind, fmt_shape, provably_different,
-    result_vdevice, same_dtype, shape_error, tensor_arg,
+    NUMERIC, attr_error, broadcast_shapes, check_dtype_kind, fmt_shape, fmt_sinfo, int_tuple_attr,
+    provably_different, result_vdevice, same_dtype, shape_error, tensor_arg, with_shape,
 )
 
 
@@ -27,7 +27,10 @@ def _out_dtype(call: Call, dtype: str | None) -> str | None:
 
 
 def _infer_matmul(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
-    a, b = tensor_arg(call, 0, "lhs"), tensor_arg(call, 1, "rhs")
+    return _matmul_sinfo(call, tensor_arg(call, 0, "lhs"), tensor_arg(call, 1, "rhs"), analyzer)
+
+
+def _matmul_sinfo(call: Call, a: TensorStructInfo, b: TensorStructInfo, analyzer: DimAnalyzer) -> TensorStructInfo:
     dtype = _out_dtype(call, same_dtype(call, (a, b), ("lhs", "rhs")))
     check_dtype_kind(call, a, NUMERIC, "lhs")
     check_dtype_kind(call, b, NUMERIC, "rhs")
@@ -66,6 +69,29 @@ def _infer_matmul(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
 
 register_op("matmul", infer=_infer_matmul, attrs={"out_dtype": None}, num_args=2,
             doc="Matrix product with numpy semantics (1-D operands, broadcast batch dims).")
+
+
+def _permuted(call: Call, sinfo: TensorStructInfo, name: str) -> TensorStructInfo:
+    """``sinfo`` with its dims permuted by the attribute ``name`` (None: unchanged)."""
+    axes = int_tuple_attr(call, name, allow_none=True)
+    if axes is None or sinfo.ndim < 0:
+        return sinfo
+    if len(axes) != sinfo.ndim or sorted(axes) != list(range(sinfo.ndim)):
+        raise attr_error(call, f"{name}={axes} is not a permutation of the {sinfo.ndim} dims of {fmt_sinfo(sinfo)}")
+    return sinfo if sinfo.shape is None else with_shape(sinfo, tuple(sinfo.shape[i] for i in axes))
+
+
+def _infer_permute_matmul(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    a = _permuted(call, tensor_arg(call, 0, "lhs"), "lhs_axes")
+    b = _permuted(call, tensor_arg(call, 1, "rhs"), "rhs_axes")
+    return _permuted(call, _matmul_sinfo(call, a, b, analyzer), "out_axes")
+
+
+register_op("permute_matmul", infer=_infer_permute_matmul,
+            attrs={"lhs_axes": None, "rhs_axes": None, "out_axes": None, "out_dtype": None}, num_args=2,
+            doc="permute_dims(matmul(permute_dims(lhs, lhs_axes), permute_dims(rhs, rhs_axes)), out_axes); "
+                "None leaves an operand or the result as it is. The kernel multiplies strided views "
+                "(attention's head split and merge without copies).")
 
 
 def _infer_det(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:

@@ -26,6 +26,45 @@ def matmul(lhs, rhs, *, out, out_dtype=None):
     np.matmul(lhs, rhs, out=out)
 
 
+def _blas_view(x: np.ndarray, axes) -> np.ndarray:
+    """``x`` permuted by ``axes`` (None: ``x``), a view when its matrices
+    have a unit stride in one of their two dims (BLAS reads them with a
+    leading dimension, transposed or not); otherwise a compact copy, since
+    numpy multiplies other strides without BLAS."""
+    if axes is None:
+        return x
+    view = x.transpose(tuple(axes))
+    if view.ndim >= 2 and x.itemsize in (abs(view.strides[-1]), abs(view.strides[-2])):
+        return view
+    return np.ascontiguousarray(view)
+
+
+@register_kernel("permute_matmul")
+def permute_matmul(lhs, rhs, *, out, lhs_axes=None, rhs_axes=None, out_axes=None, out_dtype=None):
+    """``permute_dims(matmul(permute_dims(lhs, lhs_axes), permute_dims(rhs,
+    rhs_axes)), out_axes)`` without copying the permuted operands: the
+    product is written through a permuted view of ``out``. Attention's
+    ``q @ k^T`` then reads the head-split projections as they are, and
+    ``probs @ v`` writes its heads straight into the merged layout.
+
+    >>> q, k = np.ones((2, 3, 4), np.float32), np.ones((2, 5, 4), np.float32)
+    >>> out = np.empty((2, 3, 5), np.float32)
+    >>> permute_matmul(q, k, out=out, rhs_axes=(0, 2, 1)); float(out[0, 0, 0])
+    4.0
+    """
+    lhs, rhs = _blas_view(lhs, lhs_axes), _blas_view(rhs, rhs_axes)
+    if out_axes is None:
+        matmul(lhs, rhs, out=out)
+        return
+    target = out.transpose(tuple(np.argsort(out_axes)))
+    if out.itemsize in (abs(target.strides[-1]), abs(target.strides[-2])):
+        matmul(lhs, rhs, out=target)
+        return
+    product = np.empty(target.shape, out.dtype)
+    matmul(lhs, rhs, out=product)
+    np.copyto(target, product)
+
+
 @register_kernel("det")
 def det(x, *, out):
     """Determinants of the ``(..., M, M)`` matrices (LU factorization);
