@@ -15,33 +15,25 @@ from relaxpack.ir import parse
 from relaxpack.runtime import VirtualMachine
 from relaxpack.runtime.kernels import get_kernel
 
-from .test_rewrite import assert_rewrites, assert_same_results, assert_unchanged
+from .test_rewrite import assert_rewrites, assert_same_results, assert_unchanged, program
 
 
-def program(params: str, ret: str, body: str) -> str:
-    lines = "\n".join("        " + line for line in body.strip().splitlines())
-    return f'''
-@I.ir_module
-class Module:
-    @R.function
-    def main({params}) -> R.Tensor({ret}, "float32"):
-        n = T.int64()
-        s = T.int64()
-{lines}
-'''
+def program_ns(params: str, ret: str, body: str) -> str:
+    """:func:`.test_rewrite.program` over the dims n (batch) and s (sequence)."""
+    return program(params, ret, body, dims=("n", "s"))
 
 
 HEADS = ('q: R.Tensor(("n", "s", 4, 8), "float32"), k: R.Tensor(("n", "s", 4, 8), "float32")', '("n", 4, "s", "s")')
 
 
 def test_attention_scores_fold_both_operands():
-    before = program(*HEADS, """
+    before = program_ns(*HEADS, """
 lv = R.permute_dims(q, axes=[0, 2, 1, 3])
 lv1 = R.permute_dims(k, axes=[0, 2, 3, 1])
 lv2 = R.matmul(lv, lv1)
 return lv2
 """)
-    expected = program(*HEADS, """
+    expected = program_ns(*HEADS, """
 lv = R.permute_matmul(q, k, lhs_axes=[0, 2, 1, 3], rhs_axes=[0, 2, 3, 1])
 return lv
 """)
@@ -52,13 +44,13 @@ return lv
 def test_context_folds_value_and_result_permutes():
     params = ('p: R.Tensor(("n", 4, "s", "s"), "float32"), v: R.Tensor(("n", "s", 4, 8), "float32")',
               '("n", "s", 4, 8)')
-    before = program(*params, """
+    before = program_ns(*params, """
 lv = R.permute_dims(v, axes=[0, 2, 1, 3])
 lv1 = R.matmul(p, lv)
 lv2 = R.permute_dims(lv1, axes=[0, 2, 1, 3])
 return lv2
 """)
-    expected = program(*params, """
+    expected = program_ns(*params, """
 lv = R.permute_matmul(p, v, rhs_axes=[0, 2, 1, 3], out_axes=[0, 2, 1, 3])
 return lv
 """)
@@ -69,14 +61,14 @@ return lv
 def test_permutation_without_unit_stride_and_shared_permutes_stay():
     params = ('x: R.Tensor((3, 5, 2), "float32"), w: R.Tensor((3, 4), "float32")', '(2, 5, 4)')
     # (2, 1, 0) puts x's last dim first: the view's matrices have no unit stride
-    text = program(*params, """
+    text = program_ns(*params, """
 lv = R.permute_dims(x, axes=[2, 1, 0])
 lv1 = R.matmul(lv, w)
 return lv1
 """)
     assert_unchanged(fold_permute_matmul, text)
     assert any("no BLAS view" in reason for _, reason in explain(parse(text), "fold_lhs_permute"))
-    shared = program('x: R.Tensor((4, 4), "float32")', '(4, 4)', """
+    shared = program_ns('x: R.Tensor((4, 4), "float32")', '(4, 4)', """
 lv = R.permute_dims(x, axes=[1, 0])
 lv1 = R.matmul(lv, lv)
 lv2 = R.add(lv1, lv)

@@ -23,21 +23,9 @@ from relaxpack.passes.rewrite import explain
 from relaxpack.passes.simplify_algebra import simplify_algebra
 from relaxpack.runtime import VirtualMachine
 
-from .test_rewrite import assert_rewrites, assert_same_results, kernel_calls, ops_of
+from .test_rewrite import assert_rewrites, assert_same_results, kernel_calls, ops_of, program
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
-
-
-def program(params: str, ret: str, body: str, dtype: str = "float32") -> str:
-    lines = "\n".join("        " + line for line in body.strip().splitlines())
-    return f'''
-@I.ir_module
-class Module:
-    @R.function
-    def main({params}) -> R.Tensor({ret}, "{dtype}"):
-        n = T.int64()
-{lines}
-'''
 
 
 MM = ('x: R.Tensor(("n", 4), "float32"), w: R.Tensor((4, 3), "float32"), b: R.Tensor((3,), "float32")',

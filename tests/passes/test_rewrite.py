@@ -28,6 +28,21 @@ from relaxpack.runtime.dtypes import numpy_dtype
 # ---------------------------------------------------------------- shared helpers
 
 
+def program(params: str, ret: str, body: str, dtype: str = "float32", dims: tuple[str, ...] = ("n",)) -> str:
+    """A one-function module in the text format: ``main(params) ->
+    R.Tensor(ret, dtype)`` declaring the symbolic ``dims``, with ``body``
+    (bindings and a return, one per line) as its statements."""
+    lines = "\n".join("        " + line for line in body.strip().splitlines())
+    declared = "".join(f"        {d} = T.int64()\n" for d in dims)
+    return f'''
+@I.ir_module
+class Module:
+    @R.function
+    def main({params}) -> R.Tensor({ret}, "{dtype}"):
+{declared}{lines}
+'''
+
+
 def run(pass_, mod):
     """``pass_`` then DeadCodeElimination, checking well-formedness before and after each."""
     check_well_formed(mod)
@@ -142,12 +157,12 @@ class Module:
 '''
 
 
-def program(body: str) -> str:
+def toy(body: str) -> str:
     return HEAD + "\n".join("        " + line for line in body.strip().splitlines()) + "\n"
 
 
 def test_rules_match_through_vars_in_either_order_and_fire_to_a_fixed_point():
-    before = program("""
+    before = toy("""
 lv = R.negative(x)
 lv1 = R.negative(lv)
 lv2 = R.negative(lv1)
@@ -156,7 +171,7 @@ lv4 = R.matmul(lv3, w)  # span: /MatMul
 lv5 = R.add(b, lv4)  # span: /Add
 return lv5
 """)
-    expected = program("""
+    expected = toy("""
 lv = R.nn.gemm(x, w, b)
 return lv
 """)
@@ -167,7 +182,7 @@ return lv
 
 
 def test_a_value_used_elsewhere_is_kept_and_the_reason_is_explained():
-    before = program("""
+    before = toy("""
 lv = R.matmul(x, w)
 lv1 = R.add(lv, b)
 lv2 = R.add(lv1, lv)
@@ -184,7 +199,7 @@ return lv2
 def test_use_counts_follow_earlier_rewrites():
     # lv has one use before x*1 -> x; afterwards lv is used twice (by the add
     # and the relu), so fusing the matmul into the add would compute it twice
-    before = program("""
+    before = toy("""
 lv = R.matmul(x, w)
 lv1 = R.multiply(lv, R.const(1.0, "float32"))
 lv2 = R.add(lv1, b)
@@ -192,7 +207,7 @@ lv3 = R.nn.relu(lv1)
 lv4 = R.add(lv2, lv3)
 return lv4
 """)
-    expected = program("""
+    expected = toy("""
 lv = R.matmul(x, w)
 lv2 = R.add(lv, b)
 lv3 = R.nn.relu(lv)
@@ -208,7 +223,7 @@ return lv4
 def test_results_keep_their_vars():
     # lv1 is what main returns (its name is the output's name): it is bound to x, not replaced
     def text(body):
-        return program(body).replace('-> R.Tensor(("n", 3)', '-> R.Tensor(("n", 4)')
+        return toy(body).replace('-> R.Tensor(("n", 3)', '-> R.Tensor(("n", 4)')
     mod, out = assert_rewrites(toy_pass, text("""
 lv = R.negative(x)
 lv1 = R.negative(lv)
@@ -221,7 +236,7 @@ return lv1
 
 
 def test_a_rewrite_that_changes_the_struct_info_is_refused():
-    text = program("""
+    text = toy("""
 lv = R.exp(x)
 lv1 = R.matmul(lv, w)
 return lv1
@@ -232,7 +247,7 @@ return lv1
 
 
 def test_dead_bindings_are_not_rewritten_and_say_so():
-    mod = parse(program("""
+    mod = parse(toy("""
 lv = R.negative(x)
 lv1 = R.negative(lv)
 lv2 = R.matmul(lv, w)
@@ -314,7 +329,7 @@ def test_patterns_wildcards_alternatives_and_varargs():
         Rule("toy_gemm_relu", any_gemm, None,
              lambda m: make_call("nn.gemm", *m["g"].args, activation="relu")),
     ])
-    mod = parse(program("""
+    mod = parse(toy("""
 lv = R.add(x, x)
 lv1 = R.add(lv, x)
 lv2 = R.sigmoid(lv1)
@@ -346,7 +361,7 @@ def test_reasons_name_args_by_their_printed_names():
 
 
 def test_live_use_counts_and_printed_names():
-    mod = parse(program("""
+    mod = parse(toy("""
 lv = R.matmul(x, w)
 lv1 = R.nn.relu(lv)
 lv_1 = R.add(lv, b)
@@ -365,7 +380,7 @@ def test_rules_describe_themselves_and_errors_name_the_problem():
     assert "toy_gemm" in toy_pass.__doc__ and toy_pass.info.opt_level == 2
     assert find_rule("toy_gemm")[0] is TOY
     with pytest.raises(PassError, match="no rewrite rule named 'nope'"):
-        explain(parse(program("return x")).with_attrs(), "nope")
+        explain(parse(toy("return x")).with_attrs(), "nope")
     with pytest.raises(PassError, match="in tables Toy and Other"):
         RewriteTable("Other", [TOY.rule("toy_neg_neg")])
     with pytest.raises(PassError, match="root must be a call pattern"):

@@ -15,22 +15,10 @@ from relaxpack.passes.rewrite import explain
 from relaxpack.passes.simplify_algebra import RULES, simplify_algebra
 from relaxpack.runtime import VirtualMachine
 
-from .test_rewrite import assert_rewrites, assert_same_results, assert_unchanged, kernel_calls, ops_of, run
+from .test_rewrite import assert_rewrites, assert_same_results, assert_unchanged, kernel_calls, ops_of, program, run
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 X4 = 'x: R.Tensor(("n", 2, 3, 4), "float32")'
-
-
-def program(params: str, ret: str, body: str) -> str:
-    lines = "\n".join("        " + line for line in body.strip().splitlines())
-    return f'''
-@I.ir_module
-class Module:
-    @R.function
-    def main({params}) -> R.Tensor({ret}, "float32"):
-        n = T.int64()
-{lines}
-'''
 
 
 CASES = {
