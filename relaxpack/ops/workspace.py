@@ -30,7 +30,7 @@ from ..ir.expr import Call, ExternFunc, Op, Tuple
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from .registry import get_op_def
 
-_CONV_ATTRS = ("strides", "padding", "dilation", "groups", "data_layout")
+_CONV_ATTRS = ("strides", "padding", "dilation", "groups", "data_layout", "out_layout")
 
 
 def workspace_bytes(op_name: str, inputs: tuple, attrs: Mapping[str, Any], out: StructInfo) -> Dim | None:

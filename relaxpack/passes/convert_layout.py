@@ -25,6 +25,17 @@ layout the NHWC kernel reads. Rules (table :data:`RULES`, op name ->
   ``nn.avg_pool``, ``nn.global_avg_pool``, ``nn.global_max_pool``; a conv
   of at least ``THRESHOLDS.entry_min_channels`` input channels starts one
   (:class:`Thresholds`: when a conv joins a region or gains from one);
+- a conv that stays channels first (a 3-channel stem, a shallow conv on a
+  large plane) starts a region by writing its result channels last,
+  ``out_layout="NHWC"``, when the channels-first engine ends it in a copy
+  out of its GEMM result (:func:`.kernels.nn.copies_out`: the copy then
+  transposes, at about the same cost) and it makes at least
+  ``entry_min_channels`` channels: no transpose in after it, and what
+  follows (ResNet's stem max pool) can join the region::
+
+      lv0 = R.nn.conv_bias_act(x, W, b, activation="relu", out_layout="NHWC")   # (n, 112, 112, 64)
+      lv1 = R.nn.max_pool(lv0, ..., data_layout="NHWC")
+
 - elementwise ops continue one when an operand is already channels last and
   the others are too, or are scalars or constants (reordered: a bias
   ``(1, C, 1, 1)`` becomes ``(1, 1, 1, C)``), or channels-first values an
@@ -41,7 +52,7 @@ layout the NHWC kernel reads. Rules (table :data:`RULES`, op name ->
   1 (after a global pool) reads it as it is: the same values in the same
   order, so the region ends without a transpose.
 
-Anything else ends the region. A region is kept only when the calls
+Each op's rules are tried in order (:data:`RULES`); anything else ends the region. A region is kept only when the calls
 that run faster channels last (a rule's ``gains``: depthwise, strided or
 deep KxK convs, 3x3 convs run by Winograd, transposed convs, resizes) are at least as many as its
 transposes in and out. A region input that is itself a transpose
@@ -68,6 +79,7 @@ from ..ir.well_formed import function_analyzer
 from ..ops.definitions.fused_elementwise import fusible_kind
 from ..ops.registry import make_call
 from ..runtime.kernels.conv_winograd import prefers_winograd
+from ..runtime.kernels.nn import copies_out
 from .infra import function_pass
 
 TO_NHWC = (0, 2, 3, 1)
@@ -125,13 +137,16 @@ class LayoutRule:
     (``nhwc(expr)``: the operand channels last). ``output_nhwc``: the
     result stays in the region (False: the rule reads the region and ends it).
     ``gains(call)``: the call runs faster channels last, a reason to keep
-    its region (:func:`_worth_it`)."""
+    its region (:func:`_worth_it`). ``reads_nhwc``: False when the call reads
+    its operands as they are, channels first (a conv writing its result
+    channels last): none is transposed in or counts as a region read."""
 
     name: str
     check: Callable
     rewrite: Callable
     output_nhwc: bool = True
     gains: Callable | None = None
+    reads_nhwc: bool = True
 
 
 def _rank4(expr: Expr) -> bool:
@@ -155,6 +170,8 @@ def _starts_region(call: Call, is_nhwc) -> str | None:
 def _check_sensitive(call: Call, is_nhwc) -> str | None:
     if call.attrs.get("data_layout") != "NCHW":
         return f"R.{call.op.name} is already {call.attrs.get('data_layout')}"
+    if call.attrs.get("out_layout") not in (None, "NCHW"):
+        return f"R.{call.op.name} already writes {call.attrs['out_layout']}"
     if not (_rank4(call.args[0]) and _rank4(call)):
         return f"R.{call.op.name} is not 2-d (rank 4)"
     is_conv = call.op.name.startswith("nn.conv")
@@ -201,6 +218,34 @@ def _rewrite_sensitive(call: Call, nhwc) -> Call:
         args.append(Constant(np.ascontiguousarray(call.args[1].data.transpose(2, 3, 1, 0))))
         args += call.args[2:]
     return make_call(call.op.name, *args, **{**call.attrs, "data_layout": "NHWC"})
+
+
+def _check_entry(call: Call, is_nhwc) -> str | None:
+    """A channels-first conv (one the sensitive rule leaves channels first)
+    can write its result channels last, starting a region without a
+    transpose in: when its engine ends in a copy out (which then transposes,
+    at about the channels-first cost: ResNet's stem 2.80 -> 2.64 ms, YOLO's
+    32-channel 160x160 conv 5.79 -> 5.84 ms, each without the transpose of
+    0.3 / 0.75 ms after it; measured, 1 thread) and it makes at least
+    ``entry_min_channels`` channels (so a conv reading the region would
+    start one anyway)."""
+    if call.attrs.get("data_layout") != "NCHW" or call.attrs.get("out_layout") not in (None, "NCHW"):
+        return f"R.{call.op.name} is not channels first"
+    data, weight = call.args[0].struct_info, call.args[1].struct_info
+    if not (_rank4(call.args[0]) and _rank4(call) and isinstance(weight, TensorStructInfo)
+            and data.shape is not None and weight.shape is not None):
+        return f"R.{call.op.name} is not 2-d (rank 4) with known operand shapes"
+    out_channels, least = weight.shape[0], THRESHOLDS.entry_min_channels
+    if not (isinstance(out_channels, int) and out_channels >= least):
+        return f"the conv makes {out_channels} channels (< {least})"
+    attrs = {k: call.attrs[k] for k in ("strides", "padding", "dilation", "groups")}
+    if not copies_out(tuple(data.shape), tuple(weight.shape), **attrs):
+        return "the channels-first engine does not end this conv in a copy out (it would transpose once more)"
+    return None
+
+
+def _rewrite_entry(call: Call, nhwc) -> Call:
+    return make_call(call.op.name, *call.args, **{**call.attrs, "out_layout": "NHWC"})
 
 
 def _reordered_constant(c: Constant) -> Constant | None:
@@ -326,29 +371,38 @@ def _gains(call: Call) -> bool:
 
 
 _SENSITIVE_RULE = LayoutRule("sensitive", _check_sensitive, _rewrite_sensitive, gains=_gains)
+_ENTRY_RULE = LayoutRule("conv_writes_nhwc", _check_entry, _rewrite_entry, reads_nhwc=False)
 _ELEMENTWISE_RULE = LayoutRule("elementwise", _check_elementwise, _rewrite_elementwise)
 
-RULES: dict[str, LayoutRule] = {
-    **{op: _SENSITIVE_RULE for op in SENSITIVE},
+#: op name -> its rules, tried in order (the first whose check passes is taken)
+RULES: dict[str, tuple[LayoutRule, ...]] = {
+    **{op: (_SENSITIVE_RULE,) for op in SENSITIVE},
+    "nn.conv": (_SENSITIVE_RULE, _ENTRY_RULE),
+    "nn.conv_bias_act": (_SENSITIVE_RULE, _ENTRY_RULE),
     # channels last: one GEMM with the weight as it is, and for kernel == stride no overlapping adds
     # (1.4-5x faster than channels first on UNet's decoder, measured)
-    "nn.conv_transpose": LayoutRule("conv_transpose", _check_conv_transpose, _rewrite_conv_transpose,
-                                    gains=lambda call: True),
+    "nn.conv_transpose": (LayoutRule("conv_transpose", _check_conv_transpose, _rewrite_conv_transpose,
+                                     gains=lambda call: True),),
     # gathers of contiguous channel runs: 2.5-4x faster than channels first (UNet, YOLO; measured)
-    "image.resize": LayoutRule("resize", _check_resize, _rewrite_resize, gains=lambda call: True),
-    "concat": LayoutRule("concat_channels", _check_concat, _rewrite_concat),
-    "flatten": LayoutRule("flatten_unit_spatial", _check_flatten, _rewrite_flatten, output_nhwc=False),
+    "image.resize": (LayoutRule("resize", _check_resize, _rewrite_resize, gains=lambda call: True),),
+    "concat": (LayoutRule("concat_channels", _check_concat, _rewrite_concat),),
+    "flatten": (LayoutRule("flatten_unit_spatial", _check_flatten, _rewrite_flatten, output_nhwc=False),),
 }
 
 
-def rule_for(call: Call) -> LayoutRule | None:
-    """The rule for ``call``'s op (elementwise ops share one), or None."""
+def rules_for(call: Call) -> tuple[LayoutRule, ...]:
+    """The rules for ``call``'s op, in the order they are tried (elementwise ops share one)."""
     if not isinstance(call.op, Op):
-        return None
-    rule = RULES.get(call.op.name)
-    if rule is None and fusible_kind(call.op.name) == "elementwise":
-        return _ELEMENTWISE_RULE
-    return rule
+        return ()
+    rules = RULES.get(call.op.name)
+    if rules is None and fusible_kind(call.op.name) == "elementwise":
+        return (_ELEMENTWISE_RULE,)
+    return rules or ()
+
+
+def rule_for(call: Call, is_nhwc) -> LayoutRule | None:
+    """The first of ``call``'s rules whose check passes, or None."""
+    return next((r for r in rules_for(call) if r.check(call, is_nhwc) is None), None)
 
 
 # ---------------------------------------------------------------- analysis
@@ -378,7 +432,37 @@ class _Uses(ExprVisitor):
 def _plan(func: Function) -> dict[Var, LayoutRule]:
     """The top-level bindings to rewrite, each with its rule: a conv where
     its rule allows, the others when their operands allow it; then only
-    the regions (connected by channels-last reads) that gain something."""
+    the regions (connected by channels-last reads) that gain something.
+    A conv that writes channels last for a region (``reads_nhwc`` False)
+    stays only where the region reads all of its result: planned again
+    without it otherwise (it would move a transpose, not save one)."""
+    uses = _Uses()
+    uses.visit_expr(func.body)
+    blocked: set[Var] = set()
+    values = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    while True:
+        candidates, kept = _plan_regions(func, uses.count, blocked)
+        reads = _region_reads(candidates, values)        # (an entry's readers are in its region)
+        read_first = {v for v, rule in candidates.items()
+                      if not rule.reads_nhwc and uses.count.get(v, 0) > reads.get(v, 0)}
+        if not read_first:
+            return kept
+        blocked |= read_first
+
+
+def _region_reads(chosen: dict, values: dict) -> dict[Var, int]:
+    """How often the chosen calls that read the region read each var."""
+    reads: dict[Var, int] = {}
+    for v, rule in chosen.items():
+        for a in _operands(values[v]) if rule.reads_nhwc else ():
+            if isinstance(a, Var):
+                reads[a] = reads.get(a, 0) + 1
+    return reads
+
+
+def _plan_regions(func: Function, uses: dict, blocked: set) -> tuple[dict, dict]:
+    """One planning sweep (the convs in ``blocked`` do not write channels
+    last): every call that can join a region, and those of the regions kept."""
     nhwc: set[Var] = set()
     entered: set[Var] = set()                     # channels-first vars a chosen call reads (transposed in)
     chosen: dict[Var, LayoutRule] = {}
@@ -394,19 +478,20 @@ def _plan(func: Function) -> dict[Var, LayoutRule]:
         for b in block.bindings:
             if isinstance(b, MatchCast) or not isinstance(b.value, Call):
                 continue
-            rule = rule_for(b.value)
-            if rule is None or rule.check(b.value, is_nhwc) is not None:
+            rule = next((r for r in rules_for(b.value) if (r.reads_nhwc or b.var not in blocked)
+                         and r.check(b.value, is_nhwc) is None), None)
+            if rule is None:
                 continue
             chosen[b.var] = rule
             region[b.var] = b.var
             if rule.output_nhwc:
                 nhwc.add(b.var)
-            for a in _operands(b.value):
+            for a in _operands(b.value) if rule.reads_nhwc else ():
                 if is_nhwc(a):
                     region[root(a)] = root(b.var)
                 elif isinstance(a, Var) and _rank4(a):
                     entered.add(a)
-    return _worth_it(func, chosen, nhwc, root)
+    return chosen, _worth_it(func, chosen, nhwc, root, uses)
 
 
 class _RegionView:
@@ -425,13 +510,13 @@ class _RegionView:
         return isinstance(expr, Var) and expr in self.entered
 
 
-def _worth_it(func: Function, chosen: dict, nhwc: set, root) -> dict[Var, LayoutRule]:
+def _worth_it(func: Function, chosen: dict, nhwc: set, root, uses: dict) -> dict[Var, LayoutRule]:
     """``chosen`` without the regions that have no gaining conv
     (:func:`_gains`) or fewer of them than the transposes in and out they
-    need (each costs about what a conv gains: a copy of its input or output)."""
+    need (each costs about what a conv gains: a copy of its input or output).
+    A conv writing channels last counts as the transpose in it replaces: it
+    never makes a region that would not pay without it."""
     values = {b.var: b.value for block in func.body.blocks for b in block.bindings}
-    uses = _Uses()
-    uses.visit_expr(func.body)
     gains: dict[Var, int] = {}
     transposes: dict[Var, int] = {}
     entries: set[tuple[Var, Var]] = set()
@@ -439,15 +524,17 @@ def _worth_it(func: Function, chosen: dict, nhwc: set, root) -> dict[Var, Layout
     for v, rule in chosen.items():
         r = root(v)
         gains[r] = gains.get(r, 0) + (rule.gains is not None and rule.gains(values[v]))
-        for a in _operands(values[v]):
+        for a in _operands(values[v]) if rule.reads_nhwc else ():
             if isinstance(a, Var) and a in nhwc:
                 reads[a] = reads.get(a, 0) + 1
             elif isinstance(a, Var) and not _is_scalar(a) and _transposed_from(values.get(a)) is None:
                 entries.add((r, a))
+        if not rule.reads_nhwc:
+            entries.add((r, v))
     for r, _ in entries:
         transposes[r] = transposes.get(r, 0) + 1
     for v in nhwc:
-        if uses.count.get(v, 0) > reads.get(v, 0):
+        if uses.get(v, 0) > reads.get(v, 0):
             transposes[root(v)] = transposes.get(root(v), 0) + 1
     keep = {r for r, g in gains.items() if g > 0 and g >= transposes.get(r, 0)}
     return {v: rule for v, rule in chosen.items() if root(v) in keep}
@@ -486,7 +573,7 @@ class _Rewriter:
     def _count_nhwc_reads(self, func: Function) -> None:
         for block in func.body.blocks:
             for b in block.bindings:
-                if b.var not in self.chosen:
+                if b.var not in self.chosen or not self.chosen[b.var].reads_nhwc:
                     continue
                 for a in b.value.args:
                     for e in (a.fields if isinstance(a, Tuple) else (a,)):
@@ -540,4 +627,4 @@ def convert_layout(func, mod, ctx):
     return _Rewriter(func, chosen).run(func)
 
 
-__all__ = ["convert_layout", "RULES", "LayoutRule", "Thresholds", "THRESHOLDS"]
+__all__ = ["convert_layout", "RULES", "LayoutRule", "Thresholds", "THRESHOLDS", "rule_for", "rules_for"]

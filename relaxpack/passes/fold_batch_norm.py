@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.expr import Call, Constant
+from ..ops.definitions.nn import output_layout
 from ..ops.registry import make_call
 from .infra import function_pass
 from .rewrite import (
@@ -55,6 +56,8 @@ def channel_layout(producer: Call, weight: np.ndarray) -> tuple[int, int] | str:
     if op == "nn.conv":
         if producer.attrs["data_layout"] != "NCHW":
             return f"the R.nn.conv is {producer.attrs['data_layout']} (folding runs before ConvertLayout)"
+        if output_layout(producer) != "NCHW":
+            return f"the R.nn.conv writes {output_layout(producer)} (folding runs before ConvertLayout)"
         return 1, weight.shape[0]
     if op == "nn.conv_transpose":
         return 1, weight.shape[1] * producer.attrs["groups"]

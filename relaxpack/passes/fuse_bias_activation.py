@@ -28,12 +28,13 @@ import numpy as np
 from ..ir.expr import Call, Constant
 from ..ops.definitions.fused import INTEGER_ACTIVATIONS
 from ..ops.definitions.common import dtype_kind
+from ..ops.definitions.nn import output_layout
 from ..ops.registry import make_call
 from .fold_batch_norm import per_channel
 from .infra import function_pass
 from .rewrite import Match, Rule, RewriteTable, all_of, const, is_op, same_type_as_output, used_once, wildcard
 
-_CONV_ATTRS = ("strides", "padding", "dilation", "groups", "data_layout")
+_CONV_ATTRS = ("strides", "padding", "dilation", "groups", "data_layout", "out_layout")
 
 # ---------------------------------------------------------------- bias
 
@@ -49,7 +50,7 @@ def fuse_matmul_bias(m: Match):
 
 
 def _channel_axis(m: Match) -> int:
-    return 1 if m["conv"].attrs["data_layout"] == "NCHW" else m.out_sinfo.ndim - 1
+    return 1 if output_layout(m["conv"]) == "NCHW" else m.out_sinfo.ndim - 1
 
 
 def _conv_channels(m: Match) -> int | None:

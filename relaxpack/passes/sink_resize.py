@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from ..ir.struct_info import TensorStructInfo
 from ..ops.definitions.common import dtype_kind
+from ..ops.definitions.nn import output_layout
 from ..ops.registry import make_call
 from .infra import function_pass
 from .rewrite import Match, Rule, RewriteTable, all_of, const, is_op, used_once, wildcard
@@ -41,6 +42,8 @@ def _pointwise_conv(m: Match) -> str | None:
         return f"the conv applies {attrs['activation']!r} (it does not commute with the resize)"
     if attrs["data_layout"] != "NCHW":
         return f"the conv is {attrs['data_layout']}"
+    if output_layout(conv) != "NCHW":
+        return f"the conv writes {output_layout(conv)}"
     weight = m.data("w")
     if any(k != 1 for k in weight.shape[2:]):
         return f"the conv's kernel {tuple(weight.shape[2:])} is not 1x1"

@@ -76,6 +76,15 @@ def test_conv_bias_act_is_conv(data, weight, attrs):
     assert infer("nn.conv_bias_act", T(data), T(weight), activation="relu", **attrs) == out
 
 
+def test_conv_bias_act_out_layout_nhwc():
+    """The bias is per output channel, the last dim of a channels-last result."""
+    out = infer("nn.conv_bias_act", T((n, 3, 9, 8)), T((5, 3, 3, 3)), T((5,)), padding=1, activation="relu",
+                out_layout="NHWC")
+    assert out == T((n, 9, 8, 5))
+    with pytest.raises(ShapeError, match=r"one value per output channel.*4 != 5"):
+        infer("nn.conv_bias_act", T((n, 3, 9, 8)), T((5, 3, 3, 3)), T((4,)), out_layout="NHWC")
+
+
 def test_conv_bias_act_errors():
     with pytest.raises(ShapeError, match="bias must be 1-D"):
         infer("nn.conv_bias_act", T((n, 3, 8, 8)), T((4, 3, 3, 3)), T((1, 4, 1, 1)))
@@ -109,3 +118,21 @@ class Module:
     mod = parse(text)
     assert_structural_equal(parse(mod.script()), mod)
     assert 'activation=("clip", 0.0, None)' in mod.script()
+
+
+def test_out_layout_text_round_trip():
+    text = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 3, 8, 8), "float32"), w: R.Tensor((4, 3, 3, 3), "float32")) -> R.Tensor(("n", 4, 8, 8), "float32"):
+        n = T.int64()
+        lv: R.Tensor(("n", 8, 8, 4), "float32") = R.nn.conv_bias_act(x, w, R.const([1.0, 2.0, 3.0, 4.0], "float32"), padding=1, activation="relu", out_layout="NHWC")
+        lv1: R.Tensor(("n", 8, 8, 4), "float32") = R.nn.conv(x, w, padding=1, out_layout="NHWC")
+        lv2: R.Tensor(("n", 8, 8, 4), "float32") = R.add(lv, lv1)
+        lv3: R.Tensor(("n", 4, 8, 8), "float32") = R.permute_dims(lv2, axes=(0, 3, 1, 2))
+        return lv3
+'''
+    mod = parse(text)
+    assert_structural_equal(parse(mod.script()), mod)
+    assert mod.script().count('out_layout="NHWC"') == 2

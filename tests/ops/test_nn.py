@@ -91,6 +91,31 @@ def test_conv_attribute_errors(attrs, message):
         infer("nn.conv", T((1, 3, 8, 8)), T((4, 3, 3, 3)), **attrs)
 
 
+@pytest.mark.parametrize("data, weight, attrs", [
+    ((1, 3, 224, 224), (64, 3, 7, 7), dict(strides=2, padding=3)),
+    ((N, 8, h, w), (16, 4, 3, 3), dict(groups=2, padding=(0, 1, 2, 3), strides=(1, 2))),
+    ((N, 4, h), (6, 2, 5), dict(groups=2, strides=3)),                              # conv1d
+    ((0, 2, 8, 8, 8), (4, 2, 3, 3, 3), dict(padding=1)),                            # conv3d, empty batch
+])
+def test_conv_out_layout_nhwc_is_the_result_channels_last(data, weight, attrs):
+    """out_layout="NHWC" with NCHW data: the channels-first result with its channels moved last."""
+    first = infer("nn.conv", T(data), T(weight), **attrs)
+    last = infer("nn.conv", T(data), T(weight), out_layout="NHWC", **attrs)
+    assert last == T((first.shape[0], *first.shape[2:], first.shape[1]))
+    assert infer("nn.conv", T(data), T(weight), out_layout="NCHW", **attrs) == first
+    assert infer("nn.conv", T(None, ndim=len(data)), T(weight), out_layout="NHWC", **attrs) == T(None, ndim=len(data))
+
+
+@pytest.mark.parametrize("attrs, message", [
+    (dict(out_layout="NCHWc"), r"R\.nn\.conv: attribute out_layout must be None or one of \('NCHW', 'NHWC'\), "
+                               r"got 'NCHWc'"),
+    (dict(data_layout="NHWC", out_layout="NCHW"), r"out_layout 'NCHW' with data_layout 'NHWC' is not supported"),
+])
+def test_conv_out_layout_errors(attrs, message):
+    with pytest.raises(IRError, match=message):
+        infer("nn.conv", T((1, 8, 8, 3)), T((3, 3, 3, 4)), **attrs)
+
+
 @pytest.mark.parametrize("data, weight, attrs, out", [
     ((1, 4, 5, 5), (4, 3, 3, 3), {}, (1, 3, 7, 7)),
     ((1, 4, 5, 5), (4, 3, 3, 3), dict(strides=2, padding=1, output_padding=1), (1, 3, 10, 10)),

@@ -28,7 +28,7 @@ from .common import (
     same_dtype, shape_error, tensor_arg,
 )
 from .linalg import _infer_matmul
-from .nn import data_layout
+from .nn import output_layout
 from .nn import infer_conv as _infer_conv
 
 #: activation name -> its parameters (after the name, in the attribute's tuple)
@@ -95,13 +95,13 @@ register_op("nn.gemm", infer=_infer_gemm, attrs={"activation": None}, num_args=(
             doc="matmul(x, w) + bias (bias broadcasts into the product), then an optional activation.")
 
 
-_CONV_ATTRS = ("strides", "padding", "dilation", "groups", "data_layout")
+_CONV_ATTRS = ("strides", "padding", "dilation", "groups", "data_layout", "out_layout")
 
 
 def _infer_conv_bias_act(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
-    conv = call.replace(args=call.args[:2], attrs={k: call.attrs[k] for k in _CONV_ATTRS})
+    conv = call.replace(args=call.args[:2], attrs={k: call.attrs[k] for k in _CONV_ATTRS if k in call.attrs})
     out = _infer_conv(conv, analyzer)
-    channels = 1 if data_layout(call) == "NCHW" else -1
+    channels = 1 if output_layout(call) == "NCHW" else -1
     bias = _bias(call)
     if bias is not None:
         if bias.ndim >= 0 and bias.ndim != 1:
@@ -116,6 +116,6 @@ def _infer_conv_bias_act(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
 
 register_op("nn.conv_bias_act", infer=_infer_conv_bias_act,
             attrs={"strides": 1, "padding": 0, "dilation": 1, "groups": 1, "activation": None,
-                   "data_layout": "NCHW"},
+                   "data_layout": "NCHW", "out_layout": None},
             num_args=(2, 3), workspace=conv_workspace,
             doc="nn.conv plus a per-output-channel bias (C_out,), then an optional activation.")

@@ -8,7 +8,9 @@ reads without a transpose; a channels-last conv_transpose takes
 ``(C, *kernel, O/groups)``, so its GEMM reads ``(C, taps * O)`` as it is.
 ConvertLayout (``passes/convert_layout.py``) makes these forms; inference
 works on the channels-first view of the operands and permutes the result
-back.
+back. A conv's ``out_layout`` (None: its ``data_layout``) may be ``"NHWC"``
+for NCHW data: the channels-first engine writes its result channels last
+(a region's entry, without a transpose after the conv).
 
 Window attributes (``strides``, ``dilation``, ``pool_size``) take one int for
 every spatial dim or a tuple with one value per spatial dim; ``padding``
@@ -45,6 +47,21 @@ def data_layout(call: Call) -> str:
     return layout
 
 
+def output_layout(call: Call) -> str:
+    """The layout of the call's result: its ``out_layout`` attribute (a conv's;
+    None or absent: the ``data_layout``), checked. Only NCHW data may give an
+    NHWC result."""
+    layout, out = data_layout(call), call.attrs.get("out_layout")
+    if out is None or out == layout:
+        return layout
+    if out not in LAYOUTS:
+        raise attr_error(call, f"attribute out_layout must be None or one of {LAYOUTS}, got {out!r}")
+    if layout != "NCHW":
+        raise attr_error(call, f"out_layout {out!r} with data_layout {layout!r} is not supported "
+                               f"(only NCHW data to an NHWC result)")
+    return out
+
+
 def to_channels_first(shape: tuple) -> tuple:
     """``(N, *spatial, C)`` -> ``(N, C, *spatial)``."""
     return (shape[0], shape[-1], *shape[1:-1])
@@ -74,8 +91,10 @@ def channels_first_infer(infer, with_weight: bool, weight_to_first=_hwio_to_oihw
     """Inference for an op with ``data_layout``: a channels-last call is
     inferred on channels-first placeholders of its data (and weight, whose
     channels-last shape ``weight_to_first`` maps back: HWIO by default), and
-    the result is permuted back."""
+    the result is permuted back (also for NCHW data with an NHWC ``out_layout``)."""
     def wrapped(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+        if output_layout(call) != data_layout(call):       # NCHW data, an NHWC result
+            return _permuted(infer(call, analyzer), to_channels_last)
         if data_layout(call) == "NCHW":
             return infer(call, analyzer)
         args = list(call.args)
@@ -166,10 +185,12 @@ def _infer_conv(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
 infer_conv = channels_first_infer(_infer_conv, True)
 
 register_op("nn.conv", infer=infer_conv,
-            attrs={"strides": 1, "padding": 0, "dilation": 1, "groups": 1, "data_layout": "NCHW"},
+            attrs={"strides": 1, "padding": 0, "dilation": 1, "groups": 1, "data_layout": "NCHW",
+                   "out_layout": None},
             num_args=2, workspace=conv_workspace,
             doc="N-d convolution: data (N, C, *spatial), weight (O, C/groups, *kernel); "
-                "NHWC: data (N, *spatial, C), weight (*kernel, C/groups, O).")
+                "NHWC: data (N, *spatial, C), weight (*kernel, C/groups, O); "
+                "out_layout NHWC (NCHW data): the result (N, *spatial, O).")
 
 
 def _infer_conv_transpose(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:

@@ -34,7 +34,15 @@ ways to finish, chosen per shape by :func:`conv_plan`:
   (:mod:`.conv_depthwise`) computes channel-last instead.
 
 A kernel tap that is a single 1x1 window needs no im2col at all: the GEMM
-reads the (phase) plane. Scratch buffers (:func:`scratch_layouts`) come from
+reads the (phase) plane.
+
+``channels_last``: the result is written ``(N, *spatial, O)``. ``wide`` and
+``rows`` finish with a copy out of a GEMM result, which then reads that
+result transposed (the bias added in place first, while it is in cache);
+the GEMM itself keeps its orientation (``cols^T @ W^T``, a (pixels, O)
+product, is 5-25% slower with few output channels). The results are the
+channels-first ones, bit for bit. The other methods write a channels-first
+staging buffer that is then copied out transposed (:data:`COPIES_OUT`). Scratch buffers (:func:`scratch_layouts`) come from
 the planned workspace the VM hands the kernel, or else the per-thread one
 (:mod:`._workspace`).
 """
@@ -71,6 +79,11 @@ ROWS_MIN_DEPTH = 32
 #: 256x256 with the ReLU fused: blocks of 4k-8k columns 0.9-0.95x the
 #: unblocked time; of 1k-2k, 1.1-1.5x: the GEMMs get too short)
 ROWS_BLOCK_COLUMNS = 8192
+#: the methods that finish with a copy out of a GEMM result: they write a
+#: channels-last result at about the channels-first cost (measured, 1 thread:
+#: YOLO's 32-channel 3x3 conv at 160x160, rows, 5.84 vs 5.79 ms; ResNet's
+#: 7x7/2 stem, wide, about even) instead of a transpose after the conv
+COPIES_OUT = frozenset({"wide", "rows"})
 
 
 # ---------------------------------------------------------------- plans
@@ -171,11 +184,19 @@ def conv_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, be
 
 # ---------------------------------------------------------------- running a plan
 
-def scratch_layouts(plan: ConvPlan, batch, channels: int, out_channels: int, dtype) -> list:
+def scratch_layouts(plan: ConvPlan, batch, channels: int, out_channels: int, dtype,
+                    channels_last: bool = False) -> list:
     """The ``(shape, dtype)`` scratch arrays :func:`run_conv` takes for ``plan``:
     the padded (phase) planes unless the taps read the input, then the
-    method's im2col columns and GEMM result. ``batch`` may be a symbolic dim
-    (the compiler sizes the planned workspace with it)."""
+    method's im2col columns and GEMM result; for a ``channels_last`` result
+    of a method that does not copy out (:data:`COPIES_OUT`), last, the
+    channels-first staging result. ``batch`` may be a symbolic dim (the
+    compiler sizes the planned workspace with it)."""
+    staging = [((batch, out_channels, *plan.lengths), dtype)] if channels_last and plan.method not in COPIES_OUT else []
+    return _method_layouts(plan, batch, channels, out_channels, dtype) + staging
+
+
+def _method_layouts(plan: ConvPlan, batch, channels: int, out_channels: int, dtype) -> list:
     taps = len(plan.taps)
     method = plan.method
     if method == "depthwise_cl":
@@ -213,7 +234,8 @@ def _rows_block_columns(plan: ConvPlan, rows: int) -> int:
 
 
 def run_conv(plan: ConvPlan, x: np.ndarray, weight: np.ndarray, groups: int, out: np.ndarray,
-             bias: np.ndarray | None = None, workspace: np.ndarray | None = None, epilogue=None) -> None:
+             bias: np.ndarray | None = None, workspace: np.ndarray | None = None, epilogue=None,
+             channels_last: bool = False) -> None:
     """``out = conv(x, weight) (+ bias)``, with ``x`` and ``weight`` already in
     the working dtype; ``out`` may be of a lower precision (rounded once).
     ``bias`` (one value per output channel) is only given when ``out`` has
@@ -221,36 +243,48 @@ def run_conv(plan: ConvPlan, x: np.ndarray, weight: np.ndarray, groups: int, out
     ``epilogue(view)``, when given, transforms finished parts of ``out`` in
     place (an elementwise activation): the row-split GEMM applies it to each
     block of rows while it is in cache, the other methods to all of ``out``.
-    Scratch comes from ``workspace`` when given (see :func:`scratch_layouts`)."""
-    _run_conv(plan, x, weight, groups, out, bias, workspace, epilogue)
+    ``channels_last``: ``out`` is ``(N, *spatial, O)`` (``x`` stays channels
+    first). Scratch comes from ``workspace`` when given (see :func:`scratch_layouts`)."""
+    _run_conv(plan, x, weight, groups, out, bias, workspace, epilogue, channels_last)
     if epilogue is not None and plan.method != "rows":
         epilogue(out)
 
 
-def _run_conv(plan, x, weight, groups, out, bias, workspace, epilogue) -> None:
+def _run_conv(plan, x, weight, groups, out, bias, workspace, epilogue, channels_last) -> None:
     batch, channels = x.shape[:2]
     plane_size = math.prod(plan.plane)
     method = plan.method
-    layouts = scratch_layouts(plan, batch, channels, weight.shape[0], x.dtype)
+    layouts = scratch_layouts(plan, batch, channels, weight.shape[0], x.dtype, channels_last)
     with Scratch(layouts, workspace) as arrays:
         arrays = list(arrays)
-        if method == "depthwise_cl":
-            conv_depthwise.depthwise_cl(plan, x, weight, out, bias, arrays)
+        if channels_last and method not in COPIES_OUT:
+            staging = arrays.pop()
+            _run_method(plan, x, weight, groups, staging, bias, arrays, None, plane_size)
+            np.copyto(out, np.moveaxis(staging, 1, -1), casting="unsafe")
             return
-        if plan.source_is_input:
-            planes = np.ascontiguousarray(x).reshape(batch, 1, channels, plane_size)
-        else:
-            padded = arrays.pop(0)
-            _fill(plan, x, padded)
-            planes = padded.reshape(batch, plan.phases, channels, plane_size)
-        if method == "depthwise":
-            _depthwise_direct(plan, planes, weight, out, bias, *arrays)
-        elif method == "wide":
-            _wide_gemm(plan, planes, weight, groups, out, bias, arrays)
-        elif method == "rows":
-            _rows_gemm(plan, planes, weight, groups, out, bias, arrays, epilogue)
-        else:
-            _compact_gemm(plan, planes, weight, groups, out, bias, arrays)
+        _run_method(plan, x, weight, groups, out, bias, arrays, epilogue, plane_size, channels_last)
+
+
+def _run_method(plan, x, weight, groups, out, bias, arrays, epilogue, plane_size, channels_last=False) -> None:
+    batch, channels = x.shape[:2]
+    method = plan.method
+    if method == "depthwise_cl":
+        conv_depthwise.depthwise_cl(plan, x, weight, out, bias, arrays)
+        return
+    if plan.source_is_input:
+        planes = np.ascontiguousarray(x).reshape(batch, 1, channels, plane_size)
+    else:
+        padded = arrays.pop(0)
+        _fill(plan, x, padded)
+        planes = padded.reshape(batch, plan.phases, channels, plane_size)
+    if method == "depthwise":
+        _depthwise_direct(plan, planes, weight, out, bias, *arrays)
+    elif method == "wide":
+        _wide_gemm(plan, planes, weight, groups, out, bias, arrays, channels_last)
+    elif method == "rows":
+        _rows_gemm(plan, planes, weight, groups, out, bias, arrays, epilogue, channels_last)
+    else:
+        _compact_gemm(plan, planes, weight, groups, out, bias, arrays)
 
 
 def _fill(plan: ConvPlan, x: np.ndarray, padded: np.ndarray) -> None:
@@ -265,9 +299,27 @@ def _fill(plan: ConvPlan, x: np.ndarray, padded: np.ndarray) -> None:
             target[lead + dst] = x[lead + src]
 
 
-def _scatter_out(plan: ConvPlan, result: np.ndarray, out: np.ndarray, bias) -> None:
+def _scatter_out(plan: ConvPlan, result: np.ndarray, out: np.ndarray, bias, channels_last: bool = False) -> None:
     """Copy the valid pixels of wide ``result`` (N, O, Q) into ``out`` (+ bias)."""
-    _scatter(plan, result, result.shape[:2], result.strides[:2], out, bias)
+    if channels_last:
+        _scatter_channels_last(plan, plan.lengths, result[:, None], out, bias)
+    else:
+        _scatter(plan, result, result.shape[:2], result.strides[:2], out, bias)
+
+
+def _scatter_channels_last(plan: ConvPlan, lengths: tuple, result: np.ndarray, out: np.ndarray, bias) -> None:
+    """Copy the valid pixels of the wide rows ``result`` (N, G, O/G, columns)
+    into the channels-last ``out`` (N, *lengths, O): the bias is added in
+    place first (the sums :func:`_scatter` makes), then one copy reads the
+    result transposed and writes ``out`` contiguously (twice as fast as
+    adding into a transposed view of ``out``, measured)."""
+    if bias is not None:
+        np.add(result, bias.reshape(result.shape[1:3] + (1,)), out=result)
+    item = result.itemsize
+    valid = _as_strided(result, (result.shape[0], *lengths, *result.shape[1:3]),
+                        (result.strides[0], *(s * item for s in plan.plane_strides), *result.strides[1:3]),
+                        writeable=False)
+    np.copyto(out.reshape(valid.shape), valid, casting="unsafe")
 
 
 def _scatter(plan: ConvPlan, base: np.ndarray, lead: tuple, lead_strides: tuple, out: np.ndarray,
@@ -311,7 +363,7 @@ def _depthwise_direct(plan, planes, weight, out, bias, acc, tmp) -> None:
                      None if bias is None else bias[c0:c1])
 
 
-def _wide_gemm(plan, planes, weight, groups, out, bias, arrays) -> None:
+def _wide_gemm(plan, planes, weight, groups, out, bias, arrays, channels_last=False) -> None:
     batch, _, channels, _ = planes.shape
     taps = len(plan.taps)
     out_channels = weight.shape[0]
@@ -326,14 +378,15 @@ def _wide_gemm(plan, planes, weight, groups, out, bias, arrays) -> None:
     w = weight.reshape(groups, out_channels // groups, k)
     np.matmul(w, cols.reshape(batch, groups, k, plan.q),
               out=result.reshape(batch, groups, out_channels // groups, plan.q))
-    _scatter_out(plan, result, out, bias)
+    _scatter_out(plan, result, out, bias, channels_last)
 
 
-def _rows_gemm(plan, planes, weight, groups, out, bias, arrays, epilogue=None) -> None:
+def _rows_gemm(plan, planes, weight, groups, out, bias, arrays, epilogue=None, channels_last=False) -> None:
     """Per image and block of output rows: im2col over one kernel row's taps,
     one GEMM for every kernel row, the kernel rows' partial results summed
     (shifted by whole plane rows), then the valid pixels copied out (+ bias,
-    then ``epilogue``) while the block is in cache."""
+    then ``epilogue``) while the block is in cache; ``channels_last``: the
+    copy out transposes them into ``out`` (N, *spatial, O)."""
     batch, _, channels, _ = planes.shape
     kernel_rows, shift, row_taps = plan.rows
     taps = len(row_taps)
@@ -366,6 +419,12 @@ def _rows_gemm(plan, planes, weight, groups, out, bias, arrays, epilogue=None) -
             total = by_row[:, 0, :, :q]
             for i in range(1, kernel_rows):          # kernel row i reads i plane rows further on
                 total += by_row[:, i, :, i * shift:i * shift + q]
+            if channels_last:
+                rows_out = out[n:n + 1, r0:r0 + rows]
+                _scatter_channels_last(plan, (rows, *plan.lengths[1:]), total[None], rows_out, bias)
+                if epilogue is not None:
+                    epilogue(rows_out)
+                continue
             valid = _as_strided(total, (groups, outs, rows, *plan.lengths[1:]),
                                 (*total.strides[:2], *valid_strides), writeable=False)
             rows_out = out[n, :, r0:r0 + rows]

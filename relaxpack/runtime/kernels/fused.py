@@ -58,9 +58,11 @@ def gemm(x, w, bias=None, *, out, activation=None):
 
 @register_kernel("nn.conv_bias_act")
 def conv_bias_act(data, weight, bias=None, *, out, strides=1, padding=0, dilation=1, groups=1,
-                  activation=None, data_layout="NCHW", workspace=None):
+                  activation=None, data_layout="NCHW", out_layout=None, workspace=None):
     """``activation(nn.conv(data, weight) + bias)``, the bias per output
-    channel (in either ``data_layout``); scratch from ``workspace`` when given."""
+    channel (in either ``data_layout`` and ``out_layout``); scratch from
+    ``workspace`` when given."""
     epilogue = None if activation is None else lambda part: apply_activation(part, activation)
     conv_bias(data, weight, bias, out=out, strides=strides, padding=padding, dilation=dilation,
-              groups=groups, data_layout=data_layout, workspace=workspace, epilogue=epilogue)
+              groups=groups, data_layout=data_layout, out_layout=out_layout, workspace=workspace,
+              epilogue=epilogue)

@@ -3,6 +3,8 @@
 ``data_layout="NCHW"`` (the default) is channels first; ``"NHWC"`` is
 channels last, ``(N, *spatial, C)``, with conv weights ``(*kernel, C/groups,
 O)`` (:mod:`.conv_nhwc`); pooling runs on the channels-first view of it.
+A channels-first conv's ``out_layout="NHWC"`` writes its result channels
+last (the engine's copy out transposes it, :mod:`.conv_direct`).
 
 Window attributes take one int for every spatial dim or one value per dim;
 ``padding`` is an int, one value per dim, or ONNX's ``2n`` values (all
@@ -32,7 +34,7 @@ from ._math import commit, is_low_float, pads, per_spatial, scratch, work_dtype
 from ..dtypes import numpy_dtype
 from ._workspace import scratch_nbytes
 from . import conv_nhwc, conv_winograd
-from .conv_direct import conv_plan, run_conv, scratch_layouts
+from .conv_direct import COPIES_OUT, conv_plan, run_conv, scratch_layouts
 from .conv_transpose_nhwc import run_conv_transpose_nhwc
 from ._registry import register_kernel
 
@@ -63,12 +65,24 @@ def _tap_slices(tap, strides, dilation, lengths) -> tuple[slice, ...]:
 
 @register_kernel("nn.conv")
 def conv(data, weight, *, out, strides=1, padding=0, dilation=1, groups=1, data_layout="NCHW",
-         workspace=None):
+         out_layout=None, workspace=None):
     """N-d convolution: data ``(N, C, *spatial)``, weight ``(O, C/groups, *kernel)``
-    (NHWC: ``(N, *spatial, C)`` and ``(*kernel, C/groups, O)``); scratch from
-    ``workspace`` when given (:func:`conv_workspace` bytes)."""
+    (NHWC: ``(N, *spatial, C)`` and ``(*kernel, C/groups, O)``); ``out_layout``
+    (None: ``data_layout``) ``"NHWC"`` with NCHW data: ``out`` is ``(N,
+    *spatial, O)``. Scratch from ``workspace`` when given (:func:`conv_workspace` bytes)."""
     conv_bias(data, weight, None, out=out, strides=strides, padding=padding, dilation=dilation,
-              groups=groups, data_layout=data_layout, workspace=workspace)
+              groups=groups, data_layout=data_layout, out_layout=out_layout, workspace=workspace)
+
+
+def _writes_channels_last(data_layout: str, out_layout) -> bool:
+    """Whether the result is channels last (``out_layout`` None: as the data);
+    a channels-last conv writes channels last only."""
+    if out_layout in (None, data_layout):
+        return data_layout == "NHWC"
+    if (data_layout, out_layout) != ("NCHW", "NHWC"):
+        raise ShapeError(f"nn.conv: out_layout {out_layout!r} with data_layout {data_layout!r} is not "
+                         f"supported (only NCHW data to an NHWC result)")
+    return True
 
 
 def _channels_first_shapes(data_shape, weight_shape, data_layout: str):
@@ -82,26 +96,27 @@ def _channels_first_shapes(data_shape, weight_shape, data_layout: str):
 
 
 def conv_bias(data, weight, bias, *, out, strides=1, padding=0, dilation=1, groups=1, data_layout="NCHW",
-              workspace=None, epilogue=None) -> None:
+              out_layout=None, workspace=None, epilogue=None) -> None:
     """``nn.conv`` plus a per-output-channel ``bias`` when it is not None, with
     the results of the two ops (the bias is added in ``out``'s precision);
     then ``epilogue(view)`` (an elementwise activation, in place) on all of
     ``out``, a part at a time where the engine finishes it in blocks."""
     try:
         plan, lengths, expected = _prepared_conv(data.shape, weight.shape, strides, padding, dilation, groups,
-                                                 data_layout)
+                                                 data_layout, out_layout)
     except TypeError:       # an attribute given as a list (unhashable): not cached
         plan, lengths, expected = _prepared_conv.__wrapped__(data.shape, weight.shape, strides, padding, dilation,
-                                                             groups, data_layout)
+                                                             groups, data_layout, out_layout)
     _check_out("nn.conv", out, expected)
-    out_channels = expected[1] if data_layout == "NCHW" else expected[-1]
+    channels_last = _writes_channels_last(data_layout, out_layout)
+    out_channels = expected[-1] if channels_last else expected[1]
     if out.size == 0:
         return
     dtype = work_dtype(out.dtype)
     if bias is not None and (out.dtype != dtype or bias.shape != (out_channels,)):
         conv_bias(data, weight, None, out=out, strides=strides, padding=padding, dilation=dilation,
-                  groups=groups, data_layout=data_layout, workspace=workspace)
-        trailing = len(lengths) if data_layout == "NCHW" else 0
+                  groups=groups, data_layout=data_layout, out_layout=out_layout, workspace=workspace)
+        trailing = 0 if channels_last else len(lengths)
         np.add(out, bias.reshape(bias.shape + (1,) * trailing), out=out)
         if epilogue is not None:
             epilogue(out)
@@ -109,7 +124,7 @@ def conv_bias(data, weight, bias, *, out, strides=1, padding=0, dilation=1, grou
     data, weight = data.astype(dtype, copy=False), weight.astype(dtype, copy=False)
     bias = None if bias is None else bias.astype(dtype, copy=False)
     if data_layout == "NCHW":
-        run_conv(plan, data, weight, groups, out, bias, workspace, epilogue)
+        run_conv(plan, data, weight, groups, out, bias, workspace, epilogue, channels_last)
         return
     conv_nhwc.run_conv_nhwc(plan, data, weight, groups, out, bias, workspace)
     if epilogue is not None:
@@ -117,17 +132,18 @@ def conv_bias(data, weight, bias, *, out, strides=1, padding=0, dilation=1, grou
 
 
 @functools.lru_cache(maxsize=1024)
-def _prepared_conv(data_shape, weight_shape, strides, padding, dilation, groups, data_layout):
+def _prepared_conv(data_shape, weight_shape, strides, padding, dilation, groups, data_layout, out_layout=None):
     """The plan, output lengths and output shape of a conv call, its operands
     checked (cached per shapes and attributes: a small conv's arithmetic
     costs less than working them out)."""
+    channels_last = _writes_channels_last(data_layout, out_layout)
     data_cf, weight_cf = _channels_first_shapes(data_shape, weight_shape, data_layout)
     batch, channels = data_cf[:2]
     out_channels, per_group = weight_cf[:2]
     if channels != groups * per_group or out_channels % groups:
         raise ShapeError(f"nn.conv: data {data_shape} and weight {weight_shape} do not fit groups={groups}")
     plan, lengths = _conv_geometry(data_cf, weight_cf, strides, padding, dilation, groups, data_layout)
-    expected = (batch, out_channels, *lengths) if data_layout == "NCHW" else (batch, *lengths, out_channels)
+    expected = (batch, *lengths, out_channels) if channels_last else (batch, out_channels, *lengths)
     return plan, lengths, expected
 
 
@@ -154,7 +170,7 @@ def _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups,
 
 
 def conv_workspace(data_shape, weight_shape, dtype, *, strides=1, padding=0, dilation=1, groups=1,
-                   data_layout="NCHW"):
+                   data_layout="NCHW", out_layout=None):
     """The workspace bytes ``nn.conv`` takes for these operands and output
     ``dtype`` (a name), or None when it needs none or a dim other than the
     batch is not an int. The batch may be symbolic (any value with ``+ * //``,
@@ -175,8 +191,24 @@ def conv_workspace(data_shape, weight_shape, dtype, *, strides=1, padding=0, dil
         layouts = conv_nhwc.scratch_layouts(plan, data_shape[0], data_shape[1], weight_shape[0], work,
                                             direct=work == numpy_dtype(dtype))
     else:
-        layouts = scratch_layouts(plan, data_shape[0], data_shape[1], weight_shape[0], work)
+        layouts = scratch_layouts(plan, data_shape[0], data_shape[1], weight_shape[0], work,
+                                  _writes_channels_last(data_layout, out_layout))
     return scratch_nbytes(layouts) if layouts else None
+
+
+def copies_out(data_shape, weight_shape, *, strides=1, padding=0, dilation=1, groups=1) -> bool:
+    """Whether the channels-first engine runs this conv (NCHW / OIHW shapes,
+    all but the batch ints) by a method that ends in a copy out of its GEMM
+    result (:data:`.conv_direct.COPIES_OUT`), so it writes an ``out_layout="NHWC"``
+    result at about the channels-first cost; False when the shapes are not known.
+
+    >>> copies_out((1, 32, 160, 160), (32, 32, 3, 3), padding=1)
+    True
+    """
+    if not all(isinstance(d, int) for d in (*data_shape[1:], *weight_shape)) or len(data_shape) != len(weight_shape):
+        return False
+    plan, lengths = _conv_geometry(tuple(data_shape), tuple(weight_shape), strides, padding, dilation, groups)
+    return min(lengths) > 0 and plan.method in COPIES_OUT
 
 
 @register_kernel("nn.conv_transpose")

@@ -1,0 +1,113 @@
+"""A channels-first conv writing its result channels last (``out_layout="NHWC"``
+with NCHW data): against onnxruntime (float32) or onnx's reference evaluator,
+and bit for bit the channels-first result transposed, for every method of the
+channels-first engine (the copy-out methods transpose in their copy, the
+others through a staging buffer) and with the planned workspace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relaxpack.runtime.kernels.conv_direct import COPIES_OUT
+from relaxpack.runtime.kernels.nn import _prepared_conv, conv_workspace, copies_out
+
+from .test_kernels_nn import CONV_CASES, CONV_TOL, conv_ref
+from .test_kernels_registry import assert_close, rand, run_kernel
+
+# (data, weight, attrs, the engine's method): odd sizes, strides, padding, dilation, groups, 1-d and 3-d
+METHOD_CASES = [
+    ((1, 3, 120, 117), (16, 3, 7, 7), dict(strides=2, padding=3), "wide"),                  # a ResNet stem
+    ((2, 6, 40, 37), (9, 2, 3, 3), dict(groups=3, padding=(1, 0, 2, 1)), "wide"),
+    ((2, 16, 50, 47), (12, 16, 3, 3), dict(padding=1), "rows"),                              # YOLO's shallow conv
+    ((1, 32, 61, 45), (16, 16, 3, 3), dict(groups=2, padding=(1, 2, 1, 0), dilation=(2, 1)), "rows"),
+    ((1, 16, 70, 33), (8, 16, 3, 2), dict(dilation=(2, 1)), "rows"),                         # no padding: taps read x
+    ((2, 8, 9, 7), (16, 8, 3, 3), dict(strides=2, padding=1), "compact"),
+    ((2, 16, 40, 40), (16, 1, 3, 3), dict(groups=16, padding=1), "depthwise"),
+    ((2, 64, 8, 7), (64, 1, 3, 3), dict(groups=64, strides=2, padding=1), "depthwise_cl"),
+    ((1, 5, 3000), (8, 5, 5), dict(padding=2), "compact"),                                   # conv1d
+    ((1, 4, 6, 7, 41), (6, 4, 1, 1, 3), {}, "wide"),                                          # conv3d
+    ((0, 16, 50, 47), (12, 16, 3, 3), dict(padding=1), "rows"),                              # empty batch
+]
+
+
+def last(a: np.ndarray) -> np.ndarray:
+    """(N, C, *spatial) -> (N, *spatial, C)."""
+    return np.moveaxis(a, 1, -1)
+
+
+def _method(data, weight, attrs) -> str:
+    plan = _prepared_conv(data, weight, attrs.get("strides", 1), attrs.get("padding", 0), attrs.get("dilation", 1),
+                          attrs.get("groups", 1), "NCHW")[0]
+    return plan.method
+
+
+def test_cases_cover_every_method():
+    assert {_method(d, w, a) for d, w, a, _ in METHOD_CASES} == {"wide", "rows", "compact", "depthwise",
+                                                                  "depthwise_cl"}
+    for data, weight, attrs, method in METHOD_CASES:
+        assert _method(data, weight, attrs) == method
+
+
+@pytest.mark.parametrize("data, weight, attrs", [c[:3] for c in METHOD_CASES] + CONV_CASES)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_conv_out_layout_nhwc(dtype, data, weight, attrs):
+    rng = np.random.default_rng(0)
+    x, w = rand(rng, data, dtype), rand(rng, weight, dtype)
+    expected = conv_ref(x, w, attrs, "ort" if dtype == "float32" else "ref")
+    got = run_kernel("nn.conv", x, w, out_layout="NHWC", **attrs)
+    assert got.shape == last(expected).shape
+    assert_close(got, last(expected), **CONV_TOL[dtype])
+    np.testing.assert_array_equal(got, last(run_kernel("nn.conv", x, w, **attrs)))
+
+
+@pytest.mark.parametrize("data, weight, attrs", [c[:3] for c in METHOD_CASES])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_conv_bias_act_out_layout_nhwc(dtype, data, weight, attrs):
+    """The bias and activation as channels first (the rows method applies
+    them per block), bit for bit; float16 adds the bias in float16 after the
+    rounded conv, as the unfused ops."""
+    rng = np.random.default_rng(1)
+    x, w, b = rand(rng, data, dtype), rand(rng, weight, dtype), rand(rng, (weight[0],), dtype)
+    got = run_kernel("nn.conv_bias_act", x, w, b, out_layout="NHWC", activation="silu", **attrs)
+    first = run_kernel("nn.conv_bias_act", x, w, b, activation="silu", **attrs)
+    np.testing.assert_array_equal(got, last(first))
+    if dtype == "float32":
+        conv = conv_ref(x, w, attrs, "ort") + b.reshape(-1, *(1,) * (x.ndim - 2))
+        assert_close(got, last(conv / (1 + np.exp(-conv))), **CONV_TOL[dtype])
+
+
+@pytest.mark.parametrize("data, weight, attrs, method", METHOD_CASES)
+def test_planned_workspace_is_enough(data, weight, attrs, method):
+    """The declared workspace (a staging buffer for the methods that do not
+    copy out) is all the kernel takes: it runs in exactly that many bytes."""
+    from relaxpack.runtime.kernels.fused import conv_bias_act
+    rng = np.random.default_rng(2)
+    x, w, b = rand(rng, data, "float32"), rand(rng, weight, "float32"), rand(rng, (weight[0],), "float32")
+    first = run_kernel("nn.conv_bias_act", x, w, b, activation="relu", **attrs)
+    nbytes = conv_workspace(data, weight, "float32", out_layout="NHWC", **attrs)
+    plain = conv_workspace(data, weight, "float32", **attrs)
+    if data[0]:
+        staging = 4 * weight[0] * int(np.prod(first.shape[2:])) * data[0]
+        assert nbytes >= (plain or 0) + (0 if method in COPIES_OUT else staging)
+    out = np.full(last(first).shape, np.nan, np.float32)
+    workspace = None if nbytes is None else np.zeros(nbytes, np.uint8)
+    conv_bias_act(x, w, b, out=out, activation="relu", out_layout="NHWC", workspace=workspace, **attrs)
+    np.testing.assert_array_equal(out, last(first))
+
+
+def test_copies_out_names_the_copy_out_methods():
+    """What ConvertLayout asks: ResNet's stem and YOLO's 32-channel 160x160 conv copy out, a small conv does not."""
+    assert copies_out((1, 3, 224, 224), (64, 3, 7, 7), strides=2, padding=3)
+    assert copies_out((1, 32, 160, 160), (32, 32, 3, 3), padding=1)
+    assert not copies_out((1, 8, 9, 7), (16, 8, 3, 3), strides=2, padding=1)
+    assert not copies_out((1, 3, "h", 224), (64, 3, 7, 7), strides=2, padding=3)      # a symbolic dim
+
+
+def test_unsupported_layouts_fail():
+    from relaxpack.errors import ShapeError
+    from relaxpack.runtime.kernels.nn import conv
+    x = np.zeros((1, 6, 5, 3), np.float32)
+    with pytest.raises(ShapeError, match="out_layout 'NCHW' with data_layout 'NHWC' is not supported"):
+        conv(x, np.zeros((3, 3, 3, 4), np.float32), out=np.zeros((1, 4, 4, 1), np.float32), data_layout="NHWC",
+             out_layout="NCHW")
