@@ -147,6 +147,25 @@ def test_gelu_of_minus_inf_is_nan_at_every_level(form):
     assert_agrees(m, {"x": x}, fp16=form == "op_fp16")
 
 
+@pytest.mark.parametrize("op, gates", [("RNN", 1), ("GRU", 3), ("LSTM", 4)])
+@pytest.mark.parametrize("shape", [(3, 0, 4), (0, 2, 4)])
+def test_recurrent_layer_of_an_empty_batch_or_sequence(op, gates, shape):
+    # the projection was reshaped to (seq, batch, -1): numpy cannot infer -1 for 0 elements
+    # (no onnxruntime here: its GRU aborts the process on an empty batch)
+    rng = np.random.default_rng(0)
+    inits = [("W", rng.standard_normal((2, gates * 3, 4)).astype(np.float32)),
+             ("R", rng.standard_normal((2, gates * 3, 3)).astype(np.float32)),
+             ("B", rng.standard_normal((2, 6 * gates)).astype(np.float32))]
+    node = helper.make_node(op, ["x", "W", "R", "B"], ["y", "y_h"], hidden_size=3, direction="bidirectional")
+    m = model([node], [("x", F, ["s", "n", 4])], inits)
+    m.graph.output.append(onnx.ValueInfoProto(name="y_h"))
+    for level in (0, 2):
+        exe = relaxpack.build(relaxpack.from_onnx(m), opt_level=level)
+        got = VirtualMachine(exe).run({"x": np.zeros(shape, np.float32)})
+        assert got["y"].shape == (shape[0], 2, shape[1], 3)
+        np.testing.assert_array_equal(got["y_h"], np.zeros((2, shape[1], 3), np.float32))
+
+
 # ---------------------------------------------------------------- internal errors at build time
 def test_maxpool_ceil_mode_on_a_symbolic_dim():
     m = model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1], strides=[2], ceil_mode=1)],
