@@ -101,36 +101,50 @@ def _epilogue(b: GraphBuilder, v: Val) -> Val:
 
 # ---------------------------------------------------------------- convolution and pooling
 def winograd_conv(b: GraphBuilder) -> bool:
-    """A 3x3 stride-1 conv of 64-80 channels on planes of about 16+ 2x2 tiles (F(2x2, 3x3))."""
+    """3x3 stride-1 convs of 64-80 channels on planes of about 16+ 2x2 tiles (F(2x2, 3x3)), one to
+    three in a row with activations between: ConvertLayout moves a region channels last only when
+    its gains (each Winograd conv) pay for its transposes in and out, which one conv alone does not."""
     v = _image(b, range(64, 81), 3, 14)
     if v is None or not supported(b, "Conv", v.dtype, v.dtype):
         return False
-    pads = [b.draw.integer(0, 2) for _ in range(4)]
-    m = b.draw.choice((1, 5, 16, 64, 72))
-    dil = [1, 1] if b.draw.chance(0.85) else [b.draw.choice((1, 2)), b.draw.choice((1, 2))]
-    out = _conv_node(b, v, m, (3, 3), (1, 1), dil, pads, 1, b.draw.chance(0.6), scale=1 / 24)
-    if out is None:
-        return False
-    _epilogue(b, out)
+    n = b.draw.choice((1, 2, 2, 3))
+    for i in range(n):
+        pads = [b.draw.integer(0, 2) for _ in range(4)]
+        if b.draw.chance(0.5):
+            pads = [1, 1, 1, 1]
+        m = b.draw.integer(64, 80) if i + 1 < n else b.draw.choice((1, 5, 16, 64, 72))
+        dil = [1, 1] if b.draw.chance(0.85) else [b.draw.choice((1, 2)), b.draw.choice((1, 2))]
+        out = _conv_node(b, v, m, (3, 3), (1, 1), dil, pads, 1, b.draw.chance(0.6), scale=1 / 24)
+        if out is None:
+            return i > 0
+        v = _epilogue(b, out)
     return True
 
 
 def depthwise_conv(b: GraphBuilder) -> bool:
-    """A depthwise conv (group = channels, multiplier 1 or 2), strides 1-3, dilation 1-2."""
+    """Depthwise convs (group = channels, multiplier 1 or 2), strides 1-3, dilation 1-2, one to three
+    in a row (a region channels last needs as many gaining convs as transposes), sometimes after a
+    pointwise conv as in MobileNet."""
     v = _image(b, (1, 3, 8, 16, 17, 24, 32), 3, 20)
     if v is None or not supported(b, "Conv", v.dtype, v.dtype):
         return False
-    c = v.dims[1].label
-    k = [b.draw.choice((1, 3, 3, 5)) for _ in range(2)]
-    strides = [b.draw.integer(1, 3) for _ in range(2)]
-    if b.draw.chance(0.6):
-        strides = [strides[0]] * 2
-    dil = [b.draw.choice((1, 1, 2)) for _ in range(2)]
-    pads = [b.draw.integer(0, k[i % 2] - 1) for i in range(4)]
-    out = _conv_node(b, v, c * b.draw.choice((1, 1, 2)), k, strides, dil, pads, c, b.draw.chance(0.6))
-    if out is None:
-        return False
-    _epilogue(b, out)
+    if v.dims[1].label >= 16 and b.draw.chance(0.3):
+        pw = _conv_node(b, v, b.draw.choice((16, 24)), (1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 1, True, scale=0.25)
+        v = _epilogue(b, pw)
+    for i in range(b.draw.choice((1, 2, 2, 3))):
+        c = v.dims[1].label
+        k = [b.draw.choice((1, 3, 3, 5)) for _ in range(2)]
+        strides = [b.draw.integer(1, 3) for _ in range(2)]
+        if b.draw.chance(0.6):
+            strides = [strides[0]] * 2
+        dil = [b.draw.choice((1, 1, 2)) for _ in range(2)]
+        pads = [b.draw.integer(0, k[j % 2] - 1) for j in range(4)]
+        out = _conv_node(b, v, c * b.draw.choice((1, 1, 1, 2)), k, strides, dil, pads, c, b.draw.chance(0.6))
+        if out is None:
+            return i > 0
+        v = _epilogue(b, out)
+        if v.has_zero():
+            break
     return True
 
 
