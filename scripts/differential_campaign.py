@@ -3,6 +3,8 @@
     python scripts/differential_campaign.py --graphs 10000 --seed 0
     python scripts/differential_campaign.py --seed 0 --replay 1234       # one case, printed in full
     python scripts/differential_campaign.py --graphs 10000 --all-features  # known gaps too
+    python scripts/differential_campaign.py --graphs 5000 --patterns all   # -O2's rewrite patterns too
+    python scripts/differential_campaign.py --patterns winograd,softmax    # some of them
 
 Case ``i`` of seed ``S`` is reproducible on its own. Every generated model
 must pass ``onnx.checker.check_model(full_check=True)``. A case ends as
@@ -14,7 +16,12 @@ shapes the generator did not predict). Failing cases are saved to
 ``--out`` as ``<status>_<i>.onnx`` with their feeds (``.npz``) and a note.
 By default the generator avoids the relaxpack limitations and bugs already
 known (tests/robustness/strategies.py: KNOWN_LIMITATIONS, KNOWN_BUGS);
-``--all-features`` makes those graphs too.
+``--all-features`` makes those graphs too. ``--patterns`` switches on
+families that make the patterns -O2's rewrites and kernels look for
+(tests/robustness/graph_ops_patterns.py: Winograd and depthwise convs,
+resize + 1x1 conv, transposes around reshapes and matmuls, SiLU, softmax
+of far-apart rows, layer norm of offset rows, GELU, LSTM/GRU/RNN, MaxPool);
+every graph then starts with one of them.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.robustness import strategies  # noqa: E402
 from tests.robustness.differential import Outcome, run_case  # noqa: E402
+from tests.robustness.graph_ops_patterns import PATTERN_FAMILIES  # noqa: E402
 from tests.robustness.strategies import random_case  # noqa: E402
 
 
@@ -120,6 +128,8 @@ def campaign(args) -> list[dict]:
                    "--time-limit", str(args.time_limit), "--results", str(results)]
             if args.all_features:
                 cmd.append("--all-features")
+            if args.patterns:
+                cmd += ["--patterns", args.patterns]
             proc = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)
             done = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
             results.unlink(missing_ok=True)
@@ -140,6 +150,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path("differential-failures"))
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per case")
     parser.add_argument("--all-features", action="store_true", help="also make graphs relaxpack is known to fail")
+    parser.add_argument("--patterns", default="", help="pattern families to switch on: names, comma-separated, "
+                        "or 'all' (tests/robustness/graph_ops_patterns.py)")
     parser.add_argument("--replay", type=int, default=None, help="run one case and print it")
     parser.add_argument("--json", type=Path, default=None, help="write the summary here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -148,6 +160,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.all_features:
         strategies.AVOID.clear()
+    if args.patterns:
+        names = set(PATTERN_FAMILIES) if args.patterns == "all" else set(args.patterns.split(","))
+        unknown = names - set(PATTERN_FAMILIES)
+        if unknown:
+            parser.error(f"unknown pattern families {sorted(unknown)}; known: {sorted(PATTERN_FAMILIES)}")
+        strategies.PATTERNS.update(names)
     if args.worker:
         return worker(args)
     if args.replay is not None:

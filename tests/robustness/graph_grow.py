@@ -14,7 +14,8 @@ from onnx import helper
 
 from . import graph_ops as E
 from . import graph_ops_shape as S
-from .strategies import AVOID, value_info, BOOL, ELEM, F32, I64, RUNS, Dim, GraphBuilder, InputSpec, Val
+from .graph_ops_patterns import PATTERN_FAMILIES
+from .strategies import AVOID, PATTERNS, value_info, BOOL, ELEM, F32, I64, RUNS, Dim, GraphBuilder, InputSpec, Val
 
 FAMILIES = [  # (emitter, weight)
     (E.unary, 4), (E.binary, 5), (E.variadic, 1), (E.where, 1), (E.cast, 1), (E.clip, 1), (E.softmax, 1),
@@ -31,15 +32,23 @@ _TABLES = {}
 
 
 def _table(families):
-    key = id(families)
+    key = families if isinstance(families, tuple) else id(families)
     if key not in _TABLES:
         _TABLES[key] = [f for f, w in families for _ in range(w)]
     return _TABLES[key]
 
 
+def pattern_families() -> list:
+    """The pattern families switched on (strategies.PATTERNS), weight 1 each."""
+    return [(PATTERN_FAMILIES[name], 1) for name in sorted(PATTERNS)]
+
+
 def grow(b: GraphBuilder, families=None) -> bool:
-    """Add one op (a few tries at different families)."""
-    table = _table(families or (BRANCH_FAMILIES if b.parent else FAMILIES))
+    """Add one op (a few tries at different families); with patterns on, a third of the tries
+    at the graph's top level are at one of them."""
+    if families is None and PATTERNS and b.parent is None and b.draw.chance(0.33):
+        families = pattern_families()
+    table = _table(tuple(families) if families is not None else (BRANCH_FAMILIES if b.parent else FAMILIES))
     for _ in range(4):
         family = b.draw.choice(table)
         if family == "if":

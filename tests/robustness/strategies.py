@@ -43,6 +43,10 @@ KNOWN_LIMITATIONS: set[str] = set()
 #: Wrong answers relaxpack gives today (each has a strict-xfail test in test_regressions.py).
 KNOWN_BUGS: set[str] = set()
 AVOID: set[str] = KNOWN_LIMITATIONS | KNOWN_BUGS
+#: Pattern families switched on (graph_ops_patterns.PATTERN_FAMILIES: the shapes -O2's rewrites and
+#: kernels want); off by default so the default campaign's cases stay what they were. The campaign's
+#: --patterns fills it; a graph then starts with one of them and grows with them among the others.
+PATTERNS: set[str] = set()
 SYMBOLS = ("n", "m")
 OPSETS = (17, 13, 18, 21)
 F32, F16, I32, I64, BOOL = (np.dtype(t) for t in ("float32", "float16", "int32", "int64", "bool"))
@@ -419,10 +423,12 @@ def make_feeds(root: GraphBuilder) -> list[dict[str, np.ndarray]]:
 
 def generate(draw: Draw) -> GraphCase:
     """One random valid model and its feeds."""
-    from .graph_grow import grow
+    from .graph_grow import grow, pattern_families
     opset = draw.choice(OPSETS)
     b = GraphBuilder(draw, opset)
     b.first_input()
+    if PATTERNS:
+        grow(b, pattern_families())
     for _ in range(draw.integer(1, 10)):
         grow(b)
     produced = [v for v in b.values if not any(v is s.val for s in b.inputs)]

@@ -123,6 +123,49 @@ def test_comparing_a_shape_value_with_an_empty_tensor_gives_bool(op):
     assert_agrees(m, {"x": np.ones(4, np.float32)})
 
 
+def gelu_erf_form(opset=17):
+    """GELU as exporters write it: (x * 0.5) * (1 + Erf(x / sqrt(2))); -O2 composes it into nn.gelu."""
+    nodes = [helper.make_node("Div", ["x", "r2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["p"]), helper.make_node("Mul", ["x", "half"], ["h"]),
+             helper.make_node("Mul", ["h", "p"], ["y"])]
+    return model(nodes, [("x", F, [2, 4])], [("r2", np.array(np.sqrt(2), np.float32)),
+                                             ("one", np.array(1, np.float32)), ("half", np.array(0.5, np.float32))],
+                 opset)
+
+
+@pytest.mark.parametrize("form", ["erf", "op", "op_fp16"])
+def test_gelu_of_minus_inf_is_nan_at_every_level(form):
+    # the float32 nn.gelu gave 0 at -inf (the limit), while the formula (-inf * 0), onnxruntime and the
+    # Erf form run op by op at -O0 give NaN: the same model answered NaN at -O0 and 0 at -O2
+    x = np.array([[-np.inf, np.inf, -1e30, 1e30], [-3.0, 0.0, -0.0, 2.0]], np.float32)
+    if form == "erf":
+        m = gelu_erf_form()
+    else:
+        m = model([helper.make_node("Gelu", ["x"], ["y"])], [("x", H if form == "op_fp16" else F, [2, 4])], opset=20)
+        x = np.clip(x, -6e4, 6e4).astype(np.float16) if form == "op_fp16" else x
+        x[0, :2] = [-np.inf, np.inf]
+    assert_agrees(m, {"x": x}, fp16=form == "op_fp16")
+
+
+@pytest.mark.parametrize("op, gates", [("RNN", 1), ("GRU", 3), ("LSTM", 4)])
+@pytest.mark.parametrize("shape", [(3, 0, 4), (0, 2, 4)])
+def test_recurrent_layer_of_an_empty_batch_or_sequence(op, gates, shape):
+    # the projection was reshaped to (seq, batch, -1): numpy cannot infer -1 for 0 elements
+    # (no onnxruntime here: its GRU aborts the process on an empty batch)
+    rng = np.random.default_rng(0)
+    inits = [("W", rng.standard_normal((2, gates * 3, 4)).astype(np.float32)),
+             ("R", rng.standard_normal((2, gates * 3, 3)).astype(np.float32)),
+             ("B", rng.standard_normal((2, 6 * gates)).astype(np.float32))]
+    node = helper.make_node(op, ["x", "W", "R", "B"], ["y", "y_h"], hidden_size=3, direction="bidirectional")
+    m = model([node], [("x", F, ["s", "n", 4])], inits)
+    m.graph.output.append(onnx.ValueInfoProto(name="y_h"))
+    for level in (0, 2):
+        exe = relaxpack.build(relaxpack.from_onnx(m), opt_level=level)
+        got = VirtualMachine(exe).run({"x": np.zeros(shape, np.float32)})
+        assert got["y"].shape == (shape[0], 2, shape[1], 3)
+        np.testing.assert_array_equal(got["y_h"], np.zeros((2, shape[1], 3), np.float32))
+
+
 # ---------------------------------------------------------------- internal errors at build time
 def test_maxpool_ceil_mode_on_a_symbolic_dim():
     m = model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1], strides=[2], ceil_mode=1)],

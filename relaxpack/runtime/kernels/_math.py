@@ -222,7 +222,8 @@ def gelu32_into(x: np.ndarray, out: np.ndarray) -> None:
 
     Within 1.7 ulp of GELU in float64 for x >= -0.1, 2.9 ulp on [-1, -0.1),
     7 ulp on [-4, -1), and a relative 2e-5 in the far negative tail
-    (|result| < 1e-8), on every 64th float32 of [-7, 7]; +-inf give inf and 0.
+    (|result| < 1e-8), on every 64th float32 of [-7, 7]; inf gives inf and
+    -inf NaN (``0.5 * x * (1 + erf(x / sqrt(2)))`` evaluated in IEEE arithmetic).
 
     >>> x = np.array([-1.0, 0.0, 1.0], np.float32)
     >>> gelu32_into(x, x); x                       # doctest: +SKIP
@@ -248,7 +249,10 @@ def gelu32_into(x: np.ndarray, out: np.ndarray) -> None:
         tail *= u
         select_into(is_near, near, tail, tail, work.view(np.uint32))
         tail *= a                                            # |x| * Phi(-|x|)
-        np.clip(x, np.float32(0), np.float32(np.inf), out=out)
+        # relu(x) as x - min(x, 0): exact, and NaN at -inf as the formula (-inf * 0) and
+        # onnxruntime give, where a clip would give 0 (and the Erf form run op by op NaN)
+        np.minimum(x, np.float32(0), out=near)
+        np.subtract(x, near, out=out)
         out -= tail
 
 

@@ -461,7 +461,8 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction="forward", layo
         rt = in_huge_pages(rt)     # one direction at a time: the next one's copy replaces it
         cell = _make_cell(kind, fast, rt, None if b is None else b[:half], None if b is None else b[half:],
                           p, acts[d], clip, n, **cell_attrs)
-        proj = cell.project(xs, wt).reshape(seq, batch, -1)
+        proj = cell.project(xs, wt)
+        proj = proj.reshape(seq, batch, proj.shape[1])     # not -1: seq or batch may be 0
         # H goes straight into Y when Y has the dtype the cell computes in
         direct = y.dtype == dtype
         ys = y[:, d] if direct else np.empty((seq, batch, n), dtype)
