@@ -296,3 +296,16 @@ def test_inference_checks_the_recipes_claims():
         infer((step("nn.gelu", [P(0)]),), x)                  # approximate missing
     with pytest.raises(ShapeError, match="never reads"):
         infer((step("exp", [P(0)]),), x, b)
+
+
+def test_a_prepared_call_follows_new_shapes_and_a_new_recipe_object():
+    """Calls are prepared once per recipe object and shapes: the same recipe
+    on other shapes, and an equal recipe rebuilt, still run right."""
+    recipe = (step("exp", [P(0)]), step("add", [S(0), P(1)], inplace=[True, False]))
+    rng = np.random.default_rng(7)
+    for shape in [(2, 3), (2, 3), (4, 1, 3), (0, 3), (5, 3)]:
+        x, y = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+        for r in (recipe, tuple(list(recipe))):     # the same recipe, and an equal one as a new object
+            np.testing.assert_allclose(run(r, (x, y)), np.exp(x) + y, rtol=1e-6)
+    with pytest.raises(ShapeError, match="out is float64"):
+        FUSED(x, y, out=np.empty(x.shape, np.float64), recipe=recipe)

@@ -157,11 +157,28 @@ def _plan(recipe: tuple, aliased: frozenset) -> tuple[tuple[int, ...], bool]:
     return plan_buffers(recipe, frozenset(), n + 1), True
 
 
-@register_kernel("fused_elementwise")
-def fused_elementwise(*inputs, out, recipe, workspace=None):
-    """Run the steps of ``recipe`` on ``inputs`` (its parameters) into ``out``;
-    ``workspace`` (when given) holds the temporaries, then the scratch of the
-    steps whose kernels take one (they run one after another)."""
+@dataclass(frozen=True)
+class _Prepared:
+    """What a call of one recipe with given shapes needs, worked out once:
+    the steps, the buffer each writes, the shape of each value, the
+    temporaries' sizes, and whether the aliased inputs are copied first."""
+
+    steps: tuple[_Step, ...]
+    plan: tuple[int, ...]
+    shapes: tuple[tuple, ...]
+    temporaries: tuple[int, ...]
+    copy_aliased: bool
+    direct: tuple[bool, ...]        # the step writes ``out`` itself (its shape and dtype)
+
+
+#: (id(recipe), out shape and dtype, aliased inputs, input shapes) -> (recipe, _Prepared);
+#: the recipe is kept in the entry, so its id is not reused while the entry lives
+_PREPARED: dict[tuple, tuple] = {}
+_PREPARED_MAX = 4096
+
+
+def _checked_steps(recipe, inputs, out: np.ndarray) -> tuple[_Step, ...]:
+    """The compiled steps of ``recipe``, checked against the call's parameter count and ``out``'s dtype."""
     try:
         steps, n_params = _compile(recipe)
     except TypeError:       # unhashable: not the plain tuples the IR and archives hold
@@ -170,7 +187,47 @@ def fused_elementwise(*inputs, out, recipe, workspace=None):
         raise ShapeError(f"fused_elementwise: the recipe reads {n_params} parameters, the call passes {len(inputs)}")
     if steps[-1].dtype != out.dtype:
         raise ShapeError(f"fused_elementwise: the recipe computes {steps[-1].dtype}, out is {out.dtype}")
+    return steps
+
+
+def _prepare(recipe: tuple, inputs: list, out: np.ndarray, aliased: frozenset) -> _Prepared:
+    """The :class:`_Prepared` of this call: from the cache when the same
+    recipe object met the same shapes (the VM passes an instruction's recipe
+    as one object, so no nested tuple is hashed per call)."""
+    key = (id(recipe), out.shape, out.dtype.str, aliased,
+           *(x.shape if isinstance(x, np.ndarray) else np.shape(x) for x in inputs))
+    hit = _PREPARED.get(key)
+    if hit is not None and hit[0] is recipe:
+        return hit[1]
+    steps = _checked_steps(recipe, inputs, out)
+    plan, copy_aliased = _plan(recipe, aliased)
+    shapes: list[tuple] = []
+    for step in steps:
+        shapes.append(out.shape if step.full else np.broadcast_shapes(
+            *(np.shape(inputs[i]) if kind == "p" else shapes[i] for kind, i in step.inputs)))
+    if shapes[-1] != out.shape:
+        raise ShapeError(f"fused_elementwise: the result has shape {shapes[-1]}, out has {out.shape}")
+    if any(b == OUT and _nbytes(shape, s.dtype) > out.nbytes for s, b, shape in zip(steps, plan, shapes)):
+        raise ShapeError(f"fused_elementwise: an intermediate is larger than out {out.shape}")
+    # temporaries as large as their largest value
+    sizes = tuple(max(_nbytes(shape, s.dtype) for s, p, shape in zip(steps, plan, shapes) if p == b)
+                  for b in range(1, max(plan) + 1))
+    direct = tuple(b == OUT and shape == out.shape and s.dtype == out.dtype
+                   for s, b, shape in zip(steps, plan, shapes))
+    prepared = _Prepared(steps, plan, tuple(shapes), sizes, copy_aliased, direct)
+    if len(_PREPARED) >= _PREPARED_MAX:
+        _PREPARED.clear()
+    _PREPARED[key] = (recipe, prepared)
+    return prepared
+
+
+@register_kernel("fused_elementwise")
+def fused_elementwise(*inputs, out, recipe, workspace=None):
+    """Run the steps of ``recipe`` on ``inputs`` (its parameters) into ``out``;
+    ``workspace`` (when given) holds the temporaries, then the scratch of the
+    steps whose kernels take one (they run one after another)."""
     if out.size == 0:
+        _checked_steps(recipe, inputs, out)
         return
     if not out.flags.c_contiguous:
         # intermediates reinterpret out's bytes; a strided out gets a compact stand-in
@@ -180,37 +237,37 @@ def fused_elementwise(*inputs, out, recipe, workspace=None):
         np.copyto(out, result)
         return
     inputs, aliased = _split_aliases(inputs, out)
-    plan, copy_aliased = _plan(recipe, aliased)
-    if copy_aliased:
+    prepared = _prepare(recipe, inputs, out, aliased)
+    if prepared.copy_aliased:
         inputs = [x.copy() if i in aliased else x for i, x in enumerate(inputs)]
-    shapes: list[tuple] = []
-    for step in steps:
-        shapes.append(out.shape if step.full else np.broadcast_shapes(
-            *(np.shape(inputs[i]) if kind == "p" else shapes[i] for kind, i in step.inputs)))
-    if shapes[-1] != out.shape:
-        raise ShapeError(f"fused_elementwise: the result has shape {shapes[-1]}, out has {out.shape}")
-    if any(b == OUT and _nbytes(shape, s.dtype) > out.nbytes for s, b, shape in zip(steps, plan, shapes)):
-        raise ShapeError(f"fused_elementwise: an intermediate is larger than out {out.shape}")
-    # temporaries as large as their largest value, from the thread's workspace
-    sizes = [max(_nbytes(shape, s.dtype) for s, p, shape in zip(steps, plan, shapes) if p == b)
-             for b in range(1, max(plan) + 1)]
-    layouts = [((n,), np.uint8) for n in sizes]
+    if not prepared.temporaries:
+        _run(prepared, inputs, out, [], workspace)
+        return
+    layouts = [((n,), np.uint8) for n in prepared.temporaries]
     used = scratch_nbytes(layouts)
     rest = workspace[used:] if workspace is not None and workspace.nbytes >= used else None
     with Scratch(layouts, workspace) as temporaries:
-        raws = [out.reshape(-1).view(np.uint8), *temporaries]
-        values: list[np.ndarray] = []
-        for step, b, shape in zip(steps, plan, shapes):
-            args = [inputs[i] if kind == "p" else values[i] for kind, i in step.inputs]
-            if b == OUT and shape == out.shape and step.dtype == out.dtype:
-                dst = out
-            else:
-                dst = raws[b][:_nbytes(shape, step.dtype)].view(step.dtype).reshape(shape)
-            if step.workspace and rest is not None:
-                step.fn(*args, out=dst, workspace=rest, **step.attrs)
-            else:
-                step.fn(*args, out=dst, **step.attrs)
-            values.append(dst)
+        _run(prepared, inputs, out, temporaries, rest)
+
+
+def _run(prepared: _Prepared, inputs: list, out: np.ndarray, temporaries, rest) -> None:
+    """The steps, each into ``out`` or its planned buffer (``temporaries``:
+    the byte buffers 1, 2, ...); ``rest``: workspace for the steps' own scratch."""
+    raws = None
+    values: list[np.ndarray] = []
+    for step, b, shape, direct in zip(prepared.steps, prepared.plan, prepared.shapes, prepared.direct):
+        args = [inputs[i] if kind == "p" else values[i] for kind, i in step.inputs]
+        if direct:
+            dst = out
+        else:
+            if raws is None:
+                raws = [out.reshape(-1).view(np.uint8), *temporaries]
+            dst = raws[b][:_nbytes(shape, step.dtype)].view(step.dtype).reshape(shape)
+        if step.workspace and rest is not None:
+            step.fn(*args, out=dst, workspace=rest, **step.attrs)
+        else:
+            step.fn(*args, out=dst, **step.attrs)
+        values.append(dst)
 
 
 def workspace_bound(recipe: tuple, out_size, aliasable) -> int:
@@ -244,12 +301,11 @@ def _split_aliases(inputs, out: np.ndarray) -> tuple[list, frozenset]:
     """The inputs, with those that overlap ``out`` partially copied, and the
     indices of those that are ``out`` itself."""
     inputs, aliased = list(inputs), set()
-    base = out.__array_interface__["data"][0]
     for i, x in enumerate(inputs):
         if not isinstance(x, np.ndarray) or not np.may_share_memory(x, out):
             continue
         if (x.shape == out.shape and x.dtype == out.dtype and x.strides == out.strides
-                and x.__array_interface__["data"][0] == base):
+                and x.__array_interface__["data"][0] == out.__array_interface__["data"][0]):
             aliased.add(i)
         else:
             inputs[i] = x.copy()
