@@ -1,0 +1,345 @@
+"""The layout rules of ConvertLayout (:mod:`.convert_layout`): for each op,
+whether a call joins a channels-last region (``check``) and the call it
+becomes there (``rewrite``), and the measured thresholds that decide when a
+conv starts, joins or gains from a region (:class:`Thresholds`).
+
+>>> sorted(RULES)[:3]
+['concat', 'flatten', 'image.resize']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..ir.expr import Call, Constant, Expr, Op, Tuple
+from ..ir.struct_info import TensorStructInfo
+from ..ops.definitions.fused_elementwise import fusible_kind
+from ..ops.registry import make_call
+from ..runtime.kernels.conv_winograd import prefers_winograd
+from ..runtime.kernels.nn import copies_out
+
+TO_NHWC = (0, 2, 3, 1)
+TO_NCHW = (0, 3, 1, 2)
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When a conv joins or gains from a channels-last region (measured, 1
+    thread, on the benchmark CNNs; A/B runs in one process decide them).
+
+    - ``entry_min_channels``: a conv starts a region only with this many
+      input channels: with fewer (a 3-channel stem) channels last runs
+      2-4x slower than the channels-first engine, more than transposing
+      its output in costs;
+    - ``shallow_depth`` / ``large_plane_pixels``: a stride-1 KxK conv of
+      fewer products per output value (C_in * taps) on an output of at
+      least that many pixels stays channels first. The per-tap GEMMs
+      (``conv_nhwc`` "taps") run such convs at 0.9-1.2x the channels-first
+      row-split GEMM's time. With Resize and ConvTranspose in regions,
+      the bar made no difference beyond noise (A/B in one process, 21
+      interleaved rounds, ratio to onnxruntime at 1024 / 512 / 256 / 0:
+      UNet 1.79 / 1.85 / 1.80 / 1.82, YOLO 1.65 / 1.69 / 1.68 / 1.66),
+      so it stays at 1024: the fewest transposes of large planes. A 3x3
+      stride-1 conv the channels-last engine runs by Winograd (from 64
+      channels, :func:`.conv_winograd.prefers_winograd`) is never shallow
+      and always a gain (1.2-1.9x the channels-first time; UNet's 64x64
+      level channels last: 51.5 -> 49.7 ms, A/B in one process);
+    - ``gain_min_depth``: a stride-1 KxK conv counts as a gain (a reason to
+      keep a region) from this depth on: 0.8-0.9x the channels-first time
+      from 128 channels.
+    """
+
+    entry_min_channels: int = 16
+    shallow_depth: int = 1024
+    large_plane_pixels: int = 4096
+    gain_min_depth: int = 1024
+
+
+#: the thresholds the pass uses
+THRESHOLDS = Thresholds()
+
+#: ops whose data layout is an attribute (the channels-first ones become NHWC)
+SENSITIVE = ("nn.conv", "nn.conv_bias_act", "nn.max_pool", "nn.avg_pool", "nn.global_avg_pool",
+             "nn.global_max_pool")
+
+
+# ---------------------------------------------------------------- rules
+
+
+@dataclass(frozen=True)
+class LayoutRule:
+    """How one op joins a region: ``check(call, is_nhwc)`` returns None when
+    it can (``is_nhwc(expr)``: that operand is channels last in the region)
+    or why not; ``rewrite(call, nhwc)`` builds the channels-last call
+    (``nhwc(expr)``: the operand channels last). ``output_nhwc``: the
+    result stays in the region (False: the rule reads the region and ends it).
+    ``gains(call)``: the call runs faster channels last, a reason to keep
+    its region (:func:`.convert_layout._worth_it`). ``reads_nhwc``: False
+    when the call reads its operands as they are, channels first (a conv
+    writing its result channels last): none is transposed in or counts as a
+    region read."""
+
+    name: str
+    check: Callable
+    rewrite: Callable
+    output_nhwc: bool = True
+    gains: Callable | None = None
+    reads_nhwc: bool = True
+
+
+def rank4(expr: Expr) -> bool:
+    sinfo = expr.struct_info
+    return isinstance(sinfo, TensorStructInfo) and sinfo.ndim == 4
+
+
+def _starts_region(call: Call, is_nhwc) -> str | None:
+    """None when ``call``'s data is channels last already, or has enough
+    channels for a conv to start a region (``THRESHOLDS.entry_min_channels``):
+    a region starts only where channels last pays for the transpose in."""
+    if is_nhwc(call.args[0]):
+        return None
+    channels = call.args[0].struct_info.shape[1] if call.args[0].struct_info.shape else None
+    least = THRESHOLDS.entry_min_channels
+    if not (isinstance(channels, int) and channels >= least):
+        return f"a conv of {channels} input channels does not start a region (< {least})"
+    return None
+
+
+def _check_sensitive(call: Call, is_nhwc) -> str | None:
+    if call.attrs.get("data_layout") != "NCHW":
+        return f"R.{call.op.name} is already {call.attrs.get('data_layout')}"
+    if call.attrs.get("out_layout") not in (None, "NCHW"):
+        return f"R.{call.op.name} already writes {call.attrs['out_layout']}"
+    if not (rank4(call.args[0]) and rank4(call)):
+        return f"R.{call.op.name} is not 2-d (rank 4)"
+    is_conv = call.op.name.startswith("nn.conv")
+    if is_conv and not isinstance(call.args[1], Constant):
+        return "the conv weight is not a constant (it would be transposed on every call)"
+    if is_conv and _prefers_channels_first(call):
+        return "a stride-1 conv of few channels on a large plane runs faster channels first"
+    if not is_conv and not is_nhwc(call.args[0]):
+        return f"R.{call.op.name} does not start a region (its input is channels first)"
+    return _starts_region(call, is_nhwc)
+
+
+def _prefers_channels_first(call: Call) -> bool:
+    """A stride-1, non-depthwise KxK conv shallow for its plane (see :class:`Thresholds`)."""
+    weight, out = call.args[1].data.shape, call.struct_info.shape
+    taps = weight[2] * weight[3]
+    depthwise = weight[1] == 1 and call.attrs["groups"] > 1
+    if taps == 1 or depthwise or any(s != 1 for s in _pair(call.attrs["strides"])) or out is None:
+        return False
+    if _runs_winograd(call):
+        return False
+    pixels = out[2] * out[3] if isinstance(out[2], int) and isinstance(out[3], int) else None
+    return (weight[1] * taps < THRESHOLDS.shallow_depth
+            and (pixels is None or pixels >= THRESHOLDS.large_plane_pixels))
+
+
+def _runs_winograd(call: Call) -> bool:
+    """A conv the channels-last engine runs by Winograd F(2x2, 3x3) (3x3,
+    stride 1, many channels): 1.2-1.9x faster than the channels-first
+    engine on UNet's and YOLO's planes (measured, 1 thread)."""
+    weight, groups, out = call.args[1].data.shape, call.attrs["groups"], call.struct_info.shape
+    return prefers_winograd(weight[2:], _pair(call.attrs["strides"]), _pair(call.attrs["dilation"]), groups,
+                            weight[1] * groups, None if out is None else tuple(out)[2:])
+
+
+def _pair(value) -> tuple:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+
+
+def _rewrite_sensitive(call: Call, nhwc) -> Call:
+    args = [nhwc(call.args[0])]
+    if call.op.name.startswith("nn.conv"):
+        # OIHW -> HWIO, packed once here
+        args.append(Constant(np.ascontiguousarray(call.args[1].data.transpose(2, 3, 1, 0))))
+        args += call.args[2:]
+    return make_call(call.op.name, *args, **{**call.attrs, "data_layout": "NHWC"})
+
+
+def _check_entry(call: Call, is_nhwc) -> str | None:
+    """A channels-first conv (one the sensitive rule leaves channels first)
+    can write its result channels last, starting a region without a
+    transpose in: when its engine ends in a copy out (which then transposes,
+    at about the channels-first cost: ResNet's stem 2.80 -> 2.64 ms, YOLO's
+    32-channel 160x160 conv 5.79 -> 5.84 ms, each without the transpose of
+    0.3 / 0.75 ms after it; measured, 1 thread) and it makes at least
+    ``entry_min_channels`` channels (so a conv reading the region would
+    start one anyway)."""
+    if call.attrs.get("data_layout") != "NCHW" or call.attrs.get("out_layout") not in (None, "NCHW"):
+        return f"R.{call.op.name} is not channels first"
+    data, weight = call.args[0].struct_info, call.args[1].struct_info
+    if not (rank4(call.args[0]) and rank4(call) and isinstance(weight, TensorStructInfo)
+            and data.shape is not None and weight.shape is not None):
+        return f"R.{call.op.name} is not 2-d (rank 4) with known operand shapes"
+    out_channels, least = weight.shape[0], THRESHOLDS.entry_min_channels
+    if not (isinstance(out_channels, int) and out_channels >= least):
+        return f"the conv makes {out_channels} channels (< {least})"
+    attrs = {k: call.attrs[k] for k in ("strides", "padding", "dilation", "groups")}
+    if not copies_out(tuple(data.shape), tuple(weight.shape), **attrs):
+        return "the channels-first engine does not end this conv in a copy out (it would transpose once more)"
+    return None
+
+
+def _rewrite_entry(call: Call, nhwc) -> Call:
+    return make_call(call.op.name, *call.args, **{**call.attrs, "out_layout": "NHWC"})
+
+
+def _reordered_constant(c: Constant) -> Constant | None:
+    """A constant operand of a rank-4 elementwise op, channels last."""
+    data = c.data
+    if data.ndim == 0:
+        return c
+    if data.ndim > 4:
+        return None
+    data = data.reshape((1,) * (4 - data.ndim) + data.shape)
+    return Constant(np.ascontiguousarray(data.transpose(TO_NHWC)))
+
+
+def is_scalar(expr: Expr) -> bool:
+    sinfo = expr.struct_info
+    return not isinstance(sinfo, TensorStructInfo) or sinfo.ndim == 0
+
+
+def _check_elementwise(call: Call, is_nhwc) -> str | None:
+    if not rank4(call):
+        return "the result is not rank 4"
+    if not any(is_nhwc(a) for a in call.args):
+        return "no operand is channels last"
+    for i, a in enumerate(call.args):
+        if not (is_nhwc(a) or is_scalar(a) or (isinstance(a, Constant) and a.data.ndim <= 4)
+                or _transposed_in(is_nhwc, a)):
+            return (f"operand {i} is neither channels last, a scalar, a constant nor a value "
+                    f"a region transposes in")
+    return None
+
+
+def _transposed_in(is_nhwc, expr: Expr) -> bool:
+    """``expr`` is a channels-first value that an earlier call of a region
+    already reads through a transpose in (``is_nhwc.transposed_in``): reading
+    it channels last costs nothing more, and keeps ResNet's residual adds
+    (whose shortcut is the channels-first stem pool) in the region instead
+    of transposing the conv's result out and back in."""
+    check = getattr(is_nhwc, "transposed_in", None)
+    return check is not None and rank4(expr) and check(expr)
+
+
+def _rewrite_elementwise(call: Call, nhwc) -> Call:
+    args = []
+    for a in call.args:
+        if isinstance(a, Constant) and not is_scalar(a):
+            args.append(_reordered_constant(a))
+        elif is_scalar(a):
+            args.append(a)
+        else:
+            args.append(nhwc(a))
+    return make_call(call.op.name, *args, **call.attrs)
+
+
+def _check_concat(call: Call, is_nhwc) -> str | None:
+    fields = call.args[0]
+    if not (isinstance(fields, Tuple) and rank4(call) and call.attrs["axis"] in (1, -3)):
+        return "not a concat of rank-4 tensors along the channels"
+    if not all(is_nhwc(f) for f in fields.fields):
+        return "an operand is not channels last"
+    return None
+
+
+def _rewrite_concat(call: Call, nhwc) -> Call:
+    return make_call("concat", Tuple(tuple(nhwc(f) for f in call.args[0].fields)), axis=3)
+
+
+def _check_flatten(call: Call, is_nhwc) -> str | None:
+    data = call.args[0]
+    if not (is_nhwc(data) and call.attrs["axis"] == 1):
+        return "not a flatten(axis=1) of a channels-last value"
+    shape = data.struct_info.shape
+    if shape is None or any(d != 1 for d in shape[2:]):
+        return "the spatial dims are not all 1"
+    return None
+
+
+def _rewrite_flatten(call: Call, nhwc) -> Call:
+    return make_call("flatten", nhwc(call.args[0]), axis=1)
+
+
+def _check_conv_transpose(call: Call, is_nhwc) -> str | None:
+    if call.attrs.get("data_layout") != "NCHW":
+        return f"R.nn.conv_transpose is already {call.attrs.get('data_layout')}"
+    if not (rank4(call.args[0]) and rank4(call)):
+        return "R.nn.conv_transpose is not 2-d (rank 4)"
+    if not isinstance(call.args[1], Constant):
+        return "the weight is not a constant (it would be transposed on every call)"
+    return _starts_region(call, is_nhwc)
+
+
+def _rewrite_conv_transpose(call: Call, nhwc) -> Call:
+    # (C, O/groups, kh, kw) -> (C, kh, kw, O/groups): the GEMM's (C, taps * O), packed once here
+    weight = Constant(np.ascontiguousarray(call.args[1].data.transpose(0, 2, 3, 1)))
+    return make_call("nn.conv_transpose", nhwc(call.args[0]), weight, *call.args[2:],
+                     **{**call.attrs, "data_layout": "NHWC"})
+
+
+def _check_resize(call: Call, is_nhwc) -> str | None:
+    if not (rank4(call.args[0]) and is_nhwc(call.args[0])):
+        return "the resized data is not channels last (a resize does not start a region)"
+    return None
+
+
+def _rewrite_resize(call: Call, nhwc) -> Call:
+    # the same axes in the same order (scales, roi and size follow them unchanged)
+    axes = tuple(TO_NHWC.index(a % 4) for a in call.attrs["axes"])
+    return make_call("image.resize", nhwc(call.args[0]), *call.args[1:], **{**call.attrs, "axes": axes})
+
+
+def _gains(call: Call) -> bool:
+    """A conv that runs faster channels last (measured): depthwise, strided
+    KxK, or deep enough (C_in * taps >= ``THRESHOLDS.gain_min_depth``). 1x1 convs and pools are
+    about even, so a region of only those would only add its transposes."""
+    if not call.op.name.startswith("nn.conv"):
+        return False
+    weight = call.args[1].data.shape
+    taps = weight[2] * weight[3]
+    if taps == 1:
+        return False
+    depthwise = weight[1] == 1 and call.attrs["groups"] > 1
+    strided = any(s != 1 for s in _pair(call.attrs["strides"]))
+    return depthwise or strided or weight[1] * taps >= THRESHOLDS.gain_min_depth or _runs_winograd(call)
+
+
+_SENSITIVE_RULE = LayoutRule("sensitive", _check_sensitive, _rewrite_sensitive, gains=_gains)
+_ENTRY_RULE = LayoutRule("conv_writes_nhwc", _check_entry, _rewrite_entry, reads_nhwc=False)
+_ELEMENTWISE_RULE = LayoutRule("elementwise", _check_elementwise, _rewrite_elementwise)
+
+#: op name -> its rules, tried in order (the first whose check passes is taken)
+RULES: dict[str, tuple[LayoutRule, ...]] = {
+    **{op: (_SENSITIVE_RULE,) for op in SENSITIVE},
+    "nn.conv": (_SENSITIVE_RULE, _ENTRY_RULE),
+    "nn.conv_bias_act": (_SENSITIVE_RULE, _ENTRY_RULE),
+    # channels last: one GEMM with the weight as it is, and for kernel == stride no overlapping adds
+    # (1.4-5x faster than channels first on UNet's decoder, measured)
+    "nn.conv_transpose": (LayoutRule("conv_transpose", _check_conv_transpose, _rewrite_conv_transpose,
+                                     gains=lambda call: True),),
+    # gathers of contiguous channel runs: 2.5-4x faster than channels first (UNet, YOLO; measured)
+    "image.resize": (LayoutRule("resize", _check_resize, _rewrite_resize, gains=lambda call: True),),
+    "concat": (LayoutRule("concat_channels", _check_concat, _rewrite_concat),),
+    "flatten": (LayoutRule("flatten_unit_spatial", _check_flatten, _rewrite_flatten, output_nhwc=False),),
+}
+
+
+def rules_for(call: Call) -> tuple[LayoutRule, ...]:
+    """The rules for ``call``'s op, in the order they are tried (elementwise ops share one)."""
+    if not isinstance(call.op, Op):
+        return ()
+    rules = RULES.get(call.op.name)
+    if rules is None and fusible_kind(call.op.name) == "elementwise":
+        return (_ELEMENTWISE_RULE,)
+    return rules or ()
+
+
+def rule_for(call: Call, is_nhwc) -> LayoutRule | None:
+    """The first of ``call``'s rules whose check passes, or None."""
+    return next((r for r in rules_for(call) if r.check(call, is_nhwc) is None), None)
