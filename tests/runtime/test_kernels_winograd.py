@@ -135,3 +135,24 @@ def test_winograd_workspace_grows_with_the_batch():
     two = conv_workspace((2, 40, 40, 128), (3, 3, 128, 64), "float32", padding=1, data_layout="NHWC")
     padded = 42 * 42 * 128 * 4
     assert one > padded and two - one >= padded
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan, 3e38])
+@pytest.mark.filterwarnings("ignore:overflow encountered")
+def test_winograd_redoes_a_call_whose_result_is_not_finite(bad):
+    """An inf or NaN input (or one so large the transforms overflow) gives
+    what the direct conv gives: Winograd's transforms subtract values, and
+    inf - inf would be NaN where the direct sums are +-inf (found by the
+    differential campaign: a sigmoid of such a conv was NaN, not 1)."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((1, 64, 8, 8)).astype(np.float32)
+    x[0, 3, 4, 4] = bad
+    w = np.abs(rng.standard_normal((4, 64, 3, 3))).astype(np.float32)      # one sign: no inf - inf in a sum
+    assert _plan_method(x.shape, w.shape, dict(padding=1)) == "winograd"
+    got = run_kernel("nn.conv", last(x), hwio(w), data_layout="NHWC", padding=1)
+    expected = last(conv_ref(x, w, dict(padding=1), "ort"))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(expected))
+    finite = np.isfinite(expected)
+    assert_near(got[finite], expected[finite])
+    assert not finite.all()

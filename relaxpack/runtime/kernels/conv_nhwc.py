@@ -69,6 +69,7 @@ class NhwcPlan:
     offsets: tuple = ()         # taps: per tap, its flat pixel offset in the (padded) plane
     q: int = 0                  # taps: wide rows (pixels) each tap's GEMM reads
     winograd: conv_winograd.WinogradPlan | None = None
+    fallback: "NhwcPlan | None" = None  # winograd: the plan that redoes a call whose result is not finite
     dw: DepthwisePlan | None = None     # depthwise: its channel-last layout
 
     @property
@@ -96,8 +97,9 @@ def nhwc_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, be
     a depthwise conv's, which pick its layout (:func:`.conv_depthwise.depthwise_plan`)."""
     cl, fill = channel_last_geometry(spatial, kernel, strides, dilation, begins, lengths)
     if winograd and not depthwise:
+        fallback = nhwc_plan(spatial, kernel, strides, dilation, begins, lengths, depthwise, taps, False, channels)
         return NhwcPlan("winograd", False, cl, fill, (), tuple(lengths),
-                        winograd=conv_winograd.WinogradPlan.make(lengths, begins))
+                        winograd=conv_winograd.WinogradPlan.make(lengths, begins), fallback=fallback)
     extent = cl[0]
     source_is_input = not any(begins) and tuple(extent) == tuple(spatial)
     windows = tuple(
@@ -169,10 +171,15 @@ def run_conv_nhwc(plan: NhwcPlan, x: np.ndarray, weight: np.ndarray, groups: int
             add_bias(out, bias)
         return
     layouts = scratch_layouts(plan, batch, channels, out_channels, x.dtype, direct)
-    with Scratch(layouts, workspace) as arrays:
-        if plan.method == "winograd":
+    if plan.method == "winograd":
+        with Scratch(layouts, workspace) as arrays:
             conv_winograd.run_winograd(plan.winograd, x, weight, out, bias, arrays)
-            return
+        if not conv_winograd.all_finite(out):
+            # an inf or NaN operand, or an overflow: the transforms subtract values (inf - inf is
+            # NaN where the direct sums give +-inf), so the call is redone the direct way
+            run_conv_nhwc(plan.fallback, x, weight, groups, out, bias, workspace)
+        return
+    with Scratch(layouts, workspace) as arrays:
         arrays = list(arrays)
         if plan.method == "depthwise":
             result = out if direct else arrays.pop()

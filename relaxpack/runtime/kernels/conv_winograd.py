@@ -19,6 +19,12 @@ added in that write). Measured (1 thread, float32) against the im2col GEMM
 of :mod:`.conv_nhwc`: 1.4-2x faster from 64 input channels on YOLO's and
 UNet's planes; on large planes of few channels (32 at 160x160) the
 transforms cost more than the products saved (:func:`prefers_winograd`).
+
+Infinities do not survive the transforms the way they survive a direct
+sum (``inf - inf`` is NaN where the direct conv gives ``+-inf``), nor do
+values near the float range (a transform sums up to four). A call whose
+result is not all finite (:func:`all_finite`, one BLAS pass) is redone by
+the plan's direct method, so such inputs get the direct conv's answer.
 """
 
 from __future__ import annotations
@@ -146,6 +152,17 @@ def run_winograd(plan: WinogradPlan, x: np.ndarray, weight: np.ndarray, out: np.
         for r0 in range(0, th, rows):
             r1 = min(th, r0 + rows)
             _block(plan, padded[n], u, out[n], bias, r0, r1, rows_t, v, m, sums)
+
+
+def all_finite(out: np.ndarray) -> bool:
+    """Whether every value of ``out`` is finite, in one BLAS pass for float32
+    and float64 (the dot product of the values with themselves is finite
+    only if they all are; a huge but finite result, over ~1e19, also counts
+    as not finite, which only costs a redo the direct way)."""
+    flat = out.reshape(-1)
+    if out.dtype in (np.float32, np.float64):
+        return bool(np.isfinite(np.dot(flat, flat)))
+    return bool(np.isfinite(flat).all())
 
 
 def _fill(plan: WinogradPlan, x: np.ndarray, padded: np.ndarray) -> None:
