@@ -1,9 +1,10 @@
 """How much arithmetic a benchmark row needs, and the least time it can take.
 
-:func:`count_macs` counts the multiply-adds of the products a model does
-(Conv, ConvTranspose, MatMul, Gemm, LSTM, GRU, RNN) at one setting, from
-the shapes onnxruntime gives every operand on that setting's inputs (the
-shapes are exact whatever the graph computes them from). :func:`sgemm_peak`
+:func:`count_macs` (or a :class:`MacCounter`, kept for several inputs)
+counts the multiply-adds of the products a model does (Conv,
+ConvTranspose, MatMul, Gemm, LSTM, GRU, RNN) at one setting, from the
+shapes onnxruntime gives every operand on that setting's inputs (the shapes
+are exact whatever the graph computes them from). :func:`sgemm_peak`
 measures this machine's single-thread float32 GEMM rate with numpy's BLAS.
 Together they give a compute floor: ``2 * macs / peak``, the time the
 products alone take at the best rate this machine reaches. A second floor is
@@ -41,14 +42,41 @@ COUNTED = ("Conv", "ConvTranspose", "MatMul", "Gemm", "LSTM", "GRU", "RNN")
 _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
 
+class MacCounter:
+    """Counts the multiply-adds of ``model``'s counted ops on any inputs: one
+    onnxruntime session, made once, whose graph outputs are every operand of
+    those ops (the probe copy of a large model is built once per model, not
+    per setting)."""
+
+    def __init__(self, model: onnx.ModelProto):
+        import onnxruntime as ort
+
+        probe = onnx.ModelProto()
+        probe.CopyFrom(model)
+        graph = probe.graph
+        self.nodes = [n for n in model.graph.node if n.op_type in COUNTED]
+        self.weights = {i.name: tuple(i.dims) for i in graph.initializer}
+        wanted = [o.name for o in graph.output]
+        for node in self.nodes:
+            wanted += [v for v in (*node.input, *node.output) if v and v not in self.weights]
+        self.wanted = list(dict.fromkeys(wanted))
+        del graph.output[:]
+        graph.output.extend(onnx.ValueInfoProto(name=v) for v in self.wanted)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        self.session = ort.InferenceSession(probe.SerializeToString(), options,
+                                            providers=["CPUExecutionProvider"])
+
+    def count(self, feeds: Mapping[str, np.ndarray]) -> int:
+        """Multiply-adds of the counted ops run on ``feeds``."""
+        values = self.session.run(self.wanted, dict(feeds))
+        shapes = {**self.weights, **{name: tuple(np.shape(v)) for name, v in zip(self.wanted, values)}}
+        return sum(_node_macs(node, shapes) for node in self.nodes)
+
+
 def count_macs(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> int:
     """Multiply-adds of the counted ops of ``model`` run on ``feeds``."""
-    shapes = _operand_shapes(model, feeds)
-    total = 0
-    for node in model.graph.node:
-        if node.op_type in COUNTED:
-            total += _node_macs(node, shapes)
-    return total
+    return MacCounter(model).count(feeds)
 
 
 def product_weight_bytes(model: onnx.ModelProto) -> int:
@@ -58,30 +86,6 @@ def product_weight_bytes(model: onnx.ModelProto) -> int:
              for i in model.graph.initializer}
     used = {v for node in model.graph.node if node.op_type in COUNTED for v in node.input if v in sizes}
     return sum(sizes[v] for v in used)
-
-
-def _operand_shapes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, tuple]:
-    """The shape of every input and output of a counted node, from one
-    onnxruntime run whose graph outputs are those values."""
-    import onnxruntime as ort
-
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    graph = probe.graph
-    shapes = {i.name: tuple(i.dims) for i in graph.initializer}
-    wanted = [o.name for o in graph.output]
-    for node in graph.node:
-        if node.op_type in COUNTED:
-            wanted += [v for v in (*node.input, *node.output) if v and v not in shapes]
-    wanted = list(dict.fromkeys(wanted))
-    del graph.output[:]
-    graph.output.extend(onnx.ValueInfoProto(name=v) for v in wanted)
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    values = session.run(wanted, dict(feeds))
-    shapes.update({name: tuple(np.shape(v)) for name, v in zip(wanted, values)})
-    return shapes
 
 
 def _node_macs(node: onnx.NodeProto, shapes: Mapping[str, tuple]) -> int:
@@ -109,13 +113,7 @@ def read_rate(nbytes: int, repeat: int = 20) -> float:
     ``nbytes`` buffer with itself, run back to back: reading from whatever
     cache level holds that much, the best case for a run's weights."""
     a = np.ones(max(nbytes // 4, 1), np.float32)
-    np.dot(a, a)
-    best = math.inf
-    for _ in range(repeat):
-        start = time.perf_counter()
-        np.dot(a, a)
-        best = min(best, time.perf_counter() - start)
-    return a.nbytes / best
+    return a.nbytes / _fastest(lambda: np.dot(a, a), repeat)
 
 
 def sgemm_peak(size: int = 1024, repeat: int = 7) -> float:
@@ -124,13 +122,18 @@ def sgemm_peak(size: int = 1024, repeat: int = 7) -> float:
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((size, size), dtype=np.float32) for _ in range(2))
     out = np.empty_like(a)
-    np.matmul(a, b, out=out)
+    return 2 * size ** 3 / _fastest(lambda: np.matmul(a, b, out=out), repeat)
+
+
+def _fastest(fn, repeat: int) -> float:
+    """Seconds of the fastest of ``repeat`` calls of ``fn``, after one untimed call."""
+    fn()
     best = math.inf
     for _ in range(repeat):
         start = time.perf_counter()
-        np.matmul(a, b, out=out)
+        fn()
         best = min(best, time.perf_counter() - start)
-    return 2 * size ** 3 / best
+    return best
 
 
 def bar_rows(rows: list[dict], peak_gflops: float | None) -> list[dict]:

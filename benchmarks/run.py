@@ -409,7 +409,7 @@ def _worker(args) -> int:
     import relaxpack
     from relaxpack.runtime import VirtualMachine
 
-    from .flops import count_macs, product_weight_bytes, read_rate, sgemm_peak
+    from .flops import MacCounter, product_weight_bytes, read_rate, sgemm_peak
     from .models import MODELS
 
     bench = MODELS[args.worker](args.size, seed=args.seed)
@@ -431,7 +431,7 @@ def _worker(args) -> int:
         log(rp["note"])
 
     data = bench.model.SerializeToString()
-    weight_bytes = product_weight_bytes(bench.model)
+    weight_bytes, macs = product_weight_bytes(bench.model), MacCounter(bench.model)
     one = ort.SessionOptions()
     one.intra_op_num_threads = one.inter_op_num_threads = 1
     sessions = {"ort_1thread": ort.InferenceSession(data, one, providers=["CPUExecutionProvider"]),
@@ -473,7 +473,7 @@ def _worker(args) -> int:
             if want is not None and by["reference"].first is not None:
                 row["reference_check"] = _compare(by["reference"].first, want)
             _ratios(row)
-            row["gflop"] = 2 * count_macs(bench.model, feeds) / 1e9
+            row["gflop"] = 2 * macs.count(feeds) / 1e9
             row["weight_read_ms"] = 1e3 * weight_bytes / read_rate(weight_bytes) if weight_bytes else None
             if not args.no_memory:
                 np.savez(tmp / f"feeds_{index}.npz", **feeds)
