@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from .common import PLUGIN_HELP, app, echo, existing_file, load_plugins, parse_dims, user_errors
+from .common import NO_MMAP_HELP, PLUGIN_HELP, app, echo, existing_file, load_plugins, parse_dims, user_errors
 
 
 def _percentiles(times: list[float]) -> dict[str, float]:
@@ -39,6 +39,7 @@ def bench(
     profile: bool = typer.Option(False, "--profile", help="Also time each instruction (n runs) and print the "
                                  "time per kernel, slowest first."),
     top: int = typer.Option(25, "--top", min=1, help="Rows of the --profile table."),
+    no_mmap: bool = typer.Option(False, "--no-mmap", help=NO_MMAP_HELP),
 ):
     """Time an archive (and onnxruntime, interleaved in the same process)."""
     import resource
@@ -48,7 +49,7 @@ def bench(
 
     with user_errors():
         load_plugins(plugin)
-        exe = load(existing_file(archive, "archive"))
+        exe = load(existing_file(archive, "archive"), mmap=not no_mmap)
         fixed = {k: v for k, v in parse_dims(dim).items() if isinstance(v, int)}
         rng = np.random.default_rng(seed)
         feeds = random_inputs(exe, draw_dims(exe, rng, fixed), rng)

@@ -20,6 +20,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 state = {"debug": False}
+NO_MMAP_HELP = ("Read the archive's constants into private memory instead of mapping the file "
+                "(then nothing done to the file while running can change the results).")
 
 
 @app.callback()

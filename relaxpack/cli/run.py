@@ -8,7 +8,7 @@ import numpy as np
 import typer
 
 from ..errors import InputError
-from .common import PLUGIN_HELP, app, echo, existing_file, load_plugins, user_errors
+from .common import NO_MMAP_HELP, PLUGIN_HELP, app, echo, existing_file, load_plugins, user_errors
 
 
 def load_inputs(input_specs: list[str] | None, inputs_file: Path | None) -> dict[str, np.ndarray]:
@@ -46,15 +46,17 @@ def run(
     inputs: Path = typer.Option(None, "--inputs", help="All inputs in one .npz file."),
     output: Path = typer.Option(None, "--output", help="Write the outputs to this .npz file."),
     plugin: list[str] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
+    timeout: float = typer.Option(None, "--timeout", help="Stop the run after this many seconds (an error)."),
+    no_mmap: bool = typer.Option(False, "--no-mmap", help=NO_MMAP_HELP),
 ):
     """Run an archive and print its outputs' names, shapes, dtypes and a preview."""
     from ..runtime import VirtualMachine, load
 
     with user_errors():
         load_plugins(plugin)
-        exe = load(existing_file(archive, "archive"))
+        exe = load(existing_file(archive, "archive"), mmap=not no_mmap)
         feeds = load_inputs(input, inputs)
-        outputs = VirtualMachine(exe).run(feeds)
+        outputs = VirtualMachine(exe, timeout=timeout).run(feeds)
         if output is not None:
             np.savez(output, **{k: np.asarray(v) for k, v in outputs.items()})
     for name, value in outputs.items():
