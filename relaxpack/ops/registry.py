@@ -82,10 +82,12 @@ def register_op(name: str, *, infer: InferFn, attrs: Mapping[str, Any] | None = 
 
 def get_op_def(op: str | Op) -> OpDef:
     name = op.name if isinstance(op, Op) else op
-    _ensure_loaded()
-    opdef = _REGISTRY.get(name)
+    opdef = _REGISTRY.get(name) if _LOADED else None
     if opdef is None:
-        raise UnsupportedOpError(f"unknown IR op R.{name}")
+        _ensure_loaded()
+        opdef = _REGISTRY.get(name)
+        if opdef is None:
+            raise UnsupportedOpError(f"unknown IR op R.{name}")
     return opdef
 
 
@@ -101,7 +103,14 @@ def make_call(name: str, /, *args: Expr, sinfo_args: tuple[StructInfo, ...] = ()
     return Call(Op.get(name), args, opdef.full_attrs(attrs), sinfo_args)
 
 
+_LOADED = False
+
+
 def _ensure_loaded() -> None:
     # The op definitions register themselves on import; importing them here
-    # (not at package import) keeps ``import relaxpack`` cheap.
-    from . import definitions  # noqa: F401
+    # (not at package import) keeps ``import relaxpack`` cheap. get_op_def runs
+    # for every op of every pass: after the first import it skips this.
+    global _LOADED
+    if not _LOADED:
+        from . import definitions  # noqa: F401
+        _LOADED = True

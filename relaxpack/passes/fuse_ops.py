@@ -90,6 +90,7 @@ class _Group:
     root: VarBinding
     members: list = field(default_factory=list)       # bindings, evaluation order decided by ordered()
     producer: VarBinding | None = None
+    parts: dict = field(default_factory=dict)         # recipe steps of members and candidates (recipe_of)
 
     def ordered(self, index: dict, extra: VarBinding | None = None) -> list:
         """The producer first, then the rest in binding order."""
@@ -130,18 +131,19 @@ def _params(ordered: list) -> list:
     return params
 
 
-def why_not_fused(ordered: list, root: VarBinding, inputs: frozenset) -> str | None:
+def why_not_fused(ordered: list, root: VarBinding, inputs: frozenset, parts: dict | None = None) -> str | None:
     """None if the group ``ordered`` (ending in ``root``) runs with ``out`` and one
     temporary, whichever same-shaped input the memory planner lets ``out``
     reuse (never one of the function's ``inputs``: the planner places only
-    intermediates); else the reason it does not."""
+    intermediates); else the reason it does not. ``parts`` caches the group's
+    recipe steps between calls (:func:`recipe_of`)."""
     out = root.value.struct_info
     first = ordered[0]
     if first is not root and _kind(first) == "producer" and not same_shape(first.value.struct_info, out):
         return f"R.{first.value.op.name} gives {first.value.struct_info}, not the group's shape"
     params = _params(ordered)
     try:
-        recipe = recipe_of(params, ordered, out)
+        recipe = recipe_of(params, ordered, out, parts)
     except PassError as err:
         return str(err)
     if plan_buffers(recipe, frozenset(), 2) is None:
@@ -214,7 +216,7 @@ class _Fuser:
             if kind is None:
                 continue
             g = self.target(b, kind, group_of)
-            reason = None if g is None else why_not_fused(g.ordered(index, b), g.root, self.inputs)
+            reason = None if g is None else why_not_fused(g.ordered(index, b), g.root, self.inputs, g.parts)
             if reason is not None:
                 log.debug("FuseOps: %s stays out of %s's group: %s", b.var.name_hint, g.root.var.name_hint, reason)
             if g is not None and reason is None:

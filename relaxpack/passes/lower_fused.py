@@ -28,25 +28,40 @@ from .infra import module_pass
 from .legalize import legalize_call
 
 
-def recipe_of(params: Sequence[Expr], bindings: Sequence[VarBinding], result: TensorStructInfo) -> tuple:
+def recipe_of(params: Sequence[Expr], bindings: Sequence[VarBinding], result: TensorStructInfo,
+              parts: dict | None = None) -> tuple:
     """The recipe of ``bindings`` (op calls in evaluation order, the last one the
-    result of struct info ``result``) reading ``params`` (vars or constants)."""
+    result of struct info ``result``) reading ``params`` (vars or constants).
+
+    ``parts`` caches what each binding contributes apart from its references
+    (FuseOps asks for the recipe of a growing group once per candidate, with
+    one ``result``: without it a group of k ops costs k**2)."""
     refs: dict[int, tuple[str, int]] = {id(p): ("p", i) for i, p in enumerate(params)}
     steps = []
     for j, binding in enumerate(bindings):
         call = binding.value
-        out = call.struct_info
-        inputs, inplace = [], []
-        for k, arg in enumerate(call.args):
+        part = parts.get(id(binding)) if parts is not None else None
+        if part is None:
+            part = _step_part(call, result)
+            if parts is not None:
+                parts[id(binding)] = part
+        inputs = []
+        for arg in call.args:
             ref = refs.get(id(arg))
             if ref is None:
                 raise PassError(f"fused step R.{call.op.name} reads {arg!r}, neither a parameter nor an earlier step")
             inputs.append(ref)
-            inplace.append(may_write_over(call.op.name, k, arg.struct_info, out))
-        attrs = tuple((name, _plain(value, call.op.name, name)) for name, value in call.attrs.items())
-        steps.append((call.op.name, tuple(inputs), attrs, out.dtype, same_shape(out, result), tuple(inplace)))
+        name, attrs, dtype, full, inplace = part
+        steps.append((name, tuple(inputs), attrs, dtype, full, inplace))
         refs[id(binding.var)] = ("s", j)
     return tuple(steps)
+
+
+def _step_part(call: Call, result: TensorStructInfo) -> tuple:
+    out = call.struct_info
+    inplace = tuple(may_write_over(call.op.name, k, arg.struct_info, out) for k, arg in enumerate(call.args))
+    attrs = tuple((name, _plain(value, call.op.name, name)) for name, value in call.attrs.items())
+    return call.op.name, attrs, out.dtype, same_shape(out, result), inplace
 
 
 def _plain(value, op: str, name: str):
