@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 
+from .errors import ArchiveError
 from .ir.module import IRModule
+from .ir.struct_info import TupleStructInfo
 from .ir.well_formed import check_well_formed
 from .packager.codegen import codegen
 from .passes import PassContext, Sequential
@@ -16,9 +18,24 @@ from .passes.legalize import legalize
 from .passes.lower_fused import lower_fused_functions
 from .passes.optimize import optimize_pipeline
 from .passes.reorder_bindings import reorder_bindings
+from .runtime.archive_check import MAX_PARAMS
 from .runtime.executable import Executable
 
 log = logging.getLogger(__name__)
+
+
+def check_archive_limits(mod: IRModule) -> None:
+    """Refuse, before any pass runs, a module whose functions have more inputs or
+    outputs than an archive can hold (the limit the loader enforces)."""
+    for name, func in mod.items():
+        if func.attrs.get("Primitive"):
+            continue
+        ret = func.ret_struct_info
+        outputs = len(func.attrs.get("output_names") or ()) or (len(ret.fields) if isinstance(ret, TupleStructInfo)
+                                                                else 1)
+        for what, count in (("inputs", len(func.params)), ("outputs", outputs)):
+            if count > MAX_PARAMS:
+                raise ArchiveError(f"function {name!r} has {count} {what}; an archive holds at most {MAX_PARAMS}")
 
 
 def lower_pipeline() -> Sequential:
@@ -36,6 +53,7 @@ def build(mod: IRModule, opt_level: int = 2, check: bool = True, pools: dict[str
     memory pools in bytes (``{"fast": 256 * 1024}``): intermediates are first
     offered to the first pool named and spill to the default pool.
     """
+    check_archive_limits(mod)
     if check:
         check_well_formed(mod)
     ctx = PassContext.current()

@@ -45,7 +45,7 @@ MAX_NAME = 4096
 MAX_FUNCTIONS = 4096
 MAX_INSTRUCTIONS = 1 << 20          # all functions together
 MAX_REGISTERS = 1 << 20             # per function
-MAX_OPERANDS = 1 << 12              # per instruction
+MAX_OPERANDS = 1 << 16              # per instruction (a tuple of 10,000 outputs fits)
 MAX_TABLE = 1 << 16                 # function-table entries
 MAX_CONSTANTS = 1 << 20
 MAX_NDIM = 32
@@ -53,7 +53,7 @@ MAX_DIM = 1 << 48
 MAX_OFFSET = 1 << 62
 MAX_ELEMENTS = 1 << 58              # times the largest itemsize (16) stays below numpy's limit
 MAX_JSON_CONTAINERS = 1 << 22       # lists and objects in the manifest (each costs ~60 bytes parsed)
-MAX_PARAMS = 1 << 12                # inputs or outputs of one function
+MAX_PARAMS = 1 << 16                # inputs or outputs of one function (a Split into 10,000 outputs fits)
 
 _SHA = re.compile(r"[0-9a-f]{64}")
 

@@ -126,8 +126,11 @@ def value_lifetimes(instrs: Sequence, table: Sequence, is_leaf: Callable[[int, C
             if is_leaf(pc, ins):
                 node = new()
                 leaf_pc[node] = pc
-            elif builtin not in FRESH_BUILTINS and ins.dst != NO_DST:   # may return (or hold) any argument
-                node = holding(reg.get(r) for r in reads)
+            elif builtin not in FRESH_BUILTINS and ins.dst != NO_DST:
+                # may return or hold any argument, in any arrangement: a new node (never a
+                # known tuple, whose items would then be taken as the arguments' items)
+                held = tuple(dict.fromkeys(n for n in (reg.get(r) for r in reads) if n is not None))
+                node = new(held) if held else None
         if ins.dst != NO_DST:
             old = reg.get(ins.dst)
             # a register written twice (the two arms of an If) may hold either value
