@@ -45,6 +45,10 @@ class OpDef:
     #: attributes; codegen plans it as a tensor live at the kernel's one
     #: instruction and hands it over as ``workspace=`` (see ops/workspace.py)
     workspace: WorkspaceFn | None = None
+    #: False when the kernel's cost can grow without bound with its input *values*
+    #: (a regular expression's backtracking): compile time never runs it on constants,
+    #: so a model cannot hang the converter; run time is the caller's budget's to bound
+    foldable: bool = True
 
     def check_call(self, call: Call) -> None:
         n = len(call.args)
@@ -70,12 +74,12 @@ _REGISTRY: dict[str, OpDef] = {}
 
 def register_op(name: str, *, infer: InferFn, attrs: Mapping[str, Any] | None = None,
                 num_args: int | tuple[int, int | None] = 1, pure: bool = True, doc: str = "",
-                elementwise: bool = False, workspace: WorkspaceFn | None = None) -> OpDef:
+                elementwise: bool = False, workspace: WorkspaceFn | None = None, foldable: bool = True) -> OpDef:
     """Define the op ``name``. ``num_args`` is a count or a (min, max) range."""
     if name in _REGISTRY:
         raise IRError(f"op {name!r} is registered twice")
     lo, hi = (num_args, num_args) if isinstance(num_args, int) else num_args
-    opdef = OpDef(name, infer, dict(attrs or {}), lo, hi, pure, doc, elementwise, workspace)
+    opdef = OpDef(name, infer, dict(attrs or {}), lo, hi, pure, doc, elementwise, workspace, foldable)
     _REGISTRY[name] = opdef
     return opdef
 
