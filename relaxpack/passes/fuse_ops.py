@@ -93,10 +93,12 @@ class _Group:
     parts: dict = field(default_factory=dict)         # recipe steps of members and candidates (recipe_of)
 
     def ordered(self, index: dict, extra: VarBinding | None = None) -> list:
-        """The producer first, then the rest in binding order."""
-        members = self.members + ([extra] if extra is not None else [])
+        """The producer first, then the rest in binding order (``members`` joined in
+        reverse binding order, and ``extra`` comes before all of them)."""
         producer = self.producer or (extra if extra is not None and _kind(extra) == "producer" else None)
-        rest = sorted((m for m in members if m is not producer), key=lambda m: index[m.var])
+        rest = [m for m in reversed(self.members) if m is not producer]
+        if extra is not None and extra is not producer:
+            rest.insert(0, extra)
         return ([producer] if producer is not None else []) + rest
 
 
@@ -125,8 +127,9 @@ def _params(ordered: list) -> list:
     seen, params = set(), []
     for m in ordered:
         for a in m.value.args:
-            if id(a) not in inside and id(a) not in seen:
-                seen.add(id(a))
+            key = id(a)
+            if key not in inside and key not in seen:
+                seen.add(key)
                 params.append(a)
     return params
 
@@ -162,6 +165,7 @@ class _Fuser:
         uses = _Uses()
         uses.visit_expr(func)
         self.users, self.body_bindings = uses.users, uses.body_bindings
+        self.made: dict = {}       # fused-function key -> name (see _key)
 
     def run(self) -> Function:
         body = self.seq(self.func.body)
@@ -197,7 +201,7 @@ class _Fuser:
             if g is None:
                 out.append(b)
             elif b is g.root:
-                out.append(self.fuse(g.ordered(index), g.root))
+                out.append(self.fuse(g.ordered(index), g.root, g.parts))
         return block.replace(bindings=tuple(out))
 
     def nested(self, binding):
@@ -247,10 +251,15 @@ class _Fuser:
             return None
         return g
 
-    def fuse(self, ordered: list, root: VarBinding) -> VarBinding:
+    def fuse(self, ordered: list, root: VarBinding, parts: dict) -> VarBinding:
         params = _params(ordered)
-        func = _fused_function(params, ordered, root, function_analyzer(self.func))
-        name = self.add_function(_name(ordered), func)
+        key = self._key(params, ordered, root, parts)
+        name = self.made.get(key) if key is not None else None
+        if name is None:        # a group unlike any before: build its function (an inference per op)
+            func = _fused_function(params, ordered, root, function_analyzer(self.func))
+            name = self.add_function(_name(ordered), func)
+            if key is not None:
+                self.made[key] = name
         gv = GlobalVar(name, struct_info=self.functions[name].struct_info)
         call = Call(gv, tuple(params), struct_info=self.functions[name].ret_struct_info)
         sources = []
@@ -259,6 +268,19 @@ class _Fuser:
                 if s not in sources:
                     sources.append(s)
         return VarBinding(root.var, call, span=Span(tuple(sources)) if sources else root.span)
+
+    @staticmethod
+    def _key(params: list, ordered: list, root: VarBinding, parts: dict):
+        """What decides a fused function up to renaming: the recipe (ops, attributes,
+        wiring, dtypes), the parameters' and the result's struct info, the calls'
+        sinfo_args. Equal keys give structurally equal functions, so a long chain
+        of repeated groups builds each function once. None when there is no recipe."""
+        try:
+            recipe = recipe_of(params, ordered, root.value.struct_info, parts)
+        except PassError:
+            return None
+        return (recipe, tuple(p.struct_info for p in params), root.value.struct_info,
+                tuple(m.value.sinfo_args for m in ordered))
 
     def add_function(self, base: str, func: Function) -> str:
         """Add ``func`` as ``base`` (or ``base_1``, ...) unless the same function is there."""
