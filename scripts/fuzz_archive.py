@@ -2,6 +2,17 @@
 
     python scripts/fuzz_archive.py --cases 10000 --seed 0
     python scripts/fuzz_archive.py --seed 0 --replay 1234      # one case, with its traceback
+    python scripts/fuzz_archive.py --family dags --cases 10000  # a family of hostile programs
+
+Families (``--family``; default ``mutate``, the mutations below): ``dags``
+(call graphs of random depth and fan-out, cycles), ``loops`` (``vm.builtin.loop``
+with immediate trip counts up to 2**63 - 1, scan outputs), ``allocs`` (shape
+heaps and static tensors of absurd sizes), ``lifetimes`` (a seed's memory plan
+edited to disagree with its bytecode: lifetimes shortened, shifted or widened,
+views moved to other buffers, sizes changed; whatever loads must answer exactly
+as the seed did) and ``powers`` (input shapes written with powers, big numbers
+and deep nesting; tools parse them). Programs run on a VM with budgets
+(:data:`BUDGETS`), as a server would run untrusted archives.
 
 Seed archives (a CNN, a transformer block with linked and external params,
 an ``If`` module, an executable with constants of many dtypes, strings and
@@ -24,6 +35,7 @@ import hashlib
 import json
 import os
 import random
+import resource
 import signal
 import struct
 import sys
@@ -35,6 +47,8 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 
+from pathlib import Path
+
 import numpy as np
 
 from relaxpack.errors import ArchiveError, RelaxpackError
@@ -43,6 +57,13 @@ from relaxpack.runtime.bytecode import Call, ParamInfo, Ret, VMFunction
 
 HEADER = struct.Struct("<8sIIQ32sQ")
 NAME = "seed.rpk"
+ROOT = Path(__file__).resolve().parents[1]
+for _path in (str(ROOT), str(Path(__file__).resolve().parent)):   # tests.runtime.hostile, the families
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+import fuzz_archive_families as families  # noqa: E402
+#: what a case's VM may use: a server's budgets for untrusted archives
+BUDGETS = {"max_steps": 10 ** 6, "timeout": 0.5, "max_memory": 1 << 30}
 
 
 # ---------------------------------------------------------------- seeds
@@ -132,9 +153,9 @@ def load_files(files: dict[str, bytes], workdir: str) -> Executable:
     return load(os.path.join(workdir, NAME))
 
 
-def _run(exe: Executable, inputs: dict) -> dict:
+def _run(exe: Executable, inputs: dict, **budgets) -> dict:
     inputs = {k: v.copy() for k, v in inputs.items()}
-    return VirtualMachine(exe).run(inputs)
+    return VirtualMachine(exe, **budgets).run(inputs)
 
 
 # ---------------------------------------------------------------- mutations
@@ -402,6 +423,7 @@ class Failure:
 @dataclass
 class Report:
     cases: int = 0
+    slowest: float = 0.0                                      # seconds of the slowest case
     outcomes: Counter = field(default_factory=Counter)       # (mutation kind, outcome) -> count
     failures: list[Failure] = field(default_factory=list)
 
@@ -412,7 +434,8 @@ class Report:
         by_outcome = Counter()
         for (_, outcome), count in self.outcomes.items():
             by_outcome[outcome] += count
-        lines = [f"cases tried: {self.cases}",
+        lines = [f"cases tried: {self.cases}, slowest {self.slowest:.2f} s, peak RSS of this process "
+                 f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB",
                  f"failures found: {len(self.failures)} (loader: {len(self.blamed('loader'))}, "
                  f"VM on accepted re-sealed archives: {len(self.blamed('vm'))})",
                  "outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(by_outcome.items()))]
@@ -426,13 +449,20 @@ class Report:
 
 
 def run_case(index: int, seed_value: int, seeds: list[Seed], workdir: str, time_limit: float,
-             report: Report, verbose: bool = False) -> None:
+             report: Report, verbose: bool = False, family: str = "mutate") -> None:
     rng = random.Random(f"{seed_value}:{index}")
-    seed = rng.choice(seeds)
-    description, files, resealed = mutate(rng, seed)
-    kind = "manifest" if description.startswith("manifest") else description.split()[0]
+    if family == "mutate":
+        seed = rng.choice(seeds)
+        description, files, resealed = mutate(rng, seed)
+        kind = "manifest" if description.startswith("manifest") else description.split()[0]
+        inputs, expected, parse_dims, name = seed.inputs, None if resealed else seed.outputs, False, seed.name
+    else:
+        made = families.make_case(family, rng, seeds, sys.modules[__name__])
+        description, files, inputs, expected = made.description, made.files, made.inputs, made.expected
+        kind, resealed, parse_dims, name = family, True, made.parse_dims, family
     report.cases += 1
     outcome, error, stage = "rejected", None, "load"
+    t0 = time.perf_counter()
     try:
         with deadline(time_limit), warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
@@ -443,10 +473,13 @@ def run_case(index: int, seed_value: int, seeds: list[Seed], workdir: str, time_
             if exe is not None:
                 outcome, stage = "loaded", "run"
                 try:
-                    outputs = _run(exe, seed.inputs)
+                    if parse_dims:
+                        families.parse_input_dims(exe)
+                    outputs = _run(exe, inputs, **BUDGETS)
                     outcome = "ran"
-                    if not resealed and not _same(outputs, seed.outputs):
-                        outcome, error = "failure", "an intact manifest and constants gave different outputs"
+                    if expected is not None and not _same(outputs, expected):
+                        outcome, error = "failure", ("an intact manifest and constants" if family == "mutate" else
+                                                     "an archive the loader accepted") + " gave different outputs"
                 except RelaxpackError as err:
                     outcome, error = "run error", str(err)
                 del exe
@@ -457,12 +490,13 @@ def run_case(index: int, seed_value: int, seeds: list[Seed], workdir: str, time_
         error = f"{type(err).__name__}: {' '.join(str(err).split())[:200]}"
         if verbose:
             traceback.print_exc()
-    if outcome == "ran" and files == seed.files:
+    report.slowest = max(report.slowest, time.perf_counter() - t0)
+    if family == "mutate" and outcome == "ran" and files == seed.files:
         outcome = "unchanged"   # the mutation happened to change nothing
     if verbose:
-        print(f"case {index} ({seed.name}; {description}): {outcome}: {error}")
+        print(f"case {index} ({name}; {description}): {outcome}: {error}")
     if outcome == "failure":
-        report.failures.append(Failure(index, seed.name, description, stage, resealed, error))
+        report.failures.append(Failure(index, name, description, stage, resealed, error))
     report.outcomes[kind, outcome] += 1
 
 
@@ -479,12 +513,12 @@ def _equal(x, y) -> bool:
 
 
 def campaign(cases: int, seed_value: int, time_limit: float = 5.0, start: int = 0,
-             seeds: list[Seed] | None = None, progress=None) -> Report:
+             seeds: list[Seed] | None = None, progress=None, family: str = "mutate") -> Report:
     report = Report()
     with tempfile.TemporaryDirectory() as workdir:
         seeds = seeds if seeds is not None else build_seeds(workdir)
         for index in range(start, start + cases):
-            run_case(index, seed_value, seeds, workdir, time_limit, report)
+            run_case(index, seed_value, seeds, workdir, time_limit, report, family=family)
             if progress and (index - start + 1) % progress == 0:
                 print(f"{index - start + 1} cases, {len(report.failures)} failures", file=sys.stderr, flush=True)
     return report
@@ -495,18 +529,21 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--start", type=int, default=0, help="index of the first case")
-    parser.add_argument("--time-limit", type=float, default=5.0, help="seconds per case")
+    parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per case")
     parser.add_argument("--replay", type=int, help="run only this case, with its traceback")
+    parser.add_argument("--family", default="mutate", choices=("mutate", *families.FAMILIES),
+                        help="what to generate (see the module's docstring)")
     args = parser.parse_args(argv)
     if args.replay is not None:
         with tempfile.TemporaryDirectory() as workdir:
             seeds = build_seeds(workdir)
             report = Report()
-            run_case(args.replay, args.seed, seeds, workdir, args.time_limit, report, verbose=True)
+            run_case(args.replay, args.seed, seeds, workdir, args.time_limit, report, verbose=True,
+                     family=args.family)
         print(report.summary())
         return 1 if report.failures else 0
     t0 = time.perf_counter()
-    report = campaign(args.cases, args.seed, args.time_limit, args.start, progress=1000)
+    report = campaign(args.cases, args.seed, args.time_limit, args.start, progress=1000, family=args.family)
     print(report.summary())
     print(f"seconds: {time.perf_counter() - t0:.1f}")
     return 1 if report.failures else 0

@@ -26,8 +26,9 @@ from ..errors import ArchiveError
 from .bytecode import FUNC, IMM, Call, VMFunction
 from .dtypes import numpy_dtype
 
-#: instructions one call may run, callees included (loop bodies counted once)
-MAX_CALL_COST = 1 << 26
+#: instructions one call may run, callees included (loop bodies counted once): 16x the
+#: instructions an archive may hold, seconds of work, never hours
+MAX_CALL_COST = 1 << 24
 #: nested calls (each costs the Python stack a few frames)
 MAX_CALL_DEPTH = 64
 #: the largest tensor of static shape (the compiler refuses larger ones too)

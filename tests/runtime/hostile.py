@@ -85,5 +85,50 @@ def static_alloc(shape: tuple, dtype: str = "float32") -> Executable:
                                           outputs=("y",))}, table, [])
 
 
-__all__ = ["X", "call_cycle", "call_dag", "endless_loop", "huge_heap", "save_unchecked", "static_alloc",
-           "writer_unchecked"]
+# ---------------------------------------------------------------- random ones, for the fuzzer
+INTERESTING_SIZES = (0, 1, 2, 7, 64, 4096, 1 << 20, 1 << 31, 1 << 40, 10 ** 9, 2 ** 62, 2 ** 63 - 1, -1)
+
+
+def random_call_graph(rng) -> tuple[str, Executable]:
+    """A call DAG of random depth and fan-out, or (one time in ten) a cycle."""
+    if rng.random() < 0.1:
+        n = rng.randint(1, 6)
+        return f"call cycle of {n}", call_cycle(n)
+    depth, fanout = rng.randint(1, 90), rng.choice([1, 1, 2, 2, 3, 4])
+    return f"call DAG {depth} deep, fan-out {fanout}", call_dag(depth, fanout)
+
+
+def random_loop(rng) -> tuple[str, Executable]:
+    """``vm.builtin.loop`` with an immediate trip count, maybe growing a scan output."""
+    trips, scan = rng.choice(INTERESTING_SIZES), rng.random() < 0.5
+    return f"loop of {trips} trips{' with a scan output' if scan else ''}", endless_loop(trips, scan)
+
+
+def random_allocation(rng) -> tuple[str, Executable]:
+    """A shape heap or a static tensor of a random (often absurd) size."""
+    if rng.random() < 0.3:
+        slots = rng.choice(INTERESTING_SIZES)
+        return f"shape heap of {slots} slots", huge_heap(slots)
+    shape = tuple(rng.choice(INTERESTING_SIZES) for _ in range(rng.randint(0, 4)))
+    dtype = rng.choice(["float32", "float64", "int8", "bool", "string", "float33"])
+    return f"alloc_tensor {dtype}{list(shape)}", static_alloc(shape, dtype)
+
+
+def random_dim_text(rng) -> str:
+    """A dim expression, often with powers and large numbers."""
+    atoms = ["n", "m", "seq", "2", "7", "64", str(rng.choice(INTERESTING_SIZES)), "(n + 1)", "(n + m + seq + 1)"]
+
+    def expr(depth: int) -> str:
+        if depth == 0 or rng.random() < 0.3:
+            return rng.choice(atoms)
+        op = rng.choice([" + ", " * ", " // ", " % ", " ** ", " ** ", " - "])
+        right = str(rng.choice([2, 3, 64, 65, 300000000, -1])) if op == " ** " and rng.random() < 0.7 \
+            else expr(depth - 1)
+        return f"({expr(depth - 1)}{op}{right})"
+    if rng.random() < 0.1:
+        return "n" + " + n" * rng.choice([10, 1000, 20000])
+    return expr(rng.randint(1, 6))
+
+
+__all__ = ["X", "call_cycle", "call_dag", "endless_loop", "huge_heap", "random_allocation", "random_call_graph",
+           "random_dim_text", "random_loop", "save_unchecked", "static_alloc", "writer_unchecked"]
