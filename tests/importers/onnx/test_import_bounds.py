@@ -146,3 +146,17 @@ def test_a_20000_square_eye_like_converts_in_little_memory(tmp_path):
         print("archive", os.path.getsize({str(tmp_path / 'eye.rpk')!r}))
     """, memory_gib=1.5)
     assert int(out.split()[1]) < 1 << 20, out
+
+
+@pytest.mark.parametrize("dims", [[100_000, 100_000, 0], [0, 1 << 20, 1 << 40]])
+def test_empty_tensors_with_huge_dims_print_and_run(dims):
+    """An empty constant's text is not 10**10 nested lists, nor a float64 copy numpy refuses."""
+    from relaxpack.ir import parse
+    nodes = [h.make_node("Constant", [], ["s"], value=numpy_helper.from_array(np.array(dims, np.int64))),
+             h.make_node("ConstantOfShape", ["s"], ["z"]), h.make_node("Add", ["z", "x"], ["y"])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1])],
+                         [h.make_tensor_value_info("y", T.FLOAT, None)])
+    mod = relaxpack.from_onnx(h.make_model(graph, opset_imports=[h.make_opsetid("", 18)], ir_version=10))
+    assert parse(mod.script()).script() == mod.script()
+    exe = relaxpack.build(mod, opt_level=0)
+    assert VirtualMachine(exe, max_memory=1 << 20).run({"x": np.ones(1, np.float32)})["y"].shape == tuple(dims)
