@@ -1,34 +1,30 @@
 import subprocess
 import sys
 
-from typer.testing import CliRunner
 
-from relaxpack.cli import app
+from tests.cli_helpers import invoke
 from relaxpack.examples import transformer_block
 
-runner = CliRunner()
-
-
 def test_help_lists_the_commands():
-    result = runner.invoke(app, ["--help"])
+    result = invoke("--help")
     assert result.exit_code == 0
     for command in ("demo", "ir", "version"):
         assert command in result.output
 
 
 def test_demo_converts_runs_and_checks_against_onnxruntime():
-    result = runner.invoke(app, ["demo"])
+    result = invoke("demo")
     assert result.exit_code == 0, result.output
     assert "IR well formed; text round trip: yes" in result.output
     assert result.output.count("PASS") == 3 and "FAIL" not in result.output
-    with_ir = runner.invoke(app, ["demo", "--ir"])
+    with_ir = invoke("demo", "--ir")
     assert "R.nn.layer_norm" in with_ir.output and "R.shape([batch, seq, 4, 8])" in with_ir.output
 
 
 def test_ir_command_reads_checks_and_prints(tmp_path):
     path = tmp_path / "block.py"
     path.write_text(transformer_block().script())
-    result = runner.invoke(app, ["ir", str(path)])
+    result = invoke("ir", str(path))
     assert result.exit_code == 0, result.output
     assert "R.nn.softmax" in result.output
 
@@ -36,11 +32,11 @@ def test_ir_command_reads_checks_and_prints(tmp_path):
 def test_errors_are_one_line(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("this is not a module")
-    result = runner.invoke(app, ["ir", str(bad)])
+    result = invoke("ir", str(bad))
     assert result.exit_code == 1
     assert result.output.startswith("error: ")
     assert "Traceback" not in result.output
-    missing = runner.invoke(app, ["ir", str(tmp_path / "nope.py")])
+    missing = invoke("ir", str(tmp_path / "nope.py"))
     assert missing.exit_code == 1 and "No such file" in missing.output
 
 

@@ -1,4 +1,4 @@
-"""convert / run / check / inspect / bench, through typer's CliRunner and
+"""convert / run / check / inspect / bench, in-process (tests/cli_helpers.py) and
 once as a real process; every user error ends in one line and exit 1."""
 
 import json
@@ -8,13 +8,9 @@ import sys
 import numpy as np
 import onnx
 import pytest
-from typer.testing import CliRunner
 
-from relaxpack.cli import app
+from tests.cli_helpers import invoke
 from relaxpack.examples.onnx_models import small_cnn, transformer_block_onnx
-
-runner = CliRunner()
-
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
@@ -28,13 +24,9 @@ def models(tmp_path_factory):
 @pytest.fixture(scope="module")
 def archive(models, tmp_path_factory):
     out = tmp_path_factory.mktemp("archives") / "block.rpk"
-    result = runner.invoke(app, ["convert", str(models["block"]), "-o", str(out), "--dim", "seq=1..64"])
+    result = invoke("convert", models["block"], "-o", out, "--dim", "seq=1..64")
     assert result.exit_code == 0, result.output
     return out
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def test_convert_prints_a_summary(archive, models, tmp_path):

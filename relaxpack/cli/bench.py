@@ -6,9 +6,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import typer
 
-from .common import PLUGIN_HELP, app, echo, existing_file, load_plugins, parse_dims, user_errors
+from .common import PLUGIN_HELP, command, echo, existing_file, load_plugins, parse_dims, positive, user_errors
 
 
 def _percentiles(times: list[float]) -> dict[str, float]:
@@ -28,18 +27,25 @@ def _time(fn, n: int, warmup: int = 2) -> list[float]:
     return out
 
 
-@app.command()
-def bench(
-    archive: Path = typer.Argument(..., help="The archive (.rpk)."),
-    onnx_model: Path = typer.Option(None, "--onnx", help="Also time onnxruntime on this model."),
-    dim: list[str] = typer.Option(None, "--dim", help="Values for symbolic dims: NAME=VALUE."),
-    n: int = typer.Option(20, "-n", min=1, help="Timed runs (after 2 warm-up runs)."),
-    seed: int = typer.Option(0, "--seed"),
-    plugin: list[str] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
-    profile: bool = typer.Option(False, "--profile", help="Also time each instruction (n runs) and print the "
-                                 "time per kernel, slowest first."),
-    top: int = typer.Option(25, "--top", min=1, help="Rows of the --profile table."),
-):
+@command
+def _parser(sub):
+    p = sub.add_parser("bench", help="Time an archive (and onnxruntime).",
+                       description="Time an archive (and onnxruntime, interleaved in the same process).")
+    p.add_argument("archive", type=Path, help="The archive (.rpk).")
+    p.add_argument("--onnx", dest="onnx_model", type=Path, metavar="MODEL.onnx",
+                   help="Also time onnxruntime on this model (needs relaxpack[onnx]).")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="Values for symbolic dims: NAME=VALUE.")
+    p.add_argument("-n", type=positive, default=20, help="Timed runs (after 2 warm-up runs; default 20).")
+    p.add_argument("--seed", type=int, default=0, help="Seed of the random inputs and dims (default 0).")
+    p.add_argument("--plugin", action="append", help=PLUGIN_HELP)
+    p.add_argument("--profile", action="store_true",
+                   help="Also time each instruction (n runs) and print the time per kernel, slowest first.")
+    p.add_argument("--top", type=positive, default=25, help="Rows of the --profile table (default 25).")
+    p.set_defaults(handler=bench)
+
+
+def bench(archive: Path, onnx_model: Path | None = None, dim: list[str] | None = None, n: int = 20, seed: int = 0,
+          plugin: list[str] | None = None, profile: bool = False, top: int = 25):
     """Time an archive (and onnxruntime, interleaved in the same process)."""
     import resource
 

@@ -4,31 +4,39 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import typer
-
-from .common import PLUGIN_HELP, app, echo, existing_file, load_plugins, parse_dims, user_errors
+from .common import (
+    PLUGIN_HELP, Exit, command, echo, existing_file, load_plugins, parse_dims, positive, require_extra, user_errors,
+)
 from .run import load_inputs
 
 
-@app.command()
-def check(
-    model: Path = typer.Argument(..., help="The ONNX model."),
-    dim: list[str] = typer.Option(None, "--dim", help="Bind or bound a dim: NAME=VALUE or NAME=LO..HI."),
-    samples: int = typer.Option(3, "--samples", min=1, help="Random input sets to try."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random inputs and dims."),
-    rtol: float = typer.Option(1e-4, "--rtol"),
-    atol: float = typer.Option(1e-5, "--atol"),
-    inputs: Path = typer.Option(None, "--inputs", help="Use these inputs (.npz) instead of random ones."),
-    per_node: bool = typer.Option(False, "--per-node", help="On a mismatch, name the first ONNX node that diverges."),
-    plugin: list[str] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
-):
+@command
+def _parser(sub):
+    p = sub.add_parser("check", help="Compare relaxpack with onnxruntime on the same inputs.",
+                       description="Compare relaxpack with onnxruntime on the same inputs (exit 1 on a mismatch). "
+                                   "Inputs are random (seeded, dynamic dims drawn from their ranges) or given.")
+    p.add_argument("model", type=Path, help="The ONNX model.")
+    p.add_argument("--dim", action="append", metavar="SPEC", help="Bind or bound a dim: NAME=VALUE or NAME=LO..HI.")
+    p.add_argument("--samples", type=positive, default=3, help="Random input sets to try (default 3).")
+    p.add_argument("--seed", type=int, default=0, help="Seed of the random inputs and dims (default 0).")
+    p.add_argument("--rtol", type=float, default=1e-4, help="Relative tolerance (default 1e-4).")
+    p.add_argument("--atol", type=float, default=1e-5, help="Absolute tolerance (default 1e-5).")
+    p.add_argument("--inputs", type=Path, metavar="FILE.npz", help="Use these inputs (.npz) instead of random ones.")
+    p.add_argument("--per-node", action="store_true", help="On a mismatch, name the first ONNX node that diverges.")
+    p.add_argument("--plugin", action="append", help=PLUGIN_HELP)
+    p.set_defaults(handler=check)
+
+
+def check(model: Path, dim: list[str] | None = None, samples: int = 3, seed: int = 0, rtol: float = 1e-4,
+          atol: float = 1e-5, inputs: Path | None = None, per_node: bool = False, plugin: list[str] | None = None):
     """Compare relaxpack with onnxruntime on the same inputs (exit 1 on a mismatch).
 
     Inputs are random (seeded, dynamic dims drawn from their ranges) or given.
     """
-    from ..check import check_model, first_divergence
-
     with user_errors():
+        require_extra("relaxpack check")
+        from ..check import check_model, first_divergence
+
         load_plugins(plugin)
         existing_file(model, "model")
         dims = parse_dims(dim)
@@ -52,4 +60,4 @@ def check(
              f"(max abs {d.max_abs:.3e}{', ' + d.note if d.note else ''})")
     echo("PASS" if report.passed else "FAIL")
     if not report.passed:
-        raise typer.Exit(1)
+        raise Exit(1)

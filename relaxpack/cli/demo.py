@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
-import typer
-
-from .common import app, user_errors
+from .common import Exit, command, echo, require_extra, user_errors
 
 
-@app.command()
-def demo(show_ir: bool = typer.Option(False, "--ir", help="Print the imported IR too.")):
+@command
+def _parsers(sub):
+    p = sub.add_parser("demo", help="Convert, run and check the bundled example against onnxruntime.",
+                       description="Convert, run and check the bundled example against onnxruntime. The example is "
+                                   "an ONNX transformer block with symbolic batch and seq: it is imported, compiled, "
+                                   "run at several sizes, and every output is compared with onnxruntime's.")
+    p.add_argument("--ir", dest="show_ir", action="store_true", help="Print the imported IR too.")
+    p.set_defaults(handler=demo)
+    p = sub.add_parser("ir", help="Read a module in the text format, check it, and print it normalized.",
+                       description="Read a module in the text format, check it, and print it normalized.")
+    p.add_argument("path", type=Path, help="A module in the text format (as printed by mod.script()).")
+    p.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
+                   help="Run the well-formedness checker (default: --check).")
+    p.add_argument("--show-meta", action=argparse.BooleanOptionalAction, default=False,
+                   help="Print the data of large constants too (default: --no-show-meta).")
+    p.set_defaults(handler=ir_command)
+    p = sub.add_parser("version", help="Print relaxpack's version.", description="Print relaxpack's version.")
+    p.set_defaults(handler=version)
+
+
+def demo(show_ir: bool = False):
     """Convert, run and check the bundled example against onnxruntime.
 
     The example is an ONNX transformer block with symbolic batch and seq: it is
@@ -19,15 +37,16 @@ def demo(show_ir: bool = typer.Option(False, "--ir", help="Print the imported IR
     """
     import time
 
-    from ..check import check_model
-    from ..examples.onnx_models import transformer_block_onnx
-    from ..importers.onnx import from_onnx
-    from ..ir.equality import structural_equal
-    from ..ir.parser import parse
-    from ..ir.well_formed import check_well_formed
-    from ..vm_build import build
-
     with user_errors():
+        require_extra("relaxpack demo")
+        from ..check import check_model
+        from ..examples.onnx_models import transformer_block_onnx
+        from ..importers.onnx import from_onnx
+        from ..ir.equality import structural_equal
+        from ..ir.parser import parse
+        from ..ir.well_formed import check_well_formed
+        from ..vm_build import build
+
         model = transformer_block_onnx()
         t0 = time.perf_counter()
         mod = from_onnx(model, dims={"seq": (1, 128)})
@@ -38,28 +57,23 @@ def demo(show_ir: bool = typer.Option(False, "--ir", help="Print the imported IR
         round_trip = structural_equal(parse(mod.script()), mod)
         report = check_model(model, dims={"seq": (1, 128)}, samples=3, seed=0)
     if show_ir:
-        typer.echo(mod.script(show_meta=False))
-    typer.echo(f"model      transformer block, {len(model.graph.node)} ONNX nodes, inputs {exe.signature()}")
-    typer.echo(f"import     {(t1 - t0) * 1e3:.1f} ms; IR well formed; text round trip: "
+        echo(mod.script(show_meta=False))
+    echo(f"model      transformer block, {len(model.graph.node)} ONNX nodes, inputs {exe.signature()}")
+    echo(f"import     {(t1 - t0) * 1e3:.1f} ms; IR well formed; text round trip: "
                f"{'yes' if round_trip else 'NO'}")
-    typer.echo(f"build      {(t2 - t1) * 1e3:.1f} ms; {exe.kernel_call_count()} kernel calls, "
+    echo(f"build      {(t2 - t1) * 1e3:.1f} ms; {exe.kernel_call_count()} kernel calls, "
                f"{len(exe.constants)} constants")
     for sample in report.samples:
         dims = ", ".join(f"{k}={v}" for k, v in sample.dims.items())
         for out in sample.outputs:
             verdict = "PASS" if out.passed else "FAIL"
-            typer.echo(f"check      {dims}: {out.name}{list(out.shape)} max abs err {out.max_abs:.2e} "
+            echo(f"check      {dims}: {out.name}{list(out.shape)} max abs err {out.max_abs:.2e} "
                        f"vs onnxruntime  {verdict}")
     if not (report.passed and round_trip):
-        raise typer.Exit(1)
+        raise Exit(1)
 
 
-@app.command("ir")
-def ir_command(
-    path: Path = typer.Argument(..., help="A module in the text format (as printed by mod.script())."),
-    check: bool = typer.Option(True, help="Run the well-formedness checker."),
-    show_meta: bool = typer.Option(False, help="Print the data of large constants too."),
-):
+def ir_command(path: Path, check: bool = True, show_meta: bool = False):
     """Read a module in the text format, check it, and print it normalized."""
     from ..ir.parser import parse
     from ..ir.well_formed import check_well_formed
@@ -68,11 +82,10 @@ def ir_command(
         mod = parse(path.read_text())
         if check:
             check_well_formed(mod)
-        typer.echo(mod.script(show_meta=show_meta))
+        echo(mod.script(show_meta=show_meta))
 
 
-@app.command()
 def version():
     """Print relaxpack's version."""
     from .. import __version__
-    typer.echo(__version__)
+    echo(__version__)

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import typer
-
-from .common import app, echo, existing_file, fmt_bytes, parse_dims, user_errors
+from .common import command, echo, existing_file, fmt_bytes, parse_dims, user_errors
 
 
 def archive_facts(exe, archive: Path) -> dict:
@@ -35,17 +33,23 @@ def archive_facts(exe, archive: Path) -> dict:
     }
 
 
-@app.command("inspect")
-def inspect_(
-    archive: Path = typer.Argument(..., help="The archive (.rpk)."),
-    ir: bool = typer.Option(False, "--ir", help="Print the lowered IR."),
-    bytecode: bool = typer.Option(False, "--bytecode", help="Print the bytecode."),
-    plan: bool = typer.Option(False, "--plan", help="Print the memory plan."),
-    plot: Path = typer.Option(None, "--plot", help="With --plan: draw the plan as an SVG picture to this file."),
-    dim: list[str] = typer.Option(None, "--dim", help="With --plot: dim values to plan at (NAME=VALUE); "
-                                                      "default: their upper bounds."),
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable facts."),
-):
+@command
+def _parser(sub):
+    p = sub.add_parser("inspect", help="Show an archive's signature, IR, bytecode and memory plan.",
+                       description="Show an archive's signature, IR, bytecode and memory plan.")
+    p.add_argument("archive", type=Path, help="The archive (.rpk).")
+    p.add_argument("--ir", action="store_true", help="Print the lowered IR.")
+    p.add_argument("--bytecode", action="store_true", help="Print the bytecode.")
+    p.add_argument("--plan", action="store_true", help="Print the memory plan.")
+    p.add_argument("--plot", type=Path, metavar="FILE.svg", help="Draw the memory plan as an SVG picture to this file.")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="With --plot: dim values to plan at (NAME=VALUE); default: their upper bounds.")
+    p.add_argument("--json", dest="as_json", action="store_true", help="Print machine-readable facts.")
+    p.set_defaults(handler=inspect_)
+
+
+def inspect_(archive: Path, ir: bool = False, bytecode: bool = False, plan: bool = False, plot: Path | None = None,
+             dim: list[str] | None = None, as_json: bool = False):
     """Show an archive's signature, IR, bytecode and memory plan."""
     from ..runtime import load
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import typer
 
 from ..errors import InputError
-from .common import PLUGIN_HELP, app, echo, existing_file, load_plugins, user_errors
+from .common import PLUGIN_HELP, command, echo, existing_file, load_plugins, user_errors
 
 
 def load_inputs(input_specs: list[str] | None, inputs_file: Path | None) -> dict[str, np.ndarray]:
@@ -39,14 +38,20 @@ def preview(array: np.ndarray, limit: int = 6) -> str:
     return f"[{items}{', ...' if flat.size > limit else ''}]"
 
 
-@app.command()
-def run(
-    archive: Path = typer.Argument(..., help="The archive (.rpk)."),
-    input: list[str] = typer.Option(None, "--input", help="NAME=FILE.npy (repeatable)."),
-    inputs: Path = typer.Option(None, "--inputs", help="All inputs in one .npz file."),
-    output: Path = typer.Option(None, "--output", help="Write the outputs to this .npz file."),
-    plugin: list[str] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
-):
+@command
+def _parser(sub):
+    p = sub.add_parser("run", help="Run an archive on inputs from .npy / .npz files.",
+                       description="Run an archive and print its outputs' names, shapes, dtypes and a preview.")
+    p.add_argument("archive", type=Path, help="The archive (.rpk).")
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="NAME=FILE.npy (repeatable).")
+    p.add_argument("--inputs", type=Path, metavar="FILE.npz", help="All inputs in one .npz file.")
+    p.add_argument("--output", type=Path, metavar="FILE.npz", help="Write the outputs to this .npz file.")
+    p.add_argument("--plugin", action="append", help=PLUGIN_HELP)
+    p.set_defaults(handler=run)
+
+
+def run(archive: Path, input: list[str] | None = None, inputs: Path | None = None, output: Path | None = None,
+        plugin: list[str] | None = None):
     """Run an archive and print its outputs' names, shapes, dtypes and a preview."""
     from ..runtime import VirtualMachine, load
 
