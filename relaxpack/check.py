@@ -11,29 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import numpy as np
 import onnx
 
 from .vm_build import build
-from .errors import InputError, RelaxpackError
+from .compare import OutputDiff, compare_outputs  # noqa: F401 (re-exported)
+from .errors import RelaxpackError
+from .feeds import DEFAULT_DIM_RANGE, draw_dims, random_inputs, random_strings  # noqa: F401 (re-exported)
 from .importers.onnx import from_onnx
-from .ir.dims import evaluate, free_vars
 from .runtime import VirtualMachine
-from .runtime.dtypes import numpy_dtype
-
-DEFAULT_DIM_RANGE = (1, 8)
-
-
-@dataclass
-class OutputDiff:
-    name: str
-    shape: tuple
-    max_abs: float
-    max_rel: float
-    passed: bool
-    note: str = ""
 
 
 @dataclass
@@ -72,90 +60,6 @@ def onnxruntime_session(model: "onnx.ModelProto | str | Path", threads: int | No
         return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
     except Exception as err:
         raise RelaxpackError(f"onnxruntime cannot load the model: {str(err).splitlines()[0]}") from None
-
-
-def compare_outputs(names: Sequence[str], got: Mapping[str, np.ndarray], want: Sequence[np.ndarray],
-                    rtol: float, atol: float) -> list[OutputDiff]:
-    diffs = []
-    for name, ref in zip(names, want):
-        out = np.asarray(got[name])
-        ref = np.asarray(ref)
-        if out.shape != ref.shape or out.dtype != ref.dtype:
-            diffs.append(OutputDiff(name, out.shape, np.inf, np.inf, False,
-                                    f"got {out.dtype}{list(out.shape)}, onnxruntime {ref.dtype}{list(ref.shape)}"))
-            continue
-        if ref.dtype.kind in "OSU":
-            same = out.tolist() == ref.tolist()
-            diffs.append(OutputDiff(name, out.shape, 0.0 if same else np.inf, 0.0 if same else np.inf, same))
-            continue
-        a, b = out.astype(np.float64), ref.astype(np.float64)
-        both_nan = np.isnan(a) & np.isnan(b)
-        err = np.where(both_nan, 0.0, np.abs(a - b))
-        err = np.where(np.isinf(a) & (a == b), 0.0, err)
-        max_abs = float(err.max()) if err.size else 0.0
-        rel = err / np.maximum(np.abs(b), np.finfo(np.float64).tiny)
-        max_rel = float(rel.max()) if rel.size else 0.0
-        passed = bool(np.all(err <= atol + rtol * np.abs(np.where(np.isnan(b), 0, b))))
-        diffs.append(OutputDiff(name, out.shape, max_abs, max_rel, passed))
-    return diffs
-
-
-def random_inputs(exe, dim_values: Mapping[str, int], rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Random inputs for ``exe``'s main function at the given dim values."""
-    inputs = {}
-    for p in exe.function("main").params:
-        if p.kind != "tensor" or p.shape is None:
-            raise InputError(f"input {p.name!r} has no known shape; pass inputs explicitly")
-        shape = tuple(d if isinstance(d, int) else _eval_dim(d, dim_values) for d in p.shape)
-        dtype = numpy_dtype(p.dtype)
-        if dtype.kind == "f":
-            inputs[p.name] = rng.standard_normal(shape).astype(dtype)
-        elif dtype.kind in "iu":
-            inputs[p.name] = rng.integers(0, 8, shape).astype(dtype)
-        elif dtype.kind == "b":
-            inputs[p.name] = rng.integers(0, 2, shape).astype(bool)
-        elif p.dtype == "string":
-            inputs[p.name] = random_strings(shape, rng)
-        else:
-            raise InputError(f"cannot make random values of dtype {p.dtype} for input {p.name!r}")
-    return inputs
-
-
-#: the characters of random strings: letters of two cases, digits, a space and a non-ASCII letter
-_STRING_CHARS = np.array(list("abcdefgxyzABCXYZ0123456789 \u00e9"))
-
-
-def random_strings(shape, rng: np.random.Generator, max_len: int = 6) -> np.ndarray:
-    """An object array of ``shape`` holding random words of 0..``max_len``
-    characters. Models that need particular strings (numbers to parse,
-    label keys) need explicit inputs."""
-    lengths = rng.integers(0, max_len + 1, int(np.prod(shape, dtype=np.int64)))
-    out = np.empty(lengths.size, dtype=object)
-    out[:] = ["".join(rng.choice(_STRING_CHARS, n)) for n in lengths.tolist()]
-    return out.reshape(shape)
-
-
-def _eval_dim(text: str, values: Mapping[str, int]) -> int:
-    from .ir.dims import parse_dim
-    return evaluate(parse_dim(text), values)
-
-
-def draw_dims(exe, rng: np.random.Generator, fixed: Mapping[str, int] | None = None) -> dict[str, int]:
-    """A value for every symbolic dim of main's inputs, within its range."""
-    from .ir.dims import parse_dim
-    ranges = {name: (lo, hi) for name, lo, hi in exe.function("main").dim_ranges}
-    names = set()
-    for p in exe.function("main").params:
-        for d in p.shape or ():
-            if isinstance(d, str):
-                names |= free_vars(parse_dim(d))
-    values = dict(fixed or {})
-    for name in sorted(names - set(values)):
-        lo, hi = ranges.get(name, DEFAULT_DIM_RANGE)
-        lo = max(lo, DEFAULT_DIM_RANGE[0]) if hi is None else lo
-        hi = hi if hi is not None else max(lo, DEFAULT_DIM_RANGE[1])
-        values[name] = int(rng.integers(lo, hi + 1))
-    return values
 
 
 def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int = 2, seed: int = 0,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import PLUGIN_HELP, command, echo, existing_file, load_plugins, parse_dims, positive, user_errors
+from .common import PLUGIN_HELP, command, echo, existing_file, load_plugins, parse_dims, positive, require_extra, user_errors
 
 
 def _percentiles(times: list[float]) -> dict[str, float]:
@@ -49,7 +49,7 @@ def bench(archive: Path, onnx_model: Path | None = None, dim: list[str] | None =
     """Time an archive (and onnxruntime, interleaved in the same process)."""
     import resource
 
-    from ..check import draw_dims, random_inputs
+    from ..feeds import draw_dims, random_inputs
     from ..runtime import VirtualMachine, load
 
     with user_errors():
@@ -62,6 +62,7 @@ def bench(archive: Path, onnx_model: Path | None = None, dim: list[str] | None =
         ours = _percentiles(_time(lambda: vm.run(feeds), n))
         theirs = None
         if onnx_model is not None:
+            require_extra("relaxpack bench --onnx")
             from ..check import onnxruntime_session
             session = onnxruntime_session(existing_file(onnx_model, "model"))
             theirs = _percentiles(_time(lambda: session.run(None, feeds), n))

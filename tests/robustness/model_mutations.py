@@ -220,7 +220,7 @@ def _api(case: Case) -> str | None:
 
 def _small_inputs(exe) -> dict | None:
     """Random inputs at dims of 2 when the model's inputs are small, else None."""
-    from relaxpack.check import random_inputs
+    from relaxpack.feeds import random_inputs
     from relaxpack.ir.dims import free_vars, parse_dim
     params = exe.function("main").params
     names = set()
