@@ -48,5 +48,8 @@ def build(mod: IRModule, opt_level: int = 2, check: bool = True, pools: dict[str
     for key in ("source", "source_sha256"):
         if key in mod.attrs:
             exe.metadata[key] = mod.attrs[key]
+    if "model_metadata" in mod.attrs:   # the ONNX model's producer, names, description (get_modelmeta)
+        meta = dict(mod.attrs["model_metadata"])
+        exe.metadata["model_metadata"] = {**meta, "custom_metadata_map": dict(meta.get("custom_metadata_map", {}))}
     log.debug("built %d functions, %d kernel calls", len(exe.functions), exe.kernel_call_count())
     return exe

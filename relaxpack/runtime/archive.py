@@ -1,4 +1,4 @@
-"""The deployment archive (format 1): one versioned file, data only.
+"""The deployment archive (format 2): one versioned file, data only.
 
 >>> exe.save("model.rpk")                                  # doctest: +SKIP
 >>> exe = relaxpack.runtime.load("model.rpk")              # doctest: +SKIP
@@ -6,7 +6,7 @@
 Layout, all integers little-endian::
 
     0    8   magic  b"\\x89RPK\\r\\n\\x1a\\n"
-    8    4   format version (u32, 1)
+    8    4   format version (u32, 2; format 1 archives still load)
     12   4   flags (u32; bit 0: constants in an external params file)
     16   8   manifest length in bytes (u64)
     24  32   sha256 of the manifest bytes
@@ -18,7 +18,8 @@ Layout, all integers little-endian::
 
 The manifest holds the format version, the producer, the source model's
 sha256 (if known), the entry function's inputs/outputs/dim ranges, the
-bytecode, the function table, the kernel and builtin names it calls, the
+bytecode (each function with its outputs' signature and the ONNX nodes each
+instruction came from), the function table, the kernel and builtin names it calls, the
 constant table (dtype, shape, offset, nbytes, sha256; strings inline) and
 the build metadata. With ``params="external"`` the data section moves to
 ``<path>.params``: a 64-byte header (magic ``b"\\x89RPP\\r\\n\\x1a\\n"``,
