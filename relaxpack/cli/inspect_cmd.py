@@ -15,7 +15,8 @@ def archive_facts(exe, archive: Path) -> dict:
         "format_version": (exe.archive or {}).get("format_version"),
         "inputs": [{"name": p.name, "dtype": p.dtype, "shape": None if p.shape is None else list(p.shape)}
                    for p in main.params],
-        "outputs": [{"name": n} for n in main.outputs],
+        "outputs": [{"name": r.name, "dtype": r.dtype, "shape": None if r.shape is None else list(r.shape)}
+                    for r in main.output_info()],
         "dim_ranges": {name: [lo, hi] for name, lo, hi in main.dim_ranges},
         "kernel_calls": exe.kernel_call_count(),
         "kernels": exe.kernel_names,

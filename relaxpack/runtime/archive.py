@@ -238,8 +238,29 @@ def load(path, *, check_functions: bool = True) -> Executable:
         raise type(err)(f"{where}: {err}") from None
 
 
+def load_bytes(data, *, check_functions: bool = True, name: str = "<archive in memory>") -> Executable:
+    """Validate an archive held in memory (``bytes``, ``bytearray``, ``memoryview``), as :func:`load`
+    does a file; its constants are read-only views of an immutable copy. Only archives that hold their
+    constants (``params="linked"``, the default) can load this way."""
+    try:
+        raw = data if isinstance(data, bytes) else bytes(data)
+        exe = _load_mapped(raw, len(raw), name)
+        if check_functions:
+            check_registered(exe)
+        return exe
+    except ArchiveError as err:
+        raise type(err)(f"{name}: {err}") from None
+    except TypeError:
+        raise ArchiveError(f"{name}: expected the archive's bytes, got {type(data).__name__}") from None
+
+
 def _load(path: str) -> Executable:
     mapped, size = _map(path)
+    return _load_mapped(mapped, size, path)
+
+
+def _load_mapped(mapped, size: int, path: str) -> Executable:
+    """The executable in ``mapped`` (a file mapping or bytes) of ``size`` bytes; ``path`` finds a params file."""
     header = check.check_header(mapped[:check.HEADER.size], size)
     raw = mapped[check.HEADER.size:check.HEADER.size + header.manifest_length]
     m = check.decode_manifest(raw, header)
@@ -256,6 +277,9 @@ def _load(path: str) -> Executable:
         if size != header.data_offset:
             raise ArchiveError(f"{size - header.data_offset} bytes after the manifest, but the constants "
                                f"are in a params file")
+        if not isinstance(mapped, mmap.mmap):
+            raise ArchiveError("its constants are in a params file; an archive in memory must hold them "
+                               "(save it with params='linked')")
         mapped.close()
         data, base = _map_params(os.path.join(os.path.dirname(path), m["data"]["file"]), m["data"])
     else:
@@ -345,4 +369,4 @@ def _strings(c: dict, index: int, shape: tuple) -> np.ndarray:
     return array
 
 
-__all__ = ["load", "save_executable"]
+__all__ = ["load", "load_bytes", "save_executable"]

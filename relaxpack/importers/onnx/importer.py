@@ -87,11 +87,15 @@ def _from_onnx(model, dims) -> IRModule:
     return mod
 
 
+#: what onnxruntime reports as the version of a model that sets none (INT64_MAX)
+_UNSET_VERSION = 2 ** 63 - 1
+
+
 def _model_metadata(model) -> dict:
     """What onnxruntime's ``ModelMetadata`` reports, kept for the archive (``InferenceSession.get_modelmeta``)."""
     return {"producer_name": model.producer_name, "graph_name": model.graph.name, "domain": model.domain,
             "description": model.doc_string, "graph_description": model.graph.doc_string,
-            "version": int(model.model_version),
+            "version": int(model.model_version) if model.HasField("model_version") else _UNSET_VERSION,
             "custom_metadata_map": {p.key: p.value for p in model.metadata_props}}
 
 
