@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 import onnx
@@ -22,6 +22,7 @@ from .errors import RelaxpackError
 from .feeds import DEFAULT_DIM_RANGE, draw_dims, random_inputs, random_strings  # noqa: F401 (re-exported)
 from .importers.onnx import from_onnx
 from .runtime import VirtualMachine
+from .runtime.blas import blas_threads
 
 
 @dataclass
@@ -63,26 +64,50 @@ def onnxruntime_session(model: "onnx.ModelProto | str | Path", threads: int | No
 
 
 def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int = 2, seed: int = 0,
-                rtol: float = 1e-4, atol: float = 1e-5,
-                inputs: Mapping[str, np.ndarray] | None = None) -> CheckReport:
-    """Run relaxpack and onnxruntime on the same inputs and compare."""
+                rtol: float = 1e-4, atol: float = 1e-5, inputs: Mapping[str, np.ndarray] | None = None, *,
+                exe=None, opt_level: int = 2, pools: Mapping[str, int] | None = None, threads: int | None = None,
+                on_sample: Callable[[int, SampleReport], None] | None = None) -> CheckReport:
+    """Run relaxpack and onnxruntime on the same inputs and compare.
+
+    ``exe`` is the executable to check (e.g. the archive you ship, loaded); without it the model is
+    built here with ``dims``, ``opt_level`` and ``pools``, as ``convert`` builds it. With ``exe``,
+    ``dims`` fix dims (``{"batch": 2}``) or narrow the ranges they are drawn from. ``threads`` sets
+    the BLAS threads of relaxpack's runs and onnxruntime's intra-op threads alike; ``on_sample(i,
+    report)`` is called as each sample finishes.
+    """
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
-    exe = build(from_onnx(model, dims=dims))
+    fixed = dict(dims or {})
+    if exe is None:
+        exe, fixed = build(from_onnx(model, dims=dims), opt_level=opt_level, pools=pools or None), {}
     vm = VirtualMachine(exe)
-    session = onnxruntime_session(proto)
+    session = onnxruntime_session(proto, threads=threads)
     names = [o.name for o in session.get_outputs()]
+    _same_signature(exe, session)
     rng = np.random.default_rng(seed)
     reports = []
-    for _ in range(1 if inputs is not None else samples):
-        dim_values = {} if inputs is not None else draw_dims(exe, rng)
+    for i in range(1 if inputs is not None else samples):
+        dim_values = {} if inputs is not None else draw_dims(exe, rng, fixed)
         feed = dict(inputs) if inputs is not None else random_inputs(exe, dim_values, rng)
         try:
             want = session.run(None, feed)
         except Exception as err:
             raise RelaxpackError(f"onnxruntime failed on these inputs: {err}") from None
-        got = vm.run(feed)
+        with blas_threads(threads):
+            got = vm.run(feed)
         reports.append(SampleReport(dim_values, compare_outputs(names, got, want, rtol, atol), feed))
+        if on_sample is not None:
+            on_sample(i, reports[-1])
     return CheckReport(reports)
+
+
+def _same_signature(exe, session) -> None:
+    """The executable takes the model's inputs and gives its outputs (else it was built from another model)."""
+    ours = (exe.input_names(), list(exe.function("main").outputs))
+    theirs = ([i.name for i in session.get_inputs()], [o.name for o in session.get_outputs()])
+    for what, mine, model in (("inputs", ours[0], theirs[0]), ("outputs", ours[1], theirs[1])):
+        if set(mine) != set(model):
+            raise RelaxpackError(f"the archive's {what} {mine} are not the model's {model}: "
+                                 f"was it built from this model?")
 
 
 @dataclass
@@ -108,15 +133,15 @@ def expose_intermediates(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def first_divergence(model: "onnx.ModelProto | str | Path", inputs: Mapping[str, np.ndarray], dims=None,
-                     rtol: float = 1e-4, atol: float = 1e-5) -> NodeDivergence | None:
-    """Run both sides exposing every intermediate; the first ONNX node (in
-    graph order) one of whose outputs differs, or None when all agree."""
+                     rtol: float = 1e-4, atol: float = 1e-5, opt_level: int = 2) -> NodeDivergence | None:
+    """Run both sides exposing every intermediate (relaxpack built at ``opt_level``); the first ONNX
+    node (in graph order) one of whose outputs differs, or None when all agree."""
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
     exposed = expose_intermediates(proto)
     session = onnxruntime_session(exposed)
     names = [o.name for o in session.get_outputs()]
     want = dict(zip(names, session.run(None, dict(inputs))))
-    got = VirtualMachine(build(from_onnx(exposed, dims=dims))).run(dict(inputs))
+    got = VirtualMachine(build(from_onnx(exposed, dims=dims), opt_level=opt_level)).run(dict(inputs))
     for node in proto.graph.node:
         for name in node.output:
             if not name or name not in want:

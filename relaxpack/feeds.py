@@ -109,10 +109,16 @@ def dims_of_inputs(exe, feeds: Mapping[str, np.ndarray]) -> dict[str, int]:
     return values
 
 
-def draw_dims(exe, rng: np.random.Generator, fixed: Mapping[str, int] | None = None) -> dict[str, int]:
-    """A value for every symbolic dim of main's inputs, within its range (``fixed`` ones kept)."""
+def draw_dims(exe, rng: np.random.Generator, fixed: Mapping | None = None) -> dict[str, int]:
+    """A value for every symbolic dim of main's inputs, within its range. ``fixed`` gives a dim its
+    value (an int) or the range to draw it from (a ``(lo, hi)`` pair, ``hi`` may be None)."""
     ranges = {name: (lo, hi) for name, lo, hi in exe.function("main").dim_ranges}
-    values = dict(fixed or {})
+    values = {}
+    for name, spec in (fixed or {}).items():
+        if isinstance(spec, tuple):
+            ranges[name] = spec
+        else:
+            values[name] = spec
     for name in sorted(input_dim_names(exe) - set(values)):
         lo, hi = ranges.get(name, DEFAULT_DIM_RANGE)
         lo = max(lo, DEFAULT_DIM_RANGE[0]) if hi is None else lo

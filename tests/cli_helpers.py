@@ -41,3 +41,31 @@ def invoke(*args) -> Result:
         except Exception as exc:     # kept for the test to judge, as typer's CliRunner kept it
             code, escaped = 1, exc
     return Result(code, both.getvalue(), out.getvalue(), err.getvalue(), escaped)
+
+
+def run_in_terminal(*args, timeout: float = 300) -> str:
+    """``python -m relaxpack.cli ARGS...`` as a separate process whose stdout and stderr are a
+    terminal (a pseudo-terminal); everything it wrote there, control characters included."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "relaxpack.cli", *map(str, args)], stdin=subprocess.DEVNULL,
+                            stdout=follower, stderr=follower, close_fds=True)
+    os.close(follower)
+    chunks = []
+    try:
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:          # EIO: the process closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(leader)
+        proc.wait(timeout=timeout)
+    return b"".join(chunks).decode("utf-8", "replace")

@@ -1,3 +1,4 @@
+import shlex
 import subprocess
 import sys
 
@@ -12,13 +13,31 @@ def test_help_lists_the_commands():
         assert command in result.output
 
 
-def test_demo_converts_runs_and_checks_against_onnxruntime():
-    result = invoke("demo")
+def test_demo_converts_runs_and_checks_against_onnxruntime(tmp_path):
+    result = invoke("demo", "-o", tmp_path)
     assert result.exit_code == 0, result.output
     assert "IR well formed; text round trip: yes" in result.output
     assert result.output.count("PASS") == 3 and "FAIL" not in result.output
-    with_ir = invoke("demo", "--ir")
+    assert (tmp_path / "transformer_block.rpk").is_file() and (tmp_path / "transformer_block.onnx").is_file()
+    with_ir = invoke("demo", "--ir", "-o", tmp_path)
     assert "R.nn.layer_norm" in with_ir.output and "R.shape([batch, seq, 4, 8])" in with_ir.output
+
+
+def test_the_commands_the_demo_suggests_work(tmp_path):
+    """The demo writes its archive and ends with the next commands; each of them runs as typed."""
+    demo = subprocess.run([sys.executable, "-m", "relaxpack.cli", "demo"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert demo.returncode == 0, demo.stderr
+    commands = demo.stdout.split("next, try:\n", 1)[1].strip().splitlines()
+    assert len(commands) >= 5 and any(c.strip().startswith("relaxpack check") for c in commands)
+    for command in commands:
+        argv = shlex.split(command)
+        argv = ([sys.executable, "-m", "relaxpack.cli", *argv[1:]] if argv[0] == "relaxpack"
+                else [sys.executable, *argv[1:]])
+        done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, (command, done.stderr)
+        assert done.stdout.strip(), command
+    assert (tmp_path / "plan.svg").is_file()
 
 
 def test_ir_command_reads_checks_and_prints(tmp_path):

@@ -162,6 +162,7 @@ def test_every_command_runs_as_a_real_process(command, archive, models, tmp_path
     args = {"inspect": [str(archive), "--json"], "check": [str(models["cnn"]), "--samples", "1"],
             "bench": [str(archive), "-n", "1", "--dim", "batch=1", "--dim", "seq=4"], "demo": [],
             "version": [], "ir": [str(ir_file)]}[command]
-    out = subprocess.run([sys.executable, "-m", "relaxpack.cli", command, *args], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "relaxpack.cli", command, *args], capture_output=True, text=True,
+                         cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from .common import (
-    PLUGIN_HELP, Exit, command, echo, existing_file, load_plugins, parse_dims, positive, require_extra, user_errors,
+    PLUGIN_HELP, Exit, add_build_options, command, echo, existing_file, load_plugins, parse_dims, parse_pools, positive,
+    require_extra, user_errors,
 )
+from .progress import Progress
 from .run import load_inputs
 
 
@@ -14,21 +16,30 @@ from .run import load_inputs
 def _parser(sub):
     p = sub.add_parser("check", help="Compare relaxpack with onnxruntime on the same inputs.",
                        description="Compare relaxpack with onnxruntime on the same inputs (exit 1 on a mismatch). "
-                                   "Inputs are random (seeded, dynamic dims drawn from their ranges) or given.")
+                                   "Inputs are random (seeded, dynamic dims drawn from their ranges) or given. "
+                                   "Checks the archive given with --archive, else builds the model as convert "
+                                   "does with the same --dim, -O and --pool.")
     p.add_argument("model", type=Path, help="The ONNX model.")
+    p.add_argument("--archive", type=Path, metavar="MODEL.rpk",
+                   help="Check this archive (the one you ship) instead of building the model here.")
     p.add_argument("--dim", action="append", metavar="SPEC", help="Bind or bound a dim: NAME=VALUE or NAME=LO..HI.")
+    add_build_options(p)
     p.add_argument("--samples", type=positive, default=3, help="Random input sets to try (default 3).")
     p.add_argument("--seed", type=int, default=0, help="Seed of the random inputs and dims (default 0).")
     p.add_argument("--rtol", type=float, default=1e-4, help="Relative tolerance (default 1e-4).")
     p.add_argument("--atol", type=float, default=1e-5, help="Absolute tolerance (default 1e-5).")
     p.add_argument("--inputs", type=Path, metavar="FILE.npz", help="Use these inputs (.npz) instead of random ones.")
     p.add_argument("--per-node", action="store_true", help="On a mismatch, name the first ONNX node that diverges.")
+    p.add_argument("--threads", type=positive, metavar="N",
+                   help="BLAS threads for relaxpack and intra-op threads for onnxruntime (default: as they are).")
     p.add_argument("--plugin", action="append", help=PLUGIN_HELP)
     p.set_defaults(handler=check)
 
 
-def check(model: Path, dim: list[str] | None = None, samples: int = 3, seed: int = 0, rtol: float = 1e-4,
-          atol: float = 1e-5, inputs: Path | None = None, per_node: bool = False, plugin: list[str] | None = None):
+def check(model: Path, archive: Path | None = None, dim: list[str] | None = None, opt_level: int = 2,
+          pool: list[str] | None = None, samples: int = 3, seed: int = 0, rtol: float = 1e-4, atol: float = 1e-5,
+          inputs: Path | None = None, per_node: bool = False, threads: int | None = None,
+          plugin: list[str] | None = None):
     """Compare relaxpack with onnxruntime on the same inputs (exit 1 on a mismatch).
 
     Inputs are random (seeded, dynamic dims drawn from their ranges) or given.
@@ -36,24 +47,33 @@ def check(model: Path, dim: list[str] | None = None, samples: int = 3, seed: int
     with user_errors():
         require_extra("relaxpack check")
         from ..check import check_model, first_divergence
+        from ..runtime import load
 
         load_plugins(plugin)
         existing_file(model, "model")
         dims = parse_dims(dim)
+        pools = parse_pools(pool)
+        exe = load(existing_file(archive, "archive")) if archive is not None else None
+        if exe is not None and exe.metadata.get("source_sha256") not in (None, _sha256(model)):
+            echo(f"note: {archive} was built from a model other than {model} (its sha256 differs)")
         feeds = load_inputs(None, inputs) if inputs is not None else None
-        report = check_model(model, dims=dims, samples=samples, seed=seed, rtol=rtol, atol=atol, inputs=feeds)
-        divergence = None
-        if per_node and not report.passed:
-            failing = next(s for s in report.samples if not s.passed)
-            divergence = first_divergence(model, failing.feeds, dims=dims, rtol=rtol, atol=atol)
-    for i, sample in enumerate(report.samples):
-        dims_text = ", ".join(f"{k}={v}" for k, v in sample.dims.items()) or "given inputs"
-        echo(f"sample {i} ({dims_text})")
-        for out in sample.outputs:
-            verdict = "PASS" if out.passed else "FAIL"
-            note = f"  {out.note}" if out.note else ""
-            echo(f"  {out.name:24s} {str(list(out.shape)):16s} max abs {out.max_abs:.3e}  "
-                 f"max rel {out.max_rel:.3e}  {verdict}{note}")
+        total = 1 if feeds is not None else samples
+        with Progress() as progress:
+            progress.status(f"sample 1/{total} ...")
+
+            def finished(i, sample):
+                _print_sample(i, sample)
+                if i + 1 < total:
+                    progress.status(f"sample {i + 2}/{total} ...")
+
+            report = check_model(model, dims=dims, samples=samples, seed=seed, rtol=rtol, atol=atol, inputs=feeds,
+                                 exe=exe, opt_level=opt_level, pools=pools, threads=threads, on_sample=finished)
+            divergence = None
+            if per_node and not report.passed:
+                progress.status("looking for the first diverging node ...")
+                failing = next(s for s in report.samples if not s.passed)
+                divergence = first_divergence(model, failing.feeds, dims=dims, rtol=rtol, atol=atol,
+                                              opt_level=opt_level)
     if divergence is not None:
         d = divergence.diff
         echo(f"first divergence: {divergence.op_type} node {divergence.node!r}, output {divergence.output!r} "
@@ -61,3 +81,19 @@ def check(model: Path, dim: list[str] | None = None, samples: int = 3, seed: int
     echo("PASS" if report.passed else "FAIL")
     if not report.passed:
         raise Exit(1)
+
+
+def _print_sample(i: int, sample) -> None:
+    """One sample's verdicts, printed as soon as it is checked."""
+    dims_text = ", ".join(f"{k}={v}" for k, v in sample.dims.items()) or "given inputs"
+    echo(f"sample {i} ({dims_text})")
+    for out in sample.outputs:
+        verdict = "PASS" if out.passed else "FAIL"
+        note = f"  {out.note}" if out.note else ""
+        echo(f"  {out.name:24s} {str(list(out.shape)):16s} max abs {out.max_abs:.3e}  "
+             f"max rel {out.max_rel:.3e}  {verdict}{note}")
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+    return hashlib.sha256(path.read_bytes()).hexdigest()

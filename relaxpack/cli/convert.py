@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -10,6 +9,7 @@ from .common import (
     PLUGIN_HELP, add_build_options, command, echo, existing_file, fmt_bytes, load_plugins, parse_dims, parse_pools,
     require_extra, user_errors,
 )
+from .progress import Progress, Stages
 
 
 @command
@@ -27,6 +27,17 @@ def _parser(sub):
     p.add_argument("--dump-ir", type=Path, metavar="FOLDER", help="Write the IR after every pass to this folder.")
     p.add_argument("--plugin", action="append", help=PLUGIN_HELP)
     p.set_defaults(handler=convert)
+
+
+def _pass_status(stages: Stages):
+    """A pass instrument that shows the stage and the pass running on the progress line."""
+    from ..passes import PassInstrument
+
+    class PassStatus(PassInstrument):
+        def run_before_pass(self, mod, info):
+            stages.progress.status(f"{stages.current}: {info.name} ...")
+
+    return PassStatus()
 
 
 def convert(model: Path, output: Path | None = None, dim: list[str] | None = None, opt_level: int = 2,
@@ -49,17 +60,15 @@ def convert(model: Path, output: Path | None = None, dim: list[str] | None = Non
             instruments.append(PrintAfter(print_after, sink=lambda name, text: echo(f"# after {name}\n{text}")))
         if dump_ir:
             instruments.append(DumpIR(dump_ir))
-        stages = {}
-        t0 = time.perf_counter()
-        mod = from_onnx(model, dims=dims)
-        stages["import"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        with PassContext(opt_level=opt_level, instruments=instruments):
-            exe = build(mod, opt_level=opt_level, pools=parse_pools(pool) or None)
-        stages["optimize + lower"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        exe.save(output, params=params)
-        stages["package"] = time.perf_counter() - t0
+        with Progress() as progress:
+            stages = Stages(progress)
+            instruments.append(_pass_status(stages))
+            with stages("import"):
+                mod = from_onnx(model, dims=dims)
+            with PassContext(opt_level=opt_level, instruments=instruments):
+                exe = build(mod, opt_level=opt_level, pools=parse_pools(pool) or None, stage=stages)
+            with stages("package"):
+                exe.save(output, params=params)
     ops = Counter(b.value.op.name for block in mod["main"].body.blocks for b in block.bindings
                   if hasattr(b.value, "op") and hasattr(b.value.op, "name"))
     n_params = sum(int(c.size) for c in exe.constants)
@@ -76,6 +85,6 @@ def convert(model: Path, output: Path | None = None, dim: list[str] | None = Non
     elif plan:
         echo(f"  arena         {plan['buffers']} buffers, planned per input shape at run time "
              f"(give every dim an upper bound with --dim to see the plan's size)")
-    echo("  time          " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stages.items()))
+    echo("  time          " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stages.seconds.items()))
     if timing:
         echo(timer.render())

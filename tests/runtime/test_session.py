@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from relaxpack.errors import ArchiveError, InputError
 from relaxpack.runtime import (
-    InferenceSession, SessionOptions, get_available_providers, get_blas_threads, register_func, unregister_func,
+    InferenceSession, SessionOptions, get_available_providers, get_blas_threads, register_func,
 )
 from tests.cli_helpers import invoke
 
@@ -131,7 +131,6 @@ def test_intra_op_threads_are_the_blas_threads_of_the_sessions_calls(files):
     """A registered function called by the model sees the BLAS thread count while the session runs;
     after the run the process has its own count back."""
     import relaxpack
-    from relaxpack.examples.custom_op import make_model
     from relaxpack.runtime.blas import set_blas_threads
 
     seen = []
@@ -140,9 +139,10 @@ def test_intra_op_threads_are_the_blas_threads_of_the_sessions_calls(files):
         seen.append(get_blas_threads())
         np.divide(x, np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + eps), out=out)
 
+    from relaxpack.examples import custom_op    # registers acme.row_norm; put back below
     register_func("acme.row_norm", row_norm, dps=True, override=True)
     try:
-        data = _archive_bytes(relaxpack.build(relaxpack.from_onnx(make_model(), dims={"batch": (1, 8)})))
+        data = _archive_bytes(relaxpack.build(relaxpack.from_onnx(custom_op.make_model(), dims={"batch": (1, 8)})))
         before = set_blas_threads(2)
         options = SessionOptions()
         options.intra_op_num_threads = 1
@@ -152,7 +152,7 @@ def test_intra_op_threads_are_the_blas_threads_of_the_sessions_calls(files):
         assert seen == [1, 2]
         set_blas_threads(before)
     finally:
-        unregister_func("acme.row_norm")
+        register_func("acme.row_norm", custom_op.row_norm, dps=True, override=True)
 
 
 def _archive_bytes(exe) -> bytes:
