@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .common import (
-    PLUGIN_HELP, Exit, add_build_options, command, echo, existing_file, load_plugins, parse_dims, parse_pools, positive,
-    require_extra, user_errors,
+    PLUGIN_HELP, Exit, add_build_options, command, echo, existing_file, fmt_bytes, load_plugins, parse_dims, parse_pools,
+    positive, require_extra, user_errors,
 )
 from .progress import Progress
 from .run import load_inputs
@@ -53,9 +53,17 @@ def check(model: Path, archive: Path | None = None, dim: list[str] | None = None
         existing_file(model, "model")
         dims = parse_dims(dim)
         pools = parse_pools(pool)
-        exe = load(existing_file(archive, "archive")) if archive is not None else None
-        if exe is not None and exe.metadata.get("source_sha256") not in (None, _sha256(model)):
-            echo(f"note: {archive} was built from a model other than {model} (its sha256 differs)")
+        if archive is not None:
+            exe = load(existing_file(archive, "archive"))
+            if exe.metadata.get("source_sha256") not in (None, _sha256(model)):
+                echo(f"note: {archive} was built from a model other than {model} (its sha256 differs)")
+            echo(f"checking {archive}: {exe.kernel_call_count()} kernel calls")
+        else:
+            from ..importers.onnx import from_onnx
+            from ..vm_build import build
+            exe = build(from_onnx(model, dims=dims), opt_level=opt_level, pools=pools or None)
+            pools_text = "".join(f", pool {k} {fmt_bytes(v)}" for k, v in pools.items())
+            echo(f"checking {model} built at -O{opt_level}{pools_text}: {exe.kernel_call_count()} kernel calls")
         feeds = load_inputs(None, inputs) if inputs is not None else None
         total = 1 if feeds is not None else samples
         with Progress() as progress:
@@ -67,7 +75,7 @@ def check(model: Path, archive: Path | None = None, dim: list[str] | None = None
                     progress.status(f"sample {i + 2}/{total} ...")
 
             report = check_model(model, dims=dims, samples=samples, seed=seed, rtol=rtol, atol=atol, inputs=feeds,
-                                 exe=exe, opt_level=opt_level, pools=pools, threads=threads, on_sample=finished)
+                                 exe=exe, threads=threads, on_sample=finished)
             divergence = None
             if per_node and not report.passed:
                 progress.status("looking for the first diverging node ...")

@@ -125,10 +125,17 @@ def user_errors() -> Iterator[None]:
         raise Exit(1) from None
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def require_extra(what: str, modules=ONNX_EXTRA) -> None:
     """Fail in one line naming the extra to install when ``modules`` are not installed
     (``pip install relaxpack`` is the numpy-only runtime)."""
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    missing = [m for m in modules if not _installed(m)]
     if missing:
         raise RelaxpackError(f"{what} needs {' and '.join(missing)}, which this install lacks: {INSTALL_ONNX}")
 

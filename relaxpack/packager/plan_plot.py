@@ -111,8 +111,8 @@ def _dim_values(entry, names, env: dict, function: str) -> dict[int, tuple[str, 
                 _, slot, name, lo, hi = item
                 value = env.get(name, hi)
                 if value is None:
-                    raise RelaxpackError(f"{function}: dim {name!r} has no upper bound; give its value "
-                                         f"(shape_env={{{name!r}: ...}}) to picture the plan")
+                    raise RelaxpackError(f"{function}: dim {name!r} has no upper bound; give its value to picture "
+                                         f"the plan (--dim {name}=N, or shape_env={{{name!r}: N}})")
                 if isinstance(value, bool) or not isinstance(value, int) or value < (lo or 0) \
                         or (hi is not None and value > hi):
                     raise RelaxpackError(f"{function}: dim {name!r} = {value!r} is outside its range "
