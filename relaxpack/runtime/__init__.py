@@ -17,10 +17,11 @@ from .blas import blas_threads, get_blas_threads, set_blas_threads
 from .executable import Executable, FuncEntry
 from .registry import register_func, registered_funcs, unregister_func
 from .session import (
-    InferenceSession, ModelMetadata, NodeArg, RunOptions, SessionOptions, get_available_providers, get_device,
+    ExecutionMode, GraphOptimizationLevel, InferenceSession, ModelMetadata, NodeArg, RunOptions, SessionOptions,
+    get_available_providers, get_device,
 )
 from .vm import VirtualMachine
 
-__all__ = ["Executable", "FuncEntry", "InferenceSession", "ModelMetadata", "NodeArg", "RunOptions", "SessionOptions",
+__all__ = ["ExecutionMode", "Executable", "FuncEntry", "GraphOptimizationLevel", "InferenceSession", "ModelMetadata", "NodeArg", "RunOptions", "SessionOptions",
            "VirtualMachine", "blas_threads", "get_available_providers", "get_blas_threads", "get_device", "load",
            "load_bytes", "register_func", "registered_funcs", "set_blas_threads", "unregister_func"]

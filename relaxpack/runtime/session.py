@@ -23,6 +23,7 @@ call takes a VM of its own over the one loaded archive.
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import threading
@@ -44,6 +45,23 @@ PROVIDERS = ["CPUExecutionProvider"]
 _ORT_TYPES = {"float32": "float", "float64": "double"}
 
 
+class GraphOptimizationLevel(enum.IntEnum):
+    """onnxruntime's optimization levels, accepted for compatibility: an archive was optimized when built."""
+
+    ORT_DISABLE_ALL = 0
+    ORT_ENABLE_BASIC = 1
+    ORT_ENABLE_EXTENDED = 2
+    ORT_ENABLE_LAYOUT = 3
+    ORT_ENABLE_ALL = 99
+
+
+class ExecutionMode(enum.IntEnum):
+    """onnxruntime's execution modes, accepted for compatibility: relaxpack runs its bytecode in order."""
+
+    ORT_SEQUENTIAL = 0
+    ORT_PARALLEL = 1
+
+
 class SessionOptions:
     """Options of an :class:`InferenceSession`, named as onnxruntime names them.
 
@@ -59,9 +77,9 @@ class SessionOptions:
     def __init__(self):
         self.intra_op_num_threads = 0
         self.inter_op_num_threads = 0
-        self.graph_optimization_level = None
-        self.execution_mode = None
-        self.log_severity_level = 2
+        self.graph_optimization_level = GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.execution_mode = ExecutionMode.ORT_SEQUENTIAL
+        self.log_severity_level = -1
         self.enable_profiling = False
 
 
@@ -227,5 +245,5 @@ def _shape(info: ParamInfo) -> list:
     return [d if isinstance(d, int) else d.replace(" ", "") for d in info.shape]
 
 
-__all__ = ["InferenceSession", "ModelMetadata", "NodeArg", "RunOptions", "SessionOptions", "get_available_providers",
-           "get_device"]
+__all__ = ["ExecutionMode", "GraphOptimizationLevel", "InferenceSession", "ModelMetadata", "NodeArg", "RunOptions",
+           "SessionOptions", "get_available_providers", "get_device"]

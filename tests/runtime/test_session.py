@@ -32,6 +32,8 @@ ort = importlib.import_module(sys.argv[1])
 
 options = ort.SessionOptions()
 options.intra_op_num_threads = 1
+options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
 session = ort.InferenceSession(sys.argv[2], options, providers=["CPUExecutionProvider"])
 inputs, outputs = session.get_inputs(), session.get_outputs()
 dtypes = {"tensor(float)": np.float32, "tensor(int64)": np.int64}
