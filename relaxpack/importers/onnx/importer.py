@@ -66,7 +66,7 @@ def _from_onnx(model, dims) -> IRModule:
     if unsupported:
         raise UnsupportedOpError(_unsupported_message(unsupported))
 
-    bb = BlockBuilder()
+    bb = BlockBuilder(gradual=True)
     namer = _DimNamer(dims or {}, bb)
     params = [_input_var(inp, namer) for inp in graph.input if inp.name not in _initializer_names(graph)]
     namer.check_all_used()
