@@ -156,23 +156,26 @@ def paddle_unknown_dims() -> onnx.ModelProto:
 
 def shape_in_if_branch() -> onnx.ModelProto:
     """silero VAD's spox-generated pattern: an If whose branch takes the
-    Shape of a value made inside the branch from an outer input whose rank
-    the graph never states (no shape in its type)."""
+    Shape (and Size) of an outer value whose rank the graph never states (no
+    shape in its type): relaxpack takes it at run time."""
     state = helper.make_tensor_value_info("state", TensorProto.FLOAT, None)
     flag = helper.make_tensor_value_info("flag", TensorProto.BOOL, [])
-    zero = _init("zero_i", np.array([0], np.int64))
+    inits = [_init("zero_i", np.array([0], np.int64)), _init("flat", np.array([-1], np.int64))]
     then_nodes = [
-        helper.make_node("Relu", ["state"], ["r"], name="then/Relu"),
-        helper.make_node("Shape", ["r"], ["r_shape"], name="then/Shape"),
-        helper.make_node("Gather", ["r_shape", "zero_i"], ["n"], name="then/Gather", axis=0),
-        helper.make_node("Cast", ["n"], ["nf"], name="then/Cast", to=TensorProto.FLOAT),
-        helper.make_node("Mul", ["r", "nf"], ["out"], name="then/Mul"),
+        helper.make_node("Shape", ["state"], ["s_shape"], name="then/Shape"),
+        helper.make_node("Gather", ["s_shape", "zero_i"], ["n"], name="then/Gather", axis=0),
+        helper.make_node("Size", ["state"], ["size"], name="then/Size"),
+        helper.make_node("Add", ["n", "size"], ["k"], name="then/Add"),
+        helper.make_node("Cast", ["k"], ["kf"], name="then/Cast", to=TensorProto.FLOAT),
+        helper.make_node("Reshape", ["state", "flat"], ["v"], name="then/Reshape"),
+        helper.make_node("Mul", ["v", "kf"], ["out"], name="then/Mul"),
     ]
-    else_nodes = [helper.make_node("Neg", ["state"], ["out_e"], name="else/Neg")]
+    else_nodes = [helper.make_node("Reshape", ["state", "flat"], ["v_e"], name="else/Reshape"),
+                  helper.make_node("Neg", ["v_e"], ["out_e"], name="else/Neg")]
     then_graph = helper.make_graph(then_nodes, "then", [], [_output("out")])
     else_graph = helper.make_graph(else_nodes, "else", [], [_output("out_e")])
     node = helper.make_node("If", ["flag"], ["y"], name="/If", then_branch=then_graph, else_branch=else_graph)
-    return _model([node], [state, flag], [_output()], [zero])
+    return _model([node], [state, flag], [_output()], inits)
 
 
 def same_name_on_two_axes() -> onnx.ModelProto:

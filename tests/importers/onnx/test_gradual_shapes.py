@@ -6,11 +6,16 @@ naming the ONNX node, both dims and their values, where onnxruntime fails too.""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import onnxruntime as ort
 import pytest
+from typer.testing import CliRunner
 
 import relaxpack
+from relaxpack.cli import app
 from relaxpack.errors import ShapeError
 from relaxpack.runtime import VirtualMachine
 from relaxpack.runtime.assumptions import assumptions_of
@@ -138,3 +143,67 @@ def test_provably_false_relation_is_refused_at_convert_time():
 def test_ranges_that_prove_a_relation_drop_its_check():
     exe = relaxpack.build(relaxpack.from_onnx(models.bert_mask(16), dims={"seq": (1, 16)}))
     assert assumptions_of(exe) == []
+
+
+# ---------------------------------------------------------------- the project's BERT, from the command line
+
+
+BERT = Path(__file__).resolve().parents[2] / "models" / "bert_small.onnx"
+
+
+def test_bert_small_converts_with_no_dims_and_matches_onnxruntime(tmp_path):
+    from relaxpack.runtime import load
+
+    out = tmp_path / "bert.rpk"
+    result = CliRunner().invoke(app, ["convert", str(BERT), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "assumes       seq <= 64" in result.output
+    shown = CliRunner().invoke(app, ["inspect", str(out), "--json"])
+    assert [a["condition"] for a in json.loads(shown.output)["assumptions"]] == ["seq <= 64"]
+    vm = VirtualMachine(load(out))
+    sess = ort.InferenceSession(str(BERT), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    for batch, seq in [(1, 1), (2, 7), (3, 13), (1, 64), (5, 33)]:
+        feeds = {"input_ids": rng.integers(0, 100, (batch, seq)),
+                 "attention_mask": (rng.random((batch, seq)) < 0.8).astype(np.int64),
+                 "token_type_ids": rng.integers(0, 2, (batch, seq))}
+        for got, want in zip(vm.run(feeds).values(), sess.run(None, feeds)):
+            assert_close(got, want, 1e-5, 1e-5, f"bert at ({batch}, {seq})")
+    with pytest.raises(ShapeError, match=r"ONNX node '/Add_1' assumes min\(seq, 64\) == seq, i.e. seq <= 64"):
+        vm.run({name: np.zeros((1, 65), np.int64) for name in ("input_ids", "attention_mask", "token_type_ids")})
+
+
+# ---------------------------------------------------------------- unknown dims wherever ONNX allows them
+
+
+def test_paddle_negative_missing_and_placeholder_dims_are_unknown():
+    model = models.paddle_unknown_dims()
+    mod = relaxpack.from_onnx(model)
+    assert [str(d) for d in mod["main"].params[0].struct_info.shape] == ["x_dim0", "3", "x_dim2", "x_dim3"]
+    _check_shapes(model, [_image(1, 16, 16), _image(2, 15, 9), _image(3, 1, 30)])
+
+
+def test_same_dim_param_on_axes_that_differ():
+    model = models.same_name_on_two_axes()
+    # by default one name is one dim: the input check says which axes disagree and how to untie them
+    exe = relaxpack.build(relaxpack.from_onnx(model))
+    with pytest.raises(relaxpack.RelaxpackError, match=r"N = 2 here.*--dim N=\?"):
+        VirtualMachine(exe).run(_image(2, 2, 7))
+    # untied (dims={"N": "?"}, --dim N=?), each axis is a dim of its own, as onnxruntime reads them
+    untied = relaxpack.from_onnx(model, dims={"N": "?"})
+    assert [str(d) for d in untied["main"].params[0].struct_info.shape] == ["N", "3", "N_2", "N_3"]
+    executable = relaxpack.build(untied)
+    for feeds in (_image(2, 2, 7), _image(1, 5, 3), _image(3, 3, 3)):
+        got, want = VirtualMachine(executable).run(feeds)["y"], _ort(model, feeds)[0]
+        assert_close(got, want, 1e-5, 1e-5, "untied N")
+
+
+def test_shape_of_a_value_of_unknown_rank_in_an_if_branch():
+    model = models.shape_in_if_branch()
+    for level, exe in _vms(model):
+        vm = VirtualMachine(exe)
+        rng = np.random.default_rng(0)
+        for shape in [(3,), (2, 5), (4, 1, 2)]:
+            for flag in (True, False):
+                feeds = {"state": rng.standard_normal(shape).astype(np.float32), "flag": np.array(flag)}
+                assert_close(vm.run(feeds)["y"], _ort(model, feeds)[0], 1e-6, 1e-6, f"-O{level} {shape} {flag}")
