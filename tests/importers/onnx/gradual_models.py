@@ -99,12 +99,15 @@ def ppocr_fpn() -> onnx.ModelProto:
     return _model([p4, p5, up4, up8, cat], [_image_input()], [_output()], [s4, s8])
 
 
-def bert_mask(max_positions: int = 16) -> onnx.ModelProto:
+def bert_mask(max_positions: int = 16, expand: bool = False) -> onnx.ModelProto:
     """BERT's attention with its mask path, as the TorchScript exporter writes
     it: positions sliced from a (1, max_positions) buffer up to seq
     (``min(seq, max_positions)``), ``mask[:, None, None, :]`` by two
     Unsqueezes, Cast, ``(1 - mask) * -10000``, added to the scores
-    (batch, heads, seq, seq)."""
+    (batch, heads, seq, seq). ``expand``: the position ids are Expanded to
+    (batch, seq) first (the exporters' ``position_ids.expand(...)``) and the
+    mask is Expanded to (batch, 1, seq, seq) and chosen by a Where, as
+    transformers' 4-D mask helper writes it."""
     hidden, heads = 8, 2
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", hidden]),
               helper.make_tensor_value_info("mask", TensorProto.INT64, ["batch", "seq"])]
@@ -118,7 +121,7 @@ def bert_mask(max_positions: int = 16) -> onnx.ModelProto:
     nodes = [
         helper.make_node("Shape", ["x"], ["x_shape"], name="/Shape"),
         helper.make_node("Gather", ["x_shape", "one"], ["seq_len"], name="/Gather", axis=0),
-        helper.make_node("Slice", ["pos_ids", "zero", "seq_len", "axis1"], ["pos"], name="/Slice"),
+        helper.make_node("Slice", ["pos_ids", "zero", "seq_len", "axis1"], ["pos_sliced"], name="/Slice"),
         helper.make_node("Gather", ["pos_emb", "pos"], ["pos_vec"], name="/pos/Gather"),
         helper.make_node("Add", ["x", "pos_vec"], ["h"], name="/Add_1"),
         helper.make_node("MatMul", ["h", "wq"], ["q0"], name="/q/MatMul"),
@@ -130,12 +133,28 @@ def bert_mask(max_positions: int = 16) -> onnx.ModelProto:
         helper.make_node("MatMul", ["q", "kt"], ["scores"], name="/attn/MatMul"),
         helper.make_node("Unsqueeze", ["mask", "axis1"], ["m1"], name="/Unsqueeze_1"),
         helper.make_node("Unsqueeze", ["m1", "axis2"], ["m2"], name="/Unsqueeze_2"),
-        helper.make_node("Cast", ["m2"], ["mf"], name="/Cast", to=TensorProto.FLOAT),
-        helper.make_node("Sub", ["f_one", "mf"], ["inv"], name="/Sub"),
-        helper.make_node("Mul", ["inv", "f_big"], ["bias"], name="/Mul"),
         helper.make_node("Add", ["scores", "bias"], ["masked"], name="/attn/Add"),
         helper.make_node("Softmax", ["masked"], ["probs"], name="/attn/Softmax", axis=-1),
         helper.make_node("MatMul", ["probs", "q"], ["y"], name="/attn/MatMul_1"),
+    ]
+    if not expand:
+        nodes += [helper.make_node("Identity", ["pos_sliced"], ["pos"], name="/pos/Identity"),
+                  helper.make_node("Cast", ["m2"], ["mf"], name="/Cast", to=TensorProto.FLOAT),
+                  helper.make_node("Sub", ["f_one", "mf"], ["inv"], name="/Sub"),
+                  helper.make_node("Mul", ["inv", "f_big"], ["bias"], name="/Mul")]
+        return _model(nodes, inputs, [_output()], inits)
+    inits += [_init("zero_f", np.array(0.0, np.float32)), _init("zero_scalar", np.array(0, np.int64)),
+              _init("one_1d", np.array([1], np.int64))]
+    nodes += [
+        helper.make_node("Gather", ["x_shape", "zero_scalar"], ["batch_len"], name="/Gather_b", axis=0),
+        helper.make_node("Unsqueeze", ["batch_len", "zero"], ["batch_1d"], name="/Unsqueeze_b"),
+        helper.make_node("Concat", ["batch_1d", "seq_len"], ["bs_shape"], name="/Concat_bs", axis=0),
+        helper.make_node("Expand", ["pos_sliced", "bs_shape"], ["pos"], name="/pos/Expand"),
+        helper.make_node("Concat", ["batch_1d", "one_1d", "seq_len", "seq_len"], ["mask_shape"],
+                         name="/mask/Concat", axis=0),
+        helper.make_node("Expand", ["m2", "mask_shape"], ["m4"], name="/mask/Expand"),
+        helper.make_node("Cast", ["m4"], ["m4b"], name="/mask/Cast", to=TensorProto.BOOL),
+        helper.make_node("Where", ["m4b", "zero_f", "f_big"], ["bias"], name="/mask/Where"),
     ]
     return _model(nodes, inputs, [_output()], inits)
 

@@ -109,8 +109,9 @@ def _bert_feeds(batch, seq, seed=0):
             "mask": (rng.random((batch, seq)) < 0.8).astype(np.int64)}
 
 
-def test_bert_mask_broadcast_converts_without_dims():
-    model = models.bert_mask(max_positions=16)
+@pytest.mark.parametrize("expand", [False, True], ids=["unsqueeze_cast_sub_mul", "expand_where"])
+def test_bert_mask_broadcast_converts_without_dims(expand):
+    model = models.bert_mask(max_positions=16, expand=expand)
     exes = _check_shapes(model, [_bert_feeds(1, 1), _bert_feeds(2, 5), _bert_feeds(3, 16), _bert_feeds(1, 7)])
     # the only assumption: positions are sliced from a buffer of 16
     assert [a["condition"] for a in assumptions_of(exes[0][1])] == ["seq <= 16"]

@@ -126,6 +126,8 @@ def expand(ctx, data, shape):
             return _dynamic_expand(ctx, data, shape)
         target = lift_dims(ctx, shape, "shape")
     out = broadcast_dims(ctx, data.shape, target)
+    if out is None:
+        return _dynamic_expand(ctx, data, shape)
     if out == tuple(data.shape):
         return data
     return make_call("broadcast_to", ctx.expr(data), shape_expr(out))
