@@ -208,3 +208,13 @@ def test_shape_of_a_value_of_unknown_rank_in_an_if_branch():
             for flag in (True, False):
                 feeds = {"state": rng.standard_normal(shape).astype(np.float32), "flag": np.array(flag)}
                 assert_close(vm.run(feeds)["y"], _ort(model, feeds)[0], 1e-6, 1e-6, f"-O{level} {shape} {flag}")
+
+
+def test_check_draws_dims_that_hold_the_assumptions():
+    from relaxpack.check import draw_dims
+
+    exe = relaxpack.build(relaxpack.from_onnx(models.unet_concat(), dims={"height": (8, 64), "width": (8, 64)}))
+    rng = np.random.default_rng(0)
+    draws = [draw_dims(exe, rng) for _ in range(40)]
+    assert all(d["height"] % 8 < 4 and d["width"] % 8 < 4 for d in draws)
+    assert len({d["height"] for d in draws}) > 5
