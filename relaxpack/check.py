@@ -149,8 +149,27 @@ def _eval_dim(text: str, values: Mapping[str, int]) -> int:
     return evaluate(parse_dim(text), values)
 
 
+#: Draws of the dims tried for values that hold the model's assumptions.
+ASSUMPTION_DRAWS = 200
+
+
 def draw_dims(exe, rng: np.random.Generator, fixed: Mapping[str, int] | None = None) -> dict[str, int]:
-    """A value for every symbolic dim of main's inputs, within its range."""
+    """A value for every symbolic dim of main's inputs, within its range, that
+    holds the relations the model was converted assuming (``h % 8 < 4``):
+    other values fail in onnxruntime too. Redrawn a bounded number of times;
+    the last draw when none holds them."""
+    from .runtime.assumptions import assumptions_of
+    relations = [(a["lhs"], a["rhs"]) for a in assumptions_of(exe)
+                 if a["function"] == "main" and a["when"] == "inputs"]
+    values = _draw_once(exe, rng, fixed)
+    for _ in range(ASSUMPTION_DRAWS):
+        if all(_eval_dim(lhs, values) == _eval_dim(rhs, values) for lhs, rhs in relations):
+            break
+        values = _draw_once(exe, rng, fixed)
+    return values
+
+
+def _draw_once(exe, rng: np.random.Generator, fixed: Mapping[str, int] | None) -> dict[str, int]:
     from .ir.dims import parse_dim
     ranges = {name: (lo, hi) for name, lo, hi in exe.function("main").dim_ranges}
     names = set()
