@@ -109,16 +109,35 @@ def dims_of_inputs(exe, feeds: Mapping[str, np.ndarray]) -> dict[str, int]:
     return values
 
 
+#: Draws of the dims tried for values that hold the model's assumptions.
+ASSUMPTION_DRAWS = 200
+
+
 def draw_dims(exe, rng: np.random.Generator, fixed: Mapping | None = None) -> dict[str, int]:
-    """A value for every symbolic dim of main's inputs, within its range. ``fixed`` gives a dim its
-    value (an int) or the range to draw it from (a ``(lo, hi)`` pair, ``hi`` may be None)."""
+    """A value for every symbolic dim of main's inputs, within its range, that
+    holds the relations the model was converted assuming (``h % 8 < 4``):
+    other values fail in onnxruntime too. Redrawn a bounded number of times;
+    the last draw when none holds them. ``fixed`` gives a dim its value (an
+    int) or the range to draw it from (a ``(lo, hi)`` pair, ``hi`` may be None)."""
+    from .runtime.assumptions import assumptions_of
+    relations = [(a["lhs"], a["rhs"]) for a in assumptions_of(exe)
+                 if a["function"] == "main" and a["when"] == "inputs"]
+    values = _draw_once(exe, rng, fixed)
+    for _ in range(ASSUMPTION_DRAWS):
+        if all(_eval_dim(lhs, values) == _eval_dim(rhs, values) for lhs, rhs in relations):
+            break
+        values = _draw_once(exe, rng, fixed)
+    return values
+
+
+def _draw_once(exe, rng: np.random.Generator, fixed: Mapping | None) -> dict[str, int]:
     ranges = {name: (lo, hi) for name, lo, hi in exe.function("main").dim_ranges}
     values = {}
     for name, spec in (fixed or {}).items():
         if isinstance(spec, tuple):
             ranges[name] = spec
-        else:
-            values[name] = spec
+        elif isinstance(spec, int):
+            values[name] = spec         # (a "?" from --dim N=? concerns the import only)
     for name in sorted(input_dim_names(exe) - set(values)):
         lo, hi = ranges.get(name, DEFAULT_DIM_RANGE)
         lo = max(lo, DEFAULT_DIM_RANGE[0]) if hi is None else lo
@@ -127,5 +146,5 @@ def draw_dims(exe, rng: np.random.Generator, fixed: Mapping | None = None) -> di
     return values
 
 
-__all__ = ["DEFAULT_DIM_RANGE", "FILLS", "dims_of_inputs", "draw_dims", "input_dim_names", "make_inputs",
+__all__ = ["ASSUMPTION_DRAWS", "DEFAULT_DIM_RANGE", "FILLS", "dims_of_inputs", "draw_dims", "input_dim_names", "make_inputs",
            "random_inputs", "random_strings"]

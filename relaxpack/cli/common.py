@@ -163,12 +163,18 @@ _DIM = re.compile(r"^([A-Za-z_]\w*)=(\d+)(?:\.\.(\d+)?)?$")
 
 
 def parse_dims(specs: list[str] | None) -> dict[str, int | tuple[int, int | None]]:
-    """``--dim batch=8 --dim seq=1..512`` -> ``{"batch": 8, "seq": (1, 512)}``."""
+    """``--dim batch=8 --dim seq=1..512 --dim N=?`` -> ``{"batch": 8, "seq": (1, 512), "N": "?"}``
+    (``?`` unties a name the model writes on axes that may differ)."""
     dims: dict = {}
     for spec in specs or ():
+        name, _, value = spec.strip().partition("=")
+        if value == "?" and name.isidentifier():
+            dims[name] = "?"
+            continue
         m = _DIM.match(spec.strip())
         if not m:
-            raise InputError(f"bad --dim {spec!r}: expected NAME=VALUE or NAME=LO..HI (e.g. seq=1..512)")
+            raise InputError(f"bad --dim {spec!r}: expected NAME=VALUE, NAME=LO..HI (e.g. seq=1..512) or NAME=? "
+                             f"(each axis named NAME a dim of its own)")
         name, lo, hi = m.group(1), int(m.group(2)), m.group(3)
         if ".." not in spec:
             dims[name] = lo

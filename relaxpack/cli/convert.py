@@ -44,6 +44,8 @@ def convert(model: Path, output: Path | None = None, dim: list[str] | None = Non
             params: str = "linked", pool: list[str] | None = None, timing: bool = False,
             print_after: list[str] | None = None, dump_ir: Path | None = None, plugin: list[str] | None = None):
     """Convert an ONNX model into a self-contained archive."""
+    from ..runtime.assumptions import assumptions_of
+
     with user_errors():
         require_extra("relaxpack convert")
         from ..importers.onnx import from_onnx
@@ -85,6 +87,11 @@ def convert(model: Path, output: Path | None = None, dim: list[str] | None = Non
     elif plan:
         echo(f"  arena         {plan['buffers']} buffers, planned per input shape at run time "
              f"(give every dim an upper bound with --dim to see the plan's size)")
+    assumed = assumptions_of(exe)
+    if assumed:
+        conditions = list(dict.fromkeys(a["condition"] for a in assumed))
+        shown = "; ".join(conditions[:3]) + (f"; and {len(conditions) - 3} more" if len(conditions) > 3 else "")
+        echo(f"  assumes       {shown} (checked at run time; relaxpack inspect lists where)")
     echo("  time          " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stages.seconds.items()))
     if timing:
         echo(timer.render())

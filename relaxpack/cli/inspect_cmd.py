@@ -9,6 +9,8 @@ from .common import command, echo, existing_file, fmt_bytes, parse_dims, user_er
 
 
 def archive_facts(exe, archive: Path) -> dict:
+    from ..runtime.assumptions import assumptions_of
+
     main = exe.function("main")
     plan = exe.metadata.get("memory_plan") or {}
     return {
@@ -18,6 +20,8 @@ def archive_facts(exe, archive: Path) -> dict:
         "outputs": [{"name": r.name, "dtype": r.dtype, "shape": None if r.shape is None else list(r.shape)}
                     for r in main.output_info()],
         "dim_ranges": {name: [lo, hi] for name, lo, hi in main.dim_ranges},
+        # what the model was converted assuming of its dims, checked at run time
+        "assumptions": assumptions_of(exe),
         "kernel_calls": exe.kernel_call_count(),
         "kernels": exe.kernel_names,
         # registered functions the deploying process must provide (register_func)
@@ -32,6 +36,21 @@ def archive_facts(exe, archive: Path) -> dict:
         "largest_workspace_bytes": plan.get("largest_workspace_bytes"),
         "archive_bytes": archive.stat().st_size,
     }
+
+
+def assumption_lines(assumptions: list[dict]) -> list[str]:
+    """``assumes      height % 8 < 4  (2 * (height // 8) == height // 4, node up/Concat)`` per
+    relation; one that only a run can check (over dims known then) says when it is checked."""
+    lines = []
+    for i, a in enumerate(assumptions):
+        equality = f"{a['lhs']} == {a['rhs']}"
+        detail = equality if a["condition"] != equality else ""
+        where = f"node {a['node']}" + ("" if a["when"] == "inputs" else ", checked where it runs")
+        if a["function"] != "main":
+            where += f", in {a['function']}"
+        head = "assumes      " if i == 0 else "             "
+        lines.append(f"{head}{a['condition']}  ({', '.join(p for p in (detail, where) if p)})")
+    return lines
 
 
 @command
@@ -70,6 +89,8 @@ def inspect_(archive: Path, ir: bool = False, bytecode: bool = False, plan: bool
     if facts["dim_ranges"]:
         echo("dims         " + ", ".join(f"{k} in {lo}..{'' if hi is None else hi}"
                                           for k, (lo, hi) in facts["dim_ranges"].items()))
+    for line in assumption_lines(facts["assumptions"]):
+        echo(line)
     echo(f"kernels      {facts['kernel_calls']} calls of {len(facts['kernels'])} kernels")
     if facts["functions"]:
         echo(f"functions    {', '.join(facts['functions'])} (register them with relaxpack.runtime.register_func)")
