@@ -20,6 +20,7 @@ import onnx
 
 from .generate import HERE, MANIFEST, seed_of
 from .inputs import make_inputs
+from .torch_export import one_line
 
 
 def base_entry(name: str) -> dict:
@@ -52,12 +53,25 @@ class Converted:
         out = HERE / entry["file"]
         try:
             self.convert(HERE / base["file"], out, entry)
-        except Exception as err:
+            runs_in_onnxruntime(entry)
+        except Exception as err:  # a converter's failure (or a model onnxruntime refuses) is recorded
+            out.unlink(missing_ok=True)
             return [], [{"name": self.name, "exporter": self.source, "family": base["family"],
-                         "error": f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"}]
+                         "error": one_line(err)}]
         if self.judge == "qdq-one-step":
             entry["output_steps"] = output_steps(onnx.load(str(out)))
         return [entry], []
+
+
+def runs_in_onnxruntime(entry: dict) -> None:
+    """Raise unless onnxruntime (its optimizer off, as QDQ models are judged) loads the converted
+    model and runs it at every test shape: the converters have no eager model to compare with."""
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(str(HERE / entry["file"]), options, providers=["CPUExecutionProvider"])
+    for dims in entry["shapes"]:
+        session.run(None, make_inputs(entry, dims))
 
 
 class Calibration:
@@ -164,6 +178,10 @@ def float16_recipes() -> list[Converted]:
         Converted("resnet_fp16", "resnet_ts", float16(False), how.format(False), "float16"),
         Converted("bert_fp16", "bert_ts", float16(True), how.format(True), "float16"),
         Converted("convnext_fp16", "convnext_ts", float16(False), how.format(False), "float16"),
+        Converted("gpt2_fp16", "gpt2_ts", float16(True), how.format(True), "float16"),
+        Converted("gpt2_dynamo_fp16", "gpt2_dynamo", float16(True), how.format(True), "float16"),
+        Converted("bert_dynamo_fp16", "bert_dynamo", float16(True), how.format(True), "float16"),
+        Converted("vit_fp16", "vit_ts", float16(False), how.format(False), "float16"),
     ]
 
 

@@ -15,32 +15,13 @@ from .judge import HERE, JUDGES, LEVELS, MODELS, check
 
 #: model (at every level) or (model, opt level) -> the first line of the error it fails with today
 XFAIL = {
-    'albert_dynamo': "ShapeError: Expand node 'node_expand_1': cannot broadcast (1, min(sequence, 64)) with (batch, sequence) at import time: dims min(sequence, 64) and sequence are not provably equal and neither is 1 (...",
-    'albert_ts': "ShapeError: Expand node '/model/embeddings/Expand_1': cannot broadcast (1, min(sequence, 64)) with (batch, sequence) at import time: dims min(sequence, 64) and sequence are not provably equal and n...",
-    'bert_dynamic_int8': 'ShapeError: R.matmul: inner dims of shapes (batch, 2, bcast_d1, bcast_d2) and (batch, 2, bcast_d1, 16) do not match: bcast_d2 and bcast_d1 are not provably equal (use R.match_cast) [at /model/encod...',
-    'bert_dynamo': 'ShapeError: R.matmul: cannot broadcast shapes (batch, reshape_d2, sequence, 16) and (batch, reshape_d3, 16, sequence): dims reshape_d2 and reshape_d3 are not provably equal or broadcastable (use R....',
-    'bert_eager_dynamo': 'ShapeError: R.matmul: cannot broadcast shapes (batch, reshape_d2, sequence, 16) and (batch, reshape_d3, 16, sequence): dims reshape_d2 and reshape_d3 are not provably equal or broadcastable (use R....',
-    'bert_eager_ts': 'ShapeError: R.matmul: inner dims of shapes (batch, 2, bcast_d1, bcast_d2) and (batch, 2, bcast_d1, 16) do not match: bcast_d2 and bcast_d1 are not provably equal (use R.match_cast) [at /model/encod...',
-    'bert_fp16': 'ShapeError: R.matmul: inner dims of shapes (batch, 2, bcast_d1, bcast_d2) and (batch, 2, bcast_d1, 16) do not match: bcast_d2 and bcast_d1 are not provably equal (use R.match_cast) [at /model/encod...',
-    'bert_qdq_tensor': 'ShapeError: R.matmul: inner dims of shapes (batch, 2, bcast_d1, bcast_d2) and (batch, 2, bcast_d1, 16) do not match: bcast_d2 and bcast_d1 are not provably equal (use R.match_cast) [at /model/encod...',
-    'bert_ts': 'ShapeError: R.matmul: inner dims of shapes (batch, 2, bcast_d1, bcast_d2) and (batch, 2, bcast_d1, 16) do not match: bcast_d2 and bcast_d1 are not provably equal (use R.match_cast) [at /model/encod...',
-    'clip_text_dynamo': 'ShapeError: R.matmul: cannot broadcast shapes (batch, reshape_d2, sequence, 16) and (batch, reshape_d3, 16, sequence): dims reshape_d2 and reshape_d3 are not provably equal or broadcastable (use R....',
-    'clip_text_ts': 'ShapeError: R.matmul: inner dims of shapes (batch, 2, bcast_d1, bcast_d2) and (batch, 2, bcast_d1, 16) do not match: bcast_d2 and bcast_d1 are not provably equal (use R.match_cast) [at /model/encod...',
-    'deberta_v2_dynamo': 'ShapeError: R.matmul: inner dims of shapes (2 * batch, sequence, 16) and (tile_d1, tile_d3, tile_d2) do not match: 16 and tile_d3 are not provably equal (use R.match_cast) [at node_bmm_1]',
-    'deberta_v2_ts': 'ShapeError: R.matmul: inner dims of shapes (2 * batch, sequence, 16) and (tile_d1, tile_d3, tile_d2) do not match: 16 and tile_d3 are not provably equal (use R.match_cast) [at /model/encoder/layer....',
-    'distilbert_dynamo': 'ShapeError: R.matmul: cannot broadcast shapes (batch, reshape_d2, sequence, 16) and (batch, reshape_d3, 16, sequence): dims reshape_d2 and reshape_d3 are not provably equal or broadcastable (use R....',
-    'distilbert_ts': 'ShapeError: R.matmul: inner dims of shapes (batch, 2, bcast_d1, bcast_d2) and (batch, 2, bcast_d1, 16) do not match: bcast_d2 and bcast_d1 are not provably equal (use R.match_cast) [at /model/trans...',
-    'electra_dynamo': "ShapeError: Expand node 'node_expand_1': cannot broadcast (1, min(sequence, 64)) with (batch, sequence) at import time: dims min(sequence, 64) and sequence are not provably equal and neither is 1 (...",
-    'electra_ts': "ShapeError: Expand node '/model/embeddings/Expand_1': cannot broadcast (1, min(sequence, 64)) with (batch, sequence) at import time: dims min(sequence, 64) and sequence are not provably equal and n...",
-    'gpt_neo_dynamo': 'ShapeError: R.where: cannot broadcast shapes (1, 1, min(sequence, 64), min(sequence, 64)), (batch, 2, sequence, sequence) and (): dims min(sequence, 64) and sequence are not provably equal or broad...',
-    'gpt_neo_ts': 'ShapeError: R.where: cannot broadcast shapes (1, 1, min(sequence, 64), min(sequence, 64)), (batch, 2, sequence, sequence) and (): dims min(sequence, 64) and sequence are not provably equal or broad...',
-    'segformer_dynamo': 'ShapeError: R.nn.layer_norm: cannot broadcast gamma of shape (16,) to (reshape_d2,): dims 16 and reshape_d2 are not provably equal (use R.match_cast) [at node_layer_norm]',
-    'swin_ts': 'ShapeError: R.concat: cannot concatenate (batch, (height // 2 + 1) // 2, (width // 2 + 1) // 2, 16), (batch, (max(height // 2 - min(height // 2, 1), 0) + 1) // 2, (width // 2 + 1) // 2, 16), (batch...',
-    'unet_dynamo': 'ShapeError: R.concat: cannot concatenate (batch, 32, 2 * (height // 8), 2 * (width // 8)), (batch, 32, height // 4, width // 4) along axis 1: dim 2 differs: 2 * (height // 8) and height // 4 are no...',
-    'unet_ts': 'ShapeError: R.concat: cannot concatenate (batch, 32, 2 * (height // 8), 2 * (width // 8)), (batch, 32, height // 4, width // 4) along axis 1: dim 2 differs: 2 * (height // 8) and height // 4 are no...',
-    'wav2vec2_dynamo': "ShapeError: Expand node 'node_expand': cannot broadcast (1, 1, max(samples // 10 - 1, 0), 1) with (batch, 1, samples // 10 - 1, samples // 10 - 1) at import time: dims max(samples // 10 - 1, 0) and...",
-    'yolo_neck_dynamo': 'ShapeError: R.concat: cannot concatenate (batch, 64, 2 * ((((((height + 1) // 2 + 1) // 2 + 1) // 2 + 1) // 2 + 1) // 2), 2 * ((((((width + 1) // 2 + 1) // 2 + 1) // 2 + 1) // 2 + 1) // 2)), (batch...',
-    'yolo_neck_ts': 'ShapeError: R.concat: cannot concatenate (batch, 64, 2 * ((((((height + 1) // 2 + 1) // 2 + 1) // 2 + 1) // 2 + 1) // 2), 2 * ((((((width + 1) // 2 + 1) // 2 + 1) // 2 + 1) // 2 + 1) // 2)), (batch...',
+    # onnxruntime's quantizer calibrated sdpa's -inf mask fill into a scale of inf: -inf / inf is NaN,
+    # which onnxruntime and onnx's reference evaluator quantize to -128 (x86's integer-indefinite value,
+    # saturated) and relaxpack's QuantizeLinear to 0; the spec leaves NaN undefined for int8.
+    ('bert_qdq_tensor', 0): "ZooMismatch: bert_qdq_tensor -O0 at {'batch': 1, 'sequence': 5}: last_hidden_state differs "
+                            "by 0.1054, over one quantization step 0.03514",
+    ('bert_qdq_tensor', 2): "ZooMismatch: bert_qdq_tensor -O2 at {'batch': 1, 'sequence': 5}: last_hidden_state differs "
+                            "by 0.1054, over one quantization step 0.03514",
 }
 
 MAX_BYTES = 2 * 1024 * 1024

@@ -253,7 +253,7 @@ def worst(got, want) -> str:
 
 def one_line(err: BaseException) -> str:
     """The first line of ``err``; for torch's exporter errors, the line under its "Exception summary"."""
-    text = [line for line in str(err).strip().splitlines() if line.strip()]
+    text = [line.replace(f"{HERE}/", "") for line in str(err).strip().splitlines() if line.strip()]
     if "## Exception summary" in text:
         return text[text.index("## Exception summary") + 1].strip()
     return f"{type(err).__name__}: {text[0] if text else ''}"
