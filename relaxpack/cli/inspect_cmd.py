@@ -5,20 +5,23 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import typer
-
-from .common import app, echo, existing_file, fmt_bytes, parse_dims, user_errors
+from .common import command, echo, existing_file, fmt_bytes, parse_dims, user_errors
 
 
 def archive_facts(exe, archive: Path) -> dict:
+    from ..runtime.assumptions import assumptions_of
+
     main = exe.function("main")
     plan = exe.metadata.get("memory_plan") or {}
     return {
         "format_version": (exe.archive or {}).get("format_version"),
         "inputs": [{"name": p.name, "dtype": p.dtype, "shape": None if p.shape is None else list(p.shape)}
                    for p in main.params],
-        "outputs": [{"name": n} for n in main.outputs],
+        "outputs": [{"name": r.name, "dtype": r.dtype, "shape": None if r.shape is None else list(r.shape)}
+                    for r in main.output_info()],
         "dim_ranges": {name: [lo, hi] for name, lo, hi in main.dim_ranges},
+        # what the model was converted assuming of its dims, checked at run time
+        "assumptions": assumptions_of(exe),
         "kernel_calls": exe.kernel_call_count(),
         "kernels": exe.kernel_names,
         # registered functions the deploying process must provide (register_func)
@@ -35,17 +38,38 @@ def archive_facts(exe, archive: Path) -> dict:
     }
 
 
-@app.command("inspect")
-def inspect_(
-    archive: Path = typer.Argument(..., help="The archive (.rpk)."),
-    ir: bool = typer.Option(False, "--ir", help="Print the lowered IR."),
-    bytecode: bool = typer.Option(False, "--bytecode", help="Print the bytecode."),
-    plan: bool = typer.Option(False, "--plan", help="Print the memory plan."),
-    plot: Path = typer.Option(None, "--plot", help="With --plan: draw the plan as an SVG picture to this file."),
-    dim: list[str] = typer.Option(None, "--dim", help="With --plot: dim values to plan at (NAME=VALUE); "
-                                                      "default: their upper bounds."),
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable facts."),
-):
+def assumption_lines(assumptions: list[dict]) -> list[str]:
+    """``assumes      height % 8 < 4  (2 * (height // 8) == height // 4, node up/Concat)`` per
+    relation; one that only a run can check (over dims known then) says when it is checked."""
+    lines = []
+    for i, a in enumerate(assumptions):
+        equality = f"{a['lhs']} == {a['rhs']}"
+        detail = equality if a["condition"] != equality else ""
+        where = f"node {a['node']}" + ("" if a["when"] == "inputs" else ", checked where it runs")
+        if a["function"] != "main":
+            where += f", in {a['function']}"
+        head = "assumes      " if i == 0 else "             "
+        lines.append(f"{head}{a['condition']}  ({', '.join(p for p in (detail, where) if p)})")
+    return lines
+
+
+@command
+def _parser(sub):
+    p = sub.add_parser("inspect", help="Show an archive's signature, IR, bytecode and memory plan.",
+                       description="Show an archive's signature, IR, bytecode and memory plan.")
+    p.add_argument("archive", type=Path, help="The archive (.rpk).")
+    p.add_argument("--ir", action="store_true", help="Print the lowered IR.")
+    p.add_argument("--bytecode", action="store_true", help="Print the bytecode.")
+    p.add_argument("--plan", action="store_true", help="Print the memory plan.")
+    p.add_argument("--plot", type=Path, metavar="FILE.svg", help="Draw the memory plan as an SVG picture to this file.")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="With --plot: dim values to plan at (NAME=VALUE); default: their upper bounds.")
+    p.add_argument("--json", dest="as_json", action="store_true", help="Print machine-readable facts.")
+    p.set_defaults(handler=inspect_)
+
+
+def inspect_(archive: Path, ir: bool = False, bytecode: bool = False, plan: bool = False, plot: Path | None = None,
+             dim: list[str] | None = None, as_json: bool = False):
     """Show an archive's signature, IR, bytecode and memory plan."""
     from ..runtime import load
 
@@ -65,6 +89,8 @@ def inspect_(
     if facts["dim_ranges"]:
         echo("dims         " + ", ".join(f"{k} in {lo}..{'' if hi is None else hi}"
                                           for k, (lo, hi) in facts["dim_ranges"].items()))
+    for line in assumption_lines(facts["assumptions"]):
+        echo(line)
     echo(f"kernels      {facts['kernel_calls']} calls of {len(facts['kernels'])} kernels")
     if facts["functions"]:
         echo(f"functions    {', '.join(facts['functions'])} (register them with relaxpack.runtime.register_func)")

@@ -30,6 +30,7 @@ from ..ops.workspace import call_workspace
 from ..runtime.kernels import KERNELS
 from ..runtime.program_check import MAX_TENSOR_BYTES
 from ..runtime.registry import FUNC_KIND
+from .assumptions import cast_relations, check_entry, entry_key
 from .dim_program import dim_program
 from .memory_plan import plan_function
 
@@ -73,6 +74,10 @@ class _FunctionCodegen:
         # shape values already computed: valid until a branch ends or a dim is stored
         self.shape_cache: dict[str, int] = {}
         self.alloc_scopes: dict[int, str] = {}  # alloc_tensor pc -> memory scope (vdevice)
+        self.span: tuple[str, ...] = ()          # the ONNX nodes of the binding being emitted
+        self.span_marks: list[tuple[int, tuple[str, ...]]] = []   # (first pc, span) as bindings start and end
+        self.branch_depth = 0                   # inside If branches: checks stay where they are
+        self.hoisted: dict[str, tuple] = {}     # relations over input dims, checked after the inputs
 
     # ------------------------------------------------------------ helpers
     def new_reg(self) -> int:
@@ -162,15 +167,14 @@ class _FunctionCodegen:
         return [(reg, dims, ctx)] if deferred else []
 
     def param_info(self, p: Var) -> ParamInfo:
-        sinfo = p.struct_info
-        if isinstance(sinfo, TensorStructInfo):
-            shape = None if sinfo.shape is None else tuple(d if isinstance(d, int) else str(d) for d in sinfo.shape)
-            return ParamInfo(p.name_hint, "tensor", sinfo.dtype, sinfo.ndim, shape)
-        if isinstance(sinfo, (SequenceStructInfo, OptionalStructInfo)):
-            kind, dtype, ndim = container_kind(sinfo)
-            return ParamInfo(p.name_hint, kind, dtype, ndim)
-        kind = {ShapeStructInfo: "shape", PrimStructInfo: "prim", TupleStructInfo: "tuple"}.get(type(sinfo), "object")
-        return ParamInfo(p.name_hint, kind)
+        return value_info(p.name_hint, p.struct_info)
+
+    def result_info(self) -> tuple[ParamInfo, ...]:
+        """Each output's name, kind, dtype and symbolic shape, as the archive's signature records them."""
+        names = self.output_names()
+        ret = self.func.ret_struct_info
+        fields = ret.fields if isinstance(ret, TupleStructInfo) and len(names) > 1 else (ret,)
+        return tuple(value_info(name, sinfo) for name, sinfo in zip(names, fields))
 
     # ------------------------------------------------------------ body
     def generate(self) -> VMFunction:
@@ -178,12 +182,26 @@ class _FunctionCodegen:
         params = self.emit_param_checks()
         self.entry_pc = len(self.instrs)                                 # inputs checked here
         self.entry_slots = {slot: name for name, slot in self.slot_of.items()}
+        self.instrs.append(None)                                         # the assumptions' check
         result = self.emit_seq(self.func.body)
         self.instrs.append(Ret(result))
+        self.place_hoisted_checks()
         instrs = [self.patch_heap_size(i) for i in self.instrs]
         return VMFunction(self.name, tuple(params), self.num_regs, tuple(instrs),
                           outputs=self.output_names(), dim_ranges=tuple(self.func.attrs.get("dim_ranges", ())),
-                          attrs=self.output_kinds())
+                          attrs=self.output_kinds(), results=self.result_info(), spans=self.span_runs())
+
+    def span_runs(self) -> tuple:
+        """The span marks as runs ``((pc, sources), ...)``: the last mark at a pc wins, repeats merge."""
+        at: dict[int, tuple[str, ...]] = {}
+        for pc, sources in self.span_marks:
+            at[pc] = sources
+        runs, current = [], ()
+        for pc in sorted(at):
+            if pc < len(self.instrs) and at[pc] != current:
+                runs.append((pc, at[pc]))
+                current = at[pc]
+        return tuple(runs)
 
     def output_kinds(self) -> dict:
         """``{"output_kinds": [...]}`` when an output is a sequence or an optional (else nothing)."""
@@ -192,6 +210,20 @@ class _FunctionCodegen:
         kinds = [container_kind(f)[0] if isinstance(f, (SequenceStructInfo, OptionalStructInfo)) else "tensor"
                  for f in fields]
         return {"output_kinds": kinds} if any(k != "tensor" for k in kinds) else {}
+
+    def place_hoisted_checks(self) -> None:
+        """The relations over input dims as one check right after the input
+        checks (the memory plan goes after it), or nothing."""
+        at = self.entry_pc
+        if self.hoisted:
+            self.instrs[at] = CallInstr(NO_DST, self.state.func("builtin", "vm.builtin.check_dims"),
+                                        ((IMM, tuple(self.hoisted.values())), (IMM, "inputs"),
+                                         (IMM, self.heap_size_placeholder), (REG, self.heap)))
+            self.entry_pc += 1
+            return
+        del self.instrs[at]
+        self.alloc_scopes = {pc - (pc > at): scope for pc, scope in self.alloc_scopes.items()}
+        self.span_marks = [(pc - (pc > at), sources) for pc, sources in self.span_marks]
 
     def patch_heap_size(self, ins):
         if not isinstance(ins, CallInstr):
@@ -215,7 +247,23 @@ class _FunctionCodegen:
         return self.to_register(seq.body)
 
     def emit_binding(self, b) -> None:
+        """Emit one binding; its instructions record the binding's span (the ONNX nodes it came from)."""
+        outer = self.span
+        self.span = tuple(b.span.sources) if b.span is not None else ()
+        self.span_marks.append((len(self.instrs), self.span))
+        try:
+            self.emit_binding_code(b)
+        finally:
+            self.span = outer
+            self.span_marks.append((len(self.instrs), outer))
+
+    def emit_binding_code(self, b) -> None:
         if isinstance(b, MatchCast):
+            relations = cast_relations(b, lambda name: name in self.slot_of)
+            if relations is not None:       # an assumption: dims to compare, no tensor to read
+                self.reg_of[b.var] = self.to_register(b.value)
+                self.emit_assumptions(str(b.span) if b.span else "", relations)
+                return
             reg = self.to_register(b.value)
             self.emit_match_cast(reg, b)
             self.reg_of[b.var] = reg
@@ -225,6 +273,23 @@ class _FunctionCodegen:
             self.reg_of[b.var] = self.reg_of_var(value)
             return
         self.reg_of[b.var] = self.emit_value(value, b.var)
+
+    def emit_assumptions(self, node: str, relations) -> None:
+        """Check ``lhs == rhs`` for each relation: after the input checks when
+        the dims are the inputs' and the binding runs on every call, else here."""
+        entries = {}
+        for lhs, rhs in relations:
+            entry = check_entry(node, lhs, rhs, self.slot)
+            key = entry_key(entry)
+            if key not in self.hoisted:
+                entries[key] = entry
+        inputs = set(self.entry_slots.values())
+        if self.branch_depth == 0 and all(free_vars(lhs) | free_vars(rhs) <= inputs for lhs, rhs in relations):
+            self.hoisted.update(entries)
+        elif entries:
+            self.emit_call(NO_DST, "builtin", "vm.builtin.check_dims",
+                           [(IMM, tuple(entries.values())), (IMM, "node"), (IMM, self.heap_size_placeholder),
+                            (REG, self.heap)])
 
     def emit_match_cast(self, reg: int, b: MatchCast) -> None:
         sinfo, ctx = b.struct_info, f"match_cast of {b.var.name_hint!r}"
@@ -363,6 +428,7 @@ class _FunctionCodegen:
         branch_at = len(self.instrs)
         self.instrs.append(None)  # patched below
         self.shape_cache.clear()
+        self.branch_depth += 1
         true_reg = self.emit_seq(node.true_branch)
         self.builtin("identity", (REG, true_reg), dst=result)
         goto_at = len(self.instrs)
@@ -370,6 +436,7 @@ class _FunctionCodegen:
         false_start = len(self.instrs)
         self.shape_cache.clear()
         false_reg = self.emit_seq(node.false_branch)
+        self.branch_depth -= 1
         self.shape_cache.clear()
         self.builtin("identity", (REG, false_reg), dst=result)
         end = len(self.instrs)
@@ -395,6 +462,19 @@ def check_allocation(sinfo: TensorStructInfo, where: str) -> None:
     if nbytes > MAX_TENSOR_BYTES:
         raise IRError(f"{where}: a tensor of shape {tuple(sinfo.shape)} {sinfo.dtype} needs {nbytes} bytes "
                       f"(more than {MAX_TENSOR_BYTES}, the largest one tensor may take)")
+
+
+def value_info(name: str, sinfo) -> ParamInfo:
+    """An input's or output's signature entry: kind, dtype, rank and dims (ints, or the
+    dim's text: a name such as ``"seq"`` or an expression such as ``"2 * seq"``)."""
+    if isinstance(sinfo, TensorStructInfo):
+        shape = None if sinfo.shape is None else tuple(d if isinstance(d, int) else str(d) for d in sinfo.shape)
+        return ParamInfo(name, "tensor", sinfo.dtype, sinfo.ndim, shape)
+    if isinstance(sinfo, (SequenceStructInfo, OptionalStructInfo)):
+        kind, dtype, ndim = container_kind(sinfo)
+        return ParamInfo(name, kind, dtype, ndim)
+    kind = {ShapeStructInfo: "shape", PrimStructInfo: "prim", TupleStructInfo: "tuple"}.get(type(sinfo), "object")
+    return ParamInfo(name, kind)
 
 
 def _packed_kind(call: Call) -> str:

@@ -7,7 +7,8 @@ tuple holding it, its item taken from such a tuple, a value a function or
 packed call may return), found in one linear pass that the archive loader
 repeats to check the plan (``runtime/memory/liveness.py``). Bytecode jumps
 only forward, so these intervals over instruction indices are sound across
-``If`` branches; they are written in pcs of the final bytecode. Buffers that may
+``If`` branches; they are written in pcs of the bytecode before the
+``plan_arena`` call is inserted (one less after it). Buffers that may
 reach the function's result stay ordinary allocations: the arena is reused
 by the next call. A ``vm.builtin.plan_arena`` after the input checks plans
 the concrete shape (cached per shape); each planned allocation becomes a
@@ -24,6 +25,8 @@ lower bound, naive total, workspace) go into the executable's metadata.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from dataclasses import dataclass
 
@@ -81,9 +84,9 @@ def plan_function(func: VMFunction, table: list[FuncEntry], func_index, entry_pc
     slot = {a.pc: i for i, a in enumerate(roots)}
     index_of = {a.pc: slot[owner[a.pc]] for a in planned}
     pools = dict(pools or {})
-    # lifetimes in pcs of the final instructions, the plan_arena call inserted at entry_pc
-    # (every allocation comes after it): the loader checks them against this bytecode
-    spec = tuple((_bytes_program(a), intervals[a.pc][0] + 1, intervals[a.pc][1] + 1, _pool(a, scopes, pools))
+    # lifetimes in pcs of the instructions without the plan_arena call inserted at entry_pc
+    # (archives of every format say so); the loader checks them against the bytecode
+    spec = tuple((_bytes_program(a), intervals[a.pc][0], intervals[a.pc][1], _pool(a, scopes, pools))
                  for a in roots)
     arena_reg = func.num_registers
     caps = tuple(sorted((name, cap) for name, cap in pools.items() if cap is not None))
@@ -95,8 +98,9 @@ def plan_function(func: VMFunction, table: list[FuncEntry], func_index, entry_pc
     instrs.insert(entry_pc, plan_call)
     heap_size = _heap_size(instrs, table)
     instrs = [_patch(i, heap_size) for i in instrs]
-    new = VMFunction(func.name, func.params, func.num_registers + 1, tuple(instrs), func.outputs,
-                     func.dim_ranges, dict(func.attrs))
+    spans = tuple((pc + (pc >= entry_pc), sources) for pc, sources in func.spans)   # plan_call moved them
+    new = dataclasses.replace(func, num_registers=func.num_registers + 1, instructions=tuple(instrs),
+                              attrs=dict(func.attrs), spans=spans)
     every = tuple(_bytes_program(a) for a in planned)   # each intermediate on its own: the naive total
     scratch = tuple(_bytes_program(a) for a in planned if a.dst in users)
     return new, _figures(spec, every, scratch, func.dim_ranges, slot_names, pools)

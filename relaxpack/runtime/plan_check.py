@@ -1,7 +1,9 @@
 """The loader's check of memory plans: no archive can make two live buffers overlap.
 
 A function's ``vm.builtin.plan_arena`` call carries, for every buffer of its
-arena, a size program and a lifetime ``[start, end]`` in instructions; the
+arena, a size program and a lifetime ``[start, end]`` in instructions
+(counted as if the plan_arena call were not there: one less than the pcs
+after it, in every archive format); the
 run-time planner (``runtime/arena.py``) only keeps buffers apart while their
 declared lifetimes overlap. So the lifetimes must be true: :func:`check_plans`
 computes from the bytecode itself where each view of a buffer
@@ -56,7 +58,7 @@ def _check_function(fn: VMFunction, table, plans: list[int], views: list[int]) -
         _fail(fn, f"{len(plans)} plan_arena calls (instructions {plans[:5]}); a function has one plan "
                   f"before its views")
     at = plans[0]
-    spec = _spec(fn, instrs[at], len(instrs))
+    spec = _spec(fn, instrs[at], len(instrs), at)
     plan_reg = instrs[at].dst
     _check_plan_register(fn, table, at, plan_reg)
     index = {}
@@ -84,14 +86,14 @@ def _check_function(fn: VMFunction, table, plans: list[int], views: list[int]) -
         first, last = lifetimes.first[pc], lifetimes.last[pc]
         if first < start or last > end:
             _fail(fn, f"buffer {index[pc]} is declared live over instructions [{start}, {end}], but its view "
-                      f"made at instruction {pc} is used over [{first}, {last}]")
+                      f"made at instruction {pc} is used over [{first}, {last}] (pcs of the bytecode)")
         by_buffer.setdefault(index[pc], []).append(pc)
     for i, pcs in by_buffer.items():
         _check_sharing(fn, i, pcs, lifetimes)
 
 
-def _spec(fn: VMFunction, ins: Call, n: int) -> list[tuple[int, int]]:
-    """The declared lifetimes of the plan's buffers."""
+def _spec(fn: VMFunction, ins: Call, n: int, at: int) -> list[tuple[int, int]]:
+    """The declared lifetimes of the plan's buffers, in pcs of the bytecode (the plan at ``at``)."""
     if ins.dst == NO_DST or len(ins.args) != 4 or any(a[0] != IMM for a in ins.args[:3]):
         _fail(fn, "plan_arena takes its buffers, pool bounds and heap size as immediates and keeps its result")
     buffers = ins.args[0][1]
@@ -102,9 +104,9 @@ def _spec(fn: VMFunction, ins: Call, n: int) -> list[tuple[int, int]]:
         if not isinstance(b, (list, tuple)) or len(b) != 4:
             _fail(fn, f"buffer {i} is not [size, start, end, pool]")
         start, end = b[1], b[2]
-        if any(isinstance(v, bool) or not isinstance(v, int) for v in (start, end)) or not 0 <= start <= end < n:
-            _fail(fn, f"buffer {i}: lifetime [{start!r}, {end!r}] is not within instructions 0..{n - 1}")
-        out.append((start, end))
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in (start, end)) or not 0 <= start <= end < n - 1:
+            _fail(fn, f"buffer {i}: lifetime [{start!r}, {end!r}] is not within instructions 0..{n - 2}")
+        out.append((start + (start >= at), end + (end >= at)))
     return out
 
 

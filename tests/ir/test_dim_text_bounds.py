@@ -92,9 +92,8 @@ def test_an_archive_whose_input_shape_holds_a_huge_power_is_refused_at_load(tmp_
     with pytest.raises(ArchiveError, match=r"raises to a power other than a literal 0..64"):
         load(tmp_path / "m.rpk")
     out = run(f"""
-        from typer.testing import CliRunner
-        from relaxpack.cli import app
-        result = CliRunner().invoke(app, ["bench", {str(tmp_path / 'm.rpk')!r}, "-n", "1"])
+        from tests.cli_helpers import invoke
+        result = invoke("bench", {str(tmp_path / 'm.rpk')!r}, "-n", "1")
         print(result.exit_code, result.output.strip()[:300])
     """)
     assert out.startswith("1 error: ") and "power" in out, out

@@ -100,16 +100,13 @@ def test_a_truncated_mapped_archive_gives_an_error_not_sigbus(mlp, tmp_path):
 
 
 def test_relaxpack_run_and_bench_read_private_copies_with_no_mmap(mlp, tmp_path):
-    from typer.testing import CliRunner
-
-    from relaxpack.cli import app
+    from tests.cli_helpers import invoke
     exe, inputs = mlp
     exe.save(tmp_path / "m.rpk")
     np.save(tmp_path / "x.npy", inputs["x"])
-    runner = CliRunner()
-    mapped = runner.invoke(app, ["run", str(tmp_path / "m.rpk"), "--input", f"x={tmp_path / 'x.npy'}"])
-    private = runner.invoke(app, ["run", str(tmp_path / "m.rpk"), "--input", f"x={tmp_path / 'x.npy'}", "--no-mmap"])
+    mapped = invoke("run", tmp_path / "m.rpk", "--input", f"x={tmp_path / 'x.npy'}")
+    private = invoke("run", tmp_path / "m.rpk", "--input", f"x={tmp_path / 'x.npy'}", "--no-mmap")
     assert mapped.exit_code == private.exit_code == 0, private.output
     assert mapped.output == private.output
-    bench = runner.invoke(app, ["bench", str(tmp_path / "m.rpk"), "-n", "2", "--no-mmap"])
+    bench = invoke("bench", tmp_path / "m.rpk", "-n", "2", "--no-mmap")
     assert bench.exit_code == 0, bench.output

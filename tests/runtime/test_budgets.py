@@ -126,15 +126,23 @@ def test_budgets_must_be_positive(kwargs):
 
 
 def test_relaxpack_run_stops_at_its_timeout(tmp_path):
-    from typer.testing import CliRunner
-
-    from relaxpack.cli import app
+    from tests.cli_helpers import invoke
     save_unchecked(endless_loop(), tmp_path / "loop.rpk")
     np.save(tmp_path / "x.npy", np.ones(2, np.float32))
     t0 = time.perf_counter()
-    result = CliRunner().invoke(app, ["run", str(tmp_path / "loop.rpk"), "--input", f"x={tmp_path / 'x.npy'}",
-                                      "--timeout", "0.5"])
+    result = invoke("run", tmp_path / "loop.rpk", "--input", f"x={tmp_path / 'x.npy'}", "--timeout", "0.5")
     assert time.perf_counter() - t0 < 10
     assert result.exit_code == 1, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: stopped in body after 0.5 s"), result.output
+
+
+def test_inference_session_options_carry_the_budgets_and_mmap(tmp_path):
+    from relaxpack.runtime import InferenceSession, SessionOptions
+    save_unchecked(endless_loop(), tmp_path / "loop.rpk")
+    options = SessionOptions()
+    options.max_steps, options.use_mmap = 5000, False
+    session = InferenceSession(str(tmp_path / "loop.rpk"), options)
+    assert session._exe.archive["mmap"] is False
+    with pytest.raises(BudgetError, match=r"max_steps=5000"):
+        session.run(None, X)
