@@ -26,6 +26,20 @@ from .runtime.executable import Executable
 log = logging.getLogger(__name__)
 
 
+#: the lowered IR's text goes into the archive's metadata (for ``inspect --ir``) up to this
+#: many characters: a 200,000-node model's would take most of the manifest's 32 MiB
+MAX_IR_TEXT = 4 << 20
+
+
+def ir_text(lowered: IRModule) -> str:
+    """What the archive keeps of the lowered IR's text: all of it, or a note when it is too long."""
+    text = lowered.script(show_meta=False)
+    if len(text) <= MAX_IR_TEXT:
+        return text
+    return (f"# the IR text ({len(text)} characters) is not kept in archives past {MAX_IR_TEXT}; "
+            f"relaxpack convert --print-after NAME shows it")
+
+
 def check_archive_limits(mod: IRModule) -> None:
     """Refuse, before any pass runs, a module whose functions have more inputs or
     outputs than an archive can hold (the limit the loader enforces)."""
@@ -70,7 +84,7 @@ def build(mod: IRModule, opt_level: int = 2, check: bool = True, pools: dict[str
             lowered = lower_pipeline()(optimized)
     with stage("codegen + plan"):
         exe = codegen(lowered, plan_memory=plan_memory, pools=pools)
-    exe.metadata["ir"] = lowered.script(show_meta=False)
+    exe.metadata["ir"] = ir_text(lowered)
     for key in ("source", "source_sha256"):
         if key in mod.attrs:
             exe.metadata[key] = mod.attrs[key]
