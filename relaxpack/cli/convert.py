@@ -29,6 +29,7 @@ def convert(
     """Convert an ONNX model into a self-contained archive."""
     from ..importers.onnx import from_onnx
     from ..passes import DumpIR, PassContext, PassTiming, PrintAfter
+    from ..runtime.safe_write import check_destination
     from ..vm_build import build
 
     with user_errors():
@@ -37,6 +38,7 @@ def convert(
             raise typer.BadParameter("--params must be linked or external")
         existing_file(model, "model")
         output = output or model.with_suffix(".rpk")
+        check_destination(output, [model])
         dims = parse_dims(dim)
         timer = PassTiming()
         instruments = [timer]
@@ -53,7 +55,7 @@ def convert(
             exe = build(mod, opt_level=opt_level, pools=parse_pools(pool) or None)
         stages["optimize + lower"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        exe.save(output, params=params)
+        exe.save(output, params=params, sources=[model])
         stages["package"] = time.perf_counter() - t0
     ops = Counter(b.value.op.name for block in mod["main"].body.blocks for b in block.bindings
                   if hasattr(b.value, "op") and hasattr(b.value.op, "name"))

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from .common import app, echo, existing_file, fmt_bytes, parse_dims, user_errors
+from .files import archive_files
 
 
 def archive_facts(exe, archive: Path) -> dict:
@@ -55,6 +56,8 @@ def inspect_(
         layout = None
         if plot is not None:
             from ..packager.plan_plot import plot_plan
+            from ..runtime.safe_write import check_destination
+            check_destination(plot, archive_files(archive, exe))
             dims = {k: v for k, v in parse_dims(dim).items() if isinstance(v, int)}
             layout = plot_plan(exe, plot, shape_env=dims or None)
     if as_json:

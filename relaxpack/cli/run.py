@@ -9,6 +9,7 @@ import typer
 
 from ..errors import InputError
 from .common import PLUGIN_HELP, app, echo, existing_file, load_plugins, user_errors
+from .files import archive_files, input_files
 
 
 def load_inputs(input_specs: list[str] | None, inputs_file: Path | None) -> dict[str, np.ndarray]:
@@ -49,14 +50,19 @@ def run(
 ):
     """Run an archive and print its outputs' names, shapes, dtypes and a preview."""
     from ..runtime import VirtualMachine, load
+    from ..runtime.safe_write import check_destination, write_with
 
     with user_errors():
         load_plugins(plugin)
         exe = load(existing_file(archive, "archive"))
+        sources = archive_files(archive, exe) + input_files(input, inputs)
+        if output is not None:
+            check_destination(output, sources)
         feeds = load_inputs(input, inputs)
         outputs = VirtualMachine(exe).run(feeds)
         if output is not None:
-            np.savez(output, **{k: np.asarray(v) for k, v in outputs.items()})
+            arrays = {k: np.asarray(v) for k, v in outputs.items()}
+            write_with(output, lambda f: np.savez(f, **arrays), sources)
     for name, value in outputs.items():
         value = np.asarray(value)
         echo(f"{name}: {value.dtype}{list(value.shape)} {preview(value)}")
