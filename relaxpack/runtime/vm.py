@@ -23,6 +23,7 @@ from .containers import CONTAINER_KINDS, as_input, as_output
 from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunction
 from .executable import Executable
 from .kernels import get_kernel
+from .output_copy import OutputDetacher
 from .registry import FUNC_KIND, check_registered, resolve
 
 Step = Callable[[list], int]
@@ -48,6 +49,7 @@ class VirtualMachine:
         check_registered(exe)   # every missing registered function in one error, before any lookup
         self._prepared = [_Prepared(f) for f in exe.functions.values()]
         self._callees = [self._resolve(i, entry) for i, entry in enumerate(exe.func_table)]
+        self._detach = OutputDetacher(exe.constants)   # outputs never alias inputs or constants
         for prepared in self._prepared:
             prepared.steps = [self._prepare_checked(prepared.func, pc, ins)
                               for pc, ins in enumerate(prepared.func.instructions)]
@@ -70,7 +72,7 @@ class VirtualMachine:
             raise ExecutionError("this VirtualMachine is already running (on another thread?); create one "
                                  "VirtualMachine per thread: they can share one loaded Executable")
         try:
-            return self._invoke(index, args)
+            return self._detach(self._invoke(index, args), args)
         finally:
             self._running.release()
 
@@ -78,6 +80,9 @@ class VirtualMachine:
         """Run ``function`` on named inputs; returns outputs by name."""
         func = self.exe.function(function)
         names = [p.name for p in func.params]
+        if not isinstance(inputs, Mapping):
+            raise InputError(f"run takes the inputs by name, e.g. {{{', '.join(repr(n) + ': ...' for n in names[:3])}}}"
+                             f", got a {type(inputs).__name__}; vm[{function!r}](*arrays) takes them by position")
         unknown = sorted(set(inputs) - set(names))
         if unknown:
             raise InputError(f"unknown input(s) {unknown}; the model's inputs are {names}")
