@@ -232,11 +232,11 @@ def test_constants_of_every_dtype_round_trip(tmp_path):
     exe.save(tmp_path / "m.rpk")
     loaded = load(tmp_path / "m.rpk")
     (out,) = VirtualMachine(loaded).run({}).values()
-    for original, array in zip(consts, out):
+    for original, array, constant in zip(consts, out, loaded.constants):
         assert array.shape == original.shape
         assert array.dtype == (object if original.dtype.kind == "U" else original.dtype.newbyteorder("="))
         assert array.tolist() == original.tolist()
-        assert not array.flags.writeable
+        assert not constant.flags.writeable     # the output is the caller's copy, the constant stays read-only
 
 
 # ---------------------------------------------------------------- external params
