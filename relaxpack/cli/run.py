@@ -10,27 +10,25 @@ import typer
 from ..errors import InputError
 from .common import PLUGIN_HELP, app, echo, existing_file, load_plugins, user_errors
 from .files import archive_files, input_files
+from .terminal import one_line
 
 
-def load_inputs(input_specs: list[str] | None, inputs_file: Path | None) -> dict[str, np.ndarray]:
-    feeds: dict[str, np.ndarray] = {}
-    if inputs_file is not None:
-        existing_file(inputs_file, "inputs file")
-        try:
-            with np.load(inputs_file, allow_pickle=False) as data:
-                feeds.update({k: data[k] for k in data.files})
-        except (ValueError, OSError) as err:
-            raise InputError(f"cannot read {inputs_file} as .npz: {err}") from None
+def load_inputs(input_specs: list[str] | None, inputs_file: Path | None, expect=None) -> dict[str, np.ndarray]:
+    """``--inputs FILE.npz`` and ``--input NAME=FILE.npy``, each header checked (against the
+    model's signature with ``expect``) before its data is read."""
+    from ..runtime.input_files import read_inputs
+
+    named: dict[str, Path] = {}
     for spec in input_specs or ():
         name, sep, file = spec.partition("=")
         if not sep or not name or not file:
             raise InputError(f"bad --input {spec!r}: expected NAME=FILE.npy")
-        path = existing_file(Path(file), f"input file for {name!r}")
-        try:
-            feeds[name] = np.load(path, allow_pickle=False)
-        except (ValueError, OSError) as err:
-            raise InputError(f"cannot read {path} as .npy: {err}") from None
-    return feeds
+        if name in named:
+            raise InputError(f"--input {name}=... is given twice")
+        named[name] = existing_file(Path(file), f"input file for {name!r}")
+    if inputs_file is not None:
+        existing_file(inputs_file, "inputs file")
+    return read_inputs(named, inputs_file, expect)
 
 
 def preview(array: np.ndarray, limit: int = 6) -> str:
@@ -50,6 +48,7 @@ def run(
 ):
     """Run an archive and print its outputs' names, shapes, dtypes and a preview."""
     from ..runtime import VirtualMachine, load
+    from ..runtime.input_files import signature_check
     from ..runtime.safe_write import check_destination, write_with
 
     with user_errors():
@@ -58,13 +57,13 @@ def run(
         sources = archive_files(archive, exe) + input_files(input, inputs)
         if output is not None:
             check_destination(output, sources)
-        feeds = load_inputs(input, inputs)
+        feeds = load_inputs(input, inputs, signature_check(exe))
         outputs = VirtualMachine(exe).run(feeds)
         if output is not None:
             arrays = {k: np.asarray(v) for k, v in outputs.items()}
             write_with(output, lambda f: np.savez(f, **arrays), sources)
     for name, value in outputs.items():
         value = np.asarray(value)
-        echo(f"{name}: {value.dtype}{list(value.shape)} {preview(value)}")
+        echo(f"{one_line(name)}: {value.dtype}{list(value.shape)} {preview(value)}")
     if output is not None:
         echo(f"wrote {output}")
