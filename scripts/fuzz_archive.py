@@ -105,11 +105,9 @@ def build_seeds(workdir: str) -> list[Seed]:
     for name, exe, params, inputs in builds:
         path = os.path.join(workdir, NAME)
         exe.save(path, params=params)
-        files = {NAME: _read(path)}
-        if params == "external":
-            files[NAME + ".params"] = _read(path + ".params")
-            os.remove(path + ".params")
-        os.remove(path)
+        files = {name: _read(os.path.join(workdir, name)) for name in sorted(os.listdir(workdir))}
+        for name in files:       # the archive and, external, its params file (named by its content)
+            os.remove(os.path.join(workdir, name))
         seeds.append(Seed(name, files, inputs, _run(load_files(files, workdir), inputs)))
     return seeds
 
@@ -120,14 +118,14 @@ def _read(path: str) -> bytes:
 
 
 def load_files(files: dict[str, bytes], workdir: str) -> Executable:
-    for name in (NAME, NAME + ".params"):
+    for name in sorted(set(os.listdir(workdir)) | set(files)):
         path = os.path.join(workdir, name)
         if name in files:
             tmp = path + ".tmp"
             with open(tmp, "wb") as f:
                 f.write(files[name])
             os.replace(tmp, path)  # a new file: mappings of the last case stay valid
-        elif os.path.exists(path):
+        else:
             os.remove(path)
     return load(os.path.join(workdir, NAME))
 
@@ -223,8 +221,8 @@ def bitflip(rng, t: Target):
 
 def padding(rng, t: Target):
     """Harmless: a byte no field covers (after the manifest, between constants)."""
-    external = NAME + ".params" in t.files
-    name, base = (NAME + ".params", 64) if external else (NAME, t.fields[5])
+    external = params_name(t.files)
+    name, base = (external, 64) if external else (NAME, t.fields[5])
     holes = [(NAME, range(64 + len(t.manifest), t.fields[5]))]
     ranges = sorted((c["offset"], c["offset"] + c["nbytes"]) for c in json.loads(t.manifest)["constants"]
                     if "offset" in c and c["nbytes"])
@@ -265,10 +263,15 @@ def resize(rng, t: Target):
     return f"{how} {count} bytes at {pos}", t.replace(data)
 
 
+def params_name(files: dict) -> str | None:
+    """The params file among ``files`` (external params), or None."""
+    return next((name for name in files if name != NAME), None)
+
+
 def params_file(rng, t: Target):
-    name = NAME + ".params"
+    name = params_name(t.files)
     files = dict(t.files)
-    if name not in files:
+    if name is None:
         return manifest_number(rng, t)
     params = files[name]
     how = rng.choice(["truncate", "flip", "remove", "append", "header"])
