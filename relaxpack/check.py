@@ -10,6 +10,7 @@ given; every output is compared within ``rtol``/``atol``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import prod
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -19,6 +20,7 @@ import onnx
 from .vm_build import build
 from .errors import InputError, RelaxpackError
 from .importers.onnx import from_onnx
+from .importers.onnx.importer import load_model
 from .ir.dims import evaluate, free_vars
 from .runtime import VirtualMachine
 from .runtime.dtypes import numpy_dtype
@@ -101,24 +103,36 @@ def compare_outputs(names: Sequence[str], got: Mapping[str, np.ndarray], want: S
 
 
 def random_inputs(exe, dim_values: Mapping[str, int], rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Random inputs for ``exe``'s main function at the given dim values."""
-    inputs = {}
+    """Random inputs for ``exe``'s main function at the given dim values; an InputError when
+    they would not fit in memory (:func:`~relaxpack.runtime.input_files.input_byte_limit`)."""
+    from .runtime.input_files import input_byte_limit
+
+    shapes = {}
     for p in exe.function("main").params:
         if p.kind != "tensor" or p.shape is None:
             raise InputError(f"input {p.name!r} has no known shape; pass inputs explicitly")
-        shape = tuple(d if isinstance(d, int) else _eval_dim(d, dim_values) for d in p.shape)
-        dtype = numpy_dtype(p.dtype)
-        if dtype.kind == "f":
-            inputs[p.name] = rng.standard_normal(shape).astype(dtype)
-        elif dtype.kind in "iu":
-            inputs[p.name] = rng.integers(0, 8, shape).astype(dtype)
-        elif dtype.kind == "b":
-            inputs[p.name] = rng.integers(0, 2, shape).astype(bool)
-        elif p.dtype == "string":
-            inputs[p.name] = random_strings(shape, rng)
-        else:
-            raise InputError(f"cannot make random values of dtype {p.dtype} for input {p.name!r}")
-    return inputs
+        shapes[p] = tuple(d if isinstance(d, int) else _eval_dim(d, dim_values) for d in p.shape)
+    total = sum(prod(shape) * numpy_dtype(p.dtype).itemsize for p, shape in shapes.items())
+    if total > input_byte_limit() // 2:
+        raise InputError(f"random inputs of shapes {', '.join(f'{p.name}{list(s)}' for p, s in shapes.items())} "
+                         f"would take {total} bytes, more than half this machine's memory")
+    try:
+        return {p.name: _random_array(p, shape, rng) for p, shape in shapes.items()}
+    except MemoryError:
+        raise InputError(f"not enough memory for random inputs of {total} bytes") from None
+
+
+def _random_array(p, shape: tuple, rng: np.random.Generator) -> np.ndarray:
+    dtype = numpy_dtype(p.dtype)
+    if dtype.kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    if dtype.kind in "iu":
+        return rng.integers(0, 8, shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, shape).astype(bool)
+    if p.dtype == "string":
+        return random_strings(shape, rng)
+    raise InputError(f"cannot make random values of dtype {p.dtype} for input {p.name!r}")
 
 
 #: the characters of random strings: letters of two cases, digits, a space and a non-ASCII letter
@@ -140,8 +154,12 @@ def _eval_dim(text: str, values: Mapping[str, int]) -> int:
     return evaluate(parse_dim(text), values)
 
 
-def draw_dims(exe, rng: np.random.Generator, fixed: Mapping[str, int] | None = None) -> dict[str, int]:
-    """A value for every symbolic dim of main's inputs, within its range."""
+def draw_dims(exe, rng: np.random.Generator, fixed: Mapping[str, int | tuple] | None = None) -> dict[str, int]:
+    """A value for every symbolic dim of main's inputs, within its range.
+
+    ``fixed`` gives dims a value, or a ``(lo, hi)`` range (``hi`` may be None) to draw
+    from within the archive's; a name that is no dim of the inputs is an InputError.
+    """
     from .ir.dims import parse_dim
     ranges = {name: (lo, hi) for name, lo, hi in exe.function("main").dim_ranges}
     names = set()
@@ -149,9 +167,20 @@ def draw_dims(exe, rng: np.random.Generator, fixed: Mapping[str, int] | None = N
         for d in p.shape or ():
             if isinstance(d, str):
                 names |= free_vars(parse_dim(d))
-    values = dict(fixed or {})
+    fixed = dict(fixed or {})
+    unknown = sorted(set(fixed) - names)
+    if unknown:
+        raise InputError(f"dims {unknown} do not name any dim of the inputs (their dims are "
+                         f"{sorted(names) or 'all static'})")
+    values = {k: v for k, v in fixed.items() if isinstance(v, int)}
     for name in sorted(names - set(values)):
         lo, hi = ranges.get(name, DEFAULT_DIM_RANGE)
+        if name in fixed:   # a range given: within the archive's
+            want_lo, want_hi = fixed[name]
+            lo, hi = max(lo, want_lo), want_hi if hi is None else (hi if want_hi is None else min(hi, want_hi))
+            if hi is not None and hi < lo:
+                raise InputError(f"dim {name}: the range {want_lo}..{'' if want_hi is None else want_hi} "
+                                 f"lies outside the archive's {ranges.get(name)}")
         lo = max(lo, DEFAULT_DIM_RANGE[0]) if hi is None else lo
         hi = hi if hi is not None else max(lo, DEFAULT_DIM_RANGE[1])
         values[name] = int(rng.integers(lo, hi + 1))
@@ -162,7 +191,7 @@ def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int =
                 rtol: float = 1e-4, atol: float = 1e-5,
                 inputs: Mapping[str, np.ndarray] | None = None) -> CheckReport:
     """Run relaxpack and onnxruntime on the same inputs and compare."""
-    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    proto = model if isinstance(model, onnx.ModelProto) else load_model(model)
     exe = build(from_onnx(model, dims=dims))
     vm = VirtualMachine(exe)
     session = onnxruntime_session(proto)
@@ -207,7 +236,7 @@ def first_divergence(model: "onnx.ModelProto | str | Path", inputs: Mapping[str,
                      rtol: float = 1e-4, atol: float = 1e-5) -> NodeDivergence | None:
     """Run both sides exposing every intermediate; the first ONNX node (in
     graph order) one of whose outputs differs, or None when all agree."""
-    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    proto = model if isinstance(model, onnx.ModelProto) else load_model(model)
     exposed = expose_intermediates(proto)
     session = onnxruntime_session(exposed)
     names = [o.name for o in session.get_outputs()]

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import typer
 
+from ..errors import InputError
 from .common import PLUGIN_HELP, app, echo, existing_file, load_plugins, parse_dims, user_errors
 from .run import load_inputs
+from .terminal import one_line
 
 
 @app.command()
@@ -31,6 +33,8 @@ def check(
     with user_errors():
         load_plugins(plugin)
         existing_file(model, "model")
+        if not (rtol >= 0 and atol >= 0):    # NaN too
+            raise InputError(f"--rtol {rtol} and --atol {atol} must be non-negative numbers")
         dims = parse_dims(dim)
         feeds = load_inputs(None, inputs) if inputs is not None else None
         report = check_model(model, dims=dims, samples=samples, seed=seed, rtol=rtol, atol=atol, inputs=feeds)
@@ -39,16 +43,16 @@ def check(
             failing = next(s for s in report.samples if not s.passed)
             divergence = first_divergence(model, failing.feeds, dims=dims, rtol=rtol, atol=atol)
     for i, sample in enumerate(report.samples):
-        dims_text = ", ".join(f"{k}={v}" for k, v in sample.dims.items()) or "given inputs"
+        dims_text = ", ".join(f"{one_line(k)}={v}" for k, v in sample.dims.items()) or "given inputs"
         echo(f"sample {i} ({dims_text})")
         for out in sample.outputs:
             verdict = "PASS" if out.passed else "FAIL"
             note = f"  {out.note}" if out.note else ""
-            echo(f"  {out.name:24s} {str(list(out.shape)):16s} max abs {out.max_abs:.3e}  "
+            echo(f"  {one_line(out.name):24s} {str(list(out.shape)):16s} max abs {out.max_abs:.3e}  "
                  f"max rel {out.max_rel:.3e}  {verdict}{note}")
     if divergence is not None:
         d = divergence.diff
-        echo(f"first divergence: {divergence.op_type} node {divergence.node!r}, output {divergence.output!r} "
+        echo(f"first divergence: {one_line(divergence.op_type)} node {divergence.node!r}, output {divergence.output!r} "
              f"(max abs {d.max_abs:.3e}{', ' + d.note if d.note else ''})")
     echo("PASS" if report.passed else "FAIL")
     if not report.passed:

@@ -11,6 +11,7 @@ from typing import Iterator
 import typer
 
 from ..errors import InputError, RelaxpackError
+from .terminal import one_line, printable
 
 app = typer.Typer(
     name="relaxpack",
@@ -42,11 +43,13 @@ def user_errors() -> Iterator[None]:
         if isinstance(err, OSError) and err.filename:
             message = f"{err.strerror}: {err.filename}"
         more = " (more with --debug)" if "\n" in text.strip() else ""
-        typer.echo(f"error: {message}{more}", err=True)
+        typer.echo(f"error: {one_line(message)}{more}", err=True)
         raise typer.Exit(1) from None
 
 
 _DIM = re.compile(r"^([A-Za-z_]\w*)=(\d+)(?:\.\.(\d+)?)?$")
+#: the largest dim value an option may give (as archives bound their dims)
+MAX_DIM_VALUE = 1 << 48
 
 
 def parse_dims(specs: list[str] | None) -> dict[str, int | tuple[int, int | None]]:
@@ -56,7 +59,11 @@ def parse_dims(specs: list[str] | None) -> dict[str, int | tuple[int, int | None
         m = _DIM.match(spec.strip())
         if not m:
             raise InputError(f"bad --dim {spec!r}: expected NAME=VALUE or NAME=LO..HI (e.g. seq=1..512)")
+        if any(len(g) > 16 or int(g) > MAX_DIM_VALUE for g in m.groups()[1:] if g):
+            raise InputError(f"bad --dim {spec.strip()[:60]!r}: a dim is at most 2**48 = {MAX_DIM_VALUE}")
         name, lo, hi = m.group(1), int(m.group(2)), m.group(3)
+        if name in dims:
+            raise InputError(f"--dim {name}=... is given twice")
         if ".." not in spec:
             dims[name] = lo
             continue
@@ -128,4 +135,5 @@ def fmt_bytes(n: int | float) -> str:
 
 
 def echo(text: str = "") -> None:
-    typer.echo(text)
+    """Print ``text``; control characters (from names in a model or archive) are shown escaped."""
+    typer.echo(printable(text))

@@ -8,9 +8,28 @@ from pathlib import Path
 
 import typer
 
+from ..errors import InputError
+from .terminal import one_line
 from .common import (
     PLUGIN_HELP, app, echo, existing_file, fmt_bytes, load_plugins, parse_dims, parse_pools, user_errors,
 )
+
+
+def check_pass_names(names: list[str], option: str) -> None:
+    """Every name is a pass that ``build`` runs (at -O2, or in lowering); else an InputError listing them."""
+    from ..passes import Sequential
+    from ..passes.optimize import optimize_pipeline
+    from ..vm_build import lower_pipeline
+    known, stack = set(), [optimize_pipeline(2), lower_pipeline()]
+    while stack:
+        p = stack.pop()
+        if isinstance(p, Sequential):
+            stack.extend(p.passes)
+        else:
+            known.add(p.info.name)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise InputError(f"{option} {unknown[0]}: no such pass; the passes are {', '.join(sorted(known))}")
 
 
 @app.command()
@@ -43,6 +62,7 @@ def convert(
         timer = PassTiming()
         instruments = [timer]
         if print_after:
+            check_pass_names(print_after, "--print-after")
             instruments.append(PrintAfter(print_after, sink=lambda name, text: echo(f"# after {name}\n{text}")))
         if dump_ir:
             instruments.append(DumpIR(dump_ir))
@@ -61,7 +81,7 @@ def convert(
                   if hasattr(b.value, "op") and hasattr(b.value.op, "name"))
     n_params = sum(int(c.size) for c in exe.constants)
     echo(f"wrote {output} ({fmt_bytes(output.stat().st_size)})")
-    echo(f"  signature     {exe.signature()}")
+    echo(f"  signature     {one_line(exe.signature())}")
     echo(f"  ops           {sum(ops.values())} ({len(ops)} kinds) -> {exe.kernel_call_count()} kernel calls")
     echo(f"  parameters    {n_params:,} in {len(exe.constants)} constants "
          f"({fmt_bytes(sum(c.nbytes for c in exe.constants))})")

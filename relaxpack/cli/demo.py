@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from .common import app, user_errors
+from ..errors import ParseError
+from .common import app, echo, user_errors
 
 
 @app.command()
@@ -65,10 +66,17 @@ def ir_command(
     from ..ir.well_formed import check_well_formed
 
     with user_errors():
-        mod = parse(path.read_text())
+        data = path.read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ParseError(f"{path} is not UTF-8 text (byte {data[err.start]:#04x} at offset {err.start}): "
+                             f"give the text form printed by mod.script()") from None
+        mod = parse(text)
         if check:
             check_well_formed(mod)
-        typer.echo(mod.script(show_meta=show_meta))
+        script = mod.script(show_meta=show_meta)
+    echo(script)
 
 
 @app.command()

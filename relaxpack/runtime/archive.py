@@ -57,6 +57,7 @@ from .bytecode import VMFunction
 from .dtypes import numpy_dtype
 from .executable import Executable, FuncEntry
 from .kernels import KERNELS
+from .metadata_check import check_metadata
 from .registry import check_registered
 from .safe_write import check_destination, write_file
 
@@ -297,6 +298,7 @@ def _load(path: str) -> Executable:
     m = check.decode_manifest(raw, header)
     external = bool(header.flags & check.FLAG_EXTERNAL_PARAMS)
     check.check_manifest(m, header.version, external)
+    check_metadata(m["metadata"])
     check.check_ranges(m["constants"])
     check.check_bytecode(m)
     producer = f"{m['producer']['name']} {m['producer']['version']}"

@@ -25,6 +25,7 @@ from .executable import Executable
 from .kernels import get_kernel
 from .output_copy import OutputDetacher
 from .registry import FUNC_KIND, check_registered, resolve
+from .shape_program import ShapeProgramError
 
 Step = Callable[[list], int]
 
@@ -72,7 +73,9 @@ class VirtualMachine:
             raise ExecutionError("this VirtualMachine is already running (on another thread?); create one "
                                  "VirtualMachine per thread: they can share one loaded Executable")
         try:
-            return self._detach(self._invoke(index, args), args)
+            # inf and nan propagate as IEEE arithmetic says, without numpy's warnings (as in onnxruntime)
+            with np.errstate(all="ignore"):
+                return self._detach(self._invoke(index, args), args)
         finally:
             self._running.release()
 
@@ -113,13 +116,15 @@ class VirtualMachine:
         try:
             while pc >= 0:
                 pc = steps[pc](regs)
+        except ShapeProgramError as err:   # raised without knowing where: say which instruction
+            raise type(err)(f"{func.name}: instruction {pc} ({prepared.labels[pc]}): {err}") from None
         except RelaxpackError:
             raise
         except RecursionError:
             raise ExecutionError(f"{func.name}: calls nest too deeply (recursion in the bytecode?)") from None
         except Exception as err:  # a kernel or builtin rejected what the bytecode gave it
             raise ExecutionError(f"{func.name}: instruction {pc} ({prepared.labels[pc]}) failed: "
-                                 f"{type(err).__name__}: {err}") from err
+                                 f"{_describe(err)}") from err
         return regs[-1]
 
     # ------------------------------------------------------------ preparation
@@ -165,6 +170,8 @@ class VirtualMachine:
     def _prepare_checked(self, func: VMFunction, pc: int, ins) -> Step:
         try:
             return self._prepare(func, pc, ins)
+        except ShapeProgramError as err:
+            raise type(err)(f"{func.name}: instruction {pc} ({self._label(ins)}): {err}") from None
         except RelaxpackError:
             raise
         except Exception as err:  # a builtin's specialization rejected its immediates
@@ -264,6 +271,14 @@ def _step_factory(kinds: str, has_out: bool, has_ws: bool, has_static: bool, kee
         exec(source, namespace)  # noqa: S102 (a fixed template; see the docstring)
         factory = _STEP_FACTORIES[key] = namespace["factory"]
     return factory
+
+
+def _describe(err: Exception) -> str:
+    """``Type: message``; a MemoryError without a message says what it means."""
+    text = " ".join(str(err).split())
+    if not text and isinstance(err, MemoryError):
+        text = "out of memory"
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def _check_register(func: VMFunction, reg) -> None:
