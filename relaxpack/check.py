@@ -113,7 +113,7 @@ def random_inputs(exe, dim_values: Mapping[str, int], rng: np.random.Generator) 
             raise InputError(f"input {p.name!r} has no known shape; pass inputs explicitly")
         shapes[p] = tuple(d if isinstance(d, int) else _eval_dim(d, dim_values) for d in p.shape)
     total = sum(prod(shape) * numpy_dtype(p.dtype).itemsize for p, shape in shapes.items())
-    if total > input_byte_limit() // 2:
+    if total > input_byte_limit():
         raise InputError(f"random inputs of shapes {', '.join(f'{p.name}{list(s)}' for p, s in shapes.items())} "
                          f"would take {total} bytes, more than half this machine's memory")
     try:

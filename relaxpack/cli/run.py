@@ -10,7 +10,7 @@ import typer
 from ..errors import InputError
 from .common import PLUGIN_HELP, app, echo, existing_file, load_plugins, user_errors
 from .files import archive_files, input_files
-from .terminal import one_line
+from .outputs import output_arrays, output_lines
 
 
 def load_inputs(input_specs: list[str] | None, inputs_file: Path | None, expect=None) -> dict[str, np.ndarray]:
@@ -29,13 +29,6 @@ def load_inputs(input_specs: list[str] | None, inputs_file: Path | None, expect=
     if inputs_file is not None:
         existing_file(inputs_file, "inputs file")
     return read_inputs(named, inputs_file, expect)
-
-
-def preview(array: np.ndarray, limit: int = 6) -> str:
-    flat = np.asarray(array).reshape(-1)
-    items = ", ".join(np.format_float_positional(v, precision=4, trim="-") if flat.dtype.kind == "f" else str(v)
-                      for v in flat[:limit])
-    return f"[{items}{', ...' if flat.size > limit else ''}]"
 
 
 @app.command()
@@ -60,10 +53,9 @@ def run(
         feeds = load_inputs(input, inputs, signature_check(exe))
         outputs = VirtualMachine(exe).run(feeds)
         if output is not None:
-            arrays = {k: np.asarray(v) for k, v in outputs.items()}
+            arrays = output_arrays(outputs)
             write_with(output, lambda f: np.savez(f, **arrays), sources)
     for name, value in outputs.items():
-        value = np.asarray(value)
-        echo(f"{one_line(name)}: {value.dtype}{list(value.shape)} {preview(value)}")
+        echo("\n".join(output_lines(name, value)))
     if output is not None:
         echo(f"wrote {output}")

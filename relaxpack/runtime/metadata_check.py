@@ -37,6 +37,12 @@ def check_metadata(meta: dict) -> None:
     for key in _PLAN_TEXTS:
         if key in plan and plan[key] is not None and not isinstance(plan[key], str):
             _fail(f"memory_plan.{key}", "a string or null", plan[key])
+    for key, needs in (("arena_bytes", ("lower_bound_bytes", "naive_bytes")),
+                       ("workspace_bytes", ("largest_workspace_bytes", "workspaces"))):
+        if plan.get(key) is not None:
+            for other in needs:
+                if plan.get(other) is None:
+                    _fail(f"memory_plan.{other}", f"an int (memory_plan.{key} is given)", plan.get(other))
     pools = plan.get("pool_bytes", {})
     if not isinstance(pools, dict) or not all(isinstance(k, str) and _count(v) for k, v in pools.items()):
         _fail("memory_plan.pool_bytes", "an object of pool names to byte counts", pools)
