@@ -18,6 +18,19 @@ class ShapeError(RelaxpackError):
     """Shapes or dtypes of an operation's operands do not fit together."""
 
 
+class UnprovenDimsError(ShapeError):
+    """An op needs two dims equal and the algebra can neither prove nor refute it.
+
+    ``lhs`` and ``rhs`` are the two dims. A strict build (the passes) reports
+    it as a ShapeError; the ONNX importer assumes the relation instead: it
+    ``match_cast``s an operand to a representative dim, a check the runtime
+    evaluates (ir/gradual.py)."""
+
+    def __init__(self, message: str, lhs=None, rhs=None):
+        super().__init__(message)
+        self.lhs, self.rhs = lhs, rhs
+
+
 class IRError(RelaxpackError):
     """An IR program is malformed (well-formedness, parsing, building)."""
 

@@ -72,6 +72,25 @@ def test_check_fails_with_exit_1_and_names_the_diverging_node(models, tmp_path):
     assert "FAIL" in result.output and "first divergence:" in result.output
 
 
+def test_check_blames_onnxruntime_for_a_saturating_integer_gemm(tmp_path, monkeypatch):
+    """onnxruntime's u8 x s8 GEMM saturating in int16 pairs (CPUs without VNNI, as
+    the fake session answers) is reported as its deviation, exit 0; --strict fails."""
+    import relaxpack.check
+
+    from .test_cross_check import _SessionWithoutVnni, _saturating_matmul_integer
+    model, a, b = _saturating_matmul_integer()
+    onnx.save(model, str(tmp_path / "mmi.onnx"))
+    np.savez(tmp_path / "a.npz", a=a)
+    args = ("check", tmp_path / "mmi.onnx", "--inputs", tmp_path / "a.npz")
+    assert invoke(*args).exit_code == 0     # this CPU's onnxruntime, whatever it does
+    monkeypatch.setattr(relaxpack.check, "onnxruntime_session", lambda proto: _SessionWithoutVnni(b))
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    assert "onnxruntime differs from the exact result here; relaxpack matches it" in result.output
+    strict = invoke(*args, "--strict")
+    assert strict.exit_code == 1 and "FAIL" in strict.output
+
+
 def test_inspect_json_facts(archive):
     result = invoke("inspect", archive, "--json")
     assert result.exit_code == 0, result.output

@@ -59,3 +59,63 @@ def test_check_model_makes_random_strings_for_string_inputs():
     strings = [s for sample in report.samples for s in sample.feeds["s"].tolist()]
     assert all(isinstance(s, str) for s in strings) and len(set(strings)) > 10
     assert any(any(c.isdigit() for c in s) for s in strings) and any(not s.isdigit() for s in strings)
+
+
+# ---------------------------------------------------------------- onnxruntime's integer GEMM
+
+
+def _saturating_matmul_integer():
+    """A MatMulInteger model and inputs whose u8 x s8 pairs leave int16."""
+    from .test_integer_semantics import matmul_integer_model, saturating_operands
+    a, b = saturating_operands(np.random.default_rng(5), 3, 16)
+    return matmul_integer_model(b, 0, 0, 16), a, b
+
+
+class _SessionWithoutVnni:
+    """onnxruntime's MatMulInteger session as it answers on a CPU without VNNI."""
+
+    def __init__(self, b):
+        self.b = b
+
+    def get_outputs(self):
+        return [type("Out", (), {"name": "y"})()]
+
+    def run(self, names, feeds):
+        from .integer_semantics import ort_u8s8_matmul
+        return [ort_u8s8_matmul(feeds["a"], self.b)]
+
+
+def test_check_on_saturating_integer_gemm_passes_on_this_cpu():
+    """Whatever this CPU: relaxpack's exact result passes; a note says so where onnxruntime saturated."""
+    from .integer_semantics import exact_matmul_integer
+    from relaxpack.check import ORT_DEVIATES
+    model, a, b = _saturating_matmul_integer()
+    report = check_model(model, inputs={"a": a})
+    assert report.passed, report.worst()
+    ort_exact = np.array_equal(onnxruntime_session(model).run(None, {"a": a})[0], exact_matmul_integer(a, b))
+    assert report.samples[0].outputs[0].note == ("" if ort_exact else ORT_DEVIATES)
+
+
+def test_check_blames_onnxruntime_where_it_saturates_unless_strict(monkeypatch):
+    import relaxpack.check as check
+    model, a, b = _saturating_matmul_integer()
+    monkeypatch.setattr(check, "onnxruntime_session", lambda proto: _SessionWithoutVnni(b))
+    report = check.check_model(model, inputs={"a": a})
+    (out,) = report.samples[0].outputs
+    assert report.passed and out.max_abs > 0 and out.note == check.ORT_DEVIATES
+    strict = check.check_model(model, inputs={"a": a}, strict=True)
+    assert not strict.passed and strict.samples[0].outputs[0].note == ""
+
+
+def test_check_still_fails_where_the_reference_sides_with_onnxruntime(monkeypatch):
+    """A relaxpack result that is not the exact one is a failure, reference or not."""
+    import relaxpack.check as check
+    model, a, b = _saturating_matmul_integer()
+    real = check.VirtualMachine
+
+    class OffByOne(real):
+        def run(self, feeds):
+            return {k: v + 1 for k, v in super().run(feeds).items()}
+    monkeypatch.setattr(check, "VirtualMachine", OffByOne)
+    report = check.check_model(model, inputs={"a": a})
+    assert not report.passed and report.samples[0].outputs[0].note == ""

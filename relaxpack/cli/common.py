@@ -53,12 +53,20 @@ MAX_DIM_VALUE = 1 << 48
 
 
 def parse_dims(specs: list[str] | None) -> dict[str, int | tuple[int, int | None]]:
-    """``--dim batch=8 --dim seq=1..512`` -> ``{"batch": 8, "seq": (1, 512)}``."""
+    """``--dim batch=8 --dim seq=1..512 --dim N=?`` -> ``{"batch": 8, "seq": (1, 512), "N": "?"}``
+    (``?`` unties a name the model writes on axes that may differ)."""
     dims: dict = {}
     for spec in specs or ():
+        name, _, value = spec.strip().partition("=")
+        if value == "?" and name.isidentifier():
+            if name in dims:
+                raise InputError(f"--dim {name}=... is given twice")
+            dims[name] = "?"
+            continue
         m = _DIM.match(spec.strip())
         if not m:
-            raise InputError(f"bad --dim {spec!r}: expected NAME=VALUE or NAME=LO..HI (e.g. seq=1..512)")
+            raise InputError(f"bad --dim {spec!r}: expected NAME=VALUE, NAME=LO..HI (e.g. seq=1..512) or NAME=? "
+                             f"(each axis named NAME a dim of its own)")
         if any(len(g) > 16 or int(g) > MAX_DIM_VALUE for g in m.groups()[1:] if g):
             raise InputError(f"bad --dim {spec.strip()[:60]!r}: a dim is at most 2**48 = {MAX_DIM_VALUE}")
         name, lo, hi = m.group(1), int(m.group(2)), m.group(3)

@@ -48,6 +48,7 @@ def convert(
     """Convert an ONNX model into a self-contained archive."""
     from ..importers.onnx import from_onnx
     from ..passes import DumpIR, PassContext, PassTiming, PrintAfter
+    from ..runtime.assumptions import assumptions_of
     from ..runtime.safe_write import check_destination
     from ..vm_build import build
 
@@ -93,6 +94,11 @@ def convert(
     elif plan:
         echo(f"  arena         {plan['buffers']} buffers, planned per input shape at run time "
              f"(give every dim an upper bound with --dim to see the plan's size)")
+    assumed = assumptions_of(exe)
+    if assumed:
+        conditions = list(dict.fromkeys(a["condition"] for a in assumed))
+        shown = "; ".join(conditions[:3]) + (f"; and {len(conditions) - 3} more" if len(conditions) > 3 else "")
+        echo(f"  assumes       {shown} (checked at run time; relaxpack inspect lists where)")
     echo("  time          " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stages.items()))
     if timing:
         echo(timer.render())

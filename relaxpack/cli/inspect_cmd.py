@@ -14,6 +14,8 @@ from .terminal import one_line
 
 
 def archive_facts(exe, archive: Path) -> dict:
+    from ..runtime.assumptions import assumptions_of
+
     main = exe.function("main")
     plan = exe.metadata.get("memory_plan") or {}
     return {
@@ -22,6 +24,8 @@ def archive_facts(exe, archive: Path) -> dict:
                    for p in main.params],
         "outputs": [{"name": n} for n in main.outputs],
         "dim_ranges": {name: [lo, hi] for name, lo, hi in main.dim_ranges},
+        # what the model was converted assuming of its dims, checked at run time
+        "assumptions": assumptions_of(exe),
         "kernel_calls": exe.kernel_call_count(),
         "kernels": exe.kernel_names,
         # registered functions the deploying process must provide (register_func)
@@ -36,6 +40,21 @@ def archive_facts(exe, archive: Path) -> dict:
         "largest_workspace_bytes": plan.get("largest_workspace_bytes"),
         "archive_bytes": archive.stat().st_size,
     }
+
+
+def assumption_lines(assumptions: list[dict]) -> list[str]:
+    """``assumes      height % 8 < 4  (2 * (height // 8) == height // 4, node up/Concat)`` per
+    relation; one that only a run can check (over dims known then) says when it is checked."""
+    lines = []
+    for i, a in enumerate(assumptions):
+        equality = f"{a['lhs']} == {a['rhs']}"
+        detail = equality if a["condition"] != equality else ""
+        where = f"node {a['node']}" + ("" if a["when"] == "inputs" else ", checked where it runs")
+        if a["function"] != "main":
+            where += f", in {a['function']}"
+        head = "assumes      " if i == 0 else "             "
+        lines.append(f"{head}{a['condition']}  ({', '.join(p for p in (detail, where) if p)})")
+    return lines
 
 
 @app.command("inspect")
@@ -74,6 +93,8 @@ def inspect_(
     if facts["dim_ranges"]:
         echo("dims         " + ", ".join(f"{one_line(k)} in {lo}..{'' if hi is None else hi}"
                                           for k, (lo, hi) in facts["dim_ranges"].items()))
+    for line in assumption_lines(facts["assumptions"]):
+        echo(line)
     echo(f"kernels      {facts['kernel_calls']} calls of {len(facts['kernels'])} kernels")
     if facts["functions"]:
         echo(f"functions    {one_line(', '.join(facts['functions']))} (register them with relaxpack.runtime.register_func)")

@@ -22,6 +22,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from ..errors import IRError, RelaxpackError, ShapeError
 from .dims import DimAnalyzer
+from .gradual import infer_assuming
 from .expr import (
     Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc,
     Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, Span, StringImm,
@@ -79,7 +80,12 @@ def dim_ranges_attr(analyzer: DimAnalyzer, names) -> tuple:
 class BlockBuilder:
     """Builds an :class:`IRModule` binding by binding (Relax's BlockBuilder)."""
 
-    def __init__(self, mod: IRModule | None = None, analyzer: DimAnalyzer | None = None):
+    def __init__(self, mod: IRModule | None = None, analyzer: DimAnalyzer | None = None,
+                 gradual: bool = False):
+        """``gradual=True``: an equality of dims that an op needs and the
+        analyzer can neither prove nor refute is assumed and cast for, a
+        run-time check (ir/gradual.py); by default it is a ShapeError."""
+        self.gradual = gradual
         self._functions: dict[str, Function] = dict(mod.functions) if mod else {}
         self._mod_attrs = dict(mod.attrs) if mod else {}
         self.analyzer = analyzer or DimAnalyzer()
@@ -325,7 +331,12 @@ class BlockBuilder:
         if call.struct_info is not None and args is call.args:
             return call
         call = call.replace(args=args)
-        return call.replace(struct_info=self.infer_call(call))
+        if not self.gradual:
+            return call.replace(struct_info=self.infer_call(call))
+        call, sinfo, casts = infer_assuming(call, self.infer_call, self.entry_dims(), self.in_dataflow)
+        for cast in casts:
+            self._append(cast.replace(span=self._span))
+        return call.replace(struct_info=sinfo)
 
     def infer_call(self, call: Call) -> StructInfo:
         """The struct info of ``call``; shape errors name the op and the span."""
@@ -344,7 +355,7 @@ class BlockBuilder:
             raise ShapeError(f"cannot call a value of type {type(sinfo).__name__}")
         except RelaxpackError as err:
             if self._span is not None and "[at " not in str(err):
-                raise type(err)(f"{err} [at {self._span}]") from None
+                raise _reworded(err, f"{err} [at {self._span}]") from None
             raise
 
     def _normalize_if(self, expr: If) -> If:
@@ -373,9 +384,20 @@ class BlockBuilder:
                         names |= b.struct_info.dim_vars()
         return frozenset(names)
 
+    def entry_dims(self) -> frozenset[str]:
+        """The symbolic dims the current function's parameters define."""
+        return _sinfo_vars(self._func_stack[-1].params) if self._func_stack else frozenset()
+
     def fresh_name(self, prefix: str = "v") -> str:
         self._name_counter += 1
         return f"{prefix}{self._name_counter}"
+
+
+def _reworded(err: RelaxpackError, message: str) -> RelaxpackError:
+    """``err`` with a new message, its other attributes kept."""
+    new = type(err)(message)
+    new.__dict__.update(err.__dict__)
+    return new
 
 
 def _sinfo_vars(params) -> frozenset[str]:

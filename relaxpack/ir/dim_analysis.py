@@ -21,8 +21,9 @@ from typing import Mapping
 from ..errors import DimError
 from .dims import (  # the private helpers: this module is the other half of dims
     Dim, _atom_dim, _floordiv, _FloorDiv, _fold, _interval, _Max, _min_max, _Min, _mod, _Mod,
-    _sub, _Sym, is_static, normalize, sym,
+    _sub, _Sym, free_vars, is_static, normalize, sym,
 )
+from .dim_relations import decide_equal
 
 __all__ = ["DimAnalyzer"]
 
@@ -37,6 +38,7 @@ class DimAnalyzer:
 
     def __init__(self, ranges: Mapping[str, tuple[int, int | None]] | None = None):
         self._ranges: dict[str, tuple[int, int | None]] = {}
+        self._decided: dict[tuple, bool | None] = {}
         for name, (lo, hi) in (ranges or {}).items():
             self.set_range(name, lo, hi)
 
@@ -80,7 +82,29 @@ class DimAnalyzer:
     def prove_equal(self, a, b) -> bool:
         """Whether ``a == b`` for every value within the ranges."""
         d = _sub(normalize(a), normalize(b))
-        return d == 0 or self._bounds(d) == (0, 0)
+        return d == 0 or self._bounds(d) == (0, 0) or self._decide_zero(d) is True
+
+    def prove_not_equal(self, a, b) -> bool:
+        """Whether ``a != b`` for every value within the ranges.
+
+        >>> DimAnalyzer({"h": (4, 7)}).prove_not_equal(2 * (sym("h") // 8), sym("h") // 4)
+        True
+        """
+        d = _sub(normalize(a), normalize(b))
+        if is_static(d):
+            return d != 0
+        lo, hi = self._bounds(d)
+        return lo > 0 or hi < 0 or self._decide_zero(d) is False
+
+    def _decide_zero(self, d) -> bool | None:
+        """Exactly whether ``d == 0`` always / never, for a difference over
+        one variable (dim_relations.py); cached, since imports ask often."""
+        if is_static(d):
+            return d == 0
+        key = (d, tuple(sorted((n, self.range_of(n)) for n in free_vars(d))))
+        if key not in self._decided:
+            self._decided[key] = decide_equal(d, 0, {n: r for n, r in key[1]})
+        return self._decided[key]
 
     def prove_nonneg(self, x) -> bool:
         """Whether ``x >= 0`` for every value within the ranges."""

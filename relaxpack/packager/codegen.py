@@ -29,6 +29,7 @@ from ..runtime.dtypes import numpy_dtype
 from ..ops.workspace import call_workspace
 from ..runtime.kernels import KERNELS
 from ..runtime.registry import FUNC_KIND
+from .assumptions import cast_relations, check_entry, entry_key
 from .dim_program import dim_program
 from .memory_plan import plan_function
 
@@ -72,6 +73,8 @@ class _FunctionCodegen:
         # shape values already computed: valid until a branch ends or a dim is stored
         self.shape_cache: dict[str, int] = {}
         self.alloc_scopes: dict[int, str] = {}  # alloc_tensor pc -> memory scope (vdevice)
+        self.branch_depth = 0                   # inside If branches: checks stay where they are
+        self.hoisted: dict[str, tuple] = {}     # relations over input dims, checked after the inputs
 
     # ------------------------------------------------------------ helpers
     def new_reg(self) -> int:
@@ -177,8 +180,10 @@ class _FunctionCodegen:
         params = self.emit_param_checks()
         self.entry_pc = len(self.instrs)                                 # inputs checked here
         self.entry_slots = {slot: name for name, slot in self.slot_of.items()}
+        self.instrs.append(None)                                         # the assumptions' check
         result = self.emit_seq(self.func.body)
         self.instrs.append(Ret(result))
+        self.place_hoisted_checks()
         instrs = [self.patch_heap_size(i) for i in self.instrs]
         return VMFunction(self.name, tuple(params), self.num_regs, tuple(instrs),
                           outputs=self.output_names(), dim_ranges=tuple(self.func.attrs.get("dim_ranges", ())),
@@ -191,6 +196,19 @@ class _FunctionCodegen:
         kinds = [container_kind(f)[0] if isinstance(f, (SequenceStructInfo, OptionalStructInfo)) else "tensor"
                  for f in fields]
         return {"output_kinds": kinds} if any(k != "tensor" for k in kinds) else {}
+
+    def place_hoisted_checks(self) -> None:
+        """The relations over input dims as one check right after the input
+        checks (the memory plan goes after it), or nothing."""
+        at = self.entry_pc
+        if self.hoisted:
+            self.instrs[at] = CallInstr(NO_DST, self.state.func("builtin", "vm.builtin.check_dims"),
+                                        ((IMM, tuple(self.hoisted.values())), (IMM, "inputs"),
+                                         (IMM, self.heap_size_placeholder), (REG, self.heap)))
+            self.entry_pc += 1
+            return
+        del self.instrs[at]
+        self.alloc_scopes = {pc - (pc > at): scope for pc, scope in self.alloc_scopes.items()}
 
     def patch_heap_size(self, ins):
         if not isinstance(ins, CallInstr):
@@ -215,6 +233,11 @@ class _FunctionCodegen:
 
     def emit_binding(self, b) -> None:
         if isinstance(b, MatchCast):
+            relations = cast_relations(b, lambda name: name in self.slot_of)
+            if relations is not None:       # an assumption: dims to compare, no tensor to read
+                self.reg_of[b.var] = self.to_register(b.value)
+                self.emit_assumptions(str(b.span) if b.span else "", relations)
+                return
             reg = self.to_register(b.value)
             self.emit_match_cast(reg, b)
             self.reg_of[b.var] = reg
@@ -224,6 +247,23 @@ class _FunctionCodegen:
             self.reg_of[b.var] = self.reg_of_var(value)
             return
         self.reg_of[b.var] = self.emit_value(value, b.var)
+
+    def emit_assumptions(self, node: str, relations) -> None:
+        """Check ``lhs == rhs`` for each relation: after the input checks when
+        the dims are the inputs' and the binding runs on every call, else here."""
+        entries = {}
+        for lhs, rhs in relations:
+            entry = check_entry(node, lhs, rhs, self.slot)
+            key = entry_key(entry)
+            if key not in self.hoisted:
+                entries[key] = entry
+        inputs = set(self.entry_slots.values())
+        if self.branch_depth == 0 and all(free_vars(lhs) | free_vars(rhs) <= inputs for lhs, rhs in relations):
+            self.hoisted.update(entries)
+        elif entries:
+            self.emit_call(NO_DST, "builtin", "vm.builtin.check_dims",
+                           [(IMM, tuple(entries.values())), (IMM, "node"), (IMM, self.heap_size_placeholder),
+                            (REG, self.heap)])
 
     def emit_match_cast(self, reg: int, b: MatchCast) -> None:
         sinfo, ctx = b.struct_info, f"match_cast of {b.var.name_hint!r}"
@@ -362,6 +402,7 @@ class _FunctionCodegen:
         branch_at = len(self.instrs)
         self.instrs.append(None)  # patched below
         self.shape_cache.clear()
+        self.branch_depth += 1
         true_reg = self.emit_seq(node.true_branch)
         self.builtin("identity", (REG, true_reg), dst=result)
         goto_at = len(self.instrs)
@@ -369,6 +410,7 @@ class _FunctionCodegen:
         false_start = len(self.instrs)
         self.shape_cache.clear()
         false_reg = self.emit_seq(node.false_branch)
+        self.branch_depth -= 1
         self.shape_cache.clear()
         self.builtin("identity", (REG, false_reg), dst=result)
         end = len(self.instrs)

@@ -175,11 +175,16 @@ def _compile_entry(i: int, entry, ctx: str, heap_size: int):
         _, prog, name = entry
         fn = compile_program(prog, heap_size)
 
+        # an input whose axis reuses a plain name (dim_param) may be one the
+        # exporter named alike without meaning it: say how to untie it
+        hint = (f"; if the model's axes named {name} may differ, convert with --dim {name}=?"
+                if ctx.startswith("input") and name.isidentifier() else "")
+
         def check_eq(dim, heap):
             expected = fn(heap)
             if dim != expected:
                 raise input_or_shape_error(ctx, f"dim {i} is {dim}, but {name} = {expected} here "
-                                  f"(from an earlier input or the model's shape relations)")
+                                  f"(from an earlier input or the model's shape relations){hint}")
         return check_eq
     raise ArchiveError(f"malformed match_shape entry {entry!r}")
 
@@ -206,3 +211,4 @@ def reshape_view(value: np.ndarray, shape: tuple) -> np.ndarray:
 from . import arena  # noqa: E402,F401  (registers the arena builtins; it imports this module)
 from . import loop  # noqa: E402,F401  (registers vm.builtin.loop)
 from . import containers  # noqa: E402,F401  (registers vm.builtin.check_container)
+from . import assumptions  # noqa: E402,F401  (registers vm.builtin.check_dims)

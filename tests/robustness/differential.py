@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import relaxpack
+from relaxpack.check import reference_agrees, reference_output
 from relaxpack.errors import RelaxpackError
 from relaxpack.runtime import VirtualMachine
 
@@ -129,12 +130,7 @@ def reference(case: GraphCase) -> tuple[list[list[np.ndarray]] | None, Outcome |
 
 def _shape_disagreement(case, feeds, name, got, want, r) -> Outcome:
     """onnxruntime's shape is not the predicted one: whose fault? ONNX's reference evaluator decides."""
-    try:
-        from onnx.reference import ReferenceEvaluator
-        with np.errstate(all="ignore"):
-            ref = ReferenceEvaluator(case.model).run([name], feeds)[0]
-    except Exception:
-        ref = None
+    ref = reference_output(case.model, feeds, name)
     if ref is not None and tuple(np.shape(ref)) == tuple(want):
         return Outcome("ort_limit", f"{name}: onnxruntime's shape {tuple(got)} is not the ONNX reference "
                                     f"evaluator's {tuple(want)}", f"onnxruntime run {r}")
@@ -144,17 +140,8 @@ def _shape_disagreement(case, feeds, name, got, want, r) -> Outcome:
 
 def _reference_agrees(case: GraphCase, feeds: dict, name: str, got) -> bool:
     """Whether ONNX's reference evaluator computes relaxpack's output ``got`` for ``name``
-    (the other outputs agree with onnxruntime already)."""
-    try:
-        import onnx.utils
-        from onnx.reference import ReferenceEvaluator
-        needed = onnx.utils.Extractor(case.model).extract_model([i.name for i in case.model.graph.input], [name])
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            (ref,) = ReferenceEvaluator(needed).run([name], feeds)
-    except Exception:
-        return False
-    return compare(got, np.asarray(ref), case.fp16) is None
+    (the other outputs agree with onnxruntime already): ``relaxpack check``'s judgement."""
+    return reference_agrees(case.model, feeds, name, got, lambda a, b: compare(a, b, case.fp16) is None)
 
 
 def run_case(case: GraphCase, opt_levels=OPT_LEVELS) -> Outcome:

@@ -36,14 +36,22 @@ from .value import Value
 
 log = logging.getLogger(__name__)
 
-DimSpec = int | tuple[int, int | None]
+DimSpec = int | tuple[int, int | None] | str
+
+#: ``dims={"N": UNTIE}`` (``--dim N=?``): every axis the model names ``N`` is a dim of its own.
+UNTIE = "?"
 
 
 def from_onnx(model: "onnx.ModelProto | str | Path", dims: Mapping[str, DimSpec] | None = None) -> IRModule:
     """Import an ONNX model (a ModelProto or a path) into an :class:`IRModule`.
 
     ``dims`` binds symbolic dims to a value (``{"batch": 8}``) or gives their
-    range (``{"seq": (1, 512)}``, an upper bound of ``None`` for none).
+    range (``{"seq": (1, 512)}``, an upper bound of ``None`` for none);
+    ``{"N": "?"}`` unties a dim_param the model writes on axes that may
+    differ (each such axis gets a dim of its own; onnxruntime does not hold
+    equal names equal either). Unknown dims (no dim_value or dim_param, a
+    negative dim_value as paddle2onnx writes, a placeholder name such as
+    "?" or "unk__3") get a fresh dim per axis.
     A model that cannot be imported raises a :class:`RelaxpackError` saying why,
     also when it is malformed in a way no check anticipated.
     """
@@ -68,7 +76,7 @@ def _from_onnx(model, dims) -> IRModule:
     if unsupported:
         raise UnsupportedOpError(_unsupported_message(unsupported))
 
-    bb = BlockBuilder()
+    bb = BlockBuilder(gradual=True)
     namer = _DimNamer(dims or {}, bb)
     params = [_input_var(inp, namer) for inp in graph.input if inp.name not in _initializer_names(graph)]
     namer.check_all_used()
@@ -250,22 +258,26 @@ class _DimNamer:
         self.spec = dict(dims)
         self.bb = bb
         self.used: set[str] = set()
-        self.fresh = 0
+        self.untied: set[str] = set()
 
     def dim(self, d, input_name: str, axis: int) -> Dim:
-        if d.HasField("dim_value"):
-            if d.dim_value < 0:
-                raise RelaxpackError(f"graph input {input_name!r} has a negative dim {d.dim_value} at axis {axis}")
+        if d.HasField("dim_value") and d.dim_value >= 0:
             return int(d.dim_value)
+        # a negative dim_value (paddle2onnx's -1) is unknown, as onnxruntime reads it
         name = d.dim_param if d.HasField("dim_param") else ""
         if _PLACEHOLDER.match(name):
-            name = self._fresh(input_name, axis)
+            name = self._fresh(f"{input_name}_dim{axis}")
         else:
             name = _identifier(name)
+            if self.spec.get(name) == UNTIE:
+                self.untied.add(name)
+                name = name if name not in self.used else self._fresh(name)
+                self.used.add(name)
+                return sym(name)
         return self._apply(name)
 
-    def _fresh(self, input_name: str, axis: int) -> str:
-        base = _identifier(f"{input_name}_dim{axis}")
+    def _fresh(self, base: str) -> str:
+        base = _identifier(base)
         name, k = base, 1
         while name in self.used or name in self.spec:
             k += 1
@@ -284,11 +296,11 @@ class _DimNamer:
             lo, hi = spec
             self.bb.analyzer.set_range(name, lo, hi)
             return sym(name)
-        raise RelaxpackError(f"dims[{name!r}] must be an int or a (lo, hi) pair of ints in 0..2**48 "
-                             f"(lo <= hi, hi may be None), got {reprlib.repr(spec)}")
+        raise RelaxpackError(f"dims[{name!r}] must be an int, a (lo, hi) pair of ints in 0..2**48 "
+                             f"(lo <= hi, hi may be None) or {UNTIE!r}, got {reprlib.repr(spec)}")
 
     def check_all_used(self) -> None:
-        unknown = sorted(set(self.spec) - self.used)
+        unknown = sorted(set(self.spec) - self.used - self.untied)
         if unknown:
             raise RelaxpackError(f"dims {unknown} do not name any dim of the model's inputs "
                                  f"(its dims are {sorted(self.used) or 'all static'})")

@@ -14,7 +14,7 @@ import numbers
 from functools import reduce
 from typing import Any, Iterable, Sequence
 
-from ...errors import IRError, ShapeError
+from ...errors import IRError, ShapeError, UnprovenDimsError
 from ...ir.dims import Dim, DimAnalyzer, DimExpr, format_dim, normalize
 from ...ir.expr import Call, Op
 from ...ir.struct_info import (
@@ -52,6 +52,13 @@ def fmt_sinfo(sinfo: StructInfo | None) -> str:
 def shape_error(call: Call, message: str) -> ShapeError:
     """A :class:`ShapeError` whose message starts with the op's name."""
     return ShapeError(f"{op_label(call)}: {message}")
+
+
+def unproven_error(call: Call, message: str, a: Dim, b: Dim) -> UnprovenDimsError:
+    """``a`` and ``b`` must be equal and are neither provably equal nor
+    provably different: a strict build refuses (the message), the importer
+    assumes them equal and checks at run time (ir/gradual.py)."""
+    return UnprovenDimsError(f"{op_label(call)}: {message}", a, b)
 
 
 def attr_error(call: Call, message: str) -> IRError:
@@ -279,7 +286,8 @@ def prod(dims: Iterable[Dim]) -> Dim:
 
 
 def provably_different(analyzer: DimAnalyzer, a: Dim, b: Dim) -> bool:
-    return analyzer.prove_lt(a, b) or analyzer.prove_gt(a, b)
+    """Whether ``a != b`` for every allowed value of the dims."""
+    return analyzer.prove_not_equal(a, b)
 
 
 def exact_div(x: Dim, d: Dim, analyzer: DimAnalyzer) -> Dim | None:
@@ -368,8 +376,11 @@ def _broadcast_dim(call: Call, a: Dim, b: Dim, analyzer: DimAnalyzer, shapes) ->
     if analyzer.prove_equal(a, b):
         # keep the simpler (static) spelling of two provably equal dims
         return a if isinstance(a, int) or not isinstance(b, int) else b
-    raise shape_error(call, f"cannot broadcast shapes {_joined(shapes)}: dims {format_dim(a)} and "
-                            f"{format_dim(b)} are not provably equal or broadcastable (use R.match_cast)")
+    message = (f"cannot broadcast shapes {_joined(shapes)}: dims {format_dim(a)} and {format_dim(b)} are "
+               f"not provably equal or broadcastable (use R.match_cast)")
+    if provably_different(analyzer, a, b):
+        raise shape_error(call, message)
+    raise unproven_error(call, message, a, b)
 
 
 def broadcast_sinfo(call: Call, sinfos: Sequence[TensorStructInfo], analyzer: DimAnalyzer,
@@ -400,8 +411,10 @@ def check_broadcastable_to(call: Call, src: Sequence[Dim], target: Sequence[Dim]
         else:
             reason = (f"dims {format_dim(s)} and {format_dim(t)} are not provably equal "
                       f"(use R.match_cast)")
-        raise shape_error(call, f"cannot broadcast {what} of shape {fmt_shape(src)} to "
-                                f"{fmt_shape(target)}: {reason}")
+        message = f"cannot broadcast {what} of shape {fmt_shape(src)} to {fmt_shape(target)}: {reason}"
+        if isinstance(s, int) and isinstance(t, int) or provably_different(analyzer, s, t):
+            raise shape_error(call, message)
+        raise unproven_error(call, message, s, t)
 
 
 def check_dims_equal(call: Call, a: Dim, b: Dim, analyzer: DimAnalyzer, message: str) -> None:
@@ -410,5 +423,5 @@ def check_dims_equal(call: Call, a: Dim, b: Dim, analyzer: DimAnalyzer, message:
         return
     if isinstance(a, int) and isinstance(b, int) or provably_different(analyzer, a, b):
         raise shape_error(call, f"{message}: {format_dim(a)} != {format_dim(b)}")
-    raise shape_error(call, f"{message}: {format_dim(a)} and {format_dim(b)} are not provably equal "
-                            f"(use R.match_cast)")
+    raise unproven_error(call, f"{message}: {format_dim(a)} and {format_dim(b)} are not provably equal "
+                               f"(use R.match_cast)", a, b)

@@ -12,7 +12,7 @@ from ...ir.struct_info import TensorStructInfo, check_dtype
 from ..registry import register_op
 from .common import (
     NUMERIC, attr_error, broadcast_shapes, check_dtype_kind, fmt_shape, fmt_sinfo, int_tuple_attr,
-    provably_different, result_vdevice, same_dtype, shape_error, tensor_arg, with_shape,
+    provably_different, result_vdevice, same_dtype, shape_error, tensor_arg, unproven_error, with_shape,
 )
 
 
@@ -53,11 +53,10 @@ def _matmul_sinfo(call: Call, a: TensorStructInfo, b: TensorStructInfo, analyzer
     if not (k_lhs == k_rhs or analyzer.prove_equal(k_lhs, k_rhs)):
         shapes = f"{fmt_shape(a.shape)} and {fmt_shape(b.shape)}"
         if (isinstance(k_lhs, int) and isinstance(k_rhs, int)) or provably_different(analyzer, k_lhs, k_rhs):
-            reason = f"{format_dim(k_lhs)} != {format_dim(k_rhs)}"
-        else:
-            reason = (f"{format_dim(k_lhs)} and {format_dim(k_rhs)} are not provably equal "
-                      f"(use R.match_cast)")
-        raise shape_error(call, f"inner dims of shapes {shapes} do not match: {reason}")
+            raise shape_error(call, f"inner dims of shapes {shapes} do not match: "
+                                    f"{format_dim(k_lhs)} != {format_dim(k_rhs)}")
+        raise unproven_error(call, f"inner dims of shapes {shapes} do not match: {format_dim(k_lhs)} and "
+                                   f"{format_dim(k_rhs)} are not provably equal (use R.match_cast)", k_lhs, k_rhs)
     batch = broadcast_shapes(call, (lhs[:-2], rhs[:-2]), analyzer, shown=(a.shape, b.shape))
     out = [*batch]
     if a.ndim != 1:

@@ -36,3 +36,24 @@ def tensor_to_shape(x, *, indices, what):
         i, d = negative[0]
         raise ShapeError(f"{what}: element {i} is {d}, but the model uses it as a dim (must be >= 0)")
     return dims
+
+
+@register_packed("dyn.shape")
+def shape_of(x, *, start=0, end=None):
+    """ONNX Shape of a tensor whose rank the import could not know: the
+    dims ``start:end`` (clamped as Shape clamps them) as a 1-D int64 tensor.
+
+    >>> shape_of(np.zeros((2, 3, 4)), start=1)
+    array([3, 4])
+    """
+    rank = np.ndim(x)
+
+    def clamp(i):
+        return min(max(i + rank if i < 0 else i, 0), rank)
+    return np.array(np.shape(x)[clamp(start):rank if end is None else clamp(end)], dtype=np.int64)
+
+
+@register_packed("dyn.size")
+def size_of(x):
+    """ONNX Size of a tensor whose rank the import could not know (a 0-d int64)."""
+    return np.array(np.size(x), dtype=np.int64)

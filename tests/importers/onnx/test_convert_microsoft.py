@@ -4,7 +4,10 @@ inputs, with a symbolic batch where the op allows it.
 Tolerances: onnxruntime's contrib kernels vectorize their reductions and use
 their own erf/tanh approximations, so float results agree to a few ulp of
 the result's magnitude (rtol/atol 1e-5), not bit for bit; the quantized
-results are integers and must agree exactly.
+results are integers and must agree exactly. The integer GEMMs
+(MatMulIntegerToFloat, DynamicQuantizeMatMul) are judged by their exact
+semantics, and against onnxruntime only on inputs whose u8 x s8 products
+cannot saturate in int16 pairs (``tests/integer_semantics.py``).
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 import relaxpack
 from relaxpack.errors import UnsupportedOpError
 from relaxpack.runtime import VirtualMachine
 
+from ...integer_semantics import exact_matmul_integer, pairs_cannot_saturate
 from .backend_case import assert_close
 
 MS = "com.microsoft"
@@ -187,6 +192,33 @@ def test_qlinear_binary(op, dtype):
                                         "b": rand(8, dtype=dtype, seed=s + 3)}, 2, 5), tol=(0, 0))
 
 
+def integer_to_float(a, b, sa, sb, za, zb, bias=None):
+    """MatMulIntegerToFloat's exact semantics: the int32 product, then float32 scaling."""
+    y = exact_matmul_integer(a, b, za, zb).astype(np.float32) * (np.float32(sa) * np.asarray(sb, np.float32))
+    return y if bias is None else y + bias
+
+
+def dynamic_quantize(a):
+    """onnx's reference DynamicQuantizeLinear of ``a``: (uint8 values, scale, zero point)."""
+    graph = helper.make_graph([helper.make_node("DynamicQuantizeLinear", ["a"], ["q", "s", "z"])], "g",
+                              [helper.make_tensor_value_info("a", onnx.TensorProto.FLOAT, None)],
+                              [onnx.ValueInfoProto(name=n) for n in "qsz"])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)], ir_version=8)
+    return ReferenceEvaluator(model).run(None, {"a": a})
+
+
+def check_exact(model, formula, feeds_list):
+    """relaxpack at -O0 and -O2 against ``formula(**feeds)``, the op's exact semantics
+    (onnxruntime's u8 x s8 GEMM saturates in int16 pairs on CPUs without VNNI)."""
+    mod = relaxpack.from_onnx(model)
+    for level in (0, 2):
+        vm = VirtualMachine(relaxpack.build(mod, opt_level=level))
+        for feeds in feeds_list:
+            got, want = vm.run(feeds)["y0"], formula(**feeds)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert_close(got, want, *FLOAT_TOL, "y0")
+
+
 @pytest.mark.parametrize("per_column, with_bias", [(False, False), (True, True)])
 def test_matmul_integer_to_float(per_column, with_bias):
     consts = {"b": rand(8, 6, dtype=np.int8, seed=1), "sa": np.float32(0.02),
@@ -197,7 +229,12 @@ def test_matmul_integer_to_float(per_column, with_bias):
     names = ["a", "b", "sa", "sb", "za", "zb"] + (["bias"] if with_bias else [])
     model = ms_model("MatMulIntegerToFloat", {"a": rand(2, 4, 8, dtype=np.uint8)}, consts, inputs=names,
                      sym={"a": ["n", 4, 8]})
-    check(model, *batches(lambda n, s: {"a": rand(n, 4, 8, dtype=np.uint8, seed=s)}, 1, 3))
+    check_exact(model, lambda a: integer_to_float(a, **consts),
+                batches(lambda n, s: {"a": rand(n, 4, 8, dtype=np.uint8, seed=s)}, 1, 3))
+    # against onnxruntime too, with rows below 128: no pair of u8 x s8 products leaves int16
+    low = batches(lambda n, s: {"a": rand(n, 4, 8, dtype=np.uint8, seed=s, high=127)}, 1, 3)
+    assert all(pairs_cannot_saturate(f["a"], consts["b"]) for f in low)
+    check(model, *low)
 
 
 @pytest.mark.parametrize("with_bias", [False, True])
@@ -207,4 +244,16 @@ def test_dynamic_quantize_matmul(with_bias):
         consts["bias"] = rand(6, seed=3)
     model = ms_model("DynamicQuantizeMatMul", {"a": rand(2, 4, 8)}, consts,
                      inputs=["a", "b", "sb", "zb"] + (["bias"] if with_bias else []), sym={"a": ["n", 4, 8]})
-    check(model, *batches(lambda n, s: {"a": rand(n, 4, 8, seed=s)}, 1, 3))
+
+    def formula(a):
+        qa, sa, za = dynamic_quantize(a)
+        return integer_to_float(qa, consts["b"], sa, consts["sb"], za, consts["zb"], consts.get("bias"))
+    feeds = batches(lambda n, s: {"a": rand(n, 4, 8, seed=s)}, 1, 3)
+    check_exact(model, formula, feeds)
+    # against onnxruntime too, with weights in [-64, 63]: a's uint8 values reach 255, and
+    # 2 * 255 * 64 stays within int16
+    consts["b"] = rand(8, 6, dtype=np.int8, seed=1, low=-64, high=63)
+    model = ms_model("DynamicQuantizeMatMul", {"a": rand(2, 4, 8)}, consts,
+                     inputs=["a", "b", "sb", "zb"] + (["bias"] if with_bias else []), sym={"a": ["n", 4, 8]})
+    assert pairs_cannot_saturate(np.uint8(255), consts["b"])
+    check(model, *feeds)

@@ -50,12 +50,13 @@ def test_shape_start_end(start, end):
           more=[{"x": rand(6, 3, 1)}])
 
 
-def test_shape_of_unknown_rank_is_unsupported():
-    graph = helper.make_graph([node("Shape", ["x"], "y")], "g", [helper.make_tensor_value_info("x", FLOAT, None)],
+@pytest.mark.parametrize("op, attrs", [("Shape", {}), ("Shape", {"start": 1}), ("Shape", {"start": -2, "end": -1}),
+                                       ("Size", {})])
+def test_shape_of_unknown_rank_is_taken_at_run_time(op, attrs):
+    graph = helper.make_graph([node(op, ["x"], "y", **attrs)], "g", [helper.make_tensor_value_info("x", FLOAT, None)],
                               [onnx.ValueInfoProto(name="y")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
-    with pytest.raises(UnsupportedOpError, match="shape_of"):
-        relaxpack.from_onnx(model)
+    check_model(model, {"x": rand(2, 3, 4)}, {"x": rand(5)}, {"x": rand(1, 2, 1, 3)})
 
 
 FORGET_DOMAIN = "test.relaxpack.shape"

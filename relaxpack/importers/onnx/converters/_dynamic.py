@@ -24,7 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ....ir.dims import Dim
+from ....ir.dims import Dim, free_vars
+from ....ir.gradual import representative_order
 from ....ir.expr import ExternFunc, TupleGetItem
 from ....ir.struct_info import TensorStructInfo, TupleStructInfo
 from ....ops.registry import make_call
@@ -63,28 +64,34 @@ def packed_call(ctx, kernel: str, inputs: Sequence[Value], outputs: Sequence[Out
 
 
 def aligned_for_broadcast(ctx, a: Value, b: Value, hint: str = "bcast") -> tuple[Value, Value]:
-    """``a`` and ``b`` ready for an elementwise op: unchanged when their dims
-    broadcast provably at import time (equal, or one of them 1), else both
-    broadcast at run time by ``dyn.broadcast_pair`` and bound to one shape,
-    with a fresh dim shared by the two wherever the import could not tell
-    (a loop-carried ``(n,)`` against a sliced ``(m,)``: equal, or one is 1,
-    only the run decides). Dims that provably differ are left for the op to
-    report."""
+    """``a`` and ``b`` ready for an elementwise op.
+
+    Per pair of dims (aligned from the right): provably equal or one of them
+    1 is decided; two dims over a common input dim that the algebra cannot
+    relate (``seq`` and ``min(seq, 512)``) are assumed equal, a run-time
+    check the op's gradual inference records (ir/gradual.py). Otherwise only
+    the run can tell which is 1: a static dim other than 1 against a
+    symbolic one is that static dim, two unrelated symbolic dims (a
+    loop-carried ``(n,)`` against a sliced ``(m,)``) a fresh dim, and both
+    operands are broadcast at run time by ``dyn.broadcast_pair`` and bound
+    to that shape. Dims that provably differ are left for the op to report.
+    """
     if a.shape is None or b.shape is None:
         return a, b
     rank = max(len(a.shape), len(b.shape))
     left = (1,) * (rank - len(a.shape)) + tuple(a.shape)
     right = (1,) * (rank - len(b.shape)) + tuple(b.shape)
-    dims, unknown = [], 0
+    dims, at_run_time = [], False
     for x, y in zip(left, right):
-        known = _broadcast_known(ctx, x, y)
-        if known is _CONFLICT:
+        decided = _broadcast_pair_dim(ctx, x, y)
+        if decided is _CONFLICT:
             return a, b
-        unknown += known is None
-        dims.append(known)
-    if not unknown:
+        dim, runtime = decided
+        at_run_time |= runtime
+        dims.append(dim)
+    if not at_run_time:
         return a, b
-    fresh = iter(fresh_dims(ctx, unknown, hint))
+    fresh = iter(fresh_dims(ctx, dims.count(None), hint))
     shape = tuple(next(fresh) if d is None else d for d in dims)
     return tuple(packed_call(ctx, "dyn.broadcast_pair", [a, b], [(shape, a.dtype), (shape, b.dtype)], hint))
 
@@ -92,20 +99,27 @@ def aligned_for_broadcast(ctx, a: Value, b: Value, hint: str = "bcast") -> tuple
 _CONFLICT = object()
 
 
-def _broadcast_known(ctx, x, y):
-    """The broadcast of two dims when the import can tell it, ``None`` when
-    only the run can, :data:`_CONFLICT` when they provably cannot broadcast."""
+def _broadcast_pair_dim(ctx, x, y):
+    """``(result dim, only the run can broadcast)`` for two dims (a None
+    result: a fresh dim), or :data:`_CONFLICT` when they provably cannot
+    broadcast."""
     analyzer = ctx.bb.analyzer
     if x == y or y == 1:
-        return x
+        return x, False
     if x == 1:
-        return y
+        return y, False
     if isinstance(x, int) and isinstance(y, int):
         return _CONFLICT
     if analyzer.prove_equal(x, y):
-        return x if isinstance(x, int) else y
+        return (x if isinstance(x, int) else y), False
     if analyzer.prove_equal(x, 1):
-        return y
+        return y, False
     if analyzer.prove_equal(y, 1):
-        return x
-    return None
+        return x, False
+    if not isinstance(x, int) and not isinstance(y, int) and free_vars(x) & free_vars(y):
+        rep, _ = representative_order(x, y, ctx.bb.entry_dims())[0]
+        return rep, False
+    for static, other in ((x, y), (y, x)):
+        if isinstance(static, int) and static != 0 and not analyzer.prove_equal(other, 1):
+            return static, True
+    return None, True

@@ -19,7 +19,8 @@ from typing import Sequence
 import numpy as np
 
 from ....errors import ShapeError, UnsupportedOpError
-from ....ir.dims import Dim, format_dim, sym
+from ....ir.dims import Dim, format_dim, free_vars, sym
+from ....ir.gradual import representative_order
 from ....ir.expr import Expr, ShapeExpr
 from ....ir.struct_info import TensorStructInfo
 from ....ops.definitions.index import HUGE
@@ -217,13 +218,16 @@ def slice_index(ctx, index: Dim, dim: Dim) -> int | None:
     return None
 
 
-def broadcast_dims(ctx, shape: Sequence[Dim], target: Sequence[Dim]) -> tuple[Dim, ...]:
+def broadcast_dims(ctx, shape: Sequence[Dim], target: Sequence[Dim]) -> tuple[Dim, ...] | None:
     """ONNX (multidirectional) broadcasting of ``shape`` with ``target``.
 
     A pair of dims is decided when they are (provably) equal or one is 1;
     a static dim other than 1 against a symbolic one is that static dim (the
-    symbolic one must then be 1 or equal in a valid model). Anything else
-    cannot be decided at import time and is a ShapeError naming both dims.
+    symbolic one must then be 1 or equal in a valid model); two symbolic
+    dims over a common input dim (``min(seq, 512)`` and ``seq``) are assumed
+    equal, the better-placed one kept (the op then records the assumption,
+    ir/gradual.py). Two unrelated symbolic dims give None: only the run can
+    tell which is 1. Static dims that differ, neither 1, are a ShapeError.
     """
     analyzer = ctx.bb.analyzer
     rank = max(len(shape), len(target))
@@ -240,11 +244,10 @@ def broadcast_dims(ctx, shape: Sequence[Dim], target: Sequence[Dim]) -> tuple[Di
                                    f"dims {a} and {b} differ and neither is 1")
         elif isinstance(a, int) and a != 0:
             out.append(a)
+        elif not isinstance(a, int) and not isinstance(b, int) and free_vars(a) & free_vars(b):
+            out.append(representative_order(a, b, ctx.bb.entry_dims())[0][0])
         else:
-            raise shape_error(ctx, f"cannot broadcast {fmt_dims(shape)} with {fmt_dims(target)} at "
-                                   f"import time: dims {format_dim(a)} and {format_dim(b)} are not "
-                                   f"provably equal and neither is 1 (bind the dims with "
-                                   f"from_onnx(dims=...))")
+            return None
     return tuple(out)
 
 

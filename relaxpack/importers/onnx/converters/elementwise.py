@@ -163,7 +163,7 @@ def _sym_compare(ctx, op: str):
     analyzer = ctx.bb.analyzer
     decide = {
         "equal": lambda a, b: True if analyzer.prove_equal(a, b) else
-        False if analyzer.prove_lt(a, b) or analyzer.prove_gt(a, b) else None,
+        False if analyzer.prove_not_equal(a, b) else None,
         "less": lambda a, b: True if analyzer.prove_lt(a, b) else False if analyzer.prove_ge(a, b) else None,
         "less_equal": lambda a, b: True if analyzer.prove_le(a, b) else False if analyzer.prove_gt(a, b) else None,
         "greater": lambda a, b: True if analyzer.prove_gt(a, b) else False if analyzer.prove_le(a, b) else None,

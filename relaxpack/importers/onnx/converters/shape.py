@@ -37,11 +37,15 @@ from ._dynamic import packed_call
 
 @register_converter("", "Shape", since_opset=1)
 def shape_v1(ctx, data):
+    if data.ndim < 0:
+        return _runtime_shape(ctx, data)
     return ctx.sym_value(known_shape(ctx, data))
 
 
 @register_converter("", "Shape", since_opset=15)
 def shape_v15(ctx, data, *, start=0, end=None):
+    if data.ndim < 0:
+        return _runtime_shape(ctx, data, start, end)
     dims = known_shape(ctx, data)
     rank = len(dims)
 
@@ -50,8 +54,18 @@ def shape_v15(ctx, data, *, start=0, end=None):
     return ctx.sym_value(dims[clamp(start):rank if end is None else clamp(end)])
 
 
+def _runtime_shape(ctx, data, start: int = 0, end: int | None = None):
+    """The Shape of a value whose rank is unknown here (a loop-carried or
+    If-merged value of changing rank): taken at run time, a 1-D int64
+    tensor of a fresh length; what uses it takes its run-time paths."""
+    attrs = {"start": start} if end is None else {"start": start, "end": end}
+    return packed_call(ctx, "dyn.shape", [data], [((None,), "int64")], "shape", **attrs)
+
+
 @register_converter("", "Size", since_opset=1)
 def size(ctx, data):
+    if data.ndim < 0:
+        return packed_call(ctx, "dyn.size", [data], [((), "int64")], "size")
     dims = known_shape(ctx, data)
     return ctx.sym_value((math.prod(dims, start=1),), scalar=True)
 

@@ -71,6 +71,12 @@ def _reshape(ctx, data: Value, target: Value, allowzero: int = 0):
                            allowzero=bool(allowzero))
     dims = list(target.int_values())
     zeros = [i for i, d in enumerate(dims) if isinstance(d, int) and d == 0]
+    if data.ndim < 0 and (-1 in dims or zeros and not allowzero):
+        # an input of unknown rank (an If-merged value, an input typed without a shape):
+        # the -1 and the copied dims are known at run time only
+        known = [None if isinstance(d, int) and (d == -1 or d == 0 and not allowzero) else d for d in dims]
+        return packed_call(ctx, "dyn.reshape", [data, ctx.sym_value(dims)], [(known, data.dtype)], "reshape",
+                           allowzero=bool(allowzero))
     if zeros and not allowzero:
         data = shaped(ctx, data)
         shape = data.shape
@@ -119,6 +125,8 @@ def expand(ctx, data, shape):
             return _dynamic_expand(ctx, data, shape)
         target = lift_dims(ctx, shape, "shape")
     out = broadcast_dims(ctx, data.shape, target)
+    if out is None:
+        return _dynamic_expand(ctx, data, shape)
     if out == tuple(data.shape):
         return data
     return make_call("broadcast_to", ctx.expr(data), shape_expr(out))

@@ -1,0 +1,220 @@
+"""Gradual shape checking on the patterns of real models (issue 15's table):
+each model converts with no dims given, matches onnxruntime at several
+shapes (sizes that are not multiples of the strides among them) at -O0 and
+-O2, and a shape that breaks an assumption fails with a one-line ShapeError
+naming the ONNX node, both dims and their values, where onnxruntime fails too."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from typer.testing import CliRunner
+
+import relaxpack
+from relaxpack.cli import app
+from relaxpack.errors import ShapeError
+from relaxpack.runtime import VirtualMachine
+from relaxpack.runtime.assumptions import assumptions_of
+
+from . import gradual_models as models
+from .backend_case import assert_close
+
+ort.set_default_logger_severity(3)
+
+
+def _image(n, h, w, c=3, seed=0):
+    return {"x": np.random.default_rng(seed).standard_normal((n, c, h, w)).astype(np.float32)}
+
+
+def _vms(model):
+    """One import (no dims), built at -O0 and -O2."""
+    mod = relaxpack.from_onnx(model)
+    return [(level, relaxpack.build(mod, opt_level=level)) for level in (0, 2)]
+
+
+def _ort(model, feeds):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def _check_shapes(model, feeds_list, rtol=1e-5, atol=1e-5):
+    executables = _vms(model)
+    for feeds in feeds_list:
+        want = _ort(model, feeds)
+        for level, exe in executables:
+            got = VirtualMachine(exe).run(feeds)
+            for (name, value), expected in zip(got.items(), want):
+                assert_close(value, expected, rtol, atol, f"{name} at -O{level}, {[a.shape for a in feeds.values()]}")
+    return executables
+
+
+def _check_violation(model, feeds, node: str, *texts: str):
+    """onnxruntime refuses ``feeds``; relaxpack fails with one line naming the node and ``texts``."""
+    with pytest.raises(Exception):
+        _ort(model, feeds)
+    for level, exe in _vms(model):
+        with pytest.raises(ShapeError) as info:
+            VirtualMachine(exe).run(feeds)
+        message = str(info.value)
+        assert "\n" not in message
+        assert f"ONNX node {node!r}" in message, message
+        for text in texts:
+            assert text in message, message
+
+
+# ---------------------------------------------------------------- concat (UNet, YOLO, PP-OCR)
+
+
+@pytest.mark.parametrize("kind", ["resize", "convtranspose"])
+def test_unet_skip_concat_after_upsample(kind):
+    model = models.unet_concat(kind)
+    exes = _check_shapes(model, [_image(1, 16, 24), _image(2, 33, 41), _image(1, 19, 8), _image(1, 8, 11)])
+    said = {a["condition"] for a in assumptions_of(exes[0][1])}
+    assert said == {"height % 8 < 4", "width % 8 < 4"}
+
+
+def test_unet_concat_violation_names_node_dims_and_values():
+    # 36 % 8 == 4: the upsampled map has 2 * (36 // 8) = 8 rows, the skip 36 // 4 = 9
+    _check_violation(models.unet_concat(), _image(1, 36, 16), "up/Concat",
+                     "2 * (height // 8) = 8", "height // 4 = 9", "height = 36")
+
+
+def test_yolo_neck_resize_then_concat():
+    model = models.yolo_neck()
+    _check_shapes(model, [_image(1, 32, 32), _image(1, 29, 31), _image(2, 30, 13), _image(1, 64, 15)])
+
+
+def test_yolo_neck_violation():
+    # height 25: (25+1)//2 = 13, then 7 rows, the deepest 4 resized to 8
+    _check_violation(models.yolo_neck(), _image(1, 25, 32), "neck/Concat", "= 8", "= 7")
+
+
+def test_ppocr_fpn_levels_resized_to_one_size():
+    model = models.ppocr_fpn()
+    exes = _check_shapes(model, [_image(1, 64, 64), _image(1, 70, 40), _image(2, 40, 103)])
+    said = {a["condition"] for a in assumptions_of(exes[0][1])}
+    assert said == {"height % 32 < 16", "width % 32 < 16"}
+
+
+# ---------------------------------------------------------------- broadcast and matmul (BERT)
+
+
+def _bert_feeds(batch, seq, seed=0):
+    rng = np.random.default_rng(seed)
+    return {"x": rng.standard_normal((batch, seq, 8)).astype(np.float32),
+            "mask": (rng.random((batch, seq)) < 0.8).astype(np.int64)}
+
+
+@pytest.mark.parametrize("expand", [False, True], ids=["unsqueeze_cast_sub_mul", "expand_where"])
+def test_bert_mask_broadcast_converts_without_dims(expand):
+    model = models.bert_mask(max_positions=16, expand=expand)
+    exes = _check_shapes(model, [_bert_feeds(1, 1), _bert_feeds(2, 5), _bert_feeds(3, 16), _bert_feeds(1, 7)])
+    # the only assumption: positions are sliced from a buffer of 16
+    assert [a["condition"] for a in assumptions_of(exes[0][1])] == ["seq <= 16"]
+
+
+def test_bert_mask_broadcast_violation():
+    _check_violation(models.bert_mask(max_positions=16), _bert_feeds(1, 17), "/Add_1",
+                     "min(seq, 16) = 16", "seq = 17")
+
+
+def test_matmul_inner_dims_of_unrelated_inputs_are_assumed_and_checked():
+    from onnx import TensorProto, helper
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, ["n", "k"])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, ["m", 5])
+    node = helper.make_node("MatMul", ["a", "b"], ["y"], name="/proj/MatMul")
+    model = models._model([node], [a, b], [models._output()])
+    rng = np.random.default_rng(0)
+    feeds = lambda n, k, m: {"a": rng.standard_normal((n, k)).astype(np.float32),  # noqa: E731
+                             "b": rng.standard_normal((m, 5)).astype(np.float32)}
+    _check_shapes(model, [feeds(2, 3, 3), feeds(1, 7, 7)])
+    _check_violation(model, feeds(2, 3, 4), "/proj/MatMul", "k = 3", "m = 4")
+
+
+def test_provably_false_relation_is_refused_at_convert_time():
+    # with height in 36..39 the upsampled map has 8 rows and the skip 9: never equal
+    with pytest.raises(ShapeError, match="cannot concatenate"):
+        relaxpack.from_onnx(models.unet_concat(), dims={"height": (36, 39)})
+
+
+def test_ranges_that_prove_a_relation_drop_its_check():
+    exe = relaxpack.build(relaxpack.from_onnx(models.bert_mask(16), dims={"seq": (1, 16)}))
+    assert assumptions_of(exe) == []
+
+
+# ---------------------------------------------------------------- the project's BERT, from the command line
+
+
+BERT = Path(__file__).resolve().parents[2] / "models" / "bert_small.onnx"
+
+
+def test_bert_small_converts_with_no_dims_and_matches_onnxruntime(tmp_path):
+    from relaxpack.runtime import load
+
+    out = tmp_path / "bert.rpk"
+    result = CliRunner().invoke(app, ["convert", str(BERT), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "assumes       seq <= 64" in result.output
+    shown = CliRunner().invoke(app, ["inspect", str(out), "--json"])
+    assert [a["condition"] for a in json.loads(shown.output)["assumptions"]] == ["seq <= 64"]
+    vm = VirtualMachine(load(out))
+    sess = ort.InferenceSession(str(BERT), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    for batch, seq in [(1, 1), (2, 7), (3, 13), (1, 64), (5, 33)]:
+        feeds = {"input_ids": rng.integers(0, 100, (batch, seq)),
+                 "attention_mask": (rng.random((batch, seq)) < 0.8).astype(np.int64),
+                 "token_type_ids": rng.integers(0, 2, (batch, seq))}
+        for got, want in zip(vm.run(feeds).values(), sess.run(None, feeds)):
+            assert_close(got, want, 1e-5, 1e-5, f"bert at ({batch}, {seq})")
+    with pytest.raises(ShapeError, match=r"ONNX node '/Add_1' assumes min\(seq, 64\) == seq, i.e. seq <= 64"):
+        vm.run({name: np.zeros((1, 65), np.int64) for name in ("input_ids", "attention_mask", "token_type_ids")})
+
+
+# ---------------------------------------------------------------- unknown dims wherever ONNX allows them
+
+
+def test_paddle_negative_missing_and_placeholder_dims_are_unknown():
+    model = models.paddle_unknown_dims()
+    mod = relaxpack.from_onnx(model)
+    assert [str(d) for d in mod["main"].params[0].struct_info.shape] == ["x_dim0", "3", "x_dim2", "x_dim3"]
+    _check_shapes(model, [_image(1, 16, 16), _image(2, 15, 9), _image(3, 1, 30)])
+
+
+def test_same_dim_param_on_axes_that_differ():
+    model = models.same_name_on_two_axes()
+    # by default one name is one dim: the input check says which axes disagree and how to untie them
+    exe = relaxpack.build(relaxpack.from_onnx(model))
+    with pytest.raises(relaxpack.RelaxpackError, match=r"N = 2 here.*--dim N=\?"):
+        VirtualMachine(exe).run(_image(2, 2, 7))
+    # untied (dims={"N": "?"}, --dim N=?), each axis is a dim of its own, as onnxruntime reads them
+    untied = relaxpack.from_onnx(model, dims={"N": "?"})
+    assert [str(d) for d in untied["main"].params[0].struct_info.shape] == ["N", "3", "N_2", "N_3"]
+    executable = relaxpack.build(untied)
+    for feeds in (_image(2, 2, 7), _image(1, 5, 3), _image(3, 3, 3)):
+        got, want = VirtualMachine(executable).run(feeds)["y"], _ort(model, feeds)[0]
+        assert_close(got, want, 1e-5, 1e-5, "untied N")
+
+
+def test_shape_of_a_value_of_unknown_rank_in_an_if_branch():
+    model = models.shape_in_if_branch()
+    for level, exe in _vms(model):
+        vm = VirtualMachine(exe)
+        rng = np.random.default_rng(0)
+        for shape in [(3,), (2, 5), (4, 1, 2)]:
+            for flag in (True, False):
+                feeds = {"state": rng.standard_normal(shape).astype(np.float32), "flag": np.array(flag)}
+                assert_close(vm.run(feeds)["y"], _ort(model, feeds)[0], 1e-6, 1e-6, f"-O{level} {shape} {flag}")
+
+
+def test_check_draws_dims_that_hold_the_assumptions():
+    from relaxpack.check import draw_dims
+
+    exe = relaxpack.build(relaxpack.from_onnx(models.unet_concat(), dims={"height": (8, 64), "width": (8, 64)}))
+    rng = np.random.default_rng(0)
+    draws = [draw_dims(exe, rng) for _ in range(40)]
+    assert all(d["height"] % 8 < 4 and d["width"] % 8 < 4 for d in draws)
+    assert len({d["height"] for d in draws}) > 5
