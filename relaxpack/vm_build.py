@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from typing import Callable, ContextManager
 
 from .ir.module import IRModule
 from .ir.well_formed import check_well_formed
@@ -28,25 +30,34 @@ def lower_pipeline() -> Sequential:
 
 
 def build(mod: IRModule, opt_level: int = 2, check: bool = True, pools: dict[str, int] | None = None,
-          plan_memory: bool = True) -> Executable:
+          plan_memory: bool = True, stage: Callable[[str], ContextManager] | None = None) -> Executable:
     """Compile ``mod`` for the :class:`~relaxpack.runtime.VirtualMachine`.
 
     ``check`` runs the well-formedness checker on the input and after each
     pass. ``plan_memory`` puts intermediates in arenas; ``pools`` bounds
     memory pools in bytes (``{"fast": 256 * 1024}``): intermediates are first
     offered to the first pool named and spill to the default pool.
+    ``stage(name)``, when given, is entered around each stage ("optimize",
+    "lower", "codegen + plan"): the command line times and shows them.
     """
+    stage = stage or (lambda name: contextlib.nullcontext())
     if check:
         check_well_formed(mod)
     ctx = PassContext.current()
     with PassContext(opt_level=opt_level, instruments=ctx.instruments, check_well_formed=check,
                      disabled_passes=ctx.disabled_passes, config=ctx.config):
-        optimized = optimize_pipeline(opt_level)(mod)
-        lowered = lower_pipeline()(optimized)
-    exe = codegen(lowered, plan_memory=plan_memory, pools=pools)
+        with stage("optimize"):
+            optimized = optimize_pipeline(opt_level)(mod)
+        with stage("lower"):
+            lowered = lower_pipeline()(optimized)
+    with stage("codegen + plan"):
+        exe = codegen(lowered, plan_memory=plan_memory, pools=pools)
     exe.metadata["ir"] = lowered.script(show_meta=False)
     for key in ("source", "source_sha256"):
         if key in mod.attrs:
             exe.metadata[key] = mod.attrs[key]
+    if "model_metadata" in mod.attrs:   # the ONNX model's producer, names, description (get_modelmeta)
+        meta = dict(mod.attrs["model_metadata"])
+        exe.metadata["model_metadata"] = {**meta, "custom_metadata_map": dict(meta.get("custom_metadata_map", {}))}
     log.debug("built %d functions, %d kernel calls", len(exe.functions), exe.kernel_call_count())
     return exe

@@ -137,19 +137,13 @@ ARCHIVE_FAMILIES = {"names": hostile_names, "metadata": metadata_types, "shape-p
 # ---------------------------------------------------------------- the CLI, in process
 def cli(*args: str) -> tuple[int, str, str]:
     """``relaxpack ARGS`` in this process: (exit code, stdout, stderr)."""
-    import sys
-
     from relaxpack.cli import main
     out, err = io.StringIO(), io.StringIO()
-    argv, sys.argv = sys.argv, ["relaxpack", *args]
-    code = 0
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            main()
+            code = main(list(args))
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-    finally:
-        sys.argv = argv
     return code, out.getvalue(), err.getvalue()
 
 

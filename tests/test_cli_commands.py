@@ -1,4 +1,4 @@
-"""convert / run / check / inspect / bench, through typer's CliRunner and
+"""convert / run / check / inspect / bench, in-process (tests/cli_helpers.py) and
 once as a real process; every user error ends in one line and exit 1."""
 
 import json
@@ -8,13 +8,9 @@ import sys
 import numpy as np
 import onnx
 import pytest
-from typer.testing import CliRunner
 
-from relaxpack.cli import app
+from tests.cli_helpers import invoke
 from relaxpack.examples.onnx_models import small_cnn, transformer_block_onnx
-
-runner = CliRunner()
-
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
@@ -28,13 +24,9 @@ def models(tmp_path_factory):
 @pytest.fixture(scope="module")
 def archive(models, tmp_path_factory):
     out = tmp_path_factory.mktemp("archives") / "block.rpk"
-    result = runner.invoke(app, ["convert", str(models["block"]), "-o", str(out), "--dim", "seq=1..64"])
+    result = invoke("convert", models["block"], "-o", out, "--dim", "seq=1..64")
     assert result.exit_code == 0, result.output
     return out
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def test_convert_prints_a_summary(archive, models, tmp_path):
@@ -83,7 +75,7 @@ def test_check_blames_onnxruntime_for_a_saturating_integer_gemm(tmp_path, monkey
     np.savez(tmp_path / "a.npz", a=a)
     args = ("check", tmp_path / "mmi.onnx", "--inputs", tmp_path / "a.npz")
     assert invoke(*args).exit_code == 0     # this CPU's onnxruntime, whatever it does
-    monkeypatch.setattr(relaxpack.check, "onnxruntime_session", lambda proto: _SessionWithoutVnni(b))
+    monkeypatch.setattr(relaxpack.check, "onnxruntime_session", lambda proto, **options: _SessionWithoutVnni(b))
     result = invoke(*args)
     assert result.exit_code == 0, result.output
     assert "onnxruntime differs from the exact result here; relaxpack matches it" in result.output
@@ -189,6 +181,7 @@ def test_every_command_runs_as_a_real_process(command, archive, models, tmp_path
     args = {"inspect": [str(archive), "--json"], "check": [str(models["cnn"]), "--samples", "1"],
             "bench": [str(archive), "-n", "1", "--dim", "batch=1", "--dim", "seq=4"], "demo": [],
             "version": [], "ir": [str(ir_file)]}[command]
-    out = subprocess.run([sys.executable, "-m", "relaxpack.cli", command, *args], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "relaxpack.cli", command, *args], capture_output=True, text=True,
+                         cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()

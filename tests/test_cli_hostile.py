@@ -8,12 +8,9 @@ import stat
 import numpy as np
 import onnx
 import pytest
-from typer.testing import CliRunner
 
-from relaxpack.cli import app
 from relaxpack.examples.onnx_models import small_cnn, transformer_block_onnx
-
-runner = CliRunner()
+from tests.cli_helpers import invoke
 
 
 @pytest.fixture(scope="module")
@@ -28,13 +25,9 @@ def models(tmp_path_factory):
 @pytest.fixture(scope="module")
 def archive(models, tmp_path_factory):
     out = tmp_path_factory.mktemp("archives") / "block.rpk"
-    result = runner.invoke(app, ["convert", str(models["block"]), "-o", str(out), "--dim", "seq=1..64"])
+    result = invoke("convert", models["block"], "-o", out, "--dim", "seq=1..64")
     assert result.exit_code == 0, result.output
     return out
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def one_error_line(result, pattern: str | None = None) -> str:

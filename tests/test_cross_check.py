@@ -77,6 +77,9 @@ class _SessionWithoutVnni:
     def __init__(self, b):
         self.b = b
 
+    def get_inputs(self):
+        return [type("In", (), {"name": "a"})()]
+
     def get_outputs(self):
         return [type("Out", (), {"name": "y"})()]
 
@@ -99,7 +102,7 @@ def test_check_on_saturating_integer_gemm_passes_on_this_cpu():
 def test_check_blames_onnxruntime_where_it_saturates_unless_strict(monkeypatch):
     import relaxpack.check as check
     model, a, b = _saturating_matmul_integer()
-    monkeypatch.setattr(check, "onnxruntime_session", lambda proto: _SessionWithoutVnni(b))
+    monkeypatch.setattr(check, "onnxruntime_session", lambda proto, **options: _SessionWithoutVnni(b))
     report = check.check_model(model, inputs={"a": a})
     (out,) = report.samples[0].outputs
     assert report.passed and out.max_abs > 0 and out.note == check.ORT_DEVIATES

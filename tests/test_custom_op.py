@@ -101,4 +101,26 @@ def test_the_readme_example_runs(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "relaxpack.examples.custom_op", str(tmp_path / "m.rpk")],
                           capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "custom op ok: (3, 4)"
+    assert proc.stdout.splitlines()[0] == "custom op ok: (3, 4)"
+    assert (tmp_path / "m.onnx").is_file()
+
+
+def test_the_example_is_a_plugin_for_the_command_line(tmp_path):
+    """As the example's docstring and the README say: the module registers both sides."""
+    example = subprocess.run([sys.executable, "-m", "relaxpack.examples.custom_op", "row_norm.rpk"],
+                             capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
+    assert example.returncode == 0, example.stderr
+    suggested = example.stdout.splitlines()[-1].removeprefix("next: ").split()
+    assert suggested[:2] == ["relaxpack", "run"]
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "relaxpack.cli", *args], capture_output=True, text=True,
+                              env=ENV, cwd=tmp_path, timeout=300)
+
+    converted = cli("convert", "row_norm.onnx", "-o", "again.rpk", "--plugin", "relaxpack.examples.custom_op")
+    assert converted.returncode == 0, converted.stderr
+    ran = cli(*suggested[1:])
+    assert ran.returncode == 0, ran.stderr
+    assert "filled x: float32[3, 4]" in ran.stdout and "y: float32[3, 4]" in ran.stdout
+    timed = cli("bench", "again.rpk", "--plugin", "relaxpack.examples.custom_op", "-n", "2", "--dim", "batch=2")
+    assert timed.returncode == 0 and "relaxpack     p50" in timed.stdout, timed.stderr

@@ -1,15 +1,12 @@
 """The ``relaxpack`` command line: the only part that talks to the terminal.
 
 Every error a user can cause ends in one line on stderr and exit code 1;
-``--debug`` shows the traceback instead.
+``--debug`` shows the traceback instead. Plain argparse: the runtime
+commands (run, inspect, bench) work in a numpy-only install.
 """
 
-from . import bench, check, convert, demo, inspect_cmd, run  # noqa: F401  (register the commands)
-from .common import app
+# importing a command module registers its parser; this order is --help's
+from . import convert, run, check, inspect_cmd, bench, demo  # noqa: F401,I001
+from .common import build_parser, main
 
-
-def main() -> None:
-    app()
-
-
-__all__ = ["app", "main"]
+__all__ = ["build_parser", "main"]

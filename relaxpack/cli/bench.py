@@ -6,11 +6,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-import typer
 
 from ..errors import InputError
+from .common import (
+    PLUGIN_HELP, command, echo, existing_file, load_plugins, parse_dims, positive, require_extra, user_errors,
+)
+from .files import archive_files
+from .progress import Progress
 from .terminal import one_line
-from .common import PLUGIN_HELP, app, echo, existing_file, load_plugins, parse_dims, user_errors
 
 
 def _percentiles(times: list[float]) -> dict[str, float]:
@@ -19,21 +22,24 @@ def _percentiles(times: list[float]) -> dict[str, float]:
             "min": float(arr.min())}
 
 
-def _time(fn, n: int, warmup: int = 2) -> list[float]:
+def _time(fn, n: int, warmup: int = 2, progress: Progress | None = None, who: str = "") -> list[float]:
+    """``n`` timed calls of ``fn`` after ``warmup`` untimed ones; each round shows on the progress line."""
     for _ in range(warmup):
         fn()
     out = []
-    for _ in range(n):
+    for i in range(n):
         t0 = time.perf_counter()
         fn()
         out.append(time.perf_counter() - t0)
+        if progress is not None:
+            progress.status(f"{who} round {i + 1}/{n}: {out[-1] * 1e3:.3f} ms")
     return out
 
 
-def _matching_session(model: Path, feeds: dict):
+def _matching_session(model: Path, feeds: dict, threads: int | None):
     """An onnxruntime session for ``model``, which must take the archive's inputs; one run checks it."""
     from ..check import onnxruntime_session
-    session = onnxruntime_session(model)
+    session = onnxruntime_session(model, threads=threads)
     theirs = sorted(i.name for i in session.get_inputs())
     if theirs != sorted(feeds):
         raise InputError(f"{model} takes inputs {theirs}, the archive {sorted(feeds)}: is it the archive's model?")
@@ -45,42 +51,61 @@ def _matching_session(model: Path, feeds: dict):
     return session
 
 
-@app.command()
-def bench(
-    archive: Path = typer.Argument(..., help="The archive (.rpk)."),
-    onnx_model: Path = typer.Option(None, "--onnx", help="Also time onnxruntime on this model."),
-    dim: list[str] = typer.Option(None, "--dim", help="Values for symbolic dims: NAME=VALUE, or NAME=LO..HI "
-                                                      "to draw one from."),
-    n: int = typer.Option(20, "-n", min=1, help="Timed runs (after 2 warm-up runs)."),
-    seed: int = typer.Option(0, "--seed"),
-    plugin: list[str] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
-    profile: bool = typer.Option(False, "--profile", help="Also time each instruction (n runs) and print the "
-                                 "time per kernel, slowest first."),
-    top: int = typer.Option(25, "--top", min=1, help="Rows of the --profile table."),
-):
+@command
+def _parser(sub):
+    p = sub.add_parser("bench", help="Time an archive (and onnxruntime).",
+                       description="Time an archive (and onnxruntime, interleaved in the same process).")
+    p.add_argument("archive", type=Path, help="The archive (.rpk).")
+    p.add_argument("--onnx", dest="onnx_model", type=Path, metavar="MODEL.onnx",
+                   help="Also time onnxruntime on this model (needs relaxpack[onnx]).")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="Values for symbolic dims: NAME=VALUE, or NAME=LO..HI to draw one from.")
+    p.add_argument("-n", type=positive, default=20, help="Timed runs (after 2 warm-up runs; default 20).")
+    p.add_argument("--seed", type=int, default=0, help="Seed of the random inputs and dims (default 0).")
+    p.add_argument("--threads", type=positive, metavar="N",
+                   help="BLAS threads, and onnxruntime's intra-op threads (default: as they are).")
+    p.add_argument("--plugin", action="append", help=PLUGIN_HELP)
+    p.add_argument("--profile", action="store_true",
+                   help="Also time each instruction (n runs) and print the time per kernel and per ONNX node.")
+    p.add_argument("--trace", type=Path, metavar="OUT.json",
+                   help="Write the profiled runs as a Chrome trace (onnxruntime's format; open it in Perfetto).")
+    p.add_argument("--top", type=positive, default=25, help="Rows of the --profile tables (default 25).")
+    p.set_defaults(handler=bench)
+
+
+def bench(archive: Path, onnx_model: Path | None = None, dim: list[str] | None = None, n: int = 20, seed: int = 0,
+          threads: int | None = None, plugin: list[str] | None = None, profile: bool = False,
+          trace: Path | None = None, top: int = 25):
     """Time an archive (and onnxruntime, interleaved in the same process)."""
     import resource
 
-    from ..check import draw_dims, random_inputs
+    from ..feeds import draw_dims, random_inputs
     from ..runtime import VirtualMachine, load
+    from ..runtime.blas import blas_threads
 
     with user_errors():
         load_plugins(plugin)
         exe = load(existing_file(archive, "archive"))
+        if trace is not None:
+            from ..runtime.safe_write import check_destination
+            check_destination(trace, archive_files(archive, exe))
         rng = np.random.default_rng(seed)
         feeds = random_inputs(exe, draw_dims(exe, rng, parse_dims(dim)), rng)
         vm = VirtualMachine(exe)
-        session = None
-        if onnx_model is not None:
-            session = _matching_session(existing_file(onnx_model, "model"), feeds)
-        ours = _percentiles(_time(lambda: vm.run(feeds), n))
-        theirs = None
-        if session is not None:
-            theirs = _percentiles(_time(lambda: session.run(None, feeds), n))
-        report = None
-        if profile:
-            from ..runtime.profile import profile as profile_run
-            report = profile_run(vm, feeds, repeat=n)
+        theirs = report = None
+        with Progress() as progress, blas_threads(threads):
+            ours = _percentiles(_time(lambda: vm.run(feeds), n, progress=progress, who="relaxpack"))
+            if onnx_model is not None:
+                require_extra("relaxpack bench --onnx")
+                session = _matching_session(existing_file(onnx_model, "model"), feeds, threads)
+                theirs = _percentiles(_time(lambda: session.run(None, feeds), n, progress=progress,
+                                            who="onnxruntime"))
+            if profile or trace is not None:
+                from ..runtime.profile import profile as profile_run
+                progress.status(f"profiling {n} runs ...")
+                report = profile_run(vm, feeds, repeat=n, trace=trace is not None)
+                if trace is not None:
+                    report.write_chrome_trace(trace)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     shapes = ", ".join(f"{one_line(k)}{list(v.shape)}" for k, v in feeds.items())
     echo(f"inputs        {shapes}")
@@ -89,6 +114,10 @@ def bench(
         echo(f"onnxruntime   p50 {theirs['p50']:.3f} ms  p90 {theirs['p90']:.3f} ms  min {theirs['min']:.3f} ms")
         echo(f"ratio         {ours['p50'] / theirs['p50']:.2f}x onnxruntime (p50)")
     echo(f"peak RSS      {peak:.0f} MiB (this process)")
-    if report is not None:
+    if report is not None and profile:
         echo(f"profile       {report.total * 1e3:.3f} ms/run in instructions (timers included), per kernel:")
         echo(report.table(top))
+        echo("per ONNX node (the nodes each instruction came from; its kernels in brackets):")
+        echo(report.node_table(top))
+    if trace is not None:
+        echo(f"wrote {trace} ({len(report.events)} events; open it in Perfetto or chrome://tracing)")

@@ -1,32 +1,111 @@
-"""What the CLI commands share: the app, error handling, option parsing."""
+"""What the CLI commands share: the parser, error handling, option parsing.
+
+The command line is plain :mod:`argparse` (standard library), so ``pip
+install relaxpack`` (numpy only) has a working ``relaxpack run | inspect |
+bench``; commands that need the converter say which extra to install
+(:func:`require_extra`). Each command module registers a parser builder with
+:func:`command`; :func:`build_parser` puts them together.
+"""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import importlib.util
 import logging
 import re
+import sys
 from pathlib import Path
-from typing import Iterator
-
-import typer
+from typing import Callable, Iterator
 
 from ..errors import InputError, RelaxpackError
 from .terminal import one_line, printable
 
-app = typer.Typer(
-    name="relaxpack",
-    help="ONNX models to self-contained, numpy-only deployment archives.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 state = {"debug": False}
 
+#: functions that add one command's parser to the subparsers (see :func:`command`)
+COMMANDS: list[Callable] = []
 
-@app.callback()
-def _options(debug: bool = typer.Option(False, "--debug", help="Show tracebacks and debug logs.")):
-    state["debug"] = debug
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING)
+#: what the ``onnx`` extra brings, by module name
+ONNX_EXTRA = ("onnx", "onnxruntime")
+INSTALL_ONNX = "pip install 'relaxpack[onnx]'"
+
+
+class Exit(Exception):
+    """Ends a command with an exit code (after it printed what it had to say)."""
+
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
+
+
+class UsageError(InputError):
+    """The command line itself is wrong (unknown option, missing argument, an option given twice)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line, exit code 1, like every user error,
+    and whose single-valued options refuse to be given twice (argparse would keep the last)."""
+
+    def error(self, message):
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+    def exit(self, status=0, message=None):   # after --help: return from main(), do not end the process
+        if message:
+            self._print_message(message, sys.stderr)
+        raise Exit(status)
+
+    def add_argument(self, *args, **kwargs):
+        if args and args[0].startswith("-") and kwargs.get("action", "store") == "store":
+            kwargs["action"] = _StoreOnce
+        return super().add_argument(*args, **kwargs)
+
+
+class _StoreOnce(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None):
+        seen = namespace.__dict__.setdefault("_given", set())
+        if self.dest in seen:
+            raise argparse.ArgumentError(self, "given twice; give it once")
+        seen.add(self.dest)
+        setattr(namespace, self.dest, values)
+
+
+def command(add_parser: Callable) -> Callable:
+    """Register ``add_parser(subparsers)``, which adds one command and sets
+    ``handler`` to the function that runs it (called with the options as keywords)."""
+    COMMANDS.append(add_parser)
+    return add_parser
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="relaxpack", description="ONNX models to self-contained, numpy-only deployment archives.")
+    parser.add_argument("--debug", action="store_true", help="Show tracebacks and debug logs.")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=Parser)
+    for add_parser in COMMANDS:
+        add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:
+        parser.print_help()
+        return 0
+    try:
+        with user_errors():
+            args = parser.parse_args(argv)
+            state["debug"] = args.debug
+            logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING)
+            options = {k: v for k, v in vars(args).items() if k not in ("debug", "handler", "_given")}
+            if "handler" not in vars(args):
+                parser.print_help()
+                return 0
+            args.handler(**options)
+    except Exit as done:
+        return done.code
+    return 0
 
 
 @contextlib.contextmanager
@@ -43,8 +122,42 @@ def user_errors() -> Iterator[None]:
         if isinstance(err, OSError) and err.filename:
             message = f"{err.strerror}: {err.filename}"
         more = " (more with --debug)" if "\n" in text.strip() else ""
-        typer.echo(f"error: {one_line(message)}{more}", err=True)
-        raise typer.Exit(1) from None
+        print(f"error: {one_line(message)}{more}", file=sys.stderr, flush=True)
+        raise Exit(1) from None
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require_extra(what: str, modules=ONNX_EXTRA) -> None:
+    """Fail in one line naming the extra to install when ``modules`` are not installed
+    (``pip install relaxpack`` is the numpy-only runtime)."""
+    missing = [m for m in modules if not _installed(m)]
+    if missing:
+        raise RelaxpackError(f"{what} needs {' and '.join(missing)}, which this install lacks: {INSTALL_ONNX}")
+
+
+def positive(text: str) -> int:
+    """An argparse type: an int of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
+def add_build_options(p: argparse.ArgumentParser) -> None:
+    """``-O`` and ``--pool``: the same on ``convert`` and ``check`` (check tests what convert ships)."""
+    p.add_argument("-O", dest="opt_level", type=int, choices=(0, 1, 2), default=2,
+                   help="Optimization level: -O0, -O1 or -O2 (default -O2).")
+    p.add_argument("--pool", action="append", metavar="NAME=SIZE",
+                   help="A bounded memory pool, NAME=SIZE (e.g. fast=256KiB; repeatable).")
 
 
 _DIM = re.compile(r"^([A-Za-z_]\w*)=(\d+)(?:\.\.(\d+)?)?$")
@@ -58,9 +171,9 @@ def parse_dims(specs: list[str] | None) -> dict[str, int | tuple[int, int | None
     dims: dict = {}
     for spec in specs or ():
         name, _, value = spec.strip().partition("=")
+        if name in dims:
+            raise InputError(f"--dim {name}=... is given twice")
         if value == "?" and name.isidentifier():
-            if name in dims:
-                raise InputError(f"--dim {name}=... is given twice")
             dims[name] = "?"
             continue
         m = _DIM.match(spec.strip())
@@ -70,8 +183,6 @@ def parse_dims(specs: list[str] | None) -> dict[str, int | tuple[int, int | None
         if any(len(g) > 16 or int(g) > MAX_DIM_VALUE for g in m.groups()[1:] if g):
             raise InputError(f"bad --dim {spec.strip()[:60]!r}: a dim is at most 2**48 = {MAX_DIM_VALUE}")
         name, lo, hi = m.group(1), int(m.group(2)), m.group(3)
-        if name in dims:
-            raise InputError(f"--dim {name}=... is given twice")
         if ".." not in spec:
             dims[name] = lo
             continue
@@ -119,7 +230,8 @@ def load_plugins(specs: list[str] | None) -> None:
             raise
         except Exception as err:  # the plugin's own failure: one line, not its traceback
             first = str(err).splitlines()[0] if str(err) else ""
-            raise RelaxpackError(f"cannot load plugin {spec!r}: {type(err).__name__}: {first}") from None
+            hint = f" ({INSTALL_ONNX})" if getattr(err, "name", None) in ONNX_EXTRA else ""
+            raise RelaxpackError(f"cannot load plugin {spec!r}: {type(err).__name__}: {first}{hint}") from None
 
 
 #: the ``--plugin`` option, shared by the commands that convert or run
@@ -144,4 +256,4 @@ def fmt_bytes(n: int | float) -> str:
 
 def echo(text: str = "") -> None:
     """Print ``text``; control characters (from names in a model or archive) are shown escaped."""
-    typer.echo(printable(text))
+    print(printable(text), flush=True)

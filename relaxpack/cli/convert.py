@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from pathlib import Path
 
-import typer
-
 from ..errors import InputError
-from .terminal import one_line
 from .common import (
-    PLUGIN_HELP, app, echo, existing_file, fmt_bytes, load_plugins, parse_dims, parse_pools, user_errors,
+    PLUGIN_HELP, add_build_options, command, echo, existing_file, fmt_bytes, load_plugins, parse_dims, parse_pools,
+    require_extra, user_errors,
 )
+from .progress import Progress, Stages
+from .terminal import one_line
+
+
+@command
+def _parser(sub):
+    p = sub.add_parser("convert", help="Convert an ONNX model into a self-contained archive.",
+                       description="Convert an ONNX model into a self-contained archive.")
+    p.add_argument("model", type=Path, help="The ONNX model.")
+    p.add_argument("-o", "--output", type=Path, help="The archive to write (default: MODEL.rpk).")
+    p.add_argument("--dim", action="append", metavar="SPEC", help="Bind or bound a dim: NAME=VALUE or NAME=LO..HI.")
+    add_build_options(p)
+    p.add_argument("--params", choices=("linked", "external"), default="linked",
+                   help="linked (in the archive, the default) or external (side file).")
+    p.add_argument("--timing", action="store_true", help="Print the time of every pass.")
+    p.add_argument("--print-after", action="append", metavar="PASS", help="Print the IR after this pass.")
+    p.add_argument("--dump-ir", type=Path, metavar="FOLDER", help="Write the IR after every pass to this folder.")
+    p.add_argument("--plugin", action="append", help=PLUGIN_HELP)
+    p.set_defaults(handler=convert)
 
 
 def check_pass_names(names: list[str], option: str) -> None:
@@ -32,30 +48,31 @@ def check_pass_names(names: list[str], option: str) -> None:
         raise InputError(f"{option} {unknown[0]}: no such pass; the passes are {', '.join(sorted(known))}")
 
 
-@app.command()
-def convert(
-    model: Path = typer.Argument(..., help="The ONNX model."),
-    output: Path = typer.Option(None, "-o", "--output", help="The archive to write (default: MODEL.rpk)."),
-    dim: list[str] = typer.Option(None, "--dim", help="Bind or bound a dim: NAME=VALUE or NAME=LO..HI."),
-    opt_level: int = typer.Option(2, "-O", min=0, max=2, help="Optimization level: -O0, -O1 or -O2."),
-    params: str = typer.Option("linked", "--params", help="linked (in the archive) or external (side file)."),
-    pool: list[str] = typer.Option(None, "--pool", help="A bounded memory pool, NAME=SIZE (e.g. fast=256KiB)."),
-    timing: bool = typer.Option(False, "--timing", help="Print the time of every pass."),
-    print_after: list[str] = typer.Option(None, "--print-after", help="Print the IR after this pass."),
-    dump_ir: Path = typer.Option(None, "--dump-ir", help="Write the IR after every pass to this folder."),
-    plugin: list[str] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
-):
+def _pass_status(stages: Stages):
+    """A pass instrument that shows the stage and the pass running on the progress line."""
+    from ..passes import PassInstrument
+
+    class PassStatus(PassInstrument):
+        def run_before_pass(self, mod, info):
+            stages.progress.status(f"{stages.current}: {info.name} ...")
+
+    return PassStatus()
+
+
+def convert(model: Path, output: Path | None = None, dim: list[str] | None = None, opt_level: int = 2,
+            params: str = "linked", pool: list[str] | None = None, timing: bool = False,
+            print_after: list[str] | None = None, dump_ir: Path | None = None, plugin: list[str] | None = None):
     """Convert an ONNX model into a self-contained archive."""
-    from ..importers.onnx import from_onnx
-    from ..passes import DumpIR, PassContext, PassTiming, PrintAfter
     from ..runtime.assumptions import assumptions_of
-    from ..runtime.safe_write import check_destination
-    from ..vm_build import build
 
     with user_errors():
+        require_extra("relaxpack convert")
+        from ..importers.onnx import from_onnx
+        from ..passes import DumpIR, PassContext, PassTiming, PrintAfter
+        from ..runtime.safe_write import check_destination
+        from ..vm_build import build
+
         load_plugins(plugin)
-        if params not in ("linked", "external"):
-            raise typer.BadParameter("--params must be linked or external")
         existing_file(model, "model")
         output = output or model.with_suffix(".rpk")
         check_destination(output, [model])
@@ -67,17 +84,15 @@ def convert(
             instruments.append(PrintAfter(print_after, sink=lambda name, text: echo(f"# after {name}\n{text}")))
         if dump_ir:
             instruments.append(DumpIR(dump_ir))
-        stages = {}
-        t0 = time.perf_counter()
-        mod = from_onnx(model, dims=dims)
-        stages["import"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        with PassContext(opt_level=opt_level, instruments=instruments):
-            exe = build(mod, opt_level=opt_level, pools=parse_pools(pool) or None)
-        stages["optimize + lower"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        exe.save(output, params=params, sources=[model])
-        stages["package"] = time.perf_counter() - t0
+        with Progress() as progress:
+            stages = Stages(progress)
+            instruments.append(_pass_status(stages))
+            with stages("import"):
+                mod = from_onnx(model, dims=dims)
+            with PassContext(opt_level=opt_level, instruments=instruments):
+                exe = build(mod, opt_level=opt_level, pools=parse_pools(pool) or None, stage=stages)
+            with stages("package"):
+                exe.save(output, params=params, sources=[model])
     ops = Counter(b.value.op.name for block in mod["main"].body.blocks for b in block.bindings
                   if hasattr(b.value, "op") and hasattr(b.value.op, "name"))
     n_params = sum(int(c.size) for c in exe.constants)
@@ -97,8 +112,8 @@ def convert(
     assumed = assumptions_of(exe)
     if assumed:
         conditions = list(dict.fromkeys(a["condition"] for a in assumed))
-        shown = "; ".join(conditions[:3]) + (f"; and {len(conditions) - 3} more" if len(conditions) > 3 else "")
+        shown = one_line("; ".join(conditions[:3])) + (f"; and {len(conditions) - 3} more" if len(conditions) > 3 else "")
         echo(f"  assumes       {shown} (checked at run time; relaxpack inspect lists where)")
-    echo("  time          " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stages.items()))
+    echo("  time          " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stages.seconds.items()))
     if timing:
         echo(timer.render())

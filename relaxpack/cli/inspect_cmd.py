@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import typer
-
 from ..errors import InputError
-from .common import app, echo, existing_file, fmt_bytes, parse_dims, user_errors
+from .common import command, echo, existing_file, fmt_bytes, parse_dims, user_errors
 from .files import archive_files
 from .terminal import one_line
 
@@ -22,7 +20,8 @@ def archive_facts(exe, archive: Path) -> dict:
         "format_version": (exe.archive or {}).get("format_version"),
         "inputs": [{"name": p.name, "dtype": p.dtype, "shape": None if p.shape is None else list(p.shape)}
                    for p in main.params],
-        "outputs": [{"name": n} for n in main.outputs],
+        "outputs": [{"name": r.name, "dtype": r.dtype, "shape": None if r.shape is None else list(r.shape)}
+                    for r in main.output_info()],
         "dim_ranges": {name: [lo, hi] for name, lo, hi in main.dim_ranges},
         # what the model was converted assuming of its dims, checked at run time
         "assumptions": assumptions_of(exe),
@@ -53,21 +52,27 @@ def assumption_lines(assumptions: list[dict]) -> list[str]:
         if a["function"] != "main":
             where += f", in {a['function']}"
         head = "assumes      " if i == 0 else "             "
-        lines.append(f"{head}{a['condition']}  ({', '.join(p for p in (detail, where) if p)})")
+        lines.append(head + one_line(f"{a['condition']}  ({', '.join(p for p in (detail, where) if p)})"))
     return lines
 
 
-@app.command("inspect")
-def inspect_(
-    archive: Path = typer.Argument(..., help="The archive (.rpk)."),
-    ir: bool = typer.Option(False, "--ir", help="Print the lowered IR."),
-    bytecode: bool = typer.Option(False, "--bytecode", help="Print the bytecode."),
-    plan: bool = typer.Option(False, "--plan", help="Print the memory plan."),
-    plot: Path = typer.Option(None, "--plot", help="With --plan: draw the plan as an SVG picture to this file."),
-    dim: list[str] = typer.Option(None, "--dim", help="With --plot: dim values to plan at (NAME=VALUE); "
-                                                      "default: their upper bounds."),
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable facts."),
-):
+@command
+def _parser(sub):
+    p = sub.add_parser("inspect", help="Show an archive's signature, IR, bytecode and memory plan.",
+                       description="Show an archive's signature, IR, bytecode and memory plan.")
+    p.add_argument("archive", type=Path, help="The archive (.rpk).")
+    p.add_argument("--ir", action="store_true", help="Print the lowered IR.")
+    p.add_argument("--bytecode", action="store_true", help="Print the bytecode.")
+    p.add_argument("--plan", action="store_true", help="Print the memory plan.")
+    p.add_argument("--plot", type=Path, metavar="FILE.svg", help="Draw the memory plan as an SVG picture to this file.")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="With --plot: dim values to plan at (NAME=VALUE); default: their upper bounds.")
+    p.add_argument("--json", dest="as_json", action="store_true", help="Print machine-readable facts.")
+    p.set_defaults(handler=inspect_)
+
+
+def inspect_(archive: Path, ir: bool = False, bytecode: bool = False, plan: bool = False, plot: Path | None = None,
+             dim: list[str] | None = None, as_json: bool = False):
     """Show an archive's signature, IR, bytecode and memory plan."""
     from ..runtime import load
 

@@ -5,12 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import typer
 
 from ..errors import InputError
-from .common import PLUGIN_HELP, app, echo, existing_file, load_plugins, user_errors
+from ..feeds import FILLS
+from .common import PLUGIN_HELP, Exit, command, echo, existing_file, load_plugins, parse_dims, positive, user_errors
 from .files import archive_files, input_files
 from .outputs import output_arrays, output_lines
+from .terminal import one_line
+
+
+def read_npz(path: Path, what: str = "inputs file") -> dict[str, np.ndarray]:
+    """The arrays of a ``.npz`` file by name (no pickles; headers checked before data is read)."""
+    from ..runtime.input_files import read_npz as read_checked
+    return read_checked(existing_file(path, what))
 
 
 def load_inputs(input_specs: list[str] | None, inputs_file: Path | None, expect=None) -> dict[str, np.ndarray]:
@@ -31,31 +38,107 @@ def load_inputs(input_specs: list[str] | None, inputs_file: Path | None, expect=
     return read_inputs(named, inputs_file, expect)
 
 
-@app.command()
-def run(
-    archive: Path = typer.Argument(..., help="The archive (.rpk)."),
-    input: list[str] = typer.Option(None, "--input", help="NAME=FILE.npy (repeatable)."),
-    inputs: Path = typer.Option(None, "--inputs", help="All inputs in one .npz file."),
-    output: Path = typer.Option(None, "--output", help="Write the outputs to this .npz file."),
-    plugin: list[str] = typer.Option(None, "--plugin", help=PLUGIN_HELP),
-):
+@command
+def _parser(sub):
+    p = sub.add_parser("run", help="Run an archive on inputs from .npy / .npz files.",
+                       description="Run an archive and print its outputs' names, shapes, dtypes and a preview. "
+                                   "Inputs come from files, or --fill makes the ones not given.")
+    p.add_argument("archive", type=Path, help="The archive (.rpk).")
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="NAME=FILE.npy (repeatable).")
+    p.add_argument("--inputs", type=Path, metavar="FILE.npz", help="All inputs in one .npz file.")
+    p.add_argument("--fill", choices=FILLS, help="Make the inputs not given: random (seeded), zeros or ones.")
+    p.add_argument("--seed", type=int, default=0, help="Seed of --fill random and of dims drawn for it (default 0).")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="With --fill: a symbolic dim's value (else taken from given inputs, or drawn in its range).")
+    p.add_argument("--output", type=Path, metavar="FILE.npz", help="Write the outputs to this .npz file.")
+    p.add_argument("--expected", type=Path, metavar="FILE.npz",
+                   help="Compare the outputs with these (by name); exit 1 on a mismatch.")
+    p.add_argument("--rtol", type=float, default=1e-4, help="With --expected: relative tolerance (default 1e-4).")
+    p.add_argument("--atol", type=float, default=1e-5, help="With --expected: absolute tolerance (default 1e-5).")
+    p.add_argument("--threads", type=positive, metavar="N", help="BLAS threads (default: as they are).")
+    p.add_argument("--plugin", action="append", help=PLUGIN_HELP)
+    p.set_defaults(handler=run)
+
+
+def run(archive: Path, input: list[str] | None = None, inputs: Path | None = None, fill: str | None = None,
+        seed: int = 0, dim: list[str] | None = None, output: Path | None = None, expected: Path | None = None,
+        rtol: float = 1e-4, atol: float = 1e-5, threads: int | None = None, plugin: list[str] | None = None):
     """Run an archive and print its outputs' names, shapes, dtypes and a preview."""
+    from ..compare import compare_outputs
     from ..runtime import VirtualMachine, load
+    from ..runtime.blas import blas_threads
     from ..runtime.input_files import signature_check
     from ..runtime.safe_write import check_destination, write_with
 
     with user_errors():
+        if not (rtol >= 0 and atol >= 0):    # NaN too
+            raise InputError(f"--rtol {rtol} and --atol {atol} must be non-negative numbers")
         load_plugins(plugin)
         exe = load(existing_file(archive, "archive"))
-        sources = archive_files(archive, exe) + input_files(input, inputs)
+        sources = archive_files(archive, exe) + input_files(input, inputs) + ([expected] if expected else [])
         if output is not None:
             check_destination(output, sources)
         feeds = load_inputs(input, inputs, signature_check(exe))
-        outputs = VirtualMachine(exe).run(feeds)
+        filled = fill_missing(exe, feeds, fill, parse_dims(dim), seed)
+        want = read_npz(expected, "expected outputs file") if expected is not None else None
+        with blas_threads(threads):
+            outputs = VirtualMachine(exe).run(feeds)
         if output is not None:
             arrays = output_arrays(outputs)
             write_with(output, lambda f: np.savez(f, **arrays), sources)
+        diffs = None
+        if want is not None:
+            unknown = sorted(set(want) - set(outputs))
+            if unknown:
+                raise InputError(f"{expected} holds {unknown}, which are not outputs of the model "
+                                 f"(its outputs are {list(outputs)})")
+            names = [n for n in outputs if n in want]
+            diffs = compare_outputs(names, outputs, [want[n] for n in names], rtol, atol, reference="expected")
+    for name in filled:
+        value = feeds[name]
+        echo(f"filled {one_line(name)}: {value.dtype}{list(value.shape)} ({fill}{', seed ' + str(seed) if fill == 'random' else ''})")
     for name, value in outputs.items():
         echo("\n".join(output_lines(name, value)))
     if output is not None:
         echo(f"wrote {output}")
+    if diffs is not None:
+        for d in diffs:
+            note = f"  {d.note}" if d.note else ""
+            echo(f"expected {one_line(d.name)}: max abs {d.max_abs:.3e}  max rel {d.max_rel:.3e}  "
+                 f"{'PASS' if d.passed else 'FAIL'}{note}")
+        passed = all(d.passed for d in diffs)
+        echo(f"{'PASS' if passed else 'FAIL'} ({len(diffs)} output(s) against {expected})")
+        if not passed:
+            raise Exit(1)
+
+
+def fill_missing(exe, feeds: dict, fill: str | None, dims: dict, seed: int) -> list[str]:
+    """Make the inputs ``feeds`` lacks with ``fill`` (added to ``feeds``); their names. Without
+    ``fill`` a missing input is an error that lists every input's name, dtype and shape."""
+    from ..feeds import dims_of_inputs, draw_dims, make_inputs
+
+    params = exe.function("main").params
+    signature = ", ".join(f"{p.name}: {_input_text(p)}" for p in params)
+    unknown = sorted(set(feeds) - {p.name for p in params})
+    if unknown:
+        raise InputError(f"unknown input(s) {unknown}; the model's inputs are {signature}")
+    missing = [p.name for p in params if p.name not in feeds]
+    if dims and fill is None:
+        raise InputError("--dim sizes the inputs --fill makes; add --fill random|zeros|ones")
+    if not missing:
+        return []
+    if fill is None:
+        raise InputError(f"missing input(s) {missing}; the model's inputs are {signature} (give them with "
+                         f"--input NAME=FILE.npy or --inputs FILE.npz, or make them with --fill random|zeros|ones)")
+    rng = np.random.default_rng(seed)
+    values = draw_dims(exe, rng, {**dims_of_inputs(exe, feeds), **dims})
+    feeds.update(make_inputs(exe, values, rng, fill, names=missing))
+    return missing
+
+
+def _input_text(p) -> str:
+    """``float32[batch, seq, 8]``: an input's dtype and symbolic shape."""
+    if p.kind != "tensor":
+        return p.kind if p.dtype is None else f"{p.kind} of {p.dtype}"
+    shape = "[?]" if p.shape is None else "[" + ", ".join(str(d) for d in p.shape) + "]"
+    return f"{p.dtype or '?'}{shape}"

@@ -1,12 +1,18 @@
-"""A custom op end to end (README.md shows this file; a test runs it)."""
+"""A custom op end to end (README.md shows this file; a test runs it).
+
+Importing it registers both sides, so it is also a command-line plugin:
+``relaxpack convert row_norm.onnx --plugin relaxpack.examples.custom_op``.
+"""
 import sys
+from pathlib import Path
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import relaxpack
 from relaxpack.importers.onnx import call_registered, register_converter
-from relaxpack.runtime import VirtualMachine, load, register_func
+from relaxpack.runtime import InferenceSession, register_func
 
 
 def make_model():
@@ -30,19 +36,21 @@ def convert_row_norm(ctx, x, *, eps=1e-5):
 
 # Deploy side (numpy only): the archive names "acme.row_norm" and holds no
 # code, so the process that runs it registers the function first.
+@register_func("acme.row_norm", dps=True)
 def row_norm(x, *, eps, out):
     np.divide(x, np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + eps), out=out)
 
 
 def main(path="row_norm.rpk"):
+    onnx.save(make_model(), str(Path(path).with_suffix(".onnx")))
     mod = relaxpack.from_onnx(make_model(), dims={"batch": (1, 16)})
     relaxpack.build(mod).save(path)                        # convert and pack
-    register_func("acme.row_norm", row_norm, dps=True)     # deploy ...
     x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
-    y = VirtualMachine(load(path)).run({"x": x})["y"]      # ... and run
+    (y,) = InferenceSession(path).run(None, {"x": x})     # deploy and run
     h = x @ numpy_helper.to_array(make_model().graph.initializer[0])
     np.testing.assert_allclose(y, h / np.sqrt((h * h).sum(-1, keepdims=True) + 1e-6), rtol=1e-5)
     print("custom op ok:", y.shape)
+    print(f"next: relaxpack run {path} --plugin relaxpack.examples.custom_op --fill random --dim batch=3")
 
 
 if __name__ == "__main__":

@@ -5,9 +5,17 @@
 - :func:`transformer_block_onnx`: one encoder block as torch exports it,
   with reshape targets computed by Shape -> Gather -> Unsqueeze -> Concat;
   symbolic ``batch`` and ``seq``.
+
+Both ship in the package as ``relaxpack/examples/<name>.onnx`` (see
+:data:`BUNDLED`); ``python -m relaxpack.examples.onnx_models --write``
+makes them again (a test checks the files equal what this code makes).
 """
 
 from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -116,3 +124,40 @@ def transformer_block_onnx(d_model: int = 32, heads: int = 4, d_ff: int = 64, se
     value = helper.make_tensor_value_info
     return g.model("transformer_block", [value("x", TensorProto.FLOAT, ["batch", "seq", d_model])],
                    [value("y", TensorProto.FLOAT, ["batch", "seq", d_model])])
+
+
+#: the example models shipped as package data: file name -> the function that makes it
+BUNDLED = {"small_cnn.onnx": small_cnn, "transformer_block.onnx": transformer_block_onnx}
+FOLDER = Path(__file__).resolve().parent
+
+
+def bundled_path(name: str) -> Path:
+    """The installed copy of a bundled example model, e.g. ``bundled_path("transformer_block.onnx")``."""
+    return FOLDER / name
+
+
+def write_bundled(folder: Path = FOLDER) -> list[Path]:
+    """Write every bundled model into ``folder``; returns the paths."""
+    paths = []
+    for name, make in BUNDLED.items():
+        path = Path(folder) / name
+        path.write_bytes(make().SerializeToString())
+        paths.append(path)
+    return paths
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="Write the bundled example models (relaxpack/examples/*.onnx).")
+    parser.add_argument("--write", action="store_true", help="Write them (else list them).")
+    parser.add_argument("--folder", type=Path, default=FOLDER, help="Where to write (default: the package).")
+    args = parser.parse_args(argv)
+    for name in BUNDLED:
+        if not args.write:
+            print(bundled_path(name))
+    if args.write:
+        for path in write_bundled(args.folder):
+            print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -73,6 +73,8 @@ class _FunctionCodegen:
         # shape values already computed: valid until a branch ends or a dim is stored
         self.shape_cache: dict[str, int] = {}
         self.alloc_scopes: dict[int, str] = {}  # alloc_tensor pc -> memory scope (vdevice)
+        self.span: tuple[str, ...] = ()          # the ONNX nodes of the binding being emitted
+        self.span_marks: list[tuple[int, tuple[str, ...]]] = []   # (first pc, span) as bindings start and end
         self.branch_depth = 0                   # inside If branches: checks stay where they are
         self.hoisted: dict[str, tuple] = {}     # relations over input dims, checked after the inputs
 
@@ -164,15 +166,14 @@ class _FunctionCodegen:
         return [(reg, dims, ctx)] if deferred else []
 
     def param_info(self, p: Var) -> ParamInfo:
-        sinfo = p.struct_info
-        if isinstance(sinfo, TensorStructInfo):
-            shape = None if sinfo.shape is None else tuple(d if isinstance(d, int) else str(d) for d in sinfo.shape)
-            return ParamInfo(p.name_hint, "tensor", sinfo.dtype, sinfo.ndim, shape)
-        if isinstance(sinfo, (SequenceStructInfo, OptionalStructInfo)):
-            kind, dtype, ndim = container_kind(sinfo)
-            return ParamInfo(p.name_hint, kind, dtype, ndim)
-        kind = {ShapeStructInfo: "shape", PrimStructInfo: "prim", TupleStructInfo: "tuple"}.get(type(sinfo), "object")
-        return ParamInfo(p.name_hint, kind)
+        return value_info(p.name_hint, p.struct_info)
+
+    def result_info(self) -> tuple[ParamInfo, ...]:
+        """Each output's name, kind, dtype and symbolic shape, as the archive's signature records them."""
+        names = self.output_names()
+        ret = self.func.ret_struct_info
+        fields = ret.fields if isinstance(ret, TupleStructInfo) and len(names) > 1 else (ret,)
+        return tuple(value_info(name, sinfo) for name, sinfo in zip(names, fields))
 
     # ------------------------------------------------------------ body
     def generate(self) -> VMFunction:
@@ -187,7 +188,19 @@ class _FunctionCodegen:
         instrs = [self.patch_heap_size(i) for i in self.instrs]
         return VMFunction(self.name, tuple(params), self.num_regs, tuple(instrs),
                           outputs=self.output_names(), dim_ranges=tuple(self.func.attrs.get("dim_ranges", ())),
-                          attrs=self.output_kinds())
+                          attrs=self.output_kinds(), results=self.result_info(), spans=self.span_runs())
+
+    def span_runs(self) -> tuple:
+        """The span marks as runs ``((pc, sources), ...)``: the last mark at a pc wins, repeats merge."""
+        at: dict[int, tuple[str, ...]] = {}
+        for pc, sources in self.span_marks:
+            at[pc] = sources
+        runs, current = [], ()
+        for pc in sorted(at):
+            if pc < len(self.instrs) and at[pc] != current:
+                runs.append((pc, at[pc]))
+                current = at[pc]
+        return tuple(runs)
 
     def output_kinds(self) -> dict:
         """``{"output_kinds": [...]}`` when an output is a sequence or an optional (else nothing)."""
@@ -209,6 +222,7 @@ class _FunctionCodegen:
             return
         del self.instrs[at]
         self.alloc_scopes = {pc - (pc > at): scope for pc, scope in self.alloc_scopes.items()}
+        self.span_marks = [(pc - (pc > at), sources) for pc, sources in self.span_marks]
 
     def patch_heap_size(self, ins):
         if not isinstance(ins, CallInstr):
@@ -232,6 +246,17 @@ class _FunctionCodegen:
         return self.to_register(seq.body)
 
     def emit_binding(self, b) -> None:
+        """Emit one binding; its instructions record the binding's span (the ONNX nodes it came from)."""
+        outer = self.span
+        self.span = tuple(b.span.sources) if b.span is not None else ()
+        self.span_marks.append((len(self.instrs), self.span))
+        try:
+            self.emit_binding_code(b)
+        finally:
+            self.span = outer
+            self.span_marks.append((len(self.instrs), outer))
+
+    def emit_binding_code(self, b) -> None:
         if isinstance(b, MatchCast):
             relations = cast_relations(b, lambda name: name in self.slot_of)
             if relations is not None:       # an assumption: dims to compare, no tensor to read
@@ -436,6 +461,19 @@ def check_allocation(sinfo: TensorStructInfo, where: str) -> None:
     if nbytes > MAX_TENSOR_BYTES:
         raise IRError(f"{where}: a tensor of shape {tuple(sinfo.shape)} {sinfo.dtype} needs {nbytes} bytes "
                       f"(more than {MAX_TENSOR_BYTES}, the largest one tensor may take)")
+
+
+def value_info(name: str, sinfo) -> ParamInfo:
+    """An input's or output's signature entry: kind, dtype, rank and dims (ints, or the
+    dim's text: a name such as ``"seq"`` or an expression such as ``"2 * seq"``)."""
+    if isinstance(sinfo, TensorStructInfo):
+        shape = None if sinfo.shape is None else tuple(d if isinstance(d, int) else str(d) for d in sinfo.shape)
+        return ParamInfo(name, "tensor", sinfo.dtype, sinfo.ndim, shape)
+    if isinstance(sinfo, (SequenceStructInfo, OptionalStructInfo)):
+        kind, dtype, ndim = container_kind(sinfo)
+        return ParamInfo(name, kind, dtype, ndim)
+    kind = {ShapeStructInfo: "shape", PrimStructInfo: "prim", TupleStructInfo: "tuple"}.get(type(sinfo), "object")
+    return ParamInfo(name, kind)
 
 
 def _packed_kind(call: Call) -> str:

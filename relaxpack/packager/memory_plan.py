@@ -23,6 +23,8 @@ lower bound, naive total, workspace) go into the executable's metadata.
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 
 from ..runtime.bytecode import IMM, NO_DST, REG, Call, If, Ret, VMFunction
@@ -96,8 +98,9 @@ def plan_function(func: VMFunction, table: list[FuncEntry], func_index, entry_pc
     instrs.insert(entry_pc, plan_call)
     heap_size = _heap_size(instrs, table)
     instrs = [_patch(i, heap_size) for i in instrs]
-    new = VMFunction(func.name, func.params, func.num_registers + 1, tuple(instrs), func.outputs,
-                     func.dim_ranges, dict(func.attrs))
+    spans = tuple((pc + (pc >= entry_pc), sources) for pc, sources in func.spans)   # plan_call moved them
+    new = dataclasses.replace(func, num_registers=func.num_registers + 1, instructions=tuple(instrs),
+                              attrs=dict(func.attrs), spans=spans)
     every = tuple(_bytes_program(a) for a in planned)   # each intermediate on its own: the naive total
     scratch = tuple(_bytes_program(a) for a in planned if a.dst in users)
     return new, _figures(spec, every, scratch, func.dim_ranges, slot_names, pools)

@@ -3,9 +3,12 @@
 x is the instruction index (a buffer spans its lifetime, both ends
 included), y the byte offset in its arena (offset 0 at the bottom; several
 pools are stacked, each in its own band). The dashed line is the lower
-bound: the most bytes live at one instruction, which no plan can beat. The
-SVG is plain text built with the standard library: open it in a browser
-(hovering a rectangle shows the buffer, its size and lifetime).
+bound: the most bytes live at one instruction, which no plan can beat. A
+buffer's colour says which kernel writes it (the legend under the plot
+names them; kernel scratch has a colour of its own) and the largest buffers
+carry their name, kernel and size. The SVG is plain text built with the
+standard library: open it in a browser (hovering a rectangle shows the
+buffer, its size and lifetime).
 
 >>> layout = plan_of(exe)                                           # doctest: +SKIP
 >>> svg = plan_svg(layout.buffers, layout.offsets, "main", labels=layout.labels)  # doctest: +SKIP
@@ -15,7 +18,6 @@ SVG is plain text built with the standard library: open it in a browser
 from __future__ import annotations
 
 import dataclasses
-import zlib
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 from xml.sax.saxutils import escape, quoteattr
@@ -31,7 +33,10 @@ WIDTH, PLOT_HEIGHT = 960, 420
 LEFT, RIGHT, TOP, BOTTOM = 84, 24, 56, 44
 POOL_GAP = 24
 _PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
-            "#ff9da7", "#9c755f", "#bab0ac")
+            "#ff9da7", "#9c755f")
+_OTHER, _SCRATCH = "#bab0ac", "#d3d3d3"     # kernels past the palette's; kernel workspaces
+LABELED = 6                                 # the largest buffers get a label even where it does not fit
+LEGEND_ROW, LEGEND_COLUMNS = 16, 3
 
 
 # ---------------------------------------------------------------- the plan of an executable
@@ -106,8 +111,8 @@ def _dim_values(entry, names, env: dict, function: str) -> dict[int, tuple[str, 
                 _, slot, name, lo, hi = item
                 value = env.get(name, hi)
                 if value is None:
-                    raise RelaxpackError(f"{function}: dim {name!r} has no upper bound; give its value "
-                                         f"(shape_env={{{name!r}: ...}}) to picture the plan")
+                    raise RelaxpackError(f"{function}: dim {name!r} has no upper bound; give its value to picture "
+                                         f"the plan (--dim {name}=N, or shape_env={{{name!r}: N}})")
                 if isinstance(value, bool) or not isinstance(value, int) or value < (lo or 0) \
                         or (hi is not None and value > hi):
                     raise RelaxpackError(f"{function}: dim {name!r} = {value!r} is outside its range "
@@ -181,6 +186,8 @@ def plan_svg(buffers: Sequence, offsets: Mapping[str, int] | Sequence[int], titl
     if missing:
         raise RelaxpackError(f"plan_svg: no offset for buffer(s) {', '.join(missing[:5])}")
     labels = labels or {}
+    colors, legend = _colors(bufs, labels)
+    largest = {b.name for b in sorted(bufs, key=lambda b: (-b.size, b.name))[:LABELED] if b.size}
     pools = sorted({b.pool for b in bufs}, key=lambda p: (p != "global", p))
     size = {p: max([offsets[b.name] + align_up(b.size, alignment) for b in bufs if b.pool == p] + [1])
             for p in pools}
@@ -190,7 +197,8 @@ def plan_svg(buffers: Sequence, offsets: Mapping[str, int] | Sequence[int], titl
     plot_w = WIDTH - LEFT - RIGHT
     xs = plot_w / max(t1 - t0, 1)
     ys = (PLOT_HEIGHT - POOL_GAP * (len(pools) - 1)) / max(sum(size.values()), 1)
-    height = TOP + PLOT_HEIGHT + BOTTOM
+    legend_top = TOP + PLOT_HEIGHT + BOTTOM
+    height = legend_top + LEGEND_ROW * -(-len(legend) // LEGEND_COLUMNS) + 8
 
     def x(t):
         return LEFT + (t - t0) * xs
@@ -213,6 +221,7 @@ def plan_svg(buffers: Sequence, offsets: Mapping[str, int] | Sequence[int], titl
            f'{_bytes(sum(bound.values()))}, without sharing {_bytes(naive_bytes(bufs, alignment))}</text>']
     if not bufs:
         out.append(f'<text x="{LEFT}" y="{TOP + 20}">no planned buffers</text>')
+    boxes = {}
     for b in bufs:
         off = offsets[b.name]
         x0, x1 = _r(x(b.start)), _r(x(b.end + 1))
@@ -221,18 +230,83 @@ def plan_svg(buffers: Sequence, offsets: Mapping[str, int] | Sequence[int], titl
         tip = (f"buffer {b.name}{': ' + label if label else ''}; {_bytes(b.size)} at offset {off}"
                f"{' in ' + b.pool if len(pools) > 1 else ''}; instructions {b.start}..{b.end}")
         out.append(f'<rect class="buffer" id={quoteattr("buffer-" + b.name)} x="{x0}" y="{top}" '
-                   f'width="{_r(x1 - x0)}" height="{_r(bottom - top)}" fill="{_color(label or b.name)}" '
+                   f'width="{_r(x1 - x0)}" height="{_r(bottom - top)}" fill="{colors[b.name]}" '
                    f'fill-opacity="0.85" stroke="#333" stroke-width="0.4">'
                    f'<title>{escape(tip)}</title></rect>')
-        text = f"{b.name} {label}".strip()
-        if x1 - x0 >= 6.5 * len(text) + 4 and bottom - top >= 13:
-            out.append(f'<text x="{_r((x0 + x1) / 2)}" y="{_r((top + bottom) / 2 + 4)}" text-anchor="middle" '
-                       f'pointer-events="none">{escape(text)}</text>')
+        boxes[b.name] = (x0, x1, top, bottom)
+    placed: list[tuple] = []
+    for b in sorted(bufs, key=lambda b: (-b.size, b.name)):     # the largest get the free places first
+        out += _buffer_label(b, labels.get(b.name, ""), b.name in largest, boxes[b.name], placed)
     for p in pools:
         out += _axes(p, size[p], bound.get(p, 0), band_bottom[p], ys, len(pools) > 1)
     out += _time_axis(t0, t1, x, TOP + PLOT_HEIGHT)
+    out += _legend(legend, legend_top)
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+def _category(label: str) -> str:
+    """What a buffer's colour stands for: the first kernel writing it, or kernel scratch."""
+    first = label.split("+")[0] if label else ""
+    return "kernel workspace (scratch)" if first.endswith(" workspace") else (first or "(no writer)")
+
+
+def _colors(bufs, labels) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """Buffer name -> colour, and the legend: (colour, category) with the categories that hold
+    the most bytes first; those past the palette share one colour ("other kernels")."""
+    total: dict[str, int] = {}
+    for b in bufs:
+        category = _category(labels.get(b.name, ""))
+        total[category] = total.get(category, 0) + b.size
+    order = sorted((c for c in total if not c.startswith("kernel workspace")), key=lambda c: (-total[c], c))
+    color = {c: _PALETTE[i] for i, c in enumerate(order[:len(_PALETTE)])}
+    legend = [(color[c], c) for c in order[:len(_PALETTE)]]
+    if len(order) > len(_PALETTE):
+        legend.append((_OTHER, f"{len(order) - len(_PALETTE)} other kernels"))
+    if any(c.startswith("kernel workspace") for c in total):
+        color["kernel workspace (scratch)"] = _SCRATCH
+        legend.append((_SCRATCH, "kernel workspace (scratch)"))
+    return {b.name: color.get(_category(labels.get(b.name, "")), _OTHER) for b in bufs}, legend
+
+
+def _buffer_label(b, label: str, large: bool, box, placed: list) -> list[str]:
+    """The buffer's name and kernel inside its rectangle where they fit; the largest buffers
+    also get their size, above or below the rectangle when the text does not fit inside (where
+    no other label is). ``placed`` collects the labels' boxes."""
+    x0, x1, top, bottom = box
+    text = f"{b.name} {label}".strip() + (f" {_bytes(b.size)}" if large else "")
+    width = 6.5 * len(text) + 4
+    if x1 - x0 >= width and bottom - top >= 13:
+        placed.append(((x0 + x1 - width) / 2, (x0 + x1 + width) / 2, (top + bottom) / 2 - 8, (top + bottom) / 2 + 6))
+        return [f'<text class="buffer-label" x="{_r((x0 + x1) / 2)}" y="{_r((top + bottom) / 2 + 4)}" '
+                f'text-anchor="middle" pointer-events="none">{escape(text)}</text>']
+    if not large:
+        return []
+    x = min(x0 + 2, WIDTH - RIGHT - width)
+    for y in (top - 3, bottom + 12):
+        spot = (x, x + width, y - 11, y + 3)
+        if y - 11 >= TOP - 16 and not any(_overlap(spot, other) for other in placed):
+            placed.append(spot)
+            return [f'<text class="buffer-label" x="{_r(x)}" y="{_r(y)}" font-weight="bold" stroke="#fff" '
+                    f'stroke-width="3" paint-order="stroke" pointer-events="none">{escape(text)}</text>']
+    return []
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+
+
+def _legend(legend: list[tuple[str, str]], top: float) -> list[str]:
+    """Colour swatches (squares drawn as paths: every rect is a buffer) and what each colour is."""
+    width = (WIDTH - LEFT - RIGHT) / LEGEND_COLUMNS
+    out = []
+    for i, (color, name) in enumerate(legend):
+        x = _r(LEFT + (i % LEGEND_COLUMNS) * width)
+        y = _r(top + (i // LEGEND_COLUMNS) * LEGEND_ROW)
+        out.append(f'<g class="legend"><path d="M{x} {y} h10 v10 h-10 z" fill="{color}" fill-opacity="0.85" '
+                   f'stroke="#333" stroke-width="0.4"/><text x="{_r(x + 14)}" y="{_r(y + 9)}">{escape(name)}'
+                   f'</text></g>')
+    return out
 
 
 def _axes(pool, size, bound, bottom, ys, named) -> list[str]:
@@ -278,10 +352,6 @@ def _bytes(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} B"
-
-
-def _color(key: str) -> str:
-    return _PALETTE[zlib.crc32(key.split("+")[0].encode()) % len(_PALETTE)]
 
 
 def _r(v: float) -> float:

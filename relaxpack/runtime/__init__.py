@@ -1,17 +1,27 @@
-"""The deployable runtime: VM, executables and numpy kernels.
+"""The deployable runtime: VM, executables, numpy kernels, and an onnxruntime-shaped session.
 
 It imports numpy and the standard library only (a test checks), so an
 archive runs anywhere numpy does::
 
-    from relaxpack.runtime import VirtualMachine
-    vm = VirtualMachine(exe)
+    from relaxpack.runtime import InferenceSession     # onnxruntime's API
+    session = InferenceSession("model.rpk")
+    outputs = session.run(None, {"x": x})
+
+    from relaxpack.runtime import VirtualMachine, load  # relaxpack's own
+    vm = VirtualMachine(load("model.rpk"))
     outputs = vm.run({"x": x})
 """
 
-from .archive import load
+from .archive import load, load_bytes
+from .blas import blas_threads, get_blas_threads, set_blas_threads
 from .executable import Executable, FuncEntry
 from .registry import register_func, registered_funcs, unregister_func
+from .session import (
+    ExecutionMode, GraphOptimizationLevel, InferenceSession, ModelMetadata, NodeArg, RunOptions, SessionOptions,
+    get_available_providers, get_device,
+)
 from .vm import VirtualMachine
 
-__all__ = ["Executable", "FuncEntry", "VirtualMachine", "load", "register_func", "registered_funcs",
-           "unregister_func"]
+__all__ = ["ExecutionMode", "Executable", "FuncEntry", "GraphOptimizationLevel", "InferenceSession", "ModelMetadata", "NodeArg", "RunOptions", "SessionOptions",
+           "VirtualMachine", "blas_threads", "get_available_providers", "get_blas_threads", "get_device", "load",
+           "load_bytes", "register_func", "registered_funcs", "set_blas_threads", "unregister_func"]

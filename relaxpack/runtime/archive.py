@@ -1,4 +1,4 @@
-"""The deployment archive (format 1): one versioned file, data only.
+"""The deployment archive (format 2): one versioned file, data only.
 
 >>> exe.save("model.rpk")                                  # doctest: +SKIP
 >>> exe = relaxpack.runtime.load("model.rpk")              # doctest: +SKIP
@@ -6,7 +6,7 @@
 Layout, all integers little-endian::
 
     0    8   magic  b"\\x89RPK\\r\\n\\x1a\\n"
-    8    4   format version (u32, 1)
+    8    4   format version (u32, 2; format 1 archives still load)
     12   4   flags (u32; bit 0: constants in an external params file)
     16   8   manifest length in bytes (u64)
     24  32   sha256 of the manifest bytes
@@ -18,7 +18,8 @@ Layout, all integers little-endian::
 
 The manifest holds the format version, the producer, the source model's
 sha256 (if known), the entry function's inputs/outputs/dim ranges, the
-bytecode, the function table, the kernel and builtin names it calls, the
+bytecode (each function with its outputs' signature and the ONNX nodes each
+instruction came from), the function table, the kernel and builtin names it calls, the
 constant table (dtype, shape, offset, nbytes, sha256; strings inline) and
 the build metadata. With ``params="external"`` the data section moves to a
 params file beside the archive, ``<name>.<first 16 hex digits of its
@@ -291,8 +292,29 @@ def load(path, *, check_functions: bool = True) -> Executable:
         raise type(err)(f"{where}: {err}") from None
 
 
+def load_bytes(data, *, check_functions: bool = True, name: str = "<archive in memory>") -> Executable:
+    """Validate an archive held in memory (``bytes``, ``bytearray``, ``memoryview``), as :func:`load`
+    does a file; its constants are read-only views of an immutable copy. Only archives that hold their
+    constants (``params="linked"``, the default) can load this way."""
+    try:
+        raw = data if isinstance(data, bytes) else bytes(data)
+        exe = _load_mapped(raw, len(raw), name)
+        if check_functions:
+            check_registered(exe)
+        return exe
+    except ArchiveError as err:
+        raise type(err)(f"{name}: {err}") from None
+    except TypeError:
+        raise ArchiveError(f"{name}: expected the archive's bytes, got {type(data).__name__}") from None
+
+
 def _load(path: str) -> Executable:
     mapped, size = _map(path)
+    return _load_mapped(mapped, size, path)
+
+
+def _load_mapped(mapped, size: int, path: str) -> Executable:
+    """The executable in ``mapped`` (a file mapping or bytes) of ``size`` bytes; ``path`` finds a params file."""
     header = check.check_header(mapped[:check.HEADER.size], size)
     raw = mapped[check.HEADER.size:check.HEADER.size + header.manifest_length]
     m = check.decode_manifest(raw, header)
@@ -310,6 +332,9 @@ def _load(path: str) -> Executable:
         if size != header.data_offset:
             raise ArchiveError(f"{size - header.data_offset} bytes after the manifest, but the constants "
                                f"are in a params file")
+        if not isinstance(mapped, mmap.mmap):
+            raise ArchiveError("its constants are in a params file; an archive in memory must hold them "
+                               "(save it with params='linked')")
         mapped.close()
         data, base = _map_params(os.path.join(os.path.dirname(path), m["data"]["file"]), m["data"])
     else:
@@ -400,4 +425,4 @@ def _strings(c: dict, index: int, shape: tuple) -> np.ndarray:
     return array
 
 
-__all__ = ["load", "save_executable"]
+__all__ = ["load", "load_bytes", "save_executable"]

@@ -9,7 +9,11 @@ message naming the field at fault, e.g. ``manifest: functions[0] ('main')
 .instructions[7] args[0]: register 40 out of range 0..22`` (the loader
 puts the file's path in front).
 
-Format 1 bytecode jumps forward only (``If``/``Goto`` skip a branch), so a
+Format 2 adds each function's ``results`` (the outputs' kind, dtype and
+symbolic shape) and ``spans`` (the ONNX nodes each instruction came from);
+format 1 archives still load, without them.
+
+Bytecode jumps forward only (``If``/``Goto`` skip a branch), so a
 function's instructions run at most once per call and a malicious archive
 cannot loop.
 """
@@ -28,7 +32,8 @@ from .bytecode import CONST, FUNC, IMM, NO_DST, REG
 from .dtypes import numpy_dtype
 from .executable import FUNC_KINDS
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2                     # what this runtime writes
+READ_VERSIONS = (1, 2)                 # what it loads
 MAGIC = b"\x89RPK\r\n\x1a\n"          # PNG-style: catches text-mode transfers
 PARAMS_MAGIC = b"\x89RPP\r\n\x1a\n"
 HEADER = struct.Struct("<8sIIQ32sQ")   # magic, version, flags, manifest length, sha256, data offset
@@ -101,9 +106,9 @@ def check_version(version: int) -> None:
     if version > FORMAT_VERSION:
         raise ArchiveError(f"archive format {version} is newer than this runtime's "
                            f"{FORMAT_VERSION}; upgrade relaxpack")
-    if version != FORMAT_VERSION:
+    if version not in READ_VERSIONS:
         raise ArchiveError(f"archive format {version} is not supported "
-                           f"(this runtime reads format {FORMAT_VERSION})")
+                           f"(this runtime reads formats {', '.join(map(str, READ_VERSIONS))})")
 
 
 def check_params_header(raw: bytes, file_size: int, nbytes: int) -> None:
@@ -253,7 +258,9 @@ TOP_KEYS = {"format_version", "producer", "source_sha256", "metadata", "entry", 
 DATA_KEYS = {"storage", "alignment", "byte_order", "nbytes", "file", "sha256"}
 TENSOR_CONST_KEYS = {"dtype", "shape", "offset", "nbytes", "sha256"}
 STRING_CONST_KEYS = {"dtype", "shape", "encoding", "strings"}
-FUNCTION_KEYS = {"name", "params", "num_registers", "instructions", "outputs", "dim_ranges", "attrs"}
+FUNCTION_KEYS_V1 = {"name", "params", "num_registers", "instructions", "outputs", "dim_ranges", "attrs"}
+FUNCTION_KEYS = FUNCTION_KEYS_V1 | {"results", "spans"}
+MAX_SPAN_SOURCES = 1 << 12          # ONNX nodes one instruction came from
 PARAM_KEYS = {"name", "kind", "dtype", "ndim", "shape"}
 PARAM_KINDS = ("tensor", "shape", "prim", "object", "tuple", "sequence", "optional", "optional_sequence")
 #: what an output may be (``attrs.output_kinds``, present when one is not a tensor)
@@ -277,7 +284,7 @@ def check_manifest(m, header_version: int, external: bool) -> None:
     functions = lst(m["functions"], "functions", MAX_FUNCTIONS)
     total = 0
     for i, fn in enumerate(functions):
-        total += _check_function_shape(fn, f"functions[{i}]")
+        total += _check_function_shape(fn, f"functions[{i}]", header_version)
         if total > MAX_INSTRUCTIONS:
             _fail("functions", f"more than {MAX_INSTRUCTIONS} instructions in all")
     names = [fn["name"] for fn in functions]
@@ -324,8 +331,8 @@ def _check_data(d, external: bool) -> None:
         _fail("data", "a linked archive names no params file")
 
 
-def _check_function_shape(fn, path: str) -> int:
-    obj(fn, path, FUNCTION_KEYS)
+def _check_function_shape(fn, path: str, version: int) -> int:
+    obj(fn, path, FUNCTION_KEYS if version >= 2 else FUNCTION_KEYS_V1)
     string(fn["name"], f"{path}.name")
     params = lst(fn["params"], f"{path}.params", MAX_PARAMS)
     for j, p in enumerate(params):
@@ -344,7 +351,34 @@ def _check_function_shape(fn, path: str) -> int:
         for j, kind in enumerate(kinds):
             if kind not in OUTPUT_KINDS:
                 _fail(f"{path}.attrs.output_kinds[{j}]", f"unknown output kind {_short(kind)}")
-    return len(lst(fn["instructions"], f"{path}.instructions", MAX_INSTRUCTIONS, 1))
+    count = len(lst(fn["instructions"], f"{path}.instructions", MAX_INSTRUCTIONS, 1))
+    if version >= 2:
+        _check_results(fn, path)   # spans are checked with the bytecode (check_bytecode): they name its pcs
+    return count
+
+
+def _check_results(fn, path: str) -> None:
+    """One signature entry per output, named as the output, of the output's kind."""
+    results = lst(fn["results"], f"{path}.results", len(fn["outputs"]), len(fn["outputs"]))
+    kinds = fn["attrs"].get("output_kinds") or ["tensor"] * len(results)
+    for j, (r, name, kind) in enumerate(zip(results, fn["outputs"], kinds)):
+        check_param(r, f"{path}.results[{j}]")
+        if r["name"] != name or r["kind"] != kind:
+            _fail(f"{path}.results[{j}]", f"describes {_short(r['name'])} of kind {_short(r['kind'])}, "
+                                          f"but output {j} is {_short(name)} of kind {_short(kind)}")
+
+
+def _check_spans(spans, path: str, n_instructions: int) -> None:
+    """Runs ``[pc, [node, ...]]`` with increasing pcs inside the function."""
+    last = -1
+    for j, run in enumerate(lst(spans, path, n_instructions)):
+        lst(run, f"{path}[{j}]", 2, 2)
+        pc = integer(run[0], f"{path}[{j}][0]", 0, n_instructions - 1)
+        if pc <= last:
+            _fail(f"{path}[{j}][0]", f"pc {pc} does not follow {last}")
+        last = pc
+        for k, name in enumerate(lst(run[1], f"{path}[{j}][1]", MAX_SPAN_SOURCES)):
+            string(name, f"{path}[{j}][1][{k}]")
 
 
 def check_param(p, path: str) -> None:
@@ -448,6 +482,8 @@ def check_bytecode(m) -> None:
         for pc, ins in enumerate(instrs):
             _check_instruction(ins, f"{path}.instructions[{pc}]", pc, n, nregs, n_table, n_consts)
             _check_workspace(ins, f"{path}.instructions[{pc}]", m["func_table"])
+        if "spans" in fn:
+            _check_spans(fn["spans"], f"{path}.spans", n)
 
 
 def _check_workspace(ins, path: str, table) -> None:

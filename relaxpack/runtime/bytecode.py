@@ -119,7 +119,14 @@ class ParamInfo:
 
 @dataclass(frozen=True)
 class VMFunction:
-    """One bytecode function: its registers, parameters and instructions."""
+    """One bytecode function: its registers, parameters and instructions.
+
+    ``results`` describe the outputs as ``params`` describe the inputs (name,
+    kind, dtype, rank, symbolic shape); ``spans`` say which ONNX nodes each
+    instruction came from, as runs ``((pc, (node, ...)), ...)``: an entry
+    holds from its ``pc`` to the next entry's (see :meth:`instruction_spans`).
+    Archives of format 1 have neither: their results carry names and kinds only.
+    """
 
     name: str
     params: tuple[ParamInfo, ...]
@@ -128,13 +135,16 @@ class VMFunction:
     outputs: tuple[str, ...] = ()      # output names (for ``vm.run``)
     dim_ranges: tuple = ()             # ((name, lo, hi), ...)
     attrs: dict = field(default_factory=dict)
+    results: tuple[ParamInfo, ...] = ()
+    spans: tuple = ()
 
     def to_json(self):
         return {"name": self.name, "params": [p.to_json() for p in self.params],
                 "num_registers": self.num_registers,
                 "instructions": [i.to_json() for i in self.instructions],
                 "outputs": list(self.outputs), "dim_ranges": [list(r) for r in self.dim_ranges],
-                "attrs": self.attrs}
+                "attrs": self.attrs, "results": [r.to_json() for r in self.output_info()],
+                "spans": [[pc, list(sources)] for pc, sources in self.spans]}
 
     @staticmethod
     def from_json(data) -> "VMFunction":
@@ -142,7 +152,27 @@ class VMFunction:
                           data["num_registers"],
                           tuple(instruction_from_json(i) for i in data["instructions"]),
                           tuple(data.get("outputs", ())), tuple(tuple(r) for r in data.get("dim_ranges", ())),
-                          dict(data.get("attrs", {})))
+                          dict(data.get("attrs", {})), tuple(ParamInfo.from_json(r) for r in data.get("results", ())),
+                          tuple((pc, tuple(sources)) for pc, sources in data.get("spans", ())))
+
+    def output_info(self) -> tuple[ParamInfo, ...]:
+        """What each output is: ``results``, or (format 1) its name and kind with dtype and shape unknown."""
+        if self.results:
+            return self.results
+        kinds = self.attrs.get("output_kinds") or ("tensor",) * len(self.outputs)
+        return tuple(ParamInfo(name, kind) for name, kind in zip(self.outputs, kinds))
+
+    def instruction_spans(self) -> list[tuple[str, ...]]:
+        """The ONNX node names each instruction came from (empty where unknown), by pc."""
+        out: list[tuple[str, ...]] = []
+        runs = list(self.spans) + [(len(self.instructions), ())]
+        current: tuple[str, ...] = ()
+        for (start, sources), (end, _) in zip(runs, runs[1:]):
+            out.extend([current] * (start - len(out)))
+            current = sources
+            out.extend([current] * (end - start))
+        out.extend([()] * (len(self.instructions) - len(out)))
+        return out
 
 
 def format_operand(op: tuple, func_names: list[str]) -> str:

@@ -71,7 +71,8 @@ class Executable:
     def signature(self, name: str = "main") -> str:
         fn = self.function(name)
         params = ", ".join(f"{p.name}: {_param_text(p)}" for p in fn.params)
-        return f"{name}({params}) -> {', '.join(fn.outputs) or '?'}"
+        results = ", ".join(r.name if r.dtype is None else f"{r.name}: {_param_text(r)}" for r in fn.output_info())
+        return f"{name}({params}) -> {results or '?'}"
 
     def function(self, name: str) -> VMFunction:
         try:
@@ -92,6 +93,6 @@ class Executable:
 
 def _param_text(p) -> str:
     if p.kind != "tensor":
-        return p.kind
+        return p.kind if p.dtype is None else f"{p.kind} of {p.dtype}"
     shape = "?" if p.shape is None else "(" + ", ".join(str(d) for d in p.shape) + ")"
     return f"{p.dtype or '?'}{shape}"

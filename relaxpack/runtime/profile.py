@@ -12,17 +12,33 @@ of its recipe, so a fused gemm + add and a fused GELU chain are apart).
      2.310  61.2%         12  kernel.nn.gemm
      ...
 
+The same time is also given per ONNX node (:attr:`ProfileReport.nodes`):
+each instruction carries the span of the binding it came from (the archive's
+``spans``; a fused kernel names all its nodes), so a slow kernel points back
+at the model. With ``trace=True`` every timed instruction is also an event
+of a Chrome trace in onnxruntime's profiler format
+(:meth:`ProfileReport.write_chrome_trace`; open it in Perfetto or
+chrome://tracing).
+
 The timers add about a microsecond per instruction: compare kernels with
 each other, not a profiled run with a plain one.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .bytecode import IMM, Call
+from .safe_write import write_file
+
+#: the node label of instructions no ONNX node made (input checks, shapes, the memory plan)
+NO_NODE = "(no ONNX node)"
 
 #: recipe op names shown in a fused_elementwise label, at most
 _RECIPE_NAMES = 6
@@ -39,10 +55,25 @@ class ProfileEntry:
 
 @dataclass(frozen=True)
 class ProfileReport:
-    """Per-label totals of ``runs`` runs, slowest first."""
+    """Totals of ``runs`` runs, slowest first: per kernel (``entries``) and per ONNX node (``nodes``);
+    ``events`` holds the timed instructions as Chrome trace events when the profile was traced."""
 
     runs: int
     entries: tuple[ProfileEntry, ...]
+    nodes: tuple[ProfileEntry, ...] = ()
+    events: tuple[dict, ...] = ()
+
+    def node_table(self, limit: int | None = None) -> str:
+        """A plain-text table per ONNX node: ms per run, share, calls per run, node (and its kernels)."""
+        return _table(self.nodes, self.runs, limit)
+
+    def chrome_trace(self) -> list[dict]:
+        """The trace as onnxruntime's profiler writes it: a list of complete ("X") events, times in µs."""
+        return list(self.events)
+
+    def write_chrome_trace(self, path) -> None:
+        """Write :meth:`chrome_trace` as JSON to ``path`` (loadable by Perfetto and chrome://tracing)."""
+        write_file(path, [json.dumps(self.chrome_trace(), indent=0).encode("utf-8")])
 
     @property
     def total(self) -> float:
@@ -51,12 +82,15 @@ class ProfileReport:
 
     def table(self, limit: int | None = None) -> str:
         """A plain-text table: ms per run, share, calls per run, label."""
-        total = sum(e.seconds for e in self.entries) or 1.0
-        lines = ["    ms/run  share  calls/run  what"]
-        for e in self.entries[:limit]:
-            lines.append(f"{e.seconds / self.runs * 1e3:10.3f} {e.seconds / total:6.1%} "
-                         f"{e.calls // self.runs:10d}  {e.label}")
-        return "\n".join(lines)
+        return _table(self.entries, self.runs, limit)
+
+
+def _table(entries, runs: int, limit: int | None) -> str:
+    total = sum(e.seconds for e in entries) or 1.0
+    lines = ["    ms/run  share  calls/run  what"]
+    for e in entries[:limit]:
+        lines.append(f"{e.seconds / runs * 1e3:10.3f} {e.seconds / total:6.1%} {e.calls // runs:10d}  {e.label}")
+    return "\n".join(lines)
 
 
 def instruction_label(vm, ins) -> str:
@@ -72,35 +106,106 @@ def instruction_label(vm, ins) -> str:
     return label
 
 
+#: node names shown for one fused instruction, at most
+_SPAN_NAMES = 4
+
+
+def node_label(sources, kernel: str) -> str:
+    """The ONNX node(s) an instruction came from (``/layer0/MatMul + /layer0/Add``), or what it
+    calls when no node made it."""
+    if not sources:
+        return f"{NO_NODE} {kernel}"
+    shown = list(sources[:_SPAN_NAMES - 1]) if len(sources) > _SPAN_NAMES else list(sources)
+    more = f" + {len(sources) - len(shown)} more" if len(shown) < len(sources) else ""
+    return " + ".join(shown) + more
+
+
 def profile(vm, inputs: Mapping[str, Any], function: str = "main", repeat: int = 10,
-            warmup: int = 1) -> ProfileReport:
+            warmup: int = 1, trace: bool = False) -> ProfileReport:
     """Run ``function`` on ``inputs`` ``warmup`` times untimed, then ``repeat``
-    times with each instruction timed; returns the totals per label."""
+    times with each instruction timed; returns the totals per kernel and per
+    ONNX node, and with ``trace`` every timed call as a trace event."""
     for _ in range(warmup):
         vm.run(inputs, function)
     prepared = vm._prepared[vm._index[function]]
     labels = [instruction_label(vm, ins) for ins in prepared.func.instructions]
+    nodes = [node_label(sources, label) for sources, label in zip(prepared.func.instruction_spans(), labels)]
     seconds = [0.0] * len(labels)
     counts = [0] * len(labels)
+    recorder = _Recorder(labels, nodes) if trace else None
     plain = prepared.steps
-    prepared.steps = [_timed(step, pc, seconds, counts) for pc, step in enumerate(plain)]
+    prepared.steps = [_timed(step, pc, seconds, counts, recorder) for pc, step in enumerate(plain)]
     try:
         for _ in range(repeat):
-            vm.run(inputs, function)
+            if recorder is None:
+                vm.run(inputs, function)
+            else:
+                with recorder.run():
+                    vm.run(inputs, function)
     finally:
         prepared.steps = plain
+    events = tuple(recorder.events) if recorder is not None else ()
+    return ProfileReport(repeat, _totals(labels, seconds, counts), _totals(nodes, seconds, counts, labels), events)
+
+
+def _totals(keys, seconds, counts, kernels=None) -> tuple[ProfileEntry, ...]:
+    """Per key, slowest first; with ``kernels``, each key also names the kernels it ran."""
     totals: dict[str, list] = {}
-    for label, s, c in zip(labels, seconds, counts):
-        entry = totals.setdefault(label, [0, 0.0])
+    for i, (key, s, c) in enumerate(zip(keys, seconds, counts)):
+        entry = totals.setdefault(key, [0, 0.0, []])
         entry[0] += c
         entry[1] += s
-    entries = sorted((ProfileEntry(label, c, s) for label, (c, s) in totals.items() if c),
-                     key=lambda e: -e.seconds)
-    return ProfileReport(repeat, tuple(entries))
+        if kernels is not None and c and kernels[i].startswith("kernel.") and kernels[i] not in entry[2]:
+            entry[2].append(kernels[i])
+    return tuple(sorted((ProfileEntry(_with_kernels(key, ks) if not key.startswith(NO_NODE) else key, c, s)
+                         for key, (c, s, ks) in totals.items() if c), key=lambda e: -e.seconds))
 
 
-def _timed(step, pc: int, seconds: list, counts: list):
+def _with_kernels(key: str, kernels: list[str]) -> str:
+    return f"{key}  [{', '.join(k.removeprefix('kernel.') for k in kernels)}]" if kernels else key
+
+
+class _Recorder:
+    """Collects timed instructions as Chrome trace events (onnxruntime's profiler format)."""
+
+    def __init__(self, labels: list[str], nodes: list[str]):
+        self.labels, self.nodes = labels, nodes
+        self.events: list[dict] = []
+        self.origin = time.perf_counter()
+        self.pid, self.tid = os.getpid(), threading.get_native_id()
+        self.runs = 0
+
+    def event(self, category: str, name: str, start: float, end: float, args: dict) -> dict:
+        return {"cat": category, "pid": self.pid, "tid": self.tid, "dur": round((end - start) * 1e6),
+                "ts": round((start - self.origin) * 1e6), "ph": "X", "name": name, "args": args}
+
+    def instruction(self, pc: int, start: float, end: float) -> None:
+        node = self.nodes[pc] if not self.nodes[pc].startswith(NO_NODE) else self.labels[pc]
+        self.events.append(self.event("Node", f"{node}_kernel_time", start, end,
+                                      {"op_name": self.labels[pc], "node_index": pc, "provider": "relaxpack"}))
+
+    @contextlib.contextmanager
+    def run(self):
+        """Around one run: a "model_run" event, as onnxruntime records each ``run``."""
+        start = time.perf_counter()
+        yield
+        self.events.append(self.event("Session", "model_run", start, time.perf_counter(), {"run": self.runs}))
+        self.runs += 1
+
+
+def _timed(step, pc: int, seconds: list, counts: list, recorder: _Recorder | None = None):
     clock = time.perf_counter
+    if recorder is not None:
+        def traced(regs):
+            start = clock()
+            try:
+                return step(regs)
+            finally:
+                end = clock()
+                seconds[pc] += end - start
+                counts[pc] += 1
+                recorder.instruction(pc, start, end)
+        return traced
 
     def timed(regs):
         start = clock()

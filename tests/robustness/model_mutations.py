@@ -5,7 +5,7 @@
 
 Every mutated model goes through ``relaxpack.from_onnx`` + ``relaxpack.build``
 (-O0 and -O2, and one VM run when its inputs are small) and through
-``relaxpack convert`` (typer's CliRunner). A case passes when each either
+``relaxpack convert`` (in-process, tests/cli_helpers.py). A case passes when each either
 succeeds or raises a :class:`~relaxpack.errors.RelaxpackError` with a clear
 message (the CLI: exit code 1 and one ``error:`` line), within the time
 limit, without MemoryError (the campaign runs under an address-space limit)
@@ -220,7 +220,7 @@ def _api(case: Case) -> str | None:
 
 def _small_inputs(exe) -> dict | None:
     """Random inputs at dims of 2 when the model's inputs are small, else None."""
-    from relaxpack.check import random_inputs
+    from relaxpack.feeds import random_inputs
     from relaxpack.ir.dims import free_vars, parse_dim
     params = exe.function("main").params
     names = set()
@@ -246,10 +246,9 @@ def _small_inputs(exe) -> dict | None:
 
 
 def _cli(case: Case) -> str | None:
-    from typer.testing import CliRunner
-
-    from relaxpack.cli import app
-    result = CliRunner().invoke(app, ["convert", str(case.model_path), "-o", str(case.folder / "out.rpk")])
+    
+    from tests.cli_helpers import invoke
+    result = invoke("convert", str(case.model_path), "-o", str(case.folder / "out.rpk"))
     if result.exit_code == 0:
         if case.escape:
             return "relaxpack convert accepted external data outside the model's folder"

@@ -20,10 +20,9 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from typer.testing import CliRunner
 
 import relaxpack
-from relaxpack.cli import app
+from tests.cli_helpers import invoke
 from relaxpack.errors import RelaxpackError
 
 from .model_mutations import SENTINEL_BYTES, OpenWatch, clear_message
@@ -91,7 +90,7 @@ def test_external_data_outside_the_folder_is_refused_unread(tmp_path, location):
     try:
         with pytest.raises(RelaxpackError, match="outside the model's folder"):
             relaxpack.from_onnx(path)
-        result = CliRunner().invoke(app, ["convert", str(path), "-o", str(folder / "m.rpk")])
+        result = invoke("convert", str(path), "-o", str(folder / "m.rpk"))
     finally:
         opened = OpenWatch.stop()
     assert result.exit_code == 1 and "outside the model's folder" in result.output, result.output
@@ -137,7 +136,7 @@ def test_truncated_files(tmp_path, cut):
             relaxpack.build(relaxpack.from_onnx(path))
         except RelaxpackError as err:
             assert clear_message(err) is None, str(err)
-    result = CliRunner().invoke(app, ["convert", str(path), "-o", str(tmp_path / "cut.rpk")])
+    result = invoke("convert", str(path), "-o", str(tmp_path / "cut.rpk"))
     assert result.exit_code in (0, 1) and (result.exception is None or isinstance(result.exception, SystemExit))
 
 

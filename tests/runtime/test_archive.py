@@ -178,7 +178,7 @@ def test_file_layout(cnn, tmp_path):
     exe, _ = cnn
     exe.save(tmp_path / "m.rpk")
     data, manifest, (magic, version, flags, length, digest, offset) = parts(tmp_path / "m.rpk")
-    assert (magic, version, flags) == (b"\x89RPK\r\n\x1a\n", 1, 0)
+    assert (magic, version, flags) == (b"\x89RPK\r\n\x1a\n", 2, 0)
     raw = data[64:64 + length]
     assert hashlib.sha256(raw).digest() == digest and offset == -(-(64 + length) // 64) * 64
     assert raw == json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
@@ -189,6 +189,10 @@ def test_file_layout(cnn, tmp_path):
     assert manifest["inputs"] == [{"name": "input", "kind": "tensor", "dtype": "float32", "ndim": 4,
                                    "shape": ["batch", 3, 32, 32]}]
     assert manifest["outputs"] == ["logits"] and "nn.conv" in manifest["kernels"]
+    main = manifest["functions"][0]
+    assert main["results"] == [{"name": "logits", "kind": "tensor", "dtype": "float32", "ndim": 2,
+                                "shape": ["batch", 10]}]
+    assert ["/conv_3/Conv"] in [sources for _, sources in main["spans"]]   # the ONNX node of each instruction
     assert len(data) == offset + manifest["data"]["nbytes"]
     for c, array in zip(manifest["constants"], exe.constants):
         assert c["offset"] % 64 == 0 and (offset + c["offset"]) % 64 == 0
@@ -279,8 +283,8 @@ def archive(cnn, tmp_path):
 
 
 def test_a_newer_format_names_both_versions(archive):
-    patch(archive, 8, struct.pack("<I", 2))
-    with pytest.raises(ArchiveError, match=r"archive format 2 is newer than this runtime's 1; upgrade relaxpack$"):
+    patch(archive, 8, struct.pack("<I", 3))
+    with pytest.raises(ArchiveError, match=r"archive format 3 is newer than this runtime's 2; upgrade relaxpack$"):
         load(archive)
     patch(archive, 8, struct.pack("<I", 0))
     with pytest.raises(ArchiveError, match="archive format 0 is not supported"):
@@ -388,7 +392,14 @@ MANIFEST_ERRORS = [
     (set_in(("constants", 0, "sha256"), "0" * 64), "constant 0: checksum mismatch"),
     (lambda m: m["constants"][0].pop("sha256"), r"keys differ from the format's: missing \['sha256'\]"),
     (lambda m: m.__setitem__("extra", 1), r"unexpected \['extra'\]"),
-    (set_in(("format_version",), 2), "format_version: 2 disagrees with the header's 1"),
+    (set_in(("format_version",), 3), "format_version: 3 disagrees with the header's 2"),
+    (lambda m: m["functions"][0].pop("results"), r"keys differ from the format's: missing \['results'\]"),
+    (set_in(MAIN + ("results", 0, "name"), "other"), r"results\[0\]: describes 'other' of kind 'tensor', but output 0 is 'logits'"),
+    (set_in(MAIN + ("results", 0, "shape"), ["batch"]), r"results\[0\].shape: has 1 dims but ndim is 2"),
+    (lambda m: m["functions"][0]["results"].append(m["functions"][0]["results"][0]), r"results: has 2 entries"),
+    (set_in(MAIN + ("spans", 0, 0), 10**6), r"spans\[0\]\[0\]: 1000000 outside"),
+    (lambda m: m["functions"][0]["spans"].insert(1, m["functions"][0]["spans"][0]), r"spans\[1\]\[0\]: pc \d+ does not follow"),
+    (set_in(MAIN + ("spans", 0, 1), [7]), r"spans\[0\]\[1\]\[0\]: expected a string"),
     (set_in(("func_table", 3), ["closure", "x"]), "unknown function kind 'closure'"),
     (lambda m: m["func_table"].append(["vm", "helper"]), r"names VM functions the archive lacks: \['helper'\]"),
     (set_in(("entry",), "other"), "entry: names 'other', which is not among the functions"),
@@ -469,3 +480,31 @@ def test_what_cannot_be_stored_is_refused_at_save(cnn, tmp_path):
         Executable({"main": loop}, [FuncEntry("builtin", "vm.builtin.make_tuple")], [np.ones(3)]).save(
             tmp_path / "m.rpk", params="external")
     assert not list(tmp_path.iterdir())   # no partial file left behind
+
+
+# ---------------------------------------------------------------- format 1
+FORMAT1 = Path(__file__).parent / "data" / "format1_block.rpk"
+
+
+def test_a_format_1_archive_still_loads_and_runs():
+    """data/format1_block.rpk: the bundled transformer block (seq in 1..64) as relaxpack 0.1.0 wrote it
+    before format 2 (commit 58190eb); it runs as the model does, its outputs without dtype or shape."""
+    from relaxpack.check import onnxruntime_session
+    from relaxpack.examples.onnx_models import transformer_block_onnx
+
+    exe = load(FORMAT1)
+    assert exe.archive["format_version"] == 1
+    main = exe.function("main")
+    assert main.results == () and main.spans == ()
+    (info,) = main.output_info()
+    assert (info.name, info.kind, info.dtype, info.shape) == ("y", "tensor", None, None)
+    x = rng.standard_normal((2, 9, 32)).astype(np.float32)
+    (want,) = onnxruntime_session(transformer_block_onnx()).run(None, {"x": x})
+    np.testing.assert_allclose(VirtualMachine(exe).run({"x": x})["y"], want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_format_1_archive_saved_again_is_format_2(tmp_path):
+    load(FORMAT1).save(tmp_path / "again.rpk")
+    again = load(tmp_path / "again.rpk")
+    assert again.archive["format_version"] == 2
+    assert again.function("main").output_info()[0].name == "y"

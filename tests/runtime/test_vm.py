@@ -125,7 +125,7 @@ def test_bytecode_listing_shows_kernel_calls_in_dps():
     assert "call kernel.matmul(%0, c[0], out=%" in text
     assert "call kernel.nn.softmax(" in text and "axis=-1" in text
     assert exe.kernel_call_count() == 4
-    assert exe.signature() == "main(x: float32(n, 4)) -> y"
+    assert exe.signature() == "main(x: float32(n, 4)) -> y: float32(8 * n)"
 
 
 def test_transformer_block_runs_with_symbolic_batch_and_seq():

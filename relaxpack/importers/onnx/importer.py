@@ -91,9 +91,22 @@ def _from_onnx(model, dims) -> IRModule:
         exprs = [ctx.expr(v) for v in outputs]
         result = exprs[0] if len(exprs) == 1 else Tuple(exprs)
         bb.emit_func_output(result)
-    mod = bb.get().with_attrs(stage="import", source=graph.name or "model", source_sha256=digest)
+    mod = bb.get().with_attrs(stage="import", source=graph.name or "model", source_sha256=digest,
+                              model_metadata=_model_metadata(model))
     log.debug("imported %d nodes", len(graph.node))
     return mod
+
+
+#: what onnxruntime reports as the version of a model that sets none (INT64_MAX)
+_UNSET_VERSION = 2 ** 63 - 1
+
+
+def _model_metadata(model) -> dict:
+    """What onnxruntime's ``ModelMetadata`` reports, kept for the archive (``InferenceSession.get_modelmeta``)."""
+    return {"producer_name": model.producer_name, "graph_name": model.graph.name, "domain": model.domain,
+            "description": model.doc_string, "graph_description": model.graph.doc_string,
+            "version": int(model.model_version) if model.HasField("model_version") else _UNSET_VERSION,
+            "custom_metadata_map": {p.key: p.value for p in model.metadata_props}}
 
 
 def _unsupported_message(unsupported: list[tuple[str, str, int]]) -> str:

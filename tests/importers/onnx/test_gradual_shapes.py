@@ -12,13 +12,12 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
-from typer.testing import CliRunner
 
 import relaxpack
-from relaxpack.cli import app
 from relaxpack.errors import ShapeError
 from relaxpack.runtime import VirtualMachine
 from relaxpack.runtime.assumptions import assumptions_of
+from tests.cli_helpers import invoke
 
 from . import gradual_models as models
 from .backend_case import assert_close
@@ -156,10 +155,10 @@ def test_bert_small_converts_with_no_dims_and_matches_onnxruntime(tmp_path):
     from relaxpack.runtime import load
 
     out = tmp_path / "bert.rpk"
-    result = CliRunner().invoke(app, ["convert", str(BERT), "-o", str(out)])
+    result = invoke("convert", str(BERT), "-o", str(out))
     assert result.exit_code == 0, result.output
     assert "assumes       seq <= 64" in result.output
-    shown = CliRunner().invoke(app, ["inspect", str(out), "--json"])
+    shown = invoke("inspect", str(out), "--json")
     assert [a["condition"] for a in json.loads(shown.output)["assumptions"]] == ["seq <= 64"]
     vm = VirtualMachine(load(out))
     sess = ort.InferenceSession(str(BERT), providers=["CPUExecutionProvider"])

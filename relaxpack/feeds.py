@@ -1,0 +1,182 @@
+"""Inputs made for an archive: random (seeded), zeros or ones, at chosen dims.
+
+``check`` and ``bench`` feed random inputs, ``run --fill`` fills the inputs
+a user did not give. Numpy and :mod:`relaxpack.ir.dims` only (no onnx), so
+this works in a runtime-only install.
+
+>>> rng = np.random.default_rng(0)                                   # doctest: +SKIP
+>>> feeds = make_inputs(exe, draw_dims(exe, rng, {"batch": 1}), rng)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from math import prod
+from typing import Mapping
+
+import numpy as np
+
+from .errors import InputError
+from .ir.dims import evaluate, free_vars, parse_dim
+from .runtime.dtypes import numpy_dtype
+
+DEFAULT_DIM_RANGE = (1, 8)
+FILLS = ("random", "zeros", "ones")
+
+
+def make_inputs(exe, dim_values: Mapping[str, int], rng: np.random.Generator, fill: str = "random",
+                names=None) -> dict[str, np.ndarray]:
+    """Inputs of ``exe``'s main function (those in ``names``, default all) at the given dim values:
+    ``random`` (normal floats, small non-negative ints, random bools and words), ``zeros`` or ``ones``."""
+    if fill not in FILLS:
+        raise InputError(f"unknown fill {fill!r}; use one of {', '.join(FILLS)}")
+    shapes = {}
+    for p in exe.function("main").params:
+        if names is not None and p.name not in names:
+            continue
+        if p.kind != "tensor" or p.shape is None:
+            raise InputError(f"input {p.name!r} has no known shape; pass it explicitly")
+        shapes[p] = tuple(d if isinstance(d, int) else _eval_dim(d, dim_values, p.name) for d in p.shape)
+    _check_size(shapes)
+    try:
+        return _make(shapes, rng, fill)
+    except MemoryError:
+        raise InputError("not enough memory for the inputs to make") from None
+
+
+def _check_size(shapes: dict) -> None:
+    """Inputs larger than :func:`~relaxpack.runtime.input_files.input_byte_limit` are an InputError
+    (a 70000 x 70000 input was a MemoryError traceback)."""
+    from .runtime.input_files import input_byte_limit
+    total = sum(prod(shape) * (8 if p.dtype == "string" else numpy_dtype(p.dtype).itemsize)
+                for p, shape in shapes.items())
+    if total > input_byte_limit():
+        raise InputError(f"inputs of shapes {', '.join(f'{p.name}{list(s)}' for p, s in shapes.items())} "
+                         f"would take {total} bytes, more than half this machine's memory")
+
+
+def _make(shapes: dict, rng: np.random.Generator, fill: str) -> dict[str, np.ndarray]:
+    inputs = {}
+    for p, shape in shapes.items():
+        if p.dtype == "string":
+            inputs[p.name] = random_strings(shape, rng) if fill == "random" else _strings(shape, fill)
+            continue
+        dtype = numpy_dtype(p.dtype)
+        if fill != "random":
+            inputs[p.name] = (np.zeros if fill == "zeros" else np.ones)(shape, dtype)
+        elif dtype.kind in "fc":
+            inputs[p.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype.kind in "iu":
+            inputs[p.name] = rng.integers(0, 8, shape).astype(dtype)
+        elif dtype.kind == "b":
+            inputs[p.name] = rng.integers(0, 2, shape).astype(bool)
+        else:
+            raise InputError(f"cannot make random values of dtype {p.dtype} for input {p.name!r}")
+    return inputs
+
+
+def random_inputs(exe, dim_values: Mapping[str, int], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Random inputs for ``exe``'s main function at the given dim values."""
+    return make_inputs(exe, dim_values, rng, "random")
+
+
+#: the characters of random strings: letters of two cases, digits, a space and a non-ASCII letter
+_STRING_CHARS = np.array(list("abcdefgxyzABCXYZ0123456789 \u00e9"))
+
+
+def random_strings(shape, rng: np.random.Generator, max_len: int = 6) -> np.ndarray:
+    """An object array of ``shape`` holding random words of 0..``max_len``
+    characters. Models that need particular strings (numbers to parse,
+    label keys) need explicit inputs."""
+    lengths = rng.integers(0, max_len + 1, int(np.prod(shape, dtype=np.int64)))
+    out = np.empty(lengths.size, dtype=object)
+    out[:] = ["".join(rng.choice(_STRING_CHARS, n)) for n in lengths.tolist()]
+    return out.reshape(shape)
+
+
+def _strings(shape, fill: str) -> np.ndarray:
+    """Empty strings for ``zeros``, "1" for ``ones``."""
+    out = np.empty(shape, dtype=object)
+    out[...] = "" if fill == "zeros" else "1"
+    return out
+
+
+def _eval_dim(text: str, values: Mapping[str, int], input_name: str | None = None) -> int:
+    try:
+        return evaluate(parse_dim(text), values)
+    except Exception as err:   # a dim no --dim and no range gave a value
+        where = f" of input {input_name!r}" if input_name else ""
+        raise InputError(f"cannot size dim {text!r}{where}: {err}; give its value with --dim NAME=VALUE") from None
+
+
+def input_dim_names(exe) -> set[str]:
+    """The symbolic dim names used by main's input shapes."""
+    names = set()
+    for p in exe.function("main").params:
+        for d in p.shape or ():
+            if isinstance(d, str):
+                names |= free_vars(parse_dim(d))
+    return names
+
+
+def dims_of_inputs(exe, feeds: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """Dim values that given inputs fix: an input whose dim is a plain name gives that name its size."""
+    values: dict[str, int] = {}
+    for p in exe.function("main").params:
+        value = feeds.get(p.name)
+        if p.shape is None or value is None or np.ndim(value) != len(p.shape):
+            continue
+        for d, size in zip(p.shape, np.shape(value)):
+            if isinstance(d, str) and d.isidentifier():
+                values.setdefault(d, int(size))
+    return values
+
+
+#: Draws of the dims tried for values that hold the model's assumptions.
+ASSUMPTION_DRAWS = 200
+
+
+def draw_dims(exe, rng: np.random.Generator, fixed: Mapping | None = None) -> dict[str, int]:
+    """A value for every symbolic dim of main's inputs, within its range, that
+    holds the relations the model was converted assuming (``h % 8 < 4``):
+    other values fail in onnxruntime too. Redrawn a bounded number of times;
+    the last draw when none holds them. ``fixed`` gives a dim its value (an
+    int) or the range to draw it from (a ``(lo, hi)`` pair, ``hi`` may be None)."""
+    from .runtime.assumptions import assumptions_of
+    relations = [(a["lhs"], a["rhs"]) for a in assumptions_of(exe)
+                 if a["function"] == "main" and a["when"] == "inputs"]
+    values = _draw_once(exe, rng, fixed)
+    for _ in range(ASSUMPTION_DRAWS):
+        if all(_eval_dim(lhs, values) == _eval_dim(rhs, values) for lhs, rhs in relations):
+            break
+        values = _draw_once(exe, rng, fixed)
+    return values
+
+
+def _draw_once(exe, rng: np.random.Generator, fixed: Mapping | None) -> dict[str, int]:
+    ranges = {name: (lo, hi) for name, lo, hi in exe.function("main").dim_ranges}
+    known = input_dim_names(exe)
+    unknown = sorted({k for k, v in (fixed or {}).items() if v != "?"} - known)
+    if unknown:
+        raise InputError(f"dims {unknown} do not name any dim of the inputs (their dims are "
+                         f"{sorted(known) or 'all static'})")
+    values = {}
+    for name, spec in (fixed or {}).items():
+        if isinstance(spec, tuple):     # within the archive's range
+            (lo, hi), (want_lo, want_hi) = ranges.get(name, (0, None)), spec
+            lo, hi = max(lo, want_lo), want_hi if hi is None else (hi if want_hi is None else min(hi, want_hi))
+            if hi is not None and hi < lo:
+                raise InputError(f"dim {name}: the range {want_lo}..{'' if want_hi is None else want_hi} "
+                                 f"lies outside the archive's {ranges.get(name)}")
+            ranges[name] = (lo, hi)
+        elif isinstance(spec, int):
+            values[name] = spec         # (a "?" from --dim N=? concerns the import only)
+    for name in sorted(known - set(values)):
+        lo, hi = ranges.get(name, DEFAULT_DIM_RANGE)
+        lo = max(lo, DEFAULT_DIM_RANGE[0]) if hi is None else lo
+        hi = hi if hi is not None else max(lo, DEFAULT_DIM_RANGE[1])
+        values[name] = int(rng.integers(lo, hi + 1))
+    return values
+
+
+__all__ = ["ASSUMPTION_DRAWS", "DEFAULT_DIM_RANGE", "FILLS", "dims_of_inputs", "draw_dims", "input_dim_names", "make_inputs",
+           "random_inputs", "random_strings"]
