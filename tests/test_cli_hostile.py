@@ -143,7 +143,7 @@ import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 from relaxpack.cli import main
 sys.argv = ["relaxpack", "bench", sys.argv[1], "-n", "1"]
-main()
+sys.exit(main(sys.argv[1:]))
 """
 
 
@@ -210,6 +210,7 @@ def test_models_without_graph_outputs_or_opset_are_refused(tmp_path, make, patte
     (["check", "{block}", "--rtol", "-1", "--samples", "1"], "must be non-negative numbers"),
     (["check", "{block}", "--atol", "nan", "--samples", "1"], "must be non-negative numbers"),
     (["run", "{archive}", "--input", "x={tmp}/x.npy", "--input", "x={tmp}/x.npy"], r"--input x=\.\.\. is given twice"),
+    (["run", "{archive}", "--inputs", "{tmp}/x.npz", "--inputs", "{tmp}/x.npz"], r"--inputs: given twice"),
 ])
 def test_options_that_would_be_ignored_are_errors(archive, models, tmp_path, args, pattern):
     np.save(tmp_path / "x.npy", np.zeros((1, 3, 32), np.float32))

@@ -121,7 +121,7 @@ import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))
 from relaxpack.cli import main
 sys.argv = ["relaxpack", "run", sys.argv[1], "--inputs", sys.argv[2]]
-main()
+sys.exit(main(sys.argv[1:]))
 """
 
 
