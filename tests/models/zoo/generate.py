@@ -69,7 +69,8 @@ def all_recipes() -> list:
     from .cnn_models import cnn_recipes
     from .converted import converted_recipes
     from .hf_models import hf_recipes
-    return [*hf_recipes(), *cnn_recipes(), *converted_recipes()]
+    from .kv_models import kv_recipes
+    return [*hf_recipes(), *kv_recipes(), *cnn_recipes(), *converted_recipes()]
 
 
 def run_recipe(recipe, manifest: dict) -> None:

@@ -67,5 +67,5 @@ def test_manifest_entry_is_complete(name):
     if entry["judge"] == "qdq-one-step":
         assert set(entry["output_steps"]) == set(entry["outputs"])
     for spec in entry["inputs"]:
-        assert spec.get("values", "normal") in ("normal", "tokens", "mask")
+        assert spec.get("values", "normal") in ("normal", "tokens", "mask", "positions")
 
