@@ -70,7 +70,8 @@ def all_recipes() -> list:
     from .converted import converted_recipes
     from .hf_models import hf_recipes
     from .kv_models import kv_recipes
-    return [*hf_recipes(), *kv_recipes(), *cnn_recipes(), *converted_recipes()]
+    from .pattern_models import pattern_recipes
+    return [*hf_recipes(), *kv_recipes(), *cnn_recipes(), *pattern_recipes(), *converted_recipes()]
 
 
 def run_recipe(recipe, manifest: dict) -> None:
