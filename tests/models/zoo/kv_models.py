@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 import transformers as tf
 
-from .hf_models import SMALL, VOCAB, tokens
+from .hf_models import SMALL, VOCAB, dynamo_only, tokens
 from .torch_export import TorchRecipe
 
 #: batch, new tokens, past tokens; total_sequence is past + new (the mask's and the presents' length)
@@ -110,6 +110,7 @@ def kv_recipes() -> list[TorchRecipe]:
     llama = dict(vocab_size=VOCAB, num_key_value_heads=1, max_position_embeddings=64, **SMALL)
     t5 = tf.T5Config(vocab_size=VOCAB, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_decoder_layers=2,
                      num_heads=2, relative_attention_num_buckets=8, decoder_start_token_id=0)
+    t5_eager = tf.T5Config(**{**t5.to_dict(), "attn_implementation": "eager"})
     whisper = tf.WhisperConfig(vocab_size=VOCAB, num_mel_bins=16, d_model=32, encoder_layers=2, decoder_layers=2,
                                encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
                                decoder_ffn_dim=64, max_source_positions=16, max_target_positions=16,
@@ -124,6 +125,9 @@ def kv_recipes() -> list[TorchRecipe]:
         causal_lm("qwen2_kv", "qwen2", tf.Qwen2ForCausalLM, tf.Qwen2Config(**llama), 1, 16, positions=True),
         decoder_with_past("t5_decoder_kv", "t5", "transformers.T5Model(T5Config: d_model=32, 2+2 layers).decoder",
                           lambda: tf.T5Model(t5).decoder, 2, 2, 16, 32),
+        dynamo_only(decoder_with_past(
+            "t5_decoder_kv_eager", "t5", "transformers.T5Model(T5Config: d_model=32, 2+2 layers, eager attention)"
+            ".decoder", lambda: tf.T5Model(t5_eager).decoder, 2, 2, 16, 32)),
         decoder_with_past("whisper_decoder_kv", "whisper",
                           "transformers.WhisperModel(WhisperConfig: d_model=32, 2+2 layers).decoder",
                           lambda: tf.WhisperModel(whisper).decoder, 2, 2, 16, 32),
