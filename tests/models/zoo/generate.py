@@ -70,9 +70,10 @@ def all_recipes() -> list:
     from .converted import converted_recipes
     from .hf_models import hf_recipes
     from .kv_models import kv_recipes
+    from .merged_models import merged_recipes
     from .pattern_models import pattern_recipes
     from .spox_models import spox_recipes
-    return [*hf_recipes(), *kv_recipes(), *cnn_recipes(), *pattern_recipes(), *spox_recipes(),
+    return [*hf_recipes(), *kv_recipes(), *merged_recipes(), *cnn_recipes(), *pattern_recipes(), *spox_recipes(),
             *converted_recipes()]
 
 
