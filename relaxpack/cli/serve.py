@@ -98,7 +98,10 @@ def serve(archives: list[Path], host: str = "127.0.0.1", port: int = 8000, name:
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     echo(f"listening on http://{shown}:{bound_port} ({max_concurrency} execution(s) at once per model; "
          f"Ctrl-C stops)")
-    run(models, sock, max_request_bytes=max_request_size, log_level=log_level, access_log=access_log)
+    try:
+        run(models, sock, max_request_bytes=max_request_size, log_level=log_level, access_log=access_log)
+    except KeyboardInterrupt:   # uvicorn has shut down gracefully and passes Ctrl-C on
+        echo("stopped")
 
 
 def _signature(model) -> str:

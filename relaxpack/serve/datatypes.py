@@ -83,7 +83,7 @@ def from_json(data, datatype: str, shape: tuple[int, ...], what: str) -> np.ndar
     kind = dtype.kind
     for value in flat:
         if not _fits(value, kind):
-            raise InputError(f"{what}: {value!r} is not a {datatype} element")
+            raise InputError(f"{what}: {value!r} is not a valid {datatype} element")
     try:
         return np.array(flat, dtype=dtype).reshape(shape)
     except OverflowError:

@@ -56,7 +56,7 @@ class Statistics:
     """What Triton's statistics extension reports of a model (the parts that have a meaning here)."""
 
     inference_count: int = 0       # inferences done: rows along the batch dim for a batching model, else requests
-    execution_count: int = 0       # model executions (a batch of requests is one)
+    execution_count: int = 0       # model executions that finished (a batch of requests is one)
     last_inference: int = 0        # ms since the epoch
     success: _Duration = field(default_factory=_Duration)
     fail: _Duration = field(default_factory=_Duration)
