@@ -64,4 +64,18 @@ if [ "$code" -ne 1 ] || [ "$message" != "error: relaxpack convert needs onnx and
     exit 1
 fi
 echo "runtime-only convert: $message"
+# serve and batch name their extras in one line too
+for extra in "serve block.rpk:serve needs starlette and uvicorn:serve" "batch block.rpk . -o out:batch needs dask and distributed:dask"; do
+    IFS=: read -r args needs name <<<"$extra"
+    set +e
+    # shellcheck disable=SC2086
+    message="$("$work/rt/bin/relaxpack" $args 2>&1)"
+    code=$?
+    set -e
+    if [ "$code" -ne 1 ] || [ "$message" != "error: relaxpack $needs, which this install lacks: pip install 'relaxpack[$name]'" ]; then
+        echo "CI: ${args%% *} in the runtime-only install said ($code): $message" >&2
+        exit 1
+    fi
+    echo "runtime-only ${args%% *}: $message"
+done
 echo "venv sizes: runtime-only $(du -sh "$work/rt" | cut -f1), full $(du -sh "$(dirname "$(dirname "$full_python")")" | cut -f1)"

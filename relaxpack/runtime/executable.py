@@ -95,12 +95,13 @@ class Executable:
         (built in memory, or read with ``load_bytes``) pickles as its archive's bytes, weights and all."""
         path = (self.archive or {}).get("path")
         if path is not None:
-            return _reopen, (path, self.archive["manifest_sha256"])
+            return reopen, (path, self.archive["manifest_sha256"])
         from .archive import archive_bytes
         return _from_bytes, (archive_bytes(self),)
 
 
-def _reopen(path: str, manifest_sha256: str) -> "Executable":
+def reopen(path: str, manifest_sha256: str) -> "Executable":
+    """The archive at ``path`` loaded again, refused if its manifest is no longer ``manifest_sha256``."""
     from .archive import load
     exe = load(path)
     if exe.archive["manifest_sha256"] != manifest_sha256:
