@@ -8,9 +8,11 @@ up, then runs ``--clients`` threads, each sending requests one after another
 on a kept-alive connection (binary tensor data, as tritonclient sends by
 default) for ``--seconds``; every answer is checked (status 200 and the
 output's shape). Reported per setting: requests/s, p50/p99 latency, errors
-(must be 0: the script exits 1 otherwise) and the server's resident memory
-(RSS, and its peak) at the end. The model, unless ``--model`` names one, is an
-MLP of four 1024x1024 layers built here, whose rows are independent.
+(must be 0: the script exits 1 otherwise), the server's CPU time per request
+(what batching saves, whatever the client costs: client and server share the
+machine) and its resident memory (RSS, and its peak) at the end. The model, unless ``--model`` names one, is an
+MLP of four 2048x2048 layers (64 MiB of weights) built here, whose rows
+are independent: unbatched, each request reads every weight once.
 Traffic stays on the loopback interface and every loop ends by its deadline.
 """
 
@@ -83,6 +85,11 @@ class Server:
         value = {k: int(v.split()[0]) * 1024 for k, v in re.findall(r"^(VmRSS|VmHWM):\s+(.*)$", status, re.M)}
         return value["VmRSS"], value["VmHWM"]
 
+    def cpu_seconds(self) -> float:
+        """The server's CPU time so far (user + system)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGINT)
         try:
@@ -133,18 +140,18 @@ def load(server: Server, clients: int, seconds: float, rows: int, width: int) ->
     deadline = time.perf_counter() + seconds
     threads = [threading.Thread(target=client, args=(server, body, headers, x.nbytes, deadline, per_client[i], errors))
                for i in range(clients)]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), server.cpu_seconds()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, server.cpu_seconds() - cpu
     latencies = np.array([v for c in per_client for v in c])
     rss, peak = server.memory()
     return {"requests": len(latencies), "rps": len(latencies) / elapsed,
             "p50_ms": float(np.percentile(latencies, 50) * 1e3) if len(latencies) else float("nan"),
             "p99_ms": float(np.percentile(latencies, 99) * 1e3) if len(latencies) else float("nan"),
-            "errors": len(errors), "first_error": errors[0].decode(errors="replace") if errors else "",
+            "cpu_ms": cpu / max(len(latencies), 1) * 1e3, "errors": len(errors), "first_error": errors[0].decode(errors="replace") if errors else "",
             "rss_mib": rss / 2 ** 20, "peak_rss_mib": peak / 2 ** 20}
 
 
@@ -155,15 +162,16 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", type=int, default=1, help="Rows (batch dim) per request.")
     parser.add_argument("--concurrency", type=int, default=2, help="relaxpack serve --max-concurrency.")
     parser.add_argument("--model", type=Path, help="An archive with one FP32 input x[batch, width] (default: an MLP).")
+    parser.add_argument("--width", type=int, default=2048, help="The default MLP's width (4 layers of width^2 weights).")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        model = args.model or mlp_archive(Path(tmp))
+        model = args.model or mlp_archive(Path(tmp), args.width)
         from relaxpack.runtime import InferenceSession
         width = InferenceSession(model).get_inputs()[0].shape[1]
         print(f"model {model.name}, {args.clients} clients x {args.seconds:g} s, {args.rows} row(s) per request, "
               f"--max-concurrency {args.concurrency}, {os.cpu_count()} cores\n")
-        print("| setting | requests/s | p50 ms | p99 ms | errors | server RSS MiB (peak) |")
-        print("| --- | --- | --- | --- | --- | --- |")
+        print("| setting | requests/s | p50 ms | p99 ms | server CPU ms/request | errors | server RSS MiB (peak) |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
         failed = False
         for label, extra in SETTINGS.items():
             server = Server(model, extra, args.concurrency)
@@ -171,7 +179,7 @@ def main(argv=None) -> int:
                 r = load(server, args.clients, args.seconds, args.rows, width)
             finally:
                 server.stop()
-            print(f"| {label} | {r['rps']:.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['errors']} | "
+            print(f"| {label} | {r['rps']:.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['cpu_ms']:.2f} | {r['errors']} | "
                   f"{r['rss_mib']:.0f} ({r['peak_rss_mib']:.0f}) |", flush=True)
             if r["errors"]:
                 print(f"  first error: {r['first_error']}", file=sys.stderr)

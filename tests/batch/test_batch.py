@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from relaxpack.batch import Predictor
-from relaxpack.errors import ArchiveError
+from relaxpack.errors import ArchiveError, InputError
 from relaxpack.runtime import VirtualMachine, load
 from tests.cli_helpers import invoke
 from tests.serve.models import lookup_onnx, save
@@ -177,3 +177,16 @@ def test_without_the_extra_batch_says_what_to_install(archive, inputs, tmp_path)
     assert out.returncode == 1
     assert out.stderr == ("error: relaxpack batch needs dask and distributed, which this install lacks: "
                           "pip install 'relaxpack[dask]'\n")
+
+
+def test_the_predictor_on_a_data_frame_as_map_partitions_and_ray_give_it(archive, inputs):
+    pd = pytest.importorskip("pandas")
+    ids = rng.integers(0, 50, (6, 4), dtype=np.int64)
+    frame = pd.DataFrame({"ids": list(ids)}, index=[10, 11, 12, 13, 14, 15])    # a cell per row: its array
+    result = Predictor(archive)(frame)
+    assert isinstance(result, pd.DataFrame) and list(result.columns) == ["out"] and list(result.index) == \
+        list(frame.index)
+    want = VirtualMachine(load(archive)).run({"ids": ids})["out"]
+    np.testing.assert_array_equal(np.stack(result["out"].to_list()), want)
+    with pytest.raises(InputError, match=r"the frame lacks column\(s\) \['ids'\]"):
+        Predictor(archive)(pd.DataFrame({"x": [1]}))
