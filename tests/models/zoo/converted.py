@@ -1,0 +1,243 @@
+"""Converter outputs: onnxruntime.quantization, onnxconverter-common float16, skl2onnx.
+
+Quantized and float16 models are made from zoo exports (TorchScript), so they
+inherit that model's inputs and test shapes. How each is judged (its
+``judge``) is the test's business; the recipe records what the test needs:
+the quantization step of every output of a QDQ model (the scale of the
+DequantizeLinear that makes it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from .generate import HERE, MANIFEST, seed_of
+from .inputs import make_inputs
+from .torch_export import one_line
+
+
+def base_entry(name: str) -> dict:
+    for entry in json.loads(MANIFEST.read_text())["models"]:
+        if entry["name"] == name:
+            return entry
+    raise SystemExit(f"{name} is not in the manifest yet: generate it first (-k {name.rsplit('_', 1)[0]})")
+
+
+@dataclass
+class Converted:
+    """``convert(base_path, out_path, base_entry)`` applied to the zoo model ``base``."""
+
+    name: str
+    base: str
+    convert: object
+    source: str
+    judge: str
+    extra: dict = field(default_factory=dict)
+
+    def names(self):
+        return [self.name]
+
+    def make(self):
+        base = base_entry(self.base)
+        entry = copy.deepcopy(base)
+        entry.pop("bytes", None)
+        entry.update(name=self.name, file=f"{self.name}.onnx", exporter=self.source, judge=self.judge,
+                     source=f"{self.base}.onnx ({base['exporter']})", **self.extra)
+        out = HERE / entry["file"]
+        try:
+            self.convert(HERE / base["file"], out, entry)
+            runs_in_onnxruntime(entry)
+        except Exception as err:  # a converter's failure (or a model onnxruntime refuses) is recorded
+            out.unlink(missing_ok=True)
+            return [], [{"name": self.name, "exporter": self.source, "family": base["family"],
+                         "error": one_line(err)}]
+        if self.judge == "qdq-one-step":
+            entry["output_steps"] = output_steps(onnx.load(str(out)))
+        return [entry], []
+
+
+def runs_in_onnxruntime(entry: dict) -> None:
+    """Raise unless onnxruntime (its optimizer off, as QDQ models are judged) loads the converted
+    model and runs it at every test shape: the converters have no eager model to compare with."""
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(str(HERE / entry["file"]), options, providers=["CPUExecutionProvider"])
+    for dims in entry["shapes"]:
+        session.run(None, make_inputs(entry, dims))
+
+
+class Calibration:
+    """onnxruntime.quantization's CalibrationDataReader over the base model's test shapes."""
+
+    def __init__(self, entry, seeds=4):
+        self.feeds = iter([make_inputs(entry, dims, seed) for dims in entry["shapes"] for seed in range(seeds)])
+
+    def get_next(self):
+        return next(self.feeds, None)
+
+
+def quantize_static(per_channel: bool, activation="QInt8"):
+    def convert(src, dst, entry):
+        from onnxruntime.quantization import QuantFormat, QuantType, quantize_static as quantize
+        from onnxruntime.quantization.shape_inference import quant_pre_process
+        prepared = dst.with_suffix(".prep.onnx")
+        with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):  # its temporary files go there
+            try:
+                try:
+                    quant_pre_process(str(src), str(prepared))
+                except Exception as err:  # onnxruntime's symbolic shape inference gives up on some exports
+                    if "symbolic shape inference" not in str(err):
+                        raise
+                    entry["exporter"] += f" (skip_symbolic_shape=True: without it, {err})"
+                    quant_pre_process(str(src), str(prepared), skip_symbolic_shape=True)
+                quantize(str(prepared), str(dst), Calibration(entry), quant_format=QuantFormat.QDQ,
+                         per_channel=per_channel, activation_type=getattr(QuantType, activation),
+                         weight_type=QuantType.QInt8)
+            finally:
+                prepared.unlink(missing_ok=True)
+    return convert
+
+
+def quantize_dynamic(src, dst, entry):
+    from onnxruntime.quantization import QuantType, quantize_dynamic as quantize
+    with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
+        quantize(str(src), str(dst), weight_type=QuantType.QInt8)
+
+
+def float16(keep_io_types: bool):
+    def convert(src, dst, entry):
+        from onnxconverter_common import float16 as f16
+        model = f16.convert_float_to_float16(onnx.load(str(src)), keep_io_types=keep_io_types)
+        onnx.save(model, str(dst))
+        if not keep_io_types:
+            for spec in entry["inputs"]:
+                if spec["dtype"] == "float32":
+                    spec["dtype"] = "float16"
+    return convert
+
+
+#: ops that never increase a difference between their inputs (1-Lipschitz, elementwise or moving values)
+NON_EXPANDING = {"Tanh", "Relu", "Sigmoid", "Identity", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze",
+                 "Gather", "Slice", "Concat", "MaxPool", "GlobalAveragePool", "AveragePool"}
+
+
+def output_steps(model: onnx.ModelProto) -> dict[str, float]:
+    """For each graph output: the largest scale of the DequantizeLinears it is made from through ops
+    that cannot widen a difference (``NON_EXPANDING``), so one step there is at most that at the output."""
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+    producers = {o: n for n in model.graph.node for o in n.output}
+
+    def step(value):
+        node = producers.get(value)
+        if node is None:
+            raise SystemExit(f"output path reaches {value!r} without a DequantizeLinear")
+        if node.op_type == "DequantizeLinear":
+            return float(np.max(inits[node.input[1]]))
+        if node.op_type not in NON_EXPANDING:
+            raise SystemExit(f"{node.op_type} node {node.name!r} between a DequantizeLinear and an output")
+        moved = node.input[:1] if node.op_type in {"Gather", "Slice", "Reshape"} else node.input
+        return max(step(v) for v in moved if v and v not in inits)
+
+    return {out.name: step(out.name) for out in model.graph.output}
+
+
+def quantization_recipes() -> list[Converted]:
+    qdq = "onnxruntime.quantization.quantize_static(QDQ, {}, activations {}, weights QInt8, MinMax calibration " \
+          "on the test shapes), after quant_pre_process"
+    dyn = "onnxruntime.quantization.quantize_dynamic(weights QInt8): DynamicQuantizeLinear + MatMulInteger/ConvInteger"
+    return [
+        Converted("resnet_qdq_tensor", "resnet_ts", quantize_static(False), qdq.format("per-tensor", "QInt8"),
+                  "qdq-one-step"),
+        Converted("resnet_qdq_tensor_u8", "resnet_ts", quantize_static(False, "QUInt8"),
+                  qdq.format("per-tensor", "QUInt8"), "qdq-one-step"),
+        Converted("resnet_qdq_channel", "resnet_ts", quantize_static(True), qdq.format("per-channel", "QInt8"),
+                  "qdq-one-step"),
+        Converted("mobilenet_v2_qdq_tensor", "mobilenet_v2_ts", quantize_static(False),
+                  qdq.format("per-tensor", "QInt8"), "qdq-one-step"),
+        Converted("mobilenet_v2_qdq_channel", "mobilenet_v2_ts", quantize_static(True),
+                  qdq.format("per-channel", "QInt8"), "qdq-one-step"),
+        Converted("bert_qdq_tensor", "bert_ts", quantize_static(False), qdq.format("per-tensor", "QInt8"),
+                  "qdq-one-step"),
+        Converted("bert_dynamic_int8", "bert_ts", quantize_dynamic, dyn, "reference"),
+        Converted("gpt2_dynamic_int8", "gpt2_ts", quantize_dynamic, dyn, "reference"),
+        Converted("resnet_dynamic_int8", "resnet_ts", quantize_dynamic, dyn, "reference"),
+    ]
+
+
+def float16_recipes() -> list[Converted]:
+    how = "onnxconverter_common.float16.convert_float_to_float16(keep_io_types={})"
+    return [
+        Converted("resnet_fp16", "resnet_ts", float16(False), how.format(False), "float16"),
+        Converted("bert_fp16", "bert_ts", float16(True), how.format(True), "float16"),
+        Converted("convnext_fp16", "convnext_ts", float16(False), how.format(False), "float16"),
+        Converted("gpt2_fp16", "gpt2_ts", float16(True), how.format(True), "float16"),
+        Converted("gpt2_dynamo_fp16", "gpt2_dynamo", float16(True), how.format(True), "float16"),
+        Converted("bert_dynamo_fp16", "bert_dynamo", float16(True), how.format(True), "float16"),
+        Converted("vit_fp16", "vit_ts", float16(False), how.format(False), "float16"),
+    ]
+
+
+@dataclass
+class Sklearn:
+    """A scikit-learn estimator fitted on seeded synthetic data, converted by skl2onnx."""
+
+    name: str
+    make_estimator: object
+    task: str = "classification"
+    features: int = 10
+
+    def names(self):
+        return [self.name]
+
+    def make(self):
+        from skl2onnx import to_onnx
+        from skl2onnx.common.data_types import FloatTensorType
+        from sklearn.datasets import make_classification, make_regression
+        seed = seed_of(self.name) % 2**31
+        if self.task == "classification":
+            x, y = make_classification(400, self.features, n_informative=6, n_classes=3, random_state=seed)
+        else:
+            x, y = make_regression(400, self.features, n_informative=6, random_state=seed)
+        estimator = self.make_estimator(seed).fit(x.astype(np.float32), y)
+        options = {id(estimator): {"zipmap": False}} if self.task == "classification" else None
+        model = to_onnx(estimator, initial_types=[("input", FloatTensorType([None, self.features]))],
+                        options=options, target_opset={"": 17, "ai.onnx.ml": 3})
+        onnx.save(model, str(HERE / f"{self.name}.onnx"))
+        outputs = [o.name for o in model.graph.output]
+        return [{"name": self.name, "file": f"{self.name}.onnx", "family": "sklearn",
+                 "source": f"scikit-learn {type(estimator).__name__} on make_{self.task}(400 x {self.features})",
+                 "exporter": "skl2onnx.to_onnx (zipmap=False, opset 17, ai.onnx.ml 3)",
+                 "inputs": [{"name": "input", "dtype": "float32", "shape": ["batch", self.features]}],
+                 "outputs": outputs, "dynamic_dims": ["batch"], "fixed_dims": {},
+                 "shapes": [{"batch": 1}, {"batch": 7}, {"batch": 64}], "judge": "float32"}], []
+
+
+def sklearn_recipes() -> list[Sklearn]:
+    from sklearn.decomposition import PCA
+    from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor, RandomForestClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.neural_network import MLPClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    return [
+        Sklearn("sk_logistic_regression", lambda s: LogisticRegression(max_iter=500)),
+        Sklearn("sk_random_forest", lambda s: RandomForestClassifier(12, max_depth=6, random_state=s)),
+        Sklearn("sk_gradient_boosting", lambda s: GradientBoostingClassifier(n_estimators=10, max_depth=3,
+                                                                             random_state=s)),
+        Sklearn("sk_gradient_boosting_regressor", lambda s: GradientBoostingRegressor(n_estimators=20, max_depth=3,
+                                                                                      random_state=s), "regression"),
+        Sklearn("sk_scaler_pca_mlp", lambda s: make_pipeline(StandardScaler(), PCA(5, random_state=s),
+                                                             MLPClassifier((16,), max_iter=300, random_state=s))),
+    ]
+
+
+def converted_recipes() -> list:
+    return [*quantization_recipes(), *float16_recipes(), *sklearn_recipes()]

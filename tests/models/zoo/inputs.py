@@ -1,0 +1,45 @@
+"""Seeded inputs for a zoo model at one concrete shape, from its manifest entry.
+
+numpy only: the generator (which checks each export against torch) and the
+test (which compares relaxpack with onnxruntime) make the same inputs.
+
+An input entry is ``{"name", "dtype", "shape", "values", ...}``: ``shape``
+lists ints and dim names; ``values`` is ``normal`` (standard normal),
+``tokens`` (ints in ``[0, high)``, e.g. ids below the vocab size) or ``mask``
+(0/1 with at least one 1 per row: the first position is always 1, as a
+left-aligned padded batch is).
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Mapping
+
+import numpy as np
+
+
+def concrete_shape(shape, dims: Mapping[str, int]) -> tuple[int, ...]:
+    """``shape`` with every dim name replaced by its value in ``dims``."""
+    return tuple(d if isinstance(d, int) else dims[d] for d in shape)
+
+
+def make_input(spec: Mapping, dims: Mapping[str, int], rng: np.random.Generator) -> np.ndarray:
+    shape = concrete_shape(spec["shape"], dims)
+    dtype = np.dtype(spec["dtype"])
+    kind = spec.get("values", "normal")
+    if kind == "normal":
+        return (rng.standard_normal(shape) * spec.get("scale", 1.0)).astype(dtype)
+    if kind == "tokens":
+        return rng.integers(spec.get("low", 0), spec["high"], shape).astype(dtype)
+    if kind == "mask":
+        mask = rng.integers(0, 2, shape)
+        mask[..., 0] = 1
+        return mask.astype(dtype)
+    raise ValueError(f"input {spec['name']!r}: unknown values kind {kind!r}")
+
+
+def make_inputs(entry: Mapping, dims: Mapping[str, int], seed: int = 0) -> dict[str, np.ndarray]:
+    """The inputs of ``entry`` at ``dims``; the same model, dims and seed give the same arrays."""
+    key = f"{entry['name']}:{sorted(dims.items())}:{seed}".encode()
+    rng = np.random.default_rng(zlib.crc32(key))
+    return {spec["name"]: make_input(spec, dims, rng) for spec in entry["inputs"]}

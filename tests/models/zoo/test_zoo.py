@@ -1,0 +1,71 @@
+"""The zoo: every committed real-architecture model converts once (symbolic dims), builds at -O0
+and -O2, and matches its reference at every tested shape (judge.py says how and within what).
+
+A model that relaxpack cannot convert or that mismatches today is a strict
+xfail, listed in XFAIL with the first line of its error (refresh the table
+with ``python -m tests.models.zoo.status --xfail``): when a fix makes it
+pass, the test turns red until its line is removed. Nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .judge import HERE, JUDGES, LEVELS, MODELS, check
+
+#: model (at every level) or (model, opt level) -> the first line of the error it fails with today
+XFAIL = {
+    # onnxruntime's quantizer calibrated sdpa's -inf mask fill into a scale of inf: -inf / inf is NaN,
+    # which onnxruntime and onnx's reference evaluator quantize to -128 (x86's integer-indefinite value,
+    # saturated) and relaxpack's QuantizeLinear to 0; the spec leaves NaN undefined for int8.
+    ('bert_qdq_tensor', 0): "ZooMismatch: bert_qdq_tensor -O0 at {'batch': 1, 'sequence': 5}: last_hidden_state differs "
+                            "by 0.1054, over one quantization step 0.03514",
+    ('bert_qdq_tensor', 2): "ZooMismatch: bert_qdq_tensor -O2 at {'batch': 1, 'sequence': 5}: last_hidden_state differs "
+                            "by 0.1054, over one quantization step 0.03514",
+}
+
+MAX_BYTES = 2 * 1024 * 1024
+MAX_TOTAL_BYTES = 30 * 1024 * 1024
+
+
+def cases():
+    for name in sorted(MODELS):
+        for level in LEVELS:
+            reason = XFAIL.get((name, level)) or XFAIL.get(name)
+            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            yield pytest.param(name, level, id=f"{name}-O{level}", marks=marks)
+
+
+@pytest.mark.parametrize("name, level", cases())
+def test_zoo_model_matches_reference(name, level, tmp_path):
+    check(name, level, tmp_path)
+
+
+def test_xfail_table_names_only_zoo_models():
+    keys = [key if isinstance(key, tuple) else (key, LEVELS[0]) for key in XFAIL]
+    assert not [key for key in keys if key[0] not in MODELS or key[1] not in LEVELS]
+
+
+def test_zoo_has_fifty_models_within_size():
+    files = {e["file"] for e in MODELS.values()}
+    on_disk = {p.name for p in HERE.glob("*.onnx")}
+    assert len(MODELS) >= 50
+    assert files == on_disk, "every .onnx file in the zoo is in the manifest and the other way round"
+    sizes = [(HERE / f).stat().st_size for f in files]
+    assert max(sizes) <= MAX_BYTES and sum(sizes) <= MAX_TOTAL_BYTES
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_manifest_entry_is_complete(name):
+    """Each dynamic dim takes two values or more, unless the entry says why the export was run at
+    one shape only; every judge is one of JUDGES, and QDQ models carry a step per output."""
+    entry = MODELS[name]
+    assert entry["judge"] in JUDGES
+    if "baked_shape" not in entry:
+        for dim in entry["dynamic_dims"]:
+            assert len({dims[dim] for dims in entry["shapes"]}) >= 2, f"{dim} is tested at one value"
+    if entry["judge"] == "qdq-one-step":
+        assert set(entry["output_steps"]) == set(entry["outputs"])
+    for spec in entry["inputs"]:
+        assert spec.get("values", "normal") in ("normal", "tokens", "mask")
+
