@@ -130,6 +130,8 @@ def _json_object(raw: bytes) -> dict:
                            f"{HEADER_LENGTH} header)") from None
     except ValueError as err:
         raise RequestError(f"the request is not valid JSON: {err}") from None
+    except RecursionError:
+        raise RequestError("the request's JSON nests too deeply") from None
     return _object(request, "the request")
 
 

@@ -185,6 +185,8 @@ BAD = {
     "float for an integer": ("/v2/models/lookup/infer", good_ids_json(data=[1, 2.5]), {}, 400,
                              "2.5 is not a valid INT64 element"),
     "malformed JSON": ("/v2/models/lookup/infer", b'{"inputs": [', {}, 400, "not valid JSON"),
+    "JSON nested too deeply": ("/v2/models/lookup/infer", b"[" * 100000 + b"]" * 100000, {}, 400,
+                               "nests too deeply"),
     "no inputs": ("/v2/models/lookup/infer", b'{"inputs": []}', {}, 400, "non-empty list of inputs"),
     "binary too short": ("/v2/models/lookup/infer", BINARY_HEAD + bytes(8),
                          {"Inference-Header-Content-Length": str(len(BINARY_HEAD))}, 400, "only 8 follow"),
