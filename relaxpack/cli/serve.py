@@ -15,24 +15,21 @@ SERVE_EXTRA = ("starlette", "uvicorn")
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{value} is not a port (0..65535; 0 picks a free one)")
-    return value
+def _number(convert, lo, hi, what: str, unit: str = ""):
+    """An argparse type: ``convert(text)`` within ``lo..hi``."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is not {what} ({lo}..{hi}{unit})")
+        return value
+    return parse
 
 
-def _milliseconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of milliseconds") from None
-    if not 0 <= value <= 60_000:
-        raise argparse.ArgumentTypeError(f"{value} is not in 0..60000 ms")
-    return value
+_port = _number(int, 0, 65535, "a port number", "; 0 picks a free one")
+_milliseconds = _number(float, 0, 60_000, "a number of milliseconds", " ms")
 
 
 @command

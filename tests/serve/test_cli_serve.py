@@ -41,7 +41,8 @@ def test_without_the_extra_serve_says_what_to_install(archive):
     (["--name", "a", "--name", "b"], "--name is given 2 time(s) for 1 archive(s)"),
     (["--name", "a b"], "model name 'a b'"),
     (["--batch-delay-ms", "5"], "--batch-delay-ms needs --batch-max-size"),
-    (["--port", "70000"], "70000 is not a port"),
+    (["--port", "70000"], "70000 is not a port number (0..65535; 0 picks a free one)"),
+    (["--batch-max-size", "2", "--batch-delay-ms", "soon"], "'soon' is not a number of milliseconds"),
     (["--max-concurrency", "0"], "0 is not at least 1"),
     (["--max-request-size", "lots"], "'lots' is not a size"),
 ])
