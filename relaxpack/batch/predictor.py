@@ -10,7 +10,7 @@ workers must see the archive at the same path (a shared or copied file).
 >>> bag.map(predict)                                   # dask.bag of {"x": array} dicts
 >>> ds.map_batches(Predictor, fn_constructor_args=("model.rpk",), batch_format="numpy",
 ...                concurrency=2)                      # Ray Data: dict of arrays per batch
->>> ddf.map_partitions(predict)                        # a pandas frame: one column per input
+>>> ddf.map_partitions(Predictor("model.rpk", columns={"X": features}))   # pandas partitions
 
 Numpy and the runtime only: this module imports neither Dask nor Ray.
 """
@@ -39,23 +39,31 @@ class Predictor:
 
     ``outputs``: the output names to return (default all). ``threads``: BLAS threads while it runs
     (default: as they are; one per worker process is the usual choice when workers share a machine).
+    ``columns``: for data frames, an input made of several columns, stacked along its last axis
+    (``{"X": ["sepal_length", "sepal_width", ...]}``); other inputs take the column of their name.
     """
 
-    def __init__(self, path: str | os.PathLike, outputs: Sequence[str] | None = None, threads: int | None = None):
+    def __init__(self, path: str | os.PathLike, outputs: Sequence[str] | None = None, threads: int | None = None,
+                 columns: Mapping[str, Sequence[str]] | None = None):
         exe = load(path)                   # checked here, where a mistake is the caller's to see
         self.path = exe.archive["path"]
         self.manifest_sha256 = exe.archive["manifest_sha256"]
         self.threads = threads
-        every = [o.name for o in exe.function("main").output_info()]
+        main = exe.function("main")
+        every = [o.name for o in main.output_info()]
         unknown = sorted(set(outputs or ()) - set(every))
         if unknown:
             raise InputError(f"unknown output(s) {unknown}; the model's outputs are {every}")
         self.outputs = list(outputs) if outputs else every
-        self.inputs = list(exe.input_names())
+        self.inputs = {p.name: p.dtype for p in main.params}
+        unknown = sorted(set(columns or ()) - set(self.inputs))
+        if unknown:
+            raise InputError(f"columns for unknown input(s) {unknown}; the model's inputs are {list(self.inputs)}")
+        self.columns = {name: list(cols) for name, cols in (columns or {}).items()}
         _remember(self.path, self.manifest_sha256, exe, threads)
 
     def __getstate__(self) -> dict:
-        return {k: getattr(self, k) for k in ("path", "manifest_sha256", "threads", "outputs", "inputs")}
+        return {k: getattr(self, k) for k in ("path", "manifest_sha256", "threads", "outputs", "inputs", "columns")}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -87,10 +95,12 @@ class Predictor:
         return self.predict(batch)
 
     def _frame(self, frame):
-        feeds = {name: _column(frame[name]) for name in self.inputs if name in frame.columns}
-        missing = [name for name in self.inputs if name not in frame.columns]
+        wanted = {name: self.columns.get(name) or [name] for name in self.inputs}
+        missing = sorted({c for cols in wanted.values() for c in cols} - set(frame.columns))
         if missing:
-            raise InputError(f"the frame lacks column(s) {missing} for the model's inputs {self.inputs}")
+            raise InputError(f"the frame lacks column(s) {missing} for the model's inputs {list(self.inputs)}")
+        feeds = {name: _as_dtype(frame[cols].to_numpy() if name in self.columns else _column(frame[name]),
+                                 self.inputs[name]) for name, cols in wanted.items()}
         outputs = self.predict(feeds)
         data = {name: (list(value) if np.ndim(value) > 1 else value) for name, value in outputs.items()}
         return type(frame)(data, index=frame.index)
@@ -137,6 +147,15 @@ def _remember(path: str, digest: str, exe, threads: int | None) -> InferenceSess
             options.intra_op_num_threads = threads or 0
             session = _SESSIONS[path, digest] = InferenceSession(exe, options)
         return session
+
+
+def _as_dtype(values: np.ndarray, dtype: str | None) -> np.ndarray:
+    """Frame values in the input's dtype where numpy casts them within their kind (pandas makes
+    float64 and int64 columns; a float32 input takes the former)."""
+    if dtype is None or dtype == "string" or values.dtype == object:
+        return values
+    target = np.dtype(dtype)
+    return values.astype(target) if np.can_cast(values.dtype, target, "same_kind") else values
 
 
 def _column(series) -> np.ndarray:

@@ -16,7 +16,7 @@ from relaxpack.batch import Predictor
 from relaxpack.errors import ArchiveError, InputError
 from relaxpack.runtime import VirtualMachine, load
 from tests.cli_helpers import invoke
-from tests.serve.models import lookup_onnx, save
+from tests.serve.models import lookup_onnx, save, tabular_onnx
 
 distributed = pytest.importorskip("distributed")
 
@@ -67,7 +67,7 @@ def test_the_predictor_pickles_as_its_path_and_runs_the_same(archive, inputs):
     _, feeds = inputs
     feed = feeds["part-000.npz"]
     np.testing.assert_array_equal(again(feed)["out"], VirtualMachine(load(archive)).run(feed)["out"])
-    assert again.outputs == ["out"] and again.inputs == ["ids"]
+    assert again.outputs == ["out"] and again.inputs == {"ids": "int64"}
 
 
 def test_a_changed_archive_is_refused_where_the_predictor_reopens_it(tmp_path):
@@ -190,3 +190,19 @@ def test_the_predictor_on_a_data_frame_as_map_partitions_and_ray_give_it(archive
     np.testing.assert_array_equal(np.stack(result["out"].to_list()), want)
     with pytest.raises(InputError, match=r"the frame lacks column\(s\) \['ids'\]"):
         Predictor(archive)(pd.DataFrame({"x": [1]}))
+
+
+def test_the_predictor_stacks_feature_columns_into_one_input(tmp_path):
+    pd = pytest.importorskip("pandas")
+    path = tmp_path / "tabular.rpk"
+    save(tabular_onnx(), path)
+    features = ["a", "b", "c", "d"]
+    table = rng.standard_normal((7, 4))                     # float64, as pandas makes it
+    frame = pd.DataFrame(table, columns=features).assign(other="kept out")
+    result = Predictor(path, columns={"X": features})(frame)
+    want = VirtualMachine(load(path)).run({"X": table.astype(np.float32)})
+    assert list(result.columns) == ["scores", "label"]
+    np.testing.assert_array_equal(result["label"].to_numpy(), want["label"])
+    np.testing.assert_array_equal(np.stack(result["scores"].to_list()), want["scores"])
+    with pytest.raises(InputError, match=r"columns for unknown input\(s\) \['x'\]"):
+        Predictor(path, columns={"x": features})

@@ -71,3 +71,18 @@ def pooled_onnx():
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
                               [helper.make_tensor_value_info("out", TensorProto.FLOAT, [4])], [axes])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def tabular_onnx(features: int = 4, classes: int = 3):
+    """A linear classifier ``X[batch, features]`` (float32) -> ``scores[batch, classes]`` and
+    ``label[batch]`` (int64): the shape of a model over a table's feature columns."""
+    rng = np.random.default_rng(2)
+    w = numpy_helper.from_array(rng.standard_normal((features, classes)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(classes).astype(np.float32), "b")
+    nodes = [helper.make_node("Gemm", ["X", "w", "b"], ["scores"]),
+             helper.make_node("ArgMax", ["scores"], ["label"], axis=1, keepdims=0)]
+    graph = helper.make_graph(nodes, "tabular", [helper.make_tensor_value_info("X", TensorProto.FLOAT,
+                                                                                ["batch", features])],
+                              [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", classes]),
+                               helper.make_tensor_value_info("label", TensorProto.INT64, ["batch"])], [w, b])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
