@@ -11,8 +11,9 @@ client works, tritonclient's among them::
     x = http.InferInput("x", [2, 7, 32], "FP32"); x.set_data_from_numpy(array)
     y = client.infer("model", [x]).as_numpy("y")
 
-In Python: :func:`~relaxpack.serve.app.create_app` builds the ASGI app for
-:class:`~relaxpack.serve.model.ServedModel`\\ s, to mount or run under any ASGI server.
+In Python, :func:`~relaxpack.serve.app.create_app` builds the ASGI app from a
+dict of :class:`~relaxpack.serve.model.ServedModel` by name, to mount or run
+under any ASGI server.
 """
 
 from .app import create_app
