@@ -54,6 +54,11 @@ class VirtualMachine:
                               for pc, ins in enumerate(prepared.func.instructions)]
             prepared.labels = [self._label(ins) for ins in prepared.func.instructions]
 
+    def __reduce__(self):
+        """A VM pickles as its executable (which reopens its archive by path, see
+        :meth:`Executable.__reduce__`); the unpickled VM is prepared afresh, with empty arenas."""
+        return VirtualMachine, (self.exe,)
+
     # ------------------------------------------------------------ public API
     def __getitem__(self, name: str) -> Callable[..., Any]:
         if name not in self._index:
