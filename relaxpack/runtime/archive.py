@@ -80,11 +80,25 @@ def save_executable(exe: Executable, path, params: str = "linked") -> None:
     raw = _manifest_bytes(exe, entries, data)   # checked before anything is written
     if external:
         _write_file(params_path, _padded(head, check.ALIGNMENT, blobs))
-    header = check.HEADER.pack(check.MAGIC, check.FORMAT_VERSION, check.FLAG_EXTERNAL_PARAMS if external else 0,
-                               len(raw), hashlib.sha256(raw).digest(), check.align(check.HEADER.size + len(raw)))
-    _write_file(path, _padded(header + raw, check.align(len(header) + len(raw)), [] if external else blobs))
+    _write_file(path, _archive_chunks(raw, [] if external else blobs, external))
     log.debug("saved %s: %d-byte manifest, %d constants in %d data bytes (%s)",
               path, len(raw), len(entries), nbytes, params)
+
+
+def archive_bytes(exe: Executable) -> bytes:
+    """The archive of ``exe`` (constants linked) as bytes: what :func:`save_executable` would write
+    and :func:`load_bytes` reads back."""
+    entries, blobs, nbytes = _constant_table(exe.constants)
+    data = {"storage": "linked", "alignment": check.ALIGNMENT, "byte_order": "little", "nbytes": nbytes,
+            "file": None, "sha256": None}
+    return b"".join(_archive_chunks(_manifest_bytes(exe, entries, data), blobs, False))
+
+
+def _archive_chunks(raw: bytes, blobs, external: bool):
+    """The archive file's bytes in chunks: header, the manifest ``raw``, then the constants ``blobs``."""
+    header = check.HEADER.pack(check.MAGIC, check.FORMAT_VERSION, check.FLAG_EXTERNAL_PARAMS if external else 0,
+                               len(raw), hashlib.sha256(raw).digest(), check.align(check.HEADER.size + len(raw)))
+    return _padded(header + raw, check.align(len(header) + len(raw)), blobs)
 
 
 def _manifest_bytes(exe: Executable, constants: list, data: dict) -> bytes:
@@ -231,6 +245,7 @@ def load(path, *, check_functions: bool = True) -> Executable:
     where = os.fspath(path)
     try:
         exe = _load(where)
+        exe.archive["path"] = os.path.abspath(where)   # what a pickled executable reopens (see Executable)
         if check_functions:
             check_registered(exe)
         return exe
@@ -296,7 +311,8 @@ def _load_mapped(mapped, size: int, path: str) -> Executable:
     table = [FuncEntry(kind, name) for kind, name in m["func_table"]]
     log.debug("loaded %s: %d functions, %d constants", path, len(functions), len(constants))
     exe = Executable(functions, table, constants, m["metadata"])
-    exe.archive = {"format_version": header.version, "params": "external" if external else "linked"}
+    exe.archive = {"format_version": header.version, "params": "external" if external else "linked",
+                   "manifest_sha256": header.manifest_sha256.hex()}
     return exe
 
 
@@ -369,4 +385,4 @@ def _strings(c: dict, index: int, shape: tuple) -> np.ndarray:
     return array
 
 
-__all__ = ["load", "load_bytes", "save_executable"]
+__all__ = ["archive_bytes", "load", "load_bytes", "save_executable"]

@@ -14,20 +14,7 @@ import pytest
 from .judge import HERE, JUDGES, LEVELS, MODELS, check
 
 #: model (at every level) or (model, opt level) -> the first line of the error it fails with today
-XFAIL = {
-    # onnxruntime's quantizer calibrated sdpa's -inf mask fill into a scale of inf: -inf / inf is NaN,
-    # which onnxruntime and onnx's reference evaluator quantize to -128 (x86's integer-indefinite value,
-    # saturated) and relaxpack's QuantizeLinear to 0; the spec leaves NaN undefined for int8.
-    # torch's x.squeeze(2) exported as If(dim == 1, Squeeze, Identity): the If's branches differ in rank,
-    # and the importer needs a rank for the Unsqueeze after it (issue 15 item 4; as the real silero_vad.onnx)
-    'silero_vad_like': "UnsupportedOpError: Unsqueeze node 'If_0_then_branch__If_1_then_branch__Unsqueeze_0' "
-                       "(opset 16): the rank of input is unknown; relaxpack needs at least the rank (an IR op "
-                       "shape_of would lift this)",
-    ('bert_qdq_tensor', 0): "ZooMismatch: bert_qdq_tensor -O0 at {'batch': 1, 'sequence': 5}: last_hidden_state differs "
-                            "by 0.1054, over one quantization step 0.03514",
-    ('bert_qdq_tensor', 2): "ZooMismatch: bert_qdq_tensor -O2 at {'batch': 1, 'sequence': 5}: last_hidden_state differs "
-                            "by 0.1054, over one quantization step 0.03514",
-}
+XFAIL: dict = {}
 
 MAX_BYTES = 2 * 1024 * 1024
 MAX_TOTAL_BYTES = 30 * 1024 * 1024
