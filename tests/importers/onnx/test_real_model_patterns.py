@@ -5,7 +5,6 @@ real model, built with onnx.helper. The real models stay out of the repository."
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from onnx import TensorProto, helper
 
 from .helpers import check_model, i64, rand
@@ -33,9 +32,27 @@ def squeeze_if_then_unsqueeze():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)], ir_version=8)
 
 
-@pytest.mark.xfail(strict=True, reason="unknown rank after an If whose branches differ in rank (Squeeze vs "
-                                       "Identity): the Unsqueeze after it is refused at convert time (issue 15 "
-                                       "item 4, importer/IR work); the real silero_vad.onnx fails the same way")
 def test_squeeze_if_then_unsqueeze_as_silero_vad():
     # silero feeds chunks whose time axis is 1 after the encoder: the squeezing branch is the one taken
     check_model(squeeze_if_then_unsqueeze(), {"x": rand(1, 4, 1)}, {"x": rand(3, 4, 1, seed=1)})
+
+
+def squeeze_if_then_lstm(hidden=5):
+    """silero's scripted LSTMCell: its input comes out of the squeeze-If (rank unknown), is unsqueezed
+    to a sequence of one step and fed to an ONNX LSTM, whose X the spec fixes at rank 3."""
+    model = squeeze_if_then_unsqueeze()
+    graph = model.graph
+    graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT, None))
+    rng = np.random.default_rng(7)
+    for name, shape in (("W", (1, 4 * hidden, 4)), ("R", (1, 4 * hidden, hidden)), ("B", (1, 8 * hidden))):
+        graph.initializer.append(helper.make_tensor(name, TensorProto.FLOAT, shape, rng.standard_normal(shape).ravel()))
+    graph.node.append(helper.make_node("LSTM", ["y", "W", "R", "B"], ["Y", "Y_h", "Y_c"], hidden_size=hidden))
+    del graph.output[:]
+    graph.output.extend([helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")])
+    return model
+
+
+def test_lstm_takes_the_rank_its_spec_fixes_after_a_squeeze_if():
+    """X of unknown rank (out of the squeeze-If, then unsqueezed) is cast to rank 3, checked at run
+    time; before, the build refused ("R.nn.lstm needs its operands' rank")."""
+    check_model(squeeze_if_then_lstm(), {"x": rand(1, 4, 1)}, {"x": rand(3, 4, 1, seed=1)})
