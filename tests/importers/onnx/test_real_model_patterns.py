@@ -56,3 +56,23 @@ def test_lstm_takes_the_rank_its_spec_fixes_after_a_squeeze_if():
     """X of unknown rank (out of the squeeze-If, then unsqueezed) is cast to rank 3, checked at run
     time; before, the build refused ("R.nn.lstm needs its operands' rank")."""
     check_model(squeeze_if_then_lstm(), {"x": rand(1, 4, 1)}, {"x": rand(3, 4, 1, seed=1)})
+
+
+def squeeze_if_then_conv():
+    """silero's decoder: the cell's output, of unknown rank (a squeeze-If), unsqueezed and fed to a
+    1x1 Conv1d, whose weight's rank is the input's."""
+    model = squeeze_if_then_unsqueeze()
+    graph = model.graph
+    graph.node[-1].input[1] = "two"     # (batch, 4) -> (batch, 4, 1)
+    rng = np.random.default_rng(8)
+    graph.initializer.append(helper.make_tensor("w", TensorProto.FLOAT, (3, 4, 1), rng.standard_normal(12)))
+    graph.node.append(helper.make_node("Conv", ["y", "w"], ["z"]))
+    del graph.output[:]
+    graph.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, None))
+    return model
+
+
+def test_conv_takes_its_weights_rank_after_a_squeeze_if():
+    """An input of unknown rank is cast to the weight's rank, checked at run time; before, the build
+    refused ("R.nn.conv needs its operands' rank")."""
+    check_model(squeeze_if_then_conv(), {"x": rand(1, 4, 1)}, {"x": rand(3, 4, 1, seed=1)})
