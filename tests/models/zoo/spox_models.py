@@ -7,8 +7,9 @@ ReLU encoder layers, then the pieces that scripted torch code leaves in the
 graph: ``x.squeeze(2)`` exported as ``If(dim 2 == 1, Squeeze, Identity)`` (so
 the rank of what follows depends on a dim's value), an LSTMCell whose
 ``is_batched`` test is ``Size(Shape(x)) == 2`` with an ``If`` that unsqueezes
-(an ONNX LSTM of one step on the cell's state), a 1x1 Conv1d, Sigmoid and a
-mean over time. A chunk has one length per rate (one frame after the
+(an ONNX LSTM of one step on the cell's state) and one that squeezes its
+results back, the new state concatenated from them, a 1x1 Conv1d, Sigmoid,
+another squeeze-If and a mean over time. A chunk has one length per rate (one frame after the
 encoder), as in silero. Inputs and outputs have unknown dims ("?"), as spox writes
 them. Weights are random (seeded), sizes small (16 channels, state 16).
 """
@@ -51,9 +52,7 @@ def vad_branch(op, x, state, rate: int, rng: np.random.Generator):
     h = op.sqrt(op.add(op.pow(real, const(np.float32(2))), op.pow(imag, const(np.float32(2)))))
     for c_in, stride in ((bins, 1), (HIDDEN, 2), (HIDDEN, 2), (HIDDEN, 2)):
         h = op.relu(op.conv(h, weight(HIDDEN, c_in, 3), weight(HIDDEN), pads=[1, 1], strides=[stride]))
-    # torch's x.squeeze(2) on a dim of unknown size, as the TorchScript exporter writes it
-    time_is_one = op.equal(op.gather(op.shape(h), const(2), axis=0), const(np.int64(1)))
-    (h,) = op.if_(time_is_one, then_branch=lambda: [op.squeeze(h, const([2]))], else_branch=lambda: [op.identity(h)])
+    h = squeeze_if(op, h, 2)
     # LSTMCell(h, (state[0], state[1])), scripted: unbatched input gets a batch axis first
     batched = op.equal(op.size(op.shape(h)), const(np.int64(2)))
     (h,) = op.if_(op.not_(batched), then_branch=lambda: [op.unsqueeze(h, const([0]))],
@@ -62,10 +61,28 @@ def vad_branch(op, x, state, rate: int, rng: np.random.Generator):
     c0 = op.slice(state, const([1]), const([2]), const([0]))
     _, h1, c1 = op.lstm(op.unsqueeze(h, const([0])), weight(1, 4 * HIDDEN, HIDDEN), weight(1, 4 * HIDDEN, HIDDEN),
                         weight(1, 8 * HIDDEN), initial_h=h0, initial_c=c0, hidden_size=HIDDEN)
-    new_state = op.concat([h1, c1], axis=0)
-    y = op.relu(op.unsqueeze(op.squeeze(h1, const([0])), const([2])))
+    h1, c1 = op.squeeze(h1, const([0])), op.squeeze(c1, const([0]))
+    # the cell's result loses the batch axis again when its input had none (each a squeeze-If)
+    h1, c1 = op.if_(op.not_(batched), then_branch=lambda: [squeeze_if(op, h1, 0), squeeze_if(op, c1, 0)],
+                    else_branch=lambda: [op.identity(h1), op.identity(c1)])
+    new_state = op.concat([op.unsqueeze(h1, const([0])), op.unsqueeze(c1, const([0]))], axis=0)
+    y = op.relu(op.unsqueeze(h1, const([2])))
     y = op.sigmoid(op.conv(y, weight(1, HIDDEN, 1), weight(1)))
-    return op.reduce_mean(op.squeeze(y, const([1])), axes=[1], keepdims=1), new_state
+    y = squeeze_if(op, y, 1)
+    output = op.unsqueeze(op.reduce_mean(y, axes=[1], keepdims=0), const([1]))
+    # the ranks the real model's TorchScript exports declare for their outputs (spox's own inference
+    # cannot see through the squeeze-Ifs); the real silero_vad.onnx says (?, 1) and (?, ?, ?)
+    from spox._internal_op import unsafe_reshape
+    return unsafe_reshape(output, (None, 1)), unsafe_reshape(new_state, (None, None, None))
+
+
+def squeeze_if(op, x, axis: int):
+    """torch's ``x.squeeze(axis)`` on a dim of unknown size, as the TorchScript exporter writes it."""
+    def const(value):
+        return op.constant(value=np.asarray(value))
+    is_one = op.equal(op.gather(op.shape(x), const(axis), axis=0), const(np.int64(1)))
+    (out,) = op.if_(is_one, then_branch=lambda: [op.squeeze(x, const([axis]))], else_branch=lambda: [op.identity(x)])
+    return out
 
 
 class SileroLike:
