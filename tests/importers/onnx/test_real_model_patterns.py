@@ -97,3 +97,23 @@ def squeeze_ifs_then_concat():
                                        "silero_vad.onnx fails there now")
 def test_concat_of_operands_of_unknown_rank_as_silero_vad_state():
     check_model(squeeze_ifs_then_concat(), {"x": rand(1, 4, 1)}, {"x": rand(3, 4, 1, seed=1)})
+
+
+def squeeze_if_then_reduce_mean():
+    """silero's output: the decoder's (batch, 1, 1) squeezed by a squeeze-If on axis 1 (rank unknown),
+    then a mean over axis 1."""
+    model = squeeze_if_then_unsqueeze()
+    graph = model.graph
+    graph.node.pop()    # no Unsqueeze: the mean reads the If's result
+    graph.node.append(helper.make_node("ReduceMean", ["h"], ["m"], axes=[1], keepdims=0))
+    del graph.output[:]
+    graph.output.append(helper.make_tensor_value_info("m", TensorProto.FLOAT, None))
+    return model
+
+
+@pytest.mark.xfail(strict=True, reason="a reduction of an input of unknown rank (out of an If whose branches "
+                                       "differ in rank) is refused at build: its output's rank depends on the "
+                                       "input's (importer/IR work, issue 15 item 4); silero_vad.onnx reaches it "
+                                       "once its Concat converts")
+def test_reduce_mean_of_unknown_rank_as_silero_vad_output():
+    check_model(squeeze_if_then_reduce_mean(), {"x": rand(1, 4, 1)}, {"x": rand(3, 4, 1, seed=1)})
