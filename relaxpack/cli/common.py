@@ -133,12 +133,13 @@ def _installed(module: str) -> bool:
         return False
 
 
-def require_extra(what: str, modules=ONNX_EXTRA) -> None:
+def require_extra(what: str, modules=ONNX_EXTRA, extra: str = "onnx") -> None:
     """Fail in one line naming the extra to install when ``modules`` are not installed
     (``pip install relaxpack`` is the numpy-only runtime)."""
     missing = [m for m in modules if not _installed(m)]
     if missing:
-        raise RelaxpackError(f"{what} needs {' and '.join(missing)}, which this install lacks: {INSTALL_ONNX}")
+        raise RelaxpackError(f"{what} needs {' and '.join(missing)}, which this install lacks: "
+                             f"pip install 'relaxpack[{extra}]'")
 
 
 def positive(text: str) -> int:
@@ -195,6 +196,14 @@ def parse_dims(specs: list[str] | None) -> dict[str, int | tuple[int, int | None
 
 _SIZE = re.compile(r"^(\d+)\s*(B|KB|KiB|MB|MiB|GB|GiB)?$", re.IGNORECASE)
 _UNITS = {"b": 1, "kb": 1000, "kib": 1024, "mb": 1000 ** 2, "mib": 1024 ** 2, "gb": 1000 ** 3, "gib": 1024 ** 3}
+
+
+def byte_size(text: str) -> int:
+    """An argparse type: a size in bytes, ``1048576``, ``64MiB`` or ``1GB``."""
+    m = _SIZE.match(text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 64MiB)")
+    return int(m.group(1)) * _UNITS[(m.group(2) or "B").lower()]
 
 
 def parse_pools(specs: list[str] | None) -> dict[str, int]:

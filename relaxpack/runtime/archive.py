@@ -100,9 +100,7 @@ def save_executable(exe: Executable, path, params: str = "linked", sources=()) -
         check_destination(params_path, sources)
         if not _holds(params_path, data["sha256"]):
             write_file(params_path, _padded(head, check.ALIGNMENT, blobs), sources)
-    header = check.HEADER.pack(check.MAGIC, check.FORMAT_VERSION, check.FLAG_EXTERNAL_PARAMS if external else 0,
-                               len(raw), hashlib.sha256(raw).digest(), check.align(check.HEADER.size + len(raw)))
-    write_file(path, _padded(header + raw, check.align(len(header) + len(raw)), [] if external else blobs), sources)
+    write_file(path, _archive_chunks(raw, [] if external else blobs, external), sources)
     if stale is not None and stale != params_path:
         _remove(stale)
     log.debug("saved %s: %d-byte manifest, %d constants in %d data bytes (%s)",
@@ -155,6 +153,22 @@ def _holds(path: str, digest: str) -> bool:
         return sha.hexdigest() == digest
     except OSError:
         return False
+
+
+def archive_bytes(exe: Executable) -> bytes:
+    """The archive of ``exe`` (constants linked) as bytes: what :func:`save_executable` would write
+    and :func:`load_bytes` reads back."""
+    entries, blobs, nbytes = _constant_table(exe.constants)
+    data = {"storage": "linked", "alignment": check.ALIGNMENT, "byte_order": "little", "nbytes": nbytes,
+            "file": None, "sha256": None}
+    return b"".join(_archive_chunks(_manifest_bytes(exe, entries, data), blobs, False))
+
+
+def _archive_chunks(raw: bytes, blobs, external: bool):
+    """The archive file's bytes in chunks: header, the manifest ``raw``, then the constants ``blobs``."""
+    header = check.HEADER.pack(check.MAGIC, check.FORMAT_VERSION, check.FLAG_EXTERNAL_PARAMS if external else 0,
+                               len(raw), hashlib.sha256(raw).digest(), check.align(check.HEADER.size + len(raw)))
+    return _padded(header + raw, check.align(len(header) + len(raw)), blobs)
 
 
 def _manifest_bytes(exe: Executable, constants: list, data: dict) -> bytes:
@@ -285,6 +299,7 @@ def load(path, *, check_functions: bool = True) -> Executable:
     where = os.fspath(path)
     try:
         exe = _load(where)
+        exe.archive["path"] = os.path.abspath(where)   # what a pickled executable reopens (see Executable)
         if check_functions:
             check_registered(exe)
         return exe
@@ -352,7 +367,7 @@ def _load_mapped(mapped, size: int, path: str) -> Executable:
     log.debug("loaded %s: %d functions, %d constants", path, len(functions), len(constants))
     exe = Executable(functions, table, constants, m["metadata"])
     exe.archive = {"format_version": header.version, "params": "external" if external else "linked",
-                   "params_file": m["data"]["file"]}
+                   "params_file": m["data"]["file"], "manifest_sha256": header.manifest_sha256.hex()}
     return exe
 
 
@@ -425,4 +440,4 @@ def _strings(c: dict, index: int, shape: tuple) -> np.ndarray:
     return array
 
 
-__all__ = ["load", "load_bytes", "save_executable"]
+__all__ = ["archive_bytes", "load", "load_bytes", "save_executable"]

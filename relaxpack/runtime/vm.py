@@ -12,12 +12,13 @@ then only moves values between registers and calls kernels.
 
 from __future__ import annotations
 
+import copy
 import threading
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..errors import ArchiveError, ExecutionError, InputError, RelaxpackError
+from ..errors import ArchiveError, ExecutionError, InputError, RelaxpackError, ShapeError
 from .builtins import BUILTINS
 from .containers import CONTAINER_KINDS, as_input, as_output
 from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunction
@@ -55,6 +56,11 @@ class VirtualMachine:
             prepared.steps = [self._prepare_checked(prepared.func, pc, ins)
                               for pc, ins in enumerate(prepared.func.instructions)]
             prepared.labels = [self._label(ins) for ins in prepared.func.instructions]
+
+    def __reduce__(self):
+        """A VM pickles as its executable (which reopens its archive by path, see
+        :meth:`Executable.__reduce__`); the unpickled VM is prepared afresh, with empty arenas."""
+        return VirtualMachine, (self.exe,)
 
     # ------------------------------------------------------------ public API
     def __getitem__(self, name: str) -> Callable[..., Any]:
@@ -118,13 +124,19 @@ class VirtualMachine:
                 pc = steps[pc](regs)
         except ShapeProgramError as err:   # raised without knowing where: say which instruction
             raise type(err)(f"{func.name}: instruction {pc} ({prepared.labels[pc]}): {err}") from None
+        except ShapeError as err:
+            named = _naming_node(err, func, pc)
+            if named is err:
+                raise
+            raise named from err
         except RelaxpackError:
             raise
         except RecursionError:
             raise ExecutionError(f"{func.name}: calls nest too deeply (recursion in the bytecode?)") from None
         except Exception as err:  # a kernel or builtin rejected what the bytecode gave it
-            raise ExecutionError(f"{func.name}: instruction {pc} ({prepared.labels[pc]}) failed: "
-                                 f"{_describe(err)}") from err
+            node = _node_text(func, pc)
+            raise ExecutionError(f"{func.name}: instruction {pc} ({prepared.labels[pc]}"
+                                 f"{', ' + node if node else ''}) failed: {_describe(err)}") from err
         return regs[-1]
 
     # ------------------------------------------------------------ preparation
@@ -335,3 +347,24 @@ def _string_input(value, name: str) -> np.ndarray:
             raise InputError(f"input {name!r}: element {i} is a {type(s).__name__}, expected str")
         flat[i] = str(s)
     return out
+
+
+def _node_text(func: VMFunction, pc: int) -> str:
+    """``ONNX node '/Add'`` (or ``ONNX nodes '/Mul', '/Add'``) for instruction ``pc``; "" when no node made it."""
+    spans = func.instruction_spans()
+    nodes = spans[pc] if 0 <= pc < len(spans) else ()
+    if not nodes:
+        return ""
+    return f"ONNX node{'s' if len(nodes) > 1 else ''} {', '.join(repr(n) for n in nodes)}"
+
+
+def _naming_node(err: ShapeError, func: VMFunction, pc: int) -> ShapeError:
+    """``err`` with the ONNX node of instruction ``pc`` in front: a kernel knows the values
+    that do not fit, the span says which node of the model asked for them. Messages that
+    name their node already (the assumption checks, a loop body's) stay as they are."""
+    node = _node_text(func, pc)
+    if not node or str(err).startswith("ONNX node"):
+        return err
+    named = copy.copy(err)
+    named.args = (f"{node}: {err}",)
+    return named
