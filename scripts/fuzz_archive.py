@@ -4,15 +4,15 @@
     python scripts/fuzz_archive.py --seed 0 --replay 1234      # one case, with its traceback
     python scripts/fuzz_archive.py --family dags --cases 10000  # a family of hostile programs
 
-Families (``--family``; default ``mutate``, the mutations below): ``dags``
-(call graphs of random depth and fan-out, cycles), ``loops`` (``vm.builtin.loop``
-with immediate trip counts up to 2**63 - 1, scan outputs), ``allocs`` (shape
-heaps and static tensors of absurd sizes), ``lifetimes`` (a seed's memory plan
-edited to disagree with its bytecode: lifetimes shortened, shifted or widened,
-views moved to other buffers, sizes changed; whatever loads must answer exactly
-as the seed did) and ``powers`` (input shapes written with powers, big numbers
-and deep nesting; tools parse them). Programs run on a VM with budgets
-(:data:`BUDGETS`), as a server would run untrusted archives.
+Families of hostile programs (issue 20; scripts/fuzz_archive_families.py):
+``dags`` (call graphs of random depth and fan-out, cycles), ``loops``
+(``vm.builtin.loop`` with immediate trip counts up to 2**63 - 1, scan
+outputs), ``allocs`` (shape heaps and static tensors of absurd sizes),
+``lifetimes`` (a seed's memory plan edited to disagree with its bytecode;
+whatever loads must answer exactly as the seed did) and ``powers`` (input
+shapes written with powers, big numbers and deep nesting; tools parse them).
+Every case's VM runs with budgets (:data:`BUDGETS`), as a server runs
+untrusted archives. The io families are fuzz_archive_io's.
 
 Seed archives (a CNN, a transformer block with linked and external params,
 an ``If`` module, an executable with constants of many dtypes, strings and
@@ -35,7 +35,6 @@ import hashlib
 import json
 import os
 import random
-import resource
 import signal
 import struct
 import sys
@@ -47,8 +46,6 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pathlib import Path
-
 import numpy as np
 
 from relaxpack.errors import ArchiveError, RelaxpackError
@@ -57,11 +54,12 @@ from relaxpack.runtime.bytecode import Call, ParamInfo, Ret, VMFunction
 
 HEADER = struct.Struct("<8sIIQ32sQ")
 NAME = "seed.rpk"
-ROOT = Path(__file__).resolve().parents[1]
-for _path in (str(ROOT), str(Path(__file__).resolve().parent)):   # tests.runtime.hostile, the families
-    if _path not in sys.path:
-        sys.path.insert(0, _path)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(ROOT, "scripts"), ROOT]   # the io families; tests.robustness.input_bombs
 import fuzz_archive_families as families  # noqa: E402
+import fuzz_archive_io as io_families  # noqa: E402
+#: --family: the structural mutations below, one of fuzz_archive_io's, or a family of hostile programs
+FAMILIES = ("structure", *io_families.ARCHIVE_FAMILIES, "input-files", *families.FAMILIES)
 #: what a case's VM may use: a server's budgets for untrusted archives
 BUDGETS = {"max_steps": 10 ** 6, "timeout": 0.5, "max_memory": 1 << 30}
 
@@ -126,11 +124,9 @@ def build_seeds(workdir: str) -> list[Seed]:
     for name, exe, params, inputs in builds:
         path = os.path.join(workdir, NAME)
         exe.save(path, params=params)
-        files = {NAME: _read(path)}
-        if params == "external":
-            files[NAME + ".params"] = _read(path + ".params")
-            os.remove(path + ".params")
-        os.remove(path)
+        files = {name: _read(os.path.join(workdir, name)) for name in sorted(os.listdir(workdir))}
+        for name in files:       # the archive and, external, its params file (named by its content)
+            os.remove(os.path.join(workdir, name))
         seeds.append(Seed(name, files, inputs, _run(load_files(files, workdir), inputs)))
     return seeds
 
@@ -141,14 +137,14 @@ def _read(path: str) -> bytes:
 
 
 def load_files(files: dict[str, bytes], workdir: str) -> Executable:
-    for name in (NAME, NAME + ".params"):
+    for name in sorted(set(os.listdir(workdir)) | set(files)):
         path = os.path.join(workdir, name)
         if name in files:
             tmp = path + ".tmp"
             with open(tmp, "wb") as f:
                 f.write(files[name])
             os.replace(tmp, path)  # a new file: mappings of the last case stay valid
-        elif os.path.exists(path):
+        else:
             os.remove(path)
     return load(os.path.join(workdir, NAME))
 
@@ -244,8 +240,8 @@ def bitflip(rng, t: Target):
 
 def padding(rng, t: Target):
     """Harmless: a byte no field covers (after the manifest, between constants)."""
-    external = NAME + ".params" in t.files
-    name, base = (NAME + ".params", 64) if external else (NAME, t.fields[5])
+    external = params_name(t.files)
+    name, base = (external, 64) if external else (NAME, t.fields[5])
     holes = [(NAME, range(64 + len(t.manifest), t.fields[5]))]
     ranges = sorted((c["offset"], c["offset"] + c["nbytes"]) for c in json.loads(t.manifest)["constants"]
                     if "offset" in c and c["nbytes"])
@@ -286,10 +282,15 @@ def resize(rng, t: Target):
     return f"{how} {count} bytes at {pos}", t.replace(data)
 
 
+def params_name(files: dict) -> str | None:
+    """The params file among ``files`` (external params), or None."""
+    return next((name for name in files if name != NAME), None)
+
+
 def params_file(rng, t: Target):
-    name = NAME + ".params"
+    name = params_name(t.files)
     files = dict(t.files)
-    if name not in files:
+    if name is None:
         return manifest_number(rng, t)
     params = files[name]
     how = rng.choice(["truncate", "flip", "remove", "append", "header"])
@@ -423,7 +424,7 @@ class Failure:
 @dataclass
 class Report:
     cases: int = 0
-    slowest: float = 0.0                                      # seconds of the slowest case
+    slowest: float = 0.0        # seconds of the slowest case
     outcomes: Counter = field(default_factory=Counter)       # (mutation kind, outcome) -> count
     failures: list[Failure] = field(default_factory=list)
 
@@ -434,11 +435,11 @@ class Report:
         by_outcome = Counter()
         for (_, outcome), count in self.outcomes.items():
             by_outcome[outcome] += count
-        lines = [f"cases tried: {self.cases}, slowest {self.slowest:.2f} s, peak RSS of this process "
-                 f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB",
+        lines = [f"cases tried: {self.cases}",
                  f"failures found: {len(self.failures)} (loader: {len(self.blamed('loader'))}, "
                  f"VM on accepted re-sealed archives: {len(self.blamed('vm'))})",
-                 "outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(by_outcome.items()))]
+                 "outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(by_outcome.items())),
+                 f"slowest case: {self.slowest:.2f} s"]
         for kind in sorted({k for k, _ in self.outcomes}):
             counts = ", ".join(f"{o} {n}" for (k, o), n in sorted(self.outcomes.items()) if k == kind)
             lines.append(f"  {kind:9s} {counts}")
@@ -449,20 +450,28 @@ class Report:
 
 
 def run_case(index: int, seed_value: int, seeds: list[Seed], workdir: str, time_limit: float,
-             report: Report, verbose: bool = False, family: str = "mutate") -> None:
-    rng = random.Random(f"{seed_value}:{index}")
-    if family == "mutate":
-        seed = rng.choice(seeds)
+             report: Report, verbose: bool = False, family: str = "structure") -> None:
+    rng = random.Random(f"{seed_value}:{index}" if family == "structure" else f"{family}:{seed_value}:{index}")
+    seed = rng.choice(seeds)
+    inputs = seed.inputs
+    expected = parse_dims = None
+    if family == "structure":
         description, files, resealed = mutate(rng, seed)
-        kind = "manifest" if description.startswith("manifest") else description.split()[0]
-        inputs, expected, parse_dims, name = seed.inputs, None if resealed else seed.outputs, False, seed.name
-    else:
+    elif family in families.FAMILIES:
         made = families.make_case(family, rng, seeds, sys.modules[__name__])
-        description, files, inputs, expected = made.description, made.files, made.inputs, made.expected
-        kind, resealed, parse_dims, name = family, True, made.parse_dims, family
+        description, files, inputs, resealed = made.description, made.files, made.inputs, True
+        expected, parse_dims = made.expected, made.parse_dims
+        description, files, resealed = "input file", seed.files, False
+    else:
+        renames: dict = {}
+        description, data = io_families.ARCHIVE_FAMILIES[family](rng, seed.files[NAME], renames)
+        files, resealed = {**seed.files, NAME: data}, True
+        inputs = {renames.get(k, k): v for k, v in seed.inputs.items()}
+    kind = family if family in families.FAMILIES else \
+        "manifest" if description.startswith("manifest") else description.split()[0]
     report.cases += 1
     outcome, error, stage = "rejected", None, "load"
-    t0 = time.perf_counter()
+    started = time.perf_counter()
     try:
         with deadline(time_limit), warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
@@ -470,6 +479,7 @@ def run_case(index: int, seed_value: int, seeds: list[Seed], workdir: str, time_
                 exe = load_files(files, workdir)
             except ArchiveError as err:
                 exe, error = None, str(err)
+            exe_params = list(exe.function("main").params) if exe is not None and "main" in exe.functions else []
             if exe is not None:
                 outcome, stage = "loaded", "run"
                 try:
@@ -477,12 +487,20 @@ def run_case(index: int, seed_value: int, seeds: list[Seed], workdir: str, time_
                         families.parse_input_dims(exe)
                     outputs = _run(exe, inputs, **BUDGETS)
                     outcome = "ran"
+                    if not resealed and not _same(outputs, seed.outputs):
+                        outcome, error = "failure", "an intact manifest and constants gave different outputs"
                     if expected is not None and not _same(outputs, expected):
-                        outcome, error = "failure", ("an intact manifest and constants" if family == "mutate" else
-                                                     "an archive the loader accepted") + " gave different outputs"
+                        outcome, error = "failure", "an archive the loader accepted gave different outputs"
                 except RelaxpackError as err:
                     outcome, error = "run error", str(err)
                 del exe
+            if family != "structure" and family not in families.FAMILIES:
+                what, code, problem = _cli_case(family, rng, workdir, inputs, exe_params)
+                description += what
+                if problem:
+                    outcome, error, stage = "failure", problem, "cli"
+                elif family == "input-files":
+                    outcome = "cli ok" if code == 0 else "cli error"
     except CaseTimeout as err:
         outcome, error = "failure", f"hang: {err}"
     except Exception as err:  # noqa: BLE001 - anything else is what the fuzzer looks for
@@ -490,14 +508,38 @@ def run_case(index: int, seed_value: int, seeds: list[Seed], workdir: str, time_
         error = f"{type(err).__name__}: {' '.join(str(err).split())[:200]}"
         if verbose:
             traceback.print_exc()
-    report.slowest = max(report.slowest, time.perf_counter() - t0)
-    if family == "mutate" and outcome == "ran" and files == seed.files:
+    report.slowest = max(report.slowest, time.perf_counter() - started)
+    if outcome == "ran" and files == seed.files and family == "structure":
         outcome = "unchanged"   # the mutation happened to change nothing
+    name = family if family in families.FAMILIES else seed.name
     if verbose:
         print(f"case {index} ({name}; {description}): {outcome}: {error}")
     if outcome == "failure":
         report.failures.append(Failure(index, name, description, stage, resealed, error))
     report.outcomes[kind, outcome] += 1
+
+
+def _cli_case(family: str, rng: random.Random, workdir: str, inputs: dict,
+              params: list) -> tuple[str, int, str | None]:
+    """The CLI on the case's archive: ``inspect`` (text and JSON) and ``run`` on its inputs, or,
+    for ``input-files``, ``run`` on a hostile input file: (what ran, exit code, problem or None)."""
+    archive = os.path.join(workdir, NAME)
+    if family == "input-files":
+        tensors = [p for p in params if p.kind == "tensor" and p.shape is not None]
+        if not tensors:
+            return "", 0, None
+        what, args = io_families.hostile_input(rng, tensors, workdir)
+        return (f"; {what}", *io_families.cli_problem("run", archive, *args))
+    for args in (["inspect", archive], ["inspect", archive, "--json", "--bytecode"]):
+        code, problem = io_families.cli_problem(*args)
+        if problem:
+            return "", code, problem
+    path = os.path.join(workdir, "inputs.npz")
+    try:
+        np.savez(path, **inputs)
+    except (ValueError, OSError, TypeError):   # a name numpy cannot store
+        return "", 0, None
+    return ("", *io_families.cli_problem("run", archive, "--inputs", path))
 
 
 def _same(a: dict, b: dict) -> bool:
@@ -513,7 +555,7 @@ def _equal(x, y) -> bool:
 
 
 def campaign(cases: int, seed_value: int, time_limit: float = 5.0, start: int = 0,
-             seeds: list[Seed] | None = None, progress=None, family: str = "mutate") -> Report:
+             seeds: list[Seed] | None = None, progress=None, family: str = "structure") -> Report:
     report = Report()
     with tempfile.TemporaryDirectory() as workdir:
         seeds = seeds if seeds is not None else build_seeds(workdir)
@@ -529,11 +571,17 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--start", type=int, default=0, help="index of the first case")
-    parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per case")
+    parser.add_argument("--time-limit", type=float, default=5.0, help="seconds per case")
     parser.add_argument("--replay", type=int, help="run only this case, with its traceback")
-    parser.add_argument("--family", default="mutate", choices=("mutate", *families.FAMILIES),
-                        help="what to generate (see the module's docstring)")
+    parser.add_argument("--family", choices=FAMILIES, default="structure",
+                        help="what to mutate: the archive's structure (default), one of fuzz_archive_io's, "
+                             "or a family of hostile programs (see the docstring)")
+    parser.add_argument("--memory", type=float, default=None, help="address-space limit in GiB")
     args = parser.parse_args(argv)
+    if args.memory is not None:
+        import resource
+        limit = int(args.memory * 2 ** 30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     if args.replay is not None:
         with tempfile.TemporaryDirectory() as workdir:
             seeds = build_seeds(workdir)
@@ -545,7 +593,9 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     report = campaign(args.cases, args.seed, args.time_limit, args.start, progress=1000, family=args.family)
     print(report.summary())
-    print(f"seconds: {time.perf_counter() - t0:.1f}")
+    import resource
+    print(f"seconds: {time.perf_counter() - t0:.1f}; peak RSS "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     return 1 if report.failures else 0
 
 

@@ -2,13 +2,17 @@
 
     python scripts/model_fuzz_campaign.py --cases 10000 --seed 0
     python scripts/model_fuzz_campaign.py --seed 0 --replay 1234      # one case, with its verdict
+    python scripts/model_fuzz_campaign.py --family indices --cases 10000 --memory 2
     python scripts/model_fuzz_campaign.py --family loops --cases 10000 --time-limit 10 --memory 2
 
-``--family`` builds hostile models whole instead of mutating seeds
-(tests/robustness/hostile_models.py: ``fanout``, ``loops``, ``allocs``,
-``folds``); their runs have budgets (model_mutations.BUDGETS).
+The families ``fanout``, ``loops``, ``allocs`` and ``folds`` build hostile
+models whole (tests/robustness/hostile_models.py: functions calling each
+other several times per level, Loops that never stop, huge static
+allocations, folds that would blow up or never end); their runs have budgets
+(model_mutations.BUDGETS).
 
-Each case (tests/robustness/model_mutations.py) must end in success or a
+Each case (tests/robustness/model_mutations.py; with ``--family``, one of
+tests/robustness/model_io_families.py) must end in success or a
 RelaxpackError with a clear message (the CLI: exit 1, one ``error:``
 line), within ``--time-limit`` seconds, without MemoryError under an
 address-space limit of ``--memory`` GiB (set before anything is
@@ -33,6 +37,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: tests/robustness/hostile_models.py's families (issue 20: bounded work)
+HOSTILE_FAMILIES = ("fanout", "loops", "allocs", "folds")
 
 
 class CaseTimeout(Exception):
@@ -48,16 +54,20 @@ def limit_memory(gib: float) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def run_one(seed: int, index: int, limit: float, base: Path, out: Path | None, family: str = "mutate") -> dict:
-    from tests.robustness.model_mutations import check_case, make_case
+def run_one(seed: int, index: int, limit: float, base: Path, out: Path | None, family: str = "mutations") -> dict:
+    from tests.robustness import model_io_families, model_mutations
     case_root = Path(tempfile.mkdtemp(prefix=f"case{index}_", dir=base))
     case = None
     started = time.perf_counter()
     signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, limit)
     try:
-        case = make_case(seed, index, case_root, family)
-        problem = check_case(case)
+        if family == "mutations" or family in HOSTILE_FAMILIES:
+            case = model_mutations.make_case(seed, index, case_root, family)
+            problem = model_mutations.check_case(case)
+        else:
+            case = model_io_families.make_case(family, seed, index, case_root)
+            problem = model_io_families.check_case(case)
     except CaseTimeout:
         problem = f"no result within {limit:.0f} s (a hang)"
     except MemoryError as err:
@@ -66,9 +76,10 @@ def run_one(seed: int, index: int, limit: float, base: Path, out: Path | None, f
         problem = f"harness error {type(err).__name__}: {err}"
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-    row = {"i": index, "ok": problem is None, "problem": problem or "", "seconds": time.perf_counter() - started,
-           "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-           "case": case.describe() if case else f"case {index}", "notes": case.notes if case else []}
+    row = {"i": index, "ok": problem is None, "problem": problem or "",
+           "case": case.describe() if case else f"case {index}", "notes": case.notes if case else [],
+           "seconds": time.perf_counter() - started,
+           "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}   # the worker's peak so far
     if problem and out is not None:
         out.mkdir(parents=True, exist_ok=True)
         dest = out / f"case_{index}"
@@ -135,8 +146,10 @@ def main(argv=None) -> int:
     parser.add_argument("--memory", type=float, default=4.0, help="address-space limit in GiB")
     parser.add_argument("--json", type=Path, default=None, help="write the summary here")
     parser.add_argument("--replay", type=int, default=None, help="run one case and print its verdict")
-    parser.add_argument("--family", default="mutate", choices=("mutate", "fanout", "loops", "allocs", "folds"),
-                        help="mutated seeds, or a family of hostile models")
+    parser.add_argument("--family", default="mutations", choices=("mutations", "indices", "aliasing", "structure",
+                                                                  "overflow", *HOSTILE_FAMILIES),
+                        help="mutated seed models (default), a family of tests/robustness/model_io_families.py "
+                             "or of tests/robustness/hostile_models.py")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--results", type=Path, default=None, help=argparse.SUPPRESS)
@@ -170,10 +183,10 @@ def main(argv=None) -> int:
         else:
             new.append(r)
     notes = Counter(signature(n) for r in rows for n in r.get("notes", []))
-    print(f"{args.family} models tried {len(rows)} (seed {args.seed}) in {elapsed:.0f} s: "
+    print(f"{args.family} cases tried {len(rows)} (seed {args.seed}) in {elapsed:.0f} s: "
           f"{len(rows) - len(failures)} ok, {len(failures)} failures; slowest case "
-          f"{max((r.get('seconds', 0) for r in rows), default=0):.1f} s, largest worker "
-          f"{max((r.get('rss_mib', 0) for r in rows), default=0):.0f} MiB peak RSS")
+          f"{max((r.get('seconds', 0) for r in rows), default=0):.2f} s, largest worker "
+          f"{max((r.get('rss_mib', 0) for r in rows), default=0):.0f} MiB")
     for sig, cases in sorted(groups.items(), key=lambda kv: -len(kv[1])):
         print(f"  {len(cases):5d} x {sig}   e.g. cases {cases[:5]}")
     print(f"known failures {sum(known.values())}, new {len(new)}:")

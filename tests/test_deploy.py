@@ -57,12 +57,14 @@ def archive(tmp_path_factory):
     return out
 
 
-def test_pyproject_asks_for_numpy_alone_and_puts_onnx_in_its_extra():
+def test_pyproject_asks_for_numpy_alone_and_puts_the_rest_in_extras():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert [d.split(">")[0].split("=")[0] for d in project["dependencies"]] == ["numpy"]
     extra = [d.split(">")[0] for d in project["optional-dependencies"]["onnx"]]
     assert extra == ["onnx", "onnxruntime"]
-    assert "relaxpack[onnx]" in project["optional-dependencies"]["test"]
+    assert [d.split(">")[0] for d in project["optional-dependencies"]["serve"]] == ["starlette", "uvicorn"]
+    assert [d.split(">")[0] for d in project["optional-dependencies"]["dask"]] == ["dask", "distributed"]
+    assert "relaxpack[onnx,serve,dask]" in project["optional-dependencies"]["test"]
 
 
 @pytest.mark.parametrize("args", [

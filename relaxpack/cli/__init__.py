@@ -6,7 +6,7 @@ commands (run, inspect, bench) work in a numpy-only install.
 """
 
 # importing a command module registers its parser; this order is --help's
-from . import convert, run, check, inspect_cmd, bench, demo  # noqa: F401,I001
+from . import convert, run, check, inspect_cmd, bench, demo, serve, batch  # noqa: F401,I001
 from .common import build_parser, main
 
 __all__ = ["build_parser", "main"]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..errors import InputError, RelaxpackError
+from .terminal import one_line, printable
 
 state = {"debug": False}
 NO_MMAP_HELP = ("Read the archive's constants into private memory instead of mapping the file "
@@ -123,7 +124,7 @@ def user_errors() -> Iterator[None]:
         if isinstance(err, OSError) and err.filename:
             message = f"{err.strerror}: {err.filename}"
         more = " (more with --debug)" if "\n" in text.strip() else ""
-        print(f"error: {message}{more}", file=sys.stderr, flush=True)
+        print(f"error: {one_line(message)}{more}", file=sys.stderr, flush=True)
         raise Exit(1) from None
 
 
@@ -134,12 +135,13 @@ def _installed(module: str) -> bool:
         return False
 
 
-def require_extra(what: str, modules=ONNX_EXTRA) -> None:
+def require_extra(what: str, modules=ONNX_EXTRA, extra: str = "onnx") -> None:
     """Fail in one line naming the extra to install when ``modules`` are not installed
     (``pip install relaxpack`` is the numpy-only runtime)."""
     missing = [m for m in modules if not _installed(m)]
     if missing:
-        raise RelaxpackError(f"{what} needs {' and '.join(missing)}, which this install lacks: {INSTALL_ONNX}")
+        raise RelaxpackError(f"{what} needs {' and '.join(missing)}, which this install lacks: "
+                             f"pip install 'relaxpack[{extra}]'")
 
 
 def positive(text: str) -> int:
@@ -173,6 +175,8 @@ def add_build_options(p: argparse.ArgumentParser) -> None:
 
 
 _DIM = re.compile(r"^([A-Za-z_]\w*)=(\d+)(?:\.\.(\d+)?)?$")
+#: the largest dim value an option may give (as archives bound their dims)
+MAX_DIM_VALUE = 1 << 48
 
 
 def parse_dims(specs: list[str] | None) -> dict[str, int | tuple[int, int | None]]:
@@ -181,6 +185,8 @@ def parse_dims(specs: list[str] | None) -> dict[str, int | tuple[int, int | None
     dims: dict = {}
     for spec in specs or ():
         name, _, value = spec.strip().partition("=")
+        if name in dims:
+            raise InputError(f"--dim {name}=... is given twice")
         if value == "?" and name.isidentifier():
             dims[name] = "?"
             continue
@@ -188,6 +194,8 @@ def parse_dims(specs: list[str] | None) -> dict[str, int | tuple[int, int | None
         if not m:
             raise InputError(f"bad --dim {spec!r}: expected NAME=VALUE, NAME=LO..HI (e.g. seq=1..512) or NAME=? "
                              f"(each axis named NAME a dim of its own)")
+        if any(len(g) > 16 or int(g) > MAX_DIM_VALUE for g in m.groups()[1:] if g):
+            raise InputError(f"bad --dim {spec.strip()[:60]!r}: a dim is at most 2**48 = {MAX_DIM_VALUE}")
         name, lo, hi = m.group(1), int(m.group(2)), m.group(3)
         if ".." not in spec:
             dims[name] = lo
@@ -201,6 +209,14 @@ def parse_dims(specs: list[str] | None) -> dict[str, int | tuple[int, int | None
 
 _SIZE = re.compile(r"^(\d+)\s*(B|KB|KiB|MB|MiB|GB|GiB)?$", re.IGNORECASE)
 _UNITS = {"b": 1, "kb": 1000, "kib": 1024, "mb": 1000 ** 2, "mib": 1024 ** 2, "gb": 1000 ** 3, "gib": 1024 ** 3}
+
+
+def byte_size(text: str) -> int:
+    """An argparse type: a size in bytes, ``1048576``, ``64MiB`` or ``1GB``."""
+    m = _SIZE.match(text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 64MiB)")
+    return int(m.group(1)) * _UNITS[(m.group(2) or "B").lower()]
 
 
 def parse_pools(specs: list[str] | None) -> dict[str, int]:
@@ -261,4 +277,5 @@ def fmt_bytes(n: int | float) -> str:
 
 
 def echo(text: str = "") -> None:
-    print(text, flush=True)
+    """Print ``text``; control characters (from names in a model or archive) are shown escaped."""
+    print(printable(text), flush=True)

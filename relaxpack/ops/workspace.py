@@ -52,7 +52,7 @@ def call_workspace(call: Call) -> Dim | None:
     """The workspace bytes of a ``call_tir`` (codegen allocates them; the
     binding-order pass counts them) or of a graph op's call (what its kernel
     call will take), or None."""
-    if not isinstance(call.op, Op) or call.op.name in ("call_dps_packed", "call_packed"):
+    if not isinstance(call.op, Op) or call.op.name in ("call_dps_packed", "call_packed", "call_pure_packed"):
         return None
     if call.op.name != "call_tir":
         return workspace_bytes(call.op.name, tuple(a.struct_info for a in call.args), call.attrs,

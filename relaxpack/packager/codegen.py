@@ -354,7 +354,7 @@ class _FunctionCodegen:
             return self.emit_loop(call)
         if op.name in ("call_tir", "call_dps_packed"):
             return self.emit_dps_call(call, "kernel" if op.name == "call_tir" else _packed_kind(call))
-        if op.name == "call_packed":
+        if op.name in ("call_packed", "call_pure_packed"):
             callee = call.args[0]
             dst = self.new_reg()
             self.emit_call(dst, _packed_kind(call), callee.global_symbol,

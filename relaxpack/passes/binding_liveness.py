@@ -109,7 +109,7 @@ def _allocates(b: Binding, primitive: frozenset[str]) -> bool:
     op = b.value.op
     if isinstance(op, GlobalVar):   # a fused (Primitive) function becomes one kernel call
         return op.name_hint in primitive
-    return isinstance(op, Op) and op.name != "call_packed"
+    return isinstance(op, Op) and op.name not in ("call_packed", "call_pure_packed")
 
 
 def _elementwise_args(call: Call) -> tuple:

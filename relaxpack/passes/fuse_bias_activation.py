@@ -104,6 +104,8 @@ def _fusable_producer(m: Match) -> str | None:
         return f"the R.matmul has out_dtype={producer.attrs['out_dtype']!r}"
     if op in ("matmul", "nn.conv") and len(producer.args) != 2:
         return f"the R.{op} has {len(producer.args)} arguments"
+    if m["act"].op.name == "clip" and m["act"].attrs["saturate_nan"]:
+        return "the clip saturates NaN; a fused clip propagates it"
     activation = activation_of(m["act"])
     name = activation if isinstance(activation, str) else activation[0]
     dtype = m.out_sinfo.dtype

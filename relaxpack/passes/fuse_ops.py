@@ -112,7 +112,7 @@ def _kind(binding) -> str | None:
         return None
     call = binding.value
     if not (isinstance(call, Call) and isinstance(call.op, Op) and call.op.name not in
-            ("call_tir", "call_dps_packed", "call_packed")):
+            ("call_tir", "call_dps_packed", "call_packed", "call_pure_packed")):
         return None
     if not (_tensor(call.struct_info) and call.struct_info.shape is not None):
         return None

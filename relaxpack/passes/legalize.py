@@ -7,20 +7,24 @@ caller allocates, so every graph op must have an output shape the compiler
 knows (symbolic dims are fine). Ops whose output shape depends on data are
 not graph ops here: the importer calls their packed kernels with
 ``call_packed`` and binds the result with a ``match_cast`` to fresh dims.
+An op whose output is its operands' broadcast shape (elementwise, softmax,
+cumsum, ...) on operands of unknown rank becomes
+``R.call_pure_packed("dyn.apply", ...)``: the run allocates its output.
 """
 
 from __future__ import annotations
 
 from ..errors import PassError
 from ..ir.block_builder import BlockBuilder
-from ..ir.expr import Call, ExternFunc, Op, Tuple
+from ..ir.expr import Call, ExternFunc, Op, Tuple, VarBinding
 from ..ir.struct_info import TensorStructInfo, TupleStructInfo
 from ..ir.visitor import ExprMutator
 from ..ir.well_formed import function_analyzer
-from ..ops.registry import make_call
+from ..ops.definitions.common import fmt_sinfo
+from ..ops.registry import get_op_def, make_call
 from .infra import function_pass
 
-INTRINSICS = frozenset({"call_tir", "call_dps_packed", "call_packed"})
+INTRINSICS = frozenset({"call_tir", "call_dps_packed", "call_packed", "call_pure_packed"})
 #: structured control flow the VM runs itself (its body is a module function, legalized on its own)
 CONTROL_FLOW = frozenset({"loop"})
 
@@ -32,6 +36,14 @@ def _allocatable(sinfo) -> bool:
 
 
 class _Legalizer(ExprMutator):
+    def visit_var_binding_(self, binding: VarBinding) -> None:
+        try:
+            super().visit_var_binding_(binding)
+        except PassError as err:
+            if binding.span is None or str(err).startswith("ONNX node"):
+                raise
+            raise PassError(f"ONNX node {str(binding.span)!r}: {err}") from None
+
     def visit_call_(self, call: Call):
         call = super().visit_call_(call)
         if not isinstance(call.op, Op) or call.op.name in INTRINSICS or call.op.name in CONTROL_FLOW:
@@ -47,10 +59,33 @@ def legalize_call(call: Call) -> Call:
     kernel_attrs = tuple(call.attrs.items()) or None
     out = call.struct_info
     if not _allocatable(out):
-        raise PassError(f"cannot legalize R.{name}: its output {out} has no known shape to allocate "
-                        f"(call a data-dependent op's packed kernel with call_packed and match_cast it)")
+        if _shaped_at_run_time(call):
+            return make_call("call_pure_packed", ExternFunc("dyn.apply"), *call.args, sinfo_args=(out,),
+                             kernel_attrs=(("kernel", name), ("dtype", out.dtype), ("attrs", kernel_attrs or ())))
+        unknown = "rank" if any(getattr(a.struct_info, "ndim", 0) < 0 for a in call.args) else "shape"
+        raise PassError(f"R.{name} needs its operands' {unknown}, unknown here (an If whose branches differ "
+                        f"in rank, an input typed without a shape), to allocate its output "
+                        f"{fmt_sinfo(out)}; give the model's input a shape")
     return make_call("call_tir", ExternFunc(name), Tuple(call.args), sinfo_args=(out,),
                      kernel_attrs=kernel_attrs)
+
+
+#: ops whose output has the broadcast shape of their tensor operands, besides the elementwise ones
+#: (softmax and cumsum keep their input's shape; an axis operand broadcasts into it)
+_BROADCAST_SHAPED = frozenset({"where", "nn.prelu", "astype", "nn.softmax", "nn.log_softmax", "cumsum",
+                               "cumprod"})
+
+
+def _shaped_at_run_time(call: Call) -> bool:
+    """Whether ``call``'s output of unknown shape can be allocated at run time
+    (``dyn.apply``): a single tensor of known dtype whose shape is that of its
+    tensor operands broadcast together, whatever their rank."""
+    out = call.struct_info
+    if not (isinstance(out, TensorStructInfo) and out.dtype is not None):
+        return False
+    if not all(isinstance(a.struct_info, TensorStructInfo) for a in call.args):
+        return False
+    return call.op.name in _BROADCAST_SHAPED or get_op_def(call.op.name).elementwise
 
 
 @function_pass(name="Legalize", requires=("import", "optimize"), produces="lower")

@@ -85,10 +85,38 @@ class Executable:
     def input_names(self, name: str = "main") -> Sequence[str]:
         return [p.name for p in self.function(name).params]
 
-    def save(self, path, params="linked"):
-        """Write a deployment archive; ``params="external"`` puts the constants in ``<path>.params``."""
+    def save(self, path, params="linked", sources=()):
+        """Write a deployment archive; ``params="external"`` puts the constants in a params file
+        beside it. ``path`` must not be one of ``sources`` (files the caller read), nor a symlink,
+        device or anything but a regular file (:func:`~relaxpack.runtime.archive.save_executable`)."""
         from .archive import save_executable
-        save_executable(self, path, params)
+        save_executable(self, path, params, sources)
+
+    def __reduce__(self):
+        """Pickle by reference to the archive file: unpickling reopens (memory-maps) it by its absolute
+        path and checks that its manifest is still the one pickled, so worker processes share the
+        weights through the page cache instead of receiving a copy. An executable that no file holds
+        (built in memory, or read with ``load_bytes``) pickles as its archive's bytes, weights and all."""
+        path = (self.archive or {}).get("path")
+        if path is not None:
+            return reopen, (path, self.archive["manifest_sha256"])
+        from .archive import archive_bytes
+        return _from_bytes, (archive_bytes(self),)
+
+
+def reopen(path: str, manifest_sha256: str) -> "Executable":
+    """The archive at ``path`` loaded again, refused if its manifest is no longer ``manifest_sha256``."""
+    from .archive import load
+    exe = load(path)
+    if exe.archive["manifest_sha256"] != manifest_sha256:
+        raise ArchiveError(f"{path}: the archive changed since this executable was pickled (its manifest's "
+                           f"sha256 is {exe.archive['manifest_sha256'][:12]}..., was {manifest_sha256[:12]}...)")
+    return exe
+
+
+def _from_bytes(data: bytes) -> "Executable":
+    from .archive import load_bytes
+    return load_bytes(data)
 
 
 def _param_text(p) -> str:

@@ -127,7 +127,8 @@ class ModelMetadata:
 
 
 class InferenceSession:
-    """Runs an archive (a path, or its bytes) with onnxruntime's ``InferenceSession`` API.
+    """Runs an archive (a path, its bytes, or an :class:`Executable` loaded already) with
+    onnxruntime's ``InferenceSession`` API.
 
     >>> session = InferenceSession("model.rpk")                    # doctest: +SKIP
     >>> session.run(None, {"x": x})                                # doctest: +SKIP
@@ -221,11 +222,14 @@ def get_device() -> str:
 
 
 def _load(path_or_bytes, use_mmap: bool = True) -> Executable:
+    if isinstance(path_or_bytes, Executable):
+        return path_or_bytes   # loaded already (a server reads its signature first)
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         return load_bytes(path_or_bytes)
     if isinstance(path_or_bytes, (str, os.PathLike)):
         return load(path_or_bytes, mmap=use_mmap)
-    raise RelaxpackError(f"InferenceSession takes an archive's path or bytes, got {type(path_or_bytes).__name__}")
+    raise RelaxpackError(f"InferenceSession takes an archive's path or bytes (or an Executable), "
+                         f"got {type(path_or_bytes).__name__}")
 
 
 def _check_providers(providers) -> None:

@@ -17,19 +17,22 @@ max_memory=1 << 30)`` stops a call that goes past them with a
 
 from __future__ import annotations
 
+import copy
 import threading
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..errors import ArchiveError, ExecutionError, InputError, RelaxpackError
+from ..errors import ArchiveError, ExecutionError, InputError, RelaxpackError, ShapeError
 from .budget import Budget, metered
 from .builtins import BUILTINS
 from .containers import CONTAINER_KINDS, as_input, as_output
 from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunction
 from .executable import Executable
 from .kernels import get_kernel
+from .output_copy import OutputDetacher
 from .registry import FUNC_KIND, check_registered, resolve
+from .shape_program import ShapeProgramError
 
 Step = Callable[[list], int]
 
@@ -54,6 +57,7 @@ class VirtualMachine:
     def __init__(self, exe: Executable, *, max_steps: int | None = None, timeout: float | None = None,
                  max_memory: int | None = None):
         self.exe = exe
+        self._limits = {"max_steps": max_steps, "timeout": timeout, "max_memory": max_memory}
         budget = Budget(max_steps, timeout, max_memory)
         self._budget = budget if budget.counts_steps or max_memory is not None else None
         self._counting = self._budget if budget.counts_steps else None
@@ -63,10 +67,19 @@ class VirtualMachine:
         check_registered(exe)   # every missing registered function in one error, before any lookup
         self._prepared = [_Prepared(f) for f in exe.functions.values()]
         self._callees = [self._resolve(i, entry) for i, entry in enumerate(exe.func_table)]
+        self._detach = OutputDetacher(exe.constants)   # outputs never alias inputs or constants
         for prepared in self._prepared:
             prepared.steps = [self._prepare_checked(prepared.func, pc, ins)
                               for pc, ins in enumerate(prepared.func.instructions)]
             prepared.labels = [self._label(ins) for ins in prepared.func.instructions]
+
+    def __reduce__(self):
+        """A VM pickles as its executable (which reopens its archive by path, see
+        :meth:`Executable.__reduce__`) and its budgets; the unpickled VM is prepared afresh,
+        with empty arenas."""
+        limits = self._limits
+        return (_rebuild, (self.exe, limits)) if any(v is not None for v in limits.values()) \
+            else (VirtualMachine, (self.exe,))
 
     # ------------------------------------------------------------ public API
     def __getitem__(self, name: str) -> Callable[..., Any]:
@@ -89,7 +102,9 @@ class VirtualMachine:
                 self.exe.source_check()     # a mapped archive rewritten since loading would give wrong answers
             if self._budget is not None:
                 self._budget.start()
-            return self._invoke(index, args)
+            # inf and nan propagate as IEEE arithmetic says, without numpy's warnings (as in onnxruntime)
+            with np.errstate(all="ignore"):
+                return self._detach(self._invoke(index, args), args)
         finally:
             self._running.release()
 
@@ -97,6 +112,9 @@ class VirtualMachine:
         """Run ``function`` on named inputs; returns outputs by name."""
         func = self.exe.function(function)
         names = [p.name for p in func.params]
+        if not isinstance(inputs, Mapping):
+            raise InputError(f"run takes the inputs by name, e.g. {{{', '.join(repr(n) + ': ...' for n in names[:3])}}}"
+                             f", got a {type(inputs).__name__}; vm[{function!r}](*arrays) takes them by position")
         unknown = sorted(set(inputs) - set(names))
         if unknown:
             raise InputError(f"unknown input(s) {unknown}; the model's inputs are {names}")
@@ -136,13 +154,21 @@ class VirtualMachine:
                     used = tick()
                     if used >= limit:
                         limit = budget.checkpoint(used, func.name)
+        except ShapeProgramError as err:   # raised without knowing where: say which instruction
+            raise type(err)(f"{func.name}: instruction {pc} ({prepared.labels[pc]}): {err}") from None
+        except ShapeError as err:
+            named = _naming_node(err, func, pc)
+            if named is err:
+                raise
+            raise named from err
         except RelaxpackError:
             raise
         except RecursionError:
             raise ExecutionError(f"{func.name}: calls nest too deeply (recursion in the bytecode?)") from None
         except Exception as err:  # a kernel or builtin rejected what the bytecode gave it
-            raise ExecutionError(f"{func.name}: instruction {pc} ({prepared.labels[pc]}) failed: "
-                                 f"{type(err).__name__}: {err}") from err
+            node = _node_text(func, pc)
+            raise ExecutionError(f"{func.name}: instruction {pc} ({prepared.labels[pc]}"
+                                 f"{', ' + node if node else ''}) failed: {_describe(err)}") from err
         return regs[-1]
 
     # ------------------------------------------------------------ preparation
@@ -188,6 +214,8 @@ class VirtualMachine:
     def _prepare_checked(self, func: VMFunction, pc: int, ins) -> Step:
         try:
             return self._prepare(func, pc, ins)
+        except ShapeProgramError as err:
+            raise type(err)(f"{func.name}: instruction {pc} ({self._label(ins)}): {err}") from None
         except RelaxpackError:
             raise
         except Exception as err:  # a builtin's specialization rejected its immediates
@@ -232,6 +260,11 @@ class VirtualMachine:
         if self._metering is not None:
             fn = metered(entry, fn, static, args, self._metering, entry.label)
         return _make_call_step(fn, args, kwargs, ins.dst, pc + 1, entry.label)
+
+
+def _rebuild(exe: Executable, limits: dict) -> "VirtualMachine":
+    """An unpickled VM with the budgets it was pickled with."""
+    return VirtualMachine(exe, **limits)
 
 
 def _make_call_step(fn, args, kwargs, dst: int, nxt: int, label: str) -> Step:
@@ -294,6 +327,14 @@ def _step_factory(kinds: str, has_out: bool, has_ws: bool, has_static: bool, kee
     return factory
 
 
+def _describe(err: Exception) -> str:
+    """``Type: message``; a MemoryError without a message says what it means."""
+    text = " ".join(str(err).split())
+    if not text and isinstance(err, MemoryError):
+        text = "out of memory"
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
 def _check_register(func: VMFunction, reg) -> None:
     if isinstance(reg, bool) or not isinstance(reg, int) or not 0 <= reg < func.num_registers:
         raise ArchiveError(f"{func.name}: register {reg!r} out of range 0..{func.num_registers - 1}")
@@ -348,3 +389,24 @@ def _string_input(value, name: str) -> np.ndarray:
             raise InputError(f"input {name!r}: element {i} is a {type(s).__name__}, expected str")
         flat[i] = str(s)
     return out
+
+
+def _node_text(func: VMFunction, pc: int) -> str:
+    """``ONNX node '/Add'`` (or ``ONNX nodes '/Mul', '/Add'``) for instruction ``pc``; "" when no node made it."""
+    spans = func.instruction_spans()
+    nodes = spans[pc] if 0 <= pc < len(spans) else ()
+    if not nodes:
+        return ""
+    return f"ONNX node{'s' if len(nodes) > 1 else ''} {', '.join(repr(n) for n in nodes)}"
+
+
+def _naming_node(err: ShapeError, func: VMFunction, pc: int) -> ShapeError:
+    """``err`` with the ONNX node of instruction ``pc`` in front: a kernel knows the values
+    that do not fit, the span says which node of the model asked for them. Messages that
+    name their node already (the assumption checks, a loop body's) stay as they are."""
+    node = _node_text(func, pc)
+    if not node or str(err).startswith("ONNX node"):
+        return err
+    named = copy.copy(err)
+    named.args = (f"{node}: {err}",)
+    return named

@@ -64,7 +64,7 @@ def test_activation_attribute_defaults():
     assert dict(make_call("nn.selu", x).attrs) == {"alpha": SELU_ALPHA, "gamma": SELU_GAMMA}
     assert dict(make_call("nn.hard_sigmoid", x).attrs) == {"alpha": 0.2, "beta": 0.5}
     assert make_call("nn.gelu", x).attrs["approximate"] == "none"
-    assert dict(make_call("clip", x, max=6.0).attrs) == {"min": None, "max": 6.0}
+    assert dict(make_call("clip", x, max=6.0).attrs) == {"min": None, "max": 6.0, "saturate_nan": False}
 
 
 def test_attribute_errors():

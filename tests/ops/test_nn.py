@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from relaxpack.errors import IRError, ShapeError
+from relaxpack.errors import IRError, ShapeError, UnprovenDimsError
 from relaxpack.ir import BlockBuilder, DimAnalyzer, TensorStructInfo, Var, evaluate, sym
 from relaxpack.ops import make_call
 
@@ -74,8 +74,11 @@ def test_conv_errors(data, weight, attrs, message):
 
 def test_conv_channel_check_uses_proofs():
     c = sym("c")
-    # not provable either way: accepted, checked at run time
-    assert infer("nn.conv", T((1, c, 8, 8)), T((4, 3, 3, 3))) == T((1, 4, 6, 6))
+    # not provable either way: an unproven relation, which the importer assumes and the run checks
+    with pytest.raises(UnprovenDimsError, match=r"has c channels but weight \(4, 3, 3, 3\) expects 3, which are "
+                                                r"not provably equal") as info:
+        infer("nn.conv", T((1, c, 8, 8)), T((4, 3, 3, 3)))
+    assert (info.value.lhs, info.value.rhs) == (c, 3)
     with pytest.raises(ShapeError, match=r"has c channels but weight \(4, 3, 3, 3\) expects 3"):
         infer("nn.conv", T((1, c, 8, 8)), T((4, 3, 3, 3)), analyzer=DimAnalyzer({"c": (4, 16)}))
 

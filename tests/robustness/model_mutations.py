@@ -94,11 +94,11 @@ class Case:
         return f"case {self.index}: seed {self.seed_name}, mutations {self.mutations}"
 
 
-def make_case(seed: int, index: int, root: Path, family: str = "mutate") -> Case:
+def make_case(seed: int, index: int, root: Path, family: str = "mutations") -> Case:
     """Case ``index`` of ``seed``: a mutated model (or one of a hostile ``family``,
     tests/robustness/hostile_models.py) written under ``root``."""
     rng = random.Random(f"{seed}:{index}")
-    if family != "mutate":
+    if family != "mutations":
         from . import hostile_models
         description, model, run = hostile_models.make(family, rng)
         folder = root / "model"

@@ -47,7 +47,7 @@ def test_a_private_copy_is_immune_to_the_file_changing(mlp, params, tmp_path):
     loaded = load(path, mmap=False)
     assert loaded.archive["mmap"] is False and loaded.source_check is None
     before = VirtualMachine(loaded).run(inputs)["y"]
-    data_file = path if params == "linked" else tmp_path / "m.rpk.params"
+    data_file = path if params == "linked" else next(tmp_path.glob("m.rpk.*params"))
     scramble_in_place(data_file, 64)
     os.truncate(data_file, 100)
     np.testing.assert_array_equal(VirtualMachine(loaded).run(inputs)["y"], before)
@@ -61,7 +61,7 @@ def test_a_mapped_archive_rewritten_in_place_is_refused_at_the_next_call(mlp, pa
     loaded = load(path)
     vm = VirtualMachine(loaded)
     vm.run(inputs)
-    scramble_in_place(path if params == "linked" else tmp_path / "m.rpk.params", 64)
+    scramble_in_place(path if params == "linked" else next(tmp_path.glob("m.rpk.*params")), 64)
     with pytest.raises(ArchiveError, match="the archive file changed after it was loaded"):
         vm.run(inputs)
 

@@ -146,3 +146,23 @@ def test_inference_session_options_carry_the_budgets_and_mmap(tmp_path):
     assert session._exe.archive["mmap"] is False
     with pytest.raises(BudgetError, match=r"max_steps=5000"):
         session.run(None, X)
+
+
+def test_a_pickled_vm_keeps_its_budgets(tmp_path):
+    import pickle
+    save_unchecked(endless_loop(), tmp_path / "loop.rpk")
+    vm = pickle.loads(pickle.dumps(VirtualMachine(load(tmp_path / "loop.rpk"), max_steps=3000)))
+    with pytest.raises(BudgetError, match=r"max_steps=3000"):
+        vm.run(X)
+
+
+def test_a_served_model_runs_with_the_options_budgets(tmp_path):
+    from relaxpack.runtime import SessionOptions
+    from relaxpack.serve.model import ServedModel
+    relaxpack.build(relaxpack.from_onnx(endless_onnx_loop())).save(tmp_path / "loop.rpk")
+    options = SessionOptions()
+    options.timeout, options.use_mmap = 0.3, False
+    model = ServedModel("loop", tmp_path / "loop.rpk", options=options)
+    assert model.exe.archive["mmap"] is False
+    with pytest.raises(BudgetError, match="time budget"):
+        model.session.run(None, {"x": np.zeros(256, np.float32)})

@@ -269,6 +269,26 @@ def test_clip_integers_with_fractional_and_wide_bounds():
     np.testing.assert_array_equal(run_kernel("clip", np.arange(5, dtype=np.uint8), min=-3.0), np.arange(5))
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("bounds", [(-1.0, 2.0), (None, 2.0), (-1.0, None), (None, None)])
+def test_clip_saturate_nan_is_fmax_fmin(dtype, bounds):
+    """saturate_nan: NaN becomes min (max when min is None), as np.fmin(np.fmax(x, min), max);
+    without it NaN stays NaN (ONNX Clip). Inputs without NaN, and empty ones, are unchanged."""
+    lo, hi = bounds
+    x = np.array([np.nan, -np.inf, np.inf, -3.0, 0.5, 3.0, -np.nan], dtype)
+    want = x
+    if lo is not None:
+        want = np.fmax(want, np.array(lo, dtype))
+    if hi is not None:
+        want = np.fmin(want, np.array(hi, dtype))
+    np.testing.assert_array_equal(run_kernel("clip", x, min=lo, max=hi, saturate_nan=True), want)
+    assert np.isnan(run_kernel("clip", x, min=lo, max=hi)[[0, 6]]).all()
+    clean = x[1:6]
+    np.testing.assert_array_equal(run_kernel("clip", clean, min=lo, max=hi, saturate_nan=True),
+                                  run_kernel("clip", clean, min=lo, max=hi))
+    assert run_kernel("clip", x[:0], min=lo, max=hi, saturate_nan=True).shape == (0,)
+
+
 @pytest.mark.parametrize("shapes", [((3, 5, 7), (5, 7), (3, 1, 1)), ((2, 1), (1, 4), ()), ((0, 3), (1, 3), (3,))])
 @pytest.mark.parametrize("dtype", ["float16", "float32", "int64", "bool"])
 def test_where(dtype, shapes):

@@ -145,7 +145,7 @@ def test_integer_chain():
     rng = np.random.default_rng(4)
     recipe = (step("multiply", [P(0), P(1)], "int32", inplace=[True, True]),
               step("floor_divide", [S(0), P(2)], "int32", inplace=[True, False]),
-              step("clip", [S(1)], "int32", min=-5.0, max=20.0),
+              step("clip", [S(1)], "int32", min=-5.0, max=20.0, saturate_nan=False),
               step("greater", [S(2), P(1)], "bool", inplace=[False, False]))
     args = (rng.integers(-9, 9, (3, 5), dtype=np.int32), rng.integers(-9, 9, (3, 5), dtype=np.int32),
             np.array([2, 3, -4, 5, 7], np.int32))

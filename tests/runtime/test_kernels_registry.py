@@ -21,7 +21,7 @@ from relaxpack.ir import BlockBuilder, ShapeExpr, TensorStructInfo, Tuple, Tuple
 from relaxpack.ops import make_call, registered_ops
 from relaxpack.runtime.kernels import KERNELS, Kernel, get_kernel, register_packed
 
-INTRINSICS = {"call_tir", "call_dps_packed", "call_packed"}
+INTRINSICS = {"call_tir", "call_dps_packed", "call_packed", "call_pure_packed"}
 CONTROL_FLOW = {"loop"}  # the VM runs it (vm.builtin.loop), no kernel
 OPSET = 21
 

@@ -27,8 +27,8 @@ from ...ir.struct_info import DTYPES, PrimStructInfo, TensorStructInfo, TupleStr
 from ..registry import REQUIRED, register_op
 from .common import (
     INT, NUMERIC, attr_error, bool_attr, broadcast_shapes, check_dims_equal, check_dtype_kind,
-    dtype_kind, fmt_sinfo, int_attr, int_tuple_attr, normalize_axis, result_vdevice,
-    same_dtype, shape_error, tensor_arg, tuple_arg, with_shape,
+    dtype_kind, fmt_sinfo, int_attr, int_tuple_attr, normalize_axis, provably_different, result_vdevice,
+    same_dtype, shape_error, tensor_arg, tuple_arg, unproven_error, with_shape,
 )
 
 # ---------------------------------------------------------------- einsum
@@ -120,8 +120,10 @@ def _infer_einsum(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     dtype = same_dtype(call, tensors, [f"operand {i}" for i in range(len(tensors))])
     vdevice = result_vdevice(call, tensors)
 
+    context = f"equation {equation!r} with operands {shown}"
+
     def fail(message: str):
-        return shape_error(call, f"equation {equation!r} with operands {shown}: {message}")
+        return shape_error(call, f"{context}: {message}")
 
     ell_ranks = []
     for i, (term, t) in enumerate(zip(eq.inputs, tensors)):
@@ -159,7 +161,7 @@ def _infer_einsum(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
                 continue
             own[lab] = d
             label_dims[lab] = d if lab not in label_dims else _join_label(call, lab, label_dims[lab], d,
-                                                                           analyzer, fail)
+                                                                           analyzer, context)
     ell_out = broadcast_shapes(call, ell_shapes, analyzer) if ell_shapes else ()
     shape: list[Dim] = []
     for lab in eq.output:
@@ -167,8 +169,10 @@ def _infer_einsum(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     return TensorStructInfo(tuple(shape), dtype, vdevice=vdevice)
 
 
-def _join_label(call, label: str, a: Dim, b: Dim, analyzer: DimAnalyzer, fail) -> Dim:
-    """The dim of a label seen with dims ``a`` and ``b`` (a 1 broadcasts)."""
+def _join_label(call, label: str, a: Dim, b: Dim, analyzer: DimAnalyzer, context: str) -> Dim:
+    """The dim of a label seen with dims ``a`` and ``b`` (a 1 broadcasts).
+    Dims neither provably equal nor provably different are an unproven
+    relation, which the importer assumes and checks at run time."""
     if a == b or analyzer.prove_equal(a, b):
         return a if isinstance(a, int) or not isinstance(b, int) else b
     if a == 1:
@@ -176,9 +180,12 @@ def _join_label(call, label: str, a: Dim, b: Dim, analyzer: DimAnalyzer, fail) -
     if b == 1:
         return a
     if isinstance(a, int) and isinstance(b, int):
-        raise fail(f"label {label!r} has dims {a} and {b}, which differ and neither is 1")
-    raise fail(f"label {label!r} has dims {format_dim(a)} and {format_dim(b)}, which are not provably "
-               f"equal (use R.match_cast)")
+        raise shape_error(call, f"{context}: label {label!r} has dims {a} and {b}, which differ and neither is 1")
+    message = (f"{context}: label {label!r} has dims {format_dim(a)} and {format_dim(b)}, which are not "
+               f"provably equal (use R.match_cast)")
+    if provably_different(analyzer, a, b):
+        raise shape_error(call, message)
+    raise unproven_error(call, message, a, b)
 
 
 register_op("einsum", infer=_infer_einsum, attrs={"equation": REQUIRED}, num_args=1,
@@ -319,6 +326,10 @@ def _range_bound(call: Call, index: int, what: str) -> Dim | float | None:
     return sinfo.value
 
 
+#: the most values a static Range may have (as archives bound a dim)
+MAX_RANGE = 1 << 48
+
+
 def _infer_range(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     dtype = call.attrs["dtype"]
     if dtype not in DTYPES or dtype_kind(dtype) not in NUMERIC:
@@ -330,8 +341,17 @@ def _infer_range(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
         raise shape_error(call, f"delta must not be 0 (start {format_dim(start)}, limit {format_dim(limit)})")
     if all(isinstance(v, numbers.Real) for v in (start, limit, delta)):
         if not all(isinstance(v, int) for v in (start, limit, delta)):
-            return TensorStructInfo((max(math.ceil((limit - start) / delta), 0),), dtype)
-        return TensorStructInfo((max(-((start - limit) // delta), 0),), dtype)
+            span = (limit - start) / delta
+            if not math.isfinite(span):
+                raise shape_error(call, f"start {_fmt(start)}, limit {_fmt(limit)}, delta {_fmt(delta)} "
+                                        f"give no finite number of values")
+            length = max(math.ceil(span), 0)
+        else:
+            length = max(-((start - limit) // delta), 0)
+        if length > MAX_RANGE:
+            raise shape_error(call, f"start {_fmt(start)}, limit {_fmt(limit)}, delta {_fmt(delta)} give "
+                                    f"{length:.3g} values, more than any tensor can hold (2**48)")
+        return TensorStructInfo((length,), dtype)
     if any(isinstance(v, float) for v in (start, limit, delta)):
         raise shape_error(call, "cannot mix float and symbolic bounds: start "
                                 f"{_fmt(start)}, limit {_fmt(limit)}, delta {_fmt(delta)}")

@@ -14,7 +14,7 @@ from ...ir.expr import Call
 from ...ir.struct_info import TensorStructInfo
 from ..registry import register_op
 from .common import (
-    ANY, BOOL, FLOAT, INT, NUMERIC, attr_error, broadcast_sinfo, check_broadcastable_to,
+    ANY, BOOL, FLOAT, INT, NUMERIC, attr_error, bool_attr, broadcast_sinfo, check_broadcastable_to,
     check_dtype_kind, float_attrs, same_dtype, tensor_arg, with_shape,
 )
 
@@ -38,6 +38,11 @@ def _unary(kinds: frozenset[str], out_dtype: str | None = None, check_attrs=None
 
 def _floats(*names: str, allow_none: bool = False):
     return lambda call: float_attrs(call, *names, allow_none=allow_none)
+
+
+def _check_clip(call: Call) -> None:
+    float_attrs(call, "min", "max", allow_none=True)
+    bool_attr(call, "saturate_nan")
 
 
 def _check_gelu(call: Call) -> None:
@@ -94,8 +99,9 @@ _UNARY = {
     "nn.hard_sigmoid": (FLOAT, None, {"alpha": 0.2, "beta": 0.5}, _floats("alpha", "beta"),
                         "Hard sigmoid, max(0, min(1, alpha*x + beta))."),
     "nn.hard_swish": (FLOAT, None, {}, None, "Hard swish, x*max(0, min(1, x/6 + 1/2))."),
-    "clip": (NUMERIC, None, {"min": None, "max": None}, _floats("min", "max", allow_none=True),
-             "Clamp to [min, max]; None leaves that side open."),
+    "clip": (NUMERIC, None, {"min": None, "max": None, "saturate_nan": False}, _check_clip,
+             "Clamp to [min, max]; None leaves that side open. NaN stays NaN (ONNX Clip) unless "
+             "saturate_nan, which makes it min (max when min is None), as C's fmax/fmin do."),
 }
 
 for _name, (_kinds, _out, _attrs, _check, _doc) in _UNARY.items():

@@ -8,6 +8,10 @@
 * ``call_packed(func, *args)`` -- a registered function that returns new
   values (e.g. data-dependent shapes). Impure; its result is
   ``sinfo_args[0]`` or ``R.Object``.
+* ``call_pure_packed(func, *args)`` -- the same for a function without side
+  effects (Relax's ``R.call_pure_packed``): Legalize uses it where a graph
+  op's output can only be allocated at run time (``dyn.apply``), so the
+  function stays pure and the call may sit in a dataflow block.
 
 Each takes one optional attribute, ``kernel_attrs``: ``None`` or a tuple of
 ``(name, value)`` pairs passed to the kernel, with immutable values.
@@ -86,3 +90,5 @@ def _infer_call_packed(call: Call, analyzer: DimAnalyzer) -> StructInfo:
 
 register_op("call_packed", infer=_infer_call_packed, attrs={"kernel_attrs": None}, num_args=(1, None),
             pure=False, doc="Call a registered function that returns new values (impure).")
+register_op("call_pure_packed", infer=_infer_call_packed, attrs={"kernel_attrs": None}, num_args=(1, None),
+            doc="Call a registered function without side effects that returns new values.")

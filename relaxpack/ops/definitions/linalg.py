@@ -102,7 +102,11 @@ def _infer_det(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
         return TensorStructInfo(None, data.dtype, max(data.ndim - 2, -1), data.vdevice)
     rows, cols = data.shape[-2:]
     if rows != cols and not analyzer.prove_equal(rows, cols):
-        raise shape_error(call, f"needs square matrices, got {fmt_shape(data.shape)}")
+        message = f"needs square matrices, got {fmt_shape(data.shape)}"
+        if isinstance(rows, int) and isinstance(cols, int) or provably_different(analyzer, rows, cols):
+            raise shape_error(call, message)
+        raise unproven_error(call, f"{message}: rows {format_dim(rows)} and columns {format_dim(cols)} are "
+                                   f"not provably equal (use R.match_cast)", rows, cols)
     return TensorStructInfo(data.shape[:-2], data.dtype, vdevice=data.vdevice)
 
 

@@ -32,7 +32,8 @@ from ..registry import REQUIRED, register_op
 from ..workspace import conv_workspace
 from .common import (
     FLOAT, NUMERIC, attr_error, bool_attr, check_dtype_kind, fmt_shape, int_attr, pads_attr,
-    per_spatial, provably_different, result_vdevice, same_dtype, shape_error, tensor_arg, with_shape,
+    per_spatial, provably_different, result_vdevice, same_dtype, shape_error, tensor_arg, unproven_error,
+    with_shape,
 )
 
 
@@ -138,10 +139,12 @@ def _check_channels(call: Call, have: Dim, want: Dim, analyzer: DimAnalyzer, wha
                     data: TensorStructInfo, weight: TensorStructInfo) -> None:
     if have == want or analyzer.prove_equal(have, want):
         return
+    message = (f"{what}: data {fmt_shape(data.shape)} has {format_dim(have)} channels "
+               f"but weight {fmt_shape(weight.shape)} expects {format_dim(want)}")
     if (isinstance(have, int) and isinstance(want, int)) or provably_different(analyzer, have, want):
-        raise shape_error(call, f"{what}: data {fmt_shape(data.shape)} has {format_dim(have)} channels "
-                                f"but weight {fmt_shape(weight.shape)} expects {format_dim(want)}")
-    # not provable either way: the kernel checks at run time
+        raise shape_error(call, message)
+    # not provable either way: the importer assumes it (a run-time check), a strict build refuses
+    raise unproven_error(call, f"{message}, which are not provably equal (use R.match_cast)", have, want)
 
 
 def _conv_operands(call: Call):

@@ -117,15 +117,31 @@ def expand(x, shape):
 
 
 @register_packed("dyn.broadcast_pair")
-def broadcast_pair(a, b):
+def broadcast_pair(a, b, *, dims=None):
     """``a`` and ``b`` broadcast (ONNX multidirectional rules) to their common
     shape, as copies: for an elementwise op whose operands' dims could not be
-    related at import time. Incompatible shapes are a ShapeError."""
+    related at import time. ``dims`` are the operands' dims as the import
+    knew them (text per axis, e.g. ``(("n", "4"), ("m", "4"))``): incompatible
+    shapes are a ShapeError naming the two dims that differ and their values."""
     try:
         shape = np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
-        raise ShapeError(f"broadcast: shapes {tuple(a.shape)} and {tuple(b.shape)} are not broadcastable") from None
+        raise ShapeError(_pair_mismatch(a.shape, b.shape, dims)) from None
     return np.array(np.broadcast_to(a, shape)), np.array(np.broadcast_to(b, shape))
+
+
+def _pair_mismatch(lhs: tuple, rhs: tuple, dims) -> str:
+    """Why shapes ``lhs`` and ``rhs`` do not broadcast: the first pair of dims
+    from the right that differ with neither 1, by name when ``dims`` has them."""
+    names = [tuple(map(str, lhs)), tuple(map(str, rhs))]
+    if dims is not None and [len(d) for d in dims] == [len(lhs), len(rhs)]:
+        names = [tuple(d) for d in dims]
+    at = next(i for i in range(1, min(len(lhs), len(rhs)) + 1)
+              if lhs[-i] != rhs[-i] and lhs[-i] != 1 and rhs[-i] != 1)
+    x, y, a, b = lhs[-at], rhs[-at], names[0][-at], names[1][-at]
+    values = f"{x} and {y}" if (a, b) == (str(x), str(y)) else f"{a} = {x} and {b} = {y}"
+    shown = " and ".join(f"({', '.join(n)}{',' if len(n) == 1 else ''})" for n in names)
+    return f"broadcast: cannot broadcast {shown}: {values} differ and neither is 1"
 
 
 @register_packed("dyn.full")

@@ -287,9 +287,11 @@ _CLIP_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 
 
 @register_kernel("clip")
-def clip(x, *, out, min=None, max=None):  # noqa: A002 (the op's attribute names)
+def clip(x, *, out, min=None, max=None, saturate_nan=False):  # noqa: A002 (the op's attribute names)
     """Clamp to ``[min, max]``; ``None`` leaves a side open; ``min > max``
-    gives ``max`` everywhere (ONNX Clip)."""
+    gives ``max`` everywhere (ONNX Clip). A NaN stays NaN unless
+    ``saturate_nan``, which makes it ``min`` (``max`` when ``min`` is None),
+    as fmax/fmin and onnxruntime's quantizers do."""
     lo, hi = _bound(min, out.dtype, True), _bound(max, out.dtype, False)
     if lo is None and hi is None:
         np.copyto(out, x)
@@ -298,12 +300,23 @@ def clip(x, *, out, min=None, max=None):  # noqa: A002 (the op's attribute names
         # one pass (np.maximum with a scalar takes numpy's slow path, ~3x a clip)
         kind = out.dtype.type
         np.clip(x, kind(-np.inf if lo is None else lo), kind(np.inf if hi is None else hi), out=out)
-        return
-    if lo is not None:
-        np.maximum(x, lo, out=out, casting="unsafe")
-        x = out
-    if hi is not None:
-        np.minimum(x, hi, out=out, casting="unsafe")
+    else:
+        if lo is not None:
+            np.maximum(x, lo, out=out, casting="unsafe")
+            x = out
+        if hi is not None:
+            np.minimum(x, hi, out=out, casting="unsafe")
+    if saturate_nan and out.dtype.kind == "f":
+        _saturate_nan(out, hi if lo is None else lo)
+
+
+def _saturate_nan(out: np.ndarray, bound) -> None:
+    """NaN -> ``bound`` in ``out``: one read-only reduction finds whether
+    there is any (a clipped NaN-free array has a finite minimum); only then
+    a second pass replaces them. About half a clip's time, where np.fmax
+    and np.fmin (no SIMD loops with a scalar) cost 5-7 clips."""
+    if out.size and math.isnan(np.minimum.reduce(out, None)):
+        np.copyto(out, bound, where=np.isnan(out), casting="unsafe")
 
 
 @register_kernel("where")

@@ -12,14 +12,18 @@ CPUs without VNNI (``tests/integer_semantics.py``)."""
 from __future__ import annotations
 
 import re
+import warnings
 
 import ml_dtypes
 import numpy as np
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
 
 import relaxpack
 from relaxpack.errors import ShapeError, UnsupportedOpError
+from relaxpack.runtime import VirtualMachine
 
 from .backend_case import node_cases, run_backend_case
 from .test_convert_elementwise import check, model, node, rand
@@ -350,3 +354,77 @@ def test_qlinear_conv(dtype, per_channel, with_bias, rng):
     bias = rand(rng, (3,), "int32", low=-500, high=500) if with_bias else None
     m = _conv_model("QLinearConv", dtype, w, w_zp, bias, pads=[1, 1, 1, 1])
     check(m, [{"x": rand(rng, (n, 2, 7, 6), dtype, low=-128, high=255)} for n in (2, 1)], reference="reference")
+
+
+# ---------------------------------------------------------------- NaN and inf
+
+
+_SPECIAL = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, 1.5, -2.5, 3e4, -7.0, 1e10, -1e10], np.float32)
+
+
+def _run_levels(m, feeds):
+    """The outputs of ``m`` built at -O0 and at -O2 (FuseOps puts the clip in a fused kernel)."""
+    mod = relaxpack.from_onnx(m)
+    return [VirtualMachine(relaxpack.build(mod, opt_level=level)).run(feeds) for level in (0, 2)]
+
+
+def _reference_quantized(m, feeds, ort_too=True):
+    """onnx's reference evaluator's output and, when asked, onnxruntime's (its graph optimizer off)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = ReferenceEvaluator(m).run(None, feeds)[0]
+    if not ort_too:
+        return ref, None
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(m.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return ref, session.run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("zp_dtype", ["int8", "uint8", "int16", "uint16"])
+@pytest.mark.parametrize("scale", [0.5, np.inf, 0.0])
+def test_quantize_nan_is_the_minimum(zp_dtype, scale):
+    """A NaN quotient (NaN input, inf / inf, 0 / 0) quantizes to the type's minimum, as in
+    onnxruntime and onnx's reference evaluator; inf saturates. The reference evaluator casts
+    to int32 before saturating, so it wraps quotients beyond int32 (+inf, 1e10) to the
+    minimum too: there onnxruntime (float clamps, then the cast) and the spec decide."""
+    m = model(node("QuantizeLinear", ["x", "s", "zp"]), [inp("x", "float32", ["n"]), inp("s", "float32", [])],
+              opset=21, initializers={"zp": np.array(3, zp_dtype)})
+    feeds = {"x": _SPECIAL, "s": np.array(scale, np.float32)}
+    info = np.iinfo(zp_dtype)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = _SPECIAL / np.float32(scale)
+        want = np.where(np.isnan(q), info.min, np.clip(np.rint(q) + 3, info.min, info.max)).astype(zp_dtype)
+    ref, ort_out = _reference_quantized(m, feeds)
+    within_int32 = np.isnan(q) | (np.abs(q) < 2.0 ** 31)
+    np.testing.assert_array_equal(ref[within_int32], want[within_int32])
+    np.testing.assert_array_equal(ort_out, want)
+    for got in _run_levels(m, feeds):
+        np.testing.assert_array_equal(got["y"], want)
+        assert got["y"].dtype == np.dtype(zp_dtype)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_qlinear_matmul_nan_requantization_is_the_minimum(dtype):
+    """y_scale 0 makes the multiplier inf: a zero accumulator gives 0 * inf = NaN, the minimum
+    (onnxruntime's MLAS clamp; onnx's reference evaluator casts the NaN with numpy, 0 on x86),
+    the others saturate. Judged by the formula: integer GEMMs are never judged by onnxruntime."""
+    inits = {"as": np.float32(0.02), "azp": np.array(3, dtype), "b": np.array([[1, 2], [3, 4], [0, 1]], dtype),
+             "bs": np.float32(0.5), "bzp": np.array(0, dtype), "ys": np.float32(0.0), "yzp": np.array(10, dtype)}
+    m = model(node("QLinearMatMul", ["a", "as", "azp", "b", "bs", "bzp", "ys", "yzp"]), [inp("a", dtype, [3, 3])],
+              opset=10, initializers=inits)
+    a = np.array([[3, 3, 3], [4, 5, 6], [2, 1, 3]], dtype)
+    acc = (a.astype(np.int32) - 3) @ inits["b"].astype(np.int32)
+    info = np.iinfo(dtype)
+    want = np.where(acc == 0, info.min, np.where(acc > 0, info.max, info.min)).astype(dtype)
+    assert (acc == 0).any() and (acc > 0).any()
+    for got in _run_levels(m, {"a": a}):
+        np.testing.assert_array_equal(got["y"], want)
+
+
+def test_clip_keeps_onnx_nan_propagation():
+    """ONNX Clip is not a quantizer: NaN stays NaN at every level."""
+    m = model(node("Clip", ["x", "lo", "hi"]), [inp("x", "float32", ["n"])], opset=13,
+              initializers={"lo": np.float32(-1), "hi": np.float32(1)})
+    for got in _run_levels(m, {"x": _SPECIAL}):
+        np.testing.assert_array_equal(np.isnan(got["y"]), np.isnan(_SPECIAL))

@@ -134,6 +134,60 @@ def test_matmul_inner_dims_of_unrelated_inputs_are_assumed_and_checked():
     _check_violation(model, feeds(2, 3, 4), "/proj/MatMul", "k = 3", "m = 4")
 
 
+def _floats(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def test_einsum_label_dims_are_assumed_and_checked():
+    from onnx import TensorProto, helper
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, ["n", "k1"])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, ["k2", "m"])
+    node = helper.make_node("Einsum", ["a", "b"], ["y"], name="/Einsum", equation="ij,jk->ik")
+    model = models._model([node], [a, b], [models._output()])
+    rng = np.random.default_rng(1)
+    _check_shapes(model, [{"a": _floats(rng, 2, 3), "b": _floats(rng, 3, 4)},
+                          {"a": _floats(rng, 1, 6), "b": _floats(rng, 6, 2)}])
+    _check_violation(model, {"a": _floats(rng, 2, 3), "b": _floats(rng, 5, 4)}, "/Einsum", "k2 = 5", "k1 = 3")
+
+
+def test_det_rows_and_columns_are_assumed_and_checked():
+    from onnx import TensorProto, helper
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, ["n", "rows", "cols"])
+    model = models._model([helper.make_node("Det", ["a"], ["y"], name="/Det")], [a], [models._output()])
+    rng = np.random.default_rng(2)
+    _check_shapes(model, [{"a": _floats(rng, 2, 3, 3)}, {"a": _floats(rng, 1, 5, 5)}], rtol=1e-4, atol=1e-4)
+    _check_violation(model, {"a": _floats(rng, 2, 3, 4)}, "/Det", "cols = 4", "rows = 3")
+
+
+def test_unrelated_dims_broadcast_at_run_time_and_a_mismatch_names_node_and_dims():
+    """(n, 4) + (m, 4): either may be 1, so the run broadcasts them (dyn.broadcast_pair);
+    when neither is, the error names the node, both dims and their values."""
+    from onnx import TensorProto, helper
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, ["n", 4])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, ["m", 4])
+    model = models._model([helper.make_node("Add", ["a", "b"], ["y"], name="/attn/Add")], [a, b],
+                          [models._output()])
+    rng = np.random.default_rng(3)
+    _check_shapes(model, [{"a": _floats(rng, 3, 4), "b": _floats(rng, 1, 4)},
+                          {"a": _floats(rng, 1, 4), "b": _floats(rng, 5, 4)},
+                          {"a": _floats(rng, 2, 4), "b": _floats(rng, 2, 4)}])
+    _check_violation(model, {"a": _floats(rng, 3, 4), "b": _floats(rng, 5, 4)}, "/attn/Add",
+                     "(n, 4) and (m, 4)", "n = 3 and m = 5")
+
+
+def test_conv_channels_of_a_named_dim_are_assumed_and_checked():
+    """An input whose channel axis has a name: the conv assumes it is the weight's, the run checks."""
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "c", "h", "w"])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 3, 3], _floats(np.random.default_rng(4), 108).tolist())
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="/stem/Conv", pads=[1, 1, 1, 1])
+    model = models._model([node], [x], [models._output()], [w])
+    rng = np.random.default_rng(5)
+    exes = _check_shapes(model, [{"x": _floats(rng, 1, 3, 8, 8)}, {"x": _floats(rng, 2, 3, 5, 7)}])
+    assert [a["condition"] for a in assumptions_of(exes[0][1])] == ["c == 3"]
+    _check_violation(model, {"x": _floats(rng, 1, 4, 8, 8)}, "/stem/Conv", "c = 4")
+
+
 def test_provably_false_relation_is_refused_at_convert_time():
     # with height in 36..39 the upsampled map has 8 rows and the skip 9: never equal
     with pytest.raises(ShapeError, match="cannot concatenate"):

@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ....ir.dims import Dim, free_vars
+from ....ir.dims import Dim, format_dim, free_vars
 from ....ir.gradual import representative_order
 from ....ir.expr import ExternFunc, TupleGetItem
 from ....ir.struct_info import TensorStructInfo, TupleStructInfo
@@ -33,8 +33,8 @@ from ....runtime.kernels import KERNELS
 from ..value import Value
 from ._shape_common import fresh_dims
 
-#: an output's shape (``None`` for an unknown dim) and dtype
-OutputSpec = tuple[Sequence[Dim | None], str]
+#: an output's shape (``None`` for an unknown dim; ``None`` for the whole shape: an unknown rank) and dtype
+OutputSpec = tuple[Sequence[Dim | None] | None, str]
 
 
 def packed_call(ctx, kernel: str, inputs: Sequence[Value], outputs: Sequence[OutputSpec], hint: str,
@@ -42,13 +42,14 @@ def packed_call(ctx, kernel: str, inputs: Sequence[Value], outputs: Sequence[Out
     """Call the packed kernel ``kernel`` on ``inputs`` with ``attrs``; one
     Value per entry of ``outputs`` (a single Value when there is one), each
     bound by ``match_cast`` to its declared shape with fresh dims for the
-    ``None`` entries. Folded at import time when every input is constant."""
+    ``None`` entries (an output declared with shape None keeps an unknown
+    rank, unbound). Folded at import time when every input is constant."""
     if all(v.const is not None for v in inputs):
         result = KERNELS[kernel].fn(*(v.const for v in inputs), **attrs)
         results = list(result) if isinstance(result, (tuple, list)) else [result]
         values = [ctx.const(np.asarray(r)) for r in results]
         return values[0] if len(outputs) == 1 else values
-    sinfos = [TensorStructInfo(None, dtype, ndim=len(shape)) for shape, dtype in outputs]
+    sinfos = [TensorStructInfo(None, dtype, ndim=-1 if shape is None else len(shape)) for shape, dtype in outputs]
     ret = sinfos[0] if len(sinfos) == 1 else TupleStructInfo(tuple(sinfos))
     call = make_call("call_packed", ExternFunc(kernel), *(ctx.expr(v) for v in inputs),
                      sinfo_args=(ret,), kernel_attrs=tuple(sorted(attrs.items())) or None)
@@ -56,6 +57,9 @@ def packed_call(ctx, kernel: str, inputs: Sequence[Value], outputs: Sequence[Out
     values = []
     for i, (shape, dtype) in enumerate(outputs):
         part = found if len(outputs) == 1 else ctx.bb.emit(TupleGetItem(found, i), hint)
+        if shape is None:
+            values.append(Value(part.struct_info, expr=part))
+            continue
         unknown = iter(fresh_dims(ctx, sum(d is None for d in shape), hint))
         dims = tuple(next(unknown) if d is None else d for d in shape)
         sinfo = TensorStructInfo(dims, dtype)
@@ -93,7 +97,9 @@ def aligned_for_broadcast(ctx, a: Value, b: Value, hint: str = "bcast") -> tuple
         return a, b
     fresh = iter(fresh_dims(ctx, dims.count(None), hint))
     shape = tuple(next(fresh) if d is None else d for d in dims)
-    return tuple(packed_call(ctx, "dyn.broadcast_pair", [a, b], [(shape, a.dtype), (shape, b.dtype)], hint))
+    named = tuple(tuple(format_dim(d) for d in v.shape) for v in (a, b))
+    return tuple(packed_call(ctx, "dyn.broadcast_pair", [a, b], [(shape, a.dtype), (shape, b.dtype)], hint,
+                             dims=named))
 
 
 _CONFLICT = object()

@@ -71,6 +71,17 @@ def shaped(ctx, value: Value, what: str = "input") -> Value:
     return value
 
 
+def of_rank(ctx, value: Value, rank: int, what: str = "input") -> Value:
+    """``value`` with a known shape when the op fixes its rank (Transpose's
+    perm, Concat's other inputs): a value of unknown rank is ``match_cast``
+    to ``rank`` fresh dims, which the run checks and binds (see :func:`shaped`)."""
+    if value.ndim < 0:
+        value.sinfo = TensorStructInfo(None, value.dtype, ndim=rank, vdevice=value.sinfo.vdevice)
+    elif value.ndim != rank:
+        raise shape_error(ctx, f"{what} has rank {value.ndim}, the op needs rank {rank}")
+    return shaped(ctx, value, what)
+
+
 def known_shape(ctx, value: Value, what: str = "input") -> tuple[Dim, ...]:
     """The shape of ``value`` (see :func:`shaped`)."""
     return shaped(ctx, value, what).shape
@@ -140,16 +151,21 @@ def const_ints(value: Value | None) -> tuple[int, ...] | None:
     return dims
 
 
-def runtime_length(ctx, value: Value, what: str, rank: tuple[int, ...] = (1,)) -> int:
+def runtime_length(ctx, value: Value, what: str, rank: tuple[int, ...] = (1,),
+                   unknown_ok: bool = False) -> int | None:
     """The number of elements of an int operand whose contents are known only
-    at run time; it must be static, since it sets the output's rank (e.g.
-    the length of Reshape's target). ``rank`` lists the ranks allowed."""
+    at run time; it sets the output's rank (e.g. the length of Reshape's
+    target), so it must be static, unless ``unknown_ok``: then None when it
+    is not (the shape of a value of unknown rank), and the output's rank is
+    unknown too. ``rank`` lists the ranks allowed."""
     if value.dtype is None or not value.dtype.startswith(INT_KINDS):
         raise shape_error(ctx, f"{what} must be an integer tensor, got {value.dtype}")
     if value.ndim not in rank:
         raise shape_error(ctx, f"{what} must have rank {' or '.join(map(str, rank))}, got {value.ndim}")
     shape = value.shape
     if shape is None or not all(isinstance(d, int) for d in shape):
+        if unknown_ok:
+            return None
         raise unsupported(ctx, f"the length of {what} is not static; it sets the output's rank")
     return math.prod(shape)
 

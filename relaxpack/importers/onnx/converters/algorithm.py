@@ -260,11 +260,14 @@ def tile_v1(ctx, x, tiles, axis):
 def tile_v6(ctx, x, repeats):
     _required(ctx, input=x, repeats=repeats)
     ints = const_ints(repeats)
-    if ints is None:    # known at run time only: every dim of the output may change
+    if ints is None:    # known at run time only
         x = shaped(ctx, x)
         if runtime_length(ctx, repeats, "repeats") != x.ndim:
             raise shape_error(ctx, f"{repeats.shape} repeats for a tensor of rank {x.ndim}")
-        return packed_call(ctx, "dyn.tile", [x, repeats], [((None,) * x.ndim, x.dtype)], "tile")
+        # repeats computed from shapes (the batch size) give exact dims, which the run checks
+        known = repeats.int_values()
+        shape = (None,) * x.ndim if known is None else tuple(d * r for d, r in zip(x.shape, known))
+        return packed_call(ctx, "dyn.tile", [x, repeats], [(shape, x.dtype)], "tile")
     return _tile(ctx, x, ints)
 
 

@@ -28,6 +28,7 @@ from fractions import Fraction
 import numpy as np
 
 from ....ir.dims import Dim
+from ....ir.expr import ShapeExpr
 from ....ops.registry import make_call
 from ....runtime.dtypes import numpy_dtype
 from ..registry import register_converter
@@ -340,6 +341,8 @@ def _pad_input(ctx, data: Value, pads: Value, axes: Value | None, mode: str, val
     if mode not in modes:
         raise unsupported(ctx, f"mode {mode!r} (this opset has {', '.join(modes)})")
     data = shaped(ctx, data)
+    if pads.int_values() is not None and (axes is None or const_ints(axes) is not None):
+        return _symbolic_pad(ctx, data, pads, axes, mode, value_input)
     count = runtime_length(ctx, pads, "pads")
     padded = range(data.ndim) if axes is None else const_ints(axes)
     if padded is None:
@@ -358,6 +361,36 @@ def _pad_input(ctx, data: Value, pads: Value, axes: Value | None, mode: str, val
             more["value"] = value_input
     if axes is not None:
         more["axes"] = axes
+    return packed_call(ctx, "dyn.pad", [data, pads, *more.values()], [(shape, data.dtype)], "pad",
+                       parts=tuple(more), pad_mode=mode, pad_value=fill if mode == "constant" else 0)
+
+
+def _symbolic_pad(ctx, data: Value, pads: Value, axes_input: Value | None, mode: str, value_input: Value | None):
+    """Pads computed from shapes (``(8 - h % 8) % 8``, a detector's pad to its
+    stride): each padded dim is ``d + begin + end``, exact. A constant fill is
+    ``dynamic_pad`` (the amounts a shape value evaluated at run time); the
+    other modes, or a fill computed at run time, call ``dyn.pad`` with those
+    dims, which the run checks."""
+    rank = len(data.shape)
+    axes = tuple(range(rank)) if axes_input is None else norm_axes(ctx, const_ints(axes_input), rank)
+    amounts = pads.int_values()
+    if len(amounts) != 2 * len(axes):
+        raise shape_error(ctx, f"pads has {len(amounts)} values, not {2 * len(axes)} (begins, then ends) for "
+                               f"axes {axes}")
+    full: list[Dim] = [0] * (2 * rank)
+    for i, axis in enumerate(axes):
+        full[axis], full[rank + axis] = amounts[i], amounts[len(axes) + i]
+    fill, more = _scalar(0, data.dtype), {}
+    if mode == "constant" and not _empty(value_input):
+        if value_input.const is not None:
+            fill = _scalar(value_input.const.reshape(-1)[0], data.dtype)
+        else:
+            more["value"] = value_input
+    if mode == "constant" and not more:
+        return make_call("dynamic_pad", ctx.expr(data), ShapeExpr(tuple(full)), pad_value=fill)
+    if axes_input is not None:
+        more["axes"] = axes_input
+    shape = tuple(d + full[i] + full[rank + i] for i, d in enumerate(data.shape))
     return packed_call(ctx, "dyn.pad", [data, pads, *more.values()], [(shape, data.dtype)], "pad",
                        parts=tuple(more), pad_mode=mode, pad_value=fill if mode == "constant" else 0)
 

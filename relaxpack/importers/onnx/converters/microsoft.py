@@ -257,9 +257,7 @@ def _qlinear_output(ctx, value: Expr, c_zero_point: Value | None, a: Value) -> E
         raise ms_unsupported(ctx, f"output type {target} (uint8 and int8 only)")
     if not q._is_zero(c_zero_point):
         value = call(ctx, "add", value, astype(ctx, q._col_layout(ctx, c_zero_point, "C_zero_point"), "float32"))
-    lo, hi = q._INT_RANGES[target]
-    return make_call("astype", call(ctx, "clip", call(ctx, "round", value), min=float(lo), max=float(hi)),
-                     dtype=target)
+    return q.saturate_int(ctx, call(ctx, "round", value), target)
 
 
 @register_converter(MS, "QLinearAdd", since_opset=1)

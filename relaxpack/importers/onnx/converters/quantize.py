@@ -142,7 +142,7 @@ def _saturate(ctx, q: Expr, zero_point: Expr | None, target: str, saturate: bool
 
     Integer targets: round half to even, add the zero point and clip to the
     type's range in float32 (float64 when ``q`` is float64; exact for every
-    int16 value), then cast. Float targets: add the zero point, clip to the
+    int16 value; NaN to the minimum), then cast. Float targets: add the zero point, clip to the
     finite range when saturating, cast (round to nearest even).
     """
     if target in _INT_RANGES:
@@ -151,8 +151,7 @@ def _saturate(ctx, q: Expr, zero_point: Expr | None, target: str, saturate: bool
         q = astype(ctx, q, wide)
         if zero_point is not None:
             q = call(ctx, "add", q, astype(ctx, zero_point, wide))
-        lo, hi = _INT_RANGES[target]
-        return make_call("astype", call(ctx, "clip", q, min=float(lo), max=float(hi)), dtype=target)
+        return saturate_int(ctx, q, target)
     q = astype(ctx, q, "float32") if q.struct_info.dtype not in ("float32", "float64") else q
     if zero_point is not None:
         q = call(ctx, "add", q, astype(ctx, zero_point, q.struct_info.dtype))
@@ -160,6 +159,16 @@ def _saturate(ctx, q: Expr, zero_point: Expr | None, target: str, saturate: bool
         bound = _FLOAT_MAX[target]
         q = call(ctx, "clip", q, min=-bound, max=bound)
     return make_call("astype", q, dtype=target)
+
+
+def saturate_int(ctx, q: Expr, target: str) -> Expr:
+    """``q`` (rounded, in float) clipped to the range of the integer type
+    ``target`` and cast to it. A NaN becomes the type's minimum, as in
+    onnxruntime (MLAS clamps with max/min instructions that return the bound
+    for NaN) and onnx's reference evaluator; the spec leaves it undefined."""
+    lo, hi = _INT_RANGES[target]
+    return make_call("astype", call(ctx, "clip", q, min=float(lo), max=float(hi), saturate_nan=True),
+                     dtype=target)
 
 
 def _check_target(ctx, target: str) -> str:

@@ -85,9 +85,10 @@ def constant_of_shape(ctx, shape, *, value=None):
         raise shape_error(ctx, f"the shape input must be 1-D, got rank {shape.ndim}")
     dims = shape.int_values() or lift_dims(ctx, shape, "shape")
     if dims is None:    # known at run time only: the output's rank is the shape's length
-        rank = runtime_length(ctx, shape, "the shape input")
+        rank = runtime_length(ctx, shape, "the shape input", unknown_ok=True)
         fill = ctx.const(fill)
-        return packed_call(ctx, "dyn.full", [shape, fill], [((None,) * rank, fill.dtype)], "constant_of_shape")
+        out = None if rank is None else (None,) * rank
+        return packed_call(ctx, "dyn.full", [shape, fill], [(out, fill.dtype)], "constant_of_shape")
     if any(isinstance(d, int) and d < 0 for d in dims):
         raise shape_error(ctx, f"negative dim in shape {fmt_dims(dims)}")
     if all(isinstance(d, int) for d in dims) and math.prod(dims) <= FOLD_LIMIT:

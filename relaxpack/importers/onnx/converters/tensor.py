@@ -29,14 +29,13 @@ from ....ir.expr import ShapeExpr, Tuple, TupleGetItem
 from ....ops.definitions.common import exact_div
 from ....ops.definitions.index import HUGE, slice_length
 from ....ops.registry import make_call
-from ....runtime.dtypes import numpy_dtype
 from ....runtime.kernels._math import onnx_slice
 from ..lift import lift_dims, shadow_of
 from ..registry import register_converter
 from ..value import Value
 from ._shape_common import (
-    INT_KINDS, broadcast_dims, const_ints, contents_value, dim_tensor, emit, fmt_dims, int_contents,
-    is_symbolic, norm_axes, norm_axis, runtime_length, shape_error, shape_expr, shaped, slice_index,
+    INT_KINDS, broadcast_dims, const_ints, contents_value, emit, fmt_dims, int_contents,
+    is_symbolic, norm_axes, norm_axis, of_rank, runtime_length, shape_error, shape_expr, shaped, slice_index,
     unsupported,
 )
 from ._dynamic import packed_call
@@ -65,9 +64,12 @@ def _reshape(ctx, data: Value, target: Value, allowzero: int = 0):
     if target.ndim != 1:
         raise shape_error(ctx, f"the target shape must be 1-D, got rank {target.ndim}")
     if target.int_values() is None:
-        rank = runtime_length(ctx, target, "the target shape")
+        rank = runtime_length(ctx, target, "the target shape", unknown_ok=True)
         # a 1-D target can only flatten: its value does not change the shape
-        shape = (math.prod(data.shape, start=1),) if rank == 1 and data.shape is not None else (None,) * rank
+        if rank is None:
+            shape = None
+        else:
+            shape = (math.prod(data.shape, start=1),) if rank == 1 and data.shape is not None else (None,) * rank
         return packed_call(ctx, "dyn.reshape", [data, target], [(shape, data.dtype)], "reshape",
                            allowzero=bool(allowzero))
     dims = list(target.int_values())
@@ -150,7 +152,10 @@ def _dynamic_expand(ctx, data: Value, shape: Value):
     """Expand to a shape known at run time: the output's rank is known from
     the shape's length, and so is each dim the input holds as an int other
     than 1 (the target must be 1 or equal there)."""
-    rank = max(runtime_length(ctx, shape, "the target shape"), data.ndim)
+    length = runtime_length(ctx, shape, "the target shape", unknown_ok=True)
+    if length is None:
+        return packed_call(ctx, "dyn.expand", [data, shape], [(None, data.dtype)], "expand")
+    rank = max(length, data.ndim)
     kept = (None,) * (rank - data.ndim) + tuple(d if isinstance(d, int) and d != 1 else None
                                                 for d in data.shape)
     return packed_call(ctx, "dyn.expand", [data, shape], [(kept, data.dtype)], "expand")
@@ -169,6 +174,8 @@ def flatten(ctx, data, *, axis=1):
 
 @register_converter("", "Transpose", since_opset=1)
 def transpose(ctx, data, *, perm=None):
+    if perm is not None and data.ndim < 0:      # the perm says the rank (the run checks it)
+        data = of_rank(ctx, data, len(perm))
     if perm is not None and data.ndim >= 0:
         if len(perm) != data.ndim:
             raise shape_error(ctx, f"perm {tuple(perm)} does not permute the {data.ndim} axes")
@@ -206,6 +213,10 @@ def _concat(ctx, inputs, axis: int):
         return contents_value(ctx, flat, (len(flat),), values[0].dtype)
     if len(values) == 1:
         return values[0]
+    ranks = {v.ndim for v in values if v.ndim >= 0}
+    if len(ranks) == 1:     # inputs of unknown rank take the others' (the run checks it)
+        rank = ranks.pop()
+        values = [of_rank(ctx, v, rank) for v in values]
     values = [shaped(ctx, v) if v.ndim >= 0 else v for v in values]
     return make_call("concat", Tuple([ctx.expr(v) for v in values]), axis=axis)
 
@@ -275,11 +286,13 @@ def _equal_pieces(dim: int, count: int) -> tuple[int, ...]:
 
 
 def _dynamic_split(ctx, data: Value, sizes: Value, ax: int, count: int):
-    """Sizes known at run time: each piece keeps every dim but the split one."""
+    """Sizes known at run time: each piece keeps every dim but the split one,
+    which is its size when the sizes are computed from shapes (``s - 2``;
+    the run checks them against the values), else a fresh dim."""
     if runtime_length(ctx, sizes, "split") != count:
         raise shape_error(ctx, f"split has {runtime_length(ctx, sizes, 'split')} sizes for {count} outputs")
-    piece = tuple(None if i == ax else d for i, d in enumerate(data.shape))
-    outputs = [(piece, data.dtype)] * count
+    known = sizes.int_values() or (None,) * count
+    outputs = [(tuple(size if i == ax else d for i, d in enumerate(data.shape)), data.dtype) for size in known]
     values = packed_call(ctx, "dyn.split", [data, sizes], outputs, "split", axis=ax, count=count)
     return tuple(values) if count > 1 else values
 
@@ -429,27 +442,21 @@ def _in_range(ctx, index: int, dim: int, axis: int) -> int:
 
 
 def _indices(ctx, indices: Value, dim: Dim, axis: int):
-    """``indices`` with negative entries counted from the end: normalized at
-    import when known, else ``where(indices < 0, indices + dim, indices)``."""
+    """``indices`` as the kernel takes them: known ones checked against
+    ``[-dim, dim)`` and counted from the end at import; run-time ones passed
+    as they are, since the kernels (``take``, ``gather_elements``) count
+    negative indices from the end and refuse any outside ``[-dim, dim)``
+    (normalizing here first would turn ``-dim - 1`` into a valid ``-1``)."""
     if not (indices.dtype or "").startswith(INT_KINDS):
         raise shape_error(ctx, f"indices must be integers, got {indices.dtype}")
-    if indices.dtype.startswith("uint"):
-        return ctx.expr(indices)
-    if indices.const is not None:
+    if indices.const is not None and isinstance(dim, int) and not indices.dtype.startswith("uint"):
         array = indices.const
-        if isinstance(dim, int):
-            bad = array[(array < -dim) | (array >= dim)]
-            if bad.size:
-                _in_range(ctx, int(bad.flat[0]), dim, axis)
-            fixed = np.where(array < 0, array + dim, array).astype(array.dtype)
-            return ctx.expr(ctx.const(fixed))
-        if not (array < 0).any():
-            return ctx.expr(indices)
-    data = ctx.expr(indices)
-    zero = ctx.expr(ctx.const(np.zeros((), numpy_dtype(indices.dtype))))
-    negative = emit(ctx, make_call("less", data, zero), "neg")
-    shifted = emit(ctx, make_call("add", data, dim_tensor(ctx, dim, indices.dtype)), "idx")
-    return emit(ctx, make_call("where", negative, shifted, data), "idx")
+        bad = array[(array < -dim) | (array >= dim)]
+        if bad.size:
+            _in_range(ctx, int(bad.flat[0]), dim, axis)
+        fixed = np.where(array < 0, array + dim, array).astype(array.dtype)
+        return ctx.expr(ctx.const(fixed))
+    return ctx.expr(indices)
 
 
 # ---------------------------------------------------------------- Squeeze, Unsqueeze
@@ -457,11 +464,15 @@ def _indices(ctx, indices: Value, dim: Dim, axis: int):
 
 @register_converter("", "Squeeze", since_opset=1)
 def squeeze_v1(ctx, data, *, axes=None):
+    if data.ndim < 0 and axes is not None:
+        return _unknown_rank(ctx, "dyn.squeeze", data, ctx.const(np.array(axes, np.int64)), "squeeze")
     return _squeeze(ctx, data, axes)
 
 
 @register_converter("", "Squeeze", since_opset=13)
 def squeeze_v13(ctx, data, axes=None):
+    if data.ndim < 0 and axes is not None:
+        return _unknown_rank(ctx, "dyn.squeeze", data, axes, "squeeze")
     if axes is not None and const_ints(axes) is None:
         data = shaped(ctx, data)
         rank = data.ndim - runtime_length(ctx, axes, "axes", rank=(0, 1))
@@ -507,17 +518,27 @@ def _squeeze_checked(ctx, data: Value, axes: tuple[int, ...]):
 
 @register_converter("", "Unsqueeze", since_opset=1)
 def unsqueeze_v1(ctx, data, *, axes):
+    if data.ndim < 0:
+        return _unknown_rank(ctx, "dyn.unsqueeze", data, ctx.const(np.array(axes, np.int64)), "unsqueeze")
     return _unsqueeze(ctx, data, axes)
 
 
 @register_converter("", "Unsqueeze", since_opset=13)
 def unsqueeze_v13(ctx, data, axes):
+    if data.ndim < 0:
+        return _unknown_rank(ctx, "dyn.unsqueeze", data, axes, "unsqueeze")
     if const_ints(axes) is None:
         data = shaped(ctx, data)
         rank = data.ndim + runtime_length(ctx, axes, "axes", rank=(0, 1))
         return packed_call(ctx, "dyn.unsqueeze", [data, axes], [(_ones_or_unknown(data, rank), data.dtype)],
                            "unsqueeze")
     return _unsqueeze(ctx, data, const_ints(axes))
+
+
+def _unknown_rank(ctx, kernel: str, data: Value, axes: Value, hint: str) -> Value:
+    """Squeeze or Unsqueeze of a value of unknown rank (an If whose branches give
+    different ranks, an untyped input): done at run time, the result's rank unknown too."""
+    return packed_call(ctx, kernel, [data, axes], [(None, data.dtype)], hint)
 
 
 def _ones_or_unknown(data: Value, rank: int) -> tuple[int | None, ...]:
