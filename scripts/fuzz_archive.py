@@ -461,6 +461,7 @@ def run_case(index: int, seed_value: int, seeds: list[Seed], workdir: str, time_
         made = families.make_case(family, rng, seeds, sys.modules[__name__])
         description, files, inputs, resealed = made.description, made.files, made.inputs, True
         expected, parse_dims = made.expected, made.parse_dims
+    elif family == "input-files":
         description, files, resealed = "input file", seed.files, False
     else:
         renames: dict = {}
