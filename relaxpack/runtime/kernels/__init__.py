@@ -31,7 +31,7 @@ from . import dynamic_reduce, dynamic_resize  # noqa: F401
 from . import sampling  # noqa: F401
 from . import signal  # noqa: F401
 from . import fold  # noqa: F401
-from . import strings  # noqa: F401
+from . import strings, tokenizer  # noqa: F401
 from . import ml, tree_ensemble  # noqa: F401
 from . import sequence  # noqa: F401  (sequences and optionals)
 from . import detection  # noqa: F401
