@@ -73,6 +73,9 @@ def compare_outputs(names: Sequence[str], got: Mapping[str, np.ndarray], want: S
     strings compare exactly)."""
     diffs = []
     for name, ref in zip(names, want):
+        if is_maps(ref):
+            diffs.append(compare_maps(name, got[name], ref, rtol, atol, reference))
+            continue
         out = np.asarray(got[name])
         ref = np.asarray(ref)
         if out.shape != ref.shape or out.dtype != ref.dtype:
@@ -96,4 +99,50 @@ def compare_outputs(names: Sequence[str], got: Mapping[str, np.ndarray], want: S
     return diffs
 
 
-__all__ = ["DTYPE_TOLERANCES", "OutputDiff", "compare_outputs", "output_scale", "tolerance_for"]
+def is_maps(value) -> bool:
+    """Whether ``value`` is a map output: a dict, or a list (tuple) of dicts (ZipMap's)."""
+    return isinstance(value, Mapping) or (isinstance(value, (list, tuple)) and len(value) > 0
+                                          and all(isinstance(v, Mapping) for v in value))
+
+
+def compare_maps(name: str, got, want, rtol: float | None = None, atol: float | None = None,
+                 reference: str = "onnxruntime") -> OutputDiff:
+    """A map output (a dict, or a list of dicts) against its reference: as many maps, the same keys
+    in the same order, and each value within ``atol + rtol * |want|`` (strings exactly; the default
+    tolerance is float32's, the dtype of maps' values). The diff's shape is the number of maps."""
+    refs = [want] if isinstance(want, Mapping) else list(want)
+    numbers = np.array([v for m in refs for v in m.values() if not isinstance(v, str)], np.float32)
+    rtol, atol = tolerance_for(numbers, rtol, atol)
+    if isinstance(got, Mapping):
+        outs = [got]
+    elif isinstance(got, (list, tuple)) and all(isinstance(v, Mapping) for v in got):
+        outs = list(got)
+    else:
+        return OutputDiff(name, np.shape(got), np.inf, np.inf, False,
+                          f"got a {type(got).__name__}, {reference} {len(refs)} map(s)")
+    if len(outs) != len(refs):
+        return OutputDiff(name, (len(outs),), np.inf, np.inf, False,
+                          f"got {len(outs)} maps, {reference} {len(refs)}")
+    max_abs = max_rel = 0.0
+    passed = True
+    for i, (out, ref) in enumerate(zip(outs, refs)):
+        if list(out) != list(ref):
+            return OutputDiff(name, (len(outs),), np.inf, np.inf, False,
+                              f"map {i} has keys {list(out)[:8]}, {reference} {list(ref)[:8]}")
+        for key in ref:
+            a, b = out[key], ref[key]
+            if isinstance(b, str) or isinstance(a, str):
+                same = a == b
+                max_abs, passed = (max_abs, passed) if same else (np.inf, False)
+                continue
+            err = abs(float(a) - float(b))
+            if np.isnan(float(a)) and np.isnan(float(b)):
+                err = 0.0
+            max_abs = max(max_abs, err)
+            max_rel = max(max_rel, err / max(abs(float(b)), np.finfo(np.float64).tiny))
+            passed &= bool(err <= atol + rtol * abs(float(b)))
+    return OutputDiff(name, (len(outs),), max_abs, max_rel, passed)
+
+
+__all__ = ["DTYPE_TOLERANCES", "OutputDiff", "compare_maps", "compare_outputs", "is_maps", "output_scale",
+           "tolerance_for"]

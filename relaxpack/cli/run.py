@@ -44,6 +44,33 @@ def preview(array: np.ndarray, limit: int = 6) -> str:
     return f"[{items}{', ...' if flat.size > limit else ''}]"
 
 
+def describe(value, kind: str = "tensor") -> str:
+    """``float32[2, 3]``, ``map`` or ``3 maps``: what a value of ``kind`` is, in a few characters."""
+    if kind == "map" or isinstance(value, dict):
+        return "map"
+    if kind == "sequence_map":
+        return f"{len(value)} map{'' if len(value) == 1 else 's'}"
+    value = np.asarray(value)
+    return f"{value.dtype}{list(value.shape)}"
+
+
+def preview_value(value, kind: str = "tensor") -> str:
+    """A value's first entries: a tensor's (:func:`preview`) or the first map's."""
+    if kind in ("map", "sequence_map"):
+        return preview_maps(value)
+    return preview(np.asarray(value))
+
+
+def preview_maps(value, limit: int = 4) -> str:
+    """The first map's first entries: ``{0: 0.275, 1: 0.681, ...}``; ``[]`` for no maps."""
+    if not value:
+        return "[]" if not isinstance(value, dict) else "{}"
+    first = value if isinstance(value, dict) else value[0]
+    items = [f"{k!r}: {np.format_float_positional(v, precision=4, trim='-') if isinstance(v, float) else repr(v)}"
+             for k, v in list(first.items())[:limit]]
+    return "{" + ", ".join(items) + (", ...}" if len(first) > limit else "}")
+
+
 @command
 def _parser(sub):
     p = sub.add_parser("run", help="Run an archive on inputs from .npy / .npz files.",
@@ -82,7 +109,12 @@ def run(archive: Path, input: list[str] | None = None, inputs: Path | None = Non
         want = read_npz(expected, "expected outputs file") if expected is not None else None
         with blas_threads(threads):
             outputs = VirtualMachine(exe).run(feeds)
+        kinds = {p.name: p.kind for p in exe.function("main").output_info()}
         if output is not None:
+            maps = [k for k in outputs if kinds.get(k) in ("map", "sequence_map")]
+            if maps:
+                raise InputError(f"output(s) {maps} are maps (dicts), which .npz cannot hold; run without --output "
+                                 f"or read them with relaxpack.runtime.InferenceSession")
             np.savez(output, **{k: np.asarray(v) for k, v in outputs.items()})
         diffs = None
         if want is not None:
@@ -93,11 +125,10 @@ def run(archive: Path, input: list[str] | None = None, inputs: Path | None = Non
             names = [n for n in outputs if n in want]
             diffs = compare_outputs(names, outputs, [want[n] for n in names], rtol, atol, reference="expected")
     for name in filled:
-        value = feeds[name]
-        echo(f"filled {name}: {value.dtype}{list(value.shape)} ({fill}{', seed ' + str(seed) if fill == 'random' else ''})")
+        echo(f"filled {name}: {describe(feeds[name])} ({fill}{', seed ' + str(seed) if fill == 'random' else ''})")
     for name, value in outputs.items():
-        value = np.asarray(value)
-        echo(f"{name}: {value.dtype}{list(value.shape)} {preview(value)}")
+        kind = kinds.get(name, "tensor")
+        echo(f"{name}: {describe(value, kind)} {preview_value(value, kind)}")
     if output is not None:
         echo(f"wrote {output}")
     if diffs is not None:
@@ -138,6 +169,6 @@ def fill_missing(exe, feeds: dict, fill: str | None, dims: dict, seed: int) -> l
 def _input_text(p) -> str:
     """``float32[batch, seq, 8]``: an input's dtype and symbolic shape."""
     if p.kind != "tensor":
-        return p.kind if p.dtype is None else f"{p.kind} of {p.dtype}"
+        return p.kind_text()
     shape = "[?]" if p.shape is None else "[" + ", ".join(str(d) for d in p.shape) + "]"
     return f"{p.dtype or '?'}{shape}"

@@ -61,3 +61,15 @@ def test_manifest_entry_is_complete(name):
     for spec in entry["inputs"]:
         assert spec.get("values", "normal") in ("normal", "tokens", "mask", "positions", "dim")
 
+
+
+def test_the_judge_holds_map_outputs_to_their_structure():
+    """ZipMap's list of dicts: the same keys in the same order and as many maps, values within the
+    judge's tolerance; anything else is named."""
+    from .judge import judge_output
+    entry = {"judge": "float32"}
+    want = [{0: 0.25, 1: 0.75}, {0: 1.0, 1: 0.0}]
+    assert judge_output(entry, "p", [{0: 0.25, 1: 0.75 + 1e-6}, {0: 1.0, 1: 0.0}], want) is None
+    assert "keys" in judge_output(entry, "p", [{1: 0.75, 0: 0.25}, {0: 1.0, 1: 0.0}], want)
+    assert "1 maps" in judge_output(entry, "p", want[:1], want)
+    assert "differs by 0.01" in judge_output(entry, "p", [{0: 0.26, 1: 0.75}, {0: 1.0, 1: 0.0}], want)
