@@ -9,66 +9,33 @@ import numpy as np
 from ..errors import InputError
 from ..feeds import FILLS
 from .common import PLUGIN_HELP, Exit, command, echo, existing_file, load_plugins, parse_dims, positive, user_errors
+from .files import archive_files, input_files
+from .outputs import MAP_KINDS, output_arrays, output_lines, value_text
+from .terminal import one_line
 
 
 def read_npz(path: Path, what: str = "inputs file") -> dict[str, np.ndarray]:
-    """The arrays of a ``.npz`` file by name (no pickles)."""
-    existing_file(path, what)
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
-    except (ValueError, OSError) as err:
-        raise InputError(f"cannot read {path} as .npz: {err}") from None
+    """The arrays of a ``.npz`` file by name (no pickles; headers checked before data is read)."""
+    from ..runtime.input_files import read_npz as read_checked
+    return read_checked(existing_file(path, what))
 
 
-def load_inputs(input_specs: list[str] | None, inputs_file: Path | None) -> dict[str, np.ndarray]:
-    feeds: dict[str, np.ndarray] = {}
-    if inputs_file is not None:
-        feeds.update(read_npz(inputs_file))
+def load_inputs(input_specs: list[str] | None, inputs_file: Path | None, expect=None) -> dict[str, np.ndarray]:
+    """``--inputs FILE.npz`` and ``--input NAME=FILE.npy``, each header checked (against the
+    model's signature with ``expect``) before its data is read."""
+    from ..runtime.input_files import read_inputs
+
+    named: dict[str, Path] = {}
     for spec in input_specs or ():
         name, sep, file = spec.partition("=")
         if not sep or not name or not file:
             raise InputError(f"bad --input {spec!r}: expected NAME=FILE.npy")
-        path = existing_file(Path(file), f"input file for {name!r}")
-        try:
-            feeds[name] = np.load(path, allow_pickle=False)
-        except (ValueError, OSError) as err:
-            raise InputError(f"cannot read {path} as .npy: {err}") from None
-    return feeds
-
-
-def preview(array: np.ndarray, limit: int = 6) -> str:
-    flat = np.asarray(array).reshape(-1)
-    items = ", ".join(np.format_float_positional(v, precision=4, trim="-") if flat.dtype.kind == "f" else str(v)
-                      for v in flat[:limit])
-    return f"[{items}{', ...' if flat.size > limit else ''}]"
-
-
-def describe(value, kind: str = "tensor") -> str:
-    """``float32[2, 3]``, ``map`` or ``3 maps``: what a value of ``kind`` is, in a few characters."""
-    if kind == "map" or isinstance(value, dict):
-        return "map"
-    if kind == "sequence_map":
-        return f"{len(value)} map{'' if len(value) == 1 else 's'}"
-    value = np.asarray(value)
-    return f"{value.dtype}{list(value.shape)}"
-
-
-def preview_value(value, kind: str = "tensor") -> str:
-    """A value's first entries: a tensor's (:func:`preview`) or the first map's."""
-    if kind in ("map", "sequence_map"):
-        return preview_maps(value)
-    return preview(np.asarray(value))
-
-
-def preview_maps(value, limit: int = 4) -> str:
-    """The first map's first entries: ``{0: 0.275, 1: 0.681, ...}``; ``[]`` for no maps."""
-    if not value:
-        return "[]" if not isinstance(value, dict) else "{}"
-    first = value if isinstance(value, dict) else value[0]
-    items = [f"{k!r}: {np.format_float_positional(v, precision=4, trim='-') if isinstance(v, float) else repr(v)}"
-             for k, v in list(first.items())[:limit]]
-    return "{" + ", ".join(items) + (", ...}" if len(first) > limit else "}")
+        if name in named:
+            raise InputError(f"--input {name}=... is given twice")
+        named[name] = existing_file(Path(file), f"input file for {name!r}")
+    if inputs_file is not None:
+        existing_file(inputs_file, "inputs file")
+    return read_inputs(named, inputs_file, expect)
 
 
 @command
@@ -100,22 +67,30 @@ def run(archive: Path, input: list[str] | None = None, inputs: Path | None = Non
     from ..compare import compare_outputs
     from ..runtime import VirtualMachine, load
     from ..runtime.blas import blas_threads
+    from ..runtime.input_files import signature_check
+    from ..runtime.safe_write import check_destination, write_with
 
     with user_errors():
+        if not (rtol >= 0 and atol >= 0):    # NaN too
+            raise InputError(f"--rtol {rtol} and --atol {atol} must be non-negative numbers")
         load_plugins(plugin)
         exe = load(existing_file(archive, "archive"))
-        feeds = load_inputs(input, inputs)
+        sources = archive_files(archive, exe) + input_files(input, inputs) + ([expected] if expected else [])
+        kinds = {p.name: p.kind for p in exe.function("main").output_info()}
+        if output is not None:
+            check_destination(output, sources)
+            maps = [k for k, kind in kinds.items() if kind in MAP_KINDS]
+            if maps:
+                raise InputError(f"output(s) {maps} are maps (dicts), which .npz cannot hold; run without --output "
+                                 f"or read them with relaxpack.runtime.InferenceSession")
+        feeds = load_inputs(input, inputs, signature_check(exe))
         filled = fill_missing(exe, feeds, fill, parse_dims(dim), seed)
         want = read_npz(expected, "expected outputs file") if expected is not None else None
         with blas_threads(threads):
             outputs = VirtualMachine(exe).run(feeds)
-        kinds = {p.name: p.kind for p in exe.function("main").output_info()}
         if output is not None:
-            maps = [k for k in outputs if kinds.get(k) in ("map", "sequence_map")]
-            if maps:
-                raise InputError(f"output(s) {maps} are maps (dicts), which .npz cannot hold; run without --output "
-                                 f"or read them with relaxpack.runtime.InferenceSession")
-            np.savez(output, **{k: np.asarray(v) for k, v in outputs.items()})
+            arrays = output_arrays(outputs)
+            write_with(output, lambda f: np.savez(f, **arrays), sources)
         diffs = None
         if want is not None:
             unknown = sorted(set(want) - set(outputs))
@@ -125,16 +100,16 @@ def run(archive: Path, input: list[str] | None = None, inputs: Path | None = Non
             names = [n for n in outputs if n in want]
             diffs = compare_outputs(names, outputs, [want[n] for n in names], rtol, atol, reference="expected")
     for name in filled:
-        echo(f"filled {name}: {describe(feeds[name])} ({fill}{', seed ' + str(seed) if fill == 'random' else ''})")
+        echo(f"filled {one_line(name)}: {value_text(feeds[name])} "
+             f"({fill}{', seed ' + str(seed) if fill == 'random' else ''})")
     for name, value in outputs.items():
-        kind = kinds.get(name, "tensor")
-        echo(f"{name}: {describe(value, kind)} {preview_value(value, kind)}")
+        echo("\n".join(output_lines(name, value, kinds.get(name, "tensor"))))
     if output is not None:
         echo(f"wrote {output}")
     if diffs is not None:
         for d in diffs:
             note = f"  {d.note}" if d.note else ""
-            echo(f"expected {d.name}: max abs {d.max_abs:.3e}  max rel {d.max_rel:.3e}  "
+            echo(f"expected {one_line(d.name)}: max abs {d.max_abs:.3e}  max rel {d.max_rel:.3e}  "
                  f"{'PASS' if d.passed else 'FAIL'}{note}")
         passed = all(d.passed for d in diffs)
         echo(f"{'PASS' if passed else 'FAIL'} ({len(diffs)} output(s) against {expected})")
