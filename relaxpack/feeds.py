@@ -29,19 +29,19 @@ def make_inputs(exe, dim_values: Mapping[str, int], rng: np.random.Generator, fi
     ``random`` (normal floats, small non-negative ints, random bools and words), ``zeros`` or ``ones``."""
     if fill not in FILLS:
         raise InputError(f"unknown fill {fill!r}; use one of {', '.join(FILLS)}")
-    shapes = {}
+    shapes, maps = {}, {}
     for p in exe.function("main").params:
         if names is not None and p.name not in names:
             continue
         if p.kind == "map" and fill == "random":
-            inputs[p.name] = random_map(p.key_dtype, p.dtype, rng)
+            maps[p.name] = random_map(p.key_dtype, p.dtype, rng)
             continue
         if p.kind != "tensor" or p.shape is None:
             raise InputError(f"input {p.name!r} has no known shape; pass it explicitly")
         shapes[p] = tuple(d if isinstance(d, int) else _eval_dim(d, dim_values, p.name) for d in p.shape)
     _check_size(shapes)
     try:
-        return _make(shapes, rng, fill)
+        return {**_make(shapes, rng, fill), **maps}
     except MemoryError:
         raise InputError("not enough memory for the inputs to make") from None
 
