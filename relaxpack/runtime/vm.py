@@ -8,6 +8,11 @@ then only moves values between registers and calls kernels.
 >>> vm = VirtualMachine(exe)                      # doctest: +SKIP
 >>> vm.run({"x": x})["y"]                         # doctest: +SKIP
 >>> vm["main"](x)                                 # doctest: +SKIP
+
+For work from untrusted archives or inputs, budgets bound each call
+(:mod:`.budget`): ``VirtualMachine(exe, max_steps=10**7, timeout=5.0,
+max_memory=1 << 30)`` stops a call that goes past them with a
+:class:`~relaxpack.errors.BudgetError`.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..errors import ArchiveError, ExecutionError, InputError, RelaxpackError, ShapeError
+from .budget import Budget, metered
 from .builtins import BUILTINS
 from .containers import CONTAINER_KINDS, as_input, as_output
 from .maps import MAP_KINDS, as_map_input
@@ -43,10 +49,20 @@ class _Prepared:
 
 
 class VirtualMachine:
-    """Executes bytecode functions of an executable."""
+    """Executes bytecode functions of an executable.
 
-    def __init__(self, exe: Executable):
+    ``max_steps`` (instructions), ``timeout`` (seconds) and ``max_memory``
+    (bytes of the arrays the VM allocates) bound every call; None is no limit.
+    """
+
+    def __init__(self, exe: Executable, *, max_steps: int | None = None, timeout: float | None = None,
+                 max_memory: int | None = None):
         self.exe = exe
+        self._limits = {"max_steps": max_steps, "timeout": timeout, "max_memory": max_memory}
+        budget = Budget(max_steps, timeout, max_memory)
+        self._budget = budget if budget.counts_steps or max_memory is not None else None
+        self._counting = self._budget if budget.counts_steps else None
+        self._metering = self._budget if max_memory is not None else None
         self._running = threading.Lock()
         self._index = {name: i for i, name in enumerate(exe.functions)}
         check_registered(exe)   # every missing registered function in one error, before any lookup
@@ -60,8 +76,11 @@ class VirtualMachine:
 
     def __reduce__(self):
         """A VM pickles as its executable (which reopens its archive by path, see
-        :meth:`Executable.__reduce__`); the unpickled VM is prepared afresh, with empty arenas."""
-        return VirtualMachine, (self.exe,)
+        :meth:`Executable.__reduce__`) and its budgets; the unpickled VM is prepared afresh,
+        with empty arenas."""
+        limits = self._limits
+        return (_rebuild, (self.exe, limits)) if any(v is not None for v in limits.values()) \
+            else (VirtualMachine, (self.exe,))
 
     # ------------------------------------------------------------ public API
     def __getitem__(self, name: str) -> Callable[..., Any]:
@@ -80,6 +99,10 @@ class VirtualMachine:
             raise ExecutionError("this VirtualMachine is already running (on another thread?); create one "
                                  "VirtualMachine per thread: they can share one loaded Executable")
         try:
+            if self.exe.source_check is not None:
+                self.exe.source_check()     # a mapped archive rewritten since loading would give wrong answers
+            if self._budget is not None:
+                self._budget.start()
             # inf and nan propagate as IEEE arithmetic says, without numpy's warnings (as in onnxruntime)
             with np.errstate(all="ignore"):
                 return self._detach(self._invoke(index, args), args)
@@ -120,9 +143,18 @@ class VirtualMachine:
         regs[:len(args)] = args
         steps = prepared.steps
         pc = 0
+        budget = self._counting
         try:
-            while pc >= 0:
-                pc = steps[pc](regs)
+            if budget is None:
+                while pc >= 0:
+                    pc = steps[pc](regs)
+            else:               # the same loop, counting instructions for the budget
+                tick, limit = budget.counter.__next__, budget.limit
+                while pc >= 0:
+                    pc = steps[pc](regs)
+                    used = tick()
+                    if used >= limit:
+                        limit = budget.checkpoint(used, func.name)
         except ShapeProgramError as err:   # raised without knowing where: say which instruction
             raise type(err)(f"{func.name}: instruction {pc} ({prepared.labels[pc]}): {err}") from None
         except ShapeError as err:
@@ -218,12 +250,22 @@ class VirtualMachine:
         args = [self._operand(func, a) for a in ins.args]
         kwargs = [(k, *self._operand(func, v)) for k, v in ins.kwargs]
         n_static = getattr(fn, "n_static", 0)
+        static: tuple = ()
         if n_static and len(args) >= n_static and not any(is_reg for is_reg, _ in args[:n_static]):
-            fn = fn.specialize(*(v for _, v in args[:n_static]))
+            static = tuple(v for _, v in args[:n_static])
+            fn = fn.specialize(*static)
             args = args[n_static:]
         if ins.dst != NO_DST:
             _check_register(func, ins.dst)
-        return _make_call_step(fn, args, kwargs, ins.dst, pc + 1, self.exe.func_table[ins.func].label)
+        entry = self.exe.func_table[ins.func]
+        if self._metering is not None:
+            fn = metered(entry, fn, static, args, self._metering, entry.label)
+        return _make_call_step(fn, args, kwargs, ins.dst, pc + 1, entry.label)
+
+
+def _rebuild(exe: Executable, limits: dict) -> "VirtualMachine":
+    """An unpickled VM with the budgets it was pickled with."""
+    return VirtualMachine(exe, **limits)
 
 
 def _make_call_step(fn, args, kwargs, dst: int, nxt: int, label: str) -> Step:
