@@ -24,7 +24,7 @@ from ..registry import register_converter
 from ..tensors import onnx_dtype_name
 from ..value import Value
 from ._dynamic import packed_call
-from ._shape_common import shape_error, unsupported
+from ._shape_common import rank_unknown, shape_error, unsupported
 
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
 
@@ -71,7 +71,7 @@ def _dft(ctx, x: Value, length_in: Value | None, axis_in: Value | None, axis: in
     _float_input(ctx, x, "input")
     rank = x.ndim
     if rank < 0:
-        raise unsupported(ctx, "an input of unknown rank")
+        raise unsupported(ctx, rank_unknown(ctx, x))
     if axis is not None:
         if not (-rank <= axis <= -2 or 0 <= axis <= rank - 2):
             raise shape_error(ctx, f"axis {axis} is out of range for an input of rank {rank} (the last "
