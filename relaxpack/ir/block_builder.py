@@ -29,6 +29,7 @@ from .expr import (
     Tuple, TupleGetItem, Var, VarBinding,
 )
 from .module import IRModule
+from .op import get_op_def
 from .struct_info import (
     FuncStructInfo, ObjectStructInfo, StructInfo, TupleStructInfo, erase_to_well_defined,
     unify_struct_info,
@@ -350,7 +351,6 @@ class BlockBuilder:
         op = call.op
         try:
             if isinstance(op, Op):
-                from ..ops.registry import get_op_def
                 opdef = get_op_def(op)
                 opdef.check_call(call)
                 return opdef.infer(call, self.analyzer)
@@ -431,7 +431,6 @@ def is_pure_expr(expr: Expr) -> bool:
         return True
     op = expr.op
     if isinstance(op, Op):
-        from ..ops.registry import get_op_def
         return get_op_def(op).pure
     sinfo = op.struct_info
     return not isinstance(sinfo, FuncStructInfo) or sinfo.purity

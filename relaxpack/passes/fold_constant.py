@@ -3,7 +3,7 @@
 A binding ``lv = R.op(c0, c1, ...)`` whose arguments are constants
 (``Constant``, a static ``R.shape``, an int/float ``PrimValue``, tuples of
 those) and whose op has a destination-passing kernel is evaluated with
-:func:`~relaxpack.passes.evaluate.evaluate_call` -- the very kernel the VM
+:func:`~relaxpack.ops.evaluate.evaluate_call` -- the very kernel the VM
 would run -- and becomes ``lv = R.const(...)``; uses of ``lv`` see the
 constant, so chains fold in one run. A tuple result (``split``) becomes a
 tuple of constants and indexing it gives the constant.
@@ -37,7 +37,7 @@ from ..ops.registry import get_op_def
 from ..ir.well_formed import function_analyzer
 from ..runtime.kernels import KERNELS
 from .canonicalize_bindings import BindingRule, apply_rules
-from .evaluate import evaluate_call, output_size
+from ..ops.evaluate import evaluate_call, output_size
 from .infra import function_pass
 
 log = logging.getLogger(__name__)

@@ -49,7 +49,7 @@ from ..ir.struct_info import (
 from ..ir.visitor import ExprMutator
 from ..ir.well_formed import function_analyzer
 from ..ops.registry import make_call
-from ..runtime.kernels._math import onnx_slice
+from ..runtime.semantics import onnx_slice
 from .canonicalize_bindings import BindingRule, apply_rules
 from .infra import function_pass
 
