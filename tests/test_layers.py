@@ -4,7 +4,8 @@ errors < runtime < ir < ops < {passes, packager, importers}: a package imports
 only from the layers below it. ``ir`` knows ops only through the registry
 protocol it defines (ir/op.py); ``passes`` never reach into the packager (a
 later stage); ``ops`` and ``passes`` use the runtime's public modules only,
-never a private ``_name`` module of it.
+never a private ``_name`` module of it. The pass infrastructure
+(``passes/core/``) imports no pass.
 """
 
 import ast
@@ -81,6 +82,13 @@ def test_layer_imports_only_from_below(package):
     assert files
     found = {module_name(p): violations(p) for p in files}
     assert {m: bad for m, bad in found.items() if bad} == {}
+
+
+def test_pass_infrastructure_imports_no_pass():
+    for path in sorted((PACKAGE / "passes" / "core").rglob("*.py")):
+        passes = {m for m in imports(path)
+                  if m.startswith("relaxpack.passes.") and not m.startswith("relaxpack.passes.core")}
+        assert not passes, f"{module_name(path)} imports {passes}"
 
 
 def test_the_checker_sees_imports_inside_functions(tmp_path, monkeypatch):

@@ -36,7 +36,7 @@ from ..ir.expr import (
 from ..ir.struct_info import StructInfo, TupleStructInfo, is_base_of
 from ..ir.visitor import ExprMutator, ExprVisitor
 from ..ir.well_formed import function_analyzer
-from .infra import function_pass
+from .core.infra import function_pass
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class BindingRule:
     reason why not, ``rewrite(node, env)`` makes the new node. The reasons
     make "why did this not simplify" printable (:func:`explain`).
 
-    Rules that match trees of calls use :mod:`relaxpack.passes.rewrite`.
+    Rules that match trees of calls use :mod:`relaxpack.passes.core.rules`.
     """
 
     name: str

@@ -70,7 +70,7 @@ from ..ir.expr import Call, DataflowBlock, DataflowVar, Expr, Function, MatchCas
 from ..ir.visitor import ExprVisitor
 from ..ir.well_formed import function_analyzer
 from ..ops.registry import make_call
-from .infra import function_pass
+from .core.infra import function_pass
 from .layout_rules import (
     RULES, THRESHOLDS, TO_NCHW, TO_NHWC, LayoutRule, Thresholds, is_scalar, rank4, rule_for, rules_for,
 )

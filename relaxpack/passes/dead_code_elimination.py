@@ -31,7 +31,7 @@ from ..ir.expr import (
 )
 from ..ir.module import IRModule
 from ..ir.visitor import ExprVisitor
-from .infra import module_pass
+from .core.infra import module_pass
 
 ENTRY = "main"
 

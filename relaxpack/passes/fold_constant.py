@@ -38,7 +38,7 @@ from ..ir.well_formed import function_analyzer
 from ..runtime.kernels import KERNELS
 from .canonicalize_bindings import BindingRule, apply_rules
 from ..ops.evaluate import evaluate_call, output_size
-from .infra import function_pass
+from .core.infra import function_pass
 
 log = logging.getLogger(__name__)
 

@@ -45,7 +45,7 @@ from ..ir.visitor import ExprVisitor
 from ..ir.well_formed import function_analyzer
 from ..ops.definitions.fused_elementwise import fusible_kind, same_layout, same_shape
 from ..runtime.kernels.fused_elementwise import plan_buffers
-from .infra import module_pass
+from .core.infra import module_pass
 from .lower_fused import recipe_of
 
 log = logging.getLogger(__name__)

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 
 from ..ir.expr import Binding, Function, If, MatchCast, SeqExpr
 from .binding_liveness import REPRESENTATIVE_DIM, binding_dims, is_barrier, Liveness, vars_in, peak_live_bytes
-from .infra import function_pass
+from .core.infra import function_pass
 
 log = logging.getLogger(__name__)
 

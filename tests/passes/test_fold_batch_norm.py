@@ -12,7 +12,7 @@ from relaxpack.check import compare_outputs, onnxruntime_session
 from relaxpack.examples.onnx_models import small_cnn
 from relaxpack.ir import parse
 from relaxpack.passes.fold_batch_norm import RULES, fold_batch_norm
-from relaxpack.passes.rewrite import explain
+from relaxpack.passes.core.rules import explain
 from relaxpack.runtime import VirtualMachine
 
 from .test_rewrite import assert_rewrites, assert_same_results, assert_unchanged, kernel_calls, ops_of, run

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 import relaxpack
 from relaxpack.check import onnxruntime_session
 from relaxpack.passes.fold_permute_matmul import fold_permute_matmul
-from relaxpack.passes.rewrite import explain
+from relaxpack.passes.core.rules import explain
 from relaxpack.ir import parse
 from relaxpack.runtime import VirtualMachine
 from relaxpack.runtime.kernels import get_kernel

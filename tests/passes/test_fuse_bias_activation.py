@@ -19,7 +19,7 @@ from relaxpack.passes import PassContext, Sequential
 from relaxpack.passes.dead_code_elimination import dead_code_elimination
 from relaxpack.passes.fold_batch_norm import fold_batch_norm
 from relaxpack.passes.fuse_bias_activation import RULES, fuse_bias_activation
-from relaxpack.passes.rewrite import explain
+from relaxpack.passes.core.rules import explain
 from relaxpack.passes.simplify_algebra import simplify_algebra
 from relaxpack.runtime import VirtualMachine
 

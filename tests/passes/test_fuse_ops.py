@@ -20,7 +20,7 @@ from relaxpack.ir.well_formed import check_well_formed
 from relaxpack.passes import PassContext
 from relaxpack.passes.fuse_ops import fuse_ops
 from relaxpack.passes.lower_fused import lower_fused_functions
-from relaxpack.passes.optimize import optimize_pipeline
+from relaxpack.passes.pipeline import optimize_pipeline
 from relaxpack.runtime import VirtualMachine
 from relaxpack.runtime.dtypes import numpy_dtype
 

@@ -1,4 +1,4 @@
-"""The core optimization passes together (relaxpack.passes.optimize), end to
+"""The core optimization passes together (relaxpack.passes.pipeline), end to
 end on real models; and the helpers the tests of each core pass share."""
 
 from pathlib import Path
@@ -20,7 +20,7 @@ from relaxpack.ir.struct_info import TensorStructInfo
 from relaxpack.ir.visitor import ExprVisitor
 from relaxpack.ir.well_formed import check_well_formed
 from relaxpack.passes import PassContext, Sequential
-from relaxpack.passes.optimize import core_passes
+from relaxpack.passes.pipeline import core_passes
 from relaxpack.runtime import VirtualMachine
 from relaxpack.runtime.dtypes import numpy_dtype
 

@@ -9,7 +9,7 @@ import pytest
 
 from relaxpack.ir import parse
 from relaxpack.passes.pack_recurrent_weights import pack_recurrent_weights
-from relaxpack.passes.rewrite import explain
+from relaxpack.passes.core.rules import explain
 
 from .test_rewrite import assert_rewrites, assert_same_results, assert_unchanged
 

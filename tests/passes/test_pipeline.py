@@ -1,4 +1,5 @@
-"""The -O2 pipeline as a whole: a fixed point, fewer kernel calls, same numbers."""
+"""The pipelines as a whole: -O2 a fixed point, fewer kernel calls, same
+numbers; every stage is one the importer or some pass produces."""
 
 from pathlib import Path
 
@@ -11,8 +12,9 @@ from relaxpack.check import compare_outputs, onnxruntime_session
 from relaxpack.examples.onnx_models import small_cnn, transformer_block_onnx
 from relaxpack.ir.equality import assert_structural_equal
 from relaxpack.ir.well_formed import check_well_formed
-from relaxpack.passes import PassContext
-from relaxpack.passes.optimize import optimize_pipeline
+from relaxpack.ir.module import STAGES
+from relaxpack.passes import PassContext, Sequential
+from relaxpack.passes.pipeline import lower_pipeline, optimize_pipeline
 from relaxpack.runtime import VirtualMachine
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -25,6 +27,27 @@ CASES = {
     "transformer_block": (transformer_block_onnx,
                           lambda rng, b: {"x": rng.standard_normal((b, 3 + b, 32)).astype(np.float32)}),
 }
+
+
+def passes_of(pipeline):
+    stack, found = [pipeline], []
+    while stack:
+        p = stack.pop()
+        if isinstance(p, Sequential):
+            stack.extend(p.passes)
+        else:
+            found.append(p)
+    return found
+
+
+def test_every_stage_is_produced_in_order():
+    passes = passes_of(optimize_pipeline(2)) + passes_of(lower_pipeline())
+    produced = {p.info.produces for p in passes if p.info.produces}
+    assert STAGES[0] == "import" and relaxpack.from_onnx(small_cnn()).stage == "import"
+    assert set(STAGES[1:]) == produced
+    for p in passes:        # a pass needs only stages at or before the one it produces
+        if p.info.produces:
+            assert all(STAGES.index(s) <= STAGES.index(p.info.produces) for s in p.info.requires), p.info
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

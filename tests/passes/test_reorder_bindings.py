@@ -16,7 +16,7 @@ from relaxpack.ir.expr import MatchCast
 from relaxpack.ir.well_formed import check_well_formed
 from relaxpack.ops import make_call
 from relaxpack.passes import PassContext
-from relaxpack.passes.optimize import optimize_pipeline
+from relaxpack.passes.pipeline import optimize_pipeline
 from relaxpack.passes.reorder_bindings import peak_live_bytes, reorder_bindings
 from relaxpack.runtime import VirtualMachine
 

@@ -1,4 +1,4 @@
-"""The rewrite-rule infrastructure (relaxpack.passes.rewrite), on toy rule
+"""The rewrite-rule infrastructure (relaxpack.passes.core.rules), on toy rule
 tables; and the helpers the tests of the rule-table passes share."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from relaxpack.ir.well_formed import check_well_formed
 from relaxpack.ops import make_call
 from relaxpack.passes import PassContext, Sequential
 from relaxpack.passes.dead_code_elimination import dead_code_elimination
-from relaxpack.passes.rewrite import (
+from relaxpack.passes.core.rules import (
     Rule, RewriteTable, all_of, any_of, const, explain, find_rule, is_op, live_use_counts,
     printed_names, same_type_as_output, used_once, wildcard,
 )

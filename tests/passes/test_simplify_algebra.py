@@ -11,7 +11,7 @@ import pytest
 
 import relaxpack
 from relaxpack.ir import parse
-from relaxpack.passes.rewrite import explain
+from relaxpack.passes.core.rules import explain
 from relaxpack.passes.simplify_algebra import RULES, simplify_algebra
 from relaxpack.runtime import VirtualMachine
 

@@ -20,7 +20,7 @@ from relaxpack.ir.block_builder import BlockBuilder
 from relaxpack.ir.equality import assert_structural_equal
 from relaxpack.ir.expr import Constant, ShapeExpr, Var
 from relaxpack.ops.registry import make_call
-from relaxpack.passes.optimize import optimize_pipeline
+from relaxpack.passes.pipeline import optimize_pipeline
 from relaxpack.runtime import VirtualMachine, load
 from relaxpack.vm_build import build
 

@@ -9,7 +9,7 @@ A :class:`RewriteTable` applies its rules producer-first (binding order)
 over each function until nothing fires, and :func:`explain` prints why a
 rule did not fire where its root op appears::
 
-    from relaxpack.passes.rewrite import Rule, RewriteTable, const, is_op, used_once, wildcard
+    from relaxpack.passes.core.rules import Rule, RewriteTable, const, is_op, used_once, wildcard
 
     rule = Rule(
         "fuse_matmul_bias",
@@ -32,27 +32,26 @@ returns, or one that leaves its dataflow block, is bound to it instead).
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import itertools
 import logging
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..errors import PassError, RelaxpackError
-from ..ir.block_builder import BlockBuilder, is_pure_expr
-from ..ir.dims import DimAnalyzer
-from ..ir.expr import (
+from ...errors import PassError, RelaxpackError
+from ...ir.block_builder import BlockBuilder, is_pure_expr
+from ...ir.dims import DimAnalyzer
+from ...ir.expr import (
     Binding, BindingBlock, Call, DataflowBlock, DataflowVar, Expr, Function, If, MatchCast, Op,
     SeqExpr, Span, Var, VarBinding,
 )
-from ..ir.module import IRModule
-from ..ir.struct_info import TensorStructInfo, is_base_of
-from ..ir.visitor import ExprMutator
-from ..ir.well_formed import function_analyzer
-from ..ops.definitions.common import dtype_kind, fmt_sinfo
+from ...ir.module import IRModule
+from ...ir.struct_info import TensorStructInfo, is_base_of
+from ...ir.visitor import ExprMutator
+from ...ir.well_formed import function_analyzer
+from ...ops.definitions.common import dtype_kind, fmt_sinfo
 from .infra import FunctionPass, PassInfo
-from .rewrite_pattern import (
+from .patterns import (
     CallPattern, ConstPattern, Def, FunctionScope, Match, MatchState, OrPattern, Pattern, Wildcard,
     any_of, const, is_op, live_use_counts, printed_names, vars_of, wildcard,
 )
@@ -156,10 +155,9 @@ class Rule:
         return match if reason is None else reason
 
 
+#: rule name -> (its table, the rule): a table registers its rules when it is made,
+#: i.e. when the pass module that uses it is imported (passes/pipeline.py imports them all)
 _RULES: dict[str, tuple["RewriteTable", Rule]] = {}
-#: modules that define rule tables, imported when explain() meets an unknown rule name
-_TABLE_MODULES = ("fold_batch_norm", "simplify_algebra", "fuse_bias_activation", "fold_permute_matmul",
-                  "sink_resize", "pack_recurrent_weights")
 
 
 class RewriteTable:
@@ -288,15 +286,11 @@ def _bindings_with_blocks(func: Function, scope: FunctionScope) -> list[tuple[Bi
 
 
 def find_rule(name: str) -> tuple[RewriteTable, Rule]:
-    """The table holding rule ``name`` and the rule."""
+    """The table holding rule ``name`` and the rule, among the tables of the
+    pass modules imported so far."""
     if name not in _RULES:
-        for module in _TABLE_MODULES:
-            try:
-                importlib.import_module(f"{__package__}.{module}")
-            except ImportError:             # a table module not written yet
-                continue
-    if name not in _RULES:
-        raise PassError(f"no rewrite rule named {name!r}; known: {sorted(_RULES)}")
+        raise PassError(f"no rewrite rule named {name!r} in the tables of the passes imported so far "
+                        f"(relaxpack.passes.pipeline imports them all); known: {sorted(_RULES)}")
     return _RULES[name]
 
 
@@ -430,7 +424,7 @@ class _Rewriter(ExprMutator):
 
 
 __all__ = [
-    # the pattern language (rewrite_pattern.py), importable from here
+    # the pattern language (patterns.py), importable from here
     "Pattern", "Wildcard", "ConstPattern", "CallPattern", "OrPattern", "wildcard", "const", "is_op",
     "any_of", "Match", "live_use_counts", "printed_names",
     # checks, rules, tables
