@@ -26,7 +26,7 @@ from .gradual import infer_assuming
 from .expr import (
     Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc,
     Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, Span, StringImm,
-    Tuple, TupleGetItem, Var, VarBinding,
+    Tuple, TupleGetItem, Var, VarBinding, identical,
 )
 from .module import IRModule
 from .op import get_op_def
@@ -310,7 +310,7 @@ class BlockBuilder:
             return self._normalize_call(expr)
         if isinstance(expr, Tuple):
             fields = tuple(self._normalize_arg(f) for f in expr.fields)
-            if expr.struct_info is not None and all(a is b for a, b in zip(fields, expr.fields)):
+            if expr.struct_info is not None and identical(fields, expr.fields):
                 return expr
             return Tuple(fields)
         if isinstance(expr, TupleGetItem):
@@ -333,12 +333,10 @@ class BlockBuilder:
         return expr if is_leaf(expr) or isinstance(expr, TupleGetItem) else self.emit(expr)
 
     def _normalize_call(self, call: Call) -> Call:
-        args = tuple(self._normalize_arg(a) for a in call.args)
-        if all(a is b for a, b in zip(args, call.args)):
-            args = call.args
-        if call.struct_info is not None and args is call.args:
+        new = call.replace(args=tuple(self._normalize_arg(a) for a in call.args))
+        if new is call and call.struct_info is not None:
             return call
-        call = call.replace(args=args)
+        call = new
         if not self.gradual:
             return call.replace(struct_info=self.infer_call(call))
         call, sinfo, casts = infer_assuming(call, self.infer_call, self.entry_dims(), self.in_dataflow)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 
 from ..ir.block_builder import BlockBuilder, is_pure_expr
-from ..ir.expr import Call, Constant, Expr, Op, PrimValue, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var
+from ..ir.expr import Call, Constant, Expr, Op, PrimValue, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var, identical
 from ..ir.visitor import ExprMutator
 from ..ops.registry import get_op_def
 from ..ir.well_formed import function_analyzer
@@ -148,7 +148,7 @@ class _Folder(ExprMutator):
         body = self.visit_expr(seq.body)
         self._in_body = saved
         new_seq = self.builder.end_scope(body)
-        if len(blocks) == len(seq.blocks) and all(a is b for a, b in zip(blocks, seq.blocks)) \
+        if identical(blocks, seq.blocks) \
                 and new_seq.body is seq.body:
             return seq
         return SeqExpr(tuple(blocks), new_seq.body)
