@@ -5,7 +5,7 @@ from relaxpack.passes.canonicalize_bindings import (
     RULES, _Env, canonicalize_bindings, explain, match_cast_is_redundant,
 )
 
-from .test_optimize import assert_rewrites, assert_same_results, assert_unchanged, run_pass
+from .helpers import assert_rewrites, assert_same_results, assert_unchanged, run_pass
 
 
 def test_var_chains_collapse_and_the_output_keeps_its_name():
