@@ -36,7 +36,7 @@ from ..ir.visitor import ExprMutator
 from ..ops.registry import get_op_def
 from ..ir.well_formed import function_analyzer
 from ..runtime.kernels import KERNELS
-from .canonicalize_bindings import BindingRule, apply_rules
+from .core.binding_rules import BindingRule, apply_rules
 from ..ops.evaluate import evaluate_call, output_size
 from .core.infra import function_pass
 

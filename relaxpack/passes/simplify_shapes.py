@@ -50,7 +50,7 @@ from ..ir.visitor import ExprMutator
 from ..ir.well_formed import function_analyzer
 from ..ops.registry import make_call
 from ..runtime.semantics import onnx_slice
-from .canonicalize_bindings import BindingRule, apply_rules
+from .core.binding_rules import BindingRule, apply_rules
 from .core.infra import function_pass
 
 log = logging.getLogger(__name__)
