@@ -224,8 +224,7 @@ def test_map_models_print_and_parse_back_before_and_after_the_pipeline(which):
     from relaxpack.ir import parse
     from relaxpack.ir.equality import assert_structural_equal
     from relaxpack.passes import PassContext
-    from relaxpack.passes.pipeline import optimize_pipeline
-    from relaxpack.vm_build import lower_pipeline
+    from relaxpack.passes.pipeline import lower_pipeline, optimize_pipeline
     onx = convert(LogisticRegression().fit(X, Y3)) if which == "zipmap" else dict_pipeline()[0]
     before = relaxpack.from_onnx(onx)
     with PassContext(opt_level=2):
