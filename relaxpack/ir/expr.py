@@ -135,7 +135,8 @@ _OPS_LOCK = threading.Lock()
 class Op(Expr):
     """An operator, interned by name: ``Op.get("add") is Op.get("add")``.
 
-    Its schema (attributes, struct-info inference) lives in ``relaxpack.ops``.
+    Its schema (attributes, struct-info inference) is its :class:`~.op.OpDef`,
+    looked up with :func:`~.op.get_op_def`.
     """
 
     name: str

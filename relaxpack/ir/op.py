@@ -8,7 +8,7 @@ IR depends on no op definition (TVM's ``Op`` registry and its attributes).
 Calls are made with :func:`make_call`, which checks the attributes against
 the schema.
 
->>> from relaxpack.ops import make_call                 # doctest: +SKIP
+>>> from relaxpack.ir.op import make_call               # doctest: +SKIP
 >>> make_call("nn.softmax", x, axis=-1)                  # doctest: +SKIP
 """
 
