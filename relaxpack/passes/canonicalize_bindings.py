@@ -34,7 +34,7 @@ from ..ir.expr import (
 from ..ir.struct_info import StructInfo, TupleStructInfo, is_base_of
 from ..ir.visitor import ExprMutator, ExprVisitor
 from ..ir.well_formed import function_analyzer
-from .core.binding_rules import BindingRule, apply_rules, explain
+from .core.rules import Rule, apply_rules
 from .core.infra import function_pass
 
 #: A pass repeats its rewrite until nothing changes; this bounds the rounds.
@@ -179,8 +179,8 @@ def _check_rebuilt(tup: Tuple, env: _Env) -> str | None:
 
 
 RULES = (
-    BindingRule("TupleGetItemOfTupleLiteral", lambda e: isinstance(e, TupleGetItem), _check_getitem, _rewrite_getitem),
-    BindingRule("TupleOfAllItems", lambda e: isinstance(e, Tuple), _check_rebuilt, lambda t, env: _rebuilt_source(t, env)),
+    Rule("TupleGetItemOfTupleLiteral", lambda e: isinstance(e, TupleGetItem), _check_getitem, _rewrite_getitem),
+    Rule("TupleOfAllItems", lambda e: isinstance(e, Tuple), _check_rebuilt, lambda t, env: _rebuilt_source(t, env)),
 )
 
 
@@ -284,5 +284,5 @@ def canonicalize_bindings(func, mod, ctx):
     return canonicalize_function(func)
 
 
-__all__ = ["BindingRule", "RULES", "apply_rules", "explain", "function_outputs", "is_constant_leaf",
+__all__ = ["RULES", "function_outputs", "is_constant_leaf",
            "match_cast_is_redundant", "canonicalize_bindings", "canonicalize_function"]

@@ -36,7 +36,7 @@ from ..ir.visitor import ExprMutator
 from ..ops.registry import get_op_def
 from ..ir.well_formed import function_analyzer
 from ..runtime.kernels import KERNELS
-from .core.binding_rules import BindingRule, apply_rules
+from .core.rules import Rule, apply_rules
 from ..ops.evaluate import evaluate_call, output_size
 from .core.infra import function_pass
 
@@ -116,13 +116,13 @@ def _check_constant_tuple(item: TupleGetItem, env) -> str | None:
         else "the tuple is not a constant"
 
 
-def fold_rules(min_elements: int) -> tuple[BindingRule, ...]:
+def fold_rules(min_elements: int) -> tuple[Rule, ...]:
     """The rules of FoldConstant for a size floor of ``min_elements``."""
     return (
-        BindingRule("FoldCall", lambda e: isinstance(e, Call),
+        Rule("FoldCall", lambda e: isinstance(e, Call),
                     lambda call, env: _check_fold(call, min_elements),
                     lambda call, env: _fold(call, min_elements)),
-        BindingRule("FoldTupleGetItem", lambda e: isinstance(e, TupleGetItem),
+        Rule("FoldTupleGetItem", lambda e: isinstance(e, TupleGetItem),
                     _check_constant_tuple, lambda item, env: item.tuple_value.fields[item.index]),
     )
 

@@ -50,7 +50,7 @@ from ..ir.visitor import ExprMutator
 from ..ir.well_formed import function_analyzer
 from ..ops.registry import make_call
 from ..runtime.semantics import onnx_slice
-from .core.binding_rules import BindingRule, apply_rules
+from .core.rules import Rule, apply_rules
 from .core.infra import function_pass
 
 log = logging.getLogger(__name__)
@@ -406,8 +406,8 @@ def _is_op(*names):
 
 
 RULES = (
-    BindingRule("WhereOfDecidedCondition", _is_op("where"), _check_where, lambda c, v: _chosen_branch(c, v)),
-    BindingRule("SymbolicShapeArithmetic", _is_op(*_CONTENTS), _check_shape_arithmetic, _rewrite_shape_arithmetic),
+    Rule("WhereOfDecidedCondition", _is_op("where"), _check_where, lambda c, v: _chosen_branch(c, v)),
+    Rule("SymbolicShapeArithmetic", _is_op(*_CONTENTS), _check_shape_arithmetic, _rewrite_shape_arithmetic),
 )
 
 

@@ -1,8 +1,9 @@
 """CanonicalizeBindings: aliases, trivial tuples, redundant match casts."""
 
 from relaxpack.ir import parse
+from relaxpack.passes.core.rules import reasons as rule_reasons
 from relaxpack.passes.canonicalize_bindings import (
-    RULES, _Env, canonicalize_bindings, explain, match_cast_is_redundant,
+    RULES, _Env, canonicalize_bindings, match_cast_is_redundant,
 )
 
 from .helpers import assert_rewrites, assert_same_results, assert_unchanged, run_pass
@@ -293,6 +294,6 @@ class Module:
         return a
 """)
     item = mod["main"].body.blocks[0].bindings[1].value
-    reasons = explain(RULES, item, _Env())
+    reasons = rule_reasons(RULES, item, _Env())
     assert reasons == {"TupleGetItemOfTupleLiteral": "the tuple is not a tuple literal"}
     assert run_pass(canonicalize_bindings, mod)["main"].body.blocks[0].bindings[1].value is item

@@ -14,7 +14,8 @@ from relaxpack.ir.well_formed import check_well_formed
 from relaxpack.ops import make_call
 from relaxpack.passes.dead_code_elimination import dead_code_elimination
 from relaxpack.passes.core.rules import (
-    Rule, RewriteTable, all_of, any_of, const, explain, find_rule, is_op, live_use_counts,
+    Rule, RewriteTable, all_of, any_of, apply_rules, const, explain, find_rule, first_applicable, is_op,
+    live_use_counts, reasons,
     printed_names, same_type_as_output, used_once, wildcard,
 )
 from relaxpack.runtime import VirtualMachine
@@ -293,3 +294,20 @@ def test_rules_describe_themselves_and_errors_name_the_problem():
         RewriteTable("Other", [TOY.rule("toy_neg_neg")])
     with pytest.raises(PassError, match="root must be a call pattern"):
         Rule("toy_bad", wildcard("x"), None, _neg_neg)
+
+
+def test_one_rule_shape_serves_binding_rules_selected_by_predicate():
+    """A Rule whose pattern is a predicate of the node is a binding rule:
+    check and rewrite get the node and the pass's state; the first that
+    applies rewrites, and the others that matched say why not."""
+    small = Rule("small", lambda n: isinstance(n, int), lambda n, limit: None if n < limit else f"{n} >= {limit}",
+                 lambda n, limit: n + 1)
+    even = Rule("even", lambda n: isinstance(n, int), lambda n, limit: None if n % 2 == 0 else "odd",
+                lambda n, limit: n // 2)
+    text = Rule("text", lambda n: isinstance(n, str), None, str.upper)
+    rules = (small, even, text)
+    assert apply_rules(rules, 3, 10) == 4 and apply_rules(rules, 12, 10) == 6 and apply_rules(rules, 13, 10) is None
+    assert first_applicable(rules, 12, 10) is even
+    assert reasons(rules, 13, 10) == {"small": "13 >= 10", "even": "odd"}     # "text" does not match an int
+    with pytest.raises(PassError, match="a table's rule needs a call pattern"):
+        RewriteTable("Predicates", [small])

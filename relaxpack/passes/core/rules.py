@@ -124,21 +124,42 @@ def float_output(m: Match) -> str | None:
 
 @dataclass(frozen=True)
 class Rule:
-    """``pattern`` (a call pattern: its op is the rule's root), ``check``
-    (None or ``match -> reason | None``) and ``rewrite`` (``match -> Expr``).
-    ``doc`` defaults to the rewrite's docstring."""
+    """A local rewrite as data: ``name``, where it may apply (``pattern``),
+    ``check`` (None, or the reason it does not apply) and ``rewrite``.
+    ``doc`` defaults to the rewrite's docstring. The one rule shape of the
+    passes, by what ``pattern`` is:
+
+    - a call pattern (its op is the rule's root): a rule of a
+      :class:`RewriteTable`, ``check(match)`` and ``rewrite(match)`` on a
+      :class:`Match` of a tree of calls;
+    - a predicate of the node: a binding rule (CanonicalizeBindings,
+      FoldConstant, SimplifyShapes), ``check(node, state)`` and
+      ``rewrite(node, state)`` with the pass's state (:func:`apply_rules`);
+    - None: the pass picks the rules by op itself (ConvertLayout's
+      ``LayoutRule``, which adds what a region needs to know).
+
+    :func:`first_applicable` and :func:`reasons` select and explain the
+    latter two alike; a table explains its rules with :func:`explain`.
+    """
 
     name: str
-    pattern: CallPattern
-    check: Check | None
-    rewrite: Callable[[Match], Expr]
+    pattern: CallPattern | Callable[..., bool] | None
+    check: Callable[..., "str | None"] | None
+    rewrite: Callable[..., object]
     doc: str = ""
 
     def __post_init__(self):
-        if not isinstance(self.pattern, CallPattern):
+        if isinstance(self.pattern, Pattern) and not isinstance(self.pattern, CallPattern):
             raise PassError(f"rule {self.name}: the pattern's root must be a call pattern")
         if not self.doc:
             object.__setattr__(self, "doc", inspect.getdoc(self.rewrite) or "")
+
+    def reason(self, *subject) -> str | None:
+        """None when the rule applies to ``subject`` (a node, then the pass's
+        state), else why not; a rule whose predicate does not match says so."""
+        if callable(self.pattern) and not isinstance(self.pattern, Pattern) and not self.pattern(subject[0]):
+            return NOT_MATCHED
+        return self.check(*subject) if self.check is not None else None
 
     @property
     def summary(self) -> str:
@@ -155,6 +176,35 @@ class Rule:
         return match if reason is None else reason
 
 
+#: the reason of a rule whose predicate does not match the node
+NOT_MATCHED = "the pattern does not match"
+
+
+def first_applicable(rules: Sequence[Rule], *subject) -> Rule | None:
+    """The first of ``rules`` that applies to ``subject`` (a node, then the
+    pass's state), or None; the reasons of those that matched but do not
+    apply are logged at debug level."""
+    for rule in rules:
+        reason = rule.reason(*subject)
+        if reason is None:
+            return rule
+        if reason is not NOT_MATCHED:
+            log.debug("%s does not apply: %s", rule.name, reason)
+    return None
+
+
+def reasons(rules: Sequence[Rule], *subject) -> dict[str, str | None]:
+    """For each of ``rules`` whose pattern matches ``subject``: None if it applies, else why not."""
+    found = {rule.name: rule.reason(*subject) for rule in rules}
+    return {name: why for name, why in found.items() if why is not NOT_MATCHED}
+
+
+def apply_rules(rules: Sequence[Rule], node, state):
+    """The rewrite of ``node`` by the first binding rule that applies, or None."""
+    rule = first_applicable(rules, node, state)
+    return None if rule is None else rule.rewrite(node, state)
+
+
 #: rule name -> (its table, the rule): a table registers its rules when it is made,
 #: i.e. when the pass module that uses it is imported (passes/pipeline.py imports them all)
 _RULES: dict[str, tuple["RewriteTable", Rule]] = {}
@@ -167,6 +217,8 @@ class RewriteTable:
         self.name, self.rules, self.max_iterations = name, tuple(rules), max_iterations
         self._by_op: dict[str, list[Rule]] = {}
         for rule in self.rules:
+            if not isinstance(rule.pattern, CallPattern):
+                raise PassError(f"rule {rule.name}: a table's rule needs a call pattern")
             owner = _RULES.get(rule.name)
             if owner is not None and owner[0].name != name:
                 raise PassError(f"rule {rule.name!r} is in tables {owner[0].name} and {name}")
@@ -429,5 +481,5 @@ __all__ = [
     "any_of", "Match", "live_use_counts", "printed_names",
     # checks, rules, tables
     "Check", "used_once", "all_of", "same_type_as_output", "float_output", "Rule", "RewriteTable",
-    "find_rule", "explain",
+    "find_rule", "explain", "first_applicable", "reasons", "apply_rules", "NOT_MATCHED",
 ]
