@@ -57,7 +57,7 @@ def convert_stages(model: onnx.ModelProto, dims=None, runs: int = 3) -> dict:
             times["check"] = _lap(t0)
             with PassContext(opt_level=2, instruments=[timer], check_well_formed=True):
                 t0 = time.perf_counter()
-                optimized = optimize_pipeline(2)(mod)
+                optimized = optimize_pipeline()(mod)
                 times["optimize"] = _lap(t0)
                 t0 = time.perf_counter()
                 lowered = lower_pipeline()(optimized)

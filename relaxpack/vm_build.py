@@ -70,7 +70,7 @@ def build(mod: IRModule, opt_level: int = 2, check: bool = True, pools: dict[str
     with PassContext(opt_level=opt_level, instruments=ctx.instruments, check_well_formed=check,
                      disabled_passes=ctx.disabled_passes, config=ctx.config):
         with stage("optimize"):
-            optimized = optimize_pipeline(opt_level)(mod)
+            optimized = optimize_pipeline()(mod)
         with stage("lower"):
             lowered = lower_pipeline()(optimized)
     with stage("codegen + plan"):

@@ -1,6 +1,7 @@
 """The pipelines ``build`` runs: optimize (by opt level), then lower.
 
->>> lowered = lower_pipeline()(optimize_pipeline(2)(mod))                # doctest: +SKIP
+>>> with PassContext(opt_level=2):                                       # doctest: +SKIP
+...     lowered = lower_pipeline()(optimize_pipeline()(mod))
 
 The core optimization passes (:func:`core_passes`), in the order of one round:
 
@@ -49,8 +50,9 @@ def core_passes() -> list[Pass]:
     ]
 
 
-def optimize_pipeline(opt_level: int) -> Sequential:
-    """What ``build`` runs before lowering, by opt level.
+def optimize_pipeline() -> Sequential:
+    """What ``build`` runs before lowering; the PassContext's opt level
+    decides what runs (each pass's own level, and the -O2 group's):
 
     - 0: nothing (the module is only legalized);
     - 1: one round of the core passes;
@@ -66,13 +68,10 @@ def optimize_pipeline(opt_level: int) -> Sequential:
       their kernels read), another core round to clean up, and FuseOps last
       (elementwise groups become fused primitive functions).
     """
-    passes: list[Pass] = []
-    if opt_level >= 1:
-        passes += core_passes()
-    if opt_level >= 2:
-        passes += [fold_batch_norm, simplify_algebra, fuse_bias_activation, fold_permute_matmul, sink_resize,
-                   convert_layout, simplify_algebra, pack_recurrent_weights, *core_passes(), fuse_ops]
-    return Sequential(passes, name="Optimize")
+    o2 = Sequential([fold_batch_norm, simplify_algebra, fuse_bias_activation, fold_permute_matmul, sink_resize,
+                     convert_layout, simplify_algebra, pack_recurrent_weights, *core_passes(), fuse_ops],
+                    name="O2", opt_level=2)
+    return Sequential([*core_passes(), o2], name="Optimize")
 
 
 def lower_pipeline() -> Sequential:

@@ -401,7 +401,7 @@ def test_models_use_fewer_kernel_calls_and_match_onnxruntime(name, imported, opt
     model = model() if model else onnx.load(str(MODELS / f"{name}.onnx"))
     mod = relaxpack.from_onnx(model)
     with PassContext(opt_level=2, disabled_passes=["FuseOps"]):  # the -O2 rewrites without fusion
-        rewritten = optimize_pipeline(2)(mod)
+        rewritten = optimize_pipeline()(mod)
     counts = {}
     for key, start in (("imported", mod), ("optimized", rewritten)):
         counts[key] = (build(start).kernel_call_count(), build(fuse(start)).kernel_call_count())

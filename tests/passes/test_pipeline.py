@@ -41,7 +41,7 @@ def passes_of(pipeline):
 
 
 def test_every_stage_is_produced_in_order():
-    passes = passes_of(optimize_pipeline(2)) + passes_of(lower_pipeline())
+    passes = passes_of(optimize_pipeline()) + passes_of(lower_pipeline())
     produced = {p.info.produces for p in passes if p.info.produces}
     assert STAGES[0] == "import" and relaxpack.from_onnx(small_cnn()).stage == "import"
     assert set(STAGES[1:]) == produced
@@ -50,12 +50,24 @@ def test_every_stage_is_produced_in_order():
             assert all(STAGES.index(s) <= STAGES.index(p.info.produces) for s in p.info.requires), p.info
 
 
+def test_the_context_opt_level_alone_decides_what_runs():
+    core = ["CanonicalizeBindings", "FoldConstant", "SimplifyShapes", "EliminateCommonSubexpr",
+            "CanonicalizeBindings", "DeadCodeElimination"]
+    o2 = ["FoldBatchNorm", "SimplifyAlgebra", "FuseBiasActivation", "FoldPermuteMatmul", "SinkResize",
+          "ConvertLayout", "SimplifyAlgebra", "PackRecurrentWeights", *core, "FuseOps"]
+    mod = relaxpack.from_onnx(small_cnn())
+    for level, ran in ((0, []), (1, core), (2, core + o2), (3, core + o2)):
+        with PassContext(opt_level=level) as ctx:
+            optimize_pipeline()(mod)
+        assert ctx.history == ran, level
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_o2_twice_is_structurally_equal(name):
     mod = relaxpack.from_onnx(CASES[name][0]())
     with PassContext(opt_level=2):
-        once = optimize_pipeline(2)(mod)
-        twice = optimize_pipeline(2)(once)
+        once = optimize_pipeline()(mod)
+        twice = optimize_pipeline()(once)
     check_well_formed(once)
     assert_structural_equal(twice, once)
 

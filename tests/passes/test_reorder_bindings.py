@@ -47,7 +47,7 @@ def optimized(mod):
     """``mod`` after build's optimization passes: ReorderBindings runs after them,
     as fusion changes which bindings there are."""
     with PassContext(opt_level=2):
-        return optimize_pipeline(2)(mod)
+        return optimize_pipeline()(mod)
 
 
 # ---------------------------------------------------------------- before / after texts

@@ -208,7 +208,7 @@ def test_seeded_draws_stay_calls_at_o2():
     """Even a seeded draw (the same every run) is a call, not a folded constant:
     purity, not seeding, decides."""
     model = random_model("RandomNormal", {"shape": [4, 4], "seed": 1.0}, count=2)
-    optimized = optimize_pipeline(2)(relaxpack.from_onnx(model))
+    optimized = optimize_pipeline()(relaxpack.from_onnx(model))
     assert optimized.script().count("R.random_normal(") == 2
 
 

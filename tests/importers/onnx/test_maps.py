@@ -228,7 +228,7 @@ def test_map_models_print_and_parse_back_before_and_after_the_pipeline(which):
     onx = convert(LogisticRegression().fit(X, Y3)) if which == "zipmap" else dict_pipeline()[0]
     before = relaxpack.from_onnx(onx)
     with PassContext(opt_level=2):
-        after = lower_pipeline()(optimize_pipeline(2)(before))
+        after = lower_pipeline()(optimize_pipeline()(before))
     for mod in (before, after):
         text = mod.script()
         assert ('R.Sequence(R.Map("int64", R.Tensor((), "float32")))' in text if which == "zipmap"
