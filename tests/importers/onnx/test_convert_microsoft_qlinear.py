@@ -15,6 +15,7 @@ import onnxruntime as ort
 import pytest
 
 import relaxpack
+from relaxpack.errors import UnsupportedOpError
 from relaxpack.runtime import VirtualMachine
 
 from ...integer_semantics import pairs_cannot_saturate
@@ -140,6 +141,16 @@ def test_qgemm_refuses_a_non_int32_bias():
     model = ms_model("QGemm", {"a": rand(2, 4, dtype=np.uint8)}, consts,
                      inputs=["a", "sa", "za", "b", "sb", "zb", "c", "sy", "zy"])
     with pytest.raises(relaxpack.RelaxpackError, match="QGemm node.*C must be int32.*got uint8"):
+        relaxpack.from_onnx(model)
+
+
+def test_per_channel_parameters_are_refused_by_name():
+    """onnxruntime's QLinear* kernels take one scale and zero point per tensor; so does relaxpack."""
+    model = ms_model("QLinearSigmoid", {"x": rand(2, 4, dtype=np.uint8)},
+                     {"sx": np.float32([0.1, 0.2]), "zx": np.uint8(3), "sy": np.float32(1 / 256), "zy": np.uint8(0)},
+                     inputs=["x", "sx", "zx", "sy", "zy"])
+    with pytest.raises(UnsupportedOpError, match=r"QLinearSigmoid node \(domain com.microsoft, opset 1\): "
+                                                 r"the scale must be a scalar"):
         relaxpack.from_onnx(model)
 
 
@@ -272,8 +283,8 @@ def test_qlinear_concat(dtype):
     check_exact(model, [feeds(2, 5, 4, 0), feeds(1, 0, 7, 3), feeds(3, 9, 1, 6)])
 
 
-def test_qlinear_where():
-    dtype = np.uint8
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_qlinear_where(dtype):
     (sx, zx), (sy, zy), (sz, zz) = qparams(dtype, 12), qparams(dtype, 13), qparams(dtype, 14)
     model = ms_model("QLinearWhere", {"cond": np.zeros((2, 1, 4), bool), "x": rand(2, 3, 4, dtype=dtype),
                                       "y": rand(4, dtype=dtype)},
@@ -330,3 +341,23 @@ def test_ms_quantize_dequantize(dtype, per_axis):
     model = ms_model("DequantizeLinear", {"x": rand(2, 3, 4, dtype=dtype)}, {"s": scale, "z": zp},
                      inputs=["x", "s", "z"], attrs={"axis": 1}, sym={"x": ["n", 3, "w"]})
     check_exact(model, [{"x": rand(n, 3, w, dtype=dtype, seed=n)} for n, w in ((2, 4), (1, 9), (0, 2))])
+
+
+# ---------------------------------------------------------------- QLinearReduceMean
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("axes, keepdims", [([2, 3], 1), ([1], 0), ([-1], 1)])
+def test_qlinear_reduce_mean(dtype, axes, keepdims):
+    """onnxruntime has no CPU kernel for it (its NNAPI provider runs it): judged by the
+    contrib schema's meaning, dequantize, float32 mean, quantize."""
+    (sx, zx), (sy, zy) = qparams(dtype, 16), qparams(dtype, 17)
+    model = ms_model("QLinearReduceMean", {"x": rand(2, 3, 4, 5, dtype=dtype)},
+                     {"sx": sx, "zx": zx, "sy": sy, "zy": zy}, inputs=["x", "sx", "zx", "sy", "zy"],
+                     attrs={"axes": axes, "keepdims": keepdims}, sym={"x": ["n", 3, "h", "w"]})
+
+    def formula(x):
+        real = sx * (x.astype(np.int32) - np.int32(zx)).astype(np.float32)
+        return quantize(real.mean(axis=tuple(axes), keepdims=bool(keepdims), dtype=np.float32), sy, zy)
+    feeds = [{"x": rand(n, 3, h, w, dtype=dtype, seed=n)} for n, h, w in ((2, 4, 5), (1, 7, 3), (3, 1, 1))]
+    check_exact(model, feeds, formula, against_ort=False)

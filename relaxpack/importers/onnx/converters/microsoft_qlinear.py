@@ -14,6 +14,8 @@ as compositions of IR ops that compute what onnxruntime's CPU kernels compute:
   function, quantize); the IR builds the same table from the 256 values and
   ``take``s from it. Sigmoid is MLAS's rational approximation, not ``exp``;
 - QLinearSoftmax: onnxruntime's own scheme (``softmax_table`` below);
+- QLinearReduceMean (not written by quantize_static; no CPU kernel in
+  onnxruntime): dequantize, float32 mean, quantize, as its schema says;
 - QuantizeLinear / DequantizeLinear of the com.microsoft domain: the ONNX ops.
 
 The arithmetic and its reasons are in docs/design-notes.md ("QOperator
@@ -239,6 +241,20 @@ def qlinear_average_pool(ctx, x, x_scale, x_zero_point=None, y_scale=None, y_zer
         pooled = call(ctx, "permute_dims", pooled, axes=(0, *range(2, ndim), 1))
     ratio = call(ctx, "divide", pooled, astype(ctx, _per_tensor(ctx, y_scale, "y_scale"), "float32"))
     return _qlinear_output(ctx, ratio, y_zero_point, x)    # the zero point added before rounding
+
+
+@register_converter(MS, "QLinearReduceMean", since_opset=1)
+def qlinear_reduce_mean(ctx, data, data_scale, data_zero_point=None, reduced_scale=None,
+                        reduced_zero_point=None, *, axes, keepdims):
+    """Dequantize, the float32 mean over ``axes``, quantize (the contrib schema's
+    meaning; onnxruntime runs it only in its NNAPI provider, not on CPU)."""
+    target = _target(ctx, reduced_zero_point, _int8(ctx, data))
+    ndim = q._rank(ctx, data, "the input")
+    if any(not -ndim <= a < ndim for a in axes):
+        raise malformed(ctx, f"axes {list(axes)} are out of range for an input of rank {ndim}")
+    mean = call(ctx, "mean", _dequantize(ctx, data, data_scale, data_zero_point),
+                axis=tuple(sorted({a % ndim for a in axes})), keepdims=bool(keepdims))
+    return _quantize(ctx, mean, reduced_scale, reduced_zero_point, target)
 
 
 # ---------------------------------------------------------------- softmax
