@@ -108,8 +108,11 @@ def _dft_at_run_time(ctx, x: Value, length_in, axis_in, axis, length, inverse, o
 @register_converter("", "STFT", since_opset=17)
 def stft(ctx, signal, frame_step, window=None, frame_length=None, *, onesided=1):
     _float_input(ctx, signal, "signal")
+    if signal.ndim == 2:        # (batch, length): a real signal, as onnxruntime reads it
+        signal = ctx.emit(make_call("expand_dims", ctx.expr(signal), axis=(2,)), "signal")
     if signal.ndim >= 0 and signal.ndim != 3:
-        raise shape_error(ctx, f"the signal must be (batch, length, 1 or 2), got rank {signal.ndim}")
+        raise shape_error(ctx, f"the signal must be (batch, length), (batch, length, 1) or "
+                               f"(batch, length, 2), got rank {signal.ndim}")
     step, length = _static_int(frame_step), _static_int(frame_length)
     if step is not None and step < 1 or length is not None and length < 1:
         raise shape_error(ctx, f"frame_step ({step}) and frame_length ({length}) must be positive")
