@@ -3,8 +3,8 @@
 errors < runtime < ir < ops < {passes, packager, importers}: a package imports
 only from the layers below it. ``ir`` knows ops only through the registry
 protocol it defines (ir/op.py); ``passes`` never reach into the packager (a
-later stage); ``ops`` and ``passes`` use the runtime's public modules only,
-never a private ``_name`` module of it. The pass infrastructure
+later stage); the compiler's packages use the runtime's public modules
+only, never a private ``_name`` module of it. The pass infrastructure
 (``passes/core/``) imports no pass.
 """
 
@@ -25,7 +25,7 @@ ALLOWED = {
     "importers": {"ir", "ops", "runtime"},
 }
 #: packages that may use only the runtime's public modules
-NO_PRIVATE_RUNTIME = ("ops", "passes")
+NO_PRIVATE_RUNTIME = ("ops", "passes", "packager", "importers")
 
 
 def module_name(path: Path) -> str:
