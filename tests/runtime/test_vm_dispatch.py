@@ -151,3 +151,31 @@ def test_kernel_failures_still_name_the_instruction():
         vm.run({"x": np.ones((2, 3), np.float32)})
     prepared.steps[pc] = good
     np.testing.assert_array_equal(vm.run({"x": np.ones((2, 3), np.float32)})["y"], np.full((2, 3), 2))
+
+
+def test_a_kernel_with_specialize_attrs_is_specialized_once_per_instruction():
+    """The VM calls ``specialize_attrs`` with an instruction's bound attributes when it prepares it,
+    then calls what that returns with the operands, ``out`` and ``workspace`` only."""
+    made = []
+
+    def kernel(*inputs, out, **attrs):
+        raise AssertionError("the generic kernel is not called")
+
+    def specialize(**attrs):
+        made.append(attrs)
+
+        def call(*inputs, out, workspace=None):
+            assert workspace is None
+            np.add(inputs[0], attrs["shift"], out=out)
+        return call
+    kernel.specialize_attrs = specialize
+    fn, kwargs = vm_module._specialize_kernel(kernel, [("out", True, 1), ("shift", False, 2.0)])
+    assert made == [{"shift": 2.0}] and kwargs == [("out", True, 1)]
+    regs = [np.ones(3), np.empty(3)]
+    step = vm_module._make_call_step(fn, [(True, 0)], kwargs, NO_DST, 5, "label")
+    for _ in range(2):
+        assert step(regs) == 5
+    np.testing.assert_array_equal(regs[1], 3.0)
+    assert len(made) == 1
+    # an attribute held in a register is a per-call value: the kernel stays generic
+    assert vm_module._specialize_kernel(kernel, [("out", True, 1), ("shift", True, 0)])[0] is kernel

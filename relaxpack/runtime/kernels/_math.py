@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import ShapeError
+from ..fpstate import quiet
 from ._workspace import Scratch
 
 # ---------------------------------------------------------------- erf
@@ -150,7 +151,7 @@ def erf32_parts(x: np.ndarray, t: np.ndarray, small: np.ndarray, square: np.ndar
     Kept apart so that GELU can take ``erfc(|x|)`` itself in its negative
     tail, without the cancellation of ``1 + erf(x)``.
     """
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+    with quiet():
         np.abs(x, out=t)
         np.less(t, _ERF32_TOP, out=inside)
         np.less(t, _ERF32_SPLIT, out=is_small)
@@ -230,8 +231,7 @@ def gelu32_into(x: np.ndarray, out: np.ndarray) -> None:
     array([-0.15865526,  0.        ,  0.8413447 ], dtype=float32)
     """
     layouts = [(x.shape, np.float32)] * 5 + [(x.shape, np.bool_)]
-    with Scratch(layouts) as (a, u, near, tail, work, is_near), \
-            np.errstate(over="ignore", under="ignore", invalid="ignore"):
+    with Scratch(layouts) as (a, u, near, tail, work, is_near), quiet():
         np.abs(x, out=a)
         np.clip(a, np.float32(0), _GELU_TOP, out=a)
         np.multiply(a, a, out=u)

@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ...errors import UnsupportedOpError
+from ..fpstate import quiet
 from ._math import commit, erf64, gelu32_into, is_low_float, load, separate
 from ._registry import register_kernel
 
@@ -138,7 +139,7 @@ def silu(x, *, out):
     """``x * sigmoid(x)``."""
     buf = load(x, out)
     s = np.negative(buf)
-    with np.errstate(over="ignore"):
+    with quiet():
         np.exp(s, out=s)
     s += 1
     buf /= s

@@ -30,6 +30,7 @@ import math
 import numpy as np
 
 from ...errors import ShapeError
+from ..fpstate import quiet
 from ._math import commit, is_low_float, pads, per_spatial, scratch, work_dtype
 from ..dtypes import numpy_dtype
 from ._workspace import scratch_nbytes
@@ -417,7 +418,7 @@ def global_avg_pool(data, *, out, data_layout="NCHW"):
     axes = tuple(range(2, data.ndim))
     count = math.prod(data.shape[2:])
     total = np.add.reduce(data, axis=axes, dtype=work_dtype(out.dtype), keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with quiet():
         np.divide(total, count, out=out, casting="unsafe")
 
 

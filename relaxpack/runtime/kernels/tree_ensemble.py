@@ -41,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ExecutionError
+from ..fpstate import quiet
 from ._registry import register_kernel
 from .ml import transform_scores
 
@@ -75,7 +76,7 @@ def pack_trees(nodes: np.ndarray, thresholds: np.ndarray, roots: np.ndarray):
     col = 2 * feature + ((pred == 2) | (pred == 3))            # >= and > read -x
     u = np.where((pred == 2) | (pred == 3), -t, t)
     strict = (pred == 1) | (pred == 3)
-    with np.errstate(invalid="ignore"):
+    with quiet():
         u = np.where(strict, np.where(u == -np.inf, np.nan, np.nextafter(u, -np.inf)), u)
     # a NaN threshold fails every comparison: the negated test always holds
     u = np.where(np.isnan(t) & negate, np.inf, u)
