@@ -288,7 +288,7 @@ def plan_for(x, w, strides, padding, dilation, groups):
 def methods_for(plan) -> list[str]:
     if plan.method.startswith("depthwise"):
         return ["depthwise", "depthwise_cl"]
-    return ["wide", "compact"] + (["rows"] if plan.rows is not None else [])
+    return ["wide", "compact", "strided"] + (["rows"] if plan.rows is not None else [])
 
 
 @pytest.mark.parametrize("case", ENGINE_CASES, ids=lambda c: f"{c[0]}-{c[1]}-s{c[2]}-g{c[5]}")
@@ -335,6 +335,8 @@ def test_conv_plans_pick_the_methods_they_document():
     assert method((1, 16, 56, 56), (16, 16, 3, 3), s=2).method == "wide"         # phases: no row split
     assert method((1, 128, 28, 28), (128, 128, 3, 3)).method == "wide"
     assert method((1, 512, 7, 7), (512, 512, 3, 3)).method == "compact"      # wide rows would add 24%
+    assert method((1, 24, 8, 12), (24, 24, 3, 3)).method == "strided"        # small: one copy for all taps
+    assert method((1, 3, 61, 96), (16, 3, 7, 7), s=2, p=3).method == "wide"  # 49 taps, but 2^18 values
     one = method((1, 64, 56, 56), (64, 64, 1, 1), p=0)
     assert one.method == "compact" and one.source_is_input and len(one.taps) == 1
     strided = method((1, 64, 56, 56), (128, 64, 1, 1), s=2, p=0)
