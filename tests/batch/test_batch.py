@@ -118,7 +118,7 @@ def test_bad_files_are_reported_and_the_others_scored(archive, inputs, client, t
     assert lines[0].startswith(f"scored 6 of 9 files into {out}") and "of the scheduler at tcp://" in lines[0]
     assert lines[1] == "3 failed:"
     assert lines[2].startswith("  corrupt.npz: cannot read corrupt.npz as .npz")
-    assert lines[3] == "  out-of-range.npz: take: index 50 is out of range for axis 0 of size 50"
+    assert lines[3] == "  out-of-range.npz: ONNX node 'Gather:rows': take: index 50 is out of range for axis 0 of size 50"
     assert lines[4] == "  wrong-dtype.npz: input 'ids': has dtype float32, expected int64"
     assert sorted(p.name for p in out.iterdir()) == sorted(list(feeds)[:6])
 

@@ -18,6 +18,10 @@ each direction's W^T and R^T with its gates in the kernel's order and
 sigmoid gates' columns halved, B ordered and halved alike
 (``runtime/kernels/recurrent_weights.py: pack_weights``).
 
+``quantize_inputs`` (nn.lstm) quantizes the left operand of each product,
+X and then H at each step, to uint8 with a scale from its range and back, as
+onnxruntime's DynamicQuantizeLSTM computes (its weights come dequantized).
+
 ``activations`` is ``None`` (the cell's defaults) or one name per activation
 slot and direction (``f`` for nn.rnn; ``f, g`` for nn.gru; ``f, g, h`` for
 nn.lstm; forward first); ``activation_alpha`` / ``activation_beta`` give
@@ -112,7 +116,7 @@ def _infer_recurrent(call: Call, analyzer: DimAnalyzer) -> TupleStructInfo:
         raise attr_error(call, f"attribute direction must be one of {sorted(DIRECTIONS)}, got {direction!r}")
     if hidden < 1 or layout not in (0, 1):
         raise attr_error(call, f"needs hidden_size >= 1 and layout 0 or 1, got {hidden} and {layout}")
-    for name in ("linear_before_reset", "input_forget"):
+    for name in ("linear_before_reset", "input_forget", "quantize_inputs"):
         if name in call.attrs:
             bool_attr(call, name)
     dirs = num_directions(direction)
@@ -164,6 +168,7 @@ register_op("nn.rnn", infer=_infer_recurrent, attrs=_COMMON, num_args=(3, 6),
             doc="A simple RNN layer (ONNX RNN): H = f(X W^T + H R^T + Wb + Rb); returns (Y, Y_h).")
 register_op("nn.gru", infer=_infer_recurrent, attrs={**_COMMON, "linear_before_reset": False},
             num_args=(3, 6), doc="A GRU layer (ONNX GRU, gates z, r, h); returns (Y, Y_h).")
-register_op("nn.lstm", infer=_infer_recurrent, attrs={**_COMMON, "input_forget": False},
+register_op("nn.lstm", infer=_infer_recurrent,
+            attrs={**_COMMON, "input_forget": False, "quantize_inputs": False},
             num_args=(3, 8), doc="An LSTM layer (ONNX LSTM, gates i, o, f, c; peepholes P); "
                                  "returns (Y, Y_h, Y_c).")

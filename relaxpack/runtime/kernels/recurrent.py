@@ -14,6 +14,12 @@ backwards from its own last step; ``Y`` is zero past a sequence's length;
 Clip bounds the gates' pre-activations; like onnxruntime, not the cell state
 that LSTM's ``h`` reads.
 
+``quantize_inputs`` (nn.lstm; com.microsoft DynamicQuantizeLSTM, whose int8
+weights the importer dequantizes) passes the left operand of each product
+through onnxruntime's dynamic uint8 quantization first: all of X at once per
+direction, H once per step over every batch row (as onnxruntime with one
+intra-op thread; with more it may quantize groups of rows apart).
+
 >>> x = np.ones((2, 1, 3), np.float32)                    # (seq, batch, input)
 >>> w, r = np.full((1, 2, 3), 0.1, np.float32), np.zeros((1, 2, 2), np.float32)
 >>> y, y_h = np.empty((2, 1, 1, 2), np.float32), np.empty((1, 1, 2), np.float32)
@@ -209,16 +215,18 @@ def _gru_cell(rt, wb, rb, p, acts, clip, hidden, linear_before_reset=False, **_)
     return Cell(_projector(bias), step)
 
 
-def _lstm_cell(rt, wb, rb, p, acts, clip, hidden, input_forget=False, **_):
+def _lstm_cell(rt, wb, rb, p, acts, clip, hidden, input_forget=False, quantize_inputs=False, **_):
     """Gates i, o, f, c: ``C = f * C + i * c~``, ``H = o * h(C)``; peepholes
     add ``P * C`` to i and f (the old C) and to o (the new C); with
-    ``input_forget`` the forget gate is ``1 - i``."""
+    ``input_forget`` the forget gate is ``1 - i``; with ``quantize_inputs``
+    H goes through :func:`quantize_dequantize_uint8` before its product."""
     n = hidden
     (f, g, h_act), clipf = acts, _clipper(clip)
     pi, po, pf = (None, None, None) if p is None else (p[:n], p[n:2 * n], p[2 * n:])
+    left = quantize_dequantize_uint8 if quantize_inputs else None
 
     def step(xp, h, c):
-        a = h @ rt
+        a = (h if left is None else left(h)) @ rt
         a += xp
         if p is None:       # i, o, f are adjacent and independent of the new C: one call
             ifo = f(clipf(a[:, :3 * n]))
@@ -242,6 +250,25 @@ def _lstm_cell(rt, wb, rb, p, acts, clip, hidden, input_forget=False, **_):
         h_new *= o
         return h_new, c_new
     return Cell(_projector(None if wb is None else wb + rb), step)
+
+
+def quantize_dequantize_uint8(a: np.ndarray) -> np.ndarray:
+    """``a`` as onnxruntime's quantized GEMM reads its float left operand: uint8
+    with a scale and zero point from a's range widened to include 0 (scale 1
+    for an all-zero ``a``), ``q = saturate(round_half_even(a / scale) + zp)``;
+    returned dequantized, ``(q - zp) * scale``, in a's dtype.
+
+    >>> quantize_dequantize_uint8(np.array([-1.0, 0.3, 2.0], np.float32)).round(4).tolist()
+    [-1.0, 0.3059, 2.0]
+    """
+    if a.size == 0:
+        return a
+    f32 = np.float32
+    lo, hi = min(f32(a.min()), f32(0)), max(f32(a.max()), f32(0))
+    scale = f32(1) if hi == lo else (hi - lo) / f32(255)
+    zero_point = np.round(np.clip(-lo / scale, f32(0), f32(255)))
+    q = np.round(np.clip(a / scale, -zero_point, f32(255) - zero_point))
+    return (q * scale).astype(a.dtype, copy=False)
 
 
 def _matmul_into(out: np.ndarray):
@@ -445,6 +472,8 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction="forward", layo
     dirs = 2 if direction == "bidirectional" else 1
     acts = _bind_activations(kind, dirs, activations, activation_alpha, activation_beta)
     xs = x.reshape(seq * batch, x.shape[2]).astype(dtype, copy=False)
+    if cell_attrs.get("quantize_inputs"):
+        xs = quantize_dequantize_uint8(xs)
     n = hidden_size
     for d in range(dirs):
         state = [opt[k][d].astype(dtype, copy=False) if k in opt else np.zeros((batch, n), dtype)

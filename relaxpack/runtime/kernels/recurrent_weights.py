@@ -52,9 +52,9 @@ FAST_GATES = {"lstm": ((1, 0, 2, 3), 3), "gru": ((0, 1, 2), 2)}
 
 
 def is_fast_cell(kind: str, d: int, dirs: int, *, activations=None, clip=None, peepholes: bool = False,
-                 input_forget=False, linear_before_reset=False, **_) -> bool:
+                 input_forget=False, linear_before_reset=False, quantize_inputs=False, **_) -> bool:
     """Whether direction ``d`` runs a fast cell (which packs its gates its own way)."""
-    if clip is not None or not default_activations(kind, activations, d, dirs):
+    if clip is not None or quantize_inputs or not default_activations(kind, activations, d, dirs):
         return False
     if kind == "lstm":
         return not peepholes and not input_forget

@@ -1,4 +1,5 @@
-"""Converter outputs: onnxruntime.quantization, onnxconverter-common float16, skl2onnx.
+"""Converter outputs: onnxruntime.quantization (QDQ, dynamic int8, int4 MatMulNBits), onnxconverter-common
+float16, skl2onnx.
 
 Quantized and float16 models are made from zoo exports (TorchScript), so they
 inherit that model's inputs and test shapes. How each is judged (its
@@ -112,6 +113,15 @@ def quantize_dynamic(src, dst, entry):
         quantize(str(src), str(dst), weight_type=QuantType.QInt8)
 
 
+def matmul_nbits(block_size: int):
+    def convert(src, dst, entry):
+        from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+        quantizer = MatMulNBitsQuantizer(onnx.load(str(src)), block_size=block_size, is_symmetric=False)
+        quantizer.process()
+        quantizer.model.save_model_to_file(str(dst), use_external_data_format=False)
+    return convert
+
+
 def float16(keep_io_types: bool):
     def convert(src, dst, entry):
         from onnxconverter_common import float16 as f16
@@ -169,6 +179,10 @@ def quantization_recipes() -> list[Converted]:
         Converted("bert_dynamic_int8", "bert_ts", quantize_dynamic, dyn, "reference"),
         Converted("gpt2_dynamic_int8", "gpt2_ts", quantize_dynamic, dyn, "reference"),
         Converted("resnet_dynamic_int8", "resnet_ts", quantize_dynamic, dyn, "reference"),
+        # int4 weights, float activations (accuracy_level 0): onnxruntime computes in float32
+        Converted("llama_kv_int4", "llama_kv_ts", matmul_nbits(16),
+                  "onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer(4 bits, block 16, asymmetric): "
+                  "com.microsoft MatMulNBits", "float32"),
     ]
 
 

@@ -69,7 +69,12 @@ def all_recipes() -> list:
     from .cnn_models import cnn_recipes
     from .converted import converted_recipes
     from .hf_models import hf_recipes
-    return [*hf_recipes(), *cnn_recipes(), *converted_recipes()]
+    from .kv_models import kv_recipes
+    from .merged_models import merged_recipes
+    from .pattern_models import pattern_recipes
+    from .spox_models import spox_recipes
+    return [*hf_recipes(), *kv_recipes(), *merged_recipes(), *cnn_recipes(), *pattern_recipes(), *spox_recipes(),
+            *converted_recipes()]
 
 
 def run_recipe(recipe, manifest: dict) -> None:
@@ -117,7 +122,7 @@ def main(argv=None) -> int:
 def versions() -> dict:
     from importlib.metadata import version
     names = ["torch", "transformers", "onnxscript", "onnxconverter-common", "onnx", "onnxruntime",
-             "scikit-learn", "skl2onnx", "numpy"]
+             "scikit-learn", "skl2onnx", "spox", "numpy"]
     return {n: version(n) for n in names}
 
 

@@ -7,7 +7,10 @@ An input entry is ``{"name", "dtype", "shape", "values", ...}``: ``shape``
 lists ints and dim names; ``values`` is ``normal`` (standard normal),
 ``tokens`` (ints in ``[0, high)``, e.g. ids below the vocab size) or ``mask``
 (0/1 with at least one 1 per row: the first position is always 1, as a
-left-aligned padded batch is).
+left-aligned padded batch is) or ``positions`` (``offset + 0, 1, ...`` along
+the last axis, ``offset`` the value of the dim that ``spec["offset"]`` names:
+position ids after a KV cache of that length) or ``dim`` (the value of the
+dim that ``spec["dim"]`` names, e.g. a sample rate that selects a branch).
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ def make_input(spec: Mapping, dims: Mapping[str, int], rng: np.random.Generator)
         mask = rng.integers(0, 2, shape)
         mask[..., 0] = 1
         return mask.astype(dtype)
+    if kind == "dim":
+        return np.full(shape, dims[spec["dim"]], dtype)
+    if kind == "positions":
+        start = dims[spec["offset"]] if "offset" in spec else 0
+        return np.broadcast_to(start + np.arange(shape[-1]), shape).astype(dtype)
     raise ValueError(f"input {spec['name']!r}: unknown values kind {kind!r}")
 
 

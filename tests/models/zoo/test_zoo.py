@@ -14,7 +14,14 @@ import pytest
 from .judge import HERE, JUDGES, LEVELS, MODELS, check
 
 #: model (at every level) or (model, opt level) -> the first line of the error it fails with today
-XFAIL: dict = {}
+XFAIL = {
+    # silero VAD's LSTMCell as TorchScript exports it: the new state concatenates h and c, each out of an
+    # If whose branches differ in rank (torch's squeeze of a dim of unknown size); a Concat of operands
+    # of unknown rank is refused at build (issue 15 item 4), as in the real silero_vad.onnx
+    'silero_vad_like': "PassError: ONNX node 'If_0_then_branch__Concat_0': R.concat needs its operands' shape, "
+                       "unknown here (an If whose branches differ in rank, an input typed without a shape), to "
+                       "allocate its output R.Tensor(ndim=?); give the model's input a shape",
+}
 
 MAX_BYTES = 2 * 1024 * 1024
 MAX_TOTAL_BYTES = 30 * 1024 * 1024
@@ -59,5 +66,5 @@ def test_manifest_entry_is_complete(name):
     if entry["judge"] == "qdq-one-step":
         assert set(entry["output_steps"]) == set(entry["outputs"])
     for spec in entry["inputs"]:
-        assert spec.get("values", "normal") in ("normal", "tokens", "mask")
+        assert spec.get("values", "normal") in ("normal", "tokens", "mask", "positions", "dim")
 

@@ -25,6 +25,7 @@ from ._math_common import (
     astype, call, known_rank, malformed, rounded, scalar, spatial_attr, unsupported, working,
 )
 from ._same_padding import needs_explicit_pad, mask_like_spatial, pad_explicitly, same_padding
+from ._shape_common import of_rank
 
 # ---------------------------------------------------------------- matmul, gemm
 
@@ -76,6 +77,8 @@ def _spatial_rank(ctx, x: Value, w: Value | None = None) -> int:
         raise unsupported(ctx, "the input must have a known rank")
     if ndim < 3:
         raise malformed(ctx, f"the input must be (N, C, *spatial), got rank {ndim}")
+    if x.ndim < 0:      # the weight's rank is the input's: cast to it, checked at run time
+        of_rank(ctx, x, ndim)
     return ndim - 2
 
 

@@ -25,9 +25,13 @@ from ....ops.registry import make_call
 from ....runtime.kernels.recurrent import ACTIVATIONS
 from ..registry import register_converter
 from ..value import Value
-from ._shape_common import shape_error, unsupported
+from ._shape_common import of_rank, shape_error, unsupported
 
 _BY_LOWER = {name.lower(): name for name in ACTIVATIONS}
+
+#: the rank the spec fixes for each input (a value of unknown rank, e.g. out of an If whose branches
+#: differ in rank, is cast to it and checked at run time)
+RANKS = {"X": 3, "W": 3, "R": 3, "B": 2, "sequence_lens": 1, "initial_h": 3, "initial_c": 3, "P": 2}
 
 
 def _activations(ctx, op: str, dirs: int, activations, alphas, betas):
@@ -74,6 +78,9 @@ def _layer(ctx, op: str, inputs: dict[str, Value | None], *, hidden_size, activa
     for name in ("X", "W", "R"):
         if inputs[name] is None:
             raise shape_error(ctx, f"needs the input {name}")
+    for name, value in inputs.items():    # each input has the rank the spec fixes: take it when unknown
+        if value is not None and value.ndim < 0:
+            of_rank(ctx, value, RANKS[name], name)
     if direction not in DIRECTIONS:
         raise shape_error(ctx, f"direction must be one of {sorted(DIRECTIONS)}, got {direction!r}")
     if layout not in (0, 1):
