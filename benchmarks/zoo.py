@@ -3,8 +3,8 @@
     python -m benchmarks.zoo [--models a,b] [--rounds 7] [--round-ms 40] [-O 2] [--out benchmarks/results]
 
 Writes ``zoo.md`` (the table and the geomeans) and ``zoo.json`` (everything, per-round times
-included) to ``--out`` and prints the table; exits 1 when relaxpack failed on a model or an output
-of it fails the zoo's judge. Nothing here asserts on speed.
+included) to ``--out`` and prints the table; exits 1 when relaxpack failed on a model (other than
+the zoo test's strict xfails) or an output of it fails the zoo's judge. Nothing here asserts on speed.
 
 How it measures (repeated in zoo.md):
 
@@ -89,10 +89,20 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(report)
     (args.out / "zoo.md").write_text(text)
     print(text)
-    bad = [m["model"] for m in models if _failed(m)]
+    expected = _expected_failures()
+    bad = [m["model"] for m in models if _failed(m) and not (m["model"] in expected and m["relaxpack"]["status"] != "ok")]
     if bad:
         print(f"relaxpack failed or mismatched on: {', '.join(bad)}", file=sys.stderr)
     return 1 if bad else 0
+
+
+def _expected_failures() -> set[str]:
+    """The models the zoo's test expects relaxpack to fail on (its strict xfails)."""
+    try:
+        from tests.models.zoo.test_zoo import XFAIL
+    except ImportError:     # pytest missing: every failure counts
+        return set()
+    return {key if isinstance(key, str) else key[0] for key in XFAIL}
 
 
 def _command(args) -> str:
