@@ -210,6 +210,28 @@ def test_gelu_float32_special_values_in_place_strided_and_empty():
     assert run_kernel("nn.gelu", np.zeros((0, 7), np.float32)).shape == (0, 7)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_gelu_of_small_arrays_is_correctly_rounded(dtype):
+    """Up to GELU64_MAX_SIZE values the kernel evaluates in float64 (fewer numpy calls) and rounds
+    once: within half an ulp (a near-tie may round either way) over the whole sweep, the far
+    negative tail included; the special values and the in-place call as the float32 path."""
+    from relaxpack.runtime.kernels._math import GELU64_MAX_SIZE
+    x = gelu_sweep().astype(dtype)
+    want = gelu64(x.astype(np.float64))
+    chunks = [x[i:i + GELU64_MAX_SIZE] for i in range(0, x.size, GELU64_MAX_SIZE)]
+    got = np.concatenate([run_kernel("nn.gelu", c.reshape(4, -1) if c.size % 4 == 0 else c).reshape(-1)
+                          for c in chunks])
+    assert got.dtype == dtype
+    assert ulps(got, want, np.dtype(dtype)).max() <= 0.5 + 1e-6
+    edge = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 15.0, -15.0, -40.0, 1e-45], dtype)
+    got = run_kernel("nn.gelu", edge)
+    assert got[0] == np.inf and np.isnan(got[1]) and np.isnan(got[2]) and got[3] == 0 and got[4] == 0
+    assert got[5] == 15 and got[6] == 0 and got[7] == 0
+    small = x[:300].copy()
+    get_kernel("nn.gelu").fn(small, out=small)                  # a fused gemm's in-place call
+    np.testing.assert_array_equal(small, run_kernel("nn.gelu", x[:300]))
+
+
 def test_gelu_float32_matches_onnxruntime_and_the_float64_path():
     x = (rand(np.random.default_rng(8), (3, 129), "float32") * 3)
     want, = run_onnx("Gelu", [x], opset=20, backend="ort")
