@@ -18,7 +18,9 @@ generic kernel.
 
 A step whose kernel is a bare ufunc call (:func:`.registry.as_ufunc`) calls
 the ufunc itself; those that need floating-point warnings off run inside one
-:func:`~relaxpack.runtime.fpstate.quiet` for the whole chain.
+:func:`~relaxpack.runtime.fpstate.quiet` for the whole chain. A step whose
+kernel specializes (a producer conv: :mod:`.conv_small`) gets its own
+specialized callable.
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ def specialize(recipe) -> Callable:
     fns, attrs, quiet_needed = [], [], False
     for step in steps:
         direct = _direct_ufunc(step)
-        fns.append(direct[0] if direct else step.fn)
-        attrs.append(step.attrs if step.attrs and not direct else None)
+        own = getattr(step.fn, "specialize_attrs", None) if not direct else None
+        fns.append(direct[0] if direct else own(**step.attrs) if own else step.fn)
+        attrs.append(step.attrs if step.attrs and not direct and not own else None)
         quiet_needed |= bool(direct and direct[1])
     structure = tuple((step.inputs, attrs[j] is not None, step.workspace) for j, step in enumerate(steps))
     factory = _factory(structure, n_params, quiet_needed)

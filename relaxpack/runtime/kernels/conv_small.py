@@ -1,0 +1,123 @@
+"""``nn.conv`` / ``nn.conv_bias_act`` specialized per instruction, for the engine's small convs.
+
+On a small image (the zoo's CNNs at 61x96 and below) a conv's Python costs
+as much as its arithmetic: the call works out its plan, its scratch and
+half a dozen views every time. The VM asks, once per instruction, for
+:func:`specialize` of its attributes; the callable it gets keeps, for the
+last call's weight, bias, ``out`` and workspace (the same objects from run
+to run) and input shape, the views the engine's ``strided`` method
+(:mod:`.conv_strided`) needs, and then makes only its numpy calls: zero the
+padded copy and copy the input in, one strided copy into the columns, one
+GEMM into ``out``, the bias, the activation. Any other call (another
+method, dtype or layout; a changed operand) goes to the generic kernel,
+whose results these are, bit for bit (the same calls in the same order).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import conv_strided
+from ._workspace import scratch_nbytes
+
+_as_strided = np.lib.stride_tricks.as_strided
+
+#: without a planned workspace (a conv on symbolic spatial dims) the instruction keeps scratch of
+#: its own up to this size (the strided method's convs are small: 2^16 column values per image)
+PRIVATE_MAX_BYTES = 4 << 20
+
+
+def specialize(generic, strides=1, padding=0, dilation=1, groups=1, activation=None, data_layout="NCHW",
+               out_layout=None):
+    """``call(data, weight, bias=None, *, out, workspace=None)`` for one instruction of ``generic``
+    (``nn.conv_bias_act``'s kernel) with these attributes."""
+    attrs = dict(strides=strides, padding=padding, dilation=dilation, groups=groups, activation=activation,
+                 data_layout=data_layout, out_layout=out_layout)
+    state = [None, None]            # the key of the prepared call, its runner
+
+    def call(data, weight, bias=None, *, out, workspace=None):
+        key = state[0]
+        if (key is not None and weight is key[1] and bias is key[2] and out is key[3] and workspace is key[4]
+                and data.shape == key[0] and data.dtype == key[5]):
+            state[1](data)
+            return
+        runner = _prepare(data, weight, bias, out, workspace, attrs)
+        if runner is None:
+            state[0] = None
+            generic(data, weight, bias, out=out, workspace=workspace, **attrs)
+            return
+        state[0] = (data.shape, weight, bias, out, workspace, data.dtype)
+        state[1] = runner
+        runner(data)
+    return call
+
+
+def _prepare(data, weight, bias, out, workspace, attrs):
+    """The runner of the strided method for these operands, or None where the generic kernel runs."""
+    from .fused import activation_fn
+    from .nn import _prepared_conv
+    if attrs["data_layout"] != "NCHW" or attrs["out_layout"] not in (None, "NCHW"):
+        return None
+    dtype = out.dtype
+    if dtype not in (np.float32, np.float64) or data.dtype != dtype or weight.dtype != dtype \
+            or (bias is not None and (bias.dtype != dtype or bias.shape != (weight.shape[0],))) \
+            or not out.flags.c_contiguous:
+        return None
+    try:
+        plan, _, expected = _prepared_conv(data.shape, weight.shape, attrs["strides"], attrs["padding"],
+                                           attrs["dilation"], attrs["groups"], "NCHW")
+        act = activation_fn(attrs["activation"])
+    except Exception:   # noqa: BLE001 - an unhashable attribute, a bad one: the generic kernel says so
+        return None
+    if plan.method != "strided" or tuple(out.shape) != tuple(expected) or out.size == 0:
+        return None
+    batch, channels = data.shape[:2]
+    layouts = conv_strided.strided_layouts(plan, batch, channels, dtype)
+    nbytes = scratch_nbytes(layouts)
+    if workspace is None or workspace.nbytes < nbytes:
+        if nbytes > PRIVATE_MAX_BYTES:
+            return None
+        workspace = np.empty(nbytes, np.uint8)      # the instruction's own, kept while its shapes last
+    arrays, start = [], 0
+    for shape, dt in layouts:                # as Scratch carves them
+        arrays.append(np.ndarray(shape, dt, workspace, start))
+        start += -(-math.prod(shape) * np.dtype(dt).itemsize // 64) * 64
+    geometry = plan.strided
+    padded = arrays[0] if len(arrays) > 1 else None
+    cols = arrays[-1]
+    interior = None if padded is None else padded[(slice(None), slice(None)) + tuple(
+        slice(b, b + n) for b, n in zip(geometry.begins, geometry.spatial))]
+    out_channels, taps = weight.shape[0], len(plan.taps)
+    g = attrs["groups"]
+    k = channels // g * taps
+    pixels = math.prod(plan.lengths)
+    w = weight.reshape(g, out_channels // g, k)
+    columns = cols.reshape(batch, g, k, pixels)
+    target = out.reshape(batch, g, out_channels // g, pixels)
+    bias_b = None if bias is None else bias.reshape(bias.shape + (1,) * len(plan.lengths))
+    copy, matmul, add = np.copyto, np.matmul, np.add
+
+    def window_of(source):
+        lead, spatial_strides = source.strides[:2], source.strides[2:]
+        view = _as_strided(source, cols.shape[:2] + geometry.kernel + plan.lengths,
+                           lead + tuple(s * d for s, d in zip(spatial_strides, geometry.dilation))
+                           + tuple(s * t for s, t in zip(spatial_strides, geometry.strides)), writeable=False)
+        return view, cols.reshape(view.shape)
+    fixed = window_of(padded) if padded is not None else None
+
+    def run(x):
+        if padded is not None:
+            padded.fill(0)
+            copy(interior, x)
+            window, dst = fixed
+        else:
+            window, dst = window_of(x)
+        copy(dst, window)
+        matmul(w, columns, out=target)
+        if bias_b is not None:
+            add(out, bias_b, out=out)
+        if act is not None:
+            act(out)
+    return run
