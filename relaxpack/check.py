@@ -27,6 +27,7 @@ from .compare import OutputDiff, compare_outputs  # noqa: F401 (re-exported)
 from .errors import RelaxpackError
 from .feeds import DEFAULT_DIM_RANGE, draw_dims, random_inputs, random_strings  # noqa: F401 (re-exported)
 from .importers.onnx import from_onnx
+from .importers.onnx.importer import load_model
 from .runtime import VirtualMachine
 from .runtime.blas import blas_threads
 
@@ -130,7 +131,7 @@ def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int =
     report)`` is called as each sample finishes. ``strict``: an output where onnxruntime deviates
     from onnx's reference evaluator and relaxpack does not still fails.
     """
-    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    proto = model if isinstance(model, onnx.ModelProto) else load_model(model)
     fixed, given = dict(dims or {}), exe is not None
     if not given:
         exe, fixed = build(from_onnx(model, dims=dims), opt_level=opt_level, pools=pools or None), {}
@@ -195,7 +196,7 @@ def first_divergence(model: "onnx.ModelProto | str | Path", inputs: Mapping[str,
                      rtol: float = 1e-4, atol: float = 1e-5, opt_level: int = 2) -> NodeDivergence | None:
     """Run both sides exposing every intermediate (relaxpack built at ``opt_level``); the first ONNX
     node (in graph order) one of whose outputs differs, or None when all agree."""
-    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    proto = model if isinstance(model, onnx.ModelProto) else load_model(model)
     exposed = expose_intermediates(proto)
     session = onnxruntime_session(exposed)
     names = [o.name for o in session.get_outputs()]

@@ -61,3 +61,11 @@ class ExecutionError(RelaxpackError):
 
 class MissingFunctionError(ArchiveError):
     """An archive calls functions that are not registered in this process."""
+
+
+class ModelError(RelaxpackError):
+    """An ONNX model is malformed: not a model at all, or missing what every model needs."""
+
+
+class OutputError(RelaxpackError):
+    """An output file cannot be written where asked: it is an input, or not a regular file."""

@@ -10,6 +10,7 @@ this works in a runtime-only install.
 
 from __future__ import annotations
 
+from math import prod
 from typing import Mapping
 
 import numpy as np
@@ -28,13 +29,34 @@ def make_inputs(exe, dim_values: Mapping[str, int], rng: np.random.Generator, fi
     ``random`` (normal floats, small non-negative ints, random bools and words), ``zeros`` or ``ones``."""
     if fill not in FILLS:
         raise InputError(f"unknown fill {fill!r}; use one of {', '.join(FILLS)}")
-    inputs = {}
+    shapes = {}
     for p in exe.function("main").params:
         if names is not None and p.name not in names:
             continue
         if p.kind != "tensor" or p.shape is None:
             raise InputError(f"input {p.name!r} has no known shape; pass it explicitly")
-        shape = tuple(d if isinstance(d, int) else _eval_dim(d, dim_values, p.name) for d in p.shape)
+        shapes[p] = tuple(d if isinstance(d, int) else _eval_dim(d, dim_values, p.name) for d in p.shape)
+    _check_size(shapes)
+    try:
+        return _make(shapes, rng, fill)
+    except MemoryError:
+        raise InputError("not enough memory for the inputs to make") from None
+
+
+def _check_size(shapes: dict) -> None:
+    """Inputs larger than :func:`~relaxpack.runtime.input_files.input_byte_limit` are an InputError
+    (a 70000 x 70000 input was a MemoryError traceback)."""
+    from .runtime.input_files import input_byte_limit
+    total = sum(prod(shape) * (8 if p.dtype == "string" else numpy_dtype(p.dtype).itemsize)
+                for p, shape in shapes.items())
+    if total > input_byte_limit():
+        raise InputError(f"inputs of shapes {', '.join(f'{p.name}{list(s)}' for p, s in shapes.items())} "
+                         f"would take {total} bytes, more than half this machine's memory")
+
+
+def _make(shapes: dict, rng: np.random.Generator, fill: str) -> dict[str, np.ndarray]:
+    inputs = {}
+    for p, shape in shapes.items():
         if p.dtype == "string":
             inputs[p.name] = random_strings(shape, rng) if fill == "random" else _strings(shape, fill)
             continue
@@ -132,13 +154,23 @@ def draw_dims(exe, rng: np.random.Generator, fixed: Mapping | None = None) -> di
 
 def _draw_once(exe, rng: np.random.Generator, fixed: Mapping | None) -> dict[str, int]:
     ranges = {name: (lo, hi) for name, lo, hi in exe.function("main").dim_ranges}
+    known = input_dim_names(exe)
+    unknown = sorted({k for k, v in (fixed or {}).items() if v != "?"} - known)
+    if unknown:
+        raise InputError(f"dims {unknown} do not name any dim of the inputs (their dims are "
+                         f"{sorted(known) or 'all static'})")
     values = {}
     for name, spec in (fixed or {}).items():
-        if isinstance(spec, tuple):
-            ranges[name] = spec
+        if isinstance(spec, tuple):     # within the archive's range
+            (lo, hi), (want_lo, want_hi) = ranges.get(name, (0, None)), spec
+            lo, hi = max(lo, want_lo), want_hi if hi is None else (hi if want_hi is None else min(hi, want_hi))
+            if hi is not None and hi < lo:
+                raise InputError(f"dim {name}: the range {want_lo}..{'' if want_hi is None else want_hi} "
+                                 f"lies outside the archive's {ranges.get(name)}")
+            ranges[name] = (lo, hi)
         elif isinstance(spec, int):
             values[name] = spec         # (a "?" from --dim N=? concerns the import only)
-    for name in sorted(input_dim_names(exe) - set(values)):
+    for name in sorted(known - set(values)):
         lo, hi = ranges.get(name, DEFAULT_DIM_RANGE)
         lo = max(lo, DEFAULT_DIM_RANGE[0]) if hi is None else lo
         hi = hi if hi is not None else max(lo, DEFAULT_DIM_RANGE[1])

@@ -43,6 +43,11 @@ from relaxpack.runtime.bytecode import Call, ParamInfo, Ret, VMFunction
 
 HEADER = struct.Struct("<8sIIQ32sQ")
 NAME = "seed.rpk"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(ROOT, "scripts"), ROOT]   # the io families; tests.robustness.input_bombs
+import fuzz_archive_io as io_families  # noqa: E402
+#: --family: the structural mutations below, or one of fuzz_archive_io's
+FAMILIES = ("structure", *io_families.ARCHIVE_FAMILIES, "input-files")
 
 
 # ---------------------------------------------------------------- seeds
@@ -105,11 +110,9 @@ def build_seeds(workdir: str) -> list[Seed]:
     for name, exe, params, inputs in builds:
         path = os.path.join(workdir, NAME)
         exe.save(path, params=params)
-        files = {NAME: _read(path)}
-        if params == "external":
-            files[NAME + ".params"] = _read(path + ".params")
-            os.remove(path + ".params")
-        os.remove(path)
+        files = {name: _read(os.path.join(workdir, name)) for name in sorted(os.listdir(workdir))}
+        for name in files:       # the archive and, external, its params file (named by its content)
+            os.remove(os.path.join(workdir, name))
         seeds.append(Seed(name, files, inputs, _run(load_files(files, workdir), inputs)))
     return seeds
 
@@ -120,14 +123,14 @@ def _read(path: str) -> bytes:
 
 
 def load_files(files: dict[str, bytes], workdir: str) -> Executable:
-    for name in (NAME, NAME + ".params"):
+    for name in sorted(set(os.listdir(workdir)) | set(files)):
         path = os.path.join(workdir, name)
         if name in files:
             tmp = path + ".tmp"
             with open(tmp, "wb") as f:
                 f.write(files[name])
             os.replace(tmp, path)  # a new file: mappings of the last case stay valid
-        elif os.path.exists(path):
+        else:
             os.remove(path)
     return load(os.path.join(workdir, NAME))
 
@@ -223,8 +226,8 @@ def bitflip(rng, t: Target):
 
 def padding(rng, t: Target):
     """Harmless: a byte no field covers (after the manifest, between constants)."""
-    external = NAME + ".params" in t.files
-    name, base = (NAME + ".params", 64) if external else (NAME, t.fields[5])
+    external = params_name(t.files)
+    name, base = (external, 64) if external else (NAME, t.fields[5])
     holes = [(NAME, range(64 + len(t.manifest), t.fields[5]))]
     ranges = sorted((c["offset"], c["offset"] + c["nbytes"]) for c in json.loads(t.manifest)["constants"]
                     if "offset" in c and c["nbytes"])
@@ -265,10 +268,15 @@ def resize(rng, t: Target):
     return f"{how} {count} bytes at {pos}", t.replace(data)
 
 
+def params_name(files: dict) -> str | None:
+    """The params file among ``files`` (external params), or None."""
+    return next((name for name in files if name != NAME), None)
+
+
 def params_file(rng, t: Target):
-    name = NAME + ".params"
+    name = params_name(t.files)
     files = dict(t.files)
-    if name not in files:
+    if name is None:
         return manifest_number(rng, t)
     params = files[name]
     how = rng.choice(["truncate", "flip", "remove", "append", "header"])
@@ -402,6 +410,7 @@ class Failure:
 @dataclass
 class Report:
     cases: int = 0
+    slowest: float = 0.0        # seconds of the slowest case
     outcomes: Counter = field(default_factory=Counter)       # (mutation kind, outcome) -> count
     failures: list[Failure] = field(default_factory=list)
 
@@ -415,7 +424,8 @@ class Report:
         lines = [f"cases tried: {self.cases}",
                  f"failures found: {len(self.failures)} (loader: {len(self.blamed('loader'))}, "
                  f"VM on accepted re-sealed archives: {len(self.blamed('vm'))})",
-                 "outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(by_outcome.items()))]
+                 "outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(by_outcome.items())),
+                 f"slowest case: {self.slowest:.2f} s"]
         for kind in sorted({k for k, _ in self.outcomes}):
             counts = ", ".join(f"{o} {n}" for (k, o), n in sorted(self.outcomes.items()) if k == kind)
             lines.append(f"  {kind:9s} {counts}")
@@ -426,13 +436,23 @@ class Report:
 
 
 def run_case(index: int, seed_value: int, seeds: list[Seed], workdir: str, time_limit: float,
-             report: Report, verbose: bool = False) -> None:
-    rng = random.Random(f"{seed_value}:{index}")
+             report: Report, verbose: bool = False, family: str = "structure") -> None:
+    rng = random.Random(f"{seed_value}:{index}" if family == "structure" else f"{family}:{seed_value}:{index}")
     seed = rng.choice(seeds)
-    description, files, resealed = mutate(rng, seed)
+    inputs = seed.inputs
+    if family == "structure":
+        description, files, resealed = mutate(rng, seed)
+    elif family == "input-files":
+        description, files, resealed = "input file", seed.files, False
+    else:
+        renames: dict = {}
+        description, data = io_families.ARCHIVE_FAMILIES[family](rng, seed.files[NAME], renames)
+        files, resealed = {**seed.files, NAME: data}, True
+        inputs = {renames.get(k, k): v for k, v in seed.inputs.items()}
     kind = "manifest" if description.startswith("manifest") else description.split()[0]
     report.cases += 1
     outcome, error, stage = "rejected", None, "load"
+    started = time.perf_counter()
     try:
         with deadline(time_limit), warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
@@ -440,16 +460,24 @@ def run_case(index: int, seed_value: int, seeds: list[Seed], workdir: str, time_
                 exe = load_files(files, workdir)
             except ArchiveError as err:
                 exe, error = None, str(err)
+            exe_params = list(exe.function("main").params) if exe is not None and "main" in exe.functions else []
             if exe is not None:
                 outcome, stage = "loaded", "run"
                 try:
-                    outputs = _run(exe, seed.inputs)
+                    outputs = _run(exe, inputs)
                     outcome = "ran"
                     if not resealed and not _same(outputs, seed.outputs):
                         outcome, error = "failure", "an intact manifest and constants gave different outputs"
                 except RelaxpackError as err:
                     outcome, error = "run error", str(err)
                 del exe
+            if family != "structure":
+                what, code, problem = _cli_case(family, rng, workdir, inputs, exe_params)
+                description += what
+                if problem:
+                    outcome, error, stage = "failure", problem, "cli"
+                elif family == "input-files":
+                    outcome = "cli ok" if code == 0 else "cli error"
     except CaseTimeout as err:
         outcome, error = "failure", f"hang: {err}"
     except Exception as err:  # noqa: BLE001 - anything else is what the fuzzer looks for
@@ -457,13 +485,37 @@ def run_case(index: int, seed_value: int, seeds: list[Seed], workdir: str, time_
         error = f"{type(err).__name__}: {' '.join(str(err).split())[:200]}"
         if verbose:
             traceback.print_exc()
-    if outcome == "ran" and files == seed.files:
+    report.slowest = max(report.slowest, time.perf_counter() - started)
+    if outcome == "ran" and files == seed.files and family == "structure":
         outcome = "unchanged"   # the mutation happened to change nothing
     if verbose:
         print(f"case {index} ({seed.name}; {description}): {outcome}: {error}")
     if outcome == "failure":
         report.failures.append(Failure(index, seed.name, description, stage, resealed, error))
     report.outcomes[kind, outcome] += 1
+
+
+def _cli_case(family: str, rng: random.Random, workdir: str, inputs: dict,
+              params: list) -> tuple[str, int, str | None]:
+    """The CLI on the case's archive: ``inspect`` (text and JSON) and ``run`` on its inputs, or,
+    for ``input-files``, ``run`` on a hostile input file: (what ran, exit code, problem or None)."""
+    archive = os.path.join(workdir, NAME)
+    if family == "input-files":
+        tensors = [p for p in params if p.kind == "tensor" and p.shape is not None]
+        if not tensors:
+            return "", 0, None
+        what, args = io_families.hostile_input(rng, tensors, workdir)
+        return (f"; {what}", *io_families.cli_problem("run", archive, *args))
+    for args in (["inspect", archive], ["inspect", archive, "--json", "--bytecode"]):
+        code, problem = io_families.cli_problem(*args)
+        if problem:
+            return "", code, problem
+    path = os.path.join(workdir, "inputs.npz")
+    try:
+        np.savez(path, **inputs)
+    except (ValueError, OSError, TypeError):   # a name numpy cannot store
+        return "", 0, None
+    return ("", *io_families.cli_problem("run", archive, "--inputs", path))
 
 
 def _same(a: dict, b: dict) -> bool:
@@ -479,12 +531,12 @@ def _equal(x, y) -> bool:
 
 
 def campaign(cases: int, seed_value: int, time_limit: float = 5.0, start: int = 0,
-             seeds: list[Seed] | None = None, progress=None) -> Report:
+             seeds: list[Seed] | None = None, progress=None, family: str = "structure") -> Report:
     report = Report()
     with tempfile.TemporaryDirectory() as workdir:
         seeds = seeds if seeds is not None else build_seeds(workdir)
         for index in range(start, start + cases):
-            run_case(index, seed_value, seeds, workdir, time_limit, report)
+            run_case(index, seed_value, seeds, workdir, time_limit, report, family=family)
             if progress and (index - start + 1) % progress == 0:
                 print(f"{index - start + 1} cases, {len(report.failures)} failures", file=sys.stderr, flush=True)
     return report
@@ -497,18 +549,28 @@ def main(argv=None) -> int:
     parser.add_argument("--start", type=int, default=0, help="index of the first case")
     parser.add_argument("--time-limit", type=float, default=5.0, help="seconds per case")
     parser.add_argument("--replay", type=int, help="run only this case, with its traceback")
+    parser.add_argument("--family", choices=FAMILIES, default="structure",
+                        help="what to mutate: the archive's structure (default) or one of fuzz_archive_io's")
+    parser.add_argument("--memory", type=float, default=None, help="address-space limit in GiB")
     args = parser.parse_args(argv)
+    if args.memory is not None:
+        import resource
+        limit = int(args.memory * 2 ** 30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     if args.replay is not None:
         with tempfile.TemporaryDirectory() as workdir:
             seeds = build_seeds(workdir)
             report = Report()
-            run_case(args.replay, args.seed, seeds, workdir, args.time_limit, report, verbose=True)
+            run_case(args.replay, args.seed, seeds, workdir, args.time_limit, report, verbose=True,
+                     family=args.family)
         print(report.summary())
         return 1 if report.failures else 0
     t0 = time.perf_counter()
-    report = campaign(args.cases, args.seed, args.time_limit, args.start, progress=1000)
+    report = campaign(args.cases, args.seed, args.time_limit, args.start, progress=1000, family=args.family)
     print(report.summary())
-    print(f"seconds: {time.perf_counter() - t0:.1f}")
+    import resource
+    print(f"seconds: {time.perf_counter() - t0:.1f}; peak RSS "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     return 1 if report.failures else 0
 
 

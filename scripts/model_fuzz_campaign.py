@@ -2,8 +2,10 @@
 
     python scripts/model_fuzz_campaign.py --cases 10000 --seed 0
     python scripts/model_fuzz_campaign.py --seed 0 --replay 1234      # one case, with its verdict
+    python scripts/model_fuzz_campaign.py --family indices --cases 10000 --memory 2
 
-Each case (tests/robustness/model_mutations.py) must end in success or a
+Each case (tests/robustness/model_mutations.py; with ``--family``, one of
+tests/robustness/model_io_families.py) must end in success or a
 RelaxpackError with a clear message (the CLI: exit 1, one ``error:``
 line), within ``--time-limit`` seconds, without MemoryError under an
 address-space limit of ``--memory`` GiB (set before anything is
@@ -43,15 +45,20 @@ def limit_memory(gib: float) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def run_one(seed: int, index: int, limit: float, base: Path, out: Path | None) -> dict:
-    from tests.robustness.model_mutations import check_case, make_case
+def run_one(seed: int, index: int, limit: float, base: Path, out: Path | None, family: str = "mutations") -> dict:
+    from tests.robustness import model_io_families, model_mutations
     case_root = Path(tempfile.mkdtemp(prefix=f"case{index}_", dir=base))
     case = None
+    started = time.perf_counter()
     signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, limit)
     try:
-        case = make_case(seed, index, case_root)
-        problem = check_case(case)
+        if family == "mutations":
+            case = model_mutations.make_case(seed, index, case_root)
+            problem = model_mutations.check_case(case)
+        else:
+            case = model_io_families.make_case(family, seed, index, case_root)
+            problem = model_io_families.check_case(case)
     except CaseTimeout:
         problem = f"no result within {limit:.0f} s (a hang)"
     except MemoryError as err:
@@ -61,7 +68,9 @@ def run_one(seed: int, index: int, limit: float, base: Path, out: Path | None) -
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     row = {"i": index, "ok": problem is None, "problem": problem or "",
-           "case": case.describe() if case else f"case {index}", "notes": case.notes if case else []}
+           "case": case.describe() if case else f"case {index}", "notes": case.notes if case else [],
+           "seconds": time.perf_counter() - started,
+           "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}   # the worker's peak so far
     if problem and out is not None:
         out.mkdir(parents=True, exist_ok=True)
         dest = out / f"case_{index}"
@@ -80,7 +89,7 @@ def worker(args) -> int:
     try:
         with open(args.results, "a") as results:
             for i in range(args.start, args.cases):
-                row = run_one(args.seed, i, args.time_limit, base, args.out)
+                row = run_one(args.seed, i, args.time_limit, base, args.out, args.family)
                 results.write(json.dumps(row) + "\n")
                 results.flush()
     finally:
@@ -96,7 +105,8 @@ def campaign(args) -> list[dict]:
         while start < args.cases:
             cmd = [sys.executable, "-X", "faulthandler", __file__, "--worker", "--start", str(start),
                    "--cases", str(args.cases), "--seed", str(args.seed), "--out", str(args.out),
-                   "--time-limit", str(args.time_limit), "--memory", str(args.memory), "--results", str(results)]
+                   "--time-limit", str(args.time_limit), "--memory", str(args.memory), "--results", str(results),
+                   "--family", args.family]
             proc = subprocess.run(cmd, stderr=subprocess.PIPE, text=True, cwd=ROOT)
             done = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
             results.unlink(missing_ok=True)
@@ -127,6 +137,9 @@ def main(argv=None) -> int:
     parser.add_argument("--memory", type=float, default=4.0, help="address-space limit in GiB")
     parser.add_argument("--json", type=Path, default=None, help="write the summary here")
     parser.add_argument("--replay", type=int, default=None, help="run one case and print its verdict")
+    parser.add_argument("--family", default="mutations", choices=("mutations", "indices", "aliasing", "structure",
+                                                                  "overflow"),
+                        help="mutated seed models (default) or a family of tests/robustness/model_io_families.py")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--results", type=Path, default=None, help=argparse.SUPPRESS)
@@ -138,7 +151,7 @@ def main(argv=None) -> int:
         limit_memory(args.memory)
         sys.path.insert(0, str(ROOT))
         base = Path(tempfile.mkdtemp(prefix="model_fuzz_"))
-        row = run_one(args.seed, args.replay, args.time_limit, base, args.out)
+        row = run_one(args.seed, args.replay, args.time_limit, base, args.out, args.family)
         print(row["case"])
         print(row["problem"] or "ok", *row["notes"], sep="\n")
         return 0 if row["ok"] else 1
@@ -160,8 +173,10 @@ def main(argv=None) -> int:
         else:
             new.append(r)
     notes = Counter(signature(n) for r in rows for n in r.get("notes", []))
-    print(f"mutated models tried {len(rows)} (seed {args.seed}) in {elapsed:.0f} s: "
-          f"{len(rows) - len(failures)} ok, {len(failures)} failures")
+    print(f"{args.family} cases tried {len(rows)} (seed {args.seed}) in {elapsed:.0f} s: "
+          f"{len(rows) - len(failures)} ok, {len(failures)} failures; slowest case "
+          f"{max((r.get('seconds', 0) for r in rows), default=0):.2f} s, largest worker "
+          f"{max((r.get('rss_mib', 0) for r in rows), default=0):.0f} MiB")
     for sig, cases in sorted(groups.items(), key=lambda kv: -len(kv[1])):
         print(f"  {len(cases):5d} x {sig}   e.g. cases {cases[:5]}")
     print(f"known failures {sum(known.values())}, new {len(new)}:")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import threading
-import zipfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -117,26 +116,21 @@ class Predictor:
 
 
 def read_inputs(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of an ``.npz`` file by name (no pickles); a file that is not one is an InputError."""
+    """The arrays of an ``.npz`` file by name (no pickles; each header checked and the size bounded
+    before its data is read: runtime/input_files.py); a file that is not one is an InputError."""
+    from ..runtime.input_files import read_npz
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if not hasattr(data, "files"):
-                raise InputError(f"{path.name} is a .npy array, not an .npz of named inputs")
-            return {name: data[name] for name in data.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
-        raise InputError(f"cannot read {path.name} as .npz: {err}") from None
+        return read_npz(path)
+    except InputError as err:   # named by the file's name, as the batch report lists files
+        raise InputError(str(err).replace(os.fspath(path), Path(path).name)) from None
 
 
 def write_outputs(path: Path, outputs: Mapping[str, np.ndarray]) -> None:
-    """Write ``outputs`` as ``path`` through a temporary file, so a reader never sees half of one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            np.savez(f, **{k: np.asarray(v) for k, v in outputs.items()})
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    """Write ``outputs`` as ``path`` through a temporary file and a rename (runtime/safe_write.py), so
+    a reader never sees half of one and no symlink, device or folder at ``path`` is replaced."""
+    from ..runtime.safe_write import write_with
+    arrays = {k: np.asarray(v) for k, v in outputs.items()}
+    write_with(path, lambda f: np.savez(f, **arrays))
 
 
 def _remember(path: str, digest: str, exe, threads: int | None) -> InferenceSession:

@@ -7,10 +7,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
 from .common import (
     PLUGIN_HELP, command, echo, existing_file, load_plugins, parse_dims, positive, require_extra, user_errors,
 )
+from .files import archive_files
 from .progress import Progress
+from .terminal import one_line
 
 
 def _percentiles(times: list[float]) -> dict[str, float]:
@@ -33,6 +36,21 @@ def _time(fn, n: int, warmup: int = 2, progress: Progress | None = None, who: st
     return out
 
 
+def _matching_session(model: Path, feeds: dict, threads: int | None):
+    """An onnxruntime session for ``model``, which must take the archive's inputs; one run checks it."""
+    from ..check import onnxruntime_session
+    session = onnxruntime_session(model, threads=threads)
+    theirs = sorted(i.name for i in session.get_inputs())
+    if theirs != sorted(feeds):
+        raise InputError(f"{model} takes inputs {theirs}, the archive {sorted(feeds)}: is it the archive's model?")
+    try:
+        session.run(None, feeds)
+    except Exception as err:  # onnxruntime's own errors: one line
+        raise InputError(f"onnxruntime cannot run {model} on the archive's inputs: "
+                         f"{' '.join(str(err).split())[:300]}") from None
+    return session
+
+
 @command
 def _parser(sub):
     p = sub.add_parser("bench", help="Time an archive (and onnxruntime).",
@@ -40,7 +58,8 @@ def _parser(sub):
     p.add_argument("archive", type=Path, help="The archive (.rpk).")
     p.add_argument("--onnx", dest="onnx_model", type=Path, metavar="MODEL.onnx",
                    help="Also time onnxruntime on this model (needs relaxpack[onnx]).")
-    p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="Values for symbolic dims: NAME=VALUE.")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="Values for symbolic dims: NAME=VALUE, or NAME=LO..HI to draw one from.")
     p.add_argument("-n", type=positive, default=20, help="Timed runs (after 2 warm-up runs; default 20).")
     p.add_argument("--seed", type=int, default=0, help="Seed of the random inputs and dims (default 0).")
     p.add_argument("--threads", type=positive, metavar="N",
@@ -67,17 +86,18 @@ def bench(archive: Path, onnx_model: Path | None = None, dim: list[str] | None =
     with user_errors():
         load_plugins(plugin)
         exe = load(existing_file(archive, "archive"))
-        fixed = {k: v for k, v in parse_dims(dim).items() if isinstance(v, int)}
+        if trace is not None:
+            from ..runtime.safe_write import check_destination
+            check_destination(trace, archive_files(archive, exe))
         rng = np.random.default_rng(seed)
-        feeds = random_inputs(exe, draw_dims(exe, rng, fixed), rng)
+        feeds = random_inputs(exe, draw_dims(exe, rng, parse_dims(dim)), rng)
         vm = VirtualMachine(exe)
         theirs = report = None
         with Progress() as progress, blas_threads(threads):
             ours = _percentiles(_time(lambda: vm.run(feeds), n, progress=progress, who="relaxpack"))
             if onnx_model is not None:
                 require_extra("relaxpack bench --onnx")
-                from ..check import onnxruntime_session
-                session = onnxruntime_session(existing_file(onnx_model, "model"), threads=threads)
+                session = _matching_session(existing_file(onnx_model, "model"), feeds, threads)
                 theirs = _percentiles(_time(lambda: session.run(None, feeds), n, progress=progress,
                                             who="onnxruntime"))
             if profile or trace is not None:
@@ -87,7 +107,7 @@ def bench(archive: Path, onnx_model: Path | None = None, dim: list[str] | None =
                 if trace is not None:
                     report.write_chrome_trace(trace)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    shapes = ", ".join(f"{k}{list(v.shape)}" for k, v in feeds.items())
+    shapes = ", ".join(f"{one_line(k)}{list(v.shape)}" for k, v in feeds.items())
     echo(f"inputs        {shapes}")
     echo(f"relaxpack     p50 {ours['p50']:.3f} ms  p90 {ours['p90']:.3f} ms  min {ours['min']:.3f} ms")
     if theirs is not None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import InputError
 from .common import (
     PLUGIN_HELP, Exit, add_build_options, command, echo, existing_file, fmt_bytes, load_plugins, parse_dims, parse_pools,
     positive, require_extra, user_errors,
 )
 from .progress import Progress
 from .run import load_inputs
+from .terminal import one_line
 
 
 @command
@@ -59,6 +61,8 @@ def check(model: Path, archive: Path | None = None, dim: list[str] | None = None
 
         load_plugins(plugin)
         existing_file(model, "model")
+        if not (rtol >= 0 and atol >= 0):    # NaN too
+            raise InputError(f"--rtol {rtol} and --atol {atol} must be non-negative numbers")
         dims = parse_dims(dim)
         pools = parse_pools(pool)
         if archive is not None:
@@ -92,7 +96,7 @@ def check(model: Path, archive: Path | None = None, dim: list[str] | None = None
                                               opt_level=opt_level)
     if divergence is not None:
         d = divergence.diff
-        echo(f"first divergence: {divergence.op_type} node {divergence.node!r}, output {divergence.output!r} "
+        echo(f"first divergence: {one_line(divergence.op_type)} node {divergence.node!r}, output {divergence.output!r} "
              f"(max abs {d.max_abs:.3e}{', ' + d.note if d.note else ''})")
     echo("PASS" if report.passed else "FAIL")
     if not report.passed:
@@ -101,12 +105,12 @@ def check(model: Path, archive: Path | None = None, dim: list[str] | None = None
 
 def _print_sample(i: int, sample) -> None:
     """One sample's verdicts, printed as soon as it is checked."""
-    dims_text = ", ".join(f"{k}={v}" for k, v in sample.dims.items()) or "given inputs"
+    dims_text = ", ".join(f"{one_line(k)}={v}" for k, v in sample.dims.items()) or "given inputs"
     echo(f"sample {i} ({dims_text})")
     for out in sample.outputs:
         verdict = "PASS" if out.passed else "FAIL"
         note = f"  {out.note}" if out.note else ""
-        echo(f"  {out.name:24s} {str(list(out.shape)):16s} max abs {out.max_abs:.3e}  "
+        echo(f"  {one_line(out.name):24s} {str(list(out.shape)):16s} max abs {out.max_abs:.3e}  "
              f"max rel {out.max_rel:.3e}  {verdict}{note}")
 
 

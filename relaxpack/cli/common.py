@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..errors import InputError, RelaxpackError
+from .terminal import one_line, printable
 
 state = {"debug": False}
 
@@ -121,7 +122,7 @@ def user_errors() -> Iterator[None]:
         if isinstance(err, OSError) and err.filename:
             message = f"{err.strerror}: {err.filename}"
         more = " (more with --debug)" if "\n" in text.strip() else ""
-        print(f"error: {message}{more}", file=sys.stderr, flush=True)
+        print(f"error: {one_line(message)}{more}", file=sys.stderr, flush=True)
         raise Exit(1) from None
 
 
@@ -161,6 +162,8 @@ def add_build_options(p: argparse.ArgumentParser) -> None:
 
 
 _DIM = re.compile(r"^([A-Za-z_]\w*)=(\d+)(?:\.\.(\d+)?)?$")
+#: the largest dim value an option may give (as archives bound their dims)
+MAX_DIM_VALUE = 1 << 48
 
 
 def parse_dims(specs: list[str] | None) -> dict[str, int | tuple[int, int | None]]:
@@ -169,6 +172,8 @@ def parse_dims(specs: list[str] | None) -> dict[str, int | tuple[int, int | None
     dims: dict = {}
     for spec in specs or ():
         name, _, value = spec.strip().partition("=")
+        if name in dims:
+            raise InputError(f"--dim {name}=... is given twice")
         if value == "?" and name.isidentifier():
             dims[name] = "?"
             continue
@@ -176,6 +181,8 @@ def parse_dims(specs: list[str] | None) -> dict[str, int | tuple[int, int | None
         if not m:
             raise InputError(f"bad --dim {spec!r}: expected NAME=VALUE, NAME=LO..HI (e.g. seq=1..512) or NAME=? "
                              f"(each axis named NAME a dim of its own)")
+        if any(len(g) > 16 or int(g) > MAX_DIM_VALUE for g in m.groups()[1:] if g):
+            raise InputError(f"bad --dim {spec.strip()[:60]!r}: a dim is at most 2**48 = {MAX_DIM_VALUE}")
         name, lo, hi = m.group(1), int(m.group(2)), m.group(3)
         if ".." not in spec:
             dims[name] = lo
@@ -257,4 +264,5 @@ def fmt_bytes(n: int | float) -> str:
 
 
 def echo(text: str = "") -> None:
-    print(text, flush=True)
+    """Print ``text``; control characters (from names in a model or archive) are shown escaped."""
+    print(printable(text), flush=True)

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from ..errors import InputError
 from .common import (
     PLUGIN_HELP, add_build_options, command, echo, existing_file, fmt_bytes, load_plugins, parse_dims, parse_pools,
     require_extra, user_errors,
 )
 from .progress import Progress, Stages
+from .terminal import one_line
 
 
 @command
@@ -27,6 +29,23 @@ def _parser(sub):
     p.add_argument("--dump-ir", type=Path, metavar="FOLDER", help="Write the IR after every pass to this folder.")
     p.add_argument("--plugin", action="append", help=PLUGIN_HELP)
     p.set_defaults(handler=convert)
+
+
+def check_pass_names(names: list[str], option: str) -> None:
+    """Every name is a pass that ``build`` runs (at -O2, or in lowering); else an InputError listing them."""
+    from ..passes import Sequential
+    from ..passes.optimize import optimize_pipeline
+    from ..vm_build import lower_pipeline
+    known, stack = set(), [optimize_pipeline(2), lower_pipeline()]
+    while stack:
+        p = stack.pop()
+        if isinstance(p, Sequential):
+            stack.extend(p.passes)
+        else:
+            known.add(p.info.name)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise InputError(f"{option} {unknown[0]}: no such pass; the passes are {', '.join(sorted(known))}")
 
 
 def _pass_status(stages: Stages):
@@ -50,15 +69,18 @@ def convert(model: Path, output: Path | None = None, dim: list[str] | None = Non
         require_extra("relaxpack convert")
         from ..importers.onnx import from_onnx
         from ..passes import DumpIR, PassContext, PassTiming, PrintAfter
+        from ..runtime.safe_write import check_destination
         from ..vm_build import build
 
         load_plugins(plugin)
         existing_file(model, "model")
         output = output or model.with_suffix(".rpk")
+        check_destination(output, [model])
         dims = parse_dims(dim)
         timer = PassTiming()
         instruments = [timer]
         if print_after:
+            check_pass_names(print_after, "--print-after")
             instruments.append(PrintAfter(print_after, sink=lambda name, text: echo(f"# after {name}\n{text}")))
         if dump_ir:
             instruments.append(DumpIR(dump_ir))
@@ -70,12 +92,12 @@ def convert(model: Path, output: Path | None = None, dim: list[str] | None = Non
             with PassContext(opt_level=opt_level, instruments=instruments):
                 exe = build(mod, opt_level=opt_level, pools=parse_pools(pool) or None, stage=stages)
             with stages("package"):
-                exe.save(output, params=params)
+                exe.save(output, params=params, sources=[model])
     ops = Counter(b.value.op.name for block in mod["main"].body.blocks for b in block.bindings
                   if hasattr(b.value, "op") and hasattr(b.value.op, "name"))
     n_params = sum(int(c.size) for c in exe.constants)
     echo(f"wrote {output} ({fmt_bytes(output.stat().st_size)})")
-    echo(f"  signature     {exe.signature()}")
+    echo(f"  signature     {one_line(exe.signature())}")
     echo(f"  ops           {sum(ops.values())} ({len(ops)} kinds) -> {exe.kernel_call_count()} kernel calls")
     echo(f"  parameters    {n_params:,} in {len(exe.constants)} constants "
          f"({fmt_bytes(sum(c.nbytes for c in exe.constants))})")
@@ -90,7 +112,7 @@ def convert(model: Path, output: Path | None = None, dim: list[str] | None = Non
     assumed = assumptions_of(exe)
     if assumed:
         conditions = list(dict.fromkeys(a["condition"] for a in assumed))
-        shown = "; ".join(conditions[:3]) + (f"; and {len(conditions) - 3} more" if len(conditions) > 3 else "")
+        shown = one_line("; ".join(conditions[:3])) + (f"; and {len(conditions) - 3} more" if len(conditions) > 3 else "")
         echo(f"  assumes       {shown} (checked at run time; relaxpack inspect lists where)")
     echo("  time          " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in stages.seconds.items()))
     if timing:

@@ -43,7 +43,6 @@ def demo(output_dir: Path = Path("relaxpack-demo"), show_ir: bool = False):
     imported, compiled and saved; the saved archive is loaded back and run at
     several sizes, and every output is compared with onnxruntime's.
     """
-    import shutil
     import time
 
     with user_errors():
@@ -55,11 +54,12 @@ def demo(output_dir: Path = Path("relaxpack-demo"), show_ir: bool = False):
         from ..ir.parser import parse
         from ..ir.well_formed import check_well_formed
         from ..runtime import load
+        from ..runtime.safe_write import write_file
         from ..vm_build import build
 
         output_dir.mkdir(parents=True, exist_ok=True)
         model_path, archive = output_dir / DEMO_MODEL, output_dir / DEMO_MODEL.replace(".onnx", ".rpk")
-        shutil.copyfile(existing_file(bundled_path(DEMO_MODEL), "bundled example"), model_path)
+        write_file(model_path, [existing_file(bundled_path(DEMO_MODEL), "bundled example").read_bytes()])
         t0 = time.perf_counter()
         mod = from_onnx(model_path, dims=DEMO_DIMS)
         t1 = time.perf_counter()
@@ -106,11 +106,18 @@ def next_commands(model_path: Path, archive: Path) -> list[str]:
 
 def ir_command(path: Path, check: bool = True, show_meta: bool = False):
     """Read a module in the text format, check it, and print it normalized."""
+    from ..errors import ParseError
     from ..ir.parser import parse
     from ..ir.well_formed import check_well_formed
 
     with user_errors():
-        mod = parse(path.read_text())
+        data = path.read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ParseError(f"{path} is not UTF-8 text (byte {data[err.start]:#04x} at offset {err.start}): "
+                             f"give the text form printed by mod.script()") from None
+        mod = parse(text)
         if check:
             check_well_formed(mod)
         echo(mod.script(show_meta=show_meta))

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..errors import InputError
 from .common import command, echo, existing_file, fmt_bytes, parse_dims, user_errors
+from .files import archive_files
+from .terminal import one_line
 
 
 def archive_facts(exe, archive: Path) -> dict:
@@ -49,7 +52,7 @@ def assumption_lines(assumptions: list[dict]) -> list[str]:
         if a["function"] != "main":
             where += f", in {a['function']}"
         head = "assumes      " if i == 0 else "             "
-        lines.append(f"{head}{a['condition']}  ({', '.join(p for p in (detail, where) if p)})")
+        lines.append(head + one_line(f"{a['condition']}  ({', '.join(p for p in (detail, where) if p)})"))
     return lines
 
 
@@ -74,26 +77,32 @@ def inspect_(archive: Path, ir: bool = False, bytecode: bool = False, plan: bool
     from ..runtime import load
 
     with user_errors():
+        if dim and plot is None:
+            raise InputError("--dim chooses the dims to plot the plan at: it needs --plot FILE.svg")
         exe = load(existing_file(archive, "archive"), check_functions=False)
         facts = archive_facts(exe, archive)
         layout = None
         if plot is not None:
             from ..packager.plan_plot import plot_plan
-            dims = {k: v for k, v in parse_dims(dim).items() if isinstance(v, int)}
+            from ..runtime.safe_write import check_destination
+            check_destination(plot, archive_files(archive, exe))
+            dims = parse_dims(dim)
+            if any(not isinstance(v, int) for v in dims.values()):
+                raise InputError("--dim with --plot takes values (NAME=VALUE), not ranges")
             layout = plot_plan(exe, plot, shape_env=dims or None)
     if as_json:
         echo(json.dumps(facts, indent=2, sort_keys=True))
         return
     echo(f"archive      {archive} ({fmt_bytes(facts['archive_bytes'])}, format {facts['format_version']})")
-    echo(f"signature    {exe.signature()}")
+    echo(f"signature    {one_line(exe.signature())}")
     if facts["dim_ranges"]:
-        echo("dims         " + ", ".join(f"{k} in {lo}..{'' if hi is None else hi}"
+        echo("dims         " + ", ".join(f"{one_line(k)} in {lo}..{'' if hi is None else hi}"
                                           for k, (lo, hi) in facts["dim_ranges"].items()))
     for line in assumption_lines(facts["assumptions"]):
         echo(line)
     echo(f"kernels      {facts['kernel_calls']} calls of {len(facts['kernels'])} kernels")
     if facts["functions"]:
-        echo(f"functions    {', '.join(facts['functions'])} (register them with relaxpack.runtime.register_func)")
+        echo(f"functions    {one_line(', '.join(facts['functions']))} (register them with relaxpack.runtime.register_func)")
     echo(f"constants    {facts['constants']} ({fmt_bytes(facts['constant_bytes'])})")
     if facts["arena_bytes"] is not None:
         echo(f"arena        {fmt_bytes(facts['arena_bytes'])} (lower bound {fmt_bytes(facts['lower_bound_bytes'])}, "

@@ -9,39 +9,33 @@ import numpy as np
 from ..errors import InputError
 from ..feeds import FILLS
 from .common import PLUGIN_HELP, Exit, command, echo, existing_file, load_plugins, parse_dims, positive, user_errors
+from .files import archive_files, input_files
+from .outputs import output_arrays, output_lines
+from .terminal import one_line
 
 
 def read_npz(path: Path, what: str = "inputs file") -> dict[str, np.ndarray]:
-    """The arrays of a ``.npz`` file by name (no pickles)."""
-    existing_file(path, what)
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
-    except (ValueError, OSError) as err:
-        raise InputError(f"cannot read {path} as .npz: {err}") from None
+    """The arrays of a ``.npz`` file by name (no pickles; headers checked before data is read)."""
+    from ..runtime.input_files import read_npz as read_checked
+    return read_checked(existing_file(path, what))
 
 
-def load_inputs(input_specs: list[str] | None, inputs_file: Path | None) -> dict[str, np.ndarray]:
-    feeds: dict[str, np.ndarray] = {}
-    if inputs_file is not None:
-        feeds.update(read_npz(inputs_file))
+def load_inputs(input_specs: list[str] | None, inputs_file: Path | None, expect=None) -> dict[str, np.ndarray]:
+    """``--inputs FILE.npz`` and ``--input NAME=FILE.npy``, each header checked (against the
+    model's signature with ``expect``) before its data is read."""
+    from ..runtime.input_files import read_inputs
+
+    named: dict[str, Path] = {}
     for spec in input_specs or ():
         name, sep, file = spec.partition("=")
         if not sep or not name or not file:
             raise InputError(f"bad --input {spec!r}: expected NAME=FILE.npy")
-        path = existing_file(Path(file), f"input file for {name!r}")
-        try:
-            feeds[name] = np.load(path, allow_pickle=False)
-        except (ValueError, OSError) as err:
-            raise InputError(f"cannot read {path} as .npy: {err}") from None
-    return feeds
-
-
-def preview(array: np.ndarray, limit: int = 6) -> str:
-    flat = np.asarray(array).reshape(-1)
-    items = ", ".join(np.format_float_positional(v, precision=4, trim="-") if flat.dtype.kind == "f" else str(v)
-                      for v in flat[:limit])
-    return f"[{items}{', ...' if flat.size > limit else ''}]"
+        if name in named:
+            raise InputError(f"--input {name}=... is given twice")
+        named[name] = existing_file(Path(file), f"input file for {name!r}")
+    if inputs_file is not None:
+        existing_file(inputs_file, "inputs file")
+    return read_inputs(named, inputs_file, expect)
 
 
 @command
@@ -73,17 +67,25 @@ def run(archive: Path, input: list[str] | None = None, inputs: Path | None = Non
     from ..compare import compare_outputs
     from ..runtime import VirtualMachine, load
     from ..runtime.blas import blas_threads
+    from ..runtime.input_files import signature_check
+    from ..runtime.safe_write import check_destination, write_with
 
     with user_errors():
+        if not (rtol >= 0 and atol >= 0):    # NaN too
+            raise InputError(f"--rtol {rtol} and --atol {atol} must be non-negative numbers")
         load_plugins(plugin)
         exe = load(existing_file(archive, "archive"))
-        feeds = load_inputs(input, inputs)
+        sources = archive_files(archive, exe) + input_files(input, inputs) + ([expected] if expected else [])
+        if output is not None:
+            check_destination(output, sources)
+        feeds = load_inputs(input, inputs, signature_check(exe))
         filled = fill_missing(exe, feeds, fill, parse_dims(dim), seed)
         want = read_npz(expected, "expected outputs file") if expected is not None else None
         with blas_threads(threads):
             outputs = VirtualMachine(exe).run(feeds)
         if output is not None:
-            np.savez(output, **{k: np.asarray(v) for k, v in outputs.items()})
+            arrays = output_arrays(outputs)
+            write_with(output, lambda f: np.savez(f, **arrays), sources)
         diffs = None
         if want is not None:
             unknown = sorted(set(want) - set(outputs))
@@ -94,16 +96,15 @@ def run(archive: Path, input: list[str] | None = None, inputs: Path | None = Non
             diffs = compare_outputs(names, outputs, [want[n] for n in names], rtol, atol, reference="expected")
     for name in filled:
         value = feeds[name]
-        echo(f"filled {name}: {value.dtype}{list(value.shape)} ({fill}{', seed ' + str(seed) if fill == 'random' else ''})")
+        echo(f"filled {one_line(name)}: {value.dtype}{list(value.shape)} ({fill}{', seed ' + str(seed) if fill == 'random' else ''})")
     for name, value in outputs.items():
-        value = np.asarray(value)
-        echo(f"{name}: {value.dtype}{list(value.shape)} {preview(value)}")
+        echo("\n".join(output_lines(name, value)))
     if output is not None:
         echo(f"wrote {output}")
     if diffs is not None:
         for d in diffs:
             note = f"  {d.note}" if d.note else ""
-            echo(f"expected {d.name}: max abs {d.max_abs:.3e}  max rel {d.max_rel:.3e}  "
+            echo(f"expected {one_line(d.name)}: max abs {d.max_abs:.3e}  max rel {d.max_rel:.3e}  "
                  f"{'PASS' if d.passed else 'FAIL'}{note}")
         passed = all(d.passed for d in diffs)
         echo(f"{'PASS' if passed else 'FAIL'} ({len(diffs)} output(s) against {expected})")

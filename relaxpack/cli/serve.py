@@ -6,6 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
+from .terminal import one_line
 from .common import (
     PLUGIN_HELP, UsageError, byte_size, command, echo, existing_file, load_plugins, positive, require_extra,
     user_errors,
@@ -85,7 +86,7 @@ def serve(archives: list[Path], host: str = "127.0.0.1", port: int = 8000, name:
         models = load_models(archives, names, max_concurrency=max_concurrency, options=options, batching=batching)
         sock = listen(host, port)
     for model in models.values():
-        echo(f"model {model.name}: {model.path}  {_signature(model)}")
+        echo(f"model {model.name}: {model.path}  {one_line(_signature(model))}")
         if model.batcher is not None:
             echo(f"  batching along {model.batch_dim}: up to {model.batcher.max_rows} rows, "
                  f"waiting up to {model.batcher.delay * 1000:g} ms")

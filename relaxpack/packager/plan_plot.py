@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Mapping, Sequence
 from xml.sax.saxutils import escape, quoteattr
 
 from ..errors import RelaxpackError
 from ..runtime.bytecode import IMM, REG, Call
 from ..runtime.memory import DEFAULT_ALGORITHMS, Buffer, align_up, lower_bound, naive_bytes, plan_memory
+from ..runtime.safe_write import write_file
 from ..runtime.shape_program import compile_program
 
 ALIGNMENT = 64
@@ -160,7 +160,7 @@ def plot_plan(exe, path, shape_env: Mapping[str, int] | None = None, function: s
     layout = plan_of(exe, shape_env, function)
     dims = ", ".join(f"{k}={v}" for k, v in sorted(layout.figures["dims"].items()))
     title = title or f"{function}: memory plan" + (f" at {dims}" if dims else "")
-    Path(path).write_text(plan_svg(layout.buffers, layout.offsets, title, labels=layout.labels))
+    write_file(path, [plan_svg(layout.buffers, layout.offsets, title, labels=layout.labels).encode()])
     return layout
 
 

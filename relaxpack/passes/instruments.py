@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from ..errors import PassError
+from ..runtime.safe_write import write_file
 from .context import PassContext, PassInstrument
 
 
@@ -55,7 +56,7 @@ class DumpIR(PassInstrument):
     def _write(self, mod, name: str) -> None:
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
         path = self.folder / f"{self.count:03d}_{safe}.py"
-        path.write_text(mod.script(show_meta=self.show_meta))
+        write_file(path, [mod.script(show_meta=self.show_meta).encode()])
         self.count += 1
 
 

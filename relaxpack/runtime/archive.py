@@ -21,10 +21,13 @@ sha256 (if known), the entry function's inputs/outputs/dim ranges, the
 bytecode (each function with its outputs' signature and the ONNX nodes each
 instruction came from), the function table, the kernel and builtin names it calls, the
 constant table (dtype, shape, offset, nbytes, sha256; strings inline) and
-the build metadata. With ``params="external"`` the data section moves to
-``<path>.params``: a 64-byte header (magic ``b"\\x89RPP\\r\\n\\x1a\\n"``,
-version u32, zero u32, data length u64, zero padding), then the data section;
-the manifest records its file name and sha256.
+the build metadata. With ``params="external"`` the data section moves to a
+params file beside the archive, ``<name>.<first 16 hex digits of its
+sha256>.params`` (``<name>.params`` before; both load): a 64-byte header
+(magic ``b"\\x89RPP\\r\\n\\x1a\\n"``, version u32, zero u32, data length u64,
+zero padding), then the data section; the manifest records its file name and
+sha256. Naming it by content lets :func:`save_executable` replace an archive
+and its params file as a pair (docs/design-notes.md, "Reliability").
 
 Nothing in an archive is executed: :func:`load` checks every length, offset,
 checksum, name and operand (:mod:`.archive_check`) and then maps the file:
@@ -40,6 +43,7 @@ import json
 import logging
 import mmap
 import os
+import re
 import stat
 import sys
 from math import prod
@@ -54,7 +58,9 @@ from .bytecode import VMFunction
 from .dtypes import numpy_dtype
 from .executable import Executable, FuncEntry
 from .kernels import KERNELS
+from .metadata_check import check_metadata
 from .registry import check_registered
+from .safe_write import check_destination, write_file
 
 log = logging.getLogger(__name__)
 
@@ -63,26 +69,90 @@ PARAMS_MODES = ("linked", "external")
 
 
 # ---------------------------------------------------------------- writing
-def save_executable(exe: Executable, path, params: str = "linked") -> None:
-    """Write ``exe`` as an archive at ``path`` (constants in ``<path>.params`` when ``params="external"``)."""
+def save_executable(exe: Executable, path, params: str = "linked", sources=()) -> None:
+    """Write ``exe`` as an archive at ``path`` (constants in a params file beside it when ``params="external"``).
+
+    ``path`` must be absent or a regular file other than the ``sources`` the caller read
+    (:mod:`.safe_write`). External params go to ``<name>.<digest>.params``, named by their
+    content's sha256: the archive and its params are replaced as a pair, the new params file
+    first, then the archive (each through a rename), and the params file the old archive
+    used is removed only once the new archive is in place. An interruption leaves the old
+    pair or the new one, both loadable.
+    """
     if params not in PARAMS_MODES:
         raise ArchiveError(f"params must be one of {PARAMS_MODES}, got {params!r}")
     path = os.fspath(path)
+    sources = list(sources)
     external = params == "external"
     entries, blobs, nbytes = _constant_table(exe.constants)
     data = {"storage": params, "alignment": check.ALIGNMENT, "byte_order": "little", "nbytes": nbytes,
             "file": None, "sha256": None}
+    params_path = None
     if external:
-        params_path = path + ".params"
         head = check.PARAMS_HEADER.pack(check.PARAMS_MAGIC, check.FORMAT_VERSION, 0, nbytes)
-        data["file"] = os.path.basename(params_path)
         data["sha256"] = _sha256(_padded(head, check.ALIGNMENT, blobs))
+        data["file"] = params_file_name(os.path.basename(path), data["sha256"])
+        params_path = os.path.join(os.path.dirname(path), data["file"])
     raw = _manifest_bytes(exe, entries, data)   # checked before anything is written
+    check_destination(path, sources)
+    stale = _params_in_use(path)
     if external:
-        _write_file(params_path, _padded(head, check.ALIGNMENT, blobs))
-    _write_file(path, _archive_chunks(raw, [] if external else blobs, external))
+        check_destination(params_path, sources)
+        if not _holds(params_path, data["sha256"]):
+            write_file(params_path, _padded(head, check.ALIGNMENT, blobs), sources)
+    write_file(path, _archive_chunks(raw, [] if external else blobs, external), sources)
+    if stale is not None and stale != params_path:
+        _remove(stale)
     log.debug("saved %s: %d-byte manifest, %d constants in %d data bytes (%s)",
               path, len(raw), len(entries), nbytes, params)
+
+
+def params_file_name(archive_name: str, digest: str) -> str:
+    """The params file of archive ``archive_name`` whose contents have sha256 ``digest``."""
+    return f"{archive_name}.{digest[:16]}.params"
+
+
+def _params_in_use(path: str) -> str | None:
+    """The params file that the archive now at ``path`` uses, when it is one that saving
+    an archive there made (``<name>.params`` of older versions, or ``<name>.<digest>.params``)
+    and a regular file; else None. Anything unreadable is left alone."""
+    try:
+        with open(path, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
+            size = os.fstat(f.fileno()).st_size
+            header = check.check_header(f.read(check.HEADER.size), size)
+            if not header.flags & check.FLAG_EXTERNAL_PARAMS:
+                return None
+            name = check.decode_manifest(f.read(header.manifest_length), header)["data"]["file"]
+    except (OSError, RelaxpackError, KeyError, TypeError, ValueError):
+        return None
+    base = re.escape(os.path.basename(path))
+    if not isinstance(name, str) or not re.fullmatch(rf"{base}(\.[0-9a-f]{{16}})?\.params", name):
+        return None
+    found = os.path.join(os.path.dirname(path), name)
+    try:
+        with open(found, "rb") as f:
+            if stat.S_ISREG(os.fstat(f.fileno()).st_mode) and f.read(8) == check.PARAMS_MAGIC \
+                    and stat.S_ISREG(os.lstat(found).st_mode):
+                return found
+    except OSError:
+        pass
+    return None
+
+
+def _holds(path: str, digest: str) -> bool:
+    """Whether ``path`` is a regular file whose contents have sha256 ``digest`` (then it need not be written)."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        sha = hashlib.sha256()
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                sha.update(chunk)
+        return sha.hexdigest() == digest
+    except OSError:
+        return False
 
 
 def archive_bytes(exe: Executable) -> bytes:
@@ -206,22 +276,6 @@ def _sha256(chunks) -> str:
     return digest.hexdigest()
 
 
-def _write_file(path: str, chunks) -> None:
-    """Write ``chunks`` to ``path`` through a temporary file, so no half-written file is left."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            for chunk in chunks:
-                f.write(chunk)
-        os.replace(tmp, path)
-    except OSError as err:
-        _remove(tmp)
-        raise ArchiveError(f"cannot write {path}: {err.strerror or err}") from None
-    except BaseException:
-        _remove(tmp)
-        raise
-
-
 def _remove(path: str) -> None:
     try:
         os.remove(path)
@@ -281,6 +335,7 @@ def _load_mapped(mapped, size: int, path: str) -> Executable:
     m = check.decode_manifest(raw, header)
     external = bool(header.flags & check.FLAG_EXTERNAL_PARAMS)
     check.check_manifest(m, header.version, external)
+    check_metadata(m["metadata"])
     check.check_ranges(m["constants"])
     check.check_bytecode(m)
     producer = f"{m['producer']['name']} {m['producer']['version']}"
@@ -312,7 +367,7 @@ def _load_mapped(mapped, size: int, path: str) -> Executable:
     log.debug("loaded %s: %d functions, %d constants", path, len(functions), len(constants))
     exe = Executable(functions, table, constants, m["metadata"])
     exe.archive = {"format_version": header.version, "params": "external" if external else "linked",
-                   "manifest_sha256": header.manifest_sha256.hex()}
+                   "params_file": m["data"]["file"], "manifest_sha256": header.manifest_sha256.hex()}
     return exe
 
 

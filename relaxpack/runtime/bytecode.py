@@ -209,11 +209,18 @@ def format_instruction(instr: Instruction, func_names: list[str]) -> str:
 
 
 def format_function(func: VMFunction, func_names: list[str]) -> str:
-    params = ", ".join(f"%{i}: {p.name}" for i, p in enumerate(func.params))
-    lines = [f"function {func.name}({params})  # {func.num_registers} registers"]
+    names = [_shown(n) for n in func_names]
+    params = ", ".join(f"%{i}: {_shown(p.name)}" for i, p in enumerate(func.params))
+    lines = [f"function {_shown(func.name)}({params})  # {func.num_registers} registers"]
     for pc, instr in enumerate(func.instructions):
-        lines.append(f"  {pc:4d}  {format_instruction(instr, func_names)}")
+        lines.append(f"  {pc:4d}  {format_instruction(instr, names)}")
     return "\n".join(lines)
+
+
+def _shown(name: str) -> str:
+    """A name as the listing shows it: escaped when it holds unprintable characters
+    (a name from an archive may hold a newline or a terminal escape)."""
+    return name if name.isprintable() else name.encode("unicode_escape").decode("ascii")
 
 
 __all__ = ["Call", "Ret", "Goto", "If", "Instruction", "ParamInfo", "VMFunction", "REG", "IMM",

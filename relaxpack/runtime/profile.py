@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .bytecode import IMM, Call
+from .safe_write import write_file
 
 #: the node label of instructions no ONNX node made (input checks, shapes, the memory plan)
 NO_NODE = "(no ONNX node)"
@@ -72,8 +73,7 @@ class ProfileReport:
 
     def write_chrome_trace(self, path) -> None:
         """Write :meth:`chrome_trace` as JSON to ``path`` (loadable by Perfetto and chrome://tracing)."""
-        with open(os.fspath(path), "w", encoding="utf-8") as f:
-            json.dump(self.chrome_trace(), f, indent=0)
+        write_file(path, [json.dumps(self.chrome_trace(), indent=0).encode("utf-8")])
 
     @property
     def total(self) -> float:

@@ -9,6 +9,7 @@ closure once, when the VM is prepared; nothing is ``eval``-ed.
 from __future__ import annotations
 
 import operator
+import reprlib
 from typing import Callable
 
 from ..errors import ArchiveError
@@ -17,15 +18,19 @@ Program = int | tuple | list
 DimFn = Callable[[list], int]
 
 
+class ShapeProgramError(ArchiveError):
+    """A shape program failed at run time; the VM adds the instruction that ran it."""
+
+
 def _floordiv(a: int, b: int) -> int:
     if b == 0:
-        raise ArchiveError("shape program divides by zero")
+        raise ShapeProgramError(f"shape program divides {a} by zero")
     return a // b
 
 
 def _mod(a: int, b: int) -> int:
     if b == 0:
-        raise ArchiveError("shape program takes a modulo by zero")
+        raise ShapeProgramError(f"shape program takes {a} modulo zero")
     return a % b
 
 
@@ -35,17 +40,17 @@ MAX_DEPTH = 64
 
 
 def compile_program(prog: Program, heap_size: int, depth: int = 0) -> DimFn:
-    """A closure ``heap -> int`` computing ``prog``; malformed programs raise ArchiveError."""
+    """A closure ``heap -> int`` computing ``prog``; malformed programs raise ShapeProgramError (an ArchiveError)."""
     if depth > MAX_DEPTH:
-        raise ArchiveError("shape program nested too deeply")
+        raise ShapeProgramError("shape program nested too deeply")
     if isinstance(prog, bool) or not isinstance(prog, (int, list, tuple)):
-        raise ArchiveError(f"malformed shape program {prog!r}")
+        raise ShapeProgramError(f"malformed shape program {reprlib.repr(prog)}")
     if isinstance(prog, int):
         return lambda heap, v=prog: v
     if len(prog) == 2 and prog[0] == "h":
         slot = prog[1]
         if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < heap_size:
-            raise ArchiveError(f"shape program reads heap slot {slot!r} of {heap_size}")
+            raise ShapeProgramError(f"shape program reads heap slot {slot!r} of {heap_size}")
         return lambda heap: heap[slot]
     if len(prog) == 2 and prog[0] == "neg":
         inner = compile_program(prog[1], heap_size, depth + 1)
@@ -56,9 +61,11 @@ def compile_program(prog: Program, heap_size: int, depth: int = 0) -> DimFn:
         b = compile_program(prog[2], heap_size, depth + 1)
         if isinstance(prog[2], int):  # the common case: a constant right operand
             c = prog[2]
+            if c == 0 and prog[0] in ("//", "%"):
+                raise ShapeProgramError(f"shape program {program_text(prog)} divides by the constant 0")
             return lambda heap: fn(a(heap), c)
         return lambda heap: fn(a(heap), b(heap))
-    raise ArchiveError(f"malformed shape program {prog!r}")
+    raise ShapeProgramError(f"malformed shape program {reprlib.repr(prog)}")
 
 
 def program_text(prog: Program, names: dict[int, str] | None = None) -> str:

@@ -24,7 +24,9 @@ from .containers import CONTAINER_KINDS, as_input, as_output
 from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunction
 from .executable import Executable
 from .kernels import get_kernel
+from .output_copy import OutputDetacher
 from .registry import FUNC_KIND, check_registered, resolve
+from .shape_program import ShapeProgramError
 
 Step = Callable[[list], int]
 
@@ -49,6 +51,7 @@ class VirtualMachine:
         check_registered(exe)   # every missing registered function in one error, before any lookup
         self._prepared = [_Prepared(f) for f in exe.functions.values()]
         self._callees = [self._resolve(i, entry) for i, entry in enumerate(exe.func_table)]
+        self._detach = OutputDetacher(exe.constants)   # outputs never alias inputs or constants
         for prepared in self._prepared:
             prepared.steps = [self._prepare_checked(prepared.func, pc, ins)
                               for pc, ins in enumerate(prepared.func.instructions)]
@@ -76,7 +79,9 @@ class VirtualMachine:
             raise ExecutionError("this VirtualMachine is already running (on another thread?); create one "
                                  "VirtualMachine per thread: they can share one loaded Executable")
         try:
-            return self._invoke(index, args)
+            # inf and nan propagate as IEEE arithmetic says, without numpy's warnings (as in onnxruntime)
+            with np.errstate(all="ignore"):
+                return self._detach(self._invoke(index, args), args)
         finally:
             self._running.release()
 
@@ -84,6 +89,9 @@ class VirtualMachine:
         """Run ``function`` on named inputs; returns outputs by name."""
         func = self.exe.function(function)
         names = [p.name for p in func.params]
+        if not isinstance(inputs, Mapping):
+            raise InputError(f"run takes the inputs by name, e.g. {{{', '.join(repr(n) + ': ...' for n in names[:3])}}}"
+                             f", got a {type(inputs).__name__}; vm[{function!r}](*arrays) takes them by position")
         unknown = sorted(set(inputs) - set(names))
         if unknown:
             raise InputError(f"unknown input(s) {unknown}; the model's inputs are {names}")
@@ -114,6 +122,8 @@ class VirtualMachine:
         try:
             while pc >= 0:
                 pc = steps[pc](regs)
+        except ShapeProgramError as err:   # raised without knowing where: say which instruction
+            raise type(err)(f"{func.name}: instruction {pc} ({prepared.labels[pc]}): {err}") from None
         except ShapeError as err:
             named = _naming_node(err, func, pc)
             if named is err:
@@ -126,7 +136,7 @@ class VirtualMachine:
         except Exception as err:  # a kernel or builtin rejected what the bytecode gave it
             node = _node_text(func, pc)
             raise ExecutionError(f"{func.name}: instruction {pc} ({prepared.labels[pc]}"
-                                 f"{', ' + node if node else ''}) failed: {type(err).__name__}: {err}") from err
+                                 f"{', ' + node if node else ''}) failed: {_describe(err)}") from err
         return regs[-1]
 
     # ------------------------------------------------------------ preparation
@@ -172,6 +182,8 @@ class VirtualMachine:
     def _prepare_checked(self, func: VMFunction, pc: int, ins) -> Step:
         try:
             return self._prepare(func, pc, ins)
+        except ShapeProgramError as err:
+            raise type(err)(f"{func.name}: instruction {pc} ({self._label(ins)}): {err}") from None
         except RelaxpackError:
             raise
         except Exception as err:  # a builtin's specialization rejected its immediates
@@ -286,6 +298,14 @@ def _step_factory(kinds: str, has_out: bool, has_ws: bool, has_static: bool, kee
         exec(source, namespace)  # noqa: S102 (a fixed template; see the docstring)
         factory = _STEP_FACTORIES[key] = namespace["factory"]
     return factory
+
+
+def _describe(err: Exception) -> str:
+    """``Type: message``; a MemoryError without a message says what it means."""
+    text = " ".join(str(err).split())
+    if not text and isinstance(err, MemoryError):
+        text = "out of memory"
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def _check_register(func: VMFunction, reg) -> None:

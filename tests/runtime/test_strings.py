@@ -30,10 +30,11 @@ def test_string_constants_round_trip(tmp_path):
     text = strings("a", "", "\u00e9\u4e2d", "x" * 1000, shape=(2, 2))
     empty = strings()
     returns_constants(text, empty, np.arange(3.0)).save(tmp_path / "s.rpk")
-    got, got_empty, numbers = VirtualMachine(load(tmp_path / "s.rpk")).run({})["consts"]
+    loaded = load(tmp_path / "s.rpk")
+    got, got_empty, numbers = VirtualMachine(loaded).run({})["consts"]
     assert got.dtype == object and got.shape == (2, 2) and got.tolist() == text.tolist()
     assert all(type(s) is str for s in got.flat)
-    assert not got.flags.writeable
+    assert not loaded.constants[0].flags.writeable and got.flags.writeable   # the output is the caller's copy
     assert got_empty.shape == (0,) and got_empty.dtype == object
     np.testing.assert_array_equal(numbers, np.arange(3.0))
 

@@ -9,7 +9,7 @@ from typing import Mapping
 import onnx
 from onnx import helper
 
-from ...errors import RelaxpackError, UnsupportedOpError
+from ...errors import ModelError, RelaxpackError, UnsupportedOpError
 from ...ir.expr import Expr, SeqExpr, Tuple
 from .refusals import find_refusal
 from .registry import canonical_domain, find_converter
@@ -102,7 +102,7 @@ class GraphConverter:
         for out in graph.output:
             value = scope.lookup(out.name)
             if value is None:
-                raise RelaxpackError(f"graph output {out.name!r} is not produced by any node or input")
+                raise ModelError(f"graph output {out.name!r} is not produced by any node or input")
             outputs.append(value)
         return outputs
 
@@ -179,7 +179,7 @@ class GraphConverter:
                 continue
             value = scope.lookup(name)
             if value is None:
-                raise RelaxpackError(f"{node.op_type} node {node.name!r} reads {name!r}, which no earlier "
+                raise ModelError(f"{node.op_type} node {node.name!r} reads {name!r}, which no earlier "
                                      f"node, input or initializer defines")
             inputs.append(value)
         return inputs
@@ -308,7 +308,7 @@ def _ordered_nodes(nodes) -> list:
         pending = rest
     if pending:
         names = ", ".join(n.name or n.op_type for n in pending[:5])
-        raise RelaxpackError(f"the graph has a cycle at: {names}")
+        raise ModelError(f"the graph has a cycle at: {names}")
     return ordered
 
 
@@ -318,7 +318,7 @@ def _check_unique_initializers(graph) -> None:
     seen = set()
     for init in graph.initializer:
         if init.name in seen:
-            raise RelaxpackError(f"malformed model: graph {graph.name!r} has two initializers named {init.name!r}")
+            raise ModelError(f"malformed model: graph {graph.name!r} has two initializers named {init.name!r}")
         seen.add(init.name)
 
 

@@ -15,12 +15,13 @@ import hashlib
 import keyword
 import logging
 import re
+import reprlib
 from pathlib import Path
 from typing import Mapping
 
 import onnx
 
-from ...errors import RelaxpackError, UnsupportedOpError
+from ...errors import ModelError, RelaxpackError, UnsupportedOpError
 from ...ir.block_builder import BlockBuilder
 from ...ir.dims import Dim, sym
 from ...ir.expr import Tuple, Var
@@ -59,14 +60,15 @@ def from_onnx(model: "onnx.ModelProto | str | Path", dims: Mapping[str, DimSpec]
     except RelaxpackError:
         raise
     except RecursionError:
-        raise RelaxpackError("the model nests subgraphs too deeply to import") from None
+        raise ModelError("the model nests subgraphs too deeply to import") from None
     except Exception as err:  # a malformed model no check anticipated: one clear line, not a traceback
-        raise RelaxpackError(f"malformed model: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-                             ) from err
+        raise ModelError(f"malformed model: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+                         ) from err
 
 
 def _from_onnx(model, dims) -> IRModule:
     model, model_dir, digest = _load(model)
+    check_model_structure(model)
     opsets = _opsets(model)
     graph = model.graph
     functions = FunctionLibrary(model)
@@ -126,13 +128,53 @@ def _load(model) -> tuple["onnx.ModelProto", Path | None, str]:
         return model, None, hashlib.sha256(model.SerializeToString()).hexdigest()
     path = Path(model)
     if not path.is_file():
-        raise RelaxpackError(f"no such model file: {path}")
+        raise ModelError(f"no such model file: {path}")
+    data = path.read_bytes()
+    return parse_model(data, path), path.resolve().parent, hashlib.sha256(data).hexdigest()
+
+
+#: what a relaxpack archive starts with (runtime/archive_check.py), to say so when one is given as a model
+_ARCHIVE_MAGIC = b"\x89RPK\r\n\x1a\n"
+
+
+def parse_model(data: bytes, path) -> "onnx.ModelProto":
+    """The ModelProto serialized in ``data`` (read from ``path``), or a ModelError saying what the file is."""
+    if data.startswith(_ARCHIVE_MAGIC):
+        raise ModelError(f"{path} is a relaxpack archive, not an ONNX model")
     try:
-        data = path.read_bytes()
-        loaded = onnx.load_model_from_string(data)
+        return onnx.load_model_from_string(data)
     except Exception as err:  # protobuf raises DecodeError and friends
-        raise RelaxpackError(f"{path} is not an ONNX model ({type(err).__name__}: {err})") from None
-    return loaded, path.resolve().parent, hashlib.sha256(data).hexdigest()
+        raise ModelError(f"{path} is not an ONNX model ({type(err).__name__}: {str(err).splitlines()[0]})") from None
+
+
+def load_model(path) -> "onnx.ModelProto":
+    """The model in the file ``path`` with its external data (as ``onnx.load``), checked
+    like :func:`from_onnx` checks it: every failure is a one-line ModelError."""
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"no such model file: {path}")
+    model = parse_model(path.read_bytes(), path)
+    check_model_structure(model)
+    try:
+        onnx.load_external_data_for_model(model, str(path.resolve().parent))
+    except Exception as err:
+        raise ModelError(f"{path}: cannot load its external data ({type(err).__name__}: "
+                         f"{str(err).splitlines()[0] if str(err) else ''})") from None
+    return model
+
+
+def check_model_structure(model: "onnx.ModelProto") -> None:
+    """What every model needs: a graph, outputs, and an opset for the ops it uses (ONNX's
+    checker asks the same; onnxruntime refuses a model that imports no opset at all)."""
+    if not model.HasField("graph"):
+        raise ModelError("the model has no graph (an empty file, or not an ONNX model?)")
+    if not model.graph.output:
+        raise ModelError(f"graph {model.graph.name!r} has no outputs: it computes nothing")
+    if not model.opset_import:
+        raise ModelError("the model imports no opset: every ModelProto must say which ONNX opset it uses")
+    declared = {"" if e.domain in ("", "ai.onnx") else e.domain for e in model.opset_import}
+    if "" not in declared and "" in _node_domains(model.graph):
+        raise ModelError("the model uses ONNX ops but imports no opset of the default domain (ai.onnx)")
 
 
 def _opsets(model) -> dict[str, int]:
@@ -260,19 +302,26 @@ class _DimNamer:
         spec = self.spec.get(name)
         if spec is None:
             return sym(name)
-        if isinstance(spec, int) and not isinstance(spec, bool):
+        if _dim_value(spec):
             return spec
-        if isinstance(spec, tuple) and len(spec) == 2:
+        if isinstance(spec, tuple) and len(spec) == 2 and _dim_value(spec[0]) and (
+                spec[1] is None or (_dim_value(spec[1]) and spec[1] >= spec[0])):
             lo, hi = spec
             self.bb.analyzer.set_range(name, lo, hi)
             return sym(name)
-        raise RelaxpackError(f"dims[{name!r}] must be an int, a (lo, hi) pair or {UNTIE!r}, got {spec!r}")
+        raise RelaxpackError(f"dims[{name!r}] must be an int, a (lo, hi) pair of ints in 0..2**48 "
+                             f"(lo <= hi, hi may be None) or {UNTIE!r}, got {reprlib.repr(spec)}")
 
     def check_all_used(self) -> None:
         unknown = sorted(set(self.spec) - self.used - self.untied)
         if unknown:
             raise RelaxpackError(f"dims {unknown} do not name any dim of the model's inputs "
                                  f"(its dims are {sorted(self.used) or 'all static'})")
+
+
+def _dim_value(value) -> bool:
+    """Whether ``value`` can be a dim: an int in 0..2**48 (as archives bound dims)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 1 << 48
 
 
 def _identifier(name: str) -> str:

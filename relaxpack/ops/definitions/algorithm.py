@@ -326,6 +326,10 @@ def _range_bound(call: Call, index: int, what: str) -> Dim | float | None:
     return sinfo.value
 
 
+#: the most values a static Range may have (as archives bound a dim)
+MAX_RANGE = 1 << 48
+
+
 def _infer_range(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     dtype = call.attrs["dtype"]
     if dtype not in DTYPES or dtype_kind(dtype) not in NUMERIC:
@@ -337,8 +341,17 @@ def _infer_range(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
         raise shape_error(call, f"delta must not be 0 (start {format_dim(start)}, limit {format_dim(limit)})")
     if all(isinstance(v, numbers.Real) for v in (start, limit, delta)):
         if not all(isinstance(v, int) for v in (start, limit, delta)):
-            return TensorStructInfo((max(math.ceil((limit - start) / delta), 0),), dtype)
-        return TensorStructInfo((max(-((start - limit) // delta), 0),), dtype)
+            span = (limit - start) / delta
+            if not math.isfinite(span):
+                raise shape_error(call, f"start {_fmt(start)}, limit {_fmt(limit)}, delta {_fmt(delta)} "
+                                        f"give no finite number of values")
+            length = max(math.ceil(span), 0)
+        else:
+            length = max(-((start - limit) // delta), 0)
+        if length > MAX_RANGE:
+            raise shape_error(call, f"start {_fmt(start)}, limit {_fmt(limit)}, delta {_fmt(delta)} give "
+                                    f"{length:.3g} values, more than any tensor can hold (2**48)")
+        return TensorStructInfo((length,), dtype)
     if any(isinstance(v, float) for v in (start, limit, delta)):
         raise shape_error(call, "cannot mix float and symbolic bounds: start "
                                 f"{_fmt(start)}, limit {_fmt(limit)}, delta {_fmt(delta)}")

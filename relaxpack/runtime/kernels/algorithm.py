@@ -111,8 +111,16 @@ def range_length(start, limit, delta) -> int:
     if delta == 0:
         raise ShapeError(f"range: delta must not be 0 (start {start}, limit {limit})")
     if all(isinstance(v, (int, np.integer)) for v in (start, limit, delta)):
-        return max(-((int(start) - int(limit)) // int(delta)), 0)
-    return max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
+        count = max(-((int(start) - int(limit)) // int(delta)), 0)
+    else:
+        span = (float(limit) - float(start)) / float(delta)
+        if not math.isfinite(span):
+            raise ShapeError(f"range: start {start}, limit {limit}, delta {delta} give no finite number of values")
+        count = max(math.ceil(span), 0)
+    if count > 1 << 48:
+        raise ShapeError(f"range: start {start}, limit {limit}, delta {delta} give {count:.3g} values, "
+                         f"more than any tensor can hold (2**48)")
+    return count
 
 
 @register_kernel("range")

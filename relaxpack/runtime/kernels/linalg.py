@@ -15,8 +15,15 @@ def matmul(lhs, rhs, *, out, out_dtype=None):
     With ``out_dtype`` (e.g. int8 operands, int32 result) the operands are
     widened first, so products accumulate in the result's dtype. float16
     and bfloat16 go through float32 BLAS and round once, which is both
-    faster and more accurate than numpy's float16 loops.
+    faster and more accurate than numpy's float16 loops. An empty result
+    returns at once and an empty inner dim gives zeros: numpy would loop
+    over every batch entry of, say, a (2**31, 0, 32) operand for seconds.
     """
+    if out.size == 0:
+        return
+    if lhs.shape[-1] == 0 and rhs.shape[-2 if rhs.ndim > 1 else 0] == 0:   # sums of nothing
+        out[...] = 0
+        return
     if is_low_float(out.dtype) or is_low_float(lhs.dtype):
         result = np.matmul(lhs.astype(np.float32), rhs.astype(np.float32))
         np.copyto(out, result, casting="unsafe")

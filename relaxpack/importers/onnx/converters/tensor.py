@@ -29,13 +29,12 @@ from ....ir.expr import ShapeExpr, Tuple, TupleGetItem
 from ....ops.definitions.common import exact_div
 from ....ops.definitions.index import HUGE, slice_length
 from ....ops.registry import make_call
-from ....runtime.dtypes import numpy_dtype
 from ....runtime.kernels._math import onnx_slice
 from ..lift import lift_dims, shadow_of
 from ..registry import register_converter
 from ..value import Value
 from ._shape_common import (
-    INT_KINDS, broadcast_dims, const_ints, contents_value, dim_tensor, emit, fmt_dims, int_contents,
+    INT_KINDS, broadcast_dims, const_ints, contents_value, emit, fmt_dims, int_contents,
     is_symbolic, norm_axes, norm_axis, of_rank, runtime_length, shape_error, shape_expr, shaped, slice_index,
     unsupported,
 )
@@ -443,27 +442,21 @@ def _in_range(ctx, index: int, dim: int, axis: int) -> int:
 
 
 def _indices(ctx, indices: Value, dim: Dim, axis: int):
-    """``indices`` with negative entries counted from the end: normalized at
-    import when known, else ``where(indices < 0, indices + dim, indices)``."""
+    """``indices`` as the kernel takes them: known ones checked against
+    ``[-dim, dim)`` and counted from the end at import; run-time ones passed
+    as they are, since the kernels (``take``, ``gather_elements``) count
+    negative indices from the end and refuse any outside ``[-dim, dim)``
+    (normalizing here first would turn ``-dim - 1`` into a valid ``-1``)."""
     if not (indices.dtype or "").startswith(INT_KINDS):
         raise shape_error(ctx, f"indices must be integers, got {indices.dtype}")
-    if indices.dtype.startswith("uint"):
-        return ctx.expr(indices)
-    if indices.const is not None:
+    if indices.const is not None and isinstance(dim, int) and not indices.dtype.startswith("uint"):
         array = indices.const
-        if isinstance(dim, int):
-            bad = array[(array < -dim) | (array >= dim)]
-            if bad.size:
-                _in_range(ctx, int(bad.flat[0]), dim, axis)
-            fixed = np.where(array < 0, array + dim, array).astype(array.dtype)
-            return ctx.expr(ctx.const(fixed))
-        if not (array < 0).any():
-            return ctx.expr(indices)
-    data = ctx.expr(indices)
-    zero = ctx.expr(ctx.const(np.zeros((), numpy_dtype(indices.dtype))))
-    negative = emit(ctx, make_call("less", data, zero), "neg")
-    shifted = emit(ctx, make_call("add", data, dim_tensor(ctx, dim, indices.dtype)), "idx")
-    return emit(ctx, make_call("where", negative, shifted, data), "idx")
+        bad = array[(array < -dim) | (array >= dim)]
+        if bad.size:
+            _in_range(ctx, int(bad.flat[0]), dim, axis)
+        fixed = np.where(array < 0, array + dim, array).astype(array.dtype)
+        return ctx.expr(ctx.const(fixed))
+    return ctx.expr(indices)
 
 
 # ---------------------------------------------------------------- Squeeze, Unsqueeze

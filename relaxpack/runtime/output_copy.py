@@ -1,0 +1,83 @@
+"""Outputs never share memory with the caller's inputs or the archive's constants.
+
+``Identity(x)``, a Reshape done as a view, an output that is an input or a
+constant: the bytecode may hand back an array that is (a view of) an input
+or a constant. onnxruntime returns a copy there, and a caller who writes
+into an output must not change its input or the model. The check is one
+byte-range comparison per output against each input and (by bisection)
+against the merged byte ranges of the constants; only an output that
+overlaps is copied, so the common case costs no copy.
+
+>>> detach = OutputDetacher(exe.constants)            # doctest: +SKIP
+>>> result = detach(result, args)                     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+import numpy as np
+
+
+def byte_range(a: np.ndarray) -> tuple[int, int]:
+    """``[lo, hi)``: the bytes ``a``'s elements span in memory (a non-empty array)."""
+    lo = hi = a.__array_interface__["data"][0]
+    for n, s in zip(a.shape, a.strides):
+        if s < 0:
+            lo += s * (n - 1)
+        else:
+            hi += s * (n - 1)
+    return lo, hi + a.itemsize
+
+
+class OutputDetacher:
+    """Copies outputs that overlap an input, a constant or an earlier output."""
+
+    def __init__(self, constants):
+        ranges = sorted(byte_range(c) for c in constants if isinstance(c, np.ndarray) and c.size)
+        merged: list[list[int]] = []
+        for lo, hi in ranges:
+            if merged and lo <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        self._starts = [lo for lo, _ in merged]
+        self._ends = [hi for _, hi in merged]
+
+    def __call__(self, result, args):
+        inputs = [a for a in _arrays(args) if a.size]
+        seen: list[np.ndarray] = []
+        return _map(result, lambda a: self._detached(a, inputs, seen))
+
+    def _detached(self, a: np.ndarray, inputs: list, seen: list) -> np.ndarray:
+        if a.size and (self._in_constants(a) or any(np.may_share_memory(a, x) for x in inputs)
+                       or any(np.may_share_memory(a, s) for s in seen)):
+            a = a.copy()
+        seen.append(a)
+        return a
+
+    def _in_constants(self, a: np.ndarray) -> bool:
+        if not self._starts:
+            return False
+        lo, hi = byte_range(a)
+        i = bisect_left(self._starts, hi) - 1   # the last range starting before a's end
+        return i >= 0 and self._ends[i] > lo
+
+
+def _arrays(value):
+    if isinstance(value, np.ndarray):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _arrays(item)
+
+
+def _map(value, fn):
+    if isinstance(value, np.ndarray):
+        return fn(value)
+    if isinstance(value, tuple):
+        return tuple(_map(item, fn) for item in value)
+    return value
+
+
+__all__ = ["OutputDetacher", "byte_range"]

@@ -1,0 +1,92 @@
+"""Outputs never share memory with inputs, constants or each other (issue 20, item 6).
+
+``Identity(x)`` used to return the caller's own array: writing into the
+output changed the input. onnxruntime returns copies; so does the VM now,
+copying only the outputs that overlap."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import relaxpack
+from relaxpack.runtime import VirtualMachine, load
+from relaxpack.runtime.output_copy import OutputDetacher, byte_range
+
+F = TensorProto.FLOAT
+CONST = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "c")
+SHAPE = numpy_helper.from_array(np.array([3, 2], np.int64), "s")
+
+
+def graph_model(nodes, outputs, inits=(), extra_inputs=(), opset=17):
+    inputs = [helper.make_tensor_value_info("x", F, ["n", 3])] + list(extra_inputs)
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info(o, F, None) for o in outputs],
+                              list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+MODELS = {
+    "identity": graph_model([helper.make_node("Identity", ["x"], ["y"])], ["y"]),
+    "reshape": graph_model([helper.make_node("Reshape", ["x", "s"], ["y"])], ["y"], [SHAPE]),
+    "runtime reshape": graph_model([helper.make_node("Reshape", ["x", "shape"], ["y"])], ["y"],
+                                   extra_inputs=[helper.make_tensor_value_info("shape", TensorProto.INT64, [2])]),
+    "flatten": graph_model([helper.make_node("Flatten", ["x"], ["y"], axis=0)], ["y"]),
+    "input is output": graph_model([], ["x"]),
+    "constant output": graph_model([helper.make_node("Identity", ["x"], ["y"])], ["y", "c"], [CONST]),
+    "identity of a constant": graph_model([helper.make_node("Identity", ["c"], ["y"])], ["y"], [CONST]),
+    "one value twice": graph_model([helper.make_node("Relu", ["x"], ["r"]),
+                                    helper.make_node("Identity", ["r"], ["y"])], ["r", "y"]),
+}
+
+
+def inputs_for(name):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    return {"x": x, "shape": np.array([3, 2], np.int64)} if name == "runtime reshape" else {"x": x}
+
+
+@pytest.mark.parametrize("level", [0, 2])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_outputs_are_the_callers_own_arrays(name, level, tmp_path):
+    exe = relaxpack.build(relaxpack.from_onnx(MODELS[name]), opt_level=level)
+    exe.save(tmp_path / "m.rpk")
+    for program in (exe, load(tmp_path / "m.rpk")):
+        vm = VirtualMachine(program)
+        feeds = inputs_for(name)
+        kept = {k: v.copy() for k, v in feeds.items()}
+        outputs = vm.run(feeds)
+        first = {k: v.copy() for k, v in outputs.items()}
+        for k, out in outputs.items():
+            assert out.flags.writeable, k
+            assert not any(np.shares_memory(out, v) for v in feeds.values()), k
+            assert not any(np.shares_memory(out, c) for c in program.constants), k
+            assert not any(np.shares_memory(out, o) for j, o in outputs.items() if j != k), k
+            out[...] = 1000     # the caller owns it: writing changes nothing else
+        for k in feeds:
+            np.testing.assert_array_equal(feeds[k], kept[k])
+        again = vm.run(feeds)
+        for k in first:
+            np.testing.assert_array_equal(again[k], first[k])
+
+
+def test_positional_calls_get_copies_too():
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(MODELS["identity"])))
+    x = np.ones((2, 3), np.float32)
+    assert not np.shares_memory(vm["main"](x), x)
+
+
+def test_only_overlapping_outputs_are_copied():
+    constants = [np.zeros(8, np.float32), np.ones((2, 2))]
+    detach = OutputDetacher(constants)
+    x, fresh = np.zeros(4), np.zeros(4)
+    result = detach((x[1:], fresh, constants[0][2:5], constants[1].T, np.zeros(0)), (x,))
+    assert result[1] is fresh and result[4].size == 0
+    assert not any(np.shares_memory(r, s) for r in (result[0], result[2], result[3])
+                   for s in (x, *constants))
+    lo, hi = byte_range(constants[1].T[::-1])
+    assert hi - lo == constants[1].nbytes
+
+
+def test_run_with_a_list_says_how_to_pass_inputs():
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(MODELS["identity"])))
+    with pytest.raises(relaxpack.errors.InputError, match=r"run takes the inputs by name, e.g. \{'x': \.\.\.\}, "
+                                                          r"got a list"):
+        vm.run([np.ones((2, 3), np.float32)])
