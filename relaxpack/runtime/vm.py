@@ -220,20 +220,23 @@ class VirtualMachine:
         if n_static and len(args) >= n_static and not any(is_reg for is_reg, _ in args[:n_static]):
             fn = fn.specialize(*(v for _, v in args[:n_static]))
             args = args[n_static:]
-        fn, kwargs = _specialize_kernel(fn, kwargs)
+        fn, kwargs = _specialize_kernel(fn, args, kwargs)
         if ins.dst != NO_DST:
             _check_register(func, ins.dst)
         return _make_call_step(fn, args, kwargs, ins.dst, pc + 1, self.exe.func_table[ins.func].label)
 
 
-def _specialize_kernel(fn, kwargs: list) -> tuple[Callable, list]:
+def _specialize_kernel(fn, args: list, kwargs: list) -> tuple[Callable, list]:
     """A kernel with ``specialize_attrs`` (see ``kernels/_registry.py``) whose attributes are all
-    bound values gets its own callable for this instruction: ``fn.specialize_attrs(**attrs)``, then
-    called with the operands, ``out`` and ``workspace`` only."""
+    bound values gets its own callable for this instruction: ``fn.specialize_attrs(attrs,
+    constant)``, ``constant`` saying which positional operands are bound values (constants,
+    immediates: the same values every call), then called with the operands, ``out`` and
+    ``workspace`` only."""
     specialize = getattr(fn, "specialize_attrs", None)
     if specialize is None or any(is_reg and k not in _PER_CALL for k, is_reg, _ in kwargs):
         return fn, kwargs
-    return specialize(**{k: v for k, is_reg, v in kwargs if not is_reg}), [kw for kw in kwargs if kw[1]]
+    attrs = {k: v for k, is_reg, v in kwargs if not is_reg}
+    return specialize(attrs, tuple(not is_reg for is_reg, _ in args)), [kw for kw in kwargs if kw[1]]
 
 
 #: keywords a specialized kernel still takes per call

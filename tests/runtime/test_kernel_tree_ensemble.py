@@ -112,7 +112,7 @@ def test_products_score_as_the_walk(modes, seed, aggregate):
     members = np.empty((0, 2))
     assert (gemm_plan(walk, slots, root_slots, leaves, 12) is None) == (4 in modes)
     attrs = dict(aggregate=aggregate, base_values=(0.5, -1.0, 0.25), post_transform="NONE", max_depth=12)
-    call = get_kernel("tree_ensemble_classifier").fn.specialize_attrs(**attrs)
+    call = get_kernel("tree_ensemble_classifier").fn.specialize_attrs(attrs, (False,) + (True,) * 5)
     for n in (1, 7, 32, 0, 1000, 3):
         x = rng.choice(values, size=(n, 3)).astype(np.float32)
         got = (np.empty(n, np.int64), np.empty((n, 3), np.float32))
@@ -134,7 +134,7 @@ def test_products_leave_errors_to_the_walk():
     leaves = np.ones((5, 1))
     for depth, x, match in [(1, np.zeros((2, 2), np.float32), "deeper than its declared depth"),
                             (2, np.zeros((2, 1), np.float32), "reads feature 1 of 1")]:
-        call = get_kernel("tree_ensemble").fn.specialize_attrs(aggregate="SUM", base_values=(),
-                                                                post_transform="NONE", max_depth=depth)
+        call = get_kernel("tree_ensemble").fn.specialize_attrs(
+            dict(aggregate="SUM", base_values=(), post_transform="NONE", max_depth=depth), (False,) + (True,) * 5)
         with pytest.raises(ExecutionError, match=match):
             call(x, walk, slots, roots, leaves, np.empty((0, 2)), out=np.empty((2, 1), np.float32))

@@ -161,16 +161,16 @@ def test_a_kernel_with_specialize_attrs_is_specialized_once_per_instruction():
     def kernel(*inputs, out, **attrs):
         raise AssertionError("the generic kernel is not called")
 
-    def specialize(**attrs):
-        made.append(attrs)
+    def specialize(attrs, constant):
+        made.append((attrs, constant))
 
         def call(*inputs, out, workspace=None):
             assert workspace is None
             np.add(inputs[0], attrs["shift"], out=out)
         return call
     kernel.specialize_attrs = specialize
-    fn, kwargs = vm_module._specialize_kernel(kernel, [("out", True, 1), ("shift", False, 2.0)])
-    assert made == [{"shift": 2.0}] and kwargs == [("out", True, 1)]
+    fn, kwargs = vm_module._specialize_kernel(kernel, [(True, 0), (False, "c")], [("out", True, 1), ("shift", False, 2.0)])
+    assert made == [({"shift": 2.0}, (False, True))] and kwargs == [("out", True, 1)]
     regs = [np.ones(3), np.empty(3)]
     step = vm_module._make_call_step(fn, [(True, 0)], kwargs, NO_DST, 5, "label")
     for _ in range(2):
@@ -178,4 +178,4 @@ def test_a_kernel_with_specialize_attrs_is_specialized_once_per_instruction():
     np.testing.assert_array_equal(regs[1], 3.0)
     assert len(made) == 1
     # an attribute held in a register is a per-call value: the kernel stays generic
-    assert vm_module._specialize_kernel(kernel, [("out", True, 1), ("shift", True, 0)])[0] is kernel
+    assert vm_module._specialize_kernel(kernel, [(True, 0)], [("out", True, 1), ("shift", True, 0)])[0] is kernel

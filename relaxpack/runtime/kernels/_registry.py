@@ -12,10 +12,14 @@ the op's ``workspace`` hook at build time (``ops/workspace.py``).
 
 Two optional attributes of a kernel function let callers skip work:
 
-- ``fn.specialize_attrs(**attrs) -> callable(*inputs, out, workspace=None)``:
+- ``fn.specialize_attrs(attrs, constant) -> callable(*inputs, out, workspace=None)``:
   the VM calls it once per instruction whose attributes are all bound
-  values and calls what it returns instead of ``fn`` (a kernel that plans
-  per call keeps the plan there, see ``fused_specialized.py``);
+  values (``attrs``, a dict) and calls what it returns instead of ``fn`` (a
+  kernel that plans per call keeps the plan there, see ``fused_specialized.py``).
+  ``constant[i]`` says whether positional operand ``i`` is a bound value (a
+  constant: the same array, with the same values, on every call); only such
+  operands may have values derived from them kept across calls (a converted
+  weight): a register may hold the same array object with new values;
 - ``fn.ufunc`` (:func:`as_ufunc`): ``fn(*inputs, out=out)`` is exactly that
   ufunc's call, so a generated chain may call the ufunc itself.
 

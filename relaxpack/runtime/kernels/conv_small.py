@@ -29,10 +29,12 @@ _as_strided = np.lib.stride_tricks.as_strided
 PRIVATE_MAX_BYTES = 4 << 20
 
 
-def specialize(generic, strides=1, padding=0, dilation=1, groups=1, activation=None, data_layout="NCHW",
-               out_layout=None):
+def specialize(generic, constant: tuple, strides=1, padding=0, dilation=1, groups=1, activation=None,
+               data_layout="NCHW", out_layout=None):
     """``call(data, weight, bias=None, *, out, workspace=None)`` for one instruction of ``generic``
-    (``nn.conv_bias_act``'s kernel) with these attributes."""
+    (``nn.conv_bias_act``'s kernel) with these attributes; a float16 weight's float32 copy is kept
+    only when ``constant[1]`` says the weight is a bound value."""
+    fixed_weight = len(constant) > 1 and constant[1]
     attrs = dict(strides=strides, padding=padding, dilation=dilation, groups=groups, activation=activation,
                  data_layout=data_layout, out_layout=out_layout)
     state = [None, None]            # the key of the prepared call, its runner
@@ -43,7 +45,7 @@ def specialize(generic, strides=1, padding=0, dilation=1, groups=1, activation=N
                 and data.shape == key[0] and data.dtype == key[5]):
             state[1](data)
             return
-        runner = _prepare(data, weight, bias, out, workspace, attrs)
+        runner = _prepare(data, weight, bias, out, workspace, attrs, fixed_weight)
         if runner is None:
             state[0] = None
             generic(data, weight, bias, out=out, workspace=workspace, **attrs)
@@ -54,17 +56,18 @@ def specialize(generic, strides=1, padding=0, dilation=1, groups=1, activation=N
     return call
 
 
-def _prepare(data, weight, bias, out, workspace, attrs):
+def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool):
     """The runner of the strided method for these operands, or None where the generic kernel runs."""
     from .fused import activation_fn
     from .nn import _prepared_conv
     if attrs["data_layout"] != "NCHW" or attrs["out_layout"] not in (None, "NCHW"):
         return None
     dtype = out.dtype
-    if dtype not in (np.float32, np.float64) or data.dtype != dtype or weight.dtype != dtype \
+    if dtype not in (np.float16, np.float32, np.float64) or data.dtype != dtype or weight.dtype != dtype \
             or (bias is not None and (bias.dtype != dtype or bias.shape != (weight.shape[0],))) \
             or not out.flags.c_contiguous:
         return None
+    work = np.dtype(np.float32) if dtype == np.float16 else dtype
     try:
         plan, _, expected = _prepared_conv(data.shape, weight.shape, attrs["strides"], attrs["padding"],
                                            attrs["dilation"], attrs["groups"], "NCHW")
@@ -74,7 +77,10 @@ def _prepare(data, weight, bias, out, workspace, attrs):
     if plan.method != "strided" or tuple(out.shape) != tuple(expected) or out.size == 0:
         return None
     batch, channels = data.shape[:2]
-    layouts = conv_strided.strided_layouts(plan, batch, channels, dtype)
+    layouts = conv_strided.strided_layouts(plan, batch, channels, work)
+    if work != dtype:       # float16: the float32 input (unpadded) and the float32 result
+        layouts = layouts[:-1] + [((batch, channels, *geometry_spatial(plan)), work)] * (len(layouts) == 1) \
+            + layouts[-1:] + [(tuple(out.shape), work)]
     nbytes = scratch_nbytes(layouts)
     if workspace is None or workspace.nbytes < nbytes:
         if nbytes > PRIVATE_MAX_BYTES:
@@ -85,7 +91,9 @@ def _prepare(data, weight, bias, out, workspace, attrs):
         arrays.append(np.ndarray(shape, dt, workspace, start))
         start += -(-math.prod(shape) * np.dtype(dt).itemsize // 64) * 64
     geometry = plan.strided
-    padded = arrays[0] if len(arrays) > 1 else None
+    result = arrays.pop() if work != dtype else None
+    padded = arrays[0] if len(arrays) > 1 and any(geometry.begins + geometry.ends) else None
+    converted = arrays[0] if work != dtype and padded is None else None
     cols = arrays[-1]
     interior = None if padded is None else padded[(slice(None), slice(None)) + tuple(
         slice(b, b + n) for b, n in zip(geometry.begins, geometry.spatial))]
@@ -93,9 +101,10 @@ def _prepare(data, weight, bias, out, workspace, attrs):
     g = attrs["groups"]
     k = channels // g * taps
     pixels = math.prod(plan.lengths)
-    w = weight.reshape(g, out_channels // g, k)
+    w = weight.astype(work, copy=False).reshape(g, out_channels // g, k)   # float16: a float32 copy
+    convert = work != dtype and not fixed_weight        # a weight computed at run time: converted per call
     columns = cols.reshape(batch, g, k, pixels)
-    target = out.reshape(batch, g, out_channels // g, pixels)
+    target = (out if result is None else result).reshape(batch, g, out_channels // g, pixels)
     bias_b = None if bias is None else bias.reshape(bias.shape + (1,) * len(plan.lengths))
     copy, matmul, add = np.copyto, np.matmul, np.add
 
@@ -105,19 +114,28 @@ def _prepare(data, weight, bias, out, workspace, attrs):
                            lead + tuple(s * d for s, d in zip(spatial_strides, geometry.dilation))
                            + tuple(s * t for s, t in zip(spatial_strides, geometry.strides)), writeable=False)
         return view, cols.reshape(view.shape)
-    fixed = window_of(padded) if padded is not None else None
+    source = padded if padded is not None else converted
+    fixed = window_of(source) if source is not None else None
 
     def run(x):
         if padded is not None:
             padded.fill(0)
-            copy(interior, x)
-            window, dst = fixed
-        else:
-            window, dst = window_of(x)
+            copy(interior, x)                   # (float16: converted as it is copied)
+        elif converted is not None:
+            copy(converted, x)
+        window, dst = fixed if fixed is not None else window_of(x)
         copy(dst, window)
+        if convert:
+            copy(w, weight.reshape(w.shape))
         matmul(w, columns, out=target)
+        if result is not None:
+            copy(out, result, casting="unsafe")  # the conv rounds, then the bias: as the generic kernel
         if bias_b is not None:
             add(out, bias_b, out=out)
         if act is not None:
             act(out)
     return run
+
+
+def geometry_spatial(plan) -> tuple:
+    return plan.strided.spatial

@@ -78,15 +78,15 @@ def conv_bias_act(data, weight, bias=None, *, out, strides=1, padding=0, dilatio
               epilogue=epilogue)
 
 
-def _specialize_conv_bias_act(**attrs):
+def _specialize_conv_bias_act(attrs: dict, constant: tuple):
     """Per instruction: the small-conv fast path (:mod:`.conv_small`)."""
     from .conv_small import specialize
-    return specialize(conv_bias_act, **attrs)
+    return specialize(conv_bias_act, constant, **attrs)
 
 
-def _specialize_conv(**attrs):
+def _specialize_conv(attrs: dict, constant: tuple):
     from .conv_small import specialize
-    call = specialize(conv_bias_act, activation=None, **attrs)
+    call = specialize(conv_bias_act, constant, activation=None, **attrs)
     return lambda data, weight, *, out, workspace=None: call(data, weight, None, out=out, workspace=workspace)
 
 

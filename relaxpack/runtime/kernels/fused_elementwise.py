@@ -312,10 +312,10 @@ def split_aliases(inputs, out: np.ndarray) -> tuple[list, frozenset]:
     return inputs, frozenset(aliased)
 
 
-def _specialize(recipe):
+def _specialize(attrs: dict, constant: tuple):
     """The kernel for one instruction's recipe (``specialize_attrs``, see the VM): a generated function."""
     from .fused_specialized import specialize
-    return specialize(recipe)
+    return specialize(attrs.get("recipe"), constant)
 
 
 fused_elementwise.specialize_attrs = _specialize

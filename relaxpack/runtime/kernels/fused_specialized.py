@@ -39,8 +39,9 @@ from ._workspace import scratch_nbytes
 _MISSING = object()
 
 
-def specialize(recipe) -> Callable:
-    """``call(*inputs, out, workspace=None)`` running ``recipe`` like :func:`fused_elementwise`."""
+def specialize(recipe, constant: tuple = ()) -> Callable:
+    """``call(*inputs, out, workspace=None)`` running ``recipe`` like :func:`fused_elementwise`;
+    ``constant[i]``: parameter ``i`` is a bound value (see ``specialize_attrs`` in ``_registry.py``)."""
     try:
         steps, n_params = compile_recipe(recipe)
     except Exception:  # noqa: BLE001 - malformed: the generic kernel raises the error, per call
@@ -49,7 +50,8 @@ def specialize(recipe) -> Callable:
     for step in steps:
         direct = _direct_ufunc(step)
         own = getattr(step.fn, "specialize_attrs", None) if not direct else None
-        fns.append(direct[0] if direct else own(**step.attrs) if own else step.fn)
+        fixed = tuple(kind == "p" and i < len(constant) and constant[i] for kind, i in step.inputs)
+        fns.append(direct[0] if direct else own(step.attrs, fixed) if own else step.fn)
         attrs.append(step.attrs if step.attrs and not direct and not own else None)
         quiet_needed |= bool(direct and direct[1])
     structure = tuple((step.inputs, attrs[j] is not None, step.workspace) for j, step in enumerate(steps))

@@ -114,8 +114,12 @@ def linear_classifier(x, coefficients, intercepts, *, out, post_transform="NONE"
     _classify(_scores(x, coefficients, intercepts), coefficients, out, post_transform)
 
 
-def _specialize_linear_classifier(post_transform="NONE"):
-    """Per instruction: the float64 coefficients, transposed, and intercepts kept across calls."""
+def _specialize_linear_classifier(attrs: dict, constant: tuple):
+    """Per instruction: the float64 coefficients, transposed, and intercepts of a constant model
+    kept across calls."""
+    post_transform = attrs.get("post_transform", "NONE")
+    if not (len(constant) > 2 and constant[1] and constant[2]):
+        return lambda x, c, i, *, out, workspace=None: linear_classifier(x, c, i, out=out, **attrs)
     kept = [None, None, None]
 
     def call(x, coefficients, intercepts, *, out, workspace=None):

@@ -147,11 +147,12 @@ def _layer_norm_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, ep
         dst += beta
 
 
-def _plain_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, axes: tuple[int, ...]) -> bool:
+def _plain_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, axes: tuple[int, ...],
+                dtypes=(np.float32, np.float64)) -> bool:
     """Whether :func:`_layer_norm_rows` applies: normalized over the last axis
-    only, one float32/float64 dtype, contiguous, parameters of the last dim."""
+    only, one dtype of ``dtypes``, contiguous, parameters of the last dim."""
     dt = out.dtype
-    return (axes == (x.ndim - 1,) and x.ndim >= 1 and dt in (np.float32, np.float64) and x.dtype == dt
+    return (axes == (x.ndim - 1,) and x.ndim >= 1 and dt in dtypes and x.dtype == dt
             and x.flags.c_contiguous and out.flags.c_contiguous
             and gamma.dtype == dt and gamma.shape[-1:] == x.shape[-1:] and gamma.size == x.shape[-1]
             and (beta is None or (beta.dtype == dt and beta.shape[-1:] == x.shape[-1:]
@@ -167,6 +168,13 @@ def layer_norm(x, gamma, beta=None, *, out, axes=(-1,), epsilon=1e-5):
         return
     if _plain_rows(x, gamma, beta, out, axes):
         _layer_norm_rows(x, gamma.reshape(-1), None if beta is None else beta.reshape(-1), out, epsilon)
+        return
+    if _plain_rows(x, gamma, beta, out, axes, (np.float16,)):
+        # float16: the float32 rows of a converted copy (stash_type 1), rounded once
+        buf = x.astype(np.float32)
+        _layer_norm_rows(buf, gamma.reshape(-1).astype(np.float32),
+                         None if beta is None else beta.reshape(-1).astype(np.float32), buf, epsilon)
+        np.copyto(out, buf, casting="unsafe")
         return
     buf = load(x, out)
     _normalize_into(buf, axes, epsilon)

@@ -204,8 +204,10 @@ class _Model:
 
 def _specialized(run):
     """``specialize_attrs`` of a tree kernel whose body is ``run(..., model=)``: keeps a
-    :class:`_Model` per instruction."""
-    def specialize(**attrs):
+    :class:`_Model` per instruction when the model's arrays are constants."""
+    def specialize(attrs: dict, constant: tuple):
+        if not (len(constant) > 4 and all(constant[1:5])):
+            return lambda *args, out, workspace=None: run(*args, None, out=out, **attrs)
         model = [None]
 
         def call(x, walk, thresholds, roots, leaves, members, *, out, workspace=None):
