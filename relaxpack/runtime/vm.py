@@ -22,6 +22,7 @@ from ..errors import ArchiveError, ExecutionError, InputError, RelaxpackError, S
 from .builtins import BUILTINS
 from .containers import CONTAINER_KINDS, as_input, as_output
 from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunction
+from .compiled import Compiled, Resolved, compile_function, pc_of
 from .executable import Executable
 from .kernels import get_kernel
 from .output_copy import OutputDetacher
@@ -32,13 +33,16 @@ Step = Callable[[list], int]
 
 
 class _Prepared:
-    __slots__ = ("func", "steps", "labels", "num_registers")
+    __slots__ = ("func", "steps", "labels", "num_registers", "resolved", "compiled", "plain")
 
     def __init__(self, func: VMFunction):
         self.func = func
         self.steps: list[Step] = []
         self.labels: list[str] = []   # what each instruction calls, for error messages
         self.num_registers = func.num_registers
+        self.resolved: dict[int, Resolved] = {}   # each call as prepared (for compiled.py)
+        self.compiled: Compiled | None = None     # the function compiled (the memo variant if any)
+        self.plain: Compiled | None = None        # compiled without the memo
 
 
 class VirtualMachine:
@@ -53,9 +57,14 @@ class VirtualMachine:
         self._callees = [self._resolve(i, entry) for i, entry in enumerate(exe.func_table)]
         self._detach = OutputDetacher(exe.constants)   # outputs never alias inputs or constants
         for prepared in self._prepared:
-            prepared.steps = [self._prepare_checked(prepared.func, pc, ins)
+            prepared.steps = [self._prepare_checked(prepared, pc, ins)
                               for pc, ins in enumerate(prepared.func.instructions)]
             prepared.labels = [self._label(ins) for ins in prepared.func.instructions]
+            memo, plain = compile_function(prepared.func.instructions, prepared.resolved, len(prepared.func.params),
+                                           prepared.func.name)
+            prepared.compiled, prepared.plain = memo or plain, plain
+        #: False: run the step interpreter (the profiler times its steps)
+        self.compiled = True
 
     def __reduce__(self):
         """A VM pickles as its executable (which reopens its archive by path, see
@@ -115,6 +124,14 @@ class VirtualMachine:
         if len(args) != len(func.params):
             raise InputError(f"{func.name} takes {len(func.params)} inputs "
                              f"({', '.join(p.name for p in func.params)}), got {len(args)}")
+        if prepared.compiled is not None and self.compiled:
+            try:
+                return prepared.compiled.run(*args)
+            except Exception as err:  # noqa: BLE001 - named as the interpreter names it, below
+                pc = pc_of(err.__traceback__, prepared.compiled, prepared.plain)
+                if pc is None:
+                    raise
+                _raise_named(err, prepared, pc)
         regs: list = [None] * (prepared.num_registers + 1)
         regs[:len(args)] = args
         steps = prepared.steps
@@ -122,21 +139,8 @@ class VirtualMachine:
         try:
             while pc >= 0:
                 pc = steps[pc](regs)
-        except ShapeProgramError as err:   # raised without knowing where: say which instruction
-            raise type(err)(f"{func.name}: instruction {pc} ({prepared.labels[pc]}): {err}") from None
-        except ShapeError as err:
-            named = _naming_node(err, func, pc)
-            if named is err:
-                raise
-            raise named from err
-        except RelaxpackError:
-            raise
-        except RecursionError:
-            raise ExecutionError(f"{func.name}: calls nest too deeply (recursion in the bytecode?)") from None
-        except Exception as err:  # a kernel or builtin rejected what the bytecode gave it
-            node = _node_text(func, pc)
-            raise ExecutionError(f"{func.name}: instruction {pc} ({prepared.labels[pc]}"
-                                 f"{', ' + node if node else ''}) failed: {_describe(err)}") from err
+        except Exception as err:  # noqa: BLE001
+            _raise_named(err, prepared, pc)
         return regs[-1]
 
     # ------------------------------------------------------------ preparation
@@ -179,9 +183,10 @@ class VirtualMachine:
             return self.exe.func_table[ins.func].label
         return type(ins).__name__.lower()
 
-    def _prepare_checked(self, func: VMFunction, pc: int, ins) -> Step:
+    def _prepare_checked(self, prepared: _Prepared, pc: int, ins) -> Step:
+        func = prepared.func
         try:
-            return self._prepare(func, pc, ins)
+            return self._prepare(prepared, pc, ins)
         except ShapeProgramError as err:
             raise type(err)(f"{func.name}: instruction {pc} ({self._label(ins)}): {err}") from None
         except RelaxpackError:
@@ -189,7 +194,8 @@ class VirtualMachine:
         except Exception as err:  # a builtin's specialization rejected its immediates
             raise ArchiveError(f"{func.name}: instruction {pc} is malformed: {type(err).__name__}: {err}") from None
 
-    def _prepare(self, func: VMFunction, pc: int, ins) -> Step:
+    def _prepare(self, prepared: _Prepared, pc: int, ins) -> Step:
+        func = prepared.func
         n = len(func.instructions)
         if isinstance(ins, Ret):
             _check_register(func, ins.src)
@@ -207,10 +213,11 @@ class VirtualMachine:
             cond, nxt, target = ins.cond, pc + 1, _jump(func, pc, ins.false_offset, n)
             return lambda regs: nxt if regs[cond] else target
         if isinstance(ins, Call):
-            return self._prepare_call(func, pc, ins)
+            return self._prepare_call(prepared, pc, ins)
         raise ArchiveError(f"{func.name}: unknown instruction {ins!r}")
 
-    def _prepare_call(self, func: VMFunction, pc: int, ins: Call) -> Step:
+    def _prepare_call(self, prepared: _Prepared, pc: int, ins: Call) -> Step:
+        func = prepared.func
         if not isinstance(ins.func, int) or not 0 <= ins.func < len(self._callees):
             raise ArchiveError(f"{func.name}: call of function index {ins.func!r} out of range")
         fn = self._callees[ins.func]
@@ -223,7 +230,30 @@ class VirtualMachine:
         fn, kwargs = _specialize_kernel(fn, args, kwargs)
         if ins.dst != NO_DST:
             _check_register(func, ins.dst)
-        return _make_call_step(fn, args, kwargs, ins.dst, pc + 1, self.exe.func_table[ins.func].label)
+        entry = self.exe.func_table[ins.func]
+        prepared.resolved[pc] = Resolved(fn, tuple(args), tuple(kwargs), ins.dst, entry.name)
+        return _make_call_step(fn, args, kwargs, ins.dst, pc + 1, entry.label)
+
+
+def _raise_named(err: Exception, prepared: _Prepared, pc: int):
+    """Raise ``err``, raised by instruction ``pc``, as the VM reports it: shape errors name the
+    ONNX node, others the instruction (a RelaxpackError from a nested call passes unchanged)."""
+    func = prepared.func
+    if isinstance(err, ShapeProgramError):   # raised without knowing where: say which instruction
+        raise type(err)(f"{func.name}: instruction {pc} ({prepared.labels[pc]}): {err}") from None
+    if isinstance(err, ShapeError):
+        named = _naming_node(err, func, pc)
+        if named is err:
+            raise err
+        raise named from err
+    if isinstance(err, RelaxpackError):
+        raise err
+    if isinstance(err, RecursionError):
+        raise ExecutionError(f"{func.name}: calls nest too deeply (recursion in the bytecode?)") from None
+    # a kernel or builtin rejected what the bytecode gave it
+    node = _node_text(func, pc)
+    raise ExecutionError(f"{func.name}: instruction {pc} ({prepared.labels[pc]}"
+                         f"{', ' + node if node else ''}) failed: {_describe(err)}") from err
 
 
 def _specialize_kernel(fn, args: list, kwargs: list) -> tuple[Callable, list]:

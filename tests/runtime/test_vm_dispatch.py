@@ -132,25 +132,36 @@ def test_step_sources_are_made_from_operand_kinds_only():
         assert set(kinds) <= {"r", "c"} and all(isinstance(f, bool) for f in flags)
 
 
-def test_kernel_failures_still_name_the_instruction():
+@pytest.mark.parametrize("compiled", [True, False])
+def test_kernel_failures_still_name_the_instruction(compiled):
+    """Compiled (compiled.py) or interpreted, a kernel's failure names its instruction and ONNX node."""
+    from relaxpack.errors import ExecutionError, InputError
+    from relaxpack.runtime import register_func, unregister_func
     x = Var("x", TensorStructInfo((2, 3), "float32"))
     bb = BlockBuilder()
     with bb.function("main", [x]):
         with bb.dataflow():
             gv = bb.emit_output(make_call("add", x, Constant(np.ones(3, np.float32))), "y")
         bb.emit_func_output(gv)
-    vm = VirtualMachine(relaxpack.build(bb.get(), opt_level=0))
-    from relaxpack.errors import ExecutionError, InputError
-    with pytest.raises(InputError):
-        vm.run({"x": np.ones((2, 4), np.float32)})
-    prepared = vm._prepared[0]
-    pc = next(i for i, label in enumerate(prepared.labels) if label == "kernel.add")
-    good = prepared.steps[pc]
-    prepared.steps[pc] = lambda regs: (_ for _ in ()).throw(ValueError("boom"))
-    with pytest.raises(ExecutionError, match=rf"instruction {pc} \(kernel.add\) failed: ValueError: boom"):
-        vm.run({"x": np.ones((2, 3), np.float32)})
-    prepared.steps[pc] = good
-    np.testing.assert_array_equal(vm.run({"x": np.ones((2, 3), np.float32)})["y"], np.full((2, 3), 2))
+    exe = relaxpack.build(bb.get(), opt_level=0)
+
+    def boom(lhs, rhs, *, out):
+        if lhs[0, 0] == 7:
+            raise ValueError("boom")
+        np.add(lhs, rhs, out=out)
+    register_func("add", boom, dps=True, override=True)
+    try:
+        vm = VirtualMachine(exe)
+        vm.compiled = compiled
+        assert (vm._prepared[0].compiled is not None) and vm.compiled == compiled
+        with pytest.raises(InputError):
+            vm.run({"x": np.ones((2, 4), np.float32)})
+        pc = next(i for i, label in enumerate(vm._prepared[0].labels) if label == "kernel.add")
+        with pytest.raises(ExecutionError, match=rf"instruction {pc} \(kernel.add\) failed: ValueError: boom"):
+            vm.run({"x": np.full((2, 3), 7, np.float32)})
+        np.testing.assert_array_equal(vm.run({"x": np.ones((2, 3), np.float32)})["y"], np.full((2, 3), 2))
+    finally:
+        unregister_func("add")
 
 
 def test_a_kernel_with_specialize_attrs_is_specialized_once_per_instruction():
