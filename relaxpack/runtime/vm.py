@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import ArchiveError, ExecutionError, InputError, RelaxpackError, ShapeError
 from .builtins import BUILTINS
-from .containers import CONTAINER_KINDS, as_input, as_output
+from .containers import CONTAINER_KINDS, as_input, as_output, as_output_is_identity
 from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunction
 from .compiled import Compiled, Resolved, compile_function, pc_of
 from .executable import Executable
@@ -45,6 +45,22 @@ class _Prepared:
         self.plain: Compiled | None = None        # compiled without the memo
 
 
+class _Signature:
+    """What ``run`` needs of a function on its fast path (inputs a dict with exactly its names)."""
+
+    __slots__ = ("names", "params", "index", "outputs", "single", "kinds", "plain")
+
+    def __init__(self, func: VMFunction, index: int):
+        self.names = tuple(p.name for p in func.params)
+        self.params = tuple(func.params)
+        self.index = index
+        self.outputs = tuple(func.outputs or ("output",))
+        self.single = len(self.outputs) == 1
+        self.kinds = tuple(func.attrs.get("output_kinds") or ("tensor",) * len(self.outputs))
+        #: outputs handed back as they are (no sequence to turn into a list)
+        self.plain = all(as_output_is_identity(k) for k in self.kinds)
+
+
 class VirtualMachine:
     """Executes bytecode functions of an executable."""
 
@@ -56,6 +72,7 @@ class VirtualMachine:
         self._prepared = [_Prepared(f) for f in exe.functions.values()]
         self._callees = [self._resolve(i, entry) for i, entry in enumerate(exe.func_table)]
         self._detach = OutputDetacher(exe.constants)   # outputs never alias inputs or constants
+        self._signatures = {name: _Signature(exe.functions[name], i) for name, i in self._index.items()}
         for prepared in self._prepared:
             prepared.steps = [self._prepare_checked(prepared, pc, ins)
                               for pc, ins in enumerate(prepared.func.instructions)]
@@ -96,6 +113,21 @@ class VirtualMachine:
 
     def run(self, inputs: Mapping[str, Any], function: str = "main") -> dict[str, Any]:
         """Run ``function`` on named inputs; returns outputs by name."""
+        sig = self._signatures.get(function)
+        if sig is None or type(inputs) is not dict or len(inputs) != len(sig.names) \
+                or not all(n in inputs for n in sig.names):
+            sig = self._checked_signature(inputs, function)
+        result = self._call_exclusive(sig.index, [_as_value(inputs[p.name], p) for p in sig.params])
+        values = (result,) if sig.single else result
+        if len(values) != len(sig.outputs):
+            raise RelaxpackError(f"function {function!r} returned {len(values)} values for "
+                                 f"{len(sig.outputs)} outputs")
+        if sig.plain:
+            return dict(zip(sig.outputs, values))
+        return {name: as_output(value, kind) for name, value, kind in zip(sig.outputs, values, sig.kinds)}
+
+    def _checked_signature(self, inputs, function: str) -> "_Signature":
+        """``function``'s signature once ``inputs`` name exactly its inputs (else an InputError)."""
         func = self.exe.function(function)
         names = [p.name for p in func.params]
         if not isinstance(inputs, Mapping):
@@ -107,15 +139,7 @@ class VirtualMachine:
         missing = [n for n in names if n not in inputs]
         if missing:
             raise InputError(f"missing input(s) {missing}; the model's inputs are {names}")
-        args = [_as_value(inputs[p.name], p) for p in func.params]
-        result = self._call_exclusive(self._index[function], args)
-        outputs = func.outputs or ("output",)
-        values = result if len(outputs) > 1 else (result,)
-        if len(values) != len(outputs):
-            raise RelaxpackError(f"function {function!r} returned {len(values)} values for "
-                                 f"{len(outputs)} outputs")
-        kinds = func.attrs.get("output_kinds") or ("tensor",) * len(outputs)
-        return {name: as_output(value, kind) for name, value, kind in zip(outputs, values, kinds)}
+        return self._signatures[function]
 
     # ------------------------------------------------------------ execution
     def _invoke(self, index: int, args) -> Any:

@@ -24,6 +24,20 @@ from ...errors import ShapeError
 from ..fpstate import quiet
 from ._workspace import Scratch
 
+# ---------------------------------------------------------------- clip
+
+
+def _clip_ufunc():
+    """numpy's clip ufunc: what ``np.clip`` calls after about 1 us of Python argument
+    handling (most of a clip's cost below a few thousand values); ``np.clip`` if absent."""
+    core = getattr(np, "_core", None) or getattr(np, "core", None)
+    fn = getattr(getattr(core, "umath", None), "clip", None)
+    return fn if isinstance(fn, np.ufunc) else np.clip
+
+
+#: ``CLIP(x, lo, hi, out=out)``: np.clip's result, without its Python layer
+CLIP = _clip_ufunc()
+
 # ---------------------------------------------------------------- erf
 
 _ERX = 8.45062911510467529297e-01
@@ -160,7 +174,7 @@ def erf32_parts(x: np.ndarray, t: np.ndarray, small: np.ndarray, square: np.ndar
         _horner_into(small, _ERF32_SMALL, square)
         small *= t
         small += t
-        np.clip(t, np.float32(0), _ERF32_TOP, out=t)          # clip: one fast pass
+        CLIP(t, np.float32(0), _ERF32_TOP, out=t)          # clip: one fast pass
         erfc_abs = _horner_into(square, _ERF32_BIG, t)        # the square is dead: reuse it
         np.exp(erfc_abs, out=erfc_abs)
         np.multiply(erfc_abs, inside, out=erfc_abs)           # nan * 0 stays nan
@@ -234,7 +248,7 @@ def gelu32_into(x: np.ndarray, out: np.ndarray) -> None:
     layouts = [(x.shape, np.float32)] * 5 + [(x.shape, np.bool_)]
     with Scratch(layouts) as (a, u, near, tail, work, is_near), quiet():
         np.abs(x, out=a)
-        np.clip(a, np.float32(0), _GELU_TOP, out=a)
+        CLIP(a, np.float32(0), _GELU_TOP, out=a)
         np.multiply(a, a, out=u)
         np.less(a, _GELU_SPLIT, out=is_near)
         _horner_into(work, _GELU_NEAR, u)

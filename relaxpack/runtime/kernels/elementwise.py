@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ..fpstate import quiet
-from ._math import commit, erf32, erf64, is_low_float, load, scratch, separate
+from ._math import CLIP, commit, erf32, erf64, is_low_float, load, scratch, separate
 from ._registry import as_ufunc, register_kernel
 
 # ---------------------------------------------------------------- unary math
@@ -307,7 +307,7 @@ def clip(x, *, out, min=None, max=None, saturate_nan=False):  # noqa: A002 (the 
     if out.dtype in _CLIP_FLOATS and x.dtype == out.dtype:
         # one pass (np.maximum with a scalar takes numpy's slow path, ~3x a clip)
         kind = out.dtype.type
-        np.clip(x, kind(-np.inf if lo is None else lo), kind(np.inf if hi is None else hi), out=out)
+        CLIP(x, kind(-np.inf if lo is None else lo), kind(np.inf if hi is None else hi), out=out)
     else:
         if lo is not None:
             np.maximum(x, lo, out=out, casting="unsafe")
