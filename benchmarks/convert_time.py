@@ -37,7 +37,7 @@ def convert_stages(model: onnx.ModelProto, dims=None, runs: int = 3) -> dict:
     from relaxpack.packager.codegen import codegen
     from relaxpack.passes import PassContext, PassTiming
     from relaxpack.passes.optimize import optimize_pipeline
-    from relaxpack.vm_build import lower_pipeline
+    from relaxpack.vm_build import ir_text, lower_pipeline
 
     best: dict[str, float] = {}
     passes: dict[str, float] = {}
@@ -66,7 +66,7 @@ def convert_stages(model: onnx.ModelProto, dims=None, runs: int = 3) -> dict:
             exe = codegen(lowered, plan_memory=True)
             times["codegen + plan"] = _lap(t0)
             t0 = time.perf_counter()
-            exe.metadata["ir"] = lowered.script(show_meta=False)
+            exe.metadata["ir"] = ir_text(lowered)
             times["script"] = _lap(t0)
             t0 = time.perf_counter()
             exe.save(target)

@@ -5,7 +5,9 @@
 Built at -O0 (no fusion), so every op is one kernel call on a 4-element
 array; the time per instruction is the VM's dispatch plus numpy's own
 per-call cost, which the second figure (the same ufunc calls made directly
-from a Python loop) isolates.
+from a Python loop) isolates. The third figure is the same VM with
+budgets (``max_steps``, ``timeout`` and ``max_memory``): the dispatch loop
+then counts instructions and looks at the clock every 32 of them.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     exe = relaxpack.build(chain_module(args.length), opt_level=0)
     vm = VirtualMachine(exe)
+    budgeted = VirtualMachine(exe, max_steps=10 ** 9, timeout=3600.0, max_memory=1 << 40)
     x = np.ones(4, np.float32)
     ours = median_ms(lambda: vm.run({"x": x}), args.n) / 1e3
+    with_budget = median_ms(lambda: budgeted.run({"x": x}), args.n) / 1e3
     c, ufuncs, out = np.float32(0.5), list(OPS.values()), np.empty(4, np.float32)
 
     def plain():
@@ -38,7 +42,8 @@ def main(argv=None) -> int:
             h = out
     bare = median_ms(plain, args.n) / 1e3
     print(f"{exe.kernel_call_count()} kernel calls: {ours / args.length * 1e6:.2f} us per instruction "
-          f"(numpy's own call from a Python loop: {bare / args.length * 1e6:.2f} us)")
+          f"(numpy's own call from a Python loop: {bare / args.length * 1e6:.2f} us; with budgets: "
+          f"{with_budget / args.length * 1e6:.2f} us, {with_budget / ours:.3f}x)")
     return 0
 
 

@@ -59,6 +59,10 @@ class ExecutionError(RelaxpackError):
     """A kernel or VM builtin failed while running a program."""
 
 
+class BudgetError(ExecutionError):
+    """A run went past a budget its caller set (instructions, time or memory)."""
+
+
 class MissingFunctionError(ArchiveError):
     """An archive calls functions that are not registered in this process."""
 

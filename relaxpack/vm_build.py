@@ -10,7 +10,9 @@ import contextlib
 import logging
 from typing import Callable, ContextManager
 
+from .errors import ArchiveError
 from .ir.module import IRModule
+from .ir.struct_info import TupleStructInfo
 from .ir.well_formed import check_well_formed
 from .packager.codegen import codegen
 from .passes import PassContext, Sequential
@@ -18,9 +20,38 @@ from .passes.legalize import legalize
 from .passes.lower_fused import lower_fused_functions
 from .passes.optimize import optimize_pipeline
 from .passes.reorder_bindings import reorder_bindings
+from .runtime.archive_check import MAX_PARAMS
 from .runtime.executable import Executable
 
 log = logging.getLogger(__name__)
+
+
+#: the lowered IR's text goes into the archive's metadata (for ``inspect --ir``) up to this
+#: many characters: a 200,000-node model's would take most of the manifest's 32 MiB
+MAX_IR_TEXT = 4 << 20
+
+
+def ir_text(lowered: IRModule) -> str:
+    """What the archive keeps of the lowered IR's text: all of it, or a note when it is too long."""
+    text = lowered.script(show_meta=False)
+    if len(text) <= MAX_IR_TEXT:
+        return text
+    return (f"# the IR text ({len(text)} characters) is not kept in archives past {MAX_IR_TEXT}; "
+            f"relaxpack convert --print-after NAME shows it")
+
+
+def check_archive_limits(mod: IRModule) -> None:
+    """Refuse, before any pass runs, a module whose functions have more inputs or
+    outputs than an archive can hold (the limit the loader enforces)."""
+    for name, func in mod.items():
+        if func.attrs.get("Primitive"):
+            continue
+        ret = func.ret_struct_info
+        outputs = len(func.attrs.get("output_names") or ()) or (len(ret.fields) if isinstance(ret, TupleStructInfo)
+                                                                else 1)
+        for what, count in (("inputs", len(func.params)), ("outputs", outputs)):
+            if count > MAX_PARAMS:
+                raise ArchiveError(f"function {name!r} has {count} {what}; an archive holds at most {MAX_PARAMS}")
 
 
 def lower_pipeline() -> Sequential:
@@ -40,6 +71,7 @@ def build(mod: IRModule, opt_level: int = 2, check: bool = True, pools: dict[str
     ``stage(name)``, when given, is entered around each stage ("optimize",
     "lower", "codegen + plan"): the command line times and shows them.
     """
+    check_archive_limits(mod)
     stage = stage or (lambda name: contextlib.nullcontext())
     if check:
         check_well_formed(mod)
@@ -52,7 +84,7 @@ def build(mod: IRModule, opt_level: int = 2, check: bool = True, pools: dict[str
             lowered = lower_pipeline()(optimized)
     with stage("codegen + plan"):
         exe = codegen(lowered, plan_memory=plan_memory, pools=pools)
-    exe.metadata["ir"] = lowered.script(show_meta=False)
+    exe.metadata["ir"] = ir_text(lowered)
     for key in ("source", "source_sha256"):
         if key in mod.attrs:
             exe.metadata[key] = mod.attrs[key]

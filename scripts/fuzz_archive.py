@@ -2,6 +2,17 @@
 
     python scripts/fuzz_archive.py --cases 10000 --seed 0
     python scripts/fuzz_archive.py --seed 0 --replay 1234      # one case, with its traceback
+    python scripts/fuzz_archive.py --family dags --cases 10000  # a family of hostile programs
+
+Families of hostile programs (issue 20; scripts/fuzz_archive_families.py):
+``dags`` (call graphs of random depth and fan-out, cycles), ``loops``
+(``vm.builtin.loop`` with immediate trip counts up to 2**63 - 1, scan
+outputs), ``allocs`` (shape heaps and static tensors of absurd sizes),
+``lifetimes`` (a seed's memory plan edited to disagree with its bytecode;
+whatever loads must answer exactly as the seed did) and ``powers`` (input
+shapes written with powers, big numbers and deep nesting; tools parse them).
+Every case's VM runs with budgets (:data:`BUDGETS`), as a server runs
+untrusted archives. The io families are fuzz_archive_io's.
 
 Seed archives (a CNN, a transformer block with linked and external params,
 an ``If`` module, an executable with constants of many dtypes, strings and
@@ -45,9 +56,12 @@ HEADER = struct.Struct("<8sIIQ32sQ")
 NAME = "seed.rpk"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(ROOT, "scripts"), ROOT]   # the io families; tests.robustness.input_bombs
+import fuzz_archive_families as families  # noqa: E402
 import fuzz_archive_io as io_families  # noqa: E402
-#: --family: the structural mutations below, or one of fuzz_archive_io's
-FAMILIES = ("structure", *io_families.ARCHIVE_FAMILIES, "input-files")
+#: --family: the structural mutations below, one of fuzz_archive_io's, or a family of hostile programs
+FAMILIES = ("structure", *io_families.ARCHIVE_FAMILIES, "input-files", *families.FAMILIES)
+#: what a case's VM may use: a server's budgets for untrusted archives
+BUDGETS = {"max_steps": 10 ** 6, "timeout": 0.5, "max_memory": 1 << 30}
 
 
 # ---------------------------------------------------------------- seeds
@@ -135,9 +149,9 @@ def load_files(files: dict[str, bytes], workdir: str) -> Executable:
     return load(os.path.join(workdir, NAME))
 
 
-def _run(exe: Executable, inputs: dict) -> dict:
+def _run(exe: Executable, inputs: dict, **budgets) -> dict:
     inputs = {k: v.copy() for k, v in inputs.items()}
-    return VirtualMachine(exe).run(inputs)
+    return VirtualMachine(exe, **budgets).run(inputs)
 
 
 # ---------------------------------------------------------------- mutations
@@ -440,8 +454,13 @@ def run_case(index: int, seed_value: int, seeds: list[Seed], workdir: str, time_
     rng = random.Random(f"{seed_value}:{index}" if family == "structure" else f"{family}:{seed_value}:{index}")
     seed = rng.choice(seeds)
     inputs = seed.inputs
+    expected = parse_dims = None
     if family == "structure":
         description, files, resealed = mutate(rng, seed)
+    elif family in families.FAMILIES:
+        made = families.make_case(family, rng, seeds, sys.modules[__name__])
+        description, files, inputs, resealed = made.description, made.files, made.inputs, True
+        expected, parse_dims = made.expected, made.parse_dims
     elif family == "input-files":
         description, files, resealed = "input file", seed.files, False
     else:
@@ -449,7 +468,8 @@ def run_case(index: int, seed_value: int, seeds: list[Seed], workdir: str, time_
         description, data = io_families.ARCHIVE_FAMILIES[family](rng, seed.files[NAME], renames)
         files, resealed = {**seed.files, NAME: data}, True
         inputs = {renames.get(k, k): v for k, v in seed.inputs.items()}
-    kind = "manifest" if description.startswith("manifest") else description.split()[0]
+    kind = family if family in families.FAMILIES else \
+        "manifest" if description.startswith("manifest") else description.split()[0]
     report.cases += 1
     outcome, error, stage = "rejected", None, "load"
     started = time.perf_counter()
@@ -464,14 +484,18 @@ def run_case(index: int, seed_value: int, seeds: list[Seed], workdir: str, time_
             if exe is not None:
                 outcome, stage = "loaded", "run"
                 try:
-                    outputs = _run(exe, inputs)
+                    if parse_dims:
+                        families.parse_input_dims(exe)
+                    outputs = _run(exe, inputs, **BUDGETS)
                     outcome = "ran"
                     if not resealed and not _same(outputs, seed.outputs):
                         outcome, error = "failure", "an intact manifest and constants gave different outputs"
+                    if expected is not None and not _same(outputs, expected):
+                        outcome, error = "failure", "an archive the loader accepted gave different outputs"
                 except RelaxpackError as err:
                     outcome, error = "run error", str(err)
                 del exe
-            if family != "structure":
+            if family != "structure" and family not in families.FAMILIES:
                 what, code, problem = _cli_case(family, rng, workdir, inputs, exe_params)
                 description += what
                 if problem:
@@ -488,10 +512,11 @@ def run_case(index: int, seed_value: int, seeds: list[Seed], workdir: str, time_
     report.slowest = max(report.slowest, time.perf_counter() - started)
     if outcome == "ran" and files == seed.files and family == "structure":
         outcome = "unchanged"   # the mutation happened to change nothing
+    name = family if family in families.FAMILIES else seed.name
     if verbose:
-        print(f"case {index} ({seed.name}; {description}): {outcome}: {error}")
+        print(f"case {index} ({name}; {description}): {outcome}: {error}")
     if outcome == "failure":
-        report.failures.append(Failure(index, seed.name, description, stage, resealed, error))
+        report.failures.append(Failure(index, name, description, stage, resealed, error))
     report.outcomes[kind, outcome] += 1
 
 
@@ -550,7 +575,8 @@ def main(argv=None) -> int:
     parser.add_argument("--time-limit", type=float, default=5.0, help="seconds per case")
     parser.add_argument("--replay", type=int, help="run only this case, with its traceback")
     parser.add_argument("--family", choices=FAMILIES, default="structure",
-                        help="what to mutate: the archive's structure (default) or one of fuzz_archive_io's")
+                        help="what to mutate: the archive's structure (default), one of fuzz_archive_io's, "
+                             "or a family of hostile programs (see the docstring)")
     parser.add_argument("--memory", type=float, default=None, help="address-space limit in GiB")
     args = parser.parse_args(argv)
     if args.memory is not None:

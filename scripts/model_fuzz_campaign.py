@@ -3,6 +3,13 @@
     python scripts/model_fuzz_campaign.py --cases 10000 --seed 0
     python scripts/model_fuzz_campaign.py --seed 0 --replay 1234      # one case, with its verdict
     python scripts/model_fuzz_campaign.py --family indices --cases 10000 --memory 2
+    python scripts/model_fuzz_campaign.py --family loops --cases 10000 --time-limit 10 --memory 2
+
+The families ``fanout``, ``loops``, ``allocs`` and ``folds`` build hostile
+models whole (tests/robustness/hostile_models.py: functions calling each
+other several times per level, Loops that never stop, huge static
+allocations, folds that would blow up or never end); their runs have budgets
+(model_mutations.BUDGETS).
 
 Each case (tests/robustness/model_mutations.py; with ``--family``, one of
 tests/robustness/model_io_families.py) must end in success or a
@@ -30,6 +37,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: tests/robustness/hostile_models.py's families (issue 20: bounded work)
+HOSTILE_FAMILIES = ("fanout", "loops", "allocs", "folds")
 
 
 class CaseTimeout(Exception):
@@ -53,8 +62,8 @@ def run_one(seed: int, index: int, limit: float, base: Path, out: Path | None, f
     signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, limit)
     try:
-        if family == "mutations":
-            case = model_mutations.make_case(seed, index, case_root)
+        if family == "mutations" or family in HOSTILE_FAMILIES:
+            case = model_mutations.make_case(seed, index, case_root, family)
             problem = model_mutations.check_case(case)
         else:
             case = model_io_families.make_case(family, seed, index, case_root)
@@ -138,8 +147,9 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="write the summary here")
     parser.add_argument("--replay", type=int, default=None, help="run one case and print its verdict")
     parser.add_argument("--family", default="mutations", choices=("mutations", "indices", "aliasing", "structure",
-                                                                  "overflow"),
-                        help="mutated seed models (default) or a family of tests/robustness/model_io_families.py")
+                                                                  "overflow", *HOSTILE_FAMILIES),
+                        help="mutated seed models (default), a family of tests/robustness/model_io_families.py "
+                             "or of tests/robustness/hostile_models.py")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--results", type=Path, default=None, help=argparse.SUPPRESS)

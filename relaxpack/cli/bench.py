@@ -9,7 +9,8 @@ import numpy as np
 
 from ..errors import InputError
 from .common import (
-    PLUGIN_HELP, command, echo, existing_file, load_plugins, parse_dims, positive, require_extra, user_errors,
+    NO_MMAP_HELP, PLUGIN_HELP, command, echo, existing_file, load_plugins, parse_dims, positive, require_extra,
+    user_errors,
 )
 from .files import archive_files
 from .progress import Progress
@@ -70,12 +71,13 @@ def _parser(sub):
     p.add_argument("--trace", type=Path, metavar="OUT.json",
                    help="Write the profiled runs as a Chrome trace (onnxruntime's format; open it in Perfetto).")
     p.add_argument("--top", type=positive, default=25, help="Rows of the --profile tables (default 25).")
+    p.add_argument("--no-mmap", action="store_true", help=NO_MMAP_HELP)
     p.set_defaults(handler=bench)
 
 
 def bench(archive: Path, onnx_model: Path | None = None, dim: list[str] | None = None, n: int = 20, seed: int = 0,
           threads: int | None = None, plugin: list[str] | None = None, profile: bool = False,
-          trace: Path | None = None, top: int = 25):
+          trace: Path | None = None, top: int = 25, no_mmap: bool = False):
     """Time an archive (and onnxruntime, interleaved in the same process)."""
     import resource
 
@@ -85,7 +87,7 @@ def bench(archive: Path, onnx_model: Path | None = None, dim: list[str] | None =
 
     with user_errors():
         load_plugins(plugin)
-        exe = load(existing_file(archive, "archive"))
+        exe = load(existing_file(archive, "archive"), mmap=not no_mmap)
         if trace is not None:
             from ..runtime.safe_write import check_destination
             check_destination(trace, archive_files(archive, exe))

@@ -22,6 +22,8 @@ from ..errors import InputError, RelaxpackError
 from .terminal import one_line, printable
 
 state = {"debug": False}
+NO_MMAP_HELP = ("Read the archive's constants into private memory instead of mapping the file "
+                "(then nothing done to the file while running can change the results).")
 
 #: functions that add one command's parser to the subparsers (see :func:`command`)
 COMMANDS: list[Callable] = []
@@ -150,6 +152,17 @@ def positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number of seconds")
     return value
 
 

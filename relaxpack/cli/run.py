@@ -8,7 +8,10 @@ import numpy as np
 
 from ..errors import InputError
 from ..feeds import FILLS
-from .common import PLUGIN_HELP, Exit, command, echo, existing_file, load_plugins, parse_dims, positive, user_errors
+from .common import (
+    NO_MMAP_HELP, PLUGIN_HELP, Exit, command, echo, existing_file, load_plugins, parse_dims, positive, seconds,
+    user_errors,
+)
 from .files import archive_files, input_files
 from .outputs import output_arrays, output_lines
 from .terminal import one_line
@@ -57,12 +60,16 @@ def _parser(sub):
     p.add_argument("--atol", type=float, default=1e-5, help="With --expected: absolute tolerance (default 1e-5).")
     p.add_argument("--threads", type=positive, metavar="N", help="BLAS threads (default: as they are).")
     p.add_argument("--plugin", action="append", help=PLUGIN_HELP)
+    p.add_argument("--timeout", type=seconds, metavar="SECONDS",
+                   help="Stop the run with an error after this many seconds (checked between instructions).")
+    p.add_argument("--no-mmap", action="store_true", help=NO_MMAP_HELP)
     p.set_defaults(handler=run)
 
 
 def run(archive: Path, input: list[str] | None = None, inputs: Path | None = None, fill: str | None = None,
         seed: int = 0, dim: list[str] | None = None, output: Path | None = None, expected: Path | None = None,
-        rtol: float = 1e-4, atol: float = 1e-5, threads: int | None = None, plugin: list[str] | None = None):
+        rtol: float = 1e-4, atol: float = 1e-5, threads: int | None = None, plugin: list[str] | None = None,
+        timeout: float | None = None, no_mmap: bool = False):
     """Run an archive and print its outputs' names, shapes, dtypes and a preview."""
     from ..compare import compare_outputs
     from ..runtime import VirtualMachine, load
@@ -74,7 +81,7 @@ def run(archive: Path, input: list[str] | None = None, inputs: Path | None = Non
         if not (rtol >= 0 and atol >= 0):    # NaN too
             raise InputError(f"--rtol {rtol} and --atol {atol} must be non-negative numbers")
         load_plugins(plugin)
-        exe = load(existing_file(archive, "archive"))
+        exe = load(existing_file(archive, "archive"), mmap=not no_mmap)
         sources = archive_files(archive, exe) + input_files(input, inputs) + ([expected] if expected else [])
         if output is not None:
             check_destination(output, sources)
@@ -82,7 +89,7 @@ def run(archive: Path, input: list[str] | None = None, inputs: Path | None = Non
         filled = fill_missing(exe, feeds, fill, parse_dims(dim), seed)
         want = read_npz(expected, "expected outputs file") if expected is not None else None
         with blas_threads(threads):
-            outputs = VirtualMachine(exe).run(feeds)
+            outputs = VirtualMachine(exe, timeout=timeout).run(feeds)
         if output is not None:
             arrays = output_arrays(outputs)
             write_with(output, lambda f: np.savez(f, **arrays), sources)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from .terminal import one_line
 from .common import (
-    PLUGIN_HELP, UsageError, byte_size, command, echo, existing_file, load_plugins, positive, require_extra,
-    user_errors,
+    NO_MMAP_HELP, PLUGIN_HELP, UsageError, byte_size, command, echo, existing_file, load_plugins, positive,
+    require_extra, seconds, user_errors,
 )
 
 SERVE_EXTRA = ("starlette", "uvicorn")
@@ -60,13 +60,20 @@ def _parser(sub):
     p.add_argument("--log-level", choices=LOG_LEVELS, default="warning", help="The server's log level.")
     p.add_argument("--access-log", action="store_true", help="Log every request.")
     p.add_argument("--plugin", action="append", help=PLUGIN_HELP)
+    p.add_argument("--timeout", type=seconds, default=60.0, metavar="SECONDS",
+                   help="Stop a request's run after this many seconds (default 60; checked between instructions).")
+    p.add_argument("--max-memory", type=byte_size, metavar="SIZE",
+                   help="Refuse a run that would hold more than this in arrays, per model instance (e.g. 4GiB).")
+    p.add_argument("--max-steps", type=positive, metavar="N", help="Stop a run after N bytecode instructions.")
+    p.add_argument("--no-mmap", action="store_true", help=NO_MMAP_HELP)
     p.set_defaults(handler=serve)
 
 
 def serve(archives: list[Path], host: str = "127.0.0.1", port: int = 8000, name: list[str] | None = None,
           max_concurrency: int = 1, batch_max_size: int | None = None, batch_delay_ms: float | None = None,
           threads: int | None = None, max_request_size: int = 256 * 1024 ** 2, log_level: str = "warning",
-          access_log: bool = False, plugin: list[str] | None = None):
+          access_log: bool = False, plugin: list[str] | None = None, timeout: float | None = 60.0,
+          max_memory: int | None = None, max_steps: int | None = None, no_mmap: bool = False):
     """Serve archives over HTTP until interrupted."""
     with user_errors():
         require_extra("relaxpack serve", SERVE_EXTRA, "serve")
@@ -82,6 +89,8 @@ def serve(archives: list[Path], host: str = "127.0.0.1", port: int = 8000, name:
         names = model_names(archives, name)
         options = SessionOptions()
         options.intra_op_num_threads = threads or 0
+        options.timeout, options.max_memory, options.max_steps = timeout, max_memory, max_steps   # run budgets
+        options.use_mmap = not no_mmap
         batching = Batching(batch_max_size, batch_delay_ms or 0.0) if batch_max_size else None
         models = load_models(archives, names, max_concurrency=max_concurrency, options=options, batching=batching)
         sock = listen(host, port)

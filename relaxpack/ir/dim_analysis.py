@@ -81,6 +81,8 @@ class DimAnalyzer:
 
     def prove_equal(self, a, b) -> bool:
         """Whether ``a == b`` for every value within the ranges."""
+        if a is b or (type(a) is type(b) and a == b):     # canonical forms: equal is proved
+            return True
         d = _sub(normalize(a), normalize(b))
         return d == 0 or self._bounds(d) == (0, 0) or self._decide_zero(d) is True
 

@@ -567,14 +567,17 @@ def parse_dim(text: str) -> Dim:
     """
     if not isinstance(text, str):
         raise DimError(f"parse_dim expects a string, got {text!r}")
+    shown = text if len(text) <= 80 else text[:77] + "..."
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except (SyntaxError, ValueError) as e:
-        raise DimError(f"cannot parse dim {text!r}: {getattr(e, 'msg', e)}") from None
+        raise DimError(f"cannot parse dim {shown!r}: {getattr(e, 'msg', e)}") from None
+    except (RecursionError, MemoryError):
+        raise DimError(f"cannot parse dim {shown!r}: nested too deeply") from None
     try:
         return from_ast(tree.body)
     except DimError as e:
-        raise DimError(f"cannot parse dim {text!r}: {e}") from None
+        raise DimError(f"cannot parse dim {shown!r}: {e}") from None
 
 
 _BINOPS: dict[type, Callable[[Dim, Dim], Dim]] = {
@@ -586,10 +589,44 @@ _BINOPS: dict[type, Callable[[Dim, Dim], Dim]] = {
     ast.Pow: _power,
 }
 
+# Dim text comes from files (archives, the IR text format): bounded work for
+# bounded text. A power takes a small exponent, and no step may build a
+# polynomial of more terms or an integer of more bits than any real shape has.
+MAX_TEXT_POWER = 64
+MAX_TEXT_TERMS = 256
+MAX_TEXT_BITS = 256
+
+
+def _bounded_binop(op: ast.operator, a: Dim, b: Dim) -> Dim:
+    """``a op b`` for dim text, refused before it could blow up."""
+    if isinstance(op, ast.Pow):
+        if not isinstance(b, int) or not 0 <= b <= MAX_TEXT_POWER:
+            raise DimError(f"the exponent of ** must be an integer in 0..{MAX_TEXT_POWER}, got {format_dim(b)}")
+        if isinstance(a, int) and a.bit_length() * b > MAX_TEXT_BITS:
+            raise DimError(f"{a} ** {b} has more than {MAX_TEXT_BITS} bits")
+        out: Dim = 1
+        for _ in range(b):       # term by term, each product checked
+            out = _bounded_binop(ast.Mult(), out, a)
+        return out
+    if isinstance(op, ast.Mult) and not isinstance(a, int) and not isinstance(b, int) \
+            and len(a.terms) * len(b.terms) > MAX_TEXT_TERMS * 4:
+        raise DimError(f"a product of {len(a.terms)}- and {len(b.terms)}-term dims is too large")
+    return _checked(_BINOPS[type(op)](a, b))
+
+
+def _checked(d: Dim) -> Dim:
+    numbers = [d] if isinstance(d, int) else [d.const, *(k for _, k in d.terms)]
+    if not isinstance(d, int) and len(d.terms) > MAX_TEXT_TERMS:
+        raise DimError(f"a dim of {len(d.terms)} terms (at most {MAX_TEXT_TERMS})")
+    if any(abs(k).bit_length() > MAX_TEXT_BITS for k in numbers):
+        raise DimError(f"a dim with a number of more than {MAX_TEXT_BITS} bits")
+    return d
+
 
 def from_ast(node: ast.expr, lookup: Callable[[str], Dim] | None = None) -> Dim:
     """The dim written by the Python expression ``node``; identifiers are
-    resolved by ``lookup`` (default :func:`sym`).
+    resolved by ``lookup`` (default :func:`sym`). Powers, sizes of
+    polynomials and of numbers are bounded (``MAX_TEXT_*``): text is data.
 
     >>> from_ast(ast.parse("n * 2", mode="eval").body, {"n": 5}.__getitem__)
     10
@@ -598,7 +635,7 @@ def from_ast(node: ast.expr, lookup: Callable[[str], Dim] | None = None) -> Dim:
 
     def walk(n: ast.expr) -> Dim:
         if isinstance(n, ast.Constant) and type(n.value) is int:
-            return n.value
+            return _checked(n.value)
         if isinstance(n, ast.Name):
             return normalize(lookup(n.id))
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
@@ -606,16 +643,24 @@ def from_ast(node: ast.expr, lookup: Callable[[str], Dim] | None = None) -> Dim:
             return _scale(v, -1) if isinstance(n.op, ast.USub) else v
         if isinstance(n, ast.BinOp):
             if isinstance(n.op, ast.Div):
-                raise DimError(f"true division in {ast.unparse(n)!r}: dims use '//'")
+                raise DimError(f"true division in {_short(n)!r}: dims use '//'")
             if type(n.op) in _BINOPS:
-                return _BINOPS[type(n.op)](walk(n.left), walk(n.right))
+                return _bounded_binop(n.op, walk(n.left), walk(n.right))
         if isinstance(n, ast.Call) and _callee(n.func) in ("min", "max") and not n.keywords \
                 and len(n.args) >= 2:
             is_min = _callee(n.func) == "min"
-            return reduce(lambda a, b: _min_max(a, b, is_min), [walk(a) for a in n.args])
-        raise DimError(f"unsupported syntax in a dim: {ast.unparse(n)!r}")
+            return reduce(lambda a, b: _checked(_min_max(a, b, is_min)), [walk(a) for a in n.args])
+        raise DimError(f"unsupported syntax in a dim: {_short(n)!r}")
 
-    return walk(node)
+    try:
+        return walk(node)
+    except RecursionError:
+        raise DimError("a dim nested too deeply") from None
+
+
+def _short(node: ast.expr) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _callee(func: ast.expr) -> str | None:

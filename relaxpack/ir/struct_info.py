@@ -200,9 +200,9 @@ def is_base_of(base: StructInfo, derived: StructInfo, analyzer: DimAnalyzer | No
     ``R.Tensor(ndim=2)`` is a base of ``R.Tensor((n, 4), "float32")``; equal
     symbolic dims must be provably equal under ``analyzer``'s ranges.
     """
-    analyzer = analyzer or DimAnalyzer()
-    if isinstance(base, ObjectStructInfo):
+    if base is derived or isinstance(base, ObjectStructInfo):
         return True
+    analyzer = analyzer or DimAnalyzer()
     if type(base) is not type(derived):
         return False
     if isinstance(base, TensorStructInfo):

@@ -224,9 +224,11 @@ def inline_literal(data: np.ndarray, dtype_name: str) -> str | None:
     """The nested-list literal of a small constant, or ``None`` when it goes to
     the metadata table (too big, another dtype, or a NaN with a payload that a
     literal would not keep)."""
-    if dtype_name not in INLINE_DTYPES or data.size > INLINE_MAX_ELEMENTS:
+    if dtype_name not in INLINE_DTYPES or data.size > INLINE_MAX_ELEMENTS or _nested_lists(data.shape) > INLINE_MAX_ELEMENTS:
         return None
-    if dtype_name == "bool":
+    if data.size == 0:       # no values: no cast (a float64 copy of (0, 2**20, 2**40) is "too big")
+        values, fmt = data.tolist(), repr
+    elif dtype_name == "bool":
         values, fmt = data.tolist(), repr
     elif dtype_name.startswith(("int", "uint")):
         values, fmt = data.tolist(), str
@@ -243,6 +245,18 @@ def inline_literal(data: np.ndarray, dtype_name: str) -> str | None:
         return fmt(v)
 
     return render(values)
+
+
+def _nested_lists(shape) -> int:
+    """How many lists a nested-list literal of ``shape`` writes (an empty tensor of
+    shape (100000, 100000, 0) would write 10**10 of them)."""
+    total, count = 0, 1
+    for d in shape[:-1]:
+        count *= d
+        total += count
+        if not count or total > 1 << 62:
+            break
+    return total
 
 
 def encode_tensor_data(data: np.ndarray) -> str:

@@ -45,6 +45,10 @@ class OpDef:
     #: attributes; codegen plans it as a tensor live at the kernel's one
     #: instruction and hands it over as ``workspace=`` (see ops/workspace.py)
     workspace: WorkspaceFn | None = None
+    #: False when the kernel's cost can grow without bound with its input *values*
+    #: (a regular expression's backtracking): compile time never runs it on constants,
+    #: so a model cannot hang the converter; run time is the caller's budget's to bound
+    foldable: bool = True
 
     def check_call(self, call: Call) -> None:
         n = len(call.args)
@@ -70,22 +74,24 @@ _REGISTRY: dict[str, OpDef] = {}
 
 def register_op(name: str, *, infer: InferFn, attrs: Mapping[str, Any] | None = None,
                 num_args: int | tuple[int, int | None] = 1, pure: bool = True, doc: str = "",
-                elementwise: bool = False, workspace: WorkspaceFn | None = None) -> OpDef:
+                elementwise: bool = False, workspace: WorkspaceFn | None = None, foldable: bool = True) -> OpDef:
     """Define the op ``name``. ``num_args`` is a count or a (min, max) range."""
     if name in _REGISTRY:
         raise IRError(f"op {name!r} is registered twice")
     lo, hi = (num_args, num_args) if isinstance(num_args, int) else num_args
-    opdef = OpDef(name, infer, dict(attrs or {}), lo, hi, pure, doc, elementwise, workspace)
+    opdef = OpDef(name, infer, dict(attrs or {}), lo, hi, pure, doc, elementwise, workspace, foldable)
     _REGISTRY[name] = opdef
     return opdef
 
 
 def get_op_def(op: str | Op) -> OpDef:
     name = op.name if isinstance(op, Op) else op
-    _ensure_loaded()
-    opdef = _REGISTRY.get(name)
+    opdef = _REGISTRY.get(name) if _LOADED else None
     if opdef is None:
-        raise UnsupportedOpError(f"unknown IR op R.{name}")
+        _ensure_loaded()
+        opdef = _REGISTRY.get(name)
+        if opdef is None:
+            raise UnsupportedOpError(f"unknown IR op R.{name}")
     return opdef
 
 
@@ -101,7 +107,14 @@ def make_call(name: str, /, *args: Expr, sinfo_args: tuple[StructInfo, ...] = ()
     return Call(Op.get(name), args, opdef.full_attrs(attrs), sinfo_args)
 
 
+_LOADED = False
+
+
 def _ensure_loaded() -> None:
     # The op definitions register themselves on import; importing them here
-    # (not at package import) keeps ``import relaxpack`` cheap.
-    from . import definitions  # noqa: F401
+    # (not at package import) keeps ``import relaxpack`` cheap. get_op_def runs
+    # for every op of every pass: after the first import it skips this.
+    global _LOADED
+    if not _LOADED:
+        from . import definitions  # noqa: F401
+        _LOADED = True

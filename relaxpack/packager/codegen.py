@@ -28,6 +28,7 @@ from ..runtime.executable import Executable, FuncEntry
 from ..runtime.dtypes import numpy_dtype
 from ..ops.workspace import call_workspace
 from ..runtime.kernels import KERNELS
+from ..runtime.program_check import MAX_TENSOR_BYTES
 from ..runtime.registry import FUNC_KIND
 from .assumptions import cast_relations, check_entry, entry_key
 from .dim_program import dim_program
@@ -451,9 +452,9 @@ class _FunctionCodegen:
         return result
 
 
-#: No single tensor a build allocates may be larger (a static shape this big
-#: is a malformed or mistaken model, not something to fail on at run time).
-MAX_TENSOR_BYTES = 1 << 35  # 32 GiB
+# No single tensor a build allocates may be larger than MAX_TENSOR_BYTES (32 GiB;
+# a static shape this big is a malformed or mistaken model, not something to
+# fail on at run time); the archive loader holds static allocations to it too.
 
 
 #: kernels that only copy their operand into another shape: on memory this function allocated

@@ -3,9 +3,12 @@
 Every ``vm.builtin.alloc_tensor`` whose size is known once the inputs are
 matched becomes a buffer of an arena: its lifetime runs from the allocation
 to the last instruction that reads it or anything that may alias it (a
-tuple holding it, an item taken from such a tuple, a value a function or
-packed call may return). Bytecode jumps only forward, so these intervals
-over instruction indices are sound across ``If`` branches. Buffers that may
+tuple holding it, its item taken from such a tuple, a value a function or
+packed call may return), found in one linear pass that the archive loader
+repeats to check the plan (``runtime/memory/liveness.py``). Bytecode jumps
+only forward, so these intervals over instruction indices are sound across
+``If`` branches; they are written in pcs of the bytecode before the
+``plan_arena`` call is inserted (one less after it). Buffers that may
 reach the function's result stay ordinary allocations: the arena is reused
 by the next call. A ``vm.builtin.plan_arena`` after the input checks plans
 the concrete shape (cached per shape); each planned allocation becomes a
@@ -27,21 +30,14 @@ import dataclasses
 
 from dataclasses import dataclass
 
-from ..runtime.bytecode import IMM, NO_DST, REG, Call, If, Ret, VMFunction
+from ..runtime.bytecode import IMM, NO_DST, REG, Call, VMFunction
 from ..runtime.dtypes import numpy_dtype
 from ..runtime.executable import FuncEntry
 from ..runtime.memory import Buffer, align_up, lower_bound, plan_memory
+from ..runtime.memory.liveness import value_lifetimes
 from ..runtime.shape_program import compile_program
 
 ALIGNMENT = 64
-#: builtins whose result may be (or hold) one of their arguments
-_ALIASING = {"vm.builtin.identity", "vm.builtin.check_tensor", "vm.builtin.match_shape",
-             "vm.builtin.make_tuple", "vm.builtin.tuple_getitem", "vm.builtin.reshape_view"}
-#: builtins whose result holds none of their arguments
-_FRESH = {"vm.builtin.make_shape", "vm.builtin.eval_dim", "vm.builtin.alloc_shape_heap",
-          "vm.builtin.read_if_cond", "vm.builtin.alloc_tensor", "vm.builtin.shape_of",
-          "vm.builtin.check_prim", "vm.builtin.plan_arena", "vm.builtin.arena_tensor"}
-
 
 @dataclass
 class _Alloc:
@@ -70,15 +66,17 @@ def plan_function(func: VMFunction, table: list[FuncEntry], func_index, entry_pc
     allocs = _plannable_allocs(instrs, table, entry_slots)
     if not allocs:
         return func, {}
-    intervals, escaping, holds = _liveness(instrs, table, allocs)
+    at = {a.pc for a in allocs}
+    lifetimes = value_lifetimes(instrs, table, lambda pc, ins: pc in at)
     users = _workspace_users(instrs, table)
+    intervals = {}
     for a in allocs:                    # a workspace lives at its kernel call alone
-        if a.dst in users:
-            intervals[a.pc][0] = users[a.dst]
-    planned = [a for a in allocs if a.dst not in escaping]
+        start = lifetimes.first.get(a.pc, users[a.dst]) if a.dst in users else a.pc
+        intervals[a.pc] = [start, max(start, lifetimes.last.get(a.pc, a.pc))]
+    planned = [a for a in allocs if a.pc not in lifetimes.escaping]
     if not planned:
         return func, {}
-    owner = _in_place(instrs, table, planned, intervals, holds)   # alloc pc -> pc whose storage it reuses
+    owner = _in_place(instrs, table, planned, intervals, lifetimes)   # alloc pc -> pc whose storage it reuses
     roots = [a for a in planned if owner[a.pc] == a.pc]
     for a in planned:                                              # a shared slot lives while any user does
         root = intervals[owner[a.pc]]
@@ -86,6 +84,8 @@ def plan_function(func: VMFunction, table: list[FuncEntry], func_index, entry_pc
     slot = {a.pc: i for i, a in enumerate(roots)}
     index_of = {a.pc: slot[owner[a.pc]] for a in planned}
     pools = dict(pools or {})
+    # lifetimes in pcs of the instructions without the plan_arena call inserted at entry_pc
+    # (archives of every format say so); the loader checks them against the bytecode
     spec = tuple((_bytes_program(a), intervals[a.pc][0], intervals[a.pc][1], _pool(a, scopes, pools))
                  for a in roots)
     arena_reg = func.num_registers
@@ -167,29 +167,23 @@ def _bytes_program(a: _Alloc):
     return prog
 
 
-def _in_place(instrs, table, planned, intervals, holds) -> dict[int, int]:
+def _in_place(instrs, table, planned, intervals, lifetimes) -> dict[int, int]:
     """Elementwise kernels write over an input that dies there when it has the
-    output's shape and dtype: the output reuses that input's storage."""
-    by_dst = {a.dst: a for a in planned}
+    output's shape and dtype and the output is untouched before: the output
+    reuses that input's storage."""
+    by_pc = {a.pc: a for a in planned}
     owner = {a.pc: a.pc for a in planned}
     taken: set[int] = set()   # storage already handed on: one reuse per dying input
-    for pc, ins in enumerate(instrs):
-        if not isinstance(ins, Call) or table[ins.func].kind != "kernel" or not _elementwise(table[ins.func].name):
+    for pc, (args, out) in lifetimes.kernel_operands.items():
+        o = by_pc.get(out)
+        if o is None or lifetimes.first.get(o.pc) != pc or not _elementwise(table[instrs[pc].func].name):
             continue
-        out = dict(ins.kwargs).get("out")
-        if out is None or out[0] != REG or out[1] not in by_dst:
-            continue
-        o = by_dst[out[1]]
-        for kind, reg in ins.args:
-            held = holds.get(reg, set()) if kind == REG else set()
-            if len(held) != 1:
-                continue
-            a = by_dst.get(next(iter(held)))
+        for held in args:
+            a = by_pc.get(held)
             if a is None or a is o or a.pc in taken or intervals[a.pc][1] != pc:
                 continue
             if a.dtype == o.dtype and a.programs == o.programs:
-                root = owner[a.pc]
-                owner[o.pc] = root
+                owner[o.pc] = owner[a.pc]
                 taken.add(a.pc)
                 break
     return owner
@@ -202,43 +196,6 @@ def _elementwise(kernel: str) -> bool:
         return get_op_def(kernel).elementwise
     except RelaxpackError:
         return False
-
-
-def _liveness(instrs, table, allocs) -> tuple[dict[int, list[int]], set[int], dict[int, set[int]]]:
-    """Per allocation pc: [start, end]; the allocation registers that may escape;
-    and what each register may hold."""
-    holds: dict[int, set[int]] = {}        # register -> allocation registers it may hold
-    alloc_pc = {a.dst: a.pc for a in allocs}
-    intervals = {a.pc: [a.pc, a.pc] for a in allocs}
-    escaping: set[int] = set()
-    for pc, ins in enumerate(instrs):
-        for reg in _reads(ins):
-            for buf in holds.get(reg, ()):
-                intervals[alloc_pc[buf]][1] = max(intervals[alloc_pc[buf]][1], pc)
-        if isinstance(ins, Ret):
-            escaping |= holds.get(ins.src, set())
-        if not isinstance(ins, Call) or ins.dst == NO_DST:
-            continue
-        name = _name(table, ins)
-        if ins.dst in alloc_pc and pc == alloc_pc[ins.dst]:
-            new = {ins.dst}
-        elif name in _FRESH or table[ins.func].kind == "kernel":
-            new = set()
-        else:  # aliasing builtins, VM functions and packed calls: may return an argument
-            new = set().union(*(holds.get(r, set()) for r in _reads(ins)))
-        holds[ins.dst] = holds.get(ins.dst, set()) | new  # a register written twice (If) holds both
-    return intervals, escaping, holds
-
-
-def _reads(ins) -> list[int]:
-    if isinstance(ins, Call):
-        ops = list(ins.args) + [v for _, v in ins.kwargs]
-        return [v for k, v in ops if k == REG]
-    if isinstance(ins, Ret):
-        return [ins.src]
-    if isinstance(ins, If):
-        return [ins.cond]
-    return []
 
 
 def _name(table, ins) -> str:

@@ -32,6 +32,9 @@ class PassContext:
         self.disabled_passes = frozenset(disabled_passes)
         self.config = dict(config or {})
         self.history: list[str] = []
+        #: pass -> the functions it last returned unchanged: given the very same
+        #: functions again (a pipeline runs Canonicalize four times), it is not rerun
+        self.unchanged: dict[int, dict] = {}
         self._depth = 0
 
     @staticmethod

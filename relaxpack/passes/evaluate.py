@@ -11,6 +11,7 @@ import numpy as np
 from ..ir.expr import Call, Constant, Op, PrimValue, ShapeExpr, Tuple
 from ..ir.struct_info import TensorStructInfo, TupleStructInfo
 from ..runtime.dtypes import numpy_dtype
+from ..ops.registry import get_op_def
 from ..runtime.kernels import KERNELS
 
 _NOT_CONSTANT = object()
@@ -47,9 +48,10 @@ def output_size(sinfo) -> int | None:
 
 def evaluate_call(call: Call, max_elements: int):
     """The value of ``call`` (normalized, with struct info) when its arguments
-    are constants, it has a DPS kernel and its result has at most
+    are constants, its op may be folded (``OpDef.foldable``: its cost is bounded
+    by its inputs' sizes), it has a DPS kernel and its result has at most
     ``max_elements`` elements; otherwise None."""
-    if not isinstance(call.op, Op) or call.op.name not in KERNELS:
+    if not isinstance(call.op, Op) or call.op.name not in KERNELS or not get_op_def(call.op).foldable:
         return None
     kernel = KERNELS[call.op.name]
     size = output_size(call.struct_info)

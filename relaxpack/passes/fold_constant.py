@@ -14,7 +14,9 @@ most ``max(limit, elements of the constant inputs)`` elements, where
 (default :data:`FOLD_MIN_ELEMENTS`). So ``broadcast_to``/``tile`` of a small
 constant into a big tensor stays a call, while a transpose of a weight folds.
 
-Not folded: impure calls, ops without a DPS kernel (data-dependent shapes),
+Not folded: impure calls, ops whose cost the input values can make unbounded
+(``OpDef.foldable``: a regular expression's backtracking), ops without a DPS
+kernel (data-dependent shapes),
 results with symbolic shapes, calls whose kernel fails on the constants
 (the failure is left for run time, where it names the binding). The folded
 bindings stay (unused) for DeadCodeElimination; the function's returned
@@ -31,6 +33,7 @@ import logging
 from ..ir.block_builder import BlockBuilder, is_pure_expr
 from ..ir.expr import Call, Constant, Expr, Op, PrimValue, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var
 from ..ir.visitor import ExprMutator
+from ..ops.registry import get_op_def
 from ..ir.well_formed import function_analyzer
 from ..runtime.kernels import KERNELS
 from .canonicalize_bindings import BindingRule, apply_rules
@@ -76,6 +79,8 @@ def _check_fold(call: Call, min_elements: int) -> str | None:
         return "the callee is not an op"
     if not is_pure_expr(call):
         return f"R.{call.op.name} is impure"
+    if not get_op_def(call.op).foldable:
+        return f"R.{call.op.name}'s cost depends on its input values without bound (it runs at run time only)"
     kernel = KERNELS.get(call.op.name)
     if kernel is None or not kernel.dps:
         return f"R.{call.op.name} has no destination-passing kernel"

@@ -90,12 +90,15 @@ class _Group:
     root: VarBinding
     members: list = field(default_factory=list)       # bindings, evaluation order decided by ordered()
     producer: VarBinding | None = None
+    parts: dict = field(default_factory=dict)         # recipe steps of members and candidates (recipe_of)
 
     def ordered(self, index: dict, extra: VarBinding | None = None) -> list:
-        """The producer first, then the rest in binding order."""
-        members = self.members + ([extra] if extra is not None else [])
+        """The producer first, then the rest in binding order (``members`` joined in
+        reverse binding order, and ``extra`` comes before all of them)."""
         producer = self.producer or (extra if extra is not None and _kind(extra) == "producer" else None)
-        rest = sorted((m for m in members if m is not producer), key=lambda m: index[m.var])
+        rest = [m for m in reversed(self.members) if m is not producer]
+        if extra is not None and extra is not producer:
+            rest.insert(0, extra)
         return ([producer] if producer is not None else []) + rest
 
 
@@ -124,24 +127,26 @@ def _params(ordered: list) -> list:
     seen, params = set(), []
     for m in ordered:
         for a in m.value.args:
-            if id(a) not in inside and id(a) not in seen:
-                seen.add(id(a))
+            key = id(a)
+            if key not in inside and key not in seen:
+                seen.add(key)
                 params.append(a)
     return params
 
 
-def why_not_fused(ordered: list, root: VarBinding, inputs: frozenset) -> str | None:
+def why_not_fused(ordered: list, root: VarBinding, inputs: frozenset, parts: dict | None = None) -> str | None:
     """None if the group ``ordered`` (ending in ``root``) runs with ``out`` and one
     temporary, whichever same-shaped input the memory planner lets ``out``
     reuse (never one of the function's ``inputs``: the planner places only
-    intermediates); else the reason it does not."""
+    intermediates); else the reason it does not. ``parts`` caches the group's
+    recipe steps between calls (:func:`recipe_of`)."""
     out = root.value.struct_info
     first = ordered[0]
     if first is not root and _kind(first) == "producer" and not same_shape(first.value.struct_info, out):
         return f"R.{first.value.op.name} gives {first.value.struct_info}, not the group's shape"
     params = _params(ordered)
     try:
-        recipe = recipe_of(params, ordered, out)
+        recipe = recipe_of(params, ordered, out, parts)
     except PassError as err:
         return str(err)
     if plan_buffers(recipe, frozenset(), 2) is None:
@@ -160,6 +165,7 @@ class _Fuser:
         uses = _Uses()
         uses.visit_expr(func)
         self.users, self.body_bindings = uses.users, uses.body_bindings
+        self.made: dict = {}       # fused-function key -> name (see _key)
 
     def run(self) -> Function:
         body = self.seq(self.func.body)
@@ -195,7 +201,7 @@ class _Fuser:
             if g is None:
                 out.append(b)
             elif b is g.root:
-                out.append(self.fuse(g.ordered(index), g.root))
+                out.append(self.fuse(g.ordered(index), g.root, g.parts))
         return block.replace(bindings=tuple(out))
 
     def nested(self, binding):
@@ -214,7 +220,7 @@ class _Fuser:
             if kind is None:
                 continue
             g = self.target(b, kind, group_of)
-            reason = None if g is None else why_not_fused(g.ordered(index, b), g.root, self.inputs)
+            reason = None if g is None else why_not_fused(g.ordered(index, b), g.root, self.inputs, g.parts)
             if reason is not None:
                 log.debug("FuseOps: %s stays out of %s's group: %s", b.var.name_hint, g.root.var.name_hint, reason)
             if g is not None and reason is None:
@@ -245,10 +251,15 @@ class _Fuser:
             return None
         return g
 
-    def fuse(self, ordered: list, root: VarBinding) -> VarBinding:
+    def fuse(self, ordered: list, root: VarBinding, parts: dict) -> VarBinding:
         params = _params(ordered)
-        func = _fused_function(params, ordered, root, function_analyzer(self.func))
-        name = self.add_function(_name(ordered), func)
+        key = self._key(params, ordered, root, parts)
+        name = self.made.get(key) if key is not None else None
+        if name is None:        # a group unlike any before: build its function (an inference per op)
+            func = _fused_function(params, ordered, root, function_analyzer(self.func))
+            name = self.add_function(_name(ordered), func)
+            if key is not None:
+                self.made[key] = name
         gv = GlobalVar(name, struct_info=self.functions[name].struct_info)
         call = Call(gv, tuple(params), struct_info=self.functions[name].ret_struct_info)
         sources = []
@@ -257,6 +268,19 @@ class _Fuser:
                 if s not in sources:
                     sources.append(s)
         return VarBinding(root.var, call, span=Span(tuple(sources)) if sources else root.span)
+
+    @staticmethod
+    def _key(params: list, ordered: list, root: VarBinding, parts: dict):
+        """What decides a fused function up to renaming: the recipe (ops, attributes,
+        wiring, dtypes), the parameters' and the result's struct info, the calls'
+        sinfo_args. Equal keys give structurally equal functions, so a long chain
+        of repeated groups builds each function once. None when there is no recipe."""
+        try:
+            recipe = recipe_of(params, ordered, root.value.struct_info, parts)
+        except PassError:
+            return None
+        return (recipe, tuple(p.struct_info for p in params), root.value.struct_info,
+                tuple(m.value.sinfo_args for m in ordered))
 
     def add_function(self, base: str, func: Function) -> str:
         """Add ``func`` as ``base`` (or ``base_1``, ...) unless the same function is there."""

@@ -28,25 +28,42 @@ from .infra import module_pass
 from .legalize import legalize_call
 
 
-def recipe_of(params: Sequence[Expr], bindings: Sequence[VarBinding], result: TensorStructInfo) -> tuple:
+def recipe_of(params: Sequence[Expr], bindings: Sequence[VarBinding], result: TensorStructInfo,
+              parts: dict | None = None) -> tuple:
     """The recipe of ``bindings`` (op calls in evaluation order, the last one the
-    result of struct info ``result``) reading ``params`` (vars or constants)."""
+    result of struct info ``result``) reading ``params`` (vars or constants).
+
+    ``parts`` caches what each binding contributes apart from its references
+    (FuseOps asks for the recipe of a growing group once per candidate, with
+    one ``result``)."""
     refs: dict[int, tuple[str, int]] = {id(p): ("p", i) for i, p in enumerate(params)}
     steps = []
     for j, binding in enumerate(bindings):
-        call = binding.value
-        out = call.struct_info
-        inputs, inplace = [], []
-        for k, arg in enumerate(call.args):
-            ref = refs.get(id(arg))
-            if ref is None:
-                raise PassError(f"fused step R.{call.op.name} reads {arg!r}, neither a parameter nor an earlier step")
-            inputs.append(ref)
-            inplace.append(may_write_over(call.op.name, k, arg.struct_info, out))
-        attrs = tuple((name, _plain(value, call.op.name, name)) for name, value in call.attrs.items())
-        steps.append((call.op.name, tuple(inputs), attrs, out.dtype, same_shape(out, result), tuple(inplace)))
-        refs[id(binding.var)] = ("s", j)
+        part = parts.get(id(binding)) if parts is not None else None
+        if part is None:
+            part = step_part(binding, result)
+            if parts is not None:
+                parts[id(binding)] = part
+        name, attrs, dtype, full, inplace, arg_ids, var_id = part
+        try:
+            inputs = tuple([refs[a] for a in arg_ids])
+        except KeyError:
+            arg = next(a for a in binding.value.args if id(a) not in refs)
+            raise PassError(f"fused step R.{name} reads {arg!r}, neither a parameter nor an earlier step") from None
+        steps.append((name, inputs, attrs, dtype, full, inplace))
+        refs[var_id] = ("s", j)
     return tuple(steps)
+
+
+def step_part(binding: VarBinding, result: TensorStructInfo) -> tuple:
+    """What ``binding`` contributes to a recipe of result ``result``, and the ids of
+    its arguments and var (what its references are resolved by)."""
+    call = binding.value
+    out = call.struct_info
+    inplace = tuple(may_write_over(call.op.name, k, arg.struct_info, out) for k, arg in enumerate(call.args))
+    attrs = tuple((name, _plain(value, call.op.name, name)) for name, value in call.attrs.items())
+    return (call.op.name, attrs, out.dtype, same_shape(out, result), inplace, tuple(id(a) for a in call.args),
+            id(binding.var))
 
 
 def _plain(value, op: str, name: str):
@@ -81,13 +98,17 @@ class _Lower(ExprMutator):
     def __init__(self, recipes: dict[str, tuple], analyzer):
         super().__init__(BlockBuilder(analyzer=analyzer))
         self.recipes = recipes
+        self.checked: set = set()   # (function, argument struct infos) whose recipe type-checked
 
     def visit_call_(self, call: Call):
         call = super().visit_call_(call)
         if not isinstance(call.op, GlobalVar) or call.op.name_hint not in self.recipes:
             return call
         graph = Call(Op.get(NAME), call.args, {"recipe": self.recipes[call.op.name_hint]})
-        self.builder.infer_call(graph)       # the recipe type-checks on these arguments
+        key = (call.op.name_hint, tuple(a.struct_info for a in call.args))
+        if key not in self.checked:         # the recipe type-checks on these arguments (once per kind)
+            self.builder.infer_call(graph)
+            self.checked.add(key)
         return legalize_call(graph.replace(struct_info=call.struct_info))
 
 

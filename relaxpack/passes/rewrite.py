@@ -188,6 +188,9 @@ class RewriteTable:
 
     def apply(self, func: Function) -> Function:
         """``func`` with the rules applied until none fires (``func`` itself if none does)."""
+        called = _called_ops(func.body)
+        if not any(all(ops & called for ops in _required_ops(r.pattern)) for r in self.rules):
+            return func     # every rule needs an op the function never calls: a cheap scan, not a sweep
         for _ in range(self.max_iterations):
             rewriter = _Rewriter(self, func)
             new = rewriter.visit_expr(func)
@@ -238,6 +241,32 @@ class RewriteTable:
                 if isinstance(rewritten, str):
                     out.append((where, rewritten))
         return out
+
+
+def _required_ops(pattern) -> list[set[str]]:
+    """What a match needs the function to call: one op of each set (the root's
+    and its nested call patterns'; alternatives need nothing in particular)."""
+    if not isinstance(pattern, CallPattern):
+        return []
+    out = [set(pattern.ops)]
+    for arg in pattern.args:
+        if arg is not Ellipsis:
+            out += _required_ops(arg)
+    return out
+
+
+def _called_ops(seq: SeqExpr) -> set[str]:
+    """The ops bindings of ``seq`` (and of its If branches) call."""
+    ops, stack = set(), [seq]
+    while stack:
+        for block in stack.pop().blocks:
+            for b in block.bindings:
+                value = b.value
+                if isinstance(value, Call) and isinstance(value.op, Op):
+                    ops.add(value.op.name)
+                elif isinstance(value, If):
+                    stack += (value.true_branch, value.false_branch)
+    return ops
 
 
 def _bindings_with_blocks(func: Function, scope: FunctionScope) -> list[tuple[Binding, int, bool]]:

@@ -23,6 +23,7 @@ through and their live use counts (:class:`FunctionScope`).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -87,7 +88,7 @@ class CallPattern(Pattern):
     what: str | None = None
     commutative: bool = False
 
-    @property
+    @functools.cached_property
     def ops_text(self) -> str:
         names = [f"R.{op}" for op in self.ops]
         return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]

@@ -66,10 +66,22 @@ class _Dims:
 
     analyzer: DimAnalyzer
     subst: dict[str, Dim] = field(default_factory=dict)
+    #: dim -> simplified, for the substitutions as they were when it was made
+    memo: dict = field(default_factory=dict)
+    memo_subst: dict | None = None
 
     def dim(self, d: Dim) -> Dim:
         if isinstance(d, int):
             return d
+        if self.memo_subst != self.subst:       # the same few dims recur on every binding
+            self.memo.clear()
+            self.memo_subst = dict(self.subst)
+        done = self.memo.get(d)
+        if done is None:
+            done = self.memo[d] = self._simplify(d)
+        return done
+
+    def _simplify(self, d: Dim) -> Dim:
         if self.subst and free_vars(d) & self.subst.keys():
             d = substitute(d, self.subst)
         return self.analyzer.simplify(d)

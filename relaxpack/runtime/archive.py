@@ -30,9 +30,11 @@ sha256. Naming it by content lets :func:`save_executable` replace an archive
 and its params file as a pair (docs/design-notes.md, "Reliability").
 
 Nothing in an archive is executed: :func:`load` checks every length, offset,
-checksum, name and operand (:mod:`.archive_check`) and then maps the file:
-constants are read-only numpy views of the mapping, no weight is copied. The
-same executable always gives the same bytes.
+checksum, name and operand (:mod:`.archive_check`), what the program does
+(:mod:`.program_check`, :mod:`.plan_check`), and then maps the file:
+constants are read-only numpy views of the mapping, no weight is copied
+(``mmap=False`` reads them into private memory instead). The same executable
+always gives the same bytes.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ from .dtypes import numpy_dtype
 from .executable import Executable, FuncEntry
 from .kernels import KERNELS
 from .metadata_check import check_metadata
+from .plan_check import check_plans
+from .program_check import check_allocations, check_calls
 from .registry import check_registered
 from .safe_write import check_destination, write_file
 
@@ -203,6 +207,7 @@ def _manifest_bytes(exe: Executable, constants: list, data: dict) -> bytes:
         check.check_manifest(decoded, check.FORMAT_VERSION, data["storage"] == "external")
         check.check_ranges(decoded["constants"])
         check.check_bytecode(decoded)
+        _check_program(decoded)
     except ArchiveError as err:
         raise ArchiveError(f"cannot save: {err}") from None
     if len(raw) > check.MAX_MANIFEST_BYTES:
@@ -284,7 +289,7 @@ def _remove(path: str) -> None:
 
 
 # ---------------------------------------------------------------- loading
-def load(path, *, check_functions: bool = True) -> Executable:
+def load(path, *, mmap: bool = True, check_functions: bool = True) -> Executable:
     """Validate and memory-map the archive at ``path``; its constants are read-only views of the file.
 
     Every problem with the file is an :class:`~relaxpack.errors.ArchiveError` naming the file and
@@ -293,12 +298,20 @@ def load(path, *, check_functions: bool = True) -> Executable:
     :class:`~relaxpack.errors.MissingFunctionError` lists them all; ``check_functions=False``
     defers that to :class:`VirtualMachine` (for tools that only inspect the archive).
 
+    ``mmap=True`` shares the constants with the page cache (and with every process that maps the
+    same file) and loads in no time, but the file must not change while it is loaded: a file
+    rewritten in place is detected at the start of each call (an ArchiveError), one truncated
+    *during* a call can kill the process with SIGBUS. Replacing the file by a rename (as
+    ``relaxpack convert`` does) is safe: the mapping keeps the old contents. ``mmap=False`` reads
+    the constants into private memory (the archive's size in RAM, read at load): nothing that
+    happens to the file afterwards affects the loaded executable.
+
     >>> exe = load("model.rpk")                                  # doctest: +SKIP
     >>> VirtualMachine(exe).run({"x": x})                        # doctest: +SKIP
     """
     where = os.fspath(path)
     try:
-        exe = _load(where)
+        exe = _load(where, mmap)
         exe.archive["path"] = os.path.abspath(where)   # what a pickled executable reopens (see Executable)
         if check_functions:
             check_registered(exe)
@@ -313,7 +326,7 @@ def load_bytes(data, *, check_functions: bool = True, name: str = "<archive in m
     constants (``params="linked"``, the default) can load this way."""
     try:
         raw = data if isinstance(data, bytes) else bytes(data)
-        exe = _load_mapped(raw, len(raw), name)
+        exe = _read(name, False, raw, len(raw), None, in_memory=True)
         if check_functions:
             check_registered(exe)
         return exe
@@ -323,13 +336,18 @@ def load_bytes(data, *, check_functions: bool = True, name: str = "<archive in m
         raise ArchiveError(f"{name}: expected the archive's bytes, got {type(data).__name__}") from None
 
 
-def _load(path: str) -> Executable:
-    mapped, size = _map(path)
-    return _load_mapped(mapped, size, path)
+def _load(path: str, use_mmap: bool) -> Executable:
+    mapped, size, source = _open(path, use_mmap)
+    try:
+        return _read(path, use_mmap, mapped, size, source)
+    except BaseException:
+        _close(mapped, source)
+        raise
 
 
-def _load_mapped(mapped, size: int, path: str) -> Executable:
-    """The executable in ``mapped`` (a file mapping or bytes) of ``size`` bytes; ``path`` finds a params file."""
+def _read(path: str, use_mmap: bool, mapped, size: int, source, in_memory: bool = False) -> Executable:
+    """The executable in ``mapped`` (a file mapping, or bytes) of ``size`` bytes; ``path`` finds a params
+    file, ``source`` is the mapped file to watch (None for bytes)."""
     header = check.check_header(mapped[:check.HEADER.size], size)
     raw = mapped[check.HEADER.size:check.HEADER.size + header.manifest_length]
     m = check.decode_manifest(raw, header)
@@ -341,67 +359,129 @@ def _load_mapped(mapped, size: int, path: str) -> Executable:
     producer = f"{m['producer']['name']} {m['producer']['version']}"
     check.check_names(m, KERNELS, BUILTINS, producer, __version__)
     check.check_workspaces(m, KERNELS)
+    functions, table = _check_program(m)
 
     nbytes = m["data"]["nbytes"]
     if external:
         if size != header.data_offset:
             raise ArchiveError(f"{size - header.data_offset} bytes after the manifest, but the constants "
                                f"are in a params file")
-        if not isinstance(mapped, mmap.mmap):
+        if in_memory:
             raise ArchiveError("its constants are in a params file; an archive in memory must hold them "
                                "(save it with params='linked')")
-        mapped.close()
-        data, base = _map_params(os.path.join(os.path.dirname(path), m["data"]["file"]), m["data"])
+        _close(mapped, source)
+        data, base, source = _open_params(os.path.join(os.path.dirname(path), m["data"]["file"]), m["data"],
+                                          use_mmap)
     else:
         if size != header.data_offset + nbytes:
             raise ArchiveError(f"file is {size} bytes, its layout says {header.data_offset + nbytes} "
                                f"(a {nbytes}-byte data section at {header.data_offset}; truncated or padded?)")
         data, base = mapped, header.data_offset
-
-    verified: set[tuple[int, int]] = set()
-    constants = [_constant(c, i, data, base, verified) for i, c in enumerate(m["constants"])]
-    functions = {}
-    for fn in m["functions"]:
-        functions[fn["name"]] = VMFunction.from_json(fn)
-    table = [FuncEntry(kind, name) for kind, name in m["func_table"]]
+    try:
+        verified: set[tuple[int, int]] = set()
+        constants = [_constant(c, i, data, base, verified) for i, c in enumerate(m["constants"])]
+    except BaseException:
+        _close(data, source)
+        raise
     log.debug("loaded %s: %d functions, %d constants", path, len(functions), len(constants))
     exe = Executable(functions, table, constants, m["metadata"])
     exe.archive = {"format_version": header.version, "params": "external" if external else "linked",
-                   "params_file": m["data"]["file"], "manifest_sha256": header.manifest_sha256.hex()}
+                   "params_file": m["data"]["file"], "manifest_sha256": header.manifest_sha256.hex(),
+                   "mmap": use_mmap}
+    if source is not None and any(c.dtype != object and c.base is not None for c in constants):
+        exe.source_check = source.check      # constants are views of a mapped file: watch it
+    else:
+        _close(data, source)
     return exe
 
 
-def _map(path: str) -> tuple[mmap.mmap, int]:
-    """A read-only mapping of the regular file at ``path`` and its size."""
+def _check_program(m: dict) -> tuple[dict[str, VMFunction], list[FuncEntry]]:
+    """The manifest's functions and function table, after the checks of what the
+    program does: calls (a DAG of bounded cost), allocations from immediates, and
+    memory plans against the bytecode's liveness."""
+    functions = {fn["name"]: VMFunction.from_json(fn) for fn in m["functions"]}
+    table = [FuncEntry(kind, name) for kind, name in m["func_table"]]
+    check_calls(functions, table)
+    check_allocations(functions, table)
+    check_plans(functions, table)
+    return functions, table
+
+
+class _Mapped:
+    """The open file behind a mapping: tells whether it changed since it was mapped."""
+
+    def __init__(self, f, path: str):
+        self.file, self.path = f, path
+        self.stamp = self._stamp()
+
+    def _stamp(self) -> tuple[int, int]:
+        st = os.fstat(self.file.fileno())
+        return st.st_size, st.st_mtime_ns
+
+    def check(self) -> None:
+        """Raise :class:`ArchiveError` if the mapped file was written to or resized since it was loaded."""
+        try:
+            changed = self._stamp() != self.stamp
+        except (OSError, ValueError):
+            changed = True
+        if changed:
+            raise ArchiveError(f"{self.path}: the archive file changed after it was loaded (written in place or "
+                               f"truncated); load it again, or load with mmap=False to keep a private copy")
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _open(path: str, use_mmap: bool):
+    """(contents: a read-only mapping or the bytes read, size, the open file behind a mapping or None)."""
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):  # a FIFO or device could block or never end
             raise ArchiveError("not a regular file")
-        with open(path, "rb") as f:
+        f = open(path, "rb")
+        try:
             size = os.fstat(f.fileno()).st_size
             if size < check.HEADER.size:
                 check.check_header(f.read(), size)  # raises: too short
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), size
+            if not use_mmap:
+                data = f.read()
+                if len(data) != size:
+                    raise ArchiveError(f"the file changed size while it was read ({size} -> {len(data)} bytes)")
+                f.close()
+                return data, size, None
+            source = _Mapped(f, path)
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), size, source
+        except BaseException:
+            f.close()
+            raise
     except OSError as err:
         raise ArchiveError(f"cannot read the file: {err.strerror or err}") from None
     except (ValueError, OverflowError) as err:  # mmap refuses (e.g. the file shrank meanwhile)
         raise ArchiveError(f"cannot map the file: {err}") from None
 
 
-def _map_params(path: str, info: dict) -> tuple[mmap.mmap, int]:
+def _close(data, source) -> None:
+    if isinstance(data, mmap.mmap):
+        data.close()
+    if source is not None:
+        source.close()
+
+
+def _open_params(path: str, info: dict, use_mmap: bool):
     try:
-        mapped, size = _map(path)
-        check.check_params_header(mapped[:check.ALIGNMENT], size, info["nbytes"])
-        with memoryview(mapped) as view:
+        data, size, source = _open(path, use_mmap)
+        check.check_params_header(data[:check.ALIGNMENT], size, info["nbytes"])
+        with memoryview(data) as view:
             digest = hashlib.sha256(view).hexdigest()
         if digest != info["sha256"]:
+            _close(data, source)
             raise ArchiveError("checksum mismatch: this params file does not belong to the archive (or is corrupt)")
     except ArchiveError as err:
         raise ArchiveError(f"params file {path}: {err}") from None
-    return mapped, check.ALIGNMENT
+    return data, check.ALIGNMENT, source
 
 
-def _constant(c: dict, index: int, data: mmap.mmap, base: int, verified: set) -> np.ndarray:
+def _constant(c: dict, index: int, data, base: int, verified: set) -> np.ndarray:
     shape = tuple(c["shape"])
     if c["dtype"] == "string":
         return _strings(c, index, shape)

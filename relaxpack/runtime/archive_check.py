@@ -50,7 +50,7 @@ MAX_NAME = 4096
 MAX_FUNCTIONS = 4096
 MAX_INSTRUCTIONS = 1 << 20          # all functions together
 MAX_REGISTERS = 1 << 20             # per function
-MAX_OPERANDS = 1 << 12              # per instruction
+MAX_OPERANDS = 1 << 16              # per instruction (a tuple of 10,000 outputs fits)
 MAX_TABLE = 1 << 16                 # function-table entries
 MAX_CONSTANTS = 1 << 20
 MAX_NDIM = 32
@@ -58,7 +58,7 @@ MAX_DIM = 1 << 48
 MAX_OFFSET = 1 << 62
 MAX_ELEMENTS = 1 << 58              # times the largest itemsize (16) stays below numpy's limit
 MAX_JSON_CONTAINERS = 1 << 22       # lists and objects in the manifest (each costs ~60 bytes parsed)
-MAX_PARAMS = 1 << 12                # inputs or outputs of one function
+MAX_PARAMS = 1 << 16                # inputs or outputs of one function (a Split into 10,000 outputs fits)
 
 _SHA = re.compile(r"[0-9a-f]{64}")
 
@@ -395,9 +395,26 @@ def check_param(p, path: str) -> None:
             _fail(f"{path}.shape", f"has {len(shape)} dims but ndim is {ndim}")
         for k, d in enumerate(shape):
             if isinstance(d, str):
-                string(d, f"{path}.shape[{k}]", 1024)
+                dim_text(d, f"{path}.shape[{k}]")
             else:
                 integer(d, f"{path}.shape[{k}]", 0, MAX_DIM)
+
+
+#: what a dim written as text may contain: names, integers, + - * // % ( ) , and
+#: powers by a literal of at most two digits (the IR's dim text bounds them at 64)
+_DIM_TEXT = re.compile(r"[A-Za-z0-9_ +\-*/%(),]*")
+_POWER = re.compile(r"\*\*\s*(\S+?)(?=[\s)+\-*/%,]|$)")
+
+
+def dim_text(value, path: str) -> str:
+    """A symbolic dim in an input's shape: tools parse these, so they are bounded here."""
+    string(value, path, 1024)
+    if not _DIM_TEXT.fullmatch(value):
+        _fail(path, f"{_short(value)} is not a dim expression")
+    for m in _POWER.finditer(value):
+        if not m.group(1).isdigit() or int(m.group(1)) > 64:
+            _fail(path, f"{_short(value)} raises to a power other than a literal 0..64")
+    return value
 
 
 def check_dim_ranges(ranges, path: str) -> None:

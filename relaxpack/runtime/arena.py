@@ -28,13 +28,14 @@ RUNTIME_ALGORITHMS = ("greedy_by_size", "greedy_by_conflicts", "best_fit")
 
 
 class ArenaPlan:
-    """The arenas and offsets for one concrete shape."""
+    """The arenas, offsets and planned sizes (bytes) for one concrete shape."""
 
-    __slots__ = ("offsets", "arenas")
+    __slots__ = ("offsets", "arenas", "sizes")
 
-    def __init__(self, offsets: list[int], arenas: list[np.ndarray]):
+    def __init__(self, offsets: list[int], arenas: list[np.ndarray], sizes: tuple[int, ...]):
         self.offsets = offsets
         self.arenas = arenas
+        self.sizes = sizes
 
 
 class _ArenaState:
@@ -58,6 +59,8 @@ class _ArenaState:
         self.plan_seconds = 0.0
         self.last_dims: tuple | None = None      # the shape heap of the last call, and its plan
         self.last_plan: ArenaPlan | None = None
+        #: called with the bytes an arena is about to grow by (a VM's memory budget), or None
+        self.reserve = None
 
     def plan(self, heap) -> ArenaPlan:
         dims = tuple(heap)
@@ -70,9 +73,11 @@ class _ArenaState:
         offsets, pool_of, pool_bytes = entry
         for i, need in enumerate(pool_bytes):
             if self.buffers[i].nbytes < need:
+                if self.reserve is not None:
+                    self.reserve(need - self.buffers[i].nbytes)
                 self.buffers[i] = np.empty(need, np.uint8)
         self.last_dims = dims
-        self.last_plan = ArenaPlan(offsets, [self.buffers[p] for p in pool_of])
+        self.last_plan = ArenaPlan(offsets, [self.buffers[p] for p in pool_of], sizes)
         return self.last_plan
 
     def _place(self, sizes) -> tuple[list[int], list[int], list[int]]:
@@ -119,8 +124,18 @@ def arena_tensor(index: int, dtype: str, plan: ArenaPlan, shape) -> np.ndarray:
     if np_dtype.hasobject:
         raise ArchiveError(f"arena_tensor: {dtype} tensors hold references and cannot live in a byte arena")
     nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+    _check_fits(index, nbytes, plan, shape)
     offset = plan.offsets[index]
     return plan.arenas[index][offset:offset + nbytes].view(np_dtype).reshape(shape)
+
+
+def _check_fits(index: int, nbytes: int, plan: ArenaPlan, shape) -> None:
+    """A view never reaches past its buffer into another (the loader checks lifetimes, this the sizes)."""
+    if not 0 <= index < len(plan.sizes):
+        raise ArchiveError(f"arena_tensor: buffer {index} is not in the plan's {len(plan.sizes)} buffers")
+    if nbytes > plan.sizes[index]:
+        raise ArchiveError(f"arena_tensor: a view of shape {tuple(shape)} takes {nbytes} bytes, its buffer "
+                           f"{index} was planned for {plan.sizes[index]}")
 
 
 def _arena_tensor_specialize(index: int, dtype: str):
@@ -139,6 +154,7 @@ def _arena_tensor_specialize(index: int, dtype: str):
         n = 1
         for d in shape:
             n *= d
+        _check_fits(index, n * itemsize, plan, shape)
         array = arena[offset:offset + n * itemsize].view(np_dtype).reshape(shape)
         last[:] = arena, offset, shape, array
         return array

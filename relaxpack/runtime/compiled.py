@@ -86,6 +86,19 @@ def compile_function(instructions: Sequence, resolved: dict[int, Resolved], num_
     return _generate(instructions, tree, resolved, num_params, label, memo, plain.run), plain
 
 
+def compile_counting(instructions: Sequence, resolved: dict[int, Resolved], num_params: int, label: str,
+                     budget) -> Compiled | None:
+    """The function compiled to count its instructions against ``budget`` (runtime/budget.py) as
+    the interpreter's counting loop does: one count after each instruction (an if's in the branch
+    it takes, a goto's at the end of the then branch), the budget's checkpoint when the count
+    reaches its limit; so a call stops at the same instruction, compiled or not. No memo (it
+    would skip counted instructions). None where the function cannot be compiled."""
+    tree = _structure(instructions, 0, len(instructions))
+    if tree is None or not tree or tree[-1][0] != "ret" or not _plain_ints(instructions, resolved):
+        return None
+    return _generate(instructions, tree, resolved, num_params, label, None, budget=budget)
+
+
 def pc_of(traceback, *compiled: Compiled) -> int | None:
     """The instruction whose line raised: the first frame of the traceback that runs one of
     ``compiled`` on an instruction's line (the memo's lookup lines run none)."""
@@ -209,12 +222,16 @@ def _writes_heap(item, instrs, resolved, heap) -> bool:
 
 
 def _generate(instrs, tree, resolved, num_params: int, label: str, memo: _Memo | None,
-              plain: Callable | None = None) -> Compiled:
+              plain: Callable | None = None, budget=None) -> Compiled:
     """The compiled function; with ``memo``, ``plain`` is the same function without it (run when
-    the memo cannot be filled)."""
+    the memo cannot be filled); with ``budget``, counting (see :func:`compile_counting`)."""
     bound: dict[str, object] = {}
     lines: list[tuple[str, int]] = []        # (source line, pc it runs or -1)
     memoized = set(memo.pcs) if memo else set()
+
+    def count(pad: str):
+        if budget is not None:
+            lines.append((f"{pad}if (u := tick()) >= budget.limit: budget.checkpoint(u, label)", -1))
 
     def call_source(pc: int) -> str:
         r = resolved[pc]
@@ -250,13 +267,18 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memo: _Memo |
             if kind == "call":
                 if pc not in memoized:
                     lines.append((pad + call_source(pc), pc))
+                    count(pad)
             elif kind == "ret":
+                count(pad)
                 lines.append((f"{pad}return r{instrs[pc].src}", pc))
             else:
                 lines.append((f"{pad}if r{instrs[pc].cond}:", pc))
+                count(pad + "    ")                 # the if
                 emit(item[2], indent + 4)
+                count(pad + "    ")                 # the goto that ends the then branch
                 lines.append((f"{pad}    pass", pc))
                 lines.append((f"{pad}else:", pc))
+                count(pad + "    ")
                 emit(item[3], indent + 4)
                 lines.append((f"{pad}    pass", pc))
 
@@ -272,17 +294,20 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memo: _Memo |
     emit(tree, 8)
     params = ", ".join(f"r{i}" for i in range(num_params))
     preset = sorted(_read_before_written(instrs, tree, num_params))
-    head = [f"def factory({', '.join(['memo', 'fill', 'plain'] + sorted(bound))}):",
+    head = [f"def factory({', '.join(['memo', 'fill', 'plain', 'budget', 'label'] + sorted(bound))}):",
             f"    def run({params}):"]
+    if budget is not None:
+        head.append("        tick = budget.counter.__next__")     # a new counter per top-level call
     if preset:
         head.append(f"        {' = '.join(f'r{r}' for r in preset)} = None")
     body = [text for text, _ in lines] or ["        return None"]
     source = "\n".join(head + body + ["    return run"])
     namespace: dict = {}
-    exec(compile(source, f"<relaxpack {label}{' (memo)' if memo else ''}>", "exec"), namespace)  # noqa: S102
+    variant = " (memo)" if memo else " (counting)" if budget is not None else ""
+    exec(compile(source, f"<relaxpack {label}{variant}>", "exec"), namespace)  # noqa: S102
     memo_dict: dict = {}
     fill = _filler(memo, resolved, memo_dict) if memo else None
-    run = namespace["factory"](memo_dict, fill, plain, **bound)
+    run = namespace["factory"](memo_dict, fill, plain, budget, label, **bound)
     return Compiled(run, [pc for _, pc in lines], 1 + len(head), memo_dict)
 
 

@@ -8,7 +8,7 @@ arrays; :meth:`Executable.as_text` lists the bytecode.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -42,8 +42,10 @@ class Executable:
     func_table: list[FuncEntry]
     constants: list[np.ndarray]
     metadata: dict = field(default_factory=dict)
-    #: facts about the archive it was loaded from (format version, params mode); not saved
+    #: facts about the archive it was loaded from (format version, params mode, mmap); not saved
     archive: dict | None = field(default=None, compare=False)
+    #: raises ArchiveError when the file its constants map changed since loading (None: nothing mapped)
+    source_check: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         names = [f.name for f in self.func_table if f.kind == "vm"]

@@ -69,9 +69,12 @@ class SessionOptions:
     default, leaves them as they are). ``inter_op_num_threads``,
     ``graph_optimization_level`` (the archive was optimized when it was
     built), ``execution_mode``, ``log_severity_level`` and ``enable_profiling``
-    are accepted for compatibility and have no effect. Options added later
-    (run budgets) become attributes here and reach the VM through
-    :meth:`InferenceSession._new_vm`.
+    are accepted for compatibility and have no effect.
+
+    relaxpack's own: ``max_steps``, ``timeout`` (seconds) and ``max_memory``
+    (bytes) bound every ``run`` (the VM's budgets, :mod:`.budget`; None: no
+    limit), and ``use_mmap=False`` reads the archive's constants into private
+    memory instead of mapping the file (:func:`~relaxpack.runtime.load`).
     """
 
     def __init__(self):
@@ -81,6 +84,10 @@ class SessionOptions:
         self.execution_mode = ExecutionMode.ORT_SEQUENTIAL
         self.log_severity_level = -1
         self.enable_profiling = False
+        self.max_steps: int | None = None
+        self.timeout: float | None = None
+        self.max_memory: int | None = None
+        self.use_mmap = True
 
 
 class RunOptions:
@@ -132,7 +139,7 @@ class InferenceSession:
                  providers: Sequence | None = None, provider_options: Sequence | None = None, **kwargs):
         self._options = sess_options if sess_options is not None else SessionOptions()
         _check_providers(providers)
-        self._exe = _load(path_or_bytes)
+        self._exe = _load(path_or_bytes, bool(getattr(self._options, "use_mmap", True)))
         self._main = self._exe.function("main")
         self._inputs = [_node_arg(p) for p in self._main.params]
         self._outputs = [_node_arg(r) for r in self._main.output_info()]
@@ -190,7 +197,9 @@ class InferenceSession:
 
     def _new_vm(self) -> VirtualMachine:
         """A VM over the session's archive (the place where session options reach the VM)."""
-        return VirtualMachine(self._exe)
+        o = self._options
+        return VirtualMachine(self._exe, max_steps=getattr(o, "max_steps", None), timeout=getattr(o, "timeout", None),
+                              max_memory=getattr(o, "max_memory", None))
 
     def _take_vm(self) -> VirtualMachine:
         with self._lock:
@@ -212,13 +221,13 @@ def get_device() -> str:
     return "CPU"
 
 
-def _load(path_or_bytes) -> Executable:
+def _load(path_or_bytes, use_mmap: bool = True) -> Executable:
     if isinstance(path_or_bytes, Executable):
         return path_or_bytes   # loaded already (a server reads its signature first)
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         return load_bytes(path_or_bytes)
     if isinstance(path_or_bytes, (str, os.PathLike)):
-        return load(path_or_bytes)
+        return load(path_or_bytes, mmap=use_mmap)
     raise RelaxpackError(f"InferenceSession takes an archive's path or bytes (or an Executable), "
                          f"got {type(path_or_bytes).__name__}")
 

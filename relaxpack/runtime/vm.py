@@ -8,6 +8,11 @@ then only moves values between registers and calls kernels.
 >>> vm = VirtualMachine(exe)                      # doctest: +SKIP
 >>> vm.run({"x": x})["y"]                         # doctest: +SKIP
 >>> vm["main"](x)                                 # doctest: +SKIP
+
+For work from untrusted archives or inputs, budgets bound each call
+(:mod:`.budget`): ``VirtualMachine(exe, max_steps=10**7, timeout=5.0,
+max_memory=1 << 30)`` stops a call that goes past them with a
+:class:`~relaxpack.errors.BudgetError`.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..errors import ArchiveError, ExecutionError, InputError, RelaxpackError, ShapeError
+from .budget import Budget, metered
 from .builtins import BUILTINS
 from .containers import CONTAINER_KINDS, as_input, as_output, as_output_is_identity
 from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunction
-from .compiled import Compiled, Resolved, compile_function, pc_of
+from .compiled import Compiled, Resolved, compile_counting, compile_function, pc_of
 from .executable import Executable
 from .kernels import get_kernel
 from .output_copy import OutputDetacher
@@ -62,10 +68,20 @@ class _Signature:
 
 
 class VirtualMachine:
-    """Executes bytecode functions of an executable."""
+    """Executes bytecode functions of an executable.
 
-    def __init__(self, exe: Executable):
+    ``max_steps`` (instructions), ``timeout`` (seconds) and ``max_memory``
+    (bytes of the arrays the VM allocates) bound every call; None is no limit.
+    """
+
+    def __init__(self, exe: Executable, *, max_steps: int | None = None, timeout: float | None = None,
+                 max_memory: int | None = None):
         self.exe = exe
+        self._limits = {"max_steps": max_steps, "timeout": timeout, "max_memory": max_memory}
+        budget = Budget(max_steps, timeout, max_memory)
+        self._budget = budget if budget.counts_steps or max_memory is not None else None
+        self._counting = self._budget if budget.counts_steps else None
+        self._metering = self._budget if max_memory is not None else None
         self._running = threading.Lock()
         self._index = {name: i for i, name in enumerate(exe.functions)}
         check_registered(exe)   # every missing registered function in one error, before any lookup
@@ -77,16 +93,28 @@ class VirtualMachine:
             prepared.steps = [self._prepare_checked(prepared, pc, ins)
                               for pc, ins in enumerate(prepared.func.instructions)]
             prepared.labels = [self._label(ins) for ins in prepared.func.instructions]
-            memo, plain = compile_function(prepared.func.instructions, prepared.resolved, len(prepared.func.params),
-                                           prepared.func.name)
-            prepared.compiled, prepared.plain = memo or plain, plain
+            prepared.compiled, prepared.plain = self._compile(prepared)
         #: False: run the step interpreter (the profiler times its steps)
         self.compiled = True
 
+    def _compile(self, prepared: _Prepared) -> tuple:
+        """(what runs, the same without the memo) of compiled.py, or (None, None): the interpreter.
+        A VM that counts steps compiles the counting variant (the same counts as the loop below)."""
+        func = prepared.func
+        if self._counting is not None:
+            counting = compile_counting(func.instructions, prepared.resolved, len(func.params), func.name,
+                                        self._counting)
+            return counting, counting
+        memo, plain = compile_function(func.instructions, prepared.resolved, len(func.params), func.name)
+        return memo or plain, plain
+
     def __reduce__(self):
         """A VM pickles as its executable (which reopens its archive by path, see
-        :meth:`Executable.__reduce__`); the unpickled VM is prepared afresh, with empty arenas."""
-        return VirtualMachine, (self.exe,)
+        :meth:`Executable.__reduce__`) and its budgets; the unpickled VM is prepared afresh,
+        with empty arenas."""
+        limits = self._limits
+        return (_rebuild, (self.exe, limits)) if any(v is not None for v in limits.values()) \
+            else (VirtualMachine, (self.exe,))
 
     # ------------------------------------------------------------ public API
     def __getitem__(self, name: str) -> Callable[..., Any]:
@@ -105,6 +133,10 @@ class VirtualMachine:
             raise ExecutionError("this VirtualMachine is already running (on another thread?); create one "
                                  "VirtualMachine per thread: they can share one loaded Executable")
         try:
+            if self.exe.source_check is not None:
+                self.exe.source_check()     # a mapped archive rewritten since loading would give wrong answers
+            if self._budget is not None:
+                self._budget.start()
             # inf and nan propagate as IEEE arithmetic says, without numpy's warnings (as in onnxruntime)
             with np.errstate(all="ignore"):
                 return self._detach(self._invoke(index, args), args)
@@ -160,9 +192,18 @@ class VirtualMachine:
         regs[:len(args)] = args
         steps = prepared.steps
         pc = 0
+        budget = self._counting
         try:
-            while pc >= 0:
-                pc = steps[pc](regs)
+            if budget is None:
+                while pc >= 0:
+                    pc = steps[pc](regs)
+            else:               # the same loop, counting instructions for the budget
+                tick, limit = budget.counter.__next__, budget.limit
+                while pc >= 0:
+                    pc = steps[pc](regs)
+                    used = tick()
+                    if used >= limit:
+                        limit = budget.checkpoint(used, func.name)
         except Exception as err:  # noqa: BLE001
             _raise_named(err, prepared, pc)
         return regs[-1]
@@ -248,15 +289,24 @@ class VirtualMachine:
         args = [self._operand(func, a) for a in ins.args]
         kwargs = [(k, *self._operand(func, v)) for k, v in ins.kwargs]
         n_static = getattr(fn, "n_static", 0)
+        static: tuple = ()
         if n_static and len(args) >= n_static and not any(is_reg for is_reg, _ in args[:n_static]):
-            fn = fn.specialize(*(v for _, v in args[:n_static]))
+            static = tuple(v for _, v in args[:n_static])
+            fn = fn.specialize(*static)
             args = args[n_static:]
         fn, kwargs = _specialize_kernel(fn, args, kwargs)
         if ins.dst != NO_DST:
             _check_register(func, ins.dst)
         entry = self.exe.func_table[ins.func]
+        if self._metering is not None:
+            fn = metered(entry, fn, static, args, self._metering, entry.label)
         prepared.resolved[pc] = Resolved(fn, tuple(args), tuple(kwargs), ins.dst, entry.name)
         return _make_call_step(fn, args, kwargs, ins.dst, pc + 1, entry.label)
+
+
+def _rebuild(exe: Executable, limits: dict) -> "VirtualMachine":
+    """An unpickled VM with the budgets it was pickled with."""
+    return VirtualMachine(exe, **limits)
 
 
 def _raise_named(err: Exception, prepared: _Prepared, pc: int):

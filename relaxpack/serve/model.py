@@ -81,7 +81,7 @@ class ServedModel:
                  options: SessionOptions | None = None, batching: Batching | None = None):
         self.name = name
         self.path = Path(path)
-        self.exe = load(self.path)
+        self.exe = load(self.path, mmap=bool(getattr(options, "use_mmap", True)))
         self.signature: Signature = signature_of(self.exe, name)
         self.session = InferenceSession(self.exe, options)
         self.max_concurrency = max_concurrency

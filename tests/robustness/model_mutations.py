@@ -31,6 +31,8 @@ from relaxpack.errors import RelaxpackError
 from . import mutations_ops as M
 
 SENTINEL_BYTES = b"SENTINEL-must-never-be-read" * 64
+#: a run's budgets: a model may loop forever or allocate without end (ONNX allows both)
+BUDGETS = {"max_steps": 10 ** 6, "timeout": 2.0, "max_memory": 1 << 30}
 
 
 # ---------------------------------------------------------------- seeds
@@ -82,6 +84,7 @@ class Case:
     model_path: Path
     escape: bool = False          # an external-data location that leaves the model's folder
     notes: list[str] = field(default_factory=list)
+    run: bool = True              # run the built model (a hostile family may say its run cannot be bounded)
 
     @property
     def folder(self) -> Path:
@@ -91,9 +94,19 @@ class Case:
         return f"case {self.index}: seed {self.seed_name}, mutations {self.mutations}"
 
 
-def make_case(seed: int, index: int, root: Path) -> Case:
-    """Case ``index`` of ``seed``: a mutated model written under ``root``."""
+def make_case(seed: int, index: int, root: Path, family: str = "mutations") -> Case:
+    """Case ``index`` of ``seed``: a mutated model (or one of a hostile ``family``,
+    tests/robustness/hostile_models.py) written under ``root``."""
     rng = random.Random(f"{seed}:{index}")
+    if family != "mutations":
+        from . import hostile_models
+        description, model, run = hostile_models.make(family, rng)
+        folder = root / "model"
+        folder.mkdir(parents=True, exist_ok=True)
+        (root / "secret.bin").write_bytes(SENTINEL_BYTES)
+        case = Case(index, family, [description], root, folder / "model.onnx", run=run)
+        case.model_path.write_bytes(model.SerializeToString())
+        return case
     name, base = rng.choice(seeds())
     model = onnx.ModelProto()
     model.CopyFrom(base)
@@ -198,10 +211,10 @@ def _api(case: Case) -> str | None:
         mod = relaxpack.from_onnx(case.model_path)
         for level in (0, 2):
             exe = relaxpack.build(mod, opt_level=level)
-        feeds = _small_inputs(exe)
+        feeds = _small_inputs(exe) if case.run else None
         if feeds is not None:
             with np.errstate(all="ignore"):
-                VirtualMachine(exe).run(feeds)
+                VirtualMachine(exe, **BUDGETS).run(feeds)
     except RelaxpackError as err:
         if _memory_in_chain(err):
             return f"MemoryError behind {type(err).__name__}: {str(err)[:300]}"

@@ -10,7 +10,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import relaxpack
-from relaxpack.errors import InputError
+from relaxpack.errors import BudgetError, InputError
 from relaxpack.runtime import VirtualMachine
 from relaxpack.runtime.bytecode import NO_DST, Call, Goto, Ret
 from relaxpack.runtime.compiled import Resolved, _arena_buffers, compile_function
@@ -93,3 +93,36 @@ def test_only_what_runs_the_same_is_compiled():
     assert _ret_only(_Int(0)) == (None, None)                 # register text must be a plain int's
     assert compile_function([call], {0: noop}, 0, "f") == (None, None)      # would run off its end
     assert compile_function([Goto(offset=0), Ret(src=0)], {}, 1, "f") == (None, None)   # a loop of gotos
+
+
+def _stops_at(vm, feeds) -> str:
+    try:
+        vm.run(feeds)
+    except BudgetError as err:
+        return str(err)
+    return "ran to the end"
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_a_step_budget_stops_compiled_code_at_the_interpreters_instruction(if_exe, sign):
+    """The counting variant counts what the interpreter's loop counts: every budget from 1 to
+    past the end stops both at the same instruction, in either branch."""
+    feeds = {"x": np.full((2, 3), sign * 0.5, np.float32)}
+    seen = set()
+    for steps in range(1, 40):
+        compiled, interpreted = VirtualMachine(if_exe, max_steps=steps), VirtualMachine(if_exe, max_steps=steps)
+        interpreted.compiled = False
+        assert compiled._prepared[0].compiled is not None
+        assert " (counting)" in compiled._prepared[0].compiled.run.__code__.co_filename
+        outcome = _stops_at(compiled, feeds)
+        assert outcome == _stops_at(interpreted, feeds), steps
+        seen.add(outcome == "ran to the end")
+    assert seen == {True, False}
+
+
+def test_a_loop_body_compiled_with_counting_stops_at_the_step_budget():
+    from tests.runtime.hostile import endless_loop
+    vm = VirtualMachine(endless_loop(), max_steps=777)
+    assert all(p.compiled is not None for p in vm._prepared)
+    with pytest.raises(BudgetError, match=r"stopped in body after 778 instructions"):
+        vm.run({"x": np.ones(2, np.float32)})

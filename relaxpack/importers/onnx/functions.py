@@ -22,8 +22,12 @@ import onnx
 from onnx import defs
 
 from ...errors import RelaxpackError
-from .registry import canonical_domain
+from .registry import canonical_domain, find_converter
 from .value import Value
+
+#: nodes a model may expand to through its own functions (the archive holds at
+#: most 2**20 instructions: a model past this could not be saved anyway)
+MAX_EXPANDED_NODES = 1 << 20
 
 
 class FunctionLibrary:
@@ -44,6 +48,17 @@ class FunctionLibrary:
 
     def local_body(self, domain: str, op_type: str):
         return self.local.get((domain, op_type))
+
+    def check_expansion(self, graph, opsets: Mapping[str, int]) -> int:
+        """The number of nodes ``graph`` expands to through the model's functions
+        (subgraphs included), counted with each function's size memoized, so two
+        calls per level, 30 levels deep, are refused in microseconds, not expanded
+        2**30 times. Raises when it is more than :data:`MAX_EXPANDED_NODES` or a
+        function calls itself."""
+        total = _expanded(graph.node, opsets, self, {}, [])
+        if total > MAX_EXPANDED_NODES:
+            raise RelaxpackError(f"the model expands to more than {MAX_EXPANDED_NODES} nodes through its functions")
+        return total
 
     def body(self, node, opsets: Mapping[str, int], inputs: Sequence[Value | None]):
         """The FunctionProto to expand ``node`` with, or None when there is none."""
@@ -199,6 +214,37 @@ def body_opsets(opsets: Mapping[str, int], body) -> dict[str, int]:
     for entry in body.opset_import:
         merged[canonical_domain(entry.domain)] = entry.version
     return merged
+
+
+def _expanded(nodes, opsets: Mapping[str, int], library: FunctionLibrary, sizes: dict, path: list) -> int:
+    """Nodes after expansion; ``sizes`` memoizes each local function's, ``path`` is the
+    chain of functions being counted (a function met again on it calls itself)."""
+    total = 0
+    for node in nodes:
+        domain = canonical_domain(node.domain)
+        key = (domain, node.op_type)
+        body = library.local.get(key)
+        if body is not None and find_converter(domain, node.op_type, opsets.get(domain, 0)) is None:
+            if key not in sizes:
+                if key in path:
+                    chain = " -> ".join(name for _, name in path[path.index(key):] + [key])
+                    raise RelaxpackError(f"function {node.op_type!r} calls itself ({chain}): it would expand forever")
+                path.append(key)
+                sizes[key] = _expanded(body.node, body_opsets(opsets, body), library, sizes, path)
+                path.pop()
+                if sizes[key] > MAX_EXPANDED_NODES:
+                    raise RelaxpackError(f"function {node.op_type!r} expands to more than {MAX_EXPANDED_NODES} nodes "
+                                         f"(calls of functions that call others, several times per level)")
+            total += sizes[key]
+        else:
+            total += 1
+        for attr in node.attribute:
+            for graph in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else
+                          attr.graphs if attr.type == onnx.AttributeProto.GRAPHS else ()):
+                total += _expanded(graph.node, opsets, library, sizes, path)
+        if total > MAX_EXPANDED_NODES:
+            return total            # enough to refuse: stop counting
+    return total
 
 
 def check_depth(depth: int, node) -> None:

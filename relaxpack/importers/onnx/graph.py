@@ -24,12 +24,15 @@ def collect_unsupported(graph, opsets: Mapping[str, int],
                         functions: FunctionLibrary | None = None) -> list[tuple[str, str, int]]:
     """Every (domain, op_type, opset) in ``graph`` and its subgraphs with
     neither a converter nor a function body to expand (nor, for a function
-    of the model, a body whose ops all have one)."""
+    of the model, a body whose ops all have one). Each function of the model
+    is looked into once, however often it is called."""
     functions = functions or FunctionLibrary()
-    return sorted(_missing(graph.node, opsets, functions, set()))
+    return sorted(_missing(graph.node, opsets, functions, {}))
 
 
-def _missing(nodes, opsets, functions: FunctionLibrary, expanding: set) -> set:
+def _missing(nodes, opsets, functions: FunctionLibrary, seen: dict) -> set:
+    """``seen`` maps each local function looked into (or being looked into: a
+    function that calls itself) to what it misses."""
     missing = set()
     for node in nodes:
         domain = canonical_domain(node.domain)
@@ -37,14 +40,17 @@ def _missing(nodes, opsets, functions: FunctionLibrary, expanding: set) -> set:
             missing.add((domain, node.op_type, 0))
         elif find_converter(domain, node.op_type, opsets[domain]) is None:
             local = functions.local_body(domain, node.op_type)
-            if local is not None and (domain, node.op_type) not in expanding:
-                missing |= _missing(local.node, body_opsets(opsets, local), functions,
-                                    expanding | {(domain, node.op_type)})
-            elif local is None and not functions.has_body(domain, node.op_type, opsets[domain]):
+            key = (domain, node.op_type)
+            if local is not None:
+                if key not in seen:
+                    seen[key] = set()
+                    seen[key] = _missing(local.node, body_opsets(opsets, local), functions, seen)
+                missing |= seen[key]
+            elif not functions.has_body(domain, node.op_type, opsets[domain]):
                 missing.add((domain, node.op_type, opsets[domain]))
         for attr in node.attribute:
             for sub in _subgraphs(attr):
-                missing |= _missing(sub.node, opsets, functions, expanding)
+                missing |= _missing(sub.node, opsets, functions, seen)
     return missing
 
 

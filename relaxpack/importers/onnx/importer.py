@@ -72,6 +72,7 @@ def _from_onnx(model, dims) -> IRModule:
     opsets = _opsets(model)
     graph = model.graph
     functions = FunctionLibrary(model)
+    functions.check_expansion(graph, opsets)      # before anything is expanded
     unsupported = collect_unsupported(graph, opsets, functions)
     if unsupported:
         raise UnsupportedOpError(_unsupported_message(unsupported))

@@ -47,6 +47,7 @@ def _infer_regex_full_match(call: Call, analyzer: DimAnalyzer) -> TensorStructIn
 
 
 register_op("regex_full_match", infer=_infer_regex_full_match, attrs={"pattern": REQUIRED}, num_args=1,
+            foldable=False,   # backtracking: (a+)+ on "a" * 40 + "!" takes hours; never run at compile time
             doc="ONNX RegexFullMatch: whether each string matches the whole pattern (Python re syntax).")
 
 

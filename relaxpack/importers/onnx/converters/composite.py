@@ -29,6 +29,7 @@ from ....ops.definitions.common import exact_div
 from ....ops.definitions.index import HUGE
 from ....ops.registry import make_call
 from ....runtime.dtypes import numpy_dtype
+from ..context import FOLD_LIMIT
 from ..registry import register_converter
 from ..tensors import onnx_dtype_name
 from ._composite_common import (
@@ -452,13 +453,15 @@ def swiglu(ctx, a, b, *, alpha=1.0):
 @register_converter("", "EyeLike", since_opset=9)
 def eye_like(ctx, x, *, dtype=None, k=0):
     """Ones on diagonal ``k`` of a matrix shaped like the 2-D input: a
-    constant for a static shape, else ``range(rows)[:, None] + k == range(cols)``."""
+    constant for a small static shape (at most the import's fold limit, as
+    ConstantOfShape), else ``range(rows)[:, None] + k == range(cols)`` at run
+    time (a 20000 x 20000 identity is not 1.6 GB of archive)."""
     x = shaped(ctx, x)
     if x.ndim != 2:
         raise ShapeError(f"{ctx.node_label()}: the input must be 2-D, got shape {fmt_dims(x.shape)}")
     out = x.dtype if dtype is None else onnx_dtype_name(int(dtype), f"{ctx.node_label()}'s dtype")
     rows, cols = x.shape
-    if isinstance(rows, int) and isinstance(cols, int):
+    if isinstance(rows, int) and isinstance(cols, int) and rows * cols <= FOLD_LIMIT:
         return ctx.const(np.eye(rows, cols, int(k), dtype=numpy_dtype(out)))
     row = call(ctx, "add", call(ctx, "expand_dims", arange(ctx, rows), axis=(1,)), scalar(ctx, int(k), "int64"))
     return make_call("astype", call(ctx, "equal", row, arange(ctx, cols)), dtype=out)
