@@ -135,3 +135,30 @@ def test_a_float16_product_by_a_register_reads_it_every_call():
             call(lhs, rhs, out=out)
             matmul(lhs, rhs, out=want)
             np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("case", ["fresh out", "view out", "generic"])
+def test_a_call_is_prepared_once_whatever_its_output_array(case, monkeypatch):
+    """An output of a data-dependent shape is a new array every call (and a fresh one is not held
+    on to); a view is the same object; a conv the fast path does not take is not asked again."""
+    from relaxpack.runtime.kernels import conv_small
+    prepared = []
+    real = conv_small._prepare
+    monkeypatch.setattr(conv_small, "_prepare", lambda *a: prepared.append(1) or real(*a))
+    data, weight, attrs = SMALL[0]
+    if case == "generic":
+        data = (2, 16, 64, 64)
+    attrs = full_attrs(attrs, "relu")
+    rng = np.random.default_rng(5)
+    w, b = rand(rng, weight, "float32"), rand(rng, (weight[0],), "float32")
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    arena = np.empty(out_for(data, weight, attrs, "float32").size + 16, np.float32)
+    for _ in range(3):
+        x = rand(rng, data, "float32")
+        want = out_for(data, weight, attrs, "float32")
+        out = arena[16:].reshape(want.shape) if case == "view out" else out_for(data, weight, attrs, "float32")
+        out[...] = np.nan
+        call(x, w, b, out=out)
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want)
+    assert len(prepared) == 1

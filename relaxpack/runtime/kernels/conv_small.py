@@ -4,8 +4,8 @@ On a small image (the zoo's CNNs at 61x96 and below) a conv's Python costs
 as much as its arithmetic: the call works out its plan, its scratch and
 half a dozen views every time. The VM asks, once per instruction, for
 :func:`specialize` of its attributes; the callable it gets keeps, for the
-last call's weight, bias, ``out`` and workspace (the same objects from run
-to run) and input shape, the views the engine's ``strided`` method
+last call's weight, bias and workspace (the same objects from run to run)
+and input and output shapes, the views the engine's ``strided`` method
 (:mod:`.conv_strided`) needs, and then makes only its numpy calls: zero the
 padded copy and copy the input in, one strided copy into the columns, one
 GEMM into ``out``, the bias, the activation. Any other call (another
@@ -41,18 +41,18 @@ def specialize(generic, constant: tuple, strides=1, padding=0, dilation=1, group
 
     def call(data, weight, bias=None, *, out, workspace=None):
         key = state[0]
-        if (key is not None and weight is key[1] and bias is key[2] and out is key[3] and workspace is key[4]
-                and data.shape == key[0] and data.dtype == key[5]):
-            state[1](data)
-            return
-        runner = _prepare(data, weight, bias, out, workspace, attrs, fixed_weight)
-        if runner is None:
-            state[0] = None
+        if (key is not None and weight is key[1] and bias is key[2] and workspace is key[3]
+                and data.shape == key[0] and data.dtype == key[4] and out.shape == key[5] and out.dtype == key[6]
+                and out.flags.c_contiguous):
+            runner = state[1]
+        else:
+            runner = _prepare(data, weight, bias, out, workspace, attrs, fixed_weight)
+            state[0] = (data.shape, weight, bias, workspace, data.dtype, out.shape, out.dtype)
+            state[1] = runner
+        if runner is None:          # not the strided method's: the generic kernel, without asking again
             generic(data, weight, bias, out=out, workspace=workspace, **attrs)
-            return
-        state[0] = (data.shape, weight, bias, out, workspace, data.dtype)
-        state[1] = runner
-        runner(data)
+        else:
+            runner(data, out)       # (an output of a data-dependent shape is a new array each call)
     return call
 
 
@@ -104,7 +104,12 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool):
     w = weight.astype(work, copy=False).reshape(g, out_channels // g, k)   # float16: a float32 copy
     convert = work != dtype and not fixed_weight        # a weight computed at run time: converted per call
     columns = cols.reshape(batch, g, k, pixels)
-    target = (out if result is None else result).reshape(batch, g, out_channels // g, pixels)
+    target_shape = (batch, g, out_channels // g, pixels)
+    # an arena view comes back as the same object each run: its GEMM target is kept; a fresh
+    # array (an output, a tensor of a data-dependent shape) is not held on to
+    prepared_out = out if out.base is not None else None
+    target = result.reshape(target_shape) if result is not None else \
+        out.reshape(target_shape) if prepared_out is not None else None
     bias_b = None if bias is None else bias.reshape(bias.shape + (1,) * len(plan.lengths))
     copy, matmul, add = np.copyto, np.matmul, np.add
 
@@ -117,7 +122,7 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool):
     source = padded if padded is not None else converted
     fixed = window_of(source) if source is not None else None
 
-    def run(x):
+    def run(x, out):
         if padded is not None:
             padded.fill(0)
             copy(interior, x)                   # (float16: converted as it is copied)
@@ -127,7 +132,7 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool):
         copy(dst, window)
         if convert:
             copy(w, weight.reshape(w.shape))
-        matmul(w, columns, out=target)
+        matmul(w, columns, out=target if result is not None or out is prepared_out else out.reshape(target_shape))
         if result is not None:
             copy(out, result, casting="unsafe")  # the conv rounds, then the bias: as the generic kernel
         if bias_b is not None:
