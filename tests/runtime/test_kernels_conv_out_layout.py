@@ -24,7 +24,8 @@ METHOD_CASES = [
     ((1, 16, 70, 33), (8, 16, 3, 2), dict(dilation=(2, 1)), "rows"),                         # no padding: taps read x
     ((2, 16, 120, 22), (8, 16, 3, 3), dict(strides=2, padding=1), "compact"),
     ((2, 16, 40, 40), (16, 1, 3, 3), dict(groups=16, padding=1), "depthwise"),
-    ((2, 64, 8, 7), (64, 1, 3, 3), dict(groups=64, strides=2, padding=1), "depthwise_cl"),
+    ((2, 160, 16, 14), (160, 1, 3, 3), dict(groups=160, strides=2, padding=1), "depthwise_cl"),
+    ((2, 64, 8, 7), (64, 1, 3, 3), dict(groups=64, strides=2, padding=1), "strided"),        # a small depthwise
     ((1, 5, 3000), (8, 5, 5), dict(padding=2), "compact"),                                   # conv1d
     ((1, 4, 16, 17, 41), (6, 4, 1, 1, 3), {}, "wide"),                                        # conv3d
     ((0, 16, 50, 47), (12, 16, 3, 3), dict(padding=1), "rows"),                              # empty batch

@@ -18,6 +18,7 @@ CONV = get_kernel("nn.conv").fn
 # (data, weight, attrs): small enough for the strided method, odd sizes, groups, stride, dilation, 1-d, 3-d
 SMALL = [
     ((1, 16, 16, 24), (16, 16, 3, 3), dict(strides=(1, 1), padding=(1, 1, 1, 1))),
+    ((2, 8, 18, 25), (8, 1, 3, 3), dict(groups=8, strides=(2, 2), padding=(1, 1, 1, 1))),  # depthwise
     ((2, 9, 11, 13), (12, 3, 3, 2), dict(groups=3, strides=(2, 1), padding=(1, 0, 2, 1), dilation=(1, 2))),
     ((1, 24, 8, 12), (32, 24, 3, 3), dict(strides=(2, 2), padding=(1, 1, 1, 1))),
     ((3, 4, 7, 6), (5, 4, 2, 2), dict()),                                                   # no padding
@@ -88,8 +89,8 @@ def test_other_calls_fall_back_to_the_generic_kernel(case):
         dtype = case
     elif case == "nhwc":
         data, weight, attrs = (1, 16, 24, 16), (3, 3, 16, 16), {**attrs, "data_layout": "NHWC"}
-    elif case == "depthwise":
-        weight, attrs = (16, 1, 3, 3), {**attrs, "groups": 16}
+    elif case == "depthwise":       # too large for the strided method (small depthwise convs take it)
+        data, weight, attrs = (1, 16, 40, 40), (16, 1, 3, 3), {**attrs, "groups": 16}
     else:
         data = (2, 16, 64, 64)
     rng = np.random.default_rng(2)
