@@ -179,12 +179,30 @@ def summarize(models: list[dict]) -> dict:
     tract = {k: v for k, v in tract.items() if v}
     both = sorted(set(ours) & set(tract))
     worst = max(ours.items(), key=lambda kv: kv[1]) if ours else (None, None)
-    return {"relaxpack_all": geomean(ours.values()), "relaxpack_models": len(ours), "models": len(models),
+    slowest = sorted(ours.items(), key=lambda kv: -kv[1])[:5]
+    return {"slowest": [[k, v] for k, v in slowest], "families": families(models, ours, tract),
+            "relaxpack_all": geomean(ours.values()), "relaxpack_models": len(ours), "models": len(models),
             "tract_all": geomean(tract.values()), "tract_models": len(tract),
             "relaxpack_every_runtime": geomean(ours[k] for k in both),
             "tract_every_runtime": geomean(tract[k] for k in both), "every_runtime_models": len(both),
             "worst_model": worst[0], "worst_ratio": worst[1],
             "above_2_5": sorted(k for k, v in ours.items() if v > 2.5)}
+
+
+def families(models: list[dict], ours: dict, tract: dict) -> list[dict]:
+    """Per model family (the manifest's): how many models, the geomeans of both runtimes' ratios
+    (each over the models it ran) and the family's slowest model for relaxpack."""
+    by: dict[str, list[str]] = {}
+    for m in models:
+        by.setdefault(m.get("family") or m["model"], []).append(m["model"])
+    rows = []
+    for family, names in by.items():
+        mine = {n: ours[n] for n in names if n in ours}
+        worst = max(mine.items(), key=lambda kv: kv[1]) if mine else (None, None)
+        rows.append({"family": family, "models": len(names), "relaxpack": geomean(mine.values()),
+                     "relaxpack_models": len(mine), "tract": geomean(tract[n] for n in names if n in tract),
+                     "tract_models": sum(n in tract for n in names), "slowest": worst[0], "slowest_ratio": worst[1]})
+    return sorted(rows, key=lambda r: -(r["relaxpack"] or 0))
 
 
 # ------------------------------------------------------------------ report
@@ -217,7 +235,7 @@ def markdown(report: dict) -> str:
         f"{env.get('commit') or '?'}{' with uncommitted changes in relaxpack/' if env.get('relaxpack_dirty') else ''}. "
         f"Load average (1 min) {load['start'][0]:.2f} at the start, {load['end'][0]:.2f} at the end: "
         "other processes on the machine add noise.", "",
-        _geomean_text(gm), "",
+        _geomean_text(gm), "", *_family_table(gm.get("families", [])),
         "| model | shapes | relaxpack ms | ORT 1-thread ms | ratio | tract ms | tract ratio | ORT default ms |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     notes = []
@@ -249,10 +267,26 @@ def _geomean_text(gm: dict) -> str:
             f"{f(gm['tract_all'])} over the {gm['tract_models']} models tract ran. On the "
             f"{gm['every_runtime_models']} models every runtime ran: relaxpack {f(gm['relaxpack_every_runtime'])}, "
             f"tract {f(gm['tract_every_runtime'])}.")
-    if gm.get("worst_model"):
-        text += f" Slowest relative to onnxruntime: {gm['worst_model']} ({gm['worst_ratio']:.2f})"
-        text += f"; above 2.5: {', '.join(gm['above_2_5'])}." if gm["above_2_5"] else "; none above 2.5."
+    if gm.get("slowest"):
+        text += " Slowest relative to onnxruntime: " + ", ".join(f"{k} ({v:.2f})" for k, v in gm["slowest"])
+        text += f"; {len(gm['above_2_5'])} of {gm['relaxpack_models']} above 2.5." if gm["above_2_5"] \
+            else "; none above 2.5."
     return text
+
+
+def _family_table(rows: list[dict]) -> list[str]:
+    """By model family, slowest first (relaxpack / onnxruntime 1 thread, geomeans over the family)."""
+    if not rows:
+        return []
+    def ratio(v, n, total):
+        return "" if v is None else f"{v:.2f}" + (f" ({n} of {total})" if n != total else "")
+    lines = ["By family (geometric means of the models' ratios to onnxruntime, 1 thread):", "",
+             "| family | models | relaxpack | tract | slowest (relaxpack) |", "| --- | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        slowest = f"{r['slowest']} {r['slowest_ratio']:.2f}" if r["slowest"] else ""
+        lines.append(f"| {r['family']} | {r['models']} | {ratio(r['relaxpack'], r['relaxpack_models'], r['models'])} | "
+                     f"{ratio(r['tract'], r['tract_models'], r['models'])} | {slowest} |")
+    return lines + [""]
 
 
 def _notes(m: dict) -> list[str]:

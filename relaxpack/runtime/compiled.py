@@ -304,7 +304,8 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memo: _Memo |
     source = "\n".join(head + body + ["    return run"])
     namespace: dict = {}
     variant = " (memo)" if memo else " (counting)" if budget is not None else ""
-    exec(compile(source, f"<relaxpack {label}{variant}>", "exec"), namespace)  # noqa: S102
+    # the file name shows in tracebacks: the function's name as ASCII text, never its raw characters
+    exec(compile(source, f"<relaxpack {ascii(label)[:100]}{variant}>", "exec"), namespace)  # noqa: S102
     memo_dict: dict = {}
     fill = _filler(memo, resolved, memo_dict) if memo else None
     run = namespace["factory"](memo_dict, fill, plain, budget, label, **bound)

@@ -77,6 +77,13 @@ def test_input_errors_are_the_same_compiled_or_not(if_exe):
     assert messages[0] == messages[1]
 
 
+def test_a_function_name_of_any_characters_compiles():
+    """The name only labels the compiled code (its file name, as ASCII), never its source."""
+    memo, plain = compile_function([Ret(src=0)], {}, 1, "\x00'); import os #\n")
+    assert memo is None
+    assert plain.run(7) == 7 and "\\x00" in plain.run.__code__.co_filename
+
+
 class _Int(int):
     def __format__(self, spec):
         return "0; import os"
