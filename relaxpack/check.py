@@ -4,12 +4,14 @@
 >>> report.passed, report.worst()                                           # doctest: +SKIP
 
 Inputs are random with a seed (dynamic dims drawn from their ranges) or
-given; every output is compared within ``rtol``/``atol``. Where onnxruntime
-and relaxpack disagree, onnx's reference evaluator (the exact result for
-integer ops) decides: an output relaxpack computes as the reference does is
-onnxruntime's deviation, reported and not counted as a failure unless
-``strict`` (onnxruntime's u8 x s8 integer GEMM saturates in int16 pairs on
-CPUs without VNNI, for one).
+given; every output is compared within ``rtol``/``atol`` as given, or by
+default within its dtype's tolerance relative to its largest magnitude
+(``compare.tolerance_for``: an output in the thousands is not held to an
+absolute 1e-5). Where onnxruntime and relaxpack disagree, onnx's reference
+evaluator (the exact result for integer ops) decides: an output relaxpack
+computes as the reference does is onnxruntime's deviation, reported and not
+counted as a failure unless ``strict`` (onnxruntime's u8 x s8 integer GEMM
+saturates in int16 pairs on CPUs without VNNI, for one).
 """
 
 from __future__ import annotations
@@ -119,7 +121,8 @@ def _judge_deviations(proto, feeds, got, diffs: list[OutputDiff], rtol: float, a
 
 
 def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int = 2, seed: int = 0,
-                rtol: float = 1e-4, atol: float = 1e-5, inputs: Mapping[str, np.ndarray] | None = None, *,
+                rtol: float | None = None, atol: float | None = None,
+                inputs: Mapping[str, np.ndarray] | None = None, *,
                 exe=None, opt_level: int = 2, pools: Mapping[str, int] | None = None, threads: int | None = None,
                 on_sample: Callable[[int, SampleReport], None] | None = None, strict: bool = False) -> CheckReport:
     """Run relaxpack and onnxruntime on the same inputs and compare.
@@ -128,8 +131,10 @@ def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int =
     built here with ``dims``, ``opt_level`` and ``pools``, as ``convert`` builds it. With ``exe``,
     ``dims`` fix dims (``{"batch": 2}``) or narrow the ranges they are drawn from. ``threads`` sets
     the BLAS threads of relaxpack's runs and onnxruntime's intra-op threads alike; ``on_sample(i,
-    report)`` is called as each sample finishes. ``strict``: an output where onnxruntime deviates
-    from onnx's reference evaluator and relaxpack does not still fails.
+    report)`` is called as each sample finishes. ``rtol``/``atol``: as given (either one; the other
+    keeps 1e-4 / 1e-5), or by default per dtype relative to each output's magnitude. ``strict``:
+    an output where onnxruntime deviates from onnx's reference evaluator and relaxpack does not
+    still fails.
     """
     proto = model if isinstance(model, onnx.ModelProto) else load_model(model)
     fixed, given = dict(dims or {}), exe is not None
@@ -193,7 +198,8 @@ def expose_intermediates(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def first_divergence(model: "onnx.ModelProto | str | Path", inputs: Mapping[str, np.ndarray], dims=None,
-                     rtol: float = 1e-4, atol: float = 1e-5, opt_level: int = 2) -> NodeDivergence | None:
+                     rtol: float | None = None, atol: float | None = None,
+                     opt_level: int = 2) -> NodeDivergence | None:
     """Run both sides exposing every intermediate (relaxpack built at ``opt_level``); the first ONNX
     node (in graph order) one of whose outputs differs, or None when all agree."""
     proto = model if isinstance(model, onnx.ModelProto) else load_model(model)

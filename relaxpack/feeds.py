@@ -29,16 +29,19 @@ def make_inputs(exe, dim_values: Mapping[str, int], rng: np.random.Generator, fi
     ``random`` (normal floats, small non-negative ints, random bools and words), ``zeros`` or ``ones``."""
     if fill not in FILLS:
         raise InputError(f"unknown fill {fill!r}; use one of {', '.join(FILLS)}")
-    shapes = {}
+    shapes, maps = {}, {}
     for p in exe.function("main").params:
         if names is not None and p.name not in names:
+            continue
+        if p.kind == "map" and fill == "random":
+            maps[p.name] = random_map(p.key_dtype, p.dtype, rng)
             continue
         if p.kind != "tensor" or p.shape is None:
             raise InputError(f"input {p.name!r} has no known shape; pass it explicitly")
         shapes[p] = tuple(d if isinstance(d, int) else _eval_dim(d, dim_values, p.name) for d in p.shape)
     _check_size(shapes)
     try:
-        return _make(shapes, rng, fill)
+        return {**_make(shapes, rng, fill), **maps}
     except MemoryError:
         raise InputError("not enough memory for the inputs to make") from None
 
@@ -91,6 +94,21 @@ def random_strings(shape, rng: np.random.Generator, max_len: int = 6) -> np.ndar
     out = np.empty(lengths.size, dtype=object)
     out[:] = ["".join(rng.choice(_STRING_CHARS, n)) for n in lengths.tolist()]
     return out.reshape(shape)
+
+
+def random_map(key_dtype: str, dtype: str, rng: np.random.Generator, max_len: int = 4) -> dict:
+    """A dict of 1..``max_len`` entries: int keys 0..7 or random words, values as
+    :func:`make_inputs` draws them. Models that read particular keys (a
+    DictVectorizer's vocabulary) need explicit inputs to see them."""
+    count = int(rng.integers(1, max_len + 1))
+    keys = random_strings((count,), rng).tolist() if key_dtype == "string" else rng.integers(0, 8, count).tolist()
+    if dtype == "string":
+        values = random_strings((len(keys),), rng).tolist()
+    elif numpy_dtype(dtype).kind in "iu":
+        values = rng.integers(0, 8, len(keys)).astype(numpy_dtype(dtype)).tolist()
+    else:
+        values = rng.standard_normal(len(keys)).astype(numpy_dtype(dtype)).tolist()
+    return dict(zip(keys, values))
 
 
 def _strings(shape, fill: str) -> np.ndarray:

@@ -20,10 +20,12 @@ def _parser(sub):
                        description="Compare relaxpack with onnxruntime on the same inputs (exit 1 on a mismatch). "
                                    "Inputs are random (seeded, dynamic dims drawn from their ranges) or given. "
                                    "Checks the archive given with --archive, else builds the model as convert "
-                                   "does with the same --dim, -O and --pool. Where the two disagree and relaxpack "
-                                   "computes what onnx's reference evaluator computes (e.g. integer GEMMs that "
-                                   "onnxruntime saturates on CPUs without VNNI), the output passes with a note "
-                                   "unless --strict.")
+                                   "does with the same --dim, -O and --pool. By default each output is compared "
+                                   "within its dtype's tolerance relative to its largest magnitude (float32: "
+                                   "rtol 1e-4, atol 1e-4 x max(0.1, max |value|)); --rtol/--atol set them as given. "
+                                   "Where the two still disagree and relaxpack computes what onnx's reference "
+                                   "evaluator computes (e.g. integer GEMMs that onnxruntime saturates on CPUs "
+                                   "without VNNI), the output passes with a note unless --strict.")
     p.add_argument("model", type=Path, help="The ONNX model.")
     p.add_argument("--archive", type=Path, metavar="MODEL.rpk",
                    help="Check this archive (the one you ship) instead of building the model here.")
@@ -31,8 +33,10 @@ def _parser(sub):
     add_build_options(p)
     p.add_argument("--samples", type=positive, default=3, help="Random input sets to try (default 3).")
     p.add_argument("--seed", type=int, default=0, help="Seed of the random inputs and dims (default 0).")
-    p.add_argument("--rtol", type=float, default=1e-4, help="Relative tolerance (default 1e-4).")
-    p.add_argument("--atol", type=float, default=1e-5, help="Absolute tolerance (default 1e-5).")
+    p.add_argument("--rtol", type=float, help="Relative tolerance, as given (default: per dtype; with --atol "
+                                              "alone, 1e-4).")
+    p.add_argument("--atol", type=float, help="Absolute tolerance, as given (default: per dtype, relative to the "
+                                              "output's magnitude; with --rtol alone, 1e-5).")
     p.add_argument("--inputs", type=Path, metavar="FILE.npz", help="Use these inputs (.npz) instead of random ones.")
     p.add_argument("--per-node", action="store_true", help="On a mismatch, name the first ONNX node that diverges.")
     p.add_argument("--strict", action="store_true", help="Fail also where onnxruntime, not relaxpack, differs from "
@@ -44,15 +48,18 @@ def _parser(sub):
 
 
 def check(model: Path, archive: Path | None = None, dim: list[str] | None = None, opt_level: int = 2,
-          pool: list[str] | None = None, samples: int = 3, seed: int = 0, rtol: float = 1e-4, atol: float = 1e-5,
+          pool: list[str] | None = None, samples: int = 3, seed: int = 0, rtol: float | None = None,
+          atol: float | None = None,
           inputs: Path | None = None, per_node: bool = False, strict: bool = False, threads: int | None = None,
           plugin: list[str] | None = None):
     """Compare relaxpack with onnxruntime on the same inputs (exit 1 on a mismatch).
 
     Inputs are random (seeded, dynamic dims drawn from their ranges) or given.
-    Where the two disagree and relaxpack computes what onnx's reference
-    evaluator computes (e.g. integer GEMMs that onnxruntime saturates on CPUs
-    without VNNI), the output passes with a note unless --strict.
+    Outputs compare within their dtype's tolerance relative to their magnitude,
+    or ``rtol``/``atol`` as given. Where the two disagree and relaxpack computes
+    what onnx's reference evaluator computes (e.g. integer GEMMs that
+    onnxruntime saturates on CPUs without VNNI), the output passes with a note
+    unless --strict.
     """
     with user_errors():
         require_extra("relaxpack check")
@@ -61,8 +68,10 @@ def check(model: Path, archive: Path | None = None, dim: list[str] | None = None
 
         load_plugins(plugin)
         existing_file(model, "model")
-        if not (rtol >= 0 and atol >= 0):    # NaN too
-            raise InputError(f"--rtol {rtol} and --atol {atol} must be non-negative numbers")
+        bad = [f"--{name} {value}" for name, value in (("rtol", rtol), ("atol", atol))
+               if value is not None and not value >= 0]     # NaN too; None: the default per dtype
+        if bad:
+            raise InputError(f"{' and '.join(bad)} must be non-negative numbers")
         dims = parse_dims(dim)
         pools = parse_pools(pool)
         if archive is not None:

@@ -13,7 +13,7 @@ from .common import (
     user_errors,
 )
 from .files import archive_files, input_files
-from .outputs import output_arrays, output_lines
+from .outputs import MAP_KINDS, output_arrays, output_lines, value_text
 from .terminal import one_line
 
 
@@ -83,8 +83,13 @@ def run(archive: Path, input: list[str] | None = None, inputs: Path | None = Non
         load_plugins(plugin)
         exe = load(existing_file(archive, "archive"), mmap=not no_mmap)
         sources = archive_files(archive, exe) + input_files(input, inputs) + ([expected] if expected else [])
+        kinds = {p.name: p.kind for p in exe.function("main").output_info()}
         if output is not None:
             check_destination(output, sources)
+            maps = [k for k, kind in kinds.items() if kind in MAP_KINDS]
+            if maps:
+                raise InputError(f"output(s) {maps} are maps (dicts), which .npz cannot hold; run without --output "
+                                 f"or read them with relaxpack.runtime.InferenceSession")
         feeds = load_inputs(input, inputs, signature_check(exe))
         filled = fill_missing(exe, feeds, fill, parse_dims(dim), seed)
         want = read_npz(expected, "expected outputs file") if expected is not None else None
@@ -102,10 +107,10 @@ def run(archive: Path, input: list[str] | None = None, inputs: Path | None = Non
             names = [n for n in outputs if n in want]
             diffs = compare_outputs(names, outputs, [want[n] for n in names], rtol, atol, reference="expected")
     for name in filled:
-        value = feeds[name]
-        echo(f"filled {one_line(name)}: {value.dtype}{list(value.shape)} ({fill}{', seed ' + str(seed) if fill == 'random' else ''})")
+        echo(f"filled {one_line(name)}: {value_text(feeds[name])} "
+             f"({fill}{', seed ' + str(seed) if fill == 'random' else ''})")
     for name, value in outputs.items():
-        echo("\n".join(output_lines(name, value)))
+        echo("\n".join(output_lines(name, value, kinds.get(name, "tensor"))))
     if output is not None:
         echo(f"wrote {output}")
     if diffs is not None:
@@ -146,6 +151,6 @@ def fill_missing(exe, feeds: dict, fill: str | None, dims: dict, seed: int) -> l
 def _input_text(p) -> str:
     """``float32[batch, seq, 8]``: an input's dtype and symbolic shape."""
     if p.kind != "tensor":
-        return p.kind if p.dtype is None else f"{p.kind} of {p.dtype}"
+        return p.kind_text()
     shape = "[?]" if p.shape is None else "[" + ", ".join(str(d) for d in p.shape) + "]"
     return f"{p.dtype or '?'}{shape}"

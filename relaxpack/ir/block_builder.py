@@ -93,6 +93,7 @@ class BlockBuilder:
         self._scopes: list[_ScopeFrame] = []
         self._span: Span | None = None
         self._name_counter = 0
+        self._bindings: dict[Var, Binding] = {}
 
     # ------------------------------------------------------------ module
     def add_func(self, func: Function, name: str) -> GlobalVar:
@@ -262,6 +263,12 @@ class BlockBuilder:
             raise IRError(f"DataflowVar {binding.var.name_hint!r} bound outside a dataflow block")
         self._check_purity(binding)
         block.bindings.append(binding)
+        self._bindings[binding.var] = binding
+
+    def lookup_binding(self, var: Var) -> Binding | None:
+        """The binding this builder emitted for ``var`` (None for a parameter
+        or a var bound elsewhere), as Relax's ``BlockBuilder.lookup_binding``."""
+        return self._bindings.get(var)
 
     def _check_purity(self, binding: Binding) -> None:
         if self.in_dataflow and not is_pure_expr(binding.value):

@@ -24,7 +24,7 @@ from .expr import (
     TupleGetItem, Var,
 )
 from .struct_info import (
-    DTYPES, GLOBAL_SCOPE, FuncStructInfo, ObjectStructInfo, OptionalStructInfo, PrimStructInfo,
+    DTYPES, GLOBAL_SCOPE, FuncStructInfo, MapStructInfo, ObjectStructInfo, OptionalStructInfo, PrimStructInfo,
     SequenceStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
 )
 from .text_syntax import OUT_SINFO_OPS, SPECIAL_FORMS, numpy_dtype, quote, takes_callee_name
@@ -209,7 +209,7 @@ class ExprReader:
         path = dotted(call.func if call else node)
         if not path or path[0] != "R" or len(path) != 2 or path[1] not in _SINFO_READERS:
             raise fail(node, f"expected struct info (R.Tensor, R.Tuple, R.Shape, R.Prim, R.Object, "
-                             f"R.Sequence, R.Optional or R.Callable), got {_text(node)}")
+                             f"R.Sequence, R.Optional, R.Map or R.Callable), got {_text(node)}")
         with self.at(node):
             return _SINFO_READERS[path[1]](self, call)
 
@@ -285,6 +285,11 @@ class ExprReader:
 
     def _optional_sinfo(self, call: ast.Call | None) -> StructInfo:
         return self._container_sinfo(call, OptionalStructInfo, "Optional")
+
+    def _map_sinfo(self, call: ast.Call | None) -> StructInfo:
+        if call is None or len(call.args) != 2 or call.keywords:
+            raise fail(call, "R.Map takes the keys' dtype and the values' struct info")
+        return MapStructInfo(self.dtype(call.args[0]), self.sinfo(call.args[1]))
 
     def _callable_sinfo(self, call: ast.Call | None) -> StructInfo:
         if call is None:
@@ -481,6 +486,7 @@ _SINFO_READERS = {
     "Callable": ExprReader._callable_sinfo,
     "Sequence": ExprReader._sequence_sinfo,
     "Optional": ExprReader._optional_sinfo,
+    "Map": ExprReader._map_sinfo,
 }
 
 _SPECIAL_READERS = {

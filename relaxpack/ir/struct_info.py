@@ -160,6 +160,25 @@ class OptionalStructInfo(StructInfo):
 
 
 @dataclass(frozen=True, slots=True)
+class MapStructInfo(StructInfo):
+    """An ONNX map: keys of ``key_dtype`` (an integer dtype or ``"string"``)
+    to values described by ``value``, e.g. ``R.Map("int64", R.Tensor((),
+    "float32"))``; at run time a Python ``dict`` in insertion order, its
+    keys ints or strs, its values Python scalars (as onnxruntime gives and
+    takes them)."""
+
+    key_dtype: str = "int64"
+    value: StructInfo = field(default_factory=ObjectStructInfo)
+
+    def __post_init__(self):
+        if self.key_dtype != "string" and not self.key_dtype.startswith(("int", "uint")):
+            raise IRError(f"a map's keys are integers or strings, not {self.key_dtype}")
+
+    def dim_vars(self):
+        return self.value.dim_vars()
+
+
+@dataclass(frozen=True, slots=True)
 class FuncStructInfo(StructInfo):
     """A function's signature; ``params`` is ``None`` for an opaque callable."""
 
@@ -221,6 +240,8 @@ def is_base_of(base: StructInfo, derived: StructInfo, analyzer: DimAnalyzer | No
             or (derived.value is not None and analyzer.prove_equal(base.value, derived.value)))
     if isinstance(base, (SequenceStructInfo, OptionalStructInfo)):
         return is_base_of(base.elem, derived.elem, analyzer)
+    if isinstance(base, MapStructInfo):
+        return base.key_dtype == derived.key_dtype and is_base_of(base.value, derived.value, analyzer)
     if isinstance(base, TupleStructInfo):
         return len(base.fields) == len(derived.fields) and all(
             is_base_of(b, d, analyzer) for b, d in zip(base.fields, derived.fields))
@@ -270,6 +291,8 @@ def erase_to_well_defined(sinfo: StructInfo, defined: frozenset[str]) -> StructI
         return TupleStructInfo(tuple(erase_to_well_defined(f, defined) for f in sinfo.fields))
     if isinstance(sinfo, (SequenceStructInfo, OptionalStructInfo)):
         return type(sinfo)(erase_to_well_defined(sinfo.elem, defined))
+    if isinstance(sinfo, MapStructInfo):
+        return MapStructInfo(sinfo.key_dtype, erase_to_well_defined(sinfo.value, defined))
     return sinfo
 
 
@@ -293,6 +316,8 @@ def unify_struct_info(a: StructInfo, b: StructInfo, analyzer: DimAnalyzer | None
         return TupleStructInfo(tuple(unify_struct_info(x, y, analyzer) for x, y in zip(a.fields, b.fields)))
     if type(a) is type(b) and isinstance(a, (SequenceStructInfo, OptionalStructInfo)):
         return type(a)(unify_struct_info(a.elem, b.elem, analyzer))
+    if isinstance(a, MapStructInfo) and isinstance(b, MapStructInfo) and a.key_dtype == b.key_dtype:
+        return MapStructInfo(a.key_dtype, unify_struct_info(a.value, b.value, analyzer))
     if isinstance(a, ShapeStructInfo) and isinstance(b, ShapeStructInfo):
         return ShapeStructInfo(None, a.ndim if a.ndim == b.ndim else -1)
     if isinstance(a, PrimStructInfo) and isinstance(b, PrimStructInfo) and a.dtype == b.dtype:

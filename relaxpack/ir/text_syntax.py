@@ -13,6 +13,7 @@ Struct info (symbolic dims are strings, static dims ints)::
     R.Prim("int64")  R.Prim("int64", value="n + 1")       R.Object
     R.Callable((params...), ret, pure=True)       R.Callable(None, ret, pure=False)
     R.Sequence(R.Tensor("float32", ndim=2))      R.Optional(R.Tensor(...))
+    R.Map("int64", R.Tensor((), "float32"))
 
 Leaves: ``x`` (a var), ``cls.f`` (a module function), ``R.shape([n, 4])``,
 ``R.prim_value(n + 1)``, ``R.prim_value(0.5, "float32")``, ``R.str("s")``,
@@ -45,8 +46,8 @@ from ..errors import IRError
 from .dims import DimExpr, format_dim, sym  # noqa: F401  (sym: doctest)
 from .expr import Span
 from .struct_info import (
-    GLOBAL_SCOPE, FuncStructInfo, ObjectStructInfo, OptionalStructInfo, PrimStructInfo, SequenceStructInfo,
-    ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
+    GLOBAL_SCOPE, FuncStructInfo, MapStructInfo, ObjectStructInfo, OptionalStructInfo, PrimStructInfo,
+    SequenceStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
 )
 
 #: Names the printer never gives to a var: the namespaces of the text form,
@@ -184,6 +185,8 @@ def format_sinfo(sinfo: StructInfo) -> str:
         return f"R.Sequence({format_sinfo(sinfo.elem)})"
     if isinstance(sinfo, OptionalStructInfo):
         return f"R.Optional({format_sinfo(sinfo.elem)})"
+    if isinstance(sinfo, MapStructInfo):
+        return f"R.Map({quote(sinfo.key_dtype)}, {format_sinfo(sinfo.value)})"
     if isinstance(sinfo, FuncStructInfo):
         if sinfo.params is None:
             params = "None"

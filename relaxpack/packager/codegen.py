@@ -19,8 +19,8 @@ from ..ir.expr import (
 )
 from ..ir.module import IRModule
 from ..ir.struct_info import (
-    OptionalStructInfo, PrimStructInfo, SequenceStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
-    TupleStructInfo,
+    MapStructInfo, OptionalStructInfo, PrimStructInfo, SequenceStructInfo, ShapeStructInfo, StructInfo,
+    TensorStructInfo, TupleStructInfo,
 )
 from ..runtime.bytecode import CONST, FUNC, IMM, NO_DST, REG, Goto, If as IfInstr, ParamInfo, Ret, VMFunction
 from ..runtime.bytecode import Call as CallInstr
@@ -131,6 +131,10 @@ class _FunctionCodegen:
                     deferred += self.match_dims(self.reg_of[p], sinfo.shape, ctx, first_pass=True)
             elif isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
                 deferred += self.match_dims(self.reg_of[p], sinfo.values, ctx, first_pass=True)
+            elif map_kind(sinfo) is not None:
+                kind, key_dtype, dtype = map_kind(sinfo)
+                self.emit_call(NO_DST, "builtin", "vm.builtin.check_map",
+                               [(REG, self.reg_of[p]), (IMM, kind), (IMM, key_dtype), (IMM, dtype), (IMM, ctx)])
             elif isinstance(sinfo, (SequenceStructInfo, OptionalStructInfo)):
                 kind, dtype, ndim = container_kind(sinfo)
                 self.emit_call(NO_DST, "builtin", "vm.builtin.check_container",
@@ -205,10 +209,11 @@ class _FunctionCodegen:
         return tuple(runs)
 
     def output_kinds(self) -> dict:
-        """``{"output_kinds": [...]}`` when an output is a sequence or an optional (else nothing)."""
+        """``{"output_kinds": [...]}`` when an output is a sequence, an optional or a map (else nothing)."""
         ret = self.func.ret_struct_info
         fields = ret.fields if isinstance(ret, TupleStructInfo) and len(self.output_names()) > 1 else (ret,)
-        kinds = [container_kind(f)[0] if isinstance(f, (SequenceStructInfo, OptionalStructInfo)) else "tensor"
+        kinds = [map_kind(f)[0] if map_kind(f) is not None
+                 else container_kind(f)[0] if isinstance(f, (SequenceStructInfo, OptionalStructInfo)) else "tensor"
                  for f in fields]
         return {"output_kinds": kinds} if any(k != "tensor" for k in kinds) else {}
 
@@ -483,6 +488,9 @@ def value_info(name: str, sinfo) -> ParamInfo:
     if isinstance(sinfo, TensorStructInfo):
         shape = None if sinfo.shape is None else tuple(d if isinstance(d, int) else str(d) for d in sinfo.shape)
         return ParamInfo(name, "tensor", sinfo.dtype, sinfo.ndim, shape)
+    if map_kind(sinfo) is not None:
+        kind, key_dtype, dtype = map_kind(sinfo)
+        return ParamInfo(name, kind, dtype, 0, key_dtype=key_dtype)
     if isinstance(sinfo, (SequenceStructInfo, OptionalStructInfo)):
         kind, dtype, ndim = container_kind(sinfo)
         return ParamInfo(name, kind, dtype, ndim)
@@ -495,6 +503,20 @@ def _packed_kind(call: Call) -> str:
     process registers (relaxpack.runtime.register_func): the archive keeps the
     distinction so a loader can name what is missing."""
     return "packed" if call.args[0].global_symbol in KERNELS else FUNC_KIND
+
+
+def map_kind(sinfo) -> tuple[str, str, str | None] | None:
+    """(kind, key dtype, value dtype) of a map (``"map"``) or a sequence of maps
+    (``"sequence_map"``), as the signature records them; None for any other value."""
+    if isinstance(sinfo, SequenceStructInfo) and isinstance(sinfo.elem, MapStructInfo):
+        kind, sinfo = "sequence_map", sinfo.elem
+    elif isinstance(sinfo, MapStructInfo):
+        kind = "map"
+    else:
+        return None
+    if not isinstance(sinfo.value, TensorStructInfo):
+        raise IRError(f"a map of {sinfo.value} cannot be a function's input or output (only of tensors)")
+    return kind, sinfo.key_dtype, sinfo.value.dtype
 
 
 def container_kind(sinfo) -> tuple[str, str | None, int]:

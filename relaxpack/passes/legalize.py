@@ -7,9 +7,12 @@ caller allocates, so every graph op must have an output shape the compiler
 knows (symbolic dims are fine). Ops whose output shape depends on data are
 not graph ops here: the importer calls their packed kernels with
 ``call_packed`` and binds the result with a ``match_cast`` to fresh dims.
-An op whose output is its operands' broadcast shape (elementwise, softmax,
-cumsum, ...) on operands of unknown rank becomes
-``R.call_pure_packed("dyn.apply", ...)``: the run allocates its output.
+An op whose output shape only the run can tell (an operand of unknown rank)
+becomes ``R.call_pure_packed("dyn.apply", ...)`` when the runtime can shape
+it: its output is its operands' broadcast shape (elementwise, softmax,
+cumsum, ...) or the op has a rule in ``runtime/kernels/output_shapes.py``
+(concat, reductions, matmul, take, strided_slice, split, ...). The run
+allocates its output.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ from __future__ import annotations
 from ..errors import PassError
 from ..ir.block_builder import BlockBuilder
 from ..ir.expr import Call, ExternFunc, Op, Tuple, VarBinding
+from ..ir.rank_origin import rank_origin, unknown_rank_operand
 from ..ir.struct_info import TensorStructInfo, TupleStructInfo
 from ..ir.visitor import ExprMutator
 from ..ir.well_formed import function_analyzer
 from ..ops.definitions.common import fmt_sinfo
 from ..ops.registry import get_op_def, make_call
+from ..runtime.kernels.output_shapes import OUTPUT_SHAPES
 from .infra import function_pass
 
 INTRINSICS = frozenset({"call_tir", "call_dps_packed", "call_packed", "call_pure_packed"})
@@ -50,38 +55,52 @@ class _Legalizer(ExprMutator):
             return call
         if call.struct_info is None:   # an argument was rewritten: infer the output again
             call = self.builder.normalize(call)
-        return legalize_call(call)
+        return legalize_call(call, self.builder.lookup_binding)
 
 
-def legalize_call(call: Call) -> Call:
-    """The kernel call that computes ``call``."""
+def legalize_call(call: Call, lookup=lambda var: None) -> Call:
+    """The kernel call that computes ``call``; ``lookup`` finds the bindings
+    of its operands, for an error that says where an unknown rank came from."""
     name = call.op.name
     kernel_attrs = tuple(call.attrs.items()) or None
     out = call.struct_info
     if not _allocatable(out):
         if _shaped_at_run_time(call):
+            dtype = tuple(f.dtype for f in out.fields) if isinstance(out, TupleStructInfo) else out.dtype
             return make_call("call_pure_packed", ExternFunc("dyn.apply"), *call.args, sinfo_args=(out,),
-                             kernel_attrs=(("kernel", name), ("dtype", out.dtype), ("attrs", kernel_attrs or ())))
-        unknown = "rank" if any(getattr(a.struct_info, "ndim", 0) < 0 for a in call.args) else "shape"
-        raise PassError(f"R.{name} needs its operands' {unknown}, unknown here (an If whose branches differ "
-                        f"in rank, an input typed without a shape), to allocate its output "
-                        f"{fmt_sinfo(out)}; give the model's input a shape")
+                             kernel_attrs=(("kernel", name), ("dtype", dtype), ("attrs", kernel_attrs or ())))
+        raise PassError(_unallocatable(call, lookup))
     return make_call("call_tir", ExternFunc(name), Tuple(call.args), sinfo_args=(out,),
                      kernel_attrs=kernel_attrs)
 
 
+def _unallocatable(call: Call, lookup) -> str:
+    """Why ``call``'s output cannot be allocated: the operand of unknown rank
+    and where that rank was lost, or the unknown shape."""
+    operand = unknown_rank_operand(call)
+    if operand is None:
+        return f"R.{call.op.name} needs its operands' shape to allocate its output {fmt_sinfo(call.struct_info)}"
+    return (f"R.{call.op.name} needs the rank of its operand, unknown here: "
+            f"{rank_origin(operand, lookup)}")
+
+
 #: ops whose output has the broadcast shape of their tensor operands, besides the elementwise ones
-#: (softmax and cumsum keep their input's shape; an axis operand broadcasts into it)
+#: (softmax, cumsum and trilu keep their input's shape; an axis or k operand broadcasts into it)
 _BROADCAST_SHAPED = frozenset({"where", "nn.prelu", "astype", "nn.softmax", "nn.log_softmax", "cumsum",
-                               "cumprod"})
+                               "cumprod", "trilu"})
 
 
 def _shaped_at_run_time(call: Call) -> bool:
     """Whether ``call``'s output of unknown shape can be allocated at run time
-    (``dyn.apply``): a single tensor of known dtype whose shape is that of its
-    tensor operands broadcast together, whatever their rank."""
+    (``dyn.apply``): tensors of known dtypes whose shapes the run works out,
+    by the op's rule or as its tensor operands' broadcast shape."""
     out = call.struct_info
-    if not (isinstance(out, TensorStructInfo) and out.dtype is not None):
+    fields = out.fields if isinstance(out, TupleStructInfo) else (out,)
+    if not all(isinstance(f, TensorStructInfo) and f.dtype is not None for f in fields):
+        return False
+    if call.op.name in OUTPUT_SHAPES:
+        return True
+    if isinstance(out, TupleStructInfo):
         return False
     if not all(isinstance(a.struct_info, TensorStructInfo) for a in call.args):
         return False

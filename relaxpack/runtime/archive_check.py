@@ -262,9 +262,11 @@ FUNCTION_KEYS_V1 = {"name", "params", "num_registers", "instructions", "outputs"
 FUNCTION_KEYS = FUNCTION_KEYS_V1 | {"results", "spans"}
 MAX_SPAN_SOURCES = 1 << 12          # ONNX nodes one instruction came from
 PARAM_KEYS = {"name", "kind", "dtype", "ndim", "shape"}
-PARAM_KINDS = ("tensor", "shape", "prim", "object", "tuple", "sequence", "optional", "optional_sequence")
+#: map kinds carry their keys' dtype too
+MAP_KINDS = ("map", "sequence_map")
+PARAM_KINDS = ("tensor", "shape", "prim", "object", "tuple", "sequence", "optional", "optional_sequence", *MAP_KINDS)
 #: what an output may be (``attrs.output_kinds``, present when one is not a tensor)
-OUTPUT_KINDS = ("tensor", "sequence", "optional", "optional_sequence")
+OUTPUT_KINDS = ("tensor", "sequence", "optional", "optional_sequence", *MAP_KINDS)
 
 
 def check_manifest(m, header_version: int, external: bool) -> None:
@@ -382,10 +384,14 @@ def _check_spans(spans, path: str, n_instructions: int) -> None:
 
 
 def check_param(p, path: str) -> None:
-    obj(p, path, PARAM_KEYS)
+    obj(p, path, PARAM_KEYS | ({"key_dtype"} if isinstance(p, dict) and p.get("kind") in MAP_KINDS else set()))
     string(p["name"], f"{path}.name")
     if p["kind"] not in PARAM_KINDS:
         _fail(f"{path}.kind", f"unknown parameter kind {_short(p['kind'])}")
+    if p["kind"] in MAP_KINDS:
+        dtype_of(p["key_dtype"], f"{path}.key_dtype")
+        if p["key_dtype"] != "string" and not p["key_dtype"].startswith(("int", "uint")):
+            _fail(f"{path}.key_dtype", f"map keys are integers or strings, not {_short(p['key_dtype'])}")
     if p["dtype"] is not None:
         dtype_of(p["dtype"], f"{path}.dtype")
     ndim = integer(p["ndim"], f"{path}.ndim", -1, MAX_NDIM)

@@ -211,4 +211,5 @@ def reshape_view(value: np.ndarray, shape: tuple) -> np.ndarray:
 from . import arena  # noqa: E402,F401  (registers the arena builtins; it imports this module)
 from . import loop  # noqa: E402,F401  (registers vm.builtin.loop)
 from . import containers  # noqa: E402,F401  (registers vm.builtin.check_container)
+from . import maps  # noqa: E402,F401  (registers vm.builtin.check_map)
 from . import assumptions  # noqa: E402,F401  (registers vm.builtin.check_dims)

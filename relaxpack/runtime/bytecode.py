@@ -101,20 +101,32 @@ class ParamInfo:
     """
 
     name: str
-    kind: str = "tensor"              # "tensor" | "shape" | "prim" | "object" | "tuple"
+    kind: str = "tensor"              # "tensor" | "shape" | "prim" | "object" | "tuple" | a container kind
     dtype: str | None = None
     ndim: int = -1
     shape: tuple | None = None
+    #: a map's (or a sequence of maps') key dtype; None for every other kind
+    key_dtype: str | None = None
+
+    def kind_text(self) -> str:
+        """A value that is not a tensor, in words: ``sequence of float32``, ``map(string, float32)``."""
+        if self.kind in ("map", "sequence_map"):
+            text = f"map({self.key_dtype}, {self.dtype})"
+            return text if self.kind == "map" else f"sequence of {text}"
+        return self.kind if self.dtype is None else f"{self.kind} of {self.dtype}"
 
     def to_json(self):
-        return {"name": self.name, "kind": self.kind, "dtype": self.dtype, "ndim": self.ndim,
+        data = {"name": self.name, "kind": self.kind, "dtype": self.dtype, "ndim": self.ndim,
                 "shape": None if self.shape is None else list(self.shape)}
+        if self.key_dtype is not None:
+            data["key_dtype"] = self.key_dtype
+        return data
 
     @staticmethod
     def from_json(data) -> "ParamInfo":
         shape = data.get("shape")
         return ParamInfo(data["name"], data.get("kind", "tensor"), data.get("dtype"), data.get("ndim", -1),
-                         None if shape is None else tuple(shape))
+                         None if shape is None else tuple(shape), data.get("key_dtype"))
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import InputError
 from .builtins import input_or_shape_error, builtin, check_tensor as _check_array
+from .maps import MAP_KINDS, as_map_output
 
 CONTAINER_KINDS = ("sequence", "optional", "optional_sequence")
 
@@ -65,7 +66,10 @@ def _array(value, ctx: str) -> np.ndarray:
 
 
 def as_output(value, kind: str):
-    """An output as the user gets it: a sequence as a list of arrays, an empty optional as None."""
+    """An output as the user gets it: a sequence as a list of arrays, an empty optional as None,
+    maps as dicts of Python scalars (runtime/maps.py)."""
+    if kind in MAP_KINDS:
+        return as_map_output(value, kind)
     if kind in ("sequence", "optional_sequence") and value is not None:
         return list(value)
     return value
@@ -73,4 +77,4 @@ def as_output(value, kind: str):
 
 def as_output_is_identity(kind) -> bool:
     """Whether :func:`as_output` hands every value of ``kind`` back unchanged."""
-    return kind not in ("sequence", "optional_sequence")
+    return kind not in ("sequence", "optional_sequence") and kind not in MAP_KINDS

@@ -121,6 +121,6 @@ def _from_bytes(data: bytes) -> "Executable":
 
 def _param_text(p) -> str:
     if p.kind != "tensor":
-        return p.kind if p.dtype is None else f"{p.kind} of {p.dtype}"
+        return p.kind_text()
     shape = "?" if p.shape is None else "(" + ", ".join(str(d) for d in p.shape) + ")"
     return f"{p.dtype or '?'}{shape}"

@@ -248,6 +248,9 @@ def _type_text(info: ParamInfo) -> str | None:
     if info.dtype is None:
         return None      # a format 1 archive does not record its outputs' dtypes
     tensor = f"tensor({_ORT_TYPES.get(info.dtype, info.dtype)})"
+    if info.kind in ("map", "sequence_map"):     # onnxruntime: "seq(map(int64,tensor(float)))"
+        mapping = f"map({_ORT_TYPES.get(info.key_dtype, info.key_dtype)},{tensor})"
+        return mapping if info.kind == "map" else f"seq({mapping})"
     return {"tensor": tensor, "sequence": f"seq({tensor})", "optional": f"optional({tensor})",
             "optional_sequence": f"optional(seq({tensor}))"}.get(info.kind, info.kind)
 

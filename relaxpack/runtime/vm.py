@@ -27,6 +27,7 @@ from ..errors import ArchiveError, ExecutionError, InputError, RelaxpackError, S
 from .budget import Budget, metered
 from .builtins import BUILTINS
 from .containers import CONTAINER_KINDS, as_input, as_output, as_output_is_identity
+from .maps import MAP_KINDS, as_map_input
 from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunction
 from .compiled import Compiled, Resolved, compile_counting, compile_function, pc_of
 from .executable import Executable
@@ -427,9 +428,12 @@ def _jump(func: VMFunction, pc: int, offset, n: int) -> int:
 
 
 def _as_value(value, param):
-    """An input as the VM takes it: tensors as numpy arrays (no dtype change), sequences as tuples."""
+    """An input as the VM takes it: tensors as numpy arrays (no dtype change), sequences as tuples,
+    maps as canonical dicts."""
     if param.kind in CONTAINER_KINDS:
         return as_input(value, param.name, param.kind, param.dtype, param.ndim)
+    if param.kind in MAP_KINDS:
+        return as_map_input(value, param.name, param.kind, param.key_dtype, param.dtype)
     if param.kind == "tensor":
         if param.dtype == "string":
             return _string_input(value, param.name)

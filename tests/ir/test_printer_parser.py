@@ -13,6 +13,7 @@ from relaxpack.ir import (
     TupleStructInfo, Var, VarBinding, parse, sym,
 )
 from relaxpack.ir.equality import assert_structural_equal
+from relaxpack.ir.struct_info import MapStructInfo, SequenceStructInfo
 from relaxpack.ir.printer import module_metadata, print_expr
 from relaxpack.ir.well_formed import well_formed_errors
 from relaxpack.ops import make_call
@@ -488,6 +489,8 @@ SINFOS = [
     ObjectStructInfo(),
     FuncStructInfo((tensor((n,)),), tensor((n,))), FuncStructInfo(None, ObjectStructInfo(), purity=False),
     FuncStructInfo((), TupleStructInfo(())),
+    MapStructInfo("int64", tensor(())), MapStructInfo("string", TensorStructInfo((), "string")),
+    SequenceStructInfo(MapStructInfo("string", TensorStructInfo((), "float64"))),
 ]
 
 
@@ -510,6 +513,22 @@ def test_struct_info_spellings():
     assert format_sinfo(PrimStructInfo("int64", n + 1)) == 'R.Prim("int64", value="n + 1")'
     assert format_sinfo(FuncStructInfo((tensor((2,)),), ObjectStructInfo())) == \
         'R.Callable((R.Tensor((2,), "float32"),), R.Object, pure=True)'
+    assert format_sinfo(SequenceStructInfo(MapStructInfo("int64", tensor(())))) == \
+        'R.Sequence(R.Map("int64", R.Tensor((), "float32")))'
+
+
+def parse_sinfo(text: str):
+    """The struct info ``text`` spells, read as a function parameter's."""
+    return parse(f"@I.ir_module\nclass Module:\n    @R.function\n    def main(x: {text}) -> {text}:\n"
+                 f"        return x\n")["main"].params[0].struct_info
+
+
+def test_map_struct_info_is_read_back_and_checked():
+    assert parse_sinfo('R.Map("string", R.Tensor((), "int64"))') == MapStructInfo("string", TensorStructInfo((), "int64"))
+    with pytest.raises(ParseError, match="R.Map takes the keys' dtype and the values' struct info"):
+        parse_sinfo('R.Map(R.Tensor((), "int64"))')
+    with pytest.raises(ParseError, match="a map's keys are integers or strings, not float32"):
+        parse_sinfo('R.Map("float32", R.Tensor((), "int64"))')
 
 
 def test_function_and_module_attributes():

@@ -26,7 +26,7 @@ from ...ir.block_builder import BlockBuilder
 from ...ir.dims import Dim, sym
 from ...ir.expr import Tuple, Var
 from ...ir.module import IRModule
-from ...ir.struct_info import OptionalStructInfo, SequenceStructInfo, TensorStructInfo
+from ...ir.struct_info import MapStructInfo, OptionalStructInfo, SequenceStructInfo, TensorStructInfo
 from .context import ImportContext
 from .functions import FunctionLibrary
 from .graph import GraphConverter, collect_unsupported
@@ -213,8 +213,9 @@ def _input_var(inp, namer: "_DimNamer") -> Var:
 
 
 def _input_sinfo(type_proto, name: str, namer: "_DimNamer"):
-    """A graph input's struct info: a tensor with named dims, or a sequence / optional of tensors
-    (their elements' dims may differ from one element to the next: only the rank is kept)."""
+    """A graph input's struct info: a tensor with named dims, a map, or a sequence / optional of
+    tensors or maps (their elements' dims may differ from one element to the next: only the rank
+    is kept)."""
     which = type_proto.WhichOneof("value")
     if which == "tensor_type":
         tensor_type = type_proto.tensor_type
@@ -230,10 +231,22 @@ def _input_sinfo(type_proto, name: str, namer: "_DimNamer"):
                  if elem.WhichOneof("value") == "sequence_type" else _element_sinfo(elem, name))
         return OptionalStructInfo(inner)
     if which == "map_type":
-        raise UnsupportedOpError(f"graph input {name!r} is a map ({_type_text(type_proto)}): relaxpack values are "
-                                 f"tensors, sequences and optionals; map-typed values are not supported (feed the "
-                                 f"map's contents as tensors instead)")
-    raise UnsupportedOpError(f"graph input {name!r} is not a tensor, sequence or optional ({which})")
+        return _map_sinfo(type_proto, name)
+    raise UnsupportedOpError(f"graph input {name!r} is not a tensor, map, sequence or optional ({which})")
+
+
+def _map_sinfo(type_proto, name: str) -> MapStructInfo:
+    """``map(K, tensor(V))``: a dict of K keys to V scalars, as onnxruntime takes and gives them."""
+    value = type_proto.map_type.value_type
+    if value.WhichOneof("value") != "tensor_type":
+        raise UnsupportedOpError(f"graph input {name!r} is {_type_text(type_proto)}: relaxpack's maps hold "
+                                 f"tensors (scalars), as onnxruntime's")
+    key = onnx_dtype_name(type_proto.map_type.key_type, f"graph input {name!r}")
+    if key != "string" and not key.startswith(("int", "uint")):
+        raise UnsupportedOpError(f"graph input {name!r} is {_type_text(type_proto)}: map keys are integers or "
+                                 f"strings")
+    return MapStructInfo(key, TensorStructInfo((), onnx_dtype_name(value.tensor_type.elem_type,
+                                                                   f"graph input {name!r}")))
 
 
 def _type_text(type_proto) -> str:
@@ -251,11 +264,12 @@ def _type_text(type_proto) -> str:
     return str(which)
 
 
-def _element_sinfo(type_proto, name: str) -> TensorStructInfo:
+def _element_sinfo(type_proto, name: str) -> TensorStructInfo | MapStructInfo:
+    if type_proto.WhichOneof("value") == "map_type":
+        return _map_sinfo(type_proto, name)
     if type_proto.WhichOneof("value") != "tensor_type":
         raise UnsupportedOpError(f"graph input {name!r} holds {_type_text(type_proto)} elements; "
-                                 f"relaxpack supports sequences and optionals of tensors (map-typed values "
-                                 f"are not supported)")
+                                 f"relaxpack supports sequences and optionals of tensors and maps")
     tensor_type = type_proto.tensor_type
     dtype = onnx_dtype_name(tensor_type.elem_type, f"graph input {name!r}")
     ndim = len(tensor_type.shape.dim) if tensor_type.HasField("shape") else -1

@@ -7,8 +7,8 @@ converter (or function body) fails with, and the coverage matrix's
 "unsupported". A converter registered for the op later (ours or a user's)
 takes precedence.
 
-    >>> find_refusal("ai.onnx.ml", "CastMap").summary
-    'map-typed input'
+    >>> find_refusal("ai.onnx.ml", "ZipMap") is None    # maps convert now
+    True
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from .registry import canonical_domain
 
-ML = "ai.onnx.ml"
 
 
 @dataclass(frozen=True)
@@ -38,22 +37,8 @@ class Refusal:
         return f"{text}; {self.workaround}" if self.workaround else text
 
 
-_MAPS = ("relaxpack values are tensors, sequences and optionals; map-typed values "
-         "(ONNX map(K, V), Python dicts) are not supported")
-
-_REFUSALS = (
-    Refusal(ML, "CastMap", "map-typed input",
-            f"its input is a map from int64 keys to strings or floats; {_MAPS}",
-            "cast or densify the map before the model and feed the resulting tensor"),
-    Refusal(ML, "DictVectorizer", "map-typed input",
-            f"its input is a map from feature names (or ids) to values; {_MAPS}",
-            "vectorize the dicts before the model (e.g. with the fitted scikit-learn DictVectorizer's "
-            "transform) and convert the rest of the pipeline, whose input is then one float tensor"),
-    Refusal(ML, "ZipMap", "map-typed output",
-            f"its output is a sequence of maps (one {{label: probability}} dict per sample); {_MAPS}",
-            "convert the model without it (skl2onnx: options={'zipmap': False}) to get the probabilities "
-            "as one float tensor"),
-)
+#: none today: the map ops (ZipMap, CastMap, DictVectorizer), refused until maps joined the IR, now convert
+_REFUSALS: tuple[Refusal, ...] = ()
 
 REFUSALS: dict[tuple[str, str], Refusal] = {(canonical_domain(r.domain), r.op): r for r in _REFUSALS}
 

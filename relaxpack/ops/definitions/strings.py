@@ -1,8 +1,8 @@
 """String ops: string_concat, regex_full_match, string_normalizer,
-string_split, tfidf_vectorizer.
+string_split, tokenizer, tfidf_vectorizer.
 
 String tensors have dtype ``"string"``; at run time they are numpy object
-arrays of Python ``str``. ``string_normalizer`` and ``string_split`` have
+arrays of Python ``str``. ``string_normalizer``, ``string_split`` and ``tokenizer`` have
 data-dependent output shapes: the importer calls their packed kernels with
 ``call_packed`` and ``match_cast``\\ s the results to fresh dims.
 
@@ -75,6 +75,20 @@ register_op("string_split", infer=_infer_string_split, num_args=1,
             attrs={"delimiter": None, "maxsplit": None},
             doc="ONNX StringSplit: the substrings of each string padded with '' to the largest count, and "
                 "the counts; data-dependent (call the packed kernel through call_packed).")
+
+
+def _infer_tokenizer(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    x = _string_arg(call, 0, "x")
+    if x.ndim not in (-1, 1, 2):
+        raise shape_error(call, f"x must be 1-D (C) or 2-D (N, C), got rank {x.ndim}")
+    return with_shape(x, None, ndim=x.ndim + 1 if x.ndim >= 0 else -1)
+
+
+register_op("tokenizer", infer=_infer_tokenizer, num_args=1,
+            attrs={"mark": False, "mincharnum": 1, "pad_value": "#", "separators": (), "tokenexp": None},
+            foldable=False,   # its patterns may backtrack: never run at compile time
+            doc="com.microsoft Tokenizer: the tokens of each string along a new last axis, padded to the "
+                "longest row; data-dependent (call the packed kernel through call_packed).")
 
 
 def _infer_tfidf_vectorizer(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:

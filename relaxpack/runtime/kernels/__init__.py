@@ -31,7 +31,7 @@ from . import dynamic_reduce, dynamic_resize  # noqa: F401
 from . import sampling  # noqa: F401
 from . import signal  # noqa: F401
 from . import fold  # noqa: F401
-from . import strings  # noqa: F401
+from . import strings, tokenizer  # noqa: F401
 from . import ml, tree_ensemble  # noqa: F401
 from . import sequence  # noqa: F401  (sequences and optionals)
 from . import detection  # noqa: F401
@@ -42,6 +42,7 @@ from . import random  # noqa: F401
 from . import training  # noqa: F401
 from . import dynamic_apply, dynamic_shape  # noqa: F401
 from . import svm  # noqa: F401
+from . import ml_maps  # noqa: F401  (ZipMap, CastMap, DictVectorizer: dicts)
 from . import image_decode  # noqa: F401  (ImageDecoder: dyn.image_decoder)
 from ._registry import KERNELS, Kernel, get_kernel, register_kernel, register_packed
 

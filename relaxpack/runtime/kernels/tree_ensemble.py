@@ -38,6 +38,8 @@ it at convert time into the *walk form* the kernel reads:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...errors import ExecutionError
@@ -102,8 +104,7 @@ def pack_trees(nodes: np.ndarray, thresholds: np.ndarray, roots: np.ndarray):
 def find_leaves(x, walk, thresholds, roots, members, max_depth: int) -> np.ndarray:
     """The leaf node each sample reaches in each tree: int64 ``(N, T)``."""
     x = np.asarray(x)
-    if x.ndim != 2:     # (an empty batch of 2-D samples cannot be reshaped with -1)
-        x = x.reshape(x.shape[0] if x.ndim else 1, -1)
+    x = x.reshape(x.shape[0] if x.ndim else 1, math.prod(x.shape[1:]))     # (0, f) too: no -1 of 0 rows
     n, f = x.shape
     column, nxt = walk[0], walk[1]
     if column.size and int(column.max()) >= 2 * f:

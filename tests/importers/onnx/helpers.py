@@ -69,6 +69,23 @@ def check_model(model, *feeds_list, ref="ort", dims=None):
     return mod
 
 
+def check_levels(model, feeds_list, levels=(0, 2), rtol=1e-5, atol=1e-5):
+    """Import ``model`` once (no dims) and build it at each of ``levels``;
+    compare every output (shape and values) with onnxruntime at each feeds
+    of ``feeds_list``. Returns the IRModule."""
+    mod = relaxpack.from_onnx(model)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    vms = [(level, VirtualMachine(relaxpack.build(mod, opt_level=level))) for level in levels]
+    for feeds in feeds_list:
+        want = session.run(None, feeds)
+        for level, vm in vms:
+            got = vm.run(feeds)
+            for (name, value), expected in zip(got.items(), want):
+                where = f"{name} at -O{level}, {[np.shape(a) for a in feeds.values()]}"
+                assert_close(value, expected, rtol, atol, where)
+    return mod
+
+
 def reference(model, feeds, ref) -> list:
     if ref == "ort":
         sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])

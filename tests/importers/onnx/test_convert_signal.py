@@ -105,6 +105,16 @@ def test_stft_complex_signal_without_window_or_length():
           opset=17, ref="onnx")
 
 
+def test_stft_of_a_rank_two_signal_as_onnxruntime_reads_it():
+    """(batch, length) is a real signal (onnx-asr's mel preprocessors are written so); the spec says rank 3."""
+    check("STFT", {"signal": rand(2, 37)}, consts={"step": np.array(5, np.int64), "window": rand(8, seed=3),
+                                                   "length": np.array(8, np.int64)},
+          inputs=["signal", "step", "window", "length"], sym={"signal": ["b", "n"]},
+          more=[{"signal": rand(1, 50, seed=4)}])
+    check("STFT", {"signal": rand(2, 40), "step": np.array(6, np.int64), "length": np.array(10, np.int64)},
+          inputs=["signal", "step", "", "length"], opset=17)
+
+
 def test_stft_operands_fed_at_run_time():
     feeds = {"signal": rand(2, 40, 1), "step": np.array(6, np.int64), "length": np.array(10, np.int64)}
     mod = check("STFT", feeds, inputs=["signal", "step", "", "length"], opset=17,

@@ -5,10 +5,9 @@ real model, built with onnx.helper. The real models stay out of the repository."
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from onnx import TensorProto, helper
 
-from .helpers import check_model, i64, rand
+from .helpers import check_model, rand
 
 
 def squeeze_if_then_unsqueeze():
@@ -91,11 +90,9 @@ def squeeze_ifs_then_concat():
     return model
 
 
-@pytest.mark.xfail(strict=True, reason="Concat whose operands all have unknown rank (each out of an If whose "
-                                       "branches differ in rank): the build refuses 'R.concat needs its "
-                                       "operands' shape' (importer/IR work, issue 15 item 4); the real "
-                                       "silero_vad.onnx fails there now")
 def test_concat_of_operands_of_unknown_rank_as_silero_vad_state():
+    """Every operand of unknown rank: the run shapes the result (``dyn.apply``); before, the build
+    refused ("R.concat needs its operands' shape")."""
     check_model(squeeze_ifs_then_concat(), {"x": rand(1, 4, 1)}, {"x": rand(3, 4, 1, seed=1)})
 
 
@@ -111,9 +108,7 @@ def squeeze_if_then_reduce_mean():
     return model
 
 
-@pytest.mark.xfail(strict=True, reason="a reduction of an input of unknown rank (out of an If whose branches "
-                                       "differ in rank) is refused at build: its output's rank depends on the "
-                                       "input's (importer/IR work, issue 15 item 4); silero_vad.onnx reaches it "
-                                       "once its Concat converts")
 def test_reduce_mean_of_unknown_rank_as_silero_vad_output():
+    """The axis counts in the rank the run meets; before, the build refused (a reduction's output rank
+    depends on its input's)."""
     check_model(squeeze_if_then_reduce_mean(), {"x": rand(1, 4, 1)}, {"x": rand(3, 4, 1, seed=1)})

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import relaxpack
-from relaxpack.errors import UnsupportedOpError
 from relaxpack.runtime import VirtualMachine
 
 from .helpers import reference
@@ -112,12 +111,6 @@ def test_a_symbolic_batch_runs_at_several_sizes():
         want = reference(onx, {"X": X[:n]}, "ort")
         np.testing.assert_array_equal(got["label"], want[0])
         np.testing.assert_allclose(got["probabilities"], want[1], rtol=1e-6, atol=1e-7)
-
-
-def test_zipmap_fails_naming_the_option():
-    onx = convert(LogisticRegression().fit(X, Y2), zipmap=True)
-    with pytest.raises(UnsupportedOpError, match=r"ZipMap .*zipmap': False"):
-        relaxpack.from_onnx(onx)
 
 
 @pytest.mark.parametrize("categories", [np.array([[1], [3], [7], [3]], np.int64),

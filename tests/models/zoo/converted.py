@@ -234,7 +234,57 @@ class Sklearn:
                  "shapes": [{"batch": 1}, {"batch": 7}, {"batch": 64}], "judge": "float32"}], []
 
 
-def sklearn_recipes() -> list[Sklearn]:
+@dataclass
+class SklearnZipMap:
+    """A scikit-learn classifier converted at skl2onnx's default options: its probabilities leave
+    through a ZipMap, one ``{label: probability}`` dict per sample. With ``dict_input`` it is a
+    DictVectorizer pipeline fed one dict of named features per run (a map input; its entries,
+    ``present``, are the dynamic dim)."""
+
+    name: str
+    make_estimator: object
+    dict_input: bool = False
+    features: int = 10
+
+    def names(self):
+        return [self.name]
+
+    def make(self):
+        from skl2onnx import convert_sklearn
+        from skl2onnx.common.data_types import DictionaryType, FloatTensorType, StringTensorType
+        from sklearn.datasets import make_classification
+        from sklearn.feature_extraction import DictVectorizer
+        from sklearn.pipeline import make_pipeline
+        seed = seed_of(self.name) % 2**31
+        x, y = make_classification(400, self.features, n_informative=6, n_classes=3, random_state=seed)
+        opsets = {"": 17, "ai.onnx.ml": 3}
+        if self.dict_input:
+            keys = [f"f{i}" for i in range(self.features)]
+            rows = [{k: float(v) for k, v in zip(keys, row) if v > -1.0} for row in x]   # sparse dicts
+            estimator = make_pipeline(DictVectorizer(sparse=False), self.make_estimator(seed)).fit(rows, y)
+            types = [("input", DictionaryType(StringTensorType([1]), FloatTensorType([1])))]
+            inputs = [{"name": "input", "kind": "map", "key_dtype": "string", "dtype": "float32", "keys": keys,
+                       "shape": ["present"]}]
+            dims, shapes = ["present"], [{"present": 1}, {"present": 4}, {"present": self.features}]
+        else:
+            estimator = self.make_estimator(seed).fit(x.astype(np.float32), y)
+            types = [("input", FloatTensorType([None, self.features]))]
+            inputs = [{"name": "input", "dtype": "float32", "shape": ["batch", self.features]}]
+            dims, shapes = ["batch"], [{"batch": 1}, {"batch": 7}, {"batch": 64}]
+        model = convert_sklearn(estimator, initial_types=types, target_opset=opsets)
+        onnx.save(model, str(HERE / f"{self.name}.onnx"))
+        steps = [step for _, step in estimator.steps] if hasattr(estimator, "steps") else [estimator]
+        what = " + ".join(type(step).__name__ for step in steps)
+        outputs = [o.name for o in model.graph.output]
+        return [{"name": self.name, "file": f"{self.name}.onnx", "family": "sklearn",
+                 "source": f"scikit-learn {what} on make_classification(400 x {self.features})"
+                           + (", rows as dicts of the features above -1" if self.dict_input else ""),
+                 "exporter": "skl2onnx.convert_sklearn, default options (ZipMap output; opset 17, ai.onnx.ml 3)",
+                 "inputs": inputs, "outputs": outputs, "dynamic_dims": dims, "fixed_dims": {}, "shapes": shapes,
+                 "judge": "float32"}], []
+
+
+def sklearn_recipes() -> list:
     from sklearn.decomposition import PCA
     from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor, RandomForestClassifier
     from sklearn.linear_model import LogisticRegression
@@ -250,6 +300,9 @@ def sklearn_recipes() -> list[Sklearn]:
                                                                                       random_state=s), "regression"),
         Sklearn("sk_scaler_pca_mlp", lambda s: make_pipeline(StandardScaler(), PCA(5, random_state=s),
                                                              MLPClassifier((16,), max_iter=300, random_state=s))),
+        SklearnZipMap("sk_logistic_regression_zipmap", lambda s: LogisticRegression(max_iter=500)),
+        SklearnZipMap("sk_dict_vectorizer_forest_zipmap",
+                      lambda s: RandomForestClassifier(8, max_depth=5, random_state=s), dict_input=True),
     ]
 
 

@@ -11,6 +11,8 @@ left-aligned padded batch is) or ``positions`` (``offset + 0, 1, ...`` along
 the last axis, ``offset`` the value of the dim that ``spec["offset"]`` names:
 position ids after a KV cache of that length) or ``dim`` (the value of the
 dim that ``spec["dim"]`` names, e.g. a sample rate that selects a branch).
+An input of ``"kind": "map"`` is a dict (a DictVectorizer's): ``shape`` is
+``[dim]``, the number of entries, drawn from ``keys``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ def concrete_shape(shape, dims: Mapping[str, int]) -> tuple[int, ...]:
     return tuple(d if isinstance(d, int) else dims[d] for d in shape)
 
 
-def make_input(spec: Mapping, dims: Mapping[str, int], rng: np.random.Generator) -> np.ndarray:
+def make_input(spec: Mapping, dims: Mapping[str, int], rng: np.random.Generator) -> np.ndarray | dict:
+    if spec.get("kind") == "map":
+        return make_map(spec, dims, rng)
     shape = concrete_shape(spec["shape"], dims)
     dtype = np.dtype(spec["dtype"])
     kind = spec.get("values", "normal")
@@ -44,6 +48,14 @@ def make_input(spec: Mapping, dims: Mapping[str, int], rng: np.random.Generator)
         start = dims[spec["offset"]] if "offset" in spec else 0
         return np.broadcast_to(start + np.arange(shape[-1]), shape).astype(dtype)
     raise ValueError(f"input {spec['name']!r}: unknown values kind {kind!r}")
+
+
+def make_map(spec: Mapping, dims: Mapping[str, int], rng: np.random.Generator) -> dict:
+    """A dict of ``shape[0]`` entries (its dim's value) over ``spec["keys"]`` in a seeded order,
+    standard normal values as Python floats (onnxruntime rounds them to the map's float32)."""
+    count, = concrete_shape(spec["shape"], dims)
+    keys = [spec["keys"][i] for i in rng.permutation(len(spec["keys"]))[:count]]
+    return dict(zip(keys, (rng.standard_normal(count) * spec.get("scale", 1.0)).tolist()))
 
 
 def make_inputs(entry: Mapping, dims: Mapping[str, int], seed: int = 0) -> dict[str, np.ndarray]:

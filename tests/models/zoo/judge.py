@@ -37,6 +37,7 @@ import numpy as np
 import onnx
 
 import relaxpack
+from relaxpack.compare import compare_maps, is_maps
 from relaxpack.runtime import VirtualMachine, load
 
 from .inputs import make_inputs
@@ -139,19 +140,26 @@ def check(name: str, level: int, workdir: Path) -> None:
     for dims, feeds, want in expected(name):
         got = vm.run(feeds)
         for out, ref in zip(outputs, want):
-            problem = judge_output(entry, out, np.asarray(got[out]), np.asarray(ref))
+            problem = judge_output(entry, out, got[out], ref)
             if problem:
                 raise ZooMismatch(f"{name} -O{level} at {dims}: {out} {problem}")
 
 
-def judge_output(entry: dict, name: str, got: np.ndarray, want: np.ndarray) -> str | None:
-    """None when ``got`` passes ``entry``'s judge against ``want``, else what is wrong, in a few words."""
+def judge_output(entry: dict, name: str, got, want) -> str | None:
+    """None when ``got`` passes ``entry``'s judge against ``want``, else what is wrong, in a few words.
+    A map output (ZipMap's list of dicts) must have the reference's structure exactly (as many maps,
+    the same keys in the same order) and its values within the judge's tolerance."""
+    judge = JUDGES[entry["judge"]]
+    if is_maps(want):
+        diff = compare_maps(name, got, want, judge.rtol, judge.atol)
+        return None if diff.passed else (diff.note or f"differs by {diff.max_abs:.3g} (max abs; rtol "
+                                                      f"{judge.rtol:g}, atol {judge.atol:g})")
+    got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape or got.dtype != want.dtype:
         return f"is {got.dtype}{list(got.shape)}, reference {want.dtype}{list(want.shape)}"
     if want.dtype.kind not in "fc":
         bad = int(np.count_nonzero(got != want))
         return f"differs in {bad} of {want.size} values" if bad else None
-    judge = JUDGES[entry["judge"]]
     a, b = got.astype(np.float64), want.astype(np.float64)
     same = (a == b) | (np.isnan(a) & np.isnan(b))
     err = np.where(same, 0.0, np.abs(a - b))

@@ -38,13 +38,14 @@ OutputSpec = tuple[Sequence[Dim | None] | None, str]
 
 
 def packed_call(ctx, kernel: str, inputs: Sequence[Value], outputs: Sequence[OutputSpec], hint: str,
-                **attrs) -> Value | list[Value]:
+                *, foldable: bool = True, **attrs) -> Value | list[Value]:
     """Call the packed kernel ``kernel`` on ``inputs`` with ``attrs``; one
     Value per entry of ``outputs`` (a single Value when there is one), each
     bound by ``match_cast`` to its declared shape with fresh dims for the
     ``None`` entries (an output declared with shape None keeps an unknown
-    rank, unbound). Folded at import time when every input is constant."""
-    if all(v.const is not None for v in inputs):
+    rank, unbound). Folded at import time when every input is constant,
+    unless not ``foldable`` (a kernel whose cost the values can make unbounded)."""
+    if foldable and all(v.const is not None for v in inputs):
         result = KERNELS[kernel].fn(*(v.const for v in inputs), **attrs)
         results = list(result) if isinstance(result, (tuple, list)) else [result]
         values = [ctx.const(np.asarray(r)) for r in results]

@@ -17,6 +17,7 @@ from ....ir.expr import Call, Expr
 from ....ops.registry import make_call
 from ....runtime.dtypes import numpy_dtype
 from ..value import Value
+from ._shape_common import rank_unknown
 
 
 def unsupported(ctx, what: str) -> UnsupportedOpError:
@@ -94,6 +95,8 @@ def rounded(ctx, result: Expr, dtype: str) -> Expr:
 
 def known_shape(ctx, value: Value, what: str = "the input") -> tuple[Dim, ...]:
     """The (possibly symbolic) shape of ``value``; unsupported when unknown."""
+    if value.ndim < 0:
+        raise unsupported(ctx, rank_unknown(ctx, value, what))
     if value.shape is None:
         raise unsupported(ctx, f"{what} must have a known shape (rank and dims, symbolic is fine)")
     return tuple(value.shape)
@@ -101,7 +104,7 @@ def known_shape(ctx, value: Value, what: str = "the input") -> tuple[Dim, ...]:
 
 def known_rank(ctx, value: Value, what: str = "the input") -> int:
     if value.ndim < 0:
-        raise unsupported(ctx, f"{what} must have a known rank")
+        raise unsupported(ctx, rank_unknown(ctx, value, what))
     return value.ndim
 
 

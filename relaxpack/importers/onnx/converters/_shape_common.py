@@ -21,6 +21,7 @@ import numpy as np
 from ....errors import ShapeError, UnsupportedOpError
 from ....ir.dims import Dim, format_dim, free_vars, sym
 from ....ir.gradual import representative_order
+from ....ir.rank_origin import rank_origin
 from ....ir.expr import Expr, ShapeExpr
 from ....ir.struct_info import TensorStructInfo
 from ....ops.definitions.index import HUGE
@@ -38,6 +39,13 @@ INT_KINDS = ("int", "uint")
 def unsupported(ctx, message: str) -> UnsupportedOpError:
     """An UnsupportedOpError naming the node and the opset."""
     return UnsupportedOpError(f"{ctx.node_label()} (opset {ctx.opset}): {message}")
+
+
+def rank_unknown(ctx, value: Value, what: str = "the input") -> str:
+    """"needs the rank of <what>, unknown here: <why>", naming the ONNX node or
+    input that left the value without a rank (ir/rank_origin.py)."""
+    why = rank_origin(value.expr, ctx.bb.lookup_binding) if value.expr is not None else "it has no rank"
+    return f"needs the rank of {what}, unknown here: {why}"
 
 
 def shape_error(ctx, message: str) -> ShapeError:
@@ -61,8 +69,7 @@ def shaped(ctx, value: Value, what: str = "input") -> Value:
     if value.shape is not None:
         return value
     if value.ndim < 0:
-        raise unsupported(ctx, f"the rank of {what} is unknown; relaxpack needs at least the rank "
-                               f"(an IR op shape_of would lift this)")
+        raise unsupported(ctx, rank_unknown(ctx, value, what))
     node = ctx.node
     dims = fresh_dims(ctx, value.ndim, node.input[0] if node is not None and node.input else what)
     sinfo = TensorStructInfo(dims, value.dtype, vdevice=value.sinfo.vdevice)

@@ -169,7 +169,7 @@ def _hardmax(ctx, dtype: str):
     maxima whose running count (cumsum) is 1."""
     def build(expr, axis, length):
         ndim = expr.struct_info.ndim
-        axis = axis + ndim if axis < 0 else axis
+        axis = axis + ndim if axis < 0 <= ndim else axis
         if isinstance(length, int):
             index = call(ctx, "argmax", expr, axis=axis, keepdims=True)
             positions = np.arange(length, dtype=np.int64).reshape([length if i == axis else 1 for i in range(ndim)])
@@ -190,6 +190,8 @@ def hardmax_2d(ctx, x, *, axis=1):
 
 @register_converter("", "Hardmax", since_opset=13)
 def hardmax(ctx, x, *, axis=-1):
+    if x.ndim < 0:      # the axis counts in the rank the run meets
+        return _hardmax(ctx, x.dtype)(ctx.expr(x), axis, None)
     ndim = known_rank(ctx, x)
     if not -ndim <= axis < ndim:
         raise malformed(ctx, f"axis {axis} is out of range for rank {ndim}")

@@ -27,8 +27,8 @@ from ..registry import register_converter
 from ..value import Value
 from ._dynamic import packed_call
 from ._shape_common import (
-    INT_KINDS, const_ints, fmt_dims, fresh_dims, norm_axis, runtime_length, shape_error, shaped, static_ints,
-    unsupported,
+    INT_KINDS, const_ints, fmt_dims, fresh_dims, norm_axis, of_rank, rank_unknown, runtime_length, shape_error,
+    shaped, static_ints, unsupported,
 )
 
 # ---------------------------------------------------------------- Einsum
@@ -151,13 +151,12 @@ def nonzero(ctx, x):
     _required(ctx, X=x)
     if x.const is not None:     # fold with the kernel the VM would run
         return ctx.const(KERNELS["nonzero"].fn(x.const))
-    if x.ndim < 0:
-        raise unsupported(ctx, "the rank of the input is unknown; NonZero needs it for its output shape")
     call = make_call("call_packed", ExternFunc("nonzero"), ctx.expr(x),
                      sinfo_args=(TensorStructInfo(None, "int64", ndim=2),))
     found = ctx.bb.emit(call, "nonzero")
-    nnz, = fresh_dims(ctx, 1, "nonzero")
-    sinfo = TensorStructInfo((x.ndim, nnz), "int64", vdevice=found.struct_info.vdevice)
+    # (rank, count): the rank is a fresh dim too when the import does not know it
+    rank, nnz = (x.ndim, *fresh_dims(ctx, 1, "nonzero")) if x.ndim >= 0 else fresh_dims(ctx, 2, "nonzero")
+    sinfo = TensorStructInfo((rank, nnz), "int64", vdevice=found.struct_info.vdevice)
     return Value(sinfo, expr=ctx.bb.match_cast(found, sinfo, "nonzero"))
 
 
@@ -250,7 +249,7 @@ def tile_v1(ctx, x, tiles, axis):
     count = _one_int(ctx, tiles, "tiles")
     ax = _one_int(ctx, axis, "axis")
     if x.ndim < 0:
-        raise unsupported(ctx, "the rank of the input is unknown")
+        raise unsupported(ctx, rank_unknown(ctx, x))
     repeats = [1] * x.ndim
     repeats[norm_axis(ctx, ax, x.ndim)] = count
     return _tile(ctx, x, repeats)
@@ -260,6 +259,8 @@ def tile_v1(ctx, x, tiles, axis):
 def tile_v6(ctx, x, repeats):
     _required(ctx, input=x, repeats=repeats)
     ints = const_ints(repeats)
+    if x.ndim < 0 and runtime_length(ctx, repeats, "repeats", unknown_ok=True) is not None:
+        x = of_rank(ctx, x, runtime_length(ctx, repeats, "repeats"))   # one repeat per axis (the run checks it)
     if ints is None:    # known at run time only
         x = shaped(ctx, x)
         if runtime_length(ctx, repeats, "repeats") != x.ndim:

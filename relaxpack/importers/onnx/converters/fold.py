@@ -20,7 +20,7 @@ from ..registry import register_converter
 from ..value import Value
 from ._dynamic import packed_call
 from ._math_common import spatial_attr
-from ._shape_common import shape_error, static_ints, unsupported
+from ._shape_common import rank_unknown, shape_error, static_ints, unsupported
 
 
 def _pads(ctx, pads, n: int) -> tuple[int, ...]:
@@ -44,7 +44,7 @@ def _constant(ctx, value: Value | None, what: str) -> tuple[int, ...] | None:
 @register_converter("", "MaxUnpool", since_opset=9)
 def max_unpool(ctx, x, indices, output_shape=None, *, kernel_shape, pads=None, strides=None):
     if x.ndim < 0:
-        raise unsupported(ctx, "an input of unknown rank")
+        raise unsupported(ctx, rank_unknown(ctx, x))
     if x.ndim < 3:
         raise shape_error(ctx, f"the input must be (N, C, *spatial), got rank {x.ndim}")
     n = x.ndim - 2

@@ -33,9 +33,11 @@ from ....ops.registry import make_call
 from ....runtime.dtypes import numpy_dtype
 from ..registry import register_converter
 from ..value import Value
+from . import _unknown_rank as unknown_rank
 from ._dynamic import packed_call
 from ._shape_common import (
-    const_ints, fmt_dims, known_ints, norm_axes, runtime_length, shape_error, shape_expr, shaped, unsupported,
+    const_ints, fmt_dims, known_ints, norm_axes, of_rank, runtime_length, shape_error, shape_expr, shaped,
+    unsupported,
 )
 
 # ---------------------------------------------------------------- Resize (opset 11+)
@@ -96,6 +98,8 @@ def _resize(ctx, x: Value, roi, scales, sizes, modes, coord_mode, cubic_coeff_a,
         raise unsupported(ctx, f"nearest_mode {nearest_mode!r} (expected one of {', '.join(sorted(_NEAREST_MODES))})")
     if antialias and method == "nearest_neighbor":
         raise unsupported(ctx, "antialias=1 needs mode 'linear' or 'cubic', not 'nearest'")
+    if axes is None:
+        x = _of_target_rank(ctx, x, scales, sizes)
     x = shaped(ctx, x)
     shape = x.shape
     axes = tuple(range(len(shape))) if axes is None else norm_axes(ctx, axes, len(shape))
@@ -273,11 +277,25 @@ def resize_v10(ctx, x, scales, *, mode="nearest"):
     return _resize_v10(ctx, x, scales, mode)
 
 
+def _of_target_rank(ctx, x: Value, *targets) -> Value:
+    """``x`` of unknown rank cast to the rank of Resize's scales or sizes (one
+    value per axis; the run checks it); else ``x`` as it is."""
+    if x.ndim >= 0:
+        return x
+    for target in targets:
+        if isinstance(target, (list, tuple)) and target:
+            return of_rank(ctx, x, len(target))
+        if isinstance(target, Value) and not _empty(target) and target.ndim == 1 \
+                and isinstance(target.shape[0], int):
+            return of_rank(ctx, x, target.shape[0])
+    return x
+
+
 def _resize_v10(ctx, x: Value, scales: list[float] | Value, mode: str):
     method = _method(ctx, mode)
     if method == "cubic":
         raise unsupported(ctx, "mode 'cubic' needs opset 11")
-    x = shaped(ctx, x)
+    x = shaped(ctx, _of_target_rank(ctx, x, scales))
     shape = x.shape
     if isinstance(scales, Value) and _at_run_time(scales):
         return _resize_at_run_time(ctx, x, tuple(range(len(shape))), scales, None, None, "stretch", legacy=True,
@@ -340,6 +358,11 @@ def _pad_input(ctx, data: Value, pads: Value, axes: Value | None, mode: str, val
         return _pad(ctx, data, const_ints(pads), const_ints(axes), mode, 0, value_input, modes)
     if mode not in modes:
         raise unsupported(ctx, f"mode {mode!r} (this opset has {', '.join(modes)})")
+    if data.ndim < 0 and axes is None and runtime_length(ctx, pads, "pads", unknown_ok=True) is not None:
+        data = of_rank(ctx, data, _pads_rank(ctx, runtime_length(ctx, pads, "pads")))
+    if data.ndim < 0:
+        fill, more = _fill(data, value_input)
+        return unknown_rank.pad(ctx, data, pads, axes, more, mode, fill)
     data = shaped(ctx, data)
     if pads.int_values() is not None and (axes is None or const_ints(axes) is not None):
         return _symbolic_pad(ctx, data, pads, axes, mode, value_input)
@@ -399,6 +422,12 @@ def _pad(ctx, data: Value, pads, axes, mode: str, value, value_input: Value | No
          modes=("constant", "reflect", "edge")):
     if mode not in modes:
         raise unsupported(ctx, f"mode {mode!r} (this opset has {', '.join(modes)})")
+    if data.ndim < 0 and axes is None and pads is not None:     # the pads say the rank (the run checks it)
+        data = of_rank(ctx, data, _pads_rank(ctx, len(pads)))
+    if data.ndim < 0:
+        fill, more = _fill(data, value_input, value)
+        return unknown_rank.pad(ctx, data, ctx.const(np.array(pads, np.int64)), ctx.const(np.array(axes, np.int64)),
+                                more, mode, fill)
     data = shaped(ctx, data)
     rank = len(data.shape)
     axes = tuple(range(rank)) if axes is None else norm_axes(ctx, axes, rank)
@@ -417,6 +446,22 @@ def _pad(ctx, data: Value, pads, axes, mode: str, value, value_input: Value | No
         else:
             args.append(ctx.expr(value_input))
     return make_call("pad", *args, pads=tuple(full), pad_mode=mode, pad_value=fill if mode == "constant" else 0)
+
+
+def _pads_rank(ctx, count: int) -> int:
+    """The rank that ``count`` pads (every axis's begin, then its end) are for."""
+    if count % 2:
+        raise shape_error(ctx, f"pads has {count} values: an even count is needed (begins, then ends)")
+    return count // 2
+
+
+def _fill(data: Value, value_input: Value | None, value=0) -> tuple:
+    """The constant fill as a plain scalar, or ``{"value": input}`` when only the run knows it."""
+    if _empty(value_input):
+        return _scalar(value, data.dtype), {}
+    if value_input.const is not None:
+        return _scalar(value_input.const.reshape(-1)[0], data.dtype), {}
+    return _scalar(0, data.dtype), {"value": value_input}
 
 
 def _scalar(value, dtype: str | None):

@@ -33,6 +33,7 @@ from ..value import Value
 from . import quantize as q
 from ._composite_common import arange, outputs_used
 from ._math_common import astype, call, malformed, scalar
+from ._shape_common import rank_unknown
 from .nn import gemm as _onnx_gemm
 from .nn import layer_norm as _onnx_layer_norm
 
@@ -46,7 +47,7 @@ def ms_unsupported(ctx, what: str) -> UnsupportedOpError:
 
 def _rank(ctx, value: Value, what: str) -> int:
     if value.ndim < 0:
-        raise ms_unsupported(ctx, f"{what} must have a known rank")
+        raise ms_unsupported(ctx, rank_unknown(ctx, value, what))
     return value.ndim
 
 

@@ -1,9 +1,8 @@
 """ai.onnx.ml ops (as scikit-learn models converted by skl2onnx use them):
 LabelEncoder, CategoryMapper, LinearClassifier, LinearRegressor,
 Normalizer, Scaler, Binarizer, Imputer, ArrayFeatureExtractor,
-FeatureVectorizer. ZipMap, CastMap and DictVectorizer (maps) are refused
-with their reason, see ``refusals.py``. Tree ensembles are in
-``ml_trees.py``.
+FeatureVectorizer. The map ops ZipMap, CastMap and DictVectorizer are in
+``ml_maps.py``, tree ensembles in ``ml_trees.py``.
 
 Classifiers compute a class index; the label output is a ``take`` on the
 labels constant, so int and string labels work alike::
@@ -11,10 +10,8 @@ labels constant, so int and string labels work alike::
     LinearClassifier(x)  ->  lv = R.linear_classifier(x, coef, intercepts, post_transform="LOGISTIC")
                              label = R.take(metadata["labels"], lv[0], axis=0); probabilities = lv[1]
 
-ZipMap turns the probabilities into a list of ``{label: probability}``
-dicts, which is not a tensor: convert with skl2onnx's
-``options={"zipmap": False}`` (the probabilities stay one float tensor);
-``importers/onnx/refusals.py`` says so when a model has one.
+skl2onnx's default ZipMap then turns the probabilities into a list of
+``{label: probability}`` dicts (``ml_maps.py``).
 """
 
 from __future__ import annotations

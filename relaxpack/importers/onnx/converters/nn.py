@@ -25,7 +25,7 @@ from ._math_common import (
     astype, call, is_low_float, known_rank, malformed, rounded, scalar, spatial_attr, unsupported, working,
 )
 from ._same_padding import needs_explicit_pad, mask_like_spatial, pad_explicitly, same_padding
-from ._shape_common import of_rank
+from ._shape_common import of_rank, rank_unknown
 
 # ---------------------------------------------------------------- matmul, gemm
 
@@ -39,6 +39,7 @@ def matmul(ctx, a, b):
 def _gemm(ctx, a, b, c, alpha, beta, trans_a, trans_b):
     """``alpha * A' @ B' + beta * C``; a low float in float32, rounded once
     (``A @ B`` may overflow float16 where the result does not)."""
+    a, b = (of_rank(ctx, v, 2, name) if v.ndim < 0 else v for v, name in ((a, "A"), (b, "B")))
     lhs, rhs = working(ctx, a), working(ctx, b)
     dtype = lhs.struct_info.dtype
     if trans_a:
@@ -71,13 +72,13 @@ def gemm(ctx, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):  # noqa
 # ---------------------------------------------------------------- window geometry
 
 
-def _spatial_rank(ctx, x: Value, w: Value | None = None) -> int:
-    ndim = x.ndim if x.ndim >= 0 else (w.ndim if w is not None else -1)
+def _spatial_rank(ctx, x: Value, w: Value | None = None, kernel_shape=None) -> int:
+    ndim = x.ndim if x.ndim >= 0 else (w.ndim if w is not None else len(kernel_shape) + 2 if kernel_shape else -1)
     if ndim < 0:
-        raise unsupported(ctx, "the input must have a known rank")
+        raise unsupported(ctx, rank_unknown(ctx, x))
     if ndim < 3:
         raise malformed(ctx, f"the input must be (N, C, *spatial), got rank {ndim}")
-    if x.ndim < 0:      # the weight's rank is the input's: cast to it, checked at run time
+    if x.ndim < 0:      # the weight's (kernel's) rank is the input's: cast to it, checked at run time
         of_rank(ctx, x, ndim)
     return ndim - 2
 
@@ -231,7 +232,7 @@ def _transpose_padding(ctx, x, kernel, strides, dilations, extra, output_shape, 
 
 
 def _pool_attrs(ctx, x, auto_pad, kernel_shape, pads, strides, dilations, ceil_mode):
-    n = _spatial_rank(ctx, x)
+    n = _spatial_rank(ctx, x, kernel_shape=kernel_shape)
     if not kernel_shape:
         raise malformed(ctx, "attribute kernel_shape is required")
     kernel = spatial_attr(ctx, kernel_shape, n, 1, "kernel_shape")
@@ -443,10 +444,16 @@ _FLOAT_TYPE = 1  # TensorProto.FLOAT
 def layer_norm(ctx, x, scale, bias=None, *, axis=-1, epsilon=1e-5, stash_type=_FLOAT_TYPE):
     """Normalize over the dims from ``axis`` on. The optional Mean and
     InvStdDev outputs are computed in float32 (``stash_type`` 1)."""
-    ndim = known_rank(ctx, x)
-    if not -ndim <= axis < ndim:
-        raise malformed(ctx, f"axis {axis} is out of range for rank {ndim}")
-    axes = tuple(range(axis % ndim, ndim))
+    if x.ndim < 0 and axis >= 0 and scale.ndim >= 0:    # the scale's dims are the normalized ones
+        x = of_rank(ctx, x, axis + scale.ndim)
+    if x.ndim >= 0:
+        if not -x.ndim <= axis < x.ndim:
+            raise malformed(ctx, f"axis {axis} is out of range for rank {x.ndim}")
+        axes = tuple(range(axis % x.ndim, x.ndim))
+    elif axis < 0:      # the last -axis dims of whatever rank the run meets
+        axes = tuple(range(axis, 0))
+    else:
+        known_rank(ctx, x)      # refuses, naming why the rank is unknown
     if stash_type != _FLOAT_TYPE:
         raise unsupported(ctx, f"stash_type={stash_type} (only 1, float32 statistics)")
     args = [ctx.expr(x), ctx.expr(scale)] + ([] if bias is None else [ctx.expr(bias)])

@@ -27,6 +27,7 @@ from ..registry import register_converter
 from ..tensors import onnx_dtype_name
 from ..value import Value
 from ._math_common import astype, call, malformed, scalar, unsupported
+from ._shape_common import rank_unknown
 from .nn import conv as _conv
 
 #: Saturation ranges of the integer quantized types.
@@ -78,7 +79,7 @@ def _is_zero(value: Value | None) -> bool:
 
 def _rank(ctx, value: Value, what: str) -> int:
     if value.ndim < 0:
-        raise unsupported(ctx, f"{what} must have a known rank")
+        raise unsupported(ctx, rank_unknown(ctx, value, what))
     return value.ndim
 
 

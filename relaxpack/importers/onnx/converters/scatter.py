@@ -11,7 +11,7 @@ from __future__ import annotations
 from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
-from ._shape_common import shape_error, shaped, unsupported
+from ._shape_common import of_rank, shape_error, shaped, unsupported
 
 # ---------------------------------------------------------------- GatherND
 
@@ -27,7 +27,9 @@ def gather_nd_v12(ctx, data, indices, *, batch_dims=0):
 
 
 def _gather_nd(ctx, data: Value, indices: Value, batch_dims: int):
-    data, indices = shaped(ctx, data, "data"), shaped(ctx, indices, "indices")
+    if data.ndim >= 0:      # else the run shapes the result (dyn.apply)
+        data = shaped(ctx, data, "data")
+    indices = shaped(ctx, indices, "indices")
     _check_indices(ctx, indices)
     if not isinstance(indices.shape[-1], int):
         raise unsupported(ctx, f"the last dim of indices (the index depth) must be static, got "
@@ -61,7 +63,8 @@ def scatter_nd_v18(ctx, data, indices, updates, *, reduction="none"):
 
 
 def _scatter_nd(ctx, data: Value, indices: Value, updates: Value, reduction: str):
-    data = shaped(ctx, data, "data")
+    if data.ndim >= 0:      # else the result has the data's shape, whatever the run meets (dyn.apply)
+        data = shaped(ctx, data, "data")
     _check_indices(ctx, indices)
     return make_call("scatter_nd", ctx.expr(data), ctx.expr(indices), ctx.expr(updates), reduction=reduction)
 
@@ -102,6 +105,8 @@ def scatter_elements_v18(ctx, data, indices, updates, *, axis=0, reduction="none
 
 
 def _scatter_elements(ctx, data: Value, indices: Value, updates: Value, axis: int, reduction: str):
+    if data.ndim < 0 and indices.ndim >= 0:     # the indices' rank is the data's (the run checks it)
+        data = of_rank(ctx, data, indices.ndim, "data")
     data = shaped(ctx, data, "data")
     _check_indices(ctx, indices)
     if not -data.ndim <= axis < data.ndim:

@@ -19,7 +19,7 @@ from ....ops.definitions.common import prod
 from ..registry import register_converter
 from ..value import Value
 from ._dynamic import packed_call
-from ._shape_common import norm_axis, shape_error, unsupported
+from ._shape_common import norm_axis, rank_unknown, shape_error, unsupported
 
 
 def _axis_dims(ctx, x: Value, axis: int | None, what: str):
@@ -27,7 +27,7 @@ def _axis_dims(ctx, x: Value, axis: int | None, what: str):
     if axis is None:
         return None
     if x.ndim < 0:
-        raise unsupported(ctx, f"{what} along an axis needs the input's rank")
+        raise unsupported(ctx, f"{what} along an axis " + rank_unknown(ctx, x))
     if x.ndim == 0:
         raise shape_error(ctx, "an axis needs an input of rank >= 1, got a scalar")
     return norm_axis(ctx, axis, x.ndim)
@@ -58,6 +58,8 @@ def compress(ctx, x, condition, *, axis=None):
         raise shape_error(ctx, f"condition must be 1-D, got rank {condition.ndim}")
     if condition.dtype not in (None, "bool"):
         raise shape_error(ctx, f"condition must be bool, got {condition.dtype}")
+    if x.ndim < 0 and axis is not None:     # the kernel counts the axis in the rank the run meets
+        return packed_call(ctx, "compress", [x, condition], [(None, x.dtype)], "compress", axis=axis)
     ax = _axis_dims(ctx, x, axis, "Compress")
     if ax is None:
         shape = (None,)

@@ -24,7 +24,7 @@ from ..registry import register_converter
 from ..tensors import onnx_dtype_name
 from ..value import Value
 from ._dynamic import packed_call
-from ._shape_common import shape_error, unsupported
+from ._shape_common import rank_unknown, shape_error, unsupported
 
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
 
@@ -71,7 +71,7 @@ def _dft(ctx, x: Value, length_in: Value | None, axis_in: Value | None, axis: in
     _float_input(ctx, x, "input")
     rank = x.ndim
     if rank < 0:
-        raise unsupported(ctx, "an input of unknown rank")
+        raise unsupported(ctx, rank_unknown(ctx, x))
     if axis is not None:
         if not (-rank <= axis <= -2 or 0 <= axis <= rank - 2):
             raise shape_error(ctx, f"axis {axis} is out of range for an input of rank {rank} (the last "
@@ -108,8 +108,11 @@ def _dft_at_run_time(ctx, x: Value, length_in, axis_in, axis, length, inverse, o
 @register_converter("", "STFT", since_opset=17)
 def stft(ctx, signal, frame_step, window=None, frame_length=None, *, onesided=1):
     _float_input(ctx, signal, "signal")
+    if signal.ndim == 2:        # (batch, length): a real signal, as onnxruntime reads it
+        signal = ctx.emit(make_call("expand_dims", ctx.expr(signal), axis=(2,)), "signal")
     if signal.ndim >= 0 and signal.ndim != 3:
-        raise shape_error(ctx, f"the signal must be (batch, length, 1 or 2), got rank {signal.ndim}")
+        raise shape_error(ctx, f"the signal must be (batch, length), (batch, length, 1) or "
+                               f"(batch, length, 2), got rank {signal.ndim}")
     step, length = _static_int(frame_step), _static_int(frame_length)
     if step is not None and step < 1 or length is not None and length < 1:
         raise shape_error(ctx, f"frame_step ({step}) and frame_length ({length}) must be positive")

@@ -1,5 +1,5 @@
 """String ops: StringNormalizer, StringSplit, StringConcat, RegexFullMatch,
-TfIdfVectorizer.
+TfIdfVectorizer, and com.microsoft Tokenizer (skl2onnx's text vectorizers).
 
 StringNormalizer and StringSplit have data-dependent output sizes: they
 call packed kernels and bind the results to fresh dims::
@@ -11,6 +11,8 @@ call packed kernels and bind the results to fresh dims::
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -99,3 +101,40 @@ def tfidf_vectorizer(ctx, x, *, mode, min_gram_length, max_gram_length, max_skip
                      mode=mode, min_gram_length=int(min_gram_length), max_gram_length=int(max_gram_length),
                      max_skip_count=int(max_skip_count), ngram_counts=tuple(int(c) for c in ngram_counts),
                      output_size=int(indexes.max()) + 1)
+
+
+@register_converter("com.microsoft", "Tokenizer", since_opset=1)
+def tokenizer(ctx, x, *, mark=None, mincharnum=None, pad_value=None, separators=None, tokenexp=None):
+    """Token rows along a new last axis of data-dependent width (runtime/kernels/tokenizer.py).
+    onnxruntime reads ``separators`` when both it and ``tokenexp`` are given."""
+    x = shaped(ctx, _strings_in(ctx, x))
+    for name, value in (("mark", mark), ("mincharnum", mincharnum), ("pad_value", pad_value)):
+        if value is None:
+            raise shape_error(ctx, f"attribute {name} is required")
+    if mincharnum < 1:
+        raise shape_error(ctx, f"mincharnum must be positive, got {mincharnum}")
+    if x.ndim not in (1, 2):
+        raise shape_error(ctx, f"input X must have shape (C,) or (N, C), got rank {x.ndim}")
+    separators = tuple(separators) if separators is not None else ()
+    if not separators and not tokenexp:
+        raise shape_error(ctx, "needs separators or a non-empty tokenexp")
+    characters = separators == ("",) or (not separators and tokenexp == ".")
+    if characters and mincharnum > 1:
+        raise shape_error(ctx, f"mincharnum {mincharnum} is too big for tokens of one character")
+    if not characters:
+        if "" in separators:
+            raise shape_error(ctx, "an empty separator is only allowed alone (tokens of one character)")
+        for pattern in separators or (tokenexp,):
+            _check_pattern(ctx, pattern)
+    return packed_call(ctx, "tokenizer", [x], [(x.shape + (None,), "string")], "tokens", foldable=False,
+                       mark=bool(mark), mincharnum=int(mincharnum), pad_value=pad_value,
+                       separators=separators, tokenexp=None if separators else tokenexp)
+
+
+def _check_pattern(ctx, pattern: str) -> None:
+    """A pattern Python's re cannot read is refused at import, naming it."""
+    try:
+        re.compile(pattern)
+    except re.error as err:
+        raise unsupported(ctx, f"pattern {pattern!r} is not valid in Python's re syntax ({err}); "
+                               "relaxpack runs RE2 patterns with re") from None

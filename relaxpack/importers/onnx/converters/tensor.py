@@ -39,6 +39,7 @@ from ._shape_common import (
     unsupported,
 )
 from ._dynamic import packed_call
+from . import _unknown_rank as unknown_rank
 
 # ---------------------------------------------------------------- Reshape
 
@@ -120,6 +121,8 @@ def _reshape_to_fresh_dim(ctx, data: Value, dims: list) -> Value:
 
 @register_converter("", "Expand", since_opset=8)
 def expand(ctx, data, shape):
+    if data.ndim < 0:
+        return unknown_rank.expand(ctx, data, shape)
     data = shaped(ctx, data)
     target = shape.int_values()
     if target is None:
@@ -166,6 +169,8 @@ def _dynamic_expand(ctx, data: Value, shape: Value):
 
 @register_converter("", "Flatten", since_opset=1)
 def flatten(ctx, data, *, axis=1):
+    if data.ndim < 0:       # 2-D whatever the rank; the run shapes it (dyn.apply)
+        return make_call("flatten", ctx.expr(data), axis=axis)
     data = shaped(ctx, data)
     if not -data.ndim <= axis <= data.ndim:
         raise shape_error(ctx, f"axis {axis} is out of range [{-data.ndim}, {data.ndim}]")
@@ -252,6 +257,8 @@ def _split(ctx, data: Value, sizes: Value | Sequence[int] | None, axis: int):
     """Split into the node's outputs: ``sizes`` (an attribute's ints, or an
     input whose contents may be known only at run time) or equal pieces."""
     count = len(ctx.node.output)
+    if data.ndim < 0:
+        return unknown_rank.split(ctx, data, sizes, axis, count)
     data = shaped(ctx, data)
     ax = norm_axis(ctx, axis, data.ndim)
     if isinstance(sizes, Value):
@@ -316,6 +323,8 @@ def slice_v10(ctx, data, starts, ends, axes=None, steps=None):
 def _runtime_slice(ctx, data: Value, starts: Value, ends: Value, axes: Value | None, steps: Value | None):
     """Bounds (or axes, steps) known only at run time: a packed slice that
     keeps the dims of the axes it provably does not slice."""
+    if data.ndim < 0:
+        return unknown_rank.runtime_slice(ctx, data, starts, ends, axes, steps)
     data = shaped(ctx, data)
     count = runtime_length(ctx, starts, "starts")
     if runtime_length(ctx, ends, "ends") != count:
@@ -341,7 +350,7 @@ def _slice(ctx, data: Value, starts, ends, axes, steps):
     if 0 in steps:
         raise shape_error(ctx, f"steps {steps} must not be 0")
     if data.ndim < 0:
-        raise unsupported(ctx, "the rank of the input is unknown")
+        return unknown_rank.slice_(ctx, data, starts, ends, axes, steps)
     axes = norm_axes(ctx, axes, data.ndim)
     bounds = starts + ends
     if is_symbolic(data) and data.ndim == 1 and all(isinstance(b, int) for b in bounds):
@@ -415,7 +424,7 @@ def _packed_slice(ctx, data: Value, starts, ends, axes, steps):
 @register_converter("", "Gather", since_opset=1)
 def gather(ctx, data, indices, *, axis=0):
     if data.ndim < 0:
-        raise unsupported(ctx, "the rank of the data is unknown")
+        return unknown_rank.gather(ctx, data, indices, axis)
     ax = norm_axis(ctx, axis, data.ndim)
     known = int_contents(indices)
     if is_symbolic(data) and data.ndim == 1 and known and all(isinstance(i, int) for i in known[0]):
@@ -428,6 +437,10 @@ def gather(ctx, data, indices, *, axis=0):
 
 @register_converter("", "GatherElements", since_opset=11)
 def gather_elements(ctx, data, indices, *, axis=0):
+    if data.ndim < 0 and indices.ndim >= 0:     # the indices' rank is the data's (the run checks it)
+        data = of_rank(ctx, data, indices.ndim, "data")
+    if data.ndim < 0:
+        return unknown_rank.gather_elements(ctx, data, indices, axis)
     data = shaped(ctx, data)
     if indices.ndim >= 0 and indices.ndim != data.ndim:
         raise shape_error(ctx, f"data of rank {data.ndim} and indices of rank {indices.ndim} differ")
@@ -611,7 +624,7 @@ def _space_to_depth(ctx, data: Value, b: int, mode: str):
 def _image_shape(ctx, data: Value, blocksize: int) -> tuple[Dim, ...]:
     if not isinstance(blocksize, int) or blocksize < 1:
         raise shape_error(ctx, f"blocksize must be a positive int, got {blocksize!r}")
-    shape = shaped(ctx, data).shape
+    shape = of_rank(ctx, data, 4).shape if data.ndim < 0 else shaped(ctx, data).shape
     if len(shape) != 4:
         raise shape_error(ctx, f"needs a 4-D (N, C, H, W) input, got rank {len(shape)}")
     return shape

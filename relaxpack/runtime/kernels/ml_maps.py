@@ -1,0 +1,91 @@
+"""ai.onnx.ml's map ops: ZipMap, CastMap, DictVectorizer (packed kernels).
+
+Maps are Python dicts at run time (runtime/maps.py). These kernels follow
+onnxruntime, whose results are what a scikit-learn user compares with:
+
+- ZipMap: one ``{label: probability}`` dict per row of a 1-D or 2-D float
+  tensor (a tuple of dicts, the VM's sequence), keys in label order.
+- CastMap: the values of an int64-keyed map in ascending key order (DENSE,
+  shape ``(1, len)``) or at the index their key names (SPARSE, ``(1,
+  max_map)``; keys outside ``[0, max_map)`` are dropped), cast TO_FLOAT,
+  TO_INT64 (truncated, as C++ casts) or TO_STRING (``%f``, and ``"0.f"`` for
+  a sparse hole: onnxruntime's text for it).
+- DictVectorizer: the map's values at the vocabulary's positions, shape
+  ``(1, len(vocabulary))``, 0 (or "") where the map has no such key; keys
+  outside the vocabulary are ignored.
+
+>>> zip_map(np.array([[0.25, 0.75]], np.float32), labels=(0, 1))
+({0: 0.25, 1: 0.75},)
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ...errors import ShapeError
+from ..dtypes import numpy_dtype
+from ._registry import register_packed
+
+
+@register_packed("ml.zip_map")
+def zip_map(x, *, labels):
+    """ZipMap: a tuple of ``{label: float}`` dicts, one per row of ``x``."""
+    x = np.asarray(x)
+    if x.ndim not in (1, 2):
+        raise ShapeError(f"zip_map: ZipMap takes a 1-D or 2-D tensor, got shape {x.shape}")
+    rows = x.reshape(1, -1) if x.ndim == 1 else x
+    if rows.shape[1] != len(labels):
+        raise ShapeError(f"zip_map: {rows.shape[1]} columns for {len(labels)} class labels")
+    return tuple(dict(zip(labels, row)) for row in rows.tolist())
+
+
+#: CastMap's cast_to -> the output dtype
+CAST_TO = {"TO_FLOAT": "float32", "TO_INT64": "int64", "TO_STRING": "string"}
+
+
+def _cast_value(value, cast_to: str):
+    if cast_to == "TO_STRING":
+        return value if isinstance(value, str) else f"{float(value):f}"
+    if isinstance(value, str):
+        return _parse(value, _FLOAT if cast_to == "TO_FLOAT" else _INTEGER)
+    return float(value) if cast_to == "TO_FLOAT" else int(value)
+
+
+#: the numeric prefixes C's strtof and strtoll read (onnxruntime's std::stof / std::stoll)
+_FLOAT = re.compile(r"\s*([+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|inf(inity)?|nan))", re.I)
+_INTEGER = re.compile(r"\s*([+-]?\d+)")
+
+
+def _parse(text: str, pattern: re.Pattern):
+    """The number at the start of ``text``, as C parses it; a ShapeError if there is none."""
+    match = pattern.match(text)
+    if match is None:
+        raise ShapeError(f"cast_map: value {text!r} is not a number")
+    return float(match.group(1)) if pattern is _FLOAT else int(match.group(1))
+
+
+@register_packed("ml.cast_map")
+def cast_map(m, *, cast_to: str = "TO_FLOAT", map_form: str = "DENSE", max_map: int = 1):
+    """CastMap of the int64-keyed dict ``m``: a ``(1, n)`` tensor."""
+    dtype = numpy_dtype(CAST_TO[cast_to])
+    keys = sorted(m)
+    if map_form == "DENSE":
+        values = [_cast_value(m[k], cast_to) for k in keys]
+        return np.array([values], dtype=dtype).reshape(1, len(keys))
+    if any(k < 0 for k in keys):
+        raise ShapeError(f"cast_map: SPARSE keys must be non-negative, got {keys[0]}")
+    out = np.full((1, max_map), "0.f" if cast_to == "TO_STRING" else 0, dtype=dtype)
+    for k in keys:
+        if k < max_map:
+            out[0, k] = _cast_value(m[k], cast_to)
+    return out
+
+
+@register_packed("ml.dict_vectorizer")
+def dict_vectorizer(m, *, vocabulary, dtype: str):
+    """DictVectorizer of the dict ``m``: a ``(1, len(vocabulary))`` tensor of ``dtype``."""
+    empty = "" if dtype == "string" else 0
+    out = np.array([[m.get(k, empty) for k in vocabulary]], dtype=numpy_dtype(dtype))
+    return out.reshape(1, len(vocabulary))
