@@ -208,7 +208,7 @@ def run_model(name: str, level: int, rounds: int, round_ms: float, use_tract: bo
             by = {r.name: r for r in [*runners, alone]}
             want = reference(feeds)
             row = {"model": name, "dims": dims,
-                   "input_shapes": ", ".join(f"{k} {list(v.shape)}" for k, v in feeds.items())}
+                   "input_shapes": ", ".join(f"{k} {_shape_text(v)}" for k, v in feeds.items())}
             for key in ("relaxpack", "ort_1thread", "tract", "ort_default"):
                 runner = by.get(key)
                 row[key] = runner.summary() if runner else {"status": "skipped",
@@ -225,12 +225,17 @@ def run_model(name: str, level: int, rounds: int, round_ms: float, use_tract: bo
             "relaxpack": facts, "rows": rows}
 
 
+def _shape_text(value) -> str:
+    """An input's shape, or a map input's size (a DictVectorizer's dict)."""
+    return f"map of {len(value)}" if isinstance(value, dict) else str(list(np.shape(value)))
+
+
 def check(entry: dict, names: list[str], got: list, want: list, judge_output) -> dict:
     """The zoo judge on every output: {"ok": bool, "problem": the first failure}."""
     if len(got) != len(want):
         return {"ok": False, "problem": f"{len(got)} outputs, the reference has {len(want)}"}
     for name, g, w in zip(names, got, want):
-        problem = judge_output(entry, name, np.asarray(g), np.asarray(w))
+        problem = judge_output(entry, name, *(v if isinstance(v, (list, dict)) else np.asarray(v) for v in (g, w)))
         if problem:
             return {"ok": False, "problem": f"{name} {problem}"}
     return {"ok": True, "problem": ""}
