@@ -101,7 +101,8 @@ def test_a_capped_run_is_recorded_once_as_a_timeout():
 def test_dispatch_benchmark_runs(capsys):
     from benchmarks import dispatch
     assert dispatch.main(["--length", "40", "-n", "3"]) == 0
-    assert "40 kernel calls" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "40 kernel calls" in out and "one-op model (Relu on 2x4): vm.run" in out
 
 
 def test_zoo_benchmark_smoke(tmp_path):
