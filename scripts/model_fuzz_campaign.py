@@ -41,8 +41,9 @@ ROOT = Path(__file__).resolve().parent.parent
 HOSTILE_FAMILIES = ("fanout", "loops", "allocs", "folds")
 
 
-class CaseTimeout(Exception):
-    pass
+class CaseTimeout(BaseException):
+    """Not an Exception: the code under test catches and converts those (the VM wraps a
+    kernel's failure in an ExecutionError), which would hide a hang."""
 
 
 def _alarm(signum, frame):
@@ -130,6 +131,12 @@ def campaign(args) -> list[dict]:
     return rows
 
 
+def _slowest(rows: list[dict]) -> str:
+    """The slowest case's time and index (``--replay`` it to see why)."""
+    row = max(rows, key=lambda r: r.get("seconds", 0), default=None)
+    return f"{row.get('seconds', 0):.2f} s (case {row['i']})" if row else "none"
+
+
 def signature(problem: str) -> str:
     first = problem.splitlines()[0] if problem else ""
     first = re.sub(r"'[^']*'", "'_'", first)
@@ -185,7 +192,7 @@ def main(argv=None) -> int:
     notes = Counter(signature(n) for r in rows for n in r.get("notes", []))
     print(f"{args.family} cases tried {len(rows)} (seed {args.seed}) in {elapsed:.0f} s: "
           f"{len(rows) - len(failures)} ok, {len(failures)} failures; slowest case "
-          f"{max((r.get('seconds', 0) for r in rows), default=0):.2f} s, largest worker "
+          f"{_slowest(rows)}, largest worker "
           f"{max((r.get('rss_mib', 0) for r in rows), default=0):.0f} MiB")
     for sig, cases in sorted(groups.items(), key=lambda kv: -len(kv[1])):
         print(f"  {len(cases):5d} x {sig}   e.g. cases {cases[:5]}")

@@ -234,7 +234,7 @@ def _pool_dim(x: Dim, k: int, s: int, d: int, b: int, e: int, ceil_mode: bool,
     rule depends on a symbolic dim's value)."""
     span = x + b + e - d * (k - 1) - 1
     if not ceil_mode:
-        return span // s + 1
+        return _floor_mode_dim(span, s)
     out = (span + s - 1) // s + 1
     # ONNX/PyTorch drop a last window that would start inside the end
     # padding: when (out - 1) * s >= x + b. Since (out - 1) * s < span + s,
@@ -250,6 +250,19 @@ def _pool_dim(x: Dim, k: int, s: int, d: int, b: int, e: int, ceil_mode: bool,
         return out - 1
     # the windows start at i * s for i < out, and (the rule) at i * s <= x + b - 1
     return analyzer.simplify(dim_min(out, (x + b - 1) // s + 1))
+
+
+def _floor_mode_dim(span: Dim, s: int) -> Dim:
+    """``span / s + 1``. A static span is divided truncating toward zero, as
+    onnxruntime (and Paddle, PyTorch) size a pool whose window overhangs a
+    short input: one partial window, where the ONNX formula's floor gives
+    none (they differ only for ``-s < span < 0``). A symbolic span keeps the
+    floor, whose expressions simplify and read well (``h // 2``); the kernel
+    refuses, in one line, an input that short (design notes: "Pools over
+    inputs shorter than the window")."""
+    if isinstance(span, int):
+        return (-(-span // s) if span < 0 else span // s) + 1
+    return span // s + 1
 
 
 def _pool(with_count_include_pad: bool):

@@ -279,17 +279,28 @@ def _pool_geometry(name, data, out, pool_size, strides, dilation, padding, ceil_
     lengths = []
     for x, k, s, d, b, e in zip(data.shape[2:], pool, strides, dilation, begins, ends):
         span = x + b + e - d * (k - 1) - 1
-        if not ceil_mode:
-            lengths.append(span // s + 1)
+        if not ceil_mode:           # truncated toward zero: a short input has one partial window
+            lengths.append((-(-span // s) if span < 0 else span // s) + 1)
             continue
         m = -(-span // s) + 1
         if (m - 1) * s >= x + b:        # the last window would start in the end padding
             m -= 1
         lengths.append(m)
+    _check_short_input(name, data, out, lengths, pool, dilation)
     _check_out(name, out, (*data.shape[:2], *lengths))
     reach = [max(e, (m - 1) * s + d * (k - 1) + 1 - x - b)
              for x, k, s, d, b, e, m in zip(data.shape[2:], pool, strides, dilation, begins, ends, lengths)]
     return pool, strides, dilation, begins, ends, reach, lengths
+
+
+def _check_short_input(name, data, out, lengths, pool, dilation) -> None:
+    """A symbolic output length (the ONNX formula's floor) of 0 where
+    onnxruntime pools one partial window: refused in words, not as a shape mismatch."""
+    for axis, (m, k, d) in enumerate(zip(lengths, pool, dilation), start=2):
+        if m == 1 and out.ndim == data.ndim and out.shape[axis] == 0:
+            raise ShapeError(f"{name}: input dim {axis} is {data.shape[axis]}, shorter than the window "
+                             f"({d * (k - 1) + 1}): onnxruntime pools one partial window here, the ONNX "
+                             f"formula none; relaxpack supports inputs at least as long as the window")
 
 
 def _lowest(dtype: np.dtype):

@@ -113,6 +113,40 @@ def test_fused_gemm(activation, extra):
     check(model, *batches(lambda n, s: {"a": rand(n, 4, seed=s)}, 1, 6))
 
 
+@pytest.mark.parametrize("activation, params, with_z", [
+    ("Relu", None, False), ("Relu", None, True), ("Tanh", None, False), ("Sigmoid", None, True),
+    ("LeakyRelu", [0.2], False), ("Clip", [-0.5, 0.75], True), ("HardSigmoid", [0.3, 0.4], False)])
+def test_fused_conv(activation, params, with_z):
+    """What onnxruntime's optimizer writes for Conv (+ Add) + activation, at odd sizes."""
+    attrs = {"activation": activation, "pads": [1, 0, 1, 2], "strides": [2, 1], "group": 1}
+    if params is not None:
+        attrs["activation_params"] = params
+    consts = {"w": rand(6, 3, 3, 2, seed=1) * 0.3, "b": rand(6, seed=2)}
+    feeds = {"x": rand(2, 3, 9, 7)}
+    inputs = ["x", "w", "b"]
+    sym = {"x": ["n", 3, "h", "w"]}
+    if with_z:   # Z has the conv output's shape: (n, 6, (h + 2 - 3) // 2 + 1, w + 2 - 2 + 1)
+        feeds["z"] = rand(2, 6, 5, 8, seed=3)
+        inputs.append("z")
+        sym["z"] = ["n", 6, "oh", "ow"]
+    model = ms_model("FusedConv", feeds, consts, inputs=inputs, attrs=attrs, sym=sym)
+
+    def make(n, s):
+        h, w = 9 + 2 * s, 7 + s
+        out = {"x": rand(n, 3, h, w, seed=s)}
+        if with_z:
+            out["z"] = rand(n, 6, (h - 1) // 2 + 1, w + 1, seed=s + 7)
+        return out
+    check(model, *batches(make, 1, 3))
+
+
+def test_fused_conv_unknown_activation():
+    model = ms_model("FusedConv", {"x": rand(1, 3, 5, 5)}, {"w": rand(4, 3, 3, 3, seed=1)},
+                     attrs={"activation": "Softplus"})
+    with pytest.raises(UnsupportedOpError, match="FusedConv.*activation 'Softplus'"):
+        relaxpack.from_onnx(model)
+
+
 # ---------------------------------------------------------------- layer norms
 
 

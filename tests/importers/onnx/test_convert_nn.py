@@ -226,6 +226,26 @@ def test_pool_same_padding_of_symbolic_dims_with_a_stride(op, attrs, stride, k, 
           rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("op, attrs", [("MaxPool", {}), ("AveragePool", {}), ("AveragePool", {"count_include_pad": 1}),
+                                       ("LpPool", {"p": 2}), ("LpPool", {"p": 3})])
+def test_pool_of_a_static_input_shorter_than_the_window_as_onnxruntime(op, attrs, rng):
+    """onnxruntime truncates (1 - 2) / 2 toward zero: one partial window
+    (PP-OCR's recognizer on a narrow crop); the ONNX formula's floor, none."""
+    m = model(node(op, ["x"], kernel_shape=[3, 2], strides=[3, 2], **attrs), [inp("x", "float32", [1, 4, 3, 1])])
+    check(m, {"x": rand(rng, (1, 4, 3, 1))})
+
+
+def test_pool_of_a_symbolic_input_shorter_than_the_window_is_refused_in_words(rng):
+    from relaxpack.errors import ShapeError
+    from relaxpack.runtime import VirtualMachine
+    m = model(node("AveragePool", ["x"], kernel_shape=[3, 2], strides=[3, 2]), [inp("x", "float32", [1, 4, 3, "w"])])
+    check(m, {"x": rand(rng, (1, 4, 3, 5))})
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(m)))
+    with pytest.raises(ShapeError, match=r"input dim 3 is 1, shorter than the window \(2\): onnxruntime pools "
+                                         r"one partial window"):
+        vm.run({"x": rand(rng, (1, 4, 3, 1))})
+
+
 def test_maxpool_indices_with_symbolic_same_padding_is_unsupported():
     m = model(node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[3], strides=[2], auto_pad="SAME_UPPER"),
               [inp("x", "float32", [1, 1, "h"])], ["y", "idx"])

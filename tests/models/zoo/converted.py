@@ -85,7 +85,11 @@ class Calibration:
         return next(self.feeds, None)
 
 
-def quantize_static(per_channel: bool, activation="QInt8"):
+def quantize_static(per_channel: bool, activation="QInt8", qoperator=False):
+    """QDQ, or with ``qoperator`` the QOperator format (QLinearConv, QGemm, com.microsoft QLinear*)
+    with uint8 activations and 7-bit int8 weights (``reduce_range``): onnxruntime runs those ops
+    as integer kernels even with its optimizer off, and 7-bit weights keep its u8 x s8 GEMM from
+    saturating int16 pairs on CPUs without VNNI (checked: ``weights_cannot_saturate``)."""
     def convert(src, dst, entry):
         from onnxruntime.quantization import QuantFormat, QuantType, quantize_static as quantize
         from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -99,12 +103,62 @@ def quantize_static(per_channel: bool, activation="QInt8"):
                         raise
                     entry["exporter"] += f" (skip_symbolic_shape=True: without it, {err})"
                     quant_pre_process(str(src), str(prepared), skip_symbolic_shape=True)
-                quantize(str(prepared), str(dst), Calibration(entry), quant_format=QuantFormat.QDQ,
+                if qoperator:
+                    onnx.save(untie_initializers(onnx.load(str(prepared))), str(prepared))
+                quantize(str(prepared), str(dst), Calibration(entry),
+                         quant_format=QuantFormat.QOperator if qoperator else QuantFormat.QDQ,
                          per_channel=per_channel, activation_type=getattr(QuantType, activation),
-                         weight_type=QuantType.QInt8)
+                         weight_type=QuantType.QInt8, reduce_range=qoperator)
             finally:
                 prepared.unlink(missing_ok=True)
+        if qoperator:
+            weights_cannot_saturate(onnx.load(str(dst)))
     return convert
+
+
+def untie_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
+    """One copy of an initializer per node that reads it. The TorchScript exporter shares equal
+    initializers (BERT's zero biases); quantize_static's QOperator format then quantizes the shared
+    tensor once for its first use and gives the same quantized tensor to every other use, e.g. a
+    uint8 activation where QGemm needs an int32 bias, a model onnxruntime refuses to load."""
+    inits = {i.name: i for i in model.graph.initializer}
+    seen: dict[str, int] = {}
+    for node in model.graph.node:
+        for k, name in enumerate(node.input):
+            if name not in inits:
+                continue
+            seen[name] = seen.get(name, 0) + 1
+            if seen[name] > 1:
+                copy = onnx.TensorProto()
+                copy.CopyFrom(inits[name])
+                copy.name = f"{name}_use{seen[name]}"
+                model.graph.initializer.append(copy)
+                node.input[k] = copy.name
+    return model
+
+
+def weights_cannot_saturate(model: onnx.ModelProto) -> None:
+    """Raise unless every int8 weight of the integer GEMMs (QLinearConv, QGemm, QLinearMatMul) is in
+    [-64, 64] (reduce_range's int8 range): two uint8 x int8 products then stay within int16
+    (2 * 255 * 64 <= 32767)."""
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+    weight_input = {"QLinearConv": 3, "QGemm": 3, "QLinearMatMul": 3}
+    for node in model.graph.node:
+        index = weight_input.get(node.op_type)
+        weight = inits.get(node.input[index]) if index is not None else None
+        if weight is not None and weight.dtype == np.int8 and np.abs(weight.astype(np.int32)).max(initial=0) > 64:
+            raise ValueError(f"{node.op_type} {node.name!r}: int8 weights beyond 7 bits could saturate "
+                             f"onnxruntime's u8 x s8 GEMM on CPUs without VNNI")
+
+
+def ort_optimized(src, dst, entry):
+    """The graph onnxruntime's optimizer makes at ORT_ENABLE_EXTENDED (its contrib fusions:
+    FusedConv, FusedGemm, ...), as ``SessionOptions.optimized_model_filepath`` saves it."""
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(dst)
+    ort.InferenceSession(str(src), options, providers=["CPUExecutionProvider"])
 
 
 def quantize_dynamic(src, dst, entry):
@@ -162,6 +216,8 @@ def output_steps(model: onnx.ModelProto) -> dict[str, float]:
 def quantization_recipes() -> list[Converted]:
     qdq = "onnxruntime.quantization.quantize_static(QDQ, {}, activations {}, weights QInt8, MinMax calibration " \
           "on the test shapes), after quant_pre_process"
+    qop = "onnxruntime.quantization.quantize_static(QOperator, {}, activations QUInt8, weights QInt8 with " \
+          "reduce_range (7 bits), MinMax calibration on the test shapes), after quant_pre_process"
     dyn = "onnxruntime.quantization.quantize_dynamic(weights QInt8): DynamicQuantizeLinear + MatMulInteger/ConvInteger"
     return [
         Converted("resnet_qdq_tensor", "resnet_ts", quantize_static(False), qdq.format("per-tensor", "QInt8"),
@@ -176,6 +232,14 @@ def quantization_recipes() -> list[Converted]:
                   qdq.format("per-channel", "QInt8"), "qdq-one-step"),
         Converted("bert_qdq_tensor", "bert_ts", quantize_static(False), qdq.format("per-tensor", "QInt8"),
                   "qdq-one-step"),
+        Converted("resnet_qop_tensor", "resnet_ts", quantize_static(False, "QUInt8", qoperator=True),
+                  qop.format("per-tensor"), "qdq-one-step"),
+        Converted("mobilenet_v2_qop_channel", "mobilenet_v2_ts", quantize_static(True, "QUInt8", qoperator=True),
+                  qop.format("per-channel"), "qdq-one-step"),
+        Converted("efficientnet_qop_tensor", "efficientnet_ts", quantize_static(False, "QUInt8", qoperator=True),
+                  qop.format("per-tensor"), "qdq-one-step"),
+        Converted("bert_qop_tensor", "bert_ts", quantize_static(False, "QUInt8", qoperator=True),
+                  qop.format("per-tensor") + "; shared initializers untied first", "qoperator-float"),
         Converted("bert_dynamic_int8", "bert_ts", quantize_dynamic, dyn, "reference"),
         Converted("gpt2_dynamic_int8", "gpt2_ts", quantize_dynamic, dyn, "reference"),
         Converted("resnet_dynamic_int8", "resnet_ts", quantize_dynamic, dyn, "reference"),
@@ -306,5 +370,13 @@ def sklearn_recipes() -> list:
     ]
 
 
+def ort_optimized_recipes() -> list[Converted]:
+    how = "onnxruntime.InferenceSession(ORT_ENABLE_EXTENDED, optimized_model_filepath): its fused contrib ops"
+    return [
+        Converted("resnet_ortopt", "resnet_ts", ort_optimized, how, "float32"),
+        Converted("efficientnet_ortopt", "efficientnet_ts", ort_optimized, how, "float32"),
+    ]
+
+
 def converted_recipes() -> list:
-    return [*quantization_recipes(), *float16_recipes(), *sklearn_recipes()]
+    return [*quantization_recipes(), *ort_optimized_recipes(), *float16_recipes(), *sklearn_recipes()]

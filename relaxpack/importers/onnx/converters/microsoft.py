@@ -7,7 +7,8 @@ checked against onnxruntime in tests/importers/onnx/test_convert_microsoft.py:
 - activations: Gelu (erf), FastGelu (tanh form, optional bias), BiasGelu,
   QuickGelu (``x * sigmoid(alpha * x)``);
 - FusedMatMul: ``alpha * op(A) @ op(B)``, op a transpose of the last two dims;
-  FusedGemm: Gemm then an activation;
+  FusedGemm: Gemm then an activation; FusedConv: Conv (plus an optional Z)
+  then an activation;
 - layer norms: SkipLayerNormalization (``LN(input + skip + bias)``, also the
   sum as output 3), SkipSimplifiedLayerNormalization and
   SimplifiedLayerNormalization (RMS), the contrib LayerNormalization of the
@@ -34,6 +35,7 @@ from . import quantize as q
 from ._composite_common import arange, outputs_used
 from ._math_common import astype, call, malformed, scalar
 from ._shape_common import rank_unknown
+from .nn import conv as _onnx_conv
 from .nn import gemm as _onnx_gemm
 from .nn import layer_norm as _onnx_layer_norm
 
@@ -125,16 +127,51 @@ _GEMM_ACTIVATIONS = {
 }
 
 
+def _activation_name(activation) -> str | None:
+    return activation.decode() if isinstance(activation, bytes) else activation
+
+
 @register_converter(MS, "FusedGemm", since_opset=1)
 def fused_gemm(ctx, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, activation=None,
                activation_alpha=None, activation_beta=None, activation_gamma=None):
     """``activation(Gemm(a, b, c))``, the Gemm + activation onnxruntime's graph optimizer fuses."""
-    name = activation.decode() if isinstance(activation, bytes) else activation
+    name = _activation_name(activation)
     if name not in _GEMM_ACTIVATIONS:
         raise ms_unsupported(ctx, f"activation {name!r} (supported: {', '.join(_GEMM_ACTIVATIONS)})")
     op, attrs = _GEMM_ACTIVATIONS[name]
     product = ctx.expr(ctx.emit(_onnx_gemm(ctx, a, b, c, alpha=alpha, beta=beta, transA=transA, transB=transB)))
     return make_call(op, product, **attrs(activation_alpha))
+
+
+#: FusedConv's activations (onnxruntime's MLAS activation kinds) -> (IR op, attributes from activation_params)
+_CONV_ACTIVATIONS = {
+    "Relu": ("nn.relu", 0, lambda p: {}), "Tanh": ("tanh", 0, lambda p: {}),
+    "Sigmoid": ("sigmoid", 0, lambda p: {}),
+    "LeakyRelu": ("nn.leakyrelu", 1, lambda p: {"alpha": p[0]}),
+    "Clip": ("clip", 2, lambda p: {"min": p[0], "max": p[1]}),
+    "HardSigmoid": ("nn.hard_sigmoid", 2, lambda p: {"alpha": p[0], "beta": p[1]}),
+}
+
+
+@register_converter(MS, "FusedConv", since_opset=1)
+def fused_conv(ctx, x, w, b=None, z=None, *, activation=None, activation_params=None, auto_pad="NOTSET",
+               dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
+    """``activation(Conv(x, w, b) + z)``: the Conv + activation (and the Add of
+    ``z`` before it) that onnxruntime's graph optimizer fuses at
+    ORT_ENABLE_EXTENDED; ``activation_params`` holds LeakyRelu's alpha, Clip's
+    min and max, HardSigmoid's alpha and beta."""
+    name = _activation_name(activation)
+    if name not in _CONV_ACTIVATIONS:
+        raise ms_unsupported(ctx, f"activation {name!r} (supported: {', '.join(_CONV_ACTIVATIONS)})")
+    op, count, attrs = _CONV_ACTIVATIONS[name]
+    params = [float(p) for p in (activation_params or ())]
+    if len(params) < count:
+        raise malformed(ctx, f"activation {name} needs {count} activation_params, got {len(params)}")
+    out = ctx.expr(ctx.emit(_onnx_conv(ctx, x, w, b, auto_pad=auto_pad, dilations=dilations, group=group,
+                                       kernel_shape=kernel_shape, pads=pads, strides=strides)))
+    if z is not None:
+        out = call(ctx, "add", out, ctx.expr(z), name="conv_sum")
+    return make_call(op, out, **attrs(params))
 
 
 # ================================================================ layer norms

@@ -321,6 +321,22 @@ def _root(ctx, total, p: float, dtype: str):
     return make_call("power", total, scalar(ctx, 1.0 / p, dtype))
 
 
+def _cover_overhang(x: Value, attrs: dict) -> dict:
+    """Attrs whose end padding also covers a window that overhangs a static
+    input shorter than it (onnxruntime's one partial window, see
+    ops/definitions/nn.py), so that the mean counts every tap of the window."""
+    padding = list(attrs["padding"])
+    n = len(attrs["pool_size"])
+    if x.shape is None or not all(isinstance(v, int) for v in padding):
+        return attrs
+    for i, (dim, k, d) in enumerate(zip(x.shape[2:], attrs["pool_size"], attrs["dilation"])):
+        if isinstance(dim, int):
+            span = dim + padding[i] + padding[n + i] - d * (k - 1) - 1
+            if -attrs["strides"][i] < span < 0:
+                padding[n + i] -= span
+    return {**attrs, "padding": tuple(padding)}
+
+
 def _lp_pool(ctx, x, p, auto_pad, ceil_mode, dilations, kernel_shape, pads, strides):
     if p <= 0:
         raise unsupported(ctx, f"p={p} (must be positive)")
@@ -330,6 +346,7 @@ def _lp_pool(ctx, x, p, auto_pad, ceil_mode, dilations, kernel_shape, pads, stri
     attrs = _pool_attrs(ctx, x, auto_pad, kernel_shape, pads, strides, dilations, 0)
     # sum over the window = mean counting every tap (padding included) * window size
     data, attrs = _pool_input(ctx, ctx.emit(_abs_pow(ctx, x, p)), attrs, 0)
+    attrs = _cover_overhang(x, attrs)
     mean = call(ctx, "nn.avg_pool", data, count_include_pad=True, **attrs)
     total = call(ctx, "multiply", mean, scalar(ctx, math.prod(attrs["pool_size"]), x.dtype))
     return _root(ctx, total, p, x.dtype)
