@@ -6,8 +6,11 @@ Built at -O0 (no fusion), so every op is one kernel call on a 4-element
 array; the time per instruction is the VM's dispatch plus numpy's own
 per-call cost, which the second figure (the same ufunc calls made directly
 from a Python loop) isolates. The third figure is the same VM with
-budgets (``max_steps``, ``timeout`` and ``max_memory``): the dispatch loop
-then counts instructions and looks at the clock every 32 of them.
+budgets (``max_steps``, ``timeout`` and ``max_memory``): the compiled code
+then counts instructions and looks at the clock every 32 of them. Last, the
+fixed cost of a call: ``vm.run`` of a model of one Relu on (2, 4) float32
+(input checks, shapes, the kernel, the outputs) against onnxruntime's
+``session.run`` of the same ONNX model (1 thread), where it is installed.
 """
 
 from __future__ import annotations
@@ -44,7 +47,30 @@ def main(argv=None) -> int:
     print(f"{exe.kernel_call_count()} kernel calls: {ours / args.length * 1e6:.2f} us per instruction "
           f"(numpy's own call from a Python loop: {bare / args.length * 1e6:.2f} us; with budgets: "
           f"{with_budget / args.length * 1e6:.2f} us, {with_budget / ours:.3f}x)")
+    print(_fixed_cost(args.n * 20))
     return 0
+
+
+def _fixed_cost(n: int) -> str:
+    """One vm.run of a one-op model, and onnxruntime's session.run of it (1 thread) if installed."""
+    from onnx import TensorProto, helper
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model)))
+    feeds = {"x": np.ones((2, 4), np.float32)}
+    ours = median_ms(lambda: vm.run(feeds), n) * 1e3
+    text = f"one-op model (Relu on 2x4): vm.run {ours:.1f} us"
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return text + " (onnxruntime not installed)"
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    theirs = median_ms(lambda: session.run(None, feeds), n) * 1e3
+    return text + f", onnxruntime session.run {theirs:.1f} us (1 thread)"
 
 
 if __name__ == "__main__":

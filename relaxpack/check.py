@@ -27,7 +27,7 @@ import onnx
 from .vm_build import build
 from .compare import OutputDiff, compare_outputs  # noqa: F401 (re-exported)
 from .errors import RelaxpackError
-from .feeds import DEFAULT_DIM_RANGE, draw_dims, random_inputs, random_strings  # noqa: F401 (re-exported)
+from .feeds import DEFAULT_DIM_RANGE, draw_dims, input_dim_names, random_inputs, random_strings  # noqa: F401 (re-exported)
 from .importers.onnx import from_onnx
 from .importers.onnx.importer import load_model
 from .runtime import VirtualMachine
@@ -148,12 +148,10 @@ def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int =
     rng = np.random.default_rng(seed)
     reports = []
     for i in range(1 if inputs is not None else samples):
-        dim_values = {} if inputs is not None else draw_dims(exe, rng, fixed)
-        feed = dict(inputs) if inputs is not None else random_inputs(exe, dim_values, rng)
-        try:
-            want = session.run(None, feed)
-        except Exception as err:
-            raise RelaxpackError(f"onnxruntime failed on these inputs: {err}") from None
+        if inputs is not None:
+            dim_values, feed, want = {}, dict(inputs), _onnxruntime_run(session, dict(inputs), {})
+        else:
+            dim_values, feed, want = _draw_accepted(exe, session, rng, fixed)
         with blas_threads(threads):
             got = vm.run(feed)
         diffs = compare_outputs(names, got, want, rtol, atol)
@@ -163,6 +161,44 @@ def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int =
         if on_sample is not None:
             on_sample(i, reports[-1])
     return CheckReport(reports)
+
+
+#: dim ranges tried in turn for the dims nobody fixed, while onnxruntime refuses the inputs drawn
+#: (an image model whose strides need a size of 32 or more fails on sizes 1..8)
+DRAW_RANGES = (DEFAULT_DIM_RANGE, (8, 48), (32, 96))
+
+
+def _draw_accepted(exe, session, rng: np.random.Generator, fixed: dict):
+    """Dims, random inputs and onnxruntime's outputs on them: drawn from
+    larger ranges in turn while onnxruntime refuses what was drawn."""
+    free = input_dim_names(exe) - set(fixed)
+    for attempt, (lo, hi) in enumerate(DRAW_RANGES):
+        try:
+            dim_values = draw_dims(exe, rng, {**{name: (lo, hi) for name in free}, **fixed})
+        except RelaxpackError:      # outside the archive's ranges: those are the user's
+            if attempt == 0:
+                raise
+            break
+        feed = random_inputs(exe, dim_values, rng)
+        try:
+            return dim_values, feed, session.run(None, feed)
+        except Exception as err:    # noqa: BLE001 - onnxruntime's own errors
+            error = err
+        if not free:
+            break
+    return dim_values, feed, _onnxruntime_run(session, feed, dim_values, error)
+
+
+def _onnxruntime_run(session, feed: dict, dim_values: dict, error: Exception | None = None):
+    """onnxruntime's outputs, or a one-line error that says which dims it refused."""
+    if error is None:
+        try:
+            return session.run(None, feed)
+        except Exception as err:    # noqa: BLE001 - onnxruntime's own errors
+            error = err
+    at = f" at {', '.join(f'{k}={v}' for k, v in dim_values.items())}" if dim_values else ""
+    hint = "; give the dims the model takes with --dim NAME=VALUE" if dim_values else ""
+    raise RelaxpackError(f"onnxruntime failed on these inputs{at}: {' '.join(str(error).split())}{hint}")
 
 
 def _same_signature(exe, session) -> None:

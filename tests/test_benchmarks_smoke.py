@@ -101,4 +101,29 @@ def test_a_capped_run_is_recorded_once_as_a_timeout():
 def test_dispatch_benchmark_runs(capsys):
     from benchmarks import dispatch
     assert dispatch.main(["--length", "40", "-n", "3"]) == 0
-    assert "40 kernel calls" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "40 kernel calls" in out and "one-op model (Relu on 2x4): vm.run" in out
+
+
+def test_zoo_benchmark_smoke(tmp_path):
+    """``python -m benchmarks.zoo`` on one tiny model, one round: both result files, a checked row per
+    manifest shape, the geomeans; tract is timed where it is installed and said to be missing where not."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.zoo", "--models", "sk_logistic_regression",
+                           "--rounds", "1", "--round-ms", "1", "--out", str(tmp_path)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((tmp_path / "zoo.json").read_text())
+    (model,) = report["models"]
+    from tests.models.zoo.judge import MODELS as ZOO
+    assert [row["dims"] for row in model["rows"]] == ZOO["sk_logistic_regression"]["shapes"]
+    for row in model["rows"]:
+        assert row["relaxpack"]["check"]["ok"] and row["ratio"] > 0
+        assert len(row["relaxpack"]["rounds_ms"]) == len(row["ort_1thread"]["rounds_ms"]) == 1
+        assert row["ort_default"]["status"] == "ok"
+        assert row["tract"]["status"] in ("ok", "skipped")
+        if row["tract"]["status"] == "skipped":
+            assert row["tract"]["note"].startswith("tract not available")
+    assert report["geomean"]["relaxpack_models"] == 1 and report["geomean"]["relaxpack_all"] > 0
+    md = (tmp_path / "zoo.md").read_text()
+    assert "| sk_logistic_regression |" in md and "Geometric mean of relaxpack / onnxruntime" in md

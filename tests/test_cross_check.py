@@ -122,3 +122,28 @@ def test_check_still_fails_where_the_reference_sides_with_onnxruntime(monkeypatc
     monkeypatch.setattr(check, "VirtualMachine", OffByOne)
     report = check.check_model(model, inputs={"a": a})
     assert not report.passed and report.samples[0].outputs[0].note == ""
+
+
+
+def _conv_model(kernel: int):
+    """A valid conv over symbolic H and W: onnxruntime refuses any image smaller than the kernel."""
+    from onnx import TensorProto, helper, numpy_helper
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((2, 1, kernel, kernel)).astype(np.float32),
+                                "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, "h", "w"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def test_check_draws_larger_dims_while_onnxruntime_refuses_small_ones():
+    report = check_model(_conv_model(9), samples=3)
+    assert report.passed
+    assert all(min(s.dims["h"], s.dims["w"]) >= 9 for s in report.samples)
+
+
+def test_check_says_which_dims_onnxruntime_refused_and_how_to_give_them():
+    from relaxpack.errors import RelaxpackError
+    with pytest.raises(RelaxpackError, match=r"onnxruntime failed on these inputs at h=\d+, w=\d+: .*; give the "
+                                             r"dims the model takes with --dim NAME=VALUE"):
+        check_model(_conv_model(200), samples=1)

@@ -78,6 +78,7 @@ class _FunctionCodegen:
         self.span_marks: list[tuple[int, tuple[str, ...]]] = []   # (first pc, span) as bindings start and end
         self.branch_depth = 0                   # inside If branches: checks stay where they are
         self.hoisted: dict[str, tuple] = {}     # relations over input dims, checked after the inputs
+        self.owned: set[int] = set()            # registers holding memory this function allocated
 
     # ------------------------------------------------------------ helpers
     def new_reg(self) -> int:
@@ -388,7 +389,13 @@ class _FunctionCodegen:
             raise IRError(f"{self.name}: call_tir needs an ExternFunc callee")
         arg_ops = self.argument_operands(args)
         out_sinfo = call.sinfo_args[0]
+        if kind == "kernel" and callee.global_symbol in RESHAPES and arg_ops[0][0] == REG \
+                and arg_ops[0][1] in self.owned and isinstance(out_sinfo, TensorStructInfo):
+            view = self.builtin("reshape_view", arg_ops[0], self.shape_operand(out_sinfo.shape))
+            self.owned.add(view)
+            return view
         out = self.alloc(out_sinfo)
+        self.owned.add(out)
         kwargs = [("out", (REG, out)), *self.kernel_kwargs(call)]
         if kind == "kernel":
             workspace = self.alloc_workspace(call, out_sinfo)
@@ -453,6 +460,12 @@ class _FunctionCodegen:
 # No single tensor a build allocates may be larger than MAX_TENSOR_BYTES (32 GiB;
 # a static shape this big is a malformed or mistaken model, not something to
 # fail on at run time); the archive loader holds static allocations to it too.
+
+
+#: kernels that only copy their operand into another shape: on memory this function allocated
+#: (an intermediate, never an input or a constant the result could then alias) they become
+#: ``vm.builtin.reshape_view``, which the memory plan treats as an alias of its operand
+RESHAPES = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
 
 
 def check_allocation(sinfo: TensorStructInfo, where: str) -> None:

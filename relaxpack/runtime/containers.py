@@ -73,3 +73,8 @@ def as_output(value, kind: str):
     if kind in ("sequence", "optional_sequence") and value is not None:
         return list(value)
     return value
+
+
+def as_output_is_identity(kind) -> bool:
+    """Whether :func:`as_output` hands every value of ``kind`` back unchanged."""
+    return kind not in ("sequence", "optional_sequence") and kind not in MAP_KINDS

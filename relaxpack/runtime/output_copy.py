@@ -43,15 +43,22 @@ class OutputDetacher:
                 merged.append([lo, hi])
         self._starts = [lo for lo, _ in merged]
         self._ends = [hi for _, hi in merged]
+        #: constants that own their memory: the only ones an owning array can share memory with
+        self._owners = {id(c) for c in constants if isinstance(c, np.ndarray) and c.base is None}
 
     def __call__(self, result, args):
-        inputs = [a for a in _arrays(args) if a.size]
+        if all(type(a) is np.ndarray for a in args):
+            inputs = [a for a in args if a.size]
+        else:
+            inputs = [a for a in _arrays(args) if a.size]
+        if type(result) is np.ndarray:      # one output: nothing earlier to compare with
+            return self._detached(result, inputs, [])
         seen: list[np.ndarray] = []
         return _map(result, lambda a: self._detached(a, inputs, seen))
 
     def _detached(self, a: np.ndarray, inputs: list, seen: list) -> np.ndarray:
-        if a.size and (self._in_constants(a) or any(np.may_share_memory(a, x) for x in inputs)
-                       or any(np.may_share_memory(a, s) for s in seen)):
+        if a.size and (self._in_constants(a) or any(_overlap(a, x) for x in inputs)
+                       or any(_overlap(a, s) for s in seen)):
             a = a.copy()
         seen.append(a)
         return a
@@ -59,9 +66,20 @@ class OutputDetacher:
     def _in_constants(self, a: np.ndarray) -> bool:
         if not self._starts:
             return False
+        if a.base is None:      # its own allocation: in the constants only if it is one
+            return id(a) in self._owners
         lo, hi = byte_range(a)
         i = bisect_left(self._starts, hi) - 1   # the last range starting before a's end
         return i >= 0 and self._ends[i] > lo
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` may share memory; two arrays that own theirs share only if one."""
+    if a is b:
+        return True
+    if a.base is None and b.base is None:
+        return False
+    return np.may_share_memory(a, b)
 
 
 def _arrays(value):

@@ -135,6 +135,7 @@ def profile(vm, inputs: Mapping[str, Any], function: str = "main", repeat: int =
     recorder = _Recorder(labels, nodes) if trace else None
     plain = prepared.steps
     prepared.steps = [_timed(step, pc, seconds, counts, recorder) for pc, step in enumerate(plain)]
+    compiled, vm.compiled = vm.compiled, False      # time the interpreter's steps (see compiled.py)
     try:
         for _ in range(repeat):
             if recorder is None:
@@ -144,6 +145,7 @@ def profile(vm, inputs: Mapping[str, Any], function: str = "main", repeat: int =
                     vm.run(inputs, function)
     finally:
         prepared.steps = plain
+        vm.compiled = compiled
     events = tuple(recorder.events) if recorder is not None else ()
     return ProfileReport(repeat, _totals(labels, seconds, counts), _totals(nodes, seconds, counts, labels), events)
 

@@ -26,9 +26,10 @@ import numpy as np
 from ..errors import ArchiveError, ExecutionError, InputError, RelaxpackError, ShapeError
 from .budget import Budget, metered
 from .builtins import BUILTINS
-from .containers import CONTAINER_KINDS, as_input, as_output
+from .containers import CONTAINER_KINDS, as_input, as_output, as_output_is_identity
 from .maps import MAP_KINDS, as_map_input
 from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunction
+from .compiled import Compiled, Resolved, compile_counting, compile_function, pc_of
 from .executable import Executable
 from .kernels import get_kernel
 from .output_copy import OutputDetacher
@@ -39,13 +40,32 @@ Step = Callable[[list], int]
 
 
 class _Prepared:
-    __slots__ = ("func", "steps", "labels", "num_registers")
+    __slots__ = ("func", "steps", "labels", "num_registers", "resolved", "compiled", "plain")
 
     def __init__(self, func: VMFunction):
         self.func = func
         self.steps: list[Step] = []
         self.labels: list[str] = []   # what each instruction calls, for error messages
         self.num_registers = func.num_registers
+        self.resolved: dict[int, Resolved] = {}   # each call as prepared (for compiled.py)
+        self.compiled: Compiled | None = None     # the function compiled (the memo variant if any)
+        self.plain: Compiled | None = None        # compiled without the memo
+
+
+class _Signature:
+    """What ``run`` needs of a function on its fast path (inputs a dict with exactly its names)."""
+
+    __slots__ = ("names", "params", "index", "outputs", "single", "kinds", "plain")
+
+    def __init__(self, func: VMFunction, index: int):
+        self.names = tuple(p.name for p in func.params)
+        self.params = tuple(func.params)
+        self.index = index
+        self.outputs = tuple(func.outputs or ("output",))
+        self.single = len(self.outputs) == 1
+        self.kinds = tuple(func.attrs.get("output_kinds") or ("tensor",) * len(self.outputs))
+        #: outputs handed back as they are (no sequence to turn into a list)
+        self.plain = all(as_output_is_identity(k) for k in self.kinds)
 
 
 class VirtualMachine:
@@ -69,10 +89,25 @@ class VirtualMachine:
         self._prepared = [_Prepared(f) for f in exe.functions.values()]
         self._callees = [self._resolve(i, entry) for i, entry in enumerate(exe.func_table)]
         self._detach = OutputDetacher(exe.constants)   # outputs never alias inputs or constants
+        self._signatures = {name: _Signature(exe.functions[name], i) for name, i in self._index.items()}
         for prepared in self._prepared:
-            prepared.steps = [self._prepare_checked(prepared.func, pc, ins)
+            prepared.steps = [self._prepare_checked(prepared, pc, ins)
                               for pc, ins in enumerate(prepared.func.instructions)]
             prepared.labels = [self._label(ins) for ins in prepared.func.instructions]
+            prepared.compiled, prepared.plain = self._compile(prepared)
+        #: False: run the step interpreter (the profiler times its steps)
+        self.compiled = True
+
+    def _compile(self, prepared: _Prepared) -> tuple:
+        """(what runs, the same without the memo) of compiled.py, or (None, None): the interpreter.
+        A VM that counts steps compiles the counting variant (the same counts as the loop below)."""
+        func = prepared.func
+        if self._counting is not None:
+            counting = compile_counting(func.instructions, prepared.resolved, len(func.params), func.name,
+                                        self._counting)
+            return counting, counting
+        memo, plain = compile_function(func.instructions, prepared.resolved, len(func.params), func.name)
+        return memo or plain, plain
 
     def __reduce__(self):
         """A VM pickles as its executable (which reopens its archive by path, see
@@ -111,6 +146,21 @@ class VirtualMachine:
 
     def run(self, inputs: Mapping[str, Any], function: str = "main") -> dict[str, Any]:
         """Run ``function`` on named inputs; returns outputs by name."""
+        sig = self._signatures.get(function)
+        if sig is None or type(inputs) is not dict or len(inputs) != len(sig.names) \
+                or not all(n in inputs for n in sig.names):
+            sig = self._checked_signature(inputs, function)
+        result = self._call_exclusive(sig.index, [_as_value(inputs[p.name], p) for p in sig.params])
+        values = (result,) if sig.single else result
+        if len(values) != len(sig.outputs):
+            raise RelaxpackError(f"function {function!r} returned {len(values)} values for "
+                                 f"{len(sig.outputs)} outputs")
+        if sig.plain:
+            return dict(zip(sig.outputs, values))
+        return {name: as_output(value, kind) for name, value, kind in zip(sig.outputs, values, sig.kinds)}
+
+    def _checked_signature(self, inputs, function: str) -> "_Signature":
+        """``function``'s signature once ``inputs`` name exactly its inputs (else an InputError)."""
         func = self.exe.function(function)
         names = [p.name for p in func.params]
         if not isinstance(inputs, Mapping):
@@ -122,15 +172,7 @@ class VirtualMachine:
         missing = [n for n in names if n not in inputs]
         if missing:
             raise InputError(f"missing input(s) {missing}; the model's inputs are {names}")
-        args = [_as_value(inputs[p.name], p) for p in func.params]
-        result = self._call_exclusive(self._index[function], args)
-        outputs = func.outputs or ("output",)
-        values = result if len(outputs) > 1 else (result,)
-        if len(values) != len(outputs):
-            raise RelaxpackError(f"function {function!r} returned {len(values)} values for "
-                                 f"{len(outputs)} outputs")
-        kinds = func.attrs.get("output_kinds") or ("tensor",) * len(outputs)
-        return {name: as_output(value, kind) for name, value, kind in zip(outputs, values, kinds)}
+        return self._signatures[function]
 
     # ------------------------------------------------------------ execution
     def _invoke(self, index: int, args) -> Any:
@@ -139,6 +181,14 @@ class VirtualMachine:
         if len(args) != len(func.params):
             raise InputError(f"{func.name} takes {len(func.params)} inputs "
                              f"({', '.join(p.name for p in func.params)}), got {len(args)}")
+        if prepared.compiled is not None and self.compiled:
+            try:
+                return prepared.compiled.run(*args)
+            except Exception as err:  # noqa: BLE001 - named as the interpreter names it, below
+                pc = pc_of(err.__traceback__, prepared.compiled, prepared.plain)
+                if pc is None:
+                    raise
+                _raise_named(err, prepared, pc)
         regs: list = [None] * (prepared.num_registers + 1)
         regs[:len(args)] = args
         steps = prepared.steps
@@ -155,21 +205,8 @@ class VirtualMachine:
                     used = tick()
                     if used >= limit:
                         limit = budget.checkpoint(used, func.name)
-        except ShapeProgramError as err:   # raised without knowing where: say which instruction
-            raise type(err)(f"{func.name}: instruction {pc} ({prepared.labels[pc]}): {err}") from None
-        except ShapeError as err:
-            named = _naming_node(err, func, pc)
-            if named is err:
-                raise
-            raise named from err
-        except RelaxpackError:
-            raise
-        except RecursionError:
-            raise ExecutionError(f"{func.name}: calls nest too deeply (recursion in the bytecode?)") from None
-        except Exception as err:  # a kernel or builtin rejected what the bytecode gave it
-            node = _node_text(func, pc)
-            raise ExecutionError(f"{func.name}: instruction {pc} ({prepared.labels[pc]}"
-                                 f"{', ' + node if node else ''}) failed: {_describe(err)}") from err
+        except Exception as err:  # noqa: BLE001
+            _raise_named(err, prepared, pc)
         return regs[-1]
 
     # ------------------------------------------------------------ preparation
@@ -212,9 +249,10 @@ class VirtualMachine:
             return self.exe.func_table[ins.func].label
         return type(ins).__name__.lower()
 
-    def _prepare_checked(self, func: VMFunction, pc: int, ins) -> Step:
+    def _prepare_checked(self, prepared: _Prepared, pc: int, ins) -> Step:
+        func = prepared.func
         try:
-            return self._prepare(func, pc, ins)
+            return self._prepare(prepared, pc, ins)
         except ShapeProgramError as err:
             raise type(err)(f"{func.name}: instruction {pc} ({self._label(ins)}): {err}") from None
         except RelaxpackError:
@@ -222,7 +260,8 @@ class VirtualMachine:
         except Exception as err:  # a builtin's specialization rejected its immediates
             raise ArchiveError(f"{func.name}: instruction {pc} is malformed: {type(err).__name__}: {err}") from None
 
-    def _prepare(self, func: VMFunction, pc: int, ins) -> Step:
+    def _prepare(self, prepared: _Prepared, pc: int, ins) -> Step:
+        func = prepared.func
         n = len(func.instructions)
         if isinstance(ins, Ret):
             _check_register(func, ins.src)
@@ -240,10 +279,11 @@ class VirtualMachine:
             cond, nxt, target = ins.cond, pc + 1, _jump(func, pc, ins.false_offset, n)
             return lambda regs: nxt if regs[cond] else target
         if isinstance(ins, Call):
-            return self._prepare_call(func, pc, ins)
+            return self._prepare_call(prepared, pc, ins)
         raise ArchiveError(f"{func.name}: unknown instruction {ins!r}")
 
-    def _prepare_call(self, func: VMFunction, pc: int, ins: Call) -> Step:
+    def _prepare_call(self, prepared: _Prepared, pc: int, ins: Call) -> Step:
+        func = prepared.func
         if not isinstance(ins.func, int) or not 0 <= ins.func < len(self._callees):
             raise ArchiveError(f"{func.name}: call of function index {ins.func!r} out of range")
         fn = self._callees[ins.func]
@@ -255,17 +295,57 @@ class VirtualMachine:
             static = tuple(v for _, v in args[:n_static])
             fn = fn.specialize(*static)
             args = args[n_static:]
+        fn, kwargs = _specialize_kernel(fn, args, kwargs)
         if ins.dst != NO_DST:
             _check_register(func, ins.dst)
         entry = self.exe.func_table[ins.func]
         if self._metering is not None:
             fn = metered(entry, fn, static, args, self._metering, entry.label)
+        prepared.resolved[pc] = Resolved(fn, tuple(args), tuple(kwargs), ins.dst, entry.name)
         return _make_call_step(fn, args, kwargs, ins.dst, pc + 1, entry.label)
 
 
 def _rebuild(exe: Executable, limits: dict) -> "VirtualMachine":
     """An unpickled VM with the budgets it was pickled with."""
     return VirtualMachine(exe, **limits)
+
+
+def _raise_named(err: Exception, prepared: _Prepared, pc: int):
+    """Raise ``err``, raised by instruction ``pc``, as the VM reports it: shape errors name the
+    ONNX node, others the instruction (a RelaxpackError from a nested call passes unchanged)."""
+    func = prepared.func
+    if isinstance(err, ShapeProgramError):   # raised without knowing where: say which instruction
+        raise type(err)(f"{func.name}: instruction {pc} ({prepared.labels[pc]}): {err}") from None
+    if isinstance(err, ShapeError):
+        named = _naming_node(err, func, pc)
+        if named is err:
+            raise err
+        raise named from err
+    if isinstance(err, RelaxpackError):
+        raise err
+    if isinstance(err, RecursionError):
+        raise ExecutionError(f"{func.name}: calls nest too deeply (recursion in the bytecode?)") from None
+    # a kernel or builtin rejected what the bytecode gave it
+    node = _node_text(func, pc)
+    raise ExecutionError(f"{func.name}: instruction {pc} ({prepared.labels[pc]}"
+                         f"{', ' + node if node else ''}) failed: {_describe(err)}") from err
+
+
+def _specialize_kernel(fn, args: list, kwargs: list) -> tuple[Callable, list]:
+    """A kernel with ``specialize_attrs`` (see ``kernels/_registry.py``) whose attributes are all
+    bound values gets its own callable for this instruction: ``fn.specialize_attrs(attrs,
+    constant)``, ``constant`` saying which positional operands are bound values (constants,
+    immediates: the same values every call), then called with the operands, ``out`` and
+    ``workspace`` only."""
+    specialize = getattr(fn, "specialize_attrs", None)
+    if specialize is None or any(is_reg and k not in _PER_CALL for k, is_reg, _ in kwargs):
+        return fn, kwargs
+    attrs = {k: v for k, is_reg, v in kwargs if not is_reg}
+    return specialize(attrs, tuple(not is_reg for is_reg, _ in args)), [kw for kw in kwargs if kw[1]]
+
+
+#: keywords a specialized kernel still takes per call
+_PER_CALL = ("out", "workspace")
 
 
 def _make_call_step(fn, args, kwargs, dst: int, nxt: int, label: str) -> Step:

@@ -204,7 +204,7 @@ def test_small_cnn_batch_norms_fold_and_match_onnxruntime():
     assert ops_of(mod).count("nn.batch_norm") == 2
     out = run_pass(with_dce(fold_batch_norm), mod)
     assert "nn.batch_norm" not in ops_of(out)
-    assert kernel_calls(mod) == 14 and kernel_calls(out) == 12
+    assert kernel_calls(mod) == 13 and kernel_calls(out) == 11     # the flatten is a view
     session = onnxruntime_session(model)
     names = [o.name for o in session.get_outputs()]
     vm = VirtualMachine(relaxpack.build(out, opt_level=0))

@@ -415,3 +415,34 @@ def test_yolo_silu_becomes_one_kernel_with_its_conv():
     want, got = (VirtualMachine(exe).run(feeds) for exe in (plain, full))
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
+
+
+def test_relu_runs_before_the_rounding_to_float16():
+    """relu(astype(x, float16)) of a float32 x -> astype(relu(x), float16): equal (up to the sign of a
+    zero), the ReLU in float32; a cast of float16 to float32, and a cast used twice, are kept."""
+    before = program(X4, '("n", 2, 3, 4)', """
+lv = R.astype(x, dtype="float16")
+lv1 = R.nn.relu(lv)
+return lv1
+""", dtype="float16")
+    expected = program(X4, '("n", 2, 3, 4)', """
+lv = R.nn.relu(x)
+lv1 = R.astype(lv, dtype="float16")
+return lv1
+""", dtype="float16")
+    mod, out = assert_rewrites(simplify_algebra, before, expected)
+    x = np.concatenate([np.linspace(-3, 3, 20), [-1e-10, 1e-10, 65519.0, 7e4, np.nan]]).astype(np.float32)
+    x = np.resize(x, (1, 2, 3, 4)).astype(np.float32)
+    want, got = (VirtualMachine(relaxpack.build(m, opt_level=0)).run({"x": x})["lv1"] for m in (mod, out))
+    np.testing.assert_array_equal(got, want)                       # -0.0 == 0.0 here
+    assert_unchanged(simplify_algebra, program('x: R.Tensor(("n", 2, 3, 4), "float16")', '("n", 2, 3, 4)', """
+lv = R.astype(x, dtype="float32")
+lv1 = R.nn.relu(lv)
+return lv1
+"""))
+    assert_unchanged(simplify_algebra, program(X4, '("n", 2, 3, 4)', """
+lv = R.astype(x, dtype="float16")
+lv1 = R.nn.relu(lv)
+lv2 = R.add(lv, lv1)
+return lv2
+""", dtype="float16"))

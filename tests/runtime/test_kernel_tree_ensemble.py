@@ -87,3 +87,54 @@ def test_float64_inputs_keep_their_precision():
     x = np.array([[1.0], [np.nextafter(1.0, 2.0)], [np.nextafter(1.0, 0.0)]])
     got = find_leaves(x, *pack_trees(nodes, np.array([1.0, 0, 0]), np.array([0])), np.empty((0, 2)), 1)
     assert got.ravel().tolist() == [2, 2, 1]
+
+
+# ---------------------------------------------------------------- products (tree_gemm.py)
+
+
+@pytest.mark.parametrize("aggregate", ["SUM", "AVERAGE"])
+@pytest.mark.parametrize("modes", [(0,), (0, 1, 2, 3), (0, 1, 2, 3, 4, 5)], ids=["leq", "ordered", "all"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_products_score_as_the_walk(modes, seed, aggregate):
+    """The instruction's specialized kernel (products on small batches, the walk otherwise or for ==
+    tests) gives the walk's scores: NaN and infinite inputs and thresholds, missing-value tracks,
+    chains and single-leaf trees, leaves without a weight for some classes, every batch size."""
+    from relaxpack.runtime.kernels import get_kernel
+    from relaxpack.runtime.kernels.tree_ensemble import aggregate_leaves, tree_ensemble_classifier
+    from relaxpack.runtime.kernels.tree_gemm import gemm_plan
+    rng = np.random.default_rng(seed)
+    values = np.array([-np.inf, -1.5, -0.0, 0.0, 0.5, 1.0, np.inf, np.nan, np.nextafter(1.0, 2.0)])
+    nodes, thresholds, roots = _random_forest(rng, 12, 3, modes, values[:-1] if 4 in modes else values)
+    nodes[thresholds != thresholds, 4] = 1 - nodes[thresholds != thresholds, 4]
+    walk, slots, root_slots = pack_trees(nodes, thresholds, roots)
+    leaves = rng.standard_normal((len(nodes), 3))
+    leaves[rng.random(leaves.shape) < 0.2] = np.nan
+    members = np.empty((0, 2))
+    assert (gemm_plan(walk, slots, root_slots, leaves, 12) is None) == (4 in modes)
+    attrs = dict(aggregate=aggregate, base_values=(0.5, -1.0, 0.25), post_transform="NONE", max_depth=12)
+    call = get_kernel("tree_ensemble_classifier").fn.specialize_attrs(attrs, (False,) + (True,) * 5)
+    for n in (1, 7, 32, 0, 1000, 3):
+        x = rng.choice(values, size=(n, 3)).astype(np.float32)
+        got = (np.empty(n, np.int64), np.empty((n, 3), np.float32))
+        want = (np.empty(n, np.int64), np.empty((n, 3), np.float32))
+        call(x, walk, slots, root_slots, leaves, members, out=got)
+        tree_ensemble_classifier(x, walk, slots, root_slots, leaves, members, out=want, **attrs)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-6, atol=1e-6)
+        exact = aggregate_leaves(find_leaves(x, walk, slots, root_slots, members, 12), leaves, aggregate)
+        np.testing.assert_allclose(got[1], (exact + [0.5, -1.0, 0.25]).astype(np.float32), rtol=1e-6, atol=1e-6)
+
+
+def test_products_leave_errors_to_the_walk():
+    """A tree deeper than declared and a node reading a feature the input lacks: the walk's errors."""
+    from relaxpack.errors import ExecutionError
+    from relaxpack.runtime.kernels import get_kernel
+    nodes = np.array([[0, 0, 1, 2, 0], [1, 0, 3, 4, 0], [0, LEAF, 2, 2, 0], [0, LEAF, 3, 3, 0], [0, LEAF, 4, 4, 0]])
+    walk, slots, roots = pack_trees(nodes, np.zeros(5), np.array([0]))
+    leaves = np.ones((5, 1))
+    for depth, x, match in [(1, np.zeros((2, 2), np.float32), "deeper than its declared depth"),
+                            (2, np.zeros((2, 1), np.float32), "reads feature 1 of 1")]:
+        call = get_kernel("tree_ensemble").fn.specialize_attrs(
+            dict(aggregate="SUM", base_values=(), post_transform="NONE", max_depth=depth), (False,) + (True,) * 5)
+        with pytest.raises(ExecutionError, match=match):
+            call(x, walk, slots, roots, leaves, np.empty((0, 2)), out=np.empty((2, 1), np.float32))

@@ -22,12 +22,18 @@ METHOD_CASES = [
     ((2, 16, 50, 47), (12, 16, 3, 3), dict(padding=1), "rows"),                              # YOLO's shallow conv
     ((1, 32, 61, 45), (16, 16, 3, 3), dict(groups=2, padding=(1, 2, 1, 0), dilation=(2, 1)), "rows"),
     ((1, 16, 70, 33), (8, 16, 3, 2), dict(dilation=(2, 1)), "rows"),                         # no padding: taps read x
-    ((2, 8, 9, 7), (16, 8, 3, 3), dict(strides=2, padding=1), "compact"),
+    ((2, 16, 120, 22), (8, 16, 3, 3), dict(strides=2, padding=1), "compact"),
     ((2, 16, 40, 40), (16, 1, 3, 3), dict(groups=16, padding=1), "depthwise"),
-    ((2, 64, 8, 7), (64, 1, 3, 3), dict(groups=64, strides=2, padding=1), "depthwise_cl"),
+    ((2, 160, 16, 14), (160, 1, 3, 3), dict(groups=160, strides=2, padding=1), "depthwise_cl"),
+    ((2, 64, 8, 7), (64, 1, 3, 3), dict(groups=64, strides=2, padding=1), "strided"),        # a small depthwise
     ((1, 5, 3000), (8, 5, 5), dict(padding=2), "compact"),                                   # conv1d
-    ((1, 4, 6, 7, 41), (6, 4, 1, 1, 3), {}, "wide"),                                          # conv3d
+    ((1, 4, 16, 17, 41), (6, 4, 1, 1, 3), {}, "wide"),                                        # conv3d
     ((0, 16, 50, 47), (12, 16, 3, 3), dict(padding=1), "rows"),                              # empty batch
+    ((2, 9, 11, 13), (12, 3, 3, 2), dict(groups=3, strides=(2, 1), padding=(1, 0, 2, 1), dilation=(1, 2)),
+     "strided"),
+    ((1, 24, 8, 12), (24, 24, 3, 3), dict(padding=1), "strided"),                            # ResNet on a small image
+    ((1, 5, 300), (8, 5, 5), dict(padding=2, strides=3), "strided"),                         # conv1d
+    ((1, 4, 6, 7, 9), (6, 4, 2, 1, 3), dict(padding=(1, 0, 0, 0, 1, 2)), "strided"),         # conv3d
 ]
 
 
@@ -43,8 +49,8 @@ def _method(data, weight, attrs) -> str:
 
 
 def test_cases_cover_every_method():
-    assert {_method(d, w, a) for d, w, a, _ in METHOD_CASES} == {"wide", "rows", "compact", "depthwise",
-                                                                  "depthwise_cl"}
+    assert {_method(d, w, a) for d, w, a, _ in METHOD_CASES} == {"wide", "rows", "compact", "strided",
+                                                                  "depthwise", "depthwise_cl"}
     for data, weight, attrs, method in METHOD_CASES:
         assert _method(data, weight, attrs) == method
 

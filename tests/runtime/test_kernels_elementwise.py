@@ -97,14 +97,18 @@ def test_erf_float64_is_within_two_ulps_of_math_erf():
 
 
 # float32 takes a float32 path within 1.5 ulp: test_kernels_fastpaths.py
-@pytest.mark.parametrize("dtype", ["float16"])
-def test_erf_low_precision_is_correctly_rounded(dtype):
-    rng = np.random.default_rng(1)
-    x = np.concatenate([rng.standard_normal(50000) * 2, np.linspace(-5, 5, 10001)]).astype(dtype)
-    ref = np.array([math.erf(float(v)) for v in x]).astype(dtype)
-    np.testing.assert_array_equal(run_kernel("erf", x), ref)
+def test_erf_float16_is_the_float32_result_rounded_once():
+    """The float16 contract: computed in float32, rounded once. Over every float16 that is the
+    correctly rounded erf but at two near-ties (+-0.001482), one ulp off there."""
+    x = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    got = run_kernel("erf", x)
+    np.testing.assert_array_equal(got, run_kernel("erf", x.astype(np.float32)).astype(np.float16))
+    ref = np.array([math.erf(float(v)) if not math.isnan(v) else math.nan for v in x]).astype(np.float16)
+    differ = (got != ref) & ~(np.isnan(got) & np.isnan(ref))
+    assert differ.sum() <= 2
+    assert np.all(np.abs(got[differ].astype(np.float64) - ref[differ]) <= np.spacing(np.abs(ref[differ])))
     expected, = run_onnx("Erf", [x[:1000]])        # the evaluator agrees (it rounds through float32)
-    assert_close(run_kernel("erf", x[:1000]), expected)
+    assert_close(got[:1000], expected)
 
 
 @pytest.mark.parametrize("shape", SHAPES)

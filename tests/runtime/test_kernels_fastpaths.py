@@ -210,6 +210,28 @@ def test_gelu_float32_special_values_in_place_strided_and_empty():
     assert run_kernel("nn.gelu", np.zeros((0, 7), np.float32)).shape == (0, 7)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_gelu_of_small_arrays_is_correctly_rounded(dtype):
+    """Up to GELU64_MAX_SIZE values the kernel evaluates in float64 (fewer numpy calls) and rounds
+    once: within half an ulp (a near-tie may round either way) over the whole sweep, the far
+    negative tail included; the special values and the in-place call as the float32 path."""
+    from relaxpack.runtime.kernels._math import GELU64_MAX_SIZE
+    x = gelu_sweep().astype(dtype)
+    want = gelu64(x.astype(np.float64))
+    chunks = [x[i:i + GELU64_MAX_SIZE] for i in range(0, x.size, GELU64_MAX_SIZE)]
+    got = np.concatenate([run_kernel("nn.gelu", c.reshape(4, -1) if c.size % 4 == 0 else c).reshape(-1)
+                          for c in chunks])
+    assert got.dtype == dtype
+    assert ulps(got, want, np.dtype(dtype)).max() <= 0.5 + 1e-6
+    edge = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 15.0, -15.0, -40.0, 1e-45], dtype)
+    got = run_kernel("nn.gelu", edge)
+    assert got[0] == np.inf and np.isnan(got[1]) and np.isnan(got[2]) and got[3] == 0 and got[4] == 0
+    assert got[5] == 15 and got[6] == 0 and got[7] == 0
+    small = x[:300].copy()
+    get_kernel("nn.gelu").fn(small, out=small)                  # a fused gemm's in-place call
+    np.testing.assert_array_equal(small, run_kernel("nn.gelu", x[:300]))
+
+
 def test_gelu_float32_matches_onnxruntime_and_the_float64_path():
     x = (rand(np.random.default_rng(8), (3, 129), "float32") * 3)
     want, = run_onnx("Gelu", [x], opset=20, backend="ort")
@@ -288,7 +310,7 @@ def plan_for(x, w, strides, padding, dilation, groups):
 def methods_for(plan) -> list[str]:
     if plan.method.startswith("depthwise"):
         return ["depthwise", "depthwise_cl"]
-    return ["wide", "compact"] + (["rows"] if plan.rows is not None else [])
+    return ["wide", "compact", "strided"] + (["rows"] if plan.rows is not None else [])
 
 
 @pytest.mark.parametrize("case", ENGINE_CASES, ids=lambda c: f"{c[0]}-{c[1]}-s{c[2]}-g{c[5]}")
@@ -335,6 +357,8 @@ def test_conv_plans_pick_the_methods_they_document():
     assert method((1, 16, 56, 56), (16, 16, 3, 3), s=2).method == "wide"         # phases: no row split
     assert method((1, 128, 28, 28), (128, 128, 3, 3)).method == "wide"
     assert method((1, 512, 7, 7), (512, 512, 3, 3)).method == "compact"      # wide rows would add 24%
+    assert method((1, 24, 8, 12), (24, 24, 3, 3)).method == "strided"        # small: one copy for all taps
+    assert method((1, 3, 61, 96), (16, 3, 7, 7), s=2, p=3).method == "wide"  # 49 taps, but 2^18 values
     one = method((1, 64, 56, 56), (64, 64, 1, 1), p=0)
     assert one.method == "compact" and one.source_is_input and len(one.taps) == 1
     strided = method((1, 64, 56, 56), (128, 64, 1, 1), s=2, p=0)

@@ -124,7 +124,7 @@ class Module:
         return lv3
 '''.replace("np.ones((3, 2, 3, 3))", str(np.ones((3, 2, 3, 3)).tolist())))
     exe = relaxpack.build(mod)
-    assert exe.kernel_call_count() == 4
+    assert exe.kernel_call_count() == 3        # conv, pool, gemm: the reshape is a view of the pool's result
     exe.save(tmp_path / "m.rpk")
     rng = np.random.default_rng(3)
     feeds = {"x": rng.standard_normal((3, 2, 6, 6)).astype(np.float32),

@@ -85,6 +85,18 @@ def test_only_overlapping_outputs_are_copied():
     assert hi - lo == constants[1].nbytes
 
 
+def test_a_single_output_is_copied_only_when_it_overlaps():
+    """One array result takes the short path: arrays that own their memory overlap only themselves."""
+    owned, mapped = np.zeros(3), np.frombuffer(bytearray(24), np.float64)
+    detach, x, fresh = OutputDetacher([owned, mapped]), np.ones(3), np.ones(3)
+    assert detach(fresh, (x,)) is fresh and detach(fresh, (x[:2],)) is fresh
+    for result in (owned, mapped, mapped[1:], x, x[1:]):
+        copied = detach(result, (x,))
+        assert copied is not result and not np.shares_memory(copied, result)
+    base = np.zeros(4)
+    assert detach(base, (base[1:],)) is not base         # an input that views the output
+
+
 def test_run_with_a_list_says_how_to_pass_inputs():
     vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(MODELS["identity"])))
     with pytest.raises(relaxpack.errors.InputError, match=r"run takes the inputs by name, e.g. \{'x': \.\.\.\}, "

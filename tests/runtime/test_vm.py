@@ -124,7 +124,7 @@ def test_bytecode_listing_shows_kernel_calls_in_dps():
     text = exe.as_text()
     assert "call kernel.matmul(%0, c[0], out=%" in text
     assert "call kernel.nn.softmax(" in text and "axis=-1" in text
-    assert exe.kernel_call_count() == 4
+    assert exe.kernel_call_count() == 3 and "vm.builtin.reshape_view(" in text   # the reshape is a view
     assert exe.signature() == "main(x: float32(n, 4)) -> y: float32(8 * n)"
 
 

@@ -132,22 +132,61 @@ def test_step_sources_are_made_from_operand_kinds_only():
         assert set(kinds) <= {"r", "c"} and all(isinstance(f, bool) for f in flags)
 
 
-def test_kernel_failures_still_name_the_instruction():
+@pytest.mark.parametrize("compiled", [True, False])
+def test_kernel_failures_still_name_the_instruction(compiled):
+    """Compiled (compiled.py) or interpreted, a kernel's failure names its instruction and ONNX node."""
+    from relaxpack.errors import ExecutionError, InputError
+    from relaxpack.runtime import register_func, unregister_func
     x = Var("x", TensorStructInfo((2, 3), "float32"))
     bb = BlockBuilder()
     with bb.function("main", [x]):
         with bb.dataflow():
             gv = bb.emit_output(make_call("add", x, Constant(np.ones(3, np.float32))), "y")
         bb.emit_func_output(gv)
-    vm = VirtualMachine(relaxpack.build(bb.get(), opt_level=0))
-    from relaxpack.errors import ExecutionError, InputError
-    with pytest.raises(InputError):
-        vm.run({"x": np.ones((2, 4), np.float32)})
-    prepared = vm._prepared[0]
-    pc = next(i for i, label in enumerate(prepared.labels) if label == "kernel.add")
-    good = prepared.steps[pc]
-    prepared.steps[pc] = lambda regs: (_ for _ in ()).throw(ValueError("boom"))
-    with pytest.raises(ExecutionError, match=rf"instruction {pc} \(kernel.add\) failed: ValueError: boom"):
-        vm.run({"x": np.ones((2, 3), np.float32)})
-    prepared.steps[pc] = good
-    np.testing.assert_array_equal(vm.run({"x": np.ones((2, 3), np.float32)})["y"], np.full((2, 3), 2))
+    exe = relaxpack.build(bb.get(), opt_level=0)
+
+    def boom(lhs, rhs, *, out):
+        if lhs[0, 0] == 7:
+            raise ValueError("boom")
+        np.add(lhs, rhs, out=out)
+    register_func("add", boom, dps=True, override=True)
+    try:
+        vm = VirtualMachine(exe)
+        vm.compiled = compiled
+        assert (vm._prepared[0].compiled is not None) and vm.compiled == compiled
+        with pytest.raises(InputError):
+            vm.run({"x": np.ones((2, 4), np.float32)})
+        pc = next(i for i, label in enumerate(vm._prepared[0].labels) if label == "kernel.add")
+        with pytest.raises(ExecutionError, match=rf"instruction {pc} \(kernel.add\) failed: ValueError: boom"):
+            vm.run({"x": np.full((2, 3), 7, np.float32)})
+        np.testing.assert_array_equal(vm.run({"x": np.ones((2, 3), np.float32)})["y"], np.full((2, 3), 2))
+    finally:
+        unregister_func("add")
+
+
+def test_a_kernel_with_specialize_attrs_is_specialized_once_per_instruction():
+    """The VM calls ``specialize_attrs`` with an instruction's bound attributes when it prepares it,
+    then calls what that returns with the operands, ``out`` and ``workspace`` only."""
+    made = []
+
+    def kernel(*inputs, out, **attrs):
+        raise AssertionError("the generic kernel is not called")
+
+    def specialize(attrs, constant):
+        made.append((attrs, constant))
+
+        def call(*inputs, out, workspace=None):
+            assert workspace is None
+            np.add(inputs[0], attrs["shift"], out=out)
+        return call
+    kernel.specialize_attrs = specialize
+    fn, kwargs = vm_module._specialize_kernel(kernel, [(True, 0), (False, "c")], [("out", True, 1), ("shift", False, 2.0)])
+    assert made == [({"shift": 2.0}, (False, True))] and kwargs == [("out", True, 1)]
+    regs = [np.ones(3), np.empty(3)]
+    step = vm_module._make_call_step(fn, [(True, 0)], kwargs, NO_DST, 5, "label")
+    for _ in range(2):
+        assert step(regs) == 5
+    np.testing.assert_array_equal(regs[1], 3.0)
+    assert len(made) == 1
+    # an attribute held in a register is a per-call value: the kernel stays generic
+    assert vm_module._specialize_kernel(kernel, [(True, 0)], [("out", True, 1), ("shift", True, 0)])[0] is kernel

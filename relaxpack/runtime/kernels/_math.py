@@ -15,12 +15,28 @@ may not depend on scipy.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, Sequence
 
 import numpy as np
 
 from ...errors import ShapeError
+from ..fpstate import quiet
 from ._workspace import Scratch
+
+# ---------------------------------------------------------------- clip
+
+
+def _clip_ufunc():
+    """numpy's clip ufunc: what ``np.clip`` calls after about 1 us of Python argument
+    handling (most of a clip's cost below a few thousand values); ``np.clip`` if absent."""
+    core = getattr(np, "_core", None) or getattr(np, "core", None)
+    fn = getattr(getattr(core, "umath", None), "clip", None)
+    return fn if isinstance(fn, np.ufunc) else np.clip
+
+
+#: ``CLIP(x, lo, hi, out=out)``: np.clip's result, without its Python layer
+CLIP = _clip_ufunc()
 
 # ---------------------------------------------------------------- erf
 
@@ -150,7 +166,7 @@ def erf32_parts(x: np.ndarray, t: np.ndarray, small: np.ndarray, square: np.ndar
     Kept apart so that GELU can take ``erfc(|x|)`` itself in its negative
     tail, without the cancellation of ``1 + erf(x)``.
     """
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+    with quiet():
         np.abs(x, out=t)
         np.less(t, _ERF32_TOP, out=inside)
         np.less(t, _ERF32_SPLIT, out=is_small)
@@ -158,7 +174,7 @@ def erf32_parts(x: np.ndarray, t: np.ndarray, small: np.ndarray, square: np.ndar
         _horner_into(small, _ERF32_SMALL, square)
         small *= t
         small += t
-        np.clip(t, np.float32(0), _ERF32_TOP, out=t)          # clip: one fast pass
+        CLIP(t, np.float32(0), _ERF32_TOP, out=t)          # clip: one fast pass
         erfc_abs = _horner_into(square, _ERF32_BIG, t)        # the square is dead: reuse it
         np.exp(erfc_abs, out=erfc_abs)
         np.multiply(erfc_abs, inside, out=erfc_abs)           # nan * 0 stays nan
@@ -230,10 +246,9 @@ def gelu32_into(x: np.ndarray, out: np.ndarray) -> None:
     array([-0.15865526,  0.        ,  0.8413447 ], dtype=float32)
     """
     layouts = [(x.shape, np.float32)] * 5 + [(x.shape, np.bool_)]
-    with Scratch(layouts) as (a, u, near, tail, work, is_near), \
-            np.errstate(over="ignore", under="ignore", invalid="ignore"):
+    with Scratch(layouts) as (a, u, near, tail, work, is_near), quiet():
         np.abs(x, out=a)
-        np.clip(a, np.float32(0), _GELU_TOP, out=a)
+        CLIP(a, np.float32(0), _GELU_TOP, out=a)
         np.multiply(a, a, out=u)
         np.less(a, _GELU_SPLIT, out=is_near)
         _horner_into(work, _GELU_NEAR, u)
@@ -254,6 +269,64 @@ def gelu32_into(x: np.ndarray, out: np.ndarray) -> None:
         np.minimum(x, np.float32(0), out=near)
         np.subtract(x, near, out=out)
         out -= tail
+
+
+# ---------------------------------------------------------------- GELU of small arrays, in float64
+
+# erfc(z) = t exp(P(u) - z^2), t = 1 / (1 + z / 2) (Numerical Recipes' erfcc form) with P a
+# degree-16 polynomial in u = (t - m) / h in [-1, 1], i.e. z in [0, 15 / sqrt(2)]: the Chebyshev
+# fit of log(erfc(z) / t) + z^2 there, within 1.4e-12 (so erfc within a relative 1.4e-12),
+# computed with mpmath at 50 digits and written in powers of u (coefficients below 1: no cancellation).
+_ERFC_M, _ERFC_H = 0.579323518136389, 0.42067648186361095
+_ERFC_P = np.array([
+    -0.5640822497830038, 0.5754813121524684, 0.016916073257921344, -0.030285501187693478,
+    -0.001270062424124744, 0.003911084792782498, -0.00026343538774779195, -0.0005957924719811407,
+    0.0001556291090536705, 7.531280044560331e-05, -4.649455199680587e-05, -3.142428335050359e-06,
+    9.660946569803965e-06, -1.474941097724401e-06, -1.3215747679477691e-06, 3.1283910017585384e-07,
+    8.8853556620743e-08])
+#: arrays up to this many values take :func:`gelu64_small_into` (measured: docs/design-notes.md)
+GELU64_MAX_SIZE = 2048
+
+
+def _powers(u: np.ndarray, count: int) -> np.ndarray:
+    """``u ** 1 .. u ** count`` as rows, by doubling: rows ``m..2m`` are rows ``0..m`` times
+    ``u ** m``, five calls for 16 powers (``np.cumprod`` along the rows loops per column: 60x slower)."""
+    powers = np.empty((count, u.size), u.dtype)
+    powers[0] = u
+    m = 1
+    while m < count:
+        np.multiply(powers[:min(m, count - m)], powers[m - 1], out=powers[m:min(2 * m, count)])
+        m *= 2
+    return powers
+
+
+def gelu64_small_into(x: np.ndarray, out: np.ndarray) -> None:
+    """``out = x * Phi(x)`` (exact GELU) for a float ``x`` of ``out``'s shape, evaluated in
+    float64 and rounded once: about 20 numpy calls where :func:`gelu32_into` makes ~40, which
+    on a small array is what costs. ``x - min(x, 0) - |x| Phi(-|x|)`` with ``Phi(-a) = erfc(a /
+    sqrt 2) / 2`` from the fit above: within a relative 1.4e-12 before rounding, so float32
+    and float16 results are correctly rounded but for near-ties; inf gives inf, -inf NaN, as
+    :func:`gelu32_into`. ``out`` may be ``x``."""
+    with quiet():
+        z = np.abs(x, out=np.empty(x.shape, np.float64))
+        np.minimum(z, 15.0, out=z)
+        z *= 1 / math.sqrt(2)                       # z = |x| / sqrt 2 in [0, 15 / sqrt 2]
+        t = np.multiply(z, 0.5)
+        t += 1
+        np.divide(1, t, out=t)
+        u = np.subtract(t, _ERFC_M)
+        u *= 1 / _ERFC_H
+        p = (_ERFC_P[1:] @ _powers(u.reshape(-1), len(_ERFC_P) - 1)).reshape(u.shape)
+        p += _ERFC_P[0]
+        np.multiply(z, z, out=u)
+        p -= u
+        np.exp(p, out=p)
+        p *= t                                      # erfc(z)
+        p *= z
+        p *= 1 / math.sqrt(2)                       # |x| Phi(-|x|) = z erfc(z) / sqrt 2
+        relu = np.minimum(x, 0)
+        np.subtract(x, relu, out=relu)              # exact: x - min(x, 0)
+        np.subtract(relu, p, out=out, casting="unsafe")
 
 
 # ---------------------------------------------------------------- working precision

@@ -10,6 +10,19 @@ A kernel that takes a keyword ``workspace`` may be handed its scratch
 memory by the VM: a flat uint8 view into the memory plan's arena, sized by
 the op's ``workspace`` hook at build time (``ops/workspace.py``).
 
+Two optional attributes of a kernel function let callers skip work:
+
+- ``fn.specialize_attrs(attrs, constant) -> callable(*inputs, out, workspace=None)``:
+  the VM calls it once per instruction whose attributes are all bound
+  values (``attrs``, a dict) and calls what it returns instead of ``fn`` (a
+  kernel that plans per call keeps the plan there, see ``fused_specialized.py``).
+  ``constant[i]`` says whether positional operand ``i`` is a bound value (a
+  constant: the same array, with the same values, on every call); only such
+  operands may have values derived from them kept across calls (a converted
+  weight): a register may hold the same array object with new values;
+- ``fn.ufunc`` (:func:`as_ufunc`): ``fn(*inputs, out=out)`` is exactly that
+  ufunc's call, so a generated chain may call the ufunc itself.
+
 >>> @register_kernel("negative")                       # doctest: +SKIP
 ... def negative(x, *, out):
 ...     np.negative(x, out=out)
@@ -68,6 +81,14 @@ def _takes_workspace(fn: Callable) -> bool:
 def register_packed(*names: str) -> Callable[[Callable], Callable]:
     """Register a kernel that returns new arrays (data-dependent output shapes)."""
     return register_kernel(*names, dps=False)
+
+
+def as_ufunc(fn: Callable, ufunc, *, quiet: bool = False, low_float: bool = True) -> Callable:
+    """Mark ``fn`` as ``ufunc(*inputs, out=out)``: under :func:`~relaxpack.runtime.fpstate.quiet`
+    when ``quiet``, and for the small floats and bfloat16 only when ``low_float`` (else ``fn``
+    computes those in float32)."""
+    fn.ufunc, fn.ufunc_quiet, fn.ufunc_low_float = ufunc, quiet, low_float
+    return fn
 
 
 def get_kernel(name: str) -> Kernel:

@@ -28,6 +28,9 @@ ways to finish, chosen per shape by :func:`conv_plan`:
 * ``compact``: im2col from per-tap windows of exactly the output's size, one
   GEMM straight into ``out`` — for small planes (ResNet's 7x7), where wide
   rows would add 25% to the GEMM;
+* ``strided``: for small convs (at most :data:`.conv_strided.MAX_COLUMN_VALUES`
+  column values per image), im2col by one copy of an ``as_strided`` view of
+  the padded input instead of a copy per tap (:mod:`.conv_strided`);
 * ``depthwise``: one channel per group: the sum over taps of a slice times
   the channels' weights (no im2col), a block of channels at a time; for
   small planes with many channels ``depthwise_cl``
@@ -56,7 +59,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import conv_depthwise
+from . import conv_depthwise, conv_strided
 from ._workspace import Scratch
 
 _as_strided = np.lib.stride_tricks.as_strided
@@ -103,6 +106,7 @@ class ConvPlan:
     lengths: tuple[int, ...]    # L: output spatial shape
     rows: tuple | None = None   # when "rows" can run: (kernel rows, flat shift per row, one row's tap offsets)
     cl: conv_depthwise.DepthwisePlan | None = None    # depthwise: the channel-last layout
+    strided: conv_strided.StridedGeometry | None = None     # not depthwise: the window over the padded input
 
     @property
     def pixels(self) -> int:
@@ -166,10 +170,18 @@ def conv_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, be
     if len(phase_of) == 1 and kernel[0] > 1:
         shift = dilation[0] // strides[0] * pstrides[0]
         rows = (kernel[0], shift, tuple(flat for _, flat, _ in taps[:len(taps) // kernel[0]]))
-    cl = None
-    if depthwise:
+    cl = strided = None
+    # im2col by one strided copy and one (batched) GEMM: on small convs, depthwise ones included,
+    # the fewest numpy calls (a small depthwise conv: 2-6x the per-tap multiply-adds' speed)
+    small = len(taps) > 1 and 0 < channels * len(taps) * pixels <= conv_strided.MAX_COLUMN_VALUES
+    if not depthwise or small:
+        strided = conv_strided.StridedGeometry(tuple(spatial), tuple(begins), tuple(ends), tuple(kernel),
+                                               tuple(strides), tuple(dilation))
+    if depthwise and not small:
         cl = conv_depthwise.depthwise_plan(spatial, kernel, strides, dilation, begins, lengths, channels, False)
         method = "depthwise_cl" if channels >= CL_MIN_CHANNELS_PER_PIXEL * pixels else "depthwise"
+    elif small:
+        method = "strided"
     elif q > pixels * (1 + WIDE_MAX_WASTE):
         method = "compact"          # too many extra columns
     elif rows is not None and q >= ROWS_MIN_COLUMNS and per_group * len(rows[2]) >= ROWS_MIN_DEPTH:
@@ -179,7 +191,7 @@ def conv_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, be
     else:
         method = "wide"
     return ConvPlan(method, source_is_input, plane, len(phase_of), tuple(fills), tuple(zeros),
-                    tuple(taps), q, tuple(lengths), None if depthwise else rows, cl)
+                    tuple(taps), q, tuple(lengths), None if depthwise else rows, cl, strided)
 
 
 # ---------------------------------------------------------------- running a plan
@@ -201,6 +213,8 @@ def _method_layouts(plan: ConvPlan, batch, channels: int, out_channels: int, dty
     method = plan.method
     if method == "depthwise_cl":
         return conv_depthwise.depthwise_cl_layouts(plan, batch, channels, dtype)
+    if method == "strided":
+        return conv_strided.strided_layouts(plan, batch, channels, dtype)
     layouts = [] if plan.source_is_input else [((batch, plan.phases, channels, *plan.plane), dtype)]
     q = plan.q
     if method == "depthwise":
@@ -270,6 +284,9 @@ def _run_method(plan, x, weight, groups, out, bias, arrays, epilogue, plane_size
     method = plan.method
     if method == "depthwise_cl":
         conv_depthwise.depthwise_cl(plan, x, weight, out, bias, arrays)
+        return
+    if method == "strided":
+        conv_strided.run_strided(plan, x, weight, groups, out, bias, arrays)
         return
     if plan.source_is_input:
         planes = np.ascontiguousarray(x).reshape(batch, 1, channels, plane_size)

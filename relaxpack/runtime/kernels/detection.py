@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ShapeError
+from ..fpstate import quiet
 from ._registry import register_packed
 
 
@@ -35,7 +36,7 @@ def _suppressed_by(corners: tuple[np.ndarray, ...], i: int, iou_threshold) -> np
     y0, x0, y1, x1 = corners
     iy0, ix0 = np.maximum(y0, y0[i]), np.maximum(x0, x0[i])
     iy1, ix1 = np.minimum(y1, y1[i]), np.minimum(x1, x1[i])
-    with np.errstate(all="ignore"):     # the entries masked out below may divide by 0
+    with quiet():     # the entries masked out below may divide by 0
         inter = (ix1 - ix0) * (iy1 - iy0)
         area = (x1 - x0) * (y1 - y0)
         union = area + area[i] - inter

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ShapeError
+from ..fpstate import quiet
 from ._math import is_low_float, normalize_axis
 from ._registry import register_packed
 from .reduce import max_, mean, min_, prod, sum_
@@ -58,9 +59,9 @@ def log_sum_exp(x: np.ndarray, *, out: np.ndarray, axis, keepdims: bool) -> None
     max_(data, out=peak, axis=axis, keepdims=True)
     peak[np.isinf(peak)] = 0
     total = np.empty(reduced_shape(x.shape, axis, keepdims), work)
-    with np.errstate(over="ignore", invalid="ignore"):
+    with quiet():
         sum_(np.exp(data - peak), out=total, axis=axis, keepdims=keepdims)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with quiet():
         result = np.log(total) + peak.reshape(total.shape)
     np.copyto(out, result, casting="unsafe")
 

@@ -37,14 +37,24 @@ _ACTIVATIONS = {
 
 def apply_activation(out: np.ndarray, activation) -> None:
     """Apply ``activation`` (None, a name or ``(name, *params)``) to ``out`` in place."""
+    fn = activation_fn(activation)
+    if fn is not None:
+        fn(out)
+
+
+def activation_fn(activation):
+    """``fn(out)`` applying ``activation`` in place (nothing to an empty ``out``), or None for none."""
     if activation is None:
-        return
+        return None
     name, params = (activation, ()) if isinstance(activation, str) else (activation[0], tuple(activation[1:]))
     fn = _ACTIVATIONS.get(name)
     if fn is None:
         raise UnsupportedOpError(f"fused kernel: unknown activation {name!r}; known: {sorted(_ACTIVATIONS)}")
-    if out.size:
-        fn(out, *params)
+
+    def apply(out):
+        if out.size:
+            fn(out, *params)
+    return apply
 
 
 @register_kernel("nn.gemm")
@@ -66,3 +76,19 @@ def conv_bias_act(data, weight, bias=None, *, out, strides=1, padding=0, dilatio
     conv_bias(data, weight, bias, out=out, strides=strides, padding=padding, dilation=dilation,
               groups=groups, data_layout=data_layout, out_layout=out_layout, workspace=workspace,
               epilogue=epilogue)
+
+
+def _specialize_conv_bias_act(attrs: dict, constant: tuple):
+    """Per instruction: the small-conv fast path (:mod:`.conv_small`)."""
+    from .conv_small import specialize
+    return specialize(conv_bias_act, constant, **attrs)
+
+
+def _specialize_conv(attrs: dict, constant: tuple):
+    from .conv_small import specialize
+    call = specialize(conv_bias_act, constant, activation=None, **attrs)
+    return lambda data, weight, *, out, workspace=None: call(data, weight, None, out=out, workspace=workspace)
+
+
+conv_bias_act.specialize_attrs = _specialize_conv_bias_act
+KERNELS["nn.conv"].fn.specialize_attrs = _specialize_conv

@@ -64,7 +64,7 @@ def _recipe_error(message: str) -> ShapeError:
 
 
 @lru_cache(maxsize=512)
-def _compile(recipe: tuple) -> tuple[tuple[_Step, ...], int]:
+def compile_recipe(recipe: tuple) -> tuple[tuple[_Step, ...], int]:
     """The steps with their kernels resolved, and the number of parameters read."""
     if not isinstance(recipe, tuple) or not 0 < len(recipe) <= MAX_STEPS:
         raise _recipe_error(f"it must be a tuple of 1 to {MAX_STEPS} steps")
@@ -109,7 +109,7 @@ def plan_buffers(recipe: tuple, aliased: frozenset = frozenset(), buffers: int =
     ``out``'s bytes); the last step writes buffer 0. Among the plans, the
     first in lexicographic order: as much as possible in ``out``.
     """
-    steps, _ = _compile(recipe)
+    steps, _ = compile_recipe(recipe)
     n = len(steps)
     last: dict[tuple, int] = {("s", n - 1): n}
     for j, step in enumerate(steps):
@@ -180,7 +180,7 @@ _PREPARED_MAX = 4096
 def _checked_steps(recipe, inputs, out: np.ndarray) -> tuple[_Step, ...]:
     """The compiled steps of ``recipe``, checked against the call's parameter count and ``out``'s dtype."""
     try:
-        steps, n_params = _compile(recipe)
+        steps, n_params = compile_recipe(recipe)
     except TypeError:       # unhashable: not the plain tuples the IR and archives hold
         raise _recipe_error(f"it must hold only tuples and plain values, got {recipe!r:.200}") from None
     if n_params > len(inputs):
@@ -190,7 +190,7 @@ def _checked_steps(recipe, inputs, out: np.ndarray) -> tuple[_Step, ...]:
     return steps
 
 
-def _prepare(recipe: tuple, inputs: list, out: np.ndarray, aliased: frozenset) -> _Prepared:
+def prepare_call(recipe: tuple, inputs: list, out: np.ndarray, aliased: frozenset) -> _Prepared:
     """The :class:`_Prepared` of this call: from the cache when the same
     recipe object met the same shapes (the VM passes an instruction's recipe
     as one object, so no nested tuple is hashed per call)."""
@@ -207,10 +207,10 @@ def _prepare(recipe: tuple, inputs: list, out: np.ndarray, aliased: frozenset) -
             *(np.shape(inputs[i]) if kind == "p" else shapes[i] for kind, i in step.inputs)))
     if shapes[-1] != out.shape:
         raise ShapeError(f"fused_elementwise: the result has shape {shapes[-1]}, out has {out.shape}")
-    if any(b == OUT and _nbytes(shape, s.dtype) > out.nbytes for s, b, shape in zip(steps, plan, shapes)):
+    if any(b == OUT and nbytes(shape, s.dtype) > out.nbytes for s, b, shape in zip(steps, plan, shapes)):
         raise ShapeError(f"fused_elementwise: an intermediate is larger than out {out.shape}")
     # temporaries as large as their largest value
-    sizes = tuple(max(_nbytes(shape, s.dtype) for s, p, shape in zip(steps, plan, shapes) if p == b)
+    sizes = tuple(max(nbytes(shape, s.dtype) for s, p, shape in zip(steps, plan, shapes) if p == b)
                   for b in range(1, max(plan) + 1))
     direct = tuple(b == OUT and shape == out.shape and s.dtype == out.dtype
                    for s, b, shape in zip(steps, plan, shapes))
@@ -236,8 +236,8 @@ def fused_elementwise(*inputs, out, recipe, workspace=None):
                           out=result, recipe=recipe, workspace=workspace)
         np.copyto(out, result)
         return
-    inputs, aliased = _split_aliases(inputs, out)
-    prepared = _prepare(recipe, inputs, out, aliased)
+    inputs, aliased = split_aliases(inputs, out)
+    prepared = prepare_call(recipe, inputs, out, aliased)
     if prepared.copy_aliased:
         inputs = [x.copy() if i in aliased else x for i, x in enumerate(inputs)]
     if not prepared.temporaries:
@@ -262,7 +262,7 @@ def _run(prepared: _Prepared, inputs: list, out: np.ndarray, temporaries, rest) 
         else:
             if raws is None:
                 raws = [out.reshape(-1).view(np.uint8), *temporaries]
-            dst = raws[b][:_nbytes(shape, step.dtype)].view(step.dtype).reshape(shape)
+            dst = raws[b][:nbytes(shape, step.dtype)].view(step.dtype).reshape(shape)
         if step.workspace and rest is not None:
             step.fn(*args, out=dst, workspace=rest, **step.attrs)
         else:
@@ -283,21 +283,21 @@ def workspace_bound(recipe: tuple, out_size, aliasable) -> int:
     >>> workspace_bound(recipe, 100, [0])      # exp(x) waits in a temporary while tanh(x) runs
     448
     """
-    steps, _ = _compile(recipe)
+    steps, _ = compile_recipe(recipe)
     width = max(s.dtype.itemsize for s in steps)
     choices = [frozenset()] + [frozenset({i}) for i in aliasable]
     count = max(max(_plan(recipe, a)[0]) for a in choices)
     return count * aligned(out_size * width)
 
 
-def _nbytes(shape: tuple, dtype: np.dtype) -> int:
+def nbytes(shape: tuple, dtype: np.dtype) -> int:
     count = dtype.itemsize
     for d in shape:
         count *= d
     return count
 
 
-def _split_aliases(inputs, out: np.ndarray) -> tuple[list, frozenset]:
+def split_aliases(inputs, out: np.ndarray) -> tuple[list, frozenset]:
     """The inputs, with those that overlap ``out`` partially copied, and the
     indices of those that are ``out`` itself."""
     inputs, aliased = list(inputs), set()
@@ -310,3 +310,12 @@ def _split_aliases(inputs, out: np.ndarray) -> tuple[list, frozenset]:
         else:
             inputs[i] = x.copy()
     return inputs, frozenset(aliased)
+
+
+def _specialize(attrs: dict, constant: tuple):
+    """The kernel for one instruction's recipe (``specialize_attrs``, see the VM): a generated function."""
+    from .fused_specialized import specialize
+    return specialize(attrs.get("recipe"), constant)
+
+
+fused_elementwise.specialize_attrs = _specialize

@@ -13,6 +13,7 @@ the dtype's range, as ONNX's saturating cast does.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -143,6 +144,21 @@ def _taps(x: np.ndarray, in_w: int, scale: float, method: str, rounding: str, cu
     return np.clip(index, 0, in_w - 1), weights
 
 
+@functools.lru_cache(maxsize=256)
+def _axis_taps(mode: str, out_w: int, in_w: int, scale: float, roi, method: str, rounding: str,
+               cubic_alpha: float, exclude_outside: bool, antialias: bool):
+    """(indices, weights, outside mask or None, nearest's one index per output or None) of an
+    axis: functions of these numbers alone, worked out once per distinct set (a model resizes
+    the same dims call after call); read-only arrays."""
+    x, outside = _source_coords(mode, out_w, in_w, scale, roi)
+    index, weights = _taps(x, in_w, scale, method, rounding, cubic_alpha, exclude_outside, antialias)
+    nearest = index[np.arange(out_w), weights.argmax(axis=1)] if method == "nearest_neighbor" else None
+    for a in (index, weights, outside, nearest):
+        if a is not None:
+            a.setflags(write=False)
+    return index, weights, outside, nearest
+
+
 def _saturate(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """float64 ``values`` as ``dtype``: integers rounded half to even and clipped."""
     if dtype.kind in "iu":
@@ -170,12 +186,12 @@ def _resize_axis(data: np.ndarray, axis: int, out_w: int, scale: float | None, r
     if math.isclose(scale, 1.0) and out_w == in_w and (
             roi is None or (math.isclose(roi[0], 0.0) and math.isclose(roi[1], 1.0))):
         return data    # the identity, skipped like the reference does
-    x, outside = _source_coords(mode, out_w, in_w, scale, roi)
-    index, weights = _taps(x, in_w, scale, attrs["method"], attrs["rounding_method"], attrs["cubic_alpha"],
-                           attrs["cubic_exclude"], attrs["antialias"])
-    if attrs["method"] == "nearest_neighbor":
+    index, weights, outside, nearest = _axis_taps(mode, out_w, in_w, scale, roi, attrs["method"],
+                                                  attrs["rounding_method"], attrs["cubic_alpha"],
+                                                  attrs["cubic_exclude"], attrs["antialias"])
+    if nearest is not None:
         # one weight is 1: a plain gather keeps every dtype exact
-        result = np.take(data, index[np.arange(out_w), weights.argmax(axis=1)], axis=axis)
+        result = np.take(data, nearest, axis=axis)
     else:
         result, term = buffers if buffers is not None else (None, None)
         for k in range(index.shape[1]):

@@ -33,6 +33,27 @@ def matmul(lhs, rhs, *, out, out_dtype=None):
     np.matmul(lhs, rhs, out=out)
 
 
+def _specialize_matmul(attrs: dict, constant: tuple):
+    """Per instruction: float16 and bfloat16 products by a constant keep its float32 copy instead
+    of converting it per call."""
+    out_dtype = attrs.get("out_dtype")
+    if not (len(constant) > 1 and constant[1]):
+        return lambda lhs, rhs, *, out, workspace=None: matmul(lhs, rhs, out=out, **attrs)
+    kept = [None, None]
+
+    def call(lhs, rhs, *, out, workspace=None):
+        if not (is_low_float(out.dtype) or is_low_float(lhs.dtype)) or out.size == 0 or lhs.shape[-1] == 0:
+            matmul(lhs, rhs, out=out, out_dtype=out_dtype)
+            return
+        if rhs is not kept[0]:
+            kept[:] = rhs, rhs.astype(np.float32)
+        np.copyto(out, np.matmul(lhs.astype(np.float32), kept[1]), casting="unsafe")
+    return call
+
+
+matmul.specialize_attrs = _specialize_matmul
+
+
 def _blas_view(x: np.ndarray, axes) -> np.ndarray:
     """``x`` permuted by ``axes`` (None: ``x``), a view when its matrices
     have a unit stride in one of their two dims (BLAS reads them with a

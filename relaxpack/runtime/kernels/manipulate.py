@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ShapeError
+from ..fpstate import quiet
 from ._math import normalize_axis
 from ._registry import register_kernel
 from .string_cast import format_numbers, parse_numbers
@@ -71,7 +72,7 @@ def astype(x, *, out, dtype):
         x = format_numbers(x)
     elif x.dtype == object and out.dtype != object:
         x = parse_numbers(x, out.dtype)
-    with np.errstate(invalid="ignore", over="ignore"):
+    with quiet():
         np.copyto(out, x, casting="unsafe")
 
 

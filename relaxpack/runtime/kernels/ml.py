@@ -35,7 +35,8 @@ def transform_scores(scores: np.ndarray, name: str) -> np.ndarray:
         e = np.exp(scores - scores.max(axis=-1, keepdims=True)) if scores.size else scores
         if name == "SOFTMAX_ZERO":
             e = np.where(np.abs(scores) > 1e-7, e, 0.0)
-        return e / e.sum(axis=-1, keepdims=True)
+        e /= np.add.reduce(e, axis=-1, keepdims=True)
+        return e
     if name == "PROBIT":
         return math.sqrt(2.0) * _erfinv(2.0 * scores - 1.0)
     raise ExecutionError(f"unknown post_transform {name!r} (NONE, LOGISTIC, SOFTMAX, SOFTMAX_ZERO, PROBIT)")
@@ -110,8 +111,31 @@ def linear_classifier(x, coefficients, intercepts, *, out, post_transform="NONE"
     """LinearClassifier as onnxruntime computes it: ``out`` is (class index
     ``(N,)``, scores ``(N, C)``). One row of coefficients is a binary model:
     index ``s > 0`` and scores ``(-s, s)`` before the transform."""
+    _classify(_scores(x, coefficients, intercepts), coefficients, out, post_transform)
+
+
+def _specialize_linear_classifier(attrs: dict, constant: tuple):
+    """Per instruction: the float64 coefficients, transposed, and intercepts of a constant model
+    kept across calls."""
+    post_transform = attrs.get("post_transform", "NONE")
+    if not (len(constant) > 2 and constant[1] and constant[2]):
+        return lambda x, c, i, *, out, workspace=None: linear_classifier(x, c, i, out=out, **attrs)
+    kept = [None, None, None]
+
+    def call(x, coefficients, intercepts, *, out, workspace=None):
+        if kept[0] is not coefficients or kept[1] is not intercepts:
+            kept[:] = coefficients, intercepts, (np.ascontiguousarray(coefficients.astype(np.float64).T),
+                                                 intercepts.astype(np.float64) if intercepts.size else None)
+        weights, bias = kept[2]
+        scores = np.matmul(np.asarray(x, dtype=np.float64).reshape(-1, coefficients.shape[1]), weights)
+        if bias is not None:
+            scores += bias
+        _classify(scores, coefficients, out, post_transform)
+    return call
+
+
+def _classify(scores, coefficients, out, post_transform: str) -> None:
     labels, probs = out
-    scores = _scores(x, coefficients, intercepts)
     if coefficients.shape[0] == 1:
         s = scores[:, 0]
         labels[...] = s > 0
@@ -123,14 +147,19 @@ def linear_classifier(x, coefficients, intercepts, *, out, post_transform="NONE"
 
 @register_kernel("ml_normalizer")
 def ml_normalizer(x, *, out, norm):
-    """Normalizer: each row divided by its MAX, L1 or L2 norm (rows whose norm is 0 stay)."""
+    """Normalizer: each row divided by its MAX, L1 or L2 norm (rows whose norm is 0 stay),
+    in float64: six numpy calls, as a batch of a few rows costs in calls, not arithmetic."""
     x = np.asarray(x, dtype=np.float64)
     if norm == "MAX":
         scale = x.max(axis=-1, keepdims=True) if x.shape[-1] else np.ones(x.shape[:-1] + (1,))
     elif norm == "L1":
-        scale = np.abs(x).sum(axis=-1, keepdims=True)
+        scale = np.add.reduce(np.abs(x), axis=-1, keepdims=True)
     elif norm == "L2":
-        scale = np.sqrt((x * x).sum(axis=-1, keepdims=True))
+        scale = np.sqrt(np.add.reduce(x * x, axis=-1, keepdims=True))
     else:
         raise ExecutionError(f"ml_normalizer: unknown norm {norm!r} (MAX, L1 or L2)")
-    out[...] = np.where(scale != 0, x / np.where(scale != 0, scale, 1.0), x)
+    np.copyto(scale, 1.0, where=scale == 0)          # x / 1 is x: a zero norm leaves the row
+    np.divide(x, scale, out=out, casting="unsafe")
+
+
+linear_classifier.specialize_attrs = _specialize_linear_classifier

@@ -7,9 +7,13 @@ in place; the normalizations compute their statistics in float32 at least
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 
 from ...errors import ShapeError
+from ..fpstate import quiet
 from ._math import axis_tuple, commit, load, normalize_axis, scratch, upcast
 from ._registry import register_kernel
 from ._workspace import Scratch
@@ -28,29 +32,39 @@ def _softmax_rows(x: np.ndarray, buf: np.ndarray) -> bool:
     product. Rows whose own max is far below the tensor's (their shifted sum
     is under ``_ROW_SUM_FLOOR``) are redone with it, so only outputs below
     ~1e-35 (float32) can differ from the per-row shift. False, with ``buf``
-    untouched, when the max is not finite (inf / nan: the general path)."""
+    untouched, when the max is not finite (inf / nan: the general path).
+    Six numpy calls when no row is redone: on short rows each call costs
+    more than its arithmetic."""
     n = x.shape[-1]
     rows, dst = x.reshape(-1, n), buf.reshape(-1, n)
     shift = np.max(rows)
-    if not np.isfinite(shift):
+    if not math.isfinite(shift):
         return False
     # the exponentials go to a temporary when buf is x: a redone row reads x again
     with Scratch([(dst.shape, dst.dtype)] if np.may_share_memory(x, buf) else []) as temporary:
         exps = temporary[0] if temporary else dst
         np.subtract(rows, shift, out=exps, dtype=exps.dtype)       # low floats: subtract in float32
         np.exp(exps, out=exps)
-        total = exps @ np.ones(n, exps.dtype)
-        low = np.flatnonzero(total < _ROW_SUM_FLOOR)
-        if low.size:
+        total = exps @ ones_vector(n, exps.dtype)
+        if total.min() < _ROW_SUM_FLOOR:
+            low = np.flatnonzero(total < _ROW_SUM_FLOOR)
             again = rows[low].astype(exps.dtype)
-            with np.errstate(invalid="ignore"):          # an all -inf row is NaN, as in ONNX's reference
+            with quiet():          # an all -inf row is NaN, as in ONNX's reference
                 again -= np.max(again, axis=1, keepdims=True)
             np.exp(again, out=again)
             exps[low] = again
             total[low] = np.sum(again, axis=1)
-        with np.errstate(invalid="ignore"):
+        with quiet():
             np.divide(exps, total[:, None], out=dst)
     return True
+
+
+@functools.lru_cache(maxsize=64)
+def ones_vector(n: int, dtype) -> np.ndarray:
+    """A read-only vector of ``n`` ones (row sums as a matrix-vector product), made once per size."""
+    ones = np.ones(n, dtype)
+    ones.setflags(write=False)
+    return ones
 
 
 @register_kernel("nn.softmax")
@@ -65,7 +79,7 @@ def softmax(x, *, out, axis=-1):
             commit(buf, out)
             return
     buf = load(x, out)
-    with np.errstate(invalid="ignore"):  # an all -inf row is NaN, as in ONNX's reference
+    with quiet():  # an all -inf row is NaN, as in ONNX's reference
         buf -= np.max(buf, axis=ax, keepdims=True)
         np.exp(buf, out=buf)
         buf /= np.sum(buf, axis=ax, keepdims=True)
@@ -113,29 +127,32 @@ def _layer_norm_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, ep
     into ``out`` (which may be ``x``), in five passes and no full-size
     temporary: the row sums are a matrix-vector product, the centered rows
     go straight into ``out``, the sum of squares is a row-wise dot product
-    (``einsum``), and the scale is
-    ``rsqrt(var + eps)`` per row, then ``gamma`` and ``beta`` per column."""
+    (``vecdot``), and the scale is ``rsqrt(var + eps)`` per row, then
+    ``gamma`` and ``beta`` per column: eleven numpy calls, which on short
+    rows cost more than their arithmetic (``einsum`` for the squares cost
+    two of them, a fresh ones vector another)."""
     d = x.shape[-1]
     rows, dst = x.reshape(-1, d), out.reshape(-1, d)
-    mean = rows @ np.ones(d, rows.dtype)         # row sums by BLAS: ~3x np.mean's speed on rows of 512
+    mean = rows @ ones_vector(d, rows.dtype)         # row sums by BLAS: ~3x np.mean's speed on rows of 512
     mean /= d
     np.subtract(rows, mean[:, None], out=dst)
-    var = np.einsum("ij,ij->i", dst, dst)[:, None]
+    var = np.vecdot(dst, dst)
     var /= d
     var += epsilon
     np.sqrt(var, out=var)
     np.divide(1, var, out=var)
-    dst *= var
+    dst *= var[:, None]
     dst *= gamma
     if beta is not None:
         dst += beta
 
 
-def _plain_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, axes: tuple[int, ...]) -> bool:
+def _plain_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, axes: tuple[int, ...],
+                dtypes=(np.float32, np.float64)) -> bool:
     """Whether :func:`_layer_norm_rows` applies: normalized over the last axis
-    only, one float32/float64 dtype, contiguous, parameters of the last dim."""
+    only, one dtype of ``dtypes``, contiguous, parameters of the last dim."""
     dt = out.dtype
-    return (axes == (x.ndim - 1,) and x.ndim >= 1 and dt in (np.float32, np.float64) and x.dtype == dt
+    return (axes == (x.ndim - 1,) and x.ndim >= 1 and dt in dtypes and x.dtype == dt
             and x.flags.c_contiguous and out.flags.c_contiguous
             and gamma.dtype == dt and gamma.shape[-1:] == x.shape[-1:] and gamma.size == x.shape[-1]
             and (beta is None or (beta.dtype == dt and beta.shape[-1:] == x.shape[-1:]
@@ -151,6 +168,13 @@ def layer_norm(x, gamma, beta=None, *, out, axes=(-1,), epsilon=1e-5):
         return
     if _plain_rows(x, gamma, beta, out, axes):
         _layer_norm_rows(x, gamma.reshape(-1), None if beta is None else beta.reshape(-1), out, epsilon)
+        return
+    if _plain_rows(x, gamma, beta, out, axes, (np.float16,)):
+        # float16: the float32 rows of a converted copy (stash_type 1), rounded once
+        buf = x.astype(np.float32)
+        _layer_norm_rows(buf, gamma.reshape(-1).astype(np.float32),
+                         None if beta is None else beta.reshape(-1).astype(np.float32), buf, epsilon)
+        np.copyto(out, buf, casting="unsafe")
         return
     buf = load(x, out)
     _normalize_into(buf, axes, epsilon)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ExecutionError, ShapeError
+from ..fpstate import quiet
 from ._registry import register_kernel
 
 
@@ -94,7 +95,7 @@ def multinomial(logits, *, out, dtype="int32", sample_size=1, seed=None):
     u = random_state(seed).random_sample(out.shape)
     if x.shape[0] == 0:
         return
-    with np.errstate(invalid="ignore"):    # rows of NaN or all -inf are reported below
+    with quiet():    # rows of NaN or all -inf are reported below
         weights = np.exp(x - x.max(axis=1, keepdims=True))
     cdf = np.cumsum(weights, axis=1)
     total = cdf[:, -1]

@@ -35,6 +35,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from ...errors import ShapeError
+from ..fpstate import quiet
 from ._math import work_dtype
 from ._registry import register_kernel
 from .recurrent_weights import DEFAULT_ACTIVATIONS, gate_layout, in_huge_pages, is_fast_cell, pack_direction
@@ -91,7 +92,7 @@ def _hard_sigmoid(a, alpha, beta):
 
 
 def _elu(a, alpha, beta):
-    with np.errstate(over="ignore"):
+    with quiet():
         return np.where(a >= 0, a, np.expm1(np.minimum(a, 0)) * a.dtype.type(alpha))
 
 

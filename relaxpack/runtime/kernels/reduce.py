@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ShapeError
+from ..fpstate import quiet
 from ._math import axis_tuple, is_low_float, normalize_axis
 from ._registry import register_kernel
 
@@ -57,7 +58,7 @@ def mean(x, *, out, axis=None, keepdims=False):
         return
     acc = _accumulator(out)
     total = np.add.reduce(x, axis=axes, dtype=acc, keepdims=keepdims)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with quiet():
         np.divide(total, count, out=out, casting="unsafe")
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ..dtypes import numpy_dtype
+from ..fpstate import quiet
 from ._math import is_low_float
 from ._registry import register_kernel, register_packed
 
@@ -180,7 +181,7 @@ def mel_weight_matrix(num_mel_bins, dft_length, sample_rate, lower_edge_hertz, u
     left, center, right = edges[:-2], edges[1:-1], edges[2:]
     j = np.arange(points // 2 + 1)[:, None]
     rising = (j >= left) & (j <= center)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with quiet():
         # a triangle whose left corner is its center has the value 1 there
         up = np.where(center > left, (j - left) / (center - left), 1.0)
         down = (right - j) / (right - center)

@@ -30,6 +30,7 @@ import re
 import numpy as np
 
 from ...errors import ExecutionError
+from ..fpstate import quiet
 
 _SPECIAL = {"inf": math.inf, "+inf": math.inf, "-inf": -math.inf, "nan": math.nan, "+nan": math.nan,
             "-nan": -math.nan}
@@ -100,5 +101,5 @@ def parse_numbers(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
         bits, signed = dtype.itemsize * 8, dtype.kind == "i"
         return np.array([_parse_int(s, bits, signed) for s in flat], dtype=dtype).reshape(x.shape)
     values = np.array([_parse_float(s) for s in flat], dtype=np.float64).reshape(x.shape)
-    with np.errstate(over="ignore", invalid="ignore"):
+    with quiet():
         return values.astype(dtype)

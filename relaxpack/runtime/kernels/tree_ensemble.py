@@ -43,8 +43,10 @@ import math
 import numpy as np
 
 from ...errors import ExecutionError
+from ..fpstate import quiet
 from ._registry import register_kernel
 from .ml import transform_scores
+from .tree_gemm import gemm_plan, gemm_scores
 
 #: mode codes of the node list
 MODES = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3, "BRANCH_EQ": 4, "BRANCH_NEQ": 5,
@@ -77,7 +79,7 @@ def pack_trees(nodes: np.ndarray, thresholds: np.ndarray, roots: np.ndarray):
     col = 2 * feature + ((pred == 2) | (pred == 3))            # >= and > read -x
     u = np.where((pred == 2) | (pred == 3), -t, t)
     strict = (pred == 1) | (pred == 3)
-    with np.errstate(invalid="ignore"):
+    with quiet():
         u = np.where(strict, np.where(u == -np.inf, np.nan, np.nextafter(u, -np.inf)), u)
     # a NaN threshold fails every comparison: the negated test always holds
     u = np.where(np.isnan(t) & negate, np.inf, u)
@@ -171,12 +173,65 @@ def aggregate_leaves(at: np.ndarray, leaves: np.ndarray, aggregate: str) -> np.n
     return np.where(reached.any(axis=1), scores, 0.0)   # a target no tree scores stays 0
 
 
+def _scores(x, walk, thresholds, roots, leaves, members, aggregate: str, max_depth: int, model) -> np.ndarray:
+    """The aggregated scores, float64 ``(N, K)``: by products (:mod:`.tree_gemm`) where the
+    instruction's :class:`_Model` has them and the batch is small, else by the walk."""
+    gemm = model.gemm if model is not None else None
+    if gemm is not None and aggregate in ("SUM", "AVERAGE") and x.ndim == 2 and x.shape[1] >= gemm.features \
+            and x.shape[0] * gemm.paths_t.size <= GEMM_MAX_WORK:
+        scores = gemm_scores(gemm, x)
+        return scores / len(roots) if aggregate == "AVERAGE" else scores
+    return aggregate_leaves(find_leaves(x, walk, thresholds, roots, members, max_depth), leaves, aggregate)
+
+
+#: the products run while the batch times the padded path matrix stays under this many values
+GEMM_MAX_WORK = 1 << 20
+
+
+class _Model:
+    """What an instruction's calls share, worked out once per model (its constants): the
+    product matrices and the facts the classifier reads."""
+
+    def __init__(self, walk, thresholds, roots, leaves, max_depth: int | None):
+        self.key = (walk, thresholds, roots, leaves)
+        self.gemm = None if max_depth is None else gemm_plan(walk, thresholds, roots, leaves, max_depth)
+        self.scored = ~np.isnan(leaves).all(axis=0)
+        self.all_positive = bool((np.nan_to_num(leaves) >= 0).all())
+
+    def fits(self, walk, thresholds, roots, leaves) -> bool:
+        key = self.key
+        return walk is key[0] and thresholds is key[1] and roots is key[2] and leaves is key[3]
+
+
+def _specialized(run):
+    """``specialize_attrs`` of a tree kernel whose body is ``run(..., model=)``: keeps a
+    :class:`_Model` per instruction when the model's arrays are constants."""
+    def specialize(attrs: dict, constant: tuple):
+        if not (len(constant) > 4 and all(constant[1:5])):
+            return lambda *args, out, workspace=None: run(*args, None, out=out, **attrs)
+        model = [None]
+
+        def call(x, walk, thresholds, roots, leaves, members, *, out, workspace=None):
+            m = model[0]
+            if m is None or not m.fits(walk, thresholds, roots, leaves):
+                m = model[0] = _Model(walk, thresholds, roots, leaves, attrs["max_depth"])
+            run(x, walk, thresholds, roots, leaves, members, m, out=out, **attrs)
+        return call
+    return specialize
+
+
 @register_kernel("tree_ensemble")
 def tree_ensemble(x, walk, thresholds, roots, leaves, members, *, out, aggregate, base_values, post_transform,
                   max_depth, dtype="float32"):
     """Regression: aggregated leaf weights plus ``base_values``, then
     ``post_transform``, computed in float64 and written as ``dtype`` (out's)."""
-    scores = aggregate_leaves(find_leaves(x, walk, thresholds, roots, members, max_depth), leaves, aggregate)
+    _regress(x, walk, thresholds, roots, leaves, members, None, out=out, aggregate=aggregate,
+             base_values=base_values, post_transform=post_transform, max_depth=max_depth)
+
+
+def _regress(x, walk, thresholds, roots, leaves, members, model, *, out, aggregate, base_values, post_transform,
+             max_depth, dtype="float32"):
+    scores = _scores(x, walk, thresholds, roots, leaves, members, aggregate, max_depth, model)
     if base_values:
         scores = scores + np.asarray(base_values, dtype=np.float64)
     out[...] = transform_scores(scores, post_transform).reshape(out.shape)
@@ -197,22 +252,32 @@ def tree_ensemble_classifier(x, walk, thresholds, roots, leaves, members, *, out
     it), where onnxruntime decides per sample; they agree unless some
     leaves weigh a class and others do not.
     """
+    _classify(x, walk, thresholds, roots, leaves, members, None, out=out, aggregate=aggregate,
+              base_values=base_values, post_transform=post_transform, max_depth=max_depth)
+
+
+def _classify(x, walk, thresholds, roots, leaves, members, model, *, out, aggregate, base_values, post_transform,
+              max_depth):
     labels, probs = out
-    at = find_leaves(x, walk, thresholds, roots, members, max_depth)
-    scores = aggregate_leaves(at, leaves, aggregate)
-    scored = ~np.isnan(leaves).all(axis=0)
-    base = np.asarray(base_values, dtype=np.float64)
+    scores = _scores(x, walk, thresholds, roots, leaves, members, aggregate, max_depth, model)
     n_classes = scores.shape[1]
     if n_classes != 2:
-        if base.size:
-            scores = scores + base
+        if base_values:
+            scores = scores + np.asarray(base_values, dtype=np.float64)
         labels[...] = np.argmax(scores, axis=1)
         probs[...] = transform_scores(scores, post_transform)
         return
-    _binary(scores, scored, base, leaves, post_transform, labels, probs)
+    if model is None:
+        model = _Model(walk, thresholds, roots, leaves, None)
+    _binary(scores, model.scored, np.asarray(base_values, dtype=np.float64), model.all_positive, post_transform,
+            labels, probs)
 
 
-def _binary(scores, scored, base, leaves, post_transform: str, labels, probs) -> None:
+tree_ensemble.specialize_attrs = _specialized(_regress)
+tree_ensemble_classifier.specialize_attrs = _specialized(_classify)
+
+
+def _binary(scores, scored, base, all_positive: bool, post_transform: str, labels, probs) -> None:
     s0, s1 = scores[:, 0], scores[:, 1]
     if base.size == 2:
         if scored[1]:
@@ -225,7 +290,6 @@ def _binary(scores, scored, base, leaves, post_transform: str, labels, probs) ->
     two_columns = base.size == 2 or scored[1]
     positive = s1 if two_columns and scored[1] else s0
     if scored.sum() == 1:                                     # weights for one class only
-        all_positive = bool((np.nan_to_num(leaves) >= 0).all())
         labels[...] = positive > (0.5 if all_positive else 0.0)
     else:
         labels[...] = positive > 0
@@ -234,7 +298,7 @@ def _binary(scores, scored, base, leaves, post_transform: str, labels, probs) ->
         return
     if post_transform == "PROBIT":
         raise ExecutionError("tree_ensemble_classifier: PROBIT with a single binary score is not supported")
-    if scored.sum() == 1 and bool((np.nan_to_num(leaves) >= 0).all()):
+    if scored.sum() == 1 and all_positive:
         probs[...] = np.stack([1.0 - s0, s0], axis=1)
     elif post_transform == "LOGISTIC":
         probs[...] = np.stack([_logistic(-s0), _logistic(s0)], axis=1)

@@ -22,7 +22,7 @@ from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
 from ._math_common import (
-    astype, call, known_rank, malformed, rounded, scalar, spatial_attr, unsupported, working,
+    astype, call, is_low_float, known_rank, malformed, rounded, scalar, spatial_attr, unsupported, working,
 )
 from ._same_padding import needs_explicit_pad, mask_like_spatial, pad_explicitly, same_padding
 from ._shape_common import of_rank, rank_unknown
@@ -134,13 +134,20 @@ def _window_padding(ctx, auto_pad: str, pads, x: Value, kernel, strides, dilatio
     return tuple(begins + ends)
 
 
-def _add_bias(ctx, out, bias: Value | None, ndim: int):
-    """``out + bias`` with the per-channel bias laid out as (1, C, 1, ...)."""
+def _add_bias(ctx, out, bias: Value | None, ndim: int, in_float32: bool = False):
+    """``out + bias`` with the per-channel bias laid out as (1, C, 1, ...); ``in_float32``: the
+    bias in float32 (:func:`working`), as ``out`` is."""
     if bias is None:
         return out
     out = ctx.expr(ctx.emit(out))
-    laid_out = call(ctx, "expand_dims", ctx.expr(bias), axis=(0, *range(2, ndim)))
+    laid_out = call(ctx, "expand_dims", working(ctx, bias) if in_float32 else ctx.expr(bias),
+                    axis=(0, *range(2, ndim)))
     return make_call("add", out, laid_out)
+
+
+def _float32_expr(ctx, expr):
+    """``expr`` (an input's expression, possibly padded) cast to float32 (see :func:`working`)."""
+    return ctx.expr(ctx.emit(make_call("astype", expr, dtype="float32")))
 
 
 # ---------------------------------------------------------------- conv
@@ -158,9 +165,12 @@ def conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kerne
     data = ctx.expr(x)
     if needs_explicit_pad(padding):
         data, padding = pad_explicitly(ctx, x, padding, 0)
-    out = make_call("nn.conv", data, ctx.expr(w), strides=strides, padding=padding,
-                    dilation=dilations, groups=group)
-    return _add_bias(ctx, out, b, n + 2)
+    # with a bias, a low float convolves and adds in float32 and rounds once: the node's one result
+    low = b is not None and is_low_float(x.dtype)
+    weight = working(ctx, w) if low else ctx.expr(w)
+    out = make_call("nn.conv", _float32_expr(ctx, data) if low else data, weight, strides=strides,
+                    padding=padding, dilation=dilations, groups=group)
+    return rounded(ctx, _add_bias(ctx, out, b, n + 2, low), x.dtype) if low else _add_bias(ctx, out, b, n + 2)
 
 
 @register_converter("", "ConvTranspose", since_opset=1)
@@ -183,11 +193,13 @@ def conv_transpose(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, grou
         padding = _pads(ctx, pads, n) if auto_pad != "VALID" else (0,) * (2 * n)
     else:
         raise unsupported(ctx, f"auto_pad={auto_pad!r}")
-    out = make_call("nn.conv_transpose", ctx.expr(x), ctx.expr(w), strides=strides, padding=padding,
+    low = b is not None and is_low_float(x.dtype)       # as Conv: float32, rounded once
+    out = make_call("nn.conv_transpose", working(ctx, x) if low else ctx.expr(x),
+                    working(ctx, w) if low else ctx.expr(w), strides=strides, padding=padding,
                     output_padding=extra, dilation=dilations, groups=group)
     if any(grow):   # cells no input reaches: zeros, then the bias
         out = make_call("pad", ctx.expr(ctx.emit(out)), pads=(0, 0, *grow[:n], 0, 0, *grow[n:]))
-    return _add_bias(ctx, out, b, n + 2)
+    return rounded(ctx, _add_bias(ctx, out, b, n + 2, low), x.dtype) if low else _add_bias(ctx, out, b, n + 2)
 
 
 def _transpose_padding(ctx, x, kernel, strides, dilations, extra, output_shape, auto_pad, n):

@@ -1,0 +1,378 @@
+"""A bytecode function compiled to one Python function: registers as locals, calls in a row.
+
+The interpreter (``vm.py``) runs a function as a list of steps: per
+instruction a Python call of the step, then of the kernel, a register list
+read and written, the loop around them. :func:`compile_function` turns a
+function whose jumps form if/else diamonds (what codegen emits) into the
+source of one Python function: each instruction one line ``r7 =
+f12(r3, b12_1, out=r5)``, registers as local variables, every callee and
+bound value a closure variable. The source is made from register and
+instruction numbers only; no name or value from the archive is part of it
+(attributes reach the callee through a dict), so an archive cannot inject
+code. A function of any other shape (a hostile archive's jumps) is not
+compiled and stays with the interpreter.
+
+**Shape-pure instructions, once per input shape.** ``make_shape``,
+``eval_dim``, ``plan_arena`` and ``arena_tensor`` compute from the shape
+heap alone (and from each other): the dims, the memory plan, the views
+into the arena. Right after the input checks the compiled function looks
+the heap up in a small memo (per VM, per function); on a hit it takes all
+of them at once instead of making ~100 calls on a transformer. When an
+arena grows the memo starts afresh, so it never keeps an outgrown arena
+alive. Only
+instructions outside branches, before any later write to the heap (a
+``match_shape`` of a data-dependent result), reading only the heap and each
+other, are memoized; if working them out fails, the call reruns without the
+memo (only checks ran before), so errors are the interpreter's.
+
+Errors keep naming their instruction: each instruction is one line of the
+source, and :func:`pc_of` maps a traceback's line back to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from .arena import ArenaPlan
+from .bytecode import NO_DST, Call, Goto, If, Ret
+
+#: builtins whose result depends on the shape heap (and each other's results) alone
+PURE = frozenset({"vm.builtin.make_shape", "vm.builtin.eval_dim", "vm.builtin.plan_arena",
+                  "vm.builtin.arena_tensor"})
+#: builtins that may take the heap and leave it unchanged, or (match_shape) write it
+HEAP_USERS = PURE | {"vm.builtin.check_dims", "vm.builtin.match_shape", "vm.builtin.alloc_shape_heap"}
+#: instructions that may come before the memo's lookup: input checks
+CHECKS = frozenset({"vm.builtin.alloc_shape_heap", "vm.builtin.check_tensor", "vm.builtin.match_shape",
+                    "vm.builtin.check_dims", "vm.builtin.check_container", "vm.builtin.check_prim"})
+#: distinct shapes a function's memo keeps (then it starts afresh)
+MEMO_ENTRIES = 16
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A call as the VM prepared it: the callee (specialized), its operands
+    ``[(is_register, register or bound value)]``, keywords ``[(name, is_register, value)]``,
+    the destination register and the function-table name."""
+
+    fn: Callable
+    args: tuple
+    kwargs: tuple
+    dst: int
+    name: str
+
+
+class Compiled:
+    """The compiled function (``run(*params)``) and what maps its lines back to instructions."""
+
+    __slots__ = ("run", "lines", "first_line", "memo")
+
+    def __init__(self, run: Callable, lines: list[int], first_line: int, memo: dict):
+        self.run, self.lines, self.first_line = run, lines, first_line
+        self.memo = memo       # heap -> the memoized instructions' results (empty without a memo)
+
+
+def compile_function(instructions: Sequence, resolved: dict[int, Resolved], num_params: int,
+                     label: str) -> tuple[Compiled | None, Compiled | None]:
+    """(with the memo, without it) for a structurable function, else ``(None, None)``; the first
+    is None when nothing can be memoized."""
+    tree = _structure(instructions, 0, len(instructions))
+    if tree is None or not tree or tree[-1][0] != "ret" or not _plain_ints(instructions, resolved):
+        return None, None      # (a function that may run off its end fails in the interpreter, as before)
+    memo = _memo_plan(instructions, tree, resolved)
+    plain = _generate(instructions, tree, resolved, num_params, label, None)
+    if memo is None:
+        return None, plain
+    return _generate(instructions, tree, resolved, num_params, label, memo, plain.run), plain
+
+
+def compile_counting(instructions: Sequence, resolved: dict[int, Resolved], num_params: int, label: str,
+                     budget) -> Compiled | None:
+    """The function compiled to count its instructions against ``budget`` (runtime/budget.py) as
+    the interpreter's counting loop does: one count after each instruction (an if's in the branch
+    it takes, a goto's at the end of the then branch), the budget's checkpoint when the count
+    reaches its limit; so a call stops at the same instruction, compiled or not. No memo (it
+    would skip counted instructions). None where the function cannot be compiled."""
+    tree = _structure(instructions, 0, len(instructions))
+    if tree is None or not tree or tree[-1][0] != "ret" or not _plain_ints(instructions, resolved):
+        return None
+    return _generate(instructions, tree, resolved, num_params, label, None, budget=budget)
+
+
+def pc_of(traceback, *compiled: Compiled) -> int | None:
+    """The instruction whose line raised: the first frame of the traceback that runs one of
+    ``compiled`` on an instruction's line (the memo's lookup lines run none)."""
+    codes = {c.run.__code__: c for c in compiled if c is not None}
+    tb = traceback
+    while tb is not None:
+        c = codes.get(tb.tb_frame.f_code)
+        if c is not None:
+            index = tb.tb_lineno - c.first_line
+            pc = c.lines[index] if 0 <= index < len(c.lines) else -1
+            if pc >= 0:
+                return pc
+        tb = tb.tb_next
+    return None
+
+
+# ---------------------------------------------------------------- structure
+
+
+def _plain_ints(instructions, resolved) -> bool:
+    """Every register number that goes into the source is a plain int (what the loader gives;
+    ``_check_register`` accepted int subclasses too, whose text could be anything)."""
+    regs = [r.dst for r in resolved.values()]
+    regs += [v for r in resolved.values() for is_reg, v in r.args if is_reg]
+    regs += [v for r in resolved.values() for _, is_reg, v in r.kwargs if is_reg]
+    regs += [i.src for i in instructions if isinstance(i, Ret)] + [i.cond for i in instructions if isinstance(i, If)]
+    return all(type(v) is int for v in regs)
+
+
+def _structure(instrs, start: int, end: int):
+    """Items of ``[start, end)``: ``("call", pc)``, ``("ret", pc)``, ``("if", pc, then, else)``; None
+    unless every jump closes an if/else diamond (``if c else goto E`` ... ``goto J`` / ``E:`` ... ``J:``)."""
+    items, pc = [], start
+    while pc < end:
+        ins = instrs[pc]
+        if isinstance(ins, Call):
+            items.append(("call", pc))
+            pc += 1
+        elif isinstance(ins, Ret):
+            items.append(("ret", pc))
+            pc += 1
+        elif isinstance(ins, If):
+            else_start = pc + ins.false_offset
+            if not pc + 2 <= else_start <= end or not isinstance(instrs[else_start - 1], Goto):
+                return None
+            join = else_start - 1 + instrs[else_start - 1].offset
+            if not else_start <= join <= end:
+                return None
+            then = _structure(instrs, pc + 1, else_start - 1)
+            other = _structure(instrs, else_start, join)
+            if then is None or other is None:
+                return None
+            items.append(("if", pc, then, other))
+            pc = join
+        else:
+            return None        # a goto that closes no diamond
+    return items
+
+
+# ---------------------------------------------------------------- the memo
+
+
+@dataclass(frozen=True)
+class _Memo:
+    heap: int                  # the heap register
+    at: int                    # top-level item index the lookup goes before
+    pcs: tuple[int, ...]       # the memoized instructions, in order
+
+
+def _memo_plan(instrs, tree, resolved) -> _Memo | None:
+    """Which instructions the memo computes, or None."""
+    heaps = [r.dst for r in resolved.values() if r.name == "vm.builtin.alloc_shape_heap"]
+    if len(heaps) != 1:
+        return None
+    heap = heaps[0]
+    for pc, r in resolved.items():         # the heap only goes to builtins that read (or match) it
+        if _reads(r, heap) and r.name not in HEAP_USERS:
+            return None
+    first = next((k for k, item in enumerate(tree) if item[0] == "call" and resolved[item[1]].name in PURE), None)
+    if first is None or any(item[0] != "call" or resolved[item[1]].name not in CHECKS for item in tree[:first]):
+        return None
+    written = _writes(instrs)
+    known, pcs = {heap}, []
+    for item in tree[first:]:
+        if item[0] == "if" and _writes_heap(item, instrs, resolved, heap):
+            break
+        if item[0] != "call":
+            continue
+        r = resolved[item[1]]
+        if r.name == "vm.builtin.match_shape" and _reads(r, heap):
+            break                          # the heap changes here: the memo stops
+        regs = [v for is_reg, v in r.args if is_reg] + [v for _, is_reg, v in r.kwargs if is_reg]
+        if r.name in PURE and r.dst != NO_DST and written.get(r.dst, 0) == 1 and all(x in known for x in regs):
+            known.add(r.dst)
+            pcs.append(item[1])
+    return _Memo(heap, first, tuple(pcs)) if pcs else None
+
+
+def _reads(r: Resolved, reg: int) -> bool:
+    return any(is_reg and v == reg for is_reg, v in r.args) or any(is_reg and v == reg for _, is_reg, v in r.kwargs)
+
+
+def _writes(instrs) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for ins in instrs:
+        if isinstance(ins, Call) and ins.dst != NO_DST:
+            counts[ins.dst] = counts.get(ins.dst, 0) + 1
+    return counts
+
+
+def _writes_heap(item, instrs, resolved, heap) -> bool:
+    if item[0] == "call":
+        r = resolved[item[1]]
+        return r.name == "vm.builtin.match_shape" and _reads(r, heap)
+    if item[0] == "if":
+        return any(_writes_heap(i, instrs, resolved, heap) for i in item[2] + item[3])
+    return False
+
+
+# ---------------------------------------------------------------- source
+
+
+def _generate(instrs, tree, resolved, num_params: int, label: str, memo: _Memo | None,
+              plain: Callable | None = None, budget=None) -> Compiled:
+    """The compiled function; with ``memo``, ``plain`` is the same function without it (run when
+    the memo cannot be filled); with ``budget``, counting (see :func:`compile_counting`)."""
+    bound: dict[str, object] = {}
+    lines: list[tuple[str, int]] = []        # (source line, pc it runs or -1)
+    memoized = set(memo.pcs) if memo else set()
+
+    def count(pad: str):
+        if budget is not None:
+            lines.append((f"{pad}if (u := tick()) >= budget.limit: budget.checkpoint(u, label)", -1))
+
+    def call_source(pc: int) -> str:
+        r = resolved[pc]
+        bound[f"f{pc}"] = r.fn
+        args = []
+        for j, (is_reg, v) in enumerate(r.args):
+            if is_reg:
+                args.append(f"r{v}")
+            else:
+                bound[f"b{pc}_{j}"] = v
+                args.append(f"b{pc}_{j}")
+        static = {k: v for k, is_reg, v in r.kwargs if not is_reg}
+        if static:
+            bound[f"s{pc}"] = static
+        named = {k: v for k, is_reg, v in r.kwargs if is_reg}
+        plain = {k: v for k, v in named.items() if k in ("out", "workspace")}
+        other = {k: v for k, v in named.items() if k not in plain}
+        args += [f"{k}=r{v}" for k, v in plain.items()]
+        if other:
+            bound[f"k{pc}"] = tuple(other)
+            args.append("**{" + ", ".join(f"k{pc}[{j}]: r{v}" for j, v in enumerate(other.values())) + "}")
+        if static:
+            args.append(f"**s{pc}")
+        text = f"f{pc}({', '.join(args)})"
+        return text if r.dst == NO_DST else f"r{r.dst} = {text}"
+
+    def emit(items, indent: int):
+        pad = " " * indent
+        for k, item in enumerate(items):
+            if memo is not None and items is tree and k == memo.at:
+                emit_lookup(pad)
+            kind, pc = item[0], item[1]
+            if kind == "call":
+                if pc not in memoized:
+                    lines.append((pad + call_source(pc), pc))
+                    count(pad)
+            elif kind == "ret":
+                count(pad)
+                lines.append((f"{pad}return r{instrs[pc].src}", pc))
+            else:
+                lines.append((f"{pad}if r{instrs[pc].cond}:", pc))
+                count(pad + "    ")                 # the if
+                emit(item[2], indent + 4)
+                count(pad + "    ")                 # the goto that ends the then branch
+                lines.append((f"{pad}    pass", pc))
+                lines.append((f"{pad}else:", pc))
+                count(pad + "    ")
+                emit(item[3], indent + 4)
+                lines.append((f"{pad}    pass", pc))
+
+    def emit_lookup(pad: str):
+        targets = ", ".join(f"r{resolved[pc].dst}" for pc in memo.pcs)
+        lines.append((f"{pad}m = memo.get(tuple(r{memo.heap}))", -1))
+        lines.append((f"{pad}if m is None:", -1))
+        lines.append((f"{pad}    m = fill(r{memo.heap})", -1))
+        lines.append((f"{pad}    if m is None:", -1))
+        lines.append((f"{pad}        return plain({', '.join(f'r{i}' for i in range(num_params))})", -1))
+        lines.append((f"{pad}{targets}, = m", -1))
+
+    emit(tree, 8)
+    params = ", ".join(f"r{i}" for i in range(num_params))
+    preset = sorted(_read_before_written(instrs, tree, num_params))
+    head = [f"def factory({', '.join(['memo', 'fill', 'plain', 'budget', 'label'] + sorted(bound))}):",
+            f"    def run({params}):"]
+    if budget is not None:
+        head.append("        tick = budget.counter.__next__")     # a new counter per top-level call
+    if preset:
+        head.append(f"        {' = '.join(f'r{r}' for r in preset)} = None")
+    body = [text for text, _ in lines] or ["        return None"]
+    source = "\n".join(head + body + ["    return run"])
+    namespace: dict = {}
+    variant = " (memo)" if memo else " (counting)" if budget is not None else ""
+    # the file name shows in tracebacks: the function's name as ASCII text, never its raw characters
+    exec(compile(source, f"<relaxpack {ascii(label)[:100]}{variant}>", "exec"), namespace)  # noqa: S102
+    memo_dict: dict = {}
+    fill = _filler(memo, resolved, memo_dict) if memo else None
+    run = namespace["factory"](memo_dict, fill, plain, budget, label, **bound)
+    return Compiled(run, [pc for _, pc in lines], 1 + len(head), memo_dict)
+
+
+def _filler(memo: _Memo, resolved, store: dict):
+    """``fill(heap)``: the memoized instructions run in order, their results kept for this heap;
+    None when one of them fails (the caller then runs the function without the memo)."""
+    steps = [resolved[pc] for pc in memo.pcs]
+    arenas: list = []         # the arena buffers the stored views are into
+
+    def fill(heap):
+        values = {memo.heap: heap}
+        try:
+            for r in steps:
+                args = [values[v] if is_reg else v for is_reg, v in r.args]
+                kwargs = {k: values[v] if is_reg else v for k, is_reg, v in r.kwargs}
+                values[r.dst] = r.fn(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - the plain run raises it where the interpreter would
+            return None
+        result = tuple(values[r.dst] for r in steps)
+        now = _arena_buffers(result)
+        if len(store) >= MEMO_ENTRIES or len(now) != len(arenas) or any(a is not b for a, b in zip(now, arenas)):
+            store.clear()     # an arena grew: views into the old one would keep it alive
+            arenas[:] = now
+        store[tuple(heap)] = result
+        return result
+    return fill
+
+
+def _arena_buffers(values) -> list:
+    """The distinct arena buffers of the ArenaPlans among ``values``, in order."""
+    seen: dict[int, object] = {}
+    for v in values:
+        if isinstance(v, ArenaPlan):
+            for buffer in v.arenas:
+                seen.setdefault(id(buffer), buffer)
+    return list(seen.values())
+
+
+def _read_before_written(instrs, tree, num_params: int) -> set[int]:
+    """Registers some path may read before writing them (the interpreter's None): preset."""
+    needed: set[int] = set()
+
+    def walk(items, assigned: set[int]) -> set[int]:
+        assigned = set(assigned)
+        for item in items:
+            ins = instrs[item[1]]
+            if item[0] == "call":
+                for reg in _operand_regs(ins):
+                    if reg not in assigned:
+                        needed.add(reg)
+                if ins.dst != NO_DST:
+                    assigned.add(ins.dst)
+            elif item[0] == "ret":
+                if ins.src not in assigned:
+                    needed.add(ins.src)
+            else:
+                if ins.cond not in assigned:
+                    needed.add(ins.cond)
+                assigned = walk(item[2], assigned) & walk(item[3], assigned)
+        return assigned
+    walk(tree, set(range(num_params)))
+    return needed
+
+
+def _operand_regs(ins: Call) -> list[int]:
+    return [v for kind, v in ins.args if kind == "r"] + [v for _, (kind, v) in ins.kwargs if kind == "r"]
+

@@ -1,0 +1,146 @@
+"""``nn.conv`` / ``nn.conv_bias_act`` specialized per instruction, for the engine's small convs.
+
+On a small image (the zoo's CNNs at 61x96 and below) a conv's Python costs
+as much as its arithmetic: the call works out its plan, its scratch and
+half a dozen views every time. The VM asks, once per instruction, for
+:func:`specialize` of its attributes; the callable it gets keeps, for the
+last call's weight, bias and workspace (the same objects from run to run)
+and input and output shapes, the views the engine's ``strided`` method
+(:mod:`.conv_strided`) needs, and then makes only its numpy calls: zero the
+padded copy and copy the input in, one strided copy into the columns, one
+GEMM into ``out``, the bias, the activation. Any other call (another
+method, dtype or layout; a changed operand) goes to the generic kernel,
+whose results these are, bit for bit (the same calls in the same order).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import conv_strided
+from ._workspace import scratch_nbytes
+
+_as_strided = np.lib.stride_tricks.as_strided
+
+#: without a planned workspace (a conv on symbolic spatial dims) the instruction keeps scratch of
+#: its own up to this size (the strided method's convs are small: 2^16 column values per image)
+PRIVATE_MAX_BYTES = 4 << 20
+
+
+def specialize(generic, constant: tuple, strides=1, padding=0, dilation=1, groups=1, activation=None,
+               data_layout="NCHW", out_layout=None):
+    """``call(data, weight, bias=None, *, out, workspace=None)`` for one instruction of ``generic``
+    (``nn.conv_bias_act``'s kernel) with these attributes; a float16 weight's float32 copy is kept
+    only when ``constant[1]`` says the weight is a bound value."""
+    fixed_weight = len(constant) > 1 and constant[1]
+    attrs = dict(strides=strides, padding=padding, dilation=dilation, groups=groups, activation=activation,
+                 data_layout=data_layout, out_layout=out_layout)
+    state = [None, None]            # the key of the prepared call, its runner
+
+    def call(data, weight, bias=None, *, out, workspace=None):
+        key = state[0]
+        if (key is not None and weight is key[1] and bias is key[2] and workspace is key[3]
+                and data.shape == key[0] and data.dtype == key[4] and out.shape == key[5] and out.dtype == key[6]
+                and out.flags.c_contiguous):
+            runner = state[1]
+        else:
+            runner = _prepare(data, weight, bias, out, workspace, attrs, fixed_weight)
+            state[0] = (data.shape, weight, bias, workspace, data.dtype, out.shape, out.dtype)
+            state[1] = runner
+        if runner is None:          # not the strided method's: the generic kernel, without asking again
+            generic(data, weight, bias, out=out, workspace=workspace, **attrs)
+        else:
+            runner(data, out)       # (an output of a data-dependent shape is a new array each call)
+    return call
+
+
+def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool):
+    """The runner of the strided method for these operands, or None where the generic kernel runs."""
+    from .fused import activation_fn
+    from .nn import _prepared_conv
+    if attrs["data_layout"] != "NCHW" or attrs["out_layout"] not in (None, "NCHW"):
+        return None
+    dtype = out.dtype
+    if dtype not in (np.float16, np.float32, np.float64) or data.dtype != dtype or weight.dtype != dtype \
+            or (bias is not None and (bias.dtype != dtype or bias.shape != (weight.shape[0],))) \
+            or not out.flags.c_contiguous:
+        return None
+    work = np.dtype(np.float32) if dtype == np.float16 else dtype
+    try:
+        plan, _, expected = _prepared_conv(data.shape, weight.shape, attrs["strides"], attrs["padding"],
+                                           attrs["dilation"], attrs["groups"], "NCHW")
+        act = activation_fn(attrs["activation"])
+    except Exception:   # noqa: BLE001 - an unhashable attribute, a bad one: the generic kernel says so
+        return None
+    if plan.method != "strided" or tuple(out.shape) != tuple(expected) or out.size == 0:
+        return None
+    batch, channels = data.shape[:2]
+    layouts = conv_strided.strided_layouts(plan, batch, channels, work)
+    if work != dtype:       # float16: the float32 input (unpadded) and the float32 result
+        layouts = layouts[:-1] + [((batch, channels, *geometry_spatial(plan)), work)] * (len(layouts) == 1) \
+            + layouts[-1:] + [(tuple(out.shape), work)]
+    nbytes = scratch_nbytes(layouts)
+    if workspace is None or workspace.nbytes < nbytes:
+        if nbytes > PRIVATE_MAX_BYTES:
+            return None
+        workspace = np.empty(nbytes, np.uint8)      # the instruction's own, kept while its shapes last
+    arrays, start = [], 0
+    for shape, dt in layouts:                # as Scratch carves them
+        arrays.append(np.ndarray(shape, dt, workspace, start))
+        start += -(-math.prod(shape) * np.dtype(dt).itemsize // 64) * 64
+    geometry = plan.strided
+    result = arrays.pop() if work != dtype else None
+    padded = arrays[0] if len(arrays) > 1 and any(geometry.begins + geometry.ends) else None
+    converted = arrays[0] if work != dtype and padded is None else None
+    cols = arrays[-1]
+    interior = None if padded is None else padded[(slice(None), slice(None)) + tuple(
+        slice(b, b + n) for b, n in zip(geometry.begins, geometry.spatial))]
+    out_channels, taps = weight.shape[0], len(plan.taps)
+    g = attrs["groups"]
+    k = channels // g * taps
+    pixels = math.prod(plan.lengths)
+    w = weight.astype(work, copy=False).reshape(g, out_channels // g, k)   # float16: a float32 copy
+    convert = work != dtype and not fixed_weight        # a weight computed at run time: converted per call
+    columns = cols.reshape(batch, g, k, pixels)
+    target_shape = (batch, g, out_channels // g, pixels)
+    # an arena view comes back as the same object each run: its GEMM target is kept; a fresh
+    # array (an output, a tensor of a data-dependent shape) is not held on to
+    prepared_out = out if out.base is not None else None
+    target = result.reshape(target_shape) if result is not None else \
+        out.reshape(target_shape) if prepared_out is not None else None
+    bias_b = None if bias is None else bias.reshape(bias.shape + (1,) * len(plan.lengths))
+    copy, matmul, add = np.copyto, np.matmul, np.add
+
+    def window_of(source):
+        lead, spatial_strides = source.strides[:2], source.strides[2:]
+        view = _as_strided(source, cols.shape[:2] + geometry.kernel + plan.lengths,
+                           lead + tuple(s * d for s, d in zip(spatial_strides, geometry.dilation))
+                           + tuple(s * t for s, t in zip(spatial_strides, geometry.strides)), writeable=False)
+        return view, cols.reshape(view.shape)
+    source = padded if padded is not None else converted
+    fixed = window_of(source) if source is not None else None
+
+    def run(x, out):
+        if padded is not None:
+            padded.fill(0)
+            copy(interior, x)                   # (float16: converted as it is copied)
+        elif converted is not None:
+            copy(converted, x)
+        window, dst = fixed if fixed is not None else window_of(x)
+        copy(dst, window)
+        if convert:
+            copy(w, weight.reshape(w.shape))
+        matmul(w, columns, out=target if result is not None or out is prepared_out else out.reshape(target_shape))
+        if result is not None:
+            copy(out, result, casting="unsafe")  # the conv rounds, then the bias: as the generic kernel
+        if bias_b is not None:
+            add(out, bias_b, out=out)
+        if act is not None:
+            act(out)
+    return run
+
+
+def geometry_spatial(plan) -> tuple:
+    return plan.strided.spatial

@@ -1,0 +1,79 @@
+"""The ``strided`` conv method: im2col by one copy of a strided view, for small convs.
+
+The engine's other methods (:mod:`.conv_direct`) copy the im2col columns a
+kernel tap at a time from phase planes, so every read has unit stride: on a
+large plane that is what keeps the copy fast. On a small one a copy per tap
+costs more in numpy calls than in bytes (a 7x7 stem is 49 copies, a 3x3 conv
+on an 8x12 plane spends most of its time calling numpy). Here the zero-padded
+input (when there is padding) is viewed as ``(N, C, *kernel, *lengths)`` with
+``as_strided`` (a tap's window of the output's lengths at the stride and
+dilation) and copied into the columns in one call, then one GEMM writes
+``out``. :func:`~.conv_direct.conv_plan` picks it below
+:data:`MAX_COLUMN_VALUES` values of columns per image (measured in
+``docs/design-notes.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+_as_strided = np.lib.stride_tricks.as_strided
+
+#: an image's im2col columns hold at most this many values for the strided method
+MAX_COLUMN_VALUES = 1 << 16
+
+
+@dataclass(frozen=True)
+class StridedGeometry:
+    """What the strided view needs beyond the plan: the input's spatial shape and padding, the window."""
+
+    spatial: tuple
+    begins: tuple
+    ends: tuple
+    kernel: tuple
+    strides: tuple
+    dilation: tuple
+
+
+def padded_shape(spatial: tuple, begins: tuple, ends: tuple) -> tuple[int, ...]:
+    return tuple(x + b + e for x, b, e in zip(spatial, begins, ends))
+
+
+def strided_layouts(plan, batch, channels: int, dtype) -> list:
+    """The zero-padded input (when padded) and the columns ``(N, C, taps, *lengths)``."""
+    geometry = plan.strided
+    padded = [] if not any(geometry.begins + geometry.ends) else \
+        [((batch, channels, *padded_shape(geometry.spatial, geometry.begins, geometry.ends)), dtype)]
+    return padded + [((batch, channels, len(plan.taps), *plan.lengths), dtype)]
+
+
+def run_strided(plan, x: np.ndarray, weight: np.ndarray, groups: int, out: np.ndarray, bias, arrays) -> None:
+    """``out = conv(x, weight) (+ bias)``: padded copy, one strided copy into the columns, one GEMM."""
+    geometry = plan.strided
+    batch, channels = x.shape[:2]
+    source = x
+    if len(arrays) > 1:
+        source = arrays[0]
+        source.fill(0)
+        inner = tuple(slice(b, b + n) for b, n in zip(geometry.begins, geometry.spatial))
+        source[(slice(None), slice(None)) + inner] = x
+    cols = arrays[-1]
+    lead, spatial_strides = source.strides[:2], source.strides[2:]
+    window = _as_strided(source, cols.shape[:2] + geometry.kernel + plan.lengths,
+                         lead + tuple(s * d for s, d in zip(spatial_strides, geometry.dilation))
+                         + tuple(s * t for s, t in zip(spatial_strides, geometry.strides)), writeable=False)
+    np.copyto(cols.reshape(window.shape), window)
+    out_channels = weight.shape[0]
+    k = channels // groups * len(plan.taps)
+    pixels = math.prod(plan.lengths)
+    w = weight.reshape(groups, out_channels // groups, k)
+    columns = cols.reshape(batch, groups, k, pixels)
+    if out.dtype == w.dtype and out.flags.c_contiguous:
+        np.matmul(w, columns, out=out.reshape(batch, groups, out_channels // groups, pixels))
+    else:
+        np.copyto(out, np.matmul(w, columns).reshape(out.shape), casting="unsafe")
+    if bias is not None:
+        np.add(out, bias.reshape(bias.shape + (1,) * len(plan.lengths)), out=out)

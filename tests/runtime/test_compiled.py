@@ -1,0 +1,135 @@
+"""Functions compiled to one Python function (runtime/compiled.py): the same results and
+errors as the step interpreter, on branches and alternating shapes; the shape memo never
+keeps an outgrown arena alive; what cannot be compiled safely stays interpreted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import relaxpack
+from relaxpack.errors import BudgetError, InputError
+from relaxpack.runtime import VirtualMachine
+from relaxpack.runtime.bytecode import NO_DST, Call, Goto, Ret
+from relaxpack.runtime.compiled import Resolved, _arena_buffers, compile_function
+
+
+def if_model():
+    """y = exp(x * x) if sum(x) > 0 else exp(-x), x of shape (n, 3)."""
+    out = [h.make_tensor_value_info("t", T.FLOAT, ["n", 3])]
+    then = h.make_graph([h.make_node("Mul", ["x", "x"], ["t"])], "then", [], out)
+    other = h.make_graph([h.make_node("Neg", ["x"], ["t"])], "else", [], out)
+    nodes = [h.make_node("ReduceSum", ["x"], ["s"], keepdims=0), h.make_node("Greater", ["s", "zero"], ["c"]),
+             h.make_node("If", ["c"], ["y0"], then_branch=then, else_branch=other),
+             h.make_node("Exp", ["y0"], ["y"])]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, ["n", 3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, ["n", 3])], [h.make_tensor("zero", T.FLOAT, [], [0.0])])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+def reference(x: np.ndarray) -> np.ndarray:
+    return np.exp(x * x) if x.sum() > 0 else np.exp(-x)
+
+
+@pytest.fixture(scope="module")
+def if_exe():
+    return relaxpack.build(relaxpack.from_onnx(if_model()))
+
+
+def test_the_if_model_compiles_with_a_shape_memo(if_exe):
+    prepared = VirtualMachine(if_exe)._prepared[0]
+    assert prepared.plain is not None and prepared.compiled is not prepared.plain
+
+
+def test_compiled_and_interpreted_agree_on_both_branches_and_alternating_shapes(if_exe):
+    rng = np.random.default_rng(0)
+    compiled, interpreted = VirtualMachine(if_exe), VirtualMachine(if_exe)
+    interpreted.compiled = False
+    for n in (2, 5, 2, 1, 5, 7, 2):
+        for sign in (1, -1):
+            x = (sign * rng.uniform(0.1, 1.0, (n, 3))).astype(np.float32)
+            got = compiled.run({"x": x})["y"]
+            np.testing.assert_array_equal(got, interpreted.run({"x": x})["y"])
+            np.testing.assert_allclose(got, reference(x), rtol=1e-6)
+
+
+def test_the_shape_memo_never_keeps_an_outgrown_arena(if_exe):
+    vm = VirtualMachine(if_exe)
+    for n in (1, 2, 1, 64, 3, 1, 256, 2):
+        x = np.ones((n, 3), np.float32)
+        np.testing.assert_array_equal(vm.run({"x": x})["y"], reference(x))
+        memo = vm._prepared[0].compiled.memo
+        assert tuple([n]) in {key[:1] for key in memo}
+        kept = _arena_buffers([v for entry in memo.values() for v in entry])
+        assert len(kept) == 1, "entries hold views into an arena that has since grown"
+
+
+def test_input_errors_are_the_same_compiled_or_not(if_exe):
+    messages = []
+    for compiled in (True, False):
+        vm = VirtualMachine(if_exe)
+        vm.compiled = compiled
+        with pytest.raises(InputError) as err:
+            vm.run({"x": np.ones((2, 4), np.float32)})
+        messages.append(str(err.value))
+    assert messages[0] == messages[1]
+
+
+def test_a_function_name_of_any_characters_compiles():
+    """The name only labels the compiled code (its file name, as ASCII), never its source."""
+    memo, plain = compile_function([Ret(src=0)], {}, 1, "\x00'); import os #\n")
+    assert memo is None
+    assert plain.run(7) == 7 and "\\x00" in plain.run.__code__.co_filename
+
+
+class _Int(int):
+    def __format__(self, spec):
+        return "0; import os"
+
+
+def _ret_only(src):
+    return compile_function([Ret(src=src)], {}, 1, "main")
+
+
+def test_only_what_runs_the_same_is_compiled():
+    call = Call(dst=NO_DST, func=0, args=(), kwargs=())
+    noop = Resolved(lambda: None, (), (), NO_DST, "vm.builtin.identity")
+    assert _ret_only(0)[1] is not None
+    assert _ret_only(_Int(0)) == (None, None)                 # register text must be a plain int's
+    assert compile_function([call], {0: noop}, 0, "f") == (None, None)      # would run off its end
+    assert compile_function([Goto(offset=0), Ret(src=0)], {}, 1, "f") == (None, None)   # a loop of gotos
+
+
+def _stops_at(vm, feeds) -> str:
+    try:
+        vm.run(feeds)
+    except BudgetError as err:
+        return str(err)
+    return "ran to the end"
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_a_step_budget_stops_compiled_code_at_the_interpreters_instruction(if_exe, sign):
+    """The counting variant counts what the interpreter's loop counts: every budget from 1 to
+    past the end stops both at the same instruction, in either branch."""
+    feeds = {"x": np.full((2, 3), sign * 0.5, np.float32)}
+    seen = set()
+    for steps in range(1, 40):
+        compiled, interpreted = VirtualMachine(if_exe, max_steps=steps), VirtualMachine(if_exe, max_steps=steps)
+        interpreted.compiled = False
+        assert compiled._prepared[0].compiled is not None
+        assert " (counting)" in compiled._prepared[0].compiled.run.__code__.co_filename
+        outcome = _stops_at(compiled, feeds)
+        assert outcome == _stops_at(interpreted, feeds), steps
+        seen.add(outcome == "ran to the end")
+    assert seen == {True, False}
+
+
+def test_a_loop_body_compiled_with_counting_stops_at_the_step_budget():
+    from tests.runtime.hostile import endless_loop
+    vm = VirtualMachine(endless_loop(), max_steps=777)
+    assert all(p.compiled is not None for p in vm._prepared)
+    with pytest.raises(BudgetError, match=r"stopped in body after 778 instructions"):
+        vm.run({"x": np.ones(2, np.float32)})

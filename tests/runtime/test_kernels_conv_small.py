@@ -1,0 +1,165 @@
+"""nn.conv / nn.conv_bias_act specialized per instruction (conv_small.py): bit for bit the generic
+kernel, call after call, whether the fast path runs (small NCHW float32/float16 convs, with a
+planned workspace or scratch of its own) or the call falls back (channels last, depthwise, large)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relaxpack.runtime.kernels import get_kernel
+from relaxpack.runtime.kernels.nn import _prepared_conv, conv_workspace
+
+from .test_kernels_registry import rand
+
+CONV_BIAS_ACT = get_kernel("nn.conv_bias_act").fn
+CONV = get_kernel("nn.conv").fn
+
+# (data, weight, attrs): small enough for the strided method, odd sizes, groups, stride, dilation, 1-d, 3-d
+SMALL = [
+    ((1, 16, 16, 24), (16, 16, 3, 3), dict(strides=(1, 1), padding=(1, 1, 1, 1))),
+    ((2, 8, 18, 25), (8, 1, 3, 3), dict(groups=8, strides=(2, 2), padding=(1, 1, 1, 1))),  # depthwise
+    ((2, 9, 11, 13), (12, 3, 3, 2), dict(groups=3, strides=(2, 1), padding=(1, 0, 2, 1), dilation=(1, 2))),
+    ((1, 24, 8, 12), (32, 24, 3, 3), dict(strides=(2, 2), padding=(1, 1, 1, 1))),
+    ((3, 4, 7, 6), (5, 4, 2, 2), dict()),                                                   # no padding
+    ((1, 5, 300), (8, 5, 5), dict(strides=(3,), padding=(2, 2))),                            # conv1d
+    ((1, 4, 6, 7, 9), (6, 4, 2, 1, 3), dict(padding=(1, 0, 0, 0, 1, 2))),                    # conv3d
+]
+ACTIVATIONS = [None, "relu", ("leakyrelu", 0.1), ("clip", -0.5, 0.5)]
+
+
+def full_attrs(attrs, activation=None):
+    base = dict(strides=1, padding=0, dilation=1, groups=1, data_layout="NCHW", out_layout=None)
+    base.update(attrs)
+    return {**base, "activation": activation}
+
+
+def out_for(data, weight, attrs, dtype):
+    _, _, shape = _prepared_conv(data, weight, attrs["strides"], attrs["padding"], attrs["dilation"],
+                                 attrs["groups"], attrs["data_layout"], attrs["out_layout"])
+    return np.full(shape, np.nan, dtype)
+
+
+def workspace_for(data, weight, attrs, dtype):
+    nbytes = conv_workspace(data, weight, dtype, **{k: v for k, v in attrs.items() if k != "activation"})
+    return np.full(nbytes or 0, 0xAB, np.uint8)          # garbage: the kernel must zero its padding
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("activation", ACTIVATIONS, ids=str)
+@pytest.mark.parametrize("data, weight, attrs", SMALL)
+def test_the_fast_path_is_the_generic_kernel_bit_for_bit(data, weight, attrs, activation, dtype):
+    assert _prepared_conv(data, weight, *(full_attrs(attrs)[k] for k in
+                                          ("strides", "padding", "dilation", "groups")), "NCHW")[0].method == "strided"
+    attrs = full_attrs(attrs, activation)
+    rng = np.random.default_rng(0)
+    w, b = rand(rng, weight, dtype), rand(rng, (weight[0],), dtype)
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    out, ws = out_for(data, weight, attrs, dtype), workspace_for(data, weight, attrs, dtype)
+    for round_ in range(4):
+        x = rand(rng, data, dtype)                     # a new input object each call, as a model input
+        call(x, w, b, out=out, workspace=ws)
+        want = out_for(data, weight, attrs, dtype)
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
+        ws[:] = 0xCD                                   # another kernel used the workspace in between
+
+
+@pytest.mark.parametrize("data, weight, attrs", SMALL[:3])
+def test_conv_without_bias_and_changing_operands(data, weight, attrs):
+    attrs = full_attrs(attrs)
+    del attrs["activation"]
+    rng = np.random.default_rng(1)
+    call = CONV.specialize_attrs(attrs, (False, True))
+    out, ws = out_for(data, weight, attrs, "float32"), workspace_for(data, weight, attrs, "float32")
+    for w in (rand(rng, weight, "float32"), rand(rng, weight, "float32")):   # a new weight: prepared again
+        x = rand(rng, data, "float32")
+        for workspace in (ws, None):                                         # none: scratch of its own
+            call(x, w, out=out, workspace=workspace)
+            want = out_for(data, weight, attrs, "float32")
+            CONV(x, w, out=want, **attrs)
+            np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("case", ["float64", "nhwc", "depthwise", "large"])
+def test_other_calls_fall_back_to_the_generic_kernel(case):
+    data, weight, attrs, dtype = (1, 16, 16, 24), (16, 16, 3, 3), full_attrs(
+        dict(strides=(1, 1), padding=(1, 1, 1, 1)), "relu"), "float32"
+    if case == "float64":
+        dtype = case
+    elif case == "nhwc":
+        data, weight, attrs = (1, 16, 24, 16), (3, 3, 16, 16), {**attrs, "data_layout": "NHWC"}
+    elif case == "depthwise":       # too large for the strided method (small depthwise convs take it)
+        data, weight, attrs = (1, 16, 40, 40), (16, 1, 3, 3), {**attrs, "groups": 16}
+    else:
+        data = (2, 16, 64, 64)
+    rng = np.random.default_rng(2)
+    x, w, b = rand(rng, data, dtype), rand(rng, weight, dtype), rand(rng, (16,), dtype)
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    out, ws = out_for(data, weight, attrs, dtype), workspace_for(data, weight, attrs, dtype)
+    for _ in range(2):
+        call(x, w, b, out=out, workspace=ws)
+    want = out_for(data, weight, attrs, dtype)
+    CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_a_weight_computed_at_run_time_is_read_every_call(dtype):
+    """A weight in a register (a dequantized or computed one) is the same array object run after run
+    with new values: nothing derived from its values is kept (constant says it is not bound)."""
+    data, weight, attrs = SMALL[0]
+    attrs = full_attrs(attrs, "relu")
+    rng = np.random.default_rng(3)
+    w, b, x = rand(rng, weight, dtype), rand(rng, (weight[0],), dtype), rand(rng, data, dtype)
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, False, False))
+    out, ws = out_for(data, weight, attrs, dtype), workspace_for(data, weight, attrs, dtype)
+    for _ in range(3):
+        w[...] = rand(rng, weight, dtype)           # same object, new values
+        b[...] = rand(rng, (weight[0],), dtype)
+        call(x, w, b, out=out, workspace=ws)
+        want = out_for(data, weight, attrs, dtype)
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want)
+
+
+def test_a_float16_product_by_a_register_reads_it_every_call():
+    matmul = get_kernel("matmul").fn
+    rng = np.random.default_rng(4)
+    lhs, rhs = rand(rng, (3, 5, 8), "float16"), rand(rng, (8, 6), "float16")
+    for constant in [(False, False), (False, True)]:
+        call = matmul.specialize_attrs({"out_dtype": None}, constant)
+        for _ in range(3):
+            if not constant[1]:
+                rhs[...] = rand(rng, (8, 6), "float16")
+            out, want = np.empty((3, 5, 6), np.float16), np.empty((3, 5, 6), np.float16)
+            call(lhs, rhs, out=out)
+            matmul(lhs, rhs, out=want)
+            np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("case", ["fresh out", "view out", "generic"])
+def test_a_call_is_prepared_once_whatever_its_output_array(case, monkeypatch):
+    """An output of a data-dependent shape is a new array every call (and a fresh one is not held
+    on to); a view is the same object; a conv the fast path does not take is not asked again."""
+    from relaxpack.runtime.kernels import conv_small
+    prepared = []
+    real = conv_small._prepare
+    monkeypatch.setattr(conv_small, "_prepare", lambda *a: prepared.append(1) or real(*a))
+    data, weight, attrs = SMALL[0]
+    if case == "generic":
+        data = (2, 16, 64, 64)
+    attrs = full_attrs(attrs, "relu")
+    rng = np.random.default_rng(5)
+    w, b = rand(rng, weight, "float32"), rand(rng, (weight[0],), "float32")
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    arena = np.empty(out_for(data, weight, attrs, "float32").size + 16, np.float32)
+    for _ in range(3):
+        x = rand(rng, data, "float32")
+        want = out_for(data, weight, attrs, "float32")
+        out = arena[16:].reshape(want.shape) if case == "view out" else out_for(data, weight, attrs, "float32")
+        out[...] = np.nan
+        call(x, w, b, out=out)
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want)
+    assert len(prepared) == 1

@@ -1,0 +1,126 @@
+"""fused_elementwise specialized per instruction (the VM's path): the generic kernel's results on
+every recipe, whether the call reuses the last call's arrays, passes new ones, new shapes, an
+``out`` that is an input, a planned workspace or none; its errors stay the generic kernel's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relaxpack.errors import RelaxpackError, ShapeError
+from relaxpack.runtime.kernels.fused_elementwise import fused_elementwise, workspace_bound
+from relaxpack.runtime.kernels.fused_specialized import specialize
+
+from .test_kernels_fused_elementwise import CASES, P, S, args_for, out_sinfo, step, unfused
+
+
+def workspace_for(recipe, out, aliasable=()):
+    return np.zeros(workspace_bound(recipe, out.size, list(aliasable)) + 64, np.uint8)
+
+
+def fresh_out(recipe, args):
+    sinfo = out_sinfo(recipe, args)
+    return np.full(tuple(sinfo.shape), 7, sinfo.dtype)
+
+
+@pytest.mark.parametrize("with_workspace", [True, False])
+@pytest.mark.parametrize("name", CASES)
+def test_repeated_calls_on_the_same_arrays_follow_their_values(name, with_workspace):
+    recipe, args = args_for(name, np.random.default_rng(1), 5)
+    call = specialize(recipe)
+    out = fresh_out(recipe, args)
+    ws = workspace_for(recipe, out) if with_workspace else None
+    args = [a.copy() for a in args]
+    for round_ in range(4):
+        call(*args, out=out, workspace=ws)
+        np.testing.assert_array_equal(out, unfused(recipe, args), err_msg=f"round {round_}")
+        for a in args:                      # same objects, new values: the next call must see them
+            if a.dtype.kind == "f" and a.size:
+                a[...] = np.random.default_rng(round_).standard_normal(a.shape).astype(a.dtype)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_new_arrays_and_new_shapes_replan(name):
+    call = specialize(args_for(name, np.random.default_rng(0), 2)[0])
+    sizes = [3, 3, 6, 1, 6, 0, 3] if name != "CONV" else [3, 3, 6, 2, 6, 3]    # a conv needs a window
+    for seed, n in enumerate(sizes):
+        recipe, args = args_for(name, np.random.default_rng(seed), n)
+        out = fresh_out(recipe, args)
+        call(*args, out=out, workspace=workspace_for(recipe, out) if seed % 2 else None)
+        np.testing.assert_array_equal(out, unfused(recipe, args), err_msg=f"n={n}")
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_out_that_is_an_input_then_not(name):
+    recipe, args = args_for(name, np.random.default_rng(7), 5)
+    want = unfused(recipe, args)
+    call = specialize(recipe)
+    for i in [i for i, a in enumerate(args) if a.shape == want.shape and a.dtype == want.dtype]:
+        ins = [a.copy() for a in args]
+        ws = workspace_for(recipe, want, [i])
+        for _ in range(2):
+            ins[i][...] = args[i]
+            call(*ins, out=ins[i], workspace=ws)
+            np.testing.assert_array_equal(ins[i], want)
+        out = np.empty_like(want)
+        call(*ins[:i], args[i], *ins[i + 1:], out=out, workspace=ws)
+        np.testing.assert_array_equal(out, want)
+
+
+def test_partially_overlapping_input_and_strided_out():
+    recipe = (step("exp", [P(0)]), step("add", [S(0), P(1)], inplace=[True, False]))
+    call = specialize(recipe)
+    for _ in range(2):
+        buf = np.arange(12, dtype=np.float32) / 12
+        x, y = buf[2:8], buf[:6]
+        want = np.exp(x) + y
+        call(x, y, out=buf[:6])
+        np.testing.assert_allclose(buf[:6], want, rtol=1e-6)
+    big = np.zeros((6, 8), np.float32)
+    x = np.ones((6, 4), np.float32)
+    call(x, np.float32(1), out=big[:, ::2])
+    np.testing.assert_array_equal(big[:, ::2], np.exp(x) + 1)
+    assert (big[:, 1::2] == 0).all()
+
+
+def test_bare_ufunc_steps_still_quiet():
+    """exp overflowing and log(0) inside a chain warn no more than the unfused kernels."""
+    recipe = (step("exp", [P(0)]), step("log", [S(0)]), step("add", [S(1), P(0)], inplace=[True, True]))
+    x = np.array([1000.0, -1000.0, 0.0], np.float32)
+    out = np.empty_like(x)
+    with np.errstate(all="raise"):
+        specialize(recipe)(x, out=out)
+    np.testing.assert_array_equal(out, [np.inf, -np.inf, 0.0])
+
+
+@pytest.mark.parametrize("recipe, match", [
+    ((), "1 to 1024 steps"),
+    ((("exp", (("p", 0),), (), "float32", True),), "op, inputs, attrs"),
+    ((step("no_such_op", [P(0)]),), "no_such_op"),
+    ((step("exp", [P(3)]),), "reads 4 parameters"),
+    ((step("exp", [P(0)], "float64"),), "computes float64"),
+])
+def test_errors_are_the_generic_kernels(recipe, match):
+    x = np.ones((2, 3), np.float32)
+    call = specialize(recipe)
+    for _ in range(2):
+        with pytest.raises(RelaxpackError, match=match):
+            call(x, out=np.empty_like(x))
+        with pytest.raises(RelaxpackError, match=match):
+            fused_elementwise(x, out=np.empty_like(x), recipe=recipe)
+
+
+def test_a_shape_error_after_a_fast_call():
+    recipe = (step("add", [P(0), P(1)], inplace=[True, False]),)
+    call = specialize(recipe)
+    x, y, out = np.ones((2, 3), np.float32), np.ones(3, np.float32), np.empty((2, 3), np.float32)
+    call(x, y, out=out)
+    wrong = np.ones((4, 3), np.float32)
+    with pytest.raises(ValueError, match="could not be broadcast"):
+        fused_elementwise(wrong, y, out=out, recipe=recipe)
+    with pytest.raises(ValueError, match="could not be broadcast"):
+        call(wrong, y, out=out)
+    with pytest.raises(ShapeError, match="out is float64"):
+        call(x, y, out=np.empty((2, 3), np.float64))
+    call(x, y, out=out)
+    np.testing.assert_array_equal(out, 2)
