@@ -26,6 +26,7 @@ import onnx
 
 from .vm_build import build
 from .compare import OutputDiff, compare_outputs  # noqa: F401 (re-exported)
+from .check_isolated import IsolatedSession, OnnxruntimeCrash, OnnxruntimeFailure
 from .errors import RelaxpackError
 from .feeds import DEFAULT_DIM_RANGE, draw_dims, input_dim_names, random_inputs, random_strings  # noqa: F401 (re-exported)
 from .importers.onnx import from_onnx
@@ -124,7 +125,8 @@ def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int =
                 rtol: float | None = None, atol: float | None = None,
                 inputs: Mapping[str, np.ndarray] | None = None, *,
                 exe=None, opt_level: int = 2, pools: Mapping[str, int] | None = None, threads: int | None = None,
-                on_sample: Callable[[int, SampleReport], None] | None = None, strict: bool = False) -> CheckReport:
+                on_sample: Callable[[int, SampleReport], None] | None = None, strict: bool = False,
+                isolate: bool = False) -> CheckReport:
     """Run relaxpack and onnxruntime on the same inputs and compare.
 
     ``exe`` is the executable to check (e.g. the archive you ship, loaded); without it the model is
@@ -134,14 +136,15 @@ def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int =
     report)`` is called as each sample finishes. ``rtol``/``atol``: as given (either one; the other
     keeps 1e-4 / 1e-5), or by default per dtype relative to each output's magnitude. ``strict``:
     an output where onnxruntime deviates from onnx's reference evaluator and relaxpack does not
-    still fails.
+    still fails. ``isolate`` runs onnxruntime in a child process (``check_isolated``): a crash of
+    onnxruntime is then a one-line error instead of the end of this process.
     """
     proto = model if isinstance(model, onnx.ModelProto) else load_model(model)
     fixed, given = dict(dims or {}), exe is not None
     if not given:
         exe, fixed = build(from_onnx(model, dims=dims), opt_level=opt_level, pools=pools or None), {}
     vm = VirtualMachine(exe)
-    session = onnxruntime_session(proto, threads=threads)
+    session = _session(proto, threads, isolate)
     names = [o.name for o in session.get_outputs()]
     if given:
         _same_signature(exe, session)
@@ -182,6 +185,9 @@ def _draw_accepted(exe, session, rng: np.random.Generator, fixed: dict):
         feed = random_inputs(exe, dim_values, rng)
         try:
             return dim_values, feed, session.run(None, feed)
+        except OnnxruntimeCrash as err:
+            raise OnnxruntimeCrash(f"{err} on random inputs at {_dims_text(dim_values)}; give the dims the "
+                                   f"model takes with --dim NAME=VALUE") from None
         except Exception as err:    # noqa: BLE001 - onnxruntime's own errors
             error = err
         if not free:
@@ -196,9 +202,23 @@ def _onnxruntime_run(session, feed: dict, dim_values: dict, error: Exception | N
             return session.run(None, feed)
         except Exception as err:    # noqa: BLE001 - onnxruntime's own errors
             error = err
-    at = f" at {', '.join(f'{k}={v}' for k, v in dim_values.items())}" if dim_values else ""
+    at = f" at {_dims_text(dim_values)}" if dim_values else ""
     hint = "; give the dims the model takes with --dim NAME=VALUE" if dim_values else ""
     raise RelaxpackError(f"onnxruntime failed on these inputs{at}: {' '.join(str(error).split())}{hint}")
+
+
+def _dims_text(dim_values: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in dim_values.items())
+
+
+def _session(proto: onnx.ModelProto, threads: int | None, isolate: bool):
+    """onnxruntime's session here, or (``isolate``) in a child process."""
+    if not isolate:
+        return onnxruntime_session(proto, threads=threads)
+    try:
+        return IsolatedSession(proto.SerializeToString(), threads)
+    except OnnxruntimeFailure as err:
+        raise RelaxpackError(f"onnxruntime cannot load the model: {err}") from None
 
 
 def _same_signature(exe, session) -> None:

@@ -75,7 +75,7 @@ def test_check_blames_onnxruntime_for_a_saturating_integer_gemm(tmp_path, monkey
     np.savez(tmp_path / "a.npz", a=a)
     args = ("check", tmp_path / "mmi.onnx", "--inputs", tmp_path / "a.npz")
     assert invoke(*args).exit_code == 0     # this CPU's onnxruntime, whatever it does
-    monkeypatch.setattr(relaxpack.check, "onnxruntime_session", lambda proto, **options: _SessionWithoutVnni(b))
+    monkeypatch.setattr(relaxpack.check, "_session", lambda proto, threads, isolate: _SessionWithoutVnni(b))
     result = invoke(*args)
     assert result.exit_code == 0, result.output
     assert "onnxruntime differs from the exact result here; relaxpack matches it" in result.output

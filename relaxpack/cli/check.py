@@ -96,7 +96,7 @@ def check(model: Path, archive: Path | None = None, dim: list[str] | None = None
                     progress.status(f"sample {i + 2}/{total} ...")
 
             report = check_model(model, dims=dims, samples=samples, seed=seed, rtol=rtol, atol=atol, inputs=feeds,
-                                 exe=exe, threads=threads, on_sample=finished, strict=strict)
+                                 exe=exe, threads=threads, on_sample=finished, strict=strict, isolate=True)
             divergence = None
             if per_node and not report.passed:
                 progress.status("looking for the first diverging node ...")
