@@ -36,8 +36,8 @@ def convert_stages(model: onnx.ModelProto, dims=None, runs: int = 3) -> dict:
     from relaxpack.ir.well_formed import check_well_formed
     from relaxpack.packager.codegen import codegen
     from relaxpack.passes import PassContext, PassTiming
-    from relaxpack.passes.optimize import optimize_pipeline
-    from relaxpack.vm_build import ir_text, lower_pipeline
+    from relaxpack.passes.pipeline import lower_pipeline, optimize_pipeline
+    from relaxpack.vm_build import ir_text
 
     best: dict[str, float] = {}
     passes: dict[str, float] = {}
@@ -57,7 +57,7 @@ def convert_stages(model: onnx.ModelProto, dims=None, runs: int = 3) -> dict:
             times["check"] = _lap(t0)
             with PassContext(opt_level=2, instruments=[timer], check_well_formed=True):
                 t0 = time.perf_counter()
-                optimized = optimize_pipeline(2)(mod)
+                optimized = optimize_pipeline()(mod)
                 times["optimize"] = _lap(t0)
                 t0 = time.perf_counter()
                 lowered = lower_pipeline()(optimized)

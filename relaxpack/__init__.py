@@ -10,6 +10,10 @@ from .errors import RelaxpackError
 
 __version__ = "0.1.0"
 
+#: the op libraries the IR imports on its first op look-up (relaxpack.ir.op):
+#: the IR names none itself, this root composes the layers
+OP_LIBRARIES = ["relaxpack.ops.definitions"]
+
 #: public name -> (module, attribute in it; None for the module itself)
 _LAZY = {
     "ir": ("relaxpack.ir", None),

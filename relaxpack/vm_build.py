@@ -15,11 +15,8 @@ from .ir.module import IRModule
 from .ir.struct_info import TupleStructInfo
 from .ir.well_formed import check_well_formed
 from .packager.codegen import codegen
-from .passes import PassContext, Sequential
-from .passes.legalize import legalize
-from .passes.lower_fused import lower_fused_functions
-from .passes.optimize import optimize_pipeline
-from .passes.reorder_bindings import reorder_bindings
+from .passes import PassContext
+from .passes.pipeline import lower_pipeline, optimize_pipeline
 from .runtime.archive_check import MAX_PARAMS
 from .runtime.executable import Executable
 
@@ -54,12 +51,6 @@ def check_archive_limits(mod: IRModule) -> None:
                 raise ArchiveError(f"function {name!r} has {count} {what}; an archive holds at most {MAX_PARAMS}")
 
 
-def lower_pipeline() -> Sequential:
-    """Graph ops to kernel calls, then the order of lowest peak memory (ReorderBindings
-    runs last: fusion and legalization move bindings, and the planner works on this order)."""
-    return Sequential([lower_fused_functions, legalize, reorder_bindings], name="Lower")
-
-
 def build(mod: IRModule, opt_level: int = 2, check: bool = True, pools: dict[str, int] | None = None,
           plan_memory: bool = True, stage: Callable[[str], ContextManager] | None = None) -> Executable:
     """Compile ``mod`` for the :class:`~relaxpack.runtime.VirtualMachine`.
@@ -79,7 +70,7 @@ def build(mod: IRModule, opt_level: int = 2, check: bool = True, pools: dict[str
     with PassContext(opt_level=opt_level, instruments=ctx.instruments, check_well_formed=check,
                      disabled_passes=ctx.disabled_passes, config=ctx.config):
         with stage("optimize"):
-            optimized = optimize_pipeline(opt_level)(mod)
+            optimized = optimize_pipeline()(mod)
         with stage("lower"):
             lowered = lower_pipeline()(optimized)
     with stage("codegen + plan"):

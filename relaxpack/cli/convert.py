@@ -34,9 +34,8 @@ def _parser(sub):
 def check_pass_names(names: list[str], option: str) -> None:
     """Every name is a pass that ``build`` runs (at -O2, or in lowering); else an InputError listing them."""
     from ..passes import Sequential
-    from ..passes.optimize import optimize_pipeline
-    from ..vm_build import lower_pipeline
-    known, stack = set(), [optimize_pipeline(2), lower_pipeline()]
+    from ..passes.pipeline import lower_pipeline, optimize_pipeline
+    known, stack = set(), [optimize_pipeline(), lower_pipeline()]
     while stack:
         p = stack.pop()
         if isinstance(p, Sequential):

@@ -26,9 +26,10 @@ from .gradual import infer_assuming
 from .expr import (
     Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc,
     Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, Span, StringImm,
-    Tuple, TupleGetItem, Var, VarBinding,
+    Tuple, TupleGetItem, Var, VarBinding, identical,
 )
 from .module import IRModule
+from .op import get_op_def
 from .struct_info import (
     FuncStructInfo, ObjectStructInfo, StructInfo, TupleStructInfo, erase_to_well_defined,
     unify_struct_info,
@@ -309,7 +310,7 @@ class BlockBuilder:
             return self._normalize_call(expr)
         if isinstance(expr, Tuple):
             fields = tuple(self._normalize_arg(f) for f in expr.fields)
-            if expr.struct_info is not None and all(a is b for a, b in zip(fields, expr.fields)):
+            if expr.struct_info is not None and identical(fields, expr.fields):
                 return expr
             return Tuple(fields)
         if isinstance(expr, TupleGetItem):
@@ -332,12 +333,10 @@ class BlockBuilder:
         return expr if is_leaf(expr) or isinstance(expr, TupleGetItem) else self.emit(expr)
 
     def _normalize_call(self, call: Call) -> Call:
-        args = tuple(self._normalize_arg(a) for a in call.args)
-        if all(a is b for a, b in zip(args, call.args)):
-            args = call.args
-        if call.struct_info is not None and args is call.args:
+        new = call.replace(args=tuple(self._normalize_arg(a) for a in call.args))
+        if new is call and call.struct_info is not None:
             return call
-        call = call.replace(args=args)
+        call = new
         if not self.gradual:
             return call.replace(struct_info=self.infer_call(call))
         call, sinfo, casts = infer_assuming(call, self.infer_call, self.entry_dims(), self.in_dataflow)
@@ -350,7 +349,6 @@ class BlockBuilder:
         op = call.op
         try:
             if isinstance(op, Op):
-                from ..ops.registry import get_op_def
                 opdef = get_op_def(op)
                 opdef.check_call(call)
                 return opdef.infer(call, self.analyzer)
@@ -431,7 +429,6 @@ def is_pure_expr(expr: Expr) -> bool:
         return True
     op = expr.op
     if isinstance(op, Op):
-        from ..ops.registry import get_op_def
         return get_op_def(op).pure
     sinfo = op.struct_info
     return not isinstance(sinfo, FuncStructInfo) or sinfo.purity

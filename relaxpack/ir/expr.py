@@ -46,13 +46,24 @@ def _freeze(value):
     return value
 
 
+def identical(new, old) -> bool:
+    """``new`` is ``old``, or ``old`` is a tuple and ``new`` a sequence of the very
+    same objects: "did a rewrite change anything" for a node's tuple fields."""
+    if new is old:
+        return True
+    return (isinstance(old, tuple) and isinstance(new, (tuple, list)) and len(new) == len(old)
+            and all(a is b for a, b in zip(new, old)))
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Node:
     """Base of IR nodes: immutable, compared by identity."""
 
     def replace(self, **changes):
-        """A copy with ``changes``; ``self`` when every value is already there."""
-        if all(getattr(self, k) is v for k, v in changes.items()):
+        """A copy with ``changes``; ``self`` when every value is already there
+        (a tuple field element by element), so "did a pass change anything" is
+        ``new is not old``."""
+        if all(identical(v, getattr(self, k)) for k, v in changes.items()):
             return self
         return dataclasses.replace(self, **changes)
 
@@ -124,7 +135,8 @@ _OPS_LOCK = threading.Lock()
 class Op(Expr):
     """An operator, interned by name: ``Op.get("add") is Op.get("add")``.
 
-    Its schema (attributes, struct-info inference) lives in ``relaxpack.ops``.
+    Its schema (attributes, struct-info inference) is its :class:`~.op.OpDef`,
+    looked up with :func:`~.op.get_op_def`.
     """
 
     name: str

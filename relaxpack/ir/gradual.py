@@ -28,7 +28,7 @@ from typing import Callable
 
 from ..errors import UnprovenDimsError
 from .dims import Dim, format_dim, free_vars, is_static
-from .expr import Call, DataflowVar, Expr, MatchCast, ShapeExpr, Tuple, Var
+from .expr import Call, DataflowVar, Expr, MatchCast, ShapeExpr, Tuple, Var, identical
 from .struct_info import ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
 
 #: No call assumes more relations than this (each round makes one).
@@ -93,7 +93,7 @@ def _holds(expr: Expr, dim: Dim) -> bool:
 def _replace(expr: Expr, other: Dim, rep: Dim, casts: "_Casts") -> Expr:
     if isinstance(expr, Tuple):
         fields = tuple(_replace(f, other, rep, casts) for f in expr.fields)
-        if all(a is b for a, b in zip(fields, expr.fields)):
+        if identical(fields, expr.fields):
             return expr
         return Tuple(fields, struct_info=TupleStructInfo(tuple(f.struct_info for f in fields)))
     if isinstance(expr, ShapeExpr):       # a shape operand follows the assumption, unchecked

@@ -9,7 +9,10 @@ from ..errors import IRError
 from .expr import Function, GlobalVar, frozen_attrs
 
 #: Stages a module moves through, in order; recorded in ``attrs["stage"]``.
-STAGES = ("import", "optimize", "lower", "plan", "package")
+#: Each is produced by the importer (or the parser) or by some pass
+#: (``PassInfo.produces``); memory planning and packaging work on the
+#: bytecode (packager/), after the IR's last stage.
+STAGES = ("import", "optimize", "lower")
 
 
 class IRModule:

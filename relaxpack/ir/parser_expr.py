@@ -27,6 +27,7 @@ from .struct_info import (
     DTYPES, GLOBAL_SCOPE, FuncStructInfo, MapStructInfo, ObjectStructInfo, OptionalStructInfo, PrimStructInfo,
     SequenceStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
 )
+from .op import get_op_def
 from .text_syntax import OUT_SINFO_OPS, SPECIAL_FORMS, numpy_dtype, quote, takes_callee_name
 
 _FLOAT_NAMES = {"inf": math.inf, "nan": math.nan}
@@ -387,7 +388,6 @@ class ExprReader:
         return tuple(args), attrs, sinfo_args
 
     def _op_call(self, name: str, node: ast.Call) -> Call:
-        from ..ops.registry import get_op_def
         try:
             opdef = get_op_def(name)
         except UnsupportedOpError:

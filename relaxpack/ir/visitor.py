@@ -22,7 +22,7 @@ from .struct_info import is_base_of
 from .expr import (
     Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc,
     Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple,
-    TupleGetItem, Var, VarBinding,
+    TupleGetItem, Var, VarBinding, identical,
 )
 
 _EXPR_HOOKS = {
@@ -132,7 +132,7 @@ class ExprVisitor:
 
 
 def _same(new: tuple, old: tuple) -> tuple:
-    return old if len(new) == len(old) and all(a is b for a, b in zip(new, old)) else new
+    return old if identical(new, old) else new
 
 
 class ExprMutator:

@@ -33,11 +33,10 @@ from dataclasses import dataclass
 from ..runtime.bytecode import IMM, NO_DST, REG, Call, VMFunction
 from ..runtime.dtypes import numpy_dtype
 from ..runtime.executable import FuncEntry
-from ..runtime.memory import Buffer, align_up, lower_bound, plan_memory
+from ..runtime.memory import ALIGNMENT, Buffer, align_up, lower_bound, plan_memory
 from ..runtime.memory.liveness import value_lifetimes
 from ..runtime.shape_program import compile_program
 
-ALIGNMENT = 64
 
 @dataclass
 class _Alloc:

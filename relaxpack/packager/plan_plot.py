@@ -24,11 +24,12 @@ from xml.sax.saxutils import escape, quoteattr
 
 from ..errors import RelaxpackError
 from ..runtime.bytecode import IMM, REG, Call
-from ..runtime.memory import DEFAULT_ALGORITHMS, Buffer, align_up, lower_bound, naive_bytes, plan_memory
+from ..runtime.memory import (
+    ALIGNMENT, DEFAULT_ALGORITHMS, Buffer, align_up, lower_bound, naive_bytes, plan_memory,
+)
 from ..runtime.safe_write import write_file
 from ..runtime.shape_program import compile_program
 
-ALIGNMENT = 64
 WIDTH, PLOT_HEIGHT = 960, 420
 LEFT, RIGHT, TOP, BOTTOM = 84, 24, 56, 44
 POOL_GAP = 24

@@ -20,9 +20,8 @@ from ..ir.expr import (
 )
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from ..ops.workspace import call_workspace
-from ..packager.memory_plan import ALIGNMENT
 from ..runtime.dtypes import numpy_dtype
-from ..runtime.memory import align_up
+from ..runtime.memory import ALIGNMENT, align_up
 from ..runtime.memory.verify import peak_live
 
 #: the value of a symbolic dim without an upper bound, for sizes

@@ -23,9 +23,7 @@ above): that is DeadCodeElimination's job, which runs after it.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable
 
 from ..ir.block_builder import BlockBuilder
 from ..ir.dims import DimAnalyzer
@@ -36,48 +34,11 @@ from ..ir.expr import (
 from ..ir.struct_info import StructInfo, TupleStructInfo, is_base_of
 from ..ir.visitor import ExprMutator, ExprVisitor
 from ..ir.well_formed import function_analyzer
-from .infra import function_pass
-
-log = logging.getLogger(__name__)
+from .core.rules import Rule, apply_rules
+from .core.infra import function_pass
 
 #: A pass repeats its rewrite until nothing changes; this bounds the rounds.
 MAX_ROUNDS = 8
-
-
-# ---------------------------------------------------------------- rules as data
-@dataclass(frozen=True)
-class BindingRule:
-    """A local rewrite of one value that needs its pass's state (the values
-    vars are bound to, known constants, unified dims): ``pattern`` says where
-    it may apply, ``check(node, env)`` returns ``None`` when it does or the
-    reason why not, ``rewrite(node, env)`` makes the new node. The reasons
-    make "why did this not simplify" printable (:func:`explain`).
-
-    Rules that match trees of calls use :mod:`relaxpack.passes.rewrite`.
-    """
-
-    name: str
-    pattern: Callable[[Any], bool]
-    check: Callable[[Any, Any], str | None]
-    rewrite: Callable[[Any, Any], Any]
-
-
-def apply_rules(rules, node, env):
-    """The rewrite of the first rule whose pattern matches and whose check
-    passes, or None; failed checks are logged at debug level."""
-    for rule in rules:
-        if not rule.pattern(node):
-            continue
-        reason = rule.check(node, env)
-        if reason is None:
-            return rule.rewrite(node, env)
-        log.debug("%s does not apply: %s", rule.name, reason)
-    return None
-
-
-def explain(rules, node, env) -> dict[str, str | None]:
-    """For each rule whose pattern matches ``node``: None if it applies, else why not."""
-    return {rule.name: rule.check(node, env) for rule in rules if rule.pattern(node)}
 
 
 # ---------------------------------------------------------------- shared analyses
@@ -218,8 +179,8 @@ def _check_rebuilt(tup: Tuple, env: _Env) -> str | None:
 
 
 RULES = (
-    BindingRule("TupleGetItemOfTupleLiteral", lambda e: isinstance(e, TupleGetItem), _check_getitem, _rewrite_getitem),
-    BindingRule("TupleOfAllItems", lambda e: isinstance(e, Tuple), _check_rebuilt, lambda t, env: _rebuilt_source(t, env)),
+    Rule("TupleGetItemOfTupleLiteral", lambda e: isinstance(e, TupleGetItem), _check_getitem, _rewrite_getitem),
+    Rule("TupleOfAllItems", lambda e: isinstance(e, Tuple), _check_rebuilt, lambda t, env: _rebuilt_source(t, env)),
 )
 
 
@@ -323,5 +284,5 @@ def canonicalize_bindings(func, mod, ctx):
     return canonicalize_function(func)
 
 
-__all__ = ["BindingRule", "RULES", "apply_rules", "explain", "function_outputs", "is_constant_leaf",
+__all__ = ["RULES", "function_outputs", "is_constant_leaf",
            "match_cast_is_redundant", "canonicalize_bindings", "canonicalize_function"]

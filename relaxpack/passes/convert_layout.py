@@ -1,9 +1,6 @@
 """ConvertLayout: run the convolutional parts of a model channels last (NHWC).
 
-Channels-last kernels are cheaper where the channels are the long,
-contiguous dim: a depthwise conv becomes one einsum over strided tap views
-(no per-layer transposes) and a 1x1 conv one plain ``(HW, C) @ (C, O)``
-GEMM. As TVM's ConvertLayout, the pass rewrites maximal regions of rank-4
+As TVM's ConvertLayout, the pass rewrites maximal regions of rank-4
 bindings to ``data_layout="NHWC"``: a ``permute_dims`` in where a region
 reads a channels-first value, one out where a channels-first value is still
 needed, nothing in between::
@@ -16,51 +13,12 @@ needed, nothing in between::
     lv1_nhwc = R.add(lv0_nhwc, R.const(... (1, 1, 1, 16)))
     lv1 = R.permute_dims(lv1_nhwc, axes=(0, 3, 1, 2))            # only if something reads lv1
 
-Conv weights are constants packed at convert time into HWIO (``W'``), the
-layout the NHWC kernel reads. Rules (:mod:`.layout_rules`, table
-:data:`RULES`, op name -> :class:`LayoutRule`):
-
-- layout-sensitive ops continue a region: ``nn.conv``,
-  ``nn.conv_bias_act`` (a constant weight), ``nn.max_pool``,
-  ``nn.avg_pool``, ``nn.global_avg_pool``, ``nn.global_max_pool``; a conv
-  of at least ``THRESHOLDS.entry_min_channels`` input channels starts one
-  (:class:`Thresholds`: when a conv joins a region or gains from one);
-- a conv that stays channels first (a 3-channel stem, a shallow conv on a
-  large plane) starts a region by writing its result channels last,
-  ``out_layout="NHWC"``, when the channels-first engine ends it in a copy
-  out of its GEMM result (:func:`.kernels.nn.copies_out`: the copy then
-  transposes, at about the same cost) and it makes at least
-  ``entry_min_channels`` channels: no transpose in after it, and what
-  follows (ResNet's stem max pool) can join the region::
-
-      lv0 = R.nn.conv_bias_act(x, W, b, activation="relu", out_layout="NHWC")   # (n, 112, 112, 64)
-      lv1 = R.nn.max_pool(lv0, ..., data_layout="NHWC")
-
-- elementwise ops continue one when an operand is already channels last and
-  the others are too, or are scalars or constants (reordered: a bias
-  ``(1, C, 1, 1)`` becomes ``(1, 1, 1, C)``), or channels-first values an
-  earlier call of a region already transposes in (ResNet's residual add of
-  the stem pool: it reads that transpose);
-- ``nn.conv_transpose`` (a constant weight, packed to ``(C, kh, kw,
-  O/groups)``) continues or starts a region as a conv does;
-- ``image.resize`` of a channels-last value continues one: the same axes
-  renumbered (2, 3 -> 1, 2), its scales, roi and size unchanged (they
-  follow the axes' order);
-- ``concat`` along the channels of channels-last operands concatenates
-  along axis 3;
-- ``flatten(axis=1)`` of a channels-last value whose spatial dims are all
-  1 (after a global pool) reads it as it is: the same values in the same
-  order, so the region ends without a transpose.
-
-Each op's rules are tried in order (:data:`RULES`); anything else ends the
-region. A region is kept only when the calls that run faster channels last
-(a rule's ``gains``: depthwise, strided or deep KxK convs, 3x3 convs run by
-Winograd, transposed convs, resizes) are at least as many as its transposes
-in and out. A region input that is itself a transpose
-out of channels last (``permute_dims(v, (0, 3, 1, 2))``) is read through
-(transposes that cancel are never made), and transposes out that nothing
-reads are left to DeadCodeElimination. The pass works on each function's
-top-level bindings; a value used in a nested scope is transposed back.
+Which op joins, starts or ends a region, and how it is rewritten (conv
+weights packed to HWIO, ``out_layout="NHWC"`` for a conv that stays channels
+first): the rule table :data:`.layout_rules.RULES` and its
+:class:`~.layout_rules.Thresholds`. A region is kept only when the calls
+that gain from channels last are at least as many as its transposes; the
+reasons and measurements are in docs/design-notes.md ("Layout").
 """
 
 from __future__ import annotations
@@ -70,7 +28,7 @@ from ..ir.expr import Call, DataflowBlock, DataflowVar, Expr, Function, MatchCas
 from ..ir.visitor import ExprVisitor
 from ..ir.well_formed import function_analyzer
 from ..ops.registry import make_call
-from .infra import function_pass
+from .core.infra import function_pass
 from .layout_rules import (
     RULES, THRESHOLDS, TO_NCHW, TO_NHWC, LayoutRule, Thresholds, is_scalar, rank4, rule_for, rules_for,
 )

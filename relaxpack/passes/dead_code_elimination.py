@@ -31,7 +31,7 @@ from ..ir.expr import (
 )
 from ..ir.module import IRModule
 from ..ir.visitor import ExprVisitor
-from .infra import module_pass
+from .core.infra import module_pass
 
 ENTRY = "main"
 
@@ -98,12 +98,9 @@ def _sweep_seq(seq: SeqExpr, uses: Counter) -> SeqExpr:
                 binding = binding.replace(value=_sweep_if(binding.value, uses))
             kept.append(binding)
         kept.reverse()
-        blocks.append(block if len(kept) == len(block.bindings) and all(
-            a is b for a, b in zip(kept, block.bindings)) else type(block)(tuple(kept)))
+        blocks.append(block.replace(bindings=tuple(kept)))
     blocks.reverse()
-    if all(a is b for a, b in zip(blocks, seq.blocks)):
-        return seq
-    return SeqExpr(tuple(blocks), seq.body)
+    return seq.replace(blocks=tuple(blocks))
 
 
 def _sweep_if(node: If, uses: Counter) -> If:

@@ -36,7 +36,7 @@ from ..ir.struct_info import is_base_of
 from ..ir.visitor import ExprMutator
 from ..ir.well_formed import function_analyzer
 from .dead_code_elimination import has_side_effects
-from .infra import function_pass
+from .core.infra import function_pass
 
 
 class _CommonSubexpr(ExprMutator):

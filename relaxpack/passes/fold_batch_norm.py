@@ -36,8 +36,8 @@ import numpy as np
 from ..ir.expr import Call, Constant
 from ..ops.definitions.nn import output_layout
 from ..ops.registry import make_call
-from .infra import function_pass
-from .rewrite import (
+from .core.infra import function_pass
+from .core.rules import (
     Match, Rule, RewriteTable, all_of, const, float_output, is_op, same_type_as_output, used_once,
     wildcard,
 )

@@ -3,7 +3,7 @@
 A binding ``lv = R.op(c0, c1, ...)`` whose arguments are constants
 (``Constant``, a static ``R.shape``, an int/float ``PrimValue``, tuples of
 those) and whose op has a destination-passing kernel is evaluated with
-:func:`~relaxpack.passes.evaluate.evaluate_call` -- the very kernel the VM
+:func:`~relaxpack.ops.evaluate.evaluate_call` -- the very kernel the VM
 would run -- and becomes ``lv = R.const(...)``; uses of ``lv`` see the
 constant, so chains fold in one run. A tuple result (``split``) becomes a
 tuple of constants and indexing it gives the constant.
@@ -31,14 +31,14 @@ from __future__ import annotations
 import logging
 
 from ..ir.block_builder import BlockBuilder, is_pure_expr
-from ..ir.expr import Call, Constant, Expr, Op, PrimValue, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var
+from ..ir.expr import Call, Constant, Expr, Op, PrimValue, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var, identical
 from ..ir.visitor import ExprMutator
 from ..ops.registry import get_op_def
 from ..ir.well_formed import function_analyzer
 from ..runtime.kernels import KERNELS
-from .canonicalize_bindings import BindingRule, apply_rules
-from .evaluate import evaluate_call, output_size
-from .infra import function_pass
+from .core.rules import Rule, apply_rules
+from ..ops.evaluate import evaluate_call, output_size
+from .core.infra import function_pass
 
 log = logging.getLogger(__name__)
 
@@ -116,13 +116,13 @@ def _check_constant_tuple(item: TupleGetItem, env) -> str | None:
         else "the tuple is not a constant"
 
 
-def fold_rules(min_elements: int) -> tuple[BindingRule, ...]:
+def fold_rules(min_elements: int) -> tuple[Rule, ...]:
     """The rules of FoldConstant for a size floor of ``min_elements``."""
     return (
-        BindingRule("FoldCall", lambda e: isinstance(e, Call),
+        Rule("FoldCall", lambda e: isinstance(e, Call),
                     lambda call, env: _check_fold(call, min_elements),
                     lambda call, env: _fold(call, min_elements)),
-        BindingRule("FoldTupleGetItem", lambda e: isinstance(e, TupleGetItem),
+        Rule("FoldTupleGetItem", lambda e: isinstance(e, TupleGetItem),
                     _check_constant_tuple, lambda item, env: item.tuple_value.fields[item.index]),
     )
 
@@ -148,7 +148,7 @@ class _Folder(ExprMutator):
         body = self.visit_expr(seq.body)
         self._in_body = saved
         new_seq = self.builder.end_scope(body)
-        if len(blocks) == len(seq.blocks) and all(a is b for a, b in zip(blocks, seq.blocks)) \
+        if identical(blocks, seq.blocks) \
                 and new_seq.body is seq.body:
             return seq
         return SeqExpr(tuple(blocks), new_seq.body)

@@ -27,8 +27,8 @@ from __future__ import annotations
 from ..ir.expr import Call
 from ..ir.struct_info import TensorStructInfo
 from ..ops.registry import make_call
-from .infra import function_pass
-from .rewrite import Match, Rule, RewriteTable, all_of, is_op, used_once, wildcard
+from .core.infra import function_pass
+from .core.rules import Match, Rule, RewriteTable, all_of, is_op, used_once, wildcard
 
 _PRODUCTS = ("matmul", "permute_matmul")
 

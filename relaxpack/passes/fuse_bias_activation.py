@@ -31,8 +31,8 @@ from ..ops.definitions.common import dtype_kind
 from ..ops.definitions.nn import output_layout
 from ..ops.registry import make_call
 from .fold_batch_norm import per_channel
-from .infra import function_pass
-from .rewrite import Match, Rule, RewriteTable, all_of, const, is_op, same_type_as_output, used_once, wildcard
+from .core.infra import function_pass
+from .core.rules import Match, Rule, RewriteTable, all_of, const, is_op, same_type_as_output, used_once, wildcard
 
 _CONV_ATTRS = ("strides", "padding", "dilation", "groups", "data_layout", "out_layout")
 

@@ -45,7 +45,7 @@ from ..ir.visitor import ExprVisitor
 from ..ir.well_formed import function_analyzer
 from ..ops.definitions.fused_elementwise import fusible_kind, same_layout, same_shape
 from ..runtime.kernels.fused_elementwise import plan_buffers
-from .infra import module_pass
+from .core.infra import module_pass
 from .lower_fused import recipe_of
 
 log = logging.getLogger(__name__)
@@ -181,18 +181,14 @@ class _Fuser:
             blocks = tuple(self.block(b) for b in seq.blocks[:-1])
             *bindings, tail = self.block(last, result).bindings
             body = seq.body if tail is result else tail.value
-            changed = len(bindings) != len(last.bindings) or any(a is not b for a, b in zip(bindings, last.bindings))
-            blocks += (last.replace(bindings=tuple(bindings)) if changed else last,)
-        if body is seq.body and all(a is b for a, b in zip(blocks, seq.blocks)):
-            return seq
+            blocks += (last.replace(bindings=tuple(bindings)),)
         return seq.replace(blocks=blocks, body=body)
 
     def block(self, block: BindingBlock, result: VarBinding | None = None) -> BindingBlock:
         bindings = [self.nested(b) for b in block.bindings] + ([result] if result is not None else [])
         groups = self.groups(bindings)
         if not groups:
-            changed = any(a is not b for a, b in zip(bindings, block.bindings)) or result is not None
-            return block.replace(bindings=tuple(bindings)) if changed else block
+            return block.replace(bindings=tuple(bindings))
         index = {b.var: i for i, b in enumerate(bindings)}
         member_of = {id(m): g for g in groups for m in g.members}
         out = []

@@ -20,6 +20,7 @@ from ..ops.definitions.fused_elementwise import fusible_kind
 from ..ops.registry import make_call
 from ..runtime.kernels.conv_winograd import prefers_winograd
 from ..runtime.kernels.nn import copies_out
+from .core.rules import Rule, first_applicable
 
 TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)
@@ -69,24 +70,27 @@ SENSITIVE = ("nn.conv", "nn.conv_bias_act", "nn.max_pool", "nn.avg_pool", "nn.gl
 
 
 @dataclass(frozen=True)
-class LayoutRule:
-    """How one op joins a region: ``check(call, is_nhwc)`` returns None when
-    it can (``is_nhwc(expr)``: that operand is channels last in the region)
-    or why not; ``rewrite(call, nhwc)`` builds the channels-last call
-    (``nhwc(expr)``: the operand channels last). ``output_nhwc``: the
-    result stays in the region (False: the rule reads the region and ends it).
-    ``gains(call)``: the call runs faster channels last, a reason to keep
-    its region (:func:`.convert_layout._worth_it`). ``reads_nhwc``: False
-    when the call reads its operands as they are, channels first (a conv
-    writing its result channels last): none is transposed in or counts as a
-    region read."""
+class LayoutRule(Rule):
+    """How one op joins a region (a :class:`~.core.rules.Rule` without a
+    pattern: :func:`rules_for` picks the rules by op). ``check(call,
+    is_nhwc)`` returns None when it can (``is_nhwc(expr)``: that operand is
+    channels last in the region) or why not; ``rewrite(call, nhwc)`` builds
+    the channels-last call (``nhwc(expr)``: the operand channels last).
+    ``output_nhwc``: the result stays in the region (False: the rule reads
+    the region and ends it). ``gains(call)``: the call runs faster channels
+    last, a reason to keep its region (:func:`.convert_layout._worth_it`).
+    ``reads_nhwc``: False when the call reads its operands as they are,
+    channels first (a conv writing its result channels last): none is
+    transposed in or counts as a region read."""
 
-    name: str
-    check: Callable
-    rewrite: Callable
     output_nhwc: bool = True
     gains: Callable | None = None
     reads_nhwc: bool = True
+
+
+def layout_rule(name: str, check: Callable, rewrite: Callable, **flags) -> LayoutRule:
+    """A layout rule of ``name``; its op comes from the table (:data:`RULES`), not a pattern."""
+    return LayoutRule(name, None, check, rewrite, **flags)
 
 
 def rank4(expr: Expr) -> bool:
@@ -310,9 +314,9 @@ def _gains(call: Call) -> bool:
     return depthwise or strided or weight[1] * taps >= THRESHOLDS.gain_min_depth or _runs_winograd(call)
 
 
-_SENSITIVE_RULE = LayoutRule("sensitive", _check_sensitive, _rewrite_sensitive, gains=_gains)
-_ENTRY_RULE = LayoutRule("conv_writes_nhwc", _check_entry, _rewrite_entry, reads_nhwc=False)
-_ELEMENTWISE_RULE = LayoutRule("elementwise", _check_elementwise, _rewrite_elementwise)
+_SENSITIVE_RULE = layout_rule("sensitive", _check_sensitive, _rewrite_sensitive, gains=_gains)
+_ENTRY_RULE = layout_rule("conv_writes_nhwc", _check_entry, _rewrite_entry, reads_nhwc=False)
+_ELEMENTWISE_RULE = layout_rule("elementwise", _check_elementwise, _rewrite_elementwise)
 
 #: op name -> its rules, tried in order (the first whose check passes is taken)
 RULES: dict[str, tuple[LayoutRule, ...]] = {
@@ -321,12 +325,12 @@ RULES: dict[str, tuple[LayoutRule, ...]] = {
     "nn.conv_bias_act": (_SENSITIVE_RULE, _ENTRY_RULE),
     # channels last: one GEMM with the weight as it is, and for kernel == stride no overlapping adds
     # (1.4-5x faster than channels first on UNet's decoder, measured)
-    "nn.conv_transpose": (LayoutRule("conv_transpose", _check_conv_transpose, _rewrite_conv_transpose,
+    "nn.conv_transpose": (layout_rule("conv_transpose", _check_conv_transpose, _rewrite_conv_transpose,
                                      gains=lambda call: True),),
     # gathers of contiguous channel runs: 2.5-4x faster than channels first (UNet, YOLO; measured)
-    "image.resize": (LayoutRule("resize", _check_resize, _rewrite_resize, gains=lambda call: True),),
-    "concat": (LayoutRule("concat_channels", _check_concat, _rewrite_concat),),
-    "flatten": (LayoutRule("flatten_unit_spatial", _check_flatten, _rewrite_flatten, output_nhwc=False),),
+    "image.resize": (layout_rule("resize", _check_resize, _rewrite_resize, gains=lambda call: True),),
+    "concat": (layout_rule("concat_channels", _check_concat, _rewrite_concat),),
+    "flatten": (layout_rule("flatten_unit_spatial", _check_flatten, _rewrite_flatten, output_nhwc=False),),
 }
 
 
@@ -342,4 +346,4 @@ def rules_for(call: Call) -> tuple[LayoutRule, ...]:
 
 def rule_for(call: Call, is_nhwc) -> LayoutRule | None:
     """The first of ``call``'s rules whose check passes, or None."""
-    return next((r for r in rules_for(call) if r.check(call, is_nhwc) is None), None)
+    return first_applicable(rules_for(call), call, is_nhwc)

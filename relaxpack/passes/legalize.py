@@ -27,7 +27,7 @@ from ..ir.well_formed import function_analyzer
 from ..ops.definitions.common import fmt_sinfo
 from ..ops.registry import get_op_def, make_call
 from ..runtime.kernels.output_shapes import OUTPUT_SHAPES
-from .infra import function_pass
+from .core.infra import function_pass
 
 INTRINSICS = frozenset({"call_tir", "call_dps_packed", "call_packed", "call_pure_packed"})
 #: structured control flow the VM runs itself (its body is a module function, legalized on its own)

@@ -24,7 +24,7 @@ from ..ir.struct_info import TensorStructInfo
 from ..ir.visitor import ExprMutator, ExprVisitor
 from ..ir.well_formed import function_analyzer
 from ..ops.definitions.fused_elementwise import NAME, fusible_kind, may_write_over, same_shape
-from .infra import module_pass
+from .core.infra import module_pass
 from .legalize import legalize_call
 
 

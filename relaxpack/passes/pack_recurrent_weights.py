@@ -27,8 +27,8 @@ import numpy as np
 from ..ir.expr import Constant
 from ..ops.registry import make_call
 from ..runtime.kernels.recurrent_weights import pack_weights
-from .infra import function_pass
-from .rewrite import Match, Rule, RewriteTable, all_of, const, is_op, wildcard
+from .core.infra import function_pass
+from .core.rules import Match, Rule, RewriteTable, all_of, const, is_op, wildcard
 
 LAYERS = ("nn.rnn", "nn.gru", "nn.lstm")
 PACKABLE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))

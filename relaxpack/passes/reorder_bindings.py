@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 
 from ..ir.expr import Binding, Function, If, MatchCast, SeqExpr
 from .binding_liveness import REPRESENTATIVE_DIM, binding_dims, is_barrier, Liveness, vars_in, peak_live_bytes
-from .infra import function_pass
+from .core.infra import function_pass
 
 log = logging.getLogger(__name__)
 
@@ -357,10 +357,7 @@ class _Reorderer:
         self.runs = self.improved = 0
 
     def seq(self, seq: SeqExpr) -> SeqExpr:
-        blocks = tuple(self.block(b) for b in seq.blocks)
-        if all(a is b for a, b in zip(blocks, seq.blocks)):
-            return seq
-        return seq.replace(blocks=blocks)
+        return seq.replace(blocks=tuple(self.block(b) for b in seq.blocks))
 
     def block(self, block):
         out: list[Binding] = []
@@ -377,8 +374,6 @@ class _Reorderer:
             else:
                 run.append(b)
         out += self.reorder(run)
-        if all(a is b for a, b in zip(out, block.bindings)):
-            return block
         return block.replace(bindings=tuple(out))
 
     def reorder(self, run: list[Binding]) -> list[Binding]:

@@ -61,8 +61,8 @@ import numpy as np
 
 from ..ir.expr import Constant, ShapeExpr
 from ..ops.registry import make_call
-from .infra import function_pass
-from .rewrite import (
+from .core.infra import function_pass
+from .core.rules import (
     Match, Rule, RewriteTable, all_of, any_of, const, float_output, is_op, same_type_as_output,
     used_once, wildcard,
 )

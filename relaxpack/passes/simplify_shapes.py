@@ -40,7 +40,7 @@ from ..ir.block_builder import BlockBuilder
 from ..ir.dims import Dim, DimAnalyzer, dim_max, dim_min, free_vars, substitute, sym
 from ..ir.expr import (
     Call, Constant, Expr, Function, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, Tuple, Var,
-    VarBinding,
+    VarBinding, identical,
 )
 from ..ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
@@ -49,9 +49,9 @@ from ..ir.struct_info import (
 from ..ir.visitor import ExprMutator
 from ..ir.well_formed import function_analyzer
 from ..ops.registry import make_call
-from ..runtime.kernels._math import onnx_slice
-from .canonicalize_bindings import BindingRule, apply_rules
-from .infra import function_pass
+from ..runtime.semantics import onnx_slice
+from .core.rules import Rule, apply_rules
+from .core.infra import function_pass
 
 log = logging.getLogger(__name__)
 
@@ -104,11 +104,11 @@ class _Dims:
             return s if value == s.value and type(value) is type(s.value) else PrimStructInfo(s.dtype, value)
         if isinstance(s, TupleStructInfo):
             fields = tuple(self.sinfo(f) for f in s.fields)
-            return s if all(a is b for a, b in zip(fields, s.fields)) else TupleStructInfo(fields)
+            return s if identical(fields, s.fields) else TupleStructInfo(fields)
         if isinstance(s, FuncStructInfo):
             params = None if s.params is None else tuple(self.sinfo(p) for p in s.params)
             ret = self.sinfo(s.ret)
-            if ret is s.ret and (params is None or all(a is b for a, b in zip(params, s.params))):
+            if ret is s.ret and (params is None or identical(params, s.params)):
                 return s
             return FuncStructInfo(params, ret, s.purity)
         return s
@@ -406,8 +406,8 @@ def _is_op(*names):
 
 
 RULES = (
-    BindingRule("WhereOfDecidedCondition", _is_op("where"), _check_where, lambda c, v: _chosen_branch(c, v)),
-    BindingRule("SymbolicShapeArithmetic", _is_op(*_CONTENTS), _check_shape_arithmetic, _rewrite_shape_arithmetic),
+    Rule("WhereOfDecidedCondition", _is_op("where"), _check_where, lambda c, v: _chosen_branch(c, v)),
+    Rule("SymbolicShapeArithmetic", _is_op(*_CONTENTS), _check_shape_arithmetic, _rewrite_shape_arithmetic),
 )
 
 
@@ -442,7 +442,7 @@ class _Simplifier(ExprMutator):
         kept = tuple(r for r in ranges if r[0] not in self.unified)
         if kept != ranges:
             attrs = {**attrs, "dim_ranges": kept} if kept else {k: v for k, v in attrs.items() if k != "dim_ranges"}
-        if all(a is b for a, b in zip(params, func.params)) and body is func.body and ret is func.ret_struct_info \
+        if identical(params, func.params) and body is func.body and ret is func.ret_struct_info \
                 and attrs is func.attrs:
             return func
         return Function(params, body, ret, func.is_pure, attrs)
@@ -468,7 +468,7 @@ class _Simplifier(ExprMutator):
     def visit_call_(self, call: Call) -> Expr:
         new = super().visit_call_(call)
         sinfo_args = tuple(self.dims.sinfo(s) for s in call.sinfo_args)
-        if any(a is not b for a, b in zip(sinfo_args, call.sinfo_args)):
+        if not identical(sinfo_args, call.sinfo_args):
             new = Call(new.op, new.args, new.attrs, sinfo_args)
         return new
 

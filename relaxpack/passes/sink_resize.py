@@ -31,8 +31,8 @@ from ..ir.struct_info import TensorStructInfo
 from ..ops.definitions.common import dtype_kind
 from ..ops.definitions.nn import output_layout
 from ..ops.registry import make_call
-from .infra import function_pass
-from .rewrite import Match, Rule, RewriteTable, all_of, const, is_op, used_once, wildcard
+from .core.infra import function_pass
+from .core.rules import Match, Rule, RewriteTable, all_of, const, is_op, used_once, wildcard
 
 
 def _pointwise_conv(m: Match) -> str | None:

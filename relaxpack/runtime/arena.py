@@ -18,10 +18,9 @@ import numpy as np
 from ..errors import ArchiveError
 from .builtins import builtin, specializable
 from .dtypes import numpy_dtype
-from .memory import Buffer, plan_memory
+from .memory import ALIGNMENT, Buffer, plan_memory
 from .shape_program import compile_program
 
-ALIGNMENT = 64
 #: The algorithms used per concrete shape: the fast ones (the compiler ran
 #: the full set, refinements included, for the plan at the dims' bounds).
 RUNTIME_ALGORITHMS = ("greedy_by_size", "greedy_by_conflicts", "best_fit")

@@ -28,6 +28,18 @@ def test_replace_returns_self_when_nothing_changes():
     assert changed is not call and changed.op is call.op
 
 
+def test_replace_compares_tuple_fields_element_by_element():
+    x, y = Var("x", TensorStructInfo((2,), "float32")), Var("y", TensorStructInfo((2,), "float32"))
+    call = Call(Op.get("add"), (x, y))
+    assert call.replace(args=tuple([x, y])) is call       # a new tuple of the same vars
+    assert call.replace(args=[x, y]) is call              # or a list of them
+    for args in ((y, x), (x,), (x, y, y)):                # another order, fewer, more
+        changed = call.replace(args=args)
+        assert changed is not call and changed.args == args
+    tup = Tuple((x, y))
+    assert tup.replace(fields=(x, y), struct_info=tup.struct_info) is tup
+
+
 def test_op_is_interned():
     assert Op.get("add") is Op.get("add")
     assert Op.get("add") is not Op.get("subtract")

@@ -580,7 +580,7 @@ def test_empty_module_and_function_without_bindings():
 
 
 def test_op_names_clashing_with_special_forms_use_r_op(monkeypatch):
-    from relaxpack.ops import registry
+    from relaxpack.ir import op as registry
     name = "shape.test_printer_probe"
     registry.registered_ops()   # load the real definitions first
     # a temporary op, removed again after the test so other tests see the real registry

@@ -1,11 +1,12 @@
 """CanonicalizeBindings: aliases, trivial tuples, redundant match casts."""
 
 from relaxpack.ir import parse
+from relaxpack.passes.core.rules import reasons as rule_reasons
 from relaxpack.passes.canonicalize_bindings import (
-    RULES, _Env, canonicalize_bindings, explain, match_cast_is_redundant,
+    RULES, _Env, canonicalize_bindings, match_cast_is_redundant,
 )
 
-from .test_optimize import assert_rewrites, assert_same_results, assert_unchanged, run_pass
+from .helpers import assert_rewrites, assert_same_results, assert_unchanged, run_pass
 
 
 def test_var_chains_collapse_and_the_output_keeps_its_name():
@@ -293,6 +294,6 @@ class Module:
         return a
 """)
     item = mod["main"].body.blocks[0].bindings[1].value
-    reasons = explain(RULES, item, _Env())
+    reasons = rule_reasons(RULES, item, _Env())
     assert reasons == {"TupleGetItemOfTupleLiteral": "the tuple is not a tuple literal"}
     assert run_pass(canonicalize_bindings, mod)["main"].body.blocks[0].bindings[1].value is item

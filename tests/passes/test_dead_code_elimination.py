@@ -7,7 +7,7 @@ from relaxpack.passes import Sequential
 from relaxpack.passes.dead_code_elimination import dead_code_elimination, removable
 from relaxpack.passes.eliminate_common_subexpr import eliminate_common_subexpr
 
-from .test_optimize import assert_rewrites, assert_same_results, assert_unchanged, run_pass
+from .helpers import assert_rewrites, assert_same_results, assert_unchanged, run_pass
 
 
 def test_unused_chains_go_in_one_run():

@@ -7,7 +7,7 @@ from relaxpack.passes import Sequential
 from relaxpack.passes.canonicalize_bindings import canonicalize_bindings
 from relaxpack.passes.eliminate_common_subexpr import eliminate_common_subexpr
 
-from .test_optimize import (
+from .helpers import (
     assert_rewrites, assert_same_results, assert_unchanged, count_bindings, ops_used, run_pass,
 )
 

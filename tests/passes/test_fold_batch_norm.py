@@ -12,10 +12,12 @@ from relaxpack.check import compare_outputs, onnxruntime_session
 from relaxpack.examples.onnx_models import small_cnn
 from relaxpack.ir import parse
 from relaxpack.passes.fold_batch_norm import RULES, fold_batch_norm
-from relaxpack.passes.rewrite import explain
+from relaxpack.passes.core.rules import explain
 from relaxpack.runtime import VirtualMachine
 
-from .test_rewrite import assert_rewrites, assert_same_results, assert_unchanged, kernel_calls, ops_of, run
+from .helpers import (
+    assert_rewrites, assert_same_results, assert_unchanged, kernel_calls, ops_of, run_pass, with_dce,
+)
 
 
 def c(values, dtype="float32") -> str:
@@ -91,7 +93,7 @@ return lv1
 """, id="bias_scale_shift"),
 ])
 def test_conv_folds(before, expected):
-    mod, out = assert_rewrites(fold_batch_norm, program(*CONV_SIG, before), program(*CONV_SIG, expected))
+    mod, out = assert_rewrites(with_dce(fold_batch_norm), program(*CONV_SIG, before), program(*CONV_SIG, expected))
     assert_same_results(mod, out, [{"n": 1}, {"n": 3}])
 
 
@@ -114,7 +116,7 @@ lv = R.matmul(x, {c([[1, 6], [3, 12], [5, 18]])})
 lv1 = R.add(lv, {c(eval(shift))})
 return lv1
 """
-    mod, out = assert_rewrites(fold_batch_norm, program(*MM_SIG, before), program(*MM_SIG, expected))
+    mod, out = assert_rewrites(with_dce(fold_batch_norm), program(*MM_SIG, before), program(*MM_SIG, expected))
     assert_same_results(mod, out, [{"n": 1}, {"n": 4}])
 
 
@@ -135,7 +137,7 @@ lv4 = R.nn.batch_norm(lv3, {bn(6)})
 return lv4
 """)
     mod = parse(before)
-    out = run(fold_batch_norm, mod)
+    out = run_pass(with_dce(fold_batch_norm), mod)
     assert ops_of(out) == ["nn.conv_transpose", "add", "nn.conv", "add"]
     assert_same_results(mod, out, [{"n": 1}, {"n": 2}], rtol=1e-4, atol=1e-4)
 
@@ -200,7 +202,7 @@ def test_small_cnn_batch_norms_fold_and_match_onnxruntime():
     model = small_cnn()
     mod = relaxpack.from_onnx(model)
     assert ops_of(mod).count("nn.batch_norm") == 2
-    out = run(fold_batch_norm, mod)
+    out = run_pass(with_dce(fold_batch_norm), mod)
     assert "nn.batch_norm" not in ops_of(out)
     assert kernel_calls(mod) == 13 and kernel_calls(out) == 11     # the flatten is a view
     session = onnxruntime_session(model)

@@ -5,7 +5,7 @@ import numpy as np
 from relaxpack.ir import parse
 from relaxpack.passes.fold_constant import CONFIG_KEY, FOLD_MIN_ELEMENTS, fold_constant
 
-from .test_optimize import assert_rewrites, assert_same_results, assert_unchanged, ops_used, run_pass
+from .helpers import assert_rewrites, assert_same_results, assert_unchanged, ops_used, run_pass
 
 
 def test_chains_fold_in_one_run_and_uses_see_the_constant():

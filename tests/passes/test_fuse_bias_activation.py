@@ -19,11 +19,11 @@ from relaxpack.passes import PassContext, Sequential
 from relaxpack.passes.dead_code_elimination import dead_code_elimination
 from relaxpack.passes.fold_batch_norm import fold_batch_norm
 from relaxpack.passes.fuse_bias_activation import RULES, fuse_bias_activation
-from relaxpack.passes.rewrite import explain
+from relaxpack.passes.core.rules import explain
 from relaxpack.passes.simplify_algebra import simplify_algebra
 from relaxpack.runtime import VirtualMachine
 
-from .test_rewrite import assert_rewrites, assert_same_results, kernel_calls, ops_of, program
+from .helpers import assert_rewrites, assert_same_results, kernel_calls, ops_of, program, with_dce
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
@@ -120,14 +120,14 @@ return lv
 @pytest.mark.parametrize("name", CASES)
 def test_rewrites(name):
     (params, ret), before, expected = CASES[name]
-    mod, out = assert_rewrites(fuse_bias_activation, program(params, ret, before), program(params, ret, expected))
+    mod, out = assert_rewrites(with_dce(fuse_bias_activation), program(params, ret, before), program(params, ret, expected))
     assert kernel_calls(out) == 1
     assert_same_results(mod, out, [{"n": 1}, {"n": 3}], rtol=0, atol=0)     # the same kernels, in place
 
 
 def test_integer_gemm_with_relu():
     params = 'x: R.Tensor(("n", 4), "int32"), w: R.Tensor((4, 3), "int32")'
-    mod, out = assert_rewrites(fuse_bias_activation, program(params, '("n", 3)', """
+    mod, out = assert_rewrites(with_dce(fuse_bias_activation), program(params, '("n", 3)', """
 lv = R.matmul(x, w)
 lv1 = R.add(lv, R.const([1, 2, 3], "int32"))
 lv2 = R.nn.relu(lv1)

@@ -14,15 +14,15 @@ import relaxpack
 from relaxpack.check import compare_outputs, onnxruntime_session
 from relaxpack.examples.onnx_models import small_cnn, transformer_block_onnx
 from relaxpack.ir import parse
-from relaxpack.ir.dims import evaluate
 from relaxpack.ir.equality import assert_structural_equal
 from relaxpack.ir.well_formed import check_well_formed
 from relaxpack.passes import PassContext
 from relaxpack.passes.fuse_ops import fuse_ops
 from relaxpack.passes.lower_fused import lower_fused_functions
-from relaxpack.passes.optimize import optimize_pipeline
+from relaxpack.passes.pipeline import optimize_pipeline
 from relaxpack.runtime import VirtualMachine
-from relaxpack.runtime.dtypes import numpy_dtype
+
+from .helpers import random_inputs
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 PRIMITIVE = 'R.func_attr({"Primitive": True})'
@@ -41,20 +41,6 @@ def build(mod):
     return relaxpack.build(mod, opt_level=0)
 
 
-def random_inputs(mod, dims, rng):
-    feeds = {}
-    for p in mod["main"].params:
-        shape = tuple(evaluate(d, dims) for d in p.struct_info.shape)
-        dtype = numpy_dtype(p.struct_info.dtype)
-        if dtype == bool:
-            feeds[p.name_hint] = rng.random(shape) < 0.5
-        elif dtype.kind in "iu":
-            feeds[p.name_hint] = rng.integers(-200, 200, shape).astype(dtype)
-        else:
-            feeds[p.name_hint] = rng.standard_normal(shape).astype(dtype)
-    return feeds
-
-
 def assert_fuses(before: str, expected: str, dims=({"n": 1}, {"n": 7})):
     """FuseOps turns ``before`` into ``expected``; running it again changes
     nothing; the text reads back; both compute the same on random inputs."""
@@ -66,7 +52,7 @@ def assert_fuses(before: str, expected: str, dims=({"n": 1}, {"n": 7})):
     vm_before, vm_after = VirtualMachine(relaxpack.build(mod, opt_level=0)), VirtualMachine(build(out))
     rng = np.random.default_rng(0)
     for d in dims:
-        feeds = random_inputs(mod, d, rng)
+        feeds = random_inputs(mod, d, rng, low=-200, high=200)
         want, got = vm_before.run(feeds), vm_after.run(feeds)
         for name in want:
             np.testing.assert_array_equal(got[name], want[name])
@@ -416,7 +402,7 @@ def test_models_use_fewer_kernel_calls_and_match_onnxruntime(name, imported, opt
     model = model() if model else onnx.load(str(MODELS / f"{name}.onnx"))
     mod = relaxpack.from_onnx(model)
     with PassContext(opt_level=2, disabled_passes=["FuseOps"]):  # the -O2 rewrites without fusion
-        rewritten = optimize_pipeline(2)(mod)
+        rewritten = optimize_pipeline()(mod)
     counts = {}
     for key, start in (("imported", mod), ("optimized", rewritten)):
         counts[key] = (build(start).kernel_call_count(), build(fuse(start)).kernel_call_count())

@@ -1,5 +1,5 @@
-"""The core optimization passes together (relaxpack.passes.optimize), end to
-end on real models; and the helpers the tests of each core pass share."""
+"""The core optimization passes together (relaxpack.passes.pipeline), end to
+end on real models."""
 
 from pathlib import Path
 
@@ -11,106 +11,16 @@ import relaxpack
 from relaxpack.check import compare_outputs, onnxruntime_session
 from relaxpack.examples import transformer_block
 from relaxpack.examples.onnx_models import small_cnn, transformer_block_onnx
-from relaxpack.ir import parse
-from relaxpack.ir.dims import evaluate
-from relaxpack.ir.equality import assert_structural_equal, structural_equal
-from relaxpack.ir.expr import Call
+from relaxpack.ir.equality import structural_equal
 from relaxpack.ir.printer import module_metadata
-from relaxpack.ir.struct_info import TensorStructInfo
-from relaxpack.ir.visitor import ExprVisitor
 from relaxpack.ir.well_formed import check_well_formed
 from relaxpack.passes import PassContext, Sequential
-from relaxpack.passes.optimize import core_passes
+from relaxpack.passes.pipeline import core_passes
 from relaxpack.runtime import VirtualMachine
-from relaxpack.runtime.dtypes import numpy_dtype
+
+from .helpers import assert_same_results, count_bindings, ops_used
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
-
-
-# ---------------------------------------------------------------- helpers for the pass tests
-def run_pass(pass_, mod, **config):
-    """``pass_`` applied under a context that checks well-formedness."""
-    with PassContext(opt_level=3, check_well_formed=True, config=config):
-        return pass_(mod)
-
-
-def assert_rewrites(pass_, before: str, expected: str, **config):
-    """``pass_`` turns the program ``before`` into ``expected`` (texts), and
-    running it again changes nothing (idempotence)."""
-    mod = parse(before)
-    check_well_formed(mod)
-    out = run_pass(pass_, mod, **config)
-    assert_structural_equal(out, parse(expected).with_attrs(stage="optimize"))
-    assert_structural_equal(run_pass(pass_, out, **config), out)
-    return mod, out
-
-
-def assert_unchanged(pass_, text: str, **config):
-    """``pass_`` leaves the program alone (only the stage changes)."""
-    mod = parse(text)
-    check_well_formed(mod)
-    out = run_pass(pass_, mod, **config)
-    assert_structural_equal(out, mod.with_attrs(stage="optimize"))
-    return mod
-
-
-def count_bindings(mod) -> int:
-    """Bindings in all functions, If branches included."""
-    class Count(ExprVisitor):
-        n = 0
-
-        def visit_binding(self, binding):
-            self.n += 1
-            super().visit_binding(binding)
-
-    counter = Count()
-    for _, func in mod.items():
-        counter.visit_expr(func)
-    return counter.n
-
-
-def ops_used(mod) -> list[str]:
-    names = []
-
-    class Ops(ExprVisitor):
-        def visit_call_(self, call: Call):
-            names.append(getattr(call.op, "name", None) or getattr(call.op, "global_symbol", "?"))
-            super().visit_call_(call)
-
-    for _, func in mod.items():
-        Ops().visit_expr(func)
-    return names
-
-
-def random_inputs(mod, dims: dict, seed: int = 0, low=-3, high=3) -> dict:
-    """Random arrays for ``mod``'s main parameters with symbolic dims set by ``dims``."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for p in mod["main"].params:
-        sinfo = p.struct_info
-        assert isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None, p
-        shape = tuple(evaluate(d, dims) for d in sinfo.shape)
-        dtype = numpy_dtype(sinfo.dtype)
-        if dtype == np.bool_:
-            out[p.name_hint] = rng.integers(0, 2, shape).astype(bool)
-        elif np.issubdtype(dtype, np.integer):
-            out[p.name_hint] = rng.integers(low, high, shape).astype(dtype)
-        else:
-            out[p.name_hint] = rng.standard_normal(shape).astype(dtype)
-    return out
-
-
-def assert_same_results(before, after, dims_list, seed: int = 0, **input_kw):
-    """``before`` and ``after`` compute the same outputs on random inputs at
-    each assignment of the symbolic dims (both built with relaxpack.build)."""
-    vm_before = VirtualMachine(relaxpack.build(before, opt_level=0))
-    vm_after = VirtualMachine(relaxpack.build(after, opt_level=0))
-    for dims in dims_list:
-        inputs = random_inputs(before, dims, seed, **input_kw)
-        want, got = vm_before.run(inputs), vm_after.run(inputs)
-        assert want.keys() == got.keys()
-        for name in want:
-            np.testing.assert_allclose(np.asarray(got[name]), np.asarray(want[name]), rtol=1e-6, atol=1e-6)
 
 
 # ---------------------------------------------------------------- end to end

@@ -9,9 +9,9 @@ import pytest
 
 from relaxpack.ir import parse
 from relaxpack.passes.pack_recurrent_weights import pack_recurrent_weights
-from relaxpack.passes.rewrite import explain
+from relaxpack.passes.core.rules import explain
 
-from .test_rewrite import assert_rewrites, assert_same_results, assert_unchanged
+from .helpers import assert_rewrites, assert_same_results, assert_unchanged, with_dce
 
 
 def c(values, dtype="float32") -> str:
@@ -50,7 +50,7 @@ def test_lstm_gates_become_o_i_f_c_with_the_sigmoid_gates_halved():
     expected = program("nn.lstm", f"{c([[[1.0, 0.5, 1.5, 4.0]]])}, {c([[[6.0, 5.5, 6.5, 14.0]]])}, "
                                   f"{c([[11.0, 10.5, 11.5, 24.0, 16.0, 15.5, 16.5, 34.0]])}",
                        'optional_inputs=("B",), packed=True', gates=4)
-    mod, out = assert_rewrites(pack_recurrent_weights, before, expected)
+    mod, out = assert_rewrites(with_dce(pack_recurrent_weights), before, expected)
     assert_same_results(mod, out, [{"seq": 3, "n": 1}, {"seq": 2, "n": 4}])
 
 
@@ -61,7 +61,7 @@ def test_gru_with_linear_before_reset_halves_z_and_r():
     expected = program("nn.gru", f"{c([[[0.5, 1.0, 3.0]]])}, {c([[[5.5, 6.0, 13.0]]])}, "
                                  f"{c([[10.5, 11.0, 23.0, 15.5, 16.0, 33.0]])}",
                        'optional_inputs=("B",), linear_before_reset=True, packed=True', gates=3)
-    mod, out = assert_rewrites(pack_recurrent_weights, before, expected)
+    mod, out = assert_rewrites(with_dce(pack_recurrent_weights), before, expected)
     assert_same_results(mod, out, [{"seq": 3, "n": 2}])
 
 
@@ -76,7 +76,7 @@ def test_general_cells_are_only_transposed(op, gates, attrs):
     before = program(op, f"{c(w)}, {c(r)}", attrs, gates=gates)
     packed = f"{attrs}, packed=True" if attrs else "packed=True"
     expected = program(op, f"{c(w.transpose(0, 2, 1))}, {c(r.transpose(0, 2, 1))}", packed, gates=gates)
-    mod, out = assert_rewrites(pack_recurrent_weights, before, expected)
+    mod, out = assert_rewrites(with_dce(pack_recurrent_weights), before, expected)
     assert_same_results(mod, out, [{"seq": 4, "n": 3}])
 
 
@@ -90,7 +90,7 @@ def test_each_direction_packs_for_its_own_cell():
                                  f"{c([[[5.5, 6.0, 13.0]], [[14.0, 15.0, 16.0]]])}, "
                                  f"{c([[10.5, 11.0, 23.0, 15.5, 16.0, 33.0], [24.0, 25.0, 26.0, 34.0, 35.0, 36.0]])}",
                        attrs + ", packed=True", gates=3, dirs=2)
-    mod, out = assert_rewrites(pack_recurrent_weights, before, expected)
+    mod, out = assert_rewrites(with_dce(pack_recurrent_weights), before, expected)
     assert_same_results(mod, out, [{"seq": 3, "n": 2}])
 
 
@@ -98,7 +98,7 @@ def test_float64_weights_are_packed_in_float64():
     w, r, b = weights(4)
     before = program("nn.lstm", f"{c(w, 'float64')}, {c(r, 'float64')}, {c(b, 'float64')}",
                      'optional_inputs=("B",)', gates=4, dtype="float64")
-    mod, out = assert_rewrites(pack_recurrent_weights, before, program(
+    mod, out = assert_rewrites(with_dce(pack_recurrent_weights), before, program(
         "nn.lstm", f"{c([[[1.0, 0.5, 1.5, 4.0]]], 'float64')}, {c([[[6.0, 5.5, 6.5, 14.0]]], 'float64')}, "
                    f"{c([[11.0, 10.5, 11.5, 24.0, 16.0, 15.5, 16.5, 34.0]], 'float64')}",
         'optional_inputs=("B",), packed=True', gates=4, dtype="float64"))

@@ -1,4 +1,5 @@
-"""The -O2 pipeline as a whole: a fixed point, fewer kernel calls, same numbers."""
+"""The pipelines as a whole: -O2 a fixed point, fewer kernel calls, same
+numbers; every stage is one the importer or some pass produces."""
 
 from pathlib import Path
 
@@ -11,8 +12,9 @@ from relaxpack.check import compare_outputs, onnxruntime_session
 from relaxpack.examples.onnx_models import small_cnn, transformer_block_onnx
 from relaxpack.ir.equality import assert_structural_equal
 from relaxpack.ir.well_formed import check_well_formed
-from relaxpack.passes import PassContext
-from relaxpack.passes.optimize import optimize_pipeline
+from relaxpack.ir.module import STAGES
+from relaxpack.passes import PassContext, Sequential
+from relaxpack.passes.pipeline import lower_pipeline, optimize_pipeline
 from relaxpack.runtime import VirtualMachine
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -27,12 +29,45 @@ CASES = {
 }
 
 
+def passes_of(pipeline):
+    stack, found = [pipeline], []
+    while stack:
+        p = stack.pop()
+        if isinstance(p, Sequential):
+            stack.extend(p.passes)
+        else:
+            found.append(p)
+    return found
+
+
+def test_every_stage_is_produced_in_order():
+    passes = passes_of(optimize_pipeline()) + passes_of(lower_pipeline())
+    produced = {p.info.produces for p in passes if p.info.produces}
+    assert STAGES[0] == "import" and relaxpack.from_onnx(small_cnn()).stage == "import"
+    assert set(STAGES[1:]) == produced
+    for p in passes:        # a pass needs only stages at or before the one it produces
+        if p.info.produces:
+            assert all(STAGES.index(s) <= STAGES.index(p.info.produces) for s in p.info.requires), p.info
+
+
+def test_the_context_opt_level_alone_decides_what_runs():
+    core = ["CanonicalizeBindings", "FoldConstant", "SimplifyShapes", "EliminateCommonSubexpr",
+            "CanonicalizeBindings", "DeadCodeElimination"]
+    o2 = ["FoldBatchNorm", "SimplifyAlgebra", "FuseBiasActivation", "FoldPermuteMatmul", "SinkResize",
+          "ConvertLayout", "SimplifyAlgebra", "PackRecurrentWeights", *core, "FuseOps"]
+    mod = relaxpack.from_onnx(small_cnn())
+    for level, ran in ((0, []), (1, core), (2, core + o2), (3, core + o2)):
+        with PassContext(opt_level=level) as ctx:
+            optimize_pipeline()(mod)
+        assert ctx.history == ran, level
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_o2_twice_is_structurally_equal(name):
     mod = relaxpack.from_onnx(CASES[name][0]())
     with PassContext(opt_level=2):
-        once = optimize_pipeline(2)(mod)
-        twice = optimize_pipeline(2)(once)
+        once = optimize_pipeline()(mod)
+        twice = optimize_pipeline()(once)
     check_well_formed(once)
     assert_structural_equal(twice, once)
 

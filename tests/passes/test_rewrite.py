@@ -1,5 +1,4 @@
-"""The rewrite-rule infrastructure (relaxpack.passes.rewrite), on toy rule
-tables; and the helpers the tests of the rule-table passes share."""
+"""The rewrite-rule infrastructure (relaxpack.passes.core.rules), on toy rule tables."""
 
 from __future__ import annotations
 
@@ -9,109 +8,19 @@ import pytest
 import relaxpack
 from relaxpack.errors import PassError
 from relaxpack.ir import BlockBuilder, Var, parse, sym
-from relaxpack.ir.dims import evaluate
-from relaxpack.ir.equality import assert_structural_equal
-from relaxpack.ir.expr import Call, Constant
+from relaxpack.ir.expr import Constant
 from relaxpack.ir.struct_info import TensorStructInfo
-from relaxpack.ir.visitor import ExprVisitor
 from relaxpack.ir.well_formed import check_well_formed
 from relaxpack.ops import make_call
-from relaxpack.passes import PassContext, Sequential
 from relaxpack.passes.dead_code_elimination import dead_code_elimination
-from relaxpack.passes.rewrite import (
-    Rule, RewriteTable, all_of, any_of, const, explain, find_rule, is_op, live_use_counts,
+from relaxpack.passes.core.rules import (
+    Rule, RewriteTable, all_of, any_of, apply_rules, const, explain, find_rule, first_applicable, is_op,
+    live_use_counts, reasons,
     printed_names, same_type_as_output, used_once, wildcard,
 )
 from relaxpack.runtime import VirtualMachine
-from relaxpack.runtime.dtypes import numpy_dtype
 
-# ---------------------------------------------------------------- shared helpers
-
-
-def program(params: str, ret: str, body: str, dtype: str = "float32", dims: tuple[str, ...] = ("n",)) -> str:
-    """A one-function module in the text format: ``main(params) ->
-    R.Tensor(ret, dtype)`` declaring the symbolic ``dims``, with ``body``
-    (bindings and a return, one per line) as its statements."""
-    lines = "\n".join("        " + line for line in body.strip().splitlines())
-    declared = "".join(f"        {d} = T.int64()\n" for d in dims)
-    return f'''
-@I.ir_module
-class Module:
-    @R.function
-    def main({params}) -> R.Tensor({ret}, "{dtype}"):
-{declared}{lines}
-'''
-
-
-def run(pass_, mod):
-    """``pass_`` then DeadCodeElimination, checking well-formedness before and after each."""
-    check_well_formed(mod)
-    with PassContext(opt_level=2, check_well_formed=True):
-        return Sequential([pass_, dead_code_elimination])(mod)
-
-
-def assert_rewrites(pass_, before: str, expected: str):
-    """``pass_`` (+ DCE) turns ``before`` into ``expected``; a second run changes nothing."""
-    mod = parse(before)
-    out = run(pass_, mod)
-    assert_structural_equal(out, parse(expected).with_attrs(stage="optimize"))
-    assert_structural_equal(run(pass_, out), out)
-    return mod, out
-
-
-def assert_unchanged(pass_, text: str):
-    mod = parse(text)
-    check_well_formed(mod)
-    with PassContext(opt_level=2, check_well_formed=True):
-        out = pass_(mod)
-    assert_structural_equal(out, mod.with_attrs(stage="optimize"))
-    return mod
-
-
-def random_inputs(mod, dims: dict, seed: int = 0) -> dict:
-    rng = np.random.default_rng(seed)
-    out = {}
-    for p in mod["main"].params:
-        sinfo = p.struct_info
-        assert isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None, p
-        shape = tuple(evaluate(d, dims) for d in sinfo.shape)
-        dtype = numpy_dtype(sinfo.dtype)
-        if np.issubdtype(dtype, np.integer):
-            out[p.name_hint] = rng.integers(-5, 5, shape).astype(dtype)
-        else:
-            out[p.name_hint] = rng.standard_normal(shape).astype(dtype)
-    return out
-
-
-def assert_same_results(before, after, dims_list, rtol=1e-5, atol=1e-5, seed=0):
-    """Both modules, built, give the same outputs on random inputs for each
-    assignment of the symbolic dims."""
-    vm_before, vm_after = VirtualMachine(relaxpack.build(before, opt_level=0)), VirtualMachine(relaxpack.build(after, opt_level=0))
-    for dims in dims_list:
-        inputs = random_inputs(before, dims, seed)
-        want, got = vm_before.run(inputs), vm_after.run(inputs)
-        assert list(want) == list(got)
-        for name in want:
-            assert np.asarray(got[name]).shape == np.asarray(want[name]).shape
-            np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=atol)
-
-
-def ops_of(mod) -> list[str]:
-    """The op names called in ``main``, in binding order."""
-    names = []
-
-    class Ops(ExprVisitor):
-        def visit_call_(self, call: Call):
-            names.append(getattr(call.op, "name", "?"))
-            super().visit_call_(call)
-
-    Ops().visit_expr(mod["main"])
-    return names
-
-
-def kernel_calls(mod) -> int:
-    return relaxpack.build(mod, opt_level=0).kernel_call_count()
-
+from .helpers import assert_rewrites, assert_same_results, assert_unchanged, ops_of, random_inputs, with_dce
 
 # ---------------------------------------------------------------- a toy table
 
@@ -175,7 +84,7 @@ return lv5
 lv = R.nn.gemm(x, w, b)
 return lv
 """)
-    mod, out = assert_rewrites(toy_pass, before, expected)
+    mod, out = assert_rewrites(with_dce(toy_pass), before, expected)
     assert_same_results(mod, out, [{"n": 1}, {"n": 6}])
     # the fused binding records what it was made from
     assert out["main"].body.blocks[0].bindings[-1].span.sources == ("/MatMul", "/Add")
@@ -214,7 +123,7 @@ lv3 = R.nn.relu(lv)
 lv4 = R.add(lv2, lv3)
 return lv4
 """)
-    mod, out = assert_rewrites(toy_pass, before, expected)
+    mod, out = assert_rewrites(with_dce(toy_pass), before, expected)
     assert ops_of(out).count("matmul") == 1
     assert ("lv2", "the matmul output lv is used twice") in explain(out, "toy_gemm")
     assert_same_results(mod, out, [{"n": 3}])
@@ -224,7 +133,7 @@ def test_results_keep_their_vars():
     # lv1 is what main returns (its name is the output's name): it is bound to x, not replaced
     def text(body):
         return toy(body).replace('-> R.Tensor(("n", 3)', '-> R.Tensor(("n", 4)')
-    mod, out = assert_rewrites(toy_pass, text("""
+    mod, out = assert_rewrites(with_dce(toy_pass), text("""
 lv = R.negative(x)
 lv1 = R.negative(lv)
 return lv1
@@ -385,3 +294,20 @@ def test_rules_describe_themselves_and_errors_name_the_problem():
         RewriteTable("Other", [TOY.rule("toy_neg_neg")])
     with pytest.raises(PassError, match="root must be a call pattern"):
         Rule("toy_bad", wildcard("x"), None, _neg_neg)
+
+
+def test_one_rule_shape_serves_binding_rules_selected_by_predicate():
+    """A Rule whose pattern is a predicate of the node is a binding rule:
+    check and rewrite get the node and the pass's state; the first that
+    applies rewrites, and the others that matched say why not."""
+    small = Rule("small", lambda n: isinstance(n, int), lambda n, limit: None if n < limit else f"{n} >= {limit}",
+                 lambda n, limit: n + 1)
+    even = Rule("even", lambda n: isinstance(n, int), lambda n, limit: None if n % 2 == 0 else "odd",
+                lambda n, limit: n // 2)
+    text = Rule("text", lambda n: isinstance(n, str), None, str.upper)
+    rules = (small, even, text)
+    assert apply_rules(rules, 3, 10) == 4 and apply_rules(rules, 12, 10) == 6 and apply_rules(rules, 13, 10) is None
+    assert first_applicable(rules, 12, 10) is even
+    assert reasons(rules, 13, 10) == {"small": "13 >= 10", "even": "odd"}     # "text" does not match an int
+    with pytest.raises(PassError, match="a table's rule needs a call pattern"):
+        RewriteTable("Predicates", [small])

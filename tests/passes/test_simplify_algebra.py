@@ -11,11 +11,13 @@ import pytest
 
 import relaxpack
 from relaxpack.ir import parse
-from relaxpack.passes.rewrite import explain
+from relaxpack.passes.core.rules import explain
 from relaxpack.passes.simplify_algebra import RULES, simplify_algebra
 from relaxpack.runtime import VirtualMachine
 
-from .test_rewrite import assert_rewrites, assert_same_results, assert_unchanged, kernel_calls, ops_of, program, run
+from .helpers import (
+    assert_rewrites, assert_same_results, assert_unchanged, kernel_calls, ops_of, program, run_pass, with_dce,
+)
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 X4 = 'x: R.Tensor(("n", 2, 3, 4), "float32")'
@@ -217,7 +219,7 @@ return lv2
 @pytest.mark.parametrize("name", CASES)
 def test_rewrites(name):
     params, ret, before, expected = CASES[name]
-    mod, out = assert_rewrites(simplify_algebra, program(params, ret, before), program(params, ret, expected))
+    mod, out = assert_rewrites(with_dce(simplify_algebra), program(params, ret, before), program(params, ret, expected))
     assert_same_results(mod, out, [{"n": 1}, {"n": 3}], rtol=2e-6, atol=2e-6)
 
 
@@ -235,7 +237,7 @@ lv = R.multiply(x, R.const(15, "int32"))
 lv3 = lv
 return lv3
 """).replace('"float32")', '"int32")')
-    mod, out = assert_rewrites(simplify_algebra, before, expected)
+    mod, out = assert_rewrites(with_dce(simplify_algebra), before, expected)
     assert_same_results(mod, out, [{"n": 2}, {"n": 7}])
 
 
@@ -257,7 +259,7 @@ lv11 = R.add(lv10, lv7)
 return lv11
 """)
     mod = parse(text)
-    out = run(simplify_algebra, mod)
+    out = run_pass(with_dce(simplify_algebra), mod)
     # only the reshape pair goes: reshape(reshape(y, (4, n)), (n, 4)) is y
     assert ops_of(out) == ["add", "multiply", "astype", "astype", "multiply", "multiply",
                            "add", "add", "add", "add"]
@@ -352,7 +354,7 @@ def test_rules_are_documented():
 
 def test_gpt_small_gelu_and_layout():
     mod = relaxpack.from_onnx(onnx.load(str(MODELS / "gpt_small.onnx")))
-    out = run(simplify_algebra, mod)
+    out = run_pass(with_dce(simplify_algebra), mod)
     assert ops_of(out).count("nn.gelu") == 2 and "erf" not in ops_of(out)
     assert kernel_calls(out) == kernel_calls(mod) - 8
     rng = np.random.default_rng(0)
@@ -403,7 +405,7 @@ def test_yolo_silu_becomes_one_kernel_with_its_conv():
     from benchmarks.models import MODELS
     bench = MODELS["yolo_head"]("smoke")
     mod = relaxpack.from_onnx(bench.model, dims=bench.import_dims)
-    out = run(simplify_algebra, mod)
+    out = run_pass(with_dce(simplify_algebra), mod)
     silus = ops_of(out).count("nn.silu")
     assert silus == ops_of(mod).count("sigmoid") - ops_of(out).count("sigmoid") > 0
     assert kernel_calls(out) == kernel_calls(mod) - silus
@@ -428,7 +430,7 @@ lv = R.nn.relu(x)
 lv1 = R.astype(lv, dtype="float16")
 return lv1
 """, dtype="float16")
-    mod, out = assert_rewrites(simplify_algebra, before, expected)
+    mod, out = assert_rewrites(with_dce(simplify_algebra), before, expected)
     x = np.concatenate([np.linspace(-3, 3, 20), [-1e-10, 1e-10, 65519.0, 7e4, np.nan]]).astype(np.float32)
     x = np.resize(x, (1, 2, 3, 4)).astype(np.float32)
     want, got = (VirtualMachine(relaxpack.build(m, opt_level=0)).run({"x": x})["lv1"] for m in (mod, out))

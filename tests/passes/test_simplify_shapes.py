@@ -9,7 +9,7 @@ from relaxpack.ir.dims import DimAnalyzer
 from relaxpack.passes import Sequential
 from relaxpack.passes.simplify_shapes import _Dims, simplify_shapes, unify_cast
 
-from .test_optimize import (
+from .helpers import (
     assert_rewrites, assert_same_results, assert_unchanged, count_bindings, ops_used,
 )
 

@@ -9,7 +9,7 @@ import pytest
 from relaxpack.passes.sink_resize import sink_resize
 
 from .test_convert_layout import c, program
-from .test_rewrite import assert_rewrites, assert_same_results, assert_unchanged
+from .helpers import assert_rewrites, assert_same_results, assert_unchanged, with_dce
 
 RNG = np.random.default_rng(0)
 HALVE = RNG.standard_normal((4, 8, 1, 1)).astype(np.float32)        # 8 -> 4 channels, 1x1
@@ -48,7 +48,7 @@ return lv1
 @pytest.mark.parametrize("name", CASES)
 def test_sink_resize(name):
     (params, ret), before, expected = CASES[name]
-    mod, out = assert_rewrites(sink_resize, program(params, ret, before), program(params, ret, expected))
+    mod, out = assert_rewrites(with_dce(sink_resize), program(params, ret, before), program(params, ret, expected))
     assert_same_results(mod, out, [{"n": 1}, {"n": 3}, {"n": 0}])
 
 

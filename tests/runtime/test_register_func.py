@@ -199,8 +199,8 @@ def test_impure_calls_stay_out_of_dataflow_blocks():
                     helper.make_node("Tap", ["r"], ["t"], domain=DOMAIN),
                     helper.make_node("Sigmoid", ["t"], ["y"])], ["y"])
     mod = relaxpack.from_onnx(model)
-    from relaxpack.passes.optimize import optimize_pipeline
-    optimized = optimize_pipeline(2)(mod)
+    from relaxpack.passes.pipeline import optimize_pipeline
+    optimized = optimize_pipeline()(mod)
     packed_blocks = [type(blk) for func in optimized.functions.values() for blk in func.body.blocks
                      if any(_is_call_packed(b.value) for b in blk.bindings)]
     assert packed_blocks == [BindingBlock]

@@ -12,7 +12,7 @@ from ...ir.dims import Dim
 from ...ir.expr import Call, Constant, Expr, ShapeExpr, Var
 from ...ir.struct_info import TensorStructInfo, dtype_name
 from ...ops.registry import make_call
-from ...passes.evaluate import evaluate_call
+from ...ops.evaluate import evaluate_call
 from .lift import Lifts
 from .value import Value
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ...ir.dims import Dim, DimAnalyzer, dim_max, dim_min
 from ...ir.expr import Call
 from ...ir.struct_info import TensorStructInfo
-from ...runtime.kernels._math import onnx_slice
+from ...runtime.semantics import onnx_slice
 from ..registry import REQUIRED, register_op
 from .common import (
     INT, attr_error, check_dtype_kind, fmt_sinfo, int_attr, int_tuple_attr, normalize_axes,

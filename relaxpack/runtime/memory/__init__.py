@@ -11,8 +11,8 @@ calls :func:`plan_memory`, which returns a verified :class:`Plan`.
 
 from .placement import (ALGORITHMS, DEFAULT_ALGORITHMS, best_fit, exact, greedy_by_conflicts,
                         greedy_by_size, hill_climb, plan_memory)
-from .verify import GLOBAL, Buffer, Plan, PlanError, align_up, lower_bound, naive_bytes, verify_plan
+from .verify import ALIGNMENT, GLOBAL, Buffer, Plan, PlanError, align_up, lower_bound, naive_bytes, verify_plan
 
-__all__ = ["ALGORITHMS", "DEFAULT_ALGORITHMS", "GLOBAL", "Buffer", "Plan", "PlanError", "align_up",
+__all__ = ["ALIGNMENT", "ALGORITHMS", "DEFAULT_ALGORITHMS", "GLOBAL", "Buffer", "Plan", "PlanError", "align_up",
            "best_fit", "exact", "greedy_by_conflicts", "greedy_by_size", "hill_climb",
            "lower_bound", "naive_bytes", "plan_memory", "verify_plan"]

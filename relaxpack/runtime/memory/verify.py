@@ -24,6 +24,9 @@ from typing import Iterable, Mapping, Sequence
 from ...errors import RelaxpackError
 
 GLOBAL = "global"
+#: where a tensor may start in an arena, bytes: the compiler's plan, its
+#: cost model (ReorderBindings) and the runtime's re-plans agree on it
+ALIGNMENT = 64
 
 
 class PlanError(RelaxpackError):

@@ -20,7 +20,7 @@ from relaxpack.ir.block_builder import BlockBuilder
 from relaxpack.ir.equality import assert_structural_equal
 from relaxpack.ir.expr import Constant, ShapeExpr, Var
 from relaxpack.ops.registry import make_call
-from relaxpack.passes.optimize import optimize_pipeline
+from relaxpack.passes.pipeline import optimize_pipeline
 from relaxpack.runtime import VirtualMachine, load
 from relaxpack.vm_build import build
 
@@ -208,7 +208,7 @@ def test_seeded_draws_stay_calls_at_o2():
     """Even a seeded draw (the same every run) is a call, not a folded constant:
     purity, not seeding, decides."""
     model = random_model("RandomNormal", {"shape": [4, 4], "seed": 1.0}, count=2)
-    optimized = optimize_pipeline(2)(relaxpack.from_onnx(model))
+    optimized = optimize_pipeline()(relaxpack.from_onnx(model))
     assert optimized.script().count("R.random_normal(") == 2
 
 

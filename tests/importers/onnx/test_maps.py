@@ -224,12 +224,11 @@ def test_map_models_print_and_parse_back_before_and_after_the_pipeline(which):
     from relaxpack.ir import parse
     from relaxpack.ir.equality import assert_structural_equal
     from relaxpack.passes import PassContext
-    from relaxpack.passes.optimize import optimize_pipeline
-    from relaxpack.vm_build import lower_pipeline
+    from relaxpack.passes.pipeline import lower_pipeline, optimize_pipeline
     onx = convert(LogisticRegression().fit(X, Y3)) if which == "zipmap" else dict_pipeline()[0]
     before = relaxpack.from_onnx(onx)
     with PassContext(opt_level=2):
-        after = lower_pipeline()(optimize_pipeline(2)(before))
+        after = lower_pipeline()(optimize_pipeline()(before))
     for mod in (before, after):
         text = mod.script()
         assert ('R.Sequence(R.Map("int64", R.Tensor((), "float32")))' in text if which == "zipmap"

@@ -29,7 +29,7 @@ from ....ir.expr import ShapeExpr, Tuple, TupleGetItem
 from ....ops.definitions.common import exact_div
 from ....ops.definitions.index import HUGE, slice_length
 from ....ops.registry import make_call
-from ....runtime.kernels._math import onnx_slice
+from ....runtime.semantics import onnx_slice
 from ..lift import lift_dims, shadow_of
 from ..registry import register_converter
 from ..value import Value

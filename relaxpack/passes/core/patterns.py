@@ -1,4 +1,4 @@
-"""The pattern language of the rewrite rules (see :mod:`.rewrite`).
+"""The pattern language of the rewrite rules (see :mod:`.rules`).
 
 Patterns match a binding's value in A-normal form; an argument that is a
 var is looked through to the value it is bound to in the same function
@@ -29,10 +29,10 @@ from typing import Iterable
 
 import numpy as np
 
-from ..errors import PassError
-from ..ir.block_builder import is_pure_expr
-from ..ir.dims import DimAnalyzer
-from ..ir.expr import (
+from ...errors import PassError
+from ...ir.block_builder import is_pure_expr
+from ...ir.dims import DimAnalyzer
+from ...ir.expr import (
     Binding, Call, Constant, Expr, Function, If, MatchCast, Op, SeqExpr, Span, Tuple, TupleGetItem,
     Var, VarBinding,
 )
@@ -285,7 +285,7 @@ def live_use_counts(func: Function) -> dict[Var, int]:
 
 def printed_names(func: Function) -> dict[Var, str]:
     """The names the text printer gives the function's vars (unique, as in ``mod.script()``)."""
-    from ..ir.printer import _FunctionPrinter, _Metadata
+    from ...ir.printer import _FunctionPrinter, _Metadata
     printer = _FunctionPrinter(_Metadata())
     printer.function("main", func, 0)
     return dict(printer.namer.names)

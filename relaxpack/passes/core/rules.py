@@ -9,7 +9,7 @@ A :class:`RewriteTable` applies its rules producer-first (binding order)
 over each function until nothing fires, and :func:`explain` prints why a
 rule did not fire where its root op appears::
 
-    from relaxpack.passes.rewrite import Rule, RewriteTable, const, is_op, used_once, wildcard
+    from relaxpack.passes.core.rules import Rule, RewriteTable, const, is_op, used_once, wildcard
 
     rule = Rule(
         "fuse_matmul_bias",
@@ -32,27 +32,26 @@ returns, or one that leaves its dataflow block, is bound to it instead).
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import itertools
 import logging
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..errors import PassError, RelaxpackError
-from ..ir.block_builder import BlockBuilder, is_pure_expr
-from ..ir.dims import DimAnalyzer
-from ..ir.expr import (
+from ...errors import PassError, RelaxpackError
+from ...ir.block_builder import BlockBuilder, is_pure_expr
+from ...ir.dims import DimAnalyzer
+from ...ir.expr import (
     Binding, BindingBlock, Call, DataflowBlock, DataflowVar, Expr, Function, If, MatchCast, Op,
     SeqExpr, Span, Var, VarBinding,
 )
-from ..ir.module import IRModule
-from ..ir.struct_info import TensorStructInfo, is_base_of
-from ..ir.visitor import ExprMutator
-from ..ir.well_formed import function_analyzer
-from ..ops.definitions.common import dtype_kind, fmt_sinfo
+from ...ir.module import IRModule
+from ...ir.struct_info import TensorStructInfo, is_base_of
+from ...ir.visitor import ExprMutator
+from ...ir.well_formed import function_analyzer
+from ...ops.definitions.common import dtype_kind, fmt_sinfo
 from .infra import FunctionPass, PassInfo
-from .rewrite_pattern import (
+from .patterns import (
     CallPattern, ConstPattern, Def, FunctionScope, Match, MatchState, OrPattern, Pattern, Wildcard,
     any_of, const, is_op, live_use_counts, printed_names, vars_of, wildcard,
 )
@@ -125,21 +124,42 @@ def float_output(m: Match) -> str | None:
 
 @dataclass(frozen=True)
 class Rule:
-    """``pattern`` (a call pattern: its op is the rule's root), ``check``
-    (None or ``match -> reason | None``) and ``rewrite`` (``match -> Expr``).
-    ``doc`` defaults to the rewrite's docstring."""
+    """A local rewrite as data: ``name``, where it may apply (``pattern``),
+    ``check`` (None, or the reason it does not apply) and ``rewrite``.
+    ``doc`` defaults to the rewrite's docstring. The one rule shape of the
+    passes, by what ``pattern`` is:
+
+    - a call pattern (its op is the rule's root): a rule of a
+      :class:`RewriteTable`, ``check(match)`` and ``rewrite(match)`` on a
+      :class:`Match` of a tree of calls;
+    - a predicate of the node: a binding rule (CanonicalizeBindings,
+      FoldConstant, SimplifyShapes), ``check(node, state)`` and
+      ``rewrite(node, state)`` with the pass's state (:func:`apply_rules`);
+    - None: the pass picks the rules by op itself (ConvertLayout's
+      ``LayoutRule``, which adds what a region needs to know).
+
+    :func:`first_applicable` and :func:`reasons` select and explain the
+    latter two alike; a table explains its rules with :func:`explain`.
+    """
 
     name: str
-    pattern: CallPattern
-    check: Check | None
-    rewrite: Callable[[Match], Expr]
+    pattern: CallPattern | Callable[..., bool] | None
+    check: Callable[..., "str | None"] | None
+    rewrite: Callable[..., object]
     doc: str = ""
 
     def __post_init__(self):
-        if not isinstance(self.pattern, CallPattern):
+        if isinstance(self.pattern, Pattern) and not isinstance(self.pattern, CallPattern):
             raise PassError(f"rule {self.name}: the pattern's root must be a call pattern")
         if not self.doc:
             object.__setattr__(self, "doc", inspect.getdoc(self.rewrite) or "")
+
+    def reason(self, *subject) -> str | None:
+        """None when the rule applies to ``subject`` (a node, then the pass's
+        state), else why not; a rule whose predicate does not match says so."""
+        if callable(self.pattern) and not isinstance(self.pattern, Pattern) and not self.pattern(subject[0]):
+            return NOT_MATCHED
+        return self.check(*subject) if self.check is not None else None
 
     @property
     def summary(self) -> str:
@@ -156,10 +176,38 @@ class Rule:
         return match if reason is None else reason
 
 
+#: the reason of a rule whose predicate does not match the node
+NOT_MATCHED = "the pattern does not match"
+
+
+def first_applicable(rules: Sequence[Rule], *subject) -> Rule | None:
+    """The first of ``rules`` that applies to ``subject`` (a node, then the
+    pass's state), or None; the reasons of those that matched but do not
+    apply are logged at debug level."""
+    for rule in rules:
+        reason = rule.reason(*subject)
+        if reason is None:
+            return rule
+        if reason is not NOT_MATCHED:
+            log.debug("%s does not apply: %s", rule.name, reason)
+    return None
+
+
+def reasons(rules: Sequence[Rule], *subject) -> dict[str, str | None]:
+    """For each of ``rules`` whose pattern matches ``subject``: None if it applies, else why not."""
+    found = {rule.name: rule.reason(*subject) for rule in rules}
+    return {name: why for name, why in found.items() if why is not NOT_MATCHED}
+
+
+def apply_rules(rules: Sequence[Rule], node, state):
+    """The rewrite of ``node`` by the first binding rule that applies, or None."""
+    rule = first_applicable(rules, node, state)
+    return None if rule is None else rule.rewrite(node, state)
+
+
+#: rule name -> (its table, the rule): a table registers its rules when it is made,
+#: i.e. when the pass module that uses it is imported (passes/pipeline.py imports them all)
 _RULES: dict[str, tuple["RewriteTable", Rule]] = {}
-#: modules that define rule tables, imported when explain() meets an unknown rule name
-_TABLE_MODULES = ("fold_batch_norm", "simplify_algebra", "fuse_bias_activation", "fold_permute_matmul",
-                  "sink_resize", "pack_recurrent_weights")
 
 
 class RewriteTable:
@@ -169,6 +217,8 @@ class RewriteTable:
         self.name, self.rules, self.max_iterations = name, tuple(rules), max_iterations
         self._by_op: dict[str, list[Rule]] = {}
         for rule in self.rules:
+            if not isinstance(rule.pattern, CallPattern):
+                raise PassError(f"rule {rule.name}: a table's rule needs a call pattern")
             owner = _RULES.get(rule.name)
             if owner is not None and owner[0].name != name:
                 raise PassError(f"rule {rule.name!r} is in tables {owner[0].name} and {name}")
@@ -288,15 +338,11 @@ def _bindings_with_blocks(func: Function, scope: FunctionScope) -> list[tuple[Bi
 
 
 def find_rule(name: str) -> tuple[RewriteTable, Rule]:
-    """The table holding rule ``name`` and the rule."""
+    """The table holding rule ``name`` and the rule, among the tables of the
+    pass modules imported so far."""
     if name not in _RULES:
-        for module in _TABLE_MODULES:
-            try:
-                importlib.import_module(f"{__package__}.{module}")
-            except ImportError:             # a table module not written yet
-                continue
-    if name not in _RULES:
-        raise PassError(f"no rewrite rule named {name!r}; known: {sorted(_RULES)}")
+        raise PassError(f"no rewrite rule named {name!r} in the tables of the passes imported so far "
+                        f"(relaxpack.passes.pipeline imports them all); known: {sorted(_RULES)}")
     return _RULES[name]
 
 
@@ -430,10 +476,10 @@ class _Rewriter(ExprMutator):
 
 
 __all__ = [
-    # the pattern language (rewrite_pattern.py), importable from here
+    # the pattern language (patterns.py), importable from here
     "Pattern", "Wildcard", "ConstPattern", "CallPattern", "OrPattern", "wildcard", "const", "is_op",
     "any_of", "Match", "live_use_counts", "printed_names",
     # checks, rules, tables
     "Check", "used_once", "all_of", "same_type_as_output", "float_output", "Rule", "RewriteTable",
-    "find_rule", "explain",
+    "find_rule", "explain", "first_applicable", "reasons", "apply_rules", "NOT_MATCHED",
 ]

@@ -1,7 +1,8 @@
 """Evaluate a call on constant arguments with the runtime's own kernels.
 
 One implementation of each op's semantics: constant folding (at import and
-in the FoldConstant pass) runs exactly the kernel the VM would run.
+in the FoldConstant pass) runs exactly the kernel the VM would run. It sits
+with the ops, below both the importer and the passes, which both use it.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import numpy as np
 from ..ir.expr import Call, Constant, Op, PrimValue, ShapeExpr, Tuple
 from ..ir.struct_info import TensorStructInfo, TupleStructInfo
 from ..runtime.dtypes import numpy_dtype
-from ..ops.registry import get_op_def
 from ..runtime.kernels import KERNELS
+from .registry import get_op_def
 
 _NOT_CONSTANT = object()
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..errors import PassError
-from ..ir.expr import Function
-from ..ir.module import STAGES, IRModule
+from ...errors import PassError
+from ...ir.expr import Function
+from ...ir.module import STAGES, IRModule
 from .context import PassContext
 
 

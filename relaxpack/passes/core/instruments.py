@@ -6,8 +6,8 @@ import re
 import time
 from pathlib import Path
 
-from ..errors import PassError
-from ..runtime.safe_write import write_file
+from ...errors import PassError
+from ...runtime.safe_write import write_file
 from .context import PassContext, PassInstrument
 
 
@@ -93,7 +93,7 @@ class WellFormedCheck(PassInstrument):
         self.last = None
 
     def run_after_pass(self, mod, info):
-        from ..ir.well_formed import well_formed_errors
+        from ...ir.well_formed import well_formed_errors
         if self.last is not None and _same_functions(mod, self.last):
             return
         errors = well_formed_errors(mod, self.memo)

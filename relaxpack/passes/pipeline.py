@@ -1,6 +1,9 @@
-"""The core optimization passes, in the order of one round.
+"""The pipelines ``build`` runs: optimize (by opt level), then lower.
 
->>> mod = Sequential(core_passes(), name="Optimize", opt_level=1)(mod)    # doctest: +SKIP
+>>> with PassContext(opt_level=2):                                       # doctest: +SKIP
+...     lowered = lower_pipeline()(optimize_pipeline()(mod))
+
+The core optimization passes (:func:`core_passes`), in the order of one round:
 
 - CanonicalizeBindings first, so the other passes see values, not aliases;
 - FoldConstant evaluates what is constant;
@@ -18,15 +21,18 @@ from __future__ import annotations
 
 from .canonicalize_bindings import canonicalize_bindings
 from .convert_layout import convert_layout
+from .core.infra import Pass, Sequential
 from .dead_code_elimination import dead_code_elimination
 from .eliminate_common_subexpr import eliminate_common_subexpr
-from .fold_constant import fold_constant
 from .fold_batch_norm import fold_batch_norm
+from .fold_constant import fold_constant
 from .fold_permute_matmul import fold_permute_matmul
-from .fuse_ops import fuse_ops
 from .fuse_bias_activation import fuse_bias_activation
-from .infra import Pass, Sequential
+from .fuse_ops import fuse_ops
+from .legalize import legalize
+from .lower_fused import lower_fused_functions
 from .pack_recurrent_weights import pack_recurrent_weights
+from .reorder_bindings import reorder_bindings
 from .simplify_algebra import simplify_algebra
 from .simplify_shapes import simplify_shapes
 from .sink_resize import sink_resize
@@ -44,8 +50,9 @@ def core_passes() -> list[Pass]:
     ]
 
 
-def optimize_pipeline(opt_level: int) -> Sequential:
-    """What ``build`` runs before lowering, by opt level.
+def optimize_pipeline() -> Sequential:
+    """What ``build`` runs before lowering; the PassContext's opt level
+    decides what runs (each pass's own level, and the -O2 group's):
 
     - 0: nothing (the module is only legalized);
     - 1: one round of the core passes;
@@ -61,14 +68,16 @@ def optimize_pipeline(opt_level: int) -> Sequential:
       their kernels read), another core round to clean up, and FuseOps last
       (elementwise groups become fused primitive functions).
     """
-    passes: list[Pass] = []
-    if opt_level >= 1:
-        passes += core_passes()
-    if opt_level >= 2:
-        passes += [fold_batch_norm, simplify_algebra, fuse_bias_activation, fold_permute_matmul, sink_resize,
-                   convert_layout, simplify_algebra, pack_recurrent_weights, *core_passes(), fuse_ops]
-    return Sequential(passes, name="Optimize")
+    o2 = Sequential([fold_batch_norm, simplify_algebra, fuse_bias_activation, fold_permute_matmul, sink_resize,
+                     convert_layout, simplify_algebra, pack_recurrent_weights, *core_passes(), fuse_ops],
+                    name="O2", opt_level=2)
+    return Sequential([*core_passes(), o2], name="Optimize")
 
 
-__all__ = ["core_passes", "optimize_pipeline", "canonicalize_bindings", "dead_code_elimination", "eliminate_common_subexpr",
-           "fold_constant", "simplify_shapes"]
+def lower_pipeline() -> Sequential:
+    """Graph ops to kernel calls, then the order of lowest peak memory (ReorderBindings
+    runs last: fusion and legalization move bindings, and the planner works on this order)."""
+    return Sequential([lower_fused_functions, legalize, reorder_bindings], name="Lower")
+
+
+__all__ = ["core_passes", "lower_pipeline", "optimize_pipeline"]
