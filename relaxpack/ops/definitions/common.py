@@ -15,7 +15,7 @@ from functools import reduce
 from typing import Any, Iterable, Sequence
 
 from ...errors import IRError, ShapeError, UnprovenDimsError
-from ...ir.dims import Dim, DimAnalyzer, DimExpr, format_dim, normalize
+from ...ir.dims import Dim, DimAnalyzer, DimExpr, dim_min, format_dim, normalize
 from ...ir.expr import Call, Op
 from ...ir.struct_info import (
     GLOBAL_SCOPE, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo, check_dtype,
@@ -361,8 +361,22 @@ def broadcast_shapes(call: Call, shapes: Sequence[Sequence[Dim]], analyzer: DimA
     return tuple(reversed(out))
 
 
+def one_unless_empty(a: Dim, b: Dim, analyzer: DimAnalyzer) -> bool:
+    """Whether ``a`` is ``min(b, 1)``: 1 whenever ``b`` is not 0, and 0 with
+    it (``x[-1:]`` of an axis of ``b`` cells), so ``a`` broadcasts against ``b``
+    to ``b`` for every value of ``b``."""
+    if isinstance(a, int) or isinstance(b, int):
+        return False
+    one = dim_min(b, 1)
+    return a == one or analyzer.prove_equal(a, one)
+
+
 def _broadcast_dim(call: Call, a: Dim, b: Dim, analyzer: DimAnalyzer, shapes) -> Dim:
     if a == b:
+        return a
+    if one_unless_empty(a, b, analyzer):
+        return b
+    if one_unless_empty(b, a, analyzer):
         return a
     if isinstance(a, int) and isinstance(b, int):
         if a == 1 or b == 1:

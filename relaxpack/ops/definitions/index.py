@@ -32,6 +32,9 @@ def slice_length(dim: Dim, begin: int, end: int, step: int, analyzer: DimAnalyze
     """
     if isinstance(dim, int):
         return len(range(*onnx_slice(begin, end, step, dim).indices(dim)))
+    if step == 1 and -HUGE < begin < 0 and end >= HUGE:
+        # x[-k:] keeps the last min(n, k) cells: said so, not as a nest of clamps
+        return -begin if analyzer.prove_ge(dim, -begin) else dim_min(dim, -begin)
     if step > 0:
         start = _position(dim, begin, 0, dim, analyzer)
         stop = _position(dim, end, 0, dim, analyzer)

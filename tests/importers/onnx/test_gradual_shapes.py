@@ -271,3 +271,23 @@ def test_check_draws_dims_that_hold_the_assumptions():
     draws = [draw_dims(exe, rng) for _ in range(40)]
     assert all(d["height"] % 8 < 4 and d["width"] % 8 < 4 for d in draws)
     assert len({d["height"] for d in draws}) > 5
+
+
+def test_last_row_broadcast_against_its_axis_is_no_assumption():
+    """DETR's position embedding divides a cumsum by its last row, ``y / y[:, -1:, :]``:
+    the slice is ``min(h, 1)`` rows, a broadcast against ``h``, never ``h`` itself (assuming
+    that made every image taller than one row fail)."""
+    from onnx import TensorProto, helper, numpy_helper
+    consts = [numpy_helper.from_array(np.array(v, np.int64), n)
+              for n, v in (("axis", 1), ("start", [-1]), ("end", [2 ** 62]), ("axes", [1]))]
+    nodes = [helper.make_node("CumSum", ["x", "axis"], ["c"]),
+             helper.make_node("Slice", ["c", "start", "end", "axes"], ["last"]),
+             helper.make_node("Div", ["c", "last"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "h", "w"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    rng = np.random.default_rng(0)
+    exes = _check_shapes(model, [{"x": rng.random(shape).astype(np.float32) + 0.5}
+                                 for shape in ((1, 1, 4), (2, 5, 3), (1, 16, 16))])
+    assert assumptions_of(exes[0][1]) == []
+    assert "min(h, 1)" in relaxpack.from_onnx(model).script()

@@ -28,6 +28,7 @@ from ....ir.dims import Dim, format_dim, free_vars
 from ....ir.gradual import representative_order
 from ....ir.expr import ExternFunc, TupleGetItem
 from ....ir.struct_info import TensorStructInfo, TupleStructInfo
+from ....ops.definitions.common import one_unless_empty
 from ....ops.registry import make_call
 from ....runtime.kernels import KERNELS
 from ..value import Value
@@ -122,6 +123,10 @@ def _broadcast_pair_dim(ctx, x, y):
     if analyzer.prove_equal(x, 1):
         return y, False
     if analyzer.prove_equal(y, 1):
+        return x, False
+    if one_unless_empty(x, y, analyzer):       # x[-1:] against x: a broadcast, never an equality
+        return y, False
+    if one_unless_empty(y, x, analyzer):
         return x, False
     if not isinstance(x, int) and not isinstance(y, int) and free_vars(x) & free_vars(y):
         rep, _ = representative_order(x, y, ctx.bb.entry_dims())[0]
