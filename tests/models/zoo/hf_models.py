@@ -166,6 +166,16 @@ def vision_recipes() -> list[TorchRecipe]:
                tests=[{"batch": 1, "height": 30, "width": 45}, {"batch": 3, "height": 64, "width": 40}]),
         vision("convnext", "convnext", tf.ConvNextModel,
                tf.ConvNextConfig(hidden_sizes=[16, 32], depths=[1, 1], num_stages=2), outputs=pooled),
+        # DETR's position embedding divides a cumsum by its last row (x / x[:, -1:]): a broadcast of
+        # min(h, 1) rows against h, once assumed an equality that failed on every image
+        vision("detr", "detr", tf.DetrModel,
+               tf.DetrConfig(use_timm_backbone=False, use_pretrained_backbone=False,
+                             backbone_config=tf.ResNetConfig(embedding_size=16, hidden_sizes=[16, 32, 48, 64],
+                                                             depths=[1, 1, 1, 1], out_features=["stage4"]),
+                             d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                             decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, num_queries=5),
+               outputs=("last_hidden_state",),
+               tests=[{"batch": 1, "height": 64, "width": 64}, {"batch": 2, "height": 96, "width": 80}]),
         vision("segformer", "segformer", tf.SegformerForSemanticSegmentation,
                tf.SegformerConfig(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32],
                                   patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2],
