@@ -376,16 +376,21 @@ def _pad_input(ctx, data: Value, pads: Value, axes: Value | None, mode: str, val
             raise shape_error(ctx, f"pads has {count} values, not {2 * len(padded)} (begins, then ends) for "
                                    f"axes {padded}")
         shape = tuple(None if i in padded else d for i, d in enumerate(data.shape))
-    fill, more = _scalar(0, data.dtype), {}
-    if mode == "constant" and not _empty(value_input):
-        if value_input.const is not None:
-            fill = _scalar(value_input.const.reshape(-1)[0], data.dtype)
-        else:
-            more["value"] = value_input
+    fill, more = _pad_fill(data, mode, value_input)
     if axes is not None:
         more["axes"] = axes
     return packed_call(ctx, "dyn.pad", [data, pads, *more.values()], [(shape, data.dtype)], "pad",
                        parts=tuple(more), pad_mode=mode, pad_value=fill if mode == "constant" else 0)
+
+
+def _pad_fill(data: Value, mode: str, value_input: Value | None) -> tuple:
+    """Pad's constant fill (0 unless a constant value is given) and, when the
+    value is only known at run time, ``{"value": value_input}`` to pass on."""
+    if mode == "constant" and not _empty(value_input):
+        if value_input.const is None:
+            return _scalar(0, data.dtype), {"value": value_input}
+        return _scalar(value_input.const.reshape(-1)[0], data.dtype), {}
+    return _scalar(0, data.dtype), {}
 
 
 def _symbolic_pad(ctx, data: Value, pads: Value, axes_input: Value | None, mode: str, value_input: Value | None):
@@ -403,12 +408,7 @@ def _symbolic_pad(ctx, data: Value, pads: Value, axes_input: Value | None, mode:
     full: list[Dim] = [0] * (2 * rank)
     for i, axis in enumerate(axes):
         full[axis], full[rank + axis] = amounts[i], amounts[len(axes) + i]
-    fill, more = _scalar(0, data.dtype), {}
-    if mode == "constant" and not _empty(value_input):
-        if value_input.const is not None:
-            fill = _scalar(value_input.const.reshape(-1)[0], data.dtype)
-        else:
-            more["value"] = value_input
+    fill, more = _pad_fill(data, mode, value_input)
     if mode == "constant" and not more:
         return make_call("dynamic_pad", ctx.expr(data), ShapeExpr(tuple(full)), pad_value=fill)
     if axes_input is not None:
