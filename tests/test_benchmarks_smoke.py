@@ -127,3 +127,13 @@ def test_zoo_benchmark_smoke(tmp_path):
     assert report["geomean"]["relaxpack_models"] == 1 and report["geomean"]["relaxpack_all"] > 0
     md = (tmp_path / "zoo.md").read_text()
     assert "| sk_logistic_regression |" in md and "Geometric mean of relaxpack / onnxruntime" in md
+
+
+def test_cold_start_benchmark_runs(tmp_path, capsys):
+    """``python -m benchmarks.cold_start`` with one round: a fresh process per runtime, every phase timed."""
+    from benchmarks import cold_start
+    assert cold_start.main(["-n", "1", "--workdir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith(("| relaxpack", "| onnxruntime"))]
+    assert len(rows) == 2 and all(len(r.split("|")) == 8 for r in rows)
+    assert "relaxpack / onnxruntime, whole process:" in out
