@@ -149,12 +149,13 @@ def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int =
     if given:
         _same_signature(exe, session)
     rng = np.random.default_rng(seed)
+    bounds = index_bounds(proto)
     reports = []
     for i in range(1 if inputs is not None else samples):
         if inputs is not None:
             dim_values, feed, want = {}, dict(inputs), _onnxruntime_run(session, dict(inputs), {})
         else:
-            dim_values, feed, want = _draw_accepted(exe, session, rng, fixed)
+            dim_values, feed, want = _draw_accepted(exe, session, rng, fixed, bounds)
         with blas_threads(threads):
             got = vm.run(feed)
         diffs = compare_outputs(names, got, want, rtol, atol)
@@ -171,7 +172,32 @@ def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int =
 DRAW_RANGES = (DEFAULT_DIM_RANGE, (8, 48), (32, 96))
 
 
-def _draw_accepted(exe, session, rng: np.random.Generator, fixed: dict):
+def index_bounds(proto: onnx.ModelProto) -> dict[str, int]:
+    """For each integer graph input used as the indices of a Gather on axis 0
+    of an initializer (token ids into an embedding table), the table's rows:
+    random ids are drawn below it (ids 0..7 run past a 2-row token-type table)."""
+    tables = {t.name: t.dims[0] for t in proto.graph.initializer if len(t.dims) > 0}
+    ints = {i.name for i in proto.graph.input
+            if i.type.tensor_type.elem_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32)}
+    bounds: dict[str, int] = {}
+    for node in proto.graph.node:
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        if node.op_type == "Gather" and node.domain in ("", "ai.onnx") and len(node.input) == 2 and axis == 0 \
+                and node.input[1] in ints and node.input[0] in tables and tables[node.input[0]] > 0:
+            name = node.input[1]
+            bounds[name] = min(bounds.get(name, tables[node.input[0]]), tables[node.input[0]])
+    return bounds
+
+
+def _within_bounds(feed: dict, bounds: dict[str, int], rng: np.random.Generator) -> dict:
+    """``feed`` with the inputs ``bounds`` names redrawn below their bound."""
+    for name, bound in bounds.items():
+        if name in feed:
+            feed[name] = rng.integers(0, bound, feed[name].shape).astype(feed[name].dtype)
+    return feed
+
+
+def _draw_accepted(exe, session, rng: np.random.Generator, fixed: dict, bounds: dict[str, int] | None = None):
     """Dims, random inputs and onnxruntime's outputs on them: drawn from
     larger ranges in turn while onnxruntime refuses what was drawn."""
     free = input_dim_names(exe) - set(fixed)
@@ -182,7 +208,7 @@ def _draw_accepted(exe, session, rng: np.random.Generator, fixed: dict):
             if attempt == 0:
                 raise
             break
-        feed = random_inputs(exe, dim_values, rng)
+        feed = _within_bounds(random_inputs(exe, dim_values, rng), bounds or {}, rng)
         try:
             return dim_values, feed, session.run(None, feed)
         except OnnxruntimeCrash as err:
@@ -203,7 +229,8 @@ def _onnxruntime_run(session, feed: dict, dim_values: dict, error: Exception | N
         except Exception as err:    # noqa: BLE001 - onnxruntime's own errors
             error = err
     at = f" at {_dims_text(dim_values)}" if dim_values else ""
-    hint = "; give the dims the model takes with --dim NAME=VALUE" if dim_values else ""
+    hint = ("; give the dims the model takes with --dim NAME=VALUE, or inputs it accepts with --inputs"
+            if dim_values else "")
     raise RelaxpackError(f"onnxruntime failed on these inputs{at}: {' '.join(str(error).split())}{hint}")
 
 

@@ -147,3 +147,23 @@ def test_check_says_which_dims_onnxruntime_refused_and_how_to_give_them():
     with pytest.raises(RelaxpackError, match=r"onnxruntime failed on these inputs at h=\d+, w=\d+: .*; give the "
                                              r"dims the model takes with --dim NAME=VALUE"):
         check_model(_conv_model(200), samples=1)
+
+
+def test_check_draws_token_ids_below_their_embedding_tables():
+    """Random ints are 0..7; a 2-row token-type table would make onnxruntime (and relaxpack) refuse them."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relaxpack.check import index_bounds
+    rng = np.random.default_rng(0)
+    tables = [numpy_helper.from_array(rng.standard_normal((n, 4)).astype(np.float32), name)
+              for name, n in (("words", 128), ("types", 2))]
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["words", "ids"], ["w"]), helper.make_node("Gather", ["types", "tt"], ["t"]),
+         helper.make_node("Add", ["w", "t"], ["y"])], "g",
+        [helper.make_tensor_value_info(n, TensorProto.INT64, ["b", "s"]) for n in ("ids", "tt")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], tables)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    assert index_bounds(model) == {"ids": 128, "tt": 2}
+    report = check_model(model, samples=3)
+    assert report.passed
+    assert all(s.feeds["tt"].max() < 2 for s in report.samples)
