@@ -17,9 +17,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
-
-import numpy as np
 
 #: the child: time each phase of a cold start and print them as JSON
 _CHILD = r"""
@@ -62,10 +61,8 @@ def prepare(workdir: Path) -> tuple[Path, Path]:
 
 
 def one_start(kind: str, path: Path) -> dict:
-    env_python = sys.executable
-    import time
     start = time.perf_counter()
-    out = subprocess.run([env_python, "-c", _CHILD, kind, str(path)], capture_output=True, text=True, check=True,
+    out = subprocess.run([sys.executable, "-c", _CHILD, kind, str(path)], capture_output=True, text=True, check=True,
                          env={"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "PATH": "/usr/bin:/bin",
                               "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
     phases = json.loads(out.stdout.strip().splitlines()[-1])
