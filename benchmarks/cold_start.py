@@ -61,6 +61,7 @@ def prepare(workdir: Path) -> tuple[Path, Path]:
 
 
 def one_start(kind: str, path: Path) -> dict:
+    """One fresh process of ``kind`` to its first output: its phases, and the whole process's wall time."""
     start = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", _CHILD, kind, str(path)], capture_output=True, text=True, check=True,
                          env={"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "PATH": "/usr/bin:/bin",
