@@ -455,23 +455,13 @@ def _rows_gemm(plan, planes, weight, groups, out, bias, arrays, epilogue=None, c
 
 
 def _compact_gemm(plan, planes, weight, groups, out, bias, arrays) -> None:
-    batch, _, channels, _ = planes.shape
+    channels = planes.shape[2]
     taps = len(plan.taps)
-    out_channels = weight.shape[0]
-    pixels = plan.pixels
-    if taps == 1 and plan.q == pixels:
+    if taps == 1 and plan.q == plan.pixels:
         cols = _tap_rows(plan, planes, plan.taps[0])
     else:
         cols = arrays[0]                                       # (N, C, T, *L)
         grid = planes.reshape(planes.shape[:3] + plan.plane)
         for t, (slot, _, window) in enumerate(plan.taps):
             cols[:, :, t] = grid[(slice(None), slot, slice(None)) + window]
-    k = channels // groups * taps
-    w = weight.reshape(groups, out_channels // groups, k)
-    cols = cols.reshape(batch, groups, k, pixels)
-    if out.dtype == w.dtype and out.flags.c_contiguous:
-        np.matmul(w, cols, out=out.reshape(batch, groups, out_channels // groups, pixels))
-    else:
-        np.copyto(out, np.matmul(w, cols).reshape(out.shape), casting="unsafe")
-    if bias is not None:
-        np.add(out, bias.reshape(bias.shape + (1,) * len(plan.lengths)), out=out)
+    conv_strided.grouped_gemm(weight, cols, out, bias, groups, channels // groups * taps, plan.lengths)

@@ -66,9 +66,15 @@ def run_strided(plan, x: np.ndarray, weight: np.ndarray, groups: int, out: np.nd
                          lead + tuple(s * d for s, d in zip(spatial_strides, geometry.dilation))
                          + tuple(s * t for s, t in zip(spatial_strides, geometry.strides)), writeable=False)
     np.copyto(cols.reshape(window.shape), window)
-    out_channels = weight.shape[0]
-    k = channels // groups * len(plan.taps)
-    pixels = math.prod(plan.lengths)
+    grouped_gemm(weight, cols, out, bias, groups, channels // groups * len(plan.taps), plan.lengths)
+
+
+def grouped_gemm(weight, cols, out, bias, groups: int, k: int, lengths) -> None:
+    """``out`` (N, O, *lengths) = per group, the weight rows times the im2col
+    columns ``cols`` (N, groups * k, pixels in any shape), plus ``bias``;
+    straight into ``out`` when it can take the product (the strided and the
+    direct engines share it)."""
+    batch, out_channels, pixels = out.shape[0], weight.shape[0], math.prod(lengths)
     w = weight.reshape(groups, out_channels // groups, k)
     columns = cols.reshape(batch, groups, k, pixels)
     if out.dtype == w.dtype and out.flags.c_contiguous:
@@ -76,4 +82,4 @@ def run_strided(plan, x: np.ndarray, weight: np.ndarray, groups: int, out: np.nd
     else:
         np.copyto(out, np.matmul(w, columns).reshape(out.shape), casting="unsafe")
     if bias is not None:
-        np.add(out, bias.reshape(bias.shape + (1,) * len(plan.lengths)), out=out)
+        np.add(out, bias.reshape(bias.shape + (1,) * len(lengths)), out=out)
