@@ -164,9 +164,16 @@ def _openblas_env(args) -> str:
 
 
 def _worker_env(args) -> dict[str, str]:
+    return worker_env(_openblas_env(args))
+
+
+def worker_env(openblas: str) -> dict[str, str]:
+    """A benchmark worker's environment: one BLAS/OpenMP thread, OpenBLAS's
+    tuning variables removed when ``openblas`` is "unset", this repository first
+    on PYTHONPATH (benchmarks.zoo's workers use it too)."""
     env = dict(os.environ)
     env.update({k: "1" for k in THREAD_VARS})
-    if _openblas_env(args) == "unset":
+    if openblas == "unset":
         for k in OPENBLAS_TUNING:
             env.pop(k, None)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in [env.get("PYTHONPATH")] if p])

@@ -37,9 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-OPENBLAS_TUNING = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+from benchmarks.run import REPO, worker_env
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -69,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"error: unknown zoo model(s) {unknown}", file=sys.stderr)
         return 2
-    env = _worker_env(args.openblas_env)
+    env = worker_env(args.openblas_env)
     started, load_start = time.perf_counter(), list(os.getloadavg())
     models, environment = [], {}
     for i, name in enumerate(names):
@@ -112,16 +110,6 @@ def _command(args) -> str:
     parts += [f"--rounds {args.rounds}", f"--round-ms {args.round_ms:g}", f"-O {args.level}"]
     parts += ["--no-tract"] * args.no_tract + [f"--openblas-env {args.openblas_env}"] * (args.openblas_env != "unset")
     return " ".join(parts)
-
-
-def _worker_env(openblas: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({k: "1" for k in THREAD_VARS})
-    if openblas == "unset":
-        for k in OPENBLAS_TUNING:
-            env.pop(k, None)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in [env.get("PYTHONPATH")] if p])
-    return env
 
 
 def _run_worker(name: str, args, env: dict[str, str]) -> dict:
