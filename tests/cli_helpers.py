@@ -8,7 +8,11 @@ import contextlib
 import io
 from dataclasses import dataclass
 
+import onnx
+import pytest
+
 from relaxpack.cli import main
+from relaxpack.examples.onnx_models import small_cnn, transformer_block_onnx
 
 
 @dataclass
@@ -69,3 +73,22 @@ def run_in_terminal(*args, timeout: float = 300) -> str:
         os.close(leader)
         proc.wait(timeout=timeout)
     return b"".join(chunks).decode("utf-8", "replace")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """The transformer block and the small CNN as ONNX files, once per test module."""
+    folder = tmp_path_factory.mktemp("models")
+    paths = {"block": folder / "block.onnx", "cnn": folder / "cnn.onnx"}
+    onnx.save(transformer_block_onnx(), str(paths["block"]))
+    onnx.save(small_cnn(), str(paths["cnn"]))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def archive(models, tmp_path_factory):
+    """The transformer block converted with seq=1..64, once per test module."""
+    out = tmp_path_factory.mktemp("archives") / "block.rpk"
+    result = invoke("convert", models["block"], "-o", out, "--dim", "seq=1..64")
+    assert result.exit_code == 0, result.output
+    return out

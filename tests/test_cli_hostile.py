@@ -9,25 +9,7 @@ import numpy as np
 import onnx
 import pytest
 
-from relaxpack.examples.onnx_models import small_cnn, transformer_block_onnx
-from tests.cli_helpers import invoke
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("models")
-    paths = {"block": folder / "block.onnx", "cnn": folder / "cnn.onnx"}
-    onnx.save(transformer_block_onnx(), str(paths["block"]))
-    onnx.save(small_cnn(), str(paths["cnn"]))
-    return paths
-
-
-@pytest.fixture(scope="module")
-def archive(models, tmp_path_factory):
-    out = tmp_path_factory.mktemp("archives") / "block.rpk"
-    result = invoke("convert", models["block"], "-o", out, "--dim", "seq=1..64")
-    assert result.exit_code == 0, result.output
-    return out
+from tests.cli_helpers import archive, invoke, models  # noqa: F401 (module fixtures shared by the CLI tests)
 
 
 def one_error_line(result, pattern: str | None = None) -> str:
