@@ -37,11 +37,13 @@ def string_concat(x, y, *, out):
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled(pattern: str) -> re.Pattern:
+def compiled_pattern(pattern: str, op: str, flags: int = 0) -> re.Pattern:
+    """``pattern`` compiled (cached); an ExecutionError naming ``op`` and the pattern when ``re``
+    cannot read it (regex_full_match, tokenizer)."""
     try:
-        return re.compile(pattern)
+        return re.compile(pattern, flags)
     except re.error as err:
-        raise ExecutionError(f"regex_full_match: invalid pattern {pattern!r}: {err}") from None
+        raise ExecutionError(f"{op}: invalid pattern {pattern!r}: {err}") from None
 
 
 @register_kernel("regex_full_match")
@@ -56,7 +58,7 @@ def regex_full_match(x, *, out, pattern):
     understood by ``re`` (an invalid pattern is an ExecutionError); RE2 runs
     in linear time, ``re`` may backtrack exponentially on some patterns.
     """
-    regex = _compiled(pattern)
+    regex = compiled_pattern(pattern, "regex_full_match")
     found = [regex.fullmatch(s) is not None for s in x.reshape(-1)]
     out[...] = np.array(found, dtype=bool).reshape(x.shape)
 

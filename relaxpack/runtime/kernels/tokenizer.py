@@ -27,24 +27,20 @@ exponentially on some patterns (the design notes: "Python's re backtracks").
 
 from __future__ import annotations
 
-import functools
 import re
 
 import numpy as np
 
-from ...errors import ExecutionError, ShapeError
+from ...errors import ShapeError
 from ._registry import register_packed
+from .strings import compiled_pattern
 
 START, END = "\x02", "\x03"
 
 
-@functools.lru_cache(maxsize=64)
 def compile_pattern(pattern: str) -> re.Pattern:
-    """``pattern`` compiled; an ExecutionError naming it when ``re`` cannot read it."""
-    try:
-        return re.compile(pattern, re.ASCII)    # RE2's \w \d \s \b are ASCII classes
-    except re.error as err:
-        raise ExecutionError(f"tokenizer: invalid pattern {pattern!r}: {err}") from None
+    """``pattern`` compiled with RE2's ASCII classes (``\\w \\d \\s \\b``)."""
+    return compiled_pattern(pattern, "tokenizer", re.ASCII)
 
 
 def _has_alternatives(pattern: str) -> bool:
