@@ -19,7 +19,7 @@ from ..ir.expr import (
     TupleGetItem, Var, VarBinding,
 )
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
-from ..ops.workspace import call_workspace
+from ..ops.registry import call_workspace
 from ..runtime.dtypes import numpy_dtype
 from ..runtime.memory import ALIGNMENT, align_up
 from ..runtime.memory.verify import peak_live
