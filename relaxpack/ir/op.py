@@ -54,9 +54,10 @@ class OpDef:
     #: so a model cannot hang the converter; run time is the caller's budget's to bound
     foldable: bool = True
     #: the output's shape depends on the input *values* (Reshape to a computed shape, TopK
-    #: of a run-time K): the op is called through ``call_packed`` with the output struct
-    #: info the caller declares (``sinfo_args``), its kernel returns new arrays, and the
-    #: result is bound by ``match_cast`` to fresh dims (Relax's ``R.unique``)
+    #: of a run-time K, NonZero, a sequence): the op is called through ``call_packed`` with
+    #: the output struct info the caller declares (``sinfo_args``) and every attribute,
+    #: its kernel returns new values (``Kernel.dps`` is False), and a tensor result is
+    #: bound by ``match_cast`` to fresh dims (Relax's ``R.unique``)
     data_dependent: bool = False
 
     def check_call(self, call: Call) -> None:
