@@ -119,7 +119,7 @@ def max_unpool_kernel(data, indices, *, out, pool_size, strides=1, padding=0, ou
 
 
 @register_packed("dyn.max_unpool")
-def dyn_max_unpool(data, indices, output_shape, *, pool_size, strides=1, padding=0):
+def dyn_max_unpool(data, indices, output_shape, *, pool_size, strides, padding):
     """``nn.max_unpool`` with ``output_shape`` given as a tensor at run time."""
     return max_unpool(data, indices, pool_size=pool_size, strides=strides, padding=padding,
                       output_shape=[int(d) for d in np.asarray(output_shape).reshape(-1)])
@@ -161,7 +161,7 @@ def col2im_kernel(data, *, out, image_shape, block_shape, strides=1, padding=0, 
 
 
 @register_packed("dyn.col2im")
-def dyn_col2im(data, image_shape, block_shape, *, strides=1, padding=0, dilation=1):
+def dyn_col2im(data, image_shape, block_shape, *, strides, padding, dilation):
     """``nn.col2im`` with the image and block shapes given as tensors at run time."""
     return col2im(data, image_shape=np.asarray(image_shape).reshape(-1),
                   block_shape=np.asarray(block_shape).reshape(-1), strides=strides, padding=padding,
