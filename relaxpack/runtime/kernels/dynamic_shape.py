@@ -26,7 +26,8 @@ import math
 import numpy as np
 
 from ...errors import ShapeError
-from ._math import normalize_axis, onnx_slice
+from ..semantics import onnx_slice
+from ._math import normalize_axis
 from ._registry import register_packed
 from .algorithm import one_hot as _one_hot_into, range_length, range_ as _range_into, topk as _topk_into
 from .image import pad as _pad_into
