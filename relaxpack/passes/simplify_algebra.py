@@ -3,7 +3,8 @@ activations exporters spell out become one op::
 
     permute_dims(permute_dims(x, (0, 2, 1)), (0, 2, 1))   ->   x
 
-The rules, in the order they are tried, are the table :data:`RULES`; what
+The rules, in the order they are tried, are the table :data:`RULES`
+(``RULES.describe()`` prints each one's rewrite); what
 each matches and why it is exact: docs/design-notes.md, "SimplifyAlgebra's
 rules". Bindings left unused are for DeadCodeElimination.
 """
