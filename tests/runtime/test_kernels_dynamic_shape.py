@@ -16,6 +16,7 @@ from relaxpack.runtime.kernels import KERNELS
 
 from .kernel_calls import call_kernel
 
+
 X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
 
 
