@@ -1,6 +1,7 @@
 """nn.conv / nn.conv_bias_act specialized per instruction (conv_small.py): bit for bit the generic
 kernel, call after call, whether the fast path runs (small NCHW float32/float16 convs, with a
-planned workspace or scratch of its own) or the call falls back (channels last, depthwise, large)."""
+planned workspace or scratch of its own) or the call falls back (float64, depthwise, large; channels last
+has its own runner: test_kernels_conv_small_nhwc.py)."""
 
 from __future__ import annotations
 
