@@ -8,7 +8,8 @@ last call's weight, bias and workspace (the same objects from run to run)
 and input and output shapes, the views the engine's ``strided`` method
 (:mod:`.conv_strided`) needs, and then makes only its numpy calls: zero the
 padded copy and copy the input in, one strided copy into the columns, one
-GEMM into ``out``, the bias, the activation. A channels-last conv gets
+GEMM into ``out``, the bias, the activation. A pointwise (1x1) conv of
+any size runs its one GEMM the same way. A channels-last conv gets
 :mod:`.conv_small_nhwc`'s runner (its pointwise, gemm and depthwise
 methods). Any other call (another method, dtype or layout; a changed
 operand) goes to the generic kernel, whose results these are, bit for bit
@@ -60,8 +61,8 @@ def specialize(generic, constant: tuple, strides=1, padding=0, dilation=1, group
 
 
 def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixed_bias: bool = False):
-    """The runner of the strided method (channels last: :mod:`.conv_small_nhwc`'s) for these
-    operands, or None where the generic kernel runs."""
+    """The runner of the strided method or of a pointwise conv (channels last:
+    :mod:`.conv_small_nhwc`'s) for these operands, or None where the generic kernel runs."""
     from .fused import activation_fn
     from .nn import _prepared_conv
     if attrs["data_layout"] == "NHWC" and attrs["out_layout"] in (None, "NHWC"):
@@ -80,7 +81,11 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         act = activation_fn(attrs["activation"])
     except Exception:   # noqa: BLE001 - an unhashable attribute, a bad one: the generic kernel says so
         return None
-    if plan.method != "strided" or tuple(out.shape) != tuple(expected) or out.size == 0:
+    if tuple(out.shape) != tuple(expected) or out.size == 0:
+        return None
+    if _is_pointwise(plan) and attrs["groups"] == 1 and work == dtype:
+        return _pointwise(data, weight, bias, act, len(plan.lengths))
+    if plan.method != "strided":
         return None
     batch, channels = data.shape[:2]
     layouts = conv_strided.strided_layouts(plan, batch, channels, work)
@@ -138,6 +143,30 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         matmul(w, columns, out=target if result is not None or out is prepared_out else out.reshape(target_shape))
         if result is not None:
             copy(out, result, casting="unsafe")  # the conv rounds, then the bias: as the generic kernel
+        if bias_b is not None:
+            add(out, bias_b, out=out)
+        if act is not None:
+            act(out)
+    return run
+
+
+def _is_pointwise(plan) -> bool:
+    """A 1x1 conv that reads the input as it is (no stride, no padding): the GEMM alone."""
+    return plan.method == "compact" and len(plan.taps) == 1 and plan.source_is_input and plan.q == plan.pixels
+
+
+def _pointwise(data, weight, bias, act, spatial_dims: int):
+    """The runner of a pointwise conv: the engine's ``compact`` method's calls (one batched GEMM
+    ``(1, O, C) @ (N, 1, C, pixels)`` straight into ``out``, the bias, the activation) without its plan,
+    scratch and view making."""
+    batch, channels = data.shape[:2]
+    out_channels = weight.shape[0]
+    w = weight.reshape(1, out_channels, channels)
+    bias_b = None if bias is None else bias.reshape(bias.shape + (1,) * spatial_dims)
+    matmul, add, ascontiguous = np.matmul, np.add, np.ascontiguousarray
+
+    def run(x, out):
+        matmul(w, ascontiguous(x).reshape(batch, 1, channels, -1), out=out.reshape(batch, 1, out_channels, -1))
         if bias_b is not None:
             add(out, bias_b, out=out)
         if act is not None:
