@@ -156,6 +156,33 @@ def test_max_pool(dtype, backend, data, attrs):
     assert_close(run_kernel("nn.max_pool", x, **attrs), expected)
 
 
+def _pool_attrs(attrs):
+    return dict(dict(strides=1, padding=0, dilation=1, ceil_mode=False, data_layout="NCHW"), **attrs)
+
+
+@pytest.mark.parametrize("data, attrs", POOL_CASES)
+@pytest.mark.parametrize("dtype, layout", [("float32", "NCHW"), ("float32", "NHWC"), ("float16", "NCHW"),
+                                           ("int8", "NHWC")])
+def test_a_specialized_max_pool_is_the_kernel_call_after_call(dtype, layout, data, attrs):
+    """The per-instruction max pool keeps its calls for the same data and output arrays (arena
+    views): their new values are read every call; new arrays are planned afresh."""
+    kernel = get_kernel("nn.max_pool").fn
+    attrs = _pool_attrs({**attrs, "data_layout": layout})
+    call = kernel.specialize_attrs(attrs, (False,))
+    rng = np.random.default_rng(7)
+    shape = data if layout == "NCHW" else (data[0], *data[2:], data[1])
+    want = run_kernel("nn.max_pool", rand(rng, shape, dtype), **attrs)
+    x, out = rand(rng, shape, dtype), np.empty_like(want)
+    for round_ in range(4):
+        if round_ == 2:
+            x, out = rand(rng, shape, dtype), np.empty_like(want)      # other arrays: planned again
+        x[...] = rand(rng, shape, dtype)
+        out[...] = 0
+        call(x, out=out)
+        kernel(x, out=want, **attrs)
+        np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
+
+
 @pytest.mark.parametrize("data, attrs", POOL_CASES)
 @pytest.mark.parametrize("count_include_pad", [False, True])
 @pytest.mark.parametrize("dtype, backend", [("float32", "ort"), ("float32", "ref"), ("float16", "ref"),
