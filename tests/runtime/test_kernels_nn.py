@@ -163,15 +163,19 @@ def _pool_attrs(attrs):
 @pytest.mark.parametrize("data, attrs", POOL_CASES)
 @pytest.mark.parametrize("dtype, layout", [("float32", "NCHW"), ("float32", "NHWC"), ("float16", "NCHW"),
                                            ("int8", "NHWC")])
-def test_a_specialized_max_pool_is_the_kernel_call_after_call(dtype, layout, data, attrs):
-    """The per-instruction max pool keeps its calls for the same data and output arrays (arena
+@pytest.mark.parametrize("op", ["nn.max_pool", "nn.avg_pool", "nn.avg_pool count_include_pad"])
+def test_a_specialized_pool_is_the_kernel_call_after_call(op, dtype, layout, data, attrs):
+    """The per-instruction pools keep their calls for the same data and output arrays (arena
     views): their new values are read every call; new arrays are planned afresh."""
-    kernel = get_kernel("nn.max_pool").fn
+    op, _, flag = op.partition(" ")
+    kernel = get_kernel(op).fn
     attrs = _pool_attrs({**attrs, "data_layout": layout})
+    if op == "nn.avg_pool":
+        attrs["count_include_pad"] = bool(flag)
     call = kernel.specialize_attrs(attrs, (False,))
     rng = np.random.default_rng(7)
     shape = data if layout == "NCHW" else (data[0], *data[2:], data[1])
-    want = run_kernel("nn.max_pool", rand(rng, shape, dtype), **attrs)
+    want = run_kernel(op, rand(rng, shape, dtype), **attrs)
     x, out = rand(rng, shape, dtype), np.empty_like(want)
     for round_ in range(4):
         if round_ == 2:

@@ -363,29 +363,29 @@ def _max_pool_calls(data, out, pool_size, strides, padding, dilation, ceil_mode,
     return calls if buf is out else calls + [(commit, (buf, out), {})]
 
 
-def _specialize_max_pool(attrs: dict, constant: tuple):
-    """Per instruction: the calls of the last call's ``data`` and ``out`` kept while the next call
+def _specialized_pool(make_calls):
+    """``specialize_attrs`` of a pool whose ``make_calls(data, out, **attrs)`` lists its numpy calls:
+    per instruction, the calls of the last call's ``data`` and ``out`` are kept while the next call
     passes the same arrays (arena views are the same objects run after run), with intermediate
-    buffers of the instruction's own; any other call plans afresh as :func:`max_pool` (and a float16
-    or large one is not kept: its float32 copies are the thread's scratch, or too large to keep)."""
-    state = [None, None, None]      # data, out, calls
+    buffers of the instruction's own (an average pool's zero padding written once); any other call
+    plans afresh, and calls on large data are not kept (their buffers would stay allocated)."""
+    def specialize(attrs: dict, constant: tuple):
+        state = [None, None, None]      # data, out, calls
 
-    def call(data, *, out):
-        if data is not state[0] or out is not state[1]:
-            calls = _max_pool_calls(data, out, **attrs)
-            if is_low_float(data.dtype) or data.nbytes > _POOL_PRIVATE_MAX_BYTES:
-                state[:] = None, None, None
-                for fn, args, kwargs in calls:
-                    fn(*args, **kwargs)
-                return
-            state[:] = data, out, calls
-        for fn, args, kwargs in state[2]:
-            fn(*args, **kwargs)
-    return call
+        def call(data, *, out):
+            if data is not state[0] or out is not state[1]:
+                calls = make_calls(data, out, **attrs)
+                state[:] = (data, out, calls) if data.nbytes <= _POOL_PRIVATE_MAX_BYTES else (None, None, None)
+            else:
+                calls = state[2]
+            for fn, args, kwargs in calls:
+                fn(*args, **kwargs)
+        return call
+    return specialize
 
 
-#: a specialized max pool keeps its intermediates (each smaller than the data) for data of at most
-#: this many bytes
+#: a specialized pool keeps its intermediates (each at most about the data's size, twice for a
+#: float16 max pool's float32 copies) for data of at most this many bytes
 _POOL_PRIVATE_MAX_BYTES = 4 << 20
 
 
@@ -422,7 +422,7 @@ def _max_along(x: np.ndarray, target: np.ndarray, axis: int, k: int, s: int, d: 
     return calls
 
 
-max_pool.specialize_attrs = _specialize_max_pool
+max_pool.specialize_attrs = _specialized_pool(_max_pool_calls)
 
 
 def _window_counts(x, k, s, d, b, e, m, count_include_pad) -> np.ndarray:
@@ -439,26 +439,46 @@ def avg_pool(data, *, out, pool_size, strides=1, padding=0, dilation=1, ceil_mod
              count_include_pad=False, data_layout="NCHW"):
     """N-d average pooling; the divisor counts the window's cells inside the
     data, and with ``count_include_pad`` those in the padding too."""
+    for fn, args, kwargs in _avg_pool_calls(data, out, pool_size, strides, padding, dilation, ceil_mode,
+                                            count_include_pad, data_layout):
+        fn(*args, **kwargs)
+
+
+def _avg_pool_calls(data, out, pool_size, strides, padding, dilation, ceil_mode, count_include_pad,
+                    data_layout) -> list:
+    """The calls ``(fn, args, kwargs)`` of an average pool of ``data`` into ``out``: the data
+    (converted and) zero-padded into a buffer when it needs either, the taps summed, the sums divided
+    by the window counts (one scalar when all windows count alike)."""
     data, out = _channels_first_views("nn.avg_pool", data, out, data_layout)
     pool, strides, dilation, begins, ends, reach, lengths = _pool_geometry(
         "nn.avg_pool", data, out, pool_size, strides, dilation, padding, ceil_mode)
     if out.size == 0:
-        return
+        return []
     dtype = np.dtype(np.float64) if out.dtype.kind in "iu" else work_dtype(out.dtype)
-    x = _pad(data.astype(dtype, copy=False), begins, reach)
+    calls, x = [], data
+    if any(begins) or any(reach) or data.dtype != dtype:
+        x = np.zeros((*data.shape[:2], *(n + b + r for n, b, r in zip(data.shape[2:], begins, reach))), dtype)
+        inner = x[(slice(None), slice(None)) + tuple(slice(b, b + n) for b, n in zip(begins, data.shape[2:]))]
+        calls.append((np.copyto, (inner, data), {"casting": "unsafe"}))
     acc = out if out.dtype == dtype else np.empty(out.shape, dtype)
     taps = itertools.product(*(range(k) for k in pool))
-    np.copyto(acc, x[_tap_slices(next(taps), strides, dilation, lengths)])
+    calls.append((np.copyto, (acc, x[_tap_slices(next(taps), strides, dilation, lengths)]), {}))
     for tap in taps:
-        acc += x[_tap_slices(tap, strides, dilation, lengths)]
+        calls.append((np.add, (acc, x[_tap_slices(tap, strides, dilation, lengths)]), {"out": acc}))
     counts = np.ones((), dtype)
     for i, (x_len, k, s, d, b, e, m) in enumerate(
             zip(data.shape[2:], pool, strides, dilation, begins, ends, lengths)):
         c = _window_counts(x_len, k, s, d, b, e, m, count_include_pad)
         counts = np.multiply.outer(counts, c.astype(dtype))
-    acc /= counts
+    if counts.size and (counts == counts.flat[0]).all():
+        counts = counts.flat[0]          # (the same quotients, without a broadcast array)
+    calls.append((np.divide, (acc, counts), {"out": acc}))
     if acc is not out:
-        np.copyto(out, acc, casting="unsafe")
+        calls.append((np.copyto, (out, acc), {"casting": "unsafe"}))
+    return calls
+
+
+avg_pool.specialize_attrs = _specialized_pool(_avg_pool_calls)
 
 
 @register_kernel("nn.global_avg_pool")
