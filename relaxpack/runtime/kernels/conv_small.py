@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from . import conv_small_nhwc, conv_strided
+from ._math import CLIP
 from ._workspace import scratch_nbytes
 
 _as_strided = np.lib.stride_tricks.as_strided
@@ -63,7 +64,6 @@ def specialize(generic, constant: tuple, strides=1, padding=0, dilation=1, group
 def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixed_bias: bool = False):
     """The runner of the strided method or of a pointwise conv (channels last:
     :mod:`.conv_small_nhwc`'s) for these operands, or None where the generic kernel runs."""
-    from .fused import activation_fn
     from .nn import _prepared_conv
     if attrs["data_layout"] == "NHWC" and attrs["out_layout"] in (None, "NHWC"):
         return _prepare_nhwc(data, weight, bias, out, workspace, attrs, fixed_weight, fixed_bias)
@@ -78,7 +78,7 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     try:
         plan, _, expected = _prepared_conv(data.shape, weight.shape, attrs["strides"], attrs["padding"],
                                            attrs["dilation"], attrs["groups"], "NCHW")
-        act = activation_fn(attrs["activation"])
+        act = _activation(attrs["activation"], dtype)
     except Exception:   # noqa: BLE001 - an unhashable attribute, a bad one: the generic kernel says so
         return None
     if tuple(out.shape) != tuple(expected) or out.size == 0:
@@ -150,6 +150,17 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     return run
 
 
+def _activation(activation, dtype: np.dtype):
+    """The in-place activation of ``out`` (a non-empty array of ``dtype``), or None: a float ReLU is
+    the clip the relu kernel makes (without its four Python calls around it), any other the fused
+    kernels' :func:`~.fused.activation_fn`."""
+    from .fused import activation_fn
+    if activation == "relu" and dtype.kind == "f":
+        zero, inf = dtype.type(0), dtype.type(np.inf)
+        return lambda out: CLIP(out, zero, inf, out=out)
+    return activation_fn(activation)
+
+
 def _is_pointwise(plan) -> bool:
     """A 1x1 conv that reads the input as it is (no stride, no padding): the GEMM alone."""
     return plan.method == "compact" and len(plan.taps) == 1 and plan.source_is_input and plan.q == plan.pixels
@@ -185,7 +196,6 @@ def _carve(layouts, workspace: np.ndarray) -> list:
 
 def _prepare_nhwc(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixed_bias: bool):
     """The channels-last runner (:mod:`.conv_small_nhwc`) for these operands, or None."""
-    from .fused import activation_fn
     from .nn import _prepared_conv
     dtype = out.dtype
     if dtype not in (np.float32, np.float64) or data.dtype != dtype or weight.dtype != dtype \
@@ -195,7 +205,7 @@ def _prepare_nhwc(data, weight, bias, out, workspace, attrs, fixed_weight: bool,
     try:
         plan, _, expected = _prepared_conv(data.shape, weight.shape, attrs["strides"], attrs["padding"],
                                            attrs["dilation"], attrs["groups"], "NHWC")
-        act = activation_fn(attrs["activation"])
+        act = _activation(attrs["activation"], dtype)
     except Exception:   # noqa: BLE001 - an unhashable attribute, a bad one: the generic kernel says so
         return None
     if tuple(out.shape) != tuple(expected) or out.size == 0:
