@@ -61,28 +61,41 @@ def specialize(generic, constant: tuple, strides=1, padding=0, dilation=1, group
     return call
 
 
-def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixed_bias: bool = False):
-    """The runner of the strided method or of a pointwise conv (channels last:
-    :mod:`.conv_small_nhwc`'s) for these operands, or None where the generic kernel runs."""
+def _checked(data, weight, bias, out, attrs, layout: str, dtypes: tuple):
+    """``(plan, activation)`` of a call whose operands all have ``out``'s dtype (one of ``dtypes``),
+    the bias one value per output channel, ``out`` C-contiguous, non-empty and of the attributes'
+    shape; None otherwise (the generic kernel runs it, and says what is wrong)."""
     from .nn import _prepared_conv
-    if attrs["data_layout"] == "NHWC" and attrs["out_layout"] in (None, "NHWC"):
-        return _prepare_nhwc(data, weight, bias, out, workspace, attrs, fixed_weight, fixed_bias)
-    if attrs["data_layout"] != "NCHW" or attrs["out_layout"] not in (None, "NCHW"):
-        return None
     dtype = out.dtype
-    if dtype not in (np.float16, np.float32, np.float64) or data.dtype != dtype or weight.dtype != dtype \
-            or (bias is not None and (bias.dtype != dtype or bias.shape != (weight.shape[0],))) \
+    out_channels = weight.shape[0] if layout == "NCHW" else weight.shape[-1]
+    if dtype not in dtypes or data.dtype != dtype or weight.dtype != dtype \
+            or (bias is not None and (bias.dtype != dtype or bias.shape != (out_channels,))) \
             or not out.flags.c_contiguous:
         return None
-    work = np.dtype(np.float32) if dtype == np.float16 else dtype
     try:
         plan, _, expected = _prepared_conv(data.shape, weight.shape, attrs["strides"], attrs["padding"],
-                                           attrs["dilation"], attrs["groups"], "NCHW")
+                                           attrs["dilation"], attrs["groups"], layout)
         act = _activation(attrs["activation"], dtype)
     except Exception:   # noqa: BLE001 - an unhashable attribute, a bad one: the generic kernel says so
         return None
     if tuple(out.shape) != tuple(expected) or out.size == 0:
         return None
+    return plan, act
+
+
+def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixed_bias: bool = False):
+    """The runner of the strided method or of a pointwise conv (channels last:
+    :mod:`.conv_small_nhwc`'s) for these operands, or None where the generic kernel runs."""
+    if attrs["data_layout"] == "NHWC" and attrs["out_layout"] in (None, "NHWC"):
+        return _prepare_nhwc(data, weight, bias, out, workspace, attrs, fixed_weight, fixed_bias)
+    if attrs["data_layout"] != "NCHW" or attrs["out_layout"] not in (None, "NCHW"):
+        return None
+    checked = _checked(data, weight, bias, out, attrs, "NCHW", (np.float16, np.float32, np.float64))
+    if checked is None:
+        return None
+    plan, act = checked
+    dtype = out.dtype
+    work = np.dtype(np.float32) if dtype == np.float16 else dtype
     if _is_pointwise(plan) and attrs["groups"] == 1 and work == dtype:
         return _pointwise(data, weight, bias, act, len(plan.lengths))
     if plan.method != "strided":
@@ -196,20 +209,11 @@ def _carve(layouts, workspace: np.ndarray) -> list:
 
 def _prepare_nhwc(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixed_bias: bool):
     """The channels-last runner (:mod:`.conv_small_nhwc`) for these operands, or None."""
-    from .nn import _prepared_conv
+    checked = _checked(data, weight, bias, out, attrs, "NHWC", (np.float32, np.float64))
+    if checked is None:
+        return None
+    plan, act = checked
     dtype = out.dtype
-    if dtype not in (np.float32, np.float64) or data.dtype != dtype or weight.dtype != dtype \
-            or (bias is not None and (bias.dtype != dtype or bias.shape != (weight.shape[-1],))) \
-            or not out.flags.c_contiguous:
-        return None
-    try:
-        plan, _, expected = _prepared_conv(data.shape, weight.shape, attrs["strides"], attrs["padding"],
-                                           attrs["dilation"], attrs["groups"], "NHWC")
-        act = _activation(attrs["activation"], dtype)
-    except Exception:   # noqa: BLE001 - an unhashable attribute, a bad one: the generic kernel says so
-        return None
-    if tuple(out.shape) != tuple(expected) or out.size == 0:
-        return None
     layouts = conv_small_nhwc.layouts(plan, data.shape[0], data.shape[-1], attrs["groups"], dtype)
     if layouts is None:
         return None
