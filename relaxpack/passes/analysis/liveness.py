@@ -1,28 +1,43 @@
-"""Liveness of a function's bindings in their order, for ReorderBindings.
+"""Liveness of a function's bindings in their order: the one model of which
+buffers are live where, for ReorderBindings and the memory plan's figures.
 
-The cost model of ``packager/memory_plan.py`` read off the IR before the
-bytecode exists (see reorder_bindings.py for what allocates, what aliases,
-in-place reuse and workspaces): which buffers each binding allocates and
-reads, their sizes at the dims' upper bounds, and the peak of live bytes
-of an order (:func:`peak_live_bytes`).
+Last-use style (as jax and tinygrad plan): bindings are numbered in
+codegen's order; a binding that allocates (an op, ``call_tir``,
+``call_dps_packed`` or a fused ``Primitive`` function) makes a buffer, and
+everything else (a var alias, tuple, tuple item, ``match_cast``,
+``call_packed``, a call of a module function) *holds* what its operands
+hold. A buffer lives from its allocation to its last reader through every
+alias: its *kill point*. Buffers that may reach the function's result, and
+parameters and constants, are not counted. An elementwise op whose input of
+the output's shape and dtype dies there writes over it (*in-place reuse*);
+a kernel's workspace (ops/workspace.py) is live at its binding alone.
+Sizes come from struct info, aligned to :data:`runtime.memory.ALIGNMENT`,
+symbolic dims at their upper bounds (``dim_ranges``) or, without one, at
+:data:`REPRESENTATIVE_DIM`.
+
+>>> lv = Liveness(mod["main"], mod)                          # doctest: +SKIP
+>>> lv.buffers[0].alloc, lv.buffers[0].last, lv.kill_points()  # doctest: +SKIP
+(0, 2, {2: [0]})
+>>> lv.peak()                                                # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import RelaxpackError
-from ..ir.block_builder import is_pure_expr
-from ..ir.dims import DimExpr, evaluate, free_vars
-from ..ir.expr import (
+from ...errors import RelaxpackError
+from ...ir.block_builder import is_pure_expr
+from ...ir.dims import DimExpr, evaluate, free_vars
+from ...ir.expr import (
     Binding, Call, Expr, ExternFunc, Function, GlobalVar, If, MatchCast, Op, SeqExpr, Tuple,
     TupleGetItem, Var, VarBinding,
 )
-from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
-from ..ops.workspace import call_workspace
-from ..runtime.dtypes import numpy_dtype
-from ..runtime.memory import ALIGNMENT, align_up
-from ..runtime.memory.verify import peak_live
+from ...ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from ...ops.registry import get_op_def
+from ...ops.workspace import call_workspace
+from ...runtime.dtypes import numpy_dtype
+from ...runtime.memory import ALIGNMENT, align_up
+from ...runtime.memory.verify import peak_live
 
 #: the value of a symbolic dim without an upper bound, for sizes
 REPRESENTATIVE_DIM = 64
@@ -122,7 +137,6 @@ def _elementwise_args(call: Call) -> tuple:
             return ()
         name = args[0].global_symbol
         args = args[1].fields if isinstance(args[1], Tuple) else (args[1],)
-    from ..ops.registry import get_op_def
     try:
         return args if getattr(get_op_def(name), "elementwise", False) else ()
     except RelaxpackError:
@@ -139,6 +153,11 @@ class _Buffer:
     alloc: int                     # position of the allocating binding
     sinfo: StructInfo              # the allocated value's struct info
     readers: list[int] = field(default_factory=list)   # positions reading it (its own first)
+
+    @property
+    def last(self) -> int:
+        """The kill point: the last position that reads the buffer or anything holding it."""
+        return max(self.readers)
 
 
 class Liveness:
@@ -218,17 +237,33 @@ class Liveness:
             if cands:
                 self.in_place[pos] = cands
 
-    def peak(self) -> int:
-        """The largest total of live bytes at one position (the planner's lower bound)."""
-        start = {i: b.alloc for i, b in enumerate(self.buffers)}
+    def in_place_reuse(self) -> dict[int, int]:
+        """Output buffer -> the dying input whose bytes it takes over (the first
+        candidate whose kill point is the writing binding)."""
+        reuse = {}
         for pos, cands in self.in_place.items():
             out = self.out_buffer[pos]
             for i in cands:
-                if self.buffers[i].size and self.buffers[out].size and max(self.buffers[i].readers) == pos:
-                    start[out] = pos + 1   # the output takes over the input's bytes
+                if self.buffers[i].size and self.buffers[out].size and self.buffers[i].last == pos:
+                    reuse[out] = i
                     break
-        live = [(b.size, start[i], max(b.readers)) for i, b in enumerate(self.buffers)
-                if b.size and start[i] <= max(b.readers)]
+        return reuse
+
+    def kill_points(self) -> dict[int, list[int]]:
+        """Position -> the counted buffers that die after it (their last use)."""
+        kills: dict[int, list[int]] = {}
+        for i, b in enumerate(self.buffers):
+            if b.size:
+                kills.setdefault(b.last, []).append(i)
+        return kills
+
+    def peak(self) -> int:
+        """The largest total of live bytes at one position (the planner's lower bound)."""
+        start = {i: b.alloc for i, b in enumerate(self.buffers)}
+        for out in self.in_place_reuse():
+            start[out] = self.buffers[out].alloc + 1   # the output takes over the input's bytes
+        live = [(b.size, start[i], b.last) for i, b in enumerate(self.buffers)
+                if b.size and start[i] <= b.last]
         return peak_live(live + [(size, pos, pos) for pos, size in self.scratch.items()])
 
 
