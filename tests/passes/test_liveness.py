@@ -43,3 +43,24 @@ return z
     lv = Liveness(parse(text)["main"])
     assert list(lv.scratch) == [0] and lv.scratch[0] > 0
     assert lv.peak() == lv.buffers[0].size + lv.scratch[0]
+
+
+def test_the_model_reads_the_ir_as_codegen_emits_it():
+    # a tuple output is a buffer per field; an item of it reads nothing (its reader does);
+    # a reshape of memory the function allocated is a view of it, not a buffer
+    text = program('x: R.Tensor((4, 256), "float32")', '(1024,)', '''
+s: R.Tuple(R.Tensor((2, 256), "float32"), R.Tensor((2, 256), "float32")) = R.call_tir("split", (x,), kernel_attrs=(("indices_or_sections", 2), ("axis", 0)), out_sinfo=[R.Tensor((2, 256), "float32"), R.Tensor((2, 256), "float32")])
+a: R.Tensor((2, 256), "float32") = s[0]
+b: R.Tensor((2, 256), "float32") = s[1]
+e: R.Tensor((2, 256), "float32") = R.call_tir("exp", (a,), kernel_attrs=None, out_sinfo=R.Tensor((2, 256), "float32"))
+f: R.Tensor((2, 256), "float32") = R.call_tir("add", (e, b), kernel_attrs=None, out_sinfo=R.Tensor((2, 256), "float32"))
+r: R.Tensor((512,), "float32") = R.call_tir("reshape", (f, R.shape([512])), kernel_attrs=None, out_sinfo=R.Tensor((512,), "float32"))
+g: R.Tensor((1024,), "float32") = R.call_tir("concat", ((r, r),), kernel_attrs=(("axis", 0),), out_sinfo=R.Tensor((1024,), "float32"))
+return g
+''', dims=())
+    lv = Liveness(parse(text)["main"])
+    s0, s1, e, f, g = lv.buffers
+    assert (s0.last, s1.last) == (3, 4)         # each field dies at its own reader
+    assert (f.alloc, f.last) == (4, 6)          # read through the view r by g
+    assert [b.path for b in lv.buffers[:2]] == [(0,), (1,)]
+    assert lv.in_place_reuse() == {2: 0, 3: 2}  # e over s[0]; f over e (b is another candidate)

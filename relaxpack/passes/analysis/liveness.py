@@ -30,7 +30,7 @@ from ...ir.block_builder import is_pure_expr
 from ...ir.dims import DimExpr, evaluate, free_vars
 from ...ir.expr import (
     Binding, Call, Expr, ExternFunc, Function, GlobalVar, If, MatchCast, Op, SeqExpr, Tuple,
-    TupleGetItem, Var, VarBinding,
+    TupleGetItem, Var,
 )
 from ...ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from ...ops.registry import get_op_def
@@ -116,6 +116,16 @@ def binding_dims(b: Binding) -> frozenset[str]:
     return dims | _dims_in(b.struct_info) if isinstance(b, MatchCast) else dims
 
 
+#: kernels that only copy their operand into another shape: on memory the function allocated
+#: codegen makes them a view (``vm.builtin.reshape_view``), an alias of their operand
+RESHAPES = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
+
+
+def is_planned_out(call: Call) -> bool:
+    """Whether ``call`` is a destination-passing call whose output a plan already allocated."""
+    return isinstance(call.op, Op) and call.op.name in _DPS and len(call.args) > 2
+
+
 def _allocates(b: Binding, primitive: frozenset[str]) -> bool:
     """Whether the binding's result is a new allocation (vs. what its operands hold)."""
     if isinstance(b, MatchCast) or not isinstance(b.value, Call):
@@ -123,24 +133,31 @@ def _allocates(b: Binding, primitive: frozenset[str]) -> bool:
     op = b.value.op
     if isinstance(op, GlobalVar):   # a fused (Primitive) function becomes one kernel call
         return op.name_hint in primitive
-    return isinstance(op, Op) and op.name not in ("call_packed", "call_pure_packed")
+    return (isinstance(op, Op) and op.name not in ("call_packed", "call_pure_packed", "loop")
+            and not is_planned_out(b.value))
 
 
-def _elementwise_args(call: Call) -> tuple:
-    """The operands of an elementwise op or kernel call, else ()."""
+def kernel_args(call: Call) -> tuple:
+    """The operands a kernel call (or a graph op) reads, in order."""
+    if isinstance(call.op, Op) and call.op.name in _DPS:
+        args = call.args[1]
+        return args.fields if isinstance(args, Tuple) else (args,)
+    return call.args
+
+
+def _elementwise(call: Call) -> bool:
     op = call.op
     if not isinstance(op, Op):
-        return ()
-    name, args = op.name, call.args
+        return False
+    name = op.name
     if name in _DPS:
-        if not isinstance(args[0], ExternFunc):
-            return ()
-        name = args[0].global_symbol
-        args = args[1].fields if isinstance(args[1], Tuple) else (args[1],)
+        if not isinstance(call.args[0], ExternFunc):
+            return False
+        name = call.args[0].global_symbol
     try:
-        return args if getattr(get_op_def(name), "elementwise", False) else ()
+        return getattr(get_op_def(name), "elementwise", False)
     except RelaxpackError:
-        return ()
+        return False
 
 
 def is_barrier(b: Binding) -> bool:
@@ -151,13 +168,30 @@ def is_barrier(b: Binding) -> bool:
 class _Buffer:
     size: int                      # aligned bytes; 0 when it reaches the result
     alloc: int                     # position of the allocating binding
-    sinfo: StructInfo              # the allocated value's struct info
+    sinfo: StructInfo              # the allocated tensor's struct info
     readers: list[int] = field(default_factory=list)   # positions reading it (its own first)
+    binding: Binding | None = None  # the binding that allocates it
+    path: tuple[int, ...] = ()      # its field in that binding's (tuple) output
 
     @property
     def last(self) -> int:
         """The kill point: the last position that reads the buffer or anything holding it."""
         return max(self.readers)
+
+
+@dataclass(frozen=True)
+class _Value:
+    """What a var's register holds: the buffers it may hold, the one it is
+    (when it is a buffer itself), a known tuple's fields, and whether it is
+    memory the function allocated (what a reshape may view)."""
+
+    held: frozenset = frozenset()
+    leaf: int | None = None
+    fields: tuple | None = None
+    owned: bool = False
+
+
+_NOTHING = _Value()
 
 
 class Liveness:
@@ -166,6 +200,8 @@ class Liveness:
     A binding is one position (an ``If`` reads its condition at its own
     position, then its branches follow); the end of every sequence -- a
     branch's result, the function's return -- is a position of its own.
+    A tuple output is one buffer per field; taking an item of a known tuple
+    reads nothing (the item's reader reads it), as in the bytecode.
     """
 
     def __init__(self, func: Function, mod=None):
@@ -173,23 +209,34 @@ class Liveness:
         self.primitive = frozenset(name for name, f in (mod.items() if mod is not None else ())
                                    if f.attrs.get("Primitive"))
         self.buffers: list[_Buffer] = []
-        self.holds: dict[Var, frozenset[int]] = {}
+        self.values: dict[Var, _Value] = {}
         self.position: dict[Binding, int] = {}
-        self.out_buffer: dict[int, int] = {}      # position -> the buffer it allocates
-        self.in_place: dict[int, list[int]] = {}  # position -> buffers it may write over
-        self.scratch: dict[int, int] = {}         # position -> its kernel's workspace bytes
+        self.out_buffers: dict[int, list[int]] = {}  # position -> the buffers it allocates
+        self.in_place: dict[int, list[int]] = {}    # position -> buffers it may write over
+        self.scratch: dict[int, int] = {}           # position -> its kernel's workspace bytes
+        self.views: set[Binding] = set()            # reshapes codegen makes views
         self.new_dims: dict[Binding, frozenset[str]] = {}   # match_cast -> the dims it binds
         self.defined = set().union(*(_dims_in(p.struct_info) for p in func.params))
+        self.entry_dims = frozenset(self.defined)
         self.count = 0
-        for i in self._seq(func.body):             # what reaches the result is not planned
+        result = self._seq(func.body)
+        self.end = self.count - 1
+        for i in result:                            # what reaches the result is not planned
             self.buffers[i].size = 0
+
+    @property
+    def holds(self) -> dict[Var, frozenset[int]]:
+        return {v: x.held for v, x in self.values.items()}
 
     def _next(self) -> int:
         self.count += 1
         return self.count - 1
 
+    def _value(self, expr) -> _Value:
+        return self.values.get(expr, _NOTHING) if isinstance(expr, Var) else _NOTHING
+
     def _read(self, expr, pos: int) -> frozenset[int]:
-        held = frozenset().union(*(self.holds.get(v, frozenset()) for v in vars_in(expr)))
+        held = frozenset().union(*(self._value(v).held for v in vars_in(expr)))
         for i in held:
             self.buffers[i].readers.append(pos)
         return held
@@ -205,47 +252,82 @@ class Liveness:
         value = b.value
         if isinstance(value, If):
             self._read(value.cond, pos)
-            self.holds[b.var] = self._seq(value.true_branch) | self._seq(value.false_branch)
+            held = self._seq(value.true_branch) | self._seq(value.false_branch)
+            self.values[b.var] = _Value(held)      # a register written twice: either branch's
             return
         if isinstance(b, MatchCast):
             self.new_dims[b] = b.struct_info.dim_vars() - self.defined
             self.defined |= self.new_dims[b]
-        if isinstance(b, VarBinding) and isinstance(value, Var):
-            held = self.holds.get(value, frozenset())   # an alias shares the register: no read
+        if isinstance(value, Var):                  # an alias (or a cast) shares the register
+            if isinstance(b, MatchCast):
+                self._read(value, pos)
+            self.values[b.var] = self._value(value)
+        elif isinstance(value, Tuple):
+            self.values[b.var] = _Value(self._read(value, pos), fields=tuple(self._value(f) for f in value.fields))
+        elif isinstance(value, TupleGetItem):
+            tup = self._value(value.tuple_value)
+            if tup.fields is not None and 0 <= value.index < len(tup.fields):
+                self.values[b.var] = tup.fields[value.index]
+            else:
+                self.values[b.var] = _Value(self._read(value, pos))
+        elif isinstance(value, Call) and self._is_view(value):
+            self.views.add(b)
+            self.values[b.var] = _Value(self._read(value, pos), owned=True)
+        elif isinstance(value, Call) and _allocates(b, self.primitive):
+            self._read(value, pos)
+            self.values[b.var] = self._allocate(b, b.var.struct_info, pos, ())
+            self._workspace_and_in_place(b, pos)
+        elif isinstance(value, Call):
+            self.values[b.var] = _Value(self._read(value, pos))
         else:
-            held = self._read(value, pos)
-        if not _allocates(b, self.primitive):
-            self.holds[b.var] = held if isinstance(value, (Var, Tuple, TupleGetItem, Call)) else frozenset()
-            return
-        out = len(self.buffers)
-        self.buffers.append(_Buffer(self.sizes.nbytes(b.var.struct_info), pos, b.var.struct_info, [pos]))
-        self.holds[b.var] = frozenset({out})
-        self.out_buffer[pos] = out
-        workspace = call_workspace(value) if isinstance(value, Call) else None
+            self.values[b.var] = _NOTHING
+
+    def _is_view(self, call: Call) -> bool:
+        """A reshape of memory the function allocated, which codegen makes a view."""
+        if not (isinstance(call.op, Op) and call.op.name == "call_tir" and len(call.args) == 2
+                and isinstance(call.args[0], ExternFunc) and call.args[0].global_symbol in RESHAPES
+                and isinstance(call.args[1], Tuple) and call.args[1].fields
+                and isinstance(call.sinfo_args[0], TensorStructInfo)):
+            return False
+        return self._value(call.args[1].fields[0]).owned
+
+    def _allocate(self, b: Binding, sinfo: StructInfo, pos: int, path: tuple) -> _Value:
+        if isinstance(sinfo, TupleStructInfo):
+            fields = tuple(self._allocate(b, f, pos, path + (k,)) for k, f in enumerate(sinfo.fields))
+            return _Value(frozenset().union(*(f.held for f in fields)), fields=fields, owned=True)
+        i = len(self.buffers)
+        self.buffers.append(_Buffer(self.sizes.nbytes(sinfo), pos, sinfo, [pos], b, path))
+        self.out_buffers.setdefault(pos, []).append(i)
+        return _Value(frozenset({i}), leaf=i, owned=True)
+
+    def _workspace_and_in_place(self, b: Binding, pos: int) -> None:
+        value, sinfo = b.value, b.var.struct_info
+        workspace = call_workspace(value)
         if workspace is not None:
             self.scratch[pos] = align_up(self.sizes.dim(workspace), ALIGNMENT)
-        sinfo = b.var.struct_info
-        if isinstance(sinfo, TensorStructInfo):
-            cands = []
-            for arg in _elementwise_args(value):
-                held = self.holds.get(arg, frozenset()) if isinstance(arg, Var) else frozenset()
-                if len(held) == 1:
-                    (i,) = held
-                    s = self.buffers[i].sinfo
-                    if isinstance(s, TensorStructInfo) and (s.shape, s.dtype) == (sinfo.shape, sinfo.dtype):
-                        cands.append(i)
-            if cands:
-                self.in_place[pos] = cands
+        if not isinstance(sinfo, TensorStructInfo) or not _elementwise(value):
+            return
+        cands = []
+        for arg in kernel_args(value):
+            i = self._value(arg).leaf
+            s = self.buffers[i].sinfo if i is not None else None
+            if isinstance(s, TensorStructInfo) and (s.shape, s.dtype) == (sinfo.shape, sinfo.dtype):
+                cands.append(i)
+        if cands:
+            self.in_place[pos] = cands
 
-    def in_place_reuse(self) -> dict[int, int]:
-        """Output buffer -> the dying input whose bytes it takes over (the first
-        candidate whose kill point is the writing binding)."""
-        reuse = {}
-        for pos, cands in self.in_place.items():
-            out = self.out_buffer[pos]
+    def in_place_reuse(self, planned=None) -> dict[int, int]:
+        """Output buffer -> the dying input whose bytes it takes over: the first
+        candidate whose kill point is the writing binding, each input once;
+        ``planned(i)`` says which buffers may share (default: those counted)."""
+        planned = planned or (lambda i: self.buffers[i].size > 0)
+        reuse, taken = {}, set()
+        for pos, cands in sorted(self.in_place.items()):
+            (out,) = self.out_buffers[pos]
             for i in cands:
-                if self.buffers[i].size and self.buffers[out].size and self.buffers[i].last == pos:
+                if planned(i) and planned(out) and i not in taken and self.buffers[i].last == pos:
                     reuse[out] = i
+                    taken.add(i)
                     break
         return reuse
 
