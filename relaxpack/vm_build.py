@@ -17,6 +17,7 @@ from .ir.well_formed import check_well_formed
 from .packager.codegen import codegen
 from .passes import PassContext
 from .passes.pipeline import lower_pipeline, optimize_pipeline
+from .passes.plan_memory import POOLS
 from .runtime.archive_check import MAX_PARAMS
 from .runtime.executable import Executable
 
@@ -67,8 +68,9 @@ def build(mod: IRModule, opt_level: int = 2, check: bool = True, pools: dict[str
     if check:
         check_well_formed(mod)
     ctx = PassContext.current()
+    disabled = list(ctx.disabled_passes) + ([] if plan_memory else ["PlanMemory"])
     with PassContext(opt_level=opt_level, instruments=ctx.instruments, check_well_formed=check,
-                     disabled_passes=ctx.disabled_passes, config=ctx.config):
+                     disabled_passes=disabled, config={**ctx.config, POOLS: pools}):
         with stage("optimize"):
             optimized = optimize_pipeline()(mod)
         with stage("lower"):

@@ -218,10 +218,11 @@ class Liveness:
         self.new_dims: dict[Binding, frozenset[str]] = {}   # match_cast -> the dims it binds
         self.defined = set().union(*(_dims_in(p.struct_info) for p in func.params))
         self.entry_dims = frozenset(self.defined)
+        self.ends: dict[int, SeqExpr] = {}          # position -> the sequence it ends
+        self.leave_branch: set[int] = set()         # buffers a branch allocates and returns
         self.count = 0
-        result = self._seq(func.body)
-        self.end = self.count - 1
-        for i in result:                            # what reaches the result is not planned
+        self.escaping = self._seq(func.body)
+        for i in self.escaping:                     # what reaches the result is not planned
             self.buffers[i].size = 0
 
     @property
@@ -245,14 +246,16 @@ class Liveness:
         for block in seq.blocks:
             for b in block.bindings:
                 self._binding(b)
-        return self._read(seq.body, self._next())
+        pos = self._next()
+        self.ends[pos] = seq
+        return self._read(seq.body, pos)
 
     def _binding(self, b: Binding) -> None:
         pos = self.position[b] = self._next()
         value = b.value
         if isinstance(value, If):
             self._read(value.cond, pos)
-            held = self._seq(value.true_branch) | self._seq(value.false_branch)
+            held = self._branch(value.true_branch) | self._branch(value.false_branch)
             self.values[b.var] = _Value(held)      # a register written twice: either branch's
             return
         if isinstance(b, MatchCast):
@@ -282,6 +285,12 @@ class Liveness:
         else:
             self.values[b.var] = _NOTHING
 
+    def _branch(self, seq: SeqExpr) -> frozenset[int]:
+        start = self.count
+        held = self._seq(seq)
+        self.leave_branch |= {i for i in held if self.buffers[i].alloc >= start}
+        return held
+
     def _is_view(self, call: Call) -> bool:
         """A reshape of memory the function allocated, which codegen makes a view."""
         if not (isinstance(call.op, Op) and call.op.name == "call_tir" and len(call.args) == 2
@@ -307,9 +316,13 @@ class Liveness:
             self.scratch[pos] = align_up(self.sizes.dim(workspace), ALIGNMENT)
         if not isinstance(sinfo, TensorStructInfo) or not _elementwise(value):
             return
+        args = kernel_args(value)
+        if len(args) == 1 and self._value(args[0]).fields is not None:
+            args = self._value(args[0]).fields     # a var bound to the argument tuple: its items
         cands = []
-        for arg in kernel_args(value):
-            i = self._value(arg).leaf
+        for arg in args:
+            arg = arg if isinstance(arg, _Value) else self._value(arg)
+            i = arg.leaf
             s = self.buffers[i].sinfo if i is not None else None
             if isinstance(s, TensorStructInfo) and (s.shape, s.dtype) == (sinfo.shape, sinfo.dtype):
                 cands.append(i)
