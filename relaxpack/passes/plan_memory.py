@@ -263,7 +263,7 @@ def _already_planned(func: Function) -> bool:
     return planned(func.body)
 
 
-@function_pass(name="PlanMemory", opt_level=0, requires=("lower",), produces="plan")
+@function_pass(name="PlanMemory", opt_level=0, requires=("lower", "plan"), produces="plan")
 def plan_memory(func, mod, ctx):
     """Explicit allocations in arena buffers with kill points (see the module doc)."""
     if _already_planned(func):

@@ -3,9 +3,10 @@
 
 * ``memory.alloc_tensor(shape, dtype=, storage=, pool=, offset=)`` -- a
   tensor of ``shape``: in arena buffer ``storage`` of ``pool`` (at byte
-  ``offset`` when every dim has an upper bound: the plan at the bounds; the
-  runtime re-plans each concrete shape), or, with ``storage=None``, an
-  allocation of its own (an output, or a size only known later).
+  ``offset`` when every dim has an upper bound: the plan at the bounds, in
+  the default pool if a bounded ``pool`` spilled it there; the runtime
+  re-plans each concrete shape), or, with ``storage=None``, an allocation
+  of its own (an output, or a size only known later).
 * ``memory.kill_tensor(x)`` -- ``x``'s buffer is not read after this point
   (its last use is the binding right before; at the head of an ``If``'s
   branch, the condition). Codegen emits nothing for it: it ends the
