@@ -61,7 +61,7 @@ def build(mod: IRModule, opt_level: int = 2, check: bool = True, pools: dict[str
     memory pools in bytes (``{"fast": 256 * 1024}``): intermediates are first
     offered to the first pool named and spill to the default pool.
     ``stage(name)``, when given, is entered around each stage ("optimize",
-    "lower", "codegen + plan"): the command line times and shows them.
+    "lower + plan", "codegen"): the command line times and shows them.
     """
     check_archive_limits(mod)
     stage = stage or (lambda name: contextlib.nullcontext())
@@ -73,9 +73,9 @@ def build(mod: IRModule, opt_level: int = 2, check: bool = True, pools: dict[str
                      disabled_passes=disabled, config={**ctx.config, POOLS: pools}):
         with stage("optimize"):
             optimized = optimize_pipeline()(mod)
-        with stage("lower"):
+        with stage("lower + plan"):
             lowered = lower_pipeline()(optimized)
-    with stage("codegen + plan"):
+    with stage("codegen"):
         exe = codegen(lowered, plan_memory=plan_memory, pools=pools)
     exe.metadata["ir"] = ir_text(lowered)
     for key in ("source", "source_sha256"):

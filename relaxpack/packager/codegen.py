@@ -19,13 +19,13 @@ from ..ir.expr import (
 )
 from ..ir.module import IRModule
 from ..ir.struct_info import (
-    MapStructInfo, OptionalStructInfo, PrimStructInfo, SequenceStructInfo, ShapeStructInfo, StructInfo,
-    TensorStructInfo, TupleStructInfo,
+    OptionalStructInfo, SequenceStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
 )
 from ..runtime.bytecode import CONST, FUNC, IMM, NO_DST, REG, Goto, If as IfInstr, ParamInfo, Ret, VMFunction
 from ..runtime.bytecode import Call as CallInstr
 from ..runtime.executable import Executable, FuncEntry
 from ..runtime.dtypes import numpy_dtype
+from ..ops.definitions.memory import RESHAPES
 from ..ops.workspace import call_workspace
 from ..runtime.kernels import KERNELS
 from ..runtime.program_check import MAX_TENSOR_BYTES
@@ -33,6 +33,7 @@ from ..runtime.registry import FUNC_KIND
 from .assumptions import cast_relations, check_entry, entry_key
 from .dim_program import dim_program
 from .memory_plan import ARENA, Storage, place_arena, plan_figures
+from .signature import container_kind, map_kind, value_info
 
 
 class _ModuleState:
@@ -508,12 +509,6 @@ class _FunctionCodegen:
 # fail on at run time); the archive loader holds static allocations to it too.
 
 
-#: kernels that only copy their operand into another shape: on memory this function allocated
-#: (an intermediate, never an input or a constant the result could then alias) they become
-#: ``vm.builtin.reshape_view``, which the memory plan treats as an alias of its operand
-RESHAPES = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
-
-
 def check_allocation(sinfo: TensorStructInfo, where: str) -> None:
     static = [d for d in sinfo.shape if isinstance(d, int)]
     if any(d < 0 for d in static):
@@ -528,54 +523,11 @@ def check_allocation(sinfo: TensorStructInfo, where: str) -> None:
                       f"(more than {MAX_TENSOR_BYTES}, the largest one tensor may take)")
 
 
-def value_info(name: str, sinfo) -> ParamInfo:
-    """An input's or output's signature entry: kind, dtype, rank and dims (ints, or the
-    dim's text: a name such as ``"seq"`` or an expression such as ``"2 * seq"``)."""
-    if isinstance(sinfo, TensorStructInfo):
-        shape = None if sinfo.shape is None else tuple(d if isinstance(d, int) else str(d) for d in sinfo.shape)
-        return ParamInfo(name, "tensor", sinfo.dtype, sinfo.ndim, shape)
-    if map_kind(sinfo) is not None:
-        kind, key_dtype, dtype = map_kind(sinfo)
-        return ParamInfo(name, kind, dtype, 0, key_dtype=key_dtype)
-    if isinstance(sinfo, (SequenceStructInfo, OptionalStructInfo)):
-        kind, dtype, ndim = container_kind(sinfo)
-        return ParamInfo(name, kind, dtype, ndim)
-    kind = {ShapeStructInfo: "shape", PrimStructInfo: "prim", TupleStructInfo: "tuple"}.get(type(sinfo), "object")
-    return ParamInfo(name, kind)
-
-
 def _packed_kind(call: Call) -> str:
     """``packed`` for a library kernel, ``func`` for a function the deploying
     process registers (relaxpack.runtime.register_func): the archive keeps the
     distinction so a loader can name what is missing."""
     return "packed" if call.args[0].global_symbol in KERNELS else FUNC_KIND
-
-
-def map_kind(sinfo) -> tuple[str, str, str | None] | None:
-    """(kind, key dtype, value dtype) of a map (``"map"``) or a sequence of maps
-    (``"sequence_map"``), as the signature records them; None for any other value."""
-    if isinstance(sinfo, SequenceStructInfo) and isinstance(sinfo.elem, MapStructInfo):
-        kind, sinfo = "sequence_map", sinfo.elem
-    elif isinstance(sinfo, MapStructInfo):
-        kind = "map"
-    else:
-        return None
-    if not isinstance(sinfo.value, TensorStructInfo):
-        raise IRError(f"a map of {sinfo.value} cannot be a function's input or output (only of tensors)")
-    return kind, sinfo.key_dtype, sinfo.value.dtype
-
-
-def container_kind(sinfo) -> tuple[str, str | None, int]:
-    """(kind, element dtype, element rank) of a sequence or optional value, as the signature
-    records it: ``"sequence"``, ``"optional"`` (of a tensor) or ``"optional_sequence"``."""
-    elem = sinfo.elem
-    if isinstance(sinfo, OptionalStructInfo) and isinstance(elem, SequenceStructInfo):
-        kind, elem = "optional_sequence", elem.elem
-    else:
-        kind = "sequence" if isinstance(sinfo, SequenceStructInfo) else "optional"
-    if isinstance(elem, TensorStructInfo):
-        return kind, elem.dtype, elem.ndim
-    raise IRError(f"a {kind} of {elem} cannot be a function's input or output (only of tensors)")
 
 
 def _scan_spec(sinfo, where: str) -> tuple:
@@ -603,7 +555,7 @@ def codegen(mod: IRModule, plan_memory: bool = True, pools: dict | None = None) 
     """Translate a legalized module into an :class:`Executable`.
 
     ``plan_memory`` puts the intermediates PlanMemory gave an arena buffer
-    there (packager/memory_plan.py); ``pools`` bounds memory pools in bytes.
+    there (packager/memory_plan.py writes the plan); ``pools`` bounds pools in bytes.
     """
     state = _ModuleState(mod)
     functions = {}

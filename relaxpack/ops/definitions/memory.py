@@ -28,6 +28,11 @@ from ...ir.struct_info import GLOBAL_SCOPE, StructInfo, TensorStructInfo, TupleS
 from ..registry import register_op
 from .common import op_label
 
+#: kernels that only copy their operand into another shape: on memory the function allocated
+#: (an intermediate, never an input or a constant the result could then alias) codegen makes
+#: them ``vm.builtin.reshape_view``, an alias of the operand, not an allocation
+RESHAPES = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
+
 
 def _infer_alloc(call: Call, analyzer: DimAnalyzer) -> StructInfo:
     shape = call.args[0]

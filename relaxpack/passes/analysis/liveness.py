@@ -33,6 +33,7 @@ from ...ir.expr import (
     TupleGetItem, Var,
 )
 from ...ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from ...ops.definitions.memory import RESHAPES
 from ...ops.registry import get_op_def
 from ...ops.workspace import call_workspace
 from ...runtime.dtypes import numpy_dtype
@@ -114,11 +115,6 @@ def _dims_in(x) -> frozenset[str]:
 def binding_dims(b: Binding) -> frozenset[str]:
     dims = _dims_in(b.var.struct_info) | _dims_in(b.value)
     return dims | _dims_in(b.struct_info) if isinstance(b, MatchCast) else dims
-
-
-#: kernels that only copy their operand into another shape: on memory the function allocated
-#: codegen makes them a view (``vm.builtin.reshape_view``), an alias of their operand
-RESHAPES = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
 
 
 def is_planned_out(call: Call) -> bool:
