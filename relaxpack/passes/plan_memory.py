@@ -28,12 +28,10 @@ offers every tensor of the default scope to the first pool named
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ..ir.dims import evaluate, free_vars
-from ..ir.expr import (
-    Binding, BindingBlock, Call, Function, If, Op, SeqExpr, ShapeExpr, Tuple,
-    Var, VarBinding,
-)
+from ..ir.expr import Binding, BindingBlock, Call, Function, If, Op, SeqExpr, ShapeExpr, Tuple, Var, VarBinding
 from ..ir.op import make_call
 from ..ir.struct_info import GLOBAL_SCOPE, TensorStructInfo, TupleStructInfo
 from ..runtime.dtypes import numpy_dtype
@@ -45,17 +43,24 @@ from .core.infra import function_pass
 #: config key: pools bounded in bytes ({name: bytes or None}), the first offered first
 POOLS = "plan_memory.pools"
 
-_STEP = 1 << 20          # instants: a binding's allocations, then its run (reads, workspace)
+#: lifetimes at the bounds are in instants, finer than positions so that they order as the
+#: bytecode's pcs do: binding ``p`` allocates its outputs at ``p * _STEP + k``, then runs (reads
+#: its operands, uses its workspace) at ``p * _STEP + _RUN``
+_STEP = 1 << 20
 _RUN = _STEP - 1
 
 
+@dataclass
 class _Storage:
-    """An arena buffer: its first tensor decides its size; its members share it."""
+    """An arena buffer: its first tensor decides its size; a tensor written in
+    place over a dying one shares it. Lifetimes are in instants (``_STEP``)."""
 
-    def __init__(self, index: int, sinfo: TensorStructInfo, pool: str, start: int, workspace: bool):
-        self.index, self.sinfo, self.pool = index, sinfo, pool
-        self.start, self.end, self.workspace = start, start, workspace
-        self.members = 1
+    index: int
+    sinfo: TensorStructInfo
+    pool: str
+    start: int
+    end: int
+    workspace: bool
 
 
 class _Plan:
@@ -64,7 +69,9 @@ class _Plan:
     def __init__(self, func: Function, mod, pools: dict):
         self.lv = lv = Liveness(func, mod)
         self.pools = pools
+        self.binding_at = {p: b for b, p in lv.position.items()}
         self.storage_of: dict[tuple, _Storage] = {}   # (position, field path or "ws") -> storage
+        self.sinfo_of: dict[tuple, TensorStructInfo] = {}
         self.storages: list[_Storage] = []
         self.kills: dict[int, list[tuple]] = {}        # position -> keys of the tensors dying there
         reuse = lv.in_place_reuse(self.planned)
@@ -77,24 +84,22 @@ class _Plan:
                 key = (pos, b.path)
                 if shared is not None:
                     st = self.storage_of[(lv.buffers[shared].alloc, lv.buffers[shared].path)]
-                    st.members += 1
                 else:
                     st = self._new(b.sinfo, pos * _STEP + k, False)   # from its allocation
-                self.storage_of[key] = st
+                self.storage_of[key], self.sinfo_of[key] = st, b.sinfo
                 st.end = max(st.end, b.last * _STEP + _RUN)
                 self.kills.setdefault(b.last, []).append(key)
             if pos in lv.scratch:
                 sinfo = self.workspace_sinfo(pos)
                 if sinfo is not None and self.plannable(sinfo):
-                    st = self._new(sinfo, pos * _STEP + _RUN, True)
-                    st.end = pos * _STEP + _RUN
-                    self.storage_of[(pos, "ws")] = st
+                    st = self._new(sinfo, pos * _STEP + _RUN, True)   # at its call alone
+                    self.storage_of[(pos, "ws")], self.sinfo_of[(pos, "ws")] = st, sinfo
                     self.kills.setdefault(pos, []).append((pos, "ws"))
 
     def _new(self, sinfo, start: int, workspace: bool) -> _Storage:
         scope = sinfo.vdevice or GLOBAL_SCOPE
         pool = next(iter(self.pools)) if scope == GLOBAL_SCOPE and self.pools else scope
-        st = _Storage(len(self.storages), sinfo, pool, start, workspace)
+        st = _Storage(len(self.storages), sinfo, pool, start, start, workspace)
         self.storages.append(st)
         return st
 
@@ -109,7 +114,7 @@ class _Plan:
                 and all(isinstance(d, int) or free_vars(d) <= self.lv.entry_dims for d in sinfo.shape))
 
     def workspace_sinfo(self, pos: int):
-        binding = next(b for b, p in self.lv.position.items() if p == pos)
+        binding = self.binding_at[pos]
         nbytes = call_workspace(binding.value)
         out = binding.value.sinfo_args[0]
         scope = out.vdevice if isinstance(out, TensorStructInfo) else GLOBAL_SCOPE
@@ -142,20 +147,12 @@ def figures(plan: _Plan, func: Function) -> tuple[dict, dict[int, int]]:
         return out, {}
     buffers = [Buffer(str(st.index), size, st.start, st.end, st.pool) for st, size in zip(sts, sizes)]
     placed = place(buffers, ALIGNMENT, pools=plan.pools)
-    sinfo_of = {key: _member_sinfo(plan, key) for key, _ in every}
-    naive = sum(align_up(_nbytes(sinfo_of[key], bounds), ALIGNMENT) for key, _ in every)
+    naive = sum(align_up(_nbytes(plan.sinfo_of[key], bounds), ALIGNMENT) for key, _ in every)
     ws = [align_up(size, ALIGNMENT) for st, size in zip(sts, sizes) if st.workspace]
     out.update(planned_at="bounds", arena_bytes=placed.arena_bytes, pool_bytes=dict(placed.pool_sizes),
                lower_bound_bytes=sum(lower_bound(buffers, ALIGNMENT).values()), naive_bytes=naive,
                workspace_bytes=sum(ws), largest_workspace_bytes=max(ws, default=0), algorithm=placed.algorithm)
     return out, {st.index: placed.offsets[str(st.index)] for st in sts}
-
-
-def _member_sinfo(plan: _Plan, key: tuple) -> TensorStructInfo:
-    pos, path = key
-    if path == "ws":
-        return plan.storage_of[key].sinfo
-    return next(b.sinfo for b in plan.lv.buffers if (b.alloc, b.path) == key)
 
 
 # ---------------------------------------------------------------- the IR with the plan
