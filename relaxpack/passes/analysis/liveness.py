@@ -166,8 +166,7 @@ class _Buffer:
     alloc: int                     # position of the allocating binding
     sinfo: StructInfo              # the allocated tensor's struct info
     readers: list[int] = field(default_factory=list)   # positions reading it (its own first)
-    binding: Binding | None = None  # the binding that allocates it
-    path: tuple[int, ...] = ()      # its field in that binding's (tuple) output
+    path: tuple[int, ...] = ()      # its field in the allocating binding's (tuple) output
 
     @property
     def last(self) -> int:
@@ -210,7 +209,6 @@ class Liveness:
         self.out_buffers: dict[int, list[int]] = {}  # position -> the buffers it allocates
         self.in_place: dict[int, list[int]] = {}    # position -> buffers it may write over
         self.scratch: dict[int, int] = {}           # position -> its kernel's workspace bytes
-        self.views: set[Binding] = set()            # reshapes codegen makes views
         self.new_dims: dict[Binding, frozenset[str]] = {}   # match_cast -> the dims it binds
         self.defined = set().union(*(_dims_in(p.struct_info) for p in func.params))
         self.entry_dims = frozenset(self.defined)
@@ -220,10 +218,6 @@ class Liveness:
         self.escaping = self._seq(func.body)
         for i in self.escaping:                     # what reaches the result is not planned
             self.buffers[i].size = 0
-
-    @property
-    def holds(self) -> dict[Var, frozenset[int]]:
-        return {v: x.held for v, x in self.values.items()}
 
     def _next(self) -> int:
         self.count += 1
@@ -270,11 +264,10 @@ class Liveness:
             else:
                 self.values[b.var] = _Value(self._read(value, pos))
         elif isinstance(value, Call) and self._is_view(value):
-            self.views.add(b)
             self.values[b.var] = _Value(self._read(value, pos), owned=True)
         elif isinstance(value, Call) and _allocates(b, self.primitive):
             self._read(value, pos)
-            self.values[b.var] = self._allocate(b, b.var.struct_info, pos, ())
+            self.values[b.var] = self._allocate(b.var.struct_info, pos, ())
             self._workspace_and_in_place(b, pos)
         elif isinstance(value, Call):
             self.values[b.var] = _Value(self._read(value, pos))
@@ -296,12 +289,12 @@ class Liveness:
             return False
         return self._value(call.args[1].fields[0]).owned
 
-    def _allocate(self, b: Binding, sinfo: StructInfo, pos: int, path: tuple) -> _Value:
+    def _allocate(self, sinfo: StructInfo, pos: int, path: tuple) -> _Value:
         if isinstance(sinfo, TupleStructInfo):
-            fields = tuple(self._allocate(b, f, pos, path + (k,)) for k, f in enumerate(sinfo.fields))
+            fields = tuple(self._allocate(f, pos, path + (k,)) for k, f in enumerate(sinfo.fields))
             return _Value(frozenset().union(*(f.held for f in fields)), fields=fields, owned=True)
         i = len(self.buffers)
-        self.buffers.append(_Buffer(self.sizes.nbytes(sinfo), pos, sinfo, [pos], b, path))
+        self.buffers.append(_Buffer(self.sizes.nbytes(sinfo), pos, sinfo, [pos], path))
         self.out_buffers.setdefault(pos, []).append(i)
         return _Value(frozenset({i}), leaf=i, owned=True)
 
