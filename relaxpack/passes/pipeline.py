@@ -32,6 +32,7 @@ from .fuse_ops import fuse_ops
 from .legalize import legalize
 from .lower_fused import lower_fused_functions
 from .pack_recurrent_weights import pack_recurrent_weights
+from .plan_memory import plan_memory
 from .reorder_bindings import reorder_bindings
 from .simplify_algebra import simplify_algebra
 from .simplify_shapes import simplify_shapes
@@ -76,9 +77,9 @@ def optimize_pipeline() -> Sequential:
 
 
 def lower_pipeline() -> Sequential:
-    """Graph ops to kernel calls, then the order of lowest peak memory (ReorderBindings
-    runs last: fusion and legalization move bindings, and the planner works on this order)."""
-    return Sequential([lower_fused_functions, legalize, reorder_bindings], name="Lower")
+    """Graph ops to kernel calls, the order of lowest peak memory (ReorderBindings after
+    fusion and legalization, which move bindings), then PlanMemory on that order."""
+    return Sequential([lower_fused_functions, legalize, reorder_bindings, plan_memory], name="Lower")
 
 
 __all__ = ["core_passes", "lower_pipeline", "optimize_pipeline"]
