@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import integer_exact
 from ._math import is_low_float
 from ._registry import register_kernel
 
@@ -28,9 +29,23 @@ def matmul(lhs, rhs, *, out, out_dtype=None):
         result = np.matmul(lhs.astype(np.float32), rhs.astype(np.float32))
         np.copyto(out, result, casting="unsafe")
         return
+    if out.dtype.kind == "i" and integer_exact.is_integer(lhs, rhs) and _exact_float_matmul(lhs, rhs, out):
+        return
     if lhs.dtype != out.dtype or rhs.dtype != out.dtype:
         lhs, rhs = lhs.astype(out.dtype), rhs.astype(out.dtype)
     np.matmul(lhs, rhs, out=out)
+
+
+def _exact_float_matmul(lhs, rhs, out) -> bool:
+    """An integer ``lhs @ rhs`` by float BLAS when :mod:`.integer_exact` proves it
+    exact (then True); False leaves it to the integer loops."""
+    bound, facts = integer_exact.operand_bound(rhs, (-2 if rhs.ndim > 1 else 0,))
+    dtype = integer_exact.exact_dtype(integer_exact.magnitude(lhs) * bound, out.dtype)
+    if dtype is None:
+        return False
+    product = np.matmul(lhs.astype(dtype), integer_exact.as_float(rhs, dtype, facts))
+    np.copyto(out, product, casting="unsafe")
+    return True
 
 
 def _specialize_matmul(attrs: dict, constant: tuple):

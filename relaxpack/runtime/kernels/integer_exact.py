@@ -1,0 +1,137 @@
+"""Integer products (matmul, conv) by float BLAS when that is provably exact.
+
+numpy has no BLAS for integer matrices: an int32 ``matmul`` or conv GEMM runs
+its own loops, 10-50x slower than sgemm. A quantized model's products are of
+int8 / uint8 values shifted by their zero points, so their sums are small:
+a float GEMM gives the very same integers whenever every partial sum it
+forms is exactly representable. For ``out = a @ w`` (a conv is a GEMM over
+its windows, zero padding adding nothing), any partial sum of output ``j``
+is bounded by ``max|a| * sum_k |w[k, j]|`` (plus ``|bias[j]|`` when the bias
+is added after). :func:`exact_dtype` takes that bound ``B``:
+
+- ``B <= 2**24``: float32 (every integer up to 2**24 is a float32; a fused
+  multiply-add rounds once, its exact result again such an integer);
+- ``B <= 2**53``: float64, likewise;
+- and only when ``B`` fits the integer result's type: the integer kernel
+  wraps on overflow (modulo 2**32), the float one would not. Otherwise the
+  integer kernel runs as before.
+
+An operand that is a bound value (a constant: read-only memory, the same
+array every call) has its bound and float copies worked out once
+(:func:`constant_facts`); any other operand is bounded per call by
+``max|w| * K`` (two read-only reductions). The float result is converted
+back to the integer type (exact: an integer within range).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+import numpy as np
+
+#: the largest integer bound each float type holds exactly, all smaller integers included
+FLOAT32_EXACT = 1 << 24
+FLOAT64_EXACT = 1 << 53
+
+#: integer result types handled (signed: the integer kernel's wrap-around is the only difference)
+RESULT_TYPES = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+def magnitude(x: np.ndarray) -> int:
+    """``max |x|`` as a Python int (0 for an empty array), from two read-only reductions."""
+    if x.size == 0:
+        return 0
+    return max(abs(int(x.min())), abs(int(x.max())))
+
+
+def exact_dtype(bound: int, result: np.dtype) -> np.dtype | None:
+    """The float type whose products and sums are exact for partial sums up to ``bound``
+    in magnitude and whose result fits ``result`` (an integer type), or None."""
+    if result not in RESULT_TYPES or bound > np.iinfo(result).max:
+        return None
+    if bound <= FLOAT32_EXACT:
+        return np.dtype(np.float32)
+    if bound <= FLOAT64_EXACT:
+        return np.dtype(np.float64)
+    return None
+
+
+def is_integer(*arrays) -> bool:
+    """Whether every array given (None skipped) has an integer dtype."""
+    return all(a is None or a.dtype.kind in "iu" for a in arrays)
+
+
+class ConstantFacts:
+    """A constant operand's sum bound (``max`` over outputs of ``sum |w|`` over the
+    reduced axes) and its float copies, made on first use."""
+
+    def __init__(self, array: np.ndarray, reduce_axes: tuple[int, ...]):
+        # 64-bit values: Python ints (|int64 min| and the sums of large values overflow int64)
+        wide = np.abs(array.astype(object if array.dtype.itemsize >= 8 else np.int64))
+        sums = np.asarray(wide.sum(axis=reduce_axes))
+        self.bound = int(np.max(sums)) if sums.size else 0
+        self._array = array
+        self._copies: dict[np.dtype, np.ndarray] = {}
+
+    def as_float(self, dtype: np.dtype) -> np.ndarray:
+        copy = self._copies.get(dtype)
+        if copy is None:
+            copy = self._copies[dtype] = self._array.astype(dtype)
+        return copy
+
+
+_CACHE: dict[tuple[int, tuple], tuple[weakref.ref, ConstantFacts]] = {}
+_LOCK = threading.Lock()
+
+
+def constant_facts(array: np.ndarray, reduce_axes: tuple[int, ...]) -> ConstantFacts | None:
+    """The :class:`ConstantFacts` of ``array`` when it is a constant (read-only, down to
+    the memory it views: the archive's constants are), kept while the array lives; None
+    for a writeable array (its values may change between calls)."""
+    if not _read_only(array):
+        return None
+    key = (id(array), reduce_axes)
+    entry = _CACHE.get(key)
+    if entry is not None and entry[0]() is array:
+        return entry[1]
+    facts = ConstantFacts(array, reduce_axes)
+    with _LOCK:
+        _CACHE[key] = (weakref.ref(array, lambda ref, key=key, cache=_CACHE: _forget(cache, key, ref)), facts)
+    return facts
+
+
+def _forget(cache: dict, key, ref) -> None:
+    """Drop ``key``'s entry once its array is gone (not a newer entry under a reused id)."""
+    entry = cache.get(key)
+    if entry is not None and entry[0] is ref:
+        del cache[key]
+
+
+def _read_only(array: np.ndarray) -> bool:
+    """``array`` and every array it views are read-only (a read-only view of
+    writeable memory is not a constant)."""
+    node = array
+    while isinstance(node, np.ndarray):
+        if node.flags.writeable:
+            return False
+        node = node.base
+    return True
+
+
+def operand_bound(array: np.ndarray, reduce_axes: tuple[int, ...]) -> tuple[int, ConstantFacts | None]:
+    """The sum bound of the weight-like operand ``array`` (``sum |w|`` over ``reduce_axes``,
+    maximized over outputs) and its constant facts; a non-constant is bounded per call by
+    ``max|w|`` times the number of reduced values."""
+    facts = constant_facts(array, reduce_axes)
+    if facts is not None:
+        return facts.bound, facts
+    count = 1
+    for axis in reduce_axes:
+        count *= array.shape[axis]
+    return magnitude(array) * count, None
+
+
+def as_float(array: np.ndarray, dtype: np.dtype, facts: ConstantFacts | None) -> np.ndarray:
+    """``array`` in ``dtype`` (a constant's kept copy when ``facts`` is given)."""
+    return facts.as_float(dtype) if facts is not None else array.astype(dtype)
