@@ -29,3 +29,4 @@ from . import random  # noqa: F401
 from . import training  # noqa: F401
 from . import svm  # noqa: F401  (ai.onnx.ml SVMs)
 from . import ml_maps  # noqa: F401  (ai.onnx.ml ZipMap, CastMap, DictVectorizer: maps)
+from . import quantize  # noqa: F401  (DynamicQuantizeLinear's parameters)
