@@ -31,10 +31,12 @@ def run_exact(plan, data, weight, bias, out, groups: int, data_layout: str, chan
     dtype = integer_exact.exact_dtype(bound, out.dtype)
     if dtype is None:
         return False
-    x = data.astype(dtype)
     w = integer_exact.as_float(weight, dtype, facts)
     b = None if bias is None else bias.astype(dtype)
-    with Scratch([(out.shape, dtype)], None) as (result,):
+    # the float copy of the data and the float result in the thread's workspace: a fresh large
+    # array per call would be fresh pages (faults) every call
+    with Scratch([(data.shape, dtype), (out.shape, dtype)], None) as (x, result):
+        np.copyto(x, data, casting="unsafe")
         if data_layout == "NCHW":
             run_conv(plan, x, w, groups, result, b, workspace, None, channels_last)
         else:
