@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import InputError
 from .builtins import builtin, input_or_shape_error
 from .dtypes import numpy_dtype
+from .kernels.ml_maps import PlainMaps
 
 MAP_KINDS = ("map", "sequence_map")
 
@@ -121,6 +122,8 @@ def check_map(value, kind: str, key_dtype: str, dtype: str, ctx: str):
 def as_map_output(value, kind: str):
     """A map output as the user gets it: dicts of Python scalars; a sequence of maps as a list."""
     if kind == "sequence_map":
+        if type(value) is PlainMaps:    # fresh dicts of Python scalars: nothing to convert
+            return list(value)
         return [_plain(m) for m in value]
     return _plain(value)
 

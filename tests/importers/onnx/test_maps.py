@@ -158,6 +158,20 @@ def test_map_input_entries_checked_once_and_positional_maps_in_the_function(tmp_
     np.testing.assert_array_equal(got[0], want["output_label"])
 
 
+def test_zipmap_rows_leave_as_they_are_python_scalars():
+    """ZipMap's dicts hold Python scalars already (PlainMaps): the output is a list of them, the
+    same as converting each dict; another sequence of maps is still converted."""
+    from relaxpack.runtime.kernels.ml_maps import PlainMaps, zip_map
+    from relaxpack.runtime.maps import as_map_output
+    rows = zip_map(np.array([[0.25, 0.75], [1.0, np.float32(0.1)]], np.float32), labels=(3, 7))
+    assert type(rows) is PlainMaps
+    out = as_map_output(rows, "sequence_map")
+    assert type(out) is list and out == [{3: 0.25, 7: 0.75}, {3: 1.0, 7: float(np.float32(0.1))}]
+    assert all(type(k) is int and type(v) is float for m in out for k, v in m.items())
+    converted = as_map_output(({1: np.float32(0.5)},), "sequence_map")
+    assert converted == [{1: 0.5}] and type(converted[0][1]) is float
+
+
 # ---------------------------------------------------------------- the ops, against onnxruntime and the spec
 
 
