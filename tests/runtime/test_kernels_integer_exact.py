@@ -173,3 +173,53 @@ def test_conv_falls_back_to_integers_when_no_float_is_exact(monkeypatch):
     assert seen == [None]
     want = _reference_conv(x, w, None, 1, 1, 1)
     np.testing.assert_array_equal(out, ((want + 2**31) % 2**32 - 2**31).astype(np.int32))
+
+
+def test_declared_constants_keep_their_facts():
+    """A writeable array is kept only once an instruction declares it a bound value (an in-memory
+    executable's constants are writeable); the declaration ends with the array."""
+    import gc
+    w = np.arange(6, dtype=np.int32).reshape(3, 2)
+    assert integer_exact.constant_facts(w, (0,)) is None
+    integer_exact.declare_constant(w)
+    facts = integer_exact.constant_facts(w, (0,))
+    assert facts is not None and facts.bound == 9 and integer_exact.constant_facts(w, (0,)) is facts
+    key = id(w)
+    del w, facts
+    gc.collect()
+    assert key not in integer_exact._DECLARED
+    assert not any(k[0] == key for k in integer_exact._CACHE)     # the facts do not keep it alive
+
+
+@pytest.mark.parametrize("kernel, args", [
+    ("matmul", lambda w: (np.ones((2, 3), np.int32), w)),
+    ("nn.gemm", lambda w: (np.ones((2, 3), np.int32), w)),
+])
+def test_specialized_kernels_declare_constant_integer_weights(monkeypatch, kernel, args):
+    from relaxpack.runtime.kernels import get_kernel
+    declared = []
+    monkeypatch.setattr(integer_exact, "declare_constant", declared.append)
+    w = np.full((3, 4), 2, np.int32)
+    fn = get_kernel(kernel).fn
+    attrs = {} if kernel == "matmul" else {"activation": None}
+    out = np.empty((2, 4), np.int32)
+    for flags in ((False, False), (False, True)):
+        call = fn.specialize_attrs(attrs, flags)
+        call(*args(w), out=out)
+        call(*args(w), out=out)
+        np.testing.assert_array_equal(out, np.full((2, 4), 6))
+    assert declared == [w]          # once, and only where the weight is a bound value
+
+
+def test_specialized_conv_declares_its_constant_integer_weight(monkeypatch):
+    from relaxpack.runtime.kernels import get_kernel
+    declared = []
+    monkeypatch.setattr(integer_exact, "declare_constant", declared.append)
+    x = np.ones((1, 2, 4, 4), np.int32)
+    w = np.ones((3, 2, 1, 1), np.int32)
+    out = np.empty((1, 3, 4, 4), np.int32)
+    call = get_kernel("nn.conv").fn.specialize_attrs({}, (False, True))
+    call(x, w, out=out)
+    call(x, w, out=out)
+    np.testing.assert_array_equal(out, np.full((1, 3, 4, 4), 2))
+    assert len(declared) == 1 and declared[0] is w

@@ -71,13 +71,13 @@ class ConstantFacts:
         wide = np.abs(array.astype(object if array.dtype.itemsize >= 8 else np.int64))
         sums = np.asarray(wide.sum(axis=reduce_axes))
         self.bound = int(np.max(sums)) if sums.size else 0
-        self._array = array
-        self._copies: dict[np.dtype, np.ndarray] = {}
+        self._copies: dict[np.dtype, np.ndarray] = {}      # (not the array itself: the cache is weak)
 
-    def as_float(self, dtype: np.dtype) -> np.ndarray:
+    def as_float(self, array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """``array`` (the one these facts are of) in ``dtype``, converted once."""
         copy = self._copies.get(dtype)
         if copy is None:
-            copy = self._copies[dtype] = self._array.astype(dtype)
+            copy = self._copies[dtype] = array.astype(dtype)
         return copy
 
 
@@ -85,12 +85,29 @@ _CACHE: dict[tuple[int, tuple], tuple[weakref.ref, ConstantFacts]] = {}
 _LOCK = threading.Lock()
 
 
+_DECLARED: dict[int, weakref.ref] = {}
+
+
+def declare_constant(array: np.ndarray) -> None:
+    """Note that ``array`` is a bound value of an instruction (``constant[i]`` of
+    ``specialize_attrs``: the same array with the same values every call), so its facts may be
+    kept although it is writeable (an in-memory executable's constants are)."""
+    key = id(array)
+    ref = _DECLARED.get(key)
+    if ref is not None and ref() is array:
+        return
+    with _LOCK:
+        _DECLARED[key] = weakref.ref(array, lambda r, key=key, table=_DECLARED: _forget(table, key, r))
+
+
 def constant_facts(array: np.ndarray, reduce_axes: tuple[int, ...]) -> ConstantFacts | None:
     """The :class:`ConstantFacts` of ``array`` when it is a constant (read-only, down to
-    the memory it views: the archive's constants are), kept while the array lives; None
-    for a writeable array (its values may change between calls)."""
+    the memory it views: the archive's constants are; or declared by :func:`declare_constant`),
+    kept while the array lives; None for another array (its values may change between calls)."""
     if not _read_only(array):
-        return None
+        ref = _DECLARED.get(id(array))
+        if ref is None or ref() is not array:
+            return None
     key = (id(array), reduce_axes)
     entry = _CACHE.get(key)
     if entry is not None and entry[0]() is array:
@@ -101,11 +118,11 @@ def constant_facts(array: np.ndarray, reduce_axes: tuple[int, ...]) -> ConstantF
     return facts
 
 
-def _forget(cache: dict, key, ref) -> None:
+def _forget(table: dict, key, ref) -> None:
     """Drop ``key``'s entry once its array is gone (not a newer entry under a reused id)."""
-    entry = cache.get(key)
-    if entry is not None and entry[0] is ref:
-        del cache[key]
+    entry = table.get(key)
+    if entry is not None and (entry[0] if isinstance(entry, tuple) else entry) is ref:
+        del table[key]
 
 
 def _read_only(array: np.ndarray) -> bool:
@@ -134,4 +151,4 @@ def operand_bound(array: np.ndarray, reduce_axes: tuple[int, ...]) -> tuple[int,
 
 def as_float(array: np.ndarray, dtype: np.dtype, facts: ConstantFacts | None) -> np.ndarray:
     """``array`` in ``dtype`` (a constant's kept copy when ``facts`` is given)."""
-    return facts.as_float(dtype) if facts is not None else array.astype(dtype)
+    return facts.as_float(array, dtype) if facts is not None else array.astype(dtype)

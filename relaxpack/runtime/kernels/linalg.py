@@ -50,14 +50,17 @@ def _exact_float_matmul(lhs, rhs, out) -> bool:
 
 def _specialize_matmul(attrs: dict, constant: tuple):
     """Per instruction: float16 and bfloat16 products by a constant keep its float32 copy instead
-    of converting it per call."""
+    of converting it per call; an integer constant is declared one (:mod:`.integer_exact`)."""
     out_dtype = attrs.get("out_dtype")
     if not (len(constant) > 1 and constant[1]):
         return lambda lhs, rhs, *, out, workspace=None: matmul(lhs, rhs, out=out, **attrs)
-    kept = [None, None]
+    kept, declared = [None, None], [None]
 
     def call(lhs, rhs, *, out, workspace=None):
         if not (is_low_float(out.dtype) or is_low_float(lhs.dtype)) or out.size == 0 or lhs.shape[-1] == 0:
+            if rhs is not declared[0] and rhs.dtype.kind in "iu":
+                integer_exact.declare_constant(rhs)     # its bound and float copy kept
+                declared[0] = rhs
             matmul(lhs, rhs, out=out, out_dtype=out_dtype)
             return
         if rhs is not kept[0]:
