@@ -36,6 +36,7 @@ FLOAT64_EXACT = 1 << 53
 
 #: integer result types handled (signed: the integer kernel's wrap-around is the only difference)
 RESULT_TYPES = (np.dtype(np.int32), np.dtype(np.int64))
+_RESULT_MAX = {t: int(np.iinfo(t).max) for t in RESULT_TYPES}
 
 
 def magnitude(x: np.ndarray) -> int:
@@ -48,7 +49,8 @@ def magnitude(x: np.ndarray) -> int:
 def exact_dtype(bound: int, result: np.dtype) -> np.dtype | None:
     """The float type whose products and sums are exact for partial sums up to ``bound``
     in magnitude and whose result fits ``result`` (an integer type), or None."""
-    if result not in RESULT_TYPES or bound > np.iinfo(result).max:
+    limit = _RESULT_MAX.get(result)
+    if limit is None or bound > limit:
         return None
     if bound <= FLOAT32_EXACT:
         return np.dtype(np.float32)
@@ -59,7 +61,10 @@ def exact_dtype(bound: int, result: np.dtype) -> np.dtype | None:
 
 def is_integer(*arrays) -> bool:
     """Whether every array given (None skipped) has an integer dtype."""
-    return all(a is None or a.dtype.kind in "iu" for a in arrays)
+    for a in arrays:
+        if a is not None and a.dtype.kind not in "iu":
+            return False
+    return True
 
 
 class ConstantFacts:
@@ -104,14 +109,14 @@ def constant_facts(array: np.ndarray, reduce_axes: tuple[int, ...]) -> ConstantF
     """The :class:`ConstantFacts` of ``array`` when it is a constant (read-only, down to
     the memory it views: the archive's constants are; or declared by :func:`declare_constant`),
     kept while the array lives; None for another array (its values may change between calls)."""
+    key = (id(array), reduce_axes)
+    entry = _CACHE.get(key)
+    if entry is not None and entry[0]() is array:      # a constant when its facts were made
+        return entry[1]
     if not _read_only(array):
         ref = _DECLARED.get(id(array))
         if ref is None or ref() is not array:
             return None
-    key = (id(array), reduce_axes)
-    entry = _CACHE.get(key)
-    if entry is not None and entry[0]() is array:
-        return entry[1]
     facts = ConstantFacts(array, reduce_axes)
     with _LOCK:
         _CACHE[key] = (weakref.ref(array, lambda ref, key=key, cache=_CACHE: _forget(cache, key, ref)), facts)
