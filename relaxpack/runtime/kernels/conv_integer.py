@@ -27,7 +27,7 @@ def run_exact(plan, data, weight, bias, out, groups: int, data_layout: str, chan
         return False
     reduce_axes = tuple(range(1, weight.ndim)) if data_layout == "NCHW" else tuple(range(weight.ndim - 1))
     bound, facts = integer_exact.operand_bound(weight, reduce_axes)
-    bound = integer_exact.magnitude(data) * bound + (0 if bias is None else integer_exact.magnitude(bias))
+    bound = integer_exact.magnitude(data) * bound + (0 if bias is None else integer_exact.operand_bound(bias, ())[0])
     dtype = integer_exact.exact_dtype(bound, out.dtype)
     if dtype is None:
         return False

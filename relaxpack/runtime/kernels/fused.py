@@ -93,15 +93,19 @@ def _specialize_conv(attrs: dict, constant: tuple):
 
 
 def _declaring(call, constant: tuple):
-    """``call``, declaring its weight (operand 1) a constant when ``constant[1]`` says it is one."""
-    if not (len(constant) > 1 and constant[1]):
+    """``call``, declaring its weight and bias (operands 1, 2) constants where ``constant`` says so."""
+    fixed_weight, fixed_bias = len(constant) > 1 and constant[1], len(constant) > 2 and constant[2]
+    if not (fixed_weight or fixed_bias):
         return call
-    seen = [None]
+    seen = [None, None]
 
     def declared(data, weight, bias=None, *, out, workspace=None):
-        if weight is not seen[0] and weight.dtype.kind in "iu":
+        if fixed_weight and weight is not seen[0] and weight.dtype.kind in "iu":
             integer_exact.declare_constant(weight)
             seen[0] = weight
+        if fixed_bias and bias is not None and bias is not seen[1] and bias.dtype.kind in "iu":
+            integer_exact.declare_constant(bias)
+            seen[1] = bias
         call(data, weight, bias, out=out, workspace=workspace)
     return declared
 
