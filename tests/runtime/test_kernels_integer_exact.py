@@ -14,6 +14,28 @@ from relaxpack.runtime.kernels.nn import conv_bias
 I32_MAX = 2**31 - 1
 
 
+@pytest.fixture(autouse=True)
+def every_size(monkeypatch):
+    """The tests' products are small: let the float path take them all (see the size test)."""
+    monkeypatch.setattr(integer_exact, "MIN_PRODUCTS", 0)
+
+
+def test_small_products_keep_the_integer_loops(monkeypatch):
+    monkeypatch.setattr(integer_exact, "MIN_PRODUCTS", 1 << 14)
+    seen = _chosen(monkeypatch)
+    a, b = np.full((5, 32), 3, np.int32), np.full((32, 32), 2, np.int32)
+    out = np.empty((5, 32), np.int32)
+    matmul(a, b, out=out)                                   # 5120 multiply-adds
+    assert seen == [] and (out == 192).all()
+    big = np.full((16, 32), 3, np.int32)
+    out = np.empty((16, 32), np.int32)
+    matmul(big, b, out=out)                                 # 16384
+    assert seen == [np.float32] and (out == 192).all()
+    x, w = np.ones((1, 4, 8, 8), np.int32), np.ones((4, 4, 3, 3), np.int32)
+    conv_bias(x, w, None, out=np.empty((1, 4, 8, 8), np.int32), padding=1)   # 256 outputs x 36
+    assert seen == [np.float32]
+
+
 def test_exact_dtype_boundaries():
     i32, i64 = np.dtype(np.int32), np.dtype(np.int64)
     assert integer_exact.exact_dtype(0, i32) == np.float32

@@ -23,7 +23,8 @@ def run_exact(plan, data, weight, bias, out, groups: int, data_layout: str, chan
               workspace, epilogue) -> bool:
     """``out = conv(data, weight) (+ bias)``, then ``epilogue(out)``, by float
     BLAS when exact (then True); False when the integer engine must run."""
-    if out.dtype.kind != "i" or not integer_exact.is_integer(data, weight, bias):
+    if out.dtype.kind != "i" or out.size * (weight.size // weight.shape[0 if data_layout == "NCHW" else -1]) \
+            < integer_exact.MIN_PRODUCTS or not integer_exact.is_integer(data, weight, bias):
         return False
     reduce_axes = tuple(range(1, weight.ndim)) if data_layout == "NCHW" else tuple(range(weight.ndim - 1))
     bound, facts = integer_exact.operand_bound(weight, reduce_axes)

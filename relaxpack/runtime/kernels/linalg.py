@@ -29,7 +29,8 @@ def matmul(lhs, rhs, *, out, out_dtype=None):
         result = np.matmul(lhs.astype(np.float32), rhs.astype(np.float32))
         np.copyto(out, result, casting="unsafe")
         return
-    if out.dtype.kind == "i" and integer_exact.is_integer(lhs, rhs) and _exact_float_matmul(lhs, rhs, out):
+    if out.dtype.kind == "i" and out.size * lhs.shape[-1] >= integer_exact.MIN_PRODUCTS \
+            and integer_exact.is_integer(lhs, rhs) and _exact_float_matmul(lhs, rhs, out):
         return
     if lhs.dtype != out.dtype or rhs.dtype != out.dtype:
         lhs, rhs = lhs.astype(out.dtype), rhs.astype(out.dtype)
