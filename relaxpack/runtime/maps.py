@@ -26,7 +26,6 @@ import numpy as np
 from ..errors import InputError
 from .builtins import builtin, input_or_shape_error
 from .dtypes import numpy_dtype
-from .kernels.ml_maps import PlainMaps
 
 MAP_KINDS = ("map", "sequence_map")
 
@@ -63,6 +62,13 @@ def _value(value, dtype: str, ctx: str):
         return numpy_dtype(dtype).type(value)
     except (TypeError, ValueError, OverflowError) as err:
         raise input_or_shape_error(ctx, f"value {value!r} is not a {dtype} ({err})") from None
+
+
+class PlainMaps(tuple):
+    """A tuple of fresh dicts whose keys and values are Python scalars already (ZipMap's
+    result, ``kernels/ml_maps.py``): :func:`as_map_output` hands them over as they are."""
+
+    __slots__ = ()
 
 
 class CheckedMap(dict):

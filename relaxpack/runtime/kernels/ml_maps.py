@@ -26,14 +26,8 @@ import numpy as np
 
 from ...errors import ShapeError
 from ..dtypes import numpy_dtype
+from ..maps import PlainMaps
 from ._registry import register_packed
-
-
-class PlainMaps(tuple):
-    """A tuple of fresh dicts whose keys and values are Python scalars already (ZipMap's
-    result): the output conversion (``runtime/maps.py``) hands them over as they are."""
-
-    __slots__ = ()
 
 
 @register_packed("ml.zip_map")

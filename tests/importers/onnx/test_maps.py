@@ -161,8 +161,8 @@ def test_map_input_entries_checked_once_and_positional_maps_in_the_function(tmp_
 def test_zipmap_rows_leave_as_they_are_python_scalars():
     """ZipMap's dicts hold Python scalars already (PlainMaps): the output is a list of them, the
     same as converting each dict; another sequence of maps is still converted."""
-    from relaxpack.runtime.kernels.ml_maps import PlainMaps, zip_map
-    from relaxpack.runtime.maps import as_map_output
+    from relaxpack.runtime.kernels.ml_maps import zip_map
+    from relaxpack.runtime.maps import PlainMaps, as_map_output
     rows = zip_map(np.array([[0.25, 0.75], [1.0, np.float32(0.1)]], np.float32), labels=(3, 7))
     assert type(rows) is PlainMaps
     out = as_map_output(rows, "sequence_map")
