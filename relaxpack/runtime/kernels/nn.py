@@ -34,7 +34,7 @@ from ..fpstate import quiet
 from ._math import commit, is_low_float, pads, per_spatial, scratch, work_dtype
 from ..dtypes import numpy_dtype
 from ._workspace import scratch_nbytes
-from . import conv_nhwc, conv_winograd
+from . import conv_integer, conv_nhwc, conv_winograd
 from .conv_direct import COPIES_OUT, conv_plan, run_conv, scratch_layouts
 from .conv_transpose_nhwc import run_conv_transpose_nhwc
 from ._registry import register_kernel
@@ -114,6 +114,9 @@ def conv_bias(data, weight, bias, *, out, strides=1, padding=0, dilation=1, grou
     if out.size == 0:
         return
     dtype = work_dtype(out.dtype)
+    if out.dtype.kind == "i" and (bias is None or bias.shape == (out_channels,)) and conv_integer.run_exact(
+            plan, data, weight, bias, out, groups, data_layout, channels_last, workspace, epilogue):
+        return
     if bias is not None and (out.dtype != dtype or bias.shape != (out_channels,)):
         conv_bias(data, weight, None, out=out, strides=strides, padding=padding, dilation=dilation,
                   groups=groups, data_layout=data_layout, out_layout=out_layout, workspace=workspace)
