@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from relaxpack.errors import ShapeError
+from relaxpack.runtime.kernels import get_kernel
 
 from .kernel_calls import call_kernel
 from .test_kernels_registry import assert_close, rand, run_kernel, run_onnx
