@@ -224,6 +224,18 @@ def test_split_sizes_at_run_time(opset):
     assert output_sinfo(mod).shape[1] == 4
 
 
+def test_split_sizes_of_a_symbolic_axis_give_shaped_pieces_and_assume_their_sum():
+    # EfficientFormer (timm, dynamo exporter) splits q, k, v off a reshaped dim: the pieces past the
+    # first split point were of unknown size and the MatMul after them could not be lowered
+    model = one_node("Split", {"x": rand(2, 8)}, consts={"s": i64(2, 2, 4)}, attrs={"axis": 1}, outputs=3,
+                     sym={"x": ["n", "d"]}, opset=13)
+    mod = check_model(model, {"x": rand(2, 8)}, {"x": rand(5, 8, seed=1)})
+    assert [output_sinfo(mod, i).shape[1] for i in range(3)] == [2, 2, 4]
+    vm = relaxpack.runtime.VirtualMachine(relaxpack.build(mod))
+    with pytest.raises(ShapeError, match=r"assumes d == 8"):
+        vm.run({"x": rand(2, 9)})
+
+
 def test_split_sizes_must_add_up():
     with pytest.raises(ShapeError, match="Split"):
         relaxpack.from_onnx(one_node("Split", {"x": rand(4)}, consts={"s": i64(1, 2)}, outputs=2, opset=13))

@@ -26,6 +26,7 @@ import numpy as np
 
 from ....ir.dims import Dim, dim_max
 from ....ir.expr import ShapeExpr, Tuple, TupleGetItem
+from ....ir.struct_info import TensorStructInfo
 from ....ops.definitions.common import exact_div
 from ....ops.definitions.index import HUGE, slice_length
 from ....ops.registry import make_call
@@ -272,6 +273,8 @@ def _split(ctx, data: Value, sizes: Value | Sequence[int] | None, axis: int):
         dim = data.shape[ax]
         if isinstance(dim, int) and sum(sizes) != dim:
             raise shape_error(ctx, f"split {sizes} sums to {sum(sizes)}, not the dim {dim} of axis {ax}")
+        if not isinstance(dim, int):
+            data = _assume_dim(ctx, data, ax, sum(sizes))
     if count == 1:
         return data
     if is_symbolic(data) and sizes is None and int_contents(data):
@@ -283,6 +286,16 @@ def _split(ctx, data: Value, sizes: Value | Sequence[int] | None, axis: int):
     spec = count if sizes is None else tuple(int(p) for p in np.cumsum(sizes[:-1]))
     pieces = ctx.emit(make_call("split", ctx.expr(data), indices_or_sections=spec, axis=ax), "split")
     return tuple(TupleGetItem(pieces.expr, i) for i in range(count))
+
+
+def _assume_dim(ctx, data: Value, axis: int, size: int) -> Value:
+    """``data`` with its symbolic dim ``axis`` assumed to be ``size``: a
+    ``match_cast`` the run checks (ir/gradual.py). Split's sizes must sum to
+    the dim; without it the pieces past a split point are of unknown size
+    (EfficientFormer's attention splits q, k, v off a reshaped dim)."""
+    shape = data.shape[:axis] + (size,) + data.shape[axis + 1:]
+    sinfo = TensorStructInfo(shape, data.dtype, vdevice=data.sinfo.vdevice)
+    return Value(sinfo, expr=ctx.bb.match_cast(ctx.expr(data), sinfo, "split_in"))
 
 
 def _equal_pieces(dim: int, count: int) -> tuple[int, ...]:
