@@ -40,6 +40,13 @@ def test_check_passes_and_reports_per_output(models):
     assert result.output.count("PASS") >= 3
 
 
+def test_check_binds_a_dim_given_a_value_as_convert_does(models):
+    # the one-line error on dims onnxruntime refuses says "give the dims with --dim NAME=VALUE"
+    result = invoke("check", models["block"], "--samples", "2", "--dim", "seq=5")
+    assert result.exit_code == 0, result.output
+    assert "[2, 5, 32]" in result.output or "5, 32]" in result.output
+
+
 def test_check_fails_with_exit_1_and_names_the_diverging_node(models, tmp_path):
     # a model whose Gemm weight differs between onnxruntime and relaxpack cannot be
     # built, so check a mismatch by an impossible tolerance instead

@@ -95,7 +95,8 @@ def check(model: Path, archive: Path | None = None, dim: list[str] | None = None
                 if i + 1 < total:
                     progress.status(f"sample {i + 2}/{total} ...")
 
-            report = check_model(model, dims=dims, samples=samples, seed=seed, rtol=rtol, atol=atol, inputs=feeds,
+            # a model built here has --dim's values and ranges in it already (as check_model's own build)
+            report = check_model(model, dims=dims if archive is not None else None, samples=samples, seed=seed, rtol=rtol, atol=atol, inputs=feeds,
                                  exe=exe, threads=threads, on_sample=finished, strict=strict, isolate=True)
             divergence = None
             if per_node and not report.passed:
