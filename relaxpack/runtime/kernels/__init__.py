@@ -43,6 +43,7 @@ from . import training  # noqa: F401
 from . import dynamic_apply, dynamic_shape  # noqa: F401
 from . import svm  # noqa: F401
 from . import ml_maps  # noqa: F401  (ZipMap, CastMap, DictVectorizer: dicts)
+from . import quantize  # noqa: F401  (dynamic_quantize_params)
 from . import image_decode  # noqa: F401  (ImageDecoder: dyn.image_decoder)
 from ._registry import KERNELS, Kernel, get_kernel, register_kernel, register_packed
 
