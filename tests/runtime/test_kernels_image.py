@@ -248,3 +248,30 @@ def test_dynamic_pad_pads_and_crops_by_run_time_amounts():
     want = np.concatenate([np.full((1, 2, 1), -np.inf, np.float32), x[:, :, :3]], axis=2)
     np.testing.assert_array_equal(got, want)
     assert_close(run_kernel("dynamic_pad", x, Shape((0, 1, 2, 0, 0, 1))), np.pad(x, ((0, 0), (1, 0), (2, 1))))
+
+
+
+@pytest.mark.parametrize("method", ["linear", "cubic"])
+@pytest.mark.parametrize("coord", ["half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners"])
+def test_resize_of_a_ramp_is_the_source_coordinate(method, coord):
+    """Linear and cubic interpolation reproduce a linear function: resizing ``arange(28)`` gives
+    each output's source coordinate (cubic: Keys' a = -0.5, away from the edge-padded ends;
+    its weights are float32, hence its tolerance). Widths where that
+    coordinate lands a rounding error above a pixel (28 -> 164: x = 3.0000000000000004 at
+    output 20) once took the taps from floor(x + 1) = 4.0 and the weights from floor(x) = 3, so
+    the result was the left neighbor (Mask R-CNN's mask paste: one pixel 0 instead of 1).
+    onnx's reference evaluator rounds the same way (``x += pad_width``); onnxruntime does
+    not, so this test holds the kernel to the exact value instead."""
+    in_w = 28
+    ramp = np.arange(in_w, dtype=np.float64)
+    for width in (164, 57, 99, 130, 193, 7):
+        got = run_kernel("image.resize", ramp, Shape((width,)), axes=(0,), method=METHODS[method],
+                         coordinate_transformation_mode=coord, cubic_alpha=-0.5)
+        scale = width / in_w
+        y = np.arange(width, dtype=np.float64)
+        source = {"half_pixel": (y + 0.5) / scale - 0.5, "pytorch_half_pixel": (y + 0.5) / scale - 0.5,
+                  "asymmetric": y / scale, "align_corners": y * (in_w - 1) / (width - 1)}[coord]
+        inside = (source >= 2) & (source <= in_w - 3) if method == "cubic" else np.ones(width, bool)
+        np.testing.assert_allclose(got[inside], np.clip(source, 0, in_w - 1)[inside], rtol=0,
+                                   atol=1e-4 if method == "cubic" else 1e-9,
+                                   err_msg=f"{method} {coord} 28 -> {width}")

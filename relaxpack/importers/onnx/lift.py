@@ -122,7 +122,7 @@ def reveal(ctx, value: Value | None) -> None:
     uses is bound (an earlier lift checked and bound them)."""
     if value is None or value.shadow is None or value.int_values() is not None:
         return
-    if _vars(value.shadow) <= ctx.lifts.bound:
+    if not _unbound(ctx, value.shadow):
         value.sym = value.shadow
 
 
@@ -134,7 +134,7 @@ def lift_dims(ctx, value: Value, what: str) -> tuple[Dim, ...] | None:
     contents = shadow_of(ctx, value, what)
     if contents is None:
         return None
-    missing = sorted(_vars(contents) - ctx.lifts.bound, key=_source_order(ctx))
+    missing = sorted(_unbound(ctx, contents), key=_source_order(ctx))
     by_source: dict[int, tuple[Value, list[tuple[int, str]]]] = {}
     for name in missing:
         source, index = ctx.lifts.sources[name]
@@ -199,6 +199,13 @@ def _probe(ctx, converter, probes, attrs) -> list | None:
     if result is None or any(block.bindings for block in seq.blocks):
         return None
     return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+def _unbound(ctx, dims: Sequence[Dim]) -> frozenset[str]:
+    """The lifted dim variables ``dims`` use that no lift has bound yet. Other
+    variables are the IR's own dims (a Concat of a lifted element and a Shape
+    gives a shadow holding both), defined already."""
+    return (_vars(dims) & ctx.lifts.sources.keys()) - ctx.lifts.bound
 
 
 def _vars(dims: Sequence[Dim]) -> frozenset[str]:

@@ -127,16 +127,16 @@ def _taps(x: np.ndarray, in_w: int, scale: float, method: str, rounding: str, cu
         raise ShapeError(f"image.resize: unknown method {method!r}")
     n = weights.shape[1]
     # The n indices nearest to x, ties to the smaller one (the reference's
-    # neighbor search, on an edge-padded axis).
-    pad = (n + 1) // 2
-    padded = x + pad
-    p = np.floor(padded).astype(np.int64)
-    frac = padded - p
+    # neighbor search, on an edge-padded axis). Taken from the same floor(x)
+    # as the weights: floor(x + pad) rounds x + pad first (3.0000000000000004
+    # + 1 is 4.0), which put the weights of taps (3, 4) on taps (2, 3) and
+    # made a linear Resize return a neighbor's value (Mask R-CNN's paste).
+    frac = x - floor
     if n % 2 == 0:
         offset = np.where(frac == 0, -(n // 2), 1 - n // 2)
     else:
         offset = np.where(frac <= 0.5, -((n - 1) // 2), 1 - (n - 1) // 2)
-    index = (p + offset - pad)[:, None] + np.arange(n)[None, :]
+    index = (floor.astype(np.int64) + offset)[:, None] + np.arange(n)[None, :]
     if exclude_outside:
         weights = np.where((index < 0) | (index >= in_w), 0.0, weights)
         total = weights.sum(axis=1, keepdims=True)

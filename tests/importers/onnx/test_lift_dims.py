@@ -133,3 +133,32 @@ def test_lifted_dims_of_values_named_by_numbers_are_identifiers():
     mod = check_runtime(model, [feed])
     names = {v for d in output_sinfo(mod).shape for v in free_vars(d)}
     assert names and all(v.startswith("v2970_v") for v in names), names
+
+
+def _size_next_to_a_shape() -> onnx.ModelProto:
+    """``zeros(size[0], x.shape[0])``: a Concat of a lifted element and a dim the IR
+    already has (torchvision's Mask R-CNN pastes each mask into ``(y_max, w)``, where
+    ``y_max`` is computed from the box and ``w`` is the Shape of a sliced mask)."""
+    nodes = [helper.make_node("Gather", ["size", "zero"], ["k"], axis=0),
+             helper.make_node("Unsqueeze", ["k", "axis0"], ["k1"]),
+             helper.make_node("Shape", ["x"], ["n"]),
+             helper.make_node("Concat", ["k1", "n"], ["kn"], axis=0),
+             helper.make_node("ConstantOfShape", ["kn"], ["zeros"],
+                              value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0])),
+             helper.make_node("Mul", ["zeros", "x"], ["y"])]
+    inits = [helper.make_tensor("axis0", TensorProto.INT64, [1], [0]),
+             helper.make_tensor("zero", TensorProto.INT64, [], [0])]
+    graph = helper.make_graph(nodes, "lift_and_shape",
+                              [helper.make_tensor_value_info("size", TensorProto.INT64, [2]),
+                               helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_a_lifted_element_next_to_a_dim_of_the_ir():
+    """Only the lifted element is bound at run time; ``n`` is the input's own dim (before,
+    the lift looked ``n`` up among its sources: KeyError)."""
+    mod = check_runtime(_size_next_to_a_shape(), [{**_size(3, 9), "x": rand(4)}, {**_size(1, 0), "x": rand(2)}])
+    assert mod.script().count('"dyn.tensor_to_shape"') == 1
+    k, n = output_sinfo(mod).shape
+    assert str(n) == "n" and len(free_vars(k)) == 1 and free_vars(k) != {"n"}

@@ -112,3 +112,53 @@ def test_reduce_mean_of_unknown_rank_as_silero_vad_output():
     """The axis counts in the rank the run meets; before, the build refused (a reduction's output rank
     depends on its input's)."""
     check_model(squeeze_if_then_reduce_mean(), {"x": rand(1, 4, 1)}, {"x": rand(3, 4, 1, seed=1)})
+
+
+def per_class_top_k_then_concat(classes=90, k=3):
+    """torchvision's SSD postprocess: for each class, the scores above a threshold (a
+    data-dependent length ``n_c``), then their top ``min(n_c, k)``; the per-class results are
+    concatenated, a length that is the sum of ``classes`` data-dependent dims."""
+    nodes, parts = [], []
+    for c in range(classes):
+        nodes += [helper.make_node("Gather", ["scores", f"c{c}"], [f"col{c}"], axis=1),
+                  helper.make_node("Greater", [f"col{c}", "thresh"], [f"keep{c}"]),
+                  helper.make_node("Compress", [f"col{c}", f"keep{c}"], [f"kept{c}"], axis=0),
+                  helper.make_node("Shape", [f"kept{c}"], [f"n{c}"]),
+                  helper.make_node("Min", [f"n{c}", "k"], [f"kk{c}"]),
+                  helper.make_node("TopK", [f"kept{c}", f"kk{c}"], [f"top{c}", f"idx{c}"])]
+        parts.append(f"top{c}")
+    nodes.append(helper.make_node("Concat", parts, ["y"], axis=0))
+    inits = [helper.make_tensor(f"c{c}", TensorProto.INT64, [], [c]) for c in range(classes)]
+    inits += [helper.make_tensor("thresh", TensorProto.FLOAT, [], [0.5]),
+              helper.make_tensor("k", TensorProto.INT64, [1], [k])]
+    graph = helper.make_graph(nodes, "per_class_top_k", [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["n", classes])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_a_sum_of_ninety_data_dependent_lengths_as_ssd_postprocess():
+    """The output's length was a shape program 89 deep, refused when the VM was prepared
+    ("shape program nested too deeply"); sums are balanced trees now (packager/dim_program.py)."""
+    check_model(per_class_top_k_then_concat(), {"scores": rand(6, 90)}, {"scores": rand(2, 90, seed=1)})
+
+
+def paste_mask_resize():
+    """torchvision's Mask R-CNN pastes each 28x28 mask into its box: a bilinear Resize
+    (half_pixel) to run-time sizes ``(h, w)`` computed from the box."""
+    node = helper.make_node("Resize", ["mask", "", "", "sizes"], ["y"], mode="linear",
+                            coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, nearest_mode="floor")
+    graph = helper.make_graph([node], "paste_resize",
+                              [helper.make_tensor_value_info("mask", TensorProto.FLOAT, [1, 1, 28, 28]),
+                               helper.make_tensor_value_info("sizes", TensorProto.INT64, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_paste_mask_resize_at_widths_whose_source_lands_on_a_pixel():
+    """28 -> 164: output 20's source coordinate is 3.0000000000000004; the kernel took its taps
+    from a floor rounded up (4.0) and its weights from the true one, so that pixel was its left
+    neighbor (a 0 where onnxruntime has 1 in Mask R-CNN's masks)."""
+    mask = np.zeros((1, 1, 28, 28), np.float32)
+    mask[..., 3] = 1.0
+    feeds = [{"mask": mask, "sizes": np.array([1, 1, h, w], np.int64)} for h, w in ((1, 164), (5, 164), (3, 99))]
+    check_model(paste_mask_resize(), *feeds)
