@@ -5,22 +5,34 @@ buffer each step writes, makes the views and calls each step's kernel, all
 from the recipe: 10-40 µs of Python on tensors of a few hundred values,
 more than the unfused chain's calls. The VM instead asks, once per
 instruction, for :func:`specialize` of the instruction's recipe, which
-generates (once per shape of recipe: its steps' inputs and which take
-attributes or a workspace, never the archive's strings) a function that
-makes the steps' calls one after another. That function keeps the
-last call's ``out``, ``workspace``, operands and the views into them:
-when the next call passes the same arrays (an arena view is the same
-object from run to run) it only makes the calls; otherwise it plans as the
-generic kernel does (:func:`~.fused_elementwise.prepare_call`) and keeps
-the new views. Where the plan needs the thread's scratch (no planned
-workspace) or copies (an operand overlapping ``out``), the call goes to the
-generic kernel.
+generates (once per shape of recipe: its steps' inputs, the buffer each
+step writes, which take attributes or a workspace; never the archive's
+strings) a function that makes the steps' calls one after another.
+
+The buffers are the generic kernel's plan for an ``out`` that is none of
+the inputs (:func:`~.fused_elementwise.plan_buffers`), fixed per recipe: a
+step of ``out``'s shape and dtype that writes ``out`` is passed ``out``
+itself; the others write views (a prefix of ``out``'s bytes, or the
+temporaries in the planned ``workspace``) worked out by the first call at
+the operands' shapes (:func:`~.fused_elementwise.prepare_call`) and kept.
+A call on the same arrays as the last (an arena view is the same object
+from run to run) only makes the calls. A call on new arrays of the kept
+shapes (a model input, a fresh output) checks them inline, a few hundred
+nanoseconds: ``out`` C-contiguous of the kept shape and dtype, each new
+operand of its kept shape and, where the plan writes ``out`` before the
+operand's last read, not overlapping ``out`` (or ``out`` itself where the
+plan for that aliasing is the same); views into ``out`` are made again.
+Anything else (new shapes, a new workspace, an overlap) plans again as the
+generic kernel does; where that plan is another or needs the thread's
+scratch (no planned workspace) or copies, the call goes to the generic
+kernel.
 
 A step whose kernel is a bare ufunc call (:func:`.registry.as_ufunc`) calls
-the ufunc itself; those that need floating-point warnings off run inside one
-:func:`~relaxpack.runtime.fpstate.quiet` for the whole chain. A step whose
-kernel specializes (a producer conv: :mod:`.conv_small`) gets its own
-specialized callable.
+the ufunc itself, its ``out`` positional (keyword parsing is half of a
+ufunc call's cost on a small array); those that need floating-point
+warnings off run inside one :func:`~relaxpack.runtime.fpstate.quiet` for
+the whole chain. A step whose kernel specializes (a producer conv:
+:mod:`.conv_small`) gets its own specialized callable.
 """
 
 from __future__ import annotations
@@ -32,11 +44,15 @@ import numpy as np
 
 from ..fpstate import quiet
 from ._math import is_low_float
-from .fused_elementwise import OUT, compile_recipe, fused_elementwise, nbytes, prepare_call, split_aliases
+from .fused_elementwise import (OUT, _plan, compile_recipe, fused_elementwise, nbytes, prepare_call,
+                                split_aliases)
 from ._workspace import scratch_nbytes
 
 #: a parameter the call did not pass (the generic kernel then says so)
 _MISSING = object()
+
+#: how a step's result is held: ``out`` itself, a view of ``out``'s bytes, a temporary in the workspace
+_OUT, _OUT_VIEW, _TEMPORARY = "out", "view", "temp"
 
 
 def specialize(recipe, constant: tuple = ()) -> Callable:
@@ -44,21 +60,27 @@ def specialize(recipe, constant: tuple = ()) -> Callable:
     ``constant[i]``: parameter ``i`` is a bound value (see ``specialize_attrs`` in ``_registry.py``)."""
     try:
         steps, n_params = compile_recipe(recipe)
+        plan, _ = _plan(recipe, frozenset())
     except Exception:  # noqa: BLE001 - malformed: the generic kernel raises the error, per call
         return _generic(recipe)
-    fns, attrs, quiet_needed = [], [], False
+    fns, attrs, positional, quiet_needed = [], [], [], False
     for step in steps:
         direct = _direct_ufunc(step)
         own = getattr(step.fn, "specialize_attrs", None) if not direct else None
         fixed = tuple(kind == "p" and i < len(constant) and constant[i] for kind, i in step.inputs)
         fns.append(direct[0] if direct else own(step.attrs, fixed) if own else step.fn)
         attrs.append(step.attrs if step.attrs and not direct and not own else None)
+        positional.append(bool(direct) and _positional_out(direct[0], len(step.inputs)))
         quiet_needed |= bool(direct and direct[1])
-    structure = tuple((step.inputs, attrs[j] is not None, step.workspace) for j, step in enumerate(steps))
-    factory = _factory(structure, n_params, quiet_needed)
+    holds = _holds(steps, plan)
+    checked = _checked_params(recipe, steps, plan, n_params, constant)
+    structure = tuple((step.inputs, attrs[j] is not None, step.workspace, positional[j], holds[j])
+                      for j, step in enumerate(steps))
+    factory = _factory(structure, n_params, quiet_needed, checked)
     holder: list = []
-    call, bind = factory(*fns, *attrs, quiet, lambda inputs, out, ws: _slow(holder[0], inputs, out, ws))
-    holder.append(_Slow(recipe, bind, call))
+    call, bind = factory(*fns, *attrs, quiet, lambda inputs, out, ws: _slow(holder[0], inputs, out, ws),
+                         np.ndarray, np.may_share_memory, _same_memory, _out_view)
+    holder.append(_Slow(recipe, plan, holds, bind, call))
     return call
 
 
@@ -79,18 +101,59 @@ def _direct_ufunc(step):
     return ufunc, bool(getattr(step.fn, "ufunc_quiet", False))
 
 
+#: ufuncs whose ``out`` numpy 2 no longer takes positionally (it warns, which costs microseconds)
+_KEYWORD_OUT = frozenset({np.maximum, np.minimum})
+
+
+def _positional_out(ufunc, n_inputs: int) -> bool:
+    """Whether a step may call ``ufunc(*inputs, out)`` rather than ``ufunc(*inputs, out=out)``."""
+    return ufunc.nin == n_inputs and ufunc.nout == 1 and ufunc not in _KEYWORD_OUT
+
+
+def _holds(steps, plan) -> tuple[str, ...]:
+    """Per step where its result is held under ``plan``: ``out`` itself (it writes buffer 0 at
+    ``out``'s shape and dtype), a view of ``out``'s bytes, or a temporary."""
+    return tuple(_OUT if b == OUT and step.full and step.dtype == steps[-1].dtype
+                 else _OUT_VIEW if b == OUT else _TEMPORARY for step, b in zip(steps, plan))
+
+
+def _checked_params(recipe, steps, plan, n_params: int, constant: tuple) -> tuple[tuple[int, bool], ...]:
+    """The parameters a new array of which must not overlap ``out``: those not bound (a constant is
+    never ``out``) read by a step that writes buffer 0 or after one has; with whether that
+    parameter being ``out`` itself leaves the plan as it is (then that exact alias is allowed)."""
+    first = next(j for j, b in enumerate(plan) if b == OUT)
+    read = {i for j, step in enumerate(steps) if j >= first or plan[j] == OUT
+            for kind, i in step.inputs if kind == "p"}
+    return tuple((i, _plan(recipe, frozenset({i})) == (plan, False)) for i in sorted(read)
+                 if not (i < len(constant) and constant[i]))
+
+
+def _same_memory(x, out) -> bool:
+    """Whether ``x`` is ``out``'s memory with ``out``'s layout (an exact alias)."""
+    return (x.shape == out.shape and x.strides == out.strides and x.dtype == out.dtype
+            and x.__array_interface__["data"][0] == out.__array_interface__["data"][0])
+
+
+def _out_view(out, spec):
+    """The view of ``out``'s first bytes that a step writes: ``spec`` is (bytes, dtype, shape)."""
+    size, dtype, shape = spec
+    return out.reshape(-1).view(np.uint8)[:size].view(dtype).reshape(shape)
+
+
 class _Slow:
-    """What the slow path needs: the recipe, and the generated function's ``bind`` and ``call``."""
+    """What the slow path needs: the recipe, the plan the generated function runs, where each
+    step's result is held, and the generated function's ``bind`` and ``call``."""
 
-    __slots__ = ("recipe", "bind", "call")
+    __slots__ = ("recipe", "plan", "holds", "bind", "call")
 
-    def __init__(self, recipe, bind, call):
-        self.recipe, self.bind, self.call = recipe, bind, call
+    def __init__(self, recipe, plan, holds, bind, call):
+        self.recipe, self.plan, self.holds, self.bind, self.call = recipe, plan, holds, bind, call
 
 
 def _slow(state: _Slow, inputs: tuple, out, workspace) -> None:
-    """Plan the call (the generic kernel's plan), keep its views in the generated function, run it;
-    or hand the call to the generic kernel where the plan needs the thread's scratch or copies."""
+    """Plan the call (the generic kernel's plan); when it is the generated function's, keep the
+    shapes and views in the generated function and run it; else hand the call to the generic
+    kernel (a plan for an aliased input that differs, the thread's scratch, copies)."""
     inputs = tuple(x for x in inputs if x is not _MISSING)
     recipe = state.recipe
     if not isinstance(out, np.ndarray) or out.size == 0 or not out.flags.c_contiguous:
@@ -102,56 +165,91 @@ def _slow(state: _Slow, inputs: tuple, out, workspace) -> None:
     layouts = [((n,), np.uint8) for n in prepared.temporaries]
     used = scratch_nbytes(layouts)
     own_memory = not prepared.temporaries or (workspace is not None and workspace.nbytes >= used)
-    if prepared.copy_aliased or not own_memory or any(a is not b for a, b in zip(operands, inputs)):
+    if (prepared.plan != state.plan or prepared.copy_aliased or not own_memory
+            or any(a is not b for a, b in zip(operands, inputs))):
         state.bind(None)
         fused_elementwise(*inputs, out=out, recipe=recipe, workspace=workspace)
         return
-    raws = [out.reshape(-1).view(np.uint8)]
+    raws = [None]
     start = 0
     for n in prepared.temporaries:
         raws.append(workspace[start:start + n])
         start += -(-n // 64) * 64
-    views = tuple(out if direct else raws[b][:nbytes(shape, step.dtype)].view(step.dtype).reshape(shape)
-                  for step, b, shape, direct in zip(prepared.steps, prepared.plan, prepared.shapes, prepared.direct))
+    views, specs = [], []
+    for step, b, shape, hold in zip(prepared.steps, prepared.plan, prepared.shapes, state.holds):
+        spec = (nbytes(shape, step.dtype), step.dtype, shape)
+        specs.append(spec if hold == _OUT_VIEW else None)
+        views.append(out if hold == _OUT else _out_view(out, spec) if hold == _OUT_VIEW
+                     else raws[b][:spec[0]].view(step.dtype).reshape(shape))
     rest = workspace[used:] if workspace is not None and workspace.nbytes >= used else None
-    state.bind((inputs, out, workspace, views, rest))
+    shapes = tuple(x.shape if isinstance(x, np.ndarray) else None for x in inputs)
+    state.bind((inputs, shapes, out, workspace, tuple(views), tuple(specs), rest))
     state.call(*inputs, out=out, workspace=workspace)
 
 
 @lru_cache(maxsize=256)
-def _factory(structure: tuple, n_params: int, quiet_needed: bool) -> Callable:
-    """``factory(f0.., a0.., quiet, slow) -> (call, bind)`` for recipes of this structure.
+def _factory(structure: tuple, n_params: int, quiet_needed: bool, checked: tuple) -> Callable:
+    """``factory(f0.., a0.., quiet, slow, ndarray, may_share, same, out_view) -> (call, bind)``
+    for recipes of this structure: per step its inputs, whether it takes attributes, a
+    workspace, its ``out`` positionally, and where its result is held; ``checked``: the
+    parameters (index, exact alias allowed) a new array of which must not overlap ``out``.
 
-    The source is made from ints and flags only: parameter and step indices, whether a step takes
-    attributes or a workspace; every function, attribute dict and view is a closure variable."""
+    The source is made from ints and flags only; every function, attribute dict, shape and view
+    is a closure variable."""
     n = len(structure)
+    holds = [s[4] for s in structure]
     params = [f"p{i}" for i in range(n_params)]
-    kept = [f"L{i}" for i in range(n_params)]
-    views = [f"v{j}" for j in range(n)]
+    kept, shapes = [f"L{i}" for i in range(n_params)], [f"S{i}" for i in range(n_params)]
+    views = [f"v{j}" for j in range(n) if holds[j] != _OUT]
+    remade = [j for j in range(n) if holds[j] == _OUT_VIEW]
+    specs = [f"K{j}" for j in remade]
+
+    def value(j: int) -> str:
+        return "out" if holds[j] == _OUT else f"v{j}"
+
     body = []
-    for j, (inputs, has_attrs, has_ws) in enumerate(structure):
-        args = [f"p{i}" if kind == "p" else f"v{i}" for kind, i in inputs] + [f"out=v{j}"]
+    for j, (inputs, has_attrs, has_ws, positional, _) in enumerate(structure):
+        args = [f"p{i}" if kind == "p" else value(i) for kind, i in inputs]
+        args += [value(j)] if positional else [f"out={value(j)}"]
         args += ["workspace=w"] * has_ws + [f"**a{j}"] * has_attrs
         body.append(f"f{j}({', '.join(args)})")
+    changed = " or ".join(["out is not O", "workspace is not W"] + [f"p{i} is not L{i}" for i in range(n_params)])
+    valid = " or ".join(
+        ["out.__class__ is not ndarray", "out.shape != OS", "out.dtype is not OD", "not out.flags.c_contiguous"]
+        + [f"p{i}.__class__ is not ndarray or p{i}.shape != S{i}" for i in range(n_params)])
+    overlap = " or ".join(f"may_share(p{i}, out)" + (f" and not same(p{i}, out)" if ok else "")
+                          for i, ok in checked)
+    state = kept + views + specs + ["O", "W", "w", "OS", "OD"] + shapes
+    slow_call = f"slow(({''.join(p + ', ' for p in params)}*rest), out, workspace)"
     indent = " " * (16 if quiet_needed else 12)
     source = "\n".join([
-        f"def factory({', '.join([f'f{j}' for j in range(n)] + [f'a{j}' for j in range(n)])}, quiet, slow):",
-        f"    {' = '.join(kept + views + ['O', 'W', 'w'])} = MISSING",
+        f"def factory({', '.join([f'f{j}' for j in range(n)] + [f'a{j}' for j in range(n)])}, quiet, slow, "
+        "ndarray, may_share, same, out_view):",
+        f"    {' = '.join(state)} = MISSING",
         f"    def call({''.join(p + '=MISSING, ' for p in params)}*rest, out, workspace=None):",
-        f"        if {' and '.join([f'p{i} is L{i}' for i in range(n_params)] + ['out is O', 'workspace is W'])}:",
+        *([f"        nonlocal {', '.join(kept + [f'v{j}' for j in remade] + ['O'])}"]),
+        f"        if {changed}:",
+        f"            if workspace is not W or {valid}:",
+        f"                return {slow_call}",
+        *([f"            if {overlap}:", f"                return {slow_call}"] if overlap else []),
+        *[f"            v{j} = out_view(out, K{j})" for j in remade],
+        f"            {' = '.join(['O', 'out'])}",
+        *[f"            L{i} = p{i}" for i in range(n_params)],
+        "        if True:",
         *(["            with quiet():"] if quiet_needed else []),
         *(indent + line for line in body),
-        "            return",
-        f"        slow(({''.join(p + ', ' for p in params)}*rest), out, workspace)",
         "    def bind(state):",
-        f"        nonlocal {', '.join(kept + views + ['O', 'W', 'w'])}",
+        f"        nonlocal {', '.join(state)}",
         "        if state is None:",
-        f"            {' = '.join(kept + views + ['O', 'W', 'w'])} = MISSING",
+        f"            {' = '.join(state)} = MISSING",
         "            return",
-        "        inputs, O, W, views, w = state",
-        *([f"        {', '.join(kept)}, = inputs[:{n_params}]"] if n_params else []),
-        f"        {', '.join(views)}, = views",
+        "        inputs, shapes, O, W, views, specs, w = state",
+        "        OS, OD = O.shape, O.dtype",
+        *([f"        {', '.join(kept)}, = inputs[:{n_params}]",
+           f"        {', '.join(shapes)}, = shapes[:{n_params}]"] if n_params else []),
+        *([f"        {', '.join(views)}, = [v for v, h in zip(views, HOLDS) if h != 'out']"] if views else []),
+        *([f"        {', '.join(specs)}, = [specs[j] for j in REMADE]"] if specs else []),
         "    return call, bind"])
-    namespace = {"MISSING": _MISSING}
+    namespace = {"MISSING": _MISSING, "HOLDS": tuple(holds), "REMADE": tuple(remade)}
     exec(compile(source, f"<fused_elementwise {n} steps>", "exec"), namespace)  # noqa: S102 (see the docstring)
     return namespace["factory"]

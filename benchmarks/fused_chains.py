@@ -1,0 +1,120 @@
+"""Fused elementwise chains at -O2 against the same chains unfused at -O0, by length and size.
+
+    python -m benchmarks.fused_chains [--lengths 2,5,10,20,50] [--sizes 8,100,1000,10000,100000,1000000]
+
+A chain is ``length`` ops on a ``(size // 16, 16)`` float32 input (``(size,)`` below 16 values),
+each with a constant of the last dim broadcast into it; the ops cycle through add, multiply,
+tanh, subtract, exp, maximum (the unary ones keep the values bounded). -O2 fuses the chain into
+``fused_elementwise`` kernels (FuseOps cuts it at 64 steps), -O0 makes one kernel call per op.
+Both VMs run the same input, interleaved in rounds; the table gives each one's median time per
+call and the ratio -O2 / -O0 (the median of the per-round ratios): below 1 is the fused chain
+ahead. Two columns per size: the input the same array on every call (as the zoo's feeds are),
+and a fresh array every call (a server's requests). Nothing here asserts on speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import relaxpack
+from relaxpack.ir import BlockBuilder, Constant, TensorStructInfo, Var
+from relaxpack.ops import make_call
+from relaxpack.runtime import VirtualMachine
+
+#: the ops of a chain, in turn; a constant second operand for the binary ones
+OPS = ("add", "multiply", "tanh", "subtract", "exp", "maximum")
+UNARY = {"tanh", "exp"}
+
+
+def chain_shape(size: int) -> tuple[int, ...]:
+    return (size // 16, 16) if size >= 16 else (size,)
+
+
+def chain_module(length: int, shape: tuple[int, ...]):
+    """``length`` elementwise ops in a chain on a float32 input of ``shape``."""
+    x = Var("x", TensorStructInfo(shape, "float32"))
+    rng = np.random.default_rng(length)
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            h = x
+            for i in range(length):
+                op = OPS[i % len(OPS)]
+                if op in UNARY:
+                    h = bb.emit(make_call(op, h))
+                else:
+                    c = Constant(rng.uniform(0.5, 1.0, shape[-1:]).astype(np.float32))
+                    h = bb.emit(make_call(op, h, c))
+            gv = bb.emit_output(h, "y")
+        bb.emit_func_output(gv)
+    return bb.get()
+
+
+def interleaved(fns: list, rounds: int, round_s: float) -> tuple[list[float], list[float]]:
+    """Per runtime its median time per call (s), and per round the quotient of the second to the first."""
+    per = []
+    for fn in fns:
+        fn()
+        start, n = time.perf_counter(), 0
+        while n < 3 or time.perf_counter() - start < round_s / 4:
+            fn()
+            n += 1
+        per.append(max(1, int(round_s / ((time.perf_counter() - start) / n))))
+    times: list[list[float]] = [[] for _ in fns]
+    for r in range(rounds):
+        order = range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))
+        for i in order:
+            fn, n = fns[i], per[i]
+            start = time.perf_counter()
+            for _ in range(n):
+                fn()
+            times[i].append((time.perf_counter() - start) / n)
+    ratios = [b / a for a, b in zip(times[0], times[1])]
+    return [statistics.median(t) for t in times], ratios
+
+
+def measure(length: int, size: int, rounds: int, round_s: float, fresh: bool) -> tuple[float, float, float]:
+    """(-O0 µs, -O2 µs, -O2 / -O0) for one chain."""
+    mod = chain_module(length, chain_shape(size))
+    vms = [VirtualMachine(relaxpack.build(mod, opt_level=level)) for level in (0, 2)]
+    x = np.random.default_rng(0).uniform(-1, 1, chain_shape(size)).astype(np.float32)
+    want = vms[0].run({"x": x})["y"]
+    np.testing.assert_allclose(vms[1].run({"x": x})["y"], want, rtol=1e-5, atol=1e-6)
+    if fresh:
+        fns = [lambda vm=vm: vm.run({"x": x.copy()}) for vm in vms]
+    else:
+        fns = [lambda vm=vm: vm.run({"x": x}) for vm in vms]
+    (o0, o2), ratios = interleaved(fns, rounds, round_s)
+    return o0 * 1e6, o2 * 1e6, statistics.median(ratios)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", default="2,5,10,20,50")
+    parser.add_argument("--sizes", default="8,100,1000,10000,100000,1000000")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--round-ms", type=float, default=20.0)
+    args = parser.parse_args(argv)
+    lengths = [int(v) for v in args.lengths.split(",")]
+    sizes = [int(float(v)) for v in args.sizes.split(",")]
+    print("| ops | values | -O0 µs | -O2 µs | -O2 / -O0 | -O0 µs (fresh input) | -O2 µs (fresh input) "
+          "| -O2 / -O0 (fresh input) |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    worst = 0.0
+    for length in lengths:
+        for size in sizes:
+            same = measure(length, size, args.rounds, args.round_ms / 1e3, fresh=False)
+            fresh = measure(length, size, args.rounds, args.round_ms / 1e3, fresh=True)
+            worst = max(worst, same[2], fresh[2])
+            print(f"| {length} | {size} | {same[0]:.1f} | {same[1]:.1f} | {same[2]:.2f} "
+                  f"| {fresh[0]:.1f} | {fresh[1]:.1f} | {fresh[2]:.2f} |", flush=True)
+    print(f"\nlargest -O2 / -O0: {worst:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
