@@ -8,8 +8,13 @@ tanh, subtract, exp, maximum (the unary ones keep the values bounded). -O2 fuses
 ``fused_elementwise`` kernels (FuseOps cuts it at 64 steps), -O0 makes one kernel call per op.
 Both VMs run the same input, interleaved in rounds; the table gives each one's median time per
 call and the ratio -O2 / -O0 (the median of the per-round ratios): below 1 is the fused chain
-ahead. Two columns per size: the input the same array on every call (as the zoo's feeds are),
-and a fresh array every call (a server's requests). Nothing here asserts on speed.
+ahead. Times are the calling thread's CPU time (``time.thread_time``; BLAS runs on one thread
+here), so that other processes on a shared machine skew them less than wall time. Two columns per size: the input the same array on every call (as the zoo's feeds are),
+and a fresh array every call (a server's requests).
+
+``--models`` (zoo model names, ``tests/models/zoo``, and ``transformer_block``, the example)
+times whole models the same way at their first manifest shape: -O2 against -O0, interleaved.
+Nothing here asserts on speed.
 """
 
 from __future__ import annotations
@@ -59,20 +64,20 @@ def interleaved(fns: list, rounds: int, round_s: float) -> tuple[list[float], li
     per = []
     for fn in fns:
         fn()
-        start, n = time.perf_counter(), 0
-        while n < 3 or time.perf_counter() - start < round_s / 4:
+        start, n = time.thread_time(), 0
+        while n < 3 or time.thread_time() - start < round_s / 4:
             fn()
             n += 1
-        per.append(max(1, int(round_s / ((time.perf_counter() - start) / n))))
+        per.append(max(1, int(round_s / max((time.thread_time() - start) / n, 1e-7))))
     times: list[list[float]] = [[] for _ in fns]
     for r in range(rounds):
         order = range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))
         for i in order:
             fn, n = fns[i], per[i]
-            start = time.perf_counter()
+            start = time.thread_time()
             for _ in range(n):
                 fn()
-            times[i].append((time.perf_counter() - start) / n)
+            times[i].append((time.thread_time() - start) / n)
     ratios = [b / a for a, b in zip(times[0], times[1])]
     return [statistics.median(t) for t in times], ratios
 
@@ -92,13 +97,46 @@ def measure(length: int, size: int, rounds: int, round_s: float, fresh: bool) ->
     return o0 * 1e6, o2 * 1e6, statistics.median(ratios)
 
 
+def model_rows(names: list[str], rounds: int, round_s: float) -> list[str]:
+    """Table rows: each model at -O0 and -O2 on its first manifest shape's inputs."""
+    rows = []
+    for name in names:
+        model, feeds = _model(name)
+        mod = relaxpack.from_onnx(model)
+        vms = [VirtualMachine(relaxpack.build(mod, opt_level=level)) for level in (0, 2)]
+        calls = [vm.exe.kernel_call_count() for vm in vms]
+        (o0, o2), ratios = interleaved([lambda vm=vm: vm.run(feeds) for vm in vms], rounds, round_s)
+        rows.append(f"| {name} | {calls[0]} | {calls[1]} | {o0 * 1e6:.1f} | {o2 * 1e6:.1f} "
+                    f"| {statistics.median(ratios):.2f} |")
+    return rows
+
+
+def _model(name: str):
+    """(model, feeds): the example transformer block, or a zoo model at its first shape."""
+    if name == "transformer_block":
+        from relaxpack.examples.onnx_models import transformer_block_onnx
+        return transformer_block_onnx(), {"x": np.random.default_rng(0).standard_normal((4, 64, 32)).astype(np.float32)}
+    from tests.models.zoo.inputs import make_inputs
+    from tests.models.zoo.judge import HERE, MODELS
+    entry = MODELS[name]
+    return str(HERE / entry["file"]), make_inputs(entry, entry["shapes"][0])
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", default="2,5,10,20,50")
     parser.add_argument("--sizes", default="8,100,1000,10000,100000,1000000")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--round-ms", type=float, default=20.0)
+    parser.add_argument("--models", default="", help="comma-separated zoo models (and transformer_block) "
+                                                     "to time at -O0 and -O2 instead of the chains")
     args = parser.parse_args(argv)
+    if args.models:
+        print("| model | -O0 calls | -O2 calls | -O0 µs | -O2 µs | -O2 / -O0 |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        for row in model_rows(args.models.split(","), args.rounds, args.round_ms / 1e3):
+            print(row, flush=True)
+        return 0
     lengths = [int(v) for v in args.lengths.split(",")]
     sizes = [int(float(v)) for v in args.sizes.split(",")]
     print("| ops | values | -O0 µs | -O2 µs | -O2 / -O0 | -O0 µs (fresh input) | -O2 µs (fresh input) "

@@ -212,3 +212,26 @@ def test_binary_ufunc_steps_warn_nothing(op):
         for _ in range(2):
             call(x, y, out=out)
     np.testing.assert_array_equal(out, getattr(np, op)(np.exp(x), y))
+
+
+def test_an_alias_with_another_plan_is_kept_for_the_same_arrays(monkeypatch):
+    """``out`` is the residual, read after the product (llama's gate: matmul then multiply by an
+    input that dies there): that plan differs from the recipe's, and is kept for calls on the
+    same arrays instead of going to the generic kernel every time."""
+    slow = counting_slow(monkeypatch)
+    recipe = (step("matmul", [P(0), P(1)], inplace=[False, False], out_dtype=None),
+              step("multiply", [S(0), P(2)]))
+    call = specialize(recipe)
+    rng = np.random.default_rng(9)
+    x, w = rng.standard_normal((1, 5, 8)).astype(np.float32), rng.standard_normal((8, 6)).astype(np.float32)
+    gate = rng.standard_normal((1, 5, 6)).astype(np.float32)
+    ws = workspace_for(recipe, gate, [2])
+    buf = gate.copy()
+    for k in range(4):
+        buf[...] = gate * (k + 1)
+        call(x, w, buf, out=buf, workspace=ws)
+        np.testing.assert_allclose(buf, (x @ w) * gate * (k + 1), rtol=1e-5)
+    assert len(slow) == 1
+    out = np.empty_like(gate)                # then apart again: the recipe's own plan
+    call(x, w, gate, out=out, workspace=ws)
+    np.testing.assert_allclose(out, (x @ w) * gate, rtol=1e-5)

@@ -151,9 +151,11 @@ class _Slow:
 
 
 def _slow(state: _Slow, inputs: tuple, out, workspace) -> None:
-    """Plan the call (the generic kernel's plan); when it is the generated function's, keep the
-    shapes and views in the generated function and run it; else hand the call to the generic
-    kernel (a plan for an aliased input that differs, the thread's scratch, copies)."""
+    """Plan the call (the generic kernel's plan), keep its shapes and views in the generated
+    function and run it; or hand the call to the generic kernel where the plan needs the
+    thread's scratch or copies. A plan other than the generated function's (``out`` is an input
+    read after ``out``'s first write: the memory planner's in-place reuse) is kept too, for
+    calls on the same arrays."""
     inputs = tuple(x for x in inputs if x is not _MISSING)
     recipe = state.recipe
     if not isinstance(out, np.ndarray) or out.size == 0 or not out.flags.c_contiguous:
@@ -165,8 +167,7 @@ def _slow(state: _Slow, inputs: tuple, out, workspace) -> None:
     layouts = [((n,), np.uint8) for n in prepared.temporaries]
     used = scratch_nbytes(layouts)
     own_memory = not prepared.temporaries or (workspace is not None and workspace.nbytes >= used)
-    if (prepared.plan != state.plan or prepared.copy_aliased or not own_memory
-            or any(a is not b for a, b in zip(operands, inputs))):
+    if prepared.copy_aliased or not own_memory or any(a is not b for a, b in zip(operands, inputs)):
         state.bind(None)
         fused_elementwise(*inputs, out=out, recipe=recipe, workspace=workspace)
         return
@@ -176,14 +177,18 @@ def _slow(state: _Slow, inputs: tuple, out, workspace) -> None:
         raws.append(workspace[start:start + n])
         start += -(-n // 64) * 64
     views, specs = [], []
-    for step, b, shape, hold in zip(prepared.steps, prepared.plan, prepared.shapes, state.holds):
+    for step, b, shape in zip(prepared.steps, prepared.plan, prepared.shapes):
         spec = (nbytes(shape, step.dtype), step.dtype, shape)
-        specs.append(spec if hold == _OUT_VIEW else None)
-        views.append(out if hold == _OUT else _out_view(out, spec) if hold == _OUT_VIEW
-                     else raws[b][:spec[0]].view(step.dtype).reshape(shape))
+        if b == OUT:
+            same = shape == out.shape and step.dtype == out.dtype
+            views.append(out if same else _out_view(out, spec))
+        else:
+            views.append(raws[b][:spec[0]].view(step.dtype).reshape(shape))
+        specs.append(spec)
     rest = workspace[used:] if workspace is not None and workspace.nbytes >= used else None
     shapes = tuple(x.shape if isinstance(x, np.ndarray) else None for x in inputs)
-    state.bind((inputs, shapes, out, workspace, tuple(views), tuple(specs), rest))
+    other = prepared.plan != state.plan
+    state.bind((inputs, shapes, out, workspace, tuple(views), tuple(specs), rest, other))
     state.call(*inputs, out=out, workspace=workspace)
 
 
@@ -191,65 +196,65 @@ def _slow(state: _Slow, inputs: tuple, out, workspace) -> None:
 def _factory(structure: tuple, n_params: int, quiet_needed: bool, checked: tuple) -> Callable:
     """``factory(f0.., a0.., quiet, slow, ndarray, may_share, same, out_view) -> (call, bind)``
     for recipes of this structure: per step its inputs, whether it takes attributes, a
-    workspace, its ``out`` positionally, and where its result is held; ``checked``: the
-    parameters (index, exact alias allowed) a new array of which must not overlap ``out``.
+    workspace, its ``out`` positionally, and where its result is held under the recipe's plan;
+    ``checked``: the parameters (index, exact alias allowed) a new array of which must not
+    overlap ``out``.
 
-    The source is made from ints and flags only; every function, attribute dict, shape and view
-    is a closure variable."""
+    Every step writes its view ``v<j>`` (kept by ``bind``); a call on new arrays of the kept
+    shapes remakes the views into ``out`` of the recipe's plan, a call bound to another plan
+    (``ALT``) plans again instead. The source is made from ints and flags only; every function,
+    attribute dict, shape and view is a closure variable."""
     n = len(structure)
     holds = [s[4] for s in structure]
     params = [f"p{i}" for i in range(n_params)]
     kept, shapes = [f"L{i}" for i in range(n_params)], [f"S{i}" for i in range(n_params)]
-    views = [f"v{j}" for j in range(n) if holds[j] != _OUT]
+    views = [f"v{j}" for j in range(n)]
+    direct = [f"v{j}" for j in range(n) if holds[j] == _OUT]
     remade = [j for j in range(n) if holds[j] == _OUT_VIEW]
     specs = [f"K{j}" for j in remade]
-
-    def value(j: int) -> str:
-        return "out" if holds[j] == _OUT else f"v{j}"
-
     body = []
     for j, (inputs, has_attrs, has_ws, positional, _) in enumerate(structure):
-        args = [f"p{i}" if kind == "p" else value(i) for kind, i in inputs]
-        args += [value(j)] if positional else [f"out={value(j)}"]
+        args = [f"p{i}" if kind == "p" else f"v{i}" for kind, i in inputs]
+        args += [f"v{j}"] if positional else [f"out=v{j}"]
         args += ["workspace=w"] * has_ws + [f"**a{j}"] * has_attrs
         body.append(f"f{j}({', '.join(args)})")
     changed = " or ".join(["out is not O", "workspace is not W"] + [f"p{i} is not L{i}" for i in range(n_params)])
     valid = " or ".join(
-        ["out.__class__ is not ndarray", "out.shape != OS", "out.dtype is not OD", "not out.flags.c_contiguous"]
+        ["ALT", "workspace is not W", "out.__class__ is not ndarray", "out.shape != OS", "out.dtype is not OD",
+         "not out.flags.c_contiguous"]
         + [f"p{i}.__class__ is not ndarray or p{i}.shape != S{i}" for i in range(n_params)])
     overlap = " or ".join(f"may_share(p{i}, out)" + (f" and not same(p{i}, out)" if ok else "")
                           for i, ok in checked)
-    state = kept + views + specs + ["O", "W", "w", "OS", "OD"] + shapes
+    state = kept + views + specs + ["O", "W", "w", "OS", "OD", "ALT"] + shapes
     slow_call = f"slow(({''.join(p + ', ' for p in params)}*rest), out, workspace)"
-    indent = " " * (16 if quiet_needed else 12)
+    indent = " " * (12 if quiet_needed else 8)
     source = "\n".join([
         f"def factory({', '.join([f'f{j}' for j in range(n)] + [f'a{j}' for j in range(n)])}, quiet, slow, "
         "ndarray, may_share, same, out_view):",
         f"    {' = '.join(state)} = MISSING",
         f"    def call({''.join(p + '=MISSING, ' for p in params)}*rest, out, workspace=None):",
-        *([f"        nonlocal {', '.join(kept + [f'v{j}' for j in remade] + ['O'])}"]),
+        f"        nonlocal {', '.join(kept + direct + [f'v{j}' for j in remade] + ['O'])}",
         f"        if {changed}:",
-        f"            if workspace is not W or {valid}:",
+        f"            if {valid}:",
         f"                return {slow_call}",
         *([f"            if {overlap}:", f"                return {slow_call}"] if overlap else []),
+        *([f"            {' = '.join(direct)} = out"] if direct else []),
         *[f"            v{j} = out_view(out, K{j})" for j in remade],
-        f"            {' = '.join(['O', 'out'])}",
+        "            O = out",
         *[f"            L{i} = p{i}" for i in range(n_params)],
-        "        if True:",
-        *(["            with quiet():"] if quiet_needed else []),
+        *(["        with quiet():"] if quiet_needed else []),
         *(indent + line for line in body),
         "    def bind(state):",
         f"        nonlocal {', '.join(state)}",
         "        if state is None:",
         f"            {' = '.join(state)} = MISSING",
         "            return",
-        "        inputs, shapes, O, W, views, specs, w = state",
+        f"        inputs, shapes, O, W, ({', '.join(views)},), specs, w, ALT = state",
         "        OS, OD = O.shape, O.dtype",
         *([f"        {', '.join(kept)}, = inputs[:{n_params}]",
            f"        {', '.join(shapes)}, = shapes[:{n_params}]"] if n_params else []),
-        *([f"        {', '.join(views)}, = [v for v, h in zip(views, HOLDS) if h != 'out']"] if views else []),
         *([f"        {', '.join(specs)}, = [specs[j] for j in REMADE]"] if specs else []),
         "    return call, bind"])
-    namespace = {"MISSING": _MISSING, "HOLDS": tuple(holds), "REMADE": tuple(remade)}
+    namespace = {"MISSING": _MISSING, "REMADE": tuple(remade)}
     exec(compile(source, f"<fused_elementwise {n} steps>", "exec"), namespace)  # noqa: S102 (see the docstring)
     return namespace["factory"]
