@@ -30,11 +30,14 @@ Two optional attributes of a kernel function let callers skip work:
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
 from ...errors import UnsupportedOpError
+from ._index import KERNEL_MODULES, OWNER
 
 
 @dataclass(frozen=True)
@@ -49,8 +52,60 @@ class Kernel:
     takes_workspace: bool = False
 
 
+class _KernelTable(dict):
+    """kernel name -> :class:`Kernel`, filled as the modules that register kernels are imported:
+    a lookup of a name imports its module (:data:`._index.OWNER`) first, iterating imports them
+    all. ``import relaxpack.runtime`` then imports no kernel module; an archive's load imports
+    those of the kernels it calls (a cold start pays for what the model uses)."""
+
+    def _owner(self, name) -> None:
+        module = OWNER.get(name) if isinstance(name, str) else None
+        if module is not None and not dict.__contains__(self, name):
+            importlib.import_module(f"{__package__}.{module}")
+
+    def __getitem__(self, name):
+        self._owner(name)
+        return dict.__getitem__(self, name)
+
+    def get(self, name, default=None):
+        self._owner(name)
+        return dict.get(self, name, default)
+
+    def __contains__(self, name) -> bool:
+        self._owner(name)
+        return dict.__contains__(self, name)
+
+    def __iter__(self):
+        load_all()
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        load_all()
+        return dict.__len__(self)
+
+    def keys(self):
+        load_all()
+        return dict.keys(self)
+
+    def values(self):
+        load_all()
+        return dict.values(self)
+
+    def items(self):
+        load_all()
+        return dict.items(self)
+
+
+def load_all() -> None:
+    """Import every kernel module (a table of every kernel, e.g. to list them)."""
+    for module in KERNEL_MODULES:
+        importlib.import_module(f"{__package__}.{module}")
+
+
 #: kernel name (the IR op's name) -> kernel
-KERNELS: dict[str, Kernel] = {}
+KERNELS: dict[str, Kernel] = _KernelTable()
+#: kernel name -> the module that registered it (what :data:`._index.OWNER` must say)
+ORIGIN: dict[str, str] = {}
 
 
 def register_kernel(*names: str, dps: bool = True) -> Callable[[Callable], Callable]:
@@ -63,10 +118,12 @@ def register_kernel(*names: str, dps: bool = True) -> Callable[[Callable], Calla
         raise TypeError("register_kernel needs at least one kernel name")
 
     def wrap(fn: Callable) -> Callable:
+        module = sys._getframe(1).f_globals.get("__name__", "")
         for name in names:
-            if name in KERNELS:
+            if dict.__contains__(KERNELS, name):
                 raise ValueError(f"kernel {name!r} is registered twice")
             KERNELS[name] = Kernel(name, fn, dps, _takes_workspace(fn))
+            ORIGIN[name] = module
         return fn
     return wrap
 

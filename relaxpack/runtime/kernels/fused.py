@@ -84,11 +84,4 @@ def _specialize_conv_bias_act(attrs: dict, constant: tuple):
     return specialize(conv_bias_act, constant, **attrs)
 
 
-def _specialize_conv(attrs: dict, constant: tuple):
-    from .conv_small import specialize
-    call = specialize(conv_bias_act, constant, activation=None, **attrs)
-    return lambda data, weight, *, out, workspace=None: call(data, weight, None, out=out, workspace=workspace)
-
-
 conv_bias_act.specialize_attrs = _specialize_conv_bias_act
-KERNELS["nn.conv"].fn.specialize_attrs = _specialize_conv

@@ -75,6 +75,17 @@ def conv(data, weight, *, out, strides=1, padding=0, dilation=1, groups=1, data_
               groups=groups, data_layout=data_layout, out_layout=out_layout, workspace=workspace)
 
 
+def _specialize_conv(attrs: dict, constant: tuple):
+    """Per instruction: the small-conv fast path (:mod:`.conv_small`) of ``nn.conv_bias_act`` without a bias."""
+    from .conv_small import specialize
+    from .fused import conv_bias_act
+    call = specialize(conv_bias_act, constant, activation=None, **attrs)
+    return lambda data, weight, *, out, workspace=None: call(data, weight, None, out=out, workspace=workspace)
+
+
+conv.specialize_attrs = _specialize_conv
+
+
 def _writes_channels_last(data_layout: str, out_layout) -> bool:
     """Whether the result is channels last (``out_layout`` None: as the data);
     a channels-last conv writes channels last only."""
