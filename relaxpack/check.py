@@ -27,8 +27,8 @@ import onnx
 from .vm_build import build
 from .compare import OutputDiff, compare_outputs  # noqa: F401 (re-exported)
 from .check_isolated import IsolatedSession, OnnxruntimeCrash, OnnxruntimeFailure
-from .errors import RelaxpackError
-from .feeds import DEFAULT_DIM_RANGE, draw_dims, input_dim_names, random_inputs, random_strings  # noqa: F401 (re-exported)
+from .errors import RelaxpackError, ShapeError
+from .feeds import DEFAULT_DIM_RANGE, assumptions_hold, draw_dims, input_dim_names, random_inputs, random_strings  # noqa: F401 (re-exported)
 from .importers.onnx import from_onnx
 from .importers.onnx.importer import load_model
 from .runtime import VirtualMachine
@@ -43,6 +43,8 @@ class SampleReport:
     dims: dict[str, int]
     outputs: list[OutputDiff] = field(default_factory=list)
     feeds: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: dims drawn and not used, and why (relaxpack refused them where onnxruntime did not)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -153,15 +155,16 @@ def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int =
     reports = []
     for i in range(1 if inputs is not None else samples):
         if inputs is not None:
-            dim_values, feed, want = {}, dict(inputs), _onnxruntime_run(session, dict(inputs), {})
+            dim_values, feed, notes = {}, dict(inputs), []
+            want = _onnxruntime_run(session, feed, {})
+            with blas_threads(threads):
+                got = vm.run(feed)
         else:
-            dim_values, feed, want = _draw_accepted(exe, session, rng, fixed, bounds)
-        with blas_threads(threads):
-            got = vm.run(feed)
+            dim_values, feed, want, got, notes = _draw_accepted(exe, vm, session, rng, fixed, bounds, threads)
         diffs = compare_outputs(names, got, want, rtol, atol)
         if not strict:
             diffs = _judge_deviations(proto, feed, got, diffs, rtol, atol)
-        reports.append(SampleReport(dim_values, diffs, feed))
+        reports.append(SampleReport(dim_values, diffs, feed, notes))
         if on_sample is not None:
             on_sample(i, reports[-1])
     return CheckReport(reports)
@@ -197,28 +200,50 @@ def _within_bounds(feed: dict, bounds: dict[str, int], rng: np.random.Generator)
     return feed
 
 
-def _draw_accepted(exe, session, rng: np.random.Generator, fixed: dict, bounds: dict[str, int] | None = None):
-    """Dims, random inputs and onnxruntime's outputs on them: drawn from
-    larger ranges in turn while onnxruntime refuses what was drawn."""
-    free = input_dim_names(exe) - set(fixed)
+def _draw_accepted(exe, vm, session, rng: np.random.Generator, fixed: dict, bounds: dict[str, int],
+                   threads: int | None):
+    """Dims, random inputs, and onnxruntime's and relaxpack's outputs on them,
+    drawn from larger ranges in turn while the dims break the relations the
+    model was converted assuming (an image size a multiple of 32), onnxruntime
+    refuses the inputs, or relaxpack refuses their shapes (a pool over a dim
+    shorter than its window: said in the notes). When no range is accepted,
+    the last draw is run and its refusal is the error."""
+    free, notes, drawn = input_dim_names(exe) - set(fixed), [], {}
+    for drawn in _draws(exe, rng, fixed, free):
+        if not assumptions_hold(exe, drawn):
+            continue
+        feed = _within_bounds(random_inputs(exe, drawn, rng), bounds, rng)
+        try:
+            want = session.run(None, feed)
+        except OnnxruntimeCrash as err:
+            raise OnnxruntimeCrash(f"{err} on random inputs at {_dims_text(drawn)}; give the dims the "
+                                   f"model takes with --dim NAME=VALUE") from None
+        except Exception:           # noqa: BLE001 - onnxruntime's own errors: draw larger dims
+            continue
+        try:
+            with blas_threads(threads):
+                return drawn, feed, want, vm.run(feed), notes
+        except ShapeError as err:
+            notes.append(f"relaxpack refuses {_dims_text(drawn)}: {err}; drew larger dims")
+    feed = _within_bounds(random_inputs(exe, drawn, rng), bounds, rng)
+    want = _onnxruntime_run(session, feed, drawn)
+    with blas_threads(threads):
+        return drawn, feed, want, vm.run(feed), notes
+
+
+def _draws(exe, rng: np.random.Generator, fixed: dict, free: set[str]):
+    """Dims drawn from each of :data:`DRAW_RANGES` in turn for the ``free``
+    dims (once when there are none), up to the first range the archive's
+    own dim ranges exclude."""
     for attempt, (lo, hi) in enumerate(DRAW_RANGES):
         try:
-            dim_values = draw_dims(exe, rng, {**{name: (lo, hi) for name in free}, **fixed})
+            yield draw_dims(exe, rng, {**{name: (lo, hi) for name in free}, **fixed})
         except RelaxpackError:      # outside the archive's ranges: those are the user's
             if attempt == 0:
                 raise
-            break
-        feed = _within_bounds(random_inputs(exe, dim_values, rng), bounds or {}, rng)
-        try:
-            return dim_values, feed, session.run(None, feed)
-        except OnnxruntimeCrash as err:
-            raise OnnxruntimeCrash(f"{err} on random inputs at {_dims_text(dim_values)}; give the dims the "
-                                   f"model takes with --dim NAME=VALUE") from None
-        except Exception as err:    # noqa: BLE001 - onnxruntime's own errors
-            error = err
+            return
         if not free:
-            break
-    return dim_values, feed, _onnxruntime_run(session, feed, dim_values, error)
+            return
 
 
 def _onnxruntime_run(session, feed: dict, dim_values: dict, error: Exception | None = None):

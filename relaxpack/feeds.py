@@ -159,15 +159,28 @@ def draw_dims(exe, rng: np.random.Generator, fixed: Mapping | None = None) -> di
     other values fail in onnxruntime too. Redrawn a bounded number of times;
     the last draw when none holds them. ``fixed`` gives a dim its value (an
     int) or the range to draw it from (a ``(lo, hi)`` pair, ``hi`` may be None)."""
-    from .runtime.assumptions import assumptions_of
-    relations = [(a["lhs"], a["rhs"]) for a in assumptions_of(exe)
-                 if a["function"] == "main" and a["when"] == "inputs"]
+    relations = _input_relations(exe)
     values = _draw_once(exe, rng, fixed)
     for _ in range(ASSUMPTION_DRAWS):
-        if all(_eval_dim(lhs, values) == _eval_dim(rhs, values) for lhs, rhs in relations):
+        if _hold(relations, values):
             break
         values = _draw_once(exe, rng, fixed)
     return values
+
+
+def assumptions_hold(exe, values: Mapping[str, int]) -> bool:
+    """Whether the dim ``values`` hold the relations over main's input dims
+    that the model was converted assuming (else the run is refused)."""
+    return _hold(_input_relations(exe), values)
+
+
+def _input_relations(exe) -> list[tuple[str, str]]:
+    from .runtime.assumptions import assumptions_of
+    return [(a["lhs"], a["rhs"]) for a in assumptions_of(exe) if a["function"] == "main" and a["when"] == "inputs"]
+
+
+def _hold(relations: list[tuple[str, str]], values: Mapping[str, int]) -> bool:
+    return all(_eval_dim(lhs, values) == _eval_dim(rhs, values) for lhs, rhs in relations)
 
 
 def _draw_once(exe, rng: np.random.Generator, fixed: Mapping | None) -> dict[str, int]:
@@ -196,5 +209,5 @@ def _draw_once(exe, rng: np.random.Generator, fixed: Mapping | None) -> dict[str
     return values
 
 
-__all__ = ["ASSUMPTION_DRAWS", "DEFAULT_DIM_RANGE", "FILLS", "dims_of_inputs", "draw_dims", "input_dim_names", "make_inputs",
+__all__ = ["ASSUMPTION_DRAWS", "DEFAULT_DIM_RANGE", "FILLS", "assumptions_hold", "dims_of_inputs", "draw_dims", "input_dim_names", "make_inputs",
            "random_inputs", "random_strings"]

@@ -167,3 +167,40 @@ def test_check_draws_token_ids_below_their_embedding_tables():
     report = check_model(model, samples=3)
     assert report.passed
     assert all(s.feeds["tt"].max() < 2 for s in report.samples)
+
+
+def _pools_model(levels: int, tile: bool):
+    """``levels`` 2-wide, stride-2 max pools over a symbolic length ``h``; with ``tile``, the result is
+    tiled back to ``2**levels * (h // 2**levels)`` cells and added to the input, which relaxpack converts
+    assuming ``h % 2**levels == 0`` (onnxruntime also takes ``h == 1``, by broadcasting)."""
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("MaxPool", [f"p{i}"], [f"p{i + 1}"], kernel_shape=[2], strides=[2])
+             for i in range(levels)]
+    nodes[0].input[0] = "x"
+    out = f"p{levels}"
+    inits = []
+    if tile:
+        inits = [helper.make_tensor("reps", TensorProto.INT64, [3], [1, 1, 2 ** levels])]
+        nodes += [helper.make_node("Tile", [out, "reps"], ["t"]), helper.make_node("Add", ["t", "x"], ["y"])]
+        out = "y"
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, "h"])],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def test_check_draws_dims_that_hold_the_models_assumptions():
+    for seed in range(10):
+        report = check_model(_pools_model(4, tile=True), samples=3, seed=seed)
+        assert report.passed and all(s.dims["h"] % 16 == 0 for s in report.samples), seed
+
+
+def test_check_draws_larger_dims_where_relaxpack_refuses_and_says_so():
+    report = check_model(_pools_model(3, tile=False), samples=3)
+    assert report.passed and all(s.dims["h"] >= 8 for s in report.samples)
+    notes = [n for s in report.samples for n in s.notes]
+    assert notes and all(n.startswith("relaxpack refuses h=") and "shorter than the window" in n for n in notes)
+
+
+def test_relative_error_near_zero_is_taken_against_the_tolerance():
+    (diff,) = compare_outputs(["y"], {"y": np.array([1.0, 1e-30], np.float32)}, [np.array([1.0, 0.0], np.float32)])
+    assert diff.passed and diff.max_abs == pytest.approx(1e-30) and diff.max_rel < 1e-20

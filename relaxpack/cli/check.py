@@ -115,6 +115,8 @@ def check(model: Path, archive: Path | None = None, dim: list[str] | None = None
 def _print_sample(i: int, sample) -> None:
     """One sample's verdicts, printed as soon as it is checked."""
     dims_text = ", ".join(f"{one_line(k)}={v}" for k, v in sample.dims.items()) or "given inputs"
+    for note in sample.notes:
+        echo(f"note: {one_line(note)}")
     echo(f"sample {i} ({dims_text})")
     for out in sample.outputs:
         verdict = "PASS" if out.passed else "FAIL"

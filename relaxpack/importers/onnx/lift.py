@@ -63,7 +63,7 @@ class Lifts:
     def new_names(self, ctx, hint: str, count: int) -> tuple[Dim, ...]:
         """``count`` dim variables ``{hint}_v{i}`` that no dim of the function uses
         (their own counter: the import's other fresh names do not shift)."""
-        base = "".join(c if c.isalnum() else "_" for c in hint).strip("_") or "size"
+        base = dim_name_base(hint, "size")
         taken = set(ctx.bb.defined_dim_vars()) | set(self.sources)
         out = []
         while len(out) < count:
@@ -79,6 +79,16 @@ class Lifts:
     def restore(self, bound: frozenset[str]) -> None:
         """Forget bindings made since ``snapshot`` (they were local to an If branch)."""
         self.bound = set(bound)
+
+
+def dim_name_base(hint: str, default: str) -> str:
+    """An ONNX value name made the prefix of a dim variable: characters
+    other than letters, digits and ``_`` become ``_``, and a name that does
+    not start like an identifier gets a ``v`` (torchvision's ``2974``)."""
+    base = "".join(c if c.isalnum() else "_" for c in hint).strip("_") or default
+    if not base.isidentifier():
+        base = "v" + base
+    return base if base.isidentifier() else default
 
 
 def _small_int(value: Value) -> bool:

@@ -110,3 +110,26 @@ def test_affine_grid_built_once_runs_at_several_sizes(rank, align_corners, sizes
         assert_close(vm.run(feeds)["grid"], expected, 1e-5, 1e-6, "grid")
     with pytest.raises(RelaxpackError, match=r"is -4, but the model uses it as a dim"):
         vm.run({"theta": theta, **_size(2, 3, *([-4] * rank))})
+
+
+def _numbered(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with every value named by a number, as torch's TorchScript exporter names them."""
+    graph = model.graph
+    names = {n: str(2970 + i) for i, n in enumerate(
+        [*(v.name for v in graph.input), *(t.name for t in graph.initializer),
+         *(o for node in graph.node for o in node.output)])}
+    for node in graph.node:
+        node.input[:] = [names.get(n, n) for n in node.input]
+        node.output[:] = [names[n] for n in node.output]
+    for v in [*graph.input, *graph.output, *graph.initializer]:
+        v.name = names[v.name]
+    return model
+
+
+def test_lifted_dims_of_values_named_by_numbers_are_identifiers():
+    # torchvision's Mask R-CNN: a size named '2974' was lifted to the dims '2974_v12', not identifiers
+    model = _numbered(_size_model())
+    feed = {model.graph.input[0].name: np.array([2, 3], np.int64)}
+    mod = check_runtime(model, [feed])
+    names = {v for d in output_sinfo(mod).shape for v in free_vars(d)}
+    assert names and all(v.startswith("v2970_v") for v in names), names

@@ -27,6 +27,7 @@ from ....ir.struct_info import TensorStructInfo
 from ....ops.definitions.index import HUGE
 from ....ops.registry import make_call
 from ....runtime.dtypes import numpy_dtype
+from ..lift import dim_name_base
 from ..value import Value
 
 INT64_MAX = 2 ** 63 - 1
@@ -97,7 +98,7 @@ def known_shape(ctx, value: Value, what: str = "input") -> tuple[Dim, ...]:
 def fresh_dims(ctx, count: int, hint: str) -> tuple[Dim, ...]:
     """``count`` symbolic dims whose names no dim of the function uses yet."""
     taken = set(ctx.bb.defined_dim_vars())
-    base = "".join(c if c.isalnum() else "_" for c in hint).strip("_") or "d"
+    base = dim_name_base(hint, "d")
     out = []
     for _ in range(count):
         name = ctx.bb.fresh_name(f"{base}_d")
