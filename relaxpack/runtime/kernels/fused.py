@@ -62,8 +62,26 @@ def gemm(x, w, bias=None, *, out, activation=None):
     """``activation(x @ w + bias)``; ``bias`` broadcasts into the product."""
     matmul(x, w, out=out)
     if bias is not None:
-        np.add(out, bias, out=out)
+        np.add(out, bias, out)
     apply_activation(out, activation)
+
+
+def _specialize_gemm(attrs: dict, constant: tuple):
+    """Per instruction: the activation looked up once."""
+    if set(attrs) - {"activation"}:
+        return lambda *args, out, workspace=None: gemm(*args, out=out, **attrs)
+    act = activation_fn(attrs.get("activation"))
+
+    def call(x, w, bias=None, *, out, workspace=None):
+        matmul(x, w, out=out)
+        if bias is not None:
+            np.add(out, bias, out)
+        if act is not None:
+            act(out)
+    return call
+
+
+gemm.specialize_attrs = _specialize_gemm
 
 
 @register_kernel("nn.conv_bias_act")
