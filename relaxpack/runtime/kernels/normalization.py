@@ -92,7 +92,7 @@ def softmax(x, *, out, axis=-1):
     if x.size == 0:
         normalize_axis(axis, x.ndim)
         return
-    if (axis == -1 or axis == x.ndim - 1) and x.shape == out.shape and x.flags.c_contiguous \
+    if x.ndim and (axis == -1 or axis == x.ndim - 1) and x.shape == out.shape and x.flags.c_contiguous \
             and out.flags.c_contiguous:
         if x.dtype == out.dtype and x.dtype in _ROW_DTYPES:
             if _softmax_rows(x, out):
@@ -196,7 +196,7 @@ def layer_norm(x, gamma, beta=None, *, out, axes=(-1,), epsilon=1e-5):
     """Normalize over ``axes``, then scale by ``gamma`` and shift by ``beta``
     (both broadcast to the normalized dims)."""
     last = (x.ndim - 1,)
-    axes = last if axes == last or axes == (-1,) and x.ndim else axis_tuple(axes, x.ndim)
+    axes = last if x.ndim and (axes == last or axes == (-1,)) else axis_tuple(axes, x.ndim)
     if x.size == 0:
         return
     if _plain_rows(x, gamma, beta, out, axes):
