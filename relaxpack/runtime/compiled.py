@@ -37,6 +37,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+import numpy as np
+
 from .arena import ArenaPlan
 from .bytecode import NO_DST, Call, Goto, If, Ret
 
@@ -284,6 +286,9 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
         named = {k: v for k, is_reg, v in r.kwargs if is_reg}
         plain = {k: v for k, v in named.items() if k in ("out", "workspace")}
         other = {k: v for k, v in named.items() if k not in plain}
+        if isinstance(r.fn, np.ufunc) and list(plain) == ["out"] and not other and not static:
+            args.append(f"r{plain['out']}")            # a bare ufunc (vm._specialize_kernel): out positional
+            plain = {}
         args += [f"{k}=r{v}" for k, v in plain.items()]
         if other:
             bound[f"k{pc}"] = tuple(other)

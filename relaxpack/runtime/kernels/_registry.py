@@ -36,6 +36,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 from ...errors import UnsupportedOpError
 from ._index import KERNEL_MODULES, OWNER
 
@@ -146,6 +148,26 @@ def as_ufunc(fn: Callable, ufunc, *, quiet: bool = False, low_float: bool = True
     computes those in float32)."""
     fn.ufunc, fn.ufunc_quiet, fn.ufunc_low_float = ufunc, quiet, low_float
     return fn
+
+
+#: ufuncs whose ``out`` numpy 2 no longer takes positionally (it warns, which costs microseconds)
+KEYWORD_OUT = frozenset({np.maximum, np.minimum})
+
+
+def positional_out(ufunc, n_inputs: int) -> bool:
+    """Whether ``ufunc(*inputs, out=out)`` may be called ``ufunc(*inputs, out)``: on a small
+    array the keyword's parsing is half of the call."""
+    return ufunc.nin == n_inputs and ufunc.nout == 1 and ufunc not in KEYWORD_OUT
+
+
+def bare_ufunc(fn: Callable, n_inputs: int):
+    """The ufunc that may stand in for kernel ``fn`` called on ``n_inputs`` operands with ``out``
+    only, out positional, for every dtype (:func:`as_ufunc` with ``low_float``; floating-point
+    warnings are off for a whole VM run); None if there is none."""
+    ufunc = getattr(fn, "ufunc", None)
+    if ufunc is None or getattr(fn, "ufunc_low_float", True) is False or not positional_out(ufunc, n_inputs):
+        return None
+    return ufunc
 
 
 def get_kernel(name: str) -> Kernel:

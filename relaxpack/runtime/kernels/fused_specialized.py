@@ -46,6 +46,7 @@ from ..fpstate import quiet
 from ._math import is_low_float
 from .fused_elementwise import (OUT, _plan, compile_recipe, fused_elementwise, nbytes, prepare_call,
                                 split_aliases)
+from ._registry import positional_out
 from ._workspace import scratch_nbytes
 
 #: a parameter the call did not pass (the generic kernel then says so)
@@ -70,7 +71,7 @@ def specialize(recipe, constant: tuple = ()) -> Callable:
         fixed = tuple(kind == "p" and i < len(constant) and constant[i] for kind, i in step.inputs)
         fns.append(direct[0] if direct else own(step.attrs, fixed) if own else step.fn)
         attrs.append(step.attrs if step.attrs and not direct and not own else None)
-        positional.append(bool(direct) and _positional_out(direct[0], len(step.inputs)))
+        positional.append(bool(direct) and positional_out(direct[0], len(step.inputs)))
         quiet_needed |= bool(direct and direct[1])
     holds = _holds(steps, plan)
     checked = _checked_params(recipe, steps, plan, n_params, constant)
@@ -99,15 +100,6 @@ def _direct_ufunc(step):
             and step.dtype != np.float16:
         return None
     return ufunc, bool(getattr(step.fn, "ufunc_quiet", False))
-
-
-#: ufuncs whose ``out`` numpy 2 no longer takes positionally (it warns, which costs microseconds)
-_KEYWORD_OUT = frozenset({np.maximum, np.minimum})
-
-
-def _positional_out(ufunc, n_inputs: int) -> bool:
-    """Whether a step may call ``ufunc(*inputs, out)`` rather than ``ufunc(*inputs, out=out)``."""
-    return ufunc.nin == n_inputs and ufunc.nout == 1 and ufunc not in _KEYWORD_OUT
 
 
 def _holds(steps, plan) -> tuple[str, ...]:
