@@ -226,7 +226,7 @@ def test_an_alias_with_another_plan_is_kept_for_the_same_arrays(monkeypatch):
     x, w = rng.standard_normal((1, 5, 8)).astype(np.float32), rng.standard_normal((8, 6)).astype(np.float32)
     gate = rng.standard_normal((1, 5, 6)).astype(np.float32)
     ws = workspace_for(recipe, gate, [2])
-    buf = gate.copy()
+    x, w, buf = x[...], w[...], gate.copy()[...]      # views, as the VM's arena tensors are
     for k in range(4):
         buf[...] = gate * (k + 1)
         call(x, w, buf, out=buf, workspace=ws)
@@ -235,3 +235,21 @@ def test_an_alias_with_another_plan_is_kept_for_the_same_arrays(monkeypatch):
     out = np.empty_like(gate)                # then apart again: the recipe's own plan
     call(x, w, gate, out=out, workspace=ws)
     np.testing.assert_allclose(out, (x @ w) * gate, rtol=1e-5)
+
+
+def test_arrays_that_own_their_memory_are_not_kept_past_the_call():
+    """A model input or output (an array owning its memory, new every run) is not held by the
+    kernel after the call: its memory goes back for the next run's allocation."""
+    import gc
+    import weakref
+    call = specialize(CHAIN)
+    bias = np.ones(4, np.float32)
+    refs = []
+    for _ in range(3):
+        x, out = np.ones((3, 4), np.float32), np.empty((3, 4), np.float32)
+        call(x, bias, out=out)
+        np.testing.assert_array_equal(out, np.tanh(np.exp(x) + bias))
+        refs += [weakref.ref(x), weakref.ref(out)]
+        del x, out
+    gc.collect()
+    assert all(r() is None for r in refs)

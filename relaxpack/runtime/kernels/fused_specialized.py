@@ -42,7 +42,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..fpstate import quiet
+from ..fpstate import IGNORING, quiet, state_now
 from ._math import is_low_float
 from .fused_elementwise import (OUT, _plan, compile_recipe, fused_elementwise, nbytes, prepare_call,
                                 split_aliases)
@@ -51,6 +51,8 @@ from ._workspace import scratch_nbytes
 
 #: a parameter the call did not pass (the generic kernel then says so)
 _MISSING = object()
+#: what the generated function keeps in place of an array it does not hold on to
+_NOREF = object()
 
 #: how a step's result is held: ``out`` itself, a view of ``out``'s bytes, a temporary in the workspace
 _OUT, _OUT_VIEW, _TEMPORARY = "out", "view", "temp"
@@ -77,10 +79,11 @@ def specialize(recipe, constant: tuple = ()) -> Callable:
     checked = _checked_params(recipe, steps, plan, n_params, constant)
     structure = tuple((step.inputs, attrs[j] is not None, step.workspace, positional[j], holds[j])
                       for j, step in enumerate(steps))
-    factory = _factory(structure, n_params, quiet_needed, checked)
+    registers = tuple(i for i in range(n_params) if not (i < len(constant) and constant[i]))
+    factory = _factory(structure, n_params, quiet_needed, checked, registers)
     holder: list = []
     call, bind = factory(*fns, *attrs, quiet, lambda inputs, out, ws: _slow(holder[0], inputs, out, ws),
-                         np.ndarray, np.may_share_memory, _same_memory, _out_view)
+                         np.ndarray, np.may_share_memory, _same_memory, _out_view, state_now, IGNORING)
     holder.append(_Slow(recipe, plan, holds, bind, call))
     return call
 
@@ -185,8 +188,9 @@ def _slow(state: _Slow, inputs: tuple, out, workspace) -> None:
 
 
 @lru_cache(maxsize=256)
-def _factory(structure: tuple, n_params: int, quiet_needed: bool, checked: tuple) -> Callable:
-    """``factory(f0.., a0.., quiet, slow, ndarray, may_share, same, out_view) -> (call, bind)``
+def _factory(structure: tuple, n_params: int, quiet_needed: bool, checked: tuple, registers: tuple) -> Callable:
+    """``factory(f0.., a0.., quiet, slow, ndarray, may_share, same, out_view, state_now, IGNORING)
+    -> (call, bind)``
     for recipes of this structure: per step its inputs, whether it takes attributes, a
     workspace, its ``out`` positionally, and where its result is held under the recipe's plan;
     ``checked``: the parameters (index, exact alias allowed) a new array of which must not
@@ -210,32 +214,46 @@ def _factory(structure: tuple, n_params: int, quiet_needed: bool, checked: tuple
         args += [f"v{j}"] if positional else [f"out=v{j}"]
         args += ["workspace=w"] * has_ws + [f"**a{j}"] * has_attrs
         body.append(f"f{j}({', '.join(args)})")
-    changed = " or ".join(["out is not O", "workspace is not W"] + [f"p{i} is not L{i}" for i in range(n_params)])
-    valid = " or ".join(
-        ["ALT", "workspace is not W", "out.__class__ is not ndarray", "out.shape != OS", "out.dtype is not OD",
-         "not out.flags.c_contiguous"]
-        + [f"p{i}.__class__ is not ndarray or p{i}.shape != S{i}" for i in range(n_params)])
-    overlap = " or ".join(f"may_share(p{i}, out)" + (f" and not same(p{i}, out)" if ok else "")
-                          for i, ok in checked)
+    valid = " or ".join(["ALT", "workspace is not W", "out.__class__ is not ndarray", "out.shape != OS",
+                         "out.dtype is not OD", "not out.flags.c_contiguous"])
+    allowed = dict(checked)
+
+    def overlaps(i: int) -> str:
+        return f"may_share(p{i}, out)" + (f" and not same(p{i}, out)" if allowed[i] else "")
+    overlap = " or ".join(overlaps(i) for i, _ in checked)
     state = kept + views + specs + ["O", "W", "w", "OS", "OD", "ALT"] + shapes
     slow_call = f"slow(({''.join(p + ', ' for p in params)}*rest), out, workspace)"
     indent = " " * (12 if quiet_needed else 8)
     source = "\n".join([
         f"def factory({', '.join([f'f{j}' for j in range(n)] + [f'a{j}' for j in range(n)])}, quiet, slow, "
-        "ndarray, may_share, same, out_view):",
+        "ndarray, may_share, same, out_view, state_now, IGNORING):",
         f"    {' = '.join(state)} = MISSING",
         f"    def call({''.join(p + '=MISSING, ' for p in params)}*rest, out, workspace=None):",
         f"        nonlocal {', '.join(kept + direct + [f'v{j}' for j in remade] + ['O'])}",
-        f"        if {changed}:",
+        *(["        seen = False"] if overlap else []),
+        "        if out is not O or workspace is not W:",
         f"            if {valid}:",
         f"                return {slow_call}",
-        *([f"            if {overlap}:", f"                return {slow_call}"] if overlap else []),
+        *([f"            if {overlap}:", f"                return {slow_call}", "            seen = True"]
+          if overlap else []),
         *([f"            {' = '.join(direct)} = out"] if direct else []),
         *[f"            v{j} = out_view(out, K{j})" for j in remade],
         "            O = out",
-        *[f"            L{i} = p{i}" for i in range(n_params)],
-        *(["        with quiet():"] if quiet_needed else []),
+        *[line for i in range(n_params) for line in (
+            f"        if p{i} is not L{i}:",
+            f"            if ALT or p{i}.__class__ is not ndarray or p{i}.shape != S{i}"
+            + (f" or not seen and ({overlaps(i)})" if i in allowed else "") + ":",
+            f"                return {slow_call}",
+            f"            L{i} = p{i}")],
+        *(["        if state_now() is IGNORING:"] if quiet_needed else []),
         *(indent + line for line in body),
+        *(["        else:", "            with quiet():"] if quiet_needed else []),
+        *(" " * 16 + line for line in body if quiet_needed),
+        # an array that owns its memory (a model input or output, new every run) is not kept:
+        # holding it past the call would keep its memory from the next run's allocation
+        "        if out.base is None:",
+        f"            {' = '.join(['O'] + direct + [f'v{j}' for j in remade])} = NOREF",
+        *[line for i in registers for line in (f"        if p{i}.base is None:", f"            L{i} = NOREF")],
         "    def bind(state):",
         f"        nonlocal {', '.join(state)}",
         "        if state is None:",
@@ -247,6 +265,6 @@ def _factory(structure: tuple, n_params: int, quiet_needed: bool, checked: tuple
            f"        {', '.join(shapes)}, = shapes[:{n_params}]"] if n_params else []),
         *([f"        {', '.join(specs)}, = [specs[j] for j in REMADE]"] if specs else []),
         "    return call, bind"])
-    namespace = {"MISSING": _MISSING, "REMADE": tuple(remade)}
+    namespace = {"MISSING": _MISSING, "NOREF": _NOREF, "REMADE": tuple(remade)}
     exec(compile(source, f"<fused_elementwise {n} steps>", "exec"), namespace)  # noqa: S102 (see the docstring)
     return namespace["factory"]
