@@ -205,19 +205,23 @@ def _draw_accepted(exe, vm, session, rng: np.random.Generator, fixed: dict, boun
     """Dims, random inputs, and onnxruntime's and relaxpack's outputs on them,
     drawn from larger ranges in turn while the dims break the relations the
     model was converted assuming (an image size a multiple of 32), onnxruntime
-    refuses the inputs, or relaxpack refuses their shapes (a pool over a dim
-    shorter than its window: said in the notes). When no range is accepted,
-    the last draw is run and its refusal is the error."""
-    free, notes, drawn = input_dim_names(exe) - set(fixed), [], {}
+    refuses or crashes on the inputs, or relaxpack refuses their shapes (a
+    pool over a dim shorter than its window); crashes and relaxpack's
+    refusals are said in the notes. When no range is accepted, the last draw
+    is run and its refusal is the error."""
+    free, notes, drawn, crash = input_dim_names(exe) - set(fixed), [], {}, None
     for drawn in _draws(exe, rng, fixed, free):
+        crash = None
         if not assumptions_hold(exe, drawn):
             continue
         feed = _within_bounds(random_inputs(exe, drawn, rng), bounds, rng)
         try:
             want = session.run(None, feed)
         except OnnxruntimeCrash as err:
-            raise OnnxruntimeCrash(f"{err} on random inputs at {_dims_text(drawn)}; give the dims the "
-                                   f"model takes with --dim NAME=VALUE") from None
+            crash = OnnxruntimeCrash(f"{err} on random inputs at {_dims_text(drawn)}; give the dims the "
+                                     f"model takes with --dim NAME=VALUE")
+            notes.append(f"{err} at {_dims_text(drawn)}; drew larger dims")
+            continue
         except Exception:           # noqa: BLE001 - onnxruntime's own errors: draw larger dims
             continue
         try:
@@ -225,6 +229,8 @@ def _draw_accepted(exe, vm, session, rng: np.random.Generator, fixed: dict, boun
                 return drawn, feed, want, vm.run(feed), notes
         except ShapeError as err:
             notes.append(f"relaxpack refuses {_dims_text(drawn)}: {err}; drew larger dims")
+    if crash is not None:           # the last draw crashed onnxruntime
+        raise crash
     feed = _within_bounds(random_inputs(exe, drawn, rng), bounds, rng)
     want = _onnxruntime_run(session, feed, drawn)
     with blas_threads(threads):
@@ -251,6 +257,8 @@ def _onnxruntime_run(session, feed: dict, dim_values: dict, error: Exception | N
     if error is None:
         try:
             return session.run(None, feed)
+        except OnnxruntimeCrash:
+            raise
         except Exception as err:    # noqa: BLE001 - onnxruntime's own errors
             error = err
     at = f" at {_dims_text(dim_values)}" if dim_values else ""

@@ -5,8 +5,9 @@ preprocessor takes it down with SIGFPE on an 8-sample signal. In-process,
 ``relaxpack check`` would die with it, silently (exit 136). Here the session
 lives in a spawned child that answers ``get_inputs``/``get_outputs``/``run``
 over a pipe; a child that dies is an :class:`OnnxruntimeCrash` naming the
-signal, and onnxruntime's own errors come back as :class:`OnnxruntimeFailure`
-(an ordinary Exception, as onnxruntime's are).
+signal (the next ``run`` starts a new child), and onnxruntime's own errors
+come back as :class:`OnnxruntimeFailure` (an ordinary Exception, as
+onnxruntime's are).
 
 >>> session = IsolatedSession(model.SerializeToString())     # doctest: +SKIP
 >>> session.run(None, {"x": x})                              # doctest: +SKIP
@@ -33,14 +34,20 @@ class IsolatedSession:
     """The part of onnxruntime's InferenceSession that ``check`` uses, in a child process."""
 
     def __init__(self, model_bytes: bytes, threads: int | None = None):
-        context = multiprocessing.get_context("spawn")
-        self._conn, child = context.Pipe()
-        self._proc = context.Process(target=_serve, args=(child, model_bytes, threads), daemon=True)
-        self._proc.start()
-        child.close()
-        inputs, outputs = self._answer("loading the model")
+        self._model_bytes, self._threads = model_bytes, threads
+        inputs, outputs = self._start()
         self._inputs = [SimpleNamespace(name=n) for n in inputs]
         self._outputs = [SimpleNamespace(name=n) for n in outputs]
+
+    def _start(self):
+        """A new child with the model loaded; its input and output names."""
+        context = multiprocessing.get_context("spawn")
+        self._crashed = False
+        self._conn, child = context.Pipe()
+        self._proc = context.Process(target=_serve, args=(child, self._model_bytes, self._threads), daemon=True)
+        self._proc.start()
+        child.close()
+        return self._answer("loading the model")
 
     def get_inputs(self):
         return list(self._inputs)
@@ -49,6 +56,10 @@ class IsolatedSession:
         return list(self._outputs)
 
     def run(self, output_names, feed):
+        """onnxruntime's outputs; after a crash was reported, a new child runs this one."""
+        if self._crashed:
+            self._conn.close()
+            self._start()
         try:
             self._conn.send(("run", output_names, dict(feed)))
         except (BrokenPipeError, ConnectionResetError):
@@ -77,6 +88,7 @@ class IsolatedSession:
             kind, payload = self._conn.recv()
         except (EOFError, ConnectionResetError):
             self._proc.join(5)
+            self._crashed = True
             raise OnnxruntimeCrash(f"onnxruntime crashed ({_describe_exit(self._proc.exitcode)}) while "
                                    f"{doing}") from None
         if kind == "error":
@@ -99,7 +111,7 @@ def _serve(conn, model_bytes: bytes, threads: int | None) -> None:
     """The child: load the session, then answer runs until told to stop."""
     import onnxruntime as ort
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4     # its refusals come back as errors; no log lines
     if threads is not None:
         options.intra_op_num_threads = threads
     try:

@@ -36,7 +36,40 @@ def test_a_crash_of_the_child_is_one_line_naming_the_signal():
     with pytest.raises(OnnxruntimeCrash, match=r"^onnxruntime crashed \(SIGFPE\) while running the model$"):
         session.run(None, {"input": np.zeros((1, 3, 32, 32), np.float32)})
     assert issubclass(OnnxruntimeCrash, RelaxpackError)
+    (y,) = session.run(None, {"input": np.zeros((1, 3, 32, 32), np.float32)})     # a new child serves the next run
+    assert y.shape[0] == 1
     session.close()
+
+
+class _CrashingOnSmallInputs:
+    """An isolated session whose child dies (SIGFPE) on inputs under 16 cells wide, as onnxruntime's did on
+    ultralytics' YOLOv9 at 3x1 pixels and on onnx-asr's wespeaker preprocessor at 8 samples."""
+
+    def __init__(self, model_bytes, threads=None):
+        self.inner = IsolatedSession(model_bytes, threads)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def run(self, names, feed):
+        if min(feed["input"].shape[2:]) < 16:
+            os.kill(self.inner._proc.pid, signal.SIGFPE)
+            self.inner._proc.join(10)
+        return self.inner.run(names, feed)
+
+
+def test_check_draws_larger_dims_after_onnxruntime_crashes_and_says_so(monkeypatch):
+    import onnx
+    from relaxpack import check
+    model = small_cnn()
+    for d in (2, 3):
+        model.graph.input[0].type.tensor_type.shape.dim[d].dim_param = "hw"
+    monkeypatch.setattr(check, "IsolatedSession", _CrashingOnSmallInputs)
+    onnx.checker.check_model(model)
+    report = check_model(model, samples=2, isolate=True)
+    assert report.passed and all(s.dims["hw"] >= 16 for s in report.samples)
+    notes = [n for s in report.samples for n in s.notes]
+    assert notes and all(n.startswith("onnxruntime crashed (SIGFPE) while running the model at ") for n in notes)
 
 
 def test_check_model_isolated_agrees_with_in_process():
