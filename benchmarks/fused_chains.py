@@ -105,6 +105,9 @@ def model_rows(names: list[str], rounds: int, round_s: float) -> list[str]:
         mod = relaxpack.from_onnx(model)
         vms = [VirtualMachine(relaxpack.build(mod, opt_level=level)) for level in (0, 2)]
         calls = [vm.exe.kernel_call_count() for vm in vms]
+        first = [vm.run(feeds) for vm in vms]
+        for key, value in first[0].items():
+            np.testing.assert_allclose(first[1][key], value, rtol=1e-4, atol=1e-5, err_msg=f"{name}: {key}")
         (o0, o2), ratios = interleaved([lambda vm=vm: vm.run(feeds) for vm in vms], rounds, round_s)
         rows.append(f"| {name} | {calls[0]} | {calls[1]} | {o0 * 1e6:.1f} | {o2 * 1e6:.1f} "
                     f"| {statistics.median(ratios):.2f} |")
