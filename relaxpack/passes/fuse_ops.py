@@ -45,8 +45,7 @@ from ..ir.struct_info import TensorStructInfo
 from ..ir.visitor import ExprVisitor
 from ..ir.well_formed import function_analyzer
 from ..ops.definitions.fused_elementwise import fusible_kind, same_layout, same_shape
-from ..runtime.kernels import KERNELS
-from ..runtime.kernels._registry import bare_ufunc
+from ..runtime.kernels import KERNELS, bare_ufunc
 from ..runtime.kernels.fused_elementwise import plan_buffers
 from .core.infra import module_pass
 from .lower_fused import recipe_of

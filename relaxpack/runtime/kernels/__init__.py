@@ -23,6 +23,6 @@ array([3., 3., 3.], dtype=float32)
 
 from __future__ import annotations
 
-from ._registry import KERNELS, Kernel, get_kernel, load_all, register_kernel, register_packed
+from ._registry import KERNELS, Kernel, bare_ufunc, get_kernel, load_all, register_kernel, register_packed
 
-__all__ = ["KERNELS", "Kernel", "get_kernel", "load_all", "register_kernel", "register_packed"]
+__all__ = ["KERNELS", "Kernel", "bare_ufunc", "get_kernel", "load_all", "register_kernel", "register_packed"]

@@ -231,7 +231,7 @@ def owners() -> dict[str, str]:
     for module in KERNEL_MODULES:
         importlib.import_module(f"{__package__}.{module}")
     prefix = __package__ + "."
-    return {name: module[len(prefix):] for name, module in sorted(ORIGIN.items())}
+    return {name: module[len(prefix):] for name, module in sorted(ORIGIN.items()) if module.startswith(prefix)}
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ def _softmax_rows(x: np.ndarray, buf: np.ndarray) -> bool:
     handling costs more than its arithmetic (``np.max`` is 1 µs of Python
     around ``np.maximum.reduce``)."""
     n = x.shape[-1]
-    rows, dst = x.reshape(-1, n), buf.reshape(-1, n)
+    rows, dst = np.asarray(x).reshape(-1, n), buf.reshape(-1, n)     # (a subclass's reductions keep its type)
     shift = _MAX(rows, None)
     if not math.isfinite(shift):
         return False
