@@ -17,6 +17,7 @@ from .ir.well_formed import check_well_formed
 from .packager.codegen import codegen
 from .passes import PassContext
 from .passes.pipeline import lower_pipeline, optimize_pipeline
+from .passes.plan_memory import POOLS
 from .runtime.archive_check import MAX_PARAMS
 from .runtime.executable import Executable
 
@@ -60,20 +61,21 @@ def build(mod: IRModule, opt_level: int = 2, check: bool = True, pools: dict[str
     memory pools in bytes (``{"fast": 256 * 1024}``): intermediates are first
     offered to the first pool named and spill to the default pool.
     ``stage(name)``, when given, is entered around each stage ("optimize",
-    "lower", "codegen + plan"): the command line times and shows them.
+    "lower + plan", "codegen"): the command line times and shows them.
     """
     check_archive_limits(mod)
     stage = stage or (lambda name: contextlib.nullcontext())
     if check:
         check_well_formed(mod)
     ctx = PassContext.current()
+    disabled = list(ctx.disabled_passes) + ([] if plan_memory else ["PlanMemory"])
     with PassContext(opt_level=opt_level, instruments=ctx.instruments, check_well_formed=check,
-                     disabled_passes=ctx.disabled_passes, config=ctx.config):
+                     disabled_passes=disabled, config={**ctx.config, POOLS: pools}):
         with stage("optimize"):
             optimized = optimize_pipeline()(mod)
-        with stage("lower"):
+        with stage("lower + plan"):
             lowered = lower_pipeline()(optimized)
-    with stage("codegen + plan"):
+    with stage("codegen"):
         exe = codegen(lowered, plan_memory=plan_memory, pools=pools)
     exe.metadata["ir"] = ir_text(lowered)
     for key in ("source", "source_sha256"):

@@ -2,6 +2,7 @@
 once as a real process; every user error ends in one line and exit 1."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -154,6 +155,17 @@ def test_convert_with_a_bounded_pool(models, tmp_path):
     assert "fast 64.0 KiB" in result.output and "global" in result.output
     bad = invoke("convert", models["cnn"], "--pool", "fast=lots")
     assert bad.exit_code == 1 and "bad --pool" in bad.output
+
+
+def test_inspect_ir_shows_the_plan_offsets_and_kill_points(models, tmp_path):
+    out = tmp_path / "cnn.rpk"
+    assert invoke("convert", models["cnn"], "-o", out, "--dim", "batch=1..4").exit_code == 0
+    result = invoke("inspect", out, "--ir")
+    assert result.exit_code == 0, result.output
+    # PlanMemory's allocations at the bounds: arena buffer, pool, byte offset; and where each dies
+    assert re.search(r'R\.memory\.alloc_tensor\(R\.shape\(\[batch, .*\]\), dtype="float32", offset=\d+, '
+                     r'pool="global", storage=0', result.output)
+    assert "R.memory.kill_tensor(" in result.output and '"memory_plan": {"buffers": ' in result.output
 
 
 @pytest.mark.parametrize("command", ["inspect", "check", "bench", "demo", "version", "ir"])

@@ -231,7 +231,7 @@ def test_bench_trace_is_a_chrome_trace_naming_the_nodes(files, tmp_path):
 # ---------------------------------------------------------------- progress
 def test_progress_shows_on_a_terminal_and_not_in_a_pipe(files, tmp_path):
     shown = run_in_terminal("convert", BLOCK, "-o", tmp_path / "t.rpk", "--dim", "seq=1..8")
-    for stage in ("import", "optimize", "lower", "codegen + plan", "package"):
+    for stage in ("import", "optimize", "lower + plan", "codegen", "package"):
         assert re.search(rf"\r\x1b\[K  {re.escape(stage)} +\d+ ms\r?\n", shown), stage
     assert "optimize: FoldConstant ..." in shown
     bench = run_in_terminal("bench", files["block"], "-n", "3", "--dim", "batch=1", "--dim", "seq=4")

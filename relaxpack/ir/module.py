@@ -12,7 +12,7 @@ from .expr import Function, GlobalVar, frozen_attrs
 #: Each is produced by the importer (or the parser) or by some pass
 #: (``PassInfo.produces``); memory planning and packaging work on the
 #: bytecode (packager/), after the IR's last stage.
-STAGES = ("import", "optimize", "lower")
+STAGES = ("import", "optimize", "lower", "plan")
 
 
 class IRModule:

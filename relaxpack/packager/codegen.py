@@ -19,20 +19,21 @@ from ..ir.expr import (
 )
 from ..ir.module import IRModule
 from ..ir.struct_info import (
-    MapStructInfo, OptionalStructInfo, PrimStructInfo, SequenceStructInfo, ShapeStructInfo, StructInfo,
-    TensorStructInfo, TupleStructInfo,
+    OptionalStructInfo, SequenceStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
 )
 from ..runtime.bytecode import CONST, FUNC, IMM, NO_DST, REG, Goto, If as IfInstr, ParamInfo, Ret, VMFunction
 from ..runtime.bytecode import Call as CallInstr
 from ..runtime.executable import Executable, FuncEntry
 from ..runtime.dtypes import numpy_dtype
+from ..ops.definitions.memory import RESHAPES
 from ..ops.workspace import call_workspace
 from ..runtime.kernels import KERNELS
 from ..runtime.program_check import MAX_TENSOR_BYTES
 from ..runtime.registry import FUNC_KIND
 from .assumptions import cast_relations, check_entry, entry_key
 from .dim_program import dim_program
-from .memory_plan import plan_function
+from .memory_plan import ARENA, Storage, place_arena, plan_figures
+from .signature import container_kind, map_kind, value_info
 
 
 class _ModuleState:
@@ -73,12 +74,15 @@ class _FunctionCodegen:
         self.heap = self.new_reg()
         # shape values already computed: valid until a branch ends or a dim is stored
         self.shape_cache: dict[str, int] = {}
-        self.alloc_scopes: dict[int, str] = {}  # alloc_tensor pc -> memory scope (vdevice)
         self.span: tuple[str, ...] = ()          # the ONNX nodes of the binding being emitted
         self.span_marks: list[tuple[int, tuple[str, ...]]] = []   # (first pc, span) as bindings start and end
         self.branch_depth = 0                   # inside If branches: checks stay where they are
         self.hoisted: dict[str, tuple] = {}     # relations over input dims, checked after the inputs
         self.owned: set[int] = set()            # registers holding memory this function allocated
+        self.plan = True                        # arena views for PlanMemory's storages
+        self.storages: dict[int, Storage] = {}  # arena buffer -> what the plan serializes
+        self.storage_of: dict[int, int] = {}    # register of an arena view -> its buffer
+        self.last_read = -1                     # pc of the last call that read a value register
 
     # ------------------------------------------------------------ helpers
     def new_reg(self) -> int:
@@ -88,6 +92,8 @@ class _FunctionCodegen:
     def emit_call(self, dst: int, kind: str, name: str, args=(), kwargs=()) -> None:
         self.instrs.append(CallInstr(dst, self.state.func(kind, name), tuple(args),
                                      tuple(sorted(kwargs, key=lambda kv: kv[0]))))
+        if any(k == REG and v not in (self.heap, ARENA) for k, v in (*args, *(v for _, v in kwargs))):
+            self.last_read = len(self.instrs) - 1
 
     def builtin(self, name: str, *args, dst: int | None = None) -> int:
         dst = self.new_reg() if dst is None else dst
@@ -228,7 +234,8 @@ class _FunctionCodegen:
             self.entry_pc += 1
             return
         del self.instrs[at]
-        self.alloc_scopes = {pc - (pc > at): scope for pc, scope in self.alloc_scopes.items()}
+        for s in self.storages.values():
+            s.start, s.end = s.start - (s.start > at), s.end - (s.end > at)
         self.span_marks = [(pc - (pc > at), sources) for pc, sources in self.span_marks]
 
     def patch_heap_size(self, ins):
@@ -360,6 +367,10 @@ class _FunctionCodegen:
             return self.emit_loop(call)
         if op.name in ("call_tir", "call_dps_packed"):
             return self.emit_dps_call(call, "kernel" if op.name == "call_tir" else _packed_kind(call))
+        if op.name == "memory.alloc_tensor":
+            return self.emit_alloc_tensor(call)
+        if op.name == "memory.kill_tensor":
+            return self.emit_kill(call)
         if op.name in ("call_packed", "call_pure_packed"):
             callee = call.args[0]
             dst = self.new_reg()
@@ -384,10 +395,12 @@ class _FunctionCodegen:
         return [(k, (IMM, _plain(v, k))) for k, v in pairs]
 
     def emit_dps_call(self, call: Call, kind: str) -> int:
-        callee, args = call.args
+        callee, args = call.args[:2]
         if not isinstance(callee, ExternFunc):
             raise IRError(f"{self.name}: call_tir needs an ExternFunc callee")
         arg_ops = self.argument_operands(args)
+        if len(call.args) > 2:              # its output (and workspace) allocated by the plan
+            return self.emit_planned_call(call, kind, arg_ops)
         out_sinfo = call.sinfo_args[0]
         if kind == "kernel" and callee.global_symbol in RESHAPES and arg_ops[0][0] == REG \
                 and arg_ops[0][1] in self.owned and isinstance(out_sinfo, TensorStructInfo):
@@ -403,6 +416,41 @@ class _FunctionCodegen:
                 kwargs.append(("workspace", (REG, workspace)))
         self.emit_call(NO_DST, kind, callee.global_symbol, arg_ops, kwargs)
         return out
+
+    def emit_planned_call(self, call: Call, kind: str, arg_ops: list) -> int:
+        out = self.reg_of_var(call.args[2])
+        self.owned.add(out)
+        kwargs = [("out", (REG, out)), *self.kernel_kwargs(call)]
+        if len(call.args) > 3:
+            workspace = self.reg_of_var(call.args[3])
+            kwargs.append(("workspace", (REG, workspace)))
+        self.emit_call(NO_DST, kind, call.args[0].global_symbol, arg_ops, kwargs)
+        if len(call.args) > 3 and workspace in self.storage_of:   # a workspace lives at its call alone
+            self.storages[self.storage_of[workspace]].start = len(self.instrs) - 1
+        return out
+
+    def emit_alloc_tensor(self, call: Call) -> int:
+        """PlanMemory's allocation: a view of its arena buffer, or an allocation of its own."""
+        sinfo, storage = call.struct_info, call.attrs["storage"]
+        if storage is None or not self.plan:
+            return self.alloc(sinfo)
+        check_allocation(sinfo, self.name)
+        shape = self.shape_operand(sinfo.shape)
+        pc = len(self.instrs)
+        reg = self.builtin("arena_tensor", (IMM, storage), (IMM, sinfo.dtype), (REG, ARENA), shape)
+        if storage not in self.storages:
+            programs = shape[1] if shape[0] == IMM else tuple(self.program(d) for d in sinfo.shape)
+            self.storages[storage] = Storage(sinfo.dtype, tuple(programs), call.attrs["pool"], pc, pc)
+        self.storage_of[reg] = storage
+        return reg
+
+    def emit_kill(self, call: Call) -> int:
+        """A kill point: the buffer's lifetime ends at the last call that read a value."""
+        storage = self.storage_of.get(self.reg_of_var(call.args[0]))
+        if storage is not None:
+            s = self.storages[storage]
+            s.end = max(s.end, self.last_read)
+        return NO_DST
 
     def alloc_workspace(self, call: Call, out_sinfo: StructInfo) -> int | None:
         """The kernel's scratch as a flat uint8 tensor, if its op declares one
@@ -421,7 +469,6 @@ class _FunctionCodegen:
             raise IRError(f"{self.name}: cannot allocate an output of unknown shape or dtype ({sinfo})")
         check_allocation(sinfo, self.name)
         shape = self.shape_operand(sinfo.shape)
-        self.alloc_scopes[len(self.instrs)] = sinfo.vdevice   # the memory scope picks the pool
         return self.builtin("alloc_tensor", (IMM, sinfo.dtype), shape)
 
     def emit_loop(self, call: Call) -> int:
@@ -462,12 +509,6 @@ class _FunctionCodegen:
 # fail on at run time); the archive loader holds static allocations to it too.
 
 
-#: kernels that only copy their operand into another shape: on memory this function allocated
-#: (an intermediate, never an input or a constant the result could then alias) they become
-#: ``vm.builtin.reshape_view``, which the memory plan treats as an alias of its operand
-RESHAPES = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
-
-
 def check_allocation(sinfo: TensorStructInfo, where: str) -> None:
     static = [d for d in sinfo.shape if isinstance(d, int)]
     if any(d < 0 for d in static):
@@ -482,54 +523,11 @@ def check_allocation(sinfo: TensorStructInfo, where: str) -> None:
                       f"(more than {MAX_TENSOR_BYTES}, the largest one tensor may take)")
 
 
-def value_info(name: str, sinfo) -> ParamInfo:
-    """An input's or output's signature entry: kind, dtype, rank and dims (ints, or the
-    dim's text: a name such as ``"seq"`` or an expression such as ``"2 * seq"``)."""
-    if isinstance(sinfo, TensorStructInfo):
-        shape = None if sinfo.shape is None else tuple(d if isinstance(d, int) else str(d) for d in sinfo.shape)
-        return ParamInfo(name, "tensor", sinfo.dtype, sinfo.ndim, shape)
-    if map_kind(sinfo) is not None:
-        kind, key_dtype, dtype = map_kind(sinfo)
-        return ParamInfo(name, kind, dtype, 0, key_dtype=key_dtype)
-    if isinstance(sinfo, (SequenceStructInfo, OptionalStructInfo)):
-        kind, dtype, ndim = container_kind(sinfo)
-        return ParamInfo(name, kind, dtype, ndim)
-    kind = {ShapeStructInfo: "shape", PrimStructInfo: "prim", TupleStructInfo: "tuple"}.get(type(sinfo), "object")
-    return ParamInfo(name, kind)
-
-
 def _packed_kind(call: Call) -> str:
     """``packed`` for a library kernel, ``func`` for a function the deploying
     process registers (relaxpack.runtime.register_func): the archive keeps the
     distinction so a loader can name what is missing."""
     return "packed" if call.args[0].global_symbol in KERNELS else FUNC_KIND
-
-
-def map_kind(sinfo) -> tuple[str, str, str | None] | None:
-    """(kind, key dtype, value dtype) of a map (``"map"``) or a sequence of maps
-    (``"sequence_map"``), as the signature records them; None for any other value."""
-    if isinstance(sinfo, SequenceStructInfo) and isinstance(sinfo.elem, MapStructInfo):
-        kind, sinfo = "sequence_map", sinfo.elem
-    elif isinstance(sinfo, MapStructInfo):
-        kind = "map"
-    else:
-        return None
-    if not isinstance(sinfo.value, TensorStructInfo):
-        raise IRError(f"a map of {sinfo.value} cannot be a function's input or output (only of tensors)")
-    return kind, sinfo.key_dtype, sinfo.value.dtype
-
-
-def container_kind(sinfo) -> tuple[str, str | None, int]:
-    """(kind, element dtype, element rank) of a sequence or optional value, as the signature
-    records it: ``"sequence"``, ``"optional"`` (of a tensor) or ``"optional_sequence"``."""
-    elem = sinfo.elem
-    if isinstance(sinfo, OptionalStructInfo) and isinstance(elem, SequenceStructInfo):
-        kind, elem = "optional_sequence", elem.elem
-    else:
-        kind = "sequence" if isinstance(sinfo, SequenceStructInfo) else "optional"
-    if isinstance(elem, TensorStructInfo):
-        return kind, elem.dtype, elem.ndim
-    raise IRError(f"a {kind} of {elem} cannot be a function's input or output (only of tensors)")
 
 
 def _scan_spec(sinfo, where: str) -> tuple:
@@ -556,8 +554,8 @@ def _plain(value, name: str):
 def codegen(mod: IRModule, plan_memory: bool = True, pools: dict | None = None) -> Executable:
     """Translate a legalized module into an :class:`Executable`.
 
-    ``plan_memory`` puts intermediates in arenas (see packager/memory_plan.py);
-    ``pools`` bounds memory pools in bytes for the reported plan.
+    ``plan_memory`` puts the intermediates PlanMemory gave an arena buffer
+    there (packager/memory_plan.py writes the plan); ``pools`` bounds pools in bytes.
     """
     state = _ModuleState(mod)
     functions = {}
@@ -566,10 +564,12 @@ def codegen(mod: IRModule, plan_memory: bool = True, pools: dict | None = None) 
         if func.attrs.get("Primitive"):
             continue
         gen = _FunctionCodegen(state, name, func)
+        gen.plan = plan_memory
         vm_func = gen.generate()
-        if plan_memory:
-            vm_func, figures[name] = plan_function(vm_func, state.func_table, state.func, gen.entry_pc,
-                                                   gen.entry_slots, gen.heap, gen.alloc_scopes, pools)
+        if gen.storages:
+            vm_func = place_arena(vm_func, [gen.storages[i] for i in sorted(gen.storages)], state.func,
+                                  gen.entry_pc, gen.heap, pools)
+            figures[name] = plan_figures(func.attrs.get("memory_plan") or {})
         functions[name] = vm_func
     for entry in state.func_table:
         if entry.kind == "vm" and entry.name not in functions:

@@ -24,6 +24,13 @@ Rules (table :data:`RULES`):
 - ``merge_bias_adds``: ``(producer(x, W) + b1) + b2`` ->
   ``producer(x, W) + (b1 + b2)`` (the "shift" after a biased producer).
 
+ScaleShiftBatchNorm (:func:`scale_shift_batch_norm`, right after) turns
+each batch norm left (DenseNet's pre-activation ``concat -> batch_norm ->
+relu``) into ``x * s + t`` (rule ``bn_scale_shift``, float32 and float64
+only): two elementwise ops FuseOps fuses with the activation after them
+(one kernel call instead of a batch norm that works out its scale per
+call, then a relu), and the form onnxruntime computes.
+
 Every rule needs float tensors, constants for everything it folds, and the
 producer's (and any intermediate ``add``'s) output used only by the folded
 op: folding into a value used elsewhere would compute the producer twice.
@@ -33,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.expr import Call, Constant
+from ..ir.expr import Call, Constant, Op
 from ..ops.definitions.nn import output_layout
 from ..ops.registry import make_call
 from .core.infra import function_pass
@@ -218,6 +225,31 @@ def merge_bias_adds(m: Match):
     return make_call("add", m.var("producer"), bias_constant(total, producer, w.dtype))
 
 
+def bn_scale_shift(m: Match):
+    """batch_norm(x) -> x * s + t, s and t one value per channel along its axis (x's rank)."""
+    scale, shift = _bn_affine(m)
+    ndim, axis, dtype = m.out_sinfo.ndim, _bn_axis(m), m.out_sinfo.dtype
+    shape = tuple(len(scale) if i == axis else 1 for i in range(ndim))
+    return make_call("add", make_call("multiply", m["x"], Constant(scale.astype(dtype).reshape(shape))),
+                     Constant(shift.astype(dtype).reshape(shape)))
+
+
+def _float32_or_64_known_rank(m: Match) -> str | None:
+    dtype, ndim = getattr(m.out_sinfo, "dtype", None), getattr(m.out_sinfo, "ndim", -1)
+    if dtype not in ("float32", "float64"):
+        return f"the result is {dtype}: its batch norm computes in float32 and rounds once"
+    return None if ndim > 0 else "the rank of the batch_norm result is not known"
+
+
+def _not_after_a_producer(m: Match) -> str | None:
+    """A producer's batch norm is FoldBatchNorm's; one it could not fold (a weight computed at run
+    time) stays one call."""
+    x = m.bound_value("x")
+    if isinstance(x, Call) and isinstance(x.op, Op) and x.op.name in PRODUCERS:
+        return f"its input is an R.{x.op.name}"
+    return None
+
+
 # ---------------------------------------------------------------- the table
 
 
@@ -264,6 +296,13 @@ RULES = RewriteTable("FoldBatchNorm", [
          merge_bias_adds),
 ])
 
+SCALE_SHIFT = RewriteTable("ScaleShiftBatchNorm", [
+    Rule("bn_scale_shift",
+         _bn(wildcard("x")),
+         all_of(_float32_or_64_known_rank, same_type_as_output("x"), _not_after_a_producer),
+         bn_scale_shift),
+])
+
 
 @function_pass(name="FoldBatchNorm", opt_level=2, requires=("import", "optimize"), produces="optimize")
 def fold_batch_norm(func, mod, ctx):
@@ -271,3 +310,10 @@ def fold_batch_norm(func, mod, ctx):
     rules fold_bn_bias, fold_bn_weight, fold_scale_weight,
     fold_scale_through_bias, merge_bias_adds (see the module docstring)."""
     return RULES.apply(func)
+
+
+@function_pass(name="ScaleShiftBatchNorm", opt_level=2, requires=("import", "optimize"), produces="optimize")
+def scale_shift_batch_norm(func, mod, ctx):
+    """A float32/float64 batch norm with constant parameters becomes ``x * s + t`` (rule
+    bn_scale_shift; run after FoldBatchNorm, on the batch norms it did not fold)."""
+    return SCALE_SHIFT.apply(func)

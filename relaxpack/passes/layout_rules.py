@@ -270,6 +270,25 @@ def _rewrite_flatten(call: Call, nhwc) -> Call:
     return make_call("flatten", nhwc(call.args[0]), axis=1)
 
 
+def _spatial_mean(call: Call, is_nhwc, keepdims: bool) -> str | None:
+    """None when ``call`` is a mean over the two spatial dims of a channels-last value (an SE
+    block's squeeze, a head's global pool) with this ``keepdims``."""
+    data = call.args[0]
+    if not (rank4(data) and is_nhwc(data)):
+        return "the data is not channels last (a mean does not start a region)"
+    axis = call.attrs.get("axis")
+    axes = (axis,) if isinstance(axis, int) else tuple(axis or ())
+    if sorted(a % 4 for a in axes) != [2, 3]:
+        return f"a mean over axes {axis}, not the spatial dims (2, 3)"
+    if bool(call.attrs.get("keepdims")) != keepdims:
+        return f"keepdims={bool(call.attrs.get('keepdims'))}"
+    return None
+
+
+def _rewrite_mean(call: Call, nhwc) -> Call:
+    return make_call("mean", nhwc(call.args[0]), **{**call.attrs, "axis": (1, 2)})
+
+
 def _check_conv_transpose(call: Call, is_nhwc) -> str | None:
     if call.attrs.get("data_layout") != "NCHW":
         return f"R.nn.conv_transpose is already {call.attrs.get('data_layout')}"
@@ -331,6 +350,12 @@ RULES: dict[str, tuple[LayoutRule, ...]] = {
     "image.resize": (layout_rule("resize", _check_resize, _rewrite_resize, gains=lambda call: True),),
     "concat": (layout_rule("concat_channels", _check_concat, _rewrite_concat),),
     "flatten": (layout_rule("flatten_unit_spatial", _check_flatten, _rewrite_flatten, output_nhwc=False),),
+    # an SE block's squeeze (N, 1, 1, C) stays in the region (its 1x1 convs and the scaling multiply
+    # follow); a global pool's (N, C) is the same array in either layout: it ends the region as it is
+    "mean": (layout_rule("mean_spatial_keepdims", lambda call, is_nhwc: _spatial_mean(call, is_nhwc, True),
+                         _rewrite_mean),
+             layout_rule("mean_spatial", lambda call, is_nhwc: _spatial_mean(call, is_nhwc, False), _rewrite_mean,
+                         output_nhwc=False)),
 }
 
 

@@ -24,7 +24,7 @@ from .convert_layout import convert_layout
 from .core.infra import Pass, Sequential
 from .dead_code_elimination import dead_code_elimination
 from .eliminate_common_subexpr import eliminate_common_subexpr
-from .fold_batch_norm import fold_batch_norm
+from .fold_batch_norm import fold_batch_norm, scale_shift_batch_norm
 from .fold_constant import fold_constant
 from .fold_permute_matmul import fold_permute_matmul
 from .fuse_bias_activation import fuse_bias_activation
@@ -32,6 +32,7 @@ from .fuse_ops import fuse_ops
 from .legalize import legalize
 from .lower_fused import lower_fused_functions
 from .pack_recurrent_weights import pack_recurrent_weights
+from .plan_memory import plan_memory
 from .reorder_bindings import reorder_bindings
 from .simplify_algebra import simplify_algebra
 from .simplify_shapes import simplify_shapes
@@ -57,7 +58,7 @@ def optimize_pipeline() -> Sequential:
     - 0: nothing (the module is only legalized);
     - 1: one round of the core passes;
     - 2: the core passes, then the algebraic rewrites (batch norm folded into
-      weights, layout and identity simplification, bias and activation fused
+      weights, the others split into a scale and shift, layout and identity simplification, bias and activation fused
       into gemm / conv kernels), FoldPermuteMatmul (transposes of a matmul's
       operands and result read as strided views), SinkResize (1x1 convs of
       resized images before the resize), ConvertLayout (convolutional regions run
@@ -68,16 +69,17 @@ def optimize_pipeline() -> Sequential:
       their kernels read), another core round to clean up, and FuseOps last
       (elementwise groups become fused primitive functions).
     """
-    o2 = Sequential([fold_batch_norm, simplify_algebra, fuse_bias_activation, fold_permute_matmul, sink_resize,
+    o2 = Sequential([fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_bias_activation,
+                     fold_permute_matmul, sink_resize,
                      convert_layout, simplify_algebra, pack_recurrent_weights, *core_passes(), fuse_ops],
                     name="O2", opt_level=2)
     return Sequential([*core_passes(), o2], name="Optimize")
 
 
 def lower_pipeline() -> Sequential:
-    """Graph ops to kernel calls, then the order of lowest peak memory (ReorderBindings
-    runs last: fusion and legalization move bindings, and the planner works on this order)."""
-    return Sequential([lower_fused_functions, legalize, reorder_bindings], name="Lower")
+    """Graph ops to kernel calls, the order of lowest peak memory (ReorderBindings after
+    fusion and legalization, which move bindings), then PlanMemory on that order."""
+    return Sequential([lower_fused_functions, legalize, reorder_bindings, plan_memory], name="Lower")
 
 
 __all__ = ["core_passes", "lower_pipeline", "optimize_pipeline"]

@@ -45,6 +45,12 @@ def _key(key, key_dtype: str, ctx: str):
                                     f"{'str' if key_dtype == 'string' else 'int'} ({key_dtype} keys)")
 
 
+#: Python and numpy scalar types a map value may be without further checks (not bool: np.ndim
+#: and the dtype's constructor decide those as before)
+_PLAIN_NUMBERS = frozenset({float, int, np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+                            np.uint8, np.uint16, np.uint32, np.uint64})
+
+
 def _value(value, dtype: str, ctx: str):
     if dtype == "string":
         if isinstance(value, (str, np.str_)):
@@ -58,10 +64,35 @@ def _value(value, dtype: str, ctx: str):
         raise input_or_shape_error(ctx, f"value {value!r} is not a {dtype} ({err})") from None
 
 
+class PlainMaps(tuple):
+    """A tuple of fresh dicts whose keys and values are Python scalars already (ZipMap's
+    result, ``kernels/ml_maps.py``): :func:`as_map_output` hands them over as they are."""
+
+    __slots__ = ()
+
+
+class CheckedMap(dict):
+    """A map :func:`as_map_input` made canonical: ``vm.builtin.check_map`` need not look at
+    its entries again (a plain dict, e.g. one passed to ``vm[name](...)``, is checked there)."""
+
+    __slots__ = ()
+
+
 def _one_map(value, key_dtype: str, dtype: str, ctx: str) -> dict:
     if not isinstance(value, Mapping):
         raise input_or_shape_error(ctx, f"expected a map (a dict), got {type(value).__name__}")
-    return {_key(k, key_dtype, ctx): _value(v, dtype, f"{ctx} at key {k!r}") for k, v in value.items()}
+    kind = None if dtype == "string" else numpy_dtype(dtype).type
+    return CheckedMap({_key(k, key_dtype, ctx): _entry(k, v, dtype, kind, ctx) for k, v in value.items()})
+
+
+def _entry(key, value, dtype: str, kind, ctx: str):
+    """:func:`_value` of a map entry, with a fast path for plain numbers (same result)."""
+    if kind is not None and type(value) in _PLAIN_NUMBERS:
+        try:
+            return kind(value)
+        except (TypeError, ValueError, OverflowError):
+            pass                        # _value says what is wrong
+    return _value(value, dtype, f"{ctx} at key {key!r}")
 
 
 def as_map_input(value, name: str, kind: str, key_dtype: str, dtype: str):
@@ -84,6 +115,8 @@ def check_map(value, kind: str, key_dtype: str, dtype: str, ctx: str):
         raise input_or_shape_error(ctx, f"expected a sequence of maps (a tuple), got {type(value).__name__}")
     for i, m in enumerate(maps):
         where = ctx if kind == "map" else f"{ctx} element {i}"
+        if type(m) is CheckedMap:        # canonical already (as_map_input); a CheckedMap is never written
+            continue
         if not isinstance(m, dict):
             raise input_or_shape_error(where, f"expected a map (a dict), got {type(m).__name__}")
         for k, v in m.items():
@@ -95,6 +128,8 @@ def check_map(value, kind: str, key_dtype: str, dtype: str, ctx: str):
 def as_map_output(value, kind: str):
     """A map output as the user gets it: dicts of Python scalars; a sequence of maps as a list."""
     if kind == "sequence_map":
+        if type(value) is PlainMaps:    # fresh dicts of Python scalars: nothing to convert
+            return list(value)
         return [_plain(m) for m in value]
     return _plain(value)
 

@@ -51,13 +51,13 @@ def run_pass(pass_, mod, **config):
         return pass_(mod)
 
 
-def assert_rewrites(pass_, before: str, expected: str, **config):
-    """``pass_`` turns the program ``before`` into ``expected`` (texts), and
-    running it again changes nothing (idempotence)."""
+def assert_rewrites(pass_, before: str, expected: str, stage: str = "optimize", **config):
+    """``pass_`` turns the program ``before`` into ``expected`` (texts), leaving
+    the module at ``stage``, and running it again changes nothing (idempotence)."""
     mod = parse(before)
     check_well_formed(mod)
     out = run_pass(pass_, mod, **config)
-    assert_structural_equal(out, parse(expected).with_attrs(stage="optimize"))
+    assert_structural_equal(out, parse(expected).with_attrs(stage=stage))
     assert_structural_equal(run_pass(pass_, out, **config), out)
     return mod, out
 

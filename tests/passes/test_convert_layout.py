@@ -382,3 +382,47 @@ def test_conv_transpose_channels_last_matches_onnxruntime(name):
     model = _region_model("ConvTranspose", [np.ascontiguousarray(v) if v is not None else None for v in inputs],
                           attrs, hw=hw)
     _check_against_onnxruntime(model, {"batch": (1, 4)}, _feeds(hw=hw), batches=(1, 3))
+
+
+# ---------------------------------------------------------------- means over the spatial dims
+
+
+def _se_block_model(reduce_axes=(2, 3)):
+    """depthwise conv -> an SE block (mean over H, W kept -> 1x1 conv + relu -> 1x1 conv + sigmoid ->
+    multiply) -> depthwise conv -> global mean over ``reduce_axes`` (keepdims=0)."""
+    from onnx import helper, numpy_helper
+    rng = np.random.default_rng(6)
+    arrays = {"dw": rng.standard_normal((16, 1, 3, 3)), "dw2": rng.standard_normal((16, 1, 3, 3)),
+              "fc1": rng.standard_normal((4, 16, 1, 1)), "b1": rng.standard_normal(4),
+              "fc2": rng.standard_normal((16, 4, 1, 1)), "b2": rng.standard_normal(16),
+              "axes": np.array([2, 3]), "gaxes": np.array(reduce_axes)}
+    inits = [numpy_helper.from_array(v.astype(np.int64 if "axes" in k else np.float32), k) for k, v in arrays.items()]
+    nodes = [helper.make_node("Conv", ["input", "dw"], ["a"], group=16, pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("ReduceMean", ["a", "axes"], ["s"], keepdims=1),
+             helper.make_node("Conv", ["s", "fc1", "b1"], ["s1"]),
+             helper.make_node("Relu", ["s1"], ["s2"]),
+             helper.make_node("Conv", ["s2", "fc2", "b2"], ["s3"]),
+             helper.make_node("Sigmoid", ["s3"], ["s4"]),
+             helper.make_node("Mul", ["a", "s4"], ["m"]),
+             helper.make_node("Conv", ["m", "dw2"], ["d"], group=16, pads=[1, 1, 1, 1]),
+             helper.make_node("ReduceMean", ["d", "gaxes"], ["output"], keepdims=0)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT,
+                                                                          ["batch", 16, 11, 9])],
+                              [helper.make_tensor_value_info("output", onnx.TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+
+
+def test_an_se_block_and_a_global_mean_stay_channels_last():
+    """The squeeze (N, 1, 1, C) and the global pool (N, C) are means over H and W channels last: one
+    transpose, into the region; results as onnxruntime's."""
+    model = _se_block_model()
+    _check_against_onnxruntime(model, {"batch": (1, 4)}, _feeds(hw=(11, 9)))
+    ir = relaxpack.build(relaxpack.from_onnx(model, dims={"batch": (1, 4)})).metadata["ir"]
+    assert ir.count('"permute_dims"') == 1 and ir.count('("axis", (1, 2))') == 2
+
+
+def test_a_mean_over_other_axes_ends_the_region():
+    model = _se_block_model(reduce_axes=(1, 2))
+    _check_against_onnxruntime(model, {"batch": (1, 4)}, _feeds(hw=(11, 9)))
+    ir = relaxpack.build(relaxpack.from_onnx(model, dims={"batch": (1, 4)})).metadata["ir"]
+    assert ir.count('"permute_dims"') == 2          # in, and out before the mean over (C, H)

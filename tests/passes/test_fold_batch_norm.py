@@ -11,7 +11,7 @@ import relaxpack
 from relaxpack.check import compare_outputs, onnxruntime_session
 from relaxpack.examples.onnx_models import small_cnn
 from relaxpack.ir import parse
-from relaxpack.passes.fold_batch_norm import RULES, fold_batch_norm
+from relaxpack.passes.fold_batch_norm import RULES, SCALE_SHIFT, fold_batch_norm, scale_shift_batch_norm
 from relaxpack.passes.core.rules import explain
 from relaxpack.runtime import VirtualMachine
 
@@ -213,3 +213,68 @@ def test_small_cnn_batch_norms_fold_and_match_onnxruntime():
         feeds = {"input": rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)}
         diffs = compare_outputs(names, vm.run(feeds), session.run(None, feeds), 1e-4, 1e-4)
         assert all(d.passed for d in diffs), diffs
+
+
+def test_a_batch_norm_left_becomes_a_scale_and_shift():
+    """Not after a producer (DenseNet's concat -> batch_norm -> relu): x * s + t, s = gamma / sqrt(var +
+    eps) = [1, 3], t = beta - mean * s = [-0.5, -5]; along another axis too."""
+    params = 'x: R.Tensor(("n", 1, 4, 4), "float32"), y: R.Tensor(("n", 2, 3), "float64")'
+    before = program(params, 'R.Tensor(("n", 2, 4, 4), "float32")', f"""
+lv = R.concat((x, x), axis=1)
+lv1 = R.nn.batch_norm(lv, {BN})
+lv2 = R.nn.batch_norm(y, {c([2, 3, 1], "float64")}, {c([0, 0, 1], "float64")}, {c([1, 0, 0], "float64")}, \
+{c([4, 1, 1], "float64")}, axis=2, epsilon=0.0)
+return lv1
+""")
+    mod = parse(before)
+    out = run_pass(with_dce(scale_shift_batch_norm), mod)
+    assert ops_of(out) == ["concat", "multiply", "add"]
+    assert_same_results(mod, out, [{"n": 1}, {"n": 3}], rtol=1e-6, atol=1e-6)
+    text = out.script()
+    assert "[[[[1.0]], [[3.0]]]]" in text and "[[[[-0.5]], [[-5.0]]]]" in text
+
+
+def test_a_producers_or_a_float16_batch_norm_stays_whole():
+    params = 'x: R.Tensor(("n", 1, 4, 4), "float32"), w: R.Tensor((2, 1, 1, 1), "float32"), ' \
+             'h: R.Tensor(("n", 2, 4, 4), "float16")'
+    text = program(params, 'R.Tensor(("n", 2, 4, 4), "float32")', f"""
+lv = R.nn.conv(x, w)
+lv1 = R.nn.batch_norm(lv, {BN})
+lv2 = R.nn.batch_norm(h, {c([2, 3], "float16")}, {c([0.5, 1], "float16")}, {c([1, 2], "float16")}, \
+{c([4, 1], "float16")}, axis=1, epsilon=0.0)
+lv3 = R.astype(lv2, dtype="float32")
+lv4 = R.add(lv1, lv3)
+return lv4
+""")
+    assert_unchanged(scale_shift_batch_norm, text)
+    assert explain(parse(text), "bn_scale_shift") == [
+        ("lv1", "its input is an R.nn.conv"),
+        ("lv2", "the result is float16: its batch norm computes in float32 and rounds once"),
+    ]
+    assert [r.name for r in SCALE_SHIFT.rules] == ["bn_scale_shift"]
+    assert "``bn_scale_shift``" in sys.modules[SCALE_SHIFT.rules[0].rewrite.__module__].__doc__
+
+
+def test_densenet_blocks_fuse_their_scale_shift_and_relu_and_match_onnxruntime():
+    """concat -> batch_norm -> relu -> conv (pre-activation): one fused kernel for the batch norm and
+    the relu at -O2, results as onnxruntime's."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in [
+        ("g", rng.uniform(0.5, 2, 8)), ("b", rng.standard_normal(8)), ("m", rng.standard_normal(8)),
+        ("v", rng.uniform(0.5, 2, 8)), ("w", rng.standard_normal((4, 8, 3, 3)))]]
+    nodes = [helper.make_node("Concat", ["x", "x"], ["c"], axis=1),
+             helper.make_node("BatchNormalization", ["c", "g", "b", "m", "v"], ["bn"], epsilon=1e-5),
+             helper.make_node("Relu", ["bn"], ["r"]),
+             helper.make_node("Conv", ["r", "w"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4, 9, 7])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4, 9, 7])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    exe = relaxpack.build(relaxpack.from_onnx(model), opt_level=2)
+    session = onnxruntime_session(model)
+    vm = VirtualMachine(exe)
+    for batch in (1, 2):
+        feeds = {"x": rng.standard_normal((batch, 4, 9, 7)).astype(np.float32)}
+        diffs = compare_outputs(["y"], vm.run(feeds), session.run(None, feeds), 1e-5, 1e-5)
+        assert all(d.passed for d in diffs), diffs
+    assert exe.kernel_call_count() == 3     # concat, the fused scale/shift/relu, the conv

@@ -138,3 +138,43 @@ def test_products_leave_errors_to_the_walk():
             dict(aggregate="SUM", base_values=(), post_transform="NONE", max_depth=depth), (False,) + (True,) * 5)
         with pytest.raises(ExecutionError, match=match):
             call(x, walk, slots, roots, leaves, np.empty((0, 2)), out=np.empty((2, 1), np.float32))
+
+
+# ---------------------------------------------------------------- leaf masks (tree_gemm.bits_scores)
+
+
+@pytest.mark.parametrize("modes", [(0,), (0, 1, 2, 3)], ids=["leq", "ordered"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_leaf_masks_score_as_the_products_bit_for_bit(modes, seed):
+    """The masks reach the products' leaves and sum their weights in the same order: the same
+    float64 scores, NaN and infinite inputs and thresholds, missing-value tracks, single-leaf trees,
+    inputs with more columns than the trees read, every batch size (empty included)."""
+    from relaxpack.runtime.kernels.tree_gemm import bits_scores, gemm_plan, gemm_scores
+    rng = np.random.default_rng(seed)
+    values = np.array([-np.inf, -1.5, -0.0, 0.0, 0.5, 1.0, np.inf, np.nan, np.nextafter(1.0, 2.0)])
+    nodes, thresholds, roots = _random_forest(rng, 12, 3, modes, values)
+    nodes[thresholds != thresholds, 4] = 1 - nodes[thresholds != thresholds, 4]
+    walk, slots, root_slots = pack_trees(nodes, thresholds, roots)
+    leaves = rng.standard_normal((len(nodes), 2))
+    leaves[rng.random(leaves.shape) < 0.2] = np.nan
+    plan = gemm_plan(walk, slots, root_slots, leaves, 12)
+    assert plan.bits is not None
+    for n in (0, 1, 7, 64):
+        for columns in (3, 5):
+            x = rng.choice(values, size=(n, columns)).astype(np.float32 if n % 2 else np.float64)
+            got, want = bits_scores(plan, x), gemm_scores(plan, x)
+            assert got.shape == want.shape == (n, 2)
+            np.testing.assert_array_equal(got, want)
+            leaves_reached = find_leaves(x, walk, slots, root_slots, np.empty((0, 2)), 12)
+            np.testing.assert_allclose(got, np.nansum(leaves[leaves_reached], axis=1), rtol=1e-12)
+
+
+def test_trees_of_more_than_64_leaves_keep_the_products():
+    """A tree with 65 leaves has no masks (one uint64 per node); its plan keeps the products."""
+    from relaxpack.runtime.kernels.tree_gemm import gemm_plan
+    rows, thresholds = [], []
+    _grow(np.random.default_rng(0), rows, thresholds, 2, (0,), np.array([0.5]), 0, 64, chain=True)
+    nodes, t = np.array(rows, np.int64), np.array(thresholds)
+    walk, slots, root_slots = pack_trees(nodes, t, np.array([0]))
+    plan = gemm_plan(walk, slots, root_slots, np.ones((len(nodes), 1)), 64)
+    assert plan is not None and plan.paths_t.shape[1] == 65 and plan.bits is None

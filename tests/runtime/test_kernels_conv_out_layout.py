@@ -23,7 +23,7 @@ METHOD_CASES = [
     ((1, 32, 61, 45), (16, 16, 3, 3), dict(groups=2, padding=(1, 2, 1, 0), dilation=(2, 1)), "rows"),
     ((1, 16, 70, 33), (8, 16, 3, 2), dict(dilation=(2, 1)), "rows"),                         # no padding: taps read x
     ((2, 16, 120, 22), (8, 16, 3, 3), dict(strides=2, padding=1), "compact"),
-    ((2, 16, 40, 40), (16, 1, 3, 3), dict(groups=16, padding=1), "depthwise"),
+    ((2, 16, 56, 56), (16, 1, 3, 3), dict(groups=16, padding=1), "depthwise"),
     ((2, 160, 16, 14), (160, 1, 3, 3), dict(groups=160, strides=2, padding=1), "depthwise_cl"),
     ((2, 64, 8, 7), (64, 1, 3, 3), dict(groups=64, strides=2, padding=1), "strided"),        # a small depthwise
     ((1, 5, 3000), (8, 5, 5), dict(padding=2), "compact"),                                   # conv1d

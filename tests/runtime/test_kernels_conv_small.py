@@ -1,6 +1,7 @@
 """nn.conv / nn.conv_bias_act specialized per instruction (conv_small.py): bit for bit the generic
 kernel, call after call, whether the fast path runs (small NCHW float32/float16 convs, with a
-planned workspace or scratch of its own) or the call falls back (channels last, depthwise, large)."""
+planned workspace or scratch of its own) or the call falls back (float64, depthwise, large; channels last
+has its own runner: test_kernels_conv_small_nhwc.py)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,36 @@ def test_the_fast_path_is_the_generic_kernel_bit_for_bit(data, weight, attrs, ac
         CONV_BIAS_ACT(x, w, b, out=want, **attrs)
         np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
         ws[:] = 0xCD                                   # another kernel used the workspace in between
+
+
+POINTWISE = [((1, 16, 16, 24), (32, 16, 1, 1)), ((3, 5, 7, 2), (4, 5, 1, 1)), ((2, 8, 300), (6, 8, 1)),
+             ((1, 64, 60, 80), (16, 64, 1, 1))]      # (a large one: not the strided method's)
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS[:2], ids=str)
+@pytest.mark.parametrize("data, weight", POINTWISE)
+def test_a_pointwise_conv_is_its_gemm_bit_for_bit(data, weight, activation, monkeypatch):
+    from relaxpack.runtime.kernels import conv_small
+    runners = []
+    real = conv_small._pointwise
+    monkeypatch.setattr(conv_small, "_pointwise", lambda *a: runners.append(1) or real(*a))
+    attrs = full_attrs({}, activation)
+    rng = np.random.default_rng(6)
+    w, b = rand(rng, weight, "float32"), rand(rng, (weight[0],), "float32")
+    for bias in (b, None):
+        call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+        for _ in range(2):
+            x = rand(rng, data, "float32")
+            out, want = out_for(data, weight, attrs, "float32"), out_for(data, weight, attrs, "float32")
+            call(x, w, bias, out=out)
+            CONV_BIAS_ACT(x, w, bias, out=want, **attrs)
+            np.testing.assert_array_equal(out, want)
+    assert len(runners) == 2
+    x = rand(rng, (data[0], data[2], data[1], *data[3:]), "float32").swapaxes(1, 2)    # a strided input view
+    out, want = out_for(data, weight, attrs, "float32"), out_for(data, weight, attrs, "float32")
+    call(x, w, b, out=out)
+    CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+    np.testing.assert_array_equal(out, want)
 
 
 @pytest.mark.parametrize("data, weight, attrs", SMALL[:3])

@@ -352,6 +352,7 @@ def test_conv_plans_pick_the_methods_they_document():
     assert method((1, 960, 7, 7), (960, 1, 3, 3), groups=960).method == "depthwise_cl"
     assert method((1, 192, 28, 28), (192, 1, 3, 3), groups=192).method == "depthwise_cl"
     assert method((1, 144, 56, 56), (144, 1, 3, 3), groups=144).method == "depthwise"
+    assert method((1, 16, 31, 48), (16, 1, 3, 3), groups=16).method == "depthwise_cl"   # a small plane
     assert method((1, 16, 256, 256), (16, 16, 3, 3)).method == "rows"
     assert method((1, 3, 256, 256), (16, 3, 3, 3)).method == "wide"              # too shallow to split
     assert method((1, 16, 56, 56), (16, 16, 3, 3), s=2).method == "wide"         # phases: no row split

@@ -60,3 +60,34 @@ def test_a_tree_deeper_than_declared_is_an_error():
     with pytest.raises(ExecutionError, match="deeper than its declared depth 1"):
         tree_ensemble(np.zeros((1, 1), np.float32), *pack_trees(nodes, np.zeros(3), np.array([0])), np.ones((3, 1)),
                       np.empty((0, 2)), out=out, aggregate="SUM", base_values=(), post_transform="NONE", max_depth=1)
+
+
+@pytest.mark.parametrize("classes", [1, 3, 5])
+@pytest.mark.parametrize("post_transform", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"])
+@pytest.mark.parametrize("specialized", [False, True])
+def test_linear_classifier_labels_and_scores_as_the_plain_formula(classes, post_transform, specialized):
+    """The in-place softmax and the argmax written into ``out`` give the plain formula's bits:
+    random rows, rows with NaN and infinities, batches 0, 1 and 7, the binary (one-row) model."""
+    from relaxpack.runtime.kernels.ml import linear_classifier
+    rng = np.random.default_rng(classes)
+    coef = rng.normal(size=(classes, 4)).astype(np.float32)
+    bias = rng.normal(size=classes).astype(np.float32)
+    call = (linear_classifier.specialize_attrs({"post_transform": post_transform}, (False, True, True))
+            if specialized else lambda x, c, i, out: linear_classifier(x, c, i, out=out, post_transform=post_transform))
+    for n in (0, 1, 7):
+        x = rng.normal(0, 20, (n, 4)).astype(np.float32)
+        if n == 7:
+            x[2, 1], x[3, 0], x[4, :] = np.nan, np.inf, -np.inf
+        width = max(classes, 2)
+        got = (np.empty(n, np.int64), np.empty((n, width), np.float32))
+        with np.errstate(all="ignore"):         # as the VM runs kernels (inf - inf is NaN here)
+            call(x, coef, bias, out=got)
+            scores = x.astype(np.float64) @ coef.astype(np.float64).T + bias.astype(np.float64)
+            if classes == 1:
+                labels = scores[:, 0] > 0
+                scores = np.stack([-scores[:, 0], scores[:, 0]], axis=1)
+            else:
+                labels = np.argmax(scores, axis=1) if n else np.zeros(0, np.int64)
+            probs = transform_scores(scores, post_transform).astype(np.float32)
+        np.testing.assert_array_equal(got[0], labels)
+        np.testing.assert_array_equal(got[1].view(np.uint32), probs.view(np.uint32))

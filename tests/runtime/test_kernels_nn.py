@@ -156,6 +156,37 @@ def test_max_pool(dtype, backend, data, attrs):
     assert_close(run_kernel("nn.max_pool", x, **attrs), expected)
 
 
+def _pool_attrs(attrs):
+    return dict(dict(strides=1, padding=0, dilation=1, ceil_mode=False, data_layout="NCHW"), **attrs)
+
+
+@pytest.mark.parametrize("data, attrs", POOL_CASES)
+@pytest.mark.parametrize("dtype, layout", [("float32", "NCHW"), ("float32", "NHWC"), ("float16", "NCHW"),
+                                           ("int8", "NHWC")])
+@pytest.mark.parametrize("op", ["nn.max_pool", "nn.avg_pool", "nn.avg_pool count_include_pad"])
+def test_a_specialized_pool_is_the_kernel_call_after_call(op, dtype, layout, data, attrs):
+    """The per-instruction pools keep their calls for the same data and output arrays (arena
+    views): their new values are read every call; new arrays are planned afresh."""
+    op, _, flag = op.partition(" ")
+    kernel = get_kernel(op).fn
+    attrs = _pool_attrs({**attrs, "data_layout": layout})
+    if op == "nn.avg_pool":
+        attrs["count_include_pad"] = bool(flag)
+    call = kernel.specialize_attrs(attrs, (False,))
+    rng = np.random.default_rng(7)
+    shape = data if layout == "NCHW" else (data[0], *data[2:], data[1])
+    want = run_kernel(op, rand(rng, shape, dtype), **attrs)
+    x, out = rand(rng, shape, dtype), np.empty_like(want)
+    for round_ in range(4):
+        if round_ == 2:
+            x, out = rand(rng, shape, dtype), np.empty_like(want)      # other arrays: planned again
+        x[...] = rand(rng, shape, dtype)
+        out[...] = 0
+        call(x, out=out)
+        kernel(x, out=want, **attrs)
+        np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
+
+
 @pytest.mark.parametrize("data, attrs", POOL_CASES)
 @pytest.mark.parametrize("count_include_pad", [False, True])
 @pytest.mark.parametrize("dtype, backend", [("float32", "ort"), ("float32", "ref"), ("float16", "ref"),

@@ -47,6 +47,29 @@ def test_reduce(name, dtype, shape, axis, keepdims):
     assert_close(got, expected, **tol)
 
 
+# a block of axes before the last (a channels-last image's H and W): the mean sums by a GEMM from 16 rows
+INNER_RUN_CASES = [((2, 31, 48, 32), (1, 2), True), ((1, 6, 5, 16), (2, 1), False), ((3, 17, 4), (1,), True),
+                   ((2, 4, 5, 3, 2), (1, 2, 3), False), ((0, 8, 8, 4), (1, 2), True), ((1, 16, 8, 0), (1, 2), True),
+                   ((2, 3, 4), (1,), False)]                                     # 3 rows: numpy's reduction
+
+
+@pytest.mark.parametrize("shape, axis, keepdims", INNER_RUN_CASES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_mean_over_leading_axes_matches_onnxruntime(dtype, shape, axis, keepdims):
+    rng = np.random.default_rng(1)
+    x = rand(rng, shape, dtype)
+    got = run_kernel("mean", x, axis=axis, keepdims=keepdims)
+    if x.size == 0:
+        assert np.isnan(got).all()
+        return
+    assert_close(got, reduce_ref("ReduceMean", x, axis, keepdims), rtol=1e-5, atol=1e-6)
+    if x.ndim == 4 and x.shape[0] == 2:              # a NaN and an inf stay in their channels
+        x[0, 3, 4, 1], x[1, 0, 0, 2] = np.nan, np.inf
+        got = run_kernel("mean", x, axis=axis, keepdims=keepdims).reshape(2, -1)
+        assert np.isnan(got[0, 1]) and got[1, 2] == np.inf and np.isfinite(np.delete(got, [1, 2 + got.shape[1]]))\
+            .all()
+
+
 def test_integer_mean_truncates_toward_zero():
     x = np.array([[-7, 0], [2, 0], [-3, 1]], np.int32)
     np.testing.assert_array_equal(run_kernel("mean", x, axis=(0,)), [-2, 0])

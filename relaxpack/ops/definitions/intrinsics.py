@@ -2,7 +2,8 @@
 
 * ``call_tir(kernel, (args...))`` -- destination-passing: the caller
   allocates the outputs described by ``sinfo_args[0]`` and the kernel
-  writes into them. Pure.
+  writes into them. Pure. After PlanMemory the call takes them explicitly:
+  ``call_tir(kernel, (args...), out[, workspace])`` (ops/definitions/memory.py).
 * ``call_dps_packed(func, (args...))`` -- the same convention for a
   registered function. Pure.
 * ``call_packed(func, *args)`` -- a registered function that returns new
@@ -76,9 +77,9 @@ def _infer_dps(call: Call, analyzer: DimAnalyzer) -> StructInfo:
     return out
 
 
-register_op("call_tir", infer=_infer_dps, attrs={"kernel_attrs": None}, num_args=2,
+register_op("call_tir", infer=_infer_dps, attrs={"kernel_attrs": None}, num_args=(2, 4),
             doc="Call a kernel in destination-passing style; outputs are sinfo_args[0].")
-register_op("call_dps_packed", infer=_infer_dps, attrs={"kernel_attrs": None}, num_args=2,
+register_op("call_dps_packed", infer=_infer_dps, attrs={"kernel_attrs": None}, num_args=(2, 3),
             doc="Call a registered function in destination-passing style; outputs are sinfo_args[0].")
 
 

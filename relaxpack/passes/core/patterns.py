@@ -395,6 +395,13 @@ class Match:
     def var(self, name: str) -> Var | None:
         return self._vars.get(name)
 
+    def bound_value(self, name: str) -> Expr:
+        """The value the var matched as ``name`` is bound to in the function (the matched
+        expression itself when it is not a bound var)."""
+        expr = self._exprs[name]
+        d = self._scope.defs.get(expr) if isinstance(expr, Var) else None
+        return expr if d is None else d.value
+
     def data(self, name: str) -> np.ndarray:
         value = self._exprs[name]
         if not isinstance(value, Constant):

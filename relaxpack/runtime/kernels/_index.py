@@ -10,7 +10,7 @@ KERNEL_MODULES = (
     "image", "scatter", "algorithm", "fused", "fused_elementwise", "recurrent", "dynamic_reduce",
     "dynamic_resize", "sampling", "signal", "fold", "strings", "tokenizer", "ml", "tree_ensemble", "sequence",
     "detection", "bitcast", "cumulative", "selection", "random", "training", "dynamic_apply", "dynamic_shape",
-    "svm", "ml_maps", "image_decode",
+    "svm", "ml_maps", "quantize", "image_decode",
 )
 
 #: kernel name -> the module (in this package) that registers it
@@ -74,6 +74,7 @@ OWNER: dict[str, str] = {
     'dyn.topk': 'dynamic_shape',
     'dyn.unsqueeze': 'dynamic_shape',
     'dynamic_pad': 'image',
+    'dynamic_quantize_params': 'quantize',
     'dynamic_strided_slice': 'index',
     'einsum': 'algorithm',
     'equal': 'elementwise',

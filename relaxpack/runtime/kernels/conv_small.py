@@ -8,9 +8,12 @@ last call's weight, bias and workspace (the same objects from run to run)
 and input and output shapes, the views the engine's ``strided`` method
 (:mod:`.conv_strided`) needs, and then makes only its numpy calls: zero the
 padded copy and copy the input in, one strided copy into the columns, one
-GEMM into ``out``, the bias, the activation. Any other call (another
-method, dtype or layout; a changed operand) goes to the generic kernel,
-whose results these are, bit for bit (the same calls in the same order).
+GEMM into ``out``, the bias, the activation. A pointwise (1x1) conv of
+any size runs its one GEMM the same way. A channels-last conv gets
+:mod:`.conv_small_nhwc`'s runner (its pointwise, gemm and depthwise
+methods). Any other call (another method, dtype or layout; a changed
+operand) goes to the generic kernel, whose results these are, bit for bit
+(the same calls in the same order).
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import math
 
 import numpy as np
 
-from . import conv_strided
+from . import conv_small_nhwc, conv_strided
+from ._math import CLIP
 from ._workspace import scratch_nbytes
 
 _as_strided = np.lib.stride_tricks.as_strided
@@ -35,6 +39,7 @@ def specialize(generic, constant: tuple, strides=1, padding=0, dilation=1, group
     (``nn.conv_bias_act``'s kernel) with these attributes; a float16 weight's float32 copy is kept
     only when ``constant[1]`` says the weight is a bound value."""
     fixed_weight = len(constant) > 1 and constant[1]
+    fixed_bias = len(constant) > 2 and constant[2]
     attrs = dict(strides=strides, padding=padding, dilation=dilation, groups=groups, activation=activation,
                  data_layout=data_layout, out_layout=out_layout)
     state = [None, None]            # the key of the prepared call, its runner
@@ -46,7 +51,7 @@ def specialize(generic, constant: tuple, strides=1, padding=0, dilation=1, group
                 and out.flags.c_contiguous):
             runner = state[1]
         else:
-            runner = _prepare(data, weight, bias, out, workspace, attrs, fixed_weight)
+            runner = _prepare(data, weight, bias, out, workspace, attrs, fixed_weight, fixed_bias)
             state[0] = (data.shape, weight, bias, workspace, data.dtype, out.shape, out.dtype)
             state[1] = runner
         if runner is None:          # not the strided method's: the generic kernel, without asking again
@@ -56,25 +61,44 @@ def specialize(generic, constant: tuple, strides=1, padding=0, dilation=1, group
     return call
 
 
-def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool):
-    """The runner of the strided method for these operands, or None where the generic kernel runs."""
-    from .fused import activation_fn
+def _checked(data, weight, bias, out, attrs, layout: str, dtypes: tuple):
+    """``(plan, activation)`` of a call whose operands all have ``out``'s dtype (one of ``dtypes``),
+    the bias one value per output channel, ``out`` C-contiguous, non-empty and of the attributes'
+    shape; None otherwise (the generic kernel runs it, and says what is wrong)."""
     from .nn import _prepared_conv
-    if attrs["data_layout"] != "NCHW" or attrs["out_layout"] not in (None, "NCHW"):
-        return None
     dtype = out.dtype
-    if dtype not in (np.float16, np.float32, np.float64) or data.dtype != dtype or weight.dtype != dtype \
-            or (bias is not None and (bias.dtype != dtype or bias.shape != (weight.shape[0],))) \
+    out_channels = weight.shape[0] if layout == "NCHW" else weight.shape[-1]
+    if dtype not in dtypes or data.dtype != dtype or weight.dtype != dtype \
+            or (bias is not None and (bias.dtype != dtype or bias.shape != (out_channels,))) \
             or not out.flags.c_contiguous:
         return None
-    work = np.dtype(np.float32) if dtype == np.float16 else dtype
     try:
         plan, _, expected = _prepared_conv(data.shape, weight.shape, attrs["strides"], attrs["padding"],
-                                           attrs["dilation"], attrs["groups"], "NCHW")
-        act = activation_fn(attrs["activation"])
+                                           attrs["dilation"], attrs["groups"], layout)
+        act = _activation(attrs["activation"], dtype)
     except Exception:   # noqa: BLE001 - an unhashable attribute, a bad one: the generic kernel says so
         return None
-    if plan.method != "strided" or tuple(out.shape) != tuple(expected) or out.size == 0:
+    if tuple(out.shape) != tuple(expected) or out.size == 0:
+        return None
+    return plan, act
+
+
+def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixed_bias: bool = False):
+    """The runner of the strided method or of a pointwise conv (channels last:
+    :mod:`.conv_small_nhwc`'s) for these operands, or None where the generic kernel runs."""
+    if attrs["data_layout"] == "NHWC" and attrs["out_layout"] in (None, "NHWC"):
+        return _prepare_nhwc(data, weight, bias, out, workspace, attrs, fixed_weight, fixed_bias)
+    if attrs["data_layout"] != "NCHW" or attrs["out_layout"] not in (None, "NCHW"):
+        return None
+    checked = _checked(data, weight, bias, out, attrs, "NCHW", (np.float16, np.float32, np.float64))
+    if checked is None:
+        return None
+    plan, act = checked
+    dtype = out.dtype
+    work = np.dtype(np.float32) if dtype == np.float16 else dtype
+    if _is_pointwise(plan) and attrs["groups"] == 1 and work == dtype:
+        return _pointwise(data, weight, bias, act, len(plan.lengths))
+    if plan.method != "strided":
         return None
     batch, channels = data.shape[:2]
     layouts = conv_strided.strided_layouts(plan, batch, channels, work)
@@ -86,10 +110,7 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool):
         if nbytes > PRIVATE_MAX_BYTES:
             return None
         workspace = np.empty(nbytes, np.uint8)      # the instruction's own, kept while its shapes last
-    arrays, start = [], 0
-    for shape, dt in layouts:                # as Scratch carves them
-        arrays.append(np.ndarray(shape, dt, workspace, start))
-        start += -(-math.prod(shape) * np.dtype(dt).itemsize // 64) * 64
+    arrays = _carve(layouts, workspace)
     geometry = plan.strided
     result = arrays.pop() if work != dtype else None
     padded = arrays[0] if len(arrays) > 1 and any(geometry.begins + geometry.ends) else None
@@ -140,6 +161,69 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool):
         if act is not None:
             act(out)
     return run
+
+
+def _activation(activation, dtype: np.dtype):
+    """The in-place activation of ``out`` (a non-empty array of ``dtype``), or None: a float ReLU is
+    the clip the relu kernel makes (without its four Python calls around it), any other the fused
+    kernels' :func:`~.fused.activation_fn`."""
+    from .fused import activation_fn
+    if activation == "relu" and dtype.kind == "f":
+        zero, inf = dtype.type(0), dtype.type(np.inf)
+        return lambda out: CLIP(out, zero, inf, out=out)
+    return activation_fn(activation)
+
+
+def _is_pointwise(plan) -> bool:
+    """A 1x1 conv that reads the input as it is (no stride, no padding): the GEMM alone."""
+    return plan.method == "compact" and len(plan.taps) == 1 and plan.source_is_input and plan.q == plan.pixels
+
+
+def _pointwise(data, weight, bias, act, spatial_dims: int):
+    """The runner of a pointwise conv: the engine's ``compact`` method's calls (one batched GEMM
+    ``(1, O, C) @ (N, 1, C, pixels)`` straight into ``out``, the bias, the activation) without its plan,
+    scratch and view making."""
+    batch, channels = data.shape[:2]
+    out_channels = weight.shape[0]
+    w = weight.reshape(1, out_channels, channels)
+    bias_b = None if bias is None else bias.reshape(bias.shape + (1,) * spatial_dims)
+    matmul, add, ascontiguous = np.matmul, np.add, np.ascontiguousarray
+
+    def run(x, out):
+        matmul(w, ascontiguous(x).reshape(batch, 1, channels, -1), out=out.reshape(batch, 1, out_channels, -1))
+        if bias_b is not None:
+            add(out, bias_b, out=out)
+        if act is not None:
+            act(out)
+    return run
+
+
+def _carve(layouts, workspace: np.ndarray) -> list:
+    """The scratch arrays of ``layouts`` in ``workspace``, as Scratch carves them."""
+    arrays, start = [], 0
+    for shape, dt in layouts:
+        arrays.append(np.ndarray(shape, dt, workspace, start))
+        start += -(-math.prod(shape) * np.dtype(dt).itemsize // 64) * 64
+    return arrays
+
+
+def _prepare_nhwc(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixed_bias: bool):
+    """The channels-last runner (:mod:`.conv_small_nhwc`) for these operands, or None."""
+    checked = _checked(data, weight, bias, out, attrs, "NHWC", (np.float32, np.float64))
+    if checked is None:
+        return None
+    plan, act = checked
+    dtype = out.dtype
+    layouts = conv_small_nhwc.layouts(plan, data.shape[0], data.shape[-1], attrs["groups"], dtype)
+    if layouts is None:
+        return None
+    nbytes = scratch_nbytes(layouts)
+    if nbytes and (workspace is None or workspace.nbytes < nbytes):
+        if nbytes > PRIVATE_MAX_BYTES:
+            return None
+        workspace = np.empty(nbytes, np.uint8)      # the instruction's own, kept while its shapes last
+    arrays = _carve(layouts, workspace) if nbytes else []
+    return conv_small_nhwc.prepare(plan, data, weight, bias, arrays, act, fixed_weight, fixed_bias)
 
 
 def geometry_spatial(plan) -> tuple:

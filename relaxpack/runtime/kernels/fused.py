@@ -17,6 +17,7 @@ import numpy as np
 from ...errors import UnsupportedOpError
 from .activation import gelu, leakyrelu, relu, silu
 from .elementwise import clip, sigmoid
+from . import integer_exact
 from .linalg import matmul
 from .nn import conv_bias
 from ._registry import KERNELS, register_kernel
@@ -67,12 +68,18 @@ def gemm(x, w, bias=None, *, out, activation=None):
 
 
 def _specialize_gemm(attrs: dict, constant: tuple):
-    """Per instruction: the activation looked up once."""
+    """Per instruction: the activation looked up once; a constant integer weight declared one
+    (:func:`.integer_exact.declare_constant`: its float copy kept)."""
     if set(attrs) - {"activation"}:
         return lambda *args, out, workspace=None: gemm(*args, out=out, **attrs)
     act = activation_fn(attrs.get("activation"))
+    declared = [None]
+    fixed = len(constant) > 1 and constant[1]
 
     def call(x, w, bias=None, *, out, workspace=None):
+        if fixed and w is not declared[0] and w.dtype.kind in "iu":
+            integer_exact.declare_constant(w)
+            declared[0] = w
         matmul(x, w, out=out)
         if bias is not None:
             np.add(out, bias, out)
@@ -97,9 +104,28 @@ def conv_bias_act(data, weight, bias=None, *, out, strides=1, padding=0, dilatio
 
 
 def _specialize_conv_bias_act(attrs: dict, constant: tuple):
-    """Per instruction: the small-conv fast path (:mod:`.conv_small`)."""
+    """Per instruction: the small-conv fast path (:mod:`.conv_small`); a constant weight is
+    declared one (:func:`.integer_exact.declare_constant`: an integer conv keeps its float copy)."""
     from .conv_small import specialize
-    return specialize(conv_bias_act, constant, **attrs)
+    return _declaring(specialize(conv_bias_act, constant, **attrs), constant)
+
+
+def _declaring(call, constant: tuple):
+    """``call``, declaring its weight and bias (operands 1, 2) constants where ``constant`` says so."""
+    fixed_weight, fixed_bias = len(constant) > 1 and constant[1], len(constant) > 2 and constant[2]
+    if not (fixed_weight or fixed_bias):
+        return call
+    seen = [None, None]
+
+    def declared(data, weight, bias=None, *, out, workspace=None):
+        if fixed_weight and weight is not seen[0] and weight.dtype.kind in "iu":
+            integer_exact.declare_constant(weight)
+            seen[0] = weight
+        if fixed_bias and bias is not None and bias is not seen[1] and bias.dtype.kind in "iu":
+            integer_exact.declare_constant(bias)
+            seen[1] = bias
+        call(data, weight, bias, out=out, workspace=workspace)
+    return declared
 
 
 conv_bias_act.specialize_attrs = _specialize_conv_bias_act

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import integer_exact
 from ._math import is_low_float
 from ._registry import register_kernel
 
@@ -36,21 +37,39 @@ def matmul(lhs, rhs, *, out, out_dtype=None):
         result = np.matmul(lhs.astype(np.float32), rhs.astype(np.float32))
         np.copyto(out, result, casting="unsafe")
         return
+    if out.dtype.kind == "i" and out.size * lhs.shape[-1] >= integer_exact.MIN_PRODUCTS \
+            and integer_exact.is_integer(lhs, rhs) and _exact_float_matmul(lhs, rhs, out):
+        return
     if lhs.dtype != out.dtype or rhs.dtype != out.dtype:
         lhs, rhs = lhs.astype(out.dtype), rhs.astype(out.dtype)
     np.matmul(lhs, rhs, out=out)
 
 
+def _exact_float_matmul(lhs, rhs, out) -> bool:
+    """An integer ``lhs @ rhs`` by float BLAS when :mod:`.integer_exact` proves it
+    exact (then True); False leaves it to the integer loops."""
+    bound, facts = integer_exact.operand_bound(rhs, (-2 if rhs.ndim > 1 else 0,))
+    dtype = integer_exact.exact_dtype(integer_exact.magnitude(lhs) * bound, out.dtype)
+    if dtype is None:
+        return False
+    product = np.matmul(lhs.astype(dtype), integer_exact.as_float(rhs, dtype, facts))
+    np.copyto(out, product, casting="unsafe")
+    return True
+
+
 def _specialize_matmul(attrs: dict, constant: tuple):
     """Per instruction: float16 and bfloat16 products by a constant keep its float32 copy instead
-    of converting it per call."""
+    of converting it per call; an integer constant is declared one (:mod:`.integer_exact`)."""
     out_dtype = attrs.get("out_dtype")
     if not (len(constant) > 1 and constant[1]):
         return lambda lhs, rhs, *, out, workspace=None: matmul(lhs, rhs, out=out, **attrs)
-    kept = [None, None]
+    kept, declared = [None, None], [None]
 
     def call(lhs, rhs, *, out, workspace=None):
         if not (is_low_float(out.dtype) or is_low_float(lhs.dtype)) or out.size == 0 or lhs.shape[-1] == 0:
+            if rhs is not declared[0] and rhs.dtype.kind in "iu":
+                integer_exact.declare_constant(rhs)     # its bound and float copy kept
+                declared[0] = rhs
             matmul(lhs, rhs, out=out, out_dtype=out_dtype)
             return
         if rhs is not kept[0]:

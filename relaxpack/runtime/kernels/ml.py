@@ -135,13 +135,23 @@ def _specialize_linear_classifier(attrs: dict, constant: tuple):
 
 
 def _classify(scores, coefficients, out, post_transform: str) -> None:
+    """Labels and transformed scores into ``out``; ``scores`` (float64, the caller's own) may
+    be overwritten."""
     labels, probs = out
     if coefficients.shape[0] == 1:
         s = scores[:, 0]
         labels[...] = s > 0
         scores = np.stack([-s, s], axis=1)
+    elif labels.dtype == np.intp and labels.flags.c_contiguous:
+        np.argmax(scores, axis=1, out=labels)
     else:
         labels[...] = np.argmax(scores, axis=1)
+    if post_transform == "SOFTMAX" and scores.size:
+        # transform_scores' softmax, in place, the quotient rounded straight into ``probs``
+        np.subtract(scores, scores.max(axis=-1, keepdims=True), out=scores)
+        np.exp(scores, out=scores)
+        np.divide(scores, np.add.reduce(scores, axis=-1, keepdims=True), out=probs, casting="unsafe")
+        return
     probs[...] = transform_scores(scores, post_transform)
 
 

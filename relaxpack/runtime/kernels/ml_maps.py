@@ -26,19 +26,21 @@ import numpy as np
 
 from ...errors import ShapeError
 from ..dtypes import numpy_dtype
+from ..maps import PlainMaps
 from ._registry import register_packed
 
 
 @register_packed("ml.zip_map")
 def zip_map(x, *, labels):
-    """ZipMap: a tuple of ``{label: float}`` dicts, one per row of ``x``."""
+    """ZipMap: a tuple of ``{label: float}`` dicts, one per row of ``x`` (labels are Python
+    ints or strs, the values Python floats: a :class:`PlainMaps`)."""
     x = np.asarray(x)
     if x.ndim not in (1, 2):
         raise ShapeError(f"zip_map: ZipMap takes a 1-D or 2-D tensor, got shape {x.shape}")
     rows = x.reshape(1, -1) if x.ndim == 1 else x
     if rows.shape[1] != len(labels):
         raise ShapeError(f"zip_map: {rows.shape[1]} columns for {len(labels)} class labels")
-    return tuple(dict(zip(labels, row)) for row in rows.tolist())
+    return PlainMaps([dict(zip(labels, row)) for row in rows.tolist()])
 
 
 #: CastMap's cast_to -> the output dtype

@@ -34,7 +34,7 @@ from ..fpstate import quiet
 from ._math import commit, is_low_float, pads, per_spatial, scratch, work_dtype
 from ..dtypes import numpy_dtype
 from ._workspace import scratch_nbytes
-from . import conv_nhwc, conv_winograd
+from . import conv_integer, conv_nhwc, conv_winograd
 from .conv_direct import COPIES_OUT, conv_plan, run_conv, scratch_layouts
 from .conv_transpose_nhwc import run_conv_transpose_nhwc
 from ._registry import register_kernel
@@ -76,10 +76,11 @@ def conv(data, weight, *, out, strides=1, padding=0, dilation=1, groups=1, data_
 
 
 def _specialize_conv(attrs: dict, constant: tuple):
-    """Per instruction: the small-conv fast path (:mod:`.conv_small`) of ``nn.conv_bias_act`` without a bias."""
+    """Per instruction: the small-conv fast path (:mod:`.conv_small`) of ``nn.conv_bias_act`` without a
+    bias, a constant integer weight declared one (``fused._declaring``)."""
     from .conv_small import specialize
-    from .fused import conv_bias_act
-    call = specialize(conv_bias_act, constant, activation=None, **attrs)
+    from .fused import _declaring, conv_bias_act
+    call = _declaring(specialize(conv_bias_act, constant, activation=None, **attrs), constant)
     return lambda data, weight, *, out, workspace=None: call(data, weight, None, out=out, workspace=workspace)
 
 
@@ -125,6 +126,9 @@ def conv_bias(data, weight, bias, *, out, strides=1, padding=0, dilation=1, grou
     if out.size == 0:
         return
     dtype = work_dtype(out.dtype)
+    if out.dtype.kind == "i" and (bias is None or bias.shape == (out_channels,)) and conv_integer.run_exact(
+            plan, data, weight, bias, out, groups, data_layout, channels_last, workspace, epilogue):
+        return
     if bias is not None and (out.dtype != dtype or bias.shape != (out_channels,)):
         conv_bias(data, weight, None, out=out, strides=strides, padding=padding, dilation=dilation,
                   groups=groups, data_layout=data_layout, out_layout=out_layout, workspace=workspace)
@@ -343,14 +347,23 @@ def _empty_like_order(like: np.ndarray, shape: tuple, dtype) -> np.ndarray:
 @register_kernel("nn.max_pool")
 def max_pool(data, *, out, pool_size, strides=1, padding=0, dilation=1, ceil_mode=False, data_layout="NCHW"):
     """N-d max pooling; padded cells never win."""
+    for fn, args, kwargs in _max_pool_calls(data, out, pool_size, strides, padding, dilation, ceil_mode,
+                                            data_layout):
+        fn(*args, **kwargs)
+
+
+def _max_pool_calls(data, out, pool_size, strides, padding, dilation, ceil_mode, data_layout) -> list:
+    """The calls ``(fn, args, kwargs)`` of a max pool of ``data`` into ``out``."""
     data, out = _channels_first_views("nn.max_pool", data, out, data_layout)
     pool, strides, dilation, begins, _, _, lengths = _pool_geometry(
         "nn.max_pool", data, out, pool_size, strides, dilation, padding, ceil_mode)
     if out.size == 0:
-        return
+        return []
     x = data
+    calls = []
     if is_low_float(x.dtype):   # max is exact in float32 too; numpy's float16 maximum is ~7 ns a value
-        x = x.astype(np.float32)
+        x = np.empty(x.shape, np.float32)
+        calls.append((np.copyto, (x, data), {}))
     buf = scratch(out) if x.dtype != out.dtype else out
     # a max over a box is a max over each dim in turn: sum(k - 1) passes, not
     # prod(k) - 1 (3x3: 4, not 8); the first dims go first, whose taps are
@@ -358,16 +371,42 @@ def max_pool(data, *, out, pool_size, strides=1, padding=0, dilation=1, ceil_mod
     # (Plain allocations: the op declares no planned workspace.)
     cur = x
     for i, (k, s, d, b, m) in enumerate(zip(pool, strides, dilation, begins, lengths)):
-        target = buf if i + 1 == len(pool) else _empty_like_order(cur, cur.shape[:2 + i] + (m,) + cur.shape[3 + i:],
-                                                                  x.dtype)
-        _max_along(cur, target, 2 + i, k, s, d, b)
+        target = buf if i + 1 == len(pool) else _empty_like_order(
+            cur, cur.shape[:2 + i] + (m,) + cur.shape[3 + i:], x.dtype)
+        calls += _max_along(cur, target, 2 + i, k, s, d, b)
         cur = target
-    commit(buf, out)
+    return calls if buf is out else calls + [(commit, (buf, out), {})]
 
 
-def _max_along(x: np.ndarray, target: np.ndarray, axis: int, k: int, s: int, d: int, b: int) -> None:
-    """``target`` = the max of ``k`` taps along ``axis`` of ``x`` (stride ``s``,
-    dilation ``d``, ``b`` cells of padding first), each tap taken only over
+def _specialized_pool(make_calls):
+    """``specialize_attrs`` of a pool whose ``make_calls(data, out, **attrs)`` lists its numpy calls:
+    per instruction, the calls of the last call's ``data`` and ``out`` are kept while the next call
+    passes the same arrays (arena views are the same objects run after run), with intermediate
+    buffers of the instruction's own (an average pool's zero padding written once); any other call
+    plans afresh, and calls on large data are not kept (their buffers would stay allocated)."""
+    def specialize(attrs: dict, constant: tuple):
+        state = [None, None, None]      # data, out, calls
+
+        def call(data, *, out):
+            if data is not state[0] or out is not state[1]:
+                calls = make_calls(data, out, **attrs)
+                state[:] = (data, out, calls) if data.nbytes <= _POOL_PRIVATE_MAX_BYTES else (None, None, None)
+            else:
+                calls = state[2]
+            for fn, args, kwargs in calls:
+                fn(*args, **kwargs)
+        return call
+    return specialize
+
+
+#: a specialized pool keeps its intermediates (each at most about the data's size, twice for a
+#: float16 max pool's float32 copies) for data of at most this many bytes
+_POOL_PRIVATE_MAX_BYTES = 4 << 20
+
+
+def _max_along(x: np.ndarray, target: np.ndarray, axis: int, k: int, s: int, d: int, b: int) -> list:
+    """The calls ``(fn, args, kwargs)`` setting ``target`` = the max of ``k`` taps along ``axis`` of ``x``
+    (stride ``s``, dilation ``d``, ``b`` cells of padding first), each tap taken only over
     the outputs whose cell lies inside ``x``: padding never wins a max, so no
     padded copy is made (ResNet's stem pool, 64x112x112: 1.2x faster channels
     first, 1.15x channels last, measured). Outputs no tap reaches get the
@@ -384,17 +423,21 @@ def _max_along(x: np.ndarray, target: np.ndarray, axis: int, k: int, s: int, d: 
         view = x[lead + (slice(start, start + (hi - lo - 1) * s + 1, s),)]
         (full if (lo, hi) == (0, m) else partial).append((lo, hi, view))
     if len(full) >= 2:      # the first two taps at once: one pass over target fewer than copy + maximum
-        np.maximum(full[0][2], full[1][2], out=target)
+        calls = [(np.maximum, (full[0][2], full[1][2]), {"out": target})]
         rest = full[2:] + partial
     elif full:
-        np.copyto(target, full[0][2])
+        calls = [(np.copyto, (target, full[0][2]), {})]
         rest = partial
     else:
-        target.fill(_lowest(target.dtype))
+        calls = [(np.copyto, (target, _lowest(target.dtype)), {})]
         rest = partial
     for lo, hi, view in rest:
         part = target[lead + (slice(lo, hi),)]
-        np.maximum(part, view, out=part)
+        calls.append((np.maximum, (part, view), {"out": part}))
+    return calls
+
+
+max_pool.specialize_attrs = _specialized_pool(_max_pool_calls)
 
 
 def _window_counts(x, k, s, d, b, e, m, count_include_pad) -> np.ndarray:
@@ -411,26 +454,46 @@ def avg_pool(data, *, out, pool_size, strides=1, padding=0, dilation=1, ceil_mod
              count_include_pad=False, data_layout="NCHW"):
     """N-d average pooling; the divisor counts the window's cells inside the
     data, and with ``count_include_pad`` those in the padding too."""
+    for fn, args, kwargs in _avg_pool_calls(data, out, pool_size, strides, padding, dilation, ceil_mode,
+                                            count_include_pad, data_layout):
+        fn(*args, **kwargs)
+
+
+def _avg_pool_calls(data, out, pool_size, strides, padding, dilation, ceil_mode, count_include_pad,
+                    data_layout) -> list:
+    """The calls ``(fn, args, kwargs)`` of an average pool of ``data`` into ``out``: the data
+    (converted and) zero-padded into a buffer when it needs either, the taps summed, the sums divided
+    by the window counts (one scalar when all windows count alike)."""
     data, out = _channels_first_views("nn.avg_pool", data, out, data_layout)
     pool, strides, dilation, begins, ends, reach, lengths = _pool_geometry(
         "nn.avg_pool", data, out, pool_size, strides, dilation, padding, ceil_mode)
     if out.size == 0:
-        return
+        return []
     dtype = np.dtype(np.float64) if out.dtype.kind in "iu" else work_dtype(out.dtype)
-    x = _pad(data.astype(dtype, copy=False), begins, reach)
+    calls, x = [], data
+    if any(begins) or any(reach) or data.dtype != dtype:
+        x = np.zeros((*data.shape[:2], *(n + b + r for n, b, r in zip(data.shape[2:], begins, reach))), dtype)
+        inner = x[(slice(None), slice(None)) + tuple(slice(b, b + n) for b, n in zip(begins, data.shape[2:]))]
+        calls.append((np.copyto, (inner, data), {"casting": "unsafe"}))
     acc = out if out.dtype == dtype else np.empty(out.shape, dtype)
     taps = itertools.product(*(range(k) for k in pool))
-    np.copyto(acc, x[_tap_slices(next(taps), strides, dilation, lengths)])
+    calls.append((np.copyto, (acc, x[_tap_slices(next(taps), strides, dilation, lengths)]), {}))
     for tap in taps:
-        acc += x[_tap_slices(tap, strides, dilation, lengths)]
+        calls.append((np.add, (acc, x[_tap_slices(tap, strides, dilation, lengths)]), {"out": acc}))
     counts = np.ones((), dtype)
     for i, (x_len, k, s, d, b, e, m) in enumerate(
             zip(data.shape[2:], pool, strides, dilation, begins, ends, lengths)):
         c = _window_counts(x_len, k, s, d, b, e, m, count_include_pad)
         counts = np.multiply.outer(counts, c.astype(dtype))
-    acc /= counts
+    if counts.size and (counts == counts.flat[0]).all():
+        counts = counts.flat[0]          # (the same quotients, without a broadcast array)
+    calls.append((np.divide, (acc, counts), {"out": acc}))
     if acc is not out:
-        np.copyto(out, acc, casting="unsafe")
+        calls.append((np.copyto, (out, acc), {"casting": "unsafe"}))
+    return calls
+
+
+avg_pool.specialize_attrs = _specialized_pool(_avg_pool_calls)
 
 
 @register_kernel("nn.global_avg_pool")

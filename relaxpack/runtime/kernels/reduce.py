@@ -57,9 +57,35 @@ def mean(x, *, out, axis=None, keepdims=False):
             np.negative(out, out=out, where=negative)
         return
     acc = _accumulator(out)
-    total = np.add.reduce(x, axis=axes, dtype=acc, keepdims=keepdims)
+    total = _inner_run_sum(x, axes, acc)
+    if total is None:
+        total = np.add.reduce(x, axis=axes, dtype=acc, keepdims=keepdims)
     with quiet():
-        np.divide(total, count, out=out, casting="unsafe")
+        np.divide(total.reshape(out.shape), count, out=out, casting="unsafe")
+
+
+#: a sum over a block of axes before the last runs as a GEMM from this many summed rows on
+INNER_RUN_MIN_ROWS = 16
+
+
+def _inner_run_sum(x: np.ndarray, axes: tuple, acc: np.dtype) -> np.ndarray | None:
+    """The sum of a C-contiguous float32/float64 ``x`` over a block of consecutive axes that are not
+    the last ones (a channels-last image's spatial dims: (N, H, W, C) over H and W), as
+    ``ones(1, K) @ x.reshape(pre, K, post)``: numpy's reduction adds such rows one ufunc call
+    at a time (1488 rows of 32 values: 44 us; the GEMM 4 us); None for any other sum."""
+    axes = sorted(set(axes))
+    if x.dtype != acc or acc not in (np.float32, np.float64) or not axes or not x.flags.c_contiguous \
+            or axes[-1] == x.ndim - 1 or axes != list(range(axes[0], axes[-1] + 1)):
+        return None
+    rows = 1
+    for a in axes:
+        rows *= x.shape[a]
+    if rows < INNER_RUN_MIN_ROWS or x.size == 0:
+        return None
+    pre = 1
+    for d in x.shape[:axes[0]]:
+        pre *= d
+    return np.matmul(np.ones((1, rows), acc), x.reshape(pre, rows, -1))
 
 
 def _extreme(dtype: np.dtype, lowest: bool):

@@ -46,7 +46,7 @@ from ...errors import ExecutionError
 from ..fpstate import quiet
 from ._registry import register_kernel
 from .ml import transform_scores
-from .tree_gemm import gemm_plan, gemm_scores
+from .tree_gemm import BITS_MAX_WORK, bits_scores, gemm_plan, gemm_scores
 
 #: mode codes of the node list
 MODES = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3, "BRANCH_EQ": 4, "BRANCH_NEQ": 5,
@@ -174,13 +174,18 @@ def aggregate_leaves(at: np.ndarray, leaves: np.ndarray, aggregate: str) -> np.n
 
 
 def _scores(x, walk, thresholds, roots, leaves, members, aggregate: str, max_depth: int, model) -> np.ndarray:
-    """The aggregated scores, float64 ``(N, K)``: by products (:mod:`.tree_gemm`) where the
-    instruction's :class:`_Model` has them and the batch is small, else by the walk."""
+    """The aggregated scores, float64 ``(N, K)``: by leaf masks or products (:mod:`.tree_gemm`)
+    where the instruction's :class:`_Model` has them and the batch is small, else by the walk."""
     gemm = model.gemm if model is not None else None
-    if gemm is not None and aggregate in ("SUM", "AVERAGE") and x.ndim == 2 and x.shape[1] >= gemm.features \
-            and x.shape[0] * gemm.paths_t.size <= GEMM_MAX_WORK:
-        scores = gemm_scores(gemm, x)
-        return scores / len(roots) if aggregate == "AVERAGE" else scores
+    if gemm is not None and aggregate in ("SUM", "AVERAGE") and x.ndim == 2 and x.shape[1] >= gemm.features:
+        if gemm.bits is not None and x.shape[0] * gemm.bits.held_mask.size <= BITS_MAX_WORK:
+            scores = bits_scores(gemm, x)
+        elif x.shape[0] * gemm.paths_t.size <= GEMM_MAX_WORK:
+            scores = gemm_scores(gemm, x)
+        else:
+            scores = None
+        if scores is not None:
+            return scores / len(roots) if aggregate == "AVERAGE" else scores
     return aggregate_leaves(find_leaves(x, walk, thresholds, roots, members, max_depth), leaves, aggregate)
 
 

@@ -1,11 +1,11 @@
 """Liveness on the bytecode: where each buffer is first and last used, in one pass.
 
-The memory planner (``packager/memory_plan.py``) and the archive loader
-(``runtime/plan_check.py``) ask the same question of one function's
+The archive loader (``runtime/plan_check.py``) asks of one function's
 instructions: for each *leaf* (an instruction that makes a buffer, e.g. an
-``alloc_tensor``), which instructions may read it, directly or through an
-alias, and may it reach a ``ret``. Both use this one analysis, so a plan the
-compiler makes is a plan the loader accepts.
+``arena_tensor``), which instructions may read it, directly or through an
+alias, and may it reach a ``ret``. The compiler plans on the IR with a
+model that reads the IR as codegen emits it (``passes/analysis/liveness.py``),
+so the lifetimes it writes are the ones this analysis finds.
 
 A register holds a *node*: a leaf, a tuple built by ``make_tuple`` (its
 fields), or a node that may hold any of several others (what a call that

@@ -137,6 +137,41 @@ def test_map_inputs_are_checked_naming_the_input(tmp_path):
         vm.run({"input": {"height": "tall"}})
 
 
+def test_map_input_entries_checked_once_and_positional_maps_in_the_function(tmp_path):
+    """vm.run makes a map canonical (a CheckedMap) and the function's check_map skips it; a plain
+    dict passed by position is still checked inside; numbers take a fast path to the same values."""
+    from relaxpack.runtime.maps import CheckedMap, as_map_input, check_map
+    onx, rows = dict_pipeline()
+    vm = VirtualMachine(load(_archive(onx, tmp_path)))
+    values = {"a": 1.5, "b": 2, "c": np.float64(0.1), "d": np.int64(3), "e": np.float32(2.5), "f": True,
+              "g": np.array(4.0)}
+    made = as_map_input(values, "m", "map", "string", "float32")
+    assert type(made) is CheckedMap and all(type(v) is np.float32 for v in made.values())
+    assert made == {k: np.float32(v) for k, v in values.items()}
+    assert check_map(made, "map", "string", "float32", "x") is made
+    with pytest.raises(InputError, match=r"^input 'm' at key 'big': value 10{40} is not a int64"):
+        as_map_input({"big": 10**40}, "m", "map", "string", "int64")
+    with pytest.raises(InputError, match=r"^input 'input' at key 'height': value 'tall' is not a number"):
+        vm["main"]({"height": "tall"})
+    want = vm.run({"input": rows[0]})
+    got = vm["main"](dict(rows[0]))
+    np.testing.assert_array_equal(got[0], want["output_label"])
+
+
+def test_zipmap_rows_leave_as_they_are_python_scalars():
+    """ZipMap's dicts hold Python scalars already (PlainMaps): the output is a list of them, the
+    same as converting each dict; another sequence of maps is still converted."""
+    from relaxpack.runtime.kernels.ml_maps import zip_map
+    from relaxpack.runtime.maps import PlainMaps, as_map_output
+    rows = zip_map(np.array([[0.25, 0.75], [1.0, np.float32(0.1)]], np.float32), labels=(3, 7))
+    assert type(rows) is PlainMaps
+    out = as_map_output(rows, "sequence_map")
+    assert type(out) is list and out == [{3: 0.25, 7: 0.75}, {3: 1.0, 7: float(np.float32(0.1))}]
+    assert all(type(k) is int and type(v) is float for m in out for k, v in m.items())
+    converted = as_map_output(({1: np.float32(0.5)},), "sequence_map")
+    assert converted == [{1: 0.5}] and type(converted[0][1]) is float
+
+
 # ---------------------------------------------------------------- the ops, against onnxruntime and the spec
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....ir.expr import Expr, PrimValue, ShapeExpr
+from ....ir.expr import Expr, PrimValue, ShapeExpr, TupleGetItem
 from ....ops.registry import make_call
 from ..registry import register_converter
 from ..tensors import onnx_dtype_name
@@ -295,16 +295,11 @@ def dynamic_quantize_linear(ctx, x):
     if x.dtype != "float32":
         raise unsupported(ctx, f"input type {x.dtype} (float32 only)")
     data = ctx.expr(x)
-    zero = scalar(ctx, 0.0, "float32")
-    hi = call(ctx, "maximum", call(ctx, "max", data), zero)
-    lo = call(ctx, "minimum", call(ctx, "min", data), zero)
-    span = call(ctx, "subtract", hi, lo)
-    # An all-zero input gets scale 1 as in onnxruntime (onnx's reference gives 1/255).
-    scaled = call(ctx, "divide", span, scalar(ctx, 255.0, "float32"))
-    y_scale = call(ctx, "where", call(ctx, "equal", span, zero), scalar(ctx, 1.0, "float32"), scaled,
-                   name="y_scale")
-    initial = call(ctx, "negative", call(ctx, "divide", lo, y_scale))
-    zp_float = call(ctx, "round", call(ctx, "clip", initial, min=0.0, max=255.0))
+    # One kernel for the scalars (an all-zero input gets scale 1 as in onnxruntime; onnx's
+    # reference gives 1/255): kernels/quantize.py makes the float32 operations one by one.
+    params = ctx.expr(ctx.emit(make_call("dynamic_quantize_params", data)))
+    y_scale = ctx.expr(ctx.emit(TupleGetItem(params, 0), "y_scale"))
+    zp_float = ctx.expr(ctx.emit(TupleGetItem(params, 1)))
     y_zero_point = call(ctx, "astype", zp_float, dtype="uint8", name="y_zero_point")
     y = _saturate(ctx, call(ctx, "divide", data, y_scale), zp_float, "uint8")
     return y, y_scale, y_zero_point

@@ -1,0 +1,30 @@
+"""Quantization ops that are not compositions of others.
+
+``dynamic_quantize_params(x)``: DynamicQuantizeLinear's scale and (rounded,
+float32) zero point from the range of float32 ``x`` widened to include 0, as
+two float32 scalars. The importer's composition computed them in seven
+scalar instructions per quantized activation; the kernel makes the same
+float32 operations in the same order (results bit for bit the composition's).
+
+>>> make_call("dynamic_quantize_params", x)          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from ...ir.dims import DimAnalyzer
+from ...ir.expr import Call
+from ...ir.struct_info import TupleStructInfo
+from ..registry import register_op
+from .common import shape_error, tensor_arg, with_shape
+
+
+def _infer_dynamic_quantize_params(call: Call, analyzer: DimAnalyzer) -> TupleStructInfo:
+    x = tensor_arg(call, 0, "x")
+    if x.dtype not in (None, "float32"):
+        raise shape_error(call, f"x must be float32, got {x.dtype}")
+    scalar = with_shape(x, (), "float32")
+    return TupleStructInfo((scalar, scalar))
+
+
+register_op("dynamic_quantize_params", infer=_infer_dynamic_quantize_params, num_args=1,
+            doc="DynamicQuantizeLinear's (y_scale, zero point as a rounded float32) from the range of x.")

@@ -1,0 +1,1 @@
+"""Analyses the passes share (they read the IR and change nothing)."""

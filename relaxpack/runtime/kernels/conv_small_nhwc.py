@@ -1,0 +1,188 @@
+"""Channels-last convs specialized per instruction: the runners :mod:`.conv_small` prepares for NHWC.
+
+A channels-last CNN (ConvertLayout's regions: MobileNet, ShuffleNet,
+EfficientNet at the zoo's 61x96 and below) runs dozens of small convs whose
+numpy calls take a few microseconds each; the generic kernel adds as much
+again in Python (the plan lookup, the scratch carving, the views, the bias
+and activation dispatch). For the engine's ``pointwise``, ``gemm`` and
+``depthwise`` methods (:mod:`.conv_nhwc`) the runner made here keeps the
+views and makes only the method's numpy calls, the same calls in the same
+order as the generic kernel (bit for bit its results), with two changes of
+how, not what: the im2col of ``gemm`` is one copy of an ``as_strided`` view
+of the padded input instead of a copy per tap (as the channels-first
+``strided`` method), and a bound weight's or bias's tiled copies (the
+depthwise einsum's weights tiled to whole rows, the bias tiled to rows of
+``width * O`` values) are made once, in memory of the instruction's own.
+Any other call (winograd, taps, grouped non-depthwise convs, float16, a
+layout change) returns None: the generic kernel runs it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .conv_depthwise import _einsums, depthwise_layouts
+from .conv_nhwc import add_bias
+
+_as_strided = np.lib.stride_tricks.as_strided
+
+#: the methods this module runs (``gemm`` only for groups == 1)
+METHODS = frozenset({"pointwise", "gemm", "depthwise"})
+
+
+def layouts(plan, batch: int, channels: int, groups: int, dtype) -> list | None:
+    """The scratch ``(shape, dtype)`` layouts of the runner for ``plan`` (a
+    :class:`.conv_nhwc.NhwcPlan`), as :func:`.conv_nhwc.scratch_layouts` orders
+    them for a direct result; None when this module does not run the plan."""
+    if plan.method not in METHODS or (plan.method != "depthwise" and groups != 1):
+        return None
+    if plan.method == "depthwise":
+        return depthwise_layouts(plan.dw, batch, channels, dtype)
+    padded = [] if plan.source_is_input else [((batch, *plan.cl[0], channels), dtype)]
+    if plan.method == "pointwise":
+        return padded
+    return padded + [((batch, *plan.lengths, plan.taps, channels), dtype)]
+
+
+def prepare(plan, data, weight, bias, arrays: list, act, fixed_weight: bool, fixed_bias: bool):
+    """``run(x, out)`` for this plan and these operands (``arrays``: the scratch of :func:`layouts`,
+    carved); the bias and ``act`` (an in-place activation or None) applied after the conv."""
+    finish = _finisher(bias, act, fixed_bias, plan.lengths[-1] if plan.lengths else 1)
+    if plan.method == "depthwise":
+        return _depthwise(plan, data, weight, arrays, finish, fixed_weight)
+    channels, out_channels = data.shape[-1], weight.shape[-1]
+    fill = None if plan.source_is_input else _filler(plan, arrays[0])
+    w = weight.reshape(-1, out_channels)
+    matmul, copy = np.matmul, np.copyto
+    if plan.method == "pointwise":      # (a 1x1 conv of the whole input: never padded)
+        def run(x, out):
+            matmul(x.reshape(-1, channels), w, out=out.reshape(-1, out_channels))
+            finish(out)
+        return run
+    cols = arrays[-1]
+    pixels = cols.size // (plan.taps * channels)
+    windows = _windows(plan, arrays[0]) if fill is not None else None
+    dst = cols.reshape(windows.shape if windows is not None else
+                       (data.shape[0], *plan.lengths, *plan.cl[1], channels))
+
+    def run(x, out):
+        if fill is not None:
+            fill(x)
+            window = windows
+        else:
+            window = _windows(plan, x)
+        copy(dst, window)
+        matmul(cols.reshape(pixels, -1), w, out=out.reshape(pixels, out_channels))
+        finish(out)
+    return run
+
+
+def _windows(plan, source: np.ndarray) -> np.ndarray:
+    """The im2col view ``(N, *lengths, *kernel, C)`` of the (padded) input: tap ``t`` of output pixel ``p``."""
+    (_, kernel, steps), spatial = plan.cl, source.strides[1:-1]
+    return _as_strided(source, (source.shape[0], *plan.lengths, *kernel, source.shape[-1]),
+                       (source.strides[0], *(s * st for (s, _), st in zip(steps, spatial)),
+                        *(d * st for (_, d), st in zip(steps, spatial)), source.strides[-1]), writeable=False)
+
+
+def _filler(plan, padded: np.ndarray):
+    """``fill(x)``: ``x`` copied into ``padded`` at the plan's offsets, the rest zeroed (the scratch
+    is shared with other instructions: the zeros are written every call)."""
+    _, (dst, src), zeros = plan.fill
+    regions = [padded[(slice(None),) + region] for region in zeros]
+    inner = None if dst is None else padded[(slice(None),) + dst]
+    src = None if src is None else (slice(None),) + src
+
+    def fill(x):
+        for region in regions:
+            region.fill(0)
+        if inner is not None:
+            np.copyto(inner, x[src])
+    return fill
+
+
+def _depthwise(plan, data, weight, arrays: list, finish, fixed_weight: bool):
+    """:func:`.conv_depthwise.run_depthwise` with its views, and a bound weight's tiles, made once."""
+    dw = plan.dw
+    channels = data.shape[-1]
+    specs = _einsums(dw, data.shape[0], channels, data.dtype)
+    arrays = list(arrays)
+    buffer = None if dw.reads_input else arrays.pop(0)
+    second = arrays.pop(0) if len(specs) > 1 else None
+    w_all = weight.reshape(*weight.shape[:-2], channels)
+    steps = []      # per phase: (view or view spec, weights or (tiles, weight view), subscripts, target shape)
+    for i, spec in enumerate(specs):
+        shape, strides, offset = spec.view
+        view = None if buffer is None else np.ndarray(shape, buffer.dtype, buffer, offset, strides)
+        w = w_all[spec.taps]
+        if spec.tiled is not None:
+            tiled = arrays[i].reshape(spec.tiled)
+            if fixed_weight:        # tiled once, into memory of this instruction's own
+                tiled = np.empty(spec.tiled, weight.dtype)
+                np.copyto(tiled, w[..., None, :])
+                w, refill = tiled.reshape(*spec.tiled[:-2], -1), None
+            else:
+                w, refill = tiled.reshape(*spec.tiled[:-2], -1), (tiled, w[..., None, :])
+        else:
+            refill = None
+        steps.append((view, spec.view, w, refill, spec.subscripts, spec.target))
+    fill = None if buffer is None else _depthwise_filler(dw, buffer)
+    einsum, add, copy = np.einsum, np.add, np.copyto
+
+    def run(x, out):
+        if fill is not None:
+            fill(x)
+            source = buffer
+        else:
+            source = np.ascontiguousarray(x)
+        for i, (view, spec_view, w, refill, subscripts, target_shape) in enumerate(steps):
+            if view is None:
+                shape, strides, offset = spec_view
+                view = np.ndarray(shape, source.dtype, source, offset, strides)
+            if refill is not None:
+                copy(*refill)
+            target = out if i == 0 else second
+            einsum(subscripts, view, w, out=target.reshape(target_shape))
+            if i:
+                add(out, second, out=out)
+        finish(out)
+    return run
+
+
+def _depthwise_filler(dw, buffer: np.ndarray):
+    """``fill(x)`` as :func:`.conv_depthwise._fill`, its destination views made once."""
+    regions = [buffer[(slice(None),) + region] for region in dw.zeros]
+    fills = [(buffer[(slice(None),) + dst], (slice(None),) + src) for dst, src in
+             (f for f in dw.fills if f is not None)]
+
+    def fill(x):
+        for region in regions:
+            region.fill(0)
+        for dst, src in fills:
+            np.copyto(dst, x[src])
+    return fill
+
+
+def _finisher(bias, act, fixed_bias: bool, width: int):
+    """``finish(out)``: ``out += bias`` (a bound bias: as rows of ``width * O`` values, tiled once),
+    then ``act(out)``."""
+    if bias is None:
+        return act if act is not None else (lambda out: None)
+    if fixed_bias:
+        tiled = np.tile(bias, width)
+        rows = tiled.size
+        add = np.add
+
+        def finish(out):
+            flat = out.reshape(-1, rows)
+            add(flat, tiled, out=flat)
+            if act is not None:
+                act(out)
+        return finish
+
+    def finish(out):
+        add_bias(out, bias)
+        if act is not None:
+            act(out)
+    return finish
+

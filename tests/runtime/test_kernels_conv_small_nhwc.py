@@ -1,0 +1,144 @@
+"""Channels-last convs specialized per instruction (conv_small_nhwc.py): bit for bit the generic
+kernel, call after call, for each method the runner takes (pointwise, gemm, depthwise with and without
+stride phases), with bound or per-call weights and biases, a planned workspace full of garbage or
+scratch of its own; and the calls it leaves to the generic kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relaxpack.runtime.kernels import conv_small_nhwc, get_kernel
+from relaxpack.runtime.kernels.nn import _prepared_conv
+
+from .test_kernels_conv_small import full_attrs, out_for, workspace_for
+from .test_kernels_registry import rand
+
+CONV_BIAS_ACT = get_kernel("nn.conv_bias_act").fn
+CONV = get_kernel("nn.conv").fn
+
+# (data NHWC, weight HWIO, attrs, the method the runner takes)
+CASES = [
+    ((1, 16, 24, 16), (1, 1, 16, 16), dict(), "pointwise"),
+    ((2, 5, 7, 3), (1, 1, 3, 10), dict(), "pointwise"),
+    ((1, 8, 12, 24), (3, 3, 24, 32), dict(padding=(1, 1, 1, 1)), "gemm"),
+    ((2, 9, 11, 5), (3, 2, 5, 7), dict(strides=(2, 1), padding=(0, 1, 2, 0), dilation=(1, 2)), "gemm"),
+    ((1, 7, 6, 4), (2, 2, 4, 5), dict(), "gemm"),                                      # no padding
+    ((1, 6, 9, 4), (1, 1, 4, 6), dict(strides=(2, 2)), "gemm"),                         # 1x1 stride 2
+    ((1, 5, 300, 5), (1, 5, 5, 8), dict(strides=(1, 3), padding=(0, 2, 0, 2)), "gemm"),  # a 1-d conv's shape
+    ((1, 16, 24, 24), (3, 3, 1, 24), dict(groups=24, padding=(1, 1, 1, 1)), "depthwise"),
+    ((1, 31, 48, 16), (3, 3, 1, 16), dict(groups=16, strides=(2, 2), padding=(1, 1, 1, 1)), "depthwise"),
+    ((2, 8, 12, 48), (3, 3, 1, 48), dict(groups=48, strides=(2, 2), padding=(1, 1, 1, 1)), "depthwise"),
+    ((1, 9, 13, 6), (5, 5, 1, 6), dict(groups=6, padding=(2, 2, 2, 2), dilation=(1, 2)), "depthwise"),
+    ((1, 9, 13, 6), (3, 3, 1, 6), dict(groups=6), "depthwise"),                          # reads the input
+    ((1, 11, 40, 200), (3, 3, 1, 200), dict(groups=200, strides=(2, 2), padding=(1, 1, 1, 1)), "depthwise"),
+]
+ACTIVATIONS = [None, "relu", ("clip", -0.5, 0.5), "silu"]
+
+
+def nhwc_attrs(attrs, activation=None):
+    return full_attrs({**attrs, "data_layout": "NHWC"}, activation)
+
+
+def plan_of(data, weight, attrs):
+    return _prepared_conv(data, weight, attrs["strides"], attrs["padding"], attrs["dilation"], attrs["groups"],
+                          "NHWC")[0]
+
+
+def check_calls(call, data, weight, attrs, dtype, rng, workspace, rounds=3, w=None, b=None, mutate=False):
+    w = rand(rng, weight, dtype) if w is None else w
+    b = rand(rng, (weight[-1],), dtype) if b is None else b
+    out = out_for(data, weight, attrs, dtype)
+    for round_ in range(rounds):
+        if mutate:                                  # the same objects with new values (registers)
+            w[...] = rand(rng, weight, dtype)
+            b[...] = rand(rng, (weight[-1],), dtype)
+        x = rand(rng, data, dtype)
+        call(x, w, b, out=out, workspace=workspace)
+        want = out_for(data, weight, attrs, dtype)
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
+        if workspace is not None:
+            workspace[:] = 0xCD                     # another kernel used the workspace in between
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("activation", ACTIVATIONS, ids=str)
+@pytest.mark.parametrize("data, weight, attrs, method", CASES, ids=lambda c: str(c) if isinstance(c, str) else None)
+def test_the_runner_is_the_generic_kernel_bit_for_bit(data, weight, attrs, method, activation, dtype):
+    attrs = nhwc_attrs(attrs, activation)
+    plan = plan_of(data, weight, attrs)
+    assert plan.method == method
+    assert conv_small_nhwc.layouts(plan, data[0], data[-1], attrs["groups"], dtype) is not None
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    check_calls(call, data, weight, attrs, dtype, np.random.default_rng(0), workspace_for(data, weight, attrs, dtype))
+
+
+@pytest.mark.parametrize("data, weight, attrs, method", CASES[::2], ids=lambda c: str(c) if isinstance(c, str) else None)
+def test_weights_and_biases_in_registers_are_read_every_call(data, weight, attrs, method):
+    """A weight or bias computed at run time is the same array object run after run with new values:
+    no tiled copy of it is kept."""
+    attrs = nhwc_attrs(attrs, "relu")
+    rng = np.random.default_rng(1)
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, False, False))
+    check_calls(call, data, weight, attrs, "float32", rng, workspace_for(data, weight, attrs, "float32"),
+                w=rand(rng, weight, "float32"), b=rand(rng, (weight[-1],), "float32"), mutate=True)
+
+
+@pytest.mark.parametrize("data, weight, attrs, method", CASES[1::3], ids=lambda c: str(c) if isinstance(c, str) else None)
+def test_without_a_workspace_or_a_bias(data, weight, attrs, method):
+    attrs = nhwc_attrs(attrs)
+    rng = np.random.default_rng(2)
+    check_calls(CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True)), data, weight, attrs, "float32", rng,
+                None)
+    del attrs["activation"]
+    call = CONV.specialize_attrs(attrs, (False, True))
+    w = rand(rng, weight, "float32")
+    for _ in range(2):
+        x = rand(rng, data, "float32")
+        out, want = out_for(data, weight, attrs, "float32"), out_for(data, weight, attrs, "float32")
+        call(x, w, out=out)
+        CONV(x, w, out=want, **attrs)
+        np.testing.assert_array_equal(out, want)
+
+
+def test_a_strided_input_view():
+    """The input may be any view (a slice of a larger tensor): the taps read it through its strides."""
+    data, weight, attrs, _ = CASES[4]
+    attrs = nhwc_attrs(attrs, "relu")
+    rng = np.random.default_rng(3)
+    w, b = rand(rng, weight, "float32"), rand(rng, (weight[-1],), "float32")
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    big = rand(rng, (1, 7, 6, 9), "float32")
+    x = big[..., 2:6]
+    out, want = out_for(data, weight, attrs, "float32"), out_for(data, weight, attrs, "float32")
+    call(x, w, b, out=out)
+    CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("case", ["grouped", "float16", "winograd", "empty", "nchw out"])
+def test_other_channels_last_calls_go_to_the_generic_kernel(case, monkeypatch):
+    prepared = []
+    real = conv_small_nhwc.prepare
+    monkeypatch.setattr(conv_small_nhwc, "prepare", lambda *a: prepared.append(1) or real(*a))
+    data, weight, attrs, dtype = (1, 8, 12, 8), (3, 3, 8, 8), nhwc_attrs(dict(padding=(1, 1, 1, 1)), "relu"), "float32"
+    if case == "grouped":
+        weight, attrs = (3, 3, 4, 8), {**attrs, "groups": 2}
+    elif case == "float16":
+        dtype = "float16"
+    elif case == "winograd":
+        data, weight = (1, 20, 20, 64), (3, 3, 64, 64)
+    elif case == "empty":
+        data = (0, 8, 12, 8)
+    rng = np.random.default_rng(4)
+    if case == "nchw out":      # not a layout the NHWC engine writes: the generic kernel says so
+        attrs = {**attrs, "out_layout": "NCHW"}
+        call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+        with pytest.raises(Exception, match="out_layout"):
+            call(rand(rng, data, dtype), rand(rng, weight, dtype), rand(rng, (8,), dtype),
+                 out=np.empty((1, 8, 8, 12), np.float32))
+    else:
+        call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+        check_calls(call, data, weight, attrs, dtype, rng, workspace_for(data, weight, attrs, dtype), rounds=2)
+    assert prepared == []

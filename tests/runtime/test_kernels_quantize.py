@@ -1,0 +1,77 @@
+"""dynamic_quantize_params against the IR composition it replaces, run kernel by kernel
+(bit for bit, NaN, infinities, empty and all-zero inputs included), and DynamicQuantizeLinear
+built with it against onnxruntime (its scale and zero point)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import relaxpack
+from relaxpack.runtime import VirtualMachine
+from relaxpack.runtime.kernels import get_kernel
+from relaxpack.runtime.kernels.quantize import dynamic_quantize_params
+
+
+def _k(name, *args, dtype=np.float32, **attrs):
+    out = np.empty((), dtype)
+    get_kernel(name).fn(*args, out=out, **attrs)
+    return out
+
+
+def _composition(x):
+    """The seven-instruction composition the importer emitted before (each kernel as the VM ran it)."""
+    zero, f255, one = np.float32(0), np.float32(255), np.float32(1)
+    with np.errstate(all="ignore"):
+        hi = _k("maximum", _k("max", x), zero)
+        lo = _k("minimum", _k("min", x), zero)
+        span = _k("subtract", hi, lo)
+        scale = _k("where", _k("equal", span, zero, dtype=bool), one, _k("divide", span, f255))
+        initial = _k("negative", _k("divide", lo, scale))
+        return scale, _k("round", _k("clip", initial, min=0.0, max=255.0))
+
+
+CASES = [
+    np.array([-1.0, 2.0], np.float32), np.zeros((3, 4), np.float32), np.zeros((0, 5), np.float32),
+    np.array([3.0, 7.5], np.float32), np.array([-6.0, -0.25], np.float32), np.array([np.nan, 1.0], np.float32),
+    np.array([np.inf, -1.0], np.float32), np.array([-np.inf, 2.0], np.float32), np.array([-np.inf, np.inf], np.float32),
+    np.array([1e-42, -3e-41], np.float32), np.array([-3.4e38, 3.4e38], np.float32),
+]
+
+
+@pytest.mark.parametrize("x", CASES + [np.random.default_rng(s).normal(0, 3, (7, 13)).astype(np.float32)
+                                       for s in range(5)], ids=str)
+def test_matches_the_composition_bit_for_bit(x):
+    scale, zp = np.empty((), np.float32), np.empty((), np.float32)
+    dynamic_quantize_params(x, out=(scale, zp))
+    want_scale, want_zp = _composition(x)
+    np.testing.assert_array_equal(scale.view(np.uint32), want_scale.view(np.uint32))
+    np.testing.assert_array_equal(zp.view(np.uint32), want_zp.view(np.uint32))
+
+
+def test_non_contiguous_input():
+    x = np.random.default_rng(7).normal(size=(6, 8)).astype(np.float32)[::2, 1::3]
+    scale, zp = np.empty((), np.float32), np.empty((), np.float32)
+    dynamic_quantize_params(x, out=(scale, zp))
+    assert (scale, zp) == _composition(np.ascontiguousarray(x))
+
+
+def test_dynamic_quantize_linear_uses_one_kernel_and_matches_onnxruntime():
+    import onnxruntime as ort
+    graph = helper.make_graph([helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "zp"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 5])],
+                              [helper.make_tensor_value_info(n, t, None) for n, t in
+                               (("y", TensorProto.UINT8), ("s", TensorProto.FLOAT), ("zp", TensorProto.UINT8))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    exe = relaxpack.build(relaxpack.from_onnx(model), opt_level=2)
+    assert "kernel.dynamic_quantize_params" in exe.as_text()
+    assert "kernel.max(" not in exe.as_text()
+    vm = VirtualMachine(exe)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(3)
+    for x in (rng.normal(1, 4, (6, 5)).astype(np.float32), np.zeros((2, 5), np.float32)):
+        got = vm.run({"x": x})
+        want = dict(zip(("y", "s", "zp"), session.run(None, {"x": x})))
+        for name in ("y", "s", "zp"):
+            np.testing.assert_array_equal(got[name], want[name])
