@@ -19,9 +19,9 @@ import math
 from typing import Mapping
 
 from ..errors import DimError
-from .dims import (  # the private helpers: this module is the other half of dims
-    Dim, _atom_dim, _floordiv, _FloorDiv, _fold, _interval, _Max, _min_max, _Min, _mod, _Mod,
-    _sub, _Sym, free_vars, is_static, normalize, sym,
+from .dim_algebra import (  # the canonical form: bounds come from its interval arithmetic
+    Dim, FloorDiv, Max, Min, Mod, Sym, atom_dim, dim_max, dim_min, fold, free_vars, interval, is_static,
+    normalize, sym,
 )
 from .dim_relations import decide_equal
 
@@ -62,10 +62,10 @@ class DimAnalyzer:
     def _bounds(self, x) -> tuple:
         """Interval of ``x``, intersected with that of its simplified form."""
         x = normalize(x)
-        lo, hi = _interval(x, self._var_interval)
+        lo, hi = interval(x, self._var_interval)
         s = self.simplify(x)
         if s != x:
-            slo, shi = _interval(s, self._var_interval)
+            slo, shi = interval(s, self._var_interval)
             lo, hi = max(lo, slo), min(hi, shi)
         return lo, hi
 
@@ -83,7 +83,7 @@ class DimAnalyzer:
         """Whether ``a == b`` for every value within the ranges."""
         if a is b or (type(a) is type(b) and a == b):     # canonical forms: equal is proved
             return True
-        d = _sub(normalize(a), normalize(b))
+        d = normalize(a) - normalize(b)
         return d == 0 or self._bounds(d) == (0, 0) or self._decide_zero(d) is True
 
     def prove_not_equal(self, a, b) -> bool:
@@ -92,7 +92,7 @@ class DimAnalyzer:
         >>> DimAnalyzer({"h": (4, 7)}).prove_not_equal(2 * (sym("h") // 8), sym("h") // 4)
         True
         """
-        d = _sub(normalize(a), normalize(b))
+        d = normalize(a) - normalize(b)
         if is_static(d):
             return d != 0
         lo, hi = self._bounds(d)
@@ -114,11 +114,11 @@ class DimAnalyzer:
 
     def prove_ge(self, a, b) -> bool:
         """Whether ``a >= b`` for every value within the ranges."""
-        return self.prove_nonneg(_sub(normalize(a), normalize(b)))
+        return self.prove_nonneg(normalize(a) - normalize(b))
 
     def prove_gt(self, a, b) -> bool:
         """Whether ``a > b`` for every value within the ranges."""
-        return self.prove_nonneg(_sub(_sub(normalize(a), normalize(b)), 1))
+        return self.prove_nonneg(normalize(a) - normalize(b) - 1)
 
     def prove_le(self, a, b) -> bool:
         """Whether ``a <= b`` for every value within the ranges."""
@@ -134,27 +134,27 @@ class DimAnalyzer:
         >>> DimAnalyzer({"n": (0, 7)}).simplify(sym("n") // 8 + sym("n") % 8)
         DimExpr('n')
         """
-        ops = {_FloorDiv: self._floordiv, _Mod: self._mod, _Min: self._min, _Max: self._max}
-        return _fold(normalize(x), lambda name: _atom_dim(_Sym(name)), ops)
+        ops = {FloorDiv: self._floordiv, Mod: self._mod, Min: self._min, Max: self._max}
+        return fold(normalize(x), lambda name: atom_dim(Sym(name)), ops)
 
     def _block(self, num: Dim, c: int) -> int | None:
         """``q`` if every value of ``num`` lies in ``[q*c, q*c + c - 1]``."""
-        lo, hi = _interval(num, self._var_interval)
+        lo, hi = interval(num, self._var_interval)
         return lo // c if math.isfinite(lo) and math.isfinite(hi) and lo // c == hi // c else None
 
     def _floordiv(self, num: Dim, c: int) -> Dim:
         q = self._block(num, c)
-        return _floordiv(num, c) if q is None else q
+        return num // c if q is None else q
 
     def _mod(self, num: Dim, c: int) -> Dim:
         q = self._block(num, c)
-        return _mod(num, c) if q is None else _sub(num, q * c)
+        return num % c if q is None else num - q * c
 
     def _le(self, a: Dim, b: Dim) -> bool:
-        return _interval(_sub(b, a), self._var_interval)[0] >= 0
+        return interval(b - a, self._var_interval)[0] >= 0
 
     def _min(self, a: Dim, b: Dim) -> Dim:
-        return a if self._le(a, b) else b if self._le(b, a) else _min_max(a, b, True)
+        return a if self._le(a, b) else b if self._le(b, a) else dim_min(a, b)
 
     def _max(self, a: Dim, b: Dim) -> Dim:
-        return b if self._le(a, b) else a if self._le(b, a) else _min_max(a, b, False)
+        return b if self._le(a, b) else a if self._le(b, a) else dim_max(a, b)

@@ -23,9 +23,10 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping
 
-from .dims import (  # the private helpers: this module reads the canonical form
-    Dim, DimExpr, _FloorDiv, _Max, _Min, _Mod, _Sym, _single_atom, format_dim, free_vars, normalize,
+from .dim_algebra import (  # the canonical form: this module reads it
+    Dim, DimExpr, FloorDiv, Max, Min, Mod, Sym, free_vars, normalize, single_atom,
 )
+from .dim_text import format_dim
 
 #: A bounded range of at most this many values is decided by enumeration.
 ENUMERATE_LIMIT = 1024
@@ -99,12 +100,12 @@ def describe_equal(a, b) -> str:
 
 def _min_max_bound(a: Dim, b: Dim) -> str | None:
     """``min(x, c) == x`` is ``x <= c``; ``max(x, c) == x`` is ``x >= c``."""
-    atom = _single_atom(a) if isinstance(a, DimExpr) else None
-    if not isinstance(atom, (_Min, _Max)):
+    atom = single_atom(a) if isinstance(a, DimExpr) else None
+    if not isinstance(atom, (Min, Max)):
         return None
     for this, that in ((atom.a, atom.b), (atom.b, atom.a)):
         if normalize(this) == b:
-            return f"{format_dim(b)} {'<=' if isinstance(atom, _Min) else '>='} {format_dim(that)}"
+            return f"{format_dim(b)} {'<=' if isinstance(atom, Min) else '>='} {format_dim(that)}"
     return None
 
 
@@ -162,9 +163,9 @@ def _period_and_degree(x: Dim, name: str) -> tuple[int, int] | None:
     for mono, _ in x.terms:
         mono_degree = 0
         for atom, power in mono:
-            if isinstance(atom, _Sym):
+            if isinstance(atom, Sym):
                 inner = 1 if atom.name == name else 0
-            elif isinstance(atom, (_FloorDiv, _Mod)):
+            elif isinstance(atom, (FloorDiv, Mod)):
                 sub = _period_and_degree(atom.num, name)
                 if sub is None or sub[0] * atom.c > PERIOD_LIMIT:
                     return None
@@ -197,15 +198,15 @@ def compile_dim(x: Dim) -> Callable[[Mapping[str, int]], int]:
 
 
 def _compile_atom(atom) -> Callable[[Mapping[str, int]], int]:
-    if isinstance(atom, _Sym):
+    if isinstance(atom, Sym):
         return lambda env, n=atom.name: env[n]
-    if isinstance(atom, (_FloorDiv, _Mod)):
+    if isinstance(atom, (FloorDiv, Mod)):
         num, c = compile_dim(atom.num), atom.c
-        if isinstance(atom, _FloorDiv):
+        if isinstance(atom, FloorDiv):
             return lambda env: num(env) // c
         return lambda env: num(env) % c
     fa, fb = compile_dim(atom.a), compile_dim(atom.b)
-    pick = min if isinstance(atom, _Min) else max
+    pick = min if isinstance(atom, Min) else max
     return lambda env: pick(fa(env), fb(env))
 
 

@@ -47,12 +47,18 @@ class OpDef:
     elementwise: bool = False
     #: the scratch bytes the kernel takes, a dim over the call's shapes and
     #: attributes; codegen plans it as a tensor live at the kernel's one
-    #: instruction and hands it over as ``workspace=`` (see ops/workspace.py)
+    #: instruction and hands it over as ``workspace=`` (ops/registry.py: call_workspace)
     workspace: WorkspaceFn | None = None
     #: False when the kernel's cost can grow without bound with its input *values*
     #: (a regular expression's backtracking): compile time never runs it on constants,
     #: so a model cannot hang the converter; run time is the caller's budget's to bound
     foldable: bool = True
+    #: the output's shape depends on the input *values* (Reshape to a computed shape, TopK
+    #: of a run-time K, NonZero, a sequence): the op is called through ``call_packed`` with
+    #: the output struct info the caller declares (``sinfo_args``) and every attribute,
+    #: its kernel returns new values (``Kernel.dps`` is False), and a tensor result is
+    #: bound by ``match_cast`` to fresh dims (Relax's ``R.unique``)
+    data_dependent: bool = False
 
     def check_call(self, call: Call) -> None:
         n = len(call.args)
@@ -60,11 +66,15 @@ class OpDef:
             want = (str(self.min_args) if self.max_args == self.min_args
                     else f"{self.min_args}..{'' if self.max_args is None else self.max_args}")
             raise IRError(f"R.{self.name} takes {want} arguments, got {n}")
-        unknown = set(call.attrs) - set(self.attrs)
+        self.check_attrs(call.attrs)
+
+    def check_attrs(self, attrs: Mapping[str, Any]) -> None:
+        """The attribute names in ``attrs`` are this op's and name every required one."""
+        unknown = set(attrs) - set(self.attrs)
         if unknown:
             raise IRError(f"R.{self.name} has no attribute(s) {sorted(unknown)}; "
                           f"it takes {sorted(self.attrs)}")
-        missing = [k for k, v in self.attrs.items() if v is REQUIRED and k not in call.attrs]
+        missing = [k for k, v in self.attrs.items() if v is REQUIRED and k not in attrs]
         if missing:
             raise IRError(f"R.{self.name} needs attribute(s) {missing}")
 
@@ -72,18 +82,28 @@ class OpDef:
         """``attrs`` with the schema's defaults filled in."""
         return {k: attrs.get(k, v) for k, v in self.attrs.items()}
 
+    def workspace_bytes(self, inputs: tuple, attrs: Mapping[str, Any], out: StructInfo) -> Any:
+        """The scratch bytes of a kernel call of this op (a dim), or None when
+        it takes none or the size cannot be said at build time."""
+        size = None if self.workspace is None else self.workspace(tuple(inputs), attrs, out)
+        if size is None or (isinstance(size, int) and size <= 0):
+            return None
+        return size
+
 
 _REGISTRY: dict[str, OpDef] = {}
 
 
 def register_op(name: str, *, infer: InferFn, attrs: Mapping[str, Any] | None = None,
                 num_args: int | tuple[int, int | None] = 1, pure: bool = True, doc: str = "",
-                elementwise: bool = False, workspace: WorkspaceFn | None = None, foldable: bool = True) -> OpDef:
+                elementwise: bool = False, workspace: WorkspaceFn | None = None, foldable: bool = True,
+                data_dependent: bool = False) -> OpDef:
     """Define the op ``name``. ``num_args`` is a count or a (min, max) range."""
     if name in _REGISTRY:
         raise IRError(f"op {name!r} is registered twice")
     lo, hi = (num_args, num_args) if isinstance(num_args, int) else num_args
-    opdef = OpDef(name, infer, dict(attrs or {}), lo, hi, pure, doc, elementwise, workspace, foldable)
+    opdef = OpDef(name, infer, dict(attrs or {}), lo, hi, pure, doc, elementwise, workspace, foldable,
+                  data_dependent)
     _REGISTRY[name] = opdef
     return opdef
 
@@ -97,6 +117,12 @@ def get_op_def(op: str | Op) -> OpDef:
         if opdef is None:
             raise UnsupportedOpError(f"unknown IR op R.{name}")
     return opdef
+
+
+def find_op_def(name: str) -> OpDef | None:
+    """The op ``name``'s definition, or None (a registered function's name)."""
+    _load_libraries()
+    return _REGISTRY.get(name)
 
 
 def registered_ops() -> list[str]:

@@ -26,7 +26,7 @@ from ..runtime.bytecode import Call as CallInstr
 from ..runtime.executable import Executable, FuncEntry
 from ..runtime.dtypes import numpy_dtype
 from ..ops.definitions.memory import RESHAPES
-from ..ops.workspace import call_workspace
+from ..ops.registry import call_workspace
 from ..runtime.kernels import KERNELS
 from ..runtime.program_check import MAX_TENSOR_BYTES
 from ..runtime.registry import FUNC_KIND
@@ -454,7 +454,7 @@ class _FunctionCodegen:
 
     def alloc_workspace(self, call: Call, out_sinfo: StructInfo) -> int | None:
         """The kernel's scratch as a flat uint8 tensor, if its op declares one
-        (ops/workspace.py); allocated right before the call, it lives only there."""
+        (its op's record, ops/registry.py: call_workspace); allocated right before the call, it lives only there."""
         nbytes = call_workspace(call)
         if nbytes is None:
             return None

@@ -28,13 +28,11 @@ import numpy as np
 from ..ir.expr import Call, Constant
 from ..ops.definitions.fused import INTEGER_ACTIVATIONS
 from ..ops.definitions.common import dtype_kind
-from ..ops.definitions.nn import output_layout
+from ..ops.definitions.nn import CONV_ATTRS, output_layout
 from ..ops.registry import make_call
 from .fold_batch_norm import per_channel
 from .core.infra import function_pass
 from .core.rules import Match, Rule, RewriteTable, all_of, const, is_op, same_type_as_output, used_once, wildcard
-
-_CONV_ATTRS = ("strides", "padding", "dilation", "groups", "data_layout", "out_layout")
 
 # ---------------------------------------------------------------- bias
 
@@ -75,7 +73,7 @@ def fuse_conv_bias(m: Match):
     vector = per_channel(data, m.out_sinfo.ndim, _channel_axis(m), _conv_channels(m)).astype(data.dtype)
     conv = m["conv"]
     return make_call("nn.conv_bias_act", m["x"], m["w"], Constant(np.ascontiguousarray(vector)),
-                     **{k: conv.attrs[k] for k in _CONV_ATTRS})
+                     **{k: conv.attrs[k] for k in CONV_ATTRS})
 
 
 # ---------------------------------------------------------------- activation
@@ -122,7 +120,7 @@ def fuse_activation(m: Match):
         return make_call("nn.gemm", *producer.args, activation=activation)
     if op == "nn.conv":
         return make_call("nn.conv_bias_act", *producer.args, activation=activation,
-                         **{k: producer.attrs[k] for k in _CONV_ATTRS})
+                         **{k: producer.attrs[k] for k in CONV_ATTRS})
     return make_call(op, *producer.args, **{**producer.attrs, "activation": activation})
 
 

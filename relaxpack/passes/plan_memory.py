@@ -36,7 +36,7 @@ from ..ir.op import make_call
 from ..ir.struct_info import GLOBAL_SCOPE, TensorStructInfo, TupleStructInfo
 from ..runtime.dtypes import numpy_dtype
 from ..runtime.memory import ALIGNMENT, Buffer, align_up, lower_bound, plan_memory as place
-from ..ops.workspace import call_workspace
+from ..ops.registry import call_workspace
 from .analysis.liveness import Liveness, is_planned_out
 from .core.infra import function_pass
 

@@ -1,56 +1,12 @@
-"""SimplifyAlgebra: chains of layout ops collapse, identities disappear.
+"""SimplifyAlgebra: chains of layout ops collapse, identities disappear,
+activations exporters spell out become one op::
 
-Rules (table :data:`RULES`, in the order they are tried):
+    permute_dims(permute_dims(x, (0, 2, 1)), (0, 2, 1))   ->   x
 
-- ``merge_permute_dims``: ``permute_dims(permute_dims(x, p1), p2)`` ->
-  ``permute_dims(x, p1 o p2)``, or ``x`` when that is the identity.
-- ``remove_identity_permute``: ``permute_dims(x, (0, 1, ...))`` -> ``x``.
-- ``merge_reshapes``: ``reshape(reshape(x, s1), s2)`` -> ``reshape(x, s2)``.
-- ``fold_permute_reshape_permute``: ``permute_dims(reshape(permute_dims(x,
-  p1), s), p2)``, the reshape only splitting or merging axes, ->
-  ``reshape(permute_dims(reshape(x, s'), p), s'')``: one copy instead of two
-  (the reshapes are views). YOLO's decode, ``(b, h, w, a*no)`` channels last
-  -> ``(b, a, h*w, no)``, becomes one transpose of runs of ``no`` values
-  instead of a transpose out of channels last and one of the boxes.
-- ``remove_identity_reshape``: ``reshape(x, s)`` -> ``x`` when ``s`` is
-  provably ``x``'s shape.
-- ``remove_identity_astype``: ``astype(x, dtype)`` -> ``x`` when ``x`` is
-  already ``dtype``.
-- ``remove_identity_broadcast``: ``broadcast_to(x, s)`` -> ``x`` when ``s``
-  is provably ``x``'s shape.
-- ``remove_add_zero`` / ``remove_subtract_zero`` / ``remove_multiply_one`` /
-  ``remove_divide_one``: ``x + 0``, ``0 + x``, ``x - 0``, ``x * 1``,
-  ``1 * x``, ``x / 1`` -> ``x`` when the constant does not broadcast ``x``
-  to another shape (``x + 0`` turns ``-0.0`` into ``0.0``, as everywhere).
-- ``remove_double_negation``: ``negative(negative(x))`` -> ``x``.
-- ``merge_scalar_multiplies``: ``(x * c1) * c2`` -> ``x * (c1 * c2)`` for
-  one-element constants.
-- ``compose_gelu`` / ``compose_gelu_half_first`` / ``compose_gelu_half_inside``:
-  the erf form exporters write for exact GELU,
-  ``x * (erf(x / sqrt(2)) + 1) * 0.5`` (in its three groupings, and with
-  ``x * (1 / sqrt(2))``), -> ``nn.gelu(x)``: one kernel instead of five.
-- ``compose_gelu_tanh`` / ``compose_gelu_tanh_half_first`` /
-  ``compose_gelu_tanh_half_inside``: the tanh form (GPT-2's "new GELU",
-  torch's ``approximate="tanh"``),
-  ``x * (tanh(sqrt(2/pi) * (x + 0.044715 * x^3)) + 1) * 0.5`` with ``x^3``
-  as ``power(x, 3)`` or ``x * x * x``, in the same three groupings, ->
-  ``nn.gelu(x, approximate="tanh")``: one kernel instead of eight (and no
-  float ``power``, which numpy computes element by element with ``pow``).
-- ``compose_silu``: ``x * sigmoid(x)`` (how exporters write SiLU / Swish,
-  YOLOv5's activation) -> ``nn.silu(x)``: one kernel instead of two, which
-  FuseBiasActivation then folds into the conv or GEMM before it (and the
-  row-split conv applies to each block while it is in cache).
-- ``relu_before_rounding``: ``relu(astype(x, float16))`` of a float32 or
-  float64 ``x`` -> ``astype(relu(x), float16)``: rounding is monotone and
-  keeps 0, so the two agree (up to the sign of a zero: a tiny negative value
-  rounds to -0, which ReLU keeps; ReLU first gives +0). The ReLU then runs in
-  float32, where FuseBiasActivation folds it into the float16 model's conv
-  (computed in float32 since the import, see ``converters/nn.py``), instead
-  of on float16, which numpy computes element by element (~7 ns a value).
-
-The IR has no dropout op (the importer drops inference dropout), so there
-is no dropout identity to remove. Bindings left unused are for
-DeadCodeElimination.
+The rules, in the order they are tried, are the table :data:`RULES`
+(``RULES.describe()`` prints each one's rewrite); what
+each matches and why it is exact: docs/design-notes.md, "SimplifyAlgebra's
+rules". Bindings left unused are for DeadCodeElimination.
 """
 
 from __future__ import annotations

@@ -347,9 +347,10 @@ return lv8
 
 
 def test_rules_are_documented():
-    doc = sys.modules["relaxpack.passes.simplify_algebra"].__doc__
+    # the module points to the table; each rule says its own rewrite (what RULES.describe() prints)
+    assert ":data:`RULES`" in sys.modules["relaxpack.passes.simplify_algebra"].__doc__
     for rule in RULES.rules:
-        assert f"``{rule.name}``" in doc and rule.summary
+        assert rule.summary, rule.name
 
 
 def test_gpt_small_gelu_and_layout():

@@ -12,6 +12,7 @@ import pytest
 from relaxpack.runtime.kernels.conv_direct import COPIES_OUT
 from relaxpack.runtime.kernels.nn import _prepared_conv, conv_workspace, copies_out
 
+from .kernel_calls import call_kernel
 from .test_kernels_nn import CONV_CASES, CONV_TOL, conv_ref
 from .test_kernels_registry import assert_close, rand, run_kernel
 
@@ -87,7 +88,6 @@ def test_conv_bias_act_out_layout_nhwc(dtype, data, weight, attrs):
 def test_planned_workspace_is_enough(data, weight, attrs, method):
     """The declared workspace (a staging buffer for the methods that do not
     copy out) is all the kernel takes: it runs in exactly that many bytes."""
-    from relaxpack.runtime.kernels.fused import conv_bias_act
     rng = np.random.default_rng(2)
     x, w, b = rand(rng, data, "float32"), rand(rng, weight, "float32"), rand(rng, (weight[0],), "float32")
     first = run_kernel("nn.conv_bias_act", x, w, b, activation="relu", **attrs)
@@ -98,7 +98,8 @@ def test_planned_workspace_is_enough(data, weight, attrs, method):
         assert nbytes >= (plain or 0) + (0 if method in COPIES_OUT else staging)
     out = np.full(last(first).shape, np.nan, np.float32)
     workspace = None if nbytes is None else np.zeros(nbytes, np.uint8)
-    conv_bias_act(x, w, b, out=out, activation="relu", out_layout="NHWC", workspace=workspace, **attrs)
+    call_kernel("nn.conv_bias_act", x, w, b, out=out, activation="relu", out_layout="NHWC", workspace=workspace,
+                **attrs)
     np.testing.assert_array_equal(out, last(first))
 
 
@@ -112,8 +113,7 @@ def test_copies_out_names_the_copy_out_methods():
 
 def test_unsupported_layouts_fail():
     from relaxpack.errors import ShapeError
-    from relaxpack.runtime.kernels.nn import conv
     x = np.zeros((1, 6, 5, 3), np.float32)
     with pytest.raises(ShapeError, match="out_layout 'NCHW' with data_layout 'NHWC' is not supported"):
-        conv(x, np.zeros((3, 3, 3, 4), np.float32), out=np.zeros((1, 4, 4, 1), np.float32), data_layout="NHWC",
-             out_layout="NCHW")
+        call_kernel("nn.conv", x, np.zeros((3, 3, 3, 4), np.float32), out=np.zeros((1, 4, 4, 1), np.float32),
+                    data_layout="NHWC", out_layout="NCHW")

@@ -15,6 +15,7 @@ import pytest
 from relaxpack.runtime.kernels import _workspace, conv_direct, get_kernel
 from relaxpack.runtime.kernels._math import erf64
 
+from .kernel_calls import call_kernel
 from .test_kernels_registry import assert_close, rand, run_kernel, run_onnx
 
 FLOATS = ["float16", "float32", "float64"]
@@ -203,7 +204,7 @@ def test_gelu_float32_special_values_in_place_strided_and_empty():
     x = gelu_sweep()[:4099].reshape(1, -1)
     want = run_kernel("nn.gelu", x)
     same = x.copy()
-    get_kernel("nn.gelu").fn(same, out=same)                  # a fused gemm's call
+    call_kernel("nn.gelu", same, out=same)                  # a fused gemm's call
     np.testing.assert_array_equal(same, want)
     strided = np.repeat(x, 2, axis=1)[:, ::2]
     np.testing.assert_array_equal(run_kernel("nn.gelu", strided), want)
@@ -228,7 +229,7 @@ def test_gelu_of_small_arrays_is_correctly_rounded(dtype):
     assert got[0] == np.inf and np.isnan(got[1]) and np.isnan(got[2]) and got[3] == 0 and got[4] == 0
     assert got[5] == 15 and got[6] == 0 and got[7] == 0
     small = x[:300].copy()
-    get_kernel("nn.gelu").fn(small, out=small)                  # a fused gemm's in-place call
+    call_kernel("nn.gelu", small, out=small)                  # a fused gemm's in-place call
     np.testing.assert_array_equal(small, run_kernel("nn.gelu", x[:300]))
 
 
@@ -410,7 +411,7 @@ def test_threads_get_their_own_workspace():
         x, w = cases[i]
         for _ in range(20):
             out = np.empty((1, 5, *x.shape[2:]), np.float32)
-            get_kernel("nn.conv").fn(x, w, out=out, padding=1)
+            call_kernel("nn.conv", x, w, out=out, padding=1)
             if not np.allclose(out, want[i], rtol=1e-5, atol=1e-5):
                 errors.append(i)
     threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
@@ -480,7 +481,7 @@ def test_float32_resize_stays_within_ulps_of_the_float64_path(mode, coord, scale
     attrs = dict(axes=(2, 3), scales=scales, method=mode, coordinate_transformation_mode=coord)
     got = run_kernel("image.resize", x, _shape(size), **attrs)
     out64 = np.empty(got.shape, np.float64)
-    get_kernel("image.resize").fn(x.astype(np.float64), size, out=out64, **attrs)
+    call_kernel("image.resize", x.astype(np.float64), size, out=out64, **attrs)
     assert ulps(got, out64, np.float32).max() <= 8 or np.abs(got - out64).max() < 1e-6
     want, = run_onnx("Resize", [x, None, np.array([1, 1, *scales], np.float32)],
                      dict(mode=mode, coordinate_transformation_mode=coord), opset=19)

@@ -401,6 +401,6 @@ def _infer_nonzero(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     return with_shape(data, None, "int64", ndim=2)
 
 
-register_op("nonzero", infer=_infer_nonzero, num_args=1,
+register_op("nonzero", data_dependent=True, infer=_infer_nonzero, num_args=1,
             doc="Indices of the nonzero elements, (ndim, nnz) int64; nnz depends on the data (call the "
                 "packed kernel through call_packed and match_cast the result).")

@@ -27,7 +27,7 @@ def _infer_nms(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     return with_shape(boxes, None, "int64", ndim=2)
 
 
-register_op("non_max_suppression", infer=_infer_nms, attrs={"center_point_box": 0}, num_args=5,
+register_op("non_max_suppression", data_dependent=True, infer=_infer_nms, attrs={"center_point_box": 0}, num_args=5,
             doc="ONNX NonMaxSuppression: (n_selected, 3) int64 rows [batch, class, box]; n_selected depends "
                 "on the data (call the packed kernel through call_packed and match_cast the result). An "
                 "empty max_output_boxes_per_class, iou_threshold or score_threshold is absent.")

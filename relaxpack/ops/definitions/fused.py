@@ -22,13 +22,13 @@ from ...ir.dims import DimAnalyzer
 from ...ir.expr import Call
 from ...ir.struct_info import TensorStructInfo
 from ..registry import register_op
-from ..workspace import conv_workspace
 from .common import (
     attr_error, check_broadcastable_to, check_dims_equal, dtype_kind, fmt_sinfo, is_real_value,
     same_dtype, shape_error, tensor_arg,
 )
 from .linalg import _infer_matmul
 from .nn import output_layout
+from .nn import CONV, CONV_ATTRS, conv_workspace
 from .nn import infer_conv as _infer_conv
 
 #: activation name -> its parameters (after the name, in the attribute's tuple)
@@ -95,11 +95,8 @@ register_op("nn.gemm", infer=_infer_gemm, attrs={"activation": None}, num_args=(
             doc="matmul(x, w) + bias (bias broadcasts into the product), then an optional activation.")
 
 
-_CONV_ATTRS = ("strides", "padding", "dilation", "groups", "data_layout", "out_layout")
-
-
 def _infer_conv_bias_act(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
-    conv = call.replace(args=call.args[:2], attrs={k: call.attrs[k] for k in _CONV_ATTRS if k in call.attrs})
+    conv = call.replace(args=call.args[:2], attrs={k: call.attrs[k] for k in CONV_ATTRS if k in call.attrs})
     out = _infer_conv(conv, analyzer)
     channels = 1 if output_layout(call) == "NCHW" else -1
     bias = _bias(call)
@@ -114,8 +111,14 @@ def _infer_conv_bias_act(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     return out
 
 
-register_op("nn.conv_bias_act", infer=_infer_conv_bias_act,
-            attrs={"strides": 1, "padding": 0, "dilation": 1, "groups": 1, "activation": None,
-                   "data_layout": "NCHW", "out_layout": None},
+def _conv_attrs_and_activation() -> dict:
+    """nn.conv's attributes plus ``activation``, before the layouts (the order
+    kernel calls have always listed them in, which archives keep)."""
+    window = {k: v for k, v in CONV.attrs.items() if not k.endswith("_layout")}
+    layouts = {k: v for k, v in CONV.attrs.items() if k.endswith("_layout")}
+    return {**window, "activation": None, **layouts}
+
+
+register_op("nn.conv_bias_act", infer=_infer_conv_bias_act, attrs=_conv_attrs_and_activation(),
             num_args=(2, 3), workspace=conv_workspace,
             doc="nn.conv plus a per-output-channel bias (C_out,), then an optional activation.")

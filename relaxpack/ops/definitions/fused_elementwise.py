@@ -34,12 +34,13 @@ inputs correctly when the output reuses one of them.
 
 from __future__ import annotations
 
+import math
+
 from ...errors import IRError
-from ...ir.dims import DimAnalyzer
+from ...ir.dims import Dim, DimAnalyzer, dim_max
 from ...ir.expr import Call, Op, Var
-from ...ir.struct_info import TensorStructInfo
+from ...ir.struct_info import StructInfo, TensorStructInfo
 from ..registry import REQUIRED, get_op_def, register_op
-from ..workspace import fused_elementwise_workspace
 from .common import attr_error, fmt_sinfo, shape_error, tensor_arg
 
 #: ops that fuse like elementwise ones though their OpDef does not say so
@@ -152,6 +153,30 @@ def _infer_fused_elementwise(call: Call, analyzer: DimAnalyzer) -> TensorStructI
     if unused:
         raise shape_error(call, f"the recipe never reads {sorted(unused)}")
     return result
+
+
+def fused_elementwise_workspace(inputs: tuple, attrs, out: StructInfo) -> Dim | None:
+    """Its temporaries (a bound over the in-place choices the memory plan may
+    make, runtime/kernels/fused_elementwise.py), then the largest workspace of
+    a step -- in practice the producer, a conv; the steps run one after
+    another. Steps reading earlier steps' results take none (their inputs'
+    shapes are not at hand here; they fall back to thread-local scratch)."""
+    from ...runtime.kernels.fused_elementwise import workspace_bound   # loads the kernels: build time only
+    if not (isinstance(out, TensorStructInfo) and out.shape is not None):
+        return None
+    recipe = attrs["recipe"]
+    aliasable = [i for i, x in enumerate(inputs) if isinstance(x, TensorStructInfo) and x.dtype == out.dtype
+                 and (x.shape is None or x.shape == out.shape)]
+    total = workspace_bound(recipe, math.prod(out.shape), aliasable)
+    largest = None
+    for op, refs, step_attrs, dtype, full, _ in recipe:
+        if not full or any(kind != "p" for kind, _ in refs):
+            continue
+        step_out = TensorStructInfo(out.shape, dtype, vdevice=out.vdevice)
+        size = get_op_def(op).workspace_bytes(tuple(inputs[i] for _, i in refs), dict(step_attrs), step_out)
+        if size is not None:
+            largest = size if largest is None else dim_max(largest, size)
+    return total if largest is None else total + largest
 
 
 register_op(NAME, infer=_infer_fused_elementwise, attrs={"recipe": REQUIRED}, num_args=(1, None),

@@ -8,7 +8,8 @@
   registered function. Pure.
 * ``call_packed(func, *args)`` -- a registered function that returns new
   values (e.g. data-dependent shapes). Impure; its result is
-  ``sinfo_args[0]`` or ``R.Object``.
+  ``sinfo_args[0]`` or ``R.Object``. A ``dyn.*`` callee is a data-dependent
+  op (``definitions/dynamic.py``): its ``kernel_attrs`` follow its schema.
 * ``call_pure_packed(func, *args)`` -- the same for a function without side
   effects (Relax's ``R.call_pure_packed``): Legalize uses it where a graph
   op's output can only be allocated at run time (``dyn.apply``), so the
@@ -27,7 +28,7 @@ from ...errors import IRError
 from ...ir.dims import DimAnalyzer, DimExpr
 from ...ir.expr import Call, ExternFunc
 from ...ir.struct_info import ObjectStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
-from ..registry import register_op
+from ..registry import find_op_def, register_op
 from .common import attr_error, fmt_sinfo, op_label, tuple_arg
 
 _IMMUTABLE = (int, float, bool, str, type(None), DimExpr)
@@ -66,7 +67,9 @@ def _is_tensors(sinfo: StructInfo) -> bool:
 def _infer_dps(call: Call, analyzer: DimAnalyzer) -> StructInfo:
     _check_callee(call)
     _check_kernel_attrs(call)
-    tuple_arg(call, 1, "args")
+    args = tuple_arg(call, 1, "args")
+    if call.op.name == "call_tir":
+        _check_op_kernel(call, len(args.fields), packed=False)
     if not call.sinfo_args:
         raise IRError(f"{op_label(call)}({call.args[0].global_symbol}) needs the output struct info "
                       f"in sinfo_args")
@@ -83,9 +86,35 @@ register_op("call_dps_packed", infer=_infer_dps, attrs={"kernel_attrs": None}, n
             doc="Call a registered function in destination-passing style; outputs are sinfo_args[0].")
 
 
+def _check_op_kernel(call: Call, n_operands: int, packed: bool) -> None:
+    """A call of an op's kernel passes every attribute of the op's schema (the
+    kernel takes them all as required keywords: defaults are the op record's,
+    filled in when the call is made) and the op's operand count; a packed call
+    (``call_packed``) is one of a data-dependent op, a destination-passing one
+    (``call_tir``) of a graph op. A callee that is no op (a registered
+    function, a custom kernel) takes what it likes."""
+    opdef = find_op_def(call.args[0].global_symbol)
+    if opdef is None:
+        return
+    if opdef.data_dependent != packed:
+        how = "R.call_packed" if opdef.data_dependent else f"R.{opdef.name}(...) or R.call_tir"
+        raise IRError(f"{op_label(call)}({opdef.name}): R.{opdef.name} is "
+                      f"{'' if opdef.data_dependent else 'not '}data-dependent; call it through {how}")
+    given = dict(call.attrs["kernel_attrs"] or ())
+    opdef.check_attrs(given)
+    missing = [k for k in opdef.attrs if k not in given]
+    if missing:
+        raise IRError(f"{op_label(call)}({opdef.name}) needs every attribute of R.{opdef.name} in "
+                      f"kernel_attrs; missing {missing}")
+    if n_operands < opdef.min_args or (opdef.max_args is not None and n_operands > opdef.max_args):
+        raise IRError(f"{op_label(call)}({opdef.name}) takes {opdef.min_args}.."
+                      f"{'' if opdef.max_args is None else opdef.max_args} operands, got {n_operands}")
+
+
 def _infer_call_packed(call: Call, analyzer: DimAnalyzer) -> StructInfo:
     _check_callee(call)
     _check_kernel_attrs(call)
+    _check_op_kernel(call, len(call.args) - 1, packed=True)
     return call.sinfo_args[0] if call.sinfo_args else ObjectStructInfo()
 
 

@@ -60,11 +60,11 @@ def _infer_dict_vectorizer(call: Call, analyzer: DimAnalyzer) -> StructInfo:
     return TensorStructInfo((1, len(vocabulary)), sinfo.value.dtype)
 
 
-register_op("ml.zip_map", infer=_infer_zip_map, attrs={"labels": REQUIRED}, num_args=1, pure=False,
+register_op("ml.zip_map", infer=_infer_zip_map, attrs={"labels": REQUIRED}, num_args=1, pure=False, data_dependent=True,
             doc="One {label: value} map per row of a 1-D or 2-D float32 tensor (ONNX ZipMap).")
 register_op("ml.cast_map", infer=_infer_cast_map, attrs={"cast_to": "TO_FLOAT", "map_form": "DENSE", "max_map": 1},
-            num_args=1, pure=False,
+            num_args=1, pure=False, data_dependent=True,
             doc="An int64-keyed map's values as a (1, n) tensor, by ascending key or at their keys (ONNX CastMap).")
 register_op("ml.dict_vectorizer", infer=_infer_dict_vectorizer, attrs={"vocabulary": REQUIRED, "dtype": REQUIRED},
-            num_args=1, pure=False,
+            num_args=1, pure=False, data_dependent=True,
             doc="A map's values at the vocabulary's positions, a (1, len(vocabulary)) tensor (ONNX DictVectorizer).")

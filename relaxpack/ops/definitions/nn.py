@@ -27,9 +27,8 @@ from __future__ import annotations
 
 from ...ir.dims import Dim, DimAnalyzer, dim_min, format_dim
 from ...ir.expr import Call, Var
-from ...ir.struct_info import TensorStructInfo
+from ...ir.struct_info import StructInfo, TensorStructInfo
 from ..registry import REQUIRED, register_op
-from ..workspace import conv_workspace
 from .common import (
     FLOAT, NUMERIC, attr_error, bool_attr, check_dtype_kind, fmt_shape, int_attr, pads_attr,
     per_spatial, provably_different, result_vdevice, same_dtype, shape_error, tensor_arg, unproven_error,
@@ -187,13 +186,32 @@ def _infer_conv(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
 #: conv inference in either layout (nn.conv_bias_act shares it)
 infer_conv = channels_first_infer(_infer_conv, True)
 
-register_op("nn.conv", infer=infer_conv,
+
+
+def conv_workspace(inputs: tuple, attrs, out: StructInfo) -> Dim | None:
+    """The conv engine's scratch bytes (runtime/kernels/conv_direct.py: the
+    padded copy, the im2col columns, the GEMM result), linear in the batch;
+    None unless every other dim is static. ``nn.conv_bias_act`` shares it."""
+    from ...runtime.kernels.nn import conv_workspace as kernel_workspace   # loads the kernels: build time only
+    data, weight = inputs[:2]
+    if not (_shaped(data) and _shaped(weight) and _shaped(out) and out.dtype):
+        return None
+    return kernel_workspace(data.shape, weight.shape, out.dtype, **{k: attrs[k] for k in CONV_ATTRS if k in attrs})
+
+
+def _shaped(sinfo) -> bool:
+    return isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None
+
+
+CONV = register_op("nn.conv", infer=infer_conv,
             attrs={"strides": 1, "padding": 0, "dilation": 1, "groups": 1, "data_layout": "NCHW",
                    "out_layout": None},
             num_args=2, workspace=conv_workspace,
             doc="N-d convolution: data (N, C, *spatial), weight (O, C/groups, *kernel); "
                 "NHWC: data (N, *spatial, C), weight (*kernel, C/groups, O); "
                 "out_layout NHWC (NCHW data): the result (N, *spatial, O).")
+#: a conv's attributes, in its schema's order (conv_bias_act takes them too)
+CONV_ATTRS = tuple(CONV.attrs)
 
 
 def _infer_conv_transpose(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:

@@ -35,7 +35,7 @@ def _infer_unique(call: Call, analyzer: DimAnalyzer) -> TupleStructInfo:
     return TupleStructInfo((y, ints, ints, ints))
 
 
-register_op("unique", infer=_infer_unique, attrs={"axis": None, "sorted": True}, num_args=1,
+register_op("unique", data_dependent=True, infer=_infer_unique, attrs={"axis": None, "sorted": True}, num_args=1,
             doc="ONNX Unique: (unique values or slices along axis, first-occurrence indices, inverse "
                 "indices, counts); sizes depend on the data (call the packed kernel).")
 
@@ -49,6 +49,6 @@ def _infer_compress(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     return with_shape(data, None, ndim=1 if axis is None else data.ndim)
 
 
-register_op("compress", infer=_infer_compress, attrs={"axis": None}, num_args=2,
+register_op("compress", data_dependent=True, infer=_infer_compress, attrs={"axis": None}, num_args=2,
             doc="numpy / ONNX Compress: the slices along axis (of the flattened tensor when None) where the "
                 "1-D bool condition holds; the size depends on the data (call the packed kernel).")

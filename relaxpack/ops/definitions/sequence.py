@@ -12,6 +12,8 @@ elements of one sequence may differ in shape).
 
 from __future__ import annotations
 
+from functools import partial
+
 from ...errors import ShapeError
 from ...ir.dims import DimAnalyzer
 from ...ir.expr import Call
@@ -73,27 +75,30 @@ def _infer_optional_get(call: Call, analyzer: DimAnalyzer) -> StructInfo:
     return sinfo.elem
 
 
-register_op("sequence.construct", infer=_infer_construct, num_args=(0, None), pure=False,
+#: a container op: its kernel returns a new sequence or optional (packed, as data-dependent ops)
+_container_op = partial(register_op, data_dependent=True)
+
+_container_op("sequence.construct", infer=_infer_construct, num_args=(0, None), pure=False,
             doc="A sequence of the arguments (SequenceConstruct).")
-register_op("sequence.empty", infer=lambda call, a: SequenceStructInfo(ObjectStructInfo()), num_args=0,
+_container_op("sequence.empty", infer=lambda call, a: SequenceStructInfo(ObjectStructInfo()), num_args=0,
             pure=False, doc="An empty sequence (SequenceEmpty; the importer gives the element dtype).")
-register_op("sequence.at", infer=lambda call, a: _seq(call, 0).elem, num_args=2, pure=False,
+_container_op("sequence.at", infer=lambda call, a: _seq(call, 0).elem, num_args=2, pure=False,
             doc="The element at a position, negative from the end (SequenceAt).")
-register_op("sequence.insert", infer=_infer_insert, num_args=(2, 3), pure=False,
+_container_op("sequence.insert", infer=_infer_insert, num_args=(2, 3), pure=False,
             doc="A new sequence with a tensor inserted at a position, default the end (SequenceInsert).")
-register_op("sequence.erase", infer=lambda call, a: _seq(call, 0), num_args=(1, 2), pure=False,
+_container_op("sequence.erase", infer=lambda call, a: _seq(call, 0), num_args=(1, 2), pure=False,
             doc="A new sequence without the element at a position, default the last (SequenceErase).")
-register_op("sequence.length", infer=lambda call, a: (_seq(call, 0), TensorStructInfo((), "int64"))[1],
+_container_op("sequence.length", infer=lambda call, a: (_seq(call, 0), TensorStructInfo((), "int64"))[1],
             num_args=1, pure=False, doc="The number of elements, an int64 scalar (SequenceLength).")
-register_op("sequence.split", infer=_infer_split, attrs={"axis": 0, "keepdims": 1}, num_args=(1, 2), pure=False,
+_container_op("sequence.split", infer=_infer_split, attrs={"axis": 0, "keepdims": 1}, num_args=(1, 2), pure=False,
             doc="The pieces of a tensor along an axis (SplitToSequence).")
-register_op("sequence.concat", infer=_infer_concat, attrs={"axis": 0, "new_axis": 0}, num_args=1, pure=False,
+_container_op("sequence.concat", infer=_infer_concat, attrs={"axis": 0, "new_axis": 0}, num_args=1, pure=False,
             doc="The elements concatenated (or stacked, new_axis=1) along an axis (ConcatFromSequence).")
-register_op("optional.wrap", infer=lambda call, a: OptionalStructInfo(_elem(call.args[0].struct_info)),
+_container_op("optional.wrap", infer=lambda call, a: OptionalStructInfo(_elem(call.args[0].struct_info)),
             num_args=1, pure=False, doc="An optional holding the argument (Optional).")
-register_op("optional.none", infer=lambda call, a: OptionalStructInfo(ObjectStructInfo()), num_args=0,
+_container_op("optional.none", infer=lambda call, a: OptionalStructInfo(ObjectStructInfo()), num_args=0,
             pure=False, doc="An empty optional (Optional without input; the importer gives the type).")
-register_op("optional.has_element", infer=lambda call, a: TensorStructInfo((), "bool"), num_args=1, pure=False,
+_container_op("optional.has_element", infer=lambda call, a: TensorStructInfo((), "bool"), num_args=1, pure=False,
             doc="Whether an optional holds a value, a bool scalar (OptionalHasElement).")
-register_op("optional.get", infer=_infer_optional_get, num_args=1, pure=False,
+_container_op("optional.get", infer=_infer_optional_get, num_args=1, pure=False,
             doc="The value of a non-empty optional (OptionalGetElement).")

@@ -58,7 +58,7 @@ def _infer_string_normalizer(call: Call, analyzer: DimAnalyzer) -> TensorStructI
     return with_shape(x, None, ndim=x.ndim)
 
 
-register_op("string_normalizer", infer=_infer_string_normalizer, num_args=1,
+register_op("string_normalizer", data_dependent=True, infer=_infer_string_normalizer, num_args=1,
             attrs={"case_change_action": "NONE", "is_case_sensitive": False, "stopwords": ()},
             doc="ONNX StringNormalizer: drop stopwords and change case; the output length depends on "
                 "the data (call the packed kernel through call_packed and match_cast the result).")
@@ -71,7 +71,7 @@ def _infer_string_split(call: Call, analyzer: DimAnalyzer) -> TupleStructInfo:
     return TupleStructInfo((parts, counts))
 
 
-register_op("string_split", infer=_infer_string_split, num_args=1,
+register_op("string_split", data_dependent=True, infer=_infer_string_split, num_args=1,
             attrs={"delimiter": None, "maxsplit": None},
             doc="ONNX StringSplit: the substrings of each string padded with '' to the largest count, and "
                 "the counts; data-dependent (call the packed kernel through call_packed).")
@@ -84,7 +84,7 @@ def _infer_tokenizer(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     return with_shape(x, None, ndim=x.ndim + 1 if x.ndim >= 0 else -1)
 
 
-register_op("tokenizer", infer=_infer_tokenizer, num_args=1,
+register_op("tokenizer", data_dependent=True, infer=_infer_tokenizer, num_args=1,
             attrs={"mark": False, "mincharnum": 1, "pad_value": "#", "separators": (), "tokenexp": None},
             foldable=False,   # its patterns may backtrack: never run at compile time
             doc="com.microsoft Tokenizer: the tokens of each string along a new last axis, padded to the "

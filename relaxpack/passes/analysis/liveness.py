@@ -10,7 +10,7 @@ hold. A buffer lives from its allocation to its last reader through every
 alias: its *kill point*. Buffers that may reach the function's result, and
 parameters and constants, are not counted. An elementwise op whose input of
 the output's shape and dtype dies there writes over it (*in-place reuse*);
-a kernel's workspace (ops/workspace.py) is live at its binding alone.
+a kernel's workspace (its op's formula, ops.registry.call_workspace) is live at its binding alone.
 Sizes come from struct info, aligned to :data:`runtime.memory.ALIGNMENT`,
 symbolic dims at their upper bounds (``dim_ranges``) or, without one, at
 :data:`REPRESENTATIVE_DIM`.
@@ -35,7 +35,7 @@ from ...ir.expr import (
 from ...ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from ...ops.definitions.memory import RESHAPES
 from ...ops.registry import get_op_def
-from ...ops.workspace import call_workspace
+from ...ops.registry import call_workspace
 from ...runtime.dtypes import numpy_dtype
 from ...runtime.memory import ALIGNMENT, align_up
 from ...runtime.memory.verify import peak_live

@@ -419,20 +419,6 @@ def normalize_axis(axis: int, ndim: int) -> int:
     return axis + ndim if axis < 0 else axis
 
 
-def onnx_slice(start: int, end: int, step: int, dim: int) -> slice:
-    """The Python slice of ONNX Slice's ``start:end:step`` on a dim of ``dim``:
-    negative bounds count from the end once, then clamp to ``[0, dim]``
-    (``[0, dim - 1]`` and ``[-1, dim - 1]`` for a negative step, where an end
-    of -1 means "through the first element"). Python clamps alike except for
-    a negative step and a start before ``-dim``: empty there, element 0 here."""
-    start = start + dim if start < 0 else start
-    end = end + dim if end < 0 else end
-    if step > 0:
-        return slice(min(max(start, 0), dim), min(max(end, 0), dim), step)
-    start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
-    return slice(start, None if end < 0 else end, step)
-
-
 def separate(out: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     """``arrays``, each copied if it may share memory with ``out``.
 

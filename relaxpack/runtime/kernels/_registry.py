@@ -8,7 +8,7 @@ ops whose output shape depends on the data.
 
 A kernel that takes a keyword ``workspace`` may be handed its scratch
 memory by the VM: a flat uint8 view into the memory plan's arena, sized by
-the op's ``workspace`` hook at build time (``ops/workspace.py``).
+the op's ``workspace`` hook at build time (``register_op(..., workspace=)``).
 
 Two optional attributes of a kernel function let callers skip work:
 

@@ -7,7 +7,7 @@ costs page faults (milliseconds), and the allocator returns large blocks to
 the system as soon as other work frees memory.
 
 Inside the VM a kernel whose op declares its workspace (``OpDef.workspace``,
-see ``ops/workspace.py``) is handed ``workspace=``, a flat uint8 view into
+declared beside its inference function) is handed ``workspace=``, a flat uint8 view into
 the memory plan's arena that lives for that one instruction; ``Scratch``
 then carves the arrays from it. Called on its own (tests, constant folding)
 or nested inside another kernel, a kernel gets none and ``Scratch`` falls

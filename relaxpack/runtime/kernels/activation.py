@@ -17,9 +17,6 @@ from ..fpstate import quiet
 from ._math import CLIP, GELU64_MAX_SIZE, commit, erf64, gelu32_into, gelu64_small_into, is_low_float, load, separate
 from ._registry import register_kernel
 
-_SELU_ALPHA = 1.67326319217681884765625
-_SELU_GAMMA = 1.05070102214813232421875
-
 
 def _scalar_safe(fn):
     """Run a kernel on a 0-d tensor as on a 1-element one: numpy arithmetic on
@@ -44,7 +41,7 @@ def relu(x, *, out):
 
 @register_kernel("nn.leakyrelu")
 @_scalar_safe
-def leakyrelu(x, *, out, alpha=0.01):
+def leakyrelu(x, *, out, alpha):
     """``x if x >= 0 else alpha * x``."""
     buf = load(x, out)
     np.multiply(buf, alpha, out=buf, where=buf < 0)
@@ -69,7 +66,7 @@ def _exp_minus_one_of_negative_part(buf: np.ndarray) -> np.ndarray:
 
 @register_kernel("nn.elu")
 @_scalar_safe
-def elu(x, *, out, alpha=1.0):
+def elu(x, *, out, alpha):
     """``x if x > 0 else alpha * (exp(x) - 1)``."""
     buf = load(x, out)
     neg = _exp_minus_one_of_negative_part(buf)
@@ -80,7 +77,7 @@ def elu(x, *, out, alpha=1.0):
 
 @register_kernel("nn.selu")
 @_scalar_safe
-def selu(x, *, out, alpha=_SELU_ALPHA, gamma=_SELU_GAMMA):
+def selu(x, *, out, alpha, gamma):
     """``gamma * (x if x > 0 else alpha * (exp(x) - 1))``."""
     buf = load(x, out)
     neg = _exp_minus_one_of_negative_part(buf)
@@ -148,7 +145,7 @@ def silu(x, *, out):
 
 @register_kernel("nn.hard_sigmoid")
 @_scalar_safe
-def hard_sigmoid(x, *, out, alpha=0.2, beta=0.5):
+def hard_sigmoid(x, *, out, alpha, beta):
     """``max(0, min(1, alpha * x + beta))``."""
     buf = load(x, out)
     buf *= alpha
@@ -174,7 +171,7 @@ _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 
 @register_kernel("nn.gelu")
 @_scalar_safe
-def gelu(x, *, out, approximate="none"):
+def gelu(x, *, out, approximate):
     """``x * Phi(x)``: ``0.5 * x * (1 + erf(x / sqrt(2)))``, or with
     ``approximate="tanh"`` ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))``."""
     if approximate == "none" and (out.dtype == np.float32 or is_low_float(out.dtype)):

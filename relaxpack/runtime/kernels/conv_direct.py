@@ -1,53 +1,12 @@
 """The convolution engine behind ``nn.conv``: taps read contiguous rows.
 
-The input is laid out once so that every kernel tap is a plain slice of it:
-zero-padded and, for a stride ``s > 1``, split into phases (phase ``a`` of a
-dim holds the padded positions ``a, a + s, a + 2s, ...``). Tap ``i`` of a
-dim then reads phase ``(i * d) % s`` at offset ``(i * d) // s`` with unit
-stride, whatever the stride and dilation. Without padding and stride the
-input itself is that layout (no copy).
-
-Flattening a phase plane row-major, a tap over *all* output pixels is one
-slice ``plane[F : F + Q]`` ("wide" rows: each output row also covers the
-``U - L`` positions up to the plane's row end, dropped at the end). Three
-ways to finish, chosen per shape by :func:`conv_plan`:
-
-* ``wide``: im2col from those slices (one contiguous-row copy per tap),
-  one GEMM for all groups, then the valid pixels copied out (bias added in
-  that copy when given) — for large planes, where the extra columns cost
-  little;
-* ``rows``: for large planes without phases, im2col over the taps of one
-  kernel row only, and one GEMM for every kernel row at once (``kh * O``
-  rows of weights); the kernel rows' partial results, shifted by whole
-  plane rows, are summed. A third of ``wide``'s im2col copy for 3x3
-  kernels and three times the GEMM's rows: 1.3-1.6x faster on UNet's
-  16-64 channel convs. It runs per image over blocks of output rows
-  (:data:`ROWS_BLOCK_COLUMNS`), so the columns, the partial results and
-  the copy out (bias, then a fused activation: the ``epilogue``) stay in
-  cache, and its scratch does not grow with the batch;
-* ``compact``: im2col from per-tap windows of exactly the output's size, one
-  GEMM straight into ``out`` — for small planes (ResNet's 7x7), where wide
-  rows would add 25% to the GEMM;
-* ``strided``: for small convs (at most :data:`.conv_strided.MAX_COLUMN_VALUES`
-  column values per image), im2col by one copy of an ``as_strided`` view of
-  the padded input instead of a copy per tap (:mod:`.conv_strided`);
-* ``depthwise``: one channel per group: the sum over taps of a slice times
-  the channels' weights (no im2col), a block of channels at a time; for
-  small planes with many channels ``depthwise_cl``
-  (:mod:`.conv_depthwise`) computes channel-last instead.
-
-A kernel tap that is a single 1x1 window needs no im2col at all: the GEMM
-reads the (phase) plane.
-
-``channels_last``: the result is written ``(N, *spatial, O)``. ``wide`` and
-``rows`` finish with a copy out of a GEMM result, which then reads that
-result transposed (the bias added in place first, while it is in cache);
-the GEMM itself keeps its orientation (``cols^T @ W^T``, a (pixels, O)
-product, is 5-25% slower with few output channels). The results are the
-channels-first ones, bit for bit. The other methods write a channels-first
-staging buffer that is then copied out transposed (:data:`COPIES_OUT`). Scratch buffers (:func:`scratch_layouts`) come from
-the planned workspace the VM hands the kernel, or else the per-thread one
-(:mod:`._workspace`).
+The input is laid out once (zero-padded, split into stride phases) so that
+every kernel tap is a unit-stride slice of it; one of the methods of
+:func:`conv_plan` (``wide``, ``rows``, ``compact``, ``strided``,
+``depthwise``), picked per shape, turns the taps into GEMMs. Scratch
+buffers (:func:`scratch_layouts`) come from the planned workspace or the
+per-thread one (:mod:`._workspace`). How each method works and when it
+pays: docs/design-notes.md, "The conv engine".
 """
 
 from __future__ import annotations

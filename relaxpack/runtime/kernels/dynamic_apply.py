@@ -25,7 +25,7 @@ from .output_shapes import OUTPUT_SHAPES, broadcast
 
 
 @register_packed("dyn.apply")
-def apply(*args, kernel: str, dtype, attrs=()):
+def apply(*args, kernel: str, dtype, attrs):
     """``kernel(*args, out=new, **attrs)`` with ``new`` of the shape the
     kernel's rule gives (the operands' broadcast shape for ops without one)
     and ``dtype``; a ShapeError naming the op when the operands do not fit."""

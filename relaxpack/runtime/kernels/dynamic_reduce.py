@@ -71,7 +71,7 @@ REDUCTIONS = {"sum": sum_, "mean": mean, "max": max_, "min": min_, "prod": prod,
 
 
 @register_packed("dyn.reduce")
-def reduce_at_run_time(x, axes, *, op, keepdims=True, noop_with_empty_axes=False):
+def reduce_at_run_time(x, axes, *, op, keepdims, noop_with_empty_axes):
     """``op`` over the axes held by the int tensor ``axes``; a new array."""
     fn = REDUCTIONS.get(op)
     if fn is None:

@@ -69,17 +69,16 @@ def _legacy_passes(axes: tuple[int, ...], scales: list[float], method: str):
 
 
 @register_packed("dyn.resize")
-def resize_at_run_time(data, given, *roi, given_is: str, axes: tuple[int, ...], policy: str = "stretch",
-                       legacy: bool = False, **attrs):
+def resize_at_run_time(data, given, *roi, given_is: str, axes: tuple[int, ...], policy: str,
+                       legacy: bool, **attrs):
     """``data`` with ``axes`` resized by the run-time ``given`` (scales or
     sizes) and, for tf_crop_and_resize, the run-time ``roi``; a new array.
     ``attrs`` are image.resize's interpolation attributes."""
     axes = tuple(normalize_axis(a, data.ndim) for a in axes)
     in_dims = [data.shape[a] for a in axes]
     sizes, scales = output_sizes(in_dims, given, given_is, policy)
-    if roi:
-        attrs["roi"] = tuple(float(v) for v in _values(roi[0], 2 * len(axes), "roi", "f"))
-    rounding = attrs.pop("rounding_method", "round_prefer_floor")
+    attrs["roi"] = tuple(float(v) for v in _values(roi[0], 2 * len(axes), "roi", "f")) if roi else None
+    rounding = attrs.pop("rounding_method")
     if legacy:
         passes = _legacy_passes(axes, scales, attrs["method"])
     else:

@@ -26,7 +26,8 @@ import math
 import numpy as np
 
 from ...errors import ShapeError
-from ._math import normalize_axis, onnx_slice
+from ..semantics import onnx_slice
+from ._math import normalize_axis
 from ._registry import register_packed
 from .algorithm import one_hot as _one_hot_into, range_length, range_ as _range_into, topk as _topk_into
 from .image import pad as _pad_into
@@ -65,7 +66,7 @@ def _axes(op: str, axes, ndim: int) -> tuple[int, ...]:
 
 
 @register_packed("dyn.reshape")
-def reshape(x, shape, *, allowzero=False):
+def reshape(x, shape, *, allowzero):
     """ONNX Reshape: a 0 in ``shape`` copies the input's dim (unless
     ``allowzero``, where it is a 0), one -1 is inferred from the size."""
     target = list(_ints("reshape", "the target shape", shape))
@@ -117,7 +118,7 @@ def expand(x, shape):
 
 
 @register_packed("dyn.broadcast_pair")
-def broadcast_pair(a, b, *, dims=None):
+def broadcast_pair(a, b, *, dims):
     """``a`` and ``b`` broadcast (ONNX multidirectional rules) to their common
     shape, as copies: for an elementwise op whose operands' dims could not be
     related at import time. ``dims`` are the operands' dims as the import
@@ -157,7 +158,7 @@ def full(shape, fill):
 
 
 @register_packed("dyn.slice")
-def slice_(x, starts, ends, *more, parts=()):
+def slice_(x, starts, ends, *more, parts):
     """ONNX Slice; ``more`` holds the optional ``axes`` and ``steps`` that
     ``parts`` names, in that order."""
     given = dict(zip(parts, more))
@@ -232,7 +233,7 @@ def unsqueeze(x, axes):
 
 
 @register_packed("dyn.pad")
-def pad(x, pads, *more, parts=(), pad_mode="constant", pad_value=0):
+def pad(x, pads, *more, parts, pad_mode, pad_value):
     """ONNX Pad with run-time ``pads``; ``more`` holds the optional constant
     ``value`` (0-d) and ``axes`` that ``parts`` names, in that order."""
     given = dict(zip(parts, more))
@@ -266,7 +267,7 @@ def tile(x, repeats):
 
 
 @register_packed("dyn.topk")
-def topk(x, k, *, axis=-1, largest=True, sorted=True):  # noqa: A002 (ONNX's attribute name)
+def topk(x, k, *, axis, largest, sorted):  # noqa: A002 (ONNX's attribute name)
     """ONNX TopK with a run-time ``k``: (values, int64 indices)."""
     k = _one_int("topk", "K", k)
     if k < 0:
@@ -279,7 +280,7 @@ def topk(x, k, *, axis=-1, largest=True, sorted=True):  # noqa: A002 (ONNX's att
 
 
 @register_packed("dyn.one_hot")
-def one_hot(indices, depth, values, *, axis=-1):
+def one_hot(indices, depth, values, *, axis):
     """ONNX OneHot with a run-time ``depth`` (a float depth is truncated)."""
     d = np.asarray(depth)
     if d.size != 1 or (d.dtype.kind == "f" and not np.isfinite(d).all()):

@@ -43,8 +43,8 @@ def _tap_positions(tap, strides, dilation, begins, lengths, spatial, steps):
 
 
 @register_kernel("nn.max_pool_argmax")
-def max_pool_argmax(data, *, out, pool_size, strides=1, padding=0, dilation=1, ceil_mode=False,
-                    storage_order=0):
+def max_pool_argmax(data, *, out, pool_size, strides, padding, dilation, ceil_mode,
+                    storage_order):
     """Max pooling and the flat input index of each maximum (batch and
     channel included); ties keep the first tap in row-major window order."""
     values, indices = out
@@ -113,13 +113,13 @@ def _store(name: str, result: np.ndarray, out: np.ndarray) -> None:
 
 
 @register_kernel("nn.max_unpool")
-def max_unpool_kernel(data, indices, *, out, pool_size, strides=1, padding=0, output_shape=None):
+def max_unpool_kernel(data, indices, *, out, pool_size, strides, padding, output_shape):
     _store("nn.max_unpool", max_unpool(data, indices, pool_size=pool_size, strides=strides, padding=padding,
                                        output_shape=output_shape), out)
 
 
 @register_packed("dyn.max_unpool")
-def dyn_max_unpool(data, indices, output_shape, *, pool_size, strides=1, padding=0):
+def dyn_max_unpool(data, indices, output_shape, *, pool_size, strides, padding):
     """``nn.max_unpool`` with ``output_shape`` given as a tensor at run time."""
     return max_unpool(data, indices, pool_size=pool_size, strides=strides, padding=padding,
                       output_shape=[int(d) for d in np.asarray(output_shape).reshape(-1)])
@@ -155,13 +155,13 @@ def col2im(data, *, image_shape, block_shape, strides=1, padding=0, dilation=1) 
 
 
 @register_kernel("nn.col2im")
-def col2im_kernel(data, *, out, image_shape, block_shape, strides=1, padding=0, dilation=1):
+def col2im_kernel(data, *, out, image_shape, block_shape, strides, padding, dilation):
     _store("nn.col2im", col2im(data, image_shape=image_shape, block_shape=block_shape, strides=strides,
                                padding=padding, dilation=dilation), out)
 
 
 @register_packed("dyn.col2im")
-def dyn_col2im(data, image_shape, block_shape, *, strides=1, padding=0, dilation=1):
+def dyn_col2im(data, image_shape, block_shape, *, strides, padding, dilation):
     """``nn.col2im`` with the image and block shapes given as tensors at run time."""
     return col2im(data, image_shape=np.asarray(image_shape).reshape(-1),
                   block_shape=np.asarray(block_shape).reshape(-1), strides=strides, padding=padding,

@@ -59,7 +59,7 @@ def activation_fn(activation):
 
 
 @register_kernel("nn.gemm")
-def gemm(x, w, bias=None, *, out, activation=None):
+def gemm(x, w, bias=None, *, out, activation):
     """``activation(x @ w + bias)``; ``bias`` broadcasts into the product."""
     matmul(x, w, out=out)
     if bias is not None:
@@ -92,8 +92,8 @@ gemm.specialize_attrs = _specialize_gemm
 
 
 @register_kernel("nn.conv_bias_act")
-def conv_bias_act(data, weight, bias=None, *, out, strides=1, padding=0, dilation=1, groups=1,
-                  activation=None, data_layout="NCHW", out_layout=None, workspace=None):
+def conv_bias_act(data, weight, bias=None, *, out, strides, padding, dilation, groups,
+                  activation, data_layout, out_layout, workspace=None):
     """``activation(nn.conv(data, weight) + bias)``, the bias per output
     channel (in either ``data_layout`` and ``out_layout``); scratch from
     ``workspace`` when given."""

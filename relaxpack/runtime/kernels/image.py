@@ -210,9 +210,9 @@ def _resize_axis(data: np.ndarray, axis: int, out_w: int, scale: float | None, r
 
 
 @register_kernel("image.resize")
-def resize(data, size, *, out, axes, scales=None, roi=None, method="nearest_neighbor",
-           coordinate_transformation_mode="half_pixel", rounding_method="round_prefer_floor",
-           cubic_alpha=-0.75, cubic_exclude=False, antialias=False, extrapolation_value=0.0):
+def resize(data, size, *, out, axes, scales, roi, method,
+           coordinate_transformation_mode, rounding_method,
+           cubic_alpha, cubic_exclude, antialias, extrapolation_value):
     """ONNX Resize of ``axes`` to the sizes ``size`` (also ``out``'s dims on
     those axes); ``scales`` (None: ``size / input dim``) drive the coordinate
     transform, ``roi`` (starts, then ends) the crop of tf_crop_and_resize."""
@@ -277,7 +277,7 @@ def _shares(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 @register_kernel("pad")
-def pad(data, *value, out, pads, pad_mode="constant", pad_value=0):
+def pad(data, *value, out, pads, pad_mode, pad_value):
     """ONNX Pad: ``pads`` holds every axis's begin, then every axis's end;
     negative amounts crop (first, so reflect/edge/wrap see the cropped data).
     The constant is the 0-d tensor ``value`` when given, else ``pad_value``."""
@@ -308,4 +308,4 @@ def pad(data, *value, out, pads, pad_mode="constant", pad_value=0):
 @register_kernel("dynamic_pad")
 def dynamic_pad(data, pads, *, out, pad_value=0):
     """``pad`` in constant mode by amounts known only at run time (a shape value)."""
-    pad(data, out=out, pads=tuple(int(p) for p in pads), pad_value=pad_value)
+    pad(data, out=out, pads=tuple(int(p) for p in pads), pad_mode="constant", pad_value=pad_value)

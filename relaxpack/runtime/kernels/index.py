@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ShapeError
-from ._math import normalize_axis, onnx_slice
+from ..semantics import onnx_slice
+from ._math import normalize_axis
 from ._registry import register_kernel
 
 

@@ -65,8 +65,8 @@ def _tap_slices(tap, strides, dilation, lengths) -> tuple[slice, ...]:
 
 
 @register_kernel("nn.conv")
-def conv(data, weight, *, out, strides=1, padding=0, dilation=1, groups=1, data_layout="NCHW",
-         out_layout=None, workspace=None):
+def conv(data, weight, *, out, strides, padding, dilation, groups, data_layout,
+         out_layout, workspace=None):
     """N-d convolution: data ``(N, C, *spatial)``, weight ``(O, C/groups, *kernel)``
     (NHWC: ``(N, *spatial, C)`` and ``(*kernel, C/groups, O)``); ``out_layout``
     (None: ``data_layout``) ``"NHWC"`` with NCHW data: ``out`` is ``(N,
@@ -228,8 +228,8 @@ def copies_out(data_shape, weight_shape, *, strides=1, padding=0, dilation=1, gr
 
 
 @register_kernel("nn.conv_transpose")
-def conv_transpose(data, weight, *, out, strides=1, padding=0, output_padding=0, dilation=1, groups=1,
-                   data_layout="NCHW"):
+def conv_transpose(data, weight, *, out, strides, padding, output_padding, dilation, groups,
+                   data_layout):
     """N-d transposed convolution: data ``(N, C, *spatial)``, weight
     ``(C, O/groups, *kernel)``; ``padding`` crops the full output and
     ``output_padding`` extends its end. ``data_layout="NHWC"``: data
@@ -345,7 +345,7 @@ def _empty_like_order(like: np.ndarray, shape: tuple, dtype) -> np.ndarray:
 
 
 @register_kernel("nn.max_pool")
-def max_pool(data, *, out, pool_size, strides=1, padding=0, dilation=1, ceil_mode=False, data_layout="NCHW"):
+def max_pool(data, *, out, pool_size, strides, padding, dilation, ceil_mode, data_layout):
     """N-d max pooling; padded cells never win."""
     for fn, args, kwargs in _max_pool_calls(data, out, pool_size, strides, padding, dilation, ceil_mode,
                                             data_layout):
@@ -450,8 +450,8 @@ def _window_counts(x, k, s, d, b, e, m, count_include_pad) -> np.ndarray:
 
 
 @register_kernel("nn.avg_pool")
-def avg_pool(data, *, out, pool_size, strides=1, padding=0, dilation=1, ceil_mode=False,
-             count_include_pad=False, data_layout="NCHW"):
+def avg_pool(data, *, out, pool_size, strides, padding, dilation, ceil_mode,
+             count_include_pad, data_layout):
     """N-d average pooling; the divisor counts the window's cells inside the
     data, and with ``count_include_pad`` those in the padding too."""
     for fn, args, kwargs in _avg_pool_calls(data, out, pool_size, strides, padding, dilation, ceil_mode,
@@ -497,7 +497,7 @@ avg_pool.specialize_attrs = _specialized_pool(_avg_pool_calls)
 
 
 @register_kernel("nn.global_avg_pool")
-def global_avg_pool(data, *, out, data_layout="NCHW"):
+def global_avg_pool(data, *, out, data_layout):
     """Mean over all spatial dims of ``(N, C, *spatial)``, kept as 1s."""
     data, out = _channels_first_views("nn.global_avg_pool", data, out, data_layout)
     axes = tuple(range(2, data.ndim))
@@ -508,7 +508,7 @@ def global_avg_pool(data, *, out, data_layout="NCHW"):
 
 
 @register_kernel("nn.global_max_pool")
-def global_max_pool(data, *, out, data_layout="NCHW"):
+def global_max_pool(data, *, out, data_layout):
     """Max over all spatial dims of ``(N, C, *spatial)``, kept as 1s (-inf if empty)."""
     data, out = _channels_first_views("nn.global_max_pool", data, out, data_layout)
     axes = tuple(range(2, data.ndim))

@@ -87,7 +87,7 @@ def ones_vector(n: int, dtype) -> np.ndarray:
 
 
 @register_kernel("nn.softmax")
-def softmax(x, *, out, axis=-1):
+def softmax(x, *, out, axis):
     """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
     if x.size == 0:
         normalize_axis(axis, x.ndim)
@@ -112,7 +112,7 @@ def softmax(x, *, out, axis=-1):
 
 
 @register_kernel("nn.log_softmax")
-def log_softmax(x, *, out, axis=-1):
+def log_softmax(x, *, out, axis):
     """``x - max - log(sum(exp(x - max)))`` along ``axis``."""
     ax = normalize_axis(axis, x.ndim)
     if x.size == 0:
@@ -192,7 +192,7 @@ def _plain_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, axes: t
 
 
 @register_kernel("nn.layer_norm")
-def layer_norm(x, gamma, beta=None, *, out, axes=(-1,), epsilon=1e-5):
+def layer_norm(x, gamma, beta=None, *, out, axes, epsilon):
     """Normalize over ``axes``, then scale by ``gamma`` and shift by ``beta``
     (both broadcast to the normalized dims)."""
     last = (x.ndim - 1,)
@@ -224,7 +224,7 @@ def _per_channel(param: np.ndarray, ndim: int, axis: int, dtype) -> np.ndarray:
 
 
 @register_kernel("nn.batch_norm")
-def batch_norm(x, gamma, beta, moving_mean, moving_var, *, out, axis=1, epsilon=1e-5):
+def batch_norm(x, gamma, beta, moving_mean, moving_var, *, out, axis, epsilon):
     """Inference batch norm: ``(x - mean) / sqrt(var + eps) * gamma + beta``
     with one parameter per channel along ``axis``."""
     ax = normalize_axis(axis, x.ndim)
@@ -240,7 +240,7 @@ def batch_norm(x, gamma, beta, moving_mean, moving_var, *, out, axis=1, epsilon=
 
 
 @register_kernel("nn.instance_norm")
-def instance_norm(x, gamma, beta, *, out, epsilon=1e-5):
+def instance_norm(x, gamma, beta, *, out, epsilon):
     """Normalize each (sample, channel) of ``(N, C, *spatial)`` over the
     spatial dims, then scale and shift per channel."""
     if x.size == 0:
@@ -253,7 +253,7 @@ def instance_norm(x, gamma, beta, *, out, epsilon=1e-5):
 
 
 @register_kernel("nn.lrn")
-def lrn(x, *, out, size, alpha=1e-4, beta=0.75, bias=1.0):
+def lrn(x, *, out, size, alpha, beta, bias):
     """ONNX LRN: ``x / (bias + alpha / size * sum(x^2 over nearby channels)) ** beta``,
     the window covering channels ``c - floor((size-1)/2) .. c + ceil((size-1)/2)``."""
     if size < 1:

@@ -23,7 +23,8 @@ from typing import Callable
 import numpy as np
 
 from ...errors import ShapeError
-from ._math import axis_tuple, normalize_axis, onnx_slice
+from ..semantics import onnx_slice
+from ._math import axis_tuple, normalize_axis
 from .dynamic_reduce import reduced_shape
 from .manipulate import split_points
 

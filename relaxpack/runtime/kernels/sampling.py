@@ -126,7 +126,7 @@ def _grid_coords(g: np.ndarray, size: int, align_corners: bool, method: str, pad
 
 
 @register_kernel("image.grid_sample")
-def grid_sample(data, grid, *, out, method="linear", padding_mode="zeros", align_corners=False):
+def grid_sample(data, grid, *, out, method, padding_mode, align_corners):
     """Sample ``data (N, C, *spatial)`` at ``grid (N, *out, r)``; ``grid[..., j]``
     is the position along spatial axis ``r - 1 - j`` in [-1, 1]."""
     batch, channels, *spatial = data.shape
@@ -209,8 +209,8 @@ def _roi_boxes(rois: np.ndarray, out_h: int, out_w: int, sampling_ratio: int, sp
 
 
 @register_kernel("image.roi_align")
-def roi_align(data, rois, batch_indices, *, out, output_size, sampling_ratio=0, spatial_scale=1.0, mode="avg",
-              coordinate_transformation_mode="half_pixel"):
+def roi_align(data, rois, batch_indices, *, out, output_size, sampling_ratio, spatial_scale, mode,
+              coordinate_transformation_mode):
     """RoiAlign: average (or max) of bilinear samples on a grid in each bin of each box.
 
     Max mode takes, per sample, the largest of the four weighted corner
@@ -283,7 +283,7 @@ def _pool_bins(start: np.ndarray, end: np.ndarray, bins: int, size: int, dtype) 
 
 
 @register_kernel("image.max_roi_pool")
-def max_roi_pool(data, rois, *, out, pooled_shape, spatial_scale=1.0):
+def max_roi_pool(data, rois, *, out, pooled_shape, spatial_scale):
     """MaxRoiPool: the max of each bin of each box, 0 for a bin that holds
     no pixel. The bins are pixel masks and the max is separable (over the
     columns of each bin, then its rows), so one masked reduction per axis
@@ -360,8 +360,8 @@ def _deformed_columns(data, offset, mask, kernel, strides, dilation, begins, out
 
 
 @register_kernel("nn.deform_conv")
-def deform_conv(data, weight, offset, mask=None, *, out, strides=1, padding=0, dilation=1, groups=1,
-                offset_groups=1):
+def deform_conv(data, weight, offset, mask=None, *, out, strides, padding, dilation, groups,
+                offset_groups):
     """Deformable convolution (ONNX DeformConv, without the bias): the
     sampled columns of :func:`_deformed_columns`, then one batched matmul
     per group, as an im2col convolution."""

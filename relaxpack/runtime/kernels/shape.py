@@ -39,7 +39,7 @@ def tensor_to_shape(x, *, indices, what):
 
 
 @register_packed("dyn.shape")
-def shape_of(x, *, start=0, end=None):
+def shape_of(x, *, start, end):
     """ONNX Shape of a tensor whose rank the import could not know: the
     dims ``start:end`` (clamped as Shape clamps them) as a 1-D int64 tensor.
 

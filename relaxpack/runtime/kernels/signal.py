@@ -88,7 +88,7 @@ def _scalar_int(value: np.ndarray, what: str) -> int:
 
 
 @register_packed("dyn.dft")
-def dyn_dft(data, *operands, runtime=(), axis=None, length=None, inverse=False, onesided=False):
+def dyn_dft(data, *operands, runtime, axis, length, inverse, onesided):
     """``signal.dft`` whose ``length`` and/or ``axis`` arrive as tensors:
     ``runtime`` names the operands that follow ``data``, in order."""
     values = dict(zip(runtime, operands))
@@ -137,7 +137,7 @@ def stft_kernel(signal, window=None, *, out, frame_step, frame_length=None, ones
 
 
 @register_packed("dyn.stft")
-def dyn_stft(signal, *operands, runtime=(), frame_step=None, frame_length=None, onesided=True):
+def dyn_stft(signal, *operands, runtime, frame_step, frame_length, onesided):
     """``signal.stft`` whose window, frame_step and/or frame_length arrive as
     tensors: ``runtime`` names the operands that follow ``signal``."""
     values = dict(zip(runtime, operands))
@@ -168,7 +168,7 @@ def _mel_edges(num_mel_bins: int, dft_length: int, sample_rate, lower_edge_hertz
 
 @register_packed("dyn.mel_weight_matrix")
 def mel_weight_matrix(num_mel_bins, dft_length, sample_rate, lower_edge_hertz, upper_edge_hertz, *,
-                      dtype="float32"):
+                      dtype):
     """``(dft_length // 2 + 1, num_mel_bins)`` triangular filters with peaks of 1
     (ONNX MelWeightMatrix), in ``dtype``."""
     mels = _scalar_int(num_mel_bins, "MelWeightMatrix's num_mel_bins")

@@ -8,6 +8,7 @@ import relaxpack
 from relaxpack.errors import RelaxpackError
 from relaxpack.importers.onnx.converters._dynamic import packed_call
 from relaxpack.importers.onnx.registry import register_converter
+from relaxpack.ops.definitions.dynamic import register_data_dependent
 from relaxpack.runtime import VirtualMachine
 from relaxpack.runtime.kernels import KERNELS, register_packed
 
@@ -20,6 +21,7 @@ def _repeat_rows(x, n):
 
 if "test.repeat_rows" not in KERNELS:
     register_packed("test.repeat_rows")(_repeat_rows)
+    register_data_dependent("test.repeat_rows", 2, doc="x's rows repeated n times, and n")
 
     @register_converter(DOMAIN, "RepeatRows", since_opset=1)
     def _convert(ctx, x, n):

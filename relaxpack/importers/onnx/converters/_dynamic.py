@@ -29,7 +29,7 @@ from ....ir.gradual import representative_order
 from ....ir.expr import ExternFunc, TupleGetItem
 from ....ir.struct_info import TensorStructInfo, TupleStructInfo
 from ....ops.definitions.common import one_unless_empty
-from ....ops.registry import make_call
+from ....ops.registry import get_op_def, make_call
 from ....runtime.kernels import KERNELS
 from ..value import Value
 from ._shape_common import fresh_dims
@@ -45,7 +45,11 @@ def packed_call(ctx, kernel: str, inputs: Sequence[Value], outputs: Sequence[Out
     bound by ``match_cast`` to its declared shape with fresh dims for the
     ``None`` entries (an output declared with shape None keeps an unknown
     rank, unbound). Folded at import time when every input is constant,
-    unless not ``foldable`` (a kernel whose cost the values can make unbounded)."""
+    unless not ``foldable`` (a kernel whose cost the values can make unbounded).
+    ``attrs`` not given take the defaults of the kernel's op (``ops/definitions/dynamic.py``)."""
+    opdef = get_op_def(kernel)
+    opdef.check_attrs(attrs)
+    attrs = opdef.full_attrs(attrs)
     if foldable and all(v.const is not None for v in inputs):
         result = KERNELS[kernel].fn(*(v.const for v in inputs), **attrs)
         results = list(result) if isinstance(result, (tuple, list)) else [result]

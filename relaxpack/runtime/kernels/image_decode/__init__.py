@@ -82,7 +82,7 @@ def to_pixel_format(pixels: np.ndarray, pixel_format: str) -> np.ndarray:
 
 
 @register_packed("dyn.image_decoder")
-def image_decoder(encoded: np.ndarray, *, pixel_format: str = "RGB") -> np.ndarray:
+def image_decoder(encoded: np.ndarray, *, pixel_format: str) -> np.ndarray:
     """Decode the image file held in the 1-D uint8 tensor ``encoded``."""
     if pixel_format not in PIXEL_FORMATS:
         raise ShapeError(f"ImageDecoder: pixel_format {pixel_format!r} is not one of {sorted(PIXEL_FORMATS)}")
