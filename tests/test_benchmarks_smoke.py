@@ -137,3 +137,13 @@ def test_cold_start_benchmark_runs(tmp_path, capsys):
     rows = [line for line in out.splitlines() if line.startswith(("| relaxpack", "| onnxruntime"))]
     assert len(rows) == 2 and all(len(r.split("|")) == 8 for r in rows)
     assert "relaxpack / onnxruntime, whole process:" in out
+
+
+def test_fused_chains_benchmark_runs(capsys):
+    """Both tables at their smallest: a chain row (the outputs checked -O2 against -O0 inside)
+    and a model row; no assertion on the figures."""
+    from benchmarks import fused_chains
+    assert fused_chains.main(["--lengths", "3", "--sizes", "8", "--rounds", "1", "--round-ms", "1"]) == 0
+    assert fused_chains.main(["--models", "transformer_block", "--rounds", "1", "--round-ms", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| 3 | 8 |" in out and "| transformer_block | 25 |" in out

@@ -5,7 +5,8 @@ Within a binding block, an elementwise op (``OpDef.elementwise``, plus
 every use of its result is inside that one group; a ``matmul``, ``nn.conv``,
 ``nn.gemm`` or ``nn.conv_bias_act`` whose result only feeds the group (and
 has the group's output shape) joins as its *producer*, the first step. Each
-group of two or more ops becomes a function ``fused_<ops>`` with
+group of two or more ops (but two ops that are each a bare ufunc call,
+:func:`_ufunc_pair`) becomes a function ``fused_<ops>`` with
 ``{"Primitive": True}`` and the group becomes one call of it::
 
     lv = R.exp(x)                       lv1 = cls.fused_exp_add_tanh(x, y)
@@ -44,6 +45,7 @@ from ..ir.struct_info import TensorStructInfo
 from ..ir.visitor import ExprVisitor
 from ..ir.well_formed import function_analyzer
 from ..ops.definitions.fused_elementwise import fusible_kind, same_layout, same_shape
+from ..runtime.kernels import KERNELS, bare_ufunc
 from ..runtime.kernels.fused_elementwise import plan_buffers
 from .core.infra import module_pass
 from .lower_fused import recipe_of
@@ -119,6 +121,23 @@ def _kind(binding) -> str | None:
     if not all(isinstance(a, (Var, Constant)) and _tensor(a.struct_info) for a in call.args):
         return None
     return fusible_kind(call.op.name)
+
+
+def _ufunc_pair(group) -> bool:
+    """Two ops each run as a bare ufunc call (``kernels._registry.bare_ufunc``), not float16: unfused,
+    each is one ufunc call from the compiled bytecode, which costs less than one fused call of the
+    two (``python -m benchmarks.fused_chains``: 5-10% on small tensors); float16 pairs fuse, to
+    compute in float32 (``widen_float16``)."""
+    if len(group.members) != 2 or group.producer is not None:
+        return False
+    for b in group.members:
+        call = b.value
+        if call.struct_info.dtype in ("float16", "bfloat16"):
+            return False
+        kernel = KERNELS.get(call.op.name)
+        if kernel is None or bare_ufunc(kernel.fn, len(call.args)) is None or call.attrs:
+            return False
+    return True
 
 
 def _params(ordered: list) -> list:
@@ -228,7 +247,7 @@ class _Fuser:
                 g = _Group(b, [b])
                 groups.append(g)
                 group_of[b.var] = g
-        return [g for g in groups if len(g.members) > 1]
+        return [g for g in groups if len(g.members) > 1 and not _ufunc_pair(g)]
 
     def target(self, binding: VarBinding, kind: str, group_of: dict) -> _Group | None:
         """The group ``binding`` may join: the one all its users are in."""

@@ -26,6 +26,7 @@ from ..ir.well_formed import function_analyzer
 from ..ops.definitions.fused_elementwise import NAME, fusible_kind, may_write_over, same_shape
 from .core.infra import module_pass
 from .legalize import legalize_call
+from .widen_float16 import widen_float16
 
 
 def recipe_of(params: Sequence[Expr], bindings: Sequence[VarBinding], result: TensorStructInfo,
@@ -126,7 +127,8 @@ def lower_fused_functions(mod: IRModule, ctx) -> IRModule:
     for name, func in mod.items():
         steps = fused_steps(func)
         if steps is not None:
-            recipes[name] = recipe_of(func.params, steps, func.ret_struct_info)
+            recipe = recipe_of(func.params, steps, func.ret_struct_info)
+            recipes[name] = widen_float16(recipe, [p.struct_info for p in func.params], func.ret_struct_info)
     if not recipes:
         return mod
     functions = {name: func if name in recipes else _Lower(recipes, function_analyzer(func)).visit_expr(func)

@@ -19,11 +19,14 @@ into the arena. Right after the input checks the compiled function looks
 the heap up in a small memo (per VM, per function); on a hit it takes all
 of them at once instead of making ~100 calls on a transformer. When an
 arena grows the memo starts afresh, so it never keeps an outgrown arena
-alive. Only
-instructions outside branches, before any later write to the heap (a
-``match_shape`` of a data-dependent result), reading only the heap and each
-other, are memoized; if working them out fails, the call reruns without the
-memo (only checks ran before), so errors are the interpreter's.
+alive. Each branch of an if has a memo of its own, looked up before the
+branch's first such instruction (a model wrapped in an If, silero's sample
+rate switch, runs its shape work once per shape as inline code does). Only
+instructions before any later write to the heap (a ``match_shape`` of a
+data-dependent result), reading only the heap and each other, are
+memoized; if working them out fails, the call reruns without the memos
+(every instruction is a function of its operands), so errors are the
+interpreter's.
 
 Errors keep naming their instruction: each instruction is one line of the
 source, and :func:`pc_of` maps a traceback's line back to it.
@@ -33,6 +36,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable, Sequence
+
+import numpy as np
 
 from .arena import ArenaPlan
 from .bytecode import NO_DST, Call, Goto, If, Ret
@@ -65,11 +70,16 @@ class Resolved:
 class Compiled:
     """The compiled function (``run(*params)``) and what maps its lines back to instructions."""
 
-    __slots__ = ("run", "lines", "first_line", "memo")
+    __slots__ = ("run", "lines", "first_line", "memos")
 
-    def __init__(self, run: Callable, lines: list[int], first_line: int, memo: dict):
+    def __init__(self, run: Callable, lines: list[int], first_line: int, memos: list[dict]):
         self.run, self.lines, self.first_line = run, lines, first_line
-        self.memo = memo       # heap -> the memoized instructions' results (empty without a memo)
+        self.memos = memos     # per memo: heap -> the memoized instructions' results
+
+    @property
+    def memo(self) -> dict:
+        """The first memo's store (the function's top level, where it has one); empty without."""
+        return self.memos[0] if self.memos else {}
 
 
 def compile_function(instructions: Sequence, resolved: dict[int, Resolved], num_params: int,
@@ -79,11 +89,11 @@ def compile_function(instructions: Sequence, resolved: dict[int, Resolved], num_
     tree = _structure(instructions, 0, len(instructions))
     if tree is None or not tree or tree[-1][0] != "ret" or not _plain_ints(instructions, resolved):
         return None, None      # (a function that may run off its end fails in the interpreter, as before)
-    memo = _memo_plan(instructions, tree, resolved)
-    plain = _generate(instructions, tree, resolved, num_params, label, None)
-    if memo is None:
+    memos = _memo_plans(instructions, tree, resolved)
+    plain = _generate(instructions, tree, resolved, num_params, label, ())
+    if not memos:
         return None, plain
-    return _generate(instructions, tree, resolved, num_params, label, memo, plain.run), plain
+    return _generate(instructions, tree, resolved, num_params, label, memos, plain.run), plain
 
 
 def compile_counting(instructions: Sequence, resolved: dict[int, Resolved], num_params: int, label: str,
@@ -96,7 +106,7 @@ def compile_counting(instructions: Sequence, resolved: dict[int, Resolved], num_
     tree = _structure(instructions, 0, len(instructions))
     if tree is None or not tree or tree[-1][0] != "ret" or not _plain_ints(instructions, resolved):
         return None
-    return _generate(instructions, tree, resolved, num_params, label, None, budget=budget)
+    return _generate(instructions, tree, resolved, num_params, label, (), budget=budget)
 
 
 def pc_of(traceback, *compiled: Compiled) -> int | None:
@@ -164,25 +174,51 @@ def _structure(instrs, start: int, end: int):
 @dataclass(frozen=True)
 class _Memo:
     heap: int                  # the heap register
-    at: int                    # top-level item index the lookup goes before
+    items: int                 # id() of the item list (the function's or a branch's) the lookup is in
+    at: int                    # index in that list the lookup goes before
     pcs: tuple[int, ...]       # the memoized instructions, in order
 
 
-def _memo_plan(instrs, tree, resolved) -> _Memo | None:
-    """Which instructions the memo computes, or None."""
+def _memo_plans(instrs, tree, resolved) -> list[_Memo]:
+    """Which instructions each memo computes: one for the function's top level (its lookup after
+    the input checks) and one per branch of an if (its lookup before the branch's first
+    memoizable instruction, where no instruction of the branch wrote the heap before it)."""
     heaps = [r.dst for r in resolved.values() if r.name == "vm.builtin.alloc_shape_heap"]
     if len(heaps) != 1:
-        return None
+        return []
     heap = heaps[0]
     for pc, r in resolved.items():         # the heap only goes to builtins that read (or match) it
         if _reads(r, heap) and r.name not in HEAP_USERS:
-            return None
-    first = next((k for k, item in enumerate(tree) if item[0] == "call" and resolved[item[1]].name in PURE), None)
-    if first is None or any(item[0] != "call" or resolved[item[1]].name not in CHECKS for item in tree[:first]):
-        return None
+            return []
     written = _writes(instrs)
+    memos: list[_Memo] = []
+
+    def plan(items, top: bool) -> None:
+        first = next((k for k, item in enumerate(items)
+                      if item[0] == "call" and resolved[item[1]].name in PURE), None)
+        before = items[:first] if first is not None else ()
+        if top:
+            ok = first is not None and all(item[0] == "call" and resolved[item[1]].name in CHECKS for item in before)
+        else:
+            ok = first is not None and not any(_writes_heap(item, instrs, resolved, heap) for item in before)
+        if ok:
+            pcs = _memoized(items[first:], instrs, resolved, heap, written)
+            if pcs:
+                memos.append(_Memo(heap, id(items), first, pcs))
+        for item in items:
+            if item[0] == "if":
+                plan(item[2], False)
+                plan(item[3], False)
+
+    plan(tree, True)
+    return memos
+
+
+def _memoized(items, instrs, resolved, heap: int, written) -> tuple[int, ...]:
+    """The pure instructions among ``items`` (one level, from the first pure one) that read only
+    the heap and each other and write a register written nowhere else, up to the heap's first write."""
     known, pcs = {heap}, []
-    for item in tree[first:]:
+    for item in items:
         if item[0] == "if" and _writes_heap(item, instrs, resolved, heap):
             break
         if item[0] != "call":
@@ -194,7 +230,7 @@ def _memo_plan(instrs, tree, resolved) -> _Memo | None:
         if r.name in PURE and r.dst != NO_DST and written.get(r.dst, 0) == 1 and all(x in known for x in regs):
             known.add(r.dst)
             pcs.append(item[1])
-    return _Memo(heap, first, tuple(pcs)) if pcs else None
+    return tuple(pcs)
 
 
 def _reads(r: Resolved, reg: int) -> bool:
@@ -221,13 +257,14 @@ def _writes_heap(item, instrs, resolved, heap) -> bool:
 # ---------------------------------------------------------------- source
 
 
-def _generate(instrs, tree, resolved, num_params: int, label: str, memo: _Memo | None,
+def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequence[_Memo],
               plain: Callable | None = None, budget=None) -> Compiled:
-    """The compiled function; with ``memo``, ``plain`` is the same function without it (run when
-    the memo cannot be filled); with ``budget``, counting (see :func:`compile_counting`)."""
+    """The compiled function; with ``memos``, ``plain`` is the same function without them (run when
+    a memo cannot be filled); with ``budget``, counting (see :func:`compile_counting`)."""
     bound: dict[str, object] = {}
     lines: list[tuple[str, int]] = []        # (source line, pc it runs or -1)
-    memoized = set(memo.pcs) if memo else set()
+    memoized = {pc for memo in memos for pc in memo.pcs}
+    lookups = {(memo.items, memo.at): k for k, memo in enumerate(memos)}
 
     def count(pad: str):
         if budget is not None:
@@ -249,6 +286,9 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memo: _Memo |
         named = {k: v for k, is_reg, v in r.kwargs if is_reg}
         plain = {k: v for k, v in named.items() if k in ("out", "workspace")}
         other = {k: v for k, v in named.items() if k not in plain}
+        if isinstance(r.fn, np.ufunc) and list(plain) == ["out"] and not other and not static:
+            args.append(f"r{plain['out']}")            # a bare ufunc (vm._specialize_kernel): out positional
+            plain = {}
         args += [f"{k}=r{v}" for k, v in plain.items()]
         if other:
             bound[f"k{pc}"] = tuple(other)
@@ -261,8 +301,8 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memo: _Memo |
     def emit(items, indent: int):
         pad = " " * indent
         for k, item in enumerate(items):
-            if memo is not None and items is tree and k == memo.at:
-                emit_lookup(pad)
+            if (id(items), k) in lookups:
+                emit_lookup(pad, lookups[id(items), k])
             kind, pc = item[0], item[1]
             if kind == "call":
                 if pc not in memoized:
@@ -282,11 +322,12 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memo: _Memo |
                 emit(item[3], indent + 4)
                 lines.append((f"{pad}    pass", pc))
 
-    def emit_lookup(pad: str):
+    def emit_lookup(pad: str, k: int):
+        memo = memos[k]
         targets = ", ".join(f"r{resolved[pc].dst}" for pc in memo.pcs)
-        lines.append((f"{pad}m = memo.get(tuple(r{memo.heap}))", -1))
+        lines.append((f"{pad}m = memo{k}.get(tuple(r{memo.heap}))", -1))
         lines.append((f"{pad}if m is None:", -1))
-        lines.append((f"{pad}    m = fill(r{memo.heap})", -1))
+        lines.append((f"{pad}    m = fill{k}(r{memo.heap})", -1))
         lines.append((f"{pad}    if m is None:", -1))
         lines.append((f"{pad}        return plain({', '.join(f'r{i}' for i in range(num_params))})", -1))
         lines.append((f"{pad}{targets}, = m", -1))
@@ -294,7 +335,8 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memo: _Memo |
     emit(tree, 8)
     params = ", ".join(f"r{i}" for i in range(num_params))
     preset = sorted(_read_before_written(instrs, tree, num_params))
-    head = [f"def factory({', '.join(['memo', 'fill', 'plain', 'budget', 'label'] + sorted(bound))}):",
+    head = [f"def factory({', '.join(['memos', 'fills', 'plain', 'budget', 'label'] + sorted(bound))}):",
+            *(f"    memo{k}, fill{k} = memos[{k}], fills[{k}]" for k in range(len(memos))),
             f"    def run({params}):"]
     if budget is not None:
         head.append("        tick = budget.counter.__next__")     # a new counter per top-level call
@@ -303,13 +345,13 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memo: _Memo |
     body = [text for text, _ in lines] or ["        return None"]
     source = "\n".join(head + body + ["    return run"])
     namespace: dict = {}
-    variant = " (memo)" if memo else " (counting)" if budget is not None else ""
+    variant = " (memo)" if memos else " (counting)" if budget is not None else ""
     # the file name shows in tracebacks: the function's name as ASCII text, never its raw characters
     exec(compile(source, f"<relaxpack {ascii(label)[:100]}{variant}>", "exec"), namespace)  # noqa: S102
-    memo_dict: dict = {}
-    fill = _filler(memo, resolved, memo_dict) if memo else None
-    run = namespace["factory"](memo_dict, fill, plain, budget, label, **bound)
-    return Compiled(run, [pc for _, pc in lines], 1 + len(head), memo_dict)
+    stores: list[dict] = [{} for _ in memos]
+    fills = [_filler(memo, resolved, store) for memo, store in zip(memos, stores)]
+    run = namespace["factory"](stores, fills, plain, budget, label, **bound)
+    return Compiled(run, [pc for _, pc in lines], 1 + len(head), stores)
 
 
 def _filler(memo: _Memo, resolved, store: dict):

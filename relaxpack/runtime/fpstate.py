@@ -63,6 +63,12 @@ def quiet():
     return _Set()
 
 
+#: ``state_now() is IGNORING`` when numpy ignores floating-point errors already (a VM run):
+#: a hot caller may then skip even :func:`quiet`'s ``with`` (generated code, fused_specialized.py)
+state_now = _STATE.get if _STATE is not None else (lambda: None)
+IGNORING = _IGNORE if _STATE is not None else object()
+
+
 def silence():
     """Ignore floating-point errors until :func:`restore` is called with what this returns."""
     if _STATE is None:

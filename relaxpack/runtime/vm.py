@@ -32,6 +32,7 @@ from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunc
 from .compiled import Compiled, Resolved, compile_counting, compile_function, pc_of
 from .executable import Executable
 from .kernels import get_kernel
+from .kernels._registry import bare_ufunc
 from .output_copy import OutputDetacher
 from .registry import FUNC_KIND, check_registered, resolve
 from .shape_program import ShapeProgramError
@@ -338,6 +339,9 @@ def _specialize_kernel(fn, args: list, kwargs: list) -> tuple[Callable, list]:
     immediates: the same values every call), then called with the operands, ``out`` and
     ``workspace`` only."""
     specialize = getattr(fn, "specialize_attrs", None)
+    if specialize is None and len(kwargs) == 1 and kwargs[0][:2] == ("out", True):
+        ufunc = bare_ufunc(fn, len(args))
+        return (fn, kwargs) if ufunc is None else (ufunc, kwargs)       # compiled code passes out positionally
     if specialize is None or any(is_reg and k not in _PER_CALL for k, is_reg, _ in kwargs):
         return fn, kwargs
     attrs = {k: v for k, is_reg, v in kwargs if not is_reg}

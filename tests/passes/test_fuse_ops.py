@@ -413,3 +413,36 @@ def test_models_use_fewer_kernel_calls_and_match_onnxruntime(name, imported, opt
     for feeds in feeds_for(name, np.random.default_rng(5)):
         diffs = compare_outputs(names, vm.run(feeds), session.run(None, feeds), 1e-4, 1e-4)
         assert all(d.passed for d in diffs), diffs
+
+
+def _chain(ops, dtype="float32"):
+    from relaxpack.ir import BlockBuilder, Constant, TensorStructInfo, Var
+    from relaxpack.ops import make_call
+    x = Var("x", TensorStructInfo((3, 4), dtype))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            h = x
+            for op in ops:
+                h = bb.emit(make_call(op, h, Constant(np.full(4, 0.5, dtype))))
+            gv = bb.emit_output(h, "y")
+        bb.emit_func_output(gv)
+    return bb.get()
+
+
+@pytest.mark.parametrize("ops, dtype, calls", [
+    (("add", "multiply"), "float32", 2),             # two bare ufunc calls cost less than one fused call
+    (("add", "multiply", "subtract"), "float32", 1),
+    (("add", "maximum"), "float32", 1),              # maximum's kernel is no bare ufunc call
+    (("add", "multiply"), "float16", 1),             # float16 pairs fuse, to compute in float32
+])
+def test_a_pair_of_bare_ufunc_ops_stays_unfused(ops, dtype, calls):
+    import relaxpack
+    from relaxpack.runtime import VirtualMachine
+    exe = relaxpack.build(_chain(ops, dtype), opt_level=2)
+    assert exe.kernel_call_count() == calls
+    x = np.linspace(-1, 1, 12).reshape(3, 4).astype(dtype)
+    want = x.astype(np.float32)
+    for op in ops:
+        want = getattr(np, op)(want, np.float32(0.5))
+    np.testing.assert_allclose(VirtualMachine(exe).run({"x": x})["y"].astype(np.float32), want, rtol=1e-3)

@@ -133,3 +133,20 @@ def test_a_loop_body_compiled_with_counting_stops_at_the_step_budget():
     assert all(p.compiled is not None for p in vm._prepared)
     with pytest.raises(BudgetError, match=r"stopped in body after 778 instructions"):
         vm.run({"x": np.ones(2, np.float32)})
+
+
+def test_each_branch_has_a_shape_memo_and_agrees_with_the_interpreter(if_exe):
+    """The branches' arena views come from memos of their own, filled per shape; the results stay
+    the interpreter's whichever branch and shape come, in any order."""
+    vm = VirtualMachine(if_exe)
+    compiled = vm._prepared[0].compiled
+    assert len(compiled.memos) >= 3            # the top level and both branches
+    interpreted = VirtualMachine(if_exe)
+    interpreted.compiled = False
+    rng = np.random.default_rng(1)
+    for n in (3, 1, 3, 8, 1):
+        for sign in (-1, 1, -1):
+            x = (sign * rng.uniform(0.1, 1.0, (n, 3))).astype(np.float32)
+            np.testing.assert_array_equal(vm.run({"x": x})["y"], interpreted.run({"x": x})["y"])
+    filled = [memo for memo in compiled.memos[1:] if memo]
+    assert len(filled) == 2 and all({key[:1] for key in memo} == {(1,), (3,), (8,)} for memo in filled)

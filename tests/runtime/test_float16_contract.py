@@ -85,8 +85,8 @@ def ulps_apart(ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
     return np.where(same, 0.0, np.abs(a - b) / spacing)
 
 
-def both(onnx_model):
-    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(onnx_model), opt_level=2))
+def both(onnx_model, opt_level=2):
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(onnx_model), opt_level=opt_level))
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
     session = onnxruntime.InferenceSession(onnx_model.SerializeToString(), options,
@@ -107,8 +107,10 @@ def test_float16_ops_round_once_as_onnxruntime(name):
 
 @pytest.mark.parametrize("name", sorted(EXACT))
 def test_float16_ops_are_correctly_rounded_where_onnxruntime_is_not(name):
+    """Op by op (-O0: each op its own kernel): each op's result correctly rounded. (At -O2 a chain
+    of them is fused and rounds once at its end, as onnxruntime: the next test.)"""
     onnx_model, scale, exact = EXACT[name]
-    ours, theirs = both(onnx_model)
+    ours, theirs = both(onnx_model, opt_level=0)
     for shape in shapes_for(name):
         x = (rng.standard_normal(shape) * scale).astype(np.float16)
         x[np.abs(x) < 0.05] = 0.5               # no division by (nearly) zero
@@ -116,3 +118,44 @@ def test_float16_ops_are_correctly_rounded_where_onnxruntime_is_not(name):
         assert got.dtype == np.float16
         assert ulps_apart(got, want.astype(np.float16)).max(initial=0) == 0, (name, shape)
         np.testing.assert_allclose(theirs(x).astype(np.float64), got.astype(np.float64), rtol=1e-2, atol=1e-2)
+
+
+# fused chains: float32 from the first op to the last, one rounding (what onnxruntime's CPU provider
+# does: it casts around ops without float16 kernels and drops the casts between two of them)
+CHAINS = {
+    "MulAddDiv": (EXACT["MulAddChain"][0], 2.0,
+                  lambda x: ((x * x) + x) / x, 0, 0),
+    "MatMulAddTanh": (model([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
+                             helper.make_node("Tanh", ["a"], ["y"])], [value("x", ["n", 24])], [value("y", None)],
+                            [const("w", W), const("b", B)]),
+                      1.0, lambda x: np.tanh(x @ W.astype(np.float16).astype(np.float32)
+                                             + B.astype(np.float16).astype(np.float32)), 1, 1),
+    "GeluTanhForm": (model([helper.make_node("Mul", ["x", "x"], ["x2"]), helper.make_node("Mul", ["x2", "x"], ["x3"]),
+                            helper.make_node("Mul", ["x3", "k"], ["t"]), helper.make_node("Add", ["x", "t"], ["u"]),
+                            helper.make_node("Tanh", ["u"], ["v"]), helper.make_node("Add", ["v", "one"], ["w1"]),
+                            helper.make_node("Mul", ["x", "w1"], ["y"])],
+                           [value("x", ["n", 24])], [value("y", None)],
+                           [const("k", np.array(0.044715)), const("one", np.array(1.0))]),
+                     2.0, lambda x: x * (np.tanh(x + x * x * x * np.float32(np.float16(0.044715))) + 1), 0, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_float16_chains_compute_in_float32_and_round_once_as_onnxruntime(name):
+    """At -O2 a fused float16 chain is the float32 chain rounded once: that exactly (within an ulp
+    after a product, which sums in another order), and onnxruntime (which does the same) exactly
+    for arithmetic, within an ulp after a product, within the zoo's float16 tolerance where x *
+    (tanh(..) + 1) cancels (GELU's negative side: their tanh differs)."""
+    onnx_model, scale, chain, ref_ulps, ort_ulps = CHAINS[name]
+    ours, theirs = both(onnx_model)
+    for shape in shapes_for(name):
+        x = (rng.standard_normal(shape) * scale).astype(np.float16)
+        x[np.abs(x) < 0.05] = 0.5               # no division by (nearly) zero
+        got = ours(x)
+        want = chain(x.astype(np.float32)).astype(np.float32).astype(np.float16)
+        assert got.dtype == np.float16 and got.shape == want.shape
+        assert ulps_apart(got, want).max(initial=0) <= ref_ulps, (name, shape)
+        if ort_ulps is None:
+            np.testing.assert_allclose(theirs(x).astype(np.float64), got.astype(np.float64), rtol=1e-2, atol=1e-2)
+        else:
+            assert ulps_apart(got, theirs(x)).max(initial=0) <= ort_ulps, (name, shape)

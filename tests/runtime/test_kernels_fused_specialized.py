@@ -11,7 +11,7 @@ from relaxpack.errors import RelaxpackError, ShapeError
 from relaxpack.runtime.kernels.fused_elementwise import fused_elementwise, workspace_bound
 from relaxpack.runtime.kernels.fused_specialized import specialize
 
-from .test_kernels_fused_elementwise import CASES, P, S, args_for, out_sinfo, step, unfused
+from .test_kernels_fused_elementwise import CASES, CHAIN, P, S, args_for, out_sinfo, step, unfused
 
 
 def workspace_for(recipe, out, aliasable=()):
@@ -124,3 +124,132 @@ def test_a_shape_error_after_a_fast_call():
         call(x, y, out=np.empty((2, 3), np.float64))
     call(x, y, out=out)
     np.testing.assert_array_equal(out, 2)
+
+
+# ---------------------------------------------------------------- new arrays of the kept shapes
+
+
+def counting_slow(monkeypatch):
+    """The number of calls that took the slow path (planning, or the generic kernel)."""
+    from relaxpack.runtime.kernels import fused_specialized
+    calls = []
+    real = fused_specialized._slow
+
+    def slow(*args):
+        calls.append(1)
+        return real(*args)
+    monkeypatch.setattr(fused_specialized, "_slow", slow)
+    return calls
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_fresh_inputs_and_outs_of_the_kept_shapes_take_the_fast_path(name, monkeypatch):
+    """A model input and a model output are new arrays on every run: the same results as the
+    generic kernel, planned once (where the plan is the generated function's)."""
+    slow = counting_slow(monkeypatch)
+    recipe, args = args_for(name, np.random.default_rng(3), 4)
+    call = specialize(recipe)
+    ws = workspace_for(recipe, fresh_out(recipe, args))
+    for seed in range(5):
+        fresh = [a.copy() for a in args_for(name, np.random.default_rng(seed), 4)[1]]
+        out = fresh_out(recipe, fresh)
+        call(*fresh, out=out, workspace=ws)
+        np.testing.assert_array_equal(out, unfused(recipe, fresh), err_msg=f"seed {seed}")
+    if name not in ("CONV",):          # the conv's specialized callable keeps its own state
+        assert len(slow) <= 1
+
+
+def test_a_new_input_that_overlaps_out_is_not_read_after_out_is_written():
+    """Same shapes as the kept call, but the new operand is a view of ``out`` shifted by a row:
+    the fast path must not run (its plan writes ``out`` before the last read of ``x``)."""
+    recipe = (step("exp", [P(0)]), step("add", [S(0), P(0)]))
+    call = specialize(recipe)
+    x, out = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4), np.empty((3, 4), np.float32)
+    call(x, out=out)
+    np.testing.assert_allclose(out, np.exp(x) + x, rtol=1e-6)
+    buf = np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)
+    x2 = buf[1:].copy()
+    call(buf[1:], out=buf[:3])                       # x overlaps out partially
+    np.testing.assert_allclose(buf[:3], np.exp(x2) + x2, rtol=1e-6)
+    y = np.linspace(0, 1, 12, dtype=np.float32).reshape(3, 4)
+    want = np.exp(y) + y
+    call(y, out=y)                                   # x is out itself: exp runs into out, then reads x
+    np.testing.assert_allclose(y, want, rtol=1e-6)
+    z = np.linspace(-2, 0, 12, dtype=np.float32).reshape(3, 4)
+    out = np.empty_like(z)
+    call(z, out=out)                                 # and back to separate arrays
+    np.testing.assert_allclose(out, np.exp(z) + z, rtol=1e-6)
+
+
+def test_an_exact_alias_the_plan_allows_stays_fast(monkeypatch):
+    """``out`` is the first input (the memory planner's in-place reuse) as new objects each call:
+    the plan for that alias is the generated function's, so it runs without replanning."""
+    slow = counting_slow(monkeypatch)
+    recipe = CHAIN
+    call = specialize(recipe)
+    rng = np.random.default_rng(5)
+    bias = rng.standard_normal(4).astype(np.float32)
+    for _ in range(4):
+        x = rng.standard_normal((3, 4)).astype(np.float32)
+        want = unfused(recipe, [x, bias])
+        buf = x.copy()
+        call(buf.view(), bias, out=buf.view())      # new view objects of one memory
+        np.testing.assert_array_equal(buf, want)
+    assert len(slow) == 1
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum", "add", "subtract", "multiply", "greater"])
+def test_binary_ufunc_steps_warn_nothing(op):
+    """numpy 2 warns when maximum/minimum get ``out`` positionally: those steps pass it by keyword."""
+    import warnings
+    result = "bool" if op == "greater" else "float32"
+    recipe = (step("exp", [P(0)]), step(op, [S(0), P(1)], result, inplace=[result == "float32", False]))
+    call = specialize(recipe)
+    x, y = np.linspace(-1, 1, 8, dtype=np.float32), np.float32(1.0) + np.zeros(8, np.float32)
+    out = np.empty(8, result)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):
+            call(x, y, out=out)
+    np.testing.assert_array_equal(out, getattr(np, op)(np.exp(x), y))
+
+
+def test_an_alias_with_another_plan_is_kept_for_the_same_arrays(monkeypatch):
+    """``out`` is the residual, read after the product (llama's gate: matmul then multiply by an
+    input that dies there): that plan differs from the recipe's, and is kept for calls on the
+    same arrays instead of going to the generic kernel every time."""
+    slow = counting_slow(monkeypatch)
+    recipe = (step("matmul", [P(0), P(1)], inplace=[False, False], out_dtype=None),
+              step("multiply", [S(0), P(2)]))
+    call = specialize(recipe)
+    rng = np.random.default_rng(9)
+    x, w = rng.standard_normal((1, 5, 8)).astype(np.float32), rng.standard_normal((8, 6)).astype(np.float32)
+    gate = rng.standard_normal((1, 5, 6)).astype(np.float32)
+    ws = workspace_for(recipe, gate, [2])
+    x, w, buf = x[...], w[...], gate.copy()[...]      # views, as the VM's arena tensors are
+    for k in range(4):
+        buf[...] = gate * (k + 1)
+        call(x, w, buf, out=buf, workspace=ws)
+        np.testing.assert_allclose(buf, (x @ w) * gate * (k + 1), rtol=1e-5)
+    assert len(slow) == 1
+    out = np.empty_like(gate)                # then apart again: the recipe's own plan
+    call(x, w, gate, out=out, workspace=ws)
+    np.testing.assert_allclose(out, (x @ w) * gate, rtol=1e-5)
+
+
+def test_arrays_that_own_their_memory_are_not_kept_past_the_call():
+    """A model input or output (an array owning its memory, new every run) is not held by the
+    kernel after the call: its memory goes back for the next run's allocation."""
+    import gc
+    import weakref
+    call = specialize(CHAIN)
+    bias = np.ones(4, np.float32)
+    refs = []
+    for _ in range(3):
+        x, out = np.ones((3, 4), np.float32), np.empty((3, 4), np.float32)
+        call(x, bias, out=out)
+        np.testing.assert_array_equal(out, np.tanh(np.exp(x) + bias))
+        refs += [weakref.ref(x), weakref.ref(out)]
+        del x, out
+    gc.collect()
+    assert all(r() is None for r in refs)

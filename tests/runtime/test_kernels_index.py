@@ -73,3 +73,22 @@ def test_gather_elements(dtype, idtype, shape, ishape, axis):
 def test_gather_elements_out_of_range_names_the_op():
     with pytest.raises(ShapeError, match="gather_elements: index -4 is out of range for axis 1 of size 3"):
         run_kernel("gather_elements", np.zeros((2, 3), np.float32), np.array([[0, -4]]), axis=1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool"])
+def test_strided_slice_specialized_per_instruction_follows_new_shapes(dtype):
+    """The VM's per-instruction strided_slice keeps the index per input shape: the generic
+    kernel's result for every shape, empty ones and negative strides included."""
+    from relaxpack.runtime.kernels import get_kernel
+    fn = get_kernel("strided_slice").fn
+    attrs = {"axes": (0, -1), "begin": (1, -1), "end": (-1, -100), "strides": (2, -2)}
+    call = fn.specialize_attrs(attrs, (False,))
+    rng = np.random.default_rng(0)
+    for shape in [(5, 7), (5, 7), (3, 4), (0, 4), (5, 1), (9, 7), (5, 7)]:
+        x = rand(rng, shape, dtype)
+        want = np.empty_like(x[1:-1:2, -1:-100:-2])
+        fn(x, out=want, **attrs)
+        got = np.full_like(want, 0)
+        call(x, out=got)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got, x[1:-1:2, ::-2])

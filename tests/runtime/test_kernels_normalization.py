@@ -211,3 +211,13 @@ def test_lrn_against_the_spec(dtype, shape, size):
     rng = np.random.default_rng(7)
     x = rand(rng, shape, dtype) * 4
     assert_close(run_kernel("nn.lrn", x, size=size, **LRN_ATTRS), lrn_spec(x, size, **LRN_ATTRS))
+
+
+@pytest.mark.parametrize("op, args, attrs", [("nn.softmax", 0, {"axis": -1}), ("nn.layer_norm", 1, {"axes": (-1,)})])
+def test_a_last_axis_of_a_scalar_is_a_shape_error(op, args, attrs):
+    """The fast last-axis paths take the axis as given: a scalar still has no axis -1."""
+    from relaxpack.errors import ShapeError
+    from .kernel_calls import call_kernel
+    x = np.array(1.0, np.float32)
+    with pytest.raises(ShapeError, match="out of range for a tensor of rank 0"):
+        call_kernel(op, x, *[np.ones((), np.float32)] * args, out=np.empty((), np.float32), **attrs)

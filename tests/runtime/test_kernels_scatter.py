@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from relaxpack.errors import ShapeError
+from relaxpack.runtime.kernels import get_kernel
 
 from .test_kernels_registry import assert_close, rand, run_kernel, run_onnx
 
@@ -54,6 +55,26 @@ def test_gather_nd_int32_indices_and_strings():
     data = np.array([["a", "b"], ["c", "d"]], dtype=object)
     got = run_kernel("gather_nd", data, np.array([[1, 0], [-1, -1]], np.int32))
     assert got.tolist() == ["c", "d"]
+
+
+@pytest.mark.parametrize("index_dtype", ["int64", "int32", "int8", "uint8"])
+@pytest.mark.parametrize("batch_dims", [0, 1])
+def test_gather_nd_rows_path_matches_fancy_indexing_into_a_strided_out(index_dtype, batch_dims):
+    """The one-take path (signed indices) and the per-axis path (the others) agree with numpy's
+    own fancy indexing, negative indices included, into a strided out."""
+    rng = np.random.default_rng(3)
+    data = rng.standard_normal((3, 4, 5, 2)).astype(np.float32)
+    dims = data.shape[batch_dims:batch_dims + 2]
+    idx = np.stack([rng.integers(0 if index_dtype.startswith("u") else -d, d, (3, 6)) for d in dims], axis=-1)
+    idx = idx.astype(index_dtype)
+    if batch_dims:
+        want = np.stack([data[i][tuple(idx[i][..., j] for j in range(2))] for i in range(3)])
+    else:
+        want = data[tuple(idx[..., j] for j in range(2))]
+    big = np.zeros(want.shape[:-1] + (4,), np.float32)
+    get_kernel("gather_nd").fn(data, idx, out=big[..., ::2], batch_dims=batch_dims)
+    np.testing.assert_array_equal(big[..., ::2], want)
+    assert not big[..., 1::2].any()
 
 
 def test_gather_nd_out_of_range_names_the_op():

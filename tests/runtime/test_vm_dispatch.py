@@ -190,3 +190,20 @@ def test_a_kernel_with_specialize_attrs_is_specialized_once_per_instruction():
     assert len(made) == 1
     # an attribute held in a register is a per-call value: the kernel stays generic
     assert vm_module._specialize_kernel(kernel, [(True, 0)], [("out", True, 1), ("shift", True, 0)])[0] is kernel
+
+
+def test_binary_ufunc_kernels_run_as_bare_ufuncs_with_out_positional():
+    """add/multiply/... calls are the ufunc itself, out positional (maximum keeps the keyword:
+    numpy 2 warns otherwise); compiled and interpreted results are the reference's, no warning."""
+    import warnings
+    exe = relaxpack.build(chain_module(12), opt_level=0)
+    vm = VirtualMachine(exe)
+    fns = {r.name: r.fn for r in vm._prepared[0].resolved.values()}
+    assert fns["add"] is np.add and fns["multiply"] is np.multiply and fns["maximum"] is not np.maximum
+    x = np.linspace(-2, 2, 4).astype(np.float32)
+    interpreted = VirtualMachine(exe)
+    interpreted.compiled = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for machine in (vm, interpreted):
+            np.testing.assert_array_equal(machine.run({"x": x})["y"], chain_reference(x, 12))

@@ -295,37 +295,43 @@ def _powers(u: np.ndarray, count: int) -> np.ndarray:
     powers[0] = u
     m = 1
     while m < count:
-        np.multiply(powers[:min(m, count - m)], powers[m - 1], out=powers[m:min(2 * m, count)])
+        k = min(m, count - m)
+        np.multiply(powers[:k], powers[m - 1], powers[m:m + k])
         m *= 2
     return powers
 
 
+#: the fit's coefficients of u ** 1 .. u ** 16 (a contiguous copy for the product)
+_ERFC_P_RISING = np.ascontiguousarray(_ERFC_P[1:])
+_HALF_OVER_SQRT2 = 0.5 / math.sqrt(2)
+
+
 def gelu64_small_into(x: np.ndarray, out: np.ndarray) -> None:
     """``out = x * Phi(x)`` (exact GELU) for a float ``x`` of ``out``'s shape, evaluated in
-    float64 and rounded once: about 20 numpy calls where :func:`gelu32_into` makes ~40, which
-    on a small array is what costs. ``x - min(x, 0) - |x| Phi(-|x|)`` with ``Phi(-a) = erfc(a /
-    sqrt 2) / 2`` from the fit above: within a relative 1.4e-12 before rounding, so float32
-    and float16 results are correctly rounded but for near-ties; inf gives inf, -inf NaN, as
-    :func:`gelu32_into`. ``out`` may be ``x``."""
+    float64 and rounded once: about 20 numpy calls (``out`` positional) where :func:`gelu32_into`
+    makes ~40, which on a small array is what costs. ``x - min(x, 0) - |x| Phi(-|x|)`` with
+    ``Phi(-a) = erfc(a / sqrt 2) / 2`` from the fit above: within a relative 1.4e-12 before
+    rounding, so float32 and float16 results are correctly rounded but for near-ties; inf gives
+    inf, -inf NaN, as :func:`gelu32_into`. ``out`` may be ``x``."""
     with quiet():
-        z = np.abs(x, out=np.empty(x.shape, np.float64))
-        np.minimum(z, 15.0, out=z)
-        z *= 1 / math.sqrt(2)                       # z = |x| / sqrt 2 in [0, 15 / sqrt 2]
-        t = np.multiply(z, 0.5)
-        t += 1
-        np.divide(1, t, out=t)
+        a = np.abs(x, dtype=np.float64)
+        np.minimum(a, 15.0, out=a)                  # a = |x| in [0, 15]; z = a / sqrt 2
+        t = np.multiply(a, _HALF_OVER_SQRT2)
+        np.add(t, 1.0, t)
+        np.divide(1.0, t, t)                        # t = 1 / (1 + z / 2)
         u = np.subtract(t, _ERFC_M)
-        u *= 1 / _ERFC_H
-        p = (_ERFC_P[1:] @ _powers(u.reshape(-1), len(_ERFC_P) - 1)).reshape(u.shape)
-        p += _ERFC_P[0]
-        np.multiply(z, z, out=u)
-        p -= u
-        np.exp(p, out=p)
-        p *= t                                      # erfc(z)
-        p *= z
-        p *= 1 / math.sqrt(2)                       # |x| Phi(-|x|) = z erfc(z) / sqrt 2
+        np.multiply(u, 1 / _ERFC_H, u)
+        p = np.dot(_ERFC_P_RISING, _powers(u.reshape(-1), len(_ERFC_P) - 1)).reshape(u.shape)
+        np.add(p, _ERFC_P[0], p)
+        np.multiply(a, a, u)
+        np.multiply(u, 0.5, u)                      # z ** 2
+        np.subtract(p, u, p)
+        np.exp(p, p)
+        np.multiply(p, t, p)                        # erfc(z)
+        np.multiply(p, a, p)
+        np.multiply(p, 0.5, p)                      # |x| Phi(-|x|) = |x| erfc(z) / 2
         relu = np.minimum(x, 0)
-        np.subtract(x, relu, out=relu)              # exact: x - min(x, 0)
+        np.subtract(x, relu, relu)                  # exact: x - min(x, 0)
         np.subtract(relu, p, out=out, casting="unsafe")
 
 

@@ -30,11 +30,16 @@ Two optional attributes of a kernel function let callers skip work:
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 from ...errors import UnsupportedOpError
+from ._index import KERNEL_MODULES, OWNER
 
 
 @dataclass(frozen=True)
@@ -49,8 +54,60 @@ class Kernel:
     takes_workspace: bool = False
 
 
+class _KernelTable(dict):
+    """kernel name -> :class:`Kernel`, filled as the modules that register kernels are imported:
+    a lookup of a name imports its module (:data:`._index.OWNER`) first, iterating imports them
+    all. ``import relaxpack.runtime`` then imports no kernel module; an archive's load imports
+    those of the kernels it calls (a cold start pays for what the model uses)."""
+
+    def _owner(self, name) -> None:
+        module = OWNER.get(name) if isinstance(name, str) else None
+        if module is not None and not dict.__contains__(self, name):
+            importlib.import_module(f"{__package__}.{module}")
+
+    def __getitem__(self, name):
+        self._owner(name)
+        return dict.__getitem__(self, name)
+
+    def get(self, name, default=None):
+        self._owner(name)
+        return dict.get(self, name, default)
+
+    def __contains__(self, name) -> bool:
+        self._owner(name)
+        return dict.__contains__(self, name)
+
+    def __iter__(self):
+        load_all()
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        load_all()
+        return dict.__len__(self)
+
+    def keys(self):
+        load_all()
+        return dict.keys(self)
+
+    def values(self):
+        load_all()
+        return dict.values(self)
+
+    def items(self):
+        load_all()
+        return dict.items(self)
+
+
+def load_all() -> None:
+    """Import every kernel module (a table of every kernel, e.g. to list them)."""
+    for module in KERNEL_MODULES:
+        importlib.import_module(f"{__package__}.{module}")
+
+
 #: kernel name (the IR op's name) -> kernel
-KERNELS: dict[str, Kernel] = {}
+KERNELS: dict[str, Kernel] = _KernelTable()
+#: kernel name -> the module that registered it (what :data:`._index.OWNER` must say)
+ORIGIN: dict[str, str] = {}
 
 
 def register_kernel(*names: str, dps: bool = True) -> Callable[[Callable], Callable]:
@@ -63,10 +120,12 @@ def register_kernel(*names: str, dps: bool = True) -> Callable[[Callable], Calla
         raise TypeError("register_kernel needs at least one kernel name")
 
     def wrap(fn: Callable) -> Callable:
+        module = sys._getframe(1).f_globals.get("__name__", "")
         for name in names:
-            if name in KERNELS:
+            if dict.__contains__(KERNELS, name):
                 raise ValueError(f"kernel {name!r} is registered twice")
             KERNELS[name] = Kernel(name, fn, dps, _takes_workspace(fn))
+            ORIGIN[name] = module
         return fn
     return wrap
 
@@ -89,6 +148,26 @@ def as_ufunc(fn: Callable, ufunc, *, quiet: bool = False, low_float: bool = True
     computes those in float32)."""
     fn.ufunc, fn.ufunc_quiet, fn.ufunc_low_float = ufunc, quiet, low_float
     return fn
+
+
+#: ufuncs whose ``out`` numpy 2 no longer takes positionally (it warns, which costs microseconds)
+KEYWORD_OUT = frozenset({np.maximum, np.minimum})
+
+
+def positional_out(ufunc, n_inputs: int) -> bool:
+    """Whether ``ufunc(*inputs, out=out)`` may be called ``ufunc(*inputs, out)``: on a small
+    array the keyword's parsing is half of the call."""
+    return ufunc.nin == n_inputs and ufunc.nout == 1 and ufunc not in KEYWORD_OUT
+
+
+def bare_ufunc(fn: Callable, n_inputs: int):
+    """The ufunc that may stand in for kernel ``fn`` called on ``n_inputs`` operands with ``out``
+    only, out positional, for every dtype (:func:`as_ufunc` with ``low_float``; floating-point
+    warnings are off for a whole VM run); None if there is none."""
+    ufunc = getattr(fn, "ufunc", None)
+    if ufunc is None or getattr(fn, "ufunc_low_float", True) is False or not positional_out(ufunc, n_inputs):
+        return None
+    return ufunc
 
 
 def get_kernel(name: str) -> Kernel:

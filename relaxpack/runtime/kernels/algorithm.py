@@ -130,7 +130,11 @@ def range_(start, limit, delta, *, out, dtype):
     int64, floats in float64, rounded once to ``out``'s dtype."""
     count = range_length(start, limit, delta)
     if all(isinstance(v, (int, np.integer)) for v in (start, limit, delta)):
-        values = int(start) + int(delta) * np.arange(count, dtype=np.int64)
+        start, delta = int(start), int(delta)
+        if max(abs(start), abs(start + count * delta)) < 1 << 62:
+            values = np.arange(start, start + count * delta, delta, dtype=np.int64)    # one call
+        else:
+            values = start + delta * np.arange(count, dtype=np.int64)
     else:
         values = float(start) + float(delta) * np.arange(count, dtype=np.float64)
     if count != out.shape[0]:

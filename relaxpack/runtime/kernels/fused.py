@@ -63,8 +63,32 @@ def gemm(x, w, bias=None, *, out, activation):
     """``activation(x @ w + bias)``; ``bias`` broadcasts into the product."""
     matmul(x, w, out=out)
     if bias is not None:
-        np.add(out, bias, out=out)
+        np.add(out, bias, out)
     apply_activation(out, activation)
+
+
+def _specialize_gemm(attrs: dict, constant: tuple):
+    """Per instruction: the activation looked up once; a constant integer weight declared one
+    (:func:`.integer_exact.declare_constant`: its float copy kept)."""
+    if set(attrs) - {"activation"}:
+        return lambda *args, out, workspace=None: gemm(*args, out=out, **attrs)
+    act = activation_fn(attrs.get("activation"))
+    declared = [None]
+    fixed = len(constant) > 1 and constant[1]
+
+    def call(x, w, bias=None, *, out, workspace=None):
+        if fixed and w is not declared[0] and w.dtype.kind in "iu":
+            integer_exact.declare_constant(w)
+            declared[0] = w
+        matmul(x, w, out=out)
+        if bias is not None:
+            np.add(out, bias, out)
+        if act is not None:
+            act(out)
+    return call
+
+
+gemm.specialize_attrs = _specialize_gemm
 
 
 @register_kernel("nn.conv_bias_act")
@@ -86,12 +110,6 @@ def _specialize_conv_bias_act(attrs: dict, constant: tuple):
     return _declaring(specialize(conv_bias_act, constant, **attrs), constant)
 
 
-def _specialize_conv(attrs: dict, constant: tuple):
-    from .conv_small import specialize
-    call = _declaring(specialize(conv_bias_act, constant, activation=None, **attrs), constant)
-    return lambda data, weight, *, out, workspace=None: call(data, weight, None, out=out, workspace=workspace)
-
-
 def _declaring(call, constant: tuple):
     """``call``, declaring its weight and bias (operands 1, 2) constants where ``constant`` says so."""
     fixed_weight, fixed_bias = len(constant) > 1 and constant[1], len(constant) > 2 and constant[2]
@@ -110,21 +128,4 @@ def _declaring(call, constant: tuple):
     return declared
 
 
-def _specialize_gemm(attrs: dict, constant: tuple):
-    """Per instruction: a constant integer weight declared one (its float copy kept)."""
-    declared = [None]
-    fixed = len(constant) > 1 and constant[1]
-
-    def call(x, w, bias=None, *, out, workspace=None):
-        if fixed and w is not declared[0] and w.dtype.kind in "iu":
-            integer_exact.declare_constant(w)
-            declared[0] = w
-        gemm(x, w, bias, out=out, **attrs)
-    return call
-
-
-gemm.specialize_attrs = _specialize_gemm
-
-
 conv_bias_act.specialize_attrs = _specialize_conv_bias_act
-KERNELS["nn.conv"].fn.specialize_attrs = _specialize_conv

@@ -5,22 +5,34 @@ buffer each step writes, makes the views and calls each step's kernel, all
 from the recipe: 10-40 µs of Python on tensors of a few hundred values,
 more than the unfused chain's calls. The VM instead asks, once per
 instruction, for :func:`specialize` of the instruction's recipe, which
-generates (once per shape of recipe: its steps' inputs and which take
-attributes or a workspace, never the archive's strings) a function that
-makes the steps' calls one after another. That function keeps the
-last call's ``out``, ``workspace``, operands and the views into them:
-when the next call passes the same arrays (an arena view is the same
-object from run to run) it only makes the calls; otherwise it plans as the
-generic kernel does (:func:`~.fused_elementwise.prepare_call`) and keeps
-the new views. Where the plan needs the thread's scratch (no planned
-workspace) or copies (an operand overlapping ``out``), the call goes to the
-generic kernel.
+generates (once per shape of recipe: its steps' inputs, the buffer each
+step writes, which take attributes or a workspace; never the archive's
+strings) a function that makes the steps' calls one after another.
+
+The buffers are the generic kernel's plan for an ``out`` that is none of
+the inputs (:func:`~.fused_elementwise.plan_buffers`), fixed per recipe: a
+step of ``out``'s shape and dtype that writes ``out`` is passed ``out``
+itself; the others write views (a prefix of ``out``'s bytes, or the
+temporaries in the planned ``workspace``) worked out by the first call at
+the operands' shapes (:func:`~.fused_elementwise.prepare_call`) and kept.
+A call on the same arrays as the last (an arena view is the same object
+from run to run) only makes the calls. A call on new arrays of the kept
+shapes (a model input, a fresh output) checks them inline, a few hundred
+nanoseconds: ``out`` C-contiguous of the kept shape and dtype, each new
+operand of its kept shape and, where the plan writes ``out`` before the
+operand's last read, not overlapping ``out`` (or ``out`` itself where the
+plan for that aliasing is the same); views into ``out`` are made again.
+Anything else (new shapes, a new workspace, an overlap) plans again as the
+generic kernel does; where that plan is another or needs the thread's
+scratch (no planned workspace) or copies, the call goes to the generic
+kernel.
 
 A step whose kernel is a bare ufunc call (:func:`.registry.as_ufunc`) calls
-the ufunc itself; those that need floating-point warnings off run inside one
-:func:`~relaxpack.runtime.fpstate.quiet` for the whole chain. A step whose
-kernel specializes (a producer conv: :mod:`.conv_small`) gets its own
-specialized callable.
+the ufunc itself, its ``out`` positional (keyword parsing is half of a
+ufunc call's cost on a small array); those that need floating-point
+warnings off run inside one :func:`~relaxpack.runtime.fpstate.quiet` for
+the whole chain. A step whose kernel specializes (a producer conv:
+:mod:`.conv_small`) gets its own specialized callable.
 """
 
 from __future__ import annotations
@@ -30,13 +42,20 @@ from typing import Callable
 
 import numpy as np
 
-from ..fpstate import quiet
+from ..fpstate import IGNORING, quiet, state_now
 from ._math import is_low_float
-from .fused_elementwise import OUT, compile_recipe, fused_elementwise, nbytes, prepare_call, split_aliases
+from .fused_elementwise import (OUT, _plan, compile_recipe, fused_elementwise, nbytes, prepare_call,
+                                split_aliases)
+from ._registry import positional_out
 from ._workspace import scratch_nbytes
 
 #: a parameter the call did not pass (the generic kernel then says so)
 _MISSING = object()
+#: what the generated function keeps in place of an array it does not hold on to
+_NOREF = object()
+
+#: how a step's result is held: ``out`` itself, a view of ``out``'s bytes, a temporary in the workspace
+_OUT, _OUT_VIEW, _TEMPORARY = "out", "view", "temp"
 
 
 def specialize(recipe, constant: tuple = ()) -> Callable:
@@ -44,21 +63,28 @@ def specialize(recipe, constant: tuple = ()) -> Callable:
     ``constant[i]``: parameter ``i`` is a bound value (see ``specialize_attrs`` in ``_registry.py``)."""
     try:
         steps, n_params = compile_recipe(recipe)
+        plan, _ = _plan(recipe, frozenset())
     except Exception:  # noqa: BLE001 - malformed: the generic kernel raises the error, per call
         return _generic(recipe)
-    fns, attrs, quiet_needed = [], [], False
+    fns, attrs, positional, quiet_needed = [], [], [], False
     for step in steps:
         direct = _direct_ufunc(step)
         own = getattr(step.fn, "specialize_attrs", None) if not direct else None
         fixed = tuple(kind == "p" and i < len(constant) and constant[i] for kind, i in step.inputs)
         fns.append(direct[0] if direct else own(step.attrs, fixed) if own else step.fn)
         attrs.append(step.attrs if step.attrs and not direct and not own else None)
+        positional.append(bool(direct) and positional_out(direct[0], len(step.inputs)))
         quiet_needed |= bool(direct and direct[1])
-    structure = tuple((step.inputs, attrs[j] is not None, step.workspace) for j, step in enumerate(steps))
-    factory = _factory(structure, n_params, quiet_needed)
+    holds = _holds(steps, plan)
+    checked = _checked_params(recipe, steps, plan, n_params, constant)
+    structure = tuple((step.inputs, attrs[j] is not None, step.workspace, positional[j], holds[j])
+                      for j, step in enumerate(steps))
+    registers = tuple(i for i in range(n_params) if not (i < len(constant) and constant[i]))
+    factory = _factory(structure, n_params, quiet_needed, checked, registers)
     holder: list = []
-    call, bind = factory(*fns, *attrs, quiet, lambda inputs, out, ws: _slow(holder[0], inputs, out, ws))
-    holder.append(_Slow(recipe, bind, call))
+    call, bind = factory(*fns, *attrs, quiet, lambda inputs, out, ws: _slow(holder[0], inputs, out, ws),
+                         np.ndarray, np.may_share_memory, _same_memory, _out_view, state_now, IGNORING)
+    holder.append(_Slow(recipe, plan, holds, bind, call))
     return call
 
 
@@ -79,18 +105,52 @@ def _direct_ufunc(step):
     return ufunc, bool(getattr(step.fn, "ufunc_quiet", False))
 
 
+def _holds(steps, plan) -> tuple[str, ...]:
+    """Per step where its result is held under ``plan``: ``out`` itself (it writes buffer 0 at
+    ``out``'s shape and dtype), a view of ``out``'s bytes, or a temporary."""
+    return tuple(_OUT if b == OUT and step.full and step.dtype == steps[-1].dtype
+                 else _OUT_VIEW if b == OUT else _TEMPORARY for step, b in zip(steps, plan))
+
+
+def _checked_params(recipe, steps, plan, n_params: int, constant: tuple) -> tuple[tuple[int, bool], ...]:
+    """The parameters a new array of which must not overlap ``out``: those not bound (a constant is
+    never ``out``) read by a step that writes buffer 0 or after one has; with whether that
+    parameter being ``out`` itself leaves the plan as it is (then that exact alias is allowed)."""
+    first = next(j for j, b in enumerate(plan) if b == OUT)
+    read = {i for j, step in enumerate(steps) if j >= first or plan[j] == OUT
+            for kind, i in step.inputs if kind == "p"}
+    return tuple((i, _plan(recipe, frozenset({i})) == (plan, False)) for i in sorted(read)
+                 if not (i < len(constant) and constant[i]))
+
+
+def _same_memory(x, out) -> bool:
+    """Whether ``x`` is ``out``'s memory with ``out``'s layout (an exact alias)."""
+    return (x.shape == out.shape and x.strides == out.strides and x.dtype == out.dtype
+            and x.__array_interface__["data"][0] == out.__array_interface__["data"][0])
+
+
+def _out_view(out, spec):
+    """The view of ``out``'s first bytes that a step writes: ``spec`` is (bytes, dtype, shape)."""
+    size, dtype, shape = spec
+    return out.reshape(-1).view(np.uint8)[:size].view(dtype).reshape(shape)
+
+
 class _Slow:
-    """What the slow path needs: the recipe, and the generated function's ``bind`` and ``call``."""
+    """What the slow path needs: the recipe, the plan the generated function runs, where each
+    step's result is held, and the generated function's ``bind`` and ``call``."""
 
-    __slots__ = ("recipe", "bind", "call")
+    __slots__ = ("recipe", "plan", "holds", "bind", "call")
 
-    def __init__(self, recipe, bind, call):
-        self.recipe, self.bind, self.call = recipe, bind, call
+    def __init__(self, recipe, plan, holds, bind, call):
+        self.recipe, self.plan, self.holds, self.bind, self.call = recipe, plan, holds, bind, call
 
 
 def _slow(state: _Slow, inputs: tuple, out, workspace) -> None:
-    """Plan the call (the generic kernel's plan), keep its views in the generated function, run it;
-    or hand the call to the generic kernel where the plan needs the thread's scratch or copies."""
+    """Plan the call (the generic kernel's plan), keep its shapes and views in the generated
+    function and run it; or hand the call to the generic kernel where the plan needs the
+    thread's scratch or copies. A plan other than the generated function's (``out`` is an input
+    read after ``out``'s first write: the memory planner's in-place reuse) is kept too, for
+    calls on the same arrays."""
     inputs = tuple(x for x in inputs if x is not _MISSING)
     recipe = state.recipe
     if not isinstance(out, np.ndarray) or out.size == 0 or not out.flags.c_contiguous:
@@ -106,52 +166,105 @@ def _slow(state: _Slow, inputs: tuple, out, workspace) -> None:
         state.bind(None)
         fused_elementwise(*inputs, out=out, recipe=recipe, workspace=workspace)
         return
-    raws = [out.reshape(-1).view(np.uint8)]
+    raws = [None]
     start = 0
     for n in prepared.temporaries:
         raws.append(workspace[start:start + n])
         start += -(-n // 64) * 64
-    views = tuple(out if direct else raws[b][:nbytes(shape, step.dtype)].view(step.dtype).reshape(shape)
-                  for step, b, shape, direct in zip(prepared.steps, prepared.plan, prepared.shapes, prepared.direct))
+    views, specs = [], []
+    for step, b, shape in zip(prepared.steps, prepared.plan, prepared.shapes):
+        spec = (nbytes(shape, step.dtype), step.dtype, shape)
+        if b == OUT:
+            same = shape == out.shape and step.dtype == out.dtype
+            views.append(out if same else _out_view(out, spec))
+        else:
+            views.append(raws[b][:spec[0]].view(step.dtype).reshape(shape))
+        specs.append(spec)
     rest = workspace[used:] if workspace is not None and workspace.nbytes >= used else None
-    state.bind((inputs, out, workspace, views, rest))
+    shapes = tuple(x.shape if isinstance(x, np.ndarray) else None for x in inputs)
+    other = prepared.plan != state.plan
+    state.bind((inputs, shapes, out, workspace, tuple(views), tuple(specs), rest, other))
     state.call(*inputs, out=out, workspace=workspace)
 
 
 @lru_cache(maxsize=256)
-def _factory(structure: tuple, n_params: int, quiet_needed: bool) -> Callable:
-    """``factory(f0.., a0.., quiet, slow) -> (call, bind)`` for recipes of this structure.
+def _factory(structure: tuple, n_params: int, quiet_needed: bool, checked: tuple, registers: tuple) -> Callable:
+    """``factory(f0.., a0.., quiet, slow, ndarray, may_share, same, out_view, state_now, IGNORING)
+    -> (call, bind)``
+    for recipes of this structure: per step its inputs, whether it takes attributes, a
+    workspace, its ``out`` positionally, and where its result is held under the recipe's plan;
+    ``checked``: the parameters (index, exact alias allowed) a new array of which must not
+    overlap ``out``.
 
-    The source is made from ints and flags only: parameter and step indices, whether a step takes
-    attributes or a workspace; every function, attribute dict and view is a closure variable."""
+    Every step writes its view ``v<j>`` (kept by ``bind``); a call on new arrays of the kept
+    shapes remakes the views into ``out`` of the recipe's plan, a call bound to another plan
+    (``ALT``) plans again instead. The source is made from ints and flags only; every function,
+    attribute dict, shape and view is a closure variable."""
     n = len(structure)
+    holds = [s[4] for s in structure]
     params = [f"p{i}" for i in range(n_params)]
-    kept = [f"L{i}" for i in range(n_params)]
+    kept, shapes = [f"L{i}" for i in range(n_params)], [f"S{i}" for i in range(n_params)]
     views = [f"v{j}" for j in range(n)]
+    direct = [f"v{j}" for j in range(n) if holds[j] == _OUT]
+    remade = [j for j in range(n) if holds[j] == _OUT_VIEW]
+    specs = [f"K{j}" for j in remade]
     body = []
-    for j, (inputs, has_attrs, has_ws) in enumerate(structure):
-        args = [f"p{i}" if kind == "p" else f"v{i}" for kind, i in inputs] + [f"out=v{j}"]
+    for j, (inputs, has_attrs, has_ws, positional, _) in enumerate(structure):
+        args = [f"p{i}" if kind == "p" else f"v{i}" for kind, i in inputs]
+        args += [f"v{j}"] if positional else [f"out=v{j}"]
         args += ["workspace=w"] * has_ws + [f"**a{j}"] * has_attrs
         body.append(f"f{j}({', '.join(args)})")
-    indent = " " * (16 if quiet_needed else 12)
+    valid = " or ".join(["ALT", "workspace is not W", "out.__class__ is not ndarray", "out.shape != OS",
+                         "out.dtype is not OD", "not out.flags.c_contiguous"])
+    allowed = dict(checked)
+
+    def overlaps(i: int) -> str:
+        return f"may_share(p{i}, out)" + (f" and not same(p{i}, out)" if allowed[i] else "")
+    overlap = " or ".join(overlaps(i) for i, _ in checked)
+    state = kept + views + specs + ["O", "W", "w", "OS", "OD", "ALT"] + shapes
+    slow_call = f"slow(({''.join(p + ', ' for p in params)}*rest), out, workspace)"
+    indent = " " * (12 if quiet_needed else 8)
     source = "\n".join([
-        f"def factory({', '.join([f'f{j}' for j in range(n)] + [f'a{j}' for j in range(n)])}, quiet, slow):",
-        f"    {' = '.join(kept + views + ['O', 'W', 'w'])} = MISSING",
+        f"def factory({', '.join([f'f{j}' for j in range(n)] + [f'a{j}' for j in range(n)])}, quiet, slow, "
+        "ndarray, may_share, same, out_view, state_now, IGNORING):",
+        f"    {' = '.join(state)} = MISSING",
         f"    def call({''.join(p + '=MISSING, ' for p in params)}*rest, out, workspace=None):",
-        f"        if {' and '.join([f'p{i} is L{i}' for i in range(n_params)] + ['out is O', 'workspace is W'])}:",
-        *(["            with quiet():"] if quiet_needed else []),
+        f"        nonlocal {', '.join(kept + direct + [f'v{j}' for j in remade] + ['O'])}",
+        *(["        seen = False"] if overlap else []),
+        "        if out is not O or workspace is not W:",
+        f"            if {valid}:",
+        f"                return {slow_call}",
+        *([f"            if {overlap}:", f"                return {slow_call}", "            seen = True"]
+          if overlap else []),
+        *([f"            {' = '.join(direct)} = out"] if direct else []),
+        *[f"            v{j} = out_view(out, K{j})" for j in remade],
+        "            O = out",
+        *[line for i in range(n_params) for line in (
+            f"        if p{i} is not L{i}:",
+            f"            if ALT or p{i}.__class__ is not ndarray or p{i}.shape != S{i}"
+            + (f" or not seen and ({overlaps(i)})" if i in allowed else "") + ":",
+            f"                return {slow_call}",
+            f"            L{i} = p{i}")],
+        *(["        if state_now() is IGNORING:"] if quiet_needed else []),
         *(indent + line for line in body),
-        "            return",
-        f"        slow(({''.join(p + ', ' for p in params)}*rest), out, workspace)",
+        *(["        else:", "            with quiet():"] if quiet_needed else []),
+        *(" " * 16 + line for line in body if quiet_needed),
+        # an array that owns its memory (a model input or output, new every run) is not kept:
+        # holding it past the call would keep its memory from the next run's allocation
+        "        if out.base is None:",
+        f"            {' = '.join(['O'] + direct + [f'v{j}' for j in remade])} = NOREF",
+        *[line for i in registers for line in (f"        if p{i}.base is None:", f"            L{i} = NOREF")],
         "    def bind(state):",
-        f"        nonlocal {', '.join(kept + views + ['O', 'W', 'w'])}",
+        f"        nonlocal {', '.join(state)}",
         "        if state is None:",
-        f"            {' = '.join(kept + views + ['O', 'W', 'w'])} = MISSING",
+        f"            {' = '.join(state)} = MISSING",
         "            return",
-        "        inputs, O, W, views, w = state",
-        *([f"        {', '.join(kept)}, = inputs[:{n_params}]"] if n_params else []),
-        f"        {', '.join(views)}, = views",
+        f"        inputs, shapes, O, W, ({', '.join(views)},), specs, w, ALT = state",
+        "        OS, OD = O.shape, O.dtype",
+        *([f"        {', '.join(kept)}, = inputs[:{n_params}]",
+           f"        {', '.join(shapes)}, = shapes[:{n_params}]"] if n_params else []),
+        *([f"        {', '.join(specs)}, = [specs[j] for j in REMADE]"] if specs else []),
         "    return call, bind"])
-    namespace = {"MISSING": _MISSING}
+    namespace = {"MISSING": _MISSING, "NOREF": _NOREF, "REMADE": tuple(remade)}
     exec(compile(source, f"<fused_elementwise {n} steps>", "exec"), namespace)  # noqa: S102 (see the docstring)
     return namespace["factory"]

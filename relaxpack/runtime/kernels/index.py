@@ -21,13 +21,37 @@ def _ints(value) -> tuple[int, ...]:
 @register_kernel("strided_slice")
 def strided_slice(x, *, out, axes, begin, end, strides=None):
     """``x[begin:end:stride]`` along ``axes``, clamped like ONNX Slice."""
+    np.copyto(out, x[_slice_index(x.shape, axes, begin, end, strides)])
+
+
+def _specialize_strided_slice(attrs: dict, constant: tuple):
+    """Per instruction: the index tuple worked out once per input shape (the attributes are fixed),
+    so a call is one copy: a loop body slicing its state costs what the slice does."""
+    index_of: dict[tuple, tuple] = {}
+
+    def call(x, *, out, workspace=None):
+        index = index_of.get(x.shape)
+        if index is None:
+            index = _slice_index(x.shape, **attrs)
+            if len(index_of) >= 64:
+                index_of.clear()
+            index_of[x.shape] = index
+        np.copyto(out, x[index])
+    return call
+
+
+def _slice_index(shape: tuple, axes, begin, end, strides=None) -> tuple:
+    """The index tuple of ``strided_slice`` on a tensor of ``shape``."""
     axes, begin, end = _ints(axes), _ints(begin), _ints(end)
     strides = (1,) * len(axes) if strides is None else _ints(strides)
-    index = [slice(None)] * x.ndim
+    index = [slice(None)] * len(shape)
     for axis, b, e, s in zip(axes, begin, end, strides):
-        ax = normalize_axis(axis, x.ndim)
-        index[ax] = onnx_slice(b, e, s, x.shape[ax])
-    np.copyto(out, x[tuple(index)])
+        ax = normalize_axis(axis, len(shape))
+        index[ax] = onnx_slice(b, e, s, shape[ax])
+    return tuple(index)
+
+
+strided_slice.specialize_attrs = _specialize_strided_slice
 
 
 @register_kernel("dynamic_strided_slice")

@@ -9,6 +9,10 @@ from ._math import is_low_float
 from ._registry import register_kernel
 
 
+#: dtypes whose products numpy hands to BLAS as they are
+_BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 @register_kernel("matmul")
 def matmul(lhs, rhs, *, out, out_dtype=None):
     """``lhs @ rhs`` (1-D operands and broadcast batch dims as in numpy).
@@ -20,6 +24,10 @@ def matmul(lhs, rhs, *, out, out_dtype=None):
     returns at once and an empty inner dim gives zeros: numpy would loop
     over every batch entry of, say, a (2**31, 0, 32) operand for seconds.
     """
+    dtype = out.dtype
+    if lhs.dtype is dtype and rhs.dtype is dtype and dtype in _BLAS_DTYPES and out.size and lhs.shape[-1]:
+        np.matmul(lhs, rhs, out=out)        # the common case, first: a small product costs ~1 us
+        return
     if out.size == 0:
         return
     if lhs.shape[-1] == 0 and rhs.shape[-2 if rhs.ndim > 1 else 0] == 0:   # sums of nothing

@@ -75,6 +75,18 @@ def conv(data, weight, *, out, strides, padding, dilation, groups, data_layout,
               groups=groups, data_layout=data_layout, out_layout=out_layout, workspace=workspace)
 
 
+def _specialize_conv(attrs: dict, constant: tuple):
+    """Per instruction: the small-conv fast path (:mod:`.conv_small`) of ``nn.conv_bias_act`` without a
+    bias, a constant integer weight declared one (``fused._declaring``)."""
+    from .conv_small import specialize
+    from .fused import _declaring, conv_bias_act
+    call = _declaring(specialize(conv_bias_act, constant, activation=None, **attrs), constant)
+    return lambda data, weight, *, out, workspace=None: call(data, weight, None, out=out, workspace=workspace)
+
+
+conv.specialize_attrs = _specialize_conv
+
+
 def _writes_channels_last(data_layout: str, out_layout) -> bool:
     """Whether the result is channels last (``out_layout`` None: as the data);
     a channels-last conv writes channels last only."""

@@ -33,30 +33,49 @@ def _softmax_rows(x: np.ndarray, buf: np.ndarray) -> bool:
     is under ``_ROW_SUM_FLOOR``) are redone with it, so only outputs below
     ~1e-35 (float32) can differ from the per-row shift. False, with ``buf``
     untouched, when the max is not finite (inf / nan: the general path).
-    Six numpy calls when no row is redone: on short rows each call costs
-    more than its arithmetic."""
+    Six numpy calls when no row is redone, the reductions as bare ufunc
+    reductions and ``out`` positional: on short rows each call's argument
+    handling costs more than its arithmetic (``np.max`` is 1 µs of Python
+    around ``np.maximum.reduce``)."""
     n = x.shape[-1]
-    rows, dst = x.reshape(-1, n), buf.reshape(-1, n)
-    shift = np.max(rows)
+    rows, dst = np.asarray(x).reshape(-1, n), buf.reshape(-1, n)     # (a subclass's reductions keep its type)
+    shift = _MAX(rows, None)
     if not math.isfinite(shift):
         return False
+    if not np.may_share_memory(x, buf):
+        _shifted_softmax(rows, shift, dst, dst)
+        return True
     # the exponentials go to a temporary when buf is x: a redone row reads x again
-    with Scratch([(dst.shape, dst.dtype)] if np.may_share_memory(x, buf) else []) as temporary:
-        exps = temporary[0] if temporary else dst
-        np.subtract(rows, shift, out=exps, dtype=exps.dtype)       # low floats: subtract in float32
-        np.exp(exps, out=exps)
-        total = exps @ ones_vector(n, exps.dtype)
-        if total.min() < _ROW_SUM_FLOOR:
-            low = np.flatnonzero(total < _ROW_SUM_FLOOR)
-            again = rows[low].astype(exps.dtype)
-            with quiet():          # an all -inf row is NaN, as in ONNX's reference
-                again -= np.max(again, axis=1, keepdims=True)
-            np.exp(again, out=again)
-            exps[low] = again
-            total[low] = np.sum(again, axis=1)
-        with quiet():
-            np.divide(exps, total[:, None], out=dst)
+    with Scratch([(dst.shape, dst.dtype)]) as (exps,):
+        _shifted_softmax(rows, shift, exps, dst)
     return True
+
+
+def _shifted_softmax(rows: np.ndarray, shift, exps: np.ndarray, dst: np.ndarray) -> None:
+    """The body of :func:`_softmax_rows`: ``exp(rows - shift)`` into ``exps``, divided by the
+    row sums into ``dst`` (which may be ``exps``, not ``rows``)."""
+    if rows.dtype == exps.dtype:
+        np.subtract(rows, shift, exps)
+    else:
+        np.subtract(rows, shift, out=exps, dtype=exps.dtype)       # low floats: subtract in float32
+    np.exp(exps, exps)
+    total = np.dot(exps, ones_vector(rows.shape[-1], exps.dtype))
+    if _MIN(total, None) < _ROW_SUM_FLOOR:
+        low = np.flatnonzero(total < _ROW_SUM_FLOOR)
+        again = rows[low].astype(exps.dtype)
+        with quiet():          # an all -inf row is NaN, as in ONNX's reference
+            again -= np.max(again, axis=1, keepdims=True)
+        np.exp(again, out=again)
+        exps[low] = again
+        total[low] = np.sum(again, axis=1)
+    with quiet():
+        np.divide(exps, total[:, None], dst)
+
+
+#: the dtypes the row paths compute in directly
+_ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+#: bare ufunc reductions (np.max / np.min add ~1 µs of Python argument handling)
+_MAX, _MIN = np.maximum.reduce, np.minimum.reduce
 
 
 @functools.lru_cache(maxsize=64)
@@ -70,14 +89,20 @@ def ones_vector(n: int, dtype) -> np.ndarray:
 @register_kernel("nn.softmax")
 def softmax(x, *, out, axis):
     """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
-    ax = normalize_axis(axis, x.ndim)
     if x.size == 0:
+        normalize_axis(axis, x.ndim)
         return
-    if ax == x.ndim - 1 and x.shape == out.shape and x.flags.c_contiguous and out.flags.c_contiguous:
-        buf = scratch(out)
-        if _softmax_rows(x, buf):
-            commit(buf, out)
-            return
+    if x.ndim and (axis == -1 or axis == x.ndim - 1) and x.shape == out.shape and x.flags.c_contiguous \
+            and out.flags.c_contiguous:
+        if x.dtype == out.dtype and x.dtype in _ROW_DTYPES:
+            if _softmax_rows(x, out):
+                return
+        else:
+            buf = scratch(out)
+            if _softmax_rows(x, buf):
+                commit(buf, out)
+                return
+    ax = normalize_axis(axis, x.ndim)
     buf = load(x, out)
     with quiet():  # an all -inf row is NaN, as in ONNX's reference
         buf -= np.max(buf, axis=ax, keepdims=True)
@@ -122,29 +147,36 @@ def _param_like(param: np.ndarray, ndim: int, axes: tuple[int, ...], dtype) -> n
     return p.reshape(shape).astype(dtype, copy=False)
 
 
+@functools.lru_cache(maxsize=64)
+def mean_vector(n: int, dtype) -> np.ndarray:
+    """A read-only vector of ``n`` values ``1 / n``: row means as one matrix-vector product."""
+    weights = np.full(n, 1.0 / n, dtype)
+    weights.setflags(write=False)
+    return weights
+
+
 def _layer_norm_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, epsilon: float) -> None:
     """Layer norm over the last axis of a contiguous float32/float64 ``x``
     into ``out`` (which may be ``x``), in five passes and no full-size
-    temporary: the row sums are a matrix-vector product, the centered rows
-    go straight into ``out``, the sum of squares is a row-wise dot product
-    (``vecdot``), and the scale is ``rsqrt(var + eps)`` per row, then
-    ``gamma`` and ``beta`` per column: eleven numpy calls, which on short
+    temporary: the row means are a matrix-vector product with ``1 / d``,
+    the centered rows go straight into ``out``, the sum of squares ``s`` is
+    a row-wise dot product (``vecdot``), the scale per row ``sqrt(d) /
+    sqrt(s + d * eps)`` (= ``1 / sqrt(s / d + eps)``), then ``gamma`` and
+    ``beta`` per column: nine numpy calls, ``out`` positional, which on short
     rows cost more than their arithmetic (``einsum`` for the squares cost
     two of them, a fresh ones vector another)."""
     d = x.shape[-1]
     rows, dst = x.reshape(-1, d), out.reshape(-1, d)
-    mean = rows @ ones_vector(d, rows.dtype)         # row sums by BLAS: ~3x np.mean's speed on rows of 512
-    mean /= d
-    np.subtract(rows, mean[:, None], out=dst)
-    var = np.vecdot(dst, dst)
-    var /= d
-    var += epsilon
-    np.sqrt(var, out=var)
-    np.divide(1, var, out=var)
-    dst *= var[:, None]
-    dst *= gamma
+    mean = np.dot(rows, mean_vector(d, rows.dtype))   # by BLAS: ~3x np.mean's speed on rows of 512
+    np.subtract(rows, mean[:, None], dst)
+    scale = np.vecdot(dst, dst)
+    np.add(scale, d * epsilon, scale)
+    np.sqrt(scale, scale)
+    np.divide(math.sqrt(d), scale, scale)
+    np.multiply(dst, scale[:, None], dst)
+    np.multiply(dst, gamma, dst)
     if beta is not None:
-        dst += beta
+        np.add(dst, beta, dst)
 
 
 def _plain_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, axes: tuple[int, ...],
@@ -163,7 +195,8 @@ def _plain_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, axes: t
 def layer_norm(x, gamma, beta=None, *, out, axes, epsilon):
     """Normalize over ``axes``, then scale by ``gamma`` and shift by ``beta``
     (both broadcast to the normalized dims)."""
-    axes = axis_tuple(axes, x.ndim)
+    last = (x.ndim - 1,)
+    axes = last if x.ndim and (axes == last or axes == (-1,)) else axis_tuple(axes, x.ndim)
     if x.size == 0:
         return
     if _plain_rows(x, gamma, beta, out, axes):
