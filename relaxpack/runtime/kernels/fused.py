@@ -32,7 +32,7 @@ _ACTIVATIONS = {
     "gelu": lambda out: gelu(out, out=out, approximate="none"),
     "gelu_tanh": lambda out: gelu(out, out=out, approximate="tanh"),
     "leakyrelu": lambda out, alpha: leakyrelu(out, out=out, alpha=alpha),
-    "clip": lambda out, lo, hi: clip(out, out=out, min=lo, max=hi),
+    "clip": lambda out, lo, hi: clip(out, out=out, min=lo, max=hi, saturate_nan=False),
 }
 
 
@@ -61,7 +61,7 @@ def activation_fn(activation):
 @register_kernel("nn.gemm")
 def gemm(x, w, bias=None, *, out, activation):
     """``activation(x @ w + bias)``; ``bias`` broadcasts into the product."""
-    matmul(x, w, out=out)
+    matmul(x, w, out=out, out_dtype=None)
     if bias is not None:
         np.add(out, bias, out)
     apply_activation(out, activation)
@@ -80,7 +80,7 @@ def _specialize_gemm(attrs: dict, constant: tuple):
         if fixed and w is not declared[0] and w.dtype.kind in "iu":
             integer_exact.declare_constant(w)
             declared[0] = w
-        matmul(x, w, out=out)
+        matmul(x, w, out=out, out_dtype=None)
         if bias is not None:
             np.add(out, bias, out)
         if act is not None:

@@ -109,14 +109,14 @@ def permute_matmul(lhs, rhs, *, out, lhs_axes=None, rhs_axes=None, out_axes=None
     """
     lhs, rhs = _blas_view(lhs, lhs_axes), _blas_view(rhs, rhs_axes)
     if out_axes is None:
-        matmul(lhs, rhs, out=out)
+        matmul(lhs, rhs, out=out, out_dtype=None)
         return
     target = out.transpose(tuple(np.argsort(out_axes)))
     if out.itemsize in (abs(target.strides[-1]), abs(target.strides[-2])):
-        matmul(lhs, rhs, out=target)
+        matmul(lhs, rhs, out=target, out_dtype=None)
         return
     product = np.empty(target.shape, out.dtype)
-    matmul(lhs, rhs, out=product)
+    matmul(lhs, rhs, out=product, out_dtype=None)
     np.copyto(target, product)
 
 
