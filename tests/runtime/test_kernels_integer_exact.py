@@ -25,11 +25,11 @@ def test_small_products_keep_the_integer_loops(monkeypatch):
     seen = _chosen(monkeypatch)
     a, b = np.full((5, 32), 3, np.int32), np.full((32, 32), 2, np.int32)
     out = np.empty((5, 32), np.int32)
-    matmul(a, b, out=out)                                   # 5120 multiply-adds
+    matmul(a, b, out=out, out_dtype=None)                                   # 5120 multiply-adds
     assert seen == [] and (out == 192).all()
     big = np.full((16, 32), 3, np.int32)
     out = np.empty((16, 32), np.int32)
-    matmul(big, b, out=out)                                 # 16384
+    matmul(big, b, out=out, out_dtype=None)                                 # 16384
     assert seen == [np.float32] and (out == 192).all()
     x, w = np.ones((1, 4, 8, 8), np.int32), np.ones((4, 4, 3, 3), np.int32)
     conv_bias(x, w, None, out=np.empty((1, 4, 8, 8), np.int32), padding=1)   # 256 outputs x 36
@@ -94,7 +94,7 @@ def test_matmul_small_integers_exact(shapes, operands, out_dtype):
     a = rng.integers(info.min, info.max, shapes[0], endpoint=True).astype(operands)
     b = rng.integers(info.min, info.max, shapes[1], endpoint=True).astype(operands)
     out = np.empty(_matmul_shape(a, b), out_dtype)
-    matmul(a, b, out=out)
+    matmul(a, b, out=out, out_dtype=None)
     np.testing.assert_array_equal(out, _reference_matmul(a, b, out_dtype))
 
 
@@ -112,7 +112,7 @@ def test_matmul_picks_float_type_by_bound(monkeypatch, scale, expected):
     b.flags.writeable = False                                   # a constant: its bound is kept
     seen = _chosen(monkeypatch)
     out = np.empty((4, 5), np.int32)
-    matmul(a, b, out=out)
+    matmul(a, b, out=out, out_dtype=None)
     assert seen == [expected]
     np.testing.assert_array_equal(out, _reference_matmul(a, b, "int32"))
 
@@ -124,11 +124,11 @@ def test_matmul_writeable_operand_is_not_kept():
     view.flags.writeable = False
     a = np.ones((1, 3), np.int32)
     out = np.empty((1, 2), np.int32)
-    matmul(a, view, out=out)
+    matmul(a, view, out=out, out_dtype=None)
     assert out.tolist() == [[3, 3]]
     base[:] = 2**12 + 1                  # now float32 would be inexact: 3 * 4097 * 2**12 > 2**24
     a[:] = 2**12
-    matmul(a, view, out=out)
+    matmul(a, view, out=out, out_dtype=None)
     assert out.tolist() == [[3 * 4097 * 2**12] * 2]
 
 
@@ -223,7 +223,7 @@ def test_specialized_kernels_declare_constant_integer_weights(monkeypatch, kerne
     monkeypatch.setattr(integer_exact, "declare_constant", declared.append)
     w = np.full((3, 4), 2, np.int32)
     fn = get_kernel(kernel).fn
-    attrs = {} if kernel == "matmul" else {"activation": None}
+    attrs = {"out_dtype": None} if kernel == "matmul" else {"activation": None}
     out = np.empty((2, 4), np.int32)
     for flags in ((False, False), (False, True)):
         call = fn.specialize_attrs(attrs, flags)

@@ -14,7 +14,7 @@ _BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 @register_kernel("matmul")
-def matmul(lhs, rhs, *, out, out_dtype=None):
+def matmul(lhs, rhs, *, out, out_dtype):
     """``lhs @ rhs`` (1-D operands and broadcast batch dims as in numpy).
 
     With ``out_dtype`` (e.g. int8 operands, int32 result) the operands are
@@ -60,7 +60,7 @@ def _exact_float_matmul(lhs, rhs, out) -> bool:
 def _specialize_matmul(attrs: dict, constant: tuple):
     """Per instruction: float16 and bfloat16 products by a constant keep its float32 copy instead
     of converting it per call; an integer constant is declared one (:mod:`.integer_exact`)."""
-    out_dtype = attrs.get("out_dtype")
+    out_dtype = attrs["out_dtype"]
     if not (len(constant) > 1 and constant[1]):
         return lambda lhs, rhs, *, out, workspace=None: matmul(lhs, rhs, out=out, **attrs)
     kept, declared = [None, None], [None]
@@ -95,7 +95,7 @@ def _blas_view(x: np.ndarray, axes) -> np.ndarray:
 
 
 @register_kernel("permute_matmul")
-def permute_matmul(lhs, rhs, *, out, lhs_axes=None, rhs_axes=None, out_axes=None, out_dtype=None):
+def permute_matmul(lhs, rhs, *, out, lhs_axes, rhs_axes, out_axes, out_dtype):
     """``permute_dims(matmul(permute_dims(lhs, lhs_axes), permute_dims(rhs,
     rhs_axes)), out_axes)`` without copying the permuted operands: the
     product is written through a permuted view of ``out``. Attention's
