@@ -12,6 +12,7 @@ from relaxpack.ir import BlockBuilder, PrimValue
 from relaxpack.ops import make_call
 from relaxpack.runtime.kernels import get_kernel
 
+from .kernel_calls import call_kernel
 from .test_kernels_registry import assert_close, rand, run_kernel, run_onnx
 
 INTS = ["uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64"]
@@ -115,7 +116,7 @@ def test_topk_bfloat16_and_unsorted():
 
 def test_topk_k_larger_than_the_dim_is_a_shape_error():
     with pytest.raises(ShapeError, match=r"topk: k=4 is larger than dim 0 \(of size 3\)"):
-        get_kernel("topk").fn(np.zeros(3), out=(np.empty(4), np.empty(4, np.int64)), k=4)
+        call_kernel("topk", np.zeros(3), out=(np.empty(4), np.empty(4, np.int64)), k=4)
 
 
 # ---------------------------------------------------------------- cumsum

@@ -10,13 +10,14 @@ from onnx import TensorProto, helper
 
 import relaxpack
 from relaxpack.runtime import VirtualMachine
-from relaxpack.runtime.kernels import get_kernel
 from relaxpack.runtime.kernels.quantize import dynamic_quantize_params
+
+from .kernel_calls import call_kernel
 
 
 def _k(name, *args, dtype=np.float32, **attrs):
     out = np.empty((), dtype)
-    get_kernel(name).fn(*args, out=out, **attrs)
+    call_kernel(name, *args, out=out, **attrs)
     return out
 
 

@@ -36,7 +36,7 @@ def einsum(operands, *, out, equation):
 
 
 @register_kernel("topk")
-def topk(x, *, out, k, axis=-1, largest=True, sorted=True):  # noqa: A002 (the op's attribute name)
+def topk(x, *, out, k, axis, largest, sorted):  # noqa: A002 (the op's attribute name)
     """The ``k`` largest (or smallest) values along ``axis`` and their indices,
     in order; among equal values the lower index comes first (as ONNX says)."""
     values, indices = out
@@ -64,7 +64,7 @@ def _one_int(value: np.ndarray, op: str, what: str) -> int:
 
 
 @register_kernel("cumsum")
-def cumsum(x, *axis_value, out, axis, exclusive=False, reverse=False):
+def cumsum(x, *axis_value, out, axis, exclusive, reverse):
     """Cumulative sum along ``axis`` (or the 0-d tensor ``axis_value``, when
     it is known only at run time); ``exclusive`` leaves out the element
     itself (the first sum is 0), ``reverse`` sums from the end."""
@@ -74,7 +74,7 @@ def cumsum(x, *axis_value, out, axis, exclusive=False, reverse=False):
 
 
 @register_kernel("one_hot")
-def one_hot(indices, values, *, out, depth, axis=-1):
+def one_hot(indices, values, *, out, depth, axis):
     """ONNX OneHot: ``values[1]`` where the position along ``axis`` equals the
     index, ``values[0]`` elsewhere. Negative indices count from ``depth``;
     indices still out of range give a row of ``values[0]``; float indices
@@ -92,7 +92,7 @@ def one_hot(indices, values, *, out, depth, axis=-1):
 
 
 @register_kernel("trilu")
-def trilu(x, *k_value, out, upper=True, k=0):
+def trilu(x, *k_value, out, upper, k):
     """``numpy.triu(x, k)`` (``upper``) or ``numpy.tril(x, k)`` on the last
     two dims; the other elements become zero (False, or "" for strings).
     ``k_value``, a 0-d tensor, gives ``k`` when it is known only at run time."""

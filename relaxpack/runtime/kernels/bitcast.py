@@ -28,7 +28,7 @@ def bitcast(x, *, out, dtype):
 
 
 @register_kernel("to_float8_e8m0")
-def to_float8_e8m0(x, *, out, saturate=True, round_mode="up"):
+def to_float8_e8m0(x, *, out, saturate, round_mode):
     """ONNX Cast to float8_e8m0fnu, bit for bit as onnx's reference: the
     input as float32, its biased exponent kept (the sign is dropped; NaN and
     inf give the NaN code 0xFF) and rounded by the mantissa: ``up`` when any

@@ -51,7 +51,7 @@ def accumulate_into(accumulate, identity, x, out, ax: int, exclusive: bool, reve
 
 
 @register_kernel("cumprod")
-def cumprod(x, axis_tensor=None, *, out, axis=None, exclusive=False, reverse=False):
+def cumprod(x, axis_tensor=None, *, out, axis, exclusive, reverse):
     """Cumulative product along ``axis``; ``exclusive`` leaves out the element
     itself (the first product is 1), ``reverse`` multiplies from the end."""
     accumulate_into(np.cumprod, 1, x, out, _axis_of(x, axis, axis_tensor), exclusive, reverse)

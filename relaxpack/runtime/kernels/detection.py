@@ -65,7 +65,7 @@ def _select(corners: tuple[np.ndarray, ...], order: np.ndarray, limit: int, iou_
 
 @register_packed("non_max_suppression")
 def non_max_suppression(boxes, scores, max_output_boxes_per_class, iou_threshold, score_threshold, *,
-                        center_point_box: int = 0):
+                        center_point_box: int):
     """ONNX NonMaxSuppression: ``(num_selected, 3)`` int64 rows
     ``[batch, class, box]``, batch-major, then class, then best score first.
 

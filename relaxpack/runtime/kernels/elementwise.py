@@ -192,7 +192,7 @@ def floor_divide(lhs, rhs, *, out):
 
 
 @register_kernel("mod")
-def mod(lhs, rhs, *, out, fmod=False):
+def mod(lhs, rhs, *, out, fmod):
     """Remainder: the dividend's sign with ``fmod`` (C fmod), else the divisor's
     (Python %); an integer remainder by zero gives 0."""
     with quiet():
@@ -295,7 +295,7 @@ _CLIP_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 
 
 @register_kernel("clip")
-def clip(x, *, out, min=None, max=None, saturate_nan=False):  # noqa: A002 (the op's attribute names)
+def clip(x, *, out, min, max, saturate_nan):  # noqa: A002 (the op's attribute names)
     """Clamp to ``[min, max]``; ``None`` leaves a side open; ``min > max``
     gives ``max`` everywhere (ONNX Clip). A NaN stays NaN unless
     ``saturate_nan``, which makes it ``min`` (``max`` when ``min`` is None),

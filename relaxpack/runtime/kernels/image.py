@@ -306,6 +306,6 @@ def pad(data, *value, out, pads, pad_mode, pad_value):
 
 
 @register_kernel("dynamic_pad")
-def dynamic_pad(data, pads, *, out, pad_value=0):
+def dynamic_pad(data, pads, *, out, pad_value):
     """``pad`` in constant mode by amounts known only at run time (a shape value)."""
     pad(data, out=out, pads=tuple(int(p) for p in pads), pad_mode="constant", pad_value=pad_value)

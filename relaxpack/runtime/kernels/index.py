@@ -19,7 +19,7 @@ def _ints(value) -> tuple[int, ...]:
 
 
 @register_kernel("strided_slice")
-def strided_slice(x, *, out, axes, begin, end, strides=None):
+def strided_slice(x, *, out, axes, begin, end, strides):
     """``x[begin:end:stride]`` along ``axes``, clamped like ONNX Slice."""
     np.copyto(out, x[_slice_index(x.shape, axes, begin, end, strides)])
 
@@ -55,7 +55,7 @@ strided_slice.specialize_attrs = _specialize_strided_slice
 
 
 @register_kernel("dynamic_strided_slice")
-def dynamic_strided_slice(x, begin, end, *, out, axes, strides=None):
+def dynamic_strided_slice(x, begin, end, *, out, axes, strides):
     """Like ``strided_slice``, with ``begin``/``end`` given at run time (non-negative ints)."""
     strides = strides or (1,) * len(axes)
     index = [slice(None)] * x.ndim
@@ -71,7 +71,7 @@ def _index_error(name: str, indices: np.ndarray, size: int, axis: int) -> ShapeE
 
 
 @register_kernel("take")
-def take(data, indices, *, out, axis=0):
+def take(data, indices, *, out, axis):
     """numpy take / ONNX Gather: ``data.shape[:axis] + indices.shape + data.shape[axis+1:]``."""
     ax = normalize_axis(axis, data.ndim)
     try:
@@ -81,7 +81,7 @@ def take(data, indices, *, out, axis=0):
 
 
 @register_kernel("gather_elements")
-def gather_elements(data, indices, *, out, axis=0):
+def gather_elements(data, indices, *, out, axis):
     """ONNX GatherElements: ``out[i][j] = data[indices[i][j]][j]`` (axis 0).
 
     ``indices`` has the rank of ``data``; its other dims may be smaller.
@@ -96,7 +96,7 @@ def gather_elements(data, indices, *, out, axis=0):
 
 
 @register_kernel("reverse_sequence")
-def reverse_sequence(x, sequence_lens, *, out, batch_axis=1, time_axis=0):
+def reverse_sequence(x, sequence_lens, *, out, batch_axis, time_axis):
     """For each batch entry ``b``, the first ``sequence_lens[b]`` steps along
     ``time_axis`` reversed and the rest kept: one gather by the index
     ``len - 1 - t`` (for ``t < len``, else ``t``). A length outside

@@ -31,7 +31,7 @@ def reshape(x, shape, *, out):
 
 
 @register_kernel("flatten")
-def flatten(x, *, out, axis=1):
+def flatten(x, *, out, axis):
     """ONNX Flatten: 2-D ``(prod(shape[:axis]), prod(shape[axis:]))``."""
     _copy_reshaped("flatten", x, out)
 
@@ -43,13 +43,13 @@ def expand_dims(x, *, out, axis):
 
 
 @register_kernel("squeeze")
-def squeeze(x, *, out, axis=None):
+def squeeze(x, *, out, axis):
     """``x`` without the 1-dims at ``axis`` (``None``: all of them)."""
     _copy_reshaped("squeeze", x, out)
 
 
 @register_kernel("permute_dims")
-def permute_dims(x, *, out, axes=None):
+def permute_dims(x, *, out, axes):
     """Transpose: output dim i is input dim ``axes[i]`` (``None`` reverses)."""
     np.copyto(out, x.transpose(None if axes is None else tuple(axes)))
 
@@ -77,7 +77,7 @@ def astype(x, *, out, dtype):
 
 
 @register_kernel("to_float8e8m0")
-def to_float8e8m0(x, *, out, round_mode="up", saturate=True):
+def to_float8e8m0(x, *, out, round_mode, saturate):
     """ONNX Cast to FLOAT8E8M0: the float32 exponent, rounded ``up`` (when
     any mantissa bit is set), ``down`` (dropped) or to ``nearest`` (ties to
     even); NaN and infinities become NaN (0xFF), the sign is dropped. With
@@ -100,7 +100,7 @@ def to_float8e8m0(x, *, out, round_mode="up", saturate=True):
 
 
 @register_kernel("concat")
-def concat(tensors, *, out, axis=0):
+def concat(tensors, *, out, axis):
     """Concatenate the tuple ``tensors`` along ``axis``."""
     np.concatenate(tensors, axis=normalize_axis(axis, out.ndim), out=out)
 
@@ -120,7 +120,7 @@ def split_points(length: int, spec, name: str = "split") -> list[int]:
 
 
 @register_kernel("split")
-def split(x, *, out, indices_or_sections, axis=0):
+def split(x, *, out, indices_or_sections, axis):
     """Split along ``axis`` into a tuple of pieces (``out`` is a tuple)."""
     ax = normalize_axis(axis, x.ndim)
     points = split_points(x.shape[ax], indices_or_sections)

@@ -29,19 +29,19 @@ def _reduce_into(ufunc_reduce, x, out, axes, keepdims, **kwargs) -> None:
 
 
 @register_kernel("sum")
-def sum_(x, *, out, axis=None, keepdims=False):
+def sum_(x, *, out, axis, keepdims):
     """Sum over ``axis`` (accumulating in the dtype, so integers wrap)."""
     _reduce_into(np.add.reduce, x, out, axis_tuple(axis, x.ndim), keepdims)
 
 
 @register_kernel("prod")
-def prod(x, *, out, axis=None, keepdims=False):
+def prod(x, *, out, axis, keepdims):
     """Product over ``axis``."""
     _reduce_into(np.multiply.reduce, x, out, axis_tuple(axis, x.ndim), keepdims)
 
 
 @register_kernel("mean")
-def mean(x, *, out, axis=None, keepdims=False):
+def mean(x, *, out, axis, keepdims):
     """Arithmetic mean over ``axis``. An integer mean is the integer sum
     divided by the count, truncated toward zero (as onnx's reference ReduceMean)."""
     axes = axis_tuple(axis, x.ndim)
@@ -109,7 +109,7 @@ def _minmax(ufunc, x, out, axis, keepdims, lowest: bool) -> None:
 
 
 @register_kernel("max")
-def max_(x, *, out, axis=None, keepdims=False):
+def max_(x, *, out, axis, keepdims):
     """Maximum over ``axis`` (NaN propagates)."""
     if not is_low_float(x.dtype) and not any(x.shape[a] == 0 for a in axis_tuple(axis, x.ndim)):
         np.maximum.reduce(x, axis=axis_tuple(axis, x.ndim), out=out, keepdims=keepdims)
@@ -118,7 +118,7 @@ def max_(x, *, out, axis=None, keepdims=False):
 
 
 @register_kernel("min")
-def min_(x, *, out, axis=None, keepdims=False):
+def min_(x, *, out, axis, keepdims):
     """Minimum over ``axis`` (NaN propagates)."""
     if not is_low_float(x.dtype) and not any(x.shape[a] == 0 for a in axis_tuple(axis, x.ndim)):
         np.minimum.reduce(x, axis=axis_tuple(axis, x.ndim), out=out, keepdims=keepdims)
@@ -150,14 +150,14 @@ def _arg_reduce(fn, name, x, out, axis, keepdims, select_last_index) -> None:
 
 
 @register_kernel("argmax")
-def argmax(x, *, out, axis=None, keepdims=False, select_last_index=False):
+def argmax(x, *, out, axis, keepdims, select_last_index):
     """Index (int64) of the first (or last) maximum along ``axis``
     (``None``: of the flattened tensor; keepdims then keeps all dims as 1s)."""
     _arg_reduce(np.argmax, "argmax", x, out, axis, keepdims, select_last_index)
 
 
 @register_kernel("argmin")
-def argmin(x, *, out, axis=None, keepdims=False, select_last_index=False):
+def argmin(x, *, out, axis, keepdims, select_last_index):
     """Index (int64) of the first (or last) minimum along ``axis``."""
     _arg_reduce(np.argmin, "argmin", x, out, axis, keepdims, select_last_index)
 

@@ -52,7 +52,7 @@ def _depth(name: str, data: np.ndarray, indices: np.ndarray, batch_dims: int) ->
 
 
 @register_kernel("gather_nd")
-def gather_nd(data, indices, *, out, batch_dims=0):
+def gather_nd(data, indices, *, out, batch_dims):
     """ONNX GatherND: ``out[b..., m...] = data[b..., *indices[b..., m..., :]]``."""
     b = int(batch_dims)
     k = _depth("gather_nd", data, indices, b)
@@ -116,7 +116,7 @@ def _scatter(name: str, out: np.ndarray, key: tuple, updates: np.ndarray, reduct
 
 
 @register_kernel("scatter_nd")
-def scatter_nd(data, indices, updates, *, out, reduction="none"):
+def scatter_nd(data, indices, updates, *, out, reduction):
     """ONNX ScatterND: a copy of ``data`` with ``updates[m...]`` written at
     (or reduced into) ``data[*indices[m..., :]]``."""
     k = _depth("scatter_nd", data, indices, 0)
@@ -131,7 +131,7 @@ def scatter_nd(data, indices, updates, *, out, reduction="none"):
 
 
 @register_kernel("scatter_elements")
-def scatter_elements(data, indices, updates, *, out, axis=0, reduction="none"):
+def scatter_elements(data, indices, updates, *, out, axis, reduction):
     """ONNX ScatterElements: ``out[i][indices[i][j]] = updates[i][j]`` (axis 1), on a copy of ``data``."""
     ax = normalize_axis(axis, data.ndim)
     if indices.shape != updates.shape or indices.ndim != data.ndim:
@@ -146,7 +146,7 @@ def scatter_elements(data, indices, updates, *, out, axis=0, reduction="none"):
 
 
 @register_kernel("tensor_scatter")
-def tensor_scatter(past_cache, update, write_indices=None, *, out, axis=-2, mode="linear"):
+def tensor_scatter(past_cache, update, write_indices=None, *, out, axis, mode):
     """ONNX TensorScatter: ``out`` is ``past_cache`` with, for each batch
     entry ``b``, ``update``'s steps written along ``axis`` from position
     ``write_indices[b]`` (0 without write_indices); ``mode="circular"`` wraps

@@ -27,7 +27,7 @@ def _first_occurrence_order(first, inverse, counts):
 
 
 @register_packed("unique")
-def unique(x, *, axis=None, sorted=True):  # noqa: A002 (ONNX's attribute name)
+def unique(x, *, axis, sorted):  # noqa: A002 (ONNX's attribute name)
     """ONNX Unique: the unique elements of the flattened ``x`` (``axis``
     None) or its unique slices along ``axis``, ascending (``sorted``) or in
     order of first occurrence; with, as int64, the index of each one's first
@@ -55,7 +55,7 @@ def unique(x, *, axis=None, sorted=True):  # noqa: A002 (ONNX's attribute name)
 
 
 @register_packed("compress")
-def compress(x, condition, *, axis=None):
+def compress(x, condition, *, axis):
     """numpy / ONNX Compress: the slices of ``x`` along ``axis`` (of the
     flattened ``x`` when None) where ``condition`` is true. A condition
     shorter than the axis leaves out the slices past its end."""

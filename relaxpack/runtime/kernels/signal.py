@@ -75,7 +75,7 @@ def _store(name: str, result: np.ndarray, out: np.ndarray) -> None:
 
 
 @register_kernel("signal.dft")
-def dft_kernel(data, *, out, axis, length=None, inverse=False, onesided=False):
+def dft_kernel(data, *, out, axis, length, inverse, onesided):
     """``signal.dft`` into ``out`` (see :func:`dft`)."""
     _store("signal.dft", dft(data, axis=axis, length=length, inverse=inverse, onesided=onesided), out)
 
@@ -130,7 +130,7 @@ def stft(signal: np.ndarray, window: np.ndarray | None, *, frame_step: int, fram
 
 
 @register_kernel("signal.stft")
-def stft_kernel(signal, window=None, *, out, frame_step, frame_length=None, onesided=True):
+def stft_kernel(signal, window=None, *, out, frame_step, frame_length, onesided):
     """``signal.stft`` into ``out`` (see :func:`stft`)."""
     _store("signal.stft", stft(signal, window, frame_step=frame_step, frame_length=frame_length,
                                onesided=onesided), out)
