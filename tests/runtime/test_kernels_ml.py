@@ -50,7 +50,7 @@ def test_tree_aggregates(aggregate, expected):
     # sample 0 reaches leaves 1 and 4 (weights 1, 2), sample 1 leaves 2 and 5 (weights 2, 3)
     out = np.empty((2, 1), np.float32)
     tree_ensemble(np.array([[-1.0], [1.0]], np.float32), *pack_trees(nodes, np.zeros(6), np.array([0, 3])), leaves,
-                  np.empty((0, 2)), out=out, aggregate=aggregate, base_values=(), post_transform="NONE", max_depth=1)
+                  np.empty((0, 2)), out=out, aggregate=aggregate, base_values=(), post_transform="NONE", max_depth=1, dtype="float32")
     np.testing.assert_allclose(out.ravel(), expected)
 
 
@@ -59,7 +59,7 @@ def test_a_tree_deeper_than_declared_is_an_error():
     out = np.empty((1, 1), np.float32)
     with pytest.raises(ExecutionError, match="deeper than its declared depth 1"):
         tree_ensemble(np.zeros((1, 1), np.float32), *pack_trees(nodes, np.zeros(3), np.array([0])), np.ones((3, 1)),
-                      np.empty((0, 2)), out=out, aggregate="SUM", base_values=(), post_transform="NONE", max_depth=1)
+                      np.empty((0, 2)), out=out, aggregate="SUM", base_values=(), post_transform="NONE", max_depth=1, dtype="float32")
 
 
 @pytest.mark.parametrize("classes", [1, 3, 5])

@@ -101,13 +101,13 @@ def _scores(x, coefficients, intercepts) -> np.ndarray:
 
 
 @register_kernel("ml_linear")
-def ml_linear(x, coefficients, intercepts, *, out, post_transform="NONE"):
+def ml_linear(x, coefficients, intercepts, *, out, post_transform):
     """LinearRegressor: ``x @ coefficients.T + intercepts``, then ``post_transform``."""
     out[...] = transform_scores(_scores(x, coefficients, intercepts), post_transform)
 
 
 @register_kernel("linear_classifier")
-def linear_classifier(x, coefficients, intercepts, *, out, post_transform="NONE"):
+def linear_classifier(x, coefficients, intercepts, *, out, post_transform):
     """LinearClassifier as onnxruntime computes it: ``out`` is (class index
     ``(N,)``, scores ``(N, C)``). One row of coefficients is a binary model:
     index ``s > 0`` and scores ``(-s, s)`` before the transform."""
@@ -117,7 +117,7 @@ def linear_classifier(x, coefficients, intercepts, *, out, post_transform="NONE"
 def _specialize_linear_classifier(attrs: dict, constant: tuple):
     """Per instruction: the float64 coefficients, transposed, and intercepts of a constant model
     kept across calls."""
-    post_transform = attrs.get("post_transform", "NONE")
+    post_transform = attrs["post_transform"]
     if not (len(constant) > 2 and constant[1] and constant[2]):
         return lambda x, c, i, *, out, workspace=None: linear_classifier(x, c, i, out=out, **attrs)
     kept = [None, None, None]

@@ -69,7 +69,7 @@ def _parse(text: str, pattern: re.Pattern):
 
 
 @register_packed("ml.cast_map")
-def cast_map(m, *, cast_to: str = "TO_FLOAT", map_form: str = "DENSE", max_map: int = 1):
+def cast_map(m, *, cast_to: str, map_form: str, max_map: int):
     """CastMap of the int64-keyed dict ``m``: a ``(1, n)`` tensor."""
     dtype = numpy_dtype(CAST_TO[cast_to])
     keys = sorted(m)

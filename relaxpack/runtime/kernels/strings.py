@@ -64,7 +64,7 @@ def regex_full_match(x, *, out, pattern):
 
 
 @register_packed("string_normalizer")
-def string_normalizer(x, *, case_change_action="NONE", is_case_sensitive=False, stopwords=()):
+def string_normalizer(x, *, case_change_action, is_case_sensitive, stopwords):
     """ONNX StringNormalizer on a (C,) or (1, C) tensor: elements equal to a
     stopword (ignoring case unless ``is_case_sensitive``) are dropped, then
     the case changes (``LOWER``/``UPPER``/``NONE``). When every element is
@@ -94,7 +94,7 @@ def string_normalizer(x, *, case_change_action="NONE", is_case_sensitive=False, 
 
 
 @register_packed("string_split")
-def string_split(x, *, delimiter=None, maxsplit=None):
+def string_split(x, *, delimiter, maxsplit):
     """ONNX StringSplit: each string split at ``delimiter`` (None or ``""``:
     runs of whitespace, as Python's ``str.split()``), at most ``maxsplit``
     times; returns the substrings, padded with ``""`` to the largest count

@@ -167,7 +167,7 @@ def _linear_labels(scores: np.ndarray, coefficients: np.ndarray) -> np.ndarray:
 
 @register_kernel("svm_classifier")
 def svm_classifier(x, support_vectors, coefficients, rho, prob_a, prob_b, *, out, kernel, kernel_params,
-                   vectors_per_class, n_classes, post_transform="NONE"):
+                   vectors_per_class, n_classes, post_transform):
     """SVMClassifier: ``out`` is (class index (N,), scores (N, K)); see the module docstring."""
     labels, scores_out = out
     if not vectors_per_class:
@@ -192,7 +192,7 @@ def svm_classifier(x, support_vectors, coefficients, rho, prob_a, prob_b, *, out
 
 
 @register_kernel("svm_regressor")
-def svm_regressor(x, support_vectors, coefficients, rho, *, out, kernel, kernel_params, one_class=0):
+def svm_regressor(x, support_vectors, coefficients, rho, *, out, kernel, kernel_params, one_class):
     """SVMRegressor: ``kernels @ coefficients + rho[0]``, (N, 1); with
     ``one_class`` the sign (+1 when positive, else -1)."""
     kernels = kernel_matrix(x, support_vectors, kernel, kernel_params)

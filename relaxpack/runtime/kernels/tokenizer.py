@@ -120,7 +120,7 @@ def _row_tokenizer(separators, tokenexp, mincharnum: int):
 
 
 @register_packed("tokenizer")
-def tokenizer(x, *, mark=False, mincharnum=1, pad_value="#", separators=(), tokenexp=None):
+def tokenizer(x, *, mark, mincharnum, pad_value, separators, tokenexp):
     """The token rows of a (C,) or (N, C) string tensor: shape ``x.shape + (D,)``.
 
     >>> tokenizer(np.array(["a bc", "d"], object), tokenexp="[a-z]+").tolist()

@@ -227,7 +227,7 @@ def _specialized(run):
 
 @register_kernel("tree_ensemble")
 def tree_ensemble(x, walk, thresholds, roots, leaves, members, *, out, aggregate, base_values, post_transform,
-                  max_depth, dtype="float32"):
+                  max_depth, dtype):
     """Regression: aggregated leaf weights plus ``base_values``, then
     ``post_transform``, computed in float64 and written as ``dtype`` (out's)."""
     _regress(x, walk, thresholds, roots, leaves, members, None, out=out, aggregate=aggregate,
