@@ -27,7 +27,7 @@ def random_state(seed) -> np.random.RandomState:
 
 
 @register_kernel("dropout_train")
-def dropout_train(x, ratio, training_mode, *, out, seed=None):
+def dropout_train(x, ratio, training_mode, *, out, seed):
     """ONNX Dropout with a run-time ``training_mode``: when it is true and
     ``ratio`` > 0, ``keep = RandomState(seed).uniform(0, 1, x.shape) >= ratio``
     and ``y = x * keep * (1 / (1 - ratio))``; otherwise ``y = x`` and
@@ -49,7 +49,7 @@ def dropout_train(x, ratio, training_mode, *, out, seed=None):
 
 
 @register_kernel("random_uniform")
-def random_uniform(shape, *, out, dtype, low, high, seed=None):
+def random_uniform(shape, *, out, dtype, low, high, seed):
     """ONNX RandomUniform(Like): ``random_sample(shape)`` cast to ``out``'s
     dtype, scaled by ``high - low`` and shifted by ``low`` in that dtype (the
     reference's order of roundings; ``low``/``high`` are Python floats, so
@@ -61,7 +61,7 @@ def random_uniform(shape, *, out, dtype, low, high, seed=None):
 
 
 @register_kernel("random_normal")
-def random_normal(shape, *, out, dtype, mean, scale, seed=None):
+def random_normal(shape, *, out, dtype, mean, scale, seed):
     """ONNX RandomNormal(Like): ``standard_normal(shape)`` cast to ``out``'s
     dtype, times ``scale`` plus ``mean`` in that dtype (as the reference)."""
     res = np.asarray(random_state(seed).standard_normal(out.shape)).astype(out.dtype)
@@ -71,7 +71,7 @@ def random_normal(shape, *, out, dtype, mean, scale, seed=None):
 
 
 @register_kernel("bernoulli")
-def bernoulli(p, *, out, dtype=None, seed=None):
+def bernoulli(p, *, out, dtype, seed):
     """ONNX Bernoulli: ``binomial(1, p)`` elementwise (numpy's legacy
     binomial takes one uniform ``u`` per element: 1 when ``u > 1 - p`` for
     ``p <= 0.5``, when ``u <= p`` above), cast to ``out``'s dtype."""
@@ -83,7 +83,7 @@ def bernoulli(p, *, out, dtype=None, seed=None):
 
 
 @register_kernel("multinomial")
-def multinomial(logits, *, out, dtype="int32", sample_size=1, seed=None):
+def multinomial(logits, *, out, dtype, sample_size, seed):
     """ONNX Multinomial: for row ``b`` of the unnormalized log-probabilities,
     sample ``s`` is the first class whose cumulative probability
     ``cumsum(exp(logits[b] - max))`` exceeds ``u[b, s] * total``, with

@@ -30,7 +30,7 @@ def _store(out, *values) -> None:
 
 
 @register_kernel("adagrad")
-def adagrad(r, t, x, g, h, *, out, decay_factor=0.0, epsilon=0.0, norm_coefficient=0.0):
+def adagrad(r, t, x, g, h, *, out, decay_factor, epsilon, norm_coefficient):
     """``g' = norm * x + g``, ``h' = h + g'^2``,
     ``x' = x - r / (1 + t * decay) * g' / (sqrt(h') + epsilon)``."""
     x, g, h = _f64(x, g, h)
@@ -41,8 +41,8 @@ def adagrad(r, t, x, g, h, *, out, decay_factor=0.0, epsilon=0.0, norm_coefficie
 
 
 @register_kernel("adam")
-def adam(r, t, x, g, v, h, *, out, alpha=0.9, beta=0.999, epsilon=0.0, norm_coefficient=0.0,
-         norm_coefficient_post=0.0):
+def adam(r, t, x, g, v, h, *, out, alpha, beta, epsilon, norm_coefficient,
+         norm_coefficient_post):
     """``g' = norm * x + g``, ``v' = alpha v + (1 - alpha) g'``,
     ``h' = beta h + (1 - beta) g'^2``; from step 1 on the rate is bias-corrected,
     ``r sqrt(1 - beta^t) / (1 - alpha^t)``;
@@ -60,7 +60,7 @@ def adam(r, t, x, g, v, h, *, out, alpha=0.9, beta=0.999, epsilon=0.0, norm_coef
 
 
 @register_kernel("momentum")
-def momentum(r, t, x, g, v, *, out, alpha, beta, norm_coefficient, mode="standard"):
+def momentum(r, t, x, g, v, *, out, alpha, beta, norm_coefficient, mode):
     """``g' = norm * x + g``, ``v' = alpha v + beta g'`` (beta is 1 at step 0);
     ``x' = x - r v'`` (standard) or ``x - r (g' + alpha v')`` (nesterov)."""
     x, g, v = _f64(x, g, v)
