@@ -83,7 +83,7 @@ def _concat(args, attrs) -> Shape:
     ndim = len(shapes[0])
     if ndim == 0:
         raise ShapeError(f"concat: cannot concatenate scalars: {shown}")
-    axis = _axis("concat", attrs.get("axis", 0), ndim)
+    axis = _axis("concat", attrs["axis"], ndim)
     for s in shapes[1:]:
         if any(a != b for i, (a, b) in enumerate(zip(shapes[0], s)) if i != axis):
             raise ShapeError(f"concat: cannot concatenate {shown} along axis {axis}")
@@ -96,7 +96,7 @@ def _split(args, attrs) -> tuple[Shape, ...]:
     shape = np.shape(args[0])
     if not shape:
         raise ShapeError("split: cannot split a scalar")
-    axis = _axis("split", attrs.get("axis", 0), len(shape))
+    axis = _axis("split", attrs["axis"], len(shape))
     points = split_points(shape[axis], attrs["indices_or_sections"])
     return tuple(shape[:axis] + (b - a,) + shape[axis + 1:] for a, b in zip(points, points[1:]))
 
@@ -104,7 +104,7 @@ def _split(args, attrs) -> tuple[Shape, ...]:
 @output_shape("permute_dims")
 def _permute_dims(args, attrs) -> Shape:
     shape = np.shape(args[0])
-    axes = attrs.get("axes")
+    axes = attrs["axes"]
     if axes is None:
         return shape[::-1]
     if len(axes) != len(shape):
@@ -115,7 +115,7 @@ def _permute_dims(args, attrs) -> Shape:
 @output_shape("flatten")
 def _flatten(args, attrs) -> Shape:
     shape = np.shape(args[0])
-    axis = attrs.get("axis", 1)
+    axis = attrs["axis"]
     if not -len(shape) <= axis <= len(shape):
         raise ShapeError(f"flatten: axis {axis} is out of range for a tensor of rank {len(shape)}")
     axis = axis + len(shape) if axis < 0 else axis
@@ -133,7 +133,7 @@ def _tile(args, attrs) -> Shape:
 @output_shape("squeeze")
 def _squeeze(args, attrs) -> Shape:
     shape = np.shape(args[0])
-    axes = attrs.get("axis")
+    axes = attrs["axis"]
     if axes is None:
         return tuple(d for d in shape if d != 1)
     axes = _axes("squeeze", axes, len(shape))
@@ -166,17 +166,17 @@ def _like_data(args, attrs) -> Shape:
 @output_shape("sum", "mean", "prod", "max", "min")
 def _reduce(args, attrs) -> Shape:
     shape = np.shape(args[0])
-    axes = attrs.get("axis")
+    axes = attrs["axis"]
     axes = None if axes is None else _axes("reduce", axes, len(shape))
-    return reduced_shape(shape, axes, bool(attrs.get("keepdims", False)))
+    return reduced_shape(shape, axes, bool(attrs["keepdims"]))
 
 
 @output_shape("argmax", "argmin")
 def _arg_reduce(args, attrs) -> Shape:
     shape = np.shape(args[0])
-    axis = attrs.get("axis")
+    axis = attrs["axis"]
     axes = None if axis is None else (_axis("argmax", axis, len(shape)),)
-    return reduced_shape(shape, axes, bool(attrs.get("keepdims", False)))
+    return reduced_shape(shape, axes, bool(attrs["keepdims"]))
 
 
 @output_shape("nn.global_avg_pool", "nn.global_max_pool")
@@ -184,7 +184,7 @@ def _global_pool(args, attrs) -> Shape:
     shape = np.shape(args[0])
     if len(shape) < 3:
         raise ShapeError(f"global pool: needs (N, C, spatial...), got shape {shape}")
-    if attrs.get("data_layout", "NCHW") == "NHWC":
+    if attrs["data_layout"] == "NHWC":
         return (shape[0],) + (1,) * (len(shape) - 2) + (shape[-1],)
     return shape[:2] + (1,) * (len(shape) - 2)
 
@@ -197,7 +197,7 @@ def _take(args, attrs) -> Shape:
     shape, indices = np.shape(args[0]), np.shape(args[1])
     if not shape:
         raise ShapeError("take: cannot take from a scalar")
-    axis = _axis("take", attrs.get("axis", 0), len(shape))
+    axis = _axis("take", attrs["axis"], len(shape))
     return shape[:axis] + indices + shape[axis + 1:]
 
 
@@ -206,14 +206,14 @@ def _gather_elements(args, attrs) -> Shape:
     shape, indices = np.shape(args[0]), np.shape(args[1])
     if len(shape) != len(indices):
         raise ShapeError(f"gather_elements: data of shape {shape} and indices of shape {indices} differ in rank")
-    _axis("gather_elements", attrs.get("axis", 0), len(shape))
+    _axis("gather_elements", attrs["axis"], len(shape))
     return indices
 
 
 @output_shape("gather_nd")
 def _gather_nd(args, attrs) -> Shape:
     shape, indices = np.shape(args[0]), np.shape(args[1])
-    batch = int(attrs.get("batch_dims", 0))
+    batch = int(attrs["batch_dims"])
     if not indices or batch + indices[-1] > len(shape):
         raise ShapeError(f"gather_nd: indices of shape {indices} do not index data of shape {shape} "
                          f"(batch_dims {batch})")
@@ -225,7 +225,7 @@ def _topk(args, attrs) -> tuple[Shape, Shape]:
     shape = np.shape(args[0])
     if not shape:
         raise ShapeError("topk: needs a tensor of rank >= 1, got a scalar")
-    axis = _axis("topk", attrs.get("axis", -1), len(shape))
+    axis = _axis("topk", attrs["axis"], len(shape))
     values = shape[:axis] + (int(attrs["k"]),) + shape[axis + 1:]
     return values, values
 
@@ -234,7 +234,7 @@ def _topk(args, attrs) -> tuple[Shape, Shape]:
 def _strided_slice(args, attrs) -> Shape:
     shape = list(np.shape(args[0]))
     axes, begin, end = attrs["axes"], attrs["begin"], attrs["end"]
-    strides = attrs.get("strides") or (1,) * len(axes)
+    strides = attrs["strides"] or (1,) * len(axes)
     for axis, b, e, s in zip(_axes("strided_slice", axes, len(shape)), begin, end, strides):
         shape[axis] = len(range(*onnx_slice(b, e, s, shape[axis]).indices(shape[axis])))
     return tuple(shape)
@@ -243,7 +243,7 @@ def _strided_slice(args, attrs) -> Shape:
 @output_shape("one_hot")
 def _one_hot(args, attrs) -> Shape:
     indices = np.shape(args[0])
-    axis = _axis("one_hot", attrs.get("axis", -1), len(indices) + 1)
+    axis = _axis("one_hot", attrs["axis"], len(indices) + 1)
     return indices[:axis] + (int(attrs["depth"]),) + indices[axis:]
 
 
