@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from relaxpack.ir.op import REQUIRED, get_op_def, registered_ops
+from relaxpack.ir.op import get_op_def, registered_ops
 from relaxpack.passes.legalize import CONTROL_FLOW, INTRINSICS
 from relaxpack.runtime.kernels import KERNELS
 
@@ -65,19 +65,11 @@ def test_kernel_keywords_are_the_op_attributes(name):
         return
     assert not _var_keyword(fn), f"{name}: takes **kwargs; name the op's attributes"
     assert sorted(keywords) == sorted(attrs)
-    for key, param in keywords.items():
-        if param.default is not param.empty:     # a default left in a kernel must be the op's own
-            assert attrs[key] is not REQUIRED and param.default == attrs[key], (name, key)
 
 
-#: kernels whose signatures still repeat their op's defaults (they agree, tested above); the rest
-#: take the attributes as required keywords: the bytecode passes every one (docs/design-notes.md, Layers)
-REPEATS_DEFAULTS = frozenset(name for name in KERNELS
-                             if not (name.startswith(("dyn.", "nn.", "image.")) or name == "pad"))
-
-
-@pytest.mark.parametrize("name", sorted(set(KERNELS) - REPEATS_DEFAULTS - set(FORWARDING)))
+@pytest.mark.parametrize("name", sorted(KERNELS))
 def test_kernels_take_required_attributes(name):
+    """No kernel repeats its op's defaults: the bytecode passes every attribute (design notes, Layers)."""
     defaulted = [k for k, p in _keywords(KERNELS[name].fn).items() if p.default is not p.empty]
     assert defaulted == [], f"{name} repeats its op's defaults for {defaulted}"
 
