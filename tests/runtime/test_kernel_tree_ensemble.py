@@ -135,7 +135,8 @@ def test_products_leave_errors_to_the_walk():
     for depth, x, match in [(1, np.zeros((2, 2), np.float32), "deeper than its declared depth"),
                             (2, np.zeros((2, 1), np.float32), "reads feature 1 of 1")]:
         call = get_kernel("tree_ensemble").fn.specialize_attrs(
-            dict(aggregate="SUM", base_values=(), post_transform="NONE", max_depth=depth), (False,) + (True,) * 5)
+            dict(aggregate="SUM", base_values=(), post_transform="NONE", max_depth=depth, dtype="float32"),
+            (False,) + (True,) * 5)
         with pytest.raises(ExecutionError, match=match):
             call(x, walk, slots, roots, leaves, np.empty((0, 2)), out=np.empty((2, 1), np.float32))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from relaxpack.ir.op import get_op_def
 from relaxpack.runtime.kernels import get_kernel
 from relaxpack.runtime.kernels.nn import _prepared_conv, conv_workspace
 
@@ -30,9 +31,8 @@ ACTIVATIONS = [None, "relu", ("leakyrelu", 0.1), ("clip", -0.5, 0.5)]
 
 
 def full_attrs(attrs, activation=None):
-    base = dict(strides=1, padding=0, dilation=1, groups=1, data_layout="NCHW", out_layout=None)
-    base.update(attrs)
-    return {**base, "activation": activation}
+    """``nn.conv_bias_act``'s attributes as the bytecode passes them: every one, the op's defaults filled."""
+    return get_op_def("nn.conv_bias_act").full_attrs({**attrs, "activation": activation})
 
 
 def out_for(data, weight, attrs, dtype):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from relaxpack.ir.op import get_op_def
 from relaxpack.runtime.kernels import integer_exact
 from relaxpack.runtime.kernels.linalg import matmul
 from relaxpack.runtime.kernels.nn import conv_bias
@@ -240,7 +241,7 @@ def test_specialized_conv_declares_its_constant_integer_weight(monkeypatch):
     x = np.ones((1, 2, 4, 4), np.int32)
     w = np.ones((3, 2, 1, 1), np.int32)
     out = np.empty((1, 3, 4, 4), np.int32)
-    call = get_kernel("nn.conv").fn.specialize_attrs({}, (False, True))
+    call = get_kernel("nn.conv").fn.specialize_attrs(get_op_def("nn.conv").full_attrs({}), (False, True))
     call(x, w, out=out)
     call(x, w, out=out)
     np.testing.assert_array_equal(out, np.full((1, 3, 4, 4), 2))

@@ -33,8 +33,8 @@ _as_strided = np.lib.stride_tricks.as_strided
 PRIVATE_MAX_BYTES = 4 << 20
 
 
-def specialize(generic, constant: tuple, strides=1, padding=0, dilation=1, groups=1, activation=None,
-               data_layout="NCHW", out_layout=None):
+def specialize(generic, constant: tuple, *, strides, padding, dilation, groups, activation,
+               data_layout, out_layout):
     """``call(data, weight, bias=None, *, out, workspace=None)`` for one instruction of ``generic``
     (``nn.conv_bias_act``'s kernel) with these attributes; a float16 weight's float32 copy is kept
     only when ``constant[1]`` says the weight is a bound value."""

@@ -77,7 +77,7 @@ def max_pool_argmax(data, *, out, pool_size, strides, padding, dilation, ceil_mo
 # ---------------------------------------------------------------- nn.max_unpool
 
 
-def max_unpool(data, indices, *, pool_size, strides=1, padding=0, output_shape=None) -> np.ndarray:
+def max_unpool(data, indices, *, pool_size, strides, padding, output_shape) -> np.ndarray:
     """``data`` scattered to the flat ``indices`` of a zero tensor of the
     pooled input's shape ``(x - 1) * s - pads + k``, then padded at the end
     of each dim to ``output_shape`` (onnx's reference reading of MaxUnpool)."""
@@ -128,7 +128,7 @@ def dyn_max_unpool(data, indices, output_shape, *, pool_size, strides, padding):
 # ---------------------------------------------------------------- nn.col2im
 
 
-def col2im(data, *, image_shape, block_shape, strides=1, padding=0, dilation=1) -> np.ndarray:
+def col2im(data, *, image_shape, block_shape, strides, padding, dilation) -> np.ndarray:
     """Sum the blocks ``(N, C * prod(block), L)`` into ``(N, C, *image_shape)``:
     one strided scatter-add per block tap into the padded image, then crop."""
     image, block = tuple(int(v) for v in image_shape), tuple(int(v) for v in block_shape)

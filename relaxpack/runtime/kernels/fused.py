@@ -72,7 +72,7 @@ def _specialize_gemm(attrs: dict, constant: tuple):
     (:func:`.integer_exact.declare_constant`: its float copy kept)."""
     if set(attrs) - {"activation"}:
         return lambda *args, out, workspace=None: gemm(*args, out=out, **attrs)
-    act = activation_fn(attrs.get("activation"))
+    act = activation_fn(attrs["activation"])
     declared = [None]
     fixed = len(constant) > 1 and constant[1]
 

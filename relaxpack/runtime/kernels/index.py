@@ -40,7 +40,7 @@ def _specialize_strided_slice(attrs: dict, constant: tuple):
     return call
 
 
-def _slice_index(shape: tuple, axes, begin, end, strides=None) -> tuple:
+def _slice_index(shape: tuple, axes, begin, end, strides) -> tuple:
     """The index tuple of ``strided_slice`` on a tensor of ``shape``."""
     axes, begin, end = _ints(axes), _ints(begin), _ints(end)
     strides = (1,) * len(axes) if strides is None else _ints(strides)

@@ -181,7 +181,7 @@ def _rnn_cell(rt, wb, rb, p, acts, clip, hidden, **_):
     return Cell(_projector(None if wb is None else wb + rb), step)
 
 
-def _gru_cell(rt, wb, rb, p, acts, clip, hidden, linear_before_reset=False, **_):
+def _gru_cell(rt, wb, rb, p, acts, clip, hidden, *, linear_before_reset, **_):
     """Gates z, r, h: ``H = (1 - z) * h~ + z * H``; with ``linear_before_reset``
     the reset gate multiplies ``H Rh^T + Rbh`` instead of ``H`` (so Rbh stays
     out of the input projection)."""
@@ -215,7 +215,7 @@ def _gru_cell(rt, wb, rb, p, acts, clip, hidden, linear_before_reset=False, **_)
     return Cell(_projector(bias), step)
 
 
-def _lstm_cell(rt, wb, rb, p, acts, clip, hidden, input_forget=False, quantize_inputs=False, **_):
+def _lstm_cell(rt, wb, rb, p, acts, clip, hidden, *, input_forget, quantize_inputs, **_):
     """Gates i, o, f, c: ``C = f * C + i * c~``, ``H = o * h(C)``; peepholes
     add ``P * C`` to i and f (the old C) and to o (the new C); with
     ``input_forget`` the forget gate is ``1 - i``; with ``quantize_inputs``
@@ -454,9 +454,8 @@ def _lengths(kind: str, lens, seq: int, batch: int) -> np.ndarray | None:
     return None if bool(np.all(lens == seq)) else lens
 
 
-def _layer(kind, x, w, r, extras, out, *, hidden_size, direction="forward", layout=0,
-           optional_inputs=(), activations=None, activation_alpha=None, activation_beta=None,
-           clip=None, packed=False, **cell_attrs):
+def _layer(kind, x, w, r, extras, out, *, hidden_size, direction, layout, optional_inputs, activations,
+           activation_alpha, activation_beta, clip, packed, **cell_attrs):
     """The shared driver: per direction, pack (unless ``packed``), project, scan, write Y, Y_h (and Y_c)."""
     opt = dict(zip(optional_inputs, extras))
     y, y_h, *rest = out

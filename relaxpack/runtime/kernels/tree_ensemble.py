@@ -231,11 +231,11 @@ def tree_ensemble(x, walk, thresholds, roots, leaves, members, *, out, aggregate
     """Regression: aggregated leaf weights plus ``base_values``, then
     ``post_transform``, computed in float64 and written as ``dtype`` (out's)."""
     _regress(x, walk, thresholds, roots, leaves, members, None, out=out, aggregate=aggregate,
-             base_values=base_values, post_transform=post_transform, max_depth=max_depth)
+             base_values=base_values, post_transform=post_transform, max_depth=max_depth, dtype=dtype)
 
 
 def _regress(x, walk, thresholds, roots, leaves, members, model, *, out, aggregate, base_values, post_transform,
-             max_depth, dtype="float32"):
+             max_depth, dtype):
     scores = _scores(x, walk, thresholds, roots, leaves, members, aggregate, max_depth, model)
     if base_values:
         scores = scores + np.asarray(base_values, dtype=np.float64)
