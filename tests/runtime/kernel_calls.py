@@ -11,6 +11,14 @@ from relaxpack.ir.op import get_op_def
 from relaxpack.runtime.kernels import KERNELS
 
 
+def op_attrs(name: str, **attrs) -> dict:
+    """Every attribute of op ``name``: ``attrs`` and the op's defaults for the rest (for the
+    kernels' internal drivers, such as ``conv_bias``, which take them as the kernel does)."""
+    opdef = get_op_def(name)
+    opdef.check_attrs(attrs)
+    return opdef.full_attrs(attrs)
+
+
 def call_kernel(name: str, *inputs, **attrs):
     """``KERNELS[name].fn(*inputs, **attrs)`` with the op's defaults for the attributes not given."""
     opdef = get_op_def(name)

@@ -12,7 +12,7 @@ import pytest
 from relaxpack.runtime.kernels.conv_direct import COPIES_OUT
 from relaxpack.runtime.kernels.nn import _prepared_conv, conv_workspace, copies_out
 
-from .kernel_calls import call_kernel
+from .kernel_calls import call_kernel, op_attrs
 from .test_kernels_nn import CONV_CASES, CONV_TOL, conv_ref
 from .test_kernels_registry import assert_close, rand, run_kernel
 
@@ -91,8 +91,8 @@ def test_planned_workspace_is_enough(data, weight, attrs, method):
     rng = np.random.default_rng(2)
     x, w, b = rand(rng, data, "float32"), rand(rng, weight, "float32"), rand(rng, (weight[0],), "float32")
     first = run_kernel("nn.conv_bias_act", x, w, b, activation="relu", **attrs)
-    nbytes = conv_workspace(data, weight, "float32", out_layout="NHWC", **attrs)
-    plain = conv_workspace(data, weight, "float32", **attrs)
+    nbytes = conv_workspace(data, weight, "float32", **op_attrs("nn.conv", out_layout="NHWC", **attrs))
+    plain = conv_workspace(data, weight, "float32", **op_attrs("nn.conv", **attrs))
     if data[0]:
         staging = 4 * weight[0] * int(np.prod(first.shape[2:])) * data[0]
         assert nbytes >= (plain or 0) + (0 if method in COPIES_OUT else staging)
@@ -105,10 +105,10 @@ def test_planned_workspace_is_enough(data, weight, attrs, method):
 
 def test_copies_out_names_the_copy_out_methods():
     """What ConvertLayout asks: ResNet's stem and YOLO's 32-channel 160x160 conv copy out, a small conv does not."""
-    assert copies_out((1, 3, 224, 224), (64, 3, 7, 7), strides=2, padding=3)
-    assert copies_out((1, 32, 160, 160), (32, 32, 3, 3), padding=1)
-    assert not copies_out((1, 8, 9, 7), (16, 8, 3, 3), strides=2, padding=1)
-    assert not copies_out((1, 3, "h", 224), (64, 3, 7, 7), strides=2, padding=3)      # a symbolic dim
+    assert copies_out((1, 3, 224, 224), (64, 3, 7, 7), strides=2, padding=3, dilation=1, groups=1)
+    assert copies_out((1, 32, 160, 160), (32, 32, 3, 3), strides=1, padding=1, dilation=1, groups=1)
+    assert not copies_out((1, 8, 9, 7), (16, 8, 3, 3), strides=2, padding=1, dilation=1, groups=1)
+    assert not copies_out((1, 3, "h", 224), (64, 3, 7, 7), strides=2, padding=3, dilation=1, groups=1)      # a symbolic dim
 
 
 def test_unsupported_layouts_fail():

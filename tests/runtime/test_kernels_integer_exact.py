@@ -12,6 +12,8 @@ from relaxpack.runtime.kernels import integer_exact
 from relaxpack.runtime.kernels.linalg import matmul
 from relaxpack.runtime.kernels.nn import conv_bias
 
+from .kernel_calls import op_attrs
+
 I32_MAX = 2**31 - 1
 
 
@@ -33,7 +35,7 @@ def test_small_products_keep_the_integer_loops(monkeypatch):
     matmul(big, b, out=out, out_dtype=None)                                 # 16384
     assert seen == [np.float32] and (out == 192).all()
     x, w = np.ones((1, 4, 8, 8), np.int32), np.ones((4, 4, 3, 3), np.int32)
-    conv_bias(x, w, None, out=np.empty((1, 4, 8, 8), np.int32), padding=1)   # 256 outputs x 36
+    conv_bias(x, w, None, out=np.empty((1, 4, 8, 8), np.int32), **op_attrs("nn.conv", padding=1))   # 256 outputs x 36
     assert seen == [np.float32]
 
 
@@ -172,7 +174,7 @@ def test_conv_integer_exact(layout, data, weight, stride, pad, groups, with_bias
     w.flags.writeable = False
     bias = rng.integers(-2**20, 2**20, weight[0]).astype(np.int32) if with_bias else None
     want = _reference_conv(x, w, bias, stride, pad, groups)
-    attrs = dict(strides=stride, padding=pad, groups=groups, data_layout=layout)
+    attrs = op_attrs("nn.conv", strides=stride, padding=pad, groups=groups, data_layout=layout)
     if layout == "NHWC":
         x, w = np.moveaxis(x, 1, -1).copy(), np.ascontiguousarray(w.transpose(2, 3, 1, 0))
         w.flags.writeable = False
@@ -192,7 +194,7 @@ def test_conv_falls_back_to_integers_when_no_float_is_exact(monkeypatch):
     w = rng.integers(-2**12, 2**12, (3, 4, 3, 3)).astype(np.int32)
     seen = _chosen(monkeypatch)
     out = np.empty((1, 3, 5, 5), np.int32)
-    conv_bias(x, w, None, out=out, padding=1)
+    conv_bias(x, w, None, out=out, **op_attrs("nn.conv", padding=1))
     assert seen == [None]
     want = _reference_conv(x, w, None, 1, 1, 1)
     np.testing.assert_array_equal(out, ((want + 2**31) % 2**32 - 2**31).astype(np.int32))

@@ -11,6 +11,7 @@ from relaxpack.runtime.kernels.conv_nhwc import nhwc_plan, prefers_taps
 from relaxpack.runtime.kernels.conv_transpose_nhwc import UNFOLD_DIRECT_MIN_WIDTH
 from relaxpack.runtime.kernels.nn import conv_workspace
 
+from .kernel_calls import op_attrs
 from .test_kernels_nn import CONV_CASES, CONV_T_CASES, CONV_TOL, POOL_CASES, conv_ref, onnx_window_attrs, pool_onnx_attrs
 from .test_kernels_registry import assert_close, rand, run_kernel, run_onnx
 
@@ -141,8 +142,8 @@ def test_nhwc_plan_method_and_workspace(data, weight, attrs, method):
     plan = nhwc_plan((h, w_), (kh, kw), (s, s), (1, 1), (p, p), lengths, attrs.get("groups", 1) == c,
                      prefers_taps(attrs.get("groups", 1), lengths[0] * lengths[1]))
     assert plan.method == method
-    one = conv_workspace((1, h, w_, c), (kh, kw, i, o), "float32", data_layout="NHWC", **attrs)
-    three = conv_workspace((3, h, w_, c), (kh, kw, i, o), "float32", data_layout="NHWC", **attrs)
+    one = conv_workspace((1, h, w_, c), (kh, kw, i, o), "float32", **op_attrs("nn.conv", data_layout="NHWC", **attrs))
+    three = conv_workspace((3, h, w_, c), (kh, kw, i, o), "float32", **op_attrs("nn.conv", data_layout="NHWC", **attrs))
     assert (one is None) == (method == "pointwise") and (one is None or three > one)
 
 

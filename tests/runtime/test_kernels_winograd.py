@@ -9,6 +9,7 @@ import pytest
 from relaxpack.runtime.kernels import conv_winograd
 from relaxpack.runtime.kernels.nn import _conv_geometry, _prepared_conv, conv_bias, conv_workspace
 
+from .kernel_calls import op_attrs
 from .test_kernels_nhwc import hwio, last
 from .test_kernels_nn import conv_ref
 from .test_kernels_registry import assert_close, rand, run_kernel
@@ -93,16 +94,16 @@ def test_winograd_weight_transform_follows_a_writeable_weight(any_size):
     rng = np.random.default_rng(3)
     x, w = last(rand(rng, (1, 64, 6, 6), "float32")), hwio(rand(rng, (4, 64, 3, 3), "float32"))
     out = np.empty((1, 6, 6, 4), np.float32)
-    conv_bias(x, w, None, out=out, padding=1, data_layout="NHWC")
+    conv_bias(x, w, None, out=out, **op_attrs("nn.conv", padding=1, data_layout="NHWC"))
     w *= 2
     twice = np.empty_like(out)
-    conv_bias(x, w, None, out=twice, padding=1, data_layout="NHWC")
+    conv_bias(x, w, None, out=twice, **op_attrs("nn.conv", padding=1, data_layout="NHWC"))
     np.testing.assert_allclose(twice, 2 * out, rtol=1e-6, atol=1e-6)
     w.flags.writeable = False
     first = np.empty_like(out)
-    conv_bias(x, w, None, out=first, padding=1, data_layout="NHWC")
+    conv_bias(x, w, None, out=first, **op_attrs("nn.conv", padding=1, data_layout="NHWC"))
     again = np.empty_like(out)
-    conv_bias(x, w, None, out=again, padding=1, data_layout="NHWC")
+    conv_bias(x, w, None, out=again, **op_attrs("nn.conv", padding=1, data_layout="NHWC"))
     np.testing.assert_array_equal(first, twice)
     np.testing.assert_array_equal(again, twice)
 
@@ -131,8 +132,8 @@ def test_winograd_needs_enough_tiles_mostly_used(plane, picked):
     assert conv_winograd.prefers_winograd((3, 3), (1, 1), (1, 1), 1, 64, ("h", 5))
 
 def test_winograd_workspace_grows_with_the_batch():
-    one = conv_workspace((1, 40, 40, 128), (3, 3, 128, 64), "float32", padding=1, data_layout="NHWC")
-    two = conv_workspace((2, 40, 40, 128), (3, 3, 128, 64), "float32", padding=1, data_layout="NHWC")
+    one = conv_workspace((1, 40, 40, 128), (3, 3, 128, 64), "float32", **op_attrs("nn.conv", padding=1, data_layout="NHWC"))
+    two = conv_workspace((2, 40, 40, 128), (3, 3, 128, 64), "float32", **op_attrs("nn.conv", padding=1, data_layout="NHWC"))
     padded = 42 * 42 * 128 * 4
     assert one > padded and two - one >= padded
 

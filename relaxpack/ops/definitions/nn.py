@@ -196,7 +196,7 @@ def conv_workspace(inputs: tuple, attrs, out: StructInfo) -> Dim | None:
     data, weight = inputs[:2]
     if not (_shaped(data) and _shaped(weight) and _shaped(out) and out.dtype):
         return None
-    return kernel_workspace(data.shape, weight.shape, out.dtype, **{k: attrs[k] for k in CONV_ATTRS if k in attrs})
+    return kernel_workspace(data.shape, weight.shape, out.dtype, **{k: attrs[k] for k in CONV_ATTRS})
 
 
 def _shaped(sinfo) -> bool:

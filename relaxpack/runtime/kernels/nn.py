@@ -108,8 +108,8 @@ def _channels_first_shapes(data_shape, weight_shape, data_layout: str):
             (weight_shape[-1], weight_shape[-2], *weight_shape[:-2]))
 
 
-def conv_bias(data, weight, bias, *, out, strides=1, padding=0, dilation=1, groups=1, data_layout="NCHW",
-              out_layout=None, workspace=None, epilogue=None) -> None:
+def conv_bias(data, weight, bias, *, out, strides, padding, dilation, groups, data_layout, out_layout,
+              workspace=None, epilogue=None) -> None:
     """``nn.conv`` plus a per-output-channel ``bias`` when it is not None, with
     the results of the two ops (the bias is added in ``out``'s precision);
     then ``epilogue(view)`` (an elementwise activation, in place) on all of
@@ -185,14 +185,15 @@ def _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups,
     return plan, lengths
 
 
-def conv_workspace(data_shape, weight_shape, dtype, *, strides=1, padding=0, dilation=1, groups=1,
-                   data_layout="NCHW", out_layout=None):
+def conv_workspace(data_shape, weight_shape, dtype, *, strides, padding, dilation, groups, data_layout,
+                   out_layout):
     """The workspace bytes ``nn.conv`` takes for these operands and output
     ``dtype`` (a name), or None when it needs none or a dim other than the
     batch is not an int. The batch may be symbolic (any value with ``+ * //``,
     e.g. the compiler's dims): the size is then an expression in it.
 
-    >>> conv_workspace((1, 8, 16, 16), (8, 8, 3, 3), "float32", padding=1)
+    >>> conv_workspace((1, 8, 16, 16), (8, 8, 3, 3), "float32", strides=1, padding=1, dilation=1, groups=1,
+    ...                data_layout="NCHW", out_layout=None)
     84096
     """
     rest = (*data_shape[1:], *weight_shape)
@@ -212,13 +213,13 @@ def conv_workspace(data_shape, weight_shape, dtype, *, strides=1, padding=0, dil
     return scratch_nbytes(layouts) if layouts else None
 
 
-def copies_out(data_shape, weight_shape, *, strides=1, padding=0, dilation=1, groups=1) -> bool:
+def copies_out(data_shape, weight_shape, *, strides, padding, dilation, groups) -> bool:
     """Whether the channels-first engine runs this conv (NCHW / OIHW shapes,
     all but the batch ints) by a method that ends in a copy out of its GEMM
     result (:data:`.conv_direct.COPIES_OUT`), so it writes an ``out_layout="NHWC"``
     result at about the channels-first cost; False when the shapes are not known.
 
-    >>> copies_out((1, 32, 160, 160), (32, 32, 3, 3), padding=1)
+    >>> copies_out((1, 32, 160, 160), (32, 32, 3, 3), strides=1, padding=1, dilation=1, groups=1)
     True
     """
     if not all(isinstance(d, int) for d in (*data_shape[1:], *weight_shape)) or len(data_shape) != len(weight_shape):
