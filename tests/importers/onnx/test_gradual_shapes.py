@@ -291,3 +291,27 @@ def test_last_row_broadcast_against_its_axis_is_no_assumption():
                                  for shape in ((1, 1, 4), (2, 5, 3), (1, 16, 16))])
     assert assumptions_of(exes[0][1]) == []
     assert "min(h, 1)" in relaxpack.from_onnx(model).script()
+
+
+def test_a_last_cell_against_the_cells_before_it_is_broadcast_at_run_time():
+    """timm's EfficientViT (LiteMLA, dynamo exporter) pads v with a column of ones and divides
+    ``out[..., :-1]`` by ``out[..., -1:]``: ``max(n - 1, 0)`` against ``min(n, 1)`` cells, over a
+    ``n`` from an equal Split the algebra cannot bound. Assuming the two equal refused every run
+    but the one with ``n == 1``; a dim that is at most 1 is a broadcast the run decides."""
+    from onnx import TensorProto, helper
+    consts = [helper.make_tensor("pads", TensorProto.INT64, [4], [0, 0, 0, 1]),
+              helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
+              helper.make_tensor("s0", TensorProto.INT64, [1], [0]), helper.make_tensor("e0", TensorProto.INT64, [1], [-1]),
+              helper.make_tensor("s1", TensorProto.INT64, [1], [-1]),
+              helper.make_tensor("e1", TensorProto.INT64, [1], [2 ** 62]),
+              helper.make_tensor("ax", TensorProto.INT64, [1], [1])]
+    nodes = [helper.make_node("Split", ["x"], ["q", "k", "v"], axis=1, num_outputs=3),
+             helper.make_node("Pad", ["v", "pads", "one"], ["vp"]),
+             helper.make_node("Slice", ["vp", "s0", "e0", "ax"], ["num"]),
+             helper.make_node("Slice", ["vp", "s1", "e1", "ax"], ["den"]),
+             helper.make_node("Div", ["num", "den"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "d"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    rng = np.random.default_rng(0)
+    _check_shapes(model, [{"x": rng.standard_normal((2, d)).astype(np.float32)} for d in (3, 6, 9, 48, 50)])

@@ -80,7 +80,9 @@ def aligned_for_broadcast(ctx, a: Value, b: Value, hint: str = "bcast") -> tuple
     1 is decided; two dims over a common input dim that the algebra cannot
     relate (``seq`` and ``min(seq, 512)``) are assumed equal, a run-time
     check the op's gradual inference records (ir/gradual.py). Otherwise only
-    the run can tell which is 1: a static dim other than 1 against a
+    the run can tell which is 1: a dim that is at most 1 (a last cell,
+    ``x[..., -1:]``, against ``x[..., :-1]``) is never assumed equal to the
+    other, a static dim other than 1 against a
     symbolic one is that static dim, two unrelated symbolic dims (a
     loop-carried ``(n,)`` against a sliced ``(m,)``) a fresh dim, and both
     operands are broadcast at run time by ``dyn.broadcast_pair`` and bound
@@ -132,6 +134,8 @@ def _broadcast_pair_dim(ctx, x, y):
         return y, False
     if one_unless_empty(y, x, analyzer):
         return x, False
+    if analyzer.prove_le(x, 1) or analyzer.prove_le(y, 1):
+        return None, True       # 0 or 1 (a last cell, x[..., -1:]): a broadcast the run decides, never an equality
     if not isinstance(x, int) and not isinstance(y, int) and free_vars(x) & free_vars(y):
         rep, _ = representative_order(x, y, ctx.bb.entry_dims())[0]
         return rep, False
