@@ -252,15 +252,14 @@ def _draws(exe, rng: np.random.Generator, fixed: dict, free: set[str]):
             return
 
 
-def _onnxruntime_run(session, feed: dict, dim_values: dict, error: Exception | None = None):
+def _onnxruntime_run(session, feed: dict, dim_values: dict):
     """onnxruntime's outputs, or a one-line error that says which dims it refused."""
-    if error is None:
-        try:
-            return session.run(None, feed)
-        except OnnxruntimeCrash:
-            raise
-        except Exception as err:    # noqa: BLE001 - onnxruntime's own errors
-            error = err
+    try:
+        return session.run(None, feed)
+    except OnnxruntimeCrash:
+        raise
+    except Exception as err:    # noqa: BLE001 - onnxruntime's own errors
+        error = err
     at = f" at {_dims_text(dim_values)}" if dim_values else ""
     hint = ("; give the dims the model takes with --dim NAME=VALUE, or inputs it accepts with --inputs"
             if dim_values else "")
