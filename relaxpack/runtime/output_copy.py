@@ -47,6 +47,8 @@ class OutputDetacher:
         self._owners = {id(c) for c in constants if isinstance(c, np.ndarray) and c.base is None}
 
     def __call__(self, result, args):
+        if type(result) is np.ndarray and self._owned_apart(result, args):
+            return result
         if all(type(a) is np.ndarray for a in args):
             inputs = [a for a in args if a.size]
         else:
@@ -55,6 +57,17 @@ class OutputDetacher:
             return self._detached(result, inputs, [])
         seen: list[np.ndarray] = []
         return _map(result, lambda a: self._detached(a, inputs, seen))
+
+    def _owned_apart(self, result: np.ndarray, args) -> bool:
+        """The common case, decided without byte ranges: ``result`` owns its memory, is no
+        constant, and every input is another array owning its own (owners share memory only
+        with their views). False: ask the full check."""
+        if result.base is not None or id(result) in self._owners:
+            return False
+        for a in args:
+            if type(a) is not np.ndarray or a.base is not None or a is result:
+                return False
+        return True
 
     def _detached(self, a: np.ndarray, inputs: list, seen: list) -> np.ndarray:
         if a.size and (self._in_constants(a) or any(_overlap(a, x) for x in inputs)
