@@ -47,7 +47,7 @@ class OutputDetacher:
         self._owners = {id(c) for c in constants if isinstance(c, np.ndarray) and c.base is None}
 
     def __call__(self, result, args):
-        if type(result) is np.ndarray and self._owned_apart(result, args):
+        if self._owned_apart(result, args):
             return result
         if all(type(a) is np.ndarray for a in args):
             inputs = [a for a in args if a.size]
@@ -58,14 +58,22 @@ class OutputDetacher:
         seen: list[np.ndarray] = []
         return _map(result, lambda a: self._detached(a, inputs, seen))
 
-    def _owned_apart(self, result: np.ndarray, args) -> bool:
-        """The common case, decided without byte ranges: ``result`` owns its memory, is no
-        constant, and every input is another array owning its own (owners share memory only
-        with their views). False: ask the full check."""
-        if result.base is not None or id(result) in self._owners:
+    def _owned_apart(self, result, args) -> bool:
+        """The common case, decided without byte ranges: ``result`` (an array or a tuple of
+        them) owns its memory, is no constant, and every input and every other output is
+        another array owning its own (owners share memory only with their views). False: ask
+        the full check."""
+        outputs = (result,) if type(result) is np.ndarray else result
+        if type(outputs) is not tuple:
+            return False
+        owners = self._owners
+        for o in outputs:
+            if type(o) is not np.ndarray or o.base is not None or id(o) in owners:
+                return False
+        if len(outputs) > 1 and len({id(o) for o in outputs}) != len(outputs):
             return False
         for a in args:
-            if type(a) is not np.ndarray or a.base is not None or a is result:
+            if type(a) is not np.ndarray or a.base is not None or any(a is o for o in outputs):
                 return False
         return True
 

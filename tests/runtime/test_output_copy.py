@@ -102,3 +102,21 @@ def test_run_with_a_list_says_how_to_pass_inputs():
     with pytest.raises(relaxpack.errors.InputError, match=r"run takes the inputs by name, e.g. \{'x': \.\.\.\}, "
                                                           r"got a list"):
         vm.run([np.ones((2, 3), np.float32)])
+
+
+def test_tuples_of_owned_outputs_pass_as_they_are_unless_one_is_shared():
+    """The shortest path (``_owned_apart``): outputs that own their memory, apart from every
+    input and constant, come back as they are; an output twice, an owned constant, an input
+    returned, or an input that views an output still get copies."""
+    owned = np.zeros(3)
+    detach, x = OutputDetacher([owned]), np.ones(3)
+    a, b = np.ones(2), np.ones(2)
+    result = detach((a, b), (x,))
+    assert result[0] is a and result[1] is b
+    twice = detach((a, a), (x,))
+    assert twice[0] is a and twice[1] is not a and not np.shares_memory(twice[0], twice[1])
+    for shared in (owned, x):
+        got = detach((a, shared), (x,))
+        assert got[0] is a and got[1] is not shared and not np.shares_memory(got[1], shared)
+    got = detach((a, b), (x, b[1:]))
+    assert got[0] is a and not np.shares_memory(got[1], b[1:])
