@@ -143,12 +143,12 @@ def _classify(scores, coefficients, out, post_transform: str) -> None:
         labels[...] = s > 0
         scores = np.stack([-s, s], axis=1)
     elif labels.dtype == np.intp and labels.flags.c_contiguous:
-        np.argmax(scores, axis=1, out=labels)
-    else:
-        labels[...] = np.argmax(scores, axis=1)
+        scores.argmax(axis=1, out=labels)               # (the methods and bare reductions: np.argmax and
+    else:                                               # np.max cost ~0.5 us of Python each)
+        labels[...] = scores.argmax(axis=1)
     if post_transform == "SOFTMAX" and scores.size:
         # transform_scores' softmax, in place, the quotient rounded straight into ``probs``
-        np.subtract(scores, scores.max(axis=-1, keepdims=True), out=scores)
+        np.subtract(scores, np.maximum.reduce(scores, axis=-1, keepdims=True), out=scores)
         np.exp(scores, out=scores)
         np.divide(scores, np.add.reduce(scores, axis=-1, keepdims=True), out=probs, casting="unsafe")
         return

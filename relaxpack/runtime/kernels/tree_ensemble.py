@@ -271,7 +271,10 @@ def _classify(x, walk, thresholds, roots, leaves, members, model, *, out, aggreg
     if n_classes != 2:
         if base_values:
             scores = scores + np.asarray(base_values, dtype=np.float64)
-        labels[...] = np.argmax(scores, axis=1)
+        if labels.dtype == np.intp and labels.flags.c_contiguous:
+            scores.argmax(axis=1, out=labels)       # (the method: np.argmax costs ~0.5 us of Python)
+        else:
+            labels[...] = scores.argmax(axis=1)
         probs[...] = transform_scores(scores, post_transform)
         return
     if model is None:
