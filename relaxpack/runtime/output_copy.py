@@ -18,6 +18,8 @@ from bisect import bisect_left
 
 import numpy as np
 
+from .maps import PlainMaps
+
 
 def byte_range(a: np.ndarray) -> tuple[int, int]:
     """``[lo, hi)``: the bytes ``a``'s elements span in memory (a non-empty array)."""
@@ -112,10 +114,14 @@ def _arrays(value):
 
 
 def _map(value, fn):
+    """``value`` with ``fn`` applied to its arrays; a tuple none of whose items changed is kept as
+    it is (its class too: as_map_output takes a PlainMaps as it is), and a PlainMaps (fresh dicts
+    of Python scalars) holds no array to look at."""
     if isinstance(value, np.ndarray):
         return fn(value)
-    if isinstance(value, tuple):
-        return tuple(_map(item, fn) for item in value)
+    if isinstance(value, tuple) and type(value) is not PlainMaps:
+        items = [_map(item, fn) for item in value]
+        return value if all(a is b for a, b in zip(items, value)) else tuple(items)
     return value
 
 

@@ -120,3 +120,15 @@ def test_tuples_of_owned_outputs_pass_as_they_are_unless_one_is_shared():
         assert got[0] is a and got[1] is not shared and not np.shares_memory(got[1], shared)
     got = detach((a, b), (x, b[1:]))
     assert got[0] is a and not np.shares_memory(got[1], b[1:])
+
+
+def test_maps_and_unchanged_tuples_pass_as_they_are():
+    """ZipMap's PlainMaps (fresh dicts of Python scalars) reaches as_map_output as it is (which
+    then converts nothing), and a tuple whose arrays need no copy is not rebuilt."""
+    from relaxpack.runtime.maps import PlainMaps
+    detach, x = OutputDetacher([]), np.ones(3)
+    maps = PlainMaps([{1: 0.5}, {1: 0.25}])
+    nested = (np.ones(2), (np.zeros(2),))
+    result = detach((x[1:], maps, nested), (x,))
+    assert result[1] is maps and result[2] is nested
+    assert not np.shares_memory(result[0], x)
