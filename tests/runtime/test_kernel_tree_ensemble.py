@@ -224,3 +224,19 @@ def test_threshold_ranks_give_way_to_the_masks_when_too_large(monkeypatch):
     monkeypatch.setattr(tree_ranks, "MAX_TABLE_VALUES", 8)
     plan = gemm_plan(walk, slots, root_slots, np.ones((len(nodes), 1)), 12)
     assert plan.bits is not None and plan.ranks is None
+
+
+def test_batches_take_the_ranks_while_their_extra_work_is_small():
+    from relaxpack.runtime.kernels.tree_gemm import gemm_plan
+    from relaxpack.runtime.kernels.tree_ranks import RANKS_MAX_EXTRA, use_ranks
+    nodes, thresholds, roots = _random_forest(np.random.default_rng(3), 9, 3, (0,), np.array([0.5, 1.0, 2.0]))
+    walk, slots, root_slots = pack_trees(nodes, thresholds, roots)
+    plan = gemm_plan(walk, slots, root_slots, np.ones((len(nodes), 1)), 12)
+    ranks = plan.ranks
+    assert ranks.extra == ranks.values.size + ranks.starts.size * ranks.table.shape[1] - plan.bits.column.size
+    assert not use_ranks(None, 1) and use_ranks(ranks, 0)
+    if ranks.extra > 0:
+        most = RANKS_MAX_EXTRA // ranks.extra
+        assert use_ranks(ranks, most) and not use_ranks(ranks, most + 1)
+    else:
+        assert use_ranks(ranks, 1 << 20)

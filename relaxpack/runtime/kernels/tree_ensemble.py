@@ -47,7 +47,7 @@ from ..fpstate import quiet
 from ._registry import register_kernel
 from .ml import transform_scores
 from .tree_gemm import BITS_MAX_WORK, bits_scores, gemm_plan, gemm_scores
-from .tree_ranks import rank_scores
+from .tree_ranks import rank_scores, use_ranks
 
 #: mode codes of the node list
 MODES = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3, "BRANCH_EQ": 4, "BRANCH_NEQ": 5,
@@ -180,8 +180,8 @@ def _scores(x, walk, thresholds, roots, leaves, members, aggregate: str, max_dep
     gemm = model.gemm if model is not None else None
     if gemm is not None and aggregate in ("SUM", "AVERAGE") and x.ndim == 2 and x.shape[1] >= gemm.features:
         if gemm.bits is not None and x.shape[0] * gemm.bits.held_mask.size <= BITS_MAX_WORK:
-            scores = bits_scores(gemm, x) if gemm.ranks is None else \
-                rank_scores(gemm.ranks, gemm.bits.weights, gemm.bits.offsets, x)
+            scores = rank_scores(gemm.ranks, gemm.bits.weights, gemm.bits.offsets, x) \
+                if use_ranks(gemm.ranks, x.shape[0]) else bits_scores(gemm, x)
         elif x.shape[0] * gemm.paths_t.size <= GEMM_MAX_WORK:
             scores = gemm_scores(gemm, x)
         else:

@@ -51,6 +51,9 @@ class TreeRanks:
     starts: np.ndarray      # intp (U,): where each used feature's values start
     rows: np.ndarray        # intp (U,): where each used feature's table rows start
     table: np.ndarray       # uint64 (R, T): per feature and count, the leaves left possible per tree
+    #: values a sample costs here beyond what the masks' ``I x T`` cost (``S + U x T - I x T``):
+    #: fewer calls win on small batches, the masks' fewer values on large ones (see :func:`use_ranks`)
+    extra: int = 0
 
 
 def tree_ranks(column: np.ndarray, threshold: np.ndarray, held_mask: np.ndarray, failed_mask: np.ndarray,
@@ -87,7 +90,19 @@ def tree_ranks(column: np.ndarray, threshold: np.ndarray, held_mask: np.ndarray,
     sizes = np.array([len(v) for v in cuts])
     return TreeRanks(np.repeat(np.array(used, np.intp), sizes), values, _down_to_float32(values),
                      np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.intp),
-                     np.concatenate(([0], np.cumsum(sizes + 1)[:-1])).astype(np.intp), np.concatenate(tables))
+                     np.concatenate(([0], np.cumsum(sizes + 1)[:-1])).astype(np.intp), np.concatenate(tables),
+                     values.size + len(used) * count - column.size)
+
+
+#: a batch takes the ranks while its samples times :attr:`TreeRanks.extra` stay under this
+#: (measured: 0.7-0.85x the masks' time at batch 1-8; the masks win from batch ~32 on forests
+#: of shallow trees, whose tables are wide for their few nodes)
+RANKS_MAX_EXTRA = 1 << 12
+
+
+def use_ranks(ranks: TreeRanks | None, samples: int) -> bool:
+    """Whether a batch of ``samples`` runs by ``ranks`` rather than by the leaf masks."""
+    return ranks is not None and samples * ranks.extra <= RANKS_MAX_EXTRA
 
 
 def _condition(negated: bool, t: float) -> tuple[str, float]:
@@ -129,4 +144,4 @@ def rank_scores(ranks: TreeRanks, weights: np.ndarray, offsets: np.ndarray, x: n
     return np.add.reduce(weights.take(leaf, axis=0), axis=0)                   # (T, N, K) -> (N, K)
 
 
-__all__ = ["TreeRanks", "rank_scores", "tree_ranks"]
+__all__ = ["TreeRanks", "rank_scores", "tree_ranks", "use_ranks"]
