@@ -282,6 +282,7 @@ def _lstm_cell_tanh(rt, wb, rb, hidden):
     """:func:`_lstm_cell` for Sigmoid/Tanh/Tanh, no clip, peepholes or
     input_forget; packed gates (o, i, f, c), the sigmoid ones halved."""
     n = hidden
+    constants: dict = {}            # (batch, dtype) -> the loop's read-only ones and halves
 
     def step(xp, h, c):
         a = h @ rt
@@ -307,7 +308,7 @@ def _lstm_cell_tanh(rt, wb, rb, hidden):
         gates, oif, o, i_f = buf[:, :4 * n], buf[:, :3 * n], buf[:, :n], buf[:, n:3 * n]
         cells, cand, c_now = buf[:, 3 * n:], buf[:, 3 * n:4 * n], buf[:, 4 * n:]
         c_now[...] = c                  # not the caller's initial_c
-        one, half = np.ones((batch, 3 * n), dtype), np.full((batch, 3 * n), 0.5, dtype)
+        one, half = _constants(constants, batch, 3 * n, dtype)
         dot, add, mul, tanh = _matmul_into(gates), np.add, np.multiply, np.tanh
         for xp, y in zip(proj, ys):
             dot(h, rt, gates)
@@ -322,6 +323,24 @@ def _lstm_cell_tanh(rt, wb, rb, hidden):
             h = y
         return h, c_now.copy()
     return Cell(_projector(None if wb is None else wb + rb), step, loop)
+
+
+def _constants(kept: dict, batch: int, width: int, dtype) -> tuple:
+    """The LSTM loop's ``(ones, halves)`` of shape ``(batch, width)``, made once per batch and
+    dtype for a cell an instruction keeps (:func:`_specialize`); read-only, never written."""
+    key = (batch, np.dtype(dtype))
+    pair = kept.get(key)
+    if pair is None:
+        if len(kept) >= 16:         # a batch size per call must not grow it without bound
+            kept.clear()
+        pair = kept[key] = (_read_only(np.ones((batch, width), dtype)),
+                            _read_only(np.full((batch, width), 0.5, dtype)))
+    return pair
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
 
 
 def _gru_cell_tanh(rt, wb, rb, hidden):
