@@ -132,3 +132,28 @@ def test_maps_and_unchanged_tuples_pass_as_they_are():
     result = detach((x[1:], maps, nested), (x,))
     assert result[1] is maps and result[2] is nested
     assert not np.shares_memory(result[0], x)
+
+
+def test_views_of_fresh_arrays_pass_as_they_are_and_shared_owners_are_copied():
+    """A view's base is the array owning its memory: outputs viewing fresh arrays pass as
+    they are; one whose owner holds a constant (a constant that is itself a view), an input,
+    or another output's memory is copied; a base numpy does not own goes to the full check."""
+    owner = np.zeros(8)
+    constant_view = owner[2:4]
+    detach, x = OutputDetacher([constant_view]), np.ones(3)
+    fresh, other = np.ones(6), np.ones(4)
+    a, b = fresh.reshape(2, 3), other[1:]
+    got = detach((a, b), (x, x[1:]))
+    assert got[0] is a and got[1] is b
+    for shared in (owner, owner[2:3]):                  # the constant's memory: copied
+        got = detach((a, shared), (x,))
+        assert got[0] is a and got[1] is not shared and not np.shares_memory(got[1], owner)
+    apart = owner[5:]                                    # the constant's owner, not its bytes: the full check keeps it
+    assert detach((a, apart), (x,))[1] is apart
+    got = detach((a, fresh[:2]), (x,))                   # two outputs of one owner
+    assert not np.shares_memory(got[0], got[1])
+    got = detach(a, (fresh[4:],))                        # an input that views the output's owner
+    assert got is not a
+    mapped = np.frombuffer(bytearray(48), np.float64)
+    got = detach(mapped[1:], (x,))
+    assert got.base is mapped and np.shares_memory(got, mapped)      # no overlap: the full check keeps it
