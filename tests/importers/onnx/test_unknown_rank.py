@@ -199,7 +199,8 @@ def test_a_sliced_shape_of_unknown_rank_has_the_slice_length():
     """skl2onnx's KNNImputer: ``n = Squeeze(Shape(d, start=0, end=1))`` of an If-merged ``d``
     (its branches give ranks 3 and 2), then ``Range(0, n, 1)``. The slice's length is 1 for any
     rank that reaches it, so the Squeeze is a scalar (checked at run time), and Range takes it;
-    it was refused ("limit must be a scalar"). ``shape[-2:]`` has length 2 likewise."""
+    it was refused ("limit must be a scalar"). ``shape[-2:]`` keeps a fresh length (a value of
+    rank 1 gives 1 there, as test_convert_shape checks), and reduces to a scalar all the same."""
     then = helper.make_graph([helper.make_node("Unsqueeze", ["x", "one"], ["t"], name="then/Unsqueeze")], "then", [],
                              [helper.make_tensor_value_info("t", F, None)])
     other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"], name="else/Neg")], "else", [],

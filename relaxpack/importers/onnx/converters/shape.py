@@ -58,22 +58,13 @@ def _runtime_shape(ctx, data, start: int = 0, end: int | None = None):
     """The Shape of a value whose rank is unknown here (a loop-carried or
     If-merged value of changing rank): taken at run time, a 1-D int64
     tensor; what uses it takes its run-time paths. Its length is a fresh
-    dim, except where ``start``/``end`` fix it for every rank that reaches
-    them (``_sliced_length``): then it is that length, checked at run time,
-    so that ``Squeeze(Shape(x, end=1))`` is a scalar as the model means."""
+    dim, except for one dim picked by ``start = k >= 0, end = k + 1``
+    (``x.size(k)``, as the exporters write it, then a Squeeze): that has
+    length 1 (checked at run time: a value of rank ``k`` or less gives 0
+    there), so that ``Squeeze(Shape(x, 0, 1))`` is a scalar as the model means."""
     attrs = {"start": start} if end is None else {"start": start, "end": end}
-    return packed_call(ctx, "dyn.shape", [data], [((_sliced_length(start, end),), "int64")], "shape", **attrs)
-
-
-def _sliced_length(start: int, end: int | None) -> int | None:
-    """The length of ``shape[start:end]`` whatever the rank, provided the rank
-    reaches both bounds: ``end - start`` when both count from the same side
-    (``x.shape[0:1]``, ``x.shape[-2:]``), else None (it depends on the rank)."""
-    if end is None:
-        return -start if start < 0 else None
-    if (start >= 0) == (end >= 0):
-        return max(end - start, 0)
-    return None
+    length = 1 if end is not None and 0 <= start and end == start + 1 else None
+    return packed_call(ctx, "dyn.shape", [data], [((length,), "int64")], "shape", **attrs)
 
 
 @register_converter("", "Size", since_opset=1)
