@@ -64,7 +64,7 @@ def regex_full_match(x, *, out, pattern):
 
 
 @register_packed("string_normalizer")
-def string_normalizer(x, *, case_change_action, is_case_sensitive, stopwords, ascii_case=False):
+def string_normalizer(x, *, case_change_action, is_case_sensitive, stopwords, ascii_case):
     """ONNX StringNormalizer on a (C,) or (1, C) tensor: elements equal to a
     stopword (ignoring case unless ``is_case_sensitive``) are dropped, then
     the case changes (``LOWER``/``UPPER``/``NONE``). When every element is
@@ -74,7 +74,7 @@ def string_normalizer(x, *, case_change_action, is_case_sensitive, stopwords, as
     (the C/POSIX locale).
 
     >>> string_normalizer(np.array(["Mon", "a", "B"], object), case_change_action="LOWER",
-    ...                   stopwords=("A",)).tolist()
+    ...                   is_case_sensitive=False, stopwords=("A",), ascii_case=False).tolist()
     ['mon', 'b']
     """
     if x.ndim == 2 and x.shape[0] != 1 or x.ndim not in (1, 2):
