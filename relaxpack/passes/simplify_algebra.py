@@ -282,6 +282,24 @@ _SILU = is_op("multiply")(_X, is_op("sigmoid")(_X, name="sigmoid", what="operand
 _GELU_ERF_GROUPINGS = _half_x_times(_ONE_PLUS_ERF)
 _GELU_TANH_GROUPINGS = _half_x_times(_ONE_PLUS_TANH)
 
+# ---------------------------------------------------------------- softmax with its NaN guard
+
+
+def compose_safe_softmax(m: Match):
+    """where(isnan(softmax(x)), 0, softmax(x)) -> nn.safe_softmax(x): one kernel call, which
+    checks for NaN only where the softmax can make one (an all -inf row)."""
+    return make_call("nn.safe_softmax", m["x"], axis=m["sm"].attrs["axis"])
+
+
+def _tests_itself(m: Match) -> str | None:
+    tested = m["tested"]
+    return None if tested is m.var("sm") else f"the NaN test reads {m.name_of('tested')}, not the softmax"
+
+
+_SAFE_SOFTMAX = is_op("where")(
+    is_op("isnan")(wildcard("tested"), name="isnan", what="condition"),
+    const("zero", "the value for NaN"), is_op("nn.softmax")(_X, name="sm", what="value"))
+
 # ---------------------------------------------------------------- the table
 
 RULES = RewriteTable("SimplifyAlgebra", [
@@ -350,6 +368,10 @@ RULES = RewriteTable("SimplifyAlgebra", [
     Rule("compose_gelu_tanh_half_inside", _GELU_TANH_GROUPINGS[2], _GELU_TANH_CHECK, compose_gelu_tanh,
          doc="x * ((tanh(sqrt(2/pi) * (x + 0.044715 x^3)) + 1) * 0.5) -> nn.gelu(x, approximate=\"tanh\")."),
     Rule("compose_silu", _SILU, float_output, compose_silu),
+    Rule("compose_safe_softmax", _SAFE_SOFTMAX,
+         all_of(_tests_itself, _all_equal("zero", 0, "the value for NaN"), used_once("isnan", "the NaN test"),
+                same_type_as_output("sm")),
+         compose_safe_softmax),
     Rule("relu_before_rounding",
          is_op("nn.relu")(is_op("astype")(_X, name="cast", what="operand")),
          all_of(used_once("cast", "the cast"), _rounds_to_low_float),

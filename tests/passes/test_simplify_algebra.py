@@ -202,6 +202,15 @@ return lv1
 lv = R.nn.silu(x)
 return lv
 """),
+    "safe_softmax": (X4, '("n", 2, 3, 4)', """
+lv = R.nn.softmax(x, axis=2)
+lv1 = R.isnan(lv)
+lv2 = R.where(lv1, R.const(0.0, "float32"), lv)
+return lv2
+""", """
+lv = R.nn.safe_softmax(x, axis=2)
+return lv
+"""),
     "silu_sigmoid_first_and_shared": (X4, '("n", 2, 3, 4)', """
 lv = R.sigmoid(x)
 lv1 = R.multiply(lv, x)
@@ -447,3 +456,28 @@ lv1 = R.nn.relu(lv)
 lv2 = R.add(lv, lv1)
 return lv2
 """, dtype="float16"))
+
+
+def test_safe_softmax_lookalikes_are_kept():
+    """The NaN guard of another value, a guard that writes 1, and a NaN test used twice stay."""
+    params = 'x: R.Tensor(("n", 4), "float32"), y: R.Tensor(("n", 4), "float32")'
+    text = program(params, '("n", 4)', """
+lv = R.nn.softmax(x, axis=-1)
+lv1 = R.isnan(y)
+lv2 = R.where(lv1, R.const(0.0, "float32"), lv)
+lv3 = R.isnan(lv)
+lv4 = R.where(lv3, R.const(1.0, "float32"), lv)
+lv5 = R.nn.softmax(y, axis=-1)
+lv6 = R.isnan(lv5)
+lv7 = R.where(lv6, R.const(0.0, "float32"), lv5)
+lv8 = R.astype(lv6, dtype="float32")
+lv9 = R.add(lv2, lv4)
+lv10 = R.add(lv9, lv7)
+lv11 = R.add(lv10, lv8)
+return lv11
+""")
+    assert_unchanged(simplify_algebra, text)
+    reasons = dict(explain(parse(text), "compose_safe_softmax"))
+    assert reasons["lv2"] == "the NaN test reads y, not the softmax"
+    assert reasons["lv4"] == "the value for NaN 1.0 is not all 0"
+    assert reasons["lv7"].startswith("the NaN test lv6 is used twice")

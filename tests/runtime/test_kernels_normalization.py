@@ -84,6 +84,43 @@ def test_softmax_last_axis_in_place_inf_and_all_masked_rows():
     assert np.isnan(got[3]).any() and np.allclose(got[0], expected[0], rtol=1e-6)
 
 
+def _guarded_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    """The NaN-guarded softmax as torch.onnx writes it: Softmax, IsNaN, Where(nan, 0, softmax)."""
+    probs = run_kernel("nn.softmax", x, axis=axis)
+    return np.where(np.isnan(probs), np.zeros((), probs.dtype), probs)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape, axis", [((3, 5, 7), -1), ((3, 5, 7), 1), ((2, 6), 0), ((0, 4), -1), ((1, 1), -1)])
+def test_safe_softmax_is_the_guarded_softmax(dtype, shape, axis):
+    """Bit for bit the softmax followed by its NaN guard: plain rows, rows far below the max
+    (redone), an all -inf row (zeros), NaN and inf inputs (the general path), other axes, empty."""
+    rng = np.random.default_rng(9)
+    x = rand(rng, shape, dtype) * 3
+    np.testing.assert_array_equal(run_kernel("nn.safe_softmax", x, axis=axis), _guarded_softmax(x, axis))
+    if x.ndim == 3 and x.size:
+        x[0, 1] -= 300.0                                    # redone rows with finite values
+        x[1, 2] = -np.inf                                   # an all -inf row: NaN -> 0
+        got = run_kernel("nn.safe_softmax", x, axis=axis)
+        np.testing.assert_array_equal(got, _guarded_softmax(x, axis))
+        if axis == -1:
+            assert not np.isnan(got).any() and (got[1, 2] == 0).all()
+        x[2, 0, 3], x[2, 1, 4] = np.nan, np.inf             # non-finite max: the general path
+        got = run_kernel("nn.safe_softmax", x, axis=axis)
+        np.testing.assert_array_equal(got, _guarded_softmax(x, axis))
+        assert not np.isnan(got).any()
+
+
+def test_safe_softmax_in_place():
+    x = (np.random.default_rng(10).standard_normal((4, 9)) * 3).astype(np.float32)
+    x[1] = -np.inf
+    want = _guarded_softmax(x, -1)
+    same = x.copy()
+    get_kernel("nn.safe_softmax").fn(same, out=same, axis=-1)
+    np.testing.assert_array_equal(same, want)
+    assert (same[1] == 0).all()
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("d", [1, 7, 512, 769])
 def test_layer_norm_rows_with_a_large_offset(dtype, d):
