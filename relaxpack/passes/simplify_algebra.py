@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ..ir.expr import Constant, ShapeExpr
+from ..ir.expr import Call, Constant, ShapeExpr
 from ..ops.registry import make_call
 from .core.infra import function_pass
 from .core.rules import (
@@ -282,6 +282,79 @@ _SILU = is_op("multiply")(_X, is_op("sigmoid")(_X, name="sigmoid", what="operand
 _GELU_ERF_GROUPINGS = _half_x_times(_ONE_PLUS_ERF)
 _GELU_TANH_GROUPINGS = _half_x_times(_ONE_PLUS_TANH)
 
+# ---------------------------------------------------------------- scales folded into weights
+
+#: ops a scale passes through on its way to a product: they move values, never combine them
+_LAYOUT_OPS = ("reshape", "permute_dims")
+_SCALED_FLOATS = ("float32", "float64")
+
+
+def _constant_of(m: Match, expr) -> np.ndarray | None:
+    value = m.producer(expr)[0]
+    return value.data if isinstance(value, Constant) else None
+
+
+def _scaled_product(m: Match):
+    """Walk from the scaled value through layout ops used once to ``matmul(x, W)`` or
+    ``matmul(x, W) + b`` (used once, ``W`` and ``b`` constants): ``(layout calls outermost first,
+    the matmul call, the add call or None)``, or the reason there is none."""
+    layout, expr = [], m["y"]
+    value, uses = m.producer(expr)
+    while isinstance(value, Call) and getattr(value.op, "name", None) in _LAYOUT_OPS:
+        if uses != 1:
+            return f"the {value.op.name} before the scale is used {uses} times"
+        layout.append(value)
+        value, uses = m.producer(value.args[0])
+    if uses != 1:
+        return "the product before the scale is used elsewhere (or is not a bound value)"
+    add = None
+    if isinstance(value, Call) and getattr(value.op, "name", None) == "add":
+        mm_value, mm_uses = m.producer(value.args[0])
+        bias = _constant_of(m, value.args[1])
+        if not (isinstance(mm_value, Call) and getattr(mm_value.op, "name", None) == "matmul") or bias is None:
+            return "the add before the scale is not matmul + constant"
+        if mm_uses != 1:
+            return "the matmul before the bias is used elsewhere"
+        add, value = value, mm_value
+    if not (isinstance(value, Call) and getattr(value.op, "name", None) == "matmul"):
+        return "no matmul under the layout ops before the scale"
+    if value.attrs.get("out_dtype") is not None:
+        return "the matmul has an output dtype of its own"
+    weight = _constant_of(m, value.args[1])
+    if weight is None or weight.ndim != 2:
+        return "the matmul's weight is not a constant matrix"
+    return tuple(layout), value, add
+
+
+def _scale_folds(m: Match) -> str | None:
+    c = m.data("c")
+    if c.size != 1 or c.ndim > len(m.sinfo("y").shape or ()):
+        return f"the factor has {c.size} elements or more dims than the scaled value"
+    if str(c.dtype) not in _SCALED_FLOATS:
+        return f"the factor is {c.dtype}, not float32/float64"
+    found = _scaled_product(m)
+    return found if isinstance(found, str) else None
+
+
+def _times(data: np.ndarray, c: np.ndarray) -> Constant:
+    """``data * c`` computed in float64 and rounded once to ``data``'s dtype."""
+    return Constant((data.astype(np.float64) * float(c.reshape(-1)[0])).astype(data.dtype))
+
+
+def fold_scale_into_weight(m: Match):
+    """layout(matmul(x, W) [+ b]) * c -> layout(matmul(x, W * c) [+ b * c]) for a one-element c:
+    attention's query and key scales (torch.onnx writes sqrt(1 / sqrt(d)) on both) become part of
+    the projection weights, two kernel calls fewer per attention."""
+    layout, mm, add = _scaled_product(m)
+    c = m.data("c")
+    y = make_call("matmul", mm.args[0], _times(_constant_of(m, mm.args[1]), c), **dict(mm.attrs))
+    if add is not None:
+        y = make_call("add", y, _times(_constant_of(m, add.args[1]), c))
+    for op in reversed(layout):
+        y = make_call(op.op.name, y, *op.args[1:], **dict(op.attrs))
+    return y
+
+
 # ---------------------------------------------------------------- softmax with its NaN guard
 
 
@@ -357,6 +430,10 @@ RULES = RewriteTable("SimplifyAlgebra", [
                            const("c2", "the outer factor"), commutative=True),
          all_of(_scalars("c1", "c2"), same_type_as_output("x")),
          merge_scalar_multiplies),
+    Rule("fold_scale_into_weight",
+         is_op("multiply")(wildcard("y"), const("c", "the factor"), commutative=True),
+         all_of(_scale_folds, same_type_as_output("y")),
+         fold_scale_into_weight),
     Rule("compose_gelu", _GELU_ERF_GROUPINGS[0], _GELU_CHECK, compose_gelu),
     Rule("compose_gelu_half_first", _GELU_ERF_GROUPINGS[1],
          _GELU_CHECK, compose_gelu, doc="(x * 0.5) * (erf(x / sqrt(2)) + 1) -> nn.gelu(x)."),
