@@ -80,7 +80,15 @@ def _reshape_atoms(before: tuple, after: tuple):
             next_id, i, j = next_id + 1, i + 1, j + 1
             continue
         if not (isinstance(before[i], int) and isinstance(after[j], int)):
-            return None
+            grouped = _symbolic_group(before, after, i, j, next_id)
+            if grouped is None:
+                return None
+            parts_before, parts_after = grouped
+            atoms_before.extend(parts_before)
+            atoms_after.extend(parts_after)
+            next_id += max(len(parts_before), len(parts_after))
+            i, j = i + len(parts_before), j + len(parts_after)
+            continue
         if before[i] > after[j]:          # one axis of before split into several
             size, parts = before[i], []
             while size > 1 and j < len(after) and isinstance(after[j], int) and size % after[j] == 0:
@@ -104,6 +112,22 @@ def _reshape_atoms(before: tuple, after: tuple):
     if i != len(before) or j != len(after):
         return None
     return atoms_before, atoms_after
+
+
+def _symbolic_group(before: tuple, after: tuple, i: int, j: int, next_id: int):
+    """Where a symbolic dim meets: ``after[j]`` as the product of ``before[i:i + k]`` (axes
+    merged, e.g. ``(n, 2) -> 2 * n``) or ``before[i]`` as that of ``after[j:j + k]`` (split),
+    for the smallest ``k >= 2``, equal in the dim algebra: the atoms of each side
+    (``_reshape_atoms``' form), or None."""
+    for merged, parts, start in ((after[j], before, i), (before[i], after, j)):
+        product = parts[start]
+        for k in range(2, len(parts) - start + 1):
+            product = product * parts[start + k - 1]
+            if product == merged:
+                atoms = [(next_id + t, parts[start + t]) for t in range(k)]
+                singles, group = [[a] for a in atoms], [atoms]
+                return (singles, group) if parts is before else (group, singles)
+    return None
 
 
 def _permute_reshape_permute(m: Match):

@@ -202,6 +202,27 @@ return lv1
 lv = R.nn.silu(x)
 return lv
 """),
+    "permute_reshape_permute_symbolic_merge": (X4, '("n", 3, 4, 2)', """
+lv = R.permute_dims(x, axes=(0, 2, 1, 3))
+lv1 = R.reshape(lv, R.shape([n * 3, 2, 4]))
+lv2 = R.permute_dims(lv1, axes=(0, 2, 1))
+lv3 = R.reshape(lv2, R.shape([n, 3, 4, 2]))
+return lv3
+""", """
+lv = R.permute_dims(x, axes=(0, 2, 3, 1))
+lv3 = lv
+return lv3
+"""),
+    "permute_reshape_permute_symbolic_split": ('x: R.Tensor(("n", 6, 4), "float32")', '("n", 4, 2, 3)', """
+lv = R.permute_dims(x, axes=(1, 0, 2))
+lv1 = R.reshape(lv, R.shape([2, 3, n, 4]))
+lv2 = R.permute_dims(lv1, axes=(2, 3, 0, 1))
+return lv2
+""", """
+lv = R.reshape(x, R.shape([n, 2, 3, 4]))
+lv1 = R.permute_dims(lv, axes=(0, 3, 1, 2))
+return lv1
+"""),
     "safe_softmax": (X4, '("n", 2, 3, 4)', """
 lv = R.nn.softmax(x, axis=2)
 lv1 = R.isnan(lv)
@@ -225,11 +246,8 @@ return lv7
 lv = R.matmul(x, R.const([[0.5, 1.0, 1.5, 2.0], [-0.5, 0.25, 0.125, 4.0], [1.0, 1.0, -1.0, 0.5], [0.0, 0.5, 1.5, -2.0]], "float32"))
 lv1 = R.add(lv, R.const([0.25, -0.5, 1.0, 0.125], "float32"))
 lv2 = R.reshape(lv1, R.shape([n, 3, 2, 2]))
-lv3 = R.permute_dims(lv2, axes=(0, 2, 1, 3))
-lv4 = R.reshape(lv3, R.shape([n * 2, 3, 2]))
-lv5 = R.permute_dims(lv4, axes=(0, 2, 1))
-lv6 = R.reshape(lv5, R.shape([n, 2, 2, 3]))
-return lv6
+lv7 = R.permute_dims(lv2, axes=(0, 2, 3, 1))
+return lv7
 """),
     "scale_into_weight": ('x: R.Tensor(("n", 4), "float32")', '("n", 4)', """
 lv = R.matmul(x, R.const([[1.0, 2.0, 3.0, 4.0], [-1.0, 0.5, 0.25, 8.0], [2.0, 2.0, -2.0, 1.0], [0.0, 1.0, 3.0, -4.0]], "float32"))
