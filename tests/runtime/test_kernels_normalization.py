@@ -258,3 +258,38 @@ def test_a_last_axis_of_a_scalar_is_a_shape_error(op, args, attrs):
     x = np.array(1.0, np.float32)
     with pytest.raises(ShapeError, match="out of range for a tensor of rank 0"):
         call_kernel(op, x, *[np.ones((), np.float32)] * args, out=np.empty((), np.float32), **attrs)
+
+
+def test_layer_norm_per_instruction_is_the_generic_kernel():
+    """The specialized layer norm keeps the row path's flattened parameters: bit for bit the
+    generic kernel over a run of calls that change the rows, the parameters' values (same
+    arrays), the parameter arrays, beta (None), the dtype (float16: the generic path), the axis
+    (not last), an empty input and an in-place call."""
+    rng = np.random.default_rng(11)
+    kernel = get_kernel("nn.layer_norm").fn
+    spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, (False, True, True))
+    g32, b32 = rand(rng, (8,), "float32"), rand(rng, (8,), "float32")
+    calls = [(rand(rng, (2, 3, 8), "float32"), g32, b32), (rand(rng, (1, 5, 8), "float32"), g32, b32),
+             (rand(rng, (4, 1, 8), "float32"), g32, None), (rand(rng, (2, 2, 8), "float32"), g32.copy(), b32),
+             (rand(rng, (2, 3, 8), "float16"), g32.astype(np.float16), b32.astype(np.float16)),
+             (rand(rng, (0, 3, 8), "float32"), g32, b32), (rand(rng, (3, 8), "float32"), g32, b32),
+             (rand(rng, (2, 3, 8), "float32"), g32, b32)]
+    for x, g, b in calls:
+        want = np.empty_like(x)
+        kernel(x, g, b, out=want, axes=(-1,), epsilon=EPS)
+        got = np.empty_like(x)
+        spec(x, g, b, out=got)
+        np.testing.assert_array_equal(got, want)
+    g32 *= 2.0                                   # new values in the kept array show through
+    x = rand(rng, (2, 3, 8), "float32")
+    want = np.empty_like(x)
+    kernel(x, g32, b32, out=want, axes=(-1,), epsilon=EPS)
+    same = x.copy()
+    spec(same, g32, b32, out=same)               # in place
+    np.testing.assert_array_equal(same, want)
+    spec_first = kernel.specialize_attrs({"axes": (0,), "epsilon": EPS}, (False, True, True))
+    x = rand(rng, (8, 3), "float32")
+    want, got = np.empty_like(x), np.empty_like(x)
+    kernel(x, g32, b32, out=want, axes=(0,), epsilon=EPS)
+    spec_first(x, g32, b32, out=got)
+    np.testing.assert_array_equal(got, want)
