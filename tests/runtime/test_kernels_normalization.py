@@ -38,13 +38,17 @@ def test_softmax_is_stable_for_large_inputs(name, op):
     assert_close(got, expected)
 
 
+@pytest.mark.parametrize("batch", [2, 8])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
-def test_softmax_last_axis_rows_far_apart_and_masked(dtype):
+def test_softmax_last_axis_rows_far_apart_and_masked(dtype, batch):
     """The last-axis path shifts by the tensor's max and redoes rows whose own
-    max is far below it: rows 300 apart, a BERT-style -10000 mask, a causal
+    max is far below it (the whole tensor up to _WHOLE_REDO_SIZE values, batch 2; those
+    rows only above, batch 8): rows 300 apart, a BERT-style -10000 mask, a causal
     finfo.min mask, odd sizes."""
+    from relaxpack.runtime.kernels.normalization import _WHOLE_REDO_SIZE
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((2, 3, 9, 13)) * 4
+    x = rng.standard_normal((batch, 3, 9, 13)) * 4
+    assert (x.size <= _WHOLE_REDO_SIZE) == (batch == 2)
     x[0, 1] -= 300.0                                        # whole heads far below the max
     x[1, :, 2] += 60.0                                      # one row far above the others
     x[..., 10:] += -10000.0                                 # padding mask
@@ -91,7 +95,8 @@ def _guarded_softmax(x: np.ndarray, axis: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("shape, axis", [((3, 5, 7), -1), ((3, 5, 7), 1), ((2, 6), 0), ((0, 4), -1), ((1, 1), -1)])
+@pytest.mark.parametrize("shape, axis", [((3, 5, 7), -1), ((6, 50, 9), -1), ((3, 5, 7), 1), ((2, 6), 0), ((0, 4), -1),
+                                         ((1, 1), -1)])
 def test_safe_softmax_is_the_guarded_softmax(dtype, shape, axis):
     """Bit for bit the softmax followed by its NaN guard: plain rows, rows far below the max
     (redone), an all -inf row (zeros), NaN and inf inputs (the general path), other axes, empty."""

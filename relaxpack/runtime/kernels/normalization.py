@@ -22,6 +22,8 @@ from ._workspace import Scratch
 #: a row whose exponentials, shifted by the tensor's max, sum below this is
 #: redone with its own max (see :func:`_softmax_rows`)
 _ROW_SUM_FLOOR = 1e-3
+#: up to this many values a tensor with such a row is redone whole (cheaper than picking rows)
+_WHOLE_REDO_SIZE = 2048
 
 
 def _softmax_rows(x: np.ndarray, buf: np.ndarray) -> str | None:
@@ -59,6 +61,15 @@ def _shifted_softmax(rows: np.ndarray, shift, exps: np.ndarray, dst: np.ndarray)
         np.subtract(rows, shift, out=exps, dtype=exps.dtype)       # low floats: subtract in float32
     np.exp(exps, exps)
     total = np.dot(exps, ones_vector(rows.shape[-1], exps.dtype))
+    if _MIN(total, None) < _ROW_SUM_FLOOR and rows.size <= _WHOLE_REDO_SIZE:
+        # a small tensor is redone whole, each row shifted by its own max: five calls, where
+        # picking the rows out costs eight and fancy indexing (DeBERTa masks whole query rows)
+        with quiet():          # an all -inf row is NaN, as in ONNX's reference
+            np.subtract(rows, _MAX(rows, 1, None, None, True), out=exps, dtype=exps.dtype)
+            np.exp(exps, exps)
+            total = np.dot(exps, ones_vector(rows.shape[-1], exps.dtype))
+            np.divide(exps, total[:, None], dst)
+        return REDONE
     if _MIN(total, None) < _ROW_SUM_FLOOR:
         low = np.flatnonzero(total < _ROW_SUM_FLOOR)
         again = rows[low].astype(exps.dtype)
