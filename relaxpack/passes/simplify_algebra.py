@@ -18,6 +18,7 @@ import numpy as np
 from ..ir.expr import Call, Constant, ShapeExpr
 from ..ops.registry import make_call
 from .core.infra import function_pass
+from .iota_gather import gather_as_reshape, gather_check
 from .core.rules import (
     Match, Rule, RewriteTable, all_of, any_of, const, float_output, is_op, same_type_as_output,
     used_once, wildcard,
@@ -458,6 +459,11 @@ RULES = RewriteTable("SimplifyAlgebra", [
          is_op("multiply")(wildcard("y"), const("c", "the factor"), commutative=True),
          all_of(_scale_folds, same_type_as_output("y")),
          fold_scale_into_weight),
+    Rule("gather_nd_of_iotas",
+         is_op("gather_nd")(wildcard("data"), is_op("concat")(wildcard("parts"), name="concat", what="indices"),
+                            name="gather"),
+         gather_check, gather_as_reshape,
+         doc="gather_nd(data, concat(iotas along output axes)) -> reshape(data) (iota_gather.py)."),
     Rule("compose_gelu", _GELU_ERF_GROUPINGS[0], _GELU_CHECK, compose_gelu),
     Rule("compose_gelu_half_first", _GELU_ERF_GROUPINGS[1],
          _GELU_CHECK, compose_gelu, doc="(x * 0.5) * (erf(x / sqrt(2)) + 1) -> nn.gelu(x)."),
