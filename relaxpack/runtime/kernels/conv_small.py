@@ -34,14 +34,14 @@ PRIVATE_MAX_BYTES = 4 << 20
 
 
 def specialize(generic, constant: tuple, *, strides, padding, dilation, groups, activation,
-               data_layout, out_layout):
+               data_layout, out_layout, exact=False):
     """``call(data, weight, bias=None, *, out, workspace=None)`` for one instruction of ``generic``
     (``nn.conv_bias_act``'s kernel) with these attributes; a float16 weight's float32 copy is kept
     only when ``constant[1]`` says the weight is a bound value."""
     fixed_weight = len(constant) > 1 and constant[1]
     fixed_bias = len(constant) > 2 and constant[2]
     attrs = dict(strides=strides, padding=padding, dilation=dilation, groups=groups, activation=activation,
-                 data_layout=data_layout, out_layout=out_layout)
+                 data_layout=data_layout, out_layout=out_layout, exact=exact)
     state = [None, None]            # the key of the prepared call, its runner
 
     def call(data, weight, bias=None, *, out, workspace=None):
