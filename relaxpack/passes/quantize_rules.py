@@ -25,6 +25,10 @@ Signed zeros keep these integer-only where a float result could see them:
 makes +0.0. A dequantizer's float ``(q - z)`` therefore keeps its add and
 subtract and loses only the two casts.
 
+An exact conv (QLinearConv's, ``nn.conv(..., exact=True)``) reads a clip of a
+rounded value without the round trip at all (``exact_conv_reads_the_clip``):
+the only difference, -0.0 for +0.0, vanishes in its integer sums.
+
 The quantized value itself stays where something else reads it (a graph
 output, a pool); DeadCodeElimination drops it where nothing does.
 """
@@ -153,10 +157,40 @@ def shift_clip_by_zero_point(m: Match):
     return make_call("astype", clipped, dtype=m["cast"].attrs["dtype"])
 
 
+# ---------------------------------------------------------------- exact_conv_reads_the_clip
+
+
+def _exact_conv_check(m: Match) -> str | None:
+    if not m["conv"].attrs.get("exact"):
+        return "the R.nn.conv is not exact"
+    bounds = _bounds(m)
+    if isinstance(bounds, str):
+        return bounds
+    if not m["clip"].attrs["saturate_nan"]:
+        return "the clip keeps NaN (its cast to an integer is undefined)"
+    narrow, wide = m["narrow"].attrs["dtype"], m["outer"].attrs["dtype"]
+    if narrow not in _INT_TYPES or not _holds(narrow, *bounds) or not _holds(wide, *bounds):
+        return f"the casts to {narrow} and {wide} do not both hold the clip's bounds"
+    return None
+
+
+def exact_conv_reads_the_clip(m: Match):
+    """nn.conv(astype(astype(clip(round(x), lo, hi), I), T), W, exact=True) -> nn.conv(astype(clip(...), T), W):
+    the round trip only turns a -0.0 into +0.0, which an exact conv's integer sums (requantized
+    next) do not see."""
+    data = make_call("astype", m.var("clip"), dtype=m["outer"].attrs["dtype"])
+    return make_call("nn.conv", data, m["w"], **m["conv"].attrs)
+
+
 RULES = [
     Rule("drop_integer_round_trip", _round_trip(_CLIPPED_INTEGER), _round_trip_check, drop_integer_round_trip),
     Rule("drop_integer_round_trip_rounded", _round_trip(_CLIPPED_ROUNDED), _round_trip_check,
          drop_integer_round_trip, doc="astype(astype(clip(round(x), lo, hi), I), T) -> astype(clip(...), T)."),
+    Rule("exact_conv_reads_the_clip",
+         is_op("nn.conv")(is_op("astype")(is_op("astype")(_CLIPPED_ROUNDED, name="narrow", what="operand"),
+                                          name="outer", what="data"),
+                          wildcard("w"), name="conv"),
+         _exact_conv_check, exact_conv_reads_the_clip),
     Rule("shift_clip_by_zero_point",
          is_op("subtract")(is_op("astype")(_CLIPPED_INTEGER, name="cast", what="operand"),
                            const("zp2", "the subtracted zero point")),
