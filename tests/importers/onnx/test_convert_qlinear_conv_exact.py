@@ -156,3 +156,78 @@ def test_a_weight_computed_at_run_time_keeps_the_int32_conv(rng):
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+# ---------------------------------------------------------------- QLinearMatMul
+
+
+def _qmatmul(dtype, b, b_zp, b_scale, a_shape, y_scale=0.4):
+    inits = {"as": np.float32(0.05), "azp": np.array(7 if dtype == "uint8" else -7, dtype), "b": b,
+             "bs": b_scale, "bzp": b_zp, "ys": np.float32(y_scale), "yzp": np.array(3, dtype)}
+    return model(node("QLinearMatMul", ["a", "as", "azp", "b", "bs", "bzp", "ys", "yzp"]),
+                 [inp("a", dtype, a_shape)], opset=10, initializers=inits)
+
+
+def _matmul_semantics(m, a):
+    """The exact int64 product of the shifted operands, requantized in float32 as relaxpack does."""
+    from onnx import numpy_helper
+    init = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    acc = (a.astype(np.int64) - int(init["azp"])) @ (init["b"].astype(np.int64) - init["bzp"].astype(np.int64))
+    multiplier = (np.float32(init["as"]) * init["bs"].astype(np.float32)) / np.float32(init["ys"])
+    info = np.iinfo(init["yzp"].dtype)
+    return np.clip(np.rint(acc.astype(np.float32) * multiplier) + int(init["yzp"]), info.min,
+                   info.max).astype(init["yzp"].dtype)
+
+
+def _products(m):
+    found = []
+
+    class Products(ExprVisitor):
+        def visit_call_(self, call: Call):
+            if getattr(call.op, "name", None) in ("matmul", "nn.gemm"):
+                found.append((call.op.name, call.struct_info.dtype))
+            super().visit_call_(call)
+
+    Products().visit_expr(relaxpack.from_onnx(m)["main"])
+    return found
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("per_column", [False, True])
+@pytest.mark.parametrize("a_shape", [(5, 9), (2, 3, 9), (0, 9), (1, 9)])
+def test_qlinear_matmul_exact_float(dtype, per_column, a_shape, rng):
+    b_dtype = "int8" if per_column else dtype
+    b = rand(rng, (9, 4), b_dtype, low=-128, high=255)
+    b_zp = rand(rng, (4,) if per_column else (), b_dtype, low=-3, high=3)
+    b_scale = np.linspace(0.01, 0.05, 4, dtype=np.float32) if per_column else np.float32(0.02)
+    m = _qmatmul(dtype, b, b_zp, b_scale, list(a_shape))
+    assert _products(m) == [("nn.gemm", "float32")]
+    mod = relaxpack.from_onnx(m)
+    vms = [VirtualMachine(relaxpack.build(mod, opt_level=level)) for level in (0, 2)]
+    for seed in range(3):
+        a = rand(np.random.default_rng(seed), a_shape, dtype, low=-128, high=255)
+        want = _matmul_semantics(m, a)
+        if not per_column:
+            np.testing.assert_array_equal(reference_outputs(m, {"a": a}, "reference")[0], want)
+        for vm in vms:
+            got = vm.run({"a": a})["y"]
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("column_sum, product", [(65793, "nn.gemm"), (65794, "matmul")])
+def test_qlinear_matmul_bound(column_sum, product):
+    """255 * max_j sum_k |b[k, j]| at 2**24 - 255 (the largest multiple of 255 within 2**24) is float32,
+    one step past it the int32 matmul; the same results."""
+    b = np.full((519, 2), 127, np.int8)
+    b[-1] = column_sum - 518 * 127
+    m = _qmatmul("uint8", b, np.array(0, np.int8), np.float32(0.02), [3, 519], y_scale=70.0)
+    assert _products(m) == [(product, "float32" if product == "nn.gemm" else "int32")]
+    mod = relaxpack.from_onnx(m)
+    for a in (np.full((3, 519), 255, np.uint8), np.full((3, 519), 7, np.uint8),
+              np.random.default_rng(1).integers(0, 256, (3, 519)).astype(np.uint8)):
+        want = _matmul_semantics(m, a)
+        assert want.max() < 255
+        for level in (0, 2):
+            np.testing.assert_array_equal(VirtualMachine(relaxpack.build(mod, opt_level=level)).run({"a": a})["y"],
+                                          want)

@@ -36,6 +36,9 @@ _INT_RANGES = {
     "uint4": (0, 15), "int4": (-8, 7), "uint2": (0, 3), "int2": (-2, 1),
 }
 
+#: every partial sum of a float32 product of integers is exact while it stays within this magnitude
+_FLOAT32_EXACT = 1 << 24
+
 #: Largest finite value of the small float quantized types.
 _FLOAT_MAX = {
     "float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0, "float8_e5m2": 57344.0,
@@ -378,13 +381,39 @@ def _requantize(ctx, acc: Expr, multiplier: Expr, y_zero_point: Value, layout) -
     return _saturate(ctx, scaled, zp, _check_target(ctx, y_zero_point.dtype))
 
 
+def _exact_float_weight(ctx, a: Value, b: Value, b_zero_point: Value | None) -> Value | None:
+    """The float32 ``b - b_zero_point`` of a QLinearMatMul whose product is exact in float32, or
+    None: ``|a - a_zero_point| <= 255`` for int8 / uint8 values, so every partial sum is at most
+    ``255 * max_j sum_k |b[k, j] - zp_j|``; at most 2**24 it is an exact float32 integer."""
+    if b.const is None or (b_zero_point is not None and b_zero_point.const is None) \
+            or a.dtype not in ("int8", "uint8") or b.dtype not in ("int8", "uint8") or b.ndim < 2:
+        return None
+    weight = np.asarray(b.const, np.int64)
+    if b_zero_point is not None:
+        weight = weight - np.asarray(b_zero_point.const, np.int64)     # per tensor or per column
+    sums = np.abs(weight).sum(axis=-2)
+    if weight.shape != np.shape(b.const) or 255 * (int(sums.max()) if sums.size else 0) > _FLOAT32_EXACT:
+        return None
+    return ctx.const(weight.astype(np.float32))
+
+
 def _qlinear_matmul(ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
-    lhs, lhs_int = _quantized_operand(ctx, a, a_zero_point,
-                                      lambda zp: _row_layout(ctx, zp, a, "a_zero_point"))
-    rhs, rhs_int = _quantized_operand(ctx, b, b_zero_point, lambda zp: _col_layout(ctx, zp, "b_zero_point"))
-    if lhs_int != rhs_int:
-        lhs, rhs = astype(ctx, lhs, "float32"), astype(ctx, rhs, "float32")
-    acc = call(ctx, "matmul", lhs, rhs)
+    weight = _exact_float_weight(ctx, a, b, b_zero_point)
+    if weight is not None:
+        # float32 on a - a_zero_point: the same integers. nn.gemm, not matmul: FoldBatchNorm folds
+        # a per-column scale after a matmul into its weight, which would make the product inexact
+        lhs = astype(ctx, a, "float32")
+        if not _is_zero(a_zero_point):
+            zp = _row_layout(ctx, a_zero_point, a, "a_zero_point")
+            lhs = call(ctx, "subtract", lhs, astype(ctx, zp, "float32"))
+        acc = call(ctx, "nn.gemm", lhs, ctx.expr(weight))
+    else:
+        lhs, lhs_int = _quantized_operand(ctx, a, a_zero_point,
+                                          lambda zp: _row_layout(ctx, zp, a, "a_zero_point"))
+        rhs, rhs_int = _quantized_operand(ctx, b, b_zero_point, lambda zp: _col_layout(ctx, zp, "b_zero_point"))
+        if lhs_int != rhs_int:
+            lhs, rhs = astype(ctx, lhs, "float32"), astype(ctx, rhs, "float32")
+        acc = call(ctx, "matmul", lhs, rhs)
     multiplier = _multiplier(ctx, (_row_layout(ctx, a_scale, a, "a_scale"), a_scale),
                              (_col_layout(ctx, b_scale, "b_scale"), b_scale),
                              (_col_layout(ctx, y_scale, "y_scale"), y_scale))
@@ -433,10 +462,6 @@ def conv_integer(ctx, x, w, x_zero_point=None, w_zero_point=None, *, auto_pad="N
     attrs = dict(auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape, pads=pads,
                  strides=strides)
     return _conv_integer(ctx, x, w, x_zero_point, w_zero_point, None, attrs)
-
-
-#: every partial sum of a float32 conv is exact while it stays within this magnitude
-_FLOAT32_EXACT = 1 << 24
 
 
 def _exact_float_operands(ctx, x: Value, w: Value, w_zero_point: Value | None, bias: Value | None):
