@@ -231,3 +231,46 @@ def test_qlinear_matmul_bound(column_sum, product):
         for level in (0, 2):
             np.testing.assert_array_equal(VirtualMachine(relaxpack.build(mod, opt_level=level)).run({"a": a})["y"],
                                           want)
+
+
+# ---------------------------------------------------------------- MatMulInteger
+
+
+CASES_MMI = [  # (b zero point, the largest column sum of |b - zp| or None for a small random b)
+    (None, None), (np.array(3, np.int8), None), (np.array([1, -2, 0, 5], np.int8), None),
+    (None, 65793), (None, 65794),
+]
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("b_zp, column_sum", CASES_MMI)
+def test_matmul_integer_exact_float(dtype, b_zp, column_sum, rng):
+    """A run-time a_zero_point (DynamicQuantizeLinear's), a constant B: int32 results of the float32
+    product, equal to the int64 product, at the bound (255 * 65793 <= 2**24) and one step past it."""
+    k = 9 if column_sum is None else 519
+    if column_sum is None:
+        b = rand(rng, (k, 4), "int8", low=-128, high=127)
+    else:
+        b = np.full((k, 4), 127, np.int8)
+        b[-1] = column_sum - (k - 1) * 127
+    names = ["a", "b", "azp"] + (["bzp"] if b_zp is not None else [])
+    inits = {"b": b} | ({"bzp": b_zp} if b_zp is not None else {})
+    m = model(node("MatMulInteger", names), [inp("a", dtype, ["n", k]), inp("azp", dtype, [])], opset=10,
+              initializers=inits)
+    exact = column_sum is None or column_sum == 65793
+    assert _products(m) == [("nn.gemm", "float32") if exact else ("matmul", "int32")]
+    shift = 0 if b_zp is None else b_zp.astype(np.int64)
+    mod = relaxpack.from_onnx(m)
+    for seed in range(3):
+        r = np.random.default_rng(seed)
+        a = rand(r, (4, k), dtype, low=-128, high=255)
+        if seed == 0:
+            a[:] = 255 if dtype == "uint8" else -128        # the largest |a - a_zero_point| below
+        azp = np.array(0 if dtype == "uint8" else 127, dtype) if seed == 0 else \
+            np.array(rand(r, (), dtype, low=-128, high=255), dtype)
+        want = (a.astype(np.int64) - int(azp)) @ (b.astype(np.int64) - shift)
+        np.testing.assert_array_equal(reference_outputs(m, {"a": a, "azp": azp}, "reference")[0], want)
+        for level in (0, 2):
+            got = VirtualMachine(relaxpack.build(mod, opt_level=level)).run({"a": a, "azp": azp})["y"]
+            assert got.dtype == np.int32
+            np.testing.assert_array_equal(got, want)

@@ -347,8 +347,13 @@ def _check_int8(ctx, *values: Value) -> None:
 
 @register_converter("", "MatMulInteger", since_opset=10)
 def matmul_integer(ctx, a, b, a_zero_point=None, b_zero_point=None):
-    """``(a - a_zero_point) @ (b - b_zero_point)`` accumulated in int32."""
+    """``(a - a_zero_point) @ (b - b_zero_point)`` accumulated in int32; with a constant b whose
+    column sums bound the product within float32's exact integers, an ``nn.gemm`` in float32 cast
+    to int32 (the same integers, see :func:`_exact_float_weight`)."""
     _check_int8(ctx, a, b)
+    weight = _exact_float_weight(ctx, a, b, b_zero_point)
+    if weight is not None:
+        return make_call("astype", _exact_gemm(ctx, a, a_zero_point, weight), dtype="int32")
     lhs = _widen(ctx, a, a_zero_point, lambda zp: _row_layout(ctx, zp, a, "a_zero_point"))
     rhs = _widen(ctx, b, b_zero_point, lambda zp: _col_layout(ctx, zp, "b_zero_point"))
     return make_call("matmul", lhs, rhs)
@@ -397,16 +402,21 @@ def _exact_float_weight(ctx, a: Value, b: Value, b_zero_point: Value | None) -> 
     return ctx.const(weight.astype(np.float32))
 
 
+def _exact_gemm(ctx, a: Value, a_zero_point: Value | None, weight: Value) -> Expr:
+    """``(a - a_zero_point) @ weight`` in float32, exact (:func:`_exact_float_weight`). nn.gemm, not
+    matmul: FoldBatchNorm folds a per-column scale after a matmul into its weight, which would
+    make the sums inexact; nothing folds into an nn.gemm."""
+    lhs = astype(ctx, a, "float32")
+    if not _is_zero(a_zero_point):
+        zp = _row_layout(ctx, a_zero_point, a, "a_zero_point")
+        lhs = call(ctx, "subtract", lhs, astype(ctx, zp, "float32"))
+    return call(ctx, "nn.gemm", lhs, ctx.expr(weight))
+
+
 def _qlinear_matmul(ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
     weight = _exact_float_weight(ctx, a, b, b_zero_point)
     if weight is not None:
-        # float32 on a - a_zero_point: the same integers. nn.gemm, not matmul: FoldBatchNorm folds
-        # a per-column scale after a matmul into its weight, which would make the product inexact
-        lhs = astype(ctx, a, "float32")
-        if not _is_zero(a_zero_point):
-            zp = _row_layout(ctx, a_zero_point, a, "a_zero_point")
-            lhs = call(ctx, "subtract", lhs, astype(ctx, zp, "float32"))
-        acc = call(ctx, "nn.gemm", lhs, ctx.expr(weight))
+        acc = _exact_gemm(ctx, a, a_zero_point, weight)
     else:
         lhs, lhs_int = _quantized_operand(ctx, a, a_zero_point,
                                           lambda zp: _row_layout(ctx, zp, a, "a_zero_point"))
