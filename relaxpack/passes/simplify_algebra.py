@@ -19,6 +19,7 @@ from ..ir.expr import Call, Constant, ShapeExpr
 from ..ops.registry import make_call
 from .core.infra import function_pass
 from .iota_gather import gather_as_reshape, gather_check
+from .quantize_rules import RULES as QUANTIZE_RULES
 from .core.rules import (
     Match, Rule, RewriteTable, all_of, any_of, const, float_output, is_op, same_type_as_output,
     used_once, wildcard,
@@ -483,12 +484,14 @@ RULES = RewriteTable("SimplifyAlgebra", [
          is_op("nn.relu")(is_op("astype")(_X, name="cast", what="operand")),
          all_of(used_once("cast", "the cast"), _rounds_to_low_float),
          relu_before_rounding),
+    *QUANTIZE_RULES,
 ])
 
 
 @function_pass(name="SimplifyAlgebra", opt_level=2, requires=("import", "optimize"), produces="optimize")
 def simplify_algebra(func, mod, ctx):
     """Collapse permute/reshape chains, remove identities, merge scalar
-    multiplies, recognize GELU (erf and tanh forms) and SiLU; the rules are listed in the module
+    multiplies, recognize GELU (erf and tanh forms) and SiLU, drop quantized values' round trips
+    through their integer types (:mod:`.quantize_rules`); the rules are listed in the module
     docstring and by ``RULES.describe()``."""
     return RULES.apply(func)
