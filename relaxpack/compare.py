@@ -31,12 +31,18 @@ LEGACY_RTOL, LEGACY_ATOL = 1e-4, 1e-5
 SCALE_FLOOR = 0.1
 
 
-def tolerance_for(want: np.ndarray, rtol: float | None = None, atol: float | None = None) -> tuple[float, float]:
+def tolerance_for(want: np.ndarray, rtol: float | None = None, atol: float | None = None,
+                  precision: str | None = None) -> tuple[float, float]:
     """(rtol, absolute atol) for comparing with ``want``: as given when either is given (the
-    other keeping its fixed default), else :data:`DTYPE_TOLERANCES` scaled by ``want``'s magnitude."""
+    other keeping its fixed default), else :data:`DTYPE_TOLERANCES` scaled by ``want``'s magnitude.
+    ``precision`` names the float dtype ``want`` was computed in where that is coarser than its
+    own (a float32 output cast from float16): that dtype's tolerance then."""
     if rtol is not None or atol is not None:
         return (LEGACY_RTOL if rtol is None else rtol), (LEGACY_ATOL if atol is None else atol)
     dtype = np.asarray(want).dtype
+    if precision in DTYPE_TOLERANCES and dtype.name in DTYPE_TOLERANCES:
+        coarser = max(DTYPE_TOLERANCES[precision], DTYPE_TOLERANCES[dtype.name])
+        return coarser[0], coarser[1] * output_scale(want)
     if dtype.name in DTYPE_TOLERANCES:
         relative = DTYPE_TOLERANCES[dtype.name]
     elif dtype.kind in "fc":        # complex: its part's float
@@ -69,10 +75,10 @@ class OutputDiff:
 
 def compare_outputs(names: Sequence[str], got: Mapping[str, np.ndarray], want: Sequence[np.ndarray],
                     rtol: float | None = None, atol: float | None = None,
-                    reference: str = "onnxruntime") -> list[OutputDiff]:
+                    reference: str = "onnxruntime", precisions: Mapping[str, str] | None = None) -> list[OutputDiff]:
     """Each output in ``got`` against its ``want`` (in ``names`` order): shapes and dtypes equal, values
-    within ``atol + rtol * |want|`` (see :func:`tolerance_for`; NaN matches NaN, an infinity itself;
-    strings compare exactly)."""
+    within ``atol + rtol * |want|`` (see :func:`tolerance_for`, given ``precisions[name]``; NaN matches
+    NaN, an infinity itself; strings compare exactly)."""
     diffs = []
     for name, ref in zip(names, want):
         if is_maps(ref):
@@ -88,7 +94,7 @@ def compare_outputs(names: Sequence[str], got: Mapping[str, np.ndarray], want: S
             same = out.tolist() == ref.tolist()
             diffs.append(OutputDiff(name, out.shape, 0.0 if same else np.inf, 0.0 if same else np.inf, same))
             continue
-        r, t = tolerance_for(ref, rtol, atol)
+        r, t = tolerance_for(ref, rtol, atol, (precisions or {}).get(name))
         a, b = out.astype(np.float64), ref.astype(np.float64)
         both_nan = np.isnan(a) & np.isnan(b)
         err = np.where(both_nan, 0.0, np.abs(a - b))

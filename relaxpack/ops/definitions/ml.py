@@ -17,6 +17,7 @@ from ...ir.dims import DimAnalyzer
 from ...ir.expr import Call
 from ...ir.struct_info import TensorStructInfo, TupleStructInfo
 from ..registry import REQUIRED, register_op
+from .dynamic import register_data_dependent
 from .common import NUMERIC, check_dtype_kind, shape_error, tensor_arg, with_shape
 
 
@@ -118,3 +119,8 @@ def _infer_tree_ensemble_classifier(call: Call, analyzer: DimAnalyzer) -> TupleS
 
 register_op("tree_ensemble_classifier", infer=_infer_tree_ensemble_classifier, num_args=6, attrs=_TREE_ATTRS,
             doc="A tree ensemble classifier in the walk form: (class index (N,), scores (N, classes)).")
+
+
+register_data_dependent("ml.one_hot_known", 2, {"what": REQUIRED},
+                        "ai.onnx.ml OneHotEncoder with zeros=0: its one-hot rows as float32, failing on an "
+                        "element that is no category.")

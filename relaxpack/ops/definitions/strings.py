@@ -59,8 +59,9 @@ def _infer_string_normalizer(call: Call, analyzer: DimAnalyzer) -> TensorStructI
 
 
 register_op("string_normalizer", data_dependent=True, infer=_infer_string_normalizer, num_args=1,
-            attrs={"case_change_action": "NONE", "is_case_sensitive": False, "stopwords": ()},
-            doc="ONNX StringNormalizer: drop stopwords and change case; the output length depends on "
+            attrs={"case_change_action": "NONE", "is_case_sensitive": False, "stopwords": (), "ascii_case": False},
+            doc="ONNX StringNormalizer: drop stopwords and change case (only A-Z with ascii_case: the C "
+                "locale); the output length depends on "
                 "the data (call the packed kernel through call_packed and match_cast the result).")
 
 

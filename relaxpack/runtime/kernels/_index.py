@@ -114,6 +114,7 @@ OWNER: dict[str, str] = {
     'minimum': 'elementwise',
     'ml.cast_map': 'ml_maps',
     'ml.dict_vectorizer': 'ml_maps',
+    'ml.one_hot_known': 'ml',
     'ml.zip_map': 'ml_maps',
     'ml_linear': 'ml',
     'ml_normalizer': 'ml',

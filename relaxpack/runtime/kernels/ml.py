@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from ...errors import ExecutionError
-from ._registry import register_kernel
+from ._registry import register_kernel, register_packed
 
 # ---------------------------------------------------------------- post transforms
 
@@ -89,6 +89,19 @@ def label_encoder(x, keys, values, default, *, out):
             out[...] = result.reshape(out.shape)
             return
     out[...] = np.where(hit, sorted_values[pos] if keys.size else default, default).reshape(out.shape)
+
+
+@register_packed("ml.one_hot_known")
+def one_hot_known(x, hot, *, what):
+    """OneHotEncoder with ``zeros=0``: ``hot`` (``x[..., None] == categories``) as float32,
+    or, where an element of ``x`` is no category (a row of ``hot`` without a one), an
+    ExecutionError naming the node (``what``) and the element, as onnxruntime fails there."""
+    known = hot.any(axis=-1)
+    if not known.all():
+        value = np.asarray(x)[~known].flat[0]
+        value = value.item() if isinstance(value, np.generic) else value
+        raise ExecutionError(f"{what}: {value!r} is not one of its categories (zeros=0 makes that an error)")
+    return hot.astype(np.float32)
 
 
 # ---------------------------------------------------------------- linear models and normalizer

@@ -64,14 +64,17 @@ def regex_full_match(x, *, out, pattern):
 
 
 @register_packed("string_normalizer")
-def string_normalizer(x, *, case_change_action, is_case_sensitive, stopwords):
+def string_normalizer(x, *, case_change_action, is_case_sensitive, stopwords, ascii_case):
     """ONNX StringNormalizer on a (C,) or (1, C) tensor: elements equal to a
     stopword (ignoring case unless ``is_case_sensitive``) are dropped, then
     the case changes (``LOWER``/``UPPER``/``NONE``). When every element is
     dropped the result is a single empty string, (1,) or (1, 1), as ONNX says.
+    Case changes one character at a time, as onnxruntime's ``towlower``/``towupper``
+    in the model's locale do (``change_case``): only ASCII letters with ``ascii_case``
+    (the C/POSIX locale).
 
     >>> string_normalizer(np.array(["Mon", "a", "B"], object), case_change_action="LOWER",
-    ...                   stopwords=("A",)).tolist()
+    ...                   is_case_sensitive=False, stopwords=("A",), ascii_case=False).tolist()
     ['mon', 'b']
     """
     if x.ndim == 2 and x.shape[0] != 1 or x.ndim not in (1, 2):
@@ -80,17 +83,48 @@ def string_normalizer(x, *, case_change_action, is_case_sensitive, stopwords):
         stops = set(stopwords)
         kept = [s for s in x.reshape(-1) if s not in stops]
     else:
-        stops = {w.lower() for w in stopwords}
-        kept = [s for s in x.reshape(-1) if s.lower() not in stops]
-    if case_change_action == "LOWER":
-        kept = [s.lower() for s in kept]
-    elif case_change_action == "UPPER":
-        kept = [s.upper() for s in kept]
+        stops = {change_case(w, False, ascii_case) for w in stopwords}
+        kept = [s for s in x.reshape(-1) if change_case(s, False, ascii_case) not in stops]
+    if case_change_action in ("LOWER", "UPPER"):
+        kept = [change_case(s, case_change_action == "UPPER", ascii_case) for s in kept]
     elif case_change_action != "NONE":
         raise ExecutionError(f"string_normalizer: unknown case_change_action {case_change_action!r}")
     if not kept:
         kept = [""]
     return _strings((len(kept),) if x.ndim == 1 else (1, len(kept)), kept)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_ASCII_UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def change_case(s: str, upper: bool, ascii_only: bool = False) -> str:
+    """``s`` in upper or lower case one character at a time (Unicode's simple case mapping,
+    as C's ``towupper``/``towlower`` in a UTF-8 locale): ``"ß"`` stays, ``"Σ"`` is always
+    ``"σ"``, ``"İ"`` is ``"i"`` (Python's ``str.upper``/``lower`` give ``"SS"``, a final ``"ς"``,
+    ``"i̇"``). With ``ascii_only`` only A-Z/a-z change, as in the C locale.
+
+    >>> change_case("Straße ΣΟΣ", True), change_case("ÉCOLE", False, ascii_only=True)
+    ('STRAßE ΣΟΣ', 'École')
+    """
+    if ascii_only:
+        return s.translate(_ASCII_UPPER if upper else _ASCII_LOWER)
+    if s.isascii():
+        return s.upper() if upper else s.lower()
+    return "".join(_simple_case(c, upper) for c in s)
+
+
+@functools.lru_cache(maxsize=4096)
+def _simple_case(c: str, upper: bool) -> str:
+    """One character's simple case mapping: the full one where that is one character; else
+    its titlecase for upper (``"ᾳ"`` -> ``"ᾼ"``) where that is one, or ``"i"`` for ``"İ"``."""
+    mapped = c.upper() if upper else c.lower()
+    if len(mapped) == 1:
+        return mapped
+    if upper:
+        title = c.title()
+        return title if len(title) == 1 else c
+    return "i" if c == "\u0130" else c
 
 
 @register_packed("string_split")

@@ -130,6 +130,65 @@ def test_one_hot_encoder(categories):
     np.testing.assert_array_equal(got, want)
 
 
+def _one_hot_model(zeros: int, strings: bool):
+    from onnx import TensorProto, helper
+    cats = {"cats_strings": ["a", "zz"]} if strings else {"cats_int64s": [1, 3, 5]}
+    node = helper.make_node("OneHotEncoder", ["X"], ["Y"], domain="ai.onnx.ml", zeros=zeros, name="/OneHot", **cats)
+    elem = TensorProto.STRING if strings else TensorProto.INT64
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", elem, ["n", 1])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)],
+                             ir_version=10)
+
+
+@pytest.mark.parametrize("known, unknown, named", [
+    (np.array([[1], [3], [5], [3]], np.int64), np.array([[3], [7]], np.int64), "7"),
+    (np.array([["a"], ["zz"], ["a"]], object), np.array([["b"]], object), "'b'")], ids=["ints", "strings"])
+def test_one_hot_encoder_that_fails_on_an_unknown_category(known, unknown, named):
+    """zeros=0 (scikit-learn's default handle_unknown="error"): onnxruntime runs it and fails
+    only on an element that is no category; relaxpack refused the model. Now the run matches
+    onnxruntime and fails there too, in one line naming the node and the element."""
+    from relaxpack.errors import ExecutionError
+    onx = _one_hot_model(0, known.dtype == object)
+    for level in (0, 2):
+        vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(onx), opt_level=level))
+        np.testing.assert_array_equal(vm.run({"X": known})["Y"], reference(onx, {"X": known}, "ort")[0])
+        with pytest.raises(ExecutionError, match=rf"^OneHotEncoder node '/OneHot': {named} is not one "
+                                                 rf"of its categories \(zeros=0 makes that an error\)$"):
+            vm.run({"X": unknown})
+    with pytest.raises(Exception, match="Unknown Category"):
+        reference(onx, {"X": unknown}, "ort")
+
+
+def test_column_transformer_with_default_one_hot_encoders():
+    """scikit-learn's usual tabular pipeline: numbers scaled, string and int columns one-hot
+    encoded with the default handle_unknown="error" (zeros=0), then a classifier."""
+    from skl2onnx.common.data_types import FloatTensorType, Int64TensorType, StringTensorType
+    from sklearn.compose import ColumnTransformer
+    from sklearn.preprocessing import OneHotEncoder
+    words = np.array(["red", "green", "blue"], object)
+    columns = np.empty((80, 3), object)
+    columns[:, 0], columns[:, 1], columns[:, 2] = X[:, 0], words[rng.integers(0, 3, 80)], rng.integers(0, 4, 80)
+    transform = ColumnTransformer([("num", StandardScaler(), [0]), ("word", OneHotEncoder(), [1]),
+                                   ("int", OneHotEncoder(), [2])])
+    pipe = make_pipeline(transform, LogisticRegression()).fit(columns, Y3)
+    from skl2onnx import convert_sklearn
+    types = [("num", FloatTensorType([None, 1])), ("word", StringTensorType([None, 1])),
+             ("int", Int64TensorType([None, 1]))]
+    # ColumnTransformer's columns by position, one ONNX input each
+    transform.transformers_ = [(n, t, [i]) for i, (n, t, _) in enumerate(transform.transformers_)]
+    onx = convert_sklearn(pipe, initial_types=types, options={id(pipe.steps[-1][1]): {"zipmap": False}},
+                          target_opset={"": 17, "ai.onnx.ml": 3})
+    assert any(n.op_type == "OneHotEncoder" and any(a.name == "zeros" and a.i == 0 for a in n.attribute)
+               for n in onx.graph.node)
+    feeds = {"num": X[:9, :1].copy(), "word": words[rng.integers(0, 3, (9, 1))],
+             "int": rng.integers(0, 4, (9, 1)).astype(np.int64)}
+    got = VirtualMachine(relaxpack.build(relaxpack.from_onnx(onx))).run(feeds)
+    want = reference(onx, feeds, "ort")
+    np.testing.assert_array_equal(got["label"], want[0])
+    np.testing.assert_allclose(got["probabilities"], want[1], rtol=1e-5, atol=1e-6)
+
+
 # ---------------------------------------------------------------- support vector machines
 
 

@@ -193,3 +193,29 @@ def test_squeeze_and_unsqueeze_of_unknown_rank_run_at_run_time():
     model = _model(nodes, [_untyped("x")], ["y"], {"last": np.array([-1], np.int64)}, opset=13)
     model.graph.output.append(helper.make_tensor_value_info("u_shape", TensorProto.INT64, None))
     _check(model, [{"x": _rand(*shape)} for shape in [(3,), (2, 4), (2, 0, 3), ()]])
+
+
+def test_a_sliced_shape_of_unknown_rank_has_the_slice_length():
+    """skl2onnx's KNNImputer: ``n = Squeeze(Shape(d, start=0, end=1))`` of an If-merged ``d``
+    (its branches give ranks 3 and 2), then ``Range(0, n, 1)``. The slice's length is 1 for any
+    rank that reaches it, so the Squeeze is a scalar (checked at run time), and Range takes it;
+    it was refused ("limit must be a scalar"). ``shape[-2:]`` keeps a fresh length (a value of
+    rank 1 gives 1 there, as test_convert_shape checks), and reduces to a scalar all the same."""
+    then = helper.make_graph([helper.make_node("Unsqueeze", ["x", "one"], ["t"], name="then/Unsqueeze")], "then", [],
+                             [helper.make_tensor_value_info("t", F, None)])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"], name="else/Neg")], "else", [],
+                              [helper.make_tensor_value_info("e", F, None)])
+    nodes = [helper.make_node("If", ["flag"], ["v"], name="/If", then_branch=then, else_branch=other),
+             helper.make_node("Shape", ["v"], ["first"], name="/Shape", start=0, end=1),
+             helper.make_node("Squeeze", ["first"], ["n"], name="/Squeeze"),
+             helper.make_node("Range", ["zero", "n", "step"], ["y"], name="/Range"),
+             helper.make_node("Shape", ["v"], ["last2"], name="/Shape_1", start=-2),
+             helper.make_node("ReduceProd", ["last2"], ["area"], name="/ReduceProd", keepdims=0),
+             helper.make_node("Range", ["zero", "area", "step"], ["z"], name="/Range_1")]
+    inputs = [helper.make_tensor_value_info("x", F, ["n", "m"]), helper.make_tensor_value_info("flag", TensorProto.BOOL, [])]
+    model = _model(nodes, inputs, [], {"one": np.array([1], np.int64), "zero": np.array(0, np.int64),
+                                       "step": np.array(1, np.int64)}, opset=18)
+    model.graph.output.extend([helper.make_tensor_value_info(o, TensorProto.INT64, None) for o in ("y", "z")])
+    mod = _check(model, [{"x": _rand(n, m, seed=n), "flag": np.array(flag)}
+                         for n, m in [(3, 4), (1, 2), (0, 3)] for flag in (True, False)])
+    assert mod["main"].ret_struct_info.fields[0].ndim == 1

@@ -244,8 +244,9 @@ def embed_layer_norm(ctx, input_ids, segment_ids=None, word_embedding=None, posi
                      segment_embedding=None, gamma=None, beta=None, mask=None, position_ids=None, *,
                      epsilon=1e-12, mask_index_type=1):
     """``LN(word[ids] + position[pos] + segment[segment_ids])``; the mask
-    index (output 1) counts each row's nonzero mask entries (int32); output 2
-    is the sum before the norm."""
+    index (output 1) counts each row's mask entries equal to 1 (int32: what
+    onnxruntime counts; a 2 or a -1 is not counted); output 2 is the sum
+    before the norm."""
     if word_embedding is None or position_embedding is None or gamma is None or beta is None:
         raise malformed(ctx, "needs word_embedding, position_embedding, gamma and beta")
     if (segment_ids is None) != (segment_embedding is None):
@@ -269,8 +270,8 @@ def embed_layer_norm(ctx, input_ids, segment_ids=None, word_embedding=None, posi
 def _mask_index(ctx, mask: Value | None, input_ids: Value) -> Expr:
     if mask is None:   # onnxruntime outputs zeros then
         return call(ctx, "broadcast_to", scalar(ctx, 0, "int32"), ShapeExpr((input_ids.shape[0],)), name="mask_index")
-    nonzero = call(ctx, "not_equal", ctx.expr(mask), scalar(ctx, 0, mask.dtype))
-    return call(ctx, "sum", call(ctx, "astype", nonzero, dtype="int32"), axis=(1,), name="mask_index")
+    ones = call(ctx, "equal", ctx.expr(mask), scalar(ctx, 1, mask.dtype))
+    return call(ctx, "sum", call(ctx, "astype", ones, dtype="int32"), axis=(1,), name="mask_index")
 
 
 # ================================================================ quantized

@@ -25,6 +25,7 @@ from ....ir.expr import Tuple, TupleGetItem
 from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
+from ._dynamic import packed_call
 from ._shape_common import emit, shape_error, shaped, shape_expr
 
 ML = "ai.onnx.ml"
@@ -241,10 +242,10 @@ def feature_vectorizer(ctx, *inputs, inputdimensions=()):
 
 @register_converter(ML, "OneHotEncoder", since_opset=1)
 def one_hot_encoder(ctx, x, *, cats_int64s=None, cats_strings=None, zeros=1):
-    """``x[..., None] == cats`` as float32: one column per category."""
+    """``x[..., None] == cats`` as float32: one column per category. With ``zeros=0``
+    (scikit-learn's default ``handle_unknown="error"``) an element that is no category fails
+    the run, naming the node, as in onnxruntime (``ml.one_hot_known``)."""
     cats = class_labels(ctx, cats_int64s, cats_strings)
-    if not zeros:
-        raise ml_unsupported(ctx, "zeros=0 (failing on a category not in the list)")
     x = required(ctx, x)
     data = ctx.expr(x)
     if x.dtype not in (None, "string", "int64"):
@@ -252,5 +253,8 @@ def one_hot_encoder(ctx, x, *, cats_int64s=None, cats_strings=None, zeros=1):
             raise shape_error(ctx, f"input X ({x.dtype}) must be strings for cats_strings")
         cats = cats.astype(x.dtype)
     expanded = emit(ctx, make_call("expand_dims", data, axis=(-1,)), "one_hot")
-    hot = emit(ctx, make_call("equal", expanded, ctx.expr(ctx.const(cats))), "one_hot")
-    return make_call("astype", hot, dtype="float32")
+    hot = ctx.emit(make_call("equal", expanded, ctx.expr(ctx.const(cats))), "one_hot")
+    if zeros:
+        return make_call("astype", ctx.expr(hot), dtype="float32")
+    return packed_call(ctx, "ml.one_hot_known", [x, hot], [(hot.shape, "float32")], "one_hot",
+                       what=ctx.node_label())

@@ -57,9 +57,14 @@ def shape_v15(ctx, data, *, start=0, end=None):
 def _runtime_shape(ctx, data, start: int = 0, end: int | None = None):
     """The Shape of a value whose rank is unknown here (a loop-carried or
     If-merged value of changing rank): taken at run time, a 1-D int64
-    tensor of a fresh length; what uses it takes its run-time paths."""
+    tensor; what uses it takes its run-time paths. Its length is a fresh
+    dim, except for one dim picked by ``start = k >= 0, end = k + 1``
+    (``x.size(k)``, as the exporters write it, then a Squeeze): that has
+    length 1 (checked at run time: a value of rank ``k`` or less gives 0
+    there), so that ``Squeeze(Shape(x, 0, 1))`` is a scalar as the model means."""
     attrs = {"start": start} if end is None else {"start": start, "end": end}
-    return packed_call(ctx, "dyn.shape", [data], [((None,), "int64")], "shape", **attrs)
+    length = 1 if end is not None and 0 <= start and end == start + 1 else None
+    return packed_call(ctx, "dyn.shape", [data], [((length,), "int64")], "shape", **attrs)
 
 
 @register_converter("", "Size", since_opset=1)

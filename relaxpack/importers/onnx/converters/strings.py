@@ -43,6 +43,14 @@ def regex_full_match(ctx, x, *, pattern=None):
     return make_call("regex_full_match", ctx.expr(_strings_in(ctx, x)), pattern=pattern)
 
 
+#: locales whose case rules are Unicode's simple mapping, as glibc's ``towlower`` in them; without
+#: one onnxruntime takes en_US.UTF-8
+UTF8_LOCALES = (None, "", "en_US", "en_US.UTF-8", "en_US.utf8", "C.UTF-8", "C.utf8")
+#: locales whose case rules change A-Z only (glibc's C locale)
+ASCII_LOCALES = ("C", "POSIX")
+LOCALE_NAMES = [name for name in UTF8_LOCALES + ASCII_LOCALES if name]
+
+
 @register_converter("", "StringNormalizer", since_opset=10)
 def string_normalizer(ctx, x, *, case_change_action="NONE", is_case_sensitive=0, locale=None, stopwords=()):
     x = shaped(ctx, _strings_in(ctx, x))
@@ -52,14 +60,15 @@ def string_normalizer(ctx, x, *, case_change_action="NONE", is_case_sensitive=0,
         raise shape_error(ctx, f"input X must have shape (C,) or (1, C), got {fmt_dims(x.shape)}")
     if case_change_action not in ("NONE", "LOWER", "UPPER"):
         raise shape_error(ctx, f"case_change_action must be NONE, LOWER or UPPER, got {case_change_action!r}")
-    if locale not in (None, "", "en_US", "en_US.UTF-8", "C"):
-        # the kernel changes case with Python's str methods (Unicode rules, no locale)
-        raise unsupported(ctx, f"locale {locale!r}: only Unicode (locale-independent) case rules are supported")
+    if locale not in UTF8_LOCALES + ASCII_LOCALES:
+        # the kernel changes case by Unicode's simple mapping (a UTF-8 locale) or only A-Z (C)
+        raise unsupported(ctx, f"locale {locale!r}: only the case rules of {', '.join(map(repr, LOCALE_NAMES))} "
+                               f"are supported")
     length = x.shape[-1] if not stopwords else None      # only stopwords change the length
     shape = (length,) if x.ndim == 1 else (1, length)
     return packed_call(ctx, "string_normalizer", [x], [(shape, "string")], "strnorm",
                        case_change_action=case_change_action, is_case_sensitive=bool(is_case_sensitive),
-                       stopwords=tuple(stopwords))
+                       stopwords=tuple(stopwords), ascii_case=locale in ASCII_LOCALES)
 
 
 @register_converter("", "StringSplit", since_opset=20)
