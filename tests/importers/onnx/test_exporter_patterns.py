@@ -48,6 +48,8 @@ CASES = {
     "pad_to_stride_then_conv": [(1, 5), (2, 16), (1, 9), (0, 4)],
     "tile_then_matmul": [(1, 5), (2, 8), (0, 3), (2, 0)],
     "hf_causal_mask_with_past": [(1, 3, 0), (2, 1, 4), (1, 4, 2), (0, 2, 1), (1, 1, 0)],
+    "channel_shuffle_after_strided_conv": [(1, 5), (2, 8), (1, 1), (0, 3)],
+    "truncating_div_of_a_negative_size": [(1, 5), (2, 2), (1, 1), (0, 3), (2, 0)],
 }
 
 
@@ -105,3 +107,23 @@ def test_kv_cache_mask_length_is_an_assumption_named_by_node():
     inputs["mask"] = np.ones((1, 4), np.int64)
     with pytest.raises(relaxpack.RelaxpackError, match=r"^ONNX node '/y' assumes .* == s; .* \(p = 2, total = 4\)"):
         vm.run(inputs)
+
+
+def test_truncating_div_of_a_size_assumes_the_dim_at_least_1():
+    """``(h - 1) / 2 + 1`` (ONNX Div truncates) is ``(h - 1) // 2 + 1`` once ``h >= 1``: the
+    import raises h's lower bound to 1 (checked with the inputs), so the shuffle's views
+    are exact and static in the channels; ``h = 0`` is a one-line error, not a wrong answer."""
+    _, feeds, mod = _converted("channel_shuffle_after_strided_conv")
+    assert dict((n, (lo, hi)) for n, lo, hi in mod["main"].attrs["dim_ranges"]) == {"h": (1, None), "w": (1, None)}
+    assert _output_dims(mod) == [("n", "4", "(h + 1) // 2", "(w + 1) // 2")]
+    assert "dyn." not in mod.script()
+    vm = VirtualMachine(relaxpack.build(mod, opt_level=2))
+    with pytest.raises(relaxpack.RelaxpackError, match=r"^input 'x': dim 2 \(h\) is 0, outside its range >= 1$"):
+        vm.run({"x": np.zeros((1, 3, 0, 4), np.float32)})
+
+
+def test_truncating_div_needing_more_than_1_stays_a_division():
+    """A dividend ``s - 3`` would need ``s >= 3``, more than the import assumes: no range, the
+    Div is computed at run time (truncating at ``s = 2``, where a floor would differ)."""
+    _, _, mod = _converted("truncating_div_of_a_negative_size")
+    assert "dim_ranges" not in mod["main"].attrs

@@ -141,7 +141,7 @@ def _sym_div(ctx):
         if quotient is not None:
             return quotient
         # truncation equals floor division for a non-negative dividend
-        if isinstance(b, int) and b != 0 and analyzer.prove_nonneg(a):
+        if isinstance(b, int) and b != 0 and ctx.assume_nonneg(a):
             return a // b if b > 0 else -(a // -b)
         return None
     return div
