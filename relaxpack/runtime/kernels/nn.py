@@ -37,6 +37,7 @@ from ._workspace import scratch_nbytes
 from . import conv_integer, conv_nhwc, conv_winograd
 from .conv_direct import COPIES_OUT, conv_plan, run_conv, scratch_layouts
 from .conv_transpose_nhwc import run_conv_transpose_nhwc
+from .reduce import spatial_mean_into
 from ._registry import register_kernel
 
 
@@ -500,6 +501,8 @@ avg_pool.specialize_attrs = _specialized_pool(_avg_pool_calls)
 @register_kernel("nn.global_avg_pool")
 def global_avg_pool(data, *, out, data_layout):
     """Mean over all spatial dims of ``(N, C, *spatial)``, kept as 1s."""
+    if data_layout in ("NCHW", "NHWC") and spatial_mean_into(data, out, data_layout == "NHWC"):
+        return      # a product with ones (numpy's reduction of a channels-last view: 39 -> 2.6 us at 31x48x16)
     data, out = _channels_first_views("nn.global_avg_pool", data, out, data_layout)
     axes = tuple(range(2, data.ndim))
     count = math.prod(data.shape[2:])
