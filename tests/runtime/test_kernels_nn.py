@@ -190,6 +190,38 @@ def test_a_specialized_pool_is_the_kernel_call_after_call(op, dtype, layout, dat
         np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
 
 
+@pytest.mark.parametrize("data, attrs", POOL_CASES[:9])
+@pytest.mark.parametrize("op", ["nn.max_pool", "nn.avg_pool"])
+def test_a_specialized_pool_writing_a_new_output_each_call(op, data, attrs):
+    """Model outputs are new arrays every call (the data too, when it is one): from the second
+    such call the pool copies into and out of arrays of its own; the same arrays again, and new
+    ones of other shapes, keep working, and the values are right throughout."""
+    kernel = get_kernel(op).fn
+    attrs = _pool_attrs(attrs)
+    if op == "nn.avg_pool":
+        attrs["count_include_pad"] = False
+    call = kernel.specialize_attrs(attrs, (False,))
+    rng = np.random.default_rng(9)
+    x = rand(rng, data, "float32")
+    shape = run_kernel(op, x, **attrs).shape
+    out = np.full(shape, np.nan, np.float32)
+    for round_ in range(8):
+        if round_ in (4, 5):
+            x = rand(rng, data, "float32")             # new data as well
+        if round_ == 6:
+            bigger = rand(rng, (data[0] + 1, *data[1:]), "float32")    # another shape: planned afresh
+            got = np.empty((shape[0] + 1, *shape[1:]), np.float32)
+            call(bigger, out=got)
+            np.testing.assert_array_equal(got, run_kernel(op, bigger, **attrs))
+        x[...] = rand(rng, data, "float32")
+        if round_ != 7:                                # round 7: the same arrays as round 6
+            out = np.full(shape, np.nan, np.float32)
+        want = np.empty(shape, np.float32)
+        call(x, out=out)
+        kernel(x, out=want, **attrs)
+        np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
+
+
 @pytest.mark.parametrize("data, attrs", POOL_CASES)
 @pytest.mark.parametrize("count_include_pad", [False, True])
 @pytest.mark.parametrize("dtype, backend", [("float32", "ort"), ("float32", "ref"), ("float16", "ref"),
