@@ -65,7 +65,9 @@ def test_resize_modes(mode, coord, size_spec):
 def test_resize_nearest_modes(coord, nearest_mode):
     x = rand(np.random.default_rng(1), (2, 6, 5), "float32")
     extra = dict(roi=[0.1, 0.2, 0.0, 0.9, 0.8, 1.0]) if coord == "tf_crop_and_resize" else {}
-    for scales in ([1, 1.7, 2.5], [1, 0.6, 0.35]):
+    # integer factors: where every axis repeats its cells (asymmetric/floor, half_pixel/round, ...) the
+    # kernel makes one broadcasting copy; the other modes map them otherwise and gather
+    for scales in ([1, 1.7, 2.5], [1, 0.6, 0.35], [1, 2, 3], [1, 2, 1], [2, 1, 2]):
         resize_both(x, scales=scales, mode="nearest", nearest_mode=nearest_mode, coordinate_transformation_mode=coord,
                     **extra)
 
