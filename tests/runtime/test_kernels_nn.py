@@ -99,6 +99,12 @@ CONV_T_CASES = [
     ((2, 6, 4, 4), (6, 1, 3, 3), dict(groups=6, strides=2)),
     ((1, 2, 3, 4, 3), (2, 3, 2, 3, 2), dict(strides=(2, 1, 2), padding=(0, 1, 0, 1, 0, 1))),
     ((0, 3, 4, 4), (3, 2, 3, 3), {}),
+    # windows that tile the output (kernel == stride): each tap copied to its own positions
+    ((2, 4, 5, 6), (4, 3, 2, 2), dict(strides=2)),
+    ((1, 4, 3, 5), (4, 2, 2, 3), dict(strides=(2, 3), groups=2)),
+    ((1, 3, 7), (3, 2, 3), dict(strides=3)),
+    ((1, 2, 3, 3), (2, 2, 2, 2), dict(strides=2, output_padding=1)),       # an extra row: added as before
+    ((1, 2, 4, 4), (2, 2, 2, 2), dict(strides=2, padding=1)),              # cropped: added as before
 ]
 
 

@@ -271,12 +271,19 @@ def conv_transpose(data, weight, *, out, strides, padding, output_padding, dilat
     x = data.astype(dtype, copy=False).reshape(batch, groups, in_per_group, math.prod(spatial))
     cols = np.matmul(w.transpose(0, 2, 1), x)                      # (N, G, O/G * taps, pixels)
     cols = cols.reshape(batch, groups * per_group, *kernel, *spatial)
+    taps = itertools.product(*(range(k) for k in kernel))
     if not any(begins) and not any(ends) and not is_low_float(out.dtype):
+        if list(kernel) == list(strides) and all(d == 1 for d in dilation) and not any(extra):
+            # windows that tile the output (DB-det's 2x2 stride 2): each tap's values are copied to
+            # their own positions, no zero fill and adds (24 -> 8 us at 16 -> 4 channels, 16x24)
+            for tap in taps:
+                np.copyto(out[_tap_slices(tap, strides, dilation, spatial)], cols[(slice(None), slice(None), *tap)])
+            return
         acc = out
         acc.fill(0)
     else:
         acc = np.zeros((batch, groups * per_group, *full), dtype)
-    for tap in itertools.product(*(range(k) for k in kernel)):
+    for tap in taps:
         acc[_tap_slices(tap, strides, dilation, spatial)] += cols[(slice(None), slice(None), *tap)]
     if acc is not out:
         crop = (slice(None), slice(None)) + tuple(slice(b, b + m) for b, m in zip(begins, lengths))
