@@ -172,10 +172,7 @@ def _check_entry(call: Call, is_nhwc) -> str | None:
     32-channel 160x160 conv 5.79 -> 5.84 ms, each without the transpose of
     0.3 / 0.75 ms after it; measured, 1 thread) and it makes at least
     ``entry_min_channels`` channels (so a conv reading the region would
-    start one anyway). On symbolic spatial dims the engine's method is
-    chosen per call: one that does not copy out stages its result
-    channels first and copies it transposed, what the transpose in would
-    cost, and what follows (a stem's max pool) joins the region."""
+    start one anyway)."""
     if call.attrs.get("data_layout") != "NCHW" or call.attrs.get("out_layout") not in (None, "NCHW"):
         return f"R.{call.op.name} is not channels first"
     data, weight = call.args[0].struct_info, call.args[1].struct_info
@@ -186,8 +183,7 @@ def _check_entry(call: Call, is_nhwc) -> str | None:
     if not (isinstance(out_channels, int) and out_channels >= least):
         return f"the conv makes {out_channels} channels (< {least})"
     attrs = {k: call.attrs[k] for k in ("strides", "padding", "dilation", "groups")}
-    known = all(isinstance(d, int) for d in (*data.shape[1:], *weight.shape))
-    if known and not copies_out(tuple(data.shape), tuple(weight.shape), **attrs):
+    if not copies_out(tuple(data.shape), tuple(weight.shape), **attrs):
         return "the channels-first engine does not end this conv in a copy out (it would transpose once more)"
     return None
 

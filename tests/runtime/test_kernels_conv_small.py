@@ -66,33 +66,6 @@ def test_the_fast_path_is_the_generic_kernel_bit_for_bit(data, weight, attrs, ac
         ws[:] = 0xCD                                   # another kernel used the workspace in between
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("activation", [None, "relu", "hard_swish"], ids=str)
-@pytest.mark.parametrize("data, weight, attrs", SMALL)
-def test_a_channels_last_result_is_staged_as_the_generic_kernel_does(data, weight, attrs, activation, dtype,
-                                                                      monkeypatch):
-    """``out_layout="NHWC"`` of channels-first data (a stem starting a channels-last region): the fast
-    path runs (its GEMM into the staging result, the bias, one transposed copy, the activation) and
-    equals the generic kernel bit for bit."""
-    from relaxpack.runtime.kernels import conv_small
-    prepared = []
-    real = conv_small._prepare
-    monkeypatch.setattr(conv_small, "_prepare", lambda *a: prepared.append(real(*a)) or prepared[-1])
-    attrs = full_attrs({**attrs, "out_layout": "NHWC"}, activation)
-    rng = np.random.default_rng(3)
-    w, b = rand(rng, weight, dtype), rand(rng, (weight[0],), dtype)
-    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
-    out, ws = out_for(data, weight, attrs, dtype), workspace_for(data, weight, attrs, dtype)
-    for round_ in range(3):
-        x = rand(rng, data, dtype)
-        call(x, w, b, out=out, workspace=ws if round_ else None)     # the planned workspace, or its own
-        want = out_for(data, weight, attrs, dtype)
-        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
-        np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
-        ws[:] = 0xCD
-    assert prepared and all(runner is not None for runner in prepared)
-
-
 POINTWISE = [((1, 16, 16, 24), (32, 16, 1, 1)), ((3, 5, 7, 2), (4, 5, 1, 1)), ((2, 8, 300), (6, 8, 1)),
              ((1, 64, 60, 80), (16, 64, 1, 1))]      # (a large one: not the strided method's)
 

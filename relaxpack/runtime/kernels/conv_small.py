@@ -61,11 +61,10 @@ def specialize(generic, constant: tuple, *, strides, padding, dilation, groups, 
     return call
 
 
-def _checked(data, weight, bias, out, attrs, layout: str, dtypes: tuple, out_last: bool = False):
+def _checked(data, weight, bias, out, attrs, layout: str, dtypes: tuple):
     """``(plan, activation)`` of a call whose operands all have ``out``'s dtype (one of ``dtypes``),
     the bias one value per output channel, ``out`` C-contiguous, non-empty and of the attributes'
-    shape (``out_last``: channels last, of channels-first data); None otherwise (the generic kernel
-    runs it, and says what is wrong)."""
+    shape; None otherwise (the generic kernel runs it, and says what is wrong)."""
     from .nn import _prepared_conv
     dtype = out.dtype
     out_channels = weight.shape[0] if layout == "NCHW" else weight.shape[-1]
@@ -79,8 +78,6 @@ def _checked(data, weight, bias, out, attrs, layout: str, dtypes: tuple, out_las
         act = _activation(attrs["activation"], dtype)
     except Exception:   # noqa: BLE001 - an unhashable attribute, a bad one: the generic kernel says so
         return None
-    if out_last:
-        expected = (expected[0], *expected[2:], expected[1])
     if tuple(out.shape) != tuple(expected) or out.size == 0:
         return None
     return plan, act
@@ -91,24 +88,20 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     :mod:`.conv_small_nhwc`'s) for these operands, or None where the generic kernel runs."""
     if attrs["data_layout"] == "NHWC" and attrs["out_layout"] in (None, "NHWC"):
         return _prepare_nhwc(data, weight, bias, out, workspace, attrs, fixed_weight, fixed_bias)
-    out_last = attrs["out_layout"] == "NHWC"       # staged channels first, then copied transposed
-    if attrs["data_layout"] != "NCHW" or attrs["out_layout"] not in (None, "NCHW", "NHWC"):
+    if attrs["data_layout"] != "NCHW" or attrs["out_layout"] not in (None, "NCHW"):
         return None
-    dtypes = (np.float32, np.float64) if out_last else (np.float16, np.float32, np.float64)
-    checked = _checked(data, weight, bias, out, attrs, "NCHW", dtypes, out_last)
+    checked = _checked(data, weight, bias, out, attrs, "NCHW", (np.float16, np.float32, np.float64))
     if checked is None:
         return None
     plan, act = checked
     dtype = out.dtype
     work = np.dtype(np.float32) if dtype == np.float16 else dtype
-    if _is_pointwise(plan) and attrs["groups"] == 1 and work == dtype and not out_last:
+    if _is_pointwise(plan) and attrs["groups"] == 1 and work == dtype:
         return _pointwise(data, weight, bias, act, len(plan.lengths))
     if plan.method != "strided":
         return None
     batch, channels = data.shape[:2]
     layouts = conv_strided.strided_layouts(plan, batch, channels, work)
-    if out_last:        # the generic kernel's staging result (conv_direct.scratch_layouts), last
-        layouts = layouts + [((batch, weight.shape[0], *plan.lengths), dtype)]
     if work != dtype:       # float16: the float32 input (unpadded) and the float32 result
         layouts = layouts[:-1] + [((batch, channels, *geometry_spatial(plan)), work)] * (len(layouts) == 1) \
             + layouts[-1:] + [(tuple(out.shape), work)]
@@ -119,7 +112,7 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         workspace = np.empty(nbytes, np.uint8)      # the instruction's own, kept while its shapes last
     arrays = _carve(layouts, workspace)
     geometry = plan.strided
-    result = arrays.pop() if work != dtype or out_last else None
+    result = arrays.pop() if work != dtype else None
     padded = arrays[0] if len(arrays) > 1 and any(geometry.begins + geometry.ends) else None
     converted = arrays[0] if work != dtype and padded is None else None
     cols = arrays[-1]
@@ -161,18 +154,12 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         if convert:
             copy(w, weight.reshape(w.shape))
         matmul(w, columns, out=target if result is not None or out is prepared_out else out.reshape(target_shape))
-        if out_last:
-            if bias_b is not None:
-                add(result, bias_b, out=result)
-            copy(out, result_last)              # as the generic kernel: staged, bias, transposed copy
-        else:
-            if result is not None:
-                copy(out, result, casting="unsafe")  # the conv rounds, then the bias: as the generic kernel
-            if bias_b is not None:
-                add(out, bias_b, out=out)
+        if result is not None:
+            copy(out, result, casting="unsafe")  # the conv rounds, then the bias: as the generic kernel
+        if bias_b is not None:
+            add(out, bias_b, out=out)
         if act is not None:
             act(out)
-    result_last = None if not out_last else np.moveaxis(result, 1, -1)
     return run
 
 
