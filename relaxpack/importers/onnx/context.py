@@ -49,9 +49,10 @@ class ImportContext:
     def assume_nonneg(self, x: Dim) -> bool:
         """Whether ``x >= 0`` holds, raising an input dim's lower bound to 1
         when that is what it takes (``x = p * h + k``, ``p > 0``, over one
-        input dim ``h``). The bound joins the function's ``dim_ranges``, which
-        the input checks enforce: a smaller ``h`` is a one-line error, never a
-        wrong answer (design notes: "Truncating Div of a shape")."""
+        input dim ``h`` with no range from the caller). The bound joins the
+        function's ``dim_ranges``, which the input checks enforce: a smaller
+        ``h`` is a one-line error, never a wrong answer (design notes:
+        "Truncating Div of a shape")."""
         analyzer = self.bb.analyzer
         if analyzer.prove_nonneg(x):
             return True
@@ -61,12 +62,11 @@ class ImportContext:
         name, = names
         k = evaluate(x, {name: 0})
         p = evaluate(x, {name: 1}) - k
-        lo, hi = analyzer.range_of(name)
         need = -(k // p) if p > 0 else None            # ceil(-k / p)
         if need is None or normalize(x) != p * sym(name) + k or need > ASSUMED_LOWER_BOUND \
-                or (hi is not None and need > hi):
+                or analyzer.range_of(name) != (0, None):    # a range the caller gave is kept as given
             return False
-        analyzer.set_range(name, max(lo, need), hi)
+        analyzer.set_range(name, need)
         log.info("assuming %s >= %d (a truncating Div of %s is then a floor division)", name, need, x)
         return analyzer.prove_nonneg(x)
 

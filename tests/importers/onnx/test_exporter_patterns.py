@@ -127,3 +127,16 @@ def test_truncating_div_needing_more_than_1_stays_a_division():
     Div is computed at run time (truncating at ``s = 2``, where a floor would differ)."""
     _, _, mod = _converted("truncating_div_of_a_negative_size")
     assert "dim_ranges" not in mod["main"].attrs
+
+
+def test_a_range_the_caller_gives_is_not_narrowed():
+    """``dims={"h": (0, 40)}`` allows ``h = 0``: the import keeps that range, so the views' sizes are
+    computed at run time, and the results are onnxruntime's."""
+    model, feeds, _ = _converted("channel_shuffle_after_strided_conv")
+    mod = relaxpack.from_onnx(model, dims={"h": (0, 40)})
+    assert dict((n, (lo, hi)) for n, lo, hi in mod["main"].attrs["dim_ranges"]) == {"h": (0, 40), "w": (1, None)}
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    vm = VirtualMachine(relaxpack.build(mod, opt_level=2))
+    for b, s in [(1, 5), (2, 8)]:
+        inputs = feeds(b, s)
+        assert_close(vm.run(inputs)["y"], session.run(None, inputs)[0], 1e-5, 1e-5, f"dims {(b, s)}")
