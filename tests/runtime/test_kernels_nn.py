@@ -268,3 +268,38 @@ def test_global_pool(name, op, dtype, shape, backend):
     x = rand(rng, shape, dtype)
     expected, = run_onnx(op, [x], backend=backend)
     assert_close(run_kernel(name, x), expected)
+
+
+TILED_T_CASES = [
+    ((2, 4, 5, 6), (4, 3, 2, 2), dict(strides=2)),                       # runs the tiled runner
+    ((1, 3, 7), (3, 2, 3), dict(strides=3)),
+    ((1, 2, 3, 2, 3), (2, 2, 2, 1, 2), dict(strides=(2, 1, 2))),
+    ((1, 4, 3, 5), (4, 2, 2, 3), dict(strides=(2, 3), groups=2)),        # the kernel's: groups
+    ((1, 2, 3, 3), (2, 2, 2, 2), dict(strides=2, output_padding=1)),     # the kernel's: overlap / extra
+    ((1, 2, 4, 4), (2, 2, 2, 2), dict(strides=1)),
+    ((0, 2, 4, 4), (2, 2, 2, 2), dict(strides=2)),                       # empty
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("data, weight, attrs", TILED_T_CASES)
+def test_a_specialized_conv_transpose_is_the_kernel_call_after_call(data, weight, attrs, dtype):
+    """Per instruction, windows that tile the output keep their GEMM buffer and tap views while the
+    arrays stay (bit for bit the kernel); new data, a new output and other geometries are right too."""
+    kernel = get_kernel("nn.conv_transpose").fn
+    full = dict(dict(strides=1, padding=0, output_padding=0, dilation=1, groups=1, data_layout="NCHW"), **attrs)
+    call = kernel.specialize_attrs(full, (False, True))
+    rng = np.random.default_rng(11)
+    w = rand(rng, weight, dtype)
+    x = rand(rng, data, dtype)
+    want = run_kernel("nn.conv_transpose", x, w, **full)
+    out = np.full_like(want, np.nan)
+    for round_ in range(5):
+        if round_ == 2:
+            x = rand(rng, data, dtype)                  # new data of the same shape
+        if round_ == 3:
+            out = np.full_like(want, np.nan)            # a new output
+        x[...] = rand(rng, data, dtype)
+        call(x, w, out=out)
+        kernel(x, w, out=want, **full)
+        np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")

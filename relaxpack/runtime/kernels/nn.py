@@ -34,7 +34,7 @@ from ..fpstate import quiet
 from ._math import commit, is_low_float, pads, per_spatial, scratch, work_dtype
 from ..dtypes import numpy_dtype
 from ._workspace import scratch_nbytes
-from . import conv_integer, conv_nhwc, conv_winograd
+from . import conv_integer, conv_nhwc, conv_transpose_tiled, conv_winograd
 from .conv_direct import COPIES_OUT, conv_plan, run_conv, scratch_layouts
 from .conv_transpose_nhwc import run_conv_transpose_nhwc
 from .reduce import spatial_mean_into
@@ -288,6 +288,10 @@ def conv_transpose(data, weight, *, out, strides, padding, output_padding, dilat
     if acc is not out:
         crop = (slice(None), slice(None)) + tuple(slice(b, b + m) for b, m in zip(begins, lengths))
         np.copyto(out, acc[crop], casting="unsafe")
+
+
+conv_transpose.specialize_attrs = lambda attrs, constant: conv_transpose_tiled.specialize(
+    conv_transpose, attrs, constant)
 
 
 # ---------------------------------------------------------------- pooling
