@@ -303,3 +303,16 @@ def test_a_specialized_conv_transpose_is_the_kernel_call_after_call(data, weight
         call(x, w, out=out)
         kernel(x, w, out=want, **full)
         np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
+
+
+def test_a_large_tiled_conv_transpose_keeps_no_buffer_of_its_own():
+    """Past 4 MiB of GEMM result the instruction does not hold a product of its own: the kernel runs."""
+    from relaxpack.runtime.kernels import conv_transpose_tiled
+    rng = np.random.default_rng(13)
+    x, w = rand(rng, (1, 2, 130, 130), "float32"), rand(rng, (2, 16, 2, 2), "float32")
+    out = np.empty((1, 16, 260, 260), np.float32)
+    assert conv_transpose_tiled._prepare(x, w, out, (2, 2)) is None
+    assert conv_transpose_tiled._prepare(x[:, :, :60, :60], w, out[:, :, :120, :120].copy(), (2, 2)) is not None
+    full = dict(strides=2, padding=0, output_padding=0, dilation=1, groups=1, data_layout="NCHW")
+    get_kernel("nn.conv_transpose").fn.specialize_attrs(full, (False, True))(x, w, out=out)
+    np.testing.assert_array_equal(out, run_kernel("nn.conv_transpose", x, w, **full))

@@ -11,8 +11,8 @@ as much again; the runner here keeps the GEMM's result buffer and the
 taps' views of ``out`` while the instruction gets the same arrays (arena
 views are the same objects run after run) and makes only the numpy calls,
 the same ones in the same order (bit for bit the kernel's results). Any
-other call (another geometry or layout, groups, a low float, new arrays of
-other shapes) goes to the kernel.
+other call (another geometry or layout, groups, a low float, a product of
+more than 4 MiB) goes to the kernel.
 """
 
 from __future__ import annotations
@@ -21,6 +21,10 @@ import itertools
 import math
 
 import numpy as np
+
+
+#: the runner keeps a GEMM result of its own up to this size
+PRIVATE_MAX_BYTES = 4 << 20
 
 
 def specialize(kernel, attrs: dict, constant: tuple):
@@ -62,6 +66,8 @@ def _prepare(data: np.ndarray, weight: np.ndarray, out: np.ndarray, strides):
             or out.shape != (batch, out_channels, *(k * x for k, x in zip(kernel, spatial))):
         return None
     taps, pixels = math.prod(kernel), math.prod(spatial)
+    if batch * out_channels * taps * pixels * data.dtype.itemsize > PRIVATE_MAX_BYTES:
+        return None         # (the kernel's product is a temporary; a kept one this large would stay allocated)
     w = weight.reshape(1, channels, out_channels * taps).transpose(0, 2, 1)      # as the kernel's, groups = 1
     cols = np.empty((batch, 1, out_channels * taps, pixels), data.dtype)
     by_tap = cols.reshape(batch, out_channels, *kernel, *spatial)
