@@ -283,6 +283,7 @@ def test_resize_of_a_ramp_is_the_source_coordinate(method, coord):
     ("nearest_neighbor", "asymmetric", (2.0, 2.0)),         # repeats along both axes: the kept plan
     ("nearest_neighbor", "half_pixel", (1.0, 3.0)),
     ("nearest_neighbor", "asymmetric", (2.0, 1.5)),         # not a repeat: the kernel
+    ("nearest_neighbor", "asymmetric", (1.0, 0.1)),         # an empty result: the kernel
     ("linear", "half_pixel", (2.0, 2.0)),                    # the kernel
 ])
 def test_a_specialized_resize_is_the_kernel_call_after_call(method, coord, scales):

@@ -378,7 +378,7 @@ def _repeat_factor(mode: str, out_w: int, in_w: int, scale, roi, rounding: str, 
                    exclude_outside: bool, antialias: bool) -> int | None:
     """``k`` when nearest resizing ``in_w`` cells to ``out_w = k * in_w`` takes cell ``j // k`` for
     output ``j`` (1: the identity, which the kernel skips too), else None (worked out once per set)."""
-    if in_w == 0 or out_w % in_w:
+    if in_w == 0 or out_w == 0 or out_w % in_w:     # (an empty result: the kernel's path)
         return None
     k = out_w // in_w
     if k == 1 and (scale is None or math.isclose(scale, 1.0)) and (
