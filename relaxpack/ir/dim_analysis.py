@@ -129,6 +129,24 @@ class DimAnalyzer:
         """Whether ``a < b`` for every value within the ranges."""
         return self.prove_gt(b, a)
 
+    def trunc_div(self, a, c: int):
+        """``a / c`` truncated toward zero (ONNX Div on ints) for a nonzero int ``c``, as a dim:
+        floor division when ``a >= 0``; ``max(a, 0) // |c|`` (negated for ``c < 0``) when
+        ``a > -|c|`` (the quotient of ``-|c| < a < 0`` is 0); None when ``a`` may be lower.
+
+        >>> str(DimAnalyzer().trunc_div(sym("n") - 1, 2))
+        'max(n - 1, 0) // 2'
+        """
+        k = abs(c)
+        if self.prove_nonneg(a):
+            q = a // k
+        else:
+            low = self.lower_bound(a)
+            if low is None or low <= -k:
+                return None
+            q = dim_max(a, 0) // k
+        return q if c > 0 else -q
+
     def simplify(self, x) -> Dim:
         """``x`` with min/max, ``//`` and ``%`` folded where the ranges decide them.
 

@@ -262,7 +262,12 @@ def _bn(data):
                                   const("mean", "moving_mean"), const("var", "moving_var"), name="bn")
 
 
-_PRODUCER_ONCE = used_once("producer", "the producer's output")
+def _not_exact(m: Match) -> str | None:
+    """An ``exact`` conv is an integer product in float (QLinearConv): its weight stays as it is."""
+    return "the R.nn.conv is exact (an integer product in float)" if m["producer"].attrs.get("exact") else None
+
+
+_PRODUCER_ONCE = all_of(used_once("producer", "the producer's output"), _not_exact)
 
 RULES = RewriteTable("FoldBatchNorm", [
     Rule("fold_bn_bias",

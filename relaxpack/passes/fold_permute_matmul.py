@@ -16,6 +16,10 @@ Rules (table :data:`RULES`), each needing the folded value used only once:
   (or a ``permute_matmul`` without ``lhs_axes``) -> ``permute_matmul(x, y, lhs_axes=p)``;
   likewise on the right.
 - ``fold_out_permute``: ``permute_dims(matmul(x, y), p)`` -> ``permute_matmul(x, y, out_axes=p)``.
+- ``split_permuted_gemm``: ``nn.gemm(x, y, b)`` without activation (FuseBiasActivation ran first)
+  whose ``x`` or ``y`` is a foldable ``permute_dims`` -> ``add(matmul(x, y), b)``, for the rules
+  above to fold the permutes (attention's ``q @ k^T + mask``); FuseOps then makes the product and
+  the add one fused kernel, as the gemm was, without the copies.
 
 A permutation is folded only when the view it makes keeps the last dim of
 the array viewed among its matrices' two dims (one unit stride, so numpy
@@ -105,7 +109,29 @@ def fold_out_permute(m: Match):
     return make_call("permute_matmul", m["x"], m["y"], **{**_attrs(m["mm"]), "out_axes": _axes_of(m["perm"])})
 
 
+def _permuted_operand(m: Match) -> str | None:
+    if m["gemm"].attrs.get("activation") is not None:
+        return "the gemm has an activation"
+    reasons = []
+    for side in ("x", "y"):
+        value, uses = m.producer(m[side])
+        if isinstance(value, Call) and getattr(value.op, "name", None) == "permute_dims":
+            axes = _axes_of(value)
+            if uses == 1 and axes is not None and _unit_stride_kept(axes):
+                return None
+            reasons.append(f"the permuted {side} is used {uses} times or moves the last dim")
+    return "; ".join(reasons) or "no operand is a permute_dims"
+
+
+def split_permuted_gemm(m: Match):
+    """nn.gemm(permute_dims(x), y, b) -> add(matmul(permute_dims(x), y), b), for the fold rules."""
+    return make_call("add", make_call("matmul", m["x"], m["y"], out_dtype=None), m["b"])
+
+
 RULES = RewriteTable("FoldPermuteMatmul", [
+    Rule("split_permuted_gemm",
+         is_op("nn.gemm")(wildcard("x"), wildcard("y"), wildcard("b"), name="gemm"),
+         _permuted_operand, split_permuted_gemm),
     Rule("fold_lhs_permute",
          is_op(*_PRODUCTS)(is_op("permute_dims")(wildcard("x"), name="perm", what="lhs"), wildcard("y"),
                            name="mm"),

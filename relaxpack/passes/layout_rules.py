@@ -145,7 +145,9 @@ def _prefers_channels_first(call: Call) -> bool:
 def _runs_winograd(call: Call) -> bool:
     """A conv the channels-last engine runs by Winograd F(2x2, 3x3) (3x3,
     stride 1, many channels): 1.2-1.9x faster than the channels-first
-    engine on UNet's and YOLO's planes (measured, 1 thread)."""
+    engine on UNet's and YOLO's planes (measured, 1 thread); never an ``exact`` conv."""
+    if call.attrs.get("exact"):
+        return False
     weight, groups, out = call.args[1].data.shape, call.attrs["groups"], call.struct_info.shape
     return prefers_winograd(weight[2:], _pair(call.attrs["strides"]), _pair(call.attrs["dilation"]), groups,
                             weight[1] * groups, None if out is None else tuple(out)[2:])

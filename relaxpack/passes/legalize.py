@@ -86,7 +86,7 @@ def _unallocatable(call: Call, lookup) -> str:
 
 #: ops whose output has the broadcast shape of their tensor operands, besides the elementwise ones
 #: (softmax, cumsum and trilu keep their input's shape; an axis or k operand broadcasts into it)
-_BROADCAST_SHAPED = frozenset({"where", "nn.prelu", "astype", "nn.softmax", "nn.log_softmax", "cumsum",
+_BROADCAST_SHAPED = frozenset({"where", "nn.prelu", "astype", "nn.softmax", "nn.safe_softmax", "nn.log_softmax", "cumsum",
                                "cumprod", "trilu"})
 
 

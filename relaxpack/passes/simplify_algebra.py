@@ -15,9 +15,11 @@ import math
 
 import numpy as np
 
-from ..ir.expr import Constant, ShapeExpr
+from ..ir.expr import Call, Constant, ShapeExpr
 from ..ops.registry import make_call
 from .core.infra import function_pass
+from .iota_gather import gather_as_reshape, gather_check
+from .quantize_rules import RULES as QUANTIZE_RULES
 from .core.rules import (
     Match, Rule, RewriteTable, all_of, any_of, const, float_output, is_op, same_type_as_output,
     used_once, wildcard,
@@ -80,7 +82,15 @@ def _reshape_atoms(before: tuple, after: tuple):
             next_id, i, j = next_id + 1, i + 1, j + 1
             continue
         if not (isinstance(before[i], int) and isinstance(after[j], int)):
-            return None
+            grouped = _symbolic_group(before, after, i, j, next_id)
+            if grouped is None:
+                return None
+            parts_before, parts_after = grouped
+            atoms_before.extend(parts_before)
+            atoms_after.extend(parts_after)
+            next_id += max(len(parts_before), len(parts_after))
+            i, j = i + len(parts_before), j + len(parts_after)
+            continue
         if before[i] > after[j]:          # one axis of before split into several
             size, parts = before[i], []
             while size > 1 and j < len(after) and isinstance(after[j], int) and size % after[j] == 0:
@@ -104,6 +114,22 @@ def _reshape_atoms(before: tuple, after: tuple):
     if i != len(before) or j != len(after):
         return None
     return atoms_before, atoms_after
+
+
+def _symbolic_group(before: tuple, after: tuple, i: int, j: int, next_id: int):
+    """Where a symbolic dim meets: ``after[j]`` as the product of ``before[i:i + k]`` (axes
+    merged, e.g. ``(n, 2) -> 2 * n``) or ``before[i]`` as that of ``after[j:j + k]`` (split),
+    for the smallest ``k >= 2``, equal in the dim algebra: the atoms of each side
+    (``_reshape_atoms``' form), or None."""
+    for merged, parts, start in ((after[j], before, i), (before[i], after, j)):
+        product = parts[start]
+        for k in range(2, len(parts) - start + 1):
+            product = product * parts[start + k - 1]
+            if product == merged:
+                atoms = [(next_id + t, parts[start + t]) for t in range(k)]
+                singles, group = [[a] for a in atoms], [atoms]
+                return (singles, group) if parts is before else (group, singles)
+    return None
 
 
 def _permute_reshape_permute(m: Match):
@@ -282,6 +308,97 @@ _SILU = is_op("multiply")(_X, is_op("sigmoid")(_X, name="sigmoid", what="operand
 _GELU_ERF_GROUPINGS = _half_x_times(_ONE_PLUS_ERF)
 _GELU_TANH_GROUPINGS = _half_x_times(_ONE_PLUS_TANH)
 
+# ---------------------------------------------------------------- scales folded into weights
+
+#: ops a scale passes through on its way to a product: they move values, never combine them
+_LAYOUT_OPS = ("reshape", "permute_dims")
+_SCALED_FLOATS = ("float32", "float64")
+
+
+def _constant_of(m: Match, expr) -> np.ndarray | None:
+    value = m.producer(expr)[0]
+    return value.data if isinstance(value, Constant) else None
+
+
+def _scaled_product(m: Match):
+    """Walk from the scaled value through layout ops used once to ``matmul(x, W)`` or
+    ``matmul(x, W) + b`` (used once, ``W`` and ``b`` constants): ``(layout calls outermost first,
+    the matmul call, the add call or None)``, or the reason there is none."""
+    layout, expr = [], m["y"]
+    value, uses = m.producer(expr)
+    while isinstance(value, Call) and getattr(value.op, "name", None) in _LAYOUT_OPS:
+        if uses != 1:
+            return f"the {value.op.name} before the scale is used {uses} times"
+        layout.append(value)
+        value, uses = m.producer(value.args[0])
+    if uses != 1:
+        return "the product before the scale is used elsewhere (or is not a bound value)"
+    add = None
+    if isinstance(value, Call) and getattr(value.op, "name", None) == "add":
+        mm_value, mm_uses = m.producer(value.args[0])
+        bias = _constant_of(m, value.args[1])
+        if not (isinstance(mm_value, Call) and getattr(mm_value.op, "name", None) == "matmul") or bias is None:
+            return "the add before the scale is not matmul + constant"
+        if mm_uses != 1:
+            return "the matmul before the bias is used elsewhere"
+        add, value = value, mm_value
+    if not (isinstance(value, Call) and getattr(value.op, "name", None) == "matmul"):
+        return "no matmul under the layout ops before the scale"
+    if value.attrs.get("out_dtype") is not None:
+        return "the matmul has an output dtype of its own"
+    weight = _constant_of(m, value.args[1])
+    if weight is None or weight.ndim != 2:
+        return "the matmul's weight is not a constant matrix"
+    return tuple(layout), value, add
+
+
+def _scale_folds(m: Match) -> str | None:
+    c = m.data("c")
+    if c.size != 1 or c.ndim > len(m.sinfo("y").shape or ()):
+        return f"the factor has {c.size} elements or more dims than the scaled value"
+    if str(c.dtype) not in _SCALED_FLOATS:
+        return f"the factor is {c.dtype}, not float32/float64"
+    found = _scaled_product(m)
+    return found if isinstance(found, str) else None
+
+
+def _times(data: np.ndarray, c: np.ndarray) -> Constant:
+    """``data * c`` computed in float64 and rounded once to ``data``'s dtype."""
+    return Constant((data.astype(np.float64) * float(c.reshape(-1)[0])).astype(data.dtype))
+
+
+def fold_scale_into_weight(m: Match):
+    """layout(matmul(x, W) [+ b]) * c -> layout(matmul(x, W * c) [+ b * c]) for a one-element c:
+    attention's query and key scales (torch.onnx writes sqrt(1 / sqrt(d)) on both) become part of
+    the projection weights, two kernel calls fewer per attention."""
+    layout, mm, add = _scaled_product(m)
+    c = m.data("c")
+    y = make_call("matmul", mm.args[0], _times(_constant_of(m, mm.args[1]), c), **dict(mm.attrs))
+    if add is not None:
+        y = make_call("add", y, _times(_constant_of(m, add.args[1]), c))
+    for op in reversed(layout):
+        y = make_call(op.op.name, y, *op.args[1:], **dict(op.attrs))
+    return y
+
+
+# ---------------------------------------------------------------- softmax with its NaN guard
+
+
+def compose_safe_softmax(m: Match):
+    """where(isnan(softmax(x)), 0, softmax(x)) -> nn.safe_softmax(x): one kernel call, which
+    checks for NaN only where the softmax can make one (an all -inf row)."""
+    return make_call("nn.safe_softmax", m["x"], axis=m["sm"].attrs["axis"])
+
+
+def _tests_itself(m: Match) -> str | None:
+    tested = m["tested"]
+    return None if tested is m.var("sm") else f"the NaN test reads {m.name_of('tested')}, not the softmax"
+
+
+_SAFE_SOFTMAX = is_op("where")(
+    is_op("isnan")(wildcard("tested"), name="isnan", what="condition"),
+    const("zero", "the value for NaN"), is_op("nn.softmax")(_X, name="sm", what="value"))
+
 # ---------------------------------------------------------------- the table
 
 RULES = RewriteTable("SimplifyAlgebra", [
@@ -339,6 +456,15 @@ RULES = RewriteTable("SimplifyAlgebra", [
                            const("c2", "the outer factor"), commutative=True),
          all_of(_scalars("c1", "c2"), same_type_as_output("x")),
          merge_scalar_multiplies),
+    Rule("fold_scale_into_weight",
+         is_op("multiply")(wildcard("y"), const("c", "the factor"), commutative=True),
+         all_of(_scale_folds, same_type_as_output("y")),
+         fold_scale_into_weight),
+    Rule("gather_nd_of_iotas",
+         is_op("gather_nd")(wildcard("data"), is_op("concat")(wildcard("parts"), name="concat", what="indices"),
+                            name="gather"),
+         gather_check, gather_as_reshape,
+         doc="gather_nd(data, concat(iotas along output axes)) -> reshape(data) (iota_gather.py)."),
     Rule("compose_gelu", _GELU_ERF_GROUPINGS[0], _GELU_CHECK, compose_gelu),
     Rule("compose_gelu_half_first", _GELU_ERF_GROUPINGS[1],
          _GELU_CHECK, compose_gelu, doc="(x * 0.5) * (erf(x / sqrt(2)) + 1) -> nn.gelu(x)."),
@@ -350,16 +476,22 @@ RULES = RewriteTable("SimplifyAlgebra", [
     Rule("compose_gelu_tanh_half_inside", _GELU_TANH_GROUPINGS[2], _GELU_TANH_CHECK, compose_gelu_tanh,
          doc="x * ((tanh(sqrt(2/pi) * (x + 0.044715 x^3)) + 1) * 0.5) -> nn.gelu(x, approximate=\"tanh\")."),
     Rule("compose_silu", _SILU, float_output, compose_silu),
+    Rule("compose_safe_softmax", _SAFE_SOFTMAX,
+         all_of(_tests_itself, _all_equal("zero", 0, "the value for NaN"), used_once("isnan", "the NaN test"),
+                same_type_as_output("sm")),
+         compose_safe_softmax),
     Rule("relu_before_rounding",
          is_op("nn.relu")(is_op("astype")(_X, name="cast", what="operand")),
          all_of(used_once("cast", "the cast"), _rounds_to_low_float),
          relu_before_rounding),
+    *QUANTIZE_RULES,
 ])
 
 
 @function_pass(name="SimplifyAlgebra", opt_level=2, requires=("import", "optimize"), produces="optimize")
 def simplify_algebra(func, mod, ctx):
     """Collapse permute/reshape chains, remove identities, merge scalar
-    multiplies, recognize GELU (erf and tanh forms) and SiLU; the rules are listed in the module
+    multiplies, recognize GELU (erf and tanh forms) and SiLU, drop quantized values' round trips
+    through their integer types (:mod:`.quantize_rules`); the rules are listed in the module
     docstring and by ``RULES.describe()``."""
     return RULES.apply(func)

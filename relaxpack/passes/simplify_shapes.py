@@ -16,7 +16,8 @@ what is left, with the function's :class:`DimAnalyzer` (its ``dim_ranges``):
   replaces ``m`` by ``n`` everywhere). A cast that could fail (unknown dims,
   an ``ndim``-only value, a dim outside the new name's range) stays;
 - int64 arithmetic on shapes (``shape_to_tensor`` results through add,
-  subtract, multiply, floor_divide, maximum/minimum, concat, take, reshape,
+  subtract, multiply, floor_divide, divide (truncating, where the sign is known), maximum/minimum,
+  concat, take, reshape,
   ...) is evaluated symbolically into one ``R.shape_to_tensor(R.shape([...]))``
   (a constant when static);
 - a ``where`` whose condition the value ranges decide picks its branch: the
@@ -307,6 +308,19 @@ def _floor_div(x, y):
     return x // y
 
 
+def _trunc_divide(values: _Values, call: Call):
+    """ONNX Div on int64 (``divide``) truncates toward zero: a dim by a constant where the
+    dividend's range allows (:meth:`DimAnalyzer.trunc_div`)."""
+    ana = values.dims.analyzer
+
+    def div(x, c):
+        q = ana.trunc_div(x, c) if isinstance(c, int) and c != 0 else None
+        if q is None:
+            raise ValueError("divisor, or a dividend that may be too negative")
+        return q
+    return _elementwise(div)(values, call)
+
+
 def _concat(values: _Values, call: Call):
     parts = values.value_of(call.args[0])
     if not isinstance(parts, Tuple):
@@ -351,6 +365,7 @@ _CONTENTS = {
     "subtract": _elementwise(lambda x, y: x - y),
     "multiply": _elementwise(lambda x, y: x * y),
     "floor_divide": _elementwise(_floor_div),
+    "divide": _trunc_divide,
     "maximum": _elementwise(dim_max),
     "minimum": _elementwise(dim_min),
     "concat": _concat,

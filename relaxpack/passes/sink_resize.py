@@ -38,6 +38,8 @@ from .core.rules import Match, Rule, RewriteTable, all_of, const, is_op, used_on
 def _pointwise_conv(m: Match) -> str | None:
     conv = m["conv"]
     attrs = conv.attrs
+    if attrs.get("exact"):
+        return "the conv is exact (an integer product in float: it reads the quantized values)"
     if conv.op.name == "nn.conv_bias_act" and attrs["activation"] is not None:
         return f"the conv applies {attrs['activation']!r} (it does not commute with the resize)"
     if attrs["data_layout"] != "NCHW":

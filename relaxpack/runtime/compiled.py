@@ -50,6 +50,9 @@ HEAP_USERS = PURE | {"vm.builtin.check_dims", "vm.builtin.match_shape", "vm.buil
 #: instructions that may come before the memo's lookup: input checks
 CHECKS = frozenset({"vm.builtin.alloc_shape_heap", "vm.builtin.check_tensor", "vm.builtin.match_shape",
                     "vm.builtin.check_dims", "vm.builtin.check_container", "vm.builtin.check_prim"})
+#: the input checks the check cache may skip: functions of the inputs' shapes and dtypes and the heap
+INPUT_CHECKS = frozenset({"vm.builtin.alloc_shape_heap", "vm.builtin.check_tensor", "vm.builtin.match_shape",
+                          "vm.builtin.check_dims"})
 #: distinct shapes a function's memo keeps (then it starts afresh)
 MEMO_ENTRIES = 16
 
@@ -70,11 +73,12 @@ class Resolved:
 class Compiled:
     """The compiled function (``run(*params)``) and what maps its lines back to instructions."""
 
-    __slots__ = ("run", "lines", "first_line", "memos")
+    __slots__ = ("run", "lines", "first_line", "memos", "checked")
 
-    def __init__(self, run: Callable, lines: list[int], first_line: int, memos: list[dict]):
+    def __init__(self, run: Callable, lines: list[int], first_line: int, memos: list[dict], checked: dict):
         self.run, self.lines, self.first_line = run, lines, first_line
         self.memos = memos     # per memo: heap -> the memoized instructions' results
+        self.checked = checked  # the input-check cache: the inputs' shapes and dtypes -> the heap they leave
 
     @property
     def memo(self) -> dict:
@@ -90,10 +94,11 @@ def compile_function(instructions: Sequence, resolved: dict[int, Resolved], num_
     if tree is None or not tree or tree[-1][0] != "ret" or not _plain_ints(instructions, resolved):
         return None, None      # (a function that may run off its end fails in the interpreter, as before)
     memos = _memo_plans(instructions, tree, resolved)
-    plain = _generate(instructions, tree, resolved, num_params, label, ())
+    checks = _input_check_plan(tree, resolved, num_params)
+    plain = _generate(instructions, tree, resolved, num_params, label, (), checks=checks)
     if not memos:
         return None, plain
-    return _generate(instructions, tree, resolved, num_params, label, memos, plain.run), plain
+    return _generate(instructions, tree, resolved, num_params, label, memos, plain.run, checks=checks), plain
 
 
 def compile_counting(instructions: Sequence, resolved: dict[int, Resolved], num_params: int, label: str,
@@ -254,13 +259,60 @@ def _writes_heap(item, instrs, resolved, heap) -> bool:
     return False
 
 
+# ---------------------------------------------------------------- the input-check cache
+
+
+@dataclass(frozen=True)
+class _Checks:
+    heap: int     # the heap register (alloc_shape_heap's result)
+    count: int    # the function's first ``count`` items: the input checks the cache skips
+
+
+def _input_check_plan(tree, resolved, num_params: int) -> _Checks | None:
+    """The function's leading input checks, when the cache may stand in for them: calls of
+    :data:`INPUT_CHECKS` only, reading only the parameters and the heap, writing nothing but
+    the heap (one ``alloc_shape_heap``). Then what they do (raise, or fill the heap) depends on
+    the inputs' shapes and dtypes alone, and a call whose numpy arrays have the shapes and
+    dtypes of an earlier passing call takes that call's heap (a copy) instead of running them."""
+    count, heap = 0, None
+    for item in tree:
+        if item[0] != "call" or resolved[item[1]].name not in INPUT_CHECKS:
+            break
+        r = resolved[item[1]]
+        if r.name == "vm.builtin.alloc_shape_heap":
+            if heap is not None or r.dst == NO_DST:
+                return None
+            heap = r.dst
+        elif r.dst != NO_DST:
+            return None
+        regs = [v for is_reg, v in r.args if is_reg] + [v for _, is_reg, v in r.kwargs if is_reg]
+        if any(v != heap and not 0 <= v < num_params for v in regs):
+            return None
+        count += 1
+    if heap is None or heap < num_params or not any(resolved[item[1]].name != "vm.builtin.alloc_shape_heap"
+                                                      for item in tree[:count]):
+        return None
+    return _Checks(heap, count)
+
+
+def _remember_checks(store: dict):
+    """``remember(key, heap)``: keeps the heap the checks left for ``key``, at most
+    :data:`MEMO_ENTRIES` keys (then it starts afresh)."""
+    def remember(key, heap) -> None:
+        if len(store) >= MEMO_ENTRIES:
+            store.clear()
+        store[key] = tuple(heap)
+    return remember
+
+
 # ---------------------------------------------------------------- source
 
 
 def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequence[_Memo],
-              plain: Callable | None = None, budget=None) -> Compiled:
+              plain: Callable | None = None, budget=None, checks: _Checks | None = None) -> Compiled:
     """The compiled function; with ``memos``, ``plain`` is the same function without them (run when
-    a memo cannot be filled); with ``budget``, counting (see :func:`compile_counting`)."""
+    a memo cannot be filled); with ``budget``, counting (see :func:`compile_counting`); with
+    ``checks``, the input checks cached by the inputs' shapes and dtypes (:func:`_input_check_plan`)."""
     bound: dict[str, object] = {}
     lines: list[tuple[str, int]] = []        # (source line, pc it runs or -1)
     memoized = {pc for memo in memos for pc in memo.pcs}
@@ -298,9 +350,11 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
         text = f"f{pc}({', '.join(args)})"
         return text if r.dst == NO_DST else f"r{r.dst} = {text}"
 
-    def emit(items, indent: int):
+    def emit(items, indent: int, start: int = 0):
         pad = " " * indent
         for k, item in enumerate(items):
+            if k < start:
+                continue
             if (id(items), k) in lookups:
                 emit_lookup(pad, lookups[id(items), k])
             kind, pc = item[0], item[1]
@@ -322,6 +376,24 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
                 emit(item[3], indent + 4)
                 lines.append((f"{pad}    pass", pc))
 
+    def emit_checks(plan: _Checks):
+        regs = [f"r{i}" for i in range(num_params)]
+        if regs:
+            lines.append((f"        if {' and '.join(f'type({r}) is ndarray' for r in regs)}:", -1))
+            lines.append((f"            key = ({''.join(f'{r}.shape, {r}.dtype, ' for r in regs)})", -1))
+            lines.append(("            heap = checked.get(key)", -1))
+            lines.append(("        else:", -1))
+            lines.append(("            key = heap = None", -1))
+        else:
+            lines.append(("        key = ()", -1))
+            lines.append(("        heap = checked.get(key)", -1))
+        lines.append(("        if heap is not None:", -1))
+        lines.append((f"            r{plan.heap} = list(heap)", -1))
+        lines.append(("        else:", -1))
+        emit(tree[:plan.count], 12)
+        lines.append(("            if key is not None:", -1))
+        lines.append((f"                remember(key, r{plan.heap})", -1))
+
     def emit_lookup(pad: str, k: int):
         memo = memos[k]
         targets = ", ".join(f"r{resolved[pc].dst}" for pc in memo.pcs)
@@ -332,10 +404,12 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
         lines.append((f"{pad}        return plain({', '.join(f'r{i}' for i in range(num_params))})", -1))
         lines.append((f"{pad}{targets}, = m", -1))
 
-    emit(tree, 8)
+    if checks is not None:
+        emit_checks(checks)
+    emit(tree, 8, checks.count if checks is not None else 0)
     params = ", ".join(f"r{i}" for i in range(num_params))
     preset = sorted(_read_before_written(instrs, tree, num_params))
-    head = [f"def factory({', '.join(['memos', 'fills', 'plain', 'budget', 'label'] + sorted(bound))}):",
+    head = [f"def factory({', '.join(['memos', 'fills', 'plain', 'budget', 'label', 'checked', 'remember', 'ndarray'] + sorted(bound))}):",
             *(f"    memo{k}, fill{k} = memos[{k}], fills[{k}]" for k in range(len(memos))),
             f"    def run({params}):"]
     if budget is not None:
@@ -350,8 +424,10 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
     exec(compile(source, f"<relaxpack {ascii(label)[:100]}{variant}>", "exec"), namespace)  # noqa: S102
     stores: list[dict] = [{} for _ in memos]
     fills = [_filler(memo, resolved, store) for memo, store in zip(memos, stores)]
-    run = namespace["factory"](stores, fills, plain, budget, label, **bound)
-    return Compiled(run, [pc for _, pc in lines], 1 + len(head), stores)
+    checked: dict = {}
+    run = namespace["factory"](stores, fills, plain, budget, label, checked, _remember_checks(checked), np.ndarray,
+                               **bound)
+    return Compiled(run, [pc for _, pc in lines], 1 + len(head), stores, checked)
 
 
 def _filler(memo: _Memo, resolved, store: dict):

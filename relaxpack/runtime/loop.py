@@ -22,6 +22,8 @@ from .dtypes import numpy_dtype
 
 
 def _one(value, what: str):
+    if type(value) is np.ndarray and value.size == 1:      # the common case, without a reshape
+        return value.item()
     array = np.asarray(value)
     if array.size != 1:
         raise ShapeError(f"Loop: the {what} must hold one value, got shape {array.shape}")

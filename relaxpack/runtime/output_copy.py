@@ -18,6 +18,8 @@ from bisect import bisect_left
 
 import numpy as np
 
+from .maps import PlainMaps
+
 
 def byte_range(a: np.ndarray) -> tuple[int, int]:
     """``[lo, hi)``: the bytes ``a``'s elements span in memory (a non-empty array)."""
@@ -43,10 +45,14 @@ class OutputDetacher:
                 merged.append([lo, hi])
         self._starts = [lo for lo, _ in merged]
         self._ends = [hi for _, hi in merged]
-        #: constants that own their memory: the only ones an owning array can share memory with
-        self._owners = {id(c) for c in constants if isinstance(c, np.ndarray) and c.base is None}
+        #: the numpy arrays that own the constants' memory (a constant, or the array it views):
+        #: the only arrays owning their memory that share some with a constant
+        self._owners = {id(c) if c.base is None else id(c.base) for c in constants
+                        if isinstance(c, np.ndarray) and (c.base is None or type(c.base) is np.ndarray)}
 
     def __call__(self, result, args):
+        if self._owned_apart(result, args):
+            return result
         if all(type(a) is np.ndarray for a in args):
             inputs = [a for a in args if a.size]
         else:
@@ -55,6 +61,30 @@ class OutputDetacher:
             return self._detached(result, inputs, [])
         seen: list[np.ndarray] = []
         return _map(result, lambda a: self._detached(a, inputs, seen))
+
+    def _owned_apart(self, result, args) -> bool:
+        """The common case, decided without byte ranges: each output (``result`` or a tuple of
+        them) is an array owning its memory or a view of one (numpy points a view's ``base``
+        straight at the owning array), no two outputs share an owner, no owner holds a
+        constant, and every input is an owner or a view of one that no output has. Arrays
+        share memory only with arrays of the same owner, so nothing overlaps. False: ask the
+        full check (a base numpy does not own, such as a mapped file, and everything else)."""
+        outputs = (result,) if type(result) is np.ndarray else result
+        if type(outputs) is not tuple:
+            return False
+        owners, mine = self._owners, set()
+        for o in outputs:
+            if type(o) is not np.ndarray:
+                return False
+            owner = _owner(o)
+            if owner is None or id(owner) in owners or id(owner) in mine:
+                return False
+            mine.add(id(owner))
+        for a in args:
+            owner = _owner(a) if type(a) is np.ndarray else None
+            if owner is None or id(owner) in mine:
+                return False
+        return True
 
     def _detached(self, a: np.ndarray, inputs: list, seen: list) -> np.ndarray:
         if a.size and (self._in_constants(a) or any(_overlap(a, x) for x in inputs)
@@ -71,6 +101,17 @@ class OutputDetacher:
         lo, hi = byte_range(a)
         i = bisect_left(self._starts, hi) - 1   # the last range starting before a's end
         return i >= 0 and self._ends[i] > lo
+
+
+def _owner(a: np.ndarray):
+    """The numpy array that owns ``a``'s memory (``a`` or its base), or None when that is not
+    plain: a base that is no array, or an array that does not own its data."""
+    base = a.base
+    if base is None:
+        return a if a.flags.owndata else None
+    if type(base) is np.ndarray and base.base is None and base.flags.owndata:
+        return base
+    return None
 
 
 def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
@@ -91,10 +132,14 @@ def _arrays(value):
 
 
 def _map(value, fn):
+    """``value`` with ``fn`` applied to its arrays; a tuple none of whose items changed is kept as
+    it is (its class too: as_map_output takes a PlainMaps as it is), and a PlainMaps (fresh dicts
+    of Python scalars) holds no array to look at."""
     if isinstance(value, np.ndarray):
         return fn(value)
-    if isinstance(value, tuple):
-        return tuple(_map(item, fn) for item in value)
+    if isinstance(value, tuple) and type(value) is not PlainMaps:
+        items = [_map(item, fn) for item in value]
+        return value if all(a is b for a, b in zip(items, value)) else tuple(items)
     return value
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import ArchiveError, ExecutionError, InputError, RelaxpackError, ShapeError
 from .budget import Budget, metered
 from .builtins import BUILTINS
+from .fpstate import restore, silence
 from .containers import CONTAINER_KINDS, as_input, as_output, as_output_is_identity
 from .maps import MAP_KINDS, as_map_input
 from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunction
@@ -56,7 +57,7 @@ class _Prepared:
 class _Signature:
     """What ``run`` needs of a function on its fast path (inputs a dict with exactly its names)."""
 
-    __slots__ = ("names", "params", "index", "outputs", "single", "kinds", "plain")
+    __slots__ = ("names", "params", "index", "outputs", "single", "kinds", "plain", "arrays")
 
     def __init__(self, func: VMFunction, index: int):
         self.names = tuple(p.name for p in func.params)
@@ -67,6 +68,8 @@ class _Signature:
         self.kinds = tuple(func.attrs.get("output_kinds") or ("tensor",) * len(self.outputs))
         #: outputs handed back as they are (no sequence to turn into a list)
         self.plain = all(as_output_is_identity(k) for k in self.kinds)
+        #: every input a numeric tensor: a numpy array passes to the function as it is (_as_value)
+        self.arrays = all(p.kind == "tensor" and p.dtype != "string" for p in self.params)
 
 
 class VirtualMachine:
@@ -140,18 +143,30 @@ class VirtualMachine:
             if self._budget is not None:
                 self._budget.start()
             # inf and nan propagate as IEEE arithmetic says, without numpy's warnings (as in onnxruntime)
-            with np.errstate(all="ignore"):
-                return self._detach(self._invoke(index, args), args)
+            token = silence()
+            try:
+                result = self._invoke(index, args)
+            finally:
+                restore(token)
+            return self._detach(result, args)
         finally:
             self._running.release()
 
     def run(self, inputs: Mapping[str, Any], function: str = "main") -> dict[str, Any]:
         """Run ``function`` on named inputs; returns outputs by name."""
         sig = self._signatures.get(function)
-        if sig is None or type(inputs) is not dict or len(inputs) != len(sig.names) \
-                or not all(n in inputs for n in sig.names):
+        if sig is None or type(inputs) is not dict or len(inputs) != len(sig.names):
             sig = self._checked_signature(inputs, function)
-        result = self._call_exclusive(sig.index, [_as_value(inputs[p.name], p) for p in sig.params])
+        try:
+            args = [inputs[n] for n in sig.names]
+        except KeyError:
+            sig = self._checked_signature(inputs, function)     # raises: an input is missing
+            args = [inputs[n] for n in sig.names]
+        for a in args:          # (a loop, not all(): this is most of a small model's fixed cost)
+            if not sig.arrays or type(a) is not np.ndarray:
+                args = [_as_value(a, p) for a, p in zip(args, sig.params)]
+                break
+        result = self._call_exclusive(sig.index, args)
         values = (result,) if sig.single else result
         if len(values) != len(sig.outputs):
             raise RelaxpackError(f"function {function!r} returned {len(values)} values for "

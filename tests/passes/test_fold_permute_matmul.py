@@ -58,6 +58,35 @@ return lv
     assert_same_results(mod, out, [{"n": 1, "s": 7}, {"n": 3, "s": 2}])
 
 
+def test_attention_scores_with_a_mask_fold_out_of_the_gemm():
+    """FuseBiasActivation made q @ k^T + mask one nn.gemm: split back into matmul + add, the
+    permutes fold; a gemm with an activation, or without a permuted operand, stays."""
+    params = HEADS[0] + ', mask: R.Tensor(("n", 1, "s", "s"), "float32")'
+    before = program_ns(params, HEADS[1], """
+lv = R.permute_dims(q, axes=[0, 2, 1, 3])
+lv1 = R.permute_dims(k, axes=[0, 2, 3, 1])
+lv2 = R.nn.gemm(lv, lv1, mask)
+return lv2
+""")
+    expected = program_ns(params, HEADS[1], """
+lv = R.permute_matmul(q, k, lhs_axes=[0, 2, 1, 3], rhs_axes=[0, 2, 3, 1])
+lv1 = R.add(lv, mask)
+return lv1
+""")
+    mod, out = assert_rewrites(with_dce(fold_permute_matmul), before, expected)
+    assert_same_results(mod, out, [{"n": 1, "s": 5}, {"n": 2, "s": 1}, {"n": 1, "s": 0}])
+    kept = program_ns(params, HEADS[1], """
+lv = R.permute_dims(q, axes=[0, 2, 1, 3])
+lv1 = R.permute_dims(k, axes=[0, 2, 3, 1])
+lv2 = R.nn.gemm(lv, lv1, mask, activation="relu")
+lv3 = R.nn.gemm(lv2, lv2, mask)
+return lv3
+""")
+    assert_unchanged(fold_permute_matmul, kept)
+    reasons = dict(explain(parse(kept), "split_permuted_gemm"))
+    assert reasons == {"lv2": "the gemm has an activation", "lv3": "no operand is a permute_dims"}
+
+
 def test_permutation_without_unit_stride_and_shared_permutes_stay():
     params = ('x: R.Tensor((3, 5, 2), "float32"), w: R.Tensor((3, 4), "float32")', '(2, 5, 4)')
     # (2, 1, 0) puts x's last dim first: the view's matrices have no unit stride

@@ -76,8 +76,8 @@ return r
     assert name == "recipe" and call.args[0].global_symbol == "fused_elementwise"
     assert recipe == (
         ("nn.conv", (("p", 0), ("p", 1)),
-         (("data_layout", "NCHW"), ("dilation", 1), ("groups", 1), ("out_layout", None), ("padding", 1),
-          ("strides", 1)), "float32",
+         (("data_layout", "NCHW"), ("dilation", 1), ("exact", False), ("groups", 1), ("out_layout", None),
+          ("padding", 1), ("strides", 1)), "float32",
          True, (False, False)),
         ("add", (("s", 0), ("p", 2)), (), "float32", True, (True, False)),
         ("nn.leakyrelu", (("s", 1),), (("alpha", 0.25),), "float32", True, (True,)),

@@ -138,7 +138,7 @@ H = 'R.Tensor((n, 4, 4, 8), "float32")'
 CONV_SPLIT = f'''
 def main(x: R.Tensor(("n", 4, 8, 8), "float32"), w: R.Tensor((4, 4, 3, 3), "float32")) -> R.Tensor(("n", 4, 4, 8), "float32"):
     n = T.int64(lower=1, upper=2)
-    y: {Y} = R.call_tir("nn.conv", (x, w), kernel_attrs=(("strides", 1), ("padding", (1, 1, 1, 1)), ("dilation", 1), ("groups", 1), ("data_layout", "NCHW"), ("out_layout", None)), out_sinfo={Y})
+    y: {Y} = R.call_tir("nn.conv", (x, w), kernel_attrs=(("strides", 1), ("padding", (1, 1, 1, 1)), ("dilation", 1), ("groups", 1), ("exact", False), ("data_layout", "NCHW"), ("out_layout", None)), out_sinfo={Y})
     s: R.Tuple({H}, {H}) = R.call_tir("split", (y,), kernel_attrs=(("indices_or_sections", 2), ("axis", 2)), out_sinfo=R.Tuple({H}, {H}))
     a: {H} = s[0]
     b: {H} = s[1]
@@ -153,7 +153,7 @@ def main(x: R.Tensor(("n", 4, 8, 8), "float32"), w: R.Tensor((4, 4, 3, 3), "floa
     R.func_attr({{"memory_plan": {{"buffers": 4, "intermediates": 4, "planned_at": "bounds", "arena_bytes": 25728, "lower_bound_bytes": 23680, "naive_bytes": 25728, "workspaces": 1, "workspace_bytes": 21632, "largest_workspace_bytes": 21632, "pool_bytes": {{"fast": 4096, "global": 21632}}, "algorithm": "fast=greedy_by_size+spill,global=greedy_by_size"}}}})
     alloc: {Y} = {alloc("n, 4, 8, 8", storage=0, offset=2048, pool="fast")}
     workspace: R.Tensor((10816 * n,), "uint8") = {alloc("10816 * n", "uint8", storage=1, offset=0, pool="fast")}
-    y: {Y} = R.call_tir("nn.conv", (x, w), alloc, workspace, kernel_attrs=(("strides", 1), ("padding", (1, 1, 1, 1)), ("dilation", 1), ("groups", 1), ("data_layout", "NCHW"), ("out_layout", None)), out_sinfo={Y})
+    y: {Y} = R.call_tir("nn.conv", (x, w), alloc, workspace, kernel_attrs=(("strides", 1), ("padding", (1, 1, 1, 1)), ("dilation", 1), ("groups", 1), ("exact", False), ("data_layout", "NCHW"), ("out_layout", None)), out_sinfo={Y})
     _: R.Tuple() = R.memory.kill_tensor(workspace)
     alloc_1: {H} = {alloc("n, 4, 4, 8", storage=2, offset=0, pool="fast")}
     alloc_2: {H} = {alloc("n, 4, 4, 8", storage=3, offset=1024, pool="fast")}

@@ -202,6 +202,61 @@ return lv1
 lv = R.nn.silu(x)
 return lv
 """),
+    "permute_reshape_permute_symbolic_merge": (X4, '("n", 3, 4, 2)', """
+lv = R.permute_dims(x, axes=(0, 2, 1, 3))
+lv1 = R.reshape(lv, R.shape([n * 3, 2, 4]))
+lv2 = R.permute_dims(lv1, axes=(0, 2, 1))
+lv3 = R.reshape(lv2, R.shape([n, 3, 4, 2]))
+return lv3
+""", """
+lv = R.permute_dims(x, axes=(0, 2, 3, 1))
+lv3 = lv
+return lv3
+"""),
+    "permute_reshape_permute_symbolic_split": ('x: R.Tensor(("n", 6, 4), "float32")', '("n", 4, 2, 3)', """
+lv = R.permute_dims(x, axes=(1, 0, 2))
+lv1 = R.reshape(lv, R.shape([2, 3, n, 4]))
+lv2 = R.permute_dims(lv1, axes=(2, 3, 0, 1))
+return lv2
+""", """
+lv = R.reshape(x, R.shape([n, 2, 3, 4]))
+lv1 = R.permute_dims(lv, axes=(0, 3, 1, 2))
+return lv1
+"""),
+    "safe_softmax": (X4, '("n", 2, 3, 4)', """
+lv = R.nn.softmax(x, axis=2)
+lv1 = R.isnan(lv)
+lv2 = R.where(lv1, R.const(0.0, "float32"), lv)
+return lv2
+""", """
+lv = R.nn.safe_softmax(x, axis=2)
+return lv
+"""),
+    "scale_into_weight_through_heads": ('x: R.Tensor(("n", 3, 4), "float32")', '("n", 2, 2, 3)', """
+lv = R.matmul(x, R.const([[1.0, 2.0, 3.0, 4.0], [-1.0, 0.5, 0.25, 8.0], [2.0, 2.0, -2.0, 1.0], [0.0, 1.0, 3.0, -4.0]], "float32"))
+lv1 = R.add(lv, R.const([0.5, -1.0, 2.0, 0.25], "float32"))
+lv2 = R.reshape(lv1, R.shape([n, 3, 2, 2]))
+lv3 = R.permute_dims(lv2, axes=(0, 2, 1, 3))
+lv4 = R.reshape(lv3, R.shape([n * 2, 3, 2]))
+lv5 = R.permute_dims(lv4, axes=(0, 2, 1))
+lv6 = R.reshape(lv5, R.shape([n, 2, 2, 3]))
+lv7 = R.multiply(R.const(0.5, "float32"), lv6)
+return lv7
+""", """
+lv = R.matmul(x, R.const([[0.5, 1.0, 1.5, 2.0], [-0.5, 0.25, 0.125, 4.0], [1.0, 1.0, -1.0, 0.5], [0.0, 0.5, 1.5, -2.0]], "float32"))
+lv1 = R.add(lv, R.const([0.25, -0.5, 1.0, 0.125], "float32"))
+lv2 = R.reshape(lv1, R.shape([n, 3, 2, 2]))
+lv7 = R.permute_dims(lv2, axes=(0, 2, 3, 1))
+return lv7
+"""),
+    "scale_into_weight": ('x: R.Tensor(("n", 4), "float32")', '("n", 4)', """
+lv = R.matmul(x, R.const([[1.0, 2.0, 3.0, 4.0], [-1.0, 0.5, 0.25, 8.0], [2.0, 2.0, -2.0, 1.0], [0.0, 1.0, 3.0, -4.0]], "float32"))
+lv1 = R.multiply(lv, R.const([0.5], "float32"))
+return lv1
+""", """
+lv = R.matmul(x, R.const([[0.5, 1.0, 1.5, 2.0], [-0.5, 0.25, 0.125, 4.0], [1.0, 1.0, -1.0, 0.5], [0.0, 0.5, 1.5, -2.0]], "float32"))
+return lv
+"""),
     "silu_sigmoid_first_and_shared": (X4, '("n", 2, 3, 4)', """
 lv = R.sigmoid(x)
 lv1 = R.multiply(lv, x)
@@ -447,3 +502,54 @@ lv1 = R.nn.relu(lv)
 lv2 = R.add(lv, lv1)
 return lv2
 """, dtype="float16"))
+
+
+def test_safe_softmax_lookalikes_are_kept():
+    """The NaN guard of another value, a guard that writes 1, and a NaN test used twice stay."""
+    params = 'x: R.Tensor(("n", 4), "float32"), y: R.Tensor(("n", 4), "float32")'
+    text = program(params, '("n", 4)', """
+lv = R.nn.softmax(x, axis=-1)
+lv1 = R.isnan(y)
+lv2 = R.where(lv1, R.const(0.0, "float32"), lv)
+lv3 = R.isnan(lv)
+lv4 = R.where(lv3, R.const(1.0, "float32"), lv)
+lv5 = R.nn.softmax(y, axis=-1)
+lv6 = R.isnan(lv5)
+lv7 = R.where(lv6, R.const(0.0, "float32"), lv5)
+lv8 = R.astype(lv6, dtype="float32")
+lv9 = R.add(lv2, lv4)
+lv10 = R.add(lv9, lv7)
+lv11 = R.add(lv10, lv8)
+return lv11
+""")
+    assert_unchanged(simplify_algebra, text)
+    reasons = dict(explain(parse(text), "compose_safe_softmax"))
+    assert reasons["lv2"] == "the NaN test reads y, not the softmax"
+    assert reasons["lv4"] == "the value for NaN 1.0 is not all 0"
+    assert reasons["lv7"].startswith("the NaN test lv6 is used twice")
+
+
+def test_scales_that_do_not_fold_into_a_weight_are_kept():
+    """A shared intermediate, a weight computed at run time and a factor per column keep their
+    multiplies."""
+    params = 'x: R.Tensor(("n", 4), "float32"), w: R.Tensor((4, 4), "float32")'
+    text = program(params, '("n", 4)', """
+lv = R.matmul(x, R.const([[1.0, 2.0, 3.0, 4.0], [-1.0, 0.5, 0.25, 8.0], [2.0, 2.0, -2.0, 1.0], [0.0, 1.0, 3.0, -4.0]], "float32"))
+lv1 = R.reshape(lv, R.shape([n, 2, 2]))
+lv2 = R.multiply(lv1, R.const(0.5, "float32"))
+lv3 = R.exp(lv1)
+lv4 = R.matmul(x, w)
+lv5 = R.multiply(lv4, R.const(0.5, "float32"))
+lv6 = R.matmul(x, R.const([[1.0, 2.0, 3.0, 4.0], [-1.0, 0.5, 0.25, 8.0], [2.0, 2.0, -2.0, 1.0], [0.0, 1.0, 3.0, -4.0]], "float32"))
+lv7 = R.multiply(lv6, R.const([1.0, 2.0, 3.0, 4.0], "float32"))
+lv8 = R.add(lv2, lv3)
+lv9 = R.reshape(lv8, R.shape([n, 4]))
+lv10 = R.add(lv9, lv5)
+lv11 = R.add(lv10, lv7)
+return lv11
+""")
+    assert_unchanged(simplify_algebra, text)
+    reasons = dict(explain(parse(text), "fold_scale_into_weight"))
+    assert reasons["lv2"].startswith("the reshape before the scale is used 2 times")
+    assert reasons["lv5"].startswith("the matmul's weight is not a constant matrix")
+    assert reasons["lv7"].startswith("the factor has 4 elements")

@@ -149,6 +149,39 @@ class Module:
     assert_same_results(mod, out, [{"batch": 1, "seq": 3}, {"batch": 4, "seq": 10}])
 
 
+def test_truncating_divide_of_shapes_where_the_sign_allows():
+    """ONNX Div truncates: seq - 1 (>= -1) by 2 is max(seq - 1, 0) // 2 (0 at seq = 0, where
+    floor division gives -1); seq - 3 (may be -3) by 2 stays a run-time divide."""
+    before = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("seq", 8), "float32")) -> R.Tensor((2,), "int64"):
+        seq = T.int64()
+        s = R.shape_to_tensor(R.shape([seq - 1]), scalar=False)
+        h = R.divide(s, R.const(2, "int64"))
+        t = R.shape_to_tensor(R.shape([seq - 3]), scalar=False)
+        k = R.divide(t, R.const(2, "int64"))
+        both = R.concat((h, k), axis=0)
+        return both
+"""
+    expected = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("seq", 8), "float32")) -> R.Tensor((2,), "int64"):
+        seq = T.int64()
+        s = R.shape_to_tensor(R.shape([seq - 1]), scalar=False)
+        h = R.shape_to_tensor(R.shape([max(seq - 1, 0) // 2]), scalar=False)
+        t = R.shape_to_tensor(R.shape([seq - 3]), scalar=False)
+        k = R.divide(t, R.const(2, "int64"))
+        both = R.concat((h, k), axis=0)
+        return both
+"""
+    mod, out = assert_rewrites(simplify_shapes, before, expected)
+    assert_same_results(mod, out, [{"seq": 0}, {"seq": 1}, {"seq": 2}, {"seq": 7}])
+
+
 def test_gather_index_normalization_of_a_range_goes():
     before = """
 @I.ir_module

@@ -179,3 +179,64 @@ def test_trees_of_more_than_64_leaves_keep_the_products():
     walk, slots, root_slots = pack_trees(nodes, t, np.array([0]))
     plan = gemm_plan(walk, slots, root_slots, np.ones((len(nodes), 1)), 64)
     assert plan is not None and plan.paths_t.shape[1] == 65 and plan.bits is None
+
+
+# ---------------------------------------------------------------- threshold ranks (tree_ranks.py)
+
+
+@pytest.mark.parametrize("modes", [(0,), (1,), (2,), (3,), (0, 1, 2, 3)], ids=["leq", "lt", "gte", "gt", "ordered"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_threshold_ranks_score_as_the_leaf_masks_bit_for_bit(modes, seed):
+    """One count per feature reaches the masks' leaves: the same float64 scores for float32,
+    float64 and integer inputs, NaN and infinite inputs and thresholds (both missing-value
+    tracks), thresholds between two float32 values, inputs equal to a threshold or just beside
+    it, single-leaf trees, more columns than the trees read, every batch size (empty included)."""
+    from relaxpack.runtime.kernels.tree_gemm import bits_scores, gemm_plan
+    from relaxpack.runtime.kernels.tree_ranks import rank_scores
+    rng = np.random.default_rng(seed)
+    between = float(np.float32(0.5)) + 2.0 ** -30        # no float32 equals it
+    values = np.array([-np.inf, -1.5, -0.0, 0.0, 0.5, between, 1.0, np.inf, np.nan, np.nextafter(1.0, 2.0),
+                       float(np.nextafter(np.float32(0.5), np.float32(1))), -between, 3.0])
+    nodes, thresholds, roots = _random_forest(rng, 15, 4, modes, values)
+    nodes[thresholds != thresholds, 4] = 1 - nodes[thresholds != thresholds, 4]
+    walk, slots, root_slots = pack_trees(nodes, thresholds, roots)
+    leaves = rng.standard_normal((len(nodes), 3))
+    leaves[rng.random(leaves.shape) < 0.2] = np.nan
+    plan = gemm_plan(walk, slots, root_slots, leaves, 12)
+    assert plan.bits is not None and plan.ranks is not None
+    for n in (0, 1, 2, 7, 64):
+        for columns in (4, 6):
+            for dtype in (np.float32, np.float64, np.int32):
+                x = rng.choice(values[:-1] if dtype == np.int32 else values, size=(n, columns))
+                x = np.nan_to_num(x, posinf=7, neginf=-7).astype(dtype) if dtype == np.int32 else x.astype(dtype)
+                got = rank_scores(plan.ranks, plan.bits.weights, plan.bits.offsets, x)
+                want = bits_scores(plan, x.astype(np.float64))
+                assert got.shape == want.shape == (n, 3)
+                np.testing.assert_array_equal(got, want)
+
+
+def test_threshold_ranks_give_way_to_the_masks_when_too_large(monkeypatch):
+    from relaxpack.runtime.kernels import tree_ranks
+    from relaxpack.runtime.kernels.tree_gemm import gemm_plan
+    nodes, thresholds, roots = _random_forest(np.random.default_rng(0), 6, 3, (0,), np.array([0.5, 1.0, 2.0]))
+    walk, slots, root_slots = pack_trees(nodes, thresholds, roots)
+    assert gemm_plan(walk, slots, root_slots, np.ones((len(nodes), 1)), 12).ranks is not None
+    monkeypatch.setattr(tree_ranks, "MAX_TABLE_VALUES", 8)
+    plan = gemm_plan(walk, slots, root_slots, np.ones((len(nodes), 1)), 12)
+    assert plan.bits is not None and plan.ranks is None
+
+
+def test_batches_take_the_ranks_while_their_extra_work_is_small():
+    from relaxpack.runtime.kernels.tree_gemm import gemm_plan
+    from relaxpack.runtime.kernels.tree_ranks import RANKS_MAX_EXTRA, use_ranks
+    nodes, thresholds, roots = _random_forest(np.random.default_rng(3), 9, 3, (0,), np.array([0.5, 1.0, 2.0]))
+    walk, slots, root_slots = pack_trees(nodes, thresholds, roots)
+    plan = gemm_plan(walk, slots, root_slots, np.ones((len(nodes), 1)), 12)
+    ranks = plan.ranks
+    assert ranks.extra == ranks.values.size + ranks.starts.size * ranks.table.shape[1] - plan.bits.column.size
+    assert not use_ranks(None, 1) and use_ranks(ranks, 0)
+    if ranks.extra > 0:
+        most = RANKS_MAX_EXTRA // ranks.extra
+        assert use_ranks(ranks, most) and not use_ranks(ranks, most + 1)
+    else:
+        assert use_ranks(ranks, 1 << 20)

@@ -59,7 +59,7 @@ GEMM = (step("matmul", [P(0), P(1)], inplace=[False, False], out_dtype=None),
         step("nn.gelu", [S(1)], approximate="none"),
         step("add", [S(2), P(3)], inplace=[True, True]))
 CONV = (step("nn.conv", [P(0), P(1)], inplace=[False, False], strides=1, padding=1, dilation=1, groups=1,
-             data_layout="NCHW", out_layout=None),
+             exact=False, data_layout="NCHW", out_layout=None),
         step("nn.leakyrelu", [S(0)], alpha=0.1))
 # needs three buffers: (exp x + tanh x) * (sin x + cos x)
 WIDE = (step("exp", [P(0)]), step("tanh", [P(0)]), step("add", [S(0), S(1)]),

@@ -226,6 +226,21 @@ def test_pad_negative_pads_crop_first(mode, pads):
     assert_close(run_kernel("pad", x, pads=pads, pad_mode=mode, pad_value=1.5), want)
 
 
+@pytest.mark.parametrize("mode", ["reflect", "edge", "wrap"])
+def test_pad_gathers_are_numpys_pad_for_any_width(mode):
+    """reflect/edge/wrap as one gather per padded axis (image._pad_gathers): numpy's np.pad,
+    pads wider than the axis (numpy reflects and wraps again), an axis of one, a transposed
+    (non-contiguous) input, one or several padded axes."""
+    rng = np.random.default_rng(12)
+    for shape in [(1,), (2,), (5,), (1, 3), (3, 1, 2), (4, 2)]:
+        for _ in range(6):
+            widths = [tuple(int(v) for v in rng.integers(0, 8, 2)) for _ in shape]
+            x = rand(rng, shape[::-1], "float32").T
+            pads = tuple(b for b, _ in widths) + tuple(e for _, e in widths)
+            np.testing.assert_array_equal(run_kernel("pad", x, pads=pads, pad_mode=mode),
+                                          np.pad(x, widths, mode=mode))
+
+
 def test_pad_strings_and_scalars():
     x = np.array([["a", "b"], ["c", "d"]], dtype=object)
     got = run_kernel("pad", x, pads=(1, 0, 0, 1), pad_mode="constant", pad_value="z")

@@ -40,6 +40,25 @@ def test_normalizer_leaves_zero_rows():
     np.testing.assert_allclose(out, [[0, 0], [0.6, -0.8]])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_l1_normalizer_is_the_float64_quotient_and_keeps_zero_rows(dtype):
+    """L1 raises the norm to the least subnormal instead of testing it for zero: zero rows
+    (signed zeros included) stay, NaN rows stay NaN, subnormal and huge rows divide as in
+    float64, every dtype as the float64 quotient rounded once."""
+    x = np.array([[0.0, -0.0, 0.0], [1.0, -2.0, 5.0], [np.nan, 1.0, 0.0], [5e-324, 0.0, -5e-324],
+                  [1e308, 1e308, -1.0], [-3.0, 0.0, 0.0]])
+    if dtype == np.int64:
+        x = np.array([[0, 0, 0], [1, -2, 5], [-3, 0, 0], [7, 7, 0]])
+    x = x.astype(dtype)
+    out = np.empty(x.shape, np.float32)
+    ml_normalizer(x, out=out, norm="L1")
+    x64 = x.astype(np.float64)
+    norm = np.abs(x64).sum(axis=1, keepdims=True)
+    want = np.where(norm == 0, x64, x64 / np.where(norm == 0, 1.0, norm)).astype(np.float32)
+    np.testing.assert_array_equal(out, want)
+    assert np.array_equal(np.signbit(out[0]), np.signbit(want[0]))
+
+
 @pytest.mark.parametrize("aggregate,expected", [("SUM", [3.0, 5.0]), ("AVERAGE", [1.5, 2.5]),
                                                 ("MIN", [1.0, 2.0]), ("MAX", [2.0, 3.0])])
 def test_tree_aggregates(aggregate, expected):

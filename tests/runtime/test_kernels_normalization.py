@@ -38,13 +38,17 @@ def test_softmax_is_stable_for_large_inputs(name, op):
     assert_close(got, expected)
 
 
+@pytest.mark.parametrize("batch", [2, 8])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
-def test_softmax_last_axis_rows_far_apart_and_masked(dtype):
+def test_softmax_last_axis_rows_far_apart_and_masked(dtype, batch):
     """The last-axis path shifts by the tensor's max and redoes rows whose own
-    max is far below it: rows 300 apart, a BERT-style -10000 mask, a causal
+    max is far below it (the whole tensor up to _WHOLE_REDO_SIZE values, batch 2; those
+    rows only above, batch 8): rows 300 apart, a BERT-style -10000 mask, a causal
     finfo.min mask, odd sizes."""
+    from relaxpack.runtime.kernels.normalization import _WHOLE_REDO_SIZE
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((2, 3, 9, 13)) * 4
+    x = rng.standard_normal((batch, 3, 9, 13)) * 4
+    assert (x.size <= _WHOLE_REDO_SIZE) == (batch == 2)
     x[0, 1] -= 300.0                                        # whole heads far below the max
     x[1, :, 2] += 60.0                                      # one row far above the others
     x[..., 10:] += -10000.0                                 # padding mask
@@ -82,6 +86,44 @@ def test_softmax_last_axis_in_place_inf_and_all_masked_rows():
     x[3, 4] = np.inf                                        # inf takes the general path: NaN row as before
     got = run_kernel("nn.softmax", x, axis=-1)
     assert np.isnan(got[3]).any() and np.allclose(got[0], expected[0], rtol=1e-6)
+
+
+def _guarded_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    """The NaN-guarded softmax as torch.onnx writes it: Softmax, IsNaN, Where(nan, 0, softmax)."""
+    probs = run_kernel("nn.softmax", x, axis=axis)
+    return np.where(np.isnan(probs), np.zeros((), probs.dtype), probs)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape, axis", [((3, 5, 7), -1), ((6, 50, 9), -1), ((3, 5, 7), 1), ((2, 6), 0), ((0, 4), -1),
+                                         ((1, 1), -1)])
+def test_safe_softmax_is_the_guarded_softmax(dtype, shape, axis):
+    """Bit for bit the softmax followed by its NaN guard: plain rows, rows far below the max
+    (redone), an all -inf row (zeros), NaN and inf inputs (the general path), other axes, empty."""
+    rng = np.random.default_rng(9)
+    x = rand(rng, shape, dtype) * 3
+    np.testing.assert_array_equal(run_kernel("nn.safe_softmax", x, axis=axis), _guarded_softmax(x, axis))
+    if x.ndim == 3 and x.size:
+        x[0, 1] -= 300.0                                    # redone rows with finite values
+        x[1, 2] = -np.inf                                   # an all -inf row: NaN -> 0
+        got = run_kernel("nn.safe_softmax", x, axis=axis)
+        np.testing.assert_array_equal(got, _guarded_softmax(x, axis))
+        if axis == -1:
+            assert not np.isnan(got).any() and (got[1, 2] == 0).all()
+        x[2, 0, 3], x[2, 1, 4] = np.nan, np.inf             # non-finite max: the general path
+        got = run_kernel("nn.safe_softmax", x, axis=axis)
+        np.testing.assert_array_equal(got, _guarded_softmax(x, axis))
+        assert not np.isnan(got).any()
+
+
+def test_safe_softmax_in_place():
+    x = (np.random.default_rng(10).standard_normal((4, 9)) * 3).astype(np.float32)
+    x[1] = -np.inf
+    want = _guarded_softmax(x, -1)
+    same = x.copy()
+    get_kernel("nn.safe_softmax").fn(same, out=same, axis=-1)
+    np.testing.assert_array_equal(same, want)
+    assert (same[1] == 0).all()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -221,3 +263,38 @@ def test_a_last_axis_of_a_scalar_is_a_shape_error(op, args, attrs):
     x = np.array(1.0, np.float32)
     with pytest.raises(ShapeError, match="out of range for a tensor of rank 0"):
         call_kernel(op, x, *[np.ones((), np.float32)] * args, out=np.empty((), np.float32), **attrs)
+
+
+def test_layer_norm_per_instruction_is_the_generic_kernel():
+    """The specialized layer norm keeps the row path's flattened parameters: bit for bit the
+    generic kernel over a run of calls that change the rows, the parameters' values (same
+    arrays), the parameter arrays, beta (None), the dtype (float16: the generic path), the axis
+    (not last), an empty input and an in-place call."""
+    rng = np.random.default_rng(11)
+    kernel = get_kernel("nn.layer_norm").fn
+    spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, (False, True, True))
+    g32, b32 = rand(rng, (8,), "float32"), rand(rng, (8,), "float32")
+    calls = [(rand(rng, (2, 3, 8), "float32"), g32, b32), (rand(rng, (1, 5, 8), "float32"), g32, b32),
+             (rand(rng, (4, 1, 8), "float32"), g32, None), (rand(rng, (2, 2, 8), "float32"), g32.copy(), b32),
+             (rand(rng, (2, 3, 8), "float16"), g32.astype(np.float16), b32.astype(np.float16)),
+             (rand(rng, (0, 3, 8), "float32"), g32, b32), (rand(rng, (3, 8), "float32"), g32, b32),
+             (rand(rng, (2, 3, 8), "float32"), g32, b32)]
+    for x, g, b in calls:
+        want = np.empty_like(x)
+        kernel(x, g, b, out=want, axes=(-1,), epsilon=EPS)
+        got = np.empty_like(x)
+        spec(x, g, b, out=got)
+        np.testing.assert_array_equal(got, want)
+    g32 *= 2.0                                   # new values in the kept array show through
+    x = rand(rng, (2, 3, 8), "float32")
+    want = np.empty_like(x)
+    kernel(x, g32, b32, out=want, axes=(-1,), epsilon=EPS)
+    same = x.copy()
+    spec(same, g32, b32, out=same)               # in place
+    np.testing.assert_array_equal(same, want)
+    spec_first = kernel.specialize_attrs({"axes": (0,), "epsilon": EPS}, (False, True, True))
+    x = rand(rng, (8, 3), "float32")
+    want, got = np.empty_like(x), np.empty_like(x)
+    kernel(x, g32, b32, out=want, axes=(0,), epsilon=EPS)
+    spec_first(x, g32, b32, out=got)
+    np.testing.assert_array_equal(got, want)

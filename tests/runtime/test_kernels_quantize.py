@@ -76,3 +76,32 @@ def test_dynamic_quantize_linear_uses_one_kernel_and_matches_onnxruntime():
         want = dict(zip(("y", "s", "zp"), session.run(None, {"x": x})))
         for name in ("y", "s", "zp"):
             np.testing.assert_array_equal(got[name], want[name])
+
+
+def _edge_cases():
+    """Ranges around zero the float path takes (and its neighbours it leaves to numpy): signed
+    zeros, denormals, spans at float32's top, zero points at rounding ties and at 0 / 255."""
+    f = np.float32
+    cases = [np.array([-0.0, 1.0], f), np.array([0.0, -0.0], f), np.array([-1.0, -0.0], f),
+             np.array([-1e-45, 1e-45], f), np.array([-1e-45, 3.0], f), np.array([-3.0, 1e-45], f),
+             np.array([-1.7e38, 1.7e38], f), np.array([-3.4e38, 1.0], f), np.array([-1.0, 3.4e38], f),
+             np.array([-2.0, 1e-38], f), np.array([-5e-39, 7e-39], f)]
+    # zero points whose -min / scale is near a .5 tie: min = -(k + 0.5) * span / 255
+    for k in (0, 1, 84, 127, 253, 254):
+        for span in (1.0, 255.0, 3.3):
+            lo = -f((k + 0.5) * span / 255)
+            cases.append(np.array([lo, f(span) + lo], f))
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        lo, hi = -rng.exponential() ** rng.integers(-8, 9), rng.exponential() ** rng.integers(-8, 9)
+        cases.append(rng.uniform(lo, hi, rng.integers(1, 9)).astype(f))
+    return cases
+
+
+def test_float_path_matches_the_composition_at_its_edges():
+    for x in _edge_cases():
+        scale, zp = np.empty((), np.float32), np.empty((), np.float32)
+        dynamic_quantize_params(x, out=(scale, zp))
+        want_scale, want_zp = _composition(x)
+        np.testing.assert_array_equal(scale.view(np.uint32), want_scale.view(np.uint32), err_msg=repr(x))
+        np.testing.assert_array_equal(zp.view(np.uint32), want_zp.view(np.uint32), err_msg=repr(x))

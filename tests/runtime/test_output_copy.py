@@ -102,3 +102,58 @@ def test_run_with_a_list_says_how_to_pass_inputs():
     with pytest.raises(relaxpack.errors.InputError, match=r"run takes the inputs by name, e.g. \{'x': \.\.\.\}, "
                                                           r"got a list"):
         vm.run([np.ones((2, 3), np.float32)])
+
+
+def test_tuples_of_owned_outputs_pass_as_they_are_unless_one_is_shared():
+    """The shortest path (``_owned_apart``): outputs that own their memory, apart from every
+    input and constant, come back as they are; an output twice, an owned constant, an input
+    returned, or an input that views an output still get copies."""
+    owned = np.zeros(3)
+    detach, x = OutputDetacher([owned]), np.ones(3)
+    a, b = np.ones(2), np.ones(2)
+    result = detach((a, b), (x,))
+    assert result[0] is a and result[1] is b
+    twice = detach((a, a), (x,))
+    assert twice[0] is a and twice[1] is not a and not np.shares_memory(twice[0], twice[1])
+    for shared in (owned, x):
+        got = detach((a, shared), (x,))
+        assert got[0] is a and got[1] is not shared and not np.shares_memory(got[1], shared)
+    got = detach((a, b), (x, b[1:]))
+    assert got[0] is a and not np.shares_memory(got[1], b[1:])
+
+
+def test_maps_and_unchanged_tuples_pass_as_they_are():
+    """ZipMap's PlainMaps (fresh dicts of Python scalars) reaches as_map_output as it is (which
+    then converts nothing), and a tuple whose arrays need no copy is not rebuilt."""
+    from relaxpack.runtime.maps import PlainMaps
+    detach, x = OutputDetacher([]), np.ones(3)
+    maps = PlainMaps([{1: 0.5}, {1: 0.25}])
+    nested = (np.ones(2), (np.zeros(2),))
+    result = detach((x[1:], maps, nested), (x,))
+    assert result[1] is maps and result[2] is nested
+    assert not np.shares_memory(result[0], x)
+
+
+def test_views_of_fresh_arrays_pass_as_they_are_and_shared_owners_are_copied():
+    """A view's base is the array owning its memory: outputs viewing fresh arrays pass as
+    they are; one whose owner holds a constant (a constant that is itself a view), an input,
+    or another output's memory is copied; a base numpy does not own goes to the full check."""
+    owner = np.zeros(8)
+    constant_view = owner[2:4]
+    detach, x = OutputDetacher([constant_view]), np.ones(3)
+    fresh, other = np.ones(6), np.ones(4)
+    a, b = fresh.reshape(2, 3), other[1:]
+    got = detach((a, b), (x, x[1:]))
+    assert got[0] is a and got[1] is b
+    for shared in (owner, owner[2:3]):                  # the constant's memory: copied
+        got = detach((a, shared), (x,))
+        assert got[0] is a and got[1] is not shared and not np.shares_memory(got[1], owner)
+    apart = owner[5:]                                    # the constant's owner, not its bytes: the full check keeps it
+    assert detach((a, apart), (x,))[1] is apart
+    got = detach((a, fresh[:2]), (x,))                   # two outputs of one owner
+    assert not np.shares_memory(got[0], got[1])
+    got = detach(a, (fresh[4:],))                        # an input that views the output's owner
+    assert got is not a
+    mapped = np.frombuffer(bytearray(48), np.float64)
+    got = detach(mapped[1:], (x,))
+    assert got.base is mapped and np.shares_memory(got, mapped)      # no overlap: the full check keeps it

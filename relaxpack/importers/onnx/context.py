@@ -4,25 +4,17 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import logging
-
 import numpy as np
 
 from ...errors import ShapeError
 from ...ir.block_builder import BlockBuilder, is_leaf, is_pure_expr
-from ...ir.dims import Dim, evaluate, free_vars, normalize, sym
+from ...ir.dims import Dim
 from ...ir.expr import Call, Constant, Expr, ShapeExpr, Var
 from ...ir.struct_info import TensorStructInfo, dtype_name
 from ...ops.registry import make_call
 from ...ops.evaluate import evaluate_call
 from .lift import Lifts
 from .value import Value
-
-log = logging.getLogger(__name__)
-
-#: The largest lower bound ``assume_nonneg`` gives an input dim: "at least 1"
-#: (an empty image or sequence) is what exporters' ``(h - 1) / s + 1`` needs.
-ASSUMED_LOWER_BOUND = 1
 
 #: Constants up to this many elements are folded at import time when an op
 #: computes them from other constants (shape arithmetic and the like).
@@ -39,36 +31,11 @@ class ImportContext:
         self.scope = None   # the value names visible to it
         self.graphs = None  # the GraphConverter, for subgraphs (If branches)
         self.lifts = Lifts()  # data-dependent sizes lifted to dims (lift.py)
-        self.input_dims: frozenset[str] = frozenset()  # the graph inputs' dims (checked on entry)
 
     @property
     def opset(self) -> int:
         """The default domain's opset version."""
         return self.opsets.get("", 1)
-
-    def assume_nonneg(self, x: Dim) -> bool:
-        """Whether ``x >= 0`` holds, raising an input dim's lower bound to 1
-        when that is what it takes (``x = p * h + k``, ``p > 0``, over one
-        input dim ``h`` with no range from the caller). The bound joins the
-        function's ``dim_ranges``, which the input checks enforce: a smaller
-        ``h`` is a one-line error, never a wrong answer (design notes:
-        "Truncating Div of a shape")."""
-        analyzer = self.bb.analyzer
-        if analyzer.prove_nonneg(x):
-            return True
-        names = free_vars(x)
-        if len(names) != 1 or not names <= self.input_dims:
-            return False
-        name, = names
-        k = evaluate(x, {name: 0})
-        p = evaluate(x, {name: 1}) - k
-        need = -(k // p) if p > 0 else None            # ceil(-k / p)
-        if need is None or normalize(x) != p * sym(name) + k or need > ASSUMED_LOWER_BOUND \
-                or analyzer.range_of(name) != (0, None):    # a range the caller gave is kept as given
-            return False
-        analyzer.set_range(name, need)
-        log.info("assuming %s >= %d (a truncating Div of %s is then a floor division)", name, need, x)
-        return analyzer.prove_nonneg(x)
 
     # ------------------------------------------------------------ values
     def expr(self, value: Value) -> Expr:

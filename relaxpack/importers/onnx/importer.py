@@ -82,8 +82,6 @@ def _from_onnx(model, dims) -> IRModule:
     params = [_input_var(inp, namer) for inp in graph.input if inp.name not in _initializer_names(graph)]
     namer.check_all_used()
     ctx = ImportContext(bb, opsets)
-    ctx.input_dims = frozenset(name for p in params for name in p.struct_info.dim_vars()) \
-        if params else frozenset()
     converter = GraphConverter(ctx, model_dir, functions)
     with bb.function("main", params, attrs={"output_names": tuple(o.name for o in graph.output)}):
         values = {p.name_hint: Value(p.struct_info, expr=p) for p in params}

@@ -204,12 +204,14 @@ def _shaped(sinfo) -> bool:
 
 
 CONV = register_op("nn.conv", infer=infer_conv,
-            attrs={"strides": 1, "padding": 0, "dilation": 1, "groups": 1, "data_layout": "NCHW",
+            attrs={"strides": 1, "padding": 0, "dilation": 1, "groups": 1, "exact": False, "data_layout": "NCHW",
                    "out_layout": None},
             num_args=2, workspace=conv_workspace,
             doc="N-d convolution: data (N, C, *spatial), weight (O, C/groups, *kernel); "
                 "NHWC: data (N, *spatial, C), weight (*kernel, C/groups, O); "
-                "out_layout NHWC (NCHW data): the result (N, *spatial, O).")
+                "out_layout NHWC (NCHW data): the result (N, *spatial, O). exact: an integer "
+                "product in float (QLinearConv): only sums of products (no Winograd), and no "
+                "pass folds anything into the weight.")
 #: a conv's attributes, in its schema's order (conv_bias_act takes them too)
 CONV_ATTRS = tuple(CONV.attrs)
 

@@ -27,6 +27,8 @@ def _infer_softmax(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
 
 register_op("nn.softmax", infer=_infer_softmax, attrs={"axis": -1}, num_args=1,
             doc="Softmax along axis.")
+register_op("nn.safe_softmax", infer=_infer_softmax, attrs={"axis": -1}, num_args=1,
+            doc="Softmax along axis, NaN results as 0 (torch's _safe_softmax: a fully masked row gives zeros).")
 register_op("nn.log_softmax", infer=_infer_softmax, attrs={"axis": -1}, num_args=1,
             doc="Log of softmax along axis.")
 

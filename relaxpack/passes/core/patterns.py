@@ -415,6 +415,15 @@ class Match:
         var = self._vars.get(name)
         return 0 if var is None else self._scope.uses.get(var, 0)
 
+    def producer(self, expr: Expr) -> tuple[Expr, int]:
+        """What ``expr`` is beyond the pattern: the value a var (not a match cast) is bound to in
+        the function and the var's live uses, or ``(expr, 0)`` for anything else. Lets a check walk
+        a chain of any length (a pattern has a fixed depth)."""
+        d = self._scope.defs.get(expr) if isinstance(expr, Var) else None
+        if d is None or d.match_cast:
+            return expr, 0
+        return d.value, self._scope.uses.get(expr, 0)
+
     def name_of(self, name: str) -> str:
         var = self._vars.get(name)
         return self._scope.name(var) if var is not None else _describe_value(self._exprs[name])

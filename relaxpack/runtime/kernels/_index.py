@@ -150,6 +150,7 @@ OWNER: dict[str, str] = {
     'nn.prelu': 'activation',
     'nn.relu': 'activation',
     'nn.rnn': 'recurrent',
+    'nn.safe_softmax': 'normalization',
     'nn.selu': 'activation',
     'nn.silu': 'activation',
     'nn.softmax': 'normalization',

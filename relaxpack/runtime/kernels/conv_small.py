@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from . import conv_small_nhwc, conv_strided
+from . import conv_small_integer, conv_small_nhwc, conv_strided
 from ._math import CLIP
 from ._workspace import scratch_nbytes
 
@@ -34,14 +34,14 @@ PRIVATE_MAX_BYTES = 4 << 20
 
 
 def specialize(generic, constant: tuple, *, strides, padding, dilation, groups, activation,
-               data_layout, out_layout):
+               data_layout, out_layout, exact=False):
     """``call(data, weight, bias=None, *, out, workspace=None)`` for one instruction of ``generic``
     (``nn.conv_bias_act``'s kernel) with these attributes; a float16 weight's float32 copy is kept
     only when ``constant[1]`` says the weight is a bound value."""
     fixed_weight = len(constant) > 1 and constant[1]
     fixed_bias = len(constant) > 2 and constant[2]
     attrs = dict(strides=strides, padding=padding, dilation=dilation, groups=groups, activation=activation,
-                 data_layout=data_layout, out_layout=out_layout)
+                 data_layout=data_layout, out_layout=out_layout, exact=exact)
     state = [None, None]            # the key of the prepared call, its runner
 
     def call(data, weight, bias=None, *, out, workspace=None):
@@ -51,7 +51,7 @@ def specialize(generic, constant: tuple, *, strides, padding, dilation, groups, 
                 and out.flags.c_contiguous):
             runner = state[1]
         else:
-            runner = _prepare(data, weight, bias, out, workspace, attrs, fixed_weight, fixed_bias)
+            runner = _prepare(data, weight, bias, out, workspace, attrs, fixed_weight, fixed_bias, generic)
             state[0] = (data.shape, weight, bias, workspace, data.dtype, out.shape, out.dtype)
             state[1] = runner
         if runner is None:          # not the strided method's: the generic kernel, without asking again
@@ -83,9 +83,15 @@ def _checked(data, weight, bias, out, attrs, layout: str, dtypes: tuple):
     return plan, act
 
 
-def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixed_bias: bool = False):
+def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixed_bias: bool = False,
+             generic=None):
     """The runner of the strided method or of a pointwise conv (channels last:
-    :mod:`.conv_small_nhwc`'s) for these operands, or None where the generic kernel runs."""
+    :mod:`.conv_small_nhwc`'s; an integer conv: :mod:`.conv_small_integer`'s) for these
+    operands, or None where the generic kernel runs."""
+    if out.dtype.kind in "iu":
+        return None if generic is None else conv_small_integer.prepare(
+            data, weight, bias, out, workspace, attrs, fixed_weight, fixed_bias, _prepare, generic,
+            PRIVATE_MAX_BYTES)
     if attrs["data_layout"] == "NHWC" and attrs["out_layout"] in (None, "NHWC"):
         return _prepare_nhwc(data, weight, bias, out, workspace, attrs, fixed_weight, fixed_bias)
     if attrs["data_layout"] != "NCHW" or attrs["out_layout"] not in (None, "NCHW"):
@@ -195,6 +201,7 @@ def _pointwise(data, weight, bias, act, spatial_dims: int):
             add(out, bias_b, out=out)
         if act is not None:
             act(out)
+    run.pointwise = True        # reads ``x`` as it is (an integer caller converts it first)
     return run
 
 

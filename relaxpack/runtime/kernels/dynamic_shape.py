@@ -40,7 +40,7 @@ def _ints(op: str, what: str, array) -> tuple[int, ...]:
         raise ShapeError(f"{op}: {what} must be integers, got {a.dtype}")
     if a.ndim > 1:
         raise ShapeError(f"{op}: {what} must be 1-D, got shape {a.shape}")
-    return tuple(int(v) for v in a.reshape(-1))
+    return tuple(a.reshape(-1).tolist())       # Python ints (iterating makes a numpy scalar each)
 
 
 def _one_int(op: str, what: str, array) -> int:

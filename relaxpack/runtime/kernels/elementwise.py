@@ -318,6 +318,35 @@ def clip(x, *, out, min, max, saturate_nan):  # noqa: A002 (the op's attribute n
         _saturate_nan(out, hi if lo is None else lo)
 
 
+def _specialize_clip(attrs: dict, constant: tuple):
+    """Per instruction: a float clip of an operand of ``out``'s dtype with its bounds made once
+    per dtype (the kernel works them out from the attributes every call; a quantizer's chain
+    has one per quantized tensor); anything else goes to :func:`clip`."""
+    low, high, saturate_nan = attrs["min"], attrs["max"], attrs["saturate_nan"]
+    if set(attrs) != {"min", "max", "saturate_nan"} or (low is None and high is None):
+        return lambda x, *, out, workspace=None: clip(x, out=out, **attrs)
+    bounds: dict = {}
+    ndarray, floats, reduce_min, isnan = np.ndarray, _CLIP_FLOATS, np.minimum.reduce, math.isnan
+
+    def call(x, *, out, workspace=None):
+        dtype = out.dtype
+        if x.__class__ is not ndarray or x.dtype != dtype or dtype not in floats:
+            clip(x, out=out, **attrs)
+            return
+        b = bounds.get(dtype)
+        if b is None:
+            kind = dtype.type
+            b = bounds[dtype] = (kind(-np.inf if low is None else low), kind(np.inf if high is None else high),
+                                 high if low is None else low)
+        CLIP(x, b[0], b[1], out=out)
+        if saturate_nan and out.size and isnan(reduce_min(out, None)):
+            np.copyto(out, b[2], where=np.isnan(out), casting="unsafe")
+    return call
+
+
+clip.specialize_attrs = _specialize_clip
+
+
 def _saturate_nan(out: np.ndarray, bound) -> None:
     """NaN -> ``bound`` in ``out``: one read-only reduction finds whether
     there is any (a clipped NaN-free array has a finite minimum); only then

@@ -95,14 +95,14 @@ gemm.specialize_attrs = _specialize_gemm
 
 @register_kernel("nn.conv_bias_act")
 def conv_bias_act(data, weight, bias=None, *, out, strides, padding, dilation, groups,
-                  activation, data_layout, out_layout, workspace=None):
+                  activation, data_layout, out_layout, exact, workspace=None):
     """``activation(nn.conv(data, weight) + bias)``, the bias per output
     channel (in either ``data_layout`` and ``out_layout``); scratch from
     ``workspace`` when given."""
     epilogue = None if activation is None else lambda part: apply_activation(part, activation)
     conv_bias(data, weight, bias, out=out, strides=strides, padding=padding, dilation=dilation,
               groups=groups, data_layout=data_layout, out_layout=out_layout, workspace=workspace,
-              epilogue=epilogue)
+              epilogue=epilogue, exact=exact)
 
 
 def _specialize_conv_bias_act(attrs: dict, constant: tuple):

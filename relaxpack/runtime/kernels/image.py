@@ -428,7 +428,25 @@ def pad(data, *value, out, pads, pad_mode, pad_value):
         if (b or e) and inner.shape[axis] == 0:
             raise ShapeError(f"pad: pad_mode {pad_mode!r} cannot extend the empty axis {axis} "
                              f"(data shape {data.shape}, pads {pads})")
-    np.copyto(out, np.pad(inner, widths, mode=pad_mode))
+    gathers = _pad_gathers(inner.shape, widths, pad_mode)
+    for k, (axis, index) in enumerate(gathers):
+        last = k == len(gathers) - 1
+        if last and out.dtype == inner.dtype and out.flags.c_contiguous:
+            inner.take(index, axis, out, "clip")
+        else:
+            inner = inner.take(index, axis, None, "clip")
+    if not gathers or out.dtype != inner.dtype or not out.flags.c_contiguous:
+        np.copyto(out, inner)
+
+
+@functools.lru_cache(maxsize=256)
+def _pad_gathers(shape: tuple, widths: tuple, pad_mode: str) -> tuple:
+    """``(axis, index)`` per padded axis: reflect, edge and wrap pad each axis on its own, so
+    ``np.pad(x, widths, mode)`` is one gather per padded axis by ``np.pad(arange(n), width,
+    mode)`` (numpy's own rule, large pads included): one ``take`` instead of np.pad's ~30 us
+    of Python on a small tensor."""
+    return tuple((axis, np.pad(np.arange(n, dtype=np.intp), width, mode=pad_mode))
+                 for axis, (n, width) in enumerate(zip(shape, widths)) if width != (0, 0))
 
 
 @register_kernel("dynamic_pad")

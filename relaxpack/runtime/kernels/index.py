@@ -75,7 +75,7 @@ def take(data, indices, *, out, axis):
     """numpy take / ONNX Gather: ``data.shape[:axis] + indices.shape + data.shape[axis+1:]``."""
     ax = normalize_axis(axis, data.ndim)
     try:
-        np.take(data, indices, axis=ax, out=out, mode="raise")
+        data.take(indices, ax, out, "raise")        # the method: np.take's Python wrapper costs ~0.4 us
     except IndexError:
         raise _index_error("take", indices, data.shape[ax], ax) from None
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ShapeError
-from ..fpstate import quiet
+from ..fpstate import IGNORING, quiet, state_now
 from ._math import normalize_axis
 from ._registry import register_kernel
 from .string_cast import format_numbers, parse_numbers
@@ -74,6 +74,27 @@ def astype(x, *, out, dtype):
         x = parse_numbers(x, out.dtype)
     with quiet():
         np.copyto(out, x, casting="unsafe")
+
+
+def _specialize_astype(attrs: dict, constant: tuple):
+    """Per instruction: a cast between array types other than object is ``copyto`` alone (the
+    kernel's dtype tests and ``quiet`` cost more than the copy on a small array; a quantized
+    model's chains cast each tensor two or three times); anything else goes to :func:`astype`."""
+    ndarray, copy = np.ndarray, np.copyto
+
+    def call(x, *, out, workspace=None):
+        if x.__class__ is ndarray and x.dtype.kind != "O" and out.dtype.kind != "O":
+            if state_now() is IGNORING:         # a VM run: warnings are off already
+                copy(out, x, casting="unsafe")
+                return
+            with quiet():
+                copy(out, x, casting="unsafe")
+            return
+        astype(x, out=out, **attrs)
+    return call
+
+
+astype.specialize_attrs = _specialize_astype
 
 
 @register_kernel("to_float8e8m0")

@@ -67,13 +67,14 @@ def _tap_slices(tap, strides, dilation, lengths) -> tuple[slice, ...]:
 
 @register_kernel("nn.conv")
 def conv(data, weight, *, out, strides, padding, dilation, groups, data_layout,
-         out_layout, workspace=None):
+         out_layout, exact, workspace=None):
     """N-d convolution: data ``(N, C, *spatial)``, weight ``(O, C/groups, *kernel)``
     (NHWC: ``(N, *spatial, C)`` and ``(*kernel, C/groups, O)``); ``out_layout``
     (None: ``data_layout``) ``"NHWC"`` with NCHW data: ``out`` is ``(N,
-    *spatial, O)``. Scratch from ``workspace`` when given (:func:`conv_workspace` bytes)."""
+    *spatial, O)``. Scratch from ``workspace`` when given (:func:`conv_workspace` bytes);
+    ``exact``: sums of products only (a Winograd plan runs its direct fallback)."""
     conv_bias(data, weight, None, out=out, strides=strides, padding=padding, dilation=dilation,
-              groups=groups, data_layout=data_layout, out_layout=out_layout, workspace=workspace)
+              groups=groups, data_layout=data_layout, out_layout=out_layout, workspace=workspace, exact=exact)
 
 
 def _specialize_conv(attrs: dict, constant: tuple):
@@ -110,11 +111,12 @@ def _channels_first_shapes(data_shape, weight_shape, data_layout: str):
 
 
 def conv_bias(data, weight, bias, *, out, strides, padding, dilation, groups, data_layout, out_layout,
-              workspace=None, epilogue=None) -> None:
+              workspace=None, epilogue=None, exact=False) -> None:
     """``nn.conv`` plus a per-output-channel ``bias`` when it is not None, with
     the results of the two ops (the bias is added in ``out``'s precision);
     then ``epilogue(view)`` (an elementwise activation, in place) on all of
-    ``out``, a part at a time where the engine finishes it in blocks."""
+    ``out``, a part at a time where the engine finishes it in blocks. ``exact``:
+    a Winograd plan (whose weight transform has fractions) runs its direct fallback."""
     try:
         plan, lengths, expected = _prepared_conv(data.shape, weight.shape, strides, padding, dilation, groups,
                                                  data_layout, out_layout)
@@ -132,7 +134,7 @@ def conv_bias(data, weight, bias, *, out, strides, padding, dilation, groups, da
         return
     if bias is not None and (out.dtype != dtype or bias.shape != (out_channels,)):
         conv_bias(data, weight, None, out=out, strides=strides, padding=padding, dilation=dilation,
-                  groups=groups, data_layout=data_layout, out_layout=out_layout, workspace=workspace)
+                  groups=groups, data_layout=data_layout, out_layout=out_layout, workspace=workspace, exact=exact)
         trailing = 0 if channels_last else len(lengths)
         np.add(out, bias.reshape(bias.shape + (1,) * trailing), out=out)
         if epilogue is not None:
@@ -143,6 +145,8 @@ def conv_bias(data, weight, bias, *, out, strides, padding, dilation, groups, da
     if data_layout == "NCHW":
         run_conv(plan, data, weight, groups, out, bias, workspace, epilogue, channels_last)
         return
+    if exact and plan.method == "winograd":
+        plan = plan.fallback
     conv_nhwc.run_conv_nhwc(plan, data, weight, groups, out, bias, workspace)
     if epilogue is not None:
         epilogue(out)
@@ -187,7 +191,7 @@ def _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups,
 
 
 def conv_workspace(data_shape, weight_shape, dtype, *, strides, padding, dilation, groups, data_layout,
-                   out_layout):
+                   out_layout, exact=False):
     """The workspace bytes ``nn.conv`` takes for these operands and output
     ``dtype`` (a name), or None when it needs none or a dim other than the
     batch is not an int. The batch may be symbolic (any value with ``+ * //``,
@@ -205,6 +209,8 @@ def conv_workspace(data_shape, weight_shape, dtype, *, strides, padding, dilatio
     if min(lengths) <= 0 or 0 in rest:
         return None
     work = work_dtype(numpy_dtype(dtype))
+    if exact and data_layout == "NHWC" and plan.method == "winograd":
+        plan = plan.fallback
     if data_layout == "NHWC":
         layouts = conv_nhwc.scratch_layouts(plan, data_shape[0], data_shape[1], weight_shape[0], work,
                                             direct=work == numpy_dtype(dtype))

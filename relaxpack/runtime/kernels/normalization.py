@@ -22,9 +22,11 @@ from ._workspace import Scratch
 #: a row whose exponentials, shifted by the tensor's max, sum below this is
 #: redone with its own max (see :func:`_softmax_rows`)
 _ROW_SUM_FLOOR = 1e-3
+#: up to this many values a tensor with such a row is redone whole (cheaper than picking rows)
+_WHOLE_REDO_SIZE = 2048
 
 
-def _softmax_rows(x: np.ndarray, buf: np.ndarray) -> bool:
+def _softmax_rows(x: np.ndarray, buf: np.ndarray) -> str | None:
     """Softmax over the last axis of ``x`` into ``buf`` (float32/float64,
     contiguous, may be ``x``), shifted by the max of the whole tensor: one
     fast reduction instead of a max per row (numpy's per-row max of short
@@ -32,8 +34,8 @@ def _softmax_rows(x: np.ndarray, buf: np.ndarray) -> bool:
     product. Rows whose own max is far below the tensor's (their shifted sum
     is under ``_ROW_SUM_FLOOR``) are redone with it, so only outputs below
     ~1e-35 (float32) can differ from the per-row shift. False, with ``buf``
-    untouched, when the max is not finite (inf / nan: the general path).
-    Six numpy calls when no row is redone, the reductions as bare ufunc
+    untouched, when the max is not finite (inf / nan: the general path);
+    otherwise what :func:`_shifted_softmax` returns. Six numpy calls when no row is redone, the reductions as bare ufunc
     reductions and ``out`` positional: on short rows each call's argument
     handling costs more than its arithmetic (``np.max`` is 1 µs of Python
     around ``np.maximum.reduce``)."""
@@ -41,25 +43,33 @@ def _softmax_rows(x: np.ndarray, buf: np.ndarray) -> bool:
     rows, dst = np.asarray(x).reshape(-1, n), buf.reshape(-1, n)     # (a subclass's reductions keep its type)
     shift = _MAX(rows, None)
     if not math.isfinite(shift):
-        return False
+        return None
     if not np.may_share_memory(x, buf):
-        _shifted_softmax(rows, shift, dst, dst)
-        return True
+        return _shifted_softmax(rows, shift, dst, dst)
     # the exponentials go to a temporary when buf is x: a redone row reads x again
     with Scratch([(dst.shape, dst.dtype)]) as (exps,):
-        _shifted_softmax(rows, shift, exps, dst)
-    return True
+        return _shifted_softmax(rows, shift, exps, dst)
 
 
-def _shifted_softmax(rows: np.ndarray, shift, exps: np.ndarray, dst: np.ndarray) -> None:
+def _shifted_softmax(rows: np.ndarray, shift, exps: np.ndarray, dst: np.ndarray) -> str:
     """The body of :func:`_softmax_rows`: ``exp(rows - shift)`` into ``exps``, divided by the
-    row sums into ``dst`` (which may be ``exps``, not ``rows``)."""
+    row sums into ``dst`` (which may be ``exps``, not ``rows``); ``REDONE`` when some row was
+    redone with its own max (only such a row, all -inf, can be NaN), else ``DONE``."""
     if rows.dtype == exps.dtype:
         np.subtract(rows, shift, exps)
     else:
         np.subtract(rows, shift, out=exps, dtype=exps.dtype)       # low floats: subtract in float32
     np.exp(exps, exps)
     total = np.dot(exps, ones_vector(rows.shape[-1], exps.dtype))
+    if _MIN(total, None) < _ROW_SUM_FLOOR and rows.size <= _WHOLE_REDO_SIZE:
+        # a small tensor is redone whole, each row shifted by its own max: five calls, where
+        # picking the rows out costs eight and fancy indexing (DeBERTa masks whole query rows)
+        with quiet():          # an all -inf row is NaN, as in ONNX's reference
+            np.subtract(rows, _MAX(rows, 1, None, None, True), out=exps, dtype=exps.dtype)
+            np.exp(exps, exps)
+            total = np.dot(exps, ones_vector(rows.shape[-1], exps.dtype))
+            np.divide(exps, total[:, None], dst)
+        return REDONE
     if _MIN(total, None) < _ROW_SUM_FLOOR:
         low = np.flatnonzero(total < _ROW_SUM_FLOOR)
         again = rows[low].astype(exps.dtype)
@@ -68,8 +78,16 @@ def _shifted_softmax(rows: np.ndarray, shift, exps: np.ndarray, dst: np.ndarray)
         np.exp(again, out=again)
         exps[low] = again
         total[low] = np.sum(again, axis=1)
+        with quiet():
+            np.divide(exps, total[:, None], dst)
+        return REDONE
     with quiet():
         np.divide(exps, total[:, None], dst)
+    return DONE
+
+
+#: what the row path says of its result: no row redone (no NaN in it), or some redone
+DONE, REDONE = "done", "redone"
 
 
 #: the dtypes the row paths compute in directly
@@ -86,22 +104,24 @@ def ones_vector(n: int, dtype) -> np.ndarray:
     return ones
 
 
-@register_kernel("nn.softmax")
-def softmax(x, *, out, axis):
-    """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
+def _softmax_into(x, out, axis) -> str:
+    """Softmax of ``x`` along ``axis`` into ``out``: ``DONE`` when the result is known to hold no
+    NaN (the row path with no row redone), else ``REDONE``."""
     if x.size == 0:
         normalize_axis(axis, x.ndim)
-        return
+        return DONE
     if x.ndim and (axis == -1 or axis == x.ndim - 1) and x.shape == out.shape and x.flags.c_contiguous \
             and out.flags.c_contiguous:
         if x.dtype == out.dtype and x.dtype in _ROW_DTYPES:
-            if _softmax_rows(x, out):
-                return
+            done = _softmax_rows(x, out)
+            if done is not None:
+                return done
         else:
             buf = scratch(out)
-            if _softmax_rows(x, buf):
+            done = _softmax_rows(x, buf)
+            if done is not None:
                 commit(buf, out)
-                return
+                return done
     ax = normalize_axis(axis, x.ndim)
     buf = load(x, out)
     with quiet():  # an all -inf row is NaN, as in ONNX's reference
@@ -109,6 +129,22 @@ def softmax(x, *, out, axis):
         np.exp(buf, out=buf)
         buf /= np.sum(buf, axis=ax, keepdims=True)
     commit(buf, out)
+    return REDONE
+
+
+@register_kernel("nn.softmax")
+def softmax(x, *, out, axis):
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
+    _softmax_into(x, out, axis)
+
+
+@register_kernel("nn.safe_softmax")
+def safe_softmax(x, *, out, axis):
+    """Softmax with NaN results as 0 (``where(isnan(s), 0, s)``, torch's ``_safe_softmax``: an
+    all -inf row, fully masked attention, gives zeros). The row path says when no NaN can be in
+    its result, so the usual call costs what a softmax costs."""
+    if _softmax_into(x, out, axis) is REDONE:
+        np.copyto(out, 0, where=np.isnan(out))
 
 
 @register_kernel("nn.log_softmax")
@@ -215,6 +251,36 @@ def layer_norm(x, gamma, beta=None, *, out, axes, epsilon):
     if beta is not None:
         buf += _param_like(beta, x.ndim, axes, buf.dtype)
     commit(buf, out)
+
+
+def _specialize_layer_norm(attrs: dict, constant: tuple):
+    """Per instruction: once a call took the row path (:func:`_plain_rows`), later calls with the
+    same ``gamma`` and ``beta`` arrays and an ``x`` / ``out`` of the same dtype and rank,
+    contiguous, of one shape, go straight to :func:`_layer_norm_rows` with the flattened
+    parameters kept (views: a register's new values show through): the checks and reshapes cost
+    ~1.5 us a call, a fifth of a layer norm of a few rows."""
+    if set(attrs) != {"axes", "epsilon"}:
+        return lambda *args, out, workspace=None: layer_norm(*args, out=out, **attrs)
+    axes, epsilon = attrs["axes"], attrs["epsilon"]
+    kept = [None]
+
+    def call(x, gamma, beta=None, *, out, workspace=None):
+        k = kept[0]
+        if k is not None and gamma is k[0] and beta is k[1] and x.dtype is k[4] and out.dtype is k[4] \
+                and x.ndim == k[5] and x.shape == out.shape and x.shape[-1] == k[2].size and x.size \
+                and x.flags.c_contiguous and out.flags.c_contiguous:
+            _layer_norm_rows(x, k[2], k[3], out, epsilon)
+            return
+        layer_norm(x, gamma, beta, out=out, axes=axes, epsilon=epsilon)
+        last = (x.ndim - 1,)
+        rows = x.ndim and (axes == last or axes == (-1,))
+        if rows and x.size and x.shape == out.shape and _plain_rows(x, gamma, beta, out, last):
+            kept[0] = (gamma, beta, gamma.reshape(-1), None if beta is None else beta.reshape(-1),
+                       out.dtype, x.ndim)
+    return call
+
+
+layer_norm.specialize_attrs = _specialize_layer_norm
 
 
 def _per_channel(param: np.ndarray, ndim: int, axis: int, dtype) -> np.ndarray:

@@ -14,6 +14,9 @@ results are the same bits (NaN and infinities included).
 
 from __future__ import annotations
 
+import math
+import struct
+
 import numpy as np
 
 from ..fpstate import quiet
@@ -28,10 +31,44 @@ def dynamic_quantize_params(x, *, out):
     (1 when that span is 0, as onnxruntime), zero point ``round(clip(-min / scale, 0, 255))``
     as float32 (an empty ``x`` has the range (-inf, inf) of the reductions' identities: scale 1, 0)."""
     scale_out, zero_point_out = out
+    fast = _finite_params(x) if x.dtype == _F32 and x.size else None
+    if fast is not None:
+        scale_out.fill(fast[0])
+        zero_point_out.fill(fast[1])
+        return
     with quiet():
         scale, zero_point = _params(x)
     np.copyto(scale_out, scale, casting="unsafe")
     np.copyto(zero_point_out, zero_point, casting="unsafe")
+
+
+_PACK_F32 = struct.Struct("f")
+
+
+def _f32(value: float) -> float:
+    """``value`` rounded to float32 (to nearest even); OverflowError past float32's range."""
+    return _PACK_F32.unpack(_PACK_F32.pack(value))[0]
+
+
+def _finite_params(x):
+    """:func:`_params` as Python floats for the usual case, a finite range strictly around 0
+    (``min x < 0 < max x``, a nonzero scale); None otherwise (zeros, whose signs numpy's
+    maximum/minimum/clip decide, infinities, NaN). Each float32 operation is made in float64
+    and rounded once to float32, which is the float32 result: for +, -, * and / a double
+    holds more than twice float32's precision, so the double rounding is innocuous. Two
+    reductions and a few Python operations instead of a dozen numpy scalar calls."""
+    top, bottom = float(np.maximum.reduce(x, axis=None)), float(np.minimum.reduce(x, axis=None))
+    if not (bottom < 0.0 < top and math.isfinite(top) and math.isfinite(bottom)):
+        return None
+    try:
+        span = _f32(top - bottom)
+    except OverflowError:           # the span is inf: numpy's path
+        return None
+    scale = _f32(span / 255.0)
+    if scale == 0.0:
+        return None
+    initial = -_f32(bottom / scale)      # >= 0: bottom < 0 < scale
+    return scale, float(round(min(initial, 255.0)))   # round: half to even, as rint
 
 
 def _params(x):

@@ -282,6 +282,7 @@ def _lstm_cell_tanh(rt, wb, rb, hidden):
     """:func:`_lstm_cell` for Sigmoid/Tanh/Tanh, no clip, peepholes or
     input_forget; packed gates (o, i, f, c), the sigmoid ones halved."""
     n = hidden
+    constants: dict = {}            # (batch, dtype) -> the loop's read-only ones and halves
 
     def step(xp, h, c):
         a = h @ rt
@@ -307,7 +308,7 @@ def _lstm_cell_tanh(rt, wb, rb, hidden):
         gates, oif, o, i_f = buf[:, :4 * n], buf[:, :3 * n], buf[:, :n], buf[:, n:3 * n]
         cells, cand, c_now = buf[:, 3 * n:], buf[:, 3 * n:4 * n], buf[:, 4 * n:]
         c_now[...] = c                  # not the caller's initial_c
-        one, half = np.ones((batch, 3 * n), dtype), np.full((batch, 3 * n), 0.5, dtype)
+        one, half = _constants(constants, batch, 3 * n, dtype)
         dot, add, mul, tanh = _matmul_into(gates), np.add, np.multiply, np.tanh
         for xp, y in zip(proj, ys):
             dot(h, rt, gates)
@@ -322,6 +323,24 @@ def _lstm_cell_tanh(rt, wb, rb, hidden):
             h = y
         return h, c_now.copy()
     return Cell(_projector(None if wb is None else wb + rb), step, loop)
+
+
+def _constants(kept: dict, batch: int, width: int, dtype) -> tuple:
+    """The LSTM loop's ``(ones, halves)`` of shape ``(batch, width)``, made once per batch and
+    dtype for a cell an instruction keeps (:func:`_specialize`); read-only, never written."""
+    key = (batch, np.dtype(dtype))
+    pair = kept.get(key)
+    if pair is None:
+        if len(kept) >= 16:         # a batch size per call must not grow it without bound
+            kept.clear()
+        pair = kept[key] = (_read_only(np.ones((batch, width), dtype)),
+                            _read_only(np.full((batch, width), 0.5, dtype)))
+    return pair
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
 
 
 def _gru_cell_tanh(rt, wb, rb, hidden):
@@ -455,8 +474,10 @@ def _lengths(kind: str, lens, seq: int, batch: int) -> np.ndarray | None:
 
 
 def _layer(kind, x, w, r, extras, out, *, hidden_size, direction, layout, optional_inputs, activations,
-           activation_alpha, activation_beta, clip, packed, **cell_attrs):
-    """The shared driver: per direction, pack (unless ``packed``), project, scan, write Y, Y_h (and Y_c)."""
+           activation_alpha, activation_beta, clip, packed, memo: dict | None = None, **cell_attrs):
+    """The shared driver: per direction, pack (unless ``packed``), project, scan, write Y, Y_h (and Y_c).
+    ``memo`` (an instruction's own, when W, R, B and P are constants): each direction's packed
+    W^T and cell, kept while they are the same arrays (see :func:`_specialize`)."""
     opt = dict(zip(optional_inputs, extras))
     y, y_h, *rest = out
     y_c = rest[0] if rest else None
@@ -469,27 +490,24 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction, layout, option
     seq, batch, _ = x.shape
     lens = _lengths(kind, opt.get("sequence_lens"), seq, batch)
     dirs = 2 if direction == "bidirectional" else 1
-    acts = _bind_activations(kind, dirs, activations, activation_alpha, activation_beta)
     xs = x.reshape(seq * batch, x.shape[2]).astype(dtype, copy=False)
     if cell_attrs.get("quantize_inputs"):
         xs = quantize_dequantize_uint8(xs)
     n = hidden_size
+    acts = None
     for d in range(dirs):
         state = [opt[k][d].astype(dtype, copy=False) if k in opt else np.zeros((batch, n), dtype)
                  for k in ("initial_h", "initial_c")]
-        b = opt["B"][d] if "B" in opt else None
-        p = opt["P"][d].astype(dtype, copy=False) if "P" in opt else None
-        fast = is_fast_cell(kind, d, dirs, activations=activations, clip=clip, peepholes=p is not None,
-                            **cell_attrs)
-        if packed:
-            wt, rt = w[d].astype(dtype, copy=False), np.ascontiguousarray(r[d], dtype)
-            b = None if b is None else b.astype(dtype, copy=False)
+        weights = (w, r, opt.get("B"), opt.get("P"), dtype)
+        kept = memo.get(d) if memo is not None else None
+        if kept is not None and all(a is b for a, b in zip(kept[0][:4], weights)) and kept[0][4] == dtype:
+            wt, cell = kept[1]
         else:
-            wt, rt, b = pack_direction(w[d], r[d], b, n, *gate_layout(kind, fast), dtype)
-        half = None if b is None else b.shape[0] // 2
-        rt = in_huge_pages(rt)     # one direction at a time: the next one's copy replaces it
-        cell = _make_cell(kind, fast, rt, None if b is None else b[:half], None if b is None else b[half:],
-                          p, acts[d], clip, n, **cell_attrs)
+            acts = acts or _bind_activations(kind, dirs, activations, activation_alpha, activation_beta)
+            wt, cell, own = _direction(kind, d, dirs, w, r, opt, dtype, n, acts[d], activations, clip, packed,
+                                       cell_attrs)
+            if memo is not None and own:
+                memo[d] = (weights, (wt, cell))
         proj = cell.project(xs, wt)
         proj = proj.reshape(seq, batch, proj.shape[1])     # not -1: seq or batch may be 0
         # H goes straight into Y when Y has the dtype the cell computes in
@@ -502,6 +520,40 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction, layout, option
         np.copyto(y_h[d], h, casting="unsafe")
         if y_c is not None:
             np.copyto(y_c[d], c, casting="unsafe")
+
+
+def _direction(kind, d: int, dirs: int, w, r, opt: dict, dtype, n: int, acts, activations, clip, packed: bool,
+               cell_attrs: dict):
+    """``(W^T, cell, own)`` of direction ``d``: its weights packed (unless ``packed``) and its cell;
+    ``own`` is False when R^T sits in the thread's huge-page buffer, which the next call reuses."""
+    b = opt["B"][d] if "B" in opt else None
+    p = opt["P"][d].astype(dtype, copy=False) if "P" in opt else None
+    fast = is_fast_cell(kind, d, dirs, activations=activations, clip=clip, peepholes=p is not None, **cell_attrs)
+    if packed:
+        wt, rt = w[d].astype(dtype, copy=False), np.ascontiguousarray(r[d], dtype)
+        b = None if b is None else b.astype(dtype, copy=False)
+    else:
+        wt, rt, b = pack_direction(w[d], r[d], b, n, *gate_layout(kind, fast), dtype)
+    half = None if b is None else b.shape[0] // 2
+    huge = in_huge_pages(rt)     # one direction at a time: the next one's copy replaces it
+    cell = _make_cell(kind, fast, huge, None if b is None else b[:half], None if b is None else b[half:],
+                      p, acts, clip, n, **cell_attrs)
+    return wt, cell, huge is rt
+
+
+def _specialize(kind: str):
+    """``specialize_attrs`` of a recurrent kernel: an instruction whose W, R, B and P are
+    constants keeps each direction's packed weights and cell across calls (on a short
+    sequence, silero's one step, packing and making the cell cost more than the step)."""
+    def specialize(attrs: dict, constant: tuple):
+        names = list(attrs.get("optional_inputs") or ())
+        static = [1, 2] + [3 + names.index(k) for k in ("B", "P") if k in names]
+        memo = {} if all(i < len(constant) and constant[i] for i in static) else None
+
+        def call(x, w, r, *extras, out, workspace=None):
+            _layer(kind, x, w, r, extras, out, memo=memo, **attrs)
+        return call
+    return specialize
 
 
 @register_kernel("nn.rnn")
@@ -520,3 +572,6 @@ def gru(x, w, r, *extras, out, **attrs):
 def lstm(x, w, r, *extras, out, **attrs):
     """ONNX LSTM: ``out`` is (Y, Y_h, Y_c)."""
     _layer("lstm", x, w, r, extras, out, **attrs)
+
+
+rnn.specialize_attrs, gru.specialize_attrs, lstm.specialize_attrs = (_specialize(k) for k in ("rnn", "gru", "lstm"))

@@ -186,13 +186,13 @@ def _arg_reduce(fn, name, x, out, axis, keepdims, select_last_index) -> None:
 def argmax(x, *, out, axis, keepdims, select_last_index):
     """Index (int64) of the first (or last) maximum along ``axis``
     (``None``: of the flattened tensor; keepdims then keeps all dims as 1s)."""
-    _arg_reduce(np.argmax, "argmax", x, out, axis, keepdims, select_last_index)
+    _arg_reduce(np.ndarray.argmax, "argmax", x, out, axis, keepdims, select_last_index)
 
 
 @register_kernel("argmin")
 def argmin(x, *, out, axis, keepdims, select_last_index):
     """Index (int64) of the first (or last) minimum along ``axis``."""
-    _arg_reduce(np.argmin, "argmin", x, out, axis, keepdims, select_last_index)
+    _arg_reduce(np.ndarray.argmin, "argmin", x, out, axis, keepdims, select_last_index)
 
 
 @register_kernel("collapse_sum_like")

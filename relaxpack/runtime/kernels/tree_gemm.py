@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .tree_ranks import TreeRanks, tree_ranks
+
 #: the padded products may hold at most this many values (trees x nodes x leaves)
 MAX_PATH_VALUES = 1 << 20
 
@@ -47,6 +49,7 @@ class TreeGemm:
     weights_t: np.ndarray   # float64 (T, K, L): leaf weights, 0 where a leaf has none
     features: int           # the columns the nodes read: x needs more than the largest
     bits: "TreeBits | None" = None  # the same trees as leaf bit masks, when each has at most 64 leaves
+    ranks: "TreeRanks | None" = None  # the masks as tables per feature (tree_ranks.py), when small enough
 
 
 def gemm_plan(walk: np.ndarray, thresholds: np.ndarray, roots: np.ndarray, leaves: np.ndarray,
@@ -80,11 +83,14 @@ def gemm_plan(walk: np.ndarray, thresholds: np.ndarray, roots: np.ndarray, leave
                 paths[t, row[node], j] = 1.0 if held else -1.0
             held_ancestors[t, 0, j] = sum(held for _, held in path)
             weights[t, j] = known[leaf]
+    features = int(column.max()) // 2 + 1 if column.size else 0
+    bits = tree_bits(feature, sign, threshold, features, paths, held_ancestors[:, 0, :] >= 0, weights) \
+        if height <= BITS else None
+    ranks = tree_ranks(bits.column, bits.threshold, bits.held_mask, bits.failed_mask, features) \
+        if bits is not None and features else None
     return TreeGemm(feature, sign[:, :, None], threshold[:, :, None], np.ascontiguousarray(paths.transpose(0, 2, 1)),
                     held_ancestors.transpose(0, 2, 1).copy(), np.ascontiguousarray(weights.transpose(0, 2, 1)),
-                    int(column.max()) // 2 + 1 if column.size else 0,
-                    tree_bits(feature, sign, threshold, int(column.max()) // 2 + 1 if column.size else 0, paths,
-                              held_ancestors[:, 0, :] >= 0, weights) if height <= BITS else None)
+                    features, bits, ranks)
 
 
 def _tree(root: int, column, nxt, max_depth: int):

@@ -109,34 +109,12 @@ def test_kv_cache_mask_length_is_an_assumption_named_by_node():
         vm.run(inputs)
 
 
-def test_truncating_div_of_a_size_assumes_the_dim_at_least_1():
-    """``(h - 1) / 2 + 1`` (ONNX Div truncates) is ``(h - 1) // 2 + 1`` once ``h >= 1``: the
-    import raises h's lower bound to 1 (checked with the inputs), so the shuffle's views
-    are exact and static in the channels; ``h = 0`` is a one-line error, not a wrong answer."""
-    _, feeds, mod = _converted("channel_shuffle_after_strided_conv")
-    assert dict((n, (lo, hi)) for n, lo, hi in mod["main"].attrs["dim_ranges"]) == {"h": (1, None), "w": (1, None)}
-    assert _output_dims(mod) == [("n", "4", "(h + 1) // 2", "(w + 1) // 2")]
-    assert "dyn." not in mod.script()
-    vm = VirtualMachine(relaxpack.build(mod, opt_level=2))
-    with pytest.raises(relaxpack.RelaxpackError, match=r"^input 'x': dim 2 \(h\) is 0, outside its range >= 1$"):
-        vm.run({"x": np.zeros((1, 3, 0, 4), np.float32)})
 
-
-def test_truncating_div_needing_more_than_1_stays_a_division():
-    """A dividend ``s - 3`` would need ``s >= 3``, more than the import assumes: no range, the
-    Div is computed at run time (truncating at ``s = 2``, where a floor would differ)."""
-    _, _, mod = _converted("truncating_div_of_a_negative_size")
-    assert "dim_ranges" not in mod["main"].attrs
-
-
-def test_a_range_the_caller_gives_is_not_narrowed():
-    """``dims={"h": (0, 40)}`` allows ``h = 0``: the import keeps that range, so the views' sizes are
-    computed at run time, and the results are onnxruntime's."""
-    model, feeds, _ = _converted("channel_shuffle_after_strided_conv")
-    mod = relaxpack.from_onnx(model, dims={"h": (0, 40)})
-    assert dict((n, (lo, hi)) for n, lo, hi in mod["main"].attrs["dim_ranges"]) == {"h": (0, 40), "w": (1, None)}
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    vm = VirtualMachine(relaxpack.build(mod, opt_level=2))
-    for b, s in [(1, 5), (2, 8)]:
-        inputs = feeds(b, s)
-        assert_close(vm.run(inputs)["y"], session.run(None, inputs)[0], 1e-5, 1e-5, f"dims {(b, s)}")
+def test_a_channel_shuffle_after_a_strided_conv_stays_static():
+    """``(h - 1) / 2 + 1`` with ONNX's truncating Div is the exact ``max(h - 1, 0) // 2 + 1``
+    (DimAnalyzer.trunc_div): the shuffle's views are reshapes of known dims, with no run-time
+    shape kernel and no assumption."""
+    _, _, mod = _converted("channel_shuffle_after_strided_conv")
+    assert _output_dims(mod) == [("n", "4", "max(h - 1, 0) // 2 + 1", "max(w - 1, 0) // 2 + 1")]
+    assert "dyn." not in mod.script() and "dim_ranges" not in mod["main"].attrs
+    assert assumptions_of(relaxpack.build(mod)) == []

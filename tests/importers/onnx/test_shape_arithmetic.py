@@ -17,7 +17,7 @@ from relaxpack.importers.onnx.context import ImportContext
 from relaxpack.importers.onnx.value import Value
 from relaxpack.ir import TensorStructInfo, sym
 from relaxpack.ir.block_builder import BlockBuilder
-from relaxpack.ir.dims import dim_min
+from relaxpack.ir.dims import dim_max, dim_min
 from relaxpack.ir.expr import Call, Var
 
 from .test_convert_elementwise import check, inp, model, node
@@ -73,6 +73,8 @@ def test_neg_and_sub(ctx):
     (N, 2, N // 2),                  # floor = truncation: n >= 0
     (N * S, S, N),                   # exact division by a symbolic dim
     (N, -2, -(N // 2)),              # truncation toward zero
+    (S - 1, 2, dim_max(S - 1, 0) // 2),          # s - 1 >= -1: truncation is 0 below 0
+    (S - 1, -2, -(dim_max(S - 1, 0) // 2)),
 ])
 def test_int_div_of_dims(ctx, num, den, want):
     divisor = ctx.sym_value((den, -2)) if not isinstance(den, int) else const(ctx, den, -2)
@@ -80,7 +82,7 @@ def test_int_div_of_dims(ctx, num, den, want):
     assert contents(result) == (want, -3)   # 7 / -2 truncates to -3
 
 
-@pytest.mark.parametrize("num, den", [(-N, 2), (N, S), (N + 1, 0)])
+@pytest.mark.parametrize("num, den", [(-N, 2), (N, S), (N + 1, 0), (S - 2, 2)])
 def test_int_div_not_decidable_is_left_to_the_ir(ctx, num, den):
     """A possibly negative dividend (floor != truncation), a symbolic divisor
     that does not divide, a zero divisor: computed at run time."""
@@ -190,3 +192,21 @@ def test_shape_value_as_an_output_is_computed_at_run_time():
               [inp("x", "float32", ["batch", 3])], opset=18, initializers={"two": np.array(2, np.int64)})
     check(m, [{"x": np.zeros((b, 3), np.float32)} for b in (1, 4)])
 
+
+
+def test_truncating_div_of_a_length_that_may_be_zero_slices_statically():
+    """torch.onnx's ``(frames - 1) / 2 + 1`` rows of a table (Whisper's positions after its
+    stride-2 conv): Div truncates, so frames = 0 gives 1 row where floor division gives 0; the
+    length is the dim ``max(frames - 1, 0) // 2 + 1`` and the slice is no run-time ``dyn.slice``."""
+    table = np.arange(24, dtype=np.float32).reshape(8, 3)
+    m = model([node("Shape", ["x"], ["shape"]), node("Gather", ["shape", "i1"], ["f"]),
+               node("Sub", ["f", "one"], ["f1"]), node("Div", ["f1", "two"], ["h"]),
+               node("Add", ["h", "one"], ["n"]), node("Unsqueeze", ["n", "ax0"], ["end"]),
+               node("Slice", ["table", "zero", "end", "zero"], ["y"])],
+              [inp("x", "float32", ["batch", "frames"])], opset=18,
+              initializers={"table": table, "i1": np.array(1, np.int64), "one": np.array(1, np.int64),
+                            "two": np.array(2, np.int64), "ax0": np.array([0], np.int64),
+                            "zero": np.array([0], np.int64)})
+    mod = check(m, [{"x": np.zeros((2, f), np.float32)} for f in (0, 1, 2, 5, 9)])
+    text = mod.script()
+    assert "dyn.slice" not in text and "max(frames - 1, 0) // 2 + 1" in text, text

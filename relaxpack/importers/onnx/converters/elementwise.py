@@ -140,9 +140,9 @@ def _sym_div(ctx):
         quotient = exact_div(a, b, analyzer)
         if quotient is not None:
             return quotient
-        # truncation equals floor division for a non-negative dividend
-        if isinstance(b, int) and b != 0 and ctx.assume_nonneg(a):
-            return a // b if b > 0 else -(a // -b)
+        # truncation is floor division of a dividend known >= 0 (or > -|b|: then max(a, 0))
+        if isinstance(b, int) and b != 0:
+            return analyzer.trunc_div(a, b)
         return None
     return div
 

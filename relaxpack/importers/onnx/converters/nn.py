@@ -157,6 +157,13 @@ def _float32_expr(ctx, expr):
 def conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
          strides=None):
     """N-d convolution, then the bias added per channel."""
+    return conv_call(ctx, x, w, b, auto_pad=auto_pad, dilations=dilations, group=group,
+                     kernel_shape=kernel_shape, pads=pads, strides=strides)
+
+
+def conv_call(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
+              strides=None, exact=False):
+    """:func:`conv`; ``exact``: the IR conv's attribute (an integer product in float, QLinearConv)."""
     n = _spatial_rank(ctx, x, w)
     kernel = _kernel(ctx, kernel_shape, w, n)
     strides = spatial_attr(ctx, strides, n, 1, "strides")
@@ -169,7 +176,7 @@ def conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kerne
     low = b is not None and is_low_float(x.dtype)
     weight = working(ctx, w) if low else ctx.expr(w)
     out = make_call("nn.conv", _float32_expr(ctx, data) if low else data, weight, strides=strides,
-                    padding=padding, dilation=dilations, groups=group)
+                    padding=padding, dilation=dilations, groups=group, exact=exact)
     return rounded(ctx, _add_bias(ctx, out, b, n + 2, low), x.dtype) if low else _add_bias(ctx, out, b, n + 2)
 
 

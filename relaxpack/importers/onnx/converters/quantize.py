@@ -28,13 +28,16 @@ from ..tensors import onnx_dtype_name
 from ..value import Value
 from ._math_common import astype, call, malformed, scalar, unsupported
 from ._shape_common import rank_unknown
-from .nn import conv as _conv
+from .nn import conv as _conv, conv_call
 
 #: Saturation ranges of the integer quantized types.
 _INT_RANGES = {
     "uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535), "int16": (-32768, 32767),
     "uint4": (0, 15), "int4": (-8, 7), "uint2": (0, 3), "int2": (-2, 1),
 }
+
+#: every partial sum of a float32 product of integers is exact while it stays within this magnitude
+_FLOAT32_EXACT = 1 << 24
 
 #: Largest finite value of the small float quantized types.
 _FLOAT_MAX = {
@@ -344,8 +347,13 @@ def _check_int8(ctx, *values: Value) -> None:
 
 @register_converter("", "MatMulInteger", since_opset=10)
 def matmul_integer(ctx, a, b, a_zero_point=None, b_zero_point=None):
-    """``(a - a_zero_point) @ (b - b_zero_point)`` accumulated in int32."""
+    """``(a - a_zero_point) @ (b - b_zero_point)`` accumulated in int32; with a constant b whose
+    column sums bound the product within float32's exact integers, an ``nn.gemm`` in float32 cast
+    to int32 (the same integers, see :func:`_exact_float_weight`)."""
     _check_int8(ctx, a, b)
+    weight = _exact_float_weight(ctx, a, b, b_zero_point)
+    if weight is not None:
+        return make_call("astype", _exact_gemm(ctx, a, a_zero_point, weight), dtype="int32")
     lhs = _widen(ctx, a, a_zero_point, lambda zp: _row_layout(ctx, zp, a, "a_zero_point"))
     rhs = _widen(ctx, b, b_zero_point, lambda zp: _col_layout(ctx, zp, "b_zero_point"))
     return make_call("matmul", lhs, rhs)
@@ -378,13 +386,44 @@ def _requantize(ctx, acc: Expr, multiplier: Expr, y_zero_point: Value, layout) -
     return _saturate(ctx, scaled, zp, _check_target(ctx, y_zero_point.dtype))
 
 
+def _exact_float_weight(ctx, a: Value, b: Value, b_zero_point: Value | None) -> Value | None:
+    """The float32 ``b - b_zero_point`` of a QLinearMatMul whose product is exact in float32, or
+    None: ``|a - a_zero_point| <= 255`` for int8 / uint8 values, so every partial sum is at most
+    ``255 * max_j sum_k |b[k, j] - zp_j|``; at most 2**24 it is an exact float32 integer."""
+    if b.const is None or (b_zero_point is not None and b_zero_point.const is None) \
+            or a.dtype not in ("int8", "uint8") or b.dtype not in ("int8", "uint8") or b.ndim < 2:
+        return None
+    weight = np.asarray(b.const, np.int64)
+    if b_zero_point is not None:
+        weight = weight - np.asarray(b_zero_point.const, np.int64)     # per tensor or per column
+    sums = np.abs(weight).sum(axis=-2)
+    if weight.shape != np.shape(b.const) or 255 * (int(sums.max()) if sums.size else 0) > _FLOAT32_EXACT:
+        return None
+    return ctx.const(weight.astype(np.float32))
+
+
+def _exact_gemm(ctx, a: Value, a_zero_point: Value | None, weight: Value) -> Expr:
+    """``(a - a_zero_point) @ weight`` in float32, exact (:func:`_exact_float_weight`). nn.gemm, not
+    matmul: FoldBatchNorm folds a per-column scale after a matmul into its weight, which would
+    make the sums inexact; nothing folds into an nn.gemm."""
+    lhs = astype(ctx, a, "float32")
+    if not _is_zero(a_zero_point):
+        zp = _row_layout(ctx, a_zero_point, a, "a_zero_point")
+        lhs = call(ctx, "subtract", lhs, astype(ctx, zp, "float32"))
+    return call(ctx, "nn.gemm", lhs, ctx.expr(weight))
+
+
 def _qlinear_matmul(ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
-    lhs, lhs_int = _quantized_operand(ctx, a, a_zero_point,
-                                      lambda zp: _row_layout(ctx, zp, a, "a_zero_point"))
-    rhs, rhs_int = _quantized_operand(ctx, b, b_zero_point, lambda zp: _col_layout(ctx, zp, "b_zero_point"))
-    if lhs_int != rhs_int:
-        lhs, rhs = astype(ctx, lhs, "float32"), astype(ctx, rhs, "float32")
-    acc = call(ctx, "matmul", lhs, rhs)
+    weight = _exact_float_weight(ctx, a, b, b_zero_point)
+    if weight is not None:
+        acc = _exact_gemm(ctx, a, a_zero_point, weight)
+    else:
+        lhs, lhs_int = _quantized_operand(ctx, a, a_zero_point,
+                                          lambda zp: _row_layout(ctx, zp, a, "a_zero_point"))
+        rhs, rhs_int = _quantized_operand(ctx, b, b_zero_point, lambda zp: _col_layout(ctx, zp, "b_zero_point"))
+        if lhs_int != rhs_int:
+            lhs, rhs = astype(ctx, lhs, "float32"), astype(ctx, rhs, "float32")
+        acc = call(ctx, "matmul", lhs, rhs)
     multiplier = _multiplier(ctx, (_row_layout(ctx, a_scale, a, "a_scale"), a_scale),
                              (_col_layout(ctx, b_scale, "b_scale"), b_scale),
                              (_col_layout(ctx, y_scale, "y_scale"), y_scale))
@@ -411,11 +450,15 @@ def _channel_layout(ctx, param: Value, ndim: int, axis: int, what: str) -> Expr:
     return call(ctx, "expand_dims", expr, axis=tuple(i for i in range(ndim) if i != axis))
 
 
+def _check_x_zero_point(ctx, x_zero_point: Value | None) -> None:
+    if x_zero_point is not None and not _single(ctx, x_zero_point, "x_zero_point"):
+        raise unsupported(ctx, "x_zero_point must be a scalar (per-tensor)")
+
+
 def _conv_integer(ctx, x, w, x_zero_point, w_zero_point, bias, attrs) -> Expr:
     _check_int8(ctx, x, w)
     ndim = _rank(ctx, w, "the weight")
-    if x_zero_point is not None and not _single(ctx, x_zero_point, "x_zero_point"):
-        raise unsupported(ctx, "x_zero_point must be a scalar (per-tensor)")
+    _check_x_zero_point(ctx, x_zero_point)
     # Shifting by the zero point before the conv pads with the zero point, as the spec wants.
     lhs = _widen(ctx, x, x_zero_point, lambda zp: _channel_layout(ctx, zp, ndim, 1, "x_zero_point"))
     rhs = _widen(ctx, w, w_zero_point, lambda zp: _channel_layout(ctx, zp, ndim, 0, "w_zero_point"))
@@ -431,15 +474,58 @@ def conv_integer(ctx, x, w, x_zero_point=None, w_zero_point=None, *, auto_pad="N
     return _conv_integer(ctx, x, w, x_zero_point, w_zero_point, None, attrs)
 
 
+def _exact_float_operands(ctx, x: Value, w: Value, w_zero_point: Value | None, bias: Value | None):
+    """The float32 weight ``w - w_zero_point`` and bias of a QLinearConv whose conv is exact in
+    float32, or None. ``|x - x_zero_point| <= 255`` for any int8 / uint8 values, so every
+    partial sum of the conv (plus the bias) is at most ``255 * max_o sum |w_o - zp_o| +
+    max |bias|``: at most 2**24, it is an exact float32 integer (docs/design-notes.md)."""
+    if w.const is None or (w_zero_point is not None and w_zero_point.const is None) \
+            or (bias is not None and bias.const is None) or x.dtype not in ("int8", "uint8") \
+            or w.dtype not in ("int8", "uint8") or w.ndim < 3:
+        return None
+    weight = np.asarray(w.const, np.int64)
+    if w_zero_point is not None:
+        zp = np.asarray(w_zero_point.const, np.int64).reshape(-1)
+        if zp.size not in (1, weight.shape[0]):
+            return None
+        weight = weight - zp.reshape((-1,) + (1,) * (weight.ndim - 1))
+    sums = np.abs(weight).reshape(weight.shape[0], -1).sum(axis=1)
+    top = int(sums.max()) if sums.size else 0
+    b = None if bias is None else np.asarray(bias.const, np.int64)
+    if b is not None and (b.ndim != 1 or b.shape[0] != weight.shape[0]):
+        return None
+    if 255 * top + (int(np.abs(b).max()) if b is not None and b.size else 0) > _FLOAT32_EXACT:
+        return None
+    return ctx.const(weight.astype(np.float32)), None if b is None else ctx.const(b.astype(np.float32))
+
+
+def _exact_float_conv(ctx, x, x_zero_point, operands, attrs) -> Expr:
+    """The conv of ``x - x_zero_point`` (float32; the zero padding pads with the zero point, as
+    the spec wants) by the float32 weight and bias of :func:`_exact_float_operands`, marked exact."""
+    weight, bias = operands
+    data = astype(ctx, x, "float32")
+    if not _is_zero(x_zero_point):
+        zp = _channel_layout(ctx, x_zero_point, weight.ndim, 1, "x_zero_point")
+        data = call(ctx, "subtract", data, astype(ctx, zp, "float32"))
+    return conv_call(ctx, ctx.emit(data), weight, bias, exact=True, **attrs)
+
+
 @register_converter("", "QLinearConv", since_opset=10)
 def qlinear_conv(ctx, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point,
                  B=None, *, auto_pad="NOTSET", dilations=None, group=1,  # noqa: N803 (the ONNX input name)
                  kernel_shape=None, pads=None, strides=None):
     """ConvInteger plus the int32 bias, requantized with ``x_scale * w_scale / y_scale``
-    (``w_scale`` per tensor or per output channel)."""
+    (``w_scale`` per tensor or per output channel). With a constant weight whose sums bound the
+    conv within float32's exact integers, the conv is float32 (``exact``) on ``x - x_zero_point``
+    in float32: the same integers, without the int32 round trips."""
     attrs = dict(auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape, pads=pads,
                  strides=strides)
-    acc = ctx.expr(ctx.emit(_conv_integer(ctx, x, w, x_zero_point, w_zero_point, B, attrs)))
+    _check_x_zero_point(ctx, x_zero_point)
+    operands = _exact_float_operands(ctx, x, w, w_zero_point, B)
+    if operands is not None:
+        acc = ctx.expr(ctx.emit(_exact_float_conv(ctx, x, x_zero_point, operands, attrs)))
+    else:
+        acc = ctx.expr(ctx.emit(_conv_integer(ctx, x, w, x_zero_point, w_zero_point, B, attrs)))
     ndim = _rank(ctx, w, "the weight")
     multiplier = _multiplier(ctx, (_channel_layout(ctx, x_scale, ndim, 1, "x_scale"), x_scale),
                              (_channel_layout(ctx, w_scale, ndim, 1, "w_scale"), w_scale),

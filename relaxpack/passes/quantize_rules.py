@@ -1,0 +1,198 @@
+"""SimplifyAlgebra's rules for quantized chains: a quantized value widened again.
+
+A quantizer ends ``clip(round(x) + zp, lo, hi)`` cast to its integer type
+(``converters/quantize.py``: ``_saturate``), and the next integer product or
+dequantizer casts that back and takes the zero point off::
+
+    astype(astype(clip(round(x) + zp, 0, 255), uint8), int32) - zp
+
+Two rewrites make that ``astype(clip(round(x), -zp, 255 - zp), int32)``:
+
+- ``drop_integer_round_trip``: ``astype(astype(c, I), T) -> astype(c, T)`` for a
+  clip ``c`` of an integer-valued float (``round(x)``, or that plus an integral
+  constant) to bounds inside the integer type ``I``, saturating NaN; ``T``
+  holds every integer of the bounds exactly. ``c`` is then an integer of
+  ``I``'s range, which ``I`` holds, so the inner cast changes nothing.
+- ``shift_clip_by_zero_point``: ``astype(clip(r + z, lo, hi), T) - z ->
+  astype(clip(r, lo - z, hi - z), T)`` for an integer-valued ``r = round(x)``,
+  one integral constant ``z`` on both sides and an integer ``T``. Below 2**24
+  (float32; 2**53 float64) ``r + z`` is exact and so is the shift of the
+  clip; beyond, ``r + z`` (however it rounds) and ``r`` are both past the
+  bounds on the same side. NaN saturates to ``lo - z`` both ways.
+
+Signed zeros keep these integer-only where a float result could see them:
+``round(-0.3)`` is -0.0, which the integer round trip (and ``-0.0 + z - z``)
+makes +0.0. A dequantizer's float ``(q - z)`` therefore keeps its add and
+subtract and loses only the two casts.
+
+An exact conv (QLinearConv's, ``nn.conv(..., exact=True)``) reads a clip of a
+rounded value without the round trip at all (``exact_conv_reads_the_clip``):
+the only difference, -0.0 for +0.0, vanishes in its integer sums.
+
+The quantized value itself stays where something else reads it (a graph
+output, a pool); DeadCodeElimination drops it where nothing does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ops.registry import make_call
+from .core.rules import Match, Rule, all_of, const, is_op, wildcard
+
+#: float types and the largest integer magnitude up to which they hold every integer
+_FLOAT_EXACT = {"float16": 2 ** 11, "bfloat16": 2 ** 8, "float32": 2 ** 24, "float64": 2 ** 53}
+_INT_TYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
+
+
+def _holds(dtype: str, lo: float, hi: float) -> bool:
+    """Whether ``dtype`` holds every integer of ``[lo, hi]`` exactly."""
+    if dtype in _INT_TYPES:
+        info = np.iinfo(dtype)
+        return info.min <= lo and hi <= info.max
+    limit = _FLOAT_EXACT.get(dtype)
+    return limit is not None and max(abs(lo), abs(hi)) <= limit
+
+
+def _integral(value) -> bool:
+    return value is not None and math.isfinite(value) and float(value).is_integer()
+
+
+def _bounds(m: Match) -> tuple[float, float] | str:
+    """The clip's finite integral bounds, or why not."""
+    attrs = m["clip"].attrs
+    lo, hi = attrs["min"], attrs["max"]
+    if not (_integral(lo) and _integral(hi)) or lo > hi:
+        return f"the clip's bounds {lo}, {hi} are not finite integers in order"
+    return float(lo), float(hi)
+
+
+def _integral_constant(m: Match, name: str) -> float | str:
+    """The one-element integral constant ``name`` as a float, or why not."""
+    data = m.data(name)
+    if data.size != 1 or data.dtype.kind not in "fiu":
+        return f"{m.name_of(name)} is not a one-element number"
+    value = float(data.reshape(-1)[0])
+    return value if _integral(value) else f"{m.name_of(name)} {value!r} is not an integer"
+
+
+# ---------------------------------------------------------------- drop_integer_round_trip
+
+
+def _round_trip_check(m: Match) -> str | None:
+    bounds = _bounds(m)
+    if isinstance(bounds, str):
+        return bounds
+    if not m["clip"].attrs["saturate_nan"]:
+        return "the clip keeps NaN (its cast to an integer is undefined)"
+    narrow, wide = m["narrow"].attrs["dtype"], m["outer"].attrs["dtype"]
+    if "zp" in m:
+        data = m.data("zp")
+        if data.dtype.kind not in "fiu" or not all(_integral(float(v)) for v in data.reshape(-1)):
+            return "the added constant is not all integers"
+        if data.dtype.kind == "f" and np.signbit(data).any() and not (data != 0).all():
+            return "the added constant holds -0.0 (a -0.0 sum would survive into the float result)"
+    elif wide not in _INT_TYPES:
+        return "round(x) may be -0.0, which the integer round trip makes +0.0 (a float result would keep it)"
+    if narrow not in _INT_TYPES or not _holds(narrow, *bounds):
+        return f"the inner cast to {narrow} is not to an integer type holding the clip's bounds"
+    if not _holds(wide, *bounds):
+        return f"{wide} does not hold every integer of the clip's bounds"
+    return None
+
+
+def drop_integer_round_trip(m: Match):
+    """astype(astype(clip(round(x) [+ c], lo, hi), I), T) -> astype(clip(...), T): the clip's
+    integer values are I's already."""
+    return make_call("astype", m.var("clip"), dtype=m["outer"].attrs["dtype"])
+
+
+_ROUNDED = is_op("round")(wildcard(), name="r", what="operand")
+_CLIPPED_INTEGER = is_op("clip")(
+    is_op("add")(_ROUNDED, const("zp", "the zero point"), name="v", what="operand", commutative=True),
+    name="clip", what="operand")
+_CLIPPED_ROUNDED = is_op("clip")(_ROUNDED, name="clip", what="operand")
+
+
+def _round_trip(clipped):
+    return is_op("astype")(is_op("astype")(clipped, name="narrow", what="operand"), name="outer")
+
+
+# ---------------------------------------------------------------- shift_clip_by_zero_point
+
+
+def _shift_check(m: Match) -> str | None:
+    bounds = _bounds(m)
+    if isinstance(bounds, str):
+        return bounds
+    z1, z2 = _integral_constant(m, "zp"), _integral_constant(m, "zp2")
+    for z in (z1, z2):
+        if isinstance(z, str):
+            return z
+    if z1 != z2:
+        return f"the zero points {z1:g} and {z2:g} differ"
+    lo, hi = bounds
+    dtype = m["clip"].struct_info.dtype
+    if not (_holds(dtype, lo, hi) and _holds(dtype, lo - z1, hi - z1)):
+        return f"{dtype} does not hold the bounds and the shifted bounds exactly"
+    if m["cast"].attrs["dtype"] not in _INT_TYPES or \
+            not _holds(m["cast"].attrs["dtype"], min(lo, lo - z1), max(hi, hi - z1)):
+        return (f"the cast's {m['cast'].attrs['dtype']} is not an integer type holding the bounds and the "
+                f"shifted bounds (a float difference of zero is +0.0, the shifted clip's may be -0.0)")
+    clip_ndim, out_ndim = getattr(m["clip"].struct_info, "ndim", -1), getattr(m.out_sinfo, "ndim", -2)
+    if clip_ndim < 0 or clip_ndim != out_ndim:
+        return "the zero point broadcasts the result to another rank"
+    return None
+
+
+def shift_clip_by_zero_point(m: Match):
+    """astype(clip(round(x) + z, lo, hi), T) - z -> astype(clip(round(x), lo - z, hi - z), T)
+    for one integral constant z and an integer T."""
+    z = _integral_constant(m, "zp")
+    lo, hi = _bounds(m)
+    clipped = make_call("clip", m.var("r"), min=lo - z, max=hi - z,
+                        saturate_nan=m["clip"].attrs["saturate_nan"])
+    return make_call("astype", clipped, dtype=m["cast"].attrs["dtype"])
+
+
+# ---------------------------------------------------------------- exact_conv_reads_the_clip
+
+
+def _exact_conv_check(m: Match) -> str | None:
+    if not m["conv"].attrs.get("exact"):
+        return "the R.nn.conv is not exact"
+    bounds = _bounds(m)
+    if isinstance(bounds, str):
+        return bounds
+    if not m["clip"].attrs["saturate_nan"]:
+        return "the clip keeps NaN (its cast to an integer is undefined)"
+    narrow, wide = m["narrow"].attrs["dtype"], m["outer"].attrs["dtype"]
+    if narrow not in _INT_TYPES or not _holds(narrow, *bounds) or not _holds(wide, *bounds):
+        return f"the casts to {narrow} and {wide} do not both hold the clip's bounds"
+    return None
+
+
+def exact_conv_reads_the_clip(m: Match):
+    """nn.conv(astype(astype(clip(round(x), lo, hi), I), T), W, exact=True) -> nn.conv(astype(clip(...), T), W):
+    the round trip only turns a -0.0 into +0.0, which an exact conv's integer sums (requantized
+    next) do not see."""
+    data = make_call("astype", m.var("clip"), dtype=m["outer"].attrs["dtype"])
+    return make_call("nn.conv", data, m["w"], **m["conv"].attrs)
+
+
+RULES = [
+    Rule("drop_integer_round_trip", _round_trip(_CLIPPED_INTEGER), _round_trip_check, drop_integer_round_trip),
+    Rule("drop_integer_round_trip_rounded", _round_trip(_CLIPPED_ROUNDED), _round_trip_check,
+         drop_integer_round_trip, doc="astype(astype(clip(round(x), lo, hi), I), T) -> astype(clip(...), T)."),
+    Rule("exact_conv_reads_the_clip",
+         is_op("nn.conv")(is_op("astype")(is_op("astype")(_CLIPPED_ROUNDED, name="narrow", what="operand"),
+                                          name="outer", what="data"),
+                          wildcard("w"), name="conv"),
+         _exact_conv_check, exact_conv_reads_the_clip),
+    Rule("shift_clip_by_zero_point",
+         is_op("subtract")(is_op("astype")(_CLIPPED_INTEGER, name="cast", what="operand"),
+                           const("zp2", "the subtracted zero point")),
+         _shift_check, shift_clip_by_zero_point),
+]

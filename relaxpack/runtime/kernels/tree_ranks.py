@@ -1,0 +1,147 @@
+"""Tree ensembles on small batches by threshold ranks: per feature one count, one table row.
+
+:func:`.tree_gemm.bits_scores` tests every node (``I x T`` comparisons, a
+select and an AND over the nodes per call). Every node reading feature
+``f`` tests ``x[f]`` against a value, so all of them are decided by one
+number: how many of ``f``'s test values (sorted, then ``+inf``) are at
+least ``x[f]`` (``c``, 0 exactly when ``x[f]`` is NaN). At convert time,
+for each feature and each ``c``, the AND of the tested nodes' leaf masks
+(the node's held mask where ``c`` says it holds, else its failed one) is
+one table row of ``T`` uint64; a call then makes one comparison per test
+value, one count per feature, gathers ``F`` rows and ANDs them: the bit
+left per tree is the leaf reached, as in the masks of ``tree_gemm``. The
+leaf weights are summed in the same order, so the scores are
+``bits_scores``' bit for bit (the tests compare them).
+
+How each node becomes a condition on ``c`` (``L`` values, ``w`` the ``k``-th):
+
+- ``x <= t``: ``c >= L - k`` with ``w = t``;
+- ``-x <= t`` (the masks' negated columns) is ``x >= -t``, i.e. not
+  ``x <= w`` with ``w`` the float64 just below ``-t``, and not NaN:
+  ``1 <= c < L - k``; ``t = +inf`` is "not NaN" (``c >= 1``);
+- a NaN threshold holds for no ``x``.
+
+The comparisons are made in float64 as the masks make them; a float32
+``x`` is compared with each value rounded down to float32, which decides
+``x <= w`` exactly without converting ``x``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..fpstate import quiet
+
+#: table rows x trees the ranks keep at most (uint64 each: 2 MiB)
+MAX_TABLE_VALUES = 1 << 18
+_ONE = np.uint64(1)
+_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@dataclass(frozen=True, eq=False)
+class TreeRanks:
+    """The tables of one ensemble; see the module docstring."""
+
+    feature: np.ndarray     # intp (S,): the column of x each test value reads (grouped by feature)
+    values: np.ndarray      # float64 (S,): per feature its test values ascending, then +inf
+    values32: np.ndarray    # float32 (S,): the same rounded down to float32 (for a float32 x)
+    starts: np.ndarray      # intp (U,): where each used feature's values start
+    rows: np.ndarray        # intp (U,): where each used feature's table rows start
+    table: np.ndarray       # uint64 (R, T): per feature and count, the leaves left possible per tree
+    #: values a sample costs here beyond what the masks' ``I x T`` cost (``S + U x T - I x T``):
+    #: fewer calls win on small batches, the masks' fewer values on large ones (see :func:`use_ranks`)
+    extra: int = 0
+
+
+def tree_ranks(column: np.ndarray, threshold: np.ndarray, held_mask: np.ndarray, failed_mask: np.ndarray,
+               features: int) -> TreeRanks | None:
+    """The tables from the leaf masks' node arrays (:class:`.tree_gemm.TreeBits`, ``(I, T)``:
+    ``column`` is the feature, plus ``features`` where the node reads ``-x``); None when the
+    tables would be too large or no node tests anything (the masks then serve)."""
+    held_mask, failed_mask = held_mask.reshape(column.shape), failed_mask.reshape(column.shape)
+    threshold = threshold.reshape(column.shape)
+    existing = held_mask[0] | failed_mask[0]                       # the real leaves of each tree
+    tests: dict[int, list] = {}
+    for i, t in zip(*np.nonzero(held_mask != failed_mask)):       # padding nodes keep both: no test
+        col, value = int(column[i, t]), float(threshold[i, t])
+        tests.setdefault(col % features, []).append((t, *_condition(col >= features, value),
+                                                      held_mask[i, t], failed_mask[i, t]))
+    count = column.shape[1]
+    used = sorted(tests)
+    cuts = [np.unique([w for _, kind, w, _, _ in tests[f] if kind in ("le", "inv")] + [np.inf]) for f in used]
+    if not used or sum(len(c) + 1 for c in cuts) * count > MAX_TABLE_VALUES:
+        return None
+    tables = []
+    for f, values in zip(used, cuts):
+        size = len(values)
+        rows = np.full((size + 1, count), _ALL)
+        c = np.arange(size + 1)
+        for t, kind, w, held, failed in tests[f]:
+            k = int(np.searchsorted(values, w)) if kind in ("le", "inv") else size - 1
+            holds = {"le": c >= size - k, "inv": (c >= 1) & (c < size - k), "nonnan": c >= 1,
+                     "never": np.zeros(size + 1, bool)}[kind]
+            rows[:, t] &= np.where(holds, held, failed)
+        tables.append(rows)
+    tables[0] &= existing
+    values = np.concatenate(cuts)
+    sizes = np.array([len(v) for v in cuts])
+    return TreeRanks(np.repeat(np.array(used, np.intp), sizes), values, _down_to_float32(values),
+                     np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.intp),
+                     np.concatenate(([0], np.cumsum(sizes + 1)[:-1])).astype(np.intp), np.concatenate(tables),
+                     values.size + len(used) * count - column.size)
+
+
+#: a batch takes the ranks while its samples times :attr:`TreeRanks.extra` stay under this
+#: (measured: 0.7-0.85x the masks' time at batch 1-8; the masks win from batch ~32 on forests
+#: of shallow trees, whose tables are wide for their few nodes)
+RANKS_MAX_EXTRA = 1 << 12
+
+
+def use_ranks(ranks: TreeRanks | None, samples: int) -> bool:
+    """Whether a batch of ``samples`` runs by ``ranks`` rather than by the leaf masks."""
+    return ranks is not None and samples * ranks.extra <= RANKS_MAX_EXTRA
+
+
+def _condition(negated: bool, t: float) -> tuple[str, float]:
+    """(kind, value) of a node testing ``x <= t`` (``-x <= t`` when ``negated``): see the module docstring."""
+    if t != t:
+        return "never", 0.0
+    if not negated:
+        return ("nonnan", 0.0) if t == np.inf else ("le", t)
+    if t == np.inf:
+        return "nonnan", 0.0
+    return "inv", math.nextafter(-t, -math.inf)
+
+
+def _down_to_float32(values: np.ndarray) -> np.ndarray:
+    """Each value as the largest float32 not above it (``x <= v`` for every float32 ``x`` alike)."""
+    with quiet():
+        down = values.astype(np.float32)
+    above = down.astype(np.float64) > values
+    down[above] = np.nextafter(down[above], np.float32(-np.inf))
+    return down
+
+
+def rank_scores(ranks: TreeRanks, weights: np.ndarray, offsets: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The summed leaf weights, float64 ``(N, K)``, of samples ``x`` ``(N, F)``: ``weights``
+    ``(T * L, K)`` and ``offsets`` ``(T, 1)`` as :class:`.tree_gemm.TreeBits` keeps them."""
+    if x.dtype == np.float32:
+        values = ranks.values32
+    else:
+        values = ranks.values
+        if x.dtype != np.float64:
+            x = x.astype(np.float64)
+    at_least = np.less_equal(x.take(ranks.feature, axis=1), values)            # (N, S)
+    counts = np.add.reduceat(at_least, ranks.starts, axis=1, dtype=np.intp) if x.shape[0] else \
+        np.empty((0, ranks.starts.size), np.intp)
+    counts += ranks.rows
+    left = np.bitwise_and.reduce(ranks.table.take(counts, axis=0), axis=1)    # (N, T): one bit per tree
+    left -= _ONE
+    leaf = np.bitwise_count(left.T) + offsets                                  # (T, N): the bit's position
+    return np.add.reduce(weights.take(leaf, axis=0), axis=0)                   # (T, N, K) -> (N, K)
+
+
+__all__ = ["TreeRanks", "rank_scores", "tree_ranks", "use_ranks"]

@@ -1,0 +1,76 @@
+"""The recurrent kernels' per-instruction memo (recurrent._specialize): a call whose W, R, B and
+P are the instruction's constants reuses each direction's packed weights and cell, and gives
+the plain kernel's bits; weights that are not constants, or whose R^T sits in the thread's
+huge-page buffer (reused by the next call), are packed on every call."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relaxpack.runtime.kernels import recurrent
+from relaxpack.runtime.kernels.recurrent import gru, lstm
+
+ATTRS = dict(hidden_size=5, direction="bidirectional", layout=0, activations=None, activation_alpha=None,
+             activation_beta=None, clip=None, packed=False)
+
+
+def _weights(gates: int, rng):
+    return (rng.standard_normal((2, gates * 5, 3)).astype(np.float32),
+            rng.standard_normal((2, gates * 5, 5)).astype(np.float32),
+            rng.standard_normal((2, 2 * gates * 5)).astype(np.float32))
+
+
+def _outputs(kind: str, seq: int, batch: int):
+    shapes = [(seq, 2, batch, 5), (2, batch, 5)] + ([(2, batch, 5)] if kind == "lstm" else [])
+    return tuple(np.empty(s, np.float32) for s in shapes)
+
+
+@pytest.mark.parametrize("kind, kernel, attrs", [
+    ("lstm", lstm, dict(input_forget=0, quantize_inputs=False)),
+    ("gru", gru, dict(linear_before_reset=1)),
+])
+def test_the_memo_gives_the_plain_kernels_bits_call_after_call(kind, kernel, attrs):
+    rng = np.random.default_rng(0)
+    w, r, b = _weights(4 if kind == "lstm" else 3, rng)
+    full = dict(ATTRS, optional_inputs=("B", "initial_h"), **attrs)
+    call = kernel.specialize_attrs(full, (False, True, True, True, False))
+    for seq, batch in [(1, 1), (3, 2), (1, 1), (4, 1)]:
+        x = rng.standard_normal((seq, batch, 3)).astype(np.float32)
+        h0 = rng.standard_normal((2, batch, 5)).astype(np.float32)
+        got, want = _outputs(kind, seq, batch), _outputs(kind, seq, batch)
+        call(x, w, r, b, h0, out=got)
+        kernel(x, w, r, b, h0, out=want, **full)
+        for g, e in zip(got, want):
+            np.testing.assert_array_equal(g, e)
+    other = [a.copy() for a in (w, r, b)]
+    other[1] *= 0.5                     # new arrays: packed afresh, not the kept ones
+    got, want = _outputs(kind, 2, 1), _outputs(kind, 2, 1)
+    x, h0 = np.ones((2, 1, 3), np.float32), np.zeros((2, 1, 5), np.float32)
+    call(x, *other, h0, out=got)
+    kernel(x, *other, h0, out=want, **full)
+    for g, e in zip(got, want):
+        np.testing.assert_array_equal(g, e)
+
+
+def test_weights_in_the_huge_page_buffer_or_not_constant_are_never_kept(monkeypatch):
+    made = []
+    real = recurrent._make_cell
+    monkeypatch.setattr(recurrent, "_make_cell", lambda *a, **k: made.append(1) or real(*a, **k))
+    rng = np.random.default_rng(1)
+    w, r, b = _weights(4, rng)
+    full = dict(ATTRS, optional_inputs=("B",), input_forget=0, quantize_inputs=False)
+    x = np.ones((1, 1, 3), np.float32)
+    kept = lstm.specialize_attrs(full, (False, True, True, True))
+    for _ in range(3):
+        kept(x, w, r, b, out=_outputs("lstm", 1, 1))
+    assert len(made) == 2                       # once per direction
+    per_call = lstm.specialize_attrs(full, (False, False, True, True))
+    for _ in range(3):
+        per_call(x, w, r, b, out=_outputs("lstm", 1, 1))
+    assert len(made) == 2 + 6
+    monkeypatch.setattr(recurrent, "in_huge_pages", lambda m: m.copy())
+    huge = lstm.specialize_attrs(full, (False, True, True, True))
+    for _ in range(2):
+        huge(x, w, r, b, out=_outputs("lstm", 1, 1))
+    assert len(made) == 2 + 6 + 4
