@@ -50,6 +50,7 @@ class DimAnalyzer:
         if hi is not None and lo > hi:
             raise DimError(f"empty range for {name!r}: {lo} > {hi}")
         self._ranges[name] = (int(lo), None if hi is None else int(hi))
+        self._decided.clear()
 
     def range_of(self, name: str) -> tuple[int, int | None]:
         """The declared range of ``name``, ``(0, None)`` if none was declared."""

@@ -78,7 +78,8 @@ def fuse_conv_bias(m: Match):
 
 # ---------------------------------------------------------------- activation
 
-ACTIVATION_OPS = ("nn.relu", "nn.leakyrelu", "sigmoid", "tanh", "nn.silu", "nn.gelu", "clip")
+ACTIVATION_OPS = ("nn.relu", "nn.leakyrelu", "sigmoid", "tanh", "nn.silu", "nn.gelu", "clip", "nn.hard_swish",
+                  "nn.hard_sigmoid")
 
 
 def activation_of(call: Call):
@@ -88,6 +89,8 @@ def activation_of(call: Call):
         return ("leakyrelu", call.attrs["alpha"])
     if name == "clip":
         return ("clip", call.attrs["min"], call.attrs["max"])
+    if name == "nn.hard_sigmoid":
+        return ("hard_sigmoid", call.attrs["alpha"], call.attrs["beta"])
     if name == "nn.gelu":
         return "gelu" if call.attrs["approximate"] == "none" else "gelu_tanh"
     return name.removeprefix("nn.")

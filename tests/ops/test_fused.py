@@ -35,7 +35,8 @@ def test_gemm_is_matmul_plus_bias(x, w, bias, out):
 
 
 @pytest.mark.parametrize("activation", [None, "relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh",
-                                        ("leakyrelu", 0.1), ("clip", 0.0, 6.0), ("clip", None, 1.0)])
+                                        ("leakyrelu", 0.1), ("clip", 0.0, 6.0), ("clip", None, 1.0), "hard_swish",
+                                        ("hard_sigmoid", 0.2, 0.5)])
 def test_gemm_activations(activation):
     assert infer("nn.gemm", T((n, 4)), T((4, 3)), T((3,)), activation=activation) == T((n, 3))
 

@@ -97,6 +97,23 @@ return lv2
 lv = R.nn.conv_bias_act(x, w, R.const([0.5, -1.0, 2.0], "float32"), padding=1, activation="silu")
 return lv
 """),
+    "conv_bias_hard_swish": (CONV, f"""
+lv = R.nn.conv(x, w, padding=1)
+lv1 = R.add(lv, {CONV_BIAS})
+lv2 = R.nn.hard_swish(lv1)
+return lv2
+""", """
+lv = R.nn.conv_bias_act(x, w, R.const([0.5, -1.0, 2.0], "float32"), padding=1, activation="hard_swish")
+return lv
+"""),
+    "conv_hard_sigmoid_no_bias": (CONV, """
+lv = R.nn.conv(x, w, padding=1)
+lv1 = R.nn.hard_sigmoid(lv, alpha=0.25, beta=0.5)
+return lv1
+""", """
+lv = R.nn.conv_bias_act(x, w, padding=1, activation=("hard_sigmoid", 0.25, 0.5))
+return lv
+"""),
     "conv_sigmoid_no_bias": (CONV, """
 lv = R.nn.conv(x, w, padding=1)
 lv1 = R.sigmoid(lv)

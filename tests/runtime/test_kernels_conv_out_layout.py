@@ -18,18 +18,18 @@ from .test_kernels_registry import assert_close, rand, run_kernel
 
 # (data, weight, attrs, the engine's method): odd sizes, strides, padding, dilation, groups, 1-d and 3-d
 METHOD_CASES = [
-    ((1, 3, 120, 117), (16, 3, 7, 7), dict(strides=2, padding=3), "wide"),                  # a ResNet stem
-    ((2, 6, 40, 37), (9, 2, 3, 3), dict(groups=3, padding=(1, 0, 2, 1)), "wide"),
-    ((2, 16, 50, 47), (12, 16, 3, 3), dict(padding=1), "rows"),                              # YOLO's shallow conv
+    ((1, 3, 124, 117), (16, 3, 7, 7), dict(strides=2, padding=3), "wide"),                  # a ResNet stem
+    ((2, 6, 120, 111), (9, 2, 3, 3), dict(groups=3, padding=(1, 0, 2, 1)), "wide"),
+    ((2, 16, 80, 60), (12, 16, 3, 3), dict(padding=1), "rows"),                              # YOLO's shallow conv
     ((1, 32, 61, 45), (16, 16, 3, 3), dict(groups=2, padding=(1, 2, 1, 0), dilation=(2, 1)), "rows"),
-    ((1, 16, 70, 33), (8, 16, 3, 2), dict(dilation=(2, 1)), "rows"),                         # no padding: taps read x
-    ((2, 16, 120, 22), (8, 16, 3, 3), dict(strides=2, padding=1), "compact"),
+    ((1, 16, 140, 66), (8, 16, 3, 2), dict(dilation=(2, 1)), "rows"),                        # no padding: taps read x
+    ((2, 16, 720, 22), (8, 16, 3, 3), dict(strides=2, padding=1), "compact"),
     ((2, 16, 56, 56), (16, 1, 3, 3), dict(groups=16, padding=1), "depthwise"),
     ((2, 160, 16, 14), (160, 1, 3, 3), dict(groups=160, strides=2, padding=1), "depthwise_cl"),
     ((2, 64, 8, 7), (64, 1, 3, 3), dict(groups=64, strides=2, padding=1), "strided"),        # a small depthwise
-    ((1, 5, 3000), (8, 5, 5), dict(padding=2), "compact"),                                   # conv1d
-    ((1, 4, 16, 17, 41), (6, 4, 1, 1, 3), {}, "wide"),                                        # conv3d
-    ((0, 16, 50, 47), (12, 16, 3, 3), dict(padding=1), "rows"),                              # empty batch
+    ((1, 5, 30000), (8, 5, 5), dict(padding=2), "compact"),                                  # conv1d
+    ((1, 4, 32, 34, 50), (6, 4, 1, 1, 3), {}, "wide"),                                        # conv3d
+    ((0, 16, 80, 60), (12, 16, 3, 3), dict(padding=1), "rows"),                              # empty batch
     ((2, 9, 11, 13), (12, 3, 3, 2), dict(groups=3, strides=(2, 1), padding=(1, 0, 2, 1), dilation=(1, 2)),
      "strided"),
     ((1, 24, 8, 12), (24, 24, 3, 3), dict(padding=1), "strided"),                            # ResNet on a small image

@@ -33,7 +33,7 @@ CASES = [
     ((1, 9, 13, 6), (3, 3, 1, 6), dict(groups=6), "depthwise"),                          # reads the input
     ((1, 11, 40, 200), (3, 3, 1, 200), dict(groups=200, strides=(2, 2), padding=(1, 1, 1, 1)), "depthwise"),
 ]
-ACTIVATIONS = [None, "relu", ("clip", -0.5, 0.5), "silu"]
+ACTIVATIONS = [None, "relu", ("clip", -0.5, 0.5), "silu", "hard_swish"]
 
 
 def nhwc_attrs(attrs, activation=None):

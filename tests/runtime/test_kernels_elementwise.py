@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from onnx import helper
 
+from relaxpack.runtime.kernels.activation import hard_sigmoid, hard_swish
+
 from .test_kernels_registry import assert_close, rand, run_graph, run_kernel, run_onnx
 
 FLOATS = ["float16", "float32", "float64"]
@@ -129,6 +131,20 @@ def test_activation_with_attributes(name, op, attrs, onnx_attrs, dtype, shape):
     x = (rand(rng, shape, "float64") * 4).astype(dtype)
     expected, = run_onnx(op, [x], onnx_attrs)
     assert_close(run_kernel(name, x, **attrs), expected, **float64_attr_tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name, attrs", [("nn.hard_swish", {}), ("nn.hard_sigmoid", {"alpha": 0.25, "beta": 0.5})])
+def test_hard_activations_in_place_equal_out_of_place(name, attrs, dtype):
+    """A fused conv calls its activation with ``x`` as ``out``: the same values as into a new
+    array, NaN and the infinities included (ONNX's formulas at the saturation edges +-3)."""
+    x = np.concatenate([np.linspace(-4, 4, 101), [-3, 3, -2.5, 2.5, np.nan, np.inf, -np.inf, 0]]).astype(dtype)
+    expected, = run_onnx("HardSwish" if name == "nn.hard_swish" else "HardSigmoid", [x], attrs)
+    fresh = run_kernel(name, x, **attrs)
+    inplace = x.copy()
+    (hard_swish if name == "nn.hard_swish" else hard_sigmoid)(inplace, out=inplace, **attrs)
+    np.testing.assert_array_equal(inplace, fresh)
+    assert_close(fresh, expected, **float64_attr_tolerance(dtype, name == "nn.hard_swish"))
 
 
 def test_activations_do_not_overflow():

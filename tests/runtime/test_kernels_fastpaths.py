@@ -356,11 +356,14 @@ def test_conv_plans_pick_the_methods_they_document():
     assert method((1, 16, 31, 48), (16, 1, 3, 3), groups=16).method == "depthwise_cl"   # a small plane
     assert method((1, 16, 256, 256), (16, 16, 3, 3)).method == "rows"
     assert method((1, 3, 256, 256), (16, 3, 3, 3)).method == "wide"              # too shallow to split
-    assert method((1, 16, 56, 56), (16, 16, 3, 3), s=2).method == "wide"         # phases: no row split
+    assert method((1, 16, 128, 128), (16, 16, 3, 3), s=2).method == "wide"       # phases: no row split
+    assert method((1, 16, 56, 56), (16, 16, 3, 3), s=2).method == "strided"      # 2^17 values: one copy
     assert method((1, 128, 28, 28), (128, 128, 3, 3)).method == "wide"
-    assert method((1, 512, 7, 7), (512, 512, 3, 3)).method == "compact"      # wide rows would add 24%
+    assert method((1, 2048, 7, 7), (8, 2048, 3, 3)).method == "compact"      # wide rows would add 24%
+    assert method((1, 512, 7, 7), (512, 512, 3, 3)).method == "strided"      # 2^17.8 values: one copy
     assert method((1, 24, 8, 12), (24, 24, 3, 3)).method == "strided"        # small: one copy for all taps
-    assert method((1, 3, 61, 96), (16, 3, 7, 7), s=2, p=3).method == "wide"  # 49 taps, but 2^18 values
+    assert method((1, 3, 61, 96), (16, 3, 7, 7), s=2, p=3).method == "strided"    # 49 taps, 2^18 values
+    assert method((1, 3, 122, 192), (16, 3, 7, 7), s=2, p=3).method == "wide"     # 2^19.7 values
     one = method((1, 64, 56, 56), (64, 64, 1, 1), p=0)
     assert one.method == "compact" and one.source_is_input and len(one.taps) == 1
     strided = method((1, 64, 56, 56), (128, 64, 1, 1), s=2, p=0)
@@ -537,7 +540,7 @@ def test_the_row_split_gemm_in_blocks_of_rows_with_a_fused_activation(monkeypatc
                                rtol=5e-3, atol=5e-3)
 
 
-@pytest.mark.parametrize("shape", [(2, 16, 50, 45), (1, 32, 64, 70)])
+@pytest.mark.parametrize("shape", [(2, 16, 64, 60), (1, 32, 64, 70)])
 def test_conv_bias_act_in_blocks_matches_onnxruntime_and_the_unfused_ops(monkeypatch, shape):
     """UNet-like 3x3 convs on the row-split GEMM, several blocks of rows: Conv +
     Relu as onnxruntime computes it, and bit for bit conv, add, relu unfused."""

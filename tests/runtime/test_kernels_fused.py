@@ -15,7 +15,7 @@ from relaxpack.runtime.kernels import get_kernel
 from .test_kernels_registry import rand, run_kernel
 
 ACTIVATIONS = [None, "relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh", ("leakyrelu", 0.2),
-               ("clip", -0.5, 0.75), ("clip", None, 0.0)]
+               ("clip", -0.5, 0.75), ("clip", None, 0.0), "hard_swish", ("hard_sigmoid", 0.2, 0.5)]
 
 
 def unfused_activation(activation) -> tuple[str, dict]:
@@ -24,10 +24,12 @@ def unfused_activation(activation) -> tuple[str, dict]:
         name, *params = activation
         if name == "leakyrelu":
             return "nn.leakyrelu", {"alpha": params[0]}
+        if name == "hard_sigmoid":
+            return "nn.hard_sigmoid", {"alpha": params[0], "beta": params[1]}
         return "clip", {"min": params[0], "max": params[1]}
     if activation.startswith("gelu"):
         return "nn.gelu", {"approximate": "tanh" if activation == "gelu_tanh" else "none"}
-    return {"relu": "nn.relu", "silu": "nn.silu"}.get(activation, activation), {}
+    return {"relu": "nn.relu", "silu": "nn.silu", "hard_swish": "nn.hard_swish"}.get(activation, activation), {}
 
 
 def unfused(product, bias, activation):

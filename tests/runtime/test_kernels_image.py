@@ -65,7 +65,9 @@ def test_resize_modes(mode, coord, size_spec):
 def test_resize_nearest_modes(coord, nearest_mode):
     x = rand(np.random.default_rng(1), (2, 6, 5), "float32")
     extra = dict(roi=[0.1, 0.2, 0.0, 0.9, 0.8, 1.0]) if coord == "tf_crop_and_resize" else {}
-    for scales in ([1, 1.7, 2.5], [1, 0.6, 0.35]):
+    # integer factors: where every axis repeats its cells (asymmetric/floor, half_pixel/round, ...) the
+    # kernel makes one broadcasting copy; the other modes map them otherwise and gather
+    for scales in ([1, 1.7, 2.5], [1, 0.6, 0.35], [1, 2, 3], [1, 2, 1], [2, 1, 2]):
         resize_both(x, scales=scales, mode="nearest", nearest_mode=nearest_mode, coordinate_transformation_mode=coord,
                     **extra)
 
@@ -290,3 +292,33 @@ def test_resize_of_a_ramp_is_the_source_coordinate(method, coord):
         np.testing.assert_allclose(got[inside], np.clip(source, 0, in_w - 1)[inside], rtol=0,
                                    atol=1e-4 if method == "cubic" else 1e-9,
                                    err_msg=f"{method} {coord} 28 -> {width}")
+
+
+@pytest.mark.parametrize("method, coord, scales", [
+    ("nearest_neighbor", "asymmetric", (2.0, 2.0)),         # repeats along both axes: the kept plan
+    ("nearest_neighbor", "half_pixel", (1.0, 3.0)),
+    ("nearest_neighbor", "asymmetric", (2.0, 1.5)),         # not a repeat: the kernel
+    ("nearest_neighbor", "asymmetric", (1.0, 0.1)),         # an empty result: the kernel
+    ("linear", "half_pixel", (2.0, 2.0)),                    # the kernel
+])
+def test_a_specialized_resize_is_the_kernel_call_after_call(method, coord, scales):
+    from relaxpack.runtime.kernels import get_kernel
+    kernel = get_kernel("image.resize").fn
+    attrs = dict(axes=(2, 3), scales=scales, roi=None, method=method, coordinate_transformation_mode=coord,
+                 rounding_method="round_prefer_floor", cubic_alpha=-0.75, cubic_exclude=False, antialias=False,
+                 extrapolation_value=0.0)
+    call = kernel.specialize_attrs(attrs, (False, False))
+    rng = np.random.default_rng(12)
+    x = rand(rng, (2, 3, 4, 6), "float32")
+    size = tuple(int(n * s) for n, s in zip(x.shape[2:], scales))
+    want = np.empty((2, 3, *size), np.float32)
+    out = np.full_like(want, np.nan)
+    for round_ in range(5):
+        if round_ == 2:
+            x = rand(rng, x.shape, "float32")          # new data
+        if round_ == 3:
+            out = np.full_like(want, np.nan)           # a new output
+        x[...] = rand(rng, x.shape, "float32")
+        call(x, size, out=out)
+        kernel(x, size, out=want, **attrs)
+        np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")

@@ -166,10 +166,27 @@ def test_avg_pool_nhwc(data, attrs):
 
 @pytest.mark.parametrize("name, op", [("nn.global_avg_pool", "GlobalAveragePool"),
                                       ("nn.global_max_pool", "GlobalMaxPool")])
-def test_global_pool_nhwc(name, op):
-    x = rand(np.random.default_rng(6), (2, 3, 5, 7), "float32")
+@pytest.mark.parametrize("shape", [(2, 3, 5, 7), (1, 16, 31, 48), (2, 5, 1, 1), (1, 4, 3), (1, 3, 2, 3, 4)])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_global_pool_nhwc(name, op, shape, dtype):
+    """float32 channels last sums by a product with ones; float16 by numpy's reduction."""
+    x = rand(np.random.default_rng(6), shape, dtype)
     expected, = run_onnx(op, [x], backend="ort")
-    assert_close(run_kernel(name, last(x), data_layout="NHWC"), last(expected))
+    tol = dict(rtol=2e-3, atol=2e-3) if dtype == "float16" else {}
+    assert_close(run_kernel(name, last(x), data_layout="NHWC"), last(expected), **tol)
+
+
+def test_global_avg_pool_of_a_strided_view_and_of_nonfinite_values():
+    """A view that is not C-contiguous takes numpy's reduction; a NaN or an inf stays in its channel."""
+    x = rand(np.random.default_rng(7), (2, 8, 6, 5), "float32")
+    x[0, 3, 2, 1], x[1, 5, 0, 0] = np.nan, np.inf
+    view = last(x)[:, :, ::2]
+    expected = view.mean(axis=(1, 2), keepdims=True)
+    got = run_kernel("nn.global_avg_pool", view, data_layout="NHWC")
+    assert_close(got, expected)
+    got = run_kernel("nn.global_avg_pool", last(x), data_layout="NHWC").reshape(2, 8)
+    assert np.isnan(got[0, 3]) and got[1, 5] == np.inf
+    assert np.isfinite(np.delete(got.reshape(-1), [3, 8 + 5])).all()
 
 
 # kernel == stride without padding ("unfold": UNet's 2x2 stride 2), on narrow

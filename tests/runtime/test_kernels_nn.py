@@ -99,6 +99,12 @@ CONV_T_CASES = [
     ((2, 6, 4, 4), (6, 1, 3, 3), dict(groups=6, strides=2)),
     ((1, 2, 3, 4, 3), (2, 3, 2, 3, 2), dict(strides=(2, 1, 2), padding=(0, 1, 0, 1, 0, 1))),
     ((0, 3, 4, 4), (3, 2, 3, 3), {}),
+    # windows that tile the output (kernel == stride): each tap copied to its own positions
+    ((2, 4, 5, 6), (4, 3, 2, 2), dict(strides=2)),
+    ((1, 4, 3, 5), (4, 2, 2, 3), dict(strides=(2, 3), groups=2)),
+    ((1, 3, 7), (3, 2, 3), dict(strides=3)),
+    ((1, 2, 3, 3), (2, 2, 2, 2), dict(strides=2, output_padding=1)),       # an extra row: added as before
+    ((1, 2, 4, 4), (2, 2, 2, 2), dict(strides=2, padding=1)),              # cropped: added as before
 ]
 
 
@@ -190,6 +196,38 @@ def test_a_specialized_pool_is_the_kernel_call_after_call(op, dtype, layout, dat
         np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
 
 
+@pytest.mark.parametrize("data, attrs", POOL_CASES[:9])
+@pytest.mark.parametrize("op", ["nn.max_pool", "nn.avg_pool"])
+def test_a_specialized_pool_writing_a_new_output_each_call(op, data, attrs):
+    """Model outputs are new arrays every call (the data too, when it is one): from the second
+    such call the pool copies into and out of arrays of its own; the same arrays again, and new
+    ones of other shapes, keep working, and the values are right throughout."""
+    kernel = get_kernel(op).fn
+    attrs = _pool_attrs(attrs)
+    if op == "nn.avg_pool":
+        attrs["count_include_pad"] = False
+    call = kernel.specialize_attrs(attrs, (False,))
+    rng = np.random.default_rng(9)
+    x = rand(rng, data, "float32")
+    shape = run_kernel(op, x, **attrs).shape
+    out = np.full(shape, np.nan, np.float32)
+    for round_ in range(8):
+        if round_ in (4, 5):
+            x = rand(rng, data, "float32")             # new data as well
+        if round_ == 6:
+            bigger = rand(rng, (data[0] + 1, *data[1:]), "float32")    # another shape: planned afresh
+            got = np.empty((shape[0] + 1, *shape[1:]), np.float32)
+            call(bigger, out=got)
+            np.testing.assert_array_equal(got, run_kernel(op, bigger, **attrs))
+        x[...] = rand(rng, data, "float32")
+        if round_ != 7:                                # round 7: the same arrays as round 6
+            out = np.full(shape, np.nan, np.float32)
+        want = np.empty(shape, np.float32)
+        call(x, out=out)
+        kernel(x, out=want, **attrs)
+        np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
+
+
 @pytest.mark.parametrize("data, attrs", POOL_CASES)
 @pytest.mark.parametrize("count_include_pad", [False, True])
 @pytest.mark.parametrize("dtype, backend", [("float32", "ort"), ("float32", "ref"), ("float16", "ref"),
@@ -230,3 +268,51 @@ def test_global_pool(name, op, dtype, shape, backend):
     x = rand(rng, shape, dtype)
     expected, = run_onnx(op, [x], backend=backend)
     assert_close(run_kernel(name, x), expected)
+
+
+TILED_T_CASES = [
+    ((2, 4, 5, 6), (4, 3, 2, 2), dict(strides=2)),                       # runs the tiled runner
+    ((1, 3, 7), (3, 2, 3), dict(strides=3)),
+    ((1, 2, 3, 2, 3), (2, 2, 2, 1, 2), dict(strides=(2, 1, 2))),
+    ((1, 4, 3, 5), (4, 2, 2, 3), dict(strides=(2, 3), groups=2)),        # the kernel's: groups
+    ((1, 2, 3, 3), (2, 2, 2, 2), dict(strides=2, output_padding=1)),     # the kernel's: overlap / extra
+    ((1, 2, 4, 4), (2, 2, 2, 2), dict(strides=1)),
+    ((0, 2, 4, 4), (2, 2, 2, 2), dict(strides=2)),                       # empty
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("data, weight, attrs", TILED_T_CASES)
+def test_a_specialized_conv_transpose_is_the_kernel_call_after_call(data, weight, attrs, dtype):
+    """Per instruction, windows that tile the output keep their GEMM buffer and tap views while the
+    arrays stay (bit for bit the kernel); new data, a new output and other geometries are right too."""
+    kernel = get_kernel("nn.conv_transpose").fn
+    full = dict(dict(strides=1, padding=0, output_padding=0, dilation=1, groups=1, data_layout="NCHW"), **attrs)
+    call = kernel.specialize_attrs(full, (False, True))
+    rng = np.random.default_rng(11)
+    w = rand(rng, weight, dtype)
+    x = rand(rng, data, dtype)
+    want = run_kernel("nn.conv_transpose", x, w, **full)
+    out = np.full_like(want, np.nan)
+    for round_ in range(5):
+        if round_ == 2:
+            x = rand(rng, data, dtype)                  # new data of the same shape
+        if round_ == 3:
+            out = np.full_like(want, np.nan)            # a new output
+        x[...] = rand(rng, data, dtype)
+        call(x, w, out=out)
+        kernel(x, w, out=want, **full)
+        np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
+
+
+def test_a_large_tiled_conv_transpose_keeps_no_buffer_of_its_own():
+    """Past 4 MiB of GEMM result the instruction does not hold a product of its own: the kernel runs."""
+    from relaxpack.runtime.kernels import conv_transpose_tiled
+    rng = np.random.default_rng(13)
+    x, w = rand(rng, (1, 2, 130, 130), "float32"), rand(rng, (2, 16, 2, 2), "float32")
+    out = np.empty((1, 16, 260, 260), np.float32)
+    assert conv_transpose_tiled._prepare(x, w, out, (2, 2)) is None
+    assert conv_transpose_tiled._prepare(x[:, :, :60, :60], w, out[:, :, :120, :120].copy(), (2, 2)) is not None
+    full = dict(strides=2, padding=0, output_padding=0, dilation=1, groups=1, data_layout="NCHW")
+    get_kernel("nn.conv_transpose").fn.specialize_attrs(full, (False, True))(x, w, out=out)
+    np.testing.assert_array_equal(out, run_kernel("nn.conv_transpose", x, w, **full))

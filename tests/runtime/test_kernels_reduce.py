@@ -50,7 +50,10 @@ def test_reduce(name, dtype, shape, axis, keepdims):
 # a block of axes before the last (a channels-last image's H and W): the mean sums by a GEMM from 16 rows
 INNER_RUN_CASES = [((2, 31, 48, 32), (1, 2), True), ((1, 6, 5, 16), (2, 1), False), ((3, 17, 4), (1,), True),
                    ((2, 4, 5, 3, 2), (1, 2, 3), False), ((0, 8, 8, 4), (1, 2), True), ((1, 16, 8, 0), (1, 2), True),
-                   ((2, 3, 4), (1,), False)]                                     # 3 rows: numpy's reduction
+                   ((2, 3, 4), (1,), False),                                     # 3 rows: numpy's reduction
+                   # the last axes (a channels-first image's H and W): a matrix-vector product, any row count
+                   ((3, 5, 2, 3), (2, 3), False), ((3, 4, 5, 1), (3, 2), True), ((4, 7), (1,), False),
+                   ((2, 3, 0), (2,), True)]
 
 
 @pytest.mark.parametrize("shape, axis, keepdims", INNER_RUN_CASES)

@@ -6,8 +6,9 @@ the bias broadcasts *into* the product's shape, it never widens it) and
 bias of shape ``(out_channels,)``. The bias is optional in both. Either may
 then apply an activation, given by the ``activation`` attribute::
 
-    None | "relu" | "sigmoid" | "tanh" | "silu" | "gelu" | "gelu_tanh"
+    None | "relu" | "sigmoid" | "tanh" | "silu" | "gelu" | "gelu_tanh" | "hard_swish"
          | ("leakyrelu", alpha) | ("clip", min, max)     # min/max may be None
+         | ("hard_sigmoid", alpha, beta)
 
 No importer emits these ops: FuseBiasActivation makes them from their
 unfused forms (``passes/fuse_bias_activation.py``).
@@ -34,7 +35,7 @@ from .nn import infer_conv as _infer_conv
 #: activation name -> its parameters (after the name, in the attribute's tuple)
 ACTIVATIONS: dict[str, tuple[str, ...]] = {
     "relu": (), "sigmoid": (), "tanh": (), "silu": (), "gelu": (), "gelu_tanh": (),
-    "leakyrelu": ("alpha",), "clip": ("min", "max"),
+    "hard_swish": (), "leakyrelu": ("alpha",), "clip": ("min", "max"), "hard_sigmoid": ("alpha", "beta"),
 }
 #: activations that also apply to integer tensors (the rest need floats)
 INTEGER_ACTIVATIONS = frozenset({"relu", "clip"})

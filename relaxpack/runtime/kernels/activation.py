@@ -155,10 +155,16 @@ def silu(x, *, out):
 @_scalar_safe
 def hard_sigmoid(x, *, out, alpha, beta):
     """``max(0, min(1, alpha * x + beta))``."""
+    if _same_float(x, out):     # in ``out``, three ufunc calls (np.clip's Python layer cost more)
+        kind = out.dtype.type
+        np.multiply(x, kind(alpha), out=out)
+        np.add(out, kind(beta), out=out)
+        CLIP(out, kind(0), kind(1), out=out)
+        return
     buf = load(x, out)
     buf *= alpha
     buf += beta
-    np.clip(buf, 0, 1, out=buf)
+    CLIP(buf, buf.dtype.type(0), buf.dtype.type(1), out=buf)
     commit(buf, out)
 
 
@@ -166,12 +172,24 @@ def hard_sigmoid(x, *, out, alpha, beta):
 @_scalar_safe
 def hard_swish(x, *, out):
     """``x * max(0, min(1, x / 6 + 1 / 2))`` (ONNX HardSwish)."""
+    if _same_float(x, out):     # the gate in a temporary: x may be out (a fused conv's in-place call)
+        kind = out.dtype.type
+        gate = np.multiply(x, kind(1 / 6))
+        np.add(gate, kind(0.5), out=gate)
+        CLIP(gate, kind(0), kind(1), out=gate)
+        np.multiply(x, gate, out=out)
+        return
     buf = load(x, out)
     gate = buf * (1 / 6)
     gate += 0.5
-    np.clip(gate, 0, 1, out=gate)
+    CLIP(gate, gate.dtype.type(0), gate.dtype.type(1), out=gate)
     buf *= gate
     commit(buf, out)
+
+
+def _same_float(x: np.ndarray, out: np.ndarray) -> bool:
+    """Whether ``x`` is a float32/float64 array of ``out``'s shape and dtype (computed in place)."""
+    return x.dtype == out.dtype and out.dtype.type in (np.float32, np.float64) and x.shape == out.shape
 
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)

@@ -136,7 +136,8 @@ def conv_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, be
     cl = strided = None
     # im2col by one strided copy and one (batched) GEMM: on small convs, depthwise ones included,
     # the fewest numpy calls (a small depthwise conv: 2-6x the per-tap multiply-adds' speed)
-    small = len(taps) > 1 and 0 < channels * len(taps) * pixels <= conv_strided.MAX_COLUMN_VALUES
+    limit = conv_strided.MAX_COLUMN_VALUES if depthwise else conv_strided.MAX_DENSE_COLUMN_VALUES
+    small = len(taps) > 1 and 0 < channels * len(taps) * pixels <= limit
     if not depthwise or small:
         strided = conv_strided.StridedGeometry(tuple(spatial), tuple(begins), tuple(ends), tuple(kernel),
                                                tuple(strides), tuple(dilation))

@@ -55,8 +55,22 @@ def prepare(plan, data, weight, bias, arrays: list, act, fixed_weight: bool, fix
     w = weight.reshape(-1, out_channels)
     matmul, copy = np.matmul, np.copyto
     if plan.method == "pointwise":      # (a 1x1 conv of the whole input: never padded)
+        seen = [None, None, None, None]     # the last x and out that are views (arena), their 2-d views
+
         def run(x, out):
-            matmul(x.reshape(-1, channels), w, out=out.reshape(-1, out_channels))
+            if x is not seen[0]:
+                rows = x.reshape(-1, channels)
+                if x.base is not None:
+                    seen[0], seen[1] = x, rows
+            else:
+                rows = seen[1]
+            if out is not seen[2]:
+                target = out.reshape(-1, out_channels)
+                if out.base is not None:
+                    seen[2], seen[3] = out, target
+            else:
+                target = seen[3]
+            matmul(rows, w, out=target)
             finish(out)
         return run
     cols = arrays[-1]
@@ -172,9 +186,15 @@ def _finisher(bias, act, fixed_bias: bool, width: int):
         tiled = np.tile(bias, width)
         rows = tiled.size
         add = np.add
+        seen = [None, None]         # the last out that is a view (an arena's: the same each run), its rows
 
         def finish(out):
-            flat = out.reshape(-1, rows)
+            if out is seen[0]:
+                flat = seen[1]
+            else:
+                flat = out.reshape(-1, rows)
+                if out.base is not None:    # (an array owning its memory is not held past the call)
+                    seen[0], seen[1] = out, flat
             add(flat, tiled, out=flat)
             if act is not None:
                 act(out)

@@ -9,8 +9,8 @@ input (when there is padding) is viewed as ``(N, C, *kernel, *lengths)`` with
 ``as_strided`` (a tap's window of the output's lengths at the stride and
 dilation) and copied into the columns in one call, then one GEMM writes
 ``out``. :func:`~.conv_direct.conv_plan` picks it below
-:data:`MAX_COLUMN_VALUES` values of columns per image (measured in
-``docs/design-notes.md``).
+:data:`MAX_COLUMN_VALUES` values of columns per image for a depthwise conv,
+:data:`MAX_DENSE_COLUMN_VALUES` for others (measured in ``docs/design-notes.md``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,13 @@ import numpy as np
 
 _as_strided = np.lib.stride_tricks.as_strided
 
-#: an image's im2col columns hold at most this many values for the strided method
+#: an image's im2col columns hold at most this many values for the strided method (depthwise convs)
 MAX_COLUMN_VALUES = 1 << 16
+#: ... and for other convs: measured (1 thread, thread CPU time, the per-instruction runners), the
+#: strided method is 5-35% faster than ``wide``/``rows``/``compact`` up to ~450k values (a 3-channel
+#: stem at 32x80: 68 -> 43 us; 16 -> 24 channels at 31x48: 168 -> 136 us), even at ~900k and slower
+#: at 3.6M (``rows``' blocks stay in cache)
+MAX_DENSE_COLUMN_VALUES = 1 << 19
 
 
 @dataclass(frozen=True)

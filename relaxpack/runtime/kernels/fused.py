@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UnsupportedOpError
-from .activation import gelu, leakyrelu, relu, silu
+from .activation import gelu, hard_sigmoid, hard_swish, leakyrelu, relu, silu
 from .elementwise import clip, sigmoid
 from . import integer_exact
 from .linalg import matmul
@@ -33,6 +33,8 @@ _ACTIVATIONS = {
     "gelu_tanh": lambda out: gelu(out, out=out, approximate="tanh"),
     "leakyrelu": lambda out, alpha: leakyrelu(out, out=out, alpha=alpha),
     "clip": lambda out, lo, hi: clip(out, out=out, min=lo, max=hi, saturate_nan=False),
+    "hard_swish": lambda out: hard_swish(out, out=out),
+    "hard_sigmoid": lambda out, alpha, beta: hard_sigmoid(out, out=out, alpha=alpha, beta=beta),
 }
 
 

@@ -428,3 +428,35 @@ def hf_causal_mask_with_past():
         return {"q": _normal(b, 2, s, 4, seed=1), "past_k": _normal(b, 2, p, 4, seed=2),
                 "k": _normal(b, 2, s, 4, seed=3), "attention_mask": mask}
     return model, feeds
+
+
+def channel_shuffle_after_strided_conv():
+    """torch.export's ShuffleNet: a stride-2 conv, then a channel shuffle whose view sizes are
+    ``(h - 1) / 2 + 1`` with ONNX's truncating Div (a floor once ``h >= 1``)."""
+    x = helper.make_tensor_value_info("x", F, ["n", 3, "h", "w"])
+
+    def out_size(axis, name):
+        return [*_dim("x", axis, f"{name}_in"), _n("Sub", [f"{name}_in", "one"], [f"{name}_m1"]),
+                _n("Div", [f"{name}_m1", "two"], [f"{name}_q"]), _n("Add", [f"{name}_q", "one"], [name])]
+    nodes = [_n("Conv", ["x", "weight"], ["conv"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             *_dim("x", 0, "n"), *out_size(2, "oh"), *out_size(3, "ow"),
+             _n("Concat", ["n", "two", "two", "oh", "ow"], ["grouped"], axis=0),
+             _n("Reshape", ["conv", "grouped"], ["view"]),
+             _n("Transpose", ["view"], ["swapped"], perm=[0, 2, 1, 3, 4]),
+             _n("Concat", ["n", "four", "oh", "ow"], ["flat"], axis=0),
+             _n("Reshape", ["swapped", "flat"], ["y"])]
+    inits = {**_SHAPE_INITS, "four": np.array([4], np.int64), "weight": _normal(4, 3, 3, 3, seed=7) * 0.3}
+    return _model(nodes, [x], ["y"], inits), lambda b, s: {"x": _normal(b, 3, s, s + 2)}
+
+
+def truncating_div_of_a_negative_size():
+    """``(s - 3) / 2 + 1`` as a length: below ``s = 3`` the truncation is not a floor
+    (``s = 2`` gives 1, not 0), so the import keeps the Div as it is."""
+    nodes = [*_dim("x", 1, "s"), _n("Sub", ["s", "three"], ["m"]), _n("Div", ["m", "two"], ["q"]),
+             _n("Add", ["q", "one"], ["length"]),
+             _n("ConstantOfShape", ["length"], ["ones"], value=helper.make_tensor("v", F, [1], [1.0])),
+             _n("ReduceSum", ["x", "one"], ["rows"], keepdims=0),
+             _n("ReduceSum", ["ones"], ["count"], keepdims=1),
+             _n("Mul", ["rows", "count"], ["y"])]
+    inits = {**_SHAPE_INITS, "three": np.array([3], np.int64)}
+    return _model(nodes, [_x()], ["y"], inits), lambda b, s: {"x": _normal(b, s, 4)}

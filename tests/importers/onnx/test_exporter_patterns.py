@@ -48,6 +48,8 @@ CASES = {
     "pad_to_stride_then_conv": [(1, 5), (2, 16), (1, 9), (0, 4)],
     "tile_then_matmul": [(1, 5), (2, 8), (0, 3), (2, 0)],
     "hf_causal_mask_with_past": [(1, 3, 0), (2, 1, 4), (1, 4, 2), (0, 2, 1), (1, 1, 0)],
+    "channel_shuffle_after_strided_conv": [(1, 5), (2, 8), (1, 1), (0, 3)],
+    "truncating_div_of_a_negative_size": [(1, 5), (2, 2), (1, 1), (0, 3), (2, 0)],
 }
 
 
@@ -105,3 +107,14 @@ def test_kv_cache_mask_length_is_an_assumption_named_by_node():
     inputs["mask"] = np.ones((1, 4), np.int64)
     with pytest.raises(relaxpack.RelaxpackError, match=r"^ONNX node '/y' assumes .* == s; .* \(p = 2, total = 4\)"):
         vm.run(inputs)
+
+
+
+def test_a_channel_shuffle_after_a_strided_conv_stays_static():
+    """``(h - 1) / 2 + 1`` with ONNX's truncating Div is the exact ``max(h - 1, 0) // 2 + 1``
+    (DimAnalyzer.trunc_div): the shuffle's views are reshapes of known dims, with no run-time
+    shape kernel and no assumption."""
+    _, _, mod = _converted("channel_shuffle_after_strided_conv")
+    assert _output_dims(mod) == [("n", "4", "max(h - 1, 0) // 2 + 1", "max(w - 1, 0) // 2 + 1")]
+    assert "dyn." not in mod.script() and "dim_ranges" not in mod["main"].attrs
+    assert assumptions_of(relaxpack.build(mod)) == []
