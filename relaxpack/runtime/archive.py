@@ -55,6 +55,7 @@ import numpy as np
 from .. import __version__
 from ..errors import ArchiveError, RelaxpackError
 from . import archive_check as check
+from .added_attrs import fill_added_attrs
 from .builtins import BUILTINS
 from .bytecode import VMFunction
 from .dtypes import numpy_dtype
@@ -401,6 +402,7 @@ def _check_program(m: dict) -> tuple[dict[str, VMFunction], list[FuncEntry]]:
     memory plans against the bytecode's liveness."""
     functions = {fn["name"]: VMFunction.from_json(fn) for fn in m["functions"]}
     table = [FuncEntry(kind, name) for kind, name in m["func_table"]]
+    functions = fill_added_attrs(functions, table)
     check_calls(functions, table)
     check_allocations(functions, table)
     check_plans(functions, table)
