@@ -93,3 +93,14 @@ def test_string_normalizer_needs_its_added_attribute(tmp_path):
     old = _without(relaxpack.build(relaxpack.from_onnx(model), opt_level=0), {"string_normalizer"})
     with pytest.raises(ExecutionError, match="ascii_case"):
         VirtualMachine(old).run(feeds)
+
+
+def test_every_attribute_added_since_the_snapshot_is_filled():
+    """Ops' attributes as archives were written up to 2026-11-27 (the snapshot): an attribute an op
+    with a kernel gained since must be in ADDED, or older archives fail with a missing keyword."""
+    import json
+    from pathlib import Path
+    snapshot = json.loads((Path(__file__).parent / "data" / "op_attrs_2026-11-27.json").read_text())
+    missing = {(name, attr) for name, attrs in snapshot.items() if name in KERNELS
+               for attr in get_op_def(name).attrs if attr not in attrs and attr not in ADDED.get(name, {})}
+    assert not missing, f"add these to runtime/added_attrs.ADDED: {sorted(missing)}"
