@@ -86,10 +86,24 @@ def reference_output(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], na
         needed = _extract(model, name)
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            (ref,) = ReferenceEvaluator(needed).run([name], dict(feeds))
+            (ref,) = ReferenceEvaluator(needed, new_ops=_older_opset_ops(model)).run([name], dict(feeds))
     except Exception:   # the evaluator lacks an op or a version, or fails on it: no judgement
         return None
     return np.asarray(ref)
+
+
+def _older_opset_ops(model: onnx.ModelProto) -> list[type]:
+    """Ops the reference evaluator lacks at ``model``'s opset, as the versions it has.
+
+    onnx's evaluator (1.23) implements DequantizeLinear from opset 19 only, so it could not
+    judge a QDQ model of opset 10 to 18 (what onnxruntime's quantizer writes by default):
+    19 only added float8 inputs, its integer semantics are those of 10 and 13."""
+    version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if version >= 19:
+        return []
+    from onnx.reference.ops import load_op
+    newest = load_op("", "DequantizeLinear", None)   # an unnamed version runs with the newest schema's attributes
+    return [type("DequantizeLinear", (newest,), {"op_domain": ""})]
 
 
 def _extract(model: onnx.ModelProto, name: str) -> onnx.ModelProto:
