@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import ArchiveError, ShapeError
 from .builtins import builtin, specializable
 from .dtypes import numpy_dtype
+from .func_ref import FunctionRef
 
 
 def _one(value, what: str):
@@ -63,25 +64,75 @@ def loop(num_state: int, scans, body, max_trip, cond, *operands):
 def _loop_specialize(num_state: int, scans):
     _check_specs(num_state, scans)
     num_scan = len(scans)
+    width = 1 + num_state + num_scan
 
     def run(body, max_trip, cond, *operands):
         trips = _one(max_trip, "trip count")
         keep_going = bool(_one(cond, "condition"))
         state, captured = tuple(operands[:num_state]), tuple(operands[num_state:])
         collected: list[list] = [[] for _ in range(num_scan)]
+        direct = body.direct(2 + len(operands)) if type(body) is FunctionRef else None
+        call, name_error = direct if direct is not None else (body, None)
+        going = _true()              # the condition a body sees: only ever True (else it is not called)
         i = 0
         while i < trips and keep_going:
-            out = body(np.array(i, np.int64), np.array(keep_going), *state, *captured)
-            if not isinstance(out, tuple) or len(out) != 1 + num_state + num_scan:
+            try:
+                out = call(_counter(i), going, *state, *captured)
+            except Exception as err:  # noqa: BLE001 - named as the VM names a call's errors
+                if name_error is None:
+                    raise
+                name_error(err)
+            if type(out) is not tuple or len(out) != width:
                 raise ShapeError(f"Loop: the body returned {len(out) if isinstance(out, tuple) else 1} "
-                                 f"values, expected {1 + num_state + num_scan}")
-            keep_going = bool(_one(out[0], "condition"))
+                                 f"values, expected {width}")
+            c = out[0]
+            keep_going = bool(c.item() if type(c) is np.ndarray and c.size == 1 else _one(c, "condition"))
             state = out[1:1 + num_state]
             for items, value in zip(collected, out[1 + num_state:]):
                 items.append(value)
             i += 1
-        return state + tuple(_stack(items, spec) for items, spec in zip(collected, scans))
+        return tuple(_own(v) for v in state) + tuple(_stack(items, spec) for items, spec in zip(collected, scans))
     return run
+
+
+def _true() -> np.ndarray:
+    """A read-only 0-d True, one per loop call: a body may keep it (return it as state)."""
+    return _read_only(np.array(True))
+
+
+def _counter(i: int) -> np.ndarray:
+    """The trip counter ``i`` as a 0-d int64 array: one shared read-only array per count below
+    :data:`COUNTERS` (made once per process; a body that keeps it keeps a value that never
+    changes), a new one above."""
+    global _COUNTERS
+    counters = _COUNTERS
+    if i < len(counters):
+        return counters[i]
+    if i >= COUNTERS:
+        return np.array(i, np.int64)
+    # grown by a new tuple, each counter made from its own index: threads racing here agree
+    grown = counters + tuple(_read_only(np.array(k, np.int64))
+                             for k in range(len(counters), min(COUNTERS, max(64, 2 * i))))
+    _COUNTERS = grown
+    return grown[i]
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+def _own(value):
+    """A final state value the loop made (a counter or its True, kept by the body) copied, so
+    the caller gets a writable array of its own as from any other output."""
+    if type(value) is np.ndarray and value.ndim == 0 and not value.flags.writeable:
+        return value.copy()
+    return value
+
+
+#: trip counts below this get shared read-only counters
+COUNTERS = 4096
+_COUNTERS: tuple = ()
 
 
 specializable(loop, 2, _loop_specialize)

@@ -27,6 +27,7 @@ from ..errors import ArchiveError, ExecutionError, InputError, RelaxpackError, S
 from .budget import Budget, metered
 from .builtins import BUILTINS
 from .fpstate import restore, silence
+from .func_ref import FunctionRef
 from .containers import CONTAINER_KINDS, as_input, as_output, as_output_is_identity
 from .maps import MAP_KINDS, as_map_input
 from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunction
@@ -225,6 +226,21 @@ class VirtualMachine:
             _raise_named(err, prepared, pc)
         return regs[-1]
 
+    def _direct(self, index: int, num_args: int):
+        """What :meth:`FunctionRef.direct` gives: the compiled code of function ``index`` and
+        ``_invoke``'s error naming, while this VM runs compiled code; else None."""
+        prepared = self._prepared[index]
+        compiled, plain = prepared.compiled, prepared.plain
+        if compiled is None or not self.compiled or num_args != len(prepared.func.params):
+            return None
+
+        def name_error(err: Exception):
+            pc = pc_of(err.__traceback__, compiled, plain)
+            if pc is None:
+                raise err
+            _raise_named(err, prepared, pc)
+        return compiled.run, name_error
+
     # ------------------------------------------------------------ preparation
     def _resolve(self, index: int, entry) -> Callable:
         if entry.kind == "vm":
@@ -257,6 +273,10 @@ class VirtualMachine:
         if kind == FUNC:
             if not isinstance(value, int) or not 0 <= value < len(self._callees):
                 raise ArchiveError(f"{func.name}: function index {value!r} out of range")
+            entry = self.exe.func_table[value]
+            if entry.kind == "vm":
+                target = self._index[entry.name]
+                return False, FunctionRef(self._callees[value], lambda n: self._direct(target, n))
             return False, self._callees[value]
         raise ArchiveError(f"{func.name}: unknown operand kind {kind!r}")
 

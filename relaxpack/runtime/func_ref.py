@@ -1,0 +1,31 @@
+"""A bytecode function passed as an operand (a loop's body), as the VM hands it to a builtin.
+
+Calling it runs the function as any call does (``VirtualMachine._invoke``:
+argument count, compiled code or the interpreter, errors named by
+instruction). A builtin that calls it many times (``vm.builtin.loop``) asks
+:meth:`FunctionRef.direct` once for the compiled code itself and the VM's
+error naming, and skips the two Python calls in between on every iteration.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+
+class FunctionRef:
+    """``ref(*args)`` runs the function; ``ref.direct(n)`` is ``(run, name_error)`` for calls of
+    ``n`` arguments, or None where calls must go through ``ref`` (the interpreter runs the
+    function, or ``n`` is not its parameter count: ``ref`` raises the VM's error)."""
+
+    __slots__ = ("_call", "_direct")
+
+    def __init__(self, call: Callable, direct: Callable):
+        self._call, self._direct = call, direct
+
+    def __call__(self, *args):
+        return self._call(*args)
+
+    def direct(self, num_args: int):
+        """``(run, name_error)``: ``run(*args)`` the compiled function; ``name_error(err)`` raises
+        what the VM raises for ``err`` escaping ``run`` (named by instruction). Or None."""
+        return self._direct(num_args)

@@ -1,0 +1,144 @@
+"""The loop builtin's fast path (runtime/loop.py, runtime/func_ref.py): the body's compiled code
+called directly, shared read-only trip counters and condition. Each case is compared bit for
+bit with the interpreter (``vm.compiled = False``: the body called through the VM as any call)
+at trip counts 0, 1 and more: bodies that keep the counter or the condition (returned as state,
+scanned), state that changes shape, loops ended by the condition, counters past the shared
+ones, errors raised inside the body at a later iteration."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import relaxpack
+from relaxpack.errors import RelaxpackError
+from relaxpack.runtime import VirtualMachine
+from relaxpack.runtime import loop as loop_module
+from relaxpack.runtime.func_ref import FunctionRef
+
+
+def _model(body_nodes, state_in, state_out, scans=(), inits=(), outer=(), cond_input=""):
+    """Loop(M, cond, state...) over ``body_nodes``; ``state_in``/``state_out`` value infos."""
+    body = h.make_graph(
+        body_nodes, "body",
+        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c", T.BOOL, []), *state_in],
+        [h.make_tensor_value_info("c_out", T.BOOL, []), *state_out, *scans], list(inits))
+    names = [v.name for v in state_in]
+    finals = [f"f_{n}" for n in names] + [f"scan{k}" for k in range(len(scans))]
+    inputs = [h.make_tensor_value_info("M", T.INT64, [])]
+    if cond_input:
+        inputs.append(h.make_tensor_value_info(cond_input, T.BOOL, []))
+    inputs += [h.make_tensor_value_info(f"{n}0", v.type.tensor_type.elem_type, None) for n, v in zip(names, state_in)]
+    inputs += list(outer)
+    node = h.make_node("Loop", ["M", cond_input, *(f"{n}0" for n in names)], finals, body=body)
+    outputs = [h.make_tensor_value_info(f, T.UNDEFINED, None) for f in finals]
+    graph = h.make_graph([node], "g", inputs, outputs)
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+def _runs(model, feeds_list):
+    """The outputs of the compiled VM and of the interpreter, for each feeds."""
+    exe = relaxpack.build(relaxpack.from_onnx(model))
+    fast, slow = VirtualMachine(exe), VirtualMachine(exe)
+    slow.compiled = False
+    return [(fast.run(f), slow.run(f)) for f in feeds_list]
+
+
+def _same(a: dict, b: dict):
+    assert a.keys() == b.keys()
+    for k in a:
+        x, y = np.asarray(a[k]), np.asarray(b[k])
+        assert x.dtype == y.dtype and x.shape == y.shape, k
+        assert x.tobytes() == y.tobytes(), k
+
+
+def _tensor(name, dtype, shape):
+    return h.make_tensor_value_info(name, dtype, shape)
+
+
+def test_body_that_keeps_the_counter_and_the_condition_as_state_and_scans():
+    """The shared counters and True are read-only and never change: kept, they stay right; the
+    final state the caller gets is its own writable copy."""
+    nodes = [h.make_node("Identity", ["c"], ["c_out"]), h.make_node("Identity", ["i"], ["k_out"]),
+             h.make_node("Identity", ["c"], ["b_out"]), h.make_node("Identity", ["i"], ["scan_i"]),
+             h.make_node("Add", ["x_in", "i"], ["x_out"])]
+    model = _model(nodes, [_tensor("k_in", T.INT64, []), _tensor("b_in", T.BOOL, []), _tensor("x_in", T.INT64, [])],
+                   [_tensor("k_out", T.INT64, []), _tensor("b_out", T.BOOL, []), _tensor("x_out", T.INT64, [])],
+                   scans=[_tensor("scan_i", T.INT64, [])])
+    feeds = [{"M": np.array(m, np.int64), "k_in0": np.array(-1, np.int64), "b_in0": np.array(False),
+              "x_in0": np.array(0, np.int64)} for m in (0, 1, 7)]
+    for (fast, slow), f in zip(_runs(model, feeds), feeds):
+        _same(fast, slow)
+        m = int(f["M"])
+        assert fast["f_k_in"] == (m - 1 if m else -1) and fast["f_b_in"] == (m > 0)
+        np.testing.assert_array_equal(fast["scan0"], np.arange(m))
+        assert fast["f_x_in"] == sum(range(m))
+        for v in fast.values():
+            assert v.flags.writeable
+            v[...] = 0     # the caller's own: the next call is unchanged
+    again = _runs(model, feeds[2:])[0][0]
+    assert again["f_k_in"] == 6 and again["f_b_in"]
+
+
+def test_counters_past_the_shared_ones(monkeypatch):
+    monkeypatch.setattr(loop_module, "COUNTERS", 5)
+    monkeypatch.setattr(loop_module, "_COUNTERS", ())
+    nodes = [h.make_node("Identity", ["c"], ["c_out"]), h.make_node("Identity", ["i"], ["scan_i"]),
+             h.make_node("Identity", ["i"], ["k_out"])]
+    model = _model(nodes, [_tensor("k_in", T.INT64, [])], [_tensor("k_out", T.INT64, [])],
+                   scans=[_tensor("scan_i", T.INT64, [])])
+    feeds = [{"M": np.array(m, np.int64), "k_in0": np.array(-1, np.int64)} for m in (3, 9, 200)]
+    for (fast, slow), f in zip(_runs(model, feeds), feeds):
+        _same(fast, slow)
+        np.testing.assert_array_equal(fast["scan0"], np.arange(int(f["M"])))
+    assert [int(c) for c in loop_module._COUNTERS] == list(range(5))
+
+
+def test_state_that_grows_and_a_loop_ended_by_the_condition():
+    """x grows by one element a trip; the loop stops once sum(x) reaches the limit (or at M)."""
+    nodes = [h.make_node("Concat", ["x_in", "one"], ["x_out"], axis=0),
+             h.make_node("ReduceSum", ["x_out"], ["s"], keepdims=0),
+             h.make_node("Less", ["s", "lim"], ["c_out"])]
+    model = _model(nodes, [_tensor("x_in", T.FLOAT, ["n"])], [_tensor("x_out", T.FLOAT, ["m"])],
+                   inits=[h.make_tensor("one", T.FLOAT, [1], [1.5]), h.make_tensor("lim", T.FLOAT, [], [7.0])],
+                   cond_input="go")
+    feeds = [{"M": np.array(m, np.int64), "go": np.array(go), "x_in0": np.arange(n, dtype=np.float32)}
+             for m, go, n in ((0, True, 2), (10, False, 2), (10, True, 0), (10, True, 3), (2, True, 1))]
+    results = _runs(model, feeds)
+    for fast, slow in results:
+        _same(fast, slow)
+    assert results[2][0]["f_x_in"].shape == (5,)      # 1.5 * 5 = 7.5 >= 7: ended by the condition
+
+
+def test_a_body_failing_at_a_later_iteration_raises_as_the_interpreter_does():
+    """Reshape to (i - 2) fails at the trip where the count goes negative: the same error."""
+    nodes = [h.make_node("Identity", ["c"], ["c_out"]), h.make_node("Sub", ["i", "two"], ["d"]),
+             h.make_node("Unsqueeze", ["d", "zero"], ["shape"]),
+             h.make_node("Reshape", ["x_in", "shape"], ["r"]),
+             h.make_node("Identity", ["x_in"], ["x_out"])]
+    model = _model(nodes, [_tensor("x_in", T.FLOAT, [2])], [_tensor("x_out", T.FLOAT, [2])],
+                   inits=[h.make_tensor("two", T.INT64, [], [0]), h.make_tensor("zero", T.INT64, [1], [0])])
+    exe = relaxpack.build(relaxpack.from_onnx(model))
+    fast, slow = VirtualMachine(exe), VirtualMachine(exe)
+    slow.compiled = False
+    feeds = {"M": np.array(3, np.int64), "x_in0": np.ones(2, np.float32)}
+    with pytest.raises(RelaxpackError) as want:
+        slow.run(feeds)
+    with pytest.raises(RelaxpackError) as got:
+        fast.run(feeds)
+    assert type(got.value) is type(want.value) and str(got.value) == str(want.value)
+
+
+def test_the_body_operand_is_a_function_ref_with_a_direct_path_only_when_compiled():
+    nodes = [h.make_node("Identity", ["c"], ["c_out"]), h.make_node("Identity", ["x_in"], ["x_out"])]
+    model = _model(nodes, [_tensor("x_in", T.FLOAT, [2])], [_tensor("x_out", T.FLOAT, [2])])
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model)))
+    refs = [v for p in vm._prepared for r in p.resolved.values() for is_reg, v in r.args
+            if not is_reg and isinstance(v, FunctionRef)]
+    assert len(refs) == 1
+    ref = refs[0]
+    assert ref.direct(3) is not None and ref.direct(2) is None      # (i, cond, x_in)
+    vm.compiled = False
+    assert ref.direct(3) is None
