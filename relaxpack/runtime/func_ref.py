@@ -13,7 +13,7 @@ from typing import Callable
 
 
 class FunctionRef:
-    """``ref(*args)`` runs the function; ``ref.direct(n)`` is ``(run, name_error)`` for calls of
+    """``ref(*args)`` runs the function; ``ref.direct(n)`` is ``(compiled, name_error)`` for calls of
     ``n`` arguments, or None where calls must go through ``ref`` (the interpreter runs the
     function, or ``n`` is not its parameter count: ``ref`` raises the VM's error)."""
 
@@ -26,6 +26,7 @@ class FunctionRef:
         return self._call(*args)
 
     def direct(self, num_args: int):
-        """``(run, name_error)``: ``run(*args)`` the compiled function; ``name_error(err)`` raises
-        what the VM raises for ``err`` escaping ``run`` (named by instruction). Or None."""
+        """``(compiled, name_error)``: the function as compiled (runtime/compiled.py: ``run(*args)``,
+        its warm variant); ``name_error(err)`` raises what the VM raises for ``err`` escaping
+        either (named by instruction). Or None."""
         return self._direct(num_args)

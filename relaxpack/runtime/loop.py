@@ -72,12 +72,28 @@ def _loop_specialize(num_state: int, scans):
         state, captured = tuple(operands[:num_state]), tuple(operands[num_state:])
         collected: list[list] = [[] for _ in range(num_scan)]
         direct = body.direct(2 + len(operands)) if type(body) is FunctionRef else None
-        call, name_error = direct if direct is not None else (body, None)
-        going = _true()              # the condition a body sees: only ever True (else it is not called)
+        compiled, name_error = direct if direct is not None else (None, None)
+        call = compiled.run if compiled is not None else body
+        warm = compiled.warm_variant() if compiled is not None else None
+        unsure = _unsure(compiled, num_state, width) if warm is not None else ()
+        w = kept = None         # the warm state, and the shapes and dtypes of the state it is for
+        trusted = False         # the state passed _kept once since w was taken: check the unsure only
+        going = _true()         # the condition a body sees: only ever True (else it is not called)
         i = 0
         while i < trips and keep_going:
+            counter = _counter(i)
             try:
-                out = call(_counter(i), going, *state, *captured)
+                if trusted and (not unsure or _kept(state, kept, unsure)):
+                    out = warm.run(w, counter, going, *state, *captured)
+                elif w is not None and _kept(state, kept, range(num_state)):
+                    out = warm.run(w, counter, going, *state, *captured)
+                    trusted = True
+                else:
+                    out = call(counter, going, *state, *captured)
+                    if warm is not None:
+                        w = compiled.warm_state((counter, going, *state, *captured))
+                        kept = _shapes(state) if w is not None else None
+                        trusted = False
             except Exception as err:  # noqa: BLE001 - named as the VM names a call's errors
                 if name_error is None:
                     raise
@@ -93,6 +109,37 @@ def _loop_specialize(num_state: int, scans):
             i += 1
         return tuple(_own(v) for v in state) + tuple(_stack(items, spec) for items, spec in zip(collected, scans))
     return run
+
+
+def _unsure(compiled, num_state: int, width: int) -> tuple[int, ...]:
+    """The state values whose shape or dtype may change from one trip to the next, as far as the
+    body's bytecode shows (``Compiled.steady``): the others are the same array passed through,
+    or a new array of one fixed shape and dtype on every trip."""
+    steady = compiled.steady
+    if len(steady) != width:
+        return tuple(range(num_state))
+    return tuple(k for k in range(num_state) if not steady[1 + k])
+
+
+def _shapes(state) -> tuple:
+    return tuple((v.shape, v.dtype) for v in state)
+
+
+def _kept(state, kept, which) -> bool:
+    """State values ``which`` numpy arrays of the shapes and dtypes (the same dtype objects) in
+    ``kept``: the body's input checks would pass as they did and leave the same heap.
+
+    Why the warm state may stand for the checks: it was taken on a call whose inputs were
+    ``kept``; the counter (a 0-d int64), the condition (the same True) and the captured values
+    (the same objects) keep their shapes and dtypes by construction. Once the whole state
+    matched ``kept`` on a trip after the first (its values then came from the body), the
+    steady values (:func:`_unsure`'s others) match on every later trip without a look."""
+    for k in which:
+        v = state[k]
+        shape, dtype = kept[k]
+        if type(v) is not np.ndarray or v.shape != shape or v.dtype is not dtype:
+            return False
+    return True
 
 
 def _true() -> np.ndarray:

@@ -227,7 +227,7 @@ class VirtualMachine:
         return regs[-1]
 
     def _direct(self, index: int, num_args: int):
-        """What :meth:`FunctionRef.direct` gives: the compiled code of function ``index`` and
+        """What :meth:`FunctionRef.direct` gives: the compiled function ``index`` (compiled.py) and
         ``_invoke``'s error naming, while this VM runs compiled code; else None."""
         prepared = self._prepared[index]
         compiled, plain = prepared.compiled, prepared.plain
@@ -235,11 +235,11 @@ class VirtualMachine:
             return None
 
         def name_error(err: Exception):
-            pc = pc_of(err.__traceback__, compiled, plain)
+            pc = pc_of(err.__traceback__, compiled, plain, compiled.warm)
             if pc is None:
                 raise err
             _raise_named(err, prepared, pc)
-        return compiled.run, name_error
+        return compiled, name_error
 
     # ------------------------------------------------------------ preparation
     def _resolve(self, index: int, entry) -> Callable:

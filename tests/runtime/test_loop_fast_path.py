@@ -30,7 +30,9 @@ def _model(body_nodes, state_in, state_out, scans=(), inits=(), outer=(), cond_i
     inputs = [h.make_tensor_value_info("M", T.INT64, [])]
     if cond_input:
         inputs.append(h.make_tensor_value_info(cond_input, T.BOOL, []))
-    inputs += [h.make_tensor_value_info(f"{n}0", v.type.tensor_type.elem_type, None) for n, v in zip(names, state_in)]
+    for n, v in zip(names, state_in):
+        outer_value = h.make_value_info(f"{n}0", v.type)
+        inputs.append(outer_value)
     inputs += list(outer)
     node = h.make_node("Loop", ["M", cond_input, *(f"{n}0" for n in names)], finals, body=body)
     outputs = [h.make_tensor_value_info(f, T.UNDEFINED, None) for f in finals]
@@ -142,3 +144,76 @@ def test_the_body_operand_is_a_function_ref_with_a_direct_path_only_when_compile
     assert ref.direct(3) is not None and ref.direct(2) is None      # (i, cond, x_in)
     vm.compiled = False
     assert ref.direct(3) is None
+
+
+def _steady(model):
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model)))
+    body = next(p for p in vm._prepared if p.func.name != "main")
+    return body.compiled.steady
+
+
+def test_state_whose_shape_alternates_or_settles_after_a_trip():
+    """Transpose flips (2, 3) and (3, 2) every trip (never steady: checked each trip); ReduceSum
+    to (1,) settles after the first trip (steady: an immediate alloc), from a longer start."""
+    flip = [h.make_node("Identity", ["c"], ["c_out"]), h.make_node("Transpose", ["x_in"], ["t"], perm=[1, 0]),
+            h.make_node("Add", ["t", "one"], ["x_out"])]
+    flipped = _model(flip, [_tensor("x_in", T.FLOAT, ["a", "b"])], [_tensor("x_out", T.FLOAT, ["b", "a"])],
+                     inits=[h.make_tensor("one", T.FLOAT, [], [1.0])])
+    settle = [h.make_node("Identity", ["c"], ["c_out"]), h.make_node("ReduceSum", ["x_in"], ["s"], keepdims=1),
+              h.make_node("Add", ["s", "one"], ["x_out"]), h.make_node("Identity", ["y_in"], ["y_out"])]
+    settled = _model(settle, [_tensor("x_in", T.FLOAT, ["n"]), _tensor("y_in", T.FLOAT, [2])],
+                     [_tensor("x_out", T.FLOAT, [1]), _tensor("y_out", T.FLOAT, [2])],
+                     inits=[h.make_tensor("one", T.FLOAT, [], [1.0])])
+    assert _steady(flipped) == (True, False)
+    assert _steady(settled) == (True, True, True)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for model, feeds in ((flipped, [{"M": np.array(m, np.int64), "x_in0": x} for m in (0, 1, 2, 5, 6)]),
+                         (settled, [{"M": np.array(m, np.int64), "x_in0": np.arange(n, dtype=np.float32) + 0.5,
+                                     "y_in0": np.ones(2, np.float32)} for m, n in ((0, 4), (1, 4), (2, 1), (6, 4))])):
+        for fast, slow in _runs(model, feeds):
+            _same(fast, slow)
+
+
+def test_the_warm_body_runs_from_the_second_trip_and_gives_the_cold_bits():
+    """A 6-op body on (2, 4): the warm variant is made and taken; every trip's result as with
+    the warm variant switched off (make_warm None) and as the interpreter's."""
+    from benchmarks.control_flow import loop_model
+    exe = relaxpack.build(relaxpack.from_onnx(loop_model(6)), opt_level=0)
+    warm, cold, slow = VirtualMachine(exe), VirtualMachine(exe), VirtualMachine(exe)
+    slow.compiled = False
+    for p in cold._prepared:
+        if p.compiled is not None:
+            p.compiled.make_warm = None
+    body = next(p for p in warm._prepared if p.func.name != "main").compiled
+    calls: list = []
+    x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
+    for m in (0, 1, 2, 33):
+        feeds = {"M": np.array(m, np.int64), "x": x}
+        got = warm.run(feeds)
+        if m == 0:         # made on the loop's first call
+            run = body.warm.run
+            body.warm.run = lambda *a: calls.append(1) or run(*a)
+        _same(got, cold.run(feeds))
+        _same(got, slow.run(feeds))
+    assert body.steady == (True, True) and len(calls) == 1 + 32      # all trips but the first of each call
+
+
+def test_state_that_keeps_its_shape_for_some_trips_then_changes():
+    """x is big[:1 + i // 3] (one shape for three trips, then the next), z = x_in * 2: the warm
+    body runs while they keep their shapes, and the checks run again on the trip they change."""
+    nodes = [h.make_node("Identity", ["c"], ["c_out"]), h.make_node("Div", ["i", "three"], ["q"]),
+             h.make_node("Add", ["q", "one"], ["end"]), h.make_node("Unsqueeze", ["end", "zero"], ["ends"]),
+             h.make_node("Slice", ["big", "zero", "ends"], ["x_out"]),
+             h.make_node("Mul", ["x_in", "two"], ["z_out"]), h.make_node("Identity", ["w_in"], ["w_out"])]
+    model = _model(nodes, [_tensor("x_in", T.FLOAT, ["n"]), _tensor("z_in", T.FLOAT, ["m"]),
+                           _tensor("w_in", T.FLOAT, [3])],
+                   [_tensor("x_out", T.FLOAT, ["k"]), _tensor("z_out", T.FLOAT, ["n"]), _tensor("w_out", T.FLOAT, [3])],
+                   inits=[h.make_tensor("three", T.INT64, [], [3]), h.make_tensor("one", T.INT64, [], [1]),
+                          h.make_tensor("zero", T.INT64, [1], [0]), h.make_tensor("two", T.FLOAT, [], [2.0])],
+                   outer=[_tensor("big", T.FLOAT, [10])])
+    assert _steady(model) == (True, False, False, True)
+    big = np.arange(10, dtype=np.float32) + 0.25
+    feeds = [{"M": np.array(m, np.int64), "x_in0": big[:1], "z_in0": big[:2], "w_in0": big[:3], "big": big}
+             for m in (0, 1, 3, 4, 10, 25)]
+    for fast, slow in _runs(model, feeds):
+        _same(fast, slow)
