@@ -17,10 +17,10 @@ class FunctionRef:
     ``n`` arguments, or None where calls must go through ``ref`` (the interpreter runs the
     function, or ``n`` is not its parameter count: ``ref`` raises the VM's error)."""
 
-    __slots__ = ("_call", "_direct")
+    __slots__ = ("_call", "_vm", "_index")
 
-    def __init__(self, call: Callable, direct: Callable):
-        self._call, self._direct = call, direct
+    def __init__(self, call: Callable, vm, index: int):
+        self._call, self._vm, self._index = call, vm, index     # the VM's _direct(index, n) answers
 
     def __call__(self, *args):
         return self._call(*args)
@@ -29,4 +29,4 @@ class FunctionRef:
         """``(compiled, name_error)``: the function as compiled (runtime/compiled.py: ``run(*args)``,
         its warm variant); ``name_error(err)`` raises what the VM raises for ``err`` escaping
         either (named by instruction). Or None."""
-        return self._direct(num_args)
+        return self._vm._direct(self._index, num_args)

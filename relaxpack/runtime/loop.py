@@ -66,19 +66,25 @@ def _loop_specialize(num_state: int, scans):
     num_scan = len(scans)
     width = 1 + num_state + num_scan
 
+    last: list = [None, None, ()]     # the body last run: (compiled, its warm variant, the unsure state)
+
     def run(body, max_trip, cond, *operands):
         trips = _one(max_trip, "trip count")
         keep_going = bool(_one(cond, "condition"))
         state, captured = tuple(operands[:num_state]), tuple(operands[num_state:])
         collected: list[list] = [[] for _ in range(num_scan)]
+        if trips <= 0 or not keep_going:
+            return state + tuple(_stack([], spec) for spec in scans)
         direct = body.direct(2 + len(operands)) if type(body) is FunctionRef else None
         compiled, name_error = direct if direct is not None else (None, None)
         call = compiled.run if compiled is not None else body
-        warm = compiled.warm_variant() if compiled is not None else None
-        unsure = _unsure(compiled, num_state, width) if warm is not None else ()
+        if compiled is not last[0] and trips > 1:
+            warm = compiled.warm_variant() if compiled is not None else None
+            last[:] = compiled, warm, _unsure(compiled, num_state, width) if warm is not None else ()
+        warm, unsure = (last[1], last[2]) if compiled is last[0] else (None, ())
         w = kept = None         # the warm state, and the shapes and dtypes of the state it is for
         trusted = False         # the state passed _kept once since w was taken: check the unsure only
-        going = _true()         # the condition a body sees: only ever True (else it is not called)
+        going = _TRUE           # the condition a body sees: only ever True (else it is not called)
         i = 0
         while i < trips and keep_going:
             counter = _counter(i)
@@ -90,7 +96,7 @@ def _loop_specialize(num_state: int, scans):
                     trusted = True
                 else:
                     out = call(counter, going, *state, *captured)
-                    if warm is not None:
+                    if warm is not None and i + 1 < trips:
                         w = compiled.warm_state((counter, going, *state, *captured))
                         kept = _shapes(state) if w is not None else None
                         trusted = False
@@ -142,11 +148,6 @@ def _kept(state, kept, which) -> bool:
     return True
 
 
-def _true() -> np.ndarray:
-    """A read-only 0-d True, one per loop call: a body may keep it (return it as state)."""
-    return _read_only(np.array(True))
-
-
 def _counter(i: int) -> np.ndarray:
     """The trip counter ``i`` as a 0-d int64 array: one shared read-only array per count below
     :data:`COUNTERS` (made once per process; a body that keeps it keeps a value that never
@@ -170,13 +171,16 @@ def _read_only(array: np.ndarray) -> np.ndarray:
 
 
 def _own(value):
-    """A final state value the loop made (a counter or its True, kept by the body) copied, so
-    the caller gets a writable array of its own as from any other output."""
-    if type(value) is np.ndarray and value.ndim == 0 and not value.flags.writeable:
+    """A read-only final state value copied: what the loop made (a counter or its True, or a
+    view of one, kept by the body), so the caller gets a writable array of its own as from
+    any other output."""
+    if type(value) is np.ndarray and not value.flags.writeable:
         return value.copy()
     return value
 
 
+#: the condition every body call sees (read-only, shared: a body may keep it)
+_TRUE = _read_only(np.array(True))
 #: trip counts below this get shared read-only counters
 COUNTERS = 4096
 _COUNTERS: tuple = ()

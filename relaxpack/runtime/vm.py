@@ -43,7 +43,7 @@ Step = Callable[[list], int]
 
 
 class _Prepared:
-    __slots__ = ("func", "steps", "labels", "num_registers", "resolved", "compiled", "plain")
+    __slots__ = ("func", "steps", "labels", "num_registers", "resolved", "compiled", "plain", "direct")
 
     def __init__(self, func: VMFunction):
         self.func = func
@@ -53,6 +53,7 @@ class _Prepared:
         self.resolved: dict[int, Resolved] = {}   # each call as prepared (for compiled.py)
         self.compiled: Compiled | None = None     # the function compiled (the memo variant if any)
         self.plain: Compiled | None = None        # compiled without the memo
+        self.direct: tuple | None = None          # what VirtualMachine._direct gives, once made
 
 
 class _Signature:
@@ -233,13 +234,14 @@ class VirtualMachine:
         compiled, plain = prepared.compiled, prepared.plain
         if compiled is None or not self.compiled or num_args != len(prepared.func.params):
             return None
-
-        def name_error(err: Exception):
-            pc = pc_of(err.__traceback__, compiled, plain, compiled.warm)
-            if pc is None:
-                raise err
-            _raise_named(err, prepared, pc)
-        return compiled, name_error
+        if prepared.direct is None:
+            def name_error(err: Exception):
+                pc = pc_of(err.__traceback__, compiled, plain, compiled.warm)
+                if pc is None:
+                    raise err
+                _raise_named(err, prepared, pc)
+            prepared.direct = compiled, name_error
+        return prepared.direct
 
     # ------------------------------------------------------------ preparation
     def _resolve(self, index: int, entry) -> Callable:
@@ -276,7 +278,7 @@ class VirtualMachine:
             entry = self.exe.func_table[value]
             if entry.kind == "vm":
                 target = self._index[entry.name]
-                return False, FunctionRef(self._callees[value], lambda n: self._direct(target, n))
+                return False, FunctionRef(self._callees[value], self, target)
             return False, self._callees[value]
         raise ArchiveError(f"{func.name}: unknown operand kind {kind!r}")
 
