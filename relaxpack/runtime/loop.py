@@ -85,14 +85,17 @@ def _loop_specialize(num_state: int, scans):
         w = kept = None         # the warm state, and the shapes and dtypes of the state it is for
         trusted = False         # the state passed _kept once since w was taken: check the unsure only
         going = _TRUE           # the condition a body sees: only ever True (else it is not called)
+        counters = _counters(min(trips, COUNTERS))
+        shared = len(counters)
+        warm_run = warm.run if warm is not None else None
         i = 0
         while i < trips and keep_going:
-            counter = _counter(i)
+            counter = counters[i] if i < shared else np.array(i, np.int64)
             try:
                 if trusted and (not unsure or _kept(state, kept, unsure)):
-                    out = warm.run(w, counter, going, *state, *captured)
+                    out = warm_run(w, counter, going, *state, *captured)
                 elif w is not None and _kept(state, kept, range(num_state)):
-                    out = warm.run(w, counter, going, *state, *captured)
+                    out = warm_run(w, counter, going, *state, *captured)
                     trusted = True
                 else:
                     out = call(counter, going, *state, *captured)
@@ -110,8 +113,9 @@ def _loop_specialize(num_state: int, scans):
             c = out[0]
             keep_going = bool(c.item() if type(c) is np.ndarray and c.size == 1 else _one(c, "condition"))
             state = out[1:1 + num_state]
-            for items, value in zip(collected, out[1 + num_state:]):
-                items.append(value)
+            if num_scan:
+                for items, value in zip(collected, out[1 + num_state:]):
+                    items.append(value)
             i += 1
         return tuple(_own(v) for v in state) + tuple(_stack(items, spec) for items, spec in zip(collected, scans))
     return run
@@ -148,21 +152,19 @@ def _kept(state, kept, which) -> bool:
     return True
 
 
-def _counter(i: int) -> np.ndarray:
-    """The trip counter ``i`` as a 0-d int64 array: one shared read-only array per count below
-    :data:`COUNTERS` (made once per process; a body that keeps it keeps a value that never
-    changes), a new one above."""
+def _counters(n: int) -> tuple:
+    """The trip counters 0 .. ``n - 1`` (at least; ``n`` at most :data:`COUNTERS`) as 0-d int64
+    arrays shared by every loop: read-only, made once per process, so a body that keeps one
+    keeps a value that never changes. Counts past them get a new array each."""
     global _COUNTERS
     counters = _COUNTERS
-    if i < len(counters):
-        return counters[i]
-    if i >= COUNTERS:
-        return np.array(i, np.int64)
+    if n <= len(counters):
+        return counters
     # grown by a new tuple, each counter made from its own index: threads racing here agree
     grown = counters + tuple(_read_only(np.array(k, np.int64))
-                             for k in range(len(counters), min(COUNTERS, max(64, 2 * i))))
+                             for k in range(len(counters), min(COUNTERS, max(64, n, 2 * len(counters)))))
     _COUNTERS = grown
-    return grown[i]
+    return grown
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:

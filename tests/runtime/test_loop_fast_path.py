@@ -96,6 +96,7 @@ def test_counters_past_the_shared_ones(monkeypatch):
         _same(fast, slow)
         np.testing.assert_array_equal(fast["scan0"], np.arange(int(f["M"])))
     assert [int(c) for c in loop_module._COUNTERS] == list(range(5))
+    assert all(not c.flags.writeable and c.dtype == np.int64 and c.shape == () for c in loop_module._COUNTERS)
 
 
 def test_state_that_grows_and_a_loop_ended_by_the_condition():
