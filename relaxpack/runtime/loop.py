@@ -99,7 +99,8 @@ def _loop_specialize(num_state: int, scans):
                     trusted = True
                 else:
                     out = call(counter, going, *state, *captured)
-                    if warm is not None and i + 1 < trips:
+                    if warm is not None and 0 < i < trips - 1:     # (on the second trip: short loops
+                        # pay nothing, and the first trip's state may be a shape the body never returns)
                         w = compiled.warm_state((counter, going, *state, *captured))
                         kept = _shapes(state) if w is not None else None
                         trusted = False
