@@ -40,7 +40,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .arena import ArenaPlan
-from .bytecode import NO_DST, Call, Goto, If, Ret
+from .bytecode import IMM, NO_DST, Call, Goto, If, Ret
 
 #: builtins whose result depends on the shape heap (and each other's results) alone
 PURE = frozenset({"vm.builtin.make_shape", "vm.builtin.eval_dim", "vm.builtin.plan_arena",
@@ -73,12 +73,48 @@ class Resolved:
 class Compiled:
     """The compiled function (``run(*params)``) and what maps its lines back to instructions."""
 
-    __slots__ = ("run", "lines", "first_line", "memos", "checked")
+    __slots__ = ("run", "lines", "first_line", "memos", "checked", "warm", "top", "make_warm", "steady")
 
-    def __init__(self, run: Callable, lines: list[int], first_line: int, memos: list[dict], checked: dict):
+    def __init__(self, run: Callable, lines: list[int], first_line: int, memos: list[dict], checked: dict,
+                 top: int | None = None):
         self.run, self.lines, self.first_line = run, lines, first_line
         self.memos = memos     # per memo: heap -> the memoized instructions' results
         self.checked = checked  # the input-check cache: the inputs' shapes and dtypes -> the heap they leave
+        self.top = top          # the memo looked up right after the input checks, if any
+        #: the warm variant (``warm.run(w, *params)``, see :meth:`warm_state`) once made
+        self.warm: Compiled | None = None
+        self.make_warm: Callable | None = None   # makes it (first asked for by a loop), None: has none
+        #: per field of the tuple the function returns, whether its shape and dtype are the same on
+        #: every call (:func:`steady_returns`); () when it returns no tuple made by make_tuple
+        self.steady: tuple[bool, ...] = ()
+
+    def warm_variant(self) -> "Compiled | None":
+        """The warm variant, compiled on first use (a function no loop calls never needs it)."""
+        if self.warm is None and self.make_warm is not None:
+            self.warm = self.make_warm()
+        return self.warm
+
+    def warm_state(self, args) -> tuple | None:
+        """What the warm variant takes in place of the input checks and the top memo's lookup
+        for inputs of the shapes and dtypes of ``args``: the heap those checks left on an
+        earlier passing call and the memo's values for it, as this function's own caches hold
+        them; None when it has no warm variant or the caches hold neither. A caller that passes
+        it with inputs of other shapes or dtypes gets wrong answers: a loop passes it only while
+        the body's inputs keep the shapes and dtypes of ``args`` (runtime/loop.py)."""
+        if self.warm_variant() is None:
+            return None
+        key = []
+        for a in args:
+            if type(a) is not np.ndarray:
+                return None
+            key += (a.shape, a.dtype)
+        heap = self.checked.get(tuple(key))
+        if heap is None:
+            return None
+        if self.top is None:
+            return heap, ()
+        values = self.memos[self.top].get(heap)
+        return None if values is None else (heap, values)
 
     @property
     def memo(self) -> dict:
@@ -96,9 +132,20 @@ def compile_function(instructions: Sequence, resolved: dict[int, Resolved], num_
     memos = _memo_plans(instructions, tree, resolved)
     checks = _input_check_plan(tree, resolved, num_params)
     plain = _generate(instructions, tree, resolved, num_params, label, (), checks=checks)
-    if not memos:
-        return None, plain
-    return _generate(instructions, tree, resolved, num_params, label, memos, plain.run, checks=checks), plain
+    main = _generate(instructions, tree, resolved, num_params, label, memos, plain.run, checks=checks) \
+        if memos else plain
+    if checks is not None and _warmable(tree, checks, memos):
+        main.make_warm = lambda: _generate(instructions, tree, resolved, num_params, label, memos, plain.run,
+                                           checks=checks, warm=True)
+        main.steady = steady_returns(instructions, resolved, num_params)
+    return (main if memos else None), plain
+
+
+def _warmable(tree, checks: "_Checks", memos) -> bool:
+    """A warm variant can stand for the function: the top memo (if any) is looked up right
+    after the cached input checks, so the heap it is keyed by is the heap the checks leave."""
+    top = [memo for memo in memos if memo.items == id(tree)]
+    return not top or top[0].at == checks.count
 
 
 def compile_counting(instructions: Sequence, resolved: dict[int, Resolved], num_params: int, label: str,
@@ -259,6 +306,43 @@ def _writes_heap(item, instrs, resolved, heap) -> bool:
     return False
 
 
+# ---------------------------------------------------------------- what the function returns
+
+
+def steady_returns(instrs, resolved, num_params: int) -> tuple[bool, ...]:
+    """Per field of the tuple the function returns (its one ``ret`` of a register written once,
+    by ``make_tuple``), whether the field has the same shape and dtype on every call, read
+    from the bytecode alone: its register is written once, by ``alloc_tensor`` of an
+    immediate dtype and shape (kernels write into it with ``out=``; the register keeps the
+    array), or it is parameter ``k`` returned as field ``k - 1`` untouched (a loop body's
+    state passed through: the same array as its input). () when the function returns
+    otherwise. A loop uses it to skip comparing such state (runtime/loop.py)."""
+    rets = [ins for ins in instrs if isinstance(ins, Ret)]
+    written = _writes(instrs)
+    if len(rets) != 1 or written.get(rets[0].src, 0) != 1:
+        return ()
+    make = [r for r in resolved.values() if r.dst == rets[0].src]
+    if len(make) != 1 or make[0].name != "vm.builtin.make_tuple" or make[0].kwargs:
+        return ()
+    allocs = {pc for pc, r in resolved.items() if r.name == "vm.builtin.alloc_tensor"}
+    fixed = {instrs[pc].dst for pc in allocs if _immediate_alloc(instrs[pc])}
+
+    def steady(k: int, operand) -> bool:
+        is_reg, reg = operand
+        if not is_reg or written.get(reg, 0) > 1:
+            return False
+        return reg in fixed and written[reg] == 1 or reg == k + 1 and reg < num_params and reg not in written
+    return tuple(steady(k, a) for k, a in enumerate(make[0].args))
+
+
+def _immediate_alloc(ins) -> bool:
+    """``alloc_tensor(dtype, shape)`` of immediates: a dtype name, a tuple of plain ints."""
+    if len(ins.args) != 2 or ins.kwargs or any(kind != IMM for kind, _ in ins.args):
+        return False
+    dtype, shape = ins.args[0][1], ins.args[1][1]
+    return isinstance(dtype, str) and type(shape) is tuple and all(type(d) is int and d >= 0 for d in shape)
+
+
 # ---------------------------------------------------------------- the input-check cache
 
 
@@ -309,14 +393,18 @@ def _remember_checks(store: dict):
 
 
 def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequence[_Memo],
-              plain: Callable | None = None, budget=None, checks: _Checks | None = None) -> Compiled:
+              plain: Callable | None = None, budget=None, checks: _Checks | None = None,
+              warm: bool = False) -> Compiled:
     """The compiled function; with ``memos``, ``plain`` is the same function without them (run when
     a memo cannot be filled); with ``budget``, counting (see :func:`compile_counting`); with
-    ``checks``, the input checks cached by the inputs' shapes and dtypes (:func:`_input_check_plan`)."""
+    ``checks``, the input checks cached by the inputs' shapes and dtypes (:func:`_input_check_plan`).
+    ``warm``: the warm variant ``run(w, *params)``, which takes the heap and the top memo's
+    values from ``w`` (:meth:`Compiled.warm_state`) instead of running the checks and the lookup."""
     bound: dict[str, object] = {}
     lines: list[tuple[str, int]] = []        # (source line, pc it runs or -1)
     memoized = {pc for memo in memos for pc in memo.pcs}
     lookups = {(memo.items, memo.at): k for k, memo in enumerate(memos)}
+    top = next((k for k, memo in enumerate(memos) if memo.items == id(tree)), None)
 
     def count(pad: str):
         if budget is not None:
@@ -397,6 +485,9 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
     def emit_lookup(pad: str, k: int):
         memo = memos[k]
         targets = ", ".join(f"r{resolved[pc].dst}" for pc in memo.pcs)
+        if warm and k == top:
+            lines.append((f"{pad}{targets}, = w[1]", -1))
+            return
         lines.append((f"{pad}m = memo{k}.get(tuple(r{memo.heap}))", -1))
         lines.append((f"{pad}if m is None:", -1))
         lines.append((f"{pad}    m = fill{k}(r{memo.heap})", -1))
@@ -404,10 +495,12 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
         lines.append((f"{pad}        return plain({', '.join(f'r{i}' for i in range(num_params))})", -1))
         lines.append((f"{pad}{targets}, = m", -1))
 
-    if checks is not None:
+    if warm:
+        lines.append((f"        r{checks.heap} = list(w[0])", -1))
+    elif checks is not None:
         emit_checks(checks)
     emit(tree, 8, checks.count if checks is not None else 0)
-    params = ", ".join(f"r{i}" for i in range(num_params))
+    params = ", ".join(["w"] * warm + [f"r{i}" for i in range(num_params)])
     preset = sorted(_read_before_written(instrs, tree, num_params))
     head = [f"def factory({', '.join(['memos', 'fills', 'plain', 'budget', 'label', 'checked', 'remember', 'ndarray'] + sorted(bound))}):",
             *(f"    memo{k}, fill{k} = memos[{k}], fills[{k}]" for k in range(len(memos))),
@@ -419,7 +512,7 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
     body = [text for text, _ in lines] or ["        return None"]
     source = "\n".join(head + body + ["    return run"])
     namespace: dict = {}
-    variant = " (memo)" if memos else " (counting)" if budget is not None else ""
+    variant = " (warm)" if warm else " (memo)" if memos else " (counting)" if budget is not None else ""
     # the file name shows in tracebacks: the function's name as ASCII text, never its raw characters
     exec(compile(source, f"<relaxpack {ascii(label)[:100]}{variant}>", "exec"), namespace)  # noqa: S102
     stores: list[dict] = [{} for _ in memos]
@@ -427,7 +520,7 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
     checked: dict = {}
     run = namespace["factory"](stores, fills, plain, budget, label, checked, _remember_checks(checked), np.ndarray,
                                **bound)
-    return Compiled(run, [pc for _, pc in lines], 1 + len(head), stores, checked)
+    return Compiled(run, [pc for _, pc in lines], 1 + len(head), stores, checked, top)
 
 
 def _filler(memo: _Memo, resolved, store: dict):

@@ -27,6 +27,7 @@ from ..errors import ArchiveError, ExecutionError, InputError, RelaxpackError, S
 from .budget import Budget, metered
 from .builtins import BUILTINS
 from .fpstate import restore, silence
+from .func_ref import FunctionRef
 from .containers import CONTAINER_KINDS, as_input, as_output, as_output_is_identity
 from .maps import MAP_KINDS, as_map_input
 from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunction
@@ -42,7 +43,7 @@ Step = Callable[[list], int]
 
 
 class _Prepared:
-    __slots__ = ("func", "steps", "labels", "num_registers", "resolved", "compiled", "plain")
+    __slots__ = ("func", "steps", "labels", "num_registers", "resolved", "compiled", "plain", "direct")
 
     def __init__(self, func: VMFunction):
         self.func = func
@@ -52,6 +53,7 @@ class _Prepared:
         self.resolved: dict[int, Resolved] = {}   # each call as prepared (for compiled.py)
         self.compiled: Compiled | None = None     # the function compiled (the memo variant if any)
         self.plain: Compiled | None = None        # compiled without the memo
+        self.direct: tuple | None = None          # what VirtualMachine._direct gives, once made
 
 
 class _Signature:
@@ -225,6 +227,22 @@ class VirtualMachine:
             _raise_named(err, prepared, pc)
         return regs[-1]
 
+    def _direct(self, index: int, num_args: int):
+        """What :meth:`FunctionRef.direct` gives: the compiled function ``index`` (compiled.py) and
+        ``_invoke``'s error naming, while this VM runs compiled code; else None."""
+        prepared = self._prepared[index]
+        compiled, plain = prepared.compiled, prepared.plain
+        if compiled is None or not self.compiled or num_args != len(prepared.func.params):
+            return None
+        if prepared.direct is None:
+            def name_error(err: Exception):
+                pc = pc_of(err.__traceback__, compiled, plain, compiled.warm)
+                if pc is None:
+                    raise err
+                _raise_named(err, prepared, pc)
+            prepared.direct = compiled, name_error
+        return prepared.direct
+
     # ------------------------------------------------------------ preparation
     def _resolve(self, index: int, entry) -> Callable:
         if entry.kind == "vm":
@@ -257,6 +275,10 @@ class VirtualMachine:
         if kind == FUNC:
             if not isinstance(value, int) or not 0 <= value < len(self._callees):
                 raise ArchiveError(f"{func.name}: function index {value!r} out of range")
+            entry = self.exe.func_table[value]
+            if entry.kind == "vm":
+                target = self._index[entry.name]
+                return False, FunctionRef(self._callees[value], self, target)
             return False, self._callees[value]
         raise ArchiveError(f"{func.name}: unknown operand kind {kind!r}")
 
