@@ -475,7 +475,9 @@ class _FunctionCodegen:
         """``R.loop`` is one call of ``vm.builtin.loop``, which calls the body function per iteration
         (no backward jump here: every function's bytecode jumps forward only)."""
         num_state = call.attrs["num_state"]
-        scans = tuple(_scan_spec(f, self.name) for f in call.sinfo_args[0].fields[num_state:])
+        elements = _body_scan_elements(self.state.mod, call.args[0], num_state)
+        scans = tuple(_scan_spec(f, self.name, elements[k] if k < len(elements) else None)
+                      for k, f in enumerate(call.sinfo_args[0].fields[num_state:]))
         dst = self.new_reg()
         self.emit_call(dst, "builtin", "vm.builtin.loop",
                        [(IMM, num_state), (IMM, scans), *(self.operand(a) for a in call.args)])
@@ -530,12 +532,25 @@ def _packed_kind(call: Call) -> str:
     return "packed" if call.args[0].global_symbol in KERNELS else FUNC_KIND
 
 
-def _scan_spec(sinfo, where: str) -> tuple:
-    """(dtype, element shape with None for dims only known at run time) of a stacked scan output."""
+def _scan_spec(sinfo, where: str, element=None) -> tuple:
+    """(dtype, element shape with None for dims only known at run time) of a stacked scan output;
+    a dim the loop's struct info leaves open is taken from ``element``, what the body returns
+    per iteration (a loop of no trips stacks nothing, so only these say its empty output's shape)."""
     if not isinstance(sinfo, TensorStructInfo) or sinfo.dtype is None or sinfo.ndim < 1:
         raise IRError(f"{where}: a loop's scan output must be a tensor of known dtype and rank, got {sinfo}")
     shape = sinfo.shape[1:] if sinfo.shape is not None else (None,) * (sinfo.ndim - 1)
-    return (sinfo.dtype, tuple(d if isinstance(d, int) else None for d in shape))
+    body = element.shape if isinstance(element, TensorStructInfo) and element.shape is not None \
+        and len(element.shape) == len(shape) else (None,) * len(shape)
+    return (sinfo.dtype, tuple(d if isinstance(d, int) else b if isinstance(b, int) else None
+                               for d, b in zip(shape, body)))
+
+
+def _body_scan_elements(mod, body, num_state: int) -> tuple:
+    """The struct infos of what a loop's body returns per iteration for its scan outputs (None
+    each where the body is not a function of ``mod`` with a tuple return)."""
+    func = mod[body.name_hint] if isinstance(body, GlobalVar) and body.name_hint in mod else None
+    ret = getattr(func, "ret_struct_info", None)
+    return tuple(ret.fields[1 + num_state:]) if isinstance(ret, TupleStructInfo) else ()
 
 
 def _sym(name: str):
