@@ -36,6 +36,9 @@ from .runtime.blas import blas_threads
 
 #: the note on an output where onnxruntime, not relaxpack, differs from onnx's reference evaluator
 ORT_DEVIATES = "onnxruntime differs from the exact result here; relaxpack matches it (onnx's reference evaluator)"
+#: the note on an output that only onnxruntime's graph optimizations change (e.g. QDQ rewritten into integer kernels)
+ORT_OPTIMIZER_DEVIATES = ("onnxruntime's graph optimizations change this output; relaxpack matches onnxruntime "
+                          "with them off (the graph as written)")
 
 
 @dataclass
@@ -64,13 +67,16 @@ class CheckReport:
         return max(diffs, key=lambda o: (not o.passed, o.max_abs), default=None)
 
 
-def onnxruntime_session(model: "onnx.ModelProto | str | Path", threads: int | None = None):
-    """An onnxruntime CPU session for a ModelProto or a model file."""
+def onnxruntime_session(model: "onnx.ModelProto | str | Path", threads: int | None = None, optimize: bool = True):
+    """An onnxruntime CPU session for a ModelProto or a model file; ``optimize=False``: its graph
+    optimizations off, so it runs the graph as written, node by node."""
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.log_severity_level = 3
     if threads is not None:
         options.intra_op_num_threads = threads
+    if not optimize:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
     try:
         return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
@@ -125,17 +131,56 @@ def reference_agrees(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], na
 
 
 def _judge_deviations(proto, feeds, got, diffs: list[OutputDiff], rtol: float, atol: float,
-                      precisions: Mapping[str, str]) -> list[OutputDiff]:
-    """``diffs`` with each failing output that relaxpack computes as onnx's
-    reference evaluator does marked as onnxruntime's deviation (passed)."""
+                      precisions: Mapping[str, str], as_written: Callable[[], dict] | None = None) -> list[OutputDiff]:
+    """``diffs`` with each failing output that relaxpack computes as onnx's reference evaluator
+    does marked as onnxruntime's deviation (passed); else, with ``as_written`` (onnxruntime's
+    outputs with its graph optimizations off), one relaxpack computes as that run does marked
+    as a deviation of onnxruntime's optimizer (passed)."""
     judged = []
     for d in diffs:
         def close(a, b, name=d.name):
             return compare_outputs([name], {name: a}, [b], rtol, atol, precisions=precisions)[0].passed
         if not d.passed and reference_agrees(proto, feeds, d.name, got[d.name], close):
             d = OutputDiff(d.name, d.shape, d.max_abs, d.max_rel, True, ORT_DEVIATES)
+        elif not d.passed and as_written is not None and _written_agrees(as_written(), d.name, got[d.name], close):
+            d = OutputDiff(d.name, d.shape, d.max_abs, d.max_rel, True, ORT_OPTIMIZER_DEVIATES)
         judged.append(d)
     return judged
+
+
+def _written_agrees(outputs: dict | None, name: str, got, close) -> bool:
+    """Whether onnxruntime's run of the graph as written gives ``got`` for ``name`` (None: it failed)."""
+    want = None if outputs is None else outputs.get(name)
+    return want is not None and np.shape(want) == np.shape(got) and bool(close(np.asarray(got), np.asarray(want)))
+
+
+def _as_written(proto, threads: int | None, isolate: bool) -> Callable[[dict], Callable[[], dict | None]]:
+    """``for_feed(feed)``: a call giving onnxruntime's outputs for ``feed`` with its graph
+    optimizations off (by name; None when it fails). The session is made on first need, once."""
+    made: dict = {}
+
+    def session():
+        if "session" not in made:
+            try:
+                made["session"] = (IsolatedSession(proto.SerializeToString(), threads, optimize=False) if isolate
+                                   else onnxruntime_session(proto, threads, optimize=False))
+            except Exception:   # noqa: BLE001 - onnxruntime cannot load it so: no second opinion
+                made["session"] = None
+        return made["session"]
+
+    def run(feed: dict) -> dict | None:
+        plain = session()
+        if plain is None:
+            return None
+        try:
+            return dict(zip([o.name for o in plain.get_outputs()], plain.run(None, dict(feed))))
+        except Exception:       # noqa: BLE001 - onnxruntime's own errors (a crash included): no second opinion
+            return None
+
+    def for_feed(feed: dict) -> Callable[[], dict | None]:
+        memo: list = []
+        return lambda: memo[0] if memo else (memo.append(run(feed)) or memo[0])
+    return for_feed
 
 
 def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int = 2, seed: int = 0,
@@ -168,6 +213,7 @@ def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int =
     rng = np.random.default_rng(seed)
     bounds = index_bounds(proto)
     precisions = output_precisions(proto)
+    as_written = _as_written(proto, threads, isolate)
     reports = []
     for i in range(1 if inputs is not None else samples):
         if inputs is not None:
@@ -179,7 +225,7 @@ def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int =
             dim_values, feed, want, got, notes = _draw_accepted(exe, vm, session, rng, fixed, bounds, threads)
         diffs = compare_outputs(names, got, want, rtol, atol, precisions=precisions)
         if not strict:
-            diffs = _judge_deviations(proto, feed, got, diffs, rtol, atol, precisions)
+            diffs = _judge_deviations(proto, feed, got, diffs, rtol, atol, precisions, as_written(feed))
         reports.append(SampleReport(dim_values, diffs, feed, notes))
         if on_sample is not None:
             on_sample(i, reports[-1])

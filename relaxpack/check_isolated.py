@@ -33,8 +33,8 @@ class OnnxruntimeCrash(RelaxpackError):
 class IsolatedSession:
     """The part of onnxruntime's InferenceSession that ``check`` uses, in a child process."""
 
-    def __init__(self, model_bytes: bytes, threads: int | None = None):
-        self._model_bytes, self._threads = model_bytes, threads
+    def __init__(self, model_bytes: bytes, threads: int | None = None, optimize: bool = True):
+        self._model_bytes, self._threads, self._optimize = model_bytes, threads, optimize
         inputs, outputs = self._start()
         self._inputs = [SimpleNamespace(name=n) for n in inputs]
         self._outputs = [SimpleNamespace(name=n) for n in outputs]
@@ -44,7 +44,8 @@ class IsolatedSession:
         context = multiprocessing.get_context("spawn")
         self._crashed = False
         self._conn, child = context.Pipe()
-        self._proc = context.Process(target=_serve, args=(child, self._model_bytes, self._threads), daemon=True)
+        self._proc = context.Process(target=_serve, args=(child, self._model_bytes, self._threads, self._optimize),
+                                      daemon=True)
         self._proc.start()
         child.close()
         return self._answer("loading the model")
@@ -107,13 +108,15 @@ def _describe_exit(code: int | None) -> str:
     return f"exit {code}"
 
 
-def _serve(conn, model_bytes: bytes, threads: int | None) -> None:
+def _serve(conn, model_bytes: bytes, threads: int | None, optimize: bool = True) -> None:
     """The child: load the session, then answer runs until told to stop."""
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.log_severity_level = 4     # its refusals come back as errors; no log lines
     if threads is not None:
         options.intra_op_num_threads = threads
+    if not optimize:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
         session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
     except Exception as err:    # noqa: BLE001 - onnxruntime's own errors go back as text
