@@ -69,6 +69,13 @@ def _bounds(m: Match) -> tuple[float, float] | str:
     return float(lo), float(hi)
 
 
+def _cast_clip_bounds(m: Match) -> tuple[float, float] | str:
+    """The bounds of a clip whose result is cast to an integer (so NaN must saturate), or why not."""
+    if not m["clip"].attrs["saturate_nan"]:
+        return "the clip keeps NaN (its cast to an integer is undefined)"
+    return _bounds(m)
+
+
 def _integral_constant(m: Match, name: str) -> float | str:
     """The one-element integral constant ``name`` as a float, or why not."""
     data = m.data(name)
@@ -82,11 +89,9 @@ def _integral_constant(m: Match, name: str) -> float | str:
 
 
 def _round_trip_check(m: Match) -> str | None:
-    bounds = _bounds(m)
+    bounds = _cast_clip_bounds(m)
     if isinstance(bounds, str):
         return bounds
-    if not m["clip"].attrs["saturate_nan"]:
-        return "the clip keeps NaN (its cast to an integer is undefined)"
     narrow, wide = m["narrow"].attrs["dtype"], m["outer"].attrs["dtype"]
     if "zp" in m:
         data = m.data("zp")
@@ -163,11 +168,9 @@ def shift_clip_by_zero_point(m: Match):
 def _exact_conv_check(m: Match) -> str | None:
     if not m["conv"].attrs.get("exact"):
         return "the R.nn.conv is not exact"
-    bounds = _bounds(m)
+    bounds = _cast_clip_bounds(m)
     if isinstance(bounds, str):
         return bounds
-    if not m["clip"].attrs["saturate_nan"]:
-        return "the clip keeps NaN (its cast to an integer is undefined)"
     narrow, wide = m["narrow"].attrs["dtype"], m["outer"].attrs["dtype"]
     if narrow not in _INT_TYPES or not _holds(narrow, *bounds) or not _holds(wide, *bounds):
         return f"the casts to {narrow} and {wide} do not both hold the clip's bounds"
