@@ -37,6 +37,7 @@ from .reorder_bindings import reorder_bindings
 from .simplify_algebra import simplify_algebra
 from .simplify_shapes import simplify_shapes
 from .sink_resize import sink_resize
+from .widen_float16_regions import widen_float16_regions
 
 
 def core_passes() -> list[Pass]:
@@ -57,7 +58,8 @@ def optimize_pipeline() -> Sequential:
 
     - 0: nothing (the module is only legalized);
     - 1: one round of the core passes;
-    - 2: the core passes, then the algebraic rewrites (batch norm folded into
+    - 2: the core passes, then WidenFloat16Regions (float16 values between two ops
+      computed in float32 stay float32, as onnxruntime keeps them), the algebraic rewrites (batch norm folded into
       weights, the others split into a scale and shift, layout and identity simplification, bias and activation fused
       into gemm / conv kernels), FoldPermuteMatmul (transposes of a matmul's
       operands and result read as strided views), SinkResize (1x1 convs of
@@ -69,7 +71,7 @@ def optimize_pipeline() -> Sequential:
       their kernels read), another core round to clean up, and FuseOps last
       (elementwise groups become fused primitive functions).
     """
-    o2 = Sequential([fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_bias_activation,
+    o2 = Sequential([widen_float16_regions, fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_bias_activation,
                      fold_permute_matmul, sink_resize,
                      convert_layout, simplify_algebra, pack_recurrent_weights, *core_passes(), fuse_ops],
                     name="O2", opt_level=2)

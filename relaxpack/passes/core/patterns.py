@@ -424,6 +424,11 @@ class Match:
             return expr, 0
         return d.value, self._scope.uses.get(expr, 0)
 
+    def span_of(self, expr: Expr) -> Span | None:
+        """The span of the binding of ``expr`` (a var of the function), else ``None``."""
+        d = self._scope.defs.get(expr) if isinstance(expr, Var) else None
+        return None if d is None else d.span
+
     def name_of(self, name: str) -> str:
         var = self._vars.get(name)
         return self._scope.name(var) if var is not None else _describe_value(self._exprs[name])

@@ -1,0 +1,127 @@
+"""WidenFloat16Regions: float16 values between two ops that compute in float32 stay float32, as
+onnxruntime's CPU provider keeps them.
+
+The importer computes a float16 Conv, Gemm or reduction in float32 and rounds its result
+(``astype(v, float16)``, bound with the same span as ``v``: the same ONNX node made both); every
+float16 op in :data:`OPS` is, by its kernel, the float32 op rounded once. onnxruntime's CPU
+provider (x86-64) has no float16 kernel for these ops: it casts around each and removes the
+float32 -> float16 -> float32 pair between two of them, so ``Conv -> Relu -> MaxPool -> Conv`` or
+``MatMul -> Add -> Div -> Erf -> Mul`` in float16 runs in float32 and rounds where the value
+leaves the region (a move such as Reshape or Transpose, LayerNormalization, a graph output), and
+numpy's float16 loops and casts cost 5-30x their float32 ones. Two rules, to a fixed point:
+
+- ``compute_in_float32``: ``op(.., astype(v, float16), ..)`` of a float16 op in :data:`OPS` that
+  reads an importer rounding -> ``astype(op(.., v, ..), float16)``, its other float16 operands
+  widened (exact; a float16 constant becomes a float32 one); a float16 ``matmul`` by a constant
+  always (its kernel computes so). The same value; bound with the op's span, the new rounding is again an
+  importer rounding.
+- ``drop_float16_round_trip``: ``astype(astype(v, float16), float32)`` of an importer rounding ->
+  ``v``. The only rule that changes a value: the rounding onnxruntime does not do either.
+
+A model's own Cast keeps its rounding (its binding's span is the Cast node, not the producer's):
+onnxruntime rounds at an explicit Cast pair too. Where onnxruntime drops a rounding that relaxpack
+keeps (an explicit Cast next to a float32 op, a move between two float32 ops that it runs in
+float32 to save two casts) relaxpack is the model's rounding. docs/design-notes.md, "float16
+regions in float32"; tests/runtime/test_float16_contract.py checks each op against onnxruntime.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.expr import Call, Constant, Expr, Op, Var
+from ..ir.struct_info import TensorStructInfo
+from ..ops.registry import make_call
+from .core.infra import function_pass
+from .core.rules import Match, Rule, RewriteTable, is_op, wildcard
+from .widen_float16 import WIDENED
+
+F16, F32 = "float16", "float32"
+
+#: float16 ops whose kernel computes in float32 and rounds once, and which onnxruntime's CPU provider
+#: (x86-64) runs in float32 (or which are exact on widened data: max pool, max, min, relu, where, abs)
+OPS = WIDENED | frozenset({"matmul", "nn.max_pool", "nn.avg_pool", "nn.global_avg_pool", "nn.global_max_pool"})
+#: products whose float16 kernel widens both operands, calls float32 BLAS and rounds: written so
+#: when an operand is a constant (it becomes a float32 constant once, at build time); a product of
+#: two activations stays float16 (its operands are often transposes FoldPermuteMatmul reads as views)
+PRODUCTS = frozenset({"matmul"})
+
+
+def _dtype(expr: Expr) -> str | None:
+    sinfo = expr.struct_info
+    return sinfo.dtype if isinstance(sinfo, TensorStructInfo) else None
+
+
+def importer_rounding(m: Match, expr: Expr) -> Expr | None:
+    """``v`` when ``expr`` is a var bound to ``astype(v, float16)`` of a float32 ``v`` bound with
+    the same span (the op that computed ``v`` rounds its own result), else ``None``."""
+    if not isinstance(expr, Var):
+        return None
+    value, _ = m.producer(expr)
+    if not (isinstance(value, Call) and isinstance(value.op, Op) and value.op.name == "astype"
+            and _dtype(value) == F16 and _dtype(value.args[0]) == F32):
+        return None
+    inner = value.args[0]
+    mine, theirs = m.span_of(expr), m.span_of(inner)
+    if mine is None or theirs is None or not mine.sources or mine.sources != theirs.sources:
+        return None
+    return inner
+
+
+def _reads_a_rounding(m: Match) -> str | None:
+    call = m["op"]
+    if _dtype(call) != F16:
+        return f"the result is {_dtype(call)}, not float16"
+    if call.op.name in PRODUCTS and any(isinstance(a, Constant) for a in call.args):
+        return None
+    if any(importer_rounding(m, a) is not None for a in call.args):
+        return None
+    return "no operand is the float16 rounding of an op computed in float32"
+
+
+def _in_float32(m: Match, arg: Expr) -> Expr:
+    """``arg`` widened to float32 (the value it rounds, when it is an importer rounding)."""
+    if _dtype(arg) != F16:
+        return arg
+    inner = importer_rounding(m, arg)
+    if inner is not None:
+        return inner
+    if isinstance(arg, Constant):
+        return Constant(np.asarray(arg.data).astype(np.float32))
+    return make_call("astype", arg, dtype=F32)
+
+
+def compute_in_float32(m: Match):
+    """op(.., astype(v, float16), ..) -> astype(op(.., v, ..), float16)."""
+    call = m["op"]
+    wide = make_call(call.op.name, *(_in_float32(m, a) for a in call.args), **call.attrs)
+    return make_call("astype", wide, dtype=F16)
+
+
+def _round_trip(m: Match) -> str | None:
+    if _dtype(m["widen"]) != F32:
+        return f"the cast is to {_dtype(m['widen'])}, not float32"
+    if importer_rounding(m, m["r"]) is None:
+        return "its operand is not the float16 rounding of an op computed in float32"
+    return None
+
+
+def drop_float16_round_trip(m: Match):
+    """astype(astype(v, float16), float32) -> v."""
+    return importer_rounding(m, m["r"])
+
+
+RULES = RewriteTable("WidenFloat16Regions", [
+    Rule("compute_in_float32", is_op(*sorted(OPS))(..., name="op"), _reads_a_rounding, compute_in_float32),
+    Rule("drop_float16_round_trip", is_op("astype")(wildcard("r"), name="widen"), _round_trip,
+         drop_float16_round_trip),
+])
+
+
+@function_pass(name="WidenFloat16Regions", opt_level=2, requires=("import", "optimize"), produces="optimize")
+def widen_float16_regions(func, mod, ctx):
+    """Keep float16 values float32 between ops computed in float32 (see the module docstring)."""
+    return RULES.apply(func)
+
+
+__all__ = ["widen_float16_regions", "RULES", "OPS", "importer_rounding"]

@@ -1,0 +1,131 @@
+"""WidenFloat16Regions: a float16 value between two ops computed in float32 stays float32, as
+onnxruntime's CPU provider keeps it (before/after texts; the result is the float32 chain rounded
+once), and the roundings it keeps: a model's own Cast pair, a value read by a move or a float16
+op outside :data:`OPS`. Against onnxruntime: tests/runtime/test_float16_contract.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import relaxpack
+from relaxpack.ir import parse
+from relaxpack.passes.widen_float16_regions import widen_float16_regions
+from relaxpack.runtime import VirtualMachine
+
+from .helpers import assert_rewrites, assert_unchanged, program, with_dce
+
+RNG = np.random.default_rng(0)
+W = RNG.standard_normal((8, 6)).astype(np.float16)
+W2 = RNG.standard_normal((6, 4)).astype(np.float16)
+B = RNG.standard_normal(6).astype(np.float16)
+
+
+def c(values, dtype) -> str:
+    return f'R.const({np.asarray(values).astype(dtype).tolist()}, "{dtype}")'
+
+
+X = 'x: R.Tensor(("n", 8), "float16")'
+GEMM_IN = f'''lv = R.astype(x, dtype="float32")  # span: /Gemm
+lv1 = R.matmul(lv, {c(W, "float32")})  # span: /Gemm
+lv2 = R.astype(lv1, dtype="float16")  # span: /Gemm'''
+
+CASES = {
+    # Gemm -> Relu -> Add -> Gemm: float32 from the first product to the last, rounded once
+    "gemm_relu_add_gemm": ((X, '("n", 4)'), f"""
+{GEMM_IN}
+lv3 = R.nn.relu(lv2)  # span: /Relu
+lv4 = R.add(lv3, {c(B, "float16")})  # span: /Add
+lv5 = R.astype(lv4, dtype="float32")  # span: /Gemm_1
+lv6 = R.matmul(lv5, {c(W2, "float32")})  # span: /Gemm_1
+lv7 = R.astype(lv6, dtype="float16")  # span: /Gemm_1
+return lv7
+""", f"""
+lv = R.astype(x, dtype="float32")
+lv1 = R.matmul(lv, {c(W, "float32")})
+lv3 = R.nn.relu(lv1)
+lv4 = R.add(lv3, {c(B, "float32")})
+lv6 = R.matmul(lv4, {c(W2, "float32")})
+lv7 = R.astype(lv6, dtype="float16")
+return lv7
+"""),
+    # a float16 matmul computes in float32 (its kernel does): its constant becomes float32 once,
+    # and the multiply after it reads the product unrounded; a model input widened exactly
+    "matmul_multiply": ((X + ', y: R.Tensor(("n", 6), "float16")', '("n", 6)'), f"""
+lv = R.matmul(x, {c(W, "float16")})  # span: /MatMul
+lv1 = R.multiply(lv, y)  # span: /Mul
+return lv1
+""", f"""
+lv_1 = R.astype(x, dtype="float32")
+lv_2 = R.matmul(lv_1, {c(W, "float32")})
+lv_3 = R.astype(y, dtype="float32")
+lv_4 = R.multiply(lv_2, lv_3)
+lv1 = R.astype(lv_4, dtype="float16")
+return lv1
+"""),
+}
+
+
+def _results(text, feeds):
+    vm = VirtualMachine(relaxpack.build(parse(text), opt_level=0))
+    return vm.run(feeds)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_widen_float16_regions(name):
+    (params, ret), before, expected = CASES[name]
+    mod, out = assert_rewrites(with_dce(widen_float16_regions), program(params, ret, before, "float16"),
+                               program(params, ret, expected, "float16"))
+    # numerically: the rewritten program is the float32 chain rounded once (the text says so; the
+    # VM agrees), and within float16's rounding of the program that rounds after each op
+    x = (RNG.standard_normal((5, 8)) * 4).astype(np.float16)
+    feeds = {"x": x} if name != "matmul_multiply" else {"x": x, "y": RNG.standard_normal((5, 6)).astype(np.float16)}
+    got = VirtualMachine(relaxpack.build(out, opt_level=0)).run(feeds)["lv7" if "gemm" in name else "lv1"]
+    want = VirtualMachine(relaxpack.build(mod, opt_level=0)).run(feeds)
+    want = next(iter(want.values()))
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=1e-2)
+    xf = x.astype(np.float32)
+    if name == "gemm_relu_add_gemm":
+        chain = (np.maximum(xf @ W.astype(np.float32), 0) + B.astype(np.float32)) @ W2.astype(np.float32)
+    else:
+        chain = (xf @ W.astype(np.float32)) * feeds["y"].astype(np.float32)
+    np.testing.assert_allclose(got.astype(np.float32), chain.astype(np.float16).astype(np.float32), rtol=2e-3,
+                               atol=1e-3)
+
+
+UNCHANGED = {
+    # a model's own Cast pair: onnxruntime rounds there too (the casts' spans are not the producer's)
+    "explicit_cast_pair": ('("n", 6)', f"""
+{GEMM_IN}
+lv3 = R.astype(lv1, dtype="float16")  # span: /Cast
+lv4 = R.astype(lv3, dtype="float32")  # span: /Cast_1
+lv5 = R.sqrt(lv4)  # span: /Sqrt
+lv6 = R.astype(lv5, dtype="float16")  # span: /Cast_2
+return lv6"""),
+    # a rounding read by a move, then by a float32 op: onnxruntime rounds before the move
+    "move_between": ('(6, "n")', f"""
+{GEMM_IN}
+lv3 = R.permute_dims(lv2, axes=(1, 0))  # span: /Transpose
+lv4 = R.astype(lv3, dtype="float32")  # span: /ReduceMean
+lv5 = R.mean(lv4, axis=[1], keepdims=True)  # span: /ReduceMean
+lv6 = R.subtract(lv4, lv5)  # span: /ReduceMean
+lv7 = R.astype(lv6, dtype="float16")  # span: /ReduceMean
+return lv7"""),
+    # a float16 op reading no rounding: its kernel computes in float32 and rounds once already
+    "no_rounding_read": ('("n", 8)', """
+lv = R.tanh(x)  # span: /Tanh
+lv1 = R.add(lv, x)  # span: /Add
+return lv1"""),
+    # a float16 op outside OPS (layer norm: onnxruntime has a float16 kernel, its input is rounded)
+    "layer_norm": ('("n", 6)', f"""
+{GEMM_IN}
+lv3 = R.nn.layer_norm(lv2, {c(np.ones(6), "float16")}, {c(np.zeros(6), "float16")}, axes=[-1], epsilon=1e-5)  # span: /LayerNorm
+return lv3"""),
+}
+
+
+@pytest.mark.parametrize("name", UNCHANGED)
+def test_widen_float16_regions_keeps(name):
+    ret, body = UNCHANGED[name]
+    assert_unchanged(widen_float16_regions, program(X, ret, body, "float16"))
