@@ -8,7 +8,7 @@ provider (x86-64) has no float16 kernel for these ops: it casts around each and 
 float32 -> float16 -> float32 pair between two of them, so ``Conv -> Relu -> MaxPool -> Conv`` or
 ``MatMul -> Add -> Div -> Erf -> Mul`` in float16 runs in float32 and rounds where the value
 leaves the region (a move such as Reshape or Transpose, LayerNormalization, a graph output), and
-numpy's float16 loops and casts cost 5-30x their float32 ones. Two rules, to a fixed point:
+numpy's float16 loops and casts cost 5-30x their float32 ones. Three rules, to a fixed point:
 
 - ``compute_in_float32``: ``op(.., astype(v, float16), ..)`` of a float16 op in :data:`OPS` that
   reads an importer rounding -> ``astype(op(.., v, ..), float16)``, its other float16 operands
@@ -18,10 +18,16 @@ numpy's float16 loops and casts cost 5-30x their float32 ones. Two rules, to a f
 - ``drop_float16_round_trip``: ``astype(astype(v, float16), float32)`` of an importer rounding ->
   ``v``. The only rule that changes a value: the rounding onnxruntime does not do either.
 
+- ``move_rounding_after``: ``move(astype(v, float16))`` of an importer rounding, when every
+  reader of the moved value is one of the two above -> ``astype(move(v), float16)`` (the same
+  values). onnxruntime runs such an "isolated" float16 Reshape, Transpose or Flatten in float32
+  (resnet's Flatten between its pool and Gemm, GPT-2's views around its MLP's GELU); a move read
+  by anything else (a Transpose, a LayerNormalization) it runs in float16, rounding before it.
+
 A model's own Cast keeps its rounding (its binding's span is the Cast node, not the producer's):
 onnxruntime rounds at an explicit Cast pair too. Where onnxruntime drops a rounding that relaxpack
-keeps (an explicit Cast next to a float32 op, a move between two float32 ops that it runs in
-float32 to save two casts) relaxpack is the model's rounding. docs/design-notes.md, "float16
+keeps (an explicit Cast next to a float32 op, a move whose neighbours it decides differently)
+relaxpack is the model's rounding. docs/design-notes.md, "float16
 regions in float32"; tests/runtime/test_float16_contract.py checks each op against onnxruntime.
 """
 
@@ -29,10 +35,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.expr import Call, Constant, Expr, Op, Var
+from ..ir.expr import Call, Constant, Expr, Function, If, Op, SeqExpr, Var
 from ..ir.struct_info import TensorStructInfo
 from ..ops.registry import make_call
 from .core.infra import function_pass
+from .core.patterns import vars_of
 from .core.rules import Match, Rule, RewriteTable, is_op, wildcard
 from .widen_float16 import WIDENED
 
@@ -41,6 +48,9 @@ F16, F32 = "float16", "float32"
 #: float16 ops whose kernel computes in float32 and rounds once, and which onnxruntime's CPU provider
 #: (x86-64) runs in float32 (or which are exact on widened data: max pool, max, min, relu, where, abs)
 OPS = WIDENED | frozenset({"matmul", "nn.max_pool", "nn.avg_pool", "nn.global_avg_pool", "nn.global_max_pool"})
+#: moves onnxruntime runs in float32 between two float32 ops (an "isolated" float16 node: two casts
+#: saved); between other ops it rounds before them
+MOVES = frozenset({"reshape", "permute_dims", "expand_dims", "squeeze", "flatten"})
 #: products whose float16 kernel widens both operands, calls float32 BLAS and rounds: written so
 #: when an operand is a constant (it becomes a float32 constant once, at build time); a product of
 #: two activations stays float16 (its operands are often transposes FoldPermuteMatmul reads as views)
@@ -111,17 +121,74 @@ def drop_float16_round_trip(m: Match):
     return importer_rounding(m, m["r"])
 
 
-RULES = RewriteTable("WidenFloat16Regions", [
-    Rule("compute_in_float32", is_op(*sorted(OPS))(..., name="op"), _reads_a_rounding, compute_in_float32),
-    Rule("drop_float16_round_trip", is_op("astype")(wildcard("r"), name="widen"), _round_trip,
-         drop_float16_round_trip),
-])
+def _readers(func: Function) -> dict[Var, list[Expr]]:
+    """What reads each var: the values of the bindings that use it (``None`` for the function's
+    result and anything not a binding's value, e.g. an If's condition)."""
+    readers: dict[Var, list[Expr]] = {}
+
+    def seq(body: SeqExpr) -> None:
+        for v in vars_of(body.body):
+            readers.setdefault(v, []).append(None)
+        for block in body.blocks:
+            for b in block.bindings:
+                if isinstance(b.value, If):
+                    for v in vars_of(b.value.cond):
+                        readers.setdefault(v, []).append(None)
+                    seq(b.value.true_branch)
+                    seq(b.value.false_branch)
+                    continue
+                for v in vars_of(b.value):
+                    readers.setdefault(v, []).append(b.value)
+    seq(func.body)
+    return readers
+
+
+def _widened_reader(value: Expr | None) -> bool:
+    """Whether ``value``, reading a rounding, will read the float32 value instead: a float16 op of
+    :data:`OPS` (compute_in_float32) or a widening cast (drop_float16_round_trip)."""
+    if not (isinstance(value, Call) and isinstance(value.op, Op)):
+        return False
+    if value.op.name == "astype":
+        return _dtype(value) == F32
+    return value.op.name in OPS and _dtype(value) == F16
+
+
+def _isolated_move(readers: dict[Var, list[Expr]]):
+    def check(m: Match) -> str | None:
+        if importer_rounding(m, m["move"].args[0]) is None:
+            return "it moves no float16 rounding of an op computed in float32"
+        if not all(_widened_reader(r) for r in readers.get(m.binding.var, [None])):
+            return "a reader of the moved value is no float32 computation (onnxruntime rounds before the move)"
+        return None
+    return check
+
+
+def move_rounding_after(m: Match):
+    """move(astype(v, float16)) -> astype(move(v), float16): the same values (a move commutes with
+    rounding)."""
+    call = m["move"]
+    inner = importer_rounding(m, call.args[0])
+    return make_call("astype", make_call(call.op.name, inner, *call.args[1:], **call.attrs), dtype=F16)
+
+
+def _table(readers: dict[Var, list[Expr]]) -> RewriteTable:
+    return RewriteTable("WidenFloat16Regions", [
+        Rule("move_rounding_after", is_op(*sorted(MOVES))(..., name="move"), _isolated_move(readers),
+             move_rounding_after),
+        Rule("compute_in_float32", is_op(*sorted(OPS))(..., name="op"), _reads_a_rounding, compute_in_float32),
+        Rule("drop_float16_round_trip", is_op("astype")(wildcard("r"), name="widen"), _round_trip,
+             drop_float16_round_trip),
+    ])
+
+
+#: the rules as data (``relaxpack explain``): the move rule's readers are the function's
+RULES = _table({})
 
 
 @function_pass(name="WidenFloat16Regions", opt_level=2, requires=("import", "optimize"), produces="optimize")
 def widen_float16_regions(func, mod, ctx):
     """Keep float16 values float32 between ops computed in float32 (see the module docstring)."""
-    return RULES.apply(func)
+    return _table(_readers(func)).apply(func)
 
 
-__all__ = ["widen_float16_regions", "RULES", "OPS", "importer_rounding"]
+__all__ = ["widen_float16_regions", "RULES", "OPS", "MOVES", "importer_rounding"]

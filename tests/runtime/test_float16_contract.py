@@ -257,3 +257,30 @@ def test_float16_pools_between_two_convs_as_onnxruntime():
     for shape in ((1, 3, 7, 11), (2, 3, 9, 5)):
         x = exact_inputs(shape, -8, 8)
         assert ulps_apart(ours(x), theirs(x)).max(initial=0) <= 1, shape
+
+
+def test_float16_isolated_moves_stay_float32_as_onnxruntime():
+    """A Reshape read only by float32 ops (GPT-2's views around its GELU): onnxruntime runs it in
+    float32 (an isolated float16 node), so 120000 between the two products survives; a Transpose
+    read by a LayerNormalization is rounded before it by both."""
+    isolated = model([helper.make_node("Gemm", ["x", "w1"], ["a"]), helper.make_node("Reshape", ["a", "s1"], ["r"]),
+                      helper.make_node("Mul", ["r", "k"], ["m"]), helper.make_node("Reshape", ["m", "s2"], ["b"]),
+                      helper.make_node("Gemm", ["b", "w2"], ["y"])],
+                     [value("x", ["n", 6])], [value("y", None)],
+                     [const("w1", MIX), const("w2", ONE_HOT), const("k", np.array(0.25)),
+                      onnx.numpy_helper.from_array(np.array([-1, 2, 3], np.int64), "s1"),
+                      onnx.numpy_helper.from_array(np.array([-1, 6], np.int64), "s2")])
+    ours, theirs = both(isolated)
+    x = exact_inputs((4, 6))
+    x[0, :] = 60000.0
+    got = ours(x)
+    np.testing.assert_array_equal(got, theirs(x))
+    assert np.isfinite(got[0]).all()
+    rounded = model([helper.make_node("Gemm", ["x", "w1"], ["a"]), helper.make_node("Transpose", ["a"], ["t"]),
+                     helper.make_node("LayerNormalization", ["t", "g"], ["y"], axis=-1)],
+                    [value("x", [3, 6])], [value("y", None)], [const("w1", MIX), const("g", np.ones(3))])
+    ours, theirs = both(rounded)
+    got, want = ours(x[:3]), theirs(x[:3])
+    # 120000 rounded to inf before the layer norm (inf - inf: NaN) by both
+    assert np.isnan(want).any() and np.array_equal(np.isnan(got), np.isnan(want))
+    assert ulps_apart(got, want).max(initial=0) <= 2
