@@ -8,27 +8,28 @@ provider (x86-64) has no float16 kernel for these ops: it casts around each and 
 float32 -> float16 -> float32 pair between two of them, so ``Conv -> Relu -> MaxPool -> Conv`` or
 ``MatMul -> Add -> Div -> Erf -> Mul`` in float16 runs in float32 and rounds where the value
 leaves the region (a move such as Reshape or Transpose, LayerNormalization, a graph output), and
-numpy's float16 loops and casts cost 5-30x their float32 ones. Three rules, to a fixed point:
+numpy's float16 loops and casts cost 5-30x their float32 ones. Three rules, to a fixed point
+(producers first):
 
-- ``compute_in_float32``: ``op(.., astype(v, float16), ..)`` of a float16 op in :data:`OPS` that
-  reads an importer rounding -> ``astype(op(.., v, ..), float16)``, its other float16 operands
-  widened (exact; a float16 constant becomes a float32 one); a float16 ``matmul`` by a constant
-  always (its kernel computes so). The same value; bound with the op's span, the new rounding is again an
-  importer rounding.
+- ``compute_in_float32``: a float16 op of :data:`OPS` that reads an importer rounding
+  ``astype(v, float16)`` -> ``astype(op(.., v, ..), float16)``, its other float16 operands widened
+  (exact; a float16 constant becomes a float32 one); so too one whose every reader will compute in
+  float32 (the first op of a region: GPT-2's attention scales its transposed queries, then
+  multiplies them), and a float16 ``matmul`` by a constant (its kernel computes so). The same
+  value; bound with the op's span, the new rounding is again an importer rounding.
+- ``move_rounding_after``: ``move(astype(v, float16))`` of an importer rounding whose every
+  reader will compute in float32 -> ``astype(move(v), float16)`` (the same values). onnxruntime
+  runs such an "isolated" float16 Reshape, Transpose or Flatten in float32 (resnet's Flatten
+  between its pool and Gemm, GPT-2's views around its MLP's GELU); a move read by anything else (a
+  Transpose, a LayerNormalization) it runs in float16, rounding before it.
 - ``drop_float16_round_trip``: ``astype(astype(v, float16), float32)`` of an importer rounding ->
   ``v``. The only rule that changes a value: the rounding onnxruntime does not do either.
 
-- ``move_rounding_after``: ``move(astype(v, float16))`` of an importer rounding, when every
-  reader of the moved value is one of the two above -> ``astype(move(v), float16)`` (the same
-  values). onnxruntime runs such an "isolated" float16 Reshape, Transpose or Flatten in float32
-  (resnet's Flatten between its pool and Gemm, GPT-2's views around its MLP's GELU); a move read
-  by anything else (a Transpose, a LayerNormalization) it runs in float16, rounding before it.
-
 A model's own Cast keeps its rounding (its binding's span is the Cast node, not the producer's):
 onnxruntime rounds at an explicit Cast pair too. Where onnxruntime drops a rounding that relaxpack
-keeps (an explicit Cast next to a float32 op, a move whose neighbours it decides differently)
-relaxpack is the model's rounding. docs/design-notes.md, "float16
-regions in float32"; tests/runtime/test_float16_contract.py checks each op against onnxruntime.
+keeps (an explicit Cast next to a float32 op, a move whose neighbours it judges over a longer
+chain) relaxpack is the model's rounding. docs/design-notes.md, "float16 regions in float32";
+tests/runtime/test_float16_contract.py checks each op against onnxruntime.
 """
 
 from __future__ import annotations
@@ -78,15 +79,20 @@ def importer_rounding(m: Match, expr: Expr) -> Expr | None:
     return inner
 
 
-def _reads_a_rounding(m: Match) -> str | None:
-    call = m["op"]
-    if _dtype(call) != F16:
-        return f"the result is {_dtype(call)}, not float16"
-    if call.op.name in PRODUCTS and any(isinstance(a, Constant) for a in call.args):
-        return None
-    if any(importer_rounding(m, a) is not None for a in call.args):
-        return None
-    return "no operand is the float16 rounding of an op computed in float32"
+def _in_a_region(readers: dict[Var, list[Expr]]):
+    def check(m: Match) -> str | None:
+        call = m["op"]
+        if _dtype(call) != F16:
+            return f"the result is {_dtype(call)}, not float16"
+        if call.op.name in PRODUCTS and any(isinstance(a, Constant) for a in call.args):
+            return None
+        if any(importer_rounding(m, a) is not None for a in call.args):
+            return None
+        if all(_widened_reader(r) for r in readers.get(m.binding.var, [None])):
+            return None
+        return ("no operand is the float16 rounding of an op computed in float32, and a reader of the "
+                "result is no float32 computation")
+    return check
 
 
 def _in_float32(m: Match, arg: Expr) -> Expr:
@@ -175,7 +181,7 @@ def _table(readers: dict[Var, list[Expr]]) -> RewriteTable:
     return RewriteTable("WidenFloat16Regions", [
         Rule("move_rounding_after", is_op(*sorted(MOVES))(..., name="move"), _isolated_move(readers),
              move_rounding_after),
-        Rule("compute_in_float32", is_op(*sorted(OPS))(..., name="op"), _reads_a_rounding, compute_in_float32),
+        Rule("compute_in_float32", is_op(*sorted(OPS))(..., name="op"), _in_a_region(readers), compute_in_float32),
         Rule("drop_float16_round_trip", is_op("astype")(wildcard("r"), name="widen"), _round_trip,
              drop_float16_round_trip),
     ])

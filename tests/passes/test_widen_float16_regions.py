@@ -83,12 +83,26 @@ lv7 = R.matmul(lv5, {c(W2, "float32")})
 lv8 = R.astype(lv7, dtype="float16")
 return lv8
 """),
+    # a region that starts at a model input: the op whose readers compute in float32 does too
+    "tanh_add": ((X, '("n", 8)'), """
+lv = R.tanh(x)  # span: /Tanh
+lv1 = R.add(lv, x)  # span: /Add
+return lv1
+""", """
+lv = R.astype(x, dtype="float32")
+lv_1 = R.tanh(lv)
+lv_3 = R.astype(x, dtype="float32")
+lv_4 = R.add(lv_1, lv_3)
+lv1 = R.astype(lv_4, dtype="float16")
+return lv1
+"""),
 }
 
 CHAINS = {    # each case's float32 chain, rounded once
     "gemm_relu_add_gemm": lambda f: (np.maximum(f["x"] @ W.astype(np.float32), 0) + B.astype(np.float32))
     @ W2.astype(np.float32),
     "matmul_multiply": lambda f: (f["x"] @ W.astype(np.float32)) * f["y"],
+    "tanh_add": lambda f: np.tanh(f["x"]) + f["x"],
     "gemm_reshape_tanh_gemm": lambda f: np.tanh(f["x"] @ W.astype(np.float32)) @ W2.astype(np.float32),
 }
 
@@ -130,11 +144,13 @@ lv6 = R.astype(lv5, dtype="float16")  # span: /ReduceMean
 lv7 = R.nn.layer_norm(lv3, {c(np.ones(6), "float16")}, {c(np.zeros(6), "float16")}, axes=[0], epsilon=1e-5)  # span: /LayerNorm
 lv8 = R.multiply(lv7, lv7)  # span: /Mul
 return lv8"""),
-    # a float16 op reading no rounding: its kernel computes in float32 and rounds once already
-    "no_rounding_read": ('("n", 8)', """
+    # a float16 op reading no rounding, read by none of OPS: its kernel computes in float32 and
+    # rounds once already
+    "no_region": ('("n", 8)', f"""
 lv = R.tanh(x)  # span: /Tanh
-lv1 = R.add(lv, x)  # span: /Add
-return lv1"""),
+lv1 = R.nn.layer_norm(lv, {c(np.ones(8), "float16")}, {c(np.zeros(8), "float16")}, axes=[-1], epsilon=1e-5)  # span: /LayerNorm
+lv2 = R.sigmoid(lv1)  # span: /Sigmoid
+return lv2"""),
     # a float16 op outside OPS (layer norm: onnxruntime has a float16 kernel, its input is rounded)
     "layer_norm": ('("n", 6)', f"""
 {GEMM_IN}

@@ -298,3 +298,35 @@ def test_layer_norm_per_instruction_is_the_generic_kernel():
     kernel(x, g32, b32, out=want, axes=(0,), epsilon=EPS)
     spec_first(x, g32, b32, out=got)
     np.testing.assert_array_equal(got, want)
+
+
+def test_float16_layer_norm_per_instruction_keeps_float32_parameters_of_constants_only():
+    """float16 rows: the specialized kernel keeps float32 copies of constant gamma and beta (bit
+    for bit the generic kernel over calls of odd shapes, empty, in place, beta None); of operands
+    that are not constants it keeps nothing (new values in the same arrays show through)."""
+    rng = np.random.default_rng(12)
+    kernel = get_kernel("nn.layer_norm").fn
+    g, b = rand(rng, (9,), "float16"), rand(rng, (9,), "float16")
+    for constant in ((False, True, True), (False, False, False)):
+        spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, constant)
+        for shape in ((2, 3, 9), (1, 9), (5, 1, 9), (0, 3, 9), (2, 3, 9)):
+            x = rand(rng, shape, "float16")
+            for beta in (b, None) if len(shape) == 2 else (b,):
+                want, got = np.empty_like(x), np.empty_like(x)
+                kernel(x, g, beta, out=want, axes=(-1,), epsilon=EPS)
+                spec(x, g, beta, out=got)
+                np.testing.assert_array_equal(got, want)
+        x = rand(rng, (2, 3, 9), "float16")
+        want = np.empty_like(x)
+        kernel(x, g, b, out=want, axes=(-1,), epsilon=EPS)
+        spec(x, g, b, out=x)                    # in place
+        np.testing.assert_array_equal(x, want)
+    spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, (False, False, False))
+    x = rand(rng, (2, 3, 9), "float16")
+    got = np.empty_like(x)
+    spec(x, g, b, out=got)
+    g *= np.float16(2.0)
+    want = np.empty_like(x)
+    kernel(x, g, b, out=want, axes=(-1,), epsilon=EPS)
+    spec(x, g, b, out=got)
+    np.testing.assert_array_equal(got, want)

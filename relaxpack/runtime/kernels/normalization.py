@@ -239,11 +239,8 @@ def layer_norm(x, gamma, beta=None, *, out, axes, epsilon):
         _layer_norm_rows(x, gamma.reshape(-1), None if beta is None else beta.reshape(-1), out, epsilon)
         return
     if _plain_rows(x, gamma, beta, out, axes, (np.float16,)):
-        # float16: the float32 rows of a converted copy (stash_type 1), rounded once
-        buf = x.astype(np.float32)
-        _layer_norm_rows(buf, gamma.reshape(-1).astype(np.float32),
-                         None if beta is None else beta.reshape(-1).astype(np.float32), buf, epsilon)
-        np.copyto(out, buf, casting="unsafe")
+        _float16_rows(x, gamma.reshape(-1).astype(np.float32),
+                      None if beta is None else beta.reshape(-1).astype(np.float32), out, epsilon)
         return
     buf = load(x, out)
     _normalize_into(buf, axes, epsilon)
@@ -251,6 +248,13 @@ def layer_norm(x, gamma, beta=None, *, out, axes, epsilon):
     if beta is not None:
         buf += _param_like(beta, x.ndim, axes, buf.dtype)
     commit(buf, out)
+
+
+def _float16_rows(x: np.ndarray, gamma32: np.ndarray, beta32, out: np.ndarray, epsilon: float) -> None:
+    """float16 rows: :func:`_layer_norm_rows` on a float32 copy (stash_type 1), rounded once into ``out``."""
+    buf = x.astype(np.float32)
+    _layer_norm_rows(buf, gamma32, beta32, buf, epsilon)
+    np.copyto(out, buf, casting="unsafe")
 
 
 def _specialize_layer_norm(attrs: dict, constant: tuple):
@@ -269,14 +273,20 @@ def _specialize_layer_norm(attrs: dict, constant: tuple):
         if k is not None and gamma is k[0] and beta is k[1] and x.dtype is k[4] and out.dtype is k[4] \
                 and x.ndim == k[5] and x.shape == out.shape and x.shape[-1] == k[2].size and x.size \
                 and x.flags.c_contiguous and out.flags.c_contiguous:
-            _layer_norm_rows(x, k[2], k[3], out, epsilon)
+            (_float16_rows if k[6] else _layer_norm_rows)(x, k[2], k[3], out, epsilon)
             return
         layer_norm(x, gamma, beta, out=out, axes=axes, epsilon=epsilon)
         last = (x.ndim - 1,)
         rows = x.ndim and (axes == last or axes == (-1,))
-        if rows and x.size and x.shape == out.shape and _plain_rows(x, gamma, beta, out, last):
-            kept[0] = (gamma, beta, gamma.reshape(-1), None if beta is None else beta.reshape(-1),
-                       out.dtype, x.ndim)
+        if rows and x.size and x.shape == out.shape:
+            # float16 keeps float32 copies of constant gamma and beta: computing them cost ~2 us a call
+            low = (_plain_rows(x, gamma, beta, out, last, (np.float16,)) and len(constant) > 1 and constant[1]
+                   and (beta is None or (len(constant) > 2 and constant[2])))
+            if low or _plain_rows(x, gamma, beta, out, last):
+                work = np.float32 if low else out.dtype
+                kept[0] = (gamma, beta, gamma.reshape(-1).astype(work, copy=False),
+                           None if beta is None else beta.reshape(-1).astype(work, copy=False), out.dtype, x.ndim,
+                           low)
     return call
 
 
