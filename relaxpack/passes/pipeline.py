@@ -58,10 +58,11 @@ def optimize_pipeline() -> Sequential:
 
     - 0: nothing (the module is only legalized);
     - 1: one round of the core passes;
-    - 2: the core passes, then WidenFloat16Regions (float16 values between two ops
-      computed in float32 stay float32, as onnxruntime keeps them), the algebraic rewrites (batch norm folded into
-      weights, the others split into a scale and shift, layout and identity simplification, bias and activation fused
-      into gemm / conv kernels), FoldPermuteMatmul (transposes of a matmul's
+    - 2: the core passes, then the algebraic rewrites (batch norm folded into
+      weights, the others split into a scale and shift, layout and identity simplification), WidenFloat16Regions
+      (float16 values between two ops computed in float32 stay float32, as onnxruntime keeps them; after
+      SimplifyAlgebra, which composes torch's safe softmax from its float16 ops), bias and activation fused
+      into gemm / conv kernels, FoldPermuteMatmul (transposes of a matmul's
       operands and result read as strided views), SinkResize (1x1 convs of
       resized images before the resize), ConvertLayout (convolutional regions run
       channels last; after the fusions, whose rules read channels first),
@@ -71,7 +72,7 @@ def optimize_pipeline() -> Sequential:
       their kernels read), another core round to clean up, and FuseOps last
       (elementwise groups become fused primitive functions).
     """
-    o2 = Sequential([widen_float16_regions, fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_bias_activation,
+    o2 = Sequential([fold_batch_norm, scale_shift_batch_norm, simplify_algebra, widen_float16_regions, fuse_bias_activation,
                      fold_permute_matmul, sink_resize,
                      convert_layout, simplify_algebra, pack_recurrent_weights, *core_passes(), fuse_ops],
                     name="O2", opt_level=2)

@@ -107,11 +107,25 @@ def _in_float32(m: Match, arg: Expr) -> Expr:
     return make_call("astype", arg, dtype=F32)
 
 
+def _transposed_in_float32(m: Match, arg: Expr) -> Expr | None:
+    """``permute_dims(astype(y, float32))`` for a product's operand ``permute_dims(y)`` of a float16
+    ``y`` that is no importer rounding: the same values, and FoldPermuteMatmul still reads the
+    transpose as a strided view (a widened transpose would be a copy between them)."""
+    value, _ = m.producer(arg)
+    if not (isinstance(value, Call) and isinstance(value.op, Op) and value.op.name == "permute_dims"):
+        return None
+    inner = value.args[0]
+    if _dtype(inner) != F16 or importer_rounding(m, inner) is not None:
+        return None
+    return make_call("permute_dims", make_call("astype", inner, dtype=F32), **value.attrs)
+
+
 def compute_in_float32(m: Match):
     """op(.., astype(v, float16), ..) -> astype(op(.., v, ..), float16)."""
     call = m["op"]
-    wide = make_call(call.op.name, *(_in_float32(m, a) for a in call.args), **call.attrs)
-    return make_call("astype", wide, dtype=F16)
+    args = tuple((call.op.name in PRODUCTS and _dtype(a) == F16 and _transposed_in_float32(m, a))
+                 or _in_float32(m, a) for a in call.args)
+    return make_call("astype", make_call(call.op.name, *args, **call.attrs), dtype=F16)
 
 
 def _round_trip(m: Match) -> str | None:

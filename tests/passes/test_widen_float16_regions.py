@@ -96,6 +96,23 @@ lv_4 = R.add(lv_1, lv_3)
 lv1 = R.astype(lv_4, dtype="float16")
 return lv1
 """),
+    # a product in a region whose other operand is a transpose of a float16 value: widened before
+    # the transpose (the same values), so FoldPermuteMatmul still reads the transpose as a view
+    "scaled_product_of_a_transpose": (('q: R.Tensor(("n", 4, 6), "float16"), k: R.Tensor(("n", 5, 6), "float16")',
+                                       '("n", 4, 5)'), f"""
+lv = R.multiply(q, {c(0.25, "float16")})  # span: /Mul
+lv1 = R.permute_dims(k, axes=(0, 2, 1))  # span: /Transpose
+lv2 = R.matmul(lv, lv1)  # span: /MatMul
+return lv2
+""", f"""
+lv_1 = R.astype(q, dtype="float32")
+lv_2 = R.multiply(lv_1, {c(0.25, "float32")})
+lv_3 = R.astype(k, dtype="float32")
+lv_4 = R.permute_dims(lv_3, axes=(0, 2, 1))
+lv_5 = R.matmul(lv_2, lv_4)
+lv2 = R.astype(lv_5, dtype="float16")
+return lv2
+"""),
 }
 
 CHAINS = {    # each case's float32 chain, rounded once
@@ -103,6 +120,7 @@ CHAINS = {    # each case's float32 chain, rounded once
     @ W2.astype(np.float32),
     "matmul_multiply": lambda f: (f["x"] @ W.astype(np.float32)) * f["y"],
     "tanh_add": lambda f: np.tanh(f["x"]) + f["x"],
+    "scaled_product_of_a_transpose": lambda f: (f["q"] * 0.25) @ f["k"].transpose(0, 2, 1),
     "gemm_reshape_tanh_gemm": lambda f: np.tanh(f["x"] @ W.astype(np.float32)) @ W2.astype(np.float32),
 }
 
@@ -115,7 +133,9 @@ def test_widen_float16_regions(name):
     # numerically: the rewritten program is the float32 chain rounded once (the text says so; the
     # VM agrees), and within float16's rounding of the program that rounds after each op
     x = (RNG.standard_normal((5, 8)) * 4).astype(np.float16)
-    feeds = {"x": x} if name != "matmul_multiply" else {"x": x, "y": RNG.standard_normal((5, 6)).astype(np.float16)}
+    feeds = {"x": x, "y": RNG.standard_normal((5, 6)).astype(np.float16)} if name == "matmul_multiply" else \
+        {"q": RNG.standard_normal((3, 4, 6)).astype(np.float16),
+         "k": RNG.standard_normal((3, 5, 6)).astype(np.float16)} if name == "scaled_product_of_a_transpose" else {"x": x}
     got = next(iter(VirtualMachine(relaxpack.build(out, opt_level=0)).run(feeds).values()))
     want = next(iter(VirtualMachine(relaxpack.build(mod, opt_level=0)).run(feeds).values()))
     assert got.dtype == np.float16
