@@ -150,6 +150,7 @@ OWNER: dict[str, str] = {
     'nn.mish': 'activation',
     'nn.prelu': 'activation',
     'nn.relu': 'activation',
+    'nn.rms_norm': 'normalization',
     'nn.rnn': 'recurrent',
     'nn.safe_softmax': 'normalization',
     'nn.selu': 'activation',
