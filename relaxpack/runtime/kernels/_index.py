@@ -179,6 +179,7 @@ OWNER: dict[str, str] = {
     'reshape': 'manipulate',
     'reverse_sequence': 'index',
     'right_shift': 'elementwise',
+    'rotate_half': 'manipulate',
     'round': 'elementwise',
     'rsqrt': 'elementwise',
     'scatter_elements': 'scatter',

@@ -153,9 +153,9 @@ def _expand_dims(args, attrs) -> Shape:
 
 
 @output_shape("nn.batch_norm", "nn.instance_norm", "nn.lrn", "nn.layer_norm", "nn.rms_norm", "reverse_sequence",
-              "scatter_nd", "scatter_elements")
+              "rotate_half", "scatter_nd", "scatter_elements")
 def _like_data(args, attrs) -> Shape:
-    """Normalizations, ReverseSequence and the scatters: the data's shape (their
+    """Normalizations, ReverseSequence, rotate_half and the scatters: the data's shape (their
     other operands are per channel, or what is written into it)."""
     return np.shape(args[0])
 
