@@ -201,8 +201,9 @@ def _factory(structure: tuple, n_params: int, quiet_needed: bool, checked: tuple
     (``ALT``: ``out`` is one of the inputs) plans again for a new ``out`` or a new array in
     place of the aliased input (``A<i>``), and takes a new array that does not overlap ``out``
     for one that did not either (attention's scores written over the dying mask, ``q`` and
-    ``k`` views made anew each run): that plan depends only on which inputs are ``out``. The source is made from ints and flags only; every function,
-    attribute dict, shape and view is a closure variable."""
+    ``k`` views made anew each run): that plan depends only on which inputs are ``out``. The
+    source is made from ints and flags only; every function, attribute dict, shape and view is
+    a closure variable."""
     n = len(structure)
     holds = [s[4] for s in structure]
     params = [f"p{i}" for i in range(n_params)]
@@ -246,7 +247,7 @@ def _factory(structure: tuple, n_params: int, quiet_needed: bool, checked: tuple
         *[line for i in range(n_params) for line in (
             f"        if p{i} is not L{i}:",
             # another plan holds for a new array that, like the one it replaces, is not out's alias
-            f"            if A{i} or ALT and may_share(p{i}, out) or p{i}.__class__ is not ndarray"
+            f"            if A{i} or p{i}.__class__ is not ndarray or ALT and may_share(p{i}, out)"
             f" or p{i}.shape != S{i}"
             + (f" or not seen and ({overlaps(i)})" if i in allowed else "") + ":",
             f"                return {slow_call}",
