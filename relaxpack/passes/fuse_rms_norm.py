@@ -2,13 +2,17 @@
 
 Exporters write ``RMSNorm(x) = x * rsqrt(mean(x ** 2, -1) + eps) * w`` as seven ops::
 
-    sq = R.power(x, 2.0)
+    sq = R.power(x, 2.0)           # or R.square(x), R.multiply(x, x)
     ms = R.mean(sq, axis=(-1,), keepdims=True)
     v = R.add(ms, eps)
     s = R.sqrt(v)
-    r = R.reciprocal(s)            # or R.divide(1.0, s)
+    r = R.reciprocal(s)            # or R.divide(1.0, s); or r = R.rsqrt(v)
     y = R.multiply(x, r)
     out = R.multiply(w, y)         # either operand order
+
+(onnxruntime's SimplifiedLayerNormalization imports as the ``square`` /
+``rsqrt`` form; ONNX's RMSNormalization divides by the root, another
+rounding, and stays as it is.)
 
 Rule ``fuse_rms_norm`` (table :data:`RULES`) makes that ``R.nn.rms_norm(x, w,
 epsilon=eps)`` when every intermediate is used only by the next op, ``x`` is
@@ -31,14 +35,15 @@ from .core.rules import Match, Rule, RewriteTable, all_of, any_of, const, is_op,
 _DTYPES = ("float32", "float64")
 
 _X = wildcard("x")
-_SQRT = is_op("sqrt")(
-    is_op("add")(
-        is_op("mean")(is_op("power")(_X, const("two", "the exponent"), name="square", what="operand"),
-                      name="mean", what="operand"),
-        const("eps", "epsilon"), commutative=True, name="add_eps", what="operand"),
-    name="sqrt", what="operand")
+_SQUARE = any_of(is_op("power")(_X, const("two", "the exponent"), name="square", what="operand"),
+                 is_op("square")(_X, name="square", what="operand"),
+                 is_op("multiply")(_X, _X, name="square", what="operand"))
+_MEAN_EPS = is_op("add")(is_op("mean")(_SQUARE, name="mean", what="operand"),
+                         const("eps", "epsilon"), commutative=True, name="add_eps", what="operand")
+_SQRT = is_op("sqrt")(_MEAN_EPS, name="sqrt", what="operand")
 _INVERSE = any_of(is_op("reciprocal")(_SQRT, name="inverse", what="operand"),
-                  is_op("divide")(const("one", "the dividend"), _SQRT, name="inverse", what="operand"))
+                  is_op("divide")(const("one", "the dividend"), _SQRT, name="inverse", what="operand"),
+                  is_op("rsqrt")(_MEAN_EPS, name="inverse", what="operand"))
 _NORMED = is_op("multiply")(_X, _INVERSE, commutative=True, name="normed", what="operand")
 
 
@@ -74,6 +79,10 @@ def _one(m: Match) -> str | None:
     return _scalar_is("one", 1.0, "the dividend")(m) if "one" in m else None
 
 
+def _two(m: Match) -> str | None:
+    return _scalar_is("two", 2.0, "the exponent")(m) if "two" in m else None
+
+
 def rms_norm_call(m: Match):
     """x * (1 / sqrt(mean(x ** 2, -1) + eps)) * w -> nn.rms_norm(x, w, epsilon=eps)."""
     return make_call("nn.rms_norm", m["x"], m["scale"], epsilon=float(np.reshape(m.data("eps"), -1)[0]))
@@ -82,7 +91,7 @@ def rms_norm_call(m: Match):
 RULES = RewriteTable("FuseRMSNorm", [
     Rule("fuse_rms_norm",
          is_op("multiply")(_NORMED, wildcard("scale"), commutative=True),
-         all_of(_scalar_is("two", 2.0, "the exponent"), _scalar_is("eps", None, "epsilon"), _one, _last_axis_mean,
+         all_of(_two, _scalar_is("eps", None, "epsilon"), _one, _last_axis_mean,
                 *(used_once(name, what) for name, what in (
                     ("square", "the square"), ("mean", "the mean"), ("add_eps", "the mean plus epsilon"),
                     ("sqrt", "the root"), ("inverse", "the inverse root"), ("normed", "the normalized value"))),

@@ -116,3 +116,55 @@ def test_a_mean_over_another_axis_stays():
     text = program(params, "(4, 8)", _chain(0, "x", "w", axis="0") + "\nreturn lv6", dims=())
     assert_unchanged(with_dce(fuse_rms_norm), text)
     assert dict(explain(parse(text), "fuse_rms_norm"))["lv6"] == "the mean is over axes (0,), not the last axis alone"
+
+
+#: onnxruntime's SimplifiedLayerNormalization as the importer writes it for float32 (its casts to
+#: float32 gone): square and rsqrt; and a square written as a product
+SQUARE_RSQRT = """
+lv = R.square(x)
+lv1 = R.mean(lv, axis=(-1,), keepdims=True)
+lv2 = R.add(lv1, R.const(1e-06, "float32"))
+lv4 = R.rsqrt(lv2)
+lv5 = R.multiply(x, lv4)
+lv6 = R.multiply(lv5, w)
+return lv6
+"""
+PRODUCT = DYNAMO.format(dtype="float32").replace('R.power(x, R.const(2.0, "float32"))', "R.multiply(x, x)")
+
+
+@pytest.mark.parametrize("body", [SQUARE_RSQRT, PRODUCT], ids=["square_rsqrt", "product"])
+def test_the_other_spellings_fuse_too(body):
+    params = PARAMS.format(dtype="float32")
+    mod, out = assert_rewrites(with_dce(fuse_rms_norm), program(params, RET, body, "float32", DIMS),
+                               program(params, RET, _fused(repr(float(np.float32(1e-6)))), "float32", DIMS))
+    assert_same_results(mod, out, [{"n": 1, "s": 1}, {"n": 3, "s": 7}, {"n": 0, "s": 2}], rtol=0, atol=0)
+
+
+def _simplified_layer_norm_model(epsilon: float):
+    from onnx import TensorProto, helper, numpy_helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "s", 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    scale = numpy_helper.from_array(np.random.default_rng(2).standard_normal(16).astype(np.float32), "scale")
+    node = helper.make_node("SimplifiedLayerNormalization", ["x", "scale"], ["y"], axis=-1, epsilon=epsilon)
+    graph = helper.make_graph([node], "rms", [x], [y], initializer=[scale])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_simplified_layer_norm_runs_as_one_kernel_against_onnxruntime():
+    """onnxruntime's RMS norm op, imported and built at -O2: one nn.rms_norm call, the -O0 chain's
+    results bit for bit and onnxruntime's within float32 rounding."""
+    import relaxpack
+    from relaxpack.check import onnxruntime_session
+    from relaxpack.runtime import VirtualMachine
+    model = _simplified_layer_norm_model(1e-5)
+    fused = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model), opt_level=2))
+    plain = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model), opt_level=0))
+    labels = {fused._label(ins) for prepared in fused._prepared for ins in prepared.func.instructions}
+    assert "kernel.nn.rms_norm" in labels and not {"kernel.mean", "kernel.rsqrt"} & labels
+    session = onnxruntime_session(model, threads=1)
+    rng = np.random.default_rng(3)
+    for n, s in [(1, 5), (3, 17), (2, 0)]:
+        feeds = {"x": (rng.standard_normal((n, s, 16)) * 3).astype(np.float32)}
+        got = fused.run(feeds)["y"]
+        np.testing.assert_array_equal(got, plain.run(feeds)["y"])
+        np.testing.assert_allclose(got, session.run(None, feeds)[0], rtol=2e-6, atol=2e-6)
