@@ -1,0 +1,58 @@
+"""DropZeroSignRoundTrips on the zoo's quantized models: the archive built with the pass gives the
+same bits as the archive built without it, at every tested shape (the pass only drops steps whose
+one effect, a -0.0 made +0.0, nothing downstream can tell), and it drops steps in each statically
+quantized model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import relaxpack
+from relaxpack.passes import PassContext
+from relaxpack.passes.pipeline import optimize_pipeline
+from relaxpack.runtime import VirtualMachine
+from relaxpack.vm_build import ir_text
+
+from .judge import MODELS, converted, expected
+
+PASS = "DropZeroSignRoundTrips"
+
+#: the quantized models, and whether the pass has round trips to drop in them
+QUANTIZED = {
+    "bert_dynamic_int8": False, "gpt2_dynamic_int8": False, "resnet_dynamic_int8": False,
+    "bert_qdq_tensor": True, "bert_qop_tensor": True, "efficientnet_qop_tensor": True,
+    "mobilenet_v2_qdq_channel": True, "mobilenet_v2_qdq_tensor": True, "mobilenet_v2_qop_channel": True,
+    "resnet_qdq_channel": True, "resnet_qdq_tensor": True, "resnet_qdq_tensor_u8": True,
+    "resnet_qop_tensor": True,
+}
+
+
+def _steps(mod, disabled=()) -> int:
+    """The casts, adds and subtracts in every function of ``mod`` optimized at -O2 (fused
+    functions included): what the pass drops."""
+    with PassContext(opt_level=2, disabled_passes=disabled):
+        text = ir_text(optimize_pipeline()(mod))
+    return sum(text.count(f"R.{op}(") for op in ("astype", "add", "subtract"))
+
+
+@pytest.mark.parametrize("name", sorted(QUANTIZED))
+def test_same_bits_with_and_without_the_pass(name):
+    mod = converted(name)
+    with_pass = relaxpack.build(mod, opt_level=2)
+    with PassContext(disabled_passes=[PASS]):
+        without = relaxpack.build(mod, opt_level=2)
+    steps, steps_without = _steps(mod), _steps(mod, [PASS])
+    assert steps < steps_without if QUANTIZED[name] else steps == steps_without
+    a, b = VirtualMachine(with_pass), VirtualMachine(without)
+    for dims, feeds, _ in expected(name):
+        got, want = a.run(feeds), b.run(feeds)
+        for out in want:
+            g, w = np.asarray(got[out]), np.asarray(want[out])
+            assert g.dtype == w.dtype and g.shape == w.shape, (name, dims, out)
+            np.testing.assert_array_equal(g.view(np.uint8), w.view(np.uint8), err_msg=f"{name} {dims} {out}")
+
+
+def test_the_list_is_the_zoo_quantized_models():
+    quantized = {m for m, e in MODELS.items() if "int8" in m or "_qdq_" in m or "_qop_" in m}
+    assert quantized == set(QUANTIZED)
