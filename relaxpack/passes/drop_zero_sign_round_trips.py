@@ -26,8 +26,9 @@ reshapes, ...: IEEE ``a + b`` with a zero operand is the other operand unless
 both are zeros, ``±0 * b`` is a zero or NaN for either sign). A value only
 such ops lead from to such stops is free to carry the other zero.
 
-Runs at -O2 after the algebraic rewrites (whose round trips it finishes) and
-before the last core round, which drops the unused casts.
+A dropped round trip leaves the alias ``y = q``. Runs at -O2 after the
+algebraic rewrites (whose round trips it finishes) and before the last core
+round, which resolves the aliases and drops the unused casts.
 """
 
 from __future__ import annotations
