@@ -204,3 +204,62 @@ def test_sign_readers_follow_uses_backwards():
     mod = parse(_tail_program("uint8", 0.0, TAILS["a divisor"][0]))
     names = {v.name_hint for v in sign_readers(mod["main"])}
     assert {"lv4", "lv5", "lv6"} <= names
+
+
+def _requantized(inner: str = "min=-123.0, max=132.0, saturate_nan=True", zp: str = "123.0", out: str = "uint8",
+                 second: str = "R.round(lv3)") -> str:
+    """QLinearMatMul's requantization: an integer clipped around 0, the zero point added, then
+    rounded and clipped again (the type's range) and cast to ``out`` (or returned in float)."""
+    body = f"""
+lv = R.multiply(x, R.const(0.25, "float32"))
+lv1 = R.round(lv)
+lv2 = R.clip(lv1, {inner})
+lv3 = R.add(lv2, R.const({zp}, "float32"))
+lv4 = {second}
+lv5 = R.clip(lv4, min=0.0, max=255.0, saturate_nan=True)
+"""
+    if out == "float32":
+        return program(PARAMS, '("n",)', body + "return lv5")
+    return program(PARAMS, '("n",)', body + f'lv6 = R.astype(lv5, dtype="{out}")\nreturn lv6', dtype=out)
+
+
+@pytest.mark.parametrize("out", ["uint8", "float32"])
+def test_a_requantization_drops_its_second_round_and_clip(out):
+    """clip(round(clip(r, -123, 132) + 123), 0, 255): the sum is an integer in 0..255, never
+    -0.0 (a nonzero constant added), so the round and the clip change no bit, even returned."""
+    before = _requantized(out=out)
+    tail = 'lv6 = R.astype(lv3, dtype="uint8")\nreturn lv6' if out == "uint8" else "return lv3"
+    expected = program(PARAMS, '("n",)', """
+lv = R.multiply(x, R.const(0.25, "float32"))
+lv1 = R.round(lv)
+lv2 = R.clip(lv1, min=-123.0, max=132.0, saturate_nan=True)
+lv3 = R.add(lv2, R.const(123.0, "float32"))
+""" + tail, dtype=out)
+    mod, out_mod = assert_rewrites(PASS, before, expected)
+    _assert_same_bits(mod, out_mod)
+
+
+@pytest.mark.parametrize("case, kwargs, kept", [
+    ("NaN kept by the first clip", dict(inner="min=-123.0, max=132.0, saturate_nan=False"), ["clip"]),
+    ("a first clip past the second's bounds", dict(inner="min=-123.0, max=133.0, saturate_nan=True"), ["clip"]),
+    ("a fractional zero point", dict(zp="123.5"), ["round", "clip"]),
+    ("a zero point of 0, returned: -0.0 at the zero bound", dict(inner="min=0.0, max=255.0, saturate_nan=True",
+                                                                 zp="0.0", out="float32"), ["clip"]),
+    ("a round of a non-integer", dict(second='R.multiply(lv3, R.const(0.5, "float32"))'), ["clip"]),
+])
+def test_requantization_lookalikes_keep_their_steps(case, kwargs, kept):
+    mod = parse(_requantized(**kwargs))
+    out = run_pass(PASS, mod)
+    ops = ops_of(out)
+    for op in kept:
+        assert ops.count(op) == ops_of(mod).count(op), case
+    _assert_same_bits(mod, out)
+
+
+def test_a_zero_point_of_0_cast_to_uint8_drops_the_second_clip():
+    """clip(clip(r, 0, 255) + 0, 0, 255) may meet -0.0 at the zero bound: dropped only because the
+    cast to uint8 reads no sign."""
+    mod = parse(_requantized(inner="min=0.0, max=255.0, saturate_nan=True", zp="0.0"))
+    out = run_pass(PASS, mod)
+    assert ops_of(out).count("clip") == 1 and "round" not in ops_of(out)[2:]
+    _assert_same_bits(mod, out)
