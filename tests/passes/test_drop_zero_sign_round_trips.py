@@ -263,3 +263,29 @@ def test_a_zero_point_of_0_cast_to_uint8_drops_the_second_clip():
     out = run_pass(PASS, mod)
     assert ops_of(out).count("clip") == 1 and "round" not in ops_of(out)[2:]
     _assert_same_bits(mod, out)
+
+
+def test_a_dynamic_zero_point_is_an_integer():
+    """DynamicQuantizeLinear's zero point is a rounded float: round(x / s) + z clipped is an
+    integer, so its round trip through uint8 goes where an int32 cast reads it next."""
+    text = program(PARAMS, '("n",)', """
+lv = R.dynamic_quantize_params(x)
+s = lv[0]
+z = lv[1]
+lv1 = R.divide(x, s)
+lv2 = R.round(lv1)
+lv3 = R.add(lv2, z)
+lv4 = R.clip(lv3, min=0.0, max=255.0, saturate_nan=True)
+lv5 = R.astype(lv4, dtype="uint8")
+lv6 = R.astype(lv5, dtype="float32")
+lv7 = R.subtract(lv6, z)
+lv8 = R.astype(lv7, dtype="int32")
+return lv8
+""", dtype="int32")
+    mod = parse(text)
+    out = run_pass(PASS, mod)
+    assert ops_of(out).count("astype") == 1
+    rng = np.random.default_rng(3)
+    for x in (rng.uniform(-3, 5, 37).astype(np.float32), np.zeros(5, np.float32), np.array([-0.0, 1.5, -2.5], np.float32),
+              np.zeros(0, np.float32), _values()[:1800]):
+        _assert_same_bits(mod, out, x)

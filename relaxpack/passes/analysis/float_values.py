@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ...ir.expr import Call, Constant, DataflowVar, Function, Var, VarBinding
+from ...ir.expr import Call, Constant, DataflowVar, Function, TupleGetItem, Var, VarBinding
 from ...ir.visitor import ExprVisitor
 from ..canonicalize_bindings import function_outputs
 
@@ -105,12 +105,17 @@ def sign_readers(func: Function) -> set[Var]:
     return reading
 
 
+#: tuple items that are integer-valued floats: DynamicQuantizeLinear's rounded zero point
+_INTEGER_ITEMS = frozenset({("dynamic_quantize_params", 1)})
+
+
 class Definitions:
     """The calls bound at the function's top level, through the aliases this pass makes, and the
     block each var is bound in (a DataflowVar may be read in its own block only)."""
 
     def __init__(self, func: Function):
         self.calls: dict[Var, Call] = {}
+        self.items: dict[Var, tuple[Var, int]] = {}
         self.block: dict[Var, int] = {}
         self.alias: dict[Var, Var] = {}
         for k, block in enumerate(func.body.blocks):
@@ -118,6 +123,15 @@ class Definitions:
                 self.block[b.var] = k
                 if isinstance(b, VarBinding) and isinstance(b.value, Call) and hasattr(b.value.op, "name"):
                     self.calls[b.var] = b.value
+                elif isinstance(b, VarBinding) and isinstance(b.value, TupleGetItem) \
+                        and isinstance(b.value.tuple_value, Var):
+                    self.items[b.var] = (b.value.tuple_value, b.value.index)
+
+    def item_of(self, expr) -> tuple[str, int] | None:
+        """(the op, the index) when ``expr`` is an item of a call's tuple result, else None."""
+        item = self.items.get(self.resolve(expr)) if isinstance(expr, Var) else None
+        call = None if item is None else self.calls.get(item[0])
+        return None if call is None else (call.op.name, item[1])
 
     def get(self, expr) -> Call | None:
         while expr in self.alias:
@@ -142,7 +156,7 @@ def integer_valued(expr, defs: Definitions, depth: int = 8) -> bool:
         return data.dtype.kind in "iub" or bool(np.all(~np.isfinite(data) | (np.floor(data) == data)))
     call = defs.get(expr)
     if call is None or depth == 0:
-        return False
+        return defs.item_of(expr) in _INTEGER_ITEMS
     name = call.op.name
     if name in ("round", "floor", "ceil"):
         return True
