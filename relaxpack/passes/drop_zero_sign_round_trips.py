@@ -52,8 +52,9 @@ from ..ir.block_builder import BlockBuilder
 from ..ir.expr import Call, Constant, Function, SeqExpr, Var, VarBinding
 from ..ir.op import make_call
 from .analysis.float_values import (FLOAT_EXACT, FLOAT_TYPES, INT_TYPES, Definitions, integer_valued, integral,
-                                    never_negative_zero, sign_readers, value_range)
+                                    never_negative_zero, one_value, sign_readers, value_range)
 from .core.infra import function_pass
+
 
 def _round_trip(var: Var, call: Call, defs: Definitions):
     """``q`` for ``var = astype(astype(q, I), F)`` when the casts change no value of ``q`` but a
@@ -77,12 +78,10 @@ def _round_trip(var: Var, call: Call, defs: Definitions):
     return q if integer_valued(clip.args[0], defs) and defs.visible(q, var) else None
 
 
-def _oneintegral(expr) -> float | None:
+def _one_integral(expr) -> float | None:
     """The value of a one-element float constant that is an integer, else None."""
-    if not isinstance(expr, Constant) or expr.data.size != 1 or expr.data.dtype.kind != "f":
-        return None
-    value = float(expr.data.reshape(-1)[0])
-    return value if math.isfinite(value) and value.is_integer() else None
+    value = one_value(expr) if isinstance(expr, Constant) and expr.data.dtype.kind == "f" else None
+    return value if value is not None and value.is_integer() else None
 
 
 def _shifted_clip(var: Var, call: Call, defs: Definitions):
@@ -91,7 +90,7 @@ def _shifted_clip(var: Var, call: Call, defs: Definitions):
     bounds exactly, else None. Equal but for a zero's sign: ``r + z`` is exact below the float's
     integer limit and past both bounds on the same side beyond it; NaN gives ``lo - z`` (or NaN)
     both ways; ``r = -0.0`` at ``z`` inside the bounds gives +0.0 one way, -0.0 the other."""
-    if call.op.name != "subtract" or (z := _oneintegral(call.args[1])) is None:
+    if call.op.name != "subtract" or (z := _one_integral(call.args[1])) is None:
         return None
     clip = defs.get(call.args[0])
     if clip is None or clip.op.name != "clip":
@@ -99,7 +98,7 @@ def _shifted_clip(var: Var, call: Call, defs: Definitions):
     add = defs.get(clip.args[0])
     if add is None or add.op.name != "add":
         return None
-    r = next((defs.resolve(a) for a, b in (add.args, add.args[::-1]) if _oneintegral(b) == z), None)
+    r = next((defs.resolve(a) for a, b in (add.args, add.args[::-1]) if _one_integral(b) == z), None)
     lo, hi = clip.attrs["min"], clip.attrs["max"]
     dtype = getattr(var.struct_info, "dtype", None)
     limit = FLOAT_EXACT.get(dtype)

@@ -175,7 +175,7 @@ def integral(value) -> bool:
     return value is None or (math.isfinite(value) and float(value).is_integer())
 
 
-def _one_value(expr) -> float | None:
+def one_value(expr) -> float | None:
     """The value of a one-element finite numeric constant, else None."""
     if not isinstance(expr, Constant) or expr.data.size != 1 or expr.data.dtype.kind not in "fiu":
         return None
@@ -193,7 +193,7 @@ def value_range(expr, defs: Definitions, depth: int = 8) -> tuple[float, float] 
         return None
     call = defs.get(expr)
     if call is None:
-        value = _one_value(expr)
+        value = one_value(expr)
         return None if value is None else (value, value)
     name, dtype = call.op.name, getattr(expr.struct_info, "dtype", None)
     if name == "clip":
@@ -214,9 +214,9 @@ def value_range(expr, defs: Definitions, depth: int = 8) -> tuple[float, float] 
         inner = value_range(call.args[0], defs, depth - 1)
         return None if inner is None else (float(np.round(inner[0])), float(np.round(inner[1])))
     if name in ("add", "subtract") and len(call.args) == 2:
-        k = _one_value(call.args[1])
+        k = one_value(call.args[1])
         if k is None and name == "add":
-            k, operand = _one_value(call.args[0]), call.args[1]
+            k, operand = one_value(call.args[0]), call.args[1]
         else:
             operand = call.args[0]
         inner = None if k is None else value_range(operand, defs, depth - 1)
@@ -249,4 +249,4 @@ def never_negative_zero(expr, defs: Definitions) -> bool:
     call = defs.get(expr)
     if call is None or call.op.name not in ("add", "subtract") or len(call.args) != 2:
         return False
-    return any(_one_value(a) not in (None, 0.0) for a in call.args)
+    return any(one_value(a) not in (None, 0.0) for a in call.args)
