@@ -110,8 +110,9 @@ _INTEGER_ITEMS = frozenset({("dynamic_quantize_params", 1)})
 
 
 class Definitions:
-    """The calls bound at the function's top level, through the aliases this pass makes, and the
-    block each var is bound in (a DataflowVar may be read in its own block only)."""
+    """The calls bound at the function's top level, through aliases (the function's and those a
+    pass makes), and the block each var is bound in (a DataflowVar may be read in its own block
+    only)."""
 
     def __init__(self, func: Function):
         self.calls: dict[Var, Call] = {}
@@ -123,6 +124,8 @@ class Definitions:
                 self.block[b.var] = k
                 if isinstance(b, VarBinding) and isinstance(b.value, Call) and hasattr(b.value.op, "name"):
                     self.calls[b.var] = b.value
+                elif isinstance(b, VarBinding) and isinstance(b.value, Var):
+                    self.alias[b.var] = b.value
                 elif isinstance(b, VarBinding) and isinstance(b.value, TupleGetItem) \
                         and isinstance(b.value.tuple_value, Var):
                     self.items[b.var] = (b.value.tuple_value, b.value.index)
