@@ -14,7 +14,10 @@ aside), the chain's result is a function of ``q`` alone::
 range (:func:`~.analysis.float_values.value_range`: a NaN-saturating clip,
 an integer type and constant shifts of those), so each element is what the
 chain computes for it: the same bits where the kernels compute elementwise
-(numpy's ufuncs and relaxpack's compositions of them do). The float32
+(numpy's ufuncs and relaxpack's compositions of them do). A ``q`` that may be
+-0.0 (``round(-0.3)``) looks up the +0.0 entry: the chain is also evaluated at
+-0.0, and must give that entry's bits, or a zero of the other sign where
+nothing reads the result's zero sign (:func:`~.analysis.float_values.sign_readers`). The float32
 transcendental ufuncs (exp, tanh...) are numpy's, which may differ by an ulp
 between numpy builds and CPUs: the table holds the converting machine's,
 the chain would compute the running machine's.
@@ -35,7 +38,7 @@ from ..ir.op import make_call
 from ..ir.visitor import ExprVisitor
 from ..ops.evaluate import evaluate_call
 from ..runtime.dtypes import numpy_dtype
-from .analysis.float_values import Definitions, integer_valued, value_range
+from .analysis.float_values import Definitions, integer_valued, never_negative_zero, sign_readers, value_range
 from .core.infra import function_pass
 
 #: the most values a tabulated input may have
@@ -108,18 +111,34 @@ def _closure(v: Var, q: Var, defs: Definitions, source: dict) -> list[Var]:
     return order
 
 
-def _table(chain: list[Var], q: Var, lo: float, hi: float, defs: Definitions) -> np.ndarray | None:
-    """The chain evaluated on every integer of ``[lo, hi]`` by the VM's kernels, or None."""
+def _evaluate(chain: list[Var], q: Var, points: np.ndarray, defs: Definitions) -> np.ndarray | None:
+    """The chain evaluated at ``points`` (values of ``q``) by the VM's kernels, or None."""
     builder = BlockBuilder()
-    values = {q: Constant(np.arange(lo, hi + 1).astype(numpy_dtype(q.struct_info.dtype)))}
+    values = {q: Constant(points.astype(numpy_dtype(q.struct_info.dtype)))}
     for x in chain:
         call = defs.calls[x]
         args = [values.get(defs.resolve(a), a) for a in call.args]
-        value = evaluate_call(builder.normalize(Call(call.op, tuple(args), call.attrs)), int(hi - lo + 1))
+        value = evaluate_call(builder.normalize(Call(call.op, tuple(args), call.attrs)), points.size)
         if value is None:
             return None
         values[x] = Constant(value)
     return values[chain[-1]].data
+
+
+def _table(chain: list[Var], q: Var, lo: float, hi: float, defs: Definitions, sign_free: bool) -> np.ndarray | None:
+    """The chain on every integer of ``[lo, hi]``, or None. Where ``q`` may be -0.0 the chain's
+    result there must be the table's at +0.0, or differ from it in a zero's sign only and
+    ``sign_free`` (nothing reads the result's zero sign)."""
+    table = _evaluate(chain, q, np.arange(lo, hi + 1), defs)
+    if table is None or not lo <= 0 <= hi or never_negative_zero(q, defs):
+        return table
+    at_minus_zero = _evaluate(chain, q, np.array([-0.0]), defs)
+    at_zero = table[int(-lo)]
+    if at_minus_zero is None:
+        return None
+    same = at_minus_zero.view(np.uint8).tobytes() == at_zero.tobytes()
+    zeros = table.dtype.kind == "f" and at_minus_zero[0] == 0 == at_zero
+    return table if same or (sign_free and zeros) else None
 
 
 def _read_outside(func: Function, source: dict, defs: Definitions) -> set[Var]:
@@ -170,14 +189,14 @@ def tabulate_integer_functions(func, mod, ctx):
     if not source:
         return func
     replace: dict[Var, tuple] = {}
-    outside = _read_outside(func, source, defs)
+    outside, reading = _read_outside(func, source, defs), sign_readers(func)
     for v in (v for v in source if v in outside):
         q = source[v]
         chain = _closure(v, q, defs, source)
         if sum(ELEMENTWISE[defs.calls[x].op.name] for x in chain) < MIN_COST or not defs.visible(q, v):
             continue
         lo, hi = _source(q, defs)
-        table = _table(chain, q, lo, hi, defs)
+        table = _table(chain, q, lo, hi, defs, v not in reading)
         if table is not None:
             replace[v] = (q, lo, table)
     if not replace:
