@@ -115,6 +115,63 @@ def _shifted_clip(var: Var, call: Call, defs: Definitions):
                                               saturate_nan=clip.attrs["saturate_nan"]))
 
 
+def _shift_of(call: Call, defs: Definitions):
+    """``(r, k, constant)`` for ``clip(r + k, lo, hi)`` of an integer-valued ``r`` and a nonzero
+    integral ``k`` whose bounds, shifted or not, are integers the float type holds, else None."""
+    if call.op.name != "clip":
+        return None
+    add = defs.get(call.args[0])
+    if add is None or add.op.name != "add":
+        return None
+    limit = FLOAT_EXACT.get(getattr(call.args[0].struct_info, "dtype", None))
+    bounds = [b for b in (call.attrs["min"], call.attrs["max"]) if b is not None]
+    for r, constant in (add.args, add.args[::-1]):
+        k = _one_integral(constant)
+        if k is None or k == 0 or not isinstance(r, Var) or limit is None:
+            continue
+        if all(integral(b) and abs(b) + abs(k) <= limit for b in bounds) and integer_valued(r, defs):
+            return defs.resolve(r), k, constant
+    return None
+
+
+def _clip_key(r: Var, call: Call, k: float = 0.0) -> tuple:
+    lo, hi = call.attrs["min"], call.attrs["max"]
+    return r, None if lo is None else lo - k, None if hi is None else hi - k, call.attrs["saturate_nan"]
+
+
+def _shared_clip(var: Var, call: Call, defs: Definitions, clips: dict, sign_free: bool):
+    """A requantized value clipped twice (QLinearSigmoid's table index ``clip(r + k, lo, hi)``,
+    QLinearMul's operand ``clip(r, lo - k, hi - k)``) as one clip and a shift: ``c + k`` where the
+    plain clip ``c`` is bound already (exact, zero signs too: a zero is ``-k + k``, +0.0, either
+    way; NaN gives ``lo`` either way), ``s - k`` where the shifted clip ``s`` is (a zero's sign
+    may differ: ``sign_free`` only). ``clips`` holds the clips bound so far, by
+    :func:`_clip_key`, with their shift."""
+    shift = _shift_of(call, defs) if call.op.name == "clip" else None
+    if shift is not None:
+        r, k, constant = shift
+        found = clips.get(_clip_key(r, call, k))
+        if found is not None and found[1] is None and defs.visible(found[0], var):
+            return BlockBuilder().normalize(make_call("add", found[0], constant))
+    elif call.op.name == "clip" and sign_free and isinstance(call.args[0], Var):
+        found = clips.get(_clip_key(defs.resolve(call.args[0]), call))
+        if found is not None and found[1] is not None and defs.visible(found[0], var):
+            return BlockBuilder().normalize(make_call("subtract", found[0], found[1]))
+    return None
+
+
+def _remember_clip(var: Var, call: Call, defs: Definitions, clips: dict) -> None:
+    """Add ``var = call`` to ``clips`` when it is a clip: under its plain key (no shift) or, for
+    ``clip(r + k, lo, hi)``, under ``clip(r, lo - k, hi - k)``'s key with the constant ``k``."""
+    if call.op.name != "clip" or not isinstance(call.args[0], Var):
+        return
+    shift = _shift_of(call, defs)
+    if shift is None:
+        clips.setdefault(_clip_key(defs.resolve(call.args[0]), call), (var, None))
+    else:
+        r, k, constant = shift
+        clips.setdefault(_clip_key(r, call, k), (var, constant))
+
+
 def _same_value(var: Var, call: Call, defs: Definitions, sign_free: bool):
     """The operand ``var``'s call returns unchanged (``sign_free``: but for a zero's sign), else None:
     a round trip through an integer type (sign free only), a round of an integer-valued value,
@@ -162,8 +219,8 @@ def drop_zero_sign_round_trips(func, mod, ctx):
                 new = _same_value(b.var, call, defs, b.var not in reading)
                 if new is not None:
                     defs.alias[b.var] = new
-                elif b.var not in reading:
-                    new = _shifted_clip(b.var, call, defs)
+                else:
+                    new = _shifted_clip(b.var, call, defs) if b.var not in reading else None
                     if new is not None:
                         defs.calls[b.var] = new
             changed |= new is not None
@@ -175,4 +232,28 @@ def drop_zero_sign_round_trips(func, mod, ctx):
     return Function(func.params, body, func.ret_struct_info, func.is_pure, func.attrs)
 
 
-__all__ = ["drop_zero_sign_round_trips", "sign_readers"]
+def share_clips(func: Function) -> Function:
+    """``func`` with each value clipped twice, as ``clip(r + k, lo, hi)`` and ``clip(r, lo - k,
+    hi - k)``, clipped once (:func:`_shared_clip`): TabulateIntegerFunctions tries it, since the
+    shift costs as much as the clip it replaces, unless a look-up takes in both."""
+    if not isinstance(func.body, SeqExpr):
+        return func
+    reading, defs = sign_readers(func), Definitions(func)
+    clips: dict[tuple, tuple] = {}
+    blocks = []
+    for block in func.body.blocks:
+        bindings = []
+        for b in block.bindings:
+            call = defs.calls.get(b.var)
+            new = None if call is None else _shared_clip(b.var, call, defs, clips, b.var not in reading)
+            if new is not None:
+                defs.calls[b.var] = new
+            elif call is not None:
+                _remember_clip(b.var, call, defs, clips)
+            bindings.append(b if new is None else VarBinding(b.var, new, span=b.span))
+        blocks.append(type(block)(tuple(bindings)))
+    body = SeqExpr(tuple(blocks), func.body.body, struct_info=func.body.struct_info)
+    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.attrs)
+
+
+__all__ = ["drop_zero_sign_round_trips", "share_clips", "sign_readers"]

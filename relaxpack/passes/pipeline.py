@@ -68,16 +68,16 @@ def optimize_pipeline() -> Sequential:
       SimplifyAlgebra again (the transposes out of channels last fold into
       the layout chains after them), DropZeroSignRoundTrips (quantized values' casts to their
       integer type and back where only a zero's sign would change and nothing reads it),
-      TabulateIntegerFunctions (elementwise chains of a quantized value become table look-ups),
       PackRecurrentWeights (constant LSTM/GRU/RNN weights in the layout
-      their kernels read), another core round to clean up, and FuseOps last
+      their kernels read), another core round to clean up, TabulateIntegerFunctions
+      (elementwise chains of a quantized value become table look-ups, on folded
+      constants; DeadCodeElimination drops the chains), and FuseOps last
       (elementwise groups become fused primitive functions).
     """
     o2 = Sequential([fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_bias_activation,
                      fold_permute_matmul, sink_resize,
-                     convert_layout, simplify_algebra, drop_zero_sign_round_trips, tabulate_integer_functions,
-                     pack_recurrent_weights,
-                     *core_passes(), fuse_ops],
+                     convert_layout, simplify_algebra, drop_zero_sign_round_trips, pack_recurrent_weights,
+                     *core_passes(), tabulate_integer_functions, dead_code_elimination, fuse_ops],
                     name="O2", opt_level=2)
     return Sequential([*core_passes(), o2], name="Optimize")
 

@@ -23,7 +23,7 @@ between numpy builds and CPUs: the table holds the converting machine's,
 the chain would compute the running machine's.
 
 A chain is tabulated when its elementwise passes cost at least
-:data:`MIN_COST` adds (a look-up costs ~10 on large arrays) and ``q`` has at
+:data:`MIN_COST` adds (a look-up costs ~10-12 on large arrays) and ``q`` has at
 most :data:`MAX_TABLE` values. BERT's
 quantized GELU (QDQ and QOperator) is the case met in the zoo.
 """
@@ -40,19 +40,21 @@ from ..ops.evaluate import evaluate_call
 from ..runtime.dtypes import numpy_dtype
 from .analysis.float_values import Definitions, integer_valued, never_negative_zero, sign_readers, value_range
 from .core.infra import function_pass
+from .drop_zero_sign_round_trips import share_clips
 
 #: the most values a tabulated input may have
 MAX_TABLE = 1024
 #: the least cost (in elementwise passes, :data:`ELEMENTWISE`) a chain must have to be worth a table:
 #: numpy's take costs ~1.3 ns a value on large arrays (16 int64 index bytes read per value at
 #: random), ~7x a float32 add, and the index takes a cast and maybe a subtract
-MIN_COST = 24
+MIN_COST = 20
 #: elementwise ops a chain may hold (each element's result depends on that element alone), with
 #: their cost in passes over the data (erf and GELU in float32 are compositions of ~35-40)
 ELEMENTWISE = {
     "add": 1, "subtract": 1, "multiply": 1, "divide": 1, "round": 1, "clip": 2, "astype": 1, "negative": 1,
     "abs": 1, "floor": 1, "ceil": 1, "maximum": 1, "minimum": 1, "sqrt": 1, "nn.relu": 1,
     "exp": 3, "tanh": 4, "sigmoid": 5, "nn.silu": 6, "erf": 35, "nn.gelu": 40,
+    "take": 10,     # from a constant 1-D table (QLinearSigmoid's), by an index of the chain
 }
 
 
@@ -76,9 +78,12 @@ def _chains(bindings, defs: Definitions) -> dict[Var, Var]:
         if call is None or call.op.name not in ELEMENTWISE:
             continue
         found, ok = set(), True
-        for arg in call.args:
+        table = call.op.name == "take" and isinstance(call.args[0], Constant) and call.args[0].data.ndim == 1
+        if call.op.name == "take" and not table:
+            continue
+        for i, arg in enumerate(call.args):
             if isinstance(arg, Constant):
-                ok &= arg.data.size == 1
+                ok &= arg.data.size == 1 or (table and i == 0)
             elif isinstance(arg, Var):
                 arg = defs.resolve(arg)
                 found.add(source.get(arg, arg))
@@ -118,7 +123,10 @@ def _evaluate(chain: list[Var], q: Var, points: np.ndarray, defs: Definitions) -
     for x in chain:
         call = defs.calls[x]
         args = [values.get(defs.resolve(a), a) for a in call.args]
-        value = evaluate_call(builder.normalize(Call(call.op, tuple(args), call.attrs)), points.size)
+        try:
+            value = evaluate_call(builder.normalize(Call(call.op, tuple(args), call.attrs)), points.size)
+        except Exception:  # noqa: BLE001 - a kernel refuses some value (a take out of range): no table
+            return None
         if value is None:
             return None
         values[x] = Constant(value)
@@ -180,14 +188,23 @@ def _vars_in(expr) -> set[Var]:
 
 @function_pass(name="TabulateIntegerFunctions", opt_level=2, requires=("import", "optimize"), produces="optimize")
 def tabulate_integer_functions(func, mod, ctx):
-    """Replace elementwise chains of a few-valued integer input by a look-up (see the module docstring)."""
+    """Replace elementwise chains of a few-valued integer input by a look-up (see the module
+    docstring); with a value clipped twice clipped once (:func:`.share_clips`) where that makes
+    more look-ups (QLinearSigmoid's index and QLinearMul's operand: SiLU)."""
     if not isinstance(func.body, SeqExpr):
         return func
+    plain, tables = _tabulated(func)
+    shared, more = _tabulated(share_clips(func))
+    return shared if more > tables else plain
+
+
+def _tabulated(func: Function) -> tuple[Function, int]:
+    """``func`` with its chains looked up, and how many."""
     defs = Definitions(func)
     bindings = [b for block in func.body.blocks for b in block.bindings]
     source = _chains(bindings, defs)
     if not source:
-        return func
+        return func, 0
     replace: dict[Var, tuple] = {}
     outside, reading = _read_outside(func, source, defs), sign_readers(func)
     for v in (v for v in source if v in outside):
@@ -200,7 +217,7 @@ def tabulate_integer_functions(func, mod, ctx):
         if table is not None:
             replace[v] = (q, lo, table)
     if not replace:
-        return func
+        return func, 0
     blocks = []
     for block in func.body.blocks:
         out = []
@@ -211,7 +228,7 @@ def tabulate_integer_functions(func, mod, ctx):
                 out.append(b)
         blocks.append(type(block)(tuple(out)))
     body = SeqExpr(tuple(blocks), func.body.body, struct_info=func.body.struct_info)
-    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.attrs)
+    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.attrs), len(replace)
 
 
 def _look_up(binding: VarBinding, q: Var, lo: float, table: np.ndarray, dataflow: bool) -> list[VarBinding]:

@@ -147,3 +147,45 @@ def test_a_negative_zero_input(tail, tabulated):
     assert ("take" in ops_of(out)) == tabulated
     _assert_same_bits(mod, out, np.array([-0.0, 0.0, -0.3, 0.3, 1.0, -1.0, np.nan, np.inf, -np.inf], np.float32))
     _assert_same_bits(mod, out)
+
+
+def _silu(k: float = 10.0, operand: str = "min=-10.0, max=245.0") -> str:
+    """QLinearSigmoid's table look-up at clip(r + k) times QLinearMul's operand clip(r), requantized."""
+    table = [int(v) for v in np.arange(256) % 97]
+    return program(PARAMS, '("n",)', f"""
+lv = R.round(x)
+lv1 = R.add(lv, R.const({k}, "float32"))
+lv2 = R.clip(lv1, min=0.0, max=255.0, saturate_nan=True)
+lv3 = R.astype(lv2, dtype="int32")
+lv4 = R.take(R.const({table}, "uint8"), lv3, axis=0)
+lv4f = R.astype(lv4, dtype="float32")
+lv5 = R.clip(lv, {operand}, saturate_nan=True)
+lv6 = R.multiply(lv5, lv4f)
+lv7 = R.multiply(lv6, R.const(0.01, "float32"))
+lv8 = R.add(lv7, R.const(20.0, "float32"))
+lv9 = R.round(lv8)
+lv10 = R.clip(lv9, min=0.0, max=255.0, saturate_nan=True)
+lv11 = R.astype(lv10, dtype="uint8")
+return lv11
+""", dtype="uint8")
+
+
+def test_a_value_clipped_twice_is_one_look_up():
+    """The index clip(r + 10, 0, 255) and the operand clip(r, -10, 245) are one clip shifted: the
+    whole product is a function of the index's 256 values."""
+    mod = parse(_silu())
+    out = run_pass(PASS, mod)
+    assert ops_of(out) == ["round", "add", "clip", "astype", "take"]
+    _assert_same_bits(mod, out)
+    _assert_same_bits(mod, out, np.array([-0.0, 0.0, -10.4, -10.5, 245.5, np.nan, np.inf, -np.inf], np.float32))
+
+
+@pytest.mark.parametrize("case, kwargs", [
+    ("the operand clipped to other bounds", dict(operand="min=-10.0, max=244.0")),
+    ("a shift of 0 (x + 0 is not x: -0.0)", dict(k=0.0, operand="min=0.0, max=255.0")),
+])
+def test_clips_that_are_not_one_stay(case, kwargs):
+    mod = parse(_silu(**kwargs))
+    out = run_pass(PASS, mod)
+    assert ops_of(out) == ops_of(mod), case
+    _assert_same_bits(mod, out)
