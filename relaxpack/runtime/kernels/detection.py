@@ -57,22 +57,28 @@ def _select(corners: tuple[np.ndarray, ...], order: np.ndarray, limit: int, iou_
     pass is a few integer operations per kept box (bit ``j`` of ``alive``: candidate ``j``)."""
     picked = tuple(c[order] for c in corners)
     n = len(order)
+    ranked = order.tolist()
     alive = (1 << n) - 1
-    kept = []
+    kept: list[int] = []
     for lo in range(0, n, BLOCK):
-        hi = min(lo + BLOCK, n)
-        if len(kept) >= limit or not alive >> lo:
-            break
-        if not (alive >> lo) & ((1 << (hi - lo)) - 1):
+        rest = alive >> lo                       # bit j: candidate lo + j
+        block = (1 << (min(lo + BLOCK, n) - lo)) - 1
+        if not rest & block:
             continue
-        packed = np.packbits(_suppression(picked, slice(lo, hi), slice(lo, n), iou_threshold), axis=1,
+        packed = np.packbits(_suppression(picked, slice(lo, lo + BLOCK), slice(lo, n), iou_threshold), axis=1,
                              bitorder="little")
-        block = (alive >> lo) & ((1 << (hi - lo)) - 1)
-        while block and len(kept) < limit:
-            i = (block & -block).bit_length() - 1       # the best candidate still alive
-            kept.append(int(order[lo + i]))
-            alive &= ~(int.from_bytes(packed[i].tobytes(), "little") << lo | 1 << (lo + i))
-            block = (alive >> lo) & ((1 << (hi - lo)) - 1)
+        width, raw = packed.shape[1], packed.tobytes()
+        while len(kept) < limit:
+            live = rest & block
+            if not live:
+                break
+            low = live & -live                   # the best candidate still alive
+            i = low.bit_length() - 1
+            kept.append(ranked[lo + i])
+            rest &= ~(int.from_bytes(raw[i * width:(i + 1) * width], "little") | low)
+        if len(kept) >= limit:
+            break
+        alive = rest << lo
     return kept
 
 
