@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._workspace import Scratch
+
 #: the GEMMs' multiply-adds may be this many times the gathered values (measured: a gathered
 #: value costs 10-20 multiply-adds of these small products)
 DENSE_PER_GATHERED = 8
@@ -47,34 +49,39 @@ def _cost(count: int, channels: int, height: int, width: int, out_h: int, out_w:
 
 
 def roi_average(data: np.ndarray, batch_indices: np.ndarray, ay: np.ndarray, ax: np.ndarray,
-                count: np.ndarray, dtype) -> np.ndarray:
-    """``(R, C, out_h, out_w)`` averages of ``data (N, C, H, W)`` (finite) with the per-box axis
-    matrices ``ay (R, out_h, H)`` and ``ax (R, out_w, W)``, divided by ``count`` samples per bin."""
+                count: np.ndarray, dtype, out: np.ndarray) -> None:
+    """``out (R, C, out_h, out_w)``: the averages of ``data (N, C, H, W)`` (finite) with the per-box
+    axis matrices ``ay (R, out_h, H)`` and ``ax (R, out_w, W)`` over ``count`` samples per bin,
+    computed in ``dtype``; the intermediates live in the thread's scratch (a detection head's
+    are a few hundred KB: fresh arrays each call cost their page faults)."""
     _, channels, height, width = data.shape
     out_h, out_w = ay.shape[1], ax.shape[1]
-    rows_first = out_h * width * (height + out_w) <= out_w * height * (width + out_h)
-    if rows_first:
-        result = _rows_first(data, batch_indices, ay, ax, dtype)
+    divisor = count.astype(dtype).reshape(-1, 1, 1, 1)
+    if out_h * width * (height + out_w) <= out_w * height * (width + out_h):
+        _rows_first(data, batch_indices, ay, ax, dtype, divisor, out)
     else:       # the same products on the transposed map
-        result = _rows_first(data.swapaxes(2, 3), batch_indices, ax, ay, dtype).swapaxes(2, 3)
-    result /= count.astype(dtype).reshape(-1, 1, 1, 1)
-    return result
+        _rows_first(data.swapaxes(2, 3), batch_indices, ax, ay, dtype, divisor, out.swapaxes(2, 3))
 
 
-def _rows_first(data: np.ndarray, batch_indices: np.ndarray, ay: np.ndarray, ax: np.ndarray,
-                dtype) -> np.ndarray:
-    """``A @ data`` per box (one GEMM per image: its boxes' rows stacked), then ``@ B^T``."""
+def _rows_first(data: np.ndarray, batch_indices: np.ndarray, ay: np.ndarray, ax: np.ndarray, dtype,
+                divisor: np.ndarray, out: np.ndarray) -> None:
+    """``A @ data`` per box (one GEMM per image: its boxes' rows stacked), then ``@ B^T``, divided
+    into ``out``."""
     _, channels, height, width = data.shape
     count, out_h = ay.shape[:2]
-    rows = np.empty((count, out_h, channels, width), dtype)
-    one = batch_indices[0] if (batch_indices == batch_indices[0]).all() else None
-    for image in (one,) if one is not None else np.unique(batch_indices):
-        table = np.ascontiguousarray(data[image].transpose(1, 0, 2), dtype).reshape(height, channels * width)
-        if one is not None:
-            np.matmul(ay.reshape(count * out_h, height), table, out=rows.reshape(count * out_h, channels * width))
-        else:
-            mine = batch_indices == image
-            rows[mine] = (ay[mine].reshape(-1, height) @ table).reshape(-1, out_h, channels, width)
-    # one product per box, (out_h * C, W) @ (W, out_w) (per box and channel they would be many tiny ones)
-    cols = np.matmul(rows.reshape(count, out_h * channels, width), ax.transpose(0, 2, 1))
-    return cols.reshape(count, out_h, channels, -1).transpose(0, 2, 1, 3)
+    out_w = ax.shape[1]
+    with Scratch([((count, out_h, channels, width), dtype), ((count, out_h * channels, out_w), dtype)]) \
+            as (rows, cols):
+        one = batch_indices[0] if (batch_indices == batch_indices[0]).all() else None
+        for image in (one,) if one is not None else np.unique(batch_indices):
+            table = np.ascontiguousarray(data[image].transpose(1, 0, 2), dtype).reshape(height, channels * width)
+            if one is not None:
+                np.matmul(ay.reshape(count * out_h, height), table,
+                          out=rows.reshape(count * out_h, channels * width))
+            else:
+                mine = batch_indices == image
+                rows[mine] = (ay[mine].reshape(-1, height) @ table).reshape(-1, out_h, channels, width)
+        # one product per box, (out_h * C, W) @ (W, out_w) (per box and channel they would be many tiny ones)
+        np.matmul(rows.reshape(count, out_h * channels, width), ax.transpose(0, 2, 1), out=cols)
+        np.divide(cols.reshape(count, out_h, channels, out_w).transpose(0, 2, 1, 3), divisor, out=out,
+                  casting="unsafe")

@@ -240,10 +240,9 @@ def roi_align(data, rois, batch_indices, *, out, output_size, sampling_ratio, sp
     xtaps, xw, xused = _roi_axis(x0, w, grid_w, out_w, width, most_w)
     if mode == "avg" and roi_separable.dense_wins(count, channels, height, width, out_h, out_w, most_h, most_w) \
             and np.isfinite(data).all():
-        result = roi_separable.roi_average(data, batch_indices, roi_separable.axis_matrix(ytaps, yw, height),
-                                           roi_separable.axis_matrix(xtaps, xw, width),
-                                           np.maximum(grid_h * grid_w, 1), dtype)
-        np.copyto(out, result, casting="unsafe")
+        roi_separable.roi_average(data, batch_indices, roi_separable.axis_matrix(ytaps, yw, height),
+                                  roi_separable.axis_matrix(xtaps, xw, width), np.maximum(grid_h * grid_w, 1),
+                                  dtype, out)
         return
     table = data.transpose(0, 2, 3, 1)                       # (N, H, W, C): one gather reads all channels
     per_box = out_h * out_w * ytaps.shape[2] * xtaps.shape[2] * 4 * channels
