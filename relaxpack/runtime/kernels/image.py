@@ -240,13 +240,7 @@ def resize(data, size, *, out, axes, scales, roi, method,
     keep = method == "nearest_neighbor" or data.dtype == np.float64 or (
         data.dtype == np.float32 and out.dtype == np.float32)
     result = data if keep else data.astype(np.float64)
-    order = list(range(len(axes)))
-    if result.dtype == np.float32 and method != "nearest_neighbor":
-        # a gather along an inner axis costs ~10x one along an outer axis: enlarge the
-        # inner axes while the data is small, shrink them once it is (the passes are
-        # separable; only the rounding order changes, within the float32 path's ulps)
-        grows = [size[i] > data.shape[axes[i]] for i in order]
-        order.sort(key=lambda i: (not grows[i], -axes[i] if grows[i] else axes[i]))
+    order = _pass_order(data.shape, axes, size, result.dtype == np.float32 and method != "nearest_neighbor")
     if method == "nearest_neighbor" or not order:
         for i in order:
             result = _resize_axis(result, axes[i], size[i], None if scales is None else scales[i],
@@ -276,6 +270,19 @@ def resize(data, size, *, out, axes, scales, roi, method,
             np.copyto(out, result, casting="unsafe")
 
 
+def _pass_order(shape: tuple, axes: tuple, size: tuple, reorder: bool) -> list[int]:
+    """The order :func:`resize` resizes ``axes`` in: as given, or (``reorder``: float32
+    interpolation) growing inner axes first and shrinking ones last. A gather along an inner
+    axis costs ~10x one along an outer axis: enlarge the inner axes while the data is small,
+    shrink them once it is (the passes are separable; only the rounding order changes, within
+    the float32 path's ulps)."""
+    order = list(range(len(axes)))
+    if reorder:
+        grows = [size[i] > shape[axes[i]] for i in order]
+        order.sort(key=lambda i: (not grows[i], -axes[i] if grows[i] else axes[i]))
+    return order
+
+
 #: the dtypes :func:`_interpolation_plan` serves (the kernel computes in them as they are)
 _PLANNED = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -288,10 +295,7 @@ def _interpolation_plan(shape: tuple, dtype: np.dtype, axes: tuple, size: tuple,
     with the weights cast and shaped to broadcast along the axis; identity axes have no pass.
     The same calls in the same order as the general path (bit for bit), without its per-call
     Python; None where an axis extrapolates or is empty (the general path)."""
-    order = list(range(len(axes)))
-    if dtype == np.float32:
-        grows = [size[i] > shape[axes[i]] for i in order]
-        order.sort(key=lambda i: (not grows[i], -axes[i] if grows[i] else axes[i]))
+    order = _pass_order(shape, axes, size, dtype == np.float32)
     passes, current, largest = [], list(shape), 1
     for i in order:
         axis, out_w, in_w = axes[i], size[i], shape[axes[i]]
