@@ -27,7 +27,9 @@ SMALL = [
     ((1, 5, 300), (8, 5, 5), dict(strides=(3,), padding=(2, 2))),                            # conv1d
     ((1, 4, 6, 7, 9), (6, 4, 2, 1, 3), dict(padding=(1, 0, 0, 0, 1, 2))),                    # conv3d
 ]
-ACTIVATIONS = [None, "relu", ("leakyrelu", 0.1), ("clip", -0.5, 0.5), ("hard_sigmoid", 0.2, 0.5)]
+# silu, sigmoid, hard_swish, hard_sigmoid: the runner's own in-place arithmetic at float32, the kernels' at float16
+ACTIVATIONS = [None, "relu", ("leakyrelu", 0.1), ("clip", -0.5, 0.5), ("hard_sigmoid", 0.2, 0.5), "silu", "sigmoid",
+               "hard_swish"]
 
 
 def full_attrs(attrs, activation=None):
