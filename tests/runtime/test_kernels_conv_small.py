@@ -196,3 +196,27 @@ def test_a_call_is_prepared_once_whatever_its_output_array(case, monkeypatch):
         CONV_BIAS_ACT(x, w, b, out=want, **attrs)
         np.testing.assert_array_equal(out, want)
     assert len(prepared) == 1
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_an_unpadded_conv_on_an_arena_view_reads_its_new_values(layout):
+    """An unpadded conv reads its im2col straight from the input; the window of an input that is a
+    view (an arena's: the same object run after run) is kept. New values in that view, another view
+    in its place and an array of its own all give the generic kernel's result."""
+    data, weight = ((1, 3, 40), (6, 3, 5)) if layout == "NCHW" else ((1, 6, 9, 4), (1, 1, 4, 6))
+    attrs = full_attrs(dict(strides=(3,) if layout == "NCHW" else (2, 2), padding=(0,) * (2 * len(weight[2:]))
+                            if layout == "NCHW" else (0, 0, 0, 0)), "relu")
+    attrs = {**attrs, "data_layout": layout}
+    rng = np.random.default_rng(4)
+    w, b = rand(rng, weight, "float32"), rand(rng, (weight[0] if layout == "NCHW" else weight[-1],), "float32")
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    out = out_for(data, weight, attrs, "float32")
+    size = int(np.prod(data))
+    arena, other = np.empty(size + 7, np.float32), np.empty(size + 3, np.float32)
+    view, moved = arena[5:5 + size].reshape(data), other[1:1 + size].reshape(data)
+    for x in (view, view, moved, view, rand(rng, data, "float32")):
+        x[...] = rand(rng, data, "float32")
+        call(x, w, b, out=out, workspace=None)
+        want = out_for(data, weight, attrs, "float32")
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want)

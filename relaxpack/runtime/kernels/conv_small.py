@@ -148,6 +148,7 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         return view, cols.reshape(view.shape)
     source = padded if padded is not None else converted
     fixed = window_of(source) if source is not None else None
+    seen = [None, None]     # an unpadded conv: the last x that is a view (arena), its window
 
     def run(x, out):
         if padded is not None:
@@ -155,7 +156,14 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
             copy(interior, x)                   # (float16: converted as it is copied)
         elif converted is not None:
             copy(converted, x)
-        window, dst = fixed if fixed is not None else window_of(x)
+        if fixed is not None:
+            window, dst = fixed
+        elif x is seen[0]:                      # (as_strided costs ~2 us: more than a small copy)
+            window, dst = seen[1]
+        else:
+            window, dst = window_of(x)
+            if x.base is not None:              # (an array owning its memory is not held past the call)
+                seen[0], seen[1] = x, (window, dst)
         copy(dst, window)
         if convert:
             copy(w, weight.reshape(w.shape))
