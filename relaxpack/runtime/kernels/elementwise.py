@@ -70,12 +70,13 @@ def reciprocal(x, *, out):
 def sigmoid(x, *, out):
     """``1 / (1 + exp(-x))``; exp(-x) overflowing to inf gives the right 0."""
     buf = scratch(out)
-    if buf is out and x.dtype == out.dtype:
-        np.negative(x, out=buf)
-    else:
-        np.copyto(buf, x, casting="unsafe")
-        np.negative(buf, out=buf)
-    _reciprocal_of_one_plus_exp(buf)
+    with quiet():
+        if buf is out and x.dtype == out.dtype:
+            np.negative(x, out=buf)
+        else:
+            np.copyto(buf, x, casting="unsafe")
+            np.negative(buf, out=buf)
+        _reciprocal_of_one_plus_exp(buf)
     commit(buf, out)
 
 
