@@ -23,12 +23,15 @@ from .canonicalize_bindings import canonicalize_bindings
 from .convert_layout import convert_layout
 from .core.infra import Pass, Sequential
 from .dead_code_elimination import dead_code_elimination
+from .drop_zero_sign_round_trips import drop_zero_sign_round_trips
 from .eliminate_common_subexpr import eliminate_common_subexpr
 from .fold_batch_norm import fold_batch_norm, scale_shift_batch_norm
 from .fold_constant import fold_constant
 from .fold_permute_matmul import fold_permute_matmul
 from .fuse_bias_activation import fuse_bias_activation
 from .fuse_ops import fuse_ops
+from .fuse_rms_norm import fuse_rms_norm
+from .fuse_rotate_half import fuse_rotate_half
 from .legalize import legalize
 from .lower_fused import lower_fused_functions
 from .pack_recurrent_weights import pack_recurrent_weights
@@ -37,6 +40,7 @@ from .reorder_bindings import reorder_bindings
 from .simplify_algebra import simplify_algebra
 from .simplify_shapes import simplify_shapes
 from .sink_resize import sink_resize
+from .tabulate_integer_functions import tabulate_integer_functions
 from .widen_float16_regions import widen_float16_regions
 
 
@@ -59,22 +63,27 @@ def optimize_pipeline() -> Sequential:
     - 0: nothing (the module is only legalized);
     - 1: one round of the core passes;
     - 2: the core passes, then the algebraic rewrites (batch norm folded into
-      weights, the others split into a scale and shift, layout and identity simplification), WidenFloat16Regions
-      (float16 values between two ops computed in float32 stay float32, as onnxruntime keeps them; after
-      SimplifyAlgebra, which composes torch's safe softmax from its float16 ops), bias and activation fused
-      into gemm / conv kernels, FoldPermuteMatmul (transposes of a matmul's
-      operands and result read as strided views), SinkResize (1x1 convs of
-      resized images before the resize), ConvertLayout (convolutional regions run
+      weights, the others split into a scale and shift, layout and identity simplification, the RMS
+      normalization chain into one nn.rms_norm, rotary embeddings' rotate_half into one op),
+      WidenFloat16Regions (float16 values between two ops computed in float32 stay float32, as
+      onnxruntime keeps them; after the compositions, which read the float16 ops), bias and
+      activation fused into gemm / conv kernels, FoldPermuteMatmul (transposes of a matmul's operands
+      and result read as strided views), SinkResize (1x1 convs of resized images before the resize),
+      ConvertLayout (convolutional regions run
       channels last; after the fusions, whose rules read channels first),
       SimplifyAlgebra again (the transposes out of channels last fold into
-      the layout chains after them),
+      the layout chains after them), DropZeroSignRoundTrips (quantized values' casts to their
+      integer type and back where only a zero's sign would change and nothing reads it),
       PackRecurrentWeights (constant LSTM/GRU/RNN weights in the layout
-      their kernels read), another core round to clean up, and FuseOps last
+      their kernels read), another core round to clean up, TabulateIntegerFunctions
+      (elementwise chains of a quantized value become table look-ups, on folded
+      constants; DeadCodeElimination drops the chains), and FuseOps last
       (elementwise groups become fused primitive functions).
     """
-    o2 = Sequential([fold_batch_norm, scale_shift_batch_norm, simplify_algebra, widen_float16_regions, fuse_bias_activation,
-                     fold_permute_matmul, sink_resize,
-                     convert_layout, simplify_algebra, pack_recurrent_weights, *core_passes(), fuse_ops],
+    o2 = Sequential([fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_rms_norm, fuse_rotate_half,
+                     widen_float16_regions, fuse_bias_activation, fold_permute_matmul, sink_resize,
+                     convert_layout, simplify_algebra, drop_zero_sign_round_trips, pack_recurrent_weights,
+                     *core_passes(), tabulate_integer_functions, dead_code_elimination, fuse_ops],
                     name="O2", opt_level=2)
     return Sequential([*core_passes(), o2], name="Optimize")
 
