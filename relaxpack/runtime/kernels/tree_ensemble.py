@@ -212,8 +212,10 @@ class _Model:
 
 def _specialized(run):
     """``specialize_attrs`` of a tree kernel whose body is ``run(..., model=)``: keeps a
-    :class:`_Model` per instruction when the model's arrays are constants."""
+    :class:`_Model` per instruction when the model's arrays are constants, and the base values
+    as the float64 array the body adds (not converted again per call)."""
     def specialize(attrs: dict, constant: tuple):
+        attrs = {**attrs, "base_values": _base(attrs["base_values"])}
         if not (len(constant) > 4 and all(constant[1:5])):
             return lambda *args, out, workspace=None: run(*args, None, out=out, **attrs)
         model = [None]
@@ -227,20 +229,25 @@ def _specialized(run):
     return specialize
 
 
+def _base(base_values) -> np.ndarray:
+    """The base values as float64 ``(K,)`` (``(0,)`` when none)."""
+    return np.asarray(base_values, dtype=np.float64).reshape(-1)
+
+
 @register_kernel("tree_ensemble")
 def tree_ensemble(x, walk, thresholds, roots, leaves, members, *, out, aggregate, base_values, post_transform,
                   max_depth, dtype):
     """Regression: aggregated leaf weights plus ``base_values``, then
     ``post_transform``, computed in float64 and written as ``dtype`` (out's)."""
     _regress(x, walk, thresholds, roots, leaves, members, None, out=out, aggregate=aggregate,
-             base_values=base_values, post_transform=post_transform, max_depth=max_depth, dtype=dtype)
+             base_values=_base(base_values), post_transform=post_transform, max_depth=max_depth, dtype=dtype)
 
 
 def _regress(x, walk, thresholds, roots, leaves, members, model, *, out, aggregate, base_values, post_transform,
              max_depth, dtype):
     scores = _scores(x, walk, thresholds, roots, leaves, members, aggregate, max_depth, model)
-    if base_values:
-        scores = scores + np.asarray(base_values, dtype=np.float64)
+    if base_values.size:
+        scores = scores + base_values
     out[...] = transform_scores(scores, post_transform).reshape(out.shape)
 
 
@@ -260,27 +267,39 @@ def tree_ensemble_classifier(x, walk, thresholds, roots, leaves, members, *, out
     leaves weigh a class and others do not.
     """
     _classify(x, walk, thresholds, roots, leaves, members, None, out=out, aggregate=aggregate,
-              base_values=base_values, post_transform=post_transform, max_depth=max_depth)
+              base_values=_base(base_values), post_transform=post_transform, max_depth=max_depth)
 
 
 def _classify(x, walk, thresholds, roots, leaves, members, model, *, out, aggregate, base_values, post_transform,
               max_depth):
+    """The classifier's body; ``base_values`` float64 ``(K,)`` or ``(0,)``."""
     labels, probs = out
     scores = _scores(x, walk, thresholds, roots, leaves, members, aggregate, max_depth, model)
     n_classes = scores.shape[1]
     if n_classes != 2:
-        if base_values:
-            scores = scores + np.asarray(base_values, dtype=np.float64)
+        if base_values.size:
+            scores = scores + base_values
         if labels.dtype == np.intp and labels.flags.c_contiguous:
             scores.argmax(axis=1, out=labels)       # (the method: np.argmax costs ~0.5 us of Python)
         else:
             labels[...] = scores.argmax(axis=1)
-        probs[...] = transform_scores(scores, post_transform)
+        if post_transform == "SOFTMAX" and scores.size:
+            _softmax_into(scores, probs)
+        else:
+            probs[...] = transform_scores(scores, post_transform)
         return
     if model is None:
         model = _Model(walk, thresholds, roots, leaves, None)
-    _binary(scores, model.scored, np.asarray(base_values, dtype=np.float64), model.all_positive, post_transform,
-            labels, probs)
+    _binary(scores, model.scored, base_values, model.all_positive, post_transform, labels, probs)
+
+
+def _softmax_into(scores: np.ndarray, probs: np.ndarray) -> None:
+    """``transform_scores(scores, "SOFTMAX")`` written into ``probs``, in place in ``scores``
+    (the caller's own float64 array) and the quotient rounded straight into ``probs``: the same
+    float64 operations in three calls fewer."""
+    np.subtract(scores, np.maximum.reduce(scores, axis=-1, keepdims=True), out=scores)
+    np.exp(scores, out=scores)
+    np.divide(scores, np.add.reduce(scores, axis=-1, keepdims=True), out=probs, casting="unsafe")
 
 
 tree_ensemble.specialize_attrs = _specialized(_regress)
