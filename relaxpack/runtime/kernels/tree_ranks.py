@@ -55,6 +55,12 @@ class TreeRanks:
     #: fewer calls win on small batches, the masks' fewer values on large ones (see :func:`use_ranks`)
     extra: int = 0
 
+    def __post_init__(self):
+        # the same as columns (S, 1) / (U, 1), against samples along the last axis
+        object.__setattr__(self, "values_col", self.values[:, None])
+        object.__setattr__(self, "values_col32", self.values32[:, None])
+        object.__setattr__(self, "rows_col", self.rows[:, None])
+
 
 def tree_ranks(column: np.ndarray, threshold: np.ndarray, held_mask: np.ndarray, failed_mask: np.ndarray,
                features: int) -> TreeRanks | None:
@@ -95,9 +101,10 @@ def tree_ranks(column: np.ndarray, threshold: np.ndarray, held_mask: np.ndarray,
 
 
 #: a batch takes the ranks while its samples times :attr:`TreeRanks.extra` stay under this
-#: (measured: 0.7-0.85x the masks' time at batch 1-8; the masks win from batch ~32 on forests
-#: of shallow trees, whose tables are wide for their few nodes)
-RANKS_MAX_EXTRA = 1 << 12
+#: (measured with samples along the last axis: 0.65-0.95x the masks' time at batch 1-128 on the
+#: zoo's forests, gradient boosting's shallow trees, whose tables are wide for their few nodes,
+#: included: 0.8x at batch 128, samples x extra 26624)
+RANKS_MAX_EXTRA = 1 << 15
 
 
 def use_ranks(ranks: TreeRanks | None, samples: int) -> bool:
@@ -127,18 +134,23 @@ def _down_to_float32(values: np.ndarray) -> np.ndarray:
 
 def rank_scores(ranks: TreeRanks, weights: np.ndarray, offsets: np.ndarray, x: np.ndarray) -> np.ndarray:
     """The summed leaf weights, float64 ``(N, K)``, of samples ``x`` ``(N, F)``: ``weights``
-    ``(T * L, K)`` and ``offsets`` ``(T, 1)`` as :class:`.tree_gemm.TreeBits` keeps them."""
+    ``(T * L, K)`` and ``offsets`` ``(T, 1)`` as :class:`.tree_gemm.TreeBits` keeps them.
+
+    Samples run along the last axis (the test values along the first): the counts are sums of
+    whole rows and the AND of the gathered table rows runs over the outer axis, passes over
+    contiguous rows where the samples-first layout reduced across strided columns (3-4x the
+    time at batch 64)."""
     if x.dtype == np.float32:
-        values = ranks.values32
+        values = ranks.values_col32
     else:
-        values = ranks.values
+        values = ranks.values_col
         if x.dtype != np.float64:
             x = x.astype(np.float64)
-    at_least = np.less_equal(x.take(ranks.feature, axis=1), values)            # (N, S)
-    counts = np.add.reduceat(at_least, ranks.starts, axis=1, dtype=np.intp) if x.shape[0] else \
-        np.empty((0, ranks.starts.size), np.intp)
-    counts += ranks.rows
-    left = np.bitwise_and.reduce(ranks.table.take(counts, axis=0), axis=1)    # (N, T): one bit per tree
+    at_least = np.less_equal(x.T.take(ranks.feature, axis=0), values)          # (S, N)
+    counts = np.add.reduceat(at_least, ranks.starts, axis=0, dtype=np.intp) if x.shape[0] else \
+        np.empty((ranks.starts.size, 0), np.intp)
+    counts += ranks.rows_col
+    left = np.bitwise_and.reduce(ranks.table.take(counts, axis=0), axis=0)    # (N, T): one bit per tree
     left -= _ONE
     leaf = np.bitwise_count(left.T) + offsets                                  # (T, N): the bit's position
     return np.add.reduce(weights.take(leaf, axis=0), axis=0)                   # (T, N, K) -> (N, K)
