@@ -42,6 +42,22 @@ def transform_scores(scores: np.ndarray, name: str) -> np.ndarray:
     raise ExecutionError(f"unknown post_transform {name!r} (NONE, LOGISTIC, SOFTMAX, SOFTMAX_ZERO, PROBIT)")
 
 
+def softmax_into(scores: np.ndarray, probs: np.ndarray) -> None:
+    """``transform_scores(scores, "SOFTMAX")`` written into ``probs``: ``scores`` float64
+    ``(N, K)``, the caller's own (overwritten in place). The same float64 operations (NaN
+    payloads included) in cheaper calls, as a classifier's batch of a few rows costs in calls:
+    the reductions take their arguments by position, and the float64 quotient is rounded into
+    ``probs`` by assignment (a ``divide`` with ``out=`` and ``casting=`` costs more)."""
+    if scores.size:
+        np.subtract(scores, _MAX(scores, 1, None, None, True), scores)
+        np.exp(scores, scores)
+        probs[...] = scores / _SUM(scores, 1, None, None, True)
+
+
+#: the bare reductions (np.sum / np.max add ~1 us of Python; keywords cost more than positions)
+_SUM, _MAX = np.add.reduce, np.maximum.reduce
+
+
 def _erfinv(y: np.ndarray) -> np.ndarray:
     """Inverse error function: Giles' approximation refined by two Newton steps."""
     y = np.asarray(y, dtype=np.float64)
@@ -155,17 +171,21 @@ def _classify(scores, coefficients, out, post_transform: str) -> None:
         s = scores[:, 0]
         labels[...] = s > 0
         scores = np.stack([-s, s], axis=1)
-    elif labels.dtype == np.intp and labels.flags.c_contiguous:
-        scores.argmax(axis=1, out=labels)               # (the methods and bare reductions: np.argmax and
-    else:                                               # np.max cost ~0.5 us of Python each)
-        labels[...] = scores.argmax(axis=1)
-    if post_transform == "SOFTMAX" and scores.size:
-        # transform_scores' softmax, in place, the quotient rounded straight into ``probs``
-        np.subtract(scores, np.maximum.reduce(scores, axis=-1, keepdims=True), out=scores)
-        np.exp(scores, out=scores)
-        np.divide(scores, np.add.reduce(scores, axis=-1, keepdims=True), out=probs, casting="unsafe")
+    else:
+        label_argmax(scores, labels)
+    if post_transform == "SOFTMAX":
+        softmax_into(scores, probs)
         return
     probs[...] = transform_scores(scores, post_transform)
+
+
+def label_argmax(scores: np.ndarray, labels: np.ndarray) -> None:
+    """Each row's argmax written into ``labels`` (an int64 ``(N,)`` output): the method with
+    ``out=`` where it can (np.argmax costs ~0.5 us of Python)."""
+    if labels.dtype == np.intp and labels.flags.c_contiguous:
+        scores.argmax(axis=1, out=labels)
+    else:
+        labels[...] = scores.argmax(axis=1)
 
 
 @register_kernel("ml_normalizer")
@@ -176,9 +196,9 @@ def ml_normalizer(x, *, out, norm):
     if norm == "L1":
         # a sum of absolute values is 0 only for a row of +-0 and else at least the least
         # subnormal: raised to it, a zero row divides into itself in one call (NaN stays NaN)
-        scale = np.add.reduce(np.abs(x, dtype=np.float64), axis=-1, keepdims=True)
-        np.maximum(scale, _LEAST, out=scale)
-        np.divide(x, scale, out=out, casting="unsafe")   # (a float32 x divides in float64: scale's)
+        scale = _SUM(np.abs(x, dtype=np.float64), -1, None, None, True)
+        np.maximum(scale, _LEAST, scale)
+        out[...] = x / scale        # (a float32 x divides in float64, scale's; the assignment rounds)
         return
     x = np.asarray(x, dtype=np.float64)
     if norm == "MAX":
