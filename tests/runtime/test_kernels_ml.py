@@ -110,3 +110,18 @@ def test_linear_classifier_labels_and_scores_as_the_plain_formula(classes, post_
             probs = transform_scores(scores, post_transform).astype(np.float32)
         np.testing.assert_array_equal(got[0], labels)
         np.testing.assert_array_equal(got[1].view(np.uint32), probs.view(np.uint32))
+
+
+@pytest.mark.parametrize("row", [[-0.0, 0.0, -1.0], [0.0, -0.0, -0.0], [1e308, 1e308, 0.0], [np.nan, 1.0, 2.0],
+                                 [np.inf, -np.inf, 0.0], [-np.inf, -np.inf, -np.inf], [5.0, 5.0, 5.0],
+                                 [-745.5, 0.0, 709.0], [1.0]])
+def test_one_row_softmax_is_the_transform_bit_for_bit(row):
+    """One row takes Python's max of its values where they are finite: the transform's bits
+    (signed zeros as the max, a sum that overflows, NaN and infinities through the reduction)."""
+    from relaxpack.runtime.kernels.ml import softmax_into
+    scores = np.array([row])
+    got = np.empty(scores.shape, np.float32)
+    with np.errstate(all="ignore"):
+        want = transform_scores(scores, "SOFTMAX").astype(np.float32)
+        softmax_into(scores.copy(), got)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
