@@ -298,3 +298,22 @@ def test_layer_norm_per_instruction_is_the_generic_kernel():
     kernel(x, g32, b32, out=want, axes=(0,), epsilon=EPS)
     spec_first(x, g32, b32, out=got)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("rows", [
+    [[0.5, -2.0, 3.0]], [[-0.0, 0.0, -1.0]], [[0.0, -0.0]], [[-900.0, 0.0, 1.0]],
+    [[1.0, 2.0], [-800.0, -801.0], [0.0, -0.0]], [[np.nan, 1.0, 2.0]], [[np.inf, 0.0, 1.0]],
+    [[-np.inf, 0.0, 1.0]], [[-np.inf, -np.inf, -np.inf], [1.0, 2.0, 3.0]], [[1e38, 1e38, -1e38]],
+    [[float(v) for v in range(17)]]], ids=lambda r: f"{len(r)}x{len(r[0])}")
+def test_small_softmax_is_the_reductions_bit_for_bit(monkeypatch, dtype, rows):
+    """A tensor of a few values takes Python's max and min (the tensor's max, the least row
+    sum): the reductions' bits, NaN, infinities, signed zeros, rows redone included."""
+    from relaxpack.runtime.kernels import normalization
+    x = np.array(rows, dtype)
+    with np.errstate(all="ignore"):
+        got = run_kernel("nn.softmax", x, axis=-1)
+        monkeypatch.setattr(normalization, "_FEW", 0)
+        want = run_kernel("nn.softmax", x, axis=-1)
+    bits = np.uint32 if dtype == "float32" else np.uint64
+    np.testing.assert_array_equal(got.view(bits), want.view(bits))
