@@ -47,7 +47,7 @@ from ..fpstate import quiet
 from ._registry import register_kernel
 from .ml import label_argmax, softmax_into, transform_scores
 from .tree_gemm import BITS_MAX_WORK, bits_scores, gemm_plan, gemm_scores
-from .tree_ranks import rank_scores, use_ranks
+from .tree_ranks import RANKS_MAX_EXTRA, rank_scores, use_ranks
 
 #: mode codes of the node list
 MODES = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3, "BRANCH_EQ": 4, "BRANCH_NEQ": 5,
@@ -177,6 +177,10 @@ def aggregate_leaves(at: np.ndarray, leaves: np.ndarray, aggregate: str) -> np.n
 def _scores(x, walk, thresholds, roots, leaves, members, aggregate: str, max_depth: int, model) -> np.ndarray:
     """The aggregated scores, float64 ``(N, K)``: by leaf masks or products (:mod:`.tree_gemm`)
     where the instruction's :class:`_Model` has them and the batch is small, else by the walk."""
+    if model is not None and x.ndim == 2 and x.shape[0] <= model.rank_rows and x.shape[1] >= model.features \
+            and aggregate in ("SUM", "AVERAGE"):        # the usual small batch, in as few tests as can be
+        scores = rank_scores(model.ranks, model.weights, model.offsets, x)
+        return scores / len(roots) if aggregate == "AVERAGE" else scores
     gemm = model.gemm if model is not None else None
     if gemm is not None and aggregate in ("SUM", "AVERAGE") and x.ndim == 2 and x.shape[1] >= gemm.features:
         if gemm.bits is not None and x.shape[0] * gemm.bits.held_mask.size <= BITS_MAX_WORK:
@@ -204,6 +208,14 @@ class _Model:
         self.gemm = None if max_depth is None else gemm_plan(walk, thresholds, roots, leaves, max_depth)
         self.scored = ~np.isnan(leaves).all(axis=0)
         self.all_positive = bool((np.nan_to_num(leaves) >= 0).all())
+        # the batches that take the threshold ranks (_scores' tests, worked out once: -1 for none)
+        gemm, self.rank_rows = self.gemm, -1
+        if gemm is not None and gemm.bits is not None and gemm.ranks is not None:
+            self.ranks, self.weights, self.offsets = gemm.ranks, gemm.bits.weights, gemm.bits.offsets
+            self.features = gemm.features
+            extra = gemm.ranks.extra
+            self.rank_rows = min(BITS_MAX_WORK // gemm.bits.held_mask.size,
+                                 RANKS_MAX_EXTRA // extra if extra > 0 else BITS_MAX_WORK)
 
     def fits(self, walk, thresholds, roots, leaves) -> bool:
         key = self.key
