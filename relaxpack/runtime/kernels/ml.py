@@ -168,7 +168,11 @@ def _specialize_linear_classifier(attrs: dict, constant: tuple):
             kept[:] = coefficients, intercepts, (np.ascontiguousarray(coefficients.astype(np.float64).T),
                                                  intercepts.astype(np.float64) if intercepts.size else None)
         weights, bias = kept[2]
-        scores = np.matmul(np.asarray(x, dtype=np.float64).reshape(-1, coefficients.shape[1]), weights)
+        if x.__class__ is np.ndarray and x.ndim == 2 and x.shape[1] == weights.shape[0]:
+            x = x.astype(np.float64)            # (the usual input: asarray and reshape cost more)
+        else:
+            x = np.asarray(x, dtype=np.float64).reshape(-1, coefficients.shape[1])
+        scores = np.matmul(x, weights)
         if bias is not None:
             scores += bias
         _classify(scores, coefficients, out, post_transform)
