@@ -23,6 +23,11 @@ How it measures (repeated in zoo.md):
   ratio is the median over rounds of the per-round quotient. onnxruntime with default threads is
   timed after the others, alone (its pool threads spin after each run).
 - A model's ratio is the geometric mean over its shapes; the geomeans are over models.
+- Where the time goes: a model's time per kernel call (its time over its archive's kernel-call
+  instructions, a static count: a loop body counts once) and its dispatch floor, the time the same
+  number of bare numpy calls would take (``np.add`` of four floats with ``out=``, timed at the
+  start of the run) over onnxruntime's time. A floor far below the ratio says the gap is in what
+  each kernel does, not in how many kernels run.
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown zoo model(s) {unknown}", file=sys.stderr)
         return 2
     env = worker_env(args.openblas_env)
+    bare_us = bare_call_us()
     started, load_start = time.perf_counter(), list(os.getloadavg())
     models, environment = [], {}
     for i, name in enumerate(names):
@@ -81,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     report = {"command": _command(args), "level": args.level, "rounds": args.rounds, "round_ms": args.round_ms,
               "openblas_env": args.openblas_env, "wall_s": round(time.perf_counter() - started, 1),
               "load_average": {"start": load_start, "end": list(os.getloadavg())},
-              "environment": {**environment, **_git()}, "models": models, "geomean": summarize(models)}
+              "environment": {**environment, **_git()}, "models": models, "geomean": summarize(models),
+              "bare_call_us": bare_us, "dispatch": dispatch_summary(models, bare_us)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "zoo.json").write_text(json.dumps(report, indent=1) + "\n")
     text = markdown(report)
@@ -148,6 +155,35 @@ def _progress(model: dict) -> str:
 
 
 # ------------------------------------------------------------------ summaries
+def bare_call_us(n: int = 20000) -> float:
+    """Microseconds of one bare numpy ufunc call from Python (``np.add`` of four float32 with ``out=``),
+    the best of five batches of ``n``."""
+    import numpy as np
+    a, out, add = np.ones(4, np.float32), np.empty(4, np.float32), np.add
+    best = math.inf
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(n):
+            add(a, a, out=out)
+        best = min(best, (time.perf_counter() - start) / n)
+    return best * 1e6
+
+
+def dispatch_summary(models: list[dict], bare_us: float) -> dict:
+    """Geomeans over the models relaxpack ran of its time per kernel call and of the dispatch floor
+    (kernel calls x a bare numpy call, over onnxruntime's time), each a geomean over the model's shapes."""
+    per_call, floor = [], []
+    for m in models:
+        calls = m["relaxpack"].get("kernel_calls")
+        rows = [r for r in m["rows"] if r["relaxpack"].get("ms") and r["ort_1thread"].get("ms")]
+        if _failed(m) or not calls or not rows:
+            continue
+        per_call.append(geomean(1e3 * r["relaxpack"]["ms"] / calls for r in rows))
+        floor.append(geomean(calls * bare_us / (1e3 * r["ort_1thread"]["ms"]) for r in rows))
+    return {"us_per_kernel_call": geomean(per_call), "floor_ratio": geomean(floor), "models": len(floor),
+            "floor_above_1_3": sum(f > 1.3 for f in floor)}
+
+
 def geomean(values) -> float | None:
     values = [v for v in values if v]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
@@ -223,7 +259,7 @@ def markdown(report: dict) -> str:
         f"{env.get('commit') or '?'}{' with uncommitted changes in relaxpack/' if env.get('relaxpack_dirty') else ''}. "
         f"Load average (1 min) {load['start'][0]:.2f} at the start, {load['end'][0]:.2f} at the end: "
         "other processes on the machine add noise.", "",
-        _geomean_text(gm), "", *_family_table(gm.get("families", [])),
+        _geomean_text(gm), "", *_dispatch_text(report), *_family_table(gm.get("families", [])),
         "| model | shapes | relaxpack ms | ORT 1-thread ms | ratio | tract ms | tract ratio | ORT default ms |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     notes = []
@@ -260,6 +296,16 @@ def _geomean_text(gm: dict) -> str:
         text += f"; {len(gm['above_2_5'])} of {gm['relaxpack_models']} above 2.5." if gm["above_2_5"] \
             else "; none above 2.5."
     return text
+
+
+def _dispatch_text(report: dict) -> list[str]:
+    d = report.get("dispatch")
+    if not d or not d["models"]:
+        return []
+    return [f"Where the time goes: {d['us_per_kernel_call']:.1f} µs per kernel call (geomean over "
+            f"{d['models']} models); {d['models']} models' dispatch floor (as many bare numpy calls, "
+            f"{report['bare_call_us']:.2f} µs each) is {d['floor_ratio']:.2f}x onnxruntime's time, "
+            f"{d['floor_above_1_3']} of them above 1.3x.", ""]
 
 
 def _family_table(rows: list[dict]) -> list[str]:

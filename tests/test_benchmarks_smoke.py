@@ -127,6 +127,24 @@ def test_zoo_benchmark_smoke(tmp_path):
     assert report["geomean"]["relaxpack_models"] == 1 and report["geomean"]["relaxpack_all"] > 0
     md = (tmp_path / "zoo.md").read_text()
     assert "| sk_logistic_regression |" in md and "Geometric mean of relaxpack / onnxruntime" in md
+    assert report["bare_call_us"] > 0 and report["dispatch"]["models"] == 1 and "Where the time goes" in md
+
+
+def test_zoo_dispatch_summary():
+    """Time per kernel call and the dispatch floor: geomeans over each model's shapes, then over
+    models; a failed model is left out."""
+    from benchmarks.zoo import dispatch_summary
+
+    def model(name, calls, ours_ms, ort_ms, ok=True):
+        rows = [{"relaxpack": {"status": "ok", "ms": a, "check": {"ok": ok}}, "ort_1thread": {"status": "ok", "ms": b}}
+                for a, b in zip(ours_ms, ort_ms)]
+        return {"model": name, "relaxpack": {"status": "ok", "kernel_calls": calls}, "rows": rows}
+    d = dispatch_summary([model("a", 10, [0.1, 0.4], [0.01, 0.04]), model("b", 4, [0.02], [0.002], ok=False)],
+                         bare_us=0.5)
+    assert d["models"] == 1
+    assert abs(d["us_per_kernel_call"] - 20.0) < 1e-9            # sqrt(10 us * 40 us)
+    assert abs(d["floor_ratio"] - 0.25) < 1e-9                   # sqrt(5/10 * 5/40)
+    assert d["floor_above_1_3"] == 0
 
 
 def test_cold_start_benchmark_runs(tmp_path, capsys):
