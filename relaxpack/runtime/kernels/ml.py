@@ -210,11 +210,7 @@ def ml_normalizer(x, *, out, norm):
     in float64: six numpy calls, as a batch of a few rows costs in calls, not arithmetic."""
     x = np.asarray(x)
     if norm == "L1":
-        # a sum of absolute values is 0 only for a row of +-0 and else at least the least
-        # subnormal: raised to it, a zero row divides into itself in one call (NaN stays NaN)
-        scale = _SUM(np.abs(x, dtype=np.float64), -1, None, None, True)
-        np.maximum(scale, _LEAST, scale)
-        out[...] = x / scale        # (a float32 x divides in float64, scale's; the assignment rounds)
+        _l1_normalize(x, out)
         return
     x = np.asarray(x, dtype=np.float64)
     if norm == "MAX":
@@ -227,8 +223,30 @@ def ml_normalizer(x, *, out, norm):
     np.divide(x, scale, out=out, casting="unsafe")
 
 
+def _l1_normalize(x: np.ndarray, out: np.ndarray) -> None:
+    """Each row of ``x`` divided by the float64 sum of its absolute values into ``out``."""
+    # a sum of absolute values is 0 only for a row of +-0 and else at least the least
+    # subnormal: raised to it, a zero row divides into itself in one call (NaN stays NaN)
+    scale = _SUM(np.abs(x, dtype=np.float64), -1, None, None, True)
+    np.maximum(scale, _LEAST, scale)
+    out[...] = x / scale        # (a float32 x divides in float64, scale's; the assignment rounds)
+
+
+def _specialize_normalizer(attrs: dict, constant: tuple):
+    """Per instruction: L1 (scikit-learn's LogisticRegression ends with it) calls its body
+    directly on an array, without the keywords and the norm's branch; the rest the kernel."""
+    if attrs.get("norm") != "L1":
+        return lambda x, *, out, workspace=None: ml_normalizer(x, out=out, **attrs)
+
+    def call(x, *, out, workspace=None):
+        _l1_normalize(x if x.__class__ is np.ndarray else np.asarray(x), out)
+    return call
+
+
 #: the least positive float64 (a subnormal)
 _LEAST = np.nextafter(0.0, 1.0)
+
+ml_normalizer.specialize_attrs = _specialize_normalizer
 
 
 linear_classifier.specialize_attrs = _specialize_linear_classifier
