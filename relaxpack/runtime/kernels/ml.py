@@ -228,7 +228,7 @@ def _l1_normalize(x: np.ndarray, out: np.ndarray) -> None:
     # a sum of absolute values is 0 only for a row of +-0 and else at least the least
     # subnormal: raised to it, a zero row divides into itself in one call (NaN stays NaN)
     scale = _SUM(np.abs(x, dtype=np.float64), -1, None, None, True)
-    np.maximum(scale, _LEAST, scale)
+    np.maximum(scale, _LEAST, out=scale)
     out[...] = x / scale        # (a float32 x divides in float64, scale's; the assignment rounds)
 
 
