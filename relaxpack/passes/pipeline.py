@@ -23,6 +23,7 @@ from .canonicalize_bindings import canonicalize_bindings
 from .convert_layout import convert_layout
 from .core.infra import Pass, Sequential
 from .dead_code_elimination import dead_code_elimination
+from .drop_zero_sign_round_trips import drop_zero_sign_round_trips
 from .eliminate_common_subexpr import eliminate_common_subexpr
 from .fold_batch_norm import fold_batch_norm, scale_shift_batch_norm
 from .fold_constant import fold_constant
@@ -37,6 +38,7 @@ from .reorder_bindings import reorder_bindings
 from .simplify_algebra import simplify_algebra
 from .simplify_shapes import simplify_shapes
 from .sink_resize import sink_resize
+from .tabulate_integer_functions import tabulate_integer_functions
 
 
 def core_passes() -> list[Pass]:
@@ -64,14 +66,18 @@ def optimize_pipeline() -> Sequential:
       resized images before the resize), ConvertLayout (convolutional regions run
       channels last; after the fusions, whose rules read channels first),
       SimplifyAlgebra again (the transposes out of channels last fold into
-      the layout chains after them),
+      the layout chains after them), DropZeroSignRoundTrips (quantized values' casts to their
+      integer type and back where only a zero's sign would change and nothing reads it),
       PackRecurrentWeights (constant LSTM/GRU/RNN weights in the layout
-      their kernels read), another core round to clean up, and FuseOps last
+      their kernels read), another core round to clean up, TabulateIntegerFunctions
+      (elementwise chains of a quantized value become table look-ups, on folded
+      constants; DeadCodeElimination drops the chains), and FuseOps last
       (elementwise groups become fused primitive functions).
     """
     o2 = Sequential([fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_bias_activation,
                      fold_permute_matmul, sink_resize,
-                     convert_layout, simplify_algebra, pack_recurrent_weights, *core_passes(), fuse_ops],
+                     convert_layout, simplify_algebra, drop_zero_sign_round_trips, pack_recurrent_weights,
+                     *core_passes(), tabulate_integer_functions, dead_code_elimination, fuse_ops],
                     name="O2", opt_level=2)
     return Sequential([*core_passes(), o2], name="Optimize")
 

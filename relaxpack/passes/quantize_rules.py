@@ -29,6 +29,12 @@ An exact conv (QLinearConv's, ``nn.conv(..., exact=True)``) reads a clip of a
 rounded value without the round trip at all (``exact_conv_reads_the_clip``):
 the only difference, -0.0 for +0.0, vanishes in its integer sums.
 
+A table look-up (QLinearSigmoid and the other com.microsoft ops that map the
+256 values of the type through a table) is cast to float at once
+(``cast_the_table``): ``astype(take(C, i), T) -> take(astype(C, T), i)``,
+exact for any cast (it applies to each value the take copies), and the cast of
+the constant folds; tables up to :data:`TABLE_LIMIT` elements.
+
 The quantized value itself stays where something else reads it (a graph
 output, a pool); DeadCodeElimination drops it where nothing does.
 """
@@ -185,6 +191,24 @@ def exact_conv_reads_the_clip(m: Match):
     return make_call("nn.conv", data, m["w"], **m["conv"].attrs)
 
 
+# ---------------------------------------------------------------- cast_the_table
+
+#: tables at most this many elements are cast before a take (the archive holds the cast copy)
+TABLE_LIMIT = 1 << 16
+
+
+def _small_table(m: Match) -> str | None:
+    n = m.data("table").size
+    return None if n <= TABLE_LIMIT else f"the table has {n} elements (more than {TABLE_LIMIT})"
+
+
+def cast_the_table(m: Match):
+    """astype(take(C, i), T) -> take(astype(C, T), i): a cast commutes with a gather, and the cast
+    of the constant folds."""
+    table = make_call("astype", m["table"], dtype=m["cast"].attrs["dtype"])
+    return make_call("take", table, m["i"], **m["take"].attrs)
+
+
 RULES = [
     Rule("drop_integer_round_trip", _round_trip(_CLIPPED_INTEGER), _round_trip_check, drop_integer_round_trip),
     Rule("drop_integer_round_trip_rounded", _round_trip(_CLIPPED_ROUNDED), _round_trip_check,
@@ -194,6 +218,11 @@ RULES = [
                                           name="outer", what="data"),
                           wildcard("w"), name="conv"),
          _exact_conv_check, exact_conv_reads_the_clip),
+    Rule("cast_the_table",
+         is_op("astype")(is_op("take")(const("table", "the table"), wildcard("i"), name="take", what="operand"),
+                         name="cast"),
+         _small_table, cast_the_table,
+         doc="astype(take(C, i), T) -> take(astype(C, T), i) for a table C of at most 65536 elements."),
     Rule("shift_clip_by_zero_point",
          is_op("subtract")(is_op("astype")(_CLIPPED_INTEGER, name="cast", what="operand"),
                            const("zp2", "the subtracted zero point")),

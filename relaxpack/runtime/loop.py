@@ -84,6 +84,8 @@ def _loop_specialize(num_state: int, scans):
         warm, unsure = (last[1], last[2]) if compiled is last[0] else (None, ())
         w = kept = None         # the warm state, and the shapes and dtypes of the state it is for
         trusted = False         # the state passed _kept once since w was taken: check the unsure only
+        used = False            # w served a trip (else the state changed shape right after it was taken)
+        unused = 0              # warm states in a row that served no trip: at WARM_TRIES, take no more
         going = _TRUE           # the condition a body sees: only ever True (else it is not called)
         counters = _counters(min(trips, COUNTERS))
         shared = len(counters)
@@ -96,14 +98,16 @@ def _loop_specialize(num_state: int, scans):
                     out = warm_run(w, counter, going, *state, *captured)
                 elif w is not None and _kept(state, kept, range(num_state)):
                     out = warm_run(w, counter, going, *state, *captured)
-                    trusted = True
+                    trusted = used = True
                 else:
                     out = call(counter, going, *state, *captured)
-                    if warm is not None and 0 < i < trips - 1:     # (on the second trip: short loops
-                        # pay nothing, and the first trip's state may be a shape the body never returns)
+                    if warm is not None and 0 < i < trips - 1 and unused < WARM_TRIES:     # (on the second
+                        # trip: short loops pay nothing, and the first trip's state may be a shape the
+                        # body never returns; a state that grows every trip stops taking them)
+                        unused = 0 if w is None or used else unused + 1
                         w = compiled.warm_state((counter, going, *state, *captured))
                         kept = _shapes(state) if w is not None else None
-                        trusted = False
+                        trusted = used = False
             except Exception as err:  # noqa: BLE001 - named as the VM names a call's errors
                 if name_error is None:
                     raise
@@ -186,6 +190,9 @@ def _own(value):
 _TRUE = _read_only(np.array(True))
 #: trip counts below this get shared read-only counters
 COUNTERS = 4096
+#: warm states in a row that no trip used (the state changed shape each time) before a loop
+#: call takes no more: a state that grows every trip (Mask R-CNN's pasted masks) paid one a trip
+WARM_TRIES = 2
 _COUNTERS: tuple = ()
 
 

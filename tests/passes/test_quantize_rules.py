@@ -11,6 +11,9 @@ import pytest
 
 import relaxpack
 from relaxpack.ir import parse
+from relaxpack.passes import Sequential
+from relaxpack.passes.dead_code_elimination import dead_code_elimination
+from relaxpack.passes.fold_constant import fold_constant
 from relaxpack.passes.simplify_algebra import simplify_algebra
 from relaxpack.runtime import VirtualMachine
 
@@ -170,3 +173,47 @@ return lv5
         want = VirtualMachine(relaxpack.build(mod, opt_level=0)).run({"x": x})
         got = VirtualMachine(relaxpack.build(out, opt_level=0)).run({"x": x})
         np.testing.assert_array_equal(list(got.values())[0], list(want.values())[0])
+
+
+#: the table's cast folds in the core round after SimplifyAlgebra
+CAST_TABLE = Sequential([simplify_algebra, fold_constant, dead_code_elimination], name="CastTable")
+
+
+@pytest.mark.parametrize("table_dtype, cast", [("uint8", "float32"), ("int8", "int32"), ("uint8", "int32"),
+                                               ("float32", "uint8")])
+def test_a_cast_table_lookup_takes_from_the_cast_table(table_dtype, cast):
+    """astype(take(C, i), T) -> take(astype(C, T), i): the same values, the cast folded into C."""
+    values = {"uint8": np.arange(256), "int8": np.arange(-128, 128), "float32": np.linspace(-3, 300, 256)}
+    table = values[table_dtype].astype(table_dtype)
+    text = program('i: R.Tensor(("n",), "int32")', '("n",)', f"""
+lv = R.take(R.const({table.tolist()}, "{table_dtype}"), i, axis=0)
+lv1 = R.astype(lv, dtype="{cast}")
+return lv1
+""", dtype=cast)
+    mod = parse(text)
+    out = run_pass(CAST_TABLE, mod)
+    assert ops_of(out) == ["take"]
+    for i in (np.array([0, 255, 7, -1, -256, 128, 127], np.int32), np.zeros(0, np.int32)):
+        want = VirtualMachine(relaxpack.build(mod, opt_level=0)).run({"i": i})
+        got = VirtualMachine(relaxpack.build(out, opt_level=0)).run({"i": i})
+        a, b = np.asarray(list(got.values())[0]), np.asarray(list(want.values())[0])
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+@pytest.mark.parametrize("size, folds", [(65536, True), (65537, False)])
+def test_a_table_past_the_limit_is_not_cast(size, folds):
+    """A gather from a table of more than 65536 elements (an embedding) keeps its cast after it."""
+    table = np.arange(size) % 251
+    text = program('i: R.Tensor(("n",), "int32")', '("n",)', f"""
+lv = R.take(R.const({table.tolist()}, "uint8"), i, axis=0)
+lv1 = R.astype(lv, dtype="float32")
+return lv1
+""")
+    mod = parse(text)
+    out = run_pass(CAST_TABLE, mod)
+    assert ops_of(out) == (["take"] if folds else ["take", "astype"])
+    i = np.array([0, size - 1, 250, 251, -1], np.int32)
+    want = VirtualMachine(relaxpack.build(mod, opt_level=0)).run({"i": i})
+    got = VirtualMachine(relaxpack.build(out, opt_level=0)).run({"i": i})
+    np.testing.assert_array_equal(np.asarray(list(got.values())[0]), np.asarray(list(want.values())[0]))

@@ -16,6 +16,7 @@ import relaxpack
 from relaxpack.errors import RelaxpackError
 from relaxpack.runtime import VirtualMachine
 from relaxpack.runtime import loop as loop_module
+from relaxpack.runtime.compiled import Compiled
 from relaxpack.runtime.func_ref import FunctionRef
 
 
@@ -230,3 +231,23 @@ def test_empty_loop_scan_output_whose_element_shape_the_body_fixes():
     vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model)))
     out = vm.run({"M": np.array(0, np.int64), "x_in0": np.arange(2, dtype=np.float32)})
     assert out["scan0"].shape == (0, 1)
+
+
+def test_state_that_grows_every_trip_stops_taking_warm_states(monkeypatch):
+    """x grows by one element a trip: a warm state taken on one trip never serves the next, so a
+    loop call takes WARM_TRIES + 1 of them (then none), whatever its length; a state that settles
+    after growing a few trips gets one that serves the rest."""
+    grow = [h.make_node("Identity", ["c"], ["c_out"]), h.make_node("Concat", ["x_in", "one"], ["x_out"], axis=0)]
+    model = _model(grow, [_tensor("x_in", T.FLOAT, ["n"])], [_tensor("x_out", T.FLOAT, ["m"])],
+                   inits=[h.make_tensor("one", T.FLOAT, [1], [1.5])])
+    exe = relaxpack.build(relaxpack.from_onnx(model))
+    fast, slow = VirtualMachine(exe), VirtualMachine(exe)
+    slow.compiled = False
+    taken: list = []
+    take = Compiled.warm_state
+    monkeypatch.setattr(Compiled, "warm_state", lambda self, args: taken.append(1) or take(self, args))
+    for m in (2, 3, 9, 30):
+        taken.clear()
+        feeds = {"M": np.array(m, np.int64), "x_in0": np.zeros(1, np.float32)}
+        _same(fast.run(feeds), slow.run(feeds))
+        assert len(taken) == min(m - 2, loop_module.WARM_TRIES + 1)

@@ -30,36 +30,55 @@ def _corners(boxes: np.ndarray, center_point_box: int) -> tuple[np.ndarray, ...]
     return np.minimum(y1, y2), np.minimum(x1, x2), np.maximum(y1, y2), np.maximum(x1, x2)
 
 
-def _suppressed_by(corners: tuple[np.ndarray, ...], i: int, iou_threshold) -> np.ndarray:
-    """Which boxes box ``i`` suppresses: their IoU with it is strictly above
-    the threshold. Boxes that do not overlap it, or with no area, are not."""
-    y0, x0, y1, x1 = corners
-    iy0, ix0 = np.maximum(y0, y0[i]), np.maximum(x0, x0[i])
-    iy1, ix1 = np.minimum(y1, y1[i]), np.minimum(x1, x1[i])
+#: candidates per block of the suppression matrix (bounds it to BLOCK x boxes values)
+BLOCK = 256
+
+
+def _suppression(corners: tuple[np.ndarray, ...], rows: slice, cols: slice, iou_threshold) -> np.ndarray:
+    """Which boxes of ``cols`` each box of ``rows`` suppresses: their IoU is strictly above the
+    threshold (onnxruntime's ``SuppressByIOU``, element for element). Boxes that do not
+    overlap, or with no area, are not."""
+    (ry0, rx0, ry1, rx1), (cy0, cx0, cy1, cx1) = ((c[rows, None] for c in corners), (c[None, cols] for c in corners))
+    iy0, ix0 = np.maximum(cy0, ry0), np.maximum(cx0, rx0)
+    iy1, ix1 = np.minimum(cy1, ry1), np.minimum(cx1, rx1)
     with quiet():     # the entries masked out below may divide by 0
         inter = (ix1 - ix0) * (iy1 - iy0)
-        area = (x1 - x0) * (y1 - y0)
-        union = area + area[i] - inter
-        valid = (ix1 > ix0) & (iy1 > iy0) & (inter > 0) & (area > 0) & (area[i] > 0) & (union > 0)
+        row_area, area = (rx1 - rx0) * (ry1 - ry0), (cx1 - cx0) * (cy1 - cy0)
+        union = area + row_area - inter
+        valid = (ix1 > ix0) & (iy1 > iy0) & (inter > 0) & (area > 0) & (row_area > 0) & (union > 0)
         return valid & (inter / union > iou_threshold)
 
 
 def _select(corners: tuple[np.ndarray, ...], order: np.ndarray, limit: int, iou_threshold) -> list[int]:
-    """Greedy selection over the candidates ``order`` (best first): keep a box
-    unless a kept one suppresses it, until ``limit`` are kept. Memory stays
-    linear in the number of boxes (one IoU row per kept box)."""
+    """Greedy selection over the candidates ``order`` (best first): keep a box unless a kept one
+    suppresses it, until ``limit`` are kept. The suppression matrix is made a block of
+    :data:`BLOCK` candidates at a time (against the candidates from the block on), when the
+    pass reaches the block with candidates still alive; its rows become Python ints, so the
+    pass is a few integer operations per kept box (bit ``j`` of ``alive``: candidate ``j``)."""
     picked = tuple(c[order] for c in corners)
-    alive = np.ones(len(order), bool)
-    kept = []
-    i = 0
-    while len(kept) < limit:
-        rest = np.flatnonzero(alive[i:])
-        if not rest.size:
+    n = len(order)
+    ranked = order.tolist()
+    alive = (1 << n) - 1
+    kept: list[int] = []
+    for lo in range(0, n, BLOCK):
+        rest = alive >> lo                       # bit j: candidate lo + j
+        block = (1 << (min(lo + BLOCK, n) - lo)) - 1
+        if not rest & block:
+            continue
+        packed = np.packbits(_suppression(picked, slice(lo, lo + BLOCK), slice(lo, n), iou_threshold), axis=1,
+                             bitorder="little")
+        width, raw = packed.shape[1], packed.tobytes()
+        while len(kept) < limit:
+            live = rest & block
+            if not live:
+                break
+            low = live & -live                   # the best candidate still alive
+            i = low.bit_length() - 1
+            kept.append(ranked[lo + i])
+            rest &= ~(int.from_bytes(raw[i * width:(i + 1) * width], "little") | low)
+        if len(kept) >= limit:
             break
-        i += int(rest[0])
-        kept.append(int(order[i]))
-        alive &= ~_suppressed_by(picked, i, iou_threshold)
-        alive[i] = False
+        alive = rest << lo
     return kept
 
 

@@ -35,6 +35,8 @@ from .image import pad as _pad_into
 
 def _ints(op: str, what: str, array) -> tuple[int, ...]:
     """The contents of an int operand (0-d or 1-D) as Python ints."""
+    if type(array) is np.ndarray and array.ndim == 1 and array.dtype.kind in "iu":
+        return tuple(array.tolist())            # the common case, without the checks' calls
     a = np.asarray(array)
     if a.dtype.kind not in "iu":
         raise ShapeError(f"{op}: {what} must be integers, got {a.dtype}")

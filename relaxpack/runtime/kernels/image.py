@@ -229,16 +229,18 @@ def resize(data, size, *, out, axes, scales, roi, method,
     if method == "nearest_neighbor" and data.dtype == out.dtype and out.flags.c_contiguous \
             and _nearest_by_repeats(data, out, axes, size, scales, roi, attrs):
         return
+    if method != "nearest_neighbor" and data.dtype == out.dtype and data.dtype in _PLANNED \
+            and out.flags.c_contiguous:
+        plan = _interpolation_plan(data.shape, data.dtype, axes, size, scales, roi, method,
+                                   coordinate_transformation_mode, rounding_method, attrs["cubic_alpha"],
+                                   attrs["cubic_exclude"], attrs["antialias"])
+        if plan is not None:
+            _run_interpolation(plan, data, out)
+            return
     keep = method == "nearest_neighbor" or data.dtype == np.float64 or (
         data.dtype == np.float32 and out.dtype == np.float32)
     result = data if keep else data.astype(np.float64)
-    order = list(range(len(axes)))
-    if result.dtype == np.float32 and method != "nearest_neighbor":
-        # a gather along an inner axis costs ~10x one along an outer axis: enlarge the
-        # inner axes while the data is small, shrink them once it is (the passes are
-        # separable; only the rounding order changes, within the float32 path's ulps)
-        grows = [size[i] > data.shape[axes[i]] for i in order]
-        order.sort(key=lambda i: (not grows[i], -axes[i] if grows[i] else axes[i]))
+    order = _pass_order(data.shape, axes, size, result.dtype == np.float32 and method != "nearest_neighbor")
     if method == "nearest_neighbor" or not order:
         for i in order:
             result = _resize_axis(result, axes[i], size[i], None if scales is None else scales[i],
@@ -266,6 +268,78 @@ def resize(data, size, *, out, axes, scales, roi, method,
             if result.dtype != out.dtype:
                 result = _saturate(result, out.dtype)
             np.copyto(out, result, casting="unsafe")
+
+
+def _pass_order(shape: tuple, axes: tuple, size: tuple, reorder: bool) -> list[int]:
+    """The order :func:`resize` resizes ``axes`` in: as given, or (``reorder``: float32
+    interpolation) growing inner axes first and shrinking ones last. A gather along an inner
+    axis costs ~10x one along an outer axis: enlarge the inner axes while the data is small,
+    shrink them once it is (the passes are separable; only the rounding order changes, within
+    the float32 path's ulps)."""
+    order = list(range(len(axes)))
+    if reorder:
+        grows = [size[i] > shape[axes[i]] for i in order]
+        order.sort(key=lambda i: (not grows[i], -axes[i] if grows[i] else axes[i]))
+    return order
+
+
+#: the dtypes :func:`_interpolation_plan` serves (the kernel computes in them as they are)
+_PLANNED = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+@functools.lru_cache(maxsize=256)
+def _interpolation_plan(shape: tuple, dtype: np.dtype, axes: tuple, size: tuple, scales, roi, method: str,
+                        mode: str, rounding: str, cubic_alpha: float, cubic_exclude: bool, antialias: bool):
+    """The passes :func:`resize` makes on float32 / float64 data of this geometry (linear or cubic),
+    worked out once: ``(passes, largest)``, each pass ``(axis, shape after it, ((index, weight), ...))``
+    with the weights cast and shaped to broadcast along the axis; identity axes have no pass.
+    The same calls in the same order as the general path (bit for bit), without its per-call
+    Python; None where an axis extrapolates or is empty (the general path)."""
+    order = _pass_order(shape, axes, size, dtype == np.float32)
+    passes, current, largest = [], list(shape), 1
+    for i in order:
+        axis, out_w, in_w = axes[i], size[i], shape[axes[i]]
+        if out_w == 0 or in_w == 0:
+            return None
+        scale = out_w / in_w if scales is None else float(scales[i])
+        axis_roi = _axis_roi(roi, i, len(axes))
+        current[axis] = out_w
+        largest = max(largest, math.prod(current))
+        if math.isclose(scale, 1.0) and out_w == in_w and (
+                axis_roi is None or (math.isclose(axis_roi[0], 0.0) and math.isclose(axis_roi[1], 1.0))):
+            continue
+        index, weights, outside, _ = _axis_taps(mode, out_w, in_w, scale, axis_roi, method, rounding, cubic_alpha,
+                                                cubic_exclude, antialias)
+        if outside is not None and outside.any():
+            return None
+        taps = tuple((np.ascontiguousarray(index[:, k]), _along(len(shape), axis, weights[:, k].astype(dtype)))
+                     for k in range(index.shape[1]))
+        passes.append((axis, tuple(current), taps))
+    return tuple(passes), largest
+
+
+def _run_interpolation(plan, data: np.ndarray, out: np.ndarray) -> None:
+    """:func:`resize`'s passes by ``plan`` (:func:`_interpolation_plan`), the last one into ``out``."""
+    passes, largest = plan
+    if not passes:
+        np.copyto(out, data)
+        return
+    take, multiply, add = np.take, np.multiply, np.add
+    with Scratch([((largest,), data.dtype)] * 3) as (ping, pong, term):
+        result = data
+        for j, (axis, shape, taps) in enumerate(passes):
+            n = math.prod(shape)
+            target = out if j == len(passes) - 1 else (pong if _shares(result, ping) else ping)[:n].reshape(shape)
+            spare = term[:n].reshape(shape)
+            for k, (index, weight) in enumerate(taps):
+                if k == 0:
+                    take(result, index, axis=axis, out=target, mode="clip")
+                    multiply(target, weight, out=target)
+                else:
+                    take(result, index, axis=axis, out=spare, mode="clip")
+                    multiply(spare, weight, out=spare)
+                    add(target, spare, out=target)
+            result = target
 
 
 def _nearest_by_repeats(data, out, axes, size, scales, roi, attrs) -> bool:

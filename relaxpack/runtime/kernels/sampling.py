@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from ...errors import ShapeError
+from . import roi_separable
 from ._math import pads, per_spatial, upcast, work_dtype
 from ._registry import register_kernel
 
@@ -215,7 +216,8 @@ def roi_align(data, rois, batch_indices, *, out, output_size, sampling_ratio, sp
 
     Max mode takes, per sample, the largest of the four weighted corner
     values (not the interpolated value), as onnxruntime and onnx's
-    reference do.
+    reference do. The average is two matrix products per box where they
+    cost less than the gather (:mod:`.roi_separable`).
     """
     out_h, out_w = output_size
     count = rois.shape[0]
@@ -233,8 +235,15 @@ def roi_align(data, rois, batch_indices, *, out, output_size, sampling_ratio, sp
     dtype = np.float64 if np.float64 in (data.dtype, rois.dtype) else np.float32
     y0, h, grid_h, x0, w, grid_w = _roi_boxes(rois.astype(dtype), out_h, out_w, sampling_ratio, spatial_scale,
                                               coordinate_transformation_mode == "half_pixel")
-    ytaps, yw, yused = _roi_axis(y0, h, grid_h, out_h, height, max(int(grid_h.max()), 1))
-    xtaps, xw, xused = _roi_axis(x0, w, grid_w, out_w, width, max(int(grid_w.max()), 1))
+    most_h, most_w = max(int(grid_h.max()), 1), max(int(grid_w.max()), 1)
+    ytaps, yw, yused = _roi_axis(y0, h, grid_h, out_h, height, most_h)
+    xtaps, xw, xused = _roi_axis(x0, w, grid_w, out_w, width, most_w)
+    if mode == "avg" and roi_separable.dense_wins(count, channels, height, width, out_h, out_w, most_h, most_w) \
+            and np.isfinite(data).all():
+        roi_separable.roi_average(data, batch_indices, roi_separable.axis_matrix(ytaps, yw, height),
+                                  roi_separable.axis_matrix(xtaps, xw, width), np.maximum(grid_h * grid_w, 1),
+                                  dtype, out)
+        return
     table = data.transpose(0, 2, 3, 1)                       # (N, H, W, C): one gather reads all channels
     per_box = out_h * out_w * ytaps.shape[2] * xtaps.shape[2] * 4 * channels
     chunk = max(1, _ROI_CHUNK_ELEMENTS // max(per_box, 1))

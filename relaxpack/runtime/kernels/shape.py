@@ -27,13 +27,12 @@ def tensor_to_shape(x, *, indices, what):
     if a.dtype.kind not in "iu" or a.ndim > 1:
         raise ShapeError(f"{what}: expected a 0-d or 1-D integer tensor to use as dims, got "
                          f"{a.dtype} of shape {a.shape}")
-    flat = a.reshape(-1)
-    if any(not 0 <= i < flat.size for i in indices):
-        raise ShapeError(f"{what}: has {flat.size} elements, the model uses element(s) {tuple(indices)}")
-    dims = tuple(int(flat[i]) for i in indices)
-    negative = [(i, d) for i, d in zip(indices, dims) if d < 0]
-    if negative:
-        i, d = negative[0]
+    flat = a.reshape(-1).tolist()           # Python ints: one call, not one numpy scalar per element
+    if any(not 0 <= i < len(flat) for i in indices):
+        raise ShapeError(f"{what}: has {len(flat)} elements, the model uses element(s) {tuple(indices)}")
+    dims = tuple(flat[i] for i in indices)
+    if dims and min(dims) < 0:
+        i, d = next((i, d) for i, d in zip(indices, dims) if d < 0)
         raise ShapeError(f"{what}: element {i} is {d}, but the model uses it as a dim (must be >= 0)")
     return dims
 

@@ -1,0 +1,259 @@
+"""DropZeroSignRoundTrips: steps of quantized chains that change no value (but maybe a zero's sign, which nothing reads) go.
+
+A quantized model casts a quantized value to its integer type and back to float
+(QuantizeLinear then DequantizeLinear, a QOperator op's requantized output read
+by the next op's dequantization), and adds and takes off zero points::
+
+    q = clip(round(x / s), lo, hi)          # float32, integer-valued, NaN saturated
+    y = astype(astype(q, uint8), float32)   # two casts: y is q, but +0.0 for q's -0.0
+
+``SimplifyAlgebra`` keeps such steps where a zero's sign could show
+(``quantize_rules.py``). This pass, knowing what reads each value, drops:
+
+- the round trip ``astype(astype(q, I), F) -> q`` for a NaN-saturating clip
+  ``q`` of an integer-valued float to bounds ``I`` holds (a -0.0 stays);
+- a zero point added and taken off, ``clip(r + z, lo, hi) - z ->
+  clip(r, lo - z, hi - z)`` for an integer-valued ``r`` and one integral
+  ``z``, the float type holding the bounds (``r = -0.0`` stays -0.0);
+
+where nothing reads the sign of their zeros; and wherever exact:
+
+- ``round(x) -> x`` for an integer-valued ``x`` (the bits are the same);
+- a NaN-saturating ``clip(x, lo, hi) -> x`` for an ``x`` known NaN-free
+  within the bounds (:func:`~.analysis.float_values.value_range`; at a zero
+  bound only where nothing reads the sign or ``x`` is never -0.0): a
+  requantization's ``clip(clip(r, -z, 255 - z) + z, 0, 255)``.
+
+Whether a value's zero sign matters is worked out backwards over the
+function's bindings (:func:`sign_readers`): it matters for a function output,
+and for a value read by an op that tells ``-0.0`` from ``+0.0`` (a divisor,
+``power``, ``reciprocal``, anything not listed here). It stops at ops whose
+result is the same for either sign (a cast to an integer or bool, a
+comparison, an add of a constant with no ``-0.0`` or a subtract of a nonzero
+constant: ``-0.0 + c == +0.0 + c`` then), and passes through ops that, given
+operands equal up to the sign of zero, give results equal up to the sign of
+zero (sums, products, quotients' numerators, rounding, clips, pools, convs,
+reshapes, ...: IEEE ``a + b`` with a zero operand is the other operand unless
+both are zeros, ``±0 * b`` is a zero or NaN for either sign). A value only
+such ops lead from to such stops is free to carry the other zero.
+
+A dropped step leaves the alias ``y = q``. Runs at -O2 after the
+algebraic rewrites (whose round trips it finishes) and before the last core
+round, which resolves the aliases and drops the unused casts.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir.block_builder import BlockBuilder
+from ..ir.expr import Call, Constant, Function, SeqExpr, Var, VarBinding
+from ..ir.op import make_call
+from .analysis.float_values import (FLOAT_EXACT, FLOAT_TYPES, INT_TYPES, Definitions, integer_valued, integral,
+                                    never_negative_zero, one_value, sign_readers, value_range)
+from .core.infra import function_pass
+
+
+def _round_trip(var: Var, call: Call, defs: Definitions):
+    """``q`` for ``var = astype(astype(q, I), F)`` when the casts change no value of ``q`` but a
+    zero's sign (see the module docstring), else None."""
+    if call.op.name != "astype" or call.attrs["dtype"] not in FLOAT_TYPES:
+        return None
+    inner = defs.get(call.args[0])
+    if inner is None or inner.op.name != "astype" or inner.attrs["dtype"] not in INT_TYPES:
+        return None
+    q = defs.resolve(inner.args[0])
+    clip = defs.get(q)
+    if clip is None or clip.op.name != "clip" or not clip.attrs["saturate_nan"]:
+        return None
+    lo, hi = clip.attrs["min"], clip.attrs["max"]
+    info = np.iinfo(inner.attrs["dtype"])
+    if lo is None or hi is None or not (integral(lo) and integral(hi)) or not info.min <= lo <= hi <= info.max:
+        return None
+    if getattr(q.struct_info, "dtype", None) != call.attrs["dtype"] or \
+            getattr(q.struct_info, "ndim", None) != getattr(var.struct_info, "ndim", -1):
+        return None
+    return q if integer_valued(clip.args[0], defs) and defs.visible(q, var) else None
+
+
+def _one_integral(expr) -> float | None:
+    """The value of a one-element float constant that is an integer, else None."""
+    value = one_value(expr) if isinstance(expr, Constant) and expr.data.dtype.kind == "f" else None
+    return value if value is not None and value.is_integer() else None
+
+
+def _shifted_clip(var: Var, call: Call, defs: Definitions):
+    """``clip(r, lo - z, hi - z)`` for ``var = clip(r + z, lo, hi) - z`` of an integer-valued ``r``
+    and one integral float constant ``z``, where the float type holds the bounds and shifted
+    bounds exactly, else None. Equal but for a zero's sign: ``r + z`` is exact below the float's
+    integer limit and past both bounds on the same side beyond it; NaN gives ``lo - z`` (or NaN)
+    both ways; ``r = -0.0`` at ``z`` inside the bounds gives +0.0 one way, -0.0 the other."""
+    if call.op.name != "subtract" or (z := _one_integral(call.args[1])) is None:
+        return None
+    clip = defs.get(call.args[0])
+    if clip is None or clip.op.name != "clip":
+        return None
+    add = defs.get(clip.args[0])
+    if add is None or add.op.name != "add":
+        return None
+    r = next((defs.resolve(a) for a, b in (add.args, add.args[::-1]) if _one_integral(b) == z), None)
+    lo, hi = clip.attrs["min"], clip.attrs["max"]
+    dtype = getattr(var.struct_info, "dtype", None)
+    limit = FLOAT_EXACT.get(dtype)
+    if r is None or lo is None or hi is None or limit is None or not (integral(lo) and integral(hi)):
+        return None
+    if max(abs(lo), abs(hi), abs(lo - z), abs(hi - z)) > limit or lo > hi:
+        return None
+    if getattr(r.struct_info, "dtype", None) != dtype or \
+            getattr(r.struct_info, "ndim", None) != getattr(var.struct_info, "ndim", -1):
+        return None
+    if not (integer_valued(r, defs) and defs.visible(r, var)):
+        return None
+    return BlockBuilder().normalize(make_call("clip", r, min=lo - z, max=hi - z,
+                                              saturate_nan=clip.attrs["saturate_nan"]))
+
+
+def _shift_of(call: Call, defs: Definitions):
+    """``(r, k, constant)`` for ``clip(r + k, lo, hi)`` of an integer-valued ``r`` and a nonzero
+    integral ``k`` whose bounds, shifted or not, are integers the float type holds, else None."""
+    if call.op.name != "clip":
+        return None
+    add = defs.get(call.args[0])
+    if add is None or add.op.name != "add":
+        return None
+    limit = FLOAT_EXACT.get(getattr(call.args[0].struct_info, "dtype", None))
+    bounds = [b for b in (call.attrs["min"], call.attrs["max"]) if b is not None]
+    for r, constant in (add.args, add.args[::-1]):
+        k = _one_integral(constant)
+        if k is None or k == 0 or not isinstance(r, Var) or limit is None:
+            continue
+        if all(integral(b) and abs(b) + abs(k) <= limit for b in bounds) and integer_valued(r, defs):
+            return defs.resolve(r), k, constant
+    return None
+
+
+def _clip_key(r: Var, call: Call, k: float = 0.0) -> tuple:
+    lo, hi = call.attrs["min"], call.attrs["max"]
+    return r, None if lo is None else lo - k, None if hi is None else hi - k, call.attrs["saturate_nan"]
+
+
+def _shared_clip(var: Var, call: Call, defs: Definitions, clips: dict, sign_free: bool):
+    """A requantized value clipped twice (QLinearSigmoid's table index ``clip(r + k, lo, hi)``,
+    QLinearMul's operand ``clip(r, lo - k, hi - k)``) as one clip and a shift: ``c + k`` where the
+    plain clip ``c`` is bound already (exact, zero signs too: a zero is ``-k + k``, +0.0, either
+    way; NaN gives ``lo`` either way), ``s - k`` where the shifted clip ``s`` is (a zero's sign
+    may differ: ``sign_free`` only). ``clips`` holds the clips bound so far, by
+    :func:`_clip_key`, with their shift."""
+    shift = _shift_of(call, defs) if call.op.name == "clip" else None
+    if shift is not None:
+        r, k, constant = shift
+        found = clips.get(_clip_key(r, call, k))
+        if found is not None and found[1] is None and defs.visible(found[0], var):
+            return BlockBuilder().normalize(make_call("add", found[0], constant))
+    elif call.op.name == "clip" and sign_free and isinstance(call.args[0], Var):
+        found = clips.get(_clip_key(defs.resolve(call.args[0]), call))
+        if found is not None and found[1] is not None and defs.visible(found[0], var):
+            return BlockBuilder().normalize(make_call("subtract", found[0], found[1]))
+    return None
+
+
+def _remember_clip(var: Var, call: Call, defs: Definitions, clips: dict) -> None:
+    """Add ``var = call`` to ``clips`` when it is a clip: under its plain key (no shift) or, for
+    ``clip(r + k, lo, hi)``, under ``clip(r, lo - k, hi - k)``'s key with the constant ``k``."""
+    if call.op.name != "clip" or not isinstance(call.args[0], Var):
+        return
+    shift = _shift_of(call, defs)
+    if shift is None:
+        clips.setdefault(_clip_key(defs.resolve(call.args[0]), call), (var, None))
+    else:
+        r, k, constant = shift
+        clips.setdefault(_clip_key(r, call, k), (var, constant))
+
+
+def _same_value(var: Var, call: Call, defs: Definitions, sign_free: bool):
+    """The operand ``var``'s call returns unchanged (``sign_free``: but for a zero's sign), else None:
+    a round trip through an integer type (sign free only), a round of an integer-valued value,
+    a NaN-saturating clip of a NaN-free value within its bounds (where a zero bound could turn
+    -0.0 into +0.0: sign free, or a value that is never -0.0)."""
+    name = call.op.name
+    if name == "astype":
+        return _round_trip(var, call, defs) if sign_free else None
+    if name == "round" and getattr(var.struct_info, "dtype", None) in FLOAT_TYPES:
+        x = defs.resolve(call.args[0])
+        return x if integer_valued(x, defs) and defs.visible(x, var) else None
+    if name == "clip":
+        x = defs.resolve(call.args[0])
+        lo, hi = call.attrs["min"], call.attrs["max"]
+        inner = value_range(x, defs)
+        if inner is None or (lo is not None and inner[0] < lo) or (hi is not None and inner[1] > hi):
+            return None
+        zero_bound = any(b is not None and b == 0 for b in (lo, hi))
+        if zero_bound and not (sign_free or never_negative_zero(x, defs)) or \
+                any(b is not None and b == 0 and math.copysign(1, b) < 0 for b in (lo, hi)):
+            return None
+        if getattr(x.struct_info, "ndim", None) != getattr(var.struct_info, "ndim", -1):
+            return None
+        return x if defs.visible(x, var) else None
+    return None
+
+
+@function_pass(name="DropZeroSignRoundTrips", opt_level=2, requires=("import", "optimize"), produces="optimize")
+def drop_zero_sign_round_trips(func, mod, ctx):
+    """Read the clipped float itself where its round trip through an integer type only fixes a
+    zero's sign that nothing reads, and clip once where a zero point is added and taken off
+    (see the module docstring)."""
+    if not isinstance(func.body, SeqExpr):
+        return func
+    reading = sign_readers(func)
+    defs = Definitions(func)
+    changed = False
+    blocks = []
+    for block in func.body.blocks:
+        bindings = []
+        for b in block.bindings:
+            call = defs.calls.get(b.var)
+            new = None
+            if call is not None:
+                new = _same_value(b.var, call, defs, b.var not in reading)
+                if new is not None:
+                    defs.alias[b.var] = new
+                else:
+                    new = _shifted_clip(b.var, call, defs) if b.var not in reading else None
+                    if new is not None:
+                        defs.calls[b.var] = new
+            changed |= new is not None
+            bindings.append(b if new is None else VarBinding(b.var, new, span=b.span))
+        blocks.append(type(block)(tuple(bindings)))
+    if not changed:
+        return func
+    body = SeqExpr(tuple(blocks), func.body.body, struct_info=func.body.struct_info)
+    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.attrs)
+
+
+def share_clips(func: Function) -> Function:
+    """``func`` with each value clipped twice, as ``clip(r + k, lo, hi)`` and ``clip(r, lo - k,
+    hi - k)``, clipped once (:func:`_shared_clip`): TabulateIntegerFunctions tries it, since the
+    shift costs as much as the clip it replaces, unless a look-up takes in both."""
+    if not isinstance(func.body, SeqExpr):
+        return func
+    reading, defs = sign_readers(func), Definitions(func)
+    clips: dict[tuple, tuple] = {}
+    blocks = []
+    for block in func.body.blocks:
+        bindings = []
+        for b in block.bindings:
+            call = defs.calls.get(b.var)
+            new = None if call is None else _shared_clip(b.var, call, defs, clips, b.var not in reading)
+            if new is not None:
+                defs.calls[b.var] = new
+            elif call is not None:
+                _remember_clip(b.var, call, defs, clips)
+            bindings.append(b if new is None else VarBinding(b.var, new, span=b.span))
+        blocks.append(type(block)(tuple(bindings)))
+    body = SeqExpr(tuple(blocks), func.body.body, struct_info=func.body.struct_info)
+    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.attrs)
+
+
+__all__ = ["drop_zero_sign_round_trips", "share_clips", "sign_readers"]

@@ -1,0 +1,87 @@
+"""RoiAlign's average as two matrix products per box (the fast method of ``image.roi_align``).
+
+A sample's four bilinear weights are products of a weight along y and one
+along x, so the average of a bin is ``sum_y sum_x A[y] B[x] data[y, x] /
+count``, where ``A[y]`` (``B[x]``) sums the y (x) weights that row (column)
+gets from the bin's samples. For every box that is ``A (out_h, H) @ data
+(H, C*W)``, then ``(C, W) @ B^T (W, out_w)``: GEMMs over the whole feature
+map instead of a fancy-indexed gather of ``out_h*out_w*grid_h*grid_w*4``
+values per channel, which costs ~10x more per value. The gather stays where
+it moves fewer values (large maps, many small boxes) and for max mode (a
+max of products does not separate). The sums run in another order than the
+reference's per-sample ones (the same terms, rounded differently); a
+non-finite value anywhere in an image would spread NaN (0 * inf) to every
+box of it, so such data takes the gather.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._workspace import Scratch
+
+#: the GEMMs' multiply-adds may be this many times the gathered values (measured: a gathered
+#: value costs 10-20 multiply-adds of these small products)
+DENSE_PER_GATHERED = 8
+
+
+def axis_matrix(taps: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
+    """``(R, bins, size)``: per box and bin, the summed weight of each pixel along one axis, from
+    the ``(R, bins, most, 2)`` taps and weights of its samples (unused ones weigh 0)."""
+    count, bins = taps.shape[:2]
+    rows = np.arange(count * bins).reshape(count, bins, 1, 1) * size
+    summed = np.bincount((rows + taps).ravel(), weights.ravel(), minlength=count * bins * size)
+    return summed.astype(weights.dtype, copy=False).reshape(count, bins, size)
+
+
+def dense_wins(count: int, channels: int, height: int, width: int, out_h: int, out_w: int,
+               grid_h: int, grid_w: int) -> bool:
+    """Whether the two products cost less than the gather of every sample's four values."""
+    gathered = count * out_h * out_w * grid_h * grid_w * 4 * channels
+    return _cost(count, channels, height, width, out_h, out_w) <= DENSE_PER_GATHERED * gathered
+
+
+def _cost(count: int, channels: int, height: int, width: int, out_h: int, out_w: int) -> int:
+    """Multiply-adds of the cheaper order (rows first or columns first)."""
+    first = count * channels * height * width
+    return min(first * out_h + count * out_h * channels * width * out_w,
+               first * out_w + count * out_w * channels * height * out_h)
+
+
+def roi_average(data: np.ndarray, batch_indices: np.ndarray, ay: np.ndarray, ax: np.ndarray,
+                count: np.ndarray, dtype, out: np.ndarray) -> None:
+    """``out (R, C, out_h, out_w)``: the averages of ``data (N, C, H, W)`` (finite) with the per-box
+    axis matrices ``ay (R, out_h, H)`` and ``ax (R, out_w, W)`` over ``count`` samples per bin,
+    computed in ``dtype``; the intermediates live in the thread's scratch (a detection head's
+    are a few hundred KB: fresh arrays each call cost their page faults)."""
+    _, channels, height, width = data.shape
+    out_h, out_w = ay.shape[1], ax.shape[1]
+    divisor = count.astype(dtype).reshape(-1, 1, 1, 1)
+    if out_h * width * (height + out_w) <= out_w * height * (width + out_h):
+        _rows_first(data, batch_indices, ay, ax, dtype, divisor, out)
+    else:       # the same products on the transposed map
+        _rows_first(data.swapaxes(2, 3), batch_indices, ax, ay, dtype, divisor, out.swapaxes(2, 3))
+
+
+def _rows_first(data: np.ndarray, batch_indices: np.ndarray, ay: np.ndarray, ax: np.ndarray, dtype,
+                divisor: np.ndarray, out: np.ndarray) -> None:
+    """``A @ data`` per box (one GEMM per image: its boxes' rows stacked), then ``@ B^T``, divided
+    into ``out``."""
+    _, channels, height, width = data.shape
+    count, out_h = ay.shape[:2]
+    out_w = ax.shape[1]
+    with Scratch([((count, out_h, channels, width), dtype), ((count, out_h * channels, out_w), dtype)]) \
+            as (rows, cols):
+        one = batch_indices[0] if (batch_indices == batch_indices[0]).all() else None
+        for image in (one,) if one is not None else np.unique(batch_indices):
+            table = np.ascontiguousarray(data[image].transpose(1, 0, 2), dtype).reshape(height, channels * width)
+            if one is not None:
+                np.matmul(ay.reshape(count * out_h, height), table,
+                          out=rows.reshape(count * out_h, channels * width))
+            else:
+                mine = batch_indices == image
+                rows[mine] = (ay[mine].reshape(-1, height) @ table).reshape(-1, out_h, channels, width)
+        # one product per box, (out_h * C, W) @ (W, out_w) (per box and channel they would be many tiny ones)
+        np.matmul(rows.reshape(count, out_h * channels, width), ax.transpose(0, 2, 1), out=cols)
+        np.divide(cols.reshape(count, out_h, channels, out_w).transpose(0, 2, 1, 3), divisor, out=out,
+                  casting="unsafe")

@@ -1,0 +1,87 @@
+"""non_max_suppression (kernels/detection.py): the blocked suppression matrix and its
+greedy pass over Python ints, against onnx's reference evaluator and onnxruntime, and with
+blocks of one candidate (the row at a time pass it replaced) and of a few (many block
+boundaries): no box, one box, ties, coinciding, flipped and empty boxes, both box formats,
+max_output_boxes_per_class 0 / 1 / more than there are, iou and score thresholds at their
+edges, several batches and classes, more candidates than a block."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relaxpack.runtime.kernels import detection
+
+from .test_kernels_registry import run_onnx
+
+
+def _boxes(rng, batches, classes, n, center, grid=6):
+    """Boxes on a coarse grid (many overlap, some coincide, some are flipped or empty) and
+    scores with ties."""
+    a = rng.integers(0, grid, (batches, n, 2)).astype(np.float32)
+    size = rng.integers(-3, 4, (batches, n, 2)).astype(np.float32)
+    boxes = np.concatenate([a, np.abs(size) if center else a + size], axis=2)
+    scores = rng.integers(0, 10, (batches, classes, n)).astype(np.float32) / 10
+    return boxes, scores
+
+
+def _run(boxes, scores, max_out, iou, score, center, block=None):
+    inputs = [np.array([max_out], np.int64), None if iou is None else np.array([iou], np.float32),
+              None if score is None else np.array([score], np.float32)]
+    with pytest.MonkeyPatch.context() as patch:
+        if block is not None:
+            patch.setattr(detection, "BLOCK", block)
+        return detection.non_max_suppression(boxes, scores, *inputs, center_point_box=center)
+
+
+def _check(boxes, scores, max_out, iou, score, center, backends=("ref", "ort")):
+    got = _run(boxes, scores, max_out, iou, score, center)
+    assert got.dtype == np.int64 and got.shape[1:] == (3,)
+    for block in (1, 3, 7):
+        np.testing.assert_array_equal(_run(boxes, scores, max_out, iou, score, center, block), got)
+    inputs = [boxes, scores, np.array([max_out], np.int64),
+              np.array([0.0 if iou is None else iou], np.float32)]
+    if score is not None:
+        inputs.append(np.array([score], np.float32))
+    for backend in backends:
+        want, = run_onnx("NonMaxSuppression", inputs, {"center_point_box": center}, out_dtypes=[np.int64],
+                         backend=backend, opset=11)
+        np.testing.assert_array_equal(got, want.reshape(-1, 3), err_msg=backend)
+    return got
+
+
+@pytest.mark.parametrize("center", [0, 1])
+@pytest.mark.parametrize("iou,score", [(0.3, 0.25), (0.0, None), (0.5, 0.0), (1.0, None), (0.3, 0.95)])
+def test_against_the_references(center, iou, score):
+    rng = np.random.default_rng(int(iou * 10) + center)
+    boxes, scores = _boxes(rng, 2, 3, 23, center)
+    _check(boxes, scores, 5, iou, score, center)
+    _check(boxes, scores, 100, iou, score, center)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2])
+@pytest.mark.parametrize("max_out", [0, 1, 3])
+def test_few_boxes_and_small_limits(n, max_out):
+    rng = np.random.default_rng(n)
+    boxes, scores = _boxes(rng, 1, 2, n, 0)
+    got = _check(boxes, scores, max_out, 0.4, None, 0)
+    if max_out == 0:
+        assert got.shape == (0, 3)
+
+
+def test_ties_pick_the_lower_index_first():
+    boxes = np.array([[[0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 1, 1], [5, 5, 6, 6]]], np.float32)
+    scores = np.array([[[0.5, 0.5, 0.7, 0.5]]], np.float32)
+    got = _check(boxes, scores, 10, 0.5, None, 0)
+    np.testing.assert_array_equal(got[:, 2], [2, 3])
+    got = _check(boxes, scores, 10, 1.0, None, 0)              # nothing is suppressed at IoU 1
+    np.testing.assert_array_equal(got[:, 2], [2, 0, 1, 3])
+
+
+def test_more_candidates_than_a_block():
+    """600 candidates: three blocks of 256, the later ones reached with candidates alive."""
+    rng = np.random.default_rng(9)
+    boxes, scores = _boxes(rng, 1, 1, 600, 0, grid=60)
+    scores = rng.random(scores.shape).astype(np.float32)
+    got = _check(boxes, scores, 1000, 0.5, None, 0, backends=("ort",))
+    assert len(got) > 256

@@ -1,0 +1,115 @@
+"""image.roi_align's two methods (kernels/sampling.py, kernels/roi_separable.py): the
+separable products and the gather, each against onnx's reference evaluator and against each
+other, at the edges: one box and none, boxes outside the image, every sampling grid,
+one-pixel maps, tall and wide maps (rows or columns first), batch indices of one image, of
+several (unsorted, an image without boxes), each float dtype, non-finite data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relaxpack.runtime.kernels import roi_separable
+
+from .test_kernels_registry import assert_close, run_kernel, run_onnx, tolerance
+
+
+def _rois(rng, count, height, width, dtype):
+    """Boxes (x1, y1, x2, y2) of assorted sizes, some partly or wholly outside the image, some
+    flipped (negative extent)."""
+    start = rng.uniform([-3, -3], [width + 1, height + 1], (count, 2))
+    size = rng.uniform(-1.0, max(height, width) * 1.5, (count, 2))
+    return np.concatenate([start, start + size], axis=1).astype(dtype)
+
+
+def _both(data, rois, indices, *, mode="avg", coord="half_pixel", ratio=0, size=(3, 4), scale=0.75):
+    """The kernel's output by the gather and by the products (``None`` where they cannot apply),
+    and the reference evaluator's."""
+    attrs = dict(output_size=size, sampling_ratio=ratio, spatial_scale=scale, mode=mode,
+                 coordinate_transformation_mode=coord)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(roi_separable, "DENSE_PER_GATHERED", 0)
+        gathered = run_kernel("image.roi_align", data, rois, indices, **attrs)
+        patch.setattr(roi_separable, "DENSE_PER_GATHERED", 10 ** 12)
+        dense = run_kernel("image.roi_align", data, rois, indices, **attrs)
+    want, = run_onnx("RoiAlign", [data, rois, indices],
+                     dict(mode=mode, coordinate_transformation_mode=coord, sampling_ratio=ratio,
+                          output_height=size[0], output_width=size[1], spatial_scale=scale))
+    return gathered, dense, want
+
+
+@pytest.mark.parametrize("coord", ["half_pixel", "output_half_pixel"])
+@pytest.mark.parametrize("ratio", [0, 1, 2, 3])
+@pytest.mark.parametrize("mode", ["avg", "max"])
+def test_both_methods_against_the_reference(mode, ratio, coord):
+    rng = np.random.default_rng(ratio)
+    data = rng.standard_normal((3, 4, 9, 13)).astype(np.float32)
+    rois = _rois(rng, 7, 9 / 0.75, 13 / 0.75, np.float32)
+    indices = np.array([2, 0, 2, 2, 0, 0, 2], np.int64)          # image 1 has no box
+    gathered, dense, want = _both(data, rois, indices, mode=mode, coord=coord, ratio=ratio)
+    assert_close(gathered, want, **tolerance(np.float32))
+    assert_close(dense, want, **tolerance(np.float32))
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 1, 1), (1, 3, 1, 7), (1, 3, 7, 1), (2, 1, 23, 5), (2, 1, 5, 23)],
+                         ids=["pixel", "row", "column", "tall", "wide"])
+@pytest.mark.parametrize("size", [(1, 1), (2, 5), (5, 2)])
+def test_odd_maps_and_bins(shape, size):
+    """One-pixel maps clamp every tap; tall and wide maps take rows or columns first."""
+    rng = np.random.default_rng(sum(shape))
+    data = rng.standard_normal(shape).astype(np.float32)
+    rois = _rois(rng, 6, shape[2], shape[3], np.float32)
+    indices = rng.integers(0, shape[0], 6).astype(np.int64)
+    gathered, dense, want = _both(data, rois, indices, size=size, scale=1.0)
+    assert_close(gathered, want, **tolerance(np.float32))
+    assert_close(dense, want, **tolerance(np.float32))
+
+
+@pytest.mark.parametrize("count", [0, 1])
+def test_no_box_and_one_box(count):
+    rng = np.random.default_rng(3)
+    data = rng.standard_normal((2, 3, 6, 8)).astype(np.float32)
+    rois = np.array([[1.0, 0.5, 6.5, 5.0]], np.float32)[:count]
+    indices = np.ones(count, np.int64)
+    gathered, dense, want = _both(data, rois, indices, ratio=2, size=(2, 3))
+    assert gathered.shape == dense.shape == (count, 3, 2, 3)
+    assert_close(gathered, want, **tolerance(np.float32))
+    assert_close(dense, want, **tolerance(np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_each_float_dtype(dtype):
+    rng = np.random.default_rng(7)
+    data = rng.standard_normal((2, 3, 8, 10)).astype(dtype)
+    rois = _rois(rng, 5, 8, 10, dtype)
+    indices = np.array([1, 0, 1, 1, 0], np.int64)
+    gathered, dense, want = _both(data, rois, indices, ratio=2, scale=1.0)
+    assert gathered.dtype == dense.dtype == dtype
+    # float16: the kernel works in float32 and rounds once; the reference rounds as it goes
+    assert_close(dense, gathered, **tolerance(dtype))
+    assert_close(dense, want.astype(dtype), **tolerance(dtype))
+
+
+def test_non_finite_data_is_gathered():
+    """An inf on a map the products would read gives NaN only where the reference has one."""
+    rng = np.random.default_rng(11)
+    data = rng.standard_normal((1, 2, 10, 10)).astype(np.float32)
+    data[0, 1, 8, 8] = np.inf
+    rois = np.array([[0.0, 0.0, 3.0, 3.0], [6.0, 6.0, 9.5, 9.5]], np.float32)
+    gathered, dense, want = _both(data, rois, np.zeros(2, np.int64), ratio=2, scale=1.0)
+    assert np.isfinite(want[0]).all() and not np.isfinite(want[1, 1]).all()
+    assert_close(gathered, want, **tolerance(np.float32))
+    assert_close(dense, want, **tolerance(np.float32))
+
+
+def test_axis_matrix_sums_the_weights_of_shared_pixels():
+    taps = np.array([[[[0, 1], [1, 1]]]])                    # one box, one bin, two samples
+    weights = np.array([[[[0.25, 0.75], [0.5, 0.5]]]], np.float32)
+    np.testing.assert_array_equal(roi_separable.axis_matrix(taps, weights, 3), [[[0.25, 1.75, 0.0]]])
+
+
+def test_dense_wins_on_a_detection_head_and_not_on_a_large_map():
+    """The choice between the methods: a head's boxes on a small map (the zoo's Mask R-CNN) take
+    the products, a few boxes on a large map the gather."""
+    assert roi_separable.dense_wins(20, 16, 16, 24, 7, 7, 2, 2)
+    assert not roi_separable.dense_wins(20, 256, 200, 300, 7, 7, 2, 2)
