@@ -165,3 +165,18 @@ def test_fused_chains_benchmark_runs(capsys):
     assert fused_chains.main(["--models", "transformer_block", "--rounds", "1", "--round-ms", "1"]) == 0
     out = capsys.readouterr().out
     assert "| 3 | 8 |" in out and "| transformer_block | 25 |" in out
+
+
+def test_conv_kinds_benchmark_runs(capsys):
+    """``python -m benchmarks.conv_kinds`` on Whisper's conv front end, one round: its two Conv1d
+    instructions timed and grouped, listed beside onnxruntime's Conv nodes; the conv kernels'
+    specialization is left as it was."""
+    from benchmarks import conv_kinds
+    from relaxpack.runtime.kernels._registry import KERNELS
+    before = [KERNELS[name].fn.specialize_attrs for name in conv_kinds.CONV_KERNELS]
+    assert conv_kinds.main(["--models", "whisper_frontend_ts", "--rounds", "1", "--calls", "1", "--detail"]) == 0
+    assert [KERNELS[name].fn.specialize_attrs for name in conv_kinds.CONV_KERNELS] == before
+    out = capsys.readouterr().out
+    assert "== whisper_frontend_ts" in out and "conv1d k3/s1" in out and "conv1d k3/s2" in out
+    listed = [line for line in out.splitlines() if line.startswith("     conv1d")]
+    assert len(listed) == 2 and all("/conv" in line for line in listed)

@@ -27,7 +27,9 @@ SMALL = [
     ((1, 5, 300), (8, 5, 5), dict(strides=(3,), padding=(2, 2))),                            # conv1d
     ((1, 4, 6, 7, 9), (6, 4, 2, 1, 3), dict(padding=(1, 0, 0, 0, 1, 2))),                    # conv3d
 ]
-ACTIVATIONS = [None, "relu", ("leakyrelu", 0.1), ("clip", -0.5, 0.5), ("hard_sigmoid", 0.2, 0.5)]
+# silu, sigmoid, hard_swish, hard_sigmoid: the runner's own in-place arithmetic at float32, the kernels' at float16
+ACTIVATIONS = [None, "relu", ("leakyrelu", 0.1), ("clip", -0.5, 0.5), ("hard_sigmoid", 0.2, 0.5), "silu", "sigmoid",
+               "hard_swish"]
 
 
 def full_attrs(attrs, activation=None):
@@ -194,3 +196,27 @@ def test_a_call_is_prepared_once_whatever_its_output_array(case, monkeypatch):
         CONV_BIAS_ACT(x, w, b, out=want, **attrs)
         np.testing.assert_array_equal(out, want)
     assert len(prepared) == 1
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_an_unpadded_conv_on_an_arena_view_reads_its_new_values(layout):
+    """An unpadded conv reads its im2col straight from the input; the window of an input that is a
+    view (an arena's: the same object run after run) is kept. New values in that view, another view
+    in its place and an array of its own all give the generic kernel's result."""
+    data, weight = ((1, 3, 40), (6, 3, 5)) if layout == "NCHW" else ((1, 6, 9, 4), (1, 1, 4, 6))
+    attrs = full_attrs(dict(strides=(3,) if layout == "NCHW" else (2, 2), padding=(0,) * (2 * len(weight[2:]))
+                            if layout == "NCHW" else (0, 0, 0, 0)), "relu")
+    attrs = {**attrs, "data_layout": layout}
+    rng = np.random.default_rng(4)
+    w, b = rand(rng, weight, "float32"), rand(rng, (weight[0] if layout == "NCHW" else weight[-1],), "float32")
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    out = out_for(data, weight, attrs, "float32")
+    size = int(np.prod(data))
+    arena, other = np.empty(size + 7, np.float32), np.empty(size + 3, np.float32)
+    view, moved = arena[5:5 + size].reshape(data), other[1:1 + size].reshape(data)
+    for x in (view, view, moved, view, rand(rng, data, "float32")):
+        x[...] = rand(rng, data, "float32")
+        call(x, w, b, out=out, workspace=None)
+        want = out_for(data, weight, attrs, "float32")
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want)

@@ -5,6 +5,8 @@ scratch of its own; and the calls it leaves to the generic kernel."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -33,7 +35,8 @@ CASES = [
     ((1, 9, 13, 6), (3, 3, 1, 6), dict(groups=6), "depthwise"),                          # reads the input
     ((1, 11, 40, 200), (3, 3, 1, 200), dict(groups=200, strides=(2, 2), padding=(1, 1, 1, 1)), "depthwise"),
 ]
-ACTIVATIONS = [None, "relu", ("clip", -0.5, 0.5), "silu", "hard_swish"]
+ACTIVATIONS = [None, "relu", ("clip", -0.5, 0.5), "silu", "sigmoid", "hard_swish", ("hard_sigmoid", 0.2, 0.5),
+               ["hard_sigmoid", 0.25, 0.5]]
 
 
 def nhwc_attrs(attrs, activation=None):
@@ -142,3 +145,22 @@ def test_other_channels_last_calls_go_to_the_generic_kernel(case, monkeypatch):
         call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
         check_calls(call, data, weight, attrs, dtype, rng, workspace_for(data, weight, attrs, dtype), rounds=2)
     assert prepared == []
+
+
+@pytest.mark.parametrize("activation", ["silu", "sigmoid"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_silu_and_sigmoid_saturate_quietly(activation, dtype):
+    """An SE block's 1-pixel conv whose sums reach +-800 (exp overflows to inf): the runner's in-place
+    SiLU / sigmoid gives the kernel's values bit for bit (0, -0, 1, x), with no warning."""
+    attrs = nhwc_attrs({}, activation)
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    x = np.array([[[[1.0, -1.0, 0.5, 2.0]]]], dtype)
+    w = np.full((1, 1, 4, 6), 100.0, dtype)
+    b = np.array([-1000.0, 1000.0, 0.0, -0.0, 700.0, -700.0], dtype)
+    out, want = np.full((1, 1, 1, 6), np.nan, dtype), np.full((1, 1, 1, 6), np.nan, dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        call(x, w, b, out=out)
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+    np.testing.assert_array_equal(out, want)
+    assert np.all(np.isfinite(out))

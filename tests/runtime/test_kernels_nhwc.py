@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relaxpack.runtime.kernels.conv_depthwise import PHASES_MAX_CHANNELS, depthwise_plan
+from relaxpack.runtime.kernels.conv_depthwise import PHASES_MAX_CHANNELS, PHASES_MIN_WIDTH, depthwise_plan
 from relaxpack.runtime.kernels.conv_nhwc import nhwc_plan, prefers_taps
 from relaxpack.runtime.kernels.conv_transpose_nhwc import UNFOLD_DIRECT_MIN_WIDTH
 from relaxpack.runtime.kernels.nn import conv_workspace
@@ -79,6 +79,9 @@ DEPTHWISE_CASES = [
     ((1, PHASES_MAX_CHANNELS, 9, 30), (PHASES_MAX_CHANNELS, 1, 3, 3), dict(groups=PHASES_MAX_CHANNELS, strides=2,
                                                                           padding=1)),
     ((2, 12, 7, 9), (12, 1, 3, 3), dict(groups=12, strides=2, padding=1)),
+    # output widths PHASES_MIN_WIDTH (phases) and one less (runs of C values)
+    ((1, 16, 9, 2 * PHASES_MIN_WIDTH - 1), (16, 1, 3, 3), dict(groups=16, strides=2, padding=1)),
+    ((1, 16, 9, 2 * PHASES_MIN_WIDTH - 3), (16, 1, 3, 3), dict(groups=16, strides=2, padding=1)),
     ((1, 7, 12, 13), (7, 1, 3, 3), dict(groups=7)),
     ((1, 7, 12, 13), (7, 1, 3, 3), dict(groups=7, padding=(0, 0, 2, 1))),
     ((1, 3, 2, 30), (3, 1, 3, 3), dict(groups=3, strides=2, padding=3)),
@@ -118,6 +121,10 @@ def test_depthwise_plans_split_phases_where_documented():
     for channels, size in [(192, 28), (576, 14)]:
         assert plan(channels, size).row_step == 2 and len(plan(channels, size).groups) == 1
     assert plan(32, 112, stride=1).row_step == 1 and len(plan(32, 112, stride=1).groups) == 1
+    # the zoo's 61x96 images: phases from output width 8 (ShuffleNet's 24-wide 16-channel map, 12 out),
+    # not at 6 (MobileNetV2's 12-wide 96-channel map)
+    assert len(plan(16, 24).groups) == 2 and len(plan(72, 24).groups) == 2 and len(plan(32, 16).groups) == 2
+    assert plan(96, 12).row_step == 2 and len(plan(96, 12).groups) == 1
     unpadded = depthwise_plan((12, 13), (3, 3), (1, 1), (1, 1), (0, 0), (10, 11), 7)
     assert unpadded.reads_input and not depthwise_plan((12, 13), (3, 3), (1, 1), (1, 1), (0, 0), (10, 11), 7,
                                                        False).reads_input

@@ -143,12 +143,18 @@ def mish(x, *, out):
 def silu(x, *, out):
     """``x * sigmoid(x)``."""
     buf = load(x, out)
+    silu_in_place(buf)
+    commit(buf, out)
+
+
+def silu_in_place(buf: np.ndarray) -> None:
+    """``buf = buf / (1 + exp(-buf))`` for a float32/float64 ``buf``: the kernel's arithmetic,
+    which a conv's runner calls as its activation without the kernel's layers around it."""
     s = np.negative(buf)
     with quiet():
         np.exp(s, out=s)
     s += 1
     buf /= s
-    commit(buf, out)
 
 
 @register_kernel("nn.hard_sigmoid")
@@ -157,9 +163,7 @@ def hard_sigmoid(x, *, out, alpha, beta):
     """``max(0, min(1, alpha * x + beta))``."""
     if _same_float(x, out):     # in ``out``, three ufunc calls (np.clip's Python layer cost more)
         kind = out.dtype.type
-        np.multiply(x, kind(alpha), out=out)
-        np.add(out, kind(beta), out=out)
-        CLIP(out, kind(0), kind(1), out=out)
+        hard_sigmoid_into(x, out, kind(alpha), kind(beta))
         return
     buf = load(x, out)
     buf *= alpha
@@ -172,12 +176,8 @@ def hard_sigmoid(x, *, out, alpha, beta):
 @_scalar_safe
 def hard_swish(x, *, out):
     """``x * max(0, min(1, x / 6 + 1 / 2))`` (ONNX HardSwish)."""
-    if _same_float(x, out):     # the gate in a temporary: x may be out (a fused conv's in-place call)
-        kind = out.dtype.type
-        gate = np.multiply(x, kind(1 / 6))
-        np.add(gate, kind(0.5), out=gate)
-        CLIP(gate, kind(0), kind(1), out=gate)
-        np.multiply(x, gate, out=out)
+    if _same_float(x, out):
+        hard_swish_into(x, out)
         return
     buf = load(x, out)
     gate = buf * (1 / 6)
@@ -185,6 +185,27 @@ def hard_swish(x, *, out):
     CLIP(gate, gate.dtype.type(0), gate.dtype.type(1), out=gate)
     buf *= gate
     commit(buf, out)
+
+
+def hard_sigmoid_into(x: np.ndarray, out: np.ndarray, alpha, beta) -> None:
+    """HardSigmoid of float32/float64 ``x`` into ``out`` of its shape and dtype (may be ``x``),
+    ``alpha`` and ``beta`` scalars of that dtype: the kernel's three ufunc calls, which a conv's
+    runner also calls as its activation without the kernel's layers around them."""
+    kind = out.dtype.type
+    np.multiply(x, alpha, out=out)
+    np.add(out, beta, out=out)
+    CLIP(out, kind(0), kind(1), out=out)
+
+
+def hard_swish_into(x: np.ndarray, out: np.ndarray) -> None:
+    """HardSwish of float32/float64 ``x`` into ``out`` of its shape and dtype, the gate in a
+    temporary (``x`` may be ``out``: a fused conv's in-place call); as :func:`hard_sigmoid_into`,
+    also a conv runner's activation."""
+    kind = out.dtype.type
+    gate = np.multiply(x, kind(1 / 6))
+    np.add(gate, kind(0.5), out=gate)
+    CLIP(gate, kind(0), kind(1), out=gate)
+    np.multiply(x, gate, out=out)
 
 
 def _same_float(x: np.ndarray, out: np.ndarray) -> bool:

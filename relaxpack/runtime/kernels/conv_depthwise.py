@@ -59,9 +59,12 @@ class DepthwisePlan:
 #: enough, and the phases' strided fill and extra add cost more than they
 #: save (measured, 1 thread, 3x3 stride 2: phases 1.2-2.7x faster at 8-144
 #: channels and widths 28-56, 0.8-0.9x at 192-1024 channels, 0.6-0.75x at
-#: width 7)
+#: width 7 in the generic kernel; in the specialized runner of
+#: :mod:`.conv_small_nhwc`, which makes the views once, 0.6-0.88x at widths
+#: 8-12 and 16-96 channels (the zoo's 61x96 MobileNets, ShuffleNet,
+#: EfficientNet), 0.96-0.99x at 144 channels, 1.1-1.45x at widths 3-6)
 PHASES_MAX_CHANNELS = 160
-PHASES_MIN_WIDTH = 14
+PHASES_MIN_WIDTH = 8
 
 
 @functools.lru_cache(maxsize=1024)

@@ -76,10 +76,22 @@ def sigmoid(x, *, out):
         else:
             np.copyto(buf, x, casting="unsafe")
             np.negative(buf, out=buf)
+        _reciprocal_of_one_plus_exp(buf)
+    commit(buf, out)
+
+
+def sigmoid_in_place(buf: np.ndarray) -> None:
+    """``buf = 1 / (1 + exp(-buf))`` for a float32/float64 ``buf``: the kernel's arithmetic,
+    which a conv's runner calls as its activation without the kernel's layers around it."""
+    np.negative(buf, out=buf)
+    _reciprocal_of_one_plus_exp(buf)
+
+
+def _reciprocal_of_one_plus_exp(buf: np.ndarray) -> None:
+    with quiet():
         np.exp(buf, out=buf)
     buf += 1
     np.divide(1, buf, out=buf)         # the same quotient as np.reciprocal, twice as fast
-    commit(buf, out)
 
 
 @register_kernel("erf")
