@@ -30,6 +30,8 @@ from .fold_constant import fold_constant
 from .fold_permute_matmul import fold_permute_matmul
 from .fuse_bias_activation import fuse_bias_activation
 from .fuse_ops import fuse_ops
+from .fuse_rms_norm import fuse_rms_norm
+from .fuse_rotate_half import fuse_rotate_half
 from .legalize import legalize
 from .lower_fused import lower_fused_functions
 from .pack_recurrent_weights import pack_recurrent_weights
@@ -60,10 +62,11 @@ def optimize_pipeline() -> Sequential:
     - 0: nothing (the module is only legalized);
     - 1: one round of the core passes;
     - 2: the core passes, then the algebraic rewrites (batch norm folded into
-      weights, the others split into a scale and shift, layout and identity simplification, bias and activation fused
-      into gemm / conv kernels), FoldPermuteMatmul (transposes of a matmul's
-      operands and result read as strided views), SinkResize (1x1 convs of
-      resized images before the resize), ConvertLayout (convolutional regions run
+      weights, the others split into a scale and shift, layout and identity simplification, the RMS
+      normalization chain into one nn.rms_norm, rotary embeddings' rotate_half into one op, bias and
+      activation fused into gemm / conv kernels), FoldPermuteMatmul (transposes of a matmul's operands
+      and result read as strided views), SinkResize (1x1 convs of resized images before the resize),
+      ConvertLayout (convolutional regions run
       channels last; after the fusions, whose rules read channels first),
       SimplifyAlgebra again (the transposes out of channels last fold into
       the layout chains after them), DropZeroSignRoundTrips (quantized values' casts to their
@@ -74,8 +77,8 @@ def optimize_pipeline() -> Sequential:
       constants; DeadCodeElimination drops the chains), and FuseOps last
       (elementwise groups become fused primitive functions).
     """
-    o2 = Sequential([fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_bias_activation,
-                     fold_permute_matmul, sink_resize,
+    o2 = Sequential([fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_rms_norm, fuse_rotate_half,
+                     fuse_bias_activation, fold_permute_matmul, sink_resize,
                      convert_layout, simplify_algebra, drop_zero_sign_round_trips, pack_recurrent_weights,
                      *core_passes(), tabulate_integer_functions, dead_code_elimination, fuse_ops],
                     name="O2", opt_level=2)

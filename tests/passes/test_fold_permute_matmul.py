@@ -13,6 +13,7 @@ from relaxpack.passes.fold_permute_matmul import fold_permute_matmul
 from relaxpack.passes.core.rules import explain
 from relaxpack.ir import parse
 from relaxpack.runtime import VirtualMachine
+from relaxpack.runtime.kernels import get_kernel
 
 from ..runtime.kernel_calls import call_kernel
 from .helpers import assert_rewrites, assert_same_results, assert_unchanged, program, with_dce
@@ -169,3 +170,10 @@ def test_kernel_matches_the_composition(axes):
     out = np.full(want.shape, np.nan, np.float32)
     call_kernel("permute_matmul", a, b, out=out, lhs_axes=lhs_axes, rhs_axes=rhs_axes, out_axes=out_axes)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    # per instruction (the permutations as lists, as an archive may give them back): the same bits
+    listed = {k: None if v is None else list(v) for k, v in
+              (("lhs_axes", lhs_axes), ("rhs_axes", rhs_axes), ("out_axes", out_axes))}
+    specialized = get_kernel("permute_matmul").fn.specialize_attrs({**listed, "out_dtype": None}, (False, False))
+    got = np.full(want.shape, np.nan, np.float32)
+    specialized(a, b, out=got)
+    np.testing.assert_array_equal(got, out)

@@ -53,9 +53,10 @@ def test_every_stage_is_produced_in_order():
 def test_the_context_opt_level_alone_decides_what_runs():
     core = ["CanonicalizeBindings", "FoldConstant", "SimplifyShapes", "EliminateCommonSubexpr",
             "CanonicalizeBindings", "DeadCodeElimination"]
-    o2 = ["FoldBatchNorm", "ScaleShiftBatchNorm", "SimplifyAlgebra", "FuseBiasActivation", "FoldPermuteMatmul", "SinkResize",
-          "ConvertLayout", "SimplifyAlgebra", "DropZeroSignRoundTrips", "PackRecurrentWeights", *core,
-          "TabulateIntegerFunctions", "DeadCodeElimination", "FuseOps"]
+    o2 = ["FoldBatchNorm", "ScaleShiftBatchNorm", "SimplifyAlgebra", "FuseRMSNorm", "FuseRotateHalf",
+          "FuseBiasActivation", "FoldPermuteMatmul", "SinkResize", "ConvertLayout", "SimplifyAlgebra",
+          "DropZeroSignRoundTrips", "PackRecurrentWeights", *core, "TabulateIntegerFunctions",
+          "DeadCodeElimination", "FuseOps"]
     mod = relaxpack.from_onnx(small_cnn())
     for level, ran in ((0, []), (1, core), (2, core + o2), (3, core + o2)):
         with PassContext(opt_level=level) as ctx:

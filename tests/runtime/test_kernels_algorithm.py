@@ -11,6 +11,7 @@ from relaxpack.errors import ShapeError
 from relaxpack.ir import BlockBuilder, PrimValue
 from relaxpack.ops import make_call
 from relaxpack.runtime.kernels import get_kernel
+from relaxpack.runtime.kernels.algorithm import range_length
 
 from .kernel_calls import call_kernel
 from .test_kernels_registry import assert_close, rand, run_kernel, run_onnx
@@ -250,6 +251,25 @@ def test_range_float(start, limit, delta, dtype):
 def test_range_with_a_wrong_output_length_is_a_shape_error():
     with pytest.raises(ShapeError, match="range: start 0, limit 5, delta 1 give 5 values, but the output has 4"):
         get_kernel("range").fn(0, 5, 1, out=np.empty(4, np.int64), dtype="int64")
+
+
+def test_range_per_instruction_is_the_generic_kernel():
+    """The specialized range keeps small ranges' values by their bounds and types: over calls that
+    repeat, change the bounds, pass the same values as floats, run past the kept count, and give a
+    wrong output length, each result (and error) is the generic kernel's."""
+    kernel = get_kernel("range").fn
+    spec = kernel.specialize_attrs({"dtype": "float32"}, (True, True, True))
+    calls = [(0, 5, 1), (0, 5, 1), (0, 7, 1), (0.5, 3.2, 0.7), (0, 5, 1), (0.0, 5.0, 1.0), (10, 1, -3),
+             *[(0, n, 1) for n in range(1, 20)], (0, 5, 1), (1, 1, 1), (0, 5000, 1), (0, 5000, 1)]
+    for bounds in calls:
+        want = np.full(max(range_length(*bounds), 0), np.nan, np.float32)
+        kernel(*bounds, out=want, dtype="float32")
+        got = np.full(want.shape, np.nan, np.float32)
+        spec(*bounds, out=got)
+        np.testing.assert_array_equal(got, want, err_msg=str(bounds))
+    for _ in range(2):          # kept or not, a wrong length is the kernel's error
+        with pytest.raises(ShapeError, match="give 5 values, but the output has 4"):
+            spec(0, 5, 1, out=np.empty(4, np.float32))
 
 
 # ---------------------------------------------------------------- nonzero (packed)

@@ -237,6 +237,38 @@ def test_an_alias_with_another_plan_is_kept_for_the_same_arrays(monkeypatch):
     np.testing.assert_allclose(out, (x @ w) * gate, rtol=1e-5)
 
 
+def test_another_plan_takes_new_arrays_apart_from_out_and_replans_for_the_alias(monkeypatch):
+    """Attention's scores over the dying mask (T5: ``q @ k^T + bias`` written over the bias):
+    ``q`` and ``k`` are views made anew each run. A new array that does not overlap ``out``, in
+    place of one that did not either, keeps that plan (the same results, no replanning); a new
+    aliased input, a new ``out`` or a new array that overlaps ``out`` plans again."""
+    slow = counting_slow(monkeypatch)
+    recipe = (step("matmul", [P(0), P(1)], inplace=[False, False], out_dtype=None),
+              step("add", [S(0), P(2)]))
+    call = specialize(recipe)
+    rng = np.random.default_rng(12)
+    q, k = rng.standard_normal((2, 5, 4)).astype(np.float32), rng.standard_normal((2, 4, 5)).astype(np.float32)
+    bias = rng.standard_normal((2, 5, 5)).astype(np.float32)
+    ws = workspace_for(recipe, bias, [2])
+    buf = bias.copy()[...]
+    for j in range(4):
+        buf[...] = bias + j
+        qj, kj = (q + j)[...], k[...]                    # new view objects every call
+        call(qj, kj, buf, out=buf, workspace=ws)
+        np.testing.assert_array_equal(buf, unfused(recipe, [qj, kj, bias + j]))
+    assert len(slow) == 1
+    other = bias.copy()                                   # a new aliased input (and out): replanned
+    call(q, k, other, out=other, workspace=ws)
+    np.testing.assert_array_equal(other, unfused(recipe, [q, k, bias]))
+    assert len(slow) == 2
+    view = other.reshape(-1)[:40].reshape(2, 5, 4)        # a new q inside the same out: replanned
+    q2 = view.copy()
+    want = unfused(recipe, [q2, k, other])
+    call(view, k, other, out=other, workspace=ws)
+    np.testing.assert_array_equal(other, want)
+    assert len(slow) == 3
+
+
 def test_arrays_that_own_their_memory_are_not_kept_past_the_call():
     """A model input or output (an array owning its memory, new every run) is not held by the
     kernel after the call: its memory goes back for the next run's allocation."""

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from onnx import helper
 
+from relaxpack.runtime.kernels import get_kernel
+
 from .test_kernels_registry import Shape, assert_close, rand, run_graph, run_kernel, run_onnx
 
 DTYPES = ["float16", "float32", "int8", "int64", "bool"]
@@ -144,3 +146,28 @@ def test_shape_to_tensor(dims, scalar):
     nodes.append(helper.make_node("Squeeze", ["s"], ["o0"]) if scalar else helper.make_node("Identity", ["s"], ["o0"]))
     expected, = run_graph(nodes, [x], [np.int64])
     assert_close(run_kernel("shape_to_tensor", Shape(dims), scalar=scalar), expected)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 8), (1, 2), (4, 0, 6), (5, 0), (3, 1, 64)])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_rotate_half_is_the_slices_negated_and_joined(dtype, shape):
+    """rotate_half is concat(-x[..., h:], x[..., :h]) exactly (signed zeros and NaN too), into a
+    fresh output and into ``x`` itself (a copy of x is read)."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal(shape).astype(dtype)
+    if x.size:
+        x.reshape(-1)[:3] = [0.0, np.nan, -0.0][: min(3, x.size)]
+    h = shape[-1] // 2
+    want = np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
+    got = run_kernel("rotate_half", x)
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+    inplace = x.copy()
+    get_kernel("rotate_half").fn(inplace, out=inplace)
+    np.testing.assert_array_equal(inplace, want)
+
+
+def test_rotate_half_of_an_odd_axis_is_a_shape_error():
+    from relaxpack.errors import ShapeError
+    with pytest.raises(ShapeError, match="odd length"):
+        get_kernel("rotate_half").fn(np.ones((2, 3), np.float32), out=np.empty((2, 3), np.float32))

@@ -317,3 +317,57 @@ def test_small_softmax_is_the_reductions_bit_for_bit(monkeypatch, dtype, rows):
         want = run_kernel("nn.softmax", x, axis=-1)
     bits = np.uint32 if dtype == "float32" else np.uint64
     np.testing.assert_array_equal(got.view(bits), want.view(bits))
+
+
+def _rms_chain(x: np.ndarray, scale: np.ndarray, epsilon: float) -> np.ndarray:
+    """The unfused chain nn.rms_norm replaces, kernel by kernel (as -O0 runs it)."""
+    dt = x.dtype
+    squares = run_kernel("power", x, np.array(2.0, dt))
+    mean = run_kernel("mean", squares, axis=(-1,), keepdims=True)
+    root = run_kernel("sqrt", run_kernel("add", mean, np.array(epsilon, dt)))
+    return run_kernel("multiply", scale, run_kernel("multiply", x, run_kernel("reciprocal", root)))
+
+
+RMS_SHAPES = [(3, 5, 7), (1, 1), (6,), (2, 3, 1), (2, 9, 64), (1, 3, 769), (0, 4), (4, 0)]
+
+
+@pytest.mark.parametrize("shape", RMS_SHAPES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_rms_norm_is_the_unfused_chain_bit_for_bit(dtype, shape):
+    """FuseRMSNorm's contract: the kernel runs the chain's steps with the same roundings (numpy's
+    pairwise row sums, a division by the count, 1 / sqrt), so its results are the chain's exactly
+    (an empty row gives NaN, as the mean of nothing does)."""
+    rng = np.random.default_rng(4)
+    x = rand(rng, shape, dtype) * 3
+    scale = rand(rng, shape[-1:], dtype)
+    got = run_kernel("nn.rms_norm", x, scale, epsilon=EPS)
+    np.testing.assert_array_equal(got, _rms_chain(x, scale, EPS))
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 7), (2, 1, 64), (1, 1), (0, 4)])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_rms_norm_against_onnxruntime(dtype, shape):
+    """Against onnxruntime's RMSNormalization (opset 23), which computes float16 in float32
+    (stash_type) and rounds once, as the kernel does (it refuses rows of length 0, which the
+    chain test above covers)."""
+    rng = np.random.default_rng(6)
+    x, scale = rand(rng, shape, dtype) * 2, rand(rng, shape[-1:], dtype)
+    expected, = run_onnx("RMSNormalization", [x, scale], {"axis": -1, "epsilon": EPS}, backend="ort", opset=23)
+    assert_close(run_kernel("nn.rms_norm", x, scale, epsilon=EPS), expected)
+
+
+def test_rms_norm_in_place_on_a_strided_view_with_a_full_scale():
+    """``out`` may be ``x``; ``x`` may be a strided view; a scale of the data's shape broadcasts
+    trivially: each the chain's bits, and the specialized call the generic one's."""
+    rng = np.random.default_rng(8)
+    base = rand(rng, (6, 4, 8), "float32")
+    x = base.transpose(1, 0, 2)[:, ::2]                         # (4, 3, 8), not contiguous
+    scale = rand(rng, x.shape, "float32")
+    want = _rms_chain(np.ascontiguousarray(x), scale, EPS)
+    kernel = get_kernel("nn.rms_norm").fn
+    got = np.empty(x.shape, np.float32)
+    kernel(x, scale, out=got, epsilon=EPS)
+    np.testing.assert_array_equal(got, want)
+    inplace = np.ascontiguousarray(x)
+    kernel.specialize_attrs({"epsilon": EPS}, (False, True))(inplace, scale, out=inplace)
+    np.testing.assert_array_equal(inplace, want)

@@ -12,7 +12,7 @@ from ...ir.expr import Call
 from ...ir.struct_info import TensorStructInfo, TupleStructInfo
 from ..registry import REQUIRED, register_op
 from .common import (
-    attr_error, check_broadcastable_to, check_dims_equal, dtype_attr, exact_div, fmt_shape, fmt_sinfo, int_attr,
+    FLOAT, attr_error, check_broadcastable_to, check_dims_equal, check_dtype_kind, dtype_attr, exact_div, fmt_shape, fmt_sinfo, int_attr,
     int_tuple_attr, is_int_value, normalize_axes, normalize_axis, prod, provably_different,
     result_vdevice, same_dtype, shape_arg, shape_error, tensor_arg, tuple_arg, with_shape,
 )
@@ -136,6 +136,21 @@ def _infer_concat(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
 
 register_op("concat", infer=_infer_concat, attrs={"axis": 0}, num_args=1,
             doc="Concatenate a tuple of tensors along axis.")
+
+
+def _infer_rotate_half(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data = tensor_arg(call, 0)
+    check_dtype_kind(call, data, FLOAT)
+    if data.ndim == 0:
+        raise shape_error(call, f"data must have an axis to rotate, got {fmt_sinfo(data)}")
+    if data.shape is not None and is_int_value(data.shape[-1]) and data.shape[-1] % 2:
+        raise shape_error(call, f"the last axis of {fmt_sinfo(data)} has an odd length")
+    return data
+
+
+register_op("rotate_half", infer=_infer_rotate_half, num_args=1,
+            doc="The halves of the last axis swapped, the new first half negated: concat(-x[..., h:], x[..., :h]) "
+                "(rotary position embeddings; the chain FuseRotateHalf recognises).")
 
 
 def _infer_split(call: Call, analyzer: DimAnalyzer) -> TupleStructInfo:

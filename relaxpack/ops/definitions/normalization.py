@@ -1,6 +1,7 @@
 """Softmax and normalization ops; all keep the data's struct info.
 
 >>> make_call("nn.layer_norm", x, gamma, beta, axes=(-1,), epsilon=1e-5)   # doctest: +SKIP
+>>> make_call("nn.rms_norm", x, scale, epsilon=1e-6)                        # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -66,6 +67,21 @@ def _infer_layer_norm(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
 register_op("nn.layer_norm", infer=_infer_layer_norm,
             attrs={"axes": (-1,), "epsilon": 1e-5}, num_args=(2, 3),
             doc="Layer normalization over axes, scaled by gamma and shifted by beta (optional).")
+
+
+def _infer_rms_norm(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    data = tensor_arg(call, 0)
+    check_dtype_kind(call, data, FLOAT)
+    float_attrs(call, "epsilon")
+    (scale,) = _params(call, ("scale",))
+    if data.shape is not None and scale.shape is not None:
+        check_broadcastable_to(call, scale.shape, data.shape, analyzer, "scale")
+    return data
+
+
+register_op("nn.rms_norm", infer=_infer_rms_norm, attrs={"epsilon": 1e-6}, num_args=2,
+            doc="RMS normalization over the last axis, scaled: x * (1 / sqrt(mean(x * x) + epsilon)) * scale "
+                "(scale broadcast to the data's shape); the chain FuseRMSNorm recognises.")
 
 
 def _check_per_channel(call: Call, data: TensorStructInfo, params, names, axis: int,

@@ -197,9 +197,13 @@ def _factory(structure: tuple, n_params: int, quiet_needed: bool, checked: tuple
     overlap ``out``.
 
     Every step writes its view ``v<j>`` (kept by ``bind``); a call on new arrays of the kept
-    shapes remakes the views into ``out`` of the recipe's plan, a call bound to another plan
-    (``ALT``) plans again instead. The source is made from ints and flags only; every function,
-    attribute dict, shape and view is a closure variable."""
+    shapes remakes the views into ``out`` of the recipe's plan; a call bound to another plan
+    (``ALT``: ``out`` is one of the inputs) plans again for a new ``out`` or a new array in
+    place of the aliased input (``A<i>``), and takes a new array that does not overlap ``out``
+    for one that did not either (attention's scores written over the dying mask, ``q`` and
+    ``k`` views made anew each run): that plan depends only on which inputs are ``out``. The
+    source is made from ints and flags only; every function, attribute dict, shape and view is
+    a closure variable."""
     n = len(structure)
     holds = [s[4] for s in structure]
     params = [f"p{i}" for i in range(n_params)]
@@ -221,7 +225,8 @@ def _factory(structure: tuple, n_params: int, quiet_needed: bool, checked: tuple
     def overlaps(i: int) -> str:
         return f"may_share(p{i}, out)" + (f" and not same(p{i}, out)" if allowed[i] else "")
     overlap = " or ".join(overlaps(i) for i, _ in checked)
-    state = kept + views + specs + ["O", "W", "w", "OS", "OD", "ALT"] + shapes
+    aliased = [f"A{i}" for i in range(n_params)]
+    state = kept + views + specs + ["O", "W", "w", "OS", "OD", "ALT"] + shapes + aliased
     slow_call = f"slow(({''.join(p + ', ' for p in params)}*rest), out, workspace)"
     indent = " " * (12 if quiet_needed else 8)
     source = "\n".join([
@@ -241,7 +246,9 @@ def _factory(structure: tuple, n_params: int, quiet_needed: bool, checked: tuple
         "            O = out",
         *[line for i in range(n_params) for line in (
             f"        if p{i} is not L{i}:",
-            f"            if ALT or p{i}.__class__ is not ndarray or p{i}.shape != S{i}"
+            # another plan holds for a new array that, like the one it replaces, is not out's alias
+            f"            if A{i} or p{i}.__class__ is not ndarray or ALT and may_share(p{i}, out)"
+            f" or p{i}.shape != S{i}"
             + (f" or not seen and ({overlaps(i)})" if i in allowed else "") + ":",
             f"                return {slow_call}",
             f"            L{i} = p{i}")],
@@ -263,6 +270,7 @@ def _factory(structure: tuple, n_params: int, quiet_needed: bool, checked: tuple
         "        OS, OD = O.shape, O.dtype",
         *([f"        {', '.join(kept)}, = inputs[:{n_params}]",
            f"        {', '.join(shapes)}, = shapes[:{n_params}]"] if n_params else []),
+        *[f"        A{i} = ALT and (L{i}.__class__ is not ndarray or may_share(L{i}, O))" for i in range(n_params)],
         *([f"        {', '.join(specs)}, = [specs[j] for j in REMADE]"] if specs else []),
         "    return call, bind"])
     namespace = {"MISSING": _MISSING, "NOREF": _NOREF, "REMADE": tuple(remade)}

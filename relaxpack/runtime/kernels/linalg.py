@@ -81,17 +81,31 @@ def _specialize_matmul(attrs: dict, constant: tuple):
 matmul.specialize_attrs = _specialize_matmul
 
 
-def _blas_view(x: np.ndarray, axes) -> np.ndarray:
+def _blas_view(x: np.ndarray, axes: tuple | None) -> np.ndarray:
     """``x`` permuted by ``axes`` (None: ``x``), a view when its matrices
     have a unit stride in one of their two dims (BLAS reads them with a
     leading dimension, transposed or not); otherwise a compact copy, since
     numpy multiplies other strides without BLAS."""
     if axes is None:
         return x
-    view = x.transpose(tuple(axes))
+    view = x.transpose(axes)
     if view.ndim >= 2 and x.itemsize in (abs(view.strides[-1]), abs(view.strides[-2])):
         return view
     return np.ascontiguousarray(view)
+
+
+def _axes(axes) -> tuple | None:
+    return None if axes is None else tuple(int(a) for a in axes)
+
+
+def _inverse(axes) -> tuple | None:
+    """The permutation undoing ``axes`` (``np.argsort`` of it, without numpy's ~2 us a call)."""
+    if axes is None:
+        return None
+    inverse = [0] * len(axes)
+    for i, a in enumerate(axes):
+        inverse[int(a)] = i
+    return tuple(inverse)
 
 
 @register_kernel("permute_matmul")
@@ -104,20 +118,37 @@ def permute_matmul(lhs, rhs, *, out, lhs_axes, rhs_axes, out_axes, out_dtype):
 
     >>> q, k = np.ones((2, 3, 4), np.float32), np.ones((2, 5, 4), np.float32)
     >>> out = np.empty((2, 3, 5), np.float32)
-    >>> permute_matmul(q, k, out=out, rhs_axes=(0, 2, 1)); float(out[0, 0, 0])
+    >>> permute_matmul(q, k, out=out, lhs_axes=None, rhs_axes=(0, 2, 1), out_axes=None, out_dtype=None)
+    >>> float(out[0, 0, 0])
     4.0
     """
+    _permuted_product(lhs, rhs, out, _axes(lhs_axes), _axes(rhs_axes), _inverse(out_axes))
+
+
+def _permuted_product(lhs, rhs, out, lhs_axes: tuple | None, rhs_axes: tuple | None,
+                      out_inverse: tuple | None) -> None:
+    """The body of :func:`permute_matmul`, the permutations as tuples and the output's inverted."""
     lhs, rhs = _blas_view(lhs, lhs_axes), _blas_view(rhs, rhs_axes)
-    if out_axes is None:
+    if out_inverse is None:
         matmul(lhs, rhs, out=out, out_dtype=None)
         return
-    target = out.transpose(tuple(np.argsort(out_axes)))
+    target = out.transpose(out_inverse)
     if out.itemsize in (abs(target.strides[-1]), abs(target.strides[-2])):
         matmul(lhs, rhs, out=target, out_dtype=None)
         return
     product = np.empty(target.shape, out.dtype)
     matmul(lhs, rhs, out=product, out_dtype=None)
     np.copyto(target, product)
+
+
+def _specialize_permute_matmul(attrs: dict, constant: tuple):
+    """Per instruction: the permutations as tuples, the output's inverted once (attention's
+    ``probs @ v`` paid ~2 us a call for ``np.argsort`` of its output permutation)."""
+    lhs_axes, rhs_axes, out_inverse = _axes(attrs["lhs_axes"]), _axes(attrs["rhs_axes"]), _inverse(attrs["out_axes"])
+    return lambda lhs, rhs, *, out, workspace=None: _permuted_product(lhs, rhs, out, lhs_axes, rhs_axes, out_inverse)
+
+
+permute_matmul.specialize_attrs = _specialize_permute_matmul
 
 
 @register_kernel("det")

@@ -1,5 +1,5 @@
 """Shape manipulation: reshape, permute_dims, concat, split, astype,
-broadcast_to, expand_dims, squeeze, flatten.
+broadcast_to, expand_dims, squeeze, flatten; rotate_half.
 
 ``out`` is C-contiguous, so a reshape of ``out`` is always a view: the
 reshaping kernels copy the input into ``out`` viewed in the input's shape
@@ -126,6 +126,19 @@ def to_float8e8m0(x, *, out, round_mode, saturate):
 def concat(tensors, *, out, axis):
     """Concatenate the tuple ``tensors`` along ``axis``."""
     np.concatenate(tensors, axis=normalize_axis(axis, out.ndim), out=out)
+
+
+@register_kernel("rotate_half")
+def rotate_half(x, *, out):
+    """``concat(-x[..., h:], x[..., :h])`` for a last axis of ``2h``: two numpy calls into the halves
+    of ``out`` (the chain it replaces made two slices, a negation and a concatenation)."""
+    h = x.shape[-1] // 2
+    if 2 * h != x.shape[-1]:
+        raise ShapeError(f"rotate_half: the last axis of {x.shape} has an odd length")
+    if np.may_share_memory(x, out):
+        x = x.copy()
+    np.negative(x[..., h:], out[..., :h])
+    out[..., h:] = x[..., :h]
 
 
 def split_points(length: int, spec, name: str = "split") -> list[int]:
