@@ -18,7 +18,7 @@ from bisect import bisect_left
 
 import numpy as np
 
-from .maps import PlainMaps
+from .maps import CheckedMap, PlainMaps
 
 
 def byte_range(a: np.ndarray) -> tuple[int, int]:
@@ -67,20 +67,26 @@ class OutputDetacher:
         them) is an array owning its memory or a view of one (numpy points a view's ``base``
         straight at the owning array), no two outputs share an owner, no owner holds a
         constant, and every input is an owner or a view of one that no output has. Arrays
-        share memory only with arrays of the same owner, so nothing overlaps. False: ask the
-        full check (a base numpy does not own, such as a mapped file, and everything else)."""
+        share memory only with arrays of the same owner, so nothing overlaps. A
+        :class:`PlainMaps` output (ZipMap's fresh dicts of Python scalars) and a :class:`CheckedMap`
+        input (``as_map_input``'s numpy scalars) hold no array. False:
+        ask the full check (a base numpy does not own, such as a mapped file, and everything else)."""
         outputs = (result,) if type(result) is np.ndarray else result
         if type(outputs) is not tuple:
             return False
         owners, mine = self._owners, set()
         for o in outputs:
             if type(o) is not np.ndarray:
+                if type(o) is PlainMaps:
+                    continue
                 return False
             owner = _owner(o)
             if owner is None or id(owner) in owners or id(owner) in mine:
                 return False
             mine.add(id(owner))
         for a in args:
+            if type(a) is CheckedMap:           # numpy scalars and strs: no array to share
+                continue
             owner = _owner(a) if type(a) is np.ndarray else None
             if owner is None or id(owner) in mine:
                 return False

@@ -3,6 +3,8 @@ the converted models rarely reach: every branch mode, missing-value tracks,
 NaN and infinite inputs and thresholds, inputs equal to a threshold,
 single-node trees and deep unbalanced trees."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -203,16 +205,51 @@ def test_threshold_ranks_score_as_the_leaf_masks_bit_for_bit(modes, seed):
     leaves = rng.standard_normal((len(nodes), 3))
     leaves[rng.random(leaves.shape) < 0.2] = np.nan
     plan = gemm_plan(walk, slots, root_slots, leaves, 12)
-    assert plan.bits is not None and plan.ranks is not None
+    assert plan.bits is not None and plan.ranks is not None and plan.ranks.union is not None
+    by_counts = dataclasses.replace(plan.ranks, union=None)       # the comparisons' form
     for n in (0, 1, 2, 7, 64):
         for columns in (4, 6):
             for dtype in (np.float32, np.float64, np.int32):
                 x = rng.choice(values[:-1] if dtype == np.int32 else values, size=(n, columns))
                 x = np.nan_to_num(x, posinf=7, neginf=-7).astype(dtype) if dtype == np.int32 else x.astype(dtype)
-                got = rank_scores(plan.ranks, plan.bits.weights, plan.bits.offsets, x)
                 want = bits_scores(plan, x.astype(np.float64))
-                assert got.shape == want.shape == (n, 3)
-                np.testing.assert_array_equal(got, want)
+                for ranks in (plan.ranks, by_counts):
+                    got = rank_scores(ranks, plan.bits.weights, plan.bits.offsets, x)
+                    assert got.shape == want.shape == (n, 3)
+                    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("features", [(1, 3), (0, 2), (0, 1)])
+def test_threshold_ranks_of_some_features_only(features):
+    """Trees reading only some columns (in the union form: the used ones gathered, or a leading
+    run of them sliced) score as the masks, NaN and infinities included."""
+    from relaxpack.runtime.kernels.tree_gemm import bits_scores, gemm_plan
+    from relaxpack.runtime.kernels.tree_ranks import rank_scores
+    rng = np.random.default_rng(sum(features))
+    values = np.array([-np.inf, -1.5, -0.0, 0.0, 0.5, 1.0, np.inf, np.nan, 2.0])
+    nodes, thresholds, roots = _random_forest(rng, 9, 2, (0, 1, 2, 3), values)
+    nodes[:, 0] = np.array(features)[nodes[:, 0]]
+    walk, slots, root_slots = pack_trees(nodes, thresholds, roots)
+    leaves = rng.standard_normal((len(nodes), 2))
+    plan = gemm_plan(walk, slots, root_slots, leaves, 12)
+    union = plan.ranks.union
+    assert (type(union.columns) is int) == (features == (0, 1))
+    for n in (0, 1, 7, 64):
+        x = rng.choice(values, size=(n, 5)).astype(np.float32)
+        want = bits_scores(plan, x.astype(np.float64))
+        for ranks in (plan.ranks, dataclasses.replace(plan.ranks, union=None)):
+            np.testing.assert_array_equal(rank_scores(ranks, plan.bits.weights, plan.bits.offsets, x), want)
+
+
+def test_threshold_ranks_keep_the_comparisons_when_the_union_table_is_too_large(monkeypatch):
+    from relaxpack.runtime.kernels import tree_ranks
+    nodes, thresholds, roots = _random_forest(np.random.default_rng(0), 6, 3, (0,), np.array([0.5, 1.0, 2.0]))
+    walk, slots, root_slots = pack_trees(nodes, thresholds, roots)
+    cuts = [np.array([0.5, np.inf]), np.array([1.0, 2.0, np.inf])]
+    tables = [np.zeros((3, 6), np.uint64), np.zeros((4, 6), np.uint64)]
+    assert tree_ranks.union_tables([0, 2], cuts, tables) is not None
+    monkeypatch.setattr(tree_ranks, "MAX_TABLE_VALUES", 2 * 5 * 6 - 1)       # two features x 5 positions x 6
+    assert tree_ranks.union_tables([0, 2], cuts, tables) is None
 
 
 def test_threshold_ranks_give_way_to_the_masks_when_too_large(monkeypatch):

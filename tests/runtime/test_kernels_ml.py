@@ -50,13 +50,14 @@ def test_l1_normalizer_is_the_float64_quotient_and_keeps_zero_rows(dtype):
     if dtype == np.int64:
         x = np.array([[0, 0, 0], [1, -2, 5], [-3, 0, 0], [7, 7, 0]])
     x = x.astype(dtype)
-    out = np.empty(x.shape, np.float32)
-    ml_normalizer(x, out=out, norm="L1")
     x64 = x.astype(np.float64)
     norm = np.abs(x64).sum(axis=1, keepdims=True)
     want = np.where(norm == 0, x64, x64 / np.where(norm == 0, 1.0, norm)).astype(np.float32)
-    np.testing.assert_array_equal(out, want)
-    assert np.array_equal(np.signbit(out[0]), np.signbit(want[0]))
+    per_instruction = ml_normalizer.specialize_attrs({"norm": "L1"}, (False,))
+    for call in (lambda x, out: ml_normalizer(x, out=out, norm="L1"), per_instruction):
+        out = np.empty(x.shape, np.float32)
+        call(x, out=out)
+        np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
 
 
 @pytest.mark.parametrize("aggregate,expected", [("SUM", [3.0, 5.0]), ("AVERAGE", [1.5, 2.5]),
@@ -110,3 +111,18 @@ def test_linear_classifier_labels_and_scores_as_the_plain_formula(classes, post_
             probs = transform_scores(scores, post_transform).astype(np.float32)
         np.testing.assert_array_equal(got[0], labels)
         np.testing.assert_array_equal(got[1].view(np.uint32), probs.view(np.uint32))
+
+
+@pytest.mark.parametrize("row", [[-0.0, 0.0, -1.0], [0.0, -0.0, -0.0], [1e308, 1e308, 0.0], [np.nan, 1.0, 2.0],
+                                 [np.inf, -np.inf, 0.0], [-np.inf, -np.inf, -np.inf], [5.0, 5.0, 5.0],
+                                 [-745.5, 0.0, 709.0], [1.0]])
+def test_one_row_softmax_is_the_transform_bit_for_bit(row):
+    """One row takes Python's max of its values where they are finite: the transform's bits
+    (signed zeros as the max, a sum that overflows, NaN and infinities through the reduction)."""
+    from relaxpack.runtime.kernels.ml import softmax_into
+    scores = np.array([row])
+    got = np.empty(scores.shape, np.float32)
+    with np.errstate(all="ignore"):
+        want = transform_scores(scores, "SOFTMAX").astype(np.float32)
+        softmax_into(scores.copy(), got)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

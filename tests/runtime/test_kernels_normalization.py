@@ -332,6 +332,25 @@ def test_float16_layer_norm_per_instruction_keeps_float32_parameters_of_constant
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("rows", [
+    [[0.5, -2.0, 3.0]], [[-0.0, 0.0, -1.0]], [[0.0, -0.0]], [[-900.0, 0.0, 1.0]],
+    [[1.0, 2.0], [-800.0, -801.0], [0.0, -0.0]], [[np.nan, 1.0, 2.0]], [[np.inf, 0.0, 1.0]],
+    [[-np.inf, 0.0, 1.0]], [[-np.inf, -np.inf, -np.inf], [1.0, 2.0, 3.0]], [[1e38, 1e38, -1e38]],
+    [[float(v) for v in range(17)]]], ids=lambda r: f"{len(r)}x{len(r[0])}")
+def test_small_softmax_is_the_reductions_bit_for_bit(monkeypatch, dtype, rows):
+    """A tensor of a few values takes Python's max and min (the tensor's max, the least row
+    sum): the reductions' bits, NaN, infinities, signed zeros, rows redone included."""
+    from relaxpack.runtime.kernels import normalization
+    x = np.array(rows, dtype)
+    with np.errstate(all="ignore"):
+        got = run_kernel("nn.softmax", x, axis=-1)
+        monkeypatch.setattr(normalization, "_FEW", 0)
+        want = run_kernel("nn.softmax", x, axis=-1)
+    bits = np.uint32 if dtype == "float32" else np.uint64
+    np.testing.assert_array_equal(got.view(bits), want.view(bits))
+
+
 def _rms_chain(x: np.ndarray, scale: np.ndarray, epsilon: float) -> np.ndarray:
     """The unfused chain nn.rms_norm replaces, kernel by kernel (as -O0 runs it)."""
     dt = x.dtype

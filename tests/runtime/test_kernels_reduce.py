@@ -110,6 +110,48 @@ def test_arg_reduce(name, op, dtype, select_last_index, shape, axis, keepdims):
     assert_close(got, expected)
 
 
+@pytest.mark.parametrize("shape, axis, keepdims", [
+    ((3, 5, 7), 1, False), ((3, 5, 7), -1, True), ((3, 5, 7), 0, False), ((6,), 0, True), ((1, 3), 1, True),
+    ((0, 4), 1, False), ((4, 0), 1, True), ((3, 5, 7), None, False), ((2, 3), -3, True),
+])
+@pytest.mark.parametrize("select_last_index", [False, True])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64", "int32", "uint8", "bool"])
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_arg_reduce_per_instruction_is_the_kernel(name, dtype, select_last_index, shape, axis, keepdims):
+    """The instruction's argmax/argmin (the method into ``out``) gives the kernel's indices and
+    errors: ties, NaN, empty axes, an axis out of range, an ``out`` of another shape."""
+    from relaxpack.runtime.kernels import get_kernel
+    kernel = get_kernel(name).fn
+    rng = np.random.default_rng(2)
+    x = rand(rng, shape, "float32" if dtype == "bfloat16" else dtype, 0, 4)
+    if dtype == "bfloat16":
+        x = x.astype(np.float32).astype(dtype)
+    if x.dtype.kind == "f" and x.size > 3:
+        x.flat[[1, 3]] = np.nan
+    attrs = dict(axis=axis, keepdims=keepdims, select_last_index=select_last_index)
+    call = kernel.specialize_attrs(attrs, (False,))
+    valid = axis is None or -x.ndim <= axis < x.ndim
+    dims = list(x.shape) if valid else []
+    if valid and axis is not None:
+        dims[axis] = 1
+    shapes = [tuple(d for k, d in enumerate(dims) if keepdims or axis is None or k != axis % x.ndim)] if valid \
+        else [(2, 3)]
+    shapes.append((int(np.prod(shapes[0])),))          # an out of the result's size, not its shape
+    for out_shape in shapes:
+        outcomes = []
+        for fn in (call, lambda x, out: kernel(x, out=out, **attrs)):
+            out = np.full(out_shape, -7, np.int64)
+            try:
+                fn(x, out=out)
+                outcomes.append(out)
+            except Exception as err:  # noqa: BLE001 - the two must fail alike
+                outcomes.append((type(err), str(err)))
+        if isinstance(outcomes[0], np.ndarray):
+            np.testing.assert_array_equal(outcomes[0], outcomes[1])
+        else:
+            assert outcomes[0] == outcomes[1]
+
+
 # ---------------------------------------------------------------- collapse_sum_like
 
 

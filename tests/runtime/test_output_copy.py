@@ -132,6 +132,17 @@ def test_maps_and_unchanged_tuples_pass_as_they_are():
     result = detach((x[1:], maps, nested), (x,))
     assert result[1] is maps and result[2] is nested
     assert not np.shares_memory(result[0], x)
+    labels = np.arange(2)                       # a classifier's labels beside its maps: the shortest path
+    assert detach._owned_apart((labels, maps), (x,))
+    result = detach((labels, maps), (x,))
+    assert result[0] is labels and result[1] is maps
+    assert not detach._owned_apart((x, maps), (x,))            # an input returned beside maps: copied
+    from relaxpack.runtime.maps import as_map_input
+    given = as_map_input({"a": 1.5}, "m", "map", "string", "float32")
+    assert detach._owned_apart((labels, maps), (given,))      # a canonical map input holds no array
+    assert not detach._owned_apart((labels, maps), ({"a": np.ones(2)},))   # a plain dict may
+    result = detach((x, maps), (x,))
+    assert result[0] is not x and not np.shares_memory(result[0], x) and result[1] is maps
 
 
 def test_views_of_fresh_arrays_pass_as_they_are_and_shared_owners_are_copied():

@@ -42,6 +42,34 @@ def transform_scores(scores: np.ndarray, name: str) -> np.ndarray:
     raise ExecutionError(f"unknown post_transform {name!r} (NONE, LOGISTIC, SOFTMAX, SOFTMAX_ZERO, PROBIT)")
 
 
+def softmax_into(scores: np.ndarray, probs: np.ndarray) -> None:
+    """``transform_scores(scores, "SOFTMAX")`` written into ``probs``: ``scores`` float64
+    ``(N, K)``, the caller's own (overwritten in place). The same float64 operations (NaN
+    payloads included) in cheaper calls, as a classifier's batch of a few rows costs in calls:
+    the reductions take their arguments by position, and the float64 quotient is rounded into
+    ``probs`` by assignment (a ``divide`` with ``out=`` and ``casting=`` costs more)."""
+    if scores.size:
+        np.subtract(scores, _row_max(scores), scores)
+        np.exp(scores, scores)
+        probs[...] = scores / _SUM(scores, 1, None, None, True)
+
+
+def _row_max(scores: np.ndarray):
+    """The max of each row of float64 ``scores`` ``(N, K)`` as ``(N, 1)``; for one row of finite
+    values Python's max of the row (the same value: a max is exact, and the sign a zero max has
+    never changes ``s - max``), a fifth of np.maximum.reduce's cost on a few values. A row with
+    inf or NaN (whose payload the reduction decides) takes the reduction."""
+    if scores.shape[0] == 1:
+        row = scores.tolist()[0]
+        if math.isfinite(sum(row)):          # (inf or NaN in the row, or an overflow: the reduction)
+            return max(row)
+    return _MAX(scores, 1, None, None, True)
+
+
+#: the bare reductions (np.sum / np.max add ~1 us of Python; keywords cost more than positions)
+_SUM, _MAX = np.add.reduce, np.maximum.reduce
+
+
 def _erfinv(y: np.ndarray) -> np.ndarray:
     """Inverse error function: Giles' approximation refined by two Newton steps."""
     y = np.asarray(y, dtype=np.float64)
@@ -140,7 +168,11 @@ def _specialize_linear_classifier(attrs: dict, constant: tuple):
             kept[:] = coefficients, intercepts, (np.ascontiguousarray(coefficients.astype(np.float64).T),
                                                  intercepts.astype(np.float64) if intercepts.size else None)
         weights, bias = kept[2]
-        scores = np.matmul(np.asarray(x, dtype=np.float64).reshape(-1, coefficients.shape[1]), weights)
+        if x.__class__ is np.ndarray and x.ndim == 2 and x.shape[1] == weights.shape[0]:
+            x = x.astype(np.float64)            # (the usual input: asarray and reshape cost more)
+        else:
+            x = np.asarray(x, dtype=np.float64).reshape(-1, coefficients.shape[1])
+        scores = np.matmul(x, weights)
         if bias is not None:
             scores += bias
         _classify(scores, coefficients, out, post_transform)
@@ -155,17 +187,21 @@ def _classify(scores, coefficients, out, post_transform: str) -> None:
         s = scores[:, 0]
         labels[...] = s > 0
         scores = np.stack([-s, s], axis=1)
-    elif labels.dtype == np.intp and labels.flags.c_contiguous:
-        scores.argmax(axis=1, out=labels)               # (the methods and bare reductions: np.argmax and
-    else:                                               # np.max cost ~0.5 us of Python each)
-        labels[...] = scores.argmax(axis=1)
-    if post_transform == "SOFTMAX" and scores.size:
-        # transform_scores' softmax, in place, the quotient rounded straight into ``probs``
-        np.subtract(scores, np.maximum.reduce(scores, axis=-1, keepdims=True), out=scores)
-        np.exp(scores, out=scores)
-        np.divide(scores, np.add.reduce(scores, axis=-1, keepdims=True), out=probs, casting="unsafe")
+    else:
+        label_argmax(scores, labels)
+    if post_transform == "SOFTMAX":
+        softmax_into(scores, probs)
         return
     probs[...] = transform_scores(scores, post_transform)
+
+
+def label_argmax(scores: np.ndarray, labels: np.ndarray) -> None:
+    """Each row's argmax written into ``labels`` (an int64 ``(N,)`` output): the method with
+    ``out=`` where it can (np.argmax costs ~0.5 us of Python)."""
+    if labels.dtype == np.intp and labels.flags.c_contiguous:
+        scores.argmax(axis=1, out=labels)
+    else:
+        labels[...] = scores.argmax(axis=1)
 
 
 @register_kernel("ml_normalizer")
@@ -174,11 +210,7 @@ def ml_normalizer(x, *, out, norm):
     in float64: six numpy calls, as a batch of a few rows costs in calls, not arithmetic."""
     x = np.asarray(x)
     if norm == "L1":
-        # a sum of absolute values is 0 only for a row of +-0 and else at least the least
-        # subnormal: raised to it, a zero row divides into itself in one call (NaN stays NaN)
-        scale = np.add.reduce(np.abs(x, dtype=np.float64), axis=-1, keepdims=True)
-        np.maximum(scale, _LEAST, out=scale)
-        np.divide(x, scale, out=out, casting="unsafe")   # (a float32 x divides in float64: scale's)
+        _l1_normalize(x, out)
         return
     x = np.asarray(x, dtype=np.float64)
     if norm == "MAX":
@@ -191,8 +223,30 @@ def ml_normalizer(x, *, out, norm):
     np.divide(x, scale, out=out, casting="unsafe")
 
 
+def _l1_normalize(x: np.ndarray, out: np.ndarray) -> None:
+    """Each row of ``x`` divided by the float64 sum of its absolute values into ``out``."""
+    # a sum of absolute values is 0 only for a row of +-0 and else at least the least
+    # subnormal: raised to it, a zero row divides into itself in one call (NaN stays NaN)
+    scale = _SUM(np.abs(x, dtype=np.float64), -1, None, None, True)
+    np.maximum(scale, _LEAST, out=scale)
+    out[...] = x / scale        # (a float32 x divides in float64, scale's; the assignment rounds)
+
+
+def _specialize_normalizer(attrs: dict, constant: tuple):
+    """Per instruction: L1 (scikit-learn's LogisticRegression ends with it) calls its body
+    directly on an array, without the keywords and the norm's branch; the rest the kernel."""
+    if attrs.get("norm") != "L1":
+        return lambda x, *, out, workspace=None: ml_normalizer(x, out=out, **attrs)
+
+    def call(x, *, out, workspace=None):
+        _l1_normalize(x if x.__class__ is np.ndarray else np.asarray(x), out)
+    return call
+
+
 #: the least positive float64 (a subnormal)
 _LEAST = np.nextafter(0.0, 1.0)
+
+ml_normalizer.specialize_attrs = _specialize_normalizer
 
 
 linear_classifier.specialize_attrs = _specialize_linear_classifier

@@ -41,7 +41,7 @@ def _softmax_rows(x: np.ndarray, buf: np.ndarray) -> str | None:
     around ``np.maximum.reduce``)."""
     n = x.shape[-1]
     rows, dst = np.asarray(x).reshape(-1, n), buf.reshape(-1, n)     # (a subclass's reductions keep its type)
-    shift = _MAX(rows, None)
+    shift = _tensor_max(rows)
     if not math.isfinite(shift):
         return None
     if not np.may_share_memory(x, buf):
@@ -61,7 +61,8 @@ def _shifted_softmax(rows: np.ndarray, shift, exps: np.ndarray, dst: np.ndarray)
         np.subtract(rows, shift, out=exps, dtype=exps.dtype)       # low floats: subtract in float32
     np.exp(exps, exps)
     total = np.dot(exps, ones_vector(rows.shape[-1], exps.dtype))
-    if _MIN(total, None) < _ROW_SUM_FLOOR and rows.size <= _WHOLE_REDO_SIZE:
+    low = _least(total) < _ROW_SUM_FLOOR
+    if low and rows.size <= _WHOLE_REDO_SIZE:
         # a small tensor is redone whole, each row shifted by its own max: five calls, where
         # picking the rows out costs eight and fancy indexing (DeBERTa masks whole query rows)
         with quiet():          # an all -inf row is NaN, as in ONNX's reference
@@ -70,7 +71,7 @@ def _shifted_softmax(rows: np.ndarray, shift, exps: np.ndarray, dst: np.ndarray)
             total = np.dot(exps, ones_vector(rows.shape[-1], exps.dtype))
             np.divide(exps, total[:, None], dst)
         return REDONE
-    if _MIN(total, None) < _ROW_SUM_FLOOR:
+    if low:
         low = np.flatnonzero(total < _ROW_SUM_FLOOR)
         again = rows[low].astype(exps.dtype)
         with quiet():          # an all -inf row is NaN, as in ONNX's reference
@@ -84,6 +85,28 @@ def _shifted_softmax(rows: np.ndarray, shift, exps: np.ndarray, dst: np.ndarray)
     with quiet():
         np.divide(exps, total[:, None], dst)
     return DONE
+
+
+#: up to this many values a tensor's max and a few row sums' min are Python's (a fifth of the
+#: cost of np.maximum.reduce / np.minimum.reduce on a few values)
+_FEW = 16
+
+
+def _tensor_max(rows: np.ndarray):
+    """``_MAX(rows, None)``: the same value (a max is exact; its sign of zero never changes
+    ``x - max``); by Python on a few finite values, else (inf, NaN, an overflowing sum, many
+    values) by the reduction, which decides what a NaN gives."""
+    if rows.size <= _FEW and rows.dtype in _ROW_DTYPES:
+        values = rows.ravel().tolist()
+        if math.isfinite(sum(values)):
+            return max(values)
+    return _MAX(rows, None)
+
+
+def _least(total: np.ndarray):
+    """``_MIN(total, None)`` of the row sums, which hold no NaN here (the shift was finite, so
+    every exponential is finite or 0): by Python for a few rows."""
+    return min(total.tolist()) if 0 < total.size <= _FEW else _MIN(total, None)
 
 
 #: what the row path says of its result: no row redone (no NaN in it), or some redone

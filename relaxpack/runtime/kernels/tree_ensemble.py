@@ -45,9 +45,9 @@ import numpy as np
 from ...errors import ExecutionError
 from ..fpstate import quiet
 from ._registry import register_kernel
-from .ml import transform_scores
+from .ml import label_argmax, softmax_into, transform_scores
 from .tree_gemm import BITS_MAX_WORK, bits_scores, gemm_plan, gemm_scores
-from .tree_ranks import rank_scores, use_ranks
+from .tree_ranks import RANKS_MAX_EXTRA, rank_scores, use_ranks
 
 #: mode codes of the node list
 MODES = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3, "BRANCH_EQ": 4, "BRANCH_NEQ": 5,
@@ -177,6 +177,10 @@ def aggregate_leaves(at: np.ndarray, leaves: np.ndarray, aggregate: str) -> np.n
 def _scores(x, walk, thresholds, roots, leaves, members, aggregate: str, max_depth: int, model) -> np.ndarray:
     """The aggregated scores, float64 ``(N, K)``: by leaf masks or products (:mod:`.tree_gemm`)
     where the instruction's :class:`_Model` has them and the batch is small, else by the walk."""
+    if model is not None and x.ndim == 2 and x.shape[0] <= model.rank_rows and x.shape[1] >= model.features \
+            and aggregate in ("SUM", "AVERAGE"):        # the usual small batch, in as few tests as can be
+        scores = rank_scores(model.ranks, model.weights, model.offsets, x)
+        return scores / len(roots) if aggregate == "AVERAGE" else scores
     gemm = model.gemm if model is not None else None
     if gemm is not None and aggregate in ("SUM", "AVERAGE") and x.ndim == 2 and x.shape[1] >= gemm.features:
         if gemm.bits is not None and x.shape[0] * gemm.bits.held_mask.size <= BITS_MAX_WORK:
@@ -204,6 +208,14 @@ class _Model:
         self.gemm = None if max_depth is None else gemm_plan(walk, thresholds, roots, leaves, max_depth)
         self.scored = ~np.isnan(leaves).all(axis=0)
         self.all_positive = bool((np.nan_to_num(leaves) >= 0).all())
+        # the batches that take the threshold ranks (_scores' tests, worked out once: -1 for none)
+        gemm, self.rank_rows = self.gemm, -1
+        if gemm is not None and gemm.bits is not None and gemm.ranks is not None:
+            self.ranks, self.weights, self.offsets = gemm.ranks, gemm.bits.weights, gemm.bits.offsets
+            self.features = gemm.features
+            extra = gemm.ranks.extra
+            self.rank_rows = min(BITS_MAX_WORK // gemm.bits.held_mask.size,
+                                 RANKS_MAX_EXTRA // extra if extra > 0 else BITS_MAX_WORK)
 
     def fits(self, walk, thresholds, roots, leaves) -> bool:
         key = self.key
@@ -212,19 +224,33 @@ class _Model:
 
 def _specialized(run):
     """``specialize_attrs`` of a tree kernel whose body is ``run(..., model=)``: keeps a
-    :class:`_Model` per instruction when the model's arrays are constants."""
+    :class:`_Model` per instruction when the model's arrays are constants, and the base values
+    as the float64 array the body adds (not converted again per call)."""
     def specialize(attrs: dict, constant: tuple):
-        if not (len(constant) > 4 and all(constant[1:5])):
+        attrs = {**attrs, "base_values": _base(attrs["base_values"])}
+        if not (len(constant) > 4 and all(constant[1:5])) or set(attrs) - set(_SETTINGS):
             return lambda *args, out, workspace=None: run(*args, None, out=out, **attrs)
         model = [None]
+
+        # the attributes by position, in the body's order (keywords cost ~0.3 us a call)
+        settings = tuple(attrs[k] for k in _SETTINGS if k in attrs)
 
         def call(x, walk, thresholds, roots, leaves, members, *, out, workspace=None):
             m = model[0]
             if m is None or not m.fits(walk, thresholds, roots, leaves):
                 m = model[0] = _Model(walk, thresholds, roots, leaves, attrs["max_depth"])
-            run(x, walk, thresholds, roots, leaves, members, m, out=out, **attrs)
+            run(x, walk, thresholds, roots, leaves, members, m, out, *settings)
         return call
     return specialize
+
+
+#: the bodies' attributes, in their parameters' order
+_SETTINGS = ("aggregate", "base_values", "post_transform", "max_depth", "dtype")
+
+
+def _base(base_values) -> np.ndarray:
+    """The base values as float64 ``(K,)`` (``(0,)`` when none)."""
+    return np.asarray(base_values, dtype=np.float64).reshape(-1)
 
 
 @register_kernel("tree_ensemble")
@@ -233,15 +259,18 @@ def tree_ensemble(x, walk, thresholds, roots, leaves, members, *, out, aggregate
     """Regression: aggregated leaf weights plus ``base_values``, then
     ``post_transform``, computed in float64 and written as ``dtype`` (out's)."""
     _regress(x, walk, thresholds, roots, leaves, members, None, out=out, aggregate=aggregate,
-             base_values=base_values, post_transform=post_transform, max_depth=max_depth, dtype=dtype)
+             base_values=_base(base_values), post_transform=post_transform, max_depth=max_depth, dtype=dtype)
 
 
-def _regress(x, walk, thresholds, roots, leaves, members, model, *, out, aggregate, base_values, post_transform,
+def _regress(x, walk, thresholds, roots, leaves, members, model, out, aggregate, base_values, post_transform,
              max_depth, dtype):
+    """The regressor's body; ``base_values`` float64 ``(K,)`` or ``(0,)``."""
     scores = _scores(x, walk, thresholds, roots, leaves, members, aggregate, max_depth, model)
-    if base_values:
-        scores = scores + np.asarray(base_values, dtype=np.float64)
-    out[...] = transform_scores(scores, post_transform).reshape(out.shape)
+    if base_values.size:
+        scores = scores + base_values
+    if post_transform != "NONE":
+        scores = transform_scores(scores, post_transform)
+    out[...] = scores if scores.shape == out.shape else scores.reshape(out.shape)
 
 
 @register_kernel("tree_ensemble_classifier")
@@ -260,27 +289,27 @@ def tree_ensemble_classifier(x, walk, thresholds, roots, leaves, members, *, out
     leaves weigh a class and others do not.
     """
     _classify(x, walk, thresholds, roots, leaves, members, None, out=out, aggregate=aggregate,
-              base_values=base_values, post_transform=post_transform, max_depth=max_depth)
+              base_values=_base(base_values), post_transform=post_transform, max_depth=max_depth)
 
 
-def _classify(x, walk, thresholds, roots, leaves, members, model, *, out, aggregate, base_values, post_transform,
+def _classify(x, walk, thresholds, roots, leaves, members, model, out, aggregate, base_values, post_transform,
               max_depth):
+    """The classifier's body; ``base_values`` float64 ``(K,)`` or ``(0,)``."""
     labels, probs = out
     scores = _scores(x, walk, thresholds, roots, leaves, members, aggregate, max_depth, model)
     n_classes = scores.shape[1]
     if n_classes != 2:
-        if base_values:
-            scores = scores + np.asarray(base_values, dtype=np.float64)
-        if labels.dtype == np.intp and labels.flags.c_contiguous:
-            scores.argmax(axis=1, out=labels)       # (the method: np.argmax costs ~0.5 us of Python)
+        if base_values.size:
+            scores = scores + base_values
+        label_argmax(scores, labels)
+        if post_transform == "SOFTMAX":
+            softmax_into(scores, probs)
         else:
-            labels[...] = scores.argmax(axis=1)
-        probs[...] = transform_scores(scores, post_transform)
+            probs[...] = transform_scores(scores, post_transform)
         return
     if model is None:
         model = _Model(walk, thresholds, roots, leaves, None)
-    _binary(scores, model.scored, np.asarray(base_values, dtype=np.float64), model.all_positive, post_transform,
-            labels, probs)
+    _binary(scores, model.scored, base_values, model.all_positive, post_transform, labels, probs)
 
 
 tree_ensemble.specialize_attrs = _specialized(_regress)

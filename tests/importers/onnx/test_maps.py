@@ -158,6 +158,31 @@ def test_map_input_entries_checked_once_and_positional_maps_in_the_function(tmp_
     np.testing.assert_array_equal(got[0], want["output_label"])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int64", "int32", "uint8"])
+def test_a_map_of_plain_numbers_converts_in_one_call_to_the_entries_values(dtype):
+    """Keys of the key type and plain numbers convert as one array: the scalars (types, values,
+    signs of zero) the entry-by-entry conversion gives; a value the array refuses (out of range,
+    NaN to an integer) goes entry by entry and fails there, naming its key."""
+    from relaxpack.runtime import maps
+    kind = np.dtype(dtype).type
+    values = [1.5, 2, -0.0, np.float64(0.1), np.int64(3), np.float32(2.5), np.float16(-1.25), 1e-50, 7,
+              np.uint8(200)]
+    given = {f"k{i}": v for i, v in enumerate(values)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast = maps._plain_map(given, str, kind)
+        slow = {k: maps._entry(k, v, dtype, kind, "m") for k, v in given.items()}
+    assert fast is not None and list(fast) == list(slow)
+    for k in given:
+        assert type(fast[k]) is type(slow[k]) and fast[k] == slow[k] and np.signbit(fast[k]) == np.signbit(slow[k])
+    assert maps._plain_map({1: 2.0}, str, kind) is None and maps._plain_map({"a": True}, str, kind) is None
+    assert maps._plain_map({"a": 1.0}, int, kind) is None
+    if dtype in ("int64", "int32", "uint8"):
+        for bad in (float("nan"), 10**40, -1 if dtype == "uint8" else 10**19):
+            with pytest.raises(InputError, match=r"^input 'm' at key 'x'"):
+                maps.as_map_input({"a": 1, "x": bad}, "m", "map", "string", dtype)
+
+
 def test_zipmap_rows_leave_as_they_are_python_scalars():
     """ZipMap's dicts hold Python scalars already (PlainMaps): the output is a list of them, the
     same as converting each dict; another sequence of maps is still converted."""

@@ -270,3 +270,36 @@ def onnx_attr(attribute):
     from onnx import helper
     value = helper.get_attribute_value(attribute)
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _kernel_names(exe) -> list[str]:
+    used = {ins.func for fn in exe.functions.values() for ins in fn.instructions if hasattr(ins, "func")}
+    return sorted(exe.func_table[i].name for i in used if exe.func_table[i].kind == "kernel")
+
+
+@pytest.mark.parametrize("shift", [0, 1], ids=["labels_0_to_n", "labels_1_to_n"])
+@pytest.mark.parametrize("model", [LogisticRegression(), RandomForestClassifier(n_estimators=4, random_state=0),
+                                   GradientBoostingClassifier(n_estimators=3, random_state=0)],
+                         ids=["linear", "forest", "boosting"])
+@pytest.mark.parametrize("y", [Y2, Y3], ids=["binary", "three_classes"])
+def test_labels_0_to_n_are_the_class_index(model, y, shift):
+    """Labels 0, 1, ... need no take of the label constant (the class index is the label);
+    other labels keep it. Both give onnxruntime's labels."""
+    fitted = model.fit(X, y + shift)
+    exe = relaxpack.build(relaxpack.from_onnx(convert(fitted)))
+    assert ("take" in _kernel_names(exe)) == bool(shift)
+    check_sklearn(fitted)
+
+
+def test_more_scores_than_labels_keep_the_take():
+    """A LinearClassifier with more coefficient rows than labels may write an index beyond the
+    labels: the take stays (and fails there as onnxruntime does, not with a made-up label)."""
+    from onnx import TensorProto, helper
+    node = helper.make_node("LinearClassifier", ["X"], ["label", "scores"], domain="ai.onnx.ml",
+                            coefficients=[0.5] * 15, intercepts=[0.0, 1.0, 2.0], classlabels_ints=[0])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["n", 5])],
+                              [helper.make_tensor_value_info("label", TensorProto.INT64, None),
+                               helper.make_tensor_value_info("scores", TensorProto.FLOAT, None)])
+    onx = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)],
+                            ir_version=10)
+    assert "take" in _kernel_names(relaxpack.build(relaxpack.from_onnx(onx)))

@@ -55,8 +55,14 @@ def class_labels(ctx, ints, strings) -> np.ndarray:
     return np.array(ints, dtype=np.int64) if ints is not None else string_const(strings)
 
 
-def label_output(ctx, index, labels: np.ndarray):
-    """The label tensor: ``labels[index]``."""
+def label_output(ctx, index, labels: np.ndarray, indices: int | None = None):
+    """The label tensor: ``labels[index]``. ``indices``: how many class indices the kernel
+    can write (``0 .. indices - 1``), where the caller knows it; when they all fall in
+    ``labels`` and the labels are ``0, 1, ...`` (int64, as scikit-learn's are), the index
+    is the label and no ``take`` runs (a kernel call and an output copy per call saved)."""
+    if indices is not None and indices <= labels.size and labels.dtype == np.int64 \
+            and np.array_equal(labels, np.arange(labels.size)):
+        return index
     return make_call("take", ctx.expr(ctx.const(labels)), index, axis=0)
 
 
@@ -153,7 +159,8 @@ def linear_classifier(ctx, x, *, coefficients, intercepts=None, classlabels_ints
     found = ctx.bb.emit(make_call("linear_classifier", ctx.expr(required(ctx, x)), ctx.expr(ctx.const(coef)),
                                   ctx.expr(ctx.const(inter)), post_transform=post_transform), "linear")
     index = ctx.bb.emit(TupleGetItem(found, 0), "class_index")
-    return label_output(ctx, index, labels), TupleGetItem(found, 1)
+    # one row: index s > 0 (0 or 1, two labels checked above); else the argmax over the rows
+    return label_output(ctx, index, labels, max(coef.shape[0], 2)), TupleGetItem(found, 1)
 
 
 @register_converter(ML, "LinearRegressor", since_opset=1)

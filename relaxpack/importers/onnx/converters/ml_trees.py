@@ -164,7 +164,8 @@ def tree_ensemble_classifier(ctx, x, **attrs):
                                   base_values=_base_values(a), post_transform=a["post_transform"],
                                   max_depth=trees.depth(ctx)), "trees")
     index = ctx.bb.emit(TupleGetItem(found, 0), "class_index")
-    return label_output(ctx, index, labels), TupleGetItem(found, 1)
+    # the argmax over one score per label, or with two labels 0 or 1
+    return label_output(ctx, index, labels, labels.size), TupleGetItem(found, 1)
 
 
 # ---------------------------------------------------------------- TreeEnsemble (opset 5)
