@@ -14,7 +14,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ..fpstate import quiet
-from ._math import axis_tuple, commit, load, normalize_axis, scratch, upcast
+from ._math import axis_tuple, commit, load, normalize_axis, python_max, scratch, upcast
 from ._registry import register_kernel
 from ._workspace import Scratch
 
@@ -93,13 +93,12 @@ _FEW = 16
 
 
 def _tensor_max(rows: np.ndarray):
-    """``_MAX(rows, None)``: the same value (a max is exact; its sign of zero never changes
-    ``x - max``); by Python on a few finite values, else (inf, NaN, an overflowing sum, many
-    values) by the reduction, which decides what a NaN gives."""
+    """``_MAX(rows, None)``: the same value; by :func:`~._math.python_max` on a few finite
+    values, else (inf, NaN, an overflowing sum, many values) by the reduction."""
     if rows.size <= _FEW and rows.dtype in _ROW_DTYPES:
-        values = rows.ravel().tolist()
-        if math.isfinite(sum(values)):
-            return max(values)
+        shift = python_max(rows)
+        if shift is not None:
+            return shift
     return _MAX(rows, None)
 
 
