@@ -9,26 +9,11 @@ import numpy as np
 
 from relaxpack.passes.convert_layout import convert_layout
 
-from .helpers import assert_rewrites, assert_same_results, assert_unchanged, with_dce
+from .helpers import assert_rewrites, assert_same_results, assert_unchanged, program, with_dce
+from .test_convert_layout import c, hwio
 
 RNG = np.random.default_rng(1)
 DW = RNG.standard_normal((16, 1, 3, 3)).astype(np.float32)
-
-
-def c(values, dtype="float32") -> str:
-    return f'R.const({np.asarray(values, dtype).tolist()}, "{dtype}")'
-
-
-def program(params: str, ret: str, body: str) -> str:
-    lines = "\n".join("        " + line for line in body.strip().splitlines())
-    return f'''
-@I.ir_module
-class Module:
-    @R.function
-    def main({params}) -> R.Tensor({ret}, "float16"):
-        n = T.int64()
-{lines}
-'''
 
 
 NHWC_X = 'x: R.Tensor(("n", 9, 7, 16), "float16")'
@@ -43,15 +28,15 @@ lv2 = R.nn.conv(lv1, {c(DW)}, {DW_ATTRS})
 lv3 = R.astype(lv2, dtype="float16")
 lv4 = R.permute_dims(lv3, axes=(0, 2, 3, 1))
 return lv4
-""")
+""", "float16")
     expected = program(NHWC_X, '("n", 9, 7, 16)', f"""
 lv1_nhwc = R.astype(x, dtype="float32")
-lv2_nhwc = R.nn.conv(lv1_nhwc, {c(DW.transpose(2, 3, 1, 0))}, {DW_ATTRS}, data_layout="NHWC")
+lv2_nhwc = R.nn.conv(lv1_nhwc, {c(hwio(DW))}, {DW_ATTRS}, data_layout="NHWC")
 lv3_nhwc = R.astype(lv2_nhwc, dtype="float16")
 lv3 = R.permute_dims(lv3_nhwc, axes=(0, 3, 1, 2))
 lv4 = R.permute_dims(lv3, axes=(0, 2, 3, 1))
 return lv4
-""")
+""", "float16")
     mod, out = assert_rewrites(with_dce(convert_layout), before, expected)
     # channels last the conv sums its taps in another order (float32): a float16 rounding may flip
     # by one ulp (2**-10 relative), as in any float16 region ConvertLayout makes
@@ -64,5 +49,5 @@ lv1 = R.astype(x, dtype="float32")
 lv2 = R.nn.conv(lv1, {c(DW)}, {DW_ATTRS})
 lv3 = R.astype(lv2, dtype="float16")
 return lv3
-""")
+""", "float16")
     assert_unchanged(convert_layout, text)
