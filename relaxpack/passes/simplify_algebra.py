@@ -19,6 +19,7 @@ from ..ir.expr import Call, Constant, ShapeExpr
 from ..ops.registry import make_call
 from .core.infra import function_pass
 from .iota_gather import gather_as_reshape, gather_check
+from . import gather_nd_take, reshape_permute_reshape
 from .quantize_rules import RULES as QUANTIZE_RULES
 from .core.rules import (
     Match, Rule, RewriteTable, all_of, any_of, const, float_output, is_op, same_type_as_output,
@@ -418,6 +419,12 @@ RULES = RewriteTable("SimplifyAlgebra", [
                                                 wildcard(), name="mid", what="operand"), name="outer"),
          all_of(used_once("p1", "the inner transpose"), used_once("mid", "the reshape"), _folds),
          fold_permute_reshape_permute),
+    Rule("fold_reshape_permute_reshape",
+         is_op("reshape")(is_op("permute_dims")(is_op("reshape")(_X, wildcard(), name="first", what="operand"),
+                                                name="perm", what="operand"), wildcard(), name="outer"),
+         all_of(used_once("first", "the first reshape"), used_once("perm", "the transpose"),
+                reshape_permute_reshape.check),
+         reshape_permute_reshape.rewrite),
     Rule("remove_identity_reshape",
          is_op("reshape")(_X, wildcard(), name="outer"),
          same_type_as_output("x"),
@@ -465,6 +472,9 @@ RULES = RewriteTable("SimplifyAlgebra", [
                             name="gather"),
          gather_check, gather_as_reshape,
          doc="gather_nd(data, concat(iotas along output axes)) -> reshape(data) (iota_gather.py)."),
+    Rule("gather_nd_of_one_component",
+         is_op("gather_nd")(wildcard("data"), wildcard("indices"), name="gather"),
+         gather_nd_take.check, gather_nd_take.rewrite),
     Rule("compose_gelu", _GELU_ERF_GROUPINGS[0], _GELU_CHECK, compose_gelu),
     Rule("compose_gelu_half_first", _GELU_ERF_GROUPINGS[1],
          _GELU_CHECK, compose_gelu, doc="(x * 0.5) * (erf(x / sqrt(2)) + 1) -> nn.gelu(x)."),
