@@ -19,7 +19,7 @@ from ..ir.expr import Call, Constant, ShapeExpr
 from ..ops.registry import make_call
 from .core.infra import function_pass
 from .iota_gather import gather_as_reshape, gather_check
-from . import gather_nd_take, reshape_permute_reshape
+from . import gather_nd_take, reshape_permute_reshape, scale_after_matmul
 from .quantize_rules import RULES as QUANTIZE_RULES
 from .core.rules import (
     Match, Rule, RewriteTable, all_of, any_of, const, float_output, is_op, same_type_as_output,
@@ -467,6 +467,9 @@ RULES = RewriteTable("SimplifyAlgebra", [
          is_op("multiply")(wildcard("y"), const("c", "the factor"), commutative=True),
          all_of(_scale_folds, same_type_as_output("y")),
          fold_scale_into_weight),
+    Rule("scale_after_matmul",
+         is_op("matmul")(wildcard("a"), wildcard("b"), name="mm"),
+         scale_after_matmul.check, scale_after_matmul.rewrite),
     Rule("gather_nd_of_iotas",
          is_op("gather_nd")(wildcard("data"), is_op("concat")(wildcard("parts"), name="concat", what="indices"),
                             name="gather"),
