@@ -19,7 +19,7 @@ from ..ir.expr import Call, Constant, ShapeExpr
 from ..ops.registry import make_call
 from .core.infra import function_pass
 from .iota_gather import gather_as_reshape, gather_check
-from . import gather_nd_take, reshape_permute_reshape, scale_after_matmul
+from . import broadcast_constant, gather_nd_take, offset_range, reshape_permute_reshape, scale_after_matmul
 from .quantize_rules import RULES as QUANTIZE_RULES
 from .core.rules import (
     Match, Rule, RewriteTable, all_of, any_of, const, float_output, is_op, same_type_as_output,
@@ -437,6 +437,12 @@ RULES = RewriteTable("SimplifyAlgebra", [
          is_op("broadcast_to")(_X, wildcard(), name="outer"),
          same_type_as_output("x"),
          remove_identity, doc="broadcast_to(x, s) -> x when s is provably x's shape."),
+    Rule("constant_not_broadcast",
+         is_op(*broadcast_constant.OPS)(
+             _X, is_op("broadcast_to")(const("c", "the broadcast value"), wildcard(), name="b",
+                                       what="the other operand"),
+             name="op", commutative=True),
+         broadcast_constant.check, broadcast_constant.rewrite),
     Rule("remove_add_zero",
          is_op("add")(_X, const("c", "the other operand"), commutative=True),
          all_of(_all_equal("c", 0, "constant"), same_type_as_output("x")),
@@ -467,6 +473,11 @@ RULES = RewriteTable("SimplifyAlgebra", [
          is_op("multiply")(wildcard("y"), const("c", "the factor"), commutative=True),
          all_of(_scale_folds, same_type_as_output("y")),
          fold_scale_into_weight),
+    Rule("offset_range",
+         is_op("add")(is_op("range")(wildcard(), wildcard(), wildcard(), name="range", what="an operand"),
+                      is_op("shape_to_tensor")(wildcard(), name="offset", what="the other operand"),
+                      commutative=True),
+         offset_range.check, offset_range.rewrite),
     Rule("scale_after_matmul",
          is_op("matmul")(wildcard("a"), wildcard("b"), name="mm"),
          scale_after_matmul.check, scale_after_matmul.rewrite),
