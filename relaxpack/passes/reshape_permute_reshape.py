@@ -23,15 +23,9 @@ from ..ops.registry import make_call
 from .core.rules import Match
 
 
-def _axes(axes, ndim: int) -> tuple[int, ...]:
-    if axes is None:
-        return tuple(reversed(range(ndim)))
-    return tuple(a % ndim for a in axes)
-
-
 def axes_permutation(m: Match) -> tuple[int, ...] | str:
     """The permutation ``q`` of ``x``'s axes the chain amounts to, or why there is none."""
-    from .simplify_algebra import _reshape_atoms   # the atoms of a reshape: one definition
+    from .simplify_algebra import _axes, _reshape_atoms   # one definition of each (that module imports this one)
 
     x_shape, mid, out = m.sinfo("x").shape, m.sinfo("first").shape, m.out_sinfo.shape
     if x_shape is None or mid is None or out is None:
