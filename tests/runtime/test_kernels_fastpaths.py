@@ -369,6 +369,11 @@ def test_conv_plans_pick_the_methods_they_document():
     strided = method((1, 64, 56, 56), (128, 64, 1, 1), s=2, p=0)
     assert strided.phases == 1 and not strided.source_is_input
     assert method((1, 8, 16, 16), (8, 8, 3, 3), s=2).phases == 4
+    # the strided method on wide rows: stride 1, padded, the pitch at most 1.5x the output width
+    assert method((1, 16, 16, 24), (16, 16, 3, 3)).strided.wide == 15 * 26 + 24
+    assert method((1, 8, 4, 4), (8, 8, 3, 3)).strided.wide == 3 * 6 + 4
+    assert method((1, 16, 2, 3), (16, 16, 3, 3)).strided.wide is None
+    assert method((1, 16, 16, 24), (16, 16, 3, 3), p=0).strided.wide is None
 
 
 def test_conv_bias_is_bit_identical_to_conv_then_add():

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import conv_depthwise, conv_strided
+from . import conv_depthwise, conv_strided, conv_wide
 from ._workspace import Scratch
 
 _as_strided = np.lib.stride_tricks.as_strided
@@ -140,7 +140,8 @@ def conv_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, be
     small = len(taps) > 1 and 0 < channels * len(taps) * pixels <= limit
     if not depthwise or small:
         strided = conv_strided.StridedGeometry(tuple(spatial), tuple(begins), tuple(ends), tuple(kernel),
-                                               tuple(strides), tuple(dilation))
+                                               tuple(strides), tuple(dilation),
+                                               conv_wide.wide_columns(spatial, begins, ends, strides, lengths))
     if depthwise and not small:
         cl = conv_depthwise.depthwise_plan(spatial, kernel, strides, dilation, begins, lengths, channels, False)
         method = "depthwise_cl" if channels >= CL_MIN_CHANNELS_PER_PIXEL * pixels or pixels <= CL_MAX_PIXELS \
@@ -179,7 +180,7 @@ def _method_layouts(plan: ConvPlan, batch, channels: int, out_channels: int, dty
     if method == "depthwise_cl":
         return conv_depthwise.depthwise_cl_layouts(plan, batch, channels, dtype)
     if method == "strided":
-        return conv_strided.strided_layouts(plan, batch, channels, dtype)
+        return conv_strided.strided_layouts(plan, batch, channels, out_channels, dtype)
     layouts = [] if plan.source_is_input else [((batch, plan.phases, channels, *plan.plane), dtype)]
     q = plan.q
     if method == "depthwise":
