@@ -31,6 +31,10 @@ SMALL = [
     ((1, 8, 4, 4), (8, 8, 3, 3), dict(padding=(1, 1, 1, 1))),                                 # pitch 6: 1.5x
     ((1, 16, 2, 3), (16, 16, 3, 3), dict(padding=(1, 1, 1, 1))),                              # pitch 5: not wide
     ((2, 16, 5, 7), (16, 1, 3, 3), dict(groups=16, padding=(1, 1, 1, 1))),                   # depthwise, wide
+    # strided: wide rows from the stride's phases (2^15 im2col values and more)
+    ((1, 3, 61, 96), (16, 3, 7, 7), dict(strides=(2, 2), padding=(3, 3, 3, 3))),
+    ((2, 8, 33, 40), (8, 8, 3, 3), dict(strides=(2, 1), padding=(0, 1, 2, 0))),
+    ((1, 6, 60, 30), (4, 6, 2, 7), dict(strides=(3, 1), padding=(0, 3, 1, 3))),              # a phase without taps
 ]
 # silu, sigmoid, hard_swish, hard_sigmoid: the runner's own in-place arithmetic at float32, the kernels' at float16
 ACTIVATIONS = [None, "relu", ("leakyrelu", 0.1), ("clip", -0.5, 0.5), ("hard_sigmoid", 0.2, 0.5), "silu", "sigmoid",

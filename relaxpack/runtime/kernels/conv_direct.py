@@ -139,9 +139,9 @@ def conv_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, be
     limit = conv_strided.MAX_COLUMN_VALUES if depthwise else conv_strided.MAX_DENSE_COLUMN_VALUES
     small = len(taps) > 1 and 0 < channels * len(taps) * pixels <= limit
     if not depthwise or small:
+        wide = conv_wide.wide_geometry(spatial, begins, ends, kernel, strides, dilation, lengths)
         strided = conv_strided.StridedGeometry(tuple(spatial), tuple(begins), tuple(ends), tuple(kernel),
-                                               tuple(strides), tuple(dilation),
-                                               conv_wide.wide_columns(spatial, begins, ends, strides, lengths))
+                                               tuple(strides), tuple(dilation), wide)
     if depthwise and not small:
         cl = conv_depthwise.depthwise_plan(spatial, kernel, strides, dilation, begins, lengths, channels, False)
         method = "depthwise_cl" if channels >= CL_MIN_CHANNELS_PER_PIXEL * pixels or pixels <= CL_MAX_PIXELS \

@@ -43,7 +43,7 @@ class StridedGeometry:
     kernel: tuple
     strides: tuple
     dilation: tuple
-    wide: int | None = None     # the wide columns per image when the taps read wide rows (:mod:`.conv_wide`)
+    wide: conv_wide.WideGeometry | None = None     # when the taps read wide rows (:mod:`.conv_wide`)
 
 
 def padded_shape(spatial: tuple, begins: tuple, ends: tuple) -> tuple[int, ...]:
