@@ -35,6 +35,9 @@ SMALL = [
     ((1, 3, 61, 96), (16, 3, 7, 7), dict(strides=(2, 2), padding=(3, 3, 3, 3))),
     ((2, 8, 33, 40), (8, 8, 3, 3), dict(strides=(2, 1), padding=(0, 1, 2, 0))),
     ((1, 6, 60, 30), (4, 6, 2, 7), dict(strides=(3, 1), padding=(0, 3, 1, 3))),              # a phase without taps
+    # a 1x1 conv that does not read its input as it is (stride, padding): one strided copy, its GEMM
+    ((1, 16, 16, 24), (24, 16, 1, 1), dict(strides=(2, 2))),
+    ((2, 8, 7, 9), (4, 8, 1, 1), dict(strides=(2, 3), padding=(1, 0, 0, 1))),
 ]
 # silu, sigmoid, hard_swish, hard_sigmoid: the runner's own in-place arithmetic at float32, the kernels' at float16
 ACTIVATIONS = [None, "relu", ("leakyrelu", 0.1), ("clip", -0.5, 0.5), ("hard_sigmoid", 0.2, 0.5), "silu", "sigmoid",

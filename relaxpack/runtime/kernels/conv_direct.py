@@ -137,7 +137,7 @@ def conv_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, be
     # im2col by one strided copy and one (batched) GEMM: on small convs, depthwise ones included,
     # the fewest numpy calls (a small depthwise conv: 2-6x the per-tap multiply-adds' speed)
     limit = conv_strided.MAX_COLUMN_VALUES if depthwise else conv_strided.MAX_DENSE_COLUMN_VALUES
-    small = len(taps) > 1 and 0 < channels * len(taps) * pixels <= limit
+    small = (len(taps) > 1 or not source_is_input) and 0 < channels * len(taps) * pixels <= limit
     if not depthwise or small:
         wide = conv_wide.wide_geometry(spatial, begins, ends, kernel, strides, dilation, lengths)
         strided = conv_strided.StridedGeometry(tuple(spatial), tuple(begins), tuple(ends), tuple(kernel),
