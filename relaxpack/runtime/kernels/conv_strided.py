@@ -11,6 +11,8 @@ dilation) and copied into the columns in one call, then one GEMM writes
 ``out``. :func:`~.conv_direct.conv_plan` picks it below
 :data:`MAX_COLUMN_VALUES` values of columns per image for a depthwise conv,
 :data:`MAX_DENSE_COLUMN_VALUES` for others (measured in ``docs/design-notes.md``).
+Padded stride-1 convs and strided ones of many taps a phase copy wide rows
+instead (:mod:`.conv_wide`).
 """
 
 from __future__ import annotations
