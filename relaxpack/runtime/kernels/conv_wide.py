@@ -1,4 +1,4 @@
-"""The strided method on wide rows: a padded stride-1 2-d conv's im2col in long contiguous runs.
+"""The strided method on wide rows: a small 2-d conv's im2col in long contiguous runs.
 
 The strided method (:mod:`.conv_strided`) copies the im2col columns
 ``(N, C, kh, kw, H, W)`` out of the padded input in one call, but numpy then
@@ -20,6 +20,8 @@ engine's planes): the taps of one phase are then a wide window of its plane,
 one copy per phase. Measured in docs/design-notes.md ("Wide rows for the
 strided method").
 """
+
+from __future__ import annotations
 
 from dataclasses import dataclass
 
