@@ -22,10 +22,11 @@ from tests.packager.test_memory_plan import arena_state
 from tests.runtime.test_archive import reseal
 
 MODELS = Path(__file__).parents[1] / "models"
-#: one 3x3 conv (pad 1) of 16 channels on a 7x7 plane: the "compact" im2col
-#: method (runtime/kernels/conv_direct.py). Its scratch per batch item: the
-#: padded copy (16, 9, 9) and the columns (16 channels, 9 taps, 7, 7), float32
-PADDED, COLUMNS = 16 * 9 * 9 * 4, 16 * 9 * 7 * 7 * 4
+#: one 3x3 conv (pad 1) of 16 channels on a 7x7 plane: the strided method on
+#: wide rows (runtime/kernels/conv_wide.py). Its scratch per batch item: the
+#: padded copy (16, 9, 9), the columns (16 channels, 9 taps, 61 wide columns:
+#: 6 rows of 9 and one of 7) and the wide result (16, 61), float32
+PADDED, COLUMNS, RESULT = 16 * 9 * 9 * 4, 16 * 9 * 61 * 4, 16 * 61 * 4
 #: a fused conv -> relu -> add(x) also needs one temporary of the output's
 #: size: the memory plan may make ``out`` the input x, which the add reads last
 OUT = 16 * 7 * 7 * 4
@@ -76,11 +77,11 @@ def test_a_conv_plans_its_im2col_workspace_for_its_one_instruction():
     # the spec's pcs precede the plan_arena instruction inserted at the entry
     assert exe.functions["main"].instructions[start + 1] is exe.functions["main"].instructions[pc]
     for batch in (2, 5):                      # the symbolic size, instantiated per batch
-        assert compile_program(size, 1)([batch]) == batch * (PADDED + COLUMNS)
+        assert compile_program(size, 1)([batch]) == batch * (PADDED + COLUMNS + RESULT)
     plan = exe.metadata["memory_plan"]            # at the bound batch = 8; the workspace is the only intermediate
     assert plan["workspaces"] == 1
     assert plan["workspace_bytes"] == plan["naive_bytes"] == plan["lower_bound_bytes"] == plan["arena_bytes"] \
-        == 8 * (PADDED + COLUMNS)
+        == 8 * (PADDED + COLUMNS + RESULT)
 
 
 def test_the_runtime_instantiates_an_exact_workspace_per_batch_and_the_kernel_carves_from_the_arena(monkeypatch):
@@ -103,11 +104,11 @@ def test_the_runtime_instantiates_an_exact_workspace_per_batch_and_the_kernel_ca
         diffs = compare_outputs(["y"], vm.run({"x": x}), session.run(None, {"x": x}), 1e-4, 1e-5)
         assert diffs[0].passed, diffs
         ws = seen[-1]
-        assert ws.dtype == np.uint8 and ws.ndim == 1 and ws.nbytes == batch * (OUT + PADDED + COLUMNS)
+        assert ws.dtype == np.uint8 and ws.ndim == 1 and ws.nbytes == batch * (OUT + PADDED + COLUMNS + RESULT)
         assert np.shares_memory(ws, state.buffers[0])     # a view of the arena, not a fresh array
     assert workspace_bytes() == 0                          # no thread-local scratch was taken
     sizes = sorted(key[index] for key in state.cache)
-    assert sizes == [2 * (OUT + PADDED + COLUMNS), 5 * (OUT + PADDED + COLUMNS)]
+    assert sizes == [2 * (OUT + PADDED + COLUMNS + RESULT), 5 * (OUT + PADDED + COLUMNS + RESULT)]
 
 
 def test_resnet_small_arena_is_the_lower_bound_with_workspace_and_matches_onnxruntime():
@@ -138,7 +139,7 @@ def test_workspace_round_trips_through_the_archive_and_is_reported(tmp_path):
     x = np.random.default_rng(0).standard_normal((3, 16, 7, 7)).astype(np.float32)
     np.testing.assert_array_equal(VirtualMachine(loaded).run({"x": x})["y"], VirtualMachine(exe).run({"x": x})["y"])
     facts = archive_facts(loaded, a)
-    assert facts["workspaces"] == 1 and facts["workspace_bytes"] == 8 * (PADDED + COLUMNS)
+    assert facts["workspaces"] == 1 and facts["workspace_bytes"] == 8 * (PADDED + COLUMNS + RESULT)
 
 
 def _edit_workspace_kwarg(fn):

@@ -26,6 +26,18 @@ SMALL = [
     ((3, 4, 7, 6), (5, 4, 2, 2), dict()),                                                   # no padding
     ((1, 5, 300), (8, 5, 5), dict(strides=(3,), padding=(2, 2))),                            # conv1d
     ((1, 4, 6, 7, 9), (6, 4, 2, 1, 3), dict(padding=(1, 0, 0, 0, 1, 2))),                    # conv3d
+    # stride 1 and padded: wide rows (conv_wide.py), with dilation and uneven padding, at the pitch bar
+    ((2, 6, 9, 11), (8, 6, 3, 3), dict(padding=(2, 1, 0, 2), dilation=(2, 1))),
+    ((1, 8, 4, 4), (8, 8, 3, 3), dict(padding=(1, 1, 1, 1))),                                 # pitch 6: 1.5x
+    ((1, 16, 2, 3), (16, 16, 3, 3), dict(padding=(1, 1, 1, 1))),                              # pitch 5: not wide
+    ((2, 16, 5, 7), (16, 1, 3, 3), dict(groups=16, padding=(1, 1, 1, 1))),                   # depthwise, wide
+    # strided: wide rows from the stride's phases (2^15 im2col values and more)
+    ((1, 3, 61, 96), (16, 3, 7, 7), dict(strides=(2, 2), padding=(3, 3, 3, 3))),
+    ((2, 8, 33, 40), (8, 8, 3, 3), dict(strides=(2, 1), padding=(0, 1, 2, 0))),
+    ((1, 6, 60, 30), (4, 6, 2, 7), dict(strides=(3, 1), padding=(0, 3, 1, 3))),              # a phase without taps
+    # a 1x1 conv that does not read its input as it is (stride, padding): one strided copy, its GEMM
+    ((1, 16, 16, 24), (24, 16, 1, 1), dict(strides=(2, 2))),
+    ((2, 8, 7, 9), (4, 8, 1, 1), dict(strides=(2, 3), padding=(1, 0, 0, 1))),
 ]
 # silu, sigmoid, hard_swish, hard_sigmoid: the runner's own in-place arithmetic at float32, the kernels' at float16
 ACTIVATIONS = [None, "relu", ("leakyrelu", 0.1), ("clip", -0.5, 0.5), ("hard_sigmoid", 0.2, 0.5), "silu", "sigmoid",

@@ -292,6 +292,8 @@ ENGINE_CASES = [
     ((1, 16, 2, 3), (16, 1, 3, 3), (1, 1), (3, 3, 3, 3), (1, 1), 16),        # depthwise, more padding than data
     ((0, 12, 6, 6), (12, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 12),        # depthwise, empty batch
     ((2, 9, 11), (9, 1, 3), (2,), (1, 1), (1,), 9),                          # depthwise 1-d
+    ((2, 8, 33, 40), (8, 8, 3, 3), (2, 1), (0, 1, 2, 0), (1, 1), 1),         # wide rows from 2x1 phases
+    ((1, 6, 60, 30), (4, 6, 2, 7), (3, 1), (0, 3, 1, 3), (1, 1), 1),        # 3x1 phases, one without taps
     ((1, 10, 4, 5, 3), (10, 1, 3, 3, 2), (1, 2, 1), (1, 1, 0, 1, 1, 1), (1, 1, 1), 10),   # depthwise 3-d
     ((1, 6, 5, 33), (6, 1, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 6),          # channel-last phases
     ((1, 4, 6, 40), (4, 1, 3, 3), (1, 2), (1, 2, 1, 2), (1, 3), 4),          # phases, dilation
@@ -367,8 +369,18 @@ def test_conv_plans_pick_the_methods_they_document():
     one = method((1, 64, 56, 56), (64, 64, 1, 1), p=0)
     assert one.method == "compact" and one.source_is_input and len(one.taps) == 1
     strided = method((1, 64, 56, 56), (128, 64, 1, 1), s=2, p=0)
-    assert strided.phases == 1 and not strided.source_is_input
+    assert strided.phases == 1 and not strided.source_is_input and strided.method == "strided"   # one copy
     assert method((1, 8, 16, 16), (8, 8, 3, 3), s=2).phases == 4
+    # the strided method on wide rows: stride 1, padded, the pitch at most 1.5x the output width
+    assert method((1, 16, 16, 24), (16, 16, 3, 3)).strided.wide.q == 15 * 26 + 24
+    assert method((1, 8, 4, 4), (8, 8, 3, 3)).strided.wide.q == 3 * 6 + 4
+    assert method((1, 16, 2, 3), (16, 16, 3, 3)).strided.wide is None
+    assert method((1, 16, 16, 24), (16, 16, 3, 3), p=0).strided.wide is None
+    stem = method((1, 3, 61, 96), (16, 3, 7, 7), s=2, p=3).strided.wide     # 12.25 taps a phase: phases
+    assert stem.phases == (2, 2) and stem.plane == (34, 51) and stem.padded == (68, 102)
+    assert method((1, 3, 61, 96), (16, 3, 4, 4), s=2).strided.wide.phases == (2, 2)    # 4 taps a phase
+    assert method((1, 16, 16, 24), (24, 16, 3, 3), s=2).strided.wide is None     # 2.25: one copy
+    assert method((1, 3, 61, 96), (16, 3, 4, 4), s=4, p=0).strided.wide is None   # 1
 
 
 def test_conv_bias_is_bit_identical_to_conv_then_add():

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import conv_depthwise, conv_strided
+from . import conv_depthwise, conv_strided, conv_wide
 from ._workspace import Scratch
 
 _as_strided = np.lib.stride_tricks.as_strided
@@ -137,10 +137,11 @@ def conv_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, be
     # im2col by one strided copy and one (batched) GEMM: on small convs, depthwise ones included,
     # the fewest numpy calls (a small depthwise conv: 2-6x the per-tap multiply-adds' speed)
     limit = conv_strided.MAX_COLUMN_VALUES if depthwise else conv_strided.MAX_DENSE_COLUMN_VALUES
-    small = len(taps) > 1 and 0 < channels * len(taps) * pixels <= limit
+    small = (len(taps) > 1 or not source_is_input) and 0 < channels * len(taps) * pixels <= limit
     if not depthwise or small:
+        wide = conv_wide.wide_geometry(spatial, begins, ends, kernel, strides, dilation, lengths)
         strided = conv_strided.StridedGeometry(tuple(spatial), tuple(begins), tuple(ends), tuple(kernel),
-                                               tuple(strides), tuple(dilation))
+                                               tuple(strides), tuple(dilation), wide)
     if depthwise and not small:
         cl = conv_depthwise.depthwise_plan(spatial, kernel, strides, dilation, begins, lengths, channels, False)
         method = "depthwise_cl" if channels >= CL_MIN_CHANNELS_PER_PIXEL * pixels or pixels <= CL_MAX_PIXELS \
@@ -179,7 +180,7 @@ def _method_layouts(plan: ConvPlan, batch, channels: int, out_channels: int, dty
     if method == "depthwise_cl":
         return conv_depthwise.depthwise_cl_layouts(plan, batch, channels, dtype)
     if method == "strided":
-        return conv_strided.strided_layouts(plan, batch, channels, dtype)
+        return conv_strided.strided_layouts(plan, batch, channels, out_channels, dtype)
     layouts = [] if plan.source_is_input else [((batch, plan.phases, channels, *plan.plane), dtype)]
     q = plan.q
     if method == "depthwise":

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from . import conv_small_integer, conv_small_nhwc, conv_strided
+from . import conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
 from ._math import CLIP
 from ._workspace import scratch_nbytes
 
@@ -107,16 +107,18 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     if plan.method != "strided":
         return None
     batch, channels = data.shape[:2]
-    layouts = conv_strided.strided_layouts(plan, batch, channels, work)
+    layouts = conv_strided.strided_layouts(plan, batch, channels, weight.shape[0], work)
+    if plan.strided.wide is not None:
+        arrays = _scratch(layouts, workspace)
+        relu = attrs["activation"] == "relu" and work == dtype
+        return None if arrays is None else conv_wide.prepare(
+            plan, weight, bias, attrs["groups"], out, arrays, None if relu else act, relu, fixed_weight)
     if work != dtype:       # float16: the float32 input (unpadded) and the float32 result
         layouts = layouts[:-1] + [((batch, channels, *geometry_spatial(plan)), work)] * (len(layouts) == 1) \
             + layouts[-1:] + [(tuple(out.shape), work)]
-    nbytes = scratch_nbytes(layouts)
-    if workspace is None or workspace.nbytes < nbytes:
-        if nbytes > PRIVATE_MAX_BYTES:
-            return None
-        workspace = np.empty(nbytes, np.uint8)      # the instruction's own, kept while its shapes last
-    arrays = _carve(layouts, workspace)
+    arrays = _scratch(layouts, workspace)
+    if arrays is None:
+        return None
     geometry = plan.strided
     result = arrays.pop() if work != dtype else None
     padded = arrays[0] if len(arrays) > 1 and any(geometry.begins + geometry.ends) else None
@@ -225,6 +227,18 @@ def _pointwise(data, weight, bias, act, spatial_dims: int):
             act(out)
     run.pointwise = True        # reads ``x`` as it is (an integer caller converts it first)
     return run
+
+
+def _scratch(layouts, workspace) -> list | None:
+    """The scratch arrays of ``layouts``: in the planned ``workspace`` when it is large enough, else
+    in memory of the instruction's own (kept while its shapes last) up to :data:`PRIVATE_MAX_BYTES`;
+    None beyond."""
+    nbytes = scratch_nbytes(layouts)
+    if workspace is None or workspace.nbytes < nbytes:
+        if nbytes > PRIVATE_MAX_BYTES:
+            return None
+        workspace = np.empty(nbytes, np.uint8)
+    return _carve(layouts, workspace)
 
 
 def _carve(layouts, workspace: np.ndarray) -> list:

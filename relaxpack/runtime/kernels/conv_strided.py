@@ -11,6 +11,8 @@ dilation) and copied into the columns in one call, then one GEMM writes
 ``out``. :func:`~.conv_direct.conv_plan` picks it below
 :data:`MAX_COLUMN_VALUES` values of columns per image for a depthwise conv,
 :data:`MAX_DENSE_COLUMN_VALUES` for others (measured in ``docs/design-notes.md``).
+Padded stride-1 convs and strided ones of many taps a phase copy wide rows
+instead (:mod:`.conv_wide`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from . import conv_wide
 
 _as_strided = np.lib.stride_tricks.as_strided
 
@@ -41,15 +45,19 @@ class StridedGeometry:
     kernel: tuple
     strides: tuple
     dilation: tuple
+    wide: conv_wide.WideGeometry | None = None     # when the taps read wide rows (:mod:`.conv_wide`)
 
 
 def padded_shape(spatial: tuple, begins: tuple, ends: tuple) -> tuple[int, ...]:
     return tuple(x + b + e for x, b, e in zip(spatial, begins, ends))
 
 
-def strided_layouts(plan, batch, channels: int, dtype) -> list:
-    """The zero-padded input (when padded) and the columns ``(N, C, taps, *lengths)``."""
+def strided_layouts(plan, batch, channels: int, out_channels: int, dtype) -> list:
+    """The zero-padded input (when padded) and the columns ``(N, C, taps, *lengths)``; wide rows:
+    :func:`.conv_wide.wide_layouts`."""
     geometry = plan.strided
+    if geometry.wide is not None:
+        return conv_wide.wide_layouts(plan, batch, channels, out_channels, dtype)
     padded = [] if not any(geometry.begins + geometry.ends) else \
         [((batch, channels, *padded_shape(geometry.spatial, geometry.begins, geometry.ends)), dtype)]
     return padded + [((batch, channels, len(plan.taps), *plan.lengths), dtype)]
@@ -58,6 +66,9 @@ def strided_layouts(plan, batch, channels: int, dtype) -> list:
 def run_strided(plan, x: np.ndarray, weight: np.ndarray, groups: int, out: np.ndarray, bias, arrays) -> None:
     """``out = conv(x, weight) (+ bias)``: padded copy, one strided copy into the columns, one GEMM."""
     geometry = plan.strided
+    if geometry.wide is not None:
+        conv_wide.run_wide(plan, x, weight, groups, out, bias, arrays)
+        return
     batch, channels = x.shape[:2]
     source = x
     if len(arrays) > 1:

@@ -1,0 +1,192 @@
+"""The strided method on wide rows: a small 2-d conv's im2col in long contiguous runs.
+
+The strided method (:mod:`.conv_strided`) copies the im2col columns
+``(N, C, kh, kw, H, W)`` out of the padded input in one call, but numpy then
+loops over rows of ``W`` values (a 3x3 conv on a 16x24 plane: 3456 runs of
+24). When the conv has unit strides, the padded plane flattened row-major
+holds every tap's window as one run: tap ``(i, j)`` of output pixel
+``(y, x)`` is ``padded[y * P + x + i * d0 * P + j * d1]`` (``P`` the padded
+width), so a tap's columns are the ``q = (H - 1) * P + W`` values from
+``i * d0 * P + j * d1``; output row ``y`` is columns ``y * P .. y * P + W``
+and the ``P - W`` between rows are not pixels ("wide" rows, as the engine's
+``wide`` method). The copy then loops over ``C * kh * kw`` runs of ``q``
+values (3x faster on the zoo's 61x96 CNNs), the GEMM makes ``q`` columns
+instead of ``H * W`` (``P / W`` times as many: 8% at width 24), and the
+valid pixels are copied out of the wide result, the bias added before (in
+place, in cache) and a ReLU applied by that copy. A strided conv (ResNet's
+7x7/2 stem) first splits the padded copy into its stride's phases (phase
+``(a, b)`` holds the padded positions ``(a + s0 * u, b + s1 * v)``, as the
+engine's planes): the taps of one phase are then a wide window of its plane,
+one copy per phase. Measured in docs/design-notes.md ("Wide rows for the
+strided method").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_as_strided = np.lib.stride_tricks.as_strided
+
+#: wide rows while the rows the taps read are at most this many times as wide as the output: a 3x3
+#: conv on a 4x6 output (pitch 8) gains (11.9 -> 11.0 us), on a 2x3 one (pitch 5) the GEMM's extra
+#: columns cost more than the copy saves (6.4 -> 6.7 us)
+MAX_PITCH_RATIO = 1.5
+#: a strided conv takes phases from this many taps per phase on (measured, 1 thread, the runner: 7x7/2
+#: stems 0.7-0.8x the time from 32x32 to 64x96 and batch 3, 5x5/2 0.72-0.85x; 3x3/2, 2.25 taps a
+#: phase, 1.0-1.1x: the phase split and a copy per phase cost what the copy saves; 4x4/4 1.3x)
+PHASES_MIN_TAPS = 4
+
+
+@dataclass(frozen=True)
+class WideGeometry:
+    """Where a conv's wide rows are: ``q`` columns per image, read from planes of rows of ``pitch``
+    values, the padded copy of spatial shape ``padded`` split into ``phases`` (its strides; (1, 1):
+    the padded copy is the plane) of ``plane`` shape."""
+
+    q: int
+    pitch: int
+    padded: tuple
+    phases: tuple
+    plane: tuple
+
+
+def wide_geometry(spatial: tuple, begins: tuple, ends: tuple, kernel: tuple, strides: tuple, dilation: tuple,
+                  lengths: tuple) -> WideGeometry | None:
+    """The wide rows of a strided-method conv of this geometry, when its taps
+    can read them: two spatial dims; unit strides and padding (the padded copy is the plane they
+    read), or strides without dilation and :data:`PHASES_MIN_TAPS` taps a phase or more; rows at
+    most :data:`MAX_PITCH_RATIO` times the output width. None otherwise."""
+    if len(spatial) != 2 or min(lengths) <= 0:
+        return None
+    padded = tuple(x + b + e for x, b, e in zip(spatial, begins, ends))
+    if all(s == 1 for s in strides):
+        if not any(tuple(begins) + tuple(ends)):
+            return None
+        phases, plane = (1, 1), padded
+    else:
+        if any(d != 1 for d in dilation) or kernel[0] * kernel[1] < PHASES_MIN_TAPS * strides[0] * strides[1]:
+            return None
+        phases = tuple(strides)
+        plane = tuple(n + (k - 1) // s for n, k, s in zip(lengths, kernel, strides))
+        padded = tuple(s * max(u, -(-p // s)) for s, u, p in zip(strides, plane, padded))
+    pitch = plane[1]
+    if pitch > MAX_PITCH_RATIO * lengths[1]:
+        return None
+    return WideGeometry((lengths[0] - 1) * pitch + lengths[1], pitch, padded, phases, plane)
+
+
+def wide_layouts(plan, batch, channels: int, out_channels: int, dtype) -> list:
+    """The zero-padded input, its phase planes (strided convs), the columns ``(N, C, taps, q)`` and
+    the wide result ``(N, O, q)``."""
+    wide = plan.strided.wide
+    phases = [] if wide.phases == (1, 1) else \
+        [((wide.phases[0] * wide.phases[1], batch, channels, wide.plane[0] * wide.plane[1]), dtype)]
+    return [((batch, channels, *wide.padded), dtype), *phases, ((batch, channels, len(plan.taps), wide.q), dtype),
+            ((batch, out_channels, wide.q), dtype)]
+
+
+def interior(plan, padded: np.ndarray) -> np.ndarray:
+    """The input's place in the padded copy."""
+    geometry = plan.strided
+    return padded[(slice(None), slice(None)) + tuple(
+        slice(b, b + n) for b, n in zip(geometry.begins, geometry.spatial))]
+
+
+def copies(plan, arrays) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(destination, source)`` of the copies after the padded copy's fill: the phase split (strided
+    convs), then the taps' wide windows into the columns, one per phase."""
+    geometry, wide = plan.strided, plan.strided.wide
+    padded, cols = arrays[0], arrays[-2]
+    batch, channels = padded.shape[:2]
+    q, pitch, item = wide.q, wide.pitch, padded.itemsize
+    columns = cols.reshape(batch, channels, *geometry.kernel, q)
+    if wide.phases == (1, 1):
+        window = _as_strided(padded, columns.shape, padded.strides[:2] + (
+            geometry.dilation[0] * pitch * item, geometry.dilation[1] * item, item), writeable=False)
+        return [(columns, window)]
+    (s0, s1), (u0, u1) = wide.phases, wide.plane
+    planes = arrays[1]
+    split = padded.reshape(batch, channels, wide.padded[0] // s0, s0, wide.padded[1] // s1, s1)
+    result = [(planes.reshape(s0, s1, batch, channels, u0, u1), split[:, :, :u0, :, :u1].transpose(3, 5, 0, 1, 2, 4))]
+    for a in range(s0):
+        for b in range(s1):
+            plane = planes[a * s1 + b]
+            shape = (batch, channels, len(range(a, geometry.kernel[0], s0)), len(range(b, geometry.kernel[1], s1)), q)
+            if 0 in shape:
+                continue
+            window = _as_strided(plane, shape, plane.strides[:2] + (pitch * item, item, item), writeable=False)
+            result.append((columns[:, :, a::s0, b::s1], window))
+    return result
+
+
+def valid(plan, result: np.ndarray) -> np.ndarray:
+    """The output pixels of the wide ``result`` ``(N, O, q)``: ``(N, O, H, W)``, read-only."""
+    item = result.itemsize
+    return _as_strided(result, result.shape[:2] + tuple(plan.lengths),
+                       result.strides[:2] + (plan.strided.wide.pitch * item, item), writeable=False)
+
+
+def run_wide(plan, x: np.ndarray, weight: np.ndarray, groups: int, out: np.ndarray, bias, arrays) -> None:
+    """``out = conv(x, weight) (+ bias)`` from wide rows: padded copy (and its phases), one copy
+    into the columns per phase, one (grouped) GEMM into the wide result, the bias added there, the
+    valid pixels copied out."""
+    padded, cols, result = arrays[0], arrays[-2], arrays[-1]
+    padded.fill(0)
+    interior(plan, padded)[...] = x
+    for dst, src in copies(plan, arrays):
+        np.copyto(dst, src)
+    batch, channels, taps, q = cols.shape
+    out_channels = weight.shape[0]
+    k = channels // groups * taps
+    np.matmul(weight.reshape(groups, out_channels // groups, k), cols.reshape(batch, groups, k, q),
+              out=result.reshape(batch, groups, out_channels // groups, q))
+    if bias is not None:
+        np.add(result, bias.reshape(out_channels, 1), out=result)
+    np.copyto(out, valid(plan, result), casting="unsafe")
+
+
+def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed_weight: bool):
+    """The per-instruction runner ``run(x, out)`` of :func:`run_wide` (the same numpy calls, so the
+    same results) for these operands: ``arrays`` its scratch (:func:`wide_layouts`, in the work
+    dtype, float32 for a float16 ``out``); ``act`` the in-place activation, or with ``relu`` the
+    ReLU made by the copy out (float32/float64 ``out``)."""
+    padded, cols, result = arrays[0], arrays[-2], arrays[-1]
+    work = result.dtype
+    batch, channels, taps, q = cols.shape
+    out_channels = weight.shape[0]
+    k = channels // groups * taps
+    w = weight.astype(work, copy=False).reshape(groups, out_channels // groups, k)   # float16: a float32 copy
+    convert = work != weight.dtype and not fixed_weight
+    inner = interior(plan, padded)
+    moves = copies(plan, arrays)
+    columns = cols.reshape(batch, groups, k, q)
+    target = result.reshape(batch, groups, out_channels // groups, q)
+    wide_valid = valid(plan, result)
+    bias_in_result = bias is not None and work == out.dtype
+    bias_b = None if bias is None else bias.reshape((out_channels, 1) if bias_in_result else (out_channels, 1, 1))
+    copy, matmul, add = np.copyto, np.matmul, np.add
+    if relu:
+        from ._math import CLIP
+        zero, inf = work.type(0), work.type(np.inf)
+
+    def run(x, out):
+        padded.fill(0)
+        copy(inner, x)                          # (float16, integers: converted as it is copied)
+        for dst, src in moves:
+            copy(dst, src)
+        if convert:
+            copy(w, weight.reshape(w.shape))
+        matmul(w, columns, out=target)
+        if bias_in_result:
+            add(result, bias_b, out=result)
+        if relu:
+            CLIP(wide_valid, zero, inf, out=out)
+            return
+        copy(out, wide_valid, casting="unsafe")     # the conv rounds, then the bias: as the generic kernel
+        if bias_b is not None and not bias_in_result:
+            add(out, bias_b, out=out)
+        if act is not None:
+            act(out)
+    return run
