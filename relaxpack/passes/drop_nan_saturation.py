@@ -16,7 +16,7 @@ give without its operand's.
 from __future__ import annotations
 
 from ..ir.block_builder import BlockBuilder
-from ..ir.expr import Call, Function, SeqExpr, VarBinding
+from ..ir.expr import Call, SeqExpr, VarBinding
 from ..ir.op import make_call
 from .analysis.float_values import Definitions
 from .analysis.magnitude import magnitude_bound
@@ -51,10 +51,7 @@ def drop_nan_saturation(func, mod, ctx):
                 changed = True
             bindings.append(b if new is None else VarBinding(b.var, new, span=b.span))
         blocks.append(type(block)(tuple(bindings)))
-    if not changed:
-        return func
-    body = SeqExpr(tuple(blocks), func.body.body, struct_info=func.body.struct_info)
-    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.attrs)
+    return func.replace(body=func.body.replace(blocks=tuple(blocks))) if changed else func
 
 
 __all__ = ["drop_nan_saturation"]
