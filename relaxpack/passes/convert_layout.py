@@ -162,7 +162,7 @@ def _worth_it(func: Function, chosen: dict, nhwc: set, root, uses: dict) -> dict
         for a in _operands(values[v]) if rule.reads_nhwc else ():
             if isinstance(a, Var) and a in nhwc:
                 reads[a] = reads.get(a, 0) + 1
-            elif isinstance(a, Var) and not is_scalar(a) and _transposed_from(values.get(a)) is None:
+            elif isinstance(a, Var) and rank4(a) and _transposed_from(values.get(a)) is None:
                 entries.add((r, a))
         if not rule.reads_nhwc:
             entries.add((r, v))

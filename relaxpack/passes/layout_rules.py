@@ -304,6 +304,27 @@ def _rewrite_mean(call: Call, nhwc) -> Call:
     return make_call("mean", nhwc(call.args[0]), **{**call.attrs, "axis": (1, 2)})
 
 
+def _check_table_lookup(call: Call, is_nhwc) -> str | None:
+    """None when ``call`` is ``take(table, index)`` of a 1-d table along its axis with a
+    channels-last index: elementwise in the index (a quantized model's QLinearSigmoid / LeakyRelu
+    look-up, whose result has the index's shape; the table itself has no layout)."""
+    table, index = call.args
+    sinfo = table.struct_info
+    if not (isinstance(sinfo, TensorStructInfo) and sinfo.ndim == 1 and call.attrs.get("axis") in (0, -1)):
+        return "not a look-up in a 1-d table"
+    if not (rank4(index) and rank4(call) and is_nhwc(index)):
+        return "the index is not a channels-last rank-4 value"
+    return None
+
+
+def _rewrite_table_lookup(call: Call, nhwc) -> Call:
+    return make_call("take", call.args[0], nhwc(call.args[1]), **call.attrs)
+
+
+def _rewrite_sum(call: Call, nhwc) -> Call:
+    return make_call("sum", nhwc(call.args[0]), **{**call.attrs, "axis": (1, 2)})
+
+
 def _check_conv_transpose(call: Call, is_nhwc) -> str | None:
     if call.attrs.get("data_layout") != "NCHW":
         return f"R.nn.conv_transpose is already {call.attrs.get('data_layout')}"
@@ -373,6 +394,12 @@ RULES: dict[str, tuple[LayoutRule, ...]] = {
                          _rewrite_mean),
              layout_rule("mean_spatial", lambda call, is_nhwc: _spatial_mean(call, is_nhwc, False), _rewrite_mean,
                          output_nhwc=False)),
+    # a quantized model's integer global average pool sums over the spatial dims (as a mean)
+    "sum": (layout_rule("sum_spatial_keepdims", lambda call, is_nhwc: _spatial_mean(call, is_nhwc, True),
+                        _rewrite_sum),
+            layout_rule("sum_spatial", lambda call, is_nhwc: _spatial_mean(call, is_nhwc, False), _rewrite_sum,
+                        output_nhwc=False)),
+    "take": (layout_rule("table_lookup", _check_table_lookup, _rewrite_table_lookup),),
 }
 
 

@@ -243,7 +243,8 @@ def _look_up(binding: VarBinding, q: Var, lo: float, table: np.ndarray, dataflow
     value = builder.normalize(make_call("astype", index, dtype="int64"))   # numpy's take reads intp
     position = kind(f"{binding.var.name_hint}_index", value.struct_info)
     out.append(VarBinding(position, value, span=binding.span))
-    look_up = builder.normalize(make_call("take", Constant(table), position, axis=0))
+    # (q is within [lo, hi] (value_range): every position is in the table)
+    look_up = builder.normalize(make_call("take", Constant(table), position, axis=0, in_bounds=True))
     out.append(VarBinding(binding.var, look_up, span=binding.span))
     return out
 

@@ -74,6 +74,49 @@ lv2_nhwc = R.nn.relu(lv1_nhwc)
 lv2 = R.permute_dims(lv2_nhwc, axes=(0, 3, 1, 2))
 return lv2
 """),
+    # a quantized model's table look-up (a 1-d table: it has no layout, even computed at run time)
+    # and its integer global average pool's sum over H, W stay in the region (as elementwise ops
+    # and a mean): the table is not counted as a transpose in
+    "table_lookup_and_integer_sum": (('x: R.Tensor(("n", 16, 9, 7), "float32"), t: R.Tensor((256,), "int32")',
+                                      '("n", 16, 1, 1)'), f"""
+lv = R.nn.conv_bias_act(x, {c(DW)}, {c(BIAS)}, {DW_ATTRS})
+lv0 = R.nn.conv_bias_act(lv, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+lv1 = R.clip(lv0, min=0.0, max=255.0, saturate_nan=True)
+lv2 = R.astype(lv1, dtype="int32")
+lv3 = R.take(t, lv2, axis=0)
+lv4 = R.sum(lv3, axis=[2, 3], keepdims=True)
+lv5 = R.astype(lv4, dtype="float32")
+return lv5
+""", f"""
+x_nhwc = R.permute_dims(x, axes=(0, 2, 3, 1))
+lv_nhwc = R.nn.conv_bias_act(x_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW_ATTRS}, data_layout="NHWC")
+lv0_nhwc = R.nn.conv_bias_act(lv_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv1_nhwc = R.clip(lv0_nhwc, min=0.0, max=255.0, saturate_nan=True)
+lv2_nhwc = R.astype(lv1_nhwc, dtype="int32")
+lv3_nhwc = R.take(t, lv2_nhwc, axis=0)
+lv4_nhwc = R.sum(lv3_nhwc, axis=(1, 2), keepdims=True)
+lv5_nhwc = R.astype(lv4_nhwc, dtype="float32")
+lv5 = R.permute_dims(lv5_nhwc, axes=(0, 3, 1, 2))
+return lv5
+"""),
+    # a look-up in a 2-d table (rows of an embedding) is not elementwise in its index: it reads
+    # the region's value channels first
+    "table_of_rows": (('x: R.Tensor(("n", 16, 9, 7), "float32"), t: R.Tensor((256, 2), "float32")',
+                       '("n", 16, 5, 4, 2)'), f"""
+lv = R.nn.conv_bias_act(x, {c(DW)}, {c(BIAS)}, {DW_ATTRS})
+lv0 = R.nn.conv_bias_act(lv, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+lv1 = R.astype(lv0, dtype="int32")
+lv2 = R.take(t, lv1, axis=0)
+return lv2
+""", f"""
+x_nhwc = R.permute_dims(x, axes=(0, 2, 3, 1))
+lv_nhwc = R.nn.conv_bias_act(x_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW_ATTRS}, data_layout="NHWC")
+lv0_nhwc = R.nn.conv_bias_act(lv_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv1_nhwc = R.astype(lv0_nhwc, dtype="int32")
+lv1 = R.permute_dims(lv1_nhwc, axes=(0, 3, 1, 2))
+lv2 = R.take(t, lv1, axis=0)
+return lv2
+"""),
     # one depthwise conv does not pay for a transpose in and one out
     "single_gain": ((X, '("n", 16, 5, 4)'), f"""
 lv = R.nn.conv_bias_act(x, {c(DW)}, {c(BIAS)}, {DW_ATTRS})

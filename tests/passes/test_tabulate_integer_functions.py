@@ -59,7 +59,7 @@ lv = R.round(x)
 q = R.clip(lv, min=-3.0, max=4.0, saturate_nan=True)
 lv6_shifted = R.subtract(q, R.const(-3.0, "float32"))
 lv6_index = R.astype(lv6_shifted, dtype="int64")
-lv6 = R.take({constant}, lv6_index, axis=0)
+lv6 = R.take({constant}, lv6_index, axis=0, in_bounds=True)
 return lv6
 """)
     mod, out = assert_rewrites(PASS, before, expected)

@@ -46,6 +46,23 @@ def test_take(dtype, idtype, shape, ishape, axis):
     assert_close(run_kernel("take", x, indices, axis=axis), expected)
 
 
+@pytest.mark.parametrize("shape, ishape, axis", [((256,), (7, 5), 0), ((5, 4), (2, 3), 1), ((3, 5, 4), (6,), -1),
+                                            ((5, 4), (0,), 0), ((0, 4), (2,), 1)])
+@pytest.mark.parametrize("idtype", ["int32", "int64"])
+def test_take_in_bounds_is_take(idtype, shape, ishape, axis):
+    """``in_bounds`` (indices proven in [0, n): a quantized table look-up) skips the bounds checks: the
+    same values as checked, at both ends of the axis."""
+    rng = np.random.default_rng(2)
+    x = rand(rng, shape, "float32")
+    n = shape[axis]
+    indices = rng.integers(0, n, size=ishape).astype(idtype) if n else np.zeros(ishape, idtype)
+    if indices.size:
+        indices.flat[0], indices.flat[-1] = 0, n - 1
+    expected = run_kernel("take", x, indices, axis=axis, in_bounds=False)
+    np.testing.assert_array_equal(run_kernel("take", x, indices, axis=axis, in_bounds=True), expected)
+    np.testing.assert_array_equal(expected, np.take(x, indices, axis=axis))
+
+
 def test_take_out_of_range_names_the_op():
     with pytest.raises(ShapeError, match=r"take: index 5 is out of range for axis 0 of size 5"):
         run_kernel("take", np.zeros((5, 2), np.float32), np.array([1, 5]), axis=0)

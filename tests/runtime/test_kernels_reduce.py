@@ -73,6 +73,36 @@ def test_a_mean_over_leading_axes_matches_onnxruntime(dtype, shape, axis, keepdi
             .all()
 
 
+INTEGER_SUM_CASES = INNER_RUN_CASES + [((1, 127, 1, 3), (1, 2), True),    # 127 rows: numpy's reduction
+                                       ((2, 8, 16, 3), (1, 2), False)]      # 128: the float64 GEMM
+
+
+@pytest.mark.parametrize("shape, axis, keepdims", INTEGER_SUM_CASES)
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64"])
+def test_an_integer_sum_is_exact_and_wraps(dtype, shape, axis, keepdims):
+    """Over a block of axes before the last from 128 rows, a float64 product with ones (up to 32-bit
+    values): the integer sum bit for bit, wrapping in the accumulating type as numpy's reduction,
+    at the type's extremes."""
+    from relaxpack.runtime.kernels.reduce import sum_
+    rng = np.random.default_rng(3)
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+    if x.size:
+        x.flat[::3] = info.max
+        x.flat[1::5] = info.min
+    axes = tuple(a % x.ndim for a in axis)
+    np.testing.assert_array_equal(run_kernel("sum", x, axis=axis, keepdims=keepdims),
+                                  np.add.reduce(x, axis=axes, keepdims=keepdims, dtype=x.dtype))
+    for accumulate in ("int32", "int64", "uint8"):       # a wider (or narrower) accumulator than the data
+        expected = np.add.reduce(x, axis=axes, keepdims=keepdims, dtype=accumulate)
+        out = np.full(expected.shape, 7, accumulate)
+        sum_(x, out=out, axis=axis, keepdims=keepdims)
+        np.testing.assert_array_equal(out, expected)
+    view = np.swapaxes(x, 0, -1)                        # not C-contiguous: numpy's reduction
+    np.testing.assert_array_equal(run_kernel("sum", view, axis=(1,), keepdims=keepdims),
+                                  np.add.reduce(view, axis=1, keepdims=keepdims, dtype=x.dtype))
+
+
 def test_integer_mean_truncates_toward_zero():
     x = np.array([[-7, 0], [2, 0], [-3, 1]], np.int32)
     np.testing.assert_array_equal(run_kernel("mean", x, axis=(0,)), [-2, 0])

@@ -143,8 +143,9 @@ def _infer_take(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     return TensorStructInfo(shape, data.dtype, vdevice=vdevice)
 
 
-register_op("take", infer=_infer_take, attrs={"axis": 0}, num_args=2,
-            doc="numpy take / ONNX Gather: data.shape[:axis] + indices.shape + data.shape[axis+1:].")
+register_op("take", infer=_infer_take, attrs={"axis": 0, "in_bounds": False}, num_args=2,
+            doc="numpy take / ONNX Gather: data.shape[:axis] + indices.shape + data.shape[axis+1:]; "
+                "in_bounds: every index is known to be in [0, n) (a table look-up by a clipped value).")
 
 
 def _infer_gather_elements(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:

@@ -71,11 +71,14 @@ def _index_error(name: str, indices: np.ndarray, size: int, axis: int) -> ShapeE
 
 
 @register_kernel("take")
-def take(data, indices, *, out, axis):
-    """numpy take / ONNX Gather: ``data.shape[:axis] + indices.shape + data.shape[axis+1:]``."""
+def take(data, indices, *, out, axis, in_bounds):
+    """numpy take / ONNX Gather: ``data.shape[:axis] + indices.shape + data.shape[axis+1:]``.
+    ``in_bounds``: the compiler proved every index in ``[0, n)`` (a quantized model's table
+    look-up): numpy's "wrap" mode, the same values without the bounds checks ("raise" costs
+    1.5x: 71k float32 look-ups 34.9 -> 20.6 us, 6k 3.1 -> 1.9 us; measured, 1 thread)."""
     ax = normalize_axis(axis, data.ndim)
     try:
-        data.take(indices, ax, out, "raise")        # the method: np.take's Python wrapper costs ~0.4 us
+        data.take(indices, ax, out, "wrap" if in_bounds else "raise")   # the method: np.take's wrapper costs ~0.4 us
     except IndexError:
         raise _index_error("take", indices, data.shape[ax], ax) from None
 

@@ -33,7 +33,43 @@ def _reduce_into(ufunc_reduce, x, out, axes, keepdims, **kwargs) -> None:
 @register_kernel("sum")
 def sum_(x, *, out, axis, keepdims):
     """Sum over ``axis`` (accumulating in the dtype, so integers wrap)."""
-    _reduce_into(np.add.reduce, x, out, axis_tuple(axis, x.ndim), keepdims)
+    axes = axis_tuple(axis, x.ndim)
+    if out.dtype.kind in "iu" and _integer_inner_run_sum(x, axes, out):
+        return
+    _reduce_into(np.add.reduce, x, out, axes, keepdims)
+
+
+#: an integer sum over a block of axes before the last runs as a float64 GEMM from this many rows
+#: (numpy's reduction: ~20 ns a row to 384 rows of 48 values (5.8 us against 4.7), then 44 us for
+#: 1488 rows of 16; the GEMM and its conversion ~2 us from 128 rows; measured, 1 thread) ...
+INTEGER_RUN_MIN_ROWS = 128
+#: ... to at most this many of up to 32 bits: every partial sum is an integer of magnitude below
+#: 2**21 * 2**32 = 2**53, so exact in any order
+INTEGER_RUN_MAX_ROWS = 1 << 21
+
+
+def _integer_inner_run_sum(x: np.ndarray, axes: tuple, out: np.ndarray) -> bool:
+    """``out`` = the integer sum of a C-contiguous integer ``x`` of at most 32 bits over a block of
+    axes before the last (a channels-last image's spatial dims: a quantized model's global average
+    pool) as ``ones(1, K) @ float64(x)``: numpy's integer reduction adds such rows one ufunc call
+    at a time (1488 rows of 16 int32: 44 us; this 5 us). The exact sum (see
+    :data:`INTEGER_RUN_MAX_ROWS`) is cast through int64 into ``out``'s type, wrapping as the
+    integer accumulation does. False (nothing written) for any other sum."""
+    axes = sorted(set(axes))
+    if x.dtype.kind not in "iu" or x.dtype.itemsize > 4 or not axes or not x.flags.c_contiguous \
+            or axes != list(range(axes[0], axes[-1] + 1)) or axes[-1] == x.ndim - 1 or x.size == 0:
+        return False
+    rows = 1
+    for a in axes:
+        rows *= x.shape[a]
+    if not INTEGER_RUN_MIN_ROWS <= rows <= INTEGER_RUN_MAX_ROWS:
+        return False
+    pre = 1
+    for d in x.shape[:axes[0]]:
+        pre *= d
+    total = np.matmul(_ones(rows, np.float64).reshape(1, rows), x.reshape(pre, rows, -1).astype(np.float64))
+    np.copyto(out, total.astype(np.int64).reshape(out.shape), casting="unsafe")
+    return True
 
 
 @register_kernel("prod")

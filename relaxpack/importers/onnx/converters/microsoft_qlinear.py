@@ -96,7 +96,7 @@ def _lookup(ctx, x: Value, scale: Value, zero_point: Value | None, y_scale: Valu
     index = astype(ctx, x, "int32")
     if info.min:
         index = call(ctx, "subtract", index, scalar(ctx, int(info.min), "int32"))
-    return make_call("take", table, index, axis=0)
+    return make_call("take", table, index, axis=0, in_bounds=True)     # x - min: 0..255, the table's 256
 
 
 def _fma(ctx, a: Expr, b: Expr, c: Expr) -> Expr:
