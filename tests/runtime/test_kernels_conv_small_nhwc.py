@@ -191,3 +191,25 @@ def test_depthwise_inputs_and_outputs_that_are_kept_views(case):
         np.testing.assert_array_equal(out, want)
         if workspace is not None:
             workspace[:] = 0xCD
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[8]], ids=["pointwise", "gemm", "depthwise"])
+def test_kept_views_with_another_weight_or_workspace(case):
+    """The runner of the last call is reused unchecked only for the same views, weight, bias and
+    workspace: another weight (or bias, or workspace) with the same views prepares again."""
+    data, weight, attrs, _ = case
+    attrs = nhwc_attrs(attrs, "relu")
+    rng = np.random.default_rng(6)
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    x = np.empty(int(np.prod(data)) + 8, np.float32)[8:].reshape(data)
+    x[...] = rand(rng, data, "float32")
+    want = out_for(data, weight, attrs, "float32")
+    out = np.empty(want.size + 4, np.float32)[4:].reshape(want.shape)
+    b = rand(rng, (weight[-1],), "float32")
+    for _ in range(2):
+        w = rand(rng, weight, "float32")
+        for workspace in (workspace_for(data, weight, attrs, "float32"), None):
+            for bias in (b, b.copy()):
+                call(x, w, bias, out=out, workspace=workspace)
+                CONV_BIAS_ACT(x, w, bias, out=want, **attrs)
+                np.testing.assert_array_equal(out, want)
