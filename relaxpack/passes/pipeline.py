@@ -32,6 +32,7 @@ from .fold_permute_matmul import fold_permute_matmul
 from .fuse_bias_activation import fuse_bias_activation
 from .fuse_ops import fuse_ops
 from .fuse_rms_norm import fuse_rms_norm
+from .fuse_squeeze_excite import fuse_squeeze_excite
 from .fuse_rotate_half import fuse_rotate_half
 from .legalize import legalize
 from .lower_fused import lower_fused_functions
@@ -73,7 +74,8 @@ def optimize_pipeline() -> Sequential:
       ConvertLayout (convolutional regions run
       channels last; after the fusions, whose rules read channels first),
       SimplifyAlgebra again (the transposes out of channels last fold into
-      the layout chains after them), DropZeroSignRoundTrips (quantized values' casts to their
+      the layout chains after them), FuseSqueezeExcite (channels-last SE blocks
+      in one kernel), DropZeroSignRoundTrips (quantized values' casts to their
       integer type and back where only a zero's sign would change and nothing reads it),
       PackRecurrentWeights (constant LSTM/GRU/RNN weights in the layout
       their kernels read), another core round to clean up, TabulateIntegerFunctions
@@ -84,9 +86,9 @@ def optimize_pipeline() -> Sequential:
     """
     o2 = Sequential([fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_rms_norm, fuse_rotate_half,
                      widen_float16_regions, fuse_bias_activation, fold_permute_matmul, sink_resize,
-                     convert_layout, simplify_algebra, drop_zero_sign_round_trips, pack_recurrent_weights,
-                     *core_passes(), tabulate_integer_functions, dead_code_elimination, drop_nan_saturation,
-                     fuse_ops],
+                     convert_layout, simplify_algebra, fuse_squeeze_excite, drop_zero_sign_round_trips,
+                     pack_recurrent_weights, *core_passes(), tabulate_integer_functions, dead_code_elimination,
+                     drop_nan_saturation, fuse_ops],
                     name="O2", opt_level=2)
     return Sequential([*core_passes(), o2], name="Optimize")
 

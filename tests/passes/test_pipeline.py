@@ -55,7 +55,7 @@ def test_the_context_opt_level_alone_decides_what_runs():
             "CanonicalizeBindings", "DeadCodeElimination"]
     o2 = ["FoldBatchNorm", "ScaleShiftBatchNorm", "SimplifyAlgebra", "FuseRMSNorm", "FuseRotateHalf",
           "WidenFloat16Regions", "FuseBiasActivation", "FoldPermuteMatmul", "SinkResize", "ConvertLayout", "SimplifyAlgebra",
-          "DropZeroSignRoundTrips", "PackRecurrentWeights", *core, "TabulateIntegerFunctions",
+          "FuseSqueezeExcite", "DropZeroSignRoundTrips", "PackRecurrentWeights", *core, "TabulateIntegerFunctions",
           "DeadCodeElimination", "DropNaNSaturation", "FuseOps"]
     mod = relaxpack.from_onnx(small_cnn())
     for level, ran in ((0, []), (1, core), (2, core + o2), (3, core + o2)):

@@ -34,6 +34,9 @@ CASES = [
     ((1, 9, 13, 6), (5, 5, 1, 6), dict(groups=6, padding=(2, 2, 2, 2), dilation=(1, 2)), "depthwise"),
     ((1, 9, 13, 6), (3, 3, 1, 6), dict(groups=6), "depthwise"),                          # reads the input
     ((1, 11, 40, 200), (3, 3, 1, 200), dict(groups=200, strides=(2, 2), padding=(1, 1, 1, 1)), "depthwise"),
+    # slots whose first columns read only padding; a 5x5 stride 2 (MobileNetV3's)
+    ((1, 5, 7, 9), (3, 3, 1, 9), dict(groups=9, strides=(2, 2), padding=(1, 5, 2, 4)), "depthwise"),
+    ((1, 8, 12, 36), (5, 5, 1, 36), dict(groups=36, strides=(2, 2), padding=(2, 2, 2, 2)), "depthwise"),
 ]
 ACTIVATIONS = [None, "relu", ("clip", -0.5, 0.5), "silu", "sigmoid", "hard_swish", ("hard_sigmoid", 0.2, 0.5),
                ["hard_sigmoid", 0.25, 0.5]]
@@ -164,3 +167,49 @@ def test_silu_and_sigmoid_saturate_quietly(activation, dtype):
         CONV_BIAS_ACT(x, w, b, out=want, **attrs)
     np.testing.assert_array_equal(out, want)
     assert np.all(np.isfinite(out))
+
+
+@pytest.mark.parametrize("case", [CASES[7], CASES[8], CASES[-2]], ids=["stride 1", "slots", "slots, padding only"])
+def test_depthwise_inputs_and_outputs_that_are_kept_views(case):
+    """An arena's input and output are the same view objects run after run with new values: the
+    runner keeps their views (and its padded copy's zero padding) and still reads every call's
+    values, bit for bit the generic kernel's."""
+    data, weight, attrs, _ = case
+    attrs = nhwc_attrs(attrs, "hard_swish")
+    rng = np.random.default_rng(4)
+    w, b = rand(rng, weight, "float32"), rand(rng, (weight[-1],), "float32")
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    x_arena = np.empty(int(np.prod(data)) + 8, np.float32)
+    x = x_arena[8:].reshape(data)
+    want = out_for(data, weight, attrs, "float32")
+    out = np.empty(want.size + 4, np.float32)[4:].reshape(want.shape)
+    workspace = workspace_for(data, weight, attrs, "float32")
+    for _ in range(3):
+        x[...] = rand(rng, data, "float32")
+        call(x, w, b, out=out, workspace=workspace)
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want)
+        if workspace is not None:
+            workspace[:] = 0xCD
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[8]], ids=["pointwise", "gemm", "depthwise"])
+def test_kept_views_with_another_weight_or_workspace(case):
+    """The runner of the last call is reused unchecked only for the same views, weight, bias and
+    workspace: another weight (or bias, or workspace) with the same views prepares again."""
+    data, weight, attrs, _ = case
+    attrs = nhwc_attrs(attrs, "relu")
+    rng = np.random.default_rng(6)
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    x = np.empty(int(np.prod(data)) + 8, np.float32)[8:].reshape(data)
+    x[...] = rand(rng, data, "float32")
+    want = out_for(data, weight, attrs, "float32")
+    out = np.empty(want.size + 4, np.float32)[4:].reshape(want.shape)
+    b = rand(rng, (weight[-1],), "float32")
+    for _ in range(2):
+        w = rand(rng, weight, "float32")
+        for workspace in (workspace_for(data, weight, attrs, "float32"), None):
+            for bias in (b, b.copy()):
+                call(x, w, bias, out=out, workspace=workspace)
+                CONV_BIAS_ACT(x, w, bias, out=want, **attrs)
+                np.testing.assert_array_equal(out, want)

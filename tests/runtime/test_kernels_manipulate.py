@@ -171,3 +171,29 @@ def test_rotate_half_of_an_odd_axis_is_a_shape_error():
     from relaxpack.errors import ShapeError
     with pytest.raises(ShapeError, match="odd length"):
         get_kernel("rotate_half").fn(np.ones((2, 3), np.float32), out=np.empty((2, 3), np.float32))
+
+
+def _view(shape, dtype="float32"):
+    """An array that is a view (as an arena's tensors are)."""
+    size = int(np.prod(shape))
+    return np.empty(size + 3, dtype)[3:].reshape(shape)
+
+
+def test_permute_dims_and_split_per_instruction_read_every_calls_values():
+    """Per instruction permute_dims and split keep their views of an input (and pieces) that are
+    views, the same objects run after run with new values; other arrays go the kernels' way."""
+    from relaxpack.runtime.kernels import get_kernel
+    rng = np.random.default_rng(7)
+    permute = get_kernel("permute_dims").fn.specialize_attrs({"axes": (0, 3, 1, 2)}, (False,))
+    split = get_kernel("split").fn.specialize_attrs({"indices_or_sections": [2, 5], "axis": 1}, (False,))
+    x, t = _view((2, 7, 3, 4)), _view((2, 4, 7, 3))
+    pieces = (_view((2, 2, 3, 4)), _view((2, 3, 3, 4)), _view((2, 2, 3, 4)))
+    for round_ in range(4):
+        x[...] = rng.standard_normal(x.shape)
+        source = x if round_ < 3 else x.copy()      # last: an array of its own
+        out = pieces if round_ != 2 else (pieces[0], _view((2, 3, 3, 4)), pieces[2])    # another piece
+        permute(source, out=t)
+        np.testing.assert_array_equal(t, x.transpose(0, 3, 1, 2))
+        split(source, out=tuple(out))                # (the VM makes the tuple anew each run)
+        for piece, want in zip(out, np.split(x, [2, 5], axis=1)):
+            np.testing.assert_array_equal(piece, want)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relaxpack.runtime.kernels.conv_depthwise import PHASES_MAX_CHANNELS, PHASES_MIN_WIDTH, depthwise_plan
+from relaxpack.runtime.kernels.conv_depthwise import (PHASES_MAX_CHANNELS, PHASES_MIN_WIDTH, SLOTS_MAX_CHANNELS,
+                                                      SLOTS_MIN_WIDTH, depthwise_plan)
 from relaxpack.runtime.kernels.conv_nhwc import nhwc_plan, prefers_taps
 from relaxpack.runtime.kernels.conv_transpose_nhwc import UNFOLD_DIRECT_MIN_WIDTH
 from relaxpack.runtime.kernels.nn import conv_workspace
@@ -66,11 +67,12 @@ def test_conv_bias_act_nhwc(data, weight, attrs):
     assert_close(got, last(expected), **CONV_TOL["float32"])
 
 
-# depthwise channels last: strides 1-3, split into phases (below
-# PHASES_MAX_CHANNELS channels, from PHASES_MIN_WIDTH output columns) or runs of
-# C values; dilation with stride (a phase's taps a dilation apart), dilation
-# equal to the stride (one phase), uneven and oversized padding, no padding
-# (the taps read the input), 1-d and 3-d, empty batch; odd sizes
+# depthwise channels last: strides 1-3, copied into slots (below
+# SLOTS_MAX_CHANNELS channels, from SLOTS_MIN_WIDTH output columns), split into
+# phases or runs of C values; dilation with stride (a phase's taps a dilation
+# apart), dilation equal to the stride (one phase), uneven and oversized
+# padding (slots that read only padding), no padding (the taps read the input),
+# 1-d and 3-d, empty batch; odd sizes
 DEPTHWISE_CASES = [
     ((2, 8, 31, 29), (8, 1, 3, 3), dict(groups=8, strides=2, padding=1)),
     ((1, 5, 33, 46), (5, 1, 3, 5), dict(groups=5, strides=(1, 3), padding=(1, 2, 0, 1))),
@@ -89,6 +91,11 @@ DEPTHWISE_CASES = [
     ((2, 6, 40), (6, 1, 5), dict(groups=6, strides=2, padding=2)),
     ((1, 6, 9, 31), (6, 1, 1, 1), dict(groups=6, strides=2)),
     ((1, 5, 6, 7, 30), (5, 1, 3, 2, 3), dict(groups=5, strides=(2, 1, 2), padding=1)),
+    # output widths SLOTS_MIN_WIDTH (slots) and one less (runs of C values)
+    ((1, 9, 5, 2 * SLOTS_MIN_WIDTH - 1), (9, 1, 3, 3), dict(groups=9, strides=2, padding=1)),
+    ((1, 9, 5, 2 * SLOTS_MIN_WIDTH - 3), (9, 1, 3, 3), dict(groups=9, strides=2, padding=1)),
+    ((2, 3, 1), (3, 1, 3), dict(groups=3, strides=2, padding=(3, 5))),       # slots 0 and 2 read only padding
+    ((1, 4, 3, 11), (4, 1, 2, 3), dict(groups=4, strides=3, dilation=(1, 2), padding=(0, 4, 1, 0))),
 ]
 
 
@@ -110,21 +117,25 @@ def test_depthwise_nhwc(dtype, data, weight, attrs):
 
 
 def test_depthwise_plans_split_phases_where_documented():
-    """MobileNet's stride-2 depthwise convs: phases at 96 and 144 channels (56
-    and 28 output columns), runs of C values at 192 and 576 channels (14, 7)."""
+    """Stride-2 depthwise convs: slots below SLOTS_MAX_CHANNELS channels from SLOTS_MIN_WIDTH
+    output columns (MobileNet's 96 and 144 channels at 56 and 28 columns, the zoo's 61x96 CNNs
+    at 3-24 columns), phases at the slots' channel bar from PHASES_MIN_WIDTH columns, runs of C
+    values otherwise (192 and 576 channels at 14 and 7 columns, 3 columns)."""
     def plan(channels, size, stride=2):
         out = (size + 2 - 3) // stride + 1
         return nhwc_plan((size, size), (3, 3), (stride, stride), (1, 1), (1, 1), (out, out), True,
                          channels=channels).dw
-    for channels, size in [(96, 112), (144, 56)]:
-        assert plan(channels, size).row_step == 1 and len(plan(channels, size).groups) == 2
-    for channels, size in [(192, 28), (576, 14)]:
-        assert plan(channels, size).row_step == 2 and len(plan(channels, size).groups) == 1
-    assert plan(32, 112, stride=1).row_step == 1 and len(plan(32, 112, stride=1).groups) == 1
-    # the zoo's 61x96 images: phases from output width 8 (ShuffleNet's 24-wide 16-channel map, 12 out),
-    # not at 6 (MobileNetV2's 12-wide 96-channel map)
-    assert len(plan(16, 24).groups) == 2 and len(plan(72, 24).groups) == 2 and len(plan(32, 16).groups) == 2
-    assert plan(96, 12).row_step == 2 and len(plan(96, 12).groups) == 1
+    for channels, size in [(96, 112), (144, 56), (16, 24), (72, 24), (32, 16), (96, 12), (16, 2 * SLOTS_MIN_WIDTH)]:
+        p = plan(channels, size)
+        assert p.slots and p.row_step == 1 and len(p.groups) == 1 and p.buffer[-2:] == (3, size // 2)
+    for channels, size in [(192, 28), (576, 14), (16, 2 * SLOTS_MIN_WIDTH - 2)]:
+        assert not plan(channels, size).slots and plan(channels, size).row_step == 2
+        assert len(plan(channels, size).groups) == 1
+    assert SLOTS_MAX_CHANNELS <= PHASES_MAX_CHANNELS
+    if SLOTS_MAX_CHANNELS < PHASES_MAX_CHANNELS:
+        assert len(plan(SLOTS_MAX_CHANNELS, 2 * PHASES_MIN_WIDTH).groups) == 2
+    stride_one = plan(32, 112, stride=1)
+    assert not stride_one.slots and stride_one.row_step == 1 and len(stride_one.groups) == 1
     unpadded = depthwise_plan((12, 13), (3, 3), (1, 1), (1, 1), (0, 0), (10, 11), 7)
     assert unpadded.reads_input and not depthwise_plan((12, 13), (3, 3), (1, 1), (1, 1), (0, 0), (10, 11), 7,
                                                        False).reads_input

@@ -206,3 +206,47 @@ def test_collapse_sum_like_rejects_what_is_not_a_broadcast():
     from relaxpack.runtime.kernels.reduce import collapse_sum_like
     with pytest.raises(ShapeError, match=r"\(3, 4\) is not a broadcast of \(3,\)"):
         collapse_sum_like(np.ones((3, 4)), np.ones(3), out=np.empty(3))
+
+
+# (x shape, the kernel, its attributes): sums by numpy's row reduction (trailing axes), by the product
+# with ones (a block before the last axis, from INNER_RUN_MIN_ROWS rows) and calls the runner leaves to
+# the kernel (fewer rows, axes that are not one block, an integer mean)
+SPECIALIZED_MEANS = [
+    ((2, 5, 7, 6), "mean", dict(axis=(2, 3), keepdims=False)),
+    ((2, 5, 7, 6), "mean", dict(axis=(1, 2), keepdims=True)),
+    ((1, 3, 5, 8), "mean", dict(axis=(1, 2), keepdims=True)),           # 15 rows: numpy's reduction
+    ((2, 5, 7, 6), "mean", dict(axis=(1, 3), keepdims=False)),          # not one block
+    ((3, 9, 4), "mean", dict(axis=(1,), keepdims=True)),
+    ((2, 6, 7, 5), "nn.global_avg_pool", dict(data_layout="NHWC")),
+    ((2, 5, 6, 7), "nn.global_avg_pool", dict(data_layout="NCHW")),
+    ((1, 2, 3, 4), "nn.global_avg_pool", dict(data_layout="NHWC")),     # 6 rows: numpy's reduction
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32"])
+@pytest.mark.parametrize("shape, name, attrs", SPECIALIZED_MEANS)
+def test_a_mean_per_instruction_is_the_kernel(shape, name, attrs, dtype):
+    """Per instruction a mean or global average pool keeps its views for an input and an output
+    that are views (an arena's: the same objects run after run, new values each run): bit for bit
+    the kernel, call after call; arrays of their own and the calls it does not take go to the kernel."""
+    from relaxpack.runtime.kernels import get_kernel
+    if name == "nn.global_avg_pool" and dtype == "int32":
+        pytest.skip("a global average pool of integers is not an op")
+    kernel = get_kernel(name).fn
+    rng = np.random.default_rng(5)
+    call = kernel.specialize_attrs(attrs, (False,))
+    x_arena = np.empty(int(np.prod(shape)) + 3, dtype)
+    x = x_arena[3:].reshape(shape)
+    want = run_kernel(name, rand(rng, shape, dtype), **attrs)
+    out = np.empty(want.size + 2, dtype)[2:].reshape(want.shape)
+    for _ in range(3):
+        x[...] = rand(rng, shape, dtype) * 100
+        call(x, out=out)
+        expected = np.empty_like(out)
+        kernel(x, out=expected, **attrs)
+        np.testing.assert_array_equal(out, expected)
+    own = np.ascontiguousarray(x + 1)
+    fresh = np.empty_like(out)
+    call(own, out=fresh)
+    kernel(own, out=expected, **attrs)
+    np.testing.assert_array_equal(fresh, expected)

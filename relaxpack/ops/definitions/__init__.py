@@ -29,6 +29,7 @@ from . import random  # noqa: F401
 from . import training  # noqa: F401
 from . import svm  # noqa: F401  (ai.onnx.ml SVMs)
 from . import memory  # noqa: F401  (explicit allocations of a memory plan)
+from . import squeeze_excite  # noqa: F401  (SE blocks in one call)
 from . import ml_maps  # noqa: F401  (ai.onnx.ml ZipMap, CastMap, DictVectorizer: maps)
 from . import dynamic  # noqa: F401  (the data-dependent dyn.* kernels call_packed calls)
 from . import quantize  # noqa: F401  (DynamicQuantizeLinear's parameters)

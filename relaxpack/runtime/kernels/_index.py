@@ -10,7 +10,7 @@ KERNEL_MODULES = (
     "image", "scatter", "algorithm", "fused", "fused_elementwise", "recurrent", "dynamic_reduce",
     "dynamic_resize", "sampling", "signal", "fold", "strings", "tokenizer", "ml", "tree_ensemble", "sequence",
     "detection", "bitcast", "cumulative", "selection", "random", "training", "dynamic_apply", "dynamic_shape",
-    "svm", "ml_maps", "quantize", "image_decode",
+    "svm", "ml_maps", "quantize", "image_decode", "squeeze_excite",
 )
 
 #: kernel name -> the module (in this package) that registers it
@@ -158,6 +158,7 @@ OWNER: dict[str, str] = {
     'nn.softmax': 'normalization',
     'nn.softplus': 'activation',
     'nn.softsign': 'activation',
+    'nn.squeeze_excite': 'squeeze_excite',
     'non_max_suppression': 'detection',
     'nonzero': 'algorithm',
     'not_equal': 'elementwise',

@@ -17,7 +17,11 @@ strided conv's einsum runs runs of only ``C`` values: 1.2-1.4x slower on
 MobileNet's stride-2 layers of 96 and 144 channels, 2-2.7x at 16-32; from
 :data:`PHASES_MAX_CHANNELS` channels or on narrow outputs those runs are
 long enough, and the plan keeps the unsplit buffer (``row_step``: the
-stride).
+stride). Below :data:`SLOTS_MAX_CHANNELS` channels a strided conv copies
+instead, per tap of the last kernel dim, the positions it reads into a row
+of the output's width ("slots", a ``k``-times im2col along that dim only):
+all taps are then one affine grid and one einsum, whose every run is
+``width * C`` values.
 
 Two engines use it: ``nn.conv`` channels last (:mod:`.conv_nhwc`
 "depthwise", straight into ``out``) and channels first (:mod:`.conv_direct`
@@ -52,6 +56,7 @@ class DepthwisePlan:
                                 #             count, offset of the first in the phase row, offset step)
     reads_input: bool           # the taps read the input itself (no padded copy)
     row_step: int = 1           # positions between outputs in a phase row (the stride when not phased)
+    slots: bool = False         # one buffer row per tap of the last kernel dim (see :data:`SLOTS_MAX_CHANNELS`)
 
 
 #: a strided conv splits its last dim into phases below this many channels
@@ -66,6 +71,17 @@ class DepthwisePlan:
 PHASES_MAX_CHANNELS = 160
 PHASES_MIN_WIDTH = 8
 
+#: a strided conv below this many channels copies, per tap ``t`` of its last kernel dim, the
+#: positions ``t * d + s * j`` it reads into a row of its own ("slots": ``k`` rows of the output's
+#: width), so that all its taps are one affine grid of views and one einsum: no second result
+#: and add, and runs of ``width * C`` values at any width from :data:`SLOTS_MIN_WIDTH` output
+#: columns. Measured in the specialized runner (1 thread, 3x3 stride 2 unless said): 0.8-0.9x the
+#: phases' time at 16-72 channels and widths 12-24 (the zoo's 61x96 CNNs; 0.72x at batch 3 and
+#: 72 channels), 5x5 0.86x, 0.85x at width 6 (where the plan had runs of C), even at 96-144 channels
+#: from width 28 up and at width 4; 1.04-1.07x at width 3 and at 240-576 channels on narrow maps
+SLOTS_MAX_CHANNELS = 160
+SLOTS_MIN_WIDTH = 4
+
 
 @functools.lru_cache(maxsize=1024)
 def depthwise_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, begins: tuple,
@@ -78,16 +94,22 @@ def depthwise_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tupl
     n = len(spatial)
     extent = tuple((m - 1) * s + (k - 1) * d + 1 for m, k, s, d in zip(lengths, kernel, strides, dilation))
     s, d, k, b, size, e = strides[-1], dilation[-1], kernel[-1], begins[-1], spatial[-1], extent[-1]
-    phased = channels < PHASES_MAX_CHANNELS and lengths[-1] >= PHASES_MIN_WIDTH
-    row_step = 1 if phased else s
-    s = s if phased else 1
-    phases = sorted({t * d % s for t in range(k)})
-    groups = []
-    for slot, a in enumerate(phases):
-        taps = [t for t in range(k) if t * d % s == a]
-        step = taps[1] - taps[0] if len(taps) > 1 else 1
-        groups.append((slot, slice(taps[0], taps[-1] + 1, step), len(taps), (taps[0] * d - a) // s, step * d // s))
-    row = max(-(-(e - a) // s) for a in phases)
+    slots = s > 1 and k > 1 and channels < SLOTS_MAX_CHANNELS and lengths[-1] >= SLOTS_MIN_WIDTH
+    phased = not slots and channels < PHASES_MAX_CHANNELS and lengths[-1] >= PHASES_MIN_WIDTH
+    row_step = 1 if phased or slots else s
+    s = s if phased or slots else 1
+    if slots:       # slot t: the positions t * d, t * d + s, ... that tap t reads, one per output
+        phases = [t * d for t in range(k)]
+        groups = [(0, slice(0, k), k, 0, 1)]
+    else:
+        phases = sorted({t * d % s for t in range(k)})
+        groups = []
+        for slot, a in enumerate(phases):
+            taps = [t for t in range(k) if t * d % s == a]
+            step = taps[1] - taps[0] if len(taps) > 1 else 1
+            groups.append((slot, slice(taps[0], taps[-1] + 1, step), len(taps), (taps[0] * d - a) // s,
+                           step * d // s))
+    row = lengths[-1] if slots else max(-(-(e - a) // s) for a in phases)
     full = (slice(None),) * (n + 1)
     lead_dst, lead_src, zeros = [], [], []
     for i, (m, bi, ei) in enumerate(zip(spatial[:-1], begins[:-1], extent[:-1])):
@@ -99,7 +121,7 @@ def depthwise_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tupl
         zeros += [full[:i] + (slice(hi, ei),) + full[i + 1:]] if hi < ei else []
     fills = []
     for slot, a in enumerate(phases):
-        used = -(-(e - a) // s)                 # the phase's positions the taps read
+        used = row if slots else -(-(e - a) // s)   # the phase's positions the taps read
         lo = max(0, -(-(b - a) // s))
         hi = max(lo, min(used, -(-(size + b - a) // s)))
         start = lo * s + a - b
@@ -114,7 +136,7 @@ def depthwise_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tupl
     reads_input = may_read_input and s == 1 and not any(begins) and all(x >= y for x, y in zip(spatial, extent))
     buffer = (*spatial[:-1], 1, spatial[-1]) if reads_input else (*extent[:-1], len(phases), row)
     return DepthwisePlan(tuple(lengths), tuple(kernel), tuple(zip(strides[:-1], dilation[:-1])), buffer,
-                         tuple(fills), tuple(zeros), tuple(groups), reads_input, row_step)
+                         tuple(fills), tuple(zeros), tuple(groups), reads_input, row_step, slots)
 
 
 @dataclass(frozen=True)
@@ -149,7 +171,8 @@ def _einsums(plan: DepthwisePlan, batch: int, channels: int, dtype: np.dtype) ->
     specs = []
     for slot, taps, count, first, step in plan.groups:
         shape = (*plan.kernel[:-1], count, batch, *plan.lengths[:-1], *inner)
-        view_strides = (*(d * p for (_, d), p in zip(plan.lead_steps, pitch)), step * channels * item, strides[0],
+        tap_stride = strides[n] if plan.slots else step * channels * item
+        view_strides = (*(d * p for (_, d), p in zip(plan.lead_steps, pitch)), tap_stride, strides[0],
                         *(s * p for (s, _), p in zip(plan.lead_steps, pitch)), *inner_strides)
         offset = slot * strides[n] + first * channels * item
         tiled = (*plan.kernel[:-1], count, width, channels) if plan.row_step == 1 else None

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._math import EINSUM
 from .conv_depthwise import _einsums, depthwise_layouts
 from .conv_nhwc import add_bias
 
@@ -28,6 +29,11 @@ _as_strided = np.lib.stride_tricks.as_strided
 
 #: the methods this module runs (``gemm`` only for groups == 1)
 METHODS = frozenset({"pointwise", "gemm", "depthwise"})
+
+#: a depthwise conv's padded copy of at most this many bytes is the instruction's own (not the
+#: shared workspace's), its padding zeroed once instead of every call (one to a few numpy calls
+#: of a small conv's ~6-10)
+OWN_PADDED_MAX_BYTES = 256 << 10
 
 
 def layouts(plan, batch: int, channels: int, groups: int, dtype) -> list | None:
@@ -122,7 +128,9 @@ def _filler(plan, padded: np.ndarray):
 
 
 def _depthwise(plan, data, weight, arrays: list, finish, fixed_weight: bool):
-    """:func:`.conv_depthwise.run_depthwise` with its views, and a bound weight's tiles, made once."""
+    """:func:`.conv_depthwise.run_depthwise` with its views, and a bound weight's tiles, made once;
+    a padded copy of at most :data:`OWN_PADDED_MAX_BYTES` is the instruction's own, its padding
+    zeroed once."""
     dw = plan.dw
     channels = data.shape[-1]
     specs = _einsums(dw, data.shape[0], channels, data.dtype)
@@ -130,7 +138,10 @@ def _depthwise(plan, data, weight, arrays: list, finish, fixed_weight: bool):
     buffer = None if dw.reads_input else arrays.pop(0)
     second = arrays.pop(0) if len(specs) > 1 else None
     w_all = weight.reshape(*weight.shape[:-2], channels)
-    steps = []      # per phase: (view or view spec, weights or (tiles, weight view), subscripts, target shape)
+    own = buffer is not None and buffer.nbytes <= OWN_PADDED_MAX_BYTES
+    if own:
+        buffer = np.zeros(buffer.shape, buffer.dtype)
+    steps = []      # per phase: (view or view spec, weights, (tiles, weight view) or None, subscripts, target shape)
     for i, spec in enumerate(specs):
         shape, strides, offset = spec.view
         view = None if buffer is None else np.ndarray(shape, buffer.dtype, buffer, offset, strides)
@@ -146,8 +157,10 @@ def _depthwise(plan, data, weight, arrays: list, finish, fixed_weight: bool):
         else:
             refill = None
         steps.append((view, spec.view, w, refill, spec.subscripts, spec.target))
-    fill = None if buffer is None else _depthwise_filler(dw, buffer)
-    einsum, add, copy = np.einsum, np.add, np.copyto
+    if buffer is not None and len(steps) == 1 and steps[0][3] is None:
+        return _depthwise_one(dw, buffer, steps[0], own, finish)
+    fill = None if buffer is None else _depthwise_filler(dw, buffer, zero=not own)
+    einsum, add, copy = EINSUM, np.add, np.copyto
 
     def run(x, out):
         if fill is not None:
@@ -169,9 +182,44 @@ def _depthwise(plan, data, weight, arrays: list, finish, fixed_weight: bool):
     return run
 
 
-def _depthwise_filler(dw, buffer: np.ndarray):
-    """``fill(x)`` as :func:`.conv_depthwise._fill`, its destination views made once."""
-    regions = [buffer[(slice(None),) + region] for region in dw.zeros]
+def _depthwise_one(dw, buffer: np.ndarray, step, own: bool, finish):
+    """The runner of a depthwise conv that is one einsum over a padded copy with bound weights
+    (stride 1, or a strided conv's slots): the fill's copies, the einsum, the bias and
+    activation; the views of an input and an output that are views (an arena's: the same
+    objects run after run) kept."""
+    view, _, w, _, subscripts, target_shape = step
+    regions = [] if own else [buffer[(slice(None),) + region] for region in dw.zeros]
+    fills = [(buffer[(slice(None),) + dst], (slice(None),) + src) for dst, src in
+             (f for f in dw.fills if f is not None)]
+    einsum, copy = EINSUM, np.copyto
+    seen = [None, None, None, None]     # the last x and out that are views, their sources and target
+
+    def run(x, out):
+        for region in regions:
+            region.fill(0)
+        if x is seen[0]:
+            sources = seen[1]
+        else:
+            sources = [(dst, x[src]) for dst, src in fills]
+            if x.base is not None:      # (an array owning its memory is not held past the call)
+                seen[0], seen[1] = x, sources
+        for dst, src in sources:
+            copy(dst, src)
+        if out is seen[2]:
+            target = seen[3]
+        else:
+            target = out.reshape(target_shape)
+            if out.base is not None:
+                seen[2], seen[3] = out, target
+        einsum(subscripts, view, w, out=target)
+        finish(out)
+    return run
+
+
+def _depthwise_filler(dw, buffer: np.ndarray, zero: bool = True):
+    """``fill(x)`` as :func:`.conv_depthwise._fill`, its destination views made once; ``zero``
+    False: the padding is left as it is (a buffer of the instruction's own, zeroed once)."""
+    regions = [buffer[(slice(None),) + region] for region in dw.zeros] if zero else []
     fills = [(buffer[(slice(None),) + dst], (slice(None),) + src) for dst, src in
              (f for f in dw.fills if f is not None)]
 

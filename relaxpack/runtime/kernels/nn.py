@@ -37,7 +37,7 @@ from ._workspace import scratch_nbytes
 from . import conv_integer, conv_nhwc, conv_transpose_tiled, conv_winograd
 from .conv_direct import COPIES_OUT, conv_plan, run_conv, scratch_layouts
 from .conv_transpose_nhwc import run_conv_transpose_nhwc
-from .reduce import spatial_mean_into
+from .reduce import spatial_mean_into, specialize_mean
 from ._registry import register_kernel
 
 
@@ -551,6 +551,19 @@ def global_avg_pool(data, *, out, data_layout):
     total = np.add.reduce(data, axis=axes, dtype=work_dtype(out.dtype), keepdims=True)
     with quiet():
         np.divide(total, count, out=out, casting="unsafe")
+
+
+def _pool_mean_axes(data, attrs):
+    """A global average pool's reduced axes (those of ``data_layout``; a layout the kernel does not
+    take: none, so that the generic kernel runs and says what is wrong)."""
+    layout = attrs["data_layout"]
+    if layout == "NHWC" and data.ndim >= 3:
+        return tuple(range(1, data.ndim - 1))
+    return tuple(range(2, data.ndim)) if layout == "NCHW" else ()
+
+
+global_avg_pool.mean_axes = _pool_mean_axes
+global_avg_pool.specialize_attrs = specialize_mean(global_avg_pool)
 
 
 @register_kernel("nn.global_max_pool")

@@ -152,11 +152,11 @@ def _expand_dims(args, attrs) -> Shape:
     return tuple(1 if i in inserted else next(rest) for i in range(ndim))
 
 
-@output_shape("nn.batch_norm", "nn.instance_norm", "nn.lrn", "nn.layer_norm", "nn.rms_norm", "reverse_sequence",
-              "rotate_half", "scatter_nd", "scatter_elements")
+@output_shape("nn.batch_norm", "nn.instance_norm", "nn.lrn", "nn.layer_norm", "nn.rms_norm", "nn.squeeze_excite",
+              "reverse_sequence", "rotate_half", "scatter_nd", "scatter_elements")
 def _like_data(args, attrs) -> Shape:
-    """Normalizations, ReverseSequence, rotate_half and the scatters: the data's shape (their
-    other operands are per channel, or what is written into it)."""
+    """Normalizations, SE blocks, ReverseSequence, rotate_half and the scatters: the data's shape
+    (their other operands are per channel, or what is written into it)."""
     return np.shape(args[0])
 
 

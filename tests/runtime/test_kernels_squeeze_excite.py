@@ -1,0 +1,43 @@
+"""nn.squeeze_excite: an SE block in one kernel, in either layout, against its definition in float64
+numpy; and the shapes its inference refuses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relaxpack.errors import RelaxpackError
+
+from .test_kernels_registry import rand, run_kernel
+
+
+def _reference(x, w1, b1, w2, b2, channels_last: bool):
+    x64 = x.astype(np.float64)
+    axes = (1, 2) if channels_last else (2, 3)
+    s = x64.mean(axis=axes)
+    h = np.maximum(s @ w1 + b1, 0)
+    g = 1 / (1 + np.exp(-(h @ w2 + b2)))
+    return x64 * (g[:, None, None, :] if channels_last else g[:, :, None, None])
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(2, 5, 7, 6), (1, 1, 1, 6), (3, 4, 4, 6), (0, 3, 3, 6)])
+def test_squeeze_excite_is_its_definition(shape, dtype, layout):
+    rng = np.random.default_rng(0)
+    x = rand(rng, shape if layout == "NHWC" else (shape[0], 6, *shape[1:3]), dtype)
+    w1, b1 = rand(rng, (6, 3), dtype), rand(rng, (3,), dtype)
+    w2, b2 = rand(rng, (3, 6), dtype), rand(rng, (6,), dtype)
+    got = run_kernel("nn.squeeze_excite", x, w1, b1, w2, b2, act1="relu", act2="sigmoid", data_layout=layout)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(got, _reference(x, w1, b1, w2, b2, layout == "NHWC"), rtol=tol, atol=tol)
+
+
+def test_shapes_that_do_not_fit_are_refused():
+    rng = np.random.default_rng(1)
+    x = rand(rng, (1, 4, 4, 6), "float32")
+    w1, b1, b2 = rand(rng, (6, 3), "float32"), rand(rng, (3,), "float32"), rand(rng, (6,), "float32")
+    with pytest.raises(RelaxpackError, match="w2's rows"):
+        run_kernel("nn.squeeze_excite", x, w1, b1, rand(rng, (4, 6), "float32"), b2, act1="relu", act2="sigmoid")
+    with pytest.raises(RelaxpackError, match="unknown activation"):
+        run_kernel("nn.squeeze_excite", x, w1, b1, rand(rng, (3, 6), "float32"), b2, act1="swish", act2="sigmoid")
