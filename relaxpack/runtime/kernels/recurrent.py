@@ -321,7 +321,7 @@ def _lstm_cell_tanh(rt, wb, rb, hidden):
             tanh(c_now, y)
             mul(y, o, y)
             h = y
-        return h, c_now.copy()
+        return h, c_now         # (a view of this call's own buffer: the caller copies it into Y_c)
     return Cell(_projector(None if wb is None else wb + rb), step, loop)
 
 
@@ -500,7 +500,7 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction, layout, option
                  for k in ("initial_h", "initial_c")]
         weights = (w, r, opt.get("B"), opt.get("P"), dtype)
         kept = memo.get(d) if memo is not None else None
-        if kept is not None and all(a is b for a, b in zip(kept[0][:4], weights)) and kept[0][4] == dtype:
+        if kept is not None and _same_weights(kept[0], weights):
             wt, cell = kept[1]
         else:
             acts = acts or _bind_activations(kind, dirs, activations, activation_alpha, activation_beta)
@@ -520,6 +520,12 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction, layout, option
         np.copyto(y_h[d], h, casting="unsafe")
         if y_c is not None:
             np.copyto(y_c[d], c, casting="unsafe")
+
+
+def _same_weights(kept: tuple, weights: tuple) -> bool:
+    """Whether ``weights`` (W, R, B, P, dtype) are the arrays (and the dtype) a memo was made from."""
+    return (kept[0] is weights[0] and kept[1] is weights[1] and kept[2] is weights[2] and kept[3] is weights[3]
+            and kept[4] == weights[4])
 
 
 def _direction(kind, d: int, dirs: int, w, r, opt: dict, dtype, n: int, acts, activations, clip, packed: bool,
