@@ -144,7 +144,7 @@ def compile_function(instructions: Sequence, resolved: dict[int, Resolved], num_
 def _warmable(tree, checks: "_Checks", memos) -> bool:
     """A warm variant can stand for the function: the top memo (if any) is looked up right
     after the cached input checks, so the heap it is keyed by is the heap the checks leave."""
-    top = [memo for memo in memos if memo.items == id(tree)]
+    top = [memo for memo in memos if memo.items == id(tree) and not memo.later]
     return not top or top[0].at == checks.count
 
 
@@ -229,6 +229,8 @@ class _Memo:
     items: int                 # id() of the item list (the function's or a branch's) the lookup is in
     at: int                    # index in that list the lookup goes before
     pcs: tuple[int, ...]       # the memoized instructions, in order
+    later: bool = False        # looked up after a write of the heap in its list (never the top memo)
+    reads: tuple[int, ...] = ()  # registers of earlier memos' shapes and plans it reads: part of its key
 
 
 def _memo_plans(instrs, tree, resolved) -> list[_Memo]:
@@ -245,7 +247,7 @@ def _memo_plans(instrs, tree, resolved) -> list[_Memo]:
     written = _writes(instrs)
     memos: list[_Memo] = []
 
-    def plan(items, top: bool) -> None:
+    def plan(items, top: bool, avail: frozenset) -> None:
         first = next((k for k, item in enumerate(items)
                       if item[0] == "call" and resolved[item[1]].name in PURE), None)
         before = items[:first] if first is not None else ()
@@ -254,22 +256,58 @@ def _memo_plans(instrs, tree, resolved) -> list[_Memo]:
         else:
             ok = first is not None and not any(_writes_heap(item, instrs, resolved, heap) for item in before)
         if ok:
-            pcs = _memoized(items[first:], instrs, resolved, heap, written)
+            pcs, _ = _memoized(items[first:], instrs, resolved, heap, written)
             if pcs:
                 memos.append(_Memo(heap, id(items), first, pcs))
-        for item in items:
+        if first is not None:
+            later(items, first, avail)
+        for b, item in enumerate(items):
             if item[0] == "if":
-                plan(item[2], False)
-                plan(item[3], False)
+                inner = avail | _shape_values(memos, id(items), b, resolved)
+                plan(item[2], False, inner)
+                plan(item[3], False, inner)
 
-    plan(tree, True)
+    def later(items, k: int, avail: frozenset) -> None:
+        """A memo after each write of the heap in ``items`` (a data-dependent dim matched), from
+        the next memoizable instruction: keyed by the heap as it is there, it holds what the
+        instructions up to the next write compute (silero's branch after its Shape and
+        match_casts: ~25 shape and arena calls a run). It may read the shapes and arena plans
+        of memos looked up before it (``avail`` and this list's earlier ones), which then join
+        its key (a plan by identity: the key holds it). Only where it saves two calls or more."""
+        while True:
+            stop = next((j for j in range(k, len(items)) if _writes_heap(items[j], instrs, resolved, heap)), None)
+            if stop is None:
+                return
+            k = next((j for j in range(stop + 1, len(items))
+                      if items[j][0] == "call" and resolved[items[j][1]].name in PURE), None)
+            if k is None:
+                return
+            extra = avail | _shape_values(memos, id(items), k, resolved)
+            pcs, reads = _memoized(items[k:], instrs, resolved, heap, written, extra)
+            if len(pcs) >= 2:
+                memos.append(_Memo(heap, id(items), k, pcs, later=True, reads=reads))
+
+    plan(tree, True, frozenset())
     return memos
 
 
-def _memoized(items, instrs, resolved, heap: int, written) -> tuple[int, ...]:
-    """The pure instructions among ``items`` (one level, from the first pure one) that read only
-    the heap and each other and write a register written nowhere else, up to the heap's first write."""
-    known, pcs = {heap}, []
+#: the memoized builtins whose values a later memo may take into its key: shapes (tuples of ints)
+#: and dims (ints) by value, arena plans by identity (never arrays: unhashable)
+KEYABLE = frozenset({"vm.builtin.make_shape", "vm.builtin.eval_dim", "vm.builtin.plan_arena"})
+
+
+def _shape_values(memos, items: int, before: int, resolved) -> frozenset:
+    """The registers of :data:`KEYABLE` values that the memos of list ``items`` looked up before
+    its item ``before`` hold (set on every path that reaches that item)."""
+    return frozenset(resolved[pc].dst for memo in memos if memo.items == items and memo.at < before
+                     for pc in memo.pcs if resolved[pc].name in KEYABLE)
+
+
+def _memoized(items, instrs, resolved, heap: int, written, extra: frozenset = frozenset()) -> tuple:
+    """(pcs, reads): the pure instructions among ``items`` (one level, from the first pure one)
+    that read only the heap, each other and the ``extra`` registers, and write a register
+    written nowhere else, up to the heap's first write; the ``extra`` registers they read."""
+    known, pcs = {heap} | extra, []
     for item in items:
         if item[0] == "if" and _writes_heap(item, instrs, resolved, heap):
             break
@@ -282,7 +320,13 @@ def _memoized(items, instrs, resolved, heap: int, written) -> tuple[int, ...]:
         if r.name in PURE and r.dst != NO_DST and written.get(r.dst, 0) == 1 and all(x in known for x in regs):
             known.add(r.dst)
             pcs.append(item[1])
-    return tuple(pcs)
+    made = {resolved[pc].dst for pc in pcs}
+    reads = sorted({v for pc in pcs for v in _operand_values(resolved[pc]) if v in extra and v not in made})
+    return tuple(pcs), tuple(reads)
+
+
+def _operand_values(r: Resolved) -> list[int]:
+    return [v for is_reg, v in r.args if is_reg] + [v for _, is_reg, v in r.kwargs if is_reg]
 
 
 def _reads(r: Resolved, reg: int) -> bool:
@@ -404,7 +448,7 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
     lines: list[tuple[str, int]] = []        # (source line, pc it runs or -1)
     memoized = {pc for memo in memos for pc in memo.pcs}
     lookups = {(memo.items, memo.at): k for k, memo in enumerate(memos)}
-    top = next((k for k, memo in enumerate(memos) if memo.items == id(tree)), None)
+    top = next((k for k, memo in enumerate(memos) if memo.items == id(tree) and not memo.later), None)
 
     def count(pad: str):
         if budget is not None:
@@ -488,9 +532,11 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
         if warm and k == top:
             lines.append((f"{pad}{targets}, = w[1]", -1))
             return
-        lines.append((f"{pad}m = memo{k}.get(tuple(r{memo.heap}))", -1))
+        extras = "".join(f", r{x}" for x in memo.reads)
+        key = f"(tuple(r{memo.heap}){extras})" if memo.reads else f"tuple(r{memo.heap})"
+        lines.append((f"{pad}m = memo{k}.get({key})", -1))
         lines.append((f"{pad}if m is None:", -1))
-        lines.append((f"{pad}    m = fill{k}(r{memo.heap})", -1))
+        lines.append((f"{pad}    m = fill{k}(r{memo.heap}{extras})", -1))
         lines.append((f"{pad}    if m is None:", -1))
         lines.append((f"{pad}        return plain({', '.join(f'r{i}' for i in range(num_params))})", -1))
         lines.append((f"{pad}{targets}, = m", -1))
@@ -529,8 +575,8 @@ def _filler(memo: _Memo, resolved, store: dict):
     steps = [resolved[pc] for pc in memo.pcs]
     arenas: list = []         # the arena buffers the stored views are into
 
-    def fill(heap):
-        values = {memo.heap: heap}
+    def fill(heap, *extras):
+        values = {memo.heap: heap, **dict(zip(memo.reads, extras))}
         try:
             for r in steps:
                 args = [values[v] if is_reg else v for is_reg, v in r.args]
@@ -543,7 +589,7 @@ def _filler(memo: _Memo, resolved, store: dict):
         if len(store) >= MEMO_ENTRIES or len(now) != len(arenas) or any(a is not b for a, b in zip(now, arenas)):
             store.clear()     # an arena grew: views into the old one would keep it alive
             arenas[:] = now
-        store[tuple(heap)] = result
+        store[(tuple(heap), *extras) if extras else tuple(heap)] = result
         return result
     return fill
 
