@@ -304,12 +304,9 @@ def _lstm_cell_tanh(rt, wb, rb, hidden):
         # and C = i*c~ + f*C another; the constants are full arrays, as a
         # scalar or broadcast operand costs a ufunc call 0.15-0.4 us more
         dtype, batch = proj.dtype, h.shape[0]
-        buf = np.empty((batch, 5 * n), dtype)
-        gates, oif, o, i_f = buf[:, :4 * n], buf[:, :3 * n], buf[:, :n], buf[:, n:3 * n]
-        cells, cand, c_now = buf[:, 3 * n:], buf[:, 3 * n:4 * n], buf[:, 4 * n:]
+        gates, oif, o, i_f, cells, cand, c_now, one, half, dot = _lstm_buffers(constants, batch, n, dtype)
         c_now[...] = c                  # not the caller's initial_c
-        one, half = _constants(constants, batch, 3 * n, dtype)
-        dot, add, mul, tanh = _matmul_into(gates), np.add, np.multiply, np.tanh
+        add, mul, tanh = np.add, np.multiply, np.tanh
         for xp, y in zip(proj, ys):
             dot(h, rt, gates)
             add(gates, xp, gates)
@@ -323,6 +320,24 @@ def _lstm_cell_tanh(rt, wb, rb, hidden):
             h = y
         return h, c_now         # (a view of this call's own buffer: the caller copies it into Y_c)
     return Cell(_projector(None if wb is None else wb + rb), step, loop)
+
+
+def _lstm_buffers(kept: dict, batch: int, n: int, dtype) -> tuple:
+    """The LSTM loop's working buffer ``(o, i, f, c~, C)`` and its views, the constants and the
+    product, per batch and dtype: made once for a cell an instruction keeps (the buffer and eight
+    views cost ~2 us, silero's one step ~10). A call's results leave it before the next call
+    (H is written into Y; C is copied into Y_c by the caller), and a VM runs one call at a time."""
+    key = ("buffers", batch, np.dtype(dtype))
+    views = kept.get(key)
+    if views is None:
+        if len(kept) >= 16:
+            kept.clear()
+        buf = np.empty((batch, 5 * n), dtype)
+        gates = buf[:, :4 * n]
+        views = kept[key] = (gates, buf[:, :3 * n], buf[:, :n], buf[:, n:3 * n], buf[:, 3 * n:],
+                             buf[:, 3 * n:4 * n], buf[:, 4 * n:], *_constants(kept, batch, 3 * n, dtype),
+                             _matmul_into(gates))
+    return views
 
 
 def _constants(kept: dict, batch: int, width: int, dtype) -> tuple:
