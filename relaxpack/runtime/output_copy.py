@@ -110,15 +110,21 @@ class OutputDetacher:
         return i >= 0 and self._ends[i] > lo
 
 
-def fresh_returns(instrs, builtin_names: dict, num_params: int) -> bool:
-    """Whether the bytecode alone shows that every value the function returns is an array
-    its own ``alloc_tensor`` made during the call, or a flat tuple of such arrays from
-    different registers: then no output shares memory with an input, a constant or another
-    output, and the detacher has nothing to look at. ``builtin_names[pc]``: the builtin
-    instruction ``pc`` calls (absent for anything else). Each register holding an output
-    must be written only by ``alloc_tensor`` (every value it ever holds is a new array);
-    a field of the tuple a kernel wrote into (``make_tuple`` then ``tuple_getitem`` of an
-    immediate index, each register written once) is the register it was made from."""
+#: what makes a new value on every call that holds no array of anyone else's: an allocation,
+#: ZipMap's fresh dicts of Python scalars (function-table labels)
+FRESH_MAKERS = frozenset({"vm.builtin.alloc_tensor", "packed.ml.zip_map"})
+
+
+def fresh_returns(instrs, labels: dict, num_params: int) -> bool:
+    """Whether the bytecode alone shows that every value the function returns is one its own
+    ``alloc_tensor`` (or ZipMap, :data:`FRESH_MAKERS`) made during the call, or a flat tuple of
+    such values from different registers: then no output shares memory with an input, a
+    constant or another output, and the detacher has nothing to look at. ``labels[pc]``: the
+    function-table label of the builtin or packed function instruction ``pc`` calls (absent for
+    anything else). Each register holding an output must be written only by those (every value
+    it ever holds is new); a field of the tuple a kernel wrote into (``make_tuple`` then
+    ``tuple_getitem`` of an immediate index, each register written once) is the register it
+    was made from."""
     writers: dict[int, list[int]] = {}
     for pc, ins in enumerate(instrs):
         if isinstance(ins, Call) and ins.dst != NO_DST:
@@ -127,14 +133,14 @@ def fresh_returns(instrs, builtin_names: dict, num_params: int) -> bool:
     def only(reg: int, name: str):
         """The one instruction writing ``reg``, when it calls the builtin ``name``."""
         pcs = writers.get(reg, ())
-        if reg < num_params or len(pcs) != 1 or builtin_names.get(pcs[0]) != name:
+        if reg < num_params or len(pcs) != 1 or labels.get(pcs[0]) != name:
             return None
         return instrs[pcs[0]]
 
     def allocated(reg: int) -> bool:
         pcs = writers.get(reg, ())
         return reg >= num_params and bool(pcs) and all(
-            builtin_names.get(pc) == "vm.builtin.alloc_tensor" for pc in pcs)
+            labels.get(pc) in FRESH_MAKERS for pc in pcs)
 
     def source(reg: int):
         """The register written only by alloc_tensor whose array ``reg`` holds, or None."""
@@ -202,4 +208,4 @@ def _map(value, fn):
     return value
 
 
-__all__ = ["OutputDetacher", "byte_range", "fresh_returns"]
+__all__ = ["FRESH_MAKERS", "OutputDetacher", "byte_range", "fresh_returns"]

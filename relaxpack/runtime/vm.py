@@ -119,9 +119,9 @@ class VirtualMachine:
 
     def _fresh_returns(self, prepared: _Prepared) -> bool:
         table = self.exe.func_table
-        names = {pc: table[ins.func].name for pc, ins in enumerate(prepared.func.instructions)
-                 if isinstance(ins, Call) and table[ins.func].kind == "builtin"}
-        return fresh_returns(prepared.func.instructions, names, len(prepared.func.params))
+        labels = {pc: table[ins.func].label for pc, ins in enumerate(prepared.func.instructions)
+                  if isinstance(ins, Call) and table[ins.func].kind in ("builtin", "packed")}
+        return fresh_returns(prepared.func.instructions, labels, len(prepared.func.params))
 
     def __reduce__(self):
         """A VM pickles as its executable (which reopens its archive by path, see

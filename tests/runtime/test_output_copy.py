@@ -234,3 +234,27 @@ def test_a_model_of_fresh_outputs_skips_the_detacher(level, tmp_path):
     for name in ("identity", "input is output", "one value twice", "constant output"):
         vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(MODELS[name]), opt_level=level))
         assert not vm._fresh[vm._index["main"]], name
+
+
+def test_zipmap_outputs_are_fresh_and_a_packed_kernel_of_another_name_is_not():
+    from relaxpack.runtime.bytecode import Call, Ret
+    zipmap = [_alloc(1), Call(2, 4, (("r", 1),)), Call(3, 1, (("r", 1), ("r", 2))), Ret(3)]
+    assert _fresh(zipmap, {0: ALLOC, 1: "packed.ml.zip_map", 2: TUPLE})
+    assert not _fresh(zipmap, {0: ALLOC, 1: "packed.ml.cast_map", 2: TUPLE})
+    assert not _fresh(zipmap, {0: ALLOC, 1: "kernel.ml.zip_map", 2: TUPLE})
+
+
+def test_a_zipmap_classifier_skips_the_detacher_and_gives_new_maps_each_run(tmp_path):
+    from pathlib import Path
+    zoo = Path(__file__).resolve().parents[1] / "models" / "zoo" / "sk_logistic_regression_zipmap.onnx"
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(str(zoo)), opt_level=2))
+    assert vm._fresh[vm._index["main"]]
+    name = vm._signatures["main"].names[0]
+    x = np.linspace(-1, 1, 20, dtype=np.float32).reshape(2, 10)
+    first, second = vm.run({name: x}), vm.run({name: x})
+    for key in first:
+        a, b = first[key], second[key]
+        if isinstance(a, np.ndarray):
+            assert not np.shares_memory(a, b) and not np.shares_memory(a, x)
+        else:
+            assert a == b and all(m is not n for m, n in zip(a, b))
