@@ -21,12 +21,13 @@ of them at once instead of making ~100 calls on a transformer. When an
 arena grows the memo starts afresh, so it never keeps an outgrown arena
 alive. Each branch of an if has a memo of its own, looked up before the
 branch's first such instruction (a model wrapped in an If, silero's sample
-rate switch, runs its shape work once per shape as inline code does). Only
-instructions before any later write to the heap (a ``match_shape`` of a
-data-dependent result), reading only the heap and each other, are
-memoized; if working them out fails, the call reruns without the memos
-(every instruction is a function of its operands), so errors are the
-interpreter's.
+rate switch, runs its shape work once per shape as inline code does). A
+memo holds instructions up to the next write to the heap (a ``match_shape``
+of a data-dependent result), reading only the heap and each other; after
+such a write another memo starts, keyed by the heap there and by the shapes
+and arena plans of the memos before it. If working them out fails, the call
+reruns without the memos (every instruction is a function of its operands),
+so errors are the interpreter's.
 
 Errors keep naming their instruction: each instruction is one line of the
 source, and :func:`pc_of` maps a traceback's line back to it.
