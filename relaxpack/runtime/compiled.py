@@ -40,22 +40,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .arena import ArenaPlan
 from .bytecode import IMM, NO_DST, Call, Goto, If, Ret
+from .shape_memo import MEMO_ENTRIES, Memo, filler, memo_plans, write_counts
 
-#: builtins whose result depends on the shape heap (and each other's results) alone
-PURE = frozenset({"vm.builtin.make_shape", "vm.builtin.eval_dim", "vm.builtin.plan_arena",
-                  "vm.builtin.arena_tensor"})
-#: builtins that may take the heap and leave it unchanged, or (match_shape) write it
-HEAP_USERS = PURE | {"vm.builtin.check_dims", "vm.builtin.match_shape", "vm.builtin.alloc_shape_heap"}
-#: instructions that may come before the memo's lookup: input checks
-CHECKS = frozenset({"vm.builtin.alloc_shape_heap", "vm.builtin.check_tensor", "vm.builtin.match_shape",
-                    "vm.builtin.check_dims", "vm.builtin.check_container", "vm.builtin.check_prim"})
 #: the input checks the check cache may skip: functions of the inputs' shapes and dtypes and the heap
 INPUT_CHECKS = frozenset({"vm.builtin.alloc_shape_heap", "vm.builtin.check_tensor", "vm.builtin.match_shape",
                           "vm.builtin.check_dims"})
-#: distinct shapes a function's memo keeps (then it starts afresh)
-MEMO_ENTRIES = 16
 
 
 @dataclass(frozen=True)
@@ -130,7 +120,7 @@ def compile_function(instructions: Sequence, resolved: dict[int, Resolved], num_
     tree = _structure(instructions, 0, len(instructions))
     if tree is None or not tree or tree[-1][0] != "ret" or not _plain_ints(instructions, resolved):
         return None, None      # (a function that may run off its end fails in the interpreter, as before)
-    memos = _memo_plans(instructions, tree, resolved)
+    memos = memo_plans(instructions, tree, resolved)
     checks = _input_check_plan(tree, resolved, num_params)
     plain = _generate(instructions, tree, resolved, num_params, label, (), checks=checks)
     main = _generate(instructions, tree, resolved, num_params, label, memos, plain.run, checks=checks) \
@@ -221,136 +211,6 @@ def _structure(instrs, start: int, end: int):
     return items
 
 
-# ---------------------------------------------------------------- the memo
-
-
-@dataclass(frozen=True)
-class _Memo:
-    heap: int                  # the heap register
-    items: int                 # id() of the item list (the function's or a branch's) the lookup is in
-    at: int                    # index in that list the lookup goes before
-    pcs: tuple[int, ...]       # the memoized instructions, in order
-    later: bool = False        # looked up after a write of the heap in its list (never the top memo)
-    reads: tuple[int, ...] = ()  # registers of earlier memos' shapes and plans it reads: part of its key
-
-
-def _memo_plans(instrs, tree, resolved) -> list[_Memo]:
-    """Which instructions each memo computes: one for the function's top level (its lookup after
-    the input checks) and one per branch of an if (its lookup before the branch's first
-    memoizable instruction, where no instruction of the branch wrote the heap before it)."""
-    heaps = [r.dst for r in resolved.values() if r.name == "vm.builtin.alloc_shape_heap"]
-    if len(heaps) != 1:
-        return []
-    heap = heaps[0]
-    for pc, r in resolved.items():         # the heap only goes to builtins that read (or match) it
-        if _reads(r, heap) and r.name not in HEAP_USERS:
-            return []
-    written = _writes(instrs)
-    memos: list[_Memo] = []
-
-    def plan(items, top: bool, avail: frozenset) -> None:
-        first = next((k for k, item in enumerate(items)
-                      if item[0] == "call" and resolved[item[1]].name in PURE), None)
-        before = items[:first] if first is not None else ()
-        if top:
-            ok = first is not None and all(item[0] == "call" and resolved[item[1]].name in CHECKS for item in before)
-        else:
-            ok = first is not None and not any(_writes_heap(item, instrs, resolved, heap) for item in before)
-        if ok:
-            pcs, _ = _memoized(items[first:], instrs, resolved, heap, written)
-            if pcs:
-                memos.append(_Memo(heap, id(items), first, pcs))
-        if first is not None:
-            later(items, first, avail)
-        for b, item in enumerate(items):
-            if item[0] == "if":
-                inner = avail | _shape_values(memos, id(items), b, resolved)
-                plan(item[2], False, inner)
-                plan(item[3], False, inner)
-
-    def later(items, k: int, avail: frozenset) -> None:
-        """A memo after each write of the heap in ``items`` (a data-dependent dim matched), from
-        the next memoizable instruction: keyed by the heap as it is there, it holds what the
-        instructions up to the next write compute (silero's branch after its Shape and
-        match_casts: ~25 shape and arena calls a run). It may read the shapes and arena plans
-        of memos looked up before it (``avail`` and this list's earlier ones), which then join
-        its key (a plan by identity: the key holds it). Only where it saves two calls or more."""
-        while True:
-            stop = next((j for j in range(k, len(items)) if _writes_heap(items[j], instrs, resolved, heap)), None)
-            if stop is None:
-                return
-            k = next((j for j in range(stop + 1, len(items))
-                      if items[j][0] == "call" and resolved[items[j][1]].name in PURE), None)
-            if k is None:
-                return
-            extra = avail | _shape_values(memos, id(items), k, resolved)
-            pcs, reads = _memoized(items[k:], instrs, resolved, heap, written, extra)
-            if len(pcs) >= 2:
-                memos.append(_Memo(heap, id(items), k, pcs, later=True, reads=reads))
-
-    plan(tree, True, frozenset())
-    return memos
-
-
-#: the memoized builtins whose values a later memo may take into its key: shapes (tuples of ints)
-#: and dims (ints) by value, arena plans by identity (never arrays: unhashable)
-KEYABLE = frozenset({"vm.builtin.make_shape", "vm.builtin.eval_dim", "vm.builtin.plan_arena"})
-
-
-def _shape_values(memos, items: int, before: int, resolved) -> frozenset:
-    """The registers of :data:`KEYABLE` values that the memos of list ``items`` looked up before
-    its item ``before`` hold (set on every path that reaches that item)."""
-    return frozenset(resolved[pc].dst for memo in memos if memo.items == items and memo.at < before
-                     for pc in memo.pcs if resolved[pc].name in KEYABLE)
-
-
-def _memoized(items, instrs, resolved, heap: int, written, extra: frozenset = frozenset()) -> tuple:
-    """(pcs, reads): the pure instructions among ``items`` (one level, from the first pure one)
-    that read only the heap, each other and the ``extra`` registers, and write a register
-    written nowhere else, up to the heap's first write; the ``extra`` registers they read."""
-    known, pcs = {heap} | extra, []
-    for item in items:
-        if item[0] == "if" and _writes_heap(item, instrs, resolved, heap):
-            break
-        if item[0] != "call":
-            continue
-        r = resolved[item[1]]
-        if r.name == "vm.builtin.match_shape" and _reads(r, heap):
-            break                          # the heap changes here: the memo stops
-        regs = [v for is_reg, v in r.args if is_reg] + [v for _, is_reg, v in r.kwargs if is_reg]
-        if r.name in PURE and r.dst != NO_DST and written.get(r.dst, 0) == 1 and all(x in known for x in regs):
-            known.add(r.dst)
-            pcs.append(item[1])
-    made = {resolved[pc].dst for pc in pcs}
-    reads = sorted({v for pc in pcs for v in _operand_values(resolved[pc]) if v in extra and v not in made})
-    return tuple(pcs), tuple(reads)
-
-
-def _operand_values(r: Resolved) -> list[int]:
-    return [v for is_reg, v in r.args if is_reg] + [v for _, is_reg, v in r.kwargs if is_reg]
-
-
-def _reads(r: Resolved, reg: int) -> bool:
-    return any(is_reg and v == reg for is_reg, v in r.args) or any(is_reg and v == reg for _, is_reg, v in r.kwargs)
-
-
-def _writes(instrs) -> dict[int, int]:
-    counts: dict[int, int] = {}
-    for ins in instrs:
-        if isinstance(ins, Call) and ins.dst != NO_DST:
-            counts[ins.dst] = counts.get(ins.dst, 0) + 1
-    return counts
-
-
-def _writes_heap(item, instrs, resolved, heap) -> bool:
-    if item[0] == "call":
-        r = resolved[item[1]]
-        return r.name == "vm.builtin.match_shape" and _reads(r, heap)
-    if item[0] == "if":
-        return any(_writes_heap(i, instrs, resolved, heap) for i in item[2] + item[3])
-    return False
-
-
 # ---------------------------------------------------------------- what the function returns
 
 
@@ -363,7 +223,7 @@ def steady_returns(instrs, resolved, num_params: int) -> tuple[bool, ...]:
     state passed through: the same array as its input). () when the function returns
     otherwise. A loop uses it to skip comparing such state (runtime/loop.py)."""
     rets = [ins for ins in instrs if isinstance(ins, Ret)]
-    written = _writes(instrs)
+    written = write_counts(instrs)
     if len(rets) != 1 or written.get(rets[0].src, 0) != 1:
         return ()
     make = [r for r in resolved.values() if r.dst == rets[0].src]
@@ -437,7 +297,7 @@ def _remember_checks(store: dict):
 # ---------------------------------------------------------------- source
 
 
-def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequence[_Memo],
+def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequence[Memo],
               plain: Callable | None = None, budget=None, checks: _Checks | None = None,
               warm: bool = False) -> Compiled:
     """The compiled function; with ``memos``, ``plain`` is the same function without them (run when
@@ -563,46 +423,11 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
     # the file name shows in tracebacks: the function's name as ASCII text, never its raw characters
     exec(compile(source, f"<relaxpack {ascii(label)[:100]}{variant}>", "exec"), namespace)  # noqa: S102
     stores: list[dict] = [{} for _ in memos]
-    fills = [_filler(memo, resolved, store) for memo, store in zip(memos, stores)]
+    fills = [filler(memo, resolved, store) for memo, store in zip(memos, stores)]
     checked: dict = {}
     run = namespace["factory"](stores, fills, plain, budget, label, checked, _remember_checks(checked), np.ndarray,
                                **bound)
     return Compiled(run, [pc for _, pc in lines], 1 + len(head), stores, checked, top)
-
-
-def _filler(memo: _Memo, resolved, store: dict):
-    """``fill(heap)``: the memoized instructions run in order, their results kept for this heap;
-    None when one of them fails (the caller then runs the function without the memo)."""
-    steps = [resolved[pc] for pc in memo.pcs]
-    arenas: list = []         # the arena buffers the stored views are into
-
-    def fill(heap, *extras):
-        values = {memo.heap: heap, **dict(zip(memo.reads, extras))}
-        try:
-            for r in steps:
-                args = [values[v] if is_reg else v for is_reg, v in r.args]
-                kwargs = {k: values[v] if is_reg else v for k, is_reg, v in r.kwargs}
-                values[r.dst] = r.fn(*args, **kwargs)
-        except Exception:  # noqa: BLE001 - the plain run raises it where the interpreter would
-            return None
-        result = tuple(values[r.dst] for r in steps)
-        now = _arena_buffers(result)
-        if len(store) >= MEMO_ENTRIES or len(now) != len(arenas) or any(a is not b for a, b in zip(now, arenas)):
-            store.clear()     # an arena grew: views into the old one would keep it alive
-            arenas[:] = now
-        store[(tuple(heap), *extras) if extras else tuple(heap)] = result
-        return result
-    return fill
-
-
-def _arena_buffers(values) -> list:
-    """The distinct arena buffers of the ArenaPlans among ``values``, in order."""
-    seen: dict[int, object] = {}
-    for v in values:
-        if isinstance(v, ArenaPlan):
-            for buffer in v.arenas:
-                seen.setdefault(id(buffer), buffer)
-    return list(seen.values())
 
 
 def _read_before_written(instrs, tree, num_params: int) -> set[int]:

@@ -13,7 +13,8 @@ import relaxpack
 from relaxpack.errors import BudgetError, InputError
 from relaxpack.runtime import VirtualMachine
 from relaxpack.runtime.bytecode import NO_DST, Call, Goto, Ret
-from relaxpack.runtime.compiled import Resolved, _arena_buffers, compile_function
+from relaxpack.runtime.compiled import Resolved, compile_function
+from relaxpack.runtime.shape_memo import arena_buffers
 
 
 def if_model():
@@ -62,7 +63,7 @@ def test_the_shape_memo_never_keeps_an_outgrown_arena(if_exe):
         np.testing.assert_array_equal(vm.run({"x": x})["y"], reference(x))
         memo = vm._prepared[0].compiled.memo
         assert tuple([n]) in {key[:1] for key in memo}
-        kept = _arena_buffers([v for entry in memo.values() for v in entry])
+        kept = arena_buffers([v for entry in memo.values() for v in entry])
         assert len(kept) == 1, "entries hold views into an arena that has since grown"
 
 
@@ -171,12 +172,13 @@ def test_a_memo_after_a_data_dependent_dim_agrees_with_the_interpreter(level):
     """After NonZero's match_shape writes the heap, a later memo keyed by the heap as it is there
     holds the shape and arena work up to the next write; results stay the interpreter's for
     every count of nonzeros (0 included), in any order."""
-    from relaxpack.runtime.compiled import _memo_plans, _structure
+    from relaxpack.runtime.compiled import _structure
+    from relaxpack.runtime.shape_memo import memo_plans
     exe = relaxpack.build(relaxpack.from_onnx(nonzero_model()), opt_level=level)
     vm = VirtualMachine(exe)
     prepared = vm._prepared[0]
     instrs = prepared.func.instructions
-    plans = _memo_plans(instrs, _structure(instrs, 0, len(instrs)), prepared.resolved)
+    plans = memo_plans(instrs, _structure(instrs, 0, len(instrs)), prepared.resolved)
     later = [p for p in plans if p.later]
     assert later and all(len(p.pcs) >= 2 for p in later)
     interpreted = VirtualMachine(exe)
