@@ -42,8 +42,10 @@ class Memo:
 
 def memo_plans(instrs, tree, resolved) -> list[Memo]:
     """Which instructions each memo computes: one for the function's top level (its lookup after
-    the input checks) and one per branch of an if (its lookup before the branch's first
-    memoizable instruction, where no instruction of the branch wrote the heap before it)."""
+    the input checks), one per branch of an if (its lookup before the branch's first
+    memoizable instruction, where no instruction of the branch wrote the heap before it) and
+    one after each later write of the heap. All but the top one may read the shapes and arena
+    plans of the memos looked up before them on every path, which join their keys."""
     heaps = [r.dst for r in resolved.values() if r.name == "vm.builtin.alloc_shape_heap"]
     if len(heaps) != 1:
         return []
@@ -62,10 +64,10 @@ def memo_plans(instrs, tree, resolved) -> list[Memo]:
             ok = first is not None and all(item[0] == "call" and resolved[item[1]].name in CHECKS for item in before)
         else:
             ok = first is not None and not any(writes_heap(item, instrs, resolved, heap) for item in before)
-        if ok:
-            pcs, _ = _memoized(items[first:], instrs, resolved, heap, written)
+        if ok:      # (a branch's memo may read the shapes and plans of the memos before its if)
+            pcs, reads = _memoized(items[first:], instrs, resolved, heap, written, frozenset() if top else avail)
             if pcs:
-                memos.append(Memo(heap, id(items), first, pcs))
+                memos.append(Memo(heap, id(items), first, pcs, reads=reads))
         if first is not None:
             later(items, first, avail)
         for b, item in enumerate(items):

@@ -192,3 +192,28 @@ def test_a_memo_after_a_data_dependent_dim_agrees_with_the_interpreter(level):
         np.testing.assert_array_equal(got, interpreted.run({"x": x})["z"])
         np.testing.assert_allclose(got, want, rtol=1e-5)
     assert any(store for store in prepared.compiled.memos[len(plans) - len(later):])
+
+
+def test_branch_memos_reading_the_plans_around_them_agree_with_the_interpreter():
+    """silero's If on the sample rate holds nested ifs whose arena views read the branch's plan:
+    their memos key by that plan too (a memo with ``reads`` that is no later memo). Compiled and
+    interpreted agree on both rates and alternating shapes."""
+    from pathlib import Path
+
+    from relaxpack.runtime.compiled import _structure
+    from relaxpack.runtime.shape_memo import memo_plans
+    zoo = Path(__file__).resolve().parents[1] / "models" / "zoo" / "silero_vad_like.onnx"
+    exe = relaxpack.build(relaxpack.from_onnx(str(zoo)), opt_level=2)
+    vm, interpreted = VirtualMachine(exe), VirtualMachine(exe)
+    interpreted.compiled = False
+    prepared = vm._prepared[vm._index["main"]]
+    instrs = prepared.func.instructions
+    plans = memo_plans(instrs, _structure(instrs, 0, len(instrs)), prepared.resolved)
+    assert any(p.reads and not p.later for p in plans) and any(p.later for p in plans)
+    rng = np.random.default_rng(4)
+    for batch, samples, rate in ((1, 64, 16000), (3, 32, 8000), (1, 64, 16000), (2, 32, 8000), (4, 64, 16000)):
+        feeds = {"input": rng.standard_normal((batch, samples)).astype(np.float32),
+                 "state": rng.standard_normal((2, batch, 16)).astype(np.float32), "sr": np.array(rate, np.int64)}
+        got, want = vm.run(feeds), interpreted.run(feeds)
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name])
