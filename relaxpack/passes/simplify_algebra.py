@@ -19,6 +19,7 @@ from ..ir.expr import Call, Constant, ShapeExpr
 from ..ops.registry import make_call
 from .core.infra import function_pass
 from .iota_gather import gather_as_reshape, gather_check
+from . import broadcast_constant, gather_nd_take, offset_range, reshape_permute_reshape, scale_after_matmul
 from .quantize_rules import RULES as QUANTIZE_RULES
 from .reduce_of_concat import reduce_of_concat, reduce_of_concat_check
 from .core.rules import (
@@ -442,6 +443,12 @@ RULES = RewriteTable("SimplifyAlgebra", [
                                                 wildcard(), name="mid", what="operand"), name="outer"),
          all_of(used_once("p1", "the inner transpose"), used_once("mid", "the reshape"), _folds),
          fold_permute_reshape_permute),
+    Rule("fold_reshape_permute_reshape",
+         is_op("reshape")(is_op("permute_dims")(is_op("reshape")(_X, wildcard(), name="first", what="operand"),
+                                                name="perm", what="operand"), wildcard(), name="outer"),
+         all_of(used_once("first", "the first reshape"), used_once("perm", "the transpose"),
+                reshape_permute_reshape.check),
+         reshape_permute_reshape.rewrite),
     Rule("remove_identity_reshape",
          is_op("reshape")(_X, wildcard(), name="outer"),
          same_type_as_output("x"),
@@ -454,6 +461,12 @@ RULES = RewriteTable("SimplifyAlgebra", [
          is_op("broadcast_to")(_X, wildcard(), name="outer"),
          same_type_as_output("x"),
          remove_identity, doc="broadcast_to(x, s) -> x when s is provably x's shape."),
+    Rule("constant_not_broadcast",
+         is_op(*broadcast_constant.OPS)(
+             _X, is_op("broadcast_to")(const("c", "the broadcast value"), wildcard(), name="b",
+                                       what="the other operand"),
+             name="op", commutative=True),
+         broadcast_constant.check, broadcast_constant.rewrite),
     Rule("remove_add_zero",
          is_op("add")(_X, const("c", "the other operand"), commutative=True),
          all_of(_all_equal("c", 0, "constant"), same_type_as_output("x")),
@@ -484,6 +497,14 @@ RULES = RewriteTable("SimplifyAlgebra", [
          is_op("multiply")(wildcard("y"), const("c", "the factor"), commutative=True),
          all_of(_scale_folds, same_type_as_output("y")),
          fold_scale_into_weight),
+    Rule("offset_range",
+         is_op("add")(is_op("range")(wildcard(), wildcard(), wildcard(), name="range", what="an operand"),
+                      is_op("shape_to_tensor")(wildcard(), name="offset", what="the other operand"),
+                      commutative=True),
+         offset_range.check, offset_range.rewrite),
+    Rule("scale_after_matmul",
+         is_op("matmul")(wildcard("a"), wildcard("b"), name="mm"),
+         scale_after_matmul.check, scale_after_matmul.rewrite),
     Rule("gather_nd_of_iotas",
          is_op("gather_nd")(wildcard("data"), is_op("concat")(wildcard("parts"), name="concat", what="indices"),
                             name="gather"),
@@ -493,6 +514,9 @@ RULES = RewriteTable("SimplifyAlgebra", [
          is_op("max", "min")(is_op("concat")(wildcard("parts"), name="concat", what="operand"), name="reduce"),
          reduce_of_concat_check, reduce_of_concat,
          doc="max(concat((a, b))) of (1,) tensors -> maximum(a, b) (min too; reduce_of_concat.py)."),
+    Rule("gather_nd_of_one_component",
+         is_op("gather_nd")(wildcard("data"), wildcard("indices"), name="gather"),
+         gather_nd_take.check, gather_nd_take.rewrite),
     Rule("compose_gelu", _GELU_ERF_GROUPINGS[0], _GELU_CHECK, compose_gelu),
     Rule("compose_gelu_half_first", _GELU_ERF_GROUPINGS[1],
          _GELU_CHECK, compose_gelu, doc="(x * 0.5) * (erf(x / sqrt(2)) + 1) -> nn.gelu(x)."),
