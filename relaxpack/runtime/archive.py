@@ -409,28 +409,35 @@ def _check_program(m: dict) -> tuple[dict[str, VMFunction], list[FuncEntry]]:
     return functions, table
 
 
+_fstat = os.fstat
+
+
 class _Mapped:
     """The open file behind a mapping: tells whether it changed since it was mapped."""
 
     def __init__(self, f, path: str):
         self.file, self.path = f, path
+        self._fd = f.fileno()
         self.stamp = self._stamp()
 
     def _stamp(self) -> tuple[int, int]:
-        st = os.fstat(self.file.fileno())
+        st = os.fstat(self._fd)
         return st.st_size, st.st_mtime_ns
 
     def check(self) -> None:
-        """Raise :class:`ArchiveError` if the mapped file was written to or resized since it was loaded."""
+        """Raise :class:`ArchiveError` if the mapped file was written to or resized since it was loaded.
+        (On every call of a mapped archive: one ``fstat``, compared inline.)"""
         try:
-            changed = self._stamp() != self.stamp
+            st = _fstat(self._fd)
+            if st.st_size == self.stamp[0] and st.st_mtime_ns == self.stamp[1]:
+                return
         except (OSError, ValueError):
-            changed = True
-        if changed:
-            raise ArchiveError(f"{self.path}: the archive file changed after it was loaded (written in place or "
-                               f"truncated); load it again, or load with mmap=False to keep a private copy")
+            pass
+        raise ArchiveError(f"{self.path}: the archive file changed after it was loaded (written in place or "
+                           f"truncated); load it again, or load with mmap=False to keep a private copy")
 
     def close(self) -> None:
+        self._fd = -1       # fstat(-1) fails: a closed file's descriptor number may be reused by another
         self.file.close()
 
 

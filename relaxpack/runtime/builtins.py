@@ -74,6 +74,8 @@ def tuple_getitem(tup, index: int):
 
 @builtin("vm.builtin.read_if_cond")
 def read_if_cond(value) -> bool:
+    if type(value) is np.ndarray and value.ndim == 0:
+        return bool(value)          # (the usual condition: a kernel's 0-d bool)
     array = np.asarray(value)
     if array.size != 1:
         raise ShapeError(f"If condition must hold one value, got shape {array.shape}")

@@ -21,12 +21,13 @@ of them at once instead of making ~100 calls on a transformer. When an
 arena grows the memo starts afresh, so it never keeps an outgrown arena
 alive. Each branch of an if has a memo of its own, looked up before the
 branch's first such instruction (a model wrapped in an If, silero's sample
-rate switch, runs its shape work once per shape as inline code does). Only
-instructions before any later write to the heap (a ``match_shape`` of a
-data-dependent result), reading only the heap and each other, are
-memoized; if working them out fails, the call reruns without the memos
-(every instruction is a function of its operands), so errors are the
-interpreter's.
+rate switch, runs its shape work once per shape as inline code does). A
+memo holds instructions up to the next write to the heap (a ``match_shape``
+of a data-dependent result), reading only the heap and each other; after
+such a write another memo starts, keyed by the heap there and by the shapes
+and arena plans of the memos before it. If working them out fails, the call
+reruns without the memos (every instruction is a function of its operands),
+so errors are the interpreter's.
 
 Errors keep naming their instruction: each instruction is one line of the
 source, and :func:`pc_of` maps a traceback's line back to it.
@@ -39,22 +40,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .arena import ArenaPlan
 from .bytecode import IMM, NO_DST, Call, Goto, If, Ret
+from .shape_memo import MEMO_ENTRIES, Memo, filler, memo_plans, write_counts
 
-#: builtins whose result depends on the shape heap (and each other's results) alone
-PURE = frozenset({"vm.builtin.make_shape", "vm.builtin.eval_dim", "vm.builtin.plan_arena",
-                  "vm.builtin.arena_tensor"})
-#: builtins that may take the heap and leave it unchanged, or (match_shape) write it
-HEAP_USERS = PURE | {"vm.builtin.check_dims", "vm.builtin.match_shape", "vm.builtin.alloc_shape_heap"}
-#: instructions that may come before the memo's lookup: input checks
-CHECKS = frozenset({"vm.builtin.alloc_shape_heap", "vm.builtin.check_tensor", "vm.builtin.match_shape",
-                    "vm.builtin.check_dims", "vm.builtin.check_container", "vm.builtin.check_prim"})
 #: the input checks the check cache may skip: functions of the inputs' shapes and dtypes and the heap
 INPUT_CHECKS = frozenset({"vm.builtin.alloc_shape_heap", "vm.builtin.check_tensor", "vm.builtin.match_shape",
                           "vm.builtin.check_dims"})
-#: distinct shapes a function's memo keeps (then it starts afresh)
-MEMO_ENTRIES = 16
 
 
 @dataclass(frozen=True)
@@ -129,7 +120,7 @@ def compile_function(instructions: Sequence, resolved: dict[int, Resolved], num_
     tree = _structure(instructions, 0, len(instructions))
     if tree is None or not tree or tree[-1][0] != "ret" or not _plain_ints(instructions, resolved):
         return None, None      # (a function that may run off its end fails in the interpreter, as before)
-    memos = _memo_plans(instructions, tree, resolved)
+    memos = memo_plans(instructions, tree, resolved)
     checks = _input_check_plan(tree, resolved, num_params)
     plain = _generate(instructions, tree, resolved, num_params, label, (), checks=checks)
     main = _generate(instructions, tree, resolved, num_params, label, memos, plain.run, checks=checks) \
@@ -144,7 +135,7 @@ def compile_function(instructions: Sequence, resolved: dict[int, Resolved], num_
 def _warmable(tree, checks: "_Checks", memos) -> bool:
     """A warm variant can stand for the function: the top memo (if any) is looked up right
     after the cached input checks, so the heap it is keyed by is the heap the checks leave."""
-    top = [memo for memo in memos if memo.items == id(tree)]
+    top = [memo for memo in memos if memo.items == id(tree) and not memo.later]
     return not top or top[0].at == checks.count
 
 
@@ -220,92 +211,6 @@ def _structure(instrs, start: int, end: int):
     return items
 
 
-# ---------------------------------------------------------------- the memo
-
-
-@dataclass(frozen=True)
-class _Memo:
-    heap: int                  # the heap register
-    items: int                 # id() of the item list (the function's or a branch's) the lookup is in
-    at: int                    # index in that list the lookup goes before
-    pcs: tuple[int, ...]       # the memoized instructions, in order
-
-
-def _memo_plans(instrs, tree, resolved) -> list[_Memo]:
-    """Which instructions each memo computes: one for the function's top level (its lookup after
-    the input checks) and one per branch of an if (its lookup before the branch's first
-    memoizable instruction, where no instruction of the branch wrote the heap before it)."""
-    heaps = [r.dst for r in resolved.values() if r.name == "vm.builtin.alloc_shape_heap"]
-    if len(heaps) != 1:
-        return []
-    heap = heaps[0]
-    for pc, r in resolved.items():         # the heap only goes to builtins that read (or match) it
-        if _reads(r, heap) and r.name not in HEAP_USERS:
-            return []
-    written = _writes(instrs)
-    memos: list[_Memo] = []
-
-    def plan(items, top: bool) -> None:
-        first = next((k for k, item in enumerate(items)
-                      if item[0] == "call" and resolved[item[1]].name in PURE), None)
-        before = items[:first] if first is not None else ()
-        if top:
-            ok = first is not None and all(item[0] == "call" and resolved[item[1]].name in CHECKS for item in before)
-        else:
-            ok = first is not None and not any(_writes_heap(item, instrs, resolved, heap) for item in before)
-        if ok:
-            pcs = _memoized(items[first:], instrs, resolved, heap, written)
-            if pcs:
-                memos.append(_Memo(heap, id(items), first, pcs))
-        for item in items:
-            if item[0] == "if":
-                plan(item[2], False)
-                plan(item[3], False)
-
-    plan(tree, True)
-    return memos
-
-
-def _memoized(items, instrs, resolved, heap: int, written) -> tuple[int, ...]:
-    """The pure instructions among ``items`` (one level, from the first pure one) that read only
-    the heap and each other and write a register written nowhere else, up to the heap's first write."""
-    known, pcs = {heap}, []
-    for item in items:
-        if item[0] == "if" and _writes_heap(item, instrs, resolved, heap):
-            break
-        if item[0] != "call":
-            continue
-        r = resolved[item[1]]
-        if r.name == "vm.builtin.match_shape" and _reads(r, heap):
-            break                          # the heap changes here: the memo stops
-        regs = [v for is_reg, v in r.args if is_reg] + [v for _, is_reg, v in r.kwargs if is_reg]
-        if r.name in PURE and r.dst != NO_DST and written.get(r.dst, 0) == 1 and all(x in known for x in regs):
-            known.add(r.dst)
-            pcs.append(item[1])
-    return tuple(pcs)
-
-
-def _reads(r: Resolved, reg: int) -> bool:
-    return any(is_reg and v == reg for is_reg, v in r.args) or any(is_reg and v == reg for _, is_reg, v in r.kwargs)
-
-
-def _writes(instrs) -> dict[int, int]:
-    counts: dict[int, int] = {}
-    for ins in instrs:
-        if isinstance(ins, Call) and ins.dst != NO_DST:
-            counts[ins.dst] = counts.get(ins.dst, 0) + 1
-    return counts
-
-
-def _writes_heap(item, instrs, resolved, heap) -> bool:
-    if item[0] == "call":
-        r = resolved[item[1]]
-        return r.name == "vm.builtin.match_shape" and _reads(r, heap)
-    if item[0] == "if":
-        return any(_writes_heap(i, instrs, resolved, heap) for i in item[2] + item[3])
-    return False
-
-
 # ---------------------------------------------------------------- what the function returns
 
 
@@ -318,7 +223,7 @@ def steady_returns(instrs, resolved, num_params: int) -> tuple[bool, ...]:
     state passed through: the same array as its input). () when the function returns
     otherwise. A loop uses it to skip comparing such state (runtime/loop.py)."""
     rets = [ins for ins in instrs if isinstance(ins, Ret)]
-    written = _writes(instrs)
+    written = write_counts(instrs)
     if len(rets) != 1 or written.get(rets[0].src, 0) != 1:
         return ()
     make = [r for r in resolved.values() if r.dst == rets[0].src]
@@ -392,7 +297,7 @@ def _remember_checks(store: dict):
 # ---------------------------------------------------------------- source
 
 
-def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequence[_Memo],
+def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequence[Memo],
               plain: Callable | None = None, budget=None, checks: _Checks | None = None,
               warm: bool = False) -> Compiled:
     """The compiled function; with ``memos``, ``plain`` is the same function without them (run when
@@ -404,7 +309,7 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
     lines: list[tuple[str, int]] = []        # (source line, pc it runs or -1)
     memoized = {pc for memo in memos for pc in memo.pcs}
     lookups = {(memo.items, memo.at): k for k, memo in enumerate(memos)}
-    top = next((k for k, memo in enumerate(memos) if memo.items == id(tree)), None)
+    top = next((k for k, memo in enumerate(memos) if memo.items == id(tree) and not memo.later), None)
 
     def count(pad: str):
         if budget is not None:
@@ -488,9 +393,11 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
         if warm and k == top:
             lines.append((f"{pad}{targets}, = w[1]", -1))
             return
-        lines.append((f"{pad}m = memo{k}.get(tuple(r{memo.heap}))", -1))
+        extras = "".join(f", r{x}" for x in memo.reads)
+        key = f"(tuple(r{memo.heap}){extras})" if memo.reads else f"tuple(r{memo.heap})"
+        lines.append((f"{pad}m = memo{k}.get({key})", -1))
         lines.append((f"{pad}if m is None:", -1))
-        lines.append((f"{pad}    m = fill{k}(r{memo.heap})", -1))
+        lines.append((f"{pad}    m = fill{k}(r{memo.heap}{extras})", -1))
         lines.append((f"{pad}    if m is None:", -1))
         lines.append((f"{pad}        return plain({', '.join(f'r{i}' for i in range(num_params))})", -1))
         lines.append((f"{pad}{targets}, = m", -1))
@@ -516,46 +423,11 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
     # the file name shows in tracebacks: the function's name as ASCII text, never its raw characters
     exec(compile(source, f"<relaxpack {ascii(label)[:100]}{variant}>", "exec"), namespace)  # noqa: S102
     stores: list[dict] = [{} for _ in memos]
-    fills = [_filler(memo, resolved, store) for memo, store in zip(memos, stores)]
+    fills = [filler(memo, resolved, store) for memo, store in zip(memos, stores)]
     checked: dict = {}
     run = namespace["factory"](stores, fills, plain, budget, label, checked, _remember_checks(checked), np.ndarray,
                                **bound)
     return Compiled(run, [pc for _, pc in lines], 1 + len(head), stores, checked, top)
-
-
-def _filler(memo: _Memo, resolved, store: dict):
-    """``fill(heap)``: the memoized instructions run in order, their results kept for this heap;
-    None when one of them fails (the caller then runs the function without the memo)."""
-    steps = [resolved[pc] for pc in memo.pcs]
-    arenas: list = []         # the arena buffers the stored views are into
-
-    def fill(heap):
-        values = {memo.heap: heap}
-        try:
-            for r in steps:
-                args = [values[v] if is_reg else v for is_reg, v in r.args]
-                kwargs = {k: values[v] if is_reg else v for k, is_reg, v in r.kwargs}
-                values[r.dst] = r.fn(*args, **kwargs)
-        except Exception:  # noqa: BLE001 - the plain run raises it where the interpreter would
-            return None
-        result = tuple(values[r.dst] for r in steps)
-        now = _arena_buffers(result)
-        if len(store) >= MEMO_ENTRIES or len(now) != len(arenas) or any(a is not b for a, b in zip(now, arenas)):
-            store.clear()     # an arena grew: views into the old one would keep it alive
-            arenas[:] = now
-        store[tuple(heap)] = result
-        return result
-    return fill
-
-
-def _arena_buffers(values) -> list:
-    """The distinct arena buffers of the ArenaPlans among ``values``, in order."""
-    seen: dict[int, object] = {}
-    for v in values:
-        if isinstance(v, ArenaPlan):
-            for buffer in v.arenas:
-                seen.setdefault(id(buffer), buffer)
-    return list(seen.values())
 
 
 def _read_before_written(instrs, tree, num_params: int) -> set[int]:

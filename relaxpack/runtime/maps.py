@@ -19,7 +19,7 @@ onnxruntime's do (``{0: 0.25, 1: 0.75}``).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -79,7 +79,7 @@ class CheckedMap(dict):
 
 
 def _one_map(value, key_dtype: str, dtype: str, ctx: str) -> dict:
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise input_or_shape_error(ctx, f"expected a map (a dict), got {type(value).__name__}")
     kind = None if dtype == "string" else numpy_dtype(dtype).type
     if kind is not None:

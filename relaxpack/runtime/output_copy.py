@@ -18,6 +18,7 @@ from bisect import bisect_left
 
 import numpy as np
 
+from .bytecode import IMM, NO_DST, REG, Call, Ret
 from .maps import CheckedMap, PlainMaps
 
 
@@ -109,6 +110,64 @@ class OutputDetacher:
         return i >= 0 and self._ends[i] > lo
 
 
+#: what makes a new value on every call that holds no array of anyone else's: an allocation,
+#: ZipMap's fresh dicts of Python scalars (function-table labels)
+FRESH_MAKERS = frozenset({"vm.builtin.alloc_tensor", "packed.ml.zip_map"})
+
+
+def fresh_returns(instrs, labels: dict, num_params: int) -> bool:
+    """Whether the bytecode alone shows that every value the function returns is one its own
+    ``alloc_tensor`` (or ZipMap, :data:`FRESH_MAKERS`) made during the call, or a flat tuple of
+    such values from different registers: then no output shares memory with an input, a
+    constant or another output, and the detacher has nothing to look at. ``labels[pc]``: the
+    function-table label of the builtin or packed function instruction ``pc`` calls (absent for
+    anything else). Each register holding an output must be written only by those (every value
+    it ever holds is new); a field of the tuple a kernel wrote into (``make_tuple`` then
+    ``tuple_getitem`` of an immediate index, each register written once) is the register it
+    was made from."""
+    writers: dict[int, list[int]] = {}
+    for pc, ins in enumerate(instrs):
+        if isinstance(ins, Call) and ins.dst != NO_DST:
+            writers.setdefault(ins.dst, []).append(pc)
+
+    def only(reg: int, name: str):
+        """The one instruction writing ``reg``, when it calls the builtin ``name``."""
+        pcs = writers.get(reg, ())
+        if reg < num_params or len(pcs) != 1 or labels.get(pcs[0]) != name:
+            return None
+        return instrs[pcs[0]]
+
+    def allocated(reg: int) -> bool:
+        pcs = writers.get(reg, ())
+        return reg >= num_params and bool(pcs) and all(
+            labels.get(pc) in FRESH_MAKERS for pc in pcs)
+
+    def source(reg: int):
+        """The register written only by alloc_tensor whose array ``reg`` holds, or None."""
+        if allocated(reg):
+            return reg
+        get = only(reg, "vm.builtin.tuple_getitem")
+        if get is None or len(get.args) != 2 or get.kwargs or get.args[0][0] != REG or get.args[1][0] != IMM:
+            return None
+        made, index = only(get.args[0][1], "vm.builtin.make_tuple"), get.args[1][1]
+        if made is None or made.kwargs or type(index) is not int or not 0 <= index < len(made.args):
+            return None
+        kind, field = made.args[index]
+        return field if kind == REG and allocated(field) else None
+
+    def fresh(reg: int) -> bool:
+        if allocated(reg):
+            return True
+        made = only(reg, "vm.builtin.make_tuple")
+        if made is None or made.kwargs or any(kind != REG for kind, _ in made.args):
+            return False
+        regs = [source(r) for _, r in made.args]
+        return None not in regs and len(set(regs)) == len(regs)
+
+    rets = [ins.src for ins in instrs if isinstance(ins, Ret)]
+    return bool(rets) and all(fresh(r) for r in rets)
+
+
 def _owner(a: np.ndarray):
     """The numpy array that owns ``a``'s memory (``a`` or its base), or None when that is not
     plain: a base that is no array, or an array that does not own its data."""
@@ -149,4 +208,4 @@ def _map(value, fn):
     return value
 
 
-__all__ = ["OutputDetacher", "byte_range"]
+__all__ = ["FRESH_MAKERS", "OutputDetacher", "byte_range", "fresh_returns"]

@@ -35,7 +35,7 @@ from .compiled import Compiled, Resolved, compile_counting, compile_function, pc
 from .executable import Executable
 from .kernels import get_kernel
 from .kernels._registry import bare_ufunc
-from .output_copy import OutputDetacher
+from .output_copy import OutputDetacher, fresh_returns
 from .registry import FUNC_KIND, check_registered, resolve
 from .shape_program import ShapeProgramError
 
@@ -101,6 +101,8 @@ class VirtualMachine:
                               for pc, ins in enumerate(prepared.func.instructions)]
             prepared.labels = [self._label(ins) for ins in prepared.func.instructions]
             prepared.compiled, prepared.plain = self._compile(prepared)
+        #: per function: its outputs are arrays it allocates itself (output_copy.fresh_returns)
+        self._fresh = [self._fresh_returns(prepared) for prepared in self._prepared]
         #: False: run the step interpreter (the profiler times its steps)
         self.compiled = True
 
@@ -114,6 +116,12 @@ class VirtualMachine:
             return counting, counting
         memo, plain = compile_function(func.instructions, prepared.resolved, len(func.params), func.name)
         return memo or plain, plain
+
+    def _fresh_returns(self, prepared: _Prepared) -> bool:
+        table = self.exe.func_table
+        labels = {pc: table[ins.func].label for pc, ins in enumerate(prepared.func.instructions)
+                  if isinstance(ins, Call) and table[ins.func].kind in ("builtin", "packed")}
+        return fresh_returns(prepared.func.instructions, labels, len(prepared.func.params))
 
     def __reduce__(self):
         """A VM pickles as its executable (which reopens its archive by path, see
@@ -147,10 +155,21 @@ class VirtualMachine:
             # inf and nan propagate as IEEE arithmetic says, without numpy's warnings (as in onnxruntime)
             token = silence()
             try:
-                result = self._invoke(index, args)
+                prepared = self._prepared[index]
+                compiled = prepared.compiled
+                if compiled is not None and self.compiled and len(args) == len(prepared.func.params):
+                    try:            # _invoke's compiled path, one call less
+                        result = compiled.run(*args)
+                    except Exception as err:  # noqa: BLE001 - named as _invoke names it
+                        pc = pc_of(err.__traceback__, compiled, prepared.plain)
+                        if pc is None:
+                            raise
+                        _raise_named(err, prepared, pc)
+                else:
+                    result = self._invoke(index, args)
             finally:
                 restore(token)
-            return self._detach(result, args)
+            return result if self._fresh[index] else self._detach(result, args)
         finally:
             self._running.release()
 

@@ -13,7 +13,8 @@ import relaxpack
 from relaxpack.errors import BudgetError, InputError
 from relaxpack.runtime import VirtualMachine
 from relaxpack.runtime.bytecode import NO_DST, Call, Goto, Ret
-from relaxpack.runtime.compiled import Resolved, _arena_buffers, compile_function
+from relaxpack.runtime.compiled import Resolved, compile_function
+from relaxpack.runtime.shape_memo import arena_buffers
 
 
 def if_model():
@@ -62,7 +63,7 @@ def test_the_shape_memo_never_keeps_an_outgrown_arena(if_exe):
         np.testing.assert_array_equal(vm.run({"x": x})["y"], reference(x))
         memo = vm._prepared[0].compiled.memo
         assert tuple([n]) in {key[:1] for key in memo}
-        kept = _arena_buffers([v for entry in memo.values() for v in entry])
+        kept = arena_buffers([v for entry in memo.values() for v in entry])
         assert len(kept) == 1, "entries hold views into an arena that has since grown"
 
 
@@ -150,3 +151,69 @@ def test_each_branch_has_a_shape_memo_and_agrees_with_the_interpreter(if_exe):
             np.testing.assert_array_equal(vm.run({"x": x})["y"], interpreted.run({"x": x})["y"])
     filled = [memo for memo in compiled.memos[1:] if memo]
     assert len(filled) == 2 and all({key[:1] for key in memo} == {(1,), (3,), (8,)} for memo in filled)
+
+
+def nonzero_model():
+    """y = exp(x * sum(nonzero(x > 0)) + 1) - 1 and z = x * x: the ops after NonZero (its count
+    matched into the heap) have arena tensors of x's shape."""
+    nodes = [h.make_node("Greater", ["x", "zero"], ["c"]), h.make_node("NonZero", ["c"], ["nz"]),
+             h.make_node("Cast", ["nz"], ["f"], to=T.FLOAT), h.make_node("ReduceSum", ["f"], ["s"], keepdims=0),
+             h.make_node("Mul", ["x", "s"], ["m"]), h.make_node("Add", ["m", "one"], ["a"]),
+             h.make_node("Exp", ["a"], ["e"]), h.make_node("Sub", ["e", "one"], ["y"]),
+             h.make_node("Mul", ["y", "x"], ["z"])]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, ["n", 3])],
+                     [h.make_tensor_value_info("z", T.FLOAT, ["n", 3])],
+                     [h.make_tensor("zero", T.FLOAT, [], [0.0]), h.make_tensor("one", T.FLOAT, [], [1.0])])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("level", [0, 2])
+def test_a_memo_after_a_data_dependent_dim_agrees_with_the_interpreter(level):
+    """After NonZero's match_shape writes the heap, a later memo keyed by the heap as it is there
+    holds the shape and arena work up to the next write; results stay the interpreter's for
+    every count of nonzeros (0 included), in any order."""
+    from relaxpack.runtime.compiled import _structure
+    from relaxpack.runtime.shape_memo import memo_plans
+    exe = relaxpack.build(relaxpack.from_onnx(nonzero_model()), opt_level=level)
+    vm = VirtualMachine(exe)
+    prepared = vm._prepared[0]
+    instrs = prepared.func.instructions
+    plans = memo_plans(instrs, _structure(instrs, 0, len(instrs)), prepared.resolved)
+    later = [p for p in plans if p.later]
+    assert later and all(len(p.pcs) >= 2 for p in later)
+    interpreted = VirtualMachine(exe)
+    interpreted.compiled = False
+    rng = np.random.default_rng(2)
+    for n, p in ((4, 0.5), (4, 0.0), (2, 1.0), (4, 0.5), (7, 0.3), (2, 1.0), (1, 0.0), (4, 0.5)):
+        x = np.where(rng.uniform(size=(n, 3)) < p, 0.1, -0.1).astype(np.float32)
+        got = vm.run({"x": x})["z"]
+        s = np.float32(np.argwhere(x > 0).sum())
+        want = (np.exp(x * s + 1) - 1) * x
+        np.testing.assert_array_equal(got, interpreted.run({"x": x})["z"])
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert any(store for store in prepared.compiled.memos[len(plans) - len(later):])
+
+
+def test_branch_memos_reading_the_plans_around_them_agree_with_the_interpreter():
+    """silero's If on the sample rate holds nested ifs whose arena views read the branch's plan:
+    their memos key by that plan too (a memo with ``reads`` that is no later memo). Compiled and
+    interpreted agree on both rates and alternating shapes."""
+    from pathlib import Path
+
+    from relaxpack.runtime.compiled import _structure
+    from relaxpack.runtime.shape_memo import memo_plans
+    zoo = Path(__file__).resolve().parents[1] / "models" / "zoo" / "silero_vad_like.onnx"
+    exe = relaxpack.build(relaxpack.from_onnx(str(zoo)), opt_level=2)
+    vm, interpreted = VirtualMachine(exe), VirtualMachine(exe)
+    interpreted.compiled = False
+    prepared = vm._prepared[vm._index["main"]]
+    instrs = prepared.func.instructions
+    plans = memo_plans(instrs, _structure(instrs, 0, len(instrs)), prepared.resolved)
+    assert any(p.reads and not p.later for p in plans) and any(p.later for p in plans)
+    rng = np.random.default_rng(4)
+    for batch, samples, rate in ((1, 64, 16000), (3, 32, 8000), (1, 64, 16000), (2, 32, 8000), (4, 64, 16000)):
+        feeds = {"input": rng.standard_normal((batch, samples)).astype(np.float32),
+                 "state": rng.standard_normal((2, batch, 16)).astype(np.float32), "sr": np.array(rate, np.int64)}
+        got, want = vm.run(feeds), interpreted.run(feeds)
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name])

@@ -93,3 +93,65 @@ def test_squeeze_ones_drops_every_one_and_checks_the_rank():
     assert out.shape == (2, 3) and not np.shares_memory(out, x)
     with pytest.raises(ShapeError, match="Squeeze node: .* leaves rank 1, but the model was imported for rank 2"):
         squeeze_ones(np.zeros((1, 1, 3)), rank=2, what="Squeeze node")
+
+
+# ---------------------------------------------------------------- per-instruction specializations
+
+
+@pytest.mark.parametrize("shape", [(), (3,), (2, 3), (2, 1, 4), (0, 5)])
+@pytest.mark.parametrize("axes", [(0,), (-1,), (0, 2), (1, -1), (3,)])
+def test_unsqueeze_specialized_on_constant_axes_equals_the_kernel(shape, axes):
+    fn = KERNELS["dyn.unsqueeze"].fn
+    call = fn.specialize_attrs({}, (False, True))
+    a = i64(*axes)
+    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    for _ in range(2):              # the plan made, then kept
+        try:
+            want = fn(x, a)
+        except ShapeError as err:
+            with pytest.raises(ShapeError, match=str(err).split(":")[0]):
+                call(x, a)
+            continue
+        got = call(x, a)
+        assert got.shape == want.shape and np.array_equal(got, want) and not np.shares_memory(got, x)
+    # another axes array (a register operand would be one): planned anew
+    y = np.zeros((2, 2), np.float32)
+    assert call(y, i64(1)).shape == (2, 1, 2) and call(y, i64(0)).shape == (1, 2, 2)
+
+
+def test_unsqueeze_specialized_on_a_register_takes_the_kernel():
+    call = KERNELS["dyn.unsqueeze"].fn.specialize_attrs({}, (False, False))
+    assert call(X, i64(0)).shape == (1, 2, 3, 4)
+    with pytest.raises(ShapeError, match="repeat"):
+        call(X, i64(0, 0))
+
+
+@pytest.mark.parametrize("kernel,args,attrs", [
+    ("nn.relu", (np.array([[-1.0, 2.0], [3.0, -4.0]], np.float32),), ()),
+    ("add", (np.ones((2, 1), np.float32), np.arange(3, dtype=np.float32)), ()),
+    ("add", (np.ones((2, 3), np.float32), np.arange(3, dtype=np.float32).reshape(1, 3)), ()),
+    ("concat", ((np.ones((1, 2, 3), np.float32), np.zeros((2, 2, 3), np.float32)),), (("axis", 0),)),
+])
+def test_apply_specialized_equals_the_packed_kernel(kernel, args, attrs):
+    fn = KERNELS["dyn.apply"].fn
+    options = {"kernel": kernel, "dtype": "float32", "attrs": attrs}
+    call = fn.specialize_attrs(options, (False,) * len(args))
+    want = fn(*args, **options)
+    for _ in range(2):
+        got = call(*args)
+        assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+
+
+def test_apply_specialized_keeps_the_kernels_errors():
+    fn = KERNELS["dyn.apply"].fn
+    call = fn.specialize_attrs({"kernel": "add", "dtype": "float32", "attrs": ()}, (False, False))
+    with pytest.raises(ShapeError, match="do not broadcast"):
+        call(np.ones((2, 3), np.float32), np.ones((4,), np.float32))
+    concat = fn.specialize_attrs({"kernel": "concat", "dtype": "float32", "attrs": (("axis", 0),)}, (False,))
+    with pytest.raises(ShapeError, match=r"cannot concatenate \(1, 2\), \(1, 3\) along axis 0"):
+        concat((np.ones((1, 2), np.float32), np.ones((1, 3), np.float32)))
+    missing = fn.specialize_attrs({"kernel": "no.such.kernel", "dtype": "float32", "attrs": ()}, (False,))
+    with pytest.raises(Exception) as raised:
+        missing(np.ones(2, np.float32))
+    with pytest.raises(type(raised.value)):
+        fn(np.ones(2, np.float32), kernel="no.such.kernel", dtype="float32", attrs=())

@@ -74,3 +74,27 @@ def test_weights_in_the_huge_page_buffer_or_not_constant_are_never_kept(monkeypa
     for _ in range(2):
         huge(x, w, r, b, out=_outputs("lstm", 1, 1))
     assert len(made) == 2 + 6 + 4
+
+
+def test_a_kept_lstm_cell_reuses_its_buffer_and_earlier_outputs_stay():
+    """The kept cell's working buffer (per batch and dtype) serves call after call: each call's
+    Y, Y_h and Y_c are the plain kernel's bits, and outputs of an earlier call (Y_c came from that
+    buffer) do not change when a later call runs, at alternating batches and directions."""
+    rng = np.random.default_rng(3)
+    w, r, b = _weights(4, rng)
+    full = dict(ATTRS, optional_inputs=("B", "initial_h", "initial_c"), input_forget=0, quantize_inputs=False)
+    call = lstm.specialize_attrs(full, (False, True, True, True, False, False))
+    kept = []
+    for seq, batch in [(1, 1), (1, 3), (2, 1), (1, 1), (0, 3), (1, 3)]:
+        x = rng.standard_normal((seq, batch, 3)).astype(np.float32)
+        h0, c0 = (rng.standard_normal((2, batch, 5)).astype(np.float32) for _ in range(2))
+        got, want = _outputs("lstm", seq, batch), _outputs("lstm", seq, batch)
+        call(x, w, r, b, h0, c0, out=got)
+        lstm(x, w, r, b, h0, c0, out=want, optional_inputs=full["optional_inputs"],
+             **{k: v for k, v in full.items() if k != "optional_inputs"})
+        for g, e in zip(got, want):
+            np.testing.assert_array_equal(g, e)
+        kept.append((got, tuple(a.copy() for a in got)))
+    for got, copies in kept:
+        for g, c in zip(got, copies):
+            np.testing.assert_array_equal(g, c)

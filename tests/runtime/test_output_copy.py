@@ -168,3 +168,93 @@ def test_views_of_fresh_arrays_pass_as_they_are_and_shared_owners_are_copied():
     mapped = np.frombuffer(bytearray(48), np.float64)
     got = detach(mapped[1:], (x,))
     assert got.base is mapped and np.shares_memory(got, mapped)      # no overlap: the full check keeps it
+
+
+# ---------------------------------------------------------------- fresh_returns: decided from the bytecode
+
+ALLOC, TUPLE, GET = "vm.builtin.alloc_tensor", "vm.builtin.make_tuple", "vm.builtin.tuple_getitem"
+
+
+def _alloc(dst):
+    from relaxpack.runtime.bytecode import Call
+    return Call(dst, 0, (("i", "float32"), ("i", (2,))))
+
+
+def _fresh(instrs, names, num_params=1):
+    from relaxpack.runtime.output_copy import fresh_returns
+    return fresh_returns(instrs, names, num_params)
+
+
+def test_fresh_returns_takes_allocations_and_their_tuples():
+    from relaxpack.runtime.bytecode import Call, Ret
+    one = [_alloc(1), Call(-1, 3, (("r", 0),), (("out", ("r", 1)),)), Ret(1)]
+    assert _fresh(one, {0: ALLOC})
+    pair = [_alloc(1), _alloc(2), Call(3, 1, (("r", 1), ("r", 2))), Ret(3)]
+    assert _fresh(pair, {0: ALLOC, 1: ALLOC, 2: TUPLE})
+    # a kernel writing into a tuple of allocations, its fields taken out and returned
+    out = [_alloc(1), _alloc(2), Call(3, 2, (("r", 1), ("r", 2))), Call(-1, 9, (("r", 0),), (("out", ("r", 3)),)),
+           Call(4, 4, (("r", 3), ("i", 0))), Call(5, 5, (("r", 3), ("i", 1))), Call(6, 6, (("r", 4), ("r", 5))),
+           Ret(6)]
+    names = {0: ALLOC, 1: ALLOC, 2: TUPLE, 4: GET, 5: GET, 6: TUPLE}
+    assert _fresh(out, names)
+
+
+def test_fresh_returns_refuses_what_may_share():
+    from relaxpack.runtime.bytecode import Call, Ret
+    assert not _fresh([Ret(0)], {})                                           # the input itself
+    assert not _fresh([Call(1, 7, (("r", 0),)), Ret(1)], {})                  # a kernel's result (a view?)
+    # written by an allocation on one path and by a kernel on another
+    assert not _fresh([_alloc(1), Call(1, 7, (("r", 0),)), Ret(1)], {0: ALLOC})
+    # the same allocation twice, directly or through two fields
+    assert not _fresh([_alloc(1), Call(2, 1, (("r", 1), ("r", 1))), Ret(2)], {0: ALLOC, 1: TUPLE})
+    twice = [_alloc(1), Call(2, 1, (("r", 1),)), Call(3, 2, (("r", 2), ("i", 0))),
+             Call(4, 3, (("r", 1), ("r", 3))), Ret(4)]
+    assert not _fresh(twice, {0: ALLOC, 1: TUPLE, 2: GET, 3: TUPLE})
+    # a tuple field that is no allocation, an index out of range, a non-builtin of the same name
+    assert not _fresh([_alloc(1), Call(2, 1, (("r", 1), ("r", 0))), Ret(2)], {0: ALLOC, 1: TUPLE})
+    bad = [_alloc(1), Call(2, 1, (("r", 1),)), Call(3, 2, (("r", 2), ("i", 1))), Call(4, 3, (("r", 3),)), Ret(4)]
+    assert not _fresh(bad, {0: ALLOC, 1: TUPLE, 2: GET, 3: TUPLE})
+    assert not _fresh([_alloc(1), Ret(1)], {})
+    # a parameter register written by an allocation still holds the caller's array on some path
+    assert not _fresh([_alloc(0), Ret(0)], {0: ALLOC})
+    # every ret must qualify
+    assert not _fresh([_alloc(1), Ret(1), Ret(0)], {0: ALLOC})
+
+
+@pytest.mark.parametrize("level", [0, 2])
+def test_a_model_of_fresh_outputs_skips_the_detacher(level, tmp_path):
+    model = graph_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["x"], ["y"])], ["r", "y"])
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model), opt_level=level))
+    assert vm._fresh[vm._index["main"]]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    first, second = vm.run({"x": x}), vm.run({"x": x})
+    for out in (*first.values(), *second.values()):
+        assert out.flags.writeable and not np.shares_memory(out, x)
+    assert not np.shares_memory(first["r"], second["r"]) and not np.shares_memory(first["r"], first["y"])
+    for name in ("identity", "input is output", "one value twice", "constant output"):
+        vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(MODELS[name]), opt_level=level))
+        assert not vm._fresh[vm._index["main"]], name
+
+
+def test_zipmap_outputs_are_fresh_and_a_packed_kernel_of_another_name_is_not():
+    from relaxpack.runtime.bytecode import Call, Ret
+    zipmap = [_alloc(1), Call(2, 4, (("r", 1),)), Call(3, 1, (("r", 1), ("r", 2))), Ret(3)]
+    assert _fresh(zipmap, {0: ALLOC, 1: "packed.ml.zip_map", 2: TUPLE})
+    assert not _fresh(zipmap, {0: ALLOC, 1: "packed.ml.cast_map", 2: TUPLE})
+    assert not _fresh(zipmap, {0: ALLOC, 1: "kernel.ml.zip_map", 2: TUPLE})
+
+
+def test_a_zipmap_classifier_skips_the_detacher_and_gives_new_maps_each_run(tmp_path):
+    from pathlib import Path
+    zoo = Path(__file__).resolve().parents[1] / "models" / "zoo" / "sk_logistic_regression_zipmap.onnx"
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(str(zoo)), opt_level=2))
+    assert vm._fresh[vm._index["main"]]
+    name = vm._signatures["main"].names[0]
+    x = np.linspace(-1, 1, 20, dtype=np.float32).reshape(2, 10)
+    first, second = vm.run({name: x}), vm.run({name: x})
+    for key in first:
+        a, b = first[key], second[key]
+        if isinstance(a, np.ndarray):
+            assert not np.shares_memory(a, b) and not np.shares_memory(a, x)
+        else:
+            assert a == b and all(m is not n for m, n in zip(a, b))

@@ -38,3 +38,28 @@ def apply(*args, kernel: str, dtype, attrs):
         out = np.empty(shape, numpy_dtype(dtype))
     get_kernel(kernel).fn(*args, out=out, **attrs)
     return out
+
+
+def _specialize_apply(attrs: dict, constant: tuple):
+    """Per instruction: the op's kernel, its attributes, shape rule and output dtype looked up
+    once (a lookup through the lazy kernel table, ``dict(attrs)`` and the dtype cost ~2 us a
+    call on silero's relu and concat of 16 values). A tuple output or a kernel this runtime
+    cannot find keeps the general path, which raises where it did."""
+    kernel, dtype = attrs["kernel"], attrs["dtype"]
+    try:
+        fn = get_kernel(kernel).fn
+    except Exception:  # noqa: BLE001 - the general path raises it, at run time as before
+        fn = None
+    if fn is None or isinstance(dtype, tuple):
+        return lambda *args, out=None, workspace=None: apply(*args, **attrs)
+    kattrs, rule, np_dtype = dict(attrs["attrs"]), OUTPUT_SHAPES.get(kernel), numpy_dtype(dtype)
+
+    def call(*args, workspace=None):
+        shape = rule(list(args), kattrs) if rule is not None else broadcast(kernel, [np.shape(a) for a in args])
+        out = np.empty(shape, np_dtype)
+        fn(*args, out=out, **kattrs)
+        return out
+    return call
+
+
+apply.specialize_attrs = _specialize_apply

@@ -231,6 +231,34 @@ def unsqueeze(x, axes):
     return x.reshape(tuple(1 if i in inserted else next(dims) for i in range(rank))).copy()
 
 
+def _specialize_unsqueeze(attrs: dict, constant: tuple):
+    """Per instruction with constant ``axes`` (silero's four unsqueezes of values of unknown
+    rank): the positions of the new 1-dims kept per input rank, so a call is a reshape and a
+    copy (the general path parses and checks the axes every call, ~1.5 us)."""
+    if attrs or len(constant) != 2 or not constant[1]:
+        return lambda x, axes, workspace=None: unsqueeze(x, axes)
+    kept: dict = {}
+
+    def call(x, axes, workspace=None):
+        plan = kept.get(x.ndim) if kept.get("axes") is axes else None
+        if plan is None:
+            values = _ints("unsqueeze", "axes", axes)
+            rank = x.ndim + len(values)
+            plan = sorted(_axes("unsqueeze", values, rank))
+            if len(kept) > 8 or kept.get("axes") is not axes:
+                kept.clear()
+                kept["axes"] = axes
+            kept[x.ndim] = plan
+        shape = list(x.shape)
+        for i in plan:
+            shape.insert(i, 1)
+        return x.reshape(shape).copy()
+    return call
+
+
+unsqueeze.specialize_attrs = _specialize_unsqueeze
+
+
 # ---------------------------------------------------------------- Pad, Tile
 
 

@@ -64,6 +64,8 @@ def _axes(op: str, axes, ndim: int) -> tuple[int, ...]:
 
 def broadcast(op: str, shapes: list[Shape]) -> Shape:
     """numpy's (ONNX multidirectional) broadcast of ``shapes``."""
+    if shapes and all(s == shapes[0] for s in shapes) and type(shapes[0]) is tuple:
+        return shapes[0]            # (one operand, or equal shapes: np.broadcast_shapes costs ~2 us)
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
@@ -77,18 +79,22 @@ def broadcast(op: str, shapes: list[Shape]) -> Shape:
 @output_shape("concat")
 def _concat(args, attrs) -> Shape:
     shapes = [np.shape(t) for t in args[0]]
-    shown = ", ".join(str(s) for s in shapes)
-    if len({len(s) for s in shapes}) != 1:
-        raise ShapeError(f"concat: cannot concatenate tensors of different ranks: {shown}")
-    ndim = len(shapes[0])
+
+    def shown() -> str:
+        return ", ".join(str(s) for s in shapes)
+    ndim = len(shapes[0]) if shapes else -1
+    if ndim < 0 or any(len(s) != ndim for s in shapes):
+        raise ShapeError(f"concat: cannot concatenate tensors of different ranks: {shown()}")
     if ndim == 0:
-        raise ShapeError(f"concat: cannot concatenate scalars: {shown}")
+        raise ShapeError(f"concat: cannot concatenate scalars: {shown()}")
     axis = _axis("concat", attrs["axis"], ndim)
-    for s in shapes[1:]:
-        if any(a != b for i, (a, b) in enumerate(zip(shapes[0], s)) if i != axis):
-            raise ShapeError(f"concat: cannot concatenate {shown} along axis {axis}")
     first = shapes[0]
-    return first[:axis] + (sum(s[axis] for s in shapes),) + first[axis + 1:]
+    before, after, total = first[:axis], first[axis + 1:], 0
+    for s in shapes:
+        if s[:axis] != before or s[axis + 1:] != after:
+            raise ShapeError(f"concat: cannot concatenate {shown()} along axis {axis}")
+        total += s[axis]
+    return before + (total,) + after
 
 
 @output_shape("split")

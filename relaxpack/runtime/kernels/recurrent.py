@@ -304,12 +304,9 @@ def _lstm_cell_tanh(rt, wb, rb, hidden):
         # and C = i*c~ + f*C another; the constants are full arrays, as a
         # scalar or broadcast operand costs a ufunc call 0.15-0.4 us more
         dtype, batch = proj.dtype, h.shape[0]
-        buf = np.empty((batch, 5 * n), dtype)
-        gates, oif, o, i_f = buf[:, :4 * n], buf[:, :3 * n], buf[:, :n], buf[:, n:3 * n]
-        cells, cand, c_now = buf[:, 3 * n:], buf[:, 3 * n:4 * n], buf[:, 4 * n:]
+        gates, oif, o, i_f, cells, cand, c_now, one, half, dot = _lstm_buffers(constants, batch, n, dtype)
         c_now[...] = c                  # not the caller's initial_c
-        one, half = _constants(constants, batch, 3 * n, dtype)
-        dot, add, mul, tanh = _matmul_into(gates), np.add, np.multiply, np.tanh
+        add, mul, tanh = np.add, np.multiply, np.tanh
         for xp, y in zip(proj, ys):
             dot(h, rt, gates)
             add(gates, xp, gates)
@@ -321,8 +318,26 @@ def _lstm_cell_tanh(rt, wb, rb, hidden):
             tanh(c_now, y)
             mul(y, o, y)
             h = y
-        return h, c_now.copy()
+        return h, c_now         # (a view of this call's own buffer: the caller copies it into Y_c)
     return Cell(_projector(None if wb is None else wb + rb), step, loop)
+
+
+def _lstm_buffers(kept: dict, batch: int, n: int, dtype) -> tuple:
+    """The LSTM loop's working buffer ``(o, i, f, c~, C)`` and its views, the constants and the
+    product, per batch and dtype: made once for a cell an instruction keeps (the buffer and eight
+    views cost ~2 us, silero's one step ~10). A call's results leave it before the next call
+    (H is written into Y; C is copied into Y_c by the caller), and a VM runs one call at a time."""
+    key = ("buffers", batch, np.dtype(dtype))
+    views = kept.get(key)
+    if views is None:
+        if len(kept) >= 16:
+            kept.clear()
+        buf = np.empty((batch, 5 * n), dtype)
+        gates = buf[:, :4 * n]
+        views = kept[key] = (gates, buf[:, :3 * n], buf[:, :n], buf[:, n:3 * n], buf[:, 3 * n:],
+                             buf[:, 3 * n:4 * n], buf[:, 4 * n:], *_constants(kept, batch, 3 * n, dtype),
+                             _matmul_into(gates))
+    return views
 
 
 def _constants(kept: dict, batch: int, width: int, dtype) -> tuple:
@@ -500,7 +515,7 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction, layout, option
                  for k in ("initial_h", "initial_c")]
         weights = (w, r, opt.get("B"), opt.get("P"), dtype)
         kept = memo.get(d) if memo is not None else None
-        if kept is not None and all(a is b for a, b in zip(kept[0][:4], weights)) and kept[0][4] == dtype:
+        if kept is not None and _same_weights(kept[0], weights):
             wt, cell = kept[1]
         else:
             acts = acts or _bind_activations(kind, dirs, activations, activation_alpha, activation_beta)
@@ -520,6 +535,12 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction, layout, option
         np.copyto(y_h[d], h, casting="unsafe")
         if y_c is not None:
             np.copyto(y_c[d], c, casting="unsafe")
+
+
+def _same_weights(kept: tuple, weights: tuple) -> bool:
+    """Whether ``weights`` (W, R, B, P, dtype) are the arrays (and the dtype) a memo was made from."""
+    return (kept[0] is weights[0] and kept[1] is weights[1] and kept[2] is weights[2] and kept[3] is weights[3]
+            and kept[4] == weights[4])
 
 
 def _direction(kind, d: int, dirs: int, w, r, opt: dict, dtype, n: int, acts, activations, clip, packed: bool,

@@ -1,0 +1,194 @@
+"""The shape memo's plan: which shape-pure instructions a compiled function looks up once per
+shape heap instead of running (see :mod:`.compiled`), and the fill that works them out.
+
+A memo is looked up before the first memoizable instruction of an item list (the function's
+top level after its input checks, each branch of an if) and after each data-dependent write
+of the heap; it holds the instructions up to the next write that read only the heap, each
+other and (a later memo) the shapes and arena plans of the memos before it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .arena import ArenaPlan
+from .bytecode import NO_DST, Call
+
+if TYPE_CHECKING:
+    from .compiled import Resolved
+
+#: builtins whose result depends on the shape heap (and each other's results) alone
+PURE = frozenset({"vm.builtin.make_shape", "vm.builtin.eval_dim", "vm.builtin.plan_arena",
+                  "vm.builtin.arena_tensor"})
+#: builtins that may take the heap and leave it unchanged, or (match_shape) write it
+HEAP_USERS = PURE | {"vm.builtin.check_dims", "vm.builtin.match_shape", "vm.builtin.alloc_shape_heap"}
+#: instructions that may come before the memo's lookup: input checks
+CHECKS = frozenset({"vm.builtin.alloc_shape_heap", "vm.builtin.check_tensor", "vm.builtin.match_shape",
+                    "vm.builtin.check_dims", "vm.builtin.check_container", "vm.builtin.check_prim"})
+#: distinct shapes a function's memo keeps (then it starts afresh)
+MEMO_ENTRIES = 16
+
+
+@dataclass(frozen=True)
+class Memo:
+    heap: int                  # the heap register
+    items: int                 # id() of the item list (the function's or a branch's) the lookup is in
+    at: int                    # index in that list the lookup goes before
+    pcs: tuple[int, ...]       # the memoized instructions, in order
+    later: bool = False        # looked up after a write of the heap in its list (never the top memo)
+    reads: tuple[int, ...] = ()  # registers of earlier memos' shapes and plans it reads: part of its key
+
+
+def memo_plans(instrs, tree, resolved) -> list[Memo]:
+    """Which instructions each memo computes: one for the function's top level (its lookup after
+    the input checks), one per branch of an if (its lookup before the branch's first
+    memoizable instruction, where no instruction of the branch wrote the heap before it) and
+    one after each later write of the heap. All but the top one may read the shapes and arena
+    plans of the memos looked up before them on every path, which join their keys."""
+    heaps = [r.dst for r in resolved.values() if r.name == "vm.builtin.alloc_shape_heap"]
+    if len(heaps) != 1:
+        return []
+    heap = heaps[0]
+    for pc, r in resolved.items():         # the heap only goes to builtins that read (or match) it
+        if reads_register(r, heap) and r.name not in HEAP_USERS:
+            return []
+    written = write_counts(instrs)
+    memos: list[Memo] = []
+
+    def plan(items, top: bool, avail: frozenset) -> None:
+        first = next((k for k, item in enumerate(items)
+                      if item[0] == "call" and resolved[item[1]].name in PURE), None)
+        before = items[:first] if first is not None else ()
+        if top:
+            ok = first is not None and all(item[0] == "call" and resolved[item[1]].name in CHECKS for item in before)
+        else:
+            ok = first is not None and not any(writes_heap(item, instrs, resolved, heap) for item in before)
+        if ok:      # (a branch's memo may read the shapes and plans of the memos before its if)
+            pcs, reads = _memoized(items[first:], instrs, resolved, heap, written, frozenset() if top else avail)
+            if pcs:
+                memos.append(Memo(heap, id(items), first, pcs, reads=reads))
+        if first is not None:
+            later(items, first, avail)
+        for b, item in enumerate(items):
+            if item[0] == "if":
+                inner = avail | _shape_values(memos, id(items), b, resolved)
+                plan(item[2], False, inner)
+                plan(item[3], False, inner)
+
+    def later(items, k: int, avail: frozenset) -> None:
+        """A memo after each write of the heap in ``items`` (a data-dependent dim matched), from
+        the next memoizable instruction: keyed by the heap as it is there, it holds what the
+        instructions up to the next write compute (silero's branch after its Shape and
+        match_casts: ~25 shape and arena calls a run). It may read the shapes and arena plans
+        of memos looked up before it (``avail`` and this list's earlier ones), which then join
+        its key (a plan by identity: the key holds it). Only where it saves two calls or more."""
+        while True:
+            stop = next((j for j in range(k, len(items)) if writes_heap(items[j], instrs, resolved, heap)), None)
+            if stop is None:
+                return
+            k = next((j for j in range(stop + 1, len(items))
+                      if items[j][0] == "call" and resolved[items[j][1]].name in PURE), None)
+            if k is None:
+                return
+            extra = avail | _shape_values(memos, id(items), k, resolved)
+            pcs, reads = _memoized(items[k:], instrs, resolved, heap, written, extra)
+            if len(pcs) >= 2:
+                memos.append(Memo(heap, id(items), k, pcs, later=True, reads=reads))
+
+    plan(tree, True, frozenset())
+    return memos
+
+
+#: the memoized builtins whose values a later memo may take into its key: shapes (tuples of ints)
+#: and dims (ints) by value, arena plans by identity (never arrays: unhashable)
+KEYABLE = frozenset({"vm.builtin.make_shape", "vm.builtin.eval_dim", "vm.builtin.plan_arena"})
+
+
+def _shape_values(memos, items: int, before: int, resolved) -> frozenset:
+    """The registers of :data:`KEYABLE` values that the memos of list ``items`` looked up before
+    its item ``before`` hold (set on every path that reaches that item)."""
+    return frozenset(resolved[pc].dst for memo in memos if memo.items == items and memo.at < before
+                     for pc in memo.pcs if resolved[pc].name in KEYABLE)
+
+
+def _memoized(items, instrs, resolved, heap: int, written, extra: frozenset = frozenset()) -> tuple:
+    """(pcs, reads): the pure instructions among ``items`` (one level, from the first pure one)
+    that read only the heap, each other and the ``extra`` registers, and write a register
+    written nowhere else, up to the heap's first write; the ``extra`` registers they read."""
+    known, pcs = {heap} | extra, []
+    for item in items:
+        if item[0] == "if" and writes_heap(item, instrs, resolved, heap):
+            break
+        if item[0] != "call":
+            continue
+        r = resolved[item[1]]
+        if r.name == "vm.builtin.match_shape" and reads_register(r, heap):
+            break                          # the heap changes here: the memo stops
+        regs = [v for is_reg, v in r.args if is_reg] + [v for _, is_reg, v in r.kwargs if is_reg]
+        if r.name in PURE and r.dst != NO_DST and written.get(r.dst, 0) == 1 and all(x in known for x in regs):
+            known.add(r.dst)
+            pcs.append(item[1])
+    made = {resolved[pc].dst for pc in pcs}
+    reads = sorted({v for pc in pcs for v in _operand_values(resolved[pc]) if v in extra and v not in made})
+    return tuple(pcs), tuple(reads)
+
+
+def _operand_values(r: Resolved) -> list[int]:
+    return [v for is_reg, v in r.args if is_reg] + [v for _, is_reg, v in r.kwargs if is_reg]
+
+
+def reads_register(r: Resolved, reg: int) -> bool:
+    return any(is_reg and v == reg for is_reg, v in r.args) or any(is_reg and v == reg for _, is_reg, v in r.kwargs)
+
+
+def write_counts(instrs) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for ins in instrs:
+        if isinstance(ins, Call) and ins.dst != NO_DST:
+            counts[ins.dst] = counts.get(ins.dst, 0) + 1
+    return counts
+
+
+def writes_heap(item, instrs, resolved, heap) -> bool:
+    if item[0] == "call":
+        r = resolved[item[1]]
+        return r.name == "vm.builtin.match_shape" and reads_register(r, heap)
+    if item[0] == "if":
+        return any(writes_heap(i, instrs, resolved, heap) for i in item[2] + item[3])
+    return False
+
+
+def filler(memo: Memo, resolved, store: dict):
+    """``fill(heap)``: the memoized instructions run in order, their results kept for this heap;
+    None when one of them fails (the caller then runs the function without the memo)."""
+    steps = [resolved[pc] for pc in memo.pcs]
+    arenas: list = []         # the arena buffers the stored views are into
+
+    def fill(heap, *extras):
+        values = {memo.heap: heap, **dict(zip(memo.reads, extras))}
+        try:
+            for r in steps:
+                args = [values[v] if is_reg else v for is_reg, v in r.args]
+                kwargs = {k: values[v] if is_reg else v for k, is_reg, v in r.kwargs}
+                values[r.dst] = r.fn(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - the plain run raises it where the interpreter would
+            return None
+        result = tuple(values[r.dst] for r in steps)
+        now = arena_buffers(result)
+        if len(store) >= MEMO_ENTRIES or len(now) != len(arenas) or any(a is not b for a, b in zip(now, arenas)):
+            store.clear()     # an arena grew: views into the old one would keep it alive
+            arenas[:] = now
+        store[(tuple(heap), *extras) if extras else tuple(heap)] = result
+        return result
+    return fill
+
+
+def arena_buffers(values) -> list:
+    """The distinct arena buffers of the ArenaPlans among ``values``, in order."""
+    seen: dict[int, object] = {}
+    for v in values:
+        if isinstance(v, ArenaPlan):
+            for buffer in v.arenas:
+                seen.setdefault(id(buffer), buffer)
+    return list(seen.values())
