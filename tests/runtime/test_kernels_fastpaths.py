@@ -265,6 +265,23 @@ def test_gelu_of_small_arrays_keeps_buffers_per_size_and_thread():
     assert run_kernel("nn.gelu", np.zeros((3, 0), np.float32)).shape == (3, 0)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_gelu_activation_in_place_is_the_kernel(dtype):
+    """A fused gemm's / conv's GELU (``gelu_in_place``) skips the kernel's wrapper for float32: its
+    results are the kernel's bit for bit on either side of the small path's bound, 0-d included."""
+    from relaxpack.runtime.kernels._math import GELU64_MAX_SIZE
+    from relaxpack.runtime.kernels.activation import gelu_in_place
+    sweep = gelu_sweep().astype(dtype)
+    for n in (1, 7, GELU64_MAX_SIZE, GELU64_MAX_SIZE + 1, 3 * GELU64_MAX_SIZE):
+        x = sweep[:n].reshape(1, -1)
+        got = x.copy()
+        gelu_in_place(got)
+        np.testing.assert_array_equal(got, run_kernel("nn.gelu", x))
+    scalar = np.array(sweep[3])
+    gelu_in_place(scalar)
+    assert scalar[()] == run_kernel("nn.gelu", sweep[3:4])[0]
+
+
 def test_gelu_float32_matches_onnxruntime_and_the_float64_path():
     x = (rand(np.random.default_rng(8), (3, 129), "float32") * 3)
     want, = run_onnx("Gelu", [x], opset=20, backend="ort")
