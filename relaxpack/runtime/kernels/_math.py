@@ -322,6 +322,8 @@ def _constant(value: float, dtype=np.float64) -> np.ndarray:
 #: the small GELU's scalars, as :func:`_constant` makes them
 _GELU_TOP64, _ROOT8_64 = _constant(15.0), _constant(_ROOT8)
 _S_NUMERATOR, _U_SHIFT = _constant(_ROOT8 / _ERFC_H), _constant(_ERFC_M / _ERFC_H)
+#: float32 (not float64: a float32 or float16 x keeps a float32 min(x, 0), exact)
+_ZERO32 = _constant(0.0, np.float32)
 #: the dot product's weights: the fit's coefficients of u ** 1 .. u ** 16, -1/2 for the row that
 #: holds a^2, and P's constant term with log(h / 2) folded in for the row of ones (so the product
 #: is P(u) - z^2 + log(h / 2): exp of it times t / h is erfc(z) t / 2)
@@ -393,7 +395,7 @@ def gelu64_small_into(x: np.ndarray, out: np.ndarray) -> None:
         np.exp(p, p)
         np.multiply(p, s, p)                        # erfc(z) / 2
         np.multiply(p, a, p)                        # |x| Phi(-|x|) = |x| erfc(z) / 2
-        relu = np.minimum(flat, 0)
+        relu = np.fmin(flat, _ZERO32)               # (-inf stays -inf, NaN gives 0 and x - 0 is NaN)
         np.subtract(flat, relu, relu)               # exact: x - min(x, 0)
         if out.flags.c_contiguous:
             np.subtract(relu, p, out.reshape(-1), casting="unsafe")
