@@ -230,11 +230,12 @@ def _layer_norm_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, ep
                      constants: tuple | None = None) -> None:
     """Layer norm over the last axis of a contiguous float32/float64 ``x``
     into ``out`` (which may be ``x``), in five passes and no full-size
-    temporary: the row means are a matrix product with a column of ``1 / d``,
+    temporary past ``_OUTER_MAX_SIZE`` values: the row means are a matrix product with a column of ``1 / d``,
     the centered rows go straight into ``out``, the sum of squares ``s`` is
     a row-wise dot product (``vecdot``, kept as a column), the scale per row ``sqrt(d) /
     sqrt(s + d * eps)`` (= ``1 / sqrt(s / d + eps)``), then ``gamma`` and
-    ``beta`` per column: nine numpy calls, ``out`` positional, which on short
+    ``beta`` per column (a small tensor times ``scale x gamma`` at once: ``x * s * gamma``
+    rounded as ``x * (s * gamma)``): nine numpy calls, ``out`` positional, which on short
     rows cost more than their arithmetic (``einsum`` for the squares cost
     two of them, a fresh ones vector another). ``constants`` is what
     :func:`row_constants` gives for ``x``'s last dim and dtype (a caller may keep it)."""
@@ -247,10 +248,18 @@ def _layer_norm_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, ep
     np.add(scale, eps_d, scale)
     np.sqrt(scale, scale)
     np.divide(root_d, scale, scale)
-    np.multiply(dst, scale, dst)
-    np.multiply(dst, gamma, dst)
+    if dst.size <= _OUTER_MAX_SIZE:
+        np.multiply(dst, np.multiply(scale, gamma), dst)    # one same-shape pass, not two broadcasts
+    else:
+        np.multiply(dst, scale, dst)
+        np.multiply(dst, gamma, dst)
     if beta is not None:
         np.add(dst, beta, dst)
+
+
+#: up to this many values layer norm's rows are scaled by the outer product of the row scales and
+#: gamma (a temporary of their size; ~0.5 us less than two broadcast passes at a few rows of 32-64)
+_OUTER_MAX_SIZE = 1 << 14
 
 
 def _plain_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, axes: tuple[int, ...],
