@@ -40,7 +40,7 @@ def _clip_ufunc():
 CLIP = _clip_ufunc()
 
 
-def _constant(value: float, dtype=np.float64) -> np.ndarray:
+def scalar_array(value, dtype=np.float64) -> np.ndarray:
     """``value`` as a read-only 0-d array of ``dtype``: a ufunc takes it ~0.3 us faster than a
     Python float (which it converts on every call) and ~0.2 us faster than a numpy scalar, with
     the same value and, where ``dtype`` is the other operand's, the same result dtype."""
@@ -49,9 +49,9 @@ def _constant(value: float, dtype=np.float64) -> np.ndarray:
     return array
 
 
-#: float32 scalars of the float32 erf and GELU passes, as :func:`_constant` makes them
-_F32_ZERO, _F32_ONE, _F32_HALF, _F32_MINUS_HALF = (_constant(c, np.float32) for c in (0.0, 1.0, 0.5, -0.5))
-_ALL_BITS = _constant(0xFFFFFFFF, np.uint32)
+#: float32 scalars of the float32 erf and GELU passes, as :func:`scalar_array` makes them
+_F32_ZERO, _F32_ONE, _F32_HALF, _F32_MINUS_HALF = (scalar_array(c, np.float32) for c in (0.0, 1.0, 0.5, -0.5))
+_ALL_BITS = scalar_array(0xFFFFFFFF, np.uint32)
 
 # ---------------------------------------------------------------- erf
 
@@ -144,14 +144,14 @@ def erf64(x: np.ndarray) -> np.ndarray:
 # this evaluation, coefficients rounded to float32. Both are evaluated on every
 # element (no gathers) and blended: about 35 float32 passes, ~15x faster than
 # erf64. Within 1.5 ulp of erf on a dense sweep (tests check 2 ulp).
-_ERF32_SPLIT = _constant(0.921875, np.float32)
-_ERF32_TOP = _constant(3.925, np.float32)       # beyond it erf rounds to +-1 and erfc is taken as 0
+_ERF32_SPLIT = scalar_array(0.921875, np.float32)
+_ERF32_TOP = scalar_array(3.925, np.float32)       # beyond it erf rounds to +-1 and erfc is taken as 0
 #: erf(x) = x + x * P(x^2) for |x| < split
-_ERF32_SMALL = tuple(_constant(c, np.float32) for c in (
+_ERF32_SMALL = tuple(scalar_array(c, np.float32) for c in (
     0.12837916612625122, -0.37612634897232056, 0.11283701658248901, -0.026859702542424202,
     0.005201715510338545, -0.000814979721326381, 8.397756755584851e-05))
 #: erfc(t) = exp(R(t)) for split <= t < top (minimax in R: erfc to a relative 1e-8)
-_ERF32_BIG = tuple(_constant(c, np.float32) for c in (
+_ERF32_BIG = tuple(scalar_array(c, np.float32) for c in (
     0.00030720786890015006, -1.130185604095459, -0.6318997144699097, -0.11001824587583542,
     0.026390234008431435, -0.004750197287648916, 0.0005951114580966532, -4.589359014062211e-05,
     1.6306507859553676e-06))
@@ -233,17 +233,17 @@ def erf32(x: np.ndarray, out: np.ndarray) -> None:
 # has no exponential in it (numpy's float32 exp is off by up to 2.4 ulp);
 # in the tail the exponential is exp(-a^2 / 2) itself, whose argument is one
 # rounding of a^2 (not a float32 polynomial that approximates log erfc).
-_GELU_SPLIT = _constant(1.0, np.float32)
-_GELU_TOP = _constant(15.0, np.float32)     # exp(-15^2 / 2) is 0 in float32; also keeps inf out of P / R
+_GELU_SPLIT = scalar_array(1.0, np.float32)
+_GELU_TOP = scalar_array(15.0, np.float32)     # exp(-15^2 / 2) is 0 in float32; also keeps inf out of P / R
 #: Phi(-a) = 1/2 - a * (S0 + u * S(u)), u = a^2, for a < split (relative 3.5e-8)
-_GELU_NEAR_S0 = _constant(0.3989422804014327, np.float32)      # 1 / sqrt(2 pi)
-_GELU_NEAR = tuple(_constant(c, np.float32) for c in (
+_GELU_NEAR_S0 = scalar_array(0.3989422804014327, np.float32)      # 1 / sqrt(2 pi)
+_GELU_NEAR = tuple(scalar_array(c, np.float32) for c in (
     -0.06648984779434365, 0.009967907622908667, -0.001170091962323642, 9.449825898210508e-05))
 #: Phi(-a) = exp(-a^2 / 2) * P(a) / R(a) for a >= split: P / R is the (3, 4)
 #: minimax of the Mills ratio Phi(-a) exp(a^2 / 2) on [1, 8] (relative 2.5e-8)
-_GELU_TAIL_P = tuple(_constant(c, np.float32) for c in (
+_GELU_TAIL_P = tuple(scalar_array(c, np.float32) for c in (
     9.705179867663624, 7.367007545813514, 2.5409404097297315, 0.39890758887352934))
-_GELU_TAIL_R = tuple(_constant(c, np.float32) for c in (
+_GELU_TAIL_R = tuple(scalar_array(c, np.float32) for c in (
     19.413321233854848, 30.207354800759283, 19.51829719156657, 6.365981636048945, 1.0))
 
 
@@ -324,9 +324,9 @@ def _powers_steps(rows: np.ndarray, count: int) -> tuple:
 _ROOT8 = 2 * math.sqrt(2)
 
 
-#: the small GELU's scalars, as :func:`_constant` makes them
-_GELU_TOP64, _ROOT8_64 = _constant(15.0), _constant(_ROOT8)
-_S_NUMERATOR, _U_SHIFT = _constant(_ROOT8 / _ERFC_H), _constant(_ERFC_M / _ERFC_H)
+#: the small GELU's scalars, as :func:`scalar_array` makes them
+_GELU_TOP64, _ROOT8_64 = scalar_array(15.0), scalar_array(_ROOT8)
+_S_NUMERATOR, _U_SHIFT = scalar_array(_ROOT8 / _ERFC_H), scalar_array(_ERFC_M / _ERFC_H)
 #: float32 (not float64: a float32 or float16 x keeps a float32 min(x, 0), exact)
 _ZERO32 = _F32_ZERO
 #: the dot product's weights: the fit's coefficients of u ** 1 .. u ** 16, -1/2 for the row that

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ..fpstate import quiet
-from ._math import axis_tuple, commit, load, normalize_axis, python_max, scratch, upcast
+from ._math import axis_tuple, commit, load, normalize_axis, python_max, scalar_array, scratch, upcast
 from ._registry import register_kernel
 from ._workspace import Scratch
 
@@ -219,11 +219,7 @@ def row_constants(d: int, dtype, epsilon: float) -> tuple[np.ndarray, np.ndarray
     (the row means as a ``(rows, 1)`` product that broadcasts as it is, no ``[:, None]`` view),
     ``d * epsilon`` and ``sqrt(d)`` as 0-d arrays of ``dtype`` (a ufunc converts a Python float on
     every call, ~0.3 us; the value is the one it converted to)."""
-    column = mean_vector(d, dtype).reshape(d, 1)
-    eps_d, root_d = np.array(d * epsilon, dtype), np.array(math.sqrt(d), dtype)
-    eps_d.setflags(write=False)
-    root_d.setflags(write=False)
-    return column, eps_d, root_d
+    return mean_vector(d, dtype).reshape(d, 1), scalar_array(d * epsilon, dtype), scalar_array(math.sqrt(d), dtype)
 
 
 def _layer_norm_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, epsilon: float,
