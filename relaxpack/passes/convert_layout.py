@@ -97,7 +97,8 @@ def _plan_regions(func: Function, uses: dict, blocked: set) -> tuple[dict, dict]
     entered: set[Var] = set()                     # channels-first vars a chosen call reads (transposed in)
     chosen: dict[Var, LayoutRule] = {}
     region: dict[Var, Var] = {}                   # union-find: var -> a var of its region
-    is_nhwc = _RegionView(nhwc, entered)
+    values = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    is_nhwc = _RegionView(nhwc, entered, values)
 
     def root(v: Var) -> Var:
         while region[v] is not v:
@@ -128,16 +129,20 @@ class _RegionView:
     """The planner's view of the regions for the rules' checks: called with
     an expr, whether it is channels last in a region; ``transposed_in(expr)``:
     whether a chosen call already reads that channels-first var (through a
-    transpose in)."""
+    transpose in); ``from_channels_last(expr)``: whether it is a transpose out of a
+    channels-last value (a region reads that value instead, for free)."""
 
-    def __init__(self, nhwc: set, entered: set):
-        self.nhwc, self.entered = nhwc, entered
+    def __init__(self, nhwc: set, entered: set, values: dict | None = None):
+        self.nhwc, self.entered, self.values = nhwc, entered, values or {}
 
     def __call__(self, expr: Expr) -> bool:
         return isinstance(expr, Var) and expr in self.nhwc
 
     def transposed_in(self, expr: Expr) -> bool:
         return isinstance(expr, Var) and expr in self.entered
+
+    def from_channels_last(self, expr: Expr) -> bool:
+        return isinstance(expr, Var) and _transposed_from(self.values.get(expr)) is not None
 
 
 def _worth_it(func: Function, chosen: dict, nhwc: set, root, uses: dict) -> dict[Var, LayoutRule]:

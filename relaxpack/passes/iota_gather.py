@@ -8,7 +8,11 @@ new last axis, then ``gather_nd``. ``out[i_0, ..., i_q-1] = data[i_a0, i_a1, ...
 where component ``k`` varies along output axis ``a_k``: with ``a_0 < a_1 < ...``
 that is ``data`` reshaped to ``out``'s rank (its dims at the ``a_k``, ones
 elsewhere) and broadcast to ``out``'s shape. Six kernel calls (two ranges, two
-broadcasts, a concat, the gather) become a view.
+broadcasts, a concat, the gather) become a view. A component whose range is not
+provably as long as its data axis (llama's mask: ``range(0, past + seq)`` over an
+``attention_mask`` of ``total_sequence`` columns) first takes that prefix of the
+axis (``take(data, range, axis=k)``, which fails on an index past the end as
+the gather does): one kernel call instead of six.
 
 :func:`iota_axis` follows a value back to its range; :func:`gather_as_reshape`
 is the check and the rewrite of SimplifyAlgebra's rule ``gather_nd_of_iotas``.
@@ -30,15 +34,15 @@ def _int(expr) -> object:
     return expr.value if isinstance(expr, PrimValue) and expr.dtype.startswith("int") else None
 
 
-def iota_axis(m: Match, expr) -> tuple[int, object] | None:
-    """``(axis, length)`` when ``expr`` is ``range(0, length, 1)`` with unit axes inserted
-    (``expand_dims``) and broadcast along other axes (``broadcast_to``): the values vary along
-    ``axis`` only and equal the index there; None otherwise."""
+def iota_axis(m: Match, expr) -> tuple[int, object, object] | None:
+    """``(axis, length, iota)`` when ``expr`` is ``range(0, length, 1)`` (the value ``iota``)
+    with unit axes inserted (``expand_dims``) and broadcast along other axes (``broadcast_to``):
+    the values vary along ``axis`` only and equal the index there; None otherwise."""
     value = m.producer(expr)[0]
     op = _op(value)
     if op == "range":
         start, stop, step = (_int(a) for a in value.args)
-        return (0, stop) if start == 0 and step == 1 and stop is not None else None
+        return (0, stop, expr) if start == 0 and step == 1 and stop is not None else None
     if op not in ("expand_dims", "broadcast_to"):
         return None
     inner = iota_axis(m, value.args[0])
@@ -46,17 +50,17 @@ def iota_axis(m: Match, expr) -> tuple[int, object] | None:
     if inner is None or not isinstance(src, TensorStructInfo) or not isinstance(out, TensorStructInfo) \
             or src.ndim < 0 or out.ndim < 0:
         return None
-    axis, length = inner
+    axis, length, iota = inner
     if op == "expand_dims":
         axes = value.attrs["axis"]
         inserted = {a % out.ndim for a in ((axes,) if isinstance(axes, int) else axes)}
         kept = [a for a in range(out.ndim) if a not in inserted]
-        return kept[axis], length
+        return kept[axis], length, iota
     # broadcast_to aligns on the right; the iota's own axis must not be broadcast
     axis += out.ndim - src.ndim
     if out.shape is None or src.shape is None or not m.analyzer.prove_equal(out.shape[axis], length):
         return None
-    return axis, length
+    return axis, length, iota
 
 
 def _components(m: Match) -> list | str:
@@ -92,18 +96,20 @@ def _plan(m: Match):
         return components
     if len(components) != data.ndim:
         return f"{len(components)} index components for data of rank {data.ndim}"
-    axes = []
+    axes, prefixes = [], []
     for k, component in enumerate(components):
         found = iota_axis(m, component)
         if found is None:
             return f"index component {k} is not a range(0, n) along one axis"
-        axis, length = found
-        if not (m.analyzer.prove_equal(length, data.shape[k]) and m.analyzer.prove_equal(out.shape[axis], length)):
+        axis, length, iota = found
+        if not m.analyzer.prove_equal(out.shape[axis], length):
             return f"index component {k} does not run over data axis {k}"
+        if not m.analyzer.prove_equal(length, data.shape[k]):
+            prefixes.append((k, iota))      # the first `length` entries of axis k
         axes.append(axis)
     if axes != sorted(set(axes)):
         return f"the components vary along output axes {axes}, not increasing"
-    return tuple(axes)
+    return tuple(axes), prefixes
 
 
 def gather_check(m: Match) -> str | None:
@@ -112,12 +118,16 @@ def gather_check(m: Match) -> str | None:
 
 
 def gather_as_reshape(m: Match):
-    """gather_nd(data, concat(iotas)) -> broadcast_to(reshape(data, ...), out_shape)."""
-    axes, data, out = _plan(m), m.sinfo("data"), m.out_sinfo
+    """gather_nd(data, concat(iotas)) -> broadcast_to(reshape(data, ...), out_shape), the data
+    first cut to the iotas' lengths (``take`` of the range) where they may be shorter."""
+    (axes, prefixes), out = _plan(m), m.out_sinfo
+    data = m["data"]
+    for k, iota in prefixes:
+        data = make_call("take", data, iota, axis=k)
     shape = [1] * out.ndim
-    for k, axis in enumerate(axes):
-        shape[axis] = data.shape[k]
-    y = make_call("reshape", m["data"], ShapeExpr(tuple(shape)))
+    for axis in axes:
+        shape[axis] = out.shape[axis]
+    y = make_call("reshape", data, ShapeExpr(tuple(shape)))
     if all(isinstance(a, int) and a == b or m.analyzer.prove_equal(a, b) for a, b in zip(shape, out.shape)):
         return y
     return make_call("broadcast_to", y, ShapeExpr(tuple(out.shape)))

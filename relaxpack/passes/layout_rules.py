@@ -223,6 +223,19 @@ def _check_elementwise(call: Call, is_nhwc) -> str | None:
     return None
 
 
+def _check_cast(call: Call, is_nhwc) -> str | None:
+    """An elementwise cast joins a region as any elementwise op, and also when it casts a transpose
+    out of a channels-last value: a float16 model's conv reads ``astype(permute_dims(ln, to
+    NCHW), float32)`` (the importer computes it in float32), which channels last is
+    ``astype(ln)`` with no transpose (ConvNeXt float16's depthwise convs, as its float32 twin's)."""
+    reason = _check_elementwise(call, is_nhwc)
+    from_channels_last = getattr(is_nhwc, "from_channels_last", None)
+    if reason is None or not (rank4(call) and from_channels_last is not None
+                              and from_channels_last(call.args[0])):
+        return reason
+    return None
+
+
 def _transposed_in(is_nhwc, expr: Expr) -> bool:
     """``expr`` is a channels-first value that an earlier call of a region
     already reads through a transpose in (``is_nhwc.transposed_in``): reading
@@ -338,6 +351,7 @@ def _gains(call: Call) -> bool:
 _SENSITIVE_RULE = layout_rule("sensitive", _check_sensitive, _rewrite_sensitive, gains=_gains)
 _ENTRY_RULE = layout_rule("conv_writes_nhwc", _check_entry, _rewrite_entry, reads_nhwc=False)
 _ELEMENTWISE_RULE = layout_rule("elementwise", _check_elementwise, _rewrite_elementwise)
+_CAST_RULE = layout_rule("cast", _check_cast, _rewrite_elementwise)
 
 #: op name -> its rules, tried in order (the first whose check passes is taken)
 RULES: dict[str, tuple[LayoutRule, ...]] = {
@@ -350,6 +364,7 @@ RULES: dict[str, tuple[LayoutRule, ...]] = {
                                      gains=lambda call: True),),
     # gathers of contiguous channel runs: 2.5-4x faster than channels first (UNet, YOLO; measured)
     "image.resize": (layout_rule("resize", _check_resize, _rewrite_resize, gains=lambda call: True),),
+    "astype": (_CAST_RULE,),
     "concat": (layout_rule("concat_channels", _check_concat, _rewrite_concat),),
     "flatten": (layout_rule("flatten_unit_spatial", _check_flatten, _rewrite_flatten, output_nhwc=False),),
     # an SE block's squeeze (N, 1, 1, C) stays in the region (its 1x1 convs and the scaling multiply

@@ -19,7 +19,9 @@ from ..ir.expr import Call, Constant, ShapeExpr
 from ..ops.registry import make_call
 from .core.infra import function_pass
 from .iota_gather import gather_as_reshape, gather_check
+from . import broadcast_constant, gather_nd_take, offset_range, reshape_permute_reshape, scale_after_matmul
 from .quantize_rules import RULES as QUANTIZE_RULES
+from .reduce_of_concat import reduce_of_concat, reduce_of_concat_check
 from .core.rules import (
     Match, Rule, RewriteTable, all_of, any_of, const, float_output, is_op, same_type_as_output,
     used_once, wildcard,
@@ -335,6 +337,8 @@ def _scaled_product(m: Match):
         return "the product before the scale is used elsewhere (or is not a bound value)"
     add = None
     if isinstance(value, Call) and getattr(value.op, "name", None) == "add":
+        if _constant_of(m, value.args[0]) is not None:     # bias + matmul(x, W): the importer keeps ONNX's order
+            value = make_call("add", value.args[1], value.args[0])
         mm_value, mm_uses = m.producer(value.args[0])
         bias = _constant_of(m, value.args[1])
         if not (isinstance(mm_value, Call) and getattr(mm_value.op, "name", None) == "matmul") or bias is None:
@@ -356,10 +360,31 @@ def _scale_folds(m: Match) -> str | None:
     c = m.data("c")
     if c.size != 1 or c.ndim > len(m.sinfo("y").shape or ()):
         return f"the factor has {c.size} elements or more dims than the scaled value"
-    if str(c.dtype) not in _SCALED_FLOATS:
-        return f"the factor is {c.dtype}, not float32/float64"
+    if str(c.dtype) not in _SCALED_FLOATS + ("float16",):
+        return f"the factor is {c.dtype}, not float16/float32/float64"
     found = _scaled_product(m)
-    return found if isinstance(found, str) else None
+    if isinstance(found, str):
+        return found
+    if c.dtype == np.float16:
+        return _exact_float16_scale(m, c, found)
+    return None
+
+
+def _exact_float16_scale(m: Match, c: np.ndarray, found) -> str | None:
+    """None when a float16 ``c`` is a power of two that scales the weight (and bias) without
+    overflow. The float16 product rounds once from float32 (the matmul kernel) and rounding
+    commutes with a power-of-two scale, so ``round(x @ W) * c`` is ``round(x @ (W * c))``, except
+    in float16's subnormal range: a subnormal weight entry may lose its last bit (2**-25, far
+    below the float32 accumulation's own noise on the product) and a subnormal result may differ
+    by one subnormal ulp (2**-24)."""
+    factor = float(c.reshape(-1)[0])
+    if not (math.isfinite(factor) and factor != 0 and math.frexp(abs(factor))[0] == 0.5):
+        return f"the float16 factor {factor} is not a power of two"
+    _, mm, add = found
+    for const in (_constant_of(m, mm.args[1]), None if add is None else _constant_of(m, add.args[1])):
+        if const is not None and np.any(np.isfinite(const) & (np.abs(const.astype(np.float64) * factor) >= 65520)):
+            return "the float16 weight or bias times the factor overflows"    # 65520 rounds to inf
+    return None
 
 
 def _times(data: np.ndarray, c: np.ndarray) -> Constant:
@@ -418,6 +443,12 @@ RULES = RewriteTable("SimplifyAlgebra", [
                                                 wildcard(), name="mid", what="operand"), name="outer"),
          all_of(used_once("p1", "the inner transpose"), used_once("mid", "the reshape"), _folds),
          fold_permute_reshape_permute),
+    Rule("fold_reshape_permute_reshape",
+         is_op("reshape")(is_op("permute_dims")(is_op("reshape")(_X, wildcard(), name="first", what="operand"),
+                                                name="perm", what="operand"), wildcard(), name="outer"),
+         all_of(used_once("first", "the first reshape"), used_once("perm", "the transpose"),
+                reshape_permute_reshape.check),
+         reshape_permute_reshape.rewrite),
     Rule("remove_identity_reshape",
          is_op("reshape")(_X, wildcard(), name="outer"),
          same_type_as_output("x"),
@@ -430,6 +461,12 @@ RULES = RewriteTable("SimplifyAlgebra", [
          is_op("broadcast_to")(_X, wildcard(), name="outer"),
          same_type_as_output("x"),
          remove_identity, doc="broadcast_to(x, s) -> x when s is provably x's shape."),
+    Rule("constant_not_broadcast",
+         is_op(*broadcast_constant.OPS)(
+             _X, is_op("broadcast_to")(const("c", "the broadcast value"), wildcard(), name="b",
+                                       what="the other operand"),
+             name="op", commutative=True),
+         broadcast_constant.check, broadcast_constant.rewrite),
     Rule("remove_add_zero",
          is_op("add")(_X, const("c", "the other operand"), commutative=True),
          all_of(_all_equal("c", 0, "constant"), same_type_as_output("x")),
@@ -460,11 +497,26 @@ RULES = RewriteTable("SimplifyAlgebra", [
          is_op("multiply")(wildcard("y"), const("c", "the factor"), commutative=True),
          all_of(_scale_folds, same_type_as_output("y")),
          fold_scale_into_weight),
+    Rule("offset_range",
+         is_op("add")(is_op("range")(wildcard(), wildcard(), wildcard(), name="range", what="an operand"),
+                      is_op("shape_to_tensor")(wildcard(), name="offset", what="the other operand"),
+                      commutative=True),
+         offset_range.check, offset_range.rewrite),
+    Rule("scale_after_matmul",
+         is_op("matmul")(wildcard("a"), wildcard("b"), name="mm"),
+         scale_after_matmul.check, scale_after_matmul.rewrite),
     Rule("gather_nd_of_iotas",
          is_op("gather_nd")(wildcard("data"), is_op("concat")(wildcard("parts"), name="concat", what="indices"),
                             name="gather"),
          gather_check, gather_as_reshape,
          doc="gather_nd(data, concat(iotas along output axes)) -> reshape(data) (iota_gather.py)."),
+    Rule("reduce_of_one_element_concat",
+         is_op("max", "min")(is_op("concat")(wildcard("parts"), name="concat", what="operand"), name="reduce"),
+         reduce_of_concat_check, reduce_of_concat,
+         doc="max(concat((a, b))) of (1,) tensors -> maximum(a, b) (min too; reduce_of_concat.py)."),
+    Rule("gather_nd_of_one_component",
+         is_op("gather_nd")(wildcard("data"), wildcard("indices"), name="gather"),
+         gather_nd_take.check, gather_nd_take.rewrite),
     Rule("compose_gelu", _GELU_ERF_GROUPINGS[0], _GELU_CHECK, compose_gelu),
     Rule("compose_gelu_half_first", _GELU_ERF_GROUPINGS[1],
          _GELU_CHECK, compose_gelu, doc="(x * 0.5) * (erf(x / sqrt(2)) + 1) -> nn.gelu(x)."),

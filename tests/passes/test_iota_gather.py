@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
+import relaxpack
+from relaxpack.errors import RelaxpackError
 from relaxpack.ir import parse
+from relaxpack.runtime import VirtualMachine
 from relaxpack.passes.core.rules import explain
 from relaxpack.passes.simplify_algebra import simplify_algebra
 
@@ -76,10 +82,44 @@ def test_gathers_that_are_not_reshapes_stay():
         "out": "the components vary along output axes [3, 0], not increasing"}
     mismatched = program(PARAMS, '("b", 1, 1, "s")', _mask_gather(order="(j4, i4)"), dims=("b", "s"))
     assert dict(explain(parse(mismatched), "gather_nd_of_iotas")) == {
-        "out": "index component 0 does not run over data axis 0"}
+        "out": "the components vary along output axes [3, 0], not increasing"}
     shifted = program(PARAMS, '("b", 1, 1, "s")', _mask_gather(
         batch_range='R.range(R.prim_value(1), R.prim_value(b + 1), R.prim_value(1), dtype="int64")'),
         dims=("b", "s"))
     assert_unchanged(simplify_algebra, shifted)
     assert dict(explain(parse(shifted), "gather_nd_of_iotas")) == {
         "out": "index component 0 is not a range(0, n) along one axis"}
+
+
+def test_a_range_shorter_than_its_axis_takes_that_prefix():
+    """llama's mask: range(0, p + s) over an attention mask of t columns (t == p + s in practice,
+    not provably): take the first p + s columns, then the reshape; an index past the end fails
+    as the gather does."""
+    params = 'mask: R.Tensor(("b", "t"), "bool")'
+    body = """
+i = R.range(R.prim_value(0), R.prim_value(b), R.prim_value(1), dtype="int64")
+j = R.range(R.prim_value(0), R.prim_value(p + s), R.prim_value(1), dtype="int64")
+i1 = R.expand_dims(i, axis=(1, 2, 3))
+j1 = R.expand_dims(j, axis=(0, 1, 2))
+i3 = R.broadcast_to(i1, R.shape([b, 1, 1, p + s]))
+j3 = R.broadcast_to(j1, R.shape([b, 1, 1, p + s]))
+i4 = R.expand_dims(i3, axis=(4,))
+j4 = R.expand_dims(j3, axis=(4,))
+idx = R.concat((i4, j4), axis=-1)
+out = R.gather_nd(mask, idx, batch_dims=0)
+return out
+"""
+    before = program(params + ', x: R.Tensor(("p", "s"), "float32")', '("b", 1, 1, "p + s")', body,
+                     dtype="bool", dims=("b", "t", "p", "s"))
+    expected = program(params + ', x: R.Tensor(("p", "s"), "float32")', '("b", 1, 1, "p + s")', """
+j = R.range(R.prim_value(0), R.prim_value(p + s), R.prim_value(1), dtype="int64")
+lv = R.take(mask, j, axis=1)
+out = R.reshape(lv, R.shape([b, 1, 1, p + s]))
+return out
+""", dtype="bool", dims=("b", "t", "p", "s"))
+    mod, out = assert_rewrites(with_dce(simplify_algebra), before, expected)
+    assert_same_results(mod, out, [{"b": 2, "t": 5, "p": 2, "s": 3}, {"b": 1, "t": 7, "p": 0, "s": 4},
+                                   {"b": 3, "t": 1, "p": 0, "s": 1}, {"b": 0, "t": 2, "p": 1, "s": 1}])
+    vm = VirtualMachine(relaxpack.build(out))
+    with pytest.raises(RelaxpackError, match="index"):
+        vm.run({"mask": np.ones((2, 3), bool), "x": np.zeros((2, 2), np.float32)})

@@ -70,6 +70,23 @@ def test_gemm_is_matmul_add_activation(dtype, x, w, bias, activation):
     assert_same(run_kernel("nn.gemm", *args, activation=activation), expected)
 
 
+@pytest.mark.parametrize("x, w, bias", GEMM_CASES, ids=str)
+@pytest.mark.parametrize("dtype", ["float16", "float32", "int32"])
+def test_gemm_by_a_constant_weight_is_the_plain_kernel(dtype, x, w, bias):
+    """Specialized for a bound weight (a float16 one keeps its float32 copy, an integer one is
+    declared), nn.gemm gives the plain kernel's result, also for a second weight array."""
+    rng = np.random.default_rng(3)
+    fn = get_kernel("nn.gemm").fn
+    call = fn.specialize_attrs({"activation": "relu"}, (False, True, bias is not None))
+    a, c = rand(rng, x, dtype), None if bias is None else rand(rng, bias, dtype)
+    for b in (rand(rng, w, dtype), rand(rng, w, dtype)):
+        expected = run_kernel("nn.gemm", *((a, b) if c is None else (a, b, c)), activation="relu")
+        for _ in range(2):
+            out = np.empty(expected.shape, expected.dtype)
+            call(a, b, c, out=out)
+            assert_same(out, expected)
+
+
 def test_integer_gemm_with_relu_and_clip():
     rng = np.random.default_rng(1)
     a, b, c = rand(rng, (6, 5), "int32"), rand(rng, (5, 4), "int32"), rand(rng, (4,), "int32")

@@ -18,7 +18,7 @@ from ...errors import UnsupportedOpError
 from .activation import gelu, gelu_in_place, hard_sigmoid, hard_swish, leakyrelu, relu, silu
 from .elementwise import clip, sigmoid
 from . import integer_exact
-from .linalg import matmul
+from .linalg import BLAS_DTYPES, matmul
 from .nn import conv_bias
 from ._registry import KERNELS, register_kernel
 
@@ -70,19 +70,20 @@ def gemm(x, w, bias=None, *, out, activation):
 
 
 def _specialize_gemm(attrs: dict, constant: tuple):
-    """Per instruction: the activation looked up once; a constant integer weight declared one
-    (:func:`.integer_exact.declare_constant`: its float copy kept)."""
+    """Per instruction: the activation looked up once; the product is the specialized matmul's
+    (a constant float16 weight keeps its float32 copy, a constant integer weight is declared one:
+    :func:`.linalg.matmul`'s ``specialize_attrs``)."""
     if set(attrs) - {"activation"}:
         return lambda *args, out, workspace=None: gemm(*args, out=out, **attrs)
     act = activation_fn(attrs["activation"])
-    declared = [None]
     fixed = len(constant) > 1 and constant[1]
+    product = matmul.specialize_attrs({"out_dtype": None}, tuple(constant[:2]))
 
     def call(x, w, bias=None, *, out, workspace=None):
-        if fixed and w is not declared[0] and w.dtype.kind in "iu":
-            integer_exact.declare_constant(w)
-            declared[0] = w
-        matmul(x, w, out=out, out_dtype=None)
+        if fixed and w.dtype not in BLAS_DTYPES:
+            product(x, w, out=out)
+        else:
+            matmul(x, w, out=out, out_dtype=None)
         if bias is not None:
             np.add(out, bias, out)
         if act is not None:

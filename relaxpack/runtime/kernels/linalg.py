@@ -10,7 +10,7 @@ from ._registry import register_kernel
 
 
 #: dtypes whose products numpy hands to BLAS as they are
-_BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 @register_kernel("matmul")
@@ -25,7 +25,7 @@ def matmul(lhs, rhs, *, out, out_dtype):
     over every batch entry of, say, a (2**31, 0, 32) operand for seconds.
     """
     dtype = out.dtype
-    if lhs.dtype is dtype and rhs.dtype is dtype and dtype in _BLAS_DTYPES and out.size and lhs.shape[-1]:
+    if lhs.dtype is dtype and rhs.dtype is dtype and dtype in BLAS_DTYPES and out.size and lhs.shape[-1]:
         np.matmul(lhs, rhs, out=out)        # the common case, first: a small product costs ~1 us
         return
     if out.size == 0:

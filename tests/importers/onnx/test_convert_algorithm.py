@@ -430,6 +430,27 @@ def test_tile_repeats_at_run_time():
                   errors=[({"x": x, "r": i64(-1, 1)}, r"tile: repeats \(-1, 1\) must be 2 non-negative counts")])
 
 
+def _tile_by_batch(x_shape):
+    """Tile(x, concat(Shape(y)[0:1], [1] * (rank - 1))): repeats computed from y's batch dim,
+    as transformers' ``position_ids.repeat(batch, 1)`` exports."""
+    ones = np.ones(len(x_shape) - 1, np.int64)
+    return model_of([node("Shape", ["y"], "sy", start=0, end=1), node("Concat", ["sy", "ones"], "r", axis=0),
+                     node("Tile", ["x", "r"], "out")],
+                    {"x": x_shape, "y": ["b", 2]}, ["out"], consts={"ones": ones}, opset=15)
+
+
+def test_tile_of_unit_axes_by_a_dim_is_a_broadcast():
+    """Repeats known as dims, every repeated axis of size 1: a broadcast_to, no run-time tile."""
+    model = _tile_by_batch([1, "s"])
+    mod = relaxpack.from_onnx(model)
+    assert "R.broadcast_to(x, R.shape([b, s]))" in mod.script() and "dyn.tile" not in mod.script()
+    check_model(model, {"x": rand(1, 4), "y": rand(3, 2)}, {"x": rand(1, 1), "y": rand(1, 2)},
+                {"x": rand(1, 0), "y": rand(2, 2)}, {"x": rand(1, 3), "y": rand(0, 2)})
+    wide = _tile_by_batch([2, "s"])       # a repeated axis of size 2: still a tile at run time
+    assert "dyn.tile" in relaxpack.from_onnx(wide).script()
+    check_model(wide, {"x": rand(2, 3), "y": rand(3, 2)})
+
+
 def test_tile_errors():
     with pytest.raises(ShapeError, match=r"Tile node: \(3,\) repeats for a tensor of rank 2"):
         relaxpack.from_onnx(one_node("Tile", {"x": rand(2, 3), "r": i64(1, 2, 3)}, opset=13))

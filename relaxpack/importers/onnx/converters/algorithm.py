@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....ir.expr import ExternFunc, PrimValue, Tuple, TupleGetItem
+from ....ir.expr import ExternFunc, PrimValue, ShapeExpr, Tuple, TupleGetItem
 from ....ir.struct_info import TensorStructInfo
 from ....ops.registry import make_call
 from ....runtime.kernels import KERNELS
@@ -268,8 +268,15 @@ def tile_v6(ctx, x, repeats):
         # repeats computed from shapes (the batch size) give exact dims, which the run checks
         known = repeats.int_values()
         shape = (None,) * x.ndim if known is None else tuple(d * r for d, r in zip(x.shape, known))
+        if known is not None and all(_is_one(r) or _is_one(d) for d, r in zip(x.shape, known)):
+            # repeating only unit axes (a batch of positions: Tile(x[None], (batch, 1))) is a broadcast
+            return make_call("broadcast_to", ctx.expr(x), ShapeExpr(shape))
         return packed_call(ctx, "dyn.tile", [x, repeats], [(shape, x.dtype)], "tile")
     return _tile(ctx, x, ints)
+
+
+def _is_one(d) -> bool:
+    return isinstance(d, int) and d == 1
 
 
 def _tile(ctx, x: Value, repeats):

@@ -1,0 +1,72 @@
+"""A scalar factor on a matmul's operand moves to its product.
+
+torch.onnx scales attention's query and key each by ``sqrt(1 / sqrt(d))``
+after splitting heads; where the scale cannot reach a projection weight
+(GPT-2's fused QKV split, a key concatenated with the cache, llama's rotary
+query) it stays a multiply of its own on each operand, and the one on the key
+sits between the key's transpose and the product, so the transpose stays a
+copy too. ``matmul(a * c, b) = matmul(a, b) * c`` for a one-element ``c``:
+the two factors end up in one multiply after the product, which FuseOps fuses
+with the mask add, and the transposes fold into the product's strides.
+
+Rounding: the factor multiplies the sums instead of the terms, a
+reassociation (bit for bit when ``c`` is a power of two, as for ``d = 16``;
+otherwise within a rounding or two, like ``fold_scale_into_weight``).
+"""
+
+from __future__ import annotations
+
+from ..ir.expr import Call, Constant
+from ..ir.struct_info import TensorStructInfo
+from ..ops.registry import make_call
+from .core.rules import Match
+
+_FLOATS = ("float32", "float64")
+
+
+def _scale(m: Match, operand) -> tuple[object, Constant] | None:
+    """``(a, c)`` when ``operand`` is ``a * c`` (either order), used only here, ``c`` a
+    one-element float constant of the product's dtype that does not broadcast ``a``."""
+    value, uses = m.producer(operand)
+    if uses != 1 or not (isinstance(value, Call) and getattr(value.op, "name", None) == "multiply"):
+        return None
+    for a, c in (value.args, reversed(value.args)):
+        c_value = m.producer(c)[0]
+        if not isinstance(c_value, Constant) or c_value.data.size != 1 or str(c_value.data.dtype) not in _FLOATS:
+            continue
+        src, out = a.struct_info, value.struct_info
+        if not (isinstance(src, TensorStructInfo) and isinstance(out, TensorStructInfo)) \
+                or src.shape is None or out.shape is None or len(src.shape) != len(out.shape) \
+                or src.dtype != out.dtype or c_value.data.dtype != out.dtype \
+                or not all(x == y or m.analyzer.prove_equal(x, y) for x, y in zip(src.shape, out.shape)):
+            continue
+        if c_value.data.ndim > len(src.shape):
+            continue
+        return a, c_value
+    return None
+
+
+def check(m: Match) -> str | None:
+    mm = m["mm"]
+    if mm.attrs.get("out_dtype") is not None:
+        return "the matmul has an output dtype of its own"
+    out = m.out_sinfo
+    if not isinstance(out, TensorStructInfo) or out.dtype not in _FLOATS:
+        return "the product is not float32/float64"
+    if _scale(m, m["a"]) is None and _scale(m, m["b"]) is None:
+        return "neither operand is a scalar multiple used only here"
+    return None
+
+
+def rewrite(m: Match):
+    """matmul(a * c1, b * c2) -> matmul(a, b) * c1 * c2 (either factor may be absent)."""
+    operands, factors = [], []
+    for name in ("a", "b"):
+        found = _scale(m, m[name])
+        operands.append(m[name] if found is None else found[0])
+        if found is not None:
+            factors.append(found[1])
+    y = make_call("matmul", *operands, **dict(m["mm"].attrs))
+    for c in factors:
+        y = make_call("multiply", y, c)
+    return y
