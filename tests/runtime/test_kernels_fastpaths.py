@@ -233,6 +233,55 @@ def test_gelu_of_small_arrays_is_correctly_rounded(dtype):
     np.testing.assert_array_equal(small, run_kernel("nn.gelu", x[:300]))
 
 
+def test_gelu_of_small_arrays_keeps_buffers_per_size_and_thread():
+    """The small path's float64 buffers are kept per thread and size (the oldest size dropped past
+    ``_GELU_SIZES_KEPT``): cycling through more sizes than that, in two threads at once, with a
+    non-contiguous ``out``, a 0-d and an empty array, gives what a fresh evaluation gives."""
+    from relaxpack.runtime.kernels import _math
+    x = gelu_sweep().astype(np.float32)
+    sizes = [1, 2, 3, 31, 320, 2048] + list(range(40, 40 + _math._GELU_SIZES_KEPT + 2))
+    want = {n: gelu64(x[:n].astype(np.float64)) for n in sizes}
+    failures = []
+
+    def cycle(offset):
+        for round_ in range(3):
+            for n in sizes[offset:] + sizes[:offset]:
+                got = run_kernel("nn.gelu", x[:n])
+                if ulps(got, want[n], np.float32).max() > 0.5 + 1e-6:
+                    failures.append((offset, round_, n))
+
+    threads = [threading.Thread(target=cycle, args=(k,)) for k in (0, 5)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not failures
+    assert len(_math._GELU_KEPT.sizes) <= _math._GELU_SIZES_KEPT
+    strided = np.zeros((8, 16), np.float32)[:, ::2]                   # an out that is not contiguous
+    _math.gelu64_small_into(x[:64].reshape(8, 8), strided)
+    np.testing.assert_array_equal(strided.reshape(-1), run_kernel("nn.gelu", x[:64]))
+    scalar = np.array(x[7])
+    assert run_kernel("nn.gelu", scalar)[()] == run_kernel("nn.gelu", x[7:8])[0]
+    assert run_kernel("nn.gelu", np.zeros((3, 0), np.float32)).shape == (3, 0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_gelu_activation_in_place_is_the_kernel(dtype):
+    """A fused gemm's / conv's GELU (``gelu_in_place``) skips the kernel's wrapper for float32: its
+    results are the kernel's bit for bit on either side of the small path's bound, 0-d included."""
+    from relaxpack.runtime.kernels._math import GELU64_MAX_SIZE
+    from relaxpack.runtime.kernels.activation import gelu_in_place
+    sweep = gelu_sweep().astype(dtype)
+    for n in (1, 7, GELU64_MAX_SIZE, GELU64_MAX_SIZE + 1, 3 * GELU64_MAX_SIZE):
+        x = sweep[:n].reshape(1, -1)
+        got = x.copy()
+        gelu_in_place(got)
+        np.testing.assert_array_equal(got, run_kernel("nn.gelu", x))
+    scalar = np.array(sweep[3])
+    gelu_in_place(scalar)
+    assert scalar[()] == run_kernel("nn.gelu", sweep[3:4])[0]
+
+
 def test_gelu_float32_matches_onnxruntime_and_the_float64_path():
     x = (rand(np.random.default_rng(8), (3, 129), "float32") * 3)
     want, = run_onnx("Gelu", [x], opset=20, backend="ort")

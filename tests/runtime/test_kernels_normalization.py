@@ -173,6 +173,31 @@ def test_layer_norm_over_the_last_axis_in_place_and_with_row_params(dtype):
     np.testing.assert_array_equal(run_kernel("nn.layer_norm", x, gamma, beta, axes=(-1,), epsilon=EPS), got)
 
 
+@pytest.mark.parametrize("extra_rows", [0, 1])
+def test_layer_norm_rows_on_either_side_of_the_outer_product_bound(extra_rows):
+    """Up to _OUTER_MAX_SIZE values the rows are scaled by ``scale x gamma`` at once, above it
+    by two broadcasts: both within float32's rounding of the float64 result, a constant row
+    (variance 0) included, and the specialized call is the kernel's."""
+    from relaxpack.runtime.kernels.normalization import _OUTER_MAX_SIZE, _specialize_layer_norm
+    d = 64
+    rng = np.random.default_rng(5)
+    x = rand(rng, (_OUTER_MAX_SIZE // d + extra_rows, d), "float32") * 3 + 1
+    x[3] = 2.5
+    gamma, beta = rand(rng, (d,), "float32"), rand(rng, (d,), "float32")
+    x64 = x.astype(np.float64)
+    centered = x64 - x64.mean(-1, keepdims=True)
+    want = centered / np.sqrt((centered ** 2).mean(-1, keepdims=True) + EPS) * gamma + beta
+    got = run_kernel("nn.layer_norm", x, gamma, beta, axes=(-1,), epsilon=EPS)
+    assert (got.size <= _OUTER_MAX_SIZE) == (extra_rows == 0)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+    np.testing.assert_array_equal(got[3], beta)
+    call = _specialize_layer_norm({"axes": (1,), "epsilon": EPS}, ())
+    for _ in range(2):                                      # the second call takes the kept path
+        out = np.empty_like(x)
+        call(x, gamma, beta, out=out)
+        np.testing.assert_array_equal(out, got)
+
+
 def test_layer_norm_over_inner_axes_with_broadcast_params():
     # axes need not be trailing; gamma/beta broadcast to the normalized dims
     # (in the order of axes). The reference normalizes a transposed copy.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -49,6 +50,20 @@ def _c_einsum():
 
 #: ``EINSUM(subscripts, *operands, out=out)``: np.einsum's result, without its Python layer
 EINSUM = _c_einsum()
+
+
+def scalar_array(value, dtype=np.float64) -> np.ndarray:
+    """``value`` as a read-only 0-d array of ``dtype``: a ufunc takes it ~0.3 us faster than a
+    Python float (which it converts on every call) and ~0.2 us faster than a numpy scalar, with
+    the same value and, where ``dtype`` is the other operand's, the same result dtype."""
+    array = np.array(value, dtype)
+    array.setflags(write=False)
+    return array
+
+
+#: float32 scalars of the float32 erf and GELU passes, as :func:`scalar_array` makes them
+_F32_ZERO, _F32_ONE, _F32_HALF, _F32_MINUS_HALF = (scalar_array(c, np.float32) for c in (0.0, 1.0, 0.5, -0.5))
+_ALL_BITS = scalar_array(0xFFFFFFFF, np.uint32)
 
 # ---------------------------------------------------------------- erf
 
@@ -141,14 +156,14 @@ def erf64(x: np.ndarray) -> np.ndarray:
 # this evaluation, coefficients rounded to float32. Both are evaluated on every
 # element (no gathers) and blended: about 35 float32 passes, ~15x faster than
 # erf64. Within 1.5 ulp of erf on a dense sweep (tests check 2 ulp).
-_ERF32_SPLIT = np.float32(0.921875)
-_ERF32_TOP = np.float32(3.925)       # beyond it erf rounds to +-1 and erfc is taken as 0
+_ERF32_SPLIT = scalar_array(0.921875, np.float32)
+_ERF32_TOP = scalar_array(3.925, np.float32)       # beyond it erf rounds to +-1 and erfc is taken as 0
 #: erf(x) = x + x * P(x^2) for |x| < split
-_ERF32_SMALL = tuple(np.float32(c) for c in (
+_ERF32_SMALL = tuple(scalar_array(c, np.float32) for c in (
     0.12837916612625122, -0.37612634897232056, 0.11283701658248901, -0.026859702542424202,
     0.005201715510338545, -0.000814979721326381, 8.397756755584851e-05))
 #: erfc(t) = exp(R(t)) for split <= t < top (minimax in R: erfc to a relative 1e-8)
-_ERF32_BIG = tuple(np.float32(c) for c in (
+_ERF32_BIG = tuple(scalar_array(c, np.float32) for c in (
     0.00030720786890015006, -1.130185604095459, -0.6318997144699097, -0.11001824587583542,
     0.026390234008431435, -0.004750197287648916, 0.0005951114580966532, -4.589359014062211e-05,
     1.6306507859553676e-06))
@@ -186,7 +201,7 @@ def erf32_parts(x: np.ndarray, t: np.ndarray, small: np.ndarray, square: np.ndar
         _horner_into(small, _ERF32_SMALL, square)
         small *= t
         small += t
-        CLIP(t, np.float32(0), _ERF32_TOP, out=t)          # clip: one fast pass
+        CLIP(t, _F32_ZERO, _ERF32_TOP, out=t)          # clip: one fast pass
         erfc_abs = _horner_into(square, _ERF32_BIG, t)        # the square is dead: reuse it
         np.exp(erfc_abs, out=erfc_abs)
         np.multiply(erfc_abs, inside, out=erfc_abs)           # nan * 0 stays nan
@@ -203,7 +218,7 @@ def select_into(mask: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray,
     """``out = where(mask, a, b)`` for float32 arrays of one shape, by bit
     operations (numpy's masked copies are ~8x slower on a random mask).
     ``a`` and the uint32 scratch ``ones`` are overwritten; ``out`` may be ``a`` or ``b``."""
-    np.multiply(mask, np.uint32(0xFFFFFFFF), out=ones, dtype=np.uint32)
+    np.multiply(mask, _ALL_BITS, out=ones, dtype=np.uint32)
     a_bits, b_bits = a.view(np.uint32), b.view(np.uint32)
     a_bits ^= b_bits
     a_bits &= ones
@@ -215,7 +230,7 @@ def erf32(x: np.ndarray, out: np.ndarray) -> None:
     with erf32_scratch(x.shape) as (t, small, square, _, inside, is_small, bits):
         small, erfc_abs, is_small = erf32_parts(x, t, small, square, inside, is_small)
         sign = np.bitwise_and(x.view(np.uint32), np.uint32(0x80000000), out=t.view(np.uint32))
-        np.subtract(np.float32(1), erfc_abs, out=erfc_abs)
+        np.subtract(_F32_ONE, erfc_abs, out=erfc_abs)
         select_into(is_small, small, erfc_abs, out, bits)
         out_bits = out.view(np.uint32)
         out_bits |= sign
@@ -230,17 +245,17 @@ def erf32(x: np.ndarray, out: np.ndarray) -> None:
 # has no exponential in it (numpy's float32 exp is off by up to 2.4 ulp);
 # in the tail the exponential is exp(-a^2 / 2) itself, whose argument is one
 # rounding of a^2 (not a float32 polynomial that approximates log erfc).
-_GELU_SPLIT = np.float32(1.0)
-_GELU_TOP = np.float32(15.0)     # exp(-15^2 / 2) is 0 in float32; also keeps inf out of P / R
+_GELU_SPLIT = scalar_array(1.0, np.float32)
+_GELU_TOP = scalar_array(15.0, np.float32)     # exp(-15^2 / 2) is 0 in float32; also keeps inf out of P / R
 #: Phi(-a) = 1/2 - a * (S0 + u * S(u)), u = a^2, for a < split (relative 3.5e-8)
-_GELU_NEAR_S0 = np.float32(0.3989422804014327)      # 1 / sqrt(2 pi)
-_GELU_NEAR = tuple(np.float32(c) for c in (
+_GELU_NEAR_S0 = scalar_array(0.3989422804014327, np.float32)      # 1 / sqrt(2 pi)
+_GELU_NEAR = tuple(scalar_array(c, np.float32) for c in (
     -0.06648984779434365, 0.009967907622908667, -0.001170091962323642, 9.449825898210508e-05))
 #: Phi(-a) = exp(-a^2 / 2) * P(a) / R(a) for a >= split: P / R is the (3, 4)
 #: minimax of the Mills ratio Phi(-a) exp(a^2 / 2) on [1, 8] (relative 2.5e-8)
-_GELU_TAIL_P = tuple(np.float32(c) for c in (
+_GELU_TAIL_P = tuple(scalar_array(c, np.float32) for c in (
     9.705179867663624, 7.367007545813514, 2.5409404097297315, 0.39890758887352934))
-_GELU_TAIL_R = tuple(np.float32(c) for c in (
+_GELU_TAIL_R = tuple(scalar_array(c, np.float32) for c in (
     19.413321233854848, 30.207354800759283, 19.51829719156657, 6.365981636048945, 1.0))
 
 
@@ -260,16 +275,16 @@ def gelu32_into(x: np.ndarray, out: np.ndarray) -> None:
     layouts = [(x.shape, np.float32)] * 5 + [(x.shape, np.bool_)]
     with Scratch(layouts) as (a, u, near, tail, work, is_near), quiet():
         np.abs(x, out=a)
-        CLIP(a, np.float32(0), _GELU_TOP, out=a)
+        CLIP(a, _F32_ZERO, _GELU_TOP, out=a)
         np.multiply(a, a, out=u)
         np.less(a, _GELU_SPLIT, out=is_near)
         _horner_into(work, _GELU_NEAR, u)
         work *= u
         work *= a
         np.multiply(a, _GELU_NEAR_S0, out=near)
-        np.subtract(np.float32(0.5), near, out=near)       # exact for a S0 in [1/4, 1]
+        np.subtract(_F32_HALF, near, out=near)       # exact for a S0 in [1/4, 1]
         near -= work
-        u *= np.float32(-0.5)
+        u *= _F32_MINUS_HALF
         np.exp(u, out=u)
         _horner_into(tail, _GELU_TAIL_P, a)
         tail /= _horner_into(work, _GELU_TAIL_R, a)
@@ -278,7 +293,7 @@ def gelu32_into(x: np.ndarray, out: np.ndarray) -> None:
         tail *= a                                            # |x| * Phi(-|x|)
         # relu(x) as x - min(x, 0): exact, and NaN at -inf as the formula (-inf * 0) and
         # onnxruntime give, where a clip would give 0 (and the Erf form run op by op NaN)
-        np.minimum(x, np.float32(0), out=near)
+        np.minimum(x, _F32_ZERO, out=near)
         np.subtract(x, near, out=out)
         out -= tail
 
@@ -300,54 +315,109 @@ _ERFC_P = np.array([
 GELU64_MAX_SIZE = 2048
 
 
-def _powers_into(rows: np.ndarray, count: int) -> None:
-    """Rows ``1 .. count - 1`` of ``rows`` become ``u ** 2 .. u ** count`` given ``u`` in row 0, by
-    doubling: rows ``m..2m`` are rows ``0..m`` times ``u ** m``, four calls for 16 powers
-    (``np.cumprod`` along the rows loops per column: 60x slower)."""
-    m = 1
+def _powers_steps(rows: np.ndarray, count: int) -> tuple:
+    """The multiplies that make rows ``1 .. count - 1`` of ``rows`` ``u ** 2 .. u ** count`` given
+    ``u`` in row 0, by doubling: rows ``m..2m`` are rows ``0..m`` times ``u ** m`` (``np.cumprod``
+    along the rows loops per column: 60x slower). As ``(lo, factor, hi)`` views for
+    ``np.multiply(lo, factor, hi)``, made once per buffer: a block of up to 4 rows is that many
+    one-row multiplies (a broadcast over a 2-D block costs ~0.7 us more than a flat call; 8
+    rows are one block), 8 calls for 16 powers, 2.8 us at 320 values where 4 blocks took 3.7."""
+    steps, m = [], 1
     while m < count:
         k = min(m, count - m)
-        np.multiply(rows[:k], rows[m - 1], rows[m:m + k])
+        if k <= 4:
+            steps.extend((rows[j], rows[m - 1], rows[m + j]) for j in range(k))
+        else:
+            steps.append((rows[:k], rows[m - 1], rows[m:m + k]))
         m *= 2
+    return tuple(steps)
 
 
 _ROOT8 = 2 * math.sqrt(2)
-#: the dot product's weights: the fit's coefficients of u ** 1 .. u ** 16, then -1/2 for the row
-#: that holds a^2 (so the product is P(u) - z^2 but for P's constant term)
-_ERFC_WEIGHTS = np.ascontiguousarray(np.append(_ERFC_P[1:], -0.5))
-#: P's constant term, with log(h / 2) folded in: exp(P(u) - z^2 + log(h / 2)) * (t / h) = erfc(z) t / 2
-_ERFC_P0_HALF = _ERFC_P[0] + math.log(_ERFC_H / 2)
+
+
+#: the small GELU's scalars, as :func:`scalar_array` makes them
+_GELU_TOP64, _ROOT8_64 = scalar_array(15.0), scalar_array(_ROOT8)
+_S_NUMERATOR, _U_SHIFT = scalar_array(_ROOT8 / _ERFC_H), scalar_array(_ERFC_M / _ERFC_H)
+#: float32 (not float64: a float32 or float16 x keeps a float32 min(x, 0), exact)
+_ZERO32 = _F32_ZERO
+#: the dot product's weights: the fit's coefficients of u ** 1 .. u ** 16, -1/2 for the row that
+#: holds a^2, and P's constant term with log(h / 2) folded in for the row of ones (so the product
+#: is P(u) - z^2 + log(h / 2): exp of it times t / h is erfc(z) t / 2)
+_ERFC_WEIGHTS = np.ascontiguousarray(np.append(_ERFC_P[1:], [-0.5, _ERFC_P[0] + math.log(_ERFC_H / 2)]))
+#: sizes whose buffers a thread keeps for :func:`gelu64_small_into` (the oldest goes first)
+_GELU_SIZES_KEPT = 8
+
+
+class _GeluBuffers:
+    """A size's float64 buffers for :func:`gelu64_small_into`: ``a``, ``s``, the product ``p``,
+    the rows of powers (the last a row of ones, written once) and the views that fill them.
+    Kept per thread and size: making them cost ~3 us a call, a fifth of a GELU of 320 values."""
+
+    __slots__ = ("a", "s", "p", "rows", "u", "square", "steps")
+
+    def __init__(self, n: int):
+        self.a, self.s, self.p = np.empty(n), np.empty(n), np.empty(n)
+        self.rows = np.empty((len(_ERFC_WEIGHTS), n))
+        self.rows[-1] = 1.0
+        self.u, self.square = self.rows[0], self.rows[-2]
+        self.steps = _powers_steps(self.rows, len(_ERFC_P) - 1)
+
+
+class _GeluKept(threading.local):
+    def __init__(self):
+        self.sizes: dict[int, _GeluBuffers] = {}
+
+
+_GELU_KEPT = _GeluKept()
+
+
+def _gelu_buffers(n: int) -> _GeluBuffers:
+    """This thread's buffers for ``n`` values (made on first use; at most
+    ``_GELU_SIZES_KEPT`` sizes kept, 150 KB each at the largest)."""
+    sizes = _GELU_KEPT.sizes
+    kept = sizes.get(n)
+    if kept is None:
+        if len(sizes) >= _GELU_SIZES_KEPT:
+            del sizes[next(iter(sizes))]
+        kept = sizes[n] = _GeluBuffers(n)
+    return kept
 
 
 def gelu64_small_into(x: np.ndarray, out: np.ndarray) -> None:
     """``out = x * Phi(x)`` (exact GELU) for a float ``x`` of ``out``'s shape, evaluated in
-    float64 and rounded once: 19 numpy calls (``out`` positional) where :func:`gelu32_into`
-    makes ~40, which on a small array is what costs. ``x - min(x, 0) - |x| Phi(-|x|)`` with
-    ``Phi(-a) = erfc(a / sqrt 2) / 2`` from the fit above: within a relative 1.4e-12 before
-    rounding, so float32 and float16 results are correctly rounded but for near-ties; inf gives
-    inf, -inf NaN, as :func:`gelu32_into`. ``out`` may be ``x``.
+    float64 and rounded once: 17 numpy calls (``out`` positional, into buffers kept per size)
+    where :func:`gelu32_into` makes ~40, which on a small array is what costs.
+    ``x - min(x, 0) - |x| Phi(-|x|)`` with ``Phi(-a) = erfc(a / sqrt 2) / 2`` from the fit above:
+    within a relative 1.4e-12 before rounding, so float32 and float16 results are correctly
+    rounded but for near-ties; inf gives inf, -inf NaN, as :func:`gelu32_into`. ``out`` may be ``x``.
 
-    With ``s = t / h = (2 sqrt 2 / h) / (2 sqrt 2 + a)``, ``u = s - m / h``; the powers of ``u``
-    and ``a^2`` are the rows of one matrix, so ``P(u) - z^2`` is one product, and ``t / 2``
-    becomes ``s`` times a constant folded into P's constant term (each a rounding of ~1e-16,
-    far inside the fit's error)."""
+    With ``s = t / h = (2 sqrt 2 / h) / (2 sqrt 2 + a)``, ``u = s - m / h``; the powers of ``u``,
+    ``a^2`` and ones are the rows of one matrix, so ``P(u) - z^2`` (plus a constant) is one
+    product, and ``t / 2`` becomes ``s`` times a constant folded into P's constant term (each a
+    rounding of ~1e-16, far inside the fit's error)."""
+    flat = x.reshape(-1)
+    kept = _gelu_buffers(flat.size)
+    a, s, p = kept.a, kept.s, kept.p
     with quiet():
-        a = np.abs(x, dtype=np.float64)
-        np.minimum(a, 15.0, out=a)                  # a = |x| in [0, 15]; z = a / sqrt 2
-        s = np.add(a, _ROOT8)
-        np.divide(_ROOT8 / _ERFC_H, s, s)           # s = t / h, t = 1 / (1 + z / 2)
-        rows = np.empty((len(_ERFC_WEIGHTS), a.size))
-        np.subtract(s.reshape(-1), _ERFC_M / _ERFC_H, rows[0])    # u = (t - m) / h
-        _powers_into(rows, len(_ERFC_P) - 1)
-        np.multiply(a.reshape(-1), a.reshape(-1), rows[-1])       # a^2 = 2 z^2
-        p = np.dot(_ERFC_WEIGHTS, rows).reshape(a.shape)          # P(u) - P(0) - z^2
-        np.add(p, _ERFC_P0_HALF, p)
+        np.absolute(flat, a)
+        np.minimum(a, _GELU_TOP64, out=a)           # a = |x| in [0, 15]; z = a / sqrt 2
+        np.add(a, _ROOT8_64, s)
+        np.divide(_S_NUMERATOR, s, s)               # s = t / h, t = 1 / (1 + z / 2)
+        np.subtract(s, _U_SHIFT, kept.u)            # u = (t - m) / h
+        for lo, factor, hi in kept.steps:
+            np.multiply(lo, factor, hi)
+        np.multiply(a, a, kept.square)              # a^2 = 2 z^2
+        np.dot(_ERFC_WEIGHTS, kept.rows, p)         # P(u) - z^2 + log(h / 2)
         np.exp(p, p)
         np.multiply(p, s, p)                        # erfc(z) / 2
         np.multiply(p, a, p)                        # |x| Phi(-|x|) = |x| erfc(z) / 2
-        relu = np.minimum(x, 0)
-        np.subtract(x, relu, relu)                  # exact: x - min(x, 0)
-        np.subtract(relu, p, out=out, casting="unsafe")
+        relu = np.fmin(flat, _ZERO32)               # (-inf stays -inf, NaN gives 0 and x - 0 is NaN)
+        np.subtract(flat, relu, relu)               # exact: x - min(x, 0)
+        if out.flags.c_contiguous:
+            np.subtract(relu, p, out.reshape(-1), casting="unsafe")
+        else:
+            np.subtract(relu.reshape(out.shape), p.reshape(out.shape), out=out, casting="unsafe")
 
 
 def python_max(values: np.ndarray):

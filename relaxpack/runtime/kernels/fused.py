@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UnsupportedOpError
-from .activation import gelu, hard_sigmoid, hard_swish, leakyrelu, relu, silu
+from .activation import gelu, gelu_in_place, hard_sigmoid, hard_swish, leakyrelu, relu, silu
 from .elementwise import clip, sigmoid
 from . import integer_exact
 from .linalg import BLAS_DTYPES, matmul
@@ -29,7 +29,7 @@ _ACTIVATIONS = {
     "sigmoid": lambda out: sigmoid(out, out=out),
     "tanh": lambda out: KERNELS["tanh"].fn(out, out=out),
     "silu": lambda out: silu(out, out=out),
-    "gelu": lambda out: gelu(out, out=out, approximate="none"),
+    "gelu": gelu_in_place,
     "gelu_tanh": lambda out: gelu(out, out=out, approximate="tanh"),
     "leakyrelu": lambda out, alpha: leakyrelu(out, out=out, alpha=alpha),
     "clip": lambda out, lo, hi: clip(out, out=out, min=lo, max=hi, saturate_nan=False),
