@@ -16,9 +16,9 @@ give without its operand's.
 from __future__ import annotations
 
 from ..ir.block_builder import BlockBuilder
-from ..ir.expr import Call, SeqExpr, VarBinding
+from ..ir.expr import Call, SeqExpr
 from ..ir.op import make_call
-from .analysis.float_values import Definitions
+from .analysis.float_values import Definitions, rewrite_calls
 from .analysis.magnitude import magnitude_bound
 from .core.infra import function_pass
 
@@ -39,19 +39,13 @@ def drop_nan_saturation(func, mod, ctx):
     if not isinstance(func.body, SeqExpr):
         return func
     defs, memo = Definitions(func), {}
-    changed = False
-    blocks = []
-    for block in func.body.blocks:
-        bindings = []
-        for b in block.bindings:
-            call = defs.calls.get(b.var)
-            new = None if call is None else _unsaturated(call, defs, memo)
-            if new is not None:
-                defs.calls[b.var] = new
-                changed = True
-            bindings.append(b if new is None else VarBinding(b.var, new, span=b.span))
-        blocks.append(type(block)(tuple(bindings)))
-    return func.replace(body=func.body.replace(blocks=tuple(blocks))) if changed else func
 
+    def unsaturated(var, call):
+        new = _unsaturated(call, defs, memo)
+        if new is not None:
+            defs.calls[var] = new
+        return new
+
+    return rewrite_calls(func, defs, unsaturated)
 
 __all__ = ["drop_nan_saturation"]

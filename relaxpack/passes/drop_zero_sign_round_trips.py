@@ -49,10 +49,10 @@ import math
 import numpy as np
 
 from ..ir.block_builder import BlockBuilder
-from ..ir.expr import Call, Constant, Function, SeqExpr, Var, VarBinding
+from ..ir.expr import Call, Constant, Function, SeqExpr, Var
 from ..ir.op import make_call
 from .analysis.float_values import (FLOAT_EXACT, FLOAT_TYPES, INT_TYPES, Definitions, integer_valued, integral,
-                                    never_negative_zero, one_value, sign_readers, value_range)
+                                    never_negative_zero, one_value, rewrite_calls, sign_readers, value_range)
 from .core.infra import function_pass
 
 
@@ -206,30 +206,20 @@ def drop_zero_sign_round_trips(func, mod, ctx):
     (see the module docstring)."""
     if not isinstance(func.body, SeqExpr):
         return func
-    reading = sign_readers(func)
-    defs = Definitions(func)
-    changed = False
-    blocks = []
-    for block in func.body.blocks:
-        bindings = []
-        for b in block.bindings:
-            call = defs.calls.get(b.var)
-            new = None
-            if call is not None:
-                new = _same_value(b.var, call, defs, b.var not in reading)
-                if new is not None:
-                    defs.alias[b.var] = new
-                else:
-                    new = _shifted_clip(b.var, call, defs) if b.var not in reading else None
-                    if new is not None:
-                        defs.calls[b.var] = new
-            changed |= new is not None
-            bindings.append(b if new is None else VarBinding(b.var, new, span=b.span))
-        blocks.append(type(block)(tuple(bindings)))
-    if not changed:
-        return func
-    body = SeqExpr(tuple(blocks), func.body.body, struct_info=func.body.struct_info)
-    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.attrs)
+    reading, defs = sign_readers(func), Definitions(func)
+
+    def same_value_or_shifted_clip(var, call):
+        unread = var not in reading
+        new = _same_value(var, call, defs, unread)
+        if new is not None:
+            defs.alias[var] = new
+            return new
+        new = _shifted_clip(var, call, defs) if unread else None
+        if new is not None:
+            defs.calls[var] = new
+        return new
+
+    return rewrite_calls(func, defs, same_value_or_shifted_clip)
 
 
 def share_clips(func: Function) -> Function:
@@ -240,20 +230,16 @@ def share_clips(func: Function) -> Function:
         return func
     reading, defs = sign_readers(func), Definitions(func)
     clips: dict[tuple, tuple] = {}
-    blocks = []
-    for block in func.body.blocks:
-        bindings = []
-        for b in block.bindings:
-            call = defs.calls.get(b.var)
-            new = None if call is None else _shared_clip(b.var, call, defs, clips, b.var not in reading)
-            if new is not None:
-                defs.calls[b.var] = new
-            elif call is not None:
-                _remember_clip(b.var, call, defs, clips)
-            bindings.append(b if new is None else VarBinding(b.var, new, span=b.span))
-        blocks.append(type(block)(tuple(bindings)))
-    body = SeqExpr(tuple(blocks), func.body.body, struct_info=func.body.struct_info)
-    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.attrs)
+
+    def shared_clip(var, call):
+        new = _shared_clip(var, call, defs, clips, var not in reading)
+        if new is not None:
+            defs.calls[var] = new
+        else:
+            _remember_clip(var, call, defs, clips)
+        return new
+
+    return rewrite_calls(func, defs, shared_clip)
 
 
 __all__ = ["drop_zero_sign_round_trips", "share_clips", "sign_readers"]

@@ -151,6 +151,23 @@ class Definitions:
         return not isinstance(expr, DataflowVar) or self.block.get(expr) == self.block[at]
 
 
+def rewrite_calls(func: Function, defs: Definitions, rewrite) -> Function:
+    """``func`` with each top-level call bound to a var replaced by ``rewrite(var, call)`` where
+    that returns an expression (None keeps the call), in binding order, so that ``rewrite`` may
+    record in ``defs`` what later bindings should see; ``func`` itself when nothing changed."""
+    changed = False
+    blocks = []
+    for block in func.body.blocks:
+        bindings = []
+        for b in block.bindings:
+            call = defs.calls.get(b.var)
+            new = None if call is None else rewrite(b.var, call)
+            changed |= new is not None
+            bindings.append(b if new is None else VarBinding(b.var, new, span=b.span))
+        blocks.append(type(block)(tuple(bindings)))
+    return func.replace(body=func.body.replace(blocks=tuple(blocks))) if changed else func
+
+
 def integer_valued(expr, defs: Definitions, depth: int = 8) -> bool:
     """Whether every value of ``expr`` is an integer, an infinity or NaN (a round, an integral
     clip of such a value, sums and products of such values and integral constants)."""
