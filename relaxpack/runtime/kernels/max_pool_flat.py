@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 #: the flat passes are taken for output rows shorter than this many values (measured, 1 thread,
-#: 3x3/2: 24x31x48 33 -> 13 us; rows of 112 (ResNet's stem pool) gain less than the extra values cost)
+#: 3x3/2: 24x31x48 29 -> 14 us, 24x61x128 101 -> 71; ResNet's 64x112x112 stem pool about even,
+#: 342 -> 328; past that the extra values compared and the buffers' size weigh more)
 MAX_ROW = 64
 
 
