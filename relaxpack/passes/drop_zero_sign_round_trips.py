@@ -11,7 +11,9 @@ by the next op's dequantization), and adds and takes off zero points::
 (``quantize_rules.py``). This pass, knowing what reads each value, drops:
 
 - the round trip ``astype(astype(q, I), F) -> q`` for a NaN-saturating clip
-  ``q`` of an integer-valued float to bounds ``I`` holds (a -0.0 stays);
+  ``q`` of an integer-valued float to bounds ``I`` holds (a -0.0 stays), or an
+  integer ``nn.gemm`` / ``matmul`` whose magnitude bound ``I`` and ``F`` hold
+  (MatMulInteger's exact float32 product, cast to int32 and back to float);
 - a zero point added and taken off, ``clip(r + z, lo, hi) - z ->
   clip(r, lo - z, hi - z)`` for an integer-valued ``r`` and one integral
   ``z``, the float type holding the bounds (``r = -0.0`` stays -0.0);
@@ -53,6 +55,7 @@ from ..ir.expr import Call, Constant, Function, SeqExpr, Var
 from ..ir.op import make_call
 from .analysis.float_values import (FLOAT_EXACT, FLOAT_TYPES, INT_TYPES, Definitions, integer_valued, integral,
                                     never_negative_zero, one_value, rewrite_calls, sign_readers, value_range)
+from .analysis.magnitude import magnitude_bound
 from .core.infra import function_pass
 
 
@@ -66,6 +69,8 @@ def _round_trip(var: Var, call: Call, defs: Definitions):
         return None
     q = defs.resolve(inner.args[0])
     clip = defs.get(q)
+    if clip is not None and clip.op.name in ("nn.gemm", "matmul"):
+        return _exact_product(var, q, inner.attrs["dtype"], defs)
     if clip is None or clip.op.name != "clip" or not clip.attrs["saturate_nan"]:
         return None
     lo, hi = clip.attrs["min"], clip.attrs["max"]
@@ -76,6 +81,21 @@ def _round_trip(var: Var, call: Call, defs: Definitions):
             getattr(q.struct_info, "ndim", None) != getattr(var.struct_info, "ndim", -1):
         return None
     return q if integer_valued(clip.args[0], defs) and defs.visible(q, var) else None
+
+
+def _exact_product(var: Var, q: Var, integer: str, defs: Definitions):
+    """``q`` for ``var = astype(astype(q, I), F)`` of an integer product ``q`` (a MatMulInteger's
+    exact float32 ``nn.gemm``) whose magnitude bound is within ``I`` and ``F``'s exact integers:
+    the casts change no value then, but -0.0 into +0.0; else None."""
+    dtype = getattr(q.struct_info, "dtype", None)
+    if dtype != getattr(var.struct_info, "dtype", None) or \
+            getattr(q.struct_info, "ndim", None) != getattr(var.struct_info, "ndim", -1):
+        return None
+    info, limit = np.iinfo(integer), FLOAT_EXACT.get(dtype)
+    if limit is None or not (integer_valued(q, defs) and defs.visible(q, var)):
+        return None
+    bound = magnitude_bound(q, defs, {})
+    return q if bound is not None and bound <= min(limit, info.max, -info.min) else None
 
 
 def _one_integral(expr) -> float | None:

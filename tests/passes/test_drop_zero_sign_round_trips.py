@@ -289,3 +289,80 @@ return lv8
     for x in (rng.uniform(-3, 5, 37).astype(np.float32), np.zeros(5, np.float32), np.array([-0.0, 1.5, -2.5], np.float32),
               np.zeros(0, np.float32), _values()[:1800]):
         _assert_same_bits(mod, out, x)
+
+
+GEMM_PARAMS = 'x: R.Tensor(("n", 3), "float32")'
+#: integer weights whose column sums of magnitudes are 6, 3 and 2: 128 * 6 is far below 2**24
+SMALL_WEIGHT = "[[1.0, -2.0], [2.0, 0.0], [-3.0, 1.0]]"
+
+
+def _integer_product(tail: str, weight: str = SMALL_WEIGHT, integer: str = "int32", lhs: str = "R.round(lv)",
+                     dtype: str = "float32") -> str:
+    """MatMulInteger's exact float32 product as the importer writes it: an integer-valued ``lv2``
+    (|lv2| <= 128) times a constant weight, cast to ``integer`` and back to float (ONNX's Cast),
+    scaled into ``lv6``, then ``tail``."""
+    return program(GEMM_PARAMS, '("n", 2)', f"""
+lv = R.divide(x, R.const(0.25, "float32"))
+lv1 = {lhs}
+lv2 = R.clip(lv1, min=-128.0, max=127.0, saturate_nan=True)
+lv3 = R.nn.gemm(lv2, R.const({weight}, "float32"))
+lv4 = R.astype(lv3, dtype="{integer}")
+lv5 = R.astype(lv4, dtype="float32")
+lv6 = R.multiply(lv5, R.const(0.5, "float32"))
+""" + tail, dtype=dtype)
+
+
+def _gemm_values() -> np.ndarray:
+    values = _values()
+    return values[: values.size // 3 * 3].reshape(-1, 3)
+
+
+def test_an_exact_integer_product_drops_its_round_trip():
+    before = _integer_product('lv7 = R.add(lv6, R.const([0.5, -1.0], "float32"))\nreturn lv7')
+    expected = program(GEMM_PARAMS, '("n", 2)', f"""
+lv = R.divide(x, R.const(0.25, "float32"))
+lv1 = R.round(lv)
+lv2 = R.clip(lv1, min=-128.0, max=127.0, saturate_nan=True)
+lv3 = R.nn.gemm(lv2, R.const({SMALL_WEIGHT}, "float32"))
+lv6 = R.multiply(lv3, R.const(0.5, "float32"))
+lv7 = R.add(lv6, R.const([0.5, -1.0], "float32"))
+return lv7
+""")
+    mod, out = assert_rewrites(PASS, before, expected)
+    for x in (_gemm_values(), np.zeros((0, 3), np.float32), np.array([[-0.0, 0.0, -0.1]], np.float32)):
+        _assert_same_bits(mod, out, x)
+
+
+@pytest.mark.parametrize("case, kwargs", [
+    ("the product is an output (its zero's sign shows)", dict(tail="return lv6")),
+    ("a weight with a fraction", dict(weight="[[1.0, -2.0], [2.5, 0.0], [-3.0, 1.0]]")),
+    ("a bound past 2**24", dict(weight="[[1.0, -2.0], [131072.0, 0.0], [-3.0, 1.0]]")),
+    ("a bound past int16", dict(integer="int16", weight="[[1.0, -2.0], [300.0, 0.0], [-3.0, 1.0]]")),
+    ("an unsigned type (negative products)", dict(integer="uint32")),
+    ("an operand not integer-valued", dict(lhs='R.multiply(lv, R.const(0.5, "float32"))')),
+])
+def test_integer_product_lookalikes_keep_their_round_trip(case, kwargs):
+    tail = kwargs.pop("tail", 'lv7 = R.add(lv6, R.const([0.5, -1.0], "float32"))\nreturn lv7')
+    mod = parse(_integer_product(tail, **kwargs))
+    out = run_pass(PASS, mod)
+    assert ops_of(out).count("astype") == 2, case
+    _assert_same_bits(mod, out, _gemm_values())
+
+
+def test_a_dynamic_scale_reads_no_zero_sign():
+    """DynamicQuantizeLinear's scale is the same for operands equal up to zero signs, so dividing by
+    it reads no sign of ``x``; its zero point passes signs on (to the returned sum here)."""
+    text = program(PARAMS, '("n",)', """
+lv = R.multiply(x, R.const(2.0, "float32"))
+lv1 = R.dynamic_quantize_params(lv)
+s = lv1[0]
+z = lv1[1]
+lv2 = R.divide(R.const(1.0, "float32"), s)
+lv3 = R.add(lv2, R.const(1.0, "float32"))
+return lv3
+""")
+    names = {v.name_hint for v in sign_readers(parse(text)["main"])}
+    assert "lv" not in names and "lv1" not in names
+    text = text.replace("lv3 = R.add(lv2, R.const(1.0, \"float32\"))", "lv3 = R.add(lv2, z)")
+    names = {v.name_hint for v in sign_readers(parse(text)["main"])}
+    assert {"lv", "lv1", "z"} <= names
