@@ -51,7 +51,9 @@ def dynamic_quantize(x, *, out):
     importer's chain ``clip(round(x / y_scale) + zp, 0, 255)`` (NaN to 0) minus
     ``float32(uint8(zp))``, each step the kernel the chain's instruction ran, in its order (the same
     bits). In the usual case (a finite range strictly around 0) ``x`` is finite and ``zp`` an integer
-    in [0, 255], so no NaN can come and the zero point's casts change nothing: five numpy calls."""
+    in [0, 255], so no NaN can come, the zero point's casts change nothing and, the sums being exact
+    integers, ``clip(r + zp, 0, 255) - zp`` is ``clip(r, -zp, 255 - zp)`` but for a zero's sign (the
+    chain's zero is always +0.0; ``+ 0.0`` makes it so): four numpy calls."""
     scale, zero_point, y = out
     fast = _finite_params(x) if x.dtype == _F32 and x.size else None
     if fast is not None:
@@ -59,9 +61,8 @@ def dynamic_quantize(x, *, out):
         zero_point.fill(fast[1])
         np.divide(x, scale, out=y)
         np.rint(y, out=y)
-        np.add(y, zero_point, out=y)
-        CLIP(y, _F32(0), _F32(255), out=y)
-        np.subtract(y, zero_point, out=y)
+        CLIP(y, _F32(-fast[1]), _F32(255.0 - fast[1]), out=y)
+        np.add(y, _F32(0), out=y)
         return
     dynamic_quantize_params(x, out=(scale, zero_point))
     divide(x, scale, out=y)
