@@ -26,6 +26,9 @@ from .elementwise import clip, divide
 from ._registry import register_kernel
 
 _F32 = np.float32
+#: uint8's range as read-only 0-d float32 arrays (dynamic_quantize's clip)
+_ZERO, _TOP = np.zeros((), _F32), np.full((), 255.0, _F32)
+_ZERO.flags.writeable = _TOP.flags.writeable = False
 
 
 @register_kernel("dynamic_quantize_params")
@@ -51,18 +54,18 @@ def dynamic_quantize(x, *, out):
     importer's chain ``clip(round(x / y_scale) + zp, 0, 255)`` (NaN to 0) minus
     ``float32(uint8(zp))``, each step the kernel the chain's instruction ran, in its order (the same
     bits). In the usual case (a finite range strictly around 0) ``x`` is finite and ``zp`` an integer
-    in [0, 255], so no NaN can come, the zero point's casts change nothing and, the sums being exact
-    integers, ``clip(r + zp, 0, 255) - zp`` is ``clip(r, -zp, 255 - zp)`` but for a zero's sign (the
-    chain's zero is always +0.0; ``+ 0.0`` makes it so): four numpy calls."""
+    in [0, 255], so no NaN can come and the zero point's casts change nothing: five numpy calls,
+    each with 0-d array operands (a numpy scalar costs a small ufunc call twice as much)."""
     scale, zero_point, y = out
     fast = _finite_params(x) if x.dtype == _F32 and x.size else None
     if fast is not None:
         scale.fill(fast[0])
         zero_point.fill(fast[1])
-        np.divide(x, scale, out=y)
-        np.rint(y, out=y)
-        CLIP(y, _F32(-fast[1]), _F32(255.0 - fast[1]), out=y)
-        np.add(y, _F32(0), out=y)
+        np.divide(x, scale, y)
+        np.rint(y, y)
+        np.add(y, zero_point, y)
+        CLIP(y, _ZERO, _TOP, y)
+        np.subtract(y, zero_point, y)
         return
     dynamic_quantize_params(x, out=(scale, zero_point))
     divide(x, scale, out=y)
