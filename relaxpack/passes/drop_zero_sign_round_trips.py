@@ -20,7 +20,9 @@ by the next op's dequantization), and adds and takes off zero points::
 
 where nothing reads the sign of their zeros; and wherever exact:
 
-- ``round(x) -> x`` for an integer-valued ``x`` (the bits are the same);
+- ``round(x) -> x`` for an integer-valued ``x`` (the bits are the same), and
+  ``round(divide(multiply(q, s), s)) -> q`` for a bounded integer ``q`` and a
+  normal constant scale ``s`` (a QDQ pair quantized again by its own scale);
 - a NaN-saturating ``clip(x, lo, hi) -> x`` for an ``x`` known NaN-free
   within the bounds (:func:`~.analysis.float_values.value_range`; at a zero
   bound only where nothing reads the sign or ``x`` is never -0.0): a
@@ -96,6 +98,36 @@ def _exact_product(var: Var, q: Var, integer: str, defs: Definitions):
         return None
     bound = magnitude_bound(q, defs, {})
     return q if bound is not None and bound <= min(limit, info.max, -info.min) else None
+
+
+def _scaled_back(x, defs: Definitions):
+    """``q`` for ``x = divide(multiply(q, s), s)`` (a QDQ pair's dequantization, quantized again
+    with the same scale) of an integer-valued ``q`` within bounds ``B`` (``value_range``, so never
+    NaN) and one float32/float64 constant ``s``: then ``round(x)`` is ``q``, zero signs included.
+    The two roundings leave ``x`` within ``|q| * 2 * eps`` of ``q``, below 0.5 while ``B * 4 * eps <
+    1``; ``|s|`` normal and ``B * |s|`` far from overflow keep ``q * s`` a normal float; ``s``'s sign
+    cancels. Else None."""
+    divide = defs.get(x)
+    if divide is None or divide.op.name != "divide":
+        return None
+    multiply = defs.get(divide.args[0])
+    s = one_value(divide.args[1])
+    dtype = getattr(x.struct_info, "dtype", None)
+    if multiply is None or multiply.op.name != "multiply" or s is None or dtype not in ("float32", "float64"):
+        return None
+    for q, scale in (multiply.args, multiply.args[::-1]):
+        if one_value(scale) != s or getattr(scale.struct_info, "dtype", None) != dtype or \
+                getattr(divide.args[1].struct_info, "dtype", None) != dtype or \
+                getattr(q.struct_info, "dtype", None) != dtype:
+            continue
+        bounds = value_range(q, defs)
+        info = np.finfo(dtype)
+        if bounds is None or not integer_valued(q, defs) or abs(s) < info.tiny:
+            continue
+        b = max(abs(bounds[0]), abs(bounds[1]))
+        if b * 4 * float(info.eps) < 1 and b * abs(s) < float(info.max) / 4:
+            return defs.resolve(q)
+    return None
 
 
 def _one_integral(expr) -> float | None:
@@ -202,7 +234,10 @@ def _same_value(var: Var, call: Call, defs: Definitions, sign_free: bool):
         return _round_trip(var, call, defs) if sign_free else None
     if name == "round" and getattr(var.struct_info, "dtype", None) in FLOAT_TYPES:
         x = defs.resolve(call.args[0])
-        return x if integer_valued(x, defs) and defs.visible(x, var) else None
+        if integer_valued(x, defs):
+            return x if defs.visible(x, var) else None
+        q = _scaled_back(x, defs)
+        return q if q is not None and defs.visible(q, var) else None
     if name == "clip":
         x = defs.resolve(call.args[0])
         lo, hi = call.attrs["min"], call.attrs["max"]

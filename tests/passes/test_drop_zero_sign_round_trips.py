@@ -366,3 +366,56 @@ return lv3
     text = text.replace("lv3 = R.add(lv2, R.const(1.0, \"float32\"))", "lv3 = R.add(lv2, z)")
     names = {v.name_hint for v in sign_readers(parse(text)["main"])}
     assert {"lv", "lv1", "z"} <= names
+
+
+def _requantized_pair(scale: str = "0.037", second: str | None = None, bounds: str = "min=-128.0, max=127.0",
+                      dtype: str = "float32") -> str:
+    """A QDQ pair quantized again (the same scale unless ``second``): fake quantization twice."""
+    second = scale if second is None else second
+    return program(PARAMS.replace("float32", dtype), '("n",)', f"""
+lv = R.divide(x, R.const({scale}, "{dtype}"))
+lv1 = R.round(lv)
+lv2 = R.clip(lv1, {bounds}, saturate_nan=True)
+lv3 = R.multiply(lv2, R.const({scale}, "{dtype}"))
+lv4 = R.divide(lv3, R.const({second}, "{dtype}"))
+lv5 = R.round(lv4)
+lv6 = R.clip(lv5, {bounds}, saturate_nan=True)
+lv7 = R.multiply(lv6, R.const({second}, "{dtype}"))
+return lv7
+""", dtype=dtype)
+
+
+@pytest.mark.parametrize("scale", ["0.037", "-0.037", "3.0e-38", "2.5e35", "1.0"])
+def test_a_dequantized_value_quantized_again_by_its_scale_is_its_integer(scale):
+    """round((q * s) / s) is q for an integer q of small magnitude: the second quantization's
+    divide, round and clip go (the multiply is the first's again: CSE merges them), even returned."""
+    mod = parse(_requantized_pair(scale))
+    out = run_pass(PASS, mod)
+    ops = ops_of(out)
+    assert ops.count("divide") == 1 and ops.count("round") == 1 and ops.count("clip") == 1, ops
+    s = np.float32(float(scale))
+    x = np.concatenate([_values(), _values() * s, (np.arange(-130, 131, dtype=np.float32) + 0.5) * s])
+    _assert_same_bits(mod, out, x.astype(np.float32))
+
+
+def test_round_of_a_rescaled_integer_is_the_integer_for_every_scale():
+    """The claim itself, in float32: every q in [-2**20, 2**20] sampled, scales over the normal range."""
+    rng = np.random.default_rng(11)
+    q = np.concatenate([np.arange(-300, 301), rng.integers(-2**20, 2**20, 4000), [2**20, -2**20]]).astype(np.float32)
+    scales = np.concatenate([10.0 ** rng.uniform(-37.9, 30, 300), [np.finfo(np.float32).tiny, 1.0, 0.1, 3.0]])
+    for s in scales.astype(np.float32):
+        for sign in (s, -s):
+            np.testing.assert_array_equal(np.rint((q * sign) / sign), q)
+
+
+@pytest.mark.parametrize("case, kwargs", [
+    ("another scale", dict(second="0.038")),
+    ("a subnormal scale", dict(scale="1.0e-39")),
+    ("bounds past 2**21", dict(bounds="min=-3000000.0, max=3000000.0")),
+    ("float16", dict(dtype="float16", scale="0.25")),
+])
+def test_rescaled_lookalikes_keep_their_round(case, kwargs):
+    mod = parse(_requantized_pair(**kwargs))
+    out = run_pass(PASS, mod)
+    assert ops_of(out).count("round") == 2, case
+    _assert_same_bits(mod, out, _values().astype(kwargs.get("dtype", "float32")))
