@@ -401,7 +401,8 @@ def test_a_dequantized_value_quantized_again_by_its_scale_is_its_integer(scale):
 def test_round_of_a_rescaled_integer_is_the_integer_for_every_scale():
     """The claim itself, in float32: every q in [-2**20, 2**20] sampled, scales over the normal range."""
     rng = np.random.default_rng(11)
-    q = np.concatenate([np.arange(-300, 301), rng.integers(-2**20, 2**20, 4000), [2**20, -2**20]]).astype(np.float32)
+    q = np.concatenate([np.arange(-300, 301), rng.integers(-2**20, 2**20, 4000), [2**20, -2**20]])
+    q = q.astype(np.float32)
     scales = np.concatenate([10.0 ** rng.uniform(-37.9, 30, 300), [np.finfo(np.float32).tiny, 1.0, 0.1, 3.0]])
     for s in scales.astype(np.float32):
         for sign in (s, -s):

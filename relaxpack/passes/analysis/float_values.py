@@ -29,8 +29,8 @@ _PASSES_ZERO = frozenset({
     "nn.relu", "sigmoid", "tanh", "erf", "exp", "sqrt", "nn.gelu", "nn.silu",
     "reshape", "permute_dims", "expand_dims", "squeeze", "flatten", "broadcast_to", "concat", "split",
     "strided_slice", "dynamic_strided_slice", "take", "tile",
-    "nn.conv", "nn.gemm", "matmul", "permute_matmul", "nn.safe_softmax", "nn.max_pool", "nn.avg_pool", "nn.global_avg_pool", "nn.global_max_pool",
-    "sum", "mean", "max", "min", "nn.layer_norm", "nn.softmax",
+    "nn.conv", "nn.gemm", "matmul", "permute_matmul", "nn.max_pool", "nn.avg_pool", "nn.global_avg_pool",
+    "nn.global_max_pool", "sum", "mean", "max", "min", "nn.layer_norm", "nn.softmax", "nn.safe_softmax",
     "dynamic_quantize_params",      # the same scale; a zero point of 0 may change sign
 })
 #: ops whose result is the same for either sign of a zero operand
