@@ -22,24 +22,11 @@ from __future__ import annotations
 from collections import Counter
 
 from ..ir.block_builder import BlockBuilder
-from ..ir.expr import Call, DataflowVar, Function, SeqExpr, TupleGetItem, Var, VarBinding
-from ..ir.visitor import ExprVisitor
+from ..ir.expr import Call, Function, SeqExpr, TupleGetItem, Var, VarBinding
 from ..ops.registry import make_call
 from .analysis.float_values import Definitions
 from .core.infra import function_pass
-
-
-class _Uses(ExprVisitor):
-    """How many times each var is read."""
-
-    def __init__(self):
-        self.count: Counter = Counter()
-
-    def visit_var_(self, var: Var) -> None:
-        self.count[var] += 1
-
-    def visit_dataflow_var_(self, var: DataflowVar) -> None:
-        self.count[var] += 1
+from .dead_code_elimination import count_uses
 
 
 def _chain(y: Var, defs: Definitions, uses: Counter) -> Var | None:
@@ -98,9 +85,7 @@ def fuse_dynamic_quantize(func, mod, ctx):
     ``dynamic_quantize`` (see the module docstring)."""
     if not isinstance(func.body, SeqExpr):
         return func
-    defs, counter = Definitions(func), _Uses()
-    counter.visit_expr(func.body)
-    uses = counter.count
+    defs, uses = Definitions(func), count_uses(func.body)
     fused: dict[Var, Var] = {}      # p -> the chain's end y
     for block in func.body.blocks:
         for b in block.bindings:
