@@ -20,6 +20,8 @@ by the next op's dequantization), and adds and takes off zero points::
 
 where nothing reads the sign of their zeros; and wherever exact:
 
+- ``astype(astype(i - k, F) + k, I) -> i`` for a bounded integer ``i`` of type
+  ``I`` (a zero point taken off in integers and put back in float);
 - ``round(x) -> x`` for an integer-valued ``x`` (the bits are the same), and
   ``round(divide(multiply(q, s), s)) -> q`` for a bounded integer ``q`` and a
   normal constant scale ``s`` (a QDQ pair quantized again by its own scale);
@@ -130,6 +132,39 @@ def _scaled_back(x, defs: Definitions):
     return None
 
 
+def _float_shift_back(var: Var, call: Call, defs: Definitions):
+    """``i`` for ``var = astype(astype(i - k, F) + k, I)`` of an integer ``i`` of type ``I`` and one
+    integral constant ``k`` (a QOperator op's zero point taken off in integers and put back in float),
+    where ``i``'s bounds (``value_range``) keep ``i - k`` within ``I`` and every value within ``F``'s
+    exact integers: each step is then exact and the casts give ``i`` back. Else None."""
+    integer = call.attrs["dtype"]
+    add = defs.get(call.args[0])
+    if integer not in INT_TYPES or add is None or add.op.name != "add" or len(add.args) != 2:
+        return None
+    for widened, constant in (add.args, add.args[::-1]):
+        k = one_value(constant)
+        cast = defs.get(widened)
+        if k is None or not float(k).is_integer() or cast is None or cast.op.name != "astype":
+            continue
+        limit = FLOAT_EXACT.get(cast.attrs["dtype"])
+        difference = defs.get(cast.args[0])
+        if limit is None or difference is None or difference.op.name != "subtract" or \
+                one_value(difference.args[1]) != k:
+            continue
+        i = defs.resolve(difference.args[0])
+        bounds = value_range(i, defs)
+        if getattr(i.struct_info, "dtype", None) != integer or bounds is None or \
+                getattr(difference.args[1].struct_info, "dtype", None) != integer:
+            continue
+        info = np.iinfo(integer)
+        shifted = (bounds[0] - k, bounds[1] - k)
+        if info.min <= shifted[0] and shifted[1] <= info.max and \
+                max(abs(bounds[0]), abs(bounds[1]), abs(shifted[0]), abs(shifted[1])) <= limit and \
+                getattr(i.struct_info, "ndim", None) == getattr(var.struct_info, "ndim", -1) and defs.visible(i, var):
+            return i
+    return None
+
+
 def _one_integral(expr) -> float | None:
     """The value of a one-element float constant that is an integer, else None."""
     value = one_value(expr) if isinstance(expr, Constant) and expr.data.dtype.kind == "f" else None
@@ -231,6 +266,9 @@ def _same_value(var: Var, call: Call, defs: Definitions, sign_free: bool):
     -0.0 into +0.0: sign free, or a value that is never -0.0)."""
     name = call.op.name
     if name == "astype":
+        same = _float_shift_back(var, call, defs)
+        if same is not None:
+            return same
         return _round_trip(var, call, defs) if sign_free else None
     if name == "round" and getattr(var.struct_info, "dtype", None) in FLOAT_TYPES:
         x = defs.resolve(call.args[0])

@@ -420,3 +420,47 @@ def test_rescaled_lookalikes_keep_their_round(case, kwargs):
     out = run_pass(PASS, mod)
     assert ops_of(out).count("round") == 2, case
     _assert_same_bits(mod, out, _values().astype(kwargs.get("dtype", "float32")))
+
+
+def _zero_point_back(x: str = 'x: R.Tensor(("n",), "uint8")', k: str = "123", k_float: str = "123.0",
+                     middle: str = "float32") -> str:
+    """A QOperator op's zero point taken off in int32 and put back in float, cast to int32 again."""
+    return program(x, '("n",)', f"""
+lv = R.astype(x, dtype="int32")
+lv1 = R.subtract(lv, R.const({k}, "int32"))
+lv2 = R.astype(lv1, dtype="{middle}")
+lv3 = R.add(lv2, R.const({k_float}, "{middle}"))
+lv4 = R.astype(lv3, dtype="int32")
+lv5 = R.subtract(lv4, R.const({k}, "int32"))
+return lv5
+""", dtype="int32")
+
+
+def _run_int(mod, x):
+    result = VirtualMachine(relaxpack.build(mod, opt_level=0)).run({"x": x})
+    return [np.asarray(v) for v in result.values()]
+
+
+def test_a_zero_point_put_back_in_float_is_the_integer():
+    before = _zero_point_back()
+    expected = program('x: R.Tensor(("n",), "uint8")', '("n",)', """
+lv = R.astype(x, dtype="int32")
+lv5 = R.subtract(lv, R.const(123, "int32"))
+return lv5
+""", dtype="int32")
+    mod, out = assert_rewrites(PASS, before, expected)
+    x = np.arange(256, dtype=np.uint8)
+    np.testing.assert_array_equal(_run_int(out, x)[0], _run_int(mod, x)[0])
+
+
+@pytest.mark.parametrize("case, kwargs", [
+    ("another constant in float", dict(k_float="124.0")),
+    ("a fractional constant", dict(k_float="123.5")),
+    ("an unbounded integer", dict(x='x: R.Tensor(("n",), "int32")')),
+    ("float16 past its exact integers", dict(x='x: R.Tensor(("n",), "uint16")', k="3000", k_float="3000.0",
+                                             middle="float16")),
+])
+def test_zero_point_put_back_lookalikes_stay(case, kwargs):
+    mod = parse(_zero_point_back(**kwargs))
+    out = run_pass(PASS, mod)
+    assert ops_of(out).count("astype") == 3, case
