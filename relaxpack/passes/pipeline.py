@@ -25,6 +25,7 @@ from .core.infra import Pass, Sequential
 from .dead_code_elimination import dead_code_elimination
 from .drop_nan_saturation import drop_nan_saturation
 from .drop_zero_sign_round_trips import drop_zero_sign_round_trips
+from .fuse_dynamic_quantize import fuse_dynamic_quantize
 from .eliminate_common_subexpr import eliminate_common_subexpr
 from .fold_batch_norm import fold_batch_norm, scale_shift_batch_norm
 from .fold_constant import fold_constant
@@ -80,15 +81,16 @@ def optimize_pipeline() -> Sequential:
       PackRecurrentWeights (constant LSTM/GRU/RNN weights in the layout
       their kernels read), another core round to clean up, TabulateIntegerFunctions
       (elementwise chains of a quantized value become table look-ups, on folded
-      constants; DeadCodeElimination drops the chains), DropNaNSaturation (a quantizer's
+      constants), FuseDynamicQuantize (a DynamicQuantizeLinear an integer product reads in
+      one kernel; DeadCodeElimination drops the chains of both), DropNaNSaturation (a quantizer's
       NaN-saturating clip of a value known finite clips only), and FuseOps last
       (elementwise groups become fused primitive functions).
     """
     o2 = Sequential([fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_rms_norm, fuse_rotate_half,
                      widen_float16_regions, fuse_bias_activation, fold_permute_matmul, sink_resize,
                      convert_layout, simplify_algebra, fuse_squeeze_excite, drop_zero_sign_round_trips,
-                     pack_recurrent_weights, *core_passes(), tabulate_integer_functions, dead_code_elimination,
-                     drop_nan_saturation, fuse_ops],
+                     pack_recurrent_weights, *core_passes(), tabulate_integer_functions, fuse_dynamic_quantize,
+                     dead_code_elimination, drop_nan_saturation, fuse_ops],
                     name="O2", opt_level=2)
     return Sequential([*core_passes(), o2], name="Optimize")
 
