@@ -389,7 +389,7 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
 
     def emit_lookup(pad: str, k: int):
         memo = memos[k]
-        targets = ", ".join(f"r{resolved[pc].dst}" for pc in memo.pcs)
+        targets = ", ".join(f"r{resolved[pc].dst}" for pc in memo.pcs if resolved[pc].dst != NO_DST)
         if warm and k == top:
             lines.append((f"{pad}{targets}, = w[1]", -1))
             return
