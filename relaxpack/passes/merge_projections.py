@@ -19,6 +19,14 @@ When every member's product is used only by an ``add`` of a constant ``(N,)`` bi
 dtype, the biases stack too (``(n, 1, .., 1, N)``) and FuseBiasActivation makes the merged
 product and bias one ``nn.gemm``.
 
+GPT-2 projects q, k and v as one product split in three (``split_into_products``, run first):
+``split([reshape]([astype](matmul(x, W) [+ b])), n)`` into ``n`` equal parts along the last axis
+(``W`` a 2-D float constant, each step used once, the reshape keeping the last dim; the cast is the
+importer's float16 product computed in float32) becomes the ``n`` products of ``W``'s column blocks,
+which then merge as above: the split's copies and the head reshapes' copies of its strided parts
+go. A narrower product may be blocked differently by BLAS: those results are the split product's
+within float32 rounding (1e-6 relative in the tests), not bit for bit.
+
 Members: bindings ``matmul(x, W)`` of one block with the same ``x`` (a tensor of known rank
 >= 2), ``W`` a 2-D float constant of ``x``'s dtype, the same weight shape and attributes.
 Each product is the same BLAS call on the same matrices as before: results do not change.
@@ -30,12 +38,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.expr import Call, Constant, Function, Op, Var, VarBinding
+from ..ir.expr import Call, Constant, Function, Op, ShapeExpr, Tuple, Var, VarBinding
 from ..ir.struct_info import TensorStructInfo
 from ..ir.visitor import ExprMutator
 from ..ops.registry import make_call
 from .core.infra import function_pass
 from .core.patterns import live_use_counts
+from .core.rules import Match, Rule, RewriteTable, is_op, wildcard
 
 _FLOATS = ("float16", "float32", "float64")
 
@@ -155,9 +164,102 @@ class _Merger(ExprMutator):
         return self.builder.emit(merged, "projections", span=binding.span)
 
 
+# ---------------------------------------------------------------- one product split in parts
+
+
+def _split_product(m: Match):
+    """``(x, W, b or None, reshape or None, cast dtype or None, n)`` when the split's operand is
+    ``[reshape]([astype](matmul(x, W) [+ b]))`` (each used once), split in ``n`` equal parts along the last
+    axis, ``W`` a 2-D float constant, ``b`` a constant of its ``N`` values, the reshape keeping the
+    last dim; else the reason there is none."""
+    split = m["split"]
+    sections, sinfo = split.attrs["indices_or_sections"], m.sinfo("y")
+    if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or not isinstance(sinfo.shape[-1], int) \
+            or split.attrs["axis"] not in (-1, len(sinfo.shape) - 1):
+        return "the split is not along the static last axis of a tensor of known rank"
+    n = _equal_parts(sections, sinfo.shape[-1])
+    if n is None:
+        return f"the split {sections!r} is not into two or more equal parts"
+    value, uses = m.producer(m["y"])
+    reshape = None
+    if _call(value, "reshape") is not None and uses == 1:
+        reshape, (value, uses) = value, m.producer(value.args[0])
+        inner = reshape.args[0].struct_info
+        if not (isinstance(inner, TensorStructInfo) and inner.shape and inner.shape[-1] == sinfo.shape[-1]):
+            return "the reshape changes the last dim"
+    cast = None
+    if _call(value, "astype") is not None and uses == 1:       # a float16 product computed in float32
+        cast, (value, uses) = value.attrs["dtype"], m.producer(value.args[0])
+    bias = None
+    if _call(value, "add") is not None and uses == 1:
+        for a, c in (value.args, value.args[::-1]):
+            if isinstance(c, Constant) and isinstance(a, Var):
+                bias, (value, uses) = c.data, m.producer(a)
+                break
+    product = _call(value, "matmul")
+    if product is None or uses != 1 or product.attrs.get("out_dtype") is not None:
+        return "the split part is not a product used only here"
+    x, w = product.args
+    xs = x.struct_info
+    if not (isinstance(w, Constant) and w.data.ndim == 2 and isinstance(xs, TensorStructInfo)
+            and xs.dtype == str(w.data.dtype) and xs.dtype in _FLOATS and xs.shape is not None and len(xs.shape) >= 2):
+        return "the product is not by a 2-D float constant weight of the input's dtype"
+    total = w.data.shape[1]
+    if total % n or sinfo.shape[-1] != total:
+        return f"{total} columns do not split in {n} parts"
+    if bias is not None and (bias.size != total or bias.shape[-1] != total or str(bias.dtype) != xs.dtype):
+        return "the bias is not one value per column"
+    return x, w.data, bias, reshape, cast, n
+
+
+def _equal_parts(sections, total: int) -> int | None:
+    """How many equal parts a split of ``total`` values makes: ``sections`` a count, or the
+    ascending split points ``(w, 2w, ..)``; None for unequal parts (or fewer than two)."""
+    if isinstance(sections, int) and not isinstance(sections, bool):
+        n = sections
+    elif isinstance(sections, (tuple, list)) and all(isinstance(p, int) for p in sections):
+        n = len(sections) + 1
+        if total % n or tuple(sections) != tuple(range(total // n, total, total // n)):
+            return None
+    else:
+        return None
+    return n if n >= 2 and total % n == 0 else None
+
+
+def _splits(m: Match) -> str | None:
+    found = _split_product(m)
+    return found if isinstance(found, str) else None
+
+
+def split_into_products(m: Match):
+    """split([reshape]([astype](x @ W [+ b])), n, last axis) -> ([reshape]([astype](x @ W_i [+ b_i])), ...):
+    the products of the weight's column blocks, which MergeProjections then makes one batched product."""
+    x, w, bias, reshape, cast, n = _split_product(m)
+    width = w.shape[1] // n
+    parts = []
+    for i in range(n):
+        cols = slice(i * width, (i + 1) * width)
+        part = make_call("matmul", x, Constant(np.ascontiguousarray(w[:, cols])))
+        if bias is not None:
+            part = make_call("add", part, Constant(np.ascontiguousarray(bias.reshape(-1)[cols])))
+        if cast is not None:
+            part = make_call("astype", part, dtype=cast)
+        if reshape is not None:
+            shape = reshape.args[1]
+            part = make_call("reshape", part, ShapeExpr(tuple(shape.values[:-1]) + (width,)))
+        parts.append(part)
+    return Tuple(tuple(parts))
+
+
+SPLITS = RewriteTable("MergeProjections", [
+    Rule("split_into_products", is_op("split")(wildcard("y"), name="split"), _splits, split_into_products),
+])
+
+
 @function_pass(name="MergeProjections", opt_level=2, requires=("import", "optimize"), produces="optimize")
 def merge_projections(func: Function, mod, ctx) -> Function:
     """Sibling products of one input by constant weights in one batched matmul (module docstring)."""
+    func = SPLITS.apply(func)
     uses = live_use_counts(func)
     groups = [g for block in func.body.blocks for g in _groups(block, uses)]
     if not groups:

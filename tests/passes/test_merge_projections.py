@@ -141,3 +141,58 @@ def test_index_view_checks_its_operands():
     for value, index in ((x, 3), (x, -1), (np.float64(1.0), 0), (x, 1.0)):
         with pytest.raises(ShapeError):
             index_view(value, index)
+
+
+def split_model(sizes, dtype=np.float32, bias=True, reshape=True):
+    """GPT-2's attention input: x @ W (+ b), viewed (batch, seq, 3N), split along the last axis by
+    ``sizes``, each part through Tanh; x of shape (batch * seq, K) when reshaped, else (batch, seq, K)."""
+    rng = np.random.default_rng(6)
+    total = sum(sizes)
+    inits = [numpy_helper.from_array(rng.standard_normal((8, total)).astype(dtype), "w"),
+             numpy_helper.from_array(np.array(sizes, np.int64), "sizes")]
+    nodes = [h.make_node("MatMul", ["x", "w"], ["p"])]
+    name = "p"
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(total).astype(dtype), "b"))
+        nodes.append(h.make_node("Add", [name, "b"], ["pb"]))
+        name = "pb"
+    if reshape:
+        inits.append(numpy_helper.from_array(np.array([2, -1, total], np.int64), "shape"))
+        nodes.append(h.make_node("Reshape", [name, "shape"], ["r"]))
+        name = "r"
+    parts = [f"s{i}" for i in range(len(sizes))]
+    nodes.append(h.make_node("Split", [name, "sizes"], parts, axis=-1))
+    nodes += [h.make_node("Tanh", [p], [f"y{i}"]) for i, p in enumerate(parts)]
+    x_shape = ["rows", 8] if reshape else ["batch", "seq", 8]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", _ONNX_TYPE[dtype], x_shape)],
+                     [h.make_tensor_value_info(f"y{i}", _ONNX_TYPE[dtype], None) for i in range(len(sizes))], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("reshape", [False, True])
+def test_a_split_product_becomes_the_products_of_its_column_blocks(bias, reshape):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((6, 8) if reshape else (2, 3, 8)).astype(np.float32)
+    want, got, exe = run_both(split_model((6, 6, 6), bias=bias, reshape=reshape), x)
+    text = exe.as_text()
+    assert text.count("vm.builtin.index_view(") == 3 and "kernel.split(" not in text and _matmul_calls(exe) == 1
+    for name in want:        # each column block's dot products are the full product's
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-7)
+
+
+def test_a_float16_split_product_computed_in_float32():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((4, 8)).astype(np.float16)
+    want, got, exe = run_both(split_model((4, 4), dtype=np.float16), x)
+    assert exe.as_text().count("vm.builtin.index_view(") == 2 and "kernel.split(" not in exe.as_text()
+    for name in want:
+        np.testing.assert_allclose(got[name].astype(np.float32), want[name].astype(np.float32), rtol=2e-3, atol=2e-3)
+
+
+def test_an_unequal_split_stays():
+    x = np.random.default_rng(9).standard_normal((6, 8)).astype(np.float32)
+    want, got, exe = run_both(split_model((6, 4, 6)), x)
+    assert "kernel.split(" in exe.as_text() and "index_view" not in exe.as_text()
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
