@@ -76,7 +76,8 @@ def test_float32_gelu_with_a_rounded_sqrt2():
     x = np.random.default_rng(3).standard_normal((9, 16)).astype(np.float32)
     exe, got = _run(gelu_model(C16, np.float32), x)
     assert "gelu" in exe.as_text() and "erf" not in exe.as_text()
-    np.testing.assert_allclose(got, reference(x, C16, True), rtol=1e-5, atol=1e-6)   # the float32 product's own rounding
+    # within the float32 product's own rounding
+    np.testing.assert_allclose(got, reference(x, C16, True), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("c", [1.5, 1.4])
@@ -92,4 +93,5 @@ def test_exact_sqrt2_is_plain_gelu():
     exe, got = _run(gelu_model(math.sqrt(2), np.float32), x)
     text = exe.as_text()
     assert 'activation="gelu"' in text and "multiply" not in text
-    np.testing.assert_allclose(got, reference(x, float(np.float32(math.sqrt(2))), True), rtol=1e-5, atol=1e-6)   # the float32 product's own rounding
+    sqrt2 = float(np.float32(math.sqrt(2)))
+    np.testing.assert_allclose(got, reference(x, sqrt2, True), rtol=1e-5, atol=1e-6)
