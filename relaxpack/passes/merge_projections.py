@@ -214,7 +214,9 @@ def _split_product(m: Match):
 
 def _equal_parts(sections, total: int) -> int | None:
     """How many equal parts a split of ``total`` values makes: ``sections`` a count, or the
-    ascending split points ``(w, 2w, ..)``; None for unequal parts (or fewer than two)."""
+    ascending split points ``(w, 2w, ..)``; None for unequal or empty parts (or fewer than two)."""
+    if total <= 0:
+        return None
     if isinstance(sections, int) and not isinstance(sections, bool):
         n = sections
     elif isinstance(sections, (tuple, list)) and all(isinstance(p, int) for p in sections):

@@ -196,3 +196,10 @@ def test_an_unequal_split_stays():
     assert "kernel.split(" in exe.as_text() and "index_view" not in exe.as_text()
     for name in want:
         np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_empty_parts_and_their_split_points_stay():
+    """A split into empty parts (points (0, 0), or 0 columns) is no equal-width split."""
+    from relaxpack.passes.merge_projections import _equal_parts
+    assert _equal_parts((0, 0), 0) is None and _equal_parts(3, 0) is None and _equal_parts((0, 0), 6) is None
+    assert _equal_parts((2, 4), 6) == 3 and _equal_parts(3, 6) == 3 and _equal_parts((2, 5), 6) is None
