@@ -25,16 +25,16 @@ from .core.infra import Pass, Sequential
 from .dead_code_elimination import dead_code_elimination
 from .drop_nan_saturation import drop_nan_saturation
 from .drop_zero_sign_round_trips import drop_zero_sign_round_trips
-from .fuse_dynamic_quantize import fuse_dynamic_quantize
 from .eliminate_common_subexpr import eliminate_common_subexpr
 from .fold_batch_norm import fold_batch_norm, scale_shift_batch_norm
 from .fold_constant import fold_constant
 from .fold_permute_matmul import fold_permute_matmul
 from .fuse_bias_activation import fuse_bias_activation
+from .fuse_dynamic_quantize import fuse_dynamic_quantize
 from .fuse_ops import fuse_ops
 from .fuse_rms_norm import fuse_rms_norm
-from .fuse_squeeze_excite import fuse_squeeze_excite
 from .fuse_rotate_half import fuse_rotate_half
+from .fuse_squeeze_excite import fuse_squeeze_excite
 from .legalize import legalize
 from .lower_fused import lower_fused_functions
 from .merge_projections import merge_projections
