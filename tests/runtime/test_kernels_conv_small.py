@@ -33,6 +33,9 @@ SMALL = [
     ((3, 8, 4, 6), (16, 8, 3, 3), dict(padding=(1, 1, 1, 1))),             # batch 3: 30 -> 32 columns
     ((2, 4, 1, 2), (8, 4, 3, 3), dict(padding=(1, 1, 1, 1))),             # 2 -> 8 columns of pitch 4: 2 zero rows
     ((1, 16, 8, 1), (16, 16, 3, 3), dict(padding=(1, 1, 1, 1))),                              # not wide
+    # padded copies above OWN_PADDED_MAX_BYTES (256 KiB): zeroed every call, not the instruction's own
+    ((1, 16, 60, 60), (8, 16, 1, 1), dict(padding=(3, 3, 3, 3))),                             # wide
+    ((1, 16, 100, 100), (8, 16, 3, 3), dict(strides=(2, 2), padding=(1, 1, 1, 1))),          # one copy
     ((2, 16, 5, 7), (16, 1, 3, 3), dict(groups=16, padding=(1, 1, 1, 1))),                   # depthwise, wide
     # strided: wide rows from the stride's phases (2^15 im2col values and more)
     ((1, 3, 61, 96), (16, 3, 7, 7), dict(strides=(2, 2), padding=(3, 3, 3, 3))),

@@ -165,7 +165,13 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
     """The per-instruction runner ``run(x, out)`` of :func:`run_wide` (the same numpy calls, so the
     same results) for these operands: ``arrays`` its scratch (:func:`wide_layouts`, in the work
     dtype, float32 for a float16 ``out``); ``act`` the in-place activation, or with ``relu`` the
-    ReLU made by the copy out (float32/float64 ``out``)."""
+    ReLU made by the copy out (float32/float64 ``out``). A padded copy of at most
+    :data:`~.conv_small_nhwc.OWN_PADDED_MAX_BYTES` is the instruction's own, zeroed once: each call
+    writes its interior only."""
+    from .conv_small_nhwc import OWN_PADDED_MAX_BYTES
+    own = arrays[0].nbytes <= OWN_PADDED_MAX_BYTES
+    if own:
+        arrays = [np.zeros(arrays[0].shape, arrays[0].dtype), *arrays[1:]]
     padded, cols, result = arrays[0], arrays[-2], arrays[-1]
     work = result.dtype
     batch, channels, taps, q = cols.shape
@@ -186,7 +192,8 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
         zero, inf = work.type(0), work.type(np.inf)
 
     def run(x, out):
-        padded.fill(0)
+        if not own:
+            padded.fill(0)
         copy(inner, x)                          # (float16, integers: converted as it is copied)
         for dst, src in moves:
             copy(dst, src)
