@@ -244,8 +244,9 @@ def _layer_norm_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, ep
     np.add(scale, eps_d, scale)
     np.sqrt(scale, scale)
     np.divide(root_d, scale, scale)
-    if dst.size <= _OUTER_MAX_SIZE:
-        np.multiply(dst, np.multiply(scale, gamma), dst)    # one same-shape pass, not two broadcasts
+    if dst.size <= _OUTER_MAX_SIZE:     # one same-shape pass, not two broadcasts; the outer product by
+        # BLAS (k = 1: the same products, where numpy's broadcast loops over rows of d values)
+        np.multiply(dst, np.dot(scale, gamma.reshape(1, d)), dst)
     else:
         np.multiply(dst, scale, dst)
         np.multiply(dst, gamma, dst)
