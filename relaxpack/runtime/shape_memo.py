@@ -149,16 +149,16 @@ def _memoized(items, instrs, resolved, heap: int, written, kept: dict, extra: fr
         if r.name == "vm.builtin.match_shape" and reads_register(r, heap):
             break                          # the heap changes here: the memo stops
         regs = [v for is_reg, v in r.args if is_reg] + [v for _, is_reg, v in r.kwargs if is_reg]
-        if r.name in PURE and r.dst != NO_DST and written.get(r.dst, 0) == 1 and all(x in known for x in regs):
+        if r.name in ALIASES and r.dst != NO_DST and written.get(r.dst, 0) == 1 and not r.kwargs \
+                and any(x in kept_made for x in regs) and all(x in known for x in regs):
+            known.add(r.dst)             # a view of a kept array (the mask's expand_dims), a tuple of them
+            kept_made.add(r.dst)
+            pcs.append(item[1])
+        elif r.name in PURE and r.dst != NO_DST and written.get(r.dst, 0) == 1 and all(x in known for x in regs):
             known.add(r.dst)
             pcs.append(item[1])
         elif r.name == ALLOC and r.dst in kept and written.get(r.dst, 0) == 1 and all(x in known for x in regs):
             pending.add(r.dst)           # known once its kernel is memoized too
-            pcs.append(item[1])
-        elif r.name in ALIASES and r.dst != NO_DST and written.get(r.dst, 0) == 1 and not r.kwargs \
-                and any(x in kept_made for x in regs) and all(x in known for x in regs):
-            known.add(r.dst)             # a view of a kept array (the mask's expand_dims), a tuple of them
-            kept_made.add(r.dst)
             pcs.append(item[1])
         elif r.name in MEMO_KERNELS and r.dst == NO_DST and _out_of(r) in pending \
                 and kept.get(_out_of(r)) == item[1] and all(x in known or x == _out_of(r) for x in regs):
