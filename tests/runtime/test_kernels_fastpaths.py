@@ -227,6 +227,7 @@ def test_gelu_of_small_arrays_is_correctly_rounded(dtype):
     edge = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 15.0, -15.0, -40.0, 1e-45], dtype)
     got = run_kernel("nn.gelu", edge)
     assert got[0] == np.inf and np.isnan(got[1]) and np.isnan(got[2]) and got[3] == 0 and got[4] == 0
+    assert not np.signbit(got[3]) and np.signbit(got[4])        # -0.0 * Phi(0) is -0.0, as onnxruntime's
     assert got[5] == 15 and got[6] == 0 and got[7] == 0
     small = x[:300].copy()
     call_kernel("nn.gelu", small, out=small)                  # a fused gemm's in-place call
