@@ -325,6 +325,30 @@ def test_layer_norm_per_instruction_is_the_generic_kernel():
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_layer_norm_per_instruction_keeps_planes_of_a_constant_beta_only(dtype):
+    """Up to _OUTER_MAX_SIZE values the specialized layer norm keeps, per shape, a buffer for the
+    outer product of the row scales and gamma and, for a constant beta, beta repeated over the rows:
+    bit for bit the generic kernel over calls that change the shape (both sides of the bound) and,
+    where beta is not a constant, beta's values in the same array (they show through)."""
+    from relaxpack.runtime.kernels.normalization import _OUTER_MAX_SIZE
+    rng = np.random.default_rng(13)
+    kernel = get_kernel("nn.layer_norm").fn
+    d = 32
+    for constant in ((False, True, True), (False, False, False)):
+        g, b = rand(rng, (d,), dtype), rand(rng, (d,), dtype)
+        spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, constant)
+        for rows in (15, 15, 16, _OUTER_MAX_SIZE // d, _OUTER_MAX_SIZE // d + 1, 15):
+            if not constant[2]:
+                b[...] = rand(rng, (d,), dtype)
+            x = rand(rng, (1, rows, d), dtype)
+            for beta in (b, b, None, None, b):         # a repeated call takes the kept path
+                want, got = np.empty_like(x), np.empty_like(x)
+                kernel(x, g, beta, out=want, axes=(-1,), epsilon=EPS)
+                spec(x, g, beta, out=got)
+                np.testing.assert_array_equal(got, want)
+
+
 def test_float16_layer_norm_per_instruction_keeps_float32_parameters_of_constants_only():
     """float16 rows: the specialized kernel keeps float32 copies of constant gamma and beta (bit
     for bit the generic kernel over calls of odd shapes, empty, in place, beta None); of operands
