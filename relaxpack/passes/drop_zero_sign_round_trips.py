@@ -11,14 +11,20 @@ by the next op's dequantization), and adds and takes off zero points::
 (``quantize_rules.py``). This pass, knowing what reads each value, drops:
 
 - the round trip ``astype(astype(q, I), F) -> q`` for a NaN-saturating clip
-  ``q`` of an integer-valued float to bounds ``I`` holds (a -0.0 stays);
+  ``q`` of an integer-valued float to bounds ``I`` holds (a -0.0 stays), or an
+  integer ``nn.gemm`` / ``matmul`` whose magnitude bound ``I`` and ``F`` hold
+  (MatMulInteger's exact float32 product, cast to int32 and back to float);
 - a zero point added and taken off, ``clip(r + z, lo, hi) - z ->
   clip(r, lo - z, hi - z)`` for an integer-valued ``r`` and one integral
   ``z``, the float type holding the bounds (``r = -0.0`` stays -0.0);
 
 where nothing reads the sign of their zeros; and wherever exact:
 
-- ``round(x) -> x`` for an integer-valued ``x`` (the bits are the same);
+- ``astype(astype(i - k, F) + k, I) -> i`` for a bounded integer ``i`` of type
+  ``I`` (a zero point taken off in integers and put back in float);
+- ``round(x) -> x`` for an integer-valued ``x`` (the bits are the same), and
+  ``round(divide(multiply(q, s), s)) -> q`` for a bounded integer ``q`` and a
+  normal constant scale ``s`` (a QDQ pair quantized again by its own scale);
 - a NaN-saturating ``clip(x, lo, hi) -> x`` for an ``x`` known NaN-free
   within the bounds (:func:`~.analysis.float_values.value_range`; at a zero
   bound only where nothing reads the sign or ``x`` is never -0.0): a
@@ -53,6 +59,7 @@ from ..ir.expr import Call, Constant, Function, SeqExpr, Var
 from ..ir.op import make_call
 from .analysis.float_values import (FLOAT_EXACT, FLOAT_TYPES, INT_TYPES, Definitions, integer_valued, integral,
                                     never_negative_zero, one_value, rewrite_calls, sign_readers, value_range)
+from .analysis.magnitude import magnitude_bound
 from .core.infra import function_pass
 
 
@@ -66,6 +73,8 @@ def _round_trip(var: Var, call: Call, defs: Definitions):
         return None
     q = defs.resolve(inner.args[0])
     clip = defs.get(q)
+    if clip is not None and clip.op.name in ("nn.gemm", "matmul"):
+        return _exact_product(var, q, inner.attrs["dtype"], defs)
     if clip is None or clip.op.name != "clip" or not clip.attrs["saturate_nan"]:
         return None
     lo, hi = clip.attrs["min"], clip.attrs["max"]
@@ -76,6 +85,84 @@ def _round_trip(var: Var, call: Call, defs: Definitions):
             getattr(q.struct_info, "ndim", None) != getattr(var.struct_info, "ndim", -1):
         return None
     return q if integer_valued(clip.args[0], defs) and defs.visible(q, var) else None
+
+
+def _exact_product(var: Var, q: Var, integer: str, defs: Definitions):
+    """``q`` for ``var = astype(astype(q, I), F)`` of an integer product ``q`` (a MatMulInteger's
+    exact float32 ``nn.gemm``) whose magnitude bound is within ``I`` and ``F``'s exact integers:
+    the casts change no value then, but -0.0 into +0.0; else None."""
+    dtype = getattr(q.struct_info, "dtype", None)
+    if dtype != getattr(var.struct_info, "dtype", None) or \
+            getattr(q.struct_info, "ndim", None) != getattr(var.struct_info, "ndim", -1):
+        return None
+    info, limit = np.iinfo(integer), FLOAT_EXACT.get(dtype)
+    if limit is None or not (integer_valued(q, defs) and defs.visible(q, var)):
+        return None
+    bound = magnitude_bound(q, defs, {})
+    return q if bound is not None and bound <= min(limit, info.max, -info.min) else None
+
+
+def _scaled_back(x, defs: Definitions):
+    """``q`` for ``x = divide(multiply(q, s), s)`` (a QDQ pair's dequantization, quantized again
+    with the same scale) of an integer-valued ``q`` within bounds ``B`` (``value_range``, so never
+    NaN) and one float32/float64 constant ``s``: then ``round(x)`` is ``q``, zero signs included.
+    The two roundings leave ``x`` within ``|q| * 2 * eps`` of ``q``, below 0.5 while ``B * 4 * eps <
+    1``; ``|s|`` normal and ``B * |s|`` far from overflow keep ``q * s`` a normal float; ``s``'s sign
+    cancels. Else None."""
+    divide = defs.get(x)
+    if divide is None or divide.op.name != "divide":
+        return None
+    multiply = defs.get(divide.args[0])
+    s = one_value(divide.args[1])
+    dtype = getattr(x.struct_info, "dtype", None)
+    if multiply is None or multiply.op.name != "multiply" or s is None or dtype not in ("float32", "float64"):
+        return None
+    for q, scale in (multiply.args, multiply.args[::-1]):
+        if one_value(scale) != s or getattr(scale.struct_info, "dtype", None) != dtype or \
+                getattr(divide.args[1].struct_info, "dtype", None) != dtype or \
+                getattr(q.struct_info, "dtype", None) != dtype:
+            continue
+        bounds = value_range(q, defs)
+        info = np.finfo(dtype)
+        if bounds is None or not integer_valued(q, defs) or abs(s) < info.tiny:
+            continue
+        b = max(abs(bounds[0]), abs(bounds[1]))
+        if b * 4 * float(info.eps) < 1 and b * abs(s) < float(info.max) / 4:
+            return defs.resolve(q)
+    return None
+
+
+def _float_shift_back(var: Var, call: Call, defs: Definitions):
+    """``i`` for ``var = astype(astype(i - k, F) + k, I)`` of an integer ``i`` of type ``I`` and one
+    integral constant ``k`` (a QOperator op's zero point taken off in integers and put back in float),
+    where ``i``'s bounds (``value_range``) keep ``i - k`` within ``I`` and every value within ``F``'s
+    exact integers: each step is then exact and the casts give ``i`` back. Else None."""
+    integer = call.attrs["dtype"]
+    add = defs.get(call.args[0])
+    if integer not in INT_TYPES or add is None or add.op.name != "add" or len(add.args) != 2:
+        return None
+    for widened, constant in (add.args, add.args[::-1]):
+        k = one_value(constant)
+        cast = defs.get(widened)
+        if k is None or not float(k).is_integer() or cast is None or cast.op.name != "astype":
+            continue
+        limit = FLOAT_EXACT.get(cast.attrs["dtype"])
+        difference = defs.get(cast.args[0])
+        if limit is None or difference is None or difference.op.name != "subtract" or \
+                one_value(difference.args[1]) != k:
+            continue
+        i = defs.resolve(difference.args[0])
+        bounds = value_range(i, defs)
+        if getattr(i.struct_info, "dtype", None) != integer or bounds is None or \
+                getattr(difference.args[1].struct_info, "dtype", None) != integer:
+            continue
+        info = np.iinfo(integer)
+        shifted = (bounds[0] - k, bounds[1] - k)
+        if info.min <= shifted[0] and shifted[1] <= info.max and \
+                max(abs(bounds[0]), abs(bounds[1]), abs(shifted[0]), abs(shifted[1])) <= limit and \
+                getattr(i.struct_info, "ndim", None) == getattr(var.struct_info, "ndim", -1) and defs.visible(i, var):
+            return i
+    return None
 
 
 def _one_integral(expr) -> float | None:
@@ -179,10 +266,16 @@ def _same_value(var: Var, call: Call, defs: Definitions, sign_free: bool):
     -0.0 into +0.0: sign free, or a value that is never -0.0)."""
     name = call.op.name
     if name == "astype":
+        same = _float_shift_back(var, call, defs)
+        if same is not None:
+            return same
         return _round_trip(var, call, defs) if sign_free else None
     if name == "round" and getattr(var.struct_info, "dtype", None) in FLOAT_TYPES:
         x = defs.resolve(call.args[0])
-        return x if integer_valued(x, defs) and defs.visible(x, var) else None
+        if integer_valued(x, defs):
+            return x if defs.visible(x, var) else None
+        q = _scaled_back(x, defs)
+        return q if q is not None and defs.visible(q, var) else None
     if name == "clip":
         x = defs.resolve(call.args[0])
         lo, hi = call.attrs["min"], call.attrs["max"]

@@ -220,10 +220,10 @@ def _tabulated(func: Function) -> tuple[Function, int]:
         return func, 0
     blocks = []
     for block in func.body.blocks:
-        out = []
+        out, positions = [], {}
         for b in block.bindings:
             if b.var in replace:
-                out.extend(_look_up(b, *replace[b.var], isinstance(block, DataflowBlock)))
+                out.extend(_look_up(b, *replace[b.var], isinstance(block, DataflowBlock), positions))
             else:
                 out.append(b)
         blocks.append(type(block)(tuple(out)))
@@ -231,9 +231,15 @@ def _tabulated(func: Function) -> tuple[Function, int]:
     return Function(func.params, body, func.ret_struct_info, func.is_pure, func.attrs), len(replace)
 
 
-def _look_up(binding: VarBinding, q: Var, lo: float, table: np.ndarray, dataflow: bool) -> list[VarBinding]:
-    """``var = take(table, astype(q - lo, int64))`` as bindings."""
+def _look_up(binding: VarBinding, q: Var, lo: float, table: np.ndarray, dataflow: bool,
+             positions: dict) -> list[VarBinding]:
+    """``var = take(table, astype(q - lo, int64))`` as bindings; the index is made once per ``(q, lo)``
+    in a block (``positions``: a SiLU's sigmoid and product, a pool's sum read one value)."""
     builder, kind = BlockBuilder(), DataflowVar if dataflow else Var
+    position = positions.get((q, lo))
+    if position is not None:
+        look_up = builder.normalize(make_call("take", Constant(table), position, axis=0, in_bounds=True))
+        return [VarBinding(binding.var, look_up, span=binding.span)]
     out, index = [], q
     if lo != 0:
         shift = Constant(np.array(lo, dtype=numpy_dtype(q.struct_info.dtype)))
@@ -243,6 +249,7 @@ def _look_up(binding: VarBinding, q: Var, lo: float, table: np.ndarray, dataflow
     value = builder.normalize(make_call("astype", index, dtype="int64"))   # numpy's take reads intp
     position = kind(f"{binding.var.name_hint}_index", value.struct_info)
     out.append(VarBinding(position, value, span=binding.span))
+    positions[(q, lo)] = position
     # (q is within [lo, hi] (value_range): every position is in the table)
     look_up = builder.normalize(make_call("take", Constant(table), position, axis=0, in_bounds=True))
     out.append(VarBinding(binding.var, look_up, span=binding.span))

@@ -9,6 +9,7 @@ match patterns are compiled once, not per call.
 
 from __future__ import annotations
 
+import weakref
 from typing import Callable
 
 import numpy as np
@@ -206,8 +207,35 @@ def shape_of(value: np.ndarray) -> tuple:
 
 @builtin("vm.builtin.reshape_view")
 def reshape_view(value: np.ndarray, shape: tuple) -> np.ndarray:
-    """Reshape without copying when the layout allows (the planner treats it as an alias)."""
-    return value.reshape(shape)
+    """Reshape without copying when the layout allows (the planner treats it as an alias). The
+    reshape of a view (an arena's: the same object run after run) is the same object run after
+    run too, so that the kernels reading it keep their per-instruction views of it (a split's
+    pieces, a conv's rows and windows), which they keep by identity (ShuffleNet's shuffles)."""
+    if value.base is None:
+        return value.reshape(shape)
+    key = id(value)
+    kept = _RESHAPED.get(key)
+    if kept is not None and kept[0]() is value and kept[1] == shape:
+        return kept[2]
+    view = value.reshape(shape)
+    # the entry goes when ``value`` does (its view does not hold it: a view's base is the owner)
+    _RESHAPED[key] = (weakref.ref(value, lambda _, key=key, kept=_RESHAPED: kept.pop(key, None)), shape, view)
+    return view
+
+
+#: id(value) -> (a weak reference to the value, the shape, its reshaped view)
+_RESHAPED: dict = {}
+
+
+@builtin("vm.builtin.index_view")
+def index_view(value: np.ndarray, index: int) -> np.ndarray:
+    """``value[index]`` along the first axis, a view (the planner treats it as an alias):
+    a part of one batched product (passes/merge_projections.py)."""
+    if not isinstance(value, np.ndarray) or value.ndim == 0 or not isinstance(index, int) \
+            or not 0 <= index < value.shape[0]:
+        raise ShapeError(f"index_view: index {index!r} is not in the first dim of a tensor of shape "
+                         f"{getattr(value, 'shape', None)}")
+    return value[index, ...]        # a view also of a 1-D value (``value[index]`` is then a copied scalar)
 
 
 from . import arena  # noqa: E402,F401  (registers the arena builtins; it imports this module)

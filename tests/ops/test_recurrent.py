@@ -130,3 +130,17 @@ def test_a_large_r_is_read_from_a_copy_in_huge_pages():
         assert again.ctypes.data == got.ctypes.data
     small = m[:, :8].copy()
     assert recurrent_weights.in_huge_pages(small) is small
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows", [0, 1, 5])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_the_input_projection_is_the_operators_product_plus_bias_bit_for_bit(dtype, rows, with_bias):
+    # np.dot and a one-row bias (no broadcast for one step) in place of `xs @ wt + bias`
+    rng = np.random.default_rng(rows)
+    xs, wt = rng.standard_normal((rows, 7)).astype(dtype), rng.standard_normal((7, 20)).astype(dtype)
+    bias = rng.standard_normal(20).astype(dtype) if with_bias else None
+    got = kernels._projector(bias)(xs, wt)
+    want = xs @ wt + bias if with_bias else xs @ wt
+    assert got.shape == (rows, 20) and got.dtype == dtype
+    np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))

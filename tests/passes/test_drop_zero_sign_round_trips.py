@@ -289,3 +289,178 @@ return lv8
     for x in (rng.uniform(-3, 5, 37).astype(np.float32), np.zeros(5, np.float32), np.array([-0.0, 1.5, -2.5], np.float32),
               np.zeros(0, np.float32), _values()[:1800]):
         _assert_same_bits(mod, out, x)
+
+
+GEMM_PARAMS = 'x: R.Tensor(("n", 3), "float32")'
+#: integer weights whose column sums of magnitudes are 6, 3 and 2: 128 * 6 is far below 2**24
+SMALL_WEIGHT = "[[1.0, -2.0], [2.0, 0.0], [-3.0, 1.0]]"
+
+
+def _integer_product(tail: str, weight: str = SMALL_WEIGHT, integer: str = "int32", lhs: str = "R.round(lv)",
+                     dtype: str = "float32") -> str:
+    """MatMulInteger's exact float32 product as the importer writes it: an integer-valued ``lv2``
+    (|lv2| <= 128) times a constant weight, cast to ``integer`` and back to float (ONNX's Cast),
+    scaled into ``lv6``, then ``tail``."""
+    return program(GEMM_PARAMS, '("n", 2)', f"""
+lv = R.divide(x, R.const(0.25, "float32"))
+lv1 = {lhs}
+lv2 = R.clip(lv1, min=-128.0, max=127.0, saturate_nan=True)
+lv3 = R.nn.gemm(lv2, R.const({weight}, "float32"))
+lv4 = R.astype(lv3, dtype="{integer}")
+lv5 = R.astype(lv4, dtype="float32")
+lv6 = R.multiply(lv5, R.const(0.5, "float32"))
+""" + tail, dtype=dtype)
+
+
+def _gemm_values() -> np.ndarray:
+    values = _values()
+    return values[: values.size // 3 * 3].reshape(-1, 3)
+
+
+def test_an_exact_integer_product_drops_its_round_trip():
+    before = _integer_product('lv7 = R.add(lv6, R.const([0.5, -1.0], "float32"))\nreturn lv7')
+    expected = program(GEMM_PARAMS, '("n", 2)', f"""
+lv = R.divide(x, R.const(0.25, "float32"))
+lv1 = R.round(lv)
+lv2 = R.clip(lv1, min=-128.0, max=127.0, saturate_nan=True)
+lv3 = R.nn.gemm(lv2, R.const({SMALL_WEIGHT}, "float32"))
+lv6 = R.multiply(lv3, R.const(0.5, "float32"))
+lv7 = R.add(lv6, R.const([0.5, -1.0], "float32"))
+return lv7
+""")
+    mod, out = assert_rewrites(PASS, before, expected)
+    for x in (_gemm_values(), np.zeros((0, 3), np.float32), np.array([[-0.0, 0.0, -0.1]], np.float32)):
+        _assert_same_bits(mod, out, x)
+
+
+@pytest.mark.parametrize("case, kwargs", [
+    ("the product is an output (its zero's sign shows)", dict(tail="return lv6")),
+    ("a weight with a fraction", dict(weight="[[1.0, -2.0], [2.5, 0.0], [-3.0, 1.0]]")),
+    ("a bound past 2**24", dict(weight="[[1.0, -2.0], [131072.0, 0.0], [-3.0, 1.0]]")),
+    ("a bound past int16", dict(integer="int16", weight="[[1.0, -2.0], [300.0, 0.0], [-3.0, 1.0]]")),
+    ("an unsigned type (negative products)", dict(integer="uint32")),
+    ("an operand not integer-valued", dict(lhs='R.multiply(lv, R.const(0.5, "float32"))')),
+])
+def test_integer_product_lookalikes_keep_their_round_trip(case, kwargs):
+    tail = kwargs.pop("tail", 'lv7 = R.add(lv6, R.const([0.5, -1.0], "float32"))\nreturn lv7')
+    mod = parse(_integer_product(tail, **kwargs))
+    out = run_pass(PASS, mod)
+    assert ops_of(out).count("astype") == 2, case
+    _assert_same_bits(mod, out, _gemm_values())
+
+
+def test_a_dynamic_scale_reads_no_zero_sign():
+    """DynamicQuantizeLinear's scale is the same for operands equal up to zero signs, so dividing by
+    it reads no sign of ``x``; its zero point passes signs on (to the returned sum here)."""
+    text = program(PARAMS, '("n",)', """
+lv = R.multiply(x, R.const(2.0, "float32"))
+lv1 = R.dynamic_quantize_params(lv)
+s = lv1[0]
+z = lv1[1]
+lv2 = R.divide(R.const(1.0, "float32"), s)
+lv3 = R.add(lv2, R.const(1.0, "float32"))
+return lv3
+""")
+    names = {v.name_hint for v in sign_readers(parse(text)["main"])}
+    assert "lv" not in names and "lv1" not in names
+    text = text.replace("lv3 = R.add(lv2, R.const(1.0, \"float32\"))", "lv3 = R.add(lv2, z)")
+    names = {v.name_hint for v in sign_readers(parse(text)["main"])}
+    assert {"lv", "lv1", "z"} <= names
+
+
+def _requantized_pair(scale: str = "0.037", second: str | None = None, bounds: str = "min=-128.0, max=127.0",
+                      dtype: str = "float32") -> str:
+    """A QDQ pair quantized again (the same scale unless ``second``): fake quantization twice."""
+    second = scale if second is None else second
+    return program(PARAMS.replace("float32", dtype), '("n",)', f"""
+lv = R.divide(x, R.const({scale}, "{dtype}"))
+lv1 = R.round(lv)
+lv2 = R.clip(lv1, {bounds}, saturate_nan=True)
+lv3 = R.multiply(lv2, R.const({scale}, "{dtype}"))
+lv4 = R.divide(lv3, R.const({second}, "{dtype}"))
+lv5 = R.round(lv4)
+lv6 = R.clip(lv5, {bounds}, saturate_nan=True)
+lv7 = R.multiply(lv6, R.const({second}, "{dtype}"))
+return lv7
+""", dtype=dtype)
+
+
+@pytest.mark.parametrize("scale", ["0.037", "-0.037", "3.0e-38", "2.5e35", "1.0"])
+def test_a_dequantized_value_quantized_again_by_its_scale_is_its_integer(scale):
+    """round((q * s) / s) is q for an integer q of small magnitude: the second quantization's
+    divide, round and clip go (the multiply is the first's again: CSE merges them), even returned."""
+    mod = parse(_requantized_pair(scale))
+    out = run_pass(PASS, mod)
+    ops = ops_of(out)
+    assert ops.count("divide") == 1 and ops.count("round") == 1 and ops.count("clip") == 1, ops
+    s = np.float32(float(scale))
+    x = np.concatenate([_values(), _values() * s, (np.arange(-130, 131, dtype=np.float32) + 0.5) * s])
+    _assert_same_bits(mod, out, x.astype(np.float32))
+
+
+def test_round_of_a_rescaled_integer_is_the_integer_for_every_scale():
+    """The claim itself, in float32: every q in [-2**20, 2**20] sampled, scales over the normal range."""
+    rng = np.random.default_rng(11)
+    q = np.concatenate([np.arange(-300, 301), rng.integers(-2**20, 2**20, 4000), [2**20, -2**20]])
+    q = q.astype(np.float32)
+    scales = np.concatenate([10.0 ** rng.uniform(-37.9, 30, 300), [np.finfo(np.float32).tiny, 1.0, 0.1, 3.0]])
+    for s in scales.astype(np.float32):
+        for sign in (s, -s):
+            np.testing.assert_array_equal(np.rint((q * sign) / sign), q)
+
+
+@pytest.mark.parametrize("case, kwargs", [
+    ("another scale", dict(second="0.038")),
+    ("a subnormal scale", dict(scale="1.0e-39")),
+    ("bounds past 2**21", dict(bounds="min=-3000000.0, max=3000000.0")),
+    ("float16", dict(dtype="float16", scale="0.25")),
+])
+def test_rescaled_lookalikes_keep_their_round(case, kwargs):
+    mod = parse(_requantized_pair(**kwargs))
+    out = run_pass(PASS, mod)
+    assert ops_of(out).count("round") == 2, case
+    _assert_same_bits(mod, out, _values().astype(kwargs.get("dtype", "float32")))
+
+
+def _zero_point_back(x: str = 'x: R.Tensor(("n",), "uint8")', k: str = "123", k_float: str = "123.0",
+                     middle: str = "float32") -> str:
+    """A QOperator op's zero point taken off in int32 and put back in float, cast to int32 again."""
+    return program(x, '("n",)', f"""
+lv = R.astype(x, dtype="int32")
+lv1 = R.subtract(lv, R.const({k}, "int32"))
+lv2 = R.astype(lv1, dtype="{middle}")
+lv3 = R.add(lv2, R.const({k_float}, "{middle}"))
+lv4 = R.astype(lv3, dtype="int32")
+lv5 = R.subtract(lv4, R.const({k}, "int32"))
+return lv5
+""", dtype="int32")
+
+
+def _run_int(mod, x):
+    result = VirtualMachine(relaxpack.build(mod, opt_level=0)).run({"x": x})
+    return [np.asarray(v) for v in result.values()]
+
+
+def test_a_zero_point_put_back_in_float_is_the_integer():
+    before = _zero_point_back()
+    expected = program('x: R.Tensor(("n",), "uint8")', '("n",)', """
+lv = R.astype(x, dtype="int32")
+lv5 = R.subtract(lv, R.const(123, "int32"))
+return lv5
+""", dtype="int32")
+    mod, out = assert_rewrites(PASS, before, expected)
+    x = np.arange(256, dtype=np.uint8)
+    np.testing.assert_array_equal(_run_int(out, x)[0], _run_int(mod, x)[0])
+
+
+@pytest.mark.parametrize("case, kwargs", [
+    ("another constant in float", dict(k_float="124.0")),
+    ("a fractional constant", dict(k_float="123.5")),
+    ("an unbounded integer", dict(x='x: R.Tensor(("n",), "int32")')),
+    ("float16 past its exact integers", dict(x='x: R.Tensor(("n",), "uint16")', k="3000", k_float="3000.0",
+                                             middle="float16")),
+])
+def test_zero_point_put_back_lookalikes_stay(case, kwargs):
+    mod = parse(_zero_point_back(**kwargs))
+    out = run_pass(PASS, mod)
+    assert ops_of(out).count("astype") == 3, case

@@ -189,3 +189,19 @@ def test_clips_that_are_not_one_stay(case, kwargs):
     out = run_pass(PASS, mod)
     assert ops_of(out) == ops_of(mod), case
     _assert_same_bits(mod, out)
+
+
+def test_two_look_ups_of_one_value_share_its_index():
+    """A GELU and an erf of one quantized ``q``, each returned: two tables, one index (``q - lo`` as
+    int64 made once in the block)."""
+    text = program(PARAMS, '("n",)', _gelu_chain() + """lv7 = R.multiply(q, R.const(0.25, "float32"))
+lv8 = R.erf(lv7)
+lv9 = R.add(lv8, R.const(1.0, "float32"))
+return (lv6, lv9)""")
+    text = text.replace('-> R.Tensor(("n",), "float32"):', '-> R.Tuple(R.Tensor(("n",), "float32"), '
+                        'R.Tensor(("n",), "float32")):')
+    mod = parse(text)
+    out = run_pass(PASS, mod)
+    ops = ops_of(out)
+    assert ops.count("take") == 2 and ops.count("astype") == 1 and ops.count("subtract") == 1, ops
+    _assert_same_bits(mod, out)

@@ -48,17 +48,19 @@ def test_classifier_scores_and_transforms_bit_for_bit(post_transform, features, 
 
 
 @pytest.mark.parametrize("post_transform", ["NONE", "LOGISTIC"])
-@pytest.mark.parametrize("base", [(), (-0.75,)], ids=["no_base", "base"])
-def test_regressor_scores_bit_for_bit(post_transform, base):
-    rng, arrays = _model(1, 5, 1)
-    attrs = dict(aggregate="SUM", base_values=base, post_transform=post_transform, max_depth=12, dtype="float32")
+@pytest.mark.parametrize("base", [(), (-0.75,), (0.5, -1.0e-9)], ids=["no_base", "base", "two_targets"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_regressor_scores_bit_for_bit(post_transform, base, dtype):
+    # (with base values and no transform the float64 sum is added straight into the output)
+    rng, arrays = _model(1, 5, max(len(base), 1))
+    attrs = dict(aggregate="SUM", base_values=base, post_transform=post_transform, max_depth=12, dtype=dtype)
     call = get_kernel("tree_ensemble").fn.specialize_attrs(attrs, (False,) + (True,) * 5)
     for n in (0, 1, 7, 64):
         x = rng.choice(VALUES, size=(n, 5)).astype(np.float32)
-        got = np.empty((n, 1), np.float32)
+        got = np.empty((n, max(len(base), 1)), dtype)
         call(x, *arrays, out=got)
-        want = transform_scores(_reference_scores(arrays, x, base), post_transform).astype(np.float32)
-        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+        want = transform_scores(_reference_scores(arrays, x, base), post_transform).astype(dtype)
+        np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
 
 
 def test_binary_classifier_as_the_unspecialized_kernel():

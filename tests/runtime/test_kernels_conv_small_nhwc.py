@@ -213,3 +213,19 @@ def test_kept_views_with_another_weight_or_workspace(case):
                 call(x, w, bias, out=out, workspace=workspace)
                 CONV_BIAS_ACT(x, w, bias, out=want, **attrs)
                 np.testing.assert_array_equal(out, want)
+
+
+def test_channel_runs_copy_strided_pixels_as_void_items():
+    rng = np.random.default_rng(3)
+    x = rng.random((2, 5, 8, 6)).astype(np.float32)
+    dst = np.zeros((2, 5, 4, 6), np.float32)
+    for src in (x[:, :, ::2], x[:, ::2, 1::2], x[:, :, ::-2]):
+        d, s = conv_small_nhwc.as_channel_runs(dst[:, :src.shape[1]], src)
+        assert d.dtype.kind == s.dtype.kind == "V" and d.shape[-1] == s.shape[-1] == 1
+        np.copyto(d, s)
+        np.testing.assert_array_equal(dst[:, :src.shape[1]], src)
+    # rows already contiguous over pixels, channels not contiguous, no channels: as they are
+    for src, target in ((x[:, :, :4], dst), (x[..., ::2][:, :, :4], dst[..., :3]),
+                        (x[..., :0][:, :, ::2], dst[..., :0])):
+        d, s = conv_small_nhwc.as_channel_runs(target, src)
+        assert d is target and s is src

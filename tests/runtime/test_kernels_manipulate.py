@@ -34,6 +34,9 @@ def test_reshape_of_a_strided_input():
 
 @pytest.mark.parametrize("shape, axes", [
     ((3, 5, 7), (2, 0, 1)), ((3, 5, 7), None), ((2, 3, 4, 5), (0, 2, 1, 3)), ((0, 3), (1, 0)), ((4,), (0,)),
+    # a channel shuffle ending in its groups (copied per group from 64 values a group), and around the bars
+    ((1, 2, 16, 8, 12), (0, 3, 4, 2, 1)), ((2, 3, 5, 9), (0, 2, 3, 1)), ((1, 4, 8, 9), (0, 2, 3, 1)),
+    ((1, 5, 8, 9), (0, 2, 3, 1)), ((2, 63), (1, 0)), ((2, 64), (1, 0)), ((0, 2, 40), (0, 2, 1)),
 ])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_permute_dims(dtype, shape, axes):
@@ -197,3 +200,21 @@ def test_permute_dims_and_split_per_instruction_read_every_calls_values():
         split(source, out=tuple(out))                # (the VM makes the tuple anew each run)
         for piece, want in zip(out, np.split(x, [2, 5], axis=1)):
             np.testing.assert_array_equal(piece, want)
+
+
+@pytest.mark.parametrize("shape, axes", [((1, 2, 16, 8, 12), (0, 3, 4, 2, 1)), ((2, 3, 5, 9), (0, 2, 3, 1)),
+                                         ((3, 5, 7), (2, 0, 1))])
+def test_permute_dims_per_instruction_with_per_position_copies(shape, axes):
+    from relaxpack.runtime.kernels import get_kernel
+    from relaxpack.runtime.kernels.manipulate import _permute_copies
+    rng = np.random.default_rng(3)
+    permute = get_kernel("permute_dims").fn.specialize_attrs({"axes": axes}, (False,))
+    x = _view(shape)
+    out_shape = tuple(shape[a] for a in axes)
+    outs = (_view(out_shape), _view(out_shape))
+    assert len(_permute_copies(x.transpose(axes), outs[0])) == (out_shape[-1] if out_shape[-1] <= 4 else 1)
+    for round_ in range(4):
+        x[...] = rng.standard_normal(shape)
+        out = outs[round_ == 2]
+        permute(x, out=out)
+        np.testing.assert_array_equal(out, x.transpose(axes))

@@ -58,6 +58,46 @@ def test_l1_normalizer_is_the_float64_quotient_and_keeps_zero_rows(dtype):
         out = np.empty(x.shape, np.float32)
         call(x, out=out)
         np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
+        for i in range(x.shape[0]):          # one row at a time: Python's sum where it is finite
+            one = np.empty((1, x.shape[1]), np.float32)
+            call(x[i:i + 1], out=one)
+            np.testing.assert_array_equal(one.view(np.uint32), want[i:i + 1].view(np.uint32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("absolute", [False, True])
+def test_one_row_divided_by_its_sum_in_python_is_numpys_float64_bit_for_bit(dtype, absolute):
+    """divide_row_by_sum: the float64 sum in np.add.reduce's order and the quotients, written
+    into a float64 ``out`` (where a sum in another order would show), on rows of 1 to 7 values
+    spread over 16 decades (subnormals and signed zeros among them); rows it does not take
+    (8 values, two rows, other dtypes, sums that are 0, negative, inf or NaN) write nothing."""
+    from relaxpack.runtime.kernels.ml import SEQUENTIAL_SUM_MAX, divide_row_by_sum
+    rng = np.random.default_rng(7)
+    taken = 0
+    for k in range(1, SEQUENTIAL_SUM_MAX + 1):
+        for _ in range(400):
+            row = (rng.standard_normal((1, k)) * 10.0 ** rng.uniform(-8, 8, (1, k))).astype(dtype)
+            row = row if absolute else np.abs(row)      # (a softmax's exponentials: a negative sum is refused)
+            row[0, rng.integers(k)] = rng.choice([-0.0, 0.0, 5e-324 if dtype == np.float64 else 1e-45, row[0, 0]])
+            values = np.abs(row).astype(np.float64) if absolute else row.astype(np.float64)
+            total = np.add.reduce(values, -1, None, None, True)
+            got = np.full(row.shape, -7.0)
+            if divide_row_by_sum(row, got, absolute=absolute):
+                taken += 1
+                np.testing.assert_array_equal(got.view(np.uint64), (row.astype(np.float64) / total).view(np.uint64))
+            else:
+                assert not (0 < total[0, 0] < np.inf) and (got == -7.0).all()
+    assert taken > 2000
+    refused = [np.ones((1, SEQUENTIAL_SUM_MAX + 1), dtype), np.ones((2, 3), dtype), np.ones(3, dtype),
+               np.ones((1, 3), np.float16), np.ones((1, 3), np.int64), np.ones((1, 3), np.longdouble),
+               np.zeros((1, 3), dtype), np.array([[1.0, np.nan]], dtype), np.array([[np.inf, 1.0]], dtype),
+               np.zeros((1, 0), dtype)]
+    if not absolute:
+        refused.append(np.array([[1.0, -3.0]], dtype))
+    for values in refused:
+        out = np.full(values.shape, -7.0)
+        assert not divide_row_by_sum(values, out, absolute=absolute)
+        assert (out == -7.0).all()
 
 
 @pytest.mark.parametrize("aggregate,expected", [("SUM", [3.0, 5.0]), ("AVERAGE", [1.5, 2.5]),

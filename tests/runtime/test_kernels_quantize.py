@@ -105,3 +105,51 @@ def test_float_path_matches_the_composition_at_its_edges():
         want_scale, want_zp = _composition(x)
         np.testing.assert_array_equal(scale.view(np.uint32), want_scale.view(np.uint32), err_msg=repr(x))
         np.testing.assert_array_equal(zp.view(np.uint32), want_zp.view(np.uint32), err_msg=repr(x))
+
+
+def _chain(x):
+    """DynamicQuantizeLinear's quantized operand with its zero point taken off, as the importer's
+    chain computes it kernel by kernel: the scalars, then clip(round(x / s) + z, 0, 255) (NaN to
+    0) minus float32(uint8(z))."""
+    scale, zp = np.empty((), np.float32), np.empty((), np.float32)
+    dynamic_quantize_params(x, out=(scale, zp))
+    y = np.empty(x.shape, np.float32)
+    call_kernel("divide", x, scale, out=y)
+    call_kernel("round", y.copy(), out=y)
+    call_kernel("add", y.copy(), zp, out=y)
+    call_kernel("clip", y.copy(), out=y, min=0.0, max=255.0, saturate_nan=True)
+    stored = np.empty((), np.uint8)
+    call_kernel("astype", zp, out=stored, dtype="uint8")
+    widened = np.empty((), np.float32)
+    call_kernel("astype", stored, out=widened, dtype="float32")
+    call_kernel("subtract", y.copy(), widened, out=y)
+    return scale, zp, y
+
+
+def _ties():
+    """Values whose quotients by the scale (span 255: scale 1) land on and next to .5 ties."""
+    base = np.arange(-100, 156, dtype=np.float32)
+    return np.concatenate([base - 0.5, base + 0.5, np.nextafter(base + 0.5, np.float32(0)), [-100.0, 155.0],
+                           [-0.0, 0.0, -0.2, 0.2]]).astype(np.float32)
+
+
+@pytest.mark.parametrize("x", CASES + [_ties(), np.array([-0.0, 0.0, 3.0], np.float32),
+                                       np.array([-0.3, 0.0, -1e-30, 4.0], np.float32)]
+                         + [np.random.default_rng(s).normal(0, 3, (7, 13)).astype(np.float32) for s in range(5)],
+                         ids=str)
+def test_dynamic_quantize_matches_the_chain_bit_for_bit(x):
+    from relaxpack.runtime.kernels.quantize import dynamic_quantize
+    out = (np.empty((), np.float32), np.empty((), np.float32), np.empty(x.shape, np.float32))
+    dynamic_quantize(x, out=out)
+    for got, want in zip(out, _chain(x), strict=True):
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_dynamic_quantize_of_a_strided_input():
+    from relaxpack.runtime.kernels.quantize import dynamic_quantize
+    x = np.random.default_rng(7).normal(size=(6, 8)).astype(np.float32)[::2, 1::3]
+    out = (np.empty((), np.float32), np.empty((), np.float32), np.empty(x.shape, np.float32))
+    dynamic_quantize(x, out=out)
+    for got, want in zip(out, _chain(np.ascontiguousarray(x)), strict=True):
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

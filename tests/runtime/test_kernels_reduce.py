@@ -209,12 +209,14 @@ def test_collapse_sum_like_rejects_what_is_not_a_broadcast():
 
 
 # (x shape, the kernel, its attributes): sums by numpy's row reduction (trailing axes), by the product
-# with ones (a block before the last axis, from INNER_RUN_MIN_ROWS rows) and calls the runner leaves to
-# the kernel (fewer rows, axes that are not one block, an integer mean)
+# with ones (a block before the last axis, from INNER_RUN_MIN_ROWS rows; fewer: numpy's reduction into the
+# output) and calls the runner leaves to the kernel (axes that are not one block, an integer mean)
 SPECIALIZED_MEANS = [
     ((2, 5, 7, 6), "mean", dict(axis=(2, 3), keepdims=False)),
     ((2, 5, 7, 6), "mean", dict(axis=(1, 2), keepdims=True)),
     ((1, 3, 5, 8), "mean", dict(axis=(1, 2), keepdims=True)),           # 15 rows: numpy's reduction
+    ((3, 2, 2, 5), "mean", dict(axis=(1, 2), keepdims=False)),          # 4 rows a batch of 3, dims dropped
+    ((2, 1, 1, 5), "mean", dict(axis=(1, 2), keepdims=True)),           # one row
     ((2, 5, 7, 6), "mean", dict(axis=(1, 3), keepdims=False)),          # not one block
     ((3, 9, 4), "mean", dict(axis=(1,), keepdims=True)),
     ((2, 6, 7, 5), "nn.global_avg_pool", dict(data_layout="NHWC")),

@@ -22,7 +22,8 @@ def _reference(x, w1, b1, w2, b2, channels_last: bool):
 
 @pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("shape", [(2, 5, 7, 6), (1, 1, 1, 6), (3, 4, 4, 6), (0, 3, 3, 6)])
+@pytest.mark.parametrize("shape", [(2, 5, 7, 6), (1, 1, 1, 6), (3, 4, 4, 6), (0, 3, 3, 6),
+                                   (2, 16, 8, 6), (1, 11, 11, 6), (0, 16, 8, 6)])   # around the tiled gate
 def test_squeeze_excite_is_its_definition(shape, dtype, layout):
     rng = np.random.default_rng(0)
     x = rand(rng, shape if layout == "NHWC" else (shape[0], 6, *shape[1:3]), dtype)
@@ -41,3 +42,25 @@ def test_shapes_that_do_not_fit_are_refused():
         run_kernel("nn.squeeze_excite", x, w1, b1, rand(rng, (4, 6), "float32"), b2, act1="relu", act2="sigmoid")
     with pytest.raises(RelaxpackError, match="unknown activation"):
         run_kernel("nn.squeeze_excite", x, w1, b1, rand(rng, (3, 6), "float32"), b2, act1="swish", act2="sigmoid")
+
+
+@pytest.mark.parametrize("shape", [(2, 16, 8, 6), (1, 31, 48, 16), (3, 2, 9, 8, 5)])
+def test_a_tiled_gate_is_the_broadcast_bit_for_bit_call_after_call(shape, monkeypatch):
+    """From TILED_GATE_MIN_PIXELS pixels a channels-last block multiplies by its gate tiled along a
+    row: the broadcast's products, for inputs and outputs that are the same views run after run."""
+    from relaxpack.runtime.kernels import get_kernel, squeeze_excite
+    kernel = get_kernel("nn.squeeze_excite").fn
+    rng = np.random.default_rng(4)
+    c = shape[-1]
+    w1, b1, w2, b2 = (rand(rng, s, "float32") for s in ((c, 3), (3,), (3, c), (c,)))
+    attrs = dict(act1="relu", act2="sigmoid", data_layout="NHWC")
+    call = kernel.specialize_attrs(attrs, (False, True, True, True, True))
+    x = np.empty(int(np.prod(shape)) + 1, np.float32)[1:].reshape(shape)
+    out = np.empty(x.size + 1, np.float32)[1:].reshape(shape)
+    for _ in range(3):
+        x[...] = rand(rng, shape, "float32")
+        call(x, w1, b1, w2, b2, out=out)
+        monkeypatch.setattr(squeeze_excite, "TILED_GATE_MIN_PIXELS", 1 << 30)
+        want = run_kernel("nn.squeeze_excite", x, w1, b1, w2, b2, **attrs)
+        monkeypatch.undo()
+        np.testing.assert_array_equal(out, want)

@@ -153,3 +153,25 @@ class Module:
 ''')
     out = VirtualMachine(relaxpack.build(mod)).run({"x": np.ones(2, np.float32), "y": np.full(2, 3, np.float32)})
     np.testing.assert_array_equal(out["z"], [4, 4])
+
+
+def test_the_reshape_of_a_view_is_the_same_object_run_after_run():
+    """Kernels keep their views of an input by identity; a reshaped arena view stays one object."""
+    import gc
+
+    from relaxpack.runtime import builtins
+
+    reshape = builtins.BUILTINS["vm.builtin.reshape_view"]
+    owner = np.arange(24.0)
+    view = owner[:]
+    first = reshape(view, (2, 3, 4))
+    assert reshape(view, (2, 3, 4)) is first and first.base is owner
+    other = reshape(view, (6, 4))
+    assert other.shape == (6, 4) and reshape(view, (6, 4)) is other
+    assert reshape(owner, (4, 6)) is not reshape(owner, (4, 6))        # an array owning its memory: fresh
+    assert reshape(owner[:], (2, 12)) is not reshape(owner[:], (2, 12))  # another view object: fresh
+    np.testing.assert_array_equal(first.reshape(-1), owner)
+    key = id(view)
+    del view
+    gc.collect()
+    assert key not in builtins._RESHAPED                                   # gone with its value

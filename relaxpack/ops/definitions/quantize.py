@@ -6,7 +6,13 @@ two float32 scalars. The importer's composition computed them in seven
 scalar instructions per quantized activation; the kernel makes the same
 float32 operations in the same order (results bit for bit the composition's).
 
+``dynamic_quantize(x)``: the same two scalars and, third, ``x`` quantized to
+uint8 with its zero point taken off, in float32 (``clip(round(x / scale) +
+zp, 0, 255) - zp``): the whole DynamicQuantizeLinear as an integer product
+reads it (FuseDynamicQuantize), in one kernel call instead of three.
+
 >>> make_call("dynamic_quantize_params", x)          # doctest: +SKIP
+>>> make_call("dynamic_quantize", x)                 # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -28,3 +34,13 @@ def _infer_dynamic_quantize_params(call: Call, analyzer: DimAnalyzer) -> TupleSt
 
 register_op("dynamic_quantize_params", infer=_infer_dynamic_quantize_params, num_args=1,
             doc="DynamicQuantizeLinear's (y_scale, zero point as a rounded float32) from the range of x.")
+
+
+def _infer_dynamic_quantize(call: Call, analyzer: DimAnalyzer) -> TupleStructInfo:
+    scale, zero_point = _infer_dynamic_quantize_params(call, analyzer).fields
+    x = tensor_arg(call, 0, "x")
+    return TupleStructInfo((scale, zero_point, with_shape(x, x.shape, "float32", x.ndim)))
+
+
+register_op("dynamic_quantize", infer=_infer_dynamic_quantize, num_args=1,
+            doc="DynamicQuantizeLinear's (y_scale, zero point, y - zero point), the last two as float32.")

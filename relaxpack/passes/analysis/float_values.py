@@ -29,8 +29,9 @@ _PASSES_ZERO = frozenset({
     "nn.relu", "sigmoid", "tanh", "erf", "exp", "sqrt", "nn.gelu", "nn.silu",
     "reshape", "permute_dims", "expand_dims", "squeeze", "flatten", "broadcast_to", "concat", "split",
     "strided_slice", "dynamic_strided_slice", "take", "tile",
-    "nn.conv", "nn.gemm", "matmul", "nn.max_pool", "nn.avg_pool", "nn.global_avg_pool", "nn.global_max_pool",
-    "sum", "mean", "max", "min", "nn.layer_norm", "nn.softmax",
+    "nn.conv", "nn.gemm", "matmul", "permute_matmul", "nn.max_pool", "nn.avg_pool", "nn.global_avg_pool",
+    "nn.global_max_pool", "sum", "mean", "max", "min", "nn.layer_norm", "nn.softmax", "nn.safe_softmax",
+    "dynamic_quantize_params",      # the same scale; a zero point of 0 may change sign
 })
 #: ops whose result is the same for either sign of a zero operand
 _READS_NO_SIGN = frozenset({
@@ -84,6 +85,8 @@ def sign_readers(func: Function) -> set[Var]:
     other = _OtherUses()
     other.visit_expr(func.body.body)
     users: dict[Var, list[tuple[Var, Call, int]]] = {}
+    producers = {b.var: b.value.op.name for b in bindings
+                 if isinstance(b, VarBinding) and isinstance(b.value, Call) and hasattr(b.value.op, "name")}
     for b in bindings:
         if isinstance(b, VarBinding) and isinstance(b.value, Call) and hasattr(b.value.op, "name"):
             for i, arg in enumerate(b.value.args):
@@ -91,6 +94,10 @@ def sign_readers(func: Function) -> set[Var]:
                     users.setdefault(arg, []).append((b.var, b.value, i))
                 else:
                     other.visit_expr(arg)
+        elif isinstance(b, VarBinding) and isinstance(b.value, TupleGetItem) and isinstance(b.value.tuple_value, Var):
+            item = b.value
+            if (producers.get(item.tuple_value), item.index) not in _ITEMS_SIGN_FREE:
+                users.setdefault(item.tuple_value, []).append((b.var, None, 0))    # an item passes it on
         else:
             other.visit_expr(b.value)
     reading = set(other.found) | function_outputs(func)
@@ -98,13 +105,16 @@ def sign_readers(func: Function) -> set[Var]:
         if b.var in reading:
             continue
         for user, call, i in users.get(b.var, ()):
-            how = _reads_sign(call, i)
+            how = "passes" if call is None else _reads_sign(call, i)
             if how == "reads" or (how == "passes" and user in reading):
                 reading.add(b.var)
                 break
     return reading
 
 
+#: tuple items whose value is the same for operands equal up to the sign of zero: DynamicQuantizeLinear's
+#: scale (its zero point of 0 may change sign: ``dynamic_quantize_params`` passes zero signs)
+_ITEMS_SIGN_FREE = frozenset({("dynamic_quantize_params", 0)})
 #: tuple items that are integer-valued floats: DynamicQuantizeLinear's rounded zero point
 _INTEGER_ITEMS = frozenset({("dynamic_quantize_params", 1)})
 
@@ -170,7 +180,8 @@ def rewrite_calls(func: Function, defs: Definitions, rewrite) -> Function:
 
 def integer_valued(expr, defs: Definitions, depth: int = 8) -> bool:
     """Whether every value of ``expr`` is an integer, an infinity or NaN (a round, an integral
-    clip of such a value, sums and products of such values and integral constants)."""
+    clip of such a value, sums and products of such values and integral constants, matrix
+    products of such values)."""
     if isinstance(expr, Constant):
         data = expr.data
         return data.dtype.kind in "iub" or bool(np.all(~np.isfinite(data) | (np.floor(data) == data)))
@@ -186,6 +197,10 @@ def integer_valued(expr, defs: Definitions, depth: int = 8) -> bool:
     if name in ("add", "subtract", "multiply", "negative", "clip", "abs"):
         if name == "clip" and not all(integral(call.attrs[k]) for k in ("min", "max")):
             return False
+        return all(integer_valued(a, defs, depth - 1) for a in call.args)
+    if (name == "nn.gemm" and call.attrs.get("activation") is None) or name == "matmul":
+        # sums of products of integers, each rounded to an integer: past the float type's exact
+        # integers every float is one, and below them the sums are exact
         return all(integer_valued(a, defs, depth - 1) for a in call.args)
     return False
 

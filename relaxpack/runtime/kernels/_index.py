@@ -75,6 +75,7 @@ OWNER: dict[str, str] = {
     'dyn.unsqueeze': 'dynamic_shape',
     'dynamic_pad': 'image',
     'dynamic_quantize_params': 'quantize',
+    'dynamic_quantize': 'quantize',
     'dynamic_strided_slice': 'index',
     'einsum': 'algorithm',
     'equal': 'elementwise',

@@ -200,7 +200,7 @@ def _depthwise_one(dw, buffer: np.ndarray, step, own: bool, finish):
         if x is seen[0]:
             sources = seen[1]
         else:
-            sources = [(dst, x[src]) for dst, src in fills]
+            sources = [as_channel_runs(dst, x[src]) for dst, src in fills]
             if x.base is not None:      # (an array owning its memory is not held past the call)
                 seen[0], seen[1] = x, sources
         for dst, src in sources:
@@ -227,8 +227,21 @@ def _depthwise_filler(dw, buffer: np.ndarray, zero: bool = True):
         for region in regions:
             region.fill(0)
         for dst, src in fills:
-            np.copyto(dst, x[src])
+            np.copyto(*as_channel_runs(dst, x[src]))
     return fill
+
+
+def as_channel_runs(dst: np.ndarray, src: np.ndarray) -> tuple:
+    """``(dst, src)`` for ``np.copyto``: when ``src`` reads runs of just its channels (a strided
+    conv's slots or phases: every other pixel), both viewed with one void item per pixel, whose
+    copy moves a pixel's run at once instead of looping over its values (31x48x16 every other
+    column: 3.8 -> 1.5 us; rows already contiguous over pixels copy faster as they are)."""
+    item, channels = src.itemsize, src.shape[-1]
+    if src.ndim < 2 or src.strides[-2] == channels * item or src.strides[-1] != item \
+            or dst.strides[-1] != item or not channels:
+        return dst, src
+    run = np.dtype((np.void, channels * item))
+    return dst.view(run), src.view(run)
 
 
 def _finisher(bias, act, fixed_bias: bool, width: int):

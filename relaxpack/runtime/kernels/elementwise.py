@@ -346,10 +346,9 @@ def _specialize_clip(attrs: dict, constant: tuple):
             clip(x, out=out, **attrs)
             return
         b = bounds.get(dtype)
-        if b is None:
-            kind = dtype.type
-            b = bounds[dtype] = (kind(-np.inf if low is None else low), kind(np.inf if high is None else high),
-                                 high if low is None else low)
+        if b is None:       # read-only 0-d arrays: a ufunc reads them at half a numpy scalar's cost
+            b = bounds[dtype] = (_constant_0d(-np.inf if low is None else low, dtype),
+                                 _constant_0d(np.inf if high is None else high, dtype), high if low is None else low)
         CLIP(x, b[0], b[1], out=out)
         if saturate_nan and out.size and isnan(reduce_min(out, None)):
             np.copyto(out, b[2], where=np.isnan(out), casting="unsafe")
@@ -357,6 +356,12 @@ def _specialize_clip(attrs: dict, constant: tuple):
 
 
 clip.specialize_attrs = _specialize_clip
+
+
+def _constant_0d(value, dtype) -> np.ndarray:
+    array = np.full((), value, dtype)
+    array.flags.writeable = False
+    return array
 
 
 def _saturate_nan(out: np.ndarray, bound) -> None:

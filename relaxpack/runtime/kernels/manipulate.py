@@ -51,25 +51,43 @@ def squeeze(x, *, out, axis):
 @register_kernel("permute_dims")
 def permute_dims(x, *, out, axes):
     """Transpose: output dim i is input dim ``axes[i]`` (``None`` reverses)."""
-    np.copyto(out, x.transpose(None if axes is None else tuple(axes)))
+    for dst, src in _permute_copies(x.transpose(None if axes is None else tuple(axes)), out):
+        np.copyto(dst, src)
+
+
+#: a transpose whose output's last axis is at most this long, gathered from a strided input axis,
+#: copies each of its positions apart (measured: ShuffleNet's (2, 16, 8, 12) -> (8, 12, 16, 2)
+#: channel shuffle 3.8 -> 1.7 us, at 16x24 15.9 -> 4.6; numpy's single copy loops over runs of 2)
+_SPLIT_LAST_MAX = 4
+
+
+def _permute_copies(view: np.ndarray, out: np.ndarray) -> list:
+    """The ``(dst, src)`` copies of a transposed ``view`` into ``out``: one, or for a short last axis
+    read with a stride (a channel shuffle ending in its groups) one per position of that axis."""
+    last = out.shape[-1] if out.ndim >= 2 else 0
+    if 2 <= last <= _SPLIT_LAST_MAX and view.strides[-1] != view.itemsize and out.size >= 64 * last:
+        return [(out[..., i], view[..., i]) for i in range(last)]
+    return [(out, view)]
 
 
 def _specialize_permute_dims(attrs: dict, constant: tuple):
-    """Per instruction: the transposed view of an input that is a view (an arena's: the same object
-    run after run) kept, the copy alone each call (a small CNN's layout changes are ~1 us copies)."""
+    """Per instruction: the copies (:func:`_permute_copies`) of an input and output that are views
+    (an arena's: the same objects run after run) kept, the copies alone each call (a small CNN's
+    layout changes are ~1 us copies)."""
     axes = attrs["axes"]
     axes = None if axes is None else tuple(axes)
     copy = np.copyto
-    seen = [None, None]     # the last x that is a view, its transposed view
+    seen = [None, None, None]     # the last x and out that are views, their copies
 
     def call(x, *, out, workspace=None):
-        if x is seen[0]:
-            copy(out, seen[1])
-            return
-        view = x.transpose(axes)
-        if x.base is not None:      # (an array owning its memory is not held past the call)
-            seen[0], seen[1] = x, view
-        copy(out, view)
+        if x is seen[0] and out is seen[1]:
+            copies = seen[2]
+        else:
+            copies = _permute_copies(x.transpose(axes), out)
+            if x.base is not None and out.base is not None:     # (arrays owning memory are not held)
+                seen[:] = x, out, copies
+        for dst, src in copies:
+            copy(dst, src)
     return call
 
 

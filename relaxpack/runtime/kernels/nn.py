@@ -34,7 +34,7 @@ from ..fpstate import quiet
 from ._math import commit, is_low_float, pads, per_spatial, scratch, work_dtype
 from ..dtypes import numpy_dtype
 from ._workspace import scratch_nbytes
-from . import conv_integer, conv_nhwc, conv_transpose_tiled, conv_winograd
+from . import conv_integer, conv_nhwc, conv_transpose_tiled, conv_winograd, max_pool_flat
 from .conv_direct import COPIES_OUT, conv_plan, run_conv, scratch_layouts
 from .conv_transpose_nhwc import run_conv_transpose_nhwc
 from .reduce import spatial_mean_into, specialize_mean
@@ -199,7 +199,7 @@ def conv_workspace(data_shape, weight_shape, dtype, *, strides, padding, dilatio
 
     >>> conv_workspace((1, 8, 16, 16), (8, 8, 3, 3), "float32", strides=1, padding=1, dilation=1, groups=1,
     ...                data_layout="NCHW", out_layout=None)
-    101888
+    103104
     """
     rest = (*data_shape[1:], *weight_shape)
     if not all(isinstance(d, int) for d in rest) or len(data_shape) != len(weight_shape) or len(data_shape) < 3:
@@ -378,6 +378,9 @@ def _max_pool_calls(data, out, pool_size, strides, padding, dilation, ceil_mode,
         "nn.max_pool", data, out, pool_size, strides, dilation, padding, ceil_mode)
     if out.size == 0:
         return []
+    flat = max_pool_flat.max_pool_calls(data, out, pool, strides, dilation, begins, lengths)
+    if flat is not None:        # short rows: passes over whole planes (max_pool_flat.py)
+        return flat
     x = data
     calls = []
     if is_low_float(x.dtype):   # max is exact in float32 too; numpy's float16 maximum is ~7 ns a value

@@ -251,8 +251,9 @@ def _layer_norm_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, ep
         if beta is not None:
             np.add(dst, planes.beta if planes.beta is not None else beta, dst)
         return
-    if dst.size <= _OUTER_MAX_SIZE:
-        np.multiply(dst, np.multiply(scale, gamma), dst)    # one same-shape pass, not two broadcasts
+    if dst.size <= _OUTER_MAX_SIZE:     # one same-shape pass, not two broadcasts; the outer product by
+        # BLAS (k = 1: the same products, where numpy's broadcast loops over rows of d values)
+        np.multiply(dst, np.dot(scale, gamma.reshape(1, d)), dst)
     else:
         np.multiply(dst, scale, dst)
         np.multiply(dst, gamma, dst)

@@ -1,4 +1,5 @@
-"""Quantization kernels that are not compositions of others: ``dynamic_quantize_params``.
+"""Quantization kernels that are not compositions of others: ``dynamic_quantize_params``,
+``dynamic_quantize``.
 
 DynamicQuantizeLinear's scale and zero point are scalars: as an IR
 composition they were seven instructions of a few microseconds each per
@@ -20,9 +21,14 @@ import struct
 import numpy as np
 
 from ..fpstate import quiet
+from ._math import CLIP
+from .elementwise import clip, divide
 from ._registry import register_kernel
 
 _F32 = np.float32
+#: uint8's range as read-only 0-d float32 arrays (dynamic_quantize's clip)
+_ZERO, _TOP = np.zeros((), _F32), np.full((), 255.0, _F32)
+_ZERO.flags.writeable = _TOP.flags.writeable = False
 
 
 @register_kernel("dynamic_quantize_params")
@@ -40,6 +46,36 @@ def dynamic_quantize_params(x, *, out):
         scale, zero_point = _params(x)
     np.copyto(scale_out, scale, casting="unsafe")
     np.copyto(zero_point_out, zero_point, casting="unsafe")
+
+
+@register_kernel("dynamic_quantize")
+def dynamic_quantize(x, *, out):
+    """``out = (y_scale, zero point, y - zero point)``: :func:`dynamic_quantize_params`, then the
+    importer's chain ``clip(round(x / y_scale) + zp, 0, 255)`` (NaN to 0) minus
+    ``float32(uint8(zp))``, each step the kernel the chain's instruction ran, in its order (the same
+    bits). In the usual case (a finite range strictly around 0) ``x`` is finite and ``zp`` an integer
+    in [0, 255], so no NaN can come and the zero point's casts change nothing: five numpy calls,
+    each with 0-d array operands (a numpy scalar costs a small ufunc call twice as much)."""
+    scale, zero_point, y = out
+    fast = _finite_params(x) if x.dtype == _F32 and x.size else None
+    if fast is not None:
+        scale.fill(fast[0])
+        zero_point.fill(fast[1])
+        np.divide(x, scale, y)
+        np.rint(y, y)
+        np.add(y, zero_point, y)
+        CLIP(y, _ZERO, _TOP, y)
+        np.subtract(y, zero_point, y)
+        return
+    dynamic_quantize_params(x, out=(scale, zero_point))
+    divide(x, scale, out=y)
+    with quiet():
+        np.rint(y, out=y)
+        np.add(y, zero_point, out=y)
+        clip(y, out=y, min=0.0, max=255.0, saturate_nan=True)
+        stored = np.empty((), np.uint8)
+        np.copyto(stored, zero_point, casting="unsafe")
+        np.subtract(y, stored.astype(_F32), out=y)
 
 
 _PACK_F32 = struct.Struct("f")

@@ -11,6 +11,8 @@ views of an arena's input and output (the same objects run after run).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ._registry import register_kernel
@@ -34,6 +36,7 @@ def _runner(data, w1, b1, w2, b2, out, act1, act2, data_layout: str):
     f1, f2 = _activation(act1, dtype), _activation(act2, dtype)
     matmul, add, multiply = np.matmul, np.add, np.multiply
     seen = [None, None]         # the last data that is a view (an arena's), its pool's runner
+    scale = _scaler(data, gate_b, channels_last)
 
     def run(x, out):
         if x is seen[0]:
@@ -54,8 +57,44 @@ def _runner(data, w1, b1, w2, b2, out, act1, act2, data_layout: str):
         add(gate, b2, out=gate)
         if f2 is not None:
             f2(gate)
-        multiply(x, gate_b, out=out)
+        if scale is None:
+            multiply(x, gate_b, out=out)
+        else:
+            scale(x, out)
     return run
+
+
+#: a channels-last SE block multiplies by its gate tiled along a row from this many pixels an
+#: image on (1 thread: 31x48x16 7.3 -> 3.9 us, 16x24x16-72 0.76-0.85x the time; below ~100
+#: pixels the tiling copy costs more than the broadcast's per-pixel loops save)
+TILED_GATE_MIN_PIXELS = 128
+
+
+def _scaler(data, gate_b, channels_last: bool):
+    """``scale(x, out)``: ``out = x * gate`` for a channels-last ``data`` of at least
+    :data:`TILED_GATE_MIN_PIXELS` pixels an image, by rows of ``width * C`` values against the
+    gate copied along a row (numpy's broadcast runs a loop of C values per pixel): the same
+    products. None: the broadcasting multiply does it."""
+    if not channels_last or data.ndim < 3 or math.prod(data.shape[1:-1]) < TILED_GATE_MIN_PIXELS:
+        return None
+    batch, width, channels = data.shape[0], data.shape[-2], data.shape[-1]
+    rows = (batch, math.prod(data.shape[1:-2]), width * channels)
+    tiled = np.empty((batch, 1, width, channels), data.dtype)
+    tiled_rows = tiled.reshape(batch, 1, width * channels)
+    gate = gate_b.reshape(batch, 1, 1, channels)
+    copy, multiply = np.copyto, np.multiply
+    seen = [None, None, None, None]     # the last x and out that are views (an arena's), their rows
+
+    def scale(x, out):
+        if x is seen[0] and out is seen[1]:
+            x_rows, out_rows = seen[2], seen[3]
+        else:
+            x_rows, out_rows = x.reshape(rows), out.reshape(rows)
+            if x.base is not None and out.base is not None:
+                seen[:] = x, out, x_rows, out_rows
+        copy(tiled, gate)
+        multiply(x_rows, tiled_rows, out=out_rows)
+    return scale
 
 
 @register_kernel("nn.squeeze_excite")

