@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 import pytest
 
+from relaxpack.runtime import load
 from tests.cli_helpers import archive, invoke, models  # noqa: F401 (module fixtures shared by the CLI tests)
 
 
@@ -82,7 +83,7 @@ def test_inspect_json_facts(archive):
                 "constant_bytes", "archive_bytes", "format_version"):
         assert key in facts
     assert facts["inputs"][0] == {"name": "x", "dtype": "float32", "shape": ["batch", "seq", 32]}
-    assert facts["kernel_calls"] > 10
+    assert facts["kernel_calls"] == load(archive).kernel_call_count() > 0
 
 
 def test_inspect_text_ir_and_bytecode(archive):

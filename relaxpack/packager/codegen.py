@@ -25,7 +25,7 @@ from ..runtime.bytecode import CONST, FUNC, IMM, NO_DST, REG, Goto, If as IfInst
 from ..runtime.bytecode import Call as CallInstr
 from ..runtime.executable import Executable, FuncEntry
 from ..runtime.dtypes import numpy_dtype
-from ..ops.definitions.memory import RESHAPES
+from ..ops.definitions.memory import RESHAPES, index_view_of
 from ..ops.registry import call_workspace
 from ..runtime.kernels import KERNELS
 from ..runtime.program_check import MAX_TENSOR_BYTES
@@ -405,6 +405,11 @@ class _FunctionCodegen:
         if kind == "kernel" and callee.global_symbol in RESHAPES and arg_ops[0][0] == REG \
                 and arg_ops[0][1] in self.owned and isinstance(out_sinfo, TensorStructInfo):
             view = self.builtin("reshape_view", arg_ops[0], self.shape_operand(out_sinfo.shape))
+            self.owned.add(view)
+            return view
+        index = index_view_of(call) if kind == "kernel" else None
+        if index is not None and arg_ops[0][0] == REG and arg_ops[0][1] in self.owned:
+            view = self.builtin("index_view", arg_ops[0], (IMM, index))
             self.owned.add(view)
             return view
         out = self.alloc(out_sinfo)

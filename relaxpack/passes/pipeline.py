@@ -25,18 +25,19 @@ from .core.infra import Pass, Sequential
 from .dead_code_elimination import dead_code_elimination
 from .drop_nan_saturation import drop_nan_saturation
 from .drop_zero_sign_round_trips import drop_zero_sign_round_trips
-from .fuse_dynamic_quantize import fuse_dynamic_quantize
 from .eliminate_common_subexpr import eliminate_common_subexpr
 from .fold_batch_norm import fold_batch_norm, scale_shift_batch_norm
 from .fold_constant import fold_constant
 from .fold_permute_matmul import fold_permute_matmul
 from .fuse_bias_activation import fuse_bias_activation
+from .fuse_dynamic_quantize import fuse_dynamic_quantize
 from .fuse_ops import fuse_ops
 from .fuse_rms_norm import fuse_rms_norm
-from .fuse_squeeze_excite import fuse_squeeze_excite
 from .fuse_rotate_half import fuse_rotate_half
+from .fuse_squeeze_excite import fuse_squeeze_excite
 from .legalize import legalize
 from .lower_fused import lower_fused_functions
+from .merge_projections import merge_projections
 from .pack_recurrent_weights import pack_recurrent_weights
 from .plan_memory import plan_memory
 from .reorder_bindings import reorder_bindings
@@ -69,7 +70,9 @@ def optimize_pipeline() -> Sequential:
       weights, the others split into a scale and shift, layout and identity simplification, the RMS
       normalization chain into one nn.rms_norm, rotary embeddings' rotate_half into one op),
       WidenFloat16Regions (float16 values between two ops computed in float32 stay float32, as
-      onnxruntime keeps them; after the compositions, which read the float16 ops), bias and
+      onnxruntime keeps them; after the compositions, which read the float16 ops), MergeProjections
+      (sibling products of one input by constant weights, attention's q/k/v, in one batched matmul
+      whose parts are views), bias and
       activation fused into gemm / conv kernels, FoldPermuteMatmul (transposes of a matmul's operands
       and result read as strided views), SinkResize (1x1 convs of resized images before the resize),
       ConvertLayout (convolutional regions run
@@ -87,7 +90,7 @@ def optimize_pipeline() -> Sequential:
       (elementwise groups become fused primitive functions).
     """
     o2 = Sequential([fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_rms_norm, fuse_rotate_half,
-                     widen_float16_regions, fuse_bias_activation, fold_permute_matmul, sink_resize,
+                     widen_float16_regions, merge_projections, fuse_bias_activation, fold_permute_matmul, sink_resize,
                      convert_layout, simplify_algebra, fuse_squeeze_excite, drop_zero_sign_round_trips,
                      pack_recurrent_weights, *core_passes(), tabulate_integer_functions, fuse_dynamic_quantize,
                      dead_code_elimination, drop_nan_saturation, fuse_ops],

@@ -19,7 +19,7 @@ from ..ir.expr import Call, Constant, ShapeExpr
 from ..ops.registry import make_call
 from .core.infra import function_pass
 from .iota_gather import gather_as_reshape, gather_check
-from . import broadcast_constant, gather_nd_take, offset_range, reshape_permute_reshape, scale_after_matmul
+from . import broadcast_constant, gather_nd_take, offset_range, reshape_permute_reshape, scale_after_matmul, scaled_gelu
 from .quantize_rules import RULES as QUANTIZE_RULES
 from .reduce_of_concat import reduce_of_concat, reduce_of_concat_check
 from .core.rules import (
@@ -285,6 +285,11 @@ _GELU_CHECK = all_of(
     used_once("scaled", "the erf input"), used_once("erf", "the erf"),
     used_once("one_plus", "erf + 1"), used_once("inner", "the inner product"))
 
+_SCALED_GELU_CHECK = all_of(
+    scaled_gelu.divisor_check, _near("one", 1.0, "the added constant"), _near("half", 0.5, "the factor"),
+    used_once("scaled", "the erf input"), used_once("erf", "the erf"),
+    used_once("one_plus", "erf + 1"), used_once("inner", "the inner product"))
+
 _X = wildcard("x")
 _CUBE = any_of(
     is_op("power")(_X, const("three", "the exponent"), name="cube", what="operand"),
@@ -522,6 +527,10 @@ RULES = RewriteTable("SimplifyAlgebra", [
          _GELU_CHECK, compose_gelu, doc="(x * 0.5) * (erf(x / sqrt(2)) + 1) -> nn.gelu(x)."),
     Rule("compose_gelu_half_inside", _GELU_ERF_GROUPINGS[2],
          _GELU_CHECK, compose_gelu, doc="x * ((erf(x / sqrt(2)) + 1) * 0.5) -> nn.gelu(x)."),
+    *(Rule(f"compose_scaled_gelu{suffix}", grouping, _SCALED_GELU_CHECK, scaled_gelu.rewrite,
+           doc="x * (erf(x / c) + 1) * 0.5, c sqrt(2) rounded to float16 -> nn.gelu(x * s) / s in float32 "
+               "(scaled_gelu.py).")
+      for suffix, grouping in zip(("", "_half_first", "_half_inside"), _GELU_ERF_GROUPINGS)),
     Rule("compose_gelu_tanh", _GELU_TANH_GROUPINGS[0], _GELU_TANH_CHECK, compose_gelu_tanh),
     Rule("compose_gelu_tanh_half_first", _GELU_TANH_GROUPINGS[1], _GELU_TANH_CHECK, compose_gelu_tanh,
          doc="(x * 0.5) * (tanh(sqrt(2/pi) * (x + 0.044715 x^3)) + 1) -> nn.gelu(x, approximate=\"tanh\")."),

@@ -227,6 +227,17 @@ def reshape_view(value: np.ndarray, shape: tuple) -> np.ndarray:
 _RESHAPED: dict = {}
 
 
+@builtin("vm.builtin.index_view")
+def index_view(value: np.ndarray, index: int) -> np.ndarray:
+    """``value[index]`` along the first axis, a view (the planner treats it as an alias):
+    a part of one batched product (passes/merge_projections.py)."""
+    if not isinstance(value, np.ndarray) or value.ndim == 0 or not isinstance(index, int) \
+            or not 0 <= index < value.shape[0]:
+        raise ShapeError(f"index_view: index {index!r} is not in the first dim of a tensor of shape "
+                         f"{getattr(value, 'shape', None)}")
+    return value[index, ...]        # a view also of a 1-D value (``value[index]`` is then a copied scalar)
+
+
 from . import arena  # noqa: E402,F401  (registers the arena builtins; it imports this module)
 from . import loop  # noqa: E402,F401  (registers vm.builtin.loop)
 from . import containers  # noqa: E402,F401  (registers vm.builtin.check_container)

@@ -15,7 +15,8 @@ compiled and stays with the interpreter.
 **Shape-pure instructions, once per input shape.** ``make_shape``,
 ``eval_dim``, ``plan_arena`` and ``arena_tensor`` compute from the shape
 heap alone (and from each other): the dims, the memory plan, the views
-into the arena. Right after the input checks the compiled function looks
+into the arena; so does a ``reshape_view`` of such a view (by a memoized
+shape), an alias of arena memory whatever is written there later. Right after the input checks the compiled function looks
 the heap up in a small memo (per VM, per function); on a hit it takes all
 of them at once instead of making ~100 calls on a transformer. When an
 arena grows the memo starts afresh, so it never keeps an outgrown arena

@@ -18,9 +18,10 @@ from .bytecode import NO_DST, Call
 if TYPE_CHECKING:
     from .compiled import Resolved
 
-#: builtins whose result depends on the shape heap (and each other's results) alone
+#: builtins whose result depends on the shape heap (and each other's results) alone; a view
+#: (``reshape_view``, ``index_view``) is memoized only where its operand is (an arena tensor, never an output)
 PURE = frozenset({"vm.builtin.make_shape", "vm.builtin.eval_dim", "vm.builtin.plan_arena",
-                  "vm.builtin.arena_tensor"})
+                  "vm.builtin.arena_tensor", "vm.builtin.reshape_view", "vm.builtin.index_view"})
 #: builtins that may take the heap and leave it unchanged, or (match_shape) write it
 HEAP_USERS = PURE | {"vm.builtin.check_dims", "vm.builtin.match_shape", "vm.builtin.alloc_shape_heap"}
 #: instructions that may come before the memo's lookup: input checks

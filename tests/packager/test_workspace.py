@@ -24,9 +24,10 @@ from tests.runtime.test_archive import reseal
 MODELS = Path(__file__).parents[1] / "models"
 #: one 3x3 conv (pad 1) of 16 channels on a 7x7 plane: the strided method on
 #: wide rows (runtime/kernels/conv_wide.py). Its scratch per batch item: the
-#: padded copy (16, 9, 9), the columns (16 channels, 9 taps, 61 wide columns:
-#: 6 rows of 9 and one of 7) and the wide result (16, 61), float32
-PADDED, COLUMNS, RESULT = 16 * 9 * 9 * 4, 16 * 9 * 61 * 4, 16 * 61 * 4
+#: padded copy (16, 9, 9) and one zero row below it, the columns (16 channels,
+#: 9 taps, 61 wide columns: 6 rows of 9 and one of 7, rounded up to 64 for the
+#: GEMM) and the wide result (16, 64), float32
+PADDED, COLUMNS, RESULT = 16 * 10 * 9 * 4, 16 * 9 * 64 * 4, 16 * 64 * 4
 #: a fused conv -> relu -> add(x) also needs one temporary of the output's
 #: size: the memory plan may make ``out`` the input x, which the add reads last
 OUT = 16 * 7 * 7 * 4

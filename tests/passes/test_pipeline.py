@@ -54,7 +54,8 @@ def test_the_context_opt_level_alone_decides_what_runs():
     core = ["CanonicalizeBindings", "FoldConstant", "SimplifyShapes", "EliminateCommonSubexpr",
             "CanonicalizeBindings", "DeadCodeElimination"]
     o2 = ["FoldBatchNorm", "ScaleShiftBatchNorm", "SimplifyAlgebra", "FuseRMSNorm", "FuseRotateHalf",
-          "WidenFloat16Regions", "FuseBiasActivation", "FoldPermuteMatmul", "SinkResize", "ConvertLayout", "SimplifyAlgebra",
+          "WidenFloat16Regions", "MergeProjections", "FuseBiasActivation", "FoldPermuteMatmul", "SinkResize", "ConvertLayout",
+          "SimplifyAlgebra",
           "FuseSqueezeExcite", "DropZeroSignRoundTrips", "PackRecurrentWeights", *core, "TabulateIntegerFunctions",
           "FuseDynamicQuantize", "DeadCodeElimination", "DropNaNSaturation", "FuseOps"]
     mod = relaxpack.from_onnx(small_cnn())

@@ -150,9 +150,9 @@ def main(x: R.Tensor(("n", 4, 8, 8), "float32"), w: R.Tensor((4, 4, 3, 3), "floa
 CONV_SPLIT_PLANNED = f'''
 def main(x: R.Tensor(("n", 4, 8, 8), "float32"), w: R.Tensor((4, 4, 3, 3), "float32")) -> R.Tensor(("n", 4, 4, 8), "float32"):
     n = T.int64(lower=1, upper=2)
-    R.func_attr({{"memory_plan": {{"buffers": 4, "intermediates": 4, "planned_at": "bounds", "arena_bytes": 32256, "lower_bound_bytes": 30208, "naive_bytes": 32256, "workspaces": 1, "workspace_bytes": 28160, "largest_workspace_bytes": 28160, "pool_bytes": {{"fast": 4096, "global": 28160}}, "algorithm": "fast=greedy_by_size+spill,global=greedy_by_size"}}}})
+    R.func_attr({{"memory_plan": {{"buffers": 4, "intermediates": 4, "planned_at": "bounds", "arena_bytes": 33216, "lower_bound_bytes": 31168, "naive_bytes": 33216, "workspaces": 1, "workspace_bytes": 29120, "largest_workspace_bytes": 29120, "pool_bytes": {{"fast": 4096, "global": 29120}}, "algorithm": "fast=greedy_by_size+spill,global=greedy_by_size"}}}})
     alloc: {Y} = {alloc("n, 4, 8, 8", storage=0, offset=2048, pool="fast")}
-    workspace: R.Tensor((1600 * n + 64 * ((1248 * n + 63) // 64) + 64 * ((11232 * n + 63) // 64),), "uint8") = {alloc("1600 * n + 64 * ((1248 * n + 63) // 64) + 64 * ((11232 * n + 63) // 64)", "uint8", storage=1, offset=0, pool="fast")}
+    workspace: R.Tensor((12800 * n + 64 * ((1760 * n + 63) // 64),), "uint8") = {alloc("12800 * n + 64 * ((1760 * n + 63) // 64)", "uint8", storage=1, offset=0, pool="fast")}
     y: {Y} = R.call_tir("nn.conv", (x, w), alloc, workspace, kernel_attrs=(("strides", 1), ("padding", (1, 1, 1, 1)), ("dilation", 1), ("groups", 1), ("exact", False), ("data_layout", "NCHW"), ("out_layout", None)), out_sinfo={Y})
     _: R.Tuple() = R.memory.kill_tensor(workspace)
     alloc_1: {H} = {alloc("n, 4, 4, 8", storage=2, offset=0, pool="fast")}
@@ -172,7 +172,7 @@ def main(x: R.Tensor(("n", 4, 8, 8), "float32"), w: R.Tensor((4, 4, 3, 3), "floa
 
 def test_a_workspace_and_a_tuple_output_in_a_bounded_pool():
     _, exe = assert_plans(CONV_SPLIT, CONV_SPLIT_PLANNED, [{"n": 1}, {"n": 2}], **{POOLS: {"fast": 4096}})
-    assert exe.metadata["memory_plan"]["pool_bytes"] == {"fast": 4096, "global": 28160}
+    assert exe.metadata["memory_plan"]["pool_bytes"] == {"fast": 4096, "global": 29120}
 
 
 def test_without_bounds_there_are_buffers_but_no_offsets():

@@ -217,3 +217,41 @@ def test_branch_memos_reading_the_plans_around_them_agree_with_the_interpreter()
         got, want = vm.run(feeds), interpreted.run(feeds)
         for name in want:
             np.testing.assert_array_equal(got[name], want[name])
+
+
+def reshape_model():
+    """y = reshape(exp(x), (-1, 2, 3)) + 1 flattened: a reshape of an intermediate (an arena view)."""
+    nodes = [h.make_node("Exp", ["x"], ["e"]), h.make_node("Reshape", ["e", "s3"], ["r"]),
+             h.make_node("Add", ["r", "one"], ["a"]), h.make_node("Reshape", ["a", "s1"], ["y"])]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, ["n", 6])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)],
+                     [h.make_tensor("s3", T.INT64, [3], [-1, 2, 3]), h.make_tensor("s1", T.INT64, [1], [-1]),
+                      h.make_tensor("one", T.FLOAT, [], [1.0])])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+def test_reshape_views_of_the_arena_are_in_the_shape_memo():
+    """A reshape view of an arena tensor depends on the shape heap alone: the memo holds it (no
+    call per run); a reshape of a fresh output is not memoized. Results are the interpreter's on
+    alternating and growing shapes, and an earlier output is never written again."""
+    from relaxpack.runtime.compiled import _structure
+    from relaxpack.runtime.shape_memo import memo_plans
+    exe = relaxpack.build(relaxpack.from_onnx(reshape_model()), opt_level=0)
+    vm, interpreted = VirtualMachine(exe), VirtualMachine(exe)
+    interpreted.compiled = False
+    prepared = vm._prepared[0]
+    instrs = prepared.func.instructions
+    plans = memo_plans(instrs, _structure(instrs, 0, len(instrs)), prepared.resolved)
+    views = [pc for pc, r in prepared.resolved.items() if r.name == "vm.builtin.reshape_view"]
+    memoized = {pc for p in plans for pc in p.pcs}
+    assert len(views) == 2 and len([pc for pc in views if pc in memoized]) == 1
+    rng = np.random.default_rng(5)
+    kept = []
+    for n in (2, 5, 2, 9, 1, 9, 2):
+        x = rng.standard_normal((n, 6)).astype(np.float32)
+        got = vm.run({"x": x})["y"]
+        np.testing.assert_array_equal(got, interpreted.run({"x": x})["y"])
+        np.testing.assert_allclose(got, (np.exp(x) + 1).reshape(-1), rtol=1e-6)
+        kept.append((got, got.copy()))
+    for got, copy in kept:
+        np.testing.assert_array_equal(got, copy)

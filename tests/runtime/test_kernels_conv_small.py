@@ -28,8 +28,14 @@ SMALL = [
     ((1, 4, 6, 7, 9), (6, 4, 2, 1, 3), dict(padding=(1, 0, 0, 0, 1, 2))),                    # conv3d
     # stride 1 and padded: wide rows (conv_wide.py), with dilation and uneven padding, at the pitch bar
     ((2, 6, 9, 11), (8, 6, 3, 3), dict(padding=(2, 1, 0, 2), dilation=(2, 1))),
-    ((1, 8, 4, 4), (8, 8, 3, 3), dict(padding=(1, 1, 1, 1))),                                 # pitch 6: 1.5x
-    ((1, 16, 2, 3), (16, 16, 3, 3), dict(padding=(1, 1, 1, 1))),                              # pitch 5: not wide
+    ((1, 8, 4, 4), (8, 8, 3, 3), dict(padding=(1, 1, 1, 1))),                                 # 22 -> 24 columns
+    ((1, 16, 2, 3), (16, 16, 3, 3), dict(padding=(1, 1, 1, 1))),                              # 8 columns
+    ((3, 8, 4, 6), (16, 8, 3, 3), dict(padding=(1, 1, 1, 1))),             # batch 3: 30 -> 32 columns
+    ((2, 4, 1, 2), (8, 4, 3, 3), dict(padding=(1, 1, 1, 1))),             # 2 -> 8 columns of pitch 4: 2 zero rows
+    ((1, 16, 8, 1), (16, 16, 3, 3), dict(padding=(1, 1, 1, 1))),                              # not wide
+    # padded copies above OWN_PADDED_MAX_BYTES (256 KiB): zeroed every call, not the instruction's own
+    ((1, 16, 60, 60), (8, 16, 1, 1), dict(padding=(3, 3, 3, 3))),                             # wide
+    ((1, 16, 100, 100), (8, 16, 3, 3), dict(strides=(2, 2), padding=(1, 1, 1, 1))),          # one copy
     ((2, 16, 5, 7), (16, 1, 3, 3), dict(groups=16, padding=(1, 1, 1, 1))),                   # depthwise, wide
     # strided: wide rows from the stride's phases (2^15 im2col values and more)
     ((1, 3, 61, 96), (16, 3, 7, 7), dict(strides=(2, 2), padding=(3, 3, 3, 3))),

@@ -420,10 +420,15 @@ def test_conv_plans_pick_the_methods_they_document():
     strided = method((1, 64, 56, 56), (128, 64, 1, 1), s=2, p=0)
     assert strided.phases == 1 and not strided.source_is_input and strided.method == "strided"   # one copy
     assert method((1, 8, 16, 16), (8, 8, 3, 3), s=2).phases == 4
-    # the strided method on wide rows: stride 1, padded, the pitch at most 1.5x the output width
-    assert method((1, 16, 16, 24), (16, 16, 3, 3)).strided.wide.q == 15 * 26 + 24
-    assert method((1, 8, 4, 4), (8, 8, 3, 3)).strided.wide.q == 3 * 6 + 4
-    assert method((1, 16, 2, 3), (16, 16, 3, 3)).strided.wide is None
+    # the strided method on wide rows: stride 1, padded, the GEMM's columns (rounded up to 8, read from
+    # zero rows added below the padded plane) at most 1.5x the output's pixels (rounded up to 8)
+    wide = method((1, 16, 16, 24), (16, 16, 3, 3)).strided.wide
+    assert (wide.q, wide.columns, wide.padded) == (15 * 26 + 24, 416, (19, 26))
+    wide = method((1, 8, 4, 4), (8, 8, 3, 3)).strided.wide
+    assert (wide.q, wide.columns, wide.padded) == (3 * 6 + 4, 24, (7, 6))
+    wide = method((1, 16, 2, 3), (16, 16, 3, 3)).strided.wide                   # 8 columns for 6 pixels
+    assert (wide.q, wide.columns, wide.padded) == (8, 8, (4, 5))
+    assert method((1, 16, 8, 1), (16, 16, 3, 3)).strided.wide is None            # 24 columns for 8 pixels
     assert method((1, 16, 16, 24), (16, 16, 3, 3), p=0).strided.wide is None
     stem = method((1, 3, 61, 96), (16, 3, 7, 7), s=2, p=3).strided.wide     # 12.25 taps a phase: phases
     assert stem.phases == (2, 2) and stem.plane == (34, 51) and stem.padded == (68, 102)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ...errors import IRError
 from ...ir.dims import DimAnalyzer
-from ...ir.expr import Call, ShapeExpr
+from ...ir.expr import Call, Constant, ExternFunc, ShapeExpr, Tuple
 from ...ir.op import REQUIRED
 from ...ir.struct_info import GLOBAL_SCOPE, StructInfo, TensorStructInfo, TupleStructInfo
 from ..registry import register_op
@@ -32,6 +32,25 @@ from .common import op_label
 #: (an intermediate, never an input or a constant the result could then alias) codegen makes
 #: them ``vm.builtin.reshape_view``, an alias of the operand, not an allocation
 RESHAPES = frozenset({"reshape", "expand_dims", "squeeze", "flatten"})
+
+
+def index_view_of(call: Call) -> int | None:
+    """The index ``i`` when ``call`` is a lowered ``take(x, i, axis=0)`` of one constant
+    non-negative index below ``x``'s static first dim, else None: ``x[i]``, contiguous in a
+    contiguous ``x``, which codegen makes ``vm.builtin.index_view`` on memory the function
+    allocated (MergeProjections' parts of one batched product)."""
+    if not (isinstance(call.args[0], ExternFunc) and call.args[0].global_symbol == "take" and len(call.args) == 2
+            and isinstance(call.args[1], Tuple) and len(call.args[1].fields) == 2):
+        return None
+    if dict(call.attrs.get("kernel_attrs") or ()).get("axis") != 0:
+        return None
+    data, index = call.args[1].fields
+    sinfo = data.struct_info
+    if not (isinstance(index, Constant) and index.data.ndim == 0 and index.data.dtype.kind in "iu"
+            and isinstance(sinfo, TensorStructInfo) and sinfo.shape and isinstance(sinfo.shape[0], int)):
+        return None
+    i = int(index.data)
+    return i if 0 <= i < sinfo.shape[0] else None
 
 
 def _infer_alloc(call: Call, analyzer: DimAnalyzer) -> StructInfo:

@@ -33,7 +33,7 @@ from ...ir.expr import (
     TupleGetItem, Var,
 )
 from ...ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
-from ...ops.definitions.memory import RESHAPES
+from ...ops.definitions.memory import RESHAPES, index_view_of
 from ...ops.registry import get_op_def
 from ...ops.registry import call_workspace
 from ...runtime.dtypes import numpy_dtype
@@ -281,9 +281,11 @@ class Liveness:
         return held
 
     def _is_view(self, call: Call) -> bool:
-        """A reshape of memory the function allocated, which codegen makes a view."""
+        """A reshape, or a take of one constant index along axis 0 (``index_view_of``), of
+        memory the function allocated, which codegen makes a view."""
         if not (isinstance(call.op, Op) and call.op.name == "call_tir" and len(call.args) == 2
-                and isinstance(call.args[0], ExternFunc) and call.args[0].global_symbol in RESHAPES
+                and isinstance(call.args[0], ExternFunc)
+                and (call.args[0].global_symbol in RESHAPES or index_view_of(call) is not None)
                 and isinstance(call.args[1], Tuple) and call.args[1].fields
                 and isinstance(call.sinfo_args[0], TensorStructInfo)):
             return False

@@ -7,8 +7,9 @@ half a dozen views every time. The VM asks, once per instruction, for
 last call's weight, bias and workspace (the same objects from run to run)
 and input and output shapes, the views the engine's ``strided`` method
 (:mod:`.conv_strided`) needs, and then makes only its numpy calls: zero the
-padded copy and copy the input in, one strided copy into the columns, one
-GEMM into ``out``, the bias, the activation. A pointwise (1x1) conv of
+padded copy (a small one is the instruction's own, zeroed once) and copy the
+input in, one strided copy into the columns, one GEMM into ``out``, the bias,
+the activation. A pointwise (1x1) conv of
 any size runs its one GEMM the same way. A channels-last conv gets
 :mod:`.conv_small_nhwc`'s runner (its pointwise, gemm and depthwise
 methods). Any other call (another method, dtype or layout; a changed
@@ -131,6 +132,9 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     geometry = plan.strided
     result = arrays.pop() if work != dtype else None
     padded = arrays[0] if len(arrays) > 1 and any(geometry.begins + geometry.ends) else None
+    own = padded is not None and padded.nbytes <= conv_small_nhwc.OWN_PADDED_MAX_BYTES
+    if own:             # the instruction's own, its padding zeroed once (as the wide runner's)
+        padded = np.zeros(padded.shape, padded.dtype)
     converted = arrays[0] if work != dtype and padded is None else None
     cols = arrays[-1]
     interior = None if padded is None else padded[(slice(None), slice(None)) + tuple(
@@ -163,7 +167,8 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
 
     def run(x, out):
         if padded is not None:
-            padded.fill(0)
+            if not own:
+                padded.fill(0)
             copy(interior, x)                   # (float16: converted as it is copied)
         elif converted is not None:
             copy(converted, x)

@@ -29,10 +29,14 @@ import numpy as np
 
 _as_strided = np.lib.stride_tricks.as_strided
 
-#: wide rows while the rows the taps read are at most this many times as wide as the output: a 3x3
-#: conv on a 4x6 output (pitch 8) gains (11.9 -> 11.0 us), on a 2x3 one (pitch 5) the GEMM's extra
-#: columns cost more than the copy saves (6.4 -> 6.7 us)
+#: wide rows while the GEMM's columns are at most this many times the output's pixels (both rounded up
+#: to :data:`COLUMN_MULTIPLE`; on a large plane: the pitch against the output width)
 MAX_PITCH_RATIO = 1.5
+#: a stride-1 conv's GEMM takes its wide columns rounded up to a multiple of this: OpenBLAS's sgemm
+#: (Haswell/Zen kernels) runs a column count that is not a multiple of 8 with a slow edge kernel, a
+#: fixed cost of ~1.2 us at 32 x 288 and ~3.4 us at 64 x 576 (30 columns 7.9 us, 32 6.7; 6 columns 4.0,
+#: 8 2.7). The extra columns read the zero rows added below the padded plane, and are not copied out.
+COLUMN_MULTIPLE = 8
 #: a strided conv takes phases from this many taps per phase on (measured, 1 thread, the runner: 7x7/2
 #: stems 0.7-0.8x the time from 32x32 to 64x96 and batch 3, 5x5/2 0.72-0.85x; 3x3/2, 2.25 taps a
 #: phase, 1.0-1.1x: the phase split and a copy per phase cost what the copy saves; 4x4/4 1.3x)
@@ -43,13 +47,15 @@ PHASES_MIN_TAPS = 4
 class WideGeometry:
     """Where a conv's wide rows are: ``q`` columns per image, read from planes of rows of ``pitch``
     values, the padded copy of spatial shape ``padded`` split into ``phases`` (its strides; (1, 1):
-    the padded copy is the plane) of ``plane`` shape."""
+    the padded copy is the plane) of ``plane`` shape; the GEMM makes ``columns`` (``q`` or more:
+    :data:`COLUMN_MULTIPLE`)."""
 
     q: int
     pitch: int
     padded: tuple
     phases: tuple
     plane: tuple
+    columns: int
 
 
 def wide_geometry(spatial: tuple, begins: tuple, ends: tuple, kernel: tuple, strides: tuple, dilation: tuple,
@@ -61,30 +67,38 @@ def wide_geometry(spatial: tuple, begins: tuple, ends: tuple, kernel: tuple, str
     if len(spatial) != 2 or min(lengths) <= 0:
         return None
     padded = tuple(x + b + e for x, b, e in zip(spatial, begins, ends))
+    pitch = padded[1] if all(s == 1 for s in strides) else lengths[1] + (kernel[1] - 1) // strides[1]
+    q = (lengths[0] - 1) * pitch + lengths[1]
     if all(s == 1 for s in strides):
         if not any(tuple(begins) + tuple(ends)):
             return None
+        columns = _round_up(q, COLUMN_MULTIPLE)
+        # the last tap's window ends at the padded plane's end: the extra columns read zero rows below it
+        padded = (padded[0] + -(-(columns - q) // pitch), padded[1])
         phases, plane = (1, 1), padded
     else:
         if any(d != 1 for d in dilation) or kernel[0] * kernel[1] < PHASES_MIN_TAPS * strides[0] * strides[1]:
             return None
-        phases = tuple(strides)
+        phases, columns = tuple(strides), q
         plane = tuple(n + (k - 1) // s for n, k, s in zip(lengths, kernel, strides))
         padded = tuple(s * max(u, -(-p // s)) for s, u, p in zip(strides, plane, padded))
-    pitch = plane[1]
-    if pitch > MAX_PITCH_RATIO * lengths[1]:
+    if columns > MAX_PITCH_RATIO * _round_up(lengths[0] * lengths[1], COLUMN_MULTIPLE):
         return None
-    return WideGeometry((lengths[0] - 1) * pitch + lengths[1], pitch, padded, phases, plane)
+    return WideGeometry(q, pitch, padded, phases, plane, columns)
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
 
 
 def wide_layouts(plan, batch, channels: int, out_channels: int, dtype) -> list:
-    """The zero-padded input, its phase planes (strided convs), the columns ``(N, C, taps, q)`` and
-    the wide result ``(N, O, q)``."""
+    """The zero-padded input, its phase planes (strided convs), the columns ``(N, C, taps, columns)``
+    and the wide result ``(N, O, columns)``."""
     wide = plan.strided.wide
     phases = [] if wide.phases == (1, 1) else \
         [((wide.phases[0] * wide.phases[1], batch, channels, wide.plane[0] * wide.plane[1]), dtype)]
-    return [((batch, channels, *wide.padded), dtype), *phases, ((batch, channels, len(plan.taps), wide.q), dtype),
-            ((batch, out_channels, wide.q), dtype)]
+    return [((batch, channels, *wide.padded), dtype), *phases,
+            ((batch, channels, len(plan.taps), wide.columns), dtype), ((batch, out_channels, wide.columns), dtype)]
 
 
 def interior(plan, padded: np.ndarray) -> np.ndarray:
@@ -100,7 +114,7 @@ def copies(plan, arrays) -> list[tuple[np.ndarray, np.ndarray]]:
     geometry, wide = plan.strided, plan.strided.wide
     padded, cols = arrays[0], arrays[-2]
     batch, channels = padded.shape[:2]
-    q, pitch, item = wide.q, wide.pitch, padded.itemsize
+    q, pitch, item = wide.columns, wide.pitch, padded.itemsize
     columns = cols.reshape(batch, channels, *geometry.kernel, q)
     if wide.phases == (1, 1):
         window = _as_strided(padded, columns.shape, padded.strides[:2] + (
@@ -122,7 +136,7 @@ def copies(plan, arrays) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def valid(plan, result: np.ndarray) -> np.ndarray:
-    """The output pixels of the wide ``result`` ``(N, O, q)``: ``(N, O, H, W)``, read-only."""
+    """The output pixels of the wide ``result`` ``(N, O, columns)``: ``(N, O, H, W)``, read-only."""
     item = result.itemsize
     return _as_strided(result, result.shape[:2] + tuple(plan.lengths),
                        result.strides[:2] + (plan.strided.wide.pitch * item, item), writeable=False)
@@ -151,7 +165,13 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
     """The per-instruction runner ``run(x, out)`` of :func:`run_wide` (the same numpy calls, so the
     same results) for these operands: ``arrays`` its scratch (:func:`wide_layouts`, in the work
     dtype, float32 for a float16 ``out``); ``act`` the in-place activation, or with ``relu`` the
-    ReLU made by the copy out (float32/float64 ``out``)."""
+    ReLU made by the copy out (float32/float64 ``out``). A padded copy of at most
+    :data:`~.conv_small_nhwc.OWN_PADDED_MAX_BYTES` is the instruction's own, zeroed once: each call
+    writes its interior only."""
+    from .conv_small_nhwc import OWN_PADDED_MAX_BYTES
+    own = arrays[0].nbytes <= OWN_PADDED_MAX_BYTES
+    if own:
+        arrays = [np.zeros(arrays[0].shape, arrays[0].dtype), *arrays[1:]]
     padded, cols, result = arrays[0], arrays[-2], arrays[-1]
     work = result.dtype
     batch, channels, taps, q = cols.shape
@@ -172,7 +192,8 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
         zero, inf = scalar_array(0, work), scalar_array(np.inf, work)      # (0-d: see ._constants)
 
     def run(x, out):
-        padded.fill(0)
+        if not own:
+            padded.fill(0)
         copy(inner, x)                          # (float16, integers: converted as it is copied)
         for dst, src in moves:
             copy(dst, src)

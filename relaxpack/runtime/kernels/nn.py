@@ -199,7 +199,7 @@ def conv_workspace(data_shape, weight_shape, dtype, *, strides, padding, dilatio
 
     >>> conv_workspace((1, 8, 16, 16), (8, 8, 3, 3), "float32", strides=1, padding=1, dilation=1, groups=1,
     ...                data_layout="NCHW", out_layout=None)
-    101888
+    103104
     """
     rest = (*data_shape[1:], *weight_shape)
     if not all(isinstance(d, int) for d in rest) or len(data_shape) != len(weight_shape) or len(data_shape) < 3:
