@@ -148,3 +148,14 @@ def test_a_mean_runner_divides_by_its_count_as_the_python_int_did(shape, axes, d
     assert run is not None
     run()
     assert_same_bits(out, run_kernel("mean", x, axis=axes, keepdims=True))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_an_average_pool_with_one_window_count_divides_by_it_as_the_numpy_scalar_did(dtype):
+    x = np.random.default_rng(2).standard_normal((2, 3, 6, 10)).astype(dtype)
+    got = run_kernel("nn.avg_pool", x, pool_size=(2, 2), strides=(2, 2), padding=(0, 0, 0, 0), dilation=(1, 1),
+                     ceil_mode=False, count_include_pad=False, data_layout="NCHW")
+    expected = x[..., 0::2, 0::2] + x[..., 0::2, 1::2]     # the taps in the kernel's order
+    expected += x[..., 1::2, 0::2]
+    expected += x[..., 1::2, 1::2]
+    assert_same_bits(got, np.divide(expected, x.dtype.type(4)))
