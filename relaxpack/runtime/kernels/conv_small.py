@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from . import conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
-from ._math import CLIP
+from ._math import CLIP, scalar_array
 from ._workspace import scratch_nbytes
 
 _as_strided = np.lib.stride_tricks.as_strided
@@ -230,7 +230,7 @@ def _activation(activation, dtype: np.dtype):
     from .elementwise import sigmoid_in_place
     from .fused import activation_fn
     if activation == "relu" and dtype.kind == "f":
-        zero, inf = dtype.type(0), dtype.type(np.inf)
+        zero, inf = scalar_array(0, dtype), scalar_array(np.inf, dtype)     # (0-d: see ._constants)
         return lambda out: CLIP(out, zero, inf, out=out)
     if dtype not in (np.float32, np.float64):
         return activation_fn(activation)
@@ -239,7 +239,7 @@ def _activation(activation, dtype: np.dtype):
     if activation == "hard_swish":
         return lambda out: hard_swish_into(out, out)
     if isinstance(activation, (tuple, list)) and len(activation) == 3 and activation[0] == "hard_sigmoid":
-        alpha, beta = dtype.type(activation[1]), dtype.type(activation[2])
+        alpha, beta = scalar_array(activation[1], dtype), scalar_array(activation[2], dtype)
         return lambda out: hard_sigmoid_into(out, out, alpha, beta)
     return activation_fn(activation)
 
