@@ -238,3 +238,45 @@ def test_an_unpadded_conv_on_an_arena_view_reads_its_new_values(layout):
         want = out_for(data, weight, attrs, "float32")
         CONV_BIAS_ACT(x, w, b, out=want, **attrs)
         np.testing.assert_array_equal(out, want)
+
+
+# 1-d convs (Whisper's front end): one image of an ungrouped conv takes a 2-d np.dot, a constant bias of
+# at most BIAS_PLANE_MAX_SIZE values per image is added as a (channels, length) plane (both sides of the bound)
+CONV1D = [
+    ((1, 16, 30), (32, 16, 3), dict(padding=(1, 1))),
+    ((1, 32, 30), (32, 32, 3), dict(strides=(2,), padding=(1, 1))),
+    ((3, 16, 17), (32, 16, 3), dict(padding=(1, 1))),                    # a batch: matmul
+    ((1, 6, 11), (8, 3, 3), dict(groups=2, padding=(1, 1))),              # groups: matmul
+    ((1, 2, 1024), (16, 2, 3), dict(padding=(1, 1))),                    # 16 x 1024 values: a plane
+    ((1, 2, 1025), (16, 2, 3), dict(padding=(1, 1))),                    # 16 x 1025: the column
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("activation", [None, "gelu"])
+@pytest.mark.parametrize("data, weight, attrs", CONV1D)
+def test_a_1d_conv_is_the_generic_kernel_with_a_constant_or_register_bias(data, weight, attrs, activation, dtype,
+                                                                          monkeypatch):
+    from relaxpack.runtime.kernels import conv_small
+    operands = []
+    real = conv_small._bias_operand
+    monkeypatch.setattr(conv_small, "_bias_operand", lambda *a: operands.append(real(*a)) or operands[-1])
+    attrs = full_attrs(attrs, activation)
+    assert _prepared_conv(data, weight, *(attrs[k] for k in ("strides", "padding", "dilation", "groups")),
+                          "NCHW")[0].method == "strided"
+    rng = np.random.default_rng(7)
+    w = rand(rng, weight, dtype)
+    for constant in [(False, True, True), (False, True, False)]:
+        b = rand(rng, (weight[0],), dtype)
+        call = CONV_BIAS_ACT.specialize_attrs(attrs, constant)
+        out, ws = out_for(data, weight, attrs, dtype), workspace_for(data, weight, attrs, dtype)
+        for _ in range(3):
+            if not constant[2]:
+                b[...] = rand(rng, (weight[0],), dtype)     # a register: the same object, new values
+            x = rand(rng, data, dtype)
+            call(x, w, b, out=out, workspace=ws)
+            want = out_for(data, weight, attrs, dtype)
+            CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+            np.testing.assert_array_equal(out, want)
+    plane = weight[0] * out.shape[-1] <= conv_small.BIAS_PLANE_MAX_SIZE
+    assert [op.shape for op in operands] == [(weight[0], out.shape[-1]) if plane else (weight[0], 1), (weight[0], 1)]

@@ -227,6 +227,7 @@ def test_gelu_of_small_arrays_is_correctly_rounded(dtype):
     edge = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 15.0, -15.0, -40.0, 1e-45], dtype)
     got = run_kernel("nn.gelu", edge)
     assert got[0] == np.inf and np.isnan(got[1]) and np.isnan(got[2]) and got[3] == 0 and got[4] == 0
+    assert not np.signbit(got[3]) and np.signbit(got[4])        # -0.0 * Phi(0) is -0.0, as onnxruntime's
     assert got[5] == 15 and got[6] == 0 and got[7] == 0
     small = x[:300].copy()
     call_kernel("nn.gelu", small, out=small)                  # a fused gemm's in-place call
@@ -263,6 +264,46 @@ def test_gelu_of_small_arrays_keeps_buffers_per_size_and_thread():
     scalar = np.array(x[7])
     assert run_kernel("nn.gelu", scalar)[()] == run_kernel("nn.gelu", x[7:8])[0]
     assert run_kernel("nn.gelu", np.zeros((3, 0), np.float32)).shape == (3, 0)
+
+
+def test_gelu_float32_keeps_its_scratch_per_size_and_thread(monkeypatch):
+    """Up to GELU32_KEPT_MAX_SIZE values the float32 GELU keeps its scratch per thread and shape (the
+    oldest dropped past ``_GELU32_SIZES_KEPT``); beyond, and with the bound at 0, it carves Scratch:
+    the same bits either way, in place, into a strided ``out``, cycling more shapes than are kept in
+    two threads at once."""
+    from relaxpack.runtime.kernels import _math
+    sweep = gelu_sweep()
+    sizes = [2049, 3072, _math.GELU32_KEPT_MAX_SIZE, _math.GELU32_KEPT_MAX_SIZE + 1, 5000, 2500, 4097]
+    x = np.resize(sweep, max(sizes))
+    want = {}
+    with monkeypatch.context() as m:
+        m.setattr(_math, "GELU32_KEPT_MAX_SIZE", 0)
+        for n in sizes:
+            want[n] = np.empty(n, np.float32)
+            _math.gelu32_into(x[:n], want[n])
+    failures = []
+
+    def cycle(offset):
+        for _ in range(3):
+            for n in sizes[offset:] + sizes[:offset]:
+                got = np.empty(n, np.float32)
+                _math.gelu32_into(x[:n], got)
+                if not np.array_equal(got, want[n], equal_nan=True):
+                    failures.append((offset, n))
+
+    threads = [threading.Thread(target=cycle, args=(k,)) for k in (0, 3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not failures
+    assert len(_math._GELU32_KEPT.shapes) <= _math._GELU32_SIZES_KEPT
+    same = x[:3072].copy()
+    _math.gelu32_into(same, same)                                    # in place
+    np.testing.assert_array_equal(same, want[3072])
+    strided = np.zeros((3072, 2), np.float32)[:, 0]                  # an out that is not contiguous
+    _math.gelu32_into(x[:3072].reshape(-1), strided)
+    np.testing.assert_array_equal(strided, want[3072])
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])

@@ -246,6 +246,40 @@ def test_instance_norm(dtype, shape):
     assert_close(run_kernel("nn.instance_norm", x, gamma, beta, epsilon=eps), expected)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_instance_norm_rows_against_float64_in_place_constant_rows_and_fallbacks(dtype):
+    """float32/float64 contiguous instance norm takes layer norm's row arithmetic (each sample and
+    channel a row): within float32's rounding of the float64 result (a constant row gives beta), in
+    place too; a strided input takes the generic path, with the same tolerance."""
+    from relaxpack.runtime.kernels import normalization
+    rng = np.random.default_rng(14)
+    kernel = get_kernel("nn.instance_norm").fn
+    for shape in [(1, 32, 64), (1, 3, 65), (3, 5, 1), (2, 4, 2, 4), (2, 4, 3, 5)]:
+        x = rand(rng, shape, dtype) * 3 + 2
+        x[0, 0] = 1.5
+        gamma, beta = rand(rng, shape[1:2], dtype), rand(rng, shape[1:2], dtype)
+        x64, axes = x.astype(np.float64), tuple(range(2, x.ndim))
+        centered = x64 - x64.mean(axes, keepdims=True)
+        per = (1, -1) + (1,) * (x.ndim - 2)
+        want = centered / np.sqrt((centered ** 2).mean(axes, keepdims=True) + EPS) * gamma.reshape(per) \
+            + beta.reshape(per)
+        assert normalization._instance_rows(x, gamma, beta, x)
+        got = np.empty_like(x)
+        kernel(x, gamma, beta, out=got, epsilon=EPS)
+        tol = 2e-6 if dtype == "float32" else 1e-12
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+        d = x[0, 0].size
+        if d & (d - 1) == 0:            # 1 / d exact: the constant row's mean is its value, its result beta
+            np.testing.assert_array_equal(got[0, 0], np.full(shape[2:], beta[0]))
+        same = x.copy()
+        kernel(same, gamma, beta, out=same, epsilon=EPS)                      # in place
+        np.testing.assert_array_equal(same, got)
+        strided = np.repeat(x, 2, axis=-1)[..., ::2]
+        assert not normalization._instance_rows(strided, gamma, beta, got)
+        kernel(strided, gamma, beta, out=got, epsilon=EPS)
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
 def lrn_spec(x, size, alpha, beta, bias):
     """ONNX LRN as the spec writes it, in float64, one channel at a time."""
     x64, channels = x.astype(np.float64), x.shape[1]
@@ -323,6 +357,30 @@ def test_layer_norm_per_instruction_is_the_generic_kernel():
     kernel(x, g32, b32, out=want, axes=(0,), epsilon=EPS)
     spec_first(x, g32, b32, out=got)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_layer_norm_per_instruction_keeps_planes_of_a_constant_beta_only(dtype):
+    """Up to _OUTER_MAX_SIZE values the specialized layer norm keeps, per shape, a buffer for the
+    outer product of the row scales and gamma and, for a constant beta, beta repeated over the rows:
+    bit for bit the generic kernel over calls that change the shape (both sides of the bound) and,
+    where beta is not a constant, beta's values in the same array (they show through)."""
+    from relaxpack.runtime.kernels.normalization import _OUTER_MAX_SIZE
+    rng = np.random.default_rng(13)
+    kernel = get_kernel("nn.layer_norm").fn
+    d = 32
+    for constant in ((False, True, True), (False, False, False)):
+        g, b = rand(rng, (d,), dtype), rand(rng, (d,), dtype)
+        spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, constant)
+        for rows in (15, 15, 16, _OUTER_MAX_SIZE // d, _OUTER_MAX_SIZE // d + 1, 15):
+            if not constant[2]:
+                b[...] = rand(rng, (d,), dtype)
+            x = rand(rng, (1, rows, d), dtype)
+            for beta in (b, b, None, None, b):         # a repeated call takes the kept path
+                want, got = np.empty_like(x), np.empty_like(x)
+                kernel(x, g, beta, out=want, axes=(-1,), epsilon=EPS)
+                spec(x, g, beta, out=got)
+                np.testing.assert_array_equal(got, want)
 
 
 def test_float16_layer_norm_per_instruction_keeps_float32_parameters_of_constants_only():

@@ -172,14 +172,15 @@ _ERF32_BIG = tuple(scalar_array(c, np.float32) for c in (
 def _horner_into(acc: np.ndarray, coefs: Sequence, t: np.ndarray) -> np.ndarray:
     """``acc = sum(coefs[i] * t**i)``, in ``acc`` (which must not be ``t``);
     a leading coefficient of 1 saves a pass."""
+    mul, add = np.multiply, np.add          # (``out`` positional: ~0.1 us a call less than ``*=``)
     if coefs[-1] == 1:
-        np.add(t, coefs[-2], out=acc)
+        add(t, coefs[-2], acc)
     else:
-        np.multiply(t, coefs[-1], out=acc)
-        acc += coefs[-2]
+        mul(t, coefs[-1], acc)
+        add(acc, coefs[-2], acc)
     for c in coefs[-3::-1]:
-        acc *= t
-        acc += c
+        mul(acc, t, acc)
+        add(acc, c, acc)
     return acc
 
 
@@ -218,11 +219,17 @@ def select_into(mask: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray,
     """``out = where(mask, a, b)`` for float32 arrays of one shape, by bit
     operations (numpy's masked copies are ~8x slower on a random mask).
     ``a`` and the uint32 scratch ``ones`` are overwritten; ``out`` may be ``a`` or ``b``."""
+    select_bits(mask, a.view(np.uint32), b.view(np.uint32), out.view(np.uint32), ones)
+
+
+def select_bits(mask: np.ndarray, a_bits: np.ndarray, b_bits: np.ndarray, out_bits: np.ndarray,
+                ones: np.ndarray) -> None:
+    """:func:`select_into` on the uint32 views of its float32 operands (a caller that keeps its
+    arrays keeps the views too)."""
     np.multiply(mask, _ALL_BITS, out=ones, dtype=np.uint32)
-    a_bits, b_bits = a.view(np.uint32), b.view(np.uint32)
-    a_bits ^= b_bits
-    a_bits &= ones
-    np.bitwise_xor(b_bits, a_bits, out=out.view(np.uint32))
+    np.bitwise_xor(a_bits, b_bits, a_bits)
+    np.bitwise_and(a_bits, ones, a_bits)
+    np.bitwise_xor(b_bits, a_bits, out_bits)
 
 
 def erf32(x: np.ndarray, out: np.ndarray) -> None:
@@ -267,35 +274,79 @@ def gelu32_into(x: np.ndarray, out: np.ndarray) -> None:
     7 ulp on [-4, -1), and a relative 2e-5 in the far negative tail
     (|result| < 1e-8), on every 64th float32 of [-7, 7]; inf gives inf and
     -inf NaN (``0.5 * x * (1 + erf(x / sqrt(2)))`` evaluated in IEEE arithmetic).
+    Up to ``GELU32_KEPT_MAX_SIZE`` values its scratch arrays are kept per thread and size
+    (:func:`_gelu32_buffers`); larger arrays take :class:`Scratch`.
 
     >>> x = np.array([-1.0, 0.0, 1.0], np.float32)
     >>> gelu32_into(x, x); x                       # doctest: +SKIP
     array([-0.15865526,  0.        ,  0.8413447 ], dtype=float32)
     """
-    layouts = [(x.shape, np.float32)] * 5 + [(x.shape, np.bool_)]
-    with Scratch(layouts) as (a, u, near, tail, work, is_near), quiet():
-        np.abs(x, out=a)
-        CLIP(a, _F32_ZERO, _GELU_TOP, out=a)
-        np.multiply(a, a, out=u)
-        np.less(a, _GELU_SPLIT, out=is_near)
-        _horner_into(work, _GELU_NEAR, u)
-        work *= u
-        work *= a
-        np.multiply(a, _GELU_NEAR_S0, out=near)
-        np.subtract(_F32_HALF, near, out=near)       # exact for a S0 in [1/4, 1]
-        near -= work
-        u *= _F32_MINUS_HALF
-        np.exp(u, out=u)
-        _horner_into(tail, _GELU_TAIL_P, a)
-        tail /= _horner_into(work, _GELU_TAIL_R, a)
-        tail *= u
-        select_into(is_near, near, tail, tail, work.view(np.uint32))
-        tail *= a                                            # |x| * Phi(-|x|)
-        # relu(x) as x - min(x, 0): exact, and NaN at -inf as the formula (-inf * 0) and
-        # onnxruntime give, where a clip would give 0 (and the Erf form run op by op NaN)
-        np.minimum(x, _F32_ZERO, out=near)
-        np.subtract(x, near, out=out)
-        out -= tail
+    if x.size <= GELU32_KEPT_MAX_SIZE:
+        with quiet():
+            _gelu32_passes(x, out, _gelu32_buffers(x.shape))
+        return
+    layouts = [(x.shape, np.float32)] * 5 + [(x.shape, np.bool_), (x.shape, np.uint32)]
+    with Scratch(layouts) as arrays, quiet():
+        _gelu32_passes(x, out, arrays)
+
+
+def _gelu32_passes(x: np.ndarray, out: np.ndarray, arrays) -> None:
+    """:func:`gelu32_into`'s numpy calls, in scratch ``arrays`` of ``x``'s shape (five float32, one
+    bool, one uint32, optionally the uint32 views of the third and fourth), each call with ``out`` positional (a keyword or an in-place operator costs
+    ~0.1 us more, and there are ~40: on a few thousand values that is what costs)."""
+    a, u, near, tail, work, is_near, bits = arrays[:7]
+    near_bits, tail_bits = arrays[7:] or (near.view(np.uint32), tail.view(np.uint32))
+    mul, sub = np.multiply, np.subtract
+    np.absolute(x, a)
+    CLIP(a, _F32_ZERO, _GELU_TOP, out=a)
+    mul(a, a, u)
+    np.less(a, _GELU_SPLIT, is_near)
+    _horner_into(work, _GELU_NEAR, u)
+    mul(work, u, work)
+    mul(work, a, work)
+    mul(a, _GELU_NEAR_S0, near)
+    sub(_F32_HALF, near, near)                      # exact for a S0 in [1/4, 1]
+    sub(near, work, near)
+    mul(u, _F32_MINUS_HALF, u)
+    np.exp(u, u)
+    _horner_into(tail, _GELU_TAIL_P, a)
+    np.divide(tail, _horner_into(work, _GELU_TAIL_R, a), tail)
+    mul(tail, u, tail)
+    select_bits(is_near, near_bits, tail_bits, tail_bits, bits)
+    mul(tail, a, tail)                              # |x| * Phi(-|x|)
+    # relu(x) as x - min(x, 0): exact, and NaN at -inf as the formula (-inf * 0) and
+    # onnxruntime give, where a clip would give 0 (and the Erf form run op by op NaN)
+    np.minimum(x, _F32_ZERO, out=near)
+    sub(x, near, out)
+    sub(out, tail, out)
+
+
+#: arrays up to this many values keep :func:`gelu32_into`'s scratch per thread and size (~0.7 MB
+#: at the largest): carving seven arrays out of the workspace cost ~3.5 us a call
+GELU32_KEPT_MAX_SIZE = 1 << 15
+#: sizes whose scratch a thread keeps for :func:`gelu32_into` (the oldest goes first)
+_GELU32_SIZES_KEPT = 4
+
+
+class _Gelu32Kept(threading.local):
+    def __init__(self):
+        self.shapes: dict[tuple, tuple] = {}
+
+
+_GELU32_KEPT = _Gelu32Kept()
+
+
+def _gelu32_buffers(shape: tuple) -> tuple:
+    """This thread's scratch for :func:`_gelu32_passes` at ``shape`` (made on first use)."""
+    shapes = _GELU32_KEPT.shapes
+    kept = shapes.get(shape)
+    if kept is None:
+        if len(shapes) >= _GELU32_SIZES_KEPT:
+            del shapes[next(iter(shapes))]
+        arrays = tuple(np.empty(shape, np.float32) for _ in range(5)) + (
+            np.empty(shape, np.bool_), np.empty(shape, np.uint32))
+        kept = shapes[shape] = arrays + (arrays[2].view(np.uint32), arrays[3].view(np.uint32))
+    return kept
 
 
 # ---------------------------------------------------------------- GELU of small arrays, in float64
@@ -339,8 +390,7 @@ _ROOT8 = 2 * math.sqrt(2)
 #: the small GELU's scalars, as :func:`scalar_array` makes them
 _GELU_TOP64, _ROOT8_64 = scalar_array(15.0), scalar_array(_ROOT8)
 _S_NUMERATOR, _U_SHIFT = scalar_array(_ROOT8 / _ERFC_H), scalar_array(_ERFC_M / _ERFC_H)
-#: float32 (not float64: a float32 or float16 x keeps a float32 min(x, 0), exact)
-_ZERO32 = _F32_ZERO
+_ZERO64 = scalar_array(0.0)
 #: the dot product's weights: the fit's coefficients of u ** 1 .. u ** 16, -1/2 for the row that
 #: holds a^2, and P's constant term with log(h / 2) folded in for the row of ones (so the product
 #: is P(u) - z^2 + log(h / 2): exp of it times t / h is erfc(z) t / 2)
@@ -350,14 +400,14 @@ _GELU_SIZES_KEPT = 8
 
 
 class _GeluBuffers:
-    """A size's float64 buffers for :func:`gelu64_small_into`: ``a``, ``s``, the product ``p``,
-    the rows of powers (the last a row of ones, written once) and the views that fill them.
+    """A size's float64 buffers for :func:`gelu64_small_into`: ``x`` in float64, ``a``, ``s``, the
+    product ``p``, ``relu``, the rows of powers (the last a row of ones, written once) and the views that fill them.
     Kept per thread and size: making them cost ~3 us a call, a fifth of a GELU of 320 values."""
 
-    __slots__ = ("a", "s", "p", "rows", "u", "square", "steps")
+    __slots__ = ("x", "a", "s", "p", "relu", "rows", "u", "square", "steps")
 
     def __init__(self, n: int):
-        self.a, self.s, self.p = np.empty(n), np.empty(n), np.empty(n)
+        self.x, self.a, self.s, self.p, self.relu = (np.empty(n) for _ in range(5))
         self.rows = np.empty((len(_ERFC_WEIGHTS), n))
         self.rows[-1] = 1.0
         self.u, self.square = self.rows[0], self.rows[-2]
@@ -386,8 +436,10 @@ def _gelu_buffers(n: int) -> _GeluBuffers:
 
 def gelu64_small_into(x: np.ndarray, out: np.ndarray) -> None:
     """``out = x * Phi(x)`` (exact GELU) for a float ``x`` of ``out``'s shape, evaluated in
-    float64 and rounded once: 17 numpy calls (``out`` positional, into buffers kept per size)
-    where :func:`gelu32_into` makes ~40, which on a small array is what costs.
+    float64 and rounded once: ~20 numpy calls (``out`` positional, into buffers kept per size)
+    where :func:`gelu32_into` makes ~40, which on a small array is what costs. ``x`` is copied
+    into float64 first and the result rounded by a last copy, so that no call mixes dtypes
+    (a ufunc that casts an operand runs a buffered loop: ~0.5-1 us more per call).
     ``x - min(x, 0) - |x| Phi(-|x|)`` with ``Phi(-a) = erfc(a / sqrt 2) / 2`` from the fit above:
     within a relative 1.4e-12 before rounding, so float32 and float16 results are correctly
     rounded but for near-ties; inf gives inf, -inf NaN, as :func:`gelu32_into`. ``out`` may be ``x``.
@@ -398,10 +450,11 @@ def gelu64_small_into(x: np.ndarray, out: np.ndarray) -> None:
     rounding of ~1e-16, far inside the fit's error)."""
     flat = x.reshape(-1)
     kept = _gelu_buffers(flat.size)
-    a, s, p = kept.a, kept.s, kept.p
+    x64, a, s, p, relu = kept.x, kept.a, kept.s, kept.p, kept.relu
     with quiet():
-        np.absolute(flat, a)
-        np.minimum(a, _GELU_TOP64, out=a)           # a = |x| in [0, 15]; z = a / sqrt 2
+        np.copyto(x64, flat)                        # (then every call has one dtype: no casting loops)
+        np.absolute(x64, a)
+        CLIP(a, _ZERO64, _GELU_TOP64, out=a)        # a = |x| in [0, 15]; z = a / sqrt 2 (NaN stays NaN)
         np.add(a, _ROOT8_64, s)
         np.divide(_S_NUMERATOR, s, s)               # s = t / h, t = 1 / (1 + z / 2)
         np.subtract(s, _U_SHIFT, kept.u)            # u = (t - m) / h
@@ -412,12 +465,13 @@ def gelu64_small_into(x: np.ndarray, out: np.ndarray) -> None:
         np.exp(p, p)
         np.multiply(p, s, p)                        # erfc(z) / 2
         np.multiply(p, a, p)                        # |x| Phi(-|x|) = |x| erfc(z) / 2
-        relu = np.fmin(flat, _ZERO32)               # (-inf stays -inf, NaN gives 0 and x - 0 is NaN)
-        np.subtract(flat, relu, relu)               # exact: x - min(x, 0)
-        if out.flags.c_contiguous:
-            np.subtract(relu, p, out.reshape(-1), casting="unsafe")
+        np.fmin(x64, _ZERO64, relu)                 # (-inf stays -inf, NaN gives 0 and x - 0 is NaN)
+        np.subtract(x64, relu, relu)                # exact: x - min(x, 0) (-0.0 stays -0.0, as fmin gives +0.0)
+        np.subtract(relu, p, relu)
+        if out.flags.c_contiguous:                  # rounded once
+            np.copyto(out.reshape(-1), relu, casting="unsafe")
         else:
-            np.subtract(relu.reshape(out.shape), p.reshape(out.shape), out=out, casting="unsafe")
+            np.copyto(out, relu.reshape(out.shape), casting="unsafe")
 
 
 def python_max(values: np.ndarray):

@@ -14,7 +14,9 @@ import numpy as np
 
 from ...errors import UnsupportedOpError
 from ..fpstate import quiet
-from ._math import CLIP, GELU64_MAX_SIZE, commit, erf64, gelu32_into, gelu64_small_into, is_low_float, load, separate
+from ._constants import ONE, ZERO, per_float_dtype
+from ._math import (CLIP, GELU64_MAX_SIZE, commit, erf64, gelu32_into, gelu64_small_into, is_low_float, load,
+                    scalar_array, separate)
 from ._registry import register_kernel
 
 
@@ -36,14 +38,16 @@ def relu(x, *, out):
         x, out = x.reshape(1), out.reshape(1)
     bounds = _RELU_BOUNDS.get(out.dtype)
     if bounds is None:
-        bounds = _RELU_BOUNDS[out.dtype] = (out.dtype.type(0), out.dtype.type(np.inf) if out.dtype.kind == "f" else None)
+        kind = out.dtype.type
+        bounds = _RELU_BOUNDS[out.dtype] = (scalar_array(kind(0), out.dtype),
+                                            scalar_array(kind(np.inf), out.dtype) if out.dtype.kind == "f" else None)
     if bounds[1] is not None and x.dtype == out.dtype:
         CLIP(x, bounds[0], bounds[1], out=out)   # ~3x np.maximum's speed
         return
     np.maximum(x, bounds[0], out=out)
 
 
-#: per output dtype: (its zero, its inf or None), made once (a numpy scalar costs ~0.4 us to make)
+#: per output dtype: (its zero, its inf or None) as read-only 0-d arrays (see ._constants), made once
 _RELU_BOUNDS: dict = {}
 
 
@@ -153,7 +157,7 @@ def silu_in_place(buf: np.ndarray) -> None:
     s = np.negative(buf)
     with quiet():
         np.exp(s, out=s)
-    s += 1
+    np.add(s, ONE.get(s.dtype, 1), out=s)      # (a 0-d one: see ._constants)
     buf /= s
 
 
@@ -168,7 +172,7 @@ def hard_sigmoid(x, *, out, alpha, beta):
     buf = load(x, out)
     buf *= alpha
     buf += beta
-    CLIP(buf, buf.dtype.type(0), buf.dtype.type(1), out=buf)
+    CLIP(buf, ZERO.get(buf.dtype, 0), ONE.get(buf.dtype, 1), out=buf)
     commit(buf, out)
 
 
@@ -182,30 +186,33 @@ def hard_swish(x, *, out):
     buf = load(x, out)
     gate = buf * (1 / 6)
     gate += 0.5
-    CLIP(gate, gate.dtype.type(0), gate.dtype.type(1), out=gate)
+    CLIP(gate, ZERO.get(gate.dtype, 0), ONE.get(gate.dtype, 1), out=gate)
     buf *= gate
     commit(buf, out)
 
 
 def hard_sigmoid_into(x: np.ndarray, out: np.ndarray, alpha, beta) -> None:
     """HardSigmoid of float32/float64 ``x`` into ``out`` of its shape and dtype (may be ``x``),
-    ``alpha`` and ``beta`` scalars of that dtype: the kernel's three ufunc calls, which a conv's
-    runner also calls as its activation without the kernel's layers around them."""
-    kind = out.dtype.type
+    ``alpha`` and ``beta`` scalars or 0-d arrays of that dtype: the kernel's three ufunc calls,
+    which a conv's runner also calls as its activation without the kernel's layers around them."""
     np.multiply(x, alpha, out=out)
     np.add(out, beta, out=out)
-    CLIP(out, kind(0), kind(1), out=out)
+    CLIP(out, ZERO[out.dtype], ONE[out.dtype], out=out)
 
 
 def hard_swish_into(x: np.ndarray, out: np.ndarray) -> None:
     """HardSwish of float32/float64 ``x`` into ``out`` of its shape and dtype, the gate in a
     temporary (``x`` may be ``out``: a fused conv's in-place call); as :func:`hard_sigmoid_into`,
     also a conv runner's activation."""
-    kind = out.dtype.type
-    gate = np.multiply(x, kind(1 / 6))
-    np.add(gate, kind(0.5), out=gate)
-    CLIP(gate, kind(0), kind(1), out=gate)
+    dtype = out.dtype
+    gate = np.multiply(x, _SIXTH[dtype])
+    np.add(gate, _HALF[dtype], out=gate)
+    CLIP(gate, ZERO[dtype], ONE[dtype], out=gate)
     np.multiply(x, gate, out=out)
+
+
+#: HardSwish's constants, as the kernel rounds them to the data's dtype (read-only 0-d arrays)
+_SIXTH, _HALF = per_float_dtype(1 / 6), per_float_dtype(0.5)
 
 
 def _same_float(x: np.ndarray, out: np.ndarray) -> bool:

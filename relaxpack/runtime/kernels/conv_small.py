@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from . import conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
-from ._math import CLIP
+from ._math import CLIP, scalar_array
 from ._workspace import scratch_nbytes
 
 _as_strided = np.lib.stride_tricks.as_strided
@@ -152,8 +152,13 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     prepared_out = out if out.base is not None else None
     target = result.reshape(target_shape) if result is not None else \
         out.reshape(target_shape) if prepared_out is not None else None
-    bias_b = None if bias is None else bias.reshape(bias.shape + (1,) * len(plan.lengths))
-    copy, matmul, add = np.copyto, np.matmul, np.add
+    bias_b = _bias_operand(bias, plan.lengths, fixed_bias)
+    copy, matmul, dot, add = np.copyto, np.matmul, np.dot, np.add
+    # one image of an ungrouped 1-d conv: the GEMM as a 2-d np.dot, the same sgemm call as matmul's
+    # 4-d broadcast (bit for bit) without its ~0.4 us of batch iteration (32 x 48 x 30: 2.0 -> 1.6 us)
+    single = batch == 1 and g == 1 and len(plan.lengths) == 1
+    w2, cols2 = (w.reshape(out_channels, k), cols.reshape(k, pixels)) if single else (None, None)
+    target2 = target.reshape(out_channels, pixels) if single and target is not None else None
 
     def window_of(source):
         lead, spatial_strides = source.strides[:2], source.strides[2:]
@@ -183,7 +188,11 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         copy(dst, window)
         if convert:
             copy(w, weight.reshape(w.shape))
-        matmul(w, columns, out=target if result is not None or out is prepared_out else out.reshape(target_shape))
+        kept = result is not None or out is prepared_out
+        if single:
+            dot(w2, cols2, target2 if kept else out.reshape(out_channels, pixels))
+        else:
+            matmul(w, columns, out=target if kept else out.reshape(target_shape))
         if result is not None:
             copy(out, result, casting="unsafe")  # the conv rounds, then the bias: as the generic kernel
         if bias_b is not None:
@@ -191,6 +200,23 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         if act is not None:
             act(out)
     return run
+
+
+#: a constant bias of a 1-d conv is added as a whole ``(channels, length)`` plane up to this many values
+BIAS_PLANE_MAX_SIZE = 1 << 14
+
+
+def _bias_operand(bias, lengths: tuple, fixed: bool):
+    """What the strided runner adds to its result: ``bias`` as a column per channel, or, for a
+    constant bias of a 1-d conv of at most :data:`BIAS_PLANE_MAX_SIZE` values per image, that column
+    repeated along the length: a same-shape add (broadcast over the batch only) where a column's
+    inner stride of 0 makes numpy loop per channel (0.95 -> 0.32 us at 32 x 30; the same sums)."""
+    if bias is None:
+        return None
+    column = bias.reshape(bias.shape + (1,) * len(lengths))
+    if fixed and len(lengths) == 1 and bias.size * lengths[0] <= BIAS_PLANE_MAX_SIZE:
+        return np.ascontiguousarray(np.broadcast_to(column, (bias.size, lengths[0])))
+    return column
 
 
 def _activation(activation, dtype: np.dtype):
@@ -204,7 +230,7 @@ def _activation(activation, dtype: np.dtype):
     from .elementwise import sigmoid_in_place
     from .fused import activation_fn
     if activation == "relu" and dtype.kind == "f":
-        zero, inf = dtype.type(0), dtype.type(np.inf)
+        zero, inf = scalar_array(0, dtype), scalar_array(np.inf, dtype)     # (0-d: see ._constants)
         return lambda out: CLIP(out, zero, inf, out=out)
     if dtype not in (np.float32, np.float64):
         return activation_fn(activation)
@@ -213,7 +239,7 @@ def _activation(activation, dtype: np.dtype):
     if activation == "hard_swish":
         return lambda out: hard_swish_into(out, out)
     if isinstance(activation, (tuple, list)) and len(activation) == 3 and activation[0] == "hard_sigmoid":
-        alpha, beta = dtype.type(activation[1]), dtype.type(activation[2])
+        alpha, beta = scalar_array(activation[1], dtype), scalar_array(activation[2], dtype)
         return lambda out: hard_sigmoid_into(out, out, alpha, beta)
     return activation_fn(activation)
 

@@ -188,8 +188,8 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
     bias_b = None if bias is None else bias.reshape((out_channels, 1) if bias_in_result else (out_channels, 1, 1))
     copy, matmul, add = np.copyto, np.matmul, np.add
     if relu:
-        from ._math import CLIP
-        zero, inf = work.type(0), work.type(np.inf)
+        from ._math import CLIP, scalar_array
+        zero, inf = scalar_array(0, work), scalar_array(np.inf, work)      # (0-d: see ._constants)
 
     def run(x, out):
         if not own:

@@ -13,7 +13,8 @@ import math
 import numpy as np
 
 from ..fpstate import quiet
-from ._math import CLIP, commit, erf32, erf64, is_low_float, load, scratch, separate
+from ._constants import ONE
+from ._math import CLIP, commit, erf32, erf64, is_low_float, load, scalar_array, scratch, separate
 from ._registry import as_ufunc, register_kernel
 
 # ---------------------------------------------------------------- unary math
@@ -90,8 +91,9 @@ def sigmoid_in_place(buf: np.ndarray) -> None:
 def _reciprocal_of_one_plus_exp(buf: np.ndarray) -> None:
     with quiet():
         np.exp(buf, out=buf)
-    buf += 1
-    np.divide(1, buf, out=buf)         # the same quotient as np.reciprocal, twice as fast
+    one = ONE.get(buf.dtype, 1)        # (a 0-d one: see ._constants)
+    np.add(buf, one, out=buf)
+    np.divide(one, buf, out=buf)       # the same quotient as np.reciprocal, twice as fast
 
 
 @register_kernel("erf")
@@ -347,8 +349,8 @@ def _specialize_clip(attrs: dict, constant: tuple):
             return
         b = bounds.get(dtype)
         if b is None:       # read-only 0-d arrays: a ufunc reads them at half a numpy scalar's cost
-            b = bounds[dtype] = (_constant_0d(-np.inf if low is None else low, dtype),
-                                 _constant_0d(np.inf if high is None else high, dtype), high if low is None else low)
+            b = bounds[dtype] = (scalar_array(-np.inf if low is None else low, dtype),
+                                 scalar_array(np.inf if high is None else high, dtype), high if low is None else low)
         CLIP(x, b[0], b[1], out=out)
         if saturate_nan and out.size and isnan(reduce_min(out, None)):
             np.copyto(out, b[2], where=np.isnan(out), casting="unsafe")
@@ -356,12 +358,6 @@ def _specialize_clip(attrs: dict, constant: tuple):
 
 
 clip.specialize_attrs = _specialize_clip
-
-
-def _constant_0d(value, dtype) -> np.ndarray:
-    array = np.full((), value, dtype)
-    array.flags.writeable = False
-    return array
 
 
 def _saturate_nan(out: np.ndarray, bound) -> None:

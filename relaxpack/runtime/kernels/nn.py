@@ -31,7 +31,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ..fpstate import quiet
-from ._math import commit, is_low_float, pads, per_spatial, scratch, work_dtype
+from ._math import commit, is_low_float, pads, per_spatial, scalar_array, scratch, work_dtype
 from ..dtypes import numpy_dtype
 from ._workspace import scratch_nbytes
 from . import conv_integer, conv_nhwc, conv_transpose_tiled, conv_winograd, max_pool_flat
@@ -533,7 +533,7 @@ def _avg_pool_calls(data, out, pool_size, strides, padding, dilation, ceil_mode,
         c = _window_counts(x_len, k, s, d, b, e, m, count_include_pad)
         counts = np.multiply.outer(counts, c.astype(dtype))
     if counts.size and (counts == counts.flat[0]).all():
-        counts = counts.flat[0]          # (the same quotients, without a broadcast array)
+        counts = scalar_array(counts.flat[0], dtype)    # (the same quotients, no broadcast array; 0-d: ._constants)
     calls.append((np.divide, (acc, counts), {"out": acc}))
     if acc is not out:
         calls.append((np.copyto, (out, acc), {"casting": "unsafe"}))

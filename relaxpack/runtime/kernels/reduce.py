@@ -14,7 +14,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ..fpstate import quiet
-from ._math import axis_tuple, is_low_float, normalize_axis
+from ._math import axis_tuple, is_low_float, normalize_axis, scalar_array
 from ._registry import register_kernel
 
 
@@ -183,7 +183,7 @@ def mean_runner(x: np.ndarray, out: np.ndarray, axes: tuple):
     if plan is None:
         return _few_rows_runner(x, out, axes)
     last, pre, rows = plan
-    count, divide = rows, np.divide
+    count, divide = scalar_array(rows, out.dtype), np.divide   # (0-d: see ._constants)
     if last:
         source, target, reduce = x.reshape(pre, rows), out.reshape(pre), np.add.reduce
 
@@ -214,7 +214,7 @@ def _few_rows_runner(x: np.ndarray, out: np.ndarray, axes: tuple):
     for a in axes:
         count *= x.shape[a]
     target = out.reshape(tuple(1 if a in axes else d for a, d in enumerate(x.shape)))
-    reduce, divide = np.add.reduce, np.divide
+    reduce, divide, count = np.add.reduce, np.divide, scalar_array(count, out.dtype)
 
     def run():
         reduce(x, axis=axes, out=target, keepdims=True)
