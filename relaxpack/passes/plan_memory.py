@@ -38,6 +38,7 @@ from ..runtime.dtypes import numpy_dtype
 from ..runtime.memory import ALIGNMENT, Buffer, align_up, lower_bound, plan_memory as place
 from ..ops.registry import call_workspace
 from .analysis.liveness import Liveness, is_planned_out
+from .analysis.shape_values import shape_only_vars
 from .core.infra import function_pass
 
 #: config key: pools bounded in bytes ({name: bytes or None}), the first offered first
@@ -74,6 +75,7 @@ class _Plan:
         self.sinfo_of: dict[tuple, TensorStructInfo] = {}
         self.storages: list[_Storage] = []
         self.kills: dict[int, list[tuple]] = {}        # position -> keys of the tensors dying there
+        self.shape_only = shape_only_vars(func.body)   # memory of their own: the shape memo keeps them
         reuse = lv.in_place_reuse(self.planned)
         for pos in sorted(set(lv.out_buffers) | set(lv.scratch)):
             for k, i in enumerate(lv.out_buffers.get(pos, ())):
@@ -105,7 +107,8 @@ class _Plan:
 
     def planned(self, i: int) -> bool:
         b = self.lv.buffers[i]
-        return i not in self.lv.escaping and i not in self.lv.leave_branch and self.plannable(b.sinfo)
+        return i not in self.lv.escaping and i not in self.lv.leave_branch and self.plannable(b.sinfo) \
+            and self.binding_at[b.alloc].var not in self.shape_only
 
     def plannable(self, sinfo) -> bool:
         """A tensor of bytes (not string references) whose size the inputs' dims decide."""

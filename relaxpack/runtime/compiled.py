@@ -28,7 +28,9 @@ of a data-dependent result), reading only the heap and each other; after
 such a write another memo starts, keyed by the heap there and by the shapes
 and arena plans of the memos before it. If working them out fails, the call
 reruns without the memos (every instruction is a function of its operands),
-so errors are the interpreter's.
+so errors are the interpreter's. Kernels whose outputs are shape-only
+values (causal masks, position tables: see shape_memo.py) run in the fill too,
+their outputs kept read-only.
 
 Errors keep naming their instruction: each instruction is one line of the
 source, and :func:`pc_of` maps a traceback's line back to it.
@@ -390,7 +392,7 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
 
     def emit_lookup(pad: str, k: int):
         memo = memos[k]
-        targets = ", ".join(f"r{resolved[pc].dst}" for pc in memo.pcs)
+        targets = ", ".join(f"r{resolved[pc].dst}" for pc in memo.pcs if resolved[pc].dst != NO_DST)
         if warm and k == top:
             lines.append((f"{pad}{targets}, = w[1]", -1))
             return

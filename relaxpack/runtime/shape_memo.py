@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .arena import ArenaPlan
-from .bytecode import NO_DST, Call
+from .bytecode import NO_DST, Call, Ret
 
 if TYPE_CHECKING:
     from .compiled import Resolved
@@ -27,8 +27,25 @@ HEAP_USERS = PURE | {"vm.builtin.check_dims", "vm.builtin.match_shape", "vm.buil
 #: instructions that may come before the memo's lookup: input checks
 CHECKS = frozenset({"vm.builtin.alloc_shape_heap", "vm.builtin.check_tensor", "vm.builtin.match_shape",
                     "vm.builtin.check_dims", "vm.builtin.check_container", "vm.builtin.check_prim"})
+#: kernels a memo may run once per shape when every operand is memoized and their output is a
+#: fresh ``alloc_tensor`` read nowhere else but as kernel operands (shape-only values: masks,
+#: position tables; packager/shape_values.py picks them): functions of their operands alone
+MEMO_KERNELS = frozenset({
+    "range", "take", "fused_elementwise", "less", "less_equal", "greater", "greater_equal", "equal",
+    "not_equal", "where", "broadcast_to", "concat", "cos", "sin", "add", "subtract", "multiply",
+    "divide", "astype", "permute_dims", "dynamic_strided_slice", "strided_slice", "shape_to_tensor",
+    "logical_and", "logical_or", "logical_not", "minimum", "maximum", "abs", "log", "exp", "floor",
+    "trilu", "cumsum", "full", "zeros", "ones", "floor_divide", "expand_dims", "reshape", "tile",
+})
+ALLOC = "vm.builtin.alloc_tensor"
+VIEW = "vm.builtin.reshape_view"
+#: builtins whose result holds its operands as they are (a view, a tuple of them)
+ALIASES = frozenset({VIEW, "vm.builtin.make_tuple"})
 #: distinct shapes a function's memo keeps (then it starts afresh)
 MEMO_ENTRIES = 16
+#: bytes of kept kernel outputs (masks, tables) a memo holds before it starts afresh (one
+#: entry is always kept: it is what one call needs anyway)
+MEMO_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -55,6 +72,7 @@ def memo_plans(instrs, tree, resolved) -> list[Memo]:
         if reads_register(r, heap) and r.name not in HEAP_USERS:
             return []
     written = write_counts(instrs)
+    kept = _kept_allocs(resolved, instrs)
     memos: list[Memo] = []
 
     def plan(items, top: bool, avail: frozenset) -> None:
@@ -66,7 +84,8 @@ def memo_plans(instrs, tree, resolved) -> list[Memo]:
         else:
             ok = first is not None and not any(writes_heap(item, instrs, resolved, heap) for item in before)
         if ok:      # (a branch's memo may read the shapes and plans of the memos before its if)
-            pcs, reads = _memoized(items[first:], instrs, resolved, heap, written, frozenset() if top else avail)
+            pcs, reads = _memoized(items[first:], instrs, resolved, heap, written, kept,
+                                     frozenset() if top else avail)
             if pcs:
                 memos.append(Memo(heap, id(items), first, pcs, reads=reads))
         if first is not None:
@@ -93,7 +112,7 @@ def memo_plans(instrs, tree, resolved) -> list[Memo]:
             if k is None:
                 return
             extra = avail | _shape_values(memos, id(items), k, resolved)
-            pcs, reads = _memoized(items[k:], instrs, resolved, heap, written, extra)
+            pcs, reads = _memoized(items[k:], instrs, resolved, heap, written, kept, extra)
             if len(pcs) >= 2:
                 memos.append(Memo(heap, id(items), k, pcs, later=True, reads=reads))
 
@@ -113,11 +132,14 @@ def _shape_values(memos, items: int, before: int, resolved) -> frozenset:
                      for pc in memo.pcs if resolved[pc].name in KEYABLE)
 
 
-def _memoized(items, instrs, resolved, heap: int, written, extra: frozenset = frozenset()) -> tuple:
+def _memoized(items, instrs, resolved, heap: int, written, kept: dict, extra: frozenset = frozenset()) -> tuple:
     """(pcs, reads): the pure instructions among ``items`` (one level, from the first pure one)
     that read only the heap, each other and the ``extra`` registers, and write a register
-    written nowhere else, up to the heap's first write; the ``extra`` registers they read."""
+    written nowhere else, up to the heap's first write; the ``extra`` registers they read.
+    A :data:`MEMO_KERNELS` call joins with its ``out`` (a ``kept`` allocation) when all its
+    operands are memoized: the value is then computed once per shape and kept read-only."""
     known, pcs = {heap} | extra, []
+    pending, kept_made = set(), set()
     for item in items:
         if item[0] == "if" and writes_heap(item, instrs, resolved, heap):
             break
@@ -127,12 +149,61 @@ def _memoized(items, instrs, resolved, heap: int, written, extra: frozenset = fr
         if r.name == "vm.builtin.match_shape" and reads_register(r, heap):
             break                          # the heap changes here: the memo stops
         regs = [v for is_reg, v in r.args if is_reg] + [v for _, is_reg, v in r.kwargs if is_reg]
-        if r.name in PURE and r.dst != NO_DST and written.get(r.dst, 0) == 1 and all(x in known for x in regs):
+        if r.name in ALIASES and r.dst != NO_DST and written.get(r.dst, 0) == 1 and not r.kwargs \
+                and any(x in kept_made for x in regs) and all(x in known for x in regs):
+            known.add(r.dst)             # a view of a kept array (the mask's expand_dims), a tuple of them
+            kept_made.add(r.dst)
+            pcs.append(item[1])
+        elif r.name in PURE and r.dst != NO_DST and written.get(r.dst, 0) == 1 and all(x in known for x in regs):
             known.add(r.dst)
             pcs.append(item[1])
+        elif r.name == ALLOC and r.dst in kept and written.get(r.dst, 0) == 1 and all(x in known for x in regs):
+            pending.add(r.dst)           # known once its kernel is memoized too
+            pcs.append(item[1])
+        elif r.name in MEMO_KERNELS and r.dst == NO_DST and _out_of(r) in pending \
+                and kept.get(_out_of(r)) == item[1] and all(x in known or x == _out_of(r) for x in regs):
+            known.add(_out_of(r))
+            kept_made.add(_out_of(r))
+            pcs.append(item[1])
+    ran = {_out_of(resolved[pc]) for pc in pcs if resolved[pc].dst == NO_DST}
+    pcs = [pc for pc in pcs if resolved[pc].name != ALLOC or resolved[pc].dst in ran]
     made = {resolved[pc].dst for pc in pcs}
     reads = sorted({v for pc in pcs for v in _operand_values(resolved[pc]) if v in extra and v not in made})
     return tuple(pcs), tuple(reads)
+
+
+def _out_of(r: Resolved):
+    return next((v for k, is_reg, v in r.kwargs if k == "out" and is_reg), None)
+
+
+def _kept_allocs(resolved, instrs=()) -> dict[int, int]:
+    """``alloc_tensor`` registers a memo may keep across calls -> the pc of the one kernel that
+    writes them: written there alone (as its ``out``) and otherwise read, directly or through
+    ``reshape_view``s and ``make_tuple``s (concat's operand), only as a positional operand of a
+    call with no result (a kernel, which writes its ``out``): never returned, passed to another
+    builtin or function or written again, so no caller and no later write sees the kept array."""
+    roots = {r.dst: {r.dst} for r in resolved.values() if r.name == ALLOC and r.dst != NO_DST}
+    writer: dict[int, int] = {}
+    bad: set[int] = set()
+    for pc in sorted(resolved):
+        r = resolved[pc]
+        for k, is_reg, v in r.kwargs:
+            if is_reg and v in roots:
+                if k == "out" and roots[v] == {v} and r.name in MEMO_KERNELS and r.dst == NO_DST \
+                        and v not in writer:
+                    writer[v] = pc
+                else:
+                    bad.update(roots[v])
+        read = set().union(*(roots[v] for is_reg, v in r.args if is_reg and v in roots))
+        if r.name in ALIASES and r.dst != NO_DST and not r.kwargs:
+            if read:
+                roots[r.dst] = roots.get(r.dst, set()) | read
+        elif r.name.startswith("vm.") or r.dst != NO_DST:
+            bad.update(read)
+    for ins in instrs:
+        if isinstance(ins, Ret) and ins.src in roots:
+            bad.update(roots[ins.src])
+    return {v: pc for v, pc in writer.items() if v not in bad}
 
 
 def _operand_values(r: Resolved) -> list[int]:
@@ -165,6 +236,7 @@ def filler(memo: Memo, resolved, store: dict):
     None when one of them fails (the caller then runs the function without the memo)."""
     steps = [resolved[pc] for pc in memo.pcs]
     arenas: list = []         # the arena buffers the stored views are into
+    held = [0]                # bytes of kept kernel outputs in the store
 
     def fill(heap, *extras):
         values = {memo.heap: heap, **dict(zip(memo.reads, extras))}
@@ -175,11 +247,18 @@ def filler(memo: Memo, resolved, store: dict):
                 values[r.dst] = r.fn(*args, **kwargs)
         except Exception:  # noqa: BLE001 - the plain run raises it where the interpreter would
             return None
-        result = tuple(values[r.dst] for r in steps)
+        kept = [values[_out_of(r)] for r in steps if r.dst == NO_DST]
+        for array in kept:        # a kernel's kept output: read-only from here on
+            array.flags.writeable = False
+        nbytes = sum(array.nbytes for array in kept)
+        result = tuple(values[r.dst] for r in steps if r.dst != NO_DST)
         now = arena_buffers(result)
-        if len(store) >= MEMO_ENTRIES or len(now) != len(arenas) or any(a is not b for a, b in zip(now, arenas)):
+        if len(store) >= MEMO_ENTRIES or held[0] + nbytes > MEMO_BYTES or len(now) != len(arenas) \
+                or any(a is not b for a, b in zip(now, arenas)):
             store.clear()     # an arena grew: views into the old one would keep it alive
             arenas[:] = now
+            held[0] = 0
+        held[0] += nbytes
         store[(tuple(heap), *extras) if extras else tuple(heap)] = result
         return result
     return fill

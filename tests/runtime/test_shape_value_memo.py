@@ -1,0 +1,140 @@
+"""Shape-only values (a causal mask from ranges, a position table): codegen gives them memory
+of their own and the shape memo computes them once per input shape; results stay the
+interpreter's on alternating shapes (an empty sequence too), the kept arrays are read-only
+and never reach a caller, and the memo stays bounded."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import relaxpack
+from relaxpack.runtime import VirtualMachine
+from relaxpack.runtime.bytecode import NO_DST
+from relaxpack.runtime.compiled import Resolved, _structure
+from relaxpack.runtime.shape_memo import MEMO_ENTRIES, _kept_allocs, memo_plans
+
+NEG = -1e9
+
+
+def mask_model():
+    """scores = x @ x^T + where(j <= i, 0, NEG) (a causal mask from two ranges of the sequence
+    length), y = softmax(scores); z = x * cos(concat(p, p)) with p the positions as a column;
+    pos = the positions themselves, returned (a shape-only value that is an output)."""
+    f = lambda name, *v: h.make_tensor(name, T.FLOAT, [], list(v))  # noqa: E731
+    i64 = lambda name, *v: h.make_tensor(name, T.INT64, [len(v)], list(v))  # noqa: E731
+    nodes = [
+        h.make_node("Shape", ["x"], ["shp"]), h.make_node("Gather", ["shp", "one"], ["s"], axis=0),
+        h.make_node("Range", ["zero", "s", "one"], ["r"]),
+        h.make_node("Unsqueeze", ["r", "ax1"], ["col"]), h.make_node("Unsqueeze", ["r", "ax0"], ["row"]),
+        h.make_node("LessOrEqual", ["row", "col"], ["keep"]),
+        h.make_node("Where", ["keep", "fzero", "fneg"], ["mask"]),
+        h.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]), h.make_node("MatMul", ["x", "xt"], ["xx"]),
+        h.make_node("Add", ["xx", "mask"], ["scores"]), h.make_node("Softmax", ["scores"], ["y"], axis=-1),
+        h.make_node("Cast", ["col"], ["colf"], to=T.FLOAT), h.make_node("Concat", ["colf", "colf"], ["cc"], axis=1),
+        h.make_node("Cos", ["cc"], ["cs"]), h.make_node("Mul", ["x", "cs"], ["z"]),
+        h.make_node("Cast", ["r"], ["pos"], to=T.FLOAT),
+    ]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, ["b", "s", 2])],
+                     [h.make_tensor_value_info("y", T.FLOAT, ["b", "s", "s"]),
+                      h.make_tensor_value_info("z", T.FLOAT, ["b", "s", 2]),
+                      h.make_tensor_value_info("pos", T.FLOAT, ["s"])],
+                     [h.make_tensor("zero", T.INT64, [], [0]), h.make_tensor("one", T.INT64, [], [1]),
+                      i64("ax0", 0), i64("ax1", 1), f("fzero", 0.0), f("fneg", NEG)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+def reference(x):
+    s = x.shape[1]
+    scores = x @ x.transpose(0, 2, 1) + np.where(np.arange(s)[None, :] <= np.arange(s)[:, None], 0, NEG)
+    e = np.exp(scores - scores.max(-1, keepdims=True)) if s else scores
+    y = e / e.sum(-1, keepdims=True) if s else e
+    p = np.arange(s, dtype=np.float32)[:, None]
+    return y, x * np.cos(np.concatenate([p, p], 1)), np.arange(s, dtype=np.float32)
+
+
+@pytest.fixture(scope="module", params=[0, 2])
+def exe(request):
+    return relaxpack.build(relaxpack.from_onnx(mask_model()), opt_level=request.param)
+
+
+def _memo_kernels(vm) -> list[str]:
+    prepared = vm._prepared[0]
+    instrs = prepared.func.instructions
+    plans = memo_plans(instrs, _structure(instrs, 0, len(instrs)), prepared.resolved)
+    return [prepared.resolved[pc].name for p in plans for pc in p.pcs if not prepared.resolved[pc].name.startswith("vm.")]
+
+
+def test_the_mask_and_positions_are_memoized_kernels(exe):
+    names = _memo_kernels(VirtualMachine(exe))
+    assert {"range", "concat"} <= set(names) and any(n in names for n in ("less_equal", "fused_elementwise"))
+
+
+def test_results_are_the_interpreters_on_alternating_shapes(exe):
+    rng = np.random.default_rng(0)
+    compiled, interpreted = VirtualMachine(exe), VirtualMachine(exe)
+    interpreted.compiled = False
+    for b, s in ((1, 3), (2, 1), (1, 5), (1, 3), (2, 0), (3, 8), (1, 3), (2, 1)):
+        x = rng.standard_normal((b, s, 2)).astype(np.float32)
+        got, want = compiled.run({"x": x}), interpreted.run({"x": x})
+        for name, ref in zip(("y", "z", "pos"), reference(x)):
+            np.testing.assert_array_equal(got[name], want[name])
+            np.testing.assert_allclose(got[name], ref, rtol=1e-5, atol=1e-6)
+
+
+def test_a_returned_shape_only_value_is_fresh_and_writable(exe):
+    vm = VirtualMachine(exe)
+    x = np.ones((1, 4, 2), np.float32)
+    first = vm.run({"x": x})
+    assert first["pos"].flags.writeable and first["z"].flags.writeable
+    first["pos"][:] = -7
+    first["z"][:] = -7
+    again = vm.run({"x": x})
+    np.testing.assert_array_equal(again["pos"], np.arange(4, dtype=np.float32))
+    np.testing.assert_allclose(again["z"], reference(x)[1], rtol=1e-6)
+
+
+def test_kept_values_are_read_only_and_the_memo_stays_bounded(exe):
+    vm = VirtualMachine(exe)
+    for s in range(1, MEMO_ENTRIES + 6):
+        vm.run({"x": np.ones((1, s, 2), np.float32)})
+    memo = vm._prepared[0].compiled.memo
+    assert 0 < len(memo) <= MEMO_ENTRIES
+    kept = [v for entry in memo.values() for v in entry if isinstance(v, np.ndarray) and v.base is None]
+    assert kept and not any(v.flags.writeable for v in kept)
+
+
+def _r(name, args=(), kwargs=(), dst=NO_DST):
+    return Resolved(None, tuple(args), tuple(kwargs), dst, name)
+
+
+def test_only_allocations_read_by_kernels_alone_are_kept():
+    """An output written by one memoizable kernel and read as a kernel operand (through a view
+    or a tuple) is kept; one returned in a tuple, passed to another builtin, written twice or
+    written by a kernel outside the allowlist is not."""
+    alloc = "vm.builtin.alloc_tensor"
+    resolved = {pc: r for pc, r in enumerate([
+        _r(alloc, dst=1), _r("range", kwargs=[("out", True, 1)]),                          # kept (read via view)
+        _r("vm.builtin.reshape_view", [(True, 1), (False, (1, 3))], dst=2),
+        _r("vm.builtin.make_tuple", [(True, 2), (True, 2)], dst=3), _r("concat", [(True, 3)], [("out", True, 9)]),
+        _r(alloc, dst=4), _r("range", kwargs=[("out", True, 4)]),                          # returned in a tuple
+        _r("vm.builtin.make_tuple", [(True, 4)], dst=5), _r("vm.builtin.identity", [(True, 5)], dst=6),
+        _r(alloc, dst=7), _r("range", kwargs=[("out", True, 7)]), _r("add", [(True, 1)], [("out", True, 7)]),
+        _r(alloc, dst=8), _r("random_uniform", kwargs=[("out", True, 8)]),
+    ])}
+    assert set(_kept_allocs(resolved)) == {1}
+
+
+def test_the_memo_starts_afresh_past_its_byte_budget(exe, monkeypatch):
+    """Kept masks are bounded in bytes too: past the budget the store holds the newest entry."""
+    import relaxpack.runtime.shape_memo as shape_memo
+    monkeypatch.setattr(shape_memo, "MEMO_BYTES", 1024)
+    vm = VirtualMachine(exe)
+    x_small, x_big = np.ones((1, 2, 2), np.float32), np.ones((1, 40, 2), np.float32)
+    for x in (x_small, x_big, x_small):
+        got = vm.run({"x": x})
+        np.testing.assert_allclose(got["y"], reference(x)[0], rtol=1e-5)
+    memo = vm._prepared[0].compiled.memo
+    assert len(memo) == 1
