@@ -18,6 +18,16 @@ from relaxpack.runtime.kernels._math import erf64
 from .kernel_calls import call_kernel
 from .test_kernels_registry import assert_close, rand, run_kernel, run_onnx
 
+
+def run_in_threads(target, args) -> None:
+    """Run ``target(a)`` for each of ``args`` in a thread of its own, all at once, and wait for them."""
+    threads = [threading.Thread(target=target, args=(a,)) for a in args]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 FLOATS = ["float16", "float32", "float64"]
 
 
@@ -251,11 +261,7 @@ def test_gelu_of_small_arrays_keeps_buffers_per_size_and_thread():
                 if ulps(got, want[n], np.float32).max() > 0.5 + 1e-6:
                     failures.append((offset, round_, n))
 
-    threads = [threading.Thread(target=cycle, args=(k,)) for k in (0, 5)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    run_in_threads(cycle, (0, 5))
     assert not failures
     assert len(_math._GELU_KEPT.sizes) <= _math._GELU_SIZES_KEPT
     strided = np.zeros((8, 16), np.float32)[:, ::2]                   # an out that is not contiguous
@@ -291,11 +297,7 @@ def test_gelu_float32_keeps_its_scratch_per_size_and_thread(monkeypatch):
                 if not np.array_equal(got, want[n], equal_nan=True):
                     failures.append((offset, n))
 
-    threads = [threading.Thread(target=cycle, args=(k,)) for k in (0, 3)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    run_in_threads(cycle, (0, 3))
     assert not failures
     assert len(_math._GELU32_KEPT.shapes) <= _math._GELU32_SIZES_KEPT
     same = x[:3072].copy()
@@ -524,11 +526,7 @@ def test_threads_get_their_own_workspace():
             call_kernel("nn.conv", x, w, out=out, padding=1)
             if not np.allclose(out, want[i], rtol=1e-5, atol=1e-5):
                 errors.append(i)
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(work, range(4))
     assert not errors
 
 
