@@ -277,3 +277,25 @@ def test_batches_take_the_ranks_while_their_extra_work_is_small():
         assert use_ranks(ranks, most) and not use_ranks(ranks, most + 1)
     else:
         assert use_ranks(ranks, 1 << 20)
+
+
+@pytest.mark.parametrize("targets", [1, 2, 3, 4])
+def test_a_bound_rank_scorer_scores_as_rank_scores(targets):
+    """rank_scorer (what an instruction keeps; three targets gather from weights padded to four
+    columns) gives rank_scores' bits at every batch size, empty included, and without the
+    union tables (it then calls rank_scores)."""
+    from relaxpack.runtime.kernels.tree_gemm import gemm_plan
+    from relaxpack.runtime.kernels.tree_ranks import rank_scorer, rank_scores
+    rng = np.random.default_rng(targets)
+    values = np.array([-np.inf, -1.5, -0.0, 0.0, 0.5, 1.0, np.inf, np.nan, 2.0])
+    nodes, thresholds, roots = _random_forest(rng, 9, 3, (0, 1, 2, 3), values)
+    walk, slots, root_slots = pack_trees(nodes, thresholds, roots)
+    leaves = rng.standard_normal((len(nodes), targets)) * 10.0 ** rng.integers(-8, 8, (len(nodes), 1))
+    plan = gemm_plan(walk, slots, root_slots, leaves, 12)
+    for ranks in (plan.ranks, dataclasses.replace(plan.ranks, union=None)):
+        score = rank_scorer(ranks, plan.bits.weights, plan.bits.offsets)
+        for n in (0, 1, 7, 64):
+            x = rng.choice(values, size=(n, 4)).astype(np.float32)
+            got, want = score(x), rank_scores(ranks, plan.bits.weights, plan.bits.offsets, x)
+            assert got.shape == want.shape == (n, targets)
+            np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))

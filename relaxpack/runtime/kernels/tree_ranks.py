@@ -193,6 +193,32 @@ def rank_scores(ranks: TreeRanks, weights: np.ndarray, offsets: np.ndarray, x: n
     return np.add.reduce(weights.take(leaf, axis=0), axis=0)                   # (T, N, K) -> (N, K)
 
 
+def rank_scorer(ranks: TreeRanks, weights: np.ndarray, offsets: np.ndarray):
+    """:func:`rank_scores` of these tables as a function of ``x`` alone, what it reads bound once
+    (an instruction's calls share it: its attribute lookups and branches were ~0.5 us a call).
+    Three targets gather from weights padded to four columns (numpy's take copies rows of 8,
+    16 or 32 bytes by a specialized loop, 24-byte rows by a generic one: 0.55x the gather at
+    batch 64); the padding column is never read, and the others sum as before."""
+    union = ranks.union
+    if union is None:
+        return lambda x: rank_scores(ranks, weights, offsets, x)
+    targets = weights.shape[1]
+    if targets == 3:
+        weights = np.concatenate((weights, np.zeros((weights.shape[0], 1))), axis=1)
+    search, starts, rows_of, columns = union.values.searchsorted, union.starts, union.table.take, union.columns
+    leading = type(columns) is int
+    take_weights, and_reduce, add_reduce, count = weights.take, np.bitwise_and.reduce, np.add.reduce, np.bitwise_count
+
+    def score(x):
+        rows = search(x.T[:columns] if leading else x.T.take(columns, axis=0))       # (U, N)
+        rows += starts
+        left = and_reduce(rows_of(rows, axis=0), 0)                                   # (N, T)
+        left -= _ONE
+        scores = add_reduce(take_weights(count(left.T) + offsets, axis=0), 0)        # (T, N, K') -> (N, K')
+        return scores[:, :3] if targets == 3 else scores
+    return score
+
+
 def _left_by_counts(ranks: TreeRanks, x: np.ndarray) -> np.ndarray:
     """The leaves left per tree, uint64 ``(N, T)``, by comparing every test value."""
     if x.dtype == np.float32:
@@ -208,4 +234,4 @@ def _left_by_counts(ranks: TreeRanks, x: np.ndarray) -> np.ndarray:
     return np.bitwise_and.reduce(ranks.table.take(counts, axis=0), axis=0)
 
 
-__all__ = ["TreeRanks", "UnionTables", "rank_scores", "tree_ranks", "union_tables", "use_ranks"]
+__all__ = ["TreeRanks", "UnionTables", "rank_scorer", "rank_scores", "tree_ranks", "union_tables", "use_ranks"]
