@@ -313,7 +313,7 @@ def tree_ensemble_classifier(x, walk, thresholds, roots, leaves, members, *, out
 def _classify(x, walk, thresholds, roots, leaves, members, model, out, aggregate, base_values, post_transform,
               max_depth):
     """The classifier's body; ``base_values`` float64 ``(1, K)`` or ``(1, 0)``."""
-    if model is None:
+    if model is None and leaves.shape[1] == 2:     # (_binary reads the model's facts)
         model = _Model(walk, thresholds, roots, leaves, None)
     _classified(_scores(x, walk, thresholds, roots, leaves, members, aggregate, max_depth, model), model, out,
                 base_values, post_transform)
