@@ -224,11 +224,32 @@ def test_channel_runs_copy_strided_pixels_as_void_items():
         assert d.dtype.kind == s.dtype.kind == "V" and d.shape[-1] == s.shape[-1] == 1
         np.copyto(d, s)
         np.testing.assert_array_equal(dst[:, :src.shape[1]], src)
-    # rows already contiguous over pixels, channels not contiguous, no channels: as they are
-    for src, target in ((x[:, :, :4], dst), (x[..., ::2][:, :, :4], dst[..., :3]),
-                        (x[..., :0][:, :, ::2], dst[..., :0])):
-        d, s = conv_small_nhwc.as_channel_runs(target, src)
-        assert d is target and s is src
+    # rows contiguous over pixels: as they are, or one void item per row (into a padded copy's interior)
+    d, s = conv_small_nhwc.as_channel_runs(dst, x[:, :, :4])
+    assert d is dst and s.base is x
+    padded = np.zeros((2, 7, 6, 6), np.float32)
+    for src, target in ((x[:, :, :4], dst), (x[:, :, 2:6], padded[:, 1:6, 1:5])):
+        d, s = conv_small_nhwc.as_row_runs(target, src)
+        assert d.dtype.itemsize == s.dtype.itemsize == 4 * 6 * 4 and d.shape == s.shape == (2, 5, 1)
+        np.copyto(d, s)
+        np.testing.assert_array_equal(target, src)
+    assert not padded[:, 0].any() and not padded[:, 6].any() and not padded[..., 0, :].any() \
+        and not padded[..., 5, :].any()
+    # channels not contiguous, no channels, no pixels, wholly contiguous, other dtypes: as they are
+    for src, target in ((x[..., ::2][:, :, :4], dst[..., :3]), (x[..., :0][:, :, ::2], dst[..., :0]),
+                        (x[:, :, :0], dst[:, :, :0]), (x[:, :, :4].copy(), dst),
+                        (x[:, :, :4], dst.astype(np.float64))):
+        for runs in (conv_small_nhwc.as_channel_runs, conv_small_nhwc.as_row_runs):
+            d, s = runs(target, src)
+            assert d is target and s is src
+    # channels first: rows of W
+    planes = x.transpose(0, 3, 1, 2)[:, :, :, 1:7].copy()           # (2, 6, 5, 6)
+    padded = np.zeros((2, 6, 7, 8), np.float32)
+    d, s = conv_small_nhwc.as_row_runs(padded[:, :, 1:6, 1:7], planes, 1)
+    assert d.shape == s.shape == (2, 6, 5, 1)
+    np.copyto(d, s)
+    np.testing.assert_array_equal(padded[:, :, 1:6, 1:7], planes)
+    assert padded.sum() == planes.sum()
 
 
 # the runner's switches at their edges: the pixels-major GEMM as np.dot up to DOT_MAX_VALUES results

@@ -187,6 +187,13 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
     bias_in_result = bias is not None and work == out.dtype
     bias_b = None if bias is None else bias.reshape((out_channels, 1) if bias_in_result else (out_channels, 1, 1))
     copy, matmul, add = np.copyto, np.matmul, np.add
+    # the copies in and out by rows as void items, where no conversion is made (same bytes)
+    same = work == out.dtype
+    row = np.dtype((np.void, inner.shape[-1] * inner.itemsize))
+    inner_rows = inner.view(row) if same else None
+    out_row = np.dtype((np.void, wide_valid.shape[-1] * wide_valid.itemsize))
+    valid_rows = wide_valid.view(out_row) if same and not relu else None
+    item = inner.itemsize
     if relu:
         from ._math import CLIP, scalar_array
         zero, inf = scalar_array(0, work), scalar_array(np.inf, work)      # (0-d: see ._constants)
@@ -194,7 +201,10 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
     def run(x, out):
         if not own:
             padded.fill(0)
-        copy(inner, x)                          # (float16, integers: converted as it is copied)
+        if inner_rows is not None and x.strides[-1] == item:
+            copy(inner_rows, x.view(row))
+        else:
+            copy(inner, x)                      # (float16, integers: converted as it is copied)
         for dst, src in moves:
             copy(dst, src)
         if convert:
@@ -205,7 +215,10 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
         if relu:
             CLIP(wide_valid, zero, inf, out=out)
             return
-        copy(out, wide_valid, casting="unsafe")     # the conv rounds, then the bias: as the generic kernel
+        if valid_rows is not None:
+            copy(out.view(out_row), valid_rows)
+        else:
+            copy(out, wide_valid, casting="unsafe")     # the conv rounds, then the bias: as the generic kernel
         if bias_b is not None and not bias_in_result:
             add(out, bias_b, out=out)
         if act is not None:
