@@ -170,16 +170,16 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     source = padded if padded is not None else converted
     fixed = window_of(source) if source is not None else None
     # the padded copy by rows as void items, where no conversion is made (same bytes)
-    row = np.dtype((np.void, data.shape[-1] * data.itemsize))
+    row = np.dtype((np.void, data.shape[-1] * work.itemsize))
     interior_rows = interior.view(row) if interior is not None and work == dtype else None
-    item = data.itemsize
+    item = work.itemsize
     seen = [None, None]     # an unpadded conv: the last x that is a view (arena), its window
 
     def run(x, out):
         if padded is not None:
             if not own:
                 padded.fill(0)
-            if interior_rows is not None and x.strides[-1] == item:
+            if interior_rows is not None and x.dtype == work and x.strides[-1] == item:  # (integers: converted)
                 copy(interior_rows, x.view(row))
             else:
                 copy(interior, x)               # (float16: converted as it is copied)

@@ -7,12 +7,14 @@ again in Python (the plan lookup, the scratch carving, the views, the bias
 and activation dispatch). For the engine's ``pointwise``, ``gemm`` and
 ``depthwise`` methods (:mod:`.conv_nhwc`) the runner made here keeps the
 views and makes only the method's numpy calls, the same calls in the same
-order as the generic kernel (bit for bit its results), with two changes of
-how, not what: the im2col of ``gemm`` is one copy of an ``as_strided`` view
-of the padded input instead of a copy per tap (as the channels-first
-``strided`` method), and a bound weight's or bias's tiled copies (the
-depthwise einsum's weights tiled to whole rows, the bias tiled to rows of
-``width * O`` values) are made once, in memory of the instruction's own.
+order as the generic kernel (bit for bit its results), with changes of how,
+not what: the im2col of ``gemm`` is one copy of an ``as_strided`` view of the
+padded input instead of a copy per tap (as the channels-first ``strided``
+method); a bound weight's or bias's tiled copies (the depthwise einsum's
+weights tiled to whole rows, the bias tiled to rows of ``width * O`` values
+or to the whole of a small output) are made once, in memory of the
+instruction's own; a small GEMM is ``np.dot`` (matmul's sgemm call); copies
+move whole rows or pixels as void items (the same bytes).
 Any other call (winograd, taps, grouped non-depthwise convs, float16, a
 layout change) returns None: the generic kernel runs it.
 """
@@ -69,7 +71,8 @@ def prepare(plan, data, weight, bias, arrays: list, act, fixed_weight: bool, fix
     carved); the bias and ``act`` (an in-place activation or None) applied after the conv."""
     pixels = data.shape[0] * math.prod(plan.lengths)
     width = plan.lengths[-1] if plan.lengths else 1
-    finish = _finisher(bias, act, fixed_bias, pixels if pixels * weight.shape[-1] <= WHOLE_BIAS_MAX_VALUES else width)
+    whole = pixels * weight.shape[-1] <= WHOLE_BIAS_MAX_VALUES
+    finish = _finisher(bias, act, fixed_bias, pixels if whole else width)
     if plan.method == "depthwise":
         return _depthwise(plan, data, weight, arrays, finish, fixed_weight)
     channels, out_channels = data.shape[-1], weight.shape[-1]

@@ -201,7 +201,7 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
     def run(x, out):
         if not own:
             padded.fill(0)
-        if inner_rows is not None and x.strides[-1] == item:
+        if inner_rows is not None and x.dtype == work and x.strides[-1] == item:   # (an integer x: converted)
             copy(inner_rows, x.view(row))
         else:
             copy(inner, x)                      # (float16, integers: converted as it is copied)
@@ -215,7 +215,7 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
         if relu:
             CLIP(wide_valid, zero, inf, out=out)
             return
-        if valid_rows is not None:
+        if valid_rows is not None and out.dtype == work:
             copy(out.view(out_row), valid_rows)
         else:
             copy(out, wide_valid, casting="unsafe")     # the conv rounds, then the bias: as the generic kernel
