@@ -10,10 +10,10 @@ stays NaN). Within a relative 2.3e-15 of ``x Phi(x)`` on [-2, 6], 2e-13 on [-5, 
 there, where ``|x Phi(x)| < 1e-22``; against mpmath), so float32, float16 and bfloat16 results
 are correctly rounded but for near-ties.
 
-Per call, 14 numpy calls of one dtype each (docs/design-notes.md): the copy into float64, the
+Per call, 15 numpy calls of one dtype each (docs/design-notes.md): the copy into float64, the
 clip, ``s = x + M`` (``M = 1.5 * 2^52 / K`` minus the first row's center: ``s`` is ``x`` rounded
-to the grid, and the low 32 bits of its pattern are the row, so the index costs no call), the
-center ``s - M`` and ``r``, one ``take`` of the rows (``(rows, 4)`` float64: numpy moves each
+to the grid, and its pattern less the pattern of ``1.5 * 2^52 / K`` is the row), the
+center ``s - M`` and ``r``, the row as ``s``'s pattern less ``M``'s, one ``take`` of the rows (``(rows, 4)`` float64: numpy moves each
 32-byte row in one copy, 5x faster than gathering four columns), Horner's six calls on the
 row's columns, ``x`` times that, and the rounding copy.
 """
@@ -21,7 +21,6 @@ row's columns, ``x`` times that, and the rounding copy.
 from __future__ import annotations
 
 import math
-import sys
 import threading
 
 import numpy as np
@@ -82,27 +81,27 @@ class _Table:
 
 
 #: the clip's bounds (the guards' centers) and M: ``x + M`` rounds ``x`` to a multiple of 1 / K
-#: (``M``'s binade has that spacing) and its pattern's low 32 bits (M's are zero) are the row
+#: (the spacing of floats in ``M``'s binade), and its pattern less ``1.5 * 2^52 / K``'s is the row
 _CLIP_LOW = scalar_array((_FIRST - 1) / _K)
 _CLIP_HIGH = scalar_array((_LAST + 1) / _K)
 _SHIFT = scalar_array(1.5 * 2.0 ** 52 / _K - (_FIRST - 1) / _K)
-#: where the low 32 bits of a float64's pattern sit in its int32 view
-_LOW_WORD = 0 if sys.byteorder == "little" else 1
+_BASE_BITS = scalar_array(1.5 * 2.0 ** 52 / _K).view(np.int64)
 
 
 class _GeluBuffers:
-    """A size's float64 buffers for :func:`gelu_table_into`: ``x``, ``work`` (the clipped ``x``,
-    then the result), ``s``, ``r``, the gathered rows and their columns, the row index (an int32
-    view of ``s``): 64 bytes a value. Kept per thread and size: making them cost ~3 us a call, a
+    """A size's buffers for :func:`gelu_table_into`: ``x``, ``work`` (the clipped ``x``, then the
+    result), ``s`` (and its int64 view), ``r``, the row index, the gathered rows and their columns:
+    72 bytes a value. Kept per thread and size: making them cost ~3 us a call, a
     third of a GELU of 960 values."""
 
-    __slots__ = ("x", "work", "s", "r", "rows", "columns", "index")
+    __slots__ = ("x", "work", "s", "bits", "r", "index", "rows", "columns")
 
     def __init__(self, n: int):
         self.x, self.work, self.s, self.r = (np.empty(n) for _ in range(4))
         self.rows = np.empty((n, 4))
         self.columns = tuple(self.rows[:, k] for k in range(4))
-        self.index = self.s.view(np.int32)[_LOW_WORD::2]
+        self.bits = self.s.view(np.int64)
+        self.index = np.empty(n, np.intp)
 
 
 class _GeluKept(threading.local):
@@ -139,9 +138,10 @@ def gelu_table_into(x: np.ndarray, out: np.ndarray) -> None:
     with quiet():
         x64[...] = flat
         CLIP(x64, _CLIP_LOW, _CLIP_HIGH, work)      # (NaN stays NaN: its row is whatever, r NaN)
-        add(work, _SHIFT, s)                        # rounded to the grid; the row in the low bits
+        add(work, _SHIFT, s)                        # rounded to the grid
         np.subtract(s, _SHIFT, r)                   # exact: the center i / K
         np.subtract(work, r, r)                     # exact: r = x - i / K, |r| <= 1 / 2K
+        np.subtract(kept.bits, _BASE_BITS, kept.index)  # the row (an intp index: take converts no other)
         table.take(kept.index, 0, kept.rows, "clip")    # ("clip": a NaN's bits give row 0 or the last)
         multiply(c3, r, work)
         add(work, c2, work)
