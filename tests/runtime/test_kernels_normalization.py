@@ -459,6 +459,21 @@ def test_rms_norm_is_the_unfused_chain_bit_for_bit(dtype, shape):
     np.testing.assert_array_equal(got, _rms_chain(x, scale, EPS))
 
 
+@pytest.mark.parametrize("epsilon", [1e-6, 1e-45, 0.0, 1 / 3])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_rms_norm_scalars_are_the_chains_at_any_epsilon(dtype, epsilon):
+    """The kernel's count, epsilon and 1 are 0-d arrays of the data's dtype (``rms_constants``): the
+    values the chain's ufuncs convert the Python numbers to, epsilons that round in float32 (a
+    subnormal one, zero: a zero row is then 1 / 0) included."""
+    rng = np.random.default_rng(8)
+    x = rand(rng, (2, 9, 64), dtype)
+    x[1, 3] = 0.0
+    scale = rand(rng, (64,), dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = _rms_chain(x, scale, epsilon)
+    np.testing.assert_array_equal(run_kernel("nn.rms_norm", x, scale, epsilon=epsilon), want)
+
+
 @pytest.mark.parametrize("shape", [(3, 5, 7), (2, 1, 64), (1, 1), (0, 4)])
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_rms_norm_against_onnxruntime(dtype, shape):
