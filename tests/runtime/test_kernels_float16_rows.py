@@ -126,3 +126,48 @@ def test_float16_layer_norm_rows_are_the_float32_rows_rounded_once(shape):
     get_kernel("nn.layer_norm").fn(x.astype(np.float32), g.astype(np.float32), b.astype(np.float32),
                                    out=want, axes=(-1,), epsilon=EPS)
     np.testing.assert_array_equal(got.view(np.uint16), want.astype(np.float16).view(np.uint16))
+
+
+def _per_row(rows: np.ndarray, dtype) -> np.ndarray:
+    """The per-row formula as the redo path computes it: each row minus its max (in ``dtype``),
+    exp, row sums by a product with ones, a division."""
+    from relaxpack.runtime.kernels.normalization import ones_vector
+    n = rows.shape[-1]
+    flat = rows.reshape(-1, n)
+    e = np.subtract(flat, np.maximum.reduce(flat, 1, None, None, True), dtype=dtype)
+    np.exp(e, e)
+    np.divide(e, np.dot(e, ones_vector(n, np.dtype(dtype)))[:, None], e)
+    return e.reshape(rows.shape)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_small_softmax_shifts_each_row_by_its_own_max(dtype):
+    """Up to _ROWWISE_SIZE values each row is shifted by its own max: the per-row formula bit for
+    bit (masked finfo.min rows included, which the tensor path redid with the same formula), in
+    place too; one value past the bound the tensor path (within a few ulps of it); a row max that
+    is not finite (an all -inf row, NaN, inf) leaves it to the tensor path as before."""
+    rng = np.random.default_rng(25)
+    kernel = get_kernel("nn.softmax").fn
+    big = norm._ROWWISE_SIZE
+    for shape in [(1, 1), (2, 2, 1, 1), (1, 2, 5, 5), (big // 16, 16), (big // 16 + 1, 16)]:
+        x = (rng.standard_normal(shape) * 4).astype(dtype)
+        if x.shape[-2] > 2:
+            x[..., 1, :] = np.finfo(dtype).min                  # a masked query row
+        got = np.empty_like(x)
+        kernel(x, out=got, axis=-1)
+        want = _per_row(x, dtype)
+        if x.size <= big:
+            np.testing.assert_array_equal(got, want)
+            same = x.copy()
+            kernel(same, out=same, axis=-1)
+            np.testing.assert_array_equal(same, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=8 * np.finfo(dtype).eps, atol=1e-30)
+    x = (rng.standard_normal((4, 6)) * 4).astype(dtype)
+    x[2] = -np.inf
+    got = np.empty_like(x)
+    with np.errstate(invalid="ignore"):
+        kernel(x, out=got, axis=-1)
+        want = _per_row(x, dtype)
+    assert np.isnan(got[2]).all()
+    np.testing.assert_array_equal(got[[0, 1, 3]], want[[0, 1, 3]])

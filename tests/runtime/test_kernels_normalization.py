@@ -38,17 +38,17 @@ def test_softmax_is_stable_for_large_inputs(name, op):
     assert_close(got, expected)
 
 
-@pytest.mark.parametrize("batch", [2, 8])
+@pytest.mark.parametrize("batch", [2, 4, 8])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_softmax_last_axis_rows_far_apart_and_masked(dtype, batch):
-    """The last-axis path shifts by the tensor's max and redoes rows whose own
-    max is far below it (the whole tensor up to _WHOLE_REDO_SIZE values, batch 2; those
-    rows only above, batch 8): rows 300 apart, a BERT-style -10000 mask, a causal
-    finfo.min mask, odd sizes."""
-    from relaxpack.runtime.kernels.normalization import _WHOLE_REDO_SIZE
+    """The last-axis path shifts each row by its own max up to _ROWWISE_SIZE values (batch 2),
+    above by the tensor's max, redoing rows whose own max is far below it (the whole tensor up to
+    _WHOLE_REDO_SIZE values, batch 4; those rows only above, batch 8): rows 300 apart, a
+    BERT-style -10000 mask, a causal finfo.min mask, odd sizes."""
+    from relaxpack.runtime.kernels.normalization import _ROWWISE_SIZE, _WHOLE_REDO_SIZE
     rng = np.random.default_rng(3)
     x = rng.standard_normal((batch, 3, 9, 13)) * 4
-    assert (x.size <= _WHOLE_REDO_SIZE) == (batch == 2)
+    assert (x.size <= _ROWWISE_SIZE) == (batch == 2) and (x.size <= _WHOLE_REDO_SIZE) == (batch <= 4)
     x[0, 1] -= 300.0                                        # whole heads far below the max
     x[1, :, 2] += 60.0                                      # one row far above the others
     x[..., 10:] += -10000.0                                 # padding mask
