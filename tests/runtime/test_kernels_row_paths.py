@@ -1,6 +1,7 @@
-"""float16 softmax and layer norm rows widened by assignment into float32 buffers: bit for bit the
-mixed-dtype formulas they replaced (the float16 ufunc loops, the keyword copyto), at the edges of
-each fast path."""
+"""The softmax and layer norm row paths' fast paths at their edges: float16 rows widened by
+assignment into float32 buffers (bit for bit the mixed-dtype formulas they replaced: the float16
+ufunc loops, the keyword copyto), and a few rows shifted each by its own max (bit for bit the
+per-row formula)."""
 
 from __future__ import annotations
 
