@@ -168,6 +168,15 @@ def as_ufunc(fn: Callable, ufunc, *, quiet: bool = False, low_float: bool = True
     return fn
 
 
+def as_float_ufunc(fn: Callable, ufunc, *, quiet: bool = False) -> Callable:
+    """Mark ``fn`` as ``ufunc(*inputs, out=out)`` (under :func:`~relaxpack.runtime.fpstate.quiet`
+    when ``quiet``) where ``out`` is float16, float32 or float64 only: ``fn`` has integer semantics
+    of its own (ONNX Div truncates), so it is no :func:`as_ufunc`, but a fused chain's float step
+    may call the ufunc itself (``fused_specialized``)."""
+    fn.float_ufunc, fn.float_ufunc_quiet = ufunc, quiet
+    return fn
+
+
 #: ufuncs whose ``out`` numpy 2 no longer takes positionally (it warns, which costs microseconds)
 KEYWORD_OUT = frozenset({np.maximum, np.minimum})
 

@@ -98,9 +98,17 @@ def _generic(recipe) -> Callable:
     return call
 
 
+#: the result dtypes a kernel's ``float_ufunc`` (``_registry.as_float_ufunc``) stands in for
+_FLOAT_UFUNC_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _direct_ufunc(step):
-    """(ufunc, needs quiet) when the step's kernel is that ufunc's call for its dtype, else None."""
+    """(ufunc, needs quiet) when the step's kernel is that ufunc's call for its dtype, else None
+    (a float step of a kernel with integer semantics of its own, ``divide``: its ``float_ufunc``)."""
     ufunc = getattr(step.fn, "ufunc", None)
+    if ufunc is None and not step.workspace and step.dtype in _FLOAT_UFUNC_DTYPES:
+        float_ufunc = getattr(step.fn, "float_ufunc", None)
+        return None if float_ufunc is None else (float_ufunc, bool(step.fn.float_ufunc_quiet))
     if ufunc is None or step.workspace:
         return None
     if getattr(step.fn, "ufunc_low_float", True) is False and is_low_float(step.dtype) \
