@@ -166,6 +166,10 @@ WEIGHT = c(np.arange(20).reshape(5, 4) / 7 - 1)
     ("R.take(lv1, R.const([0, 2], \"int64\"), axis=3)", '("n", 2, 3, 2)', False),
     ("R.where(R.greater(lv2, R.const(0.0, \"float32\")), lv2, R.const(-3.0, \"float32\"))", RET, True),
     ("R.where(R.greater(lv2, R.const(0.0, \"float32\")), lv1, lv2)", RET, False),
+    # any integer is finite as a float, even one cast from NaN
+    ("R.astype(R.astype(lv1, dtype=\"int32\"), dtype=\"float32\")", RET, True),
+    ("R.astype(R.greater(lv1, R.const(0.0, \"float32\")), dtype=\"float32\")", RET, True),
+    ("R.astype(R.astype(lv1, dtype=\"float16\"), dtype=\"float32\")", RET, False),
 ])
 def test_bounded_ops_of_finite_values_drop_the_nan_check(op, ret, dropped):
     body = HEAD + (f"lvp = R.permute_dims(lv2, axes=[0, 1, 3, 2])\nlv3 = R.matmul({op[9:op.index(',')]}, lvp)"

@@ -7,7 +7,8 @@ model computes on: clipped and integer-cast values (:func:`.float_values.value_r
 constants, sums, products, quotients by constants, roundings, pools, gathers, selections, convs
 (gemms, matmuls) with constant finite weights, products of bounded operands over a static ``K``,
 layer norms of finite values with constant ``gamma`` and ``beta`` (:func:`_layer_norm_bound`) and
-functions bounded by 1 of finite values (tanh, sigmoid, erf, softmax, sin, cos). Each bound is of the exact values; the rounded float operations stay
+functions bounded by 1 of finite values (tanh, sigmoid, erf, softmax, sin, cos), and casts from
+integer types (any integer is finite). Each bound is of the exact values; the rounded float operations stay
 within a small factor of it (a conv's rounded partial sums within ``1 + K * 2**-24`` of the sum
 of absolute products), so a bound below :data:`LIMIT` leaves the float32 values far from
 overflow, finite, never NaN.
@@ -27,6 +28,7 @@ LIMIT = 1e30
 _SAME = frozenset({"negative", "abs", "nn.max_pool", "nn.avg_pool", "nn.global_avg_pool", "nn.global_max_pool",
                    "mean", "max", "min", "reshape", "permute_dims", "flatten", "squeeze", "expand_dims",
                    "broadcast_to", "nn.relu"})
+_INTEGER_TYPES = frozenset({"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"})
 #: activations of a fused conv/gemm that never grow a magnitude
 _SHRINKING = frozenset({None, "relu", "clip"})
 
@@ -72,7 +74,13 @@ def _bound(expr, defs: Definitions, memo: dict, depth: int) -> float | None:
         b = arg(0)
         return None if b is None else b + 1.0
     if name == "astype":
-        return arg(0) if getattr(args[0].struct_info, "dtype", None) in ("float32", "float64") else None
+        source = getattr(args[0].struct_info, "dtype", None)
+        if source in ("float32", "float64"):
+            return arg(0)
+        if source in _INTEGER_TYPES:        # an integer (any, wrapped or not) is finite as a float
+            info = np.iinfo(source)
+            return float(max(-int(info.min), int(info.max)))
+        return 1.0 if source == "bool" else None
     if name in ("add", "subtract", "multiply") and len(args) == 2:
         a, b = arg(0), arg(1)
         if a is None or b is None:
