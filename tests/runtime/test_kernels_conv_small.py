@@ -304,3 +304,35 @@ def test_padded_copies_by_rows_take_any_input_view(data, weight, attrs, view):
         want = out_for(data, weight, attrs, "float32")
         CONV_BIAS_ACT(x, w, b, out=want, **attrs)
         np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("data, weight, tiled", [((1, 16, 16, 24), (16, 16, 3, 3), True),
+                                                 ((1, 8, 60, 60), (32, 8, 3, 3), False)])   # 32 x 3720 > 2**16
+def test_a_wide_conv_adds_a_bound_bias_as_a_tile_and_reads_a_register_bias_every_call(data, weight, tiled,
+                                                                                     monkeypatch):
+    """conv_wide: a bound bias is added to the wide result as a tile of its whole shape (up to
+    TILE_MAX_SIZE values, else the column); a bias in a register (the same object, new values) is
+    never tiled. Bit for bit the generic kernel either way."""
+    from relaxpack.runtime.kernels import conv_wide
+    made = []
+    real = conv_wide.tile_of
+    monkeypatch.setattr(conv_wide, "tile_of", lambda c, out: made.append(real(c, out)) or made[-1])
+    attrs = full_attrs(dict(padding=(1, 1, 1, 1)), "relu")
+    plan = _prepared_conv(data, weight, attrs["strides"], attrs["padding"], attrs["dilation"], attrs["groups"],
+                          "NCHW")[0]
+    assert plan.method == "strided" and plan.strided.wide is not None
+    rng = np.random.default_rng(8)
+    w = rand(rng, weight, "float32")
+    for constant in [(False, True, True), (False, True, False)]:
+        b = rand(rng, (weight[0],), "float32")
+        call = CONV_BIAS_ACT.specialize_attrs(attrs, constant)
+        out, ws = out_for(data, weight, attrs, "float32"), workspace_for(data, weight, attrs, "float32")
+        for _ in range(3):
+            if not constant[2]:
+                b[...] = rand(rng, (weight[0],), "float32")     # a register: the same object, new values
+            x = rand(rng, data, "float32")
+            call(x, w, b, out=out, workspace=ws)
+            want = out_for(data, weight, attrs, "float32")
+            CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+            np.testing.assert_array_equal(out, want)
+    assert len(made) == 1 and (made[0] is not None) == tiled    # the bound bias only, once

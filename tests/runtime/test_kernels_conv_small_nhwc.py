@@ -293,3 +293,33 @@ def test_rows_product_takes_dot_for_true_matrices_up_to_its_bar():
     conv_small_nhwc.rows_product(3, 2, 4)(a, b, out)
     conv_small_nhwc.rows_product(bar, 2, 4)(a, b, out)         # the matmul form takes the same arguments
     np.testing.assert_array_equal(out, np.full((3, 4), 2, np.float32))
+
+
+@pytest.mark.parametrize("pixels, tiled", [(4096, True), (4097, False)])      # 16 channels: 2**16 values
+def test_a_bound_bias_as_a_whole_tile_up_to_the_bar(pixels, tiled, monkeypatch):
+    """A bound bias is added as a tile of ``out``'s whole shape up to TILE_MAX_SIZE values (made once
+    per runner and shape), past it as rows; an arena view of ``out`` and fresh arrays of alternating
+    shapes give the generic kernel's results bit for bit either way."""
+    from relaxpack.runtime.kernels import tiled_operand
+    made = []
+    real = conv_small_nhwc.tile_of
+    monkeypatch.setattr(conv_small_nhwc, "tile_of", lambda c, out: made.append(out.shape) or real(c, out))
+    weight = (1, 1, 8, 16)
+    attrs = nhwc_attrs({}, "relu")
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    rng = np.random.default_rng(4)
+    w, b = rand(rng, weight, "float32"), rand(rng, (16,), "float32")
+    arena = np.zeros(2 * pixels * 16, np.float32)
+    shapes = [(1, 1, pixels, 8), (1, 1, pixels, 8), (1, 3, 5, 8), (1, 1, pixels, 8)]
+    workspace = workspace_for(shapes[0], weight, attrs, "float32")
+    for i, data in enumerate(shapes):
+        x = rand(rng, data, "float32")
+        want = out_for(data, weight, attrs, "float32")
+        out = arena[:want.size].reshape(want.shape) if i < 2 else np.empty(want.shape, np.float32)
+        call(x, w, b, out=out, workspace=workspace)
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want)
+    # once per runner: not again for the same arena view; a new shape prepares a new runner
+    assert made == [(1, 1, pixels, 16), (1, 3, 5, 16), (1, 1, pixels, 16)]
+    assert (real(b, np.empty(made[0], np.float32)) is not None) == tiled
+    assert pixels * 16 <= tiled_operand.TILE_MAX_SIZE or not tiled

@@ -122,7 +122,7 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         arrays = _scratch(layouts, workspace)
         relu = attrs["activation"] == "relu" and work == dtype
         return None if arrays is None else conv_wide.prepare(
-            plan, weight, bias, attrs["groups"], out, arrays, None if relu else act, relu, fixed_weight)
+            plan, weight, bias, attrs["groups"], out, arrays, None if relu else act, relu, fixed_weight, fixed_bias)
     if work != dtype:       # float16: the float32 input (unpadded) and the float32 result
         layouts = layouts[:-1] + [((batch, channels, *geometry_spatial(plan)), work)] * (len(layouts) == 1) \
             + layouts[-1:] + [(tuple(out.shape), work)]

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .tiled_operand import tile_of
+
 _as_strided = np.lib.stride_tricks.as_strided
 
 #: wide rows while the GEMM's columns are at most this many times the output's pixels (both rounded up
@@ -161,13 +163,16 @@ def run_wide(plan, x: np.ndarray, weight: np.ndarray, groups: int, out: np.ndarr
     np.copyto(out, valid(plan, result), casting="unsafe")
 
 
-def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed_weight: bool):
+def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed_weight: bool,
+            fixed_bias: bool = False):
     """The per-instruction runner ``run(x, out)`` of :func:`run_wide` (the same numpy calls, so the
     same results) for these operands: ``arrays`` its scratch (:func:`wide_layouts`, in the work
     dtype, float32 for a float16 ``out``); ``act`` the in-place activation, or with ``relu`` the
     ReLU made by the copy out (float32/float64 ``out``). A padded copy of at most
     :data:`~.conv_small_nhwc.OWN_PADDED_MAX_BYTES` is the instruction's own, zeroed once: each call
-    writes its interior only."""
+    writes its interior only. A bound bias (``fixed_bias``) is added to the wide result as a tile
+    of its whole shape (:func:`.tiled_operand.tile_of`: numpy's same-shape loop, 2-3x a column's
+    broadcast), the same values."""
     from .conv_small_nhwc import OWN_PADDED_MAX_BYTES
     own = arrays[0].nbytes <= OWN_PADDED_MAX_BYTES
     if own:
@@ -186,6 +191,9 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
     wide_valid = valid(plan, result)
     bias_in_result = bias is not None and work == out.dtype
     bias_b = None if bias is None else bias.reshape((out_channels, 1) if bias_in_result else (out_channels, 1, 1))
+    if bias_in_result and fixed_bias:
+        whole = tile_of(bias_b, result)
+        bias_b = bias_b if whole is None else whole
     copy, matmul, add = np.copyto, np.matmul, np.add
     # the copies in and out by rows as void items, where no conversion is made (same bytes)
     same = work == out.dtype

@@ -15,7 +15,7 @@ import numpy as np
 from ..fpstate import quiet
 from ._constants import ONE
 from ._math import CLIP, commit, erf32, erf64, is_low_float, load, scalar_array, scratch, separate
-from ._registry import as_ufunc, register_kernel
+from ._registry import as_float_ufunc, as_ufunc, register_kernel
 
 # ---------------------------------------------------------------- unary math
 
@@ -196,6 +196,9 @@ def divide(lhs, rhs, *, out):
             rem = np.fmod(lhs, rhs)
             np.subtract(lhs, rem, out=out)
             np.floor_divide(out, rhs, out=out)
+
+
+as_float_ufunc(divide, np.divide, quiet=True)     # a fused float step: np.divide itself
 
 
 @register_kernel("floor_divide")
