@@ -87,7 +87,9 @@ def test_the_fast_path_is_the_generic_kernel_bit_for_bit(data, weight, attrs, ac
 
 
 POINTWISE = [((1, 16, 16, 24), (32, 16, 1, 1)), ((3, 5, 7, 2), (4, 5, 1, 1)), ((2, 8, 300), (6, 8, 1)),
-             ((1, 64, 60, 80), (16, 64, 1, 1))]      # (a large one: not the strided method's)
+             ((1, 64, 60, 80), (16, 64, 1, 1)),      # (a large one: not the strided method's)
+             # one image is a 2-d np.dot, but not with a dim of 1 (one pixel, input or output channel)
+             ((1, 8, 1, 1), (4, 8, 1, 1)), ((1, 1, 3, 5), (4, 1, 1, 1)), ((1, 8, 3, 5), (1, 8, 1, 1))]
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS[:2], ids=str)
@@ -280,6 +282,28 @@ def test_a_1d_conv_is_the_generic_kernel_with_a_constant_or_register_bias(data, 
             np.testing.assert_array_equal(out, want)
     plane = weight[0] * out.shape[-1] <= conv_small.BIAS_PLANE_MAX_SIZE
     assert [op.shape for op in operands] == [(weight[0], out.shape[-1]) if plane else (weight[0], 1), (weight[0], 1)]
+
+
+@pytest.mark.parametrize("data, weight, attrs", [SMALL[0], SMALL[3], SMALL[16], SMALL[8]], ids=str)
+@pytest.mark.parametrize("view", ["rows", "columns", "contiguous"])
+def test_padded_copies_by_rows_take_any_input_view(data, weight, attrs, view):
+    """The wide and one-copy runners copy an input into their padded copy (and the wide one its result
+    out) by rows as void items when no conversion is made: an input whose rows are apart, whose
+    values are apart (every other column: the plain copy) or contiguous gives the generic kernel's
+    result bit for bit."""
+    attrs = full_attrs(attrs, None)
+    rng = np.random.default_rng(8)
+    w, b = rand(rng, weight, "float32"), rand(rng, (weight[0],), "float32")
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    out, ws = out_for(data, weight, attrs, "float32"), workspace_for(data, weight, attrs, "float32")
+    for _ in range(2):
+        wide = rand(rng, data[:-1] + (2 * data[-1] + 1,), "float32")
+        x = {"rows": wide[..., 1:data[-1] + 1], "columns": wide[..., ::2][..., :data[-1]],
+             "contiguous": rand(rng, data, "float32")}[view]
+        call(x, w, b, out=out, workspace=ws)
+        want = out_for(data, weight, attrs, "float32")
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want)
 
 
 @pytest.mark.parametrize("data, weight, tiled", [((1, 16, 16, 24), (16, 16, 3, 3), True),

@@ -195,6 +195,13 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
         whole = tile_of(bias_b, result)
         bias_b = bias_b if whole is None else whole
     copy, matmul, add = np.copyto, np.matmul, np.add
+    # the copies in and out by rows as void items, where no conversion is made (same bytes)
+    same = work == out.dtype
+    row = np.dtype((np.void, inner.shape[-1] * inner.itemsize))
+    inner_rows = inner.view(row) if same else None
+    out_row = np.dtype((np.void, wide_valid.shape[-1] * wide_valid.itemsize))
+    valid_rows = wide_valid.view(out_row) if same and not relu else None
+    item = inner.itemsize
     if relu:
         from ._math import CLIP, scalar_array
         zero, inf = scalar_array(0, work), scalar_array(np.inf, work)      # (0-d: see ._constants)
@@ -202,7 +209,10 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
     def run(x, out):
         if not own:
             padded.fill(0)
-        copy(inner, x)                          # (float16, integers: converted as it is copied)
+        if inner_rows is not None and x.dtype == work and x.strides[-1] == item:   # (an integer x: converted)
+            copy(inner_rows, x.view(row))
+        else:
+            copy(inner, x)                      # (float16, integers: converted as it is copied)
         for dst, src in moves:
             copy(dst, src)
         if convert:
@@ -213,7 +223,10 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
         if relu:
             CLIP(wide_valid, zero, inf, out=out)
             return
-        copy(out, wide_valid, casting="unsafe")     # the conv rounds, then the bias: as the generic kernel
+        if valid_rows is not None and out.dtype == work:
+            copy(out.view(out_row), valid_rows)
+        else:
+            copy(out, wide_valid, casting="unsafe")     # the conv rounds, then the bias: as the generic kernel
         if bias_b is not None and not bias_in_result:
             add(out, bias_b, out=out)
         if act is not None:
