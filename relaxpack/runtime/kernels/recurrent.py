@@ -406,9 +406,7 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction, layout, option
         joint = _joint(w, r, opt, dtype, n, dirs, activations, clip, packed, cell_attrs, memo)
         if joint is not None:
             joint.run(xs, seq, batch, [direction == "reverse" or d == 1 for d in range(dirs)],
-                      [opt["initial_h"][d] if "initial_h" in opt else None for d in range(dirs)],
-                      [opt["initial_c"][d] if "initial_c" in opt else None for d in range(dirs)],
-                      [y[:, d] for d in range(dirs)], y_h, y_c)
+                      opt.get("initial_h"), opt.get("initial_c"), y, y_h, y_c)
             return
     acts = None
     for d in range(dirs):
