@@ -381,12 +381,20 @@ def _lengths(kind: str, lens, seq: int, batch: int) -> np.ndarray | None:
     return None if bool(np.all(lens == seq)) else lens
 
 
-def _layer(kind, x, w, r, extras, out, *, hidden_size, direction, layout, optional_inputs, activations,
-           activation_alpha, activation_beta, clip, packed, memo: dict | None = None, **cell_attrs):
+#: the attributes :func:`_layer` reads itself; the others (input_forget, linear_before_reset,
+#: quantize_inputs) are the cell's
+_LAYER_ATTRS = frozenset({"hidden_size", "direction", "layout", "optional_inputs", "activations",
+                          "activation_alpha", "activation_beta", "clip", "packed"})
+
+
+def _layer(kind, x, w, r, extras, out, attrs: dict, memo: dict | None = None):
     """The shared driver: per direction, pack (unless ``packed``), project, scan, write Y, Y_h (and Y_c).
+    ``attrs`` the op's attributes, as a dict (spread as keywords they cost ~1 us a call);
     ``memo`` (an instruction's own, when W, R, B and P are constants): each direction's packed
     W^T and cell, kept while they are the same arrays (see :func:`_specialize`)."""
-    opt = dict(zip(optional_inputs, extras))
+    hidden_size, direction, layout = attrs["hidden_size"], attrs["direction"], attrs["layout"]
+    activations, clip, packed = attrs["activations"], attrs["clip"], attrs["packed"]
+    opt = dict(zip(attrs["optional_inputs"], extras))
     y, y_h, *rest = out
     y_c = rest[0] if rest else None
     if layout == 1:     # work in layout 0 through transposed views
@@ -399,11 +407,11 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction, layout, option
     lens = _lengths(kind, opt.get("sequence_lens"), seq, batch)
     dirs = 2 if direction == "bidirectional" else 1
     xs = x.reshape(seq * batch, x.shape[2]).astype(dtype, copy=False)
-    if cell_attrs.get("quantize_inputs"):
+    if attrs.get("quantize_inputs"):
         xs = quantize_dequantize_uint8(xs)
     n = hidden_size
     if kind == "lstm" and lens is None and seq and batch and (dirs == 2 or batch > 1):
-        joint = _joint(w, r, opt, dtype, n, dirs, activations, clip, packed, cell_attrs, memo)
+        joint = _joint(w, r, opt, dtype, n, dirs, activations, clip, packed, attrs, memo)
         if joint is not None:
             joint.run(xs, seq, batch, [direction == "reverse" or d == 1 for d in range(dirs)],
                       opt.get("initial_h"), opt.get("initial_c"), y, y_h, y_c)
@@ -417,9 +425,10 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction, layout, option
         if kept is not None and _same_weights(kept[0], weights):
             wt, cell = kept[1]
         else:
-            acts = acts or bind_activations(kind, dirs, activations, activation_alpha, activation_beta)
+            acts = acts or bind_activations(kind, dirs, activations, attrs["activation_alpha"],
+                                            attrs["activation_beta"])
             wt, cell, own = _direction(kind, d, dirs, w, r, opt, dtype, n, acts[d], activations, clip, packed,
-                                       cell_attrs)
+                                       _cell_attrs(attrs))
             if memo is not None and own:
                 memo[d] = (weights, (wt, cell))
         proj = cell.project(xs, wt)
@@ -437,7 +446,11 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction, layout, option
             y_c[d] = c
 
 
-def _joint(w, r, opt: dict, dtype, n: int, dirs: int, activations, clip, packed: bool, cell_attrs: dict,
+def _cell_attrs(attrs: dict) -> dict:
+    return {k: v for k, v in attrs.items() if k not in _LAYER_ATTRS}
+
+
+def _joint(w, r, opt: dict, dtype, n: int, dirs: int, activations, clip, packed: bool, attrs: dict,
            memo: dict | None) -> JointLSTM | None:
     """The layer's :class:`JointLSTM` (every direction a fast cell, R_joint small enough), or None;
     kept in ``memo`` (with the None) while the weights are the same arrays."""
@@ -447,7 +460,8 @@ def _joint(w, r, opt: dict, dtype, n: int, dirs: int, activations, clip, packed:
         return kept[1]
     joint = None
     if fits(dirs, n, np.dtype(dtype).itemsize) and all(
-            is_fast_cell("lstm", d, dirs, activations=activations, clip=clip, peepholes="P" in opt, **cell_attrs)
+            is_fast_cell("lstm", d, dirs, activations=activations, clip=clip, peepholes="P" in opt,
+                         **_cell_attrs(attrs))
             for d in range(dirs)):
         joint = JointLSTM(w, r, opt.get("B"), n, dtype, packed)
     if memo is not None:
@@ -490,7 +504,7 @@ def _specialize(kind: str):
         memo = {} if all(i < len(constant) and constant[i] for i in static) else None
 
         def call(x, w, r, *extras, out, workspace=None):
-            _layer(kind, x, w, r, extras, out, memo=memo, **attrs)
+            _layer(kind, x, w, r, extras, out, attrs, memo)
         return call
     return specialize
 
@@ -498,19 +512,19 @@ def _specialize(kind: str):
 @register_kernel("nn.rnn")
 def rnn(x, w, r, *extras, out, **attrs):
     """ONNX RNN: ``out`` is (Y, Y_h); ``extras`` are the inputs ``optional_inputs`` names."""
-    _layer("rnn", x, w, r, extras, out, **attrs)
+    _layer("rnn", x, w, r, extras, out, attrs)
 
 
 @register_kernel("nn.gru")
 def gru(x, w, r, *extras, out, **attrs):
     """ONNX GRU: ``out`` is (Y, Y_h)."""
-    _layer("gru", x, w, r, extras, out, **attrs)
+    _layer("gru", x, w, r, extras, out, attrs)
 
 
 @register_kernel("nn.lstm")
 def lstm(x, w, r, *extras, out, **attrs):
     """ONNX LSTM: ``out`` is (Y, Y_h, Y_c)."""
-    _layer("lstm", x, w, r, extras, out, **attrs)
+    _layer("lstm", x, w, r, extras, out, attrs)
 
 
 rnn.specialize_attrs, gru.specialize_attrs, lstm.specialize_attrs = (_specialize(k) for k in ("rnn", "gru", "lstm"))
