@@ -36,11 +36,12 @@ MEMO_KERNELS = frozenset({
     "divide", "astype", "permute_dims", "dynamic_strided_slice", "strided_slice", "shape_to_tensor",
     "logical_and", "logical_or", "logical_not", "minimum", "maximum", "abs", "log", "exp", "floor",
     "trilu", "cumsum", "full", "zeros", "ones", "floor_divide", "expand_dims", "reshape", "tile",
+    "image.resize",
 })
 ALLOC = "vm.builtin.alloc_tensor"
 VIEW = "vm.builtin.reshape_view"
 #: builtins whose result holds its operands as they are (a view, a tuple of them)
-ALIASES = frozenset({VIEW, "vm.builtin.make_tuple"})
+ALIASES = frozenset({VIEW, "vm.builtin.index_view", "vm.builtin.make_tuple"})
 #: distinct shapes a function's memo keeps (then it starts afresh)
 MEMO_ENTRIES = 16
 #: bytes of kept kernel outputs (masks, tables) a memo holds before it starts afresh (one

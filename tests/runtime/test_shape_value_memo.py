@@ -138,3 +138,66 @@ def test_the_memo_starts_afresh_past_its_byte_budget(exe, monkeypatch):
         np.testing.assert_allclose(got["y"], reference(x)[0], rtol=1e-5)
     memo = vm._prepared[0].compiled.memo
     assert len(memo) == 1
+
+
+def test_an_allocation_read_through_an_index_view_is_kept():
+    """``index_view`` (a ``take`` of one constant index) is a view like ``reshape_view``: the
+    array it views stays kept when a kernel reads the view; passing the view on to another
+    builtin still drops it."""
+    alloc, index = "vm.builtin.alloc_tensor", "vm.builtin.index_view"
+    resolved = {pc: r for pc, r in enumerate([
+        _r(alloc, dst=1), _r("astype", kwargs=[("out", True, 1)]),
+        _r(index, [(True, 1), (False, 0)], dst=2), _r("cumsum", [(True, 2)], [("out", True, 9)]),
+        _r(alloc, dst=3), _r("astype", kwargs=[("out", True, 3)]),
+        _r(index, [(True, 3), (False, 0)], dst=4), _r("vm.builtin.identity", [(True, 4)], dst=5),
+    ])}
+    assert set(_kept_allocs(resolved)) == {1}
+
+
+def position_model():
+    """DETR's sine position embedding of a mask made from the input's shape alone: ones of
+    (b, h, w), resized nearest to the feature map's (h2, w2) (a Resize of a shape-only value),
+    cast to bool, row 0 taken, cast to float, cumsum over each axis, sin / cos, added to the
+    features ``f = Resize(x)`` (a Resize of the data, which must run every call)."""
+    nodes = [
+        h.make_node("Shape", ["x"], ["shp"]),
+        h.make_node("ConstantOfShape", ["shp"], ["ones"], value=h.make_tensor("v", T.FLOAT, [1], [1.0])),
+        h.make_node("Resize", ["ones", "", "half"], ["small"], mode="nearest"),
+        h.make_node("Resize", ["x", "", "half"], ["f"], mode="nearest"),
+        h.make_node("Cast", ["small"], ["mask"], to=T.BOOL),
+        h.make_node("Gather", ["mask", "zero"], ["m0"], axis=0),
+        h.make_node("Cast", ["m0"], ["mf"], to=T.FLOAT),
+        h.make_node("CumSum", ["mf", "axis0"], ["cy"]), h.make_node("CumSum", ["mf", "axis1"], ["cx"]),
+        h.make_node("Sin", ["cy"], ["sy"]), h.make_node("Cos", ["cx"], ["sx"]),
+        h.make_node("Add", ["sy", "sx"], ["pos"]), h.make_node("Add", ["f", "pos"], ["y"]),
+    ]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, ["b", "h", "w"])],
+                     [h.make_tensor_value_info("y", T.FLOAT, ["b", None, None])],
+                     [h.make_tensor("half", T.FLOAT, [3], [1.0, 0.5, 0.5]), h.make_tensor("zero", T.INT64, [], [0]),
+                      h.make_tensor("axis0", T.INT64, [], [0]), h.make_tensor("axis1", T.INT64, [], [1])])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+def position_reference(x):
+    idx = lambda n: np.floor(np.arange(n // 2) * 2.0).astype(int)  # noqa: E731 - nearest, asymmetric, floor
+    f = x[:, idx(x.shape[1])][:, :, idx(x.shape[2])]
+    m = np.ones(f.shape[1:], np.float32)
+    return f + (np.sin(np.cumsum(m, 0, dtype=np.float32)) + np.cos(np.cumsum(m, 1, dtype=np.float32)))
+
+
+@pytest.mark.parametrize("level", [0, 2])
+def test_a_resized_shape_only_mask_is_memoized_and_the_resized_data_is_not(level):
+    exe = relaxpack.build(relaxpack.from_onnx(position_model()), opt_level=level)
+    compiled, interpreted = VirtualMachine(exe), VirtualMachine(exe)
+    interpreted.compiled = False
+    names = _memo_kernels(compiled)
+    assert names.count("image.resize") == 1 and "cumsum" in names   # the mask's; never the data's
+    rng = np.random.default_rng(1)
+    for shape in ((3, 6, 8), (2, 4, 10), (3, 6, 8), (1, 1, 3), (3, 6, 8), (3, 6, 8)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        got = compiled.run({"x": x})["y"]
+        np.testing.assert_array_equal(got, interpreted.run({"x": x})["y"])
+        np.testing.assert_allclose(got, position_reference(x), rtol=1e-6, atol=1e-6)
+    memo = compiled._prepared[0].compiled.memo
+    kept = [v for entry in memo.values() for v in entry if isinstance(v, np.ndarray) and v.base is None]
+    assert len(memo) == 3 and kept and not any(v.flags.writeable for v in kept)

@@ -45,6 +45,9 @@ class ImportContext:
                 value.expr = Constant(value.const)
             elif value.sym is not None:
                 value.expr = self._materialize_sym(value)
+            elif value.float_of is not None:     # a shape cast to float
+                dims = self.expr(Value(TensorStructInfo(value.shape, "int64"), sym=value.float_of))
+                value.expr = self.bb.emit(make_call("astype", dims, dtype=value.dtype), "cast")
             else:
                 raise ShapeError(f"value of {self.node_label()} has no IR expression")
         return value.expr

@@ -21,7 +21,7 @@ from ...ir.struct_info import StructInfo, TensorStructInfo
 
 @dataclass
 class Value:
-    """An imported value. At least one of ``expr``, ``const``, ``sym`` is set."""
+    """An imported value. At least one of ``expr``, ``const``, ``sym``, ``float_of`` is set."""
 
     sinfo: StructInfo
     expr: Expr | None = None
@@ -29,6 +29,7 @@ class Value:
     sym: tuple[Dim, ...] | None = None   # known symbolic contents of a 0-d/1-d int tensor
     length: int | None = None            # a sequence's number of elements, when known at import time
     shadow: tuple[Dim, ...] | None = None  # contents as dim variables bound only when lifted (lift.py)
+    float_of: tuple[Dim, ...] | None = None  # a float tensor's contents are these ints rounded (a Cast of a shape)
 
     @property
     def shape(self):

@@ -6,13 +6,13 @@ their own (an ``alloc_tensor`` with no arena buffer), so the compiled function's
 A value is shape-only when it is bound, at the function's top level, to a ``call_tir`` of a
 deterministic kernel (``runtime.shape_memo.MEMO_KERNELS``, the ones the memo runs) whose
 arguments are constants, prim values, shapes or other shape-only values, at least one of
-them symbolic (constants alone are FoldConstant's). Tensors read from a parameter
-never are.
+them symbolic (constants alone are FoldConstant's), and a ``match_cast`` of one (the
+range of a shape cast to float asserts its bound). Tensors read from a parameter never are.
 """
 
 from __future__ import annotations
 
-from ...ir.expr import Call, Constant, ExternFunc, PrimValue, ShapeExpr, Tuple, Var
+from ...ir.expr import Call, Constant, ExternFunc, MatchCast, PrimValue, ShapeExpr, Tuple, Var
 from ...runtime.shape_memo import MEMO_KERNELS
 
 
@@ -23,6 +23,9 @@ def shape_only_vars(body) -> set:
     for block in getattr(body, "blocks", ()):
         for b in block.bindings:
             call = b.value
+            if isinstance(b, MatchCast) and isinstance(call, Var) and call in shape_only:
+                shape_only.add(b.var)      # a cast that asserts dims (a range's bound) is the value itself
+                continue
             if not (isinstance(call, Call) and getattr(call.op, "name", None) == "call_tir"):
                 continue
             callee, args = call.args[:2]

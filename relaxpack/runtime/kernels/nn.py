@@ -378,7 +378,9 @@ def _max_pool_calls(data, out, pool_size, strides, padding, dilation, ceil_mode,
         "nn.max_pool", data, out, pool_size, strides, dilation, padding, ceil_mode)
     if out.size == 0:
         return []
-    flat = max_pool_flat.max_pool_calls(data, out, pool, strides, dilation, begins, lengths)
+    whole = all(_whole_axis(data.shape[2 + i], k, s, d, b, m)
+                for i, (k, s, d, b, m) in enumerate(zip(pool, strides, dilation, begins, lengths)))
+    flat = None if whole else max_pool_flat.max_pool_calls(data, out, pool, strides, dilation, begins, lengths)
     if flat is not None:        # short rows: passes over whole planes (max_pool_flat.py)
         return flat
     x = data
@@ -392,12 +394,24 @@ def _max_pool_calls(data, out, pool_size, strides, padding, dilation, ceil_mode,
     # whole rows, so the strided inner reads happen on a smaller array.
     # (Plain allocations: the op declares no planned workspace.)
     cur = x
+    if whole:       # every window holds the whole map (SPPF's 5x5 pools on a 2x3 map): its max
+        top = np.empty(x.shape[:2] + (1,) * len(pool), x.dtype)
+        calls += [(np.maximum.reduce, (x,), {"axis": tuple(range(2, x.ndim)), "keepdims": True, "out": top}),
+                  (np.copyto, (buf, top), {})]
+        return calls if buf is out else calls + [(commit, (buf, out), {})]
     for i, (k, s, d, b, m) in enumerate(zip(pool, strides, dilation, begins, lengths)):
         target = buf if i + 1 == len(pool) else _empty_like_order(
             cur, cur.shape[:2 + i] + (m,) + cur.shape[3 + i:], x.dtype)
         calls += _max_along(cur, target, 2 + i, k, s, d, b)
         cur = target
     return calls if buf is out else calls + [(commit, (buf, out), {})]
+
+
+def _whole_axis(n: int, k: int, s: int, d: int, b: int, m: int) -> bool:
+    """Whether every one of the ``m`` windows along an axis of ``n > 0`` cells (``k`` taps,
+    stride ``s``, dilation 1, ``b`` cells of padding first) holds all ``n`` cells: the last
+    window starts at or before cell 0 and the first ends at or after cell ``n - 1``."""
+    return n > 0 and d == 1 and (m - 1) * s - b <= 0 and k - 1 - b >= n - 1
 
 
 def _specialized_pool(make_calls):

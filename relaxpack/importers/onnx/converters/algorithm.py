@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....ir.dims import dim_max, dim_min
 from ....ir.expr import ExternFunc, PrimValue, ShapeExpr, Tuple, TupleGetItem
 from ....ir.struct_info import TensorStructInfo
 from ....ops.registry import make_call
@@ -233,11 +234,42 @@ def _range(ctx, start: Value, limit: Value, delta: Value):
         args = [PrimValue(first), PrimValue(stop), PrimValue(step)]
     else:
         if any(v.const is None for v in values):
+            of_dim = _range_of_cast_dim(ctx, start, limit, delta, dtype)
+            if of_dim is not None:
+                return of_dim
             return packed_call(ctx, "dyn.range", values, [((None,), dtype)], "range")
         args = [PrimValue(float(np.asarray(v.const, np.float64).reshape(())), "float64") for v in values]
     if args[2].value == 0:
         raise shape_error(ctx, "delta must not be 0")
     return make_call("range", *args, dtype=dtype)
+
+
+#: float dtypes whose Range over a shape cast to them is an int range: integers of at most this
+#: magnitude are exact there, and so are the float64 length ``ceil((limit - start) / delta)`` of
+#: their differences (a quotient of integers below 2**53 is never rounded onto an integer)
+EXACT_INTS = {"float32": 1 << 24, "float64": 1 << 51}
+
+
+def _range_of_cast_dim(ctx, start: Value, limit: Value, delta: Value, dtype: str) -> Value | None:
+    """``Range(start, Cast<float>(n), delta)`` with integral constant ``start`` and ``delta``
+    and a shape ``n`` (YOLO's anchor grids: ``arange(0.0, float(w), 1.0)``) as the int range
+    ``range(start, n, delta)`` in ``dtype``, of static length over ``n``; None when it is not
+    one. Every value and the limit are integers of at most :data:`EXACT_INTS` in magnitude, so
+    the int range rounded once is the float one (ONNX's ``start + i * delta``, onnxruntime's
+    running sum) and its length is the float formula's. That bound is checked once per input
+    shape: the range runs to ``n`` clamped to it, ``match_cast`` to the length at ``n``."""
+    bound = EXACT_INTS.get(dtype)
+    if bound is None or limit.float_of is None or len(limit.float_of) != 1 or start.const is None \
+            or delta.const is None:
+        return None
+    first, step = (float(np.asarray(v.const, np.float64).reshape(())) for v in (start, delta))
+    if not (first.is_integer() and step.is_integer() and step != 0 and abs(first) <= bound and abs(step) <= bound):
+        return None
+    first, step, n = int(first), int(step), limit.float_of[0]
+    clamped = dim_min(dim_max(n, -bound), bound)
+    ranged = ctx.emit(make_call("range", PrimValue(first), PrimValue(clamped), PrimValue(step), dtype=dtype), "range")
+    exact = ctx.bb.normalize(make_call("range", PrimValue(first), PrimValue(n), PrimValue(step), dtype=dtype))
+    return Value(exact.struct_info, expr=ctx.bb.match_cast(ctx.expr(ranged), exact.struct_info, "range"))
 
 
 # ---------------------------------------------------------------- Tile

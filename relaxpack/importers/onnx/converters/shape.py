@@ -20,6 +20,7 @@ import math
 import numpy as np
 import onnx
 
+from ....ir.struct_info import TensorStructInfo
 from ....ops.registry import make_call
 from ..context import FOLD_LIMIT
 from ..registry import register_converter
@@ -176,6 +177,10 @@ def _cast(ctx, x: Value, dtype: str, saturate: int = 1, round_mode: str = "up"):
     if is_symbolic(x) and dtype.startswith(INT_KINDS):
         dims, shape = int_contents(x)
         return contents_value(ctx, dims, shape, dtype)
+    if is_symbolic(x) and dtype in ("float32", "float64"):
+        # a shape cast to float (YOLO's anchor grids: Range(0, Cast(w), 1)): Range reads the
+        # dims; the tensor is made (ctx.expr) only if another op reads it
+        return Value(TensorStructInfo(x.shape, dtype), float_of=x.sym)
     data = ctx.expr(x)
     if dtype in _FLOAT8_MAX and saturate:
         data = _saturate(ctx, x, data, dtype)
