@@ -104,6 +104,42 @@ def test_integer_power_semantics_are_unchanged():
         np.testing.assert_array_equal(run_kernel("power", a, np.array(exponent, np.int32)), want)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32"])
+def test_power_per_instruction_is_the_kernel_bit_for_bit(dtype):
+    """A constant exponent's fast power is chosen once per exponent array and dtype: the kernel's
+    bits call after call (special values, in place, another dtype of base, an exponent without a
+    fast path, another exponent array); an exponent that is no constant is looked up every call."""
+    kernel = get_kernel("power").fn
+    rng = np.random.default_rng(6)
+    exponents = [1.0, 2.0, 3.0, 0.5, -1.0, 2.5] if dtype != "int32" else [1, 2, 3]
+    for exponent in exponents:
+        rhs = np.array(exponent, dtype)
+        call = kernel.specialize_attrs({}, (False, True))
+        for base_dtype in (dtype, dtype, "float64" if dtype != "float64" else "float32"):
+            x = (np.concatenate([rand(rng, (40,), "float64") * 3, SPECIALS if dtype != "int32" else []])
+                 .astype(base_dtype))
+            out_dtype = np.result_type(x.dtype, rhs.dtype)
+            got, want = np.empty(x.shape, out_dtype), np.empty(x.shape, out_dtype)
+            with np.errstate(all="ignore"):
+                call(x, rhs, out=got)
+                kernel(x, rhs, out=want)
+            np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
+        if dtype != "int32":
+            x = np.linspace(0.5, 4, 9).astype(dtype)
+            want = np.empty_like(x)
+            kernel(x, rhs, out=want)
+            call(x, rhs, out=x)                     # in place
+            np.testing.assert_array_equal(x, want)
+    moving = np.array(2.0, np.float32)
+    call = kernel.specialize_attrs({}, (False, False))
+    x = np.linspace(0.5, 4, 9).astype(np.float32)
+    for value in (2.0, 3.0, 2.0):
+        moving[...] = value                         # a register's array: new values, same object
+        got = np.empty_like(x)
+        call(x, moving, out=got)
+        np.testing.assert_array_equal(got, run_kernel("power", x, np.array(value, np.float32)))
+
+
 @pytest.mark.parametrize("exponent", [2.0, 3.0, 0.5, -1.0])
 def test_power_matches_onnxruntime(exponent):
     x = rand(np.random.default_rng(4), (3, 65), "float32", 0.1, 4)
