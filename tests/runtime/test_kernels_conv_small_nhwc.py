@@ -254,12 +254,12 @@ def test_channel_runs_copy_strided_pixels_as_void_items():
 
 # the runner's switches at their edges: the pixels-major GEMM as np.dot up to DOT_MAX_VALUES results
 # (2^14) and never with a dim of 1; a bound bias tiled over all of an output of up to
-# WHOLE_BIAS_MAX_VALUES (2^15) values, else over one row; batches, 1-pixel maps, an empty batch
+# tiled_operand.TILE_MAX_SIZE (2^16) values, else over one row; batches, 1-pixel maps, an empty batch
 EDGES = [
-    ((1, 32, 32, 8), (1, 1, 8, 16), dict()),                    # 2^14 results: np.dot; 2^14 values: whole bias
+    ((1, 32, 32, 8), (1, 1, 8, 16), dict()),                    # 2^14 results: np.dot
     ((1, 33, 32, 8), (1, 1, 8, 16), dict()),                    # just over: np.matmul
-    ((1, 64, 32, 8), (1, 1, 8, 16), dict()),                    # 2^15 values: the last whole bias
-    ((1, 65, 32, 8), (1, 1, 8, 16), dict()),                    # a tile of one row
+    ((1, 64, 32, 8), (1, 1, 8, 16), dict()),                    # 2^15 values
+    ((1, 65, 32, 8), (1, 1, 8, 16), dict()),                    # (the 2^16 tile bar: test_a_bound_bias_as_a_whole_tile_up_to_the_bar)
     ((3, 8, 12, 16), (1, 1, 16, 24), dict()),                   # a batch
     ((1, 1, 1, 16), (1, 1, 16, 8), dict()),                     # one pixel: np.matmul
     ((1, 4, 5, 1), (1, 1, 1, 6), dict()),                       # one input channel

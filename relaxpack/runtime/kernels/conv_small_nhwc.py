@@ -41,12 +41,6 @@ METHODS = frozenset({"pointwise", "gemm", "depthwise"})
 #: (1488 x 8 x 48: 13.7 against 14.9 us; measured, 1 thread)
 DOT_MAX_VALUES = 1 << 14
 
-#: a bound bias is tiled over all of an output of at most this many values (one contiguous add: numpy
-#: loops per row over rows of ``width * O`` values, 0.88 -> 0.33 us at 8 x 12 x 16, 3.3 -> 1.7 at
-#: 16 x 24 x 72; measured, 1 thread); larger outputs keep a tile of one row (the tile is one more
-#: map through the cache)
-WHOLE_BIAS_MAX_VALUES = 1 << 15
-
 #: a depthwise conv's padded copy of at most this many bytes is the instruction's own (not the
 #: shared workspace's), its padding zeroed once instead of every call (one to a few numpy calls
 #: of a small conv's ~6-10)
@@ -72,8 +66,7 @@ def prepare(plan, data, weight, bias, arrays: list, act, fixed_weight: bool, fix
     carved); the bias and ``act`` (an in-place activation or None) applied after the conv."""
     pixels = data.shape[0] * math.prod(plan.lengths)
     width = plan.lengths[-1] if plan.lengths else 1
-    whole = pixels * weight.shape[-1] <= WHOLE_BIAS_MAX_VALUES
-    finish = _finisher(bias, act, fixed_bias, pixels if whole else width)
+    finish = _finisher(bias, act, fixed_bias, width)
     if plan.method == "depthwise":
         return _depthwise(plan, data, weight, arrays, finish, fixed_weight)
     channels, out_channels = data.shape[-1], weight.shape[-1]
