@@ -107,6 +107,9 @@ def _groups(block, uses: dict) -> list[list[_Member]]:
                     readers.setdefault(arg, []).append(b)
     groups = []
     for (_, shape, dtype, _), members in by_key.items():
+        # a dead product (an attention scale folded into a copy of its weight left the original
+        # behind until DeadCodeElimination) joins no group: it would be computed for nothing
+        members = [m for m in members if uses.get(m.product.var, 0)]
         if len(members) < 2:
             continue
         for m in members:

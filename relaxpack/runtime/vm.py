@@ -34,7 +34,7 @@ from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunc
 from .compiled import Compiled, Resolved, compile_counting, compile_function, pc_of
 from .executable import Executable
 from .kernels import get_kernel
-from .kernels._registry import bare_ufunc
+from .kernels._registry import BoundFlags, bare_ufunc
 from .output_copy import OutputDetacher, fresh_returns
 from .registry import FUNC_KIND, check_registered, resolve
 from .shape_program import ShapeProgramError
@@ -401,7 +401,8 @@ def _specialize_kernel(fn, args: list, kwargs: list) -> tuple[Callable, list]:
     if specialize is None or any(is_reg and k not in _PER_CALL for k, is_reg, _ in kwargs):
         return fn, kwargs
     attrs = {k: v for k, is_reg, v in kwargs if not is_reg}
-    return specialize(attrs, tuple(not is_reg for is_reg, _ in args)), [kw for kw in kwargs if kw[1]]
+    constant = BoundFlags(tuple(v for _, v in args), tuple(not is_reg for is_reg, _ in args))
+    return specialize(attrs, constant), [kw for kw in kwargs if kw[1]]
 
 
 #: keywords a specialized kernel still takes per call

@@ -131,3 +131,57 @@ def test_the_bound_of_a_requantized_conv():
     assert magnitude_bound(by_name["lv5"], defs, memo) == (128 * 33 + 7) * 0.0625 + 1
     assert magnitude_bound(by_name["lv1"], defs, memo) is None              # x / 0.25: x is any float
     assert LIMIT < float(np.finfo(np.float32).max) / 1e6
+
+
+# ---------------------------------------------------------------- layer norms, matmuls, bounded functions
+
+#: x quantized (finite whatever x is), then ``{op}`` of it, quantized again
+HEAD = """
+lv = R.divide(x, R.const(0.25, "float32"))
+lv1 = R.round(lv)
+lv2 = R.clip(lv1, min=-128.0, max=127.0, saturate_nan=True)
+"""
+TAIL = """
+lv4 = R.divide(lv3, R.const(0.03125, "float32"))
+lv5 = R.round(lv4)
+lv6 = R.clip(lv5, min=-128.0, max=127.0, saturate_nan=True)
+return lv6
+"""
+GAMMA, BETA = c([0.5, -2.0, 1.0, 3.0, 0.25]), c([0.0, 1.0, -1.0, 0.5, 2.0])
+WEIGHT = c(np.arange(20).reshape(5, 4) / 7 - 1)
+
+
+@pytest.mark.parametrize("op, ret, dropped", [
+    (f"R.nn.layer_norm(lv2, {GAMMA}, {BETA}, axes=[-1], epsilon=1e-05)", RET, True),
+    (f"R.nn.layer_norm(lv2, {GAMMA}, {BETA}, axes=[-1], epsilon=0.0)", RET, False),     # 0 / 0 on a flat row
+    (f"R.nn.layer_norm(lv1, {GAMMA}, {BETA}, axes=[-1], epsilon=1e-05)", RET, False),   # NaN in, NaN out
+    (f"R.nn.layer_norm(lv2, {GAMMA}, {c([0.0, np.inf, 0.0, 0.0, 0.0])}, axes=[-1], epsilon=1e-05)", RET, False),
+    (f"R.matmul(lv2, {WEIGHT})", '("n", 2, 3, 4)', True),
+    (f"R.matmul(lv2, {c([[0.0, np.nan, 0.0, 0.0]] * 5)})", '("n", 2, 3, 4)', False),
+    ("R.matmul(lv2, R.permute_dims(lv2, axes=[0, 1, 3, 2]))", '("n", 2, 3, 3)', True),   # K = 5, static
+    ("R.matmul(lv1, R.permute_dims(lv2, axes=[0, 1, 3, 2]))", '("n", 2, 3, 3)', False),
+    ("R.tanh(lv2)", RET, True), ("R.erf(lv2)", RET, True), ("R.nn.softmax(lv2, axis=-1)", RET, True),
+    ("R.tanh(lv1)", RET, False), ("R.nn.softmax(lv1, axis=-1)", RET, False),
+    ("R.take(lv2, R.const([0, 2], \"int64\"), axis=3)", '("n", 2, 3, 2)', True),
+    ("R.take(lv1, R.const([0, 2], \"int64\"), axis=3)", '("n", 2, 3, 2)', False),
+    ("R.where(R.greater(lv2, R.const(0.0, \"float32\")), lv2, R.const(-3.0, \"float32\"))", RET, True),
+    ("R.where(R.greater(lv2, R.const(0.0, \"float32\")), lv1, lv2)", RET, False),
+    # any integer is finite as a float, even one cast from NaN
+    ("R.astype(R.astype(lv1, dtype=\"int32\"), dtype=\"float32\")", RET, True),
+    ("R.astype(R.greater(lv1, R.const(0.0, \"float32\")), dtype=\"float32\")", RET, True),
+    ("R.astype(R.astype(lv1, dtype=\"float16\"), dtype=\"float32\")", RET, False),
+])
+def test_bounded_ops_of_finite_values_drop_the_nan_check(op, ret, dropped):
+    body = HEAD + (f"lvp = R.permute_dims(lv2, axes=[0, 1, 3, 2])\nlv3 = R.matmul({op[9:op.index(',')]}, lvp)"
+                   if "permute_dims(lv2" in op else f"lv3 = {op}") + TAIL
+    mod = parse(program(PARAMS, ret, body))
+    out = run_pass(drop_nan_saturation, mod)
+    assert _clips(out) == [True, not dropped]
+    _assert_same_bits(mod, out)
+
+
+def test_a_matmul_over_a_symbolic_k_keeps_the_nan_check():
+    params = 'x: R.Tensor(("n", "k"), "float32")'
+    body = HEAD + "lvp = R.permute_dims(lv2, axes=[1, 0])\nlv3 = R.matmul(lv2, lvp)" + TAIL
+    out = run_pass(drop_nan_saturation, parse(program(params, '("n", "n")', body, dims=("n", "k"))))
+    assert _clips(out) == [True, True]

@@ -203,3 +203,24 @@ def test_empty_parts_and_their_split_points_stay():
     from relaxpack.passes.merge_projections import _equal_parts
     assert _equal_parts((0, 0), 0) is None and _equal_parts(3, 0) is None and _equal_parts((0, 0), 6) is None
     assert _equal_parts((2, 4), 6) == 3 and _equal_parts(3, 6) == 3 and _equal_parts((2, 5), 6) is None
+
+
+def test_a_dead_sibling_joins_no_group():
+    """A product nothing reads (a folded attention scale leaves the original behind until
+    DeadCodeElimination) is not merged: the batched product holds the live members only."""
+    from relaxpack.ir import parse
+    from relaxpack.passes.merge_projections import merge_projections
+
+    from .helpers import program, run_pass
+    rng = np.random.default_rng(5)
+    ws = [rng.standard_normal((4, 3)).astype(np.float32).tolist() for _ in range(3)]
+    body = f'''lv = R.matmul(x, R.const({ws[0]}, "float32"))
+lv1 = R.matmul(x, R.const({ws[1]}, "float32"))
+lv2 = R.matmul(x, R.const({ws[2]}, "float32"))
+lv3 = R.tanh(lv)
+lv4 = R.add(lv3, lv2)
+return lv4'''
+    out = run_pass(merge_projections, parse(program('x: R.Tensor(("n", 4), "float32")', '("n", 3)', body)))
+    stacked = [b.value.args[1].data.shape for block in out["main"].body.blocks for b in block.bindings
+               if getattr(b.value, "op", None) is not None and getattr(b.value.op, "name", "") == "matmul"]
+    assert (2, 4, 3) in stacked and (3, 4, 3) not in stacked

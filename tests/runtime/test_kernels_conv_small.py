@@ -87,7 +87,9 @@ def test_the_fast_path_is_the_generic_kernel_bit_for_bit(data, weight, attrs, ac
 
 
 POINTWISE = [((1, 16, 16, 24), (32, 16, 1, 1)), ((3, 5, 7, 2), (4, 5, 1, 1)), ((2, 8, 300), (6, 8, 1)),
-             ((1, 64, 60, 80), (16, 64, 1, 1))]      # (a large one: not the strided method's)
+             ((1, 64, 60, 80), (16, 64, 1, 1)),      # (a large one: not the strided method's)
+             # one image is a 2-d np.dot, but not with a dim of 1 (one pixel, input or output channel)
+             ((1, 8, 1, 1), (4, 8, 1, 1)), ((1, 1, 3, 5), (4, 1, 1, 1)), ((1, 8, 3, 5), (1, 8, 1, 1))]
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS[:2], ids=str)
@@ -280,3 +282,57 @@ def test_a_1d_conv_is_the_generic_kernel_with_a_constant_or_register_bias(data, 
             np.testing.assert_array_equal(out, want)
     plane = weight[0] * out.shape[-1] <= conv_small.BIAS_PLANE_MAX_SIZE
     assert [op.shape for op in operands] == [(weight[0], out.shape[-1]) if plane else (weight[0], 1), (weight[0], 1)]
+
+
+@pytest.mark.parametrize("data, weight, attrs", [SMALL[0], SMALL[3], SMALL[16], SMALL[8]], ids=str)
+@pytest.mark.parametrize("view", ["rows", "columns", "contiguous"])
+def test_padded_copies_by_rows_take_any_input_view(data, weight, attrs, view):
+    """The wide and one-copy runners copy an input into their padded copy (and the wide one its result
+    out) by rows as void items when no conversion is made: an input whose rows are apart, whose
+    values are apart (every other column: the plain copy) or contiguous gives the generic kernel's
+    result bit for bit."""
+    attrs = full_attrs(attrs, None)
+    rng = np.random.default_rng(8)
+    w, b = rand(rng, weight, "float32"), rand(rng, (weight[0],), "float32")
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    out, ws = out_for(data, weight, attrs, "float32"), workspace_for(data, weight, attrs, "float32")
+    for _ in range(2):
+        wide = rand(rng, data[:-1] + (2 * data[-1] + 1,), "float32")
+        x = {"rows": wide[..., 1:data[-1] + 1], "columns": wide[..., ::2][..., :data[-1]],
+             "contiguous": rand(rng, data, "float32")}[view]
+        call(x, w, b, out=out, workspace=ws)
+        want = out_for(data, weight, attrs, "float32")
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("data, weight, tiled", [((1, 16, 16, 24), (16, 16, 3, 3), True),
+                                                 ((1, 8, 60, 60), (32, 8, 3, 3), False)])   # 32 x 3720 > 2**16
+def test_a_wide_conv_adds_a_bound_bias_as_a_tile_and_reads_a_register_bias_every_call(data, weight, tiled,
+                                                                                     monkeypatch):
+    """conv_wide: a bound bias is added to the wide result as a tile of its whole shape (up to
+    TILE_MAX_SIZE values, else the column); a bias in a register (the same object, new values) is
+    never tiled. Bit for bit the generic kernel either way."""
+    from relaxpack.runtime.kernels import conv_wide
+    made = []
+    real = conv_wide.tile_of
+    monkeypatch.setattr(conv_wide, "tile_of", lambda c, out: made.append(real(c, out)) or made[-1])
+    attrs = full_attrs(dict(padding=(1, 1, 1, 1)), "relu")
+    plan = _prepared_conv(data, weight, attrs["strides"], attrs["padding"], attrs["dilation"], attrs["groups"],
+                          "NCHW")[0]
+    assert plan.method == "strided" and plan.strided.wide is not None
+    rng = np.random.default_rng(8)
+    w = rand(rng, weight, "float32")
+    for constant in [(False, True, True), (False, True, False)]:
+        b = rand(rng, (weight[0],), "float32")
+        call = CONV_BIAS_ACT.specialize_attrs(attrs, constant)
+        out, ws = out_for(data, weight, attrs, "float32"), workspace_for(data, weight, attrs, "float32")
+        for _ in range(3):
+            if not constant[2]:
+                b[...] = rand(rng, (weight[0],), "float32")     # a register: the same object, new values
+            x = rand(rng, data, "float32")
+            call(x, w, b, out=out, workspace=ws)
+            want = out_for(data, weight, attrs, "float32")
+            CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+            np.testing.assert_array_equal(out, want)
+    assert len(made) == 1 and (made[0] is not None) == tiled    # the bound bias only, once

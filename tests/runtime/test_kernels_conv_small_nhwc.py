@@ -224,8 +224,102 @@ def test_channel_runs_copy_strided_pixels_as_void_items():
         assert d.dtype.kind == s.dtype.kind == "V" and d.shape[-1] == s.shape[-1] == 1
         np.copyto(d, s)
         np.testing.assert_array_equal(dst[:, :src.shape[1]], src)
-    # rows already contiguous over pixels, channels not contiguous, no channels: as they are
-    for src, target in ((x[:, :, :4], dst), (x[..., ::2][:, :, :4], dst[..., :3]),
-                        (x[..., :0][:, :, ::2], dst[..., :0])):
-        d, s = conv_small_nhwc.as_channel_runs(target, src)
-        assert d is target and s is src
+    # rows contiguous over pixels: as they are, or one void item per row (into a padded copy's interior)
+    d, s = conv_small_nhwc.as_channel_runs(dst, x[:, :, :4])
+    assert d is dst and s.base is x
+    padded = np.zeros((2, 7, 6, 6), np.float32)
+    for src, target in ((x[:, :, :4], dst), (x[:, :, 2:6], padded[:, 1:6, 1:5])):
+        d, s = conv_small_nhwc.as_row_runs(target, src)
+        assert d.dtype.itemsize == s.dtype.itemsize == 4 * 6 * 4 and d.shape == s.shape == (2, 5, 1)
+        np.copyto(d, s)
+        np.testing.assert_array_equal(target, src)
+    assert not padded[:, 0].any() and not padded[:, 6].any() and not padded[..., 0, :].any() \
+        and not padded[..., 5, :].any()
+    # channels not contiguous, no channels, no pixels, wholly contiguous, other dtypes: as they are
+    for src, target in ((x[..., ::2][:, :, :4], dst[..., :3]), (x[..., :0][:, :, ::2], dst[..., :0]),
+                        (x[:, :, :0], dst[:, :, :0]), (x[:, :, :4].copy(), dst),
+                        (x[:, :, :4], dst.astype(np.float64))):
+        for runs in (conv_small_nhwc.as_channel_runs, conv_small_nhwc.as_row_runs):
+            d, s = runs(target, src)
+            assert d is target and s is src
+    # channels first: rows of W
+    planes = x.transpose(0, 3, 1, 2)[:, :, :, 1:7].copy()           # (2, 6, 5, 6)
+    padded = np.zeros((2, 6, 7, 8), np.float32)
+    d, s = conv_small_nhwc.as_row_runs(padded[:, :, 1:6, 1:7], planes, 1)
+    assert d.shape == s.shape == (2, 6, 5, 1)
+    np.copyto(d, s)
+    np.testing.assert_array_equal(padded[:, :, 1:6, 1:7], planes)
+    assert padded.sum() == planes.sum()
+
+
+# the runner's switches at their edges: the pixels-major GEMM as np.dot up to DOT_MAX_VALUES results
+# (2^14) and never with a dim of 1; a bound bias tiled over all of an output of up to
+# tiled_operand.TILE_MAX_SIZE (2^16) values, else over one row; batches, 1-pixel maps, an empty batch
+EDGES = [
+    ((1, 32, 32, 8), (1, 1, 8, 16), dict()),                    # 2^14 results: np.dot
+    ((1, 33, 32, 8), (1, 1, 8, 16), dict()),                    # just over: np.matmul
+    ((1, 64, 32, 8), (1, 1, 8, 16), dict()),                    # 2^15 values
+    ((1, 65, 32, 8), (1, 1, 8, 16), dict()),                    # (the 2^16 tile bar: test_a_bound_bias_as_a_whole_tile_up_to_the_bar)
+    ((3, 8, 12, 16), (1, 1, 16, 24), dict()),                   # a batch
+    ((1, 1, 1, 16), (1, 1, 16, 8), dict()),                     # one pixel: np.matmul
+    ((1, 4, 5, 1), (1, 1, 1, 6), dict()),                       # one input channel
+    ((1, 4, 5, 6), (1, 1, 6, 1), dict()),                       # one output channel
+    ((0, 4, 5, 6), (1, 1, 6, 3), dict()),                       # an empty batch: the generic kernel
+    ((2, 7, 9, 5), (3, 3, 5, 7), dict(padding=(1, 1, 1, 1))),  # gemm, a batch
+    ((1, 64, 32, 16), (3, 3, 1, 16), dict(groups=16, padding=(1, 1, 1, 1))),   # depthwise, 2^15 values
+    ((3, 9, 7, 24), (3, 3, 1, 24), dict(groups=24, strides=(2, 2), padding=(1, 1, 1, 1))),
+]
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "silu"], ids=str)
+@pytest.mark.parametrize("data, weight, attrs", EDGES, ids=str)
+def test_the_runner_at_the_edges_of_its_switches(data, weight, attrs, activation):
+    attrs = nhwc_attrs(attrs, activation)
+    rng = np.random.default_rng(3)
+    for constant in [(False, True, True), (False, False, False)]:
+        call = CONV_BIAS_ACT.specialize_attrs(attrs, constant)
+        check_calls(call, data, weight, attrs, "float32", rng, workspace_for(data, weight, attrs, "float32"),
+                    mutate=not constant[1])
+
+
+def test_rows_product_takes_dot_for_true_matrices_up_to_its_bar():
+    bar = conv_small_nhwc.DOT_MAX_VALUES
+    assert conv_small_nhwc.rows_product(bar // 16, 8, 16) is np.dot
+    assert conv_small_nhwc.rows_product(bar // 16 + 1, 8, 16) is not np.dot
+    for dims in [(1, 8, 16), (8, 1, 16), (8, 16, 1)]:
+        assert conv_small_nhwc.rows_product(*dims) is not np.dot
+    a, b = np.ones((3, 2), np.float32), np.ones((2, 4), np.float32)
+    out = np.empty((3, 4), np.float32)
+    conv_small_nhwc.rows_product(3, 2, 4)(a, b, out)
+    conv_small_nhwc.rows_product(bar, 2, 4)(a, b, out)         # the matmul form takes the same arguments
+    np.testing.assert_array_equal(out, np.full((3, 4), 2, np.float32))
+
+
+@pytest.mark.parametrize("pixels, tiled", [(4096, True), (4097, False)])      # 16 channels: 2**16 values
+def test_a_bound_bias_as_a_whole_tile_up_to_the_bar(pixels, tiled, monkeypatch):
+    """A bound bias is added as a tile of ``out``'s whole shape up to TILE_MAX_SIZE values (made once
+    per runner and shape), past it as rows; an arena view of ``out`` and fresh arrays of alternating
+    shapes give the generic kernel's results bit for bit either way."""
+    from relaxpack.runtime.kernels import tiled_operand
+    made = []
+    real = conv_small_nhwc.tile_of
+    monkeypatch.setattr(conv_small_nhwc, "tile_of", lambda c, out: made.append(out.shape) or real(c, out))
+    weight = (1, 1, 8, 16)
+    attrs = nhwc_attrs({}, "relu")
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    rng = np.random.default_rng(4)
+    w, b = rand(rng, weight, "float32"), rand(rng, (16,), "float32")
+    arena = np.zeros(2 * pixels * 16, np.float32)
+    shapes = [(1, 1, pixels, 8), (1, 1, pixels, 8), (1, 3, 5, 8), (1, 1, pixels, 8)]
+    workspace = workspace_for(shapes[0], weight, attrs, "float32")
+    for i, data in enumerate(shapes):
+        x = rand(rng, data, "float32")
+        want = out_for(data, weight, attrs, "float32")
+        out = arena[:want.size].reshape(want.shape) if i < 2 else np.empty(want.shape, np.float32)
+        call(x, w, b, out=out, workspace=workspace)
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want)
+    # once per runner: not again for the same arena view; a new shape prepares a new runner
+    assert made == [(1, 1, pixels, 16), (1, 3, 5, 16), (1, 1, pixels, 16)]
+    assert (real(b, np.empty(made[0], np.float32)) is not None) == tiled
+    assert pixels * 16 <= tiled_operand.TILE_MAX_SIZE or not tiled

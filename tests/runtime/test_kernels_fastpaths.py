@@ -104,6 +104,42 @@ def test_integer_power_semantics_are_unchanged():
         np.testing.assert_array_equal(run_kernel("power", a, np.array(exponent, np.int32)), want)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32"])
+def test_power_per_instruction_is_the_kernel_bit_for_bit(dtype):
+    """A constant exponent's fast power is chosen once per exponent array and dtype: the kernel's
+    bits call after call (special values, in place, another dtype of base, an exponent without a
+    fast path, another exponent array); an exponent that is no constant is looked up every call."""
+    kernel = get_kernel("power").fn
+    rng = np.random.default_rng(6)
+    exponents = [1.0, 2.0, 3.0, 0.5, -1.0, 2.5] if dtype != "int32" else [1, 2, 3]
+    for exponent in exponents:
+        rhs = np.array(exponent, dtype)
+        call = kernel.specialize_attrs({}, (False, True))
+        for base_dtype in (dtype, dtype, "float64" if dtype != "float64" else "float32"):
+            x = (np.concatenate([rand(rng, (40,), "float64") * 3, SPECIALS if dtype != "int32" else []])
+                 .astype(base_dtype))
+            out_dtype = np.result_type(x.dtype, rhs.dtype)
+            got, want = np.empty(x.shape, out_dtype), np.empty(x.shape, out_dtype)
+            with np.errstate(all="ignore"):
+                call(x, rhs, out=got)
+                kernel(x, rhs, out=want)
+            np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
+        if dtype != "int32":
+            x = np.linspace(0.5, 4, 9).astype(dtype)
+            want = np.empty_like(x)
+            kernel(x, rhs, out=want)
+            call(x, rhs, out=x)                     # in place
+            np.testing.assert_array_equal(x, want)
+    moving = np.array(2.0, np.float32)
+    call = kernel.specialize_attrs({}, (False, False))
+    x = np.linspace(0.5, 4, 9).astype(np.float32)
+    for value in (2.0, 3.0, 2.0):
+        moving[...] = value                         # a register's array: new values, same object
+        got = np.empty_like(x)
+        call(x, moving, out=got)
+        np.testing.assert_array_equal(got, run_kernel("power", x, np.array(value, np.float32)))
+
+
 @pytest.mark.parametrize("exponent", [2.0, 3.0, 0.5, -1.0])
 def test_power_matches_onnxruntime(exponent):
     x = rand(np.random.default_rng(4), (3, 65), "float32", 0.1, 4)
@@ -211,7 +247,8 @@ def test_gelu_float32_special_values_in_place_strided_and_empty():
     assert got[0] == np.inf and np.isnan(got[1]) and np.isnan(got[2]) and got[3] == 0 and got[4] == 0
     assert got[5] == 15 and got[6] == 0 and got[7] == np.float32(1e30) and got[8] == 0
     assert got[9] == np.float32(1e-45) * 0.5 or abs(got[9]) <= 1e-45
-    x = gelu_sweep()[:4099].reshape(1, -1)
+    from relaxpack.runtime.kernels._gelu_table import GELU64_MAX_SIZE
+    x = gelu_sweep()[:GELU64_MAX_SIZE + 3].reshape(1, -1)          # past the small path: the float32 one
     want = run_kernel("nn.gelu", x)
     same = x.copy()
     call_kernel("nn.gelu", same, out=same)                  # a fused gemm's call
@@ -226,7 +263,7 @@ def test_gelu_of_small_arrays_is_correctly_rounded(dtype):
     """Up to GELU64_MAX_SIZE values the kernel evaluates in float64 (fewer numpy calls) and rounds
     once: within half an ulp (a near-tie may round either way) over the whole sweep, the far
     negative tail included; the special values and the in-place call as the float32 path."""
-    from relaxpack.runtime.kernels._math import GELU64_MAX_SIZE
+    from relaxpack.runtime.kernels._gelu_table import GELU64_MAX_SIZE
     x = gelu_sweep().astype(dtype)
     want = gelu64(x.astype(np.float64))
     chunks = [x[i:i + GELU64_MAX_SIZE] for i in range(0, x.size, GELU64_MAX_SIZE)]
@@ -244,13 +281,55 @@ def test_gelu_of_small_arrays_is_correctly_rounded(dtype):
     np.testing.assert_array_equal(small, run_kernel("nn.gelu", x[:300]))
 
 
+def test_gelu_table_error_bounds_in_float64():
+    """The table's cubics before rounding (a float64 ``out``) against ``x Phi(x)`` from math.erfc
+    (itself within ~2e-14 at -13): the relative bounds its docstring states, per range of x."""
+    from relaxpack.runtime.kernels._gelu_table import _K, gelu_table_into
+    rng = np.random.default_rng(11)
+    centers = np.arange(-13.2 * _K, 6 * _K) / _K
+    x = np.concatenate([rng.uniform(-13.2, 6, 100_000), centers + 0.5 / _K, centers + 0.4999 / _K,
+                        centers + 0.2 / _K])
+    got = np.empty_like(x)
+    for i in range(0, x.size, 4096):
+        gelu_table_into(x[i:i + 4096], got[i:i + 4096])
+    rel = np.abs(got - gelu64(x)) / np.abs(gelu64(x))
+    for low, high, bound in [(-2, 6, 1e-14), (-5, -2, 3e-13), (-8, -5, 2e-12), (-13.2, -8, 1.2e-11)]:
+        inside = (x >= low) & (x < high)
+        assert rel[inside].max() <= bound, (low, high, rel[inside].max())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_gelu_table_at_its_seams(dtype):
+    """Where the small path switches rows: halfway between two centers (the rounding to the grid's
+    ties) and either side, the range's ends and the guards past them, subnormals; NaNs with any
+    payload (their bits pick an arbitrary row: clipped, so no hang or error) stay NaN."""
+    from relaxpack.runtime.kernels._gelu_table import _HIGH, _K, _LOW
+    halves = (np.arange(-14 * _K, 6 * _K, 37) + 0.5) / _K
+    ends = [_LOW, _LOW - 0.5 / _K, _LOW - 1 / _K, _LOW - 1.5 / _K, _LOW - 2 / _K, _HIGH, _HIGH + 0.5 / _K,
+            _HIGH + 1 / _K, _HIGH + 1.5 / _K, _HIGH + 2 / _K, -14.35, -13.2, 6.5, 100.0, -100.0, 3e38, -3e38]
+    x32 = np.concatenate([halves, ends]).astype(np.float32)
+    x32 = np.concatenate([x32, np.nextafter(x32, np.float32(np.inf)), np.nextafter(x32, np.float32(-np.inf)),
+                          np.float32([1e-40, -1e-40, 1.5e-45, -1.5e-45])])
+    with np.errstate(over="ignore"):
+        x = x32.astype(dtype)
+    x = x[np.isfinite(x.astype(np.float64))]                # (float16: 3e38 is inf)
+    got = run_kernel("nn.gelu", x)
+    want = gelu64(x.astype(np.float64))
+    assert ulps(got, want, np.dtype(dtype)).max() <= 0.5 + 1e-6
+    payloads = np.array([0x7FC00000, 0x7FC00001, 0x7FFFFFFF, 0xFFFFFFFF, 0x7F800001, 0xFFA5A5A5], np.uint32)
+    nans = np.concatenate([payloads.view(np.float32), x32[:10]])
+    assert np.isnan(run_kernel("nn.gelu", nans)[:payloads.size]).all()
+    np.testing.assert_array_equal(run_kernel("nn.gelu", nans)[payloads.size:], run_kernel("nn.gelu", x32[:10]))
+
+
 def test_gelu_of_small_arrays_keeps_buffers_per_size_and_thread():
     """The small path's float64 buffers are kept per thread and size (the oldest size dropped past
-    ``_GELU_SIZES_KEPT``): cycling through more sizes than that, in two threads at once, with a
+    ``_GELU_SIZES_KEPT`` sizes or ``_GELU_KEPT_VALUES`` values): cycling through more sizes than that, in two threads at once, with a
     non-contiguous ``out``, a 0-d and an empty array, gives what a fresh evaluation gives."""
-    from relaxpack.runtime.kernels import _math
+    from relaxpack.runtime.kernels import _gelu_table
     x = gelu_sweep().astype(np.float32)
-    sizes = [1, 2, 3, 31, 320, 2048] + list(range(40, 40 + _math._GELU_SIZES_KEPT + 2))
+    bound = _gelu_table.GELU64_MAX_SIZE                    # three of these pass the values kept
+    sizes = [1, 2, 3, 31, 320, 2048, bound, bound - 1, bound - 2] + list(range(40, 40 + _gelu_table._GELU_SIZES_KEPT + 2))
     want = {n: gelu64(x[:n].astype(np.float64)) for n in sizes}
     failures = []
 
@@ -263,9 +342,10 @@ def test_gelu_of_small_arrays_keeps_buffers_per_size_and_thread():
 
     run_in_threads(cycle, (0, 5))
     assert not failures
-    assert len(_math._GELU_KEPT.sizes) <= _math._GELU_SIZES_KEPT
+    assert len(_gelu_table._GELU_KEPT.sizes) <= _gelu_table._GELU_SIZES_KEPT
+    assert sum(_gelu_table._GELU_KEPT.sizes) <= _gelu_table._GELU_KEPT_VALUES
     strided = np.zeros((8, 16), np.float32)[:, ::2]                   # an out that is not contiguous
-    _math.gelu64_small_into(x[:64].reshape(8, 8), strided)
+    _gelu_table.gelu_table_into(x[:64].reshape(8, 8), strided)
     np.testing.assert_array_equal(strided.reshape(-1), run_kernel("nn.gelu", x[:64]))
     scalar = np.array(x[7])
     assert run_kernel("nn.gelu", scalar)[()] == run_kernel("nn.gelu", x[7:8])[0]
@@ -312,7 +392,7 @@ def test_gelu_float32_keeps_its_scratch_per_size_and_thread(monkeypatch):
 def test_gelu_activation_in_place_is_the_kernel(dtype):
     """A fused gemm's / conv's GELU (``gelu_in_place``) skips the kernel's wrapper for float32: its
     results are the kernel's bit for bit on either side of the small path's bound, 0-d included."""
-    from relaxpack.runtime.kernels._math import GELU64_MAX_SIZE
+    from relaxpack.runtime.kernels._gelu_table import GELU64_MAX_SIZE
     from relaxpack.runtime.kernels.activation import gelu_in_place
     sweep = gelu_sweep().astype(dtype)
     for n in (1, 7, GELU64_MAX_SIZE, GELU64_MAX_SIZE + 1, 3 * GELU64_MAX_SIZE):

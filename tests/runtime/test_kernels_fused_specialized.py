@@ -4,6 +4,8 @@ every recipe, whether the call reuses the last call's arrays, passes new ones, n
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -285,3 +287,47 @@ def test_arrays_that_own_their_memory_are_not_kept_past_the_call():
         del x, out
     gc.collect()
     assert all(r() is None for r in refs)
+
+
+# ---------------------------------------------------------------- a float divide step calls np.divide
+
+
+def quantize_recipe(dtype):
+    return (step("divide", [P(0), P(1)], dtype, inplace=[True, False]), step("round", [S(0)], dtype),
+            step("clip", [S(1)], dtype, min=-128.0, max=127.0, saturate_nan=True))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_a_float_divide_step_is_np_divide_quietly(dtype):
+    """A fused float divide (a quantizer's ``x / scale``) calls np.divide itself (``float_ufunc``),
+    not the kernel with its ``quiet`` per call: the kernel's results bit for bit, division by zero,
+    0 / 0, infinities and signed zeros included, with no warning."""
+    from relaxpack.runtime.kernels.fused_elementwise import compile_recipe
+    from relaxpack.runtime.kernels.fused_specialized import _direct_ufunc
+    recipe = quantize_recipe(dtype)
+    assert _direct_ufunc(compile_recipe(recipe)[0][0]) == (np.divide, True)
+    x = np.array([[1.5, -0.0, 0.0, np.inf, -3.0, 2.5e4, np.nan, 7.0]], dtype)
+    for scale in (np.array(0.5, dtype), np.array(0.0, dtype), np.array(-0.0, dtype), np.array(np.inf, dtype)):
+        call = specialize(recipe)
+        out = np.empty(x.shape, dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            call(x, scale, out=out)
+        want = unfused(recipe, (x, scale))
+        np.testing.assert_array_equal(out.view(f"u{out.itemsize}"), want.view(f"u{want.itemsize}"))
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "uint8"])
+def test_an_integer_divide_step_keeps_the_kernels_truncation(dtype):
+    from relaxpack.runtime.kernels.fused_elementwise import compile_recipe
+    from relaxpack.runtime.kernels.fused_specialized import _direct_ufunc
+    recipe = (step("divide", [P(0), P(1)], dtype, inplace=[True, False]),)
+    assert _direct_ufunc(compile_recipe(recipe)[0][0]) is None
+    x = np.array([-7, 7, -1, 0, 5, 9], dtype) if dtype != "uint8" else np.array([7, 9, 0, 255, 5, 1], dtype)
+    d = np.array([2, -2, 3, 5, 0, 4], dtype) if dtype != "uint8" else np.array([2, 4, 5, 0, 0, 3], dtype)
+    call = specialize(recipe)
+    out = np.empty(x.shape, dtype)
+    call(x, d, out=out)
+    np.testing.assert_array_equal(out, unfused(recipe, (x, d)))
+    if dtype != "uint8":
+        assert out[0] == -3 and out[1] == -3      # toward zero (floor division would give -4)

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from relaxpack.errors import ShapeError
+from relaxpack.runtime.kernels import image
 
 from .kernel_calls import call_kernel
 from .test_kernels_registry import Shape, assert_close, rand, run_kernel, run_onnx
@@ -257,6 +258,29 @@ def test_pad_empty_tensors():
     assert run_kernel("pad", x, pads=(0, 1, 0, 1), pad_mode="edge").shape == (0, 5)
     with pytest.raises(ShapeError, match=r"pad: pad_mode 'reflect' cannot extend the empty axis 0"):
         call_kernel("pad", x, out=np.empty((2, 3), np.float32), pads=(1, 0, 1, 0), pad_mode="reflect")
+
+
+def test_pad_plan_kept_per_shape_serves_every_call():
+    """The plan (crop, interior, gathers) is kept per shape, pads and mode: calls of another
+    dtype, a list of pads, a non-contiguous output or a second call on the same shape give
+    np.pad's values, and a bad pad raises on every call (an error is never kept)."""
+    image._pad_plan.cache_clear()
+    rng = np.random.default_rng(13)
+    for dtype in ("float32", "int64", "float64"):
+        for pads in [(1, 0, 2, 3), [1, 0, 2, 3], (0, 2, 0, 0)]:
+            widths = list(zip(pads[:2], pads[2:]))
+            x = rand(rng, (3, 4), dtype)
+            for mode in ("reflect", "edge", "wrap", "constant"):
+                np.testing.assert_array_equal(run_kernel("pad", x, pads=pads, pad_mode=mode),
+                                              np.pad(x, widths, mode=mode))
+            out = np.empty((4 + pads[1] + pads[3], 3 + pads[0] + pads[2]), dtype).T
+            call_kernel("pad", x, out=out, pads=pads, pad_mode="reflect")
+            np.testing.assert_array_equal(out, np.pad(x, widths, mode="reflect"))
+    assert image._pad_plan.cache_info().hits > 0
+    for _ in range(2):
+        with pytest.raises(ShapeError, match=r"pad: pads \(1, 0\) need 4 values"):
+            call_kernel("pad", np.zeros((2, 2), np.float32), out=np.empty((3, 2), np.float32), pads=(1, 0),
+                        pad_mode="reflect")
 
 
 def test_dynamic_pad_pads_and_crops_by_run_time_amounts():

@@ -109,3 +109,30 @@ def test_strided_slice_specialized_per_instruction_follows_new_shapes(dtype):
         call(x, out=got)
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(got, x[1:-1:2, ::-2])
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_elements_per_instruction_is_the_kernel(axis):
+    """The specialized gather_elements keeps the sparse grid of the other axes per indices shape:
+    the generic kernel's values over calls that keep, change and return to a shape, with negative
+    indices, indices smaller than the data in the other axes, an empty one, and its error for an
+    index out of range."""
+    from relaxpack.runtime.kernels import get_kernel
+    rng = np.random.default_rng(41)
+    fn = get_kernel("gather_elements").fn
+    call = fn.specialize_attrs({"axis": axis}, (False, False))
+    data = rng.standard_normal((3, 5, 7)).astype(np.float32)
+    n = data.shape[axis]
+    for shape in [(3, 5, 7), (3, 5, 7), (2, 4, 6), (3, 5, 7), (1, 1, 1), (0, 5, 7), (3, 5, 7)]:
+        indices = rng.integers(-n, n, shape)
+        want, got = np.empty(shape, np.float32), np.empty(shape, np.float32)
+        fn(data, indices, out=want, axis=axis)
+        call(data, indices, out=got)
+        np.testing.assert_array_equal(got, want)
+    bad = rng.integers(0, n, (3, 5, 7))
+    bad[1, 2, 3] = n
+    with pytest.raises(ShapeError) as generic:
+        fn(data, bad, out=np.empty(bad.shape, np.float32), axis=axis)
+    with pytest.raises(ShapeError) as specialized:
+        call(data, bad, out=np.empty(bad.shape, np.float32))
+    assert str(specialized.value) == str(generic.value)

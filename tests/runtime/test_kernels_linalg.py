@@ -54,3 +54,51 @@ def test_matmul_float16_to_float32():
     rng = np.random.default_rng(4)
     a, b = rand(rng, (3, 8), "float16"), rand(rng, (8, 2), "float16")
     assert_close(run_kernel("matmul", a, b, out_dtype="float32"), a.astype(np.float32) @ b.astype(np.float32))
+
+
+def _views_of(rng, shape, dtype, slots=2):
+    """An array of ``shape`` that is a view (as the arena's tensors are), and its slot buffer."""
+    buf = rand(rng, (slots,) + tuple(shape), dtype)
+    return buf[0], buf
+
+
+@pytest.mark.parametrize("op", ["matmul", "nn.gemm"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_one_matrix_by_a_constant_weight_is_np_matmul_bit_for_bit(op, dtype):
+    """A specialized product of one matrix (a batch of one, or 2-d) by a constant 2-d weight keeps
+    np.dot's 2-d views of its arena operands (one_matrix_views): np.matmul's bits over calls that
+    keep the arrays (new values show through), change them, take batches of several matrices
+    (not one: np.matmul's loop), non-contiguous or fresh (owning) operands, odd and unit sizes, and
+    an out that shares memory with the input."""
+    from relaxpack.runtime.kernels import get_kernel
+    rng = np.random.default_rng(31)
+    fn = get_kernel(op).fn
+    attrs = {"out_dtype": None} if op == "matmul" else {"activation": None}
+    call = fn.specialize_attrs(attrs, (False, True))
+    w = rand(rng, (7, 5), dtype)
+    kept = {}
+    shapes = [(1, 3, 7), (1, 3, 7), (3, 7), (1, 1, 1, 7), (2, 3, 7), (2, 3, 7), (1, 3, 7), (1, 17, 7)]
+    for shape in shapes:
+        if shape not in kept:
+            kept[shape] = (_views_of(rng, shape, dtype)[0], _views_of(rng, shape[:-1] + (5,), dtype)[0])
+        x, out = kept[shape]
+        x[...] = rand(rng, shape, dtype)                    # new values in the same arrays
+        call(x, w, out=out)
+        np.testing.assert_array_equal(out, np.matmul(x, w))
+    x = rand(rng, (1, 4, 7), dtype)                         # owning its memory: not kept, still right
+    out = np.empty((1, 4, 5), dtype)
+    call(x, w, out=out)
+    np.testing.assert_array_equal(out, np.matmul(x, w))
+    xt = rand(rng, (1, 7, 4), dtype).transpose(0, 2, 1)     # a strided view: np.matmul's path
+    out = _views_of(rng, (1, 4, 5), dtype)[0]
+    for _ in range(2):
+        call(xt, w, out=out)
+        np.testing.assert_array_equal(out, np.matmul(xt, w))
+    square = rand(rng, (7, 7), dtype)
+    call_sq = fn.specialize_attrs(attrs, (False, True))
+    buf = rand(rng, (1, 3, 7), dtype)
+    x, out = buf[0:1], buf[0:1]                             # out is the input's memory
+    for _ in range(2):
+        want = np.matmul(x, square)
+        call_sq(x, square, out=out)
+        np.testing.assert_array_equal(out, want)

@@ -38,17 +38,17 @@ def test_softmax_is_stable_for_large_inputs(name, op):
     assert_close(got, expected)
 
 
-@pytest.mark.parametrize("batch", [2, 8])
+@pytest.mark.parametrize("batch", [2, 4, 8])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_softmax_last_axis_rows_far_apart_and_masked(dtype, batch):
-    """The last-axis path shifts by the tensor's max and redoes rows whose own
-    max is far below it (the whole tensor up to _WHOLE_REDO_SIZE values, batch 2; those
-    rows only above, batch 8): rows 300 apart, a BERT-style -10000 mask, a causal
-    finfo.min mask, odd sizes."""
-    from relaxpack.runtime.kernels.normalization import _WHOLE_REDO_SIZE
+    """The last-axis path shifts each row by its own max up to _ROWWISE_SIZE values (batch 2),
+    above by the tensor's max, redoing rows whose own max is far below it (the whole tensor up to
+    _WHOLE_REDO_SIZE values, batch 4; those rows only above, batch 8): rows 300 apart, a
+    BERT-style -10000 mask, a causal finfo.min mask, odd sizes."""
+    from relaxpack.runtime.kernels.normalization import _ROWWISE_SIZE, _WHOLE_REDO_SIZE
     rng = np.random.default_rng(3)
     x = rng.standard_normal((batch, 3, 9, 13)) * 4
-    assert (x.size <= _WHOLE_REDO_SIZE) == (batch == 2)
+    assert (x.size <= _ROWWISE_SIZE) == (batch == 2) and (x.size <= _WHOLE_REDO_SIZE) == (batch <= 4)
     x[0, 1] -= 300.0                                        # whole heads far below the max
     x[1, :, 2] += 60.0                                      # one row far above the others
     x[..., 10:] += -10000.0                                 # padding mask
@@ -457,6 +457,21 @@ def test_rms_norm_is_the_unfused_chain_bit_for_bit(dtype, shape):
     scale = rand(rng, shape[-1:], dtype)
     got = run_kernel("nn.rms_norm", x, scale, epsilon=EPS)
     np.testing.assert_array_equal(got, _rms_chain(x, scale, EPS))
+
+
+@pytest.mark.parametrize("epsilon", [1e-6, 1e-45, 0.0, 1 / 3])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_rms_norm_scalars_are_the_chains_at_any_epsilon(dtype, epsilon):
+    """The kernel's count, epsilon and 1 are 0-d arrays of the data's dtype (``rms_constants``): the
+    values the chain's ufuncs convert the Python numbers to, epsilons that round in float32 (a
+    subnormal one, zero: a zero row is then 1 / 0) included."""
+    rng = np.random.default_rng(8)
+    x = rand(rng, (2, 9, 64), dtype)
+    x[1, 3] = 0.0
+    scale = rand(rng, (64,), dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = _rms_chain(x, scale, epsilon)
+    np.testing.assert_array_equal(run_kernel("nn.rms_norm", x, scale, epsilon=epsilon), want)
 
 
 @pytest.mark.parametrize("shape", [(3, 5, 7), (2, 1, 64), (1, 1), (0, 4)])

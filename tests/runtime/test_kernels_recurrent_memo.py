@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relaxpack.runtime.kernels import recurrent
+from relaxpack.runtime.kernels import recurrent, recurrent_joint
 from relaxpack.runtime.kernels.recurrent import gru, lstm
 
 ATTRS = dict(hidden_size=5, direction="bidirectional", layout=0, activations=None, activation_alpha=None,
@@ -54,9 +54,11 @@ def test_the_memo_gives_the_plain_kernels_bits_call_after_call(kind, kernel, att
 
 
 def test_weights_in_the_huge_page_buffer_or_not_constant_are_never_kept(monkeypatch):
+    # the per-direction cells (here every LSTM: none fits the joint loop)
     made = []
     real = recurrent._make_cell
     monkeypatch.setattr(recurrent, "_make_cell", lambda *a, **k: made.append(1) or real(*a, **k))
+    monkeypatch.setattr(recurrent_joint, "MAX_BYTES", 0)
     rng = np.random.default_rng(1)
     w, r, b = _weights(4, rng)
     full = dict(ATTRS, optional_inputs=("B",), input_forget=0, quantize_inputs=False)
@@ -74,6 +76,28 @@ def test_weights_in_the_huge_page_buffer_or_not_constant_are_never_kept(monkeypa
     for _ in range(2):
         huge(x, w, r, b, out=_outputs("lstm", 1, 1))
     assert len(made) == 2 + 6 + 4
+
+
+def test_the_joint_loop_is_kept_for_constant_weights_only(monkeypatch):
+    made = []
+    real = recurrent.JointLSTM
+    monkeypatch.setattr(recurrent, "JointLSTM", lambda *a, **k: made.append(1) or real(*a, **k))
+    rng = np.random.default_rng(2)
+    w, r, b = _weights(4, rng)
+    full = dict(ATTRS, optional_inputs=("B",), input_forget=0, quantize_inputs=False)
+    kept = lstm.specialize_attrs(full, (False, True, True, True))
+    for seq, batch in [(2, 1), (1, 3), (2, 1)]:
+        got, want = _outputs("lstm", seq, batch), _outputs("lstm", seq, batch)
+        x = rng.standard_normal((seq, batch, 3)).astype(np.float32)
+        kept(x, w, r, b, out=got)
+        lstm(x, w, r, b, out=want, **full)
+        for g, e in zip(got, want):
+            np.testing.assert_array_equal(g, e)
+    assert len(made) == 1 + 3                   # the plain kernel makes one a call
+    per_call = lstm.specialize_attrs(full, (False, False, True, True))
+    for _ in range(2):
+        per_call(np.ones((1, 1, 3), np.float32), w, r, b, out=_outputs("lstm", 1, 1))
+    assert len(made) == 1 + 3 + 2
 
 
 def test_a_kept_lstm_cell_reuses_its_buffer_and_earlier_outputs_stay():

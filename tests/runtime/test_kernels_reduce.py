@@ -252,3 +252,29 @@ def test_a_mean_per_instruction_is_the_kernel(shape, name, attrs, dtype):
     call(own, out=fresh)
     kernel(own, out=expected, **attrs)
     np.testing.assert_array_equal(fresh, expected)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape, name, attrs", SPECIALIZED_MEANS)
+def test_a_mean_per_instruction_serves_new_arrays_of_its_layout(shape, name, attrs, dtype):
+    """Views made anew on every run (a reshape of an arena's buffer, at two places) and a fresh
+    output each call: the kept layout's run reads and writes these arrays, not the first ones,
+    bit for bit the kernel; an input of the same shape with other strides plans afresh."""
+    from relaxpack.runtime.kernels import get_kernel
+    kernel = get_kernel(name).fn
+    rng = np.random.default_rng(6)
+    call = kernel.specialize_attrs(attrs, (False,))
+    size = int(np.prod(shape))
+    arena = np.empty(2 * size + 5, dtype)
+    want_shape = run_kernel(name, rand(rng, shape, dtype), **attrs).shape
+    for start in (3, 3, size + 5, 3, size + 5):
+        x = arena[start:start + size].reshape(shape)
+        x[...] = rand(rng, shape, dtype) * 100
+        out, expected = np.empty(want_shape, dtype), np.empty(want_shape, dtype)
+        call(x, out=out)
+        kernel(x, out=expected, **attrs)
+        np.testing.assert_array_equal(out, expected)
+    other = np.ascontiguousarray(rand(rng, shape[::-1], dtype)).T
+    call(other, out=out)
+    kernel(other, out=expected, **attrs)
+    np.testing.assert_array_equal(out, expected)

@@ -19,7 +19,9 @@ Two optional attributes of a kernel function let callers skip work:
   ``constant[i]`` says whether positional operand ``i`` is a bound value (a
   constant: the same array, with the same values, on every call); only such
   operands may have values derived from them kept across calls (a converted
-  weight): a register may hold the same array object with new values;
+  weight): a register may hold the same array object with new values. The VM
+  passes a :class:`BoundFlags`, whose ``values`` are those operands (None for
+  a register), for a kernel that decides by their shapes;
 - ``fn.ufunc`` (:func:`as_ufunc`): ``fn(*inputs, out=out)`` is exactly that
   ufunc's call, so a generated chain may call the ufunc itself.
 
@@ -40,6 +42,22 @@ import numpy as np
 
 from ...errors import UnsupportedOpError
 from ._index import KERNEL_MODULES, OWNER
+
+
+class BoundFlags(tuple):
+    """``constant`` of ``specialize_attrs``: per positional operand whether it is a bound value,
+    with ``values``, the bound operands themselves (None for a register)."""
+
+    def __new__(cls, values: tuple, bound: tuple):
+        flags = super().__new__(cls, bound)
+        flags.values = tuple(v if b else None for v, b in zip(values, bound))
+        return flags
+
+
+def bound_value(constant: tuple, i: int):
+    """Operand ``i``'s bound value when ``constant`` carries it (:class:`BoundFlags`), else None."""
+    values = getattr(constant, "values", None)
+    return values[i] if values is not None and i < len(values) else None
 
 
 @dataclass(frozen=True)
@@ -147,6 +165,15 @@ def as_ufunc(fn: Callable, ufunc, *, quiet: bool = False, low_float: bool = True
     when ``quiet``, and for the small floats and bfloat16 only when ``low_float`` (else ``fn``
     computes those in float32)."""
     fn.ufunc, fn.ufunc_quiet, fn.ufunc_low_float = ufunc, quiet, low_float
+    return fn
+
+
+def as_float_ufunc(fn: Callable, ufunc, *, quiet: bool = False) -> Callable:
+    """Mark ``fn`` as ``ufunc(*inputs, out=out)`` (under :func:`~relaxpack.runtime.fpstate.quiet`
+    when ``quiet``) where ``out`` is float16, float32 or float64 only: ``fn`` has integer semantics
+    of its own (ONNX Div truncates), so it is no :func:`as_ufunc`, but a fused chain's float step
+    may call the ufunc itself (``fused_specialized``)."""
+    fn.float_ufunc, fn.float_ufunc_quiet = ufunc, quiet
     return fn
 
 

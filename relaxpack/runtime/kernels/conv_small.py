@@ -122,7 +122,7 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         arrays = _scratch(layouts, workspace)
         relu = attrs["activation"] == "relu" and work == dtype
         return None if arrays is None else conv_wide.prepare(
-            plan, weight, bias, attrs["groups"], out, arrays, None if relu else act, relu, fixed_weight)
+            plan, weight, bias, attrs["groups"], out, arrays, None if relu else act, relu, fixed_weight, fixed_bias)
     if work != dtype:       # float16: the float32 input (unpadded) and the float32 result
         layouts = layouts[:-1] + [((batch, channels, *geometry_spatial(plan)), work)] * (len(layouts) == 1) \
             + layouts[-1:] + [(tuple(out.shape), work)]
@@ -154,9 +154,10 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         out.reshape(target_shape) if prepared_out is not None else None
     bias_b = _bias_operand(bias, plan.lengths, fixed_bias)
     copy, matmul, dot, add = np.copyto, np.matmul, np.dot, np.add
-    # one image of an ungrouped 1-d conv: the GEMM as a 2-d np.dot, the same sgemm call as matmul's
-    # 4-d broadcast (bit for bit) without its ~0.4 us of batch iteration (32 x 48 x 30: 2.0 -> 1.6 us)
-    single = batch == 1 and g == 1 and len(plan.lengths) == 1
+    # one image of an ungrouped conv: the GEMM as a 2-d np.dot, the same sgemm call as matmul's
+    # 4-d broadcast (bit for bit) without its ~0.4 us of batch iteration (32 x 48 x 30: 2.0 -> 1.6 us;
+    # a 2-d conv's 32 x 64 x 84 4.1 -> 3.7); true matrices only (a dim of 1 may take a vector routine)
+    single = batch == 1 and g == 1 and min(out_channels, k, pixels) >= 2
     w2, cols2 = (w.reshape(out_channels, k), cols.reshape(k, pixels)) if single else (None, None)
     target2 = target.reshape(out_channels, pixels) if single and target is not None else None
 
@@ -168,13 +169,20 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         return view, cols.reshape(view.shape)
     source = padded if padded is not None else converted
     fixed = window_of(source) if source is not None else None
+    # the padded copy by rows as void items, where no conversion is made (same bytes)
+    row = np.dtype((np.void, data.shape[-1] * work.itemsize))
+    interior_rows = interior.view(row) if interior is not None and work == dtype else None
+    item = work.itemsize
     seen = [None, None]     # an unpadded conv: the last x that is a view (arena), its window
 
     def run(x, out):
         if padded is not None:
             if not own:
                 padded.fill(0)
-            copy(interior, x)                   # (float16: converted as it is copied)
+            if interior_rows is not None and x.dtype == work and x.strides[-1] == item:  # (integers: converted)
+                copy(interior_rows, x.view(row))
+            else:
+                copy(interior, x)               # (float16: converted as it is copied)
         elif converted is not None:
             copy(converted, x)
         if fixed is not None:
@@ -231,7 +239,7 @@ def _activation(activation, dtype: np.dtype):
     from .fused import activation_fn
     if activation == "relu" and dtype.kind == "f":
         zero, inf = scalar_array(0, dtype), scalar_array(np.inf, dtype)     # (0-d: see ._constants)
-        return lambda out: CLIP(out, zero, inf, out=out)
+        return lambda out: CLIP(out, zero, inf, out)      # (out positional: ~0.07 us less)
     if dtype not in (np.float32, np.float64):
         return activation_fn(activation)
     if activation in ("silu", "sigmoid"):
@@ -257,10 +265,17 @@ def _pointwise(data, weight, bias, act, spatial_dims: int):
     out_channels = weight.shape[0]
     w = weight.reshape(1, out_channels, channels)
     bias_b = None if bias is None else bias.reshape(bias.shape + (1,) * spatial_dims)
-    matmul, add, ascontiguous = np.matmul, np.add, np.ascontiguousarray
+    matmul, dot, add, ascontiguous = np.matmul, np.dot, np.add, np.ascontiguousarray
+    pixels = math.prod(data.shape[2:])
+    # one image: a 2-d np.dot (matmul's sgemm call, bit for bit, without its batch iteration)
+    single = batch == 1 and min(out_channels, channels, pixels) >= 2
+    w2 = w.reshape(out_channels, channels)
 
     def run(x, out):
-        matmul(w, ascontiguous(x).reshape(batch, 1, channels, -1), out=out.reshape(batch, 1, out_channels, -1))
+        if single:
+            dot(w2, ascontiguous(x).reshape(channels, pixels), out.reshape(out_channels, pixels))
+        else:
+            matmul(w, ascontiguous(x).reshape(batch, 1, channels, -1), out=out.reshape(batch, 1, out_channels, -1))
         if bias_b is not None:
             add(out, bias_b, out=out)
         if act is not None:

@@ -7,28 +7,39 @@ again in Python (the plan lookup, the scratch carving, the views, the bias
 and activation dispatch). For the engine's ``pointwise``, ``gemm`` and
 ``depthwise`` methods (:mod:`.conv_nhwc`) the runner made here keeps the
 views and makes only the method's numpy calls, the same calls in the same
-order as the generic kernel (bit for bit its results), with two changes of
-how, not what: the im2col of ``gemm`` is one copy of an ``as_strided`` view
-of the padded input instead of a copy per tap (as the channels-first
-``strided`` method), and a bound weight's or bias's tiled copies (the
-depthwise einsum's weights tiled to whole rows, the bias tiled to rows of
-``width * O`` values) are made once, in memory of the instruction's own.
+order as the generic kernel (bit for bit its results), with changes of how,
+not what: the im2col of ``gemm`` is one copy of an ``as_strided`` view of the
+padded input instead of a copy per tap (as the channels-first ``strided``
+method); a bound weight's or bias's tiled copies (the depthwise einsum's
+weights tiled to whole rows, the bias tiled to rows of ``width * O`` values
+or to the whole of a small output) are made once, in memory of the
+instruction's own; a small GEMM is ``np.dot`` (matmul's sgemm call); copies
+move whole rows or pixels as void items (the same bytes).
 Any other call (winograd, taps, grouped non-depthwise convs, float16, a
 layout change) returns None: the generic kernel runs it.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ._math import EINSUM
 from .conv_depthwise import _einsums, depthwise_layouts
 from .conv_nhwc import add_bias
+from .tiled_operand import KEPT_SHAPES, tile_of
 
 _as_strided = np.lib.stride_tricks.as_strided
 
 #: the methods this module runs (``gemm`` only for groups == 1)
 METHODS = frozenset({"pointwise", "gemm", "depthwise"})
+
+#: a pixels-major GEMM ``(P, K) @ (K, O)`` of at most this many output values is ``np.dot`` (the same
+#: sgemm call as ``np.matmul``'s, bit for bit, without its ~0.35 us of gufunc dispatch: 96 x 16 x 16
+#: 1.40 -> 1.04 us); larger ones keep ``np.matmul``, which OpenBLAS runs faster there with few K
+#: (1488 x 8 x 48: 13.7 against 14.9 us; measured, 1 thread)
+DOT_MAX_VALUES = 1 << 14
 
 #: a depthwise conv's padded copy of at most this many bytes is the instruction's own (not the
 #: shared workspace's), its padding zeroed once instead of every call (one to a few numpy calls
@@ -53,13 +64,16 @@ def layouts(plan, batch: int, channels: int, groups: int, dtype) -> list | None:
 def prepare(plan, data, weight, bias, arrays: list, act, fixed_weight: bool, fixed_bias: bool):
     """``run(x, out)`` for this plan and these operands (``arrays``: the scratch of :func:`layouts`,
     carved); the bias and ``act`` (an in-place activation or None) applied after the conv."""
-    finish = _finisher(bias, act, fixed_bias, plan.lengths[-1] if plan.lengths else 1)
+    pixels = data.shape[0] * math.prod(plan.lengths)
+    width = plan.lengths[-1] if plan.lengths else 1
+    finish = _finisher(bias, act, fixed_bias, width)
     if plan.method == "depthwise":
         return _depthwise(plan, data, weight, arrays, finish, fixed_weight)
     channels, out_channels = data.shape[-1], weight.shape[-1]
     fill = None if plan.source_is_input else _filler(plan, arrays[0])
     w = weight.reshape(-1, out_channels)
-    matmul, copy = np.matmul, np.copyto
+    copy = np.copyto
+    matmul = rows_product(pixels, w.shape[0], out_channels)
     if plan.method == "pointwise":      # (a 1x1 conv of the whole input: never padded)
         seen = [None, None, None, None]     # the last x and out that are views (arena), their 2-d views
 
@@ -76,11 +90,12 @@ def prepare(plan, data, weight, bias, arrays: list, act, fixed_weight: bool, fix
                     seen[2], seen[3] = out, target
             else:
                 target = seen[3]
-            matmul(rows, w, out=target)
+            matmul(rows, w, target)
             finish(out)
         return run
     cols = arrays[-1]
     pixels = cols.size // (plan.taps * channels)
+    matmul = rows_product(pixels, w.shape[0], out_channels)
     windows = _windows(plan, arrays[0]) if fill is not None else None
     dst = cols.reshape(windows.shape if windows is not None else
                        (data.shape[0], *plan.lengths, *plan.cl[1], channels))
@@ -98,9 +113,19 @@ def prepare(plan, data, weight, bias, arrays: list, act, fixed_weight: bool, fix
             if x.base is not None:  # (an array owning its memory is not held past the call)
                 seen[0], seen[1] = x, window
         copy(dst, window)
-        matmul(cols.reshape(pixels, -1), w, out=out.reshape(pixels, out_channels))
+        matmul(cols.reshape(pixels, -1), w, out.reshape(pixels, out_channels))
         finish(out)
     return run
+
+
+def rows_product(rows: int, inner: int, columns: int):
+    """``product(a, b, out)`` of a ``(rows, inner) @ (inner, columns)`` GEMM into ``out``: ``np.dot``
+    for true matrices (no dim of 1, where either might take a vector routine) of at most
+    :data:`DOT_MAX_VALUES` results, else ``np.matmul`` (its results are the same)."""
+    if min(rows, inner, columns) >= 2 and rows * columns <= DOT_MAX_VALUES:
+        return np.dot
+    matmul = np.matmul
+    return lambda a, b, out: matmul(a, b, out=out)
 
 
 def _windows(plan, source: np.ndarray) -> np.ndarray:
@@ -202,6 +227,9 @@ def _depthwise_one(dw, buffer: np.ndarray, step, own: bool, finish):
         else:
             sources = [as_channel_runs(dst, x[src]) for dst, src in fills]
             if x.base is not None:      # (an array owning its memory is not held past the call)
+                # kept: rows as items too (making their views costs ~2.5 us, more than they save once)
+                sources = [as_row_runs(*pair) if pair[0] is dst else pair for dst, pair in
+                           zip((dst for dst, _ in fills), sources)]
                 seen[0], seen[1] = x, sources
         for dst, src in sources:
             copy(dst, src)
@@ -235,7 +263,8 @@ def as_channel_runs(dst: np.ndarray, src: np.ndarray) -> tuple:
     """``(dst, src)`` for ``np.copyto``: when ``src`` reads runs of just its channels (a strided
     conv's slots or phases: every other pixel), both viewed with one void item per pixel, whose
     copy moves a pixel's run at once instead of looping over its values (31x48x16 every other
-    column: 3.8 -> 1.5 us; rows already contiguous over pixels copy faster as they are)."""
+    column: 3.8 -> 1.5 us; rows already contiguous over pixels copy faster as they are, or by
+    rows: :func:`as_row_runs`)."""
     item, channels = src.itemsize, src.shape[-1]
     if src.ndim < 2 or src.strides[-2] == channels * item or src.strides[-1] != item \
             or dst.strides[-1] != item or not channels:
@@ -244,25 +273,59 @@ def as_channel_runs(dst: np.ndarray, src: np.ndarray) -> tuple:
     return dst.view(run), src.view(run)
 
 
+def as_row_runs(dst: np.ndarray, src: np.ndarray, tail: int = 2) -> tuple:
+    """``(dst, src)`` for ``np.copyto``: when both hold each row (their last ``tail`` axes:
+    ``(W, C)`` channels last, ``(W,)`` channels first) as one contiguous run but not the rows after
+    one another (a padded copy's interior, a wide result's valid pixels), both viewed with one
+    void item per row: numpy's copy then loops over rows by item, not over their values by row
+    (NHWC 31x48x16 1.46 -> 1.23 us; NCHW 16x31x48 2.9 -> 1.7, 16x16x24 1.3 -> 0.7; the same
+    bytes). Anything else (other dtypes: a converting copy) as it is."""
+    item = src.itemsize
+    if src.ndim <= tail or src.shape != dst.shape or src.dtype != dst.dtype or 0 in src.shape:
+        return dst, src
+    shape = src.shape[-tail:]
+    runs = [item]
+    for n in reversed(shape):
+        runs.insert(0, runs[0] * n)
+    if list(src.strides[-tail:]) != runs[1:] or list(dst.strides[-tail:]) != runs[1:] \
+            or (src.strides[-tail - 1] == runs[0] and dst.strides[-tail - 1] == runs[0]):
+        return dst, src
+    row = np.dtype((np.void, runs[0]))
+    views = []
+    for a in (dst, src):
+        view = a.view()
+        view.shape = a.shape[:-tail] + (runs[0] // item,)     # (raises rather than copy)
+        views.append(view.view(row))
+    return tuple(views)
+
+
 def _finisher(bias, act, fixed_bias: bool, width: int):
-    """``finish(out)``: ``out += bias`` (a bound bias: as rows of ``width * O`` values, tiled once),
-    then ``act(out)``."""
+    """``finish(out)``: ``out += bias``, then ``act(out)``. A bound bias is added as a tile of
+    ``out``'s whole shape (:func:`.tiled_operand.tile_of`, made once per shape: numpy's same-shape
+    loop, half the time of rows of ``width * O`` values at 2k-55k values), past its size bar as
+    those rows (tiled once)."""
     if bias is None:
         return act if act is not None else (lambda out: None)
     if fixed_bias:
         tiled = np.tile(bias, width)
         rows = tiled.size
         add = np.add
-        seen = [None, None]         # the last out that is a view (an arena's: the same each run), its rows
+        seen = [None, None, None]   # the last out that is a view (an arena's: the same each run), target, addend
+        wholes: dict = {}           # out's shape -> its whole tile (or None past the bar)
 
         def finish(out):
             if out is seen[0]:
-                flat = seen[1]
+                target, addend = seen[1], seen[2]
             else:
-                flat = out.reshape(-1, rows)
+                whole = wholes.get(out.shape, wholes)
+                if whole is wholes:
+                    if len(wholes) >= KEPT_SHAPES:
+                        wholes.clear()
+                    whole = wholes[out.shape] = tile_of(bias, out)
+                target, addend = (out, whole) if whole is not None else (out.reshape(-1, rows), tiled)
                 if out.base is not None:    # (an array owning its memory is not held past the call)
-                    seen[0], seen[1] = out, flat
-            add(flat, tiled, out=flat)
+                    seen[:] = out, target, addend
+            add(target, addend, out=target)
             if act is not None:
                 act(out)
         return finish

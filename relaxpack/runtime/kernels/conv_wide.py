@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .tiled_operand import tile_of
+
 _as_strided = np.lib.stride_tricks.as_strided
 
 #: wide rows while the GEMM's columns are at most this many times the output's pixels (both rounded up
@@ -161,13 +163,16 @@ def run_wide(plan, x: np.ndarray, weight: np.ndarray, groups: int, out: np.ndarr
     np.copyto(out, valid(plan, result), casting="unsafe")
 
 
-def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed_weight: bool):
+def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed_weight: bool,
+            fixed_bias: bool = False):
     """The per-instruction runner ``run(x, out)`` of :func:`run_wide` (the same numpy calls, so the
     same results) for these operands: ``arrays`` its scratch (:func:`wide_layouts`, in the work
     dtype, float32 for a float16 ``out``); ``act`` the in-place activation, or with ``relu`` the
     ReLU made by the copy out (float32/float64 ``out``). A padded copy of at most
     :data:`~.conv_small_nhwc.OWN_PADDED_MAX_BYTES` is the instruction's own, zeroed once: each call
-    writes its interior only."""
+    writes its interior only. A bound bias (``fixed_bias``) is added to the wide result as a tile
+    of its whole shape (:func:`.tiled_operand.tile_of`: numpy's same-shape loop, 2-3x a column's
+    broadcast), the same values."""
     from .conv_small_nhwc import OWN_PADDED_MAX_BYTES
     own = arrays[0].nbytes <= OWN_PADDED_MAX_BYTES
     if own:
@@ -186,7 +191,17 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
     wide_valid = valid(plan, result)
     bias_in_result = bias is not None and work == out.dtype
     bias_b = None if bias is None else bias.reshape((out_channels, 1) if bias_in_result else (out_channels, 1, 1))
+    if bias_in_result and fixed_bias:
+        whole = tile_of(bias_b, result)
+        bias_b = bias_b if whole is None else whole
     copy, matmul, add = np.copyto, np.matmul, np.add
+    # the copies in and out by rows as void items, where no conversion is made (same bytes)
+    same = work == out.dtype
+    row = np.dtype((np.void, inner.shape[-1] * inner.itemsize))
+    inner_rows = inner.view(row) if same else None
+    out_row = np.dtype((np.void, wide_valid.shape[-1] * wide_valid.itemsize))
+    valid_rows = wide_valid.view(out_row) if same and not relu else None
+    item = inner.itemsize
     if relu:
         from ._math import CLIP, scalar_array
         zero, inf = scalar_array(0, work), scalar_array(np.inf, work)      # (0-d: see ._constants)
@@ -194,7 +209,10 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
     def run(x, out):
         if not own:
             padded.fill(0)
-        copy(inner, x)                          # (float16, integers: converted as it is copied)
+        if inner_rows is not None and x.dtype == work and x.strides[-1] == item:   # (an integer x: converted)
+            copy(inner_rows, x.view(row))
+        else:
+            copy(inner, x)                      # (float16, integers: converted as it is copied)
         for dst, src in moves:
             copy(dst, src)
         if convert:
@@ -205,7 +223,10 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
         if relu:
             CLIP(wide_valid, zero, inf, out=out)
             return
-        copy(out, wide_valid, casting="unsafe")     # the conv rounds, then the bias: as the generic kernel
+        if valid_rows is not None and out.dtype == work:
+            copy(out.view(out_row), valid_rows)
+        else:
+            copy(out, wide_valid, casting="unsafe")     # the conv rounds, then the bias: as the generic kernel
         if bias_b is not None and not bias_in_result:
             add(out, bias_b, out=out)
         if act is not None:

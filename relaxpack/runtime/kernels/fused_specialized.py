@@ -32,7 +32,8 @@ the ufunc itself, its ``out`` positional (keyword parsing is half of a
 ufunc call's cost on a small array); those that need floating-point
 warnings off run inside one :func:`~relaxpack.runtime.fpstate.quiet` for
 the whole chain. A step whose kernel specializes (a producer conv:
-:mod:`.conv_small`) gets its own specialized callable.
+:mod:`.conv_small`) gets its own specialized callable. A binary ufunc step with one bound
+constant operand reads it as a tile of its shape (:mod:`.tiled_operand`).
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ from ..fpstate import IGNORING, quiet, state_now
 from ._math import is_low_float
 from .fused_elementwise import (OUT, _plan, compile_recipe, fused_elementwise, nbytes, prepare_call,
                                 split_aliases)
-from ._registry import positional_out
+from ._registry import bound_value, positional_out
 from ._workspace import scratch_nbytes
+from .tiled_operand import tiled
 
 #: a parameter the call did not pass (the generic kernel then says so)
 _MISSING = object()
@@ -74,6 +76,8 @@ def specialize(recipe, constant: tuple = ()) -> Callable:
         fns.append(direct[0] if direct else own(step.attrs, fixed) if own else step.fn)
         attrs.append(step.attrs if step.attrs and not direct and not own else None)
         positional.append(bool(direct) and positional_out(direct[0], len(step.inputs)))
+        if direct and _per_channel(step, fixed, constant):     # read as a tile of the step's shape
+            fns[-1], positional[-1] = tiled(direct[0], fixed.index(True), positional[-1]), True
         quiet_needed |= bool(direct and direct[1])
     holds = _holds(steps, plan)
     checked = _checked_params(recipe, steps, plan, n_params, constant)
@@ -94,15 +98,32 @@ def _generic(recipe) -> Callable:
     return call
 
 
+#: the result dtypes a kernel's ``float_ufunc`` (``_registry.as_float_ufunc``) stands in for
+_FLOAT_UFUNC_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _direct_ufunc(step):
-    """(ufunc, needs quiet) when the step's kernel is that ufunc's call for its dtype, else None."""
+    """(ufunc, needs quiet) when the step's kernel is that ufunc's call for its dtype, else None
+    (a float step of a kernel with integer semantics of its own, ``divide``: its ``float_ufunc``)."""
     ufunc = getattr(step.fn, "ufunc", None)
+    if ufunc is None and not step.workspace and step.dtype in _FLOAT_UFUNC_DTYPES:
+        float_ufunc = getattr(step.fn, "float_ufunc", None)
+        return None if float_ufunc is None else (float_ufunc, bool(step.fn.float_ufunc_quiet))
     if ufunc is None or step.workspace:
         return None
     if getattr(step.fn, "ufunc_low_float", True) is False and is_low_float(step.dtype) \
             and step.dtype != np.float16:
         return None
     return ufunc, bool(getattr(step.fn, "ufunc_quiet", False))
+
+
+def _per_channel(step, fixed: tuple, constant: tuple) -> bool:
+    """Whether a binary step reads one bound constant of more than one value (known when the VM
+    passes the bound values: :class:`._registry.BoundFlags`) and one other operand."""
+    if len(fixed) != 2 or fixed.count(True) != 1:
+        return False
+    value = bound_value(constant, step.inputs[fixed.index(True)][1])
+    return isinstance(value, np.ndarray) and value.size > 1
 
 
 def _holds(steps, plan) -> tuple[str, ...]:

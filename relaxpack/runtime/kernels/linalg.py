@@ -57,20 +57,46 @@ def _exact_float_matmul(lhs, rhs, out) -> bool:
     return True
 
 
+def one_matrix_views(lhs, rhs, out) -> tuple | None:
+    """``(lhs, rhs, out, lhs as a matrix, out as a matrix)`` when ``lhs @ rhs`` into ``out`` is one
+    float32/float64 matrix product (``lhs`` a batch of one matrix, ``rhs`` 2-d) that
+    :func:`matmul` hands to BLAS as it is, all three contiguous, and ``lhs`` and ``out`` views (an
+    arena's: the same objects run after run; an array owning its memory, a model input or output,
+    is not held past the call); the same without the matrices for other views; else None. ``np.dot`` of the 2-d views makes the same one sgemm
+    call as ``np.matmul`` (the same bits) at ~0.6x its cost on a few rows (no batched loop to set
+    up): a specialized product keeps them and calls it while it is given the same arrays."""
+    if lhs.base is None or out.base is None:
+        return None
+    dtype = out.dtype
+    if not (lhs.dtype is dtype and rhs.dtype is dtype and dtype in BLAS_DTYPES and out.size and lhs.shape[-1]
+            and rhs.ndim == 2 and lhs.ndim == out.ndim >= 2 and out.size == out.shape[-2] * out.shape[-1]
+            and lhs.flags.c_contiguous and rhs.flags.c_contiguous and out.flags.c_contiguous):
+        return lhs, rhs, out, None, None          # kept too: the same views are not one matrix next call
+    return lhs, rhs, out, lhs.reshape(lhs.shape[-2:]), out.reshape(out.shape[-2:])
+
+
 def _specialize_matmul(attrs: dict, constant: tuple):
     """Per instruction: float16 and bfloat16 products by a constant keep its float32 copy instead
-    of converting it per call; an integer constant is declared one (:mod:`.integer_exact`)."""
+    of converting it per call; an integer constant is declared one (:mod:`.integer_exact`); a
+    float32/float64 product of one matrix by it keeps :func:`one_matrix_views`."""
     out_dtype = attrs["out_dtype"]
     if not (len(constant) > 1 and constant[1]):
         return lambda lhs, rhs, *, out, workspace=None: matmul(lhs, rhs, out=out, **attrs)
-    kept, declared = [None, None], [None]
+    kept, declared, views = [None, None], [None], [None, None, None, None, None]
 
     def call(lhs, rhs, *, out, workspace=None):
+        if lhs is views[0] and out is views[2] and rhs is views[1]:
+            if views[3] is None:                # not one matrix: as the last call
+                matmul(lhs, rhs, out=out, out_dtype=out_dtype)
+            else:
+                np.dot(views[3], rhs, views[4])
+            return
         if not (is_low_float(out.dtype) or is_low_float(lhs.dtype)) or out.size == 0 or lhs.shape[-1] == 0:
             if rhs is not declared[0] and rhs.dtype.kind in "iu":
                 integer_exact.declare_constant(rhs)     # its bound and float copy kept
                 declared[0] = rhs
             matmul(lhs, rhs, out=out, out_dtype=out_dtype)
+            views[:] = one_matrix_views(lhs, rhs, out) or (None,) * 5
             return
         if rhs is not kept[0]:
             kept[:] = rhs, rhs.astype(np.float32)

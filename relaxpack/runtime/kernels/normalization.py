@@ -14,7 +14,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ..fpstate import quiet
-from ._math import axis_tuple, commit, load, normalize_axis, python_max, scalar_array, scratch, upcast
+from ._math import axis_tuple, commit, is_low_float, load, normalize_axis, python_max, scalar_array, scratch, upcast
 from ._registry import register_kernel
 from ._workspace import Scratch
 
@@ -28,7 +28,8 @@ _WHOLE_REDO_SIZE = 2048
 
 def _softmax_rows(x: np.ndarray, buf: np.ndarray) -> str | None:
     """Softmax over the last axis of ``x`` into ``buf`` (float32/float64,
-    contiguous, may be ``x``), shifted by the max of the whole tensor: one
+    contiguous, may be ``x``); a few rows by :func:`_rowwise_softmax`, else shifted by the max
+    of the whole tensor: one
     fast reduction instead of a max per row (numpy's per-row max of short
     rows costs more than the exp), and row sums by a BLAS matrix-vector
     product. Rows whose own max is far below the tensor's (their shifted sum
@@ -41,6 +42,10 @@ def _softmax_rows(x: np.ndarray, buf: np.ndarray) -> str | None:
     around ``np.maximum.reduce``)."""
     n = x.shape[-1]
     rows, dst = np.asarray(x).reshape(-1, n), buf.reshape(-1, n)     # (a subclass's reductions keep its type)
+    if rows.shape[0] <= _FEW and rows.size <= _ROWWISE_SIZE:
+        done = _rowwise_softmax(rows, dst)
+        if done is not None:
+            return done
     shift = _tensor_max(rows)
     if not math.isfinite(shift):
         return None
@@ -49,6 +54,32 @@ def _softmax_rows(x: np.ndarray, buf: np.ndarray) -> str | None:
     # the exponentials go to a temporary when buf is x: a redone row reads x again
     with Scratch([(dst.shape, dst.dtype)]) as (exps,):
         return _shifted_softmax(rows, shift, exps, dst)
+
+
+#: up to this many values (and _FEW rows) the row path shifts each row by its own max
+#: (:func:`_rowwise_softmax`)
+_ROWWISE_SIZE = 1024
+
+
+def _rowwise_softmax(rows: np.ndarray, dst: np.ndarray) -> str | None:
+    """Softmax of a few rows (at most ``_FEW``), each shifted by its own max (the textbook formula,
+    and what a redone row computes): their maxes cost about what the tensor's max and the least row
+    sum cost together, their finiteness is a Python check, and a masked row (DeBERTa's finfo.min
+    query rows) needs no second pass. Reads each value once before writing it, so ``dst`` may be
+    ``rows``. None, with ``dst`` untouched, when a row max is not finite: the tensor path then
+    decides as before (inf, NaN and all -inf rows). More rows keep the tensor path: numpy's row
+    maxes of many short rows and a finiteness check by ufuncs cost 1.1-1.5x it (34-64 rows)."""
+    maxes = _MAX(rows, 1, None, None, True)
+    if not all(map(math.isfinite, maxes.ravel().tolist())):
+        return None
+    if rows.dtype == dst.dtype:
+        np.subtract(rows, maxes, dst)
+    else:
+        np.subtract(rows, maxes, out=dst, dtype=dst.dtype)        # low floats: subtract in float32
+    np.exp(dst, dst)
+    total = np.dot(dst, ones_vector(rows.shape[-1], dst.dtype))   # each row holds a 1: sums >= 1
+    np.divide(dst, total[:, None], dst)
+    return DONE
 
 
 def _shifted_softmax(rows: np.ndarray, shift, exps: np.ndarray, dst: np.ndarray) -> str:
@@ -137,6 +168,15 @@ def _softmax_into(x, out, axis) -> str:
         if x.dtype == out.dtype and x.dtype in _ROW_DTYPES:
             done = _softmax_rows(x, out)
             if done is not None:
+                return done
+        elif is_low_float(x.dtype) and is_low_float(out.dtype):
+            # widened by assignment first: the row path then runs float32 ufuncs, not loops that
+            # convert float16 per element (its max, the mixed-dtype subtract), and rounds once
+            wide, buf = np.empty(x.shape, np.float32), np.empty(x.shape, np.float32)
+            wide[...] = x
+            done = _softmax_rows(wide, buf)
+            if done is not None:
+                out[...] = buf
                 return done
         else:
             buf = scratch(out)
@@ -273,15 +313,17 @@ class _RowPlanes:
     16 x 32) and, for a constant beta, beta repeated over the rows (a same-shape add: 0.86 -> 0.29
     us; a broadcast row costs numpy a loop per row). None for beta that is not a constant."""
 
-    __slots__ = ("shape", "gamma_row", "outer", "beta")
+    __slots__ = ("shape", "gamma_row", "outer", "beta", "wide")
 
-    def __init__(self, shape: tuple, gamma: np.ndarray, beta, constant_beta: bool):
+    def __init__(self, shape: tuple, gamma: np.ndarray, beta, constant_beta: bool, low: bool = False):
         rows, d = math.prod(shape[:-1]), shape[-1]
         self.shape = shape
         self.gamma_row = gamma.reshape(1, d)
         self.outer = np.empty((rows, d), gamma.dtype)
         self.beta = None if beta is None or not constant_beta else \
             np.ascontiguousarray(np.broadcast_to(beta, (rows, d)))
+        #: a low-float layer norm's float32 rows (its input widened into them, computed in place)
+        self.wide = np.empty(shape, gamma.dtype) if low else None
 
 
 def _plain_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, axes: tuple[int, ...],
@@ -344,13 +386,21 @@ def _specialize_layer_norm(attrs: dict, constant: tuple):
         if k is not None and gamma is k[0] and beta is k[1] and x.dtype is k[4] and out.dtype is k[4] \
                 and x.ndim == k[5] and x.shape == out.shape and x.shape[-1] == k[2].size and x.size \
                 and x.flags.c_contiguous and out.flags.c_contiguous:
-            if k[6]:
-                _float16_rows(x, k[2], k[3], out, epsilon)
-                return
             p = planes[0]
             if p is None or p.shape != x.shape:
-                p = planes[0] = _RowPlanes(x.shape, k[2], k[3], constant_beta) \
+                p = planes[0] = _RowPlanes(x.shape, k[2], k[3], constant_beta, k[6]) \
                     if x.size <= _OUTER_MAX_SIZE else None
+            if k[6]:
+                if p is None:
+                    _float16_rows(x, k[2], k[3], out, epsilon)
+                    return
+                # widened by assignment into kept float32 rows, rounded once by assignment: the
+                # same values as _float16_rows without its fresh copy and keyword copyto (~2 us)
+                wide = p.wide
+                wide[...] = x
+                _layer_norm_rows(wide, k[2], k[3], wide, epsilon, k[7], p)
+                out[...] = wide
+                return
             _layer_norm_rows(x, k[2], k[3], out, epsilon, k[7], p)
             return
         layer_norm(x, gamma, beta, out=out, axes=axes, epsilon=epsilon)
@@ -372,19 +422,29 @@ def _specialize_layer_norm(attrs: dict, constant: tuple):
 layer_norm.specialize_attrs = _specialize_layer_norm
 
 
+@functools.lru_cache(maxsize=64)
+def rms_constants(d: int, dtype, epsilon: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The count ``d``, ``epsilon`` and 1 as read-only 0-d arrays of ``dtype``: the values a ufunc
+    converts the Python numbers to (NEP 50: weak scalars take the array's dtype), without the
+    conversion on every call (~0.3 us each)."""
+    return scalar_array(d, dtype), scalar_array(epsilon, dtype), scalar_array(1, dtype)
+
+
 def _rms_norm_into(x: np.ndarray, scale: np.ndarray, buf: np.ndarray, epsilon: float) -> None:
     """``x * (1 / sqrt(mean(x * x) + epsilon)) * scale`` over the last axis into ``buf`` (float32 or
     float64 like ``x``; may be ``x``): the steps of the unfused chain (power, mean, add, sqrt,
     reciprocal, multiply, multiply) with the same roundings and numpy's own pairwise row sums, so
     the result is the chain's bit for bit, in eight ufunc calls with ``out`` positional (the
-    chain's kernels cost ~9 us on a few rows of 32, this ~4)."""
+    chain's kernels cost ~9 us on a few rows of 32, this ~4); its scalars as 0-d arrays
+    (:func:`rms_constants`)."""
+    count, eps, one = rms_constants(x.shape[-1], x.dtype, epsilon)
     inv = np.multiply(x, x)
     inv = np.add.reduce(inv, -1, None, None, True)
     with quiet():       # a row of length 0 is 0 / 0 (NaN, as the mean); a zero row with epsilon 0 is 1 / 0
-        np.divide(inv, x.shape[-1], inv)
-        np.add(inv, epsilon, inv)
+        np.divide(inv, count, inv)
+        np.add(inv, eps, inv)
         np.sqrt(inv, inv)
-        np.divide(1, inv, inv)
+        np.divide(one, inv, inv)
         np.multiply(x, inv, buf)
         np.multiply(buf, scale, buf)
 

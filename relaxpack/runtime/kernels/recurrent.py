@@ -35,109 +35,11 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from ...errors import ShapeError
-from ..fpstate import quiet
 from ._math import work_dtype
 from ._registry import register_kernel
-from .recurrent_weights import DEFAULT_ACTIVATIONS, gate_layout, in_huge_pages, is_fast_cell, pack_direction
-
-Activation = Callable[[np.ndarray], np.ndarray]
-
-# ---------------------------------------------------------------- activations
-# Each takes the pre-activation (a scratch array it may overwrite) and returns the result.
-
-
-def _sigmoid(a, alpha, beta):
-    # 0.5 * (1 + tanh(x / 2)): the logistic function without exp overflow
-    a *= 0.5
-    np.tanh(a, out=a)
-    a += 1
-    a *= 0.5
-    return a
-
-
-def _tanh(a, alpha, beta):
-    return np.tanh(a, out=a)
-
-
-def _relu(a, alpha, beta):
-    return np.maximum(a, 0, out=a)
-
-
-def _affine(a, alpha, beta):
-    a *= alpha
-    a += beta
-    return a
-
-
-def _leaky_relu(a, alpha, beta):
-    return np.where(a >= 0, a, a * a.dtype.type(alpha))
-
-
-def _thresholded_relu(a, alpha, beta):
-    a[a <= alpha] = 0
-    return a
-
-
-def _scaled_tanh(a, alpha, beta):
-    a *= beta
-    np.tanh(a, out=a)
-    a *= alpha
-    return a
-
-
-def _hard_sigmoid(a, alpha, beta):
-    a *= alpha
-    a += beta
-    return np.clip(a, 0, 1, out=a)
-
-
-def _elu(a, alpha, beta):
-    with quiet():
-        return np.where(a >= 0, a, np.expm1(np.minimum(a, 0)) * a.dtype.type(alpha))
-
-
-def _softsign(a, alpha, beta):
-    return np.divide(a, np.abs(a) + 1, out=a)
-
-
-def _softplus(a, alpha, beta):
-    # max(x, 0) + log1p(exp(-|x|)): no overflow for large x
-    t = np.log1p(np.exp(-np.abs(a)))
-    np.maximum(a, 0, out=a)
-    a += t
-    return a
-
-
-#: activation name -> (function, default alpha, default beta, how many of alpha/beta it takes);
-#: the defaults are those of the ONNX operator of the same name, as the spec says
-#: (onnxruntime uses 0 where Affine, ScaledTanh and ThresholdedRelu get no value)
-ACTIVATIONS = {
-    "Relu": (_relu, 0.0, 0.0, 0), "Tanh": (_tanh, 0.0, 0.0, 0), "Sigmoid": (_sigmoid, 0.0, 0.0, 0),
-    "Affine": (_affine, 1.0, 0.0, 2), "LeakyRelu": (_leaky_relu, 0.01, 0.0, 1),
-    "ThresholdedRelu": (_thresholded_relu, 1.0, 0.0, 1), "ScaledTanh": (_scaled_tanh, 1.0, 1.0, 2),
-    "HardSigmoid": (_hard_sigmoid, 0.2, 0.5, 2), "Elu": (_elu, 1.0, 0.0, 1),
-    "Softsign": (_softsign, 0.0, 0.0, 0), "Softplus": (_softplus, 0.0, 0.0, 0),
-}
-
-
-def _bind_activations(kind: str, dirs: int, names, alphas, betas) -> list[list[Activation]]:
-    """One list of activation callables (alpha and beta bound) per direction."""
-    names = names or DEFAULT_ACTIVATIONS[kind] * dirs
-    fns = []
-    for i, name in enumerate(names):
-        fn, alpha, beta, _ = ACTIVATIONS[name]
-        alpha = alpha if alphas is None else alphas[i]
-        beta = beta if betas is None else betas[i]
-        fns.append(lambda a, fn=fn, alpha=alpha, beta=beta: fn(a, alpha, beta))
-    per = len(names) // dirs
-    return [fns[d * per:(d + 1) * per] for d in range(dirs)]
-
-
-def _clipper(clip) -> Callable[[np.ndarray], np.ndarray]:
-    if clip is None:
-        return lambda a: a
-    return lambda a: np.clip(a, -clip, clip, out=a)
-
+from .recurrent_activations import bind_activations, clipper
+from .recurrent_joint import JointLSTM, fits
+from .recurrent_weights import gate_layout, in_huge_pages, is_fast_cell, pack_direction, projector
 
 # ---------------------------------------------------------------- cells
 # A cell factory takes one direction's packed R^T (hidden, G*hidden), its
@@ -161,28 +63,15 @@ class Cell(NamedTuple):
     loop: Callable | None = None
 
 
-def _projector(bias):
-    """``xs @ W^T + bias``: np.dot (the operator's bits, ~0.3 us sooner on 2-d operands) and the
-    bias as one row (a single step's row adds it without broadcasting, ~0.4 us sooner)."""
-    row = None if bias is None else bias.reshape(1, -1)
-
-    def project(xs, wt):
-        proj = np.dot(xs, wt)
-        if row is not None:
-            np.add(proj, row, proj)
-        return proj
-    return project
-
-
 def _rnn_cell(rt, wb, rb, p, acts, clip, hidden, **_):
     """``H = f(xp + H R^T)`` (the biases live in xp)."""
-    (f,), clipf = acts, _clipper(clip)
+    (f,), clipf = acts, clipper(clip)
 
     def step(xp, h, c):
         a = h @ rt
         a += xp
         return f(clipf(a)), None
-    return Cell(_projector(None if wb is None else wb + rb), step)
+    return Cell(projector(None if wb is None else wb + rb), step)
 
 
 def _gru_cell(rt, wb, rb, p, acts, clip, hidden, *, linear_before_reset, **_):
@@ -190,7 +79,7 @@ def _gru_cell(rt, wb, rb, p, acts, clip, hidden, *, linear_before_reset, **_):
     the reset gate multiplies ``H Rh^T + Rbh`` instead of ``H`` (so Rbh stays
     out of the input projection)."""
     n = hidden
-    (f, g), clipf = acts, _clipper(clip)
+    (f, g), clipf = acts, clipper(clip)
     rt_zr, rt_h = np.ascontiguousarray(rt[:, :2 * n]), np.ascontiguousarray(rt[:, 2 * n:])
     bias, rbh = None, None
     if wb is not None:
@@ -216,7 +105,7 @@ def _gru_cell(rt, wb, rb, p, acts, clip, hidden, *, linear_before_reset, **_):
         new *= z
         new += hh
         return new, None
-    return Cell(_projector(bias), step)
+    return Cell(projector(bias), step)
 
 
 def _lstm_cell(rt, wb, rb, p, acts, clip, hidden, *, input_forget, quantize_inputs, **_):
@@ -225,7 +114,7 @@ def _lstm_cell(rt, wb, rb, p, acts, clip, hidden, *, input_forget, quantize_inpu
     ``input_forget`` the forget gate is ``1 - i``; with ``quantize_inputs``
     H goes through :func:`quantize_dequantize_uint8` before its product."""
     n = hidden
-    (f, g, h_act), clipf = acts, _clipper(clip)
+    (f, g, h_act), clipf = acts, clipper(clip)
     pi, po, pf = (None, None, None) if p is None else (p[:n], p[n:2 * n], p[2 * n:])
     left = quantize_dequantize_uint8 if quantize_inputs else None
 
@@ -253,7 +142,7 @@ def _lstm_cell(rt, wb, rb, p, acts, clip, hidden, *, input_forget, quantize_inpu
         h_new = h_act(c_new.copy())   # h's input is the unclipped C (as onnxruntime)
         h_new *= o
         return h_new, c_new
-    return Cell(_projector(None if wb is None else wb + rb), step)
+    return Cell(projector(None if wb is None else wb + rb), step)
 
 
 def quantize_dequantize_uint8(a: np.ndarray) -> np.ndarray:
@@ -323,7 +212,7 @@ def _lstm_cell_tanh(rt, wb, rb, hidden):
             mul(y, o, y)
             h = y
         return h, c_now         # (a view of this call's own buffer: the caller copies it into Y_c)
-    return Cell(_projector(None if wb is None else wb + rb), step, loop)
+    return Cell(projector(None if wb is None else wb + rb), step, loop)
 
 
 def _lstm_buffers(kept: dict, batch: int, n: int, dtype) -> tuple:
@@ -492,12 +381,20 @@ def _lengths(kind: str, lens, seq: int, batch: int) -> np.ndarray | None:
     return None if bool(np.all(lens == seq)) else lens
 
 
-def _layer(kind, x, w, r, extras, out, *, hidden_size, direction, layout, optional_inputs, activations,
-           activation_alpha, activation_beta, clip, packed, memo: dict | None = None, **cell_attrs):
+#: the attributes :func:`_layer` reads itself; the others (input_forget, linear_before_reset,
+#: quantize_inputs) are the cell's
+_LAYER_ATTRS = frozenset({"hidden_size", "direction", "layout", "optional_inputs", "activations",
+                          "activation_alpha", "activation_beta", "clip", "packed"})
+
+
+def _layer(kind, x, w, r, extras, out, attrs: dict, memo: dict | None = None):
     """The shared driver: per direction, pack (unless ``packed``), project, scan, write Y, Y_h (and Y_c).
+    ``attrs`` the op's attributes, as a dict (spread as keywords they cost ~1 us a call);
     ``memo`` (an instruction's own, when W, R, B and P are constants): each direction's packed
     W^T and cell, kept while they are the same arrays (see :func:`_specialize`)."""
-    opt = dict(zip(optional_inputs, extras))
+    hidden_size, direction, layout = attrs["hidden_size"], attrs["direction"], attrs["layout"]
+    activations, clip, packed = attrs["activations"], attrs["clip"], attrs["packed"]
+    opt = dict(zip(attrs["optional_inputs"], extras))
     y, y_h, *rest = out
     y_c = rest[0] if rest else None
     if layout == 1:     # work in layout 0 through transposed views
@@ -510,9 +407,15 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction, layout, option
     lens = _lengths(kind, opt.get("sequence_lens"), seq, batch)
     dirs = 2 if direction == "bidirectional" else 1
     xs = x.reshape(seq * batch, x.shape[2]).astype(dtype, copy=False)
-    if cell_attrs.get("quantize_inputs"):
+    if attrs.get("quantize_inputs"):
         xs = quantize_dequantize_uint8(xs)
     n = hidden_size
+    if kind == "lstm" and lens is None and seq and batch and (dirs == 2 or batch > 1):
+        joint = _joint(w, r, opt, dtype, n, dirs, activations, clip, packed, attrs, memo)
+        if joint is not None:
+            joint.run(xs, seq, batch, [direction == "reverse" or d == 1 for d in range(dirs)],
+                      opt.get("initial_h"), opt.get("initial_c"), y, y_h, y_c)
+            return
     acts = None
     for d in range(dirs):
         state = [opt[k][d].astype(dtype, copy=False) if k in opt else np.zeros((batch, n), dtype)
@@ -522,9 +425,10 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction, layout, option
         if kept is not None and _same_weights(kept[0], weights):
             wt, cell = kept[1]
         else:
-            acts = acts or _bind_activations(kind, dirs, activations, activation_alpha, activation_beta)
+            acts = acts or bind_activations(kind, dirs, activations, attrs["activation_alpha"],
+                                            attrs["activation_beta"])
             wt, cell, own = _direction(kind, d, dirs, w, r, opt, dtype, n, acts[d], activations, clip, packed,
-                                       cell_attrs)
+                                       _cell_attrs(attrs))
             if memo is not None and own:
                 memo[d] = (weights, (wt, cell))
         proj = cell.project(xs, wt)
@@ -540,6 +444,29 @@ def _layer(kind, x, w, r, extras, out, *, hidden_size, direction, layout, option
         y_h[d] = h
         if y_c is not None:
             y_c[d] = c
+
+
+def _cell_attrs(attrs: dict) -> dict:
+    return {k: v for k, v in attrs.items() if k not in _LAYER_ATTRS}
+
+
+def _joint(w, r, opt: dict, dtype, n: int, dirs: int, activations, clip, packed: bool, attrs: dict,
+           memo: dict | None) -> JointLSTM | None:
+    """The layer's :class:`JointLSTM` (every direction a fast cell, R_joint small enough), or None;
+    kept in ``memo`` (with the None) while the weights are the same arrays."""
+    weights = (w, r, opt.get("B"), opt.get("P"), dtype)
+    kept = memo.get("joint") if memo is not None else None
+    if kept is not None and _same_weights(kept[0], weights):
+        return kept[1]
+    joint = None
+    if fits(dirs, n, np.dtype(dtype).itemsize) and all(
+            is_fast_cell("lstm", d, dirs, activations=activations, clip=clip, peepholes="P" in opt,
+                         **_cell_attrs(attrs))
+            for d in range(dirs)):
+        joint = JointLSTM(w, r, opt.get("B"), n, dtype, packed)
+    if memo is not None:
+        memo["joint"] = (weights, joint)
+    return joint
 
 
 def _same_weights(kept: tuple, weights: tuple) -> bool:
@@ -577,7 +504,7 @@ def _specialize(kind: str):
         memo = {} if all(i < len(constant) and constant[i] for i in static) else None
 
         def call(x, w, r, *extras, out, workspace=None):
-            _layer(kind, x, w, r, extras, out, memo=memo, **attrs)
+            _layer(kind, x, w, r, extras, out, attrs, memo)
         return call
     return specialize
 
@@ -585,19 +512,19 @@ def _specialize(kind: str):
 @register_kernel("nn.rnn")
 def rnn(x, w, r, *extras, out, **attrs):
     """ONNX RNN: ``out`` is (Y, Y_h); ``extras`` are the inputs ``optional_inputs`` names."""
-    _layer("rnn", x, w, r, extras, out, **attrs)
+    _layer("rnn", x, w, r, extras, out, attrs)
 
 
 @register_kernel("nn.gru")
 def gru(x, w, r, *extras, out, **attrs):
     """ONNX GRU: ``out`` is (Y, Y_h)."""
-    _layer("gru", x, w, r, extras, out, **attrs)
+    _layer("gru", x, w, r, extras, out, attrs)
 
 
 @register_kernel("nn.lstm")
 def lstm(x, w, r, *extras, out, **attrs):
     """ONNX LSTM: ``out`` is (Y, Y_h, Y_c)."""
-    _layer("lstm", x, w, r, extras, out, **attrs)
+    _layer("lstm", x, w, r, extras, out, attrs)
 
 
 rnn.specialize_attrs, gru.specialize_attrs, lstm.specialize_attrs = (_specialize(k) for k in ("rnn", "gru", "lstm"))

@@ -121,6 +121,20 @@ def pack_weights(kind: str, w: np.ndarray, r: np.ndarray, b: np.ndarray | None, 
             None if b is None else np.stack([p[2] for p in packed]))
 
 
+def projector(bias):
+    """``project(xs, wt, out=None)``: ``xs @ W^T + bias``, the input projection of every step. np.dot (the
+    operator's bits, ~0.3 us sooner on 2-d operands) and the bias as one row (a single step's
+    row adds it without broadcasting, ~0.4 us sooner)."""
+    row = None if bias is None else bias.reshape(1, -1)
+
+    def project(xs, wt, out=None):
+        proj = np.dot(xs, wt) if out is None else np.dot(xs, wt, out)
+        if row is not None:
+            np.add(proj, row, proj)
+        return proj
+    return project
+
+
 # ---------------------------------------------------------------- R in huge pages
 
 #: R^T of at least this many bytes is copied to huge pages (a smaller one

@@ -354,6 +354,9 @@ def matmul_integer(ctx, a, b, a_zero_point=None, b_zero_point=None):
     weight = _exact_float_weight(ctx, a, b, b_zero_point)
     if weight is not None:
         return make_call("astype", _exact_gemm(ctx, a, a_zero_point, weight), dtype="int32")
+    product = _exact_float_product(ctx, a, a_zero_point, b, b_zero_point)
+    if product is not None:
+        return make_call("astype", product, dtype="int32")
     lhs = _widen(ctx, a, a_zero_point, lambda zp: _row_layout(ctx, zp, a, "a_zero_point"))
     rhs = _widen(ctx, b, b_zero_point, lambda zp: _col_layout(ctx, zp, "b_zero_point"))
     return make_call("matmul", lhs, rhs)
@@ -413,10 +416,33 @@ def _exact_gemm(ctx, a: Value, a_zero_point: Value | None, weight: Value) -> Exp
     return call(ctx, "nn.gemm", lhs, ctx.expr(weight))
 
 
+def _exact_float_product(ctx, a: Value, a_zero_point: Value | None, b: Value, b_zero_point: Value | None) -> Expr | None:
+    """``(a - a_zero_point) @ (b - b_zero_point)`` in float32 for int8 / uint8 operands (either
+    computed at run time: attention's ``q @ k^T``) whose reduced dim ``K`` is static with
+    ``255 * 255 * K <= 2**24`` (``K <= 258``), or None: a zero point has its operand's type, so
+    ``|a - a_zero_point|, |b - b_zero_point| <= 255`` and every partial sum, in any order, is an
+    integer of magnitude at most ``255 * 255 * K``, exact in float32. A ``matmul`` of run-time
+    operands: FoldBatchNorm folds only into constant weights."""
+    if a.dtype not in ("int8", "uint8") or b.dtype not in ("int8", "uint8") or a.ndim < 1 or b.ndim < 1 \
+            or a.shape is None or b.shape is None:
+        return None
+    dims = [d for d in (a.shape[-1], b.shape[-2] if b.ndim >= 2 else b.shape[0]) if isinstance(d, int)]
+    if not dims or 255 * 255 * dims[0] > _FLOAT32_EXACT:
+        return None
+    # each operand shifted in int32, then cast (exact): the rules that drop a producer's round
+    # trips (QLinearMul's zero point put back in float) know that form
+    lhs = _widen(ctx, a, a_zero_point, lambda zp: _row_layout(ctx, zp, a, "a_zero_point"))
+    rhs = _widen(ctx, b, b_zero_point, lambda zp: _col_layout(ctx, zp, "b_zero_point"))
+    return call(ctx, "matmul", astype(ctx, lhs, "float32"), astype(ctx, rhs, "float32"))
+
+
 def _qlinear_matmul(ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
     weight = _exact_float_weight(ctx, a, b, b_zero_point)
+    product = None if weight is not None else _exact_float_product(ctx, a, a_zero_point, b, b_zero_point)
     if weight is not None:
         acc = _exact_gemm(ctx, a, a_zero_point, weight)
+    elif product is not None:
+        acc = product
     else:
         lhs, lhs_int = _quantized_operand(ctx, a, a_zero_point,
                                           lambda zp: _row_layout(ctx, zp, a, "a_zero_point"))

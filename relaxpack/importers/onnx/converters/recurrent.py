@@ -22,7 +22,7 @@ from __future__ import annotations
 from ....ir.expr import TupleGetItem
 from ....ops.definitions.recurrent import CELLS, DIRECTIONS, OPTIONAL_INPUTS
 from ....ops.registry import make_call
-from ....runtime.kernels.recurrent import ACTIVATIONS
+from ....runtime.kernels.recurrent_activations import ACTIVATIONS
 from ..registry import register_converter
 from ..value import Value
 from ._shape_common import of_rank, shape_error, unsupported

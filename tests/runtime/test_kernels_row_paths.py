@@ -1,0 +1,174 @@
+"""The softmax and layer norm row paths' fast paths at their edges: float16 rows widened by
+assignment into float32 buffers (bit for bit the mixed-dtype formulas they replaced: the float16
+ufunc loops, the keyword copyto), and a few rows shifted each by its own max (bit for bit the
+per-row formula)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relaxpack.runtime.kernels import get_kernel
+from relaxpack.runtime.kernels import normalization as norm
+
+from .test_kernels_registry import rand
+
+EPS = float(np.float32(1e-3))
+
+
+def _softmax_before(x: np.ndarray) -> np.ndarray:
+    """The float16 softmax as the kernel computed it before: the row path on the float16 rows into a
+    float32 buffer (its max over float16 values, the float32 subtract of mixed operands), rounded by
+    copyto; the general path when the row path declines (inf / NaN max)."""
+    out = np.empty_like(x)
+    if x.size == 0:
+        return out
+    buf = np.empty(x.shape, np.float32)
+    with np.errstate(all="ignore"):
+        if norm._softmax_rows(x, buf) is not None:
+            np.copyto(out, buf, casting="unsafe")
+            return out
+        buf[...] = x
+        buf -= np.max(buf, axis=-1, keepdims=True)
+        np.exp(buf, out=buf)
+        buf /= np.sum(buf, axis=-1, keepdims=True)
+    np.copyto(out, buf, casting="unsafe")
+    return out
+
+
+def _cases(rng):
+    """Small tensors (a Python max: at most 16 values), a few hundred values, rows far below the
+    tensor's max (redone whole up to _WHOLE_REDO_SIZE values, row by row past it), -inf and NaN
+    rows, inf, an empty tensor."""
+    yield rand(rng, (2, 3), "float16") * 4
+    yield rand(rng, (4, 4), "float16") * 4                       # 16 values: the Python max's bound
+    yield rand(rng, (1, 2, 17, 17), "float16") * 4
+    far = rand(rng, (2, 3, 9, 13), "float16") * 4
+    far[0, 1] -= np.float16(300.0)
+    yield far
+    big = rand(rng, (9, 3, 9, 13), "float16") * 4                # past _WHOLE_REDO_SIZE
+    assert big.size > norm._WHOLE_REDO_SIZE
+    big[1, 2, 3] -= np.float16(500.0)
+    yield big
+    masked = rand(rng, (3, 7), "float16")
+    masked[1] = -np.inf                                          # an all -inf row: NaN
+    masked[2, 4:] = np.float16(-65504.0)
+    yield masked
+    nan = rand(rng, (3, 7), "float16")
+    nan[0, 2] = np.nan
+    yield nan
+    inf = rand(rng, (2, 5), "float16")
+    inf[1, 3] = np.inf
+    yield inf
+    yield np.empty((0, 5), np.float16)
+
+
+def test_float16_softmax_rows_are_the_mixed_dtype_formula_bit_for_bit():
+    rng = np.random.default_rng(21)
+    kernel = get_kernel("nn.softmax").fn
+    for x in _cases(rng):
+        got = np.empty_like(x)
+        with np.errstate(all="ignore"):
+            kernel(x, out=got, axis=-1)
+        np.testing.assert_array_equal(got.view(np.uint16), _softmax_before(x).view(np.uint16))
+        same = x.copy()                                         # in place: the rows are read widened first
+        with np.errstate(all="ignore"):
+            kernel(same, out=same, axis=-1)
+        np.testing.assert_array_equal(same.view(np.uint16), got.view(np.uint16))
+
+
+def test_float16_safe_softmax_zeroes_only_nan_rows():
+    x = rand(np.random.default_rng(22), (3, 6), "float16")
+    x[1] = -np.inf
+    got = np.empty_like(x)
+    get_kernel("nn.safe_softmax").fn(x, out=got, axis=-1)
+    assert (got[1] == 0).all()
+    np.testing.assert_array_equal(got[[0, 2]], _softmax_before(x)[[0, 2]])
+
+
+def test_float16_layer_norm_per_instruction_across_the_planes_bound():
+    """The specialized float16 layer norm widens its rows into a float32 buffer kept per shape with
+    the row planes (up to _OUTER_MAX_SIZE values) and rounds by assignment; past the bound it takes
+    the fresh-copy path: bit for bit the generic kernel on both sides, shapes changing back and
+    forth, beta None, in place."""
+    rng = np.random.default_rng(23)
+    kernel = get_kernel("nn.layer_norm").fn
+    d = 32
+    g, b = rand(rng, (d,), "float16"), rand(rng, (d,), "float16")
+    spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, (False, True, True))
+    bound = norm._OUTER_MAX_SIZE // d
+    for rows in (17, 17, 1, bound, bound + 1, bound + 1, 17, 3):
+        x = rand(rng, (1, rows, d), "float16") * 3
+        for beta in (b, b):
+            want, got = np.empty_like(x), np.empty_like(x)
+            kernel(x, g, beta, out=want, axes=(-1,), epsilon=EPS)
+            spec(x, g, beta, out=got)
+            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+        spec(x, g, b, out=x)                                    # in place
+        np.testing.assert_array_equal(x.view(np.uint16), want.view(np.uint16))
+    spec_none = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, (False, True))
+    for rows in (5, 5, 6):
+        x = rand(rng, (rows, d), "float16")
+        want, got = np.empty_like(x), np.empty_like(x)
+        kernel(x, g, None, out=want, axes=(-1,), epsilon=EPS)
+        spec_none(x, g, None, out=got)
+        np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+@pytest.mark.parametrize("shape", [(1, 17, 32), (3, 5, 7), (1, 1), (0, 4)])
+def test_float16_layer_norm_rows_are_the_float32_rows_rounded_once(shape):
+    """The generic float16 row path: the float32 computation of the widened rows, rounded once."""
+    rng = np.random.default_rng(24)
+    x = rand(rng, shape, "float16") * 5
+    g, b = rand(rng, shape[-1:], "float16"), rand(rng, shape[-1:], "float16")
+    got = np.empty_like(x)
+    get_kernel("nn.layer_norm").fn(x, g, b, out=got, axes=(-1,), epsilon=EPS)
+    want = np.empty(shape, np.float32)
+    get_kernel("nn.layer_norm").fn(x.astype(np.float32), g.astype(np.float32), b.astype(np.float32),
+                                   out=want, axes=(-1,), epsilon=EPS)
+    np.testing.assert_array_equal(got.view(np.uint16), want.astype(np.float16).view(np.uint16))
+
+
+def _per_row(rows: np.ndarray, dtype) -> np.ndarray:
+    """The per-row formula as the redo path computes it: each row minus its max (in ``dtype``),
+    exp, row sums by a product with ones, a division."""
+    from relaxpack.runtime.kernels.normalization import ones_vector
+    n = rows.shape[-1]
+    flat = rows.reshape(-1, n)
+    e = np.subtract(flat, np.maximum.reduce(flat, 1, None, None, True), dtype=dtype)
+    np.exp(e, e)
+    np.divide(e, np.dot(e, ones_vector(n, np.dtype(dtype)))[:, None], e)
+    return e.reshape(rows.shape)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_small_softmax_shifts_each_row_by_its_own_max(dtype):
+    """Up to _ROWWISE_SIZE values each row is shifted by its own max: the per-row formula bit for
+    bit (masked finfo.min rows included, which the tensor path redid with the same formula), in
+    place too; one value past the bound the tensor path (within a few ulps of it); a row max that
+    is not finite (an all -inf row, NaN, inf) leaves it to the tensor path as before."""
+    rng = np.random.default_rng(25)
+    kernel = get_kernel("nn.softmax").fn
+    big = norm._ROWWISE_SIZE
+    for shape in [(1, 1), (2, 2, 1, 1), (1, 2, 5, 5), (big // 16, 16), (big // 16 + 1, 16)]:
+        x = (rng.standard_normal(shape) * 4).astype(dtype)
+        if x.shape[-2] > 2:
+            x[..., 1, :] = np.finfo(dtype).min                  # a masked query row
+        got = np.empty_like(x)
+        kernel(x, out=got, axis=-1)
+        want = _per_row(x, dtype)
+        if x.size <= big:
+            np.testing.assert_array_equal(got, want)
+            same = x.copy()
+            kernel(same, out=same, axis=-1)
+            np.testing.assert_array_equal(same, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=8 * np.finfo(dtype).eps, atol=1e-30)
+    x = (rng.standard_normal((4, 6)) * 4).astype(dtype)
+    x[2] = -np.inf
+    got = np.empty_like(x)
+    with np.errstate(invalid="ignore"):
+        kernel(x, out=got, axis=-1)
+        want = _per_row(x, dtype)
+    assert np.isnan(got[2]).all()
+    np.testing.assert_array_equal(got[[0, 1, 3]], want[[0, 1, 3]])
