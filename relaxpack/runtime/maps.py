@@ -95,7 +95,7 @@ def _plain_map(value, key_type: type, kind) -> "CheckedMap | None":
     scalars :func:`_entry` makes one by one, at a fifth of the cost for ten entries); None
     for anything else, or when the array refuses a value (the entries then say what is wrong)."""
     keys, values = list(value.keys()), list(value.values())
-    if any(type(k) is not key_type for k in keys) or any(type(v) not in _PLAIN_NUMBERS for v in values):
+    if not ({*map(type, keys)} <= {key_type} and {*map(type, values)} <= _PLAIN_NUMBERS):   # (no generators)
         return None
     try:
         converted = np.array(values, dtype=kind)

@@ -162,12 +162,18 @@ def mapping_of(array):
 
 
 @pytest.mark.parametrize("params", ["linked", "external"])
-def test_constants_are_read_only_views_of_the_mapped_file(cnn, params, tmp_path):
+@pytest.mark.parametrize("private_max", [0, None], ids=["mapped", "small_read"])
+def test_constants_are_read_only_views_of_the_mapped_file(cnn, params, private_max, tmp_path, monkeypatch):
+    # (a file of at most PRIVATE_MAX_BYTES is read, not mapped: its constants view the bytes read)
+    from relaxpack.runtime import archive
+    if private_max is not None:
+        monkeypatch.setattr(archive, "PRIVATE_MAX_BYTES", private_max)
     exe, _ = cnn
     exe.save(tmp_path / "m.rpk", params=params)
     loaded = load(tmp_path / "m.rpk")
+    assert loaded.archive["mmap"] is (private_max is not None)
     for original, c in zip(exe.constants, loaded.constants):
-        assert isinstance(mapping_of(c), mmap.mmap)
+        assert isinstance(mapping_of(c), mmap.mmap if private_max is not None else bytes)
         assert not c.flags.writeable
         with pytest.raises(ValueError):
             c[...] = 0

@@ -22,12 +22,13 @@ rng = np.random.default_rng(0)
 @pytest.fixture(scope="module")
 def mlp():
     from onnx import TensorProto, helper, numpy_helper
-    w = numpy_helper.from_array(rng.standard_normal((64, 64)).astype(np.float32), "w")
+    # 400 KiB of weights: above PRIVATE_MAX_BYTES, so that mmap=True maps the file
+    w = numpy_helper.from_array(rng.standard_normal((320, 320)).astype(np.float32), "w")
     graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])], [w])
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 320])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 320])], [w])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
-    return relaxpack.build(relaxpack.from_onnx(model)), {"x": rng.standard_normal((2, 64)).astype(np.float32)}
+    return relaxpack.build(relaxpack.from_onnx(model)), {"x": rng.standard_normal((2, 320)).astype(np.float32)}
 
 
 def scramble_in_place(path, keep: int):
@@ -64,6 +65,26 @@ def test_a_mapped_archive_rewritten_in_place_is_refused_at_the_next_call(mlp, pa
     scramble_in_place(path if params == "linked" else next(tmp_path.glob("m.rpk.*params")), 64)
     with pytest.raises(ArchiveError, match="the archive file changed after it was loaded"):
         vm.run(inputs)
+
+
+def test_a_small_archive_is_read_privately_even_when_mapping_is_asked_for(mlp, tmp_path, monkeypatch):
+    """Up to PRIVATE_MAX_BYTES the file is read (no fstat per call); one byte larger, mapped."""
+    from relaxpack.runtime import archive
+    exe, inputs = mlp
+    path = tmp_path / "m.rpk"
+    exe.save(path)
+    size = os.path.getsize(path)
+    monkeypatch.setattr(archive, "PRIVATE_MAX_BYTES", size - 1)
+    mapped = load(path)
+    assert mapped.archive["mmap"] is True and mapped.source_check is not None
+    monkeypatch.setattr(archive, "PRIVATE_MAX_BYTES", size)
+    private = load(path)
+    assert private.archive["mmap"] is False and private.source_check is None
+    before = VirtualMachine(private).run(inputs)["y"]
+    scramble_in_place(path, 64)
+    np.testing.assert_array_equal(VirtualMachine(private).run(inputs)["y"], before)
+    with pytest.raises(ArchiveError, match="the archive file changed after it was loaded"):
+        VirtualMachine(mapped).run(inputs)
 
 
 def test_a_mapped_archive_survives_the_file_being_replaced_by_a_rename(mlp, tmp_path):

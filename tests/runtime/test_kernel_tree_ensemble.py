@@ -277,3 +277,66 @@ def test_batches_take_the_ranks_while_their_extra_work_is_small():
         assert use_ranks(ranks, most) and not use_ranks(ranks, most + 1)
     else:
         assert use_ranks(ranks, 1 << 20)
+
+
+@pytest.mark.parametrize("targets", [1, 2, 3, 4])
+def test_a_bound_rank_scorer_scores_as_rank_scores(targets):
+    """rank_scorer (what an instruction keeps; three targets gather from weights padded to four
+    columns) gives rank_scores' bits at every batch size, empty included, and without the
+    union tables (it then calls rank_scores)."""
+    from relaxpack.runtime.kernels.tree_gemm import gemm_plan
+    from relaxpack.runtime.kernels.tree_ranks import rank_scorer, rank_scores
+    rng = np.random.default_rng(targets)
+    values = np.array([-np.inf, -1.5, -0.0, 0.0, 0.5, 1.0, np.inf, np.nan, 2.0])
+    nodes, thresholds, roots = _random_forest(rng, 9, 3, (0, 1, 2, 3), values)
+    walk, slots, root_slots = pack_trees(nodes, thresholds, roots)
+    leaves = rng.standard_normal((len(nodes), targets)) * 10.0 ** rng.integers(-8, 8, (len(nodes), 1))
+    plan = gemm_plan(walk, slots, root_slots, leaves, 12)
+    for ranks in (plan.ranks, dataclasses.replace(plan.ranks, union=None)):
+        score = rank_scorer(ranks, plan.bits.weights, plan.bits.offsets)
+        for n in (0, 1, 7, 64):
+            x = rng.choice(values, size=(n, 4)).astype(np.float32)
+            got, want = score(x), rank_scores(ranks, plan.bits.weights, plan.bits.offsets, x)
+            assert got.shape == want.shape == (n, targets)
+            np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+def _shallow_forest(rng, n_trees: int, n_features: int, values, chain_depth: int = 7):
+    """Trees of at most ``chain_depth + 1`` leaves: single leaves, random trees of depth 3, chains."""
+    rows, thresholds, roots = [], [], []
+    for t in range(n_trees):
+        shape = t % 3
+        roots.append(len(rows))
+        _grow(rng, rows, thresholds, n_features, (0, 1, 2, 3), values, depth=0,
+              max_depth={0: 0, 1: 3, 2: chain_depth}[shape], chain=shape == 2)
+    rows = np.array(rows, np.int64)
+    thresholds = np.array(thresholds)
+    rows[thresholds != thresholds, 4] = 1 - rows[thresholds != thresholds, 4]     # both missing tracks
+    return rows, thresholds, np.array(roots, np.int64)
+
+
+@pytest.mark.parametrize("trees", [2, 8, 9, 20])
+@pytest.mark.parametrize("targets", [1, 3, 4])
+@pytest.mark.parametrize("chain_depth", [7, 8], ids=["8_leaves", "9_leaves"])
+def test_trees_of_at_most_8_leaves_score_by_bytes_as_rank_scores(trees, targets, chain_depth):
+    """Trees of at most 8 leaves pack 8 to a uint64 word and index their weights by the byte left;
+    one more leaf keeps the bit counts. Both give rank_scores' bits (NaN, infinities, signed
+    zeros, weights over 16 decades, tree counts below, at and past a multiple of 8, batches 0-64)."""
+    from relaxpack.runtime.kernels.tree_gemm import gemm_plan
+    from relaxpack.runtime.kernels.tree_ranks import _byte_scorer, rank_scorer, rank_scores
+    rng = np.random.default_rng(trees * 10 + targets + chain_depth)
+    values = np.array([-np.inf, -1.5, -0.0, 0.0, 0.5, 1.0, np.inf, np.nan, 2.0])
+    walk, slots, root_slots = pack_trees(*_shallow_forest(rng, trees, 4, values, chain_depth))
+    nodes = walk.shape[1] // 2
+    leaves = rng.standard_normal((nodes, targets)) * 10.0 ** rng.integers(-8, 8, (nodes, 1))
+    leaves[rng.random(leaves.shape) < 0.1] = -0.0
+    plan = gemm_plan(walk, slots, root_slots, leaves, 12)
+    ranks, bits = plan.ranks, plan.bits
+    byte_form = _byte_scorer(ranks.union.table, bits.weights, bits.offsets)
+    assert (byte_form is not None) == (chain_depth == 7 or trees < 3)
+    score = rank_scorer(ranks, bits.weights, bits.offsets)
+    for n in (0, 1, 2, 7, 64):
+        x = rng.choice(values, size=(n, 5)).astype(np.float32)
+        got, want = score(x), rank_scores(ranks, bits.weights, bits.offsets, x)
+        assert got.shape == want.shape == (n, targets)
+        np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))

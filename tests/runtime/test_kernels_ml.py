@@ -166,3 +166,35 @@ def test_one_row_softmax_is_the_transform_bit_for_bit(row):
         want = transform_scores(scores, "SOFTMAX").astype(np.float32)
         softmax_into(scores.copy(), got)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("classes", [2, 3, 7, 8])
+@pytest.mark.parametrize("rows", [15, 16, 17, 64])
+@pytest.mark.parametrize("special", [False, True], ids=["finite", "nan_inf_zeros"])
+def test_softmax_of_many_rows_by_columns_is_the_transform_bit_for_bit(classes, rows, special, monkeypatch):
+    """From 16 rows of at most 7 classes the softmax runs on a (K, N) copy (reductions down
+    contiguous rows): the transform's bits, with rows of NaN (the rows' own NaN: a fallback),
+    infinities (inf - inf), signed zeros and overflowing sums; 8 classes and 15 rows keep the rows."""
+    from relaxpack.runtime.kernels import ml
+    taken = []
+    by_columns = ml._softmax_by_columns
+    monkeypatch.setattr(ml, "_softmax_by_columns", lambda *a: taken.append(by_columns(*a)) or taken[-1])
+    rng = np.random.default_rng(rows * classes)
+    scores = rng.standard_normal((rows, classes)) * 10.0 ** rng.integers(-3, 3, (rows, 1))
+    if special:
+        pick = rng.random(scores.shape)
+        scores[pick < 0.1] = np.inf
+        scores[(pick >= 0.1) & (pick < 0.15)] = -np.inf
+        scores[(pick >= 0.15) & (pick < 0.25)] = -0.0
+        scores[(pick >= 0.25) & (pick < 0.3)] = 0.0
+        scores[(pick >= 0.3) & (pick < 0.33)] = 1e308
+    for nan in ([], [3]) if special else ([],):
+        given = scores.copy()
+        given[nan, 1] = np.nan
+        got = np.empty(given.shape, np.float32)
+        taken.clear()
+        with np.errstate(all="ignore"):
+            want = transform_scores(given, "SOFTMAX").astype(np.float32)
+            ml.softmax_into(given.copy(), got)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+        assert taken == ([] if rows < 16 or classes > 7 else [not nan])

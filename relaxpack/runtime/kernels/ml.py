@@ -50,10 +50,38 @@ def softmax_into(scores: np.ndarray, probs: np.ndarray) -> None:
     the reductions take their arguments by position, and the float64 quotient is rounded into
     ``probs`` by assignment (a ``divide`` with ``out=`` and ``casting=`` costs more)."""
     if scores.size:
+        if scores.shape[0] >= COLUMNS_MIN_ROWS and scores.shape[1] <= SEQUENTIAL_SUM_MAX \
+                and _softmax_by_columns(scores, probs):
+            return
         np.subtract(scores, _row_max(scores), scores)
         np.exp(scores, scores)
         if not divide_row_by_sum(scores, probs):
             probs[...] = scores / _SUM(scores, 1, None, None, True)
+
+
+#: batches from this many rows take the softmax by columns (measured on 3-5 classes: 0.95x the
+#: rows' time at 16 rows, 0.8x at 32, 0.7x at 64, 0.5x at 128; 1.03x at 8)
+COLUMNS_MIN_ROWS = 16
+
+
+def _softmax_by_columns(scores: np.ndarray, probs: np.ndarray) -> bool:
+    """:func:`softmax_into` of float64 ``scores`` ``(N, K)``, ``K <=`` :data:`SEQUENTIAL_SUM_MAX`,
+    on a ``(K, N)`` copy: each reduction over a row's K values runs down K contiguous rows of N
+    (a reduction along rows of 3 values costs ~10 ns a value: 2.6 us at 64 rows) and gives the
+    same values: the max is the max (its sign when zero changes no difference), the sum adds the
+    K values one after the other from the first as np.add.reduce does below 8 values (NaN
+    payloads included). Returns False, writing nothing, when a max is NaN: the row reduction
+    makes a NaN of its own there (not always the one it met), which the rows then give."""
+    columns = np.ascontiguousarray(scores.T)
+    top = _MAX(columns, 0)
+    square = top.dot(top)                   # NaN exactly when a max is (inf * inf is inf)
+    if square != square:
+        return False
+    np.subtract(columns, top, columns)
+    np.exp(columns, columns)
+    columns /= _SUM(columns, 0)
+    probs[...] = columns.T
+    return True
 
 
 def _row_max(scores: np.ndarray):

@@ -21,6 +21,7 @@ onnxruntime, whose results are what a scikit-learn user compares with:
 from __future__ import annotations
 
 import re
+from itertools import repeat
 
 import numpy as np
 
@@ -88,6 +89,8 @@ def cast_map(m, *, cast_to: str, map_form: str, max_map: int):
 @register_packed("ml.dict_vectorizer")
 def dict_vectorizer(m, *, vocabulary, dtype: str):
     """DictVectorizer of the dict ``m``: a ``(1, len(vocabulary))`` tensor of ``dtype``."""
-    empty = "" if dtype == "string" else 0
-    out = np.array([[m.get(k, empty) for k in vocabulary]], dtype=numpy_dtype(dtype))
-    return out.reshape(1, len(vocabulary))
+    if dtype == "string":
+        return np.array([[m.get(k, "") for k in vocabulary]], dtype=object).reshape(1, len(vocabulary))
+    # numbers: one fromiter (np.array of a list of numpy scalars costs ~0.5 us more on ten)
+    return np.fromiter(map(m.get, vocabulary, repeat(0)), numpy_dtype(dtype), len(vocabulary)).reshape(
+        1, len(vocabulary))

@@ -47,7 +47,7 @@ from ..fpstate import quiet
 from ._registry import register_kernel
 from .ml import label_argmax, softmax_into, transform_scores
 from .tree_gemm import BITS_MAX_WORK, bits_scores, gemm_plan, gemm_scores
-from .tree_ranks import RANKS_MAX_EXTRA, rank_scores, use_ranks
+from .tree_ranks import RANKS_MAX_EXTRA, rank_scorer, rank_scores, use_ranks
 
 #: mode codes of the node list
 MODES = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3, "BRANCH_EQ": 4, "BRANCH_NEQ": 5,
@@ -179,12 +179,13 @@ def _scores(x, walk, thresholds, roots, leaves, members, aggregate: str, max_dep
     where the instruction's :class:`_Model` has them and the batch is small, else by the walk."""
     if model is not None and x.ndim == 2 and x.shape[0] <= model.rank_rows and x.shape[1] >= model.features \
             and aggregate in ("SUM", "AVERAGE"):        # the usual small batch, in as few tests as can be
-        scores = rank_scores(model.ranks, model.weights, model.offsets, x)
+        scores = model.score(x)
         return scores / len(roots) if aggregate == "AVERAGE" else scores
     gemm = model.gemm if model is not None else None
     if gemm is not None and aggregate in ("SUM", "AVERAGE") and x.ndim == 2 and x.shape[1] >= gemm.features:
         if gemm.bits is not None and x.shape[0] * gemm.bits.held_mask.size <= BITS_MAX_WORK:
-            scores = rank_scores(gemm.ranks, gemm.bits.weights, gemm.bits.offsets, x) \
+            scores = (model.score(x) if model.score is not None else
+                      rank_scores(gemm.ranks, gemm.bits.weights, gemm.bits.offsets, x)) \
                 if use_ranks(gemm.ranks, x.shape[0]) else bits_scores(gemm, x)
         elif x.shape[0] * gemm.paths_t.size <= GEMM_MAX_WORK:
             scores = gemm_scores(gemm, x)
@@ -209,9 +210,9 @@ class _Model:
         self.scored = ~np.isnan(leaves).all(axis=0)
         self.all_positive = bool((np.nan_to_num(leaves) >= 0).all())
         # the batches that take the threshold ranks (_scores' tests, worked out once: -1 for none)
-        gemm, self.rank_rows = self.gemm, -1
+        gemm, self.rank_rows, self.score, self.features = self.gemm, -1, None, 0
         if gemm is not None and gemm.bits is not None and gemm.ranks is not None:
-            self.ranks, self.weights, self.offsets = gemm.ranks, gemm.bits.weights, gemm.bits.offsets
+            self.score = rank_scorer(gemm.ranks, gemm.bits.weights, gemm.bits.offsets)
             self.features = gemm.features
             extra = gemm.ranks.extra
             self.rank_rows = min(BITS_MAX_WORK // gemm.bits.held_mask.size,
@@ -234,11 +235,19 @@ def _specialized(run):
 
         # the attributes by position, in the body's order (keywords cost ~0.3 us a call)
         settings = tuple(attrs[k] for k in _SETTINGS if k in attrs)
+        finish, finishing = _FINISH[run], (attrs["base_values"], attrs["post_transform"])
+        summed, average = attrs["aggregate"] in ("SUM", "AVERAGE"), attrs["aggregate"] == "AVERAGE"
 
         def call(x, walk, thresholds, roots, leaves, members, *, out, workspace=None):
             m = model[0]
             if m is None or not m.fits(walk, thresholds, roots, leaves):
                 m = model[0] = _Model(walk, thresholds, roots, leaves, attrs["max_depth"])
+            if x.__class__ is np.ndarray and x.ndim == 2 and x.shape[0] <= m.rank_rows \
+                    and x.shape[1] >= m.features and summed:
+                # _scores' first case, straight (its calls and tests were ~0.6 us of a batch of one)
+                scores = m.score(x)
+                finish(scores / len(roots) if average else scores, m, out, *finishing)
+                return
             run(x, walk, thresholds, roots, leaves, members, m, out, *settings)
         return call
     return specialize
@@ -266,7 +275,12 @@ def tree_ensemble(x, walk, thresholds, roots, leaves, members, *, out, aggregate
 def _regress(x, walk, thresholds, roots, leaves, members, model, out, aggregate, base_values, post_transform,
              max_depth, dtype):
     """The regressor's body; ``base_values`` float64 ``(1, K)`` or ``(1, 0)``."""
-    scores = _scores(x, walk, thresholds, roots, leaves, members, aggregate, max_depth, model)
+    _regressed(_scores(x, walk, thresholds, roots, leaves, members, aggregate, max_depth, model), model, out,
+               base_values, post_transform)
+
+
+def _regressed(scores, model, out, base_values, post_transform) -> None:
+    """The regressor's output from the aggregated scores (float64 ``(N, K)``, the caller's own)."""
     if post_transform == "NONE" and base_values.size and scores.shape == out.shape and out.dtype.kind == "f":
         np.add(scores, base_values, out)        # the float64 sum, rounded into out as assigning it rounds
         return
@@ -299,8 +313,15 @@ def tree_ensemble_classifier(x, walk, thresholds, roots, leaves, members, *, out
 def _classify(x, walk, thresholds, roots, leaves, members, model, out, aggregate, base_values, post_transform,
               max_depth):
     """The classifier's body; ``base_values`` float64 ``(1, K)`` or ``(1, 0)``."""
+    if model is None and leaves.shape[1] == 2:     # (_binary reads the model's facts)
+        model = _Model(walk, thresholds, roots, leaves, None)
+    _classified(_scores(x, walk, thresholds, roots, leaves, members, aggregate, max_depth, model), model, out,
+                base_values, post_transform)
+
+
+def _classified(scores, model, out, base_values, post_transform) -> None:
+    """The labels and probabilities from the aggregated scores (float64 ``(N, K)``, the caller's own)."""
     labels, probs = out
-    scores = _scores(x, walk, thresholds, roots, leaves, members, aggregate, max_depth, model)
     n_classes = scores.shape[1]
     if n_classes != 2:
         if base_values.size:
@@ -311,11 +332,11 @@ def _classify(x, walk, thresholds, roots, leaves, members, model, out, aggregate
         else:
             probs[...] = transform_scores(scores, post_transform)
         return
-    if model is None:
-        model = _Model(walk, thresholds, roots, leaves, None)
     _binary(scores, model.scored, base_values, model.all_positive, post_transform, labels, probs)
 
 
+#: a body's last part, from the aggregated scores (what the specialized call runs after the ranks)
+_FINISH = {_regress: _regressed, _classify: _classified}
 tree_ensemble.specialize_attrs = _specialized(_regress)
 tree_ensemble_classifier.specialize_attrs = _specialized(_classify)
 
