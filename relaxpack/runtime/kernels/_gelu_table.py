@@ -41,42 +41,47 @@ _FIRST, _LAST = math.floor(_LOW * _K), math.ceil(_HIGH * _K)
 _ROWS = _LAST - _FIRST + 3
 
 
-def _cubics(centers: np.ndarray) -> np.ndarray:
-    """``(len(centers), 4)`` coefficients of ``r^0 .. r^3`` of the cubics interpolating ``Phi`` at
-    the Chebyshev nodes of ``[c - h/2, c + h/2]``. Solved in ``rho = 2 K r`` in [-1, 1] (a well
-    conditioned 4x4 system) and scaled by powers of two; ``Phi(v) = erfc(-v / sqrt 2) / 2`` (the
-    argument's rounding moves erfc by a relative ``2 z^2 2^-53``, under 3e-14 at z = 10.3)."""
-    rho = np.cos((2 * np.arange(4) + 1) * math.pi / 8)
+def _interpolants(centers: np.ndarray, degree: int = 3) -> np.ndarray:
+    """``(len(centers), degree + 1)`` coefficients of ``r^0 .. r^degree`` of the polynomials
+    interpolating ``Phi`` at the ``degree + 1`` Chebyshev nodes of ``[c - h/2, c + h/2]``. Solved in
+    ``rho = 2 K r`` in [-1, 1] (a well conditioned system) and scaled by powers of two;
+    ``Phi(v) = erfc(-v / sqrt 2) / 2`` (the argument's rounding moves erfc by a relative
+    ``2 z^2 2^-53``, under 3e-14 at z = 10.3)."""
+    powers = np.arange(degree + 1)
+    rho = np.cos((2 * powers + 1) * math.pi / (2 * degree + 2))
     points = (centers[:, None] + rho[None, :] / (2 * _K)).ravel() * -math.sqrt(0.5)
     values = 0.5 * np.fromiter(map(math.erfc, points.tolist()), np.float64, points.size)
-    inverse = np.linalg.inv(rho[:, None] ** np.arange(4)[None, :])
-    return (values.reshape(-1, 4) @ inverse.T) * (2.0 * _K) ** np.arange(4)
+    inverse = np.linalg.inv(rho[:, None] ** powers[None, :])
+    return (values.reshape(-1, degree + 1) @ inverse.T) * (2.0 * _K) ** powers
 
 
-def _build_table() -> np.ndarray:
-    """The ``(_ROWS, 4)`` table: the guard 0 in row 0, interval ``i`` in row ``i - _FIRST + 1``,
-    the guard 1 last. Made in blocks of 2048 intervals (the erfc values' list stays ~0.3 MB)."""
-    table = np.zeros((_ROWS, 4))
+def _build_table(degree: int = 3) -> np.ndarray:
+    """The ``(_ROWS, degree + 1)`` table: the guard 0 in row 0, interval ``i`` in row
+    ``i - _FIRST + 1``, the guard 1 last. Made in blocks of 2048 intervals (the erfc values' list
+    stays ~0.3 MB)."""
+    table = np.zeros((_ROWS, degree + 1))
     for start in range(_FIRST, _LAST + 1, 2048):
         stop = min(start + 2048, _LAST + 1)
-        table[start - _FIRST + 1:stop - _FIRST + 1] = _cubics(np.arange(start, stop) / _K)
+        table[start - _FIRST + 1:stop - _FIRST + 1] = _interpolants(np.arange(start, stop) / _K, degree)
     table[-1, 0] = 1.0
     table.setflags(write=False)
     return table
 
 
 class _Table:
-    """The table, made at first use (~10 ms, 660 KB; one per process)."""
+    """The table, made at first use (~10 ms, 660 KB; one per process). A subclass with its own
+    ``lock``, ``value`` and ``build`` keeps another table the same way."""
 
     lock = threading.Lock()
     value: np.ndarray | None = None
+    build = staticmethod(_build_table)
 
     @classmethod
     def get(cls) -> np.ndarray:
         if cls.value is None:
             with cls.lock:
                 if cls.value is None:
-                    cls.value = _build_table()
+                    cls.value = cls.build()
         return cls.value
 
 
@@ -112,16 +117,21 @@ class _GeluKept(threading.local):
 _GELU_KEPT = _GeluKept()
 
 
-def _gelu_buffers(n: int) -> _GeluBuffers:
-    """This thread's buffers for ``n`` values, made on first use; the oldest sizes go while more
-    than ``_GELU_SIZES_KEPT`` sizes or ``_GELU_KEPT_VALUES`` values would be kept (~1 MB)."""
-    sizes = _GELU_KEPT.sizes
+def kept_buffers(sizes: dict, n: int, make, most_sizes: int, most_values: int):
+    """``sizes[n]`` (a thread's buffers for ``n`` values), made by ``make(n)`` on first use; the
+    oldest sizes go while more than ``most_sizes`` sizes or ``most_values`` values would be kept."""
     kept = sizes.get(n)
     if kept is None:
-        while sizes and (len(sizes) >= _GELU_SIZES_KEPT or n + sum(sizes) > _GELU_KEPT_VALUES):
+        while sizes and (len(sizes) >= most_sizes or n + sum(sizes) > most_values):
             del sizes[next(iter(sizes))]
-        kept = sizes[n] = _GeluBuffers(n)
+        kept = sizes[n] = make(n)
     return kept
+
+
+def _gelu_buffers(n: int) -> _GeluBuffers:
+    """This thread's buffers for ``n`` values (at most ``_GELU_SIZES_KEPT`` sizes and
+    ``_GELU_KEPT_VALUES`` values kept, ~1 MB)."""
+    return kept_buffers(_GELU_KEPT.sizes, n, _GeluBuffers, _GELU_SIZES_KEPT, _GELU_KEPT_VALUES)
 
 
 def gelu_table_into(x: np.ndarray, out: np.ndarray) -> None:

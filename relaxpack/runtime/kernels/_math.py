@@ -1,6 +1,5 @@
-"""Helpers the kernel families share: the error function, exact GELU in
-float32 (:func:`gelu32_into`), working precision for low-precision floats,
-and attribute normalization.
+"""Helpers the kernel families share: the error function, working precision
+for low-precision floats, and attribute normalization.
 
 ``erf`` evaluates the rational approximations of fdlibm's ``s_erf.c``
 (Sun Microsystems, 1993: "Permission to use, copy, modify, and distribute
@@ -16,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -61,8 +59,8 @@ def scalar_array(value, dtype=np.float64) -> np.ndarray:
     return array
 
 
-#: float32 scalars of the float32 erf and GELU passes, as :func:`scalar_array` makes them
-_F32_ZERO, _F32_ONE, _F32_HALF, _F32_MINUS_HALF = (scalar_array(c, np.float32) for c in (0.0, 1.0, 0.5, -0.5))
+#: float32 scalars of the float32 erf passes, as :func:`scalar_array` makes them
+_F32_ZERO, _F32_ONE = (scalar_array(c, np.float32) for c in (0.0, 1.0))
 _ALL_BITS = scalar_array(0xFFFFFFFF, np.uint32)
 
 # ---------------------------------------------------------------- erf
@@ -241,112 +239,6 @@ def erf32(x: np.ndarray, out: np.ndarray) -> None:
         select_into(is_small, small, erfc_abs, out, bits)
         out_bits = out.view(np.uint32)
         out_bits |= sign
-
-
-# ---------------------------------------------------------------- GELU in float32
-
-# x * Phi(x) = relu(x) - |x| * Phi(-|x|), with Phi(-a) from one of two
-# fits (minimax in float64, coefficients rounded to float32), both evaluated
-# on every element and selected by bits: about 40 float32 passes, a quarter
-# fewer than GELU through erf32_parts. Near 0 the subtraction 1/2 - a S(a^2)
-# has no exponential in it (numpy's float32 exp is off by up to 2.4 ulp);
-# in the tail the exponential is exp(-a^2 / 2) itself, whose argument is one
-# rounding of a^2 (not a float32 polynomial that approximates log erfc).
-_GELU_SPLIT = scalar_array(1.0, np.float32)
-_GELU_TOP = scalar_array(15.0, np.float32)     # exp(-15^2 / 2) is 0 in float32; also keeps inf out of P / R
-#: Phi(-a) = 1/2 - a * (S0 + u * S(u)), u = a^2, for a < split (relative 3.5e-8)
-_GELU_NEAR_S0 = scalar_array(0.3989422804014327, np.float32)      # 1 / sqrt(2 pi)
-_GELU_NEAR = tuple(scalar_array(c, np.float32) for c in (
-    -0.06648984779434365, 0.009967907622908667, -0.001170091962323642, 9.449825898210508e-05))
-#: Phi(-a) = exp(-a^2 / 2) * P(a) / R(a) for a >= split: P / R is the (3, 4)
-#: minimax of the Mills ratio Phi(-a) exp(a^2 / 2) on [1, 8] (relative 2.5e-8)
-_GELU_TAIL_P = tuple(scalar_array(c, np.float32) for c in (
-    9.705179867663624, 7.367007545813514, 2.5409404097297315, 0.39890758887352934))
-_GELU_TAIL_R = tuple(scalar_array(c, np.float32) for c in (
-    19.413321233854848, 30.207354800759283, 19.51829719156657, 6.365981636048945, 1.0))
-
-
-def gelu32_into(x: np.ndarray, out: np.ndarray) -> None:
-    """``out = x * Phi(x)`` (exact GELU) for float32 ``x`` and ``out`` of one
-    shape; ``out`` may be ``x`` (it is written only at the end).
-
-    Within 1.7 ulp of GELU in float64 for x >= -0.1, 2.9 ulp on [-1, -0.1),
-    7 ulp on [-4, -1), and a relative 2e-5 in the far negative tail
-    (|result| < 1e-8), on every 64th float32 of [-7, 7]; inf gives inf and
-    -inf NaN (``0.5 * x * (1 + erf(x / sqrt(2)))`` evaluated in IEEE arithmetic).
-    Up to ``GELU32_KEPT_MAX_SIZE`` values its scratch arrays are kept per thread and size
-    (:func:`_gelu32_buffers`); larger arrays take :class:`Scratch`.
-
-    >>> x = np.array([-1.0, 0.0, 1.0], np.float32)
-    >>> gelu32_into(x, x); x                       # doctest: +SKIP
-    array([-0.15865526,  0.        ,  0.8413447 ], dtype=float32)
-    """
-    if x.size <= GELU32_KEPT_MAX_SIZE:
-        with quiet():
-            _gelu32_passes(x, out, _gelu32_buffers(x.shape))
-        return
-    layouts = [(x.shape, np.float32)] * 5 + [(x.shape, np.bool_), (x.shape, np.uint32)]
-    with Scratch(layouts) as arrays, quiet():
-        _gelu32_passes(x, out, arrays)
-
-
-def _gelu32_passes(x: np.ndarray, out: np.ndarray, arrays) -> None:
-    """:func:`gelu32_into`'s numpy calls, in scratch ``arrays`` of ``x``'s shape (five float32, one
-    bool, one uint32, optionally the uint32 views of the third and fourth), each call with ``out`` positional (a keyword or an in-place operator costs
-    ~0.1 us more, and there are ~40: on a few thousand values that is what costs)."""
-    a, u, near, tail, work, is_near, bits = arrays[:7]
-    near_bits, tail_bits = arrays[7:] or (near.view(np.uint32), tail.view(np.uint32))
-    mul, sub = np.multiply, np.subtract
-    np.absolute(x, a)
-    CLIP(a, _F32_ZERO, _GELU_TOP, out=a)
-    mul(a, a, u)
-    np.less(a, _GELU_SPLIT, is_near)
-    _horner_into(work, _GELU_NEAR, u)
-    mul(work, u, work)
-    mul(work, a, work)
-    mul(a, _GELU_NEAR_S0, near)
-    sub(_F32_HALF, near, near)                      # exact for a S0 in [1/4, 1]
-    sub(near, work, near)
-    mul(u, _F32_MINUS_HALF, u)
-    np.exp(u, u)
-    _horner_into(tail, _GELU_TAIL_P, a)
-    np.divide(tail, _horner_into(work, _GELU_TAIL_R, a), tail)
-    mul(tail, u, tail)
-    select_bits(is_near, near_bits, tail_bits, tail_bits, bits)
-    mul(tail, a, tail)                              # |x| * Phi(-|x|)
-    # relu(x) as x - min(x, 0): exact, and NaN at -inf as the formula (-inf * 0) and
-    # onnxruntime give, where a clip would give 0 (and the Erf form run op by op NaN)
-    np.minimum(x, _F32_ZERO, out=near)
-    sub(x, near, out)
-    sub(out, tail, out)
-
-
-#: arrays up to this many values keep :func:`gelu32_into`'s scratch per thread and size (~0.7 MB
-#: at the largest): carving seven arrays out of the workspace cost ~3.5 us a call
-GELU32_KEPT_MAX_SIZE = 1 << 15
-#: sizes whose scratch a thread keeps for :func:`gelu32_into` (the oldest goes first)
-_GELU32_SIZES_KEPT = 4
-
-
-class _Gelu32Kept(threading.local):
-    def __init__(self):
-        self.shapes: dict[tuple, tuple] = {}
-
-
-_GELU32_KEPT = _Gelu32Kept()
-
-
-def _gelu32_buffers(shape: tuple) -> tuple:
-    """This thread's scratch for :func:`_gelu32_passes` at ``shape`` (made on first use)."""
-    shapes = _GELU32_KEPT.shapes
-    kept = shapes.get(shape)
-    if kept is None:
-        if len(shapes) >= _GELU32_SIZES_KEPT:
-            del shapes[next(iter(shapes))]
-        arrays = tuple(np.empty(shape, np.float32) for _ in range(5)) + (
-            np.empty(shape, np.bool_), np.empty(shape, np.uint32))
-        kept = shapes[shape] = arrays + (arrays[2].view(np.uint32), arrays[3].view(np.uint32))
-    return kept
 
 
 def python_max(values: np.ndarray):

@@ -15,8 +15,9 @@ import numpy as np
 from ...errors import UnsupportedOpError
 from ..fpstate import quiet
 from ._constants import ONE, ZERO, per_float_dtype
+from ._gelu_quad32 import gelu_quad32_into
 from ._gelu_table import GELU64_MAX_SIZE, gelu_table_into
-from ._math import (CLIP, commit, erf64, gelu32_into, is_low_float, load,
+from ._math import (CLIP, commit, erf64, is_low_float, load,
                     scalar_array, separate)
 from ._registry import register_kernel
 
@@ -226,11 +227,11 @@ _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 
 def gelu_in_place(buf: np.ndarray) -> None:
     """Exact GELU of ``buf`` in place: a float32 array goes straight to the path the kernel takes
-    for it (:func:`gelu_table_into` up to ``GELU64_MAX_SIZE`` values, else :func:`gelu32_into`),
+    for it (:func:`gelu_table_into` up to ``GELU64_MAX_SIZE`` values, else :func:`gelu_quad32_into`),
     without the kernel's wrapper and checks (~0.6 us: a fused gemm's or conv's activation);
     anything else through the kernel. The kernel's results, bit for bit."""
     if buf.dtype == np.float32 and buf.ndim:
-        (gelu_table_into if buf.size <= GELU64_MAX_SIZE else gelu32_into)(buf, buf)
+        (gelu_table_into if buf.size <= GELU64_MAX_SIZE else gelu_quad32_into)(buf, buf)
     else:
         gelu(buf, out=buf, approximate="none")
 
@@ -246,10 +247,10 @@ def gelu(x, *, out, approximate):
             gelu_table_into(x, out)   # fewer numpy calls, and correctly rounded
             return
         if x.dtype == out.dtype == np.float32 and x.shape == out.shape:
-            gelu32_into(x, out)         # out may be x: a fused gemm's in-place call
+            gelu_quad32_into(x, out)    # out may be x: a fused gemm's in-place call
             return
         buf = load(x, out)
-        gelu32_into(buf, buf)
+        gelu_quad32_into(buf, buf)
         commit(buf, out)
         return
     if approximate == "none":

@@ -1,0 +1,128 @@
+"""The exact GELU of float32 arrays past the float64 table's bound (``_gelu_quad32``): accuracy
+against ``x Phi(x)`` from math.erfc, and the chunk seams, layouts, dtypes and special values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relaxpack.runtime.kernels import _gelu_quad32
+from relaxpack.runtime.kernels._gelu_quad32 import CHUNK, gelu_quad32_into
+from relaxpack.runtime.kernels._gelu_table import GELU64_MAX_SIZE
+
+from .kernel_calls import call_kernel
+from .test_kernels_fastpaths import gelu64, gelu_sweep, run_in_threads, ulps
+from .test_kernels_registry import run_kernel
+
+#: (low, high, max ulp) of the float32 table path (its docstring; measured 1.36, 3.46, 14.1 on
+#: every 61st float32 of [-14.6, 7])
+QUAD32_ULPS = [(-10.0, 8.0, 1.4), (-13.0, -10.0, 3.5)]
+
+
+def every_nth_float32(low: float, high: float, step: int) -> np.ndarray:
+    """Every ``step``-th float32 bit pattern whose value lies in [low, high]."""
+    x = np.arange(0, 1 << 32, step, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    return x[np.isfinite(x) & (x >= low) & (x <= high)]
+
+
+def quad32(x: np.ndarray) -> np.ndarray:
+    out = np.empty(x.shape, np.float32)
+    gelu_quad32_into(x, out)
+    return out
+
+
+def test_quad32_gelu_is_within_its_ulp_bounds():
+    x = every_nth_float32(-14.6, 8.0, 4099)
+    got = quad32(x)
+    want = gelu64(x)
+    err = ulps(got, want, np.float32)
+    for low, high, bound in QUAD32_ULPS:
+        inside = (x >= low) & (x < high)
+        assert err[inside].max() <= bound, (low, high, err[inside].max())
+    tail = x < -13                                       # results below 1e-37, c0's part subnormal
+    assert np.all(np.abs(got[tail] - want[tail]) <= 16 * 2.0 ** -149)
+
+
+@pytest.mark.parametrize("n", [GELU64_MAX_SIZE + 1, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 5])
+def test_quad32_gelu_at_chunk_seams_is_elementwise(n):
+    """Each value's result is the same whatever chunk, size or offset it comes in (the same
+    calls on each), and within the bounds of the exact GELU."""
+    x = np.resize(gelu_sweep(), n)
+    got = run_kernel("nn.gelu", x.reshape(1, -1)).reshape(-1)
+    alone = np.concatenate([quad32(x[i:i + 4097]) for i in range(0, n, 4097)])
+    np.testing.assert_array_equal(got, alone)
+    inside = x >= -10
+    assert ulps(got[inside], gelu64(x[inside]), np.float32).max() <= 1.4
+
+
+def test_quad32_gelu_in_place_strided_and_special_values():
+    edge = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 15.0, -15.0, 6.0005, 1e30, -1e30, 3e38, -3e38,
+                     1e-45, -1e-45, -14.5, -14.501, 6.001], np.float32)
+    payloads = np.array([0x7FC00001, 0x7FFFFFFF, 0xFFFFFFFF, 0x7F800001, 0xFFA5A5A5], np.uint32).view(np.float32)
+    x = np.concatenate([np.resize(gelu_sweep(), CHUNK + 7), edge, payloads])
+    got = quad32(x)
+    e = got[CHUNK + 7:]
+    assert e[0] == np.inf and np.isnan(e[1]) and np.isnan(e[2]) and e[3] == 0 and e[4] == 0
+    assert not np.signbit(e[3]) and np.signbit(e[4])            # -0.0 * Phi(0) is -0.0
+    assert e[5] == 15 and e[6] == 0 and e[7] == np.float32(6.0005) and e[8] == np.float32(1e30)
+    assert e[9] == 0 and e[10] == np.float32(3e38) and e[11] == 0
+    assert abs(e[12]) <= 1e-45 and abs(e[13]) <= 1e-45 and e[14] == 0 and e[15] == 0
+    assert e[16] == np.float32(6.001)
+    assert np.isnan(e[edge.size:]).all()
+    same = x.copy()
+    gelu_quad32_into(same, same)                                 # in place (a fused gemm's call)
+    np.testing.assert_array_equal(same, got)
+    wide = np.repeat(x, 2)
+    strided_out = np.zeros(2 * x.size, np.float32)[::2]
+    gelu_quad32_into(wide[::2], strided_out)                     # neither contiguous
+    np.testing.assert_array_equal(strided_out, got)
+    shaped = x[:CHUNK].reshape(64, -1).T                         # 2-D, transposed, in place
+    want = quad32(np.ascontiguousarray(shaped))
+    gelu_quad32_into(shaped, shaped)
+    np.testing.assert_array_equal(shaped, want)
+    empty = np.zeros((0, 9), np.float32)
+    gelu_quad32_into(empty, empty)
+    assert run_kernel("nn.gelu", np.zeros((GELU64_MAX_SIZE + 1, 0), np.float32)).shape == (GELU64_MAX_SIZE + 1, 0)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_large_low_float_gelu_rounds_within_a_spacing(dtype):
+    """float16 / bfloat16 arrays past the small path's bound go through the float32 table: within
+    one spacing of the exact GELU of the low-float value (rounded twice)."""
+    x = np.resize(gelu_sweep(), CHUNK + 3).astype(dtype)
+    got = run_kernel("nn.gelu", x.reshape(1, -1)).reshape(-1)
+    assert got.dtype == x.dtype
+    want = gelu64(x.astype(np.float32))
+    assert np.all(np.abs(got.astype(np.float64) - want)
+                  <= np.spacing(np.abs(want).astype(dtype)).astype(np.float64))
+
+
+def test_quad32_gelu_keeps_buffers_per_size_and_thread():
+    """Two threads cycling through more sizes than are kept (chunks and tails) get what a fresh
+    evaluation gives; at most ``_SIZES_KEPT`` sizes and ``_KEPT_VALUES`` values stay kept."""
+    x = np.resize(gelu_sweep(), 2 * CHUNK + 100)
+    sizes = [CHUNK + 1, 7000, 2 * CHUNK + 100, 9001, CHUNK, 12345, 6145]
+    want = {n: quad32(x[:n].copy()) for n in sizes}
+    failures = []
+
+    def cycle(offset):
+        for _ in range(3):
+            for n in sizes[offset:] + sizes[:offset]:
+                if not np.array_equal(quad32(x[:n]), want[n], equal_nan=True):
+                    failures.append((offset, n))
+
+    run_in_threads(cycle, (0, 4))
+    assert not failures
+    kept = _gelu_quad32._KEPT.sizes
+    assert len(kept) <= _gelu_quad32._SIZES_KEPT and sum(kept) <= _gelu_quad32._KEPT_VALUES
+
+
+def test_fused_gelu_in_place_past_the_bound_is_the_kernel():
+    from relaxpack.runtime.kernels.activation import gelu_in_place
+    x = np.resize(gelu_sweep(), CHUNK + 9).reshape(1, -1)
+    got = x.copy()
+    gelu_in_place(got)
+    np.testing.assert_array_equal(got, run_kernel("nn.gelu", x))
+    out = np.empty_like(x)
+    call_kernel("nn.gelu", x, out=out)
+    np.testing.assert_array_equal(out, got)
