@@ -222,3 +222,36 @@ def test_apply_specialized_keeps_a_bounded_number_of_shapes():
     kept = [c.cell_contents for c in call.__closure__ if isinstance(c.cell_contents, dict) and
             all(type(k) is tuple for k in c.cell_contents)]
     assert kept and all(len(d) <= dynamic_apply._SHAPES_KEPT for d in kept)
+
+
+def test_unsqueeze_specialized_alternating_shapes_and_strided_inputs():
+    fn = KERNELS["dyn.unsqueeze"].fn
+    call, a = fn.specialize_attrs({}, (False, True)), i64(0, -1)
+    base = np.arange(24, dtype=np.float32)
+    inputs = [base[:6].reshape(2, 3), base.reshape(4, 6)[:, ::2], base[:6].reshape(3, 2).T, base[:0].reshape(0, 3),
+              base[:4], base[:6].reshape(2, 3)]
+    results = []
+    for x in inputs * 2:
+        got, want = call(x, a), fn(x, a)
+        assert got.shape == want.shape and np.array_equal(got, want) and not np.shares_memory(got, x)
+        assert all(not np.shares_memory(got, r) for r in results if r.size)
+        results.append(got)
+    with pytest.raises(ShapeError):              # a rank the axes do not fit, after kept shapes
+        fn.specialize_attrs({}, (False, True))(np.zeros(()), i64(0, 2))
+
+
+@pytest.mark.parametrize("start,end", [(0, None), (1, None), (-1, None), (0, -1), (5, None), (-9, 1)])
+def test_shape_specialized_equals_the_kernel_and_returns_a_new_array(start, end):
+    fn = KERNELS["dyn.shape"].fn
+    call = fn.specialize_attrs({"start": start, "end": end}, (False,))
+    inputs = [np.zeros((2, 3, 4)), np.zeros((5,)), np.zeros((2, 3, 4)).transpose(2, 0, 1), np.zeros((0, 7)),
+              np.zeros(()), np.zeros((2, 3, 4))]
+    seen = []
+    for x in inputs * 2:
+        got, want = call(x), fn(x, start=start, end=end)
+        assert got.dtype == want.dtype == np.int64 and np.array_equal(got, want)
+        assert all(got is not s for s in seen)
+        got[...] = -1                            # a caller writing into a result changes no later one
+        seen.append(got)
+    nested = [[1.0, 2.0, 3.0]]                   # not an array: the kernel's own path, not kept
+    assert np.array_equal(call(nested), fn(nested, start=start, end=end))
