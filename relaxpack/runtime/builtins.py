@@ -149,7 +149,36 @@ def _match_shape_specialize(pattern, ctx: str, heap_size: int):
         for check, dim in zip(checks, shape):
             check(int(dim), heap)
         return value
-    return match
+    if any(isinstance(entry, (list, tuple)) and entry[0] == "eq" for entry in pattern):
+        return match                # (an "eq" entry reads the heap: its outcome is not the shape's alone)
+    return _kept_per_shape(match, [(i, entry[1]) for i, entry in enumerate(pattern)
+                                   if isinstance(entry, (list, tuple)) and entry[0] == "store"])
+
+
+def _kept_per_shape(match, stores: list):
+    """``match`` for a pattern whose outcome depends on the shape alone (no "eq" entry): the
+    stores of an array's shape that matched kept (at most 64 shapes), so a shape seen before
+    is its stores alone (silero's match_casts of values of unknown rank, ~0.85 us each). A
+    shape that failed is never kept: it runs the checks, and raises, every time."""
+    passed: dict = {}
+    ndarray = np.ndarray
+
+    def kept(value, heap):
+        if type(value) is not ndarray:
+            return match(value, heap)
+        shape = value.shape
+        done = passed.get(shape)
+        if done is None:
+            match(value, heap)
+            done = tuple((slot, shape[i]) for i, slot in stores)
+            if len(passed) >= 64:
+                passed.clear()
+            passed[shape] = done
+        else:
+            for slot, dim in done:
+                heap[slot] = dim
+        return value
+    return kept
 
 
 specializable(match_shape, 3, _match_shape_specialize)

@@ -155,3 +155,103 @@ def test_apply_specialized_keeps_the_kernels_errors():
         missing(np.ones(2, np.float32))
     with pytest.raises(type(raised.value)):
         fn(np.ones(2, np.float32), kernel="no.such.kernel", dtype="float32", attrs=())
+
+
+def _apply_pair(kernel, attrs=()):
+    fn = KERNELS["dyn.apply"].fn
+    options = {"kernel": kernel, "dtype": "float32", "attrs": attrs}
+    return fn.specialize_attrs(options, (False,)), (lambda *args: fn(*args, **options))
+
+
+@pytest.mark.parametrize("kernel,attrs,calls", [
+    # alternating shapes re-key the kept output shape; empty tensors; non-contiguous operands
+    ("concat", (("axis", -1),), [
+        ((np.ones((2, 3), np.float32), np.zeros((2, 1), np.float32)),),
+        ((np.ones((4, 3), np.float32), np.zeros((4, 5), np.float32)),),
+        ((np.ones((2, 3), np.float32), np.zeros((2, 1), np.float32)),),
+        ((np.ones((2, 0), np.float32), np.zeros((2, 1), np.float32)),),
+        ((np.ones((0, 3), np.float32), np.zeros((0, 2), np.float32)),),
+        ((np.arange(24, dtype=np.float32).reshape(4, 6)[:, ::2], np.zeros((4, 5), np.float32).T.copy().T),),
+        ((np.ones((2, 3), np.float32),),),
+    ]),
+    ("nn.relu", (), [
+        (np.arange(-3, 3, dtype=np.float32).reshape(2, 3),),
+        (np.arange(-3, 3, dtype=np.float32).reshape(3, 2),),
+        (np.zeros((0, 4), np.float32),),
+        (np.arange(-6, 6, dtype=np.float32).reshape(3, 4).T,),
+        (np.arange(-3, 3, dtype=np.float32).reshape(2, 3),),
+    ]),
+])
+def test_apply_specialized_keeps_shapes_per_operand_shapes(kernel, attrs, calls):
+    call, packed = _apply_pair(kernel, attrs)
+    results = []
+    for args in calls * 2:
+        got, want = call(*args), packed(*args)
+        assert got.shape == want.shape and got.dtype == want.dtype and np.array_equal(got, want)
+        assert all(got is not r and not np.shares_memory(got, r) for r in results)   # a new array each call
+        results.append(got)
+
+
+def test_apply_specialized_broadcast_rekeys_and_raises_after_a_kept_shape():
+    call, packed = _apply_pair("add")
+    a, b = np.ones((2, 1), np.float32), np.arange(3, dtype=np.float32)
+    assert call(a, b).shape == (2, 3)
+    assert call(b, a).shape == (2, 3)
+    assert call(a, a).shape == (2, 1)
+    with pytest.raises(ShapeError, match="do not broadcast"):       # a misfit is never kept
+        call(np.ones((2, 3), np.float32), np.ones((4,), np.float32))
+    with pytest.raises(ShapeError, match="do not broadcast"):
+        call(np.ones((2, 3), np.float32), np.ones((4,), np.float32))
+    assert np.array_equal(call(a, 2.0), packed(a, 2.0))               # a scalar operand: not kept, still right
+
+
+def test_apply_shapes_key_tells_a_tuple_of_arrays_from_an_array():
+    from relaxpack.runtime.kernels.dynamic_apply import shapes_key
+    assert shapes_key((np.zeros(()),)) != shapes_key(((),))
+    assert shapes_key(((np.zeros(2), np.zeros(3)),)) == ((None, (2,), (3,)),)
+    assert shapes_key((np.zeros(2), [np.zeros(2)])) is None
+    assert shapes_key((np.zeros(2).view(np.matrix),)) is None
+
+
+def test_apply_specialized_keeps_a_bounded_number_of_shapes():
+    from relaxpack.runtime.kernels import dynamic_apply
+    call, packed = _apply_pair("concat", (("axis", 0),))
+    for n in range(1, 3 * dynamic_apply._SHAPES_KEPT):
+        parts = (np.full((n, 2), n, np.float32), np.zeros((1, 2), np.float32))
+        assert np.array_equal(call(parts), packed(parts))
+    kept = [c.cell_contents for c in call.__closure__ if isinstance(c.cell_contents, dict) and
+            all(type(k) is tuple for k in c.cell_contents)]
+    assert kept and all(len(d) <= dynamic_apply._SHAPES_KEPT for d in kept)
+
+
+def test_unsqueeze_specialized_alternating_shapes_and_strided_inputs():
+    fn = KERNELS["dyn.unsqueeze"].fn
+    call, a = fn.specialize_attrs({}, (False, True)), i64(0, -1)
+    base = np.arange(24, dtype=np.float32)
+    inputs = [base[:6].reshape(2, 3), base.reshape(4, 6)[:, ::2], base[:6].reshape(3, 2).T, base[:0].reshape(0, 3),
+              base[:4], base[:6].reshape(2, 3)]
+    results = []
+    for x in inputs * 2:
+        got, want = call(x, a), fn(x, a)
+        assert got.shape == want.shape and np.array_equal(got, want) and not np.shares_memory(got, x)
+        assert all(not np.shares_memory(got, r) for r in results if r.size)
+        results.append(got)
+    with pytest.raises(ShapeError):              # a rank the axes do not fit, after kept shapes
+        fn.specialize_attrs({}, (False, True))(np.zeros(()), i64(0, 2))
+
+
+@pytest.mark.parametrize("start,end", [(0, None), (1, None), (-1, None), (0, -1), (5, None), (-9, 1)])
+def test_shape_specialized_equals_the_kernel_and_returns_a_new_array(start, end):
+    fn = KERNELS["dyn.shape"].fn
+    call = fn.specialize_attrs({"start": start, "end": end}, (False,))
+    inputs = [np.zeros((2, 3, 4)), np.zeros((5,)), np.zeros((2, 3, 4)).transpose(2, 0, 1), np.zeros((0, 7)),
+              np.zeros(()), np.zeros((2, 3, 4))]
+    seen = []
+    for x in inputs * 2:
+        got, want = call(x), fn(x, start=start, end=end)
+        assert got.dtype == want.dtype == np.int64 and np.array_equal(got, want)
+        assert all(got is not s for s in seen)
+        got[...] = -1                            # a caller writing into a result changes no later one
+        seen.append(got)
+    nested = [[1.0, 2.0, 3.0]]                   # not an array: the kernel's own path, not kept
+    assert np.array_equal(call(nested), fn(nested, start=start, end=end))

@@ -136,3 +136,25 @@ def test_gather_elements_per_instruction_is_the_kernel(axis):
     with pytest.raises(ShapeError) as specialized:
         call(data, bad, out=np.empty(bad.shape, np.float32))
     assert str(specialized.value) == str(generic.value)
+
+
+def test_strided_slice_specialized_on_arena_views_reads_every_calls_values():
+    """An input and output that are the same arena views run after run keep the sliced view: each
+    call copies the input's current values; another view, or an array owning its memory, slices anew."""
+    from relaxpack.runtime.kernels import get_kernel
+    fn = get_kernel("strided_slice").fn
+    attrs = {"axes": (1,), "begin": (1,), "end": (-1,), "strides": (2,)}
+    call = fn.specialize_attrs(attrs, (False,))
+    arena = np.zeros(256, np.float32)
+    x, out = arena[:35].reshape(5, 7), arena[100:115].reshape(5, 3)
+    other_x, other_out = arena[40:61].reshape(3, 7), arena[120:129].reshape(3, 3)
+    for k in range(6):
+        x[...] = np.arange(35, dtype=np.float32).reshape(5, 7) * (k + 1)
+        call(x, out=out)
+        np.testing.assert_array_equal(out, x[:, 1:-1:2])
+        other_x[...] = -k - np.arange(21, dtype=np.float32).reshape(3, 7)
+        target = other_out if k % 2 else np.empty((3, 3), np.float32)
+        call(other_x if k % 3 else other_x.T.copy().T, out=target)
+        np.testing.assert_array_equal(target, other_x[:, 1:-1:2])
+        empty = arena[200:200].reshape(0, 7)
+        call(empty, out=np.empty((0, 3), np.float32))

@@ -218,3 +218,46 @@ def test_permute_dims_per_instruction_with_per_position_copies(shape, axes):
         out = outs[round_ == 2]
         permute(x, out=out)
         np.testing.assert_array_equal(out, x.transpose(axes))
+
+
+@pytest.mark.parametrize("name,attrs,extra", [
+    ("squeeze", {"axis": None}, ()), ("expand_dims", {"axis": (0,)}, ()),
+    ("flatten", {"axis": 1}, ()), ("reshape", {}, ((-1,),)),
+])
+def test_reshaping_kernels_per_instruction_equal_the_kernel(name, attrs, extra):
+    """The kept view of ``out`` (an arena's view) is re-made when the input's shape or ``out``
+    changes: alternating shapes, non-contiguous inputs, empty tensors, an ``out`` owning its memory."""
+    fn = get_kernel(name).fn
+    call = fn.specialize_attrs(attrs, (False,) * (1 + len(extra)))
+    arena = np.zeros(64, np.float32)
+    base = np.arange(48, dtype=np.float32)
+    inputs = [base[:12].reshape(3, 4), base[:12].reshape(4, 3), base[:24].reshape(4, 6)[:, ::2],
+              base[:12].reshape(2, 6).T, base[:0].reshape(0, 3)]
+    for x in inputs * 2:
+        for out in (arena[:x.size].reshape(x.size, 1) if name != "reshape" else arena[:x.size],
+                    np.full(x.size if name == "reshape" else (x.size, 1), -1, np.float32)):
+            want = np.full(out.shape, np.nan, np.float32)
+            fn(x, *extra, out=want, **attrs)
+            got = call(x, *extra, out=out)
+            assert got is None and np.array_equal(out, want) and np.array_equal(out.reshape(-1), x.reshape(-1))
+
+
+def test_reshaping_kernel_per_instruction_rejects_a_size_mismatch_after_a_kept_view():
+    call = get_kernel("squeeze").fn.specialize_attrs({"axis": None}, (False,))
+    arena = np.zeros(16, np.float32)
+    call(np.ones((1, 6), np.float32), out=arena[:6])
+    from relaxpack.errors import ShapeError
+    with pytest.raises(ShapeError, match=r"squeeze: cannot reshape \(1, 5\)"):
+        call(np.ones((1, 5), np.float32), out=arena[:6])
+
+
+def test_reshaping_kernel_per_instruction_on_the_same_out_reads_every_calls_values():
+    call = get_kernel("expand_dims").fn.specialize_attrs({"axis": (0,)}, (False,))
+    arena = np.zeros(32, np.float32)
+    out = arena[:12].reshape(1, 12)                   # one arena view, run after run
+    shapes = [(3, 4), (12,), (3, 4), (2, 6)[::-1], (3, 4)]
+    for k, shape in enumerate(shapes * 2):
+        x = np.arange(12, dtype=np.float32).reshape(shape) * (k + 1)
+        x = x if k % 3 else x.T.copy().T          # Fortran-ordered on some calls
+        call(x, out=out)
+        assert np.array_equal(out, x.reshape(1, 12)) and np.shares_memory(out, arena)

@@ -26,17 +26,27 @@ def strided_slice(x, *, out, axes, begin, end, strides):
 
 def _specialize_strided_slice(attrs: dict, constant: tuple):
     """Per instruction: the index tuple worked out once per input shape (the attributes are fixed),
-    so a call is one copy: a loop body slicing its state costs what the slice does."""
+    so a call is one copy: a loop body slicing its state costs what the slice does. An input and
+    output that are views (an arena's: the same objects run after run) keep the sliced view of
+    the input too (silero's slices of a few values 0.85 -> ~0.45 us), as permute_dims does."""
     index_of: dict[tuple, tuple] = {}
+    copy = np.copyto
+    seen = [None, None, None]     # the last x and out that are views, x sliced
 
     def call(x, *, out, workspace=None):
+        if x is seen[0] and out is seen[1]:
+            copy(out, seen[2])
+            return
         index = index_of.get(x.shape)
         if index is None:
             index = _slice_index(x.shape, **attrs)
             if len(index_of) >= 64:
                 index_of.clear()
             index_of[x.shape] = index
-        np.copyto(out, x[index])
+        src = x[index]
+        if x.base is not None and out.base is not None:     # (arrays owning memory are not held)
+            seen[:] = x, out, src
+        copy(out, src)
     return call
 
 
