@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import ArchiveError, InputError, ShapeError
 from .dtypes import numpy_dtype
+from .kept import keep
 from .shape_program import compile_program
 
 BUILTINS: dict[str, Callable] = {}
@@ -171,9 +172,7 @@ def _kept_per_shape(match, stores: list):
         if done is None:
             match(value, heap)
             done = tuple((slot, shape[i]) for i, slot in stores)
-            if len(passed) >= 64:
-                passed.clear()
-            passed[shape] = done
+            keep(passed, shape, done)
         else:
             for slot, dim in done:
                 heap[slot] = dim

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from ...errors import ShapeError
+from ..kept import keep
 from ._math import is_low_float, normalize_axis, separate
 from ._registry import register_kernel, register_packed
 from .cumulative import accumulate_into
@@ -185,9 +186,7 @@ def _specialize_range(attrs: dict, constant: tuple):
             return
         range_(start, limit, delta, out=out, dtype=dtype)
         if out.ndim == 1 and out.size <= RANGE_KEEP_SIZE:
-            if len(kept) >= RANGE_KEEP:
-                kept.clear()
-            kept[key] = out.copy()
+            keep(kept, key, out.copy(), RANGE_KEEP)
     return call
 
 

@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from ..kept import keep
 from ._math import EINSUM
 from .conv_depthwise import _einsums, depthwise_layouts
 from .conv_nhwc import add_bias
@@ -319,9 +320,7 @@ def _finisher(bias, act, fixed_bias: bool, width: int):
             else:
                 whole = wholes.get(out.shape, wholes)
                 if whole is wholes:
-                    if len(wholes) >= KEPT_SHAPES:
-                        wholes.clear()
-                    whole = wholes[out.shape] = tile_of(bias, out)
+                    whole = keep(wholes, out.shape, tile_of(bias, out), KEPT_SHAPES)
                 target, addend = (out, whole) if whole is not None else (out.reshape(-1, rows), tiled)
                 if out.base is not None:    # (an array owning its memory is not held past the call)
                     seen[:] = out, target, addend

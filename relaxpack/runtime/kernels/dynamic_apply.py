@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import numpy_dtype
+from ..kept import keep
 from ._registry import get_kernel, register_packed
 from .output_shapes import OUTPUT_SHAPES, broadcast
 
@@ -65,9 +66,7 @@ def _specialize_apply(attrs: dict, constant: tuple):
         if shape is None:
             shape = rule(list(args), kattrs) if rule is not None else broadcast(kernel, [np.shape(a) for a in args])
             if key is not None:
-                if len(shape_of) >= _SHAPES_KEPT:
-                    shape_of.clear()
-                shape_of[key] = shape
+                keep(shape_of, key, shape, _SHAPES_KEPT)
         out = empty(shape, np_dtype)
         fn(*args, out=out, **kattrs)
         return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ShapeError
+from ..kept import keep
 from ..semantics import onnx_slice
 from ._math import normalize_axis
 from ._registry import register_kernel
@@ -40,9 +41,7 @@ def _specialize_strided_slice(attrs: dict, constant: tuple):
         index = index_of.get(x.shape)
         if index is None:
             index = _slice_index(x.shape, **attrs)
-            if len(index_of) >= 64:
-                index_of.clear()
-            index_of[x.shape] = index
+            keep(index_of, x.shape, index)
         src = x[index]
         if x.base is not None and out.base is not None:     # (arrays owning memory are not held)
             seen[:] = x, out, src

@@ -35,6 +35,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from ...errors import ShapeError
+from ..kept import keep
 from ._math import work_dtype
 from ._registry import register_kernel
 from .recurrent_activations import bind_activations, clipper
@@ -239,10 +240,8 @@ def _constants(kept: dict, batch: int, width: int, dtype) -> tuple:
     key = (batch, np.dtype(dtype))
     pair = kept.get(key)
     if pair is None:
-        if len(kept) >= 16:         # a batch size per call must not grow it without bound
-            kept.clear()
-        pair = kept[key] = (_read_only(np.ones((batch, width), dtype)),
-                            _read_only(np.full((batch, width), 0.5, dtype)))
+        pair = keep(kept, key, (_read_only(np.ones((batch, width), dtype)),     # (16: a batch size
+                                _read_only(np.full((batch, width), 0.5, dtype))), 16)  # per call: bounded)
     return pair
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ShapeError
+from ..kept import keep
 from ._registry import register_kernel, register_packed
 
 
@@ -65,9 +66,7 @@ def _specialize_shape_of(attrs: dict, constant: tuple):
         result = kept.get(x.shape)
         if result is None:
             result = shape_of(x, **attrs)
-            if len(kept) >= 64:
-                kept.clear()
-            kept[x.shape] = result
+            keep(kept, x.shape, result)
         return result.copy()
     return call
 

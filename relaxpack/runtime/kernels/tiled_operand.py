@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kept import keep
+
 #: the largest step (values) whose constant operand is tiled: past it the tile is one more large
 #: array through the cache (at 31x48x96 the full tile was no faster than a row tile)
 TILE_MAX_SIZE = 1 << 16
@@ -38,9 +40,7 @@ def tiled(ufunc, position: int, positional: bool):
             constant[0] = c
         tile = kept.get(out.shape, kept)
         if tile is kept:
-            if len(kept) >= KEPT_SHAPES:
-                kept.clear()
-            tile = kept[out.shape] = tile_of(c, out)
+            tile = keep(kept, out.shape, tile_of(c, out), KEPT_SHAPES)
         if tile is not None:
             a, b = (a, tile) if position else (tile, b)
         if positional:
