@@ -102,3 +102,41 @@ def test_one_matrix_by_a_constant_weight_is_np_matmul_bit_for_bit(op, dtype):
         want = np.matmul(x, square)
         call_sq(x, square, out=out)
         np.testing.assert_array_equal(out, want)
+
+
+# (lhs shape before its permutation, rhs shape before its, lhs axes, rhs axes, out axes)
+PERMUTED = [
+    ((1, 5, 2, 16), (1, 5, 2, 16), (0, 2, 1, 3), (0, 2, 3, 1), None),          # q @ k^T from heads
+    ((1, 2, 5, 5), (1, 5, 2, 16), None, (0, 2, 1, 3), (0, 2, 1, 3)),           # probs @ v, heads merged
+    ((3, 2, 17, 17), (3, 17, 2, 8), None, (0, 2, 1, 3), (0, 2, 1, 3)),
+    ((2, 3, 1, 4), (2, 3, 4, 1), None, None, None),                            # unit dims
+    ((4, 7, 3), (4, 7, 3), (0, 2, 1), None, None),                             # lhs^T: a strided view
+    ((5, 3, 4), (4, 3, 2), (2, 0, 1), None, None),                             # no unit stride: a compact copy
+]
+
+
+@pytest.mark.parametrize("lhs_shape, rhs_shape, lhs_axes, rhs_axes, out_axes", PERMUTED, ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32"])
+def test_kept_products_are_the_plain_kernels(dtype, lhs_shape, rhs_shape, lhs_axes, rhs_axes, out_axes):
+    """A specialized matmul / permute_matmul of activations keeps the views of the last call's
+    arena arrays and calls np.matmul on them: the plain kernel's bits over calls on the same arrays
+    with new values, on other arrays (owning ones, not kept), on the same arrays after others,
+    where a permuted operand is a compact copy (never kept: it would hold old values), and for the
+    dtypes that do not take BLAS's branch."""
+    from relaxpack.runtime.kernels import get_kernel
+    rng = np.random.default_rng(7)
+    attrs = {"lhs_axes": lhs_axes, "rhs_axes": rhs_axes, "out_axes": out_axes, "out_dtype": None}
+    op = "permute_matmul" if lhs_axes or rhs_axes or out_axes else "matmul"
+    if op == "matmul":
+        attrs = {"out_dtype": None}
+    call = get_kernel(op).fn.specialize_attrs(attrs, (False, False))
+    expected_shape = run_kernel(op, rand(rng, lhs_shape, dtype), rand(rng, rhs_shape, dtype), **attrs).shape
+    lhs, rhs = _views_of(rng, lhs_shape, dtype)[0], _views_of(rng, rhs_shape, dtype)[0]
+    out = _views_of(rng, expected_shape, dtype)[0]
+    fresh = (rand(rng, lhs_shape, dtype), rand(rng, rhs_shape, dtype), np.empty(expected_shape, dtype))
+    for arrays in ((lhs, rhs, out), (lhs, rhs, out), fresh, fresh, (lhs, rhs, out), (lhs, rhs, out)):
+        arrays[0][...], arrays[1][...] = rand(rng, lhs_shape, dtype), rand(rng, rhs_shape, dtype)
+        want = run_kernel(op, arrays[0], arrays[1], **attrs)
+        call(arrays[0], arrays[1], out=arrays[2])
+        np.testing.assert_array_equal(arrays[2], want)
+        assert arrays[2].dtype == want.dtype

@@ -172,3 +172,104 @@ def test_small_softmax_shifts_each_row_by_its_own_max(dtype):
         want = _per_row(x, dtype)
     assert np.isnan(got[2]).all()
     np.testing.assert_array_equal(got[[0, 1, 3]], want[[0, 1, 3]])
+
+
+def _arena(rng, shape, dtype, scale=4.0):
+    """A view of ``shape`` into a larger buffer, as the arena hands a kernel its tensors."""
+    buf = (rng.standard_normal((2,) + tuple(shape)) * scale).astype(dtype)
+    return buf[0]
+
+
+def _softmax_inputs(rng, shape, dtype):
+    """Values for the same arrays call after call: plain, a masked row, a far row, an all -inf
+    row (NaN), NaN, inf (the last three leave the row path)."""
+    x = (rng.standard_normal(shape) * 4).astype(dtype)
+    yield x
+    if x.ndim < 2 or x.shape[-2] < 3:
+        return
+    masked = x.copy()
+    masked[..., 1, :] = np.finfo(dtype).min
+    yield masked
+    far = x.copy()
+    far[..., 2, :] -= 300
+    yield far
+    for value in (-np.inf, np.nan, np.inf):
+        odd = x.copy()
+        odd[..., 1, :1] = value
+        if value == -np.inf:
+            odd[..., 1, :] = value
+        yield odd
+
+
+@pytest.mark.parametrize("op", ["nn.softmax", "nn.safe_softmax"])
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2, 1, 1), (1, 2, 5, 5), (3, 2, 17, 17), (1, 65, 16), (2, 0, 3)],
+                         ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_specialized_softmax_on_kept_arrays_is_the_kernel(op, shape, dtype):
+    """The specialized softmax keeps the row matrices of the last call's arena arrays: the generic
+    kernel's bits over new values in the same arrays (rows that leave the row path included), other
+    (owning) arrays, the same arrays again, in place, and dtypes that never take the kept path."""
+    rng = np.random.default_rng(26)
+    kernel = get_kernel(op).fn
+    spec = kernel.specialize_attrs({"axis": -1}, (False,))
+    x, out = _arena(rng, shape, dtype), _arena(rng, shape, dtype)
+    with np.errstate(all="ignore"):
+        for values in list(_softmax_inputs(rng, shape, dtype)) * 2:
+            for a, b in ((x, out), (values.copy(), np.empty(shape, dtype)), (x, out), (x, x), (x, x)):
+                if a is x:
+                    x[...] = values
+                want = np.empty(shape, dtype)
+                kernel(a.copy(), out=want, axis=-1)
+                spec(a, out=b)
+                np.testing.assert_array_equal(b, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_layer_norm_on_kept_arrays_is_the_kernel(dtype):
+    """The specialized layer norm runs the last call's arena arrays on their kept row matrices: the
+    generic kernel's bits over new values, a new gamma or beta array (planes made again), shapes
+    across the planes bound, owning arrays, in place, beta None."""
+    rng = np.random.default_rng(27)
+    kernel = get_kernel("nn.layer_norm").fn
+    d = 32
+    for constant in ((False, True, True), (False, False, False)):
+        spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, constant)
+        gammas = [rand(rng, (d,), dtype), rand(rng, (d,), dtype)]
+        betas = [rand(rng, (d,), dtype), rand(rng, (d,), dtype)]
+        bound = norm._OUTER_MAX_SIZE // d
+        for rows in (5, bound + 1, 5):
+            x, out = _arena(rng, (1, rows, d), dtype), _arena(rng, (1, rows, d), dtype)
+            for g, b in ((gammas[0], betas[0]),) * 3 + ((gammas[1], betas[0]), (gammas[1], betas[1]),
+                                                         (gammas[1], betas[1])):
+                for a, o in ((x, out), (x, out), (x.copy(), np.empty_like(out)), (x, x), (x, x), (x, out), (x, out)):
+                    a[...] = rand(rng, a.shape, dtype) * 3
+                    want = np.empty(a.shape, dtype)
+                    kernel(a.copy(), g, b, out=want, axes=(-1,), epsilon=EPS)
+                    spec(a, g, b, out=o)
+                    np.testing.assert_array_equal(o, want)
+        spec_none = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, constant[:2])
+        x, out = _arena(rng, (7, d), dtype), _arena(rng, (7, d), dtype)
+        for _ in range(3):
+            x[...] = rand(rng, x.shape, dtype)
+            want = np.empty(x.shape, dtype)
+            kernel(x, gammas[0], None, out=want, axes=(-1,), epsilon=EPS)
+            spec_none(x, gammas[0], None, out=out)
+            np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_rms_norm_bound_scale_as_a_tile_is_the_kernel(dtype):
+    """A bound RMS norm scale is multiplied as its tile of the output's shape: the generic kernel's
+    bits at each shape (past the tile bar too), a scale of one value, a second scale array."""
+    from relaxpack.runtime.kernels.tiled_operand import TILE_MAX_SIZE
+    rng = np.random.default_rng(28)
+    kernel = get_kernel("nn.rms_norm").fn
+    spec = kernel.specialize_attrs({"epsilon": EPS}, (False, True))
+    for scale_shape in ((16,), (1,), (1, 16)):
+        for scale in (rand(rng, scale_shape, dtype), rand(rng, scale_shape, dtype)):
+            for shape in ((1, 5, 16), (3, 16), (TILE_MAX_SIZE // 16 + 1, 16), (1, 5, 16), (0, 16)):
+                x = rand(rng, shape, dtype) * 3
+                want, got = np.empty(shape, dtype), np.empty(shape, dtype)
+                kernel(x, scale, out=want, epsilon=EPS)
+                spec(x, scale, out=got)
+                np.testing.assert_array_equal(got, want)

@@ -21,6 +21,7 @@ from . import integer_exact
 from .linalg import BLAS_DTYPES, matmul, one_matrix_views
 from .nn import conv_bias
 from ._registry import KERNELS, register_kernel
+from .tiled_operand import tiled
 
 
 #: activation name -> fn(buf, params) applying it in place
@@ -89,11 +90,14 @@ def _specialize_gemm(attrs: dict, constant: tuple):
     """Per instruction: the activation looked up once; the product is the specialized matmul's
     (a constant float16 weight keeps its float32 copy, a constant integer weight is declared one:
     :func:`.linalg.matmul`'s ``specialize_attrs``); a float32/float64 product of one matrix by a
-    constant weight keeps :func:`.linalg.one_matrix_views` (``np.dot``: the same bits, sooner)."""
+    constant weight keeps :func:`.linalg.one_matrix_views` (``np.dot``: the same bits, sooner); a
+    constant bias is added as its tile of the product's shape (:func:`.tiled_operand.tiled`: a
+    same-shape add, 0.22 against 0.77 us at (1, 5, 32), where numpy broadcasts a row per call)."""
     if set(attrs) - {"activation"}:
         return lambda *args, out, workspace=None: gemm(*args, out=out, **attrs)
     act = activation_fn(attrs["activation"])
     fixed = len(constant) > 1 and constant[1]
+    add_bias = tiled(np.add, 1, True) if len(constant) > 2 and constant[2] else np.add
     product = matmul.specialize_attrs({"out_dtype": None}, tuple(constant[:2]))
 
     views = [None] * 5          # one_matrix_views of the last call by a constant weight
@@ -111,7 +115,7 @@ def _specialize_gemm(attrs: dict, constant: tuple):
             if fixed:
                 views[:] = one_matrix_views(x, w, out) or (None,) * 5
         if bias is not None:
-            np.add(out, bias, out)
+            add_bias(out, bias, out)
         if act is not None:
             act(out)
     return call
