@@ -104,7 +104,9 @@ def _specialize_gemm(attrs: dict, constant: tuple):
 
     def call(x, w, bias=None, *, out, workspace=None):
         if x is views[0] and out is views[2] and w is views[1]:
-            if views[3] is None:
+            if views[4] is True:        # not one matrix, matmul's first branch: its one call
+                np.matmul(x, w, out)
+            elif views[3] is None:
                 matmul(x, w, out=out, out_dtype=None)
             else:
                 np.dot(views[3], w, views[4])

@@ -62,16 +62,19 @@ def one_matrix_views(lhs, rhs, out) -> tuple | None:
     float32/float64 matrix product (``lhs`` a batch of one matrix, ``rhs`` 2-d) that
     :func:`matmul` hands to BLAS as it is, all three contiguous, and ``lhs`` and ``out`` views (an
     arena's: the same objects run after run; an array owning its memory, a model input or output,
-    is not held past the call); the same without the matrices for other views; else None. ``np.dot`` of the 2-d views makes the same one sgemm
+    is not held past the call); for other views the same with None and whether :func:`matmul` makes
+    one ``np.matmul`` call of them (its first branch) in place of the matrices; else None. ``np.dot`` of the 2-d views makes the same one sgemm
     call as ``np.matmul`` (the same bits) at ~0.6x its cost on a few rows (no batched loop to set
     up): a specialized product keeps them and calls it while it is given the same arrays."""
     if lhs.base is None or out.base is None:
         return None
     dtype = out.dtype
-    if not (lhs.dtype is dtype and rhs.dtype is dtype and dtype in BLAS_DTYPES and out.size and lhs.shape[-1]
-            and rhs.ndim == 2 and lhs.ndim == out.ndim >= 2 and out.size == out.shape[-2] * out.shape[-1]
+    blas = bool(lhs.dtype is dtype and rhs.dtype is dtype and dtype in BLAS_DTYPES and out.size and lhs.shape[-1])
+    if not (blas and rhs.ndim == 2 and lhs.ndim == out.ndim >= 2 and out.size == out.shape[-2] * out.shape[-1]
             and lhs.flags.c_contiguous and rhs.flags.c_contiguous and out.flags.c_contiguous):
-        return lhs, rhs, out, None, None          # kept too: the same views are not one matrix next call
+        # kept too: the same views are not one matrix next call; whether matmul's first branch
+        # (one np.matmul call) takes them in place of the matrix views
+        return lhs, rhs, out, None, blas
     return lhs, rhs, out, lhs.reshape(lhs.shape[-2:]), out.reshape(out.shape[-2:])
 
 
@@ -86,7 +89,9 @@ def _specialize_matmul(attrs: dict, constant: tuple):
 
     def call(lhs, rhs, *, out, workspace=None):
         if lhs is views[0] and out is views[2] and rhs is views[1]:
-            if views[3] is None:                # not one matrix: as the last call
+            if views[4] is True:                # not one matrix, matmul's first branch: its one call
+                np.matmul(lhs, rhs, out)
+            elif views[3] is None:              # not one matrix: as the last call
                 matmul(lhs, rhs, out=out, out_dtype=out_dtype)
             else:
                 np.dot(views[3], rhs, views[4])
