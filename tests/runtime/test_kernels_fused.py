@@ -90,17 +90,17 @@ def test_gemm_by_a_constant_weight_is_the_plain_kernel(dtype, x, w, bias):
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_gemm_bound_bias_as_a_tile_is_the_plain_kernel(dtype):
     """A bound bias is added as its tile of the product's shape: the plain kernel's bits at each
-    output shape (a tile per shape, one past ``TILE_MAX_SIZE`` broadcast as before), for a bias of
+    output shape (a tile per shape, one past ``ROW_TILE_MAX_SIZE`` broadcast as before), for a bias of
     the output's own shape, a single value, and a second bias array."""
-    from relaxpack.runtime.kernels.tiled_operand import TILE_MAX_SIZE
+    from relaxpack.runtime.kernels.tiled_operand import ROW_TILE_MAX_SIZE
     rng = np.random.default_rng(4)
     fn = get_kernel("nn.gemm").fn
     call = fn.specialize_attrs({"activation": None}, (False, True, True))
     w = rand(rng, (7, 3), dtype)
-    rows = TILE_MAX_SIZE // 3 + 1          # the first output past the tile bar
+    rows = ROW_TILE_MAX_SIZE // 3 + 1          # the first output past the tile bar
     for bias_shape in ((3,), (1, 3), (1,), (5, 3)):
         for bias in (rand(rng, bias_shape, dtype), rand(rng, bias_shape, dtype)):
-            shapes = [(5, 7), (2, 5, 7), (rows, 7), (5, 7), (1, 7)] if bias_shape != (5, 3) else [(5, 7), (2, 5, 7)]
+            shapes = [(5, 7), (2, 5, 7), (rows, 7), (rows - 1, 7), (5, 7), (1, 7)] if bias_shape != (5, 3) else [(5, 7), (2, 5, 7)]
             for x_shape in shapes:
                 a = rand(rng, x_shape, dtype)
                 expected = run_kernel("nn.gemm", a, w, bias, activation=None)

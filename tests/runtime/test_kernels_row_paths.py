@@ -261,13 +261,13 @@ def test_layer_norm_on_kept_arrays_is_the_kernel(dtype):
 def test_rms_norm_bound_scale_as_a_tile_is_the_kernel(dtype):
     """A bound RMS norm scale is multiplied as its tile of the output's shape: the generic kernel's
     bits at each shape (past the tile bar too), a scale of one value, a second scale array."""
-    from relaxpack.runtime.kernels.tiled_operand import TILE_MAX_SIZE
+    from relaxpack.runtime.kernels.tiled_operand import ROW_TILE_MAX_SIZE
     rng = np.random.default_rng(28)
     kernel = get_kernel("nn.rms_norm").fn
     spec = kernel.specialize_attrs({"epsilon": EPS}, (False, True))
     for scale_shape in ((16,), (1,), (1, 16)):
         for scale in (rand(rng, scale_shape, dtype), rand(rng, scale_shape, dtype)):
-            for shape in ((1, 5, 16), (3, 16), (TILE_MAX_SIZE // 16 + 1, 16), (1, 5, 16), (0, 16)):
+            for shape in ((1, 5, 16), (3, 16), (ROW_TILE_MAX_SIZE // 16 + 1, 16), (ROW_TILE_MAX_SIZE // 16, 16), (1, 5, 16), (0, 16)):
                 x = rand(rng, shape, dtype) * 3
                 want, got = np.empty(shape, dtype), np.empty(shape, dtype)
                 kernel(x, scale, out=want, epsilon=EPS)

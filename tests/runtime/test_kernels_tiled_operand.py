@@ -133,7 +133,7 @@ def test_specialized_chain_with_a_bound_per_channel_constant(scale_shape, bound,
     scale and a register keep the plain ufunc; every result is the unfused chain's."""
     tiles = []
     real = tiled_operand.tile_of
-    monkeypatch.setattr(tiled_operand, "tile_of", lambda c, out: tiles.append(c.shape) or real(c, out))
+    monkeypatch.setattr(tiled_operand, "tile_of", lambda c, out, *limit: tiles.append(c.shape) or real(c, out, *limit))
     scale = (RNG.random(scale_shape) * 0.05).astype(np.float32)
     offset = RNG.standard_normal((16,)).astype(np.float32)
     call = specialize(REQUANTIZE, BoundFlags((None, scale, offset), (False, bound, bound)))

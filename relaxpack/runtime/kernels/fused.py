@@ -21,7 +21,7 @@ from . import integer_exact
 from .linalg import BLAS_DTYPES, matmul, one_matrix_views
 from .nn import conv_bias
 from ._registry import KERNELS, register_kernel
-from .tiled_operand import tiled
+from .tiled_operand import ROW_TILE_MAX_SIZE, tiled
 
 
 #: activation name -> fn(buf, params) applying it in place
@@ -97,7 +97,7 @@ def _specialize_gemm(attrs: dict, constant: tuple):
         return lambda *args, out, workspace=None: gemm(*args, out=out, **attrs)
     act = activation_fn(attrs["activation"])
     fixed = len(constant) > 1 and constant[1]
-    add_bias = tiled(np.add, 1, True) if len(constant) > 2 and constant[2] else np.add
+    add_bias = tiled(np.add, 1, True, ROW_TILE_MAX_SIZE) if len(constant) > 2 and constant[2] else np.add
     product = matmul.specialize_attrs({"out_dtype": None}, tuple(constant[:2]))
 
     views = [None] * 5          # one_matrix_views of the last call by a constant weight

@@ -17,7 +17,7 @@ from ..fpstate import quiet
 from ._math import axis_tuple, commit, is_low_float, load, normalize_axis, python_max, scalar_array, scratch, upcast
 from ._registry import register_kernel
 from ._workspace import Scratch
-from .tiled_operand import tiled
+from .tiled_operand import ROW_TILE_MAX_SIZE, tiled
 
 
 #: a row whose exponentials, shifted by the tensor's max, sum below this is
@@ -566,7 +566,7 @@ def _specialize_rms_norm(attrs: dict, constant: tuple):
     epsilon = attrs["epsilon"]
     if not (len(constant) > 1 and constant[1]):
         return lambda x, scale, *, out, workspace=None: rms_norm(x, scale, out=out, epsilon=epsilon)
-    times_scale = tiled(np.multiply, 1, True)
+    times_scale = tiled(np.multiply, 1, True, ROW_TILE_MAX_SIZE)
 
     def call(x, scale, *, out, workspace=None):
         if out.dtype == x.dtype and out.dtype in _ROW_DTYPES:

@@ -21,15 +21,19 @@ from ..kept import keep
 #: the largest step (values) whose constant operand is tiled: past it the tile is one more large
 #: array through the cache (at 31x48x96 the full tile was no faster than a row tile)
 TILE_MAX_SIZE = 1 << 16
+#: the bound for a transformer's rows (a gemm's bias, an RMS norm's scale): a tile per instruction
+#: that stays in cache beside the activations (64 KB of float32); a model's many projections with
+#: tiles up to TILE_MAX_SIZE would be one more large array each through the cache
+ROW_TILE_MAX_SIZE = 1 << 14
 #: output shapes an instruction keeps tiles for (a model run at a few input shapes)
 KEPT_SHAPES = 4
 
 
-def tiled(ufunc, position: int, positional: bool):
+def tiled(ufunc, position: int, positional: bool, limit: int = TILE_MAX_SIZE):
     """``call(a, b, out)`` computing ``ufunc(a, b, out)`` where operand ``position`` (0 or 1) is a
-    bound constant, read as its tile of ``out``'s shape where :func:`tile_of` makes one; ``out`` is
-    passed positionally when ``positional`` (else as a keyword: numpy 2 warns about a positional
-    ``out`` of maximum/minimum)."""
+    bound constant, read as its tile of ``out``'s shape where :func:`tile_of` makes one (``out`` of
+    at most ``limit`` values); ``out`` is passed positionally when ``positional`` (else as a
+    keyword: numpy 2 warns about a positional ``out`` of maximum/minimum)."""
     kept: dict = {}
     constant = [None]
 
@@ -40,7 +44,7 @@ def tiled(ufunc, position: int, positional: bool):
             constant[0] = c
         tile = kept.get(out.shape, kept)
         if tile is kept:
-            tile = keep(kept, out.shape, tile_of(c, out), KEPT_SHAPES)
+            tile = keep(kept, out.shape, tile_of(c, out, limit), KEPT_SHAPES)
         if tile is not None:
             a, b = (a, tile) if position else (tile, b)
         if positional:
@@ -50,13 +54,12 @@ def tiled(ufunc, position: int, positional: bool):
     return call
 
 
-def tile_of(c, out) -> np.ndarray | None:
+def tile_of(c, out, limit: int = TILE_MAX_SIZE) -> np.ndarray | None:
     """``c`` broadcast to ``out``'s shape, contiguous and read-only, where that is a gain: ``c``
     an array of more than one value and of another shape than ``out``, which has at most
-    :data:`TILE_MAX_SIZE` values; None otherwise (and where ``c`` does not broadcast: the ufunc
-    then says so)."""
+    ``limit`` values; None otherwise (and where ``c`` does not broadcast: the ufunc then says so)."""
     if not isinstance(c, np.ndarray) or not isinstance(out, np.ndarray) or c.size <= 1 \
-            or c.shape == out.shape or out.size > TILE_MAX_SIZE:
+            or c.shape == out.shape or out.size > limit:
         return None
     try:
         view = np.broadcast_to(c, out.shape)
