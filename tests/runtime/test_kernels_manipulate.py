@@ -170,6 +170,24 @@ def test_rotate_half_is_the_slices_negated_and_joined(dtype, shape):
     np.testing.assert_array_equal(inplace, want)
 
 
+@pytest.mark.parametrize("shape", [(2, 3, 8), (1, 2), (4, 0, 6), (3, 1, 64)])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_specialized_rotate_half_on_kept_views_is_the_kernel(dtype, shape):
+    """The specialized rotate_half keeps the halves of views apart: the kernel's bits over new
+    values in the same views, owning arrays, the same views again, in place (never kept)."""
+    rng = np.random.default_rng(10)
+    kernel = get_kernel("rotate_half").fn
+    call = kernel.specialize_attrs({}, (False,))
+    x, out = _view(shape, dtype), _view(shape, dtype)
+    for a, o in ((x, out), (x, out), (x.copy(), np.empty(shape, dtype)), (x, out), (x, x), (x, x), (x, out)):
+        a[...] = rng.standard_normal(shape).astype(dtype)
+        want = np.empty(shape, dtype)
+        kernel(a.copy(), out=want)
+        call(a, out=o)
+        np.testing.assert_array_equal(o, want)
+        assert np.array_equal(np.signbit(o), np.signbit(want))
+
+
 def test_rotate_half_of_an_odd_axis_is_a_shape_error():
     from relaxpack.errors import ShapeError
     with pytest.raises(ShapeError, match="odd length"):

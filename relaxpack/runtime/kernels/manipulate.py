@@ -208,6 +208,30 @@ def rotate_half(x, *, out):
     out[..., h:] = x[..., :h]
 
 
+def _specialize_rotate_half(attrs: dict, constant: tuple):
+    """Per instruction: the halves of an input and output that are views apart (an arena's: the
+    same objects run after run) kept, so a call is the negation and the copy alone (rotary
+    embeddings' q and k: the overlap check and four slices were ~1.3 us of ~2.5)."""
+    seen = [None] * 6     # x, out, x's halves, out's halves
+    negative, copy = np.negative, np.copyto
+
+    def call(x, *, out, workspace=None):
+        if x is seen[0] and out is seen[1]:
+            negative(seen[3], seen[4])
+            copy(seen[5], seen[2])
+            return
+        rotate_half(x, out=out)
+        if x.__class__ is np.ndarray and out.__class__ is np.ndarray and x.base is not None \
+                and out.base is not None and x.shape == out.shape and x.dtype == out.dtype \
+                and not np.may_share_memory(x, out):
+            h = x.shape[-1] // 2        # (an odd length raised above)
+            seen[:] = x, out, x[..., :h], x[..., h:], out[..., :h], out[..., h:]
+    return call
+
+
+rotate_half.specialize_attrs = _specialize_rotate_half
+
+
 def split_points(length: int, spec, name: str = "split") -> list[int]:
     """The boundaries ``[0, ..., length]`` of the pieces of a dim of ``length``:
     ``spec`` sections of ``ceil(length / spec)`` (the last may be smaller), or
