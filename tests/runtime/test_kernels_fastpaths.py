@@ -704,3 +704,35 @@ def test_conv_bias_act_in_blocks_matches_onnxruntime_and_the_unfused_ops(monkeyp
     assert_close(got, np.maximum(conv, 0), rtol=1e-4, atol=1e-4)     # sums of up to 288 float32 products
     unfused = run_kernel("nn.conv", x, w, padding=1) + b.reshape(-1, 1, 1)
     np.testing.assert_array_equal(got, np.maximum(unfused, 0))
+
+
+@pytest.mark.parametrize("op", ["sigmoid", "nn.silu"])
+@pytest.mark.parametrize("shape", [(1, 5, 128), (7,), (), (0, 3), (2, 1, 3)], ids=str)
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_specialized_sigmoid_and_silu_are_the_kernels(op, shape, dtype):
+    """Per instruction, sigmoid and SiLU of a float32/float64 x of out's shape make the kernel's
+    calls from x into out: its bits (infinities, NaN, signed zeros, tails that overflow exp), in
+    place, for 0-d and empty tensors, and an x that broadcasts or a float16 one (the kernel)."""
+    from relaxpack.runtime.kernels import get_kernel
+    rng = np.random.default_rng(12)
+    kernel = get_kernel(op).fn
+    call = kernel.specialize_attrs({}, (False,))
+    x = np.asarray(rng.standard_normal(shape) * 30, dtype)
+    if x.size >= 6:
+        x.reshape(-1)[:6] = [np.inf, -np.inf, np.nan, 0.0, -0.0, -100.0]
+    with np.errstate(all="ignore"):
+        want = np.empty(shape, dtype)
+        kernel(x, out=want)
+        got = np.empty(shape, dtype)
+        call(x, out=got)
+        np.testing.assert_array_equal(got, want)
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+        inplace = x.copy()
+        call(inplace, out=inplace)
+        np.testing.assert_array_equal(inplace, want)
+        if len(shape) == 3:
+            row = x[:1]                                     # broadcast into out: the kernel
+            want = np.empty(shape, dtype)
+            kernel(np.broadcast_to(row, shape).copy(), out=want)
+            call(row, out=got)
+            np.testing.assert_array_equal(got, want)

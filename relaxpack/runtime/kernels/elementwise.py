@@ -81,6 +81,30 @@ def sigmoid(x, *, out):
     commit(buf, out)
 
 
+def _specialize_sigmoid(attrs: dict, constant: tuple):
+    """Per instruction (a fused chain's step too): a float32/float64 ``x`` of ``out``'s shape and
+    dtype runs the kernel's four calls with ``out`` positional (negate into ``out``, exp, add 1,
+    divide 1 by it), without the scratch and commit; anything else the kernel."""
+    negative, exp, add, divide = np.negative, np.exp, np.add, np.divide
+    plain = (np.dtype(np.float32), np.dtype(np.float64))
+
+    def call(x, *, out, workspace=None):
+        dtype = out.dtype
+        if x.dtype is dtype and dtype in plain and x.ndim and x.shape == out.shape:
+            one = ONE[dtype]
+            negative(x, out)
+            with quiet():
+                exp(out, out)
+            add(out, one, out)
+            divide(one, out, out)
+        else:
+            sigmoid(x, out=out)
+    return call
+
+
+sigmoid.specialize_attrs = _specialize_sigmoid
+
+
 def sigmoid_in_place(buf: np.ndarray) -> None:
     """``buf = 1 / (1 + exp(-buf))`` for a float32/float64 ``buf``: the kernel's arithmetic,
     which a conv's runner calls as its activation without the kernel's layers around it."""
