@@ -1,5 +1,5 @@
 """The LSTM's joint gate-major loop (recurrent_joint.py) against the per-direction loops it
-replaces at batch > 1 and for two directions: the same results up to the product's summation
+replaces (every fast LSTM whose R_joint fits): the same results up to the product's summation
 order (BLAS may group the zero terms of R_joint's other directions apart), in every direction,
 layout and float type, with and without initial state; where it switches on and off."""
 

@@ -1,4 +1,4 @@
-"""A fast LSTM's directions stepped together, gate-major (``nn.lstm`` at batch > 1 or bidirectional).
+"""A fast LSTM's directions stepped together, gate-major (``nn.lstm`` whose ``R_joint`` fits).
 
 The per-direction loop (``recurrent._lstm_cell_tanh``) keeps one ``(batch, 5n)`` buffer per
 direction: a gate is a block of columns, so at batch > 1 each of its ufuncs runs on a strided
