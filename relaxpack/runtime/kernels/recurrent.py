@@ -30,6 +30,7 @@ array([[[0.2913, 0.2913]]], dtype=float32)
 
 from __future__ import annotations
 
+from itertools import chain, repeat
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -39,7 +40,7 @@ from ..kept import keep
 from ._math import work_dtype
 from ._registry import register_kernel
 from .recurrent_activations import bind_activations, clipper
-from .recurrent_joint import JointLSTM, fits
+from .recurrent_joint import JointLSTM, fits, lstm_steps
 from .recurrent_weights import gate_layout, in_huge_pages, is_fast_cell, pack_direction, projector
 
 # ---------------------------------------------------------------- cells
@@ -200,19 +201,10 @@ def _lstm_cell_tanh(rt, wb, rb, hidden):
         dtype, batch = proj.dtype, h.shape[0]
         gates, oif, o, i_f, cells, cand, c_now, one, half, dot = _lstm_buffers(constants, batch, n, dtype)
         c_now[...] = c                  # not the caller's initial_c
-        add, mul, tanh = np.add, np.multiply, np.tanh
-        for xp, y in zip(proj, ys):
-            dot(h, rt, gates)
-            add(gates, xp, gates)
-            tanh(gates, gates)
-            add(oif, one, oif)
-            mul(oif, half, oif)
-            mul(cells, i_f, cells)
-            add(cand, c_now, c_now)
-            tanh(c_now, y)
-            mul(y, o, y)
-            h = y
-        return h, c_now         # (a view of this call's own buffer: the caller copies it into Y_c)
+        # the joint loop's step (H of each step read back from its row of Y: the initial H first)
+        lstm_steps(zip(proj, chain((h,), ys[:-1]), repeat(rt), repeat(gates), ys), dot, gates, oif, one, half,
+                   cells, i_f, cand, c_now, o)
+        return ys[-1], c_now    # (C: a view of this call's own buffer: the caller copies it into Y_c)
     return Cell(projector(None if wb is None else wb + rb), step, loop)
 
 

@@ -109,7 +109,7 @@ class JointLSTM:
         plan.project(xs)
         plan.h0[...] = 0 if h0 is None else h0.transpose(0, 2, 1)
         plan.c[...] = 0 if c0 is None else c0.transpose(0, 2, 1)
-        _loop(plan.steps, *plan.buffers)
+        lstm_steps(plan.steps, np.dot, *plan.buffers)
         for d, src in enumerate(plan.ys):
             y[:, d] = src
         y_h[...] = plan.h_last
@@ -117,9 +117,13 @@ class JointLSTM:
             y_c[...] = plan.c_last
 
 
-def _loop(steps, gates, sig, one, half, cells, i_f, cand, c_now, o):
-    """Nine calls a step for every direction and batch row (see the module's docstring)."""
-    dot, add, mul, tanh = np.dot, np.add, np.multiply, np.tanh
+def lstm_steps(steps, dot, gates, sig, one, half, cells, i_f, cand, c_now, o) -> None:
+    """A fast LSTM's time loop, nine calls a step (see the module's docstring): ``steps`` yields
+    ``(xp, left, right, prod, h_new)``, the step's projection, the product's operands and output
+    (``dot(left, right, prod)`` gives the gates) and where H goes; the rest are views of the
+    step's buffer and the read-only ones and halves. The joint loop and the per-direction loop
+    (``recurrent._lstm_cell_tanh``) both run it."""
+    add, mul, tanh = np.add, np.multiply, np.tanh
     for xp, left, right, prod, h_new in steps:
         dot(left, right, prod)
         add(gates, xp, gates)
