@@ -40,7 +40,7 @@ from ..kept import keep
 from ._math import work_dtype
 from ._registry import register_kernel
 from .recurrent_activations import bind_activations, clipper
-from .recurrent_joint import JointLSTM, fits, lstm_steps
+from .recurrent_joint import JointLSTM, fits, lstm_steps, read_only
 from .recurrent_weights import gate_layout, in_huge_pages, is_fast_cell, pack_direction, projector
 
 # ---------------------------------------------------------------- cells
@@ -232,14 +232,9 @@ def _constants(kept: dict, batch: int, width: int, dtype) -> tuple:
     key = (batch, np.dtype(dtype))
     pair = kept.get(key)
     if pair is None:
-        pair = keep(kept, key, (_read_only(np.ones((batch, width), dtype)),     # (16: a batch size
-                                _read_only(np.full((batch, width), 0.5, dtype))), 16)  # per call: bounded)
+        pair = keep(kept, key, (read_only(np.ones((batch, width), dtype)),     # (16: a batch size
+                               read_only(np.full((batch, width), 0.5, dtype))), 16)  # per call: bounded)
     return pair
-
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    a.setflags(write=False)
-    return a
 
 
 def _gru_cell_tanh(rt, wb, rb, hidden):

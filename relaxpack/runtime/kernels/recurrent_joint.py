@@ -151,8 +151,8 @@ class _Plan:
         xj = self.xj = np.empty((seq, 4, dirs, n, batch), dtype)
         hist = np.empty((seq + 1, width, batch), dtype)
         buf = np.empty((5 * width, batch), dtype)
-        one = _read_only(np.ones((3 * width, batch), dtype))
-        half = _read_only(np.full((3 * width, batch), 0.5, dtype))
+        one = read_only(np.ones((3 * width, batch), dtype))
+        half = read_only(np.full((3 * width, batch), 0.5, dtype))
         gates = buf[:4 * width]
         self.buffers = (gates, buf[:3 * width], one, half, buf[3 * width:], buf[width:3 * width],
                         buf[3 * width:4 * width], buf[4 * width:], buf[:width])
@@ -172,7 +172,7 @@ class _Plan:
         elif seq == 1:
             self.project = self._column
             self.column = xj.reshape(4 * width, batch)
-            self.bias = None if lstm.bias is None else _read_only(np.repeat(lstm.bias[:, None], batch, 1))
+            self.bias = None if lstm.bias is None else read_only(np.repeat(lstm.bias[:, None], batch, 1))
         else:
             self.project = self._copied
             proj = self.proj = np.empty((seq * batch, 4 * width), dtype)
@@ -201,6 +201,7 @@ class _Plan:
             dst[...] = src
 
 
-def _read_only(a: np.ndarray) -> np.ndarray:
+def read_only(a: np.ndarray) -> np.ndarray:
+    """``a``, made read-only (the loops' constants, never written)."""
     a.setflags(write=False)
     return a
