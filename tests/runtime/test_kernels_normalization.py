@@ -251,7 +251,7 @@ def test_instance_norm_rows_against_float64_in_place_constant_rows_and_fallbacks
     """float32/float64 contiguous instance norm takes layer norm's row arithmetic (each sample and
     channel a row): within float32's rounding of the float64 result (a constant row gives beta), in
     place too; a strided input takes the generic path, with the same tolerance."""
-    from relaxpack.runtime.kernels import normalization
+    from relaxpack.runtime.kernels import channel_norms
     rng = np.random.default_rng(14)
     kernel = get_kernel("nn.instance_norm").fn
     for shape in [(1, 32, 64), (1, 3, 65), (3, 5, 1), (2, 4, 2, 4), (2, 4, 3, 5)]:
@@ -263,7 +263,7 @@ def test_instance_norm_rows_against_float64_in_place_constant_rows_and_fallbacks
         per = (1, -1) + (1,) * (x.ndim - 2)
         want = centered / np.sqrt((centered ** 2).mean(axes, keepdims=True) + EPS) * gamma.reshape(per) \
             + beta.reshape(per)
-        assert normalization._instance_rows(x, gamma, beta, x)
+        assert channel_norms._instance_rows(x, gamma, beta, x)
         got = np.empty_like(x)
         kernel(x, gamma, beta, out=got, epsilon=EPS)
         tol = 2e-6 if dtype == "float32" else 1e-12
@@ -275,7 +275,7 @@ def test_instance_norm_rows_against_float64_in_place_constant_rows_and_fallbacks
         kernel(same, gamma, beta, out=same, epsilon=EPS)                      # in place
         np.testing.assert_array_equal(same, got)
         strided = np.repeat(x, 2, axis=-1)[..., ::2]
-        assert not normalization._instance_rows(strided, gamma, beta, got)
+        assert not channel_norms._instance_rows(strided, gamma, beta, got)
         kernel(strided, gamma, beta, out=got, epsilon=EPS)
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
