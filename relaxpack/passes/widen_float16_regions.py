@@ -8,7 +8,7 @@ provider (x86-64) has no float16 kernel for these ops: it casts around each and 
 float32 -> float16 -> float32 pair between two of them, so ``Conv -> Relu -> MaxPool -> Conv`` or
 ``MatMul -> Add -> Div -> Erf -> Mul`` in float16 runs in float32 and rounds where the value
 leaves the region (a move such as Reshape or Transpose, LayerNormalization, a graph output), and
-numpy's float16 loops and casts cost 5-30x their float32 ones. Three rules, to a fixed point
+numpy's float16 loops and casts cost 5-30x their float32 ones. Four rules, to a fixed point
 (producers first):
 
 - ``compute_in_float32``: a float16 op of :data:`OPS` that reads an importer rounding
@@ -24,6 +24,11 @@ numpy's float16 loops and casts cost 5-30x their float32 ones. Three rules, to a
   Transpose, a LayerNormalization) it runs in float16, rounding before it.
 - ``drop_float16_round_trip``: ``astype(astype(v, float16), float32)`` of an importer rounding ->
   ``v``. The only rule that changes a value: the rounding onnxruntime does not do either.
+- ``widen_scores``: a float16 product read only by float16 softmaxes (attention's ``q @ k^T``) ->
+  ``astype(product(.., out_dtype=float32), float16)``, a rounding the softmax (in :data:`OPS`) does
+  not read: onnxruntime keeps the scores and the probabilities float32 too. ``probs @ v`` then
+  reads the float32 probabilities and the float16 ``v`` as they are (``out_dtype=float16``) when
+  its result leaves the region (a move reads it): no cast call, and its transpose still folds.
 
 A model's own Cast keeps its rounding (its binding's span is the Cast node, not the producer's):
 onnxruntime rounds at an explicit Cast pair too. Where onnxruntime drops a rounding that relaxpack
@@ -48,7 +53,10 @@ F16, F32 = "float16", "float32"
 
 #: float16 ops whose kernel computes in float32 and rounds once, and which onnxruntime's CPU provider
 #: (x86-64) runs in float32 (or which are exact on widened data: max pool, max, min, relu, where, abs)
-OPS = WIDENED | frozenset({"matmul", "nn.max_pool", "nn.avg_pool", "nn.global_avg_pool", "nn.global_max_pool"})
+OPS = WIDENED | frozenset({"matmul", "permute_matmul", "nn.softmax", "nn.max_pool", "nn.avg_pool",
+                           "nn.global_avg_pool", "nn.global_max_pool"})
+#: products that may read one float32 and one float16 operand (``out_dtype`` named)
+PRODUCTS = frozenset({"matmul", "permute_matmul"})
 #: moves onnxruntime runs in float32 between two float32 ops (an "isolated" float16 node: two casts
 #: saved); between other ops it rounds before them
 MOVES = frozenset({"reshape", "permute_dims", "expand_dims", "squeeze", "flatten"})
@@ -96,11 +104,50 @@ def _in_float32(m: Match, arg: Expr) -> Expr:
     return make_call("astype", arg, dtype=F32)
 
 
-def compute_in_float32(m: Match):
-    """op(.., astype(v, float16), ..) -> astype(op(.., v, ..), float16)."""
+def _compute_in_float32(readers: dict[Var, list[Expr]]):
+    def rewrite(m: Match):
+        """op(.., astype(v, float16), ..) -> astype(op(.., v, ..), float16); a product by a float16
+        operand whose result leaves the region -> product(v, x16, out_dtype=float16)."""
+        call = m["op"]
+        if _mixed_product(m, readers):
+            args = [importer_rounding(m, a) or a for a in call.args]
+            return make_call(call.op.name, *args, **{**call.attrs, "out_dtype": F16})
+        wide = make_call(call.op.name, *(_in_float32(m, a) for a in call.args), **call.attrs)
+        return make_call("astype", wide, dtype=F16)
+    return rewrite
+
+
+def _mixed_product(m: Match, readers: dict[Var, list[Expr]]) -> bool:
+    """A product of a rounding by a float16 value (not a constant, not a rounding) whose result
+    some reader reads as float16: it reads the two as they are and rounds its own result (no cast
+    call for the float16 operand, none for the result: attention's ``probs @ v`` before its
+    transpose, which then folds into the product)."""
     call = m["op"]
-    wide = make_call(call.op.name, *(_in_float32(m, a) for a in call.args), **call.attrs)
-    return make_call("astype", wide, dtype=F16)
+    if call.op.name not in PRODUCTS:
+        return False
+    plain = [a for a in call.args if importer_rounding(m, a) is None]
+    if len(plain) != 1 or isinstance(plain[0], Constant) or _dtype(plain[0]) != F16:
+        return False
+    return not all(_widened_reader(r) for r in readers.get(m.binding.var, [None]))
+
+
+def _scores(readers: dict[Var, list[Expr]]):
+    def check(m: Match) -> str | None:
+        call = m["product"]
+        if _dtype(call) != F16 or call.attrs["out_dtype"] is not None:
+            return "not a float16 product"
+        if not all(isinstance(r, Call) and isinstance(r.op, Op) and r.op.name == "nn.softmax" and _dtype(r) == F16
+                   for r in readers.get(m.binding.var, [None])):
+            return "a reader of the product is no float16 softmax"
+        return None
+    return check
+
+
+def widen_scores(m: Match):
+    """product(a, b) -> astype(product(a, b, out_dtype=float32), float16): a rounding the softmax
+    reading it will not read (its float32 value goes on, as onnxruntime's)."""
+    call = m["product"]
+    return make_call("astype", make_call(call.op.name, *call.args, **{**call.attrs, "out_dtype": F32}), dtype=F16)
 
 
 def _round_trip(m: Match) -> str | None:
@@ -170,7 +217,9 @@ def _table(readers: dict[Var, list[Expr]]) -> RewriteTable:
     return RewriteTable("WidenFloat16Regions", [
         Rule("move_rounding_after", is_op(*sorted(MOVES))(..., name="move"), _isolated_move(readers),
              move_rounding_after),
-        Rule("compute_in_float32", is_op(*sorted(OPS))(..., name="op"), _reads_a_rounding, compute_in_float32),
+        Rule("widen_scores", is_op(*sorted(PRODUCTS))(..., name="product"), _scores(readers), widen_scores),
+        Rule("compute_in_float32", is_op(*sorted(OPS))(..., name="op"), _reads_a_rounding,
+             _compute_in_float32(readers)),
         Rule("drop_float16_round_trip", is_op("astype")(wildcard("r"), name="widen"), _round_trip,
              drop_float16_round_trip),
     ])

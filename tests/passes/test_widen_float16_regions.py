@@ -138,3 +138,77 @@ return lv3"""),
 def test_widen_float16_regions_keeps(name):
     ret, body = UNCHANGED[name]
     assert_unchanged(widen_float16_regions, program(X, ret, body, "float16"))
+
+
+ATTENTION = 'q: R.Tensor(("n", 3, 4), "float16"), k: R.Tensor(("n", 4, 3), "float16"), v: R.Tensor(("n", 3, 5), "float16")'
+
+
+def test_attention_scores_softmax_and_probs_stay_float32():
+    """q @ k -> softmax -> @ v (ViT's attention): the scores and the probabilities stay float32 (as
+    onnxruntime keeps them), the product by the float16 ``v`` reads both as they are and rounds its
+    own result (its transpose is no float32 computation: the region ends there, no cast call)."""
+    before = program(ATTENTION, '("n", 5, 3)', """
+lv = R.matmul(q, k, out_dtype=None)  # span: /MatMul
+lv1 = R.nn.softmax(lv, axis=-1)  # span: /Softmax
+lv2 = R.matmul(lv1, v, out_dtype=None)  # span: /MatMul_1
+lv3 = R.permute_dims(lv2, axes=(0, 2, 1))  # span: /Transpose
+return lv3""", "float16")
+    expected = program(ATTENTION, '("n", 5, 3)', """
+lv = R.matmul(q, k, out_dtype="float32")
+lv1 = R.nn.softmax(lv, axis=-1)
+lv2 = R.matmul(lv1, v, out_dtype="float16")
+lv3 = R.permute_dims(lv2, axes=(0, 2, 1))
+return lv3""", "float16")
+    mod, out = assert_rewrites(with_dce(widen_float16_regions), before, expected)
+    feeds = {name: (RNG.standard_normal(shape) * 3).astype(np.float16)
+             for name, shape in (("q", (2, 3, 4)), ("k", (2, 4, 3)), ("v", (2, 3, 5)))}
+    got = next(iter(VirtualMachine(relaxpack.build(out, opt_level=0)).run(feeds).values()))
+    f = {name: a.astype(np.float32) for name, a in feeds.items()}
+    scores = f["q"] @ f["k"]
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    want = (probs @ f["v"]).transpose(0, 2, 1).astype(np.float16)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=1e-3)
+
+
+def test_attention_probs_read_by_a_float32_op_stay_in_the_region():
+    """probs @ v read by an add (in OPS): the product computes in float32 as any region op (``v``
+    cast up) and the add reads its float32 value."""
+    before = program(ATTENTION, '("n", 3, 5)', f"""
+lv = R.matmul(q, k, out_dtype=None)  # span: /MatMul
+lv1 = R.nn.softmax(lv, axis=-1)  # span: /Softmax
+lv2 = R.matmul(lv1, v, out_dtype=None)  # span: /MatMul_1
+lv3 = R.add(lv2, {c(np.ones(5), "float16")})  # span: /Add
+return lv3""", "float16")
+    expected = program(ATTENTION, '("n", 3, 5)', f"""
+lv = R.matmul(q, k, out_dtype="float32")
+lv1 = R.nn.softmax(lv, axis=-1)
+lv2 = R.astype(v, dtype="float32")
+lv3 = R.matmul(lv1, lv2, out_dtype=None)
+lv4 = R.add(lv3, {c(np.ones(5), "float32")})
+lv5 = R.astype(lv4, dtype="float16")
+return lv5""", "float16")
+    assert_rewrites(with_dce(widen_float16_regions), before, expected)
+
+
+UNCHANGED_ATTENTION = {
+    # the scores read by something else too (a second output): they are rounded where the model
+    # rounds them, the softmax reads the rounding
+    "scores_read_twice": ('("n", 3, 3)', """
+lv = R.matmul(q, k, out_dtype=None)  # span: /MatMul
+lv1 = R.nn.softmax(lv, axis=-1)  # span: /Softmax
+lv2 = R.add(lv1, lv)  # span: /Add
+return lv2"""),
+    # a product read by no softmax: each float16 product by a float16 value rounds in its kernel
+    "product_alone": ('("n", 3, 3)', """
+lv = R.matmul(q, k, out_dtype=None)  # span: /MatMul
+lv1 = R.tanh(lv)  # span: /Tanh
+return lv1"""),
+}
+
+
+@pytest.mark.parametrize("name", UNCHANGED_ATTENTION)
+def test_widen_float16_regions_keeps_attention(name):
+    ret, body = UNCHANGED_ATTENTION[name]
+    assert_unchanged(widen_float16_regions, program(ATTENTION, ret, body, "float16"))

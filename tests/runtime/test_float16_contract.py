@@ -284,3 +284,48 @@ def test_float16_isolated_moves_stay_float32_as_onnxruntime():
     # 120000 rounded to inf before the layer norm (inf - inf: NaN) by both
     assert np.isnan(want).any() and np.array_equal(np.isnan(got), np.isnan(want))
     assert ulps_apart(got, want).max(initial=0) <= 2
+
+
+def attention_model():
+    """q @ k^T -> Softmax -> @ v -> Transpose (ViT's attention, its heads as the batch)."""
+    return model([helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+                  helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+                  helper.make_node("MatMul", ["p", "v"], ["o"]), helper.make_node("Transpose", ["o"], ["y"], perm=[0, 2, 1])],
+                 [value("q", ["n", "t", 4]), value("k", ["n", "t", 4]), value("v", ["n", "t", 6])], [value("y", None)])
+
+
+def attention_both(opt_level=2):
+    onnx_model = attention_model()
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(onnx_model), opt_level=opt_level))
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = onnxruntime.InferenceSession(onnx_model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return lambda feeds: vm.run(feeds)["y"], lambda feeds: session.run(None, feeds)[0]
+
+
+def test_float16_attention_keeps_scores_and_probabilities_float32_as_onnxruntime():
+    """The scores and the softmax's probabilities stay float32 up to ``probs @ v``, which rounds once
+    (onnxruntime 1.31 decomposes the float16 Softmax into float32 ops between its two products):
+    within one float16 ulp (the two exps differ in float32's last bits), at odd sizes and empty."""
+    ours, theirs = attention_both()
+    for n, t in ((1, 17), (3, 5), (2, 1), (0, 3)):
+        feeds = {"q": exact_inputs((n, t, 4), -4, 4), "k": exact_inputs((n, t, 4), -4, 4),
+                 "v": exact_inputs((n, t, 6), -8, 8)}
+        got, want = ours(feeds), theirs(feeds)
+        assert got.dtype == np.float16 and got.shape == want.shape
+        assert ulps_apart(got, want).max(initial=0) <= 1, (n, t)
+
+
+def test_float16_attention_scores_beyond_float16_range_as_onnxruntime():
+    """Scores past 65504 (inf in float16): onnxruntime and relaxpack -O2 keep them float32, so the
+    softmax is finite; relaxpack -O0 rounds the scores where the model does (inf: NaN probabilities)."""
+    ours, theirs = attention_both()
+    unfused, _ = attention_both(opt_level=0)
+    feeds = {"q": exact_inputs((2, 5, 4), -4, 4), "k": exact_inputs((2, 5, 4), -4, 4),
+             "v": exact_inputs((2, 5, 6), -8, 8)}
+    feeds["q"][0] = 240.0
+    feeds["k"][0, :3] = 160.0          # q . k = 153600 in row 0's first three keys
+    got, want = ours(feeds), theirs(feeds)
+    assert np.isfinite(want).all() and np.isfinite(got).all()
+    assert ulps_apart(got, want).max(initial=0) <= 1
+    assert np.isnan(unfused(feeds)[0]).any()
