@@ -115,7 +115,7 @@ def _groups(block, uses: dict) -> list[list[_Member]]:
         for m in members:
             reader = readers.get(m.product.var, ())
             if uses.get(m.product.var) == 1 and len(reader) == 1:
-                m.bias = _bias_of(reader[0], m.product.var, shape[1], dtype)
+                m.bias = _bias_of(reader[0], m.product.var, shape[1], m.product.var.struct_info.dtype)
                 m.add = reader[0] if m.bias is not None else None
         if not all(m.bias is not None for m in members):
             for m in members:
@@ -171,7 +171,7 @@ class _Merger(ExprMutator):
 
 
 def _split_product(m: Match):
-    """``(x, W, b or None, reshape or None, cast dtype or None, n)`` when the split's operand is
+    """``(x, W, b or None, reshape or None, cast dtype or None, n, the product's out_dtype)`` when the split's operand is
     ``[reshape]([astype](matmul(x, W) [+ b]))`` (each used once), split in ``n`` equal parts along the last
     axis, ``W`` a 2-D float constant, ``b`` a constant of its ``N`` values, the reshape keeping the
     last dim; else the reason there is none."""
@@ -200,7 +200,7 @@ def _split_product(m: Match):
                 bias, (value, uses) = c.data, m.producer(a)
                 break
     product = _call(value, "matmul")
-    if product is None or uses != 1 or product.attrs.get("out_dtype") is not None:
+    if product is None or uses != 1 or product.attrs.get("out_dtype") not in (None, "float32"):
         return "the split part is not a product used only here"
     x, w = product.args
     xs = x.struct_info
@@ -210,9 +210,10 @@ def _split_product(m: Match):
     total = w.data.shape[1]
     if total % n or sinfo.shape[-1] != total:
         return f"{total} columns do not split in {n} parts"
-    if bias is not None and (bias.size != total or bias.shape[-1] != total or str(bias.dtype) != xs.dtype):
+    out_dtype = product.attrs.get("out_dtype")    # a float16 product writing float32 (WidenFloat16Regions)
+    if bias is not None and (bias.size != total or bias.shape[-1] != total or str(bias.dtype) != (out_dtype or xs.dtype)):
         return "the bias is not one value per column"
-    return x, w.data, bias, reshape, cast, n
+    return x, w.data, bias, reshape, cast, n, out_dtype
 
 
 def _equal_parts(sections, total: int) -> int | None:
@@ -239,12 +240,12 @@ def _splits(m: Match) -> str | None:
 def split_into_products(m: Match):
     """split([reshape]([astype](x @ W [+ b])), n, last axis) -> ([reshape]([astype](x @ W_i [+ b_i])), ...):
     the products of the weight's column blocks, which MergeProjections then makes one batched product."""
-    x, w, bias, reshape, cast, n = _split_product(m)
+    x, w, bias, reshape, cast, n, out_dtype = _split_product(m)
     width = w.shape[1] // n
     parts = []
     for i in range(n):
         cols = slice(i * width, (i + 1) * width)
-        part = make_call("matmul", x, Constant(np.ascontiguousarray(w[:, cols])))
+        part = make_call("matmul", x, Constant(np.ascontiguousarray(w[:, cols])), out_dtype=out_dtype)
         if bias is not None:
             part = make_call("add", part, Constant(np.ascontiguousarray(bias.reshape(-1)[cols])))
         if cast is not None:

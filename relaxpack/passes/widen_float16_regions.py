@@ -39,6 +39,8 @@ tests/runtime/test_float16_contract.py checks each op against onnxruntime.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from ..ir.expr import Call, Constant, Expr, Function, If, Op, SeqExpr, Var
@@ -53,7 +55,7 @@ F16, F32 = "float16", "float32"
 
 #: float16 ops whose kernel computes in float32 and rounds once, and which onnxruntime's CPU provider
 #: (x86-64) runs in float32 (or which are exact on widened data: max pool, max, min, relu, where, abs)
-OPS = WIDENED | frozenset({"matmul", "permute_matmul", "nn.softmax", "nn.max_pool", "nn.avg_pool",
+OPS = WIDENED | frozenset({"matmul", "permute_matmul", "nn.softmax", "nn.safe_softmax", "nn.max_pool", "nn.avg_pool",
                            "nn.global_avg_pool", "nn.global_max_pool"})
 #: products that may read one float32 and one float16 operand (``out_dtype`` named)
 PRODUCTS = frozenset({"matmul", "permute_matmul"})
@@ -104,20 +106,21 @@ def _in_float32(m: Match, arg: Expr) -> Expr:
     return make_call("astype", arg, dtype=F32)
 
 
-def _compute_in_float32(readers: dict[Var, list[Expr]]):
+def _compute_in_float32(readers: Readers):
     def rewrite(m: Match):
         """op(.., astype(v, float16), ..) -> astype(op(.., v, ..), float16); a product by a float16
         operand whose result leaves the region -> product(v, x16, out_dtype=float16)."""
         call = m["op"]
         if _mixed_product(m, readers):
-            args = [importer_rounding(m, a) or a for a in call.args]
+            args = [importer_rounding(m, a) or (_in_float32(m, a) if isinstance(a, Constant) else a)
+                    for a in call.args]
             return make_call(call.op.name, *args, **{**call.attrs, "out_dtype": F16})
         wide = make_call(call.op.name, *(_in_float32(m, a) for a in call.args), **call.attrs)
         return make_call("astype", wide, dtype=F16)
     return rewrite
 
 
-def _mixed_product(m: Match, readers: dict[Var, list[Expr]]) -> bool:
+def _mixed_product(m: Match, readers: Readers) -> bool:
     """A product of a rounding by a float16 value (not a constant, not a rounding) whose result
     some reader reads as float16: it reads the two as they are and rounds its own result (no cast
     call for the float16 operand, none for the result: attention's ``probs @ v`` before its
@@ -126,19 +129,56 @@ def _mixed_product(m: Match, readers: dict[Var, list[Expr]]) -> bool:
     if call.op.name not in PRODUCTS:
         return False
     plain = [a for a in call.args if importer_rounding(m, a) is None]
-    if len(plain) != 1 or isinstance(plain[0], Constant) or _dtype(plain[0]) != F16:
+    if len(plain) != 1 or _dtype(plain[0]) != F16:
         return False
-    return not all(_widened_reader(r) for r in readers.get(m.binding.var, [None]))
+    return not readers.float32(m.binding.var)
 
 
-def _scores(readers: dict[Var, list[Expr]]):
+def _norm_reads_a_rounding(readers: Readers):
+    def check(m: Match) -> str | None:
+        call = m["norm"]
+        if _dtype(call) != F16:
+            return "not a float16 layer norm"
+        if importer_rounding(m, call.args[0]) is None:
+            return "its data is no float16 rounding of an op computed in float32"
+        if not readers.directly_float32(m.binding.var):     # a move after it is no float32 op either
+            return "a reader of the layer norm is no float32 computation (onnxruntime runs it in float16)"
+        return None
+    return check
+
+
+def norm_in_float32(m: Match):
+    """layer_norm(astype(v, float16), g, b) -> astype(layer_norm(v, g32, b32), float16)."""
+    call = m["norm"]
+    wide = make_call(call.op.name, *(_in_float32(m, a) for a in call.args), **call.attrs)
+    return make_call("astype", wide, dtype=F16)
+
+
+def _product_to_float32(m: Match) -> str | None:
+    call = m["product"]
+    if call.attrs["out_dtype"] != F32:
+        return "it does not write float32"
+    if not any(importer_rounding(m, a) is not None for a in call.args):
+        return "no operand is the float16 rounding of an op computed in float32"
+    return None
+
+
+def product_reads_float32(m: Match):
+    """product(astype(v, float16), w, out_dtype=float32) -> product(v, w32, out_dtype=float32): the
+    round trip onnxruntime drops too (``drop_float16_round_trip``)."""
+    call = m["product"]
+    args = [importer_rounding(m, a) or (_in_float32(m, a) if isinstance(a, Constant) else a) for a in call.args]
+    mixed = any(_dtype(a) != F32 for a in args)      # else a plain float32 product
+    return make_call(call.op.name, *args, **{**call.attrs, "out_dtype": F32 if mixed else None})
+
+
+def _scores(readers: Readers):
     def check(m: Match) -> str | None:
         call = m["product"]
         if _dtype(call) != F16 or call.attrs["out_dtype"] is not None:
             return "not a float16 product"
-        if not all(isinstance(r, Call) and isinstance(r.op, Op) and r.op.name == "nn.softmax" and _dtype(r) == F16
-                   for r in readers.get(m.binding.var, [None])):
-            return "a reader of the product is no float16 softmax"
+        if not readers.float32(m.binding.var):
+            return "a reader of the product is no float32 computation"
         return None
     return check
 
@@ -163,24 +203,48 @@ def drop_float16_round_trip(m: Match):
     return importer_rounding(m, m["r"])
 
 
-def _readers(func: Function) -> dict[Var, list[Expr]]:
+@dataclass
+class Readers:
     """What reads each var: the values of the bindings that use it (``None`` for the function's
-    result and anything not a binding's value, e.g. an If's condition)."""
-    readers: dict[Var, list[Expr]] = {}
+    result and anything not a binding's value, e.g. an If's condition), and each binding value's var."""
+
+    of: dict[Var, list[Expr | None]] = field(default_factory=dict)
+    var_of: dict[int, Var] = field(default_factory=dict)
+
+    def directly_float32(self, var: Var) -> bool:
+        """Every reader of ``var`` computes in float32 (:func:`_widened_reader`)."""
+        return all(_widened_reader(r) for r in self.of.get(var, [None]))
+
+    def float32(self, var: Var) -> bool:
+        """Every reader of ``var`` computes in float32, directly or through a move whose readers all
+        do (a move ``move_rounding_after`` will move the rounding past)."""
+        return all(_widened_reader(r) or (_is_move(r) and id(r) in self.var_of
+                                          and self.directly_float32(self.var_of[id(r)]))
+                   for r in self.of.get(var, [None]))
+
+
+def _is_move(value: Expr | None) -> bool:
+    return isinstance(value, Call) and isinstance(value.op, Op) and value.op.name in MOVES
+
+
+def _readers(func: Function) -> Readers:
+    """The function's :class:`Readers`."""
+    readers = Readers()
 
     def seq(body: SeqExpr) -> None:
         for v in vars_of(body.body):
-            readers.setdefault(v, []).append(None)
+            readers.of.setdefault(v, []).append(None)
         for block in body.blocks:
             for b in block.bindings:
                 if isinstance(b.value, If):
                     for v in vars_of(b.value.cond):
-                        readers.setdefault(v, []).append(None)
+                        readers.of.setdefault(v, []).append(None)
                     seq(b.value.true_branch)
                     seq(b.value.false_branch)
                     continue
+                readers.var_of[id(b.value)] = b.var
                 for v in vars_of(b.value):
-                    readers.setdefault(v, []).append(b.value)
+                    readers.of.setdefault(v, []).append(b.value)
     seq(func.body)
     return readers
 
@@ -192,14 +256,16 @@ def _widened_reader(value: Expr | None) -> bool:
         return False
     if value.op.name == "astype":
         return _dtype(value) == F32
+    if value.op.name in PRODUCTS and value.attrs["out_dtype"] == F32:
+        return True
     return value.op.name in OPS and _dtype(value) == F16
 
 
-def _isolated_move(readers: dict[Var, list[Expr]]):
+def _isolated_move(readers: Readers):
     def check(m: Match) -> str | None:
         if importer_rounding(m, m["move"].args[0]) is None:
             return "it moves no float16 rounding of an op computed in float32"
-        if not all(_widened_reader(r) for r in readers.get(m.binding.var, [None])):
+        if not readers.directly_float32(m.binding.var):
             return "a reader of the moved value is no float32 computation (onnxruntime rounds before the move)"
         return None
     return check
@@ -213,11 +279,15 @@ def move_rounding_after(m: Match):
     return make_call("astype", make_call(call.op.name, inner, *call.args[1:], **call.attrs), dtype=F16)
 
 
-def _table(readers: dict[Var, list[Expr]]) -> RewriteTable:
+def _table(readers: Readers) -> RewriteTable:
     return RewriteTable("WidenFloat16Regions", [
         Rule("move_rounding_after", is_op(*sorted(MOVES))(..., name="move"), _isolated_move(readers),
              move_rounding_after),
         Rule("widen_scores", is_op(*sorted(PRODUCTS))(..., name="product"), _scores(readers), widen_scores),
+        Rule("product_reads_float32", is_op(*sorted(PRODUCTS))(..., name="product"), _product_to_float32,
+             product_reads_float32),
+        Rule("norm_in_float32", is_op("nn.layer_norm")(..., name="norm"), _norm_reads_a_rounding(readers),
+             norm_in_float32),
         Rule("compute_in_float32", is_op(*sorted(OPS))(..., name="op"), _reads_a_rounding,
              _compute_in_float32(readers)),
         Rule("drop_float16_round_trip", is_op("astype")(wildcard("r"), name="widen"), _round_trip,
@@ -226,7 +296,7 @@ def _table(readers: dict[Var, list[Expr]]) -> RewriteTable:
 
 
 #: the rules as data (``relaxpack explain``): the move rule's readers are the function's
-RULES = _table({})
+RULES = _table(Readers())
 
 
 @function_pass(name="WidenFloat16Regions", opt_level=2, requires=("import", "optimize"), produces="optimize")

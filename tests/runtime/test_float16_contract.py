@@ -329,3 +329,49 @@ def test_float16_attention_scores_beyond_float16_range_as_onnxruntime():
     assert np.isfinite(want).all() and np.isfinite(got).all()
     assert ulps_apart(got, want).max(initial=0) <= 1
     assert np.isnan(unfused(feeds)[0]).any()
+
+
+def test_float16_layer_norm_between_two_products_in_float32_as_onnxruntime():
+    """Gemm -> LayerNormalization -> Gemm: onnxruntime runs the "isolated" float16 layer norm in
+    float32 (no rounding before or after it; ViT's layernorm_after), relaxpack -O2 too: within one
+    ulp (the two float32 layer norms differ in their last bits); a product past 65504 stays finite
+    through the normalization as onnxruntime's, -O0 rounds it to inf where the model rounds (NaN)."""
+    gamma = rng.uniform(0.5, 1.5, 6)
+    onnx_model = model([helper.make_node("Gemm", ["x", "w1"], ["a"]),
+                        helper.make_node("LayerNormalization", ["a", "g", "b"], ["n"], axis=-1),
+                        helper.make_node("Gemm", ["n", "w2"], ["y"])],
+                       [value("x", ["n", 6])], [value("y", None)],
+                       [const("w1", MIX), const("w2", ONE_HOT), const("g", gamma), const("b", np.full(6, 0.25))])
+    ours, theirs = both(onnx_model)
+    unfused, _ = both(onnx_model, opt_level=0)
+    for shape in ((1, 6), (7, 6), (0, 6)):
+        x = exact_inputs(shape)
+        got, want = ours(x), theirs(x)
+        assert got.dtype == np.float16 and got.shape == want.shape
+        assert ulps_apart(got, want).max(initial=0) <= 1, shape
+    big = exact_inputs((3, 6))
+    big[0, :] = 60000.0
+    big[0, 1] = 30000.0
+    got, want = ours(big), theirs(big)
+    assert np.isfinite(want).all() and np.isfinite(got).all()
+    assert ulps_apart(got, want).max(initial=0) <= 1
+    assert np.isnan(unfused(big)[0]).any()
+
+
+def test_float16_product_by_a_constant_and_its_residual_add_in_float32_as_onnxruntime():
+    """MatMul by a constant -> Add of the input (a residual) -> Tanh: onnxruntime casts around all
+    three and keeps the product float32; relaxpack -O2 writes the float32 product (no cast call) and
+    rounds once at the end: within one ulp (their tanh), products past 65504 finite as theirs."""
+    onnx_model = model([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "x"], ["r"]),
+                        helper.make_node("Mul", ["r", "k"], ["s"]), helper.make_node("Tanh", ["s"], ["y"])],
+                       [value("x", ["n", 6])], [value("y", None)],
+                       [const("w", MIX), const("k", np.array(2.0 ** -16))])
+    ours, theirs = both(onnx_model)
+    for shape in ((1, 6), (5, 6), (0, 6)):
+        x = exact_inputs(shape)
+        assert ulps_apart(ours(x), theirs(x)).max(initial=0) <= 1, shape
+    big = exact_inputs((2, 6))
+    big[0, :] = 50000.0                 # 100000 after the product, 2^-16 of it after the scale
+    got, want = ours(big), theirs(big)
+    assert np.isfinite(want).all() and np.isfinite(got).all()
+    assert ulps_apart(got, want).max(initial=0) <= 1
