@@ -22,7 +22,8 @@ product and bias one ``nn.gemm``.
 GPT-2 projects q, k and v as one product split in three (``split_into_products``, run first):
 ``split([reshape]([astype](matmul(x, W) [+ b])), n)`` into ``n`` equal parts along the last axis
 (``W`` a 2-D float constant, each step used once, the reshape keeping the last dim; the cast is the
-importer's float16 product computed in float32) becomes the ``n`` products of ``W``'s column blocks,
+importer's float16 product computed in float32; a float16 product writing float32, ``out_dtype``, as
+WidenFloat16Regions leaves one read by float32 ops, with its float32 bias, too) becomes the ``n`` products of ``W``'s column blocks,
 which then merge as above: the split's copies and the head reshapes' copies of its strided parts
 go. A narrower product may be blocked differently by BLAS: those results are the split product's
 within float32 rounding (1e-6 relative in the tests), not bit for bit.
@@ -171,8 +172,9 @@ class _Merger(ExprMutator):
 
 
 def _split_product(m: Match):
-    """``(x, W, b or None, reshape or None, cast dtype or None, n, the product's out_dtype)`` when the split's operand is
-    ``[reshape]([astype](matmul(x, W) [+ b]))`` (each used once), split in ``n`` equal parts along the last
+    """``(x, W, b or None, reshape or None, cast dtype or None, n, the product's out_dtype)`` when the
+    split's operand is ``[reshape]([astype](matmul(x, W) [+ b]))`` (each used once; the product
+    float16 writing float32 or of its operands' dtype), split in ``n`` equal parts along the last
     axis, ``W`` a 2-D float constant, ``b`` a constant of its ``N`` values, the reshape keeping the
     last dim; else the reason there is none."""
     split = m["split"]
@@ -211,7 +213,8 @@ def _split_product(m: Match):
     if total % n or sinfo.shape[-1] != total:
         return f"{total} columns do not split in {n} parts"
     out_dtype = product.attrs.get("out_dtype")    # a float16 product writing float32 (WidenFloat16Regions)
-    if bias is not None and (bias.size != total or bias.shape[-1] != total or str(bias.dtype) != (out_dtype or xs.dtype)):
+    if bias is not None and (bias.size != total or bias.shape[-1] != total
+                             or str(bias.dtype) != (out_dtype or xs.dtype)):
         return "the bias is not one value per column"
     return x, w.data, bias, reshape, cast, n, out_dtype
 

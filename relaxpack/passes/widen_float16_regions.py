@@ -8,27 +8,36 @@ provider (x86-64) has no float16 kernel for these ops: it casts around each and 
 float32 -> float16 -> float32 pair between two of them, so ``Conv -> Relu -> MaxPool -> Conv`` or
 ``MatMul -> Add -> Div -> Erf -> Mul`` in float16 runs in float32 and rounds where the value
 leaves the region (a move such as Reshape or Transpose, LayerNormalization, a graph output), and
-numpy's float16 loops and casts cost 5-30x their float32 ones. Four rules, to a fixed point
+numpy's float16 loops and casts cost 5-30x their float32 ones. The rules, to a fixed point
 (producers first):
 
 - ``compute_in_float32``: a float16 op of :data:`OPS` that reads an importer rounding
   ``astype(v, float16)`` -> ``astype(op(.., v, ..), float16)``, its other float16 operands widened
   (exact; a float16 constant becomes a float32 one). The same value; bound with the op's span, the
-  new rounding is again an importer rounding. A region starts only at such a rounding: widening a
-  float16 op of model inputs or moves too (its kernel computes in float32 already) made ViT's tiny
-  blocks 50 kernel calls instead of 40 (the explicit casts are calls of their own).
+  new rounding is again an importer rounding. A product (:data:`PRODUCTS`) whose result leaves the
+  region (a reader is no float32 computation, e.g. attention's ``probs @ v`` before its transpose)
+  instead reads ``v`` and its other operand as they are and rounds in its kernel
+  (``out_dtype=float16``): no cast call for a float16 operand, none for the result, and the
+  transpose still folds into the product.
+- ``widen_product``: a float16 product whose readers all compute in float32 (directly or through
+  an isolated move: attention's ``q @ k^T`` read by its softmax, ``o_proj`` read by the residual
+  add) -> ``astype(product(.., out_dtype=float32), float16)``, a rounding its readers do not read
+  (onnxruntime has no float16 MatMul: it keeps the product float32 for them). A product read by
+  anything else keeps its kernel's rounding: starting regions at every float16 product made ViT's
+  tiny blocks 50 kernel calls instead of 40 (the casts are calls of their own).
+- ``product_reads_float32``: ``product(astype(v, float16), w, out_dtype=float32)`` -> ``product(v,
+  w, ..)`` (a float16 constant ``w`` widened): the round trip onnxruntime drops too.
+- ``norm_in_float32``: a float16 layer norm of an importer rounding whose readers all compute in
+  float32 -> ``astype(layer_norm(v, gamma32, beta32), float16)``: onnxruntime runs such an
+  "isolated" float16 LayerNormalization in float32 (ViT's layernorm_after); one read by a move or
+  an op outside :data:`OPS` it runs in float16 (its input and its result rounded).
 - ``move_rounding_after``: ``move(astype(v, float16))`` of an importer rounding whose every
   reader will compute in float32 -> ``astype(move(v), float16)`` (the same values). onnxruntime
   runs such an "isolated" float16 Reshape, Transpose or Flatten in float32 (resnet's Flatten
   between its pool and Gemm, GPT-2's views around its MLP's GELU); a move read by anything else (a
   Transpose, a LayerNormalization) it runs in float16, rounding before it.
 - ``drop_float16_round_trip``: ``astype(astype(v, float16), float32)`` of an importer rounding ->
-  ``v``. The only rule that changes a value: the rounding onnxruntime does not do either.
-- ``widen_scores``: a float16 product read only by float16 softmaxes (attention's ``q @ k^T``) ->
-  ``astype(product(.., out_dtype=float32), float16)``, a rounding the softmax (in :data:`OPS`) does
-  not read: onnxruntime keeps the scores and the probabilities float32 too. ``probs @ v`` then
-  reads the float32 probabilities and the float16 ``v`` as they are (``out_dtype=float16``) when
-  its result leaves the region (a move reads it): no cast call, and its transpose still folds.
+  ``v``: the rounding onnxruntime does not do either.
 
 A model's own Cast keeps its rounding (its binding's span is the Cast node, not the producer's):
 onnxruntime rounds at an explicit Cast pair too. Where onnxruntime drops a rounding that relaxpack
@@ -172,7 +181,7 @@ def product_reads_float32(m: Match):
     return make_call(call.op.name, *args, **{**call.attrs, "out_dtype": F32 if mixed else None})
 
 
-def _scores(readers: Readers):
+def _product_read_in_float32(readers: Readers):
     def check(m: Match) -> str | None:
         call = m["product"]
         if _dtype(call) != F16 or call.attrs["out_dtype"] is not None:
@@ -183,9 +192,9 @@ def _scores(readers: Readers):
     return check
 
 
-def widen_scores(m: Match):
-    """product(a, b) -> astype(product(a, b, out_dtype=float32), float16): a rounding the softmax
-    reading it will not read (its float32 value goes on, as onnxruntime's)."""
+def widen_product(m: Match):
+    """product(a, b) -> astype(product(a, b, out_dtype=float32), float16): a rounding its readers
+    will not read (its float32 value goes on, as onnxruntime's)."""
     call = m["product"]
     return make_call("astype", make_call(call.op.name, *call.args, **{**call.attrs, "out_dtype": F32}), dtype=F16)
 
@@ -283,7 +292,8 @@ def _table(readers: Readers) -> RewriteTable:
     return RewriteTable("WidenFloat16Regions", [
         Rule("move_rounding_after", is_op(*sorted(MOVES))(..., name="move"), _isolated_move(readers),
              move_rounding_after),
-        Rule("widen_scores", is_op(*sorted(PRODUCTS))(..., name="product"), _scores(readers), widen_scores),
+        Rule("widen_product", is_op(*sorted(PRODUCTS))(..., name="product"), _product_read_in_float32(readers),
+             widen_product),
         Rule("product_reads_float32", is_op(*sorted(PRODUCTS))(..., name="product"), _product_to_float32,
              product_reads_float32),
         Rule("norm_in_float32", is_op("nn.layer_norm")(..., name="norm"), _norm_reads_a_rounding(readers),

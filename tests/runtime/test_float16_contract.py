@@ -290,7 +290,8 @@ def attention_model():
     """q @ k^T -> Softmax -> @ v -> Transpose (ViT's attention, its heads as the batch)."""
     return model([helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
                   helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
-                  helper.make_node("MatMul", ["p", "v"], ["o"]), helper.make_node("Transpose", ["o"], ["y"], perm=[0, 2, 1])],
+                  helper.make_node("MatMul", ["p", "v"], ["o"]),
+                  helper.make_node("Transpose", ["o"], ["y"], perm=[0, 2, 1])],
                  [value("q", ["n", "t", 4]), value("k", ["n", "t", 4]), value("v", ["n", "t", 6])], [value("y", None)])
 
 
