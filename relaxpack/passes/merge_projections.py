@@ -28,6 +28,10 @@ which then merge as above: the split's copies and the head reshapes' copies of i
 go. A narrower product may be blocked differently by BLAS: those results are the split product's
 within float32 rounding (1e-6 relative in the tests), not bit for bit.
 
+When every member's result is read only by an ``astype`` to one dtype (GPT-2 float16's q, k and v,
+each rounded from its float32 part), the merged result is cast once and the casts become the
+``take`` views (one cast call, fused into the product's kernel, instead of one a member).
+
 Members: bindings ``matmul(x, W)`` of one block with the same ``x`` (a tensor of known rank
 >= 2), ``W`` a 2-D float constant of ``x``'s dtype, the same weight shape and attributes.
 Each product is the same BLAS call on the same matrices as before: results do not change.
@@ -54,7 +58,7 @@ class _Member:
     """One projection: its matmul binding, and its bias add's binding (or None)."""
 
     def __init__(self, product: VarBinding):
-        self.product, self.add, self.bias = product, None, None
+        self.product, self.add, self.bias, self.cast = product, None, None, None
 
     @property
     def result(self) -> Var:
@@ -121,8 +125,25 @@ def _groups(block, uses: dict) -> list[list[_Member]]:
         if not all(m.bias is not None for m in members):
             for m in members:
                 m.add = m.bias = None
+        _cast_together(members, uses, readers)
         groups.append(members)
     return groups
+
+
+def _cast_together(members: list[_Member], uses: dict, readers: dict) -> None:
+    """Sets each member's ``cast`` when every member's result is read only by an ``astype`` to one
+    dtype (GPT-2 float16's q, k and v, each rounded from the float32 product): the merged product
+    is then cast once and the casts become ``take`` views of it (one call instead of one a member)."""
+    casts = []
+    for m in members:
+        reader = readers.get(m.result, ())
+        cast = _call(reader[0].value, "astype") if uses.get(m.result) == 1 and len(reader) == 1 else None
+        casts.append(reader[0] if cast is not None else None)
+    dtypes = {c.value.attrs["dtype"] if c is not None else None for c in casts}
+    if None in dtypes or len(dtypes) != 1:
+        return
+    for m, cast in zip(members, casts):
+        m.cast = cast
 
 
 class _Merger(ExprMutator):
@@ -137,6 +158,8 @@ class _Merger(ExprMutator):
                 self.role[m.product] = (group, i, "product")
                 if m.add is not None:
                     self.role[m.add] = (group, i, "add")
+                if m.cast is not None:
+                    self.role[m.cast] = (group, i, "cast")
         self.merged: dict[int, Var] = {}
 
     def visit_var_binding_(self, binding: VarBinding) -> None:
@@ -149,6 +172,8 @@ class _Merger(ExprMutator):
             self.merged[id(group)] = self._emit_merged(group, binding)
         if kind == "product" and group[index].add is not None:
             return          # the member's add is its result: the product itself is not needed
+        if kind != "cast" and group[index].cast is not None:
+            return          # its cast is: a view of the merged cast
         index_const = Constant(np.array(index, dtype=np.int64))
         value = self.builder.normalize(make_call("take", self.merged[id(group)], index_const, axis=0))
         self.builder.emit_binding(VarBinding(binding.var, value, span=binding.span))
@@ -165,6 +190,9 @@ class _Merger(ExprMutator):
             biases = np.stack([m.bias for m in group])
             biases = biases.reshape((len(group),) + (1,) * (rank - 1) + biases.shape[1:])
             merged = make_call("add", product, Constant(biases))
+        if group[0].cast is not None:
+            product = self.builder.emit(merged, "projections", span=binding.span)
+            merged = make_call("astype", product, dtype=group[0].cast.value.attrs["dtype"])
         return self.builder.emit(merged, "projections", span=binding.span)
 
 

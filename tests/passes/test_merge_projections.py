@@ -200,6 +200,26 @@ def test_a_float16_split_product_computed_in_float32():
         np.testing.assert_allclose(got[name].astype(np.float32), want[name].astype(np.float32), rtol=2e-3, atol=2e-3)
 
 
+def test_the_parts_of_a_float16_split_product_round_in_one_call():
+    """GPT-2 float16's q, k and v, each rounded from the float32 product (its bias float32): the
+    merged product is rounded once (in its fused kernel) and the parts are views of it, not one
+    cast call a part; the values as the product rounded and split."""
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((6, 8)).astype(np.float16)
+    model = split_model((4, 4), dtype=np.float16)
+    exe = relaxpack.build(relaxpack.from_onnx(model), opt_level=2)
+    text = exe.as_text()
+    assert text.count("vm.builtin.index_view(") == 2 and "kernel.astype(" not in text
+    assert text.count("kernel.fused_elementwise(") == 1
+    with PassContext(disabled_passes=["MergeProjections"]):
+        unmerged = relaxpack.build(relaxpack.from_onnx(model), opt_level=2)
+    assert "kernel.split(" in unmerged.as_text()
+    want = VirtualMachine(unmerged).run({"x": x})
+    got = VirtualMachine(exe).run({"x": x})
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
+
+
 def test_an_unequal_split_stays():
     x = np.random.default_rng(9).standard_normal((6, 8)).astype(np.float32)
     want, got, exe = run_both(split_model((6, 4, 6)), x)
