@@ -286,17 +286,21 @@ def test_float16_isolated_moves_stay_float32_as_onnxruntime():
     assert ulps_apart(got, want).max(initial=0) <= 2
 
 
-def attention_model():
-    """q @ k^T -> Softmax -> @ v -> Transpose (ViT's attention, its heads as the batch)."""
-    return model([helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
-                  helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+def attention_model(scaled=False):
+    """q @ k^T -> Softmax -> @ v -> Transpose (ViT's attention, its heads as the batch); ``scaled``:
+    q and k^T each times 0.5 first (GPT-2's dynamo export)."""
+    scales = [helper.make_node("Mul", ["q", "half"], ["qs"]), helper.make_node("Mul", ["kt", "half"], ["ks"])]
+    q, k = ("qs", "ks") if scaled else ("q", "kt")
+    return model([helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]), *(scales if scaled else []),
+                  helper.make_node("MatMul", [q, k], ["s"]), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
                   helper.make_node("MatMul", ["p", "v"], ["o"]),
                   helper.make_node("Transpose", ["o"], ["y"], perm=[0, 2, 1])],
-                 [value("q", ["n", "t", 4]), value("k", ["n", "t", 4]), value("v", ["n", "t", 6])], [value("y", None)])
+                 [value("q", ["n", "t", 4]), value("k", ["n", "t", 4]), value("v", ["n", "t", 6])], [value("y", None)],
+                 [const("half", np.array(0.5))] if scaled else [])
 
 
-def attention_both(opt_level=2):
-    onnx_model = attention_model()
+def attention_both(opt_level=2, scaled=False):
+    onnx_model = attention_model(scaled)
     vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(onnx_model), opt_level=opt_level))
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
@@ -304,14 +308,20 @@ def attention_both(opt_level=2):
     return lambda feeds: vm.run(feeds)["y"], lambda feeds: session.run(None, feeds)[0]
 
 
-def test_float16_attention_keeps_scores_and_probabilities_float32_as_onnxruntime():
+@pytest.mark.parametrize("scaled", [False, True])
+def test_float16_attention_keeps_scores_and_probabilities_float32_as_onnxruntime(scaled):
     """The scores and the softmax's probabilities stay float32 up to ``probs @ v``, which rounds once
     (onnxruntime 1.31 decomposes the float16 Softmax into float32 ops between its two products):
-    within one float16 ulp (the two exps differ in float32's last bits), at odd sizes and empty."""
-    ours, theirs = attention_both()
+    within one float16 ulp (the two exps differ in float32's last bits), at odd sizes and empty.
+    Scaled by 0.5 each, q and k below float16's normal range too (q * 0.5 subnormal: onnxruntime
+    scales in float32, relaxpack moves the scale after the product)."""
+    ours, theirs = attention_both(scaled=scaled)
     for n, t in ((1, 17), (3, 5), (2, 1), (0, 3)):
         feeds = {"q": exact_inputs((n, t, 4), -4, 4), "k": exact_inputs((n, t, 4), -4, 4),
                  "v": exact_inputs((n, t, 6), -8, 8)}
+        if scaled and n:      # q * 0.5 rounds in float16 (odd multiples of 2^-24), not in float32
+            feeds["q"][0] = (rng.integers(0, 8, (t, 4)) * 2 + 1) * np.float16(2.0 ** -24)
+            feeds["k"][0] = exact_inputs((t, 4), -3.5, 3.5) * np.float16(2.0 ** 14)
         got, want = ours(feeds), theirs(feeds)
         assert got.dtype == np.float16 and got.shape == want.shape
         assert ulps_apart(got, want).max(initial=0) <= 1, (n, t)
