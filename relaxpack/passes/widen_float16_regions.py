@@ -64,8 +64,8 @@ F16, F32 = "float16", "float32"
 
 #: float16 ops whose kernel computes in float32 and rounds once, and which onnxruntime's CPU provider
 #: (x86-64) runs in float32 (or which are exact on widened data: max pool, max, min, relu, where, abs)
-OPS = WIDENED | frozenset({"matmul", "permute_matmul", "nn.softmax", "nn.safe_softmax", "nn.max_pool", "nn.avg_pool",
-                           "nn.global_avg_pool", "nn.global_max_pool"})
+OPS = WIDENED | frozenset({"matmul", "permute_matmul", "nn.softmax", "nn.safe_softmax", "sum", "max", "min",
+                           "nn.max_pool", "nn.avg_pool", "nn.global_avg_pool", "nn.global_max_pool"})
 #: products that may read one float32 and one float16 operand (``out_dtype`` named)
 PRODUCTS = frozenset({"matmul", "permute_matmul"})
 #: moves onnxruntime runs in float32 between two float32 ops (an "isolated" float16 node: two casts

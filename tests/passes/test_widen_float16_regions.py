@@ -71,10 +71,34 @@ return lv8
 """),
 }
 
+CASES["gemm_softmax_of_reductions"] = ((X, '("n", 6)'), f"""
+{GEMM_IN}
+lv3 = R.max(lv2, axis=[1], keepdims=True)  # span: /Attention
+lv4 = R.subtract(lv2, lv3)  # span: /Attention
+lv5 = R.exp(lv4)  # span: /Attention
+lv6 = R.sum(lv5, axis=[1], keepdims=True)  # span: /Attention
+lv7 = R.divide(lv5, lv6)  # span: /Attention
+return lv7
+""", f"""
+lv = R.astype(x, dtype="float32")
+lv1 = R.matmul(lv, {c(W, "float32")})
+lv3 = R.max(lv1, axis=[1], keepdims=True)
+lv4 = R.subtract(lv1, lv3)
+lv5 = R.exp(lv4)
+lv6 = R.sum(lv5, axis=[1], keepdims=True)
+lv7 = R.divide(lv5, lv6)
+lv8 = R.astype(lv7, dtype="float16")
+return lv8
+""")
+
 CHAINS = {    # each case's float32 chain, rounded once
     "gemm_relu_add_gemm": lambda f: (np.maximum(f["x"] @ W.astype(np.float32), 0) + B.astype(np.float32))
     @ W2.astype(np.float32),
     "gemm_reshape_tanh_gemm": lambda f: np.tanh(f["x"] @ W.astype(np.float32)) @ W2.astype(np.float32),
+    # a composite converter's softmax (the Attention op's): the reductions too (onnxruntime has no
+    # float16 ReduceSum/ReduceMax: it casts around them)
+    "gemm_softmax_of_reductions": lambda f: (lambda e: e / e.sum(1, keepdims=True))(
+        (lambda a: np.exp(a - a.max(1, keepdims=True)))(f["x"] @ W.astype(np.float32))),
 }
 
 
