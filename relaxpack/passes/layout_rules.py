@@ -19,7 +19,6 @@ from ..ir.struct_info import TensorStructInfo
 from ..ops.definitions.fused_elementwise import fusible_kind
 from ..ops.registry import make_call
 from ..runtime.kernels.conv_winograd import prefers_winograd
-from ..runtime.kernels._math import per_spatial
 from ..runtime.kernels.conv_wide import never_wide
 from ..runtime.kernels.nn import copies_out
 from .core.rules import Rule, first_applicable
@@ -207,8 +206,7 @@ def _symbolic_plane(data_shape, weight_shape, attrs: dict) -> bool:
     if attrs["groups"] != 1 or not all(isinstance(d, int) for d in (channels, *weight_shape)) \
             or channels >= THRESHOLDS.entry_min_channels or all(isinstance(d, int) for d in data_shape[2:]):
         return False
-    n = len(kernel)
-    return never_wide(kernel, per_spatial(attrs["strides"], n, "strides"), per_spatial(attrs["dilation"], n, "dilation"))
+    return never_wide(kernel, attrs["strides"], attrs["dilation"])
 
 
 def _rewrite_entry(call: Call, nhwc) -> Call:
