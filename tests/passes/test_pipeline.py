@@ -56,7 +56,8 @@ def test_the_context_opt_level_alone_decides_what_runs():
     o2 = ["FoldBatchNorm", "ScaleShiftBatchNorm", "SimplifyAlgebra", "FuseRMSNorm", "FuseRotateHalf",
           "WidenFloat16Regions", "MergeProjections", "FuseBiasActivation", "FoldPermuteMatmul", "SinkResize", "ConvertLayout",
           "SimplifyAlgebra",
-          "FuseSqueezeExcite", "DropZeroSignRoundTrips", "PackRecurrentWeights", *core, "TabulateIntegerFunctions",
+          "ConcatOfSplit", "FuseSqueezeExcite", "DropZeroSignRoundTrips", "PackRecurrentWeights", *core,
+          "TabulateIntegerFunctions",
           "FuseDynamicQuantize", "DeadCodeElimination", "DropNaNSaturation", "FuseOps"]
     mod = relaxpack.from_onnx(small_cnn())
     for level, ran in ((0, []), (1, core), (2, core + o2), (3, core + o2)):

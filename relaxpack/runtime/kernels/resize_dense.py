@@ -28,9 +28,10 @@ MAX_SOURCE = 128
 
 def build(plan, shape: tuple):
     """``(passes, the first pass's output shape)`` for the planned passes ``plan``
-    (``image._interpolation_plan``'s) of data of ``shape``: each ``(axis, shape after it, matrix)``, the matrix ``(in, out)`` along
-    the last axis (data @ M), ``(out, in)`` along the one before (M @ data); None (the planned
-    passes serve) when a pass is along another axis or reads more than :data:`MAX_SOURCE`."""
+    (``image._interpolation_plan``'s) of data of ``shape``: each ``(axis, shape after it,
+    matrix)``, the matrix ``(in, out)`` along the last axis (data @ M), ``(out, in)`` along the
+    one before (M @ data); None (the planned passes serve) when a pass is along another axis or
+    reads more than :data:`MAX_SOURCE`."""
     if plan is None:
         return None
     passes, _ = plan
