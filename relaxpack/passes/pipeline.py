@@ -20,6 +20,7 @@ changes nothing); the pipeline may repeat it for IR from other sources.
 from __future__ import annotations
 
 from .canonicalize_bindings import canonicalize_bindings
+from .concat_of_split import concat_of_split_pass
 from .convert_layout import convert_layout
 from .core.infra import Pass, Sequential
 from .dead_code_elimination import dead_code_elimination
@@ -80,7 +81,8 @@ def optimize_pipeline() -> Sequential:
       ConvertLayout (convolutional regions run
       channels last; after the fusions, whose rules read channels first),
       SimplifyAlgebra again (the transposes out of channels last fold into
-      the layout chains after them), FuseSqueezeExcite (channels-last SE blocks
+      the layout chains after them), ConcatOfSplit (a concat of all of a split's pieces reads
+      the split's input; a split read through one piece is a slice), FuseSqueezeExcite (channels-last SE blocks
       in one kernel), DropZeroSignRoundTrips (quantized values' casts to their
       integer type and back where only a zero's sign would change and nothing reads it),
       PackRecurrentWeights (constant LSTM/GRU/RNN weights in the layout
@@ -95,9 +97,9 @@ def optimize_pipeline() -> Sequential:
     """
     o2 = Sequential([fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_rms_norm, fuse_rotate_half,
                      widen_float16_regions, merge_projections, fuse_bias_activation, fold_permute_matmul, sink_resize,
-                     convert_layout, simplify_algebra, fuse_squeeze_excite, drop_zero_sign_round_trips,
-                     pack_recurrent_weights, *core_passes(), tabulate_integer_functions, fuse_dynamic_quantize,
-                     dead_code_elimination, share_look_ups, narrow_index_casts, drop_nan_saturation, fuse_ops],
+                     convert_layout, simplify_algebra, concat_of_split_pass, fuse_squeeze_excite,
+                     drop_zero_sign_round_trips, pack_recurrent_weights, *core_passes(), tabulate_integer_functions,
+                     fuse_dynamic_quantize, dead_code_elimination, share_look_ups, narrow_index_casts, drop_nan_saturation, fuse_ops],
                     name="O2", opt_level=2)
     return Sequential([*core_passes(), o2], name="Optimize")
 

@@ -158,3 +158,29 @@ def test_strided_slice_specialized_on_arena_views_reads_every_calls_values():
         np.testing.assert_array_equal(target, other_x[:, 1:-1:2])
         empty = arena[200:200].reshape(0, 7)
         call(empty, out=np.empty((0, 3), np.float32))
+
+
+@pytest.mark.parametrize("axes,strides", [((0,), (1,)), ((1, 0), (2, 1)), ((-1,), None)])
+def test_dynamic_strided_slice_kept_per_shape_and_bounds(axes, strides):
+    """The per-instruction form (index kept per input shape and run-time bounds) as the kernel:
+    bounds that change, come back, and an input of another shape; the bounds as tuples or arrays."""
+    from relaxpack.runtime.kernels.index import dynamic_strided_slice
+    call = dynamic_strided_slice.specialize_attrs({"axes": axes, "strides": strides}, None)
+    rng = np.random.default_rng(4)
+    table = rng.standard_normal((9, 6)).astype(np.float32)
+    for x, begin, end in [(table, (0,) * len(axes), (5,) * len(axes)), (table, (1,) * len(axes), (4,) * len(axes)),
+                          (table, (0,) * len(axes), (5,) * len(axes)), (table[:4], (0,) * len(axes), (3,) * len(axes)),
+                          (table, np.zeros(len(axes), np.int64), np.full(len(axes), 6, np.int64))]:
+        want = np.empty_like(x[_index(x.ndim, axes, begin, end, strides)])
+        dynamic_strided_slice(x, begin, end, out=want, axes=axes, strides=strides)
+        got = np.full_like(want, np.nan)
+        call(x, begin, end, out=got)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got, x[_index(x.ndim, axes, begin, end, strides)])
+
+
+def _index(ndim, axes, begin, end, strides):
+    index = [slice(None)] * ndim
+    for k, axis in enumerate(axes):
+        index[axis % ndim] = slice(int(begin[k]), int(end[k]), 1 if strides is None else strides[k])
+    return tuple(index)

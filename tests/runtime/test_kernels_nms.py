@@ -85,3 +85,40 @@ def test_more_candidates_than_a_block():
     scores = rng.random(scores.shape).astype(np.float32)
     got = _check(boxes, scores, 1000, 0.5, None, 0, backends=("ort",))
     assert len(got) > 256
+
+
+def _pairwise(corners, iou):
+    """The suppression test of every pair as written out (``ix1 > ix0``, ``iy1 > iy0``, the
+    intersection, both areas and the union positive, IoU above the threshold): the oracle of
+    the kernel's shortened form."""
+    (ry0, rx0, ry1, rx1), (cy0, cx0, cy1, cx1) = ((c[:, None] for c in corners), (c[None, :] for c in corners))
+    with np.errstate(all="ignore"):
+        iy0, ix0, iy1, ix1 = np.maximum(cy0, ry0), np.maximum(cx0, rx0), np.minimum(cy1, ry1), np.minimum(cx1, rx1)
+        inter = (ix1 - ix0) * (iy1 - iy0)
+        row_area, area = (rx1 - rx0) * (ry1 - ry0), (cx1 - cx0) * (cy1 - cy0)
+        union = area + row_area - inter
+        valid = (ix1 > ix0) & (iy1 > iy0) & (inter > 0) & (area > 0) & (row_area > 0) & (union > 0)
+        return valid & (inter / union > iou)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_the_suppression_matrix_at_its_edges(dtype):
+    """Touching, coinciding, empty, flipped, infinite and NaN boxes, signed zeros and overlaps
+    whose product underflows: the kernel's matrix is the written-out test's, element for element."""
+    rng = np.random.default_rng(11)
+    tiny = np.finfo(dtype).smallest_subnormal
+    special = np.array([[0, 0, 1, 1], [0, 1, 1, 2], [0, 0, 1, 1], [1, 1, 1, 1], [2, 2, 0, 0],
+                        [-0.0, -0.0, 0.0, 0.0], [0, 0, np.inf, np.inf], [-np.inf, 0, np.inf, 1],
+                        [np.nan, 0, 1, 1], [0, 0, tiny, tiny], [0, 0, 2 * tiny, 1]], dtype)
+    boxes = np.concatenate([special, rng.integers(-2, 4, (30, 4)).astype(dtype),
+                            rng.uniform(-2, 4, (30, 4)).astype(dtype)])
+    corners = detection._corners(boxes, 0)
+    with np.errstate(all="ignore"):
+        area = (corners[3] - corners[1]) * (corners[2] - corners[0])
+    n = len(boxes)
+    for iou in (0.0, 0.3, 1.0):
+        threshold = dtype(iou)
+        got = detection._suppression(corners, area, slice(0, n), slice(0, n), threshold)
+        np.testing.assert_array_equal(got, _pairwise(corners, threshold))
+        block = detection._suppression(corners, area, slice(5, 17), slice(3, n), threshold)
+        np.testing.assert_array_equal(block, _pairwise(corners, threshold)[5:17, 3:])

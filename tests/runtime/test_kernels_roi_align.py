@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relaxpack.runtime.kernels import roi_separable
+from relaxpack.runtime.kernels import roi_separable, sampling
 
 from .test_kernels_registry import assert_close, run_kernel, run_onnx, tolerance
 
@@ -49,6 +49,38 @@ def test_both_methods_against_the_reference(mode, ratio, coord):
     gathered, dense, want = _both(data, rois, indices, mode=mode, coord=coord, ratio=ratio)
     assert_close(gathered, want, **tolerance(np.float32))
     assert_close(dense, want, **tolerance(np.float32))
+
+
+@pytest.mark.parametrize("ratio", [0, 2])
+@pytest.mark.parametrize("mode", ["avg", "max"])
+def test_square_bins_against_the_reference(mode, ratio):
+    """Square output sizes sample both axes in one stacked call (``_roi_axes``)."""
+    rng = np.random.default_rng(10 + ratio)
+    data = rng.standard_normal((2, 3, 9, 13)).astype(np.float32)
+    rois = _rois(rng, 6, 9 / 0.75, 13 / 0.75, np.float32)
+    indices = np.array([1, 0, 1, 1, 0, 0], np.int64)
+    gathered, dense, want = _both(data, rois, indices, mode=mode, ratio=ratio, size=(4, 4))
+    assert_close(gathered, want, **tolerance(np.float32))
+    assert_close(dense, want, **tolerance(np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ratio", [0, 1, 3])
+@pytest.mark.parametrize("hw", [(9, 13), (1, 7), (6, 1)])
+def test_both_axes_in_one_go_as_each_alone(hw, ratio, dtype):
+    """The stacked call gives each axis's taps, weights and used samples bit for bit as its own
+    call (adaptive grids: at the larger of the two axes' most samples)."""
+    height, width = hw
+    rng = np.random.default_rng(height * width + ratio)
+    rois = _rois(rng, 9, height / 0.5, width / 0.5, dtype)
+    y0, h, grid_h, x0, w, grid_w = sampling._roi_boxes(rois, 5, 5, ratio, 0.5, True)
+    most = max(int(grid_h.max()), int(grid_w.max()), 1)
+    got = sampling._roi_axes(y0, h, grid_h, x0, w, grid_w, (5, 5), height, width, most, most)
+    want = (sampling._roi_axis(y0, h, grid_h, 5, height, most), sampling._roi_axis(x0, w, grid_w, 5, width, most))
+    for got_axis, want_axis in zip(got, want):
+        for g, e in zip(got_axis, want_axis):
+            assert g.dtype == e.dtype and g.shape == e.shape
+            np.testing.assert_array_equal(g, e)
 
 
 @pytest.mark.parametrize("shape", [(1, 2, 1, 1), (1, 3, 1, 7), (1, 3, 7, 1), (2, 1, 23, 5), (2, 1, 5, 23)],

@@ -34,19 +34,27 @@ def _corners(boxes: np.ndarray, center_point_box: int) -> tuple[np.ndarray, ...]
 BLOCK = 256
 
 
-def _suppression(corners: tuple[np.ndarray, ...], rows: slice, cols: slice, iou_threshold) -> np.ndarray:
+def _suppression(corners: tuple[np.ndarray, ...], area: np.ndarray, rows: slice, cols: slice,
+                 iou_threshold) -> np.ndarray:
     """Which boxes of ``cols`` each box of ``rows`` suppresses: their IoU is strictly above the
     threshold (onnxruntime's ``SuppressByIOU``, element for element). Boxes that do not
-    overlap, or with no area, are not."""
+    overlap, or with no area, are not. ``area`` is each box's ``(x_max - x_min) * (y_max -
+    y_min)``, worked out once for all the blocks; the overlap's extents are its sides'
+    differences (``a > b`` exactly when ``a - b > 0``, IEEE subtraction being exact in sign, so
+    ``dx > 0`` with a positive product is both of onnxruntime's ``max > min`` tests)."""
     (ry0, rx0, ry1, rx1), (cy0, cx0, cy1, cx1) = ((c[rows, None] for c in corners), (c[None, cols] for c in corners))
-    iy0, ix0 = np.maximum(cy0, ry0), np.maximum(cx0, rx0)
-    iy1, ix1 = np.minimum(cy1, ry1), np.minimum(cx1, rx1)
-    with quiet():     # the entries masked out below may divide by 0
-        inter = (ix1 - ix0) * (iy1 - iy0)
-        row_area, area = (rx1 - rx0) * (ry1 - ry0), (cx1 - cx0) * (cy1 - cy0)
-        union = area + row_area - inter
-        valid = (ix1 > ix0) & (iy1 > iy0) & (inter > 0) & (area > 0) & (row_area > 0) & (union > 0)
-        return valid & (inter / union > iou_threshold)
+    row_area, col_area = area[rows, None], area[None, cols]
+    with quiet():     # inf - inf, and the entries masked out below may divide by 0
+        dx = np.minimum(cx1, rx1)
+        dx -= np.maximum(cx0, rx0)
+        dy = np.minimum(cy1, ry1)
+        dy -= np.maximum(cy0, ry0)
+        inter = dx * dy
+        union = col_area + row_area
+        union -= inter
+        valid = (dx > 0) & (inter > 0) & (union > 0) & ((row_area > 0) & (col_area > 0))
+        valid &= inter / union > iou_threshold
+        return valid
 
 
 def _select(corners: tuple[np.ndarray, ...], order: np.ndarray, limit: int, iou_threshold) -> list[int]:
@@ -56,6 +64,8 @@ def _select(corners: tuple[np.ndarray, ...], order: np.ndarray, limit: int, iou_
     pass reaches the block with candidates still alive; its rows become Python ints, so the
     pass is a few integer operations per kept box (bit ``j`` of ``alive``: candidate ``j``)."""
     picked = tuple(c[order] for c in corners)
+    with quiet():
+        area = (picked[3] - picked[1]) * (picked[2] - picked[0])
     n = len(order)
     ranked = order.tolist()
     alive = (1 << n) - 1
@@ -65,7 +75,7 @@ def _select(corners: tuple[np.ndarray, ...], order: np.ndarray, limit: int, iou_
         block = (1 << (min(lo + BLOCK, n) - lo)) - 1
         if not rest & block:
             continue
-        packed = np.packbits(_suppression(picked, slice(lo, lo + BLOCK), slice(lo, n), iou_threshold), axis=1,
+        packed = np.packbits(_suppression(picked, area, slice(lo, lo + BLOCK), slice(lo, n), iou_threshold), axis=1,
                              bitorder="little")
         width, raw = packed.shape[1], packed.tobytes()
         while len(kept) < limit:

@@ -22,6 +22,7 @@ from ...errors import ShapeError
 from ._math import normalize_axis
 from ._workspace import Scratch
 from ._registry import register_kernel
+from . import resize_dense
 
 # ---------------------------------------------------------------- image.resize
 
@@ -231,9 +232,12 @@ def resize(data, size, *, out, axes, scales, roi, method,
         return
     if method != "nearest_neighbor" and data.dtype == out.dtype and data.dtype in _PLANNED \
             and out.flags.c_contiguous:
-        plan = _interpolation_plan(data.shape, data.dtype, axes, size, scales, roi, method,
-                                   coordinate_transformation_mode, rounding_method, attrs["cubic_alpha"],
-                                   attrs["cubic_exclude"], attrs["antialias"])
+        key = (data.shape, data.dtype, axes, size, scales, roi, method, coordinate_transformation_mode,
+               rounding_method, attrs["cubic_alpha"], attrs["cubic_exclude"], attrs["antialias"])
+        dense = _dense_plan(*key)
+        if dense is not None and resize_dense.run(dense, data, out):
+            return
+        plan = _interpolation_plan(*key)
         if plan is not None:
             _run_interpolation(plan, data, out)
             return
@@ -316,6 +320,12 @@ def _interpolation_plan(shape: tuple, dtype: np.dtype, axes: tuple, size: tuple,
                      for k in range(index.shape[1]))
         passes.append((axis, tuple(current), taps))
     return tuple(passes), largest
+
+
+@functools.lru_cache(maxsize=256)
+def _dense_plan(shape: tuple, *key):
+    """:func:`_interpolation_plan`'s passes as dense matrix products (:mod:`.resize_dense`), or None."""
+    return resize_dense.build(_interpolation_plan(shape, *key), shape)
 
 
 def _run_interpolation(plan, data: np.ndarray, out: np.ndarray) -> None:

@@ -66,11 +66,35 @@ strided_slice.specialize_attrs = _specialize_strided_slice
 @register_kernel("dynamic_strided_slice")
 def dynamic_strided_slice(x, begin, end, *, out, axes, strides):
     """Like ``strided_slice``, with ``begin``/``end`` given at run time (non-negative ints)."""
+    np.copyto(out, x[_dynamic_index(x.ndim, axes, begin, end, strides)])
+
+
+def _dynamic_index(ndim: int, axes, begin, end, strides) -> tuple:
+    """The index tuple of ``dynamic_strided_slice`` on a rank-``ndim`` tensor."""
     strides = strides or (1,) * len(axes)
-    index = [slice(None)] * x.ndim
+    index = [slice(None)] * ndim
     for axis, b, e, s in zip(axes, begin, end, strides):
-        index[axis % x.ndim] = slice(int(b), int(e), int(s))
-    np.copyto(out, x[tuple(index)])
+        index[axis % ndim] = slice(int(b), int(e), int(s))
+    return tuple(index)
+
+
+def _specialize_dynamic_strided_slice(attrs: dict, constant: tuple):
+    """Per instruction: the index tuple kept per input shape and run-time bounds (Whisper's and
+    GPT-2's position tables cut to the sequence length, the same length call after call), so
+    a call is one copy (the general path rebuilds the index from the bounds every call)."""
+    index_of: dict[tuple, tuple] = {}
+    copy = np.copyto
+
+    def call(x, begin, end, *, out, workspace=None):
+        key = (x.shape, tuple(begin), tuple(end))
+        index = index_of.get(key)
+        if index is None:
+            index = keep(index_of, key, _dynamic_index(x.ndim, attrs["axes"], begin, end, attrs.get("strides")))
+        copy(out, x[index])
+    return call
+
+
+dynamic_strided_slice.specialize_attrs = _specialize_dynamic_strided_slice
 
 
 def _index_error(name: str, indices: np.ndarray, size: int, axis: int) -> ShapeError:
