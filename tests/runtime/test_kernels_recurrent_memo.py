@@ -122,3 +122,45 @@ def test_a_kept_lstm_cell_reuses_its_buffer_and_earlier_outputs_stay():
     for got, copies in kept:
         for g, c in zip(got, copies):
             np.testing.assert_array_equal(g, c)
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("optional", [("B", "initial_h", "initial_c"), ("B",), ()])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_kept_joint_loop_is_called_straight_and_gives_the_plain_kernels_bits(monkeypatch, direction, layout,
+                                                                             optional, dtype):
+    """After its first call an LSTM instruction with constant weights runs its kept joint loop
+    without :func:`recurrent._layer` (``_joint_call``), with the plain kernel's bits at every
+    layout, direction and state; an empty sequence, new weights or another output dtype go back
+    to ``_layer``."""
+    layers = []
+    real = recurrent._layer
+    monkeypatch.setattr(recurrent, "_layer", lambda *a, **k: layers.append(1) or real(*a, **k))
+    rng = np.random.default_rng(4)
+    dirs = 2 if direction == "bidirectional" else 1
+    w, r, b = (a[:dirs].astype(dtype) for a in _weights(4, rng))
+    extra = {"B": b}
+    full = dict(ATTRS, direction=direction, layout=layout, optional_inputs=optional, input_forget=0,
+                quantize_inputs=False)
+    call = lstm.specialize_attrs(full, (False, True, True) + tuple(k == "B" for k in optional))
+
+    def outputs(seq, batch, out_dtype):
+        ys = (seq, dirs, batch, 5) if layout == 0 else (batch, seq, dirs, 5)
+        hs = (dirs, batch, 5) if layout == 0 else (batch, dirs, 5)
+        return np.empty(ys, out_dtype), np.empty(hs, out_dtype), np.empty(hs, out_dtype)
+
+    for step, (seq, batch, weights, out_dtype) in enumerate(
+            [(3, 1, w, dtype), (1, 3, w, dtype), (2, 2, w, dtype), (0, 2, w, dtype), (2, 1, w * 0.5, dtype),
+             (2, 1, w, np.float64)]):
+        x = rng.standard_normal((seq, batch, 3) if layout == 0 else (batch, seq, 3)).astype(dtype)
+        hs = (dirs, batch, 5) if layout == 0 else (batch, dirs, 5)
+        extra["initial_h"], extra["initial_c"] = (rng.standard_normal(hs).astype(dtype) for _ in range(2))
+        args = [x, weights, r, *[extra[k] for k in optional]]
+        got, want = outputs(seq, batch, out_dtype), outputs(seq, batch, out_dtype)
+        before = len(layers)
+        call(*args, out=got)
+        assert len(layers) - before == (1 if step == 0 or step >= 3 else 0)
+        lstm(*args, out=want, **full)
+        for g, e in zip(got, want):
+            np.testing.assert_array_equal(g, e)

@@ -30,6 +30,7 @@ array([[[0.2913, 0.2913]]], dtype=float32)
 
 from __future__ import annotations
 
+from itertools import chain, repeat
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -39,7 +40,7 @@ from ..kept import keep
 from ._math import work_dtype
 from ._registry import register_kernel
 from .recurrent_activations import bind_activations, clipper
-from .recurrent_joint import JointLSTM, fits
+from .recurrent_joint import JointLSTM, fits, lstm_steps, read_only
 from .recurrent_weights import gate_layout, in_huge_pages, is_fast_cell, pack_direction, projector
 
 # ---------------------------------------------------------------- cells
@@ -200,19 +201,10 @@ def _lstm_cell_tanh(rt, wb, rb, hidden):
         dtype, batch = proj.dtype, h.shape[0]
         gates, oif, o, i_f, cells, cand, c_now, one, half, dot = _lstm_buffers(constants, batch, n, dtype)
         c_now[...] = c                  # not the caller's initial_c
-        add, mul, tanh = np.add, np.multiply, np.tanh
-        for xp, y in zip(proj, ys):
-            dot(h, rt, gates)
-            add(gates, xp, gates)
-            tanh(gates, gates)
-            add(oif, one, oif)
-            mul(oif, half, oif)
-            mul(cells, i_f, cells)
-            add(cand, c_now, c_now)
-            tanh(c_now, y)
-            mul(y, o, y)
-            h = y
-        return h, c_now         # (a view of this call's own buffer: the caller copies it into Y_c)
+        # the joint loop's step (H of each step read back from its row of Y: the initial H first)
+        lstm_steps(zip(proj, chain((h,), ys[:-1]), repeat(rt), repeat(gates), ys), dot, gates, oif, one, half,
+                   cells, i_f, cand, c_now, o)
+        return ys[-1], c_now    # (C: a view of this call's own buffer: the caller copies it into Y_c)
     return Cell(projector(None if wb is None else wb + rb), step, loop)
 
 
@@ -240,14 +232,9 @@ def _constants(kept: dict, batch: int, width: int, dtype) -> tuple:
     key = (batch, np.dtype(dtype))
     pair = kept.get(key)
     if pair is None:
-        pair = keep(kept, key, (_read_only(np.ones((batch, width), dtype)),     # (16: a batch size
-                                _read_only(np.full((batch, width), 0.5, dtype))), 16)  # per call: bounded)
+        pair = keep(kept, key, (read_only(np.ones((batch, width), dtype)),     # (16: a batch size
+                               read_only(np.full((batch, width), 0.5, dtype))), 16)  # per call: bounded)
     return pair
-
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    a.setflags(write=False)
-    return a
 
 
 def _gru_cell_tanh(rt, wb, rb, hidden):
@@ -409,10 +396,10 @@ def _layer(kind, x, w, r, extras, out, attrs: dict, memo: dict | None = None):
     if attrs.get("quantize_inputs"):
         xs = quantize_dequantize_uint8(xs)
     n = hidden_size
-    if kind == "lstm" and lens is None and seq and batch and (dirs == 2 or batch > 1):
+    if kind == "lstm" and lens is None and seq and batch:
         joint = _joint(w, r, opt, dtype, n, dirs, activations, clip, packed, attrs, memo)
         if joint is not None:
-            joint.run(xs, seq, batch, [direction == "reverse" or d == 1 for d in range(dirs)],
+            joint.run(xs, seq, batch, tuple(direction == "reverse" or d == 1 for d in range(dirs)),
                       opt.get("initial_h"), opt.get("initial_c"), y, y_h, y_c)
             return
     acts = None
@@ -501,11 +488,53 @@ def _specialize(kind: str):
         names = list(attrs.get("optional_inputs") or ())
         static = [1, 2] + [3 + names.index(k) for k in ("B", "P") if k in names]
         memo = {} if all(i < len(constant) and constant[i] for i in static) else None
+        if memo is None or kind != "lstm" or "sequence_lens" in names or attrs.get("quantize_inputs"):
+            def call(x, w, r, *extras, out, workspace=None):
+                _layer(kind, x, w, r, extras, out, attrs, memo)
+            return call
+        joint_call = _joint_call(attrs, names, memo)
 
-        def call(x, w, r, *extras, out, workspace=None):
-            _layer(kind, x, w, r, extras, out, attrs, memo)
-        return call
+        def call_lstm(x, w, r, *extras, out, workspace=None):
+            if not joint_call(x, w, r, extras, out):
+                _layer(kind, x, w, r, extras, out, attrs, memo)
+        return call_lstm
     return specialize
+
+
+def _joint_call(attrs: dict, names: list, memo: dict):
+    """``call(x, w, r, extras, out) -> bool``: an LSTM instruction's call straight to its kept
+    :class:`JointLSTM` (past :func:`_layer`'s parsing, ~2 us of silero's one step), True when
+    it ran; False (nothing done) before :func:`_layer` kept one for these weights and work dtype,
+    or for an empty sequence or batch. The instruction has no sequence_lens and no quantize_inputs."""
+    at = {k: 3 + names.index(k) for k in ("B", "P", "initial_h", "initial_c") if k in names}
+    b_at, p_at, h_at, c_at = (at.get(k) for k in ("B", "P", "initial_h", "initial_c"))
+    direction, layout = attrs["direction"], attrs["layout"]
+    reverse = tuple(direction == "reverse" or d == 1 for d in range(2 if direction == "bidirectional" else 1))
+
+    def call(x, w, r, extras, out) -> bool:
+        kept = memo.get("joint")
+        if kept is None or kept[1] is None:
+            return False
+        (kw, kr, kb, kp, dtype), joint = kept
+        args = (x, w, r, *extras)
+        y, y_h, *rest = out
+        if (kw is not w or kr is not r or (b_at is not None and args[b_at] is not kb)
+                or (p_at is not None and args[p_at] is not kp) or work_dtype(y.dtype) != dtype):
+            return False
+        h0 = None if h_at is None else args[h_at]
+        c0 = None if c_at is None else args[c_at]
+        y_c = rest[0] if rest else None
+        if layout == 1:     # work in layout 0 through transposed views
+            x, y, y_h = x.transpose(1, 0, 2), y.transpose(1, 2, 0, 3), y_h.transpose(1, 0, 2)
+            y_c = None if y_c is None else y_c.transpose(1, 0, 2)
+            h0 = None if h0 is None else h0.transpose(1, 0, 2)
+            c0 = None if c0 is None else c0.transpose(1, 0, 2)
+        seq, batch, width = x.shape
+        if not (seq and batch):
+            return False
+        joint.run(x.reshape(seq * batch, width).astype(dtype, copy=False), seq, batch, reverse, h0, c0, y, y_h, y_c)
+        return True
+    return call
 
 
 @register_kernel("nn.rnn")

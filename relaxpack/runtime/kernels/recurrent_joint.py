@@ -1,4 +1,4 @@
-"""A fast LSTM's directions stepped together, gate-major (``nn.lstm`` at batch > 1 or bidirectional).
+"""A fast LSTM's directions stepped together, gate-major (``nn.lstm`` whose ``R_joint`` fits).
 
 The per-direction loop (``recurrent._lstm_cell_tanh``) keeps one ``(batch, 5n)`` buffer per
 direction: a gate is a block of columns, so at batch > 1 each of its ufuncs runs on a strided
@@ -26,10 +26,9 @@ directions: taken while ``R_joint`` is at most :data:`MAX_BYTES`.
 
 from __future__ import annotations
 
-from itertools import repeat
-
 import numpy as np
 
+from ..kept import keep
 from .recurrent_weights import HUGE_PAGE_MIN_BYTES, gate_layout, pack_direction, projector
 
 #: largest R_joint (bytes) the joint loop takes, where the per-direction loop starts reading R^T
@@ -69,9 +68,9 @@ def joint_r(rts: list[np.ndarray], n: int) -> np.ndarray:
 
 class JointLSTM:
     """The joint loop of one layer's fast LSTM directions: their packed W^T and projections,
-    ``R_joint`` and working buffers kept per (seq, batch, dtype). An instruction keeps it while
-    its weights are the same constants; a call's results leave its buffers before the next call
-    (a VM runs one call at a time)."""
+    ``R_joint`` and a :class:`_Plan` kept per (seq, batch, dtype, reverse). An instruction keeps it
+    while its weights are the same constants; a call's results leave the plan's buffers before the
+    next call (a VM runs one call at a time)."""
 
     def __init__(self, w, r, b, n: int, dtype, packed: bool):
         """``w``, ``r``, ``b`` (or None): the op's weights of every direction, packed (``packed``)
@@ -90,84 +89,119 @@ class JointLSTM:
             biases.append(None if bd is None else bd[:4 * n] + bd[4 * n:])
         # every direction's projection in one product: W^T's columns in R_joint's row order
         self.wt = _interleaved(wts, n, axis=1)
-        self.project = projector(None if b is None else _interleaved(biases, n, axis=0))
+        self.w = np.ascontiguousarray(self.wt.T)      # a single step's projection, gate-major
+        self.bias = None if b is None else _interleaved(biases, n, axis=0)
+        self.project = projector(self.bias)
         self.r = joint_r(rts, n)
         self.rt = np.ascontiguousarray(self.r.T)
-        self._kept: dict = {}
+        self._plans: dict = {}
 
-    def run(self, xs, seq: int, batch: int, reverse: list[bool], h0, c0, y: np.ndarray, y_h: np.ndarray,
+    def run(self, xs, seq: int, batch: int, reverse: tuple, h0, c0, y: np.ndarray, y_h: np.ndarray,
             y_c: np.ndarray | None) -> None:
         """Step every direction through time: ``xs`` (seq*batch, input) in the work dtype, read
-        backwards by the directions ``reverse`` marks; ``h0``, ``c0`` (dirs, batch, n) the initial
-        state (None: zeros); writes ``y`` (seq, dirs, batch, n, in time order), ``y_h`` and ``y_c``
-        (when given, (dirs, batch, n))."""
-        n, dirs, width = self.n, self.dirs, self.dirs * self.n
-        xj, hist, buf, one, half = self._buffers(seq, batch, xs.dtype)
-        self._project(xs, xj, reverse)
-        c_rows = buf[4 * width:]
-        hist[0].reshape(dirs, n, batch)[...] = 0 if h0 is None else h0.transpose(0, 2, 1)
-        c_rows.reshape(dirs, n, batch)[...] = 0 if c0 is None else c0.transpose(0, 2, 1)
-        self._loop(xj.reshape(seq, 4 * width, batch), hist, buf, one, half, width)
-        for d, back in enumerate(reverse):
-            rows = slice(d * n, (d + 1) * n)
-            y[:, d] = (hist[:0:-1, rows] if back else hist[1:, rows]).transpose(0, 2, 1)
-        y_h[...] = hist[seq].reshape(dirs, n, batch).transpose(0, 2, 1)
+        backwards by the directions ``reverse`` (a tuple of bools) marks; ``h0``, ``c0`` (dirs,
+        batch, n) the initial state (None: zeros); writes ``y`` (seq, dirs, batch, n, in time
+        order), ``y_h`` and ``y_c`` (when given, (dirs, batch, n))."""
+        key = (seq, batch, xs.dtype, reverse)
+        plan = self._plans.get(key)
+        if plan is None:        # (16: a shape per call must not grow it without bound)
+            plan = keep(self._plans, key, _Plan(self, seq, batch, xs.dtype, reverse), 16)
+        plan.project(xs)
+        plan.h0[...] = 0 if h0 is None else h0.transpose(0, 2, 1)
+        plan.c[...] = 0 if c0 is None else c0.transpose(0, 2, 1)
+        lstm_steps(plan.steps, np.dot, *plan.buffers)
+        for d, src in enumerate(plan.ys):
+            y[:, d] = src
+        y_h[...] = plan.h_last
         if y_c is not None:
-            y_c[...] = c_rows.reshape(dirs, n, batch).transpose(0, 2, 1)
+            y_c[...] = plan.c_last
 
-    def _project(self, xs, xj, reverse: list[bool]) -> None:
-        """The input projection of every direction into ``xj`` (seq, 4, dirs, n, batch), in step
-        order. At batch 1 the product is written there and a reverse direction's rows turned
-        around in place; at batch > 1 it is copied there per batch row (a transposing copy whose
-        inner run is the batch costs ~1 ns a value: 18 us on CRNN's 39 x 3 x 192 against 6)."""
-        seq, _, dirs, n, batch = xj.shape
-        if batch == 1:
-            flat = xj.reshape(seq, -1)
-            self.project(xs, self.wt, flat)
-            steps = flat.reshape(seq, 4, dirs, n)
-            for d, back in enumerate(reverse):
-                if back:        # (overlapping: numpy copies through a temporary)
-                    steps[:, :, d] = steps[::-1, :, d]
-            return
-        proj = self.project(xs, self.wt).reshape(seq, batch, 4, dirs, n)
-        for d, back in enumerate(reverse):
-            src = proj[::-1, :, :, d] if back else proj[:, :, :, d]
-            for b in range(batch):
-                xj[:, :, d, :, b] = src[:, b]
 
-    def _loop(self, xj, hist, buf, one, half, width):
+def lstm_steps(steps, dot, gates, sig, one, half, cells, i_f, cand, c_now, o) -> None:
+    """A fast LSTM's time loop, nine calls a step (see the module's docstring): ``steps`` yields
+    ``(xp, left, right, prod, h_new)``, the step's projection, the product's operands and output
+    (``dot(left, right, prod)`` gives the gates) and where H goes; the rest are views of the
+    step's buffer and the read-only ones and halves. The joint loop and the per-direction loop
+    (``recurrent._lstm_cell_tanh``) both run it."""
+    add, mul, tanh = np.add, np.multiply, np.tanh
+    for xp, left, right, prod, h_new in steps:
+        dot(left, right, prod)
+        add(gates, xp, gates)
+        tanh(gates, gates)
+        add(sig, one, sig)
+        mul(sig, half, sig)
+        mul(cells, i_f, cells)
+        add(cand, c_now, c_now)
+        tanh(c_now, h_new)
+        mul(h_new, o, h_new)
+
+
+class _Plan:
+    """One (seq, batch, dtype, reverse)'s buffers and every view a call reads or writes, made once:
+    the projection in step order ``(seq, 4, dirs, n, batch)``, the history of H ``(seq+1, dirs*n,
+    batch)``, the step's buffer ``(5*dirs*n, batch)``, the read-only ones and halves, each step's
+    operands as one tuple (a view made per step costs ~0.1 us, three a step) and the sources of Y,
+    Y_h and Y_c. The projection is written by :meth:`_rows` at batch 1, by :meth:`_column` for a
+    single step at batch > 1 and by :meth:`_copied` otherwise."""
+
+    def __init__(self, lstm: JointLSTM, seq: int, batch: int, dtype, reverse: tuple):
+        n, dirs = lstm.n, lstm.dirs
+        width = dirs * n
+        self.wt, self.w, self.product = lstm.wt, lstm.w, lstm.project
+        xj = self.xj = np.empty((seq, 4, dirs, n, batch), dtype)
+        hist = np.empty((seq + 1, width, batch), dtype)
+        buf = np.empty((5 * width, batch), dtype)
+        one = read_only(np.ones((3 * width, batch), dtype))
+        half = read_only(np.full((3 * width, batch), 0.5, dtype))
         gates = buf[:4 * width]
-        sig, o, i_f = buf[:3 * width], buf[:width], buf[width:3 * width]
-        cells, cand, c_now = buf[3 * width:], buf[3 * width:4 * width], buf[4 * width:]
-        if hist.shape[2] == 1:      # H^T R_joint^T: the gates' (1, 4*width) row is the column
-            lefts, rights, prods = hist[:-1].reshape(-1, 1, width), repeat(self.rt), repeat(gates.reshape(1, -1))
+        self.buffers = (gates, buf[:3 * width], one, half, buf[3 * width:], buf[width:3 * width],
+                        buf[3 * width:4 * width], buf[4 * width:], buf[:width])
+        self.h0, self.c = hist[0].reshape(dirs, n, batch), buf[4 * width:].reshape(dirs, n, batch)
+        self.ys = [(hist[:0:-1] if back else hist[1:])[:, d * n:(d + 1) * n].transpose(0, 2, 1)
+                   for d, back in enumerate(reverse)]
+        self.h_last, self.c_last = hist[seq].reshape(dirs, n, batch).transpose(0, 2, 1), self.c.transpose(0, 2, 1)
+        if batch == 1:      # H^T R_joint^T: the gates' (1, 4*width) row is the column
+            lefts, rights, prods = list(hist[:-1].reshape(seq, 1, width)), [lstm.rt] * seq, [gates.reshape(1, -1)] * seq
         else:
-            lefts, rights, prods = repeat(self.r), hist[:-1], repeat(gates)
-        dot, add, mul, tanh = np.dot, np.add, np.multiply, np.tanh
-        for xp, left, right, prod, h_new in zip(xj, lefts, rights, prods, hist[1:]):
-            dot(left, right, prod)
-            add(gates, xp, gates)
-            tanh(gates, gates)
-            add(sig, one, sig)
-            mul(sig, half, sig)
-            mul(cells, i_f, cells)
-            add(cand, c_now, c_now)
-            tanh(c_now, h_new)
-            mul(h_new, o, h_new)
+            lefts, rights, prods = [lstm.r] * seq, list(hist[:-1]), [gates] * seq
+        self.steps = list(zip(xj.reshape(seq, 4 * width, batch), lefts, rights, prods, hist[1:]))
+        if batch == 1:
+            self.project = self._rows
+            self.flat, steps = xj.reshape(seq, -1), xj.reshape(seq, 4, dirs, n)
+            self.turns = [(steps[:, :, d], steps[::-1, :, d]) for d, back in enumerate(reverse) if back and seq > 1]
+        elif seq == 1:
+            self.project = self._column
+            self.column = xj.reshape(4 * width, batch)
+            self.bias = None if lstm.bias is None else read_only(np.repeat(lstm.bias[:, None], batch, 1))
+        else:
+            self.project = self._copied
+            proj = self.proj = np.empty((seq * batch, 4 * width), dtype)
+            steps = proj.reshape(seq, batch, 4, dirs, n)
+            self.copies = [(xj[:, :, d, :, b], (steps[::-1] if back else steps)[:, b, :, d])
+                           for d, back in enumerate(reverse) for b in range(batch)]
 
-    def _buffers(self, seq: int, batch: int, dtype) -> tuple:
-        """The projection in step order ``(seq, 4, dirs, n, batch)``, the history of H, the step's
-        buffer ``(5*dirs*n, batch)`` and the read-only ones and halves ``(3*dirs*n, batch)``."""
-        key = (seq, batch, np.dtype(dtype))
-        kept = self._kept.get(key)
-        if kept is None:
-            if len(self._kept) >= 16:        # a shape per call must not grow it without bound
-                self._kept.clear()
-            width = self.dirs * self.n
-            one, half = np.ones((3 * width, batch), dtype), np.full((3 * width, batch), 0.5, dtype)
-            one.setflags(write=False)
-            half.setflags(write=False)
-            kept = self._kept[key] = (np.empty((seq, 4, self.dirs, self.n, batch), dtype),
-                                      np.empty((seq + 1, width, batch), dtype),
-                                      np.empty((5 * width, batch), dtype), one, half)
-        return kept
+    def _rows(self, xs) -> None:
+        """Batch 1: the product written in place, a reverse direction's rows turned around in place
+        (overlapping: numpy copies through a temporary)."""
+        self.product(xs, self.wt, self.flat)
+        for dst, src in self.turns:
+            dst[...] = src
+
+    def _column(self, xs) -> None:
+        """One step at batch > 1: ``W_joint X^T`` comes out gate-major, in place."""
+        np.dot(self.w, xs.T, self.column)
+        if self.bias is not None:
+            np.add(self.column, self.bias, self.column)
+
+    def _copied(self, xs) -> None:
+        """Batch > 1: the product copied per direction and batch row (a transposing copy whose
+        inner run is the batch costs ~1 ns a value: 18 us on CRNN's 39 x 3 x 192 against 6)."""
+        self.product(xs, self.wt, self.proj)
+        for dst, src in self.copies:
+            dst[...] = src
+
+
+def read_only(a: np.ndarray) -> np.ndarray:
+    """``a``, made read-only (the loops' constants, never written)."""
+    a.setflags(write=False)
+    return a
