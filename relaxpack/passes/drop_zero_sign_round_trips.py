@@ -25,7 +25,10 @@ where nothing reads the sign of their zeros; and wherever exact:
   ``I`` (a zero point taken off in integers and put back in float);
 - ``round(x) -> x`` for an integer-valued ``x`` (the bits are the same), and
   ``round(divide(multiply(q, s), s)) -> q`` for a bounded integer ``q`` and a
-  normal constant scale ``s`` (a QDQ pair quantized again by its own scale);
+  normal constant scale ``s`` (a QDQ pair quantized again by its own scale), and, where nothing
+  reads a zero's sign, ``multiply(clip(round(divide(p, s)), lo, hi), s) -> p`` for ``p =
+  max_pool(multiply(q, s))`` of such a ``q`` within the bounds and ``s > 0`` (a QDQ pair around a
+  max pool);
 - a NaN-saturating ``clip(x, lo, hi) -> x`` for an ``x`` known NaN-free
   within the bounds (:func:`~.analysis.float_values.value_range`; at a zero
   bound only where nothing reads the sign or ``x`` is never -0.0): a
@@ -143,6 +146,55 @@ def _scaled_back(x, defs: Definitions):
         b = max(abs(bounds[0]), abs(bounds[1]))
         if b * 4 * float(info.eps) < 1 and b * abs(s) < float(info.max) / 4:
             return defs.resolve(q)
+    return None
+
+
+def _rescales(call, s: float, dtype) -> list:
+    """The operands ``q`` of ``call = multiply(q, s)`` (either order) for the constant ``s`` of ``dtype``."""
+    if call is None or call.op.name != "multiply" or len(call.args) != 2:
+        return []
+    return [q for q, scale in (call.args, call.args[::-1])
+            if one_value(scale) == s and getattr(scale.struct_info, "dtype", None) == dtype
+            and getattr(q.struct_info, "dtype", None) == dtype]
+
+
+def _pooled_back(call: Call, defs: Definitions):
+    """``p`` for ``call = multiply(clip(round(divide(p, s)), lo, hi), s)`` where ``p =
+    max_pool(multiply(q, s))`` of an integer-valued ``q`` within ``[lo, hi]`` (a QDQ pair around
+    a max pool, quantized again by its own scale): with ``s > 0`` each ``q * s`` rounds monotonically,
+    so the pool picks ``q_j * s`` for the largest ``q_j`` of its window; ``round((q_j * s) / s)`` is
+    ``q_j`` (:func:`_scaled_back`'s bounds), inside the clip, and ``q_j * s`` again is ``p``'s value,
+    but for a zero's sign (callers: where nothing reads it). Else None."""
+    dtype = getattr(call.struct_info, "dtype", None)
+    if call.op.name != "multiply" or len(call.args) != 2 or dtype not in ("float32", "float64"):
+        return None
+    info = np.finfo(dtype)
+    for clipped, scale in (call.args, call.args[::-1]):
+        s = one_value(scale)
+        clip = defs.get(clipped)
+        if s is None or not s >= float(info.tiny) or clip is None or clip.op.name != "clip" \
+                or getattr(scale.struct_info, "dtype", None) != dtype:
+            continue
+        rounded = defs.get(clip.args[0])
+        divide = None if rounded is None or rounded.op.name != "round" else defs.get(rounded.args[0])
+        if divide is None or divide.op.name != "divide" or one_value(divide.args[1]) != s \
+                or getattr(divide.args[1].struct_info, "dtype", None) != dtype:
+            continue
+        p = defs.resolve(divide.args[0])
+        pool = defs.get(p)
+        # (without ceil mode every window holds an input element: the op's padding is shorter than
+        # its dilated window; a window of padding alone would make -inf)
+        if pool is None or pool.op.name != "nn.max_pool" or pool.attrs.get("ceil_mode", True):
+            continue
+        lo, hi = clip.attrs["min"], clip.attrs["max"]
+        for q in _rescales(defs.get(pool.args[0]), s, dtype):
+            bounds = value_range(q, defs)
+            if bounds is None or not integer_valued(q, defs) or (lo is not None and bounds[0] < lo) \
+                    or (hi is not None and bounds[1] > hi):
+                continue
+            b = max(abs(bounds[0]), abs(bounds[1]))
+            if b * 4 * float(info.eps) < 1 and b * s < float(info.max) / 4:
+                return p
     return None
 
 
@@ -290,6 +342,9 @@ def _same_value(var: Var, call: Call, defs: Definitions, sign_free: bool):
             return x if defs.visible(x, var) else None
         q = _scaled_back(x, defs)
         return q if q is not None and defs.visible(q, var) else None
+    if name == "multiply" and sign_free:
+        p = _pooled_back(call, defs)
+        return p if p is not None and defs.visible(p, var) else None
     if name == "clip":
         x = defs.resolve(call.args[0])
         lo, hi = call.attrs["min"], call.attrs["max"]

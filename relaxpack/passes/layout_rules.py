@@ -19,6 +19,7 @@ from ..ir.struct_info import TensorStructInfo
 from ..ops.definitions.fused_elementwise import fusible_kind
 from ..ops.registry import make_call
 from ..runtime.kernels.conv_winograd import prefers_winograd
+from ..runtime.kernels.conv_wide import never_wide
 from ..runtime.kernels.nn import copies_out
 from .core.rules import Rule, first_applicable
 
@@ -185,9 +186,27 @@ def _check_entry(call: Call, is_nhwc) -> str | None:
     if not (isinstance(out_channels, int) and out_channels >= least):
         return f"the conv makes {out_channels} channels (< {least})"
     attrs = {k: call.attrs[k] for k in ("strides", "padding", "dilation", "groups")}
+    if _symbolic_plane(data.shape, weight.shape, attrs):
+        return None
     if not copies_out(tuple(data.shape), tuple(weight.shape), **attrs):
         return "the channels-first engine does not end this conv in a copy out (it would transpose once more)"
     return None
+
+
+def _symbolic_plane(data_shape, weight_shape, attrs: dict) -> bool:
+    """An ungrouped strided conv without wide rows at any size (:func:`.conv_wide.never_wide`: a
+    MobileNet's 3x3/2 stem, not a ResNet's 7x7/2) of fewer input channels than start a region,
+    whose channels and kernel are ints but whose plane is not (an image of any size): its method is
+    picked per call. On small images (the strided method) its GEMM writes channels last at no cost
+    (MobileNets, EfficientNet 0.93-0.97x); on large ones it copies out (a copy that transposes) or
+    stages a channels-first result and transposes that, about the transpose after it that it
+    replaces. (With wide rows, which stage, DB-det and DETR's stems ran 1.13-1.41x slower: their
+    pools and adds then ran channels last too.)"""
+    channels, kernel = data_shape[1], tuple(weight_shape[2:])
+    if attrs["groups"] != 1 or not all(isinstance(d, int) for d in (channels, *weight_shape)) \
+            or channels >= THRESHOLDS.entry_min_channels or all(isinstance(d, int) for d in data_shape[2:]):
+        return False
+    return never_wide(kernel, attrs["strides"], attrs["dilation"])
 
 
 def _rewrite_entry(call: Call, nhwc) -> Call:

@@ -22,10 +22,15 @@ product and bias one ``nn.gemm``.
 GPT-2 projects q, k and v as one product split in three (``split_into_products``, run first):
 ``split([reshape]([astype](matmul(x, W) [+ b])), n)`` into ``n`` equal parts along the last axis
 (``W`` a 2-D float constant, each step used once, the reshape keeping the last dim; the cast is the
-importer's float16 product computed in float32) becomes the ``n`` products of ``W``'s column blocks,
+importer's float16 product computed in float32; a float16 product writing float32, ``out_dtype``, as
+WidenFloat16Regions leaves one read by float32 ops, with its float32 bias, too) becomes the ``n`` products of ``W``'s column blocks,
 which then merge as above: the split's copies and the head reshapes' copies of its strided parts
 go. A narrower product may be blocked differently by BLAS: those results are the split product's
 within float32 rounding (1e-6 relative in the tests), not bit for bit.
+
+When every member's result is read only by an ``astype`` to one dtype (GPT-2 float16's q, k and v,
+each rounded from its float32 part), the merged result is cast once and the casts become the
+``take`` views (one cast call, fused into the product's kernel, instead of one a member).
 
 Members: bindings ``matmul(x, W)`` of one block with the same ``x`` (a tensor of known rank
 >= 2), ``W`` a 2-D float constant of ``x``'s dtype, the same weight shape and attributes.
@@ -53,7 +58,7 @@ class _Member:
     """One projection: its matmul binding, and its bias add's binding (or None)."""
 
     def __init__(self, product: VarBinding):
-        self.product, self.add, self.bias = product, None, None
+        self.product, self.add, self.bias, self.cast = product, None, None, None
 
     @property
     def result(self) -> Var:
@@ -115,13 +120,30 @@ def _groups(block, uses: dict) -> list[list[_Member]]:
         for m in members:
             reader = readers.get(m.product.var, ())
             if uses.get(m.product.var) == 1 and len(reader) == 1:
-                m.bias = _bias_of(reader[0], m.product.var, shape[1], dtype)
+                m.bias = _bias_of(reader[0], m.product.var, shape[1], m.product.var.struct_info.dtype)
                 m.add = reader[0] if m.bias is not None else None
         if not all(m.bias is not None for m in members):
             for m in members:
                 m.add = m.bias = None
+        _cast_together(members, uses, readers)
         groups.append(members)
     return groups
+
+
+def _cast_together(members: list[_Member], uses: dict, readers: dict) -> None:
+    """Sets each member's ``cast`` when every member's result is read only by an ``astype`` to one
+    dtype (GPT-2 float16's q, k and v, each rounded from the float32 product): the merged product
+    is then cast once and the casts become ``take`` views of it (one call instead of one a member)."""
+    casts = []
+    for m in members:
+        reader = readers.get(m.result, ())
+        cast = _call(reader[0].value, "astype") if uses.get(m.result) == 1 and len(reader) == 1 else None
+        casts.append(reader[0] if cast is not None else None)
+    dtypes = {c.value.attrs["dtype"] if c is not None else None for c in casts}
+    if None in dtypes or len(dtypes) != 1:
+        return
+    for m, cast in zip(members, casts):
+        m.cast = cast
 
 
 class _Merger(ExprMutator):
@@ -136,6 +158,8 @@ class _Merger(ExprMutator):
                 self.role[m.product] = (group, i, "product")
                 if m.add is not None:
                     self.role[m.add] = (group, i, "add")
+                if m.cast is not None:
+                    self.role[m.cast] = (group, i, "cast")
         self.merged: dict[int, Var] = {}
 
     def visit_var_binding_(self, binding: VarBinding) -> None:
@@ -148,6 +172,8 @@ class _Merger(ExprMutator):
             self.merged[id(group)] = self._emit_merged(group, binding)
         if kind == "product" and group[index].add is not None:
             return          # the member's add is its result: the product itself is not needed
+        if kind != "cast" and group[index].cast is not None:
+            return          # its cast is: a view of the merged cast
         index_const = Constant(np.array(index, dtype=np.int64))
         value = self.builder.normalize(make_call("take", self.merged[id(group)], index_const, axis=0))
         self.builder.emit_binding(VarBinding(binding.var, value, span=binding.span))
@@ -164,6 +190,9 @@ class _Merger(ExprMutator):
             biases = np.stack([m.bias for m in group])
             biases = biases.reshape((len(group),) + (1,) * (rank - 1) + biases.shape[1:])
             merged = make_call("add", product, Constant(biases))
+        if group[0].cast is not None:
+            product = self.builder.emit(merged, "projections", span=binding.span)
+            merged = make_call("astype", product, dtype=group[0].cast.value.attrs["dtype"])
         return self.builder.emit(merged, "projections", span=binding.span)
 
 
@@ -171,8 +200,9 @@ class _Merger(ExprMutator):
 
 
 def _split_product(m: Match):
-    """``(x, W, b or None, reshape or None, cast dtype or None, n)`` when the split's operand is
-    ``[reshape]([astype](matmul(x, W) [+ b]))`` (each used once), split in ``n`` equal parts along the last
+    """``(x, W, b or None, reshape or None, cast dtype or None, n, the product's out_dtype)`` when the
+    split's operand is ``[reshape]([astype](matmul(x, W) [+ b]))`` (each used once; the product
+    float16 writing float32 or of its operands' dtype), split in ``n`` equal parts along the last
     axis, ``W`` a 2-D float constant, ``b`` a constant of its ``N`` values, the reshape keeping the
     last dim; else the reason there is none."""
     split = m["split"]
@@ -200,7 +230,7 @@ def _split_product(m: Match):
                 bias, (value, uses) = c.data, m.producer(a)
                 break
     product = _call(value, "matmul")
-    if product is None or uses != 1 or product.attrs.get("out_dtype") is not None:
+    if product is None or uses != 1 or product.attrs.get("out_dtype") not in (None, "float32"):
         return "the split part is not a product used only here"
     x, w = product.args
     xs = x.struct_info
@@ -210,9 +240,11 @@ def _split_product(m: Match):
     total = w.data.shape[1]
     if total % n or sinfo.shape[-1] != total:
         return f"{total} columns do not split in {n} parts"
-    if bias is not None and (bias.size != total or bias.shape[-1] != total or str(bias.dtype) != xs.dtype):
+    out_dtype = product.attrs.get("out_dtype")    # a float16 product writing float32 (WidenFloat16Regions)
+    if bias is not None and (bias.size != total or bias.shape[-1] != total
+                             or str(bias.dtype) != (out_dtype or xs.dtype)):
         return "the bias is not one value per column"
-    return x, w.data, bias, reshape, cast, n
+    return x, w.data, bias, reshape, cast, n, out_dtype
 
 
 def _equal_parts(sections, total: int) -> int | None:
@@ -239,12 +271,12 @@ def _splits(m: Match) -> str | None:
 def split_into_products(m: Match):
     """split([reshape]([astype](x @ W [+ b])), n, last axis) -> ([reshape]([astype](x @ W_i [+ b_i])), ...):
     the products of the weight's column blocks, which MergeProjections then makes one batched product."""
-    x, w, bias, reshape, cast, n = _split_product(m)
+    x, w, bias, reshape, cast, n, out_dtype = _split_product(m)
     width = w.shape[1] // n
     parts = []
     for i in range(n):
         cols = slice(i * width, (i + 1) * width)
-        part = make_call("matmul", x, Constant(np.ascontiguousarray(w[:, cols])))
+        part = make_call("matmul", x, Constant(np.ascontiguousarray(w[:, cols])), out_dtype=out_dtype)
         if bias is not None:
             part = make_call("add", part, Constant(np.ascontiguousarray(bias.reshape(-1)[cols])))
         if cast is not None:

@@ -39,9 +39,11 @@ from .fuse_squeeze_excite import fuse_squeeze_excite
 from .legalize import legalize
 from .lower_fused import lower_fused_functions
 from .merge_projections import merge_projections
+from .narrow_index_casts import narrow_index_casts
 from .pack_recurrent_weights import pack_recurrent_weights
 from .plan_memory import plan_memory
 from .reorder_bindings import reorder_bindings
+from .share_look_ups import share_look_ups
 from .simplify_algebra import simplify_algebra
 from .simplify_shapes import simplify_shapes
 from .sink_resize import sink_resize
@@ -87,7 +89,9 @@ def optimize_pipeline() -> Sequential:
       their kernels read), another core round to clean up, TabulateIntegerFunctions
       (elementwise chains of a quantized value become table look-ups, on folded
       constants), FuseDynamicQuantize (a DynamicQuantizeLinear an integer product reads in
-      one kernel; DeadCodeElimination drops the chains of both), DropNaNSaturation (a quantizer's
+      one kernel; DeadCodeElimination drops the chains of both), ShareLookUps (a look-up another one's
+      result gives by a cast and a shift), NarrowIndexCasts (a look-up index's
+      float-to-int64 cast through int32), DropNaNSaturation (a quantizer's
       NaN-saturating clip of a value known finite clips only), and FuseOps last
       (elementwise groups become fused primitive functions).
     """
@@ -95,7 +99,7 @@ def optimize_pipeline() -> Sequential:
                      widen_float16_regions, merge_projections, fuse_bias_activation, fold_permute_matmul, sink_resize,
                      convert_layout, simplify_algebra, fuse_squeeze_excite, drop_zero_sign_round_trips,
                      pack_recurrent_weights, *core_passes(), tabulate_integer_functions, fuse_dynamic_quantize,
-                     dead_code_elimination, drop_nan_saturation, fuse_ops],
+                     dead_code_elimination, share_look_ups, narrow_index_casts, drop_nan_saturation, fuse_ops],
                     name="O2", opt_level=2)
     return Sequential([*core_passes(), o2], name="Optimize")
 

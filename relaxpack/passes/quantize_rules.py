@@ -191,6 +191,34 @@ def exact_conv_reads_the_clip(m: Match):
     return make_call("nn.conv", data, m["w"], **m["conv"].attrs)
 
 
+# ---------------------------------------------------------------- skip_a_widening_cast
+
+
+def _holds_type(wide: str, narrow: str) -> bool:
+    """Whether ``wide`` holds every value of the integer (or bool) type ``narrow`` exactly."""
+    low, high = (0, 1) if narrow == "bool" else (np.iinfo(narrow).min, np.iinfo(narrow).max)
+    if wide in _INT_TYPES:
+        return _holds(wide, low, high)
+    return wide in _FLOAT_EXACT and max(-low, high) <= _FLOAT_EXACT[wide]
+
+
+def _widening_check(m: Match) -> str | None:
+    source = getattr(m["x"].struct_info, "dtype", None)
+    if source not in _INT_TYPES + ("bool",):
+        return f"the source's {source} is not an integer type"
+    narrow = m["narrow"].attrs["dtype"]
+    if not _holds_type(narrow, source):
+        return f"{narrow} does not hold every {source}"
+    return None
+
+
+def skip_a_widening_cast(m: Match):
+    """astype(astype(x, I), T) -> astype(x, T) for an integer x whose every value I holds: the
+    inner cast changes no value (a max-pooled uint8 read as int32 by a QLinearAdd, as float32 by
+    the exact conv next to it: one cast, shared)."""
+    return make_call("astype", m["x"], dtype=m["outer"].attrs["dtype"])
+
+
 # ---------------------------------------------------------------- cast_the_table
 
 #: tables at most this many elements are cast before a take (the archive holds the cast copy)
@@ -223,6 +251,9 @@ RULES = [
                          name="cast"),
          _small_table, cast_the_table,
          doc="astype(take(C, i), T) -> take(astype(C, T), i) for a table C of at most 65536 elements."),
+    Rule("skip_a_widening_cast",
+         is_op("astype")(is_op("astype")(wildcard("x"), name="narrow", what="operand"), name="outer"),
+         _widening_check, skip_a_widening_cast),
     Rule("shift_clip_by_zero_point",
          is_op("subtract")(is_op("astype")(_CLIPPED_INTEGER, name="cast", what="operand"),
                            const("zp2", "the subtracted zero point")),

@@ -11,10 +11,17 @@ with the mask add, and the transposes fold into the product's strides.
 
 Rounding: the factor multiplies the sums instead of the terms, a
 reassociation (bit for bit when ``c`` is a power of two, as for ``d = 16``;
-otherwise within a rounding or two, like ``fold_scale_into_weight``).
+otherwise within a rounding or two, like ``fold_scale_into_weight``). A float16
+product moves power-of-two factors only (GPT-2 float16's 0.5 on q and k): the
+same values but where ``a * c`` would have been a float16 subnormal (or past
+65504), which the product now sums unrounded, as onnxruntime (its Mul and
+MatMul run in float32); WidenFloat16Regions then keeps the product and the
+multiplies float32.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from ..ir.expr import Call, Constant
 from ..ir.struct_info import TensorStructInfo
@@ -22,6 +29,11 @@ from ..ops.registry import make_call
 from .core.rules import Match
 
 _FLOATS = ("float32", "float64")
+
+
+def _power_of_two(c) -> bool:
+    value = float(c.data.reshape(-1)[0])
+    return value != 0 and np.isfinite(value) and np.frexp(value)[0] in (0.5, -0.5)
 
 
 def _scale(m: Match, operand) -> tuple[object, Constant] | None:
@@ -32,7 +44,10 @@ def _scale(m: Match, operand) -> tuple[object, Constant] | None:
         return None
     for a, c in (value.args, reversed(value.args)):
         c_value = m.producer(c)[0]
-        if not isinstance(c_value, Constant) or c_value.data.size != 1 or str(c_value.data.dtype) not in _FLOATS:
+        if not isinstance(c_value, Constant) or c_value.data.size != 1:
+            continue
+        if str(c_value.data.dtype) not in _FLOATS and not (str(c_value.data.dtype) == "float16"
+                                                          and _power_of_two(c_value)):
             continue
         src, out = a.struct_info, value.struct_info
         if not (isinstance(src, TensorStructInfo) and isinstance(out, TensorStructInfo)) \
@@ -51,10 +66,11 @@ def check(m: Match) -> str | None:
     if mm.attrs.get("out_dtype") is not None:
         return "the matmul has an output dtype of its own"
     out = m.out_sinfo
-    if not isinstance(out, TensorStructInfo) or out.dtype not in _FLOATS:
-        return "the product is not float32/float64"
+    if not isinstance(out, TensorStructInfo) or out.dtype not in _FLOATS + ("float16",):
+        return "the product is not float16/32/64"
     if _scale(m, m["a"]) is None and _scale(m, m["b"]) is None:
-        return "neither operand is a scalar multiple used only here"
+        return "neither operand is a scalar multiple used only here" + (
+            " (a power of two in float16)" if out.dtype == "float16" else "")
     return None
 
 

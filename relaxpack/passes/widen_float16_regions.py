@@ -8,22 +8,36 @@ provider (x86-64) has no float16 kernel for these ops: it casts around each and 
 float32 -> float16 -> float32 pair between two of them, so ``Conv -> Relu -> MaxPool -> Conv`` or
 ``MatMul -> Add -> Div -> Erf -> Mul`` in float16 runs in float32 and rounds where the value
 leaves the region (a move such as Reshape or Transpose, LayerNormalization, a graph output), and
-numpy's float16 loops and casts cost 5-30x their float32 ones. Three rules, to a fixed point
+numpy's float16 loops and casts cost 5-30x their float32 ones. The rules, to a fixed point
 (producers first):
 
 - ``compute_in_float32``: a float16 op of :data:`OPS` that reads an importer rounding
   ``astype(v, float16)`` -> ``astype(op(.., v, ..), float16)``, its other float16 operands widened
   (exact; a float16 constant becomes a float32 one). The same value; bound with the op's span, the
-  new rounding is again an importer rounding. A region starts only at such a rounding: widening a
-  float16 op of model inputs or moves too (its kernel computes in float32 already) made ViT's tiny
-  blocks 50 kernel calls instead of 40 (the explicit casts are calls of their own).
+  new rounding is again an importer rounding. A product (:data:`PRODUCTS`) whose result leaves the
+  region (a reader is no float32 computation, e.g. attention's ``probs @ v`` before its transpose)
+  instead reads ``v`` and its other operand as they are and rounds in its kernel
+  (``out_dtype=float16``): no cast call for a float16 operand, none for the result, and the
+  transpose still folds into the product.
+- ``widen_product``: a float16 product whose readers all compute in float32 (directly or through
+  an isolated move: attention's ``q @ k^T`` read by its softmax, ``o_proj`` read by the residual
+  add) -> ``astype(product(.., out_dtype=float32), float16)``, a rounding its readers do not read
+  (onnxruntime has no float16 MatMul: it keeps the product float32 for them). A product read by
+  anything else keeps its kernel's rounding: starting regions at every float16 product made ViT's
+  tiny blocks 50 kernel calls instead of 40 (the casts are calls of their own).
+- ``product_reads_float32``: ``product(astype(v, float16), w, out_dtype=float32)`` -> ``product(v,
+  w, ..)`` (a float16 constant ``w`` widened): the round trip onnxruntime drops too.
+- ``norm_in_float32``: a float16 layer norm of an importer rounding whose readers all compute in
+  float32 -> ``astype(layer_norm(v, gamma32, beta32), float16)``: onnxruntime runs such an
+  "isolated" float16 LayerNormalization in float32 (ViT's layernorm_after); one read by a move or
+  an op outside :data:`OPS` it runs in float16 (its input and its result rounded).
 - ``move_rounding_after``: ``move(astype(v, float16))`` of an importer rounding whose every
   reader will compute in float32 -> ``astype(move(v), float16)`` (the same values). onnxruntime
   runs such an "isolated" float16 Reshape, Transpose or Flatten in float32 (resnet's Flatten
   between its pool and Gemm, GPT-2's views around its MLP's GELU); a move read by anything else (a
   Transpose, a LayerNormalization) it runs in float16, rounding before it.
 - ``drop_float16_round_trip``: ``astype(astype(v, float16), float32)`` of an importer rounding ->
-  ``v``. The only rule that changes a value: the rounding onnxruntime does not do either.
+  ``v``: the rounding onnxruntime does not do either.
 
 A model's own Cast keeps its rounding (its binding's span is the Cast node, not the producer's):
 onnxruntime rounds at an explicit Cast pair too. Where onnxruntime drops a rounding that relaxpack
@@ -33,6 +47,8 @@ tests/runtime/test_float16_contract.py checks each op against onnxruntime.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -48,7 +64,10 @@ F16, F32 = "float16", "float32"
 
 #: float16 ops whose kernel computes in float32 and rounds once, and which onnxruntime's CPU provider
 #: (x86-64) runs in float32 (or which are exact on widened data: max pool, max, min, relu, where, abs)
-OPS = WIDENED | frozenset({"matmul", "nn.max_pool", "nn.avg_pool", "nn.global_avg_pool", "nn.global_max_pool"})
+OPS = WIDENED | frozenset({"matmul", "permute_matmul", "nn.softmax", "nn.safe_softmax", "sum", "max", "min",
+                           "nn.max_pool", "nn.avg_pool", "nn.global_avg_pool", "nn.global_max_pool"})
+#: products that may read one float32 and one float16 operand (``out_dtype`` named)
+PRODUCTS = frozenset({"matmul", "permute_matmul"})
 #: moves onnxruntime runs in float32 between two float32 ops (an "isolated" float16 node: two casts
 #: saved); between other ops it rounds before them
 MOVES = frozenset({"reshape", "permute_dims", "expand_dims", "squeeze", "flatten"})
@@ -96,11 +115,88 @@ def _in_float32(m: Match, arg: Expr) -> Expr:
     return make_call("astype", arg, dtype=F32)
 
 
-def compute_in_float32(m: Match):
-    """op(.., astype(v, float16), ..) -> astype(op(.., v, ..), float16)."""
+def _compute_in_float32(readers: Readers):
+    def rewrite(m: Match):
+        """op(.., astype(v, float16), ..) -> astype(op(.., v, ..), float16); a product by a float16
+        operand whose result leaves the region -> product(v, x16, out_dtype=float16)."""
+        call = m["op"]
+        if _mixed_product(m, readers):
+            args = [importer_rounding(m, a) or (_in_float32(m, a) if isinstance(a, Constant) else a)
+                    for a in call.args]
+            return make_call(call.op.name, *args, **{**call.attrs, "out_dtype": F16})
+        wide = make_call(call.op.name, *(_in_float32(m, a) for a in call.args), **call.attrs)
+        return make_call("astype", wide, dtype=F16)
+    return rewrite
+
+
+def _mixed_product(m: Match, readers: Readers) -> bool:
+    """A product of a rounding by a float16 value (not a constant, not a rounding) whose result
+    some reader reads as float16: it reads the two as they are and rounds its own result (no cast
+    call for the float16 operand, none for the result: attention's ``probs @ v`` before its
+    transpose, which then folds into the product)."""
     call = m["op"]
+    if call.op.name not in PRODUCTS:
+        return False
+    plain = [a for a in call.args if importer_rounding(m, a) is None]
+    if len(plain) != 1 or _dtype(plain[0]) != F16:
+        return False
+    return not readers.float32(m.binding.var)
+
+
+def _norm_reads_a_rounding(readers: Readers):
+    def check(m: Match) -> str | None:
+        call = m["norm"]
+        if _dtype(call) != F16:
+            return "not a float16 layer norm"
+        if importer_rounding(m, call.args[0]) is None:
+            return "its data is no float16 rounding of an op computed in float32"
+        if not readers.directly_float32(m.binding.var):     # a move after it is no float32 op either
+            return "a reader of the layer norm is no float32 computation (onnxruntime runs it in float16)"
+        return None
+    return check
+
+
+def norm_in_float32(m: Match):
+    """layer_norm(astype(v, float16), g, b) -> astype(layer_norm(v, g32, b32), float16)."""
+    call = m["norm"]
     wide = make_call(call.op.name, *(_in_float32(m, a) for a in call.args), **call.attrs)
     return make_call("astype", wide, dtype=F16)
+
+
+def _product_to_float32(m: Match) -> str | None:
+    call = m["product"]
+    if call.attrs["out_dtype"] != F32:
+        return "it does not write float32"
+    if not any(importer_rounding(m, a) is not None for a in call.args):
+        return "no operand is the float16 rounding of an op computed in float32"
+    return None
+
+
+def product_reads_float32(m: Match):
+    """product(astype(v, float16), w, out_dtype=float32) -> product(v, w32, out_dtype=float32): the
+    round trip onnxruntime drops too (``drop_float16_round_trip``)."""
+    call = m["product"]
+    args = [importer_rounding(m, a) or (_in_float32(m, a) if isinstance(a, Constant) else a) for a in call.args]
+    mixed = any(_dtype(a) != F32 for a in args)      # else a plain float32 product
+    return make_call(call.op.name, *args, **{**call.attrs, "out_dtype": F32 if mixed else None})
+
+
+def _product_read_in_float32(readers: Readers):
+    def check(m: Match) -> str | None:
+        call = m["product"]
+        if _dtype(call) != F16 or call.attrs["out_dtype"] is not None:
+            return "not a float16 product"
+        if not readers.float32(m.binding.var):
+            return "a reader of the product is no float32 computation"
+        return None
+    return check
+
+
+def widen_product(m: Match):
+    """product(a, b) -> astype(product(a, b, out_dtype=float32), float16): a rounding its readers
+    will not read (its float32 value goes on, as onnxruntime's)."""
+    call = m["product"]
+    return make_call("astype", make_call(call.op.name, *call.args, **{**call.attrs, "out_dtype": F32}), dtype=F16)
 
 
 def _round_trip(m: Match) -> str | None:
@@ -116,24 +212,48 @@ def drop_float16_round_trip(m: Match):
     return importer_rounding(m, m["r"])
 
 
-def _readers(func: Function) -> dict[Var, list[Expr]]:
+@dataclass
+class Readers:
     """What reads each var: the values of the bindings that use it (``None`` for the function's
-    result and anything not a binding's value, e.g. an If's condition)."""
-    readers: dict[Var, list[Expr]] = {}
+    result and anything not a binding's value, e.g. an If's condition), and each binding value's var."""
+
+    of: dict[Var, list[Expr | None]] = field(default_factory=dict)
+    var_of: dict[int, Var] = field(default_factory=dict)
+
+    def directly_float32(self, var: Var) -> bool:
+        """Every reader of ``var`` computes in float32 (:func:`_widened_reader`)."""
+        return all(_widened_reader(r) for r in self.of.get(var, [None]))
+
+    def float32(self, var: Var) -> bool:
+        """Every reader of ``var`` computes in float32, directly or through a move whose readers all
+        do (a move ``move_rounding_after`` will move the rounding past)."""
+        return all(_widened_reader(r) or (_is_move(r) and id(r) in self.var_of
+                                          and self.directly_float32(self.var_of[id(r)]))
+                   for r in self.of.get(var, [None]))
+
+
+def _is_move(value: Expr | None) -> bool:
+    return isinstance(value, Call) and isinstance(value.op, Op) and value.op.name in MOVES
+
+
+def _readers(func: Function) -> Readers:
+    """The function's :class:`Readers`."""
+    readers = Readers()
 
     def seq(body: SeqExpr) -> None:
         for v in vars_of(body.body):
-            readers.setdefault(v, []).append(None)
+            readers.of.setdefault(v, []).append(None)
         for block in body.blocks:
             for b in block.bindings:
                 if isinstance(b.value, If):
                     for v in vars_of(b.value.cond):
-                        readers.setdefault(v, []).append(None)
+                        readers.of.setdefault(v, []).append(None)
                     seq(b.value.true_branch)
                     seq(b.value.false_branch)
                     continue
+                readers.var_of[id(b.value)] = b.var
                 for v in vars_of(b.value):
-                    readers.setdefault(v, []).append(b.value)
+                    readers.of.setdefault(v, []).append(b.value)
     seq(func.body)
     return readers
 
@@ -145,14 +265,16 @@ def _widened_reader(value: Expr | None) -> bool:
         return False
     if value.op.name == "astype":
         return _dtype(value) == F32
+    if value.op.name in PRODUCTS and value.attrs["out_dtype"] == F32:
+        return True
     return value.op.name in OPS and _dtype(value) == F16
 
 
-def _isolated_move(readers: dict[Var, list[Expr]]):
+def _isolated_move(readers: Readers):
     def check(m: Match) -> str | None:
         if importer_rounding(m, m["move"].args[0]) is None:
             return "it moves no float16 rounding of an op computed in float32"
-        if not all(_widened_reader(r) for r in readers.get(m.binding.var, [None])):
+        if not readers.directly_float32(m.binding.var):
             return "a reader of the moved value is no float32 computation (onnxruntime rounds before the move)"
         return None
     return check
@@ -166,18 +288,25 @@ def move_rounding_after(m: Match):
     return make_call("astype", make_call(call.op.name, inner, *call.args[1:], **call.attrs), dtype=F16)
 
 
-def _table(readers: dict[Var, list[Expr]]) -> RewriteTable:
+def _table(readers: Readers) -> RewriteTable:
     return RewriteTable("WidenFloat16Regions", [
         Rule("move_rounding_after", is_op(*sorted(MOVES))(..., name="move"), _isolated_move(readers),
              move_rounding_after),
-        Rule("compute_in_float32", is_op(*sorted(OPS))(..., name="op"), _reads_a_rounding, compute_in_float32),
+        Rule("widen_product", is_op(*sorted(PRODUCTS))(..., name="product"), _product_read_in_float32(readers),
+             widen_product),
+        Rule("product_reads_float32", is_op(*sorted(PRODUCTS))(..., name="product"), _product_to_float32,
+             product_reads_float32),
+        Rule("norm_in_float32", is_op("nn.layer_norm")(..., name="norm"), _norm_reads_a_rounding(readers),
+             norm_in_float32),
+        Rule("compute_in_float32", is_op(*sorted(OPS))(..., name="op"), _reads_a_rounding,
+             _compute_in_float32(readers)),
         Rule("drop_float16_round_trip", is_op("astype")(wildcard("r"), name="widen"), _round_trip,
              drop_float16_round_trip),
     ])
 
 
 #: the rules as data (``relaxpack explain``): the move rule's readers are the function's
-RULES = _table({})
+RULES = _table(Readers())
 
 
 @function_pass(name="WidenFloat16Regions", opt_level=2, requires=("import", "optimize"), produces="optimize")

@@ -63,6 +63,19 @@ def test_matmul_out_dtype():
         infer(T((2, 3)), T((3, 4)), out_dtype="int33")
 
 
+def test_matmul_mixes_float_widths_only_with_out_dtype():
+    """float16 attention's float32 probabilities by its float16 v: float operands of different widths
+    when the result's dtype is named; without it, or with an integer operand, they must agree."""
+    assert infer(T((2, 3)), T((3, 4), "float16"), out_dtype="float16") == T((2, 4), "float16")
+    assert infer(T((2, 3), "bfloat16"), T((3, 4)), out_dtype="float32") == T((2, 4), "float32")
+    with pytest.raises(ShapeError, match=r"R\.matmul: operands must have the same dtype, got float32 .* and float16"):
+        infer(T((2, 3)), T((3, 4), "float16"))
+    with pytest.raises(ShapeError, match=r"R\.matmul: operands must have the same dtype, got float32 .* and int8"):
+        infer(T((2, 3)), T((3, 4), "int8"), out_dtype="float32")
+    with pytest.raises(ShapeError, match=r"R\.matmul: operands must have the same dtype, got float64 .* and float16"):
+        infer(T((2, 3), "float64"), T((3, 4), "float16"), out_dtype="float64")
+
+
 @pytest.mark.parametrize("lhs, rhs, out", [
     (T(None, ndim=3), T((4, 5)), T(None, ndim=3)),
     (T(None, ndim=1), T(None, ndim=2), T(None, ndim=1)),

@@ -45,7 +45,7 @@ class Module:
     @R.function
     def main({params}) -> R.Tensor({ret}, "float32"):
         n = T.int64()
-{lines}
+{"        h = T.int64()" + chr(10) + "        w = T.int64()" + chr(10) if '"h"' in params else ""}{lines}
 '''
 
 
@@ -239,6 +239,21 @@ lv3_nhwc = R.nn.conv_bias_act(lv2_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, d
 lv3 = R.permute_dims(lv3_nhwc, axes=(0, 3, 1, 2))
 return lv3
 """),
+    # a MobileNet's 3x3/2 stem on an image of any size (its method is picked per call: on small
+    # images its GEMM writes channels last) starts the region of the depthwise conv after it
+    "stem_of_any_size_writes_channels_last": (('x: R.Tensor(("n", 3, "h", "w"), "float32")',
+                                               '("n", 16, "(h + 1) // 2", "(w + 1) // 2")'), f"""
+lv = R.nn.conv_bias_act(x, {c(STEM)}, {c(BIAS)}, strides=2, padding=1, activation="hard_swish")
+lv1 = R.nn.conv_bias_act(lv, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+lv2 = R.nn.conv_bias_act(lv1, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+return lv2
+""", f"""
+lv_nhwc = R.nn.conv_bias_act(x, {c(STEM)}, {c(BIAS)}, strides=2, padding=1, activation="hard_swish", out_layout="NHWC")
+lv1_nhwc = R.nn.conv_bias_act(lv_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv2_nhwc = R.nn.conv_bias_act(lv1_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv2 = R.permute_dims(lv2_nhwc, axes=(0, 3, 1, 2))
+return lv2
+"""),
     # the same stem's result also read channels first: writing it channels last would only move
     # the transpose (one out instead of one in), so the stem stays channels first
     "stem_read_channels_first_too": ((STEM_X, '("n", 16, 15, 15)'), f"""
@@ -268,14 +283,18 @@ return lv6
 #: the stem's values reach ~100 (a 7x7 conv of unit-variance weights): the channels-last
 #: depthwise convs sum in another order
 #: channels last sums a conv's products in another order: float32 agrees to 1e-5 (more with a stem)
-TOLERANCES = {name: dict(rtol=1e-5, atol=1e-4) for name in ("stem_writes_channels_last", "stem_read_channels_first_too")}
+TOLERANCES = {name: dict(rtol=1e-5, atol=1e-4) for name in ("stem_writes_channels_last", "stem_read_channels_first_too",
+                                                             "stem_of_any_size_writes_channels_last")}
+#: the dims each case runs at (default: n = 1 and 3)
+DIMS = {"stem_of_any_size_writes_channels_last": [{"n": 1, "h": 13, "w": 10}, {"n": 3, "h": 8, "w": 9}]}
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_convert_layout(name):
     (params, ret), before, expected = CASES[name]
     mod, out = assert_rewrites(with_dce(convert_layout), program(params, ret, before), program(params, ret, expected))
-    assert_same_results(mod, out, [{"n": 1}, {"n": 3}], **TOLERANCES.get(name, dict(rtol=1e-5, atol=1e-5)))
+    assert_same_results(mod, out, DIMS.get(name, [{"n": 1}, {"n": 3}]),
+                        **TOLERANCES.get(name, dict(rtol=1e-5, atol=1e-5)))
 
 
 UNCHANGED = {

@@ -488,3 +488,54 @@ def test_zero_point_put_back_lookalikes_stay(case, kwargs):
     mod = parse(_zero_point_back(**kwargs))
     out = run_pass(PASS, mod)
     assert ops_of(out).count("astype") == 3, case
+
+
+def _pooled_pair(scale: str = "0.037", second: str | None = None, bounds: str = "min=0.0, max=255.0",
+                 second_bounds: str | None = None, pool: str = "pool_size=3, strides=2, padding=1",
+                 tail: str = 'lv9 = R.add(lv8, R.const(0.5, "float32"))\nreturn lv9') -> str:
+    """A QDQ pair around a max pool, quantized again (the same scale and bounds unless given),
+    read by an add of a constant (which reads no zero sign) unless ``tail``."""
+    second = scale if second is None else second
+    second_bounds = bounds if second_bounds is None else second_bounds
+    return program('x: R.Tensor(("n", 2, 7, 9), "float32")', '("n", 2, 4, 5)', f"""
+lv = R.divide(x, R.const({scale}, "float32"))
+lv1 = R.round(lv)
+lv2 = R.clip(lv1, {bounds}, saturate_nan=True)
+lv3 = R.multiply(lv2, R.const({scale}, "float32"))
+lv4 = R.nn.max_pool(lv3, {pool})
+lv5 = R.divide(lv4, R.const({second}, "float32"))
+lv6 = R.round(lv5)
+lv7 = R.clip(lv6, {second_bounds}, saturate_nan=True)
+lv8 = R.multiply(lv7, R.const({second}, "float32"))
+""" + tail)
+
+
+def _pool_values(scale: float) -> np.ndarray:
+    values = np.concatenate([_values(), _values() * np.float32(scale),
+                             (np.arange(-130, 300, dtype=np.float32) + 0.5) * np.float32(scale)])
+    return np.resize(values, (values.size // 126 + 1) * 126).reshape(-1, 2, 7, 9).astype(np.float32)
+
+
+@pytest.mark.parametrize("scale, bounds", [("0.037", "min=0.0, max=255.0"), ("2.5e35", "min=-128.0, max=127.0"),
+                                           ("3.0e-38", "min=-128.0, max=127.0")])
+def test_a_max_pool_between_a_qdq_pair_and_its_own_scale_is_the_pool(scale, bounds):
+    mod = parse(_pooled_pair(scale, bounds=bounds))
+    out = run_pass(PASS, mod)
+    assert ops_of(out).count("round") == 1 and ops_of(out).count("divide") == 1, ops_of(out)
+    _assert_same_bits(mod, out, _pool_values(float(scale)))
+    _assert_same_bits(mod, out, np.zeros((0, 2, 7, 9), np.float32))
+
+
+@pytest.mark.parametrize("case, kwargs", [
+    ("a negative scale (the pool picks the smallest q)", dict(scale="-0.037")),
+    ("another scale", dict(second="0.038")),
+    ("narrower bounds after the pool", dict(second_bounds="min=0.0, max=254.0")),
+    ("ceil mode", dict(pool="pool_size=3, strides=2, padding=1, ceil_mode=True")),
+    ("the result's zero sign read (an output)", dict(tail="return lv8")),
+    ("bounds past 2**21", dict(bounds="min=-3000000.0, max=3000000.0")),
+])
+def test_pooled_lookalikes_keep_their_requantization(case, kwargs):
+    mod = parse(_pooled_pair(**kwargs))
+    out = run_pass(PASS, mod)
+    assert ops_of(out).count("round") == 2, case
+    _assert_same_bits(mod, out, _pool_values(0.037))

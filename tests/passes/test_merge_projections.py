@@ -11,6 +11,7 @@ from onnx import numpy_helper
 
 import relaxpack
 from relaxpack.errors import ShapeError
+from relaxpack.passes.core.context import PassContext
 from relaxpack.runtime import VirtualMachine
 from relaxpack.runtime.builtins import index_view
 
@@ -96,11 +97,20 @@ def test_products_that_do_not_stack_stay_apart(case):
 
 
 def test_rank_two_input_float64_and_float16():
+    """Bit for bit the program without the merge: -O0's for float64; for float16 -O2's without
+    MergeProjections (at -O2 the float16 products and their Tanh compute in float32 and round once,
+    WidenFloat16Regions, where -O0 rounds after each op)."""
     rng = np.random.default_rng(3)
     ws = _weights(rng, 2)
     for dtype in (np.float64, np.float16):
         x = rng.standard_normal((7, 8)).astype(dtype)
-        want, got, exe = run_both(projections_model(ws, dtype=dtype, rank=2), x)
+        model = projections_model(ws, dtype=dtype, rank=2)
+        want, got, exe = run_both(model, x)
+        if dtype == np.float16:
+            with PassContext(disabled_passes=["MergeProjections"]):
+                unmerged = relaxpack.build(relaxpack.from_onnx(model), opt_level=2)
+            assert "index_view" not in unmerged.as_text()
+            want = VirtualMachine(unmerged).run({"x": x})
         assert exe.as_text().count("vm.builtin.index_view(") == 2
         for name in want:
             np.testing.assert_array_equal(got[name], want[name])
@@ -188,6 +198,26 @@ def test_a_float16_split_product_computed_in_float32():
     assert exe.as_text().count("vm.builtin.index_view(") == 2 and "kernel.split(" not in exe.as_text()
     for name in want:
         np.testing.assert_allclose(got[name].astype(np.float32), want[name].astype(np.float32), rtol=2e-3, atol=2e-3)
+
+
+def test_the_parts_of_a_float16_split_product_round_in_one_call():
+    """GPT-2 float16's q, k and v, each rounded from the float32 product (its bias float32): the
+    merged product is rounded once (in its fused kernel) and the parts are views of it, not one
+    cast call a part; the values as the product rounded and split."""
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((6, 8)).astype(np.float16)
+    model = split_model((4, 4), dtype=np.float16)
+    exe = relaxpack.build(relaxpack.from_onnx(model), opt_level=2)
+    text = exe.as_text()
+    assert text.count("vm.builtin.index_view(") == 2 and "kernel.astype(" not in text
+    assert text.count("kernel.fused_elementwise(") == 1
+    with PassContext(disabled_passes=["MergeProjections"]):
+        unmerged = relaxpack.build(relaxpack.from_onnx(model), opt_level=2)
+    assert "kernel.split(" in unmerged.as_text()
+    want = VirtualMachine(unmerged).run({"x": x})
+    got = VirtualMachine(exe).run({"x": x})
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
 
 
 def test_an_unequal_split_stays():

@@ -57,7 +57,8 @@ def test_the_context_opt_level_alone_decides_what_runs():
           "WidenFloat16Regions", "MergeProjections", "FuseBiasActivation", "FoldPermuteMatmul", "SinkResize", "ConvertLayout",
           "SimplifyAlgebra",
           "FuseSqueezeExcite", "DropZeroSignRoundTrips", "PackRecurrentWeights", *core, "TabulateIntegerFunctions",
-          "FuseDynamicQuantize", "DeadCodeElimination", "DropNaNSaturation", "FuseOps"]
+          "FuseDynamicQuantize", "DeadCodeElimination", "ShareLookUps", "NarrowIndexCasts", "DropNaNSaturation",
+          "FuseOps"]
     mod = relaxpack.from_onnx(small_cnn())
     for level, ran in ((0, []), (1, core), (2, core + o2), (3, core + o2)):
         with PassContext(opt_level=level) as ctx:

@@ -217,3 +217,50 @@ return lv1
     want = VirtualMachine(relaxpack.build(mod, opt_level=0)).run({"i": i})
     got = VirtualMachine(relaxpack.build(out, opt_level=0)).run({"i": i})
     np.testing.assert_array_equal(np.asarray(list(got.values())[0]), np.asarray(list(want.values())[0]))
+
+
+# ---------------------------------------------------------------- skip_a_widening_cast
+
+#: every value of each integer type the tests widen from
+_ALL = {"uint8": np.arange(256), "int8": np.arange(-128, 128), "int16": np.array([-32768, -1, 0, 1, 255, 32767]),
+        "uint16": np.array([0, 1, 255, 2049, 65535]), "int32": np.array([-2**31, -2**24 - 1, -1, 0, 2**24 + 1, 2**31 - 1]),
+        "bool": np.array([False, True])}
+
+
+@pytest.mark.parametrize("source, narrow, wide, skipped", [
+    ("uint8", "int32", "float32", True),        # a max-pooled uint8 read by a QLinearAdd
+    ("uint8", "int16", "float16", True),
+    ("int8", "int16", "uint8", True),           # the outer cast wraps the same either way
+    ("uint8", "float16", "int32", True),        # float16 holds every uint8
+    ("bool", "int8", "float32", True),
+    ("int16", "float16", "float32", False),     # float16 rounds 2049
+    ("uint16", "int16", "float32", False),      # int16 wraps 65535
+    ("int8", "uint8", "int32", False),          # uint8 wraps -1
+    ("int32", "float32", "int64", False),       # float32 rounds 2**24 + 1
+    ("int32", "float64", "int64", True),
+])
+def test_a_widening_cast_in_between_is_skipped(source, narrow, wide, skipped):
+    """astype(astype(x, I), T) -> astype(x, T) where I holds every value of x's integer type."""
+    x = _ALL[source].astype(source)
+    text = program(f'x: R.Tensor(("n",), "{source}")', '("n",)', f"""
+lv = R.astype(x, dtype="{narrow}")
+lv1 = R.astype(lv, dtype="{wide}")
+return lv1
+""", dtype=wide)
+    mod = parse(text)
+    out = run_pass(with_dce(simplify_algebra), mod)
+    assert ops_of(out) == (["astype"] if skipped else ["astype", "astype"])
+    want = VirtualMachine(relaxpack.build(mod, opt_level=0)).run({"x": x})
+    got = VirtualMachine(relaxpack.build(out, opt_level=0)).run({"x": x})
+    a, b = np.asarray(list(got.values())[0]), np.asarray(list(want.values())[0])
+    assert a.dtype == b.dtype and a.shape == b.shape
+    np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+def test_a_float_source_keeps_both_casts():
+    text = program(PARAMS, '("n",)', """
+lv = R.astype(x, dtype="int32")
+lv1 = R.astype(lv, dtype="float32")
+return lv1
+""")
+    assert ops_of(run_pass(with_dce(simplify_algebra), parse(text))) == ["astype", "astype"]

@@ -77,3 +77,33 @@ out = R.matmul(qs, k)
 return out
 """, dtype="int32", dims=())
     assert_unchanged(simplify_algebra, ints)
+
+
+QK16 = QK.replace('"float32"', '"float16"')
+
+
+def test_float16_powers_of_two_move_after_the_product():
+    """GPT-2 float16's (q * 0.5) @ (k * 0.5): powers of two move (the same values but where q * 0.5
+    was a float16 subnormal); a float16 factor that is no power of two stays (rounding q * c in
+    float16 first is the model's value), and why."""
+    before = program(QK16, '("b", 2, "s", "t")', """
+qs = R.multiply(q, R.const(0.5, "float16"))
+ks = R.multiply(R.const(0.5, "float16"), k)
+out = R.matmul(qs, ks)
+return out
+""", "float16", dims=DIMS)
+    expected = program(QK16, '("b", 2, "s", "t")', """
+lv = R.matmul(q, k, out_dtype=None)
+out = R.multiply(lv, R.const(0.25, "float16"))
+return out
+""", "float16", dims=DIMS)
+    mod, out = assert_rewrites(with_dce(simplify_algebra), before, expected)
+    assert_same_results(mod, out, SIZES)
+    other = program(QK16, '("b", 2, "s", "t")', """
+ks = R.multiply(k, R.const(0.3535, "float16"))
+out = R.matmul(q, ks)
+return out
+""", "float16", dims=DIMS)
+    assert_unchanged(simplify_algebra, other)
+    assert dict(explain(parse(other), "scale_after_matmul"))["out"] == \
+        "neither operand is a scalar multiple used only here (a power of two in float16)"

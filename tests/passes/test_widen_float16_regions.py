@@ -71,10 +71,34 @@ return lv8
 """),
 }
 
+CASES["gemm_softmax_of_reductions"] = ((X, '("n", 6)'), f"""
+{GEMM_IN}
+lv3 = R.max(lv2, axis=[1], keepdims=True)  # span: /Attention
+lv4 = R.subtract(lv2, lv3)  # span: /Attention
+lv5 = R.exp(lv4)  # span: /Attention
+lv6 = R.sum(lv5, axis=[1], keepdims=True)  # span: /Attention
+lv7 = R.divide(lv5, lv6)  # span: /Attention
+return lv7
+""", f"""
+lv = R.astype(x, dtype="float32")
+lv1 = R.matmul(lv, {c(W, "float32")})
+lv3 = R.max(lv1, axis=[1], keepdims=True)
+lv4 = R.subtract(lv1, lv3)
+lv5 = R.exp(lv4)
+lv6 = R.sum(lv5, axis=[1], keepdims=True)
+lv7 = R.divide(lv5, lv6)
+lv8 = R.astype(lv7, dtype="float16")
+return lv8
+""")
+
 CHAINS = {    # each case's float32 chain, rounded once
     "gemm_relu_add_gemm": lambda f: (np.maximum(f["x"] @ W.astype(np.float32), 0) + B.astype(np.float32))
     @ W2.astype(np.float32),
     "gemm_reshape_tanh_gemm": lambda f: np.tanh(f["x"] @ W.astype(np.float32)) @ W2.astype(np.float32),
+    # a composite converter's softmax (the Attention op's): the reductions too (onnxruntime has no
+    # float16 ReduceSum/ReduceMax: it casts around them)
+    "gemm_softmax_of_reductions": lambda f: (lambda e: e / e.sum(1, keepdims=True))(
+        (lambda a: np.exp(a - a.max(1, keepdims=True)))(f["x"] @ W.astype(np.float32))),
 }
 
 
@@ -138,3 +162,118 @@ return lv3"""),
 def test_widen_float16_regions_keeps(name):
     ret, body = UNCHANGED[name]
     assert_unchanged(widen_float16_regions, program(X, ret, body, "float16"))
+
+
+ATTENTION = 'q: R.Tensor(("n", 3, 4), "float16"), k: R.Tensor(("n", 4, 3), "float16"), v: R.Tensor(("n", 3, 5), "float16")'
+
+
+@pytest.mark.parametrize("softmax", ["nn.softmax", "nn.safe_softmax"])
+def test_attention_scores_softmax_and_probs_stay_float32(softmax):
+    """q @ k -> softmax -> @ v (ViT's attention; GPT-2's dynamo export's safe softmax): the scores
+    and the probabilities stay float32 (as onnxruntime keeps them), the product by the float16 ``v``
+    reads both as they are and rounds its own result (its transpose is no float32 computation: the
+    region ends there, no cast call)."""
+    before = program(ATTENTION, '("n", 5, 3)', """
+lv = R.matmul(q, k, out_dtype=None)  # span: /MatMul
+lv1 = R.nn.softmax(lv, axis=-1)  # span: /Softmax
+lv2 = R.matmul(lv1, v, out_dtype=None)  # span: /MatMul_1
+lv3 = R.permute_dims(lv2, axes=(0, 2, 1))  # span: /Transpose
+return lv3""".replace("nn.softmax", softmax), "float16")
+    expected = program(ATTENTION, '("n", 5, 3)', """
+lv = R.matmul(q, k, out_dtype="float32")
+lv1 = R.nn.softmax(lv, axis=-1)
+lv2 = R.matmul(lv1, v, out_dtype="float16")
+lv3 = R.permute_dims(lv2, axes=(0, 2, 1))
+return lv3""".replace("nn.softmax", softmax), "float16")
+    mod, out = assert_rewrites(with_dce(widen_float16_regions), before, expected)
+    feeds = {name: (RNG.standard_normal(shape) * 3).astype(np.float16)
+             for name, shape in (("q", (2, 3, 4)), ("k", (2, 4, 3)), ("v", (2, 3, 5)))}
+    got = next(iter(VirtualMachine(relaxpack.build(out, opt_level=0)).run(feeds).values()))
+    f = {name: a.astype(np.float32) for name, a in feeds.items()}
+    scores = f["q"] @ f["k"]
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    want = (probs @ f["v"]).transpose(0, 2, 1).astype(np.float16)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=1e-3)
+
+
+def test_attention_probs_read_by_a_float32_op_stay_in_the_region():
+    """probs @ v read by an add (in OPS): the product writes its float32 value (the float16 ``v``
+    read as it is, no cast call) and the add reads it."""
+    before = program(ATTENTION, '("n", 3, 5)', f"""
+lv = R.matmul(q, k, out_dtype=None)  # span: /MatMul
+lv1 = R.nn.softmax(lv, axis=-1)  # span: /Softmax
+lv2 = R.matmul(lv1, v, out_dtype=None)  # span: /MatMul_1
+lv3 = R.add(lv2, {c(np.ones(5), "float16")})  # span: /Add
+return lv3""", "float16")
+    expected = program(ATTENTION, '("n", 3, 5)', f"""
+lv = R.matmul(q, k, out_dtype="float32")
+lv1 = R.nn.softmax(lv, axis=-1)
+lv2 = R.matmul(lv1, v, out_dtype="float32")
+lv3 = R.add(lv2, {c(np.ones(5), "float32")})
+lv4 = R.astype(lv3, dtype="float16")
+return lv4""", "float16")
+    assert_rewrites(with_dce(widen_float16_regions), before, expected)
+
+
+UNCHANGED_ATTENTION = {
+    # the scores read by a layer norm too (a float16 kernel: onnxruntime rounds before it): they
+    # are rounded where the model rounds them, and the softmax reads the rounding
+    "scores_read_by_a_layer_norm": ('("n", 3, 3)', f"""
+lv = R.matmul(q, k, out_dtype=None)  # span: /MatMul
+lv1 = R.nn.softmax(lv, axis=-1)  # span: /Softmax
+lv2 = R.nn.layer_norm(lv, {c(np.ones(3), "float16")}, {c(np.zeros(3), "float16")}, axes=[-1], epsilon=1e-5)  # span: /LayerNorm
+lv3 = R.add(lv1, lv2)  # span: /Add
+return lv3"""),
+    # a product that is a result too: rounded there
+    "product_returned": ('("n", 3, 3)', """
+lv = R.matmul(q, k, out_dtype=None)  # span: /MatMul
+lv1 = R.tanh(lv)  # span: /Tanh
+lv2 = R.add(lv1, lv)  # span: /Add
+return lv"""),
+}
+
+
+def test_float16_product_read_by_float32_ops_starts_a_region():
+    """A float16 product whose readers all compute in float32 (a tanh, an add; onnxruntime casts
+    around both) writes its float32 value: the region runs to the end, rounded once."""
+    before = program(ATTENTION, '("n", 3, 3)', """
+lv = R.matmul(q, k, out_dtype=None)  # span: /MatMul
+lv1 = R.tanh(lv)  # span: /Tanh
+lv2 = R.add(lv1, lv)  # span: /Add
+return lv2""", "float16")
+    expected = program(ATTENTION, '("n", 3, 3)', """
+lv = R.matmul(q, k, out_dtype="float32")
+lv1 = R.tanh(lv)
+lv2 = R.add(lv1, lv)
+lv3 = R.astype(lv2, dtype="float16")
+return lv3""", "float16")
+    assert_rewrites(with_dce(widen_float16_regions), before, expected)
+
+
+def test_layer_norm_between_two_products_computes_in_float32():
+    """Gemm -> LayerNormalization -> Gemm: onnxruntime runs the "isolated" float16 layer norm in
+    float32 (ViT's layernorm_after); so does the rewrite, its gamma and beta widened exactly."""
+    gamma, beta = RNG.standard_normal(6).astype(np.float16), RNG.standard_normal(6).astype(np.float16)
+    before = program(X, '("n", 4)', f"""
+{GEMM_IN}
+lv3 = R.nn.layer_norm(lv2, {c(gamma, "float16")}, {c(beta, "float16")}, axes=[-1], epsilon=1e-5)  # span: /LayerNorm
+lv4 = R.astype(lv3, dtype="float32")  # span: /Gemm_1
+lv5 = R.matmul(lv4, {c(W2, "float32")})  # span: /Gemm_1
+lv6 = R.astype(lv5, dtype="float16")  # span: /Gemm_1
+return lv6""", "float16")
+    expected = program(X, '("n", 4)', f"""
+lv = R.astype(x, dtype="float32")
+lv1 = R.matmul(lv, {c(W, "float32")})
+lv3 = R.nn.layer_norm(lv1, {c(gamma, "float32")}, {c(beta, "float32")}, axes=[-1], epsilon=1e-5)
+lv5 = R.matmul(lv3, {c(W2, "float32")})
+lv6 = R.astype(lv5, dtype="float16")
+return lv6""", "float16")
+    assert_rewrites(with_dce(widen_float16_regions), before, expected)
+
+
+@pytest.mark.parametrize("name", UNCHANGED_ATTENTION)
+def test_widen_float16_regions_keeps_attention(name):
+    ret, body = UNCHANGED_ATTENTION[name]
+    assert_unchanged(widen_float16_regions, program(ATTENTION, ret, body, "float16"))

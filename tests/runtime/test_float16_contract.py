@@ -284,3 +284,105 @@ def test_float16_isolated_moves_stay_float32_as_onnxruntime():
     # 120000 rounded to inf before the layer norm (inf - inf: NaN) by both
     assert np.isnan(want).any() and np.array_equal(np.isnan(got), np.isnan(want))
     assert ulps_apart(got, want).max(initial=0) <= 2
+
+
+def attention_model(scaled=False):
+    """q @ k^T -> Softmax -> @ v -> Transpose (ViT's attention, its heads as the batch); ``scaled``:
+    q and k^T each times 0.5 first (GPT-2's dynamo export)."""
+    scales = [helper.make_node("Mul", ["q", "half"], ["qs"]), helper.make_node("Mul", ["kt", "half"], ["ks"])]
+    q, k = ("qs", "ks") if scaled else ("q", "kt")
+    return model([helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]), *(scales if scaled else []),
+                  helper.make_node("MatMul", [q, k], ["s"]), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+                  helper.make_node("MatMul", ["p", "v"], ["o"]),
+                  helper.make_node("Transpose", ["o"], ["y"], perm=[0, 2, 1])],
+                 [value("q", ["n", "t", 4]), value("k", ["n", "t", 4]), value("v", ["n", "t", 6])], [value("y", None)],
+                 [const("half", np.array(0.5))] if scaled else [])
+
+
+def attention_both(opt_level=2, scaled=False):
+    onnx_model = attention_model(scaled)
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(onnx_model), opt_level=opt_level))
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = onnxruntime.InferenceSession(onnx_model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return lambda feeds: vm.run(feeds)["y"], lambda feeds: session.run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_float16_attention_keeps_scores_and_probabilities_float32_as_onnxruntime(scaled):
+    """The scores and the softmax's probabilities stay float32 up to ``probs @ v``, which rounds once
+    (onnxruntime 1.31 decomposes the float16 Softmax into float32 ops between its two products):
+    within one float16 ulp (the two exps differ in float32's last bits), at odd sizes and empty.
+    Scaled by 0.5 each, q and k below float16's normal range too (q * 0.5 subnormal: onnxruntime
+    scales in float32, relaxpack moves the scale after the product)."""
+    ours, theirs = attention_both(scaled=scaled)
+    for n, t in ((1, 17), (3, 5), (2, 1), (0, 3)):
+        feeds = {"q": exact_inputs((n, t, 4), -4, 4), "k": exact_inputs((n, t, 4), -4, 4),
+                 "v": exact_inputs((n, t, 6), -8, 8)}
+        if scaled and n:      # q * 0.5 rounds in float16 (odd multiples of 2^-24), not in float32
+            feeds["q"][0] = (rng.integers(0, 8, (t, 4)) * 2 + 1) * np.float16(2.0 ** -24)
+            feeds["k"][0] = exact_inputs((t, 4), -3.5, 3.5) * np.float16(2.0 ** 14)
+        got, want = ours(feeds), theirs(feeds)
+        assert got.dtype == np.float16 and got.shape == want.shape
+        assert ulps_apart(got, want).max(initial=0) <= 1, (n, t)
+
+
+def test_float16_attention_scores_beyond_float16_range_as_onnxruntime():
+    """Scores past 65504 (inf in float16): onnxruntime and relaxpack -O2 keep them float32, so the
+    softmax is finite; relaxpack -O0 rounds the scores where the model does (inf: NaN probabilities)."""
+    ours, theirs = attention_both()
+    unfused, _ = attention_both(opt_level=0)
+    feeds = {"q": exact_inputs((2, 5, 4), -4, 4), "k": exact_inputs((2, 5, 4), -4, 4),
+             "v": exact_inputs((2, 5, 6), -8, 8)}
+    feeds["q"][0] = 240.0
+    feeds["k"][0, :3] = 160.0          # q . k = 153600 in row 0's first three keys
+    got, want = ours(feeds), theirs(feeds)
+    assert np.isfinite(want).all() and np.isfinite(got).all()
+    assert ulps_apart(got, want).max(initial=0) <= 1
+    assert np.isnan(unfused(feeds)[0]).any()
+
+
+def test_float16_layer_norm_between_two_products_in_float32_as_onnxruntime():
+    """Gemm -> LayerNormalization -> Gemm: onnxruntime runs the "isolated" float16 layer norm in
+    float32 (no rounding before or after it; ViT's layernorm_after), relaxpack -O2 too: within one
+    ulp (the two float32 layer norms differ in their last bits); a product past 65504 stays finite
+    through the normalization as onnxruntime's, -O0 rounds it to inf where the model rounds (NaN)."""
+    gamma = rng.uniform(0.5, 1.5, 6)
+    onnx_model = model([helper.make_node("Gemm", ["x", "w1"], ["a"]),
+                        helper.make_node("LayerNormalization", ["a", "g", "b"], ["n"], axis=-1),
+                        helper.make_node("Gemm", ["n", "w2"], ["y"])],
+                       [value("x", ["n", 6])], [value("y", None)],
+                       [const("w1", MIX), const("w2", ONE_HOT), const("g", gamma), const("b", np.full(6, 0.25))])
+    ours, theirs = both(onnx_model)
+    unfused, _ = both(onnx_model, opt_level=0)
+    for shape in ((1, 6), (7, 6), (0, 6)):
+        x = exact_inputs(shape)
+        got, want = ours(x), theirs(x)
+        assert got.dtype == np.float16 and got.shape == want.shape
+        assert ulps_apart(got, want).max(initial=0) <= 1, shape
+    big = exact_inputs((3, 6))
+    big[0, :] = 60000.0
+    big[0, 1] = 30000.0
+    got, want = ours(big), theirs(big)
+    assert np.isfinite(want).all() and np.isfinite(got).all()
+    assert ulps_apart(got, want).max(initial=0) <= 1
+    assert np.isnan(unfused(big)[0]).any()
+
+
+def test_float16_product_by_a_constant_and_its_residual_add_in_float32_as_onnxruntime():
+    """MatMul by a constant -> Add of the input (a residual) -> Tanh: onnxruntime casts around all
+    three and keeps the product float32; relaxpack -O2 writes the float32 product (no cast call) and
+    rounds once at the end: within one ulp (their tanh), products past 65504 finite as theirs."""
+    onnx_model = model([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "x"], ["r"]),
+                        helper.make_node("Mul", ["r", "k"], ["s"]), helper.make_node("Tanh", ["s"], ["y"])],
+                       [value("x", ["n", 6])], [value("y", None)],
+                       [const("w", MIX), const("k", np.array(2.0 ** -16))])
+    ours, theirs = both(onnx_model)
+    for shape in ((1, 6), (5, 6), (0, 6)):
+        x = exact_inputs(shape)
+        assert ulps_apart(ours(x), theirs(x)).max(initial=0) <= 1, shape
+    big = exact_inputs((2, 6))
+    big[0, :] = 50000.0                 # 100000 after the product, 2^-16 of it after the scale
+    got, want = ours(big), theirs(big)
+    assert np.isfinite(want).all() and np.isfinite(got).all()
+    assert ulps_apart(got, want).max(initial=0) <= 1

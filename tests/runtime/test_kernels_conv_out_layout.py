@@ -1,15 +1,20 @@
 """A channels-first conv writing its result channels last (``out_layout="NHWC"``
 with NCHW data): against onnxruntime (float32) or onnx's reference evaluator,
 and bit for bit the channels-first result transposed, for every method of the
-channels-first engine (the copy-out methods transpose in their copy, the
-others through a staging buffer) and with the planned workspace."""
+channels-first engine but one (the copy-out methods transpose in their copy,
+the others through a staging buffer) and with the planned workspace. The
+strided method without wide rows runs its GEMM the other way round
+(``cols^T @ W^T``: channels last as it comes), whose sums are not the
+channels-first ones' bits: it is checked against the references and a float64
+conv, and its bias and activation bit for bit the unfused ops'."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from relaxpack.runtime.kernels.conv_direct import COPIES_OUT
+from relaxpack.runtime.kernels.conv_direct import COPIES_OUT, writes_channels_last
+from relaxpack.runtime.kernels.conv_strided import transposes_in_gemm
 from relaxpack.runtime.kernels.nn import _prepared_conv, conv_workspace, copies_out
 
 from .kernel_calls import call_kernel, op_attrs
@@ -43,10 +48,23 @@ def last(a: np.ndarray) -> np.ndarray:
     return np.moveaxis(a, 1, -1)
 
 
-def _method(data, weight, attrs) -> str:
-    plan = _prepared_conv(data, weight, attrs.get("strides", 1), attrs.get("padding", 0), attrs.get("dilation", 1),
+def _plan(data, weight, attrs):
+    return _prepared_conv(data, weight, attrs.get("strides", 1), attrs.get("padding", 0), attrs.get("dilation", 1),
                           attrs.get("groups", 1), "NCHW")[0]
-    return plan.method
+
+
+def _method(data, weight, attrs) -> str:
+    return _plan(data, weight, attrs).method
+
+
+def transposed_gemm(data, weight, attrs) -> bool:
+    """Whether the conv's channels-last result comes from the GEMM run the other way round."""
+    return transposes_in_gemm(_plan(data, weight, attrs))
+
+
+def f64_conv(x, w, attrs) -> np.ndarray:
+    """The conv in float64 (onnx's reference evaluator on float64 operands), channels last."""
+    return last(conv_ref(x.astype(np.float64), w.astype(np.float64), attrs, "ref"))
 
 
 def test_cases_cover_every_method():
@@ -65,6 +83,13 @@ def test_conv_out_layout_nhwc(dtype, data, weight, attrs):
     got = run_kernel("nn.conv", x, w, out_layout="NHWC", **attrs)
     assert got.shape == last(expected).shape
     assert_close(got, last(expected), **CONV_TOL[dtype])
+    if transposed_gemm(data, weight, attrs):
+        # other sums than channels first's: as close to a float64 conv as it is
+        first = last(run_kernel("nn.conv", x, w, **attrs))
+        exact = f64_conv(x, w, attrs)
+        err = np.abs(got - exact).max(initial=0)
+        assert err <= 2 * np.abs(first - exact).max(initial=0) + 4 * np.finfo(dtype).eps * np.abs(exact).max(initial=1)
+        return
     np.testing.assert_array_equal(got, last(run_kernel("nn.conv", x, w, **attrs)))
 
 
@@ -77,8 +102,14 @@ def test_conv_bias_act_out_layout_nhwc(dtype, data, weight, attrs):
     rng = np.random.default_rng(1)
     x, w, b = rand(rng, data, dtype), rand(rng, weight, dtype), rand(rng, (weight[0],), dtype)
     got = run_kernel("nn.conv_bias_act", x, w, b, out_layout="NHWC", activation="silu", **attrs)
-    first = run_kernel("nn.conv_bias_act", x, w, b, activation="silu", **attrs)
-    np.testing.assert_array_equal(got, last(first))
+    if transposed_gemm(data, weight, attrs):
+        # its own sums: the unfused ops on them (the conv, the bias, the SiLU kernel)
+        conv = run_kernel("nn.conv", x, w, out_layout="NHWC", **attrs)
+        unfused = run_kernel("nn.silu", run_kernel("add", conv, b))
+        np.testing.assert_array_equal(got, unfused)
+    else:
+        first = run_kernel("nn.conv_bias_act", x, w, b, activation="silu", **attrs)
+        np.testing.assert_array_equal(got, last(first))
     if dtype == "float32":
         conv = conv_ref(x, w, attrs, "ort") + b.reshape(-1, *(1,) * (x.ndim - 2))
         assert_close(got, last(conv / (1 + np.exp(-conv))), **CONV_TOL[dtype])
@@ -95,19 +126,29 @@ def test_planned_workspace_is_enough(data, weight, attrs, method):
     plain = conv_workspace(data, weight, "float32", **op_attrs("nn.conv", **attrs))
     if data[0]:
         staging = 4 * weight[0] * int(np.prod(first.shape[2:])) * data[0]
-        assert nbytes >= (plain or 0) + (0 if method in COPIES_OUT else staging)
+        assert nbytes >= (plain or 0) + (0 if writes_channels_last(_plan(data, weight, attrs)) else staging)
     out = np.full(last(first).shape, np.nan, np.float32)
     workspace = None if nbytes is None else np.zeros(nbytes, np.uint8)
     call_kernel("nn.conv_bias_act", x, w, b, out=out, activation="relu", out_layout="NHWC", workspace=workspace,
                 **attrs)
-    np.testing.assert_array_equal(out, last(first))
+    if transposed_gemm(data, weight, attrs):      # (its own sums: as it runs without a workspace)
+        first = run_kernel("nn.conv_bias_act", x, w, b, activation="relu", out_layout="NHWC", **attrs)
+        np.testing.assert_array_equal(out, first)
+    else:
+        np.testing.assert_array_equal(out, last(first))
 
 
 def test_copies_out_names_the_copy_out_methods():
-    """What ConvertLayout asks: ResNet's stem and YOLO's 32-channel 160x160 conv copy out, a small conv does not."""
+    """What ConvertLayout asks: ResNet's stem and YOLO's 32-channel 160x160 conv copy out, a small
+    ungrouped conv (the strided method: a MobileNet's 3-channel stem) writes channels last by its
+    GEMM; a small grouped or depthwise one (the strided method too) and a large depthwise one do not."""
     assert copies_out((1, 3, 224, 224), (64, 3, 7, 7), strides=2, padding=3, dilation=1, groups=1)
     assert copies_out((1, 32, 160, 160), (32, 32, 3, 3), strides=1, padding=1, dilation=1, groups=1)
-    assert not copies_out((1, 8, 9, 7), (16, 8, 3, 3), strides=2, padding=1, dilation=1, groups=1)
+    assert copies_out((1, 8, 9, 7), (16, 8, 3, 3), strides=2, padding=1, dilation=1, groups=1)
+    assert copies_out((1, 3, 61, 96), (16, 3, 3, 3), strides=2, padding=1, dilation=1, groups=1)
+    assert not copies_out((1, 8, 9, 7), (16, 4, 3, 3), strides=2, padding=1, dilation=1, groups=2)
+    assert not copies_out((1, 16, 9, 7), (16, 1, 3, 3), strides=2, padding=1, dilation=1, groups=16)
+    assert not copies_out((1, 16, 56, 56), (16, 1, 3, 3), strides=1, padding=1, dilation=1, groups=16)
     assert not copies_out((1, 3, "h", 224), (64, 3, 7, 7), strides=2, padding=3, dilation=1, groups=1)      # a symbolic dim
 
 

@@ -86,6 +86,42 @@ def test_the_fast_path_is_the_generic_kernel_bit_for_bit(data, weight, attrs, ac
         ws[:] = 0xCD                                   # another kernel used the workspace in between
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("activation", [None, "relu", "silu", "hard_swish"], ids=str)
+@pytest.mark.parametrize("data, weight, attrs", [c for c in SMALL if c[2].get("groups", 1) == 1] + [
+    ((3, 3, 64, 45), (16, 3, 3, 3), dict(strides=(2, 2), padding=(1, 1, 1, 1))),           # a stem, batch 3
+    ((1, 3, 61, 96), (16, 3, 4, 4), dict(strides=(4, 4))),                                  # unpadded, patchify
+    ((1, 2, 1, 1), (3, 2, 1, 1), dict(strides=(2, 2))),                                     # one pixel
+], ids=str)
+def test_a_channels_first_conv_writing_channels_last_is_the_generic_kernel(data, weight, attrs, activation, dtype):
+    """``out_layout="NHWC"`` with NCHW data: the strided method's runner (its GEMM the other way
+    round, straight into ``out``) is the generic kernel bit for bit, call after call; convs of
+    other methods (wide rows) fall back to it."""
+    from relaxpack.runtime.kernels import conv_small
+    from relaxpack.runtime.kernels.conv_strided import transposes_in_gemm
+    attrs = {**full_attrs(attrs, activation), "out_layout": "NHWC"}
+    rng = np.random.default_rng(3)
+    w, b = rand(rng, weight, dtype), rand(rng, (weight[0],), dtype)
+    out, ws = out_for(data, weight, attrs, dtype), workspace_for(data, weight, attrs, dtype)
+    plan = _prepared_conv(data, weight, attrs["strides"], attrs["padding"], attrs["dilation"], 1, "NCHW")[0]
+    runner = conv_small._prepare(rand(rng, data, dtype), w, b, out, ws, attrs, True, True, None)
+    assert (runner is not None) == transposes_in_gemm(plan)
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    # rounds 0-1: new arrays (model inputs); 2-4: the same views with new values (an arena's)
+    x_view = np.empty(int(np.prod(data)) + 1, dtype)[1:].reshape(data)
+    out_view = np.empty(out.size + 1, dtype)[1:].reshape(out.shape)
+    for round_ in range(5):
+        x = rand(rng, data, dtype)
+        if round_ >= 2:
+            x_view[...] = x
+            x, out = x_view, out_view
+        call(x, w, b, out=out, workspace=ws)
+        want = out_for(data, weight, attrs, dtype)
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
+        ws[:] = 0xCD
+
+
 POINTWISE = [((1, 16, 16, 24), (32, 16, 1, 1)), ((3, 5, 7, 2), (4, 5, 1, 1)), ((2, 8, 300), (6, 8, 1)),
              ((1, 64, 60, 80), (16, 64, 1, 1)),      # (a large one: not the strided method's)
              # one image is a 2-d np.dot, but not with a dim of 1 (one pixel, input or output channel)
@@ -336,3 +372,26 @@ def test_a_wide_conv_adds_a_bound_bias_as_a_tile_and_reads_a_register_bias_every
             CONV_BIAS_ACT(x, w, b, out=want, **attrs)
             np.testing.assert_array_equal(out, want)
     assert len(made) == 1 and (made[0] is not None) == tiled    # the bound bias only, once
+
+
+@pytest.mark.parametrize("out_layout", [None, "NHWC"])
+def test_an_unpadded_conv_reads_any_new_input(out_layout):
+    """An unpadded conv reads its im2col window from the input itself, made every call for a new
+    array: a contiguous one's by the ndarray constructor over its buffer, any other's by
+    ``as_strided`` (every other column, a transposed copy's view); the generic kernel's result
+    bit for bit each time (ConvNeXt's 4x4/4 stem on the model input)."""
+    data, weight = (1, 3, 13, 17), (16, 3, 4, 4)
+    attrs = {**full_attrs(dict(strides=(4, 4)), None), "out_layout": out_layout}
+    rng = np.random.default_rng(11)
+    w, b = rand(rng, weight, "float32"), rand(rng, (16,), "float32")
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    out = out_for(data, weight, attrs, "float32")
+    inputs = [rand(rng, data, "float32"), rand(rng, (1, 3, 13, 34), "float32")[..., ::2],
+              np.ascontiguousarray(rand(rng, (1, 17, 13, 3), "float32").transpose(0, 3, 2, 1)).transpose(0, 1, 2, 3),
+              rand(rng, (1, 17, 13, 3), "float32").transpose(0, 3, 2, 1), rand(rng, data, "float32")]
+    for x in inputs:
+        assert x.shape == data
+        call(x, w, b, out=out, workspace=None)
+        want = out_for(data, weight, attrs, "float32")
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want)

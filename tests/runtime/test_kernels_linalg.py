@@ -56,6 +56,24 @@ def test_matmul_float16_to_float32():
     assert_close(run_kernel("matmul", a, b, out_dtype="float32"), a.astype(np.float32) @ b.astype(np.float32))
 
 
+@pytest.mark.parametrize("lhs_dtype, rhs_dtype, out_dtype", [
+    ("float32", "float16", "float16"), ("float16", "float32", "float16"), ("float32", "float16", "float32"),
+    ("bfloat16", "float32", "float32"),
+])
+@pytest.mark.parametrize("shapes", [((2, 3, 5), (2, 5, 4)), ((0, 3), (3, 4)), ((3, 0), (0, 4)), ((1, 7), (7, 1))])
+def test_matmul_of_mixed_float_widths_widens_both_and_rounds_once(lhs_dtype, rhs_dtype, out_dtype, shapes):
+    """float16 attention's float32 probabilities by its float16 v (``out_dtype`` named): both in
+    float32, the product rounded once to ``out_dtype`` (empty and unit sizes too)."""
+    from relaxpack.runtime.dtypes import numpy_dtype
+    rng = np.random.default_rng(5)
+    a = rand(rng, shapes[0], "float32").astype(numpy_dtype(lhs_dtype))
+    b = rand(rng, shapes[1], "float32").astype(numpy_dtype(rhs_dtype))
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(numpy_dtype(out_dtype))
+    got = run_kernel("matmul", a, b, out_dtype=out_dtype)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
 def _views_of(rng, shape, dtype, slots=2):
     """An array of ``shape`` that is a view (as the arena's tensors are), and its slot buffer."""
     buf = rand(rng, (slots,) + tuple(shape), dtype)

@@ -30,8 +30,21 @@ def _infer_matmul(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     return _matmul_sinfo(call, tensor_arg(call, 0, "lhs"), tensor_arg(call, 1, "rhs"), analyzer)
 
 
+#: operand dtypes a product with an ``out_dtype`` may mix (the kernel widens both to float32, then
+#: rounds to ``out_dtype``): a float16 attention's float32 ``probs`` by its float16 ``v``
+_MIXABLE = frozenset({"float16", "bfloat16", "float32"})
+
+
+def _operand_dtype(call: Call, a: TensorStructInfo, b: TensorStructInfo) -> str | None:
+    """The operands' common dtype; float operands of different widths are allowed when the call
+    names its ``out_dtype`` (then that is the result's)."""
+    if call.attrs["out_dtype"] is not None and a.dtype != b.dtype and {a.dtype, b.dtype} <= _MIXABLE:
+        return None
+    return same_dtype(call, (a, b), ("lhs", "rhs"))
+
+
 def _matmul_sinfo(call: Call, a: TensorStructInfo, b: TensorStructInfo, analyzer: DimAnalyzer) -> TensorStructInfo:
-    dtype = _out_dtype(call, same_dtype(call, (a, b), ("lhs", "rhs")))
+    dtype = _out_dtype(call, _operand_dtype(call, a, b))
     check_dtype_kind(call, a, NUMERIC, "lhs")
     check_dtype_kind(call, b, NUMERIC, "rhs")
     vdevice = result_vdevice(call, (a, b))

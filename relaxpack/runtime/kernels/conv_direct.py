@@ -52,6 +52,13 @@ ROWS_BLOCK_COLUMNS = 8192
 COPIES_OUT = frozenset({"wide", "rows"})
 
 
+def writes_channels_last(plan) -> bool:
+    """Whether ``plan``'s method writes a channels-last result itself: the copy-out methods
+    (:data:`COPIES_OUT`) and the strided one without wide rows, whose GEMM then runs the other way
+    round (:func:`.conv_strided.run_strided_channels_last`); the others stage a channels-first one."""
+    return plan.method in COPIES_OUT or conv_strided.transposes_in_gemm(plan)
+
+
 # ---------------------------------------------------------------- plans
 
 @dataclass(frozen=True)
@@ -170,7 +177,8 @@ def scratch_layouts(plan: ConvPlan, batch, channels: int, out_channels: int, dty
     of a method that does not copy out (:data:`COPIES_OUT`), last, the
     channels-first staging result. ``batch`` may be a symbolic dim (the
     compiler sizes the planned workspace with it)."""
-    staging = [((batch, out_channels, *plan.lengths), dtype)] if channels_last and plan.method not in COPIES_OUT else []
+    staging = [((batch, out_channels, *plan.lengths), dtype)] if channels_last and not writes_channels_last(plan) \
+        else []
     return _method_layouts(plan, batch, channels, out_channels, dtype) + staging
 
 
@@ -237,6 +245,9 @@ def _run_conv(plan, x, weight, groups, out, bias, workspace, epilogue, channels_
     layouts = scratch_layouts(plan, batch, channels, weight.shape[0], x.dtype, channels_last)
     with Scratch(layouts, workspace) as arrays:
         arrays = list(arrays)
+        if channels_last and conv_strided.transposes_in_gemm(plan):
+            conv_strided.run_strided_channels_last(plan, x, weight, groups, out, bias, arrays)
+            return
         if channels_last and method not in COPIES_OUT:
             staging = arrays.pop()
             _run_method(plan, x, weight, groups, staging, bias, arrays, None, plane_size)

@@ -84,7 +84,7 @@ def _checked(data, weight, bias, out, attrs, layout: str, dtypes: tuple):
         return None
     try:
         plan, _, expected = _prepared_conv(data.shape, weight.shape, attrs["strides"], attrs["padding"],
-                                           attrs["dilation"], attrs["groups"], layout)
+                                           attrs["dilation"], attrs["groups"], layout, attrs["out_layout"])
         act = _activation(attrs["activation"], dtype)
     except Exception:   # noqa: BLE001 - an unhashable attribute, a bad one: the generic kernel says so
         return None
@@ -104,12 +104,14 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
             PRIVATE_MAX_BYTES)
     if attrs["data_layout"] == "NHWC" and attrs["out_layout"] in (None, "NHWC"):
         return _prepare_nhwc(data, weight, bias, out, workspace, attrs, fixed_weight, fixed_bias)
-    if attrs["data_layout"] != "NCHW" or attrs["out_layout"] not in (None, "NCHW"):
+    if attrs["data_layout"] != "NCHW" or attrs["out_layout"] not in (None, "NCHW", "NHWC"):
         return None
     checked = _checked(data, weight, bias, out, attrs, "NCHW", (np.float16, np.float32, np.float64))
     if checked is None:
         return None
     plan, act = checked
+    if attrs["out_layout"] == "NHWC":
+        return _prepare_channels_last_out(plan, data, weight, bias, out, workspace, attrs, act, fixed_bias)
     dtype = out.dtype
     work = np.dtype(np.float32) if dtype == np.float16 else dtype
     if _is_pointwise(plan) and attrs["groups"] == 1 and work == dtype:
@@ -162,10 +164,7 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     target2 = target.reshape(out_channels, pixels) if single and target is not None else None
 
     def window_of(source):
-        lead, spatial_strides = source.strides[:2], source.strides[2:]
-        view = _as_strided(source, cols.shape[:2] + geometry.kernel + plan.lengths,
-                           lead + tuple(s * d for s, d in zip(spatial_strides, geometry.dilation))
-                           + tuple(s * t for s, t in zip(spatial_strides, geometry.strides)), writeable=False)
+        view = _window(plan, source)
         return view, cols.reshape(view.shape)
     source = padded if padded is not None else converted
     fixed = window_of(source) if source is not None else None
@@ -326,3 +325,90 @@ def _prepare_nhwc(data, weight, bias, out, workspace, attrs, fixed_weight: bool,
 
 def geometry_spatial(plan) -> tuple:
     return plan.strided.spatial
+
+
+def _prepare_channels_last_out(plan, data, weight, bias, out, workspace, attrs, act, fixed_bias: bool):
+    """The runner of an ungrouped float32/float64 conv of channels-first data writing its result
+    channels last (``out_layout="NHWC"``) by the strided method without wide rows: the strided
+    runner's padded copy (the instruction's own, zeroed once) and columns, then the GEMM
+    ``cols^T @ W^T`` straight into ``out`` (:func:`.conv_strided.run_strided_channels_last`'s calls,
+    bit for bit), the bias and activation as a channels-last conv's (a bound bias as a tile of the
+    whole output); None for any other (the generic kernel runs it)."""
+    if not conv_strided.transposes_in_gemm(plan) or attrs["groups"] != 1 or out.dtype not in (np.float32, np.float64):
+        return None
+    geometry = plan.strided
+    batch, channels = data.shape[:2]
+    layouts = conv_strided.strided_layouts(plan, batch, channels, weight.shape[0], out.dtype)
+    arrays = _scratch(layouts, workspace)
+    if arrays is None:
+        return None
+    cols = arrays[-1]
+    padded = arrays[0] if len(arrays) > 1 else None
+    if padded is not None and padded.nbytes <= conv_small_nhwc.OWN_PADDED_MAX_BYTES:
+        padded = np.zeros(padded.shape, padded.dtype)       # its padding zeroed once
+        own = True
+    else:
+        own = False
+    out_channels, k = weight.shape[0], channels * len(plan.taps)
+    pixels = math.prod(plan.lengths)
+    w_t = weight.reshape(1, out_channels, k).transpose(0, 2, 1)
+    cols_t = cols.reshape(batch, 1, k, pixels).transpose(0, 1, 3, 2)
+    # one image: np.dot of the two transposed matrices, matmul's sgemm call (bit for bit)
+    single = batch == 1 and min(out_channels, k, pixels) >= 2
+    cols2_t, w2_t = cols_t[0, 0], w_t[0]
+    finish = conv_small_nhwc._finisher(bias, act, fixed_bias, plan.lengths[-1])
+    interior = None if padded is None else padded[(slice(None), slice(None)) + tuple(
+        slice(b, b + n) for b, n in zip(geometry.begins, geometry.spatial))]
+    row = np.dtype((np.void, data.shape[-1] * out.dtype.itemsize))
+    interior_rows = None if interior is None else interior.view(row)
+    fixed = _window(plan, padded) if padded is not None else None
+    dst = cols.reshape(cols.shape[:2] + geometry.kernel + plan.lengths)
+    copy, dot, matmul = np.copyto, np.dot, np.matmul
+    item = out.dtype.itemsize
+    seen = [None, None, None, None]     # the last x and out that are views (arena), x's window, out's target
+
+    def run(x, out):
+        if padded is not None:
+            if not own:
+                padded.fill(0)
+            if x.dtype == out.dtype and x.strides[-1] == item:
+                copy(interior_rows, x.view(row))
+            else:
+                copy(interior, x)
+        if fixed is not None:
+            window = fixed
+        elif x is seen[0]:
+            window = seen[1]
+        else:
+            window = _window(plan, x)
+            if x.base is not None:              # (an array owning its memory is not held past the call)
+                seen[0], seen[1] = x, window
+        copy(dst, window)
+        if out is seen[2]:
+            target = seen[3]
+        else:
+            target = out.reshape(pixels, out_channels) if single else \
+                out.reshape(batch, pixels, 1, out_channels).transpose(0, 2, 1, 3)
+            if out.base is not None:
+                seen[2], seen[3] = out, target
+        if single:
+            dot(cols2_t, w2_t, target)
+        else:
+            matmul(cols_t, w_t, out=target)
+        finish(out)
+    return run
+
+
+def _window(plan, source: np.ndarray) -> np.ndarray:
+    """The strided method's im2col view ``(N, C, *kernel, *lengths)`` of the (padded) input; of a
+    C-contiguous one made by the ndarray constructor over its buffer, which checks the view's
+    extent too (0.3 us where ``as_strided`` takes 2.4: an unpadded conv of a model input, a new
+    array each call, makes it every call)."""
+    geometry = plan.strided
+    lead, spatial_strides = source.strides[:2], source.strides[2:]
+    shape = source.shape[:2] + geometry.kernel + plan.lengths
+    strides = lead + tuple(s * d for s, d in zip(spatial_strides, geometry.dilation)) \
+        + tuple(s * t for s, t in zip(spatial_strides, geometry.strides))
+    if source.flags.c_contiguous and source.size:
+        return np.ndarray(shape, source.dtype, source, 0, strides)
+    return _as_strided(source, shape, strides, writeable=False)

@@ -89,6 +89,18 @@ def wide_geometry(spatial: tuple, begins: tuple, ends: tuple, kernel: tuple, str
     return WideGeometry(q, pitch, padded, phases, plane, columns)
 
 
+def never_wide(kernel: tuple, strides, dilation) -> bool:
+    """Whether :func:`wide_geometry` gives no wide rows to a conv of this kernel, strides and
+    dilation (ints or one per spatial dim) at any size: not 2-d, or strided with dilation or fewer
+    than :data:`PHASES_MIN_TAPS` taps a phase (a 3x3/2 stem)."""
+    if len(kernel) != 2:
+        return True
+    strides, dilation = (tuple(v) if isinstance(v, (tuple, list)) else (int(v),) * 2 for v in (strides, dilation))
+    if all(s == 1 for s in strides):
+        return False
+    return any(d != 1 for d in dilation) or kernel[0] * kernel[1] < PHASES_MIN_TAPS * strides[0] * strides[1]
+
+
 def _round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 

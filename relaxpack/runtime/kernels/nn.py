@@ -35,7 +35,7 @@ from ._math import commit, is_low_float, pads, per_spatial, scalar_array, scratc
 from ..dtypes import numpy_dtype
 from ._workspace import scratch_nbytes
 from . import conv_integer, conv_nhwc, conv_transpose_tiled, conv_winograd, max_pool_flat
-from .conv_direct import COPIES_OUT, conv_plan, run_conv, scratch_layouts
+from .conv_direct import COPIES_OUT, conv_plan, run_conv, scratch_layouts, writes_channels_last
 from .conv_transpose_nhwc import run_conv_transpose_nhwc
 from .reduce import spatial_mean_into, specialize_mean
 from ._registry import register_kernel
@@ -223,8 +223,10 @@ def conv_workspace(data_shape, weight_shape, dtype, *, strides, padding, dilatio
 def copies_out(data_shape, weight_shape, *, strides, padding, dilation, groups) -> bool:
     """Whether the channels-first engine runs this conv (NCHW / OIHW shapes,
     all but the batch ints) by a method that ends in a copy out of its GEMM
-    result (:data:`.conv_direct.COPIES_OUT`), so it writes an ``out_layout="NHWC"``
-    result at about the channels-first cost; False when the shapes are not known.
+    result (:data:`.conv_direct.COPIES_OUT`), or an ungrouped one by the strided
+    method, whose GEMM then writes channels last (:func:`.conv_direct.writes_channels_last`),
+    so it writes an ``out_layout="NHWC"`` result at about the channels-first cost
+    or less; False when the shapes are not known.
 
     >>> copies_out((1, 32, 160, 160), (32, 32, 3, 3), strides=1, padding=1, dilation=1, groups=1)
     True
@@ -232,7 +234,7 @@ def copies_out(data_shape, weight_shape, *, strides, padding, dilation, groups) 
     if not all(isinstance(d, int) for d in (*data_shape[1:], *weight_shape)) or len(data_shape) != len(weight_shape):
         return False
     plan, lengths = _conv_geometry(tuple(data_shape), tuple(weight_shape), strides, padding, dilation, groups)
-    return min(lengths) > 0 and plan.method in COPIES_OUT
+    return min(lengths) > 0 and (plan.method in COPIES_OUT or (groups == 1 and writes_channels_last(plan)))
 
 
 @register_kernel("nn.conv_transpose")

@@ -30,7 +30,6 @@ KNOWN_FAILURES = {
     "test_attention_3d_causal_bf16_expanded": _LOW_FLOAT_SOFTMAX,
     "test_attention_4d_attn_mask_causal_bf16_expanded": _LOW_FLOAT_SOFTMAX,
     "test_attention_4d_causal_bf16_expanded": _LOW_FLOAT_SOFTMAX,
-    "test_attention_4d_causal_fp16_expanded": _LOW_FLOAT_SOFTMAX,
     "test_attention_4d_causal_padded_kv_bf16_expanded": _LOW_FLOAT_SOFTMAX,
     "test_attention_4d_padded_kv_bf16_expanded": _LOW_FLOAT_SOFTMAX,
 }
