@@ -13,7 +13,8 @@ by the next op's dequantization), and adds and takes off zero points::
 - the round trip ``astype(astype(q, I), F) -> q`` for a NaN-saturating clip
   ``q`` of an integer-valued float to bounds ``I`` holds (a -0.0 stays), or an
   integer ``nn.gemm`` / ``matmul`` whose magnitude bound ``I`` and ``F`` hold
-  (MatMulInteger's exact float32 product, cast to int32 and back to float);
+  (MatMulInteger's exact float32 product, cast to int32 and back to float); where the
+  sign is read, either round trip becomes ``q + 0.0``, the same bits in one step;
 - a zero point added and taken off, ``clip(r + z, lo, hi) - z ->
   clip(r, lo - z, hi - z)`` for an integer-valued ``r`` and one integral
   ``z``, the float type holding the bounds (``r = -0.0`` stays -0.0);
@@ -103,6 +104,19 @@ def _exact_product(var: Var, q: Var, integer: str, defs: Definitions):
         return None
     bound = magnitude_bound(q, defs, {})
     return q if bound is not None and bound <= min(limit, info.max, -info.min) else None
+
+
+def _positive_zero(var: Var, call: Call, defs: Definitions):
+    """``q + 0.0`` for a round trip ``var = astype(astype(q, I), F)`` that changes no value of ``q``
+    but a zero's sign (:func:`_round_trip`: a NaN-saturating integral clip, an exact integer
+    product), where that sign is read: IEEE's ``-0.0 + 0.0`` is ``+0.0`` (rounding to nearest) and
+    any other value plus ``+0.0`` is itself, so it is the round trip's value in one step, which
+    also keeps a fused chain whole (an int32 value between the casts splits it in two). Else None."""
+    q = _round_trip(var, call, defs)
+    if q is None:
+        return None
+    zero = Constant(np.zeros((), np.dtype(call.attrs["dtype"])))
+    return BlockBuilder().normalize(make_call("add", q, zero))
 
 
 def _scaled_back(x, defs: Definitions):
@@ -362,7 +376,7 @@ def drop_zero_sign_round_trips(func, mod, ctx):
         if new is not None:
             defs.alias[var] = new
             return new
-        new = _shifted_clip(var, call, defs) if unread else None
+        new = _shifted_clip(var, call, defs) if unread else _positive_zero(var, call, defs)
         if new is not None:
             defs.calls[var] = new
         return new

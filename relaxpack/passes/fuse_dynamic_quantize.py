@@ -14,15 +14,19 @@ activation. Where the chain's steps are used only by the next, ``p`` becomes
 ``R.dynamic_quantize(x)``, whose third item is ``y``: one call making the same numpy calls in the
 same order (``runtime/kernels/quantize.py``), bit for bit the chain's. Runs at -O2 after
 TabulateIntegerFunctions (the analyses up to there read ``dynamic_quantize_params``); the
-DeadCodeElimination after it drops the chain.
+DeadCodeElimination after it drops the chain. The products' scales ``multiply(s, c)`` of the scale
+by a float32 constant (each weight's scale) were one scalar kernel call each: they become further
+items of ``dynamic_quantize`` (its ``scales`` attribute), the same float32 products.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
+
 from ..ir.block_builder import BlockBuilder
-from ..ir.expr import Call, Function, SeqExpr, TupleGetItem, Var, VarBinding
+from ..ir.expr import Call, Constant, Function, SeqExpr, TupleGetItem, Var, VarBinding
 from ..ops.registry import make_call
 from .analysis.float_values import Definitions
 from .core.infra import function_pass
@@ -79,6 +83,23 @@ def _items_only(p: Var, func: Function, uses: Counter) -> bool:
     return items == uses[p]
 
 
+def _scale_products(func: Function, defs: Definitions, fused: dict) -> dict[Var, list[tuple[Var, float]]]:
+    """For each fused ``p``: the top-level ``v = multiply(s, c)`` (either order) of its scale
+    ``s = p[0]`` by a float32 0-d constant ``c`` in ``p``'s block (a product's scale, ``y_scale *
+    w_scale``), as ``(v, c)``: the kernel makes them as further items."""
+    found: dict[Var, list[tuple[Var, float]]] = {}
+    for var, call in defs.calls.items():
+        if call.op.name != "multiply" or len(call.args) != 2 or getattr(var.struct_info, "dtype", None) != "float32":
+            continue
+        for s, c in (call.args, call.args[::-1]):
+            p = _params_of(s, 0, defs)
+            if p in fused and isinstance(c, Constant) and c.data.dtype == np.float32 and c.data.ndim == 0 \
+                    and defs.block[var] == defs.block[p] and getattr(var.struct_info, "ndim", None) == 0:
+                found.setdefault(p, []).append((var, float(c.data)))
+                break
+    return found
+
+
 @function_pass(name="FuseDynamicQuantize", opt_level=2, requires=("import", "optimize"), produces="optimize")
 def fuse_dynamic_quantize(func, mod, ctx):
     """``dynamic_quantize_params`` and the quantizer chain an integer product reads as one
@@ -94,9 +115,13 @@ def fuse_dynamic_quantize(func, mod, ctx):
                 fused[p] = b.var
     if not fused:
         return func
-    calls = {p: BlockBuilder().normalize(make_call("dynamic_quantize", defs.calls[p].args[0])) for p in fused}
+    products = _scale_products(func, defs, fused)
+    calls = {p: BlockBuilder().normalize(make_call("dynamic_quantize", defs.calls[p].args[0],
+                                                   scales=tuple(c for _, c in products.get(p, ()))))
+             for p in fused}
     tuples = {p: type(p)(p.name_hint, call.struct_info) for p, call in calls.items()}
     ends = {y: p for p, y in fused.items()}
+    items = {var: (p, 3 + k) for p, found in products.items() for k, (var, _) in enumerate(found)}
     blocks = []
     for block in func.body.blocks:
         bindings = []
@@ -105,7 +130,9 @@ def fuse_dynamic_quantize(func, mod, ctx):
             if b.var in tuples:
                 bindings.append(VarBinding(tuples[b.var], calls[b.var], span=b.span))
                 continue
-            if b.var in ends:
+            if b.var in items:
+                value = TupleGetItem(tuples[items[b.var][0]], items[b.var][1])
+            elif b.var in ends:
                 value = TupleGetItem(tuples[ends[b.var]], 2)
             elif isinstance(value, TupleGetItem) and value.tuple_value in tuples:
                 value = TupleGetItem(tuples[value.tuple_value], value.index)

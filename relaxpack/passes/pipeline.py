@@ -27,6 +27,7 @@ from .dead_code_elimination import dead_code_elimination
 from .drop_nan_saturation import drop_nan_saturation
 from .drop_zero_sign_round_trips import drop_zero_sign_round_trips
 from .eliminate_common_subexpr import eliminate_common_subexpr
+from .exact_integer_matmul import exact_integer_matmul
 from .fold_batch_norm import fold_batch_norm, scale_shift_batch_norm
 from .fold_constant import fold_constant
 from .fold_permute_matmul import fold_permute_matmul
@@ -69,7 +70,8 @@ def optimize_pipeline() -> Sequential:
 
     - 0: nothing (the module is only legalized);
     - 1: one round of the core passes;
-    - 2: the core passes, then the algebraic rewrites (batch norm folded into
+    - 2: the core passes, then ExactIntegerMatmul (integer matmuls whose sums the operands' and dims'
+      bounds keep within float32's exact integers, in float32), the algebraic rewrites (batch norm folded into
       weights, the others split into a scale and shift, layout and identity simplification, the RMS
       normalization chain into one nn.rms_norm, rotary embeddings' rotate_half into one op),
       WidenFloat16Regions (float16 values between two ops computed in float32 stay float32, as
@@ -95,7 +97,7 @@ def optimize_pipeline() -> Sequential:
       NaN-saturating clip of a value known finite clips only), and FuseOps last
       (elementwise groups become fused primitive functions).
     """
-    o2 = Sequential([fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_rms_norm, fuse_rotate_half,
+    o2 = Sequential([exact_integer_matmul, fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_rms_norm, fuse_rotate_half,
                      widen_float16_regions, merge_projections, fuse_bias_activation, fold_permute_matmul, sink_resize,
                      convert_layout, simplify_algebra, concat_of_split_pass, fuse_squeeze_excite,
                      drop_zero_sign_round_trips, pack_recurrent_weights, *core_passes(), tabulate_integer_functions,

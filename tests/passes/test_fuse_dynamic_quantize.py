@@ -56,14 +56,14 @@ def _assert_same_bits(before, after):
 
 
 def test_the_chain_becomes_one_call():
+    """The chain and the scale's product by a constant (a weight's scale) are items of one call."""
     before = _chain()
     expected = program(PARAMS, RETURN, """
-lv = R.dynamic_quantize(x)
-s = lv[0]
+lv = R.dynamic_quantize(x, scales=(0.5,))
 z = lv[1]
 zp = R.astype(z, dtype="uint8")
 lv6 = lv[2]
-lv7 = R.multiply(s, R.const(0.5, "float32"))
+lv7 = lv[3]
 return (lv6, lv7, zp)
 """).replace('-> R.Tensor(R.Tuple', '-> R.Tuple').replace('), "float32"):', '):', 1)
     mod, out = assert_rewrites(PASS, before, expected)
@@ -84,4 +84,20 @@ def test_lookalikes_stay(case, kwargs):
     mod = parse(text)
     out = run_pass(PASS, mod)
     assert "dynamic_quantize" not in ops_of(out), case
+    _assert_same_bits(mod, out)
+
+
+@pytest.mark.parametrize("case, product", [
+    ("the zero point's product", 'R.multiply(z, R.const(0.5, "float32"))'),
+    ("a product by a vector", 'R.multiply(s, R.const([0.5, 0.25, 2.0], "float32"))'),
+    ("a product by a run-time value", "R.multiply(s, x)"),
+])
+def test_other_products_stay_multiplies(case, product):
+    """Only the scale's products by float32 scalars become items."""
+    text = _chain(tail=f"lv8 = {product}").replace("return (lv6, lv7, zp)", "return (lv6, lv7, zp, lv8)")
+    shape = '("n", 3)' if "x)" in product else "(3,)" if "[" in product else "()"
+    text = text.replace('R.Tensor((), "uint8")):', f'R.Tensor((), "uint8"), R.Tensor({shape}, "float32")):')
+    mod = parse(text)
+    out = run_pass(PASS, mod)
+    assert "dynamic_quantize" in ops_of(out) and ops_of(out).count("multiply") == 1, case
     _assert_same_bits(mod, out)

@@ -53,7 +53,7 @@ def test_every_stage_is_produced_in_order():
 def test_the_context_opt_level_alone_decides_what_runs():
     core = ["CanonicalizeBindings", "FoldConstant", "SimplifyShapes", "EliminateCommonSubexpr",
             "CanonicalizeBindings", "DeadCodeElimination"]
-    o2 = ["FoldBatchNorm", "ScaleShiftBatchNorm", "SimplifyAlgebra", "FuseRMSNorm", "FuseRotateHalf",
+    o2 = ["ExactIntegerMatmul", "FoldBatchNorm", "ScaleShiftBatchNorm", "SimplifyAlgebra", "FuseRMSNorm", "FuseRotateHalf",
           "WidenFloat16Regions", "MergeProjections", "FuseBiasActivation", "FoldPermuteMatmul", "SinkResize", "ConvertLayout",
           "SimplifyAlgebra",
           "ConcatOfSplit", "FuseSqueezeExcite", "DropZeroSignRoundTrips", "PackRecurrentWeights", *core,

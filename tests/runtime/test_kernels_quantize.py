@@ -140,9 +140,33 @@ def _ties():
 def test_dynamic_quantize_matches_the_chain_bit_for_bit(x):
     from relaxpack.runtime.kernels.quantize import dynamic_quantize
     out = (np.empty((), np.float32), np.empty((), np.float32), np.empty(x.shape, np.float32))
-    dynamic_quantize(x, out=out)
+    dynamic_quantize(x, out=out, scales=())
     for got, want in zip(out, _chain(x), strict=True):
         assert got.shape == want.shape
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+#: weight scales (float32 values): usual ones, a negative zero, one whose products overflow and one
+#: whose products are subnormal
+SCALES = tuple(float(np.float32(c)) for c in (0.0004735, 0.031, -0.0, 3.0e38, 1.5e-39, 7.0))
+
+
+@pytest.mark.parametrize("x", CASES + [_ties(), np.random.default_rng(3).normal(0, 3, (7, 13)).astype(np.float32),
+                                       (np.arange(12, dtype=np.float32) - 5) * 1e5], ids=str)
+def test_dynamic_quantize_scale_products_are_the_multiply_kernels(x):
+    """The items after ``y``: ``y_scale * c`` as the multiply kernel made them, for every case (the
+    usual Python product, an overflow, and the numpy path of zeros, infinities, NaN)."""
+    from relaxpack.runtime.kernels.quantize import dynamic_quantize
+    out = (np.empty((), np.float32), np.empty((), np.float32), np.empty(x.shape, np.float32),
+           *(np.empty((), np.float32) for _ in SCALES))
+    dynamic_quantize(x, out=out, scales=SCALES)
+    scale = _chain(x)[0]
+    for got, want in zip(out[:3], _chain(x), strict=True):
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    for c, got in zip(SCALES, out[3:], strict=True):
+        want = np.empty((), np.float32)
+        with np.errstate(all="ignore"):
+            call_kernel("multiply", scale, np.array(c, np.float32), out=want)
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
@@ -150,6 +174,6 @@ def test_dynamic_quantize_of_a_strided_input():
     from relaxpack.runtime.kernels.quantize import dynamic_quantize
     x = np.random.default_rng(7).normal(size=(6, 8)).astype(np.float32)[::2, 1::3]
     out = (np.empty((), np.float32), np.empty((), np.float32), np.empty(x.shape, np.float32))
-    dynamic_quantize(x, out=out)
+    dynamic_quantize(x, out=out, scales=())
     for got, want in zip(out, _chain(np.ascontiguousarray(x)), strict=True):
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -9,7 +9,10 @@ float32 operations in the same order (results bit for bit the composition's).
 ``dynamic_quantize(x)``: the same two scalars and, third, ``x`` quantized to
 uint8 with its zero point taken off, in float32 (``clip(round(x / scale) +
 zp, 0, 255) - zp``): the whole DynamicQuantizeLinear as an integer product
-reads it (FuseDynamicQuantize), in one kernel call instead of three.
+reads it (FuseDynamicQuantize), in one kernel call instead of three. Its
+``scales`` attribute (float32 values) adds ``y_scale * c`` for each ``c`` as
+further items: the scales of the products that read ``y``, which were one
+scalar multiply kernel each.
 
 >>> make_call("dynamic_quantize_params", x)          # doctest: +SKIP
 >>> make_call("dynamic_quantize", x)                 # doctest: +SKIP
@@ -39,8 +42,12 @@ register_op("dynamic_quantize_params", infer=_infer_dynamic_quantize_params, num
 def _infer_dynamic_quantize(call: Call, analyzer: DimAnalyzer) -> TupleStructInfo:
     scale, zero_point = _infer_dynamic_quantize_params(call, analyzer).fields
     x = tensor_arg(call, 0, "x")
-    return TupleStructInfo((scale, zero_point, with_shape(x, x.shape, "float32", x.ndim)))
+    scales = call.attrs["scales"]
+    if not isinstance(scales, tuple) or not all(isinstance(c, float) for c in scales):
+        raise shape_error(call, f"scales must be a tuple of floats, got {scales!r}")
+    return TupleStructInfo((scale, zero_point, with_shape(x, x.shape, "float32", x.ndim), *(scale,) * len(scales)))
 
 
-register_op("dynamic_quantize", infer=_infer_dynamic_quantize, num_args=1,
-            doc="DynamicQuantizeLinear's (y_scale, zero point, y - zero point), the last two as float32.")
+register_op("dynamic_quantize", infer=_infer_dynamic_quantize, num_args=1, attrs={"scales": ()},
+            doc="DynamicQuantizeLinear's (y_scale, zero point, y - zero point), the last two as float32; then "
+                "y_scale times each float32 of scales (the products' scales).")

@@ -16,6 +16,7 @@ import numpy as np
 from ...ir.expr import Call, Constant, DataflowVar, Function, TupleGetItem, Var, VarBinding
 from ...ir.visitor import ExprVisitor
 from ..canonicalize_bindings import function_outputs
+from .dim_bounds import function_dims
 
 INT_TYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
 FLOAT_TYPES = ("float16", "bfloat16", "float32", "float64")
@@ -125,6 +126,8 @@ class Definitions:
     only)."""
 
     def __init__(self, func: Function):
+        self.func = func
+        self._dims = None
         self.calls: dict[Var, Call] = {}
         self.items: dict[Var, tuple[Var, int]] = {}
         self.block: dict[Var, int] = {}
@@ -139,6 +142,13 @@ class Definitions:
                 elif isinstance(b, VarBinding) and isinstance(b.value, TupleGetItem) \
                         and isinstance(b.value.tuple_value, Var):
                     self.items[b.var] = (b.value.tuple_value, b.value.index)
+
+    def dim_upper_bound(self, dim) -> int | None:
+        """An upper bound of ``dim`` from the function's ranges and top-level assumptions
+        (:func:`.dim_bounds.function_dims`), None if unbounded."""
+        if self._dims is None:
+            self._dims = function_dims(self.func)
+        return self._dims.upper_bound(dim)
 
     def item_of(self, expr) -> tuple[str, int] | None:
         """(the op, the index) when ``expr`` is an item of a call's tuple result, else None."""

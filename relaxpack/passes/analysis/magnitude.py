@@ -5,7 +5,7 @@ read-only pass over the clipped values on top of the clip; where its operand is 
 that pass finds nothing. :func:`magnitude_bound` bounds ``|x|`` from the values a quantized
 model computes on: clipped and integer-cast values (:func:`.float_values.value_range`), finite
 constants, sums, products, quotients by constants, roundings, pools, gathers, selections, convs
-(gemms, matmuls) with constant finite weights, products of bounded operands over a static ``K``,
+(gemms, matmuls) with constant finite weights, products of bounded operands over a static or bounded ``K``,
 layer norms of finite values with constant ``gamma`` and ``beta`` (:func:`_layer_norm_bound`) and
 functions bounded by 1 of finite values (tanh, sigmoid, erf, softmax, sin, cos), and casts from
 integer types (any integer is finite). Each bound is of the exact values; the rounded float operations stay
@@ -105,7 +105,7 @@ def _bound(expr, defs: Definitions, memo: dict, depth: int) -> float | None:
     if name in ("nn.conv", "nn.conv_bias_act", "nn.gemm"):
         return _product_bound(call, arg)
     if name == "matmul":
-        return _matmul_bound(call, arg)
+        return _matmul_bound(call, arg, defs)
     if name in _UNIT and len(args) == 1:       # |f(x)| <= 1 for every finite x
         return None if arg(0) is None else 1.0
     if name == "nn.layer_norm":
@@ -121,9 +121,10 @@ def _static_dim(dim) -> int | None:
     return int(dim) if isinstance(dim, (int, np.integer)) else None
 
 
-def _matmul_bound(call, arg) -> float | None:
+def _matmul_bound(call, arg, defs: Definitions) -> float | None:
     """``max|a| * max_j sum_k |b[k, j]|`` for a constant finite ``b``, else ``max|a| * max|b| * K``
-    with a static ``K``: every product's sum, rounded, stays within a small factor of it."""
+    with ``K`` static or bounded (the function's ranges and assumptions): every product's sum,
+    rounded, stays within a small factor of it."""
     a, b = call.args[0], call.args[1]
     x = arg(0)
     if x is None:
@@ -135,7 +136,9 @@ def _matmul_bound(call, arg) -> float | None:
             w = float(np.abs(data.astype(np.float64)).sum()) if data.size else 0.0
         return None if w is None else x * w
     shape = getattr(a.struct_info, "shape", None)
-    k = _static_dim(shape[-1]) if shape else None
+    k = None if not shape else _static_dim(shape[-1])
+    if k is None and shape:
+        k = defs.dim_upper_bound(shape[-1])
     y = arg(1)
     return None if k is None or y is None else x * y * k
 

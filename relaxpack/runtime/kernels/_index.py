@@ -11,6 +11,7 @@ KERNEL_MODULES = (
     "dynamic_resize", "sampling", "signal", "fold", "strings", "tokenizer", "ml", "tree_ensemble", "sequence",
     "detection", "bitcast", "cumulative", "selection", "random", "training", "dynamic_apply", "dynamic_shape",
     "svm", "ml_maps", "quantize", "image_decode", "squeeze_excite", "rms_norm", "channel_norms",
+    "quantized_softmax",
 )
 
 #: kernel name -> the module (in this package) that registers it
@@ -173,6 +174,7 @@ OWNER: dict[str, str] = {
     'permute_matmul': 'linalg',
     'power': 'elementwise',
     'prod': 'reduce',
+    'qlinear_softmax_exp': 'quantized_softmax',
     'random_normal': 'random',
     'random_uniform': 'random',
     'range': 'algorithm',

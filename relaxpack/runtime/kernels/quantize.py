@@ -49,14 +49,16 @@ def dynamic_quantize_params(x, *, out):
 
 
 @register_kernel("dynamic_quantize")
-def dynamic_quantize(x, *, out):
+def dynamic_quantize(x, *, out, scales):
     """``out = (y_scale, zero point, y - zero point)``: :func:`dynamic_quantize_params`, then the
     importer's chain ``clip(round(x / y_scale) + zp, 0, 255)`` (NaN to 0) minus
     ``float32(uint8(zp))``, each step the kernel the chain's instruction ran, in its order (the same
     bits). In the usual case (a finite range strictly around 0) ``x`` is finite and ``zp`` an integer
     in [0, 255], so no NaN can come and the zero point's casts change nothing: five numpy calls,
-    each with 0-d array operands (a numpy scalar costs a small ufunc call twice as much)."""
-    scale, zero_point, y = out
+    each with 0-d array operands (a numpy scalar costs a small ufunc call twice as much). The
+    items after ``y`` are ``y_scale * c`` in float32 for each ``c`` of ``scales``
+    (:func:`_scale_products`)."""
+    scale, zero_point, y = out[:3]
     fast = _finite_params(x) if x.dtype == _F32 and x.size else None
     if fast is not None:
         scale.fill(fast[0])
@@ -66,6 +68,7 @@ def dynamic_quantize(x, *, out):
         np.add(y, zero_point, y)
         CLIP(y, _ZERO, _TOP, y)
         np.subtract(y, zero_point, y)
+        _scale_products(fast[0], scale, scales, out[3:])
         return
     dynamic_quantize_params(x, out=(scale, zero_point))
     divide(x, scale, out=y)
@@ -76,6 +79,24 @@ def dynamic_quantize(x, *, out):
         stored = np.empty((), np.uint8)
         np.copyto(stored, zero_point, casting="unsafe")
         np.subtract(y, stored.astype(_F32), out=y)
+    _scale_products(None, scale, scales, out[3:])
+
+
+def _scale_products(value, scale, scales, products) -> None:
+    """Each ``products[i] = scale * scales[i]`` as the float32 multiply kernel makes it. With the
+    usual case's Python ``value`` of the scale (a float32 value) the double product of two float32
+    values is exact, so its one rounding to float32 is the float32 product; an overflow (or no
+    ``value``) multiplies in numpy."""
+    if value is not None:
+        try:
+            for c, product in zip(scales, products):
+                product.fill(_f32(value * c))
+            return
+        except OverflowError:
+            pass
+    with quiet():
+        for c, product in zip(scales, products):
+            np.multiply(scale, _F32(c), out=product)
 
 
 _PACK_F32 = struct.Struct("f")

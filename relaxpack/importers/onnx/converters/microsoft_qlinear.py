@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....ir.expr import Expr, ShapeExpr
+from ....ir.expr import Expr, ShapeExpr, TupleGetItem
 from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
@@ -270,7 +270,7 @@ def qlinear_softmax(ctx, x, x_scale, x_zero_point=None, y_scale=None, y_zero_poi
     zero point cancels): ``t = float32(exp((shift - d) * x_scale))`` in float64,
     where ``shift = max(0, log(FLT_MAX / D) - 5) / x_scale`` keeps the row's
     sum finite; ``s`` is the sum of the row's ``t`` in float32, added left to
-    right; ``y = round(t * floor(1 / y_scale) / s) + y_zero_point``, kept at most
+    right (both one ``qlinear_softmax_exp``); ``y = round(t * floor(1 / y_scale) / s) + y_zero_point``, kept at most
     the type's maximum. ``axis`` defaults to -1 at every opset (the schema's
     default, which onnxruntime reads even before opset 13)."""
     dtype = _int8(ctx, x)
@@ -306,13 +306,11 @@ def _softmax_rows(ctx, data: Expr, axis: int, length, x_scale: Value, y_scale: V
                                         "float64"))
     shift = call(ctx, "divide", call(ctx, "maximum", call(ctx, "subtract", headroom, scalar(ctx, 5.0, "float64")),
                                      scalar(ctx, 0.0, "float64")), scale64)
-    wide = astype(ctx, data, "int32")
-    gap = call(ctx, "subtract", call(ctx, "max", wide, axis=(axis,), keepdims=True), wide)
-    exponent = call(ctx, "multiply", call(ctx, "add", astype(ctx, call(ctx, "negative", gap), "float64"), shift),
-                    scale64)
-    t = astype(ctx, call(ctx, "exp", exponent), "float32")
-    running = call(ctx, "cumsum", t, axis=axis)    # left to right in float32, as onnxruntime adds
-    total = call(ctx, "take", running, ctx.expr(ctx.const(np.array([-1], np.int64))), axis=axis)
+    # t = float32(exp((float64(-(max - x)) + shift) * scale)) and its sums, left to right in
+    # float32 as onnxruntime adds, in one kernel (ops/definitions/quantized_softmax.py)
+    parts = call(ctx, "qlinear_softmax_exp", data, shift, scale64, axis=axis)
+    t = ctx.expr(ctx.emit(TupleGetItem(parts, 0), "t"))
+    total = ctx.expr(ctx.emit(TupleGetItem(parts, 1), "total"))
     inverse = call(ctx, "floor", call(ctx, "divide", scalar(ctx, 1.0, "float32"),
                                       astype(ctx, _per_tensor(ctx, y_scale, "y_scale"), "float32")))
     ratio = call(ctx, "round", call(ctx, "divide", call(ctx, "multiply", t, inverse), total))
