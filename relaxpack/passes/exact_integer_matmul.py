@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.block_builder import BlockBuilder
-from ..ir.expr import Constant, DataflowBlock, DataflowVar, Function, SeqExpr, Var, VarBinding
+from ..ir.expr import Constant, DataflowBlock, DataflowVar, SeqExpr, Var, VarBinding
 from ..ir.op import make_call
 from .analysis.float_values import FLOAT_EXACT, Definitions, value_range
 from .core.infra import function_pass

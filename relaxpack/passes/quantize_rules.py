@@ -46,7 +46,7 @@ import math
 import numpy as np
 
 from ..ops.registry import make_call
-from .core.rules import Match, Rule, all_of, const, is_op, wildcard
+from .core.rules import Match, Rule, const, is_op, wildcard
 
 #: float types and the largest integer magnitude up to which they hold every integer
 _FLOAT_EXACT = {"float16": 2 ** 11, "bfloat16": 2 ** 8, "float32": 2 ** 24, "float64": 2 ** 53}

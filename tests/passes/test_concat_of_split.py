@@ -4,7 +4,6 @@ places it must not fire."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from relaxpack.passes.concat_of_split import concat_of_split_pass

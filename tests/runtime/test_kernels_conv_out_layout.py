@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relaxpack.runtime.kernels.conv_direct import COPIES_OUT, writes_channels_last
+from relaxpack.runtime.kernels.conv_direct import writes_channels_last
 from relaxpack.runtime.kernels.conv_strided import transposes_in_gemm
 from relaxpack.runtime.kernels.nn import _prepared_conv, conv_workspace, copies_out
 

@@ -16,7 +16,6 @@ terms): within float rounding of them, not bit for bit.
 
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 
