@@ -133,14 +133,9 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         return None
     geometry = plan.strided
     result = arrays.pop() if work != dtype else None
-    padded = arrays[0] if len(arrays) > 1 and any(geometry.begins + geometry.ends) else None
-    own = padded is not None and padded.nbytes <= conv_small_nhwc.OWN_PADDED_MAX_BYTES
-    if own:             # the instruction's own, its padding zeroed once (as the wide runner's)
-        padded = np.zeros(padded.shape, padded.dtype)
+    padded, own, interior, interior_rows = _padded_input(arrays, geometry, data.shape[-1], work, work == dtype)
     converted = arrays[0] if work != dtype and padded is None else None
     cols = arrays[-1]
-    interior = None if padded is None else padded[(slice(None), slice(None)) + tuple(
-        slice(b, b + n) for b, n in zip(geometry.begins, geometry.spatial))]
     out_channels, taps = weight.shape[0], len(plan.taps)
     g = attrs["groups"]
     k = channels // g * taps
@@ -168,9 +163,7 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         return view, cols.reshape(view.shape)
     source = padded if padded is not None else converted
     fixed = window_of(source) if source is not None else None
-    # the padded copy by rows as void items, where no conversion is made (same bytes)
-    row = np.dtype((np.void, data.shape[-1] * work.itemsize))
-    interior_rows = interior.view(row) if interior is not None and work == dtype else None
+    row = None if interior_rows is None else interior_rows.dtype
     item = work.itemsize
     seen = [None, None]     # an unpadded conv: the last x that is a view (arena), its window
 
@@ -343,12 +336,7 @@ def _prepare_channels_last_out(plan, data, weight, bias, out, workspace, attrs, 
     if arrays is None:
         return None
     cols = arrays[-1]
-    padded = arrays[0] if len(arrays) > 1 else None
-    if padded is not None and padded.nbytes <= conv_small_nhwc.OWN_PADDED_MAX_BYTES:
-        padded = np.zeros(padded.shape, padded.dtype)       # its padding zeroed once
-        own = True
-    else:
-        own = False
+    padded, own, interior, interior_rows = _padded_input(arrays, geometry, data.shape[-1], out.dtype, True)
     out_channels, k = weight.shape[0], channels * len(plan.taps)
     pixels = math.prod(plan.lengths)
     w_t = weight.reshape(1, out_channels, k).transpose(0, 2, 1)
@@ -357,10 +345,7 @@ def _prepare_channels_last_out(plan, data, weight, bias, out, workspace, attrs, 
     single = batch == 1 and min(out_channels, k, pixels) >= 2
     cols2_t, w2_t = cols_t[0, 0], w_t[0]
     finish = conv_small_nhwc._finisher(bias, act, fixed_bias, plan.lengths[-1])
-    interior = None if padded is None else padded[(slice(None), slice(None)) + tuple(
-        slice(b, b + n) for b, n in zip(geometry.begins, geometry.spatial))]
-    row = np.dtype((np.void, data.shape[-1] * out.dtype.itemsize))
-    interior_rows = None if interior is None else interior.view(row)
+    row = None if interior_rows is None else interior_rows.dtype
     fixed = _window(plan, padded) if padded is not None else None
     dst = cols.reshape(cols.shape[:2] + geometry.kernel + plan.lengths)
     copy, dot, matmul = np.copyto, np.dot, np.matmul
@@ -397,6 +382,25 @@ def _prepare_channels_last_out(plan, data, weight, bias, out, workspace, attrs, 
             matmul(cols_t, w_t, out=target)
         finish(out)
     return run
+
+
+def _padded_input(arrays: list, geometry, width: int, dtype, by_rows: bool) -> tuple:
+    """The strided runners' zero-padded input: ``(padded, own, interior, interior_rows)``, all None
+    (``own`` False) when the conv pads nothing. ``padded`` is the instruction's own array, its
+    padding zeroed once (``own``), when it is at most ``OWN_PADDED_MAX_BYTES`` (as the wide
+    runner's), else the workspace's (zeroed per call); ``interior`` the view the input is copied
+    into, and ``interior_rows`` that view as rows of ``width`` values as void items, for the copy
+    by rows where ``by_rows`` (no conversion made: the same bytes), else None."""
+    padded = arrays[0] if len(arrays) > 1 and any(geometry.begins + geometry.ends) else None
+    if padded is None:
+        return None, False, None, None
+    own = padded.nbytes <= conv_small_nhwc.OWN_PADDED_MAX_BYTES
+    if own:
+        padded = np.zeros(padded.shape, padded.dtype)
+    interior = padded[(slice(None), slice(None)) + tuple(
+        slice(b, b + n) for b, n in zip(geometry.begins, geometry.spatial))]
+    rows = interior.view(np.dtype((np.void, width * np.dtype(dtype).itemsize))) if by_rows else None
+    return padded, own, interior, rows
 
 
 def _window(plan, source: np.ndarray) -> np.ndarray:
