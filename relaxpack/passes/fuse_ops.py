@@ -145,10 +145,10 @@ def _shape_only(bindings: list) -> set:
     """The vars of ``bindings`` whose values are functions of the input shapes alone (and
     constants): ops the shape memo runs (``runtime.shape_memo.MEMO_KERNELS``) of constants,
     prim values, shapes and such vars, at least one of them not a constant (a symbolic dim's
-    ``shape_to_tensor``: a pool's count). Such a value stays out of a group that reads data:
-    fused into it, its steps ran on every call; on its own (or in a group of its kind) the
-    compiled function's shape memo computes it once per input shape
-    (``analysis.shape_values``)."""
+    ``shape_to_tensor``: a pool's count). At the function's top level (the shape memo keeps no
+    value of an If branch) such a value stays out of a group that reads data: fused into it, its
+    steps ran on every call; on its own (or in a group of its kind) the compiled function's shape
+    memo computes it once per input shape (``analysis.shape_values``)."""
     found: set = set()
     for b in bindings:
         call = b.value if isinstance(b, VarBinding) else None
@@ -213,6 +213,7 @@ class _Fuser:
         uses.visit_expr(func)
         self.users, self.body_bindings = uses.users, uses.body_bindings
         self.made: dict = {}       # fused-function key -> name (see _key)
+        self.depth = 0              # inside how many If branches
 
     def run(self) -> Function:
         body = self.seq(self.func.body)
@@ -250,7 +251,12 @@ class _Fuser:
     def nested(self, binding):
         value = binding.value
         if isinstance(binding, VarBinding) and isinstance(value, If):
-            new = value.replace(true_branch=self.seq(value.true_branch), false_branch=self.seq(value.false_branch))
+            self.depth += 1         # (the shape memo keeps top-level values only: see _shape_only)
+            try:
+                new = value.replace(true_branch=self.seq(value.true_branch),
+                                    false_branch=self.seq(value.false_branch))
+            finally:
+                self.depth -= 1
             return binding.replace(value=new)
         return binding
 
@@ -258,7 +264,7 @@ class _Fuser:
         index = {b.var: i for i, b in enumerate(bindings)}
         group_of: dict[Var, _Group] = {}
         groups = []
-        shape_only = _shape_only(bindings)
+        shape_only = _shape_only(bindings) if self.depth == 0 else set()
         for b in reversed(bindings):
             kind = _kind(b)
             if kind is None:

@@ -493,3 +493,14 @@ return b
 """))))
     assert "fused_astype_multiply_multiply_round" in static.script()
     assert "cls.fused_astype_multiply_divide(d," in out.script()
+    branch = fuse(parse(module(func("main", f'{X}, k: R.Tensor((), "bool")', """
+if k:
+    d = R.shape_to_tensor(R.shape([n]), scalar=True)
+    f = R.astype(d, dtype="float32")
+    a = R.multiply(x, f)
+    r = R.round(a)
+else:
+    r = R.negative(x)
+return r
+"""))))     # the shape memo keeps no value of a branch: fused as before
+    assert "fused_astype_multiply_round" in branch.script()
