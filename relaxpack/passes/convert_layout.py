@@ -67,7 +67,13 @@ def _plan(func: Function) -> dict[Var, LayoutRule]:
     the regions (connected by channels-last reads) that gain something.
     A conv that writes channels last for a region (``reads_nhwc`` False)
     stays only where the region reads all of its result: planned again
-    without it otherwise (it would move a transpose, not save one)."""
+    without it otherwise (it would move a transpose, not save one). A call
+    that only carries channels last from one region on (``connects``: a
+    split, slice or channel shuffle) and is in a region not kept is planned
+    again channels first: joined, two regions can fail together where one
+    of them paid alone (YOLO's C2f slices); so are the splits and slices of
+    a value two or more of whose pieces are read outside the region (a
+    transpose each, where one transpose of the value would do: YOLO's C2f)."""
     uses = _Uses()
     uses.visit_expr(func.body)
     blocked: set[Var] = set()
@@ -77,9 +83,30 @@ def _plan(func: Function) -> dict[Var, LayoutRule]:
         reads = _region_reads(candidates, values)        # (an entry's readers are in its region)
         read_first = {v for v, rule in candidates.items()
                       if not rule.reads_nhwc and uses.count.get(v, 0) > reads.get(v, 0)}
-        if not read_first:
+        dropped = {v for v, rule in candidates.items() if rule.connects and v not in kept}
+        dropped |= _leaky_splits(kept, values, uses.count)
+        if not read_first | dropped:
             return kept
-        blocked |= read_first
+        blocked |= read_first | dropped
+
+
+def _leaky_splits(kept: dict, values: dict, uses: dict) -> set[Var]:
+    """The splits and slices in ``kept`` of a value two or more of whose pieces (a split's tuple
+    items, slices) are read outside the region."""
+    reads = _region_reads(kept, values)
+    pieces: dict[Expr, set[Var]] = {}       # the value split or sliced -> the calls that cut it
+    leaks: dict[Expr, int] = {}
+    for v in kept:
+        value, cut = values[v], v
+        if isinstance(value, TupleGetItem):
+            cut, value = value.tuple_value, values.get(value.tuple_value)
+        if not (isinstance(value, Call) and isinstance(value.op, Op)
+                and value.op.name in ("split", "strided_slice") and cut in kept):
+            continue
+        pieces.setdefault(value.args[0], set()).add(cut)
+        if uses.get(v, 0) > reads.get(v, 0):
+            leaks[value.args[0]] = leaks.get(value.args[0], 0) + 1
+    return {cut for source, n in leaks.items() if n >= 2 for cut in pieces[source]}
 
 
 def _region_reads(chosen: dict, values: dict) -> dict[Var, int]:
@@ -94,7 +121,8 @@ def _region_reads(chosen: dict, values: dict) -> dict[Var, int]:
 
 def _plan_regions(func: Function, uses: dict, blocked: set) -> tuple[dict, dict]:
     """One planning sweep (the convs in ``blocked`` do not write channels
-    last): every call that can join a region, and those of the regions kept."""
+    last, the connecting calls in it stay channels first): every call that
+    can join a region, and those of the regions kept."""
     nhwc: set[Var] = set()
     entered: set[Var] = set()                     # channels-first vars a chosen call reads (transposed in)
     chosen: dict[Var, LayoutRule] = {}
@@ -111,7 +139,7 @@ def _plan_regions(func: Function, uses: dict, blocked: set) -> tuple[dict, dict]
         for b in block.bindings:
             if isinstance(b, MatchCast) or not isinstance(b.value, (Call, TupleGetItem)):
                 continue
-            rule = next((r for r in rules_for(b.value) if (r.reads_nhwc or b.var not in blocked)
+            rule = next((r for r in rules_for(b.value) if ((r.reads_nhwc and not r.connects) or b.var not in blocked)
                          and r.check(b.value, is_nhwc) is None), None)
             if rule is None:
                 continue

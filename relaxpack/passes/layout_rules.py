@@ -86,13 +86,16 @@ class LayoutRule(Rule):
     the values the rule reads channels last when they are not the call's
     own arguments (a rule that looks through bindings, ``values`` the
     function's var -> value); ``absorbs(value, values)``: the bindings it
-    looked through, used only by it, which the rewrite drops."""
+    looked through, used only by it, which the rewrite drops. ``connects``:
+    the call gains nothing and only carries channels last on (the planner
+    leaves it channels first where its region is not kept)."""
 
     output_nhwc: bool = True
     gains: Callable | None = None
     reads_nhwc: bool = True
     operands: Callable | None = None
     absorbs: Callable | None = None
+    connects: bool = False
 
 
 def layout_rule(name: str, check: Callable, rewrite: Callable, **flags) -> LayoutRule:
@@ -242,10 +245,17 @@ def _check_elementwise(call: Call, is_nhwc) -> str | None:
         return "no operand is channels last"
     for i, a in enumerate(call.args):
         if not (is_nhwc(a) or is_scalar(a) or (isinstance(a, Constant) and a.data.ndim <= 4)
-                or _transposed_in(is_nhwc, a)):
-            return (f"operand {i} is neither channels last, a scalar, a constant nor a value "
-                    f"a region transposes in")
+                or _transposed_in(is_nhwc, a) or _from_channels_last(is_nhwc, a)):
+            return (f"operand {i} is neither channels last, a scalar, a constant, a value "
+                    f"a region transposes in nor a transpose out of channels last")
     return None
+
+
+def _from_channels_last(is_nhwc, expr: Expr) -> bool:
+    """``expr`` is a transpose out of a channels-last value (``is_nhwc.from_channels_last``), which
+    the region reads as it is: ConvNeXt's residual add of its layer norm's transposed result."""
+    check = getattr(is_nhwc, "from_channels_last", None)
+    return check is not None and rank4(expr) and check(expr)
 
 
 def _check_cast(call: Call, is_nhwc) -> str | None:
@@ -406,6 +416,32 @@ def _shuffle_absorbs(call: Call, values: dict) -> tuple:
     return shuffle_parts(call, values, lambda a, b: True)[1:]
 
 
+def _check_transpose_in(call: Call, is_nhwc) -> str | None:
+    """``permute_dims(v, (0, 2, 3, 1))`` of a channels-last ``v`` is ``v``'s channels-last value: it
+    reads the region and ends it without a copy (ConvNeXt's transpose before its layer norm)."""
+    if tuple(call.attrs.get("axes") or ()) != TO_NHWC or not is_nhwc(call.args[0]):
+        return "not a transpose to channels last of a channels-last value"
+    return None
+
+
+def _rewrite_transpose_in(call: Call, nhwc) -> Expr:
+    return nhwc(call.args[0])
+
+
+def _check_product_out(call: Call, is_nhwc) -> str | None:
+    """``permute_matmul(a, b, out_axes=(0, 3, 1, 2))`` of rank 4 multiplies channels last and
+    transposes its result to channels first: without ``out_axes`` its result is the region's
+    channels-last value, written contiguously (ConvNeXt's second pointwise Linear before its
+    residual add). It reads its operands as they are (``reads_nhwc`` False)."""
+    if tuple(call.attrs.get("out_axes") or ()) != TO_NCHW or not rank4(call):
+        return "not a product whose result is transposed to channels first"
+    return None
+
+
+def _rewrite_product_out(call: Call, nhwc) -> Call:
+    return make_call("permute_matmul", *call.args, **{**call.attrs, "out_axes": None})
+
+
 def _check_flatten(call: Call, is_nhwc) -> str | None:
     data = call.args[0]
     if not (is_nhwc(data) and call.attrs["axis"] == 1):
@@ -538,9 +574,13 @@ RULES: dict[str, tuple[LayoutRule, ...]] = {
             layout_rule("sum_spatial", lambda call, is_nhwc: _spatial_mean(call, is_nhwc, False), _rewrite_sum,
                         output_nhwc=False)),
     "take": (layout_rule("table_lookup", _check_table_lookup, _rewrite_table_lookup),),
-    "strided_slice": (layout_rule("slice", _check_slice, _rewrite_slice),),
-    "split": (layout_rule("split", _check_split, _rewrite_split),),
-    "reshape": (layout_rule("channel_shuffle", _check_shuffle, _rewrite_shuffle,
+    "strided_slice": (layout_rule("slice", _check_slice, _rewrite_slice, connects=True),),
+    "permute_dims": (layout_rule("transpose_in", _check_transpose_in, _rewrite_transpose_in, output_nhwc=False),),
+    # a product transposed out: written channels last instead (its permuted writes gone)
+    "permute_matmul": (layout_rule("product_out", _check_product_out, _rewrite_product_out, reads_nhwc=False,
+                                   gains=lambda call: True),),
+    "split": (layout_rule("split", _check_split, _rewrite_split, connects=True),),
+    "reshape": (layout_rule("channel_shuffle", _check_shuffle, _rewrite_shuffle, connects=True,
                             operands=_shuffle_operands, absorbs=_shuffle_absorbs),),
 }
 
