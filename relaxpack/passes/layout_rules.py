@@ -575,7 +575,9 @@ RULES: dict[str, tuple[LayoutRule, ...]] = {
                         output_nhwc=False)),
     "take": (layout_rule("table_lookup", _check_table_lookup, _rewrite_table_lookup),),
     "strided_slice": (layout_rule("slice", _check_slice, _rewrite_slice, connects=True),),
-    "permute_dims": (layout_rule("transpose_in", _check_transpose_in, _rewrite_transpose_in, output_nhwc=False),),
+    # the transpose it replaces is a copy saved: a gain (a stem writing channels last for it pays)
+    "permute_dims": (layout_rule("transpose_in", _check_transpose_in, _rewrite_transpose_in, output_nhwc=False,
+                                 gains=lambda call: True),),
     # a product transposed out: written channels last instead (its permuted writes gone)
     "permute_matmul": (layout_rule("product_out", _check_product_out, _rewrite_product_out, reads_nhwc=False,
                                    gains=lambda call: True),),
