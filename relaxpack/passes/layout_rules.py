@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..ir.expr import Call, Constant, Expr, Op, ShapeExpr, Tuple, TupleGetItem
+from ..ir.expr import Call, Constant, Expr, Op, Tuple, TupleGetItem
 from ..ir.struct_info import TensorStructInfo
 from ..ops.definitions.fused_elementwise import fusible_kind
 from ..ops.registry import make_call
@@ -22,9 +22,11 @@ from ..runtime.kernels.conv_winograd import prefers_winograd
 from ..runtime.kernels.conv_wide import never_wide
 from ..runtime.kernels.nn import copies_out
 from .core.rules import Rule, first_applicable
-
-TO_NHWC = (0, 2, 3, 1)
-TO_NCHW = (0, 3, 1, 2)
+from .layout_carry import (
+    TO_NCHW, TO_NHWC, check_item, check_product_out, check_shuffle, check_slice, check_split, check_transpose_in,
+    rank4, rewrite_item, rewrite_product_out, rewrite_shuffle, rewrite_slice, rewrite_split, rewrite_transpose_in,
+    shuffle_absorbs, shuffle_operands,
+)
 
 @dataclass(frozen=True)
 class Thresholds:
@@ -101,11 +103,6 @@ class LayoutRule(Rule):
 def layout_rule(name: str, check: Callable, rewrite: Callable, **flags) -> LayoutRule:
     """A layout rule of ``name``; its op comes from the table (:data:`RULES`), not a pattern."""
     return LayoutRule(name, None, check, rewrite, **flags)
-
-
-def rank4(expr: Expr) -> bool:
-    sinfo = expr.struct_info
-    return isinstance(sinfo, TensorStructInfo) and sinfo.ndim == 4
 
 
 def _starts_region(call: Call, is_nhwc) -> str | None:
@@ -306,142 +303,6 @@ def _rewrite_concat(call: Call, nhwc) -> Call:
     return make_call("concat", Tuple(tuple(nhwc(f) for f in call.args[0].fields)), axis=3)
 
 
-def _renumbered(axis: int) -> int:
-    """A rank-4 axis of the channels-first value, numbered in the channels-last one."""
-    return TO_NHWC.index(axis % 4)
-
-
-def _check_slice(call: Call, is_nhwc) -> str | None:
-    """A ``strided_slice`` of a channels-last value slices the same axes renumbered (the
-    TorchScript export of ShuffleNet's ``chunk`` after the channel shuffle)."""
-    if not (rank4(call) and rank4(call.args[0]) and is_nhwc(call.args[0])):
-        return "not a slice of a channels-last rank-4 value"
-    return None
-
-
-def _rewrite_slice(call: Call, nhwc) -> Call:
-    axes = call.attrs["axes"]
-    axes = tuple(_renumbered(a) for a in ((axes,) if isinstance(axes, int) else axes))
-    return make_call("strided_slice", nhwc(call.args[0]), **{**call.attrs, "axes": axes})
-
-
-def _check_split(call: Call, is_nhwc) -> str | None:
-    """A ``split`` of a channels-last value splits along the renumbered axis when every use of its
-    pieces' tuple is an item of it (``is_nhwc.items_only``: the items join the region; a tuple
-    cannot be transposed out)."""
-    data = call.args[0]
-    if not (rank4(data) and is_nhwc(data)):
-        return "the split data is not channels last (a split does not start a region)"
-    items_only = getattr(is_nhwc, "items_only", None)
-    if items_only is None or not items_only(call):
-        return "the pieces' tuple is used other than by its items"
-    return None
-
-
-def _rewrite_split(call: Call, nhwc) -> Call:
-    return make_call("split", nhwc(call.args[0]), **{**call.attrs, "axis": _renumbered(call.attrs["axis"])})
-
-
-def _check_item(item: TupleGetItem, is_nhwc) -> str | None:
-    return None if is_nhwc(item.tuple_value) else "not an item of a channels-last tuple"
-
-
-def _rewrite_item(item: TupleGetItem, nhwc) -> TupleGetItem:
-    return TupleGetItem(nhwc(item.tuple_value), item.index)
-
-
-def shuffle_parts(call: Call, values: dict, equal=None) -> tuple | None:
-    """``(x, first, swap)`` when ``call`` is a channel shuffle of a rank-4 ``x``,
-    ``reshape(swap := permute_dims(first := reshape(x, (N, g, C / g, H, W)), (0, 2, 1, 3, 4)),
-    (N, C, H, W))`` with ``x``'s shape (dims ``equal(a, b)``: the same, or proved equal) and int
-    channel counts; None otherwise."""
-    same = equal or (lambda a, b: a == b)
-    if not (isinstance(call.op, Op) and call.op.name == "reshape" and rank4(call)):
-        return None
-    swap, first = call.args[0], None
-    swap_value = values.get(swap)
-    if _is_call(swap_value, "permute_dims") and tuple(swap_value.attrs["axes"] or ()) == (0, 2, 1, 3, 4):
-        first = swap_value.args[0]
-    first_value = values.get(first)
-    if not _is_call(first_value, "reshape") or not rank4(first_value.args[0]):
-        return None
-    x = first_value.args[0]
-    shape, mid, out = x.struct_info.shape, first.struct_info.shape, call.struct_info.shape
-    if shape is None or mid is None or out is None or len(mid) != 5:
-        return None
-    n, c, h, w = shape
-    g, per = mid[1], mid[2]
-    if not all(isinstance(d, int) for d in (c, g, per)) or g * per != c:
-        return None
-    if not all(same(a, b) for a, b in zip((mid[0], mid[3], mid[4], *out), (n, h, w, *shape))):
-        return None
-    return x, first, swap
-
-
-def _is_call(value, name: str) -> bool:
-    return isinstance(value, Call) and isinstance(value.op, Op) and value.op.name == name
-
-
-def _check_shuffle(call: Call, is_nhwc) -> str | None:
-    """A channel shuffle (:func:`shuffle_parts`) of a channels-last value shuffles channels last:
-    ``reshape -> (N, H, W, g, C / g)``, swap the last two axes, reshape back: one copy whose output
-    ends in a short axis, where channels first the region transposed out and back in around it
-    (ShuffleNet). Its two intermediates must be used only by the shuffle (they are dropped)."""
-    parts = shuffle_parts(call, getattr(is_nhwc, "values", {}), getattr(is_nhwc, "equal", None))
-    if parts is None:
-        return "not a channel shuffle (reshape, swap of the group axes, reshape back)"
-    x, first, swap = parts
-    used_once = getattr(is_nhwc, "used_once", None)
-    if used_once is None or not (used_once(first) and used_once(swap)):
-        return "the shuffle's intermediates are used elsewhere"
-    if not is_nhwc(x):
-        return "the shuffled value is not channels last (a shuffle does not start a region)"
-    return None
-
-
-def _rewrite_shuffle(call: Call, nhwc) -> Call:
-    x, first, _ = shuffle_parts(call, nhwc.values, lambda a, b: True)   # (checked when planned)
-    n, c, h, w = x.struct_info.shape
-    g, per = first.struct_info.shape[1:3]
-    grouped = make_call("reshape", nhwc(x), ShapeExpr((n, h, w, g, per)))
-    swapped = make_call("permute_dims", grouped, axes=(0, 1, 2, 4, 3))
-    return make_call("reshape", swapped, ShapeExpr((n, h, w, c)))
-
-
-def _shuffle_operands(call: Call, values: dict) -> list:
-    return [shuffle_parts(call, values, lambda a, b: True)[0]]     # (a chosen call: checked)
-
-
-def _shuffle_absorbs(call: Call, values: dict) -> tuple:
-    return shuffle_parts(call, values, lambda a, b: True)[1:]
-
-
-def _check_transpose_in(call: Call, is_nhwc) -> str | None:
-    """``permute_dims(v, (0, 2, 3, 1))`` of a channels-last ``v`` is ``v``'s channels-last value: it
-    reads the region and ends it without a copy (ConvNeXt's transpose before its layer norm)."""
-    if tuple(call.attrs.get("axes") or ()) != TO_NHWC or not is_nhwc(call.args[0]):
-        return "not a transpose to channels last of a channels-last value"
-    return None
-
-
-def _rewrite_transpose_in(call: Call, nhwc) -> Expr:
-    return nhwc(call.args[0])
-
-
-def _check_product_out(call: Call, is_nhwc) -> str | None:
-    """``permute_matmul(a, b, out_axes=(0, 3, 1, 2))`` of rank 4 multiplies channels last and
-    transposes its result to channels first: without ``out_axes`` its result is the region's
-    channels-last value, written contiguously (ConvNeXt's second pointwise Linear before its
-    residual add). It reads its operands as they are (``reads_nhwc`` False)."""
-    if tuple(call.attrs.get("out_axes") or ()) != TO_NCHW or not rank4(call):
-        return "not a product whose result is transposed to channels first"
-    return None
-
-
-def _rewrite_product_out(call: Call, nhwc) -> Call:
-    return make_call("permute_matmul", *call.args, **{**call.attrs, "out_axes": None})
-
-
 def _check_flatten(call: Call, is_nhwc) -> str | None:
     data = call.args[0]
     if not (is_nhwc(data) and call.attrs["axis"] == 1):
@@ -545,7 +406,7 @@ _ENTRY_RULE = layout_rule("conv_writes_nhwc", _check_entry, _rewrite_entry, read
 _ELEMENTWISE_RULE = layout_rule("elementwise", _check_elementwise, _rewrite_elementwise)
 _CAST_RULE = layout_rule("cast", _check_cast, _rewrite_elementwise)
 #: an item of a channels-last tuple (a split's piece) is channels last
-ITEM_RULE = layout_rule("tuple_item", _check_item, _rewrite_item,
+ITEM_RULE = layout_rule("tuple_item", check_item, rewrite_item,
                         operands=lambda item, values: [item.tuple_value])
 
 #: op name -> its rules, tried in order (the first whose check passes is taken)
@@ -574,16 +435,16 @@ RULES: dict[str, tuple[LayoutRule, ...]] = {
             layout_rule("sum_spatial", lambda call, is_nhwc: _spatial_mean(call, is_nhwc, False), _rewrite_sum,
                         output_nhwc=False)),
     "take": (layout_rule("table_lookup", _check_table_lookup, _rewrite_table_lookup),),
-    "strided_slice": (layout_rule("slice", _check_slice, _rewrite_slice, connects=True),),
+    "strided_slice": (layout_rule("slice", check_slice, rewrite_slice, connects=True),),
     # the transpose it replaces is a copy saved: a gain (a stem writing channels last for it pays)
-    "permute_dims": (layout_rule("transpose_in", _check_transpose_in, _rewrite_transpose_in, output_nhwc=False,
+    "permute_dims": (layout_rule("transpose_in", check_transpose_in, rewrite_transpose_in, output_nhwc=False,
                                  gains=lambda call: True),),
     # a product transposed out: written channels last instead (its permuted writes gone)
-    "permute_matmul": (layout_rule("product_out", _check_product_out, _rewrite_product_out, reads_nhwc=False,
+    "permute_matmul": (layout_rule("product_out", check_product_out, rewrite_product_out, reads_nhwc=False,
                                    gains=lambda call: True),),
-    "split": (layout_rule("split", _check_split, _rewrite_split, connects=True),),
-    "reshape": (layout_rule("channel_shuffle", _check_shuffle, _rewrite_shuffle, connects=True,
-                            operands=_shuffle_operands, absorbs=_shuffle_absorbs),),
+    "split": (layout_rule("split", check_split, rewrite_split, connects=True),),
+    "reshape": (layout_rule("channel_shuffle", check_shuffle, rewrite_shuffle, connects=True,
+                            operands=shuffle_operands, absorbs=shuffle_absorbs),),
 }
 
 
