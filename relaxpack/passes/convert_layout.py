@@ -31,9 +31,8 @@ from ..ir.visitor import ExprVisitor
 from ..ir.well_formed import function_analyzer
 from ..ops.registry import make_call
 from .core.infra import function_pass
-from .layout_rules import (
-    RULES, THRESHOLDS, TO_NCHW, TO_NHWC, LayoutRule, Thresholds, is_scalar, rank4, rule_for, rules_for,
-)
+from .layout_carry import TO_NCHW, TO_NHWC
+from .layout_rules import RULES, THRESHOLDS, LayoutRule, Thresholds, rank4, rule_for, rules_for
 
 # the rules live in .layout_rules; the pass plans regions with them
 

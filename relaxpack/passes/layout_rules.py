@@ -23,7 +23,7 @@ from ..runtime.kernels.conv_wide import never_wide
 from ..runtime.kernels.nn import copies_out
 from .core.rules import Rule, first_applicable
 from .layout_carry import (
-    TO_NCHW, TO_NHWC, check_item, check_product_out, check_shuffle, check_slice, check_split, check_transpose_in,
+    TO_NHWC, check_item, check_product_out, check_shuffle, check_slice, check_split, check_transpose_in,
     rank4, rewrite_item, rewrite_product_out, rewrite_shuffle, rewrite_slice, rewrite_split, rewrite_transpose_in,
     shuffle_absorbs, shuffle_operands,
 )
