@@ -47,6 +47,8 @@ def _softmax_rows(x: np.ndarray, buf: np.ndarray) -> str | None:
 def _softmax_matrix(rows: np.ndarray, dst: np.ndarray, shared: bool) -> str | None:
     """:func:`_softmax_rows` of the rows as a matrix, into ``dst`` (its rows); ``shared``: whether
     they may share memory (then the exponentials go to a temporary)."""
+    if rows.shape[1] == 1:
+        return _single_softmax(rows, dst)
     if rows.shape[0] <= _FEW and rows.size <= _ROWWISE_SIZE:
         done = _rowwise_softmax(rows, dst)
         if done is not None:
@@ -59,6 +61,16 @@ def _softmax_matrix(rows: np.ndarray, dst: np.ndarray, shared: bool) -> str | No
     # the exponentials go to a temporary when buf is x: a redone row reads x again
     with Scratch([(dst.shape, dst.dtype)]) as (exps,):
         return _shifted_softmax(rows, shift, exps, dst)
+
+
+def _single_softmax(rows: np.ndarray, dst: np.ndarray) -> str:
+    """Rows of one value (attention at sequence length 1): ``exp(x - x)``, 1 where ``x`` is finite
+    and NaN where it is not (``inf - inf``), what the shifted formula gives for any shift (the row
+    path's ~5 us for two numpy calls). ``REDONE``: NaN may be in the result."""
+    with quiet():
+        np.subtract(rows, rows, dst)
+    np.exp(dst, dst)
+    return REDONE
 
 
 #: up to this many values (and _FEW rows) the row path shifts each row by its own max
@@ -234,10 +246,13 @@ def _specialize_softmax(safe: bool):
         if set(attrs) != {"axis"}:
             return lambda x, *, out, workspace=None: (safe_softmax if safe else softmax)(x, out=out, **attrs)
         axis = attrs["axis"]
-        kept: list = [None] * 5       # x, out, their row matrices, whether they share memory
+        kept: list = [None] * 6       # x, out, their row matrices, whether they share memory, rows of one
 
         def call(x, *, out, workspace=None):
             if x is kept[0] and out is kept[1]:
+                if safe and kept[5]:
+                    np.isfinite(kept[2], kept[3])    # one value a row: 1, or 0 for what is NaN unguarded
+                    return
                 done = _softmax_matrix(kept[2], kept[3], kept[4])
                 if done is None:
                     done = _softmax_into(x, out, axis)
@@ -251,16 +266,16 @@ def _specialize_softmax(safe: bool):
 
 
 def _row_matrices(x, out, axis) -> tuple:
-    """``(x, out, x's rows, out's rows, whether they share memory)`` when :func:`_softmax_into`
+    """``(x, out, x's rows, out's rows, whether they share memory, whether a row holds one value)`` when :func:`_softmax_into`
     runs the row path on them directly (float32/float64 views, not empty, contiguous, of one
     shape and dtype, along the last axis), neither owning its memory; else Nones."""
     if not (x.__class__ is np.ndarray and out.__class__ is np.ndarray and x.base is not None
             and out.base is not None and x.ndim and x.size and (axis == -1 or axis == x.ndim - 1)
             and x.shape == out.shape and x.dtype == out.dtype and x.dtype in _ROW_DTYPES
             and x.flags.c_contiguous and out.flags.c_contiguous):
-        return (None,) * 5
+        return (None,) * 6
     n = x.shape[-1]
-    return x, out, x.reshape(-1, n), out.reshape(-1, n), bool(np.may_share_memory(x, out))
+    return x, out, x.reshape(-1, n), out.reshape(-1, n), bool(np.may_share_memory(x, out)), n == 1
 
 
 softmax.specialize_attrs = _specialize_softmax(False)
