@@ -501,3 +501,52 @@ def test_rms_norm_in_place_on_a_strided_view_with_a_full_scale():
     inplace = np.ascontiguousarray(x)
     kernel.specialize_attrs({"epsilon": EPS}, (False, True))(inplace, scale, out=inplace)
     np.testing.assert_array_equal(inplace, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("d", [1, 5, 32, 33, 64, 128, 129])
+@pytest.mark.filterwarnings("ignore:invalid value encountered")
+def test_tiny_layer_norm_on_either_side_of_its_bound(dtype, d):
+    """A few short rows (norm._tiny: rows x d x d up to _TINY_PRODUCTS for d <= 32, one row up to
+    128 values) take their means and mean squares as
+    products with a (d, d) matrix of 1 / d: within float32's rounding of the float64 formula on
+    both sides of the bound, a large offset, a constant row (0 before gamma), inf and NaN rows
+    (NaN, as the row path gives), beta None; the specialized kernel on kept arrays (tiles of
+    constant parameters, a changing gamma read through) is the generic kernel's bits."""
+    from relaxpack.runtime.kernels import normalization as norm
+    rng = np.random.default_rng(31)
+    kernel = get_kernel("nn.layer_norm").fn
+    bound = norm._TINY_PRODUCTS // (d * d) if d <= norm._TINY_D else 1
+    for rows in sorted({1, max(bound, 1), bound + 1}):
+        tiny = rows * d * d <= norm._TINY_PRODUCTS if d <= 32 else rows == 1 and d <= 128
+        x = rand(rng, (rows, d), dtype) * 3 + 40
+        if rows > 2:
+            x[1] = 2.5                          # variance 0
+            x[2, 0], x[2, -1] = np.inf, 1.0      # NaN row
+        gamma, beta = rand(rng, (d,), dtype), rand(rng, (d,), dtype)
+        x64 = x.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            centered = x64 - x64.mean(-1, keepdims=True)
+            normed = centered / np.sqrt((centered ** 2).mean(-1, keepdims=True) + EPS) * gamma
+        tol = 2e-5 if dtype == "float32" else 1e-12
+        for b in (beta, None):
+            want = normed + (b if b is not None else 0)
+            got = run_kernel("nn.layer_norm", x, gamma, *([] if b is None else [b]), axes=(-1,), epsilon=EPS)
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+            if rows > 2 and d > 1:
+                np.testing.assert_array_equal(got[1], 0 if b is None else b)
+                assert np.isnan(got[2]).all()
+            for constant in ((False, True, True), (False, False, False)):
+                spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, constant[:2 if b is None else 3])
+                arena = np.empty((2, rows, d), dtype)
+                a, out = arena[0], arena[1]
+                g = gamma.copy()
+                for step in range(4):
+                    a[...] = x
+                    if step == 3 and not constant[1]:
+                        g *= 2                  # new values in a gamma that is not a constant show through
+                    want_bits = np.empty_like(a)
+                    kernel(a, g, *([] if b is None else [b]), out=want_bits, axes=(-1,), epsilon=EPS)
+                    spec(a, g, *([] if b is None else [b]), out=out if step % 2 else a)
+                    np.testing.assert_array_equal(out if step % 2 else a, want_bits)
+        assert norm._tiny(rows, d) == tiny
