@@ -174,21 +174,23 @@ def test_layer_norm_over_the_last_axis_in_place_and_with_row_params(dtype):
 
 
 @pytest.mark.parametrize("extra_rows", [0, 1])
-def test_layer_norm_rows_on_either_side_of_the_outer_product_bound(extra_rows):
-    """Up to _OUTER_MAX_SIZE values the rows are scaled by ``scale x gamma`` at once, above it
-    by two broadcasts: both within float32's rounding of the float64 result, a constant row
-    (variance 0) included, and the specialized call is the kernel's."""
-    from relaxpack.runtime.kernels.normalization import _OUTER_MAX_SIZE, _specialize_layer_norm
-    d = 64
+@pytest.mark.parametrize("d", [16, 64, 65])
+def test_layer_norm_rows_on_either_side_of_the_outer_product_bound(extra_rows, d):
+    """Up to _outer_max_size(d) values (_OUTER_MAX_SIZE; for short rows, d <= _SHORT_ROW, whose
+    squares are summed by a product, _SHORT_OUTER_MAX_SIZE) the rows are scaled by ``scale x
+    gamma`` at once, above it by two broadcasts: both within float32's rounding of the float64
+    result, a constant row (variance 0) included, and the specialized call is the kernel's."""
+    from relaxpack.runtime.kernels.normalization import _specialize_layer_norm, _outer_max_size
     rng = np.random.default_rng(5)
-    x = rand(rng, (_OUTER_MAX_SIZE // d + extra_rows, d), "float32") * 3 + 1
+    bound = _outer_max_size(d) // d
+    x = rand(rng, (bound + extra_rows, d), "float32") * 3 + 1
     x[3] = 2.5
     gamma, beta = rand(rng, (d,), "float32"), rand(rng, (d,), "float32")
     x64 = x.astype(np.float64)
     centered = x64 - x64.mean(-1, keepdims=True)
     want = centered / np.sqrt((centered ** 2).mean(-1, keepdims=True) + EPS) * gamma + beta
     got = run_kernel("nn.layer_norm", x, gamma, beta, axes=(-1,), epsilon=EPS)
-    assert (got.size <= _OUTER_MAX_SIZE) == (extra_rows == 0)
+    assert (got.shape[0] <= bound) == (extra_rows == 0)
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
     np.testing.assert_array_equal(got[3], beta)
     call = _specialize_layer_norm({"axes": (1,), "epsilon": EPS}, ())
@@ -365,14 +367,14 @@ def test_layer_norm_per_instruction_keeps_planes_of_a_constant_beta_only(dtype):
     outer product of the row scales and gamma and, for a constant beta, beta repeated over the rows:
     bit for bit the generic kernel over calls that change the shape (both sides of the bound) and,
     where beta is not a constant, beta's values in the same array (they show through)."""
-    from relaxpack.runtime.kernels.normalization import _OUTER_MAX_SIZE
+    from relaxpack.runtime.kernels.normalization import _outer_max_size
     rng = np.random.default_rng(13)
     kernel = get_kernel("nn.layer_norm").fn
     d = 32
     for constant in ((False, True, True), (False, False, False)):
         g, b = rand(rng, (d,), dtype), rand(rng, (d,), dtype)
         spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, constant)
-        for rows in (15, 15, 16, _OUTER_MAX_SIZE // d, _OUTER_MAX_SIZE // d + 1, 15):
+        for rows in (15, 15, 16, _outer_max_size(d) // d, _outer_max_size(d) // d + 1, 15):
             if not constant[2]:
                 b[...] = rand(rng, (d,), dtype)
             x = rand(rng, (1, rows, d), dtype)

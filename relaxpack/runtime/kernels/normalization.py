@@ -344,13 +344,13 @@ _TINY_PRODUCTS, _TINY_D, _TINY_ROW_D = 8192, 32, 128
 @functools.lru_cache(maxsize=64)
 def layer_norm_constants(d: int, dtype, epsilon: float) -> tuple:
     """:func:`row_constants`, then for ``d <= _TINY_ROW_D`` the read-only ``(d, d)`` matrix of
-    ``1 / d`` (None past it) and ``epsilon`` as a 0-d array of ``dtype``: what
-    :func:`_layer_norm_matrix` reads."""
+    ``1 / d`` (None past it), ``epsilon`` as a 0-d array of ``dtype`` and a column of ones (short
+    rows' sums of squares): what :func:`_layer_norm_matrix` reads."""
     matrix = None
     if d <= _TINY_ROW_D:
         matrix = np.full((d, d), 1.0 / d, dtype)
         matrix.setflags(write=False)
-    return row_constants(d, dtype, epsilon) + (matrix, scalar_array(epsilon, dtype))
+    return row_constants(d, dtype, epsilon) + (matrix, scalar_array(epsilon, dtype), ones_column(d, dtype))
 
 
 def _tiny(rows: int, d: int) -> bool:
@@ -384,13 +384,18 @@ def _layer_norm_matrix(rows: np.ndarray, gamma: np.ndarray, beta, dst: np.ndarra
                        planes: "_RowPlanes | None") -> None:
     """The body of :func:`_layer_norm_rows` on the rows as matrices (``dst`` may be ``rows``)."""
     d = rows.shape[-1]
-    column, eps_d, root_d, matrix, eps = constants
+    column, eps_d, root_d, matrix, eps, ones = constants
     if matrix is not None and (planes.spare is not None if planes is not None else _tiny(rows.shape[0], d)):
         _tiny_layer_norm(rows, gamma, beta, dst, matrix, eps, planes)
         return
     mean = np.dot(rows, column)                     # by BLAS: ~3x np.mean's speed on rows of 512
     np.subtract(rows, mean, dst)
-    scale = np.vecdot(dst, dst, keepdims=True)
+    if d <= _SHORT_ROW:         # vecdot loops per row: 13 us at 1536 rows of 16, squares and a product 3.7
+        squares = planes.outer if planes is not None else np.empty_like(dst)
+        np.multiply(dst, dst, squares)
+        scale = np.dot(squares, ones)
+    else:
+        scale = np.vecdot(dst, dst, keepdims=True)
     np.add(scale, eps_d, scale)
     np.sqrt(scale, scale)
     np.divide(root_d, scale, scale)
@@ -400,7 +405,7 @@ def _layer_norm_matrix(rows: np.ndarray, gamma: np.ndarray, beta, dst: np.ndarra
         if beta is not None:
             np.add(dst, planes.beta if planes.beta is not None else beta, dst)
         return
-    if dst.size <= _OUTER_MAX_SIZE:     # one same-shape pass, not two broadcasts; the outer product by
+    if _outer_fits(dst.size, d):        # one same-shape pass, not two broadcasts; the outer product by
         # BLAS (k = 1: the same products, where numpy's broadcast loops over rows of d values)
         np.multiply(dst, np.dot(scale, gamma.reshape(1, d)), dst)
     else:
@@ -440,6 +445,19 @@ def _tiny_layer_norm(rows: np.ndarray, gamma: np.ndarray, beta, dst: np.ndarray,
 #: up to this many values layer norm's rows are scaled by the outer product of the row scales and
 #: gamma (a temporary of their size; ~0.5 us less than two broadcast passes at a few rows of 32-64)
 _OUTER_MAX_SIZE = 1 << 14
+#: rows of at most this many values are short: numpy's broadcasts and ``vecdot`` loop per row, so
+#: their sums of squares are a product with ones and they are scaled by the outer product up to
+#: _SHORT_OUTER_MAX_SIZE values (Swin's 1536 rows of 16: 46 -> ~20 us)
+_SHORT_ROW, _SHORT_OUTER_MAX_SIZE = 64, 1 << 18
+
+
+def _outer_max_size(d: int) -> int:
+    """Up to how many values rows of ``d`` values are scaled by the outer product (row planes)."""
+    return _SHORT_OUTER_MAX_SIZE if d <= _SHORT_ROW else _OUTER_MAX_SIZE
+
+
+def _outer_fits(size: int, d: int) -> bool:
+    return size <= _outer_max_size(d)
 
 
 class _RowPlanes:
@@ -545,7 +563,7 @@ def _specialize_layer_norm(attrs: dict, constant: tuple):
             p = planes[0]
             if p is None or p.shape != x.shape:
                 p = planes[0] = _RowPlanes(x.shape, k[2], k[3], constant_beta, k[6], constant_gamma) \
-                    if x.size <= _OUTER_MAX_SIZE else None
+                    if _outer_fits(x.size, x.shape[-1]) else None
             same[:] = _kept_rows(x, out, p, k[6])
             if k[6]:
                 if p is None:
