@@ -552,3 +552,25 @@ def test_tiny_layer_norm_on_either_side_of_its_bound(dtype, d):
                     spec(a, g, *([] if b is None else [b]), out=out if step % 2 else a)
                     np.testing.assert_array_equal(out if step % 2 else a, want_bits)
         assert norm._tiny(rows, d) == tiny
+
+
+@pytest.mark.parametrize("rows", [64, 65])
+@pytest.mark.parametrize("d", [16, 64, 65])
+def test_short_rows_sum_their_squares_by_a_product(rows, d):
+    """Past _SHORT_ROWS_MIN rows of at most _SHORT_ROW values the squares are summed by a product
+    with ones instead of vecdot: either way within float32's rounding of the float64 formula, and
+    the specialized kernel (its planes' buffer) is the generic kernel's bits."""
+    from relaxpack.runtime.kernels import normalization as norm
+    rng = np.random.default_rng(32)
+    assert norm._short_rows(rows, d) == (rows > 64 and d <= 64)
+    x = rand(rng, (2, rows, d), "float32") * 3 + 5
+    gamma, beta = rand(rng, (d,), "float32"), rand(rng, (d,), "float32")
+    x64 = x[0].astype(np.float64)
+    centered = x64 - x64.mean(-1, keepdims=True)
+    want = centered / np.sqrt((centered ** 2).mean(-1, keepdims=True) + EPS) * gamma + beta
+    got = run_kernel("nn.layer_norm", x[0], gamma, beta, axes=(-1,), epsilon=EPS)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    spec = get_kernel("nn.layer_norm").fn.specialize_attrs({"axes": (-1,), "epsilon": EPS}, (False, True, True))
+    for _ in range(3):
+        spec(x[0], gamma, beta, out=x[1])
+        np.testing.assert_array_equal(x[1], got)

@@ -390,8 +390,10 @@ def _layer_norm_matrix(rows: np.ndarray, gamma: np.ndarray, beta, dst: np.ndarra
         return
     mean = np.dot(rows, column)                     # by BLAS: ~3x np.mean's speed on rows of 512
     np.subtract(rows, mean, dst)
-    if d <= _SHORT_ROW:         # vecdot loops per row: 13 us at 1536 rows of 16, squares and a product 3.7
-        squares = planes.outer if planes is not None else np.empty_like(dst)
+    # vecdot loops per row: 13 us at 1536 rows of 16, squares and a product 3.7 (_short_rows)
+    squares = planes.squares if planes is not None else \
+        (np.empty_like(dst) if _short_rows(rows.shape[0], d) else None)
+    if squares is not None:
         np.multiply(dst, dst, squares)
         scale = np.dot(squares, ones)
     else:
@@ -449,6 +451,13 @@ _OUTER_MAX_SIZE = 1 << 14
 #: their sums of squares are a product with ones and they are scaled by the outer product up to
 #: _SHORT_OUTER_MAX_SIZE values (Swin's 1536 rows of 16: 46 -> ~20 us)
 _SHORT_ROW, _SHORT_OUTER_MAX_SIZE = 64, 1 << 18
+#: short rows sum their squares by a product past this many rows (at a few dozen vecdot is ~3% faster)
+_SHORT_ROWS_MIN = 64
+
+
+def _short_rows(rows: int, d: int) -> bool:
+    """Whether the squares of the rows are summed by a product with ones, not ``vecdot``."""
+    return d <= _SHORT_ROW and rows > _SHORT_ROWS_MIN
 
 
 def _outer_max_size(d: int) -> int:
@@ -469,7 +478,7 @@ class _RowPlanes:
     :func:`_tiny_layer_norm` (a shape it takes) a second buffer ``spare`` and, for a constant
     gamma, gamma repeated over the rows (else None: gamma's values may change in its array)."""
 
-    __slots__ = ("shape", "gamma_row", "outer", "beta", "wide", "spare", "gamma_tile")
+    __slots__ = ("shape", "gamma_row", "outer", "beta", "wide", "spare", "gamma_tile", "squares")
 
     def __init__(self, shape: tuple, gamma: np.ndarray, beta, constant_beta: bool, low: bool = False,
                  constant_gamma: bool = False):
@@ -478,6 +487,8 @@ class _RowPlanes:
         self.gamma_row = gamma.reshape(1, d)
         self.outer = np.empty((rows, d), gamma.dtype)
         tiny = _tiny(rows, d)
+        #: the buffer the squares go to when summed by a product (:func:`_short_rows`), else None
+        self.squares = self.outer if _short_rows(rows, d) else None
         self.spare = np.empty((rows, d), gamma.dtype) if tiny else None
         self.gamma_tile = np.ascontiguousarray(np.broadcast_to(gamma, (rows, d))) if tiny and constant_gamma else None
         self.beta = None if beta is None or not constant_beta else \
