@@ -180,7 +180,8 @@ def test_layer_norm_rows_on_either_side_of_the_outer_product_bound(extra_rows, d
     squares are summed by a product, _SHORT_OUTER_MAX_SIZE) the rows are scaled by ``scale x
     gamma`` at once, above it by two broadcasts: both within float32's rounding of the float64
     result, a constant row (variance 0) included, and the specialized call is the kernel's."""
-    from relaxpack.runtime.kernels.normalization import _specialize_layer_norm, _outer_max_size
+    from relaxpack.runtime.kernels.layer_norm_rows import _outer_max_size
+    from relaxpack.runtime.kernels.normalization import _specialize_layer_norm
     rng = np.random.default_rng(5)
     bound = _outer_max_size(d) // d
     x = rand(rng, (bound + extra_rows, d), "float32") * 3 + 1
@@ -363,11 +364,11 @@ def test_layer_norm_per_instruction_is_the_generic_kernel():
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_layer_norm_per_instruction_keeps_planes_of_a_constant_beta_only(dtype):
-    """Up to _OUTER_MAX_SIZE values the specialized layer norm keeps, per shape, a buffer for the
+    """Up to _outer_max_size(d) values the specialized layer norm keeps, per shape, a buffer for the
     outer product of the row scales and gamma and, for a constant beta, beta repeated over the rows:
     bit for bit the generic kernel over calls that change the shape (both sides of the bound) and,
     where beta is not a constant, beta's values in the same array (they show through)."""
-    from relaxpack.runtime.kernels.normalization import _outer_max_size
+    from relaxpack.runtime.kernels.layer_norm_rows import _outer_max_size
     rng = np.random.default_rng(13)
     kernel = get_kernel("nn.layer_norm").fn
     d = 32
@@ -515,7 +516,7 @@ def test_tiny_layer_norm_on_either_side_of_its_bound(dtype, d):
     both sides of the bound, a large offset, a constant row (0 before gamma), inf and NaN rows
     (NaN, as the row path gives), beta None; the specialized kernel on kept arrays (tiles of
     constant parameters, a changing gamma read through) is the generic kernel's bits."""
-    from relaxpack.runtime.kernels import normalization as norm
+    from relaxpack.runtime.kernels import layer_norm_rows as norm
     rng = np.random.default_rng(31)
     kernel = get_kernel("nn.layer_norm").fn
     bound = norm._TINY_PRODUCTS // (d * d) if d <= norm._TINY_D else 1
@@ -560,7 +561,7 @@ def test_short_rows_sum_their_squares_by_a_product(rows, d):
     """Past _SHORT_ROWS_MIN rows of at most _SHORT_ROW values the squares are summed by a product
     with ones instead of vecdot: either way within float32's rounding of the float64 formula, and
     the specialized kernel (its planes' buffer) is the generic kernel's bits."""
-    from relaxpack.runtime.kernels import normalization as norm
+    from relaxpack.runtime.kernels import layer_norm_rows as norm
     rng = np.random.default_rng(32)
     assert norm._short_rows(rows, d) == (rows > 64 and d <= 64)
     x = rand(rng, (2, rows, d), "float32") * 3 + 5

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from relaxpack.runtime.kernels import get_kernel
+from relaxpack.runtime.kernels import layer_norm_rows as rows_path
 from relaxpack.runtime.kernels import normalization as norm
 
 from .test_kernels_registry import rand
@@ -88,7 +89,7 @@ def test_float16_safe_softmax_zeroes_only_nan_rows():
 
 def test_float16_layer_norm_per_instruction_across_the_planes_bound():
     """The specialized float16 layer norm widens its rows into a float32 buffer kept per shape with
-    the row planes (up to _OUTER_MAX_SIZE values) and rounds by assignment; past the bound it takes
+    the row planes (up to _outer_max_size(d) values) and rounds by assignment; past the bound it takes
     the fresh-copy path: bit for bit the generic kernel on both sides, shapes changing back and
     forth, beta None, in place."""
     rng = np.random.default_rng(23)
@@ -96,7 +97,7 @@ def test_float16_layer_norm_per_instruction_across_the_planes_bound():
     d = 32
     g, b = rand(rng, (d,), "float16"), rand(rng, (d,), "float16")
     spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, (False, True, True))
-    bound = norm._outer_max_size(d) // d
+    bound = rows_path._outer_max_size(d) // d
     for rows in (17, 17, 1, bound, bound + 1, bound + 1, 17, 3):
         x = rand(rng, (1, rows, d), "float16") * 3
         for beta in (b, b):
@@ -236,7 +237,7 @@ def test_layer_norm_on_kept_arrays_is_the_kernel(dtype):
         spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, constant)
         gammas = [rand(rng, (d,), dtype), rand(rng, (d,), dtype)]
         betas = [rand(rng, (d,), dtype), rand(rng, (d,), dtype)]
-        bound = norm._outer_max_size(d) // d
+        bound = rows_path._outer_max_size(d) // d
         for rows in (5, bound + 1, 5):
             x, out = _arena(rng, (1, rows, d), dtype), _arena(rng, (1, rows, d), dtype)
             for g, b in ((gammas[0], betas[0]),) * 3 + ((gammas[1], betas[0]), (gammas[1], betas[1]),
