@@ -158,3 +158,66 @@ def test_kept_products_are_the_plain_kernels(dtype, lhs_shape, rhs_shape, lhs_ax
         call(arrays[0], arrays[1], out=arrays[2])
         np.testing.assert_array_equal(arrays[2], want)
         assert arrays[2].dtype == want.dtype
+
+
+
+# (lhs dtype, rhs dtype, out dtype): float16 products as attention runs them in float32 regions
+MIXED = [("float16", "float16", "float32"), ("float32", "float16", "float16"), ("float16", "float16", "float16"),
+         ("float16", "float32", "float32"), ("float16", "float32", "float16")]
+
+
+def _kept_widened(call) -> bool:
+    """Whether a specialized product holds a float16 product's kept buffers (linalg._Widened)."""
+    from relaxpack.runtime.kernels import linalg
+    return any(item.__class__ is linalg._Widened for cell in call.__closure__
+               if isinstance(cell.cell_contents, list) for item in cell.cell_contents)
+
+
+@pytest.mark.parametrize("lhs_shape, rhs_shape, lhs_axes, rhs_axes, out_axes", PERMUTED, ids=str)
+@pytest.mark.parametrize("dtypes", MIXED, ids=str)
+def test_kept_float16_products_are_the_plain_kernels(dtypes, lhs_shape, rhs_shape, lhs_axes, rhs_axes, out_axes):
+    """A specialized (permute_)matmul whose product takes matmul's float16 branch keeps float32
+    buffers of its float16 operands (widened by assignment) and of the product for the last call's
+    arena arrays: the plain kernel's bits (the same BLAS call on the same layouts, rounded once)
+    over new values in the same arrays, other arrays (owning ones, never kept), the same arrays
+    after others, and a permutation that needs a compact copy (not kept)."""
+    from relaxpack.runtime.kernels import get_kernel
+    rng = np.random.default_rng(8)
+    lhs_dtype, rhs_dtype, out_dtype = dtypes
+    attrs = {"lhs_axes": lhs_axes, "rhs_axes": rhs_axes, "out_axes": out_axes, "out_dtype": None}
+    op = "permute_matmul" if lhs_axes or rhs_axes or out_axes else "matmul"
+    if op == "matmul":
+        attrs = {"out_dtype": None}
+    plain = get_kernel(op).fn
+    call = plain.specialize_attrs(attrs, (False, False))
+    shape = run_kernel(op, rand(rng, lhs_shape, "float32"), rand(rng, rhs_shape, "float32"), **attrs).shape
+    lhs, rhs = _views_of(rng, lhs_shape, lhs_dtype)[0], _views_of(rng, rhs_shape, rhs_dtype)[0]
+    out = _views_of(rng, shape, out_dtype)[0]
+    fresh = (rand(rng, lhs_shape, lhs_dtype), rand(rng, rhs_shape, rhs_dtype), np.empty(shape, out_dtype))
+    for arrays in ((lhs, rhs, out), (lhs, rhs, out), (lhs, rhs, out), fresh, fresh, (lhs, rhs, out), (lhs, rhs, out)):
+        arrays[0][...], arrays[1][...] = rand(rng, lhs_shape, lhs_dtype) * 3, rand(rng, rhs_shape, rhs_dtype) * 3
+        want = np.empty(shape, out_dtype)
+        plain(arrays[0], arrays[1], out=want, **attrs)
+        call(arrays[0], arrays[1], out=arrays[2])
+        np.testing.assert_array_equal(arrays[2].view(np.uint8), want.view(np.uint8))
+    assert _kept_widened(call) != (lhs_axes == (2, 0, 1))      # a compact copy is never kept
+
+
+@pytest.mark.parametrize("past", [False, True])
+def test_float16_products_past_the_kept_bound_take_the_plain_kernel(past):
+    """Up to WIDE_MAX_SIZE float32 values (the float16 operands and the product) are kept; past it
+    every call is the plain kernel's: both sides give its bits."""
+    from relaxpack.runtime.kernels import get_kernel, linalg
+    rng = np.random.default_rng(9)
+    rows = (linalg.WIDE_MAX_SIZE - 16 * 32) // (16 + 32) + past    # lhs (rows, 16), rhs (16, 32), product
+    lhs, rhs = _views_of(rng, (rows, 16), "float16")[0], _views_of(rng, (16, 32), "float16")[0]
+    out = _views_of(rng, (rows, 32), "float16")[0]
+    assert (lhs.size + rhs.size + out.size > linalg.WIDE_MAX_SIZE) == past
+    call = get_kernel("matmul").fn.specialize_attrs({"out_dtype": None}, (False, False))
+    for _ in range(3):
+        lhs[...] = rand(rng, lhs.shape, "float16")
+        want = np.empty_like(out)
+        get_kernel("matmul").fn(lhs, rhs, out=want, out_dtype=None)
+        call(lhs, rhs, out=out)
+        np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
+    assert _kept_widened(call) != past

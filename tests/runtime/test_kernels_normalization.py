@@ -174,21 +174,24 @@ def test_layer_norm_over_the_last_axis_in_place_and_with_row_params(dtype):
 
 
 @pytest.mark.parametrize("extra_rows", [0, 1])
-def test_layer_norm_rows_on_either_side_of_the_outer_product_bound(extra_rows):
-    """Up to _OUTER_MAX_SIZE values the rows are scaled by ``scale x gamma`` at once, above it
-    by two broadcasts: both within float32's rounding of the float64 result, a constant row
-    (variance 0) included, and the specialized call is the kernel's."""
-    from relaxpack.runtime.kernels.normalization import _OUTER_MAX_SIZE, _specialize_layer_norm
-    d = 64
+@pytest.mark.parametrize("d", [16, 64, 65])
+def test_layer_norm_rows_on_either_side_of_the_outer_product_bound(extra_rows, d):
+    """Up to _outer_max_size(d) values (_OUTER_MAX_SIZE; for short rows, d <= _SHORT_ROW, whose
+    squares are summed by a product, _SHORT_OUTER_MAX_SIZE) the rows are scaled by ``scale x
+    gamma`` at once, above it by two broadcasts: both within float32's rounding of the float64
+    result, a constant row (variance 0) included, and the specialized call is the kernel's."""
+    from relaxpack.runtime.kernels.layer_norm_rows import _outer_max_size
+    from relaxpack.runtime.kernels.normalization import _specialize_layer_norm
     rng = np.random.default_rng(5)
-    x = rand(rng, (_OUTER_MAX_SIZE // d + extra_rows, d), "float32") * 3 + 1
+    bound = _outer_max_size(d) // d
+    x = rand(rng, (bound + extra_rows, d), "float32") * 3 + 1
     x[3] = 2.5
     gamma, beta = rand(rng, (d,), "float32"), rand(rng, (d,), "float32")
     x64 = x.astype(np.float64)
     centered = x64 - x64.mean(-1, keepdims=True)
     want = centered / np.sqrt((centered ** 2).mean(-1, keepdims=True) + EPS) * gamma + beta
     got = run_kernel("nn.layer_norm", x, gamma, beta, axes=(-1,), epsilon=EPS)
-    assert (got.size <= _OUTER_MAX_SIZE) == (extra_rows == 0)
+    assert (got.shape[0] <= bound) == (extra_rows == 0)
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
     np.testing.assert_array_equal(got[3], beta)
     call = _specialize_layer_norm({"axes": (1,), "epsilon": EPS}, ())
@@ -361,18 +364,18 @@ def test_layer_norm_per_instruction_is_the_generic_kernel():
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_layer_norm_per_instruction_keeps_planes_of_a_constant_beta_only(dtype):
-    """Up to _OUTER_MAX_SIZE values the specialized layer norm keeps, per shape, a buffer for the
+    """Up to _outer_max_size(d) values the specialized layer norm keeps, per shape, a buffer for the
     outer product of the row scales and gamma and, for a constant beta, beta repeated over the rows:
     bit for bit the generic kernel over calls that change the shape (both sides of the bound) and,
     where beta is not a constant, beta's values in the same array (they show through)."""
-    from relaxpack.runtime.kernels.normalization import _OUTER_MAX_SIZE
+    from relaxpack.runtime.kernels.layer_norm_rows import _outer_max_size
     rng = np.random.default_rng(13)
     kernel = get_kernel("nn.layer_norm").fn
     d = 32
     for constant in ((False, True, True), (False, False, False)):
         g, b = rand(rng, (d,), dtype), rand(rng, (d,), dtype)
         spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, constant)
-        for rows in (15, 15, 16, _OUTER_MAX_SIZE // d, _OUTER_MAX_SIZE // d + 1, 15):
+        for rows in (15, 15, 16, _outer_max_size(d) // d, _outer_max_size(d) // d + 1, 15):
             if not constant[2]:
                 b[...] = rand(rng, (d,), dtype)
             x = rand(rng, (1, rows, d), dtype)
@@ -501,3 +504,74 @@ def test_rms_norm_in_place_on_a_strided_view_with_a_full_scale():
     inplace = np.ascontiguousarray(x)
     kernel.specialize_attrs({"epsilon": EPS}, (False, True))(inplace, scale, out=inplace)
     np.testing.assert_array_equal(inplace, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("d", [1, 5, 32, 33, 64, 128, 129])
+@pytest.mark.filterwarnings("ignore:invalid value encountered")
+def test_tiny_layer_norm_on_either_side_of_its_bound(dtype, d):
+    """A few short rows (norm._tiny: rows x d x d up to _TINY_PRODUCTS for d <= 32, one row up to
+    128 values) take their means and mean squares as
+    products with a (d, d) matrix of 1 / d: within float32's rounding of the float64 formula on
+    both sides of the bound, a large offset, a constant row (0 before gamma), inf and NaN rows
+    (NaN, as the row path gives), beta None; the specialized kernel on kept arrays (tiles of
+    constant parameters, a changing gamma read through) is the generic kernel's bits."""
+    from relaxpack.runtime.kernels import layer_norm_rows as norm
+    rng = np.random.default_rng(31)
+    kernel = get_kernel("nn.layer_norm").fn
+    bound = norm._TINY_PRODUCTS // (d * d) if d <= norm._TINY_D else 1
+    for rows in sorted({1, max(bound, 1), bound + 1}):
+        tiny = rows * d * d <= norm._TINY_PRODUCTS if d <= 32 else rows == 1 and d <= 128
+        x = rand(rng, (rows, d), dtype) * 3 + 40
+        if rows > 2:
+            x[1] = 2.5                          # variance 0
+            x[2, 0], x[2, -1] = np.inf, 1.0      # NaN row
+        gamma, beta = rand(rng, (d,), dtype), rand(rng, (d,), dtype)
+        x64 = x.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            centered = x64 - x64.mean(-1, keepdims=True)
+            normed = centered / np.sqrt((centered ** 2).mean(-1, keepdims=True) + EPS) * gamma
+        tol = 2e-5 if dtype == "float32" else 1e-12
+        for b in (beta, None):
+            want = normed + (b if b is not None else 0)
+            got = run_kernel("nn.layer_norm", x, gamma, *([] if b is None else [b]), axes=(-1,), epsilon=EPS)
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+            if rows > 2 and d > 1:
+                np.testing.assert_array_equal(got[1], 0 if b is None else b)
+                assert np.isnan(got[2]).all()
+            for constant in ((False, True, True), (False, False, False)):
+                spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, constant[:2 if b is None else 3])
+                arena = np.empty((2, rows, d), dtype)
+                a, out = arena[0], arena[1]
+                g = gamma.copy()
+                for step in range(4):
+                    a[...] = x
+                    if step == 3 and not constant[1]:
+                        g *= 2                  # new values in a gamma that is not a constant show through
+                    want_bits = np.empty_like(a)
+                    kernel(a, g, *([] if b is None else [b]), out=want_bits, axes=(-1,), epsilon=EPS)
+                    spec(a, g, *([] if b is None else [b]), out=out if step % 2 else a)
+                    np.testing.assert_array_equal(out if step % 2 else a, want_bits)
+        assert norm._tiny(rows, d) == tiny
+
+
+@pytest.mark.parametrize("rows", [64, 65])
+@pytest.mark.parametrize("d", [16, 64, 65])
+def test_short_rows_sum_their_squares_by_a_product(rows, d):
+    """Past _SHORT_ROWS_MIN rows of at most _SHORT_ROW values the squares are summed by a product
+    with ones instead of vecdot: either way within float32's rounding of the float64 formula, and
+    the specialized kernel (its planes' buffer) is the generic kernel's bits."""
+    from relaxpack.runtime.kernels import layer_norm_rows as norm
+    rng = np.random.default_rng(32)
+    assert norm._short_rows(rows, d) == (rows > 64 and d <= 64)
+    x = rand(rng, (2, rows, d), "float32") * 3 + 5
+    gamma, beta = rand(rng, (d,), "float32"), rand(rng, (d,), "float32")
+    x64 = x[0].astype(np.float64)
+    centered = x64 - x64.mean(-1, keepdims=True)
+    want = centered / np.sqrt((centered ** 2).mean(-1, keepdims=True) + EPS) * gamma + beta
+    got = run_kernel("nn.layer_norm", x[0], gamma, beta, axes=(-1,), epsilon=EPS)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    spec = get_kernel("nn.layer_norm").fn.specialize_attrs({"axes": (-1,), "epsilon": EPS}, (False, True, True))
+    for _ in range(3):
+        spec(x[0], gamma, beta, out=x[1])
+        np.testing.assert_array_equal(x[1], got)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from relaxpack.runtime.kernels import get_kernel
+from relaxpack.runtime.kernels import layer_norm_rows as rows_path
 from relaxpack.runtime.kernels import normalization as norm
 
 from .test_kernels_registry import rand
@@ -88,7 +89,7 @@ def test_float16_safe_softmax_zeroes_only_nan_rows():
 
 def test_float16_layer_norm_per_instruction_across_the_planes_bound():
     """The specialized float16 layer norm widens its rows into a float32 buffer kept per shape with
-    the row planes (up to _OUTER_MAX_SIZE values) and rounds by assignment; past the bound it takes
+    the row planes (up to _outer_max_size(d) values) and rounds by assignment; past the bound it takes
     the fresh-copy path: bit for bit the generic kernel on both sides, shapes changing back and
     forth, beta None, in place."""
     rng = np.random.default_rng(23)
@@ -96,7 +97,7 @@ def test_float16_layer_norm_per_instruction_across_the_planes_bound():
     d = 32
     g, b = rand(rng, (d,), "float16"), rand(rng, (d,), "float16")
     spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, (False, True, True))
-    bound = norm._OUTER_MAX_SIZE // d
+    bound = rows_path._outer_max_size(d) // d
     for rows in (17, 17, 1, bound, bound + 1, bound + 1, 17, 3):
         x = rand(rng, (1, rows, d), "float16") * 3
         for beta in (b, b):
@@ -236,7 +237,7 @@ def test_layer_norm_on_kept_arrays_is_the_kernel(dtype):
         spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, constant)
         gammas = [rand(rng, (d,), dtype), rand(rng, (d,), dtype)]
         betas = [rand(rng, (d,), dtype), rand(rng, (d,), dtype)]
-        bound = norm._OUTER_MAX_SIZE // d
+        bound = rows_path._outer_max_size(d) // d
         for rows in (5, bound + 1, 5):
             x, out = _arena(rng, (1, rows, d), dtype), _arena(rng, (1, rows, d), dtype)
             for g, b in ((gammas[0], betas[0]),) * 3 + ((gammas[1], betas[0]), (gammas[1], betas[1]),
@@ -273,3 +274,33 @@ def test_rms_norm_bound_scale_as_a_tile_is_the_kernel(dtype):
                 kernel(x, scale, out=want, epsilon=EPS)
                 spec(x, scale, out=got)
                 np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op", ["nn.softmax", "nn.safe_softmax"])
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2, 1, 1), (9, 1)], ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_softmax_of_one_value_rows_is_the_formula(op, shape, dtype):
+    """Rows of one value (attention at sequence length 1) are ``exp(x - x)``: 1 for every finite
+    value (the extremes and -0.0 included), NaN for inf, -inf and NaN, which the guarded softmax
+    makes 0; the generic kernel and the specialized one on kept arrays, in place too, against
+    the textbook formula in float64."""
+    kernel = get_kernel(op).fn
+    spec = kernel.specialize_attrs({"axis": -1}, (False,))
+    info = np.finfo(dtype)
+    specials = np.array([0.5, -0.0, 0.0, info.max, info.min, info.tiny, -3.0, np.inf, -np.inf, np.nan], dtype)
+    x, out = _arena(np.random.default_rng(28), shape, dtype), _arena(np.random.default_rng(29), shape, dtype)
+    for start in range(len(specials)):
+        values = np.resize(np.roll(specials, start), shape).astype(dtype)
+        with np.errstate(all="ignore"):
+            wide = values.astype(np.float64)
+            want = np.exp(wide - wide.max(-1, keepdims=True))
+            want = (want / want.sum(-1, keepdims=True)).astype(dtype)
+        if op == "nn.safe_softmax":
+            want[np.isnan(want)] = 0
+        for a, b in ((values.copy(), np.empty(shape, dtype)), (x, out), (x, out), (x, x), (x, x)):
+            if a is x:
+                x[...] = values
+            with np.errstate(all="raise"):
+                (kernel(a, out=b, axis=-1) if start % 2 else spec(a, out=b))
+            np.testing.assert_array_equal(b, want)
+            assert np.isnan(b).any() == (op == "nn.softmax" and not np.isfinite(values).all())

@@ -7,7 +7,8 @@ import numpy as np
 from ...errors import ShapeError
 from ._math import commit, load, normalize_axis, upcast
 from ._registry import register_kernel
-from .normalization import _normalize_into, row_constants
+from .layer_norm_rows import row_constants
+from .normalization import _normalize_into
 
 
 def _per_channel(param: np.ndarray, ndim: int, axis: int, dtype) -> np.ndarray:

@@ -7,15 +7,16 @@ in place; the normalizations compute their statistics in float32 at least
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
 from ..fpstate import quiet
-from ._math import axis_tuple, commit, is_low_float, load, normalize_axis, python_max, scalar_array, scratch, upcast
+from ._math import axis_tuple, commit, is_low_float, load, normalize_axis, python_max, scratch, upcast
 from ._registry import register_kernel
 from ._workspace import Scratch
+from .layer_norm_rows import (_RowPlanes, _layer_norm_matrix, _layer_norm_rows, _outer_fits,
+                              layer_norm_constants, ones_column, ones_vector)
 
 
 #: a row whose exponentials, shifted by the tensor's max, sum below this is
@@ -47,6 +48,8 @@ def _softmax_rows(x: np.ndarray, buf: np.ndarray) -> str | None:
 def _softmax_matrix(rows: np.ndarray, dst: np.ndarray, shared: bool) -> str | None:
     """:func:`_softmax_rows` of the rows as a matrix, into ``dst`` (its rows); ``shared``: whether
     they may share memory (then the exponentials go to a temporary)."""
+    if rows.shape[1] == 1:
+        return _single_softmax(rows, dst)
     if rows.shape[0] <= _FEW and rows.size <= _ROWWISE_SIZE:
         done = _rowwise_softmax(rows, dst)
         if done is not None:
@@ -59,6 +62,16 @@ def _softmax_matrix(rows: np.ndarray, dst: np.ndarray, shared: bool) -> str | No
     # the exponentials go to a temporary when buf is x: a redone row reads x again
     with Scratch([(dst.shape, dst.dtype)]) as (exps,):
         return _shifted_softmax(rows, shift, exps, dst)
+
+
+def _single_softmax(rows: np.ndarray, dst: np.ndarray) -> str:
+    """Rows of one value (attention at sequence length 1): ``exp(x - x)``, 1 where ``x`` is finite
+    and NaN where it is not (``inf - inf``), what the shifted formula gives for any shift (the row
+    path's ~5 us for two numpy calls). ``REDONE``: NaN may be in the result."""
+    with quiet():
+        np.subtract(rows, rows, dst)
+    np.exp(dst, dst)
+    return REDONE
 
 
 #: up to this many values (and _FEW rows) the row path shifts each row by its own max
@@ -154,22 +167,6 @@ _ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _MAX, _MIN = np.maximum.reduce, np.minimum.reduce
 
 
-@functools.lru_cache(maxsize=64)
-def ones_vector(n: int, dtype) -> np.ndarray:
-    """A read-only vector of ``n`` ones (row sums as a matrix-vector product), made once per size."""
-    ones = np.ones(n, dtype)
-    ones.setflags(write=False)
-    return ones
-
-
-@functools.lru_cache(maxsize=64)
-def ones_column(n: int, dtype) -> np.ndarray:
-    """:func:`ones_vector` as an ``(n, 1)`` column: ``np.dot`` of rows by it is the same BLAS
-    matrix-vector product (numpy hands a column to gemv), its sums already a ``(rows, 1)``
-    column that broadcasts against the rows (no ``[:, None]`` view per call)."""
-    return ones_vector(n, dtype).reshape(n, 1)
-
-
 def _softmax_into(x, out, axis) -> str:
     """Softmax of ``x`` along ``axis`` into ``out``: ``DONE`` when the result is known to hold no
     NaN (the row path with no row redone), else ``REDONE``."""
@@ -234,10 +231,13 @@ def _specialize_softmax(safe: bool):
         if set(attrs) != {"axis"}:
             return lambda x, *, out, workspace=None: (safe_softmax if safe else softmax)(x, out=out, **attrs)
         axis = attrs["axis"]
-        kept: list = [None] * 5       # x, out, their row matrices, whether they share memory
+        kept: list = [None] * 6       # x, out, their row matrices, whether they share memory, rows of one
 
         def call(x, *, out, workspace=None):
             if x is kept[0] and out is kept[1]:
+                if safe and kept[5]:
+                    np.isfinite(kept[2], kept[3])    # one value a row: 1, or 0 for what is NaN unguarded
+                    return
                 done = _softmax_matrix(kept[2], kept[3], kept[4])
                 if done is None:
                     done = _softmax_into(x, out, axis)
@@ -251,16 +251,16 @@ def _specialize_softmax(safe: bool):
 
 
 def _row_matrices(x, out, axis) -> tuple:
-    """``(x, out, x's rows, out's rows, whether they share memory)`` when :func:`_softmax_into`
+    """``(x, out, x's rows, out's rows, whether they share memory, whether a row holds one value)`` when :func:`_softmax_into`
     runs the row path on them directly (float32/float64 views, not empty, contiguous, of one
     shape and dtype, along the last axis), neither owning its memory; else Nones."""
     if not (x.__class__ is np.ndarray and out.__class__ is np.ndarray and x.base is not None
             and out.base is not None and x.ndim and x.size and (axis == -1 or axis == x.ndim - 1)
             and x.shape == out.shape and x.dtype == out.dtype and x.dtype in _ROW_DTYPES
             and x.flags.c_contiguous and out.flags.c_contiguous):
-        return (None,) * 5
+        return (None,) * 6
     n = x.shape[-1]
-    return x, out, x.reshape(-1, n), out.reshape(-1, n), bool(np.may_share_memory(x, out))
+    return x, out, x.reshape(-1, n), out.reshape(-1, n), bool(np.may_share_memory(x, out)), n == 1
 
 
 softmax.specialize_attrs = _specialize_softmax(False)
@@ -301,94 +301,6 @@ def _param_like(param: np.ndarray, ndim: int, axes: tuple[int, ...], dtype) -> n
     for dim, a in zip(p.shape, sorted(axes)):
         shape[a] = dim
     return p.reshape(shape).astype(dtype, copy=False)
-
-
-@functools.lru_cache(maxsize=64)
-def mean_vector(n: int, dtype) -> np.ndarray:
-    """A read-only vector of ``n`` values ``1 / n``: row means as one matrix-vector product."""
-    weights = np.full(n, 1.0 / n, dtype)
-    weights.setflags(write=False)
-    return weights
-
-
-@functools.lru_cache(maxsize=64)
-def row_constants(d: int, dtype, epsilon: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """What :func:`_layer_norm_rows` multiplies and adds with, read-only: the column of ``1 / d``
-    (the row means as a ``(rows, 1)`` product that broadcasts as it is, no ``[:, None]`` view),
-    ``d * epsilon`` and ``sqrt(d)`` as 0-d arrays of ``dtype`` (a ufunc converts a Python float on
-    every call, ~0.3 us; the value is the one it converted to)."""
-    return mean_vector(d, dtype).reshape(d, 1), scalar_array(d * epsilon, dtype), scalar_array(math.sqrt(d), dtype)
-
-
-def _layer_norm_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, epsilon: float,
-                     constants: tuple | None = None, planes: "_RowPlanes | None" = None) -> None:
-    """Layer norm over the last axis of a contiguous float32/float64 ``x``
-    into ``out`` (which may be ``x``), in five passes and no full-size
-    temporary past ``_OUTER_MAX_SIZE`` values: the row means are a matrix product with a column of ``1 / d``,
-    the centered rows go straight into ``out``, the sum of squares ``s`` is
-    a row-wise dot product (``vecdot``, kept as a column), the scale per row ``sqrt(d) /
-    sqrt(s + d * eps)`` (= ``1 / sqrt(s / d + eps)``), then ``gamma`` and
-    ``beta`` per column (a small tensor times ``scale x gamma`` at once: ``x * s * gamma``
-    rounded as ``x * (s * gamma)``): nine numpy calls, ``out`` positional, which on short
-    rows cost more than their arithmetic (``einsum`` for the squares cost
-    two of them, a fresh ones vector another). ``constants`` is what
-    :func:`row_constants` gives for ``x``'s last dim and dtype (a caller may keep it); ``planes``
-    what :class:`_RowPlanes` keeps for ``x``'s shape (the specialized kernel's)."""
-    d = x.shape[-1]
-    _layer_norm_matrix(x.reshape(-1, d), gamma, beta, out.reshape(-1, d),
-                       constants or row_constants(d, x.dtype, epsilon), planes)
-
-
-def _layer_norm_matrix(rows: np.ndarray, gamma: np.ndarray, beta, dst: np.ndarray, constants: tuple,
-                       planes: "_RowPlanes | None") -> None:
-    """The body of :func:`_layer_norm_rows` on the rows as matrices (``dst`` may be ``rows``)."""
-    d = rows.shape[-1]
-    column, eps_d, root_d = constants
-    mean = np.dot(rows, column)                     # by BLAS: ~3x np.mean's speed on rows of 512
-    np.subtract(rows, mean, dst)
-    scale = np.vecdot(dst, dst, keepdims=True)
-    np.add(scale, eps_d, scale)
-    np.sqrt(scale, scale)
-    np.divide(root_d, scale, scale)
-    if planes is not None:
-        np.dot(scale, planes.gamma_row, planes.outer)   # s x gamma as a rank-1 product: the same products
-        np.multiply(dst, planes.outer, dst)
-        if beta is not None:
-            np.add(dst, planes.beta if planes.beta is not None else beta, dst)
-        return
-    if dst.size <= _OUTER_MAX_SIZE:     # one same-shape pass, not two broadcasts; the outer product by
-        # BLAS (k = 1: the same products, where numpy's broadcast loops over rows of d values)
-        np.multiply(dst, np.dot(scale, gamma.reshape(1, d)), dst)
-    else:
-        np.multiply(dst, scale, dst)
-        np.multiply(dst, gamma, dst)
-    if beta is not None:
-        np.add(dst, beta, dst)
-
-
-#: up to this many values layer norm's rows are scaled by the outer product of the row scales and
-#: gamma (a temporary of their size; ~0.5 us less than two broadcast passes at a few rows of 32-64)
-_OUTER_MAX_SIZE = 1 << 14
-
-
-class _RowPlanes:
-    """What the specialized layer norm keeps for one shape of at most ``_OUTER_MAX_SIZE`` values: a
-    buffer for the outer product ``s x gamma`` (made by ``np.dot`` of the ``(rows, 1)`` scales and
-    gamma as a row, the same products as the broadcast multiply at half its cost: 1.0 -> 0.5 us at
-    16 x 32) and, for a constant beta, beta repeated over the rows (a same-shape add: 0.86 -> 0.29
-    us; a broadcast row costs numpy a loop per row). None for beta that is not a constant."""
-
-    __slots__ = ("shape", "gamma_row", "outer", "beta", "wide")
-
-    def __init__(self, shape: tuple, gamma: np.ndarray, beta, constant_beta: bool, low: bool = False):
-        rows, d = math.prod(shape[:-1]), shape[-1]
-        self.shape = shape
-        self.gamma_row = gamma.reshape(1, d)
-        self.outer = np.empty((rows, d), gamma.dtype)
-        self.beta = None if beta is None or not constant_beta else \
-            np.ascontiguousarray(np.broadcast_to(beta, (rows, d)))
-        #: a low-float layer norm's float32 rows (its input widened into them, computed in place)
-        self.wide = np.empty(shape, gamma.dtype) if low else None
 
 
 def _plain_rows(x: np.ndarray, gamma: np.ndarray, beta, out: np.ndarray, axes: tuple[int, ...],
@@ -447,6 +359,7 @@ def _specialize_layer_norm(attrs: dict, constant: tuple):
     kept = [None]
     planes = [None]         # the _RowPlanes of the last shape
     constant_beta = len(constant) > 2 and constant[2]
+    constant_gamma = len(constant) > 1 and constant[1]
     same: list = [None] * 5     # x, out, their row matrices (or a float16 x's float32 rows), the planes
 
     def call(x, gamma, beta=None, *, out, workspace=None):
@@ -466,8 +379,8 @@ def _specialize_layer_norm(attrs: dict, constant: tuple):
                 and x.flags.c_contiguous and out.flags.c_contiguous:
             p = planes[0]
             if p is None or p.shape != x.shape:
-                p = planes[0] = _RowPlanes(x.shape, k[2], k[3], constant_beta, k[6]) \
-                    if x.size <= _OUTER_MAX_SIZE else None
+                p = planes[0] = _RowPlanes(x.shape, k[2], k[3], constant_beta, k[6], constant_gamma) \
+                    if _outer_fits(x.size, x.shape[-1]) else None
             same[:] = _kept_rows(x, out, p, k[6])
             if k[6]:
                 if p is None:
@@ -495,7 +408,7 @@ def _specialize_layer_norm(attrs: dict, constant: tuple):
                 same[:] = (None,) * 5       # its planes were made for the parameters before
                 kept[0] = (gamma, beta, gamma.reshape(-1).astype(work, copy=False),
                            None if beta is None else beta.reshape(-1).astype(work, copy=False), out.dtype, x.ndim,
-                           low, row_constants(x.shape[-1], np.dtype(work), epsilon))
+                           low, layer_norm_constants(x.shape[-1], np.dtype(work), epsilon))
     return call
 
 
