@@ -28,6 +28,10 @@ import numpy as np
 from . import conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
 from ._math import CLIP, scalar_array
 from ._workspace import scratch_nbytes
+from .negated_activation import negatable, negated, of_negated
+
+#: the marker of an activation that reads its input negated: ``(NEGATED, "silu")``
+NEGATED = object()
 
 _as_strided = np.lib.stride_tricks.as_strided
 
@@ -102,6 +106,12 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         return None if generic is None else conv_small_integer.prepare(
             data, weight, bias, out, workspace, attrs, fixed_weight, fixed_bias, _prepare, generic,
             PRIVATE_MAX_BYTES)
+    if fixed_weight and (bias is None or fixed_bias) and negatable(attrs["activation"], weight, bias) \
+            and out.dtype == weight.dtype and (bias is None or bias.dtype == out.dtype):
+        # a SiLU or sigmoid of bound operands: the runner multiplies by their negations and the
+        # activation reads -y, one pass less, the same bits (.negated_activation)
+        weight, bias = negated(weight, bias)
+        attrs = dict(attrs, activation=(NEGATED, attrs["activation"]))
     if attrs["data_layout"] == "NHWC" and attrs["out_layout"] in (None, "NHWC"):
         return _prepare_nhwc(data, weight, bias, out, workspace, attrs, fixed_weight, fixed_bias)
     if attrs["data_layout"] != "NCHW" or attrs["out_layout"] not in (None, "NCHW", "NHWC"):
@@ -229,6 +239,8 @@ def _activation(activation, dtype: np.dtype):
     from .activation import hard_sigmoid_into, hard_swish_into, silu_in_place
     from .elementwise import sigmoid_in_place
     from .fused import activation_fn
+    if isinstance(activation, tuple) and activation[0] is NEGATED:    # (float32/float64: see _prepare)
+        return of_negated(activation[1])
     if activation == "relu" and dtype.kind == "f":
         zero, inf = scalar_array(0, dtype), scalar_array(np.inf, dtype)     # (0-d: see ._constants)
         return lambda out: CLIP(out, zero, inf, out)      # (out positional: ~0.07 us less)
