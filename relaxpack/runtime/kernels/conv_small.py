@@ -233,14 +233,15 @@ def _activation(activation, dtype: np.dtype):
     """The in-place activation of ``out`` (a non-empty array of ``dtype``), or None: a float ReLU is
     the clip the relu kernel makes (without its four Python calls around it); a float32/float64
     SiLU, sigmoid, HardSwish or HardSigmoid the kernel's own arithmetic (``silu_in_place``,
-    ``sigmoid_in_place``, ``hard_swish_into``, ``hard_sigmoid_into``) without the kernel's layers
-    around it (0.3-0.9 us a call: a sixth of an SE block's 1-pixel conv); any other the fused
+    ``sigmoid_in_place``, ``hard_swish_into``'s and ``hard_sigmoid_into``'s calls with their
+    constants bound; a SiLU or sigmoid of negated operands :mod:`.negated_activation`'s) without
+    the kernel's layers around it (0.3-0.9 us a call: a sixth of an SE block's 1-pixel conv); any other the fused
     kernels' :func:`~.fused.activation_fn`."""
-    from .activation import hard_sigmoid_into, hard_swish_into, silu_in_place
+    from .activation import hard_sigmoid_in_place_fn, hard_swish_in_place_fn, silu_in_place
     from .elementwise import sigmoid_in_place
     from .fused import activation_fn
     if isinstance(activation, tuple) and activation[0] is NEGATED:    # (float32/float64: see _prepare)
-        return of_negated(activation[1])
+        return of_negated(activation[1], dtype)
     if activation == "relu" and dtype.kind == "f":
         zero, inf = scalar_array(0, dtype), scalar_array(np.inf, dtype)     # (0-d: see ._constants)
         return lambda out: CLIP(out, zero, inf, out)      # (out positional: ~0.07 us less)
@@ -249,10 +250,9 @@ def _activation(activation, dtype: np.dtype):
     if activation in ("silu", "sigmoid"):
         return silu_in_place if activation == "silu" else sigmoid_in_place
     if activation == "hard_swish":
-        return lambda out: hard_swish_into(out, out)
+        return hard_swish_in_place_fn(dtype)
     if isinstance(activation, (tuple, list)) and len(activation) == 3 and activation[0] == "hard_sigmoid":
-        alpha, beta = scalar_array(activation[1], dtype), scalar_array(activation[2], dtype)
-        return lambda out: hard_sigmoid_into(out, out, alpha, beta)
+        return hard_sigmoid_in_place_fn(dtype, activation[1], activation[2])
     return activation_fn(activation)
 
 

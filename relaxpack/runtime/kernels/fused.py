@@ -150,15 +150,15 @@ def _declaring(call, constant: tuple):
     fixed_weight, fixed_bias = len(constant) > 1 and constant[1], len(constant) > 2 and constant[2]
     if not (fixed_weight or fixed_bias):
         return call
-    seen = [None, None]
+    seen = [None, None]     # the last weight and bias looked at (a float one too: one check a call)
 
     def declared(data, weight, bias=None, *, out, workspace=None):
-        if fixed_weight and weight is not seen[0] and weight.dtype.kind in "iu":
-            integer_exact.declare_constant(weight)
-            seen[0] = weight
-        if fixed_bias and bias is not None and bias is not seen[1] and bias.dtype.kind in "iu":
-            integer_exact.declare_constant(bias)
-            seen[1] = bias
+        if weight is not seen[0] or bias is not seen[1]:
+            if fixed_weight and weight.dtype.kind in "iu":
+                integer_exact.declare_constant(weight)
+            if fixed_bias and bias is not None and bias.dtype.kind in "iu":
+                integer_exact.declare_constant(bias)
+            seen[0], seen[1] = weight, bias
         call(data, weight, bias, out=out, workspace=workspace)
     return declared
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..fpstate import quiet
+from ..fpstate import IGNORING, quiet, state_now
 from ._constants import per_float_dtype
 from .elementwise import _reciprocal_of_one_plus_exp
 
@@ -24,6 +24,23 @@ from .elementwise import _reciprocal_of_one_plus_exp
 NEGATABLE = frozenset({"silu", "sigmoid"})
 
 _MINUS_ONE = per_float_dtype(-1)
+
+
+def _silu_of_negated_fn(dtype: np.dtype):
+    """:func:`silu_of_negated` for buffers of ``dtype`` (float32/float64), its constant and ufuncs
+    bound, without :func:`~relaxpack.runtime.fpstate.quiet`'s ``with`` inside a VM run (numpy
+    ignores floating-point errors there already)."""
+    minus_one, exp, subtract, divide = _MINUS_ONE[dtype], np.exp, np.subtract, np.divide
+
+    def silu(buf):
+        if state_now() is IGNORING:
+            t = exp(buf)
+        else:
+            with quiet():
+                t = exp(buf)
+        subtract(minus_one, t, t)
+        divide(buf, t, buf)
+    return silu
 
 
 def silu_of_negated(buf: np.ndarray) -> None:
@@ -41,9 +58,12 @@ def sigmoid_of_negated(buf: np.ndarray) -> None:
     _reciprocal_of_one_plus_exp(buf)
 
 
-def of_negated(activation: str):
-    """The in-place activation of a buffer holding the negated input, for one of :data:`NEGATABLE`."""
-    return silu_of_negated if activation == "silu" else sigmoid_of_negated
+def of_negated(activation: str, dtype=None):
+    """The in-place activation of a buffer holding the negated input, for one of :data:`NEGATABLE`
+    (of a float32/float64 ``dtype`` given: bound to it)."""
+    if activation == "silu":
+        return silu_of_negated if dtype is None else _silu_of_negated_fn(np.dtype(dtype))
+    return sigmoid_of_negated
 
 
 def negated(*operands):

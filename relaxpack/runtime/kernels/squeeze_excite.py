@@ -86,7 +86,7 @@ def _bound_fc(w, b, act, f, batch: int, dtype) -> tuple:
     then reads its input negated), the bias tiled to ``batch`` rows."""
     if negatable(act, w, b) and w.dtype == b.dtype == dtype:
         w, b = negated(w, b)
-        f = of_negated(act)
+        f = of_negated(act, dtype)
     return w, np.ascontiguousarray(np.broadcast_to(b, (batch, b.shape[-1]))), f
 
 
