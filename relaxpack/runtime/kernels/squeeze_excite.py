@@ -135,13 +135,21 @@ def _specialize(attrs: dict, constant: tuple):
     state = [None, None]        # key, runner
     bound = len(constant) > 4 and all(constant[1:5])
 
+    last = [None] * 7           # the last data, out (views: an arena's), weights and their runner
+
     def call(data, w1, b1, w2, b2, *, out, workspace=None):
+        if data is last[0] and out is last[1] and w1 is last[2] and b1 is last[3] and w2 is last[4] \
+                and b2 is last[5]:
+            last[6](data, out)      # the same views and weights as the last call: its runner, unchecked
+            return
         key = state[0]
         if not (key is not None and w1 is key[1] and b1 is key[2] and w2 is key[3] and b2 is key[4]
                 and data.shape == key[0] and data.dtype == key[5] and out.dtype == key[5]):
             state[1] = _runner(data, w1, b1, w2, b2, out, attrs["act1"], attrs["act2"], attrs["data_layout"],
                                bound)
             state[0] = (data.shape, w1, b1, w2, b2, data.dtype)
+        if data.base is not None and out.base is not None:     # (views never change shape)
+            last[:] = data, out, w1, b1, w2, b2, state[1]
         state[1](data, out)
     return call
 
