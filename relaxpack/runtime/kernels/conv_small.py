@@ -247,6 +247,11 @@ def _activation(activation, dtype: np.dtype):
         return lambda out: CLIP(out, zero, inf, out)      # (out positional: ~0.07 us less)
     if dtype not in (np.float32, np.float64):
         return activation_fn(activation)
+    if isinstance(activation, (tuple, list)) and len(activation) == 3 and activation[0] == "clip" \
+            and tuple(activation[1:]) != (None, None):  # the specialized clip kernel's one call (ReLU6)
+        low = scalar_array(-np.inf if activation[1] is None else activation[1], dtype)
+        high = scalar_array(np.inf if activation[2] is None else activation[2], dtype)
+        return lambda out: CLIP(out, low, high, out)
     if activation in ("silu", "sigmoid"):
         return silu_in_place if activation == "silu" else sigmoid_in_place
     if activation == "hard_swish":
