@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..fpstate import IGNORING, quiet, state_now
-from ._constants import per_float_dtype
+from ._constants import ONE, per_float_dtype
 from .elementwise import _reciprocal_of_one_plus_exp
 
 #: the activations that read their input negated
@@ -52,6 +52,21 @@ def silu_of_negated(buf: np.ndarray) -> None:
     np.divide(buf, t, out=buf)
 
 
+def _sigmoid_of_negated_fn(dtype: np.dtype):
+    """:func:`sigmoid_of_negated` for buffers of ``dtype``, bound as :func:`_silu_of_negated_fn`."""
+    one, exp, add, divide = ONE[dtype], np.exp, np.add, np.divide
+
+    def sigmoid(buf):
+        if state_now() is IGNORING:
+            exp(buf, buf)
+        else:
+            with quiet():
+                exp(buf, buf)
+        add(buf, one, buf)
+        divide(one, buf, buf)
+    return sigmoid
+
+
 def sigmoid_of_negated(buf: np.ndarray) -> None:
     """``buf = sigmoid(-buf)`` for a float32/float64 ``buf`` that holds ``-y``: the sigmoid
     kernel's calls after its negation."""
@@ -61,9 +76,9 @@ def sigmoid_of_negated(buf: np.ndarray) -> None:
 def of_negated(activation: str, dtype=None):
     """The in-place activation of a buffer holding the negated input, for one of :data:`NEGATABLE`
     (of a float32/float64 ``dtype`` given: bound to it)."""
-    if activation == "silu":
-        return silu_of_negated if dtype is None else _silu_of_negated_fn(np.dtype(dtype))
-    return sigmoid_of_negated
+    if dtype is None:
+        return silu_of_negated if activation == "silu" else sigmoid_of_negated
+    return (_silu_of_negated_fn if activation == "silu" else _sigmoid_of_negated_fn)(np.dtype(dtype))
 
 
 def negated(*operands):
