@@ -41,10 +41,11 @@ PRIVATE_MAX_BYTES = 4 << 20
 
 
 def specialize(generic, constant: tuple, *, strides, padding, dilation, groups, activation,
-               data_layout, out_layout, exact=False):
+               data_layout, out_layout, exact=False, declare=None):
     """``call(data, weight, bias=None, *, out, workspace=None)`` for one instruction of ``generic``
     (``nn.conv_bias_act``'s kernel) with these attributes; a float16 weight's float32 copy is kept
-    only when ``constant[1]`` says the weight is a bound value."""
+    only when ``constant[1]`` says the weight is a bound value. ``declare(weight, bias)``, if
+    given, runs first on any call but one on the last call's objects."""
     fixed_weight = len(constant) > 1 and constant[1]
     fixed_bias = len(constant) > 2 and constant[2]
     attrs = dict(strides=strides, padding=padding, dilation=dilation, groups=groups, activation=activation,
@@ -57,6 +58,8 @@ def specialize(generic, constant: tuple, *, strides, padding, dilation, groups, 
         if data is last[0] and out is last[1] and weight is last[2] and bias is last[3] and workspace is last[4]:
             last[5](data, out)
             return
+        if declare is not None:
+            declare(weight, bias)
         key = state[0]
         if (key is not None and weight is key[1] and bias is key[2] and workspace is key[3]
                 and data.shape == key[0] and data.dtype == key[4] and out.shape == key[5] and out.dtype == key[6]
