@@ -8,9 +8,9 @@ activation as :mod:`.conv_small_nhwc`'s pointwise runner, the broadcasting multi
 result is theirs bit for bit; per instruction it keeps its three small intermediates and its
 views of an arena's input and output (the same objects run after run). With bound weights
 (the fused op's: constants) its biases are tiled to the batch (a same-shape add: numpy's
-broadcast of a bias row cost 0.4 us more a call), one image's products are ``np.dot`` (the
-same gemv as matmul's, without its gufunc dispatch) and a SiLU or sigmoid conv multiplies by
-the negated weights (:mod:`.negated_activation`: one call less), all bit for bit.
+broadcast of a bias row cost 0.4 us more a call), its products are ``np.dot`` (the same sgemm,
+or for one image gemv, as matmul's, without its gufunc dispatch) and a SiLU or sigmoid conv
+multiplies by the negated weights (:mod:`.negated_activation`: one call less), all bit for bit.
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ def _runner(data, w1, b1, w2, b2, out, act1, act2, data_layout: str, bound: bool
     spatial = tuple(range(1, data.ndim - 1)) if channels_last else tuple(range(2, data.ndim))
     f1, f2 = _activation(act1, dtype), _activation(act2, dtype)
     matmul, dot, add, multiply = np.matmul, np.dot, np.add, np.multiply
-    one = False         # one image with bound weights: its products by np.dot
+    by_dot = False      # bound weights: the products by np.dot (matmul's sgemm / gemv call)
     if bound and out.size:
         (w1, b1, f1), (w2, b2, f2) = (_bound_fc(w1, b1, act1, f1, batch, dtype),
                                       _bound_fc(w2, b2, act2, f2, batch, dtype))
-        one = batch == 1 and min(w1.shape) > 1 and min(w2.shape) > 1
+        by_dot = min(w1.shape) > 1 and min(w2.shape) > 1
     seen = [None, None]         # the last data that is a view (an arena's), its pool's runner
     scale = _scaler(data, gate_b, channels_last)
 
@@ -60,14 +60,14 @@ def _runner(data, w1, b1, w2, b2, out, act1, act2, data_layout: str, bound: bool
                 if x.base is not None:      # (an array owning its memory is not held past the call)
                     seen[0], seen[1] = x, mean
                 mean()
-        if one:
+        if by_dot:
             dot(rows, w1, hidden)
         else:
             matmul(rows, w1, out=hidden)
         add(hidden, b1, out=hidden)
         if f1 is not None:
             f1(hidden)
-        if one:
+        if by_dot:
             dot(hidden, w2, gate)
         else:
             matmul(hidden, w2, out=gate)
