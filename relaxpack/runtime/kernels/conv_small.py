@@ -234,12 +234,13 @@ def _bias_operand(bias, lengths: tuple, fixed: bool):
 
 def _activation(activation, dtype: np.dtype):
     """The in-place activation of ``out`` (a non-empty array of ``dtype``), or None: a float ReLU is
-    the clip the relu kernel makes (without its four Python calls around it); a float32/float64
-    SiLU, sigmoid, HardSwish or HardSigmoid the kernel's own arithmetic (``silu_in_place``,
-    ``sigmoid_in_place``, ``hard_swish_into``'s and ``hard_sigmoid_into``'s calls with their
-    constants bound; a SiLU or sigmoid of negated operands :mod:`.negated_activation`'s) without
-    the kernel's layers around it (0.3-0.9 us a call: a sixth of an SE block's 1-pixel conv); any other the fused
-    kernels' :func:`~.fused.activation_fn`."""
+    the clip the relu kernel makes (without its four Python calls around it), a float32/float64
+    clip the specialized clip kernel's one call; a float32/float64 SiLU, sigmoid, HardSwish or
+    HardSigmoid the kernel's own arithmetic (``silu_in_place``, ``sigmoid_in_place``,
+    ``hard_swish_into``'s and ``hard_sigmoid_into``'s calls with their constants bound; a SiLU or
+    sigmoid of negated operands :mod:`.negated_activation`'s) without the kernel's layers around
+    it (0.3-0.9 us a call: a sixth of an SE block's 1-pixel conv); any other the fused kernels'
+    :func:`~.fused.activation_fn`."""
     from .activation import hard_sigmoid_in_place_fn, hard_swish_in_place_fn, silu_in_place
     from .elementwise import sigmoid_in_place
     from .fused import activation_fn
@@ -251,7 +252,7 @@ def _activation(activation, dtype: np.dtype):
     if dtype not in (np.float32, np.float64):
         return activation_fn(activation)
     if isinstance(activation, (tuple, list)) and len(activation) == 3 and activation[0] == "clip" \
-            and tuple(activation[1:]) != (None, None):  # the specialized clip kernel's one call (ReLU6)
+            and tuple(activation[1:]) != (None, None):     # (ReLU6)
         low = scalar_array(-np.inf if activation[1] is None else activation[1], dtype)
         high = scalar_array(np.inf if activation[2] is None else activation[2], dtype)
         return lambda out: CLIP(out, low, high, out)

@@ -134,7 +134,6 @@ def _specialize(attrs: dict, constant: tuple):
     """Per instruction: the runner of the last call's shapes, dtype and weights."""
     state = [None, None]        # key, runner
     bound = len(constant) > 4 and all(constant[1:5])
-
     last = [None] * 7           # the last data, out (views: an arena's), weights and their runner
 
     def call(data, w1, b1, w2, b2, *, out, workspace=None):
