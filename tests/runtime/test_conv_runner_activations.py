@@ -14,9 +14,13 @@ from .test_kernels_registry import rand
 CLIPS = [("clip", None, 6.0), ("clip", 0.0, None), ["clip", 0.0, 6.0], ("clip", None, None)]
 
 
+def _ids(case):
+    return case if isinstance(case, str) else None
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("activation", CLIPS + ["silu", "sigmoid"], ids=str)
-@pytest.mark.parametrize("data, weight, attrs, method", CASES[::3], ids=lambda c: str(c) if isinstance(c, str) else None)
+@pytest.mark.parametrize("data, weight, attrs, method", CASES[::3], ids=_ids)
 def test_channels_last_runners(data, weight, attrs, method, activation, dtype):
     attrs = nhwc_attrs(attrs, activation)
     rng = np.random.default_rng(0)
@@ -25,7 +29,7 @@ def test_channels_last_runners(data, weight, attrs, method, activation, dtype):
 
 
 @pytest.mark.parametrize("activation", ["silu", "sigmoid"])
-@pytest.mark.parametrize("data, weight, attrs, method", CASES[::4], ids=lambda c: str(c) if isinstance(c, str) else None)
+@pytest.mark.parametrize("data, weight, attrs, method", CASES[::4], ids=_ids)
 def test_weights_in_registers_are_not_negated_once(data, weight, attrs, method, activation):
     """A weight or bias computed at run time (the same object, new values) is read every call."""
     attrs = nhwc_attrs(attrs, activation)
