@@ -21,8 +21,8 @@ def _specialized(attrs, generic_calls: list):
     def generic(*args, **kwargs):
         generic_calls.append(1)
         conv_bias_act(*args, **kwargs)
-    from relaxpack.runtime.kernels.fused import _declaring
-    return _declaring(conv_small.specialize(generic, (False, True, True), **attrs), (False, True, True))
+    from relaxpack.runtime.kernels.fused import declarer
+    return conv_small.specialize(generic, (False, True, True), declare=declarer((False, True, True)), **attrs)
 
 
 def _attrs(stride, pad, groups, layout="NCHW"):

@@ -64,3 +64,28 @@ def test_a_tiled_gate_is_the_broadcast_bit_for_bit_call_after_call(shape, monkey
         want = run_kernel("nn.squeeze_excite", x, w1, b1, w2, b2, **attrs)
         monkeypatch.undo()
         np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("acts", [("silu", "sigmoid"), ("relu", ("hard_sigmoid", 1 / 6, 0.5)),
+                                  ("sigmoid", "silu"), (None, None)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(1, 2, 3, 7), (3, 2, 3, 7), (1, 16, 8, 5), (2, 1, 1, 7), (0, 2, 3, 7),
+                                   (1, 2, 3, 192), (1, 4, 6, 1000)])
+def test_bound_weights_run_the_unbound_blocks_bits(shape, dtype, acts):
+    """With bound (constant) weights a block tiles its biases, multiplies one image by np.dot and a
+    SiLU's or sigmoid's weights negated: the bits of the same block with weights it may not copy."""
+    from relaxpack.runtime.kernels import get_kernel
+    kernel = get_kernel("nn.squeeze_excite").fn
+    rng = np.random.default_rng(5)
+    c = shape[-1]
+    r = max(4, c // 4)
+    w1, b1, w2, b2 = (rand(rng, s, dtype) * 3 for s in ((c, r), (r,), (r, c), (c,)))
+    attrs = dict(act1=acts[0], act2=acts[1], data_layout="NHWC")
+    bound = kernel.specialize_attrs(attrs, (False, True, True, True, True))
+    unbound = kernel.specialize_attrs(attrs, (False, False, False, False, False))
+    for _ in range(2):
+        x = rand(rng, shape, dtype) * 4
+        got, want = np.empty_like(x), np.empty_like(x)
+        bound(x, w1, b1, w2, b2, out=got)
+        unbound(x, w1, b1, w2, b2, out=want)
+        np.testing.assert_array_equal(got, want)

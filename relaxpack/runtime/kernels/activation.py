@@ -244,6 +244,36 @@ def hard_swish_into(x: np.ndarray, out: np.ndarray) -> None:
 _SIXTH, _HALF = per_float_dtype(1 / 6), per_float_dtype(0.5)
 
 
+def hard_swish_in_place_fn(dtype):
+    """``f(buf)``: :func:`hard_swish_into` of a float32/float64 ``buf`` of ``dtype`` onto itself, its
+    constants and ufuncs bound once (a conv runner's activation: a frame and four look-ups less a
+    call), the same calls."""
+    dtype = np.dtype(dtype)
+    sixth, half, zero, one = _SIXTH[dtype], _HALF[dtype], ZERO[dtype], ONE[dtype]
+    multiply, add = np.multiply, np.add
+
+    def hard_swish_in_place(buf):
+        gate = multiply(buf, sixth)
+        add(gate, half, gate)
+        CLIP(gate, zero, one, gate)
+        multiply(buf, gate, buf)
+    return hard_swish_in_place
+
+
+def hard_sigmoid_in_place_fn(dtype, alpha, beta):
+    """``f(buf)``: :func:`hard_sigmoid_into` of a float32/float64 ``buf`` of ``dtype`` onto itself
+    (``alpha``, ``beta`` rounded to it), bound once as :func:`hard_swish_in_place_fn`."""
+    dtype = np.dtype(dtype)
+    alpha, beta = scalar_array(alpha, dtype), scalar_array(beta, dtype)
+    zero, one, multiply, add = ZERO[dtype], ONE[dtype], np.multiply, np.add
+
+    def hard_sigmoid_in_place(buf):
+        multiply(buf, alpha, buf)
+        add(buf, beta, buf)
+        CLIP(buf, zero, one, buf)
+    return hard_sigmoid_in_place
+
+
 def _same_float(x: np.ndarray, out: np.ndarray) -> bool:
     """Whether ``x`` is a float32/float64 array of ``out``'s shape and dtype (computed in place)."""
     return x.dtype == out.dtype and out.dtype.type in (np.float32, np.float64) and x.shape == out.shape

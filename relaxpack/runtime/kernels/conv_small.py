@@ -28,6 +28,10 @@ import numpy as np
 from . import conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
 from ._math import CLIP, scalar_array
 from ._workspace import scratch_nbytes
+from .negated_activation import negatable, negated, of_negated
+
+#: the marker of an activation that reads its input negated: ``(NEGATED, "silu")``
+NEGATED = object()
 
 _as_strided = np.lib.stride_tricks.as_strided
 
@@ -37,10 +41,11 @@ PRIVATE_MAX_BYTES = 4 << 20
 
 
 def specialize(generic, constant: tuple, *, strides, padding, dilation, groups, activation,
-               data_layout, out_layout, exact=False):
+               data_layout, out_layout, exact=False, declare=None):
     """``call(data, weight, bias=None, *, out, workspace=None)`` for one instruction of ``generic``
     (``nn.conv_bias_act``'s kernel) with these attributes; a float16 weight's float32 copy is kept
-    only when ``constant[1]`` says the weight is a bound value."""
+    only when ``constant[1]`` says the weight is a bound value. ``declare(weight, bias)``, if
+    given, runs first on any call but one on the last call's objects."""
     fixed_weight = len(constant) > 1 and constant[1]
     fixed_bias = len(constant) > 2 and constant[2]
     attrs = dict(strides=strides, padding=padding, dilation=dilation, groups=groups, activation=activation,
@@ -53,6 +58,8 @@ def specialize(generic, constant: tuple, *, strides, padding, dilation, groups, 
         if data is last[0] and out is last[1] and weight is last[2] and bias is last[3] and workspace is last[4]:
             last[5](data, out)
             return
+        if declare is not None:
+            declare(weight, bias)
         key = state[0]
         if (key is not None and weight is key[1] and bias is key[2] and workspace is key[3]
                 and data.shape == key[0] and data.dtype == key[4] and out.shape == key[5] and out.dtype == key[6]
@@ -102,6 +109,12 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         return None if generic is None else conv_small_integer.prepare(
             data, weight, bias, out, workspace, attrs, fixed_weight, fixed_bias, _prepare, generic,
             PRIVATE_MAX_BYTES)
+    if fixed_weight and (bias is None or fixed_bias) and negatable(attrs["activation"], weight, bias) \
+            and out.dtype == weight.dtype and (bias is None or bias.dtype == out.dtype):
+        # a SiLU or sigmoid of bound operands: the runner multiplies by their negations and the
+        # activation reads -y, one pass less, the same bits (.negated_activation)
+        weight, bias = negated(weight, bias)
+        attrs = dict(attrs, activation=(NEGATED, attrs["activation"]))
     if attrs["data_layout"] == "NHWC" and attrs["out_layout"] in (None, "NHWC"):
         return _prepare_nhwc(data, weight, bias, out, workspace, attrs, fixed_weight, fixed_bias)
     if attrs["data_layout"] != "NCHW" or attrs["out_layout"] not in (None, "NCHW", "NHWC"):
@@ -221,26 +234,34 @@ def _bias_operand(bias, lengths: tuple, fixed: bool):
 
 def _activation(activation, dtype: np.dtype):
     """The in-place activation of ``out`` (a non-empty array of ``dtype``), or None: a float ReLU is
-    the clip the relu kernel makes (without its four Python calls around it); a float32/float64
-    SiLU, sigmoid, HardSwish or HardSigmoid the kernel's own arithmetic (``silu_in_place``,
-    ``sigmoid_in_place``, ``hard_swish_into``, ``hard_sigmoid_into``) without the kernel's layers
-    around it (0.3-0.9 us a call: a sixth of an SE block's 1-pixel conv); any other the fused
-    kernels' :func:`~.fused.activation_fn`."""
-    from .activation import hard_sigmoid_into, hard_swish_into, silu_in_place
+    the clip the relu kernel makes (without its four Python calls around it), a float32/float64
+    clip the specialized clip kernel's one call; a float32/float64 SiLU, sigmoid, HardSwish or
+    HardSigmoid the kernel's own arithmetic (``silu_in_place``, ``sigmoid_in_place``,
+    ``hard_swish_into``'s and ``hard_sigmoid_into``'s calls with their constants bound; a SiLU or
+    sigmoid of negated operands :mod:`.negated_activation`'s) without the kernel's layers around
+    it (0.3-0.9 us a call: a sixth of an SE block's 1-pixel conv); any other the fused kernels'
+    :func:`~.fused.activation_fn`."""
+    from .activation import hard_sigmoid_in_place_fn, hard_swish_in_place_fn, silu_in_place
     from .elementwise import sigmoid_in_place
     from .fused import activation_fn
+    if isinstance(activation, tuple) and activation[0] is NEGATED:    # (float32/float64: see _prepare)
+        return of_negated(activation[1], dtype)
     if activation == "relu" and dtype.kind == "f":
         zero, inf = scalar_array(0, dtype), scalar_array(np.inf, dtype)     # (0-d: see ._constants)
         return lambda out: CLIP(out, zero, inf, out)      # (out positional: ~0.07 us less)
     if dtype not in (np.float32, np.float64):
         return activation_fn(activation)
+    if isinstance(activation, (tuple, list)) and len(activation) == 3 and activation[0] == "clip" \
+            and tuple(activation[1:]) != (None, None):     # (ReLU6)
+        low = scalar_array(-np.inf if activation[1] is None else activation[1], dtype)
+        high = scalar_array(np.inf if activation[2] is None else activation[2], dtype)
+        return lambda out: CLIP(out, low, high, out)
     if activation in ("silu", "sigmoid"):
         return silu_in_place if activation == "silu" else sigmoid_in_place
     if activation == "hard_swish":
-        return lambda out: hard_swish_into(out, out)
+        return hard_swish_in_place_fn(dtype)
     if isinstance(activation, (tuple, list)) and len(activation) == 3 and activation[0] == "hard_sigmoid":
-        alpha, beta = scalar_array(activation[1], dtype), scalar_array(activation[2], dtype)
-        return lambda out: hard_sigmoid_into(out, out, alpha, beta)
+        return hard_sigmoid_in_place_fn(dtype, activation[1], activation[2])
     return activation_fn(activation)
 
 

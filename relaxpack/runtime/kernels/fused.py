@@ -142,25 +142,28 @@ def _specialize_conv_bias_act(attrs: dict, constant: tuple):
     """Per instruction: the small-conv fast path (:mod:`.conv_small`); a constant weight is
     declared one (:func:`.integer_exact.declare_constant`: an integer conv keeps its float copy)."""
     from .conv_small import specialize
-    return _declaring(specialize(conv_bias_act, constant, **attrs), constant)
+    return specialize(conv_bias_act, constant, declare=declarer(constant), **attrs)
 
 
-def _declaring(call, constant: tuple):
-    """``call``, declaring its weight and bias (operands 1, 2) constants where ``constant`` says so."""
+def declarer(constant: tuple):
+    """``declare(weight, bias)``, declaring the integer ones of them constants where ``constant``
+    says they are bound (operands 1, 2), or None: the conv's call runs it when it prepares for new
+    operands (not on a call with the last call's objects: no layer of its own a call)."""
     fixed_weight, fixed_bias = len(constant) > 1 and constant[1], len(constant) > 2 and constant[2]
     if not (fixed_weight or fixed_bias):
-        return call
-    seen = [None, None]
+        return None
 
-    def declared(data, weight, bias=None, *, out, workspace=None):
-        if fixed_weight and weight is not seen[0] and weight.dtype.kind in "iu":
+    seen = [None, None]     # the last weight and bias looked at (once per object)
+
+    def declare(weight, bias) -> None:
+        if weight is seen[0] and bias is seen[1]:
+            return
+        if fixed_weight and weight.dtype.kind in "iu":
             integer_exact.declare_constant(weight)
-            seen[0] = weight
-        if fixed_bias and bias is not None and bias is not seen[1] and bias.dtype.kind in "iu":
+        if fixed_bias and bias is not None and bias.dtype.kind in "iu":
             integer_exact.declare_constant(bias)
-            seen[1] = bias
-        call(data, weight, bias, out=out, workspace=workspace)
-    return declared
+        seen[0], seen[1] = weight, bias
+    return declare
 
 
 conv_bias_act.specialize_attrs = _specialize_conv_bias_act

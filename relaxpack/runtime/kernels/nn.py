@@ -79,10 +79,10 @@ def conv(data, weight, *, out, strides, padding, dilation, groups, data_layout,
 
 def _specialize_conv(attrs: dict, constant: tuple):
     """Per instruction: the small-conv fast path (:mod:`.conv_small`) of ``nn.conv_bias_act`` without a
-    bias, a constant integer weight declared one (``fused._declaring``)."""
+    bias, a constant integer weight declared one (``fused.declarer``)."""
     from .conv_small import specialize
-    from .fused import _declaring, conv_bias_act
-    call = _declaring(specialize(conv_bias_act, constant, activation=None, **attrs), constant)
+    from .fused import conv_bias_act, declarer
+    call = specialize(conv_bias_act, constant, activation=None, declare=declarer(constant), **attrs)
     return lambda data, weight, *, out, workspace=None: call(data, weight, None, out=out, workspace=workspace)
 
 
