@@ -320,6 +320,34 @@ def test_a_1d_conv_is_the_generic_kernel_with_a_constant_or_register_bias(data, 
     assert [op.shape for op in operands] == [(weight[0], out.shape[-1]) if plane else (weight[0], 1), (weight[0], 1)]
 
 
+@pytest.mark.parametrize("activation", [None, "gelu", "relu"])
+@pytest.mark.parametrize("data, weight, attrs", [c for c in CONV1D if c[2].get("groups", 1) == 1][:3] + [
+    ((2, 8, 1), (4, 8, 3), dict(strides=(2,), padding=(1, 1))),          # one output position
+    ((1, 3, 9), (5, 3, 4), dict(strides=(2,))),                          # unpadded: the input's window
+], ids=str)
+def test_a_1d_conv_writing_channels_last_is_the_generic_kernel(data, weight, attrs, activation):
+    """A Conv1d written ``(N, L, O)`` (Conv1dChannelsLast: Whisper's, wav2vec2's before their
+    transformer) by the channels-last-out runner: the generic kernel bit for bit, and the
+    channels-first result transposed within rounding (the GEMM sums the other way round)."""
+    from relaxpack.runtime.kernels import conv_small
+    attrs = {**full_attrs(attrs, activation), "out_layout": "NHWC"}
+    rng = np.random.default_rng(11)
+    w, b = rand(rng, weight, "float32"), rand(rng, (weight[0],), "float32")
+    out, ws = out_for(data, weight, attrs, "float32"), workspace_for(data, weight, attrs, "float32")
+    assert conv_small._prepare(rand(rng, data, "float32"), w, b, out, ws, attrs, True, True, None) is not None
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    for _ in range(3):
+        x = rand(rng, data, "float32")
+        call(x, w, b, out=out, workspace=ws)
+        want = out_for(data, weight, attrs, "float32")
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want)
+        first = {**attrs, "out_layout": None}
+        channels_first = out_for(data, weight, first, "float32")
+        CONV_BIAS_ACT(x, w, b, out=channels_first, **first)
+        np.testing.assert_allclose(out, channels_first.transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("data, weight, attrs", [SMALL[0], SMALL[3], SMALL[16], SMALL[8]], ids=str)
 @pytest.mark.parametrize("view", ["rows", "columns", "contiguous"])
 def test_padded_copies_by_rows_take_any_input_view(data, weight, attrs, view):
