@@ -44,6 +44,9 @@ SMALL = [
     # a 1x1 conv that does not read its input as it is (stride, padding): one strided copy, its GEMM
     ((1, 16, 16, 24), (24, 16, 1, 1), dict(strides=(2, 2))),
     ((2, 8, 7, 9), (4, 8, 1, 1), dict(strides=(2, 3), padding=(1, 0, 0, 1))),
+    # narrow planes (CRNN at width 4): not wide; output rows of 2 values copied as runs, of 1 as values
+    ((2, 16, 16, 2), (24, 16, 3, 3), dict(padding=(1, 1, 1, 1))),
+    ((2, 24, 8, 1), (32, 24, 3, 3), dict(padding=(1, 1, 1, 1))),
 ]
 # silu, sigmoid, hard_swish, hard_sigmoid: the runner's own in-place arithmetic at float32, the kernels' at float16
 ACTIVATIONS = [None, "relu", ("leakyrelu", 0.1), ("clip", -0.5, 0.5), ("hard_sigmoid", 0.2, 0.5), "silu", "sigmoid",
@@ -423,3 +426,20 @@ def test_an_unpadded_conv_reads_any_new_input(out_layout):
         want = out_for(data, weight, attrs, "float32")
         CONV_BIAS_ACT(x, w, b, out=want, **attrs)
         np.testing.assert_array_equal(out, want)
+
+
+def test_im2col_rows_are_copied_as_runs_only_where_contiguous():
+    """``as_runs``: a window whose last axis is one contiguous run of at least two values (stride 1)
+    and its C-contiguous destination are viewed as void items of that run, the same bytes; a strided
+    or one-value last axis is left as it is."""
+    from relaxpack.runtime.kernels.conv_small import as_runs
+    padded = np.arange(2 * 3 * 6 * 7, dtype=np.float32).reshape(2, 3, 6, 7)
+    s = padded.strides
+    for strides, width, runs in [((1, 1), 5, True), ((1, 2), 3, False), ((1, 1), 1, False)]:
+        window = np.lib.stride_tricks.as_strided(
+            padded, (2, 3, 3, 3, 4, width), s[:2] + (s[2], s[3], s[2] * strides[0], s[3] * strides[1]), writeable=False)
+        dst = np.empty(window.shape, np.float32)
+        src_view, dst_view = as_runs(window, dst)
+        assert (src_view.dtype.kind == "V") == runs and (dst_view.dtype.kind == "V") == runs
+        np.copyto(dst_view, src_view)
+        np.testing.assert_array_equal(dst, window)
