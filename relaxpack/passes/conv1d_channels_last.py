@@ -13,15 +13,15 @@ tensor, goes::
     lv1 = R.nn.conv_bias_act(x, W, b, strides=(2,), padding=(1, 1), activation="gelu", out_layout="NHWC")
 
 Rule (table :data:`RULES`): ``conv1d_writes_channels_last`` when the conv (``nn.conv`` or
-``nn.conv_bias_act``, float, not ``exact``) is channels first with a rank-3 float result read only
-by the transpose. 2-d convs are ConvertLayout's (its entry rule weighs the region after them). The
+``nn.conv_bias_act``, not ``exact``) is channels first with a rank-3 float32/float64 result (the
+small-conv runner's; a float16 conv would run the generic kernel every call) read only by the
+transpose. 2-d convs are ConvertLayout's (its entry rule weighs the region after them). The
 GEMM sums in the other orientation: results change by rounding only.
 """
 
 from __future__ import annotations
 
 from ..ir.struct_info import TensorStructInfo
-from ..ops.definitions.common import dtype_kind
 from ..ops.definitions.nn import output_layout
 from ..ops.registry import make_call
 from .core.infra import function_pass
@@ -35,9 +35,8 @@ def _channels_first_conv1d(m) -> str | None:
     if conv.attrs["data_layout"] != "NCHW" or output_layout(conv) != "NCHW":
         return f"the conv is not channels first ({conv.attrs['data_layout']} -> {output_layout(conv)})"
     sinfo = conv.struct_info
-    if not (isinstance(sinfo, TensorStructInfo) and sinfo.ndim == 3 and sinfo.dtype
-            and dtype_kind(sinfo.dtype) == "float"):
-        return "the conv's result is not a rank-3 float tensor"
+    if not (isinstance(sinfo, TensorStructInfo) and sinfo.ndim == 3 and sinfo.dtype in ("float32", "float64")):
+        return "the conv's result is not a rank-3 float32/float64 tensor (the channels-last runner's dtypes)"
     return None
 
 
