@@ -6,7 +6,8 @@ kernel's ``out``, an arena view that is the same object run after run. Of a smal
 Python around its 15 numpy calls: the activation wrapper, the dtype and size checks, the table
 and buffer look-ups, the reshapes. :func:`gelu_act` keeps :func:`._gelu_table.gelu_table_bound`
 for the last such ``out`` (float32, C-contiguous, at most ``GELU64_MAX_SIZE`` values) and calls it
-straight; any other array takes :func:`.activation.gelu_in_place`. The same calls: bit for bit.
+straight (8.70 -> 7.88 us a call at 960 values); any other array takes
+:func:`.activation.gelu_in_place`. The same calls: bit for bit.
 """
 
 from __future__ import annotations
