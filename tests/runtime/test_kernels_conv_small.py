@@ -443,3 +443,7 @@ def test_im2col_rows_are_copied_as_runs_only_where_contiguous():
         assert (src_view.dtype.kind == "V") == runs and (dst_view.dtype.kind == "V") == runs
         np.copyto(dst_view, src_view)
         np.testing.assert_array_equal(dst, window)
+    ints = np.lib.stride_tricks.as_strided(padded.astype(np.int32), (2, 3, 3, 3, 4, 5), window.strides)
+    dst = np.empty(ints.shape, np.float32)      # an integer conv's window converts as it is copied
+    src_view, dst_view = as_runs(ints, dst)
+    assert src_view is ints and dst_view is dst
