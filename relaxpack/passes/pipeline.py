@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from .canonicalize_bindings import canonicalize_bindings
 from .concat_of_split import concat_of_split_pass
+from .conv1d_channels_last import conv1d_channels_last
 from .convert_layout import convert_layout
 from .core.infra import Pass, Sequential
 from .dead_code_elimination import dead_code_elimination
@@ -81,7 +82,8 @@ def optimize_pipeline() -> Sequential:
       activation fused into gemm / conv kernels, FoldPermuteMatmul (transposes of a matmul's operands
       and result read as strided views), SinkResize (1x1 convs of resized images before the resize),
       ConvertLayout (convolutional regions run
-      channels last; after the fusions, whose rules read channels first),
+      channels last; after the fusions, whose rules read channels first), Conv1dChannelsLast (a 1-d
+      conv whose result is only transposed to (N, L, C) writes it so),
       SimplifyAlgebra again (the transposes out of channels last fold into
       the layout chains after them), ConcatOfSplit (a concat of all of a split's pieces reads
       the split's input; a split read through one piece is a slice), FuseSqueezeExcite (channels-last SE blocks
@@ -99,7 +101,7 @@ def optimize_pipeline() -> Sequential:
     """
     o2 = Sequential([exact_integer_matmul, fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_rms_norm, fuse_rotate_half,
                      widen_float16_regions, merge_projections, fuse_bias_activation, fold_permute_matmul, sink_resize,
-                     convert_layout, simplify_algebra, concat_of_split_pass, fuse_squeeze_excite,
+                     convert_layout, conv1d_channels_last, simplify_algebra, concat_of_split_pass, fuse_squeeze_excite,
                      drop_zero_sign_round_trips, pack_recurrent_weights, *core_passes(), tabulate_integer_functions,
                      fuse_dynamic_quantize, dead_code_elimination, share_look_ups, narrow_index_casts, drop_nan_saturation, fuse_ops],
                     name="O2", opt_level=2)

@@ -55,6 +55,7 @@ def test_the_context_opt_level_alone_decides_what_runs():
             "CanonicalizeBindings", "DeadCodeElimination"]
     o2 = ["ExactIntegerMatmul", "FoldBatchNorm", "ScaleShiftBatchNorm", "SimplifyAlgebra", "FuseRMSNorm", "FuseRotateHalf",
           "WidenFloat16Regions", "MergeProjections", "FuseBiasActivation", "FoldPermuteMatmul", "SinkResize", "ConvertLayout",
+          "Conv1dChannelsLast",
           "SimplifyAlgebra",
           "ConcatOfSplit", "FuseSqueezeExcite", "DropZeroSignRoundTrips", "PackRecurrentWeights", *core,
           "TabulateIntegerFunctions", "FuseDynamicQuantize", "DeadCodeElimination", "ShareLookUps",

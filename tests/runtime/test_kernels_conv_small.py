@@ -44,6 +44,9 @@ SMALL = [
     # a 1x1 conv that does not read its input as it is (stride, padding): one strided copy, its GEMM
     ((1, 16, 16, 24), (24, 16, 1, 1), dict(strides=(2, 2))),
     ((2, 8, 7, 9), (4, 8, 1, 1), dict(strides=(2, 3), padding=(1, 0, 0, 1))),
+    # narrow planes (CRNN at width 4): not wide; output rows of 2 values copied as runs, of 1 as values
+    ((2, 16, 16, 2), (24, 16, 3, 3), dict(padding=(1, 1, 1, 1))),
+    ((2, 24, 8, 1), (32, 24, 3, 3), dict(padding=(1, 1, 1, 1))),
 ]
 # silu, sigmoid, hard_swish, hard_sigmoid: the runner's own in-place arithmetic at float32, the kernels' at float16
 ACTIVATIONS = [None, "relu", ("leakyrelu", 0.1), ("clip", -0.5, 0.5), ("hard_sigmoid", 0.2, 0.5), "silu", "sigmoid",
@@ -320,6 +323,34 @@ def test_a_1d_conv_is_the_generic_kernel_with_a_constant_or_register_bias(data, 
     assert [op.shape for op in operands] == [(weight[0], out.shape[-1]) if plane else (weight[0], 1), (weight[0], 1)]
 
 
+@pytest.mark.parametrize("activation", [None, "gelu", "relu"])
+@pytest.mark.parametrize("data, weight, attrs", [c for c in CONV1D if c[2].get("groups", 1) == 1][:3] + [
+    ((2, 8, 1), (4, 8, 3), dict(strides=(2,), padding=(1, 1))),          # one output position
+    ((1, 3, 9), (5, 3, 4), dict(strides=(2,))),                          # unpadded: the input's window
+], ids=str)
+def test_a_1d_conv_writing_channels_last_is_the_generic_kernel(data, weight, attrs, activation):
+    """A Conv1d written ``(N, L, O)`` (Conv1dChannelsLast: Whisper's, wav2vec2's before their
+    transformer) by the channels-last-out runner: the generic kernel bit for bit, and the
+    channels-first result transposed within rounding (the GEMM sums the other way round)."""
+    from relaxpack.runtime.kernels import conv_small
+    attrs = {**full_attrs(attrs, activation), "out_layout": "NHWC"}
+    rng = np.random.default_rng(11)
+    w, b = rand(rng, weight, "float32"), rand(rng, (weight[0],), "float32")
+    out, ws = out_for(data, weight, attrs, "float32"), workspace_for(data, weight, attrs, "float32")
+    assert conv_small._prepare(rand(rng, data, "float32"), w, b, out, ws, attrs, True, True, None) is not None
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    for _ in range(3):
+        x = rand(rng, data, "float32")
+        call(x, w, b, out=out, workspace=ws)
+        want = out_for(data, weight, attrs, "float32")
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want)
+        first = {**attrs, "out_layout": None}
+        channels_first = out_for(data, weight, first, "float32")
+        CONV_BIAS_ACT(x, w, b, out=channels_first, **first)
+        np.testing.assert_allclose(out, channels_first.transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("data, weight, attrs", [SMALL[0], SMALL[3], SMALL[16], SMALL[8]], ids=str)
 @pytest.mark.parametrize("view", ["rows", "columns", "contiguous"])
 def test_padded_copies_by_rows_take_any_input_view(data, weight, attrs, view):
@@ -395,3 +426,24 @@ def test_an_unpadded_conv_reads_any_new_input(out_layout):
         want = out_for(data, weight, attrs, "float32")
         CONV_BIAS_ACT(x, w, b, out=want, **attrs)
         np.testing.assert_array_equal(out, want)
+
+
+def test_im2col_rows_are_copied_as_runs_only_where_contiguous():
+    """``as_runs``: a window whose last axis is one contiguous run of at least two values (stride 1)
+    and its C-contiguous destination are viewed as void items of that run, the same bytes; a strided
+    or one-value last axis is left as it is."""
+    from relaxpack.runtime.kernels.conv_small import as_runs
+    padded = np.arange(2 * 3 * 6 * 7, dtype=np.float32).reshape(2, 3, 6, 7)
+    s = padded.strides
+    for strides, width, runs in [((1, 1), 5, True), ((1, 2), 3, False), ((1, 1), 1, False)]:
+        window = np.lib.stride_tricks.as_strided(
+            padded, (2, 3, 3, 3, 4, width), s[:2] + (s[2], s[3], s[2] * strides[0], s[3] * strides[1]), writeable=False)
+        dst = np.empty(window.shape, np.float32)
+        src_view, dst_view = as_runs(window, dst)
+        assert (src_view.dtype.kind == "V") == runs and (dst_view.dtype.kind == "V") == runs
+        np.copyto(dst_view, src_view)
+        np.testing.assert_array_equal(dst, window)
+    ints = np.lib.stride_tricks.as_strided(padded.astype(np.int32), (2, 3, 3, 3, 4, 5), window.strides)
+    dst = np.empty(ints.shape, np.float32)      # an integer conv's window converts as it is copied
+    src_view, dst_view = as_runs(ints, dst)
+    assert src_view is ints and dst_view is dst

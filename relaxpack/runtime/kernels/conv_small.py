@@ -171,9 +171,10 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     w2, cols2 = (w.reshape(out_channels, k), cols.reshape(k, pixels)) if single else (None, None)
     target2 = target.reshape(out_channels, pixels) if single and target is not None else None
 
-    def window_of(source):
+    def window_of(source, kept: bool = True):
         view = _window(plan, source)
-        return view, cols.reshape(view.shape)
+        dst = cols.reshape(view.shape)
+        return as_runs(view, dst) if kept else (view, dst)
     source = padded if padded is not None else converted
     fixed = window_of(source) if source is not None else None
     row = None if interior_rows is None else interior_rows.dtype
@@ -195,8 +196,9 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         elif x is seen[0]:                      # (as_strided costs ~2 us: more than a small copy)
             window, dst = seen[1]
         else:
-            window, dst = window_of(x)
-            if x.base is not None:              # (an array owning its memory is not held past the call)
+            kept = x.base is not None           # (an array owning its memory is not held past the call)
+            window, dst = window_of(x, kept)
+            if kept:
                 seen[0], seen[1] = x, (window, dst)
         copy(dst, window)
         if convert:
@@ -367,8 +369,8 @@ def _prepare_channels_last_out(plan, data, weight, bias, out, workspace, attrs, 
     cols2_t, w2_t = cols_t[0, 0], w_t[0]
     finish = conv_small_nhwc._finisher(bias, act, fixed_bias, plan.lengths[-1])
     row = None if interior_rows is None else interior_rows.dtype
-    fixed = _window(plan, padded) if padded is not None else None
     dst = cols.reshape(cols.shape[:2] + geometry.kernel + plan.lengths)
+    fixed = as_runs(_window(plan, padded), dst) if padded is not None else None
     copy, dot, matmul = np.copyto, np.dot, np.matmul
     item = out.dtype.itemsize
     seen = [None, None, None, None]     # the last x and out that are views (arena), x's window, out's target
@@ -382,14 +384,15 @@ def _prepare_channels_last_out(plan, data, weight, bias, out, workspace, attrs, 
             else:
                 copy(interior, x)
         if fixed is not None:
-            window = fixed
+            window, to = fixed
         elif x is seen[0]:
-            window = seen[1]
+            window, to = seen[1]
         else:
-            window = _window(plan, x)
+            window, to = _window(plan, x), dst
             if x.base is not None:              # (an array owning its memory is not held past the call)
-                seen[0], seen[1] = x, window
-        copy(dst, window)
+                window, to = as_runs(window, dst)
+                seen[0], seen[1] = x, (window, to)
+        copy(to, window)
         if out is seen[2]:
             target = seen[3]
         else:
@@ -422,6 +425,22 @@ def _padded_input(arrays: list, geometry, width: int, dtype, by_rows: bool) -> t
         slice(b, b + n) for b, n in zip(geometry.begins, geometry.spatial))]
     rows = interior.view(np.dtype((np.void, width * np.dtype(dtype).itemsize))) if by_rows else None
     return padded, own, interior, rows
+
+
+def as_runs(window: np.ndarray, dst: np.ndarray) -> tuple:
+    """``(window, dst)`` of the im2col copy, each output row's run (its last axis, when contiguous in
+    the window: stride 1, longer than one value, and of the destination's dtype: an integer conv's
+    copy converts) viewed as one void item: numpy's strided copy
+    then loops over runs instead of values in its innermost loop (the same bytes). Measured on the
+    copy alone: 2x16 planes of 2-wide rows 21 -> 2.0 us, 16x16x8 10.0 -> 4.6, 3x32x80 7.1 -> 4.3,
+    16x16x40 at batch 3 38.8 -> 19.7, Conv1d rows of 30-300 values 0.56 -> 0.45 and 1.81 -> 1.65.
+    Made for windows kept across calls only (the two views cost ~1 us)."""
+    run = window.shape[-1]
+    if (run < 2 or window.dtype != dst.dtype or window.strides[-1] != window.itemsize
+            or not dst.flags.c_contiguous):
+        return window, dst                      # (another dtype: the copy converts, value by value)
+    item = np.dtype((np.void, run * window.itemsize))
+    return window.view(item), dst.view(item)
 
 
 def _window(plan, source: np.ndarray) -> np.ndarray:

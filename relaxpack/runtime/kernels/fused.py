@@ -17,6 +17,7 @@ import numpy as np
 from ...errors import UnsupportedOpError
 from .activation import gelu, gelu_in_place, hard_sigmoid, hard_swish, leakyrelu, relu, silu
 from .elementwise import clip, sigmoid
+from .gelu_per_output import gelu_act
 from . import integer_exact
 from .linalg import BLAS_DTYPES, matmul, one_matrix_views
 from .nn import conv_bias
@@ -54,6 +55,8 @@ def activation_fn(activation):
     if activation is None:
         return None
     name, params = _parse(activation)
+    if name == "gelu":
+        return gelu_act()       # bound to the instruction's out (the same calls, fewer look-ups)
     fn = _lookup(name)
     if name == "clip":
         clipping = clip.specialize_attrs({"min": params[0], "max": params[1], "saturate_nan": False}, ())

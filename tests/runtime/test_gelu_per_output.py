@@ -1,0 +1,102 @@
+"""A fused kernel's GELU bound to its output (``gelu_per_output.gelu_act``, ``_gelu_table.gelu_table_bound``):
+bit for bit the kernel's GELU (``activation.gelu_in_place``) on every kind of ``out``, call after call,
+and per thread when one instruction runs in several."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from relaxpack.runtime.kernels import gelu_per_output
+from relaxpack.runtime.kernels._gelu_table import GELU64_MAX_SIZE
+from relaxpack.runtime.kernels.activation import gelu_in_place
+
+from .test_kernels_fastpaths import gelu_sweep, run_in_threads
+
+
+def arena_view(shape, dtype="float32") -> np.ndarray:
+    """A C-contiguous view into a larger buffer, as the arena hands out."""
+    size = int(np.prod(shape))
+    return np.empty(size + 3, dtype)[3:].reshape(shape)
+
+
+def kernel_gelu(values: np.ndarray) -> np.ndarray:
+    want = values.copy()
+    gelu_in_place(want)
+    return want
+
+
+@pytest.mark.parametrize("shape, dtype", [
+    ((32, 30), "float32"),                      # Whisper's first conv: bound
+    ((1, 15, 32), "float32"),
+    ((GELU64_MAX_SIZE,), "float32"),            # the bound's edge
+    ((GELU64_MAX_SIZE + 1,), "float32"),        # past it: the float32 table (not bound)
+    ((1,), "float32"),
+    ((4, 5), "float64"), ((4, 5), "float16"),   # other dtypes: the kernel's path
+])
+def test_a_bound_gelu_is_the_kernels_bit_for_bit_call_after_call(shape, dtype):
+    act = gelu_per_output.gelu_act()
+    sweep = gelu_sweep()
+    out = arena_view(shape, dtype)
+    rng = np.random.default_rng(1)
+    for round_ in range(4):         # the same view with new values each call
+        values = np.resize(sweep[rng.permutation(sweep.size)], shape).astype(dtype)
+        out[...] = values
+        act(out)
+        np.testing.assert_array_equal(out, kernel_gelu(values), err_msg=f"round {round_}")
+        assert np.array_equal(np.signbit(out), np.signbit(kernel_gelu(values)))
+
+
+def test_new_arrays_empty_and_strided_outputs_take_the_kernel():
+    act = gelu_per_output.gelu_act()
+    values = gelu_sweep()[:600].reshape(20, 30)
+    fresh = values.copy()                       # owns its memory: not held
+    act(fresh)
+    np.testing.assert_array_equal(fresh, kernel_gelu(values))
+    strided = np.repeat(values, 2, axis=1)[:, ::2]
+    act(strided)
+    np.testing.assert_array_equal(strided, kernel_gelu(values))
+    act(arena_view((0, 5)))                     # nothing to do
+    view = arena_view((20, 30))                 # a bound view, then another array, then the view again
+    for target in (view, fresh, view):
+        target[...] = values
+        act(target)
+        np.testing.assert_array_equal(target, kernel_gelu(values))
+
+
+def test_special_values_through_a_bound_gelu():
+    edge = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 15.0, -15.0, 1e30, -1e30, 1e-45, -1e-45], np.float32)
+    out = arena_view(edge.shape)
+    out[...] = edge
+    gelu_per_output.gelu_act()(out)
+    np.testing.assert_array_equal(out, kernel_gelu(edge))
+    assert np.signbit(out[4]) and not np.signbit(out[3])
+
+
+def test_one_instruction_in_several_threads_uses_each_threads_buffers():
+    """A VM's instructions may be bound in one thread and run in others (a pool warmed up in the
+    main thread): two views of one size, bound here, run at once in two threads, each its values."""
+    acts = [gelu_per_output.gelu_act() for _ in range(2)]
+    outs = [arena_view((48, 20)) for _ in range(2)]
+    sweep = gelu_sweep()
+    for act, out in zip(acts, outs):
+        out[...] = 1.0
+        act(out)                                # bound in this thread
+    values = [np.resize(sweep[k::2], (48, 20)) for k in range(2)]
+    failures = []
+
+    def worker(k):
+        for _ in range(2000):
+            outs[k][...] = values[k]
+            acts[k](outs[k])
+            if not np.array_equal(outs[k], kernel_gelu(values[k])):
+                failures.append(k)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)                 # switch threads often: a shared buffer would show
+    try:
+        run_in_threads(worker, [0, 1])
+    finally:
+        sys.setswitchinterval(interval)
+    assert not failures
