@@ -11,11 +11,13 @@ and 37 us as 4 calls of 672 columns; the 7x7/2 stem's 16 x 147 x 1578 48 ->
 is a column slice of the operands and of the result (BLAS reads and writes
 them with their row pitch, no copy), a multiple of :data:`BLOCK_MULTIPLE`
 columns (its vector width; the last block takes the rest). A GEMM that is
-small already, or whose blocks would be narrower than
-:data:`MIN_BLOCK_COLUMNS` (too deep or too many rows: the calls cost more),
-stays one call. Each output value is the same dot product over ``K`` either
-way; only the kernel that sums it differs (the last bits may), so a runner
-and the generic kernel it mirrors both take the blocks.
+small already, whose blocks would be narrower than :data:`MIN_BLOCK_COLUMNS`
+(too deep or too many rows: the calls cost more) or that would take more
+than :data:`MAX_BLOCKS` calls stays one call. Each output value is the same
+dot product over ``K`` either way; only the kernel that sums it differs (the
+last bits may), so a runner and the generic kernel it mirrors both take the
+blocks. With OpenBLAS's Haswell kernels (no small-matrix kernel) the blocks
+cost 2-8% more than one call on these shapes.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ BLOCK_MULTIPLE = 16
 #: no blocks narrower than this: per call ~0.5 us, and the kernel's rate falls (16 x 288: 64 columns
 #: 37 us, 192 columns 32 us, one call 43 us)
 MIN_BLOCK_COLUMNS = 64
+#: nor more blocks than this: a wide operand in many narrow blocks loses the packed kernel's cache
+#: blocking (96 x 96 x 8192 in 86 blocks: 866 -> 1069 us; 32 x 288 x 1488 in 16: even)
+MAX_BLOCKS = 16
 
 
 def column_blocks(rows: int, depth: int, columns: int) -> tuple[slice, ...] | None:
@@ -40,6 +45,8 @@ def column_blocks(rows: int, depth: int, columns: int) -> tuple[slice, ...] | No
     if widest < MIN_BLOCK_COLUMNS:
         return None
     count = -(-columns // widest)
+    if count > MAX_BLOCKS:
+        return None
     width = min(widest, -(-(-(-columns // count)) // BLOCK_MULTIPLE) * BLOCK_MULTIPLE)
     return tuple(slice(start, min(start + width, columns)) for start in range(0, columns, width))
 
