@@ -159,8 +159,8 @@ def valid(plan, result: np.ndarray) -> np.ndarray:
 
 def run_wide(plan, x: np.ndarray, weight: np.ndarray, groups: int, out: np.ndarray, bias, arrays) -> None:
     """``out = conv(x, weight) (+ bias)`` from wide rows: padded copy (and its phases), one copy
-    into the columns per phase, one (grouped) GEMM into the wide result, the bias added there, the
-    valid pixels copied out."""
+    into the columns per phase, the (grouped) GEMM into the wide result (in :mod:`.gemm_blocks`'
+    column blocks), the bias added there, the valid pixels copied out."""
     padded, cols, result = arrays[0], arrays[-2], arrays[-1]
     padded.fill(0)
     interior(plan, padded)[...] = x
