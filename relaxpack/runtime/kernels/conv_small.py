@@ -266,13 +266,19 @@ def _pointwise(data, weight, bias, act, spatial_dims: int):
     bias_b = None if bias is None else bias.reshape(bias.shape + (1,) * spatial_dims)
     matmul, dot, add, ascontiguous = np.matmul, np.dot, np.add, np.ascontiguousarray
     pixels = math.prod(data.shape[2:])
+    # a GEMM OpenBLAS runs faster in column blocks takes them (.gemm_blocks), as the generic kernel's
+    blocks = column_blocks(out_channels, channels, pixels)
     # one image: a 2-d np.dot (matmul's sgemm call, bit for bit, without its batch iteration)
-    single = batch == 1 and min(out_channels, channels, pixels) >= 2
+    single = blocks is None and batch == 1 and min(out_channels, channels, pixels) >= 2
     w2 = w.reshape(out_channels, channels)
 
     def run(x, out):
         if single:
             dot(w2, ascontiguous(x).reshape(channels, pixels), out.reshape(out_channels, pixels))
+        elif blocks is not None:
+            for a, b, c in block_calls(w, ascontiguous(x).reshape(batch, 1, channels, -1),
+                                       out.reshape(batch, 1, out_channels, -1)):
+                matmul(a, b, out=c)
         else:
             matmul(w, ascontiguous(x).reshape(batch, 1, channels, -1), out=out.reshape(batch, 1, out_channels, -1))
         if bias_b is not None:
