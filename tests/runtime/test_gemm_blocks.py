@@ -69,6 +69,7 @@ BLOCKED_CONVS = [
     ((1, 16, 100, 100), (8, 16, 3, 3), dict(strides=(2, 2), padding=(1, 1, 1, 1))),
     ((2, 32, 31, 27), (16, 16, 3, 3), dict(groups=2, strides=(1, 1), padding=(1, 1, 1, 1))),
     ((1, 16, 40, 43), (8, 16, 3, 3), dict(strides=(1, 1), padding=(2, 2, 2, 2), dilation=(2, 2))),
+    ((1, 32, 32, 20), (16, 32, 3, 3), dict(strides=(1, 1), padding=(1, 1, 1, 1))),       # stacked rows
 ]
 
 
@@ -104,3 +105,53 @@ def test_a_blocked_conv_is_the_reference_conv_and_its_runner_the_kernel(data, we
     exact = out_for(data, weight, attrs, "float64")
     CONV_BIAS_ACT(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), out=exact, **attrs)
     np.testing.assert_allclose(out, exact, rtol=1e-5, atol=1e-5)
+
+
+# stride-1 wide convs that halve their channels: kernel rows stacked (conv_wide.stacks_rows), with a
+# batch, 5 kernel rows, dilation, groups, uneven padding; and one just past the span bar (not stacked)
+STACKED_CONVS = [
+    ((1, 32, 32, 20), (16, 32, 3, 3), dict(padding=(1, 1, 1, 1)), True),
+    ((2, 64, 22, 10), (32, 64, 3, 3), dict(padding=(1, 1, 1, 1)), True),
+    ((1, 32, 40, 21), (8, 32, 5, 3), dict(padding=(2, 1, 2, 1)), True),
+    ((1, 16, 41, 30), (8, 16, 3, 3), dict(padding=(2, 2, 2, 2), dilation=(2, 2)), True),
+    ((3, 32, 30, 17), (16, 16, 3, 3), dict(groups=2, padding=(1, 0, 1, 2)), True),
+    ((1, 32, 12, 28), (16, 32, 3, 3), dict(padding=(1, 1, 1, 1)), False),              # span 1.17x the columns
+    ((1, 32, 32, 20), (17, 32, 3, 3), dict(padding=(1, 1, 1, 1)), False),              # more than half
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("fixed", [True, False], ids=["bound", "register"])
+@pytest.mark.parametrize("activation", [None, "relu", "silu"], ids=str)
+@pytest.mark.parametrize("data, weight, attrs, stacked", STACKED_CONVS, ids=str)
+def test_stacked_kernel_rows_are_the_reference_conv_and_the_runner_the_kernel(data, weight, attrs, stacked,
+                                                                            activation, fixed, dtype):
+    """The runner and the generic kernel stack the same rows (bit for bit each other, a weight
+    computed at run time restacked every call); both are the float64 conv to float rounding."""
+    from relaxpack.runtime.kernels.conv_wide import stacks_rows
+    from relaxpack.runtime.kernels.nn import _prepared_conv
+
+    from .test_kernels_conv_small import CONV_BIAS_ACT, full_attrs, out_for, workspace_for
+    attrs = full_attrs(attrs, activation)
+    plan = _prepared_conv(data, weight, attrs["strides"], attrs["padding"], attrs["dilation"], attrs["groups"],
+                          "NCHW")[0]
+    assert plan.method == "strided" and plan.strided.wide is not None
+    assert stacks_rows(plan, data[1], weight[0]) == stacked
+    rng = np.random.default_rng(2)
+    w = (rng.standard_normal(weight) / np.sqrt(np.prod(weight[1:]))).astype(dtype)
+    b = rng.standard_normal(weight[0]).astype(dtype)
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, fixed, True))
+    out, ws = out_for(data, weight, attrs, dtype), workspace_for(data, weight, attrs, dtype)
+    for round_ in range(3):
+        x = rng.standard_normal(data).astype(dtype)
+        if not fixed:
+            w = (rng.standard_normal(weight) / np.sqrt(np.prod(weight[1:]))).astype(dtype)
+        call(x, w, b, out=out, workspace=ws)
+        want = out_for(data, weight, attrs, dtype)
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
+        exact = out_for(data, weight, attrs, "float64")
+        CONV_BIAS_ACT(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), out=exact, **attrs)
+        tol = 1e-5 if dtype == "float32" else 2e-3
+        np.testing.assert_allclose(out.astype(np.float64), exact, rtol=tol, atol=tol)
+        ws[:] = 0xCD
