@@ -117,6 +117,7 @@ STACKED_CONVS = [
     ((3, 32, 30, 17), (16, 16, 3, 3), dict(groups=2, padding=(1, 0, 1, 2)), True),
     ((1, 32, 12, 28), (16, 32, 3, 3), dict(padding=(1, 1, 1, 1)), False),              # span 1.17x the columns
     ((1, 32, 32, 20), (17, 32, 3, 3), dict(padding=(1, 1, 1, 1)), False),              # more than half
+    ((1, 16, 16, 24), (8, 16, 3, 3), dict(padding=(1, 1, 1, 1)), False),               # a small GEMM already
 ]
 
 

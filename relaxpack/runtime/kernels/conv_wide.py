@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .gemm_blocks import block_calls
+from .gemm_blocks import SMALL_GEMM_PRODUCTS, block_calls
 from .tiled_operand import tile_of
 
 _as_strided = np.lib.stride_tricks.as_strided
@@ -44,8 +44,9 @@ COLUMN_MULTIPLE = 8
 #: stems 0.7-0.8x the time from 32x32 to 64x96 and batch 3, 5x5/2 0.72-0.85x; 3x3/2, 2.25 taps a
 #: phase, 1.0-1.1x: the phase split and a copy per phase cost what the copy saves; 4x4/4 1.3x)
 PHASES_MIN_TAPS = 4
-#: a stride-1 conv that halves its channels or more (from 16 input channels on) stacks its kernel
-#: rows (:func:`stacks_rows`) while the rows' span is at most this many times the columns
+#: a stride-1 conv that halves its channels or more (from 16 input channels on), whose one GEMM is
+#: above the small-matrix bar, stacks its kernel rows (:func:`stacks_rows`) while the rows' span is
+#: at most this many times the columns
 STACK_MAX_SPAN_RATIO = 1.15
 STACK_MIN_CHANNELS = 16
 
@@ -118,10 +119,12 @@ def stacks_rows(plan, channels: int, out_channels: int) -> bool:
     rows and a third of the depth, which OpenBLAS runs faster where the conv has few output
     channels (UNet's decoder convs after a concat, 1 thread: 16 -> 8 channels at 64x40 55 -> 46
     us, 32 -> 16 at 32x20 54 -> 42, 64 -> 32 at 16x10 50 -> 45; the same 16 -> 16 at 32x20 21 ->
-    24, 16 -> 16 at 16x24 12 -> 17: hence the bars)."""
+    24, 16 -> 16 at 16x24 12 -> 17; a GEMM under OpenBLAS's small-matrix bar, DenseNet's 16 -> 8
+    at 16x24, 10.8 -> 12.6: hence the bars)."""
     wide, geometry = plan.strided.wide, plan.strided
     return (wide.phases == (1, 1) and geometry.kernel[0] > 1 and channels >= STACK_MIN_CHANNELS
-            and 2 * out_channels <= channels and _span(plan) <= STACK_MAX_SPAN_RATIO * wide.columns)
+            and 2 * out_channels <= channels and _span(plan) <= STACK_MAX_SPAN_RATIO * wide.columns
+            and out_channels * channels * len(plan.taps) * wide.columns > SMALL_GEMM_PRODUCTS)
 
 
 def _span(plan) -> int:
