@@ -126,7 +126,8 @@ def test_a_channels_first_conv_writing_channels_last_is_the_generic_kernel(data,
 
 
 POINTWISE = [((1, 16, 16, 24), (32, 16, 1, 1)), ((3, 5, 7, 2), (4, 5, 1, 1)), ((2, 8, 300), (6, 8, 1)),
-             ((1, 64, 60, 80), (16, 64, 1, 1)),      # (a large one: not the strided method's)
+             ((1, 64, 60, 80), (16, 64, 1, 1)),      # (a large one: not the strided method's; GEMM blocks)
+             ((3, 16, 40, 50), (32, 16, 1, 1)),      # a batch, GEMM blocks (gemm_blocks.py)
              # one image is a 2-d np.dot, but not with a dim of 1 (one pixel, input or output channel)
              ((1, 8, 1, 1), (4, 8, 1, 1)), ((1, 1, 3, 5), (4, 1, 1, 1)), ((1, 8, 3, 5), (1, 8, 1, 1))]
 

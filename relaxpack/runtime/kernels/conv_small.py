@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from . import conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
+from .gemm_blocks import block_calls, column_blocks
 from ._math import CLIP, scalar_array
 from ._workspace import scratch_nbytes
 from .negated_activation import negatable, negated, of_negated
@@ -167,7 +168,10 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     # one image of an ungrouped conv: the GEMM as a 2-d np.dot, the same sgemm call as matmul's
     # 4-d broadcast (bit for bit) without its ~0.4 us of batch iteration (32 x 48 x 30: 2.0 -> 1.6 us;
     # a 2-d conv's 32 x 64 x 84 4.1 -> 3.7); true matrices only (a dim of 1 may take a vector routine)
-    single = batch == 1 and g == 1 and min(out_channels, k, pixels) >= 2
+    # a GEMM OpenBLAS runs faster in blocks of columns (.gemm_blocks) takes them, as conv_strided's
+    blocks = column_blocks(out_channels // g, k, pixels)
+    single = blocks is None and batch == 1 and g == 1 and min(out_channels, k, pixels) >= 2
+    gemms = None if blocks is None or target is None else block_calls(w, columns, target)
     w2, cols2 = (w.reshape(out_channels, k), cols.reshape(k, pixels)) if single else (None, None)
     target2 = target.reshape(out_channels, pixels) if single and target is not None else None
 
@@ -206,6 +210,9 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         kept = result is not None or out is prepared_out
         if single:
             dot(w2, cols2, target2 if kept else out.reshape(out_channels, pixels))
+        elif blocks is not None:
+            for a, b, c in gemms if kept else block_calls(w, columns, out.reshape(target_shape)):
+                matmul(a, b, out=c)
         else:
             matmul(w, columns, out=target if kept else out.reshape(target_shape))
         if result is not None:
@@ -282,13 +289,19 @@ def _pointwise(data, weight, bias, act, spatial_dims: int):
     bias_b = None if bias is None else bias.reshape(bias.shape + (1,) * spatial_dims)
     matmul, dot, add, ascontiguous = np.matmul, np.dot, np.add, np.ascontiguousarray
     pixels = math.prod(data.shape[2:])
+    # a GEMM OpenBLAS runs faster in column blocks takes them (.gemm_blocks), as the generic kernel's
+    blocks = column_blocks(out_channels, channels, pixels)
     # one image: a 2-d np.dot (matmul's sgemm call, bit for bit, without its batch iteration)
-    single = batch == 1 and min(out_channels, channels, pixels) >= 2
+    single = blocks is None and batch == 1 and min(out_channels, channels, pixels) >= 2
     w2 = w.reshape(out_channels, channels)
 
     def run(x, out):
         if single:
             dot(w2, ascontiguous(x).reshape(channels, pixels), out.reshape(out_channels, pixels))
+        elif blocks is not None:
+            for a, b, c in block_calls(w, ascontiguous(x).reshape(batch, 1, channels, -1),
+                                       out.reshape(batch, 1, out_channels, -1)):
+                matmul(a, b, out=c)
         else:
             matmul(w, ascontiguous(x).reshape(batch, 1, channels, -1), out=out.reshape(batch, 1, out_channels, -1))
         if bias_b is not None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import conv_wide
+from .gemm_blocks import blocked_matmul
 
 _as_strided = np.lib.stride_tricks.as_strided
 
@@ -124,13 +125,16 @@ def grouped_gemm(weight, cols, out, bias, groups: int, k: int, lengths) -> None:
     """``out`` (N, O, *lengths) = per group, the weight rows times the im2col
     columns ``cols`` (N, groups * k, pixels in any shape), plus ``bias``;
     straight into ``out`` when it can take the product (the strided and the
-    direct engines share it)."""
+    direct engines share it), in :func:`.gemm_blocks.column_blocks`."""
     batch, out_channels, pixels = out.shape[0], weight.shape[0], math.prod(lengths)
     w = weight.reshape(groups, out_channels // groups, k)
     columns = cols.reshape(batch, groups, k, pixels)
+    target_shape = (batch, groups, out_channels // groups, pixels)
     if out.dtype == w.dtype and out.flags.c_contiguous:
-        np.matmul(w, columns, out=out.reshape(batch, groups, out_channels // groups, pixels))
+        blocked_matmul(w, columns, out.reshape(target_shape))
     else:
-        np.copyto(out, np.matmul(w, columns).reshape(out.shape), casting="unsafe")
+        result = np.empty(target_shape, w.dtype)
+        blocked_matmul(w, columns, result)
+        np.copyto(out, result.reshape(out.shape), casting="unsafe")
     if bias is not None:
         np.add(out, bias.reshape(bias.shape + (1,) * len(lengths)), out=out)

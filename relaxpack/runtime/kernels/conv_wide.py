@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .gemm_blocks import SMALL_GEMM_PRODUCTS, block_calls
 from .tiled_operand import tile_of
 
 _as_strided = np.lib.stride_tricks.as_strided
@@ -43,6 +44,11 @@ COLUMN_MULTIPLE = 8
 #: stems 0.7-0.8x the time from 32x32 to 64x96 and batch 3, 5x5/2 0.72-0.85x; 3x3/2, 2.25 taps a
 #: phase, 1.0-1.1x: the phase split and a copy per phase cost what the copy saves; 4x4/4 1.3x)
 PHASES_MIN_TAPS = 4
+#: a stride-1 conv that halves its channels or more (from 16 input channels on), whose one GEMM is
+#: above the small-matrix bar, stacks its kernel rows (:func:`stacks_rows`) while the rows' span is
+#: at most this many times the columns
+STACK_MAX_SPAN_RATIO = 1.15
+STACK_MIN_CHANNELS = 16
 
 
 @dataclass(frozen=True)
@@ -105,10 +111,38 @@ def _round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
+def stacks_rows(plan, channels: int, out_channels: int) -> bool:
+    """Whether a stride-1 wide conv multiplies its kernel rows stacked: one GEMM ``(kh * O, C * kw)
+    @ (C * kw, span)`` over the columns of one kernel row's taps (a ``span`` of ``columns + (kh - 1)
+    * d * pitch``), whose kernel rows' partial results are then summed shifted by whole plane rows
+    (the engine's ``rows`` method on wide rows). A third of the im2col copy, and a GEMM of 3x the
+    rows and a third of the depth, which OpenBLAS runs faster where the conv has few output
+    channels (UNet's decoder convs after a concat, 1 thread: 16 -> 8 channels at 64x40 55 -> 46
+    us, 32 -> 16 at 32x20 54 -> 42, 64 -> 32 at 16x10 50 -> 45; the same 16 -> 16 at 32x20 21 ->
+    24, 16 -> 16 at 16x24 12 -> 17; a GEMM under OpenBLAS's small-matrix bar, DenseNet's 16 -> 8
+    at 16x24, 10.8 -> 12.6: hence the bars)."""
+    wide, geometry = plan.strided.wide, plan.strided
+    return (wide.phases == (1, 1) and geometry.kernel[0] > 1 and channels >= STACK_MIN_CHANNELS
+            and 2 * out_channels <= channels and _span(plan) <= STACK_MAX_SPAN_RATIO * wide.columns
+            and out_channels * channels * len(plan.taps) * wide.columns > SMALL_GEMM_PRODUCTS)
+
+
+def _span(plan) -> int:
+    geometry = plan.strided
+    return geometry.wide.columns + (geometry.kernel[0] - 1) * geometry.dilation[0] * geometry.wide.pitch
+
+
 def wide_layouts(plan, batch, channels: int, out_channels: int, dtype) -> list:
     """The zero-padded input, its phase planes (strided convs), the columns ``(N, C, taps, columns)``
-    and the wide result ``(N, O, columns)``."""
+    and the wide result ``(N, O, columns)``; with stacked rows (:func:`stacks_rows`) the padded
+    input, the columns ``(N, C, kw, span)``, the kernel rows' partial results ``(N, kh * O, span)``
+    and the wide result."""
     wide = plan.strided.wide
+    if stacks_rows(plan, channels, out_channels):
+        kh, kw = plan.strided.kernel
+        span = _span(plan)
+        return [((batch, channels, *wide.padded), dtype), ((batch, channels, kw, span), dtype),
+                ((batch, kh * out_channels, span), dtype), ((batch, out_channels, wide.columns), dtype)]
     phases = [] if wide.phases == (1, 1) else \
         [((wide.phases[0] * wide.phases[1], batch, channels, wide.plane[0] * wide.plane[1]), dtype)]
     return [((batch, channels, *wide.padded), dtype), *phases,
@@ -129,6 +163,10 @@ def copies(plan, arrays) -> list[tuple[np.ndarray, np.ndarray]]:
     padded, cols = arrays[0], arrays[-2]
     batch, channels = padded.shape[:2]
     q, pitch, item = wide.columns, wide.pitch, padded.itemsize
+    if stacks_rows(plan, channels, arrays[-1].shape[1]):       # one kernel row's taps, over the span
+        cols = arrays[1]
+        return [(cols, _as_strided(padded, cols.shape, padded.strides[:2] + (geometry.dilation[1] * item, item),
+                                   writeable=False))]
     columns = cols.reshape(batch, channels, *geometry.kernel, q)
     if wide.phases == (1, 1):
         window = _as_strided(padded, columns.shape, padded.strides[:2] + (
@@ -156,20 +194,52 @@ def valid(plan, result: np.ndarray) -> np.ndarray:
                        result.strides[:2] + (plan.strided.wide.pitch * item, item), writeable=False)
 
 
+def product_weight(plan, weight: np.ndarray, groups: int, arrays) -> np.ndarray:
+    """The GEMM's left operand ``(groups, rows, depth)`` of ``weight`` (in the columns' dtype): its
+    ``(O / g, C / g * taps)`` rows, or stacked rows ``(kh * O / g, C / g * kw)`` (a copy)."""
+    work = arrays[-1].dtype
+    out_channels, per_group = weight.shape[:2]
+    if not stacks_rows(plan, arrays[0].shape[1], arrays[-1].shape[1]):
+        return weight.astype(work, copy=False).reshape(groups, out_channels // groups, -1)
+    kh, kw = plan.strided.kernel
+    w = weight.reshape(groups, out_channels // groups, per_group, kh, kw).transpose(0, 3, 1, 2, 4)
+    return np.ascontiguousarray(w, dtype=work).reshape(groups, kh * out_channels // groups, per_group * kw)
+
+
+def product_calls(plan, w: np.ndarray, arrays) -> tuple[list, list]:
+    """``(gemms, sums)``: the ``np.matmul(a, b, out=c)`` triples (:mod:`.gemm_blocks`' column blocks)
+    of ``w`` (:func:`product_weight`) times the columns, then the ``np.add(a, b, out=c)`` triples
+    that sum stacked rows' partial results into the wide result (none otherwise)."""
+    groups, rows, depth = w.shape
+    result = arrays[-1]
+    batch, out_channels, q = result.shape
+    target = result.reshape(batch, groups, out_channels // groups, q)
+    if not stacks_rows(plan, arrays[0].shape[1], out_channels):
+        return block_calls(w, arrays[-2].reshape(batch, groups, depth, q), target), []
+    span, kh = arrays[2].shape[-1], plan.strided.kernel[0]
+    gemms = block_calls(w, arrays[1].reshape(batch, groups, depth, span), arrays[2].reshape(batch, groups, rows, span))
+    partial = arrays[2].reshape(batch, groups, kh, out_channels // groups, span)
+    shift = plan.strided.dilation[0] * plan.strided.wide.pitch
+    sums = [(partial[:, :, 0, :, :q], partial[:, :, 1, :, shift:shift + q], target)]
+    sums += [(target, partial[:, :, i, :, i * shift:i * shift + q], target) for i in range(2, kh)]
+    return gemms, sums
+
+
 def run_wide(plan, x: np.ndarray, weight: np.ndarray, groups: int, out: np.ndarray, bias, arrays) -> None:
     """``out = conv(x, weight) (+ bias)`` from wide rows: padded copy (and its phases), one copy
-    into the columns per phase, one (grouped) GEMM into the wide result, the bias added there, the
-    valid pixels copied out."""
-    padded, cols, result = arrays[0], arrays[-2], arrays[-1]
+    into the columns per phase, the (grouped) GEMM into the wide result (in :mod:`.gemm_blocks`'
+    column blocks), the bias added there, the valid pixels copied out."""
+    padded, result = arrays[0], arrays[-1]
     padded.fill(0)
     interior(plan, padded)[...] = x
     for dst, src in copies(plan, arrays):
         np.copyto(dst, src)
-    batch, channels, taps, q = cols.shape
     out_channels = weight.shape[0]
-    k = channels // groups * taps
-    np.matmul(weight.reshape(groups, out_channels // groups, k), cols.reshape(batch, groups, k, q),
-              out=result.reshape(batch, groups, out_channels // groups, q))
+    gemms, sums = product_calls(plan, product_weight(plan, weight, groups, arrays), arrays)
+    for a, b, c in gemms:
+        np.matmul(a, b, out=c)
+    for a, b, c in sums:
+        np.add(a, b, out=c)
     if bias is not None:
         np.add(result, bias.reshape(out_channels, 1), out=result)
     np.copyto(out, valid(plan, result), casting="unsafe")
@@ -189,24 +259,28 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
     own = arrays[0].nbytes <= OWN_PADDED_MAX_BYTES
     if own:
         arrays = [np.zeros(arrays[0].shape, arrays[0].dtype), *arrays[1:]]
-    padded, cols, result = arrays[0], arrays[-2], arrays[-1]
+    padded, result = arrays[0], arrays[-1]
     work = result.dtype
-    batch, channels, taps, q = cols.shape
-    out_channels = weight.shape[0]
-    k = channels // groups * taps
-    w = weight.astype(work, copy=False).reshape(groups, out_channels // groups, k)   # float16: a float32 copy
-    convert = work != weight.dtype and not fixed_weight
+    batch, out_channels, q = result.shape
+    stacked = stacks_rows(plan, padded.shape[1], out_channels)
+    w = product_weight(plan, weight, groups, arrays)    # float16 or stacked rows: a copy
+    # a weight computed at run time is converted or stacked again every call
+    convert = (work != weight.dtype or stacked) and not fixed_weight
     inner = interior(plan, padded)
     moves = copies(plan, arrays)
-    columns = cols.reshape(batch, groups, k, q)
-    target = result.reshape(batch, groups, out_channels // groups, q)
+    gemms, sums = product_calls(plan, w, arrays)
     wide_valid = valid(plan, result)
     bias_in_result = bias is not None and work == out.dtype
     bias_b = None if bias is None else bias.reshape((out_channels, 1) if bias_in_result else (out_channels, 1, 1))
     if bias_in_result and fixed_bias:
         whole = tile_of(bias_b, result)
         bias_b = bias_b if whole is None else whole
-    copy, matmul, add = np.copyto, np.matmul, np.add
+    copy, matmul, dot, add = np.copyto, np.matmul, np.dot, np.add
+    # one image, one group, one call: a 2-d np.dot, the same sgemm call as matmul's (bit for bit)
+    # without its ~0.4 us of batch iteration (as the strided runner's)
+    a, b, c = gemms[0]
+    single = (a[0], b[0, 0], c[0, 0]) if len(gemms) == 1 and batch == 1 and groups == 1 \
+        and min(a.shape[-2], a.shape[-1], b.shape[-1]) >= 2 and c[0, 0].flags.c_contiguous else None
     # the copies in and out by rows as void items, where no conversion is made (same bytes)
     same = work == out.dtype
     row = np.dtype((np.void, inner.shape[-1] * inner.itemsize))
@@ -228,8 +302,14 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
         for dst, src in moves:
             copy(dst, src)
         if convert:
-            copy(w, weight.reshape(w.shape))
-        matmul(w, columns, out=target)
+            copy(w, product_weight(plan, weight, groups, arrays) if stacked else weight.reshape(w.shape))
+        if single is not None:
+            dot(*single)
+        else:
+            for gemm in gemms:
+                matmul(*gemm[:2], out=gemm[2])
+        for total in sums:
+            add(*total[:2], out=total[2])
         if bias_in_result:
             add(result, bias_b, out=result)
         if relu:

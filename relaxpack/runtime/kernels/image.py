@@ -22,7 +22,7 @@ from ...errors import ShapeError
 from ._math import normalize_axis
 from ._workspace import Scratch
 from ._registry import register_kernel
-from . import resize_dense
+from . import resize_dense, resize_gather
 
 # ---------------------------------------------------------------- image.resize
 
@@ -407,8 +407,9 @@ def _repeat_runner(plan, out: np.ndarray):
 
 
 def _specialize_resize(attrs: dict, constant: tuple):
-    """Per instruction: a nearest resize by repeats keeps its plan and view of ``out`` while the
-    call passes the same ``out`` (an arena view) and data of the same shape and sizes."""
+    """Per instruction: a nearest resize by repeats (or by one flat gather, :mod:`.resize_gather`)
+    keeps its plan and view of ``out`` while the call passes the same ``out`` (an arena view) and
+    data of the same shape and sizes."""
     if attrs.get("method") != "nearest_neighbor":
         return lambda data, size, *, out, workspace=None: resize(data, size, out=out, **attrs)
     state = [None, None]        # (data shape, dtype, sizes, out), its runner (None: the kernel's)
@@ -441,9 +442,40 @@ def _prepare_resize(data, size, out, attrs):
     expected = list(data.shape)
     for a, n in zip(axes, size):
         expected[a] = n
-    if plan is None or len(size) != len(axes) or tuple(out.shape) != tuple(expected):
+    if len(size) != len(axes) or tuple(out.shape) != tuple(expected):
         return None
+    if plan is None:            # not whole repeats: one gather through a flat index, if the axes are adjacent
+        gather = _gather_plan(data.shape, axes, size, None if scales is None else tuple(float(s) for s in scales),
+                              None if roi is None else tuple(float(r) for r in roi),
+                              *(attrs[k] for k in _REPEAT_ATTRS[:2]), float(attrs["cubic_alpha"]),
+                              bool(attrs["cubic_exclude"]), bool(attrs["antialias"]))
+        return None if gather is None else resize_gather.runner(gather, out)
     return _repeat_runner(plan, out)
+
+
+@functools.lru_cache(maxsize=256)
+def _gather_plan(shape: tuple, axes: tuple, size: tuple, scales, roi, mode: str, rounding: str,
+                 cubic_alpha: float, exclude_outside: bool, antialias: bool):
+    """:func:`.resize_gather.plan` of a nearest resize, from the cells :func:`_resize_axis` takes
+    along each axis (None where it skips the identity); None where an axis extrapolates or is
+    empty (the kernel's path)."""
+    indices = []
+    for i, axis in enumerate(axes):
+        in_w, out_w = shape[axis], size[i]
+        if in_w == 0 or out_w == 0:
+            return None
+        scale = out_w / in_w if scales is None else float(scales[i])
+        axis_roi = _axis_roi(roi, i, len(axes))
+        if math.isclose(scale, 1.0) and out_w == in_w and (
+                axis_roi is None or (math.isclose(axis_roi[0], 0.0) and math.isclose(axis_roi[1], 1.0))):
+            indices.append(None)
+            continue
+        _, _, outside, nearest = _axis_taps(mode, out_w, in_w, scale, axis_roi, "nearest_neighbor", rounding,
+                                            cubic_alpha, exclude_outside, antialias)
+        if outside is not None and outside.any():
+            return None
+        indices.append(nearest)
+    return resize_gather.plan(shape, axes, tuple(indices))
 
 
 resize.specialize_attrs = _specialize_resize
