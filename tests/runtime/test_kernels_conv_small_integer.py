@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from relaxpack.ir.op import get_op_def
-from relaxpack.runtime.kernels import conv_small, integer_exact
-from relaxpack.runtime.kernels.fused import conv_bias_act
+from relaxpack.runtime.kernels import conv_small
+from relaxpack.runtime.kernels.fused import conv_bias_act, declarer
 
 from .test_kernels_integer_exact import _reference_conv
 
@@ -21,7 +21,6 @@ def _specialized(attrs, generic_calls: list):
     def generic(*args, **kwargs):
         generic_calls.append(1)
         conv_bias_act(*args, **kwargs)
-    from relaxpack.runtime.kernels.fused import declarer
     return conv_small.specialize(generic, (False, True, True), declare=declarer((False, True, True)), **attrs)
 
 
