@@ -340,3 +340,24 @@ def test_trees_of_at_most_8_leaves_score_by_bytes_as_rank_scores(trees, targets,
         got, want = score(x), rank_scores(ranks, bits.weights, bits.offsets, x)
         assert got.shape == want.shape == (n, targets)
         np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+@pytest.mark.parametrize("trees", [255, 256, 257])
+def test_byte_lanes_hold_the_tree_number_up_to_256_trees_in_uint16_then_uint32(trees):
+    """The byte form's lane holds ``256 t + mask``: uint16 lanes while the tree number fits their
+    high byte (256 trees), uint32 from 257; both give rank_scores' bits."""
+    from relaxpack.runtime.kernels.tree_gemm import gemm_plan
+    from relaxpack.runtime.kernels.tree_ranks import _byte_scorer, rank_scorer, rank_scores
+    rng = np.random.default_rng(trees)
+    values = np.array([-np.inf, -1.5, -0.0, 0.0, 0.5, 1.0, np.inf, np.nan, 2.0])
+    walk, slots, root_slots = pack_trees(*_shallow_forest(rng, trees, 4, values))
+    leaves = rng.standard_normal((walk.shape[1] // 2, 1))
+    plan = gemm_plan(walk, slots, root_slots, leaves, 12)
+    ranks, bits = plan.ranks, plan.bits
+    byte_form = _byte_scorer(ranks.union.table, bits.weights, bits.offsets)
+    assert byte_form[2] == (np.uint16 if trees <= 256 else np.uint32)
+    score = rank_scorer(ranks, bits.weights, bits.offsets)
+    for n in (0, 1, 3, 17):
+        x = rng.choice(values, size=(n, 4)).astype(np.float32)
+        np.testing.assert_array_equal(score(x).view(np.uint64),
+                                      rank_scores(ranks, bits.weights, bits.offsets, x).view(np.uint64))

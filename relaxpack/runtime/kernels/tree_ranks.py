@@ -211,13 +211,13 @@ def rank_scorer(ranks: TreeRanks, weights: np.ndarray, offsets: np.ndarray):
     leading = type(columns) is int
     take_weights, and_reduce, add_reduce, count = weights.take, np.bitwise_and.reduce, np.add.reduce, np.bitwise_count
     if by_bytes is not None:
-        rows_of, take_weights, offsets, trees = by_bytes[0].take, by_bytes[1].take, by_bytes[2], offsets.shape[0]
+        rows_of, take_weights, lane, trees = by_bytes[0].take, by_bytes[1].take, by_bytes[2], offsets.shape[0]
 
         def score(x):
             rows = search(x.T[:columns] if leading else x.T.take(columns, axis=0))   # (U, N)
             rows += starts
-            left = and_reduce(rows_of(rows, axis=0), 0).view(np.uint8)[:, :trees]   # (N, T): 2 ** leaf
-            scores = add_reduce(take_weights(left.T + offsets, axis=0), 0)            # (T, N, K') -> (N, K')
+            index = and_reduce(rows_of(rows, axis=0), 0).view(lane)[:, :trees]       # (N, T): 256 t + 2 ** leaf
+            scores = add_reduce(take_weights(index.T, axis=0), 0)                      # (T, N, K') -> (N, K')
             return scores[:, :3] if targets == 3 else scores
         return score
     rows_of = union.table.take
@@ -238,23 +238,30 @@ BYTE_LEAVES = 8
 
 def _byte_scorer(table: np.ndarray, weights: np.ndarray, offsets: np.ndarray):
     """Trees of at most 8 leaves (gradient boosting's usual depth 3) as one byte each: ``(table
-    packed 8 trees a uint64 word, weights by (tree, byte), offsets t * 256)``, None for larger
-    trees or a weight table above :data:`MAX_TABLE_VALUES`. The AND of the words is the AND of
-    the bytes, and the byte left, ``2 ** leaf``, indexes its tree's 256 weight rows (zero but at
-    the powers of two): one addition where the bit's position took three calls (subtract, count,
-    add), on an eighth of the words. Built and read as bytes, so the byte order of the machine's
-    words never matters."""
+    packed into uint64 words of lanes, weights by (tree, byte), the lane dtype)``, None for
+    larger trees or a weight table above :data:`MAX_TABLE_VALUES`. Tree ``t``'s lane holds its
+    mask byte under ``t`` (``256 t + mask``: uint16 lanes, four a word, up to 256 trees, else
+    uint32): every row holds the same ``t`` there, so the AND of the words keeps it and the lane
+    left is ``256 t + 2 ** leaf``, the row of ``t``'s 256 weight rows (zero but at the powers of
+    two) to gather, with no index arithmetic (the bit's position took three calls, an offset
+    added to the byte one). Built and read as lanes, so the byte order of the machine's words
+    never matters."""
     trees = offsets.shape[0]
     leaves = weights.shape[0] // trees if trees else 0
     if not trees or leaves > BYTE_LEAVES or trees * 256 * weights.shape[1] > MAX_TABLE_VALUES:
         return None
-    width = -(-trees // 8) * 8
-    packed = np.zeros((table.shape[0], width), np.uint8)
-    packed[:, :trees] = table & np.uint64(0xFF)         # (a leaf's bit is below 8: the rest is never left)
+    lane = np.dtype(np.uint16 if trees <= LANE16_MAX_TREES else np.uint32)
+    per_word = 8 // lane.itemsize
+    packed = np.zeros((table.shape[0], -(-trees // per_word) * per_word), lane)
+    # (a leaf's bit is below 8: the rest of the mask is never left)
+    packed[:, :trees] = (table & np.uint64(0xFF)).astype(lane) | (np.arange(trees, dtype=lane) << lane.type(8))
     by_byte = np.zeros((trees, 256, weights.shape[1]))
     by_byte[:, np.left_shift(1, np.arange(leaves))] = weights.reshape(trees, leaves, -1)
-    return (packed.view(np.uint64), by_byte.reshape(trees * 256, -1),
-            (np.arange(trees, dtype=np.intp) * 256)[:, None])
+    return packed.view(np.uint64), by_byte.reshape(trees * 256, -1), lane
+
+
+#: the most trees whose lane number fits a uint16 lane's high byte
+LANE16_MAX_TREES = 256
 
 
 def _left_by_counts(ranks: TreeRanks, x: np.ndarray) -> np.ndarray:
