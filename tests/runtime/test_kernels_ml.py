@@ -40,7 +40,7 @@ def test_normalizer_leaves_zero_rows():
     np.testing.assert_allclose(out, [[0, 0], [0.6, -0.8]])
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int64])
 def test_l1_normalizer_is_the_float64_quotient_and_keeps_zero_rows(dtype):
     """L1 raises the norm to the least subnormal instead of testing it for zero: zero rows
     (signed zeros included) stay, NaN rows stay NaN, subnormal and huge rows divide as in
@@ -49,7 +49,8 @@ def test_l1_normalizer_is_the_float64_quotient_and_keeps_zero_rows(dtype):
                   [1e308, 1e308, -1.0], [-3.0, 0.0, 0.0]])
     if dtype == np.int64:
         x = np.array([[0, 0, 0], [1, -2, 5], [-3, 0, 0], [7, 7, 0]])
-    x = x.astype(dtype)
+    with np.errstate(over="ignore"):
+        x = x.astype(dtype)
     x64 = x.astype(np.float64)
     norm = np.abs(x64).sum(axis=1, keepdims=True)
     want = np.where(norm == 0, x64, x64 / np.where(norm == 0, 1.0, norm)).astype(np.float32)
@@ -127,14 +128,14 @@ def test_a_tree_deeper_than_declared_is_an_error():
 @pytest.mark.parametrize("specialized", [False, True])
 def test_linear_classifier_labels_and_scores_as_the_plain_formula(classes, post_transform, specialized):
     """The in-place softmax and the argmax written into ``out`` give the plain formula's bits:
-    random rows, rows with NaN and infinities, batches 0, 1 and 7, the binary (one-row) model."""
+    random rows, rows with NaN and infinities, batches 0-7 and 1025, the binary (one-row) model."""
     from relaxpack.runtime.kernels.ml import linear_classifier
     rng = np.random.default_rng(classes)
     coef = rng.normal(size=(classes, 4)).astype(np.float32)
     bias = rng.normal(size=classes).astype(np.float32)
     call = (linear_classifier.specialize_attrs({"post_transform": post_transform}, (False, True, True))
             if specialized else lambda x, c, i, out: linear_classifier(x, c, i, out=out, post_transform=post_transform))
-    for n in (0, 1, 7):
+    for n in (0, 1, 2, 7, 1025):         # (1025: past RowTiles' kept sizes, the bias broadcasts)
         x = rng.normal(0, 20, (n, 4)).astype(np.float32)
         if n == 7:
             x[2, 1], x[3, 0], x[4, :] = np.nan, np.inf, -np.inf
@@ -151,6 +152,23 @@ def test_linear_classifier_labels_and_scores_as_the_plain_formula(classes, post_
             probs = transform_scores(scores, post_transform).astype(np.float32)
         np.testing.assert_array_equal(got[0], labels)
         np.testing.assert_array_equal(got[1].view(np.uint32), probs.view(np.uint32))
+
+
+def test_row_tiles_are_the_row_repeated_read_only_within_their_limits():
+    """RowTiles gives the row for 0 and 1 rows, a kept read-only (n, K) copy up to TILE_MAX_ROWS
+    rows and TILE_KEEP sizes, the row beyond; a tile added gives the broadcast sum's bits."""
+    from relaxpack.runtime.kernels.ml import TILE_KEEP, TILE_MAX_ROWS, RowTiles
+    row = np.array([[1e-300, -0.0, np.nan, 3.5]])
+    tiles = RowTiles(row)
+    assert tiles(0) is row and tiles(1) is row and tiles(TILE_MAX_ROWS + 1) is row
+    tile = tiles(TILE_MAX_ROWS)
+    assert tile.shape == (TILE_MAX_ROWS, 4) and not tile.flags.writeable and tiles(TILE_MAX_ROWS) is tile
+    np.testing.assert_array_equal(tile.view(np.uint64), np.repeat(row, TILE_MAX_ROWS, 0).view(np.uint64))
+    scores = np.random.default_rng(0).standard_normal((7, 4))
+    np.testing.assert_array_equal((scores + tiles(7)).view(np.uint64), (scores + row).view(np.uint64))
+    for n in range(2, 2 + TILE_KEEP):
+        tiles(n)
+    assert len(tiles.tiles) == TILE_KEEP and tiles(2 + TILE_KEEP) is row
 
 
 @pytest.mark.parametrize("row", [[-0.0, 0.0, -1.0], [0.0, -0.0, -0.0], [1e308, 1e308, 0.0], [np.nan, 1.0, 2.0],
