@@ -186,6 +186,27 @@ def test_one_row_softmax_is_the_transform_bit_for_bit(row):
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
+@pytest.mark.parametrize("classes", [1, 2, 3, 7, 8])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_row_softmax_in_python_floats_is_the_transform_bit_for_bit(classes, dtype, monkeypatch):
+    """One finite row of at most 7 scores takes Python floats but for numpy's exp: the transform's
+    bits over 16 decades and near exp's overflow and underflow, into float32 and float64; 8
+    scores keep the arrays."""
+    from relaxpack.runtime.kernels import ml
+    taken = []
+    one_row = ml._softmax_one_row
+    monkeypatch.setattr(ml, "_softmax_one_row", lambda *a: taken.append(one_row(*a)) or taken[-1])
+    rng = np.random.default_rng(classes)
+    for scale in (1e-8, 1.0, 30.0, 300.0, 1e4):
+        scores = rng.standard_normal((1, classes)) * scale
+        got = np.empty(scores.shape, dtype)
+        with np.errstate(all="ignore"):
+            want = transform_scores(scores, "SOFTMAX").astype(dtype)
+            ml.softmax_into(scores.copy(), got)
+        np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{got.itemsize}"))
+    assert taken == ([True] * 5 if classes <= 7 else [])
+
+
 @pytest.mark.parametrize("classes", [2, 3, 7, 8])
 @pytest.mark.parametrize("rows", [15, 16, 17, 64])
 @pytest.mark.parametrize("special", [False, True], ids=["finite", "nan_inf_zeros"])

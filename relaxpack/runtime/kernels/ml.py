@@ -50,8 +50,9 @@ def softmax_into(scores: np.ndarray, probs: np.ndarray) -> None:
     the reductions take their arguments by position, and the float64 quotient is rounded into
     ``probs`` by assignment (a ``divide`` with ``out=`` and ``casting=`` costs more)."""
     if scores.size:
-        if scores.shape[0] >= COLUMNS_MIN_ROWS and scores.shape[1] <= SEQUENTIAL_SUM_MAX \
-                and _softmax_by_columns(scores, probs):
+        if scores.shape[1] <= SEQUENTIAL_SUM_MAX and (
+                _softmax_one_row(scores, probs) if scores.shape[0] == 1 else
+                scores.shape[0] >= COLUMNS_MIN_ROWS and _softmax_by_columns(scores, probs)):
             return
         np.subtract(scores, _row_max(scores), scores)
         np.exp(scores, scores)
@@ -81,6 +82,25 @@ def _softmax_by_columns(scores: np.ndarray, probs: np.ndarray) -> bool:
     np.exp(columns, columns)
     columns /= _SUM(columns, 0)
     probs[...] = columns.T
+    return True
+
+
+def _softmax_one_row(scores: np.ndarray, probs: np.ndarray) -> bool:
+    """:func:`softmax_into` of one row of at most :data:`SEQUENTIAL_SUM_MAX` finite float64 scores
+    in Python floats but for the exp: the max, the differences (IEEE float64 subtractions), numpy's
+    exp of them (the same float64 loop on the same values), the sum one value after the other (as
+    np.add.reduce adds fewer than 8) and the quotients, assigned (rounded as numpy rounds): the
+    same bits in half the calls (2.3 -> 1.9 us). Returns False, writing nothing and leaving
+    ``scores`` as they were, for a row holding an inf or NaN or whose sum overflows."""
+    row = scores.tolist()[0]
+    if not math.isfinite(sum(row)):
+        return False
+    top = max(row)
+    exps = np.exp([v - top for v in row]).tolist()
+    total = 0.0
+    for v in exps:
+        total += v              # (the max's term is 1: 1 <= total <= K)
+    probs[0] = [v / total for v in exps]
     return True
 
 
