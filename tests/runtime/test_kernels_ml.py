@@ -156,7 +156,8 @@ def test_linear_classifier_labels_and_scores_as_the_plain_formula(classes, post_
 
 def test_row_tiles_are_the_row_repeated_read_only_within_their_limits():
     """RowTiles gives the row for 0 and 1 rows, a kept read-only (n, K) copy up to TILE_MAX_ROWS
-    rows and TILE_KEEP sizes, the row beyond; a tile added gives the broadcast sum's bits."""
+    rows and TILE_KEEP sizes, the row beyond; a tile added gives the broadcast sum's bits; with
+    axis=1 a column's (K, n) copies."""
     from relaxpack.runtime.kernels.ml import TILE_KEEP, TILE_MAX_ROWS, RowTiles
     row = np.array([[1e-300, -0.0, np.nan, 3.5]])
     tiles = RowTiles(row)
@@ -169,6 +170,11 @@ def test_row_tiles_are_the_row_repeated_read_only_within_their_limits():
     for n in range(2, 2 + TILE_KEEP):
         tiles(n)
     assert len(tiles.tiles) == TILE_KEEP and tiles(2 + TILE_KEEP) is row
+    column = np.array([[0], [100], [7]], np.intp)          # axis=1: a column repeated along the rows
+    columns = RowTiles(column, axis=1)
+    assert columns(1) is column and columns(TILE_MAX_ROWS + 1) is column
+    np.testing.assert_array_equal(columns(5), np.repeat(column, 5, 1))
+    assert columns(5).shape == (3, 5) and not columns(5).flags.writeable
 
 
 @pytest.mark.parametrize("row", [[-0.0, 0.0, -1.0], [0.0, -0.0, -0.0], [1e308, 1e308, 0.0], [np.nan, 1.0, 2.0],

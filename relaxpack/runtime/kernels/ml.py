@@ -150,16 +150,17 @@ def divide_row_by_sum(values: np.ndarray, out: np.ndarray, absolute: bool = Fals
 
 
 class RowTiles:
-    """A constant row ``(1, K)`` as ``(n, K)`` copies, kept per ``n`` (read-only): adding one
-    to an ``(n, K)`` array is a same-shape ufunc call, where adding the row broadcasts (numpy's
-    iterator: ~0.5 us more a call on a few rows). The same values added, so the same sums. One
-    row (or none) gives the row itself; more than :data:`TILE_MAX_ROWS` rows, or more than
-    :data:`TILE_KEEP` sizes kept, the row (broadcast)."""
+    """A constant row ``(1, K)`` as ``(n, K)`` copies (a column ``(K, 1)`` as ``(K, n)`` with
+    ``axis=1``), kept per ``n`` (read-only): adding one to an ``(n, K)`` array is a same-shape
+    ufunc call, where adding the row broadcasts (numpy's iterator: ~0.5 us more a call on a few
+    rows). The same values added, so the same sums. One row (or none) gives the row itself; more
+    than :data:`TILE_MAX_ROWS` rows, or more than :data:`TILE_KEEP` sizes kept, the row
+    (broadcast)."""
 
-    __slots__ = ("row", "tiles")
+    __slots__ = ("row", "tiles", "axis")
 
-    def __init__(self, row: np.ndarray):
-        self.row = row
+    def __init__(self, row: np.ndarray, axis: int = 0):
+        self.row, self.axis = row, axis
         self.tiles = {0: row, 1: row}
 
     def __call__(self, n: int) -> np.ndarray:
@@ -168,7 +169,7 @@ class RowTiles:
             return tile
         if n > TILE_MAX_ROWS or len(self.tiles) >= TILE_KEEP:
             return self.row
-        tile = np.repeat(self.row, n, axis=0)
+        tile = np.repeat(self.row, n, axis=self.axis)
         tile.flags.writeable = False
         self.tiles[n] = tile
         return tile

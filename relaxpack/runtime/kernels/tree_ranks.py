@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..fpstate import quiet
+from .ml import RowTiles
 
 #: table rows x trees the ranks keep at most (uint64 each: 2 MiB)
 MAX_TABLE_VALUES = 1 << 18
@@ -208,7 +209,8 @@ def rank_scorer(ranks: TreeRanks, weights: np.ndarray, offsets: np.ndarray):
     targets = weights.shape[1]
     if targets == 3:
         weights = np.concatenate((weights, np.zeros((weights.shape[0], 1))), axis=1)
-    search, starts, columns = union.values.searchsorted, union.starts, union.columns
+    # (the starts repeated per batch size: a same-shape add, where the (U, 1) column broadcast)
+    search, starts, columns = union.values.searchsorted, RowTiles(union.starts, axis=1), union.columns
     by_bytes = _byte_scorer(union.table, weights, offsets)
     leading = type(columns) is int
     take_weights, and_reduce, add_reduce, count = weights.take, np.bitwise_and.reduce, np.add.reduce, np.bitwise_count
@@ -217,7 +219,7 @@ def rank_scorer(ranks: TreeRanks, weights: np.ndarray, offsets: np.ndarray):
 
         def score(x):
             rows = search(x.T[:columns] if leading else x.T.take(columns, axis=0))   # (U, N)
-            rows += starts
+            rows += starts(rows.shape[1])
             index = and_reduce(rows_of(rows, axis=0), 0).view(lane)[:, :trees]       # (N, T): 256 t + 2 ** leaf
             scores = add_reduce(take_weights(index.T, axis=0), 0)                      # (T, N, K') -> (N, K')
             return scores[:, :3] if targets == 3 else scores
@@ -228,7 +230,7 @@ def rank_scorer(ranks: TreeRanks, weights: np.ndarray, offsets: np.ndarray):
 
         def score(x):
             rows = search(x.T[:columns] if leading else x.T.take(columns, axis=0))   # (U, N)
-            rows += starts
+            rows += starts(rows.shape[1])
             left = and_reduce(rows_of(rows, axis=0), 0)                               # (N, T): t << 56 | 2 ** leaf
             left %= modulus                                                           # its weights row
             scores = add_reduce(take_weights(left.T, axis=0), 0)                      # (T, N, K') -> (N, K')
@@ -238,7 +240,7 @@ def rank_scorer(ranks: TreeRanks, weights: np.ndarray, offsets: np.ndarray):
 
     def score(x):
         rows = search(x.T[:columns] if leading else x.T.take(columns, axis=0))       # (U, N)
-        rows += starts
+        rows += starts(rows.shape[1])
         left = and_reduce(rows_of(rows, axis=0), 0)                                   # (N, T)
         left -= _ONE
         scores = add_reduce(take_weights(count(left.T) + offsets, axis=0), 0)        # (T, N, K') -> (N, K')
