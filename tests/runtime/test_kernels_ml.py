@@ -128,14 +128,14 @@ def test_a_tree_deeper_than_declared_is_an_error():
 @pytest.mark.parametrize("specialized", [False, True])
 def test_linear_classifier_labels_and_scores_as_the_plain_formula(classes, post_transform, specialized):
     """The in-place softmax and the argmax written into ``out`` give the plain formula's bits:
-    random rows, rows with NaN and infinities, batches 0-7 and 1025, the binary (one-row) model."""
+    random rows, rows with NaN and infinities, batches 0-7 and 8193, the binary (one-row) model."""
     from relaxpack.runtime.kernels.ml import linear_classifier
     rng = np.random.default_rng(classes)
     coef = rng.normal(size=(classes, 4)).astype(np.float32)
     bias = rng.normal(size=classes).astype(np.float32)
     call = (linear_classifier.specialize_attrs({"post_transform": post_transform}, (False, True, True))
             if specialized else lambda x, c, i, out: linear_classifier(x, c, i, out=out, post_transform=post_transform))
-    for n in (0, 1, 2, 7, 1025):         # (1025: past RowTiles' kept sizes, the bias broadcasts)
+    for n in (0, 1, 2, 7, 8193):         # (8193: past RowTiles' largest tile, the bias broadcasts)
         x = rng.normal(0, 20, (n, 4)).astype(np.float32)
         if n == 7:
             x[2, 1], x[3, 0], x[4, :] = np.nan, np.inf, -np.inf
@@ -155,16 +155,17 @@ def test_linear_classifier_labels_and_scores_as_the_plain_formula(classes, post_
 
 
 def test_row_tiles_are_the_row_repeated_read_only_within_their_limits():
-    """RowTiles gives the row for 0 and 1 rows, a kept read-only (n, K) copy up to TILE_MAX_ROWS
-    rows and TILE_KEEP sizes, the row beyond; a tile added gives the broadcast sum's bits; with
+    """RowTiles gives the row for 0 and 1 rows, a kept read-only (n, K) copy up to TILE_MAX_VALUES
+    values and TILE_KEEP sizes, the row beyond; a tile added gives the broadcast sum's bits; with
     axis=1 a column's (K, n) copies."""
-    from relaxpack.runtime.kernels.ml import TILE_KEEP, TILE_MAX_ROWS, RowTiles
+    from relaxpack.runtime.kernels.ml import TILE_KEEP, TILE_MAX_VALUES, RowTiles
     row = np.array([[1e-300, -0.0, np.nan, 3.5]])
+    most = TILE_MAX_VALUES // 4
     tiles = RowTiles(row)
-    assert tiles(0) is row and tiles(1) is row and tiles(TILE_MAX_ROWS + 1) is row
-    tile = tiles(TILE_MAX_ROWS)
-    assert tile.shape == (TILE_MAX_ROWS, 4) and not tile.flags.writeable and tiles(TILE_MAX_ROWS) is tile
-    np.testing.assert_array_equal(tile.view(np.uint64), np.repeat(row, TILE_MAX_ROWS, 0).view(np.uint64))
+    assert tiles(0) is row and tiles(1) is row and tiles(most + 1) is row
+    tile = tiles(most)
+    assert tile.shape == (most, 4) and not tile.flags.writeable and tiles(most) is tile
+    np.testing.assert_array_equal(tile.view(np.uint64), np.repeat(row, most, 0).view(np.uint64))
     scores = np.random.default_rng(0).standard_normal((7, 4))
     np.testing.assert_array_equal((scores + tiles(7)).view(np.uint64), (scores + row).view(np.uint64))
     for n in range(2, 2 + TILE_KEEP):
@@ -172,7 +173,7 @@ def test_row_tiles_are_the_row_repeated_read_only_within_their_limits():
     assert len(tiles.tiles) == TILE_KEEP and tiles(2 + TILE_KEEP) is row
     column = np.array([[0], [100], [7]], np.intp)          # axis=1: a column repeated along the rows
     columns = RowTiles(column, axis=1)
-    assert columns(1) is column and columns(TILE_MAX_ROWS + 1) is column
+    assert columns(1) is column and columns(TILE_MAX_VALUES // 3 + 1) is column
     np.testing.assert_array_equal(columns(5), np.repeat(column, 5, 1))
     assert columns(5).shape == (3, 5) and not columns(5).flags.writeable
 

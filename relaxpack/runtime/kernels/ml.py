@@ -153,9 +153,9 @@ class RowTiles:
     """A constant row ``(1, K)`` as ``(n, K)`` copies (a column ``(K, 1)`` as ``(K, n)`` with
     ``axis=1``), kept per ``n`` (read-only): adding one to an ``(n, K)`` array is a same-shape
     ufunc call, where adding the row broadcasts (numpy's iterator: ~0.5 us more a call on a few
-    rows). The same values added, so the same sums. One row (or none) gives the row itself; more
-    than :data:`TILE_MAX_ROWS` rows, or more than :data:`TILE_KEEP` sizes kept, the row
-    (broadcast)."""
+    rows). The same values added, so the same sums. One row (or none) gives the row itself; a
+    tile of more than :data:`TILE_MAX_VALUES` values, or more than :data:`TILE_KEEP` sizes
+    kept, the row (broadcast)."""
 
     __slots__ = ("row", "tiles", "axis")
 
@@ -167,7 +167,7 @@ class RowTiles:
         tile = self.tiles.get(n)
         if tile is not None:
             return tile
-        if n > TILE_MAX_ROWS or len(self.tiles) >= TILE_KEEP:
+        if n * self.row.size > TILE_MAX_VALUES or len(self.tiles) >= TILE_KEEP:
             return self.row
         tile = np.repeat(self.row, n, axis=self.axis)
         tile.flags.writeable = False
@@ -175,9 +175,9 @@ class RowTiles:
         return tile
 
 
-#: the most rows a kept tile has, and the most sizes kept per row (64 KiB of three float64
-#: columns at most per size: batches beyond broadcast, their arithmetic outweighs the call)
-TILE_MAX_ROWS, TILE_KEEP = 1024, 16
+#: the most values a kept tile has (64 KiB of float64: larger batches broadcast, their
+#: arithmetic outweighs the call) and the most sizes kept per row
+TILE_MAX_VALUES, TILE_KEEP = 1 << 13, 16
 
 
 def _erfinv(y: np.ndarray) -> np.ndarray:
