@@ -21,7 +21,8 @@ Rules: ``concat_of_split_pieces`` (table :data:`RULES`) replaces a run of parts 
 order) by the split's input; then :func:`split_as_slice` makes a split that is read only
 through ``s[i]`` of one ``i`` (its other pieces dead) a ``strided_slice`` of that piece, when
 the split axis's length is known. Runs after ConvertLayout (a split is a layout region's
-boundary either way).
+boundary either way). The table also makes a channel shuffle of a concat one interleaving concat
+(:mod:`.shuffle_of_concat`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ..ops.registry import make_call
 from ..runtime.kernels.manipulate import split_points
 from .core.infra import function_pass
 from .core.rules import Match, Rule, RewriteTable, is_op, wildcard
+from . import shuffle_of_concat
 from .dead_code_elimination import count_uses, eliminate_dead_bindings
 
 
@@ -101,6 +103,7 @@ def concat_of_split(m: Match):
 RULES = RewriteTable("ConcatOfSplit", [
     Rule("concat_of_split_pieces", is_op("concat")(wildcard("parts"), name="concat"),
          concat_of_split_check, concat_of_split),
+    shuffle_of_concat.RULE,
 ])
 
 

@@ -38,7 +38,7 @@ from ..errors import PassError
 from ..ir.block_builder import BlockBuilder
 from ..ir.equality import structural_equal
 from ..ir.expr import (
-    BindingBlock, Call, Constant, Function, GlobalVar, If, Op, SeqExpr, Span, Var, VarBinding,
+    BindingBlock, Call, Constant, Function, GlobalVar, If, Op, PrimValue, SeqExpr, ShapeExpr, Span, Var, VarBinding,
 )
 from ..ir.module import IRModule
 from ..ir.struct_info import TensorStructInfo
@@ -47,6 +47,7 @@ from ..ir.well_formed import function_analyzer
 from ..ops.definitions.fused_elementwise import fusible_kind, same_layout, same_shape
 from ..runtime.kernels import KERNELS, bare_ufunc
 from ..runtime.kernels.fused_elementwise import plan_buffers
+from ..runtime.shape_memo import MEMO_KERNELS
 from .core.infra import module_pass
 from .lower_fused import recipe_of
 
@@ -140,6 +141,33 @@ def _ufunc_pair(group) -> bool:
     return True
 
 
+def _shape_only(bindings: list) -> set:
+    """The vars of ``bindings`` whose values are functions of the input shapes alone (and
+    constants): ops the shape memo runs (``runtime.shape_memo.MEMO_KERNELS``) of constants,
+    prim values, shapes and such vars, at least one of them not a constant (a symbolic dim's
+    ``shape_to_tensor``: a pool's count). At the function's top level (the shape memo keeps no
+    value of an If branch) such a value stays out of a group that reads data: fused into it, its
+    steps ran on every call; on its own (or in a group of its kind) the compiled function's shape
+    memo computes it once per input shape (``analysis.shape_values``)."""
+    found: set = set()
+    for b in bindings:
+        call = b.value if isinstance(b, VarBinding) else None
+        if not (isinstance(call, Call) and isinstance(call.op, Op) and call.op.name in MEMO_KERNELS):
+            continue
+        symbolic = False
+        for a in call.args:
+            if isinstance(a, Var) and a in found:
+                symbolic = True
+            elif isinstance(a, ShapeExpr):
+                symbolic = symbolic or not all(isinstance(d, int) for d in a.values)
+            elif not isinstance(a, (Constant, PrimValue)):
+                break
+        else:
+            if symbolic:
+                found.add(b.var)
+    return found
+
+
 def _params(ordered: list) -> list:
     """The group's inputs from outside it (vars and constants), in order of first use."""
     inside = {id(m.var) for m in ordered}
@@ -185,6 +213,7 @@ class _Fuser:
         uses.visit_expr(func)
         self.users, self.body_bindings = uses.users, uses.body_bindings
         self.made: dict = {}       # fused-function key -> name (see _key)
+        self.depth = 0              # inside how many If branches
 
     def run(self) -> Function:
         body = self.seq(self.func.body)
@@ -222,7 +251,12 @@ class _Fuser:
     def nested(self, binding):
         value = binding.value
         if isinstance(binding, VarBinding) and isinstance(value, If):
-            new = value.replace(true_branch=self.seq(value.true_branch), false_branch=self.seq(value.false_branch))
+            self.depth += 1         # (the shape memo keeps top-level values only: see _shape_only)
+            try:
+                new = value.replace(true_branch=self.seq(value.true_branch),
+                                    false_branch=self.seq(value.false_branch))
+            finally:
+                self.depth -= 1
             return binding.replace(value=new)
         return binding
 
@@ -230,11 +264,14 @@ class _Fuser:
         index = {b.var: i for i, b in enumerate(bindings)}
         group_of: dict[Var, _Group] = {}
         groups = []
+        shape_only = _shape_only(bindings) if self.depth == 0 else set()
         for b in reversed(bindings):
             kind = _kind(b)
             if kind is None:
                 continue
             g = self.target(b, kind, group_of)
+            if g is not None and b.var in shape_only and g.root.var not in shape_only:
+                g = None        # computed once per input shape by the shape memo (see _shape_only)
             reason = None if g is None else why_not_fused(g.ordered(index, b), g.root, self.inputs, g.parts)
             if reason is not None:
                 log.debug("FuseOps: %s stays out of %s's group: %s", b.var.name_hint, g.root.var.name_hint, reason)

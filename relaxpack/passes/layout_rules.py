@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..ir.expr import Call, Constant, Expr, Op, Tuple
+from ..ir.expr import Call, Constant, Expr, Op, Tuple, TupleGetItem
 from ..ir.struct_info import TensorStructInfo
 from ..ops.definitions.fused_elementwise import fusible_kind
 from ..ops.registry import make_call
@@ -22,9 +22,11 @@ from ..runtime.kernels.conv_winograd import prefers_winograd
 from ..runtime.kernels.conv_wide import never_wide
 from ..runtime.kernels.nn import copies_out
 from .core.rules import Rule, first_applicable
-
-TO_NHWC = (0, 2, 3, 1)
-TO_NCHW = (0, 3, 1, 2)
+from .layout_carry import (
+    TO_NHWC, check_item, check_product_out, check_shuffle, check_slice, check_split, check_transpose_in,
+    rank4, rewrite_item, rewrite_product_out, rewrite_shuffle, rewrite_slice, rewrite_split, rewrite_transpose_in,
+    shuffle_absorbs, shuffle_operands,
+)
 
 @dataclass(frozen=True)
 class Thresholds:
@@ -82,21 +84,25 @@ class LayoutRule(Rule):
     last, a reason to keep its region (:func:`.convert_layout._worth_it`).
     ``reads_nhwc``: False when the call reads its operands as they are,
     channels first (a conv writing its result channels last): none is
-    transposed in or counts as a region read."""
+    transposed in or counts as a region read. ``operands(value, values)``:
+    the values the rule reads channels last when they are not the call's
+    own arguments (a rule that looks through bindings, ``values`` the
+    function's var -> value); ``absorbs(value, values)``: the bindings it
+    looked through, used only by it, which the rewrite drops. ``connects``:
+    the call gains nothing and only carries channels last on (the planner
+    leaves it channels first where its region is not kept)."""
 
     output_nhwc: bool = True
     gains: Callable | None = None
     reads_nhwc: bool = True
+    operands: Callable | None = None
+    absorbs: Callable | None = None
+    connects: bool = False
 
 
 def layout_rule(name: str, check: Callable, rewrite: Callable, **flags) -> LayoutRule:
     """A layout rule of ``name``; its op comes from the table (:data:`RULES`), not a pattern."""
     return LayoutRule(name, None, check, rewrite, **flags)
-
-
-def rank4(expr: Expr) -> bool:
-    sinfo = expr.struct_info
-    return isinstance(sinfo, TensorStructInfo) and sinfo.ndim == 4
 
 
 def _starts_region(call: Call, is_nhwc) -> str | None:
@@ -236,10 +242,17 @@ def _check_elementwise(call: Call, is_nhwc) -> str | None:
         return "no operand is channels last"
     for i, a in enumerate(call.args):
         if not (is_nhwc(a) or is_scalar(a) or (isinstance(a, Constant) and a.data.ndim <= 4)
-                or _transposed_in(is_nhwc, a)):
-            return (f"operand {i} is neither channels last, a scalar, a constant nor a value "
-                    f"a region transposes in")
+                or _transposed_in(is_nhwc, a) or _from_channels_last(is_nhwc, a)):
+            return (f"operand {i} is neither channels last, a scalar, a constant, a value "
+                    f"a region transposes in nor a transpose out of channels last")
     return None
+
+
+def _from_channels_last(is_nhwc, expr: Expr) -> bool:
+    """``expr`` is a transpose out of a channels-last value (``is_nhwc.from_channels_last``), which
+    the region reads as it is: ConvNeXt's residual add of its layer norm's transposed result."""
+    check = getattr(is_nhwc, "from_channels_last", None)
+    return check is not None and rank4(expr) and check(expr)
 
 
 def _check_cast(call: Call, is_nhwc) -> str | None:
@@ -392,6 +405,9 @@ _SENSITIVE_RULE = layout_rule("sensitive", _check_sensitive, _rewrite_sensitive,
 _ENTRY_RULE = layout_rule("conv_writes_nhwc", _check_entry, _rewrite_entry, reads_nhwc=False)
 _ELEMENTWISE_RULE = layout_rule("elementwise", _check_elementwise, _rewrite_elementwise)
 _CAST_RULE = layout_rule("cast", _check_cast, _rewrite_elementwise)
+#: an item of a channels-last tuple (a split's piece) is channels last
+ITEM_RULE = layout_rule("tuple_item", check_item, rewrite_item,
+                        operands=lambda item, values: [item.tuple_value])
 
 #: op name -> its rules, tried in order (the first whose check passes is taken)
 RULES: dict[str, tuple[LayoutRule, ...]] = {
@@ -419,11 +435,23 @@ RULES: dict[str, tuple[LayoutRule, ...]] = {
             layout_rule("sum_spatial", lambda call, is_nhwc: _spatial_mean(call, is_nhwc, False), _rewrite_sum,
                         output_nhwc=False)),
     "take": (layout_rule("table_lookup", _check_table_lookup, _rewrite_table_lookup),),
+    "strided_slice": (layout_rule("slice", check_slice, rewrite_slice, connects=True),),
+    # the transpose it replaces is a copy saved: a gain (a stem writing channels last for it pays)
+    "permute_dims": (layout_rule("transpose_in", check_transpose_in, rewrite_transpose_in, output_nhwc=False,
+                                 gains=lambda call: True),),
+    # a product transposed out: written channels last instead (its permuted writes gone)
+    "permute_matmul": (layout_rule("product_out", check_product_out, rewrite_product_out, reads_nhwc=False,
+                                   gains=lambda call: True),),
+    "split": (layout_rule("split", check_split, rewrite_split, connects=True),),
+    "reshape": (layout_rule("channel_shuffle", check_shuffle, rewrite_shuffle, connects=True,
+                            operands=shuffle_operands, absorbs=shuffle_absorbs),),
 }
 
 
 def rules_for(call: Call) -> tuple[LayoutRule, ...]:
     """The rules for ``call``'s op, in the order they are tried (elementwise ops share one)."""
+    if isinstance(call, TupleGetItem):
+        return (ITEM_RULE,)
     if not isinstance(call.op, Op):
         return ()
     rules = RULES.get(call.op.name)

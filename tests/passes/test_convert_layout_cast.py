@@ -1,7 +1,7 @@
 """ConvertLayout's cast rule: a float16 model's conv reads ``astype(permute_dims(v, to NCHW),
 float32)`` of a channels-last ``v`` (ConvNeXt float16's depthwise convs after their layer norm);
 channels last that is ``astype(v)``, no transpose in, so the conv runs channels last as in the
-float32 model. A cast of a plain channels-first value still does not start a region."""
+float32 model; the transpose back to channels last after it is the region's value itself. A cast of a plain channels-first value still does not start a region."""
 
 from __future__ import annotations
 
@@ -33,8 +33,7 @@ return lv4
 lv1_nhwc = R.astype(x, dtype="float32")
 lv2_nhwc = R.nn.conv(lv1_nhwc, {c(hwio(DW))}, {DW_ATTRS}, data_layout="NHWC")
 lv3_nhwc = R.astype(lv2_nhwc, dtype="float16")
-lv3 = R.permute_dims(lv3_nhwc, axes=(0, 3, 1, 2))
-lv4 = R.permute_dims(lv3, axes=(0, 2, 3, 1))
+lv4 = lv3_nhwc
 return lv4
 """, "float16")
     mod, out = assert_rewrites(with_dce(convert_layout), before, expected)

@@ -278,3 +278,49 @@ def test_a_mean_per_instruction_serves_new_arrays_of_its_layout(shape, name, att
     call(other, out=out)
     kernel(other, out=expected, **attrs)
     np.testing.assert_array_equal(out, expected)
+
+
+# (x shape, attributes): the integer GEMM (a block before the last axis from 128 rows), numpy's
+# reduction (trailing axes, fewer rows, not one block), an empty sum, dims dropped
+SPECIALIZED_SUMS = [
+    ((1, 31, 48, 16), dict(axis=(1, 2), keepdims=True)),
+    ((3, 8, 16, 5), dict(axis=(1, 2), keepdims=False)),
+    ((1, 127, 1, 3), dict(axis=(1, 2), keepdims=True)),
+    ((2, 64, 2, 3), dict(axis=(2, 3), keepdims=True)),
+    ((2, 5, 7, 6), dict(axis=(1, 3), keepdims=False)),
+    ((0, 16, 16, 3), dict(axis=(1, 2), keepdims=True)),
+    ((4, 9), dict(axis=None, keepdims=False)),
+]
+
+
+@pytest.mark.parametrize("dtype, accumulate", [("int32", "int32"), ("uint8", "int32"), ("int8", "int64"),
+                                               ("uint32", "uint32"), ("float32", "float32"), ("float16", "float16")])
+@pytest.mark.parametrize("shape, attrs", SPECIALIZED_SUMS)
+def test_a_sum_per_instruction_is_the_kernel(shape, attrs, dtype, accumulate):
+    """Per instruction a sum keeps the calls of its last layout (the integer GEMM's float64 copy and
+    sums its own): bit for bit the kernel call after call, on arena views and fresh arrays, at the
+    type's extremes (the int32 sums wrap), and when the layout changes (other strides: planned
+    afresh); float16 goes to the kernel."""
+    from relaxpack.runtime.kernels.reduce import sum_
+    rng = np.random.default_rng(8)
+    call = sum_.specialize_attrs(attrs, (False,))
+    size = int(np.prod(shape))
+    arena = np.empty(2 * size + 5, dtype)
+    axes = tuple(range(len(shape))) if attrs["axis"] is None else attrs["axis"]
+    want_shape = np.add.reduce(np.zeros(shape, dtype), axis=axes, keepdims=attrs["keepdims"]).shape
+    for start in (3, 3, size + 5, 3):
+        x = arena[start:start + size].reshape(shape)
+        if np.dtype(dtype).kind in "iu":
+            info = np.iinfo(dtype)
+            x[...] = rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+            x.flat[::3] = info.max
+        else:
+            x[...] = rand(rng, shape, dtype) * 100
+        out, expected = np.full(want_shape, 7, accumulate), np.full(want_shape, 5, accumulate)
+        call(x, out=out)
+        sum_(x, out=expected, **attrs)
+        np.testing.assert_array_equal(out, expected)
+    other = np.ascontiguousarray(np.swapaxes(x, 0, -1)).swapaxes(0, -1)
+    call(other, out=out)
+    sum_(other, out=expected, **attrs)
+    np.testing.assert_array_equal(out, expected)

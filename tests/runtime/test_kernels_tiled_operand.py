@@ -146,3 +146,33 @@ def test_specialized_chain_with_a_bound_per_channel_constant(scale_shape, bound,
     # tiles made once per (step, shape): the offset's always when bound, the scale's when per channel
     per_channel = [(1, 1, 1, 16)] * (scale_shape == (1, 1, 1, 16))
     assert sorted(tiles) == (sorted((per_channel + [(16,)]) * 2) if bound else [])
+
+
+@pytest.mark.parametrize("x_shape, c_shape, tile_shape", [
+    ((1, 31, 48, 96), (1, 1, 1, 96), (48, 96)),         # channels last past the bar: a (W, C) row tile
+    ((3, 32, 23, 96), (96,), (23, 96)),                 # a batch, the constant of lower rank
+    ((1, 61, 96, 16), (1, 1, 1, 16), (96, 16)),
+    ((2, 5, 3000, 8), (1, 1, 3000, 8), None),           # its trailing block past ROW_TILE_MAX_SIZE
+    ((1, 16, 80, 80), (1, 16, 1, 1), None),             # channels first: c's channels before the block
+    ((300, 300), (300,), None),                         # the tile would be c itself
+])
+@pytest.mark.parametrize("ufunc", [np.multiply, np.add, np.subtract, np.divide])
+def test_past_the_bar_a_row_tile_of_the_trailing_dims(x_shape, c_shape, tile_shape, ufunc):
+    """A step past TILE_MAX_SIZE reads the constant as a tile of the largest block of the trailing
+    dims of at most ROW_TILE_MAX_SIZE values where the constant's leading dims are 1s (numpy then
+    loops over runs of W * C values): the ufunc's own results; none where there is no such block."""
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    c = RNG.standard_normal(c_shape).astype(np.float32)
+    out = np.empty(np.broadcast_shapes(x_shape, c_shape), np.float32)
+    assert out.size > TILE_MAX_SIZE
+    tile = tiled_operand.row_tile_of(c, out)
+    if tile_shape is None:
+        assert tile is None
+    else:
+        assert tile.shape == tile_shape and tile.flags.c_contiguous and not tile.flags.writeable
+        assert tile.size <= tiled_operand.ROW_TILE_MAX_SIZE
+    with np.errstate(all="ignore"):
+        check(ufunc, x, c, 1)
+        check(ufunc, c, x, 0)
+    assert tiled_operand.row_tile_of(np.array([2.0], np.float32), out) is None
+    assert tiled_operand.row_tile_of(np.ones((5, 2), np.float32), out) is None      # does not broadcast

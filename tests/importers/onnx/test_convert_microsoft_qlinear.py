@@ -135,6 +135,51 @@ def test_qgemm(a_type, b_type, per_column, with_c, quantized, alpha, trans_a, tr
     check_exact(model, safe, formula)
 
 
+def _gemms(model):
+    """(op name, number of operands, dtype) of every product in the imported module's IR."""
+    from relaxpack.ir.expr import Call
+    from relaxpack.ir.visitor import ExprVisitor
+    found = []
+
+    class Products(ExprVisitor):
+        def visit_call_(self, call: Call):
+            if getattr(call.op, "name", None) in ("nn.gemm", "matmul"):
+                found.append((call.op.name, len(call.args), call.struct_info.dtype))
+            super().visit_call_(call)
+
+    Products().visit_expr(relaxpack.from_onnx(model)["main"])
+    return found
+
+
+@pytest.mark.parametrize("bias_value, exact", [(1, True), (-1, True), (2, False)])
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_qgemm_bound_switches_to_the_int32_product(bias_value, exact, trans_b):
+    """A constant B and C whose sums bound the product within float32's exact integers make an exact
+    float32 nn.gemm with the bias (``255 * 65793 + 1 = 2**24``); one past it, the int32 product.
+    Both give the exact semantics at the largest ``|a - a_zero_point|`` (a scale that keeps the
+    largest sum unsaturated), on random values and an empty batch."""
+    k = 519
+    w = np.full((k, 2), 127, np.int8)
+    w[-1] = 7                               # each column: 518 * 127 + 7 = 65793
+    w[:, 1] = -w[:, 1]
+    consts = {"sa": np.float32(1.0), "za": np.uint8(0), "b": w.T.copy() if trans_b else w, "sb": np.float32(1.0),
+              "zb": np.int8(0), "c": np.array([bias_value, -bias_value], np.int32), "sy": np.float32(70000.0),
+              "zy": np.uint8(0)}
+    names = ["a", "sa", "za", "b", "sb", "zb", "c", "sy", "zy"]
+    model = ms_model("QGemm", {"a": rand(2, k, dtype=np.uint8)}, consts, inputs=names,
+                     attrs={"transB": trans_b}, sym={"a": ["m", k]})
+    assert _gemms(model) == ([("nn.gemm", 3, "float32")] if exact else [("matmul", 2, "int32")])
+
+    def formula(a):
+        return qgemm_formula(a, consts["b"], *(consts[n] for n in names[1:3]), *(consts[n] for n in names[4:6]),
+                             consts["c"], consts["sy"], consts["zy"], trans_b=trans_b)
+    feeds = [{"a": np.full((3, k), 255, np.uint8)}, {"a": np.zeros((1, k), np.uint8)},
+             {"a": np.random.default_rng(4).integers(0, 256, (5, k)).astype(np.uint8)},
+             {"a": np.zeros((0, k), np.uint8)}]
+    assert formula(feeds[0]["a"]).max() == 240      # 2**24 / 70000: the largest sum, not saturated
+    check_exact(model, feeds, formula, against_ort=False)
+
+
 def test_qgemm_refuses_a_non_int32_bias():
     consts = {"sa": np.float32(0.1), "za": np.uint8(3), "b": rand(4, 3, dtype=np.int8), "sb": np.float32(0.1),
               "zb": np.int8(0), "c": rand(3, dtype=np.uint8), "sy": np.float32(0.2), "zy": np.uint8(1)}

@@ -3,8 +3,10 @@ its QOperator format (besides QLinearConv/QLinearMatMul/QLinearAdd/QLinearMul),
 as compositions of IR ops that compute what onnxruntime's CPU kernels compute:
 
 - QGemm: an int32 GEMM of the zero-point-shifted operands plus the int32
-  bias, scaled by ``((alpha * a_scale) * b_scale) / y_scale`` in float32 and
-  rounded (or a float output when there is no ``y_zero_point``);
+  bias (an exact float32 ``nn.gemm`` with the bias when a constant B and C
+  bound it within float32's integers), scaled by
+  ``((alpha * a_scale) * b_scale) / y_scale`` in float32 and rounded (or a
+  float output when there is no ``y_zero_point``);
 - QLinearGlobalAveragePool: the int32 sum less ``zero_point * n``, times
   ``x_scale / (y_scale * n)`` in float32, rounded;
 - QLinearAveragePool: dequantize, float AveragePool, ``round(y / y_scale +
@@ -335,32 +337,73 @@ def qgemm(ctx, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_sca
     for v, what in ((a, "A"), (b, "B")):
         if q._rank(ctx, v, what) != 2:
             raise malformed(ctx, f"{what} must be 2-D, got rank {v.ndim}")
-    lhs = astype(ctx, a, "int32")
-    if not q._is_zero(a_zero_point):
-        lhs = call(ctx, "subtract", lhs, astype(ctx, _per_tensor(ctx, a_zero_point, "a_zero_point"), "int32"))
-    if transA:
-        lhs = call(ctx, "permute_dims", lhs, axes=(1, 0))
-    rhs = astype(ctx, b, "int32")
-    if transB:
-        rhs = call(ctx, "permute_dims", rhs, axes=(1, 0))
-    if not q._is_zero(b_zero_point):
-        rhs = call(ctx, "subtract", rhs, astype(ctx, _column(ctx, b_zero_point, "b_zero_point"), "int32"))
-    acc = call(ctx, "matmul", lhs, rhs, name="acc")
-    if c is not None:
-        if c.dtype != "int32":
-            raise malformed(ctx, f"C must be int32 (the bias in a_scale * b_scale units), got {c.dtype}")
-        acc = call(ctx, "add", acc, ctx.expr(c))
+    if c is not None and c.dtype != "int32":
+        raise malformed(ctx, f"C must be int32 (the bias in a_scale * b_scale units), got {c.dtype}")
+    acc = _exact_qgemm(ctx, a, a_zero_point, b, b_zero_point, c, transA, transB)
+    if acc is None:
+        acc = astype(ctx, _integer_qgemm(ctx, a, a_zero_point, b, b_zero_point, c, transA, transB), "float32")
     factor = call(ctx, "multiply", scalar(ctx, alpha, "float32"),
                   astype(ctx, _per_tensor(ctx, a_scale, "a_scale"), "float32"))
     factor = call(ctx, "multiply", factor, astype(ctx, _column(ctx, b_scale, "b_scale"), "float32"))
     if y_scale is not None:
         factor = call(ctx, "divide", factor, astype(ctx, _per_tensor(ctx, y_scale, "y_scale"), "float32"))
-    scaled = call(ctx, "multiply", astype(ctx, acc, "float32"), factor)
+    scaled = call(ctx, "multiply", acc, factor)
     if y_zero_point is None:
         return scaled
     target = _target(ctx, y_zero_point, a.dtype)
     zp = None if q._is_zero(y_zero_point) else _per_tensor(ctx, y_zero_point, "y_zero_point")
     return q._saturate(ctx, scaled, zp, target)
+
+
+def _exact_qgemm(ctx, a: Value, a_zero_point: Value | None, b: Value, b_zero_point: Value | None,
+                 c: Value | None, trans_a: int, trans_b: int) -> Expr | None:
+    """QGemm's ``acc`` as an exact float32 ``nn.gemm`` of ``a - a_zero_point`` by the constant
+    ``op(b) - b_zero_point`` plus the constant bias ``c``, or None. ``|a - a_zero_point| <= 255``,
+    so every partial sum (the bias included, wherever the GEMM adds it) is an integer of magnitude
+    at most ``255 * max_j sum_k |w[k, j]| + max |c|``; at most 2**24 it is exact in float32, in
+    any order: the int32 product plus the bias, without its casts and integer add (as
+    QLinearMatMul's :func:`~.quantize._exact_gemm`; nothing folds into an nn.gemm)."""
+    if trans_a or b.const is None or (b_zero_point is not None and b_zero_point.const is None) \
+            or (c is not None and c.const is None) or (a_zero_point is not None and a_zero_point.dtype != a.dtype):
+        return None
+    weight = np.asarray(b.const, np.int64)
+    weight = weight.T if trans_b else weight
+    if b_zero_point is not None:
+        zp = np.asarray(b_zero_point.const, np.int64).reshape(-1)       # per tensor or per column
+        if zp.size not in (1, weight.shape[1]):
+            return None
+        weight = weight - zp
+    bias = None if c is None else np.asarray(c.const, np.int64)
+    if bias is not None and (bias.ndim > 1 or bias.size not in (1, weight.shape[1])):
+        return None
+    sums = np.abs(weight).sum(axis=0)
+    top = 255 * (int(sums.max()) if sums.size else 0) + (int(np.abs(bias).max()) if bias is not None else 0)
+    if top > q._FLOAT32_EXACT:
+        return None
+    lhs = astype(ctx, a, "float32")
+    if not q._is_zero(a_zero_point):
+        lhs = call(ctx, "subtract", lhs, astype(ctx, _per_tensor(ctx, a_zero_point, "a_zero_point"), "float32"))
+    operands = [lhs, ctx.expr(ctx.const(weight.astype(np.float32)))]
+    if bias is not None:
+        operands.append(ctx.expr(ctx.const(bias.astype(np.float32))))
+    return call(ctx, "nn.gemm", *operands)
+
+
+def _integer_qgemm(ctx, a: Value, a_zero_point: Value | None, b: Value, b_zero_point: Value | None,
+                   c: Value | None, trans_a: int, trans_b: int) -> Expr:
+    """QGemm's ``acc`` in int32: the product of the zero-point-shifted operands plus ``c``."""
+    lhs = astype(ctx, a, "int32")
+    if not q._is_zero(a_zero_point):
+        lhs = call(ctx, "subtract", lhs, astype(ctx, _per_tensor(ctx, a_zero_point, "a_zero_point"), "int32"))
+    if trans_a:
+        lhs = call(ctx, "permute_dims", lhs, axes=(1, 0))
+    rhs = astype(ctx, b, "int32")
+    if trans_b:
+        rhs = call(ctx, "permute_dims", rhs, axes=(1, 0))
+    if not q._is_zero(b_zero_point):
+        rhs = call(ctx, "subtract", rhs, astype(ctx, _column(ctx, b_zero_point, "b_zero_point"), "int32"))
+    acc = call(ctx, "matmul", lhs, rhs, name="acc")
+    return acc if c is None else call(ctx, "add", acc, ctx.expr(c))
 
 
 def _column(ctx, value: Value, what: str) -> Expr:
