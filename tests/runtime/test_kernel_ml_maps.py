@@ -2,13 +2,13 @@
 of the values looked up in vocabulary order: the same dtype, values and bits for maps as
 ``as_map_input`` makes them (numpy scalars of the map's dtype) and as ``vm[name](...)`` may pass
 them (Python numbers), missing keys, keys outside the vocabulary, empty maps and vocabularies,
-values the output dtype rounds."""
+values the output dtype rounds. ZipMap's rows by a dict display against ``dict(zip(...))``."""
 
 import numpy as np
 import pytest
 
 from relaxpack.runtime.dtypes import numpy_dtype
-from relaxpack.runtime.kernels.ml_maps import dict_vectorizer
+from relaxpack.runtime.kernels.ml_maps import DISPLAY_MAX_LABELS, dict_vectorizer, zip_map
 from relaxpack.runtime.maps import as_map_input
 
 
@@ -36,3 +36,23 @@ def test_dict_vectorizer_as_the_plain_formula(dtype, map_dtype):
                     assert got.tolist() == want.tolist()
                 else:
                     np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
+
+
+@pytest.mark.parametrize("width", [0, 1, 2, 3, DISPLAY_MAX_LABELS, DISPLAY_MAX_LABELS + 1])
+@pytest.mark.parametrize("kind", ["int", "str", "repeated"])
+def test_zip_map_rows_as_dict_of_zip(width, kind):
+    """ZipMap's rows (a dict display up to DISPLAY_MAX_LABELS labels, dict(zip) beyond) are
+    dict(zip(labels, row)): the same keys in the same order, a repeated label's last value at its
+    first place, Python floats; 0, 1 and 7 rows, and a 1-D input as one row."""
+    labels = tuple(range(width)) if kind == "int" else tuple(f"c{i}" for i in range(width))
+    if kind == "repeated" and width > 1:
+        labels = labels[:-1] + labels[:1]
+    rng = np.random.default_rng(width)
+    for rows in (0, 1, 7):
+        x = rng.standard_normal((rows, width)).astype(np.float32)
+        got = zip_map(x, labels=labels)
+        want = [dict(zip(labels, row)) for row in x.tolist()]
+        assert [list(d.items()) for d in got] == [list(d.items()) for d in want]
+        assert all(type(v) is float for d in got for v in d.values())
+    one = rng.standard_normal(width).astype(np.float32)
+    assert [list(d.items()) for d in zip_map(one, labels=labels)] == [list(dict(zip(labels, one.tolist())).items())]

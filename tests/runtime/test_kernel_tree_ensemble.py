@@ -340,3 +340,69 @@ def test_trees_of_at_most_8_leaves_score_by_bytes_as_rank_scores(trees, targets,
         got, want = score(x), rank_scores(ranks, bits.weights, bits.offsets, x)
         assert got.shape == want.shape == (n, targets)
         np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+@pytest.mark.parametrize("trees", [255, 256, 257])
+def test_byte_lanes_hold_the_tree_number_up_to_256_trees_in_uint16_then_uint32(trees):
+    """The byte form's lane holds ``256 t + mask``: uint16 lanes while the tree number fits their
+    high byte (256 trees), uint32 from 257; both give rank_scores' bits."""
+    from relaxpack.runtime.kernels.tree_gemm import gemm_plan
+    from relaxpack.runtime.kernels.tree_ranks import _byte_scorer, rank_scorer, rank_scores
+    rng = np.random.default_rng(trees)
+    values = np.array([-np.inf, -1.5, -0.0, 0.0, 0.5, 1.0, np.inf, np.nan, 2.0])
+    walk, slots, root_slots = pack_trees(*_shallow_forest(rng, trees, 4, values))
+    leaves = rng.standard_normal((walk.shape[1] // 2, 1))
+    plan = gemm_plan(walk, slots, root_slots, leaves, 12)
+    ranks, bits = plan.ranks, plan.bits
+    byte_form = _byte_scorer(ranks.union.table, bits.weights, bits.offsets)
+    assert byte_form[2] == (np.uint16 if trees <= 256 else np.uint32)
+    score = rank_scorer(ranks, bits.weights, bits.offsets)
+    for n in (0, 1, 3, 17):
+        x = rng.choice(values, size=(n, 4)).astype(np.float32)
+        np.testing.assert_array_equal(score(x).view(np.uint64),
+                                      rank_scores(ranks, bits.weights, bits.offsets, x).view(np.uint64))
+
+
+@pytest.mark.parametrize("chain_depth", [8, 55, 56], ids=["9_leaves", "56_leaves", "57_leaves"])
+@pytest.mark.parametrize("targets", [1, 3])
+def test_trees_of_at_most_56_leaves_score_by_remainders_as_rank_scores(chain_depth, targets):
+    """Trees of 9 to 56 leaves keep their number in each word's top byte and gather their weights
+    by the word's remainder (one M per tree shape); 57 leaves keep the bit counts. Both give
+    rank_scores' bits (NaN, infinities, signed zeros, weights over 16 decades, batches 0-64)."""
+    from relaxpack.runtime.kernels.tree_gemm import gemm_plan
+    from relaxpack.runtime.kernels.tree_ranks import _hashed_scorer, rank_scorer, rank_scores
+    rng = np.random.default_rng(chain_depth * 10 + targets)
+    values = np.array([-np.inf, -1.5, -0.0, 0.0, 0.5, 1.0, np.inf, np.nan, 2.0])
+    walk, slots, root_slots = pack_trees(*_shallow_forest(rng, 6, 4, values, chain_depth))
+    nodes = walk.shape[1] // 2
+    leaves = rng.standard_normal((nodes, targets)) * 10.0 ** rng.integers(-8, 8, (nodes, 1))
+    leaves[rng.random(leaves.shape) < 0.1] = -0.0
+    plan = gemm_plan(walk, slots, root_slots, leaves, chain_depth + 1)
+    ranks, bits = plan.ranks, plan.bits
+    assert bits.weights.shape[0] // bits.offsets.shape[0] == chain_depth + 1
+    hashed = _hashed_scorer(ranks.union.table, bits.weights, bits.offsets)
+    assert (hashed is not None) == (chain_depth < 56)
+    score = rank_scorer(ranks, bits.weights, bits.offsets)
+    for n in (0, 1, 2, 7, 64):
+        x = rng.choice(values, size=(n, 5)).astype(np.float32)
+        got, want = score(x), rank_scores(ranks, bits.weights, bits.offsets, x)
+        assert got.shape == want.shape == (n, targets)
+        np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+def test_the_remainders_form_is_the_least_modulus_within_its_limits():
+    """The modulus is the least from T x L giving T x L distinct remainders (checked by brute
+    force on small shapes); no form past HASH_TREES trees or HASH_MAX_WORDS words, or when no
+    modulus is found up to the spread (the bit counts then serve)."""
+    from relaxpack.runtime.kernels import tree_ranks
+    for trees, leaves in ((1, 1), (1, 56), (3, 9), (7, 20)):
+        words = tree_ranks._words(trees, leaves)[1].tolist()
+        m = tree_ranks._modulus(trees, leaves, 16 * len(words))
+        assert len({w % m for w in words}) == len(words)
+        assert all(len({w % k for w in words}) < len(words) for k in range(len(words), m))
+    weights, offsets = np.zeros((257 * 2, 1)), (np.arange(257) * 2)[:, None]
+    assert tree_ranks._hashed_scorer(np.zeros((3, 257), np.uint64), weights, offsets) is None
+    weights, offsets = np.zeros((35 * 30, 1)), (np.arange(35) * 30)[:, None]    # 1050 words
+    assert tree_ranks._hashed_scorer(np.zeros((3, 35), np.uint64), weights, offsets) is None
+    words = np.array([0, 6, 12], np.uint64)         # remainders 0 0 0 by 3, 0 2 0 by 4, 0 1 2 by 5
+    assert tree_ranks._distinct_modulus(words, 4) is None and tree_ranks._distinct_modulus(words, 5) == 5

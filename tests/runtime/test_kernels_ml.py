@@ -40,7 +40,7 @@ def test_normalizer_leaves_zero_rows():
     np.testing.assert_allclose(out, [[0, 0], [0.6, -0.8]])
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int64])
 def test_l1_normalizer_is_the_float64_quotient_and_keeps_zero_rows(dtype):
     """L1 raises the norm to the least subnormal instead of testing it for zero: zero rows
     (signed zeros included) stay, NaN rows stay NaN, subnormal and huge rows divide as in
@@ -49,7 +49,8 @@ def test_l1_normalizer_is_the_float64_quotient_and_keeps_zero_rows(dtype):
                   [1e308, 1e308, -1.0], [-3.0, 0.0, 0.0]])
     if dtype == np.int64:
         x = np.array([[0, 0, 0], [1, -2, 5], [-3, 0, 0], [7, 7, 0]])
-    x = x.astype(dtype)
+    with np.errstate(over="ignore"):
+        x = x.astype(dtype)
     x64 = x.astype(np.float64)
     norm = np.abs(x64).sum(axis=1, keepdims=True)
     want = np.where(norm == 0, x64, x64 / np.where(norm == 0, 1.0, norm)).astype(np.float32)
@@ -127,14 +128,14 @@ def test_a_tree_deeper_than_declared_is_an_error():
 @pytest.mark.parametrize("specialized", [False, True])
 def test_linear_classifier_labels_and_scores_as_the_plain_formula(classes, post_transform, specialized):
     """The in-place softmax and the argmax written into ``out`` give the plain formula's bits:
-    random rows, rows with NaN and infinities, batches 0, 1 and 7, the binary (one-row) model."""
+    random rows, rows with NaN and infinities, batches 0-7 and 8193, the binary (one-row) model."""
     from relaxpack.runtime.kernels.ml import linear_classifier
     rng = np.random.default_rng(classes)
     coef = rng.normal(size=(classes, 4)).astype(np.float32)
     bias = rng.normal(size=classes).astype(np.float32)
     call = (linear_classifier.specialize_attrs({"post_transform": post_transform}, (False, True, True))
             if specialized else lambda x, c, i, out: linear_classifier(x, c, i, out=out, post_transform=post_transform))
-    for n in (0, 1, 7):
+    for n in (0, 1, 2, 7, 8193):         # (8193: past RowTiles' largest tile, the bias broadcasts)
         x = rng.normal(0, 20, (n, 4)).astype(np.float32)
         if n == 7:
             x[2, 1], x[3, 0], x[4, :] = np.nan, np.inf, -np.inf
@@ -153,6 +154,30 @@ def test_linear_classifier_labels_and_scores_as_the_plain_formula(classes, post_
         np.testing.assert_array_equal(got[1].view(np.uint32), probs.view(np.uint32))
 
 
+def test_row_tiles_are_the_row_repeated_read_only_within_their_limits():
+    """RowTiles gives the row for 0 and 1 rows, a kept read-only (n, K) copy up to TILE_MAX_VALUES
+    values and TILE_KEEP sizes, the row beyond; a tile added gives the broadcast sum's bits; with
+    axis=1 a column's (K, n) copies."""
+    from relaxpack.runtime.kernels.ml import TILE_KEEP, TILE_MAX_VALUES, RowTiles
+    row = np.array([[1e-300, -0.0, np.nan, 3.5]])
+    most = TILE_MAX_VALUES // 4
+    tiles = RowTiles(row)
+    assert tiles(0) is row and tiles(1) is row and tiles(most + 1) is row
+    tile = tiles(most)
+    assert tile.shape == (most, 4) and not tile.flags.writeable and tiles(most) is tile
+    np.testing.assert_array_equal(tile.view(np.uint64), np.repeat(row, most, 0).view(np.uint64))
+    scores = np.random.default_rng(0).standard_normal((7, 4))
+    np.testing.assert_array_equal((scores + tiles(7)).view(np.uint64), (scores + row).view(np.uint64))
+    for n in range(2, 2 + TILE_KEEP):
+        tiles(n)
+    assert len(tiles.tiles) == TILE_KEEP and tiles(2 + TILE_KEEP) is row
+    column = np.array([[0], [100], [7]], np.intp)          # axis=1: a column repeated along the rows
+    columns = RowTiles(column, axis=1)
+    assert columns(1) is column and columns(TILE_MAX_VALUES // 3 + 1) is column
+    np.testing.assert_array_equal(columns(5), np.repeat(column, 5, 1))
+    assert columns(5).shape == (3, 5) and not columns(5).flags.writeable
+
+
 @pytest.mark.parametrize("row", [[-0.0, 0.0, -1.0], [0.0, -0.0, -0.0], [1e308, 1e308, 0.0], [np.nan, 1.0, 2.0],
                                  [np.inf, -np.inf, 0.0], [-np.inf, -np.inf, -np.inf], [5.0, 5.0, 5.0],
                                  [-745.5, 0.0, 709.0], [1.0]])
@@ -166,6 +191,27 @@ def test_one_row_softmax_is_the_transform_bit_for_bit(row):
         want = transform_scores(scores, "SOFTMAX").astype(np.float32)
         softmax_into(scores.copy(), got)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("classes", [1, 2, 3, 7, 8])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_row_softmax_in_python_floats_is_the_transform_bit_for_bit(classes, dtype, monkeypatch):
+    """One finite row of at most 7 scores takes Python floats but for numpy's exp: the transform's
+    bits over 16 decades and near exp's overflow and underflow, into float32 and float64; 8
+    scores keep the arrays."""
+    from relaxpack.runtime.kernels import ml
+    taken = []
+    one_row = ml._softmax_one_row
+    monkeypatch.setattr(ml, "_softmax_one_row", lambda *a: taken.append(one_row(*a)) or taken[-1])
+    rng = np.random.default_rng(classes)
+    for scale in (1e-8, 1.0, 30.0, 300.0, 1e4):
+        scores = rng.standard_normal((1, classes)) * scale
+        got = np.empty(scores.shape, dtype)
+        with np.errstate(all="ignore"):
+            want = transform_scores(scores, "SOFTMAX").astype(dtype)
+            ml.softmax_into(scores.copy(), got)
+        np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{got.itemsize}"))
+    assert taken == ([True] * 5 if classes <= 7 else [])
 
 
 @pytest.mark.parametrize("classes", [2, 3, 7, 8])

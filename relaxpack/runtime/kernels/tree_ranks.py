@@ -35,12 +35,14 @@ the time on the zoo's forests at batch 1-64).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..fpstate import quiet
+from .ml import RowTiles
 
 #: table rows x trees the ranks keep at most (uint64 each: 2 MiB)
 MAX_TABLE_VALUES = 1 << 18
@@ -199,37 +201,117 @@ def rank_scorer(ranks: TreeRanks, weights: np.ndarray, offsets: np.ndarray):
     Three targets gather from weights padded to four columns (numpy's take copies rows of 8,
     16 or 32 bytes by a specialized loop, 24-byte rows by a generic one: 0.55x the gather at
     batch 64); the padding column is never read, and the others sum as before. Trees of at most
-    8 leaves take :func:`_byte_scorer`."""
+    8 leaves take :func:`_byte_scorer`, of at most 56 :func:`_hashed_scorer` where it finds its
+    modulus."""
     union = ranks.union
     if union is None:
         return lambda x: rank_scores(ranks, weights, offsets, x)
     targets = weights.shape[1]
     if targets == 3:
         weights = np.concatenate((weights, np.zeros((weights.shape[0], 1))), axis=1)
-    search, starts, columns = union.values.searchsorted, union.starts, union.columns
+    # (the starts repeated per batch size: a same-shape add, where the (U, 1) column broadcast)
+    search, starts, columns = union.values.searchsorted, RowTiles(union.starts, axis=1), union.columns
     by_bytes = _byte_scorer(union.table, weights, offsets)
     leading = type(columns) is int
     take_weights, and_reduce, add_reduce, count = weights.take, np.bitwise_and.reduce, np.add.reduce, np.bitwise_count
     if by_bytes is not None:
-        rows_of, take_weights, offsets, trees = by_bytes[0].take, by_bytes[1].take, by_bytes[2], offsets.shape[0]
+        rows_of, take_weights, lane, trees = by_bytes[0].take, by_bytes[1].take, by_bytes[2], offsets.shape[0]
 
         def score(x):
             rows = search(x.T[:columns] if leading else x.T.take(columns, axis=0))   # (U, N)
-            rows += starts
-            left = and_reduce(rows_of(rows, axis=0), 0).view(np.uint8)[:, :trees]   # (N, T): 2 ** leaf
-            scores = add_reduce(take_weights(left.T + offsets, axis=0), 0)            # (T, N, K') -> (N, K')
+            rows += starts(rows.shape[1])
+            index = and_reduce(rows_of(rows, axis=0), 0).view(lane)[:, :trees]       # (N, T): 256 t + 2 ** leaf
+            scores = add_reduce(take_weights(index.T, axis=0), 0)                      # (T, N, K') -> (N, K')
+            return scores[:, :3] if targets == 3 else scores
+        return score
+    hashed = _hashed_scorer(union.table, weights, offsets)
+    if hashed is not None:
+        rows_of, take_weights, modulus = hashed[0].take, hashed[1].take, hashed[2]
+
+        def score(x):
+            rows = search(x.T[:columns] if leading else x.T.take(columns, axis=0))   # (U, N)
+            rows += starts(rows.shape[1])
+            left = and_reduce(rows_of(rows, axis=0), 0)                               # (N, T): t << 56 | 2 ** leaf
+            left %= modulus                                                           # its weights row
+            scores = add_reduce(take_weights(left.T, axis=0), 0)                      # (T, N, K') -> (N, K')
             return scores[:, :3] if targets == 3 else scores
         return score
     rows_of = union.table.take
 
     def score(x):
         rows = search(x.T[:columns] if leading else x.T.take(columns, axis=0))       # (U, N)
-        rows += starts
+        rows += starts(rows.shape[1])
         left = and_reduce(rows_of(rows, axis=0), 0)                                   # (N, T)
         left -= _ONE
         scores = add_reduce(take_weights(count(left.T) + offsets, axis=0), 0)        # (T, N, K') -> (N, K')
         return scores[:, :3] if targets == 3 else scores
     return score
+
+
+#: the most leaves per tree, and trees, the hashed form holds: a tree's number in a word's top
+#: byte, its leaves in the 56 bits below
+HASH_LEAVES, HASH_TREES = 56, 256
+#: the hashed weights table's rows are at most this many times the weights' (else the bit counts),
+#: and the words searched at most this many (the search, once per process and tree shape, costs
+#: up to ~10 ms at 1024 words, as much as the rest of the ensemble's tables)
+HASH_MAX_SPREAD, HASH_MAX_WORDS = 16, 1024
+
+
+def _hashed_scorer(table: np.ndarray, weights: np.ndarray, offsets: np.ndarray):
+    """Trees of at most 56 leaves, at most 256 of them: ``(table with tree t's number in the top
+    byte of its column, weights by remainder, the modulus M)``, None otherwise or when no M up to
+    :data:`HASH_MAX_SPREAD` times the leaves gives distinct remainders (or the table would pass
+    :data:`MAX_TABLE_VALUES`). Every row of tree ``t`` holds ``t`` in the top byte, so the AND
+    of the rows keeps it: the word left is ``t << 56 | 2 ** leaf``, and its remainder by M (the
+    least under which the ``T x L`` such words have distinct remainders, found once) is the row
+    of a weights table laid out by remainder (zero elsewhere). One remainder where the bit's
+    position took three calls (a subtract, a count, a uint8 + intp add): ~0.8 us a call at
+    batches 1-7. The same rows, the same sums."""
+    trees = offsets.shape[0]
+    leaves = weights.shape[0] // trees if trees else 0
+    if not trees or trees > HASH_TREES or leaves > HASH_LEAVES or trees * leaves > HASH_MAX_WORDS:
+        return None
+    tree, words = _words(trees, leaves)
+    modulus = _modulus(trees, leaves, min(HASH_MAX_SPREAD * words.size, MAX_TABLE_VALUES // weights.shape[1]))
+    if modulus is None:
+        return None
+    by_remainder = np.zeros((modulus, weights.shape[1]))
+    by_remainder[words % np.uint64(modulus)] = weights
+    low = np.uint64((1 << HASH_LEAVES) - 1)
+    return (table & low) | tree.reshape(1, -1), by_remainder, np.uint64(modulus)
+
+
+def _words(trees: int, leaves: int) -> tuple[np.ndarray, np.ndarray]:
+    """(each tree's number in the top byte, (T, 1)), the words ``t << 56 | 2 ** k`` (row ``t * L + k``)."""
+    tree = np.arange(trees, dtype=np.uint64)[:, None] << np.uint64(HASH_LEAVES)
+    return tree, (tree | (np.uint64(1) << np.arange(leaves, dtype=np.uint64))).reshape(-1)
+
+
+@functools.lru_cache(maxsize=64)
+def _modulus(trees: int, leaves: int, most: int) -> int | None:
+    """:func:`_distinct_modulus` of :func:`_words` (which depend on the counts alone: kept per
+    process), the words in a fixed shuffled order (prefixes then mix trees, and rule candidates
+    out sooner: 2-5x faster than tree by tree)."""
+    words = _words(trees, leaves)[1]
+    return _distinct_modulus(np.random.default_rng(0).permutation(words), most)
+
+
+def _distinct_modulus(words: np.ndarray, most: int) -> int | None:
+    """The least M from ``len(words)`` to ``most`` under which ``words`` have distinct remainders,
+    or None. Candidates go in blocks, each through prefixes of ``words`` of growing length (a
+    collision among the first words rules M out before the whole set is sorted for it)."""
+    n = words.size
+    block = max(1, (1 << 18) // max(n, 1))
+    for start in range(n, most + 1, block):
+        candidates = np.arange(start, min(start + block, most + 1), dtype=np.uint64)
+        for size in (min(n, 64), min(n, 512), n):
+            remainders = np.sort(words[:size] % candidates[:, None], axis=1)
+            candidates = candidates[(remainders[:, 1:] != remainders[:, :-1]).all(axis=1)]
+            if not candidates.size:
+                break
+        if candidates.size:
+            return int(candidates[0])
+    return None
 
 
 #: leaves per tree the byte form holds
@@ -238,23 +320,30 @@ BYTE_LEAVES = 8
 
 def _byte_scorer(table: np.ndarray, weights: np.ndarray, offsets: np.ndarray):
     """Trees of at most 8 leaves (gradient boosting's usual depth 3) as one byte each: ``(table
-    packed 8 trees a uint64 word, weights by (tree, byte), offsets t * 256)``, None for larger
-    trees or a weight table above :data:`MAX_TABLE_VALUES`. The AND of the words is the AND of
-    the bytes, and the byte left, ``2 ** leaf``, indexes its tree's 256 weight rows (zero but at
-    the powers of two): one addition where the bit's position took three calls (subtract, count,
-    add), on an eighth of the words. Built and read as bytes, so the byte order of the machine's
-    words never matters."""
+    packed into uint64 words of lanes, weights by (tree, byte), the lane dtype)``, None for
+    larger trees or a weight table above :data:`MAX_TABLE_VALUES`. Tree ``t``'s lane holds its
+    mask byte under ``t`` (``256 t + mask``: uint16 lanes, four a word, up to 256 trees, else
+    uint32): every row holds the same ``t`` there, so the AND of the words keeps it and the lane
+    left is ``256 t + 2 ** leaf``, the row of ``t``'s 256 weight rows (zero but at the powers of
+    two) to gather, with no index arithmetic (the bit's position took three calls, an offset
+    added to the byte one). Built and read as lanes, so the byte order of the machine's words
+    never matters."""
     trees = offsets.shape[0]
     leaves = weights.shape[0] // trees if trees else 0
     if not trees or leaves > BYTE_LEAVES or trees * 256 * weights.shape[1] > MAX_TABLE_VALUES:
         return None
-    width = -(-trees // 8) * 8
-    packed = np.zeros((table.shape[0], width), np.uint8)
-    packed[:, :trees] = table & np.uint64(0xFF)         # (a leaf's bit is below 8: the rest is never left)
+    lane = np.dtype(np.uint16 if trees <= LANE16_MAX_TREES else np.uint32)
+    per_word = 8 // lane.itemsize
+    packed = np.zeros((table.shape[0], -(-trees // per_word) * per_word), lane)
+    # (a leaf's bit is below 8: the rest of the mask is never left)
+    packed[:, :trees] = (table & np.uint64(0xFF)).astype(lane) | (np.arange(trees, dtype=lane) << lane.type(8))
     by_byte = np.zeros((trees, 256, weights.shape[1]))
     by_byte[:, np.left_shift(1, np.arange(leaves))] = weights.reshape(trees, leaves, -1)
-    return (packed.view(np.uint64), by_byte.reshape(trees * 256, -1),
-            (np.arange(trees, dtype=np.intp) * 256)[:, None])
+    return packed.view(np.uint64), by_byte.reshape(trees * 256, -1), lane
+
+
+#: the most trees whose lane number fits a uint16 lane's high byte
+LANE16_MAX_TREES = 256
 
 
 def _left_by_counts(ranks: TreeRanks, x: np.ndarray) -> np.ndarray:
