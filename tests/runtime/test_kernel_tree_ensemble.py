@@ -301,6 +301,16 @@ def test_a_bound_rank_scorer_scores_as_rank_scores(targets):
             np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
 
 
+def _assert_scores_as_rank_scores(score, ranks, bits, rng, values, batches, features):
+    """``score`` gives rank_scores' bits and shape on random rows of ``values`` at each batch size."""
+    from relaxpack.runtime.kernels.tree_ranks import rank_scores
+    for n in batches:
+        x = rng.choice(values, size=(n, features)).astype(np.float32)
+        got, want = score(x), rank_scores(ranks, bits.weights, bits.offsets, x)
+        assert got.shape == want.shape == (n, bits.weights.shape[1])
+        np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
 def _shallow_forest(rng, n_trees: int, n_features: int, values, chain_depth: int = 7):
     """Trees of at most ``chain_depth + 1`` leaves: single leaves, random trees of depth 3, chains."""
     rows, thresholds, roots = [], [], []
@@ -323,7 +333,7 @@ def test_trees_of_at_most_8_leaves_score_by_bytes_as_rank_scores(trees, targets,
     one more leaf keeps the bit counts. Both give rank_scores' bits (NaN, infinities, signed
     zeros, weights over 16 decades, tree counts below, at and past a multiple of 8, batches 0-64)."""
     from relaxpack.runtime.kernels.tree_gemm import gemm_plan
-    from relaxpack.runtime.kernels.tree_ranks import _byte_scorer, rank_scorer, rank_scores
+    from relaxpack.runtime.kernels.tree_ranks import _byte_scorer, rank_scorer
     rng = np.random.default_rng(trees * 10 + targets + chain_depth)
     values = np.array([-np.inf, -1.5, -0.0, 0.0, 0.5, 1.0, np.inf, np.nan, 2.0])
     walk, slots, root_slots = pack_trees(*_shallow_forest(rng, trees, 4, values, chain_depth))
@@ -335,11 +345,7 @@ def test_trees_of_at_most_8_leaves_score_by_bytes_as_rank_scores(trees, targets,
     byte_form = _byte_scorer(ranks.union.table, bits.weights, bits.offsets)
     assert (byte_form is not None) == (chain_depth == 7 or trees < 3)
     score = rank_scorer(ranks, bits.weights, bits.offsets)
-    for n in (0, 1, 2, 7, 64):
-        x = rng.choice(values, size=(n, 5)).astype(np.float32)
-        got, want = score(x), rank_scores(ranks, bits.weights, bits.offsets, x)
-        assert got.shape == want.shape == (n, targets)
-        np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+    _assert_scores_as_rank_scores(score, ranks, bits, rng, values, (0, 1, 2, 7, 64), 5)
 
 
 @pytest.mark.parametrize("trees", [255, 256, 257])
@@ -347,7 +353,7 @@ def test_byte_lanes_hold_the_tree_number_up_to_256_trees_in_uint16_then_uint32(t
     """The byte form's lane holds ``256 t + mask``: uint16 lanes while the tree number fits their
     high byte (256 trees), uint32 from 257; both give rank_scores' bits."""
     from relaxpack.runtime.kernels.tree_gemm import gemm_plan
-    from relaxpack.runtime.kernels.tree_ranks import _byte_scorer, rank_scorer, rank_scores
+    from relaxpack.runtime.kernels.tree_ranks import _byte_scorer, rank_scorer
     rng = np.random.default_rng(trees)
     values = np.array([-np.inf, -1.5, -0.0, 0.0, 0.5, 1.0, np.inf, np.nan, 2.0])
     walk, slots, root_slots = pack_trees(*_shallow_forest(rng, trees, 4, values))
@@ -357,10 +363,7 @@ def test_byte_lanes_hold_the_tree_number_up_to_256_trees_in_uint16_then_uint32(t
     byte_form = _byte_scorer(ranks.union.table, bits.weights, bits.offsets)
     assert byte_form[2] == (np.uint16 if trees <= 256 else np.uint32)
     score = rank_scorer(ranks, bits.weights, bits.offsets)
-    for n in (0, 1, 3, 17):
-        x = rng.choice(values, size=(n, 4)).astype(np.float32)
-        np.testing.assert_array_equal(score(x).view(np.uint64),
-                                      rank_scores(ranks, bits.weights, bits.offsets, x).view(np.uint64))
+    _assert_scores_as_rank_scores(score, ranks, bits, rng, values, (0, 1, 3, 17), 4)
 
 
 @pytest.mark.parametrize("chain_depth", [8, 55, 56], ids=["9_leaves", "56_leaves", "57_leaves"])
@@ -370,7 +373,7 @@ def test_trees_of_at_most_56_leaves_score_by_remainders_as_rank_scores(chain_dep
     by the word's remainder (one M per tree shape); 57 leaves keep the bit counts. Both give
     rank_scores' bits (NaN, infinities, signed zeros, weights over 16 decades, batches 0-64)."""
     from relaxpack.runtime.kernels.tree_gemm import gemm_plan
-    from relaxpack.runtime.kernels.tree_ranks import _hashed_scorer, rank_scorer, rank_scores
+    from relaxpack.runtime.kernels.tree_ranks import _hashed_scorer, rank_scorer
     rng = np.random.default_rng(chain_depth * 10 + targets)
     values = np.array([-np.inf, -1.5, -0.0, 0.0, 0.5, 1.0, np.inf, np.nan, 2.0])
     walk, slots, root_slots = pack_trees(*_shallow_forest(rng, 6, 4, values, chain_depth))
@@ -383,11 +386,7 @@ def test_trees_of_at_most_56_leaves_score_by_remainders_as_rank_scores(chain_dep
     hashed = _hashed_scorer(ranks.union.table, bits.weights, bits.offsets)
     assert (hashed is not None) == (chain_depth < 56)
     score = rank_scorer(ranks, bits.weights, bits.offsets)
-    for n in (0, 1, 2, 7, 64):
-        x = rng.choice(values, size=(n, 5)).astype(np.float32)
-        got, want = score(x), rank_scores(ranks, bits.weights, bits.offsets, x)
-        assert got.shape == want.shape == (n, targets)
-        np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+    _assert_scores_as_rank_scores(score, ranks, bits, rng, values, (0, 1, 2, 7, 64), 5)
 
 
 def test_the_remainders_form_is_the_least_modulus_within_its_limits():
