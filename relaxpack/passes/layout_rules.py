@@ -28,6 +28,7 @@ from .layout_carry import (
     shuffle_absorbs, shuffle_operands,
 )
 
+
 @dataclass(frozen=True)
 class Thresholds:
     """When a conv joins or gains from a channels-last region (measured, 1

@@ -15,6 +15,7 @@ import numpy as np
 
 from ._math import scalar_array
 
+
 @functools.lru_cache(maxsize=64)
 def ones_vector(n: int, dtype) -> np.ndarray:
     """A read-only vector of ``n`` ones (row sums as a matrix-vector product), made once per size."""
