@@ -120,6 +120,20 @@ def ops_of(mod) -> list[str]:
     return names
 
 
+def products_of(func) -> list[tuple[str, str]]:
+    """``(op name, result dtype)`` of each ``matmul`` / ``nn.gemm`` call in ``func``, in binding
+    order: whether an integer product runs as an exact float product or stays integer."""
+    found = []
+
+    class Products(ExprVisitor):
+        def visit_call_(self, call: Call):
+            if getattr(call.op, "name", None) in ("matmul", "nn.gemm"):
+                found.append((call.op.name, call.struct_info.dtype))
+            super().visit_call_(call)
+
+    Products().visit_expr(func)
+    return found
+
 def count_bindings(mod) -> int:
     """Bindings in all functions, If branches included."""
     class Count(ExprVisitor):

@@ -15,28 +15,13 @@ import pytest
 import relaxpack
 from relaxpack.ir import parse
 from relaxpack.ir.dims import sym
-from relaxpack.ir.expr import Call
-from relaxpack.ir.visitor import ExprVisitor
 from relaxpack.passes import PassContext
 from relaxpack.passes.analysis.dim_bounds import function_dims
 from relaxpack.passes.exact_integer_matmul import exact_integer_matmul
 from relaxpack.passes.pipeline import optimize_pipeline
 from relaxpack.runtime import VirtualMachine
 
-from .helpers import run_pass
-
-
-def _products(func):
-    found = []
-
-    class Products(ExprVisitor):
-        def visit_call_(self, call: Call):
-            if getattr(call.op, "name", None) in ("matmul", "nn.gemm"):
-                found.append((call.op.name, call.struct_info.dtype))
-            super().visit_call_(call)
-
-    Products().visit_expr(func)
-    return found
+from .helpers import products_of, run_pass
 
 
 def _text(upper: str, rhs: str = "R.subtract(R.astype(b, dtype=\"int32\"), R.const(0, \"int32\"))",
@@ -68,7 +53,7 @@ def test_the_bound_on_k(k, rewritten):
     """255 * 255 * 258 <= 2**24 < 255 * 255 * 259: both sides give the int64 product's values."""
     mod = parse(_text(f"upper={k}"))
     out = run_pass(exact_integer_matmul, mod)
-    assert _products(out["main"]) == ([("matmul", "float32")] if rewritten else [("matmul", "int32")])
+    assert products_of(out["main"]) == ([("matmul", "float32")] if rewritten else [("matmul", "int32")])
     rng = np.random.default_rng(0)
     largest = {"a": np.full((2, k), 255, np.uint8), "b": np.full((k, 3), 255, np.uint8)}
     mixed = {"a": rng.integers(0, 256, (3, k)).astype(np.uint8), "b": rng.integers(0, 256, (k, 3)).astype(np.uint8)}
@@ -83,7 +68,7 @@ def test_the_bound_on_k(k, rewritten):
 def test_odd_and_empty_sizes(m, k):
     mod = parse(_text("upper=64", rhs='R.subtract(R.astype(b, dtype="int32"), R.const(122, "int32"))'))
     out = run_pass(exact_integer_matmul, mod)
-    assert _products(out["main"]) == [("matmul", "float32")]
+    assert products_of(out["main"]) == [("matmul", "float32")]
     rng = np.random.default_rng(1)
     feeds = {"a": rng.integers(0, 256, (m, k)).astype(np.uint8), "b": rng.integers(0, 256, (k, 3)).astype(np.uint8)}
     got = _run(out, feeds)
@@ -111,7 +96,7 @@ class Module:
     assert 255 * int(np.abs(weight).sum(axis=0).max()) <= 2 ** 24 < 255 * 256 * 300
     mod = parse(text)
     out = run_pass(exact_integer_matmul, mod)
-    assert _products(out["main"]) == [("nn.gemm", "float32")]
+    assert products_of(out["main"]) == [("nn.gemm", "float32")]
     feeds = {"a": np.full((3, 300), 255, np.uint8)}
     feeds["a"][1] = np.arange(300) % 256
     got = np.asarray(VirtualMachine(relaxpack.build(out, opt_level=0)).run(feeds)["y"])
@@ -124,7 +109,7 @@ class Module:
 ])
 def test_lookalikes_stay(case, text):
     out = run_pass(exact_integer_matmul, parse(text))
-    assert _products(out["main"]) == [("matmul", "int32")], case
+    assert products_of(out["main"]) == [("matmul", "int32")], case
 
 
 # ---------------------------------------------------------------- through the importer
@@ -156,10 +141,10 @@ def test_an_assumed_bound_on_the_sequence_makes_the_product_float32():
     m = _bert_like()
     mod = relaxpack.from_onnx(m)
     assert function_dims(mod["main"]).upper_bound(sym("k")) == 64
-    assert ("matmul", "int32") in _products(mod["main"])
+    assert ("matmul", "int32") in products_of(mod["main"])
     with PassContext(opt_level=2):
         optimized = optimize_pipeline()(mod)
-    assert ("matmul", "int32") not in _products(optimized["main"])
+    assert ("matmul", "int32") not in products_of(optimized["main"])
     vms = [VirtualMachine(relaxpack.build(mod, opt_level=level)) for level in (0, 2)]
     rng = np.random.default_rng(3)
     for k in (64, 1, 17, 0):

@@ -16,7 +16,7 @@ from relaxpack.ir.expr import Call
 from relaxpack.ir.visitor import ExprVisitor
 from relaxpack.runtime import VirtualMachine
 
-from ...runtime.test_kernels_integer_exact import _reference_conv
+from ...passes.helpers import products_of
 from .test_convert_elementwise import inp, model, node, rand, reference_outputs
 
 
@@ -180,16 +180,8 @@ def _matmul_semantics(m, a):
 
 
 def _products(m):
-    found = []
-
-    class Products(ExprVisitor):
-        def visit_call_(self, call: Call):
-            if getattr(call.op, "name", None) in ("matmul", "nn.gemm"):
-                found.append((call.op.name, call.struct_info.dtype))
-            super().visit_call_(call)
-
-    Products().visit_expr(relaxpack.from_onnx(m)["main"])
-    return found
+    """The imported model's products (:func:`products_of` of its ``main``)."""
+    return products_of(relaxpack.from_onnx(m)["main"])
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
