@@ -19,7 +19,10 @@ from ..ir.expr import Call, Constant, ShapeExpr
 from ..ops.registry import make_call
 from .core.infra import function_pass
 from .iota_gather import gather_as_reshape, gather_check
-from . import broadcast_constant, gather_nd_take, offset_range, reshape_permute_reshape, scale_after_matmul, scaled_gelu
+from . import (
+    broadcast_constant, scales_into_conv, gather_nd_take, offset_range, reshape_permute_reshape, scale_after_matmul,
+    scaled_gelu,
+)
 from .quantize_rules import RULES as QUANTIZE_RULES
 from .reduce_of_concat import reduce_of_concat, reduce_of_concat_check
 from .core.rules import (
@@ -502,6 +505,17 @@ RULES = RewriteTable("SimplifyAlgebra", [
          is_op("multiply")(wildcard("y"), const("c", "the factor"), commutative=True),
          all_of(_scale_folds, same_type_as_output("y")),
          fold_scale_into_weight),
+    Rule("fold_scales_into_conv",
+         is_op("divide")(is_op("nn.conv_bias_act")(..., name="conv", what="the dividend"), const("c", "the divisor")),
+         all_of(used_once("conv", "the conv output"), same_type_as_output("conv"), scales_into_conv.check),
+         scales_into_conv.rewrite,
+         doc="divide(nn.conv_bias_act(x, W, b), c) -> nn.conv_bias_act(x, W / c, b / c) (scales_into_conv.py)."),
+    Rule("fold_input_scale_into_conv",
+         is_op("nn.conv_bias_act")(is_op("multiply")(wildcard("q"), const("c", "the factor"), name="scale",
+                                                     what="the data", commutative=True), ..., name="conv"),
+         all_of(used_once("scale", "the scaled input"), scales_into_conv.check_input),
+         scales_into_conv.rewrite_input,
+         doc="nn.conv_bias_act(q * c, W, b) -> nn.conv_bias_act(q, W * c, b) (scales_into_conv.py)."),
     Rule("offset_range",
          is_op("add")(is_op("range")(wildcard(), wildcard(), wildcard(), name="range", what="an operand"),
                       is_op("shape_to_tensor")(wildcard(), name="offset", what="the other operand"),

@@ -18,7 +18,9 @@ The references and the tolerances (``JUDGES``, the one place they are stated):
   pairs). Each output may differ by at most one quantization step (the scale
   of the DequantizeLinear that makes it, recorded in the manifest): a float
   difference at the last bit inside the network can move one rounding across
-  a .5 boundary, and that is one step, not an error.
+  a .5 boundary, and that is one step, not an error. Measured between two
+  dequantized values, one step is the scale up to the rounding of each value
+  (one ulp of each in its dtype: ``(q - zp) * s`` rounds once).
 - ``qoperator-float``: QOperator models (QLinearConv, QGemm, com.microsoft
   QLinear*) whose outputs come through float ops that can widen one step
   (a LayerNormalization after the last DequantizeLinear): onnxruntime with
@@ -177,7 +179,15 @@ def judge_output(entry: dict, name: str, got, want) -> str | None:
     max_err = float(np.nanmax(np.where(np.isnan(err), np.inf, err))) if err.size else 0.0
     if entry["judge"] == "qdq-one-step":
         step = entry["output_steps"][name]
-        ok = max_err <= step * (1 + 1e-6)
+        ok = bool(np.all(err <= step * (1 + 1e-6) + _rounding(got) + _rounding(want)))
         return None if ok else f"differs by {max_err:.4g}, over one quantization step {step:.4g}"
     ok = bool(np.all(err <= judge.atol + judge.rtol * np.abs(b)))
     return None if ok else (f"differs by {max_err:.3g} (max abs; rtol {judge.rtol:g}, atol {judge.atol:g})")
+
+
+def _rounding(values: np.ndarray) -> np.ndarray:
+    """One ulp of each value in its own float dtype, as float64: what rounding a dequantized
+    ``(q - zp) * s`` may have moved it by (twice over, generously)."""
+    with np.errstate(invalid="ignore"):
+        return np.nan_to_num(np.spacing(np.abs(values)).astype(np.float64), nan=0.0, posinf=0.0)
+

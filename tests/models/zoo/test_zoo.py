@@ -9,6 +9,7 @@ pass, the test turns red until its line is removed. Nothing is skipped.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from .judge import HERE, JUDGES, LEVELS, MODELS, check
@@ -73,3 +74,21 @@ def test_the_judge_holds_map_outputs_to_their_structure():
     assert "keys" in judge_output(entry, "p", [{1: 0.75, 0: 0.25}, {0: 1.0, 1: 0.0}], want)
     assert "1 maps" in judge_output(entry, "p", want[:1], want)
     assert "differs by 0.01" in judge_output(entry, "p", [{0: 0.26, 1: 0.75}, {0: 1.0, 1: 0.0}], want)
+
+
+def test_the_qdq_judge_allows_one_step_as_float32_measures_it():
+    """Two float32 dequantized values one step apart differ by the scale up to their own rounding
+    (resnet_qdq_channel's logits: 0.0029677749 against a step of 0.0029677583); two steps, or a
+    NaN against a number, do not pass; the same NaN does."""
+    from .judge import judge_output
+    step = np.float32(0.002967758337035775)
+    entry = {"judge": "qdq-one-step", "output_steps": {"y": float(step)}}
+    q = np.array([337.0, -12.0, 0.0, 1000.0], np.float32)
+    want = q * step
+    assert judge_output(entry, "y", (q + np.float32(1)) * step, want) is None
+    assert judge_output(entry, "y", (q - np.float32(1)) * step, want) is None
+    assert "over one quantization step" in judge_output(entry, "y", (q + np.float32(2)) * step, want)
+    assert "over one quantization step" in judge_output(entry, "y", want + np.float32(1.01) * step, want)
+    nan = np.array([np.nan, 1.0], np.float32)
+    assert judge_output(entry, "y", nan, nan) is None
+    assert judge_output(entry, "y", np.array([1.0, 1.0], np.float32), nan) is not None
