@@ -1,7 +1,8 @@
 """FuseOps: chains and trees of elementwise ops become one Primitive function.
 
 Within a binding block, an elementwise op (``OpDef.elementwise``, plus
-``where``, ``nn.prelu`` and ``astype``) joins the group of its users when
+``where``, ``nn.prelu`` and ``astype``, and a ``take`` of a constant 1-D table:
+``is_table_lookup``) joins the group of its users when
 every use of its result is inside that one group; a ``matmul``, ``nn.conv``,
 ``nn.gemm`` or ``nn.conv_bias_act`` whose result only feeds the group (and
 has the group's output shape) joins as its *producer*, the first step. Each
@@ -16,7 +17,8 @@ group of two or more ops (but two ops that are each a bare ufunc call,
                                             R.func_attr({"Primitive": True})
                                             ...
 
-A group grows only while its steps can run with ``out`` and one temporary
+A group grows only while its steps can run with ``out`` and one temporary (two when
+it ends in a look-up: :func:`_buffers`)
 (:func:`~relaxpack.runtime.kernels.fused_elementwise.plan_buffers`), also
 when the memory planner makes ``out`` reuse an input of the output's shape;
 LowerFusedFunctions then turns each call into one ``fused_elementwise``

@@ -49,8 +49,8 @@ ELEMENTWISE_EXTRAS = frozenset({"where", "nn.prelu", "astype"})
 #: ops that may start a fused group: the elementwise tail runs on their output
 PRODUCERS = frozenset({"matmul", "permute_matmul", "nn.gemm", "nn.conv", "nn.conv_bias_act"})
 #: look-ups that fuse as a step when their table is a constant vector (:func:`is_table_lookup`):
-#: each output value is one input value mapped through the table, like an elementwise op's; never
-#: in place (the index and the table's values differ in meaning), always of the result's shape
+#: each output value is one input value mapped through the table, like an elementwise op's; always
+#: of the result's shape, never in place (numpy's take buffers an ``out`` that is its index)
 LOOKUPS = frozenset({"take"})
 #: inputs an elementwise kernel must not write over although shape and dtype
 #: match (``where`` reads its condition after writing ``out``)
