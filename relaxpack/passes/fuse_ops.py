@@ -203,6 +203,9 @@ def why_not_fused(ordered: list, root: VarBinding, inputs: frozenset, parts: dic
     first = ordered[0]
     if first is not root and _kind(first) == "producer" and not same_shape(first.value.struct_info, out):
         return f"R.{first.value.op.name} gives {first.value.struct_info}, not the group's shape"
+    for b in ordered:
+        if is_table_lookup(b.value) and not same_shape(b.value.struct_info, out):
+            return f"the look-up {b.var.name_hint} gives {b.value.struct_info}, not the group's shape"
     params = _params(ordered)
     try:
         recipe = recipe_of(params, ordered, out, parts)

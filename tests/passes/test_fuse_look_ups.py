@@ -141,3 +141,22 @@ return lv5
         out = fuse_ops(parse(text))
     assert "take" in ops_of(out), case
     assert all("take" not in ops for ops in _fused(out)), case
+
+
+def test_a_look_up_that_broadcasts_into_the_group_stays_apart(caplog):
+    """A look-up smaller than the group's result (QLinearWhere's table of a broadcast operand) would
+    be a step of another shape than ``full``: it stays out, and the log says why."""
+    caplog.set_level("DEBUG", logger="relaxpack.passes.fuse_ops")
+    text = program('x: R.Tensor(("n", 4), "float32"), y: R.Tensor((4,), "float32")', '("n", 4)', f"""
+lv = R.round(y)
+lv1 = R.clip(lv, min=0.0, max=255.0, saturate_nan=True)
+lv2 = R.astype(lv1, dtype="int64")
+lv3 = R.take(R.const({TABLE}, "float32"), lv2, axis=0, in_bounds=True)
+lv4 = R.add(x, lv3)
+lv5 = R.exp(lv4)
+return lv5
+""")
+    with PassContext(opt_level=2, check_well_formed=True):
+        out = fuse_ops(parse(text))
+    assert "take" in ops_of(out) and all("take" not in ops for ops in _fused(out))
+    assert "the look-up lv3 gives" in caplog.text
