@@ -1,7 +1,8 @@
 """FuseOps: chains and trees of elementwise ops become one Primitive function.
 
 Within a binding block, an elementwise op (``OpDef.elementwise``, plus
-``where``, ``nn.prelu`` and ``astype``) joins the group of its users when
+``where``, ``nn.prelu`` and ``astype``, and a ``take`` of a constant 1-D table:
+``is_table_lookup``) joins the group of its users when
 every use of its result is inside that one group; a ``matmul``, ``nn.conv``,
 ``nn.gemm`` or ``nn.conv_bias_act`` whose result only feeds the group (and
 has the group's output shape) joins as its *producer*, the first step. Each
@@ -16,7 +17,8 @@ group of two or more ops (but two ops that are each a bare ufunc call,
                                             R.func_attr({"Primitive": True})
                                             ...
 
-A group grows only while its steps can run with ``out`` and one temporary
+A group grows only while its steps can run with ``out`` and one temporary (two when
+it ends in a look-up: :func:`_buffers`)
 (:func:`~relaxpack.runtime.kernels.fused_elementwise.plan_buffers`), also
 when the memory planner makes ``out`` reuse an input of the output's shape;
 LowerFusedFunctions then turns each call into one ``fused_elementwise``
@@ -44,7 +46,7 @@ from ..ir.module import IRModule
 from ..ir.struct_info import TensorStructInfo
 from ..ir.visitor import ExprVisitor
 from ..ir.well_formed import function_analyzer
-from ..ops.definitions.fused_elementwise import fusible_kind, same_layout, same_shape
+from ..ops.definitions.fused_elementwise import fusible_kind, is_table_lookup, same_layout, same_shape
 from ..runtime.kernels import KERNELS, bare_ufunc
 from ..runtime.kernels.fused_elementwise import plan_buffers
 from ..runtime.shape_memo import MEMO_KERNELS
@@ -121,7 +123,10 @@ def _kind(binding) -> str | None:
         return None
     if not all(isinstance(a, (Var, Constant)) and _tensor(a.struct_info) for a in call.args):
         return None
-    return fusible_kind(call.op.name)
+    kind = fusible_kind(call.op.name)
+    if kind == "lookup":
+        return "elementwise" if is_table_lookup(call) else None
+    return kind
 
 
 def _ufunc_pair(group) -> bool:
@@ -181,6 +186,13 @@ def _params(ordered: list) -> list:
     return params
 
 
+def _buffers(root: VarBinding) -> int:
+    """Buffers a group may use, ``out`` included: one temporary, two when the group ends in a table
+    look-up (its index, an integer, rarely fits ``out``'s bytes or its input's; the look-up's own
+    kernel call, which the second temporary saves, cost more than the memory)."""
+    return 3 if isinstance(root.value, Call) and is_table_lookup(root.value) else 2
+
+
 def why_not_fused(ordered: list, root: VarBinding, inputs: frozenset, parts: dict | None = None) -> str | None:
     """None if the group ``ordered`` (ending in ``root``) runs with ``out`` and one
     temporary, whichever same-shaped input the memory planner lets ``out``
@@ -191,16 +203,20 @@ def why_not_fused(ordered: list, root: VarBinding, inputs: frozenset, parts: dic
     first = ordered[0]
     if first is not root and _kind(first) == "producer" and not same_shape(first.value.struct_info, out):
         return f"R.{first.value.op.name} gives {first.value.struct_info}, not the group's shape"
+    for b in ordered:
+        if is_table_lookup(b.value) and not same_shape(b.value.struct_info, out):
+            return f"the look-up {b.var.name_hint} gives {b.value.struct_info}, not the group's shape"
     params = _params(ordered)
     try:
         recipe = recipe_of(params, ordered, out, parts)
     except PassError as err:
         return str(err)
-    if plan_buffers(recipe, frozenset(), 2) is None:
+    buffers = _buffers(root)
+    if plan_buffers(recipe, frozenset(), buffers) is None:
         return "it would need a second temporary"
     for i, p in enumerate(params):
         if isinstance(p, Var) and p not in inputs and same_layout(p.struct_info, out):
-            if plan_buffers(recipe, frozenset({i}), 2) is None:
+            if plan_buffers(recipe, frozenset({i}), buffers) is None:
                 return f"it would need a second temporary when out reuses {p.name_hint}"
     return None
 

@@ -309,3 +309,24 @@ def test_a_prepared_call_follows_new_shapes_and_a_new_recipe_object():
             np.testing.assert_allclose(run(r, (x, y)), np.exp(x) + y, rtol=1e-6)
     with pytest.raises(ShapeError, match="out is float64"):
         FUSED(x, y, out=np.empty(x.shape, np.float64), recipe=recipe)
+
+
+def test_a_look_up_step_is_full_and_not_in_place():
+    """``take`` of a table (ops/definitions/fused_elementwise.py ``LOOKUPS``): its result is the
+    index's shape, so a step that claims less is refused, as is writing over the index."""
+    i = Var("i", TensorStructInfo((2, 3), "int64"))
+    table = Var("t", TensorStructInfo((5,), "float32"))
+    def infer(recipe, *args):
+        return BlockBuilder().infer_call(make_call("fused_elementwise", *args, recipe=recipe))
+    look = step("take", [P(1), P(0)], inplace=[False, False], axis=0, in_bounds=False)
+    assert infer((look,), i, table) == TensorStructInfo((2, 3), "float32")
+    with pytest.raises(IRError, match="must have the result's shape"):
+        infer((step("take", [P(1), P(0)], full=False, inplace=[False, False], axis=0, in_bounds=False),), i, table)
+    with pytest.raises(IRError, match="may not write over its input"):
+        infer((step("astype", [P(0)], "int64", inplace=[False], dtype="int64"),
+               step("take", [P(1), S(0)], "int64", inplace=[False, True], axis=0, in_bounds=False)),
+              i, Var("t", TensorStructInfo((5,), "int64")))
+    out = np.empty((2, 3), np.float32)
+    index = np.array([[0, 4, 2], [1, 3, 0]], np.int64)
+    FUSED(index, np.arange(5, dtype=np.float32) * 1.5, out=out, recipe=(look,))
+    np.testing.assert_array_equal(out, (index * 1.5).astype(np.float32))

@@ -38,7 +38,7 @@ import math
 
 from ...errors import IRError
 from ...ir.dims import Dim, DimAnalyzer, dim_max
-from ...ir.expr import Call, Op, Var
+from ...ir.expr import Call, Constant, Op, Var
 from ...ir.struct_info import StructInfo, TensorStructInfo
 from ..registry import REQUIRED, get_op_def, register_op
 from .common import attr_error, fmt_sinfo, shape_error, tensor_arg
@@ -48,6 +48,10 @@ from .common import attr_error, fmt_sinfo, shape_error, tensor_arg
 ELEMENTWISE_EXTRAS = frozenset({"where", "nn.prelu", "astype"})
 #: ops that may start a fused group: the elementwise tail runs on their output
 PRODUCERS = frozenset({"matmul", "permute_matmul", "nn.gemm", "nn.conv", "nn.conv_bias_act"})
+#: look-ups that fuse as a step when their table is a constant vector (:func:`is_table_lookup`):
+#: each output value is one input value mapped through the table, like an elementwise op's; always
+#: of the result's shape, never in place (numpy's take buffers an ``out`` that is its index)
+LOOKUPS = frozenset({"take"})
 #: inputs an elementwise kernel must not write over although shape and dtype
 #: match (``where`` reads its condition after writing ``out``)
 _NO_IN_PLACE = {"where": frozenset({0})}
@@ -61,9 +65,20 @@ def fusible_kind(op_name: str) -> str | None:
         return None
     if op_name in PRODUCERS:
         return "producer"
+    if op_name in LOOKUPS:
+        return "lookup"
     if op_name in ELEMENTWISE_EXTRAS or get_op_def(op_name).elementwise:
         return "elementwise"
     return None
+
+
+def is_table_lookup(call: Call) -> bool:
+    """``take(table, index, axis=0)`` with ``table`` a 1-D constant: a quantized model's look-up
+    (QLinearSigmoid and such map the 256 values through a table), which FuseOps puts at the end of
+    the elementwise chain that makes its index instead of running it as one more kernel call."""
+    table = call.args[0] if len(call.args) == 2 else None
+    return (isinstance(call.op, Op) and call.op.name in LOOKUPS and isinstance(table, Constant)
+            and table.data.ndim == 1 and call.attrs.get("axis") in (0, -1))
 
 
 def may_write_over(op_name: str, index: int, arg: TensorStructInfo, out: TensorStructInfo) -> bool:
@@ -126,6 +141,8 @@ def _infer_fused_elementwise(call: Call, analyzer: DimAnalyzer) -> TensorStructI
                 raise _ref_error(call, i, f"input {ref!r} names neither a parameter (0..{len(params) - 1}) "
                                           f"nor an earlier step")
             used.add(ref)
+        if kind == "lookup" and not full:
+            raise _ref_error(call, i, f"a look-up (R.{op}) must have the result's shape (full)")
         if kind == "producer" and (i != 0 or not full or any(r[0] != "p" for r in inputs)):
             raise _ref_error(call, i, f"a producer (R.{op}) must be the first step, read only parameters "
                                       f"and have the result's shape (full)")
