@@ -69,6 +69,28 @@ def test_few_boxes_and_small_limits(n, max_out):
         assert got.shape == (0, 3)
 
 
+@pytest.mark.parametrize("counts", [[], [0], [3], [0, 2, 0], [1, 0, 0, 4], [0, 0, 0, 0, 0, 2]])
+def test_selected_rows_name_batch_and_class_of_each_group(counts):
+    """The rows filled by column are the ``[batch, class, box]`` tuples in turn, with groups that
+    kept nothing at the start, between others and at the end (``classes`` 2: groups cross batches)."""
+    kept = list(range(100, 100 + sum(counts)))
+    want = [(g // 2, g % 2, k) for g, n in enumerate(counts)
+            for k in kept[sum(counts[:g]):sum(counts[:g]) + n]]
+    got = detection._selected_rows(kept, counts, 2)
+    assert got.dtype == np.int64 and got.shape == (len(kept), 3)
+    np.testing.assert_array_equal(got, np.array(want, np.int64).reshape(-1, 3))
+
+
+@pytest.mark.parametrize("batches,classes", [(0, 2), (2, 0), (3, 4)])
+def test_no_batch_no_class_and_many_of_both(batches, classes):
+    rng = np.random.default_rng(batches * 10 + classes)
+    boxes, scores = _boxes(rng, batches, classes, 9, 0)
+    got = _check(boxes, scores, 2, 0.3, 0.2, 0, backends=("ref",))
+    assert len(got) <= batches * classes * 2
+    if batches * classes:
+        assert len(got) > 0 and set(got[:, 0]) == set(range(batches))
+
+
 def test_ties_pick_the_lower_index_first():
     boxes = np.array([[[0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 1, 1], [5, 5, 6, 6]]], np.float32)
     scores = np.array([[[0.5, 0.5, 0.7, 0.5]]], np.float32)

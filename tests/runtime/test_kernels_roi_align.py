@@ -145,3 +145,25 @@ def test_dense_wins_on_a_detection_head_and_not_on_a_large_map():
     the products, a few boxes on a large map the gather."""
     assert roi_separable.dense_wins(20, 16, 16, 24, 7, 7, 2, 2)
     assert not roi_separable.dense_wins(20, 256, 200, 300, 7, 7, 2, 2)
+
+
+def test_products_on_a_wide_map_within_float32_rounding_of_float64():
+    """The products in float32 on a map wide and deep enough that BLAS may block its sums
+    otherwise than on a small one (B^T is passed contiguous): within the rounding of a sum of
+    ``H + W`` terms of the float64 kernel's result (bilinear weights of a bin sum to at most its
+    sample count, so no average exceeds the largest ``|data|``)."""
+    rng = np.random.default_rng(11)
+    data = rng.standard_normal((1, 256, 40, 72)).astype(np.float32)
+    start = rng.uniform(0, [72, 40], (30, 2))
+    rois = np.concatenate([start, start + rng.uniform(2, 30, (30, 2))], axis=1).astype(np.float32)
+    indices = np.zeros(30, np.int64)
+    attrs = dict(output_size=(7, 7), sampling_ratio=2, spatial_scale=1.0, mode="avg",
+                 coordinate_transformation_mode="half_pixel")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(roi_separable, "DENSE_PER_GATHERED", 10 ** 12)
+        got = run_kernel("image.roi_align", data, rois, indices, **attrs)
+        want = run_kernel("image.roi_align", data.astype(np.float64), rois.astype(np.float64), indices, **attrs)
+    assert got.dtype == np.float32 and want.dtype == np.float64
+    bound = (40 + 72 + 4) * np.finfo(np.float32).eps * np.abs(data).max()
+    assert np.abs(got - want).max() <= bound
+    assert np.abs(want).max() > 0.1         # the boxes sample the map, not its empty outside

@@ -116,7 +116,8 @@ def non_max_suppression(boxes, scores, max_output_boxes_per_class, iou_threshold
         else np.asarray(iou_threshold).reshape(-1)[0]
     threshold = None if score_threshold is None or np.size(score_threshold) == 0 \
         else np.asarray(score_threshold).reshape(-1)[0]
-    rows = []
+    kept: list[int] = []
+    counts: list[int] = []          # per (batch, class), batch-major: how many of ``kept`` are its
     if limit:
         for b in range(boxes.shape[0]):
             corners = _corners(boxes[b], center_point_box)
@@ -125,5 +126,20 @@ def non_max_suppression(boxes, scores, max_output_boxes_per_class, iou_threshold
                 candidates = np.arange(s.shape[0]) if threshold is None else np.flatnonzero(s > threshold)
                 # descending score, ties by ascending index: a stable sort of -score
                 order = candidates[np.argsort(-s[candidates], kind="stable")]
-                rows += [(b, c, k) for k in _select(corners, order, limit, iou)]
-    return np.array(rows, np.int64).reshape(-1, 3)
+                picked = _select(corners, order, limit, iou)
+                kept += picked
+                counts.append(len(picked))
+    return _selected_rows(kept, counts, scores.shape[1])
+
+
+def _selected_rows(kept: list[int], counts: list[int], classes: int) -> np.ndarray:
+    """The ``(len(kept), 3)`` rows ``[batch, class, box]``: ``counts[g]`` boxes of ``kept`` in turn
+    belong to batch ``g // classes``, class ``g % classes``. Filled by column (a list of one tuple
+    per box made into an array cost ~0.25 us a box, several times the rest of a small NMS)."""
+    out = np.empty((len(kept), 3), np.int64)
+    if kept:
+        out[:, 2] = kept
+        group = np.repeat(np.arange(len(counts)), counts)
+        np.floor_divide(group, classes, out=out[:, 0])
+        np.remainder(group, classes, out=out[:, 1])
+    return out

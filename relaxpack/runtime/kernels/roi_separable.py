@@ -81,7 +81,12 @@ def _rows_first(data: np.ndarray, batch_indices: np.ndarray, ay: np.ndarray, ax:
             else:
                 mine = batch_indices == image
                 rows[mine] = (ay[mine].reshape(-1, height) @ table).reshape(-1, out_h, channels, width)
-        # one product per box, (out_h * C, W) @ (W, out_w) (per box and channel they would be many tiny ones)
-        np.matmul(rows.reshape(count, out_h * channels, width), ax.transpose(0, 2, 1), out=cols)
-        np.divide(cols.reshape(count, out_h, channels, out_w).transpose(0, 2, 1, 3), divisor, out=out,
-                  casting="unsafe")
+        # one product per box, (out_h * C, W) @ (W, out_w) (per box and channel they would be many tiny
+        # ones); B^T made contiguous: numpy's batched matmul took a transposed operand ~1.3x slower
+        np.matmul(rows.reshape(count, out_h * channels, width), np.ascontiguousarray(ax.transpose(0, 2, 1)),
+                  out=cols)
+        # divided in place, then moved to out's layout: a divide writing through the transpose is
+        # ~1.4x the two (the same quotients, rounded to out's dtype once as before)
+        averages = cols.reshape(count, out_h, channels, out_w)
+        np.divide(averages, divisor, out=averages)
+        np.copyto(out, averages.transpose(0, 2, 1, 3), casting="unsafe")
