@@ -1,4 +1,4 @@
-"""A fused kernel's GELU bound to its output (``gelu_per_output.gelu_act``, ``_gelu_table.gelu_table_bound``):
+"""A fused kernel's GELU bound to its output (``gelu_per_output.gelu_act``, ``_gelu_quad32.gelu_quad32_bound``):
 bit for bit the kernel's GELU (``activation.gelu_in_place``) on every kind of ``out``, call after call,
 and per thread when one instruction runs in several."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from relaxpack.runtime.kernels import gelu_per_output
-from relaxpack.runtime.kernels._gelu_table import GELU64_MAX_SIZE
+from relaxpack.runtime.kernels._gelu_quad32 import CHUNK
 from relaxpack.runtime.kernels.activation import gelu_in_place
 
 from .test_kernels_fastpaths import gelu_sweep, run_in_threads
@@ -31,8 +31,10 @@ def kernel_gelu(values: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("shape, dtype", [
     ((32, 30), "float32"),                      # Whisper's first conv: bound
     ((1, 15, 32), "float32"),
-    ((GELU64_MAX_SIZE,), "float32"),            # the bound's edge
-    ((GELU64_MAX_SIZE + 1,), "float32"),        # past it: the float32 table (not bound)
+    ((6144,), "float32"),                       # the float64 table's old bound: bound either side
+    ((6145,), "float32"),
+    ((CHUNK,), "float32"),                      # the bound's edge: one chunk
+    ((CHUNK + 1,), "float32"),                  # past it: two chunks (not bound)
     ((1,), "float32"),
     ((4, 5), "float64"), ((4, 5), "float16"),   # other dtypes: the kernel's path
 ])

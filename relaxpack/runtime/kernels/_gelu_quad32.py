@@ -1,4 +1,4 @@
-"""Exact GELU of large float32 arrays: ``x * Phi(x)`` in float32 from a table of quadratics.
+"""The float32 GELU (every size): ``x * Phi(x)`` in float32 from a table of quadratics.
 
 The small path's grid (:mod:`._gelu_table`: intervals of width ``1 / K`` on [-14.5, 6], guard
 rows 0 and 1 past the ends, the row found from ``x + M``'s bit pattern), with a quadratic in
@@ -13,8 +13,9 @@ ends ``Phi - p`` is 0 and multiplies the clipped ``x``: inf gives inf, -inf NaN 
 
 13 float32 calls per chunk of up to ``CHUNK`` values (clip, ``x + M``, the center, ``r``, the row,
 ``take``, Horner's four on the gathered columns, ``x *`` twice, the sum): 0.64-0.85x the time of
-the ~40-call float32 fit it replaced at 7k-200k values (docs/design-notes.md). Chunks keep the
-buffers (36 bytes a value) and the 336 KB table near the cache.
+the ~40-call float32 fit it replaced at 7k-200k values, 0.74-0.9x the float64 table's 15 calls
+below 6144 values, which float32 no longer takes (docs/design-notes.md, "The float32 GELU's
+contract"). Chunks keep the buffers (36 bytes a value) and the 336 KB table near the cache.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from ._math import CLIP, scalar_array
 
 #: values per chunk (measured: 16384-32768 fastest at 8k-100k values; 4096 as slow as the old fit)
 CHUNK = 1 << 15
-#: sizes, and values over all sizes, whose buffers a thread keeps (~2.4 MB at most)
-_SIZES_KEPT, _KEPT_VALUES = 4, 2 * CHUNK
+#: sizes, and values over all sizes, whose buffers a thread keeps (~2.4 MB at most; 8 sizes since
+#: small arrays come here too: a model's GELUs of several sizes, a chunk and a tail)
+_SIZES_KEPT, _KEPT_VALUES = 8, 2 * CHUNK
 
 
 def _build_table32() -> np.ndarray:
@@ -106,6 +108,23 @@ def gelu_quad32_into(x: np.ndarray, out: np.ndarray) -> None:
             _chunk(table, flat[whole:], result[whole:], buffers)
     if not direct:
         np.copyto(out, result.reshape(out.shape))
+
+
+def gelu_quad32_bound(x: np.ndarray, out: np.ndarray):
+    """``run()``: :func:`gelu_quad32_into` ``(x, out)`` for two C-contiguous float32 arrays of one
+    size, at most ``CHUNK`` values: one chunk, the flat views and the table taken once, the
+    thread's buffers fetched again only when another thread runs it. The same calls, bit for bit."""
+    flat, target = x.reshape(-1), out.reshape(-1)
+    table, n = _Table32.get(), flat.size
+    mine = [None, None]         # the thread that ran it last, its buffers
+
+    def run() -> None:
+        ident = threading.get_ident()
+        if ident != mine[0]:
+            mine[:] = ident, kept_buffers(_KEPT.sizes, n, _Buffers, _SIZES_KEPT, _KEPT_VALUES)
+        with quiet():
+            _chunk(table, flat, target, mine[1])
+    return run
 
 
 def _chunk(table: np.ndarray, x: np.ndarray, out: np.ndarray, kept: _Buffers) -> None:

@@ -1,4 +1,5 @@
-"""Exact GELU of small arrays: ``x * Phi(x)`` in float64 from a table of cubics, rounded once.
+"""Exact GELU of small float16/bfloat16 arrays: ``x * Phi(x)`` in float64 from a table of cubics,
+rounded once (float32 takes :mod:`._gelu_quad32` at every size since: docs/design-notes.md).
 
 ``Phi`` is tabulated on intervals of width ``h = 1 / K`` (``K = 1024``) centered on ``c = i / K``
 for ``x`` in ``[-14.5, 6]``: a cubic in ``r = x - c`` (``|r| <= h / 2``) interpolating ``Phi`` at
@@ -30,8 +31,8 @@ from ._math import CLIP, scalar_array
 
 #: intervals per unit of x, and the tabulated range
 _K, _LOW, _HIGH = 1024, -14.5, 6.0
-#: arrays up to this many values take :func:`gelu_table_into`, larger ones the float32 GELU
-#: (measured: docs/design-notes.md)
+#: float16/bfloat16 arrays up to this many values take :func:`gelu_table_into`, larger ones the
+#: float32 GELU (measured: docs/design-notes.md)
 GELU64_MAX_SIZE = 6144
 #: sizes, and values over all sizes, whose buffers a thread keeps (the oldest size goes first)
 _GELU_SIZES_KEPT, _GELU_KEPT_VALUES = 8, 16384
@@ -141,23 +142,6 @@ def gelu_table_into(x: np.ndarray, out: np.ndarray) -> None:
     positional (a keyword costs ~0.1 us)."""
     flat = x.reshape(-1)
     _evaluate(_Table.get(), flat, out.reshape(-1) if out.flags.c_contiguous else out, _gelu_buffers(flat.size))
-
-
-def gelu_table_bound(x: np.ndarray, out: np.ndarray):
-    """``run()``: :func:`gelu_table_into` ``(x, out)`` for these two C-contiguous arrays, their flat
-    views and the table taken once (~1 us of the call's 7 at 960 values: the look-ups, reshapes
-    and checks); a thread's buffers are fetched again only when another thread runs it (a bound
-    call never shares buffers with a call running in another thread). The same calls, bit for bit."""
-    flat, target = x.reshape(-1), out.reshape(-1)
-    table, n = _Table.get(), flat.size
-    mine = [None, None]         # the thread that ran it last, its buffers
-
-    def run() -> None:
-        ident = threading.get_ident()
-        if ident != mine[0]:
-            mine[:] = ident, _gelu_buffers(n)
-        _evaluate(table, flat, target, mine[1])
-    return run
 
 
 def _evaluate(table: np.ndarray, flat: np.ndarray, target: np.ndarray, kept: _GeluBuffers) -> None:

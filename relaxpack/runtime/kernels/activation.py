@@ -284,11 +284,10 @@ _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 
 def gelu_in_place(buf: np.ndarray) -> None:
     """Exact GELU of ``buf`` in place: a float32 array goes straight to the path the kernel takes
-    for it (:func:`gelu_table_into` up to ``GELU64_MAX_SIZE`` values, else :func:`gelu_quad32_into`),
-    without the kernel's wrapper and checks (~0.6 us: a fused gemm's or conv's activation);
-    anything else through the kernel. The kernel's results, bit for bit."""
+    for it (:func:`gelu_quad32_into`), without the kernel's wrapper and checks (~0.6 us: a fused
+    gemm's or conv's activation); anything else through the kernel. The kernel's results, bit for bit."""
     if buf.dtype == np.float32 and buf.ndim:
-        (gelu_table_into if buf.size <= GELU64_MAX_SIZE else gelu_quad32_into)(buf, buf)
+        gelu_quad32_into(buf, buf)
     else:
         gelu(buf, out=buf, approximate="none")
 
@@ -300,11 +299,11 @@ def gelu(x, *, out, approximate):
     """``x * Phi(x)``: ``0.5 * x * (1 + erf(x / sqrt(2)))``, or with
     ``approximate="tanh"`` ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))``."""
     if approximate == "none" and (out.dtype == np.float32 or is_low_float(out.dtype)):
-        if out.size <= GELU64_MAX_SIZE and x.shape == out.shape and x.dtype.kind == "f":
-            gelu_table_into(x, out)   # fewer numpy calls, and correctly rounded
-            return
         if x.dtype == out.dtype == np.float32 and x.shape == out.shape:
-            gelu_quad32_into(x, out)    # out may be x: a fused gemm's in-place call
+            gelu_quad32_into(x, out)    # every size (its contract: docs/design-notes.md); out may be x
+            return
+        if out.size <= GELU64_MAX_SIZE and x.shape == out.shape and x.dtype.kind == "f":
+            gelu_table_into(x, out)   # float16/bfloat16: float64, rounded once (correctly)
             return
         buf = load(x, out)
         gelu_quad32_into(buf, buf)

@@ -3,18 +3,17 @@
 A conv's or gemm's GELU (``activation="gelu"``, :func:`.fused.activation_fn`) runs in place on the
 kernel's ``out``, an arena view that is the same object run after run. Of a small float32 GELU's
 ~8 us at 960 values (Whisper's front end, a transformer's MLP at a few tokens) ~1.6 us were the
-Python around its 15 numpy calls: the activation wrapper, the dtype and size checks, the table
-and buffer look-ups, the reshapes. :func:`gelu_act` keeps :func:`._gelu_table.gelu_table_bound`
-for the last such ``out`` (float32, C-contiguous, at most ``GELU64_MAX_SIZE`` values) and calls it
-straight (8.70 -> 7.88 us a call at 960 values); any other array takes
-:func:`.activation.gelu_in_place`. The same calls: bit for bit.
+Python around its numpy calls: the activation wrapper, the dtype and size checks, the table and
+buffer look-ups, the reshapes. :func:`gelu_act` keeps :func:`._gelu_quad32.gelu_quad32_bound` for
+the last such ``out`` (float32, C-contiguous, one chunk: at most ``CHUNK`` values) and calls it
+straight; any other array takes :func:`.activation.gelu_in_place`. The same calls: bit for bit.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._gelu_table import GELU64_MAX_SIZE, gelu_table_bound
+from ._gelu_quad32 import CHUNK, gelu_quad32_bound
 from .activation import gelu_in_place
 
 
@@ -28,8 +27,8 @@ def gelu_act():
         elif out.size == 0:
             return
         elif (out.dtype == np.float32 and out.base is not None and out.flags.c_contiguous
-              and out.size <= GELU64_MAX_SIZE):
-            seen[:] = out, gelu_table_bound(out, out)   # (an array owning its memory is not held)
+              and out.size <= CHUNK):
+            seen[:] = out, gelu_quad32_bound(out, out)   # (an array owning its memory is not held)
             seen[1]()
         else:
             gelu_in_place(out)
