@@ -109,6 +109,11 @@ def assert_same_results(before, after, dims_list=(), *, feeds=(), seed: int = 0,
 
 def ops_of(mod) -> list[str]:
     """The op names called in ``main``, in binding order."""
+    return ops_of_function(mod["main"])
+
+
+def ops_of_function(func) -> list[str]:
+    """The op names called in ``func`` (a fused primitive function, say), in binding order."""
     names = []
 
     class Ops(ExprVisitor):
@@ -116,7 +121,7 @@ def ops_of(mod) -> list[str]:
             names.append(getattr(call.op, "name", "?"))
             super().visit_call_(call)
 
-    Ops().visit_expr(mod["main"])
+    Ops().visit_expr(func)
     return names
 
 

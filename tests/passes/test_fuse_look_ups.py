@@ -17,7 +17,7 @@ from relaxpack.passes.fuse_ops import fuse_ops
 from relaxpack.passes.lower_fused import lower_fused_functions
 from relaxpack.runtime import VirtualMachine
 
-from .helpers import ops_of, program
+from .helpers import ops_of, ops_of_function, program
 
 TABLE = [float(v) for v in (np.arange(256) % 97) * 0.5 - 7.0]
 INT_TABLE = [int(v) for v in (np.arange(256) * 7919) % 1000 - 500]
@@ -35,18 +35,6 @@ def _fused(mod) -> list[list[str]]:
 
     Calls().visit_expr(mod["main"])
     return found
-
-
-def ops_of_function(func) -> list[str]:
-    names = []
-
-    class Ops(ExprVisitor):
-        def visit_call_(self, call: Call):
-            names.append(getattr(call.op, "name", "?"))
-            super().visit_call_(call)
-
-    Ops().visit_expr(func)
-    return names
 
 
 def fuse_and_compare(text: str, sizes=(0, 1, 7, 300)):
