@@ -28,11 +28,6 @@ _HOMOGENEOUS = (None, "relu")
 _FLOATS = ("float32", "float64")
 
 
-def _constant(m: Match, expr) -> np.ndarray | None:
-    value = m.producer(expr)[0]
-    return value.data if isinstance(value, Constant) else None
-
-
 def check(m: Match) -> str | None:
     """None when ``divide(conv, c)`` folds: ``c`` one positive finite value of the conv's float
     dtype, the conv inexact, with no activation or a ReLU, its weight and bias constants whose
@@ -50,34 +45,35 @@ def check(m: Match) -> str | None:
     if conv.attrs["activation"] not in _HOMOGENEOUS:
         return f"the conv's activation {conv.attrs['activation']!r} does not commute with a scale"
     for k, arg in enumerate(conv.args[1:3], 1):
-        data = _constant(m, arg)
+        data = m.constant_of(arg)
         if data is None:
             return f"the conv's {'weight' if k == 1 else 'bias'} is not a constant"
         if str(data.dtype) != str(c.dtype):
             return f"the conv's {'weight' if k == 1 else 'bias'} is {data.dtype}"
-        if not _quotient_normal(data, factor):
+        if not _stays_normal(data, _scaled(data, np.divide, factor)):
             return f"the conv's {'weight' if k == 1 else 'bias'} over {factor} overflows or turns subnormal"
     return None
 
 
-def _quotient_normal(data: np.ndarray, factor: float) -> bool:
-    """Whether ``data / factor`` in ``data``'s dtype is finite and, where not zero, normal."""
+def _scaled(data: np.ndarray, op, factor: float) -> np.ndarray:
+    """``op(data, factor)`` (np.divide or np.multiply) computed in float64 and rounded once to
+    ``data``'s dtype, contiguous: the new weight or bias, as the check tests it and the rewrite
+    binds it."""
     with np.errstate(over="ignore", under="ignore"):
-        q = (data.astype(np.float64) / factor).astype(data.dtype)
+        return np.ascontiguousarray(op(data.astype(np.float64), factor).astype(data.dtype))
+
+
+def _stays_normal(data: np.ndarray, scaled: np.ndarray) -> bool:
+    """Whether ``scaled`` is finite and zero exactly where ``data`` is, normal elsewhere."""
     tiny = np.finfo(data.dtype).tiny
-    return bool(np.all(np.isfinite(q)) and np.all((q == 0) | (np.abs(q) >= tiny)) and
-                np.all((q == 0) == (data == 0)))
-
-
-def _over(data: np.ndarray, factor: float) -> Constant:
-    """``data / factor`` computed in float64 and rounded once to ``data``'s dtype."""
-    return Constant(np.ascontiguousarray((data.astype(np.float64) / factor).astype(data.dtype)))
+    return bool(np.all(np.isfinite(scaled)) and np.all((scaled == 0) == (data == 0))
+                and np.all((scaled == 0) | (np.abs(scaled) >= tiny)))
 
 
 def rewrite(m: Match):
     """divide(nn.conv_bias_act(x, W[, b]), c) -> nn.conv_bias_act(x, W / c[, b / c])."""
     conv, factor = m["conv"], float(m.data("c").reshape(-1)[0])
-    args = [conv.args[0]] + [_over(_constant(m, a), factor) for a in conv.args[1:3]]
+    args = [conv.args[0]] + [Constant(_scaled(m.constant_of(a), np.divide, factor)) for a in conv.args[1:3]]
     return make_call("nn.conv_bias_act", *args, **dict(conv.attrs))
 
 
@@ -95,10 +91,10 @@ def check_input(m: Match) -> str | None:
         return f"the factor {factor} is not finite and nonzero"
     if conv.attrs["exact"]:
         return "the conv is exact (integer sums)"
-    weight = _constant(m, conv.args[1])
+    weight = m.constant_of(conv.args[1])
     if weight is None or str(weight.dtype) != str(c.dtype):
         return "the conv's weight is not a constant of the factor's dtype"
-    if not _quotient_normal(weight, 1.0 / factor):
+    if not _stays_normal(weight, _scaled(weight, np.multiply, factor)):
         return f"the conv's weight times {factor} overflows or turns subnormal"
     return None
 
@@ -106,6 +102,5 @@ def check_input(m: Match) -> str | None:
 def rewrite_input(m: Match):
     """nn.conv_bias_act(multiply(q, c), W[, b]) -> nn.conv_bias_act(q, W * c[, b])."""
     conv, factor = m["conv"], float(m.data("c").reshape(-1)[0])
-    weight = _constant(m, conv.args[1])
-    scaled = Constant(np.ascontiguousarray((weight.astype(np.float64) * factor).astype(weight.dtype)))
+    scaled = Constant(_scaled(m.constant_of(conv.args[1]), np.multiply, factor))
     return make_call("nn.conv_bias_act", m["q"], scaled, *conv.args[2:], **dict(conv.attrs))

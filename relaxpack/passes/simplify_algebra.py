@@ -325,11 +325,6 @@ _LAYOUT_OPS = ("reshape", "permute_dims")
 _SCALED_FLOATS = ("float32", "float64")
 
 
-def _constant_of(m: Match, expr) -> np.ndarray | None:
-    value = m.producer(expr)[0]
-    return value.data if isinstance(value, Constant) else None
-
-
 def _scaled_product(m: Match):
     """Walk from the scaled value through layout ops used once to ``matmul(x, W)`` or
     ``matmul(x, W) + b`` (used once, ``W`` and ``b`` constants): ``(layout calls outermost first,
@@ -345,10 +340,10 @@ def _scaled_product(m: Match):
         return "the product before the scale is used elsewhere (or is not a bound value)"
     add = None
     if isinstance(value, Call) and getattr(value.op, "name", None) == "add":
-        if _constant_of(m, value.args[0]) is not None:     # bias + matmul(x, W): the importer keeps ONNX's order
+        if m.constant_of(value.args[0]) is not None:     # bias + matmul(x, W): the importer keeps ONNX's order
             value = make_call("add", value.args[1], value.args[0])
         mm_value, mm_uses = m.producer(value.args[0])
-        bias = _constant_of(m, value.args[1])
+        bias = m.constant_of(value.args[1])
         if not (isinstance(mm_value, Call) and getattr(mm_value.op, "name", None) == "matmul") or bias is None:
             return "the add before the scale is not matmul + constant"
         if mm_uses != 1:
@@ -358,7 +353,7 @@ def _scaled_product(m: Match):
         return "no matmul under the layout ops before the scale"
     if value.attrs.get("out_dtype") is not None:
         return "the matmul has an output dtype of its own"
-    weight = _constant_of(m, value.args[1])
+    weight = m.constant_of(value.args[1])
     if weight is None or weight.ndim != 2:
         return "the matmul's weight is not a constant matrix"
     return tuple(layout), value, add
@@ -389,7 +384,7 @@ def _exact_float16_scale(m: Match, c: np.ndarray, found) -> str | None:
     if not (math.isfinite(factor) and factor != 0 and math.frexp(abs(factor))[0] == 0.5):
         return f"the float16 factor {factor} is not a power of two"
     _, mm, add = found
-    for const in (_constant_of(m, mm.args[1]), None if add is None else _constant_of(m, add.args[1])):
+    for const in (m.constant_of(mm.args[1]), None if add is None else m.constant_of(add.args[1])):
         if const is not None and np.any(np.isfinite(const) & (np.abs(const.astype(np.float64) * factor) >= 65520)):
             return "the float16 weight or bias times the factor overflows"    # 65520 rounds to inf
     return None
@@ -406,9 +401,9 @@ def fold_scale_into_weight(m: Match):
     the projection weights, two kernel calls fewer per attention."""
     layout, mm, add = _scaled_product(m)
     c = m.data("c")
-    y = make_call("matmul", mm.args[0], _times(_constant_of(m, mm.args[1]), c), **dict(mm.attrs))
+    y = make_call("matmul", mm.args[0], _times(m.constant_of(mm.args[1]), c), **dict(mm.attrs))
     if add is not None:
-        y = make_call("add", y, _times(_constant_of(m, add.args[1]), c))
+        y = make_call("add", y, _times(m.constant_of(add.args[1]), c))
     for op in reversed(layout):
         y = make_call(op.op.name, y, *op.args[1:], **dict(op.attrs))
     return y

@@ -424,6 +424,12 @@ class Match:
             return expr, 0
         return d.value, self._scope.uses.get(expr, 0)
 
+    def constant_of(self, expr: Expr) -> np.ndarray | None:
+        """The array of ``expr`` when it is a constant or a var bound to one (:meth:`producer`),
+        else None: a check's test that an operand beyond the pattern is constant."""
+        value = self.producer(expr)[0]
+        return value.data if isinstance(value, Constant) else None
+
     def span_of(self, expr: Expr) -> Span | None:
         """The span of the binding of ``expr`` (a var of the function), else ``None``."""
         d = self._scope.defs.get(expr) if isinstance(expr, Var) else None
