@@ -1,6 +1,7 @@
 """The flat-pass max pool (max_pool_flat.py): bit for bit the row-tap method of nn._max_along for
-strided 2-d pools, at each dtype it takes, with NaNs, windows reaching only padding, and at the
-row length where it switches off; and the calls it leaves to the row taps."""
+strided 2-d pools, channels first and channels last, at each dtype it takes, with NaNs and signed
+zeros, windows reaching only padding, and at the row length / channel bytes where it switches off;
+and the calls it leaves to the row taps."""
 
 from __future__ import annotations
 
@@ -117,3 +118,92 @@ def test_padding_never_wins():
     out = pooled(x, ((3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False), 1 << 20)
     np.testing.assert_array_equal(out, np.full((1, 1, 2, 2), -5.0, np.float32))
     assert math.isfinite(out.min())
+
+
+# ---------------------------------------------------------------- channels last
+
+
+def pooled_channels_last(x, geometry, max_bytes):
+    """The NHWC kernel's pool of NHWC ``x`` with the channels-last passes' bar at ``max_bytes``."""
+    pool, strides, padding, dilation, ceil_mode = geometry
+    out = np.ascontiguousarray(out_for(x.transpose(0, 3, 1, 2), *geometry).transpose(0, 2, 3, 1))
+    saved, max_pool_flat.MAX_CHANNEL_BYTES = max_pool_flat.MAX_CHANNEL_BYTES, max_bytes
+    try:
+        MAX_POOL(x, out=out, pool_size=pool, strides=strides, padding=padding, dilation=dilation,
+                 ceil_mode=ceil_mode, data_layout="NHWC")
+    finally:
+        max_pool_flat.MAX_CHANNEL_BYTES = saved
+    return out
+
+
+def channels_last_calls(x, geometry):
+    pool, strides, padding, dilation, _ = geometry
+    out = pooled_channels_last(x, geometry, 0)
+    return max_pool_flat.max_pool_calls_channels_last(x, out, pool, strides, dilation, padding[:2], out.shape[1:3])
+
+
+def assert_same_bits(a, b):
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(np.signbit(a), np.signbit(b))     # +0 / -0 too
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "uint8", "int32", "int64"])
+@pytest.mark.parametrize("case", GEOMETRIES, ids=str)
+def test_channels_last_passes_are_the_row_taps_bit_for_bit(case, dtype):
+    (n, c, h, w), *geometry = case
+    c = min(c, max_pool_flat.MAX_CHANNEL_BYTES // np.dtype(dtype).itemsize)     # (ShuffleNet's 24: 16 float32)
+    x = data(np.random.default_rng(6), (n, h, w, c), dtype)
+    assert channels_last_calls(x, geometry) is not None
+    assert_same_bits(pooled_channels_last(x, geometry, 1 << 20), pooled_channels_last(x, geometry, 0))
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("case", GEOMETRIES, ids=str)
+def test_signed_zeros_and_nans_come_out_as_the_row_taps_give_them(case, layout):
+    """np.maximum returns its second operand between +0 and -0: the flat passes compare the taps
+    in the row taps' order (those reading data for every output first), so a zero keeps the sign
+    the row taps give it."""
+    shape, *geometry = case
+    rng = np.random.default_rng(7)
+    values = np.array([0.0, -0.0, -1.0, np.nan, -np.nan], np.float32)
+    x = rng.choice(values, size=shape if layout == "NCHW" else (shape[0], shape[2], shape[3], shape[1]))
+    if layout == "NCHW":
+        assert_same_bits(pooled(x, geometry, 1 << 20), pooled(x, geometry, 0))
+    else:
+        assert_same_bits(pooled_channels_last(x, geometry, 1 << 20), pooled_channels_last(x, geometry, 0))
+
+
+def test_channels_last_padding_never_wins():
+    x = np.full((2, 3, 3, 4), -5.0, np.float32)
+    geometry = ((3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False)
+    assert channels_last_calls(x, geometry) is not None
+    np.testing.assert_array_equal(pooled_channels_last(x, geometry, 1 << 20), np.full((2, 2, 2, 4), -5.0, np.float32))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int8"])
+def test_the_bar_on_channel_bytes(dtype):
+    geometry = ((3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False)
+    item = np.dtype(dtype).itemsize
+    most = max_pool_flat.MAX_CHANNEL_BYTES // item
+    for channels, flat in ((most, True), (most + 1, False)):
+        x = data(np.random.default_rng(3), (1, 7, 9, channels), dtype)
+        assert (channels_last_calls(x, geometry) is not None) == flat
+        assert_same_bits(pooled_channels_last(x, geometry, max_pool_flat.MAX_CHANNEL_BYTES),
+                         pooled_channels_last(x, geometry, 0))
+
+
+@pytest.mark.parametrize("case", ["stride 1", "float16", "a strided view", "empty batch"])
+def test_channels_last_calls_left_to_the_row_taps(case):
+    x = np.random.default_rng(4).standard_normal((1, 9, 10, 3)).astype(np.float32)
+    geometry = ((3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False)
+    if case == "stride 1":
+        geometry = ((3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False)
+    elif case == "float16":
+        x = x.astype(np.float16)
+    elif case == "a strided view":
+        x = x[:, :, ::2]
+    else:
+        x = x[:0]
+    assert channels_last_calls(x, geometry) is None
+    if x.dtype != np.float16:       # (the NHWC kernel pools float16 in float32 either way)
+        assert_same_bits(pooled_channels_last(x, geometry, 1 << 20), pooled_channels_last(x, geometry, 0))
