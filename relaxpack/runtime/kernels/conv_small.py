@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from . import conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
+from . import conv_column_phases, conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
 from .gemm_blocks import block_calls, column_blocks
 from ._math import CLIP, scalar_array
 from ._workspace import scratch_nbytes
@@ -147,9 +147,11 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         return None
     geometry = plan.strided
     result = arrays.pop() if work != dtype else None
-    padded, own, interior, interior_rows = _padded_input(arrays, geometry, data.shape[-1], work, work == dtype)
-    converted = arrays[0] if work != dtype and padded is None else None
     cols = arrays[-1]
+    phases = conv_column_phases.column_filler(plan, data.shape, cols)     # (the im2col by column phases)
+    padded, own, interior, interior_rows = _padded_input(arrays if phases is None else [], geometry,
+                                                         data.shape[-1], work, work == dtype)
+    converted = arrays[0] if work != dtype and padded is None and phases is None else None
     out_channels, taps = weight.shape[0], len(plan.taps)
     g = attrs["groups"]
     k = channels // g * taps
@@ -185,7 +187,7 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     item = work.itemsize
     seen = [None, None]     # an unpadded conv: the last x that is a view (arena), its window
 
-    def run(x, out):
+    def im2col(x):
         if padded is not None:
             if not own:
                 padded.fill(0)
@@ -205,6 +207,10 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
             if kept:
                 seen[0], seen[1] = x, (window, dst)
         copy(dst, window)
+    fill_columns = im2col if phases is None else phases
+
+    def run(x, out):
+        fill_columns(x)
         if convert:
             copy(w, weight.reshape(w.shape))
         kept = result is not None or out is prepared_out
@@ -372,7 +378,9 @@ def _prepare_channels_last_out(plan, data, weight, bias, out, workspace, attrs, 
     if arrays is None:
         return None
     cols = arrays[-1]
-    padded, own, interior, interior_rows = _padded_input(arrays, geometry, data.shape[-1], out.dtype, True)
+    phases = conv_column_phases.column_filler(plan, data.shape, cols)     # (the im2col by column phases)
+    padded, own, interior, interior_rows = _padded_input(arrays if phases is None else [], geometry,
+                                                         data.shape[-1], out.dtype, True)
     out_channels, k = weight.shape[0], channels * len(plan.taps)
     pixels = math.prod(plan.lengths)
     w_t = weight.reshape(1, out_channels, k).transpose(0, 2, 1)
@@ -388,7 +396,7 @@ def _prepare_channels_last_out(plan, data, weight, bias, out, workspace, attrs, 
     item = out.dtype.itemsize
     seen = [None, None, None, None]     # the last x and out that are views (arena), x's window, out's target
 
-    def run(x, out):
+    def im2col(x):
         if padded is not None:
             if not own:
                 padded.fill(0)
@@ -406,6 +414,10 @@ def _prepare_channels_last_out(plan, data, weight, bias, out, workspace, attrs, 
                 window, to = as_runs(window, dst)
                 seen[0], seen[1] = x, (window, to)
         copy(to, window)
+    fill_columns = im2col if phases is None else phases
+
+    def run(x, out):
+        fill_columns(x)
         if out is seen[2]:
             target = seen[3]
         else:
