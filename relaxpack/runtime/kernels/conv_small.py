@@ -8,8 +8,9 @@ last call's weight, bias and workspace (the same objects from run to run)
 and input and output shapes, the views the engine's ``strided`` method
 (:mod:`.conv_strided`) needs, and then makes only its numpy calls: zero the
 padded copy (a small one is the instruction's own, zeroed once) and copy the
-input in, one strided copy into the columns, one GEMM into ``out``, the bias,
-the activation. A pointwise (1x1) conv of
+input in, one strided copy into the columns (a stem strided along its rows:
+copies from the input's column phases, :mod:`.conv_column_phases`, the same
+columns), one GEMM into ``out``, the bias, the activation. A pointwise (1x1) conv of
 any size runs its one GEMM the same way. A channels-last conv gets
 :mod:`.conv_small_nhwc`'s runner (its pointwise, gemm and depthwise
 methods). Any other call (another method, dtype or layout; a changed
