@@ -155,3 +155,32 @@ def test_an_empty_batch_takes_no_phases():
     attrs = full_attrs(dict(strides=(2, 2), padding=(1, 1, 1, 1)))
     plan = _plan((0, 3, 61, 96), (16, 3, 3, 3), attrs)
     assert conv_column_phases.column_filler(plan, (0, 3, 61, 96), np.empty((0, 3, 9, 31, 48), np.float32)) is None
+
+
+def test_random_geometries_are_the_generic_kernel():
+    """A seeded sweep of 2-d geometries (channels, sizes, kernels, strides along both axes, uneven
+    padding, dilated rows): wherever the column phases apply, the runner is the generic kernel."""
+    rng = np.random.default_rng(7)
+    applied = 0
+    for _ in range(100):
+        channels, out_channels = int(rng.integers(1, 5)), int(rng.integers(1, 17))
+        kh, kw = int(rng.integers(1, 6)), int(rng.integers(2, 6))
+        sh, sw = int(rng.integers(1, 4)), int(rng.integers(2, min(kw, 3) + 1))
+        pads = tuple(int(p) for p in rng.integers(0, 4, 4))
+        dilation = (int(rng.integers(1, 3)), 1)
+        data = (int(rng.integers(1, 3)), channels, int(rng.integers(kh * dilation[0], 90)), int(rng.integers(kw, 140)))
+        weight = (out_channels, channels, kh, kw)
+        attrs = full_attrs(dict(strides=(sh, sw), padding=pads, dilation=dilation), "relu")
+        fill, _ = _filler(data, weight, attrs)
+        if fill is None:
+            continue
+        applied += 1
+        w, b = rand(rng, weight, np.float32), rand(rng, (out_channels,), np.float32)
+        call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+        x = rand(rng, data, np.float32)
+        out = out_for(data, weight, attrs, np.float32)
+        call(x, w, b, out=out)
+        want = out_for(data, weight, attrs, np.float32)
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want, err_msg=str((data, weight, attrs)))
+    assert applied >= 20, applied
