@@ -29,7 +29,7 @@ import numpy as np
 from . import conv_column_phases, conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
 from .gemm_blocks import block_calls, column_blocks
 from ._math import CLIP, scalar_array
-from ._workspace import scratch_nbytes
+from ._workspace import same_workspace, scratch_nbytes
 from .negated_activation import negatable, negated, of_negated
 
 #: the marker of an activation that reads its input negated: ``(NEGATED, "silu")``
@@ -63,7 +63,7 @@ def specialize(generic, constant: tuple, *, strides, padding, dilation, groups, 
         if declare is not None:
             declare(weight, bias)
         key = state[0]
-        if (key is not None and weight is key[1] and bias is key[2] and workspace is key[3]
+        if (key is not None and weight is key[1] and bias is key[2] and same_workspace(workspace, key[3])
                 and data.shape == key[0] and data.dtype == key[4] and out.shape == key[5] and out.dtype == key[6]
                 and out.flags.c_contiguous):
             runner = state[1]

@@ -48,7 +48,7 @@ from ._math import is_low_float
 from .fused_elementwise import (OUT, _plan, compile_recipe, fused_elementwise, nbytes, prepare_call,
                                 split_aliases)
 from ._registry import bound_value, positional_out
-from ._workspace import scratch_nbytes
+from ._workspace import same_workspace, scratch_nbytes
 from .tiled_operand import tiled
 
 #: a parameter the call did not pass (the generic kernel then says so)
@@ -239,7 +239,8 @@ def _factory(structure: tuple, n_params: int, quiet_needed: bool, checked: tuple
         args += [f"v{j}"] if positional else [f"out=v{j}"]
         args += ["workspace=w"] * has_ws + [f"**a{j}"] * has_attrs
         body.append(f"f{j}({', '.join(args)})")
-    valid = " or ".join(["ALT", "workspace is not W", "out.__class__ is not ndarray", "out.shape != OS",
+    valid = " or ".join(["ALT", "workspace is not W and not SAME_WORKSPACE(workspace, W)",
+                         "out.__class__ is not ndarray", "out.shape != OS",
                          "out.dtype is not OD", "not out.flags.c_contiguous"])
     allowed = dict(checked)
 
@@ -294,6 +295,6 @@ def _factory(structure: tuple, n_params: int, quiet_needed: bool, checked: tuple
         *[f"        A{i} = ALT and (L{i}.__class__ is not ndarray or may_share(L{i}, O))" for i in range(n_params)],
         *([f"        {', '.join(specs)}, = [specs[j] for j in REMADE]"] if specs else []),
         "    return call, bind"])
-    namespace = {"MISSING": _MISSING, "NOREF": _NOREF, "REMADE": tuple(remade)}
+    namespace = {"MISSING": _MISSING, "NOREF": _NOREF, "REMADE": tuple(remade), "SAME_WORKSPACE": same_workspace}
     exec(compile(source, f"<fused_elementwise {n} steps>", "exec"), namespace)  # noqa: S102 (see the docstring)
     return namespace["factory"]
