@@ -225,6 +225,8 @@ SPECIALIZED_MEANS = [
     ((1, 4, 6, 16), "nn.global_avg_pool", dict(data_layout="NHWC")),    # one image: np.dot
     ((1, 4, 6, 16), "mean", dict(axis=(1, 2), keepdims=True)),
     ((1, 4, 6, 1), "mean", dict(axis=(1, 2), keepdims=True)),           # one channel: matmul
+    ((2, 2, 3, 72), "nn.global_avg_pool", dict(data_layout="NHWC")),    # few rows, batch 2: one axis of a view
+    ((1, 1, 2, 3, 40), "mean", dict(axis=(1, 2, 3), keepdims=False)),    # a block of three axes
 ]
 
 
