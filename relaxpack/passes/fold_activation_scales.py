@@ -127,6 +127,7 @@ def _sixth_folds(name: str, what: str):
 
 
 def _reader_inexact(m: Match) -> str | None:
+    """The reader's sums are float ones (an exact integer product keeps its weight)."""
     return "the reader is exact (integer sums)" if m["reader"].attrs.get("exact") else None
 
 

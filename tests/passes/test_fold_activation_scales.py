@@ -231,3 +231,18 @@ return lv1
     out = run_pass(with_dce(fold_activation_scales), mod)
     assert "hard_swish6" not in str(out) and '"clip"' not in str(out)
     assert dict(explain(mod, "hard_sigmoid_into_weights"))["lv1"] == "the result is float16, not float32/float64"
+
+
+def test_a_returned_hard_swish_keeps_its_values():
+    """A HardSwish the function also returns (``check``'s exposed intermediates) is a second use:
+    it stays a HardSwish, its reader's weight as it was."""
+    text = program(X, '("n", 5, 6, 7)', f"""
+lv = R.nn.conv_bias_act(x, {_c(W)}, {_c(B)}, padding=1, activation="hard_swish")
+lv1 = R.nn.conv_bias_act(lv, {_c(WR)})
+return lv1
+""").replace('-> R.Tensor(("n", 5, 6, 7), "float32")',
+             '-> R.Tuple(R.Tensor(("n", 4, 6, 7), "float32"), R.Tensor(("n", 5, 6, 7), "float32"))')
+    mod = parse(text.replace("return lv1", "return (lv, lv1)"))
+    out = run_pass(with_dce(fold_activation_scales), mod)
+    assert "hard_swish6" not in str(out)
+    assert dict(explain(mod, "hard_swish_sixth_into_conv"))["lv1"] == "the HardSwish's result lv is used twice"
