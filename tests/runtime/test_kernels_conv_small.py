@@ -48,9 +48,9 @@ SMALL = [
     ((2, 16, 16, 2), (24, 16, 3, 3), dict(padding=(1, 1, 1, 1))),
     ((2, 24, 8, 1), (32, 24, 3, 3), dict(padding=(1, 1, 1, 1))),
 ]
-# silu, sigmoid, hard_swish, hard_sigmoid: the runner's own in-place arithmetic at float32, the kernels' at float16
+# silu, sigmoid, hard_swish(6), hard_sigmoid: the runner's own in-place arithmetic at float32, the kernels' at float16
 ACTIVATIONS = [None, "relu", ("leakyrelu", 0.1), ("clip", -0.5, 0.5), ("hard_sigmoid", 0.2, 0.5), "silu", "sigmoid",
-               "hard_swish"]
+               "hard_swish", "hard_swish6"]
 
 
 def full_attrs(attrs, activation=None):
