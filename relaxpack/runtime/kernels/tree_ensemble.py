@@ -48,6 +48,7 @@ from ._registry import register_kernel
 from .ml import label_argmax, softmax_into, transform_scores
 from .tree_gemm import BITS_MAX_WORK, bits_scores, gemm_plan, gemm_scores
 from .tree_ranks import RANKS_MAX_EXTRA, rank_scorer, rank_scores, use_ranks
+from .tree_walk import one_sample_scorer
 
 #: mode codes of the node list
 MODES = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3, "BRANCH_EQ": 4, "BRANCH_NEQ": 5,
@@ -211,6 +212,8 @@ class _Model:
         self.all_positive = bool((np.nan_to_num(leaves) >= 0).all())
         # the batches that take the threshold ranks (_scores' tests, worked out once: -1 for none)
         gemm, self.rank_rows, self.score, self.features = self.gemm, -1, None, 0
+        # one sample by a walk in Python (small ensembles of <= tests; None otherwise)
+        self.one = None if max_depth is None else one_sample_scorer(walk, thresholds, roots, leaves)
         if gemm is not None and gemm.bits is not None and gemm.ranks is not None:
             self.score = rank_scorer(gemm.ranks, gemm.bits.weights, gemm.bits.offsets)
             self.features = gemm.features
@@ -242,6 +245,11 @@ def _specialized(run):
             m = model[0]
             if m is None or not m.fits(walk, thresholds, roots, leaves):
                 m = model[0] = _Model(walk, thresholds, roots, leaves, attrs["max_depth"])
+            if m.one is not None and x.__class__ is np.ndarray and x.shape[0] == 1 and x.ndim == 2 and summed \
+                    and x.dtype in _PYTHON_FLOATS and x.shape[1] >= m.one.features:
+                scores = np.array([m.one(x)])         # one sample: the walk in Python, the same sums
+                finish(scores / len(roots) if average else scores, m, out, *finishing)
+                return
             if x.__class__ is np.ndarray and x.ndim == 2 and x.shape[0] <= m.rank_rows \
                     and x.shape[1] >= m.features and summed:
                 # _scores' first case, straight (its calls and tests were ~0.6 us of a batch of one)
@@ -253,6 +261,8 @@ def _specialized(run):
     return specialize
 
 
+#: the input types whose values Python floats hold exactly (the one-sample walk's)
+_PYTHON_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 #: the bodies' attributes, in their parameters' order
 _SETTINGS = ("aggregate", "base_values", "post_transform", "max_depth", "dtype")
 
