@@ -90,8 +90,8 @@ def _chains(trees: int):
 def test_equality_tests_and_long_walks_keep_the_ranks():
     _, walk, slots, roots = _ensemble(0, 1, modes=(0, 4, 5))
     assert walk.shape[0] == 4 and one_sample_scorer(walk, slots, roots, np.ones((walk.shape[1] // 2, 1))) is None
-    assert MAX_STEPS == 60          # 26 chains: 58.5 tests, 27: 60.75
-    for trees, taken in ((26, True), (27, False)):
+    assert MAX_STEPS == 72          # 32 chains: 72 tests, 33: 74.25
+    for trees, taken in ((32, True), (33, False)):
         walk, slots, roots = _chains(trees)
         leaves = np.arange(walk.shape[1] // 2, dtype=np.float64)[:, None]
         score = one_sample_scorer(walk, slots, roots, leaves)
@@ -127,3 +127,51 @@ def test_a_sample_with_too_few_features_is_the_kernels_error():
     call = get_kernel("tree_ensemble").fn.specialize_attrs(attrs, (False,) + (True,) * 5)
     with pytest.raises(Exception, match="feature"):
         call(np.zeros((1, 3), np.float32), walk, slots, roots, leaves, np.empty((0, 2)), out=np.empty((1, 1), np.float32))
+
+
+@pytest.mark.parametrize("post_transform", ["NONE", "SOFTMAX"])
+@pytest.mark.parametrize("base", [(), (0.25, 0.25, -0.5)], ids=["no_base", "base"])
+@pytest.mark.parametrize("weights", [(0.0, 1.0, 2.0, -0.0), (np.inf, -np.inf) + (1.0,) * 6],
+                         ids=["ties", "nan_sums"])
+def test_one_row_finished_in_python_is_the_kernels(post_transform, base, weights):
+    """Labels and scores of one row (Python floats: the first maximum, the scores assigned; a NaN
+    sum, from +inf and -inf weights, or a transform, back to the arrays) as the plain kernel's,
+    with tied maxima and NaN rows really met."""
+    kernel = get_kernel("tree_ensemble_classifier").fn
+    rng, walk, slots, roots = _ensemble(8, 3)
+    leaves = rng.choice(np.array(weights), size=(walk.shape[1] // 2, 3))
+    leaves[:, 2] = leaves[:, 1]         # (two classes with the same sums: ties with any base)
+    if np.isinf(weights).any():         # NaN in the later classes only: np.argmax picks it there
+        leaves[:, 0] = rng.choice(np.array([0.5, 3.0]), size=leaves.shape[0])
+    attrs = dict(aggregate="SUM", base_values=base, post_transform=post_transform, max_depth=12)
+    call = kernel.specialize_attrs(attrs, (False,) + (True,) * 5)
+    met, score = set(), one_sample_scorer(walk, slots, roots, leaves)
+    for _ in range(200):
+        x = rng.choice(VALUES, size=(1, 5)).astype(np.float32)
+        got = (np.empty(1, np.int64), np.empty((1, 3), np.float32))
+        want = (np.empty(1, np.int64), np.empty((1, 3), np.float32))
+        with np.errstate(all="ignore"):
+            call(x, walk, slots, roots, leaves, np.empty((0, 2)), out=got)
+            kernel(x, walk, slots, roots, leaves, np.empty((0, 2)), out=want, **attrs)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1].view(np.uint32), want[1].view(np.uint32))
+        with np.errstate(all="ignore"):
+            row = np.array(score(x)) + np.array(base or (0.0,))
+        met.add("nan" if np.isnan(row).any() else "tie" if (row == row.max()).sum() > 1 else "plain")
+    assert {"tie", "plain"} <= met if weights[0] == 0.0 else ("nan" in met and len(met) > 1), met
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("base", [(), (-0.75,)], ids=["no_base", "base"])
+def test_one_regression_row_is_the_kernels(dtype, base):
+    kernel = get_kernel("tree_ensemble").fn
+    rng, walk, slots, roots = _ensemble(9, 1)
+    leaves = rng.standard_normal((walk.shape[1] // 2, 1)) * 1e3
+    attrs = dict(aggregate="AVERAGE", base_values=base, post_transform="NONE", max_depth=12, dtype=dtype)
+    call = kernel.specialize_attrs(attrs, (False,) + (True,) * 5)
+    for _ in range(100):
+        x = rng.choice(VALUES, size=(1, 5)).astype(np.float32)
+        got, want = np.empty((1, 1), dtype), np.empty((1, 1), dtype)
+        call(x, walk, slots, roots, leaves, np.empty((0, 2)), out=got)
+        kernel(x, walk, slots, roots, leaves, np.empty((0, 2)), out=want, **attrs)
+        np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))

@@ -239,6 +239,7 @@ def _specialized(run):
         # the attributes by position, in the body's order (keywords cost ~0.3 us a call)
         settings = tuple(attrs[k] for k in _SETTINGS if k in attrs)
         finish, finishing = _FINISH[run], (attrs["base_values"], attrs["post_transform"])
+        finish_row, base_row = _FINISH_ROW[run], attrs["base_values"].tolist()[0]
         summed, average = attrs["aggregate"] in ("SUM", "AVERAGE"), attrs["aggregate"] == "AVERAGE"
 
         def call(x, walk, thresholds, roots, leaves, members, *, out, workspace=None):
@@ -247,8 +248,12 @@ def _specialized(run):
                 m = model[0] = _Model(walk, thresholds, roots, leaves, attrs["max_depth"])
             if m.one is not None and x.__class__ is np.ndarray and x.shape[0] == 1 and x.ndim == 2 and summed \
                     and x.dtype in _PYTHON_FLOATS and x.shape[1] >= m.one.features:
-                scores = np.array([m.one(x)])         # one sample: the walk in Python, the same sums
-                finish(scores / len(roots) if average else scores, m, out, *finishing)
+                sums = m.one(x)                         # one sample: the walk in Python, the same sums
+                if average:
+                    count = len(roots)
+                    sums = [v / count for v in sums]
+                if not finish_row(sums, out, base_row, attrs["post_transform"]):
+                    finish(np.array([sums]), m, out, *finishing)
                 return
             if x.__class__ is np.ndarray and x.ndim == 2 and x.shape[0] <= m.rank_rows \
                     and x.shape[1] >= m.features and summed:
@@ -345,8 +350,39 @@ def _classified(scores, model, out, base_values, post_transform) -> None:
     _binary(scores, model.scored, base_values, model.all_positive, post_transform, labels, probs)
 
 
-#: a body's last part, from the aggregated scores (what the specialized call runs after the ranks)
+def _regressed_row(sums: list, out, base: list, post_transform: str) -> bool:
+    """:func:`_regressed` of one row of Python float sums without a transform, by assignment (the
+    float64 sums with the base values, rounded into ``out`` as numpy rounds); False, writing
+    nothing, for anything else."""
+    if post_transform != "NONE" or out.shape != (1, len(sums)) or out.dtype.kind != "f" \
+            or len(base) not in (0, len(sums)):
+        return False
+    out[0] = [v + b for v, b in zip(sums, base)] if base else sums
+    return True
+
+
+def _classified_row(sums: list, out, base: list, post_transform: str) -> bool:
+    """:func:`_classified` of one row of Python float sums of more than two classes without a
+    transform: the first maximum's index (np.argmax's: no NaN here) and the scores assigned; False,
+    writing nothing, for anything else (binary models, transforms, NaN)."""
+    labels, probs = out
+    if post_transform != "NONE" or len(sums) <= 2 or probs.shape != (1, len(sums)) or labels.shape != (1,) \
+            or len(base) not in (0, len(sums)):
+        return False
+    if base:
+        sums = [v + b for v, b in zip(sums, base)]
+    top = max(sums)
+    if top != top or any(v != v for v in sums):
+        return False
+    labels[0] = sums.index(top)
+    probs[0] = sums
+    return True
+
+
+#: a body's last part, from the aggregated scores (what the specialized call runs after the ranks),
+#: and from one row of them as Python floats (False: the caller runs the first)
 _FINISH = {_regress: _regressed, _classify: _classified}
+_FINISH_ROW = {_regress: _regressed_row, _classify: _classified_row}
 tree_ensemble.specialize_attrs = _specialized(_regress)
 tree_ensemble_classifier.specialize_attrs = _specialized(_classify)
 
