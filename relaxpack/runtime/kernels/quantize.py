@@ -120,7 +120,7 @@ def _scale_products(value, scale, scales, products) -> None:
     if value is not None:
         try:
             for c, product in zip(scales, products):
-                product.fill(_f32(value * c))
+                product.fill(_UNPACK_F32(_PACK_F32(value * c))[0])
             return
         except OverflowError:
             pass
@@ -129,12 +129,10 @@ def _scale_products(value, scale, scales, products) -> None:
             np.multiply(scale, _F32(c), out=product)
 
 
-_PACK_F32 = struct.Struct("f")
-
-
-def _f32(value: float) -> float:
-    """``value`` rounded to float32 (to nearest even); OverflowError past float32's range."""
-    return _PACK_F32.unpack(_PACK_F32.pack(value))[0]
+#: a Python float rounded to float32 (to nearest even) is ``_UNPACK_F32(_PACK_F32(v))[0]``;
+#: OverflowError past float32's range
+_PACK_F32, _UNPACK_F32 = struct.Struct("f").pack, struct.Struct("f").unpack
+_INF = math.inf
 
 
 def _finite_params(x):
@@ -148,17 +146,17 @@ def _finite_params(x):
     of either sign only where the path is not taken) and a few Python operations instead of a
     dozen numpy scalar calls."""
     top, bottom = x.item(x.argmax()), x.item(x.argmin())     # a NaN's index, if any: its value
-    if not (bottom < 0.0 < top and math.isfinite(top) and math.isfinite(bottom)):
+    if not (bottom < 0.0 < top < _INF and bottom > -_INF):       # (comparisons: no NaN, no inf)
         return None
-    try:
-        span = _f32(top - bottom)
+    try:                            # (the rounding inline: a call was a fifth of this)
+        span = _UNPACK_F32(_PACK_F32(top - bottom))[0]
     except OverflowError:           # the span is inf: numpy's path
         return None
-    scale = _f32(span / 255.0)
+    scale = _UNPACK_F32(_PACK_F32(span / 255.0))[0]
     if scale == 0.0:
         return None
-    initial = -_f32(bottom / scale)      # >= 0: bottom < 0 < scale
-    return scale, float(round(min(initial, 255.0)))   # round: half to even, as rint
+    initial = -_UNPACK_F32(_PACK_F32(bottom / scale))[0]      # >= 0: bottom < 0 < scale
+    return scale, float(round(initial)) if initial < 255.0 else 255.0   # round: half to even, as rint
 
 
 def _params(x):
