@@ -18,6 +18,9 @@ by the next op's dequantization), and adds and takes off zero points::
 - a zero point added and taken off, ``clip(r + z, lo, hi) - z ->
   clip(r, lo - z, hi - z)`` for an integer-valued ``r`` and one integral
   ``z``, the float type holding the bounds (``r = -0.0`` stays -0.0);
+- a product by zeros added, ``add(multiply(x, Z), y) -> broadcast_to(y, shape)``
+  for a constant ``Z`` of zeros and a finite ``x`` (a magnitude bound): ``x * Z``
+  is a zero of either sign, and nothing reads ``x`` there any more;
 
 where nothing reads the sign of their zeros; and wherever exact:
 
@@ -59,7 +62,7 @@ import math
 import numpy as np
 
 from ..ir.block_builder import BlockBuilder
-from ..ir.expr import Call, Constant, Function, SeqExpr, Var
+from ..ir.expr import Call, Constant, Function, SeqExpr, ShapeExpr, Var
 from ..ir.op import make_call
 from .analysis.float_values import (FLOAT_EXACT, FLOAT_TYPES, INT_TYPES, Definitions, integer_valued, integral,
                                     never_negative_zero, one_value, rewrite_calls, sign_readers, value_range)
@@ -377,11 +380,36 @@ def drop_zero_sign_round_trips(func, mod, ctx):
             defs.alias[var] = new
             return new
         new = _shifted_clip(var, call, defs) if unread else _positive_zero(var, call, defs)
+        if new is None and unread:
+            new = _zero_product_added(var, call, defs, memo)
         if new is not None:
             defs.calls[var] = new
         return new
 
+    memo: dict = {}
     return rewrite_calls(func, defs, same_value_or_shifted_clip)
+
+
+def _zero_product_added(var: Var, call: Call, defs: Definitions, memo: dict):
+    """``broadcast_to(y, shape)`` for ``var = add(multiply(x, Z), y)`` (either order of each) with
+    ``Z`` a constant of zeros and ``x`` finite (:func:`~.analysis.magnitude.magnitude_bound`): ``x *
+    Z`` is a zero of either sign, so the sum is ``y`` but for a zero's sign, which the caller has
+    found nothing reads; ``x`` is then read no more there. A QOperator add whose output scale
+    dwarfs an operand's (BERT's attention scores beside its -inf mask, quantized to a scale of
+    inf) requantizes that operand by a multiplier of exactly 0."""
+    out = var.struct_info
+    if call.op.name != "add" or len(call.args) != 2 or getattr(out, "shape", None) is None:
+        return None
+    for product, y in (call.args, call.args[::-1]):
+        times = defs.get(product)
+        if times is None or times.op.name != "multiply" or len(times.args) != 2 \
+                or getattr(y.struct_info, "dtype", None) != out.dtype or not defs.visible(y, var):
+            continue
+        for x, zeros in (times.args, times.args[::-1]):
+            if isinstance(zeros, Constant) and zeros.data.dtype.kind == "f" and zeros.data.size \
+                    and not zeros.data.any() and magnitude_bound(x, defs, memo) is not None:
+                return BlockBuilder().normalize(make_call("broadcast_to", y, ShapeExpr(tuple(out.shape))))
+    return None
 
 
 def share_clips(func: Function) -> Function:
