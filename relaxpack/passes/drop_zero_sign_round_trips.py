@@ -20,7 +20,8 @@ by the next op's dequantization), and adds and takes off zero points::
   ``z``, the float type holding the bounds (``r = -0.0`` stays -0.0);
 - a product by zeros added, ``add(multiply(x, Z), y) -> broadcast_to(y, shape)``
   for a constant ``Z`` of zeros and a finite ``x`` (a magnitude bound): ``x * Z``
-  is a zero of either sign, and nothing reads ``x`` there any more;
+  is a zero of either sign, and nothing reads ``x`` there any more; likewise
+  ``add(x, y)`` read only as ``(x + y) / inf`` (a quantizer of scale inf);
 
 where nothing reads the sign of their zeros; and wherever exact:
 
@@ -68,6 +69,7 @@ from .analysis.float_values import (FLOAT_EXACT, FLOAT_TYPES, INT_TYPES, Definit
                                     never_negative_zero, one_value, rewrite_calls, sign_readers, value_range)
 from .analysis.magnitude import magnitude_bound
 from .core.infra import function_pass
+from .dead_code_elimination import count_uses
 
 
 def _round_trip(var: Var, call: Call, defs: Definitions):
@@ -382,12 +384,56 @@ def drop_zero_sign_round_trips(func, mod, ctx):
         new = _shifted_clip(var, call, defs) if unread else _positive_zero(var, call, defs)
         if new is None and unread:
             new = _zero_product_added(var, call, defs, memo)
+        if new is None and call.op.name == "add" and _read_over_infinity(var, readers, uses, reading):
+            new = _finite_addend_dropped(var, call, defs, memo)
         if new is not None:
             defs.calls[var] = new
         return new
 
     memo: dict = {}
+    readers, uses = _readers(func), count_uses(func.body)
     return rewrite_calls(func, defs, same_value_or_shifted_clip)
+
+
+def _readers(func: Function) -> dict[Var, list[tuple[Var, Call]]]:
+    """The top-level calls reading each var, as ``(their var, the call)``."""
+    found: dict[Var, list[tuple[Var, Call]]] = {}
+    for block in func.body.blocks:
+        for b in block.bindings:
+            if isinstance(b.value, Call):
+                for arg in b.value.args:
+                    if isinstance(arg, Var):
+                        found.setdefault(arg, []).append((b.var, b.value))
+    return found
+
+
+def _read_over_infinity(var: Var, readers: dict, uses, reading: set) -> bool:
+    """Whether ``var`` is read only as the numerator of quotients by constants of infinities
+    (a quantizer whose scale is inf), none of which has its zero sign read."""
+    found = readers.get(var, ())
+    return bool(found) and len(found) == uses[var] and all(
+        call.op.name == "divide" and call.args[0] is var and call.args[1] is not var
+        and isinstance(call.args[1], Constant) and call.args[1].data.dtype.kind == "f"
+        and call.args[1].data.size and bool(np.isinf(call.args[1].data).all()) and user not in reading
+        for user, call in found)
+
+
+def _finite_addend_dropped(var: Var, call: Call, defs: Definitions, memo: dict):
+    """``broadcast_to(y, shape)`` for ``var = add(x, y)`` (either order) read only over infinities
+    (:func:`_read_over_infinity`), ``x`` bounded by ``magnitude_bound``: ``(x + y) / inf`` is ``y /
+    inf`` but for a zero's sign. A finite ``y`` gives zeros both ways (``|x| <= 1e30``, the bound's
+    ``LIMIT``, is under half an ulp of float32's and float64's largest values, so ``x + y`` does
+    not overflow: not float16's), an infinite one ``inf / inf`` (the same NaN), a NaN its own NaN.
+    QDQ BERT quantizes its attention scores plus the -inf mask by a scale of inf (entry "NaN
+    quantizes to the type's minimum")."""
+    out = var.struct_info
+    if len(call.args) != 2 or getattr(out, "shape", None) is None or out.dtype not in ("float32", "float64"):
+        return None
+    for x, y in (call.args, call.args[::-1]):
+        if getattr(y.struct_info, "dtype", None) == out.dtype and defs.visible(y, var) \
+                and magnitude_bound(x, defs, memo) is not None:
+            return BlockBuilder().normalize(make_call("broadcast_to", y, ShapeExpr(tuple(out.shape))))
+    return None
 
 
 def _zero_product_added(var: Var, call: Call, defs: Definitions, memo: dict):
