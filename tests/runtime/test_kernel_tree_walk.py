@@ -175,3 +175,30 @@ def test_one_regression_row_is_the_kernels(dtype, base):
         call(x, walk, slots, roots, leaves, np.empty((0, 2)), out=got)
         kernel(x, walk, slots, roots, leaves, np.empty((0, 2)), out=want, **attrs)
         np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
+
+
+@pytest.mark.parametrize("extra", [1, 4])
+def test_a_sample_wider_than_the_features_read(extra):
+    """Columns past the last feature a node reads (the negated operands of >= and > tests sit after
+    the features read, not after the sample's columns)."""
+    rng, walk, slots, roots = _ensemble(10, 3, features=4, modes=(2, 3))     # >= and >: all read -x
+    leaves = rng.standard_normal((walk.shape[1] // 2, 3))
+    score, masks = one_sample_scorer(walk, slots, roots, leaves), gemm_plan(walk, slots, roots, leaves, 12)
+    assert score.features <= 4
+    for _ in range(200):
+        x = rng.choice(VALUES, size=(1, 4 + extra)).astype(np.float32)
+        np.testing.assert_array_equal(_bits(score(x)), _bits(bits_scores(masks, x.astype(np.float64))[0]))
+
+
+def test_the_instruction_on_a_wider_sample_is_the_kernels():
+    kernel = get_kernel("tree_ensemble").fn
+    rng, walk, slots, roots = _ensemble(11, 1, features=4, modes=(0, 2, 3))
+    leaves = rng.standard_normal((walk.shape[1] // 2, 1))
+    attrs = dict(aggregate="SUM", base_values=(0.5,), post_transform="NONE", max_depth=12, dtype="float32")
+    call = kernel.specialize_attrs(attrs, (False,) + (True,) * 5)
+    for _ in range(100):
+        x = rng.choice(VALUES, size=(1, 7)).astype(np.float32)
+        got, want = np.empty((1, 1), np.float32), np.empty((1, 1), np.float32)
+        call(x, walk, slots, roots, leaves, np.empty((0, 2)), out=got)
+        kernel(x, walk, slots, roots, leaves, np.empty((0, 2)), out=want, **attrs)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

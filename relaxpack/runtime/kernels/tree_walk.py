@@ -55,8 +55,10 @@ def one_sample_scorer(walk: np.ndarray, thresholds: np.ndarray, roots: np.ndarra
     return _targets(node, tree_roots, weights, features)
 
 
-def _leaves(node: list, roots: list[int], values: list) -> list[int]:
-    """The leaf each tree's walk reaches for ``values`` (a sample's floats)."""
+def _leaves(node: list, roots: list[int], values: list, features: int) -> list[int]:
+    """The leaf each tree's walk reaches for ``values`` (a sample's floats, the first ``features``
+    read: the negated ones follow them, where the nodes' positions point)."""
+    values = values[:features]
     xx = values + [-v for v in values]
     reached = []
     for i in roots:
@@ -71,7 +73,7 @@ def _one_target(node: list, roots: list[int], weight: list[float], features: int
     """The scorer of one target: the weights added in tree order from +0.0."""
     def score(x):
         total = 0.0
-        for i in _leaves(node, roots, x[0] if isinstance(x, list) else x.tolist()[0]):
+        for i in _leaves(node, roots, x[0] if isinstance(x, list) else x.tolist()[0], features):
             total += weight[i]
         return [total]
     score.features = features
@@ -85,7 +87,7 @@ def _targets(node: list, roots: list[int], weights: np.ndarray, features: int):
 
     def score(x):
         sums = [0.0] * targets
-        for i in _leaves(node, roots, x[0] if isinstance(x, list) else x.tolist()[0]):
+        for i in _leaves(node, roots, x[0] if isinstance(x, list) else x.tolist()[0], features):
             for k, w in addends[i]:
                 sums[k] += w
         return sums
