@@ -18,6 +18,10 @@ by the next op's dequantization), and adds and takes off zero points::
 - a zero point added and taken off, ``clip(r + z, lo, hi) - z ->
   clip(r, lo - z, hi - z)`` for an integer-valued ``r`` and one integral
   ``z``, the float type holding the bounds (``r = -0.0`` stays -0.0);
+- a product by zeros added, ``add(multiply(x, Z), y) -> broadcast_to(y, shape)``
+  for a constant ``Z`` of zeros and a finite ``x`` (a magnitude bound): ``x * Z``
+  is a zero of either sign, and nothing reads ``x`` there any more; likewise
+  ``add(x, y)`` read only as ``(x + y) / inf`` (a quantizer of scale inf);
 
 where nothing reads the sign of their zeros; and wherever exact:
 
@@ -59,12 +63,13 @@ import math
 import numpy as np
 
 from ..ir.block_builder import BlockBuilder
-from ..ir.expr import Call, Constant, Function, SeqExpr, Var
+from ..ir.expr import Call, Constant, Function, SeqExpr, ShapeExpr, Var
 from ..ir.op import make_call
 from .analysis.float_values import (FLOAT_EXACT, FLOAT_TYPES, INT_TYPES, Definitions, integer_valued, integral,
                                     never_negative_zero, one_value, rewrite_calls, sign_readers, value_range)
 from .analysis.magnitude import magnitude_bound
 from .core.infra import function_pass
+from .dead_code_elimination import count_uses
 
 
 def _round_trip(var: Var, call: Call, defs: Definitions):
@@ -377,11 +382,80 @@ def drop_zero_sign_round_trips(func, mod, ctx):
             defs.alias[var] = new
             return new
         new = _shifted_clip(var, call, defs) if unread else _positive_zero(var, call, defs)
+        if new is None and unread:
+            new = _zero_product_added(var, call, defs, memo)
+        if new is None and call.op.name == "add" and _read_over_infinity(var, readers, uses, reading):
+            new = _finite_addend_dropped(var, call, defs, memo)
         if new is not None:
             defs.calls[var] = new
         return new
 
+    memo: dict = {}
+    readers, uses = _readers(func), count_uses(func.body)
     return rewrite_calls(func, defs, same_value_or_shifted_clip)
+
+
+def _readers(func: Function) -> dict[Var, list[tuple[Var, Call]]]:
+    """The top-level calls reading each var, as ``(their var, the call)``."""
+    found: dict[Var, list[tuple[Var, Call]]] = {}
+    for block in func.body.blocks:
+        for b in block.bindings:
+            if isinstance(b.value, Call):
+                for arg in b.value.args:
+                    if isinstance(arg, Var):
+                        found.setdefault(arg, []).append((b.var, b.value))
+    return found
+
+
+def _read_over_infinity(var: Var, readers: dict, uses, reading: set) -> bool:
+    """Whether ``var`` is read only as the numerator of quotients by constants of infinities
+    (a quantizer whose scale is inf), none of which has its zero sign read."""
+    found = readers.get(var, ())
+    return bool(found) and len(found) == uses[var] and all(
+        call.op.name == "divide" and call.args[0] is var and call.args[1] is not var
+        and isinstance(call.args[1], Constant) and call.args[1].data.dtype.kind == "f"
+        and call.args[1].data.size and bool(np.isinf(call.args[1].data).all()) and user not in reading
+        for user, call in found)
+
+
+def _finite_addend_dropped(var: Var, call: Call, defs: Definitions, memo: dict):
+    """``broadcast_to(y, shape)`` for ``var = add(x, y)`` (either order) read only over infinities
+    (:func:`_read_over_infinity`), ``x`` bounded by ``magnitude_bound``: ``(x + y) / inf`` is ``y /
+    inf`` but for a zero's sign. A finite ``y`` gives zeros both ways (``|x| <= 1e30``, the bound's
+    ``LIMIT``, is under half an ulp of float32's and float64's largest values, so ``x + y`` does
+    not overflow: not float16's), an infinite one ``inf / inf`` (the same NaN), a NaN its own NaN.
+    QDQ BERT quantizes its attention scores plus the -inf mask by a scale of inf (entry "NaN
+    quantizes to the type's minimum")."""
+    out = var.struct_info
+    if len(call.args) != 2 or getattr(out, "shape", None) is None or out.dtype not in ("float32", "float64"):
+        return None
+    for x, y in (call.args, call.args[::-1]):
+        if getattr(y.struct_info, "dtype", None) == out.dtype and defs.visible(y, var) \
+                and magnitude_bound(x, defs, memo) is not None:
+            return BlockBuilder().normalize(make_call("broadcast_to", y, ShapeExpr(tuple(out.shape))))
+    return None
+
+
+def _zero_product_added(var: Var, call: Call, defs: Definitions, memo: dict):
+    """``broadcast_to(y, shape)`` for ``var = add(multiply(x, Z), y)`` (either order of each) with
+    ``Z`` a constant of zeros and ``x`` finite (:func:`~.analysis.magnitude.magnitude_bound`): ``x *
+    Z`` is a zero of either sign, so the sum is ``y`` but for a zero's sign, which the caller has
+    found nothing reads; ``x`` is then read no more there. A QOperator add whose output scale
+    dwarfs an operand's (BERT's attention scores beside its -inf mask, quantized to a scale of
+    inf) requantizes that operand by a multiplier of exactly 0."""
+    out = var.struct_info
+    if call.op.name != "add" or len(call.args) != 2 or getattr(out, "shape", None) is None:
+        return None
+    for product, y in (call.args, call.args[::-1]):
+        times = defs.get(product)
+        if times is None or times.op.name != "multiply" or len(times.args) != 2 \
+                or getattr(y.struct_info, "dtype", None) != out.dtype or not defs.visible(y, var):
+            continue
+        for x, zeros in (times.args, times.args[::-1]):
+            if isinstance(zeros, Constant) and zeros.data.dtype.kind == "f" and zeros.data.size \
+                    and not zeros.data.any() and magnitude_bound(x, defs, memo) is not None:
+                return BlockBuilder().normalize(make_call("broadcast_to", y, ShapeExpr(tuple(out.shape))))
+    return None
 
 
 def share_clips(func: Function) -> Function:

@@ -35,6 +35,19 @@ A table look-up (QLinearSigmoid and the other com.microsoft ops that map the
 exact for any cast (it applies to each value the take copies), and the cast of
 the constant folds; tables up to :data:`TABLE_LIMIT` elements.
 
+A quantized value laid out (reshaped, permuted: attention's heads) before an
+integer product widens it keeps the casts apart, which the rules above need
+side by side (``widen_before_layout``): an operand ``astype(astype(L(q), I) -
+k, F)`` or ``astype(L(q), F) - k`` of a ``matmul`` / ``nn.gemm``, for a chain
+``L`` of reshapes and permutations of a narrowing cast ``q`` and one value
+``k``, becomes ``L(astype(astype(q, I) - k, F))`` / ``L(astype(q, F) - k)``:
+elementwise steps commute with reshapes and permutations, so the values are
+the same; the casts then meet, and FoldPermuteMatmul (later) folds a
+permutation the product reads into its strided views. Only at a product: a
+widening read by other float steps (QLinearMul's requantization) may be
+dropped whole by DropZeroSignRoundTrips where it stays (its value analyses do
+not look through the layout).
+
 The quantized value itself stays where something else reads it (a graph
 output, a pool); DeadCodeElimination drops it where nothing does.
 """
@@ -45,6 +58,7 @@ import math
 
 import numpy as np
 
+from ..ir.expr import Call, Constant, DataflowVar
 from ..ops.registry import make_call
 from .core.rules import Match, Rule, const, is_op, wildcard
 
@@ -237,6 +251,91 @@ def cast_the_table(m: Match):
     return make_call("take", table, m["i"], **m["take"].attrs)
 
 
+# ---------------------------------------------------------------- widen_before_layout
+
+#: the ops a quantized value may be laid out by between its narrowing cast and its widening
+_LAYOUT = ("reshape", "permute_dims")
+
+
+def _call_of(m: Match, expr, op: str, uses_at_most: int = 1) -> Call | None:
+    """The ``op`` call ``expr`` is bound to when it is used at most ``uses_at_most`` times."""
+    value, uses = m.producer(expr)
+    if isinstance(value, Call) and getattr(value.op, "name", None) == op and uses <= uses_at_most:
+        return value
+    return None
+
+
+def _layout_of(m: Match, expr, near) -> tuple[list, object] | None:
+    """The layout calls (innermost first) between ``expr`` and a quantized value, and that value:
+    each step used once (its widened copy replaces it), at least one, the value an integer-typed
+    ``astype`` readable where ``near`` (a var of the matched product's block) is."""
+    steps = []
+    while True:
+        value, uses = m.producer(expr)
+        if not (isinstance(value, Call) and getattr(value.op, "name", None) in _LAYOUT) or uses != 1:
+            break
+        steps.append(value)
+        expr = value.args[0]
+    quantized = m.producer(expr)[0]
+    if not steps or not (isinstance(quantized, Call) and getattr(quantized.op, "name", None) == "astype"
+                         and quantized.attrs["dtype"] in _INT_TYPES):
+        return None
+    if isinstance(expr, DataflowVar) and m.block_of(expr) != m.block_of(near):
+        return None
+    return steps[::-1], expr
+
+
+def _widened_operand(m: Match, operand):
+    """How ``operand`` of the product widens a laid-out quantized value ``L(q)``, as ``(L's steps,
+    q, widen(q))`` where ``widen`` makes the same elementwise steps on ``q`` itself, or None.
+    Two forms: ``astype(astype(L(q), I) - k, F)`` (an integer shift) and ``astype(L(q), F) - k``
+    (a float one), every step used once, ``k`` one value (so its broadcast is the same before
+    the layout) of at most ``q``'s rank."""
+    outer = _call_of(m, operand, "astype")
+    shift = _call_of(m, outer.args[0] if outer is not None else operand, "subtract")
+    if shift is None or not isinstance(shift.args[1], Constant):
+        return None
+    cast = _call_of(m, shift.args[0], "astype")
+    if cast is None:
+        return None
+    integer_shift = outer is not None and cast.attrs["dtype"] in _INT_TYPES and outer.attrs["dtype"] in _FLOAT_EXACT
+    if not (integer_shift or (outer is None and cast.attrs["dtype"] in _FLOAT_EXACT)):
+        return None
+    layout = _layout_of(m, cast.args[0], operand)
+    k = shift.args[1].data
+    if layout is None or k.size != 1 or k.ndim > getattr(layout[1].struct_info, "ndim", -1):
+        return None
+    steps, q = layout
+
+    def widen(q):
+        value = make_call("subtract", make_call("astype", q, dtype=cast.attrs["dtype"]), shift.args[1])
+        return make_call("astype", value, dtype=outer.attrs["dtype"]) if integer_shift else value
+    return steps, q, widen
+
+
+def _widen_check(m: Match) -> str | None:
+    if all(_widened_operand(m, m[name]) is None for name in ("a", "b")):
+        return ("no operand widens a reshaped or permuted quantized value (astype(astype(L(q), I) - k, F) "
+                "or astype(L(q), F) - k, each step used once, k one value)")
+    return None
+
+
+def widen_before_layout(m: Match):
+    """matmul(W(L(q)), y) -> matmul(L(W(q)), y) for the widening steps W (either operand; nn.gemm's
+    data): the same values, the casts side by side for the rules above."""
+    product = m["product"]
+    args = list(product.args)
+    for i, name in enumerate(("a", "b")):
+        found = _widened_operand(m, m[name])
+        if found is not None:
+            steps, q, widen = found
+            value = widen(q)
+            for step in steps:
+                value = make_call(step.op.name, value, *step.args[1:], **step.attrs)
+            args[i] = value
+    return make_call(product.op.name, *args, **product.attrs)
+
+
 RULES = [
     Rule("drop_integer_round_trip", _round_trip(_CLIPPED_INTEGER), _round_trip_check, drop_integer_round_trip),
     Rule("drop_integer_round_trip_rounded", _round_trip(_CLIPPED_ROUNDED), _round_trip_check,
@@ -258,4 +357,8 @@ RULES = [
          is_op("subtract")(is_op("astype")(_CLIPPED_INTEGER, name="cast", what="operand"),
                            const("zp2", "the subtracted zero point")),
          _shift_check, shift_clip_by_zero_point),
+    Rule("widen_before_layout",
+         is_op("matmul", "nn.gemm")(wildcard("a"), wildcard("b"), ..., name="product"),
+         _widen_check, widen_before_layout,
+         doc="matmul(W(L(q)), y) -> matmul(L(W(q)), y): a quantized value's widening W moved before its layout L."),
 ]

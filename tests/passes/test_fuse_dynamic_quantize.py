@@ -101,3 +101,46 @@ def test_other_products_stay_multiplies(case, product):
     out = run_pass(PASS, mod)
     assert "dynamic_quantize" in ops_of(out) and ops_of(out).count("multiply") == 1, case
     _assert_same_bits(mod, out)
+
+
+def _product(tail: str) -> str:
+    """The chain read by an exact integer product ``g`` (MatMulInteger's float32 ``nn.gemm``), then
+    ``tail``, which returns."""
+    return program('x: R.Tensor(("n", 3), "float32")', '("n", 2)', f"""
+lv = R.dynamic_quantize_params(x)
+s = lv[0]
+z = lv[1]
+zp = R.astype(z, dtype="uint8")
+lv1 = R.divide(x, s)
+lv2 = R.round(lv1)
+lv3 = R.add(lv2, z)
+lv4 = R.clip(lv3, min=0.0, max=255.0, saturate_nan=True)
+lv5 = R.astype(zp, dtype="float32")
+lv6 = R.subtract(lv4, lv5)
+g = R.nn.gemm(lv6, R.const([[1.0, -2.0], [0.0, 3.0], [-1.0, 1.0]], "float32"))
+{tail}
+""", dtype="int32" if "int32" in tail else "float32")
+
+
+@pytest.mark.parametrize("tail, free", [
+    ('r = R.astype(g, dtype="int32")\nreturn r', True),                 # MatMulInteger's int32 result
+    ('r = R.add(g, R.const(0.0, "float32"))\nreturn r', True),          # the round trip kept as + 0.0
+    ('r = R.multiply(g, R.const(0.5, "float32"))\nreturn r', False),    # a zero's sign reaches the output
+    ('r = R.divide(R.const(1.0, "float32"), g)\nreturn r', False),      # a divisor: 1 / -0.0 is -inf
+])
+def test_any_zero_sign_where_nothing_reads_it(tail, free):
+    """``any_zero_sign`` is set where the product's zeros reach no sign reader (a cast to int32, a sum
+    with +0.0) and not where they reach an output or a divisor; the results are the same bits."""
+    mod = parse(_product(tail))
+    out = run_pass(PASS, mod)
+    calls = [c for c in _calls(out) if c.op.name == "dynamic_quantize"]
+    assert len(calls) == 1 and calls[0].attrs["any_zero_sign"] is free
+    _assert_same_bits(mod, out)
+    x = np.array([[-0.3, 0.0, 2.0], [-0.01, 0.001, 1.0]], np.float32)     # round(-0.3 / s) is -0.0
+    for want, got in zip(_run(mod, x), _run(out, x), strict=True):
+        assert got.tobytes() == want.tobytes()
+
+
+def _calls(mod):
+    from relaxpack.ir.expr import Call
+    return [b.value for block in mod["main"].body.blocks for b in block.bindings if isinstance(b.value, Call)]

@@ -140,7 +140,7 @@ def _ties():
 def test_dynamic_quantize_matches_the_chain_bit_for_bit(x):
     from relaxpack.runtime.kernels.quantize import dynamic_quantize
     out = (np.empty((), np.float32), np.empty((), np.float32), np.empty(x.shape, np.float32))
-    dynamic_quantize(x, out=out, scales=())
+    dynamic_quantize(x, out=out, scales=(), any_zero_sign=False)
     for got, want in zip(out, _chain(x), strict=True):
         assert got.shape == want.shape
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
@@ -159,7 +159,7 @@ def test_dynamic_quantize_scale_products_are_the_multiply_kernels(x):
     from relaxpack.runtime.kernels.quantize import dynamic_quantize
     out = (np.empty((), np.float32), np.empty((), np.float32), np.empty(x.shape, np.float32),
            *(np.empty((), np.float32) for _ in SCALES))
-    dynamic_quantize(x, out=out, scales=SCALES)
+    dynamic_quantize(x, out=out, scales=SCALES, any_zero_sign=False)
     scale = _chain(x)[0]
     for got, want in zip(out[:3], _chain(x), strict=True):
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
@@ -174,6 +174,80 @@ def test_dynamic_quantize_of_a_strided_input():
     from relaxpack.runtime.kernels.quantize import dynamic_quantize
     x = np.random.default_rng(7).normal(size=(6, 8)).astype(np.float32)[::2, 1::3]
     out = (np.empty((), np.float32), np.empty((), np.float32), np.empty(x.shape, np.float32))
-    dynamic_quantize(x, out=out, scales=())
+    dynamic_quantize(x, out=out, scales=(), any_zero_sign=False)
     for got, want in zip(out, _chain(np.ascontiguousarray(x)), strict=True):
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def _zero_points_at_the_ends():
+    """Ranges whose zero point is 0 (the minimum a hair below 0) and 255 (the maximum a hair
+    above) and one between, each with values that round to -0.0."""
+    f = np.float32
+    return [np.array([-1e-6, -0.0, 0.0, 0.4, 10.0, -0.3e-6], f), np.array([-10.0, -0.04, -0.0, 0.0, 1e-6], f),
+            np.array([-5.0, -0.01, 0.01, 5.0, -0.0], f)]
+
+
+@pytest.mark.parametrize("x", CASES + [_ties(), np.array([-0.0, 0.0, 3.0], np.float32),
+                                       np.array([-0.3, 0.0, -1e-30, 4.0], np.float32)] + _zero_points_at_the_ends()
+                         + [np.random.default_rng(s).normal(0, 3, (7, 13)).astype(np.float32) for s in range(5)],
+                         ids=str)
+def test_any_zero_sign_is_the_chain_up_to_zero_signs(x):
+    """With ``any_zero_sign`` the scalars and the products are the chain's bits and ``y`` its values,
+    the bits of every nonzero; a zero may be -0.0 (``round(-0.3)``) where the chain makes +0.0."""
+    from relaxpack.runtime.kernels.quantize import dynamic_quantize
+    out = (np.empty((), np.float32), np.empty((), np.float32), np.empty(x.shape, np.float32),
+           *(np.empty((), np.float32) for _ in SCALES))
+    dynamic_quantize(x, out=out, scales=SCALES, any_zero_sign=True)
+    exact = (np.empty((), np.float32), np.empty((), np.float32), np.empty(x.shape, np.float32),
+             *(np.empty((), np.float32) for _ in SCALES))
+    dynamic_quantize(x, out=exact, scales=SCALES, any_zero_sign=False)
+    for k, (got, want) in enumerate(zip(out, exact, strict=True)):
+        if k != 2:
+            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    y, want = out[2], exact[2]
+    np.testing.assert_array_equal(y, want)          # -0.0 == +0.0
+    nonzero = want != 0
+    np.testing.assert_array_equal(y[nonzero].view(np.uint32), want[nonzero].view(np.uint32))
+
+
+def test_any_zero_sign_leaves_negative_zeros_at_both_ends():
+    """The clip form really is taken: ``round(-0.3 / s)`` stays -0.0 (the chain's ``+ zp ... - zp``
+    would make it +0.0), with zero points 0 and 255 (the clip's bounds 0 and 0) and one between."""
+    from relaxpack.runtime.kernels.quantize import dynamic_quantize
+    for x, zero_point in zip(_zero_points_at_the_ends(), (0.0, 255.0, 127.0), strict=True):
+        out = (np.empty((), np.float32), np.empty((), np.float32), np.empty(x.shape, np.float32))
+        dynamic_quantize(x, out=out, scales=(), any_zero_sign=True)
+        y = out[2]
+        assert float(out[1]) == zero_point and y.min() >= -zero_point and y.max() <= 255 - zero_point
+        assert np.signbit(y[y == 0]).any(), x
+        assert not np.signbit(_chain(x)[2][y == 0]).any(), x
+
+
+def test_extremes_of_a_transposed_input():
+    """The range is read at ``argmax`` / ``argmin`` of the array as it is (C order, ``item``): a
+    transposed input whose extremes sit where its memory order and C order differ."""
+    from relaxpack.runtime.kernels.quantize import dynamic_quantize
+    x = np.arange(-11, 13, dtype=np.float32).reshape(4, 6) * np.float32(0.37)
+    x[0, 5], x[3, 0] = 9.0, -7.0
+    x = x.T
+    want = _chain(np.ascontiguousarray(x))
+    for flag in (False, True):
+        out = (np.empty((), np.float32), np.empty((), np.float32), np.empty(x.shape, np.float32))
+        dynamic_quantize(x, out=out, scales=(), any_zero_sign=flag)
+        for got, expected in zip(out[:2], want[:2]):
+            np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+        np.testing.assert_array_equal(out[2], want[2])
+
+
+@pytest.mark.parametrize("where", [0, 3, 6])
+def test_a_nan_anywhere_takes_the_exact_path(where):
+    """``argmax`` / ``argmin`` point at a NaN wherever it is (first, middle, last), so the float path
+    is never taken with one: NaN quantizes to 0 as the chain's saturating clip makes it."""
+    from relaxpack.runtime.kernels.quantize import dynamic_quantize
+    x = np.array([-2.0, 1.0, 0.5, -0.25, 3.0, -1.0, 2.0], np.float32)
+    x[where] = np.nan
+    for flag in (False, True):
+        out = (np.empty((), np.float32), np.empty((), np.float32), np.empty(x.shape, np.float32))
+        dynamic_quantize(x, out=out, scales=(), any_zero_sign=flag)
+        for got, want in zip(out, _chain(x), strict=True):
+            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -12,7 +12,9 @@ zp, 0, 255) - zp``): the whole DynamicQuantizeLinear as an integer product
 reads it (FuseDynamicQuantize), in one kernel call instead of three. Its
 ``scales`` attribute (float32 values) adds ``y_scale * c`` for each ``c`` as
 further items: the scales of the products that read ``y``, which were one
-scalar multiply kernel each.
+scalar multiply kernel each. With ``any_zero_sign`` (set where nothing reads
+the sign of ``y``'s zeros) ``y`` may hold -0.0 where the composition makes
++0.0: the kernel then clips ``round(x / scale)`` to ``[-zp, 255 - zp]``.
 
 >>> make_call("dynamic_quantize_params", x)          # doctest: +SKIP
 >>> make_call("dynamic_quantize", x)                 # doctest: +SKIP
@@ -45,9 +47,12 @@ def _infer_dynamic_quantize(call: Call, analyzer: DimAnalyzer) -> TupleStructInf
     scales = call.attrs["scales"]
     if not isinstance(scales, tuple) or not all(isinstance(c, float) for c in scales):
         raise shape_error(call, f"scales must be a tuple of floats, got {scales!r}")
+    if not isinstance(call.attrs["any_zero_sign"], bool):
+        raise shape_error(call, f"any_zero_sign must be a bool, got {call.attrs['any_zero_sign']!r}")
     return TupleStructInfo((scale, zero_point, with_shape(x, x.shape, "float32", x.ndim), *(scale,) * len(scales)))
 
 
-register_op("dynamic_quantize", infer=_infer_dynamic_quantize, num_args=1, attrs={"scales": ()},
+register_op("dynamic_quantize", infer=_infer_dynamic_quantize, num_args=1, attrs={"scales": (), "any_zero_sign": False},
             doc="DynamicQuantizeLinear's (y_scale, zero point, y - zero point), the last two as float32; then "
-                "y_scale times each float32 of scales (the products' scales).")
+                "y_scale times each float32 of scales (the products' scales). any_zero_sign: y's zeros may "
+                "be -0.0 (nothing reads their sign).")

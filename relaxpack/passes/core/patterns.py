@@ -424,6 +424,12 @@ class Match:
             return expr, 0
         return d.value, self._scope.uses.get(expr, 0)
 
+    def block_of(self, expr: Expr) -> int | None:
+        """The index of the block that binds ``expr`` (a var of the function), else None: a
+        check's test that a var found beyond the pattern may be read where the rule fires."""
+        d = self._scope.defs.get(expr) if isinstance(expr, Var) else None
+        return None if d is None else d.block
+
     def constant_of(self, expr: Expr) -> np.ndarray | None:
         """The array of ``expr`` when it is a constant or a var bound to one (:meth:`producer`),
         else None: a check's test that an operand beyond the pattern is constant."""

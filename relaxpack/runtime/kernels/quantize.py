@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import struct
+from typing import Callable
 
 import numpy as np
 
@@ -29,6 +30,17 @@ _F32 = np.float32
 #: uint8's range as read-only 0-d float32 arrays (dynamic_quantize's clip)
 _ZERO, _TOP = np.zeros((), _F32), np.full((), 255.0, _F32)
 _ZERO.flags.writeable = _TOP.flags.writeable = False
+
+
+def _bounds_around(zero_point: int) -> tuple[np.ndarray, np.ndarray]:
+    low, high = np.full((), -zero_point, _F32), np.full((), 255 - zero_point, _F32)
+    low.flags.writeable = high.flags.writeable = False
+    return low, high
+
+
+#: per zero point ``k`` in [0, 255], uint8's range less ``k`` (``-k``, ``255 - k``) as read-only
+#: 0-d float32 arrays: the clip of ``dynamic_quantize`` with ``any_zero_sign``
+_AROUND = tuple(_bounds_around(k) for k in range(256))
 
 
 @register_kernel("dynamic_quantize_params")
@@ -49,15 +61,17 @@ def dynamic_quantize_params(x, *, out):
 
 
 @register_kernel("dynamic_quantize")
-def dynamic_quantize(x, *, out, scales):
+def dynamic_quantize(x, *, out, scales, any_zero_sign):
     """``out = (y_scale, zero point, y - zero point)``: :func:`dynamic_quantize_params`, then the
     importer's chain ``clip(round(x / y_scale) + zp, 0, 255)`` (NaN to 0) minus
     ``float32(uint8(zp))``, each step the kernel the chain's instruction ran, in its order (the same
     bits). In the usual case (a finite range strictly around 0) ``x`` is finite and ``zp`` an integer
     in [0, 255], so no NaN can come and the zero point's casts change nothing: five numpy calls,
-    each with 0-d array operands (a numpy scalar costs a small ufunc call twice as much). The
-    items after ``y`` are ``y_scale * c`` in float32 for each ``c`` of ``scales``
-    (:func:`_scale_products`)."""
+    each with 0-d array operands (a numpy scalar costs a small ufunc call twice as much); with
+    ``any_zero_sign`` (nothing reads the sign of ``y``'s zeros) three, ``clip(round(x / y_scale),
+    -zp, 255 - zp)``: the same integers, but ``round(-0.3)``'s -0.0 stays where the chain's
+    ``+ zp ... - zp`` makes +0.0. The items after ``y`` are ``y_scale * c`` in float32 for each
+    ``c`` of ``scales`` (:func:`_scale_products`)."""
     scale, zero_point, y = out[:3]
     fast = _finite_params(x) if x.dtype == _F32 and x.size else None
     if fast is not None:
@@ -65,9 +79,13 @@ def dynamic_quantize(x, *, out, scales):
         zero_point.fill(fast[1])
         np.divide(x, scale, y)
         np.rint(y, y)
-        np.add(y, zero_point, y)
-        CLIP(y, _ZERO, _TOP, y)
-        np.subtract(y, zero_point, y)
+        if any_zero_sign:
+            low, high = _AROUND[int(fast[1])]
+            CLIP(y, low, high, y)
+        else:
+            np.add(y, zero_point, y)
+            CLIP(y, _ZERO, _TOP, y)
+            np.subtract(y, zero_point, y)
         _scale_products(fast[0], scale, scales, out[3:])
         return
     dynamic_quantize_params(x, out=(scale, zero_point))
@@ -82,6 +100,18 @@ def dynamic_quantize(x, *, out, scales):
     _scale_products(None, scale, scales, out[3:])
 
 
+def _specialize_dynamic_quantize(attrs: dict, constant) -> Callable:
+    """The kernel with this instruction's attributes bound (no keywords to unpack per call)."""
+    scales, any_zero_sign = tuple(attrs["scales"]), bool(attrs["any_zero_sign"])
+
+    def run(x, *, out, workspace=None):
+        dynamic_quantize(x, out=out, scales=scales, any_zero_sign=any_zero_sign)
+    return run
+
+
+dynamic_quantize.specialize_attrs = _specialize_dynamic_quantize
+
+
 def _scale_products(value, scale, scales, products) -> None:
     """Each ``products[i] = scale * scales[i]`` as the float32 multiply kernel makes it. With the
     usual case's Python ``value`` of the scale (a float32 value) the double product of two float32
@@ -90,7 +120,7 @@ def _scale_products(value, scale, scales, products) -> None:
     if value is not None:
         try:
             for c, product in zip(scales, products):
-                product.fill(_f32(value * c))
+                product.fill(_UNPACK_F32(_PACK_F32(value * c))[0])
             return
         except OverflowError:
             pass
@@ -99,12 +129,10 @@ def _scale_products(value, scale, scales, products) -> None:
             np.multiply(scale, _F32(c), out=product)
 
 
-_PACK_F32 = struct.Struct("f")
-
-
-def _f32(value: float) -> float:
-    """``value`` rounded to float32 (to nearest even); OverflowError past float32's range."""
-    return _PACK_F32.unpack(_PACK_F32.pack(value))[0]
+#: a Python float rounded to float32 (to nearest even) is ``_UNPACK_F32(_PACK_F32(v))[0]``;
+#: OverflowError past float32's range
+_PACK_F32, _UNPACK_F32 = struct.Struct("f").pack, struct.Struct("f").unpack
+_INF = math.inf
 
 
 def _finite_params(x):
@@ -112,20 +140,23 @@ def _finite_params(x):
     (``min x < 0 < max x``, a nonzero scale); None otherwise (zeros, whose signs numpy's
     maximum/minimum/clip decide, infinities, NaN). Each float32 operation is made in float64
     and rounded once to float32, which is the float32 result: for +, -, * and / a double
-    holds more than twice float32's precision, so the double rounding is innocuous. Two
-    reductions and a few Python operations instead of a dozen numpy scalar calls."""
-    top, bottom = float(np.maximum.reduce(x, axis=None)), float(np.minimum.reduce(x, axis=None))
-    if not (bottom < 0.0 < top and math.isfinite(top) and math.isfinite(bottom)):
+    holds more than twice float32's precision, so the double rounding is innocuous. The
+    extremes are read at ``argmax`` / ``argmin`` (a quarter of a ``maximum.reduce``'s call on
+    a few hundred values; the index of a NaN if there is one, the same value otherwise, a zero
+    of either sign only where the path is not taken) and a few Python operations instead of a
+    dozen numpy scalar calls."""
+    top, bottom = x.item(x.argmax()), x.item(x.argmin())     # a NaN's index, if any: its value
+    if not (bottom < 0.0 < top < _INF and bottom > -_INF):       # (comparisons: no NaN, no inf)
         return None
-    try:
-        span = _f32(top - bottom)
+    try:                            # (the rounding inline: a call was a fifth of this)
+        span = _UNPACK_F32(_PACK_F32(top - bottom))[0]
     except OverflowError:           # the span is inf: numpy's path
         return None
-    scale = _f32(span / 255.0)
+    scale = _UNPACK_F32(_PACK_F32(span / 255.0))[0]
     if scale == 0.0:
         return None
-    initial = -_f32(bottom / scale)      # >= 0: bottom < 0 < scale
-    return scale, float(round(min(initial, 255.0)))   # round: half to even, as rint
+    initial = -_UNPACK_F32(_PACK_F32(bottom / scale))[0]      # >= 0: bottom < 0 < scale
+    return scale, float(round(initial)) if initial < 255.0 else 255.0   # round: half to even, as rint
 
 
 def _params(x):

@@ -48,6 +48,7 @@ from ._registry import register_kernel
 from .ml import label_argmax, softmax_into, transform_scores
 from .tree_gemm import BITS_MAX_WORK, bits_scores, gemm_plan, gemm_scores
 from .tree_ranks import RANKS_MAX_EXTRA, rank_scorer, rank_scores, use_ranks
+from .tree_walk import one_sample_scorer
 
 #: mode codes of the node list
 MODES = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3, "BRANCH_EQ": 4, "BRANCH_NEQ": 5,
@@ -211,6 +212,8 @@ class _Model:
         self.all_positive = bool((np.nan_to_num(leaves) >= 0).all())
         # the batches that take the threshold ranks (_scores' tests, worked out once: -1 for none)
         gemm, self.rank_rows, self.score, self.features = self.gemm, -1, None, 0
+        # one sample by a walk in Python (small ensembles of <= tests; None otherwise)
+        self.one = None if max_depth is None else one_sample_scorer(walk, thresholds, roots, leaves)
         if gemm is not None and gemm.bits is not None and gemm.ranks is not None:
             self.score = rank_scorer(gemm.ranks, gemm.bits.weights, gemm.bits.offsets)
             self.features = gemm.features
@@ -236,12 +239,22 @@ def _specialized(run):
         # the attributes by position, in the body's order (keywords cost ~0.3 us a call)
         settings = tuple(attrs[k] for k in _SETTINGS if k in attrs)
         finish, finishing = _FINISH[run], (attrs["base_values"], attrs["post_transform"])
+        finish_row, base_row = _FINISH_ROW[run], attrs["base_values"].tolist()[0]
         summed, average = attrs["aggregate"] in ("SUM", "AVERAGE"), attrs["aggregate"] == "AVERAGE"
 
         def call(x, walk, thresholds, roots, leaves, members, *, out, workspace=None):
             m = model[0]
             if m is None or not m.fits(walk, thresholds, roots, leaves):
                 m = model[0] = _Model(walk, thresholds, roots, leaves, attrs["max_depth"])
+            if m.one is not None and x.__class__ is np.ndarray and x.shape[0] == 1 and x.ndim == 2 and summed \
+                    and x.dtype in _PYTHON_FLOATS and x.shape[1] >= m.one.features:
+                sums = m.one(x)                         # one sample: the walk in Python, the same sums
+                if average:
+                    count = len(roots)
+                    sums = [v / count for v in sums]
+                if not finish_row(sums, out, base_row, attrs["post_transform"]):
+                    finish(np.array([sums]), m, out, *finishing)
+                return
             if x.__class__ is np.ndarray and x.ndim == 2 and x.shape[0] <= m.rank_rows \
                     and x.shape[1] >= m.features and summed:
                 # _scores' first case, straight (its calls and tests were ~0.6 us of a batch of one)
@@ -253,6 +266,8 @@ def _specialized(run):
     return specialize
 
 
+#: the input types whose values Python floats hold exactly (the one-sample walk's)
+_PYTHON_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 #: the bodies' attributes, in their parameters' order
 _SETTINGS = ("aggregate", "base_values", "post_transform", "max_depth", "dtype")
 
@@ -335,8 +350,39 @@ def _classified(scores, model, out, base_values, post_transform) -> None:
     _binary(scores, model.scored, base_values, model.all_positive, post_transform, labels, probs)
 
 
-#: a body's last part, from the aggregated scores (what the specialized call runs after the ranks)
+def _regressed_row(sums: list, out, base: list, post_transform: str) -> bool:
+    """:func:`_regressed` of one row of Python float sums without a transform, by assignment (the
+    float64 sums with the base values, rounded into ``out`` as numpy rounds); False, writing
+    nothing, for anything else."""
+    if post_transform != "NONE" or out.shape != (1, len(sums)) or out.dtype.kind != "f" \
+            or len(base) not in (0, len(sums)):
+        return False
+    out[0] = [v + b for v, b in zip(sums, base)] if base else sums
+    return True
+
+
+def _classified_row(sums: list, out, base: list, post_transform: str) -> bool:
+    """:func:`_classified` of one row of Python float sums of more than two classes without a
+    transform: the first maximum's index (np.argmax's: no NaN here) and the scores assigned; False,
+    writing nothing, for anything else (binary models, transforms, NaN)."""
+    labels, probs = out
+    if post_transform != "NONE" or len(sums) <= 2 or probs.shape != (1, len(sums)) or labels.shape != (1,) \
+            or len(base) not in (0, len(sums)):
+        return False
+    if base:
+        sums = [v + b for v, b in zip(sums, base)]
+    top = max(sums)
+    if top != top or any(v != v for v in sums):
+        return False
+    labels[0] = sums.index(top)
+    probs[0] = sums
+    return True
+
+
+#: a body's last part, from the aggregated scores (what the specialized call runs after the ranks),
+#: and from one row of them as Python floats (False: the caller runs the first)
 _FINISH = {_regress: _regressed, _classify: _classified}
+_FINISH_ROW = {_regress: _regressed_row, _classify: _classified_row}
 tree_ensemble.specialize_attrs = _specialized(_regress)
 tree_ensemble_classifier.specialize_attrs = _specialized(_classify)
 
