@@ -87,7 +87,7 @@ def test_the_runner_is_not_taken(case, extra):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("bias", ["bound", "register", None])
-@pytest.mark.parametrize("activation", [None, "relu", ("clip", -2.0**20, 2.0**20)], ids=str)
+@pytest.mark.parametrize("activation", [None, "relu", ("clip", -2.0**20, 2.0**20), "silu"], ids=str)
 @pytest.mark.parametrize("data, weight, stride, padding", TAKEN)
 def test_exact_sums_as_the_generic_kernel(data, weight, stride, padding, activation, bias, dtype):
     attrs = _attrs(stride, padding, activation)
