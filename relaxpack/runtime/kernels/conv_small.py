@@ -25,11 +25,12 @@ import math
 
 import numpy as np
 
-from . import conv_small_exact, conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
+from . import conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
 from .gemm_blocks import block_calls, column_blocks
 from ._math import CLIP, scalar_array
 from ._workspace import scratch_nbytes
 from .negated_activation import negatable, negated, of_negated
+from . import conv_small_exact     # (its own line: exact convs, kernels/conv_small_exact.py)
 
 #: the marker of an activation that reads its input negated: ``(NEGATED, "silu")``
 NEGATED = object()
