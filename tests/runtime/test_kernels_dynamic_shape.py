@@ -255,3 +255,111 @@ def test_shape_specialized_equals_the_kernel_and_returns_a_new_array(start, end)
         seen.append(got)
     nested = [[1.0, 2.0, 3.0]]                   # not an array: the kernel's own path, not kept
     assert np.array_equal(call(nested), fn(nested, start=start, end=end))
+
+
+# ---------------------------------------------------------------- dyn.slice per instruction
+
+
+def specialized_slice(axes, steps, parts=("axes", "steps")):
+    """``dyn.slice`` specialized as the VM does for an instruction whose ``parts`` are bound values."""
+    from relaxpack.runtime.kernels._registry import BoundFlags
+    bound = {"axes": axes, "steps": steps}
+    values = tuple(bound[p] for p in parts)
+    return KERNELS["dyn.slice"].fn.specialize_attrs(
+        {"parts": parts}, BoundFlags((None, None, None, *values), (False, False, False, *(True,) * len(parts))))
+
+
+SLICES = [   # (shape, starts, ends, axes, steps)
+    ((40, 60), (3,), (35,), (0,), (1,)),                     # Mask R-CNN's crop of a resized mask
+    ((40, 60), (0,), (2 ** 63 - 1,), (1,), (1,)),
+    ((40, 60), (-5,), (-1,), (-1,), (1,)),                   # negative axis and bounds
+    ((2, 3, 4), (2, -100), (-2 ** 63, 9), (2, 0), (-1, 2)),   # a negative step, clamped starts
+    ((5,), (4,), (0,), (0,), (-2,)),
+    ((3, 0, 4), (0,), (1,), (1,), (1,)),                     # an empty dim
+    ((6, 7), (5,), (2,), (0,), (1,)),                        # empty result
+    ((2, 3, 4), (), (), (), ()),                             # no axes: a copy
+]
+
+
+@pytest.mark.parametrize("shape, starts, ends, axes, steps", SLICES, ids=str)
+def test_slice_specialized_on_bound_axes_and_steps_equals_the_kernel(shape, starts, ends, axes, steps):
+    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    call = specialized_slice(i64(*axes), i64(*steps))
+    for dtype in (np.int64, np.int32):
+        info = np.iinfo(dtype)
+        b, e = (np.array([min(max(v, info.min), info.max) for v in bounds], dtype) for bounds in (starts, ends))
+        want = call_kernel("dyn.slice", x, b, e, i64(*axes), i64(*steps), parts=("axes", "steps"))
+        got = call(x, b, e, i64(*axes), i64(*steps))
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+        assert not np.may_share_memory(got, x)
+
+
+def test_slice_specialized_without_axes_or_steps_equals_the_kernel():
+    call = specialized_slice(None, i64(1, 2), parts=("steps",))
+    got = call(X, i64(0, 1), i64(2, 9), i64(1, 2))
+    np.testing.assert_array_equal(got, X[0:2, 1:9:2])
+    call = specialized_slice(i64(2), None, parts=("axes",))
+    np.testing.assert_array_equal(call(X, i64(1), i64(3), i64(2)), X[:, :, 1:3])
+
+
+@pytest.mark.parametrize("axes, steps, starts, ends, message", [
+    ((3,), (1,), (0,), (1,), r"axis 3 is out of range for rank 3"),
+    ((0, 0), (1, 1), (0, 0), (1, 1), r"repeat an axis"),
+    ((0,), (0,), (0,), (1,), r"must not be 0"),
+    ((0,), (1,), (0, 1), (1, 2), r"must have one length"),           # bounds longer than the axes
+    ((0,), (1,), (0,), (1, 2), r"must have one length"),
+])
+def test_slice_specialized_keeps_the_kernels_errors(axes, steps, starts, ends, message):
+    call = specialized_slice(i64(*axes), i64(*steps))
+    for _ in range(2):              # the plan kept for the rank raises again
+        with pytest.raises(ShapeError, match=message):
+            call(X, i64(*starts), i64(*ends), i64(*axes), i64(*steps))
+
+
+def test_slice_specialized_takes_the_kernel_for_other_bounds():
+    call = specialized_slice(i64(0), i64(1))
+    np.testing.assert_array_equal(call(X, np.int64(1), np.int64(2), i64(0), i64(1)), X[1:2])   # 0-d bounds
+    with pytest.raises(ShapeError, match=r"starts must be integers"):
+        call(X, np.array([0.0]), i64(1), i64(0), i64(1))
+    # axes or steps from a register: the kernel on every call
+    from relaxpack.runtime.kernels._registry import BoundFlags
+    general = KERNELS["dyn.slice"].fn.specialize_attrs(
+        {"parts": ("axes", "steps")}, BoundFlags((None,) * 5, (False,) * 5))
+    np.testing.assert_array_equal(general(X, i64(1), i64(3), i64(1), i64(1)), X[:, 1:3])
+
+
+# ---------------------------------------------------------------- dyn.tensor_to_shape per instruction
+
+
+@pytest.mark.parametrize("x, index", [
+    (np.array(5, np.int64), 0), (np.array(0, np.int32), 0), (np.array([7], np.uint8), 0),
+    (np.array([2, 3, 4], np.int64), 2), (np.array([2 ** 63 - 1], np.int64), 0), (np.array(2 ** 64 - 1, np.uint64), 0),
+])
+def test_tensor_to_shape_specialized_equals_the_kernel(x, index):
+    from relaxpack.runtime.kernels.shape import tensor_to_shape
+    call = tensor_to_shape.specialize_attrs({"indices": (index,), "what": "n"}, (False,))
+    got, want = call(x), tensor_to_shape(x, indices=(index,), what="n")
+    assert got == want and all(type(d) is int for d in got)
+
+
+@pytest.mark.parametrize("x, message", [
+    (np.array(-1, np.int64), r"n: element 0 is -1, but the model uses it as a dim"),
+    (np.array([2.0]), r"n: expected a 0-d or 1-D integer tensor"),
+    (np.array([[2]]), r"n: expected a 0-d or 1-D integer tensor"),
+    (np.array([], np.int64), r"n: has 0 elements, the model uses element\(s\) \(0,\)"),
+    (np.array(True), r"n: expected a 0-d or 1-D integer tensor"),
+])
+def test_tensor_to_shape_specialized_keeps_the_kernels_errors(x, message):
+    from relaxpack.runtime.kernels.shape import tensor_to_shape
+    call = tensor_to_shape.specialize_attrs({"indices": (0,), "what": "n"}, (False,))
+    with pytest.raises(ShapeError, match=message):
+        call(x)
+
+
+def test_tensor_to_shape_specialized_on_several_indices_is_the_kernel():
+    from relaxpack.runtime.kernels.shape import tensor_to_shape
+    call = tensor_to_shape.specialize_attrs({"indices": (0, 2), "what": "n"}, (False,))
+    assert call(np.array([2, 9, 4], np.int64)) == (2, 4)
+    with pytest.raises(ShapeError, match=r"element 2 is -4"):
+        call(np.array([2, 9, -4], np.int64))

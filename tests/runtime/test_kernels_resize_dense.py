@@ -171,3 +171,25 @@ def test_run_time_empty_sizes():
     x = np.random.default_rng(11).standard_normal((1, 1, 4, 4)).astype(np.float32)
     given = np.array([1, 1, 0, 3], np.int64)
     assert kept(x, given).shape == (1, 1, 0, 3) == general(x, given).shape
+
+
+@pytest.mark.parametrize("shape, sizes", [
+    ((1, 1, 30, 30), (1, 1, 23, 17)),          # two passes, the intermediate kept by the instruction
+    ((1, 1, 30, 30), (1, 1, 30, 17)),          # one pass: no intermediate
+    ((1, 4, 120, 128), (1, 4, 37, 128 * 4)),   # an intermediate over the bar: the thread's scratch
+])
+def test_run_time_kept_intermediate_serves_new_data_each_call(shape, sizes):
+    kept, general = _at_run_time()
+    given = np.array(sizes, np.int64)
+    known = dynamic_resize._dense_at_run_time(np.zeros(shape, np.float32), given, RUN_TIME)
+    between = resize_dense.intermediate(known[1])
+    assert (known[2] is None) == (between is None or 4 * np.prod(between) > dynamic_resize.KEPT_BETWEEN_BYTES)
+    rng = np.random.default_rng(12)
+    results = []
+    for _ in range(3):
+        x = rng.standard_normal(shape).astype(np.float32)
+        got = kept(x, given)
+        np.testing.assert_array_equal(got, general(x, given))
+        results.append((got, got.copy()))
+    for got, copy in results:           # no call wrote into an earlier result
+        np.testing.assert_array_equal(got, copy)

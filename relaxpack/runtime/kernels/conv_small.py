@@ -8,8 +8,9 @@ last call's weight, bias and workspace (the same objects from run to run)
 and input and output shapes, the views the engine's ``strided`` method
 (:mod:`.conv_strided`) needs, and then makes only its numpy calls: zero the
 padded copy (a small one is the instruction's own, zeroed once) and copy the
-input in, one strided copy into the columns, one GEMM into ``out``, the bias,
-the activation. A pointwise (1x1) conv of
+input in, one strided copy into the columns (a stem strided along its rows:
+copies from the input's column phases, :mod:`.conv_column_phases`, the same
+columns), one GEMM into ``out``, the bias, the activation. A pointwise (1x1) conv of
 any size runs its one GEMM the same way. A channels-last conv gets
 :mod:`.conv_small_nhwc`'s runner (its pointwise, gemm and depthwise
 methods). Any other call (another method, dtype or layout; a changed
@@ -25,7 +26,7 @@ import math
 
 import numpy as np
 
-from . import conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
+from . import conv_column_phases, conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
 from .gemm_blocks import block_calls, column_blocks
 from ._math import CLIP, scalar_array
 from ._workspace import scratch_nbytes
@@ -153,9 +154,11 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         return None
     geometry = plan.strided
     result = arrays.pop() if work != dtype else None
-    padded, own, interior, interior_rows = _padded_input(arrays, geometry, data.shape[-1], work, work == dtype)
-    converted = arrays[0] if work != dtype and padded is None else None
     cols = arrays[-1]
+    phases = conv_column_phases.column_filler(plan, data.shape, cols)     # (the im2col by column phases)
+    padded, own, interior, interior_rows = _padded_input(arrays if phases is None else [], geometry,
+                                                         data.shape[-1], work, work == dtype)
+    converted = arrays[0] if work != dtype and padded is None and phases is None else None
     out_channels, taps = weight.shape[0], len(plan.taps)
     g = attrs["groups"]
     k = channels // g * taps
@@ -191,7 +194,7 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     item = work.itemsize
     seen = [None, None]     # an unpadded conv: the last x that is a view (arena), its window
 
-    def run(x, out):
+    def im2col(x):
         if padded is not None:
             if not own:
                 padded.fill(0)
@@ -211,6 +214,10 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
             if kept:
                 seen[0], seen[1] = x, (window, dst)
         copy(dst, window)
+    fill_columns = im2col if phases is None else phases
+
+    def run(x, out):
+        fill_columns(x)
         if convert:
             copy(w, weight.reshape(w.shape))
         kept = result is not None or out is prepared_out
@@ -378,7 +385,9 @@ def _prepare_channels_last_out(plan, data, weight, bias, out, workspace, attrs, 
     if arrays is None:
         return None
     cols = arrays[-1]
-    padded, own, interior, interior_rows = _padded_input(arrays, geometry, data.shape[-1], out.dtype, True)
+    phases = conv_column_phases.column_filler(plan, data.shape, cols)     # (the im2col by column phases)
+    padded, own, interior, interior_rows = _padded_input(arrays if phases is None else [], geometry,
+                                                         data.shape[-1], out.dtype, True)
     out_channels, k = weight.shape[0], channels * len(plan.taps)
     pixels = math.prod(plan.lengths)
     w_t = weight.reshape(1, out_channels, k).transpose(0, 2, 1)
@@ -394,7 +403,7 @@ def _prepare_channels_last_out(plan, data, weight, bias, out, workspace, attrs, 
     item = out.dtype.itemsize
     seen = [None, None, None, None]     # the last x and out that are views (arena), x's window, out's target
 
-    def run(x, out):
+    def im2col(x):
         if padded is not None:
             if not own:
                 padded.fill(0)
@@ -412,6 +421,10 @@ def _prepare_channels_last_out(plan, data, weight, bias, out, workspace, attrs, 
                 window, to = as_runs(window, dst)
                 seen[0], seen[1] = x, (window, to)
         copy(to, window)
+    fill_columns = im2col if phases is None else phases
+
+    def run(x, out):
+        fill_columns(x)
         if out is seen[2]:
             target = seen[3]
         else:

@@ -120,20 +120,22 @@ def _specialize_resize_at_run_time(attrs: dict, constant: tuple):
         known = kept.get(key)
         if known is None:
             known = keep(kept, key, _dense_at_run_time(data, given, attrs))
-        shape, dense = known
+        shape, dense, between = known
         if dense is not None:
             out = np.empty(shape, data.dtype)
-            if resize_dense.run(dense, data, out):
+            if resize_dense.run(dense, data, out, between):
                 return out
         return general(data, given)
     return call
 
 
 def _dense_at_run_time(data: np.ndarray, given: np.ndarray, attrs: dict):
-    """``(output shape, the dense products or None)`` of a resize of ``data`` by ``given``, with the
-    plan key :func:`resize` would make; ``(None, None)`` where the kernel's general path serves."""
+    """``(output shape, the dense products or None, their intermediate)`` of a resize of ``data`` by
+    ``given``, with the plan key :func:`resize` would make (the intermediate an array of the
+    instruction's own, kept with the products: the thread's scratch cost ~2 us a call); ``(None,
+    None, None)`` where the kernel's general path serves."""
     if data.dtype not in image._PLANNED:
-        return None, None
+        return None, None, None
     axes = tuple(normalize_axis(a, data.ndim) for a in attrs["axes"])
     sizes, scales = output_sizes([data.shape[a] for a in axes], given, attrs["given_is"], attrs["policy"])
     shape = list(data.shape)
@@ -143,7 +145,14 @@ def _dense_at_run_time(data: np.ndarray, given: np.ndarray, attrs: dict):
                               None, attrs["method"], attrs["coordinate_transformation_mode"],
                               attrs["rounding_method"], float(attrs["cubic_alpha"]), bool(attrs["cubic_exclude"]),
                               bool(attrs["antialias"]))
-    return tuple(shape), dense
+    between = None if dense is None else resize_dense.intermediate(dense)
+    if between is not None and math.prod(between) * data.itemsize > KEPT_BETWEEN_BYTES:
+        between = None          # (the thread's scratch: 64 keys would hold too much)
+    return tuple(shape), dense, None if between is None else np.empty(between, data.dtype)
+
+
+#: an instruction keeps the dense passes' intermediate per key up to this many bytes
+KEPT_BETWEEN_BYTES = 64 << 10
 
 
 resize_at_run_time.specialize_attrs = _specialize_resize_at_run_time

@@ -1,4 +1,4 @@
-"""A strided channels-first 2-d max pool on short rows, by passes over whole flattened planes.
+"""A strided 2-d max pool on short rows or few channels, by passes over whole flattened planes.
 
 The separable max pool of :func:`.nn._max_along` takes, per kernel dim, the max of tap views of
 the outputs' rows: on a small plane (ShuffleNet's 3x3/2 pool over 24x31x48) every numpy call
@@ -9,13 +9,22 @@ wins), the rows' taps are shifts of that flat buffer by whole rows (results in t
 straddles are never read), the rows the stride keeps are copied into a second padded buffer
 whose column taps are shifts by one value, and the output takes every stride-th column. More
 values are compared (every row and column, not every stride-th), but in calls of a few long runs.
-The max of the same values: bit for bit the row-tap method's (it picks between equal values
-only, and a NaN anywhere in a window propagates either way).
+The max of the same values, compared in the row-tap method's order (:func:`_tap_order`), so bit
+for bit its result: ``np.maximum`` returns its second operand between equal values (+0 and -0),
+and the padding's lowest value never changes the running max's bits.
+
+Channels last (:func:`max_pool_calls_channels_last`) a pixel's channels are one short run, and the
+row taps' column pass loops over those runs (16 channels: a few dozen values a numpy inner loop);
+there the same passes run on the flat buffer with whole padded rows and single pixels as shifts.
 """
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
+
+from .conv_small_nhwc import as_channel_runs, as_row_runs
 
 #: the flat passes are taken for output rows shorter than this many values (measured, 1 thread,
 #: 3x3/2: 24x31x48 29 -> 14 us, 24x61x128 101 -> 71; ResNet's 64x112x112 stem pool about even,
@@ -25,40 +34,147 @@ MAX_ROW = 64
 
 def max_pool_calls(x: np.ndarray, out: np.ndarray, pool, strides, dilation, begins, lengths):
     """The calls ``(fn, args, kwargs)`` of the max pool of channels-first ``x`` (N, C, H, W) into
-    ``out`` by flat passes, or None when they do not pay (1-d or 3-d pools, stride 1, long rows, a
-    non-contiguous input or output, float16: the row taps' float32 copy)."""
-    if x.ndim != 4 or out.ndim != 4 or x.dtype != out.dtype or x.dtype.kind not in "fiu" \
-            or (x.dtype.kind == "f" and x.dtype.itemsize < 4) \
-            or not (x.flags.c_contiguous and out.flags.c_contiguous):
+    ``out`` by flat passes, or None when they do not pay (1-d or 3-d pools, stride 1, long rows
+    unless the windows lie side by side, a non-contiguous input or output, float16: the row taps'
+    float32 copy)."""
+    if not _plain(x, out):
         return None
     (kh, kw), (sh, sw), (dh, dw), (bh, bw), (mh, mw) = pool, strides, dilation, begins, lengths
-    if max(sh, sw) == 1 or mw >= MAX_ROW or not x.size:
+    if max(sh, sw) == 1 or not x.size:
+        return None
+    if (kh, kw) == (sh, sw) and (dh, dw) == (1, 1) and (bh, bw) == (0, 0) and mh * kh <= x.shape[2] \
+            and mw * kw <= x.shape[3] and x.nbytes <= APART_MAX_BYTES:
+        return _apart_calls(x, out, kh, kw, mh, mw)
+    if mw >= MAX_ROW:
         return None
     planes, (h, w) = x.shape[0] * x.shape[1], x.shape[2:]
+    row_taps, col_taps = _tap_order(h, kh, sh, dh, bh, mh), _tap_order(w, kw, sw, dw, bw, mw)
+    if row_taps is None or col_taps is None:
+        return None
     hp = max(bh + h, (mh - 1) * sh + (kh - 1) * dh + 1)     # padded rows: the taps' reach
     wp = max(bw + w, (mw - 1) * sw + (kw - 1) * dw + 1)
-    lowest = np.iinfo(x.dtype).min if x.dtype.kind in "iu" else -np.inf
-    rows = np.full((planes, hp, w), lowest, x.dtype)
-    cols = np.full((planes * mh, wp), lowest, x.dtype)
+    rows = np.full((planes, hp, w), _lowest(x.dtype), x.dtype)
+    cols = np.full((planes * mh, wp), _lowest(x.dtype), x.dtype)
     calls = [(np.copyto, (rows[:, bh:bh + h], x.reshape(planes, h, w)), {})]
-    row_max = _flat_max(rows.reshape(-1), kh, dh * w, calls)
+    row_max = _flat_max(rows.reshape(-1), [t * dh * w for t in row_taps], calls)
     kept = np.ndarray((planes, mh, w), x.dtype, row_max, 0, (hp * w * x.itemsize, sh * w * x.itemsize,
                                                               x.itemsize))
     calls.append((np.copyto, (cols.reshape(planes, mh, wp)[:, :, bw:bw + w], kept), {}))
-    col_max = _flat_max(cols.reshape(-1), kw, dw, calls)
+    col_max = _flat_max(cols.reshape(-1), [t * dw for t in col_taps], calls)
     picked = np.ndarray((planes * mh, mw), x.dtype, col_max, 0, (wp * x.itemsize, sw * x.itemsize))
     calls.append((np.copyto, (out.reshape(planes * mh, mw), picked), {}))
     return calls
 
 
-def _flat_max(flat: np.ndarray, taps: int, shift: int, calls: list) -> np.ndarray:
-    """The array whose ``[i]`` is the max of ``flat[i + t * shift]`` over ``t < taps``, for every
-    ``i`` all taps reach (``flat`` itself for one tap); its calls appended to ``calls``."""
-    if taps == 1:
-        return flat
-    size = flat.size - (taps - 1) * shift
+#: windows side by side take :func:`_apart_calls` for data of at most this many bytes (measured in
+#: CRNN, 1 thread, against the row taps: 2x2/2 at 16x32x80 20.7 -> 14.7 us, 3x24x16x78 (359 KB)
+#: 55.5 -> 59.0, 3x16x32x157 (964 KB) 145 -> 148: the passes over all rows and columns move 2-3x
+#: the bytes, which a large map fresh from its conv pays for; alone in cache they won up to 3 MB)
+APART_MAX_BYTES = 256 << 10
+
+
+def _apart_calls(x: np.ndarray, out: np.ndarray, kh: int, kw: int, mh: int, mw: int) -> list:
+    """The calls of a pool of windows side by side (each as long as its stride, no padding, no
+    dilation: the 2x2/2 and 2x1/2x1 pools of VGG-like stacks and CRNNs) on channels-first ``x``:
+    every window lies inside its plane, so the taps are shifts of the data itself (no padded copy)
+    by whole rows, then by single values, and the output takes the windows' first cells. The
+    pick of every other float32 is a truncating copy of the pairs as uint64 (their low half is the
+    first value on a little-endian machine) where every picked cell sits at an even index."""
+    planes, (h, w), item = x.shape[0] * x.shape[1], x.shape[2:], x.itemsize
+    calls: list = []
+    row_max = _flat_max(x.reshape(-1), [t * w for t in range(kh)], calls)
+    strides = (h * w * item, kh * w * item, kw * item)
+    target = out.reshape(planes, mh, mw)
+    if item == 4 and kw == 2 and _LITTLE and (planes == 1 or h * w % 2 == 0) and (mh == 1 or kh * w % 2 == 0):
+        size = row_max.size - 1
+        room = np.empty(size + 1, x.dtype)      # one value more: the last pair's (unread) high half
+        calls.append((np.maximum, (row_max[:size], row_max[1:]), {"out": room[:size]}))
+        pairs = np.ndarray((planes, mh, mw), np.uint64, room, 0, strides)
+        calls.append((np.copyto, (target.view(np.uint32), pairs), {"casting": "unsafe"}))
+        return calls
+    col_max = _flat_max(row_max, list(range(kw)), calls)
+    calls.append((np.copyto, (target, np.ndarray((planes, mh, mw), x.dtype, col_max, 0, strides)), {}))
+    return calls
+
+
+_LITTLE = sys.byteorder == "little"
+
+
+#: the channels-last passes are taken while a pixel's channels span at most this many bytes
+#: (measured, 1 thread, float32 3x3/2: 16 channels at 31x48 23.8 -> 13.7 us, at 112x112 156 -> 102,
+#: 2x2/2 at 31x48 11.5 -> 9.2; 32 channels at 112x112 198 -> 206 and 2x2/2 at 31x48 15.0 -> 16.4:
+#: there the row taps' runs of a pixel's channels are long enough)
+MAX_CHANNEL_BYTES = 64
+
+
+def max_pool_calls_channels_last(x: np.ndarray, out: np.ndarray, pool, strides, dilation, begins, lengths):
+    """The calls ``(fn, args, kwargs)`` of the max pool of channels-last ``x`` (N, H, W, C) into
+    ``out`` (N, OH, OW, C) by flat passes, or None where they do not pay (a pixel's channels over
+    :data:`MAX_CHANNEL_BYTES`, stride 1) or do not apply (as :func:`max_pool_calls`). The data are
+    copied once into a buffer of padded rows (lowest value around them); the row taps are shifts of
+    it by whole padded rows, the rows the stride keeps are copied out, their column taps are shifts
+    by one pixel's channels, and the output takes every stride-th pixel. ``pool`` .. ``lengths``
+    are per spatial dim (H, W), as for :func:`max_pool_calls`."""
+    if not _plain(x, out):
+        return None
+    (kh, kw), (sh, sw), (dh, dw), (bh, bw), (mh, mw) = pool, strides, dilation, begins, lengths
+    n, h, w, c = x.shape
+    if max(sh, sw) == 1 or c * x.itemsize > MAX_CHANNEL_BYTES or not x.size:
+        return None
+    row_taps, col_taps = _tap_order(h, kh, sh, dh, bh, mh), _tap_order(w, kw, sw, dw, bw, mw)
+    if row_taps is None or col_taps is None:
+        return None
+    hp = max(bh + h, (mh - 1) * sh + (kh - 1) * dh + 1)     # padded rows and pixels: the taps' reach
+    wp = max(bw + w, (mw - 1) * sw + (kw - 1) * dw + 1)
+    row, item = wp * c, x.itemsize
+    padded = np.full((n, hp, row), _lowest(x.dtype), x.dtype)
+    kept = np.empty((n, mh, row), x.dtype)
+    calls = [(np.copyto, as_row_runs(padded[:, bh:bh + h, bw * c:(bw + w) * c], x.reshape(n, h, w * c), 1), {})]
+    row_max = _flat_max(padded.reshape(-1), [t * dh * row for t in row_taps], calls)
+    rows = np.ndarray((n, mh, row), x.dtype, row_max, 0, (hp * row * item, sh * row * item, item))
+    calls.append((np.copyto, as_row_runs(kept, rows, 1), {}))
+    col_max = _flat_max(kept.reshape(-1), [t * dw * c for t in col_taps], calls)
+    picked = np.ndarray((n * mh, mw, c), x.dtype, col_max, 0, (row * item, sw * c * item, item))
+    calls.append((np.copyto, as_channel_runs(out.reshape(n * mh, mw, c), picked), {}))
+    return calls
+
+
+def _plain(x: np.ndarray, out: np.ndarray) -> bool:
+    """2-d pools of contiguous data and output of one dtype the flat passes take (not float16: the
+    row taps' float32 copy)."""
+    return x.ndim == 4 and out.ndim == 4 and x.dtype == out.dtype and x.dtype.kind in "fiu" \
+        and not (x.dtype.kind == "f" and x.dtype.itemsize < 4) and x.flags.c_contiguous and out.flags.c_contiguous
+
+
+def _lowest(dtype: np.dtype):
+    return np.iinfo(dtype).min if dtype.kind in "iu" else -np.inf
+
+
+def _tap_order(n: int, k: int, s: int, d: int, b: int, m: int) -> list[int] | None:
+    """The taps along a dim of ``n`` cells in the order the row-tap method (``nn._max_along``)
+    compares them: those every output reads inside the data, then the others; a tap no output
+    reads inside the data is left out (it would compare padding only). ``np.maximum`` returns
+    its second operand between equal values (+0 and -0), so comparing in that order gives its
+    bits, signed zeros and NaN payloads included. None when no tap reads data."""
+    full, partial = [], []
+    for t in range(k):
+        lo = max(0, -(-(b - t * d) // s))
+        hi = min(m, (n - 1 - t * d + b) // s + 1)
+        if hi > lo:
+            (full if (lo, hi) == (0, m) else partial).append(t)
+    return full + partial or None
+
+
+def _flat_max(flat: np.ndarray, shifts: list[int], calls: list) -> np.ndarray:
+    """The array whose ``[i]`` is the max of ``flat[i + shift]`` over ``shifts``, compared in
+    their order, for every ``i`` all of them reach (a view of ``flat`` for one shift); its
+    calls appended to ``calls``."""
+    size = flat.size - max(shifts)
+    if len(shifts) == 1:
+        return flat[shifts[0]:shifts[0] + size]
     target = np.empty(size, flat.dtype)
-    calls.append((np.maximum, (flat[:size], flat[shift:shift + size]), {"out": target}))
-    for t in range(2, taps):
-        calls.append((np.maximum, (target, flat[t * shift:t * shift + size]), {"out": target}))
+    first, second, *rest = shifts
+    calls.append((np.maximum, (flat[first:first + size], flat[second:second + size]), {"out": target}))
+    for shift in rest:
+        calls.append((np.maximum, (target, flat[shift:shift + size]), {"out": target}))
     return target

@@ -375,6 +375,7 @@ def max_pool(data, *, out, pool_size, strides, padding, dilation, ceil_mode, dat
 
 def _max_pool_calls(data, out, pool_size, strides, padding, dilation, ceil_mode, data_layout) -> list:
     """The calls ``(fn, args, kwargs)`` of a max pool of ``data`` into ``out``."""
+    given = data, out
     data, out = _channels_first_views("nn.max_pool", data, out, data_layout)
     pool, strides, dilation, begins, _, _, lengths = _pool_geometry(
         "nn.max_pool", data, out, pool_size, strides, dilation, padding, ceil_mode)
@@ -383,6 +384,8 @@ def _max_pool_calls(data, out, pool_size, strides, padding, dilation, ceil_mode,
     whole = all(_whole_axis(data.shape[2 + i], k, s, d, b, m)
                 for i, (k, s, d, b, m) in enumerate(zip(pool, strides, dilation, begins, lengths)))
     flat = None if whole else max_pool_flat.max_pool_calls(data, out, pool, strides, dilation, begins, lengths)
+    if flat is None and not whole and data_layout == "NHWC":
+        flat = max_pool_flat.max_pool_calls_channels_last(*given, pool, strides, dilation, begins, lengths)
     if flat is not None:        # short rows: passes over whole planes (max_pool_flat.py)
         return flat
     x = data

@@ -54,20 +54,33 @@ def build(plan, shape: tuple):
     return tuple(dense), dense[0][1]
 
 
-def run(dense, data: np.ndarray, out: np.ndarray) -> bool:
+def run(dense, data: np.ndarray, out: np.ndarray, between: np.ndarray | None = None) -> bool:
     """``out`` (C-contiguous) from ``data`` by the dense passes (:func:`build`'s, at most two: one
-    intermediate); False (nothing written) when ``data`` holds a non-finite value."""
+    intermediate, ``between`` when given: an array of :func:`intermediate`'s shape and ``out``'s
+    dtype, else the thread's scratch); False (nothing written) when ``data`` holds a non-finite
+    value."""
     if not np.isfinite(data).all():
         return False
-    passes, first = dense
-    matmul, last = np.matmul, data.ndim - 1
-    with Scratch([(first, out.dtype)]) as (between,):
-        result = data
-        for j, (axis, shape, matrix) in enumerate(passes):
-            target = out if j == len(passes) - 1 else between
-            if axis == last:
-                matmul(result, matrix, out=target)
-            else:
-                matmul(matrix, result, out=target)
-            result = target
+    if between is not None or len(dense[0]) == 1:
+        _passes(dense[0], data, out, between)
+        return True
+    with Scratch([(dense[1], out.dtype)]) as (scratch,):
+        _passes(dense[0], data, out, scratch)
     return True
+
+
+def intermediate(dense) -> tuple | None:
+    """The shape of the first pass's result when there are two passes (None for one)."""
+    return dense[1] if len(dense[0]) > 1 else None
+
+
+def _passes(passes, data: np.ndarray, out: np.ndarray, between) -> None:
+    matmul, last = np.matmul, data.ndim - 1
+    result = data
+    for j, (axis, shape, matrix) in enumerate(passes):
+        target = out if j == len(passes) - 1 else between
+        if axis == last:
+            matmul(result, matrix, out=target)
+        else:
+            matmul(matrix, result, out=target)
+        result = target
