@@ -29,6 +29,7 @@ from .drop_nan_saturation import drop_nan_saturation
 from .drop_zero_sign_round_trips import drop_zero_sign_round_trips
 from .eliminate_common_subexpr import eliminate_common_subexpr
 from .exact_integer_matmul import exact_integer_matmul
+from .fold_activation_scales import fold_activation_scales
 from .fold_batch_norm import fold_batch_norm, scale_shift_batch_norm
 from .fold_constant import fold_constant
 from .fold_permute_matmul import fold_permute_matmul
@@ -87,7 +88,8 @@ def optimize_pipeline() -> Sequential:
       SimplifyAlgebra again (the transposes out of channels last fold into
       the layout chains after them), ConcatOfSplit (a concat of all of a split's pieces reads
       the split's input; a split read through one piece is a slice), FuseSqueezeExcite (channels-last SE blocks
-      in one kernel), DropZeroSignRoundTrips (quantized values' casts to their
+      in one kernel), FoldActivationScales (HardSigmoid's factors and HardSwish's 1/6 into constant
+      weights: float rewrites), DropZeroSignRoundTrips (quantized values' casts to their
       integer type and back where only a zero's sign would change and nothing reads it),
       PackRecurrentWeights (constant LSTM/GRU/RNN weights in the layout
       their kernels read), another core round to clean up, TabulateIntegerFunctions
@@ -102,6 +104,7 @@ def optimize_pipeline() -> Sequential:
     o2 = Sequential([exact_integer_matmul, fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_rms_norm, fuse_rotate_half,
                      widen_float16_regions, merge_projections, fuse_bias_activation, fold_permute_matmul, sink_resize,
                      convert_layout, conv1d_channels_last, simplify_algebra, concat_of_split_pass, fuse_squeeze_excite,
+                     fold_activation_scales,
                      drop_zero_sign_round_trips, pack_recurrent_weights, *core_passes(), tabulate_integer_functions,
                      fuse_dynamic_quantize, dead_code_elimination, share_look_ups, narrow_index_casts, drop_nan_saturation, fuse_ops],
                     name="O2", opt_level=2)

@@ -48,9 +48,9 @@ SMALL = [
     ((2, 16, 16, 2), (24, 16, 3, 3), dict(padding=(1, 1, 1, 1))),
     ((2, 24, 8, 1), (32, 24, 3, 3), dict(padding=(1, 1, 1, 1))),
 ]
-# silu, sigmoid, hard_swish, hard_sigmoid: the runner's own in-place arithmetic at float32, the kernels' at float16
+# silu, sigmoid, hard_swish(6), hard_sigmoid: the runner's own in-place arithmetic at float32, the kernels' at float16
 ACTIVATIONS = [None, "relu", ("leakyrelu", 0.1), ("clip", -0.5, 0.5), ("hard_sigmoid", 0.2, 0.5), "silu", "sigmoid",
-               "hard_swish"]
+               "hard_swish", "hard_swish6"]
 
 
 def full_attrs(attrs, activation=None):
@@ -256,6 +256,45 @@ def test_a_call_is_prepared_once_whatever_its_output_array(case, monkeypatch):
         CONV_BIAS_ACT(x, w, b, out=want, **attrs)
         np.testing.assert_array_equal(out, want)
     assert len(prepared) == 1
+
+
+@pytest.mark.parametrize("data, weight, attrs", [SMALL[0], SMALL[3], SMALL[16], ((8, 16, 14, 14), (16, 16, 3, 3),
+                                                   dict(padding=(1, 1, 1, 1)))], ids=str)
+def test_a_fresh_workspace_of_the_same_size_keeps_the_prepared_call(data, weight, attrs, monkeypatch):
+    """A workspace sized by the data (Mask R-CNN's mask head) is a new array every run: one of the
+    same size serves the prepared call (bit for bit the generic kernel, garbage in it or not); a
+    new size, or a planned view of another arena, prepares it again."""
+    from relaxpack.runtime.kernels import conv_small
+    prepared = []
+    real = conv_small._prepare
+    monkeypatch.setattr(conv_small, "_prepare", lambda *a: prepared.append(1) or real(*a))
+    attrs = full_attrs(attrs, "relu")
+    rng = np.random.default_rng(7)
+    w, b = rand(rng, weight, "float32"), rand(rng, (weight[0],), "float32")
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    size = workspace_for(data, weight, attrs, "float32").size
+    arena = np.zeros(size + 64, np.uint8)
+    workspaces = [workspace_for(data, weight, attrs, "float32") for _ in range(3)] \
+        + [np.full(size + 8, 0xEF, np.uint8), arena[64:]]
+    for k, ws in enumerate(workspaces):
+        x = rand(rng, data, "float32")
+        out, want = out_for(data, weight, attrs, "float32"), out_for(data, weight, attrs, "float32")
+        call(x, w, b, out=out, workspace=ws)
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want, err_msg=f"workspace {k}")
+    assert len(prepared) == 3           # the first, the larger fresh one, the arena's view
+
+
+def test_same_workspace():
+    """Only the same object, or two arrays of their own of one size and dtype, count as the same."""
+    from relaxpack.runtime.kernels._workspace import same_workspace
+    a, b, c = np.empty(64, np.uint8), np.empty(64, np.uint8), np.empty(65, np.uint8)
+    arena = np.empty(256, np.uint8)
+    assert same_workspace(a, a) and same_workspace(a, b) and same_workspace(None, None)
+    assert not same_workspace(a, c) and not same_workspace(a, None) and not same_workspace(None, a)
+    assert not same_workspace(arena[:64], a) and not same_workspace(a, arena[:64])
+    assert not same_workspace(arena[:64], arena[64:128])
+    assert not same_workspace(a, np.empty(16, np.float32))      # 64 bytes too, another dtype
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])

@@ -41,8 +41,8 @@ CASES = [
     ((1, 5, 7, 9), (3, 3, 1, 9), dict(groups=9, strides=(2, 2), padding=(1, 5, 2, 4)), "depthwise"),
     ((1, 8, 12, 36), (5, 5, 1, 36), dict(groups=36, strides=(2, 2), padding=(2, 2, 2, 2)), "depthwise"),
 ]
-ACTIVATIONS = [None, "relu", ("clip", -0.5, 0.5), "silu", "sigmoid", "hard_swish", ("hard_sigmoid", 0.2, 0.5),
-               ["hard_sigmoid", 0.25, 0.5]]
+ACTIVATIONS = [None, "relu", ("clip", -0.5, 0.5), "silu", "sigmoid", "hard_swish", "hard_swish6",
+               ("hard_sigmoid", 0.2, 0.5), ["hard_sigmoid", 0.25, 0.5]]
 
 
 def nhwc_attrs(attrs, activation=None):

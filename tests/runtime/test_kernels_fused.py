@@ -172,3 +172,40 @@ class Module:
              "v": rng.standard_normal((27, 4)).astype(np.float32)}
     np.testing.assert_array_equal(VirtualMachine(load(tmp_path / "m.rpk")).run(feeds)["lv3"],
                                   VirtualMachine(exe).run(feeds)["lv3"])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("data, weight, attrs", CONV_CASES, ids=str)
+def test_conv_bias_act_hard_swish6_is_six_hard_swishes(dtype, data, weight, attrs):
+    """``"hard_swish6"`` (``passes/fold_activation_scales.py``) is ``y * clip(y + 3, 0, 6)`` of the
+    conv plus bias ``y``: those three numpy calls on ``y`` bit for bit (float16 in float32, rounded
+    once), and six times the HardSwish of ``y`` within two roundings of float64's."""
+    rng = np.random.default_rng(5)
+    x, w, b = rand(rng, data, dtype), rand(rng, weight, dtype), rand(rng, (weight[0],), dtype)
+    y = unfused(run_kernel("nn.conv", x, w, **attrs), b.reshape((1, -1) + (1,) * (len(data) - 2)), None)
+    got = run_kernel("nn.conv_bias_act", x, w, b, activation="hard_swish6", **attrs)
+    work = y.astype(np.float32) if dtype == "float16" else y
+    want = (work * np.clip(work + work.dtype.type(3), 0, 6)).astype(dtype)
+    assert_same(got, want)
+    y64 = y.astype(np.float64)
+    six = 6 * (y64 * np.clip(y64 / 6 + 0.5, 0, 1))
+    work_eps, out_eps = np.finfo(work.dtype).eps, np.finfo(dtype).eps
+    bound = 3 * work_eps * 6 * np.abs(y64) + out_eps / 2 * np.abs(six)     # (the gate is at most 6)
+    assert np.all(np.abs(got.astype(np.float64) - six) <= bound)
+
+
+def test_hard_swish6_at_its_edges():
+    """At and beyond -3 and 3, NaN and the infinities: ``x * clip(x + 3, 0, 6)``."""
+    from relaxpack.runtime.kernels.activation import hard_swish6_in_place, hard_swish6_in_place_fn
+    x = np.array([-np.inf, -4.0, -3.0, -2.5, -0.0, 0.0, 1.0, 3.0, 3.5, np.inf, np.nan], np.float32)
+    want = np.array([np.nan, -0.0, -0.0, -1.25, -0.0, 0.0, 4.0, 18.0, 21.0, np.inf, np.nan], np.float32)
+    for fn in (hard_swish6_in_place, hard_swish6_in_place_fn(np.float32)):
+        buf = x.copy()
+        with np.errstate(invalid="ignore"):
+            fn(buf)
+        np.testing.assert_array_equal(buf, want)
+        finite = ~np.isnan(want)
+        assert np.array_equal(np.signbit(buf[finite]), np.signbit(want[finite]))       # -0.0 below -3
+    scalar = np.array(2.0, np.float16)
+    hard_swish6_in_place(scalar)
+    assert scalar == 10.0

@@ -161,6 +161,26 @@ def test_fresh_inputs_and_outs_of_the_kept_shapes_take_the_fast_path(name, monke
         assert len(slow) <= 1
 
 
+@pytest.mark.parametrize("name", CASES)
+def test_a_fresh_workspace_of_the_kept_size_takes_the_fast_path(name, monkeypatch):
+    """A workspace sized by the data is a new array every run (``alloc_tensor``): one of the kept
+    size and dtype serves the kept plan, garbage in it or not; another size, or a view of an arena,
+    plans again. The generic kernel's results every time."""
+    slow = counting_slow(monkeypatch)
+    recipe, args = args_for(name, np.random.default_rng(3), 4)
+    call = specialize(recipe)
+    size = workspace_for(recipe, fresh_out(recipe, args)).size
+    arena = np.zeros(size + 64, np.uint8)
+    workspaces = [np.full(size, 0xCD, np.uint8) for _ in range(3)] + [np.zeros(size + 64, np.uint8), arena[64:]]
+    for k, ws in enumerate(workspaces):
+        fresh = [a.copy() for a in args_for(name, np.random.default_rng(k), 4)[1]]
+        out = fresh_out(recipe, fresh)
+        call(*fresh, out=out, workspace=ws)
+        np.testing.assert_array_equal(out, unfused(recipe, fresh), err_msg=f"workspace {k}")
+    if name not in ("CONV",):          # the conv's specialized callable keeps its own state
+        assert len(slow) <= 3           # at most the first, the larger one and the arena's view
+
+
 def test_a_new_input_that_overlaps_out_is_not_read_after_out_is_written():
     """Same shapes as the kept call, but the new operand is a view of ``out`` shifted by a row:
     the fast path must not run (its plan writes ``out`` before the last read of ``x``)."""

@@ -222,6 +222,11 @@ SPECIALIZED_MEANS = [
     ((2, 6, 7, 5), "nn.global_avg_pool", dict(data_layout="NHWC")),
     ((2, 5, 6, 7), "nn.global_avg_pool", dict(data_layout="NCHW")),
     ((1, 2, 3, 4), "nn.global_avg_pool", dict(data_layout="NHWC")),     # 6 rows: numpy's reduction
+    ((1, 4, 6, 16), "nn.global_avg_pool", dict(data_layout="NHWC")),    # one image: np.dot
+    ((1, 4, 6, 16), "mean", dict(axis=(1, 2), keepdims=True)),
+    ((1, 4, 6, 1), "mean", dict(axis=(1, 2), keepdims=True)),           # one channel: matmul
+    ((2, 2, 3, 72), "nn.global_avg_pool", dict(data_layout="NHWC")),    # few rows, batch 2: one axis of a view
+    ((1, 1, 2, 3, 40), "mean", dict(axis=(1, 2, 3), keepdims=False)),    # a block of three axes
 ]
 
 
@@ -324,3 +329,28 @@ def test_a_sum_per_instruction_is_the_kernel(shape, attrs, dtype, accumulate):
     call(other, out=out)
     sum_(other, out=expected, **attrs)
     np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_one_image_sums_by_dot_as_matmul_sums_them(dtype):
+    """A channels-last image's mean over H and W from INNER_RUN_MIN_ROWS pixels is ``np.dot`` of
+    ones and the (K, C) view: bit for bit matmul's ``(1, K) @ (K, C)`` (the product main made),
+    per instruction and in the kernel, at the sizes of SE blocks and heads and around them."""
+    from relaxpack.runtime.kernels import get_kernel
+    from relaxpack.runtime.kernels.reduce import INNER_RUN_MIN_ROWS
+    rng = np.random.default_rng(7)
+    kernel = get_kernel("nn.global_avg_pool").fn
+    call = kernel.specialize_attrs({"data_layout": "NHWC"}, (False,))
+    for rows, cols in [(INNER_RUN_MIN_ROWS, 2), (4, 5), (4, 6), (8, 12), (16, 24), (31, 48), (33, 47)]:
+        for channels in (2, 3, 8, 16, 36, 72, 96, 120, 576, 1000):
+            x = (rng.standard_normal((1, rows, cols, channels)) * 10).astype(dtype)
+            k = rows * cols
+            if k < INNER_RUN_MIN_ROWS:
+                continue
+            total = np.matmul(np.ones((1, k), dtype), x.reshape(1, k, channels))
+            want = (total / np.array(k, dtype)).reshape(1, 1, 1, channels)
+            out = np.empty((1, 1, 1, channels), dtype)
+            kernel(x, out=out, data_layout="NHWC")
+            np.testing.assert_array_equal(out, want)
+            call(x, out=out)
+            np.testing.assert_array_equal(out, want)

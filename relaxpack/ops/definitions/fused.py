@@ -7,6 +7,7 @@ bias of shape ``(out_channels,)``. The bias is optional in both. Either may
 then apply an activation, given by the ``activation`` attribute::
 
     None | "relu" | "sigmoid" | "tanh" | "silu" | "gelu" | "gelu_tanh" | "hard_swish"
+         | "hard_swish6"                                # x * relu6(x + 3): 6 * hard_swish(x)
          | ("leakyrelu", alpha) | ("clip", min, max)     # min/max may be None
          | ("hard_sigmoid", alpha, beta)
 
@@ -35,7 +36,8 @@ from .nn import infer_conv as _infer_conv
 #: activation name -> its parameters (after the name, in the attribute's tuple)
 ACTIVATIONS: dict[str, tuple[str, ...]] = {
     "relu": (), "sigmoid": (), "tanh": (), "silu": (), "gelu": (), "gelu_tanh": (),
-    "hard_swish": (), "leakyrelu": ("alpha",), "clip": ("min", "max"), "hard_sigmoid": ("alpha", "beta"),
+    "hard_swish": (), "hard_swish6": (), "leakyrelu": ("alpha",), "clip": ("min", "max"),
+    "hard_sigmoid": ("alpha", "beta"),
 }
 #: activations that also apply to integer tensors (the rest need floats)
 INTEGER_ACTIVATIONS = frozenset({"relu", "clip"})

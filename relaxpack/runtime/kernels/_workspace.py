@@ -95,6 +95,18 @@ def scratch_nbytes(layouts) -> int:
     return sum((aligned(math.prod(shape) * np.dtype(dtype).itemsize) for shape, dtype in layouts), 0)
 
 
+def same_workspace(workspace, kept) -> bool:
+    """Whether what a specialized kernel prepared with the planned workspace ``kept`` (views carved
+    from it) serves a call handed ``workspace``: the same object (an arena view, run after run),
+    or both arrays of their own of one size and dtype. A workspace whose size depends on the data
+    (Mask R-CNN's mask head, sized by its count of detections) is a new ``alloc_tensor`` every
+    run; preparing anew for each cost more than the work (a conv's runner ~80-150 us, a fused
+    chain's plan). The kernel goes on with ``kept``, which it holds anyway."""
+    return workspace is kept or (workspace is not None and kept is not None and workspace.base is None
+                                 and kept.base is None and workspace.nbytes == kept.nbytes
+                                 and workspace.dtype == kept.dtype)
+
+
 def workspace_bytes() -> int:
     """The size of this thread's workspace."""
     return sum(b.nbytes for b in _WORKSPACE.buffers)

@@ -260,6 +260,39 @@ def hard_swish_in_place_fn(dtype):
     return hard_swish_in_place
 
 
+def hard_swish6_in_place(buf: np.ndarray) -> None:
+    """Six times HardSwish of ``buf`` in place, ``buf * clip(buf + 3, 0, 6)``: the fused activation
+    ``"hard_swish6"`` of a conv whose consumers took the 1/6 into their weights
+    (``passes/fold_activation_scales.py``), three passes where HardSwish makes four. float16 and
+    bfloat16 computed in float32, rounded once."""
+    if buf.ndim == 0:
+        buf = buf.reshape(1)
+    work = buf if buf.dtype.type in (np.float32, np.float64) else load(buf, buf)
+    dtype = work.dtype
+    gate = np.add(work, _THREE[dtype])
+    CLIP(gate, ZERO[dtype], _SIX[dtype], out=gate)
+    np.multiply(work, gate, out=work)
+    commit(work, buf)
+
+
+#: HardSwish6's constants per float dtype (read-only 0-d arrays)
+_THREE, _SIX = per_float_dtype(3), per_float_dtype(6)
+
+
+def hard_swish6_in_place_fn(dtype):
+    """``f(buf)``: :func:`hard_swish6_in_place` of a float32/float64 ``buf`` of ``dtype``, its
+    constants and ufuncs bound once (a conv runner's activation), the same calls."""
+    dtype = np.dtype(dtype)
+    three, zero, six = _THREE[dtype], ZERO[dtype], _SIX[dtype]
+    multiply, add = np.multiply, np.add
+
+    def hard_swish6(buf):
+        gate = add(buf, three)
+        CLIP(gate, zero, six, gate)
+        multiply(buf, gate, buf)
+    return hard_swish6
+
+
 def hard_sigmoid_in_place_fn(dtype, alpha, beta):
     """``f(buf)``: :func:`hard_sigmoid_into` of a float32/float64 ``buf`` of ``dtype`` onto itself
     (``alpha``, ``beta`` rounded to it), bound once as :func:`hard_swish_in_place_fn`."""

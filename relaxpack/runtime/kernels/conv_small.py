@@ -29,7 +29,7 @@ import numpy as np
 from . import conv_column_phases, conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
 from .gemm_blocks import block_calls, column_blocks
 from ._math import CLIP, scalar_array
-from ._workspace import scratch_nbytes
+from ._workspace import same_workspace, scratch_nbytes
 from .negated_activation import negatable, negated, of_negated
 from . import conv_small_exact     # (its own line: exact convs, kernels/conv_small_exact.py)
 
@@ -64,7 +64,7 @@ def specialize(generic, constant: tuple, *, strides, padding, dilation, groups, 
         if declare is not None:
             declare(weight, bias)
         key = state[0]
-        if (key is not None and weight is key[1] and bias is key[2] and workspace is key[3]
+        if (key is not None and weight is key[1] and bias is key[2] and same_workspace(workspace, key[3])
                 and data.shape == key[0] and data.dtype == key[4] and out.shape == key[5] and out.dtype == key[6]
                 and out.flags.c_contiguous):
             runner = state[1]
@@ -257,13 +257,13 @@ def _bias_operand(bias, lengths: tuple, fixed: bool):
 def _activation(activation, dtype: np.dtype):
     """The in-place activation of ``out`` (a non-empty array of ``dtype``), or None: a float ReLU is
     the clip the relu kernel makes (without its four Python calls around it), a float32/float64
-    clip the specialized clip kernel's one call; a float32/float64 SiLU, sigmoid, HardSwish or
+    clip the specialized clip kernel's one call; a float32/float64 SiLU, sigmoid, HardSwish(6) or
     HardSigmoid the kernel's own arithmetic (``silu_in_place``, ``sigmoid_in_place``,
     ``hard_swish_into``'s and ``hard_sigmoid_into``'s calls with their constants bound; a SiLU or
     sigmoid of negated operands :mod:`.negated_activation`'s) without the kernel's layers around
     it (0.3-0.9 us a call: a sixth of an SE block's 1-pixel conv); any other the fused kernels'
     :func:`~.fused.activation_fn`."""
-    from .activation import hard_sigmoid_in_place_fn, hard_swish_in_place_fn, silu_in_place
+    from .activation import hard_sigmoid_in_place_fn, hard_swish6_in_place_fn, hard_swish_in_place_fn, silu_in_place
     from .elementwise import sigmoid_in_place
     from .fused import activation_fn
     if isinstance(activation, tuple) and activation[0] is NEGATED:    # (float32/float64: see _prepare)
@@ -282,6 +282,8 @@ def _activation(activation, dtype: np.dtype):
         return silu_in_place if activation == "silu" else sigmoid_in_place
     if activation == "hard_swish":
         return hard_swish_in_place_fn(dtype)
+    if activation == "hard_swish6":
+        return hard_swish6_in_place_fn(dtype)
     if isinstance(activation, (tuple, list)) and len(activation) == 3 and activation[0] == "hard_sigmoid":
         return hard_sigmoid_in_place_fn(dtype, activation[1], activation[2])
     return activation_fn(activation)

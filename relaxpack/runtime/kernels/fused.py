@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UnsupportedOpError
-from .activation import gelu, gelu_in_place, hard_sigmoid, hard_swish, leakyrelu, relu, silu
+from .activation import gelu, gelu_in_place, hard_sigmoid, hard_swish, hard_swish6_in_place, leakyrelu, relu, silu
 from .elementwise import clip, sigmoid
 from .gelu_per_output import gelu_act
 from . import integer_exact
@@ -36,6 +36,7 @@ _ACTIVATIONS = {
     "leakyrelu": lambda out, alpha: leakyrelu(out, out=out, alpha=alpha),
     "clip": lambda out, lo, hi: clip(out, out=out, min=lo, max=hi, saturate_nan=False),
     "hard_swish": lambda out: hard_swish(out, out=out),
+    "hard_swish6": hard_swish6_in_place,
     "hard_sigmoid": lambda out, alpha, beta: hard_sigmoid(out, out=out, alpha=alpha, beta=beta),
 }
 

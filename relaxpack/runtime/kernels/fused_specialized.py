@@ -31,9 +31,15 @@ A step whose kernel is a bare ufunc call (:func:`.registry.as_ufunc`) calls
 the ufunc itself, its ``out`` positional (keyword parsing is half of a
 ufunc call's cost on a small array); those that need floating-point
 warnings off run inside one :func:`~relaxpack.runtime.fpstate.quiet` for
-the whole chain. A step whose kernel specializes (a producer conv:
-:mod:`.conv_small`) gets its own specialized callable. A binary ufunc step with one bound
-constant operand reads it as a tile of its shape (:mod:`.tiled_operand`).
+the whole chain. A float clip without NaN saturation of an earlier step's
+result calls the clip ufunc with its bounds (:func:`_bare_clip`); a cast of
+an earlier step's result is the assignment ``v[...] = s`` in the generated
+source (:func:`_inline_cast`), inside that ``quiet``; a bounds-free look-up
+is the method call ``t.take(i, 0, v, "wrap")`` (:func:`_inline_take`): the
+kernels' own calls without their Python frames. A step whose kernel
+specializes (a producer conv: :mod:`.conv_small`) gets its own specialized
+callable. A binary ufunc step with one bound constant operand reads it as a
+tile of its shape (:mod:`.tiled_operand`).
 """
 
 from __future__ import annotations
@@ -44,11 +50,14 @@ from typing import Callable
 import numpy as np
 
 from ..fpstate import IGNORING, quiet, state_now
-from ._math import is_low_float
+from ._math import CLIP, is_low_float, scalar_array
 from .fused_elementwise import (OUT, _plan, compile_recipe, fused_elementwise, nbytes, prepare_call,
                                 split_aliases)
 from ._registry import bound_value, positional_out
-from ._workspace import scratch_nbytes
+from ._workspace import same_workspace, scratch_nbytes
+from .elementwise import clip as _clip_kernel
+from .index import take as _take_kernel
+from .manipulate import astype as _astype_kernel
 from .tiled_operand import tiled
 
 #: a parameter the call did not pass (the generic kernel then says so)
@@ -68,21 +77,24 @@ def specialize(recipe, constant: tuple = ()) -> Callable:
         plan, _ = _plan(recipe, frozenset())
     except Exception:  # noqa: BLE001 - malformed: the generic kernel raises the error, per call
         return _generic(recipe)
-    fns, attrs, positional, quiet_needed = [], [], [], False
+    fns, attrs, positional, forms, quiet_needed = [], [], [], [], False
     for step in steps:
         direct = _direct_ufunc(step)
-        own = getattr(step.fn, "specialize_attrs", None) if not direct else None
+        bounds = None if direct else _bare_clip(step, steps)
+        inline = None if direct or bounds else _INLINE_CAST if _inline_cast(step, steps) else \
+            _INLINE_TAKE if _inline_take(step) else None
+        own = getattr(step.fn, "specialize_attrs", None) if not (direct or bounds or inline) else None
         fixed = tuple(kind == "p" and i < len(constant) and constant[i] for kind, i in step.inputs)
-        fns.append(direct[0] if direct else own(step.attrs, fixed) if own else step.fn)
-        attrs.append(step.attrs if step.attrs and not direct and not own else None)
-        positional.append(bool(direct) and positional_out(direct[0], len(step.inputs)))
+        fns.append(direct[0] if direct else CLIP if bounds else own(step.attrs, fixed) if own else step.fn)
+        attrs.append(bounds if bounds else step.attrs if step.attrs and not (direct or own or inline) else None)
+        forms.append(_EXTRA if bounds else inline if inline else attrs[-1] is not None)
+        positional.append(bool(bounds) or bool(direct) and positional_out(direct[0], len(step.inputs)))
         if direct and _per_channel(step, fixed, constant):     # read as a tile of the step's shape
             fns[-1], positional[-1] = tiled(direct[0], fixed.index(True), positional[-1]), True
-        quiet_needed |= bool(direct and direct[1])
+        quiet_needed |= bool(direct and direct[1]) or inline == _INLINE_CAST
     holds = _holds(steps, plan)
     checked = _checked_params(recipe, steps, plan, n_params, constant)
-    structure = tuple((step.inputs, attrs[j] is not None, step.workspace, positional[j], holds[j])
-                      for j, step in enumerate(steps))
+    structure = tuple((step.inputs, forms[j], step.workspace, positional[j], holds[j]) for j, step in enumerate(steps))
     registers = tuple(i for i in range(n_params) if not (i < len(constant) and constant[i]))
     factory = _factory(structure, n_params, quiet_needed, checked, registers)
     holder: list = []
@@ -115,6 +127,54 @@ def _direct_ufunc(step):
             and step.dtype != np.float16:
         return None
     return ufunc, bool(getattr(step.fn, "ufunc_quiet", False))
+
+
+#: a step's attributes passed as positional operands before ``out`` (a bare clip's bounds)
+_EXTRA = 2
+#: a step that is the assignment ``v[...] = s`` in the generated source (a cast)
+_INLINE_CAST = 3
+#: a step that is the method call ``t.take(i, 0, v, "wrap")`` in the generated source
+_INLINE_TAKE = 4
+_BARE_CLIP_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _bare_clip(step, steps) -> tuple | None:
+    """``(lo, hi)`` (read-only 0-d arrays of the step's dtype) when the step is a float32/float64
+    clip without NaN saturation of an earlier step's result, which has the step's dtype: the
+    clip kernel's specialized call is then the clip ufunc with these bounds (the same call,
+    without its Python frame and checks, ~0.35 us a step); else None."""
+    attrs = step.attrs
+    if step.fn is not _clip_kernel or step.workspace or step.dtype not in _BARE_CLIP_DTYPES \
+            or set(attrs) != {"min", "max", "saturate_nan"} or attrs["saturate_nan"] \
+            or (attrs["min"] is None and attrs["max"] is None) or len(step.inputs) != 1:
+        return None
+    kind, i = step.inputs[0]
+    if kind != "s" or steps[i].dtype != step.dtype:
+        return None
+    low, high = attrs["min"], attrs["max"]
+    return (scalar_array(-np.inf if low is None else low, step.dtype),
+            scalar_array(np.inf if high is None else high, step.dtype))
+
+
+def _inline_cast(step, steps) -> bool:
+    """Whether the step is a cast of an earlier step's result between array types other than
+    object: the astype kernel's specialized call is then ``out[...] = x`` (under ``quiet``: a
+    VM run has warnings off already), which the generated source writes as a statement (no
+    Python frame, no checks: ~0.15 us a step)."""
+    if step.fn is not _astype_kernel or step.workspace or len(step.inputs) != 1 or step.dtype.kind == "O":
+        return False
+    kind, i = step.inputs[0]
+    return kind == "s" and steps[i].dtype.kind != "O"
+
+
+def _inline_take(step) -> bool:
+    """Whether the step is a bounds-free look-up along axis 0 (``in_bounds``: the index is proven in
+    range, the kernel's "wrap" mode): the kernel's call is then ``data.take(indices, 0, out,
+    "wrap")``, which the generated source makes itself (no Python frame, no axis normalization:
+    ~0.3 us a step)."""
+    attrs = step.attrs
+    return step.fn is _take_kernel and not step.workspace and len(step.inputs) == 2 \
+        and set(attrs) == {"axis", "in_bounds"} and attrs["axis"] == 0 and attrs["in_bounds"] is True
 
 
 def _per_channel(step, fixed: tuple, constant: tuple) -> bool:
@@ -212,7 +272,9 @@ def _slow(state: _Slow, inputs: tuple, out, workspace) -> None:
 def _factory(structure: tuple, n_params: int, quiet_needed: bool, checked: tuple, registers: tuple) -> Callable:
     """``factory(f0.., a0.., quiet, slow, ndarray, may_share, same, out_view, state_now, IGNORING)
     -> (call, bind)``
-    for recipes of this structure: per step its inputs, whether it takes attributes, a
+    for recipes of this structure: per step its inputs, whether it takes attributes (as keywords, or
+    ``_EXTRA``: a tuple of positional operands before ``out``; ``_INLINE_CAST`` / ``_INLINE_TAKE``: the
+    step is an assignment / a take method call), a
     workspace, its ``out`` positionally, and where its result is held under the recipe's plan;
     ``checked``: the parameters (index, exact alias allowed) a new array of which must not
     overlap ``out``.
@@ -236,10 +298,18 @@ def _factory(structure: tuple, n_params: int, quiet_needed: bool, checked: tuple
     body = []
     for j, (inputs, has_attrs, has_ws, positional, _) in enumerate(structure):
         args = [f"p{i}" if kind == "p" else f"v{i}" for kind, i in inputs]
+        if has_attrs == _INLINE_CAST:
+            body.append(f"v{j}[...] = {args[0]}")
+            continue
+        if has_attrs == _INLINE_TAKE:
+            body.append(f"{args[0]}.take({args[1]}, 0, v{j}, 'wrap')")
+            continue
+        args += [f"*a{j}"] * (has_attrs == _EXTRA)
         args += [f"v{j}"] if positional else [f"out=v{j}"]
-        args += ["workspace=w"] * has_ws + [f"**a{j}"] * has_attrs
+        args += ["workspace=w"] * has_ws + [f"**a{j}"] * (has_attrs is True)
         body.append(f"f{j}({', '.join(args)})")
-    valid = " or ".join(["ALT", "workspace is not W", "out.__class__ is not ndarray", "out.shape != OS",
+    valid = " or ".join(["ALT", "workspace is not W and not SAME_WORKSPACE(workspace, W)",
+                         "out.__class__ is not ndarray", "out.shape != OS",
                          "out.dtype is not OD", "not out.flags.c_contiguous"])
     allowed = dict(checked)
 
@@ -294,6 +364,6 @@ def _factory(structure: tuple, n_params: int, quiet_needed: bool, checked: tuple
         *[f"        A{i} = ALT and (L{i}.__class__ is not ndarray or may_share(L{i}, O))" for i in range(n_params)],
         *([f"        {', '.join(specs)}, = [specs[j] for j in REMADE]"] if specs else []),
         "    return call, bind"])
-    namespace = {"MISSING": _MISSING, "NOREF": _NOREF, "REMADE": tuple(remade)}
+    namespace = {"MISSING": _MISSING, "NOREF": _NOREF, "REMADE": tuple(remade), "SAME_WORKSPACE": same_workspace}
     exec(compile(source, f"<fused_elementwise {n} steps>", "exec"), namespace)  # noqa: S102 (see the docstring)
     return namespace["factory"]
