@@ -28,6 +28,9 @@ CASES = [
     ((1, 7, 6, 4), (2, 2, 4, 5), dict(), "gemm"),                                      # no padding
     ((1, 6, 9, 4), (1, 1, 4, 6), dict(strides=(2, 2)), "gemm"),                         # 1x1 stride 2
     ((1, 5, 300, 5), (1, 5, 5, 8), dict(strides=(1, 3), padding=(0, 2, 0, 2)), "gemm"),  # a 1-d conv's shape
+    ((1, 2, 3, 64), (3, 3, 64, 64), dict(padding=(1, 1, 1, 1)), "gemm"),                 # ResNet's last stage
+    # a padded copy past OWN_PADDED_MAX_BYTES (256 KiB): the workspace's, its padding zeroed every call
+    ((1, 50, 60, 24), (3, 3, 24, 8), dict(strides=(2, 2), padding=(1, 2, 1, 0)), "gemm"),
     ((1, 16, 24, 24), (3, 3, 1, 24), dict(groups=24, padding=(1, 1, 1, 1)), "depthwise"),
     ((1, 31, 48, 16), (3, 3, 1, 16), dict(groups=16, strides=(2, 2), padding=(1, 1, 1, 1)), "depthwise"),
     ((2, 8, 12, 48), (3, 3, 1, 48), dict(groups=48, strides=(2, 2), padding=(1, 1, 1, 1)), "depthwise"),

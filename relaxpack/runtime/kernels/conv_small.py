@@ -31,6 +31,7 @@ from .gemm_blocks import block_calls, column_blocks
 from ._math import CLIP, scalar_array
 from ._workspace import same_workspace, scratch_nbytes
 from .negated_activation import negatable, negated, of_negated
+from . import conv_small_exact     # (its own line: exact convs, kernels/conv_small_exact.py)
 
 #: the marker of an activation that reads its input negated: ``(NEGATED, "silu")``
 NEGATED = object()
@@ -127,6 +128,11 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     plan, act = checked
     if attrs["out_layout"] == "NHWC":
         return _prepare_channels_last_out(plan, data, weight, bias, out, workspace, attrs, act, fixed_bias)
+    if fixed_weight and out.dtype in (np.float32, np.float64) \
+            and conv_small_exact.takes(plan, attrs, *data.shape[1::-1]):
+        runner = conv_small_exact.prepare(plan, data, weight, bias, out, act, fixed_bias)     # (any sum order)
+        if runner is not None:
+            return runner
     dtype = out.dtype
     work = np.dtype(np.float32) if dtype == np.float16 else dtype
     if _is_pointwise(plan) and attrs["groups"] == 1 and work == dtype:

@@ -42,8 +42,8 @@ METHODS = frozenset({"pointwise", "gemm", "depthwise"})
 #: (1488 x 8 x 48: 13.7 against 14.9 us; measured, 1 thread)
 DOT_MAX_VALUES = 1 << 14
 
-#: a depthwise conv's padded copy of at most this many bytes is the instruction's own (not the
-#: shared workspace's), its padding zeroed once instead of every call (one to a few numpy calls
+#: a depthwise or gemm conv's padded copy of at most this many bytes is the instruction's own (not
+#: the shared workspace's), its padding zeroed once instead of every call (one to a few numpy calls
 #: of a small conv's ~6-10)
 OWN_PADDED_MAX_BYTES = 256 << 10
 
@@ -71,7 +71,11 @@ def prepare(plan, data, weight, bias, arrays: list, act, fixed_weight: bool, fix
     if plan.method == "depthwise":
         return _depthwise(plan, data, weight, arrays, finish, fixed_weight)
     channels, out_channels = data.shape[-1], weight.shape[-1]
-    fill = None if plan.source_is_input else _filler(plan, arrays[0])
+    padded = None if plan.source_is_input else arrays[0]
+    own = padded is not None and padded.nbytes <= OWN_PADDED_MAX_BYTES
+    if own:     # the instruction's own, its padding zeroed once (4 fills a call: ~1 us of a 2x3 conv's 8)
+        padded = np.zeros(padded.shape, padded.dtype)
+    fill = None if padded is None else _filler(plan, padded, zero=not own)
     w = weight.reshape(-1, out_channels)
     copy = np.copyto
     matmul = rows_product(pixels, w.shape[0], out_channels)
@@ -97,7 +101,7 @@ def prepare(plan, data, weight, bias, arrays: list, act, fixed_weight: bool, fix
     cols = arrays[-1]
     pixels = cols.size // (plan.taps * channels)
     matmul = rows_product(pixels, w.shape[0], out_channels)
-    windows = _windows(plan, arrays[0]) if fill is not None else None
+    windows = _windows(plan, padded) if fill is not None else None
     dst = cols.reshape(windows.shape if windows is not None else
                        (data.shape[0], *plan.lengths, *plan.cl[1], channels))
 
@@ -137,11 +141,12 @@ def _windows(plan, source: np.ndarray) -> np.ndarray:
                         *(d * st for (_, d), st in zip(steps, spatial)), source.strides[-1]), writeable=False)
 
 
-def _filler(plan, padded: np.ndarray):
-    """``fill(x)``: ``x`` copied into ``padded`` at the plan's offsets, the rest zeroed (the scratch
-    is shared with other instructions: the zeros are written every call)."""
+def _filler(plan, padded: np.ndarray, zero: bool = True):
+    """``fill(x)``: ``x`` copied into ``padded`` at the plan's offsets, the rest zeroed where ``zero``
+    (the scratch is shared with other instructions: the zeros are written every call; False: a
+    buffer of the instruction's own, zeroed once)."""
     _, (dst, src), zeros = plan.fill
-    regions = [padded[(slice(None),) + region] for region in zeros]
+    regions = [padded[(slice(None),) + region] for region in zeros] if zero else []
     inner = None if dst is None else padded[(slice(None),) + dst]
     src = None if src is None else (slice(None),) + src
 

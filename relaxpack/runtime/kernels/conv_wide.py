@@ -187,6 +187,20 @@ def copies(plan, arrays) -> list[tuple[np.ndarray, np.ndarray]]:
     return result
 
 
+def as_item_runs(dst: np.ndarray, src: np.ndarray) -> tuple:
+    """``(dst, src)`` of one of :func:`copies`, each run of its last axis viewed as one void item
+    when that axis is contiguous in both and of one dtype (the taps' wide windows: runs of
+    ``columns`` values), so that numpy's copy loops over runs by item (the same bytes: 16 -> 16
+    channels at 16x24 4.4 -> 3.9 us, 32 at 4x6 3.2 -> 2.1); anything else (the phase split's
+    transposing copy) as it is."""
+    item = src.itemsize
+    if (src.dtype != dst.dtype or src.ndim < 2 or src.shape != dst.shape or src.shape[-1] < 2
+            or src.strides[-1] != item or dst.strides[-1] != item or 0 in src.shape):
+        return dst, src
+    run = np.dtype((np.void, src.shape[-1] * item))
+    return dst.view(run), src.view(run)
+
+
 def valid(plan, result: np.ndarray) -> np.ndarray:
     """The output pixels of the wide ``result`` ``(N, O, columns)``: ``(N, O, H, W)``, read-only."""
     item = result.itemsize
@@ -268,7 +282,7 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
     # a weight computed at run time is converted or stacked again every call
     convert = (work != weight.dtype or stacked) and not fixed_weight
     inner = interior(plan, padded)
-    moves = copies(plan, arrays)
+    moves = [as_item_runs(dst, src) for dst, src in copies(plan, arrays)]
     gemms, sums = product_calls(plan, w, arrays)
     wide_valid = valid(plan, result)
     bias_in_result = bias is not None and work == out.dtype

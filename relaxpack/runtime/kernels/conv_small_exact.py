@@ -1,0 +1,147 @@
+"""An exact channels-first small conv run channels last inside its runner.
+
+A conv marked ``exact`` (QLinearConv as a float32 conv: integer operands whose
+every partial sum is an integer below 2**24) has one result whatever the order
+of its sums, so its runner may pick the fastest GEMM without changing a bit.
+On small planes the channels-first strided method is slow where it copies:
+its im2col loops over runs of one output row (a few values) or, for a stride
+of 2, over single values, and the GEMM's few columns (24 at 4x6, 6 at 2x3)
+run OpenBLAS's narrow edge kernels. Here the input is copied once, transposed,
+into a zero-padded channels-last copy (the instruction's own, its padding
+zeroed once), where each kernel row of an output pixel's window is one run of
+``kw * C`` values whatever the stride; the im2col copies those runs as void
+items, and one GEMM ``(pixels, K) @ (K, O)`` (the weight's taps reordered to
+match, once) or, for a few pixels of one image, ``(O, K) @ (pixels, K)^T``
+straight into ``out``; then the bias and the activation on ``out`` as the
+strided runner adds them. Measured in docs/design-notes.md ("Exact small
+convs channels last inside").
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .tiled_operand import tile_of
+
+#: from this many input channels (a 3-channel stem's runs of ``kw * 3`` values are too short)
+MIN_CHANNELS = 16
+#: stride-1 convs only up to this many output pixels per image (the channels-first wide rows are
+#: as fast from 8x12 on: 16 and 24 channels at 8x12 0.99-1.0x, 16 at 16x24 1.01x)
+MAX_STRIDE1_PIXELS = 48
+#: and input planes of at most this many pixels (the transposing copy in grows with it: a 3x3/2 conv
+#: of 16 channels 0.80x the strided runner's time at 16x24, 1.05x at 31x48)
+MAX_PLANE_PIXELS = 1024
+#: the runner's scratch (padded copy, columns, GEMM result: the instruction's own) at most this
+#: many bytes; larger convs keep the strided method
+OWN_MAX_BYTES = 512 << 10
+#: one image's GEMM writes ``out`` directly, ``(O, K) @ cols^T``, up to this many pixels (past it
+#: OpenBLAS runs that orientation 2-3x slower than ``cols @ W`` and a transposing copy)
+DIRECT_MAX_PIXELS = 32
+
+
+def takes(plan, attrs: dict, channels: int, batch: int) -> bool:
+    """Whether an exact, ungrouped, undilated 2-d channels-first conv of the strided method
+    with channels-first output runs here: a kernel of at least two rows and two columns (a 1x1/2
+    conv's runs of ``C`` values: 1.3-1.9x slower), at least :data:`MIN_CHANNELS` input channels,
+    an input plane of at most :data:`MAX_PLANE_PIXELS`, and strided or of at most
+    :data:`MAX_STRIDE1_PIXELS` output pixels."""
+    if not attrs.get("exact") or attrs["groups"] != 1 or attrs["out_layout"] not in (None, "NCHW") \
+            or plan.method != "strided" or channels < MIN_CHANNELS or batch < 1:
+        return False
+    geometry = plan.strided
+    if len(geometry.kernel) != 2 or min(geometry.kernel) < 2 or any(d != 1 for d in geometry.dilation) \
+            or math.prod(geometry.spatial) > MAX_PLANE_PIXELS:
+        return False
+    return any(s != 1 for s in geometry.strides) or math.prod(plan.lengths) <= MAX_STRIDE1_PIXELS
+
+
+def prepare(plan, data, weight, bias, out, act, fixed_bias: bool):
+    """``run(x, out)`` of this conv (:func:`takes` holds; a bound weight, whose reordered copy is
+    made here; float32/float64 ``out`` of the operands' dtype, C-contiguous; ``act`` in place or
+    None), or None when its scratch would pass
+    the bar for memory of the instruction's own. A bound bias (``fixed_bias``) is added as a tile
+    of the GEMM result's whole shape (a per-channel broadcast loops per run: 2-4x slower)."""
+    geometry = plan.strided
+    batch, channels, height, width = data.shape
+    out_channels = weight.shape[0]
+    (kh, kw), (sh, sw) = geometry.kernel, geometry.strides
+    (top, left), (bottom, right) = geometry.begins, geometry.ends
+    rows, cols_n = plan.lengths
+    pixels = rows * cols_n
+    dtype = out.dtype
+    depth = kh * kw * channels
+    padded = np.zeros((batch, height + top + bottom, width + left + right, channels), dtype)
+    direct = batch == 1 and pixels <= DIRECT_MAX_PIXELS
+    scratch = padded.nbytes + batch * pixels * depth * dtype.itemsize \
+        + (0 if direct else batch * pixels * out_channels * dtype.itemsize)
+    if scratch > OWN_MAX_BYTES:
+        return None
+    interior = padded[:, top:top + height, left:left + width, :]
+    cols = np.empty((batch, rows, cols_n, kh, kw * channels), dtype)
+    run_bytes = kw * channels * dtype.itemsize
+    item = np.dtype((np.void, run_bytes))
+    s_n, s_h, s_w, _ = padded.strides
+    window = np.ndarray((batch, rows, cols_n, kh), item, padded, 0, (s_n, sh * s_h, sw * s_w, s_h))
+    dst = cols.view(item).reshape(batch, rows, cols_n, kh)
+    cols2 = cols.reshape(batch * pixels, depth)
+    # the weight's columns in the im2col's order (kernel row, kernel column, channel)
+    w_k = np.ascontiguousarray(weight.transpose(2, 3, 1, 0).reshape(depth, out_channels), dtype)
+    copy, dot, add = np.copyto, np.dot, np.add
+    # the views of an input and an output that are views (an arena's: the same objects run after
+    # run) are kept (~0.4 us a call); an array owning its memory is not held past the call
+    seen = [None, None, None, None]
+    target_shape = (out_channels, pixels) if direct else (batch, out_channels, pixels)
+    if direct:
+        bias_b = _bias_operand(bias, (out_channels, 1), target_shape, fixed_bias)
+        w_t = np.ascontiguousarray(w_k.T)
+        cols_t = cols2.T
+
+        def run(x, out):
+            if x is seen[0] and out is seen[1]:
+                x_t, out2 = seen[2], seen[3]
+            else:
+                x_t, out2 = x.transpose(0, 2, 3, 1), out.reshape(target_shape)
+                if x.base is not None and out.base is not None:
+                    seen[:] = x, out, x_t, out2
+            copy(interior, x_t)
+            copy(dst, window)
+            dot(w_t, cols_t, out2)
+            if bias_b is not None:
+                add(out2, bias_b, out2)
+            if act is not None:
+                act(out)
+        return run
+
+    result = np.empty((batch, pixels, out_channels), dtype)
+    result2 = result.reshape(batch * pixels, out_channels)
+    flipped = result.transpose(0, 2, 1)
+    bias_row = _bias_operand(bias, (1, 1, out_channels), result.shape, fixed_bias)
+
+    def run(x, out):
+        if x is seen[0] and out is seen[1]:
+            x_t, target = seen[2], seen[3]
+        else:
+            x_t, target = x.transpose(0, 2, 3, 1), out.reshape(target_shape)
+            if x.base is not None and out.base is not None:
+                seen[:] = x, out, x_t, target
+        copy(interior, x_t)
+        copy(dst, window)
+        dot(cols2, w_k, result2)
+        if bias_row is not None:
+            add(result, bias_row, result)
+        copy(target, flipped)
+        if act is not None:
+            act(out)
+    return run
+
+
+def _bias_operand(bias, shape: tuple, whole: tuple, fixed: bool):
+    """``bias`` as ``shape`` (broadcasting against the GEMM result), or, bound, as a tile of the
+    result's ``whole`` shape (made once: :func:`.tiled_operand.tile_of`, up to its size bar)."""
+    if bias is None:
+        return None
+    column = bias.reshape(shape)
+    tile = tile_of(column, np.empty(whole, bias.dtype)) if fixed else None
+    return column if tile is None else tile

@@ -1,0 +1,136 @@
+"""An exact small conv run channels last inside its runner (kernels/conv_small_exact.py): which
+convs take it (exact, ungrouped, undilated 2-d, >= 16 channels, a 2x2 kernel or larger, strided or
+at most 48 output pixels, small planes and scratch), and that it gives the exact integers of the
+sums (a Python-int reference), equal to the generic kernel, call after call, with new inputs and
+with an arena's views, with and without bias (bound or not), activations, batch, float32/float64
+and integer data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relaxpack.runtime.kernels import conv_small, conv_small_exact, get_kernel
+from relaxpack.runtime.kernels.nn import _prepared_conv
+
+from .test_kernels_conv_small import full_attrs, out_for
+from .test_kernels_integer_exact import _reference_conv
+
+CONV_BIAS_ACT = get_kernel("nn.conv_bias_act").fn
+
+# (data, weight, stride, padding): taken by the runner; direct GEMM (one image, <= 32 pixels) or not
+TAKEN = [
+    ((1, 16, 16, 24), (24, 16, 3, 3), 2, (1, 1, 1, 1)),          # 96 pixels: cols @ W, transposed out
+    ((1, 64, 2, 3), (64, 64, 3, 3), 1, (1, 1, 1, 1)),            # 6 pixels: W @ cols^T into out
+    ((1, 32, 4, 6), (32, 32, 3, 3), 1, (1, 1, 1, 1)),            # 24 pixels
+    ((1, 16, 6, 8), (16, 16, 3, 3), 1, (1, 1, 1, 1)),            # 48 pixels: the stride-1 bar
+    ((3, 24, 8, 12), (32, 24, 3, 3), 2, (1, 1, 1, 1)),           # a batch
+    ((1, 16, 7, 9), (8, 16, 5, 5), 2, (2, 1, 0, 2)),             # odd sizes, uneven padding
+    ((2, 17, 5, 4), (5, 17, 3, 2), (2, 1), (0, 1, 1, 0)),        # a 3x2 kernel, two strides
+    ((1, 16, 5, 6), (4, 16, 2, 2), 2, (0, 0, 0, 0)),             # unpadded
+    ((1, 16, 32, 32), (16, 16, 3, 3), 2, (1, 1, 1, 1)),          # the plane bar: 1024 pixels
+]
+# not taken: the strided method's own runner (or another method) runs them
+NOT_TAKEN = [
+    (((1, 15, 4, 6), (16, 15, 3, 3), 1, (1, 1, 1, 1)), {}),                      # 15 channels
+    (((1, 16, 7, 7), (16, 16, 3, 3), 1, (1, 1, 1, 1)), {}),                      # 49 pixels at stride 1
+    (((1, 16, 16, 24), (24, 16, 1, 1), 2, (0, 0, 0, 0)), {}),                    # 1x1
+    (((1, 16, 9, 9), (16, 16, 3, 1), 2, (1, 0, 1, 0)), {}),                      # one kernel column
+    (((1, 16, 32, 33), (16, 16, 3, 3), 2, (1, 1, 1, 1)), {}),                    # a plane of 1056 pixels
+    (((1, 64, 30, 30), (16, 64, 3, 3), 2, (1, 1, 1, 1)), {}),                    # 0.6 MB of scratch
+    (((1, 16, 4, 6), (16, 16, 3, 3), 1, (1, 1, 1, 1)), {"exact": False}),
+    (((1, 16, 4, 6), (16, 8, 3, 3), 1, (1, 1, 1, 1)), {"groups": 2}),
+    (((1, 16, 8, 8), (16, 16, 3, 3), 2, (2, 2, 2, 2)), {"dilation": (2, 2)}),
+]
+
+
+def _exact_conv(x, w, b, strides, padding) -> np.ndarray:
+    """The conv of integer-valued ``x`` and ``w`` in int64 (exact), plus ``b``; padding
+    ``(top, left, bottom, right)``."""
+    x = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (padding[0], padding[2]), (padding[1], padding[3])))
+    w = w.astype(np.int64)
+    (sh, sw), (kh, kw) = strides, w.shape[2:]
+    rows, cols = (x.shape[2] - kh) // sh + 1, (x.shape[3] - kw) // sw + 1
+    out = sum(np.einsum("nchw,oc->nohw", x[:, :, i:i + sh * rows:sh, j:j + sw * cols:sw], w[:, :, i, j])
+              for i in range(kh) for j in range(kw))
+    return out if b is None else out + b.astype(np.int64).reshape(-1, 1, 1)
+
+
+def _attrs(stride, padding, activation=None, **extra):
+    stride = stride if isinstance(stride, tuple) else (stride, stride)
+    return {**full_attrs(dict(strides=stride, padding=padding), activation), "exact": True, **extra}
+
+
+def _integers(rng, shape, bound, dtype):
+    return rng.integers(-bound, bound + 1, shape).astype(dtype)
+
+
+def _runner(data, weight, attrs, dtype="float32"):
+    rng = np.random.default_rng(0)
+    w = _integers(rng, weight, 127, dtype)
+    out = out_for(data, weight, attrs, dtype)
+    return conv_small._prepare(np.zeros(data, dtype), w, None, out, None, attrs, True, True, None)
+
+
+@pytest.mark.parametrize("data, weight, stride, padding", TAKEN)
+def test_the_runner_is_taken(data, weight, stride, padding):
+    runner = _runner(data, weight, _attrs(stride, padding))
+    assert runner is not None and runner.__module__ == conv_small_exact.__name__
+
+
+@pytest.mark.parametrize("case, extra", NOT_TAKEN, ids=str)
+def test_the_runner_is_not_taken(case, extra):
+    data, weight, stride, padding = case
+    runner = _runner(data, weight, _attrs(stride, padding, **extra))
+    assert runner is None or runner.__module__ != conv_small_exact.__name__
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("bias", ["bound", "register", None])
+@pytest.mark.parametrize("activation", [None, "relu", ("clip", -2.0**20, 2.0**20), "silu"], ids=str)
+@pytest.mark.parametrize("data, weight, stride, padding", TAKEN)
+def test_exact_sums_as_the_generic_kernel(data, weight, stride, padding, activation, bias, dtype):
+    attrs = _attrs(stride, padding, activation)
+    rng = np.random.default_rng(1)
+    w = _integers(rng, weight, 127, dtype)
+    b = None if bias is None else _integers(rng, (weight[0],), 2**20, dtype)
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, bias == "bound"))
+    out = out_for(data, weight, attrs, dtype)
+    # rounds 0-1: new arrays (model inputs); 2-4: the same views with new values (an arena's)
+    x_view = np.empty(int(np.prod(data)) + 1, dtype)[1:].reshape(data)
+    out_view = np.empty(out.size + 1, dtype)[1:].reshape(out.shape)
+    for round_ in range(5):
+        x = _integers(rng, data, 255, dtype)
+        if round_ >= 2:
+            x_view[...] = x
+            x, out = x_view, out_view
+        call(x, w, b, out=out)
+        want = out_for(data, weight, attrs, dtype)
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
+        if activation is None:
+            np.testing.assert_array_equal(out, _exact_conv(x, w, b, attrs["strides"], padding))
+
+
+def test_integer_data_is_converted_by_the_copy_in():
+    """An integer conv marked exact (int32 data and result) runs the float runner of this module
+    inside the integer runner: the copy into the padded copy converts its data."""
+    data, weight = (1, 32, 4, 6), (32, 32, 3, 3)
+    attrs = _attrs(1, (1, 1, 1, 1))
+    rng = np.random.default_rng(2)
+    w = _integers(rng, weight, 127, np.int32)
+    b = _integers(rng, (32,), 2**12, np.int32)
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    for _ in range(3):
+        x = _integers(rng, data, 255, np.int32)
+        out = np.empty((1, 32, 4, 6), np.int32)
+        call(x, w, b, out=out)
+        np.testing.assert_array_equal(out, _reference_conv(x, w, b, 1, 1, 1))
+
+
+def test_the_plan_is_the_strided_methods():
+    """The runner stands in for the strided method's (the small convs'), nothing else."""
+    for data, weight, stride, padding in TAKEN:
+        attrs = _attrs(stride, padding)
+        plan = _prepared_conv(data, weight, attrs["strides"], attrs["padding"], attrs["dilation"], 1, "NCHW")[0]
+        assert plan.method == "strided"
