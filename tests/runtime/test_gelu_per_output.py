@@ -1,6 +1,7 @@
 """A fused kernel's GELU bound to its output (``gelu_per_output.gelu_act``, ``_gelu_quad32.gelu_quad32_bound``):
 bit for bit the kernel's GELU (``activation.gelu_in_place``) on every kind of ``out``, call after call,
-and per thread when one instruction runs in several."""
+and per thread when one instruction runs in several; ``nn.gelu`` specialized per instruction
+(``gelu_per_output.specialize_gelu``), standalone and as a fused chain's step: the kernel's bits."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import pytest
 
 from relaxpack.runtime.kernels import gelu_per_output
 from relaxpack.runtime.kernels._gelu_quad32 import CHUNK
-from relaxpack.runtime.kernels.activation import gelu_in_place
+from relaxpack.runtime.kernels.activation import gelu, gelu_in_place
+from relaxpack.runtime.kernels.fused_elementwise import fused_elementwise
+from relaxpack.runtime.kernels.fused_specialized import specialize
 
 from .test_kernels_fastpaths import gelu_sweep, run_in_threads
 
@@ -102,3 +105,74 @@ def test_one_instruction_in_several_threads_uses_each_threads_buffers():
     finally:
         sys.setswitchinterval(interval)
     assert not failures
+
+
+def kernel_of(values: np.ndarray, approximate: str, dtype) -> np.ndarray:
+    want = np.empty(values.shape, dtype)
+    with np.errstate(all="ignore"):
+        gelu(values, out=want, approximate=approximate)
+    return want
+
+
+SPECIAL = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 15.0, -15.0, 1e30, -1e30, 1e-45, -1e-45, 50.0])
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("shape, dtype", [
+    ((5, 64), "float32"), ((1, 17, 37), "float32"), ((1,), "float32"), ((), "float32"),
+    ((CHUNK,), "float32"), ((CHUNK + 1,), "float32"),            # the exact form's bound: one chunk
+    ((4, 5), "float64"), ((4, 5), "float16"), ((0, 3), "float32"),
+], ids=str)
+def test_specialized_gelu_is_the_kernels_bit_for_bit(approximate, shape, dtype):
+    """Arena views call after call (new values in the same arrays), in place, arrays owning their
+    memory, another pair and back, special values; dtypes and sizes the specializations leave to
+    the kernel (float16, past one chunk, 0-d, empty) too."""
+    call = gelu.specialize_attrs({"approximate": approximate}, (False,))
+    sweep = np.concatenate([SPECIAL.astype(np.float32), gelu_sweep()])
+    rng = np.random.default_rng(3)
+    x, out = arena_view(shape, dtype), arena_view(shape, dtype)
+    other = arena_view(shape, dtype)
+    for round_ in range(3):
+        values = np.resize(sweep[rng.permutation(sweep.size)], shape).astype(dtype)
+        want = kernel_of(values, approximate, dtype)
+        with np.errstate(all="ignore"):
+            for a, b in ((x, out), (x, out), (values.copy(), np.empty(shape, dtype)), (x, other), (x, out), (x, x)):
+                if a is x:
+                    x[...] = values
+                call(a, out=b)
+                assert b.tobytes() == want.tobytes(), (round_, a is x, b is out)
+
+
+def test_specialized_gelu_of_mixed_dtypes_and_other_attributes_is_the_kernels():
+    values = (gelu_sweep()[:60] * 2).reshape(6, 10)
+    for approximate in ("none", "tanh"):
+        call = gelu.specialize_attrs({"approximate": approximate}, (False,))
+        got = np.empty((6, 10), np.float64)
+        call(values, out=got)
+        assert got.tobytes() == kernel_of(values, approximate, np.float64).tobytes()
+        strided = np.empty((6, 20), np.float32)[:, ::2]
+        call(values, out=strided)
+        assert np.ascontiguousarray(strided).tobytes() == kernel_of(values, approximate, np.float32).tobytes()
+    with pytest.raises(Exception, match="approximate"):
+        gelu.specialize_attrs({"approximate": "cubic"}, (False,))(values, out=np.empty_like(values))
+
+
+def test_a_fused_chains_gelu_step_is_the_generic_kernels():
+    """A dynamically quantized MLP's ``gemm * scale -> gelu`` (the GELU a step of the chain, its
+    scale a register): the specialized chain calls nn.gelu's specialization; the generic kernel's bits."""
+    recipe = (("nn.gemm", (("p", 0), ("p", 1)), (("activation", None),), "float32", True, (False, False)),
+              ("multiply", (("s", 0), ("p", 2)), (), "float32", True, (True, False)),
+              ("nn.gelu", (("s", 1),), (("approximate", "none"),), "float32", True, (True,)))
+    rng = np.random.default_rng(4)
+    call = specialize(recipe)
+    out = arena_view((5, 64))
+    q = arena_view((5, 32))
+    w = np.round(rng.standard_normal((32, 64)) * 40).astype(np.float32)
+    scale = arena_view(())
+    for round_ in range(4):
+        q[...] = np.round(rng.standard_normal((5, 32)) * 60)
+        scale[...] = 10.0 ** rng.uniform(-5, -3)
+        call(q, w, scale, out=out)
+        want = np.empty((5, 64), np.float32)
+        fused_elementwise(q, w, scale, out=want, recipe=recipe)
+        assert out.tobytes() == want.tobytes(), round_

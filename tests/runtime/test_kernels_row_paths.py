@@ -147,7 +147,7 @@ def test_small_softmax_shifts_each_row_by_its_own_max(dtype):
     """Up to _ROWWISE_SIZE values each row is shifted by its own max: the per-row formula bit for
     bit (masked finfo.min rows included, which the tensor path redid with the same formula), in
     place too; one value past the bound the tensor path (within a few ulps of it); a row max that
-    is not finite (an all -inf row, NaN, inf) leaves it to the tensor path as before."""
+    is not finite (an all -inf row, NaN, inf) gives the tensor path's bits (the test below)."""
     rng = np.random.default_rng(25)
     kernel = get_kernel("nn.softmax").fn
     big = norm._ROWWISE_SIZE
@@ -304,3 +304,62 @@ def test_softmax_of_one_value_rows_is_the_formula(op, shape, dtype):
                 (kernel(a, out=b, axis=-1) if start % 2 else spec(a, out=b))
             np.testing.assert_array_equal(b, want)
             assert np.isnan(b).any() == (op == "nn.softmax" and not np.isfinite(values).all())
+
+
+def _nonfinite_cases(rng, shape, dtype):
+    """Row patterns whose row maxes are not all finite (each once, with finite rows beside)."""
+    x = (rng.standard_normal(shape) * 4).astype(dtype)
+    rows = x.reshape(-1, shape[-1])
+    last = rows.shape[0] - 1
+    fills = [
+        lambda r: r.fill(-np.inf),                                   # every row masked (all NaN)
+        lambda r: r[0].fill(-np.inf),                                # one -inf row, the others finite
+        lambda r: (r[0].fill(-np.inf), r[last].fill(np.finfo(dtype).min)),
+        lambda r: r[last].__setitem__(0, np.nan),                    # NaN: the tensor max is NaN
+        lambda r: r[0].__setitem__(-1, np.inf),                      # inf: the tensor max is inf
+        lambda r: (r[0].fill(-np.inf), r[last].__setitem__(1 % shape[-1], np.inf)),
+        lambda r: r[0].fill(np.inf),
+    ]
+    for fill in fills:
+        case = x.copy()
+        fill(case.reshape(rows.shape))
+        yield case
+
+
+@pytest.mark.parametrize("op", ["nn.softmax", "nn.safe_softmax"])
+@pytest.mark.parametrize("shape", [(1, 5), (1, 2, 5, 5), (3, 7), (2, 1, 17), (16, 64)], ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_few_rows_with_a_row_max_not_finite_are_the_tensor_paths_bits(monkeypatch, op, shape, dtype):
+    """A few rows whose row maxes are not all finite (a fully masked attention, NaN, inf) are
+    computed from the row maxes where the tensor path used to take them after its checks: the
+    tensor path's bits (the general formula when the tensor max is not finite, the per-row redo
+    with BLAS sums beside finite rows), generic and specialized, in place, and a mixed-dtype
+    ``out`` (left to the tensor path)."""
+    rng = np.random.default_rng(28)
+    kernel = get_kernel(op).fn
+    cases = list(_nonfinite_cases(rng, shape, dtype))
+    with np.errstate(all="ignore"):
+        got = []
+        for x in cases:
+            plain, spec = np.empty_like(x), kernel.specialize_attrs({"axis": -1}, (False,))
+            kernel(x, out=plain, axis=-1)
+            arena, target = _arena(rng, shape, dtype), _arena(rng, shape, dtype)
+            arena[...] = x
+            spec(arena, out=target)
+            spec(arena, out=target)                 # the kept matrices
+            same = x.copy()
+            kernel(same, out=same, axis=-1)
+            wide = np.empty(shape, np.float64)
+            kernel(x.astype(np.float32), out=wide, axis=-1)
+            got.append((plain, target.copy(), same, wide))
+        monkeypatch.setattr(norm, "_ROWWISE_SIZE", 0)       # the tensor path, as before
+        for x, results in zip(cases, got):
+            want = np.empty_like(x)
+            kernel(x, out=want, axis=-1)
+            wide = np.empty(shape, np.float64)
+            kernel(x.astype(np.float32), out=wide, axis=-1)
+            for result in results[:3]:
+                assert result.tobytes() == want.tobytes()
+            assert results[3].tobytes() == wide.tobytes()
+            if op == "nn.softmax" and np.isneginf(x).all():
+                assert np.isnan(want).all()

@@ -364,3 +364,12 @@ def gelu(x, *, out, approximate):
     buf *= inner
     commit(buf, out)
 
+
+def _specialize_gelu(attrs: dict, constant: tuple):
+    """``specialize_attrs`` of ``nn.gelu``: :func:`.gelu_per_output.specialize_gelu`."""
+    from .gelu_per_output import specialize_gelu       # (it imports this module)
+    return specialize_gelu(attrs, constant)
+
+
+gelu.specialize_attrs = _specialize_gelu
+

@@ -84,12 +84,14 @@ def _rowwise_softmax(rows: np.ndarray, dst: np.ndarray) -> str | None:
     and what a redone row computes): their maxes cost about what the tensor's max and the least row
     sum cost together, their finiteness is a Python check, and a masked row (DeBERTa's finfo.min
     query rows) needs no second pass. Reads each value once before writing it, so ``dst`` may be
-    ``rows``. None, with ``dst`` untouched, when a row max is not finite: the tensor path then
-    decides as before (inf, NaN and all -inf rows). More rows keep the tensor path: numpy's row
-    maxes of many short rows and a finiteness check by ufuncs cost 1.1-1.5x it (34-64 rows)."""
+    ``rows``. A row max that is not finite (inf, NaN, an all -inf row) goes to
+    :func:`_nonfinite_rowwise`, which computes what the tensor path then gives (None, ``dst``
+    untouched, for mixed dtypes: the tensor path decides). More rows keep the tensor path: numpy's
+    row maxes of many short rows and a finiteness check by ufuncs cost 1.1-1.5x it (34-64 rows)."""
     maxes = _MAX(rows, 1, None, None, True)
-    if not all(map(math.isfinite, maxes.ravel().tolist())):
-        return None
+    listed = maxes.ravel().tolist()
+    if not all(map(math.isfinite, listed)):
+        return _nonfinite_rowwise(rows, dst, maxes, listed)
     if rows.dtype == dst.dtype:
         np.subtract(rows, maxes, dst)
     else:
@@ -98,6 +100,29 @@ def _rowwise_softmax(rows: np.ndarray, dst: np.ndarray) -> str | None:
     total = np.dot(dst, ones_column(rows.shape[-1], dst.dtype))   # each row holds a 1: sums >= 1
     np.divide(dst, total, dst)
     return DONE
+
+
+def _nonfinite_rowwise(rows: np.ndarray, dst: np.ndarray, maxes: np.ndarray, listed: list) -> str | None:
+    """:func:`_rowwise_softmax` when some row max is not finite, from the row maxes already taken:
+    the calls the tensor path would make after its checks, bit for bit (a quantized BERT's fully
+    masked scores were ~20 us of checks twice over, a copy and keyword calls for five ufuncs).
+    The tensor's max is then the largest row max: if it is not finite (NaN, +inf, every row
+    -inf) the general path's ``x - max`` per row, ``exp``, sums along the rows (the same
+    pairwise reduction as ``np.sum`` over the last axis) and division; else (-inf rows beside
+    finite ones) the tensor shift's row sum of an all -inf row is 0, so a tensor this small is
+    redone whole by its row maxes with BLAS row sums: the finite path's formula. REDONE (NaN may
+    be in the result); None for mixed dtypes (the tensor path decides)."""
+    if rows.dtype != dst.dtype:
+        return None
+    with quiet():           # inf - inf: NaN, as in ONNX's reference
+        np.subtract(rows, maxes, dst)
+        np.exp(dst, dst)
+        if any(m != m or m == math.inf for m in listed) or max(listed) == -math.inf:
+            total = _SUM(dst, 1, None, None, True)
+        else:
+            total = np.dot(dst, ones_column(rows.shape[-1], dst.dtype))
+        np.divide(dst, total, dst)
+    return REDONE
 
 
 def _shifted_softmax(rows: np.ndarray, shift, exps: np.ndarray, dst: np.ndarray) -> str:
@@ -164,7 +189,7 @@ DONE, REDONE = "done", "redone"
 #: the dtypes the row paths compute in directly
 _ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 #: bare ufunc reductions (np.max / np.min add ~1 µs of Python argument handling)
-_MAX, _MIN = np.maximum.reduce, np.minimum.reduce
+_MAX, _MIN, _SUM = np.maximum.reduce, np.minimum.reduce, np.add.reduce
 
 
 def _softmax_into(x, out, axis) -> str:
