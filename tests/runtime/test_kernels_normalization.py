@@ -507,7 +507,7 @@ def test_rms_norm_in_place_on_a_strided_view_with_a_full_scale():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("d", [1, 5, 32, 33, 64, 128, 129])
+@pytest.mark.parametrize("d", [1, 5, 16, 32, 33, 48, 64, 65, 128, 129])
 @pytest.mark.filterwarnings("ignore:invalid value encountered")
 def test_tiny_layer_norm_on_either_side_of_its_bound(dtype, d):
     """A few short rows (norm._tiny: rows x d x d up to _TINY_PRODUCTS for d <= 32, one row up to

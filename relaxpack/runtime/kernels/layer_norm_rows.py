@@ -51,8 +51,11 @@ def row_constants(d: int, dtype, epsilon: float) -> tuple[np.ndarray, np.ndarray
 
 #: up to this many multiply-adds (rows x d x d, d at most _TINY_D) layer norm takes its row means and
 #: mean squares as products with a (d, d) matrix of 1 / d (:func:`_tiny_layer_norm`); one row up to
-#: _TINY_ROW_D values (a matrix-vector product)
-_TINY_PRODUCTS, _TINY_D, _TINY_ROW_D = 8192, 32, 128
+#: _TINY_ROW_D values (a matrix-vector product). Measured with the specialized kernel's planes
+#: (docs/design-notes.md): 0.78-0.91x the row path's time up to 24576 (24 rows of 32, 96 of 16),
+#: 0.94-0.97 just past it, slower from ~40 rows of 32; d past 32 stays out (a constant row of 33
+#: values did not center to exactly 0 in float64, as the row path's does)
+_TINY_PRODUCTS, _TINY_D, _TINY_ROW_D = 24576, 32, 128
 
 
 @functools.lru_cache(maxsize=64)
@@ -69,8 +72,8 @@ def layer_norm_constants(d: int, dtype, epsilon: float) -> tuple:
 
 def _tiny(rows: int, d: int) -> bool:
     """Whether layer norm's rows take :func:`_tiny_layer_norm`: where its two ``(d, d)`` products
-    cost less than the broadcasts they replace (measured: 0.6-0.9x the time at 1-8 rows of 32 and
-    up to 32 rows of 16, 0.6-0.8x at one row of 64-128; 1.0x at 2 rows of 64, 3 of 48)."""
+    cost less than the broadcasts they replace (measured: 0.6-0.9x the time at 1-24 rows of 32 and
+    up to 96 rows of 16, 0.6-0.8x at one row of 64-128)."""
     return (d <= _TINY_D and rows * d * d <= _TINY_PRODUCTS) or (rows == 1 and d <= _TINY_ROW_D)
 
 
