@@ -326,15 +326,25 @@ def _nonfinite_cases(rng, shape, dtype):
         yield case
 
 
+def _general_formula(x: np.ndarray) -> np.ndarray:
+    """The kernel's general path as it reads (a copy, reductions over the last axis)."""
+    buf = x.copy()
+    buf -= np.max(buf, axis=-1, keepdims=True)
+    np.exp(buf, out=buf)
+    buf /= np.sum(buf, axis=-1, keepdims=True)
+    return buf
+
+
 @pytest.mark.parametrize("op", ["nn.softmax", "nn.safe_softmax"])
-@pytest.mark.parametrize("shape", [(1, 5), (1, 2, 5, 5), (3, 7), (2, 1, 17), (16, 64)], ids=str)
+@pytest.mark.parametrize("shape", [(1, 5), (1, 2, 5, 5), (3, 7), (2, 1, 17), (16, 64), (17, 5), (3, 2, 17, 17),
+                                   (1, 2100), (33, 64)], ids=str)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_few_rows_with_a_row_max_not_finite_are_the_tensor_paths_bits(monkeypatch, op, shape, dtype):
-    """A few rows whose row maxes are not all finite (a fully masked attention, NaN, inf) are
-    computed from the row maxes where the tensor path used to take them after its checks: the
-    tensor path's bits (the general formula when the tensor max is not finite, the per-row redo
-    with BLAS sums beside finite rows), generic and specialized, in place, and a mixed-dtype
-    ``out`` (left to the tensor path)."""
+def test_rows_with_a_row_max_not_finite_are_the_tensor_paths_bits(monkeypatch, op, shape, dtype):
+    """Rows whose row maxes are not all finite (a fully masked attention, NaN, inf) skip the
+    checks and copies that led to the general path: where the tensor max is not finite, the
+    general formula's bits (few rows or many); a few rows with -inf rows beside finite ones, the
+    tensor path's per-row redo (its bits); generic and specialized, in place, and a mixed-dtype
+    ``out`` (left to the paths before)."""
     rng = np.random.default_rng(28)
     kernel = get_kernel(op).fn
     cases = list(_nonfinite_cases(rng, shape, dtype))
@@ -354,12 +364,21 @@ def test_few_rows_with_a_row_max_not_finite_are_the_tensor_paths_bits(monkeypatc
             got.append((plain, target.copy(), same, wide))
         monkeypatch.setattr(norm, "_ROWWISE_SIZE", 0)       # the tensor path, as before
         for x, results in zip(cases, got):
-            want = np.empty_like(x)
-            kernel(x, out=want, axis=-1)
-            wide = np.empty(shape, np.float64)
-            kernel(x.astype(np.float32), out=wide, axis=-1)
+            if np.isfinite(np.max(x)):
+                want = np.empty_like(x)
+                kernel(x, out=want, axis=-1)
+            else:
+                want = _general_formula(x)
+                if op == "nn.safe_softmax":
+                    want[np.isnan(want)] = 0
+            wide = _general_formula(x.astype(np.float32).astype(np.float64))
+            if op == "nn.safe_softmax":
+                wide[np.isnan(wide)] = 0
             for result in results[:3]:
                 assert result.tobytes() == want.tobytes()
+            if np.isfinite(np.max(x)):
+                wide = np.empty(shape, np.float64)
+                kernel(x.astype(np.float32), out=wide, axis=-1)
             assert results[3].tobytes() == wide.tobytes()
             if op == "nn.softmax" and np.isneginf(x).all():
                 assert np.isnan(want).all()
