@@ -7,6 +7,7 @@ import numpy as np
 from . import integer_exact
 from ._math import is_low_float
 from ._registry import register_kernel
+from .half_cast import as_float32, cast_into
 
 
 #: dtypes whose products numpy hands to BLAS as they are
@@ -105,7 +106,10 @@ def _specialize_matmul(attrs: dict, constant: tuple):
             return
         if rhs is not kept[0]:
             kept[:] = rhs, rhs.astype(np.float32)
-        np.copyto(out, np.matmul(lhs.astype(np.float32), kept[1]), casting="unsafe")
+        if out.dtype == _F32 and out.flags.c_contiguous and lhs.shape[:-1] == out.shape[:-1]:
+            np.matmul(as_float32(lhs), kept[1], out)    # the same sgemm, straight into out
+            return
+        cast_into(out, np.matmul(as_float32(lhs), kept[1]))     # (numpy's conversions' values)
     return call
 
 
@@ -282,11 +286,11 @@ class _Widened:
 
     def run(self) -> None:
         for buffer, x in self.widen:
-            buffer[...] = x
+            cast_into(buffer, x)
         a, b, product = self.product
         np.matmul(a, b, product)
         if self.target is not None:
-            self.target[...] = product
+            cast_into(self.target, product)
 
 
 permute_matmul.specialize_attrs = _specialize_permute_matmul
