@@ -34,10 +34,11 @@ from ._gelu_table import kept_buffers
 from ._math import scalar_array
 
 #: from this many values a C-contiguous conversion takes the ufuncs; below, numpy's per-value loop
-#: costs less than the calls (measured, 1 thread, paired: float16 -> float32 at 4096 values 4.6
-#: against 5.8 us, 5760 5.1 against 8.1, 23040 10.6 against 50; float32 -> float16 at 5760 14.8
-#: against 14.3, 10240 20.6 against 25.5, 23040 54 against 100; 2688 values 1.1x and 1.5x slower)
-WIDEN_MIN_SIZE, NARROW_MIN_SIZE = 3072, 8192
+#: costs no more than the calls (measured, 1 thread, thread CPU time, paired medians: float16 ->
+#: float32 at 3072 values 4.6 against 4.4 us, 5760 7.2 against 9.4, 8192 6.4 against 11.7, 25920
+#: 12.2 against 36.6; float32 -> float16 at 5760 14.9 against 14.8, 8192 20.8 against 20.8, 17568
+#: 32.6 against 44.6, 25920 44.6 against 66.3)
+WIDEN_MIN_SIZE, NARROW_MIN_SIZE = 4096, 10240
 
 
 def _bits(value: int) -> np.ndarray:
