@@ -144,7 +144,9 @@ _F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
 def cast_into(out: np.ndarray, x: np.ndarray) -> None:
     """``out[...] = x``: float16 -> float32 by :func:`widen`, float32 -> float16 by :func:`narrow`
     (each past its size bar), anything else by numpy's assignment (the same values)."""
-    if x.dtype == _F16 and out.dtype == _F32:
+    if x.size < WIDEN_MIN_SIZE:                         # (the lower bar: small arrays at once)
+        out[...] = x
+    elif x.dtype == _F16 and out.dtype == _F32:
         widen(x, out)
     elif x.dtype == _F32 and out.dtype == _F16:
         narrow(x, out)
