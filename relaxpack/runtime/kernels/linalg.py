@@ -106,10 +106,12 @@ def _specialize_matmul(attrs: dict, constant: tuple):
             return
         if rhs is not kept[0]:
             kept[:] = rhs, rhs.astype(np.float32)
-        if out.dtype == _F32 and out.flags.c_contiguous and lhs.shape[:-1] == out.shape[:-1]:
+        if lhs.size < WIDEN_MIN_SIZE:       # (below half_cast's bars: numpy's conversions, no call)
+            np.copyto(out, np.matmul(lhs.astype(np.float32), kept[1]), casting="unsafe")
+        elif out.dtype == _F32 and out.flags.c_contiguous and lhs.shape[:-1] == out.shape[:-1]:
             np.matmul(as_float32(lhs), kept[1], out)    # the same sgemm, straight into out
-            return
-        cast_into(out, np.matmul(as_float32(lhs), kept[1]))     # (numpy's conversions' values)
+        else:
+            cast_into(out, np.matmul(as_float32(lhs), kept[1]))     # (numpy's conversions' values)
     return call
 
 

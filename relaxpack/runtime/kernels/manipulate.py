@@ -151,12 +151,12 @@ def _specialize_astype(attrs: dict, constant: tuple):
     ``out[...] = x`` casts as ``copyto(..., casting="unsafe")`` does (the same values and
     warnings) at a third of its cost on a few values. float16 <-> float32 of many values is
     :func:`.half_cast.cast_into` in a VM run (numpy's values)."""
-    ndarray, copy = np.ndarray, np.copyto
+    ndarray, copy, bar = np.ndarray, np.copyto, WIDEN_MIN_SIZE
 
     def call(x, *, out, workspace=None):
         if x.__class__ is ndarray and x.dtype.kind != "O" and out.dtype.kind != "O":
             if state_now() is IGNORING:         # a VM run: warnings are off already
-                if x.size >= WIDEN_MIN_SIZE and x.dtype in _HALF_PAIR and out.dtype in _HALF_PAIR:
+                if x.size >= bar and x.dtype in _HALF_PAIR and out.dtype in _HALF_PAIR:
                     cast_into(out, x)           # float16 <-> float32 by whole-array ufuncs
                 else:
                     out[...] = x

@@ -402,9 +402,16 @@ def _specialize_layer_norm(attrs: dict, constant: tuple):
                 # widened by assignment into kept float32 rows, rounded once by assignment: the
                 # same values as _float16_rows without its fresh copy and keyword copyto (~2 us)
                 wide = p.wide
-                cast_into(wide, x)
+                big = x.size >= WIDEN_MIN_SIZE
+                if big:
+                    cast_into(wide, x)
+                else:
+                    wide[...] = x
                 _layer_norm_rows(wide, k[2], k[3], wide, epsilon, k[7], p)
-                cast_into(out, wide)
+                if big:
+                    cast_into(out, wide)
+                else:
+                    out[...] = wide
                 return
             _layer_norm_rows(x, k[2], k[3], out, epsilon, k[7], p)
             return
