@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 from onnx import helper
 
+from relaxpack.runtime.dtypes import numpy_dtype
+from relaxpack.runtime.kernels import half_cast
+
 from .test_kernels_registry import assert_close, rand, run_graph, run_kernel, run_onnx
 
 SHAPES = [
@@ -221,3 +224,26 @@ def test_float16_products_past_the_kept_bound_take_the_plain_kernel(past):
         call(lhs, rhs, out=out)
         np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
     assert _kept_widened(call) != past
+
+
+@pytest.mark.parametrize("rows", [3, 4 * half_cast.WIDEN_MIN_SIZE // 16 + 1])
+@pytest.mark.parametrize("lhs_dtype, out_dtype", [("float16", "float32"), ("float16", "float16"),
+                                                  ("float32", "float16"), ("bfloat16", "float32")])
+def test_low_float_product_by_a_constant_is_the_plain_kernels(rows, lhs_dtype, out_dtype):
+    """A specialized float16 (bfloat16) product by a constant weight: its float32 copy kept, the
+    operand widened (half_cast past its bar), a float32 ``out`` written by the product itself, a
+    float16 one rounded from a fresh product: the plain kernel's bits, batched and 2-d, on the
+    same arrays twice."""
+    from relaxpack.runtime.kernels import get_kernel
+    rng = np.random.default_rng(rows)
+    lhs_np, out_np = numpy_dtype(lhs_dtype), numpy_dtype(out_dtype)
+    weight = rand(rng, (16, 24), "float16")
+    call = get_kernel("matmul").fn.specialize_attrs({"out_dtype": out_dtype}, (False, True))
+    for shape in ((1, rows, 16), (rows, 16)):
+        lhs = (rng.standard_normal(shape) * 3).astype(lhs_np)
+        out = np.empty(shape[:-1] + (24,), out_np)
+        for _ in range(2):
+            want = run_kernel("matmul", lhs, weight, out_dtype=out_dtype)
+            call(lhs, weight, out=out)
+            assert out.dtype == want.dtype
+            np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8))

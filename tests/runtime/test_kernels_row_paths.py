@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from relaxpack.runtime.kernels import get_kernel
+from relaxpack.runtime.kernels import half_cast
 from relaxpack.runtime.kernels import layer_norm_rows as rows_path
 from relaxpack.runtime.kernels import normalization as norm
 
@@ -58,6 +59,9 @@ def _cases(rng):
     nan = rand(rng, (3, 7), "float16")
     nan[0, 2] = np.nan
     yield nan
+    wide = rand(rng, (1, 4, 17, 160), "float16") * 4             # widened and rounded by half_cast
+    assert wide.size >= max(half_cast.WIDEN_MIN_SIZE, half_cast.NARROW_MIN_SIZE)
+    yield wide
     inf = rand(rng, (2, 5), "float16")
     inf[1, 3] = np.inf
     yield inf

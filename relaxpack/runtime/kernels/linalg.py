@@ -7,6 +7,7 @@ import numpy as np
 from . import integer_exact
 from ._math import is_low_float
 from ._registry import register_kernel
+from .half_cast import WIDEN_MIN_SIZE, as_float32, cast_into
 
 
 #: dtypes whose products numpy hands to BLAS as they are
@@ -105,7 +106,12 @@ def _specialize_matmul(attrs: dict, constant: tuple):
             return
         if rhs is not kept[0]:
             kept[:] = rhs, rhs.astype(np.float32)
-        np.copyto(out, np.matmul(lhs.astype(np.float32), kept[1]), casting="unsafe")
+        if lhs.size < WIDEN_MIN_SIZE:       # (below half_cast's bars: numpy's conversions, no call)
+            np.copyto(out, np.matmul(lhs.astype(np.float32), kept[1]), casting="unsafe")
+        elif out.dtype == _F32 and out.flags.c_contiguous and lhs.shape[:-1] == out.shape[:-1]:
+            np.matmul(as_float32(lhs), kept[1], out)    # the same sgemm, straight into out
+        else:
+            cast_into(out, np.matmul(as_float32(lhs), kept[1]))     # (numpy's conversions' values)
     return call
 
 
@@ -246,7 +252,7 @@ class _Widened:
     ``out``: the same BLAS call on the same layouts and one rounding, so the same bits, without
     the strided conversions and allocations (ViT float16's ``q @ k^T`` 7.8 -> 3.8 us)."""
 
-    __slots__ = ("lhs", "rhs", "out", "widen", "product", "target")
+    __slots__ = ("lhs", "rhs", "out", "widen", "product", "target", "big_target")
 
     @classmethod
     def of(cls, lhs, rhs, out, lhs_axes, rhs_axes, out_inverse) -> "_Widened | None":
@@ -260,7 +266,7 @@ class _Widened:
         for x, axes in ((lhs, lhs_axes), (rhs, rhs_axes)):
             if x.dtype == _F16:
                 buffer = np.empty(x.shape, _F32)
-                widen.append((buffer, x))
+                widen.append((buffer, x, x.size >= WIDEN_MIN_SIZE))
                 size += x.size
                 x = buffer
             view = _blas_view(x, axes)
@@ -278,15 +284,22 @@ class _Widened:
         self.widen = tuple(widen)
         self.product = (views[0], views[1], out if direct else np.empty(target.shape, _F32))
         self.target = None if direct else target
+        self.big_target = out.size >= WIDEN_MIN_SIZE
         return self
 
     def run(self) -> None:
-        for buffer, x in self.widen:
-            buffer[...] = x
+        for buffer, x, big in self.widen:
+            if big:
+                cast_into(buffer, x)
+            else:                               # (below half_cast's bars: numpy's, without a call)
+                buffer[...] = x
         a, b, product = self.product
         np.matmul(a, b, product)
         if self.target is not None:
-            self.target[...] = product
+            if self.big_target:
+                cast_into(self.target, product)
+            else:
+                self.target[...] = product
 
 
 permute_matmul.specialize_attrs = _specialize_permute_matmul

@@ -14,6 +14,7 @@ from ...errors import ShapeError
 from ..fpstate import IGNORING, quiet, state_now
 from ._math import normalize_axis
 from ._registry import register_kernel
+from .half_cast import WIDEN_MIN_SIZE, cast_into
 from .string_cast import format_numbers, parse_numbers
 
 
@@ -148,13 +149,17 @@ def _specialize_astype(attrs: dict, constant: tuple):
     kernel's dtype tests and ``quiet`` cost more than the copy on a small array; a quantized
     model's chains cast each tensor two or three times); anything else goes to :func:`astype`.
     ``out[...] = x`` casts as ``copyto(..., casting="unsafe")`` does (the same values and
-    warnings) at a third of its cost on a few values."""
-    ndarray, copy = np.ndarray, np.copyto
+    warnings) at a third of its cost on a few values. float16 <-> float32 of many values is
+    :func:`.half_cast.cast_into` in a VM run (numpy's values)."""
+    ndarray, copy, bar = np.ndarray, np.copyto, WIDEN_MIN_SIZE
 
     def call(x, *, out, workspace=None):
         if x.__class__ is ndarray and x.dtype.kind != "O" and out.dtype.kind != "O":
             if state_now() is IGNORING:         # a VM run: warnings are off already
-                out[...] = x
+                if x.size >= bar and x.dtype in _HALF_PAIR and out.dtype in _HALF_PAIR:
+                    cast_into(out, x)           # float16 <-> float32 by whole-array ufuncs
+                else:
+                    out[...] = x
                 return
             with quiet():
                 copy(out, x, casting="unsafe")
@@ -164,6 +169,9 @@ def _specialize_astype(attrs: dict, constant: tuple):
 
 
 astype.specialize_attrs = _specialize_astype
+
+#: the dtypes :func:`.half_cast.cast_into` converts between (either way)
+_HALF_PAIR = (np.dtype(np.float16), np.dtype(np.float32))
 
 
 @register_kernel("to_float8e8m0")

@@ -15,6 +15,7 @@ import numpy as np
 from ..fpstate import quiet
 from ._math import axis_tuple, commit, is_low_float, load, normalize_axis, python_max, scratch, upcast
 from ._registry import register_kernel
+from .half_cast import WIDEN_MIN_SIZE, cast_into
 from ._workspace import Scratch
 from .layer_norm_rows import (_RowPlanes, _layer_norm_matrix, _layer_norm_rows, _outer_fits, _tiny,
                               _tiny_layer_norm, layer_norm_constants, ones_column, ones_vector)
@@ -222,10 +223,17 @@ def _softmax_into(x, out, axis) -> str:
             # widened by assignment first: the row path then runs float32 ufuncs, not loops that
             # convert float16 per element (its max, the mixed-dtype subtract), and rounds once
             wide, buf = np.empty(x.shape, np.float32), np.empty(x.shape, np.float32)
-            wide[...] = x
+            big = x.size >= WIDEN_MIN_SIZE      # (below half_cast's bars: numpy's, without a call)
+            if big:
+                cast_into(wide, x)
+            else:
+                wide[...] = x
             done = _softmax_rows(wide, buf)
             if done is not None:
-                out[...] = buf
+                if big:
+                    cast_into(out, buf)
+                else:
+                    out[...] = buf
                 return done
         else:
             buf = scratch(out)
@@ -407,9 +415,14 @@ def _specialize_layer_norm(attrs: dict, constant: tuple):
             # the last call's arena views: the row path on the kept matrices, unchecked
             if k[6]:
                 wide = same[4].wide
-                wide[...] = x
+                if x.size < WIDEN_MIN_SIZE:     # (below half_cast's bars: numpy's, without a call)
+                    wide[...] = x
+                    _layer_norm_matrix(same[2], k[2], k[3], same[2], k[7], same[4])
+                    out[...] = wide
+                    return
+                cast_into(wide, x)
                 _layer_norm_matrix(same[2], k[2], k[3], same[2], k[7], same[4])
-                out[...] = wide
+                cast_into(out, wide)
             else:
                 same[5]()
             return
@@ -428,9 +441,16 @@ def _specialize_layer_norm(attrs: dict, constant: tuple):
                 # widened by assignment into kept float32 rows, rounded once by assignment: the
                 # same values as _float16_rows without its fresh copy and keyword copyto (~2 us)
                 wide = p.wide
-                wide[...] = x
+                big = x.size >= WIDEN_MIN_SIZE
+                if big:
+                    cast_into(wide, x)
+                else:
+                    wide[...] = x
                 _layer_norm_rows(wide, k[2], k[3], wide, epsilon, k[7], p)
-                out[...] = wide
+                if big:
+                    cast_into(out, wide)
+                else:
+                    out[...] = wide
                 return
             _layer_norm_rows(x, k[2], k[3], out, epsilon, k[7], p)
             return
