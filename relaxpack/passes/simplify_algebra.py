@@ -20,8 +20,8 @@ from ..ops.registry import make_call
 from .core.infra import function_pass
 from .iota_gather import gather_as_reshape, gather_check
 from . import (
-    broadcast_constant, scales_into_conv, gather_nd_take, offset_range, reshape_permute_reshape, scale_after_matmul,
-    scaled_gelu,
+    broadcast_constant, scales_into_conv, gather_nd_take, offset_range, reshape_permute_reshape, row_major_take,
+    scale_after_matmul, scaled_gelu,
 )
 from .quantize_rules import RULES as QUANTIZE_RULES
 from .reduce_of_concat import reduce_of_concat, reduce_of_concat_check
@@ -384,8 +384,8 @@ def _exact_float16_scale(m: Match, c: np.ndarray, found) -> str | None:
     if not (math.isfinite(factor) and factor != 0 and math.frexp(abs(factor))[0] == 0.5):
         return f"the float16 factor {factor} is not a power of two"
     _, mm, add = found
-    for const in (m.constant_of(mm.args[1]), None if add is None else m.constant_of(add.args[1])):
-        if const is not None and np.any(np.isfinite(const) & (np.abs(const.astype(np.float64) * factor) >= 65520)):
+    for bound in (m.constant_of(mm.args[1]), None if add is None else m.constant_of(add.args[1])):
+        if bound is not None and np.any(np.isfinite(bound) & (np.abs(bound.astype(np.float64) * factor) >= 65520)):
             return "the float16 weight or bias times the factor overflows"    # 65520 rounds to inf
     return None
 
@@ -524,6 +524,11 @@ RULES = RewriteTable("SimplifyAlgebra", [
                             name="gather"),
          gather_check, gather_as_reshape,
          doc="gather_nd(data, concat(iotas along output axes)) -> reshape(data) (iota_gather.py)."),
+    Rule("take_of_row_major_iotas",
+         is_op("take")(wildcard("data"), is_op("add")(wildcard(), wildcard(), name="index", what="the indices"),
+                       name="take"),
+         row_major_take.check, row_major_take.rewrite,
+         doc="take(data, iota_b * S + iota_s, axis=0) of B * S rows -> reshape(data) (row_major_take.py)."),
     Rule("reduce_of_one_element_concat",
          is_op("max", "min")(is_op("concat")(wildcard("parts"), name="concat", what="operand"), name="reduce"),
          reduce_of_concat_check, reduce_of_concat,
