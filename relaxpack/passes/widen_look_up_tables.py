@@ -6,8 +6,8 @@ is requantized first, ``q = clip(round(y) + z, lo, hi)``, then looked up,
 value, 71k values ~10 us; EfficientNet QOperator has 25 such look-ups), there only to keep the
 index within the table. Where :func:`~.analysis.magnitude.magnitude_bound` bounds ``|round(y)|``
 by ``B`` (a requantized exact conv: a few hundred to a few thousand), the table can hold the
-clip instead: with ``K`` an integer above ``B`` (and above the float rounding of ``y``'s
-operations), ``W[k] = C[clip(k - K + z, lo, hi)]`` for ``k`` in ``[0, 2K]``, and the look-up is
+clip instead: with ``K`` an integer above ``B`` and the float rounding of ``y``'s operations
+(:data:`MARGIN`), ``W[k] = C[clip(k - K + z, lo, hi)]`` for ``k`` in ``[0, 2K]``, and the look-up is
 ``take(W, astype(round(y) + K, I))``. ``round(y)`` is an integer in ``[-K, K]`` (finite: the bound
 proves it), so ``round(y) + K`` is exact and in ``[0, 2K]`` and ``W`` at it is ``C`` at
 ``clip(round(y) + z, lo, hi)``: the same element (a zero's sign is dropped by the integer cast
@@ -39,6 +39,10 @@ from .dead_code_elimination import count_uses
 
 #: the largest widened table (entries): 64 KB of float32, beside the activations in cache
 MAX_ENTRIES = 1 << 14
+#: the bound's relative slack: magnitude_bound bounds the exact values, and a float conv's rounded
+#: partial sums stay within ``1 + K * 2**-24`` of the sum of absolute products (a reduction of
+#: up to 2**20 terms; an exact conv's are not rounded at all)
+MARGIN = 2 ** -4
 #: float types and the largest integer magnitude up to which they hold every integer
 _FLOAT_EXACT = {"float16": 2 ** 11, "float32": 2 ** 24, "float64": 2 ** 53}
 #: an index below this magnitude is cast to int64 through int32 (NarrowIndexCasts' bound)
@@ -101,7 +105,7 @@ def _widening(index: Var, defs: Definitions, uses, takes: dict, memo: dict) -> t
     bound = magnitude_bound(r, defs, memo)
     if bound is None or not 0 <= lo <= hi < n or bound > MAX_ENTRIES:
         return None
-    k = math.ceil(bound * (1 + 2 ** -8)) + 2      # past the float rounding of y's operations
+    k = math.ceil(bound * (1 + MARGIN)) + 2      # past the float rounding of y's operations
     exact = _FLOAT_EXACT.get(getattr(clip.struct_info, "dtype", None))
     dtype = cast.attrs["dtype"]
     if 2 * k + 1 > MAX_ENTRIES or exact is None or 2 * k + abs(z) > exact or np.dtype(dtype).kind not in "iu" \

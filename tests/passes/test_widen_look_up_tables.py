@@ -12,7 +12,7 @@ import pytest
 
 import relaxpack
 from relaxpack.ir import parse
-from relaxpack.passes.widen_look_up_tables import MAX_ENTRIES, _widened, widen_look_up_tables
+from relaxpack.passes.widen_look_up_tables import MARGIN, MAX_ENTRIES, _widened, widen_look_up_tables
 from relaxpack.runtime import VirtualMachine
 
 from .helpers import ops_of, program, run_pass
@@ -127,9 +127,10 @@ def test_lookalikes_are_kept(case):
 
 
 def test_the_largest_bound_is_the_table_limit():
-    """2K + 1 entries at most: round(u * 63) (|.| <= 8064) widens, round(u * 64) (8192) does not."""
-    assert MAX_ENTRIES == 1 << 14
-    for scale, widened in ((63.0, True), (64.0, False)):
+    """2K + 1 entries at most, K = ceil(B (1 + 1/16)) + 2: round(u * 60) (B = 7680, K = 8162) widens,
+    round(u * 61) (B = 7808, K = 8298) does not."""
+    assert MAX_ENTRIES == 1 << 14 and MARGIN == 1 / 16
+    for scale, widened in ((60.0, True), (61.0, False)):
         mod = parse(_chain(scale=scale))
         out = run_pass(widen_look_up_tables, mod)
         assert ("clip" not in ops_of(out)) == widened
