@@ -52,6 +52,7 @@ from .simplify_shapes import simplify_shapes
 from .sink_resize import sink_resize
 from .tabulate_integer_functions import tabulate_integer_functions
 from .widen_float16_regions import widen_float16_regions
+from .widen_look_up_tables import widen_look_up_tables
 
 
 def core_passes() -> list[Pass]:
@@ -96,7 +97,8 @@ def optimize_pipeline() -> Sequential:
       (elementwise chains of a quantized value become table look-ups, on folded
       constants), FuseDynamicQuantize (a DynamicQuantizeLinear an integer product reads in
       one kernel; DeadCodeElimination drops the chains of both), ShareLookUps (a look-up another one's
-      result gives by a cast and a shift), NarrowIndexCasts (a look-up index's
+      result gives by a cast and a shift), WidenLookUpTables (a look-up index's clip taken into
+      a table covering the index's bounded range), NarrowIndexCasts (a look-up index's
       float-to-int64 cast through int32), DropNaNSaturation (a quantizer's
       NaN-saturating clip of a value known finite clips only), and FuseOps last
       (elementwise groups become fused primitive functions).
@@ -106,7 +108,8 @@ def optimize_pipeline() -> Sequential:
                      convert_layout, conv1d_channels_last, simplify_algebra, concat_of_split_pass, fuse_squeeze_excite,
                      fold_activation_scales,
                      drop_zero_sign_round_trips, pack_recurrent_weights, *core_passes(), tabulate_integer_functions,
-                     fuse_dynamic_quantize, dead_code_elimination, share_look_ups, narrow_index_casts, drop_nan_saturation, fuse_ops],
+                     fuse_dynamic_quantize, dead_code_elimination, share_look_ups, widen_look_up_tables,
+                     narrow_index_casts, drop_nan_saturation, fuse_ops],
                     name="O2", opt_level=2)
     return Sequential([*core_passes(), o2], name="Optimize")
 

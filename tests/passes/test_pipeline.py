@@ -59,7 +59,7 @@ def test_the_context_opt_level_alone_decides_what_runs():
           "SimplifyAlgebra",
           "ConcatOfSplit", "FuseSqueezeExcite", "FoldActivationScales", "DropZeroSignRoundTrips", "PackRecurrentWeights", *core,
           "TabulateIntegerFunctions", "FuseDynamicQuantize", "DeadCodeElimination", "ShareLookUps",
-          "NarrowIndexCasts", "DropNaNSaturation", "FuseOps"]
+          "WidenLookUpTables", "NarrowIndexCasts", "DropNaNSaturation", "FuseOps"]
     mod = relaxpack.from_onnx(small_cnn())
     for level, ran in ((0, []), (1, core), (2, core + o2), (3, core + o2)):
         with PassContext(opt_level=level) as ctx:
