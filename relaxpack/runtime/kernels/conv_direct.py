@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import conv_depthwise, conv_strided, conv_wide
+from . import conv_depthwise, conv_small_exact, conv_strided, conv_wide
 from ._workspace import Scratch
 
 _as_strided = np.lib.stride_tricks.as_strided
@@ -263,7 +263,8 @@ def _run_method(plan, x, weight, groups, out, bias, arrays, epilogue, plane_size
         conv_depthwise.depthwise_cl(plan, x, weight, out, bias, arrays)
         return
     if method == "strided":
-        conv_strided.run_strided(plan, x, weight, groups, out, bias, arrays)
+        if not conv_small_exact.runs_generic(plan, x, weight, groups, out, bias):    # (small: channels last inside)
+            conv_strided.run_strided(plan, x, weight, groups, out, bias, arrays)
         return
     if plan.source_is_input:
         planes = np.ascontiguousarray(x).reshape(batch, 1, channels, plane_size)

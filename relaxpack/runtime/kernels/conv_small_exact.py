@@ -41,14 +41,13 @@ OWN_MAX_BYTES = 512 << 10
 DIRECT_MAX_PIXELS = 32
 
 
-def takes(plan, attrs: dict, channels: int, batch: int) -> bool:
-    """Whether an exact, ungrouped, undilated 2-d channels-first conv of the strided method
-    with channels-first output runs here: a kernel of at least two rows and two columns (a 1x1/2
-    conv's runs of ``C`` values: 1.3-1.9x slower), at least :data:`MIN_CHANNELS` input channels,
-    an input plane of at most :data:`MAX_PLANE_PIXELS`, and strided or of at most
-    :data:`MAX_STRIDE1_PIXELS` output pixels."""
-    if not attrs.get("exact") or attrs["groups"] != 1 or attrs["out_layout"] not in (None, "NCHW") \
-            or plan.method != "strided" or channels < MIN_CHANNELS or batch < 1:
+def takes_geometry(plan, groups: int, channels: int, batch: int) -> bool:
+    """Whether an ungrouped, undilated 2-d conv of the strided method runs here: a kernel of at
+    least two rows and two columns (a 1x1/2 conv's runs of ``C`` values: 1.3-1.9x slower), at
+    least :data:`MIN_CHANNELS` input channels, an input plane of at most :data:`MAX_PLANE_PIXELS`,
+    and strided or of at most :data:`MAX_STRIDE1_PIXELS` output pixels. The geometry alone decides
+    (exact or float: the generic kernel takes the same method, :func:`runs_generic`)."""
+    if groups != 1 or plan.method != "strided" or channels < MIN_CHANNELS or batch < 1:
         return False
     geometry = plan.strided
     if len(geometry.kernel) != 2 or min(geometry.kernel) < 2 or any(d != 1 for d in geometry.dilation) \
@@ -57,8 +56,45 @@ def takes(plan, attrs: dict, channels: int, batch: int) -> bool:
     return any(s != 1 for s in geometry.strides) or math.prod(plan.lengths) <= MAX_STRIDE1_PIXELS
 
 
+def scratch_bytes(plan, batch: int, channels: int, out_channels: int, dtype) -> int:
+    """The bytes of the runner's scratch (padded copy, columns, GEMM result unless it writes ``out``
+    directly); past :data:`OWN_MAX_BYTES` the conv keeps the strided method."""
+    geometry = plan.strided
+    padded = batch * channels * math.prod(s + b + e for s, b, e in zip(geometry.spatial, geometry.begins,
+                                                                       geometry.ends))
+    pixels = math.prod(plan.lengths)
+    direct = batch == 1 and pixels <= DIRECT_MAX_PIXELS
+    values = padded + batch * pixels * channels * len(plan.taps) + (0 if direct else batch * pixels * out_channels)
+    return values * np.dtype(dtype).itemsize
+
+
+def applies(plan, groups: int, batch: int, channels: int, out_channels: int, dtype) -> bool:
+    """Whether a conv (channels-first data and result of ``dtype``, float32/float64) runs here: its
+    geometry (:func:`takes_geometry`) and its scratch (:func:`scratch_bytes`). The specialized
+    runner (``conv_small._prepare``) and the generic kernel (:func:`runs_generic`) both ask this,
+    so a call gets the same method, and the same bits, from either."""
+    return np.dtype(dtype) in _DTYPES and takes_geometry(plan, groups, channels, batch) \
+        and scratch_bytes(plan, batch, channels, out_channels, dtype) <= OWN_MAX_BYTES
+
+
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def runs_generic(plan, x, weight, groups: int, out, bias) -> bool:
+    """The generic kernel's call (``conv_direct._run_method``, channels-first ``out``): when
+    :func:`applies` holds for these operands (``x``, ``weight``, ``bias`` already of ``out``'s
+    dtype, ``out`` C-contiguous), run the conv here, by the runner's own calls (:func:`prepare`,
+    then the run: bit for bit the specialized runner's), and return True; else False."""
+    if x.ndim != 4 or out.dtype != x.dtype or weight.dtype != x.dtype or not out.flags.c_contiguous \
+            or (bias is not None and bias.dtype != x.dtype) \
+            or not applies(plan, groups, x.shape[0], x.shape[1], weight.shape[0], out.dtype):
+        return False
+    prepare(plan, x, weight, bias, out, None, False)(x, out)
+    return True
+
+
 def prepare(plan, data, weight, bias, out, act, fixed_bias: bool):
-    """``run(x, out)`` of this conv (:func:`takes` holds; a bound weight, whose reordered copy is
+    """``run(x, out)`` of this conv (:func:`applies` holds; a bound weight, whose reordered copy is
     made here; float32/float64 ``out`` of the operands' dtype, C-contiguous; ``act`` in place or
     None), or None when its scratch would pass
     the bar for memory of the instruction's own. A bound bias (``fixed_bias``) is added as a tile
@@ -72,12 +108,10 @@ def prepare(plan, data, weight, bias, out, act, fixed_bias: bool):
     pixels = rows * cols_n
     dtype = out.dtype
     depth = kh * kw * channels
+    if scratch_bytes(plan, batch, channels, out_channels, dtype) > OWN_MAX_BYTES:
+        return None
     padded = np.zeros((batch, height + top + bottom, width + left + right, channels), dtype)
     direct = batch == 1 and pixels <= DIRECT_MAX_PIXELS
-    scratch = padded.nbytes + batch * pixels * depth * dtype.itemsize \
-        + (0 if direct else batch * pixels * out_channels * dtype.itemsize)
-    if scratch > OWN_MAX_BYTES:
-        return None
     interior = padded[:, top:top + height, left:left + width, :]
     cols = np.empty((batch, rows, cols_n, kh, kw * channels), dtype)
     run_bytes = kw * channels * dtype.itemsize
