@@ -1,8 +1,5 @@
-"""An exact channels-first small conv run channels last inside its runner.
+"""A small channels-first conv (float or exact) run channels last inside its runner.
 
-A conv marked ``exact`` (QLinearConv as a float32 conv: integer operands whose
-every partial sum is an integer below 2**24) has one result whatever the order
-of its sums, so its runner may pick the fastest GEMM without changing a bit.
 On small planes the channels-first strided method is slow where it copies:
 its im2col loops over runs of one output row (a few values) or, for a stride
 of 2, over single values, and the GEMM's few columns (24 at 4x6, 6 at 2x3)
@@ -13,8 +10,13 @@ zeroed once), where each kernel row of an output pixel's window is one run of
 items, and one GEMM ``(pixels, K) @ (K, O)`` (the weight's taps reordered to
 match, once) or, for a few pixels of one image, ``(O, K) @ (pixels, K)^T``
 straight into ``out``; then the bias and the activation on ``out`` as the
-strided runner adds them. Measured in docs/design-notes.md ("Exact small
-convs channels last inside").
+strided runner adds them. The GEMM's sums run in another order than the
+channels-first method's: an exact conv (QLinearConv as float32) has the same
+result, a float one differs in its last bits. So the method is chosen by
+geometry alone (:func:`applies`), asked by the specialized runner
+(``conv_small._prepare``) and the generic kernel (:func:`runs_generic`) alike:
+a call gets the same bits from either. Measured in docs/design-notes.md
+("Exact small convs channels last inside", "Float small convs too").
 """
 
 from __future__ import annotations
