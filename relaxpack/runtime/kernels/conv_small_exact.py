@@ -27,11 +27,12 @@ import numpy as np
 
 from .tiled_operand import tile_of
 
-#: from this many input channels (a 3-channel stem's runs of ``kw * 3`` values are too short)
-MIN_CHANNELS = 16
-#: stride-1 convs only up to this many output pixels per image (the channels-first wide rows are
-#: as fast from 8x12 on: 16 and 24 channels at 8x12 0.99-1.0x, 16 at 16x24 1.01x)
-MAX_STRIDE1_PIXELS = 48
+#: from this many input channels (a 3-channel stem's runs of ``kw * 3`` values are too short; float
+#: 8 -> 16 3x3/2 at 8x12 0.63x the strided runner's time, at 16x24 0.84x, 12 -> 16 at 8x12 0.58x)
+MIN_CHANNELS = 8
+#: stride-1 convs only up to this many output pixels per image (float, 3x3: 16 and 32 channels at
+#: 8x12 0.90x / 0.79x, 32 at 12x16 1.00x: the channels-first wide rows are as fast from there on)
+MAX_STRIDE1_PIXELS = 96
 #: and input planes of at most this many pixels (the transposing copy in grows with it: a 3x3/2 conv
 #: of 16 channels 0.80x the strided runner's time at 16x24, 1.05x at 31x48)
 MAX_PLANE_PIXELS = 1024
