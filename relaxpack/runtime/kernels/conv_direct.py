@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import conv_depthwise, conv_strided, conv_wide
+from . import conv_depthwise, conv_small_exact, conv_strided, conv_wide
 from ._workspace import Scratch
 
 _as_strided = np.lib.stride_tricks.as_strided
@@ -250,20 +250,26 @@ def _run_conv(plan, x, weight, groups, out, bias, workspace, epilogue, channels_
             return
         if channels_last and method not in COPIES_OUT:
             staging = arrays.pop()
-            _run_method(plan, x, weight, groups, staging, bias, arrays, None, plane_size)
+            # (a float16 result keeps the strided method, as its channels-first result does)
+            _run_method(plan, x, weight, groups, staging, bias, arrays, None, plane_size,
+                        small_cl=out.dtype == staging.dtype)
             np.copyto(out, np.moveaxis(staging, 1, -1), casting="unsafe")
             return
         _run_method(plan, x, weight, groups, out, bias, arrays, epilogue, plane_size, channels_last)
 
 
-def _run_method(plan, x, weight, groups, out, bias, arrays, epilogue, plane_size, channels_last=False) -> None:
+def _run_method(plan, x, weight, groups, out, bias, arrays, epilogue, plane_size, channels_last=False,
+                small_cl=True) -> None:
+    """``plan``'s method into ``out``; a small strided conv (``small_cl``) channels last inside when
+    :func:`.conv_small_exact.applies` (as the specialized runner: the same bits)."""
     batch, channels = x.shape[:2]
     method = plan.method
     if method == "depthwise_cl":
         conv_depthwise.depthwise_cl(plan, x, weight, out, bias, arrays)
         return
     if method == "strided":
-        conv_strided.run_strided(plan, x, weight, groups, out, bias, arrays)
+        if not (small_cl and conv_small_exact.runs_generic(plan, x, weight, groups, out, bias)):
+            conv_strided.run_strided(plan, x, weight, groups, out, bias, arrays)
         return
     if plan.source_is_input:
         planes = np.ascontiguousarray(x).reshape(batch, 1, channels, plane_size)

@@ -1,8 +1,5 @@
-"""An exact channels-first small conv run channels last inside its runner.
+"""A small channels-first conv (float or exact) run channels last inside its runner.
 
-A conv marked ``exact`` (QLinearConv as a float32 conv: integer operands whose
-every partial sum is an integer below 2**24) has one result whatever the order
-of its sums, so its runner may pick the fastest GEMM without changing a bit.
 On small planes the channels-first strided method is slow where it copies:
 its im2col loops over runs of one output row (a few values) or, for a stride
 of 2, over single values, and the GEMM's few columns (24 at 4x6, 6 at 2x3)
@@ -13,8 +10,13 @@ zeroed once), where each kernel row of an output pixel's window is one run of
 items, and one GEMM ``(pixels, K) @ (K, O)`` (the weight's taps reordered to
 match, once) or, for a few pixels of one image, ``(O, K) @ (pixels, K)^T``
 straight into ``out``; then the bias and the activation on ``out`` as the
-strided runner adds them. Measured in docs/design-notes.md ("Exact small
-convs channels last inside").
+strided runner adds them. The GEMM's sums run in another order than the
+channels-first method's: an exact conv (QLinearConv as float32) has the same
+result, a float one differs in its last bits. So the method is chosen by
+geometry alone (:func:`applies`), asked by the specialized runner
+(``conv_small._prepare``) and the generic kernel (:func:`runs_generic`) alike:
+a call gets the same bits from either. Measured in docs/design-notes.md
+("Exact small convs channels last inside", "Float small convs too").
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ import numpy as np
 
 from .tiled_operand import tile_of
 
-#: from this many input channels (a 3-channel stem's runs of ``kw * 3`` values are too short)
-MIN_CHANNELS = 16
-#: stride-1 convs only up to this many output pixels per image (the channels-first wide rows are
-#: as fast from 8x12 on: 16 and 24 channels at 8x12 0.99-1.0x, 16 at 16x24 1.01x)
-MAX_STRIDE1_PIXELS = 48
+#: from this many input channels (a 3-channel stem's runs of ``kw * 3`` values are too short; float
+#: 8 -> 16 3x3/2 at 8x12 0.63x the strided runner's time, at 16x24 0.84x, 12 -> 16 at 8x12 0.58x)
+MIN_CHANNELS = 8
+#: stride-1 convs only up to this many output pixels per image (float, 3x3: 16 and 32 channels at
+#: 8x12 0.90x / 0.79x, 32 at 12x16 1.00x: the channels-first wide rows are as fast from there on)
+MAX_STRIDE1_PIXELS = 96
 #: and input planes of at most this many pixels (the transposing copy in grows with it: a 3x3/2 conv
 #: of 16 channels 0.80x the strided runner's time at 16x24, 1.05x at 31x48)
 MAX_PLANE_PIXELS = 1024
@@ -41,14 +44,13 @@ OWN_MAX_BYTES = 512 << 10
 DIRECT_MAX_PIXELS = 32
 
 
-def takes(plan, attrs: dict, channels: int, batch: int) -> bool:
-    """Whether an exact, ungrouped, undilated 2-d channels-first conv of the strided method
-    with channels-first output runs here: a kernel of at least two rows and two columns (a 1x1/2
-    conv's runs of ``C`` values: 1.3-1.9x slower), at least :data:`MIN_CHANNELS` input channels,
-    an input plane of at most :data:`MAX_PLANE_PIXELS`, and strided or of at most
-    :data:`MAX_STRIDE1_PIXELS` output pixels."""
-    if not attrs.get("exact") or attrs["groups"] != 1 or attrs["out_layout"] not in (None, "NCHW") \
-            or plan.method != "strided" or channels < MIN_CHANNELS or batch < 1:
+def takes_geometry(plan, groups: int, channels: int, batch: int) -> bool:
+    """Whether an ungrouped, undilated 2-d conv of the strided method runs here: a kernel of at
+    least two rows and two columns (a 1x1/2 conv's runs of ``C`` values: 1.3-1.9x slower), at
+    least :data:`MIN_CHANNELS` input channels, an input plane of at most :data:`MAX_PLANE_PIXELS`,
+    and strided or of at most :data:`MAX_STRIDE1_PIXELS` output pixels. The geometry alone decides
+    (exact or float: the generic kernel takes the same method, :func:`runs_generic`)."""
+    if groups != 1 or plan.method != "strided" or channels < MIN_CHANNELS or batch < 1:
         return False
     geometry = plan.strided
     if len(geometry.kernel) != 2 or min(geometry.kernel) < 2 or any(d != 1 for d in geometry.dilation) \
@@ -57,8 +59,45 @@ def takes(plan, attrs: dict, channels: int, batch: int) -> bool:
     return any(s != 1 for s in geometry.strides) or math.prod(plan.lengths) <= MAX_STRIDE1_PIXELS
 
 
+def scratch_bytes(plan, batch: int, channels: int, out_channels: int, dtype) -> int:
+    """The bytes of the runner's scratch (padded copy, columns, GEMM result unless it writes ``out``
+    directly); past :data:`OWN_MAX_BYTES` the conv keeps the strided method."""
+    geometry = plan.strided
+    padded = batch * channels * math.prod(s + b + e for s, b, e in zip(geometry.spatial, geometry.begins,
+                                                                       geometry.ends))
+    pixels = math.prod(plan.lengths)
+    direct = batch == 1 and pixels <= DIRECT_MAX_PIXELS
+    values = padded + batch * pixels * channels * len(plan.taps) + (0 if direct else batch * pixels * out_channels)
+    return values * np.dtype(dtype).itemsize
+
+
+def applies(plan, groups: int, batch: int, channels: int, out_channels: int, dtype) -> bool:
+    """Whether a conv (channels-first data and result of ``dtype``, float32/float64) runs here: its
+    geometry (:func:`takes_geometry`) and its scratch (:func:`scratch_bytes`). The specialized
+    runner (``conv_small._prepare``) and the generic kernel (:func:`runs_generic`) both ask this,
+    so a call gets the same method, and the same bits, from either."""
+    return np.dtype(dtype) in _DTYPES and takes_geometry(plan, groups, channels, batch) \
+        and scratch_bytes(plan, batch, channels, out_channels, dtype) <= OWN_MAX_BYTES
+
+
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def runs_generic(plan, x, weight, groups: int, out, bias) -> bool:
+    """The generic kernel's call (``conv_direct._run_method``, channels-first ``out``): when
+    :func:`applies` holds for these operands (``x``, ``weight``, ``bias`` already of ``out``'s
+    dtype, ``out`` C-contiguous), run the conv here, by the runner's own calls (:func:`prepare`,
+    then the run: bit for bit the specialized runner's), and return True; else False."""
+    if x.ndim != 4 or out.dtype != x.dtype or weight.dtype != x.dtype or not out.flags.c_contiguous \
+            or (bias is not None and bias.dtype != x.dtype) \
+            or not applies(plan, groups, x.shape[0], x.shape[1], weight.shape[0], out.dtype):
+        return False
+    prepare(plan, x, weight, bias, out, None, False)(x, out)
+    return True
+
+
 def prepare(plan, data, weight, bias, out, act, fixed_bias: bool):
-    """``run(x, out)`` of this conv (:func:`takes` holds; a bound weight, whose reordered copy is
+    """``run(x, out)`` of this conv (:func:`applies` holds; a bound weight, whose reordered copy is
     made here; float32/float64 ``out`` of the operands' dtype, C-contiguous; ``act`` in place or
     None), or None when its scratch would pass
     the bar for memory of the instruction's own. A bound bias (``fixed_bias``) is added as a tile
@@ -72,12 +111,10 @@ def prepare(plan, data, weight, bias, out, act, fixed_bias: bool):
     pixels = rows * cols_n
     dtype = out.dtype
     depth = kh * kw * channels
+    if scratch_bytes(plan, batch, channels, out_channels, dtype) > OWN_MAX_BYTES:
+        return None
     padded = np.zeros((batch, height + top + bottom, width + left + right, channels), dtype)
     direct = batch == 1 and pixels <= DIRECT_MAX_PIXELS
-    scratch = padded.nbytes + batch * pixels * depth * dtype.itemsize \
-        + (0 if direct else batch * pixels * out_channels * dtype.itemsize)
-    if scratch > OWN_MAX_BYTES:
-        return None
     interior = padded[:, top:top + height, left:left + width, :]
     cols = np.empty((batch, rows, cols_n, kh, kw * channels), dtype)
     run_bytes = kw * channels * dtype.itemsize
