@@ -1,4 +1,4 @@
-"""An exact small conv run channels last inside its runner (kernels/conv_small_exact.py): which
+"""An exact small conv run channels last inside its runner (kernels/conv_small_cl.py): which
 convs take it (exact, ungrouped, undilated 2-d, >= 8 channels, a 2x2 kernel or larger, strided or
 at most 96 output pixels, small planes and scratch), and that it gives the exact integers of the
 sums (a Python-int reference), equal to the generic kernel, call after call, with new inputs and
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relaxpack.runtime.kernels import conv_small, conv_small_exact, get_kernel
+from relaxpack.runtime.kernels import conv_small, conv_small_cl, get_kernel
 from relaxpack.runtime.kernels.nn import _prepared_conv
 
 from .test_kernels_conv_small import full_attrs, out_for
@@ -76,14 +76,14 @@ def _runner(data, weight, attrs, dtype="float32"):
 @pytest.mark.parametrize("data, weight, stride, padding", TAKEN)
 def test_the_runner_is_taken(data, weight, stride, padding):
     runner = _runner(data, weight, _attrs(stride, padding))
-    assert runner is not None and runner.__module__ == conv_small_exact.__name__
+    assert runner is not None and runner.__module__ == conv_small_cl.__name__
 
 
 @pytest.mark.parametrize("case, extra", NOT_TAKEN, ids=str)
 def test_the_runner_is_not_taken(case, extra):
     data, weight, stride, padding = case
     runner = _runner(data, weight, _attrs(stride, padding, **extra))
-    assert runner is None or runner.__module__ != conv_small_exact.__name__
+    assert runner is None or runner.__module__ != conv_small_cl.__name__
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

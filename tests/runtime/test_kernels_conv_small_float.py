@@ -1,4 +1,4 @@
-"""Float small convs run channels last inside (kernels/conv_small_exact.py) as exact ones do: the
+"""Float small convs run channels last inside (kernels/conv_small_cl.py) as exact ones do: the
 specialized runner and the generic kernel (``nn.conv_bias_act`` / ``nn.conv`` called directly) take
 the same method for the same geometry and give the same bits, call after call; the results stay
 within float32 (float64) rounding of a float64 (long double) reference; float16, a conv the geometry
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relaxpack.runtime.kernels import conv_small, conv_small_exact, get_kernel
+from relaxpack.runtime.kernels import conv_small, conv_small_cl, get_kernel
 
 from .test_kernels_conv_small import full_attrs, out_for
 from .test_kernels_conv_small_exact import NOT_TAKEN, TAKEN
@@ -41,13 +41,13 @@ class _Counter:
 
     def __init__(self, monkeypatch):
         self.taken = 0
-        inner = conv_small_exact.runs_generic
+        inner = conv_small_cl.runs_generic
 
         def counted(*args):
             ran = inner(*args)
             self.taken += ran
             return ran
-        monkeypatch.setattr(conv_small_exact, "runs_generic", counted)
+        monkeypatch.setattr(conv_small_cl, "runs_generic", counted)
 
 
 def _reference(x, w, b, strides, padding, wide=np.float64):
@@ -70,7 +70,7 @@ def test_a_float_conv_takes_the_runner(data, weight, stride, padding):
     out = out_for(data, weight, attrs, "float32")
     w = np.ones(weight, np.float32)
     runner = conv_small._prepare(np.zeros(data, np.float32), w, None, out, None, attrs, True, True, None)
-    assert runner is not None and runner.__module__ == conv_small_exact.__name__
+    assert runner is not None and runner.__module__ == conv_small_cl.__name__
 
 
 @pytest.mark.parametrize("case, extra", NOT_TAKEN, ids=str)
@@ -82,7 +82,7 @@ def test_neither_path_takes_it_off_its_geometry(case, extra, monkeypatch):
     counter = _Counter(monkeypatch)
     x, w, b = _operands(np.random.default_rng(3), data, weight, np.float32, True)
     runner = conv_small._prepare(x, w, b, out_for(data, weight, attrs, "float32"), None, attrs, True, True, None)
-    assert runner is None or runner.__module__ != conv_small_exact.__name__
+    assert runner is None or runner.__module__ != conv_small_cl.__name__
     CONV_BIAS_ACT(x, w, b, out=out_for(data, weight, attrs, "float32"), **attrs)
     assert counter.taken == 0
 
@@ -161,7 +161,7 @@ def test_float16_keeps_its_method(monkeypatch):
     x, w, b = _operands(np.random.default_rng(6), data, weight, np.float16, True)
     out, want = out_for(data, weight, attrs, "float16"), out_for(data, weight, attrs, "float16")
     runner = conv_small._prepare(x, w, b, out, None, attrs, True, True, None)
-    assert runner is not None and runner.__module__ != conv_small_exact.__name__
+    assert runner is not None and runner.__module__ != conv_small_cl.__name__
     CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))(x, w, b, out=out)
     CONV_BIAS_ACT(x, w, b, out=want, **attrs)
     np.testing.assert_array_equal(out, want)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import conv_depthwise, conv_small_exact, conv_strided, conv_wide
+from . import conv_depthwise, conv_small_cl, conv_strided, conv_wide
 from ._workspace import Scratch
 
 _as_strided = np.lib.stride_tricks.as_strided
@@ -261,14 +261,14 @@ def _run_conv(plan, x, weight, groups, out, bias, workspace, epilogue, channels_
 def _run_method(plan, x, weight, groups, out, bias, arrays, epilogue, plane_size, channels_last=False,
                 small_cl=True) -> None:
     """``plan``'s method into ``out``; a small strided conv (``small_cl``) channels last inside when
-    :func:`.conv_small_exact.applies` (as the specialized runner: the same bits)."""
+    :func:`.conv_small_cl.applies` (as the specialized runner: the same bits)."""
     batch, channels = x.shape[:2]
     method = plan.method
     if method == "depthwise_cl":
         conv_depthwise.depthwise_cl(plan, x, weight, out, bias, arrays)
         return
     if method == "strided":
-        if not (small_cl and conv_small_exact.runs_generic(plan, x, weight, groups, out, bias)):
+        if not (small_cl and conv_small_cl.runs_generic(plan, x, weight, groups, out, bias)):
             conv_strided.run_strided(plan, x, weight, groups, out, bias, arrays)
         return
     if plan.source_is_input:

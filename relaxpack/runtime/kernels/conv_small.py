@@ -31,7 +31,7 @@ from .gemm_blocks import block_calls, column_blocks
 from ._math import CLIP, scalar_array
 from ._workspace import same_workspace, scratch_nbytes
 from .negated_activation import negatable, negated, of_negated
-from . import conv_small_exact     # (its own line: small convs channels last inside, kernels/conv_small_exact.py)
+from . import conv_small_cl     # (its own line: small convs channels last inside, kernels/conv_small_cl.py)
 
 #: the marker of an activation that reads its input negated: ``(NEGATED, "silu")``
 NEGATED = object()
@@ -128,10 +128,10 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     plan, act = checked
     if attrs["out_layout"] == "NHWC":
         return _prepare_channels_last_out(plan, data, weight, bias, out, workspace, attrs, act, fixed_bias)
-    if conv_small_exact.applies(plan, attrs["groups"], *data.shape[:2], weight.shape[0], out.dtype):
+    if conv_small_cl.applies(plan, attrs["groups"], *data.shape[:2], weight.shape[0], out.dtype):
         # a small conv run channels last inside (the generic kernel takes the same method, the
         # same bits); a weight computed at run time: the generic kernel (the taps reordered per call)
-        return conv_small_exact.prepare(plan, data, weight, bias, out, act, fixed_bias) if fixed_weight else None
+        return conv_small_cl.prepare(plan, data, weight, bias, out, act, fixed_bias) if fixed_weight else None
     dtype = out.dtype
     work = np.dtype(np.float32) if dtype == np.float16 else dtype
     if _is_pointwise(plan) and attrs["groups"] == 1 and work == dtype:
