@@ -26,7 +26,8 @@ from ..ops.registry import make_call
 from .core.rules import Match
 
 
-def _op(value) -> str | None:
+def op_name(value) -> str | None:
+    """The op name of a call (None for anything else)."""
     return getattr(value.op, "name", None) if isinstance(value, Call) else None
 
 
@@ -39,7 +40,7 @@ def iota_axis(m: Match, expr) -> tuple[int, object, object] | None:
     with unit axes inserted (``expand_dims``) and broadcast along other axes (``broadcast_to``):
     the values vary along ``axis`` only and equal the index there; None otherwise."""
     value = m.producer(expr)[0]
-    op = _op(value)
+    op = op_name(value)
     if op == "range":
         start, stop, step = (_int(a) for a in value.args)
         return (0, stop, expr) if start == 0 and step == 1 and stop is not None else None
@@ -72,7 +73,7 @@ def _components(m: Match) -> list | str:
     for part in parts.fields:
         value = m.producer(part)[0]
         sinfo = part.struct_info
-        if _op(value) != "expand_dims" or not isinstance(sinfo, TensorStructInfo) or sinfo.ndim < 1:
+        if op_name(value) != "expand_dims" or not isinstance(sinfo, TensorStructInfo) or sinfo.ndim < 1:
             return "an index component is not expand_dims on the last axis"
         axes = value.attrs["axis"]
         axes = (axes,) if isinstance(axes, int) else tuple(axes)

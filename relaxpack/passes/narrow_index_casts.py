@@ -38,7 +38,7 @@ def _narrowed(call: Call, defs: Definitions) -> bool:
     return bounds is not None and -LIMIT <= bounds[0] and bounds[1] <= LIMIT
 
 
-def _through_int32(binding: VarBinding, dataflow: bool) -> list[VarBinding]:
+def through_int32(binding: VarBinding, dataflow: bool) -> list[VarBinding]:
     """``var = astype(x, int64)`` as ``narrow = astype(x, int32); var = astype(narrow, int64)``."""
     builder = BlockBuilder()
     value = builder.normalize(make_call("astype", binding.value.args[0], dtype="int32"))
@@ -59,7 +59,7 @@ def narrow_index_casts(func, mod, ctx):
         for b in block.bindings:
             call = defs.calls.get(b.var)
             if call is not None and call is b.value and _narrowed(call, defs):
-                out.extend(_through_int32(b, isinstance(block, DataflowBlock)))
+                out.extend(through_int32(b, isinstance(block, DataflowBlock)))
                 changed = True
             else:
                 out.append(b)

@@ -20,15 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.expr import Call, Constant, ShapeExpr
+from ..ir.expr import Constant, ShapeExpr
 from ..ir.struct_info import TensorStructInfo
 from ..ops.registry import make_call
 from .core.rules import Match
-from .iota_gather import iota_axis
-
-
-def _op(value) -> str | None:
-    return getattr(value.op, "name", None) if isinstance(value, Call) else None
+from .iota_gather import iota_axis, op_name
 
 
 def _factor(m: Match, expr):
@@ -40,7 +36,7 @@ def _factor(m: Match, expr):
         if data.size == 1 and data.dtype.kind in "iu":
             return int(np.asarray(data).reshape(-1)[0])
         return None
-    if _op(value) == "shape_to_tensor" and value.args and isinstance(value.args[0], ShapeExpr) \
+    if op_name(value) == "shape_to_tensor" and value.args and isinstance(value.args[0], ShapeExpr) \
             and len(value.args[0].values) == 1:
         return value.args[0].values[0]
     return None
@@ -49,7 +45,7 @@ def _factor(m: Match, expr):
 def _scaled_iota(m: Match, expr):
     """``(axis, length, factor)`` when ``expr`` is ``iota * factor`` (either order)."""
     value = m.producer(expr)[0]
-    if _op(value) != "multiply":
+    if op_name(value) != "multiply":
         return None
     for a, b in ((value.args[0], value.args[1]), (value.args[1], value.args[0])):
         found, factor = iota_axis(m, a), _factor(m, b)

@@ -30,12 +30,13 @@ import math
 import numpy as np
 
 from ..ir.block_builder import BlockBuilder
-from ..ir.expr import Call, Constant, DataflowBlock, DataflowVar, SeqExpr, Var, VarBinding
+from ..ir.expr import Call, Constant, DataflowBlock, SeqExpr, Var, VarBinding
 from ..ir.op import make_call
 from .analysis.float_values import Definitions
 from .analysis.magnitude import magnitude_bound
 from .core.infra import function_pass
 from .dead_code_elimination import count_uses
+from .narrow_index_casts import through_int32
 
 #: the largest widened table (entries): 64 KB of float32, beside the activations in cache
 MAX_ENTRIES = 1 << 14
@@ -119,15 +120,11 @@ def _widened(table: np.ndarray, z: int, lo: int, hi: int, k: int) -> np.ndarray:
     return np.ascontiguousarray(table[np.clip(np.arange(2 * k + 1) - k + z, lo, hi)])
 
 
-def _index(binding: VarBinding, k: int, dataflow: bool, builder: BlockBuilder) -> list[VarBinding]:
+def _index(binding: VarBinding, k: int, dataflow: bool) -> list[VarBinding]:
     """The index's cast; an int64 one through int32 (see the module docstring)."""
     if binding.value.attrs["dtype"] != "int64" or 2 * k >= _INT32_SAFE:
         return [binding]
-    source = binding.value.args[0]
-    value = builder.normalize(make_call("astype", source, dtype="int32"))
-    narrow = (DataflowVar if dataflow else Var)(f"{binding.var.name_hint}_int32", value.struct_info)
-    wide = builder.normalize(make_call("astype", narrow, dtype="int64"))
-    return [VarBinding(narrow, value, span=binding.span), VarBinding(binding.var, wide, span=binding.span)]
+    return through_int32(binding, dataflow)
 
 
 @function_pass(name="WidenLookUpTables", opt_level=2, requires=("import", "optimize"), produces="optimize")
@@ -161,7 +158,7 @@ def widen_look_up_tables(func, mod, ctx):
                 value = builder.normalize(make_call("add", r, Constant(np.array(k, dtype))))
                 out.append(VarBinding(b.var, value, span=b.span))
             elif b.var in widenings:
-                out.extend(_index(b, widenings[b.var][6], isinstance(block, DataflowBlock), builder))
+                out.extend(_index(b, widenings[b.var][6], isinstance(block, DataflowBlock)))
             elif isinstance(b, VarBinding) and (found := _look_up(b.value)) is not None and found[1] in widenings:
                 _, _, _, z, lo, hi, k = widenings[found[1]]
                 table = Constant(_widened(found[0], z, lo, hi, k))
