@@ -322,14 +322,17 @@ def test_an_unpadded_conv_on_an_arena_view_reads_its_new_values(layout):
 
 
 # 1-d convs (Whisper's front end): one image of an ungrouped conv takes a 2-d np.dot, a constant bias of
-# at most BIAS_PLANE_MAX_SIZE values per image is added as a (channels, length) plane (both sides of the bound)
+# at most BIAS_PLANE_MAX_SIZE values per image is added as a tile of the whole result up to that many
+# values in all, past it as a (1, channels, length) plane (both sides of each bound)
 CONV1D = [
     ((1, 16, 30), (32, 16, 3), dict(padding=(1, 1))),
     ((1, 32, 30), (32, 32, 3), dict(strides=(2,), padding=(1, 1))),
     ((3, 16, 17), (32, 16, 3), dict(padding=(1, 1))),                    # a batch: matmul
     ((1, 6, 11), (8, 3, 3), dict(groups=2, padding=(1, 1))),              # groups: matmul
-    ((1, 2, 1024), (16, 2, 3), dict(padding=(1, 1))),                    # 16 x 1024 values: a plane
+    ((1, 2, 1024), (16, 2, 3), dict(padding=(1, 1))),                    # 16 x 1024 values: the whole tile
     ((1, 2, 1025), (16, 2, 3), dict(padding=(1, 1))),                    # 16 x 1025: the column
+    ((2, 2, 1024), (16, 2, 3), dict(padding=(1, 1))),                    # 2 x 16 x 1024: a plane
+    ((2, 2, 512), (16, 2, 3), dict(padding=(1, 1))),                     # 2 x 16 x 512: the whole tile
 ]
 
 
@@ -359,8 +362,44 @@ def test_a_1d_conv_is_the_generic_kernel_with_a_constant_or_register_bias(data, 
             want = out_for(data, weight, attrs, dtype)
             CONV_BIAS_ACT(x, w, b, out=want, **attrs)
             np.testing.assert_array_equal(out, want)
-    plane = weight[0] * out.shape[-1] <= conv_small.BIAS_PLANE_MAX_SIZE
-    assert [op.shape for op in operands] == [(weight[0], out.shape[-1]) if plane else (weight[0], 1), (weight[0], 1)]
+    bound = conv_small.BIAS_PLANE_MAX_SIZE
+    constant_operand = out.shape if out.size <= bound else (1,) + out.shape[1:] \
+        if weight[0] * out.shape[-1] <= bound else (weight[0], 1)
+    assert [op.shape for op in operands] == [constant_operand, (weight[0], 1)]
+
+
+@pytest.mark.parametrize("activation", [None, "gelu"])
+@pytest.mark.parametrize("data, weight, attrs", [
+    ((1, 32, 30), (32, 32, 3), dict(strides=(2,), padding=(1, 1))),      # lengths 30 and 29: 15 outputs
+    ((1, 5, 40), (6, 5, 5), dict(strides=(3,))),                         # unpadded: 40 and 39, 12 outputs
+], ids=str)
+def test_a_new_input_array_each_call_into_one_arena_view_is_the_generic_kernel(data, weight, attrs, activation):
+    """A model input is a new array each run: a call on a new input of the last one's shape and dtype
+    into the same ``out`` view runs the last runner (its shape the only check), an input of another
+    length with the same output (a strided conv), another dtype, or an arena view in between each
+    take their own path; every result the generic kernel's bit for bit."""
+    attrs = full_attrs(attrs, activation)
+    rng = np.random.default_rng(12)
+    w, b = rand(rng, weight, "float32"), rand(rng, (weight[0],), "float32")
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    shape = out_for(data, weight, attrs, "float32").shape
+    arena = np.empty(int(np.prod(shape)) + 5, np.float32)
+    out = arena[5:].reshape(shape)
+    shorter = data[:2] + (data[2] - 1,)
+    assert out_for(shorter, weight, attrs, "float32").shape == shape
+    view_buffer = np.empty(int(np.prod(data)) + 3, np.float32)
+    view = view_buffer[3:].reshape(data)
+    for x_shape, dtype, as_view in [(data, "float32", False)] * 3 + [(shorter, "float32", False), (data, "float32", False),
+                                                                    (data, "float64", False), (data, "float32", True),
+                                                                    (data, "float32", False), (shorter, "float32", False)]:
+        x = rand(rng, x_shape, dtype)
+        if as_view:
+            view[...] = x
+            x = view
+        call(x, w, b, out=out, workspace=None)
+        want = np.full(shape, np.nan, np.float32)
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want)
 
 
 @pytest.mark.parametrize("activation", [None, "gelu", "relu"])

@@ -263,6 +263,30 @@ def test_layer_norm_on_kept_arrays_is_the_kernel(dtype):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("shape", [(1, 15, 32), (1, 3, 256), (1, 600, 32)], ids=str)
+def test_layer_norm_of_a_kept_view_into_new_arrays_is_the_kernel(dtype, shape):
+    """A model's last layer norm reads an arena view and writes the model's output, a new array each
+    run: the kept rows of ``x`` run into the new array's rows (tiny products, the row path, past the
+    planes bound); the kernel's bits for new values, then the arena's own ``out``, in place, a new
+    array not C-contiguous and one of another dtype between them (the kernel's checks)."""
+    rng = np.random.default_rng(31)
+    kernel = get_kernel("nn.layer_norm").fn
+    g, b = rand(rng, shape[-1:], dtype), rand(rng, shape[-1:], dtype)
+    spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, (False, True, True))
+    x, out = _arena(rng, shape, dtype), _arena(rng, shape, dtype)
+    fortran = np.empty(shape, dtype, order="F")
+    assert fortran.base is None and not fortran.flags.c_contiguous
+    for o in (np.empty(shape, dtype), np.empty(shape, dtype), out, np.empty(shape, dtype), x,
+              fortran, np.empty(shape, dtype), np.empty(shape, "float32" if dtype == "float64" else "float64"),
+              np.empty(shape, dtype)):
+        x[...] = rand(rng, shape, dtype) * 3
+        want = np.empty_like(o)                 # (of o's layout: the kernel's path for it)
+        kernel(x.copy(), g, b, out=want, axes=(-1,), epsilon=EPS)
+        spec(x, g, b, out=o)
+        np.testing.assert_array_equal(o, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_rms_norm_bound_scale_as_a_tile_is_the_kernel(dtype):
     """A bound RMS norm scale is multiplied as its tile of the output's shape: the generic kernel's
     bits at each shape (past the tile bar too), a scale of one value, a second scale array."""
