@@ -158,6 +158,37 @@ def test_a_pointwise_conv_is_its_gemm_bit_for_bit(data, weight, activation, monk
     np.testing.assert_array_equal(out, want)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("activation", ACTIVATIONS + ["gelu"], ids=str)
+@pytest.mark.parametrize("data, weight", [((1, 16, 1), (1, 16, 1)), ((1, 16, 1, 1), (1, 16, 1, 1)),
+                                          ((1, 1, 1), (1, 1, 1)),           # one value in, one out
+                                          ((2, 16, 1), (1, 16, 1)), ((1, 16, 2), (1, 16, 1))], ids=str)
+def test_a_pointwise_conv_of_one_value_is_the_generic_kernel(data, weight, activation, dtype):
+    """A pointwise conv whose result is one value (a 1-channel head on one pixel: silero's) adds its
+    bias and runs its activation in a two-value buffer: the generic kernel's bits for a constant
+    bias (negated for SiLU and sigmoid), a register bias with new values, none, call after call,
+    its input and output arena views; two values (a batch of 2, 2 pixels): the plain path."""
+    attrs = full_attrs({}, activation)
+    rng = np.random.default_rng(13)
+    w = rand(rng, weight, dtype)
+    out_buffer = np.empty(8, dtype)
+    for constant, bias in [((False, True, True), rand(rng, (1,), dtype)), ((False, True, False), rand(rng, (1,), dtype)),
+                           ((False, True), None)]:
+        call = CONV_BIAS_ACT.specialize_attrs(attrs, constant)
+        shape = out_for(data, weight, attrs, dtype).shape
+        out = out_buffer[3:3 + int(np.prod(shape))].reshape(shape)
+        x_buffer = np.empty(int(np.prod(data)) + 2, dtype)
+        for scale in (1, 40, -40, 0.001, 1):
+            if bias is not None and not constant[2]:
+                bias[...] = rand(rng, (1,), dtype)          # a register: the same object, new values
+            x = x_buffer[2:].reshape(data)
+            x[...] = rand(rng, data, dtype) * scale
+            call(x, w, bias, out=out)
+            want = np.full(shape, np.nan, dtype)
+            CONV_BIAS_ACT(x.copy(), w, bias, out=want, **attrs)
+            np.testing.assert_array_equal(out, want)
+
+
 @pytest.mark.parametrize("data, weight, attrs", SMALL[:3])
 def test_conv_without_bias_and_changing_operands(data, weight, attrs):
     attrs = full_attrs(attrs)
