@@ -483,6 +483,44 @@ def test_padded_copies_by_rows_take_any_input_view(data, weight, attrs, view):
         np.testing.assert_array_equal(out, want)
 
 
+@pytest.mark.parametrize("data, weight, attrs, out_layout", [
+    (*conv, layout) for conv in [
+        ((1, 16, 30), (32, 16, 3), dict(padding=(1, 1))),                # 16 rows: a new array copied plainly
+        ((1, 80, 12), (8, 80, 3), dict(strides=(2,), padding=(1, 1))),   # ROWS_VIEW_MIN rows: by rows
+        ((2, 39, 12), (8, 39, 3), dict(padding=(2, 1))),                 # one row fewer: plainly
+    ] for layout in (None, "NHWC")] + [
+    ((1, 6, 12, 10), (8, 6, 3, 3), dict(strides=(2, 2), padding=(1, 1, 1, 1)), None),     # 2-d: the one-copy runner
+], ids=str)
+def test_the_padded_copy_of_a_kept_view_or_a_new_array_is_the_generic_kernel(data, weight, attrs, out_layout):
+    """The strided and channels-last-out runners copy their input into the padded copy by rows of void
+    items, keeping that view of an arena view (the same object, new values each run), and making it
+    for a new array (a model input) from ROWS_VIEW_MIN rows on (a plain copy below); a view whose
+    values are apart (every other column) copies plainly. Bit for bit the generic kernel, call
+    after call, switching between them."""
+    from relaxpack.runtime.kernels import conv_small
+    attrs = {**full_attrs(attrs, "relu"), "out_layout": out_layout}
+    assert conv_small.ROWS_VIEW_MIN == 80
+    rng = np.random.default_rng(14)
+    w, b = rand(rng, weight, "float32"), rand(rng, (weight[0],), "float32")
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    out, ws = out_for(data, weight, attrs, "float32"), workspace_for(data, weight, attrs, "float32")
+    arena = np.empty(int(np.prod(data)) + 4, np.float32)
+    view = arena[4:].reshape(data)
+    wide = np.empty(data[:-1] + (2 * data[-1],), np.float32)
+    apart = wide[..., ::2]
+    for kind in ("view", "view", "new", "view", "apart", "new", "view"):
+        values = rand(rng, data, "float32")
+        if kind == "new":
+            x = values
+        else:
+            x = view if kind == "view" else apart
+            x[...] = values
+        call(x, w, b, out=out, workspace=ws)
+        want = out_for(data, weight, attrs, "float32")
+        CONV_BIAS_ACT(values, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want, err_msg=kind)
+
+
 @pytest.mark.parametrize("data, weight, tiled", [((1, 16, 16, 24), (16, 16, 3, 3), True),
                                                  ((1, 8, 60, 60), (32, 8, 3, 3), False)])   # 32 x 3720 > 2**16
 def test_a_wide_conv_adds_a_bound_bias_as_a_tile_and_reads_a_register_bias_every_call(data, weight, tiled,
