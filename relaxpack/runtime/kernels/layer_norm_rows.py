@@ -161,6 +161,29 @@ def _tiny_layer_norm(rows: np.ndarray, gamma: np.ndarray, beta, dst: np.ndarray,
         np.add(dst, beta if beta_tile is None else beta_tile, dst)
 
 
+def tiny_into(rows: np.ndarray, gamma: np.ndarray, beta, matrix: np.ndarray, eps: np.ndarray, planes: "_RowPlanes"):
+    """``into(dst)``: :func:`_tiny_layer_norm` of ``rows`` into ``dst`` with its planes, its nine calls
+    with every operand and ufunc bound (the specialized layer norm's, run after run: 4.2 -> 3.7 us at
+    15 rows of 32 without the look-ups and the branches). The same calls, bit for bit."""
+    means, squares = planes.outer, planes.spare
+    g = gamma if planes.gamma_tile is None else planes.gamma_tile
+    b = beta if planes.beta is None else planes.beta
+    dot, subtract, multiply, add, sqrt, divide = np.dot, np.subtract, np.multiply, np.add, np.sqrt, np.divide
+
+    def into(dst: np.ndarray) -> None:
+        dot(rows, matrix, means)
+        subtract(rows, means, dst)
+        multiply(dst, dst, squares)
+        dot(squares, matrix, means)
+        add(means, eps, means)
+        sqrt(means, means)
+        divide(dst, means, dst)
+        multiply(dst, g, dst)
+        if b is not None:
+            add(dst, b, dst)
+    return into
+
+
 #: up to this many values layer norm's rows are scaled by the outer product of the row scales and
 #: gamma (a temporary of their size; ~0.5 us less than two broadcast passes at a few rows of 32-64)
 _OUTER_MAX_SIZE = 1 << 14

@@ -18,7 +18,7 @@ from ._registry import register_kernel
 from .half_cast import WIDEN_MIN_SIZE, cast_into
 from ._workspace import Scratch
 from .layer_norm_rows import (_RowPlanes, _layer_norm_matrix, _layer_norm_rows, _outer_fits, _tiny,
-                              _tiny_layer_norm, layer_norm_constants, ones_column, ones_vector)
+                              _tiny_layer_norm, layer_norm_constants, ones_column, ones_vector, tiny_into)
 
 
 #: a row whose exponentials, shifted by the tensor's max, sum below this is
@@ -506,6 +506,8 @@ def _row_into(rows, gamma, beta, constants: tuple, planes):
     """``into(dst)``: :func:`_layer_norm_matrix` of these arrays into ``dst``, as the function it would call."""
     matrix, eps = constants[3], constants[4]
     if matrix is not None and (planes.spare is not None if planes is not None else _tiny(rows.shape[0], rows.shape[1])):
+        if planes is not None:
+            return tiny_into(rows, gamma, beta, matrix, eps, planes)
         return lambda dst: _tiny_layer_norm(rows, gamma, beta, dst, matrix, eps, planes)
     return lambda dst: _layer_norm_matrix(rows, gamma, beta, dst, constants, planes)
 
