@@ -262,17 +262,19 @@ def test_layer_norm_on_kept_arrays_is_the_kernel(dtype):
             np.testing.assert_array_equal(out, want)
 
 
+@pytest.mark.parametrize("constant", [(False, True, True), (False, False, False)], ids=["bound", "registers"])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
-@pytest.mark.parametrize("shape", [(1, 15, 32), (1, 3, 256), (1, 600, 32)], ids=str)
-def test_layer_norm_of_a_kept_view_into_new_arrays_is_the_kernel(dtype, shape):
+@pytest.mark.parametrize("shape", [(1, 15, 32), (1, 3, 256), (1, 5, 64), (1, 600, 32)], ids=str)
+def test_layer_norm_of_a_kept_view_into_new_arrays_is_the_kernel(dtype, shape, constant):
     """A model's last layer norm reads an arena view and writes the model's output, a new array each
-    run: the kept rows of ``x`` run into the new array's rows (tiny products, the row path, past the
-    planes bound); the kernel's bits for new values, then the arena's own ``out``, in place, a new
+    run: the kept rows of ``x`` run into the new array's rows (tiny products, the row path's bound
+    calls with its squares by a product or by ``vecdot``); the kernel's bits for new values (gamma and
+    beta bound, or registers whose values change), then the arena's own ``out``, in place, a new
     array not C-contiguous and one of another dtype between them (the kernel's checks)."""
     rng = np.random.default_rng(31)
     kernel = get_kernel("nn.layer_norm").fn
     g, b = rand(rng, shape[-1:], dtype), rand(rng, shape[-1:], dtype)
-    spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, (False, True, True))
+    spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, constant)
     x, out = _arena(rng, shape, dtype), _arena(rng, shape, dtype)
     fortran = np.empty(shape, dtype, order="F")
     assert fortran.base is None and not fortran.flags.c_contiguous
@@ -280,6 +282,8 @@ def test_layer_norm_of_a_kept_view_into_new_arrays_is_the_kernel(dtype, shape):
               fortran, np.empty(shape, dtype), np.empty(shape, "float32" if dtype == "float64" else "float64"),
               np.empty(shape, dtype)):
         x[...] = rand(rng, shape, dtype) * 3
+        if not constant[1]:
+            g[...], b[...] = rand(rng, shape[-1:], dtype), rand(rng, shape[-1:], dtype)
         want = np.empty_like(o)                 # (of o's layout: the kernel's path for it)
         kernel(x.copy(), g, b, out=want, axes=(-1,), epsilon=EPS)
         spec(x, g, b, out=o)

@@ -18,7 +18,8 @@ from ._registry import register_kernel
 from .half_cast import WIDEN_MIN_SIZE, cast_into
 from ._workspace import Scratch
 from .layer_norm_rows import (_RowPlanes, _layer_norm_matrix, _layer_norm_rows, _outer_fits, _tiny,
-                              _tiny_layer_norm, layer_norm_constants, ones_column, ones_vector, tiny_into)
+                              _tiny_layer_norm, layer_norm_constants, ones_column, ones_vector, rows_into,
+                              tiny_into)
 
 
 #: a row whose exponentials, shifted by the tensor's max, sum below this is
@@ -509,6 +510,8 @@ def _row_into(rows, gamma, beta, constants: tuple, planes):
         if planes is not None:
             return tiny_into(rows, gamma, beta, matrix, eps, planes)
         return lambda dst: _tiny_layer_norm(rows, gamma, beta, dst, matrix, eps, planes)
+    if planes is not None:
+        return rows_into(rows, beta, constants, planes)
     return lambda dst: _layer_norm_matrix(rows, gamma, beta, dst, constants, planes)
 
 
