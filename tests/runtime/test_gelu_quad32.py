@@ -141,6 +141,31 @@ def test_large_low_float_gelu_rounds_within_a_spacing(dtype):
                   <= np.spacing(np.abs(want).astype(dtype)).astype(np.float64))
 
 
+@pytest.mark.parametrize("n", [1, 480, _gelu_quad32.LOW_WORDS_MAX, _gelu_quad32.LOW_WORDS_MAX + 1])
+def test_the_row_in_the_index_low_halves_is_the_converted_rows_result(n):
+    """Up to LOW_WORDS_MAX values the row is written as int32 into the low halves of the zeroed intp
+    index: the same bytes as the converting subtract's index (the other path, forced), NaNs of both
+    signs and any payload (whose row is another, their result the same NaN), infinities, zeros and
+    subnormals included, call after call on the same buffers; past the bound there are no halves."""
+    nans = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FFFFFFF, 0xFFFFFFFF, 0xFFA00123],
+                    np.uint32).view(np.float32)
+    special = np.array([np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e30, -1e30, 6.0, -14.5, -15.0], np.float32)
+    rng = np.random.default_rng(41)
+    halves, converting = _gelu_quad32._Buffers(n), _gelu_quad32._Buffers(n)
+    converting.low = None
+    assert (halves.low is not None) == (n <= _gelu_quad32.LOW_WORDS_MAX and np.dtype(np.intp).itemsize == 8)
+    table = _gelu_quad32._Table32.get()
+    sweep = gelu_sweep()
+    for _ in range(3):
+        x = rng.choice(np.concatenate([sweep, nans, special]), n).astype(np.float32)
+        got, want = np.empty(n, np.float32), np.empty(n, np.float32)
+        _gelu_quad32._chunk(table, x, got, halves)
+        _gelu_quad32._chunk(table, x, want, converting)
+        assert got.tobytes() == want.tobytes()
+        _gelu_quad32._bound_chunk(table, x, got, halves)()
+        assert got.tobytes() == want.tobytes()
+
+
 def test_quad32_gelu_keeps_buffers_per_size_and_thread():
     """Two threads cycling through more sizes than are kept (chunks and tails) get what a fresh
     evaluation gives; at most ``_SIZES_KEPT`` sizes and ``_KEPT_VALUES`` values stay kept."""
