@@ -26,9 +26,9 @@ import math
 
 import numpy as np
 
-from . import conv_column_phases, conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
+from . import conv_column_phases, conv_depthwise_banded, conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
 from .gemm_blocks import block_calls, column_blocks
-from ._math import CLIP, scalar_array
+from ._math import CLIP, pads, scalar_array
 from ._workspace import same_workspace, scratch_nbytes
 from .negated_activation import negatable, negated, of_negated
 from . import conv_small_cl     # (its own line: small convs channels last inside, kernels/conv_small_cl.py)
@@ -363,7 +363,16 @@ def _prepare_nhwc(data, weight, bias, out, workspace, attrs, fixed_weight: bool,
             return None
         workspace = np.empty(nbytes, np.uint8)      # the instruction's own, kept while its shapes last
     arrays = _carve(layouts, workspace) if nbytes else []
-    return conv_small_nhwc.prepare(plan, data, weight, bias, arrays, act, fixed_weight, fixed_bias)
+    direct = conv_small_nhwc.prepare(plan, data, weight, bias, arrays, act, fixed_weight, fixed_bias)
+    padding = pads(attrs["padding"], data.ndim - 2)
+    if fixed_weight and plan.method == "depthwise" and conv_depthwise_banded.applies(
+            data.shape, weight.shape, dtype, attrs["strides"], padding[0] + padding[1], attrs["dilation"],
+            attrs["groups"]):
+        # a large kernel on a short plane: banded products per channel, the direct runner for
+        # results that are not finite (.conv_depthwise_banded)
+        finish = conv_small_nhwc._finisher(bias, act, fixed_bias, plan.lengths[-1])
+        return conv_depthwise_banded.prepare(data.shape, weight, padding[0] + padding[1], finish, direct)
+    return direct
 
 
 def geometry_spatial(plan) -> tuple:
