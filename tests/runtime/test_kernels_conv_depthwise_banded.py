@@ -179,3 +179,21 @@ def test_a_weight_computed_at_run_time_keeps_the_direct_runner(monkeypatch):
         CONV_BIAS_ACT(x, w, b, out=want, **attrs)
         np.testing.assert_array_equal(out, want)
     assert not calls
+
+
+def test_a_bias_in_a_register_is_read_every_call(monkeypatch):
+    """A bound weight with a bias computed at run time: banded, the bias's new values added each call."""
+    calls = taken(monkeypatch)
+    data, weight, attrs = TAKEN[1]
+    attrs = nhwc_attrs(attrs, "relu")
+    rng = np.random.default_rng(4)
+    w, b = rand(rng, weight, "float32"), rand(rng, (weight[-1],), "float32")
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, False))
+    out = out_for(data, weight, attrs, "float32")
+    for _ in range(3):
+        b[...] = rand(rng, (weight[-1],), "float32")
+        x = rand(rng, data, "float32")
+        call(x, w, b, out=out)
+        want, size = float64_conv(x, w, b, attrs)
+        assert np.all(np.abs(out - np.maximum(want, 0)) <= 51 * np.finfo(np.float32).eps * size)
+    assert calls == [data]
