@@ -138,6 +138,8 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         return _pointwise(data, weight, bias, act, len(plan.lengths))
     if plan.method != "strided":
         return None
+    if conv_column_phases.replaces_wide(plan, data.shape, work.itemsize):    # (as the generic kernel)
+        plan = conv_column_phases.without_wide(plan)
     batch, channels = data.shape[:2]
     layouts = conv_strided.strided_layouts(plan, batch, channels, weight.shape[0], work)
     if plan.strided.wide is not None:

@@ -17,8 +17,9 @@ before (in place, in cache; then the copy moves whole rows). A strided conv (Res
 7x7/2 stem) first splits the padded copy into its stride's phases (phase
 ``(a, b)`` holds the padded positions ``(a + s0 * u, b + s1 * v)``, as the
 engine's planes): the taps of one phase are then a wide window of its plane,
-one copy per phase. Measured in docs/design-notes.md ("Wide rows for the
-strided method").
+one copy per phase (where the column phases apply, the runners take those instead:
+:func:`.conv_column_phases.replaces_wide`). Measured in docs/design-notes.md ("Wide
+rows for the strided method").
 """
 
 from __future__ import annotations
