@@ -220,6 +220,37 @@ def test_permute_dims_and_split_per_instruction_read_every_calls_values():
             np.testing.assert_array_equal(piece, want)
 
 
+@pytest.mark.parametrize("axis, shapes", [
+    (4, [(1, 3, 4, 5, 1), (1, 3, 4, 5, 1)]),        # ShuffleNet's interleaving concat of unit axes
+    (-1, [(2, 3, 4), (2, 3, 1), (2, 3, 0), (2, 3, 6)]),   # uneven parts, an empty one, a negative axis
+    (0, [(1, 5), (3, 5)]),
+])
+def test_concat_per_instruction_reads_every_calls_values(axis, shapes):
+    """Per instruction concat keeps the output's slices for parts and an output that are views (the
+    same objects run after run with new values; the VM makes the parts' tuple anew each run): each
+    call as np.concatenate's; a part or an output that is another array, or of its own memory,
+    goes the kernel's way (and the next call of the kept views still reads them)."""
+    rng = np.random.default_rng(11)
+    call = get_kernel("concat").fn.specialize_attrs({"axis": axis}, (False,))
+    parts = [_view(shape) for shape in shapes]
+    ax = axis % len(shapes[0])
+    out_shape = list(shapes[0])
+    out_shape[ax] = sum(shape[ax] for shape in shapes)
+    out, other = _view(tuple(out_shape)), _view(tuple(out_shape))
+    for round_ in range(6):
+        for p in parts:
+            p[...] = rng.standard_normal(p.shape)
+        given = list(parts)
+        if round_ == 2:
+            given[0] = _view(shapes[0])                  # another part
+            given[0][...] = rng.standard_normal(shapes[0])
+        if round_ == 3:
+            given[-1] = parts[-1].copy()                 # a part of its own memory
+        target = other if round_ == 4 else (np.empty(out.shape, out.dtype) if round_ == 5 else out)
+        call(tuple(given), out=target)
+        np.testing.assert_array_equal(target, np.concatenate(given, axis=axis))
+
+
 @pytest.mark.parametrize("shape, axes", [((1, 2, 16, 8, 12), (0, 3, 4, 2, 1)), ((2, 3, 5, 9), (0, 2, 3, 1)),
                                          ((3, 5, 7), (2, 0, 1))])
 def test_permute_dims_per_instruction_with_per_position_copies(shape, axes):

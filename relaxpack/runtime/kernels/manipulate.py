@@ -203,6 +203,40 @@ def concat(tensors, *, out, axis):
     np.concatenate(tensors, axis=normalize_axis(axis, out.ndim), out=out)
 
 
+def _specialize_concat(attrs: dict, constant: tuple):
+    """Per instruction: for parts and an output that are the last call's views (an arena's: the same
+    objects run after run; the tuple of parts is made anew each run) their slices of the output
+    kept, so a call is one ``np.copyto`` per part, the copies ``np.concatenate`` makes (the same
+    values; ShuffleNet's interleaving concats 2.1 -> 1.7 us at 8x12x16x2); anything else goes to
+    :func:`concat`."""
+    axis, copy = attrs["axis"], np.copyto
+    state = [None, (), ()]      # out, the parts, their (slice of out, part) pairs
+
+    def call(tensors, *, out, workspace=None):
+        kept = state[1]
+        if out is state[0] and len(tensors) == len(kept) and all(a is b for a, b in zip(tensors, kept)):
+            for dst, src in state[2]:
+                copy(dst, src)
+            return
+        concat(tensors, out=out, axis=axis)
+        if out.base is not None and all(isinstance(t, np.ndarray) and t.base is not None for t in tensors):
+            state[:] = out, tuple(tensors), _concat_slices(tensors, out, normalize_axis(axis, out.ndim))
+    return call
+
+
+def _concat_slices(tensors, out: np.ndarray, ax: int) -> tuple:
+    """``(slice of out, part)`` for each part of a concatenation along ``ax`` into ``out``."""
+    pairs, start, index = [], 0, [slice(None)] * out.ndim
+    for t in tensors:
+        index[ax] = slice(start, start + t.shape[ax])
+        pairs.append((out[tuple(index)], t))
+        start += t.shape[ax]
+    return tuple(pairs)
+
+
+concat.specialize_attrs = _specialize_concat
+
+
 @register_kernel("rotate_half")
 def rotate_half(x, *, out):
     """``concat(-x[..., h:], x[..., :h])`` for a last axis of ``2h``: two numpy calls into the halves
