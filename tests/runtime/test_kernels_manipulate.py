@@ -220,6 +220,34 @@ def test_permute_dims_and_split_per_instruction_read_every_calls_values():
             np.testing.assert_array_equal(piece, want)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8", "bool"])
+@pytest.mark.parametrize("sections", [[3, 8], [1, 9], 2])
+def test_split_and_slice_of_channels_last_runs_per_instruction(dtype, sections):
+    """A split (and a strided_slice) along the last axis of views: each piece's runs copied as void
+    items (as_item_runs) where at least two values long, a piece of one channel as it is; the
+    values every call's, as np.split's and the slice's, for several dtypes, and after an input
+    that is an array of its own."""
+    from relaxpack.runtime.kernels.manipulate import as_item_runs
+    rng = np.random.default_rng(13)
+    split = get_kernel("split").fn.specialize_attrs({"indices_or_sections": sections, "axis": -1}, (False,))
+    slice_ = get_kernel("strided_slice").fn.specialize_attrs(
+        {"axes": (3,), "begin": (2,), "end": (9,), "strides": (1,)}, (False,))
+    x = _view((2, 3, 4, 10), dtype)
+    wants = np.split(x, sections, axis=-1)
+    pieces = tuple(_view(w.shape, dtype) for w in wants)
+    sliced = _view((2, 3, 4, 7), dtype)
+    runs = [as_item_runs(p, w)[1].dtype.kind for p, w in zip(pieces, wants)]
+    assert runs == ["V" if w.shape[-1] >= 2 else x.dtype.kind for w in wants]
+    for round_ in range(4):
+        x[...] = rand(rng, x.shape, dtype)
+        source = x if round_ != 2 else x.copy()
+        split(source, out=pieces)
+        for piece, want in zip(pieces, np.split(x, sections, axis=-1)):
+            np.testing.assert_array_equal(piece, want)
+        slice_(source, out=sliced)
+        np.testing.assert_array_equal(sliced, x[..., 2:9])
+
+
 @pytest.mark.parametrize("axis, shapes", [
     (4, [(1, 3, 4, 5, 1), (1, 3, 4, 5, 1)]),        # ShuffleNet's interleaving concat of unit axes
     (-1, [(2, 3, 4), (2, 3, 1), (2, 3, 0), (2, 3, 6)]),   # uneven parts, an empty one, a negative axis

@@ -314,19 +314,35 @@ def _specialize_split(attrs: dict, constant: tuple):
     after run; the tuple of pieces is made anew each run) the pieces' views kept, their copies
     alone each call; anything else goes to :func:`split`."""
     copy = np.copyto
-    state = [None, (), ()]      # x, the pieces, the views of x they copy
+    state = [None, (), ()]      # x, the pieces, their (piece, view of x) copies (as_item_runs)
 
     def call(x, *, out, workspace=None):
         kept = state[1]
         if x is state[0] and len(out) == len(kept) and all(a is b for a, b in zip(out, kept)):
-            for piece, part in zip(kept, state[2]):
-                copy(piece, part)
+            for dst, src in state[2]:
+                copy(dst, src)
             return
         split(x, out=out, **attrs)
         if x.base is not None and all(isinstance(p, np.ndarray) and p.base is not None for p in out):
             ax = normalize_axis(attrs["axis"], x.ndim)
-            state[:] = x, tuple(out), _split_parts(x, ax, split_points(x.shape[ax], attrs["indices_or_sections"]))
+            parts = _split_parts(x, ax, split_points(x.shape[ax], attrs["indices_or_sections"]))
+            state[:] = x, tuple(out), tuple(as_item_runs(p, q) for p, q in zip(out, parts))
     return call
+
+
+def as_item_runs(dst: np.ndarray, src: np.ndarray) -> tuple:
+    """``(dst, src)`` for ``np.copyto``: where ``src`` holds its last axis as runs of two or more
+    contiguous values apart from each other (a slice of the channels of a channels-last value: a
+    split's or a chunk's piece) and ``dst`` is C-contiguous of the same shape and dtype, both viewed
+    with one void item per run, so numpy's copy loops over runs, not values (ShuffleNet's split of
+    8x12 pixels of 32 channels in two: 2.1 -> 1.3 us; the same bytes); else as they are."""
+    item = src.itemsize
+    if (src.ndim < 2 or src.shape != dst.shape or src.dtype != dst.dtype or src.dtype.hasobject
+            or src.shape[-1] < 2 or src.strides[-1] != item or src.strides[-2] == src.shape[-1] * item
+            or not dst.flags.c_contiguous or 0 in src.shape):
+        return dst, src
+    run = np.dtype((np.void, src.shape[-1] * item))
+    return dst.view(run), src.view(run)
 
 
 split.specialize_attrs = _specialize_split
