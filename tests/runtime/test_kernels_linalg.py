@@ -125,6 +125,36 @@ def test_one_matrix_by_a_constant_weight_is_np_matmul_bit_for_bit(op, dtype):
         np.testing.assert_array_equal(out, want)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_gemm_into_a_new_output_each_call_is_np_matmul_bit_for_bit(dtype):
+    """A classifier's head: ``nn.gemm`` of an arena view by a constant weight into a model output,
+    a new array each call (fresh_out_views: np.dot of the kept matrix view into it): np.matmul's
+    bits plus the bias over calls with new values, one and several rows, then an out of another
+    shape, dtype or layout (a transposed view, a 3-d array), each as the generic call's."""
+    from relaxpack.runtime.kernels import get_kernel
+    rng = np.random.default_rng(37)
+    call = get_kernel("nn.gemm").fn.specialize_attrs({"activation": None}, (False, True, True))
+    w, b = rand(rng, (9, 4), dtype), rand(rng, (4,), dtype)
+    for rows in (1, 1, 3, 3, 1):
+        x = _views_of(rng, (rows, 9), dtype)[0]
+        for _ in range(3):
+            x[...] = rand(rng, (rows, 9), dtype)             # new values in the same view
+            out = np.empty((rows, 4), dtype)
+            call(x, w, b, out=out)
+            np.testing.assert_array_equal(out, np.matmul(x, w) + b)
+    x = _views_of(rng, (2, 9), dtype)[0]
+    call(x, w, b, out=np.empty((2, 4), dtype))
+    generic = get_kernel("nn.gemm").fn
+    for out in (np.empty((4, 2), dtype).T, np.empty((1, 2, 4), dtype)[0], np.empty((2, 4), np.float16)):
+        want = np.empty(out.shape, out.dtype)
+        generic(x, w, b, out=want, activation=None)
+        call(x, w, b, out=out)
+        np.testing.assert_array_equal(out, want)
+    out = np.empty((1, 2, 4), dtype)                        # a 3-d output: matmul's path
+    call(x[None], w, b, out=out)
+    np.testing.assert_array_equal(out, np.matmul(x[None], w) + b)
+
+
 # (lhs shape before its permutation, rhs shape before its, lhs axes, rhs axes, out axes)
 PERMUTED = [
     ((1, 5, 2, 16), (1, 5, 2, 16), (0, 2, 1, 3), (0, 2, 3, 1), None),          # q @ k^T from heads

@@ -79,6 +79,22 @@ def one_matrix_views(lhs, rhs, out) -> tuple | None:
     return lhs, rhs, out, lhs.reshape(lhs.shape[-2:]), out.reshape(out.shape[-2:])
 
 
+def fresh_out_views(lhs, rhs, out) -> tuple | None:
+    """``(lhs, rhs, lhs as a matrix, out's shape, out's dtype)`` when ``out`` is an array owning its
+    memory (a model output: a new array each call, never held) of 2 dims into which ``lhs @ rhs``
+    is the one matrix product :func:`one_matrix_views` takes by ``np.dot`` for a view (``lhs`` a
+    view, all three contiguous, BLAS dtypes): a specialized product keeps them and calls
+    ``np.dot(lhs matrix, rhs, out)`` while it is given the same ``lhs`` and ``rhs`` and an ``out``
+    of that shape and dtype (a classifier's head into the logits: the generic call's checks cost
+    ~1 us of ~2.5); else None."""
+    if out.base is not None or out.ndim != 2 or lhs.base is None:
+        return None
+    views = one_matrix_views(lhs, rhs, out.view())      # (the view: out itself is not held)
+    if views is None or views[3] is None:
+        return None
+    return lhs, rhs, views[3], out.shape, out.dtype
+
+
 def _specialize_matmul(attrs: dict, constant: tuple):
     """Per instruction: float16 and bfloat16 products by a constant keep its float32 copy instead
     of converting it per call; an integer constant is declared one (:mod:`.integer_exact`); a
