@@ -141,10 +141,15 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     batch, channels = data.shape[:2]
     layouts = conv_strided.strided_layouts(plan, batch, channels, weight.shape[0], work)
     if plan.strided.wide is not None:
-        arrays = _scratch(layouts, workspace)
+        # an exact conv's bias as its GEMM's last term (conv_wide.bias_row_layouts)
+        bias_row = None if not (attrs.get("exact") and fixed_weight and fixed_bias and bias is not None
+                                and attrs["groups"] == 1 and work == dtype) else \
+            conv_wide.bias_row_layouts(plan, layouts, channels, weight.shape[0])
+        arrays = _scratch(layouts if bias_row is None else bias_row, workspace)
         relu = attrs["activation"] == "relu" and work == dtype
         return None if arrays is None else conv_wide.prepare(
-            plan, weight, bias, attrs["groups"], out, arrays, None if relu else act, relu, fixed_weight, fixed_bias)
+            plan, weight, bias, attrs["groups"], out, arrays, None if relu else act, relu, fixed_weight, fixed_bias,
+            bias_row is not None)
     if work != dtype:       # float16: the float32 input (unpadded) and the float32 result
         layouts = layouts[:-1] + [((batch, channels, *geometry_spatial(plan)), work)] * (len(layouts) == 1) \
             + layouts[-1:] + [(tuple(out.shape), work)]
