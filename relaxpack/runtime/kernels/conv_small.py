@@ -131,7 +131,8 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     if conv_small_cl.applies(plan, attrs["groups"], *data.shape[:2], weight.shape[0], out.dtype):
         # a small conv run channels last inside (the generic kernel takes the same method, the
         # same bits); a weight computed at run time: the generic kernel (the taps reordered per call)
-        return conv_small_cl.prepare(plan, data, weight, bias, out, act, fixed_bias) if fixed_weight else None
+        return conv_small_cl.prepare(plan, data, weight, bias, out, act, fixed_bias,
+                                     bool(attrs.get("exact"))) if fixed_weight else None
     dtype = out.dtype
     work = np.dtype(np.float32) if dtype == np.float16 else dtype
     if _is_pointwise(plan) and attrs["groups"] == 1 and work == dtype:
