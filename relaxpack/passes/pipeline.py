@@ -27,6 +27,7 @@ from .core.infra import Pass, Sequential
 from .dead_code_elimination import dead_code_elimination
 from .drop_nan_saturation import drop_nan_saturation
 from .drop_zero_sign_round_trips import drop_zero_sign_round_trips
+from .hoist_max_pool import hoist_max_pool
 from .eliminate_common_subexpr import eliminate_common_subexpr
 from .exact_integer_matmul import exact_integer_matmul
 from .fold_activation_scales import fold_activation_scales
@@ -92,6 +93,7 @@ def optimize_pipeline() -> Sequential:
       in one kernel), FoldActivationScales (HardSigmoid's factors and HardSwish's 1/6 into constant
       weights: float rewrites), DropZeroSignRoundTrips (quantized values' casts to their
       integer type and back where only a zero's sign would change and nothing reads it),
+      HoistMaxPool (a max pool of a monotone requantization chain pools the chain's input),
       PackRecurrentWeights (constant LSTM/GRU/RNN weights in the layout
       their kernels read), another core round to clean up, TabulateIntegerFunctions
       (elementwise chains of a quantized value become table look-ups, on folded
@@ -107,7 +109,8 @@ def optimize_pipeline() -> Sequential:
                      widen_float16_regions, merge_projections, fuse_bias_activation, fold_permute_matmul, sink_resize,
                      convert_layout, conv1d_channels_last, simplify_algebra, concat_of_split_pass, fuse_squeeze_excite,
                      fold_activation_scales,
-                     drop_zero_sign_round_trips, pack_recurrent_weights, *core_passes(), tabulate_integer_functions,
+                     drop_zero_sign_round_trips, pack_recurrent_weights, *core_passes(), hoist_max_pool,
+                     tabulate_integer_functions,
                      fuse_dynamic_quantize, dead_code_elimination, share_look_ups, widen_look_up_tables,
                      narrow_index_casts, drop_nan_saturation, fuse_ops],
                     name="O2", opt_level=2)

@@ -131,7 +131,8 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     if conv_small_cl.applies(plan, attrs["groups"], *data.shape[:2], weight.shape[0], out.dtype):
         # a small conv run channels last inside (the generic kernel takes the same method, the
         # same bits); a weight computed at run time: the generic kernel (the taps reordered per call)
-        return conv_small_cl.prepare(plan, data, weight, bias, out, act, fixed_bias) if fixed_weight else None
+        return conv_small_cl.prepare(plan, data, weight, bias, out, act, fixed_bias,
+                                     bool(attrs.get("exact"))) if fixed_weight else None
     dtype = out.dtype
     work = np.dtype(np.float32) if dtype == np.float16 else dtype
     if _is_pointwise(plan) and attrs["groups"] == 1 and work == dtype:
@@ -143,10 +144,15 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     batch, channels = data.shape[:2]
     layouts = conv_strided.strided_layouts(plan, batch, channels, weight.shape[0], work)
     if plan.strided.wide is not None:
-        arrays = _scratch(layouts, workspace)
+        # an exact conv's bias as its GEMM's last term (conv_wide.bias_row_layouts)
+        bias_row = None if not (attrs.get("exact") and fixed_weight and fixed_bias and bias is not None
+                                and attrs["groups"] == 1 and work == dtype) else \
+            conv_wide.bias_row_layouts(plan, layouts, channels, weight.shape[0])
+        arrays = _scratch(layouts if bias_row is None else bias_row, workspace)
         relu = attrs["activation"] == "relu" and work == dtype
         return None if arrays is None else conv_wide.prepare(
-            plan, weight, bias, attrs["groups"], out, arrays, None if relu else act, relu, fixed_weight, fixed_bias)
+            plan, weight, bias, attrs["groups"], out, arrays, None if relu else act, relu, fixed_weight, fixed_bias,
+            bias_row is not None)
     if work != dtype:       # float16: the float32 input (unpadded) and the float32 result
         layouts = layouts[:-1] + [((batch, channels, *geometry_spatial(plan)), work)] * (len(layouts) == 1) \
             + layouts[-1:] + [(tuple(out.shape), work)]
