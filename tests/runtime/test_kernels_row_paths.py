@@ -207,20 +207,24 @@ def _softmax_inputs(rng, shape, dtype):
 
 
 @pytest.mark.parametrize("op", ["nn.softmax", "nn.safe_softmax"])
-@pytest.mark.parametrize("shape", [(1, 1), (2, 2, 1, 1), (1, 2, 5, 5), (3, 2, 17, 17), (1, 65, 16), (2, 0, 3)],
-                         ids=str)
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2, 1, 1), (1, 2, 5, 5), (3, 2, 17, 17), (1, 65, 16), (2, 0, 3),
+                                   (16, 64), (1, 16, 65), (17, 3), (1, 2, 17, 17), (2, 2)], ids=str)
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_specialized_softmax_on_kept_arrays_is_the_kernel(op, shape, dtype):
-    """The specialized softmax keeps the row matrices of the last call's arena arrays: the generic
-    kernel's bits over new values in the same arrays (rows that leave the row path included), other
-    (owning) arrays, the same arrays again, in place, and dtypes that never take the kept path."""
+    """The specialized softmax keeps the row matrices of the last call's arena arrays and runs its
+    row path on them with kept buffers (a few rows: each by its own max, up to 16 rows and 1024
+    values; more: the tensor's shift, low rows redone whole up to 2048 values, picked out past it):
+    the generic kernel's bits over new values in the same arrays (rows that leave the row path
+    included), other (owning) arrays, the same arrays again, in place, and dtypes that never take
+    the kept path; shapes on both sides of each bound."""
     rng = np.random.default_rng(26)
     kernel = get_kernel(op).fn
     spec = kernel.specialize_attrs({"axis": -1}, (False,))
     x, out = _arena(rng, shape, dtype), _arena(rng, shape, dtype)
     with np.errstate(all="ignore"):
         for values in list(_softmax_inputs(rng, shape, dtype)) * 2:
-            for a, b in ((x, out), (values.copy(), np.empty(shape, dtype)), (x, out), (x, x), (x, x)):
+            for a, b in ((x, out), (x, out), (values.copy(), np.empty(shape, dtype)), (x, out), (x, out), (x, x),
+                         (x, x)):
                 if a is x:
                     x[...] = values
                 want = np.empty(shape, dtype)
