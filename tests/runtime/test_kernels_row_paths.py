@@ -234,6 +234,43 @@ def test_specialized_softmax_on_kept_arrays_is_the_kernel(op, shape, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_layer_norm_of_kept_rows_into_new_outputs_is_the_kernel(dtype):
+    """A model's last layer norm reads an arena view and writes the output, a new array every
+    call: the specialized kernel keeps ``x``'s rows (never the output) and writes each new
+    output through its reshape. The generic kernel's bits over new outputs, the same output twice,
+    an arena output between them (kept as before), a new gamma, beta None, shapes across the
+    planes bound and the few-row products' bound, a non-contiguous output."""
+    import weakref
+    rng = np.random.default_rng(28)
+    kernel = get_kernel("nn.layer_norm").fn
+    d = 32
+    bound = rows_path._outer_max_size(d) // d
+    for rows in (1, 5, 9, bound + 1):
+        for constant in ((False, True, True), (False, False, False)):
+            spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, constant)
+            gammas = [rand(rng, (d,), dtype), rand(rng, (d,), dtype)]
+            beta = rand(rng, (d,), dtype)
+            x, arena_out = _arena(rng, (1, rows, d), dtype), _arena(rng, (1, rows, d), dtype)
+            same = np.empty((1, rows, d), dtype)
+            strided = np.empty((1, rows, 2 * d), dtype)[..., ::2]
+            for g, b, o in ((gammas[0], beta, None), (gammas[0], beta, None), (gammas[0], beta, same),
+                            (gammas[0], beta, same), (gammas[0], beta, arena_out), (gammas[0], beta, arena_out),
+                            (gammas[0], beta, None), (gammas[1], beta, None), (gammas[1], beta, None),
+                            (gammas[1], None, None), (gammas[1], None, None), (gammas[1], beta, strided),
+                            (gammas[1], beta, None)):
+                out = np.empty((1, rows, d), dtype) if o is None else o
+                x[...] = rand(rng, x.shape, dtype) * 3
+                # (a non-contiguous out takes the generic kernel's general path: compared with it)
+                want = np.empty((1, rows, 2 * d), dtype)[..., ::2] if o is strided else np.empty(x.shape, dtype)
+                kernel(x.copy(), g, b, out=want, axes=(-1,), epsilon=EPS)
+                spec(x, g, b, out=out)
+                np.testing.assert_array_equal(out, want)
+            ref = weakref.ref(out)
+            del out, o
+            assert ref() is None                    # a new output is not held past its call
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_layer_norm_on_kept_arrays_is_the_kernel(dtype):
     """The specialized layer norm runs the last call's arena arrays on their kept row matrices: the
     generic kernel's bits over new values, a new gamma or beta array (planes made again), shapes

@@ -490,6 +490,12 @@ def _specialize_layer_norm(attrs: dict, constant: tuple):
             else:
                 same[5]()
             return
+        if x is same[0] and same[1] is None and k is not None and gamma is k[0] and beta is k[1] \
+                and out.base is None and out.__class__ is np.ndarray and out.shape == x.shape and out.dtype is k[4] \
+                and out.flags.c_contiguous:
+            # the last call's arena x into a new out of its shape (the model's output): kept x rows
+            _layer_norm_matrix(same[2], k[2], k[3], out.reshape(same[2].shape), k[7], same[4])
+            return
         if k is not None and gamma is k[0] and beta is k[1] and x.dtype is k[4] and out.dtype is k[4] \
                 and x.ndim == k[5] and x.shape == out.shape and x.shape[-1] == k[2].size and x.size \
                 and x.flags.c_contiguous and out.flags.c_contiguous:
@@ -538,15 +544,17 @@ def _specialize_layer_norm(attrs: dict, constant: tuple):
 def _kept_rows(x, out, planes: "_RowPlanes | None", kept: tuple) -> tuple:
     """What the specialized layer norm keeps for a call on the same arrays: ``(x, out, x's rows,
     out's rows, planes, run)``, a low float's rows being its planes' float32 ones (``run`` None),
+    an ``out`` owning its memory (a model output, new every call) None with its rows (``x``'s kept),
     else ``run()`` the row path's calls on the kept rows and parameters (``kept``: the flattened
     gamma and beta, the low flag, the constants), its branch between the products and the row
     arithmetic taken once (~0.3 us of Python a call); Nones when ``x`` or ``out`` owns its memory
     (a model input or output: not held past the call) or, for a low float, there are no planes."""
     low = kept[6]
-    if x.base is None or out.base is None or x.__class__ is not np.ndarray or out.__class__ is not np.ndarray \
-            or (low and planes is None):
+    if x.base is None or x.__class__ is not np.ndarray or out.__class__ is not np.ndarray or (low and planes is None):
         return (None,) * 6
     d = x.shape[-1]
+    if out.base is None:        # a new out every call (the model's output): x's rows alone, not a low float
+        return (None,) * 6 if low else (x, None, x.reshape(-1, d), None, planes, None)
     if low:
         return x, out, planes.wide.reshape(-1, d), None, planes, None
     rows, dst = x.reshape(-1, d), out.reshape(-1, d)
