@@ -321,6 +321,35 @@ def test_rms_norm_bound_scale_as_a_tile_is_the_kernel(dtype):
                 np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_rms_norm_on_kept_arrays_is_the_kernel(dtype):
+    """A bound-scale RMS norm on the same arena views as the last call runs its calls into kept
+    buffers: the generic kernel's bits over new values in the same arrays (a zero row with epsilon
+    0 too), owning arrays between them (not kept), in place, a new scale array, a strided x, shapes
+    across the tile bar, one row, float16 (never kept)."""
+    from relaxpack.runtime.kernels.tiled_operand import ROW_TILE_MAX_SIZE
+    rng = np.random.default_rng(29)
+    kernel = get_kernel("nn.rms_norm").fn
+    for epsilon in (EPS, 0.0):
+        spec = kernel.specialize_attrs({"epsilon": epsilon}, (False, True))
+        scales = [rand(rng, (16,), dtype), rand(rng, (16,), dtype)]
+        for shape in ((1, 5, 16), (1, 16), (ROW_TILE_MAX_SIZE // 16 + 1, 16), (3, 7, 16)):
+            x, out = _arena(rng, shape, dtype), _arena(rng, shape, dtype)
+            strided = _arena(rng, shape[:-1] + (32,), dtype)[..., ::2]
+            for a, o, scale in ((x, out, scales[0]),) * 3 + ((x.copy(), np.empty(shape, dtype), scales[0]),
+                                                              (x, out, scales[0]), (x, x, scales[0]), (x, x, scales[0]),
+                                                              (x, out, scales[1]), (x, out, scales[1]),
+                                                              (strided, out, scales[1]), (strided, out, scales[1]),
+                                                              (x, out, scales[1])):
+                a[...] = rand(rng, a.shape, dtype) * 3
+                a[..., 0, :] = 0                # a zero row: 1 / 0 with epsilon 0
+                want = np.empty(shape, dtype)
+                with np.errstate(all="ignore"):
+                    kernel(a.copy(), scale, out=want, epsilon=epsilon)
+                spec(a, scale, out=o)
+                np.testing.assert_array_equal(o, want)
+
+
 @pytest.mark.parametrize("op", ["nn.softmax", "nn.safe_softmax"])
 @pytest.mark.parametrize("shape", [(1, 1), (2, 2, 1, 1), (9, 1)], ids=str)
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
