@@ -194,6 +194,56 @@ def test_kept_products_are_the_plain_kernels(dtype, lhs_shape, rhs_shape, lhs_ax
 
 
 
+@pytest.mark.parametrize("lhs_shape, rhs_shape, lhs_axes, rhs_axes, out_axes", PERMUTED, ids=str)
+@pytest.mark.parametrize("fresh_side", [0, 1])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_a_new_operand_of_the_kept_form_is_the_plain_kernel(dtype, fresh_side, lhs_shape, rhs_shape, lhs_axes,
+                                                             rhs_axes, out_axes):
+    """A decoder's KV cache is a new array every run (a model input, a fresh concat) beside arena
+    views kept from the last call: a new operand of the last one's shape, strides and dtype takes
+    the kept call with its view made again. The plain kernel's bits over new owning arrays, new
+    views of other buffers, a transposed layout of the same shape, another shape, the kept arrays
+    again, an owned ``out``; an owning operand is not held past the call."""
+    import weakref
+    from relaxpack.runtime.kernels import get_kernel
+    rng = np.random.default_rng(11)
+    attrs = {"lhs_axes": lhs_axes, "rhs_axes": rhs_axes, "out_axes": out_axes, "out_dtype": None}
+    op = "permute_matmul" if lhs_axes or rhs_axes or out_axes else "matmul"
+    if op == "matmul":
+        attrs = {"out_dtype": None}
+    call = get_kernel(op).fn.specialize_attrs(attrs, (False, False))
+    shapes = (lhs_shape, rhs_shape)
+    expected_shape = run_kernel(op, rand(rng, lhs_shape, dtype), rand(rng, rhs_shape, dtype), **attrs).shape
+    kept = _views_of(rng, shapes[1 - fresh_side], dtype)[0]
+    out = _views_of(rng, expected_shape, dtype)[0]
+    shape = shapes[fresh_side]
+    flipped = rand(rng, shape[:-2] + shape[-1:] + shape[-2:-1], dtype).swapaxes(-1, -2)    # same shape, other strides
+    other = rand(rng, shape[:-2] + (shape[-2] + 1, shape[-1]), dtype) if fresh_side == 0 and lhs_axes is None else None
+    news = [rand(rng, shape, dtype), rand(rng, shape, dtype), _views_of(rng, shape, dtype)[0], flipped,
+            rand(rng, shape, dtype), flipped.copy(), rand(rng, shape, dtype)]
+    for new in news + ([other] if other is not None else []) + [rand(rng, shape, dtype)]:
+        kept[...] = rand(rng, kept.shape, dtype)
+        lhs, rhs = (new, kept) if fresh_side == 0 else (kept, new)
+        want = run_kernel(op, lhs, rhs, **attrs)
+        target = out if new.shape == shape else np.empty(want.shape, dtype)
+        call(lhs, rhs, out=target)
+        np.testing.assert_array_equal(target, want)
+    owned = rand(rng, shape, dtype)
+    lhs, rhs = (owned, kept) if fresh_side == 0 else (kept, owned)
+    call(lhs, rhs, out=out)
+    call(lhs, rhs, out=out)
+    ref = weakref.ref(owned)
+    del owned, lhs, rhs
+    assert ref() is None
+    fresh_out = np.empty(expected_shape, dtype)         # an out owning its memory: never kept
+    new = rand(rng, shape, dtype)
+    lhs, rhs = (new, kept) if fresh_side == 0 else (kept, new)
+    for _ in range(2):
+        call(lhs, rhs, out=fresh_out)
+        np.testing.assert_array_equal(fresh_out, run_kernel(op, lhs, rhs, **attrs))
+
+
+
 # (lhs dtype, rhs dtype, out dtype): float16 products as attention runs them in float32 regions
 MIXED = [("float16", "float16", "float32"), ("float32", "float16", "float16"), ("float16", "float16", "float16"),
          ("float16", "float32", "float32"), ("float16", "float32", "float16")]

@@ -150,8 +150,18 @@ def _shifted_softmax(rows: np.ndarray, shift, exps: np.ndarray, dst: np.ndarray)
         np.subtract(rows, shift, out=exps, dtype=exps.dtype)       # low floats: subtract in float32
     np.exp(exps, exps)
     total = np.dot(exps, ones_vector(rows.shape[-1], exps.dtype))
-    low = _least(total) < _ROW_SUM_FLOOR
-    if low and rows.size <= _WHOLE_REDO_SIZE:
+    if _least(total) < _ROW_SUM_FLOOR:
+        return _redo_low_rows(rows, exps, dst, total)
+    with quiet():
+        np.divide(exps, total[:, None], dst)
+    return DONE
+
+
+def _redo_low_rows(rows: np.ndarray, exps: np.ndarray, dst: np.ndarray, total: np.ndarray) -> str:
+    """The end of :func:`_shifted_softmax` when some row's shifted sum (``total``, a vector) is
+    under ``_ROW_SUM_FLOOR``: such rows (a small tensor: all of them) are redone with their own
+    max. REDONE."""
+    if rows.size <= _WHOLE_REDO_SIZE:
         # a small tensor is redone whole, each row shifted by its own max: five calls, where
         # picking the rows out costs eight and fancy indexing (DeBERTa masks whole query rows)
         with quiet():          # an all -inf row is NaN, as in ONNX's reference
@@ -160,20 +170,16 @@ def _shifted_softmax(rows: np.ndarray, shift, exps: np.ndarray, dst: np.ndarray)
             total = np.dot(exps, ones_vector(rows.shape[-1], exps.dtype))
             np.divide(exps, total[:, None], dst)
         return REDONE
-    if low:
-        low = np.flatnonzero(total < _ROW_SUM_FLOOR)
-        again = rows[low].astype(exps.dtype)
-        with quiet():          # an all -inf row is NaN, as in ONNX's reference
-            again -= np.max(again, axis=1, keepdims=True)
-        np.exp(again, out=again)
-        exps[low] = again
-        total[low] = np.sum(again, axis=1)
-        with quiet():
-            np.divide(exps, total[:, None], dst)
-        return REDONE
+    low = np.flatnonzero(total < _ROW_SUM_FLOOR)
+    again = rows[low].astype(exps.dtype)
+    with quiet():          # an all -inf row is NaN, as in ONNX's reference
+        again -= np.max(again, axis=1, keepdims=True)
+    np.exp(again, out=again)
+    exps[low] = again
+    total[low] = np.sum(again, axis=1)
     with quiet():
         np.divide(exps, total[:, None], dst)
-    return DONE
+    return REDONE
 
 
 #: up to this many values a tensor's max and a few row sums' min are Python's (a fifth of the
@@ -278,14 +284,15 @@ def _specialize_softmax(safe: bool):
         if set(attrs) != {"axis"}:
             return lambda x, *, out, workspace=None: (safe_softmax if safe else softmax)(x, out=out, **attrs)
         axis = attrs["axis"]
-        kept: list = [None] * 6       # x, out, their row matrices, whether they share memory, rows of one
+        kept: list = [None] * 7       # x, out, their row matrices, whether they share memory, rows of one, rowwise run
 
         def call(x, *, out, workspace=None):
             if x is kept[0] and out is kept[1]:
                 if safe and kept[5]:
                     np.isfinite(kept[2], kept[3])    # one value a row: 1, or 0 for what is NaN unguarded
                     return
-                done = _softmax_matrix(kept[2], kept[3], kept[4])
+                run = kept[6]
+                done = run() if run is not None else _softmax_matrix(kept[2], kept[3], kept[4])
                 if done is None:
                     done = _softmax_into(x, out, axis)
             else:
@@ -305,9 +312,66 @@ def _row_matrices(x, out, axis) -> tuple:
             and out.base is not None and x.ndim and x.size and (axis == -1 or axis == x.ndim - 1)
             and x.shape == out.shape and x.dtype == out.dtype and x.dtype in _ROW_DTYPES
             and x.flags.c_contiguous and out.flags.c_contiguous):
-        return (None,) * 6
+        return (None,) * 7
     n = x.shape[-1]
-    return x, out, x.reshape(-1, n), out.reshape(-1, n), bool(np.may_share_memory(x, out)), n == 1
+    rows, dst = x.reshape(-1, n), out.reshape(-1, n)
+    shared = bool(np.may_share_memory(x, out))
+    return x, out, rows, dst, shared, n == 1, _rowwise_run(rows, dst) or (None if shared else _shifted_run(rows, dst))
+
+
+def _rowwise_run(rows: np.ndarray, dst: np.ndarray):
+    """``run()``: :func:`_rowwise_softmax` of these kept row matrices when :func:`_softmax_matrix`
+    takes it (a few rows of more than one value), its row maxes and sums written into buffers kept
+    with it (the same reductions and BLAS product, ``out`` given), its finiteness check on a kept
+    flat view of the maxes and its calls positional, without the frames around it (~1 us of a
+    ~5.5 us softmax at (1, 2, 5, 5)); else None. A row max that is not finite goes to
+    :func:`_nonfinite_rowwise` as before."""
+    count, n = rows.shape
+    if n == 1 or count > _FEW or rows.size > _ROWWISE_SIZE:
+        return None
+    maxes, total = np.empty((count, 1), rows.dtype), np.empty((count, 1), rows.dtype)
+    flat, ones = maxes.reshape(-1), ones_column(n, rows.dtype)
+    isfinite, subtract, exp, dot, divide = math.isfinite, np.subtract, np.exp, np.dot, np.divide
+
+    def run():
+        _MAX(rows, 1, None, maxes, True)
+        listed = flat.tolist()
+        if not all(map(isfinite, listed)):
+            return _nonfinite_rowwise(rows, dst, maxes, listed)
+        subtract(rows, maxes, dst)
+        exp(dst, dst)
+        dot(dst, ones, total)           # each row holds a 1: sums >= 1
+        divide(dst, total, dst)
+        return DONE
+    return run
+
+
+def _shifted_run(rows: np.ndarray, dst: np.ndarray):
+    """``run()``: the tensor-shift path of :func:`_softmax_matrix` (rows of more than one value
+    past :func:`_rowwise_softmax`'s bounds, ``dst`` apart from ``rows``) on these kept row
+    matrices, its row sums written into a kept ``(rows, 1)`` column (the same BLAS product as
+    the vector :func:`_shifted_softmax` takes, which numpy hands to the same gemv) that the
+    division broadcasts without a ``[:, None]`` view: :func:`_shifted_softmax`'s calls, a low row
+    redone by its end (:func:`_redo_low_rows`), ~1.5 us less at (1, 2, 17, 17)."""
+    count, n = rows.shape
+    if n == 1:
+        return None
+    total = np.empty((count, 1), rows.dtype)
+    flat, ones = total.reshape(-1), ones_column(n, rows.dtype)
+    isfinite, subtract, exp, dot, divide = math.isfinite, np.subtract, np.exp, np.dot, np.divide
+
+    def run():
+        shift = _tensor_max(rows)
+        if not isfinite(shift):
+            return _general_rows(rows, dst, _MAX(rows, 1, None, None, True))
+        subtract(rows, shift, dst)
+        exp(dst, dst)
+        dot(dst, ones, total)
+        if _least(flat) < _ROW_SUM_FLOOR:
+            return _redo_low_rows(rows, dst, dst, flat)
+        divide(dst, total, dst)
+        return DONE
+    return run
 
 
 softmax.specialize_attrs = _specialize_softmax(False)
@@ -426,6 +490,12 @@ def _specialize_layer_norm(attrs: dict, constant: tuple):
             else:
                 same[5]()
             return
+        if x is same[0] and same[1] is None and k is not None and gamma is k[0] and beta is k[1] \
+                and out.base is None and out.__class__ is np.ndarray and out.shape == x.shape and out.dtype is k[4] \
+                and out.flags.c_contiguous:
+            # the last call's arena x into a new out of its shape (the model's output): kept x rows
+            _layer_norm_matrix(same[2], k[2], k[3], out.reshape(same[2].shape), k[7], same[4])
+            return
         if k is not None and gamma is k[0] and beta is k[1] and x.dtype is k[4] and out.dtype is k[4] \
                 and x.ndim == k[5] and x.shape == out.shape and x.shape[-1] == k[2].size and x.size \
                 and x.flags.c_contiguous and out.flags.c_contiguous:
@@ -474,15 +544,17 @@ def _specialize_layer_norm(attrs: dict, constant: tuple):
 def _kept_rows(x, out, planes: "_RowPlanes | None", kept: tuple) -> tuple:
     """What the specialized layer norm keeps for a call on the same arrays: ``(x, out, x's rows,
     out's rows, planes, run)``, a low float's rows being its planes' float32 ones (``run`` None),
+    an ``out`` owning its memory (a model output, new every call) None with its rows (``x``'s kept),
     else ``run()`` the row path's calls on the kept rows and parameters (``kept``: the flattened
     gamma and beta, the low flag, the constants), its branch between the products and the row
     arithmetic taken once (~0.3 us of Python a call); Nones when ``x`` or ``out`` owns its memory
     (a model input or output: not held past the call) or, for a low float, there are no planes."""
     low = kept[6]
-    if x.base is None or out.base is None or x.__class__ is not np.ndarray or out.__class__ is not np.ndarray \
-            or (low and planes is None):
+    if x.base is None or x.__class__ is not np.ndarray or out.__class__ is not np.ndarray or (low and planes is None):
         return (None,) * 6
     d = x.shape[-1]
+    if out.base is None:        # a new out every call (the model's output): x's rows alone, not a low float
+        return (None,) * 6 if low else (x, None, x.reshape(-1, d), None, planes, None)
     if low:
         return x, out, planes.wide.reshape(-1, d), None, planes, None
     rows, dst = x.reshape(-1, d), out.reshape(-1, d)
