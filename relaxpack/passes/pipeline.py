@@ -46,6 +46,7 @@ from .narrow_index_casts import narrow_index_casts
 from .pack_recurrent_weights import pack_recurrent_weights
 from .plan_memory import plan_memory
 from .reorder_bindings import reorder_bindings
+from .round_float16_in_float32 import round_float16_in_float32
 from .share_look_ups import share_look_ups
 from .simplify_algebra import simplify_algebra
 from .simplify_shapes import simplify_shapes
@@ -107,7 +108,7 @@ def optimize_pipeline() -> Sequential:
                      widen_float16_regions, merge_projections, fuse_bias_activation, fold_permute_matmul, sink_resize,
                      convert_layout, conv1d_channels_last, simplify_algebra, concat_of_split_pass, fuse_squeeze_excite,
                      fold_activation_scales,
-                     drop_zero_sign_round_trips, pack_recurrent_weights, *core_passes(), tabulate_integer_functions,
+                     drop_zero_sign_round_trips, pack_recurrent_weights, canonicalize_bindings, round_float16_in_float32, *core_passes(), tabulate_integer_functions,
                      fuse_dynamic_quantize, dead_code_elimination, share_look_ups, widen_look_up_tables,
                      narrow_index_casts, drop_nan_saturation, fuse_ops],
                     name="O2", opt_level=2)
