@@ -94,7 +94,9 @@ def optimize_pipeline() -> Sequential:
       weights: float rewrites), DropZeroSignRoundTrips (quantized values' casts to their
       integer type and back where only a zero's sign would change and nothing reads it),
       PackRecurrentWeights (constant LSTM/GRU/RNN weights in the layout
-      their kernels read), another core round to clean up, TabulateIntegerFunctions
+      their kernels read), RoundFloat16InFloat32 (a float16 rounding every reader widens again
+      kept in float32 by ``round_to_float16``; after CanonicalizeBindings: it reads readers
+      through no aliases), another core round to clean up, TabulateIntegerFunctions
       (elementwise chains of a quantized value become table look-ups, on folded
       constants), FuseDynamicQuantize (a DynamicQuantizeLinear an integer product reads in
       one kernel; DeadCodeElimination drops the chains of both), ShareLookUps (a look-up another one's

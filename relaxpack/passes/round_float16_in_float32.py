@@ -199,7 +199,10 @@ RULES = _table(Readers())
 def round_float16_in_float32(func, mod, ctx):
     """Keep float16 roundings that every reader widens in float32 (see the module docstring)."""
     for _ in range(MAX_ROUNDS):
-        new = _table(Readers(func)).apply(func)
+        readers = Readers(func)
+        if not any(_rounded(value) is not None for value in readers.bound.values()):
+            return func                 # no float16 rounding: nothing to sweep (float32 models)
+        new = _table(readers).apply(func)
         if new is func:
             return func
         func = new

@@ -112,3 +112,11 @@ def test_empty():
     out = np.empty((0, 3), np.float32)
     ROUND(np.empty((0, 3), np.float32), out=out)
     assert out.shape == (0, 3)
+
+
+def test_an_overlap_other_than_in_place_takes_numpys_casts():
+    rng = np.random.default_rng(4)
+    buffer = (rng.standard_normal(ROUND_MIN_SIZE + 64) * 100).astype(np.float32)
+    want = _round_trip(buffer[:ROUND_MIN_SIZE])
+    round_to_float16(buffer[:ROUND_MIN_SIZE], buffer[64:])   # out starts inside x
+    assert _same_bits(buffer[64:], want)

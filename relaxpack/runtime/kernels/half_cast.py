@@ -160,10 +160,15 @@ _ROUNDING = _Kept()
 def round_to_float16(x: np.ndarray, out: np.ndarray) -> None:
     """``out[...] = x.astype(float16)`` for float32 ``x`` and ``out`` of one shape: ``x`` rounded to
     the nearest float16 value (ties to even, subnormals, overflow to inf, NaN), kept in float32
-    (numpy's round trip's values, bit for bit); ``out`` may be ``x``."""
-    if not (_fits(x, out, ROUND_MIN_SIZE, overlap=True) and x.dtype == _F32 and out.dtype == _F32
-            and round_flat(x.reshape(-1), out.reshape(-1))):
+    (numpy's round trip's values, bit for bit); ``out`` may be ``x`` (any other overlap: numpy's)."""
+    if not (_fits(x, out, ROUND_MIN_SIZE, overlap=_same_start(x, out)) and x.dtype == _F32
+            and out.dtype == _F32 and round_flat(x.reshape(-1), out.reshape(-1))):
         _numpy_round_trip(x, out)
+
+
+def _same_start(x: np.ndarray, out: np.ndarray) -> bool:
+    """Whether ``x`` and ``out`` start at one address (C-contiguous arrays of one size: in place)."""
+    return x.__array_interface__["data"][0] == out.__array_interface__["data"][0]
 
 
 def _numpy_round_trip(x: np.ndarray, out: np.ndarray) -> None:
