@@ -17,7 +17,10 @@ widens it:
 - ``norm_reads_rounding``: a float16 ``layer_norm(r, gamma, beta)`` whose own readers all widen
   -> ``astype(layer_norm(round_to_float16(v), gamma32, beta32), float16)`` (the float16 kernel
   widens its rows, runs the float32 rows and rounds: the same values); its rounding is then one
-  for these rules too.
+  for these rules too;
+- ``move_reads_rounding``: a move (reshape, transpose, ...) of ``r`` whose readers all widen ->
+  ``astype(move(v), float16)`` (GPT-2's ``layer_norm -> view -> Gemm``): moves commute with
+  rounding, and the moved rounding is one for these rules.
 
 The same values everywhere (the model's roundings all kept), so no numerical contract changes.
 FuseOps fuses ``round_to_float16`` into the recipe of the conv or product that computes ``v``.
@@ -38,6 +41,8 @@ from .core.rules import Match, Rule, RewriteTable, is_op, wildcard
 F16, F32 = "float16", "float32"
 #: products that widen a float16 operand when they write float32
 PRODUCTS = ("matmul", "permute_matmul")
+#: moves of a rounding that commute with it (``move_reads_rounding``)
+MOVES = ("reshape", "permute_dims", "expand_dims", "squeeze", "flatten")
 #: most rounds of the rules (each round reads the function's readers anew)
 MAX_ROUNDS = 8
 
@@ -85,20 +90,22 @@ class Readers:
                 for v in vars_of(b.value):
                     self.of.setdefault(v, []).append(b.value)
 
-    def widens(self, value, var: Var, norms: bool = True) -> bool:
+    def widens(self, value, var: Var, depth: int = 2) -> bool:
         """Whether ``value`` reads ``var`` only as float32 values: a cast to float32, a product
-        writing float32, or (``norms``) a float16 layer norm of ``var`` with constant gamma and
-        beta whose own readers all widen it."""
+        writing float32, or (``depth`` levels of) a float16 layer norm of ``var`` with constant
+        gamma and beta, or a move of ``var``, whose own readers all widen it."""
         if _call(value, "astype"):
             return _dtype(value) == F32
         if _call(value, *PRODUCTS):
             return value.attrs.get("out_dtype") == F32
-        if norms and _call(value, "nn.layer_norm") and _dtype(value) == F16:
-            out = self.var_of.get(id(value))
-            return (value.args[0] is var and var not in value.args[1:]
-                    and all(isinstance(a, Constant) for a in value.args[1:]) and out is not None
-                    and all(self.widens(r, out, norms=False) for r in self.of.get(out, [None])))
-        return False
+        if depth == 0 or not (isinstance(value, Call) and value.args and value.args[0] is var
+                              and var not in value.args[1:]):
+            return False
+        norm = _call(value, "nn.layer_norm") and _dtype(value) == F16 and \
+            all(isinstance(a, Constant) for a in value.args[1:])
+        out = self.var_of.get(id(value))
+        return (norm or _call(value, *MOVES)) and out is not None and \
+            all(self.widens(r, out, depth - 1) for r in self.of.get(out, [None]))
 
     def kept(self, r: Expr) -> Expr | None:
         """``v`` when ``r`` is a var bound to ``astype(v, float16)`` of a float32 ``v`` and every
@@ -180,6 +187,25 @@ def _norm_reads_rounding(readers: Readers):
     return rewrite
 
 
+def _move_checked(readers: Readers):
+    def check(m: Match) -> str | None:
+        call = m["move"]
+        if readers.kept(call.args[0]) is None or call.args[0] in call.args[1:]:
+            return "it moves no float16 rounding all of whose readers widen it"
+        return None
+    return check
+
+
+def _move_reads_rounding(readers: Readers):
+    def rewrite(m: Match):
+        """move(astype(v, float16)) -> astype(move(v), float16): the same values (a move commutes
+        with rounding), a rounding again whose readers widen it."""
+        call = m["move"]
+        moved = make_call(call.op.name, readers.kept(call.args[0]), *call.args[1:], **call.attrs)
+        return make_call("astype", moved, dtype=F16)
+    return rewrite
+
+
 def _table(readers: Readers) -> RewriteTable:
     return RewriteTable("RoundFloat16InFloat32", [
         Rule("widen_rounding", is_op("astype")(wildcard("r"), name="widen"), _widen_checked(readers),
@@ -188,6 +214,8 @@ def _table(readers: Readers) -> RewriteTable:
              _product_reads_rounding(readers)),
         Rule("norm_reads_rounding", is_op("nn.layer_norm")(..., name="norm"), _norm_checked(readers),
              _norm_reads_rounding(readers)),
+        Rule("move_reads_rounding", is_op(*MOVES)(..., name="move"), _move_checked(readers),
+             _move_reads_rounding(readers)),
     ], max_iterations=2)     # (the second sweep, on the first's readers, fires nothing: the caller reads them anew)
 
 

@@ -47,6 +47,24 @@ lv3 = R.round_to_float16(lv2)
 lv4 = R.matmul(lv3, {c(W2, "float32")}, out_dtype=None)
 return lv4
 """),
+    # GPT-2 float16's layer_norm -> view -> Gemm: the view of the norm's rounding moves the
+    # rounding after it (the same values), where the product's widening reads it
+    "norm_view_product": ('("n", 2, 4)', f"""
+{PRODUCT}
+lv2 = {NORM}
+lv3 = R.reshape(lv2, R.shape([n, 2, 3]))
+lv4 = R.astype(lv3, dtype="float32")
+lv5 = R.matmul(lv4, {c(W2[:3], "float32")}, out_dtype=None)
+return lv5
+""", f"""
+lv = R.matmul(x, {c(W, "float32")}, out_dtype=None)
+lv1 = R.round_to_float16(lv)
+lv2 = {NORM.replace('"float16"', '"float32"')}
+lv3 = R.reshape(lv2, R.shape([n, 2, 3]))
+lv4 = R.round_to_float16(lv3)
+lv5 = R.matmul(lv4, {c(W2[:3], "float32")}, out_dtype=None)
+return lv5
+"""),
     # a rounding widened twice (a conv and a residual add read the widening)
     "widened": ('("n", 6)', f"""
 {PRODUCT}
@@ -109,6 +127,14 @@ return lv4
 lv2 = R.astype(lv1, dtype="float32")
 lv3 = R.astype(lv2, dtype="float16")
 return lv1
+"""),
+    # a move whose result is read as float16
+    "move_read_as_float16": ('("n", 2, 3)', f"""
+{PRODUCT}
+lv2 = R.reshape(lv1, R.shape([n, 2, 3]))
+lv3 = R.negative(lv2)
+lv4 = R.astype(lv3, dtype="float32")
+return lv4
 """),
     # a product writing float16 rounds in its kernel
     "product_writing_float16": ('("n", 4)', f"""
