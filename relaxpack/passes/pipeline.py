@@ -47,6 +47,7 @@ from .narrow_index_casts import narrow_index_casts
 from .pack_recurrent_weights import pack_recurrent_weights
 from .plan_memory import plan_memory
 from .reorder_bindings import reorder_bindings
+from .round_float16_in_float32 import round_float16_in_float32
 from .share_look_ups import share_look_ups
 from .simplify_algebra import simplify_algebra
 from .simplify_shapes import simplify_shapes
@@ -93,9 +94,11 @@ def optimize_pipeline() -> Sequential:
       in one kernel), FoldActivationScales (HardSigmoid's factors and HardSwish's 1/6 into constant
       weights: float rewrites), DropZeroSignRoundTrips (quantized values' casts to their
       integer type and back where only a zero's sign would change and nothing reads it),
-      HoistMaxPool (a max pool of a monotone requantization chain pools the chain's input),
       PackRecurrentWeights (constant LSTM/GRU/RNN weights in the layout
-      their kernels read), another core round to clean up, TabulateIntegerFunctions
+      their kernels read), RoundFloat16InFloat32 (a float16 rounding every reader widens again
+      kept in float32 by ``round_to_float16``; after CanonicalizeBindings: it reads readers
+      through no aliases), another core round to clean up, HoistMaxPool (a max pool of a monotone
+      requantization chain pools the chain's input), TabulateIntegerFunctions
       (elementwise chains of a quantized value become table look-ups, on folded
       constants), FuseDynamicQuantize (a DynamicQuantizeLinear an integer product reads in
       one kernel; DeadCodeElimination drops the chains of both), ShareLookUps (a look-up another one's
@@ -109,8 +112,8 @@ def optimize_pipeline() -> Sequential:
                      widen_float16_regions, merge_projections, fuse_bias_activation, fold_permute_matmul, sink_resize,
                      convert_layout, conv1d_channels_last, simplify_algebra, concat_of_split_pass, fuse_squeeze_excite,
                      fold_activation_scales,
-                     drop_zero_sign_round_trips, pack_recurrent_weights, *core_passes(), hoist_max_pool,
-                     tabulate_integer_functions,
+                     drop_zero_sign_round_trips, pack_recurrent_weights, canonicalize_bindings,
+                     round_float16_in_float32, *core_passes(), hoist_max_pool, tabulate_integer_functions,
                      fuse_dynamic_quantize, dead_code_elimination, share_look_ups, widen_look_up_tables,
                      narrow_index_casts, drop_nan_saturation, fuse_ops],
                     name="O2", opt_level=2)

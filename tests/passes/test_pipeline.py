@@ -57,7 +57,8 @@ def test_the_context_opt_level_alone_decides_what_runs():
           "WidenFloat16Regions", "MergeProjections", "FuseBiasActivation", "FoldPermuteMatmul", "SinkResize", "ConvertLayout",
           "Conv1dChannelsLast",
           "SimplifyAlgebra",
-          "ConcatOfSplit", "FuseSqueezeExcite", "FoldActivationScales", "DropZeroSignRoundTrips", "PackRecurrentWeights", *core,
+          "ConcatOfSplit", "FuseSqueezeExcite", "FoldActivationScales", "DropZeroSignRoundTrips", "PackRecurrentWeights",
+          "CanonicalizeBindings", "RoundFloat16InFloat32", *core,
           "HoistMaxPool", "TabulateIntegerFunctions", "FuseDynamicQuantize", "DeadCodeElimination", "ShareLookUps",
           "WidenLookUpTables", "NarrowIndexCasts", "DropNaNSaturation", "FuseOps"]
     mod = relaxpack.from_onnx(small_cnn())
