@@ -33,6 +33,7 @@ from .fold_activation_scales import fold_activation_scales
 from .fold_batch_norm import fold_batch_norm, scale_shift_batch_norm
 from .fold_constant import fold_constant
 from .fold_permute_matmul import fold_permute_matmul
+from .fuse_classifier_normalizer import fuse_classifier_normalizer
 from .fuse_bias_activation import fuse_bias_activation
 from .fuse_dynamic_quantize import fuse_dynamic_quantize
 from .fuse_ops import fuse_ops
@@ -93,7 +94,8 @@ def optimize_pipeline() -> Sequential:
       weights: float rewrites), DropZeroSignRoundTrips (quantized values' casts to their
       integer type and back where only a zero's sign would change and nothing reads it),
       PackRecurrentWeights (constant LSTM/GRU/RNN weights in the layout
-      their kernels read), another core round to clean up, TabulateIntegerFunctions
+      their kernels read), FuseClassifierNormalizer (a Normalizer of a linear classifier's
+      scores as the classifier's ``norm``), another core round to clean up, TabulateIntegerFunctions
       (elementwise chains of a quantized value become table look-ups, on folded
       constants), FuseDynamicQuantize (a DynamicQuantizeLinear an integer product reads in
       one kernel; DeadCodeElimination drops the chains of both), ShareLookUps (a look-up another one's
@@ -107,7 +109,8 @@ def optimize_pipeline() -> Sequential:
                      widen_float16_regions, merge_projections, fuse_bias_activation, fold_permute_matmul, sink_resize,
                      convert_layout, conv1d_channels_last, simplify_algebra, concat_of_split_pass, fuse_squeeze_excite,
                      fold_activation_scales,
-                     drop_zero_sign_round_trips, pack_recurrent_weights, *core_passes(), tabulate_integer_functions,
+                     drop_zero_sign_round_trips, pack_recurrent_weights, fuse_classifier_normalizer, *core_passes(),
+                     tabulate_integer_functions,
                      fuse_dynamic_quantize, dead_code_elimination, share_look_ups, widen_look_up_tables,
                      narrow_index_casts, drop_nan_saturation, fuse_ops],
                     name="O2", opt_level=2)
