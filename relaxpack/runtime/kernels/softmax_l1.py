@@ -18,7 +18,7 @@ or NaN goes back to the two kernels' formulas (the callers' fallback), which dec
 >>> probs, labels = np.empty((1, 3), np.float32), np.empty(1, np.int64)
 >>> softmax_l1_row([0.5, 2.0, -1.0], labels, probs)
 True
->>> labels.tolist(), probs.argmax()
+>>> labels.tolist(), int(probs.argmax())
 ([1], 1)
 """
 
