@@ -292,7 +292,7 @@ def _specialize_linear_classifier(attrs: dict, constant: tuple):
         scores = np.dot(x, weights)             # (np.matmul's result, ~0.3 us sooner)
         n = scores.shape[0]
         fused = softmax_l1 and 1 < weights.shape[1] <= SEQUENTIAL_SUM_MAX
-        if fused and n == 1:                    # the intercepts added in Python floats: numpy's sums
+        if fused and n == 1 and (bias is None or bias_row is not None):   # intercepts added in Python floats
             row = scores.tolist()[0]
             if softmax_l1_row(row if bias_row is None else [s + b for s, b in zip(row, bias_row)], *out):
                 return
@@ -309,12 +309,13 @@ def _specialize_linear_classifier(attrs: dict, constant: tuple):
 
 
 def _kept_model(coefficients: np.ndarray, intercepts: np.ndarray) -> tuple:
-    """(float64 weights ``(F, K)``, the intercepts' :class:`RowTiles` and Python floats, or Nones)."""
+    """(float64 weights ``(F, K)``, the intercepts' :class:`RowTiles` or None, and their Python
+    floats where there is one per class, else None: numpy's sums, one by one)."""
     weights = np.ascontiguousarray(coefficients.astype(np.float64).T)
     if not intercepts.size:
         return weights, None, None
     row = intercepts.astype(np.float64).reshape(1, -1)
-    return weights, RowTiles(row), row.tolist()[0]
+    return weights, RowTiles(row), row.tolist()[0] if row.size == weights.shape[1] else None
 
 
 def _classify(scores, coefficients, out, post_transform: str) -> None:
