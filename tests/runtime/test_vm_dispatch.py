@@ -207,4 +207,3 @@ def test_binary_ufunc_kernels_run_as_bare_ufuncs_with_out_positional():
         warnings.simplefilter("error")
         for machine in (vm, interpreted):
             np.testing.assert_array_equal(machine.run({"x": x})["y"], chain_reference(x, 12))
-
