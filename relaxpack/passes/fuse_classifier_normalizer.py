@@ -45,18 +45,20 @@ def _classifier_of(y: Var, defs: Definitions, uses: Counter, items: Counter) -> 
     classifier = defs.calls.get(lv)
     if classifier is None or classifier.op.name != "linear_classifier" or classifier.attrs["norm"] != "NONE":
         return None
-    if items[lv] != uses[lv] or defs.block.get(lv) != defs.block[y]:
-        return None         # lv read as a whole (its scores would change under a reader), or elsewhere
+    if items[lv] != uses[lv] or items[lv, 1] != 1 or defs.block.get(lv) != defs.block[y]:
+        return None         # lv read as a whole or its scores read again (they would change), or elsewhere
     return lv
 
 
 def _item_reads(func: Function) -> Counter:
-    """Per var, how many top-level bindings read it as ``v = var[i]``."""
+    """Per var, how many top-level bindings read it as ``v = var[i]`` (key ``var``), and per
+    ``(var, i)`` how many read that item."""
     found: Counter = Counter()
     for block in func.body.blocks:
         for b in block.bindings:
             if isinstance(b, VarBinding) and isinstance(b.value, TupleGetItem) and isinstance(b.value.tuple_value, Var):
                 found[b.value.tuple_value] += 1
+                found[b.value.tuple_value, b.value.index] += 1
     return found
 
 

@@ -81,6 +81,7 @@ return (c, y)
     ("the scores returned too", dict(ret="(c, y, p)"), f"R.Tuple({LABELS}, {PROBS}, {PROBS})"),
     ("the scores read by another op", dict(tail="z = R.add(p, y)", ret="(c, z)"), None),
     ("the tuple returned whole", dict(ret="(lv, y)"), f"R.Tuple(R.Tuple({LABELS}, {PROBS}), {PROBS})"),
+    ("the scores read by a second item", dict(tail="q = lv[1]\nz = R.add(q, y)", ret="(c, z)"), None),
     ("already normalized", dict(attrs=', norm="L2"'), None),
 ])
 def test_lookalikes_stay(case, kwargs, returns):
