@@ -81,8 +81,8 @@ def test_columns_with_a_row_whose_max_is_not_finite_are_refused(special):
 @pytest.mark.parametrize("intercepts", [True, False, "one"])
 def test_the_classifier_with_a_norm_is_the_classifier_then_the_normalizer(classes, post_transform, norm, intercepts,
                                                                          monkeypatch):
-    """The specialized kernel with ``norm`` gives the plain kernel's labels and the normalizer of its
-    scores, bit for bit: batches 0-2, 7, 64 and 8193, rows with NaN and infinities (the fallback),
+    """The kernel with ``norm``, specialized or not, gives the plain kernel's labels and the
+    normalizer of its scores, bit for bit: batches 0-2, 7, 64 and 8193, rows with NaN and infinities (the fallback),
     the binary (one-row) model, 8 classes (past the fused pass), no intercepts, one intercept for
     every class (broadcast: the arrays' path); the fused pass runs exactly where it applies."""
     taken = []
@@ -103,7 +103,10 @@ def test_the_classifier_with_a_norm_is_the_classifier_then_the_normalizer(classe
                 if n == 7:
                     x[3, 0], x[4, :] = np.inf, -np.inf
             got = (np.empty(n, np.int64), np.empty((n, width), np.float32))
+            generic = (np.empty(n, np.int64), np.empty((n, width), np.float32))
             want = (np.empty(n, np.int64), np.empty((n, width), np.float32))
+            with np.errstate(all="ignore"):
+                linear_classifier(x, coef, bias, out=generic, post_transform=post_transform, norm=norm)
             taken.clear()
             with np.errstate(all="ignore"):
                 call(x, coef, bias, out=got)
@@ -112,5 +115,6 @@ def test_the_classifier_with_a_norm_is_the_classifier_then_the_normalizer(classe
                     ml_normalizer(want[1].copy(), out=want[1], norm=norm)
             assert got[0].tobytes() == want[0].tobytes(), (n, special)
             assert got[1].tobytes() == want[1].tobytes(), (n, special)
+            assert generic[0].tobytes() == want[0].tobytes() and generic[1].tobytes() == want[1].tobytes()
             row_refused = n == 1 and intercepts == "one" and classes > 1
             assert taken == ([not special] if fuses and n and not row_refused else []), (n, special)
