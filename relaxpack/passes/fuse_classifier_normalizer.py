@@ -7,8 +7,9 @@ its probabilities::
     p = lv[1]
     y = R.ml_normalizer(p, norm="L1")
 
-Where ``p`` is read only by the normalizer (and ``lv`` only through its items, in the normalizer's
-block), the classifier takes the normalizer as its ``norm`` attribute and ``y`` becomes its item::
+Where ``p`` is read only by the normalizer and is ``lv``'s only item 1 (``lv`` read only through its
+items, in the normalizer's block), the classifier takes the normalizer as its ``norm`` attribute and
+``y`` becomes its item::
 
     lv = R.linear_classifier(x, coef, intercepts, post_transform="SOFTMAX", norm="L1")
     y = lv[1]
