@@ -34,6 +34,7 @@ from .fold_activation_scales import fold_activation_scales
 from .fold_batch_norm import fold_batch_norm, scale_shift_batch_norm
 from .fold_constant import fold_constant
 from .fold_permute_matmul import fold_permute_matmul
+from .fuse_classifier_normalizer import fuse_classifier_normalizer
 from .fuse_bias_activation import fuse_bias_activation
 from .fuse_dynamic_quantize import fuse_dynamic_quantize
 from .fuse_ops import fuse_ops
@@ -95,7 +96,8 @@ def optimize_pipeline() -> Sequential:
       weights: float rewrites), DropZeroSignRoundTrips (quantized values' casts to their
       integer type and back where only a zero's sign would change and nothing reads it),
       PackRecurrentWeights (constant LSTM/GRU/RNN weights in the layout
-      their kernels read), RoundFloat16InFloat32 (a float16 rounding every reader widens again
+      their kernels read), FuseClassifierNormalizer (a Normalizer of a linear classifier's
+      scores as the classifier's ``norm``), RoundFloat16InFloat32 (a float16 rounding every reader widens again
       kept in float32 by ``round_to_float16``; after CanonicalizeBindings: it reads readers
       through no aliases), another core round to clean up, HoistMaxPool (a max pool of a monotone
       requantization chain pools the chain's input), TabulateIntegerFunctions
@@ -112,8 +114,9 @@ def optimize_pipeline() -> Sequential:
                      widen_float16_regions, merge_projections, fuse_bias_activation, fold_permute_matmul, sink_resize,
                      convert_layout, conv1d_channels_last, simplify_algebra, concat_of_split_pass, fuse_squeeze_excite,
                      fold_activation_scales,
-                     drop_zero_sign_round_trips, pack_recurrent_weights, canonicalize_bindings,
-                     round_float16_in_float32, *core_passes(), hoist_max_pool, tabulate_integer_functions,
+                     drop_zero_sign_round_trips, pack_recurrent_weights, fuse_classifier_normalizer,
+                     canonicalize_bindings, round_float16_in_float32, *core_passes(), hoist_max_pool,
+                     tabulate_integer_functions,
                      fuse_dynamic_quantize, dead_code_elimination, share_look_ups, widen_look_up_tables,
                      narrow_index_casts, drop_nan_saturation, fuse_ops],
                     name="O2", opt_level=2)

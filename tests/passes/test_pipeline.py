@@ -58,7 +58,7 @@ def test_the_context_opt_level_alone_decides_what_runs():
           "Conv1dChannelsLast",
           "SimplifyAlgebra",
           "ConcatOfSplit", "FuseSqueezeExcite", "FoldActivationScales", "DropZeroSignRoundTrips", "PackRecurrentWeights",
-          "CanonicalizeBindings", "RoundFloat16InFloat32", *core,
+          "FuseClassifierNormalizer", "CanonicalizeBindings", "RoundFloat16InFloat32", *core,
           "HoistMaxPool", "TabulateIntegerFunctions", "FuseDynamicQuantize", "DeadCodeElimination", "ShareLookUps",
           "WidenLookUpTables", "NarrowIndexCasts", "DropNaNSaturation", "FuseOps"]
     mod = relaxpack.from_onnx(small_cnn())
