@@ -1,6 +1,7 @@
 """Where a CNN's conv time goes, by kind of conv, against onnxruntime's per-node times.
 
     python -m benchmarks.conv_kinds [--models a,b] [--shape 0] [--rounds 15] [--calls 20] [--detail]
+                                    [--ort-optimizer all|off]
 
 For each zoo model (default: the depthwise and small-conv ones of issue 18) at one manifest shape,
 every ``nn.conv`` / ``nn.conv_bias_act`` instruction of the ``-O2`` archive is timed inside real
@@ -11,8 +12,12 @@ kind (depthwise KxK stride s, pointwise 1x1, Conv1d, other KxK; and the layout t
 whole model is timed the same way (the calling thread's CPU time), interleaved with onnxruntime, and onnxruntime's own
 per-node kernel times come from its profiler (a separate session: profiling slows it a little).
 ``--detail`` lists the instructions with their shapes beside onnxruntime's Conv nodes paired in
-execution order (right for the chain CNNs of the zoo; onnxruntime renames the nodes it fuses).
-Nothing here asserts on speed.
+execution order (right for the chain CNNs of the zoo; onnxruntime renames the nodes it fuses);
+its conv nodes are float convs and the integer ones of quantized models (:data:`ORT_CONV_OPS`:
+QLinearConv, and the QDQ convs its optimizer fuses into it). onnxruntime runs with all its graph
+optimizations, as the zoo benchmark compares against (its session default); ``--ort-optimizer off``
+times and profiles it without them (a QDQ model then runs DequantizeLinear, a float Conv and
+QuantizeLinear per conv). Nothing here asserts on speed.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ DEFAULT_MODELS = ("shufflenet_v2_dynamo,shufflenet_v2_ts,mobilenet_v2_dynamo,mob
 
 #: the kernels whose instructions are timed
 CONV_KERNELS = ("nn.conv_bias_act", "nn.conv")
+#: onnxruntime's op types of conv nodes (float, fused float, integer)
+ORT_CONV_OPS = ("Conv", "FusedConv", "NhwcFusedConv", "QLinearConv", "ConvInteger")
 
 
 class ConvTimer:
@@ -93,13 +100,22 @@ def kind(record: dict) -> str:
     return f"conv{size}/s{stride} g{attrs['groups']} {attrs['data_layout']}"
 
 
-def ort_node_times(path: Path, feeds: dict, runs: int) -> tuple[dict, dict]:
-    """onnxruntime's (1 thread) kernel seconds per run for each node (from its median call), and
-    each node's op type."""
+def ort_options(optimize: bool):
+    """onnxruntime's session options: 1 thread, with all graph optimizations (its default) or none."""
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     options.log_severity_level = 3
+    if not optimize:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return options
+
+
+def ort_node_times(path: Path, feeds: dict, runs: int, optimize: bool = True) -> tuple[dict, dict]:
+    """onnxruntime's (1 thread) kernel seconds per run for each node (from its median call), and
+    each node's op type."""
+    import onnxruntime as ort
+    options = ort_options(optimize)
     options.enable_profiling = True
     with tempfile.TemporaryDirectory() as tmp:
         options.profile_file_prefix = os.path.join(tmp, "ort")
@@ -117,7 +133,9 @@ def ort_node_times(path: Path, feeds: dict, runs: int) -> tuple[dict, dict]:
     return {node: statistics.median(d) * len(d) / runs for node, d in durations.items()}, ops
 
 
-def measure(name: str, shape_index: int, rounds: int, calls: int, detail: bool) -> None:
+def measure(name: str, shape_index: int, rounds: int, calls: int, detail: bool, ort_optimize: bool = True) -> None:
+    import onnxruntime as ort
+
     import relaxpack
     from relaxpack.runtime import VirtualMachine
     from relaxpack.runtime.blas import set_blas_threads
@@ -130,7 +148,8 @@ def measure(name: str, shape_index: int, rounds: int, calls: int, detail: bool) 
     set_blas_threads(1)
     with ConvTimer() as timer:
         vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(str(path)), opt_level=2))
-        session = ort_session(path, one_thread=True)
+        session = ort_session(path, one_thread=True) if ort_optimize else \
+            ort.InferenceSession(str(path), ort_options(False), providers=["CPUExecutionProvider"])
         for _ in range(3):
             vm.run(feeds)
             session.run(None, feeds)
@@ -147,17 +166,17 @@ def measure(name: str, shape_index: int, rounds: int, calls: int, detail: bool) 
             for _ in range(calls):
                 session.run(None, feeds)
             theirs = min(theirs, (time.thread_time() - start) / calls)
-    node_seconds, ops = ort_node_times(path, feeds, 10 * calls)
+    node_seconds, ops = ort_node_times(path, feeds, 10 * calls, ort_optimize)
     ran = [(r, b) for r, b in zip(timer.records, best) if r["shapes"] is not None]
     print(f"== {name} {shape}: relaxpack {ours * 1e6:.0f} us, onnxruntime {theirs * 1e6:.0f} us "
-          f"({ours / theirs:.2f}x)")
+          f"({ours / theirs:.2f}x; its graph optimizations {'on' if ort_optimize else 'off'})")
     groups = collections.defaultdict(lambda: [0, 0.0])
     for record, seconds in ran:
         groups[kind(record)][0] += 1
         groups[kind(record)][1] += seconds
     for label, (count, seconds) in sorted(groups.items(), key=lambda g: -g[1][1]):
         print(f"   {label:24s} {count:3d} calls {seconds * 1e6:8.1f} us {seconds / count * 1e6:7.1f} us/call")
-    conv_nodes = [(node, s) for node, s in node_seconds.items() if ops[node] in ("Conv", "FusedConv")]
+    conv_nodes = [(node, s) for node, s in node_seconds.items() if ops[node] in ORT_CONV_OPS]
     by_op = collections.Counter()
     for node, s in node_seconds.items():
         by_op[ops[node]] += s
@@ -178,9 +197,11 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=20, help="runs per round")
     parser.add_argument("--detail", action="store_true", help="list every conv instruction")
+    parser.add_argument("--ort-optimizer", choices=("all", "off"), default="all",
+                        help="onnxruntime's graph optimizations: all (its default, as the zoo compares) or none")
     args = parser.parse_args(argv)
     for name in args.models.split(","):
-        measure(name, args.shape, args.rounds, args.calls, args.detail)
+        measure(name, args.shape, args.rounds, args.calls, args.detail, args.ort_optimizer == "all")
     return 0
 
 

@@ -180,3 +180,16 @@ def test_conv_kinds_benchmark_runs(capsys):
     assert "== whisper_frontend_ts" in out and "conv1d k3/s1" in out and "conv1d k3/s2" in out
     listed = [line for line in out.splitlines() if line.startswith("     conv1d")]
     assert len(listed) == 2 and all("/conv" in line for line in listed)
+
+
+def test_conv_kinds_pairs_quantized_convs(capsys):
+    """``benchmarks.conv_kinds`` on a QOperator ResNet with onnxruntime's optimizer off: its 20
+    exact convs listed beside onnxruntime's QLinearConv nodes (counted as conv nodes, which
+    ``Conv`` alone missed), and the header says which optimization level onnxruntime ran."""
+    from benchmarks import conv_kinds
+    assert conv_kinds.main(["--models", "resnet_qop_tensor", "--rounds", "1", "--calls", "1", "--detail",
+                            "--ort-optimizer", "off"]) == 0
+    out = capsys.readouterr().out
+    assert "its graph optimizations off" in out and "Conv nodes 0 us" not in out
+    listed = [line for line in out.splitlines() if line.startswith(("     conv", "     pw"))]
+    assert len(listed) == 20 and all("Conv_quant" in line for line in listed)

@@ -64,10 +64,13 @@ def rewrite_item(item: TupleGetItem, nhwc) -> TupleGetItem:
 
 
 def shuffle_parts(call: Call, values: dict, equal=None) -> tuple | None:
-    """``(x, first, swap)`` when ``call`` is a channel shuffle of a rank-4 ``x``,
-    ``reshape(swap := permute_dims(first := reshape(x, (N, g, C / g, H, W)), (0, 2, 1, 3, 4)),
-    (N, C, H, W))`` with ``x``'s shape (dims ``equal(a, b)``: the same, or proved equal) and int
-    channel counts; None otherwise."""
+    """``(x, first, swap)`` when ``call`` is a channel shuffle of a rank-4 ``x`` of shape ``(N, C,
+    h, w)``, ``reshape(swap := permute_dims(first := reshape(x, (N, g, C / g, H, W)), (0, 2, 1, 3,
+    4)), (N, C, H, W))`` (dims ``equal(a, b)``: the same, or proved equal) with int channel counts;
+    None otherwise. ``H, W`` need not be proved ``h, w``: with ``N`` and ``C`` kept, the first
+    reshape keeps each pixel's flat index, channels first or last, and fails where the channels-last
+    one fails (the dynamo export writes ``H`` as ``max(h0 - 1, 0) // 8 + 1`` of the input's ``h0``,
+    equal to the convs' ``h`` only for ``h0 >= 1``)."""
     same = equal or (lambda a, b: a == b)
     if not (isinstance(call.op, Op) and call.op.name == "reshape" and rank4(call)):
         return None
@@ -82,11 +85,11 @@ def shuffle_parts(call: Call, values: dict, equal=None) -> tuple | None:
     shape, mid, out = x.struct_info.shape, first.struct_info.shape, call.struct_info.shape
     if shape is None or mid is None or out is None or len(mid) != 5:
         return None
-    n, c, h, w = shape
+    n, c = shape[:2]
     g, per = mid[1], mid[2]
     if not all(isinstance(d, int) for d in (c, g, per)) or g * per != c:
         return None
-    if not all(same(a, b) for a, b in zip((mid[0], mid[3], mid[4], *out), (n, h, w, *shape))):
+    if not all(same(a, b) for a, b in zip((mid[0], *out), (n, n, c, mid[3], mid[4]))):
         return None
     return x, first, swap
 
@@ -114,10 +117,10 @@ def check_shuffle(call: Call, is_nhwc) -> str | None:
 
 def rewrite_shuffle(call: Call, nhwc) -> Call:
     x, first, _ = shuffle_parts(call, nhwc.values, lambda a, b: True)   # (checked when planned)
-    n, c, h, w = x.struct_info.shape
-    g, per = first.struct_info.shape[1:3]
+    n, g, per, h, w = first.struct_info.shape
     grouped = make_call("reshape", nhwc(x), ShapeExpr((n, h, w, g, per)))
     swapped = make_call("permute_dims", grouped, axes=(0, 1, 2, 4, 3))
+    n, c, h, w = call.struct_info.shape
     return make_call("reshape", swapped, ShapeExpr((n, h, w, c)))
 
 

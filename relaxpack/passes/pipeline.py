@@ -27,12 +27,14 @@ from .core.infra import Pass, Sequential
 from .dead_code_elimination import dead_code_elimination
 from .drop_nan_saturation import drop_nan_saturation
 from .drop_zero_sign_round_trips import drop_zero_sign_round_trips
+from .hoist_max_pool import hoist_max_pool
 from .eliminate_common_subexpr import eliminate_common_subexpr
 from .exact_integer_matmul import exact_integer_matmul
 from .fold_activation_scales import fold_activation_scales
 from .fold_batch_norm import fold_batch_norm, scale_shift_batch_norm
 from .fold_constant import fold_constant
 from .fold_permute_matmul import fold_permute_matmul
+from .fuse_classifier_normalizer import fuse_classifier_normalizer
 from .fuse_bias_activation import fuse_bias_activation
 from .fuse_dynamic_quantize import fuse_dynamic_quantize
 from .fuse_ops import fuse_ops
@@ -46,6 +48,7 @@ from .narrow_index_casts import narrow_index_casts
 from .pack_recurrent_weights import pack_recurrent_weights
 from .plan_memory import plan_memory
 from .reorder_bindings import reorder_bindings
+from .round_float16_in_float32 import round_float16_in_float32
 from .share_look_ups import share_look_ups
 from .simplify_algebra import simplify_algebra
 from .simplify_shapes import simplify_shapes
@@ -93,7 +96,11 @@ def optimize_pipeline() -> Sequential:
       weights: float rewrites), DropZeroSignRoundTrips (quantized values' casts to their
       integer type and back where only a zero's sign would change and nothing reads it),
       PackRecurrentWeights (constant LSTM/GRU/RNN weights in the layout
-      their kernels read), another core round to clean up, TabulateIntegerFunctions
+      their kernels read), FuseClassifierNormalizer (a Normalizer of a linear classifier's
+      scores as the classifier's ``norm``), RoundFloat16InFloat32 (a float16 rounding every reader widens again
+      kept in float32 by ``round_to_float16``; after CanonicalizeBindings: it reads readers
+      through no aliases), another core round to clean up, HoistMaxPool (a max pool of a monotone
+      requantization chain pools the chain's input), TabulateIntegerFunctions
       (elementwise chains of a quantized value become table look-ups, on folded
       constants), FuseDynamicQuantize (a DynamicQuantizeLinear an integer product reads in
       one kernel; DeadCodeElimination drops the chains of both), ShareLookUps (a look-up another one's
@@ -107,7 +114,9 @@ def optimize_pipeline() -> Sequential:
                      widen_float16_regions, merge_projections, fuse_bias_activation, fold_permute_matmul, sink_resize,
                      convert_layout, conv1d_channels_last, simplify_algebra, concat_of_split_pass, fuse_squeeze_excite,
                      fold_activation_scales,
-                     drop_zero_sign_round_trips, pack_recurrent_weights, *core_passes(), tabulate_integer_functions,
+                     drop_zero_sign_round_trips, pack_recurrent_weights, fuse_classifier_normalizer,
+                     canonicalize_bindings, round_float16_in_float32, *core_passes(), hoist_max_pool,
+                     tabulate_integer_functions,
                      fuse_dynamic_quantize, dead_code_elimination, share_look_ups, widen_look_up_tables,
                      narrow_index_casts, drop_nan_saturation, fuse_ops],
                     name="O2", opt_level=2)

@@ -12,7 +12,11 @@ unit axis after ``k`` (``expand_dims``, a view), along that axis, reshaped to ``
     s = reshape(concat((expand_dims(a, 4), expand_dims(b, 4)), axis=4), (n, h, w, 2c))
 
 One copy of the channels (strided by ``g``) instead of the concat's and the shuffle's (ShuffleNet's
-16x24x24 pair 10.0 -> 6.0 us). The same values at the same positions (copies only).
+16x24x24 pair 10.0 -> 6.0 us). The same values at the same positions (copies only). The dims before
+``k`` of the first reshape need not be proved ``x``'s (the dynamo export's ``max(h0 - 1, 0) // 8 +
+1`` for a conv's ``h``): the dims after ``k`` being ``x``'s, it keeps the flat index of the dims
+before ``k`` (as the one reshape to the result's shape does), and that shape, its dims before ``k``
+the first reshape's, holds as many values, so both fail together.
 """
 
 from __future__ import annotations
@@ -34,8 +38,8 @@ def _parts(m: Match) -> tuple | str:
     same = lambda a, b: a == b or m.analyzer.prove_equal(a, b)      # noqa: E731
     if not (isinstance(g, int) and isinstance(per, int) and g * per == x[k] and len(parts.fields) == g):
         return f"the first reshape does not split the concat's axis into its {len(parts.fields)} parts"
-    if not all(same(a, b) for a, b in zip(mid[:k] + mid[k + 2:], x[:k] + x[k + 1:])) \
-            or len(out) != len(x) or not all(same(a, b) for a, b in zip(out, x)):
+    if not all(same(a, b) for a, b in zip(mid[k + 2:], x[k + 1:])) or len(out) != len(x) \
+            or not all(same(a, b) for a, b in zip(out, mid[:k] + (x[k],) + mid[k + 2:])):
         return "the reshapes do not split the concat's axis and merge it back"
     axes = tuple(swap.attrs["axes"] or ())
     if axes != tuple(range(k)) + (k + 1, k) + tuple(range(k + 2, len(mid))):

@@ -17,6 +17,7 @@ from .bytecode import IMM, Call, VMFunction
 ADDED: dict[str, dict[str, object]] = {
     "dynamic_quantize": {"scales": (),           # y_scale's products with the weights' scales
                          "any_zero_sign": False},  # y's zeros +0.0 as the chain makes them
+    "linear_classifier": {"norm": "NONE"},       # a Normalizer after it (FuseClassifierNormalizer)
     "nn.conv": {"exact": False},                 # exact float convs of quantized models
     "nn.conv_bias_act": {"exact": False},
     "string_normalizer": {"ascii_case": False},  # A-Z only in the C/POSIX locales

@@ -320,6 +320,9 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
 
     def call_source(pc: int) -> str:
         r = resolved[pc]
+        inline = _inline_tuple_source(pc, r, bound)
+        if inline is not None:
+            return inline
         bound[f"f{pc}"] = r.fn
         args = []
         for j, (is_reg, v) in enumerate(r.args):
@@ -431,6 +434,28 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
     run = namespace["factory"](stores, fills, plain, budget, label, checked, _remember_checks(checked), np.ndarray,
                                **bound)
     return Compiled(run, [pc for _, pc in lines], 1 + len(head), stores, checked, top)
+
+
+def _inline_tuple_source(pc: int, r: Resolved, bound: dict) -> str | None:
+    """The line of a ``make_tuple`` or ``tuple_getitem`` call (the builtins themselves, no keywords,
+    a destination) as the Python expression its builtin returns, ``r7 = (r3, r5,)`` / ``r8 =
+    r6[b9_1]``: the same value without a call (~70 ns each; a classifier's outputs are rebuilt
+    by three of them every run). None for any other call."""
+    if r.kwargs or r.dst == NO_DST:
+        return None
+    from .builtins import make_tuple, tuple_getitem     # (builtins imports modules that import this one)
+    if r.fn is not make_tuple and (r.fn is not tuple_getitem or len(r.args) != 2):
+        return None
+    fields = []
+    for j, (is_reg, v) in enumerate(r.args):
+        if is_reg:
+            fields.append(f"r{v}")
+        else:
+            bound[f"b{pc}_{j}"] = v
+            fields.append(f"b{pc}_{j}")
+    if r.fn is tuple_getitem:
+        return f"r{r.dst} = {fields[0]}[{fields[1]}]"
+    return f"r{r.dst} = ({''.join(f + ', ' for f in fields)})"
 
 
 def _read_before_written(instrs, tree, num_params: int) -> set[int]:

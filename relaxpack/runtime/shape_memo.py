@@ -36,7 +36,7 @@ MEMO_KERNELS = frozenset({
     "divide", "astype", "permute_dims", "dynamic_strided_slice", "strided_slice", "shape_to_tensor",
     "logical_and", "logical_or", "logical_not", "minimum", "maximum", "abs", "log", "exp", "floor",
     "trilu", "cumsum", "full", "zeros", "ones", "floor_divide", "expand_dims", "reshape", "tile",
-    "image.resize",
+    "image.resize", "squeeze", "clip",
 })
 ALLOC = "vm.builtin.alloc_tensor"
 VIEW = "vm.builtin.reshape_view"

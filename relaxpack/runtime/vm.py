@@ -26,9 +26,10 @@ import numpy as np
 from ..errors import ArchiveError, ExecutionError, InputError, RelaxpackError, ShapeError
 from .budget import Budget, metered
 from .builtins import BUILTINS
+from .call_signature import Signature
 from .fpstate import restore, silence
 from .func_ref import FunctionRef
-from .containers import CONTAINER_KINDS, as_input, as_output, as_output_is_identity
+from .containers import CONTAINER_KINDS, as_input
 from .maps import MAP_KINDS, as_map_input
 from .bytecode import CONST, FUNC, IMM, NO_DST, REG, Call, Goto, If, Ret, VMFunction
 from .compiled import Compiled, Resolved, compile_counting, compile_function, pc_of
@@ -56,24 +57,6 @@ class _Prepared:
         self.direct: tuple | None = None          # what VirtualMachine._direct gives, once made
 
 
-class _Signature:
-    """What ``run`` needs of a function on its fast path (inputs a dict with exactly its names)."""
-
-    __slots__ = ("names", "params", "index", "outputs", "single", "kinds", "plain", "arrays")
-
-    def __init__(self, func: VMFunction, index: int):
-        self.names = tuple(p.name for p in func.params)
-        self.params = tuple(func.params)
-        self.index = index
-        self.outputs = tuple(func.outputs or ("output",))
-        self.single = len(self.outputs) == 1
-        self.kinds = tuple(func.attrs.get("output_kinds") or ("tensor",) * len(self.outputs))
-        #: outputs handed back as they are (no sequence to turn into a list)
-        self.plain = all(as_output_is_identity(k) for k in self.kinds)
-        #: every input a numeric tensor: a numpy array passes to the function as it is (_as_value)
-        self.arrays = all(p.kind == "tensor" and p.dtype != "string" for p in self.params)
-
-
 class VirtualMachine:
     """Executes bytecode functions of an executable.
 
@@ -95,7 +78,7 @@ class VirtualMachine:
         self._prepared = [_Prepared(f) for f in exe.functions.values()]
         self._callees = [self._resolve(i, entry) for i, entry in enumerate(exe.func_table)]
         self._detach = OutputDetacher(exe.constants)   # outputs never alias inputs or constants
-        self._signatures = {name: _Signature(exe.functions[name], i) for name, i in self._index.items()}
+        self._signatures = {name: Signature(exe.functions[name], i) for name, i in self._index.items()}
         for prepared in self._prepared:
             prepared.steps = [self._prepare_checked(prepared, pc, ins)
                               for pc, ins in enumerate(prepared.func.instructions)]
@@ -144,7 +127,7 @@ class VirtualMachine:
         A second thread calling the same VM gets an error instead of a wrong
         answer; threads share one loaded Executable with a VM each.
         """
-        if not self._running.acquire(blocking=False):
+        if not self._running.acquire(False):        # (not blocking; the keyword costs ~0.1 us a run)
             raise ExecutionError("this VirtualMachine is already running (on another thread?); create one "
                                  "VirtualMachine per thread: they can share one loaded Executable")
         try:
@@ -179,10 +162,10 @@ class VirtualMachine:
         if sig is None or type(inputs) is not dict or len(inputs) != len(sig.names):
             sig = self._checked_signature(inputs, function)
         try:
-            args = [inputs[n] for n in sig.names]
+            args = sig.take(inputs)
         except KeyError:
             sig = self._checked_signature(inputs, function)     # raises: an input is missing
-            args = [inputs[n] for n in sig.names]
+            args = sig.take(inputs)
         for a in args:          # (a loop, not all(): this is most of a small model's fixed cost)
             if not sig.arrays or type(a) is not np.ndarray:
                 args = [_as_value(a, p) for a, p in zip(args, sig.params)]
@@ -192,11 +175,9 @@ class VirtualMachine:
         if len(values) != len(sig.outputs):
             raise RelaxpackError(f"function {function!r} returned {len(values)} values for "
                                  f"{len(sig.outputs)} outputs")
-        if sig.plain:
-            return dict(zip(sig.outputs, values))
-        return {name: as_output(value, kind) for name, value, kind in zip(sig.outputs, values, sig.kinds)}
+        return sig.named(values)
 
-    def _checked_signature(self, inputs, function: str) -> "_Signature":
+    def _checked_signature(self, inputs, function: str) -> Signature:
         """``function``'s signature once ``inputs`` name exactly its inputs (else an InputError)."""
         func = self.exe.function(function)
         names = [p.name for p in func.params]

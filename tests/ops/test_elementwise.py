@@ -19,7 +19,7 @@ def infer(name, *sinfos, analyzer=None, **attrs):
     return BlockBuilder(analyzer=analyzer).infer_call(make_call(name, *args, **attrs))
 
 
-FLOAT_ONLY = ["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "floor", "round", "isnan",
+FLOAT_ONLY = ["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "floor", "round", "round_to_float16", "isnan",
               "nn.gelu", "nn.silu", "nn.softplus", "nn.hard_swish", "nn.leakyrelu", "nn.selu"]
 
 

@@ -151,3 +151,52 @@ def test_slices_read_outside_the_region_stay_channels_first(convs):
     ir = _ir(model)
     assert _layout_transposes(ir) == 2, ir
     assert '("axes", (1,))' in ir
+
+
+def _dynamo_shuffle_model():
+    """Two depthwise 3x3 stride-2 convs concatenated and shuffled with the reshape's H and W computed
+    from the input's as torch's dynamo export writes them, ``(h0 - 1) / 2 + 1`` (ONNX's truncating
+    Div: ``max(h0 - 1, 0) // 2 + 1``, not provably the convs' ``(h0 + 1) // 2`` at ``h0 = 0``), then
+    a depthwise 3x3 conv."""
+    rng = np.random.default_rng(11)
+    arrays = {f"dw{i}": rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+              for i, c in enumerate((CHANNELS, CHANNELS, 2 * CHANNELS))}
+    arrays.update(one=np.array(1, np.int64), two=np.array(2, np.int64), axes0=np.array([0], np.int64),
+                  groups=np.array([2, CHANNELS], np.int64), channels=np.array([2 * CHANNELS], np.int64))
+    inits = [numpy_helper.from_array(v, k) for k, v in arrays.items()]
+    nodes = [helper.make_node("Conv", ["input", "dw0"], ["a"], group=CHANNELS, pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Conv", ["input", "dw1"], ["b"], group=CHANNELS, pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Concat", ["a", "b"], ["cat"], axis=1),
+             helper.make_node("Shape", ["input"], ["n"], start=0, end=1)]
+    for axis, name in ((2, "h"), (3, "w")):
+        nodes += [helper.make_node("Shape", ["input"], [f"{name}0"], start=axis, end=axis + 1),
+                  helper.make_node("Squeeze", [f"{name}0"], [f"{name}1"]),
+                  helper.make_node("Sub", [f"{name}1", "one"], [f"{name}2"]),
+                  helper.make_node("Div", [f"{name}2", "two"], [f"{name}3"]),
+                  helper.make_node("Add", [f"{name}3", "one"], [f"{name}4"]),
+                  helper.make_node("Unsqueeze", [f"{name}4", "axes0"], [name])]
+    nodes += [helper.make_node("Concat", ["n", "groups", "h", "w"], ["five"], axis=0),
+              helper.make_node("Concat", ["n", "channels", "h", "w"], ["four"], axis=0),
+              helper.make_node("Reshape", ["cat", "five"], ["grouped"], allowzero=1),
+              helper.make_node("Transpose", ["grouped"], ["swapped"], perm=[0, 2, 1, 3, 4]),
+              helper.make_node("Reshape", ["swapped", "four"], ["shuffled"], allowzero=1),
+              helper.make_node("Conv", ["shuffled", "dw2"], ["output"], group=2 * CHANNELS, pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT,
+                                                                          ["batch", CHANNELS, "h", "w"])],
+                              [helper.make_tensor_value_info("output", onnx.TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+
+
+def test_a_shuffle_whose_dims_are_not_proved_the_convs_runs_channels_last():
+    """The shuffle's reshape dims are not proved the concat's (they differ at an input height of 0):
+    with N and C kept the reshape keeps each pixel's flat index either way, so it is carried
+    channels last all the same (one interleaving concat), results as onnxruntime's at odd and even
+    sizes."""
+    model = _dynamo_shuffle_model()
+    for hw in ((9, 7), (8, 6), (1, 2)):
+        _check_against_onnxruntime(model, {"batch": (1, 4)}, _feeds(hw=hw))
+    ir = _ir(model)
+    assert "max(h - 1, 0) // 2 + 1" in ir
+    assert _layout_transposes(ir) == 2, ir
+    assert "(0, 2, 1, 3, 4)" not in ir
+    assert len([line for line in ir.splitlines() if '"concat"' in line and '("axis", 4)' in line]) == 1

@@ -57,8 +57,9 @@ def test_the_context_opt_level_alone_decides_what_runs():
           "WidenFloat16Regions", "MergeProjections", "FuseBiasActivation", "FoldPermuteMatmul", "SinkResize", "ConvertLayout",
           "Conv1dChannelsLast",
           "SimplifyAlgebra",
-          "ConcatOfSplit", "FuseSqueezeExcite", "FoldActivationScales", "DropZeroSignRoundTrips", "PackRecurrentWeights", *core,
-          "TabulateIntegerFunctions", "FuseDynamicQuantize", "DeadCodeElimination", "ShareLookUps",
+          "ConcatOfSplit", "FuseSqueezeExcite", "FoldActivationScales", "DropZeroSignRoundTrips", "PackRecurrentWeights",
+          "FuseClassifierNormalizer", "CanonicalizeBindings", "RoundFloat16InFloat32", *core,
+          "HoistMaxPool", "TabulateIntegerFunctions", "FuseDynamicQuantize", "DeadCodeElimination", "ShareLookUps",
           "WidenLookUpTables", "NarrowIndexCasts", "DropNaNSaturation", "FuseOps"]
     mod = relaxpack.from_onnx(small_cnn())
     for level, ran in ((0, []), (1, core), (2, core + o2), (3, core + o2)):

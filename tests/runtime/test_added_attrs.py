@@ -47,6 +47,17 @@ def _string_normalizer():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), feeds
 
 
+def _linear_classifier():
+    node = helper.make_node("LinearClassifier", ["x"], ["label", "scores"], domain="ai.onnx.ml",
+                            coefficients=[1.0, -2.0, 0.5, 3.0, -1.0, 0.25], intercepts=[0.125, -0.5, 2.0],
+                            classlabels_ints=[0, 1, 2], post_transform="SOFTMAX")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 2])],
+                              [helper.make_tensor_value_info("label", TensorProto.INT64, ["n"]),
+                               helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["n", 3])])
+    feeds = {"x": np.random.default_rng(2).standard_normal((5, 2)).astype(np.float32)}
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)]), feeds
+
+
 def _without(exe, names: set[str]):
     """``exe`` as an archive of before: its calls of ``names`` lack the attributes added since."""
     index = {i: ADDED[e.name] for i, e in enumerate(exe.func_table) if e.name in names}
@@ -66,7 +77,8 @@ def _without(exe, names: set[str]):
 
 
 @pytest.mark.parametrize("make, kernels", [(_conv_with_computed_weight, {"nn.conv", "nn.conv_bias_act"}),
-                                           (_string_normalizer, {"string_normalizer"})])
+                                           (_string_normalizer, {"string_normalizer"}),
+                                           (_linear_classifier, {"linear_classifier"})])
 def test_an_archive_without_the_added_attributes_runs(tmp_path, make, kernels):
     model, feeds = make()
     expected = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model), opt_level=0)).run(feeds)

@@ -255,3 +255,33 @@ def test_reshape_views_of_the_arena_are_in_the_shape_memo():
         kept.append((got, got.copy()))
     for got, copy in kept:
         np.testing.assert_array_equal(got, copy)
+
+
+def test_tuples_are_made_and_read_inline_and_their_errors_name_the_instruction():
+    """make_tuple and tuple_getitem (the builtins, no keywords) compile to the tuple display and the
+    subscript they return: the same values, no call of either, and an index out of range still
+    names its instruction (pc_of)."""
+    from relaxpack.runtime.builtins import make_tuple, tuple_getitem
+    from relaxpack.runtime.compiled import pc_of
+    instrs = [Call(dst=2, func=0, args=(("r", 0), ("r", 1)), kwargs=()),
+              Call(dst=3, func=1, args=(("r", 2), ("i", 1)), kwargs=()),
+              Call(dst=4, func=0, args=(("r", 3), ("i", 7)), kwargs=()),
+              Call(dst=5, func=0, args=(), kwargs=()),
+              Call(dst=6, func=0, args=(("r", 4), ("r", 5), ("r", 0)), kwargs=()),
+              Ret(src=6)]
+    resolved = {0: Resolved(make_tuple, ((True, 0), (True, 1)), (), 2, "vm.builtin.make_tuple"),
+                1: Resolved(tuple_getitem, ((True, 2), (False, 1)), (), 3, "vm.builtin.tuple_getitem"),
+                2: Resolved(make_tuple, ((True, 3), (False, 7)), (), 4, "vm.builtin.make_tuple"),
+                3: Resolved(make_tuple, (), (), 5, "vm.builtin.make_tuple"),
+                4: Resolved(make_tuple, ((True, 4), (True, 5), (True, 0)), (), 6, "vm.builtin.make_tuple")}
+    _, plain = compile_function(instrs, resolved, 2, "main")
+    a, b = np.zeros(1), np.ones(2)
+    got = plain.run(a, b)
+    assert got == ((b, 7), (), a) and got[0][0] is b and got[2] is a
+    held = [c.cell_contents for c in plain.run.__closure__ or ()]
+    assert not any(v is make_tuple or v is tuple_getitem for v in held)
+    resolved[1] = Resolved(tuple_getitem, ((True, 2), (False, 5)), (), 3, "vm.builtin.tuple_getitem")
+    _, plain = compile_function(instrs, resolved, 2, "main")
+    with pytest.raises(IndexError) as err:
+        plain.run(a, b)
+    assert pc_of(err.value.__traceback__, plain) == 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relaxpack.runtime.kernels import conv_column_phases, conv_small
+from relaxpack.runtime.kernels import conv_column_phases, conv_small, conv_wide
 from relaxpack.runtime.kernels.conv_strided import strided_layouts
 from relaxpack.runtime.kernels.nn import _prepared_conv
 
@@ -33,7 +33,8 @@ APPLIES = [
     ((1, 2, 64, 100), (8, 2, 3, 3), dict(strides=(2, 2), padding=(3, 3, 3, 3))),         # wide padding
 ]
 # ... and those it does not: a phase of one tap (4x4/4), a dilated width, one output column short of
-# MIN_WIDTH, one output row short of MIN_COLUMN_VALUES, stride 1 along the width, wide rows (7x7/2)
+# MIN_WIDTH, one output row short of MIN_COLUMN_VALUES, stride 1 along the width, a plan of wide rows
+# (7x7/2: its runners leave them for the column phases through replaces_wide, REPLACES_WIDE below)
 DOES_NOT = [
     ((1, 3, 61, 96), (16, 3, 4, 4), dict(strides=(4, 4))),
     ((1, 3, 40, 64), (8, 3, 3, 3), dict(strides=(2, 2), padding=(1, 2, 1, 2), dilation=(1, 2))),
@@ -184,3 +185,89 @@ def test_random_geometries_are_the_generic_kernel():
         CONV_BIAS_ACT(x, w, b, out=want, **attrs)
         np.testing.assert_array_equal(out, want, err_msg=str((data, weight, attrs)))
     assert applied >= 20, applied
+
+
+# strided convs whose taps would read wide phase planes (conv_wide: four taps a phase or more) and
+# that take the column phases instead: stems, odd sizes and uneven padding, a batch, a grouped conv
+REPLACES_WIDE = [
+    ((1, 3, 61, 96), (16, 3, 7, 7), dict(strides=(2, 2), padding=(3, 3, 3, 3))),      # ResNet's stem
+    ((3, 3, 64, 45), (16, 3, 7, 7), dict(strides=(2, 2), padding=(3, 3, 3, 3))),
+    ((1, 3, 61, 96), (16, 3, 5, 5), dict(strides=(2, 2), padding=(2, 2, 2, 2))),
+    ((2, 4, 37, 71), (6, 4, 7, 5), dict(strides=(2, 2), padding=(3, 1, 2, 2))),
+    ((1, 4, 40, 64), (8, 2, 5, 5), dict(groups=2, strides=(2, 2), padding=(2, 2, 2, 2))),
+]
+
+
+def _replaces(data, weight, attrs, itemsize=4):
+    plan = _plan(data, weight, full_attrs(attrs))
+    assert plan.method == "strided" and plan.strided.wide is not None and plan.strided.wide.phases != (1, 1)
+    return conv_column_phases.replaces_wide(plan, data, itemsize)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+@pytest.mark.parametrize("activation", [None, "relu", "hard_swish"], ids=str)
+@pytest.mark.parametrize("data, weight, attrs", REPLACES_WIDE, ids=str)
+def test_a_conv_of_wide_phases_takes_the_column_phases_as_the_generic_kernel(data, weight, attrs, activation,
+                                                                              dtype, monkeypatch):
+    """The runner and the generic kernel both leave the wide phases for the column phases (the same
+    columns, one GEMM of the output's pixels): the same bits, call after call; the results within
+    float rounding of a wider reference."""
+    from .test_kernels_conv_small_float import _assert_within_rounding
+    assert _replaces(data, weight, attrs, np.dtype(dtype).itemsize if dtype != "float16" else 4)
+    wide_runs = []
+    monkeypatch.setattr(conv_wide, "run_wide", lambda *args: wide_runs.append(args))
+    attrs = full_attrs(attrs, activation)
+    rng = np.random.default_rng(8)
+    w, b = rand(rng, weight, dtype), rand(rng, (weight[0],), dtype)
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    out, ws = out_for(data, weight, attrs, dtype), workspace_for(data, weight, attrs, dtype)
+    for round_ in range(2):
+        x = rand(rng, data, dtype)
+        call(x, w, b, out=out, workspace=ws)
+        want = out_for(data, weight, attrs, dtype)
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
+        ws[:] = 0xCD
+    assert wide_runs == []
+    if activation is None and dtype != "float16" and attrs["groups"] == 1:
+        _assert_within_rounding(out, x, w, b, attrs["strides"], attrs["padding"], weight)
+
+
+def test_past_the_planes_byte_bar_a_conv_keeps_its_wide_phases(monkeypatch):
+    """Planes over MAX_PLANES_BYTES (a larger batch) keep the wide phases, in the runner and the
+    generic kernel alike; a stride-1 conv's wide rows are never replaced."""
+    data, weight, attrs = REPLACES_WIDE[0]
+    planes = 2 * 3 * (61 + 6) * (48 + 3) * 4      # column phases x C x padded rows x (width + (7 - 1) // 2)
+    monkeypatch.setattr(conv_column_phases, "MAX_PLANES_BYTES", planes)
+    assert _replaces(data, weight, attrs)
+    monkeypatch.setattr(conv_column_phases, "MAX_PLANES_BYTES", planes - 1)
+    assert not _replaces(data, weight, attrs)
+    attrs = full_attrs(attrs, "relu")
+    rng = np.random.default_rng(9)
+    x, w, b = rand(rng, data, "float32"), rand(rng, weight, "float32"), rand(rng, (16,), "float32")
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    out, want = out_for(data, weight, attrs, "float32"), out_for(data, weight, attrs, "float32")
+    call(x, w, b, out=out, workspace=workspace_for(data, weight, attrs, "float32"))
+    runs, inner = [], conv_wide.run_wide
+    monkeypatch.setattr(conv_wide, "run_wide", lambda *args: runs.append(args) or inner(*args))
+    CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+    assert len(runs) == 1
+    np.testing.assert_array_equal(out, want)
+    stride1 = _plan((1, 16, 16, 24), (16, 16, 3, 3), full_attrs(dict(padding=(1, 1, 1, 1))))
+    assert stride1.strided.wide is not None
+    assert not conv_column_phases.replaces_wide(stride1, (1, 16, 16, 24), 4)
+
+
+@pytest.mark.parametrize("data, weight, attrs", [c for c in REPLACES_WIDE if c[2].get("groups", 1) == 1], ids=str)
+def test_a_conv_of_wide_phases_writing_channels_last_is_its_channels_first_result(data, weight, attrs):
+    """Channels-last out (staged channels first, then transposed): the channels-first bits."""
+    attrs = full_attrs(attrs, "relu")
+    rng = np.random.default_rng(10)
+    x, w, b = rand(rng, data, "float32"), rand(rng, weight, "float32"), rand(rng, (weight[0],), "float32")
+    first = out_for(data, weight, attrs, "float32")
+    CONV_BIAS_ACT(x, w, b, out=first, **attrs)
+    attrs = {**attrs, "out_layout": "NHWC"}
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    out = out_for(data, weight, attrs, "float32")
+    call(x, w, b, out=out, workspace=workspace_for(data, weight, attrs, "float32"))
+    np.testing.assert_array_equal(out, np.moveaxis(first, 1, -1))

@@ -556,24 +556,34 @@ def test_a_wide_conv_adds_a_bound_bias_as_a_tile_and_reads_a_register_bias_every
 @pytest.mark.parametrize("out_layout", [None, "NHWC"])
 def test_an_unpadded_conv_reads_any_new_input(out_layout):
     """An unpadded conv reads its im2col window from the input itself, made every call for a new
-    array: a contiguous one's by the ndarray constructor over its buffer, any other's by
-    ``as_strided`` (every other column, a transposed copy's view); the generic kernel's result
-    bit for bit each time (ConvNeXt's 4x4/4 stem on the model input)."""
+    array: a contiguous one's by the ndarray constructor over its buffer (after the first, by the
+    window geometry kept from it: one constructor call), any other's by ``as_strided`` (every
+    other column, a transposed copy's view); the generic kernel's result bit for bit each time
+    (ConvNeXt's 4x4/4 stem, ViT's patch embedding on the model input), contiguous inputs in a row,
+    a read-only one, between strided ones; no input is held past its call."""
+    import weakref
     data, weight = (1, 3, 13, 17), (16, 3, 4, 4)
     attrs = {**full_attrs(dict(strides=(4, 4)), None), "out_layout": out_layout}
     rng = np.random.default_rng(11)
     w, b = rand(rng, weight, "float32"), rand(rng, (16,), "float32")
     call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
     out = out_for(data, weight, attrs, "float32")
+    read_only = rand(rng, data, "float32")
+    read_only.flags.writeable = False
     inputs = [rand(rng, data, "float32"), rand(rng, (1, 3, 13, 34), "float32")[..., ::2],
               np.ascontiguousarray(rand(rng, (1, 17, 13, 3), "float32").transpose(0, 3, 2, 1)).transpose(0, 1, 2, 3),
-              rand(rng, (1, 17, 13, 3), "float32").transpose(0, 3, 2, 1), rand(rng, data, "float32")]
+              rand(rng, (1, 17, 13, 3), "float32").transpose(0, 3, 2, 1), rand(rng, data, "float32"),
+              rand(rng, data, "float32"), rand(rng, data, "float32"), read_only,
+              rand(rng, (1, 3, 13, 34), "float32")[..., ::2], rand(rng, data, "float32")]
     for x in inputs:
         assert x.shape == data
         call(x, w, b, out=out, workspace=None)
         want = out_for(data, weight, attrs, "float32")
         CONV_BIAS_ACT(x, w, b, out=want, **attrs)
         np.testing.assert_array_equal(out, want)
+    ref = weakref.ref(inputs[-1])
+    del inputs, x, read_only
+    assert ref() is None
 
 
 def test_im2col_rows_are_copied_as_runs_only_where_contiguous():

@@ -135,3 +135,45 @@ def test_the_plan_is_the_strided_methods():
         attrs = _attrs(stride, padding)
         plan = _prepared_conv(data, weight, attrs["strides"], attrs["padding"], attrs["dilation"], 1, "NCHW")[0]
         assert plan.method == "strided"
+
+
+@pytest.mark.parametrize("data, weight, stride, padding", TAKEN)
+def test_bias_in_gemm_at_the_bound(data, weight, stride, padding):
+    """An exact conv's bound bias as its GEMM's last term (``bias_in_gemm``: not into ``out``
+    directly, one image of at most 32 pixels) gives the int64 sums with the largest bias the exact
+    bound leaves: every product of a window inside the plane is ``+-255 * 127``, all of one sign,
+    so those sums are ``+-2**24`` with the bias; as the generic kernel does."""
+    attrs = _attrs(stride, padding)
+    rng = np.random.default_rng(5)
+    signs = rng.choice([-1.0, 1.0], weight[1]).astype(np.float32).reshape(1, -1, 1, 1)
+    w = np.broadcast_to(127 * signs, weight).astype(np.float32)
+    top = 2**24 - 255 * 127 * int(np.prod(weight[1:]))
+    b = np.resize(np.array([top, -top, 0], np.float32), weight[0])
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    for sign in (1, -1):
+        x = np.broadcast_to(sign * 255 * signs, data).astype(np.float32)
+        out = out_for(data, weight, attrs, "float32")
+        call(x, w, b, out=out)
+        np.testing.assert_array_equal(out, _exact_conv(x, w, b, attrs["strides"], padding))
+        want = out_for(data, weight, attrs, "float32")
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want)
+
+
+def test_bias_in_gemm_where():
+    """Exact convs with a bound bias, but for the GEMM straight into ``out`` (one image of at
+    most 32 pixels: the bar on both sides, a batch past it)."""
+    def plan(data, weight, stride):
+        return _prepared_conv(data, weight, (stride, stride), (1, 1, 1, 1), (1, 1), 1, "NCHW")[0]
+    wide = plan((1, 24, 8, 12), (24, 24, 3, 3), 1)              # 96 pixels
+    at_bar = plan((1, 32, 8, 8), (32, 32, 3, 3), 2)             # 16 pixels... and 32:
+    past = plan((1, 32, 8, 12), (32, 32, 3, 3), 2)              # 4x6 = 24
+    thirty_three = plan((1, 16, 3, 11), (16, 16, 3, 3), 1)      # 3x11 = 33
+    assert conv_small_cl.bias_in_gemm(wide, 1, True, True)
+    assert not conv_small_cl.bias_in_gemm(wide, 1, False, True)          # a float conv
+    assert not conv_small_cl.bias_in_gemm(wide, 1, True, False)          # no bound bias
+    assert not conv_small_cl.bias_in_gemm(at_bar, 1, True, True)
+    assert not conv_small_cl.bias_in_gemm(past, 1, True, True)
+    assert conv_small_cl.bias_in_gemm(past, 2, True, True)               # a batch
+    assert conv_small_cl.bias_in_gemm(thirty_three, 1, True, True)
+    assert not conv_small_cl.bias_in_gemm(plan((1, 16, 4, 8), (16, 16, 3, 3), 1), 1, True, True)  # 32

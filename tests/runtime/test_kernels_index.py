@@ -138,6 +138,80 @@ def test_gather_elements_per_instruction_is_the_kernel(axis):
     assert str(specialized.value) == str(generic.value)
 
 
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("idtype", ["int32", "int64"])
+def test_gather_elements_by_repeated_indices_is_the_kernel(axis, idtype):
+    """Indices equal to the last call's (DeBERTa's, made from the sequence length) take kept flat
+    positions after the second call: the generic kernel's values over new data in the same arena
+    views and in new arrays, the indices the same object, a copy, changed in place (one value, the
+    sign of an index: -1 and n - 1 pick the same element), of another dtype, a strided data (the
+    indexing expression), data of another shape along the gathered axis, other dtypes of data, an
+    out of another dtype, indices past the compared size, and the out-of-range error."""
+    from relaxpack.runtime.kernels import get_kernel
+    from relaxpack.runtime.kernels.index import FLAT_GATHER_MAX_SIZE
+    rng = np.random.default_rng(43)
+    fn = get_kernel("gather_elements").fn
+    call = fn.specialize_attrs({"axis": axis}, (False, False))
+    arena = np.zeros(4096, np.float32)
+    data, out = arena[:105].reshape(3, 5, 7), arena[200:305].reshape(3, 5, 7)
+    n = data.shape[axis]
+    indices = rng.integers(-n, n, (3, 5, 7)).astype(idtype)
+    indices.flat[0] = n - 1
+    flipped = indices.copy()
+    flipped.flat[0] = -1
+    moved = indices.copy()
+    moved.flat[5] = (moved.flat[5] + 1) % n
+    cases = [(data, indices, out)] * 4 + [(rand(rng, (3, 5, 7), "float32"), indices, np.empty((3, 5, 7), np.float32)),
+             (data, indices.copy(), out), (data, flipped, out), (data, flipped, out), (data, moved, out),
+             (data, moved.astype("int64" if idtype == "int32" else "int32"), out),
+             (rand(rng, (3, 5, 14), "float32")[..., ::2], moved, out), (data, moved, out),
+             (data, moved, np.empty((3, 5, 7), np.float64)), (data, moved, out)]
+    for x, idx, o in cases:
+        if x is data:
+            data[...] = rand(rng, data.shape, "float32")
+        want = np.empty(o.shape, o.dtype)
+        fn(x, idx, out=want, axis=axis)
+        call(x, idx, out=o)
+        np.testing.assert_array_equal(o, want)
+    in_place = moved.copy()
+    for k in range(3):                          # the same object, its values changed between calls
+        in_place.flat[k] = (in_place.flat[k] + 2) % n
+        want = np.empty(out.shape, np.float32)
+        fn(data, in_place, out=want, axis=axis)
+        call(data, in_place, out=out)
+        np.testing.assert_array_equal(out, want)
+    other = rand(rng, (3, 5, 7), "int64")
+    for _ in range(3):
+        want = np.empty(out.shape, np.int64)
+        fn(other, in_place, out=want, axis=axis)
+        got = np.empty(out.shape, np.int64)
+        call(other, in_place, out=got)
+        np.testing.assert_array_equal(got, want)
+    wide = [s + (9 if k == axis % 3 else 0) for k, s in enumerate((3, 5, 7))]
+    longer = rand(rng, tuple(wide), "float32")   # a longer gathered axis: other positions
+    for _ in range(3):
+        want = np.empty(out.shape, np.float32)
+        fn(longer, in_place, out=want, axis=axis)
+        call(longer, in_place, out=out)
+        np.testing.assert_array_equal(out, want)
+    big = rng.integers(0, 7, (FLAT_GATHER_MAX_SIZE + 1, 1, 7))     # past the compared size: never kept
+    source = rand(rng, (FLAT_GATHER_MAX_SIZE + 1, 1, 7), "float32")
+    big_call = fn.specialize_attrs({"axis": 2}, (False, False))
+    for _ in range(3):
+        want = np.empty(big.shape, np.float32)
+        fn(source, big, out=want, axis=2)
+        got = np.empty(big.shape, np.float32)
+        big_call(source, big, out=got)
+        np.testing.assert_array_equal(got, want)
+    bad = in_place.copy()
+    bad.flat[7] = n
+    with pytest.raises(ShapeError) as generic:
+        fn(data, bad, out=np.empty(bad.shape, np.float32), axis=axis)
+    with pytest.raises(ShapeError) as specialized:
+        call(data, bad, out=np.empty(bad.shape, np.float32))
+    assert str(specialized.value) == str(generic.value)
+
+
 def test_strided_slice_specialized_on_arena_views_reads_every_calls_values():
     """An input and output that are the same arena views run after run keep the sliced view: each
     call copies the input's current values; another view, or an array owning its memory, slices anew."""

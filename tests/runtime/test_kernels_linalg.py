@@ -125,6 +125,36 @@ def test_one_matrix_by_a_constant_weight_is_np_matmul_bit_for_bit(op, dtype):
         np.testing.assert_array_equal(out, want)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_gemm_into_a_new_output_each_call_is_np_matmul_bit_for_bit(dtype):
+    """A classifier's head: ``nn.gemm`` of an arena view by a constant weight into a model output,
+    a new array each call (fresh_out_views: np.dot of the kept matrix view into it): np.matmul's
+    bits plus the bias over calls with new values, one and several rows, then an out of another
+    shape, dtype or layout (a transposed view, a 3-d array), each as the generic call's."""
+    from relaxpack.runtime.kernels import get_kernel
+    rng = np.random.default_rng(37)
+    call = get_kernel("nn.gemm").fn.specialize_attrs({"activation": None}, (False, True, True))
+    w, b = rand(rng, (9, 4), dtype), rand(rng, (4,), dtype)
+    for rows in (1, 1, 3, 3, 1):
+        x = _views_of(rng, (rows, 9), dtype)[0]
+        for _ in range(3):
+            x[...] = rand(rng, (rows, 9), dtype)             # new values in the same view
+            out = np.empty((rows, 4), dtype)
+            call(x, w, b, out=out)
+            np.testing.assert_array_equal(out, np.matmul(x, w) + b)
+    x = _views_of(rng, (2, 9), dtype)[0]
+    call(x, w, b, out=np.empty((2, 4), dtype))
+    generic = get_kernel("nn.gemm").fn
+    for out in (np.empty((4, 2), dtype).T, np.empty((1, 2, 4), dtype)[0], np.empty((2, 4), np.float16)):
+        want = np.empty(out.shape, out.dtype)
+        generic(x, w, b, out=want, activation=None)
+        call(x, w, b, out=out)
+        np.testing.assert_array_equal(out, want)
+    out = np.empty((1, 2, 4), dtype)                        # a 3-d output: matmul's path
+    call(x[None], w, b, out=out)
+    np.testing.assert_array_equal(out, np.matmul(x[None], w) + b)
+
+
 # (lhs shape before its permutation, rhs shape before its, lhs axes, rhs axes, out axes)
 PERMUTED = [
     ((1, 5, 2, 16), (1, 5, 2, 16), (0, 2, 1, 3), (0, 2, 3, 1), None),          # q @ k^T from heads
@@ -161,6 +191,56 @@ def test_kept_products_are_the_plain_kernels(dtype, lhs_shape, rhs_shape, lhs_ax
         call(arrays[0], arrays[1], out=arrays[2])
         np.testing.assert_array_equal(arrays[2], want)
         assert arrays[2].dtype == want.dtype
+
+
+
+@pytest.mark.parametrize("lhs_shape, rhs_shape, lhs_axes, rhs_axes, out_axes", PERMUTED, ids=str)
+@pytest.mark.parametrize("fresh_side", [0, 1])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_a_new_operand_of_the_kept_form_is_the_plain_kernel(dtype, fresh_side, lhs_shape, rhs_shape, lhs_axes,
+                                                             rhs_axes, out_axes):
+    """A decoder's KV cache is a new array every run (a model input, a fresh concat) beside arena
+    views kept from the last call: a new operand of the last one's shape, strides and dtype takes
+    the kept call with its view made again. The plain kernel's bits over new owning arrays, new
+    views of other buffers, a transposed layout of the same shape, another shape, the kept arrays
+    again, an owned ``out``; an owning operand is not held past the call."""
+    import weakref
+    from relaxpack.runtime.kernels import get_kernel
+    rng = np.random.default_rng(11)
+    attrs = {"lhs_axes": lhs_axes, "rhs_axes": rhs_axes, "out_axes": out_axes, "out_dtype": None}
+    op = "permute_matmul" if lhs_axes or rhs_axes or out_axes else "matmul"
+    if op == "matmul":
+        attrs = {"out_dtype": None}
+    call = get_kernel(op).fn.specialize_attrs(attrs, (False, False))
+    shapes = (lhs_shape, rhs_shape)
+    expected_shape = run_kernel(op, rand(rng, lhs_shape, dtype), rand(rng, rhs_shape, dtype), **attrs).shape
+    kept = _views_of(rng, shapes[1 - fresh_side], dtype)[0]
+    out = _views_of(rng, expected_shape, dtype)[0]
+    shape = shapes[fresh_side]
+    flipped = rand(rng, shape[:-2] + shape[-1:] + shape[-2:-1], dtype).swapaxes(-1, -2)    # same shape, other strides
+    other = rand(rng, shape[:-2] + (shape[-2] + 1, shape[-1]), dtype) if fresh_side == 0 and lhs_axes is None else None
+    news = [rand(rng, shape, dtype), rand(rng, shape, dtype), _views_of(rng, shape, dtype)[0], flipped,
+            rand(rng, shape, dtype), flipped.copy(), rand(rng, shape, dtype)]
+    for new in news + ([other] if other is not None else []) + [rand(rng, shape, dtype)]:
+        kept[...] = rand(rng, kept.shape, dtype)
+        lhs, rhs = (new, kept) if fresh_side == 0 else (kept, new)
+        want = run_kernel(op, lhs, rhs, **attrs)
+        target = out if new.shape == shape else np.empty(want.shape, dtype)
+        call(lhs, rhs, out=target)
+        np.testing.assert_array_equal(target, want)
+    owned = rand(rng, shape, dtype)
+    lhs, rhs = (owned, kept) if fresh_side == 0 else (kept, owned)
+    call(lhs, rhs, out=out)
+    call(lhs, rhs, out=out)
+    ref = weakref.ref(owned)
+    del owned, lhs, rhs
+    assert ref() is None
+    fresh_out = np.empty(expected_shape, dtype)         # an out owning its memory: never kept
+    new = rand(rng, shape, dtype)
+    lhs, rhs = (new, kept) if fresh_side == 0 else (kept, new)
+    for _ in range(2):
+        call(lhs, rhs, out=fresh_out)
+        np.testing.assert_array_equal(fresh_out, run_kernel(op, lhs, rhs, **attrs))
 
 
 

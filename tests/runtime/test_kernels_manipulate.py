@@ -220,6 +220,65 @@ def test_permute_dims_and_split_per_instruction_read_every_calls_values():
             np.testing.assert_array_equal(piece, want)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8", "bool"])
+@pytest.mark.parametrize("sections", [[3, 8], [1, 9], 2])
+def test_split_and_slice_of_channels_last_runs_per_instruction(dtype, sections):
+    """A split (and a strided_slice) along the last axis of views: each piece's runs copied as void
+    items (as_item_runs) where at least two values long, a piece of one channel as it is; the
+    values every call's, as np.split's and the slice's, for several dtypes, and after an input
+    that is an array of its own."""
+    from relaxpack.runtime.kernels.manipulate import as_item_runs
+    rng = np.random.default_rng(13)
+    split = get_kernel("split").fn.specialize_attrs({"indices_or_sections": sections, "axis": -1}, (False,))
+    slice_ = get_kernel("strided_slice").fn.specialize_attrs(
+        {"axes": (3,), "begin": (2,), "end": (9,), "strides": (1,)}, (False,))
+    x = _view((2, 3, 4, 10), dtype)
+    wants = np.split(x, sections, axis=-1)
+    pieces = tuple(_view(w.shape, dtype) for w in wants)
+    sliced = _view((2, 3, 4, 7), dtype)
+    runs = [as_item_runs(p, w)[1].dtype.kind for p, w in zip(pieces, wants)]
+    assert runs == ["V" if w.shape[-1] >= 2 else x.dtype.kind for w in wants]
+    for round_ in range(4):
+        x[...] = rand(rng, x.shape, dtype)
+        source = x if round_ != 2 else x.copy()
+        split(source, out=pieces)
+        for piece, want in zip(pieces, np.split(x, sections, axis=-1)):
+            np.testing.assert_array_equal(piece, want)
+        slice_(source, out=sliced)
+        np.testing.assert_array_equal(sliced, x[..., 2:9])
+
+
+@pytest.mark.parametrize("axis, shapes", [
+    (4, [(1, 3, 4, 5, 1), (1, 3, 4, 5, 1)]),        # ShuffleNet's interleaving concat of unit axes
+    (-1, [(2, 3, 4), (2, 3, 1), (2, 3, 0), (2, 3, 6)]),   # uneven parts, an empty one, a negative axis
+    (0, [(1, 5), (3, 5)]),
+])
+def test_concat_per_instruction_reads_every_calls_values(axis, shapes):
+    """Per instruction concat keeps the output's slices for parts and an output that are views (the
+    same objects run after run with new values; the VM makes the parts' tuple anew each run): each
+    call as np.concatenate's; a part or an output that is another array, or of its own memory,
+    goes the kernel's way (and the next call of the kept views still reads them)."""
+    rng = np.random.default_rng(11)
+    call = get_kernel("concat").fn.specialize_attrs({"axis": axis}, (False,))
+    parts = [_view(shape) for shape in shapes]
+    ax = axis % len(shapes[0])
+    out_shape = list(shapes[0])
+    out_shape[ax] = sum(shape[ax] for shape in shapes)
+    out, other = _view(tuple(out_shape)), _view(tuple(out_shape))
+    for round_ in range(6):
+        for p in parts:
+            p[...] = rng.standard_normal(p.shape)
+        given = list(parts)
+        if round_ == 2:
+            given[0] = _view(shapes[0])                  # another part
+            given[0][...] = rng.standard_normal(shapes[0])
+        if round_ == 3:
+            given[-1] = parts[-1].copy()                 # a part of its own memory
+        target = other if round_ == 4 else (np.empty(out.shape, out.dtype) if round_ == 5 else out)
+        call(tuple(given), out=target)
+        np.testing.assert_array_equal(target, np.concatenate(given, axis=axis))
+
+
 @pytest.mark.parametrize("shape, axes", [((1, 2, 16, 8, 12), (0, 3, 4, 2, 1)), ((2, 3, 5, 9), (0, 2, 3, 1)),
                                          ((3, 5, 7), (2, 0, 1))])
 def test_permute_dims_per_instruction_with_per_position_copies(shape, axes):

@@ -24,6 +24,10 @@ GEOMETRIES = [   # (N, C, H, W), pool, strides, padding (top, left, bottom, righ
     ((2, 1, 6, 6), (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), False),
     ((1, 2, 10, 9), (1, 3), (2, 3), (0, 1, 0, 1), (1, 2), False),        # one row tap
     ((1, 2, 4, 3), (3, 3), (3, 3), (2, 2, 2, 2), (1, 1), True),          # a window of padding only
+    ((2, 3, 11, 10), (3, 3), (3, 2), (0, 1, 2, 1), (2, 1), False),       # row phases 0, 2, 1: taps 0, 2, 4
+    ((1, 2, 2, 7), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), True),          # fewer data rows than the stride
+    ((3, 2, 16, 9), (2, 3), (4, 2), (1, 1, 0, 1), (3, 1), False),        # stride 4, dilated rows
+    ((2, 3, 1, 8), (3, 3), (3, 2), (1, 1, 1, 1), (1, 1), False),         # row phases without data
 ]
 
 

@@ -133,8 +133,9 @@ def test_linear_classifier_labels_and_scores_as_the_plain_formula(classes, post_
     rng = np.random.default_rng(classes)
     coef = rng.normal(size=(classes, 4)).astype(np.float32)
     bias = rng.normal(size=classes).astype(np.float32)
-    call = (linear_classifier.specialize_attrs({"post_transform": post_transform}, (False, True, True))
-            if specialized else lambda x, c, i, out: linear_classifier(x, c, i, out=out, post_transform=post_transform))
+    attrs = {"post_transform": post_transform, "norm": "NONE"}
+    call = (linear_classifier.specialize_attrs(attrs, (False, True, True))
+            if specialized else lambda x, c, i, out: linear_classifier(x, c, i, out=out, **attrs))
     for n in (0, 1, 2, 7, 8193):         # (8193: past RowTiles' largest tile, the bias broadcasts)
         x = rng.normal(0, 20, (n, 4)).astype(np.float32)
         if n == 7:

@@ -362,3 +362,38 @@ def test_one_image_sums_by_dot_as_matmul_sums_them(dtype):
             np.testing.assert_array_equal(out, want)
             call(x, out=out)
             np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("shape, axis, keepdims", [((1, 7, 12, 32), (1, 2), False), ((3, 8, 5, 32), (1, 2), True),
+                                                   ((2, 3, 5), (2,), False), ((2, 3, 5), (0, 2), True),
+                                                   ((0, 4, 3), (1,), False), ((4, 0, 3), (1,), True)])
+def test_a_float16_mean_per_instruction_is_the_kernel(shape, axis, keepdims):
+    """A float16 mean keeps the kernel's own numpy calls per layout (float16_mean_layout): bit for
+    bit the kernel on arena views and fresh arrays, with sums past float16's largest value (the
+    quotient rounds to inf, or stays finite where the count brings it back), infinities, NaN and
+    empty axes (NaN), and a layout of other strides."""
+    from relaxpack.runtime.kernels.reduce import float16_mean_layout, mean
+    rng = np.random.default_rng(11)
+    attrs = dict(axis=axis, keepdims=keepdims)
+    call = mean.specialize_attrs(attrs, (False,))
+    size = int(np.prod(shape))
+    arena = np.empty(2 * size + 5, "float16")
+    want_shape = np.add.reduce(np.zeros(shape), axis=axis, keepdims=keepdims).shape
+    for start, fill in ((3, 1.0), (3, 6e4), (size + 5, 1.0), (3, np.inf)):
+        x = arena[start:start + size].reshape(shape)
+        x[...] = rand(rng, shape, "float32") * 100
+        if size:
+            x.flat[::4] = fill
+            x.flat[-1] = np.nan if fill == np.inf else x.flat[-1]
+        out, expected = np.full(want_shape, 7, "float16"), np.full(want_shape, 5, "float16")
+        with np.errstate(all="ignore"):
+            call(x, out=out)
+            mean(x, out=expected, **attrs)
+        np.testing.assert_array_equal(out.view(np.int16), expected.view(np.int16))
+    other = np.ascontiguousarray(np.swapaxes(x, 0, -1)).swapaxes(0, -1)
+    with np.errstate(all="ignore"):
+        call(other, out=out)
+        mean(other, out=expected, **attrs)
+    np.testing.assert_array_equal(out.view(np.int16), expected.view(np.int16))
+    assert float16_mean_layout(x, out, axis, keepdims) is not None
+    assert float16_mean_layout(x.astype("float32"), out.astype("float32"), axis, keepdims) is None

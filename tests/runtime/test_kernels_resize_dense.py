@@ -193,3 +193,62 @@ def test_run_time_kept_intermediate_serves_new_data_each_call(shape, sizes):
         results.append((got, got.copy()))
     for got, copy in results:           # no call wrote into an earlier result
         np.testing.assert_array_equal(got, copy)
+
+
+def _specialized(method="linear", axes=(2, 3), **extra):
+    attrs = dict(axes=axes, scales=None, roi=None, method=method, coordinate_transformation_mode="half_pixel",
+                 rounding_method="round_prefer_floor", cubic_alpha=-0.75, cubic_exclude=False, antialias=False,
+                 extrapolation_value=0.0, **extra)
+    return image.resize.specialize_attrs(attrs, ()), attrs
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("method", ["linear", "cubic"])
+@pytest.mark.parametrize("shape,size,axes", [((1, 8, 32, 20), (64, 40), (2, 3)),          # UNet's 2x upsample
+                                             ((2, 3, 7, 5), (2, 3, 14, 9), (0, 1, 2, 3)),
+                                             ((1, 2, 30, 30), (30, 61), (2, 3)),             # one pass
+                                             ((1, 2, 9, 30), (17, 30), (2, 3))],             # one pass, rows
+                         ids=["unet", "all-axes", "width-only", "height-only"])
+def test_the_per_instruction_runner_is_the_kernel_bit_for_bit(dtype, method, shape, size, axes, monkeypatch):
+    """The specialized call keeps the dense plan, its intermediate and ``out``: the kernel's matmul
+    calls, so its bits, on the same ``out`` with new data every call; non-finite data go to the
+    kernel (its planned passes); a fresh ``out`` and a new shape are prepared again."""
+    call, attrs = _specialized(method, axes)
+    full = list(shape)
+    for a, n in zip(axes, size):
+        full[a] = n
+    out = np.empty(full, dtype)
+    rng = np.random.default_rng(3)
+    prepared = []
+    inner = resize_dense.runner
+    monkeypatch.setattr(resize_dense, "runner", lambda *args: prepared.append(args) or inner(*args))
+    for round_ in range(4):
+        x = rng.standard_normal(shape).astype(dtype)
+        if round_ == 2:
+            x.flat[5] = np.inf
+        with np.errstate(invalid="ignore"):      # (inf times a zero weight in the passes)
+            call(x, size, out=out)
+            want = np.empty(full, dtype)
+            image.resize(x, size, out=want, **attrs)
+        np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
+    assert len(prepared) == 1
+    fresh = np.empty(full, dtype)
+    call(x, size, out=fresh)
+    np.testing.assert_array_equal(fresh, want)
+    assert len(prepared) == 2
+
+
+def test_the_runner_leaves_a_large_intermediate_and_other_calls_to_the_kernel(monkeypatch):
+    call, attrs = _specialized()
+    x = np.random.default_rng(4).standard_normal((1, 8, 32, 20)).astype(np.float32)
+    out = np.empty((1, 8, 64, 40), np.float32)
+    monkeypatch.setattr(resize_dense, "OWN_BETWEEN_MAX_BYTES", 8 * 32 * 40 * 4 - 1)   # (W first: 8x32x40)
+    assert image._prepare_dense(x, (64, 40), out, attrs) is None
+    monkeypatch.setattr(resize_dense, "OWN_BETWEEN_MAX_BYTES", 8 * 32 * 40 * 4)
+    assert image._prepare_dense(x, (64, 40), out, attrs) is not None
+    assert image._prepare_dense(x.astype(np.float16), (64, 40), np.empty(out.shape, np.float16), attrs) is None
+    assert image._prepare_dense(x, (64, 40), np.empty((1, 8, 64, 41), np.float32), attrs) is None
+    call(x, (64, 40), out=out)
+    want = np.empty_like(out)
+    image.resize(x, (64, 40), out=want, **attrs)
+    np.testing.assert_array_equal(out, want)

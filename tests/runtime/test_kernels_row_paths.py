@@ -207,26 +207,67 @@ def _softmax_inputs(rng, shape, dtype):
 
 
 @pytest.mark.parametrize("op", ["nn.softmax", "nn.safe_softmax"])
-@pytest.mark.parametrize("shape", [(1, 1), (2, 2, 1, 1), (1, 2, 5, 5), (3, 2, 17, 17), (1, 65, 16), (2, 0, 3)],
-                         ids=str)
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2, 1, 1), (1, 2, 5, 5), (3, 2, 17, 17), (1, 65, 16), (2, 0, 3),
+                                   (16, 64), (1, 16, 65), (17, 3), (1, 2, 17, 17), (2, 2)], ids=str)
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_specialized_softmax_on_kept_arrays_is_the_kernel(op, shape, dtype):
-    """The specialized softmax keeps the row matrices of the last call's arena arrays: the generic
-    kernel's bits over new values in the same arrays (rows that leave the row path included), other
-    (owning) arrays, the same arrays again, in place, and dtypes that never take the kept path."""
+    """The specialized softmax keeps the row matrices of the last call's arena arrays and runs its
+    row path on them with kept buffers (a few rows: each by its own max, up to 16 rows and 1024
+    values; more: the tensor's shift, low rows redone whole up to 2048 values, picked out past it):
+    the generic kernel's bits over new values in the same arrays (rows that leave the row path
+    included), other (owning) arrays, the same arrays again, in place, and dtypes that never take
+    the kept path; shapes on both sides of each bound."""
     rng = np.random.default_rng(26)
     kernel = get_kernel(op).fn
     spec = kernel.specialize_attrs({"axis": -1}, (False,))
     x, out = _arena(rng, shape, dtype), _arena(rng, shape, dtype)
     with np.errstate(all="ignore"):
         for values in list(_softmax_inputs(rng, shape, dtype)) * 2:
-            for a, b in ((x, out), (values.copy(), np.empty(shape, dtype)), (x, out), (x, x), (x, x)):
+            for a, b in ((x, out), (x, out), (values.copy(), np.empty(shape, dtype)), (x, out), (x, out), (x, x),
+                         (x, x)):
                 if a is x:
                     x[...] = values
                 want = np.empty(shape, dtype)
                 kernel(a.copy(), out=want, axis=-1)
                 spec(a, out=b)
                 np.testing.assert_array_equal(b, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_layer_norm_of_kept_rows_into_new_outputs_is_the_kernel(dtype):
+    """A model's last layer norm reads an arena view and writes the output, a new array every
+    call: the specialized kernel keeps ``x``'s rows (never the output) and writes each new
+    output through its reshape. The generic kernel's bits over new outputs, the same output twice,
+    an arena output between them (kept as before), a new gamma, beta None, shapes across the
+    planes bound and the few-row products' bound, a non-contiguous output."""
+    import weakref
+    rng = np.random.default_rng(28)
+    kernel = get_kernel("nn.layer_norm").fn
+    d = 32
+    bound = rows_path._outer_max_size(d) // d
+    for rows in (1, 5, 9, bound + 1):
+        for constant in ((False, True, True), (False, False, False)):
+            spec = kernel.specialize_attrs({"axes": (-1,), "epsilon": EPS}, constant)
+            gammas = [rand(rng, (d,), dtype), rand(rng, (d,), dtype)]
+            beta = rand(rng, (d,), dtype)
+            x, arena_out = _arena(rng, (1, rows, d), dtype), _arena(rng, (1, rows, d), dtype)
+            same = np.empty((1, rows, d), dtype)
+            strided = np.empty((1, rows, 2 * d), dtype)[..., ::2]
+            for g, b, o in ((gammas[0], beta, None), (gammas[0], beta, None), (gammas[0], beta, same),
+                            (gammas[0], beta, same), (gammas[0], beta, arena_out), (gammas[0], beta, arena_out),
+                            (gammas[0], beta, None), (gammas[1], beta, None), (gammas[1], beta, None),
+                            (gammas[1], None, None), (gammas[1], None, None), (gammas[1], beta, strided),
+                            (gammas[1], beta, None)):
+                out = np.empty((1, rows, d), dtype) if o is None else o
+                x[...] = rand(rng, x.shape, dtype) * 3
+                # (a non-contiguous out takes the generic kernel's general path: compared with it)
+                want = np.empty((1, rows, 2 * d), dtype)[..., ::2] if o is strided else np.empty(x.shape, dtype)
+                kernel(x.copy(), g, b, out=want, axes=(-1,), epsilon=EPS)
+                spec(x, g, b, out=out)
+                np.testing.assert_array_equal(out, want)
+            ref = weakref.ref(out)
+            del out, o
+            assert ref() is None                    # a new output is not held past its call
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
@@ -306,6 +347,35 @@ def test_rms_norm_bound_scale_as_a_tile_is_the_kernel(dtype):
                 kernel(x, scale, out=want, epsilon=EPS)
                 spec(x, scale, out=got)
                 np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_rms_norm_on_kept_arrays_is_the_kernel(dtype):
+    """A bound-scale RMS norm on the same arena views as the last call runs its calls into kept
+    buffers: the generic kernel's bits over new values in the same arrays (a zero row with epsilon
+    0 too), owning arrays between them (not kept), in place, a new scale array, a strided x, shapes
+    across the tile bar, one row, float16 (never kept)."""
+    from relaxpack.runtime.kernels.tiled_operand import ROW_TILE_MAX_SIZE
+    rng = np.random.default_rng(29)
+    kernel = get_kernel("nn.rms_norm").fn
+    for epsilon in (EPS, 0.0):
+        spec = kernel.specialize_attrs({"epsilon": epsilon}, (False, True))
+        scales = [rand(rng, (16,), dtype), rand(rng, (16,), dtype)]
+        for shape in ((1, 5, 16), (1, 16), (ROW_TILE_MAX_SIZE // 16 + 1, 16), (3, 7, 16)):
+            x, out = _arena(rng, shape, dtype), _arena(rng, shape, dtype)
+            strided = _arena(rng, shape[:-1] + (32,), dtype)[..., ::2]
+            for a, o, scale in ((x, out, scales[0]),) * 3 + ((x.copy(), np.empty(shape, dtype), scales[0]),
+                                                              (x, out, scales[0]), (x, x, scales[0]), (x, x, scales[0]),
+                                                              (x, out, scales[1]), (x, out, scales[1]),
+                                                              (strided, out, scales[1]), (strided, out, scales[1]),
+                                                              (x, out, scales[1])):
+                a[...] = rand(rng, a.shape, dtype) * 3
+                a[..., 0, :] = 0                # a zero row: 1 / 0 with epsilon 0
+                want = np.empty(shape, dtype)
+                with np.errstate(all="ignore"):
+                    kernel(a.copy(), scale, out=want, epsilon=epsilon)
+                spec(a, scale, out=o)
+                np.testing.assert_array_equal(o, want)
 
 
 @pytest.mark.parametrize("op", ["nn.softmax", "nn.safe_softmax"])

@@ -204,3 +204,65 @@ def test_a_resized_shape_only_mask_is_memoized_and_the_resized_data_is_not(level
     memo = compiled._prepared[0].compiled.memo
     kept = [v for entry in memo.values() for v in entry if isinstance(v, np.ndarray) and not v.flags.writeable]
     assert len(memo) == 3 and kept and all(v.base is not None and not v.base.flags.writeable for v in kept)
+
+
+def relative_model():
+    """DeBERTa's disentangled attention in small: a table tiled to the batch by repeats from the
+    input's shape (``x.repeat(b, 1, 1)`` over an axis of 2), relative positions ``i - j`` from two
+    ranges, shifted and clipped, squeezed and expanded to the scores' shape, gathered from
+    ``[x, x] @ tiled``. The tile, the positions and their expand are shape-only."""
+    i64 = lambda name, *v: h.make_tensor(name, T.INT64, [len(v)], list(v))  # noqa: E731
+    nodes = [
+        h.make_node("Shape", ["x"], ["b"], start=0, end=1), h.make_node("Shape", ["x"], ["s"], start=1, end=2),
+        h.make_node("Concat", ["b", "one", "one"], ["reps"], axis=0),
+        h.make_node("Tile", ["table", "reps"], ["tiled"]),
+        h.make_node("Concat", ["x", "x"], ["xx"], axis=0), h.make_node("MatMul", ["xx", "tiled"], ["c2p"]),
+        h.make_node("Squeeze", ["s", "zero"], ["n"]),
+        h.make_node("Range", ["zero_s", "n", "one_s"], ["r"]),
+        h.make_node("Unsqueeze", ["r", "ax1"], ["col"]), h.make_node("Unsqueeze", ["r", "zero"], ["row"]),
+        h.make_node("Sub", ["col", "row"], ["rel"]), h.make_node("Unsqueeze", ["rel", "ax01"], ["rel4"]),
+        h.make_node("Add", ["rel4", "three"], ["shifted"]),
+        h.make_node("Clip", ["shifted", "zero_s", "five"], ["idx4"]),
+        h.make_node("Squeeze", ["idx4", "zero"], ["idx3"]),
+        h.make_node("Shape", ["c2p"], ["bh"], start=0, end=1),
+        h.make_node("Concat", ["bh", "s", "s"], ["ishape"], axis=0),
+        h.make_node("Expand", ["idx3", "ishape"], ["idx"]),
+        h.make_node("GatherElements", ["c2p", "idx"], ["y"], axis=2),
+    ]
+    rng = np.random.default_rng(3)
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, ["b", "s", 4])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)],
+                     [h.make_tensor("table", T.FLOAT, [2, 4, 6], rng.standard_normal(48).astype(np.float32).tolist()),
+                      i64("one", 1), i64("zero", 0), i64("ax1", 1), i64("ax01", 0, 1),
+                      h.make_tensor("zero_s", T.INT64, [], [0]), h.make_tensor("one_s", T.INT64, [], [1]),
+                      h.make_tensor("three", T.INT64, [], [3]), h.make_tensor("five", T.INT64, [], [5])])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+def relative_reference(x, table):
+    b, s = x.shape[:2]
+    c2p = np.concatenate([x, x], 0) @ np.tile(table, (b, 1, 1))
+    r = np.arange(s)
+    idx = np.clip(r[:, None] - r[None, :] + 3, 0, 5)
+    return np.take_along_axis(c2p, np.broadcast_to(idx, (2 * b, s, s)), axis=2)
+
+
+@pytest.mark.parametrize("level", [0, 2])
+def test_a_tile_by_the_batch_and_squeezed_positions_are_memoized(level):
+    """The tile by dims is a shape-only broadcast (no packed ``dyn.tile`` whose ``match_cast`` ends
+    the memo); a ``squeeze`` view of shape-only positions keeps their expand shape-only too."""
+    model = relative_model()
+    exe = relaxpack.build(relaxpack.from_onnx(model), opt_level=level)
+    compiled, interpreted = VirtualMachine(exe), VirtualMachine(exe)
+    interpreted.compiled = False
+    names = _memo_kernels(compiled)
+    assert names.count("broadcast_to") == 2 and "range" in names
+    assert "gather_elements" not in names and "matmul" not in names
+    table = np.array([t for t in model.graph.initializer if t.name == "table"][0].float_data,
+                     np.float32).reshape(2, 4, 6)
+    rng = np.random.default_rng(2)
+    for b, s in ((1, 5), (3, 17), (2, 1), (1, 5), (2, 0), (0, 3), (1, 5)):
+        x = rng.standard_normal((b, s, 4)).astype(np.float32)
+        got = compiled.run({"x": x})["y"]
+        np.testing.assert_array_equal(got, interpreted.run({"x": x})["y"])
+        np.testing.assert_array_equal(got, relative_reference(x, table))

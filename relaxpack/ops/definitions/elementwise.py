@@ -76,6 +76,8 @@ _UNARY = {
     "floor": (FLOAT, None, {}, None, "Round toward -inf."),
     "ceil": (FLOAT, None, {}, None, "Round toward +inf."),
     "round": (FLOAT, None, {}, None, "Round half to even (ONNX Round)."),
+    "round_to_float16": (FLOAT, None, {}, None, "x rounded to the nearest float16 value (ties to even, "
+                         "past 65504 an infinity) in x's own dtype: astype(astype(x, float16), x.dtype)."),
     "sign": (NUMERIC, None, {}, None, "Sign: -1, 0 or 1."),
     "reciprocal": (FLOAT, None, {}, None, "Reciprocal, 1/x."),
     "square": (NUMERIC, None, {}, None, "Square, x*x."),

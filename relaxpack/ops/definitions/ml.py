@@ -78,8 +78,10 @@ def _infer_linear_classifier(call: Call, analyzer: DimAnalyzer) -> TupleStructIn
     return TupleStructInfo((labels, _matrix(x, classes, "float32")))
 
 
-register_op("linear_classifier", infer=_infer_linear_classifier, num_args=3, attrs={"post_transform": "NONE"},
-            doc="ai.onnx.ml LinearClassifier(x, coefficients (C, F), intercepts): (class index, scores).")
+register_op("linear_classifier", infer=_infer_linear_classifier, num_args=3,
+            attrs={"post_transform": "NONE", "norm": "NONE"},
+            doc="ai.onnx.ml LinearClassifier(x, coefficients (C, F), intercepts): (class index, scores); "
+                "norm MAX, L1 or L2: the scores then normalized as ml_normalizer does (a Normalizer after it).")
 
 
 def _infer_normalizer(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:

@@ -11,7 +11,7 @@ KERNEL_MODULES = (
     "dynamic_resize", "sampling", "signal", "fold", "strings", "tokenizer", "ml", "tree_ensemble", "sequence",
     "detection", "bitcast", "cumulative", "selection", "random", "training", "dynamic_apply", "dynamic_shape",
     "svm", "ml_maps", "quantize", "image_decode", "squeeze_excite", "rms_norm", "channel_norms",
-    "quantized_softmax",
+    "quantized_softmax", "half_cast",
 )
 
 #: kernel name -> the module (in this package) that registers it
@@ -185,6 +185,7 @@ OWNER: dict[str, str] = {
     'right_shift': 'elementwise',
     'rotate_half': 'manipulate',
     'round': 'elementwise',
+    'round_to_float16': 'half_cast',
     'rsqrt': 'elementwise',
     'scatter_elements': 'scatter',
     'scatter_nd': 'scatter',

@@ -14,12 +14,15 @@ once); the im2col reads ``kw / s`` times as many, by whole runs. It pays when
 a phase has more than one tap (``kw > s``; a 4x4/4 patchify's split would be
 its im2col again) and output rows are at least two values long. The columns
 are the same values, so the GEMM and all after it are unchanged (bit for bit
-the generic kernel). Measured in docs/design-notes.md ("Column phases for
-strided stems").
+the generic kernel). A conv whose plan reads wide phase planes (a 7x7/2 stem)
+takes the column phases instead where they apply (:func:`replaces_wide`).
+Measured in docs/design-notes.md ("Column phases for strided stems",
+"Wide-phase stems on column phases").
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -59,12 +62,11 @@ def column_filler(plan, data_shape: tuple, cols: np.ndarray):
     if min(data_shape) <= 0 or not applies(plan, data_shape[1]):
         return None
     geometry = plan.strided
-    stride, kernel = geometry.strides[-1], geometry.kernel[-1]
-    width = plan.lengths[-1] + (kernel - 1) // stride
-    lead = tuple(x + b + e for x, b, e in zip(geometry.spatial[:-1], geometry.begins[:-1], geometry.ends[:-1]))
-    shape = (stride, *data_shape[:2], *lead, width)
+    stride = geometry.strides[-1]
+    shape = _planes_shape(plan, data_shape)
     if math.prod(shape) * cols.itemsize > MAX_PLANES_BYTES:
         return None
+    lead, width = shape[3:-1], shape[-1]
     planes = np.zeros(shape, cols.dtype)
     unsplit = (1,) * len(lead)
     fills = []
@@ -87,6 +89,36 @@ def column_filler(plan, data_shape: tuple, cols: np.ndarray):
         for dst, src in copies:
             copy(dst, src)
     return fill
+
+
+def replaces_wide(plan, data_shape: tuple, itemsize: int) -> bool:
+    """Whether a strided conv whose taps would read wide phase planes (:mod:`.conv_wide`: a 7x7/2 or
+    5x5/2 stem) runs the strided method on column phases instead (:func:`without_wide`): where they
+    apply (:func:`applies`) and their planes of ``itemsize`` values take at most
+    :data:`MAX_PLANES_BYTES` (a larger batch keeps the wide phases). The GEMM then makes the output's
+    pixels, not wide rows (ResNet's 7x7/2 stem at 61x96: 1488 columns, not 1578), straight into the
+    output, and no padded copy or phase split is made. Asked by the specialized runner and the
+    generic kernel alike (``conv_strided.run_strided``), so both take the same columns and GEMM."""
+    geometry = getattr(plan, "strided", None)
+    if plan.method != "strided" or geometry is None or geometry.wide is None \
+            or all(s == 1 for s in geometry.wide.phases) or min(data_shape) <= 0:
+        return False
+    narrow = without_wide(plan)
+    return applies(narrow, data_shape[1]) and math.prod(_planes_shape(narrow, data_shape)) * itemsize <= MAX_PLANES_BYTES
+
+
+def without_wide(plan):
+    """``plan`` with the strided method's plain columns (no wide rows)."""
+    return dataclasses.replace(plan, strided=dataclasses.replace(plan.strided, wide=None))
+
+
+def _planes_shape(plan, data_shape: tuple) -> tuple:
+    """The column phase planes' shape: ``(stride, N, C, *padded leading dims, width)``, ``width``
+    the output's plus ``(kw - 1) // stride``."""
+    geometry = plan.strided
+    stride, kernel = geometry.strides[-1], geometry.kernel[-1]
+    lead = tuple(x + b + e for x, b, e in zip(geometry.spatial[:-1], geometry.begins[:-1], geometry.ends[:-1]))
+    return (stride, *data_shape[:2], *lead, plan.lengths[-1] + (kernel - 1) // stride)
 
 
 def _phase_fill(geometry, plane_spatial: tuple, phase: tuple, strides: tuple):

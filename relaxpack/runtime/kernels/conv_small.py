@@ -26,9 +26,9 @@ import math
 
 import numpy as np
 
-from . import conv_column_phases, conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
+from . import conv_column_phases, conv_depthwise_banded, conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
 from .gemm_blocks import block_calls, column_blocks
-from ._math import CLIP, scalar_array
+from ._math import CLIP, pads, scalar_array
 from ._workspace import same_workspace, scratch_nbytes
 from .negated_activation import negatable, negated, of_negated
 from . import conv_small_cl     # (its own line: small convs channels last inside, kernels/conv_small_cl.py)
@@ -136,20 +136,28 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     if conv_small_cl.applies(plan, attrs["groups"], *data.shape[:2], weight.shape[0], out.dtype):
         # a small conv run channels last inside (the generic kernel takes the same method, the
         # same bits); a weight computed at run time: the generic kernel (the taps reordered per call)
-        return conv_small_cl.prepare(plan, data, weight, bias, out, act, fixed_bias) if fixed_weight else None
+        return conv_small_cl.prepare(plan, data, weight, bias, out, act, fixed_bias,
+                                     bool(attrs.get("exact"))) if fixed_weight else None
     dtype = out.dtype
     work = np.dtype(np.float32) if dtype == np.float16 else dtype
     if _is_pointwise(plan) and attrs["groups"] == 1 and work == dtype:
         return _pointwise(data, weight, bias, act, len(plan.lengths))
     if plan.method != "strided":
         return None
+    if conv_column_phases.replaces_wide(plan, data.shape, work.itemsize):    # (as the generic kernel)
+        plan = conv_column_phases.without_wide(plan)
     batch, channels = data.shape[:2]
     layouts = conv_strided.strided_layouts(plan, batch, channels, weight.shape[0], work)
     if plan.strided.wide is not None:
-        arrays = _scratch(layouts, workspace)
+        # an exact conv's bias as its GEMM's last term (conv_wide.bias_row_layouts)
+        bias_row = None if not (attrs.get("exact") and fixed_weight and fixed_bias and bias is not None
+                                and attrs["groups"] == 1 and work == dtype) else \
+            conv_wide.bias_row_layouts(plan, layouts, channels, weight.shape[0])
+        arrays = _scratch(layouts if bias_row is None else bias_row, workspace)
         relu = attrs["activation"] == "relu" and work == dtype
         return None if arrays is None else conv_wide.prepare(
-            plan, weight, bias, attrs["groups"], out, arrays, None if relu else act, relu, fixed_weight, fixed_bias)
+            plan, weight, bias, attrs["groups"], out, arrays, None if relu else act, relu, fixed_weight, fixed_bias,
+            bias_row is not None)
     if work != dtype:       # float16: the float32 input (unpadded) and the float32 result
         layouts = layouts[:-1] + [((batch, channels, *geometry_spatial(plan)), work)] * (len(layouts) == 1) \
             + layouts[-1:] + [(tuple(out.shape), work)]
@@ -196,6 +204,9 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     fixed = window_of(source) if source is not None else None
     copy_in = _interior_copier(interior, interior_rows, work)    # (float16, integers: converted)
     seen = [None, None]     # an unpadded conv: the last x that is a view (arena), its window
+    # an unpadded conv of a new contiguous x every call (a model input: ViT's patch embedding):
+    # x's shape and dtype, and its window's shape, dtype and strides over x's buffer (offset 0), dst
+    form = [None] * 6
 
     def im2col(x):
         if padded is not None:
@@ -208,11 +219,15 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
             window, dst = fixed
         elif x is seen[0]:                      # (as_strided costs ~2 us: more than a small copy)
             window, dst = seen[1]
+        elif x.shape == form[0] and x.dtype == form[1] and x.__class__ is np.ndarray and x.flags.c_contiguous:
+            window, dst = np.ndarray(form[2], form[3], x, 0, form[4]), form[5]   # its window, one call
         else:
             kept = x.base is not None           # (an array owning its memory is not held past the call)
-            window, dst = window_of(x, kept)
+            window, dst = window_of(x, True)
             if kept:
                 seen[0], seen[1] = x, (window, dst)
+            elif x.__class__ is np.ndarray and x.flags.c_contiguous and x.size and window.ctypes.data == x.ctypes.data:
+                form[:] = x.shape, x.dtype, window.shape, window.dtype, window.strides, dst   # (x not held)
         copy(dst, window)
     fill_columns = im2col if phases is None else phases
 
@@ -401,7 +416,16 @@ def _prepare_nhwc(data, weight, bias, out, workspace, attrs, fixed_weight: bool,
             return None
         workspace = np.empty(nbytes, np.uint8)      # the instruction's own, kept while its shapes last
     arrays = _carve(layouts, workspace) if nbytes else []
-    return conv_small_nhwc.prepare(plan, data, weight, bias, arrays, act, fixed_weight, fixed_bias)
+    direct = conv_small_nhwc.prepare(plan, data, weight, bias, arrays, act, fixed_weight, fixed_bias)
+    padding = pads(attrs["padding"], data.ndim - 2)
+    if fixed_weight and plan.method == "depthwise" and conv_depthwise_banded.applies(
+            data.shape, weight.shape, dtype, attrs["strides"], padding[0] + padding[1], attrs["dilation"],
+            attrs["groups"]):
+        # a large kernel on a short plane: banded products per channel, the direct runner for
+        # results that are not finite (.conv_depthwise_banded)
+        finish = conv_small_nhwc._finisher(bias, act, fixed_bias, plan.lengths[-1])
+        return conv_depthwise_banded.prepare(data.shape, weight, padding[0] + padding[1], finish, direct)
+    return direct
 
 
 def geometry_spatial(plan) -> tuple:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import conv_wide
+from . import conv_column_phases, conv_wide
 from .gemm_blocks import blocked_matmul
 
 _as_strided = np.lib.stride_tricks.as_strided
@@ -68,10 +68,22 @@ def run_strided(plan, x: np.ndarray, weight: np.ndarray, groups: int, out: np.nd
     """``out = conv(x, weight) (+ bias)``: padded copy, one strided copy into the columns, one GEMM."""
     geometry = plan.strided
     if geometry.wide is not None:
-        conv_wide.run_wide(plan, x, weight, groups, out, bias, arrays)
-        return
+        if not conv_column_phases.replaces_wide(plan, x.shape, arrays[-1].itemsize):
+            conv_wide.run_wide(plan, x, weight, groups, out, bias, arrays)
+            return
+        plan, arrays = _without_wide(plan, x, arrays)
     cols = _columns(plan, x, arrays)
     grouped_gemm(weight, cols, out, bias, groups, x.shape[1] // groups * len(plan.taps), plan.lengths)
+
+
+def _without_wide(plan, x: np.ndarray, arrays) -> tuple:
+    """``plan`` without wide rows (:func:`.conv_column_phases.replaces_wide`: the runner's method, whose
+    columns are the strided window's values) and its scratch carved from the wide layouts' (the
+    padded copy, the columns in the wide columns' memory, which is larger)."""
+    plan = conv_column_phases.without_wide(plan)
+    layouts = strided_layouts(plan, *x.shape[:2], 1, arrays[-1].dtype)
+    cols = np.ndarray(layouts[-1][0], layouts[-1][1], arrays[-2])
+    return plan, arrays[:len(layouts) - 1] + [cols]
 
 
 def transposes_in_gemm(plan) -> bool:

@@ -17,8 +17,9 @@ before (in place, in cache; then the copy moves whole rows). A strided conv (Res
 7x7/2 stem) first splits the padded copy into its stride's phases (phase
 ``(a, b)`` holds the padded positions ``(a + s0 * u, b + s1 * v)``, as the
 engine's planes): the taps of one phase are then a wide window of its plane,
-one copy per phase. Measured in docs/design-notes.md ("Wide rows for the
-strided method").
+one copy per phase (where the column phases apply, the runners take those instead:
+:func:`.conv_column_phases.replaces_wide`). Measured in docs/design-notes.md ("Wide
+rows for the strided method").
 """
 
 from __future__ import annotations
@@ -259,8 +260,34 @@ def run_wide(plan, x: np.ndarray, weight: np.ndarray, groups: int, out: np.ndarr
     np.copyto(out, valid(plan, result), casting="unsafe")
 
 
+def bias_row_layouts(plan, layouts: list, channels: int, out_channels: int) -> list | None:
+    """:func:`wide_layouts`' ``layouts`` with the columns one row longer, ``(N, C * taps + 1,
+    columns)``, for a conv whose bias is a term of its GEMM (:func:`prepare`'s ``bias_row``), or
+    None where that does not apply (stacked rows)."""
+    if stacks_rows(plan, channels, out_channels):
+        return None
+    (batch, c, taps, columns), dtype = layouts[-2]
+    return [*layouts[:-2], ((batch, c * taps + 1, columns), dtype), layouts[-1]]
+
+
+def _bias_row_operands(plan, weight, bias, groups: int, arrays: list) -> tuple:
+    """``(arrays, w, ones)`` of a conv whose bias is a term of its GEMM: ``arrays`` with the
+    columns ``(N, C, taps, columns)`` as a view of the first ``C * taps`` rows of the longer
+    columns (:func:`bias_row_layouts`) that the copies fill, the weight ``(1, O, C * taps + 1)``
+    whose last column is the bias, and the row of ones it multiplies, ``(N, columns)``."""
+    cols = arrays[-2]
+    batch, depth, columns = cols.shape
+    item = cols.itemsize
+    taps = np.ndarray((batch, depth - 1, columns), cols.dtype, cols, 0, cols.strides)
+    inner = [*arrays[:-2], taps.reshape(batch, arrays[0].shape[1], len(plan.taps), columns), arrays[-1]]
+    w = product_weight(plan, weight, groups, inner)
+    wb = np.concatenate([w, bias.astype(w.dtype).reshape(1, -1, 1)], axis=2)
+    ones = np.ndarray((batch, columns), cols.dtype, cols, (depth - 1) * columns * item, (cols.strides[0], item))
+    return inner, wb, ones
+
+
 def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed_weight: bool,
-            fixed_bias: bool = False):
+            fixed_bias: bool = False, bias_row: bool = False):
     """The per-instruction runner ``run(x, out)`` of :func:`run_wide` (the same numpy calls, so the
     same results) for these operands: ``arrays`` its scratch (:func:`wide_layouts`, in the work
     dtype, float32 for a float16 ``out``); ``act`` the in-place activation, or with ``relu`` the
@@ -269,21 +296,30 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
     copy of at most :data:`~.conv_small_nhwc.OWN_PADDED_MAX_BYTES` is the instruction's own, zeroed once: each call
     writes its interior only. A bound bias (``fixed_bias``) is added to the wide result as a tile
     of its whole shape (:func:`.tiled_operand.tile_of`: numpy's same-shape loop, 2-3x a column's
-    broadcast), the same values."""
+    broadcast), the same values. ``bias_row`` (an exact conv's bound weight and bias, one group,
+    ``arrays`` of :func:`bias_row_layouts`): the bias is the GEMM's last term, its weight's last
+    column times a row of ones below the columns, instead of a pass over the result; every
+    partial sum of an exact conv is an exact integer, so the sums are the same in any order."""
     from .conv_small_nhwc import OWN_PADDED_MAX_BYTES
     own = arrays[0].nbytes <= OWN_PADDED_MAX_BYTES
     if own:
         arrays = [np.zeros(arrays[0].shape, arrays[0].dtype), *arrays[1:]]
+    ones = None
+    if bias_row:
+        full_columns = arrays[-2]
+        arrays, w, ones = _bias_row_operands(plan, weight, bias, groups, arrays)
+        bias = None
     padded, result = arrays[0], arrays[-1]
     work = result.dtype
     batch, out_channels, q = result.shape
     stacked = stacks_rows(plan, padded.shape[1], out_channels)
-    w = product_weight(plan, weight, groups, arrays)    # float16 or stacked rows: a copy
+    if not bias_row:
+        w = product_weight(plan, weight, groups, arrays)    # float16 or stacked rows: a copy
     # a weight computed at run time is converted or stacked again every call
     convert = (work != weight.dtype or stacked) and not fixed_weight
     inner = interior(plan, padded)
     moves = [as_item_runs(dst, src) for dst, src in copies(plan, arrays)]
-    gemms, sums = product_calls(plan, w, arrays)
+    gemms, sums = product_calls(plan, w, arrays if ones is None else [*arrays[:-2], full_columns, result])
     wide_valid = valid(plan, result)
     bias_in_result = bias is not None and work == out.dtype
     bias_b = None if bias is None else bias.reshape((out_channels, 1) if bias_in_result else (out_channels, 1, 1))
@@ -316,6 +352,8 @@ def prepare(plan, weight, bias, groups: int, out, arrays, act, relu: bool, fixed
             copy(inner, x)                      # (float16, integers: converted as it is copied)
         for dst, src in moves:
             copy(dst, src)
+        if ones is not None:
+            ones.fill(1)                        # (the columns are the shared workspace's)
         if convert:
             copy(w, product_weight(plan, weight, groups, arrays) if stacked else weight.reshape(w.shape))
         if single is not None:

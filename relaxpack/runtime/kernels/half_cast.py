@@ -30,8 +30,10 @@ import threading
 
 import numpy as np
 
+from ..fpstate import IGNORING, quiet, state_now
 from ._gelu_table import kept_buffers
 from ._math import scalar_array
+from ._registry import register_kernel
 
 #: from this many values a C-contiguous conversion takes the ufuncs; below, numpy's per-value loop
 #: costs no more than the calls (measured, 1 thread, thread CPU time, paired medians: float16 ->
@@ -137,6 +139,84 @@ def narrow_flat(x: np.ndarray, out: np.ndarray) -> bool:
     np.copyto(out.view(np.int16), magnitude, casting="unsafe")
     return True
 
+
+_SIGN_BIT, _EXPONENT_LIMIT = _bits(0x80000000), 142 << 23    # |x| >= 2^15: numpy's round trip
+_TO_STEP = _bits(13 << 23)                   # 2^E -> M = 2^(E + 13)
+
+
+class _Rounding:
+    """A thread's int32 buffers for :func:`round_flat` at one size, with a float32 view."""
+
+    __slots__ = ("exponent", "sign", "step")
+
+    def __init__(self, n: int):
+        self.exponent, self.sign = np.empty(n, np.int32), np.empty(n, np.int32)
+        self.step = self.exponent.view(np.float32)
+
+
+_ROUNDING = _Kept()
+
+
+def round_to_float16(x: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = x.astype(float16)`` for float32 ``x`` and ``out`` of one shape: ``x`` rounded to
+    the nearest float16 value (ties to even, subnormals, overflow to inf, NaN), kept in float32
+    (numpy's round trip's values, bit for bit); ``out`` may be ``x`` (any other overlap: numpy's)."""
+    if not (_fits(x, out, ROUND_MIN_SIZE, overlap=_same_start(x, out)) and x.dtype == _F32
+            and out.dtype == _F32 and round_flat(x.reshape(-1), out.reshape(-1))):
+        _numpy_round_trip(x, out)
+
+
+def _same_start(x: np.ndarray, out: np.ndarray) -> bool:
+    """Whether ``x`` and ``out`` start at one address (C-contiguous arrays of one size: in place)."""
+    return x.__array_interface__["data"][0] == out.__array_interface__["data"][0]
+
+
+def _numpy_round_trip(x: np.ndarray, out: np.ndarray) -> None:
+    """numpy's two casts, its overflow warning off as the astype kernel's (a VM run's are already)."""
+    if state_now() is IGNORING:
+        out[...] = x.astype(np.float16)
+    else:
+        with quiet():
+            out[...] = x.astype(np.float16)
+
+
+def round_flat(x: np.ndarray, out: np.ndarray) -> bool:
+    """The ufunc path of :func:`round_to_float16` on 1-D contiguous float32 arrays (``out`` may be
+    ``x``): with ``E`` the exponent of ``|x|`` floored at -14 (float16's smallest normal), ``M =
+    2^(E + 13)`` carrying ``x``'s sign has float32 spacing equal to float16's at ``|x|``, so ``x + M``
+    rounds ``x`` to float16 (ties to even: ``M``'s significand is even) and ``- M`` is exact; ``x``'s
+    sign bit OR-ed in keeps a zero's sign. 9 calls. False (``out`` untouched) where ``|x| >= 2^15``,
+    an infinity or NaN is present (numpy's round trip: overflow to inf, NaN payloads)."""
+    kept = kept_buffers(_ROUNDING.sizes, x.size, _Rounding, _SIZES_KEPT, _KEPT_VALUES)
+    exponent, sign, step = kept.exponent, kept.sign, kept.step
+    source = x.view(np.int32)
+    np.bitwise_and(source, _EXPONENT, exponent)
+    if exponent.max() >= _EXPONENT_LIMIT:
+        return False
+    np.bitwise_and(source, _SIGN_BIT, sign)
+    np.maximum(exponent, _LOWEST, out=exponent)         # 2^E, E at least -14
+    np.add(exponent, _TO_STEP, exponent)
+    np.bitwise_or(exponent, sign, exponent)             # M with x's sign
+    np.add(x, step, out)
+    np.subtract(out, step, out)
+    np.bitwise_or(out.view(np.int32), sign, out.view(np.int32))
+    return True
+
+
+@register_kernel("round_to_float16")
+def round_to_float16_kernel(x, *, out):
+    """``out[...] = x.astype(float16)``: ``x`` rounded to float16, kept in its dtype (``out``'s): a
+    float16 value every reader widens again, held in float32 (docs/design-notes.md, "float16
+    roundings kept in float32")."""
+    if x.size >= ROUND_MIN_SIZE and x.dtype == _F32 and out.dtype == _F32:
+        round_to_float16(x, out)
+    else:                                               # (few values: numpy's casts at once)
+        _numpy_round_trip(x, out)
+
+
+#: from this many values :func:`round_to_float16` takes the ufuncs (measured, see ROUND_MIN_SIZE's
+#: entry in docs/design-notes.md); below, numpy's two casts
+ROUND_MIN_SIZE = 2048
 
 _F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
 

@@ -407,18 +407,18 @@ def _repeat_runner(plan, out: np.ndarray):
 
 
 def _specialize_resize(attrs: dict, constant: tuple):
-    """Per instruction: a nearest resize by repeats (or by one flat gather, :mod:`.resize_gather`)
-    keeps its plan and view of ``out`` while the call passes the same ``out`` (an arena view) and
-    data of the same shape and sizes."""
-    if attrs.get("method") != "nearest_neighbor":
-        return lambda data, size, *, out, workspace=None: resize(data, size, out=out, **attrs)
+    """Per instruction: a nearest resize by repeats (or by one flat gather, :mod:`.resize_gather`),
+    a linear or cubic one by dense products (:func:`.resize_dense.runner`), keeps its plan and view
+    of ``out`` while the call passes the same ``out`` (an arena view) and data of the same shape and
+    sizes."""
+    prepare = _prepare_resize if attrs.get("method") == "nearest_neighbor" else _prepare_dense
     state = [None, None]        # (data shape, dtype, sizes, out), its runner (None: the kernel's)
 
     def call(data, size, *, out, workspace=None):
         key = state[0]
         if key is None or data.shape != key[0] or data.dtype != key[1] or out is not key[3] \
                 or tuple(size) != key[2]:
-            state[0], state[1] = (data.shape, data.dtype, tuple(size), out), _prepare_resize(data, size, out, attrs)
+            state[0], state[1] = (data.shape, data.dtype, tuple(size), out), prepare(data, size, out, attrs)
         if state[1] is None:
             resize(data, size, out=out, **attrs)
         else:
@@ -451,6 +451,29 @@ def _prepare_resize(data, size, out, attrs):
                               bool(attrs["cubic_exclude"]), bool(attrs["antialias"]))
         return None if gather is None else resize_gather.runner(gather, out)
     return _repeat_runner(plan, out)
+
+
+def _prepare_dense(data, size, out, attrs):
+    """The runner of a linear or cubic resize that :func:`resize` runs by dense products (the same
+    plan, from the same key), or None."""
+    if data.dtype != out.dtype or data.dtype not in _PLANNED or not out.flags.c_contiguous or out.size == 0:
+        return None
+    try:
+        axes = tuple(normalize_axis(a, data.ndim) for a in attrs["axes"])
+        size = tuple(int(s) for s in size)
+        expected = list(data.shape)
+        for a, n in zip(axes, size):
+            expected[a] = n
+        if len(size) != len(axes) or tuple(out.shape) != tuple(expected):
+            return None
+        dense = _dense_plan(data.shape, data.dtype, axes, size, attrs["scales"], attrs["roi"], attrs["method"],
+                            attrs["coordinate_transformation_mode"], attrs["rounding_method"],
+                            float(attrs["cubic_alpha"]), bool(attrs["cubic_exclude"]), bool(attrs["antialias"]))
+    except Exception:   # noqa: BLE001 - bad attributes or sizes: the kernel says what is wrong
+        return None
+    if dense is None:
+        return None
+    return resize_dense.runner(dense, out, lambda x: resize(x, size, out=out, **attrs))
 
 
 @functools.lru_cache(maxsize=256)

@@ -203,6 +203,40 @@ def concat(tensors, *, out, axis):
     np.concatenate(tensors, axis=normalize_axis(axis, out.ndim), out=out)
 
 
+def _specialize_concat(attrs: dict, constant: tuple):
+    """Per instruction: for parts and an output that are the last call's views (an arena's: the same
+    objects run after run; the tuple of parts is made anew each run) their slices of the output
+    kept, so a call is one ``np.copyto`` per part, the copies ``np.concatenate`` makes (the same
+    values; ShuffleNet's interleaving concats 2.1 -> 1.7 us at 8x12x16x2); anything else goes to
+    :func:`concat`."""
+    axis, copy = attrs["axis"], np.copyto
+    state = [None, (), ()]      # out, the parts, their (slice of out, part) pairs
+
+    def call(tensors, *, out, workspace=None):
+        kept = state[1]
+        if out is state[0] and len(tensors) == len(kept) and all(a is b for a, b in zip(tensors, kept)):
+            for dst, src in state[2]:
+                copy(dst, src)
+            return
+        concat(tensors, out=out, axis=axis)
+        if out.base is not None and all(isinstance(t, np.ndarray) and t.base is not None for t in tensors):
+            state[:] = out, tuple(tensors), _concat_slices(tensors, out, normalize_axis(axis, out.ndim))
+    return call
+
+
+def _concat_slices(tensors, out: np.ndarray, ax: int) -> tuple:
+    """``(slice of out, part)`` for each part of a concatenation along ``ax`` into ``out``."""
+    pairs, start, index = [], 0, [slice(None)] * out.ndim
+    for t in tensors:
+        index[ax] = slice(start, start + t.shape[ax])
+        pairs.append((out[tuple(index)], t))
+        start += t.shape[ax]
+    return tuple(pairs)
+
+
+concat.specialize_attrs = _specialize_concat
+
+
 @register_kernel("rotate_half")
 def rotate_half(x, *, out):
     """``concat(-x[..., h:], x[..., :h])`` for a last axis of ``2h``: two numpy calls into the halves
@@ -280,19 +314,35 @@ def _specialize_split(attrs: dict, constant: tuple):
     after run; the tuple of pieces is made anew each run) the pieces' views kept, their copies
     alone each call; anything else goes to :func:`split`."""
     copy = np.copyto
-    state = [None, (), ()]      # x, the pieces, the views of x they copy
+    state = [None, (), ()]      # x, the pieces, their (piece, view of x) copies (as_item_runs)
 
     def call(x, *, out, workspace=None):
         kept = state[1]
         if x is state[0] and len(out) == len(kept) and all(a is b for a, b in zip(out, kept)):
-            for piece, part in zip(kept, state[2]):
-                copy(piece, part)
+            for dst, src in state[2]:
+                copy(dst, src)
             return
         split(x, out=out, **attrs)
         if x.base is not None and all(isinstance(p, np.ndarray) and p.base is not None for p in out):
             ax = normalize_axis(attrs["axis"], x.ndim)
-            state[:] = x, tuple(out), _split_parts(x, ax, split_points(x.shape[ax], attrs["indices_or_sections"]))
+            parts = _split_parts(x, ax, split_points(x.shape[ax], attrs["indices_or_sections"]))
+            state[:] = x, tuple(out), tuple(as_item_runs(p, q) for p, q in zip(out, parts))
     return call
+
+
+def as_item_runs(dst: np.ndarray, src: np.ndarray) -> tuple:
+    """``(dst, src)`` for ``np.copyto``: where ``src`` holds its last axis as runs of two or more
+    contiguous values apart from each other (a slice of the channels of a channels-last value: a
+    split's or a chunk's piece) and ``dst`` is C-contiguous of the same shape and dtype, both viewed
+    with one void item per run, so numpy's copy loops over runs, not values (ShuffleNet's split of
+    8x12 pixels of 32 channels in two: 2.1 -> 1.3 us; the same bytes); else as they are."""
+    item = src.itemsize
+    if (src.ndim < 2 or src.shape != dst.shape or src.dtype != dst.dtype or src.dtype.hasobject
+            or src.shape[-1] < 2 or src.strides[-1] != item or src.strides[-2] == src.shape[-1] * item
+            or not dst.flags.c_contiguous or 0 in src.shape):
+        return dst, src
+    run = np.dtype((np.void, src.shape[-1] * item))
+    return dst.view(run), src.view(run)
 
 
 split.specialize_attrs = _specialize_split

@@ -4,18 +4,18 @@ The separable max pool of :func:`.nn._max_along` takes, per kernel dim, the max 
 the outputs' rows: on a small plane (ShuffleNet's 3x3/2 pool over 24x31x48) every numpy call
 then loops over ``C * out_rows`` rows of a few dozen values, ~20 ns a row (8 us a call where
 the same values contiguous take 2). Here each pass runs over whole planes as one flat run
-instead: the data are copied once into a buffer padded with the lowest value (padding never
-wins), the rows' taps are shifts of that flat buffer by whole rows (results in the rows a plane
-straddles are never read), the rows the stride keeps are copied into a second padded buffer
-whose column taps are shifts by one value, and the output takes every stride-th column. More
-values are compared (every row and column, not every stride-th), but in calls of a few long runs.
+instead: the data rows are copied once into the stride's row phases, padded rows and columns
+with the lowest value (padding never wins), so each row tap of the kept rows is a shift of one
+phase by whole rows (results in the rows a plane straddles are never read); the column taps of
+that row max are shifts by one value, and the output takes every stride-th column. More values
+are compared (every column, not every stride-th), but in calls of a few long runs.
 The max of the same values, compared in the row-tap method's order (:func:`_tap_order`), so bit
 for bit its result: ``np.maximum`` returns its second operand between equal values (+0 and -0),
 and the padding's lowest value never changes the running max's bits.
 
 Channels last (:func:`max_pool_calls_channels_last`) a pixel's channels are one short run, and the
 row taps' column pass loops over those runs (16 channels: a few dozen values a numpy inner loop);
-there the same passes run on the flat buffer with whole padded rows and single pixels as shifts.
+there the same passes run on the flat phases with whole padded rows and single pixels as shifts.
 """
 
 from __future__ import annotations
@@ -51,18 +51,13 @@ def max_pool_calls(x: np.ndarray, out: np.ndarray, pool, strides, dilation, begi
     row_taps, col_taps = _tap_order(h, kh, sh, dh, bh, mh), _tap_order(w, kw, sw, dw, bw, mw)
     if row_taps is None or col_taps is None:
         return None
-    hp = max(bh + h, (mh - 1) * sh + (kh - 1) * dh + 1)     # padded rows: the taps' reach
-    wp = max(bw + w, (mw - 1) * sw + (kw - 1) * dw + 1)
-    rows = np.full((planes, hp, w), _lowest(x.dtype), x.dtype)
-    cols = np.full((planes * mh, wp), _lowest(x.dtype), x.dtype)
-    calls = [(np.copyto, (rows[:, bh:bh + h], x.reshape(planes, h, w)), {})]
-    row_max = _flat_max(rows.reshape(-1), [t * dh * w for t in row_taps], calls)
-    kept = np.ndarray((planes, mh, w), x.dtype, row_max, 0, (hp * w * x.itemsize, sh * w * x.itemsize,
-                                                              x.itemsize))
-    calls.append((np.copyto, (cols.reshape(planes, mh, wp)[:, :, bw:bw + w], kept), {}))
-    col_max = _flat_max(cols.reshape(-1), [t * dw for t in col_taps], calls)
-    picked = np.ndarray((planes * mh, mw), x.dtype, col_max, 0, (wp * x.itemsize, sw * x.itemsize))
-    calls.append((np.copyto, (out.reshape(planes * mh, mw), picked), {}))
+    wp = max(bw + w, (mw - 1) * sw + (kw - 1) * dw + 1)     # padded columns: the taps' reach
+    calls: list = []
+    row_max, rows = _phased_row_max(x.reshape(planes, h, w), wp, bw, sh, dh, bh, mh, row_taps, calls)
+    col_max = _flat_max(row_max, [t * dw for t in col_taps], calls)
+    item = x.itemsize
+    picked = np.ndarray((planes, mh, mw), x.dtype, col_max, 0, (rows * wp * item, wp * item, sw * item))
+    calls.append((np.copyto, (out.reshape(planes, mh, mw), picked), {}))
     return calls
 
 
@@ -111,9 +106,9 @@ def max_pool_calls_channels_last(x: np.ndarray, out: np.ndarray, pool, strides, 
     """The calls ``(fn, args, kwargs)`` of the max pool of channels-last ``x`` (N, H, W, C) into
     ``out`` (N, OH, OW, C) by flat passes, or None where they do not pay (a pixel's channels over
     :data:`MAX_CHANNEL_BYTES`, stride 1) or do not apply (as :func:`max_pool_calls`). The data are
-    copied once into a buffer of padded rows (lowest value around them); the row taps are shifts of
-    it by whole padded rows, the rows the stride keeps are copied out, their column taps are shifts
-    by one pixel's channels, and the output takes every stride-th pixel. ``pool`` .. ``lengths``
+    copied once into the stride's row phases of padded rows (:func:`_phased_row_max`); the row taps
+    are shifts of a phase by whole padded rows, their column taps shifts by one pixel's channels,
+    and the output takes every stride-th pixel. ``pool`` .. ``lengths``
     are per spatial dim (H, W), as for :func:`max_pool_calls`."""
     if not _plain(x, out):
         return None
@@ -124,18 +119,13 @@ def max_pool_calls_channels_last(x: np.ndarray, out: np.ndarray, pool, strides, 
     row_taps, col_taps = _tap_order(h, kh, sh, dh, bh, mh), _tap_order(w, kw, sw, dw, bw, mw)
     if row_taps is None or col_taps is None:
         return None
-    hp = max(bh + h, (mh - 1) * sh + (kh - 1) * dh + 1)     # padded rows and pixels: the taps' reach
-    wp = max(bw + w, (mw - 1) * sw + (kw - 1) * dw + 1)
+    wp = max(bw + w, (mw - 1) * sw + (kw - 1) * dw + 1)     # padded pixels: the taps' reach
     row, item = wp * c, x.itemsize
-    padded = np.full((n, hp, row), _lowest(x.dtype), x.dtype)
-    kept = np.empty((n, mh, row), x.dtype)
-    calls = [(np.copyto, as_row_runs(padded[:, bh:bh + h, bw * c:(bw + w) * c], x.reshape(n, h, w * c), 1), {})]
-    row_max = _flat_max(padded.reshape(-1), [t * dh * row for t in row_taps], calls)
-    rows = np.ndarray((n, mh, row), x.dtype, row_max, 0, (hp * row * item, sh * row * item, item))
-    calls.append((np.copyto, as_row_runs(kept, rows, 1), {}))
-    col_max = _flat_max(kept.reshape(-1), [t * dw * c for t in col_taps], calls)
-    picked = np.ndarray((n * mh, mw, c), x.dtype, col_max, 0, (row * item, sw * c * item, item))
-    calls.append((np.copyto, as_channel_runs(out.reshape(n * mh, mw, c), picked), {}))
+    calls: list = []
+    row_max, rows = _phased_row_max(x.reshape(n, h, w * c), row, bw * c, sh, dh, bh, mh, row_taps, calls)
+    col_max = _flat_max(row_max, [t * dw * c for t in col_taps], calls)
+    picked = np.ndarray((n, mh, mw, c), x.dtype, col_max, 0, (rows * row * item, row * item, sw * c * item, item))
+    calls.append((np.copyto, as_channel_runs(out, picked), {}))
     return calls
 
 
@@ -165,16 +155,48 @@ def _tap_order(n: int, k: int, s: int, d: int, b: int, m: int) -> list[int] | No
     return full + partial or None
 
 
+def _phased_row_max(rows_in: np.ndarray, row: int, begin: int, s: int, d: int, b: int, m: int,
+                    taps: list[int], calls: list) -> tuple[np.ndarray, int]:
+    """The row taps' max of ``rows_in`` (``(planes, h, values)``: each plane's data rows) as a flat
+    array of ``rows`` padded rows a plane, each of ``row`` values with the data at ``begin``; output
+    row ``y`` of plane ``p`` is its row ``p * rows + y`` (the rows past ``m`` straddle planes and are
+    never read). The data are copied, by row runs, into the stride's row phases (phase ``a`` holds
+    the padded rows ``a + s * u``; their padding the lowest value, written once), so tap ``t`` of
+    every output row is one shift of a phase by whole rows and the passes run over the kept rows
+    only (no pass over the rows the stride skips, nor a copy of the kept ones). Returns the array
+    and ``rows``; the copies and maxima are appended to ``calls``."""
+    planes, h = rows_in.shape[:2]
+    offsets = [t * d // s for t in taps]
+    rows = max(max(offsets) + m, (b + h - 1) // s + 1)
+    phases = np.full((s, planes, rows, row), _lowest(rows_in.dtype), rows_in.dtype)
+    for a in range(s):
+        first = (a - b) % s                 # the first data row in phase a
+        if first < h:
+            count = len(range(first, h, s))
+            at = (b + first) // s
+            dst = phases[a, :, at:at + count, begin:begin + rows_in.shape[2]]
+            calls.append((np.copyto, as_row_runs(dst, rows_in[:, first::s], 1), {}))
+    flats = phases.reshape(s, -1)
+    size = flats.shape[1] - max(offsets) * row
+    return _max_of([(flats[t * d % s], o * row) for t, o in zip(taps, offsets)], size, calls), rows
+
+
 def _flat_max(flat: np.ndarray, shifts: list[int], calls: list) -> np.ndarray:
     """The array whose ``[i]`` is the max of ``flat[i + shift]`` over ``shifts``, compared in
     their order, for every ``i`` all of them reach (a view of ``flat`` for one shift); its
     calls appended to ``calls``."""
-    size = flat.size - max(shifts)
-    if len(shifts) == 1:
-        return flat[shifts[0]:shifts[0] + size]
-    target = np.empty(size, flat.dtype)
-    first, second, *rest = shifts
-    calls.append((np.maximum, (flat[first:first + size], flat[second:second + size]), {"out": target}))
-    for shift in rest:
+    return _max_of([(flat, shift) for shift in shifts], flat.size - max(shifts), calls)
+
+
+def _max_of(sources: list, size: int, calls: list) -> np.ndarray:
+    """The ``size`` values whose ``[i]`` is the max of ``flat[i + shift]`` over the ``(flat, shift)``
+    of ``sources``, compared in their order (a view for one source); its calls appended."""
+    if len(sources) == 1:
+        flat, shift = sources[0]
+        return flat[shift:shift + size]
+    (first, at), (second, at2), *rest = sources
+    target = np.empty(size, first.dtype)
+    calls.append((np.maximum, (first[at:at + size], second[at2:at2 + size]), {"out": target}))
+    for flat, shift in rest:
         calls.append((np.maximum, (target, flat[shift:shift + size]), {"out": target}))
     return target

@@ -21,6 +21,7 @@ import numpy as np
 from ...errors import ExecutionError
 from ._math import python_max
 from ._registry import register_kernel, register_packed
+from .softmax_l1 import softmax_l1_columns, softmax_l1_row
 
 # ---------------------------------------------------------------- post transforms
 
@@ -258,36 +259,63 @@ def ml_linear(x, coefficients, intercepts, *, out, post_transform):
 
 
 @register_kernel("linear_classifier")
-def linear_classifier(x, coefficients, intercepts, *, out, post_transform):
+def linear_classifier(x, coefficients, intercepts, *, out, post_transform, norm):
     """LinearClassifier as onnxruntime computes it: ``out`` is (class index
     ``(N,)``, scores ``(N, C)``). One row of coefficients is a binary model:
-    index ``s > 0`` and scores ``(-s, s)`` before the transform."""
+    index ``s > 0`` and scores ``(-s, s)`` before the transform. ``norm`` other than
+    ``"NONE"``: the Normalizer the model applies next (FuseClassifierNormalizer), on the
+    float32 scores as ``ml_normalizer`` reads them."""
     _classify(_scores(x, coefficients, intercepts), coefficients, out, post_transform)
+    if norm != "NONE":
+        ml_normalizer(out[1], out=out[1], norm=norm)
 
 
 def _specialize_linear_classifier(attrs: dict, constant: tuple):
     """Per instruction: the float64 coefficients, transposed, and intercepts (one row) of a
-    constant model kept across calls."""
-    post_transform = attrs["post_transform"]
+    constant model kept across calls; a softmax the L1 normalizer follows (scikit-learn's
+    LogisticRegression) in one pass (``softmax_l1.py``) over rows of at most
+    :data:`SEQUENTIAL_SUM_MAX` classes."""
+    post_transform, norm = attrs["post_transform"], attrs["norm"]
     if not (len(constant) > 2 and constant[1] and constant[2]):
         return lambda x, c, i, *, out, workspace=None: linear_classifier(x, c, i, out=out, **attrs)
     kept = [None, None, None]
+    softmax_l1 = post_transform == "SOFTMAX" and norm == "L1"
 
     def call(x, coefficients, intercepts, *, out, workspace=None):
         if kept[0] is not coefficients or kept[1] is not intercepts:
-            kept[:] = coefficients, intercepts, (np.ascontiguousarray(coefficients.astype(np.float64).T),
-                                                 RowTiles(intercepts.astype(np.float64).reshape(1, -1))
-                                                 if intercepts.size else None)
-        weights, bias = kept[2]
+            kept[:] = coefficients, intercepts, _kept_model(coefficients, intercepts)
+        weights, bias, bias_row = kept[2]
         if x.__class__ is np.ndarray and x.ndim == 2 and x.shape[1] == weights.shape[0]:
             x = x.astype(np.float64)            # (the usual input: asarray and reshape cost more)
         else:
             x = np.asarray(x, dtype=np.float64).reshape(-1, coefficients.shape[1])
         scores = np.dot(x, weights)             # (np.matmul's result, ~0.3 us sooner)
+        n = scores.shape[0]
+        fused = softmax_l1 and 1 < weights.shape[1] <= SEQUENTIAL_SUM_MAX
+        if fused and n == 1 and (bias is None or bias_row is not None):   # intercepts added in Python floats
+            row = scores.tolist()[0]
+            if softmax_l1_row(row if bias_row is None else [s + b for s, b in zip(row, bias_row)], *out):
+                return
         if bias is not None:                    # (n, K) rows: the add does not broadcast
-            np.add(scores, bias(scores.shape[0]), scores)
+            np.add(scores, bias(n), scores)
+        if fused and n > 1:
+            label_argmax(scores, out[0])
+            if softmax_l1_columns(scores, out[1]):
+                return
         _classify(scores, coefficients, out, post_transform)
+        if norm != "NONE":
+            ml_normalizer(out[1], out=out[1], norm=norm)
     return call
+
+
+def _kept_model(coefficients: np.ndarray, intercepts: np.ndarray) -> tuple:
+    """(float64 weights ``(F, K)``, the intercepts' :class:`RowTiles` or None, and their Python
+    floats where there is one per class, else None: numpy's sums, one by one)."""
+    weights = np.ascontiguousarray(coefficients.astype(np.float64).T)
+    if not intercepts.size:
+        return weights, None, None
+    row = intercepts.astype(np.float64).reshape(1, -1)
+    return weights, RowTiles(row), row.tolist()[0] if row.size == weights.shape[1] else None
 
 
 def _classify(scores, coefficients, out, post_transform: str) -> None:

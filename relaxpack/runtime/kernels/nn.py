@@ -34,7 +34,7 @@ from ..fpstate import quiet
 from ._math import commit, is_low_float, pads, per_spatial, scalar_array, scratch, work_dtype
 from ..dtypes import numpy_dtype
 from ._workspace import scratch_nbytes
-from . import conv_integer, conv_nhwc, conv_transpose_tiled, conv_winograd, max_pool_flat
+from . import avg_pool_flat, conv_integer, conv_nhwc, conv_transpose_tiled, conv_winograd, max_pool_flat
 from .conv_direct import COPIES_OUT, conv_plan, run_conv, scratch_layouts, writes_channels_last
 from .conv_transpose_nhwc import run_conv_transpose_nhwc
 from .reduce import spatial_mean_into, specialize_mean
@@ -535,6 +535,9 @@ def _avg_pool_calls(data, out, pool_size, strides, padding, dilation, ceil_mode,
         "nn.avg_pool", data, out, pool_size, strides, dilation, padding, ceil_mode)
     if out.size == 0:
         return []
+    flat = avg_pool_flat.avg_pool_calls(data, out, pool, strides, dilation, begins, ends, lengths)
+    if flat is not None:        # windows side by side: sums of flat shifts (avg_pool_flat.py)
+        return flat
     dtype = np.dtype(np.float64) if out.dtype.kind in "iu" else work_dtype(out.dtype)
     calls, x = [], data
     if any(begins) or any(reach) or data.dtype != dtype:

@@ -190,6 +190,8 @@ def specialize_mean(generic):
                 state[4](x, out)
                 return
             run = mean_layout(x, out, generic.mean_axes(x, attrs))
+            if run is None and hasattr(generic, "low_float_run"):
+                run = generic.low_float_run(x, out, attrs)
             if run is None:             # (kept too: the layout alone decides it, ~2.5 us of checks)
                 state[:] = None, None, None, layout, lambda x, out: generic(x, out=out, **attrs)
                 generic(x, out=out, **attrs)
@@ -203,6 +205,7 @@ def specialize_mean(generic):
 
 
 mean.mean_axes = lambda x, attrs: axis_tuple(attrs["axis"], x.ndim)
+mean.low_float_run = lambda x, out, attrs: float16_mean_layout(x, out, mean.mean_axes(x, attrs), attrs["keepdims"])
 mean.specialize_attrs = specialize_mean(mean)
 
 
@@ -314,6 +317,23 @@ def mean_layout(x: np.ndarray, out: np.ndarray, axes: tuple):
                 matmul(ones, source, out=target)
                 divide(target, count, out=target)
     return _layout_run(calls, *shapes)
+
+
+def float16_mean_layout(x: np.ndarray, out: np.ndarray, axes: tuple, keepdims: bool):
+    """``run(x, out)`` for a float16 :func:`mean`: the kernel's own two numpy calls (the float32 sum
+    over ``axes``, its quotient by the count rounded into ``out``), the axes and count worked out
+    once (ConvNeXt float16's pooled mean, 2688 values: ~12 -> ~9 us); None for other dtypes."""
+    if x.dtype != np.float16 or out.dtype != np.float16:
+        return None
+    count, shape, reduce, divide, f32 = 1, out.shape, np.add.reduce, np.divide, np.float32
+    for a in axes:
+        count *= x.shape[a]
+
+    def calls(source, target):
+        total = reduce(source, axes, f32, None, keepdims)
+        with quiet():
+            divide(total.reshape(shape), count, out=target, casting="unsafe")
+    return _layout_run(calls, None, shape)
 
 
 def _layout_run(calls, source_shape: tuple | None, target_shape: tuple):

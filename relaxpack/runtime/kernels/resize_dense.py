@@ -16,6 +16,7 @@ terms): within float rounding of them, not bit for bit.
 
 from __future__ import annotations
 
+import math
 
 import numpy as np
 
@@ -23,6 +24,8 @@ from ._workspace import Scratch
 
 #: the largest source axis (pixels) a dense pass takes
 MAX_SOURCE = 128
+#: a per-instruction runner (:func:`runner`) keeps an intermediate of at most this many bytes
+OWN_BETWEEN_MAX_BYTES = 256 << 10
 
 
 def build(plan, shape: tuple):
@@ -84,3 +87,36 @@ def _passes(passes, data: np.ndarray, out: np.ndarray, between) -> None:
         else:
             matmul(matrix, result, out=target)
         result = target
+
+
+def runner(dense, out: np.ndarray, fallback):
+    """``run(data)``: :func:`run`'s calls into one instruction's ``out`` (C-contiguous, of the
+    passes' dtype) with the matrices, targets and an intermediate of its own (up to
+    :data:`OWN_BETWEEN_MAX_BYTES`) bound once, where the kernel works them out and takes the
+    thread's scratch every call (~8 us of a 30 us 2x upsample of 8x32x20); data holding a
+    non-finite value go to ``fallback(data)`` (the kernel, which then takes its planned passes). The
+    same matmul calls, so the same bits. None when the intermediate is larger."""
+    passes, first = dense
+    between = None
+    if len(passes) > 1:
+        if math.prod(first) * out.itemsize > OWN_BETWEEN_MAX_BYTES:
+            return None
+        between = np.empty(first, out.dtype)
+    last = out.ndim - 1
+    (axis, _, matrix), *rest = passes
+    target = out if not rest else between
+    data_first = axis == last           # data @ M along the last axis, M @ data along the one before
+    second = () if not rest else ((between, rest[0][2]) if rest[0][0] == last else (rest[0][2], between))
+    isfinite, matmul = np.isfinite, np.matmul
+
+    def run(data):
+        if not isfinite(data).all():
+            fallback(data)
+            return
+        if data_first:
+            matmul(data, matrix, out=target)
+        else:
+            matmul(matrix, data, out=target)
+        if second:
+            matmul(*second, out=out)
+    return run

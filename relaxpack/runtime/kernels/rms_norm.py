@@ -66,13 +66,44 @@ def _specialize_rms_norm(attrs: dict, constant: tuple):
     if not (len(constant) > 1 and constant[1]):
         return lambda x, scale, *, out, workspace=None: rms_norm(x, scale, out=out, epsilon=epsilon)
     times_scale = tiled(np.multiply, 1, True, ROW_TILE_MAX_SIZE)
+    kept: list = [None, None, None, None]       # x, out, scale, the run on them (_kept_run)
 
     def call(x, scale, *, out, workspace=None):
-        if out.dtype == x.dtype and out.dtype in _ROW_DTYPES:
+        if x is kept[0] and out is kept[1] and scale is kept[2]:
+            kept[3]()
+        elif out.dtype == x.dtype and out.dtype in _ROW_DTYPES:
             _rms_norm_into(x, scale, out, epsilon, times_scale)
+            kept[:] = _kept_run(x, scale, out, epsilon, times_scale)
         else:
             rms_norm(x, scale, out=out, epsilon=epsilon)
     return call
+
+
+def _kept_run(x, scale, out, epsilon: float, times_scale) -> tuple:
+    """``(x, out, scale, run)`` for a call on the same arena views (the same objects run after run):
+    ``run()`` makes :func:`_rms_norm_into`'s calls into buffers kept with it (the squares, C-order
+    as its fresh product is, and the row sums: the same reduction given ``out``), its constants
+    bound, without the two allocations and lookups (5.5 -> 3.8 us at (1, 5, 32)); Nones when
+    ``x`` or ``out`` owns its memory (a model input or output, not held past the call) or is
+    empty."""
+    if x.base is None or out.base is None or x.__class__ is not np.ndarray or out.__class__ is not np.ndarray \
+            or not x.size or x.shape != out.shape:
+        return None, None, None, None
+    count, eps, one = rms_constants(x.shape[-1], x.dtype, epsilon)
+    squares, inv = np.empty(x.shape, x.dtype), np.empty(x.shape[:-1] + (1,), x.dtype)
+    multiply, reduce, divide, add, sqrt = np.multiply, np.add.reduce, np.divide, np.add, np.sqrt
+
+    def run():
+        multiply(x, x, squares)
+        reduce(squares, -1, None, inv, True)
+        with quiet():   # a zero row with epsilon 0 is 1 / 0
+            divide(inv, count, inv)
+            add(inv, eps, inv)
+            sqrt(inv, inv)
+            divide(one, inv, inv)
+            multiply(x, inv, out)
+            times_scale(out, scale, out)
+    return x, out, scale, run
 
 
 rms_norm.specialize_attrs = _specialize_rms_norm

@@ -446,9 +446,48 @@ def test_tile_of_unit_axes_by_a_dim_is_a_broadcast():
     assert "R.broadcast_to(x, R.shape([b, s]))" in mod.script() and "dyn.tile" not in mod.script()
     check_model(model, {"x": rand(1, 4), "y": rand(3, 2)}, {"x": rand(1, 1), "y": rand(1, 2)},
                 {"x": rand(1, 0), "y": rand(2, 2)}, {"x": rand(1, 3), "y": rand(0, 2)})
-    wide = _tile_by_batch([2, "s"])       # a repeated axis of size 2: still a tile at run time
-    assert "dyn.tile" in relaxpack.from_onnx(wide).script()
+    wide = _tile_by_batch([2, "s"])       # a repeated axis of size 2: a broadcast of (b, 2) merged
+    assert "dyn.tile" not in relaxpack.from_onnx(wide).script()
     check_model(wide, {"x": rand(2, 3), "y": rand(3, 2)})
+
+
+def _tile_by_pieces(x_shape, pieces):
+    """Tile(x, concat(pieces)): a piece "b" is y's batch dim (Shape(y)[0:1]), an int a constant."""
+    nodes = [node("Shape", ["y"], "sy", start=0, end=1)]
+    names, consts = [], {}
+    for k, p in enumerate(pieces):
+        if p == "b":
+            names.append("sy")
+        else:
+            consts[f"c{k}"] = np.array([p], np.int64)
+            names.append(f"c{k}")
+    nodes += [node("Concat", names, "r", axis=0), node("Tile", ["x", "r"], "out")]
+    return model_of(nodes, {"x": x_shape, "y": ["b", 2]}, ["out"], consts=consts, opset=15)
+
+
+@pytest.mark.parametrize("level", [0, 2])
+@pytest.mark.parametrize("x_shape, pieces, x_sizes", [
+    ([2, 3, 4], ["b", 1, 1], [(2, 3, 4)]),            # DeBERTa's x.repeat(batch, 1, 1)
+    ([2, "s"], [1, "b"], [(2, 3), (2, 1), (2, 0)]),   # a symbolic axis repeated
+    ([1, 3], ["b", 2], [(1, 3)]),                     # a unit axis beside a repeated one
+    (["n", 2], ["b", 3], [(3, 2), (1, 2), (0, 2)]),   # both axes tiled, one of symbolic size
+    ([2, 3], ["b", "b"], [(2, 3)]),
+])
+def test_tile_by_dims_is_a_broadcast_and_equals_numpy(level, x_shape, pieces, x_sizes):
+    """Repeats known as dims over axes longer than 1: reshape, broadcast_to and reshape (static
+    ops, no packed dyn.tile), bit for bit numpy's tile at every batch, empty ones included."""
+    model = _tile_by_pieces(x_shape, pieces)
+    mod = relaxpack.from_onnx(model)
+    assert "dyn.tile" not in mod.script() and "R.broadcast_to(" in mod.script()
+    vm = VirtualMachine(relaxpack.build(mod, opt_level=level))
+    rng = np.random.default_rng(0)
+    for size in x_sizes:
+        for b in (3, 1, 0, 2):
+            x = rng.standard_normal(size).astype(np.float32)
+            reps = [b if p == "b" else p for p in pieces]
+            got = vm.run({"x": x, "y": rand(b, 2)})["out"]
+            np.testing.assert_array_equal(got, np.tile(x, reps))
+            assert got.shape == np.tile(x, reps).shape
 
 
 def test_tile_errors():

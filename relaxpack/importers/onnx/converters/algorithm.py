@@ -303,12 +303,34 @@ def tile_v6(ctx, x, repeats):
         if known is not None and all(_is_one(r) or _is_one(d) for d, r in zip(x.shape, known)):
             # repeating only unit axes (a batch of positions: Tile(x[None], (batch, 1))) is a broadcast
             return make_call("broadcast_to", ctx.expr(x), ShapeExpr(shape))
+        if known is not None:
+            return _tile_as_broadcast(ctx, x, known, shape)
         return packed_call(ctx, "dyn.tile", [x, repeats], [(shape, x.dtype)], "tile")
     return _tile(ctx, x, ints)
 
 
 def _is_one(d) -> bool:
     return isinstance(d, int) and d == 1
+
+
+def _tile_as_broadcast(ctx, x: Value, repeats, shape):
+    """Tile by repeats known as dims (``x.repeat(batch, 1, 1)``: DeBERTa's relative position
+    tables) as static ops: an axis of size ``d`` repeated ``r`` times is ``x`` with a unit axis
+    before it, broadcast to ``(r, d)`` and merged back into ``r * d`` (numpy's tile writes
+    ``x[j % d]`` at ``j``, which is that row-major order). A broadcast of a constant by shape
+    dims is then a shape-only value the shape memo computes once per input shape, where the
+    packed ``dyn.tile`` ran every call and its ``match_cast`` ended the memo."""
+    split, wide = [], []
+    for d, r in zip(x.shape, repeats):
+        if _is_one(r) or _is_one(d):
+            split.append(d)
+            wide.append(d * r)
+        else:
+            split += [1, d]
+            wide += [r, d]
+    expr = ctx.expr(ctx.emit(make_call("reshape", ctx.expr(x), ShapeExpr(tuple(split))), "tile"))
+    expr = ctx.expr(ctx.emit(make_call("broadcast_to", expr, ShapeExpr(tuple(wide))), "tile"))
+    return make_call("reshape", expr, ShapeExpr(tuple(shape)))
 
 
 def _tile(ctx, x: Value, repeats):
