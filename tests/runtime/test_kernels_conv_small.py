@@ -5,6 +5,8 @@ has its own runner: test_kernels_conv_small_nhwc.py)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -395,8 +397,8 @@ def test_a_1d_conv_is_the_generic_kernel_with_a_constant_or_register_bias(data, 
             np.testing.assert_array_equal(out, want)
     bound = conv_small.BIAS_PLANE_MAX_SIZE
     constant_operand = out.shape if out.size <= bound else (1,) + out.shape[1:] \
-        if weight[0] * out.shape[-1] <= bound else (weight[0], 1)
-    assert [op.shape for op in operands] == [constant_operand, (weight[0], 1)]
+        if weight[0] * out.shape[-1] <= bound else (1, weight[0], 1)
+    assert [op.shape for op in operands] == [constant_operand, (1, weight[0], 1)]     # out's rank
 
 
 @pytest.mark.parametrize("activation", [None, "gelu"])
@@ -605,3 +607,47 @@ def test_im2col_rows_are_copied_as_runs_only_where_contiguous():
     dst = np.empty(ints.shape, np.float32)      # an integer conv's window converts as it is copied
     src_view, dst_view = as_runs(ints, dst)
     assert src_view is ints and dst_view is dst
+
+
+# 2-d convs: a constant bias of at most BIAS_PLANE_MAX_SIZE values per image is added as a (1, channels, H, W)
+# plane by the strided and the pointwise runners, or a tile of the whole result up to that many values in all
+# (both sides of the bound; a batch larger than the tile broadcasts the plane)
+CONV2D_BIAS = [
+    ((1, 3, 64, 96), (8, 3, 3, 3), dict(strides=(2, 2), padding=(1, 1, 1, 1))),      # 8 x 32 x 48: a plane
+    ((1, 3, 130, 96), (8, 3, 3, 3), dict(strides=(2, 2), padding=(1, 1, 1, 1))),     # 8 x 65 x 48: the column
+    ((2, 3, 31, 47), (8, 3, 3, 3), dict(strides=(2, 2), padding=(1, 1, 1, 1))),      # a batch, odd sizes
+    ((1, 16, 32, 32), (16, 16, 1, 1), dict()),                                      # pointwise, at the bound
+    ((1, 16, 32, 33), (16, 16, 1, 1), dict()),                                      # one column past it
+    ((3, 24, 5, 7), (12, 24, 1, 1), dict()),                                        # a batch: matmul
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("activation", [None, "relu", "silu"])
+@pytest.mark.parametrize("data, weight, attrs", CONV2D_BIAS)
+def test_a_2d_conv_adds_a_constant_bias_as_a_plane_and_is_the_generic_kernel(data, weight, attrs, activation,
+                                                                             dtype, monkeypatch):
+    from relaxpack.runtime.kernels import conv_small
+    operands = []
+    real = conv_small._bias_operand
+    monkeypatch.setattr(conv_small, "_bias_operand", lambda *a: operands.append(real(*a)) or operands[-1])
+    attrs = full_attrs(attrs, activation)
+    rng = np.random.default_rng(3)
+    w = rand(rng, weight, dtype)
+    for constant in [(False, True, True), (False, True, False)]:
+        b = rand(rng, (weight[0],), dtype)
+        call = CONV_BIAS_ACT.specialize_attrs(attrs, constant)
+        out, ws = out_for(data, weight, attrs, dtype), workspace_for(data, weight, attrs, dtype)
+        for _ in range(3):
+            if not constant[2]:
+                b[...] = rand(rng, (weight[0],), dtype)     # a register: the same object, new values
+            x = rand(rng, data, dtype)
+            call(x, w, b, out=out, workspace=ws)
+            want = out_for(data, weight, attrs, dtype)
+            CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+            np.testing.assert_array_equal(out, want)
+    bound, column = conv_small.BIAS_PLANE_MAX_SIZE, (1, weight[0], 1, 1)     # of out's rank
+    plane = out.shape if out.size <= bound else (1,) + out.shape[1:] \
+        if math.prod(out.shape[1:]) <= bound else column
+    assert [op.shape for op in operands] == [plane, column]
+    assert operands[0].flags.writeable == (plane == column)     # a kept plane is read-only

@@ -141,7 +141,7 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     dtype = out.dtype
     work = np.dtype(np.float32) if dtype == np.float16 else dtype
     if _is_pointwise(plan) and attrs["groups"] == 1 and work == dtype:
-        return _pointwise(data, weight, bias, act, len(plan.lengths))
+        return _pointwise(data, weight, bias, act, plan.lengths, fixed_bias)
     if plan.method != "strided":
         return None
     if conv_column_phases.replaces_wide(plan, data.shape, work.itemsize):    # (as the generic kernel)
@@ -252,26 +252,30 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
     return run
 
 
-#: a constant bias of a 1-d conv is added as a whole ``(channels, length)`` plane up to this many values
-#: per image, and as a tile of the whole ``(batch, channels, length)`` result up to this many in all
+#: a constant bias is added as a ``(1, channels, *lengths)`` plane up to this many values per image,
+#: and as a tile of the whole ``(batch, channels, *lengths)`` result up to this many in all
 BIAS_PLANE_MAX_SIZE = 1 << 14
 
 
 def _bias_operand(bias, out_shape: tuple, fixed: bool):
-    """What the strided runner adds to its result of ``out_shape``: ``bias`` as a column per
-    channel, or, for a constant bias of a 1-d conv, that column repeated over the whole result
-    (up to :data:`BIAS_PLANE_MAX_SIZE` values) or along the length as a ``(1, channels, length)``
-    plane (up to that many values per image): a same-shape add where a column's inner stride of 0
-    makes numpy loop per channel (0.95 -> 0.32 us at 32 x 30), and an operand of ``out``'s rank,
-    where numpy's loop over a missing leading dim costs ~0.5 us more (0.93 -> 0.38 us at
-    (1, 32, 30), 1.3 -> 0.47 at (3, 32, 30)). The same sums."""
+    """What the strided and pointwise runners add to their result of ``out_shape``: ``bias`` as a
+    ``(1, channels, 1, ..)`` column of ``out``'s rank, or, for a constant bias of at most
+    :data:`BIAS_PLANE_MAX_SIZE` values per image, that column repeated over the whole result (up to
+    that many values in all) or over each image's plane (read-only, built once). A same-shape add,
+    where a column's inner stride of 0 makes numpy's slower scalar-operand loop run per channel
+    (0.95 -> 0.32 us at 32 x 30; 8 x 32 x 48 2.9 -> 1.3, 32 x 8 x 12 1.6 -> 0.6), and an operand of
+    ``out``'s rank, where numpy's loop over a missing leading dim costs ~0.5 us more (0.93 -> 0.38 us
+    at (1, 32, 30), 1.3 -> 0.47 at (3, 32, 30)). The same sums. Past the bar the plane is one more map
+    through the cache (a 16 x 31 x 48 stem: no gain in the model)."""
     if bias is None:
         return None
     lengths = out_shape[2:]
-    column = bias.reshape(bias.shape + (1,) * len(lengths))
-    if fixed and len(lengths) == 1 and bias.size * lengths[0] <= BIAS_PLANE_MAX_SIZE:
+    column = bias.reshape((1,) + bias.shape + (1,) * len(lengths))
+    if fixed and bias.size * math.prod(lengths) <= BIAS_PLANE_MAX_SIZE:
         whole = out_shape if math.prod(out_shape) <= BIAS_PLANE_MAX_SIZE else (1,) + tuple(out_shape[1:])
-        return np.ascontiguousarray(np.broadcast_to(column, whole))
+        plane = np.ascontiguousarray(np.broadcast_to(column, whole))
+        plane.flags.writeable = False
+        return plane
     return column
 
 
@@ -315,7 +319,7 @@ def _is_pointwise(plan) -> bool:
     return plan.method == "compact" and len(plan.taps) == 1 and plan.source_is_input and plan.q == plan.pixels
 
 
-def _pointwise(data, weight, bias, act, spatial_dims: int):
+def _pointwise(data, weight, bias, act, lengths: tuple, fixed_bias: bool = False):
     """The runner of a pointwise conv: the engine's ``compact`` method's calls (one batched GEMM
     ``(1, O, C) @ (N, 1, C, pixels)`` straight into ``out``, the bias, the activation) without its plan,
     scratch and view making. The bias is a ``(1, O, 1, ..)`` view of ``out``'s rank (numpy loops over
@@ -324,7 +328,7 @@ def _pointwise(data, weight, bias, act, spatial_dims: int):
     batch, channels = data.shape[:2]
     out_channels = weight.shape[0]
     w = weight.reshape(1, out_channels, channels)
-    bias_b = None if bias is None else bias.reshape((1,) + bias.shape + (1,) * spatial_dims)
+    bias_b = _bias_operand(bias, (batch, out_channels, *lengths), fixed_bias)
     matmul, dot, add, ascontiguous = np.matmul, np.dot, np.add, np.ascontiguousarray
     pixels = math.prod(data.shape[2:])
     # a GEMM OpenBLAS runs faster in column blocks takes them (.gemm_blocks), as the generic kernel's
@@ -332,7 +336,7 @@ def _pointwise(data, weight, bias, act, spatial_dims: int):
     # one image: a 2-d np.dot (matmul's sgemm call, bit for bit, without its batch iteration)
     single = blocks is None and batch == 1 and min(out_channels, channels, pixels) >= 2
     w2 = w.reshape(out_channels, channels)
-    one = _one_value(bias_b, act, (batch, out_channels) + (1,) * spatial_dims, weight.dtype) \
+    one = _one_value(bias_b, act, (batch, out_channels) + (1,) * len(lengths), weight.dtype) \
         if batch * out_channels * pixels == 1 else None
 
     def run(x, out):
