@@ -4,6 +4,8 @@ built with it against onnxruntime (its scale and zero point)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -168,6 +170,56 @@ def test_dynamic_quantize_scale_products_are_the_multiply_kernels(x):
         with np.errstate(all="ignore"):
             call_kernel("multiply", scale, np.array(c, np.float32), out=want)
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def _f32_neighbours(v: float) -> list[float]:
+    """``v`` and its finite float32 neighbours (as Python floats holding float32 values)."""
+    x = np.float32(v)
+    with np.errstate(all="ignore"):
+        near = [x, np.nextafter(x, np.float32(np.inf)), np.nextafter(x, np.float32(0))]
+    return [float(n) for n in near if np.isfinite(n)]
+
+
+#: scale values (float32, positive as the usual case makes them) and constants whose products
+#: sit at float32's largest value (just below, at, rounding down to it, past it), in the subnormal
+#: range (near the smallest subnormals, where the rounding is coarsest), exact and inexact
+_EDGE_PAIRS = [(v, c) for v in _f32_neighbours(1.0) + _f32_neighbours(2.0 ** 100) + _f32_neighbours(0.003)
+               for c in _f32_neighbours(float(np.finfo(np.float32).max)) + _f32_neighbours(2.0 ** 28)
+               + _f32_neighbours(2.0 ** -149) + _f32_neighbours(1.5 * 2.0 ** -149) + _f32_neighbours(2.5 * 2.0 ** -149)
+               + _f32_neighbours(2.0 ** -130) + [0.0, -0.0, -3.0, float(np.float32(1 / 3)), float(np.float32(0.00046423843014054))]]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_scale_products_fill_as_the_float32_multiply(seed):
+    """``_scale_products``' Python path (``fill`` of the exact double product) against numpy's float32
+    multiply, bit for bit: products at and past float32's largest value (those take the numpy path),
+    subnormal ones with rounding ties, signed zeros, and random float32 pairs of every magnitude."""
+    from relaxpack.runtime.kernels.quantize import _scale_products
+    rng = np.random.default_rng(seed)
+    bits = rng.integers(0, 0x7F800000, 4000, dtype=np.uint32).view(np.float32)     # finite, positive
+    signs = np.where(rng.random(2000) < 0.5, -1, 1).astype(np.float32)
+    pairs = _EDGE_PAIRS + [(float(v), float(c)) for v, c in zip(bits[:2000], bits[2000:] * signs)]
+    for value, c in pairs:
+        product = np.empty((), np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")          # an overflow takes the quiet numpy path
+            _scale_products(value, np.array(value, np.float32), (c,), (product,))
+        with np.errstate(all="ignore"):
+            want = np.multiply(np.float32(value), np.float32(c))
+        assert product.view(np.uint32) == want.view(np.uint32), (value, c, product, want)
+
+
+def test_scale_products_after_an_overflow_are_all_numpys():
+    """A product past float32's range after ones already filled: every item is the multiply's."""
+    from relaxpack.runtime.kernels.quantize import _scale_products
+    scales = (0.5, float(np.float32(3.0e38)), float(np.float32(1 / 3)))
+    value = float(np.float32(7.0))
+    products = tuple(np.full((), np.nan, np.float32) for _ in scales)
+    _scale_products(value, np.array(value, np.float32), scales, products)
+    with np.errstate(all="ignore"):
+        want = [np.multiply(np.float32(value), np.float32(c)) for c in scales]
+    assert [p.view(np.uint32) for p in products] == [w.view(np.uint32) for w in want]
+    assert np.isinf(products[1])
 
 
 def test_dynamic_quantize_of_a_strided_input():

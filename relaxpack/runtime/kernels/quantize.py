@@ -115,15 +115,18 @@ dynamic_quantize.specialize_attrs = _specialize_dynamic_quantize
 def _scale_products(value, scale, scales, products) -> None:
     """Each ``products[i] = scale * scales[i]`` as the float32 multiply kernel makes it. With the
     usual case's Python ``value`` of the scale (a float32 value) the double product of two float32
-    values is exact, so its one rounding to float32 is the float32 product; an overflow (or no
-    ``value``) multiplies in numpy."""
+    values is exact, so its one rounding to float32 is the float32 product: ``fill`` with a Python
+    float makes that rounding (C's double-to-float cast, as ``struct``'s did, without its two
+    calls). A product past float32's largest value (which would round to inf, or warn), or no
+    ``value``, multiplies in numpy."""
     if value is not None:
-        try:
-            for c, product in zip(scales, products):
-                product.fill(_UNPACK_F32(_PACK_F32(value * c))[0])
+        for c, product in zip(scales, products):
+            exact = value * c
+            if not -_F32_MAX <= exact <= _F32_MAX:
+                break
+            product.fill(exact)
+        else:
             return
-        except OverflowError:
-            pass
     with quiet():
         for c, product in zip(scales, products):
             np.multiply(scale, _F32(c), out=product)
@@ -133,6 +136,8 @@ def _scale_products(value, scale, scales, products) -> None:
 #: OverflowError past float32's range
 _PACK_F32, _UNPACK_F32 = struct.Struct("f").pack, struct.Struct("f").unpack
 _INF = math.inf
+#: float32's largest finite value, as a Python float
+_F32_MAX = float(np.finfo(_F32).max)
 
 
 def _finite_params(x):
