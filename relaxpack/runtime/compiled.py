@@ -324,13 +324,7 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
         if inline is not None:
             return inline
         bound[f"f{pc}"] = r.fn
-        args = []
-        for j, (is_reg, v) in enumerate(r.args):
-            if is_reg:
-                args.append(f"r{v}")
-            else:
-                bound[f"b{pc}_{j}"] = v
-                args.append(f"b{pc}_{j}")
+        args = _positional_fields(pc, r, bound)
         static = {k: v for k, is_reg, v in r.kwargs if not is_reg}
         if static:
             bound[f"s{pc}"] = static
@@ -436,6 +430,19 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
     return Compiled(run, [pc for _, pc in lines], 1 + len(head), stores, checked, top)
 
 
+def _positional_fields(pc: int, r: Resolved, bound: dict) -> list[str]:
+    """The source of instruction ``pc``'s positional operands: ``r<n>`` for a register, ``b<pc>_<j>``
+    for a constant (bound into ``bound`` under that name)."""
+    fields = []
+    for j, (is_reg, v) in enumerate(r.args):
+        if is_reg:
+            fields.append(f"r{v}")
+        else:
+            bound[f"b{pc}_{j}"] = v
+            fields.append(f"b{pc}_{j}")
+    return fields
+
+
 def _inline_tuple_source(pc: int, r: Resolved, bound: dict) -> str | None:
     """The line of a ``make_tuple`` or ``tuple_getitem`` call (the builtins themselves, no keywords,
     a destination) as the Python expression its builtin returns, ``r7 = (r3, r5,)`` / ``r8 =
@@ -446,13 +453,7 @@ def _inline_tuple_source(pc: int, r: Resolved, bound: dict) -> str | None:
     from .builtins import make_tuple, tuple_getitem     # (builtins imports modules that import this one)
     if r.fn is not make_tuple and (r.fn is not tuple_getitem or len(r.args) != 2):
         return None
-    fields = []
-    for j, (is_reg, v) in enumerate(r.args):
-        if is_reg:
-            fields.append(f"r{v}")
-        else:
-            bound[f"b{pc}_{j}"] = v
-            fields.append(f"b{pc}_{j}")
+    fields = _positional_fields(pc, r, bound)
     if r.fn is tuple_getitem:
         return f"r{r.dst} = {fields[0]}[{fields[1]}]"
     return f"r{r.dst} = ({''.join(f + ', ' for f in fields)})"

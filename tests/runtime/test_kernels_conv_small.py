@@ -374,31 +374,10 @@ CONV1D = [
 @pytest.mark.parametrize("data, weight, attrs", CONV1D)
 def test_a_1d_conv_is_the_generic_kernel_with_a_constant_or_register_bias(data, weight, attrs, activation, dtype,
                                                                           monkeypatch):
-    from relaxpack.runtime.kernels import conv_small
-    operands = []
-    real = conv_small._bias_operand
-    monkeypatch.setattr(conv_small, "_bias_operand", lambda *a: operands.append(real(*a)) or operands[-1])
     attrs = full_attrs(attrs, activation)
     assert _prepared_conv(data, weight, *(attrs[k] for k in ("strides", "padding", "dilation", "groups")),
                           "NCHW")[0].method == "strided"
-    rng = np.random.default_rng(7)
-    w = rand(rng, weight, dtype)
-    for constant in [(False, True, True), (False, True, False)]:
-        b = rand(rng, (weight[0],), dtype)
-        call = CONV_BIAS_ACT.specialize_attrs(attrs, constant)
-        out, ws = out_for(data, weight, attrs, dtype), workspace_for(data, weight, attrs, dtype)
-        for _ in range(3):
-            if not constant[2]:
-                b[...] = rand(rng, (weight[0],), dtype)     # a register: the same object, new values
-            x = rand(rng, data, dtype)
-            call(x, w, b, out=out, workspace=ws)
-            want = out_for(data, weight, attrs, dtype)
-            CONV_BIAS_ACT(x, w, b, out=want, **attrs)
-            np.testing.assert_array_equal(out, want)
-    bound = conv_small.BIAS_PLANE_MAX_SIZE
-    constant_operand = out.shape if out.size <= bound else (1,) + out.shape[1:] \
-        if weight[0] * out.shape[-1] <= bound else (1, weight[0], 1)
-    assert [op.shape for op in operands] == [constant_operand, (1, weight[0], 1)]     # out's rank
+    _check_bias_operands(monkeypatch, data, weight, attrs, dtype, seed=7)
 
 
 @pytest.mark.parametrize("activation", [None, "gelu"])
@@ -627,12 +606,20 @@ CONV2D_BIAS = [
 @pytest.mark.parametrize("data, weight, attrs", CONV2D_BIAS)
 def test_a_2d_conv_adds_a_constant_bias_as_a_plane_and_is_the_generic_kernel(data, weight, attrs, activation,
                                                                              dtype, monkeypatch):
+    _check_bias_operands(monkeypatch, data, weight, full_attrs(attrs, activation), dtype, seed=3)
+
+
+def _check_bias_operands(monkeypatch, data, weight, attrs, dtype, seed: int):
+    """A conv with a constant bias, then one with a register bias (the same object, new values each
+    call), is the generic kernel bit for bit call after call; the operands ``_bias_operand`` made:
+    for the constant bias a read-only tile of the whole result up to ``BIAS_PLANE_MAX_SIZE`` values,
+    past it a ``(1, C, *lengths)`` plane up to that many values per image, else (and for the
+    register) a ``(1, C, 1, ..)`` column, all of ``out``'s rank."""
     from relaxpack.runtime.kernels import conv_small
     operands = []
     real = conv_small._bias_operand
     monkeypatch.setattr(conv_small, "_bias_operand", lambda *a: operands.append(real(*a)) or operands[-1])
-    attrs = full_attrs(attrs, activation)
-    rng = np.random.default_rng(3)
+    rng = np.random.default_rng(seed)
     w = rand(rng, weight, dtype)
     for constant in [(False, True, True), (False, True, False)]:
         b = rand(rng, (weight[0],), dtype)
@@ -646,7 +633,7 @@ def test_a_2d_conv_adds_a_constant_bias_as_a_plane_and_is_the_generic_kernel(dat
             want = out_for(data, weight, attrs, dtype)
             CONV_BIAS_ACT(x, w, b, out=want, **attrs)
             np.testing.assert_array_equal(out, want)
-    bound, column = conv_small.BIAS_PLANE_MAX_SIZE, (1, weight[0], 1, 1)     # of out's rank
+    bound, column = conv_small.BIAS_PLANE_MAX_SIZE, (1, weight[0]) + (1,) * (len(out.shape) - 2)
     plane = out.shape if out.size <= bound else (1,) + out.shape[1:] \
         if math.prod(out.shape[1:]) <= bound else column
     assert [op.shape for op in operands] == [plane, column]
