@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .arena import ArenaPlan
 from .bytecode import NO_DST, Call, Ret
 
@@ -259,6 +261,9 @@ def filler(memo: Memo, resolved, store: dict):
         owned = {id(array) for array in kept}
         result = tuple(values[r.dst].view() if id(values[r.dst]) in owned else values[r.dst]
                        for r in steps if r.dst != NO_DST)
+        for value in result:      # views made before their base was kept (a reshape): read-only too
+            if isinstance(value, np.ndarray) and id(value.base) in owned:
+                value.flags.writeable = False
         now = arena_buffers(result)
         if len(store) >= MEMO_ENTRIES or held[0] + nbytes > MEMO_BYTES or len(now) != len(arenas) \
                 or any(a is not b for a, b in zip(now, arenas)):
