@@ -20,8 +20,8 @@ from ..ops.registry import make_call
 from .core.infra import function_pass
 from .iota_gather import gather_as_reshape, gather_check
 from . import (
-    broadcast_constant, scales_into_conv, gather_nd_take, offset_range, reshape_permute_reshape, row_major_take,
-    scale_after_matmul, scaled_gelu,
+    broadcast_constant, scales_into_conv, gather_nd_take, iota_label, offset_range, reshape_permute_reshape,
+    row_major_take, scale_after_matmul, scaled_gelu,
 )
 from .quantize_rules import RULES as QUANTIZE_RULES
 from .reduce_of_concat import reduce_of_concat, reduce_of_concat_check
@@ -529,6 +529,14 @@ RULES = RewriteTable("SimplifyAlgebra", [
                        name="take"),
          row_major_take.check, row_major_take.rewrite,
          doc="take(data, iota_b * S + iota_s, axis=0) of B * S rows -> reshape(data) (row_major_take.py)."),
+    Rule("label_of_iota_table",
+         is_op("astype")(_X, name="outer"),
+         iota_label.check, iota_label.rewrite,
+         doc="astype(take(arange(n), argmax(p)) reshaped, int64) -> argmax(p) reshaped (iota_label.py)."),
+    Rule("take_of_iota_table",
+         is_op("take")(wildcard(), wildcard(), name="outer"),
+         iota_label.check, iota_label.rewrite,
+         doc="take(arange(n) of the index's dtype, argmax(p)) -> argmax(p) (iota_label.py)."),
     Rule("reduce_of_one_element_concat",
          is_op("max", "min")(is_op("concat")(wildcard("parts"), name="concat", what="operand"), name="reduce"),
          reduce_of_concat_check, reduce_of_concat,

@@ -405,3 +405,39 @@ def test_the_remainders_form_is_the_least_modulus_within_its_limits():
     assert tree_ranks._hashed_scorer(np.zeros((3, 35), np.uint64), weights, offsets) is None
     words = np.array([0, 6, 12], np.uint64)         # remainders 0 0 0 by 3, 0 2 0 by 4, 0 1 2 by 5
     assert tree_ranks._distinct_modulus(words, 4) is None and tree_ranks._distinct_modulus(words, 5) == 5
+
+
+@pytest.mark.parametrize("targets", [1, 2, 3, 4])
+@pytest.mark.parametrize("features", [(0, 1, 2, 3), (1, 3, 4, 0)], ids=["leading", "gathered"])
+def test_the_byte_form_scores_one_row_as_rank_scores(targets, features):
+    """A batch of one takes the byte form's 1-d path: rank_scores' bits for each of 64 rows one at
+    a time, and the 64-row batch's bits (2+ targets; one target's lone row sums its T weights
+    pairwise, as main's batch of one does) (NaN, infinities, signed zeros, -0.0 weights over 16 decades), the features read
+    a leading run of the columns or gathered, float32 and float64 samples, a sample wider than the
+    features read."""
+    from relaxpack.runtime.kernels.tree_gemm import gemm_plan
+    from relaxpack.runtime.kernels.tree_ranks import _byte_scorer, rank_scorer, rank_scores
+    rng = np.random.default_rng(targets * 7 + features[0])
+    values = np.array([-np.inf, -1.5, -0.0, 0.0, 0.5, 1.0, np.inf, np.nan, 2.0])
+    nodes, thresholds, roots = _shallow_forest(rng, 12, 4, values)
+    internal = nodes[:, 1] != LEAF
+    nodes[internal, 0] = np.array(features)[nodes[internal, 0]]
+    walk, slots, root_slots = pack_trees(nodes, thresholds, roots)
+    count = walk.shape[1] // 2
+    leaves = rng.standard_normal((count, targets)) * 10.0 ** rng.integers(-8, 8, (count, 1))
+    leaves[rng.random(leaves.shape) < 0.1] = -0.0
+    plan = gemm_plan(walk, slots, root_slots, leaves, 12)
+    ranks, bits = plan.ranks, plan.bits
+    assert _byte_scorer(ranks.union.table, bits.weights, bits.offsets) is not None
+    assert (type(ranks.union.columns) is int) == (features == (0, 1, 2, 3))
+    score = rank_scorer(ranks, bits.weights, bits.offsets)
+    for dtype in (np.float32, np.float64):
+        x = rng.choice(values, size=(64, 6)).astype(dtype)
+        want = rank_scores(ranks, bits.weights, bits.offsets, x)
+        for i in range(64):
+            got = score(x[i:i + 1])
+            assert got.shape == (1, targets)
+            alone = rank_scores(ranks, bits.weights, bits.offsets, x[i:i + 1])
+            np.testing.assert_array_equal(got.view(np.uint64), alone.view(np.uint64))
+            if targets > 1:     # (one target: numpy sums a lone row's T weights pairwise, a batch's not)
+                np.testing.assert_array_equal(got.view(np.uint64), want[i:i + 1].view(np.uint64))
