@@ -10,11 +10,12 @@ import pytest
 
 from relaxpack.runtime.kernels import recurrent, recurrent_joint
 from relaxpack.runtime.kernels.recurrent import lstm
-from relaxpack.runtime.kernels.recurrent_weights import pack_weights
+from relaxpack.runtime.kernels.recurrent_weights import pack_weights, projector
 
 #: float type -> (rtol, atol) between the two loops: a few ulps of the work dtype (float16
 #: computes in float32 and rounds once: a value near a rounding boundary may take the next one)
 CLOSE = {np.float64: (1e-12, 1e-13), np.float32: (2e-6, 1e-6), np.float16: (1e-3, 1e-3)}
+UINT = {np.float64: np.uint64, np.float32: np.uint32}
 
 
 def _attrs(n: int, direction: str, layout: int, optional=("B",), **extra):
@@ -155,3 +156,31 @@ def test_plans_per_shape_stay_bounded_and_right():
                 for got, want in zip((y, y_h, y_c), results[seq]):
                     np.testing.assert_array_equal(got, want)
             results[seq] = (y, y_h, y_c)
+
+
+@pytest.mark.parametrize("seq, batch", [(1, 1), (2, 1), (7, 1), (1, 3), (2, 2), (5, 3)])
+@pytest.mark.parametrize("reverse", [(False,), (True,), (False, True)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("whole", [True, False])
+def test_the_projection_adds_the_whole_bias_with_a_rows_bits(monkeypatch, seq, batch, reverse, dtype, bias, whole):
+    """A plan's projection (its bias repeated to the product's shape, one contiguous add, or one
+    row past WHOLE_BIAS_MAX_BYTES) holds the bits of ``projector``'s broadcast row add, each
+    direction's rows in its step order."""
+    if not whole:
+        monkeypatch.setattr(recurrent_joint, "WHOLE_BIAS_MAX_BYTES", seq * batch * 4 * len(reverse) * 5 * dtype().itemsize - 1)
+    rng = np.random.default_rng(seq * 100 + batch * 10 + len(reverse))
+    n, dirs, inp = 5, len(reverse), 3
+    w, r, b = _case(1, 1, n, dirs, 0, dtype, rng, inp=inp, state=False)[1:]
+    joint = recurrent_joint.JointLSTM(w, r, b if bias else None, n, dtype, packed=False)
+    xs = (rng.standard_normal((seq * batch, inp)) * 1e3).astype(dtype)
+    plan = recurrent_joint._Plan(joint, seq, batch, dtype, reverse)
+    plan.project(xs)
+    want = projector(joint.bias)(xs, joint.wt).reshape(seq, batch, 4, dirs, n)
+    for d, back in enumerate(reverse):
+        rows = want[::-1] if back else want
+        got = plan.xj[:, :, d]                   # (seq, 4, n, batch)
+        np.testing.assert_array_equal(got.view(UINT[dtype]), rows[:, :, :, d].transpose(0, 2, 3, 1).view(UINT[dtype]))
+    if bias and (batch == 1 or seq > 1):        # (a single step at batch > 1 has its own bias)
+        assert plan.bias.shape == ((seq * batch, 4 * dirs * n) if whole else (1, 4 * dirs * n))
+        assert not whole or not plan.bias.flags.writeable

@@ -29,13 +29,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..kept import keep
-from .recurrent_weights import HUGE_PAGE_MIN_BYTES, gate_layout, pack_direction, projector
+from .recurrent_weights import HUGE_PAGE_MIN_BYTES, gate_layout, pack_direction
 
 #: largest R_joint (bytes) the joint loop takes, where the per-direction loop starts reading R^T
 #: in huge pages: two directions up to hidden 64, one up to 128 (measured by thread time at batch
 #: 1 and 3, 20 steps: two directions of hidden 64 0.9x the per-direction loops' time, of 96 1.1x;
 #: one direction at batch 3 of hidden 128 0.6x, of 180 0.7x)
 MAX_BYTES = HUGE_PAGE_MIN_BYTES
+
+#: largest projection (bytes) whose plan keeps its bias repeated to the projection's shape
+WHOLE_BIAS_MAX_BYTES = 256 << 10
 
 
 def _interleaved(blocks: list[np.ndarray], n: int, axis: int) -> np.ndarray:
@@ -91,7 +94,6 @@ class JointLSTM:
         self.wt = _interleaved(wts, n, axis=1)
         self.w = np.ascontiguousarray(self.wt.T)      # a single step's projection, gate-major
         self.bias = None if b is None else _interleaved(biases, n, axis=0)
-        self.project = projector(self.bias)
         self.r = joint_r(rts, n)
         self.rt = np.ascontiguousarray(self.r.T)
         self._plans: dict = {}
@@ -139,15 +141,15 @@ def lstm_steps(steps, dot, gates, sig, one, half, cells, i_f, cand, c_now, o) ->
 class _Plan:
     """One (seq, batch, dtype, reverse)'s buffers and every view a call reads or writes, made once:
     the projection in step order ``(seq, 4, dirs, n, batch)``, the history of H ``(seq+1, dirs*n,
-    batch)``, the step's buffer ``(5*dirs*n, batch)``, the read-only ones and halves, each step's
-    operands as one tuple (a view made per step costs ~0.1 us, three a step) and the sources of Y,
-    Y_h and Y_c. The projection is written by :meth:`_rows` at batch 1, by :meth:`_column` for a
+    batch)``, the step's buffer ``(5*dirs*n, batch)``, the read-only ones and halves, the
+    projection's bias (:func:`_whole_bias`), each step's operands as one tuple (a view made per
+    step costs ~0.1 us, three a step) and the sources of Y, Y_h and Y_c. The projection is written by :meth:`_rows` at batch 1, by :meth:`_column` for a
     single step at batch > 1 and by :meth:`_copied` otherwise."""
 
     def __init__(self, lstm: JointLSTM, seq: int, batch: int, dtype, reverse: tuple):
         n, dirs = lstm.n, lstm.dirs
         width = dirs * n
-        self.wt, self.w, self.product = lstm.wt, lstm.w, lstm.project
+        self.wt, self.w = lstm.wt, lstm.w
         xj = self.xj = np.empty((seq, 4, dirs, n, batch), dtype)
         hist = np.empty((seq + 1, width, batch), dtype)
         buf = np.empty((5 * width, batch), dtype)
@@ -166,7 +168,7 @@ class _Plan:
             lefts, rights, prods = [lstm.r] * seq, list(hist[:-1]), [gates] * seq
         self.steps = list(zip(xj.reshape(seq, 4 * width, batch), lefts, rights, prods, hist[1:]))
         if batch == 1:
-            self.project = self._rows
+            self.project, self.bias = self._rows, _whole_bias(lstm.bias, seq * batch, 4 * width)
             self.flat, steps = xj.reshape(seq, -1), xj.reshape(seq, 4, dirs, n)
             self.turns = [(steps[:, :, d], steps[::-1, :, d]) for d, back in enumerate(reverse) if back and seq > 1]
         elif seq == 1:
@@ -174,7 +176,7 @@ class _Plan:
             self.column = xj.reshape(4 * width, batch)
             self.bias = None if lstm.bias is None else read_only(np.repeat(lstm.bias[:, None], batch, 1))
         else:
-            self.project = self._copied
+            self.project, self.bias = self._copied, _whole_bias(lstm.bias, seq * batch, 4 * width)
             proj = self.proj = np.empty((seq * batch, 4 * width), dtype)
             steps = proj.reshape(seq, batch, 4, dirs, n)
             self.copies = [(xj[:, :, d, :, b], (steps[::-1] if back else steps)[:, b, :, d])
@@ -183,7 +185,7 @@ class _Plan:
     def _rows(self, xs) -> None:
         """Batch 1: the product written in place, a reverse direction's rows turned around in place
         (overlapping: numpy copies through a temporary)."""
-        self.product(xs, self.wt, self.flat)
+        _project(xs, self.wt, self.bias, self.flat)
         for dst, src in self.turns:
             dst[...] = src
 
@@ -196,9 +198,27 @@ class _Plan:
     def _copied(self, xs) -> None:
         """Batch > 1: the product copied per direction and batch row (a transposing copy whose
         inner run is the batch costs ~1 ns a value: 18 us on CRNN's 39 x 3 x 192 against 6)."""
-        self.product(xs, self.wt, self.proj)
+        _project(xs, self.wt, self.bias, self.proj)
         for dst, src in self.copies:
             dst[...] = src
+
+
+def _whole_bias(bias, rows: int, width: int):
+    """The projection's bias (or None) repeated to its ``(rows, width)``, read-only: one contiguous
+    add (a broadcast row's add runs row by row, ~2x its time: CRNN's 20 x 192 1.6 -> 0.75 us,
+    117 x 192 4.4 -> 2.3); the same additions, the same bits. Beyond :data:`WHOLE_BIAS_MAX_BYTES`
+    the bias stays one row (a plan kept per shape must not hold a third projection-sized array)."""
+    if bias is None or rows * width * bias.itemsize > WHOLE_BIAS_MAX_BYTES:
+        return None if bias is None else bias.reshape(1, width)
+    return read_only(np.ascontiguousarray(np.broadcast_to(bias, (rows, width))))
+
+
+def _project(xs, wt, bias, out) -> None:
+    """``out = xs @ W^T + bias``: ``recurrent_weights.projector``'s operations (np.dot, then the
+    bias added in place), with ``bias`` (or None) already of ``out``'s shape."""
+    np.dot(xs, wt, out)
+    if bias is not None:
+        np.add(out, bias, out)
 
 
 def read_only(a: np.ndarray) -> np.ndarray:
