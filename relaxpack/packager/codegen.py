@@ -346,14 +346,26 @@ class _FunctionCodegen:
         if isinstance(value, Call):
             return self.emit_call_expr(value)
         if isinstance(value, Tuple):
-            return self.builtin("make_tuple", *(self.operand(f) for f in value.fields))
+            fields = [self.operand(f) for f in value.fields]
+            return self._owned_if(self.builtin("make_tuple", *fields),
+                                  bool(fields) and all(k == REG and r in self.owned for k, r in fields))
         if isinstance(value, TupleGetItem):
-            return self.builtin("tuple_getitem", self.operand(value.tuple_value), (IMM, value.index))
+            tup = self.operand(value.tuple_value)
+            return self._owned_if(self.builtin("tuple_getitem", tup, (IMM, value.index)),
+                                  tup[0] == REG and tup[1] in self.owned)
         if isinstance(value, If):
             return self.emit_if(value)
         if isinstance(value, (Constant, PrimValue, StringImm, ShapeExpr)):
             return self.builtin("identity", self.operand(value))
         raise IRError(f"{self.name}: cannot generate code for a {type(value).__name__}")
+
+    def _owned_if(self, reg: int, owned: bool) -> int:
+        """``reg``, recorded as holding memory this function allocated where ``owned``: a tuple of
+        such tensors (a split's planned pieces) and its items, so a reshape of an item is a view
+        (``reshape_view``) as of any allocated tensor, not a copy into an allocation of its own."""
+        if owned:
+            self.owned.add(reg)
+        return reg
 
     def emit_call_expr(self, call: Call) -> int:
         op = call.op

@@ -240,7 +240,7 @@ def feeds_for(name, rng):
 @pytest.mark.parametrize("name, before, after", [
     ("small_cnn", 13, 6),         # conv+bias+bn+relu twice, matmul+bias
     ("resnet_small", 32, 18),     # the exporter folded its batch norms; conv+bias(+relu)
-    ("gpt_small", 72, 54),        # GELU's five ops, matmul+bias (+gelu)
+    ("gpt_small", 66, 48),        # GELU's five ops, matmul+bias (+gelu); reshapes of split pieces: views
 ])
 def test_models_use_fewer_kernel_calls_and_match_onnxruntime(name, before, after):
     model = small_cnn() if name == "small_cnn" else onnx.load(str(MODELS / f"{name}.onnx"))
