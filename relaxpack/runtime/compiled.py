@@ -44,7 +44,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .bytecode import IMM, NO_DST, Call, Goto, If, Ret
-from .shape_memo import MEMO_ENTRIES, Memo, filler, memo_plans, write_counts
+from .shape_memo import MEMO_ENTRIES, Memo, filler, memo_capacity, memo_plans, write_counts
 
 #: the input checks the check cache may skip: functions of the inputs' shapes and dtypes and the heap
 INPUT_CHECKS = frozenset({"vm.builtin.alloc_shape_heap", "vm.builtin.check_tensor", "vm.builtin.match_shape",
@@ -287,11 +287,11 @@ def _input_check_plan(tree, resolved, num_params: int) -> _Checks | None:
     return _Checks(heap, count)
 
 
-def _remember_checks(store: dict):
-    """``remember(key, heap)``: keeps the heap the checks left for ``key``, at most
-    :data:`MEMO_ENTRIES` keys (then it starts afresh)."""
+def _remember_checks(store: dict, capacity: int = MEMO_ENTRIES):
+    """``remember(key, heap)``: keeps the heap the checks left for ``key``, at most ``capacity``
+    keys (then it starts afresh)."""
     def remember(key, heap) -> None:
-        if len(store) >= MEMO_ENTRIES:
+        if len(store) >= capacity:
             store.clear()
         store[key] = tuple(heap)
     return remember
@@ -423,9 +423,11 @@ def _generate(instrs, tree, resolved, num_params: int, label: str, memos: Sequen
     # the file name shows in tracebacks: the function's name as ASCII text, never its raw characters
     exec(compile(source, f"<relaxpack {ascii(label)[:100]}{variant}>", "exec"), namespace)  # noqa: S102
     stores: list[dict] = [{} for _ in memos]
-    fills = [filler(memo, resolved, store) for memo, store in zip(memos, stores)]
+    capacity = memo_capacity(memos)
+    fills = [filler(memo, resolved, store, capacity) for memo, store in zip(memos, stores)]
     checked: dict = {}
-    run = namespace["factory"](stores, fills, plain, budget, label, checked, _remember_checks(checked), np.ndarray,
+    run = namespace["factory"](stores, fills, plain, budget, label, checked, _remember_checks(checked, capacity),
+                               np.ndarray,
                                **bound)
     return Compiled(run, [pc for _, pc in lines], 1 + len(head), stores, checked, top)
 

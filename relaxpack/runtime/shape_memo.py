@@ -44,8 +44,13 @@ ALLOC = "vm.builtin.alloc_tensor"
 VIEW = "vm.builtin.reshape_view"
 #: builtins whose result holds its operands as they are (a view, a tuple of them)
 ALIASES = frozenset({VIEW, "vm.builtin.index_view", "vm.builtin.make_tuple"})
-#: distinct shapes a function's memo keeps (then it starts afresh)
+#: distinct shapes a function's memo keeps at least (then it starts afresh)
 MEMO_ENTRIES = 16
+#: memoized results a memo holds over all its shapes: a small function's memo keeps more shapes
+#: than a large one's (a loop body sees a new carried-state shape every iteration), in bounded memory
+MEMO_VALUES = 1 << 16
+#: distinct shapes a memo keeps at most, however small its function
+MEMO_MAX_ENTRIES = 1024
 #: bytes of kept kernel outputs (masks, tables) a memo holds before it starts afresh (one
 #: entry is always kept: it is what one call needs anyway)
 MEMO_BYTES = 32 << 20
@@ -234,9 +239,18 @@ def writes_heap(item, instrs, resolved, heap) -> bool:
     return False
 
 
-def filler(memo: Memo, resolved, store: dict):
-    """``fill(heap)``: the memoized instructions run in order, their results kept for this heap;
-    None when one of them fails (the caller then runs the function without the memo)."""
+def memo_capacity(memos) -> int:
+    """The distinct shapes the memos of one function keep before starting afresh: at least
+    :data:`MEMO_ENTRIES`, at most :data:`MEMO_MAX_ENTRIES`, and as many as keep about
+    :data:`MEMO_VALUES` results over all of them."""
+    per_shape = sum(len(memo.pcs) for memo in memos)
+    return max(MEMO_ENTRIES, min(MEMO_MAX_ENTRIES, MEMO_VALUES // max(per_shape, 1)))
+
+
+def filler(memo: Memo, resolved, store: dict, capacity: int = MEMO_ENTRIES):
+    """``fill(heap)``: the memoized instructions run in order, their results kept for this heap
+    (``capacity`` heaps, then the store starts afresh); None when one of them fails (the caller
+    then runs the function without the memo)."""
     steps = [resolved[pc] for pc in memo.pcs]
     arenas: list = []         # the arena buffers the stored views are into
     held = [0]                # bytes of kept kernel outputs in the store
@@ -265,7 +279,7 @@ def filler(memo: Memo, resolved, store: dict):
             if isinstance(value, np.ndarray) and id(value.base) in owned:
                 value.flags.writeable = False
         now = arena_buffers(result)
-        if len(store) >= MEMO_ENTRIES or held[0] + nbytes > MEMO_BYTES or len(now) != len(arenas) \
+        if len(store) >= capacity or held[0] + nbytes > MEMO_BYTES or len(now) != len(arenas) \
                 or any(a is not b for a, b in zip(now, arenas)):
             store.clear()     # an arena grew: views into the old one would keep it alive
             arenas[:] = now

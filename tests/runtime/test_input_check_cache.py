@@ -12,6 +12,7 @@ from onnx import helper as h
 import relaxpack
 from relaxpack.errors import InputError, RelaxpackError
 from relaxpack.runtime import VirtualMachine
+from relaxpack.runtime import shape_memo
 from relaxpack.runtime.compiled import MEMO_ENTRIES
 
 
@@ -50,7 +51,9 @@ def _error(vm, inputs) -> tuple[type, str]:
     return type(err.value), str(err.value)
 
 
-def test_the_cache_is_used_and_bounded():
+def test_the_cache_is_used_and_bounded(monkeypatch):
+    """At the capacity's floor (a function so large its memo keeps MEMO_ENTRIES shapes)."""
+    monkeypatch.setattr(shape_memo, "MEMO_VALUES", 0)
     vm, _ = _pair(two_input_model())
     compiled = vm._prepared[0].compiled
     for n in range(1, 3 * MEMO_ENTRIES):
@@ -58,6 +61,19 @@ def test_the_cache_is_used_and_bounded():
         np.testing.assert_array_equal(vm.run({"x": x, "y": x})["z"], x + x)
         assert 1 <= len(compiled.checked) <= MEMO_ENTRIES
     assert ((n, 3), np.dtype(np.float32), (n, 3), np.dtype(np.float32)) in compiled.checked
+
+
+def test_a_small_function_keeps_the_checks_of_more_shapes():
+    """A small function's memo keeps memo_capacity shapes (far more than MEMO_ENTRIES), its
+    input checks as many: 3 * MEMO_ENTRIES sizes called in turn are all found again."""
+    vm, _ = _pair(two_input_model())
+    compiled = vm._prepared[0].compiled
+    sizes = range(1, 3 * MEMO_ENTRIES)
+    for _ in range(2):
+        for n in sizes:
+            x = np.full((n, 3), 1.5, np.float32)
+            np.testing.assert_array_equal(vm.run({"x": x, "y": x})["z"], x + x)
+    assert len(compiled.checked) == len(sizes)
 
 
 @pytest.mark.parametrize("bad", [

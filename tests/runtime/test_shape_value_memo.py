@@ -96,7 +96,9 @@ def test_a_returned_shape_only_value_is_fresh_and_writable(exe):
     np.testing.assert_allclose(again["z"], reference(x)[1], rtol=1e-6)
 
 
-def test_kept_values_are_read_only_and_the_memo_stays_bounded(exe):
+def test_kept_values_are_read_only_and_the_memo_stays_bounded(exe, monkeypatch):
+    import relaxpack.runtime.shape_memo as shape_memo
+    monkeypatch.setattr(shape_memo, "MEMO_VALUES", 0)     # the capacity at its floor, MEMO_ENTRIES
     vm = VirtualMachine(exe)
     for s in range(1, MEMO_ENTRIES + 6):
         vm.run({"x": np.ones((1, s, 2), np.float32)})
