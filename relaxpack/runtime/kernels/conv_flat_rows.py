@@ -108,17 +108,17 @@ def prepare(plan, weight: np.ndarray, bias, act, arrays: list, own_max_bytes: in
         ones = cols[:, -1, :]
     copy, matmul, dot = np.copyto, np.matmul, np.dot
     columns = cols.reshape(batch, 1, cols.shape[1], pixels)
-    kept = [None, None]             # the last out and its GEMM calls
+    kept = [None, None]             # the last out that is a view (an arena's) and its GEMM calls
 
     def gemms_into(out):
-        if out is not kept[0]:
-            target = out.reshape(batch, 1, out_channels, pixels)
-            calls = block_calls(w, columns, target)
-            if len(calls) == 1 and batch == 1 and min(out_channels, pixels, w.shape[-1]) >= 2:
-                calls = [(w[0], cols[0], out.reshape(out_channels, pixels), True)]    # np.dot, 2-d
-            kept[:] = out if out.base is not None else None, calls
-            return calls
-        return kept[1]
+        if out is kept[0]:
+            return kept[1]
+        calls = block_calls(w, columns, out.reshape(batch, 1, out_channels, pixels))
+        if len(calls) == 1 and batch == 1 and min(out_channels, pixels, w.shape[-1]) >= 2:
+            calls = [(w[0], cols[0], out.reshape(out_channels, pixels), True)]    # np.dot, 2-d
+        if out.base is not None:    # (an array owning its memory, a model output, is not held)
+            kept[:] = out, calls
+        return calls
 
     def run(x, out):
         if not own:
