@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relaxpack.runtime.kernels import conv_column_phases, conv_wide, get_kernel
+from relaxpack.runtime.kernels import conv_column_phases, conv_flat_rows, conv_wide, get_kernel
 
 from .test_kernels_conv_small import out_for, workspace_for
 from .test_kernels_conv_small_exact import _attrs, _exact_conv, _integers
@@ -27,7 +27,10 @@ WIDE = [
 
 
 def _recorded(monkeypatch) -> list:
-    """The ``bias_row`` argument of every wide runner prepared from now on."""
+    """The ``bias_row`` argument of every wide runner prepared from now on. (An exact stride-1 conv
+    whose output is as wide as its input runs flat rows instead, kernels/conv_flat_rows.py: turned
+    off here, so that the wide rows they would otherwise take are what is tested.)"""
+    monkeypatch.setattr(conv_flat_rows, "applies", lambda *args: False)
     seen = []
     prepare = conv_wide.prepare
 

@@ -32,6 +32,7 @@ from ._math import CLIP, pads, scalar_array
 from ._workspace import same_workspace, scratch_nbytes
 from .negated_activation import negatable, negated, of_negated
 from . import conv_small_cl     # (its own line: small convs channels last inside, kernels/conv_small_cl.py)
+from . import conv_flat_rows    # (exact stride-1 convs on rows of the output's width)
 
 #: the marker of an activation that reads its input negated: ``(NEGATED, "silu")``
 NEGATED = object()
@@ -148,6 +149,12 @@ def _prepare(data, weight, bias, out, workspace, attrs, fixed_weight: bool, fixe
         plan = conv_column_phases.without_wide(plan)
     batch, channels = data.shape[:2]
     layouts = conv_strided.strided_layouts(plan, batch, channels, weight.shape[0], work)
+    if attrs.get("exact") and fixed_weight and (bias is None or fixed_bias) and work == dtype \
+            and conv_flat_rows.applies(plan, attrs["groups"], channels):
+        # an exact conv's im2col on rows of the output's width (any summation order: the same integers)
+        arrays = _scratch(conv_flat_rows.flat_layouts(plan, batch, channels, bias is not None, work), workspace)
+        if arrays is not None:
+            return conv_flat_rows.prepare(plan, weight, bias, act, arrays, conv_small_nhwc.OWN_PADDED_MAX_BYTES)
     if plan.strided.wide is not None:
         # an exact conv's bias as its GEMM's last term (conv_wide.bias_row_layouts)
         bias_row = None if not (attrs.get("exact") and fixed_weight and fixed_bias and bias is not None
