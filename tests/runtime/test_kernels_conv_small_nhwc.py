@@ -349,6 +349,7 @@ TAPS_EDGES = [
     (_dw((3, 8, 6, 36), (5, 5), padding=(2, 2, 2, 2)), True),  # MobileNetV3's 5x5/2 at batch 3
     (_dw((2, 7, 5, 5), (3, 3), strides=(3, 3)), True),         # stride 3, a batch
     (_dw((1, 1, 1, 4), (3, 3)), True),                         # one pixel in, one out
+    (_dw((1, 34, 34, 100), (3, 3), strides=(16, 16)), True),   # a padded copy past OWN_PADDED_MAX_BYTES
     (_dw((1, 5, 3, 8), (3, 3), strides=(1, 1)), False),        # stride 1: not this runner
 ]
 
