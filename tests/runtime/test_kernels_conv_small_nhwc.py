@@ -326,3 +326,64 @@ def test_a_bound_bias_as_a_whole_tile_up_to_the_bar(pixels, tiled, monkeypatch):
     assert made == [(1, 1, pixels, 16), (1, 3, 5, 16), (1, 1, pixels, 16)]
     assert (real(b, np.empty(made[0], np.float32)) is not None) == tiled
     assert pixels * 16 <= tiled_operand.TILE_MAX_SIZE or not tiled
+
+
+# the tap-major depthwise runner (conv_small_nhwc._depthwise_taps) at the edges of its switches:
+# a strided conv whose taps read runs of C values (output width below conv_depthwise.SLOTS_MIN_WIDTH)
+# of fewer than SLOTS_MAX_CHANNELS channels, a bound weight, at most TAPS_MAX_COLUMN_VALUES columns
+def _dw(data, kernel, strides=(2, 2), padding=(1, 1, 1, 1), dilation=(1, 1)):
+    channels = data[-1]
+    return data, (*kernel, 1, channels), dict(groups=channels, strides=strides, padding=padding, dilation=dilation)
+
+
+TAPS_EDGES = [
+    (_dw((1, 5, 5, 8), (3, 3)), True),                         # output width 3: runs of C
+    (_dw((1, 5, 7, 8), (3, 3)), False),                        # width 4: slots
+    (_dw((1, 4, 5, 159), (3, 3)), True),                       # 159 channels
+    (_dw((1, 4, 5, 160), (3, 3)), False),                      # 160: runs long enough
+    (_dw((1, 63, 3, 128), (2, 2), padding=(0, 0, 1, 1)), True),    # 4 taps x 32 x 2 x 128 = 2^15 columns
+    (_dw((1, 63, 3, 129), (2, 2), padding=(0, 0, 1, 1)), False),   # 2^15 + 256
+    (_dw((1, 64, 4, 8), (2, 2), padding=(0, 0, 0, 0)), False),     # unpadded: reads its input, not this runner
+    (_dw((1, 9, 9, 8), (3, 3), dilation=(2, 2), padding=(2, 2, 2, 2)), False),   # width 5: slots
+    (_dw((1, 9, 5, 8), (3, 3), dilation=(2, 2), padding=(2, 1, 2, 0)), True),    # dilated, uneven padding
+    (_dw((3, 8, 6, 36), (5, 5), padding=(2, 2, 2, 2)), True),  # MobileNetV3's 5x5/2 at batch 3
+    (_dw((2, 7, 5, 5), (3, 3), strides=(3, 3)), True),         # stride 3, a batch
+    (_dw((1, 1, 1, 4), (3, 3)), True),                         # one pixel in, one out
+    (_dw((1, 34, 34, 100), (3, 3), strides=(16, 16)), True),   # a padded copy past OWN_PADDED_MAX_BYTES
+    (_dw((1, 5, 3, 8), (3, 3), strides=(1, 1)), False),        # stride 1: not this runner
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("activation", [None, "relu", "silu", "hard_swish6"], ids=str)
+@pytest.mark.parametrize("case, taken", TAPS_EDGES, ids=str)
+def test_the_tap_major_depthwise_runner_at_its_edges(case, taken, activation, dtype, monkeypatch):
+    """Taken exactly where its switches say, and bit for bit the generic kernel (whose einsum adds
+    the same products in the same order from zero), new arrays or kept views, the workspace
+    overwritten between calls; a weight in registers takes the plan's einsum."""
+    data, weight, attrs = case
+    attrs = nhwc_attrs(attrs, activation)
+    took = []
+    runner = conv_small_nhwc._depthwise_taps
+    monkeypatch.setattr(conv_small_nhwc, "_depthwise_taps", lambda *a, **k: took.append(1) or runner(*a, **k))
+    rng = np.random.default_rng(7)
+    for constant in [(False, True, True), (False, False, False)]:
+        took.clear()
+        call = CONV_BIAS_ACT.specialize_attrs(attrs, constant)
+        check_calls(call, data, weight, attrs, dtype, rng, workspace_for(data, weight, attrs, dtype),
+                    mutate=not constant[1])
+        assert bool(took) == (taken and constant[1])
+    # kept views: the same input and output objects with new values
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    w, b = rand(rng, weight, dtype), rand(rng, (weight[-1],), dtype)
+    x = np.empty(int(np.prod(data)) + 3, dtype)[3:].reshape(data)
+    want = out_for(data, weight, attrs, dtype)
+    out = np.empty(want.size + 2, dtype)[2:].reshape(want.shape)
+    workspace = workspace_for(data, weight, attrs, dtype)
+    for _ in range(3):
+        x[...] = rand(rng, data, dtype)
+        call(x, w, b, out=out, workspace=workspace)
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want)
+        if workspace is not None:
+            workspace[:] = 0xCD

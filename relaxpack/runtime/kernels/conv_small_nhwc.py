@@ -27,7 +27,7 @@ import numpy as np
 
 from ..kept import keep
 from ._math import EINSUM
-from .conv_depthwise import _einsums, depthwise_layouts
+from .conv_depthwise import SLOTS_MAX_CHANNELS, _einsums, depthwise_layouts
 from .conv_nhwc import add_bias
 from .tiled_operand import KEPT_SHAPES, tile_of
 
@@ -41,6 +41,16 @@ METHODS = frozenset({"pointwise", "gemm", "depthwise"})
 #: 1.40 -> 1.04 us); larger ones keep ``np.matmul``, which OpenBLAS runs faster there with few K
 #: (1488 x 8 x 48: 13.7 against 14.9 us; measured, 1 thread)
 DOT_MAX_VALUES = 1 << 14
+
+#: a strided depthwise conv of fewer than :data:`.conv_depthwise.SLOTS_MAX_CHANNELS` channels whose
+#: taps read runs of just its channels (outputs narrower than the slots' bar,
+#: :data:`.conv_depthwise.SLOTS_MIN_WIDTH`) copies its taps into a tap-major im2col of at most this
+#: many values and runs one einsum over each tap's run of the whole output (:func:`_depthwise_taps`).
+#: Measured (1 thread, the runners, old -> new): 5x5/2 at (3, 8, 6, 36) with HardSwish 20.7 -> 14.1
+#: us, 3x3/2 at (3, 4, 3, 48) 0.77x, (1, 4, 6, 32-48) 0.84-0.86x, (3, 4, 3, 96-144) 0.91-0.93x,
+#: (1, 4, 6, 96-144) 0.97-0.99x; from 160 channels the runs are long already (192 channels 5x5/2
+#: at (1, 4, 6): 1.04x), and with slots or at stride 1 it does not pay (0.97-1.46x)
+TAPS_MAX_COLUMN_VALUES = 1 << 15
 
 #: a depthwise or gemm conv's padded copy of at most this many bytes is the instruction's own (not
 #: the shared workspace's), its padding zeroed once instead of every call (one to a few numpy calls
@@ -189,6 +199,9 @@ def _depthwise(plan, data, weight, arrays: list, finish, fixed_weight: bool):
             refill = None
         steps.append((view, spec.view, w, refill, spec.subscripts, spec.target))
     if buffer is not None and len(steps) == 1 and steps[0][3] is None:
+        if dw.row_step > 1 and fixed_weight and channels < SLOTS_MAX_CHANNELS and \
+                math.prod(dw.kernel) * data.shape[0] * math.prod(dw.lengths) * channels <= TAPS_MAX_COLUMN_VALUES:
+            return _depthwise_taps(dw, buffer, w_all, own, finish, data.shape[0])
         return _depthwise_one(dw, buffer, steps[0], own, finish)
     fill = None if buffer is None else _depthwise_filler(dw, buffer, zero=not own)
     einsum, add, copy = EINSUM, np.add, np.copyto
@@ -219,13 +232,34 @@ def _depthwise_one(dw, buffer: np.ndarray, step, own: bool, finish):
     activation; the views of an input and an output that are views (an arena's: the same
     objects run after run) kept."""
     view, _, w, _, subscripts, target_shape = step
+    fill = _one_filler(dw, buffer, own)
+    einsum = EINSUM
+    seen = [None, None]     # the last out that is a view, its target
+
+    def run(x, out):
+        fill(x)
+        if out is seen[0]:
+            target = seen[1]
+        else:
+            target = out.reshape(target_shape)
+            if out.base is not None:
+                seen[0], seen[1] = out, target
+        einsum(subscripts, view, w, out=target)
+        finish(out)
+    return run
+
+
+def _one_filler(dw, buffer: np.ndarray, own: bool):
+    """``fill(x)``: ``x`` copied into the padded ``buffer`` (its padding zeroed unless ``own``: zeroed
+    once), as :func:`_depthwise_filler`; the source views of an ``x`` that is a view (an arena's: the
+    same object run after run) kept, its rows then copied as void items."""
     regions = [] if own else [buffer[(slice(None),) + region] for region in dw.zeros]
     fills = [(buffer[(slice(None),) + dst], (slice(None),) + src) for dst, src in
              (f for f in dw.fills if f is not None)]
-    einsum, copy = EINSUM, np.copyto
-    seen = [None, None, None, None]     # the last x and out that are views, their sources and target
+    copy = np.copyto
+    seen = [None, None]     # the last x that is a view, its sources
 
-    def run(x, out):
+    def fill(x):
         for region in regions:
             region.fill(0)
         if x is seen[0]:
@@ -239,13 +273,47 @@ def _depthwise_one(dw, buffer: np.ndarray, step, own: bool, finish):
                 seen[0], seen[1] = x, sources
         for dst, src in sources:
             copy(dst, src)
-        if out is seen[2]:
-            target = seen[3]
+    return fill
+
+
+def _depthwise_taps(dw, buffer: np.ndarray, w_all: np.ndarray, own: bool, finish, batch: int):
+    """The runner of a strided depthwise conv whose taps read runs of its ``C`` channels (a plan
+    with ``row_step`` > 1) and whose weight is bound: the padded copy, then every tap's values
+    copied into a tap-major im2col ``(*kernel, N, *lengths, C)`` (one copy of void items of a
+    pixel's channels), then one einsum summing, for each tap in turn, its run of the whole output
+    times the weights tiled to it (made once): the einsum's inner loop runs once per tap, not once
+    per tap, image, row and pixel. The same products added in the same order from zero as the
+    plan's einsum (:func:`.conv_depthwise.run_depthwise`), bit for bit. (A plan whose taps read
+    the input itself, unpadded, keeps the plan's einsum.)"""
+    n = len(dw.lengths)
+    item, channels = buffer.itemsize, buffer.shape[-1]
+    strides = buffer.strides        # (N, *lead, phase, row, C)
+    pitch, pixel = strides[1:n], strides[n + 1]
+    step_last, dilation_last = dw.row_step, dw.groups[0][4]
+    run_item = np.dtype((np.void, channels * item))
+    taps = math.prod(dw.kernel)
+    window = np.ndarray((*dw.kernel, batch, *dw.lengths), run_item, buffer, 0,
+                        (*(d * p for (_, d), p in zip(dw.lead_steps, pitch)), dilation_last * pixel, strides[0],
+                         *(s * p for (s, _), p in zip(dw.lead_steps, pitch)), step_last * pixel))
+    cols = np.empty((taps, batch * math.prod(dw.lengths) * channels), buffer.dtype)
+    cols_items = cols.view(run_item).reshape(window.shape)
+    tiled = np.empty((taps, batch * math.prod(dw.lengths), channels), buffer.dtype)
+    np.copyto(tiled, w_all.reshape(taps, 1, channels))
+    tiled = tiled.reshape(taps, -1)
+    fill = _one_filler(dw, buffer, own)
+    einsum, copy = EINSUM, np.copyto
+    seen = [None, None]     # the last out that is a view, its flat view
+
+    def run(x, out):
+        fill(x)
+        copy(cols_items, window)
+        if out is seen[0]:
+            target = seen[1]
         else:
-            target = out.reshape(target_shape)
+            target = out.reshape(-1)
             if out.base is not None:
-                seen[2], seen[3] = out, target
-        einsum(subscripts, view, w, out=target)
+                seen[0], seen[1] = out, target
+        einsum("tQ,tQ->Q", cols, tiled, out=target)
         finish(out)
     return run
 
