@@ -22,6 +22,7 @@ from __future__ import annotations
 from .canonicalize_bindings import canonicalize_bindings
 from .concat_of_split import concat_of_split_pass
 from .conv1d_channels_last import conv1d_channels_last
+from .depthwise_tokens_channels_last import depthwise_tokens_channels_last_pass
 from .convert_layout import convert_layout
 from .core.infra import Pass, Sequential
 from .dead_code_elimination import dead_code_elimination
@@ -84,7 +85,9 @@ def optimize_pipeline() -> Sequential:
       onnxruntime keeps them; after the compositions, which read the float16 ops), MergeProjections
       (sibling products of one input by constant weights, attention's q/k/v, in one batched matmul
       whose parts are views), bias and
-      activation fused into gemm / conv kernels, FoldPermuteMatmul (transposes of a matmul's operands
+      activation fused into gemm / conv kernels, DepthwiseTokensChannelsLast (a depthwise conv between
+      token-major transposes, a Mix-FFN's, runs channels last on the tokens; before FoldPermuteMatmul
+      takes the transposes into the products), FoldPermuteMatmul (transposes of a matmul's operands
       and result read as strided views), SinkResize (1x1 convs of resized images before the resize),
       ConvertLayout (convolutional regions run
       channels last; after the fusions, whose rules read channels first), Conv1dChannelsLast (a 1-d
@@ -111,7 +114,8 @@ def optimize_pipeline() -> Sequential:
       (elementwise groups become fused primitive functions).
     """
     o2 = Sequential([exact_integer_matmul, fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_rms_norm, fuse_rotate_half,
-                     widen_float16_regions, merge_projections, fuse_bias_activation, fold_permute_matmul, sink_resize,
+                     widen_float16_regions, merge_projections, fuse_bias_activation,
+                     depthwise_tokens_channels_last_pass, fold_permute_matmul, sink_resize,
                      convert_layout, conv1d_channels_last, simplify_algebra, concat_of_split_pass, fuse_squeeze_excite,
                      fold_activation_scales,
                      drop_zero_sign_round_trips, pack_recurrent_weights, fuse_classifier_normalizer,

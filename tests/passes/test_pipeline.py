@@ -54,7 +54,8 @@ def test_the_context_opt_level_alone_decides_what_runs():
     core = ["CanonicalizeBindings", "FoldConstant", "SimplifyShapes", "EliminateCommonSubexpr",
             "CanonicalizeBindings", "DeadCodeElimination"]
     o2 = ["ExactIntegerMatmul", "FoldBatchNorm", "ScaleShiftBatchNorm", "SimplifyAlgebra", "FuseRMSNorm", "FuseRotateHalf",
-          "WidenFloat16Regions", "MergeProjections", "FuseBiasActivation", "FoldPermuteMatmul", "SinkResize", "ConvertLayout",
+          "WidenFloat16Regions", "MergeProjections", "FuseBiasActivation", "DepthwiseTokensChannelsLast", "FoldPermuteMatmul",
+          "SinkResize", "ConvertLayout",
           "Conv1dChannelsLast",
           "SimplifyAlgebra",
           "ConcatOfSplit", "FuseSqueezeExcite", "FoldActivationScales", "DropZeroSignRoundTrips", "PackRecurrentWeights",
