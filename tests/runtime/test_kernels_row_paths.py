@@ -305,11 +305,14 @@ def test_layer_norm_on_kept_arrays_is_the_kernel(dtype):
 
 @pytest.mark.parametrize("constant", [(False, True, True), (False, False, False)], ids=["bound", "registers"])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
-@pytest.mark.parametrize("shape", [(1, 15, 32), (1, 3, 256), (1, 5, 64), (1, 600, 32)], ids=str)
+@pytest.mark.parametrize("shape", [(1, 15, 32), (1, 3, 256), (1, 5, 64), (1, 127, 32), (1, 128, 32), (1, 600, 32)],
+                         ids=str)
 def test_layer_norm_of_a_kept_view_into_new_arrays_is_the_kernel(dtype, shape, constant):
     """A model's last layer norm reads an arena view and writes the model's output, a new array each
     run: the kept rows of ``x`` run into the new array's rows (tiny products, the row path's bound
-    calls with its squares by a product or by ``vecdot``); the kernel's bits for new values (gamma and
+    calls with its squares by a product or by ``vecdot``; float16 widened into the kept float32 rows
+    and rounded into the new array, by assignment below half_cast's bar of 4096 values and by its
+    casts from it); the kernel's bits for new values (gamma and
     beta bound, or registers whose values change), then the arena's own ``out``, in place, a new
     array not C-contiguous and one of another dtype between them (the kernel's checks)."""
     rng = np.random.default_rng(31)
