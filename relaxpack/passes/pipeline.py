@@ -23,6 +23,7 @@ from .canonicalize_bindings import canonicalize_bindings
 from .concat_of_split import concat_of_split_pass
 from .conv1d_channels_last import conv1d_channels_last
 from .depthwise_tokens_channels_last import depthwise_tokens_channels_last_pass
+from .merge_quantized_products import merge_quantized_products
 from .convert_layout import convert_layout
 from .core.infra import Pass, Sequential
 from .dead_code_elimination import dead_code_elimination
@@ -106,7 +107,8 @@ def optimize_pipeline() -> Sequential:
       requantization chain pools the chain's input), TabulateIntegerFunctions
       (elementwise chains of a quantized value become table look-ups, on folded
       constants), FuseDynamicQuantize (a DynamicQuantizeLinear an integer product reads in
-      one kernel; DeadCodeElimination drops the chains of both), ShareLookUps (a look-up another one's
+      one kernel; DeadCodeElimination drops the chains of both), MergeQuantizedProducts (its
+      sibling exact integer products and their scalings in one batched product), ShareLookUps (a look-up another one's
       result gives by a cast and a shift), WidenLookUpTables (a look-up index's clip taken into
       a table covering the index's bounded range), NarrowIndexCasts (a look-up index's
       float-to-int64 cast through int32), DropNaNSaturation (a quantizer's
@@ -121,7 +123,7 @@ def optimize_pipeline() -> Sequential:
                      drop_zero_sign_round_trips, pack_recurrent_weights, fuse_classifier_normalizer,
                      canonicalize_bindings, round_float16_in_float32, *core_passes(), hoist_max_pool,
                      tabulate_integer_functions,
-                     fuse_dynamic_quantize, dead_code_elimination, share_look_ups, widen_look_up_tables,
+                     fuse_dynamic_quantize, dead_code_elimination, merge_quantized_products, share_look_ups, widen_look_up_tables,
                      narrow_index_casts, drop_nan_saturation, fuse_ops],
                     name="O2", opt_level=2)
     return Sequential([*core_passes(), o2], name="Optimize")

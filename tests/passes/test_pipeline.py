@@ -60,7 +60,8 @@ def test_the_context_opt_level_alone_decides_what_runs():
           "SimplifyAlgebra",
           "ConcatOfSplit", "FuseSqueezeExcite", "FoldActivationScales", "DropZeroSignRoundTrips", "PackRecurrentWeights",
           "FuseClassifierNormalizer", "CanonicalizeBindings", "RoundFloat16InFloat32", *core,
-          "HoistMaxPool", "TabulateIntegerFunctions", "FuseDynamicQuantize", "DeadCodeElimination", "ShareLookUps",
+          "HoistMaxPool", "TabulateIntegerFunctions", "FuseDynamicQuantize", "DeadCodeElimination", "MergeQuantizedProducts",
+          "ShareLookUps",
           "WidenLookUpTables", "NarrowIndexCasts", "DropNaNSaturation", "FuseOps"]
     mod = relaxpack.from_onnx(small_cnn())
     for level, ran in ((0, []), (1, core), (2, core + o2), (3, core + o2)):
