@@ -34,7 +34,7 @@ from ..ir.struct_info import TensorStructInfo
 from ..ir.visitor import ExprMutator
 from ..ops.registry import make_call
 from .core.infra import function_pass
-from .core.patterns import live_use_counts
+from .core.patterns import live_use_counts, vars_of
 
 #: the largest sum of products every partial sum of which float32 holds exactly
 EXACT_LIMIT = 2 ** 24
@@ -114,13 +114,41 @@ def _groups(block, values: dict, uses: dict) -> list[list[_Member]]:
     return [members for members in by_key.values() if len(members) >= 2]
 
 
+def _spent_scales(func: Function, groups: list[list[_Member]], values: dict, uses: dict) -> dict:
+    """``{dq: its scale items' bindings}`` for each quantizer whose scale items (``dq[3:]``) only the
+    merged scalings read (and dead bindings): they go, and the quantizer's ``scales`` with them (it
+    fills one product a scale on every call). Only where the quantizer is read through its items alone,
+    all bound in its block."""
+    readers: dict[Var, int] = {}
+    for group in groups:
+        for m in group:
+            readers[m.scaling.value.args[1]] = readers.get(m.scaling.value.args[1], 0) + 1
+    quantizers = {values[group[0].product.value.args[0]].tuple_value for group in groups}
+    spent = {}
+    for block in func.body.blocks:
+        bound = {b.var for b in block.bindings}
+        for dq in quantizers:
+            if dq not in bound:
+                continue
+            items = [b for b in block.bindings if isinstance(b, VarBinding) and isinstance(b.value, TupleGetItem)
+                     and b.value.tuple_value is dq]
+            read = sum(1 for other in func.body.blocks for b in other.bindings for v in vars_of(b.value) if v is dq)
+            scales = [b for b in items if b.value.index >= 3]
+            if read == len(items) and dq not in vars_of(func.body.body) \
+                    and all(uses.get(b.var, 0) == readers.get(b.var, 0) for b in scales):
+                spent[dq] = {b.var for b in scales}
+    return spent
+
+
 class _Merger(ExprMutator):
     """Emits each group's batched product and scaling at its first member's product, and ``take``
-    views for the members' scalings (their products go: nothing else reads them)."""
+    views for the members' scalings (their products go: nothing else reads them); a quantizer whose
+    scale items are spent (:func:`_spent_scales`) is made again without them."""
 
-    def __init__(self, groups: list[list[_Member]], values: dict):
+    def __init__(self, groups: list[list[_Member]], values: dict, spent: dict):
         super().__init__()
-        self.values = values
+        self.values, self.spent = values, spent
+        self.dropped = {v for items in spent.values() for v in items}
         self.first = {group[0].product: group for group in groups}
         self.role = {}
         for group in groups:
@@ -130,6 +158,13 @@ class _Merger(ExprMutator):
         self.merged: dict[int, Var] = {}
 
     def visit_var_binding_(self, binding: VarBinding) -> None:
+        if binding.var in self.dropped:
+            return
+        if binding.var in self.spent:
+            call = binding.value
+            again = make_call(call.op.name, *(self.visit_expr(a) for a in call.args), **{**call.attrs, "scales": ()})
+            self.var_remap[binding.var] = self.builder.emit(again, "dq", span=binding.span)
+            return
         role = self.role.get(binding)
         if role is None:
             super().visit_var_binding_(binding)
@@ -164,7 +199,7 @@ def merge_quantized_products(func: Function, mod, ctx) -> Function:
     groups = [g for block in func.body.blocks for g in _groups(block, values, uses)]
     if not groups:
         return func
-    return _Merger(groups, values).visit_expr(func)
+    return _Merger(groups, values, _spent_scales(func, groups, values, uses)).visit_expr(func)
 
 
 __all__ = ["merge_quantized_products"]

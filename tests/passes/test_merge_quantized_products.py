@@ -57,7 +57,7 @@ def _after() -> str:
     stacked = np.stack([WQ, WK, WV])
     factors = np.array([CQ, CK, CV], np.float32).reshape(3, 1, 1)
     return _program(f"""
-dq = R.dynamic_quantize(x, any_zero_sign=True, scales={(CQ, CK, CV)!r})
+dq = R.dynamic_quantize(x, any_zero_sign=True, scales=())
 y = dq[2]
 products = R.matmul(y, {c(stacked)}, out_dtype=None)
 y_scale = dq[0]
@@ -82,6 +82,8 @@ INPUTS = [RNG.normal(0, 3, (7, K)).astype(np.float32), RNG.normal(0, 3, (1, K)).
 
 
 def test_sibling_products_of_one_quantizer_merge():
+    """The three products and scalings become one of each; the scale items, read by nothing else
+    now, go from the quantizer (``scales=()``)."""
     mod, out = assert_rewrites(with_dce(merge_quantized_products), _before(), _after())
     for x in INPUTS:
         for want, got in zip(_run(mod, x), _run(out, x), strict=True):
@@ -95,6 +97,7 @@ def test_two_members_merge_and_the_third_product_stays():
     out = with_dce(merge_quantized_products)(parse(_before(wv=fractional)))
     text = out.script(show_meta=False)
     assert text.count("R.nn.gemm") == 1 and text.count("R.matmul") == 1
+    assert f"scales={(CQ, CK, CV)!r}" in text              # the third product still reads its item
     for x in INPUTS[:3]:
         for want, got in zip(_run(parse(_before(wv=fractional)), x), _run(out, x), strict=True):
             assert got.tobytes() == want.tobytes()
@@ -154,3 +157,15 @@ k = R.multiply(gk, R.const(0.5, "float32"))
 return (q, k, q)
 """)
     assert_unchanged(merge_quantized_products, plain)
+
+
+def test_scale_items_read_elsewhere_stay():
+    """A scale item also read by something else keeps the quantizer's scales (the items' indices
+    with them); the products still merge."""
+    text = _before(extra="v2 = R.add(v, sq)", ret="(q, k, v2)")
+    out = with_dce(merge_quantized_products)(parse(text))
+    printed = out.script(show_meta=False)
+    assert printed.count("R.matmul") == 1 and f"scales={(CQ, CK, CV)!r}" in printed
+    for x in INPUTS[:3]:
+        for want, got in zip(_run(parse(text), x), _run(out, x), strict=True):
+            assert got.tobytes() == want.tobytes()
