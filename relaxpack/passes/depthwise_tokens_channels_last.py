@@ -21,9 +21,11 @@ transposes into and out of its channels-last einsum go with them::
 Rule (table :data:`RULES`): ``depthwise_tokens_channels_last`` for a float32/float64, not ``exact``,
 channels-first ``nn.conv`` / ``nn.conv_bias_act`` with one input channel per group and per output
 channel (depthwise, multiplier 1) and a constant weight, each intermediate read only by the next.
-Only depthwise convs: both layouts' engines sum each output's taps in the same order (one product
-per tap, no GEMM), so the values are the same bits; a grouped or dense conv would change its GEMM's
-orientation (rounding).
+Only depthwise convs: no GEMM changes orientation. The values move by the sums' rounding only: the
+channels-first engine picks its method by plane (the channels-last einsum, the same bits, or wide
+rows, another order of the taps' sums), so each result is within ``gamma_10 * sum |x w|`` of the
+exact sum either way (docs/design-notes.md, "A depthwise conv between token-major transposes";
+tested against float64).
 """
 
 from __future__ import annotations
