@@ -22,6 +22,8 @@ from __future__ import annotations
 from .canonicalize_bindings import canonicalize_bindings
 from .concat_of_split import concat_of_split_pass
 from .conv1d_channels_last import conv1d_channels_last
+from .depthwise_tokens_channels_last import depthwise_tokens_channels_last_pass
+from .merge_quantized_products import merge_quantized_products
 from .convert_layout import convert_layout
 from .core.infra import Pass, Sequential
 from .dead_code_elimination import dead_code_elimination
@@ -84,7 +86,9 @@ def optimize_pipeline() -> Sequential:
       onnxruntime keeps them; after the compositions, which read the float16 ops), MergeProjections
       (sibling products of one input by constant weights, attention's q/k/v, in one batched matmul
       whose parts are views), bias and
-      activation fused into gemm / conv kernels, FoldPermuteMatmul (transposes of a matmul's operands
+      activation fused into gemm / conv kernels, DepthwiseTokensChannelsLast (a depthwise conv between
+      token-major transposes, a Mix-FFN's, runs channels last on the tokens; before FoldPermuteMatmul
+      takes the transposes into the products), FoldPermuteMatmul (transposes of a matmul's operands
       and result read as strided views), SinkResize (1x1 convs of resized images before the resize),
       ConvertLayout (convolutional regions run
       channels last; after the fusions, whose rules read channels first), Conv1dChannelsLast (a 1-d
@@ -103,7 +107,8 @@ def optimize_pipeline() -> Sequential:
       requantization chain pools the chain's input), TabulateIntegerFunctions
       (elementwise chains of a quantized value become table look-ups, on folded
       constants), FuseDynamicQuantize (a DynamicQuantizeLinear an integer product reads in
-      one kernel; DeadCodeElimination drops the chains of both), ShareLookUps (a look-up another one's
+      one kernel; DeadCodeElimination drops the chains of both), MergeQuantizedProducts (its
+      sibling exact integer products and their scalings in one batched product), ShareLookUps (a look-up another one's
       result gives by a cast and a shift), WidenLookUpTables (a look-up index's clip taken into
       a table covering the index's bounded range), NarrowIndexCasts (a look-up index's
       float-to-int64 cast through int32), DropNaNSaturation (a quantizer's
@@ -111,13 +116,14 @@ def optimize_pipeline() -> Sequential:
       (elementwise groups become fused primitive functions).
     """
     o2 = Sequential([exact_integer_matmul, fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_rms_norm, fuse_rotate_half,
-                     widen_float16_regions, merge_projections, fuse_bias_activation, fold_permute_matmul, sink_resize,
+                     widen_float16_regions, merge_projections, fuse_bias_activation,
+                     depthwise_tokens_channels_last_pass, fold_permute_matmul, sink_resize,
                      convert_layout, conv1d_channels_last, simplify_algebra, concat_of_split_pass, fuse_squeeze_excite,
                      fold_activation_scales,
                      drop_zero_sign_round_trips, pack_recurrent_weights, fuse_classifier_normalizer,
                      canonicalize_bindings, round_float16_in_float32, *core_passes(), hoist_max_pool,
                      tabulate_integer_functions,
-                     fuse_dynamic_quantize, dead_code_elimination, share_look_ups, widen_look_up_tables,
+                     fuse_dynamic_quantize, dead_code_elimination, merge_quantized_products, share_look_ups, widen_look_up_tables,
                      narrow_index_casts, drop_nan_saturation, fuse_ops],
                     name="O2", opt_level=2)
     return Sequential([*core_passes(), o2], name="Optimize")

@@ -54,12 +54,14 @@ def test_the_context_opt_level_alone_decides_what_runs():
     core = ["CanonicalizeBindings", "FoldConstant", "SimplifyShapes", "EliminateCommonSubexpr",
             "CanonicalizeBindings", "DeadCodeElimination"]
     o2 = ["ExactIntegerMatmul", "FoldBatchNorm", "ScaleShiftBatchNorm", "SimplifyAlgebra", "FuseRMSNorm", "FuseRotateHalf",
-          "WidenFloat16Regions", "MergeProjections", "FuseBiasActivation", "FoldPermuteMatmul", "SinkResize", "ConvertLayout",
+          "WidenFloat16Regions", "MergeProjections", "FuseBiasActivation", "DepthwiseTokensChannelsLast", "FoldPermuteMatmul",
+          "SinkResize", "ConvertLayout",
           "Conv1dChannelsLast",
           "SimplifyAlgebra",
           "ConcatOfSplit", "FuseSqueezeExcite", "FoldActivationScales", "DropZeroSignRoundTrips", "PackRecurrentWeights",
           "FuseClassifierNormalizer", "CanonicalizeBindings", "RoundFloat16InFloat32", *core,
-          "HoistMaxPool", "TabulateIntegerFunctions", "FuseDynamicQuantize", "DeadCodeElimination", "ShareLookUps",
+          "HoistMaxPool", "TabulateIntegerFunctions", "FuseDynamicQuantize", "DeadCodeElimination", "MergeQuantizedProducts",
+          "ShareLookUps",
           "WidenLookUpTables", "NarrowIndexCasts", "DropNaNSaturation", "FuseOps"]
     mod = relaxpack.from_onnx(small_cnn())
     for level, ran in ((0, []), (1, core), (2, core + o2), (3, core + o2)):

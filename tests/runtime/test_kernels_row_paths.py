@@ -305,11 +305,14 @@ def test_layer_norm_on_kept_arrays_is_the_kernel(dtype):
 
 @pytest.mark.parametrize("constant", [(False, True, True), (False, False, False)], ids=["bound", "registers"])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
-@pytest.mark.parametrize("shape", [(1, 15, 32), (1, 3, 256), (1, 5, 64), (1, 600, 32)], ids=str)
+@pytest.mark.parametrize("shape", [(1, 15, 32), (1, 3, 256), (1, 5, 64), (1, 127, 32), (1, 128, 32), (1, 600, 32)],
+                         ids=str)
 def test_layer_norm_of_a_kept_view_into_new_arrays_is_the_kernel(dtype, shape, constant):
     """A model's last layer norm reads an arena view and writes the model's output, a new array each
     run: the kept rows of ``x`` run into the new array's rows (tiny products, the row path's bound
-    calls with its squares by a product or by ``vecdot``); the kernel's bits for new values (gamma and
+    calls with its squares by a product or by ``vecdot``; float16 widened into the kept float32 rows
+    and rounded into the new array, by assignment below half_cast's bar of 4096 values and by its
+    casts from it); the kernel's bits for new values (gamma and
     beta bound, or registers whose values change), then the arena's own ``out``, in place, a new
     array not C-contiguous and one of another dtype between them (the kernel's checks)."""
     rng = np.random.default_rng(31)
@@ -484,3 +487,41 @@ def test_rows_with_a_row_max_not_finite_are_the_tensor_paths_bits(monkeypatch, o
             assert results[3].tobytes() == wide.tobytes()
             if op == "nn.softmax" and np.isneginf(x).all():
                 assert np.isnan(want).all()
+
+
+@pytest.mark.parametrize("constant", [(False, True, True), (False, False, False)], ids=["bound", "registers"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_instance_norm_per_instruction_is_the_kernel(dtype, constant):
+    """The specialized instance norm runs the row path's calls on kept views of the same arena
+    arrays (beta a tile when bound, up to BETA_TILE_MAX_SIZE values): the generic kernel's bits for new
+    values (gamma and beta changing in place when they are registers), new arrays (a model input or
+    output: not kept), in place, shapes changing, either side of the tile bound, a strided input
+    and float16 (the generic path)."""
+    from relaxpack.runtime.kernels.channel_norms import BETA_TILE_MAX_SIZE
+    rng = np.random.default_rng(41)
+    kernel = get_kernel("nn.instance_norm").fn
+    spec = kernel.specialize_attrs({"epsilon": EPS}, constant)
+    c = 16
+    g, b = rand(rng, (c,), dtype), rand(rng, (c,), dtype)
+    over = BETA_TILE_MAX_SIZE // c + 1
+    for shape in ((1, c, 65), (1, c, 65), (2, c, 3, 5), (1, c, over), (1, c, over - 1), (1, c, 1), (1, c, 65)):
+        x, out = _arena(rng, shape, dtype), _arena(rng, shape, dtype)
+        for target in (out, out, np.empty(shape, dtype), out, x):
+            x[...] = rand(rng, shape, dtype) * 3 + 1
+            if not constant[1]:
+                g[...], b[...] = rand(rng, (c,), dtype), rand(rng, (c,), dtype)
+            want = np.empty(shape, dtype)
+            kernel(x.copy(), g, b, out=want, epsilon=EPS)
+            spec(x, g, b, out=target)
+            np.testing.assert_array_equal(target, want)
+    strided = np.repeat(_arena(rng, (1, c, 8), dtype), 2, axis=-1)[..., ::2]
+    want, got = np.empty(strided.shape, dtype), np.empty(strided.shape, dtype)
+    kernel(strided, g, b, out=want, epsilon=EPS)
+    spec(strided, g, b, out=got)
+    np.testing.assert_array_equal(got, want)
+    half = _arena(rng, (1, c, 9), "float16")
+    g16, b16 = g.astype(np.float16), b.astype(np.float16)
+    want, got = np.empty(half.shape, np.float16), np.empty(half.shape, np.float16)
+    kernel(half, g16, b16, out=want, epsilon=EPS)
+    spec(half, g16, b16, out=got)
+    np.testing.assert_array_equal(got, want)

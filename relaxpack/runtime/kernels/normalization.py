@@ -545,8 +545,8 @@ def _specialize_layer_norm(attrs: dict, constant: tuple):
 
 def _kept_rows(x, out, planes: "_RowPlanes | None", kept: tuple) -> tuple:
     """What the specialized layer norm keeps for a call on the same arrays: ``(x, out, x's rows,
-    out's rows, planes, run, into)``, a low float's rows being its planes' float32 ones (``run`` and
-    ``into`` None), else ``run()`` the row path's calls on the kept rows and parameters (``kept``: the
+    out's rows, planes, run, into)``, a low float's rows being its planes' float32 ones (``run``
+    None; ``into`` None too unless ``out`` owns its memory: :func:`_low_into`), else ``run()`` the row path's calls on the kept rows and parameters (``kept``: the
     flattened gamma and beta, the low flag, the constants), its branch between the products and the
     row arithmetic taken once (~0.3 us of Python a call), and ``into(dst)`` the same calls into
     other rows of ``x``'s shape. Nones when ``x`` owns its memory (a model input: not held past the
@@ -554,17 +554,40 @@ def _kept_rows(x, out, planes: "_RowPlanes | None", kept: tuple) -> tuple:
     owns its memory (a model output, a new array each run: ``into`` writes it)."""
     low = kept[6]
     if x.base is None or x.__class__ is not np.ndarray or out.__class__ is not np.ndarray \
-            or (low and (planes is None or out.base is None)):
+            or (low and planes is None):
         return (None,) * 7
     d = x.shape[-1]
     if low:
-        return x, out, planes.wide.reshape(-1, d), None, planes, None, None
+        wide = planes.wide.reshape(-1, d)
+        if out.base is None:
+            return x, None, wide, None, planes, None, _low_into(x, wide, kept, planes)
+        return x, out, wide, None, planes, None, None
     rows = x.reshape(-1, d)
     into = _row_into(rows, kept[2], kept[3], kept[7], planes)
     if out.base is None:
         return x, None, rows, None, planes, None, into
     dst = out.reshape(-1, d)
     return x, out, rows, dst, planes, functools.partial(into, dst), into
+
+
+def _low_into(x, rows, kept: tuple, planes: "_RowPlanes"):
+    """``into(dst)`` for a low float ``x`` (an arena view) into new rows ``dst`` of its shape (a
+    float16 model's last layer norm writes its output, a new array each run): ``x`` widened into the
+    planes' float32 copy (``rows`` its row matrix), the row arithmetic there, the result rounded
+    into ``dst``: the calls of the kept path into an arena ``out`` (assignments below half_cast's
+    bar, else its casts), so the same values."""
+    gamma, beta, constants, wide = kept[2], kept[3], kept[7], planes.wide
+    if x.size < WIDEN_MIN_SIZE:
+        def into(dst):
+            wide[...] = x
+            _layer_norm_matrix(rows, gamma, beta, rows, constants, planes)
+            dst[...] = rows
+    else:
+        def into(dst):
+            cast_into(wide, x)
+            _layer_norm_matrix(rows, gamma, beta, rows, constants, planes)
+            cast_into(dst, rows)
+    return into
 
 
 def _row_into(rows, gamma, beta, constants: tuple, planes):

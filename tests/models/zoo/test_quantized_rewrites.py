@@ -24,6 +24,9 @@ from .judge import MODELS, converted, expected
 #: the passes compared: with both against without either
 PASSES = ["DropZeroSignRoundTrips", "TabulateIntegerFunctions", "DropNaNSaturation", "FuseDynamicQuantize"]
 
+#: passes that act only on what the compared ones make (left out of the count of passes over data)
+LATER = ("MergeQuantizedProducts",)
+
 #: the zoo's quantized models (static QDQ and QOperator, dynamic): the pass has steps to drop in each
 QUANTIZED = ("bert_dynamic_int8", "gpt2_dynamic_int8", "resnet_dynamic_int8", "bert_qdq_tensor", "bert_qop_tensor",
              "efficientnet_qop_tensor", "mobilenet_v2_qdq_channel", "mobilenet_v2_qdq_tensor",
@@ -49,7 +52,9 @@ def test_same_bits_with_and_without_the_pass(name):
     with_pass = relaxpack.build(mod, opt_level=2)
     with PassContext(disabled_passes=PASSES):
         without = relaxpack.build(mod, opt_level=2)
-    steps, steps_without = _passes(mod), _passes(mod, PASSES)
+    # (counted without MergeQuantizedProducts, which needs FuseDynamicQuantize's items: its batched
+    # product and take views are calls of their own; its bits are compared below all the same)
+    steps, steps_without = _passes(mod, LATER), _passes(mod, PASSES)
     assert steps < steps_without
     nan_checks = [exe.metadata["ir"].count('("saturate_nan", True)') for exe in (with_pass, without)]
     assert nan_checks[0] < nan_checks[1] or (nan_checks[0] == nan_checks[1] and name in DYNAMIC), (name, nan_checks)
