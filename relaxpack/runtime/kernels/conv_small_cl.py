@@ -37,8 +37,11 @@ MAX_STRIDE1_PIXELS = 96
 #: of 16 channels 0.80x the strided runner's time at 16x24, 1.05x at 31x48)
 MAX_PLANE_PIXELS = 1024
 #: the runner's scratch (padded copy, columns, GEMM result: the instruction's own) at most this
-#: many bytes; larger convs keep the strided method
-OWN_MAX_BYTES = 512 << 10
+#: many bytes, a cap on the memory an instruction keeps (as the column phases' planes); larger convs
+#: keep the strided method. Not a speed bar: float32, 1 thread, against the strided method, UNet's
+#: batch-3 64 -> 32 3x3 at 6x14 (694 KiB) 0.80-0.82x, 64 -> 16 3x3/2 at 30x30 (776 KiB) 0.65x, 96 ->
+#: 32 3x3/2 at 24x24 0.70x, and past this bar (1.1-1.5 MiB) still 0.65-0.88x (was 512 KiB)
+OWN_MAX_BYTES = 1 << 20
 #: one image's GEMM writes ``out`` directly, ``(O, K) @ cols^T``, up to this many pixels (past it
 #: OpenBLAS runs that orientation 2-3x slower than ``cols @ W`` and a transposing copy)
 DIRECT_MAX_PIXELS = 32
