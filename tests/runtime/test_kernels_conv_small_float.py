@@ -166,3 +166,41 @@ def test_float16_keeps_its_method(monkeypatch):
     CONV_BIAS_ACT(x, w, b, out=want, **attrs)
     np.testing.assert_array_equal(out, want)
     assert counter.taken == 0
+
+
+# (data, weight, stride, dtype, taken): the scratch bar's sides (conv_small_cl.OWN_MAX_BYTES = 1 MiB)
+# and the deep stride-1 bar's (DEEP_STRIDE1_MIN_CHANNELS = 64, DEEP_STRIDE1_MAX_PIXELS = 256)
+BARS = [
+    ((1, 64, 16, 10), (32, 64, 3, 3), 1, "float32", True),     # 160 pixels of 64 channels (UNet's)
+    ((1, 64, 16, 10), (32, 64, 3, 3), 1, "float64", True),     # (868 KiB)
+    ((1, 64, 16, 16), (8, 64, 3, 3), 1, "float32", True),      # 256 pixels
+    ((1, 64, 16, 17), (8, 64, 3, 3), 1, "float32", False),     # 272 pixels
+    ((1, 63, 16, 10), (32, 63, 3, 3), 1, "float32", False),    # 63 channels: 96 pixels at most
+    ((1, 63, 8, 12), (32, 63, 3, 3), 1, "float32", True),      # ... 96 pixels
+    ((3, 64, 6, 14), (32, 64, 3, 3), 1, "float32", True),      # UNet's batch-3 decoder conv: 694 KiB
+    ((3, 32, 6, 14), (32, 32, 3, 3), 1, "float64", True),      # 726 KiB
+    ((1, 64, 30, 30), (16, 64, 3, 3), 2, "float32", True),     # 776 KiB
+    ((3, 64, 6, 14), (32, 64, 3, 3), 1, "float64", False),     # 1.36 MiB
+    ((2, 64, 30, 30), (16, 64, 3, 3), 2, "float32", False),    # 1.52 MiB
+]
+
+
+@pytest.mark.parametrize("data, weight, stride, dtype, taken", BARS, ids=str)
+def test_the_bars(data, weight, stride, dtype, taken, monkeypatch):
+    """Up to the bar the runner and the generic kernel take the method, the same bits, within
+    rounding of the wider reference; past it both keep the strided method."""
+    padding = (1, 1, 1, 1)
+    attrs = _attrs(stride, padding)
+    rng = np.random.default_rng(2)
+    x, w, b = _operands(rng, data, weight, dtype, True)
+    out = out_for(data, weight, attrs, dtype)
+    runner = conv_small._prepare(x, w, b, out, None, attrs, True, True, None)
+    assert (runner is not None and runner.__module__ == conv_small_cl.__name__) == taken
+    counter = _Counter(monkeypatch)
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
+    call(x, w, b, out=out)
+    want = out_for(data, weight, attrs, dtype)
+    CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+    assert counter.taken == int(taken)
+    np.testing.assert_array_equal(out, want)
+    _assert_within_rounding(out, x, w, b, attrs["strides"], padding, weight)

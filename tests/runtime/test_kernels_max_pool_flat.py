@@ -1,5 +1,5 @@
 """The flat-pass max pool (max_pool_flat.py): bit for bit the row-tap method of nn._max_along for
-strided 2-d pools, channels first and channels last, at each dtype it takes, with NaNs and signed
+2-d pools (strided ones channels first and channels last, stride-1 ones channels first), at each dtype it takes, with NaNs and signed
 zeros, windows reaching only padding, and at the row length / channel bytes where it switches off;
 and the calls it leaves to the row taps."""
 
@@ -28,6 +28,14 @@ GEOMETRIES = [   # (N, C, H, W), pool, strides, padding (top, left, bottom, righ
     ((1, 2, 2, 7), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), True),          # fewer data rows than the stride
     ((3, 2, 16, 9), (2, 3), (4, 2), (1, 1, 0, 1), (3, 1), False),        # stride 4, dilated rows
     ((2, 3, 1, 8), (3, 3), (3, 2), (1, 1, 1, 1), (1, 1), False),         # row phases without data
+    # stride 1 (YOLO's SPPF: 5x5, padding 2, on small maps), at any row length
+    ((3, 4, 1, 5), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), False),         # one data row, no window whole
+    ((2, 3, 2, 10), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), False),
+    ((1, 5, 4, 6), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), False),
+    ((1, 2, 5, 131), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False),       # rows past the strided bar
+    ((2, 2, 6, 7), (2, 2), (1, 1), (0, 0, 0, 0), (1, 1), False),         # overlapping windows, no padding
+    ((1, 3, 7, 9), (3, 2), (1, 1), (0, 1, 2, 0), (2, 1), True),          # uneven padding, dilated rows
+    ((1, 2, 1, 1), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False),         # one cell
 ]
 
 
@@ -92,15 +100,35 @@ def test_the_bar_on_row_length():
         np.testing.assert_array_equal(pooled(x, geometry, max_pool_flat.MAX_ROW), pooled(x, geometry, 0))
 
 
-@pytest.mark.parametrize("case", ["stride 1", "float16", "nhwc", "1-d", "a strided view"])
+def test_stride_1_takes_no_row_bar():
+    geometry = ((3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False)
+    x = np.random.default_rng(1).standard_normal((1, 2, 3, 4 * max_pool_flat.MAX_ROW + 1)).astype(np.float32)
+    out = out_for(x, *geometry)
+    assert max_pool_flat.max_pool_calls(x, out, (3, 3), (1, 1), (1, 1), (1, 1), out.shape[2:]) is not None
+    np.testing.assert_array_equal(pooled(x, geometry, max_pool_flat.MAX_ROW), pooled(x, geometry, 0))
+
+
+def test_stride_1_kept_calls_run_after_run():
+    """The specialized pool keeps the flat calls for its arrays: each run pools the data it is given."""
+    attrs = dict(pool_size=(5, 5), strides=(1, 1), padding=(2, 2, 2, 2), dilation=(1, 1), ceil_mode=False,
+                 data_layout="NCHW")
+    call = MAX_POOL.specialize_attrs(attrs, ())
+    rng = np.random.default_rng(4)
+    x, out = np.empty((3, 8, 1, 5), np.float32), np.empty((3, 8, 1, 5), np.float32)
+    for _ in range(3):
+        x[...] = data(rng, x.shape, "float32")
+        call(x, out=out)
+        np.testing.assert_array_equal(out, pooled(x, tuple(attrs[k] for k in (
+            "pool_size", "strides", "padding", "dilation", "ceil_mode")), 0))
+
+
+@pytest.mark.parametrize("case", ["float16", "nhwc", "1-d", "a strided view"])
 def test_calls_left_to_the_row_taps(case):
     rng = np.random.default_rng(2)
     x = rng.standard_normal((1, 3, 9, 10)).astype(np.float32)
     attrs = dict(pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1), dilation=(1, 1), ceil_mode=False,
                  data_layout="NCHW")
-    if case == "stride 1":
-        attrs["strides"] = (1, 1)
-    elif case == "float16":
+    if case == "float16":
         x = x.astype(np.float16)
     elif case == "nhwc":
         x, attrs["data_layout"] = np.ascontiguousarray(x.transpose(0, 2, 3, 1)), "NHWC"
@@ -200,13 +228,11 @@ def test_the_bar_on_channel_bytes(dtype):
                          pooled_channels_last(x, geometry, 0))
 
 
-@pytest.mark.parametrize("case", ["stride 1", "float16", "a strided view", "empty batch"])
+@pytest.mark.parametrize("case", ["float16", "a strided view", "empty batch"])
 def test_channels_last_calls_left_to_the_row_taps(case):
     x = np.random.default_rng(4).standard_normal((1, 9, 10, 3)).astype(np.float32)
     geometry = ((3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False)
-    if case == "stride 1":
-        geometry = ((3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False)
-    elif case == "float16":
+    if case == "float16":
         x = x.astype(np.float16)
     elif case == "a strided view":
         x = x[:, :, ::2]

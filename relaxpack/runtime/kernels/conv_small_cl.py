@@ -33,12 +33,21 @@ MIN_CHANNELS = 8
 #: stride-1 convs only up to this many output pixels per image (float, 3x3: 16 and 32 channels at
 #: 8x12 0.90x / 0.79x, 32 at 12x16 1.00x: the channels-first wide rows are as fast from there on)
 MAX_STRIDE1_PIXELS = 96
+#: and from this many input channels up to :data:`DEEP_STRIDE1_MAX_PIXELS` (float32 3x3, 1 thread,
+#: against the wide rows: 64 -> 32 at 16x10 0.79x, batch 2 0.82x, 11x13 0.82x, 12x16 0.84x, 16x16 0.95x;
+#: 64 -> 64 / 96 -> 32 / 128 -> 64 at 16x10 0.77x / 0.81x / 0.77x, 64 -> 16 0.94x; 48 -> 32 0.98x;
+#: with 16-32 channels 1.0-1.4x, hence the channel bar)
+DEEP_STRIDE1_MIN_CHANNELS = 64
+DEEP_STRIDE1_MAX_PIXELS = 256
 #: and input planes of at most this many pixels (the transposing copy in grows with it: a 3x3/2 conv
 #: of 16 channels 0.80x the strided runner's time at 16x24, 1.05x at 31x48)
 MAX_PLANE_PIXELS = 1024
 #: the runner's scratch (padded copy, columns, GEMM result: the instruction's own) at most this
-#: many bytes; larger convs keep the strided method
-OWN_MAX_BYTES = 512 << 10
+#: many bytes, a cap on the memory an instruction keeps (as the column phases' planes); larger convs
+#: keep the strided method. Not a speed bar: float32, 1 thread, against the strided method, UNet's
+#: batch-3 64 -> 32 3x3 at 6x14 (694 KiB) 0.80-0.82x, 64 -> 16 3x3/2 at 30x30 (776 KiB) 0.65x, 96 ->
+#: 32 3x3/2 at 24x24 0.70x, and past this bar (1.1-1.5 MiB) still 0.65-0.88x (was 512 KiB)
+OWN_MAX_BYTES = 1 << 20
 #: one image's GEMM writes ``out`` directly, ``(O, K) @ cols^T``, up to this many pixels (past it
 #: OpenBLAS runs that orientation 2-3x slower than ``cols @ W`` and a transposing copy)
 DIRECT_MAX_PIXELS = 32
@@ -48,7 +57,8 @@ def takes_geometry(plan, groups: int, channels: int, batch: int) -> bool:
     """Whether an ungrouped, undilated 2-d conv of the strided method runs here: a kernel of at
     least two rows and two columns (a 1x1/2 conv's runs of ``C`` values: 1.3-1.9x slower), at
     least :data:`MIN_CHANNELS` input channels, an input plane of at most :data:`MAX_PLANE_PIXELS`,
-    and strided or of at most :data:`MAX_STRIDE1_PIXELS` output pixels. The geometry alone decides
+    and strided or of at most :data:`MAX_STRIDE1_PIXELS` output pixels (:data:`DEEP_STRIDE1_MAX_PIXELS`
+    from :data:`DEEP_STRIDE1_MIN_CHANNELS` input channels). The geometry alone decides
     (exact or float: the generic kernel takes the same method, :func:`runs_generic`)."""
     if groups != 1 or plan.method != "strided" or channels < MIN_CHANNELS or batch < 1:
         return False
@@ -56,7 +66,9 @@ def takes_geometry(plan, groups: int, channels: int, batch: int) -> bool:
     if len(geometry.kernel) != 2 or min(geometry.kernel) < 2 or any(d != 1 for d in geometry.dilation) \
             or math.prod(geometry.spatial) > MAX_PLANE_PIXELS:
         return False
-    return any(s != 1 for s in geometry.strides) or math.prod(plan.lengths) <= MAX_STRIDE1_PIXELS
+    pixels = math.prod(plan.lengths)
+    return any(s != 1 for s in geometry.strides) or pixels <= MAX_STRIDE1_PIXELS \
+        or (channels >= DEEP_STRIDE1_MIN_CHANNELS and pixels <= DEEP_STRIDE1_MAX_PIXELS)
 
 
 def scratch_bytes(plan, batch: int, channels: int, out_channels: int, dtype) -> int:

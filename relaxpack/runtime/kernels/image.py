@@ -22,7 +22,7 @@ from ...errors import ShapeError
 from ._math import normalize_axis
 from ._workspace import Scratch
 from ._registry import register_kernel
-from . import resize_dense, resize_gather
+from . import resize_dense, resize_gather, resize_lanes
 
 # ---------------------------------------------------------------- image.resize
 
@@ -398,11 +398,15 @@ def _repeat_plan(shape: tuple, axes: tuple, size: tuple, scales, roi, mode: str,
 
 
 def _repeat_runner(plan, out: np.ndarray):
-    """``run(data)`` writing ``out`` (C-contiguous) by ``plan`` (:func:`_repeat_plan`)."""
+    """``run(data)`` writing ``out`` (C-contiguous) by ``plan`` (:func:`_repeat_plan`); an innermost
+    axis that repeats into machine integers by :mod:`.resize_lanes` (one multiply, no gather)."""
     index, src, dst = plan
     target, copy, take = out.reshape(dst), np.copyto, np.take
     if index is None:
         return lambda data: copy(target, data.reshape(src))
+    lanes = resize_lanes.runner(src, dst, len(index) // (int(index[-1]) + 1), out) if index.size else None
+    if lanes is not None:
+        return lanes
     return lambda data: copy(target, take(data, index, axis=-1).reshape(src))
 
 

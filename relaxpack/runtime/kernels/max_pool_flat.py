@@ -1,4 +1,4 @@
-"""A strided 2-d max pool on short rows or few channels, by passes over whole flattened planes.
+"""A 2-d max pool on short rows, few channels or of stride 1, by passes over whole flattened planes.
 
 The separable max pool of :func:`.nn._max_along` takes, per kernel dim, the max of tap views of
 the outputs' rows: on a small plane (ShuffleNet's 3x3/2 pool over 24x31x48) every numpy call
@@ -16,6 +16,12 @@ and the padding's lowest value never changes the running max's bits.
 Channels last (:func:`max_pool_calls_channels_last`) a pixel's channels are one short run, and the
 row taps' column pass loops over those runs (16 channels: a few dozen values a numpy inner loop);
 there the same passes run on the flat phases with whole padded rows and single pixels as shifts.
+
+A stride-1 pool (YOLO's SPPF, 5x5 with padding 2) has one row phase, the padded copy: its row taps
+read every row, so the row-tap method's views are the outputs' rows themselves, each tap a strided
+2-d view of a few values a row (a 5x5 SPPF pool over 3x32x1x5: 11.9 us against 4.4 by flat passes;
+1x128x8x12 93 -> 28, 1x256x20x20 560 -> 163, 1x8x112x112 3x3 135 -> 63): both layouts take the
+flat passes at any row length (measured in docs/design-notes.md, "Stride-1 max pools by flat passes").
 """
 
 from __future__ import annotations
@@ -34,18 +40,19 @@ MAX_ROW = 64
 
 def max_pool_calls(x: np.ndarray, out: np.ndarray, pool, strides, dilation, begins, lengths):
     """The calls ``(fn, args, kwargs)`` of the max pool of channels-first ``x`` (N, C, H, W) into
-    ``out`` by flat passes, or None when they do not pay (1-d or 3-d pools, stride 1, long rows
-    unless the windows lie side by side, a non-contiguous input or output, float16: the row taps'
-    float32 copy)."""
+    ``out`` by flat passes, or None when they do not pay (1-d or 3-d pools, strided pools of long
+    rows unless the windows lie side by side, a non-contiguous input or output, float16: the row
+    taps' float32 copy). Stride-1 pools take them at any row length (:data:`MAX_ROW` is a strided
+    pool's bar: there the row taps skip the rows and columns the stride skips)."""
     if not _plain(x, out):
         return None
     (kh, kw), (sh, sw), (dh, dw), (bh, bw), (mh, mw) = pool, strides, dilation, begins, lengths
-    if max(sh, sw) == 1 or not x.size:
+    if not x.size:
         return None
     if (kh, kw) == (sh, sw) and (dh, dw) == (1, 1) and (bh, bw) == (0, 0) and mh * kh <= x.shape[2] \
             and mw * kw <= x.shape[3] and x.nbytes <= APART_MAX_BYTES:
         return _apart_calls(x, out, kh, kw, mh, mw)
-    if mw >= MAX_ROW:
+    if mw >= MAX_ROW and max(sh, sw) > 1:
         return None
     planes, (h, w) = x.shape[0] * x.shape[1], x.shape[2:]
     row_taps, col_taps = _tap_order(h, kh, sh, dh, bh, mh), _tap_order(w, kw, sw, dw, bw, mw)
@@ -105,7 +112,7 @@ MAX_CHANNEL_BYTES = 64
 def max_pool_calls_channels_last(x: np.ndarray, out: np.ndarray, pool, strides, dilation, begins, lengths):
     """The calls ``(fn, args, kwargs)`` of the max pool of channels-last ``x`` (N, H, W, C) into
     ``out`` (N, OH, OW, C) by flat passes, or None where they do not pay (a pixel's channels over
-    :data:`MAX_CHANNEL_BYTES`, stride 1) or do not apply (as :func:`max_pool_calls`). The data are
+    :data:`MAX_CHANNEL_BYTES`) or do not apply (as :func:`max_pool_calls`). The data are
     copied once into the stride's row phases of padded rows (:func:`_phased_row_max`); the row taps
     are shifts of a phase by whole padded rows, their column taps shifts by one pixel's channels,
     and the output takes every stride-th pixel. ``pool`` .. ``lengths``
@@ -114,7 +121,7 @@ def max_pool_calls_channels_last(x: np.ndarray, out: np.ndarray, pool, strides, 
         return None
     (kh, kw), (sh, sw), (dh, dw), (bh, bw), (mh, mw) = pool, strides, dilation, begins, lengths
     n, h, w, c = x.shape
-    if max(sh, sw) == 1 or c * x.itemsize > MAX_CHANNEL_BYTES or not x.size:
+    if c * x.itemsize > MAX_CHANNEL_BYTES or not x.size:
         return None
     row_taps, col_taps = _tap_order(h, kh, sh, dh, bh, mh), _tap_order(w, kw, sw, dw, bw, mw)
     if row_taps is None or col_taps is None:
