@@ -47,6 +47,7 @@ from .ml import RowTiles
 #: table rows x trees the ranks keep at most (uint64 each: 2 MiB)
 MAX_TABLE_VALUES = 1 << 18
 _ONE = np.uint64(1)
+_F32 = np.dtype(np.float32)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -222,7 +223,8 @@ def rank_scorer(ranks: TreeRanks, weights: np.ndarray, offsets: np.ndarray, base
     by_bytes = _byte_scorer(union.table, weights, offsets, base)
     leading = type(columns) is int
     if by_bytes is not None:
-        return _byte_score(search, starts, union.starts[:, 0].copy(), columns, leading, by_bytes,
+        search32 = _down_to_float32(union.values).searchsorted
+        return _byte_score(search, search32, starts, union.starts[:, 0].copy(), columns, leading, by_bytes,
                            offsets.shape[0] + (base is not None), targets)
     if base is not None:
         return None
@@ -251,9 +253,13 @@ def rank_scorer(ranks: TreeRanks, weights: np.ndarray, offsets: np.ndarray, base
     return score
 
 
-def _byte_score(search, starts, starts_row, columns, leading: bool, by_bytes: tuple, read: int, targets: int):
+def _byte_score(search, search32, starts, starts_row, columns, leading: bool, by_bytes: tuple, read: int,
+                targets: int):
     """The byte form's ``score(x)``: the first ``read`` lanes of the AND of the rows (the trees', and
-    the base row's lane after them where :func:`_byte_scorer` made one) index the weights."""
+    the base row's lane after them where :func:`_byte_scorer` made one) index the weights. One
+    float32 sample searches the union's values rounded down to float32 (``search32``): a float32
+    ``x`` is above ``w`` exactly when it is above the largest float32 not above ``w``, so the
+    positions are the same without converting ``x`` (~0.25 us of the row's search)."""
     rows_of, take_weights, lane = by_bytes[0].take, by_bytes[1].take, by_bytes[2]
     and_reduce, add_reduce = np.bitwise_and.reduce, np.add.reduce
 
@@ -270,7 +276,8 @@ def _byte_score(search, starts, starts_row, columns, leading: bool, by_bytes: tu
         # one sample on 1-d arrays, no sample axis (~0.5 us of a batch of one's ~5.7): the same
         # rows, the same AND, and the weights' (T, K') rows reduced as the batch path's
         # (T, 1, K') (numpy drops the unit axis: the same loop, the same bits)
-        rows = search(sample[:columns] if leading else sample.take(columns))       # (U,)
+        rows = (search32 if sample.dtype is _F32 else search)(sample[:columns] if leading else
+                                                              sample.take(columns))   # (U,)
         rows += starts_row
         index = and_reduce(rows_of(rows, axis=0), 0).view(lane)[:read]            # (T,)
         scores = add_reduce(take_weights(index, axis=0), 0)                        # (T, K') -> (K',)
