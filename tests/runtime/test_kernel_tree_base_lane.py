@@ -76,8 +76,9 @@ def test_no_base_lane_for_fewer_than_3_targets_larger_trees_or_a_full_lane():
 @pytest.mark.parametrize("aggregate", ["SUM", "AVERAGE"])
 def test_the_instruction_with_the_base_lane_is_the_plain_kernel(monkeypatch, post_transform, aggregate):
     """The specialized classifier (the walk's bound set to 0, so every batch takes the ranks) takes
-    the base lane at batches 1, 16 and 64 under SUM (batches 2-15 and AVERAGE add the base to the
-    scores as before): the plain kernel's labels and probabilities bit for bit at each."""
+    the base lane at every batch under SUM (2-15 rows copied contiguous for the softmax's row path;
+    AVERAGE adds the base to the scores as before): the plain kernel's labels and probabilities bit
+    for bit at each."""
     from relaxpack.runtime.kernels import tree_walk
     monkeypatch.setattr(tree_walk, "MAX_STEPS", 0)
     rng, (walk, slots, roots, leaves), _ = _plan(30, 3, 11)
@@ -103,4 +104,4 @@ def test_the_instruction_with_the_base_lane_is_the_plain_kernel(monkeypatch, pos
             kernel(x, walk, slots, roots, leaves, np.empty((0, 2)), out=want, **attrs)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1].view(np.uint32), want[1].view(np.uint32))
-    assert taken == ([1, 16, 64, 1] if aggregate == "SUM" else [])
+    assert taken == ([1, 2, 7, 15, 16, 64, 1] if aggregate == "SUM" else [])

@@ -266,10 +266,13 @@ def _specialized(run):
             if x.__class__ is np.ndarray and x.ndim == 2 and x.shape[0] <= m.rank_rows \
                     and x.shape[1] >= m.features and summed:
                 # _scores' first case, straight (its calls and tests were ~0.6 us of a batch of one)
-                if m.based is not None and (x.shape[0] == 1 or x.shape[0] >= COLUMNS_MIN_ROWS):
-                    # scores + base by the reduction (a few rows in between: the softmax's row
-                    # path on the scores' strided view costs more than the add it saves)
-                    finish(m.based(x), m, out, *based_finishing)
+                if m.based is not None:                 # scores + base by the reduction
+                    scores = m.based(x)
+                    if 1 < x.shape[0] < COLUMNS_MIN_ROWS:
+                        # contiguous: the softmax's row path on the strided [:, :3] view costs ~1 us
+                        # more, the copy ~0.25
+                        scores = scores.copy()
+                    finish(scores, m, out, *based_finishing)
                     return
                 scores = m.score(x)
                 finish(scores / len(roots) if average else scores, m, out, *finishing)
