@@ -441,3 +441,30 @@ def test_the_byte_form_scores_one_row_as_rank_scores(targets, features):
             np.testing.assert_array_equal(got.view(np.uint64), alone.view(np.uint64))
             if targets > 1:     # (one target: numpy sums a lone row's T weights pairwise, a batch's not)
                 np.testing.assert_array_equal(got.view(np.uint64), want[i:i + 1].view(np.uint64))
+
+
+@pytest.mark.parametrize("targets", [1, 3])
+def test_a_float32_row_searches_the_values_rounded_down_as_float64(targets):
+    """A float32 sample of one row searches the union's values rounded down to float32: the same
+    positions as the float64 search, so rank_scores' bits, on thresholds float32 cannot hold (0.1,
+    1/3, a float64 subnormal, past float32's largest either way) and samples at and around each
+    threshold's float32 neighbours (and NaN, +-inf, -0.0)."""
+    from relaxpack.runtime.kernels.tree_gemm import gemm_plan
+    from relaxpack.runtime.kernels.tree_ranks import _byte_scorer, rank_scorer, rank_scores
+    rng = np.random.default_rng(40 + targets)
+    cuts = np.array([0.1, 1 / 3, -1 / 3, 1e-310, 3.5e38, -3.5e38, 2.0, -0.0])
+    nodes, thresholds, roots = _shallow_forest(rng, 12, 4, cuts)
+    walk, slots, root_slots = pack_trees(nodes, thresholds, roots)
+    leaves = rng.standard_normal((walk.shape[1] // 2, targets))
+    plan = gemm_plan(walk, slots, root_slots, leaves, 12)
+    ranks, bits = plan.ranks, plan.bits
+    assert _byte_scorer(ranks.union.table, bits.weights, bits.offsets) is not None
+    with np.errstate(over="ignore"):        # (+-3.5e38 round to +-inf: their neighbours are float32's largest)
+        near = list(cuts.astype(np.float32))
+    near += [np.nextafter(v, np.float32(np.inf)) for v in near] + [np.nextafter(v, np.float32(-np.inf)) for v in near]
+    samples = np.array(near + [np.nan, np.inf, -np.inf, 0.0, 1e-45], np.float32)
+    score = rank_scorer(ranks, bits.weights, bits.offsets)
+    for _ in range(300):
+        x = rng.choice(samples, size=(1, 4)).astype(np.float32)
+        got, want = score(x), rank_scores(ranks, bits.weights, bits.offsets, x.astype(np.float64))
+        np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))

@@ -161,6 +161,34 @@ def test_one_row_finished_in_python_is_the_kernels(post_transform, base, weights
     assert {"tie", "plain"} <= met if weights[0] == 0.0 else ("nan" in met and len(met) > 1), met
 
 
+def test_one_row_of_overflowing_sums_finished_in_python_is_the_kernels(monkeypatch):
+    """Class sums that overflow to +-inf from finite weights (no NaN: the finite-sum test fails,
+    each value is tested, the row stays in Python floats) and rows whose values are finite but
+    whose total overflows: the plain kernel's labels and scores, both kinds of row met."""
+    from relaxpack.runtime.kernels import tree_ensemble
+    arrays = []                         # rows the arrays finished (none here: no NaN)
+    finish = tree_ensemble._FINISH[tree_ensemble._classify]
+    monkeypatch.setitem(tree_ensemble._FINISH, tree_ensemble._classify, lambda *a: arrays.append(1) or finish(*a))
+    kernel = get_kernel("tree_ensemble_classifier").fn
+    rng, walk, slots, roots = _ensemble(10, 3)
+    leaves = rng.choice(np.array([1e308, -1e308, 0.5, 1.7e308]), size=(walk.shape[1] // 2, 3))
+    attrs = dict(aggregate="SUM", base_values=(), post_transform="NONE", max_depth=12)
+    call = kernel.specialize_attrs(attrs, (False,) + (True,) * 5)
+    score, met = one_sample_scorer(walk, slots, roots, leaves), set()
+    for _ in range(300):
+        x = rng.choice(VALUES, size=(1, 5)).astype(np.float32)
+        got = (np.empty(1, np.int64), np.empty((1, 3), np.float32))
+        want = (np.empty(1, np.int64), np.empty((1, 3), np.float32))
+        with np.errstate(all="ignore"):
+            call(x, walk, slots, roots, leaves, np.empty((0, 2)), out=got)
+            kernel(x, walk, slots, roots, leaves, np.empty((0, 2)), out=want, **attrs)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1].view(np.uint32), want[1].view(np.uint32))
+        row = score(x)
+        met.add("inf" if not all(np.isfinite(row)) else "overflow" if not np.isfinite(sum(row)) else "plain")
+    assert {"inf", "overflow"} <= met and not arrays, (met, len(arrays))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("base", [(), (-0.75,)], ids=["no_base", "base"])
 def test_one_regression_row_is_the_kernels(dtype, base):

@@ -109,6 +109,34 @@ def test_gemm_bound_bias_as_a_tile_is_the_plain_kernel(dtype):
                 assert_same(out, expected)
 
 
+@pytest.mark.parametrize("dtype, activation", [(d, a) for d in ("float32", "float64", "float16") for a in ACTIVATIONS]
+                         + [("int32", a) for a in (None, "relu", ("clip", -0.5, 0.75))], ids=str)
+def test_specialized_gemm_activation_per_dtype_is_the_plain_kernel(dtype, activation):
+    """The specialized gemm applies the conv epilogue's in-place activation kept per ``out`` dtype
+    (a float ReLU the relu kernel's clip, SiLU/sigmoid/HardSwish their arithmetic): the plain
+    kernel's bits for every activation and dtype, products holding NaN, +-inf and -0.0, one
+    instruction called with two dtypes in turn, and an empty output."""
+    rng = np.random.default_rng(6)
+    call = get_kernel("nn.gemm").fn.specialize_attrs({"activation": activation}, (False, False, False))
+    cases = []
+    for kind in (dtype, "float32" if dtype != "float32" else "float64") if dtype != "int32" else (dtype, "int64"):
+        w, bias = rand(rng, (4, 3), kind), rand(rng, (3,), kind)
+        for rows in (5, 1, 0):
+            a = rand(rng, (rows, 4), kind)
+            if kind.startswith("float") and rows:
+                a[0] = [np.nan, 0.0, 1.0, 0.0]
+                a[-1] = [np.inf, -np.inf, 0.0, 0.0] if rows > 1 else a[-1]
+                w[:, 2] = [0.0, 0.0, -0.0, 0.0]             # -0.0 * ... + -0.0 bias: a -0.0 product
+                bias[2] = -0.0
+            cases.append((a, w.copy(), bias.copy()))
+    with np.errstate(all="ignore"):
+        for a, w, bias in cases * 2:
+            expected = run_kernel("nn.gemm", a, w, bias, activation=activation)
+            out = np.empty(expected.shape, expected.dtype)
+            call(a, w, bias, out=out)
+            assert out.dtype == expected.dtype and out.tobytes() == expected.tobytes()
+
+
 def test_integer_gemm_with_relu_and_clip():
     rng = np.random.default_rng(1)
     a, b, c = rand(rng, (6, 5), "int32"), rand(rng, (5, 4), "int32"), rand(rng, (4,), "int32")

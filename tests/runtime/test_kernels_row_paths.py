@@ -233,6 +233,62 @@ def test_specialized_softmax_on_kept_arrays_is_the_kernel(op, shape, dtype):
                 np.testing.assert_array_equal(b, want)
 
 
+def _one_row_values(rng, shape, dtype):
+    """Values for the same arrays call after call where a row of them decides the one-row path:
+    plain, ties, signed zeros, subnormals, a row at the dtype's extremes whose Python sum
+    overflows, and a row holding inf, -inf or NaN (the reduction's rows)."""
+    x = (rng.standard_normal(shape) * 4).astype(dtype)
+    yield x
+    if not x.size:
+        return
+    info = np.finfo(dtype)
+    n = shape[-1]
+    for row in ([1.5] * n, [-0.0] * n, [0.0, -0.0] * n, [info.smallest_subnormal] * n,
+                [float(info.max)] * n, [float(info.max), float(-info.max)] * n):
+        odd = x.copy()
+        odd[...] = np.resize(np.array(row, dtype), shape)
+        yield odd
+    for value in (np.inf, -np.inf, np.nan):
+        odd = x.copy()
+        odd.reshape(-1, n)[0, :1] = value
+        yield odd
+    odd = x.copy()
+    odd.reshape(-1, n)[0] = -np.inf
+    yield odd
+
+
+@pytest.mark.parametrize("op", ["nn.softmax", "nn.safe_softmax"])
+@pytest.mark.parametrize("shape", [(1, 2), (1, 3), (1, 1, 7), (1, 16), (1, 1), (2, 3), (7, 3), (16, 3), (17, 3),
+                                   (1, 1025), (1, 2100), (3, 2, 17, 17), (1, 0)], ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_specialized_softmax_of_kept_rows_into_new_outputs_is_the_kernel(op, shape, dtype):
+    """A model's last softmax reads an arena view and writes the output, a new array every call:
+    the specialized softmax keeps ``x``'s rows (never the output) and runs the row path into each
+    new output's rows; one row of finite values takes its max by Python and the max and sum as
+    0-d operands. The generic kernel's bits over new outputs, with an arena output between them
+    (kept as before), a non-contiguous output, an output of another dtype, the input's own base
+    as output is refused; values at the one-row path's edges (ties, signed zeros, subnormals, a
+    sum that overflows, inf, -inf, NaN); shapes on both sides of the row and size bounds."""
+    rng = np.random.default_rng(31)
+    kernel = get_kernel(op).fn
+    spec = kernel.specialize_attrs({"axis": -1}, (False,))
+    x, arena_out = _arena(rng, shape, dtype), _arena(rng, shape, dtype)
+    other = "float64" if dtype == "float32" else "float32"
+    with np.errstate(all="ignore"):
+        for values in list(_one_row_values(rng, shape, dtype)) * 2:
+            x[...] = values
+            for make in (lambda: np.empty(shape, dtype), lambda: np.empty(shape, dtype), lambda: arena_out,
+                         lambda: np.empty(shape, dtype), lambda: np.empty(shape + (2,), dtype)[..., 0],
+                         lambda: np.empty(shape, dtype), lambda: np.empty(shape, other),
+                         lambda: np.empty(shape, dtype)):
+                out, want = make(), make()
+                if want is arena_out:
+                    want = np.empty(shape, dtype)
+                kernel(values.copy(), out=want, axis=-1)        # (the general path for a strided out)
+                spec(x, out=out)
+                assert out.tobytes() == want.tobytes()
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_layer_norm_of_kept_rows_into_new_outputs_is_the_kernel(dtype):
     """A model's last layer norm reads an arena view and writes the output, a new array every

@@ -274,105 +274,12 @@ def safe_softmax(x, *, out, axis):
 
 
 def _specialize_softmax(safe: bool):
-    """``specialize_attrs`` of ``nn.softmax`` (``safe``: ``nn.safe_softmax``): per instruction, a
-    call on the same arrays as the last one that took the float32/float64 row path runs it on the
-    kept row matrices (:func:`_softmax_matrix`: the same calls, the same bits) without
-    :func:`_softmax_into`'s checks and reshapes (~0.7 us of a ~4.7 us softmax at a few rows).
-    Arena views are the same objects run after run; an array owning its memory (a model input or
-    output) is never kept."""
-
+    """``specialize_attrs`` of ``nn.softmax`` (``safe``: ``nn.safe_softmax``): the row path on kept
+    row matrices (:mod:`.softmax_kept`, imported on first use)."""
     def specialize(attrs: dict, constant: tuple):
-        if set(attrs) != {"axis"}:
-            return lambda x, *, out, workspace=None: (safe_softmax if safe else softmax)(x, out=out, **attrs)
-        axis = attrs["axis"]
-        kept: list = [None] * 7       # x, out, their row matrices, whether they share memory, rows of one, rowwise run
-
-        def call(x, *, out, workspace=None):
-            if x is kept[0] and out is kept[1]:
-                if safe and kept[5]:
-                    np.isfinite(kept[2], kept[3])    # one value a row: 1, or 0 for what is NaN unguarded
-                    return
-                run = kept[6]
-                done = run() if run is not None else _softmax_matrix(kept[2], kept[3], kept[4])
-                if done is None:
-                    done = _softmax_into(x, out, axis)
-            else:
-                done = _softmax_into(x, out, axis)
-                kept[:] = _row_matrices(x, out, axis)
-            if safe and done is REDONE:
-                np.copyto(out, 0, where=np.isnan(out))
-        return call
+        from .softmax_kept import specialize_softmax
+        return specialize_softmax(safe, attrs, constant)
     return specialize
-
-
-def _row_matrices(x, out, axis) -> tuple:
-    """``(x, out, x's rows, out's rows, whether they share memory, whether a row holds one value)`` when :func:`_softmax_into`
-    runs the row path on them directly (float32/float64 views, not empty, contiguous, of one
-    shape and dtype, along the last axis), neither owning its memory; else Nones."""
-    if not (x.__class__ is np.ndarray and out.__class__ is np.ndarray and x.base is not None
-            and out.base is not None and x.ndim and x.size and (axis == -1 or axis == x.ndim - 1)
-            and x.shape == out.shape and x.dtype == out.dtype and x.dtype in _ROW_DTYPES
-            and x.flags.c_contiguous and out.flags.c_contiguous):
-        return (None,) * 7
-    n = x.shape[-1]
-    rows, dst = x.reshape(-1, n), out.reshape(-1, n)
-    shared = bool(np.may_share_memory(x, out))
-    return x, out, rows, dst, shared, n == 1, _rowwise_run(rows, dst) or (None if shared else _shifted_run(rows, dst))
-
-
-def _rowwise_run(rows: np.ndarray, dst: np.ndarray):
-    """``run()``: :func:`_rowwise_softmax` of these kept row matrices when :func:`_softmax_matrix`
-    takes it (a few rows of more than one value), its row maxes and sums written into buffers kept
-    with it (the same reductions and BLAS product, ``out`` given), its finiteness check on a kept
-    flat view of the maxes and its calls positional, without the frames around it (~1 us of a
-    ~5.5 us softmax at (1, 2, 5, 5)); else None. A row max that is not finite goes to
-    :func:`_nonfinite_rowwise` as before."""
-    count, n = rows.shape
-    if n == 1 or count > _FEW or rows.size > _ROWWISE_SIZE:
-        return None
-    maxes, total = np.empty((count, 1), rows.dtype), np.empty((count, 1), rows.dtype)
-    flat, ones = maxes.reshape(-1), ones_column(n, rows.dtype)
-    isfinite, subtract, exp, dot, divide = math.isfinite, np.subtract, np.exp, np.dot, np.divide
-
-    def run():
-        _MAX(rows, 1, None, maxes, True)
-        listed = flat.tolist()
-        if not all(map(isfinite, listed)):
-            return _nonfinite_rowwise(rows, dst, maxes, listed)
-        subtract(rows, maxes, dst)
-        exp(dst, dst)
-        dot(dst, ones, total)           # each row holds a 1: sums >= 1
-        divide(dst, total, dst)
-        return DONE
-    return run
-
-
-def _shifted_run(rows: np.ndarray, dst: np.ndarray):
-    """``run()``: the tensor-shift path of :func:`_softmax_matrix` (rows of more than one value
-    past :func:`_rowwise_softmax`'s bounds, ``dst`` apart from ``rows``) on these kept row
-    matrices, its row sums written into a kept ``(rows, 1)`` column (the same BLAS product as
-    the vector :func:`_shifted_softmax` takes, which numpy hands to the same gemv) that the
-    division broadcasts without a ``[:, None]`` view: :func:`_shifted_softmax`'s calls, a low row
-    redone by its end (:func:`_redo_low_rows`), ~1.5 us less at (1, 2, 17, 17)."""
-    count, n = rows.shape
-    if n == 1:
-        return None
-    total = np.empty((count, 1), rows.dtype)
-    flat, ones = total.reshape(-1), ones_column(n, rows.dtype)
-    isfinite, subtract, exp, dot, divide = math.isfinite, np.subtract, np.exp, np.dot, np.divide
-
-    def run():
-        shift = _tensor_max(rows)
-        if not isfinite(shift):
-            return _general_rows(rows, dst, _MAX(rows, 1, None, None, True))
-        subtract(rows, shift, dst)
-        exp(dst, dst)
-        dot(dst, ones, total)
-        if _least(flat) < _ROW_SUM_FLOOR:
-            return _redo_low_rows(rows, dst, dst, flat)
-        divide(dst, total, dst)
-        return DONE
-    return run
 
 
 softmax.specialize_attrs = _specialize_softmax(False)

@@ -47,6 +47,7 @@ from .ml import RowTiles
 #: table rows x trees the ranks keep at most (uint64 each: 2 MiB)
 MAX_TABLE_VALUES = 1 << 18
 _ONE = np.uint64(1)
+_F32 = np.dtype(np.float32)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -195,48 +196,39 @@ def rank_scores(ranks: TreeRanks, weights: np.ndarray, offsets: np.ndarray, x: n
     return np.add.reduce(weights.take(leaf, axis=0), axis=0)                   # (T, N, K) -> (N, K)
 
 
-def rank_scorer(ranks: TreeRanks, weights: np.ndarray, offsets: np.ndarray):
+def rank_scorer(ranks: TreeRanks, weights: np.ndarray, offsets: np.ndarray, base: np.ndarray | None = None):
     """:func:`rank_scores` of these tables as a function of ``x`` alone, what it reads bound once
     (an instruction's calls share it: its attribute lookups and branches were ~0.5 us a call).
     Three targets gather from weights padded to four columns (numpy's take copies rows of 8,
     16 or 32 bytes by a specialized loop, 24-byte rows by a generic one: 0.55x the gather at
     batch 64); the padding column is never read, and the others sum as before. Trees of at most
     8 leaves take :func:`_byte_scorer`, of at most 56 :func:`_hashed_scorer` where it finds its
-    modulus."""
+    modulus.
+
+    ``base`` (float64 ``(K,)``, K >= 3 targets): the scorer of ``rank_scores(...) + base`` by the
+    byte form, the base row gathered as one more tree's and added last by the same reduction
+    (the sum ``scores + base`` makes, bit for bit: the trees' rows reduce over the outer axis one
+    after the other), or None where that form does not apply."""
     union = ranks.union
+    targets = weights.shape[1]
+    if base is not None and (union is None or targets < 3 or base.shape != (targets,)):
+        return None
     if union is None:
         return lambda x: rank_scores(ranks, weights, offsets, x)
-    targets = weights.shape[1]
     if targets == 3:
         weights = np.concatenate((weights, np.zeros((weights.shape[0], 1))), axis=1)
+        base = None if base is None else np.append(base, 0.0)
     # (the starts repeated per batch size: a same-shape add, where the (U, 1) column broadcast)
     search, starts, columns = union.values.searchsorted, RowTiles(union.starts, axis=1), union.columns
-    by_bytes = _byte_scorer(union.table, weights, offsets)
+    by_bytes = _byte_scorer(union.table, weights, offsets, base)
     leading = type(columns) is int
-    take_weights, and_reduce, add_reduce, count = weights.take, np.bitwise_and.reduce, np.add.reduce, np.bitwise_count
     if by_bytes is not None:
-        rows_of, take_weights, lane, trees = by_bytes[0].take, by_bytes[1].take, by_bytes[2], offsets.shape[0]
-        starts_row = union.starts[:, 0].copy()
-
-        def score(x):
-            if x.shape[0] == 1:
-                return _one_row(x[0])
-            rows = search(x.T[:columns] if leading else x.T.take(columns, axis=0))   # (U, N)
-            rows += starts(rows.shape[1])
-            index = and_reduce(rows_of(rows, axis=0), 0).view(lane)[:, :trees]       # (N, T): 256 t + 2 ** leaf
-            scores = add_reduce(take_weights(index.T, axis=0), 0)                      # (T, N, K') -> (N, K')
-            return scores[:, :3] if targets == 3 else scores
-
-        def _one_row(sample):
-            # one sample on 1-d arrays, no sample axis (~0.5 us of a batch of one's ~5.7): the same
-            # rows, the same AND, and the weights' (T, K') rows reduced as the batch path's
-            # (T, 1, K') (numpy drops the unit axis: the same loop, the same bits)
-            rows = search(sample[:columns] if leading else sample.take(columns))       # (U,)
-            rows += starts_row
-            index = and_reduce(rows_of(rows, axis=0), 0).view(lane)[:trees]           # (T,)
-            scores = add_reduce(take_weights(index, axis=0), 0)                        # (T, K') -> (K',)
-            return scores[None, :3] if targets == 3 else scores[None]
-        return score
+        search32 = _down_to_float32(union.values).searchsorted
+        return _byte_score(search, search32, starts, union.starts[:, 0].copy(), columns, leading, by_bytes,
+                           offsets.shape[0] + (base is not None), targets)
+    if base is not None:
+        return None
+    take_weights, and_reduce, add_reduce, count = weights.take, np.bitwise_and.reduce, np.add.reduce, np.bitwise_count
     hashed = _hashed_scorer(union.table, weights, offsets)
     if hashed is not None:
         rows_of, take_weights, modulus = hashed[0].take, hashed[1].take, hashed[2]
@@ -258,6 +250,38 @@ def rank_scorer(ranks: TreeRanks, weights: np.ndarray, offsets: np.ndarray):
         left -= _ONE
         scores = add_reduce(take_weights(count(left.T) + offsets, axis=0), 0)        # (T, N, K') -> (N, K')
         return scores[:, :3] if targets == 3 else scores
+    return score
+
+
+def _byte_score(search, search32, starts, starts_row, columns, leading: bool, by_bytes: tuple, read: int,
+                targets: int):
+    """The byte form's ``score(x)``: the first ``read`` lanes of the AND of the rows (the trees', and
+    the base row's lane after them where :func:`_byte_scorer` made one) index the weights. One
+    float32 sample searches the union's values rounded down to float32 (``search32``): a float32
+    ``x`` is above ``w`` exactly when it is above the largest float32 not above ``w``, so the
+    positions are the same without converting ``x`` (~0.25 us of the row's search)."""
+    rows_of, take_weights, lane = by_bytes[0].take, by_bytes[1].take, by_bytes[2]
+    and_reduce, add_reduce = np.bitwise_and.reduce, np.add.reduce
+
+    def score(x):
+        if x.shape[0] == 1:
+            return _one_row(x[0])
+        rows = search(x.T[:columns] if leading else x.T.take(columns, axis=0))   # (U, N)
+        rows += starts(rows.shape[1])
+        index = and_reduce(rows_of(rows, axis=0), 0).view(lane)[:, :read]        # (N, T): 256 t + 2 ** leaf
+        scores = add_reduce(take_weights(index.T, axis=0), 0)                      # (T, N, K') -> (N, K')
+        return scores[:, :3] if targets == 3 else scores
+
+    def _one_row(sample):
+        # one sample on 1-d arrays, no sample axis (~0.5 us of a batch of one's ~5.7): the same
+        # rows, the same AND, and the weights' (T, K') rows reduced as the batch path's
+        # (T, 1, K') (numpy drops the unit axis: the same loop, the same bits)
+        rows = (search32 if sample.dtype is _F32 else search)(sample[:columns] if leading else
+                                                              sample.take(columns))   # (U,)
+        rows += starts_row
+        index = and_reduce(rows_of(rows, axis=0), 0).view(lane)[:read]            # (T,)
+        scores = add_reduce(take_weights(index, axis=0), 0)                        # (T, K') -> (K',)
+        return scores[None, :3] if targets == 3 else scores[None]
     return score
 
 
@@ -331,7 +355,7 @@ def _distinct_modulus(words: np.ndarray, most: int) -> int | None:
 BYTE_LEAVES = 8
 
 
-def _byte_scorer(table: np.ndarray, weights: np.ndarray, offsets: np.ndarray):
+def _byte_scorer(table: np.ndarray, weights: np.ndarray, offsets: np.ndarray, base: np.ndarray | None = None):
     """Trees of at most 8 leaves (gradient boosting's usual depth 3) as one byte each: ``(table
     packed into uint64 words of lanes, weights by (tree, byte), the lane dtype)``, None for
     larger trees or a weight table above :data:`MAX_TABLE_VALUES`. Tree ``t``'s lane holds its
@@ -340,19 +364,28 @@ def _byte_scorer(table: np.ndarray, weights: np.ndarray, offsets: np.ndarray):
     left is ``256 t + 2 ** leaf``, the row of ``t``'s 256 weight rows (zero but at the powers of
     two) to gather, with no index arithmetic (the bit's position took three calls, an offset
     added to the byte one). Built and read as lanes, so the byte order of the machine's words
-    never matters."""
+    never matters. ``base`` (a row of the weights' width): one more lane after the trees', the
+    same in every row, ``256 T``, the row of the weights where ``base`` is appended (a word more
+    where the trees fill theirs); None where that lane does not fit."""
     trees = offsets.shape[0]
     leaves = weights.shape[0] // trees if trees else 0
     if not trees or leaves > BYTE_LEAVES or trees * 256 * weights.shape[1] > MAX_TABLE_VALUES:
         return None
     lane = np.dtype(np.uint16 if trees <= LANE16_MAX_TREES else np.uint32)
+    lanes = trees + (base is not None)
+    if base is not None and (256 * trees > np.iinfo(lane).max or base.shape != (weights.shape[1],)):
+        return None
     per_word = 8 // lane.itemsize
-    packed = np.zeros((table.shape[0], -(-trees // per_word) * per_word), lane)
+    packed = np.zeros((table.shape[0], -(-lanes // per_word) * per_word), lane)
     # (a leaf's bit is below 8: the rest of the mask is never left)
     packed[:, :trees] = (table & np.uint64(0xFF)).astype(lane) | (np.arange(trees, dtype=lane) << lane.type(8))
     by_byte = np.zeros((trees, 256, weights.shape[1]))
     by_byte[:, np.left_shift(1, np.arange(leaves))] = weights.reshape(trees, leaves, -1)
-    return packed.view(np.uint64), by_byte.reshape(trees * 256, -1), lane
+    by_byte = by_byte.reshape(trees * 256, -1)
+    if base is not None:
+        packed[:, trees] = 256 * trees
+        by_byte = np.concatenate((by_byte, base.reshape(1, -1)))
+    return packed.view(np.uint64), by_byte, lane
 
 
 #: the most trees whose lane number fits a uint16 lane's high byte

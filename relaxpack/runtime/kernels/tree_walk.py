@@ -55,40 +55,38 @@ def one_sample_scorer(walk: np.ndarray, thresholds: np.ndarray, roots: np.ndarra
     return _targets(node, tree_roots, weights, features)
 
 
-def _leaves(node: list, roots: list[int], values: list, features: int) -> list[int]:
-    """The leaf each tree's walk reaches for ``values`` (a sample's floats, the first ``features``
-    read: the negated ones follow them, where the nodes' positions point)."""
-    values = values[:features]
-    xx = values + [-v for v in values]
-    reached = []
-    for i in roots:
-        c, t, h, f = node[i]
-        while c >= 0:
-            c, t, h, f = node[h if xx[c] <= t else f]
-        reached.append(h)        # (a leaf's held node is itself)
-    return reached
-
-
 def _one_target(node: list, roots: list[int], weight: list[float], features: int):
-    """The scorer of one target: the weights added in tree order from +0.0."""
+    """The scorer of one target: the weights added in tree order from +0.0 (each tree's walk and
+    its addition in one loop: no list of the leaves reached)."""
     def score(x):
+        values = (x[0] if isinstance(x, list) else x.tolist()[0])[:features]
+        xx = values + [-v for v in values]
         total = 0.0
-        for i in _leaves(node, roots, x[0] if isinstance(x, list) else x.tolist()[0], features):
-            total += weight[i]
+        for i in roots:
+            c, t, h, f = node[i]
+            while c >= 0:
+                c, t, h, f = node[h if xx[c] <= t else f]
+            total += weight[h]          # (a leaf's held node is itself)
         return [total]
     score.features = features
     return score
 
 
 def _targets(node: list, roots: list[int], weights: np.ndarray, features: int):
-    """The scorer of several targets: each leaf's nonzero weights added in tree order from +0.0."""
+    """The scorer of several targets: each leaf's nonzero weights added in tree order from +0.0
+    (each tree's walk and its additions in one loop: no list of the leaves reached)."""
     targets = weights.shape[1]
     addends = [[(k, w) for k, w in enumerate(row) if w != 0.0] for row in weights.tolist()]
 
     def score(x):
+        values = (x[0] if isinstance(x, list) else x.tolist()[0])[:features]
+        xx = values + [-v for v in values]
         sums = [0.0] * targets
-        for i in _leaves(node, roots, x[0] if isinstance(x, list) else x.tolist()[0], features):
-            for k, w in addends[i]:
+        for i in roots:
+            c, t, h, f = node[i]
+            while c >= 0:
+                c, t, h, f = node[h if xx[c] <= t else f]
+            for k, w in addends[h]:     # (a leaf's held node is itself)
                 sums[k] += w
         return sums
     score.features = features
