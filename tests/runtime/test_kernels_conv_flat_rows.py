@@ -14,7 +14,7 @@ from relaxpack.runtime.kernels import conv_flat_rows, get_kernel
 from relaxpack.runtime.kernels.nn import _prepared_conv
 
 from .test_kernels_conv_small import out_for, workspace_for
-from .test_kernels_conv_small_exact import _attrs, _exact_conv, _integers
+from .test_kernels_conv_small_exact import _attrs, _exact_conv, _integers, check_exact_rounds
 
 CONV_BIAS_ACT = get_kernel("nn.conv_bias_act").fn
 
@@ -55,29 +55,8 @@ def _recorded(monkeypatch) -> list:
 
 
 def _run_rounds(data, weight, padding, activation, dtype, bias, planned, rounds=4, seed=0):
-    attrs = _attrs(1, padding, activation)
-    rng = np.random.default_rng(seed)
-    w = _integers(rng, weight, 127, dtype)
-    # a bias as large as the exact bound leaves room for (the conv's sums stay within 2**24)
-    b = None if bias is None else _integers(rng, (weight[0],), 2**24 - 255 * 127 * int(np.prod(weight[1:])), dtype)
-    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, bias == "bound"))
-    workspace = workspace_for(data, weight, attrs, dtype) if planned else None
-    x_view = np.empty(int(np.prod(data)) + 1, dtype)[1:].reshape(data)
-    out = out_for(data, weight, attrs, dtype)
-    out_view = np.empty(out.size + 1, dtype)[1:].reshape(out.shape)
-    for round_ in range(rounds):
-        x = _integers(rng, data, 255, dtype)
-        if round_ >= 2:         # the same views with new values (an arena's)
-            x_view[...] = x
-            x, out = x_view, out_view
-        if workspace is not None:
-            workspace.fill(0xAB)        # other kernels' garbage: buffer zeros and ones written every call
-        call(x, w, b, out=out, workspace=workspace)
-        want = out_for(data, weight, attrs, dtype)
-        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
-        np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
-        if activation is None:
-            np.testing.assert_array_equal(out, _exact_conv(x, w, b, (1, 1), padding), err_msg=f"round {round_}")
+    check_exact_rounds(data, weight, _attrs(1, padding, activation), dtype, bias, planned,
+                       np.random.default_rng(seed), rounds)
 
 
 @pytest.mark.parametrize("planned", [True, False])

@@ -13,7 +13,7 @@ import pytest
 from relaxpack.runtime.kernels import conv_small, conv_small_cl, get_kernel
 from relaxpack.runtime.kernels.nn import _prepared_conv
 
-from .test_kernels_conv_small import full_attrs, out_for
+from .test_kernels_conv_small import full_attrs, out_for, workspace_for
 from .test_kernels_integer_exact import _reference_conv
 
 CONV_BIAS_ACT = get_kernel("nn.conv_bias_act").fn
@@ -64,6 +64,35 @@ def _attrs(stride, padding, activation=None, **extra):
 
 def _integers(rng, shape, bound, dtype):
     return rng.integers(-bound, bound + 1, shape).astype(dtype)
+
+
+def check_exact_rounds(data, weight, attrs, dtype, bias, planned, rng, rounds=4):
+    """A specialized exact conv against the generic kernel over ``rounds`` calls of new values (from
+    the third on in the same views, as an arena's), its workspace full of other kernels' garbage
+    before each call; with no activation, against the int64 sums too. ``bias``: None, "bound" (the
+    specialization's bound bias) or any other value (a run-time bias), as large as the exact bound
+    leaves room for (the conv's sums stay within 2**24)."""
+    w = _integers(rng, weight, 127, dtype)
+    b = None if bias is None else _integers(rng, (weight[0],), 2**24 - 255 * 127 * int(np.prod(weight[1:])), dtype)
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, bias == "bound"))
+    workspace = workspace_for(data, weight, attrs, dtype) if planned else None
+    x_view = np.empty(int(np.prod(data)) + 1, dtype)[1:].reshape(data)
+    out = out_for(data, weight, attrs, dtype)
+    out_view = np.empty(out.size + 1, dtype)[1:].reshape(out.shape)
+    for round_ in range(rounds):
+        x = _integers(rng, data, 255, dtype)
+        if round_ >= 2:
+            x_view[...] = x
+            x, out = x_view, out_view
+        if workspace is not None:
+            workspace.fill(0xAB)
+        call(x, w, b, out=out, workspace=workspace)
+        want = out_for(data, weight, attrs, dtype)
+        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
+        np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
+        if attrs["activation"] is None:
+            np.testing.assert_array_equal(out, _exact_conv(x, w, b, attrs["strides"], attrs["padding"]),
+                                          err_msg=f"round {round_}")
 
 
 def _runner(data, weight, attrs, dtype="float32"):

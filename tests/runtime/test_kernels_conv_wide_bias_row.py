@@ -12,7 +12,7 @@ import pytest
 from relaxpack.runtime.kernels import conv_column_phases, conv_flat_rows, conv_wide, get_kernel
 
 from .test_kernels_conv_small import out_for, workspace_for
-from .test_kernels_conv_small_exact import _attrs, _exact_conv, _integers
+from .test_kernels_conv_small_exact import _attrs, _integers, check_exact_rounds
 
 CONV_BIAS_ACT = get_kernel("nn.conv_bias_act").fn
 
@@ -50,29 +50,8 @@ def test_bias_row_gives_the_exact_sums(monkeypatch, data, weight, stride, paddin
     # none fit here, so the stem's wide rows, as a larger batch's, are what is tested
     monkeypatch.setattr(conv_column_phases, "MAX_PLANES_BYTES", 0)
     seen = _recorded(monkeypatch)
-    attrs = _attrs(stride, padding, activation)
-    rng = np.random.default_rng(3)
-    w = _integers(rng, weight, 127, dtype)
-    # a bias as large as the exact bound leaves room for (the conv's sums stay within 2**24)
-    b = _integers(rng, (weight[0],), 2**24 - 255 * 127 * int(np.prod(weight[1:])), dtype)
-    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))
-    workspace = workspace_for(data, weight, attrs, dtype) if planned else None
-    x_view = np.empty(int(np.prod(data)) + 1, dtype)[1:].reshape(data)
-    out = out_for(data, weight, attrs, dtype)
-    out_view = np.empty(out.size + 1, dtype)[1:].reshape(out.shape)
-    for round_ in range(4):
-        x = _integers(rng, data, 255, dtype)
-        if round_ >= 2:         # the same views with new values (an arena's)
-            x_view[...] = x
-            x, out = x_view, out_view
-        if workspace is not None:
-            workspace.fill(0xAB)        # other kernels' garbage: the ones row is written every call
-        call(x, w, b, out=out, workspace=workspace)
-        want = out_for(data, weight, attrs, dtype)
-        CONV_BIAS_ACT(x, w, b, out=want, **attrs)
-        np.testing.assert_array_equal(out, want, err_msg=f"round {round_}")
-        if activation is None:
-            np.testing.assert_array_equal(out, _exact_conv(x, w, b, attrs["strides"], padding))
+    check_exact_rounds(data, weight, _attrs(stride, padding, activation), dtype, "bound", planned,
+                       np.random.default_rng(3))
     assert seen == [True]
 
 
