@@ -28,6 +28,7 @@ from .budget import Budget, metered
 from .builtins import BUILTINS
 from .call_signature import Signature
 from .fpstate import restore, silence
+from .frame_stack import call_with_room, room, warm_up
 from .func_ref import FunctionRef
 from .containers import CONTAINER_KINDS, as_input
 from .maps import MAP_KINDS, as_map_input
@@ -44,7 +45,8 @@ Step = Callable[[list], int]
 
 
 class _Prepared:
-    __slots__ = ("func", "steps", "labels", "num_registers", "resolved", "compiled", "plain", "direct")
+    __slots__ = ("func", "steps", "labels", "num_registers", "resolved", "compiled", "plain", "direct",
+                 "stack_need")
 
     def __init__(self, func: VMFunction):
         self.func = func
@@ -55,6 +57,7 @@ class _Prepared:
         self.compiled: Compiled | None = None     # the function compiled (the memo variant if any)
         self.plain: Compiled | None = None        # compiled without the memo
         self.direct: tuple | None = None          # what VirtualMachine._direct gives, once made
+        self.stack_need = 0     # frame-stack bytes a compiled run needs; 0, -1: not yet measured (frame_stack.py)
 
 
 class VirtualMachine:
@@ -142,7 +145,13 @@ class VirtualMachine:
                 compiled = prepared.compiled
                 if compiled is not None and self.compiled and len(args) == len(prepared.func.params):
                     try:            # _invoke's compiled path, one call less
-                        result = compiled.run(*args)
+                        need = prepared.stack_need
+                        if need <= 0:
+                            result, prepared.stack_need = warm_up(compiled.run, args, need)
+                        elif room() >= need:
+                            result = compiled.run(*args)
+                        else:       # the caller's frame stack ends too near a chunk's end
+                            result = call_with_room(compiled.run, args, need)
                     except Exception as err:  # noqa: BLE001 - named as _invoke names it
                         pc = pc_of(err.__traceback__, compiled, prepared.plain)
                         if pc is None:
