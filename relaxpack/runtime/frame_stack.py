@@ -23,8 +23,9 @@ import threading
 
 #: A run measured to need more than this is left alone (a relay frame would touch too much memory).
 MAX_NEED = 64 * 1024
-#: Bytes added to the deepest point of the measured run (shape-dependent paths, the hook's frame).
-MARGIN = 1024
+#: Bytes added to the deepest point of the measured run: little, since a run that does not need
+#: the relay pays for it (one chunk mapped: 7-13 us a run on the machine measured).
+MARGIN = 256
 #: Relay frames grow in steps of this many bytes, so that few relays are ever made.
 RELAY_STEP = 512
 #: CPython's smallest chunk, and what a chunk holds besides frames (its header, a frame's specials).
@@ -33,33 +34,57 @@ OVERHEAD = 256
 _UNLIMITED = 1 << 62
 _SCAN_WORDS = 64
 
-_local = threading.local()
+#: Per thread: ``words``, its live (chunk, top, limit) words, or False where they are not found.
+#: The VM reads ``getattr(stack_local, "words", None)`` itself: a Python call made at the point
+#: of least room could be the very frame that maps a chunk.
+stack_local = threading.local()
+#: Relay functions by (room // RELAY_STEP, need); the VM looks them up without a Python call.
+RELAYS: dict[tuple[int, int], object] = {}
 _offset: int | None = None      # byte offset of (chunk, top, limit) in PyThreadState; -1: none
-_relays: dict[int, object] = {}
+_by_size: dict[int, object] = {}
+
+
+def thread_words():
+    """This thread's live (chunk, top, limit) words, found on first use (False if not found)."""
+    words = getattr(stack_local, "words", None)
+    if words is None:
+        words = stack_local.words = _thread_words()
+    return words
 
 
 def room() -> int:
     """Bytes left in this thread's current frame-stack chunk (a huge number if unknown)."""
-    words = getattr(_local, "words", None)
-    if words is None:
-        words = _local.words = _thread_words()
+    words = thread_words()
     return _UNLIMITED if words is False else words[2] - words[1]
 
 
-def call_with_room(fn, args, need: int):
-    """``fn(*args)``, through a relay frame starting a new chunk when this one has too little room."""
-    left = room()
-    if left >= need or need > MAX_NEED:
-        return fn(*args)
-    return _relay(relay_bytes(left, need))(fn, args)
+def relay_for(left: int, need: int):
+    """The relay for a run needing ``need`` bytes where ``left`` are left: ``relay(fn, args)``
+    calls ``fn(*args)`` from a frame too large for ``left``, so in a fresh chunk keeping ``need``
+    free; a run needing more than MAX_NEED gets a plain call."""
+    key = (left // RELAY_STEP, need)
+    relay = RELAYS.get(key)
+    if relay is None:
+        relay = RELAYS[key] = _call if need > MAX_NEED else _relay(relay_bytes(left, need))
+    return relay
 
 
-def warm_up(fn, args, state: int) -> tuple[object, int]:
-    """A run before the need is known: the first one plainly (it compiles and fills memos, deeper
-    than later runs), the second measured; (result, the next state: -1 = measure next)."""
+def first_runs(fn, args, state: int) -> tuple[object, int]:
+    """A run before its need is known, or on a thread not seen yet: (result, the next state).
+    The first run is plain (it compiles and fills memos, deeper than later runs: state 0 -> -1),
+    the second measured (-1 -> the need); a known need on a new thread stays."""
+    words = thread_words()
+    if state > 0:
+        return fn(*args), state
     if state == 0:
         return fn(*args), -1
+    if words is False:
+        return fn(*args), MAX_NEED + 1
     return measure(fn, args)
+
+
+def _call(fn, args):
+    return fn(*args)
 
 
 def measure(fn, args) -> tuple[object, int]:
@@ -67,27 +92,28 @@ def measure(fn, args) -> tuple[object, int]:
 
     Under another profiler (``sys.getprofile()``) nothing is measured and MAX_NEED is returned.
     """
-    words = getattr(_local, "words", None)
-    if words is None:
-        words = _local.words = _thread_words()
+    words = thread_words()
     if words is False or sys.getprofile() is not None:
         return fn(*args), MAX_NEED
     chunk, top, limit = words[0], words[1], words[2]
-    deepest = 0
+    deepest = own = 0
 
     def hook(frame, event, arg):
-        nonlocal deepest
+        nonlocal deepest, own
         if event == "call":
             now_chunk, now_top = words[0], words[1]
             used = now_top - top if now_chunk == chunk else (limit - top) + (now_top - now_chunk)
             deepest = max(deepest, used)
+        elif event == "own size":         # called from here: its own frame, counted in every "call"
+            own = words[1] - top
 
+    hook(None, "own size", None)
     sys.setprofile(hook)
     try:
         result = fn(*args)
     finally:
         sys.setprofile(None)
-    return result, deepest + MARGIN
+    return result, max(0, deepest - own) + MARGIN
 
 
 def relay_bytes(left: int, need: int) -> int:
@@ -110,12 +136,12 @@ def chunk_for(frame_bytes: int) -> int:
 
 def _relay(size: int):
     """A function calling ``fn(*args)`` whose own frame takes at least ``size`` bytes."""
-    relay = _relays.get(size)
+    relay = _by_size.get(size)
     if relay is None:
         padding = " = ".join(f"p{i}" for i in range(size // 8))
         namespace: dict = {}
         exec(f"def relay(fn, args):\n    return fn(*args)\n    if 0:\n        {padding} = None\n", namespace)
-        relay = _relays[size] = namespace["relay"]
+        relay = _by_size[size] = namespace["relay"]
     return relay
 
 

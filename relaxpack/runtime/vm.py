@@ -28,7 +28,7 @@ from .budget import Budget, metered
 from .builtins import BUILTINS
 from .call_signature import Signature
 from .fpstate import restore, silence
-from .frame_stack import call_with_room, room, warm_up
+from .frame_stack import RELAY_STEP, RELAYS, first_runs, relay_for, stack_local
 from .func_ref import FunctionRef
 from .containers import CONTAINER_KINDS, as_input
 from .maps import MAP_KINDS, as_map_input
@@ -145,13 +145,15 @@ class VirtualMachine:
                 compiled = prepared.compiled
                 if compiled is not None and self.compiled and len(args) == len(prepared.func.params):
                     try:            # _invoke's compiled path, one call less
-                        need = prepared.stack_need
-                        if need <= 0:
-                            result, prepared.stack_need = warm_up(compiled.run, args, need)
-                        elif room() >= need:
+                        need, words = prepared.stack_need, getattr(stack_local, "words", None)
+                        if need <= 0 or words is None:
+                            result, prepared.stack_need = first_runs(compiled.run, args, need)
+                        elif words is False or words[2] - words[1] >= need:
                             result = compiled.run(*args)
                         else:       # the caller's frame stack ends too near a chunk's end
-                            result = call_with_room(compiled.run, args, need)
+                            left = words[2] - words[1]
+                            relay = RELAYS.get((left // RELAY_STEP, need)) or relay_for(left, need)
+                            result = relay(compiled.run, args)
                     except Exception as err:  # noqa: BLE001 - named as _invoke names it
                         pc = pc_of(err.__traceback__, compiled, prepared.plain)
                         if pc is None:

@@ -30,7 +30,7 @@ def chain(n: int = 24):
 
 def chunk_entries(fn) -> int:
     """How many times a Python call made by ``fn()`` left the caller's chunk for a new one."""
-    words = frame_stack._local.words
+    words = frame_stack.stack_local.words
     base = last = words[0]
     entries = 0
 
@@ -74,16 +74,17 @@ def test_a_relay_starts_a_chunk_that_keeps_the_need_free():
 
 
 @needs_fields
-def test_a_relayed_call_runs_in_a_new_chunk_with_the_room_it_needs():
+def test_a_relay_runs_its_call_in_a_new_chunk_with_the_room_it_needs():
     def probe():
-        return frame_stack._local.words[0], frame_stack.room()
+        return frame_stack.stack_local.words[0], frame_stack.room()
 
-    def call(need):
-        return frame_stack._local.words[0], frame_stack.call_with_room(probe, (), need)
-    chunk, (inner_chunk, inner_room) = with_room(600, lambda: call(4096))
+    def relayed(need):
+        left = frame_stack.room()
+        return frame_stack.stack_local.words[0], frame_stack.relay_for(left, need)(probe, ())
+    chunk, (inner_chunk, inner_room) = with_room(600, lambda: relayed(4096))
     assert inner_chunk != chunk and inner_room >= 4096 - 256
-    chunk, (inner_chunk, inner_room) = with_room(8000, lambda: call(4096))
-    assert inner_chunk == chunk                 # room enough: called straight through
+    chunk, (inner_chunk, inner_room) = with_room(600, lambda: relayed(MAX_NEED + 1))
+    assert inner_chunk == chunk and inner_room < 600      # more than a relay serves: a plain call
 
 
 @needs_fields
@@ -103,7 +104,7 @@ def test_a_run_near_a_chunk_end_enters_a_new_chunk_once():
             return with_room(left, lambda: chunk_entries(lambda: vm.run({"t0": x})))
         finally:
             prepared.stack_need = need
-    thrashing = [left for left in range(0, need, 16) if unguarded_entries(left) > 5]
+    thrashing = [left for left in range(0, 2 * CHUNK // 8, 16) if unguarded_entries(left) > 5]
     assert thrashing, "no caller depth made the unguarded run map chunks per call"
     for left in thrashing:
         assert with_room(left, lambda: chunk_entries(lambda: vm.run({"t0": x}))) <= 1
