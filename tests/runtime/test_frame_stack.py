@@ -5,6 +5,7 @@ and unmapping one on every kernel call made at the depth where the chunk ends (g
 from __future__ import annotations
 
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -109,3 +110,24 @@ def test_a_run_near_a_chunk_end_enters_a_new_chunk_once():
     for left in thrashing:
         assert with_room(left, lambda: chunk_entries(lambda: vm.run({"t0": x}))) <= 1
         np.testing.assert_array_equal(with_room(left, lambda: vm.run({"t0": x}))[f"t{24}"], expected["t24"])
+
+
+@needs_fields
+def test_a_measured_function_on_a_new_thread_finds_that_threads_stack():
+    exe = relaxpack.build(relaxpack.from_onnx(chain(4)), opt_level=0)
+    vm = VirtualMachine(exe)
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    expected = [vm.run({"t0": x}), vm.run({"t0": x})]
+    need = vm._prepared[vm._index["main"]].stack_need
+    seen = {}
+
+    def worker():
+        seen["outputs"] = [vm.run({"t0": x})["t4"] for _ in range(3)]
+        seen["chunk"] = frame_stack.stack_local.words[0]
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert need > 0 and vm._prepared[vm._index["main"]].stack_need == need
+    assert seen["chunk"] != frame_stack.stack_local.words[0]     # that thread's own stack
+    for out in seen["outputs"]:
+        np.testing.assert_array_equal(out, expected[0]["t4"])
