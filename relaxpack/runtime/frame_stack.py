@@ -5,15 +5,15 @@ for a frame that needs it). A frame that does not fit in what is left of the cur
 starts a new one, and the chunk is unmapped as soon as that frame returns. A run whose caller
 left the stack just short of a chunk's end therefore maps and unmaps a chunk on every kernel
 call made at that depth (CPython issue gh-142183; fixed in 3.14 and later 3.13 releases by
-keeping one spare chunk). Measured here (Python 3.11): at about 7% of call depths a model ran
-1.3-3.3x slower, and Mask R-CNN 2x in the benchmark's worker.
+keeping one spare chunk). Measured here (Python 3.11): at a few percent of call depths a model
+ran 1.3-3.4x slower, and Mask R-CNN about 2x in the benchmark's worker.
 
-A VM run asks :func:`room` how many bytes the current chunk has left; when that is less than
-the run needs (measured on its first run by :func:`measure`), the run goes through a relay
-frame just too large for that room, so that it starts a fresh chunk, which lasts the whole run:
-one chunk mapped per run instead of one per call. Where the thread state's stack fields cannot
-be found and checked (another Python implementation or layout), :func:`room` reports no limit
-and runs call straight through. Only reads are made, of the interpreter's own thread state.
+Before a compiled run the VM reads how many bytes the current chunk has left; when that is less
+than the run needs (measured on its second run by :func:`measure`), the run goes through a relay
+(:func:`relay_for`) whose frame is just too large for that room, so that it starts a fresh chunk
+that lasts the whole run: one chunk mapped per run instead of one per call. Where the thread
+state's stack fields cannot be found and checked (another Python implementation or layout, Python
+3.10), runs call straight through. Only reads are made, of the interpreter's own thread state.
 """
 
 from __future__ import annotations
@@ -90,11 +90,14 @@ def _call(fn, args):
 def measure(fn, args) -> tuple[object, int]:
     """``fn(*args)`` and the frame-stack bytes it needed: the deepest top any Python call reached.
 
-    Under another profiler (``sys.getprofile()``) nothing is measured and MAX_NEED is returned.
+    Nothing is measured where the fields are not found (the need: more than MAX_NEED, never
+    relayed) or under another profiler (``sys.getprofile()``: -1, measure on the next run).
     """
     words = thread_words()
-    if words is False or sys.getprofile() is not None:
-        return fn(*args), MAX_NEED
+    if words is False:
+        return fn(*args), MAX_NEED + 1
+    if sys.getprofile() is not None:
+        return fn(*args), -1
     chunk, top, limit = words[0], words[1], words[2]
     deepest = own = 0
 

@@ -131,3 +131,20 @@ def test_a_measured_function_on_a_new_thread_finds_that_threads_stack():
     assert seen["chunk"] != frame_stack.stack_local.words[0]     # that thread's own stack
     for out in seen["outputs"]:
         np.testing.assert_array_equal(out, expected[0]["t4"])
+
+
+@needs_fields
+def test_under_another_profiler_the_need_is_measured_later():
+    exe = relaxpack.build(relaxpack.from_onnx(chain(4)), opt_level=0)
+    vm = VirtualMachine(exe)
+    x = np.ones((2, 3), np.float32)
+    vm.run({"t0": x})
+    prepared = vm._prepared[vm._index["main"]]
+    sys.setprofile(lambda frame, event, arg: None)
+    try:
+        vm.run({"t0": x})
+    finally:
+        sys.setprofile(None)
+    assert prepared.stack_need == -1
+    vm.run({"t0": x})
+    assert 0 < prepared.stack_need <= MAX_NEED
