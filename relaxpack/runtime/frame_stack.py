@@ -72,14 +72,13 @@ def relay_for(left: int, need: int):
 def first_runs(fn, args, state: int) -> tuple[object, int]:
     """A run before its need is known, or on a thread not seen yet: (result, the next state).
     The first run is plain (it compiles and fills memos, deeper than later runs: state 0 -> -1),
-    the second measured (-1 -> the need); a known need on a new thread stays."""
-    words = thread_words()
+    the second measured (-1 -> the need); a known need on a new thread stays. Finds this
+    thread's stack words first, which the VM reads from then on."""
+    thread_words()
     if state > 0:
         return fn(*args), state
     if state == 0:
         return fn(*args), -1
-    if words is False:
-        return fn(*args), MAX_NEED + 1
     return measure(fn, args)
 
 

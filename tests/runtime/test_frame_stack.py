@@ -109,7 +109,7 @@ def test_a_run_near_a_chunk_end_enters_a_new_chunk_once():
     assert thrashing, "no caller depth made the unguarded run map chunks per call"
     for left in thrashing:
         assert with_room(left, lambda: chunk_entries(lambda: vm.run({"t0": x}))) <= 1
-        np.testing.assert_array_equal(with_room(left, lambda: vm.run({"t0": x}))[f"t{24}"], expected["t24"])
+        np.testing.assert_array_equal(with_room(left, lambda: vm.run({"t0": x}))["t24"], expected["t24"])
 
 
 @needs_fields
