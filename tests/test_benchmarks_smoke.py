@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -193,3 +194,29 @@ def test_conv_kinds_pairs_quantized_convs(capsys):
     assert "its graph optimizations off" in out and "Conv nodes 0 us" not in out
     listed = [line for line in out.splitlines() if line.startswith(("     conv", "     pw"))]
     assert len(listed) == 20 and all("Conv_quant" in line for line in listed)
+
+
+def test_gemm_share_benchmark_runs():
+    """``python -m benchmarks.gemm_share`` on Whisper's conv front end, one round, in a fresh process
+    (its product timer must be installed before relaxpack's kernels bind np.dot / np.matmul): a line
+    per manifest shape, each counting the Conv1d GEMMs a run (at least one per conv) and their time."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gemm_share", "--models", "whisper_frontend_ts",
+                           "--rounds", "1", "--calls", "1"], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("whisper_frontend_ts")]
+    assert len(lines) == 2
+    for line in lines:
+        counted = re.search(r"; (\d+) products a run take (\d+) us = ([\d.]+)x onnxruntime's whole run$", line)
+        assert counted and int(counted.group(1)) >= 2 and float(counted.group(3)) > 0, line
+
+
+def test_gemm_share_refuses_a_late_timer():
+    """Installed after relaxpack's kernels are imported (as in this process), the product timer
+    would count nothing: it says so instead of reporting a share of 0."""
+    import importlib
+    from benchmarks.gemm_share import ProductTimer
+    importlib.import_module("relaxpack.runtime.kernels")
+    with pytest.raises(RuntimeError, match="imported already"):
+        ProductTimer().install()
