@@ -31,14 +31,13 @@ class ProductTimer:
     :meth:`install` before relaxpack's kernels are imported (they bind the functions)."""
 
     def __init__(self):
-        self.seconds, self.calls, self.saved = 0.0, 0, None
+        self.seconds, self.calls = 0.0, 0
 
     def install(self) -> None:
         import numpy as np
         if any(name.startswith("relaxpack.runtime.kernels") for name in sys.modules):
             raise RuntimeError("gemm_share: relaxpack's kernels are imported already; their products "
                                "would not be counted")
-        self.saved = np.dot, np.matmul
         np.dot, np.matmul = self._wrap(np.dot), self._wrap(np.matmul)
 
     def _wrap(self, product):
@@ -57,15 +56,12 @@ class ProductTimer:
         self.seconds, self.calls = 0.0, 0
 
 
-def _best(run, rounds: int, calls: int) -> float:
-    """The minimum over ``rounds`` of the mean seconds of ``calls`` calls of ``run``."""
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            run()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best
+def _mean(run, calls: int) -> float:
+    """The mean seconds of ``calls`` calls of ``run``."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        run()
+    return (time.perf_counter() - start) / calls
 
 
 def measure(name: str, timer: ProductTimer, rounds: int, calls: int) -> list[str]:
@@ -89,8 +85,8 @@ def measure(name: str, timer: ProductTimer, rounds: int, calls: int) -> list[str
             session.run(None, feeds)
         ours = theirs = float("inf")
         for _ in range(rounds):
-            ours = min(ours, _best(lambda: vm.run(feeds), 1, calls))
-            theirs = min(theirs, _best(lambda: session.run(None, feeds), 1, calls))
+            ours = min(ours, _mean(lambda: vm.run(feeds), calls))
+            theirs = min(theirs, _mean(lambda: session.run(None, feeds), calls))
         products, count = float("inf"), 0
         for _ in range(rounds):
             timer.reset()
