@@ -248,3 +248,23 @@ def test_specialized_conv_declares_its_constant_integer_weight(monkeypatch):
     call(x, w, out=out)
     np.testing.assert_array_equal(out, np.full((1, 3, 4, 4), 2))
     assert len(declared) == 1 and declared[0] is w
+
+
+
+def test_declared_constants_freed_after_the_module_is_cleared(monkeypatch):
+    """At interpreter exit a module's globals become None before every object it tracks dies (an
+    executable's constants held by a module cleared later, as pytest's hold a test's): the weak
+    references' callbacks must not need the module's globals then ("Exception ignored in ...")."""
+    import gc
+    import sys
+    raised = []
+    monkeypatch.setattr(sys, "unraisablehook", raised.append)
+    constant = np.arange(6, dtype=np.int8)
+    integer_exact.declare_constant(constant)
+    key = id(constant)
+    assert key in integer_exact._DECLARED
+    monkeypatch.setattr(integer_exact, "_forget", None)     # what clearing the module does
+    del constant
+    gc.collect()
+    assert raised == []
+    assert key not in integer_exact._DECLARED

@@ -107,7 +107,7 @@ def declare_constant(array: np.ndarray) -> None:
     if ref is not None and ref() is array:
         return
     with _LOCK:
-        _DECLARED[key] = weakref.ref(array, lambda r, key=key, table=_DECLARED: _forget(table, key, r))
+        _DECLARED[key] = weakref.ref(array, lambda r, key=key, table=_DECLARED, forget=_forget: forget(table, key, r))
 
 
 def constant_facts(array: np.ndarray, reduce_axes: tuple[int, ...]) -> ConstantFacts | None:
@@ -124,12 +124,14 @@ def constant_facts(array: np.ndarray, reduce_axes: tuple[int, ...]) -> ConstantF
             return None
     facts = ConstantFacts(array, reduce_axes)
     with _LOCK:
-        _CACHE[key] = (weakref.ref(array, lambda ref, key=key, cache=_CACHE: _forget(cache, key, ref)), facts)
+        _CACHE[key] = (weakref.ref(array, lambda ref, key=key, cache=_CACHE, forget=_forget: forget(cache, key, ref)), facts)
     return facts
 
 
 def _forget(table: dict, key, ref) -> None:
-    """Drop ``key``'s entry once its array is gone (not a newer entry under a reused id)."""
+    """Drop ``key``'s entry once its array is gone (not a newer entry under a reused id). The
+    callbacks bind it as a default: an array freed at interpreter exit, after the module's globals
+    are cleared, would otherwise call None ("Exception ignored in ...")."""
     entry = table.get(key)
     if entry is not None and (entry[0] if isinstance(entry, tuple) else entry) is ref:
         del table[key]

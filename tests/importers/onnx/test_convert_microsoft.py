@@ -20,7 +20,7 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import relaxpack
-from relaxpack.errors import UnsupportedOpError
+from relaxpack.errors import ShapeError, UnsupportedOpError
 from relaxpack.runtime import VirtualMachine
 
 from ...integer_semantics import exact_matmul_integer, pairs_cannot_saturate
@@ -98,10 +98,41 @@ def test_fused_matmul(trans_a, trans_b, alpha):
     check(model, *batches(lambda n, s: {"a": rand(n, *a_shape[1:], seed=s)}, 1, 4))
 
 
-def test_fused_matmul_batch_transposes_are_unsupported_by_name():
-    model = ms_model("FusedMatMul", {"a": rand(2, 3, 4)}, {"b": rand(4, 5)}, attrs={"transBatchA": 1})
-    with pytest.raises(UnsupportedOpError, match=r"FusedMatMul node \(domain com.microsoft, opset 1\): transBatch"):
+#: (A's shape, B's shape, transA, transB, transBatchA, transBatchB): A[m, b, k] and B[k, b, n] read as
+#: [b, m, k] and [b, k, n] (the Transpose (1, 0, 2) / (1, 2, 0, 3) onnxruntime folds in), combined
+#: with the last-two swap, rank 4 with two batch dims
+BATCH_TRANSPOSES = [
+    ((3, 2, 4), (2, 4, 5), 0, 0, 1, 0),
+    ((3, 2, 4), (4, 2, 5), 0, 0, 1, 1),
+    ((4, 2, 3), (5, 2, 4), 1, 1, 1, 1),
+    ((5, 2, 3, 4), (2, 3, 4, 6), 0, 0, 1, 0),
+    ((2, 3, 5, 4), (6, 2, 3, 4), 0, 1, 0, 1),
+    ((2, 4, 5), (4, 2, 3), 1, 0, 0, 1),
+]
+
+
+@pytest.mark.parametrize("a_shape, b_shape, trans_a, trans_b, batch_a, batch_b", BATCH_TRANSPOSES)
+def test_fused_matmul_batch_transposes(a_shape, b_shape, trans_a, trans_b, batch_a, batch_b):
+    """Batch-transposed operands (onnxruntime's saved optimized WavLM has them), on odd sizes."""
+    model = ms_model("FusedMatMul", {"a": rand(*a_shape), "b": rand(*b_shape, seed=1)},
+                     attrs={"transA": trans_a, "transB": trans_b, "transBatchA": batch_a, "transBatchB": batch_b,
+                            "alpha": 0.5})
+    check(model, {"a": rand(*a_shape, seed=2), "b": rand(*b_shape, seed=3)})
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((3, 2, 4), (4, 5)), ((4, 5), (5, 3)), ((3, 2, 4), (1, 2, 4, 5))])
+def test_fused_matmul_batch_transposes_need_one_rank_of_3_or_more(a_shape, b_shape):
+    """onnxruntime refuses these at run time; relaxpack at conversion, by name."""
+    model = ms_model("FusedMatMul", {"a": rand(*a_shape)}, {"b": rand(*b_shape)}, attrs={"transBatchA": 1})
+    with pytest.raises(ShapeError, match=r"FusedMatMul.*transBatchA/transBatchB need A and B of one rank, 3 or more"):
         relaxpack.from_onnx(model)
+
+
+def test_fused_matmul_batch_transpose_with_symbolic_leading_dim():
+    """A's leading dim (the rows once moved) symbolic: one build, two sizes."""
+    model = ms_model("FusedMatMul", {"a": rand(3, 2, 4)}, {"b": rand(2, 4, 5, seed=1)},
+                     attrs={"transBatchA": 1}, sym={"a": ["m", 2, 4]})
+    check(model, *batches(lambda m, s: {"a": rand(m, 2, 4, seed=s)}, 1, 7))
 
 
 @pytest.mark.parametrize("activation, extra", [("Relu", {}), ("Tanh", {}), ("Sigmoid", {}),

@@ -98,25 +98,38 @@ def quick_gelu(ctx, x, *, alpha=1.702):
 
 @register_converter(MS, "FusedMatMul", since_opset=1)
 def fused_matmul(ctx, a, b, *, alpha=1.0, transA=0, transB=0, transBatchA=0, transBatchB=0):
-    """``alpha * op(A) @ op(B)``, ``op`` transposing the last two dims when asked."""
+    """``alpha * op(A) @ op(B)``. ``op`` first moves the leading dim of an operand of rank 3 or more
+    behind its batch dims when ``transBatch*`` asks (onnxruntime's MatmulTransposeFusion folds a
+    Transpose such as ``(1, 2, 0, 3)`` into it: ``A[m, b1, .., k]`` read as ``[b1, .., m, k]``),
+    then swaps the last two dims when ``trans*`` asks; one ``permute_dims`` per operand. As in
+    onnxruntime, batch transposes need two operands of one rank, 3 or more."""
     if transBatchA or transBatchB:
-        raise ms_unsupported(ctx, "transBatchA/transBatchB (batch-transposed operands)")
-    lhs, rhs = (_last_two_swapped(ctx, v, t, name) for v, t, name in ((a, transA, "A"), (b, transB, "B")))
+        ranks = _rank(ctx, a, "A"), _rank(ctx, b, "B")
+        if ranks[0] != ranks[1] or ranks[0] < 3:
+            raise malformed(ctx, f"transBatchA/transBatchB need A and B of one rank, 3 or more; got ranks "
+                                 f"{ranks[0]} and {ranks[1]}")
+    lhs, rhs = (_operand(ctx, v, t, tb, name)
+                for v, t, tb, name in ((a, transA, transBatchA, "A"), (b, transB, transBatchB, "B")))
     product = call(ctx, "matmul", lhs, rhs)
     if alpha == 1.0:
         return product
     return make_call("multiply", product, scalar(ctx, alpha, product.struct_info.dtype))
 
 
-def _last_two_swapped(ctx, value: Value, transpose: int, what: str) -> Expr:
+def _operand(ctx, value: Value, transpose: int, batch_transpose: int, what: str) -> Expr:
+    """``value`` as FusedMatMul reads it (see :func:`fused_matmul`)."""
     expr = ctx.expr(value)
-    if not transpose:
+    if not (transpose or batch_transpose):
         return expr
     ndim = _rank(ctx, value, what)
     if ndim < 2:
         raise malformed(ctx, f"trans{what} needs {what} of rank 2 or more, got rank {ndim}")
-    axes = tuple(range(ndim - 2)) + (ndim - 1, ndim - 2)
-    return call(ctx, "permute_dims", expr, axes=axes)
+    axes = list(range(ndim))
+    if batch_transpose:
+        axes = axes[1:ndim - 1] + [0, ndim - 1]
+    if transpose:
+        axes[-2:] = axes[-1], axes[-2]
+    return call(ctx, "permute_dims", expr, axes=tuple(axes))
 
 
 #: FusedGemm's activations (onnxruntime's names) -> (IR op, its attributes from activation_alpha)
