@@ -375,6 +375,8 @@ def ort_optimized_recipes() -> list[Converted]:
     return [
         Converted("resnet_ortopt", "resnet_ts", ort_optimized, how, "float32"),
         Converted("efficientnet_ortopt", "efficientnet_ts", ort_optimized, how, "float32"),
+        # FusedMatMul with transBatchB (the relative position bias's transposed products)
+        Converted("wavlm_ortopt", "wavlm_ts", ort_optimized, how, "float32"),
     ]
 
 

@@ -193,6 +193,11 @@ def audio_recipes() -> list[TorchRecipe]:
                             num_feat_extract_layers=2, num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
                             **SMALL)
     wave = {"name": "input_values", "dtype": "float32", "shape": ["batch", "samples"]}
+    # WavLM: wav2vec2's front end with a gated relative position bias, whose transposed products
+    # onnxruntime's optimizer folds into FusedMatMul with transBatchB (wavlm_ortopt)
+    wavlm = tf.WavLMConfig(vocab_size=VOCAB, conv_dim=(16, 16), conv_kernel=(10, 3), conv_stride=(5, 2),
+                           num_feat_extract_layers=2, num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
+                           num_buckets=16, max_bucket_distance=32, **SMALL)
     return [
         TorchRecipe("whisper_encoder", "whisper",
                     "transformers.WhisperModel(WhisperConfig: d_model=32, 16 mel bins, 2 layers).encoder",
@@ -201,6 +206,10 @@ def audio_recipes() -> list[TorchRecipe]:
                     {"frames": "WhisperEncoder requires exactly 2 * max_source_positions (32) input frames"}),
         TorchRecipe("wav2vec2", "wav2vec2", f"transformers.Wav2Vec2Model(Wav2Vec2Config: {describe(w2v)})",
                     lambda: Wrap(tf.Wav2Vec2Model(w2v), ["input_values"], ["last_hidden_state"]),
+                    [wave], ["last_hidden_state"], {"batch": 2, "samples": 400},
+                    [{"batch": 1, "samples": 333}, {"batch": 3, "samples": 517}]),
+        TorchRecipe("wavlm", "wavlm", f"transformers.WavLMModel(WavLMConfig: {describe(wavlm)})",
+                    lambda: Wrap(tf.WavLMModel(wavlm), ["input_values"], ["last_hidden_state"]),
                     [wave], ["last_hidden_state"], {"batch": 2, "samples": 400},
                     [{"batch": 1, "samples": 333}, {"batch": 3, "samples": 517}]),
     ]
