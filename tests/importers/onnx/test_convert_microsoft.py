@@ -258,6 +258,20 @@ def test_qlinear_binary(op, dtype):
                                         "b": rand(8, dtype=dtype, seed=s + 3)}, 2, 5), tol=(0, 0))
 
 
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+def test_qlinear_binary_broadcasts_unrelated_symbolic_dims_at_run_time(op):
+    """Two symbolic dims only the run relates (an attention mask's ``(b, 1, 1, s)`` from an Expand
+    against the scores' ``(b, heads, s, s)`` in a QOperator SEW): either may be 1, either way."""
+    consts = {"sa": np.float32(0.05), "za": np.uint8(128), "sb": np.float32(0.03), "zb": np.uint8(120),
+              "sc": np.float32(0.07 if op == "QLinearAdd" else 0.2), "zc": np.uint8(131)}
+    model = ms_model(op, {"a": rand(2, 3, 5, dtype=np.uint8), "b": rand(2, 1, 5, dtype=np.uint8)}, consts,
+                     inputs=["a", "sa", "za", "b", "sb", "zb", "sc", "zc"],
+                     sym={"a": ["n", "h", 5], "b": ["n", "g", 5]})
+    check(model, {"a": rand(2, 3, 5, dtype=np.uint8, seed=2), "b": rand(2, 1, 5, dtype=np.uint8, seed=3)},
+          {"a": rand(1, 1, 5, dtype=np.uint8, seed=4), "b": rand(1, 4, 5, dtype=np.uint8, seed=5)},
+          {"a": rand(3, 2, 5, dtype=np.uint8, seed=6), "b": rand(3, 2, 5, dtype=np.uint8, seed=7)}, tol=(0, 0))
+
+
 def integer_to_float(a, b, sa, sb, za, zb, bias=None):
     """MatMulIntegerToFloat's exact semantics: the int32 product, then float32 scaling."""
     y = exact_matmul_integer(a, b, za, zb).astype(np.float32) * (np.float32(sa) * np.asarray(sb, np.float32))

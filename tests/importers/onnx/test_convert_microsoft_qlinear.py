@@ -223,6 +223,11 @@ def test_qlinear_global_average_pool(dtype, channels_last):
     {"kernel_shape": [2, 3], "strides": [1, 2], "count_include_pad": 1, "pads": [0, 1, 0, 1]},
     {"kernel_shape": [3, 2], "ceil_mode": 1, "strides": [2, 2]},
     {"kernel_shape": [3, 3], "channels_last": 1, "pads": [1, 0, 1, 2]},
+    # ceil-mode windows past the input counted whole (divided by the kernel size, as onnxruntime's
+    # kernel does; AveragePool divides them by their part inside): Funnel's 2x1 / 2 pool
+    {"kernel_shape": [2, 1], "strides": [2, 1], "ceil_mode": 1, "count_include_pad": 1},
+    {"kernel_shape": [3, 3], "strides": [3, 2], "ceil_mode": 1, "count_include_pad": 1, "pads": [1, 0, 0, 1]},
+    {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1, "count_include_pad": 1, "channels_last": 1},
 ])
 def test_qlinear_average_pool(dtype, attrs):
     (sx, zx), (sy, zy) = qparams(dtype, 3), qparams(dtype, 4)
@@ -235,6 +240,18 @@ def test_qlinear_average_pool(dtype, attrs):
     def feeds(n, h, w, seed):
         return {"x": rand(*((n, h, w, 4) if last else (n, 4, h, w)), dtype=dtype, seed=seed)}
     check_exact(model, [feeds(1, 9, 7, 0), feeds(2, 6, 11, 1)])
+
+
+def test_qlinear_average_pool_refuses_ceil_windows_onnxruntime_may_drop():
+    """End pads above kernel - stride let a ceil-mode window start past the input, which
+    onnxruntime drops: refused by name rather than guessed."""
+    (sx, zx), (sy, zy) = qparams(np.uint8, 3), qparams(np.uint8, 4)
+    model = ms_model("QLinearAveragePool", {"x": rand(1, 4, 8, 8, dtype=np.uint8)},
+                     {"sx": sx, "zx": zx, "sy": sy, "zy": zy}, inputs=["x", "sx", "zx", "sy", "zy"],
+                     attrs={"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1, "count_include_pad": 1,
+                            "pads": [0, 0, 1, 1]})
+    with pytest.raises(UnsupportedOpError, match="QLinearAveragePool.*ceil_mode with count_include_pad"):
+        relaxpack.from_onnx(model)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -33,6 +33,7 @@ from ..registry import register_converter
 from ..value import Value
 from . import quantize as q
 from ._composite_common import arange, outputs_used
+from ._dynamic import aligned_for_broadcast
 from ._math_common import astype, call, malformed, scalar
 from ._shape_common import rank_unknown
 from .nn import conv as _onnx_conv
@@ -317,6 +318,7 @@ def qlinear_add(ctx, a, a_scale, a_zero_point=None, b=None, b_scale=None, b_zero
                 c_zero_point=None):
     """``quantize((a - a_zp) * a_scale / c_scale + (b - b_zp) * b_scale / c_scale)``
     in float32, as onnxruntime's kernel computes it (two scale ratios)."""
+    a, b = aligned_for_broadcast(ctx, a, b)
     (ra, sa), (rb, sb) = _dequantized(ctx, a, a_scale, a_zero_point), _dequantized(ctx, b, b_scale, b_zero_point)
     sc = astype(ctx, ctx.expr(c_scale), "float32")
     ratio_a, ratio_b = call(ctx, "divide", sa, sc), call(ctx, "divide", sb, sc)
@@ -329,6 +331,7 @@ def qlinear_mul(ctx, a, a_scale, a_zero_point=None, b=None, b_scale=None, b_zero
                 c_zero_point=None):
     """``quantize((a - a_zp) * (b - b_zp) * (a_scale * b_scale / c_scale))`` in
     float32, as onnxruntime's kernel computes it (one scale ratio)."""
+    a, b = aligned_for_broadcast(ctx, a, b)
     (ra, sa), (rb, sb) = _dequantized(ctx, a, a_scale, a_zero_point), _dequantized(ctx, b, b_scale, b_zero_point)
     ratio = call(ctx, "divide", call(ctx, "multiply", sa, sb), astype(ctx, ctx.expr(c_scale), "float32"))
     value = call(ctx, "multiply", call(ctx, "multiply", ra, rb), ratio)

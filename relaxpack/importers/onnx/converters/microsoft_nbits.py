@@ -20,7 +20,6 @@ import numpy as np
 
 from ....ops.registry import make_call
 from ..registry import register_converter
-from ..value import Value
 from ._math_common import unsupported
 from .microsoft import MS
 

@@ -10,7 +10,9 @@ as compositions of IR ops that compute what onnxruntime's CPU kernels compute:
 - QLinearGlobalAveragePool: the int32 sum less ``zero_point * n``, times
   ``x_scale / (y_scale * n)`` in float32, rounded;
 - QLinearAveragePool: dequantize, float AveragePool, ``round(y / y_scale +
-  y_zero_point)`` (and the global path when the window is the whole image);
+  y_zero_point)`` (and the global path when the window is the whole image; a
+  ceil-mode window that counts its pads is divided by the whole kernel, as
+  onnxruntime's kernel does, where AveragePool divides by its part inside);
 - QLinearSigmoid, QLinearLeakyRelu, QLinearConcat, QLinearWhere: onnxruntime
   maps each of the 256 input values through a table (dequantize, the float
   function, quantize); the IR builds the same table from the 256 values and
@@ -236,13 +238,39 @@ def qlinear_average_pool(ctx, x, x_scale, x_zero_point=None, y_scale=None, y_zer
     ndim = x.ndim
     if channels_last:
         data = call(ctx, "permute_dims", data, axes=(0, ndim - 1, *range(1, ndim - 1)))
-    pooled = ctx.expr(ctx.emit(_onnx_avg_pool(ctx, ctx.emit(data, "dequantized"), auto_pad=auto_pad,
+    data = ctx.emit(data, "dequantized")
+    if ceil_mode and count_include_pad and auto_pad in ("NOTSET", "VALID"):
+        data, ceil_mode = _ceil_windows_padded(ctx, data, kernel_shape, pads, strides), 0
+    pooled = ctx.expr(ctx.emit(_onnx_avg_pool(ctx, data, auto_pad=auto_pad,
                                               ceil_mode=ceil_mode, count_include_pad=count_include_pad,
                                               kernel_shape=kernel_shape, pads=pads, strides=strides)))
     if channels_last:
         pooled = call(ctx, "permute_dims", pooled, axes=(0, *range(2, ndim), 1))
     ratio = call(ctx, "divide", pooled, astype(ctx, _per_tensor(ctx, y_scale, "y_scale"), "float32"))
     return _qlinear_output(ctx, ratio, y_zero_point, x)    # the zero point added before rounding
+
+
+def _ceil_windows_padded(ctx, data: Value, kernel_shape, pads, strides) -> Value:
+    """``data`` (float, channels first) with ``stride - 1`` zeros after each spatial dim, for a
+    floor-mode pool in place of a ceil-mode one that counts its pads: onnxruntime's
+    QLinearAveragePool divides a window that runs past the (padded) input by the whole kernel,
+    where AveragePool divides by the part inside. The floor-mode windows over the extended data
+    are the ceil-mode windows (``floor((n + s - 1 - k) / s) = ceil((n - k) / s)``), each whole.
+    A ceil-mode window that would start past the input and its begin padding, which onnxruntime
+    drops, needs end padding above ``kernel - stride``: refused by name."""
+    n = len(data.shape) - 2 if data.shape is not None else len(kernel_shape or ())
+    strides = list(strides or [1] * n)
+    pads = list(pads or [0] * (2 * n))
+    if len(kernel_shape or ()) != n or len(strides) != n or len(pads) != 2 * n:
+        raise malformed(ctx, f"kernel_shape, strides and pads must have {n} spatial entries (pads {2 * n})")
+    if any(pads[n + i] > kernel_shape[i] - strides[i] for i in range(n)):
+        raise ms_unsupported(ctx, "ceil_mode with count_include_pad and end pads above kernel - stride "
+                                  "(windows onnxruntime may drop)")
+    extra = tuple(s - 1 for s in strides)
+    if not any(extra):
+        return data
+    return ctx.emit(call(ctx, "pad", ctx.expr(data), name="ceil_pad", pads=(0, 0, *[0] * n, 0, 0, *extra),
+                         pad_value=0.0), "ceil_padded")
 
 
 @register_converter(MS, "QLinearReduceMean", since_opset=1)
