@@ -12,6 +12,7 @@ from onnx import TensorProto, helper
 
 import relaxpack
 from relaxpack.errors import ShapeError, UnsupportedOpError
+from relaxpack.runtime import VirtualMachine
 
 from .backend_case import node_cases, run_backend_case
 from .test_convert_elementwise import check, inp, model, node, rand
@@ -257,6 +258,26 @@ def test_group_normalization_float16(rng):
               [inp("x", "float16", [2, 4, 3]), inp("s", "float16", [4]), inp("b", "float16", [4])], opset=21)
     check(m, {"x": rand(rng, (2, 4, 3), "float16"), "s": rand(rng, (4,), "float16"),
               "b": rand(rng, (4,), "float16")}, rtol=2e-3, atol=2e-3)
+
+
+def test_group_normalization_float16_rounds_once(rng):
+    """float16 X, float32 stash: normalized, scaled and shifted in float32, rounded once (as
+    onnxruntime; the function body's cast back before the scale rounds twice, up to ~1.5 ulp off).
+    Every value within half an ulp of the float64 result, up to the float32 steps' error."""
+    m = model(node("GroupNormalization", ["x", "s", "b"], num_groups=3),
+              [inp("x", "float16", [2, 6, 5, 7]), inp("s", "float16", [6]), inp("b", "float16", [6])], opset=21)
+    x = (rand(rng, (2, 6, 5, 7)) * 3 + 1).astype(np.float16)
+    s, b = np.float16([1.5, -0.7, 0.9, 3.1, -2.2, 0.3]), np.float16([0.1, 0.2, -0.3, 1.7, -0.9, 0.05])
+    for level in (0, 2):
+        got = VirtualMachine(relaxpack.build(relaxpack.from_onnx(m), opt_level=level)).run(
+            {"x": x, "s": s, "b": b})["y"]
+        groups = x.astype(np.float64).reshape(2, 3, -1)
+        normalized = (groups - groups.mean(-1, keepdims=True)) / np.sqrt(groups.var(-1, keepdims=True) + 1e-5)
+        exact = normalized.reshape(x.shape) * s.astype(np.float64).reshape(1, 6, 1, 1) \
+            + b.astype(np.float64).reshape(1, 6, 1, 1)
+        half_ulp = np.spacing(np.abs(got)).astype(np.float64) / 2
+        assert got.dtype == np.float16
+        assert (np.abs(got.astype(np.float64) - exact) <= half_ulp * 1.001).all()
 
 
 def test_group_normalization_groups_must_divide_channels():

@@ -394,12 +394,16 @@ def _group_norm(ctx, x, scale, bias, num_groups, epsilon, stash: str, per_channe
         raise ShapeError(f"{ctx.node_label()}: {channels} channels do not split into num_groups={groups}")
     grouped = reshape(ctx, astype(ctx, x, stash), (x.shape[0], groups, -1))
     if per_channel:
+        # the function body scales in X's type; a float16/bfloat16 X with a float32 stash scales in
+        # float32 and rounds once, as onnxruntime does (the float16 contract: one rounding per op)
+        work = stash if x.dtype in ("float16", "bfloat16") and stash == "float32" else x.dtype
         ones, zeros = (ctx.expr(ctx.const(np.full(groups, v, numpy_dtype(stash)))) for v in (1, 0))
         normalized = call(ctx, "nn.instance_norm", grouped, ones, zeros, epsilon=float(epsilon))
-        normalized = astype(ctx, reshape(ctx, normalized, x.shape), x.dtype)
+        normalized = astype(ctx, reshape(ctx, normalized, x.shape), work)
         laid_out = (-1,) + (1,) * (x.ndim - 2)
-        scaled = call(ctx, "multiply", normalized, reshape(ctx, astype(ctx, scale, x.dtype), laid_out))
-        return make_call("add", scaled, reshape(ctx, astype(ctx, bias, x.dtype), laid_out))
+        scaled = call(ctx, "multiply", normalized, reshape(ctx, astype(ctx, scale, work), laid_out))
+        shifted = make_call("add", scaled, reshape(ctx, astype(ctx, bias, work), laid_out))
+        return shifted if work == x.dtype else rounded(ctx, shifted, x.dtype)
     normalized = call(ctx, "nn.instance_norm", grouped, astype(ctx, scale, stash), astype(ctx, bias, stash),
                       epsilon=float(epsilon))
     return make_call("astype", reshape(ctx, normalized, x.shape), dtype=x.dtype)
