@@ -107,7 +107,8 @@ def declare_constant(array: np.ndarray) -> None:
     if ref is not None and ref() is array:
         return
     with _LOCK:
-        _DECLARED[key] = weakref.ref(array, lambda r, key=key, table=_DECLARED, forget=_forget: forget(table, key, r))
+        _DECLARED[key] = weakref.ref(array, lambda r, key=key, table=_DECLARED, forget=_forget:
+                                     forget(table, key, r))
 
 
 def constant_facts(array: np.ndarray, reduce_axes: tuple[int, ...]) -> ConstantFacts | None:
@@ -124,7 +125,8 @@ def constant_facts(array: np.ndarray, reduce_axes: tuple[int, ...]) -> ConstantF
             return None
     facts = ConstantFacts(array, reduce_axes)
     with _LOCK:
-        _CACHE[key] = (weakref.ref(array, lambda ref, key=key, cache=_CACHE, forget=_forget: forget(cache, key, ref)), facts)
+        _CACHE[key] = (weakref.ref(array, lambda ref, key=key, cache=_CACHE, forget=_forget:
+                                   forget(cache, key, ref)), facts)
     return facts
 
 
