@@ -349,6 +349,16 @@ def test_where(dtype, rng):
     check(m, feeds, reference="ref" if dtype == "bool" else "ort")  # onnxruntime has no bool Where
 
 
+def test_where_broadcasts_unrelated_symbolic_dims_at_run_time(rng):
+    """Three operands whose middle dims only the run relates (a mask made by an Expand against
+    scores): any of them may be 1, or all equal."""
+    m = model(node("Where", ["c", "a", "b"]), [inp("c", "bool", ["n", "k", 5]), inp("a", "float32", ["n", "h", 5]),
+                                               inp("b", "float32", ["n", "g", 5])])
+    feeds = [{"c": rand(rng, (2, k, 5), bool), "a": rand(rng, (2, h, 5)), "b": rand(rng, (2, g, 5))}
+             for k, h, g in [(1, 3, 1), (3, 1, 3), (1, 1, 4), (2, 2, 2), (3, 3, 1), (1, 1, 1)]]
+    check(m, feeds)
+
+
 def test_identity_keeps_the_value(rng):
     m = model([node("Identity", ["x"], ["t"]), node("Relu", ["t"])], [inp("x", "float32", ["n"])])
     mod = check(m, {"x": rand(rng, (5,))})

@@ -358,6 +358,19 @@ def test_qlinear_where(dtype):
                          "y": rand(4, dtype=dtype, seed=n + 1)} for n in (1, 5)])
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_qlinear_where_broadcasts_unrelated_symbolic_dims_at_run_time(dtype):
+    (sx, zx), (sy, zy), (sz, zz) = qparams(dtype, 12), qparams(dtype, 13), qparams(dtype, 14)
+    model = ms_model("QLinearWhere", {"cond": np.zeros((2, 1, 4), bool), "x": rand(2, 3, 4, dtype=dtype),
+                                      "y": rand(2, 1, 4, dtype=dtype)},
+                     {"sx": sx, "zx": zx, "sy": sy, "zy": zy, "sz": sz, "zz": zz},
+                     inputs=["cond", "x", "sx", "zx", "y", "sy", "zy", "sz", "zz"],
+                     sym={"cond": ["n", "k", 4], "x": ["n", "h", 4], "y": ["n", "g", 4]})
+    rng = np.random.default_rng(0)
+    check_exact(model, [{"cond": rng.random((2, k, 4)) < 0.5, "x": rand(2, h, 4, dtype=dtype, seed=k),
+                         "y": rand(2, g, 4, dtype=dtype, seed=h)} for k, h, g in [(1, 3, 1), (3, 1, 1), (1, 1, 2)]])
+
+
 # ---------------------------------------------------------------- softmax
 
 

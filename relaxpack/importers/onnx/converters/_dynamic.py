@@ -110,6 +110,18 @@ def aligned_for_broadcast(ctx, a: Value, b: Value, hint: str = "bcast") -> tuple
                              dims=named))
 
 
+def aligned_all_for_broadcast(ctx, *values: Value, hint: str = "bcast") -> list[Value]:
+    """:func:`aligned_for_broadcast` of several operands (Where's three), pair by pair: each
+    later operand against every earlier one, so that a pair only the run can relate is broadcast
+    at run time whichever operands it joins; the op's own inference relates the rest (dims the run
+    then finds equal). Operands whose dims the import relates are returned as they are."""
+    aligned = list(values)
+    for i in range(1, len(aligned)):
+        for j in range(i):
+            aligned[j], aligned[i] = aligned_for_broadcast(ctx, aligned[j], aligned[i], hint)
+    return aligned
+
+
 _CONFLICT = object()
 
 

@@ -23,7 +23,7 @@ from ....ops.definitions.common import exact_div
 from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
-from ._dynamic import aligned_for_broadcast
+from ._dynamic import aligned_all_for_broadcast, aligned_for_broadcast
 from ._math_common import (
     astype, call, const_scalar, is_float, is_int, is_low_float, kind, legacy_broadcast, rounded, scalar, unsupported,
     working,
@@ -311,6 +311,7 @@ def where(ctx, condition, x, y):
         known = _try_sym(ctx, lambda c, a, b: a if c else b, cond, x, y)
         if known is not None:
             return known
+    condition, x, y = aligned_all_for_broadcast(ctx, condition, x, y)
     return make_call("where", ctx.expr(condition), ctx.expr(x), ctx.expr(y))
 
 

@@ -35,6 +35,7 @@ from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
 from . import quantize as q
+from ._dynamic import aligned_all_for_broadcast
 from ._math_common import astype, call, malformed, scalar
 from .microsoft import MS, _dequantized, _qlinear_output, ms_unsupported
 from .nn import avg_pool as _onnx_avg_pool
@@ -178,6 +179,7 @@ def qlinear_concat(ctx, y_scale, y_zero_point, *tuples, axis):
 @register_converter(MS, "QLinearWhere", since_opset=1)
 def qlinear_where(ctx, condition, x, x_scale, x_zero_point, y, y_scale, y_zero_point, z_scale, z_zero_point):
     """``where(condition, x, y)`` with ``x`` and ``y`` moved to z's quantization."""
+    condition, x, y = aligned_all_for_broadcast(ctx, condition, x, y)
     lhs = _requantized(ctx, x, x_scale, x_zero_point, z_scale, z_zero_point)
     rhs = _requantized(ctx, y, y_scale, y_zero_point, z_scale, z_zero_point)
     return make_call("where", ctx.expr(condition), lhs, rhs)
