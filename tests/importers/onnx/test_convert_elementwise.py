@@ -359,6 +359,23 @@ def test_where_broadcasts_unrelated_symbolic_dims_at_run_time(rng):
     check(m, feeds)
 
 
+@pytest.mark.parametrize("op, dtype, attrs", [("Pow", "float32", {}), ("Mod", "float32", {"fmod": 1}),
+                                             ("Mod", "int32", {}), ("BitShift", "uint8", {"direction": "LEFT"}),
+                                             ("PRelu", "float32", {})])
+def test_binary_ops_broadcast_unrelated_symbolic_dims_at_run_time(op, dtype, attrs, rng):
+    """The binary ops outside the common table broadcast as Add does (either operand's dim 1)."""
+    m = model(node(op, ["a", "b"], **attrs), [inp("a", dtype, ["n", "h", 5]), inp("b", dtype, ["n", "g", 5])],
+              opset=17)
+
+    def operand(shape):
+        if dtype == "uint8":
+            return rand(rng, shape, dtype, 0, 7)
+        if dtype == "int32":
+            return rand(rng, shape, dtype, 1, 9)
+        return np.abs(rand(rng, shape)) + np.float32(0.5)
+    check(m, [{"a": operand((2, h, 5)), "b": operand((2, g, 5))} for h, g in [(3, 1), (1, 3), (2, 2)]])
+
+
 def test_identity_keeps_the_value(rng):
     m = model([node("Identity", ["x"], ["t"]), node("Relu", ["t"])], [inp("x", "float32", ["n"])])
     mod = check(m, {"x": rand(rng, (5,))})

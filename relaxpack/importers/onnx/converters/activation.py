@@ -17,6 +17,7 @@ from ....ops.definitions.elementwise import SELU_ALPHA, SELU_GAMMA
 from ....ops.registry import make_call
 from ..registry import register_converter
 from .random import dropout_training
+from ._dynamic import aligned_for_broadcast
 from ._math_common import call, const_scalar, is_int, known_rank, known_shape, malformed, scalar, unsupported
 
 # ---------------------------------------------------------------- one IR op each
@@ -83,7 +84,9 @@ def prelu_legacy(ctx, x, slope, *, consumed_inputs=()):
 
 @register_converter("", "PRelu", since_opset=7)
 def prelu(ctx, x, slope):
-    """Parametric ReLU; the slope broadcasts to ``x`` (unidirectionally)."""
+    """Parametric ReLU; the slope broadcasts to ``x`` (unidirectionally; dims only the run can
+    relate are broadcast then, both ways, as onnxruntime does)."""
+    x, slope = aligned_for_broadcast(ctx, x, slope)
     return make_call("nn.prelu", ctx.expr(x), ctx.expr(slope))
 
 

@@ -241,6 +241,7 @@ def pow_(ctx, x, y):
     """``x ** y``; the result has the base's dtype. An integer base with a
     float exponent is computed in float64 and truncated (like onnxruntime);
     otherwise the exponent is cast to the base's dtype."""
+    x, y = aligned_for_broadcast(ctx, x, y)
     if is_int(x) and is_float(y):
         result = call(ctx, "power", astype(ctx, x, "float64"), astype(ctx, y, "float64"))
         return make_call("astype", result, dtype=x.dtype)
@@ -254,6 +255,7 @@ def mod(ctx, a, b, *, fmod=0):
         known = _try_sym(ctx, _sym_mod(ctx, fmod), a, b)
         if known is not None:
             return known
+    a, b = aligned_for_broadcast(ctx, a, b)
     return make_call("mod", ctx.expr(a), ctx.expr(b), fmod=bool(fmod))
 
 
@@ -267,6 +269,7 @@ def bit_shift(ctx, x, y, *, direction):
     if kind(x.dtype) not in "iu" or (kind(x.dtype) == "i" and ctx.opset < 28):
         raise unsupported(ctx, f"BitShift takes {'integers' if ctx.opset >= 28 else 'unsigned integers'}, "
                                f"got {x.dtype}")
+    x, y = aligned_for_broadcast(ctx, x, y)
     return make_call("left_shift" if direction == "LEFT" else "right_shift", ctx.expr(x), ctx.expr(y))
 
 
