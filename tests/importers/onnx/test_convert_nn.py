@@ -441,6 +441,29 @@ def test_layer_norm_with_statistics(axis, with_bias, rng):
     check(m, [{"x": rand(rng, (n, 4, 5))} for n in (1, 3)], rtol=1e-4, atol=1e-5)
 
 
+def test_gemm_c_broadcasts_rows_only_the_run_relates(rng):
+    """C of (k, N) against M rows, k and M unrelated symbolic dims: k may be 1 or M."""
+    m = model(node("Gemm", ["a", "b", "c"], beta=0.5), [inp("a", "float32", ["m", 4]), inp("c", "float32", ["k", 3])],
+              initializers={"b": rand(rng, (4, 3))})
+    check(m, [{"a": rand(rng, (5, 4)), "c": rand(rng, (1, 3))}, {"a": rand(rng, (5, 4)), "c": rand(rng, (5, 3))}],
+          rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("scale_shape, bias_shape", [((1, 5), (5,)), ((4, 5), (1, 1, 5)), ((1, 1, 5), None),
+                                                      ((4, 5), (4, 5))])
+def test_layer_norm_scale_of_more_dims_than_normalized(scale_shape, bias_shape, rng):
+    """The function body broadcasts Scale and B against all of X: onnxruntime takes a Scale of
+    leading 1s (dropped) or of leading dims of X's (applied after a plain normalization)."""
+    inits = {"s": rand(rng, scale_shape)}
+    names = ["x", "s"]
+    if bias_shape is not None:
+        inits["b"] = rand(rng, bias_shape)
+        names.append("b")
+    m = model(node("LayerNormalization", names, axis=-1), [inp("x", "float32", ["n", 4, 5])], opset=17,
+              initializers=inits)
+    check(m, [{"x": rand(rng, (n, 4, 5))} for n in (1, 3)], rtol=1e-4, atol=1e-5)
+
+
 def lrn_spec(x, size, alpha, beta, bias):
     """The spec's formula: channels c - floor((size-1)/2) .. c + ceil((size-1)/2)."""
     square = x.astype(np.float64) ** 2

@@ -16,11 +16,13 @@ import math
 import numpy as np
 
 from ....ir.dims import Dim, format_dim
-from ....ir.expr import TupleGetItem
+from ....ir.expr import Expr, TupleGetItem
 from ....runtime.dtypes import numpy_dtype
 from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
+from ._composite_common import reshape
+from ._dynamic import aligned_for_broadcast
 from ._math_common import (
     astype, call, is_low_float, known_rank, malformed, rounded, scalar, spatial_attr, unsupported, working,
 )
@@ -54,6 +56,8 @@ def _gemm(ctx, a, b, c, alpha, beta, trans_a, trans_b):
     bias = working(ctx, c)
     if beta != 1.0:
         bias = call(ctx, "multiply", bias, scalar(ctx, beta, bias.struct_info.dtype))
+    # C's dims that only the run relates to the product's (a (k, N) C against M rows) broadcast then
+    product, bias = (ctx.expr(v) for v in aligned_for_broadcast(ctx, ctx.emit(product), ctx.emit(bias)))
     return rounded(ctx, make_call("add", product, bias), a.dtype)
 
 
@@ -480,8 +484,7 @@ def layer_norm(ctx, x, scale, bias=None, *, axis=-1, epsilon=1e-5, stash_type=_F
         known_rank(ctx, x)      # refuses, naming why the rank is unknown
     if stash_type != _FLOAT_TYPE:
         raise unsupported(ctx, f"stash_type={stash_type} (only 1, float32 statistics)")
-    args = [ctx.expr(x), ctx.expr(scale)] + ([] if bias is None else [ctx.expr(bias)])
-    y = make_call("nn.layer_norm", *args, axes=axes, epsilon=float(epsilon))
+    y = _layer_norm_affine(ctx, x, scale, bias, axes, float(epsilon))
     outputs = list(ctx.node.output) if ctx.node is not None else []
     if not any(outputs[1:]):
         return y
@@ -491,6 +494,27 @@ def layer_norm(ctx, x, scale, bias=None, *, axis=-1, epsilon=1e-5, stash_type=_F
     var = call(ctx, "mean", call(ctx, "square", centered), axis=axes, keepdims=True)
     inv_std = call(ctx, "rsqrt", call(ctx, "add", var, scalar(ctx, epsilon, "float32")))
     return y, ctx.emit(mean), ctx.emit(inv_std)
+
+
+def _layer_norm_affine(ctx, x, scale, bias, axes: tuple[int, ...], epsilon: float) -> Expr:
+    """``nn.layer_norm`` with Scale and B; the function body multiplies and adds them with
+    broadcasting against all of X, so onnxruntime takes a Scale of more dims than the normalized
+    ones (``(1, C)``, ``(T, C)``): leading 1s are dropped, other leading dims scale and shift
+    after a plain normalization."""
+    n = len(axes)
+    params = [v for v in (scale, bias) if v is not None]
+    if all(v.ndim <= n for v in params):
+        args = [ctx.expr(x), ctx.expr(scale)] + ([] if bias is None else [ctx.expr(bias)])
+        return make_call("nn.layer_norm", *args, axes=axes, epsilon=epsilon)
+    if all(v.ndim >= 0 and all(d == 1 for d in v.shape[:max(v.ndim - n, 0)]) for v in params):
+        trimmed = [reshape(ctx, ctx.expr(v), v.shape[max(v.ndim - n, 0):]) for v in params]
+        return make_call("nn.layer_norm", ctx.expr(x), *trimmed, axes=axes, epsilon=epsilon)
+    one = ctx.const(np.ones((1,) * n, numpy_dtype(scale.dtype)))
+    normalized = ctx.emit(make_call("nn.layer_norm", ctx.expr(x), ctx.expr(one), axes=axes, epsilon=epsilon))
+    scaled = ctx.emit(make_call("multiply", *(ctx.expr(v) for v in aligned_for_broadcast(ctx, normalized, scale))))
+    if bias is None:
+        return ctx.expr(scaled)
+    return make_call("add", *(ctx.expr(v) for v in aligned_for_broadcast(ctx, scaled, bias)))
 
 
 @register_converter("", "LRN", since_opset=1)
