@@ -441,6 +441,18 @@ def test_layer_norm_with_statistics(axis, with_bias, rng):
     check(m, [{"x": rand(rng, (n, 4, 5))} for n in (1, 3)], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("a_dims, b_dims, shapes", [
+    (["b", "h", 4, 5], ["b", "g", 5, 3], [((2, 3, 4, 5), (2, 1, 5, 3)), ((2, 1, 4, 5), (2, 3, 5, 3)),
+                                          ((2, 2, 4, 5), (2, 2, 5, 3))]),
+    (["h", 4, 5], ["b", "g", 5, 3], [((3, 4, 5), (2, 1, 5, 3)), ((1, 4, 5), (2, 3, 5, 3))]),
+])
+def test_matmul_batch_dims_only_the_run_relates(a_dims, b_dims, shapes, rng):
+    """Batch dims of unrelated symbolic names (scores against a mask-like operand): either may be
+    1, or they are equal; a rank-3 operand against a rank-4 one."""
+    m = model(node("MatMul", ["a", "b"]), [inp("a", "float32", a_dims), inp("b", "float32", b_dims)])
+    check(m, [{"a": rand(rng, x), "b": rand(rng, y)} for x, y in shapes], rtol=1e-5, atol=1e-5)
+
+
 def test_gemm_c_broadcasts_rows_only_the_run_relates(rng):
     """C of (k, N) against M rows, k and M unrelated symbolic dims: k may be 1 or M."""
     m = model(node("Gemm", ["a", "b", "c"], beta=0.5), [inp("a", "float32", ["m", 4]), inp("c", "float32", ["k", 3])],

@@ -26,7 +26,7 @@ import numpy as np
 
 from ....ir.dims import Dim, format_dim, free_vars
 from ....ir.gradual import representative_order
-from ....ir.expr import ExternFunc, TupleGetItem
+from ....ir.expr import ExternFunc, ShapeExpr, TupleGetItem
 from ....ir.struct_info import TensorStructInfo, TupleStructInfo
 from ....ops.definitions.common import one_unless_empty
 from ....ops.registry import get_op_def, make_call
@@ -120,6 +120,31 @@ def aligned_all_for_broadcast(ctx, *values: Value, hint: str = "bcast") -> list[
         for j in range(i):
             aligned[j], aligned[i] = aligned_for_broadcast(ctx, aligned[j], aligned[i], hint)
     return aligned
+
+
+def batch_aligned_for_matmul(ctx, a: Value, b: Value, hint: str = "bcast") -> tuple[Value, Value]:
+    """MatMul's operands (both of rank 3 or more) with their batch dims broadcast at run time
+    where only the run relates a pair of them (:func:`aligned_for_broadcast`'s rules on the
+    batch dims alone): each operand is expanded (``dyn.expand``) to the other's batch dims
+    followed by two 1s, which keeps its own matrix dims; else both as they are."""
+    if a.shape is None or b.shape is None or a.ndim < 3 or b.ndim < 3:
+        return a, b
+    rank = max(a.ndim, b.ndim) - 2
+    left = (1,) * (rank - a.ndim + 2) + tuple(a.shape[:-2])
+    right = (1,) * (rank - b.ndim + 2) + tuple(b.shape[:-2])
+    at_run_time = False
+    for x, y in zip(left, right):
+        decided = _broadcast_pair_dim(ctx, x, y)
+        if decided is _CONFLICT:
+            return a, b
+        at_run_time |= decided[1]
+    if not at_run_time:
+        return a, b
+
+    def expanded(v: Value, batch: tuple) -> Value:
+        target = ctx.emit(make_call("shape_to_tensor", ShapeExpr((*batch, 1, 1)), scalar=False), "batch_shape")
+        return packed_call(ctx, "dyn.expand", [v, target], [((None,) * rank + tuple(v.shape[-2:]), v.dtype)], hint)
+    return expanded(a, right), expanded(b, left)
 
 
 _CONFLICT = object()

@@ -22,7 +22,7 @@ from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
 from ._composite_common import reshape
-from ._dynamic import aligned_for_broadcast
+from ._dynamic import aligned_for_broadcast, batch_aligned_for_matmul
 from ._math_common import (
     astype, call, is_low_float, known_rank, malformed, rounded, scalar, spatial_attr, unsupported, working,
 )
@@ -34,7 +34,9 @@ from ._shape_common import of_rank, rank_unknown
 
 @register_converter("", "MatMul", since_opset=1)
 def matmul(ctx, a, b):
-    """numpy matmul (1-D operands, broadcast batch dims)."""
+    """numpy matmul (1-D operands, broadcast batch dims; batch dims only the run relates are
+    broadcast then)."""
+    a, b = batch_aligned_for_matmul(ctx, a, b)
     return make_call("matmul", ctx.expr(a), ctx.expr(b))
 
 
