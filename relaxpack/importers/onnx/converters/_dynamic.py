@@ -90,19 +90,10 @@ def aligned_for_broadcast(ctx, a: Value, b: Value, hint: str = "bcast") -> tuple
     """
     if a.shape is None or b.shape is None:
         return a, b
-    rank = max(len(a.shape), len(b.shape))
-    left = (1,) * (rank - len(a.shape)) + tuple(a.shape)
-    right = (1,) * (rank - len(b.shape)) + tuple(b.shape)
-    dims, at_run_time = [], False
-    for x, y in zip(left, right):
-        decided = _broadcast_pair_dim(ctx, x, y)
-        if decided is _CONFLICT:
-            return a, b
-        dim, runtime = decided
-        at_run_time |= runtime
-        dims.append(dim)
-    if not at_run_time:
+    decided = _broadcast_dims(ctx, tuple(a.shape), tuple(b.shape))
+    if decided is None or not decided[1]:
         return a, b
+    dims = decided[0]
     fresh = iter(fresh_dims(ctx, dims.count(None), hint))
     shape = tuple(next(fresh) if d is None else d for d in dims)
     named = tuple(tuple(format_dim(d) for d in v.shape) for v in (a, b))
@@ -129,22 +120,32 @@ def batch_aligned_for_matmul(ctx, a: Value, b: Value, hint: str = "bcast") -> tu
     followed by two 1s, which keeps its own matrix dims; else both as they are."""
     if a.shape is None or b.shape is None or a.ndim < 3 or b.ndim < 3:
         return a, b
-    rank = max(a.ndim, b.ndim) - 2
-    left = (1,) * (rank - a.ndim + 2) + tuple(a.shape[:-2])
-    right = (1,) * (rank - b.ndim + 2) + tuple(b.shape[:-2])
-    at_run_time = False
+    decided = _broadcast_dims(ctx, tuple(a.shape[:-2]), tuple(b.shape[:-2]))
+    if decided is None or not decided[1]:
+        return a, b
+    rank = len(decided[0])
+
+    def expanded(v: Value, other: Value) -> Value:
+        target = ctx.emit(make_call("shape_to_tensor", ShapeExpr((*other.shape[:-2], 1, 1)), scalar=False),
+                          "batch_shape")
+        return packed_call(ctx, "dyn.expand", [v, target], [((None,) * rank + tuple(v.shape[-2:]), v.dtype)], hint)
+    return expanded(a, b), expanded(b, a)
+
+
+def _broadcast_dims(ctx, left: tuple, right: tuple) -> tuple[list, bool] | None:
+    """Per pair of dims of two shapes aligned from the right, :func:`_broadcast_pair_dim`'s
+    result dim (None: a fresh one), and whether only the run can broadcast some pair; None when
+    a pair provably cannot broadcast (the op reports it)."""
+    rank = max(len(left), len(right))
+    left, right = (1,) * (rank - len(left)) + left, (1,) * (rank - len(right)) + right
+    dims, at_run_time = [], False
     for x, y in zip(left, right):
         decided = _broadcast_pair_dim(ctx, x, y)
         if decided is _CONFLICT:
-            return a, b
+            return None
+        dims.append(decided[0])
         at_run_time |= decided[1]
-    if not at_run_time:
-        return a, b
-
-    def expanded(v: Value, batch: tuple) -> Value:
-        target = ctx.emit(make_call("shape_to_tensor", ShapeExpr((*batch, 1, 1)), scalar=False), "batch_shape")
-        return packed_call(ctx, "dyn.expand", [v, target], [((None,) * rank + tuple(v.shape[-2:]), v.dtype)], hint)
-    return expanded(a, right), expanded(b, left)
+    return dims, at_run_time
 
 
 _CONFLICT = object()

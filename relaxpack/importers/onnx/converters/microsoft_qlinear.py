@@ -38,6 +38,7 @@ from . import quantize as q
 from ._dynamic import aligned_all_for_broadcast
 from ._math_common import astype, call, malformed, scalar
 from .microsoft import MS, _dequantized, _qlinear_output, ms_unsupported
+from .nn import _pool_attrs
 from .nn import avg_pool as _onnx_avg_pool
 from .tensor import _concat as _onnx_concat
 
@@ -242,7 +243,7 @@ def qlinear_average_pool(ctx, x, x_scale, x_zero_point=None, y_scale=None, y_zer
         data = call(ctx, "permute_dims", data, axes=(0, ndim - 1, *range(1, ndim - 1)))
     data = ctx.emit(data, "dequantized")
     if ceil_mode and count_include_pad and auto_pad in ("NOTSET", "VALID"):
-        data, ceil_mode = _ceil_windows_padded(ctx, data, kernel_shape, pads, strides), 0
+        data, ceil_mode = _ceil_windows_padded(ctx, data, auto_pad, kernel_shape, pads, strides), 0
     pooled = ctx.expr(ctx.emit(_onnx_avg_pool(ctx, data, auto_pad=auto_pad,
                                               ceil_mode=ceil_mode, count_include_pad=count_include_pad,
                                               kernel_shape=kernel_shape, pads=pads, strides=strides)))
@@ -252,20 +253,19 @@ def qlinear_average_pool(ctx, x, x_scale, x_zero_point=None, y_scale=None, y_zer
     return _qlinear_output(ctx, ratio, y_zero_point, x)    # the zero point added before rounding
 
 
-def _ceil_windows_padded(ctx, data: Value, kernel_shape, pads, strides) -> Value:
+def _ceil_windows_padded(ctx, data: Value, auto_pad: str, kernel_shape, pads, strides) -> Value:
     """``data`` (float, channels first) with ``stride - 1`` zeros after each spatial dim, for a
     floor-mode pool in place of a ceil-mode one that counts its pads: onnxruntime's
     QLinearAveragePool divides a window that runs past the (padded) input by the whole kernel,
     where AveragePool divides by the part inside. The floor-mode windows over the extended data
     are the ceil-mode windows (``floor((n + s - 1 - k) / s) = ceil((n - k) / s)``), each whole.
     A ceil-mode window that would start past the input and its begin padding, which onnxruntime
-    drops, needs end padding above ``kernel - stride``: refused by name."""
-    n = len(data.shape) - 2 if data.shape is not None else len(kernel_shape or ())
-    strides = list(strides or [1] * n)
-    pads = list(pads or [0] * (2 * n))
-    if len(kernel_shape or ()) != n or len(strides) != n or len(pads) != 2 * n:
-        raise malformed(ctx, f"kernel_shape, strides and pads must have {n} spatial entries (pads {2 * n})")
-    if any(pads[n + i] > kernel_shape[i] - strides[i] for i in range(n)):
+    drops, needs end padding above ``kernel - stride``: refused by name. The attributes are read
+    (and checked) as AveragePool reads them (:func:`.nn._pool_attrs`)."""
+    attrs = _pool_attrs(ctx, data, auto_pad, kernel_shape, pads, strides, None, 1)
+    kernel, strides, padding = attrs["pool_size"], attrs["strides"], attrs["padding"]
+    n = len(kernel)
+    if any(padding[n + i] > kernel[i] - strides[i] for i in range(n)):
         raise ms_unsupported(ctx, "ceil_mode with count_include_pad and end pads above kernel - stride "
                                   "(windows onnxruntime may drop)")
     extra = tuple(s - 1 for s in strides)
