@@ -172,6 +172,11 @@ class BlockBuilder:
         """Start a nested sequence of blocks (e.g. an If branch)."""
         self._scopes.append(_ScopeFrame())
 
+    def discard_scope(self) -> None:
+        """Drop the innermost scope begun with :meth:`begin_scope` and its bindings (a branch
+        whose conversion failed)."""
+        self._scopes.pop()
+
     def end_scope(self, body: Expr) -> SeqExpr:
         body = self.normalize(body)
         self._flush_block()

@@ -129,8 +129,12 @@ class GraphConverter:
         bound = self.ctx.lifts.snapshot()
         bb.begin_scope()
         try:
-            outputs = self.convert_graph(graph, outer)
-            exprs = [self.ctx.expr(v) for v in outputs]
+            try:
+                outputs = self.convert_graph(graph, outer)
+                exprs = [self.ctx.expr(v) for v in outputs]
+            except BaseException:
+                bb.discard_scope()
+                raise
             body: Expr = exprs[0] if len(exprs) == 1 else Tuple(exprs)
             return bb.end_scope(body)
         finally:

@@ -78,8 +78,9 @@ def _from_onnx(model, dims) -> IRModule:
         raise UnsupportedOpError(_unsupported_message(unsupported))
 
     bb = BlockBuilder(gradual=True)
-    namer = _DimNamer(dims or {}, bb)
-    params = [_input_var(inp, namer) for inp in graph.input if inp.name not in _initializer_names(graph)]
+    inputs = [inp for inp in graph.input if inp.name not in _initializer_names(graph)]
+    namer = _DimNamer(dims or {}, bb, _declared_dim_names(inputs))
+    params = [_input_var(inp, namer) for inp in inputs]
     namer.check_all_used()
     ctx = ImportContext(bb, opsets)
     converter = GraphConverter(ctx, model_dir, functions)
@@ -279,12 +280,25 @@ def _element_sinfo(type_proto, name: str) -> TensorStructInfo | MapStructInfo:
 _PLACEHOLDER = re.compile(r"^(\?|unk__\d+|-1|None|none|)$")
 
 
-class _DimNamer:
-    """Turns ONNX dims into IR dims, applying the user's ``dims``."""
+def _declared_dim_names(inputs) -> set[str]:
+    """The dim names the model's tensor inputs declare (placeholders such as ``?`` excepted)."""
+    return {_identifier(d.dim_param) for inp in inputs if inp.type.WhichOneof("value") == "tensor_type"
+            for d in inp.type.tensor_type.shape.dim
+            if d.HasField("dim_param") and not _PLACEHOLDER.match(d.dim_param)}
 
-    def __init__(self, dims: Mapping[str, DimSpec], bb: BlockBuilder):
+
+class _DimNamer:
+    """Turns ONNX dims into IR dims, applying the user's ``dims``.
+
+    An unnamed dim is named after its input and axis (``x_dim0``), avoiding the names the model
+    declares, so that its name does not depend on the ``dims`` given: the name ``check`` or
+    ``inspect`` shows is the one ``--dim`` binds.
+    """
+
+    def __init__(self, dims: Mapping[str, DimSpec], bb: BlockBuilder, declared: set[str] = frozenset()):
         self.spec = dict(dims)
         self.bb = bb
+        self.declared = set(declared)
         self.used: set[str] = set()
         self.untied: set[str] = set()
 
@@ -307,7 +321,7 @@ class _DimNamer:
     def _fresh(self, base: str) -> str:
         base = _identifier(base)
         name, k = base, 1
-        while name in self.used or name in self.spec:
+        while name in self.used or name in self.declared:
             k += 1
             name = f"{base}_{k}"
         return name

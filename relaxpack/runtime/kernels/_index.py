@@ -11,7 +11,7 @@ KERNEL_MODULES = (
     "dynamic_resize", "sampling", "signal", "fold", "strings", "tokenizer", "ml", "tree_ensemble", "sequence",
     "detection", "bitcast", "cumulative", "selection", "random", "training", "dynamic_apply", "dynamic_shape",
     "svm", "ml_maps", "quantize", "image_decode", "squeeze_excite", "rms_norm", "channel_norms",
-    "quantized_softmax", "half_cast",
+    "quantized_softmax", "half_cast", "control",
 )
 
 #: kernel name -> the module (in this package) that registers it
@@ -41,6 +41,7 @@ OWNER: dict[str, str] = {
     'collapse_sum_like': 'reduce',
     'compress': 'selection',
     'concat': 'manipulate',
+    'control.branch_error': 'control',
     'cos': 'elementwise',
     'cosh': 'elementwise',
     'cumprod': 'cumulative',
@@ -75,8 +76,8 @@ OWNER: dict[str, str] = {
     'dyn.topk': 'dynamic_shape',
     'dyn.unsqueeze': 'dynamic_shape',
     'dynamic_pad': 'image',
-    'dynamic_quantize_params': 'quantize',
     'dynamic_quantize': 'quantize',
+    'dynamic_quantize_params': 'quantize',
     'dynamic_strided_slice': 'index',
     'einsum': 'algorithm',
     'equal': 'elementwise',

@@ -185,5 +185,55 @@ def test_if_runs_once_built_at_many_sizes():
             np.testing.assert_array_equal(vm.run({"x": x, "c": np.array(c)})["y"], want)
 
 
+def _squeeze_branch_model():
+    """then: relu(x) (n, k); else: unsqueeze(squeeze(x, 1), 1), which runs only where k == 1 (as
+    silero VAD's 8 kHz branch runs only at its input length)."""
+    then_g = branch("then", [helper.make_node("Relu", ["x"], ["t"])], {"t": FLOAT})
+    else_g = branch("else", [helper.make_node("Squeeze", ["x", "one"], ["s"]),
+                             helper.make_node("Unsqueeze", ["s", "one"], ["t"])], {"t": FLOAT},
+                    consts={"one": i64(1)})
+    return if_model(then_g, else_g, ["y"], x=("n", "k"))
+
+
+def test_a_branch_that_cannot_run_at_the_bound_dims_fails_only_when_taken():
+    model = _squeeze_branch_model()
+    mod = check_model(model, {"x": rand(3, 2), "c": np.array(True)}, dims={"k": 2})
+    assert mod["main"].params[0].struct_info.shape[1] == 2
+    for level in (0, 2):
+        exe = relaxpack.build(mod, opt_level=level)
+        vm = VirtualMachine(exe)
+        x = rand(4, 2)
+        np.testing.assert_array_equal(vm.run({"x": x, "c": np.array(True)})["y"], np.maximum(x, 0))
+        with pytest.raises(ShapeError, match=r"ONNX node 'If:y': its else_branch cannot run at the dims the model "
+                                             r"was converted with: .*squeeze"):
+            vm.run({"x": x, "c": np.array(False)})
+    assert "control.branch_error" in mod.script() and "its else_branch" in mod.script()
+
+
+def test_a_failing_branch_survives_the_text_format_and_the_archive(tmp_path):
+    from relaxpack.ir.parser import parse
+    from relaxpack.runtime import load
+    mod = relaxpack.from_onnx(_squeeze_branch_model(), dims={"k": 2})
+    assert parse(mod.script()).script() == mod.script()
+    relaxpack.build(mod, opt_level=2).save(tmp_path / "m.rpk")
+    vm = VirtualMachine(load(tmp_path / "m.rpk"))
+    x = rand(2, 2)
+    np.testing.assert_array_equal(vm.run({"x": x, "c": np.array(True)})["y"], np.maximum(x, 0))
+    with pytest.raises(ShapeError, match="its else_branch cannot run"):
+        vm.run({"x": x, "c": np.array(False)})
+
+
+def test_unbound_dims_keep_both_branches_runnable():
+    check_model(_squeeze_branch_model(), {"x": rand(3, 1), "c": np.array(False)}, {"x": rand(3, 2), "c": np.array(True)})
+
+
+def test_both_branches_failing_at_the_bound_dims_is_an_error():
+    else_g = branch("else", [helper.make_node("Squeeze", ["x", "one"], ["t"])], {"t": FLOAT}, consts={"one": i64(1)})
+    then_g = branch("then", [helper.make_node("Squeeze", ["x", "zero"], ["t"])], {"t": FLOAT}, consts={"zero": i64(0)})
+    model = if_model(then_g, else_g, ["y"], x=("n", "k"))
+    with pytest.raises(ShapeError, match="squeeze"):
+        relaxpack.from_onnx(model, dims={"n": 2, "k": 2})
+
+
 def test_backend_if():
     run_backend("test_if")

@@ -62,6 +62,29 @@ def test_unnamed_dims_get_fresh_names_and_are_not_tied():
     assert len({str(d) for d in dims}) == 3, dims
 
 
+def test_unnamed_dims_are_bound_by_the_names_they_are_shown_with():
+    # silero VAD's inputs name no dims: `check` reports `input_dim1=48`, so `--dim input_dim1=512`
+    # must bind that dim (the user's name once renamed the fresh one to input_dim1_2)
+    m = model([helper.make_node("Double", ["input"], ["y"], domain=DOMAIN)],
+              [vi("input", [None, None])], [vi("y", None)])
+    shown = [str(d) for d in relaxpack.from_onnx(m)["main"].params[0].struct_info.shape]
+    assert shown == ["input_dim0", "input_dim1"]
+    bound = relaxpack.from_onnx(m, dims={"input_dim0": 1, "input_dim1": (1, 512)})
+    assert bound["main"].params[0].struct_info == TensorStructInfo((1, sym("input_dim1")), "float32")
+    assert bound["main"].attrs["dim_ranges"] == (("input_dim1", 1, 512),)
+
+
+def test_fresh_dim_names_avoid_the_names_the_model_declares():
+    # an unnamed axis of `x` is x_dim0 unless a later input declares that name
+    m = model([helper.make_node("Double", ["x"], ["y"], domain=DOMAIN)],
+              [vi("x", [None, 4]), vi("z", ["x_dim0"])], [vi("y", None)])
+    x, z = relaxpack.from_onnx(m)["main"].params
+    assert [str(d) for d in x.struct_info.shape] == ["x_dim0_2", "4"]
+    assert [str(d) for d in z.struct_info.shape] == ["x_dim0"]
+    bound = relaxpack.from_onnx(m, dims={"x_dim0_2": 2, "x_dim0": 5})["main"].params
+    assert [list(p.struct_info.shape) for p in bound] == [[2, 4], [5]]
+
+
 def test_weird_dim_names_are_sanitized():
     m = model([helper.make_node("Double", ["x"], ["y"], domain=DOMAIN)],
               [vi("x", ["batch size", "2x"])], [vi("y", None)])

@@ -12,16 +12,25 @@ An output whose dims differ between the branches (or that a branch defines
 with its own ``match_cast``) is ``match_cast`` after the If to its agreed
 dims and fresh symbolic dims where they differ, so the ops that consume it
 still have shapes to allocate.
+
+A branch that the dims known at import prove cannot run (a ShapeError) is
+kept as a call raising that error, for the run that takes it.
 """
 
 from __future__ import annotations
 
+import logging
+
+from ....errors import ShapeError
 from ....ir.dims import free_vars
-from ....ir.expr import If, TupleGetItem
+from ....ir.expr import ExternFunc, If, SeqExpr, TupleGetItem
 from ....ir.struct_info import TensorStructInfo, TupleStructInfo
+from ....ops import make_call
 from ..registry import register_converter
 from ..value import Value
 from ._shape_common import fresh_dims, shape_error, unsupported
+
+log = logging.getLogger(__name__)
 
 
 @register_converter("", "If", since_opset=1)
@@ -52,9 +61,7 @@ def _emit_if(ctx, cond: Value, then_branch, else_branch, count: int):
     if cond.shape is not None and any(isinstance(d, int) and d != 1 for d in cond.shape):
         raise shape_error(ctx, "the condition must hold one value")
     cond_expr = ctx.expr(cond)
-    node, scope = ctx.node, ctx.scope
-    branches = [ctx.graphs.convert_branch(graph, scope) for graph in (then_branch, else_branch)]
-    ctx.node, ctx.scope = node, scope  # the branches' nodes set them
+    branches = _convert_branches(ctx, then_branch, else_branch)
     result = ctx.bb.emit(If(cond_expr, *branches), "if_out")
     sinfo = result.struct_info
     arms, shared = [b.struct_info for b in branches], {}
@@ -68,6 +75,51 @@ def _emit_if(ctx, cond: Value, then_branch, else_branch, count: int):
         outputs.append(_rebind(ctx, Value(item.struct_info, expr=item), i,
                                [a.fields[i] if isinstance(a, TupleStructInfo) else None for a in arms], shared))
     return tuple(outputs)
+
+
+def _convert_branches(ctx, then_branch, else_branch) -> list[SeqExpr]:
+    """Both branches as SeqExprs. A branch that cannot run at the dims known here (a ShapeError:
+    silero VAD's 8 kHz branch when its input is bound to 512 samples, the 16 kHz length) fails
+    only when it is taken, as in onnxruntime, which runs the taken branch alone: it becomes a
+    call that raises that error. Where both branches fail, the first error stands."""
+    node, scope = ctx.node, ctx.scope
+    branches, failures = [], []
+    for name, graph in (("then_branch", then_branch), ("else_branch", else_branch)):
+        try:
+            branches.append(ctx.graphs.convert_branch(graph, scope))
+        except ShapeError as err:
+            branches.append(None)
+            failures.append((name, err))
+        ctx.node, ctx.scope = node, scope  # the branches' nodes set them
+    if len(failures) == 2:
+        raise failures[0][1]
+    for name, err in failures:
+        good = next(b for b in branches if b is not None)
+        message = f"its {name} cannot run at the dims the model was converted with: {err}"
+        log.info("%s: %s; it fails if taken", ctx.node_label(), message)
+        branches[branches.index(None)] = _failing_branch(ctx, good.struct_info, message)
+    return branches
+
+
+def _failing_branch(ctx, sinfo, message: str) -> SeqExpr:
+    """A branch that raises ``message`` when run; its outputs are typed as the other branch's
+    (without the dims that branch defines), so the If's outputs keep their shapes."""
+    bb = ctx.bb
+    bb.begin_scope()
+    call = make_call("call_packed", ExternFunc("control.branch_error"),
+                     sinfo_args=(_outer_sinfo(sinfo, bb.defined_dim_vars()),),
+                     kernel_attrs=(("message", message),))
+    return bb.end_scope(bb.emit(call, "branch_error"))
+
+
+def _outer_sinfo(sinfo, outer: frozenset[str]):
+    """``sinfo`` with every tensor shape that uses a dim not in ``outer`` reduced to its rank."""
+    if isinstance(sinfo, TupleStructInfo):
+        return TupleStructInfo(tuple(_outer_sinfo(f, outer) for f in sinfo.fields))
+    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None and \
+            not all(free_vars(d) <= outer for d in sinfo.shape):
+        return TensorStructInfo(None, sinfo.dtype, sinfo.ndim, vdevice=sinfo.vdevice)
+    return sinfo
 
 
 def _rebind(ctx, value: Value, index: int, arms, shared: dict) -> Value:
