@@ -1,4 +1,4 @@
-"""Structured control flow beyond ``If``: a loop over a module function.
+"""Structured control flow beyond ``If``: a loop over a module function, and a branch that fails.
 
 ``R.loop(body, max_trip, cond, *state, *captured, num_state=n, sinfo_args=R.Tuple(...))``
 runs the module function ``body`` (a :class:`GlobalVar`) while the trip
@@ -26,7 +26,7 @@ from __future__ import annotations
 from ...errors import IRError
 from ...ir.dims import DimAnalyzer
 from ...ir.expr import Call, GlobalVar
-from ...ir.struct_info import StructInfo, TupleStructInfo
+from ...ir.struct_info import ObjectStructInfo, StructInfo, TupleStructInfo
 from ..registry import REQUIRED, register_op
 from .common import op_label
 
@@ -51,3 +51,15 @@ def _infer_loop(call: Call, analyzer: DimAnalyzer) -> StructInfo:
 
 register_op("loop", infer=_infer_loop, attrs={"num_state": REQUIRED}, num_args=(3, None),
             doc="run a module function while a trip count and a condition allow (ONNX Loop, Scan)")
+
+
+def _infer_branch_error(call: Call, analyzer: DimAnalyzer) -> StructInfo:
+    if not isinstance(call.attrs["message"], str):
+        raise IRError(f"{op_label(call)}: message must be a string, got {call.attrs['message']!r}")
+    return ObjectStructInfo()
+
+
+register_op("control.branch_error", infer=_infer_branch_error, attrs={"message": REQUIRED}, num_args=0,
+            pure=False, foldable=False, data_dependent=True,
+            doc="raise ``message`` (an If branch that the dims known at conversion prove cannot run; "
+                "called through R.call_packed with the branch's output struct info)")
