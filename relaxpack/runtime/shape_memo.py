@@ -145,8 +145,11 @@ def _memoized(items, instrs, resolved, heap: int, written, kept: dict, extra: fr
     that read only the heap, each other and the ``extra`` registers, and write a register
     written nowhere else, up to the heap's first write; the ``extra`` registers they read.
     A :data:`MEMO_KERNELS` call joins with its ``out`` (a ``kept`` allocation) when all its
-    operands are memoized: the value is then computed once per shape and kept read-only."""
+    operands are memoized values whose contents the shapes fix (shapes, dims, kept arrays; an
+    arena view is memoized but holds what kernels write there each run): the value is then
+    computed once per shape and kept read-only."""
     known, pcs = {heap} | extra, []
+    fixed = set(known)                      # registers whose contents the shapes alone decide
     pending, kept_made = set(), set()
     for item in items:
         if item[0] == "if" and writes_heap(item, instrs, resolved, heap):
@@ -160,17 +163,23 @@ def _memoized(items, instrs, resolved, heap: int, written, kept: dict, extra: fr
         if r.name in ALIASES and r.dst != NO_DST and written.get(r.dst, 0) == 1 and not r.kwargs \
                 and any(x in kept_made for x in regs) and all(x in known for x in regs):
             known.add(r.dst)             # a view of a kept array (the mask's expand_dims), a tuple of them
-            kept_made.add(r.dst)
+            if all(x in fixed for x in regs):     # (a tuple with an arena view is memoized, not fixed)
+                fixed.add(r.dst)
+                kept_made.add(r.dst)
             pcs.append(item[1])
         elif r.name in PURE and r.dst != NO_DST and written.get(r.dst, 0) == 1 and all(x in known for x in regs):
             known.add(r.dst)
+            if r.name in KEYABLE:
+                fixed.add(r.dst)
             pcs.append(item[1])
         elif r.name == ALLOC and r.dst in kept and written.get(r.dst, 0) == 1 and all(x in known for x in regs):
             pending.add(r.dst)           # known once its kernel is memoized too
             pcs.append(item[1])
         elif r.name in MEMO_KERNELS and r.dst == NO_DST and _out_of(r) in pending \
-                and kept.get(_out_of(r)) == item[1] and all(x in known or x == _out_of(r) for x in regs):
+                and kept.get(_out_of(r)) == item[1] and all(x in fixed or x == _out_of(r) for x in _read(r)) \
+                and all(x in known or x == _out_of(r) for x in regs):
             known.add(_out_of(r))
+            fixed.add(_out_of(r))
             kept_made.add(_out_of(r))
             pcs.append(item[1])
     ran = {_out_of(resolved[pc]) for pc in pcs if resolved[pc].dst == NO_DST}
@@ -178,6 +187,13 @@ def _memoized(items, instrs, resolved, heap: int, written, kept: dict, extra: fr
     made = {resolved[pc].dst for pc in pcs}
     reads = sorted({v for pc in pcs for v in _operand_values(resolved[pc]) if v in extra and v not in made})
     return tuple(pcs), tuple(reads)
+
+
+def _read(r: Resolved) -> list[int]:
+    """The registers a kernel reads: its operands but ``out`` and ``workspace`` (scratch, whose
+    contents its result never depends on; the fill hands it scratch of its own)."""
+    return [v for is_reg, v in r.args if is_reg] + \
+        [v for k, is_reg, v in r.kwargs if is_reg and k not in ("out", "workspace")]
 
 
 def _out_of(r: Resolved):
@@ -261,6 +277,8 @@ def filler(memo: Memo, resolved, store: dict, capacity: int = MEMO_ENTRIES):
             for r in steps:
                 args = [values[v] if is_reg else v for is_reg, v in r.args]
                 kwargs = {k: values[v] if is_reg else v for k, is_reg, v in r.kwargs}
+                if "workspace" in kwargs:   # the arena's scratch may hold live values at the lookup
+                    kwargs["workspace"] = np.empty_like(kwargs["workspace"])
                 values[r.dst] = r.fn(*args, **kwargs)
         except Exception:  # noqa: BLE001 - the plain run raises it where the interpreter would
             return None
