@@ -15,5 +15,5 @@ from ._registry import register_packed
 
 @register_packed("control.branch_error")
 def branch_error(*, message):
-    """Raise the error the branch's conversion met (``message`` names the If node)."""
+    """Raise the error the branch's conversion met (the VM adds the If node's name)."""
     raise ShapeError(message)

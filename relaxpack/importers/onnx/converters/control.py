@@ -93,11 +93,11 @@ def _convert_branches(ctx, then_branch, else_branch) -> list[SeqExpr]:
         ctx.node, ctx.scope = node, scope  # the branches' nodes set them
     if len(failures) == 2:
         raise failures[0][1]
-    for name, err in failures:
-        good = next(b for b in branches if b is not None)
+    if failures:
+        (name, err), failed = failures[0], branches.index(None)
         message = f"its {name} cannot run at the dims the model was converted with: {err}"
         log.info("%s: %s; it fails if taken", ctx.node_label(), message)
-        branches[branches.index(None)] = _failing_branch(ctx, good.struct_info, message)
+        branches[failed] = _failing_branch(ctx, branches[1 - failed].struct_info, message)
     return branches
 
 
