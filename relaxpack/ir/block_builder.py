@@ -180,8 +180,9 @@ class BlockBuilder:
     def end_scope(self, body: Expr) -> SeqExpr:
         body = self.normalize(body)
         self._flush_block()
-        scope = self._scopes.pop()
-        return SeqExpr(tuple(scope.blocks), body)
+        seq = SeqExpr(tuple(self._scope.blocks), body)
+        self._scopes.pop()          # last: a scope is popped here only once all else succeeded
+        return seq
 
     def begin_block(self, is_dataflow: bool) -> None:
         self._flush_block()

@@ -129,14 +129,13 @@ class GraphConverter:
         bound = self.ctx.lifts.snapshot()
         bb.begin_scope()
         try:
-            try:
-                outputs = self.convert_graph(graph, outer)
-                exprs = [self.ctx.expr(v) for v in outputs]
-            except BaseException:
-                bb.discard_scope()
-                raise
+            outputs = self.convert_graph(graph, outer)
+            exprs = [self.ctx.expr(v) for v in outputs]
             body: Expr = exprs[0] if len(exprs) == 1 else Tuple(exprs)
-            return bb.end_scope(body)
+            return bb.end_scope(body)          # pops the scope last, once all else succeeded
+        except BaseException:
+            bb.discard_scope()
+            raise
         finally:
             for value, expr, sinfo, contents in saved:
                 value.expr, value.sinfo, value.sym = expr, sinfo, contents

@@ -295,7 +295,7 @@ class _DimNamer:
     ``inspect`` shows is the one ``--dim`` binds.
     """
 
-    def __init__(self, dims: Mapping[str, DimSpec], bb: BlockBuilder, declared: set[str] = frozenset()):
+    def __init__(self, dims: Mapping[str, DimSpec], bb: BlockBuilder, declared: set[str]):
         self.spec = dict(dims)
         self.bb = bb
         self.declared = set(declared)
