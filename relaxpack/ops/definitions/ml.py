@@ -57,10 +57,23 @@ def _matrix(x: TensorStructInfo, cols, dtype: str) -> TensorStructInfo:
     return with_shape(x, (rows, cols), dtype)
 
 
+def _weighed_features(call: Call) -> TensorStructInfo:
+    """The input of a linear model, whose width must be the coefficients' (a model that says
+    otherwise is malformed: skl2onnx drops SimpleImputer's indicator columns, and onnxruntime
+    then reads the coefficients misaligned)."""
+    x, coef = _features(call), tensor_arg(call, 1, "coefficients")
+    width = x.shape[-1] if x.shape is not None and x.ndim >= 1 else None
+    per_row = coef.shape[1] if coef.shape is not None and coef.ndim == 2 else None
+    if isinstance(width, int) and isinstance(per_row, int) and width != per_row:
+        raise shape_error(call, f"x has {width} features but the coefficients are {coef.shape[0]} rows of "
+                                f"{per_row}")
+    return x
+
+
 def _infer_linear(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
     coef = tensor_arg(call, 1, "coefficients")
     targets = coef.shape[0] if coef.shape is not None and coef.ndim == 2 else None
-    return _matrix(_features(call), targets, "float32")
+    return _matrix(_weighed_features(call), targets, "float32")
 
 
 register_op("ml_linear", infer=_infer_linear, num_args=3, attrs={"post_transform": "NONE"},
@@ -68,7 +81,7 @@ register_op("ml_linear", infer=_infer_linear, num_args=3, attrs={"post_transform
 
 
 def _infer_linear_classifier(call: Call, analyzer: DimAnalyzer) -> TupleStructInfo:
-    x = _features(call)
+    x = _weighed_features(call)
     coef = tensor_arg(call, 1, "coefficients")
     classes = None
     if coef.shape is not None and coef.ndim == 2 and isinstance(coef.shape[0], int):

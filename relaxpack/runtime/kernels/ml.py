@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from ...errors import ExecutionError
+from ...errors import ExecutionError, ShapeError
 from ._math import python_max
 from ._registry import register_kernel, register_packed
 from .softmax_l1 import softmax_l1_columns, softmax_l1_row
@@ -246,8 +246,19 @@ def one_hot_known(x, hot, *, what):
 # ---------------------------------------------------------------- linear models and normalizer
 
 
+def _feature_rows(x, coefficients) -> np.ndarray:
+    """``x``, ``(F,)`` or ``(N, F)``, as float64 rows of the coefficients' width; another width is
+    a ShapeError (where the importer could not see it: the width was symbolic)."""
+    x = np.asarray(x)
+    width = coefficients.shape[1]
+    if x.ndim == 0 or x.shape[-1] != width:
+        raise ShapeError(f"x has {x.shape[-1] if x.ndim else 1} features but the coefficients are "
+                             f"{coefficients.shape[0]} rows of {width}")
+    return x.astype(np.float64, copy=False).reshape(-1, width)
+
+
 def _scores(x, coefficients, intercepts) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64).reshape(-1, coefficients.shape[1])
+    x = _feature_rows(x, coefficients)
     scores = x @ coefficients.astype(np.float64).T
     return scores + intercepts.astype(np.float64) if intercepts.size else scores
 
@@ -288,7 +299,7 @@ def _specialize_linear_classifier(attrs: dict, constant: tuple):
         if x.__class__ is np.ndarray and x.ndim == 2 and x.shape[1] == weights.shape[0]:
             x = x.astype(np.float64)            # (the usual input: asarray and reshape cost more)
         else:
-            x = np.asarray(x, dtype=np.float64).reshape(-1, coefficients.shape[1])
+            x = _feature_rows(x, coefficients)
         scores = np.dot(x, weights)             # (np.matmul's result, ~0.3 us sooner)
         n = scores.shape[0]
         fused = softmax_l1 and 1 < weights.shape[1] <= SEQUENTIAL_SUM_MAX

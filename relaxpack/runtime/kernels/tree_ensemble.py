@@ -39,6 +39,7 @@ it at convert time into the *walk form* the kernel reads:
 from __future__ import annotations
 
 import math
+from array import array
 
 import numpy as np
 
@@ -330,8 +331,11 @@ def tree_ensemble_classifier(x, walk, thresholds, roots, leaves, members, *, out
     base values, label the argmax. With two classes and weights for one
     class only (a binary model, e.g. gradient boosting's log-odds) the score
     ``s`` decides the label (``s > 0.5`` when every weight is non-negative,
-    else ``s > 0``) and the scores are ``(1 - s, s)``, or ``(-s, s)`` —
-    through the logistic function under LOGISTIC.
+    else ``s > 0``) and the scores are ``(1 - s, s)`` when every weight is
+    non-negative, else ``(-s, s)``; under LOGISTIC, either way,
+    ``(logistic(-s), logistic(s))``. Scores sum in float64; the label is
+    decided on them rounded to float32, the scores onnxruntime sums and the
+    output gives, so a tied vote stays a tie (the first class wins it).
 
     Whether a class has a score is decided per model (does any leaf weigh
     it), where onnxruntime decides per sample; they agree unless some
@@ -357,7 +361,7 @@ def _classified(scores, model, out, base_values, post_transform) -> None:
     if n_classes != 2:
         if base_values.size:
             scores = scores + base_values
-        label_argmax(scores, labels)
+        label_argmax(scores.astype(np.float32), labels)         # decided as the scores are given
         if post_transform == "SOFTMAX":
             softmax_into(scores, probs)
         else:
@@ -391,7 +395,8 @@ def _classified_row(sums: list, out, base: list, post_transform: str) -> bool:
     # a finite sum holds no NaN (one sum, ~0.35 us less than testing each value); else each value
     if not math.isfinite(sum(sums)) and (top != top or any(v != v for v in sums)):
         return False
-    labels[0] = sums.index(top)
+    given = array("f", sums).tolist()       # the float32 scores given: the label is their argmax
+    labels[0] = given.index(max(given))
     probs[0] = sums
     return True
 
@@ -418,7 +423,9 @@ def _binary(scores, scored, base, all_positive: bool, post_transform: str, label
     two_columns = base.size == 2 or scored[1]
     positive = s1 if two_columns and scored[1] else s0
     if scored.sum() == 1:                                     # weights for one class only
-        labels[...] = positive > (0.5 if all_positive else 0.0)
+        # the float32 score given decides: float64 sums of weights rounded to float32 (five
+        # trees' 0.1 is 0.5000000075) would otherwise break a tie the scores show as 0.5
+        labels[...] = positive.astype(np.float32) > (0.5 if all_positive else 0.0)
     else:
         labels[...] = positive > 0
     if two_columns:
@@ -426,10 +433,10 @@ def _binary(scores, scored, base, all_positive: bool, post_transform: str, label
         return
     if post_transform == "PROBIT":
         raise ExecutionError("tree_ensemble_classifier: PROBIT with a single binary score is not supported")
-    if scored.sum() == 1 and all_positive:
-        probs[...] = np.stack([1.0 - s0, s0], axis=1)
-    elif post_transform == "LOGISTIC":
+    if post_transform == "LOGISTIC":                       # whatever the weights' signs
         probs[...] = np.stack([_logistic(-s0), _logistic(s0)], axis=1)
+    elif scored.sum() == 1 and all_positive:
+        probs[...] = np.stack([1.0 - s0, s0], axis=1)
     else:
         probs[...] = np.stack([-s0, s0], axis=1)
 

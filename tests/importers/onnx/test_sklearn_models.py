@@ -73,6 +73,32 @@ def test_gradient_boosting_classifier(y):
     check_sklearn(GradientBoostingClassifier(n_estimators=6, max_depth=3, random_state=0).fit(X, y))
 
 
+def test_decision_leaf_of_a_three_class_tree():
+    """skl2onnx's ``decision_leaf`` writes each leaf's id once per class: the leaf scikit-learn's
+    apply() finds, as onnxruntime reads it (not the sum of the copies)."""
+    from skl2onnx import to_onnx
+    tree = DecisionTreeClassifier(max_depth=4, random_state=0).fit(X, Y3)
+    onx = to_onnx(tree, X[:1], options={id(tree): {"zipmap": False, "decision_leaf": True}},
+                  target_opset={"": 17, "ai.onnx.ml": 3})
+    got = VirtualMachine(relaxpack.build(relaxpack.from_onnx(onx))).run({"X": X})
+    want = reference(onx, {"X": X}, "ort")
+    np.testing.assert_array_equal(got[onx.graph.output[2].name], want[2])
+    np.testing.assert_array_equal(got[onx.graph.output[2].name].ravel(), tree.apply(X))
+
+
+def test_a_tied_forest_vote_gives_the_first_class():
+    """Ten trees, a 5/5 vote: probabilities (0.5, 0.5), label 0 for scikit-learn and onnxruntime."""
+    from skl2onnx import to_onnx
+    x = np.random.default_rng(0).standard_normal((200, 6)).astype(np.float32)
+    forest = RandomForestClassifier(n_estimators=10, max_depth=6, random_state=0).fit(x, x[:, 0] + 0.3 * x[:, 3] > 0)
+    test = np.random.default_rng(1).standard_normal((50, 6)).astype(np.float32)
+    assert (forest.predict_proba(test)[:, 0] == 0.5).any()        # the case at hand: some vote is tied
+    onx = to_onnx(forest, x[:1], options={id(forest): {"zipmap": False}}, target_opset={"": 17, "ai.onnx.ml": 3})
+    got = VirtualMachine(relaxpack.build(relaxpack.from_onnx(onx))).run({"X": test})["label"]
+    np.testing.assert_array_equal(got, reference(onx, {"X": test}, "ort")[0])
+    np.testing.assert_array_equal(got, forest.predict(test))
+
+
 def test_string_class_labels():
     labels = np.array(["cat", "dog", "eel"], dtype=object)[Y3]
     check_sklearn(DecisionTreeClassifier(max_depth=4, random_state=0).fit(X, labels))

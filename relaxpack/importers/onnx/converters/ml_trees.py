@@ -6,7 +6,10 @@ node arrays indexed by a global node number, children as node numbers, leaf
 weights as a dense (nodes, targets) matrix. The trees are checked here, once:
 children exist, no tree has a cycle, and the depth of the deepest tree bounds
 the kernel's walk. The node list is then packed into the kernel's walk form
-(``pack_trees``), so no call pays for the layout::
+(``pack_trees``), so no call pays for the layout. A leaf's weights for one target add up, but
+for an ensemble of one target (or class) only its first weight counts, as in onnxruntime:
+skl2onnx's ``decision_leaf`` writes a leaf's id once per class of a classifier's trees and
+relies on that::
 
     TreeEnsembleRegressor(x)  ->  R.tree_ensemble(x, walk, thresholds, roots, leaves, members,
                                                   aggregate="SUM", base_values=(), post_transform="NONE",
@@ -41,9 +44,19 @@ class Trees:
         self.members = np.empty((0, 2), dtype=np.float64)
         self.roots = np.empty(0, dtype=np.int64)
 
-    def add_weight(self, node: int, target: int, weight: float) -> None:
+    def add_weight(self, node: int, target: int, weight: float, aggregate: str = "SUM") -> None:
+        """Another weight of a leaf for a target: added to the ones before it, or under MIN and
+        MAX aggregation the least or greatest kept (each weight is a vote of its own there)."""
         row = self.leaves[node]
-        row[target] = weight if np.isnan(row[target]) else row[target] + weight
+        before = row[target]
+        if np.isnan(before):
+            row[target] = weight
+        elif aggregate == "MIN":
+            row[target] = min(before, weight)
+        elif aggregate == "MAX":
+            row[target] = max(before, weight)
+        else:
+            row[target] = before + weight
 
     def depth(self, ctx) -> int:
         """The depth of the deepest tree; a missing child or a cycle is a ShapeError."""
@@ -70,7 +83,7 @@ class Trees:
 # ---------------------------------------------------------------- opsets 1 and 3
 
 
-def _legacy_trees(ctx, a: dict, prefix: str, n_targets: int) -> Trees:
+def _legacy_trees(ctx, a: dict, prefix: str, n_targets: int, aggregate: str = "SUM") -> Trees:
     """Trees from the ``nodes_*`` and ``target_*``/``class_*`` attributes of
     TreeEnsembleRegressor/Classifier; ``(tree id, node id)`` pairs name the nodes."""
     tree_ids = list(a["nodes_treeids"])
@@ -111,7 +124,10 @@ def _legacy_trees(ctx, a: dict, prefix: str, n_targets: int) -> Trees:
     for t, nd, target, w in targets:
         if (t, nd) not in index or not 0 <= target < n_targets:
             raise shape_error(ctx, f"a weight names node {nd} of tree {t} and target {target}, which do not exist")
-        trees.add_weight(index[t, nd], target, float(w))
+        leaf = index[t, nd]
+        if n_targets == 1 and not np.isnan(trees.leaves[leaf, 0]):
+            continue            # one target: onnxruntime reads a leaf's first weight only (see the module doc)
+        trees.add_weight(leaf, target, float(w), aggregate)
     return trees
 
 
@@ -147,7 +163,7 @@ def tree_ensemble_regressor(ctx, x, **attrs):
                                    "target_treeids": (), "target_nodeids": (), "target_ids": (),
                                    "target_weights": None, "target_weights_as_tensor": None})
     _check(ctx, a["post_transform"], a["aggregate_function"])
-    trees = _legacy_trees(ctx, a, "target", int(a["n_targets"]))
+    trees = _legacy_trees(ctx, a, "target", int(a["n_targets"]), a["aggregate_function"])
     return make_call("tree_ensemble", *trees.args(ctx, x), aggregate=a["aggregate_function"],
                      base_values=_base_values(a), post_transform=a["post_transform"], max_depth=trees.depth(ctx))
 
