@@ -1,5 +1,5 @@
 """String ops: string_concat, regex_full_match, string_normalizer,
-string_split, tokenizer, tfidf_vectorizer.
+string_split, tokenizer, tfidf_vectorizer, and murmur_hash3 (of strings or int keys).
 
 String tensors have dtype ``"string"``; at run time they are numpy object
 arrays of Python ``str``. ``string_normalizer``, ``string_split`` and ``tokenizer`` have
@@ -113,3 +113,15 @@ register_op("tfidf_vectorizer", infer=_infer_tfidf_vectorizer, num_args=4,
                    "max_skip_count": REQUIRED, "ngram_counts": REQUIRED, "output_size": REQUIRED},
             doc="ONNX TfIdfVectorizer(x, pool, ngram_indexes, weights): n-gram counts of each row, "
                 "weighted (TF, IDF or TFIDF); float32 of shape (output_size,) or (N, output_size).")
+
+
+def _infer_murmur_hash3(call: Call, analyzer: DimAnalyzer) -> TensorStructInfo:
+    x = tensor_arg(call, 0, "x")
+    if x.dtype not in (None, "string", "int32", "uint32"):
+        raise shape_error(call, f"x must hold strings, int32 or uint32, got {x.dtype}")
+    return with_shape(x, x.shape, "uint32" if call.attrs["positive"] else "int32", x.ndim)
+
+
+register_op("murmur_hash3", infer=_infer_murmur_hash3, num_args=1, attrs={"seed": 0, "positive": True},
+            doc="com.microsoft MurmurHash3: each string's (UTF-8 bytes) or int32/uint32 key's 32-bit "
+                "MurmurHash3 (x86), uint32 when positive, else the same bits as int32.")

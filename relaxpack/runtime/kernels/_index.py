@@ -11,7 +11,7 @@ KERNEL_MODULES = (
     "dynamic_resize", "sampling", "signal", "fold", "strings", "tokenizer", "ml", "tree_ensemble", "sequence",
     "detection", "bitcast", "cumulative", "selection", "random", "training", "dynamic_apply", "dynamic_shape",
     "svm", "ml_maps", "quantize", "image_decode", "squeeze_excite", "rms_norm", "channel_norms",
-    "quantized_softmax", "half_cast", "control",
+    "quantized_softmax", "half_cast", "control", "hashing",
 )
 
 #: kernel name -> the module (in this package) that registers it
@@ -125,6 +125,7 @@ OWNER: dict[str, str] = {
     'momentum': 'training',
     'multinomial': 'random',
     'multiply': 'elementwise',
+    'murmur_hash3': 'hashing',
     'negative': 'elementwise',
     'nn.avg_pool': 'nn',
     'nn.batch_norm': 'channel_norms',

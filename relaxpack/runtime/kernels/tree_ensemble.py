@@ -51,6 +51,10 @@ from .tree_gemm import BITS_MAX_WORK, bits_scores, gemm_plan, gemm_scores
 from .tree_ranks import RANKS_MAX_EXTRA, rank_scorer, rank_scores, use_ranks
 from .tree_walk import one_sample_scorer
 
+#: a float64 rounds to a float32 above 0.5 exactly when it is above this (the midpoint to the next
+#: float32, 0.5 + 2^-24, which rounds to even: to 0.5)
+ABOVE_HALF_IN_FLOAT32 = 0.5 + 2.0 ** -25
+
 #: mode codes of the node list
 MODES = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3, "BRANCH_EQ": 4, "BRANCH_NEQ": 5,
          "BRANCH_MEMBER": 6}
@@ -425,7 +429,7 @@ def _binary(scores, scored, base, all_positive: bool, post_transform: str, label
     if scored.sum() == 1:                                     # weights for one class only
         # the float32 score given decides: float64 sums of weights rounded to float32 (five
         # trees' 0.1 is 0.5000000075) would otherwise break a tie the scores show as 0.5
-        labels[...] = positive.astype(np.float32) > (0.5 if all_positive else 0.0)
+        labels[...] = positive > (ABOVE_HALF_IN_FLOAT32 if all_positive else 0.0)
     else:
         labels[...] = positive > 0
     if two_columns:

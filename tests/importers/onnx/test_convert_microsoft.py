@@ -337,3 +337,25 @@ def test_dynamic_quantize_matmul(with_bias):
                      inputs=["a", "b", "sb", "zb"] + (["bias"] if with_bias else []), sym={"a": ["n", 4, 8]})
     assert pairs_cannot_saturate(np.uint8(255), consts["b"])
     check(model, *feeds)
+
+
+# ---------------------------------------------------------------- CDist
+
+
+@pytest.mark.parametrize("metric", ["sqeuclidean", "euclidean"])
+@pytest.mark.parametrize("k", [1, 5, 8, 33])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cdist(metric, k, dtype):
+    """skl2onnx's optim="cdist" (KNN, Gaussian processes, kernel PCA): A's rows against B's, at
+    symbolic row counts (none, one and several rows of A); a row of B equal to one of A is a
+    rounding residue apart, as in onnxruntime (its product-and-norms expansion)."""
+    b = rand(6, k, dtype=dtype, seed=1)
+    model = ms_model("CDist", {"a": rand(3, k, dtype=dtype)}, consts={"b": b}, attrs={"metric": metric},
+                     sym={"a": ["m", k]})
+    check(model, *({"a": np.concatenate([rand(m, k, dtype=dtype, seed=m), b[:1]])[:m]} for m in (0, 1, 7)))
+
+
+def test_cdist_metrics_onnxruntime_lacks_are_refused():
+    model = ms_model("CDist", {"a": rand(3, 4)}, consts={"b": rand(2, 4)}, attrs={"metric": "cityblock"})
+    with pytest.raises(UnsupportedOpError, match="metric 'cityblock'"):
+        relaxpack.from_onnx(model)

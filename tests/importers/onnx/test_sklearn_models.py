@@ -20,7 +20,9 @@ from sklearn.decomposition import PCA  # noqa: E402
 from sklearn.ensemble import (  # noqa: E402
     GradientBoostingClassifier, GradientBoostingRegressor, RandomForestClassifier, RandomForestRegressor,
 )
+from sklearn.gaussian_process import GaussianProcessRegressor  # noqa: E402
 from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E402
+from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor  # noqa: E402
 from sklearn.neural_network import MLPClassifier  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import Binarizer, MaxAbsScaler, Normalizer, StandardScaler  # noqa: E402
@@ -329,3 +331,33 @@ def test_more_scores_than_labels_keep_the_take():
     onx = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)],
                             ir_version=10)
     assert "take" in _kernel_names(relaxpack.build(relaxpack.from_onnx(onx)))
+
+
+@pytest.mark.parametrize("model", [KNeighborsClassifier(3), KNeighborsRegressor(4, weights="distance"),
+                                   GaussianProcessRegressor()], ids=["knn_classifier", "knn_regressor", "gpr"])
+def test_cdist_option(model):
+    """skl2onnx's optim="cdist" computes the distances with com.microsoft CDist."""
+    from skl2onnx import to_onnx
+    model.fit(X, Y3 if isinstance(model, KNeighborsClassifier) else TARGET)
+    options = {"optim": "cdist", **({"zipmap": False} if isinstance(model, KNeighborsClassifier) else {})}
+    onx = to_onnx(model, X[:1], options={id(model): options}, target_opset={"": 17, "ai.onnx.ml": 3})
+    assert any(node.op_type == "CDist" for node in onx.graph.node)
+    got = VirtualMachine(relaxpack.build(relaxpack.from_onnx(onx))).run({"X": X[:9]})
+    for out, want in zip(onx.graph.output, reference(onx, {"X": X[:9]}, "ort")):
+        np.testing.assert_allclose(got[out.name], want, rtol=1e-5, atol=1e-5, err_msg=out.name)
+
+
+@pytest.mark.parametrize("alternate_sign", [True, False])
+def test_feature_hasher_of_strings(alternate_sign):
+    """FeatureHasher hashes its tokens with com.microsoft MurmurHash3: scikit-learn's counts."""
+    from skl2onnx import convert_sklearn
+    from skl2onnx.common.data_types import StringTensorType
+    from sklearn.feature_extraction import FeatureHasher
+    words = np.array([["cat", "dog"], ["éèà", "x"], ["", "a longer token"], ["dog", "dog"]], dtype=object)
+    hasher = FeatureHasher(n_features=16, input_type="string", alternate_sign=alternate_sign).fit(words)
+    onx = convert_sklearn(hasher, initial_types=[("X", StringTensorType([None, 2]))],
+                          target_opset={"": 17, "ai.onnx.ml": 3})
+    got = VirtualMachine(relaxpack.build(relaxpack.from_onnx(onx))).run({"X": words})
+    values = got[onx.graph.output[0].name]
+    np.testing.assert_array_equal(values, reference(onx, {"X": words}, "ort")[0])
+    np.testing.assert_array_equal(values, hasher.transform(words).toarray())

@@ -14,7 +14,10 @@ checked against onnxruntime in tests/importers/onnx/test_convert_microsoft.py:
   SimplifiedLayerNormalization (RMS), the contrib LayerNormalization of the
   default domain before opset 17, EmbedLayerNormalization;
 - quantized: QLinearAdd, QLinearMul, MatMulIntegerToFloat,
-  DynamicQuantizeMatMul.
+  DynamicQuantizeMatMul;
+- CDist (skl2onnx's ``optim="cdist"``): the distances of A's rows to B's, by
+  onnxruntime's expansion ``(-2 A @ B.T + |a|^2) + |b|^2`` (a row 0 apart from
+  another is then a rounding residue apart, as in onnxruntime).
 
 Attention and MultiHeadAttention are in ``microsoft_attention.py``. BiasAdd
 and BiasSplitGelu are left out: onnxruntime implements them for CUDA only, so
@@ -368,3 +371,27 @@ def _integer_matmul_to_float(ctx, a: Value, a_scale: Expr, a_zero_point, b: Valu
 
 
 __all__ = ["MS", "ms_unsupported"]
+
+
+# ================================================================ CDist
+
+
+@register_converter(MS, "CDist", since_opset=1)
+def cdist(ctx, a, b, *, metric="sqeuclidean"):
+    """``(M, N)`` distances of A's ``(M, K)`` rows to B's ``(N, K)``, squared (``sqeuclidean``) or
+    not, as onnxruntime computes them: one product and the rows' squared norms added in its
+    order, then the absolute value (a residue below zero) and for ``euclidean`` its root."""
+    metric = _activation_name(metric)
+    if metric not in ("sqeuclidean", "euclidean"):
+        raise ms_unsupported(ctx, f"metric {metric!r} (onnxruntime computes sqeuclidean and euclidean)")
+    for value, what in ((a, "A"), (b, "B")):
+        _float(ctx, value, what)
+        if _rank(ctx, value, what) != 2:
+            raise malformed(ctx, f"{what} must be a matrix, got rank {value.ndim}")
+    dtype = a.dtype
+    products = call(ctx, "matmul", ctx.expr(a), call(ctx, "permute_dims", ctx.expr(b), axes=(1, 0)))
+    scaled = call(ctx, "multiply", products, scalar(ctx, -2.0, dtype))
+    norms_a = call(ctx, "sum", call(ctx, "square", ctx.expr(a)), axis=(1,), keepdims=True)
+    norms_b = call(ctx, "sum", call(ctx, "square", ctx.expr(b)), axis=(1,), keepdims=False)
+    squared = call(ctx, "abs", call(ctx, "add", call(ctx, "add", scaled, norms_a), norms_b))
+    return make_call("sqrt", squared) if metric == "euclidean" else squared

@@ -1,5 +1,6 @@
 """String ops: StringNormalizer, StringSplit, StringConcat, RegexFullMatch,
-TfIdfVectorizer, and com.microsoft Tokenizer (skl2onnx's text vectorizers).
+TfIdfVectorizer, and com.microsoft Tokenizer and MurmurHash3 (skl2onnx's text
+vectorizers and FeatureHasher).
 
 StringNormalizer and StringSplit have data-dependent output sizes: they
 call packed kernels and bind the results to fresh dims::
@@ -147,3 +148,14 @@ def _check_pattern(ctx, pattern: str) -> None:
     except re.error as err:
         raise unsupported(ctx, f"pattern {pattern!r} is not valid in Python's re syntax ({err}); "
                                "relaxpack runs RE2 patterns with re") from None
+
+
+@register_converter("com.microsoft", "MurmurHash3", since_opset=1)
+def murmur_hash3(ctx, x, *, positive=1, seed=0):
+    """Each string's or int32/uint32 key's MurmurHash3 (runtime/kernels/hashing.py); uint32
+    when ``positive`` (onnxruntime's default), else int32."""
+    if x is None:
+        raise shape_error(ctx, "input X is required")
+    if x.dtype not in ("string", "int32", "uint32"):
+        raise unsupported(ctx, f"keys of dtype {x.dtype} (onnxruntime hashes strings, int32 and uint32)")
+    return make_call("murmur_hash3", ctx.expr(x), seed=int(seed) & 0xFFFFFFFF, positive=bool(positive))
