@@ -160,12 +160,26 @@ def draw_dims(exe, rng: np.random.Generator, fixed: Mapping | None = None) -> di
     the last draw when none holds them. ``fixed`` gives a dim its value (an
     int) or the range to draw it from (a ``(lo, hi)`` pair, ``hi`` may be None)."""
     relations = _input_relations(exe)
+    # a dim a relation sets to a number takes it, drawn from no range (a user's value stays)
+    fixed = {**{k: v for k, v in (fixed or {}).items() if v != "?"},
+             **{k: v for k, v in _pinned(relations).items() if not isinstance((fixed or {}).get(k), int)}}
     values = _draw_once(exe, rng, fixed)
     for _ in range(ASSUMPTION_DRAWS):
         if _hold(relations, values):
             break
         values = _draw_once(exe, rng, fixed)
     return values
+
+
+def _pinned(relations: list[tuple[str, str]]) -> dict[str, int]:
+    """The input dims a relation sets to a number (``num_channels == 3``: the first Conv's
+    weight fixes the channels an export left symbolic)."""
+    pins: dict[str, int] = {}
+    for lhs, rhs in relations:
+        for name, value in ((lhs, rhs), (rhs, lhs)):
+            if name.isidentifier() and value.lstrip("-").isdigit():
+                pins[name] = int(value)
+    return pins
 
 
 def assumptions_hold(exe, values: Mapping[str, int]) -> bool:

@@ -69,6 +69,25 @@ def test_check_builds_as_convert_does(files):
     assert f"built at -O2: {calls} kernel calls" not in fused.output and "built at -O2: " in fused.output
 
 
+def test_check_gives_a_dim_the_model_fixes_its_value(tmp_path):
+    """An export that leaves the channels symbolic (optimum's ``num_channels``) while its first
+    Conv takes 3: the model assumes ``channels == 3``. A 9x9 window refuses the sizes 1..8, and
+    the larger ranges drawn next for every free dim never held 3 channels: check failed on the
+    model as exported. Now the dim takes the value the model gives it, whatever the range."""
+    from onnx import TensorProto, helper, numpy_helper
+    weight = numpy_helper.from_array(np.full((4, 3, 3, 3), 0.1, np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("MaxPool", ["c"], ["y"], kernel_shape=[9, 9])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, ["batch", "channels", "height", "width"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [weight])
+    path = tmp_path / "channels.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), str(path))
+    result = invoke("check", path, "--samples", "2")
+    assert result.exit_code == 0, result.output
+    assert lines(result)[-1] == "PASS" and "channels=3" in result.output
+
+
 def test_check_a_mismatch_exits_1_with_the_archive_too(files):
     result = invoke("check", CNN, "--archive", files["cnn"], "--samples", "1", "--atol", "0", "--rtol", "0")
     assert result.exit_code == 1 and lines(result)[-1] == "FAIL"
