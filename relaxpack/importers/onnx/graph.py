@@ -286,12 +286,26 @@ def _ordered(graph) -> list:
 
 
 def _reads(node) -> list[str]:
-    """The names ``node`` needs computed first: its inputs, and for a
-    Gradient node also its ``y`` (it differentiates the nodes computing y,
+    """The names ``node`` needs computed first: its inputs, the outer names its subgraphs read
+    (an If branch may read a value a later node of the graph computes: onnxruntime sorts by
+    them too), and for a Gradient node also its ``y`` (it differentiates the nodes computing y,
     which its inputs, the independent variables, do not name)."""
+    reads = [*node.input, *_captured(node)]
     if node.op_type == "Gradient" and canonical_domain(node.domain) == "ai.onnx.preview.training":
-        return [*node.input, *(helper.get_attribute_value(a).decode() for a in node.attribute if a.name == "y")]
-    return list(node.input)
+        reads += [helper.get_attribute_value(a).decode() for a in node.attribute if a.name == "y"]
+    return reads
+
+
+def _captured(node) -> set[str]:
+    """The names the subgraphs of ``node`` read from enclosing graphs (nested ones included)."""
+    names: set[str] = set()
+    for attr in node.attribute:
+        for sub in _subgraphs(attr):
+            inner = {v.name for v in sub.input} | {t.name for t in sub.initializer} | \
+                {t.values.name for t in sub.sparse_initializer} | {o for n in sub.node for o in n.output}
+            for n in sub.node:
+                names.update(name for name in (*n.input, *_captured(n)) if name and name not in inner)
+    return names
 
 
 def _ordered_nodes(nodes) -> list:
@@ -300,23 +314,26 @@ def _ordered_nodes(nodes) -> list:
     A name no node of this graph produces comes from an input, an
     initializer or an enclosing graph, and is ready from the start.
     """
+    nodes = list(nodes)         # (one Python object a node: protobuf may wrap it anew per iteration)
     local = {o for n in nodes for o in n.output if o}
+    reads = [[i for i in _reads(node) if i in local] for node in nodes]
     produced: set[str] = set()
-    pending = list(nodes)
+    pending = list(range(len(nodes)))
     ordered, progress = [], True
     while pending and progress:
         progress = False
         rest = []
-        for node in pending:
-            if any(i in local and i not in produced for i in _reads(node)):
-                rest.append(node)
+        for index in pending:
+            node = nodes[index]
+            if any(i not in produced for i in reads[index]):
+                rest.append(index)
                 continue
             ordered.append(node)
             produced.update(o for o in node.output if o)
             progress = True
         pending = rest
     if pending:
-        names = ", ".join(n.name or n.op_type for n in pending[:5])
+        names = ", ".join(nodes[i].name or nodes[i].op_type for i in pending[:5])
         raise ModelError(f"the graph has a cycle at: {names}")
     return ordered
 

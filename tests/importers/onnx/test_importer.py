@@ -164,6 +164,29 @@ def test_nodes_out_of_order_are_sorted_and_cycles_rejected():
         relaxpack.from_onnx(cyc)
 
 
+def test_a_branch_reading_a_later_nodes_value_is_sorted_after_it():
+    """onnxruntime's quantizer can leave an If before the node computing a value its branch reads
+    (a quantized DeBERTa-v2 from optimum): onnxruntime sorts by the values subgraphs capture, and
+    so does the importer, nested subgraphs included. Against onnxruntime, both branches."""
+    import onnxruntime as ort
+
+    def branch(name, node):
+        return helper.make_graph([node], name, [], [vi(f"{name}_out", [2])])
+    inner = helper.make_node("If", ["flag"], ["inner_out"], then_branch=branch(
+        "deep", helper.make_node("Neg", ["late"], ["deep_out"])), else_branch=branch(
+        "shallow", helper.make_node("Identity", ["x"], ["shallow_out"])))
+    nodes = [helper.make_node("If", ["flag"], ["y"],
+                              then_branch=helper.make_graph([inner], "then", [], [vi("inner_out", [2])]),
+                              else_branch=branch("else", helper.make_node("Identity", ["late"], ["else_out"]))),
+             helper.make_node("Add", ["x", "x"], ["late"])]
+    m = model(nodes, [vi("x", [2]), vi("flag", [], TensorProto.BOOL)], [vi("y", [2])])
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(m)))
+    session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    for flag in (True, False):
+        feeds = {"x": np.array([1.0, -2.0], np.float32), "flag": np.array(flag)}
+        np.testing.assert_array_equal(vm.run(feeds)["y"], session.run(None, feeds)[0])
+
+
 def test_undefined_input_names_the_node():
     m = model([helper.make_node("Double", ["nowhere"], ["y"], domain=DOMAIN, name="d0")],
               [vi("x", [2])], [vi("y", [2])])
