@@ -136,13 +136,18 @@ def _attend(ctx, q: Expr, k: Expr, v: Expr, past_k, past_v, mask: Value | None, 
     factor = scale if scale else 1.0 / math.sqrt(head_size)
     scores = call(ctx, "multiply", call(ctx, "matmul", q, call(ctx, "permute_dims", k, axes=(0, 1, 3, 2))),
                   scalar(ctx, factor, dtype), name="scores")
+    # float16 scores are masked and softmaxed in float32, as onnxruntime does: its mask value
+    # (optimum keeps float32's lowest, -3.4e38) is -inf in float16, and a row whose keys are all
+    # masked softmaxes to NaN there, where onnxruntime's weighs every key alike
+    wide = "float32" if dtype == "float16" else dtype
+    scores = astype(ctx, scores, wide)
     allowed = _allowed(ctx, mask, batch, seq, total, unidirectional)
     if allowed is not None:
-        scores = call(ctx, "add", scores, call(ctx, "where", allowed, scalar(ctx, 0.0, dtype),
-                                               scalar(ctx, mask_filter_value, dtype)), name="scores")
+        scores = call(ctx, "add", scores, call(ctx, "where", allowed, scalar(ctx, 0.0, wide),
+                                               scalar(ctx, mask_filter_value, wide)), name="scores")
     if attention_bias is not None:
-        scores = call(ctx, "add", scores, ctx.expr(attention_bias), name="scores")
-    probs = call(ctx, "nn.softmax", scores, axis=-1, name="probs")
+        scores = call(ctx, "add", scores, astype(ctx, attention_bias, wide), name="scores")
+    probs = astype(ctx, call(ctx, "nn.softmax", scores, axis=-1, name="probs"), dtype)
     context = call(ctx, "permute_dims", call(ctx, "matmul", probs, v), axes=(0, 2, 1, 3))
     out = make_call("reshape", context, ShapeExpr((batch, seq, heads * _shape(v)[3])))
     return out, k, v
