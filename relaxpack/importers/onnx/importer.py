@@ -280,6 +280,14 @@ def _element_sinfo(type_proto, name: str) -> TensorStructInfo | MapStructInfo:
 _PLACEHOLDER = re.compile(r"^(\?|unk__\d+|-1|None|none|)$")
 
 
+#: a dim declared as a sum of names (and numbers): ``past_sequence_length + sequence_length``
+_SUM = re.compile(r"^\s*\w+(\s*\+\s*\w+)+\s*$")
+
+
+def _terms(name: str) -> list[str]:
+    return [t.strip() for t in name.split("+")]
+
+
 def _declared_dim_names(inputs) -> set[str]:
     """The dim names the model's tensor inputs declare (placeholders such as ``?`` excepted)."""
     return {_identifier(d.dim_param) for inp in inputs if inp.type.WhichOneof("value") == "tensor_type"
@@ -309,6 +317,9 @@ class _DimNamer:
         name = d.dim_param if d.HasField("dim_param") else ""
         if _PLACEHOLDER.match(name):
             name = self._fresh(f"{input_name}_dim{axis}")
+        elif _SUM.match(name) and all(t.isdigit() or t in self.declared for t in _terms(name)):
+            # optimum's attention mask: "past_sequence_length + sequence_length", both declared
+            return sum((int(t) if t.isdigit() else self._apply(t) for t in _terms(name)), start=0)
         else:
             name = _identifier(name)
             if self.spec.get(name) == UNTIE:

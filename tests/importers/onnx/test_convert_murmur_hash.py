@@ -20,8 +20,8 @@ def hash_model(elem_type: int, shape, **attrs):
     node = helper.make_node("MurmurHash3", ["X"], ["Y"], domain="com.microsoft", **attrs)
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", elem_type, shape)],
                               [onnx.ValueInfoProto(name="Y")])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
-                             ir_version=10)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10)
 
 
 def check(model, x):

@@ -85,6 +85,28 @@ def test_fresh_dim_names_avoid_the_names_the_model_declares():
     assert [list(p.struct_info.shape) for p in bound] == [[2, 4], [5]]
 
 
+def test_a_dim_declared_as_a_sum_of_declared_names_is_that_sum():
+    """optimum's decoders with past: the attention mask is ``past_sequence_length +
+    sequence_length`` long. It was a dim of its own, drawn apart from the two (check failed in
+    onnxruntime) and bound only by a mangled name; now it is their sum, checked at run time. A
+    sum of names nothing else declares stays one dim of its own (nothing would bind them)."""
+    from relaxpack.errors import InputError
+    nodes = [helper.make_node("Concat", ["past", "new"], ["all"], axis=1),
+             helper.make_node("Add", ["all", "mask"], ["y"])]
+    m = model(nodes, [vi("mask", ["batch", "past_length + length"]), vi("past", ["batch", "past_length"]),
+                      vi("new", ["batch", "length"])], [vi("y", ["batch", "past_length + length"])])
+    mod = relaxpack.from_onnx(m, dims={"length": 3})
+    assert 'mask: R.Tensor(("batch", "past_length + 3"), "float32")' in mod.script()
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(m)))
+    ones = {"mask": np.ones((2, 5), np.float32), "past": np.ones((2, 2), np.float32),
+            "new": np.ones((2, 3), np.float32)}
+    np.testing.assert_array_equal(vm.run(ones)["y"], np.full((2, 5), 2, np.float32))
+    with pytest.raises(InputError, match="input 'mask': dim 1 is 6, but length \\+ past_length = 5"):
+        vm.run({**ones, "mask": np.ones((2, 6), np.float32)})
+    alone = model([helper.make_node("Identity", ["x"], ["y"])], [vi("x", ["a + b"])], [vi("y", ["a + b"])])
+    assert 'x: R.Tensor(("a___b",), "float32")' in relaxpack.from_onnx(alone).script()
+
+
 def test_weird_dim_names_are_sanitized():
     m = model([helper.make_node("Double", ["x"], ["y"], domain=DOMAIN)],
               [vi("x", ["batch size", "2x"])], [vi("y", None)])
