@@ -110,3 +110,29 @@ def test_multi_head_attention(with_bias, mask, past):
     model = ms_model("MultiHeadAttention", feeds, consts, inputs=inputs, attrs={"num_heads": HEADS},
                      outputs=outputs)
     check(model, feeds)
+
+
+@pytest.mark.parametrize("layout", ["bnsh", "bsd", "bsd_no_heads"])
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("start", [False, True], ids=["position_ids", "start_position"])
+def test_rotary_embedding(layout, interleaved, start):
+    """onnxruntime's transformer optimizer (optimum -O4 on Llama): (batch, heads, seq, size) or
+    (batch, seq, heads * size) inputs, position ids per token or one start position."""
+    max_pos, seq = 12, 5
+    consts = {"cos": np.cos(rand(max_pos, HEAD // 2, seed=5)), "sin": np.sin(rand(max_pos, HEAD // 2, seed=6))}
+    shape = {"bnsh": (B, HEADS, seq, HEAD)}.get(layout, (B, seq, HIDDEN))
+    positions = np.array([3], np.int64) if start else np.array([[0, 1, 2, 3, 4], [6, 7, 8, 9, 10]], np.int64)
+    feeds = {"x": rand(*shape), "pos": positions}
+    attrs = {"interleaved": interleaved, **({"num_heads": HEADS} if layout == "bsd" else {})}
+    sym = {"x": ["b", HEADS, "s", HEAD] if layout == "bnsh" else ["b", "s", HIDDEN],
+           "pos": [1] if start else ["b", "s"]}
+    model = ms_model("RotaryEmbedding", feeds, consts, inputs=["x", "pos", "cos", "sin"], attrs=attrs, sym=sym)
+    check(model, feeds)
+
+
+def test_rotary_embedding_of_part_of_each_head():
+    consts = {"cos": np.cos(rand(8, 1, seed=5)), "sin": np.sin(rand(8, 1, seed=6))}
+    feeds = {"x": rand(B, HEADS, 3, HEAD), "pos": np.array([[0, 1, 2], [5, 6, 7]], np.int64)}
+    model = ms_model("RotaryEmbedding", feeds, consts, inputs=["x", "pos", "cos", "sin"],
+                     attrs={"num_heads": HEADS, "rotary_embedding_dim": 2})
+    check(model, feeds)

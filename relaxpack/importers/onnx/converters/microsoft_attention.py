@@ -16,7 +16,9 @@ their bias) and a key padding mask. Both take ``past`` keys and values
 ``mask_index`` of each row's length (keys at or after it are masked), or a
 raw 0/1 mask of shape (B, T) or (B, S, T). Forms onnxruntime documents
 beyond these (packed QKV, rotary embeddings, shared past buffers, 4-D
-Megatron masks) are unsupported by name.
+Megatron masks) are unsupported by name. RotaryEmbedding (the transformer
+optimizer's, inputs in onnxruntime's order) is ONNX's opset-23 op of
+``composite.py`` with its position ids read as onnxruntime reads them.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from ..registry import register_converter
 from ..value import Value
 from ._composite_common import arange, outputs_used
 from ._math_common import astype, call, malformed, scalar
+from ._shape_common import shaped
+from .composite import rotary_embedding
 from .microsoft import MS, ms_unsupported
 
 _DEFAULT_MASK_FILTER = -10000.0
@@ -191,3 +195,37 @@ def _dim_value(ctx, dim: Dim) -> Expr:
         return scalar(ctx, dim, "int64")
     return call(ctx, "shape_to_tensor", ShapeExpr((dim,)), scalar=True)
 
+
+
+# ================================================================ RotaryEmbedding
+
+
+@register_converter(MS, "RotaryEmbedding", since_opset=1)
+def ms_rotary_embedding(ctx, x, position_ids, cos_cache, sin_cache, *, interleaved=0, num_heads=0,
+                        rotary_embedding_dim=0, scale=1.0, is_packed_batching=0):
+    """ONNX's RotaryEmbedding (opset 23, ``composite.py``) with its inputs in onnxruntime's order,
+    as its transformer optimizer writes it (optimum's -O4 Llama). ``position_ids`` of one element
+    is the first position, the others following it; a 3-D input without ``num_heads`` has heads
+    of twice the cache's width. ``scale`` is not used by onnxruntime's CPU kernel."""
+    if is_packed_batching:
+        raise ms_unsupported(ctx, "is_packed_batching=1")
+    x, position_ids = shaped(ctx, x, "input"), shaped(ctx, position_ids, "position_ids")
+    if rotary_embedding_dim and not num_heads:
+        raise malformed(ctx, "rotary_embedding_dim needs num_heads")
+    if x.ndim == 3 and not num_heads:
+        hidden, width = x.shape[-1], cos_cache.shape[-1] if cos_cache.ndim == 2 else None
+        if not (isinstance(hidden, int) and isinstance(width, int) and width and hidden % (2 * width) == 0):
+            raise ms_unsupported(ctx, "a 3-D input without num_heads whose hidden size the cache's width does not "
+                                      "divide into heads")
+        num_heads = hidden // (2 * width)
+    positions = position_ids
+    if position_ids.ndim == 1:
+        if position_ids.shape != (1,):
+            raise malformed(ctx, f"position_ids must be (batch, sequence) or one start position, got shape "
+                                 f"{position_ids.shape}")
+        seq = x.shape[2 if x.ndim == 4 else 1]
+        start = call(ctx, "reshape", ctx.expr(position_ids), ShapeExpr((1, 1)))
+        positions = ctx.emit(make_call("add", start, call(ctx, "expand_dims", arange(ctx, seq), axis=(0,))),
+                             "positions")
+    return rotary_embedding(ctx, x, cos_cache, sin_cache, positions, interleaved=interleaved, num_heads=num_heads,
+                            rotary_embedding_dim=rotary_embedding_dim)
