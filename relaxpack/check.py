@@ -277,19 +277,28 @@ def _elem_types(proto: onnx.ModelProto) -> dict[str, int]:
 DRAW_RANGES = (DEFAULT_DIM_RANGE, (8, 48), (32, 96))
 
 
+#: ops that move an input's values without changing them (a multiple-choice BERT flattens its
+#: token type ids before their embedding's Gather)
+_REARRANGING = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose"})
+
+
 def index_bounds(proto: onnx.ModelProto) -> dict[str, int]:
-    """For each integer graph input used as the indices of a Gather on axis 0
-    of an initializer (token ids into an embedding table), the table's rows:
-    random ids are drawn below it (ids 0..7 run past a 2-row token-type table)."""
+    """For each integer graph input used (reshaped or not) as the indices of a
+    Gather on axis 0 of an initializer (token ids into an embedding table),
+    the table's rows: random ids are drawn below it (ids 0..7 run past a
+    2-row token-type table)."""
     tables = {t.name: t.dims[0] for t in proto.graph.initializer if len(t.dims) > 0}
-    ints = {i.name for i in proto.graph.input
-            if i.type.tensor_type.elem_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32)}
+    source = {i.name: i.name for i in proto.graph.input
+              if i.type.tensor_type.elem_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32)}
     bounds: dict[str, int] = {}
     for node in proto.graph.node:
+        plain = node.domain in ("", "ai.onnx")
+        if plain and node.op_type in _REARRANGING and node.input and node.input[0] in source and node.output:
+            source[node.output[0]] = source[node.input[0]]
         axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-        if node.op_type == "Gather" and node.domain in ("", "ai.onnx") and len(node.input) == 2 and axis == 0 \
-                and node.input[1] in ints and node.input[0] in tables and tables[node.input[0]] > 0:
-            name = node.input[1]
+        if node.op_type == "Gather" and plain and len(node.input) == 2 and axis == 0 \
+                and node.input[1] in source and node.input[0] in tables and tables[node.input[0]] > 0:
+            name = source[node.input[1]]
             bounds[name] = min(bounds.get(name, tables[node.input[0]]), tables[node.input[0]])
     return bounds
 

@@ -97,12 +97,13 @@ def compare_outputs(names: Sequence[str], got: Mapping[str, np.ndarray], want: S
         r, t = tolerance_for(ref, rtol, atol, (precisions or {}).get(name))
         a, b = out.astype(np.float64), ref.astype(np.float64)
         both_nan = np.isnan(a) & np.isnan(b)
-        err = np.where(both_nan, 0.0, np.abs(a - b))
-        err = np.where(np.isinf(a) & (a == b), 0.0, err)
-        max_abs = float(err.max()) if err.size else 0.0
-        rel = err / np.maximum(np.abs(b), max(t, np.finfo(np.float64).tiny))
-        max_rel = float(rel.max()) if rel.size else 0.0
-        passed = bool(np.all(err <= t + r * np.abs(np.where(np.isnan(b), 0, b))))
+        with np.errstate(invalid="ignore", over="ignore"):      # inf - inf: NaN, handled below
+            err = np.where(both_nan, 0.0, np.abs(a - b))
+            err = np.where(np.isinf(a) & (a == b), 0.0, err)
+            max_abs = float(err.max()) if err.size else 0.0
+            rel = err / np.maximum(np.abs(b), max(t, np.finfo(np.float64).tiny))
+            max_rel = float(rel.max()) if rel.size else 0.0
+            passed = bool(np.all(err <= t + r * np.abs(np.where(np.isnan(b), 0, b))))
         diffs.append(OutputDiff(name, out.shape, max_abs, max_rel, passed))
     return diffs
 

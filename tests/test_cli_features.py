@@ -88,6 +88,14 @@ def test_check_gives_a_dim_the_model_fixes_its_value(tmp_path):
     assert lines(result)[-1] == "PASS" and "channels=3" in result.output
 
 
+def test_check_says_its_inputs_are_random_when_dim_fixes_every_dim(tmp_path):
+    result = invoke("check", CNN, "--dim", "batch=2", "--samples", "1")
+    assert result.exit_code == 0 and "sample 0 (random inputs)" in result.output, result.output
+    np.savez(tmp_path / "in.npz", **{"input": np.ones((2, 3, 32, 32), np.float32)})
+    given = invoke("check", CNN, "--inputs", tmp_path / "in.npz")
+    assert "sample 0 (given inputs)" in given.output, given.output
+
+
 def test_check_a_mismatch_exits_1_with_the_archive_too(files):
     result = invoke("check", CNN, "--archive", files["cnn"], "--samples", "1", "--atol", "0", "--rtol", "0")
     assert result.exit_code == 1 and lines(result)[-1] == "FAIL"

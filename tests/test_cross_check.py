@@ -169,6 +169,25 @@ def test_check_draws_token_ids_below_their_embedding_tables():
     assert all(s.feeds["tt"].max() < 2 for s in report.samples)
 
 
+def test_token_ids_reshaped_before_their_table_are_drawn_below_it():
+    """A multiple-choice BERT (optimum) flattens (batch, choices, seq) token type ids before their
+    2-row table's Gather: the bound follows the ids through Reshape (check failed even with --dim)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relaxpack.check import index_bounds
+    table = numpy_helper.from_array(np.ones((2, 4), np.float32), "types")
+    flat = numpy_helper.from_array(np.array([-1, 3], np.int64), "flat")
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["tt", "flat"], ["tt_flat"]),
+         helper.make_node("Gather", ["types", "tt_flat"], ["y"])],
+        "g", [helper.make_tensor_value_info("tt", TensorProto.INT64, ["b", "c", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [table, flat])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    assert index_bounds(model) == {"tt": 2}
+    report = check_model(model, samples=3)
+    assert report.passed and all(s.feeds["tt"].max() < 2 for s in report.samples)
+
+
 def _pools_model(levels: int, tile: bool):
     """``levels`` 2-wide, stride-2 max pools over a symbolic length ``h``; with ``tile``, the result is
     tiled back to ``2**levels * (h // 2**levels)`` cells and added to the input, which relaxpack converts

@@ -91,7 +91,7 @@ def check(model: Path, archive: Path | None = None, dim: list[str] | None = None
             progress.status(f"sample 1/{total} ...")
 
             def finished(i, sample):
-                _print_sample(i, sample)
+                _print_sample(i, sample, "given inputs" if feeds is not None else "random inputs")
                 if i + 1 < total:
                     progress.status(f"sample {i + 2}/{total} ...")
 
@@ -113,9 +113,10 @@ def check(model: Path, archive: Path | None = None, dim: list[str] | None = None
         raise Exit(1)
 
 
-def _print_sample(i: int, sample) -> None:
-    """One sample's verdicts, printed as soon as it is checked."""
-    dims_text = ", ".join(f"{one_line(k)}={v}" for k, v in sample.dims.items()) or "given inputs"
+def _print_sample(i: int, sample, inputs: str) -> None:
+    """One sample's verdicts, printed as soon as it is checked; ``inputs`` says where they came
+    from when no dim was drawn (the inputs given, or random ones of static shapes)."""
+    dims_text = ", ".join(f"{one_line(k)}={v}" for k, v in sample.dims.items()) or inputs
     for note in sample.notes:
         echo(f"note: {one_line(note)}")
     echo(f"sample {i} ({dims_text})")
