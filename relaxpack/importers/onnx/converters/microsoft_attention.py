@@ -196,7 +196,6 @@ def _dim_value(ctx, dim: Dim) -> Expr:
     return call(ctx, "shape_to_tensor", ShapeExpr((dim,)), scalar=True)
 
 
-
 # ================================================================ RotaryEmbedding
 
 
