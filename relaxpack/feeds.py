@@ -26,7 +26,8 @@ FILLS = ("random", "zeros", "ones")
 def make_inputs(exe, dim_values: Mapping[str, int], rng: np.random.Generator, fill: str = "random",
                 names=None) -> dict[str, np.ndarray]:
     """Inputs of ``exe``'s main function (those in ``names``, default all) at the given dim values:
-    ``random`` (normal floats, small non-negative ints, random bools and words), ``zeros`` or ``ones``."""
+    ``random`` (normal floats, small non-negative ints (0 or 1 for an input named like a mask),
+    random bools and words), ``zeros`` or ``ones``."""
     if fill not in FILLS:
         raise InputError(f"unknown fill {fill!r}; use one of {', '.join(FILLS)}")
     shapes, maps = {}, {}
@@ -69,12 +70,18 @@ def _make(shapes: dict, rng: np.random.Generator, fill: str) -> dict[str, np.nda
         elif dtype.kind in "fc":
             inputs[p.name] = rng.standard_normal(shape).astype(dtype)
         elif dtype.kind in "iu":
-            inputs[p.name] = rng.integers(0, 8, shape).astype(dtype)
+            inputs[p.name] = rng.integers(0, 2 if _is_mask(p.name) else 8, shape).astype(dtype)
         elif dtype.kind == "b":
             inputs[p.name] = rng.integers(0, 2, shape).astype(bool)
         else:
             raise InputError(f"cannot make random values of dtype {p.dtype} for input {p.name!r}")
     return inputs
+
+
+def _is_mask(name: str) -> bool:
+    """An input named like a mask (``attention_mask``, ``pixel_mask``) holds 0 or 1: a float16
+    model computes ``(1 - mask) * -65504``, which overflows to -inf for a mask of 2..7."""
+    return "mask" in name.lower()
 
 
 def random_inputs(exe, dim_values: Mapping[str, int], rng: np.random.Generator) -> dict[str, np.ndarray]:

@@ -169,6 +169,22 @@ def test_check_draws_token_ids_below_their_embedding_tables():
     assert all(s.feeds["tt"].max() < 2 for s in report.samples)
 
 
+def test_inputs_named_like_masks_are_drawn_0_or_1():
+    """A float16 T5 (optimum -O4) computes (1 - mask) * -65504: a mask of 2..7 overflowed to -inf
+    and relaxpack's NaN failed check where onnxruntime computes in float32."""
+    from onnx import TensorProto, helper
+
+    from relaxpack.feeds import random_inputs
+    inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["b", 64]) for n in ("attention_mask", "ids")]
+    graph = helper.make_graph([helper.make_node("Add", ["attention_mask", "ids"], ["y"])], "g", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    exe = relaxpack.build(relaxpack.from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                                                ir_version=9)))
+    feeds = random_inputs(exe, {"b": 8}, np.random.default_rng(0))
+    assert set(np.unique(feeds["attention_mask"]).tolist()) == {0, 1}
+    assert feeds["ids"].max() > 1
+
+
 def test_token_ids_reshaped_before_their_table_are_drawn_below_it():
     """A multiple-choice BERT (optimum) flattens (batch, choices, seq) token type ids before their
     2-row table's Gather: the bound follows the ids through Reshape (check failed even with --dim)."""
