@@ -28,7 +28,7 @@ from .vm_build import build
 from .compare import OutputDiff, compare_outputs  # noqa: F401 (re-exported)
 from .check_isolated import IsolatedSession, OnnxruntimeCrash, OnnxruntimeFailure
 from .errors import RelaxpackError, ShapeError
-from .feeds import DEFAULT_DIM_RANGE, assumptions_hold, draw_dims, input_dim_names, random_inputs, random_strings  # noqa: F401 (re-exported)
+from .feeds import DEFAULT_DIM_RANGE, DRAW_RANGES, assumptions_hold, draw_dims, input_dim_names, random_inputs, random_strings  # noqa: F401 (re-exported)
 from .importers.onnx import from_onnx
 from .importers.onnx.importer import load_model
 from .runtime import VirtualMachine
@@ -272,9 +272,6 @@ def _elem_types(proto: onnx.ModelProto) -> dict[str, int]:
     return types
 
 
-#: dim ranges tried in turn for the dims nobody fixed, while onnxruntime refuses the inputs drawn
-#: (an image model whose strides need a size of 32 or more fails on sizes 1..8)
-DRAW_RANGES = (DEFAULT_DIM_RANGE, (8, 48), (32, 96))
 
 
 #: ops that move an input's values without changing them (a multiple-choice BERT flattens its

@@ -20,6 +20,10 @@ from .ir.dims import evaluate, free_vars, parse_dim
 from .runtime.dtypes import numpy_dtype
 
 DEFAULT_DIM_RANGE = (1, 8)
+#: ranges tried in turn for the dims nobody fixed, while a draw breaks the model's assumptions
+#: (an image model whose sizes must be multiples of 32 holds none of 1..8); ``check`` also
+#: widens while onnxruntime refuses the inputs
+DRAW_RANGES = (DEFAULT_DIM_RANGE, (8, 48), (32, 96))
 FILLS = ("random", "zeros", "ones")
 
 
@@ -178,6 +182,28 @@ def draw_dims(exe, rng: np.random.Generator, fixed: Mapping | None = None) -> di
     return values
 
 
+def draw_dims_holding(exe, rng: np.random.Generator, fixed: Mapping | None = None) -> dict[str, int]:
+    """:func:`draw_dims` with the dims ``fixed`` does not name drawn from each of
+    :data:`DRAW_RANGES` in turn, up to the first draw that holds the model's assumptions; an
+    InputError naming them and ``--dim`` when none does (``run --fill``)."""
+    fixed = dict(fixed or {})
+    free = input_dim_names(exe) - set(fixed)
+    for attempt, (lo, hi) in enumerate(DRAW_RANGES):
+        try:
+            values = draw_dims(exe, rng, {**{name: (lo, hi) for name in free}, **fixed})
+        except InputError:
+            if attempt == 0:
+                raise
+            break               # the archive's own ranges exclude the wider ones
+        if not free or assumptions_hold(exe, values):
+            return values
+    from .runtime.assumptions import assumptions_of
+    broken = "; ".join(dict.fromkeys(a["condition"] for a in assumptions_of(exe)
+                                     if a["function"] == "main" and a["when"] == "inputs"))
+    raise InputError(f"no dims drawn for {', '.join(sorted(free))} hold what the model assumes ({broken}); "
+                     f"give them with --dim NAME=VALUE")
+
+
 def _pinned(relations: list[tuple[str, str]]) -> dict[str, int]:
     """The input dims a relation sets to a number (``num_channels == 3``: the first Conv's
     weight fixes the channels an export left symbolic)."""
@@ -230,5 +256,6 @@ def _draw_once(exe, rng: np.random.Generator, fixed: Mapping | None) -> dict[str
     return values
 
 
-__all__ = ["ASSUMPTION_DRAWS", "DEFAULT_DIM_RANGE", "FILLS", "assumptions_hold", "dims_of_inputs", "draw_dims", "input_dim_names", "make_inputs",
+__all__ = ["ASSUMPTION_DRAWS", "DEFAULT_DIM_RANGE", "DRAW_RANGES", "FILLS", "assumptions_hold", "dims_of_inputs", "draw_dims",
+           "draw_dims_holding", "input_dim_names", "make_inputs",
            "random_inputs", "random_strings"]

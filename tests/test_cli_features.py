@@ -130,6 +130,22 @@ def test_run_fill_random_is_seeded(files, tmp_path):
     assert first.shape[1] >= 1 and (first.shape != other.shape or not np.array_equal(first, other))
 
 
+def test_run_fill_random_draws_dims_the_model_takes(tmp_path, monkeypatch):
+    """A YOLO whose image sizes must be multiples of 32 (or within the slack after them) holds
+    no size in 1..8: run --fill widens the draw as check does, and when no range holds the
+    model's assumptions it says so and points at --dim instead of failing the run."""
+    from tests.models.zoo.judge import HERE
+    path = tmp_path / "yolo.rpk"
+    relaxpack.build(relaxpack.from_onnx(str(HERE / "yolov8_ts.onnx"))).save(path)
+    result = invoke("run", path, "--fill", "random")
+    assert result.exit_code == 0 and "output0: float32[" in result.output, result.output
+    monkeypatch.setattr("relaxpack.feeds.DRAW_RANGES", ((1, 8),))
+    refused = invoke("run", path, "--fill", "random")
+    assert refused.exit_code == 1
+    assert re.fullmatch(r"error: no dims drawn for batch, height, width hold what the model assumes "
+                        r"\(height % 32 in \{0, 17, .*\); give them with --dim NAME=VALUE", lines(refused)[-1])
+
+
 def test_run_compares_with_expected_outputs(files, tmp_path):
     from relaxpack.check import onnxruntime_session
     x = np.random.default_rng(4).standard_normal((2, 9, 32)).astype(np.float32)

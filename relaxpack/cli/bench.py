@@ -81,7 +81,7 @@ def bench(archive: Path, onnx_model: Path | None = None, dim: list[str] | None =
     """Time an archive (and onnxruntime, interleaved in the same process)."""
     import resource
 
-    from ..feeds import draw_dims, random_inputs
+    from ..feeds import draw_dims_holding, random_inputs
     from ..runtime import VirtualMachine, load
     from ..runtime.blas import blas_threads
 
@@ -92,7 +92,7 @@ def bench(archive: Path, onnx_model: Path | None = None, dim: list[str] | None =
             from ..runtime.safe_write import check_destination
             check_destination(trace, archive_files(archive, exe))
         rng = np.random.default_rng(seed)
-        feeds = random_inputs(exe, draw_dims(exe, rng, parse_dims(dim)), rng)
+        feeds = random_inputs(exe, draw_dims_holding(exe, rng, parse_dims(dim)), rng)
         vm = VirtualMachine(exe)
         theirs = report = None
         with Progress() as progress, blas_threads(threads):

@@ -127,7 +127,7 @@ def run(archive: Path, input: list[str] | None = None, inputs: Path | None = Non
 def fill_missing(exe, feeds: dict, fill: str | None, dims: dict, seed: int) -> list[str]:
     """Make the inputs ``feeds`` lacks with ``fill`` (added to ``feeds``); their names. Without
     ``fill`` a missing input is an error that lists every input's name, dtype and shape."""
-    from ..feeds import dims_of_inputs, draw_dims, make_inputs
+    from ..feeds import dims_of_inputs, draw_dims_holding, make_inputs
 
     params = exe.function("main").params
     signature = ", ".join(f"{p.name}: {_input_text(p)}" for p in params)
@@ -143,7 +143,7 @@ def fill_missing(exe, feeds: dict, fill: str | None, dims: dict, seed: int) -> l
         raise InputError(f"missing input(s) {missing}; the model's inputs are {signature} (give them with "
                          f"--input NAME=FILE.npy or --inputs FILE.npz, or make them with --fill random|zeros|ones)")
     rng = np.random.default_rng(seed)
-    values = draw_dims(exe, rng, {**dims_of_inputs(exe, feeds), **dims})
+    values = draw_dims_holding(exe, rng, {**dims_of_inputs(exe, feeds), **dims})
     feeds.update(make_inputs(exe, values, rng, fill, names=missing))
     return missing
 
