@@ -125,7 +125,18 @@ def _residue_words(name: str, period: int, members: frozenset[int]) -> str:
         return f"{name} % {period} < {len(ordered)}"
     if ordered == list(range(ordered[0], period)):
         return f"{name} % {period} >= {ordered[0]}"
-    return f"{name} % {period} in {{{', '.join(map(str, ordered))}}}"
+    return f"{name} % {period} in {{{', '.join(_runs(ordered))}}}"
+
+
+def _runs(ordered: list[int]) -> list[str]:
+    """Sorted residues with each run of three or more written ``a..b``: ``0, 17..31``."""
+    parts, start = [], 0
+    for i in range(1, len(ordered) + 1):
+        if i == len(ordered) or ordered[i] != ordered[i - 1] + 1:
+            run = ordered[start:i]
+            parts += [f"{run[0]}..{run[-1]}"] if len(run) >= 3 else [str(r) for r in run]
+            start = i
+    return parts
 
 
 # ---------------------------------------------------------------- residues

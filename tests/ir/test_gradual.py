@@ -90,3 +90,12 @@ def test_passes_keep_the_assumption_and_the_run_checks_it_once_per_shape(opt_lev
     with pytest.raises(ShapeError, match=r"assumes 2 \* \(\(h \+ 3\) // 4\) == \(h \+ 1\) // 2, i\.e\. h % 4 in \{0, 3\}; "
                                          r"for this call 2 \* \(\(h \+ 3\) // 4\) = 4 and \(h \+ 1\) // 2 = 3 \(h = 5\)"):
         vm["main"](np.zeros((2, 5), np.float32), np.zeros((3, 5), np.float32))
+
+
+@pytest.mark.parametrize("members, words", [
+    ({0, 3}, "h % 32 in {0, 3}"), ({0, *range(17, 32)}, "h % 32 in {0, 17..31}"),
+    ({1, 2, 3, 5, 7, 8, 9, 10}, "h % 32 in {1..3, 5, 7..10}"), ({2, 3}, "h % 32 in {2, 3}")])
+def test_residues_in_words_write_runs_as_ranges(members, words):
+    """A YOLO's sizes read 'h % 32 in {0, 17..31}', not sixteen numbers."""
+    from relaxpack.ir.dim_relations import _residue_words
+    assert _residue_words("h", 32, frozenset(members)) == words
