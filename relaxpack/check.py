@@ -28,7 +28,9 @@ from .vm_build import build
 from .compare import OutputDiff, compare_outputs  # noqa: F401 (re-exported)
 from .check_isolated import IsolatedSession, OnnxruntimeCrash, OnnxruntimeFailure
 from .errors import RelaxpackError, ShapeError
-from .feeds import DEFAULT_DIM_RANGE, DRAW_RANGES, assumptions_hold, draw_dims, input_dim_names, random_inputs, random_strings  # noqa: F401 (re-exported)
+from .feeds import (  # noqa: F401 (re-exported)
+    DEFAULT_DIM_RANGE, assumptions_hold, draw_dims, input_dim_names, random_inputs, random_strings, widening_draws,
+)
 from .importers.onnx import from_onnx
 from .importers.onnx.importer import load_model
 from .runtime import VirtualMachine
@@ -317,8 +319,8 @@ def _draw_accepted(exe, vm, session, rng: np.random.Generator, fixed: dict, boun
     pool over a dim shorter than its window); crashes and relaxpack's
     refusals are said in the notes. When no range is accepted, the last draw
     is run and its refusal is the error."""
-    free, notes, drawn, crash = input_dim_names(exe) - set(fixed), [], {}, None
-    for drawn in _draws(exe, rng, fixed, free):
+    notes, drawn, crash = [], {}, None
+    for drawn in widening_draws(exe, rng, fixed):
         crash = None
         if not assumptions_hold(exe, drawn):
             continue
@@ -343,21 +345,6 @@ def _draw_accepted(exe, vm, session, rng: np.random.Generator, fixed: dict, boun
     want = _onnxruntime_run(session, feed, drawn)
     with blas_threads(threads):
         return drawn, feed, want, vm.run(feed), notes
-
-
-def _draws(exe, rng: np.random.Generator, fixed: dict, free: set[str]):
-    """Dims drawn from each of :data:`DRAW_RANGES` in turn for the ``free``
-    dims (once when there are none), up to the first range the archive's
-    own dim ranges exclude."""
-    for attempt, (lo, hi) in enumerate(DRAW_RANGES):
-        try:
-            yield draw_dims(exe, rng, {**{name: (lo, hi) for name in free}, **fixed})
-        except RelaxpackError:      # outside the archive's ranges: those are the user's
-            if attempt == 0:
-                raise
-            return
-        if not free:
-            return
 
 
 def _onnxruntime_run(session, feed: dict, dim_values: dict):

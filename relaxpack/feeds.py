@@ -182,21 +182,30 @@ def draw_dims(exe, rng: np.random.Generator, fixed: Mapping | None = None) -> di
     return values
 
 
-def draw_dims_holding(exe, rng: np.random.Generator, fixed: Mapping | None = None) -> dict[str, int]:
+def widening_draws(exe, rng: np.random.Generator, fixed: Mapping | None = None):
     """:func:`draw_dims` with the dims ``fixed`` does not name drawn from each of
-    :data:`DRAW_RANGES` in turn, up to the first draw that holds the model's assumptions; an
-    InputError naming them and ``--dim`` when none does (``run --fill``)."""
+    :data:`DRAW_RANGES` in turn (once when it names them all), up to the first range the
+    archive's own dim ranges exclude."""
     fixed = dict(fixed or {})
     free = input_dim_names(exe) - set(fixed)
     for attempt, (lo, hi) in enumerate(DRAW_RANGES):
         try:
-            values = draw_dims(exe, rng, {**{name: (lo, hi) for name in free}, **fixed})
-        except InputError:
+            yield draw_dims(exe, rng, {**{name: (lo, hi) for name in free}, **fixed})
+        except InputError:      # outside the archive's ranges: those are the user's
             if attempt == 0:
                 raise
-            break               # the archive's own ranges exclude the wider ones
-        if not free or assumptions_hold(exe, values):
+            return
+        if not free:
+            return
+
+
+def draw_dims_holding(exe, rng: np.random.Generator, fixed: Mapping | None = None) -> dict[str, int]:
+    """The first of :func:`widening_draws` that holds the model's assumptions; an InputError
+    naming them and ``--dim`` when none does (``run --fill``, ``bench``)."""
+    for values in widening_draws(exe, rng, fixed):
+        if assumptions_hold(exe, values):
             return values
+    free = input_dim_names(exe) - set(fixed or {})
     from .runtime.assumptions import assumptions_of
     broken = "; ".join(dict.fromkeys(a["condition"] for a in assumptions_of(exe)
                                      if a["function"] == "main" and a["when"] == "inputs"))
@@ -257,5 +266,5 @@ def _draw_once(exe, rng: np.random.Generator, fixed: Mapping | None) -> dict[str
 
 
 __all__ = ["ASSUMPTION_DRAWS", "DEFAULT_DIM_RANGE", "DRAW_RANGES", "FILLS", "assumptions_hold", "dims_of_inputs", "draw_dims",
-           "draw_dims_holding", "input_dim_names", "make_inputs",
+           "draw_dims_holding", "input_dim_names", "make_inputs", "widening_draws",
            "random_inputs", "random_strings"]
