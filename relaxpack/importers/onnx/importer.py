@@ -90,6 +90,7 @@ def _from_onnx(model, dims) -> IRModule:
             if init.name not in values:
                 values[init.name] = ctx.const(tensor_to_array(init, model_dir))
         outputs = converter.convert_graph(graph, values, top_level=True)
+        _check_output_dtypes(graph, outputs)
         exprs = [ctx.expr(v) for v in outputs]
         result = exprs[0] if len(exprs) == 1 else Tuple(exprs)
         bb.emit_func_output(result)
@@ -97,6 +98,24 @@ def _from_onnx(model, dims) -> IRModule:
                               model_metadata=_model_metadata(model))
     log.debug("imported %d nodes", len(graph.node))
     return mod
+
+
+def _check_output_dtypes(graph, outputs: list[Value]) -> None:
+    """A graph output declared of one element type whose value has another is a ModelError:
+    onnxruntime refuses such a model ("does not match expected type"), and the archive would
+    give the other dtype without a word (skl2onnx's HistGradientBoosting with float64 input
+    declares a double output its TreeEnsembleRegressor computes as float32)."""
+    for out, value in zip(graph.output, outputs):
+        declared = out.type.tensor_type.elem_type if out.type.HasField("tensor_type") else 0
+        if not declared or value.dtype is None:
+            continue
+        try:
+            name = onnx_dtype_name(declared, f"graph output {out.name!r}")
+        except UnsupportedOpError:
+            continue            # a type relaxpack has no dtype for: its op would have been refused
+        if name != value.dtype:
+            raise ModelError(f"graph output {out.name!r} is declared {name} but the model computes {value.dtype} "
+                             f"(onnxruntime refuses it too)")
 
 
 #: what onnxruntime reports as the version of a model that sets none (INT64_MAX)

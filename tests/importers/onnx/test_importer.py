@@ -209,6 +209,22 @@ def test_a_branch_reading_a_later_nodes_value_is_sorted_after_it():
         np.testing.assert_array_equal(vm.run(feeds)["y"], session.run(None, feeds)[0])
 
 
+def test_an_output_declared_of_another_dtype_than_it_computes_is_refused():
+    """onnxruntime refuses it; relaxpack returned float32 where the model declares double
+    (skl2onnx's HistGradientBoosting with float64 input). Undeclared element types pass."""
+    import onnxruntime as ort
+    from relaxpack.errors import ModelError
+    nodes = [helper.make_node("Add", ["x", "x"], ["y"])]
+    wrong = model(nodes, [vi("x", [2])], [vi("y", [2], TensorProto.DOUBLE)])
+    with pytest.raises(ModelError, match="graph output 'y' is declared float64 but the model computes float32"):
+        relaxpack.from_onnx(wrong)
+    with pytest.raises(Exception, match="does not match expected type"):
+        ort.InferenceSession(wrong.SerializeToString(), providers=["CPUExecutionProvider"])
+    untyped = model(nodes, [vi("x", [2])], [onnx.ValueInfoProto(name="y")])
+    out = VirtualMachine(relaxpack.build(relaxpack.from_onnx(untyped))).run({"x": np.ones(2, np.float32)})
+    assert out["y"].dtype == np.float32
+
+
 def test_undefined_input_names_the_node():
     m = model([helper.make_node("Double", ["nowhere"], ["y"], domain=DOMAIN, name="d0")],
               [vi("x", [2])], [vi("y", [2])])
