@@ -274,8 +274,6 @@ def _elem_types(proto: onnx.ModelProto) -> dict[str, int]:
     return types
 
 
-
-
 #: ops that move an input's values without changing them (a multiple-choice BERT flattens its
 #: token type ids before their embedding's Gather)
 _REARRANGING = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose"})

@@ -253,7 +253,7 @@ def _feature_rows(x, coefficients) -> np.ndarray:
     width = coefficients.shape[1]
     if x.ndim == 0 or x.shape[-1] != width:
         raise ShapeError(f"x has {x.shape[-1] if x.ndim else 1} features but the coefficients are "
-                             f"{coefficients.shape[0]} rows of {width}")
+                         f"{coefficients.shape[0]} rows of {width}")
     return x.astype(np.float64, copy=False).reshape(-1, width)
 
 

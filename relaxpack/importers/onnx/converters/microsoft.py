@@ -370,9 +370,6 @@ def _integer_matmul_to_float(ctx, a: Value, a_scale: Expr, a_zero_point, b: Valu
     return y if bias is None else make_call("add", y, ctx.expr(bias))
 
 
-__all__ = ["MS", "ms_unsupported"]
-
-
 # ================================================================ CDist
 
 
@@ -395,3 +392,6 @@ def cdist(ctx, a, b, *, metric="sqeuclidean"):
     norms_b = call(ctx, "sum", call(ctx, "square", ctx.expr(b)), axis=(1,), keepdims=False)
     squared = call(ctx, "abs", call(ctx, "add", call(ctx, "add", scaled, norms_a), norms_b))
     return make_call("sqrt", squared) if metric == "euclidean" else squared
+
+
+__all__ = ["MS", "ms_unsupported"]
