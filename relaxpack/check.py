@@ -26,6 +26,7 @@ import onnx
 
 from .vm_build import build
 from .compare import OutputDiff, compare_outputs  # noqa: F401 (re-exported)
+from .check_ties import near_tie_note
 from .check_isolated import IsolatedSession, OnnxruntimeCrash, OnnxruntimeFailure
 from .errors import RelaxpackError, ShapeError
 from .feeds import (  # noqa: F401 (re-exported)
@@ -389,6 +390,8 @@ class NodeDivergence:
     op_type: str
     output: str
     diff: OutputDiff
+    #: why the node differs where that is not an error (rounding near-ties: ``check_ties``), else ""
+    note: str = ""
 
 
 def expose_intermediates(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -422,5 +425,6 @@ def first_divergence(model: "onnx.ModelProto | str | Path", inputs: Mapping[str,
                 continue
             (diff,) = compare_outputs([name], got, [want[name]], rtol, atol)
             if not diff.passed:
-                return NodeDivergence(node.name or "(unnamed)", node.op_type, name, diff)
+                return NodeDivergence(node.name or "(unnamed)", node.op_type, name, diff,
+                                      near_tie_note(node.input, name, {**inputs, **got}, {**inputs, **want}))
     return None

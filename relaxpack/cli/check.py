@@ -108,6 +108,8 @@ def check(model: Path, archive: Path | None = None, dim: list[str] | None = None
         d = divergence.diff
         echo(f"first divergence: {one_line(divergence.op_type)} node {divergence.node!r}, output {divergence.output!r} "
              f"(max abs {d.max_abs:.3e}{', ' + d.note if d.note else ''})")
+        if divergence.note:
+            echo(f"note: {one_line(divergence.note)}")
     echo("PASS" if report.passed else "FAIL")
     if not report.passed:
         raise Exit(1)

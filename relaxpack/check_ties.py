@@ -1,0 +1,69 @@
+"""Telling a rounding near-tie from an error, for ``check --per-node``.
+
+A quantized model rounds floats to integers at every QuantizeLinear,
+DynamicQuantizeLinear and requantizing QLinear op. Two runtimes whose float
+results differ in the last bit (another summation order in a GEMM, another
+exp) round the same value one step apart wherever it sits within that bit of
+a half: ``-22.5000000`` rounds to -22, ``-22.5000019`` to -23. Neither is
+wrong, and the step then travels through the depth of the model. onnxruntime
+with and without its optimizer differ by the same steps.
+
+:func:`near_tie_note` recognizes that case at the first diverging node: an
+integer output at most one step apart, computed from inputs that agree within
+tolerance but not bit for bit. Inputs that agree bit for bit mean the node
+itself computes otherwise: no note then, the divergence is the node's.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import numpy as np
+
+
+def near_tie_note(inputs: Iterable[str], output: str, got: Mapping[str, np.ndarray],
+                  want: Mapping[str, np.ndarray]) -> str:
+    """Why a node's ``output`` differs between ``got`` (relaxpack) and ``want`` (onnxruntime)
+    when the difference is rounding near-ties, else "". ``inputs`` are the node's input names;
+    one in neither mapping (an initializer) is the same on both sides."""
+    a, b = np.asarray(got[output]), np.asarray(want[output])
+    if a.dtype != b.dtype or a.dtype.kind not in "iu" or a.shape != b.shape or a.size == 0:
+        return ""
+    steps = np.abs(a.astype(np.int64) - b.astype(np.int64))
+    if int(steps.max()) != 1:
+        return ""
+    apart = _float_inputs_apart(inputs, got, want)
+    if not apart:
+        return ""
+    ulps = max(ulp for _, ulp in apart)
+    names = ", ".join(repr(name) for name, _ in apart)
+    return (f"{int(np.count_nonzero(steps))} of {a.size} values one step apart; its input {names} agrees "
+            f"within tolerance but not bit for bit (up to {_ulps_text(ulps)}): rounding near-ties that "
+            f"the inputs' last bits decide, not an error of either runtime")
+
+
+def _float_inputs_apart(inputs: Iterable[str], got: Mapping[str, np.ndarray],
+                        want: Mapping[str, np.ndarray]) -> list[tuple[str, float]]:
+    """The node's float inputs whose two values differ (name, largest difference in units of
+    onnxruntime's last place)."""
+    apart = []
+    for name in inputs:
+        if not name or name not in got or name not in want:
+            continue
+        a, b = np.asarray(got[name]), np.asarray(want[name])
+        if a.dtype != b.dtype or a.dtype.kind != "f" or a.shape != b.shape or np.array_equal(a, b, equal_nan=True):
+            continue
+        with np.errstate(invalid="ignore", over="ignore"):
+            ulps = np.abs(a.astype(np.float64) - b) / np.spacing(np.abs(b))
+        finite = ulps[np.isfinite(ulps)]
+        apart.append((name, float(finite.max()) if finite.size else float("inf")))
+    return apart
+
+
+def _ulps_text(ulps: float) -> str:
+    if not np.isfinite(ulps):
+        return "an infinity"
+    return f"{ulps:.0f} ulp" if ulps >= 1.5 else "1 ulp"
+
+
+__all__ = ["near_tie_note"]
