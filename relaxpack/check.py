@@ -293,12 +293,24 @@ def index_bounds(proto: onnx.ModelProto) -> dict[str, int]:
         plain = node.domain in ("", "ai.onnx")
         if plain and node.op_type in _REARRANGING and node.input and node.input[0] in source and node.output:
             source[node.output[0]] = source[node.input[0]]
-        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-        if node.op_type == "Gather" and plain and len(node.input) == 2 and axis == 0 \
-                and node.input[1] in source and node.input[0] in tables and tables[node.input[0]] > 0:
-            name = source[node.input[1]]
-            bounds[name] = min(bounds.get(name, tables[node.input[0]]), tables[node.input[0]])
+        for index, table in _lookups(node, plain):
+            if index in source and table in tables and tables[table] > 0:
+                name = source[index]
+                bounds[name] = min(bounds.get(name, tables[table]), tables[table])
     return bounds
+
+
+def _lookups(node: onnx.NodeProto, plain: bool) -> list[tuple[str, str]]:
+    """(indices, table) pairs of a node that looks rows up: a Gather on axis 0, and
+    onnxruntime's fused BERT embeddings (token ids into the word table, segment ids
+    into the segment table)."""
+    inputs = list(node.input)
+    if plain and node.op_type == "Gather" and len(inputs) == 2 \
+            and next((a.i for a in node.attribute if a.name == "axis"), 0) == 0:
+        return [(inputs[1], inputs[0])]
+    if node.domain == "com.microsoft" and node.op_type in ("EmbedLayerNormalization", "QEmbedLayerNormalization"):
+        return [(inputs[i], inputs[t]) for i, t in ((0, 2), (1, 4)) if len(inputs) > t and inputs[i] and inputs[t]]
+    return []
 
 
 def _within_bounds(feed: dict, bounds: dict[str, int], rng: np.random.Generator) -> dict:

@@ -169,6 +169,28 @@ def test_check_draws_token_ids_below_their_embedding_tables():
     assert all(s.feeds["tt"].max() < 2 for s in report.samples)
 
 
+def test_fused_bert_embeddings_bound_their_token_and_segment_ids():
+    """onnxruntime's EmbedLayerNormalization looks ids up in its word and segment tables as a
+    Gather does: random segment ids of 0..7 in a 2-row table made onnxruntime refuse every sample."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relaxpack.check import index_bounds
+    rng = np.random.default_rng(0)
+    consts = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+              for name, shape in (("words", (50, 8)), ("positions", (16, 8)), ("segments", (2, 8)),
+                                  ("gamma", (8,)), ("beta", (8,)))]
+    node = helper.make_node("EmbedLayerNormalization", ["ids", "seg", "words", "positions", "segments", "gamma",
+                                                        "beta"], ["y", "mask_index"], domain="com.microsoft")
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(n, TensorProto.INT32, ["b", "s"]) for n in ("ids", "seg")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+                              ir_version=9)
+    assert index_bounds(model) == {"ids": 50, "seg": 2}
+    report = check_model(model, dims={"s": (1, 16)}, samples=2)
+    assert report.passed and all(s.feeds["seg"].max() < 2 for s in report.samples)
+
+
 def test_inputs_named_like_masks_are_drawn_0_or_1():
     """A float16 T5 (optimum -O4) computes (1 - mask) * -65504: a mask of 2..7 overflowed to -inf
     and relaxpack's NaN failed check where onnxruntime computes in float32."""

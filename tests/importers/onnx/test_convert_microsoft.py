@@ -242,6 +242,45 @@ def test_embed_layer_norm(segments, mask, position_ids):
     check(model, feeds)
 
 
+@pytest.mark.parametrize("dtype, segments, mask", [(np.uint8, True, True), (np.int8, False, True),
+                                                   (np.uint8, True, False)])
+def test_quantized_embed_layer_norm(dtype, segments, mask):
+    """QEmbedLayerNormalization (onnxruntime's dynamic quantization of the fused BERT embedding):
+    against onnxruntime's, and against its float EmbedLayerNormalization of the dequantized tables."""
+    vocab, max_pos, hidden, batch, seq = 30, 12, 16, 3, 5
+    zero = {np.uint8: 128, np.int8: 0}[dtype]
+    tables = {"word": (vocab, hidden), "pos": (max_pos, hidden), "seg_emb": (2, hidden), "gamma": (hidden,),
+              "beta": (hidden,)}
+    if not segments:
+        del tables["seg_emb"]
+    consts, floats = {}, {}
+    for i, (name, shape) in enumerate(tables.items()):
+        consts[name] = rand(*shape, dtype=dtype, seed=i)
+        consts[name + "_scale"] = np.float32(0.01 * (i + 1))
+        consts[name + "_zp"] = dtype(zero + i)
+        floats[name] = (consts[name].astype(np.float32) - np.float32(zero + i)) * consts[name + "_scale"]
+    feeds = {"ids": rand(batch, seq, dtype=np.int32, low=0, high=vocab - 1)}
+    if segments:
+        feeds["seg"] = rand(batch, seq, dtype=np.int32, low=0, high=1, seed=6)
+    if mask:
+        feeds["mask"] = np.ones((batch, seq), np.int32)
+        feeds["mask"][1, 3:] = 0
+    seg = "seg_emb" if segments else ""
+    quantized = ["ids", "seg" if segments else "", "word", "pos", seg, "gamma", "beta", "mask" if mask else "",
+                 *(f"{t}_scale" if t else "" for t in ("word", "pos", seg, "gamma", "beta")),
+                 *(f"{t}_zp" if t else "" for t in ("word", "pos", seg, "gamma", "beta"))]
+    sym = {k: ["b", "s"] for k in feeds}
+    model = ms_model("QEmbedLayerNormalization", feeds, consts, inputs=quantized, attrs={"epsilon": 1e-5},
+                     outputs=["out", "mask_index"], sym=sym)
+    check(model, feeds)
+    dequantized = ms_model("EmbedLayerNormalization", feeds, floats, inputs=quantized[:8],
+                           attrs={"epsilon": 1e-5}, outputs=["out", "mask_index"], sym=sym)
+    want = ort.InferenceSession(dequantized.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model))).run(feeds)
+    assert_close(got["out"], want[0], *FLOAT_TOL, "out")
+    np.testing.assert_array_equal(got["mask_index"], want[1])
+
+
 # ---------------------------------------------------------------- quantized
 
 

@@ -1,14 +1,17 @@
-"""com.microsoft Attention and MultiHeadAttention against onnxruntime."""
+"""com.microsoft Attention, QAttention and MultiHeadAttention against onnxruntime."""
 
 from __future__ import annotations
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 
 import relaxpack
 from relaxpack.errors import UnsupportedOpError
+from relaxpack.runtime import VirtualMachine
 
-from .test_convert_microsoft import check, ms_model, rand
+from .backend_case import assert_close
+from .test_convert_microsoft import FLOAT_TOL, check, ms_model, rand
 
 B, S, HIDDEN, HEADS = 2, 5, 16, 4
 HEAD = HIDDEN // HEADS
@@ -51,6 +54,39 @@ def test_attention(mask, unidirectional, sizes):
             f["mask"] = make_mask(b, s)
         return f
     check(model, feeds_at(1, 3, 0), feeds_at(3, 6, 1))
+
+
+@pytest.mark.parametrize("per_column, mask", [(False, None), (True, "raw"), (False, "lengths")])
+def test_quantized_attention(per_column, mask):
+    """QAttention (onnxruntime's dynamic quantization of a fused Attention) against onnxruntime's
+    float Attention of the dequantized input and weights (its exact semantics on any CPU), and
+    against onnxruntime's QAttention on inputs below 128 (no u8 x s8 pair leaves int16)."""
+    rng = np.random.default_rng(0)
+    w = rng.integers(-127, 128, (HIDDEN, 3 * HIDDEN)).astype(np.int8)
+    w_scale = (rng.random(3 * HIDDEN) * 0.01 + 0.002).astype(np.float32) if per_column else np.float32(0.005)
+    w_zero = np.zeros(3 * HIDDEN, np.int8) if per_column else np.int8(0)
+    consts = {"w": w, "bias": rand(3 * HIDDEN, seed=2), "x_scale": np.float32(0.02), "w_scale": w_scale,
+              "x_zero": np.uint8(131), "w_zero": w_zero}
+    make_mask = {"lengths": _lengths, "raw": _raw_mask}.get(mask)
+    sym = {"x": ["b", "s", HIDDEN], "mask": ["b"] if mask == "lengths" else ["b", "s"]}
+
+    def feeds_at(b, s, seed, high=255):
+        f = {"x": np.random.default_rng(seed).integers(0, high + 1, (b, s, HIDDEN)).astype(np.uint8)}
+        if make_mask:
+            f["mask"] = make_mask(b, s)
+        return f
+    inputs = ["x", "w", "bias", "x_scale", "w_scale", "mask" if mask else "", "x_zero", "w_zero"]
+    model = ms_model("QAttention", feeds_at(B, S, 0), consts, inputs=inputs, attrs={"num_heads": HEADS}, sym=sym)
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(model)))
+    floats = {"w": (w.astype(np.float32) * w_scale), "bias": consts["bias"]}
+    for feeds in (feeds_at(1, 3, 1), feeds_at(3, 6, 2)):
+        dequantized = {**feeds, "x": (feeds["x"].astype(np.float32) - 131) * np.float32(0.02)}
+        reference = ms_model("Attention", dequantized, floats, inputs=["x", "w", "bias"] + (["mask"] if mask else []),
+                             attrs={"num_heads": HEADS}, sym=sym)
+        want = ort.InferenceSession(reference.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+            None, dequantized)[0]
+        assert_close(vm.run(feeds)["y0"], want, *FLOAT_TOL, "y0")
+    check(model, feeds_at(1, 3, 3, high=127), feeds_at(3, 6, 4, high=127))
 
 
 def test_attention_with_past_gives_the_present():

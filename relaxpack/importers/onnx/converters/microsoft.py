@@ -12,7 +12,8 @@ checked against onnxruntime in tests/importers/onnx/test_convert_microsoft.py:
 - layer norms: SkipLayerNormalization (``LN(input + skip + bias)``, also the
   sum as output 3), SkipSimplifiedLayerNormalization and
   SimplifiedLayerNormalization (RMS), the contrib LayerNormalization of the
-  default domain before opset 17, EmbedLayerNormalization;
+  default domain before opset 17, EmbedLayerNormalization and its quantized
+  QEmbedLayerNormalization;
 - quantized: QLinearAdd, QLinearMul, MatMulIntegerToFloat,
   DynamicQuantizeMatMul;
 - CDist (skl2onnx's ``optim="cdist"``): the distances of A's rows to B's, by
@@ -266,19 +267,54 @@ def embed_layer_norm(ctx, input_ids, segment_ids=None, word_embedding=None, posi
     before the norm."""
     if word_embedding is None or position_embedding is None or gamma is None or beta is None:
         raise malformed(ctx, "needs word_embedding, position_embedding, gamma and beta")
-    if (segment_ids is None) != (segment_embedding is None):
+    tables = [None if t is None else ctx.expr(t) for t in (word_embedding, position_embedding, segment_embedding,
+                                                            gamma, beta)]
+    return _embed_layer_norm(ctx, input_ids, segment_ids, *tables, mask, position_ids, epsilon)
+
+
+@register_converter(MS, "QEmbedLayerNormalization", since_opset=1)
+def q_embed_layer_norm(ctx, input_ids, segment_ids=None, word_embedding=None, position_embedding=None,
+                       segment_embedding=None, gamma=None, beta=None, mask=None, word_embedding_scale=None,
+                       position_embedding_scale=None, segment_embedding_scale=None, gamma_scale=None,
+                       beta_scale=None, word_embedding_zero_point=None, position_embedding_zero_point=None,
+                       segment_embedding_zero_point=None, gamma_zero_point=None, beta_zero_point=None, *,
+                       epsilon=1e-12):
+    """EmbedLayerNormalization of tables, gamma and beta quantized per tensor (onnxruntime's
+    dynamic quantization of a fused BERT embedding): each dequantized as ``(q - zp) * scale``
+    in float32, then as EmbedLayerNormalization (no position ids, no output 2)."""
+    quantized = ((word_embedding, word_embedding_scale, word_embedding_zero_point),
+                 (position_embedding, position_embedding_scale, position_embedding_zero_point),
+                 (segment_embedding, segment_embedding_scale, segment_embedding_zero_point),
+                 (gamma, gamma_scale, gamma_zero_point), (beta, beta_scale, beta_zero_point))
+    tables = []
+    for i, (table, scale, zero_point) in enumerate(quantized):
+        if table is None or scale is None:
+            if i != 2 or table is not None or scale is not None:
+                raise malformed(ctx, "needs each table, gamma and beta with its scale (the segment "
+                                     "embedding's only with segment ids)")
+            tables.append(None)
+            continue
+        shifted, factor = _dequantized(ctx, table, scale, zero_point)
+        tables.append(call(ctx, "multiply", shifted, factor))
+    y, mask_index, _ = _embed_layer_norm(ctx, input_ids, segment_ids, *tables, mask, None, epsilon)
+    return y, mask_index
+
+
+def _embed_layer_norm(ctx, input_ids: Value, segment_ids: Value | None, word: Expr, position: Expr,
+                      segment: Expr | None, gamma: Expr, beta: Expr, mask: Value | None,
+                      position_ids: Value | None, epsilon: float) -> tuple[Expr, Expr | None, Expr]:
+    """The normalized sum of the three embeddings, the mask index (when used) and the sum."""
+    if (segment_ids is None) != (segment is None):
         raise malformed(ctx, "segment_ids and segment_embedding must be given together")
     if _rank(ctx, input_ids, "input_ids") != 2:
         raise malformed(ctx, f"input_ids must be 2-D (batch, sequence), got rank {input_ids.ndim}")
     ids = ctx.expr(input_ids)
-    total = call(ctx, "take", ctx.expr(word_embedding), ids, axis=0, name="word")
+    total = call(ctx, "take", word, ids, axis=0, name="word")
     positions = ctx.expr(position_ids) if position_ids is not None else arange(ctx, input_ids.shape[1])
-    total = call(ctx, "add", total, call(ctx, "take", ctx.expr(position_embedding), positions, axis=0))
+    total = call(ctx, "add", total, call(ctx, "take", position, positions, axis=0))
     if segment_ids is not None:
-        total = call(ctx, "add", total, call(ctx, "take", ctx.expr(segment_embedding), ctx.expr(segment_ids),
-                                              axis=0))
-    y = call(ctx, "nn.layer_norm", total, ctx.expr(gamma), ctx.expr(beta), axes=(2,), epsilon=float(epsilon),
-             name="embed_ln")
+        total = call(ctx, "add", total, call(ctx, "take", segment, ctx.expr(segment_ids), axis=0))
+    y = call(ctx, "nn.layer_norm", total, gamma, beta, axes=(2,), epsilon=float(epsilon), name="embed_ln")
     used = outputs_used(ctx, 3)
     mask_index = _mask_index(ctx, mask, input_ids) if used[1] else None
     return y, mask_index, total
@@ -345,8 +381,8 @@ def qlinear_mul(ctx, a, a_scale, a_zero_point=None, b=None, b_scale=None, b_zero
 def matmul_integer_to_float(ctx, a, b, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None):
     """``((a - a_zp) @ (b - b_zp)) * (a_scale * b_scale) + bias``: an int32
     product scaled to float (b_scale and b_zero_point per tensor or per column)."""
-    return _integer_matmul_to_float(ctx, a, ctx.expr(a_scale), a_zero_point, b, b_scale, b_zero_point, bias,
-                                    a_scale.dtype)
+    return integer_matmul_to_float(ctx, a, ctx.expr(a_scale), a_zero_point, b, b_scale, b_zero_point, bias,
+                                   a_scale.dtype)
 
 
 @register_converter(MS, "DynamicQuantizeMatMul", since_opset=1)
@@ -354,12 +390,14 @@ def dynamic_quantize_matmul(ctx, a, b, b_scale, b_zero_point=None, bias=None):
     """``a`` quantized to uint8 as DynamicQuantizeLinear does (scale and zero
     point from its range), then MatMulIntegerToFloat."""
     qa, a_scale, a_zp = q.dynamic_quantize_linear(ctx, a)
-    return _integer_matmul_to_float(ctx, ctx.emit(qa, "qa"), a_scale, ctx.emit(a_zp), b, b_scale, b_zero_point,
-                                    bias, b_scale.dtype)
+    return integer_matmul_to_float(ctx, ctx.emit(qa, "qa"), a_scale, ctx.emit(a_zp), b, b_scale, b_zero_point,
+                                   bias, b_scale.dtype)
 
 
-def _integer_matmul_to_float(ctx, a: Value, a_scale: Expr, a_zero_point, b: Value, b_scale: Value,
-                             b_zero_point, bias, dtype: str) -> Expr:
+def integer_matmul_to_float(ctx, a: Value, a_scale: Expr, a_zero_point, b: Value, b_scale: Value,
+                            b_zero_point, bias, dtype: str) -> Expr:
+    """``((a - a_zp) @ (b - b_zp)) * (a_scale * b_scale) + bias`` in ``dtype``, the product exact
+    in int32 (also QAttention's input projection)."""
     q._check_int8(ctx, a, b)
     lhs = q._widen(ctx, a, a_zero_point, lambda zp: q._row_layout(ctx, zp, a, "a_zero_point"))
     rhs = q._widen(ctx, b, b_zero_point, lambda zp: q._col_layout(ctx, zp, "b_zero_point"))

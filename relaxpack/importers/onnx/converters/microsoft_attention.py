@@ -1,4 +1,4 @@
-"""com.microsoft Attention and MultiHeadAttention as compositions of IR ops.
+"""com.microsoft Attention, QAttention and MultiHeadAttention as compositions of IR ops.
 
 Attention is what onnxruntime's transformer optimizer fuses a BERT-style
 self-attention into: one input projection to Q, K and V, heads, scaled dot
@@ -9,10 +9,13 @@ products, an optional padding mask, a softmax and the heads merged again::
     scores = (q @ k^T) * scale + where(allowed, 0, mask_filter_value)
     out = reshape(permute_dims(softmax(scores) @ v, (0, 2, 1, 3)), (B, S, N*h))
 
-MultiHeadAttention takes Q, K and V already projected (3-D, optionally with
-their bias) and a key padding mask. Both take ``past`` keys and values
-(concatenated before the new ones; the ``present`` outputs), causal masking
-(``unidirectional``) and an additive ``attention_bias``. Masks: a 1-D
+QAttention (onnxruntime's dynamic quantization of a fused Attention) is
+Attention with the projection an exact integer product scaled to float, as
+MatMulIntegerToFloat. MultiHeadAttention takes Q, K and V already projected
+(3-D, optionally with their bias) and a key padding mask. All take ``past``
+keys and values (concatenated before the new ones; the ``present``
+outputs), causal masking (``unidirectional``) and, but QAttention, an
+additive ``attention_bias``. Masks: a 1-D
 ``mask_index`` of each row's length (keys at or after it are masked), or a
 raw 0/1 mask of shape (B, T) or (B, S, T). Forms onnxruntime documents
 beyond these (packed QKV, rotary embeddings, shared past buffers, 4-D
@@ -34,7 +37,7 @@ from ._composite_common import arange, outputs_used
 from ._math_common import astype, call, malformed, scalar
 from ._shape_common import shaped
 from .composite import rotary_embedding
-from .microsoft import MS, ms_unsupported
+from .microsoft import MS, integer_matmul_to_float, ms_unsupported
 
 _DEFAULT_MASK_FILTER = -10000.0
 
@@ -49,14 +52,39 @@ def attention(ctx, x, weights, bias=None, mask_index=None, past=None, attention_
               mask_filter_value=_DEFAULT_MASK_FILTER, do_rotary=0, past_present_share_buffer=0,
               rotary_embedding_dim=0):
     """Self-attention with the input projection fused in (see the module docstring)."""
-    if do_rotary or past_present_share_buffer or past_sequence_length is not None:
-        raise ms_unsupported(ctx, "rotary embeddings and shared past/present buffers")
-    if x.ndim != 3 or weights.ndim != 2 or weights.shape is None:
-        raise malformed(ctx, "input must be 3-D (batch, sequence, hidden) and weights 2-D with a known shape")
-    sizes = _qkv_sizes(ctx, weights, qkv_hidden_sizes)
+    _check_self_attention(ctx, x, weights, do_rotary or past_present_share_buffer or past_sequence_length is not None)
     qkv = call(ctx, "matmul", ctx.expr(x), ctx.expr(weights), name="qkv")
     if bias is not None:
         qkv = call(ctx, "add", qkv, ctx.expr(bias), name="qkv")
+    return _self_attention(ctx, qkv, _qkv_sizes(ctx, weights, qkv_hidden_sizes), num_heads, mask_index, past,
+                           attention_bias, scale, unidirectional, mask_filter_value)
+
+
+@register_converter(MS, "QAttention", since_opset=1)
+def q_attention(ctx, x, weights, bias, input_scale, weight_scale, mask_index=None, input_zero_point=None,
+                weight_zero_point=None, past=None, *, num_heads, scale=0.0, unidirectional=0,
+                mask_filter_value=_DEFAULT_MASK_FILTER, do_rotary=0, past_present_share_buffer=0):
+    """Attention whose input projection is quantized (onnxruntime's dynamic quantization of
+    a fused Attention): ``(x - x_zp) @ (w - w_zp)`` exact in int32, scaled by ``input_scale *
+    weight_scale`` (per tensor or per column) plus the bias, then attention in float."""
+    _check_self_attention(ctx, x, weights, do_rotary or past_present_share_buffer)
+    qkv = integer_matmul_to_float(ctx, x, ctx.expr(input_scale), input_zero_point, weights, weight_scale,
+                                  weight_zero_point, bias, input_scale.dtype)
+    return _self_attention(ctx, qkv, _qkv_sizes(ctx, weights, None), num_heads, mask_index, past, None, scale,
+                           unidirectional, mask_filter_value)
+
+
+def _check_self_attention(ctx, x: Value, weights: Value, unsupported_form) -> None:
+    if unsupported_form:
+        raise ms_unsupported(ctx, "rotary embeddings and shared past/present buffers")
+    if x.ndim != 3 or weights.ndim != 2 or weights.shape is None:
+        raise malformed(ctx, "input must be 3-D (batch, sequence, hidden) and weights 2-D with a known shape")
+
+
+def _self_attention(ctx, qkv: Expr, sizes: tuple[int, int, int], num_heads: int, mask_index: Value | None,
+                    past: Value | None, attention_bias: Value | None, scale: float, unidirectional: int,
+                    mask_filter_value: float):
+    """Attention and the ``present`` keys and values from the projected ``qkv`` (B, S, Q+K+V)."""
     parts = ctx.emit(make_call("split", qkv, indices_or_sections=(sizes[0], sizes[0] + sizes[1]), axis=2), "qkv")
     q, k, v = (_heads(ctx, ctx.expr(ctx.emit(TupleGetItem(ctx.expr(parts), i), n)), num_heads, s)
                for i, (n, s) in enumerate(zip("qkv", sizes)))
