@@ -77,9 +77,12 @@ def _how(domain: str, op: str, opset: int, converters: dict, library: FunctionLi
 def _refusal_notes() -> list[str]:
     """The reasons behind the "refused" rows, and how to do without each op."""
     lines = ["", "## Deliberately refused ops", ""]
+    alike: dict[tuple, list[str]] = {}          # ops refused for one reason: one line
     for (domain, op), refusal in sorted(REFUSALS.items()):
-        lines.append(f"- **{op}** ({domain or 'ai.onnx'}): {refusal.reason}."
-                     + (f" Instead: {refusal.workaround}." if refusal.workaround else ""))
+        alike.setdefault((domain, refusal.reason, refusal.workaround), []).append(op)
+    for (domain, reason, workaround), ops in alike.items():
+        lines.append(f"- {', '.join(f'**{op}**' for op in ops)} ({domain or 'ai.onnx'}): {reason}."
+                     + (f" Instead: {workaround}." if workaround else ""))
     if not REFUSALS:
         lines.append("None: every op in the table converts.")
     return lines

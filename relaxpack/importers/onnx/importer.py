@@ -30,7 +30,7 @@ from ...ir.struct_info import MapStructInfo, OptionalStructInfo, SequenceStructI
 from .context import ImportContext
 from .functions import FunctionLibrary
 from .graph import GraphConverter, collect_unsupported
-from .refusals import find_refusal
+from .refusals import Refusal, find_refusal
 from .tensors import onnx_dtype_name, tensor_to_array
 from .value import Value
 
@@ -133,10 +133,14 @@ def _model_metadata(model) -> dict:
 def _unsupported_message(unsupported: list[tuple[str, str, int]]) -> str:
     """One line naming every unsupported op; a deliberately refused op says
     why and how to do without it."""
-    refused = [(r, ver) for dom, op, ver in unsupported if (r := find_refusal(dom, op)) is not None]
+    alike: dict[tuple, list[Refusal]] = {}      # ops refused for one reason share one message
+    for dom, op, ver in unsupported:
+        if (r := find_refusal(dom, op)) is not None:
+            alike.setdefault((r.domain, r.reason, r.workaround, ver), []).append(r)
     plain = [f"{op} (domain {dom or 'ai.onnx'}, opset {ver})" for dom, op, ver in unsupported
              if find_refusal(dom, op) is None]
-    parts = [r.message(ver) for r, ver in refused]
+    parts = [group[0].message(key[3], ", ".join(r.op for r in group) if len(group) > 1 else None)
+             for key, group in alike.items()]
     if plain:
         parts.append(f"the model uses {len(plain)} unsupported op(s): {', '.join(plain)}")
     return " | ".join(parts)

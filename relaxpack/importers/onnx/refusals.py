@@ -9,6 +9,8 @@ takes precedence.
 
     >>> find_refusal("ai.onnx.ml", "ZipMap") is None    # maps convert now
     True
+    >>> find_refusal("com.microsoft.nchwc", "Conv").summary
+    "onnxruntime's CPU-specific NCHWc layout"
 """
 
 from __future__ import annotations
@@ -31,14 +33,29 @@ class Refusal:
     reason: str
     workaround: str | None = None
 
-    def message(self, opset: int) -> str:
-        """The one-line error: op, domain, opset, reason and workaround."""
-        text = f"{self.op} (domain {self.domain or 'ai.onnx'}, opset {opset}) is not supported: {self.reason}"
+    def message(self, opset: int, ops: str | None = None) -> str:
+        """The one-line error: op (or ``ops``, several refused alike), domain, opset, reason and
+        workaround."""
+        verb = "is" if ops is None else "are"
+        text = (f"{ops or self.op} (domain {self.domain or 'ai.onnx'}, opset {opset}) {verb} not supported: "
+                f"{self.reason}")
         return f"{text}; {self.workaround}" if self.workaround else text
 
 
-#: none today: the map ops (ZipMap, CastMap, DictVectorizer), refused until maps joined the IR, now convert
-_REFUSALS: tuple[Refusal, ...] = ()
+#: onnxruntime's NCHWc layout ops: what its optimizer writes at ORT_ENABLE_ALL (the default level of
+#: ``SessionOptions.optimized_model_filepath``) on a CPU with AVX2 or AVX-512. Their channels are in
+#: blocks of that CPU's size (8 or 16) and the saved weights are reordered into those blocks; no
+#: attribute says which, so the file only runs where it was saved (onnxruntime warns so). The map ops
+#: (ZipMap, CastMap, DictVectorizer), refused until maps joined the IR, convert now.
+NCHWC_DOMAIN = "com.microsoft.nchwc"
+_NCHWC_OPS = ("Conv", "ReorderInput", "ReorderOutput", "MaxPool", "AveragePool", "GlobalAveragePool",
+              "GlobalMaxPool", "Upsample")
+_REFUSALS: tuple[Refusal, ...] = tuple(
+    Refusal(NCHWC_DOMAIN, op, "onnxruntime's CPU-specific NCHWc layout",
+            "onnxruntime's NCHWc layout for the CPU the graph was optimized on (channel blocks of its "
+            "size, weights reordered into them; a graph saved at ORT_ENABLE_ALL)",
+            "convert the model before onnxruntime optimized it, or save its optimized graph at "
+            "ORT_ENABLE_EXTENDED") for op in _NCHWC_OPS)
 
 REFUSALS: dict[tuple[str, str], Refusal] = {(canonical_domain(r.domain), r.op): r for r in _REFUSALS}
 
@@ -48,4 +65,4 @@ def find_refusal(domain: str, op_type: str) -> Refusal | None:
     return REFUSALS.get((canonical_domain(domain), op_type))
 
 
-__all__ = ["REFUSALS", "Refusal", "find_refusal"]
+__all__ = ["NCHWC_DOMAIN", "REFUSALS", "Refusal", "find_refusal"]

@@ -1,8 +1,8 @@
 """Deliberate refusals (importers/onnx/refusals.py): an op in the table fails at import with one
 line naming the op, its domain and opset, the reason and the way around it; a converter
-registered for a refused op wins. The table is empty today (the map ops it held, ZipMap,
-CastMap and DictVectorizer, convert since maps joined the IR: test_maps.py), so these tests
-put an entry of their own in it."""
+registered for a refused op wins. The table holds onnxruntime's NCHWc layout ops (the map ops it
+held, ZipMap, CastMap and DictVectorizer, convert since maps joined the IR: test_maps.py); most
+tests put an entry of their own in it."""
 
 from __future__ import annotations
 
@@ -77,3 +77,16 @@ def test_no_refused_op_has_a_converter():
     for op in ("ZipMap", "CastMap", "DictVectorizer"):
         assert find_refusal("ai.onnx.ml", op) is None
         assert registry.find_converter("ai.onnx.ml", op, 1) is not None
+
+
+def test_onnxruntimes_nchwc_layout_ops_share_one_reason_in_one_line():
+    """A CNN whose optimized graph onnxruntime saved at ORT_ENABLE_ALL holds NCHWc blocks of its
+    CPU's size: the error names every such op once, why, and how to get a graph relaxpack takes."""
+    nchwc = refusals.NCHWC_DOMAIN
+    nodes = [helper.make_node("ReorderInput", ["x"], ["b"], domain=nchwc),
+             helper.make_node("MaxPool", ["b"], ["p"], domain=nchwc, kernel_shape=[1, 1]),
+             helper.make_node("ReorderOutput", ["p"], ["y"], domain=nchwc, channels=2)]
+    message = _one_line_error(_model(nodes, ((nchwc, 1),)))
+    assert message.startswith("MaxPool, ReorderInput, ReorderOutput (domain com.microsoft.nchwc, opset 1) are not "
+                              "supported: onnxruntime's NCHWc layout"), message
+    assert message.endswith("save its optimized graph at ORT_ENABLE_EXTENDED") and message.count("NCHWc") == 1
