@@ -42,6 +42,10 @@ ORT_DEVIATES = "onnxruntime differs from the exact result here; relaxpack matche
 #: the note on an output that only onnxruntime's graph optimizations change (e.g. QDQ rewritten into integer kernels)
 ORT_OPTIMIZER_DEVIATES = ("onnxruntime's graph optimizations change this output; relaxpack matches onnxruntime "
                           "with them off (the graph as written)")
+#: the note on such an output of a model whose MatMulNBits onnxruntime may compute with int8 activations
+ORT_ACCURACY_LEVEL_DEVIATES = ("onnxruntime's int8 activations in MatMulNBits (its accuracy_level) or its graph "
+                               "optimizations change this output; relaxpack matches onnxruntime computing "
+                               "MatMulNBits in float32 with its optimizations off")
 
 
 @dataclass
@@ -138,11 +142,12 @@ def _agrees(want, got, close) -> bool:
 
 
 def _judge_deviations(proto, feeds, got, diffs: list[OutputDiff], rtol: float, atol: float,
-                      precisions: Mapping[str, str], as_written: Callable[[], dict] | None = None) -> list[OutputDiff]:
+                      precisions: Mapping[str, str], as_written: Callable[[], dict] | None = None,
+                      as_written_note: str = ORT_OPTIMIZER_DEVIATES) -> list[OutputDiff]:
     """``diffs`` with each failing output that relaxpack computes as onnx's reference evaluator
     does marked as onnxruntime's deviation (passed); else, with ``as_written`` (onnxruntime's
     outputs with its graph optimizations off), one relaxpack computes as that run does marked
-    as a deviation of onnxruntime's optimizer (passed)."""
+    ``as_written_note`` (passed)."""
     judged = []
     for d in diffs:
         def close(a, b, name=d.name):
@@ -150,9 +155,36 @@ def _judge_deviations(proto, feeds, got, diffs: list[OutputDiff], rtol: float, a
         if not d.passed and reference_agrees(proto, feeds, d.name, got[d.name], close):
             d = OutputDiff(d.name, d.shape, d.max_abs, d.max_rel, True, ORT_DEVIATES)
         elif not d.passed and as_written is not None and _agrees((as_written() or {}).get(d.name), got[d.name], close):
-            d = OutputDiff(d.name, d.shape, d.max_abs, d.max_rel, True, ORT_OPTIMIZER_DEVIATES)
+            d = OutputDiff(d.name, d.shape, d.max_abs, d.max_rel, True, as_written_note)
         judged.append(d)
     return judged
+
+
+def in_float32(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, bool]:
+    """``proto`` with every nonzero ``accuracy_level`` of a com.microsoft MatMulNBits dropped
+    (subgraphs too), and whether there was one. At level 4 onnxruntime may quantize MatMulNBits' activations to
+    int8 (on CPUs with such kernels); unset, it computes in float32, as relaxpack does."""
+    lowered = onnx.ModelProto()
+    lowered.CopyFrom(proto)
+    found = False
+    for graph in _graphs(lowered.graph):
+        for node in graph.node:
+            if node.op_type == "MatMulNBits" and node.domain == "com.microsoft":
+                kept = [a for a in node.attribute if a.name != "accuracy_level" or a.i == 0]
+                if len(kept) != len(node.attribute):
+                    found = True
+                    del node.attribute[:]
+                    node.attribute.extend(kept)
+    return (lowered, True) if found else (proto, False)
+
+
+def _graphs(graph: onnx.GraphProto):
+    """``graph`` and every subgraph in it (If branches, Loop and Scan bodies), depth first."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.HasField("g") else list(attr.graphs)):
+                yield from _graphs(sub)
 
 
 def _as_written(proto, threads: int | None, isolate: bool) -> Callable[[dict], Callable[[], dict | None]]:
@@ -219,7 +251,9 @@ def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int =
     rng = np.random.default_rng(seed)
     bounds = index_bounds(proto)
     precisions = output_precisions(proto)
-    as_written = _as_written(proto, threads, isolate)
+    written, lowered = in_float32(proto)
+    as_written = _as_written(written, threads, isolate)
+    as_written_note = ORT_ACCURACY_LEVEL_DEVIATES if lowered else ORT_OPTIMIZER_DEVIATES
     reports = []
     for i in range(1 if inputs is not None else samples):
         if inputs is not None:
@@ -231,7 +265,8 @@ def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int =
             dim_values, feed, want, got, notes = _draw_accepted(exe, vm, session, rng, fixed, bounds, threads)
         diffs = compare_outputs(names, got, want, rtol, atol, precisions=precisions)
         if not strict:
-            diffs = _judge_deviations(proto, feed, got, diffs, rtol, atol, precisions, as_written(feed))
+            diffs = _judge_deviations(proto, feed, got, diffs, rtol, atol, precisions, as_written(feed),
+                                      as_written_note)
         reports.append(SampleReport(dim_values, diffs, feed, notes))
         if on_sample is not None:
             on_sample(i, reports[-1])

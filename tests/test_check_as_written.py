@@ -69,3 +69,31 @@ def test_the_unoptimized_session_runs_the_graph_as_written():
     assert session.get_session_options().graph_optimization_level == ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     assert check.onnxruntime_session(_model()).get_session_options().graph_optimization_level != \
         ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+
+
+def _nbits_model(accuracy_level: int):
+    from .importers.onnx.test_convert_matmul_nbits import nbits_model
+    return nbits_model(32, 8, 16, "packed", False, accuracy_level=accuracy_level)
+
+
+def test_the_second_opinion_computes_matmul_nbits_in_float32():
+    """At accuracy_level 4 onnxruntime may quantize MatMulNBits' activations to int8 (by CPU); the
+    second opinion runs the same model without the level (float32, as relaxpack), subgraphs too."""
+    model = _nbits_model(4)
+    branch = helper.make_graph([model.graph.node[0]], "branch", [],
+                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model.graph.node.append(helper.make_node("If", ["c"], ["z"], then_branch=branch, else_branch=branch))
+    lowered, found = check.in_float32(model)
+    levels = [a.name for g in check._graphs(lowered.graph) for n in g.node for a in n.attribute
+              if n.op_type == "MatMulNBits" and a.name == "accuracy_level"]
+    assert found and levels == []
+    assert sum(a.name == "accuracy_level" for g in check._graphs(model.graph) for n in g.node
+               for a in n.attribute) == 3        # the model itself unchanged (the node, both branches)
+    plain = _nbits_model(0)
+    assert check.in_float32(plain) == (plain, False)
+
+
+def test_an_int8_accuracy_level_deviation_passes_with_its_note(optimized_deviates):
+    report = check.check_model(_nbits_model(4), dims={"m": 2, "seq": 3}, samples=1)
+    (out,) = report.samples[0].outputs
+    assert out.passed and out.note == check.ORT_ACCURACY_LEVEL_DEVIATES
