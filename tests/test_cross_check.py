@@ -186,8 +186,8 @@ def test_fused_bert_embeddings_bound_their_token_and_segment_ids():
     graph = helper.make_graph(
         [*casts, node], "g", [helper.make_tensor_value_info(n, TensorProto.INT64, ["b", "s"]) for n in ("ids", "seg")],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], consts)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
-                              ir_version=9)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=9)
     assert index_bounds(model) == {"ids": 50, "seg": 2}
     report = check_model(model, dims={"s": (1, 16)}, samples=2)
     assert report.passed and all(s.feeds["seg"].max() < 2 for s in report.samples)

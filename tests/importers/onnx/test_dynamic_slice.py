@@ -70,3 +70,33 @@ def test_kernel_matches_numpy_slicing():
     fn(x, (7,), (9,), out=empty, axes=(0,), strides=None)
     assert empty.shape == (0, 10)
 
+
+
+def _set_diag_slice_model():
+    """tf2onnx's set_diag: ``d[0:end]`` where ``end = Shape(u)[-2:-1]`` and ``u`` is an If whose
+    branches have ranks 2 and 3 (``x`` itself when its batch is 1, else ``x`` unsqueezed): the
+    bounds' length is unknown at import, the result's rank is the data's."""
+    def const(name, v):
+        return numpy_helper.from_array(np.array(v, np.int64), name)
+    out = helper.make_tensor_value_info
+    then_g = helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "then", [],
+                               [out("t", TensorProto.FLOAT, None)])
+    else_g = helper.make_graph([helper.make_node("Unsqueeze", ["x", "zero"], ["e"])], "else", [],
+                               [out("e", TensorProto.FLOAT, None)])
+    nodes = [helper.make_node("Shape", ["x"], ["sx"], start=0, end=1),
+             helper.make_node("Equal", ["sx", "one"], ["c1"]), helper.make_node("Squeeze", ["c1"], ["c"]),
+             helper.make_node("If", ["c"], ["u"], then_branch=then_g, else_branch=else_g),
+             helper.make_node("Shape", ["u"], ["su"]), helper.make_node("Slice", ["su", "m2", "m1"], ["end"]),
+             helper.make_node("Slice", ["d", "zero", "end"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [out("x", TensorProto.FLOAT, ["n", 4]), out("d", TensorProto.FLOAT, [10])],
+                              [out("y", TensorProto.FLOAT, None)],
+                              [const("zero", [0]), const("one", [1]), const("m2", [-2]), const("m1", [-1])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_bounds_of_a_length_unknown_at_import_keep_the_datas_rank():
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(_set_diag_slice_model())))
+    d = np.arange(10, dtype=np.float32)
+    for n, want in ((1, d[:1]), (3, d[:3]), (5, d[:5])):
+        got = vm.run({"x": np.ones((n, 4), np.float32), "d": d})["y"]
+        np.testing.assert_array_equal(got, want)        # Shape(u)[-2] is 1 when u is x (n == 1), else n

@@ -38,14 +38,18 @@ def slice_v10(ctx, data, starts, ends, axes=None, steps=None):
 
 def _runtime_slice(ctx, data: Value, starts: Value, ends: Value, axes: Value | None, steps: Value | None):
     """Bounds (or axes, steps) known only at run time: a packed slice that
-    keeps the dims of the axes it provably does not slice."""
+    keeps the dims of the axes it provably does not slice. The result has the
+    data's rank whatever the bounds' length (tf2onnx's set_diag takes its ends
+    from the shape of an If of two ranks): a length known on neither side
+    leaves every dim to the run, which checks the lengths agree."""
     if data.ndim < 0:
         return unknown_rank.runtime_slice(ctx, data, starts, ends, axes, steps)
     data = shaped(ctx, data)
-    count = runtime_length(ctx, starts, "starts")
-    if runtime_length(ctx, ends, "ends") != count:
+    lengths = {runtime_length(ctx, v, what, unknown_ok=True) for v, what in ((starts, "starts"), (ends, "ends"))}
+    if len(lengths - {None}) > 1:
         raise shape_error(ctx, f"starts and ends must have the same length, got {starts.shape} and {ends.shape}")
-    sliced = range(count) if axes is None else const_ints(axes)
+    count = next(iter(lengths - {None}), None)
+    sliced = (None if count is None else range(count)) if axes is None else const_ints(axes)
     if sliced is None:
         kept = (None,) * data.ndim
     else:
