@@ -54,8 +54,9 @@ def group_query_attention(ctx, query, key=None, value=None, past_key=None, past_
                           qk_output=0, sliding_window_cache=0, kv_cache_bit_width=0, k_quant_type="NONE",
                           v_quant_type="NONE", qk_norm_epsilon=1e-6):
     """Grouped-query self-attention with a KV cache (see the module docstring)."""
-    _refuse(ctx, query, past_key, k_scale or v_scale, q_norm_weight or k_norm_weight, qk_output,
-            sliding_window_cache, kv_cache_bit_width, (k_quant_type, v_quant_type))
+    _refuse(ctx, query, past_key, k_scale is not None or v_scale is not None,
+            q_norm_weight is not None or k_norm_weight is not None, qk_output, sliding_window_cache,
+            kv_cache_bit_width, (k_quant_type, v_quant_type))
     _check(ctx, key, value, past_key, past_value, seqlens_k, total_sequence_length, num_heads, kv_num_heads,
            causal, local_window_size)
     dtype = require_float(ctx, query, "query")
@@ -80,14 +81,14 @@ def group_query_attention(ctx, query, key=None, value=None, past_key=None, past_
 # ---------------------------------------------------------------- checks
 
 
-def _refuse(ctx, query: Value, past_key: Value | None, kv_scales, qk_norms, qk_output: int,
-            sliding_window_cache: int, kv_cache_bit_width: int, quant_types) -> None:
+def _refuse(ctx, query: Value, past_key: Value | None, kv_scales: bool, qk_norms: bool, qk_output: int,
+            sliding_window_cache: int, kv_cache_bit_width: int, quant_types: tuple[str, str]) -> None:
     """Forms onnxruntime documents that relaxpack does not implement, refused by name."""
     quantized = past_key is not None and past_key.dtype != query.dtype
-    if kv_scales is not None or quantized or kv_cache_bit_width or any(t != "NONE" for t in quant_types):
+    if kv_scales or quantized or kv_cache_bit_width or any(t != "NONE" for t in quant_types):
         raise ms_unsupported(ctx, "a quantized KV cache (k_scale/v_scale, kv_cache_bit_width, k/v_quant_type, "
                                   "a past of another type than the query)")
-    if qk_norms is not None:
+    if qk_norms:
         raise ms_unsupported(ctx, "q_norm_weight/k_norm_weight (Q/K RMS normalization)")
     if qk_output or outputs_used(ctx, 4)[3]:
         raise ms_unsupported(ctx, "the output_qk output (qk_output)")
