@@ -96,7 +96,7 @@ def test_local_window(window):
     model = _model(_feeds(2, 5), local_window_size=window)
     check(model, _feeds(1, 7, seed=1), _feeds(3, 6, [6, 3, 5], seed=2))
     model = _model(_feeds(2, 1, [5, 5], buffer=4), local_window_size=window)
-    check(model, _feeds(3, 1, [8, 3, 6], buffer=7, seed=3))
+    check(model, _feeds(1, 1, [4], buffer=3, seed=4), _feeds(3, 1, [8, 3, 6], buffer=7, seed=3))
 
 
 @pytest.mark.parametrize("attrs", [{"scale": 0.3}, {"softcap": 1.5}, {"smooth_softmax": 1}, {"causal": 0}],
@@ -105,7 +105,7 @@ def test_attributes(attrs):
     model = _model(_feeds(2, 5), **attrs)
     check(model, _feeds(1, 3, seed=1), _feeds(3, 6, [6, 4, 1], seed=2))
     model = _model(_feeds(2, 1, [5, 5], buffer=4), **attrs)
-    check(model, _feeds(3, 1, [8, 3, 6], buffer=7, seed=3))
+    check(model, _feeds(1, 1, [4], buffer=3, seed=4), _feeds(3, 1, [8, 3, 6], buffer=7, seed=3))
 
 
 def test_local_window_with_softcap_and_smooth_softmax():
@@ -116,13 +116,15 @@ def test_local_window_with_softcap_and_smooth_softmax():
     model = _model(_feeds(2, 5), **attrs)
     check(model, _feeds(1, 3, seed=1), _feeds(3, 6, seed=2))
     model = _model(_feeds(2, 1, [5, 5], buffer=4), **attrs)
-    check(model, _feeds(3, 1, [8, 3, 6], buffer=7, seed=3))
+    check(model, _feeds(1, 1, [4], buffer=3, seed=4), _feeds(3, 1, [8, 3, 6], buffer=7, seed=3))
 
 
 def test_head_sink():
     """gpt-oss's per-head sink logit in the softmax's denominator."""
     model = _model(_feeds(2, 5), {"head_sink": rand(HEADS, seed=7)})
     check(model, _feeds(1, 3, seed=1), _feeds(3, 6, [6, 4, 1], seed=2))
+    model = _model(_feeds(2, 1, [5, 5], buffer=4), {"head_sink": rand(HEADS, seed=7)})
+    check(model, _feeds(1, 1, [4], buffer=3, seed=4), _feeds(3, 1, [8, 3, 6], buffer=7, seed=3))
 
 
 def test_attention_bias():
