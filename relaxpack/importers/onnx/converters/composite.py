@@ -117,7 +117,7 @@ def _attention(ctx, q, k, v, mask, past_k, past_v, nonpad, spec: _Spec):
     if three_d:
         if not spec.q_heads or not spec.kv_heads:
             raise ShapeError(f"{ctx.node_label()}: 3-D Q, K, V need the q_num_heads and kv_num_heads attributes")
-        query, key, value = (_split_heads(ctx, x, h) for x, h in
+        query, key, value = (split_heads(ctx, x, h) for x, h in
                              ((q, spec.q_heads), (k, spec.kv_heads), (v, spec.kv_heads)))
     else:
         query, key, value = (ctx.expr(shaped(ctx, x)) for x in (q, k, v))
@@ -132,7 +132,7 @@ def _attention(ctx, q, k, v, mask, past_k, past_v, nonpad, spec: _Spec):
     # scores: (Q * sqrt(scale)) @ (K * sqrt(scale))^T, softcapped
     root = _sqrt_scale(ctx, spec.scale, head_size, dtype)
     scaled_k = call(ctx, "multiply", key, root)
-    raw = _grouped_matmul(ctx, call(ctx, "multiply", query, root),
+    raw = grouped_matmul(ctx, call(ctx, "multiply", query, root),
                           call(ctx, "permute_dims", scaled_k, axes=(0, 1, 3, 2)), reps)
     capped = raw
     if spec.softcap > 0:
@@ -153,7 +153,7 @@ def _attention(ctx, q, k, v, mask, past_k, past_v, nonpad, spec: _Spec):
         probs = call(ctx, "where", empty, scalar(ctx, 0, probs.struct_info.dtype), probs, name="probs")
 
     pv_dtype = promote(dtype, value.struct_info.dtype)
-    y = _grouped_matmul(ctx, astype(ctx, astype(ctx, probs, dtype), pv_dtype), astype(ctx, value, pv_dtype), reps)
+    y = grouped_matmul(ctx, astype(ctx, astype(ctx, probs, dtype), pv_dtype), astype(ctx, value, pv_dtype), reps)
     y = astype(ctx, y, dtype)
     if three_d:
         y = call(ctx, "permute_dims", y, axes=(0, 2, 1, 3))
@@ -165,7 +165,7 @@ def _attention(ctx, q, k, v, mask, past_k, past_v, nonpad, spec: _Spec):
     return y, key if used[1] else None, value if used[2] else None, qk_out
 
 
-def _split_heads(ctx, x, heads: int) -> Expr:
+def split_heads(ctx, x, heads: int) -> Expr:
     """(batch, seq, heads * size) -> (batch, heads, seq, size)."""
     batch, seq, _ = shaped(ctx, x).shape
     split = reshape(ctx, ctx.expr(x), (batch, seq, heads, -1))
@@ -189,7 +189,7 @@ def _group_size(ctx, q_heads: Dim, kv_heads: Dim) -> Dim:
     return reps
 
 
-def _grouped_matmul(ctx, a: Expr, b: Expr, reps: Dim) -> Expr:
+def grouped_matmul(ctx, a: Expr, b: Expr, reps: Dim) -> Expr:
     """``a @ b`` where each head of ``b`` serves ``reps`` consecutive heads of
     ``a``: ``a`` is viewed as (batch, b_heads, reps, ...) and ``b`` broadcast
     over ``reps``, so K and V are never repeated in memory."""
