@@ -52,6 +52,24 @@ def test_loop_trip_counts_condition_and_outer_scope():
     check_model(_accumulate_loop(), _feeds(10), _feeds(0), _feeds(3), _feeds(10, cond=False), _feeds(2, n=5))
 
 
+def test_a_body_declaring_its_iteration_number_1d_gets_it_1d():
+    """tf2onnx's CropAndResize loop declares the iteration number [1] (the spec says a scalar) and
+    slices with it; onnxruntime hands the body what it declares: rows of shape (1, 3), stacked."""
+    body = h.make_graph(
+        [h.make_node("Add", ["i", "one"], ["e"]), h.make_node("Slice", ["d", "i", "e", "zero"], ["row"]),
+         h.make_node("Identity", ["c_in"], ["c_out"])], "body",
+        [h.make_tensor_value_info("i", T.INT64, [1]), h.make_tensor_value_info("c_in", T.BOOL, [])],
+        [h.make_tensor_value_info("c_out", T.BOOL, []), h.make_tensor_value_info("row", T.FLOAT, [1, 3])],
+        [h.make_tensor("one", T.INT64, [1], [1]), h.make_tensor("zero", T.INT64, [1], [0])])
+    model = _model([h.make_node("Loop", ["M", "cond"], ["rows"], body=body)],
+                   [h.make_tensor_value_info("M", T.INT64, []), h.make_tensor_value_info("cond", T.BOOL, []),
+                    h.make_tensor_value_info("d", T.FLOAT, ["n", 3])],
+                   [h.make_tensor_value_info("rows", T.FLOAT, ["k", 1, 3])])
+    d = np.arange(15, dtype=np.float32).reshape(5, 3)
+    check_model(model, {"M": np.array(3, np.int64), "cond": np.array(True), "d": d},
+                {"M": np.array(5, np.int64), "cond": np.array(True), "d": d})
+
+
 def test_loop_keeps_the_state_shape_when_the_body_does():
     mod = relaxpack.from_onnx(_accumulate_loop())
     assert mod["main"].ret_struct_info.fields[0].shape == mod["main"].params[2].struct_info.shape

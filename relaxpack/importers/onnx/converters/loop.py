@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....ir.expr import Constant, TupleGetItem, Var
+from ....ir.expr import Constant, ShapeExpr, TupleGetItem, Var
 from ....ir.struct_info import (
     OptionalStructInfo, SequenceStructInfo, StructInfo, TensorStructInfo, TupleStructInfo, is_base_of,
     unify_struct_info,
@@ -60,11 +60,23 @@ def loop(ctx, max_trip=None, cond=None, *initial, body):
     names = [i.name for i in body.input]
 
     def bind(declared):
-        return {name: Value(p.struct_info, expr=p) for name, p in zip(names, declared)}
+        values = {name: Value(p.struct_info, expr=p) for name, p in zip(names, declared)}
+        for name, info in zip(names[:2], body.input[:2]):
+            if _declared_rank(info) == 1:
+                values[name] = ctx.emit(make_call("reshape", ctx.expr(values[name]), ShapeExpr((1,))), name)
+        return values
 
     state = [ctx.expr(v) for v in initial]
     states, built = state_and_body(ctx, body, [v.sinfo for v in initial], 1, bind, hint="loop_body")
     return emit_loop(ctx, built, trips, go, state, states, n_scan)
+
+
+def _declared_rank(info) -> int | None:
+    """The rank a body declares for its iteration number or condition (None: undeclared). The
+    spec says 0; tf2onnx declares the counter [1] (its CropAndResize loop slices with it), and
+    onnxruntime gives the body what it declares, so relaxpack does too."""
+    tensor = info.type.tensor_type
+    return len(tensor.shape.dim) if info.type.HasField("tensor_type") and tensor.HasField("shape") else None
 
 
 def state_and_body(ctx, graph, initial: list[StructInfo], first_state: int, bind, hint: str, extra=(),
