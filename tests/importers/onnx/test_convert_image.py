@@ -92,15 +92,16 @@ def test_resize_nearest_modes(nearest_mode):
                      coordinate_transformation_mode=coord)
 
 
-def test_resize_11_tf_half_pixel_for_nn():
+def test_resize_tf_half_pixel_for_nn():
     x = rand(1, 2, 5, 7, seed=9)
     for scales in ([1, 1, 2, 3], [1, 1, 1.6, 2.4]):
         for nearest_mode in ("round_prefer_floor", "ceil"):
             check_resize(x, scales=scales, opset=11, mode="nearest", nearest_mode=nearest_mode,
                          coordinate_transformation_mode="tf_half_pixel_for_nn")
-    with pytest.raises(UnsupportedOpError, match=r"coordinate_transformation_mode 'tf_half_pixel_for_nn'"):
-        relaxpack.from_onnx(resize_model(x.shape, scales=[1, 1, 2, 2], opset=13,
-                                         coordinate_transformation_mode="tf_half_pixel_for_nn"))
+    # the spec drops it at 13; onnxruntime runs it at every opset and tf2onnx writes it there
+    for opset in (13, 18, 19):
+        check_resize(x, sizes=[1, 2, 10, 14], opset=opset, mode="nearest",
+                     coordinate_transformation_mode="tf_half_pixel_for_nn")
 
 
 @pytest.mark.parametrize("a, exclude", [(-0.5, 1), (-0.75, 1), (-0.6, 0)])

@@ -117,12 +117,22 @@ def test_scatter_nd_symbolic_dims_one_build():
     assert 'R.Tensor(("n", 3), "float32")' in mod.script()
 
 
+@pytest.mark.parametrize("opset", [16, 17])
+@pytest.mark.parametrize("reduction", ["max", "min"])
+def test_scatter_nd_max_and_min_before_opset_18_as_onnxruntime_takes_them(opset, reduction):
+    """The spec adds max and min at 18; tf2onnx writes them at 16 and 17 (tensor_scatter_nd_max),
+    and onnxruntime runs them there."""
+    data, indices, updates = scatter_nd_inputs()
+    feeds = {"d": data, "i": indices, "u": updates}
+    check_model(one_node("ScatterND", feeds, attrs={"reduction": reduction}, opset=opset), feeds, tol=EXACT)
+
+
 def test_scatter_nd_reduction_needs_its_opset():
     data, indices, updates = scatter_nd_inputs()
     model = one_node("ScatterND", {"d": data}, inputs=["d", "i", "u"], consts={"i": indices, "u": updates},
-                     attrs={"reduction": "max"}, opset=16)
-    with pytest.raises(UnsupportedOpError, match=r"ScatterND node \(opset 16\): reduction 'max'; this opset has "
-                                                 r"none, add, mul \(max and min need opset 18\)"):
+                     attrs={"reduction": "average"}, opset=18)
+    with pytest.raises(UnsupportedOpError, match=r"ScatterND node \(opset 18\): reduction 'average' \(none, add, "
+                                                 r"mul, max, min\)"):
         relaxpack.from_onnx(model)
     model = one_node("ScatterND", {"d": data}, inputs=["d", "i", "u"], consts={"i": indices, "u": updates},
                      attrs={"reduction": "add"}, opset=13)
@@ -136,7 +146,8 @@ def test_scatter_nd_reduction_needs_its_opset():
 @pytest.mark.parametrize("op, opset, reduction", [
     ("Scatter", 9, None), ("Scatter", 11, None), ("ScatterElements", 11, None), ("ScatterElements", 13, None),
     ("ScatterElements", 16, "add"), ("ScatterElements", 16, "mul"), ("ScatterElements", 18, "max"),
-    ("ScatterElements", 18, "min"), ("ScatterElements", 18, "none"),
+    ("ScatterElements", 18, "min"), ("ScatterElements", 18, "none"), ("ScatterElements", 16, "max"),
+    ("ScatterElements", 17, "min"),
 ])
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_scatter_elements(op, opset, reduction, axis):

@@ -45,7 +45,9 @@ from ._shape_common import (
 _METHODS = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic"}
 _MODES_11 = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize",
              "tf_half_pixel_for_nn"}
-_MODES_13 = _MODES_11 - {"tf_half_pixel_for_nn"}
+#: the spec drops tf_half_pixel_for_nn at opset 13; onnxruntime keeps it (with a warning), and
+#: tf2onnx writes it at every opset for TF2's nearest resize (half_pixel_centers)
+_MODES_13 = _MODES_11
 _MODES_19 = _MODES_13 | {"half_pixel_symmetric"}
 _NEAREST_MODES = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}
 #: without a declared bound, symbolic dims are assumed below this size (see _scaled_dim)

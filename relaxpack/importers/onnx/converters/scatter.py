@@ -54,12 +54,9 @@ def scatter_nd_v11(ctx, data, indices, updates):
 
 @register_converter("", "ScatterND", since_opset=16)
 def scatter_nd_v16(ctx, data, indices, updates, *, reduction="none"):
-    return _scatter_nd(ctx, data, indices, updates, _reduction(ctx, reduction, ("none", "add", "mul")))
-
-
-@register_converter("", "ScatterND", since_opset=18)
-def scatter_nd_v18(ctx, data, indices, updates, *, reduction="none"):
-    return _scatter_nd(ctx, data, indices, updates, _reduction(ctx, reduction, _ALL_REDUCTIONS))
+    """Reductions none, add, mul; and max and min, which the spec adds at opset 18 and onnxruntime
+    takes at 16 and 17 too (tf2onnx writes them there for tensor_scatter_nd_max/min)."""
+    return _scatter_nd(ctx, data, indices, updates, _reduction(ctx, reduction))
 
 
 def _scatter_nd(ctx, data: Value, indices: Value, updates: Value, reduction: str):
@@ -69,13 +66,12 @@ def _scatter_nd(ctx, data: Value, indices: Value, updates: Value, reduction: str
     return make_call("scatter_nd", ctx.expr(data), ctx.expr(indices), ctx.expr(updates), reduction=reduction)
 
 
-_ALL_REDUCTIONS = ("none", "add", "mul", "max", "min")
+_REDUCTIONS = ("none", "add", "mul", "max", "min")
 
 
-def _reduction(ctx, reduction: str, allowed: tuple[str, ...]) -> str:
-    if reduction not in allowed:
-        later = " (max and min need opset 18)" if reduction in _ALL_REDUCTIONS else ""
-        raise unsupported(ctx, f"reduction {reduction!r}; this opset has {', '.join(allowed)}{later}")
+def _reduction(ctx, reduction: str) -> str:
+    if reduction not in _REDUCTIONS:
+        raise unsupported(ctx, f"reduction {reduction!r} (none, add, mul, max, min)")
     return reduction
 
 
@@ -94,14 +90,8 @@ def scatter_elements_v11(ctx, data, indices, updates, *, axis=0):
 
 @register_converter("", "ScatterElements", since_opset=16)
 def scatter_elements_v16(ctx, data, indices, updates, *, axis=0, reduction="none"):
-    reduction = _reduction(ctx, reduction, ("none", "add", "mul"))
-    return _scatter_elements(ctx, data, indices, updates, axis, reduction)
-
-
-@register_converter("", "ScatterElements", since_opset=18)
-def scatter_elements_v18(ctx, data, indices, updates, *, axis=0, reduction="none"):
-    reduction = _reduction(ctx, reduction, _ALL_REDUCTIONS)
-    return _scatter_elements(ctx, data, indices, updates, axis, reduction)
+    """As ScatterND: max and min at opsets 16 and 17 too, as onnxruntime takes them."""
+    return _scatter_elements(ctx, data, indices, updates, axis, _reduction(ctx, reduction))
 
 
 def _scatter_elements(ctx, data: Value, indices: Value, updates: Value, axis: int, reduction: str):
