@@ -236,6 +236,28 @@ def test_split_sizes_of_a_symbolic_axis_give_shaped_pieces_and_assume_their_sum(
         vm.run({"x": rand(2, 9)})
 
 
+@pytest.mark.parametrize("sizes", [None, (1, 1)])
+def test_split_of_a_static_shape_keeps_its_dims_known(sizes):
+    """paddle2onnx's yolo_box splits Shape(x) of a static x into its dims and concatenates them
+    back as a Reshape target: the pieces were an unfolded split, the Reshape's dims fresh ones,
+    and two slices of them broadcast in a Mul were assumed equal (a run-time failure)."""
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Split", ["shape", *(["sizes"] if sizes else [])], ["d0", "d1"], axis=0),
+             helper.make_node("Concat", ["d0", "d1"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["r"]),
+             helper.make_node("Slice", ["r", "s1", "e1", "axis"], ["a"]),
+             helper.make_node("Slice", ["r", "s2", "e2", "axis"], ["b"]),
+             helper.make_node("Mul", ["a", "b"], ["y"])]
+    consts = {"s1": [4], "e1": [5], "s2": [5], "e2": [999999], "axis": [-1]} | ({"sizes": list(sizes)} if sizes else {})
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 7])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    mod = check_model(model, {"x": rand(2, 7)})
+    assert "dyn.reshape" not in mod.script(show_meta=False)
+    assert output_sinfo(mod).shape == (2, 2)
+
+
 def test_split_sizes_must_add_up():
     with pytest.raises(ShapeError, match="Split"):
         relaxpack.from_onnx(one_node("Split", {"x": rand(4)}, consts={"s": i64(1, 2)}, outputs=2, opset=13))

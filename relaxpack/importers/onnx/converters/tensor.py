@@ -274,6 +274,10 @@ def _split(ctx, data: Value, sizes: Value | Sequence[int] | None, axis: int):
             data = _assume_dim(ctx, data, ax, sum(sizes))
     if count == 1:
         return data
+    if data.const is not None:      # paddle2onnx splits a static Shape into its dims: the pieces stay known
+        const = np.asarray(data.const)
+        points = np.cumsum(sizes[:-1]) if sizes is not None else _equal_points(const.shape[ax], count)
+        return tuple(ctx.const(piece) for piece in np.split(const, points, axis=ax))
     if is_symbolic(data) and sizes is None and int_contents(data):
         sizes = _equal_pieces(len(int_contents(data)[0]), count)
     if is_symbolic(data) and sizes is not None:
@@ -293,6 +297,11 @@ def _assume_dim(ctx, data: Value, axis: int, size: int) -> Value:
     shape = data.shape[:axis] + (size,) + data.shape[axis + 1:]
     sinfo = TensorStructInfo(shape, data.dtype, vdevice=data.sinfo.vdevice)
     return Value(sinfo, expr=ctx.bb.match_cast(ctx.expr(data), sinfo, "split_in"))
+
+
+def _equal_points(dim: int, count: int) -> list[int]:
+    """Where ONNX's split of ``dim`` into ``count`` equal pieces cuts."""
+    return [int(p) for p in np.cumsum(_equal_pieces(dim, count)[:-1])]
 
 
 def _equal_pieces(dim: int, count: int) -> tuple[int, ...]:
