@@ -97,3 +97,29 @@ def test_an_int8_accuracy_level_deviation_passes_with_its_note(optimized_deviate
     report = check.check_model(_nbits_model(4), dims={"m": 2, "seq": 3}, samples=1)
     (out,) = report.samples[0].outputs
     assert out.passed and out.note == check.ORT_ACCURACY_LEVEL_DEVIATES
+
+
+def test_the_second_opinion_runs_one_thread_unless_told(optimized_deviates, monkeypatch):
+    """onnxruntime's DynamicQuantizeLSTM quantizes H per thread's rows: its default threads are
+    not the graph as written. The as-written run takes one thread, or --threads when given."""
+    asked = []
+    real = check.onnxruntime_session
+
+    def recording(proto, threads=None, optimize=True):
+        if not optimize:
+            asked.append(threads)
+        return real(proto, threads, optimize)
+    monkeypatch.setattr(check, "onnxruntime_session", recording)
+    check.check_model(_model(), samples=1)
+    check.check_model(_model(), samples=1, threads=2)
+    assert asked == [1, 2]
+
+
+def test_per_node_runs_onnxruntime_with_the_threads_given(monkeypatch):
+    asked = []
+    real = check.onnxruntime_session
+    monkeypatch.setattr(check, "onnxruntime_session",
+                        lambda proto, threads=None, optimize=True: asked.append(threads) or real(proto, threads))
+    x = np.ones((2, 4), np.float32)
+    assert check.first_divergence(_model(), {"x": x}, threads=1) is None
+    assert asked == [1]

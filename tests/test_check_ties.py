@@ -30,7 +30,7 @@ class _OneUlpUpstream:
     """onnxruntime's answers as relaxpack computes them, but for ``m[1]`` one ulp higher and the
     ``q`` that follows from it: what another summation order upstream does at a tie."""
 
-    def __init__(self, proto: onnx.ModelProto):
+    def __init__(self, proto: onnx.ModelProto, threads: int | None = None):
         self._proto = proto
 
     def get_outputs(self):

@@ -103,7 +103,7 @@ def check(model: Path, archive: Path | None = None, dim: list[str] | None = None
                 progress.status("looking for the first diverging node ...")
                 failing = next(s for s in report.samples if not s.passed)
                 divergence = first_divergence(model, failing.feeds, dims=dims, rtol=rtol, atol=atol,
-                                              opt_level=opt_level)
+                                              opt_level=opt_level, threads=threads)
     if divergence is not None:
         d = divergence.diff
         echo(f"first divergence: {one_line(divergence.op_type)} node {divergence.node!r}, output {divergence.output!r} "
