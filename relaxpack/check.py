@@ -392,7 +392,13 @@ def _draw_accepted(exe, vm, session, rng: np.random.Generator, fixed: dict, boun
     feed = _within_bounds(random_inputs(exe, drawn, rng), bounds, rng)
     want = _onnxruntime_run(session, feed, drawn)
     with blas_threads(threads):
-        return drawn, feed, want, vm.run(feed), notes
+        try:
+            return drawn, feed, want, vm.run(feed), notes
+        except ShapeError as err:       # no draw that both take: the user knows the dims it takes
+            if not drawn:
+                raise
+            raise ShapeError(f"relaxpack refuses the random inputs at {_dims_text(drawn)}: {err}; give the dims "
+                             f"the model takes with --dim NAME=VALUE, or inputs it accepts with --inputs") from None
 
 
 def _onnxruntime_run(session, feed: dict, dim_values: dict):

@@ -6,6 +6,7 @@ import pytest
 
 import relaxpack
 from relaxpack.check import check_model, compare_outputs, onnxruntime_session
+from relaxpack.errors import ShapeError
 from relaxpack.examples.onnx_models import small_cnn, transformer_block_onnx
 from relaxpack.runtime import VirtualMachine
 
@@ -258,6 +259,15 @@ def test_check_draws_larger_dims_where_relaxpack_refuses_and_says_so():
     assert report.passed and all(s.dims["h"] >= 8 for s in report.samples)
     notes = [n for s in report.samples for n in s.notes]
     assert notes and all(n.startswith("relaxpack refuses h=") and "shorter than the window" in n for n in notes)
+
+
+def test_check_says_to_give_dims_where_relaxpack_refuses_every_draw():
+    """Twelve halvings need h >= 4096, longer than any draw: the last draw's refusal is the error,
+    naming the dims drawn and how to give the ones the model takes (madmom's chord CNN squeezes a
+    dim that is 1 unless its input is 105 wide)."""
+    with pytest.raises(ShapeError, match=r"^relaxpack refuses the random inputs at h=\d+: .*shorter than the "
+                                         r"window.*; give the dims the model takes with --dim NAME=VALUE"):
+        check_model(_pools_model(12, tile=False), samples=1)
 
 
 def test_relative_error_near_zero_is_taken_against_the_tolerance():
