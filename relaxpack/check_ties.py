@@ -11,7 +11,9 @@ with and without its optimizer differ by the same steps.
 :func:`near_tie_note` recognizes that case at the first diverging node: an
 integer output at most one step apart, computed from inputs that agree within
 tolerance but not bit for bit. Inputs that agree bit for bit mean the node
-itself computes otherwise: no note then, the divergence is the node's.
+itself computes otherwise: no note then, the divergence is the node's. Inputs
+further apart than their last bits (an average of quantized values on a
+tie, one side a step off) are said so by their absolute difference.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 import numpy as np
+
+#: differences up to this many ulp are "the last bits" (float32 has 24 bits; 2**10 ulp is its last ten)
+LAST_BITS = 1 << 10
 
 
 def near_tie_note(inputs: Iterable[str], output: str, got: Mapping[str, np.ndarray],
@@ -35,17 +40,22 @@ def near_tie_note(inputs: Iterable[str], output: str, got: Mapping[str, np.ndarr
     apart = _float_inputs_apart(inputs, got, want)
     if not apart:
         return ""
-    ulps = max(ulp for _, ulp in apart)
-    names = ", ".join(repr(name) for name, _ in apart)
+    ulps = max(ulp for _, ulp, _ in apart)
+    names = ", ".join(repr(name) for name, _, _ in apart)
+    if ulps <= LAST_BITS:
+        apart_by, decide = _ulps_text(ulps), "the inputs' last bits decide"
+    else:
+        apart_by, decide = f"{max(d for _, _, d in apart):.3g} apart", "those differences decide"
     return (f"{int(np.count_nonzero(steps))} of {a.size} values one step apart; its input {names} agrees "
-            f"within tolerance but not bit for bit (up to {_ulps_text(ulps)}): rounding near-ties that "
-            f"the inputs' last bits decide, not an error of either runtime")
+            f"within tolerance but not bit for bit (up to {apart_by}): rounding near-ties that "
+            f"{decide}, not an error in this node")
+
 
 
 def _float_inputs_apart(inputs: Iterable[str], got: Mapping[str, np.ndarray],
                         want: Mapping[str, np.ndarray]) -> list[tuple[str, float]]:
-    """The node's float inputs whose two values differ (name, largest difference in units of
-    onnxruntime's last place)."""
+    """The node's float inputs whose two values differ: (name, largest difference in units of the
+    last place of the larger of the two values, largest absolute difference)."""
     apart = []
     for name in inputs:
         if not name or name not in got or name not in want:
@@ -54,9 +64,11 @@ def _float_inputs_apart(inputs: Iterable[str], got: Mapping[str, np.ndarray],
         if a.dtype != b.dtype or a.dtype.kind != "f" or a.shape != b.shape or np.array_equal(a, b, equal_nan=True):
             continue
         with np.errstate(invalid="ignore", over="ignore"):
-            ulps = np.abs(a.astype(np.float64) - b) / np.spacing(np.abs(b))
-        finite = ulps[np.isfinite(ulps)]
-        apart.append((name, float(finite.max()) if finite.size else float("inf")))
+            diff = np.abs(a.astype(np.float64) - b)
+            ulps = diff / np.spacing(np.maximum(np.abs(a), np.abs(b)))
+        finite = np.isfinite(ulps)
+        apart.append((name, float(ulps[finite].max()) if finite.any() else float("inf"),
+                      float(diff[finite].max()) if finite.any() else float("inf")))
     return apart
 
 
@@ -66,4 +78,4 @@ def _ulps_text(ulps: float) -> str:
     return f"{ulps:.0f} ulp" if ulps >= 1.5 else "1 ulp"
 
 
-__all__ = ["near_tie_note"]
+__all__ = ["LAST_BITS", "near_tie_note"]

@@ -97,3 +97,12 @@ def test_ulps_are_counted_in_the_inputs_own_precision():
     want = {"m": far, "q": np.array([20, -23], np.int8)}
     note = near_tie_note(["m", "s", "zp"], "q", got, want)
     assert note.startswith("1 of 2 values one step apart") and "(up to 3 ulp)" in note
+
+
+def test_inputs_a_step_apart_are_said_so_by_their_difference():
+    """DQ -> AveragePool -> Q (a TFLite int8 model): averages of four ints make exact ties, and an
+    input one side computes as 0 where the other has 0.0172 is no matter of last bits."""
+    got = {"m": np.array([0.0, 1.5], np.float32), "q": np.array([0, 2], np.int8)}
+    want = {"m": np.array([0.0172, 1.5], np.float32), "q": np.array([1, 2], np.int8)}
+    note = near_tie_note(["m"], "q", got, want)
+    assert "(up to 0.0172 apart)" in note and "those differences decide" in note and "ulp" not in note

@@ -67,6 +67,14 @@ def test_compress(axis, dtype):
     check("Compress", feeds[0], more=feeds[1:], attrs=attrs, opset=11, sym={"x": ["n", 5], "c": ["k"]})
 
 
+def test_compress_without_axis_takes_a_condition_of_the_inputs_shape_as_onnxruntime_does():
+    """paddle2onnx writes masked_select as Compress(x, x > 0) with no axis: an N-D condition the
+    spec does not allow and onnxruntime reads flattened, as numpy's x[mask]."""
+    rng = np.random.default_rng(2)
+    feeds = [{"x": rng.standard_normal((n, 4)).astype(np.float32), "c": rng.random((n, 4)) < 0.5} for n in (3, 1, 5)]
+    check("Compress", feeds[0], more=feeds[1:], opset=11, sym={"x": ["n", 4], "c": ["n", 4]})
+
+
 def test_compress_through_a_saved_archive(tmp_path):
     x, c = repeats((4, 3), "float32"), np.array([True, False, True])
     model = one_node("Compress", {"x": x, "c": c}, attrs={"axis": 1}, opset=11, sym={"x": ["n", 3]})

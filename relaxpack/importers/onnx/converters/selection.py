@@ -15,11 +15,13 @@ match_casts give each its own dim, and the runtime checks each.
 
 from __future__ import annotations
 
+from ....ir.expr import ShapeExpr
 from ....ops.definitions.common import prod
+from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
 from ._dynamic import packed_call
-from ._shape_common import norm_axis, rank_unknown, shape_error, unsupported
+from ._shape_common import norm_axis, rank_unknown, shape_error, shaped, unsupported
 
 
 def _axis_dims(ctx, x: Value, axis: int | None, what: str):
@@ -54,6 +56,12 @@ def unique(ctx, x, *, axis=None, sorted=1):  # noqa: A002 (ONNX's attribute name
 def compress(ctx, x, condition, *, axis=None):
     if x is None or condition is None:
         raise shape_error(ctx, "needs the inputs input and condition")
+    if axis is None and condition.ndim > 1:
+        # onnxruntime reads an N-D condition without axis flattened, as numpy's x[mask]
+        # (paddle2onnx's masked_select); the spec says 1-D
+        condition = shaped(ctx, condition, "condition")
+        condition = ctx.emit(make_call("reshape", ctx.expr(condition), ShapeExpr((prod(condition.shape),))),
+                             "condition")
     if condition.ndim not in (-1, 1):
         raise shape_error(ctx, f"condition must be 1-D, got rank {condition.ndim}")
     if condition.dtype not in (None, "bool"):
