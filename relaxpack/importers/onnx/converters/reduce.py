@@ -23,7 +23,6 @@ its dims become fresh symbols (a dim of 1 stays 1 with ``keepdims``)::
 
 from __future__ import annotations
 
-from ....ir.dims import format_dim
 from ....ops.registry import make_call
 from ..registry import register_converter
 from ..value import Value
@@ -163,8 +162,7 @@ def _reduce_at_run_time(ctx, op_type: str, x: Value, axes: Value, keepdims: bool
         # a reduced dim becomes 1; which ones is known only at run time
         dims = [1 if d == 1 else None for d in x.shape]
     elif not isinstance(axes.shape[0], int):
-        raise unsupported(ctx, "with keepdims=0 the axes input needs a static length (it fixes the "
-                               f"output's rank); got length {format_dim(axes.shape[0])}")
+        dims = None     # as many axes as the run gives: the result's rank is the run's (tf2onnx's reduce_sum)
     elif axes.shape[0] > len(x.shape):
         raise malformed(ctx, f"{axes.shape[0]} axes for an input of rank {len(x.shape)} (each axis may "
                              f"be reduced once)")
