@@ -185,9 +185,10 @@ def draw_dims(exe, rng: np.random.Generator, fixed: Mapping | None = None) -> di
 def widening_draws(exe, rng: np.random.Generator, fixed: Mapping | None = None):
     """:func:`draw_dims` with the dims ``fixed`` does not name drawn from each of
     :data:`DRAW_RANGES` in turn (once when it names them all), up to the first range the
-    archive's own dim ranges exclude."""
+    archive's own dim ranges exclude; then, with two or more such dims, all of them given one
+    value drawn from each range (two inputs whose batches the model names apart)."""
     fixed = dict(fixed or {})
-    free = input_dim_names(exe) - set(fixed)
+    free = sorted(input_dim_names(exe) - set(fixed))
     for attempt, (lo, hi) in enumerate(DRAW_RANGES):
         try:
             yield draw_dims(exe, rng, {**{name: (lo, hi) for name in free}, **fixed})
@@ -196,6 +197,14 @@ def widening_draws(exe, rng: np.random.Generator, fixed: Mapping | None = None):
                 raise
             return
         if not free:
+            return
+    if len(free) < 2:
+        return
+    for lo, hi in DRAW_RANGES:  # then all of them one value: paddle2onnx names each input's batch apart
+        value = int(rng.integers(lo, hi + 1))
+        try:
+            yield draw_dims(exe, rng, {**dict.fromkeys(free, value), **fixed})
+        except InputError:
             return
 
 

@@ -48,6 +48,20 @@ def test_check_binds_a_dim_given_a_value_as_convert_does(models):
     assert "[2, 5, 32]" in result.output or "5, 32]" in result.output
 
 
+def test_dim_takes_the_models_own_spelling_of_a_name(tmp_path):
+    """paddle2onnx names dims ``DynamicDimension.0``; relaxpack's variable is ``DynamicDimension_0``:
+    --dim takes either (the dotted one was "bad --dim")."""
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["DynamicDimension.0", 3])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9),
+              str(tmp_path / "m.onnx"))
+    for spelling in ("DynamicDimension.0", "DynamicDimension_0"):
+        result = invoke("check", tmp_path / "m.onnx", "--samples", "1", "--dim", f"{spelling}=6")
+        assert result.exit_code == 0 and "[6, 3]" in result.output, result.output
+
+
 def test_check_fails_with_exit_1_and_names_the_diverging_node(models, tmp_path):
     # a model whose Gemm weight differs between onnxruntime and relaxpack cannot be
     # built, so check a mismatch by an impossible tolerance instead

@@ -270,6 +270,18 @@ def test_check_says_to_give_dims_where_relaxpack_refuses_every_draw():
         check_model(_pools_model(12, tile=False), samples=1)
 
 
+def test_check_tries_equal_dims_where_the_model_names_them_apart():
+    """paddle2onnx names each input's batch dim on its own (DynamicDimension_0, _1); the model adds
+    the two, so onnxruntime refuses every draw of two values: check tries them as one value."""
+    from onnx import TensorProto, helper
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [d, 4]) for n, d in (("a", "d0"), ("b", "d1"))]
+    graph = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"])], "g", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    report = check_model(model, samples=2)
+    assert report.passed and all(s.dims["d0"] == s.dims["d1"] for s in report.samples)
+
+
 def test_relative_error_near_zero_is_taken_against_the_tolerance():
     (diff,) = compare_outputs(["y"], {"y": np.array([1.0, 1e-30], np.float32)}, [np.array([1.0, 0.0], np.float32)])
     assert diff.passed and diff.max_abs == pytest.approx(1e-30) and diff.max_rel < 1e-20

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..errors import InputError, RelaxpackError
+from ..ir.dim_text import dim_identifier
 from .terminal import one_line, printable
 
 state = {"debug": False}
@@ -174,7 +175,7 @@ def add_build_options(p: argparse.ArgumentParser) -> None:
                    help="A bounded memory pool, NAME=SIZE (e.g. fast=256KiB; repeatable).")
 
 
-_DIM = re.compile(r"^([A-Za-z_]\w*)=(\d+)(?:\.\.(\d+)?)?$")
+_DIM = re.compile(r"^([^=\s]+?)=(\d+)(?:\.\.(\d+)?)?$")
 #: the largest dim value an option may give (as archives bound their dims)
 MAX_DIM_VALUE = 1 << 48
 
@@ -185,6 +186,7 @@ def parse_dims(specs: list[str] | None) -> dict[str, int | tuple[int, int | None
     dims: dict = {}
     for spec in specs or ():
         name, _, value = spec.strip().partition("=")
+        name = dim_identifier(name) if name else name     # the model's spelling (DynamicDimension.0) too
         if name in dims:
             raise InputError(f"--dim {name}=... is given twice")
         if value == "?" and name.isidentifier():
@@ -196,7 +198,7 @@ def parse_dims(specs: list[str] | None) -> dict[str, int | tuple[int, int | None
                              f"(each axis named NAME a dim of its own)")
         if any(len(g) > 16 or int(g) > MAX_DIM_VALUE for g in m.groups()[1:] if g):
             raise InputError(f"bad --dim {spec.strip()[:60]!r}: a dim is at most 2**48 = {MAX_DIM_VALUE}")
-        name, lo, hi = m.group(1), int(m.group(2)), m.group(3)
+        lo, hi = int(m.group(2)), m.group(3)
         if ".." not in spec:
             dims[name] = lo
             continue

@@ -14,7 +14,9 @@ expression, with bounded work: dim text comes from files.
 from __future__ import annotations
 
 import ast
+import keyword
 import operator
+import re
 from functools import reduce
 from typing import Callable
 
@@ -23,7 +25,8 @@ from .dim_algebra import (
     Atom, Dim, DimExpr, FloorDiv, Max, Min, Mod, Sym, check_divisor, dim_max, dim_min, normalize, single_atom, sym,
 )
 
-__all__ = ["MAX_TEXT_BITS", "MAX_TEXT_POWER", "MAX_TEXT_TERMS", "format_dim", "from_ast", "parse_dim"]
+__all__ = ["MAX_TEXT_BITS", "MAX_TEXT_POWER", "MAX_TEXT_TERMS", "dim_identifier", "format_dim", "from_ast",
+           "parse_dim"]
 
 
 def format_dim(x) -> str:
@@ -186,3 +189,13 @@ def _callee(func: ast.expr) -> str | None:
             and func.value.id == "T":
         return func.attr                # TVM's T.min / T.max spelling
     return None
+
+
+def dim_identifier(name: str) -> str:
+    """The dim variable a model's dim name becomes: every character that cannot be in an
+    identifier an underscore (paddle2onnx's ``DynamicDimension.0`` is ``DynamicDimension_0``), a
+    leading digit prefixed ``d_``, a keyword suffixed ``_``. ``--dim`` takes either spelling."""
+    out = re.sub(r"\W", "_", name)
+    if not out or out[0].isdigit():
+        out = "d_" + out
+    return out + "_" if keyword.iskeyword(out) else out

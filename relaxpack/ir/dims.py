@@ -22,10 +22,11 @@ parse) and range analysis (:class:`DimAnalyzer`,
 from __future__ import annotations
 
 from .dim_algebra import Dim, DimExpr, dim_max, dim_min, evaluate, free_vars, is_static, normalize, substitute, sym
-from .dim_text import MAX_TEXT_BITS, MAX_TEXT_POWER, MAX_TEXT_TERMS, format_dim, from_ast, parse_dim
+from .dim_text import MAX_TEXT_BITS, MAX_TEXT_POWER, MAX_TEXT_TERMS, dim_identifier, format_dim, from_ast, parse_dim
 
 __all__ = [
-    "Dim", "DimAnalyzer", "DimExpr", "MAX_TEXT_BITS", "MAX_TEXT_POWER", "MAX_TEXT_TERMS", "dim_max", "dim_min",
+    "Dim", "DimAnalyzer", "DimExpr", "MAX_TEXT_BITS", "MAX_TEXT_POWER", "MAX_TEXT_TERMS", "dim_identifier", "dim_max",
+    "dim_min",
     "evaluate", "format_dim", "free_vars", "from_ast", "is_static", "normalize", "parse_dim", "substitute", "sym",
 ]
 

@@ -12,7 +12,6 @@ that names the node.
 from __future__ import annotations
 
 import hashlib
-import keyword
 import logging
 import re
 import reprlib
@@ -23,7 +22,7 @@ import onnx
 
 from ...errors import ModelError, RelaxpackError, UnsupportedOpError
 from ...ir.block_builder import BlockBuilder
-from ...ir.dims import Dim, sym
+from ...ir.dims import Dim, dim_identifier, sym
 from ...ir.expr import Tuple, Var
 from ...ir.module import IRModule
 from ...ir.struct_info import MapStructInfo, OptionalStructInfo, SequenceStructInfo, TensorStructInfo
@@ -313,7 +312,7 @@ def _terms(name: str) -> list[str]:
 
 def _declared_dim_names(inputs) -> set[str]:
     """The dim names the model's tensor inputs declare (placeholders such as ``?`` excepted)."""
-    return {_identifier(d.dim_param) for inp in inputs if inp.type.WhichOneof("value") == "tensor_type"
+    return {dim_identifier(d.dim_param) for inp in inputs if inp.type.WhichOneof("value") == "tensor_type"
             for d in inp.type.tensor_type.shape.dim
             if d.HasField("dim_param") and not _PLACEHOLDER.match(d.dim_param)}
 
@@ -327,7 +326,7 @@ class _DimNamer:
     """
 
     def __init__(self, dims: Mapping[str, DimSpec], bb: BlockBuilder, declared: set[str]):
-        self.spec = dict(dims)
+        self.spec = {dim_identifier(k): v for k, v in dims.items()}     # a model's spelling or relaxpack's
         self.bb = bb
         self.declared = set(declared)
         self.used: set[str] = set()
@@ -344,7 +343,7 @@ class _DimNamer:
             # optimum's attention mask: "past_sequence_length + sequence_length", both declared
             return sum((int(t) if t.isdigit() else self._apply(t) for t in _terms(name)), start=0)
         else:
-            name = _identifier(name)
+            name = dim_identifier(name)
             if self.spec.get(name) == UNTIE:
                 self.untied.add(name)
                 name = name if name not in self.used else self._fresh(name)
@@ -353,7 +352,7 @@ class _DimNamer:
         return self._apply(name)
 
     def _fresh(self, base: str) -> str:
-        base = _identifier(base)
+        base = dim_identifier(base)
         name, k = base, 1
         while name in self.used or name in self.declared:
             k += 1
@@ -387,8 +386,3 @@ def _dim_value(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 1 << 48
 
 
-def _identifier(name: str) -> str:
-    out = re.sub(r"\W", "_", name)
-    if not out or out[0].isdigit():
-        out = "d_" + out
-    return out + "_" if keyword.iskeyword(out) else out

@@ -22,8 +22,8 @@ _PADDING_MODES = ("zeros", "border", "reflection")
 
 @register_converter("", "GridSample", since_opset=16)
 def grid_sample_v16(ctx, x, grid, *, align_corners=0, mode="bilinear", padding_mode="zeros"):
-    if x.ndim >= 0 and x.ndim != 4:
-        raise unsupported(ctx, f"a rank-{x.ndim} input: GridSample-16 samples 4-D (N, C, H, W) input only")
+    """GridSample-16 says 4-D input; onnxruntime samples 5-D (volumes) too, as opset 20 does, and
+    paddle2onnx writes ``F.grid_sample`` of a volume at 16: so does relaxpack."""
     return _grid_sample(ctx, x, grid, align_corners, mode, padding_mode, _GRID_MODES_16)
 
 
