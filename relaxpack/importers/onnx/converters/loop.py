@@ -61,9 +61,8 @@ def loop(ctx, max_trip=None, cond=None, *initial, body):
 
     def bind(declared):
         values = {name: Value(p.struct_info, expr=p) for name, p in zip(names, declared)}
-        for name, info in zip(names[:2], body.input[:2]):
-            if _declared_rank(info) == 1:
-                values[name] = ctx.emit(make_call("reshape", ctx.expr(values[name]), ShapeExpr((1,))), name)
+        if _declared_rank(body.input[0]) == 1:
+            values[names[0]] = ctx.emit(make_call("reshape", ctx.expr(values[names[0]]), ShapeExpr((1,))), names[0])
         return values
 
     state = [ctx.expr(v) for v in initial]
@@ -72,9 +71,9 @@ def loop(ctx, max_trip=None, cond=None, *initial, body):
 
 
 def _declared_rank(info) -> int | None:
-    """The rank a body declares for its iteration number or condition (None: undeclared). The
-    spec says 0; tf2onnx declares the counter [1] (its CropAndResize loop slices with it), and
-    onnxruntime gives the body what it declares, so relaxpack does too."""
+    """The rank a body declares for its iteration number (None: undeclared). The spec says 0;
+    tf2onnx declares it [1] (its CropAndResize loop slices with it), and onnxruntime gives the
+    body what it declares, so relaxpack does too (a condition declared [1] onnxruntime refuses)."""
     tensor = info.type.tensor_type
     return len(tensor.shape.dim) if info.type.HasField("tensor_type") and tensor.HasField("shape") else None
 
