@@ -33,6 +33,7 @@ from .feeds import (  # noqa: F401 (re-exported)
     DEFAULT_DIM_RANGE, assumptions_hold, draw_dims, input_dim_names, random_inputs, random_strings, widening_draws,
 )
 from .importers.onnx import from_onnx
+from .importers.onnx.graph import subgraphs
 from .importers.onnx.importer import load_model
 from .runtime import VirtualMachine
 from .runtime.blas import blas_threads
@@ -183,7 +184,7 @@ def _graphs(graph: onnx.GraphProto):
     yield graph
     for node in graph.node:
         for attr in node.attribute:
-            for sub in ([attr.g] if attr.HasField("g") else list(attr.graphs)):
+            for sub in subgraphs(attr):
                 yield from _graphs(sub)
 
 

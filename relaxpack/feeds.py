@@ -274,6 +274,6 @@ def _draw_once(exe, rng: np.random.Generator, fixed: Mapping | None) -> dict[str
     return values
 
 
-__all__ = ["ASSUMPTION_DRAWS", "DEFAULT_DIM_RANGE", "DRAW_RANGES", "FILLS", "assumptions_hold", "dims_of_inputs", "draw_dims",
-           "draw_dims_holding", "input_dim_names", "make_inputs", "widening_draws",
-           "random_inputs", "random_strings"]
+__all__ = ["ASSUMPTION_DRAWS", "DEFAULT_DIM_RANGE", "DRAW_RANGES", "FILLS", "assumptions_hold", "dims_of_inputs",
+           "draw_dims", "draw_dims_holding", "input_dim_names", "make_inputs", "random_inputs", "random_strings",
+           "widening_draws"]

@@ -49,12 +49,13 @@ def _missing(nodes, opsets, functions: FunctionLibrary, seen: dict) -> set:
             elif not functions.has_body(domain, node.op_type, opsets[domain]):
                 missing.add((domain, node.op_type, opsets[domain]))
         for attr in node.attribute:
-            for sub in _subgraphs(attr):
+            for sub in subgraphs(attr):
                 missing |= _missing(sub.node, opsets, functions, seen)
     return missing
 
 
-def _subgraphs(attr) -> list:
+def subgraphs(attr) -> list:
+    """The graphs an attribute holds (If's branches, Loop's and Scan's bodies), or none."""
     if attr.type == onnx.AttributeProto.GRAPH:
         return [attr.g]
     if attr.type == onnx.AttributeProto.GRAPHS:
@@ -300,7 +301,7 @@ def _captured(node) -> set[str]:
     """The names the subgraphs of ``node`` read from enclosing graphs (nested ones included)."""
     names: set[str] = set()
     for attr in node.attribute:
-        for sub in _subgraphs(attr):
+        for sub in subgraphs(attr):
             inner = {v.name for v in sub.input} | {t.name for t in sub.initializer} | \
                 {t.values.name for t in sub.sparse_initializer} | {o for n in sub.node for o in n.output}
             for n in sub.node:

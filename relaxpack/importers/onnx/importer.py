@@ -28,7 +28,7 @@ from ...ir.module import IRModule
 from ...ir.struct_info import MapStructInfo, OptionalStructInfo, SequenceStructInfo, TensorStructInfo
 from .context import ImportContext
 from .functions import FunctionLibrary
-from .graph import GraphConverter, collect_unsupported
+from .graph import GraphConverter, collect_unsupported, subgraphs
 from .refusals import Refusal, find_refusal
 from .tensors import onnx_dtype_name, tensor_to_array
 from .value import Value
@@ -222,7 +222,7 @@ def _node_domains(graph) -> set[str]:
     for node in graph.node:
         domains.add("" if node.domain in ("", "ai.onnx") else node.domain)
         for attr in node.attribute:
-            for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+            for sub in subgraphs(attr):
                 domains |= _node_domains(sub)
     return domains
 

@@ -30,7 +30,7 @@ from ....ir.expr import Expr, GlobalVar, Tuple, Var
 from ....ir.struct_info import (
     OptionalStructInfo, SequenceStructInfo, StructInfo, TensorStructInfo, TupleStructInfo, erase_to_well_defined,
 )
-from ..graph import _subgraphs
+from ..graph import subgraphs
 from ..value import Value
 from ._shape_common import fresh_dims
 
@@ -56,7 +56,7 @@ def free_names(graph) -> set[str]:
     for node in graph.node:
         read.update(i for i in node.input if i)
         for attr in node.attribute:
-            for sub in _subgraphs(attr):
+            for sub in subgraphs(attr):
                 read |= free_names(sub)
     return read - defined
 
