@@ -126,6 +126,24 @@ def test_expand_shape_at_run_time_keeps_the_dims_it_knows():
     assert output_sinfo(mod).shape[1:2] == (3,)     # x's 3 stays: the target must be 1 or 3 there
 
 
+def test_expand_of_a_last_cell_to_a_dim_of_the_same_variable():
+    """Canine's "repeat the last molecule" (dynamo export): ``p[..., -1:]`` of a pooled axis,
+    ``min(s // 4, 1)`` (0 or 1), expanded to ``s % 4 + 4``. The two share ``s`` but are not equal:
+    the first broadcasts; it was assumed equal and broadcast_to refused the model."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[4], strides=[4]),
+             helper.make_node("Slice", ["p", "last", "end", "axis"], ["cell"]),
+             helper.make_node("Shape", ["x"], ["s"], start=2, end=3),
+             helper.make_node("Mod", ["s", "four"], ["r"]), helper.make_node("Add", ["r", "four"], ["n"]),
+             helper.make_node("Concat", ["ones", "n"], ["target"], axis=0),
+             helper.make_node("Expand", ["cell", "target"], ["y"])]
+    inits = [numpy_helper.from_array(i64(*v), name) for name, v in
+             (("last", (-1,)), ("end", (INT64_MAX,)), ("axis", (2,)), ("four", (4,)), ("ones", (1, 1)))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, "s"])],
+                              [onnx.ValueInfoProto(name="y")], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    check_model(model, *({"x": rand(1, 1, s)} for s in (4, 10, 13, 16)))
+
+
 def test_expand_incompatible_is_a_shape_error():
     with pytest.raises(ShapeError, match="Expand"):
         relaxpack.from_onnx(one_node("Expand", {"x": rand(3, 2)}, consts={"s": i64(3, 4)}, opset=13))

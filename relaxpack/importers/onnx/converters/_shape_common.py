@@ -250,8 +250,10 @@ def broadcast_dims(ctx, shape: Sequence[Dim], target: Sequence[Dim]) -> tuple[Di
     symbolic one must then be 1 or equal in a valid model); two symbolic
     dims over a common input dim (``min(seq, 512)`` and ``seq``) are assumed
     equal, the better-placed one kept (the op then records the assumption,
-    ir/gradual.py). Two unrelated symbolic dims give None: only the run can
-    tell which is 1. Static dims that differ, neither 1, are a ShapeError.
+    ir/gradual.py), unless one is at most 1 (``min(seq // 4, 1)``, a last
+    cell): that one broadcasts rather than equals, so, as for two unrelated
+    symbolic dims, None: only the run can tell which is 1. Static dims that
+    differ, neither 1, are a ShapeError.
     """
     analyzer = ctx.bb.analyzer
     rank = max(len(shape), len(target))
@@ -268,6 +270,8 @@ def broadcast_dims(ctx, shape: Sequence[Dim], target: Sequence[Dim]) -> tuple[Di
                                    f"dims {a} and {b} differ and neither is 1")
         elif isinstance(a, int) and a != 0:
             out.append(a)
+        elif analyzer.prove_le(a, 1) or analyzer.prove_le(b, 1):
+            return None     # 0 or 1 (a last cell, x[..., -1:]): a broadcast the run decides, never an equality
         elif not isinstance(a, int) and not isinstance(b, int) and free_vars(a) & free_vars(b):
             out.append(representative_order(a, b, ctx.bb.entry_dims())[0][0])
         else:
