@@ -186,12 +186,14 @@ def widening_draws(exe, rng: np.random.Generator, fixed: Mapping | None = None):
     """:func:`draw_dims` with the dims ``fixed`` does not name drawn from each of
     :data:`DRAW_RANGES` in turn (once when it names them all), up to the first range the
     archive's own dim ranges exclude; then, with two or more such dims, all of them given one
-    value drawn from each range (two inputs whose batches the model names apart)."""
+    value drawn from each range (two inputs whose batches the model names apart). A range wholly
+    below a dim's archive range (built with ``--dim h=32..128``) starts at its lowest value instead."""
     fixed = dict(fixed or {})
     free = sorted(input_dim_names(exe) - set(fixed))
+    floors = {name: lo for name, lo, _ in exe.function("main").dim_ranges}
     for attempt, (lo, hi) in enumerate(DRAW_RANGES):
         try:
-            yield draw_dims(exe, rng, {**{name: (lo, hi) for name in free}, **fixed})
+            yield draw_dims(exe, rng, {**{name: _above(lo, hi, floors.get(name)) for name in free}, **fixed})
         except InputError:      # outside the archive's ranges: those are the user's
             if attempt == 0:
                 raise
@@ -200,12 +202,23 @@ def widening_draws(exe, rng: np.random.Generator, fixed: Mapping | None = None):
             return
     if len(free) < 2:
         return
+    floor = max(floors.get(name) or 0 for name in free)
     for lo, hi in DRAW_RANGES:  # then all of them one value: paddle2onnx names each input's batch apart
+        lo, hi = _above(lo, hi, floor)
         value = int(rng.integers(lo, hi + 1))
         try:
             yield draw_dims(exe, rng, {**dict.fromkeys(free, value), **fixed})
         except InputError:
             return
+
+
+def _above(lo: int, hi: int, floor: int | None) -> tuple[int, int]:
+    """The draw range ``lo..hi`` moved up to start at the archive's lowest value of a dim when
+    it lies wholly below it (a dim built as ``--dim h=32..128`` is drawn from 32..39 first, not
+    refused for lying outside 1..8); else as it is (the archive's range clips it)."""
+    if floor is not None and hi < floor:
+        return floor, floor + hi - lo
+    return lo, hi
 
 
 def draw_dims_holding(exe, rng: np.random.Generator, fixed: Mapping | None = None) -> dict[str, int]:

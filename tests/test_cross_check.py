@@ -143,6 +143,15 @@ def test_check_draws_larger_dims_while_onnxruntime_refuses_small_ones():
     assert all(min(s.dims["h"], s.dims["w"]) >= 9 for s in report.samples)
 
 
+def test_check_draws_within_dim_ranges_above_the_first_draw_range():
+    """``check --dim h=32..64`` builds the archive for 32..64; the first draw range, 1..8, lies
+    below it and check refused ("the range 1..8 lies outside the archive's (32, 64)", a range the
+    user never gave): it now starts at the range's lowest values."""
+    report = check_model(_conv_model(3), dims={"h": (32, 64), "w": (9, 20)}, samples=3)
+    assert report.passed
+    assert all(32 <= s.dims["h"] <= 64 and 9 <= s.dims["w"] <= 20 for s in report.samples)
+
+
 def test_check_says_which_dims_onnxruntime_refused_and_how_to_give_them():
     from relaxpack.errors import RelaxpackError
     with pytest.raises(RelaxpackError, match=r"onnxruntime failed on these inputs at h=\d+, w=\d+: .*; give the "
