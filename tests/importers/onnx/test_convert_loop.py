@@ -174,6 +174,29 @@ def test_loop_optional_sequence_state_returned_as_a_sequence():
     _check_sequence_output(model, *feeds)
 
 
+def test_loop_sequence_state_starting_empty_takes_the_rank_the_body_inserts():
+    """TorchScript's ``repeat_interleave`` by a tensor (FastSpeech2's length regulator): a Loop
+    appends 2-D tensors to a SequenceEmpty (elements of unknown rank) and a ConcatFromSequence
+    joins them. The carried sequence kept the unknown rank and the concat was refused."""
+    body = h.make_graph([
+        h.make_node("Gather", ["x", "i"], ["row"], axis=0),
+        h.make_node("Unsqueeze", ["row", "zero"], ["row2"]),
+        h.make_node("Tile", ["row2", "reps"], ["rep"]),
+        h.make_node("SequenceInsert", ["seq_in", "rep"], ["seq_out"]),
+        h.make_node("Identity", ["c"], ["c_out"]),
+    ], "body", [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("c", T.BOOL, []),
+                h.make_tensor_sequence_value_info("seq_in", T.FLOAT, None)],
+        [h.make_tensor_value_info("c_out", T.BOOL, []), h.make_tensor_sequence_value_info("seq_out", T.FLOAT, None)],
+        [h.make_tensor("zero", T.INT64, [1], [0]), h.make_tensor("reps", T.INT64, [2], [2, 1])])
+    model = _model([h.make_node("Shape", ["x"], ["shape"], end=1), h.make_node("Squeeze", ["shape"], ["n"]),
+                    h.make_node("SequenceEmpty", [], ["empty"], dtype=T.FLOAT),
+                    h.make_node("Loop", ["n", "", "empty"], ["seq"], body=body),
+                    h.make_node("ConcatFromSequence", ["seq"], ["y"], axis=0)],
+                   [h.make_tensor_value_info("x", T.FLOAT, ["n", 4])], [h.make_tensor_value_info("y", T.FLOAT, None)])
+    rng = np.random.default_rng(0)
+    check_model(model, *({"x": rng.standard_normal((n, 4)).astype(np.float32)} for n in (3, 1, 6)))
+
+
 def test_loop_tensor_state_that_changes_rank_is_unsupported():
     body = h.make_graph([
         h.make_node("Unsqueeze", ["x_in", "zero"], ["x_out"]),

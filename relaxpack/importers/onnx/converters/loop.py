@@ -23,8 +23,11 @@ scan outputs are reversed and moved to their axis after the loop.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from ....errors import RelaxpackError
 from ....ir.expr import Constant, ShapeExpr, TupleGetItem, Var
 from ....ir.struct_info import (
     OptionalStructInfo, SequenceStructInfo, StructInfo, TensorStructInfo, TupleStructInfo, is_base_of,
@@ -66,8 +69,42 @@ def loop(ctx, max_trip=None, cond=None, *initial, body):
         return values
 
     state = [ctx.expr(v) for v in initial]
-    states, built = state_and_body(ctx, body, [v.sinfo for v in initial], 1, bind, hint="loop_body")
+    states, built = state_and_body(ctx, body, _typed_empty_sequences(ctx, body, initial, bind), 1, bind,
+                                   hint="loop_body")
     return emit_loop(ctx, built, trips, go, state, states, n_scan)
+
+
+def _typed_empty_sequences(ctx, body, initial: list[Value], bind) -> list[StructInfo]:
+    """The initial states' struct info, where an empty sequence whose elements' rank is unknown
+    (SequenceEmpty) takes the elements the body inserts into it in a first iteration: an empty
+    sequence fits any, and :func:`state_and_body` still widens it if later iterations differ.
+    Else the carried sequence never learns a rank its elements all have, and a ConcatFromSequence
+    of it is refused (TorchScript's ``repeat_interleave`` by a tensor: FastSpeech2's lengths)."""
+    sinfos = [v.sinfo for v in initial]
+    empty = [k for k, v in enumerate(initial) if v.length == 0 and isinstance(v.sinfo, SequenceStructInfo)
+             and isinstance(v.sinfo.elem, TensorStructInfo) and v.sinfo.elem.ndim < 0]
+    if not empty:
+        return sinfos
+    names = [i.name for i in body.input]
+
+    def bind_first(declared):
+        values = bind(declared)
+        for k in empty:
+            values[names[2 + k]] = replace(values[names[2 + k]], length=0)
+        return values
+    before = ctx.bb.func_names()
+    try:
+        outs = build_body(ctx, body, "loop_body", _declared(sinfos, ()), bind_first).outputs
+    except RelaxpackError:      # the body as it is will say what it refuses
+        return sinfos
+    finally:
+        drop_functions_since(ctx, before)
+    for k in empty:
+        out = outs[1 + k]
+        if isinstance(out, SequenceStructInfo) and isinstance(out.elem, TensorStructInfo) \
+                and out.elem.ndim >= 0 and out.elem.dtype == sinfos[k].elem.dtype:
+            sinfos[k] = SequenceStructInfo(forget_dims(out.elem))
+    return sinfos
 
 
 def _declared_rank(info) -> int | None:
