@@ -313,9 +313,10 @@ def _elem_types(proto: onnx.ModelProto) -> dict[str, int]:
 
 
 #: ops that move an input's values without changing them (a multiple-choice BERT flattens its
-#: token type ids before their embedding's Gather); a Cast of ids keeps them too (onnxruntime's
-#: fused embedding takes int32 ids cast from the model's int64 ones)
-_REARRANGING = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Cast"})
+#: token type ids before their embedding's Gather; TimesFM slices its frequency ids); a Cast of
+#: ids keeps them too (onnxruntime's fused embedding takes int32 ids cast from the model's int64 ones)
+_REARRANGING = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Cast", "Slice",
+                          "Expand", "Tile"})
 
 
 def index_bounds(proto: onnx.ModelProto) -> dict[str, int]:

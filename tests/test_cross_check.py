@@ -179,6 +179,27 @@ def test_check_draws_token_ids_below_their_embedding_tables():
     assert all(s.feeds["tt"].max() < 2 for s in report.samples)
 
 
+def test_ids_sliced_before_their_table_are_drawn_below_it():
+    """TimesFM's TorchScript export slices its frequency ids, casts and reshapes them, then looks
+    them up in a 3-row table: ids 0..7 made onnxruntime refuse every sample."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from relaxpack.check import index_bounds
+    table = numpy_helper.from_array(np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32), "freq_emb")
+    consts = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+              (("starts", [0]), ("ends", [2 ** 62]), ("axes", [0]), ("column", [-1, 1]))]
+    graph = helper.make_graph(
+        [helper.make_node("Slice", ["freq", "starts", "ends", "axes"], ["sliced"]),
+         helper.make_node("Cast", ["sliced"], ["cast"], to=TensorProto.INT64),
+         helper.make_node("Reshape", ["cast", "column"], ["ids"]),
+         helper.make_node("Gather", ["freq_emb", "ids"], ["y"])], "g",
+        [helper.make_tensor_value_info("freq", TensorProto.INT64, ["b"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [table, *consts])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    assert index_bounds(model) == {"freq": 3}
+    assert check_model(model, samples=3).passed
+
+
 def test_fused_bert_embeddings_bound_their_token_and_segment_ids():
     """onnxruntime's EmbedLayerNormalization looks ids up in its word and segment tables as a
     Gather does, the model's int64 ids cast to int32 before: random segment ids of 0..7 in a 2-row
