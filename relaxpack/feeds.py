@@ -186,25 +186,31 @@ def widening_draws(exe, rng: np.random.Generator, fixed: Mapping | None = None):
     """:func:`draw_dims` with the dims ``fixed`` does not name drawn from each of
     :data:`DRAW_RANGES` in turn (once when it names them all), up to the first range the
     archive's own dim ranges exclude; then, with two or more such dims, all of them given one
-    value drawn from each range (two inputs whose batches the model names apart). A range wholly
-    below a dim's archive range (built with ``--dim h=32..128``) starts at its lowest value instead."""
+    value drawn from each range within all their archive ranges (two inputs whose batches the model
+    names apart). A range wholly below a dim's archive range (built with ``--dim h=32..128``)
+    starts at its lowest value instead."""
     fixed = dict(fixed or {})
     free = sorted(input_dim_names(exe) - set(fixed))
-    floors = {name: lo for name, lo, _ in exe.function("main").dim_ranges}
+    ranges = {name: (lo, hi) for name, lo, hi in exe.function("main").dim_ranges}
     for attempt, (lo, hi) in enumerate(DRAW_RANGES):
         try:
-            yield draw_dims(exe, rng, {**{name: _above(lo, hi, floors.get(name)) for name in free}, **fixed})
+            yield draw_dims(exe, rng, {**{name: _above(lo, hi, ranges.get(name, (None,))[0]) for name in free},
+                                       **fixed})
         except InputError:      # outside the archive's ranges: those are the user's
             if attempt == 0:
                 raise
-            return
+            break
         if not free:
             return
     if len(free) < 2:
         return
-    floor = max(floors.get(name) or 0 for name in free)
+    floor = max(ranges.get(name, (0, None))[0] for name in free)
+    ceilings = [ranges[name][1] for name in free if name in ranges and ranges[name][1] is not None]
     for lo, hi in DRAW_RANGES:  # then all of them one value: paddle2onnx names each input's batch apart
-        lo, hi = _above(lo, hi, floor)
+        lo, hi = _above(lo, hi, floor)      # within every dim's range: a value outside one is refused
+        lo, hi = max(lo, floor), min([hi, *ceilings])
+        if hi < lo:
+            return
         value = int(rng.integers(lo, hi + 1))
         try:
             yield draw_dims(exe, rng, {**dict.fromkeys(free, value), **fixed})

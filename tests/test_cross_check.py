@@ -312,6 +312,20 @@ def test_check_tries_equal_dims_where_the_model_names_them_apart():
     assert report.passed and all(s.dims["d0"] == s.dims["d1"] for s in report.samples)
 
 
+def test_check_tries_equal_dims_within_the_dims_ranges():
+    """The one-value draws of dims named apart stay within the archive's range of each: built with
+    ``d0`` in 20..22, a value of 20..27 or 32..96 was drawn and relaxpack refused it ("dim 0 (d0)
+    is 96, outside its range 20..22"; a dynamo Mamba2 given ``--dim s70=9..48``)."""
+    from onnx import TensorProto, helper
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [d, 4]) for n, d in (("a", "d0"), ("b", "d1"))]
+    graph = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"])], "g", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    for seed in range(4):
+        report = check_model(model, dims={"d0": (20, 22)}, samples=2, seed=seed)
+        assert report.passed and all(20 <= s.dims["d0"] <= 22 for s in report.samples)
+
+
 def test_relative_error_near_zero_is_taken_against_the_tolerance():
     (diff,) = compare_outputs(["y"], {"y": np.array([1.0, 1e-30], np.float32)}, [np.array([1.0, 0.0], np.float32)])
     assert diff.passed and diff.max_abs == pytest.approx(1e-30) and diff.max_rel < 1e-20
