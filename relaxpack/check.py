@@ -16,6 +16,7 @@ saturates in int16 pairs on CPUs without VNNI, for one).
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from .feeds import (  # noqa: F401 (re-exported)
 from .importers.onnx import from_onnx
 from .importers.onnx.graph import subgraphs
 from .importers.onnx.importer import load_model
+from .ir.dims import dim_identifier
 from .runtime import VirtualMachine
 from .runtime.blas import blas_threads
 
@@ -251,6 +253,7 @@ def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int =
         _same_signature(exe, session)
     rng = np.random.default_rng(seed)
     bounds = index_bounds(proto)
+    multiples = dim_multiples(proto)
     precisions = output_precisions(proto)
     written, lowered = in_float32(proto)
     # one thread unless told: onnxruntime's DynamicQuantizeLSTM quantizes H per thread's rows
@@ -264,7 +267,8 @@ def check_model(model: "onnx.ModelProto | str | Path", dims=None, samples: int =
             with blas_threads(threads):
                 got = vm.run(feed)
         else:
-            dim_values, feed, want, got, notes = _draw_accepted(exe, vm, session, rng, fixed, bounds, threads)
+            dim_values, feed, want, got, notes = _draw_accepted(exe, vm, session, rng, fixed, bounds, threads,
+                                                                multiples)
         diffs = compare_outputs(names, got, want, rtol, atol, precisions=precisions)
         if not strict:
             diffs = _judge_deviations(proto, feed, got, diffs, rtol, atol, precisions, as_written(feed),
@@ -352,6 +356,40 @@ def _lookups(node: onnx.NodeProto, plain: bool) -> list[tuple[str, str]]:
     return []
 
 
+#: torch.export's spelling of a derived dim, ``Dim("h_k") * 32``: ``32*h_k``
+_SCALED_DIM = re.compile(r"^\s*(\d+)\s*\*\s*[A-Za-z_]\w*\s*$")
+
+
+def dim_multiples(proto: onnx.ModelProto) -> dict[str, int]:
+    """The input dims the model spells as a multiple of a name, and that multiple: random dims
+    are drawn as its multiples. torch.export writes ``Dim("h_k") * 32`` as ``32*h_k`` and may
+    compute shapes that hold only there (a dynamo-exported smp Unet with a mit_b0 encoder
+    reshapes its patch embedding by a row count exact only for multiples of 32), so onnxruntime
+    refused nearly every height drawn. The dim stays one dim of its own: the model still takes
+    any value at run time, as onnxruntime does."""
+    multiples: dict[str, int] = {}
+    for inp in proto.graph.input:
+        if inp.type.HasField("tensor_type"):
+            for d in inp.type.tensor_type.shape.dim:
+                scaled = _SCALED_DIM.match(d.dim_param) if d.HasField("dim_param") else None
+                if scaled and int(scaled.group(1)) > 1:
+                    multiples[dim_identifier(d.dim_param)] = int(scaled.group(1))
+    return multiples
+
+
+def _at_multiples(drawn: dict[str, int], multiples: Mapping[str, int], fixed: Mapping,
+                  ranges: Mapping[str, tuple]) -> dict[str, int]:
+    """``drawn`` with each dim of ``multiples`` rounded up to its multiple (down where that
+    leaves its range; as drawn where neither lies in it); the values ``fixed`` gives stay."""
+    out = dict(drawn)
+    for name, k in multiples.items():
+        if name in out and not isinstance(fixed.get(name), int):
+            lo, hi = ranges.get(name, (0, None))
+            up, down = -(-out[name] // k) * k, out[name] // k * k
+            out[name] = up if hi is None or up <= hi else down if down >= max(lo, 1) else out[name]
+    return out
+
+
 def _within_bounds(feed: dict, bounds: dict[str, int], rng: np.random.Generator) -> dict:
     """``feed`` with the inputs ``bounds`` names redrawn below their bound."""
     for name, bound in bounds.items():
@@ -361,16 +399,18 @@ def _within_bounds(feed: dict, bounds: dict[str, int], rng: np.random.Generator)
 
 
 def _draw_accepted(exe, vm, session, rng: np.random.Generator, fixed: dict, bounds: dict[str, int],
-                   threads: int | None):
+                   threads: int | None, multiples: Mapping[str, int] | None = None):
     """Dims, random inputs, and onnxruntime's and relaxpack's outputs on them,
     drawn from larger ranges in turn while the dims break the relations the
     model was converted assuming (an image size a multiple of 32), onnxruntime
     refuses or crashes on the inputs, or relaxpack refuses their shapes (a
     pool over a dim shorter than its window); crashes and relaxpack's
     refusals are said in the notes. When no range is accepted, the last draw
-    is run and its refusal is the error."""
+    is run and its refusal is the error. Dims of ``multiples`` are drawn as multiples (:func:`dim_multiples`)."""
     notes, drawn, crash = [], {}, None
+    ranges = {name: (lo, hi) for name, lo, hi in exe.function("main").dim_ranges}
     for drawn in widening_draws(exe, rng, fixed):
+        drawn = _at_multiples(drawn, multiples or {}, fixed, ranges)
         crash = None
         if not assumptions_hold(exe, drawn):
             continue

@@ -326,6 +326,29 @@ def test_check_tries_equal_dims_within_the_dims_ranges():
         assert report.passed and all(20 <= s.dims["d0"] <= 22 for s in report.samples)
 
 
+def _scaled_dim_model():
+    """torch.export's derived dim ``Dim("h_k") * 32`` is the input dim ``32*h_k``; the model
+    reshapes it to ``(h // 32, 32)``, which onnxruntime refuses at any other length."""
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Div", ["s", "k"], ["rows"]),
+             helper.make_node("Concat", ["rows", "k"], ["t"], axis=0), helper.make_node("Reshape", ["x", "t"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["32*h_k"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [helper.make_tensor("k", TensorProto.INT64, [1], [32])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def test_check_draws_a_dim_spelled_as_a_multiple_as_that_multiple():
+    """A dynamo-exported smp Unet with a mit_b0 encoder declares its height ``32*h_k`` and takes
+    only multiples of 32; check drew 1..8, then 8..48 and 32..96, and onnxruntime refused them."""
+    model = _scaled_dim_model()
+    for seed in range(3):
+        report = check_model(model, samples=3, seed=seed)
+        assert report.passed and all(s.dims["d_32_h_k"] % 32 == 0 for s in report.samples), seed
+    from relaxpack.check import dim_multiples
+    assert dim_multiples(model) == {"d_32_h_k": 32}
+
+
 def test_relative_error_near_zero_is_taken_against_the_tolerance():
     (diff,) = compare_outputs(["y"], {"y": np.array([1.0, 1e-30], np.float32)}, [np.array([1.0, 0.0], np.float32)])
     assert diff.passed and diff.max_abs == pytest.approx(1e-30) and diff.max_rel < 1e-20
