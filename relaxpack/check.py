@@ -27,7 +27,7 @@ import onnx
 
 from .vm_build import build
 from .compare import OutputDiff, compare_outputs  # noqa: F401 (re-exported)
-from .check_ties import near_tie_note
+from .check_ties import near_tie_note, order_tie_note
 from .check_isolated import IsolatedSession, OnnxruntimeCrash, OnnxruntimeFailure
 from .errors import RelaxpackError, ShapeError
 from .feeds import (  # noqa: F401 (re-exported)
@@ -524,6 +524,8 @@ def first_divergence(model: "onnx.ModelProto | str | Path", inputs: Mapping[str,
                 continue
             (diff,) = compare_outputs([name], got, [want[name]], rtol, atol)
             if not diff.passed:
+                mine, theirs = {**inputs, **got}, {**inputs, **want}
                 return NodeDivergence(node.name or "(unnamed)", node.op_type, name, diff,
-                                      near_tie_note(node.input, name, {**inputs, **got}, {**inputs, **want}))
+                                      near_tie_note(node.input, name, mine, theirs)
+                                      or order_tie_note(node, mine, theirs))
     return None

@@ -101,7 +101,7 @@ def compare_outputs(names: Sequence[str], got: Mapping[str, np.ndarray], want: S
             err = np.where(both_nan, 0.0, np.abs(a - b))
             err = np.where(np.isinf(a) & (a == b), 0.0, err)
             max_abs = float(err.max()) if err.size else 0.0
-            rel = err / np.maximum(np.abs(b), max(t, np.finfo(np.float64).tiny))
+            rel = err / np.fmax(np.abs(b), max(t, np.finfo(np.float64).tiny))   # fmax: NaN in both is 0 apart
             max_rel = float(rel.max()) if rel.size else 0.0
             passed = bool(np.all(err <= t + r * np.abs(np.where(np.isnan(b), 0, b))))
         diffs.append(OutputDiff(name, out.shape, max_abs, max_rel, passed))

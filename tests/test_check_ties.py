@@ -106,3 +106,73 @@ def test_inputs_a_step_apart_are_said_so_by_their_difference():
     want = {"m": np.array([0.0172, 1.5], np.float32), "q": np.array([1, 2], np.int8)}
     note = near_tie_note(["m"], "q", got, want)
     assert "(up to 0.0172 apart)" in note and "those differences decide" in note and "ulp" not in note
+
+
+def _top_two_model(op: str = "TopK") -> onnx.ModelProto:
+    """x * 1 -> TopK(k=2) (or ArgMax without keepdims) over the last axis."""
+    select = (helper.make_node("TopK", ["m", "k"], ["v", "i"], name="top", axis=-1) if op == "TopK"
+              else helper.make_node("ArgMax", ["m"], ["i"], name="top", axis=1, keepdims=0))
+    nodes = [helper.make_node("Mul", ["x", "one"], ["m"], name="mul"), select]
+    inits = [helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]), helper.make_tensor("k", TensorProto.INT64, [1], [2])]
+    outputs = [helper.make_tensor_value_info("i", TensorProto.INT64, None)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])], outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+class _SwappedUpstream:
+    """onnxruntime's answers as relaxpack computes them, but with ``m[0, 2]`` raised by ``by`` (to
+    just above ``m[0, 0]``: a near-tie its last bits decide, or far above it) and the picks that
+    follow from it."""
+
+    def __init__(self, proto: onnx.ModelProto, threads: int | None = None, by: float = 0.0):
+        self._proto, self._by = proto, by
+
+    def get_outputs(self):
+        from types import SimpleNamespace
+        return [SimpleNamespace(name=n) for n in ("m", "v", "i") if n != "v" or self._proto.graph.node[1].op_type == "TopK"]
+
+    def run(self, names, feeds):
+        m = VirtualMachine(build(from_onnx(relaxpack.check.expose_intermediates(self._proto)), opt_level=0)).run(
+            dict(feeds))["m"].copy()
+        m[0, 2] = np.nextafter(m[0, 0], np.float32(np.inf)) + np.float32(self._by)
+        order = np.argsort(-m, axis=1, kind="stable")
+        if self._proto.graph.node[1].op_type == "TopK":
+            i = order[:, :2]
+            return [m, np.take_along_axis(m, i, 1), i]
+        return [m, order[:, 0]]
+
+
+def _swapped(by: float = 0.0):
+    return lambda proto, threads=None: _SwappedUpstream(proto, threads, by)
+
+
+def test_a_topk_order_from_a_last_bit_upstream_is_named_an_order_tie(monkeypatch):
+    monkeypatch.setattr(relaxpack.check, "onnxruntime_session", _swapped())
+    x = np.array([[3.0, 1.0, 3.0 - 2.4e-7, 0.5], [0.0, 2.0, 1.0, -1.0]], np.float32)
+    divergence = first_divergence(_top_two_model(), {"x": x})
+    assert (divergence.node, divergence.output) == ("top", "i")
+    assert divergence.note.startswith("2 of 4 indices differ") and "'m'" in divergence.note
+    assert "order of near-equal values" in divergence.note
+
+
+def test_an_argmax_order_tie_and_a_real_reordering(monkeypatch):
+    x = np.array([[3.0, 1.0, 3.0 - 2.4e-7, 0.5], [0.0, 2.0, 1.0, -1.0]], np.float32)
+    monkeypatch.setattr(relaxpack.check, "onnxruntime_session", _swapped())
+    divergence = first_divergence(_top_two_model("ArgMax"), {"x": x})
+    assert divergence.output == "i" and divergence.note.startswith("1 of 2 indices differ")
+    monkeypatch.setattr(relaxpack.check, "onnxruntime_session", _swapped(by=0.5))   # m itself fails first
+    divergence = first_divergence(_top_two_model("ArgMax"), {"x": x})
+    assert divergence.output == "m" and divergence.note == ""
+
+
+def test_indices_apart_on_equal_inputs_are_the_nodes_own():
+    from relaxpack.check_ties import order_tie_note
+    node = _top_two_model().graph.node[1]
+    m = np.array([[3.0, 1.0, 3.0, 0.5]], np.float32)
+    got, want = {"m": m, "i": np.array([[0, 2]])}, {"m": m, "i": np.array([[2, 0]])}
+    assert order_tie_note(node, got, want) == ""
+    near = m.copy()
+    near[0, 2] = np.nextafter(near[0, 2], np.float32(0))
+    assert order_tie_note(node, {**got, "m": near}, want).startswith("2 of 2 indices differ")
+    far = {**got, "m": near, "i": np.array([[0, 1]])}            # picks 2.0 apart: not a tie
+    assert order_tie_note(node, far, want) == ""

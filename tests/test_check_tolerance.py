@@ -73,6 +73,15 @@ def test_default_tolerance_is_relative_to_the_outputs_magnitude():
     assert not compare_outputs(["y"], far, [big])[0].passed                       # 0.5: beyond 0.1 + 5e-5
 
 
+def test_nan_in_both_outputs_is_no_difference():
+    """NaN where both have it (a log of a negative timestep in diffusers' score-SDE UNet) is 0 apart,
+    in the relative error as in the absolute one: check printed "max rel nan" on a pass."""
+    got = np.array([np.nan, 1.0, 2.0], np.float32)
+    (diff,) = compare_outputs(["y"], {"y": got}, [np.array([np.nan, 1.0, 2.0 + 1e-6], np.float32)])
+    assert diff.passed and diff.max_abs < 1e-5 and 0 < diff.max_rel < 1e-5
+    (diff,) = compare_outputs(["y"], {"y": got}, [np.array([0.5, 1.0, 2.0], np.float32)])
+    assert not diff.passed and np.isnan(diff.max_abs) == np.isnan(diff.max_rel)
+
 def test_rounding_in_outputs_in_the_thousands_passes_by_default(monkeypatch):
     calls = perturbed_matmul(monkeypatch, ROUNDING)
     feeds = inputs(1000.0)

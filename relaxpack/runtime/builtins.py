@@ -95,7 +95,22 @@ def _make_shape_specialize(programs, heap_size: int):
     if all(isinstance(p, int) for p in programs):
         static = tuple(programs)
         return lambda heap: static
-    return lambda heap: tuple(fn(heap) for fn in fns)
+
+    def shape(heap) -> tuple:
+        dims = tuple(fn(heap) for fn in fns)
+        if dims and min(dims) < 0:
+            raise _negative_dim(dims)
+        return dims
+    return shape
+
+
+def _negative_dim(dims: tuple) -> ShapeError:
+    """The error of a shape whose formula gives a negative dim at these input dims: a Conv or
+    pool window longer than its padded input (onnxruntime: "Invalid input shape"), a slice
+    past its end. numpy said "negative dimensions are not allowed", or an arena view's reshape
+    took the -1 for a dim to infer."""
+    return ShapeError(f"the inputs' dims give this node's result the shape {dims}, a negative dim: the "
+                      f"inputs are too small for it (e.g. shorter than a kernel or window)")
 
 
 specializable(make_shape, 2, _make_shape_specialize)

@@ -88,6 +88,73 @@ def test_softmax_last_axis_in_place_inf_and_all_masked_rows():
     assert np.isnan(got[3]).any() and np.allclose(got[0], expected[0], rtol=1e-6)
 
 
+
+def _blocked(monkeypatch, blocked_bytes: int, block_bytes: int) -> None:
+    """Softmax tensors of ``blocked_bytes`` or more run by blocks of ``block_bytes`` of rows."""
+    from relaxpack.runtime.kernels import normalization
+    monkeypatch.setattr(normalization, "_BLOCKED_BYTES", blocked_bytes)
+    monkeypatch.setattr(normalization, "_BLOCK_BYTES", block_bytes)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_softmax_by_blocks_of_rows(monkeypatch, dtype):
+    """A large tensor runs by blocks of rows, each as a tensor of its own (shifted by its own
+    max), the last block shorter: rows far below the max,
+    a -10000 mask, an all -inf row (NaN), a block holding inf (the general path for that block);
+    against onnxruntime, in place, and by the kept (specialized) calls of an arena view."""
+    from relaxpack.runtime.kernels.normalization import _block_rows
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((2, 23, 37)) * 4).astype(dtype)
+    x[0, 3] -= 300.0
+    x[1, :, 30:] = -10000.0
+    item = max(4, np.dtype(dtype).itemsize)                        # float16 computes in float32
+    _blocked(monkeypatch, x.nbytes, 5 * 37 * item)                  # blocks of 5 rows of 46
+    assert _block_rows(x.reshape(-1, 37).astype(np.promote_types(dtype, np.float32))) == 5
+    from relaxpack.runtime.kernels import normalization
+    block, sizes = normalization._softmax_block, []
+
+    def spy(rows, dst, shared):
+        sizes.append(len(rows))
+        return block(rows, dst, shared)
+    monkeypatch.setattr(normalization, "_softmax_block", spy)
+    expected, = run_onnx("Softmax", [x], {"axis": -1}, backend="ort")
+    got = run_kernel("nn.softmax", x, axis=-1)
+    assert_close(got, expected)
+    assert sizes == [5] * 9 + [1]
+    same = x.copy()
+    get_kernel("nn.softmax").fn(same, out=same, axis=-1)
+    np.testing.assert_array_equal(same, got)
+    arena = np.empty(2 * x.size, dtype)                             # views as the arena hands out
+    view, dst = arena[:x.size].reshape(x.shape), arena[x.size:].reshape(x.shape)
+    view[...] = x
+    kept = get_kernel("nn.softmax").fn.specialize_attrs({"axis": -1}, ())
+    for _ in range(2):
+        kept(view, out=dst)
+        np.testing.assert_array_equal(dst, got)
+    if dtype == "float16":
+        return
+    x[1, 7] = -np.inf                                               # an all -inf row: NaN, its block only
+    x[0, 20, 4] = np.inf                                            # inf: that block's general path
+    with np.errstate(invalid="ignore"):
+        got = run_kernel("nn.softmax", x, axis=-1)
+        unblocked, = run_onnx("Softmax", [x], {"axis": -1}, backend="ort")
+    assert np.isnan(got[1, 7]).all() and np.isnan(got[0, 20]).any()
+    fine = ~np.isnan(unblocked)
+    assert_close(got[fine], unblocked[fine])
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(unblocked))
+    safe = run_kernel("nn.safe_softmax", x, axis=-1)
+    np.testing.assert_array_equal(safe, np.where(np.isnan(got), 0, got).astype(dtype))
+
+
+def test_softmax_blocks_only_past_the_cache():
+    """Blocks of 1 MiB of rows from 16 MiB on (below, one pass per step costs less); never one row
+    split, nor a tensor of one block."""
+    from relaxpack.runtime.kernels.normalization import _block_rows
+    assert _block_rows(np.empty((4096, 1024), np.float32)) == 256
+    assert _block_rows(np.empty((4095, 1024), np.float32)) is None
+    assert _block_rows(np.empty((2, 1 << 22), np.float32)) == 1
+    assert _block_rows(np.empty((1, 1 << 23), np.float32)) is None
+
 def _guarded_softmax(x: np.ndarray, axis: int) -> np.ndarray:
     """The NaN-guarded softmax as torch.onnx writes it: Softmax, IsNaN, Where(nan, 0, softmax)."""
     probs = run_kernel("nn.softmax", x, axis=axis)

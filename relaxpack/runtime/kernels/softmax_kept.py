@@ -15,7 +15,7 @@ import numpy as np
 
 from .layer_norm_rows import ones_column
 from .normalization import (DONE, REDONE, _FEW, _MAX, _ROW_DTYPES, _ROW_SUM_FLOOR, _ROWWISE_SIZE, _general_rows,
-                            _least, _nonfinite_rowwise, _redo_low_rows, _softmax_into, _softmax_matrix,
+                            _block_rows, _least, _nonfinite_rowwise, _redo_low_rows, _softmax_into, _softmax_matrix,
                             _tensor_max, safe_softmax, softmax)
 
 
@@ -137,7 +137,7 @@ def _shifted_run(rows: np.ndarray):
     gemv) that the division broadcasts without a ``[:, None]`` view: :func:`_shifted_softmax`'s
     calls, a low row redone by its end (:func:`_redo_low_rows`), ~1.5 us less at (1, 2, 17, 17)."""
     count, n = rows.shape
-    if n == 1:
+    if n == 1 or _block_rows(rows) is not None:      # a large tensor runs by blocks (_softmax_matrix)
         return None
     total = np.empty((count, 1), rows.dtype)
     flat, ones = total.reshape(-1), ones_column(n, rows.dtype)

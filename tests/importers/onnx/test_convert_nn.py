@@ -246,6 +246,25 @@ def test_pool_of_a_symbolic_input_shorter_than_the_window_is_refused_in_words(rn
         vm.run({"x": rand(rng, (1, 4, 3, 1))})
 
 
+@pytest.mark.parametrize("then", [None, "GlobalAveragePool"])
+def test_conv_of_a_symbolic_input_shorter_than_its_kernel_is_refused_in_words(then, rng):
+    """A 3x3 Conv of height 1 (torchvision's Inception v3 at 51x51): the ONNX formula's height is
+    -1, which onnxruntime refuses ("Invalid input shape"); relaxpack said numpy's "negative
+    dimensions are not allowed" for a model output and, for an intermediate in the arena, that
+    the conv's buffer (1, 4, 0, 7) was not the (1, 4, -1, 7) its attributes give."""
+    from relaxpack.errors import ShapeError
+    from relaxpack.runtime import VirtualMachine
+    w = np.ones((4, 2, 3, 3), np.float32)
+    nodes = [node("Conv", ["x", "w"], ["c"] if then else ["y"], kernel_shape=[3, 3])]
+    if then:
+        nodes.append(node(then, ["c"], ["y"]))
+    m = model(nodes, [inp("x", "float32", [1, 2, "h", "w_"])], initializers={"w": w})
+    check(m, {"x": rand(rng, (1, 2, 4, 9))})
+    vm = VirtualMachine(relaxpack.build(relaxpack.from_onnx(m)))
+    with pytest.raises(ShapeError, match=r"^ONNX node 'Conv.*': the inputs' dims give this node's result the "
+                                         r"shape \(1, 4, -1, 7\), a negative dim: the inputs are too small"):
+        vm.run({"x": rand(rng, (1, 2, 1, 9))})
+
 def test_maxpool_indices_with_symbolic_same_padding_is_unsupported():
     m = model(node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[3], strides=[2], auto_pad="SAME_UPPER"),
               [inp("x", "float32", [1, 1, "h"])], ["y", "idx"])
