@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from ..errors import ArchiveError
-from .builtins import builtin, specializable
+from .builtins import builtin, negative_dim, negative_dim_error, specializable
 from .dtypes import numpy_dtype
 from .memory import ALIGNMENT, Buffer, plan_memory
 from .shape_program import compile_program
@@ -123,6 +123,8 @@ def arena_tensor(index: int, dtype: str, plan: ArenaPlan, shape) -> np.ndarray:
     if np_dtype.hasobject:
         raise ArchiveError(f"arena_tensor: {dtype} tensors hold references and cannot live in a byte arena")
     nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+    if nbytes <= 0 and negative_dim(shape):
+        raise negative_dim_error(shape)
     _check_fits(index, nbytes, plan, shape)
     offset = plan.offsets[index]
     return plan.arenas[index][offset:offset + nbytes].view(np_dtype).reshape(shape)
@@ -153,6 +155,8 @@ def _arena_tensor_specialize(index: int, dtype: str):
         n = 1
         for d in shape:
             n *= d
+        if n <= 0 and negative_dim(shape):
+            raise negative_dim_error(shape)      # (a reshape would take the -1 for a dim to infer)
         _check_fits(index, n * itemsize, plan, shape)
         array = arena[offset:offset + n * itemsize].view(np_dtype).reshape(shape)
         last[:] = arena, offset, shape, array

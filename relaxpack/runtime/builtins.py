@@ -48,12 +48,36 @@ def alloc_shape_heap(size: int) -> list:
 
 @builtin("vm.builtin.alloc_tensor")
 def alloc_tensor(dtype: str, shape: tuple) -> np.ndarray:
-    return np.empty(shape, numpy_dtype(dtype))
+    return _empty(shape, numpy_dtype(dtype))
 
 
 def _alloc_tensor_specialize(dtype: str):
     np_dtype = numpy_dtype(dtype)
-    return lambda shape: np.empty(shape, np_dtype)
+    return lambda shape: _empty(shape, np_dtype)
+
+
+def _empty(shape, np_dtype) -> np.ndarray:
+    try:
+        return np.empty(shape, np_dtype)
+    except ValueError:
+        if negative_dim(shape):
+            raise negative_dim_error(shape) from None
+        raise
+
+
+def negative_dim(shape) -> bool:
+    """Whether a result's shape (a tuple of ints) has a negative dim."""
+    return any(isinstance(d, int) and d < 0 for d in shape)
+
+
+def negative_dim_error(shape) -> ShapeError:
+    """The error of a result whose shape formula gives a negative dim at these input dims: a Conv
+    or pool window longer than its padded input (onnxruntime: "Invalid input shape"). numpy said
+    "negative dimensions are not allowed", and an arena view's reshape took the -1 for a dim to
+    infer. (A make_shape may compute negative values: run-time pads of a window smaller than its
+    stride; only a tensor's shape is checked.)"""
+    return ShapeError(f"the inputs' dims give this node's result the shape {tuple(shape)}, a negative dim: "
+                      f"the inputs are too small for it (e.g. shorter than a kernel or window)")
 
 
 specializable(alloc_tensor, 1, _alloc_tensor_specialize)
@@ -95,22 +119,7 @@ def _make_shape_specialize(programs, heap_size: int):
     if all(isinstance(p, int) for p in programs):
         static = tuple(programs)
         return lambda heap: static
-
-    def shape(heap) -> tuple:
-        dims = tuple(fn(heap) for fn in fns)
-        if dims and min(dims) < 0:
-            raise _negative_dim(dims)
-        return dims
-    return shape
-
-
-def _negative_dim(dims: tuple) -> ShapeError:
-    """The error of a shape whose formula gives a negative dim at these input dims: a Conv or
-    pool window longer than its padded input (onnxruntime: "Invalid input shape"), a slice
-    past its end. numpy said "negative dimensions are not allowed", or an arena view's reshape
-    took the -1 for a dim to infer."""
-    return ShapeError(f"the inputs' dims give this node's result the shape {dims}, a negative dim: the "
-                      f"inputs are too small for it (e.g. shorter than a kernel or window)")
+    return lambda heap: tuple(fn(heap) for fn in fns)
 
 
 specializable(make_shape, 2, _make_shape_specialize)
