@@ -31,7 +31,8 @@ from .check_ties import near_tie_note, order_tie_note
 from .check_isolated import IsolatedSession, OnnxruntimeCrash, OnnxruntimeFailure
 from .errors import RelaxpackError, ShapeError
 from .feeds import (  # noqa: F401 (re-exported)
-    DEFAULT_DIM_RANGE, assumptions_hold, draw_dims, input_dim_names, random_inputs, random_strings, widening_draws,
+    DEFAULT_DIM_RANGE, assumptions_hold, dim_ranges, draw_dims, input_dim_names, random_inputs, random_strings,
+    widening_draws,
 )
 from .importers.onnx import from_onnx
 from .importers.onnx.graph import subgraphs
@@ -408,7 +409,7 @@ def _draw_accepted(exe, vm, session, rng: np.random.Generator, fixed: dict, boun
     refusals are said in the notes. When no range is accepted, the last draw
     is run and its refusal is the error. Dims of ``multiples`` are drawn as multiples (:func:`dim_multiples`)."""
     notes, drawn, crash = [], {}, None
-    ranges = {name: (lo, hi) for name, lo, hi in exe.function("main").dim_ranges}
+    ranges = dim_ranges(exe)
     for drawn in widening_draws(exe, rng, fixed):
         drawn = _at_multiples(drawn, multiples or {}, fixed, ranges)
         crash = None

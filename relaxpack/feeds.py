@@ -164,6 +164,11 @@ def dims_of_inputs(exe, feeds: Mapping[str, np.ndarray]) -> dict[str, int]:
 ASSUMPTION_DRAWS = 200
 
 
+def dim_ranges(exe) -> dict[str, tuple[int, int | None]]:
+    """The archive's range of each ranged dim of ``main``: ``{name: (lo, hi)}`` (hi None: unbounded)."""
+    return {name: (lo, hi) for name, lo, hi in exe.function("main").dim_ranges}
+
+
 def draw_dims(exe, rng: np.random.Generator, fixed: Mapping | None = None) -> dict[str, int]:
     """A value for every symbolic dim of main's inputs, within its range, that
     holds the relations the model was converted assuming (``h % 8 < 4``):
@@ -191,7 +196,7 @@ def widening_draws(exe, rng: np.random.Generator, fixed: Mapping | None = None):
     starts at its lowest value instead."""
     fixed = dict(fixed or {})
     free = sorted(input_dim_names(exe) - set(fixed))
-    ranges = {name: (lo, hi) for name, lo, hi in exe.function("main").dim_ranges}
+    ranges = dim_ranges(exe)
     for attempt, (lo, hi) in enumerate(DRAW_RANGES):
         try:
             yield draw_dims(exe, rng, {**{name: _above(lo, hi, ranges.get(name, (None,))[0]) for name in free},
@@ -268,7 +273,7 @@ def _hold(relations: list[tuple[str, str]], values: Mapping[str, int]) -> bool:
 
 
 def _draw_once(exe, rng: np.random.Generator, fixed: Mapping | None) -> dict[str, int]:
-    ranges = {name: (lo, hi) for name, lo, hi in exe.function("main").dim_ranges}
+    ranges = dim_ranges(exe)
     known = input_dim_names(exe)
     unknown = sorted({k for k, v in (fixed or {}).items() if v != "?"} - known)
     if unknown:
@@ -293,6 +298,6 @@ def _draw_once(exe, rng: np.random.Generator, fixed: Mapping | None) -> dict[str
     return values
 
 
-__all__ = ["ASSUMPTION_DRAWS", "DEFAULT_DIM_RANGE", "DRAW_RANGES", "FILLS", "assumptions_hold", "dims_of_inputs",
-           "draw_dims", "draw_dims_holding", "input_dim_names", "make_inputs", "random_inputs", "random_strings",
-           "widening_draws"]
+__all__ = ["ASSUMPTION_DRAWS", "DEFAULT_DIM_RANGE", "DRAW_RANGES", "FILLS", "assumptions_hold", "dim_ranges",
+           "dims_of_inputs", "draw_dims", "draw_dims_holding", "input_dim_names", "make_inputs", "random_inputs",
+           "random_strings", "widening_draws"]
