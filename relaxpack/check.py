@@ -408,7 +408,7 @@ def _draw_accepted(exe, vm, session, rng: np.random.Generator, fixed: dict, boun
     pool over a dim shorter than its window); crashes and relaxpack's
     refusals are said in the notes. When no range is accepted, the last draw
     is run and its refusal is the error. Dims of ``multiples`` are drawn as multiples (:func:`dim_multiples`)."""
-    notes, drawn, crash = [], {}, None
+    notes, drawn, crash, refused = [], {}, None, 0
     ranges = dim_ranges(exe)
     for drawn in widening_draws(exe, rng, fixed):
         drawn = _at_multiples(drawn, multiples or {}, fixed, ranges)
@@ -424,6 +424,7 @@ def _draw_accepted(exe, vm, session, rng: np.random.Generator, fixed: dict, boun
             notes.append(f"{err} at {_dims_text(drawn)}; drew larger dims")
             continue
         except Exception:           # noqa: BLE001 - onnxruntime's own errors: draw larger dims
+            refused += 1
             continue
         try:
             with blas_threads(threads):
@@ -433,7 +434,7 @@ def _draw_accepted(exe, vm, session, rng: np.random.Generator, fixed: dict, boun
     if crash is not None:           # the last draw crashed onnxruntime
         raise crash
     feed = _within_bounds(random_inputs(exe, drawn, rng), bounds, rng)
-    want = _onnxruntime_run(session, feed, drawn)
+    want = _onnxruntime_run(session, feed, drawn, refused)
     with blas_threads(threads):
         try:
             return drawn, feed, want, vm.run(feed), notes
@@ -444,8 +445,9 @@ def _draw_accepted(exe, vm, session, rng: np.random.Generator, fixed: dict, boun
                              f"the model takes with --dim NAME=VALUE, or inputs it accepts with --inputs") from None
 
 
-def _onnxruntime_run(session, feed: dict, dim_values: dict):
-    """onnxruntime's outputs, or a one-line error that says which dims it refused."""
+def _onnxruntime_run(session, feed: dict, dim_values: dict, refused_before: int = 0):
+    """onnxruntime's outputs, or a one-line error that says which dims it refused (and how many
+    draws before these it refused too: the last is not the only one)."""
     try:
         return session.run(None, feed)
     except OnnxruntimeCrash:
@@ -453,6 +455,8 @@ def _onnxruntime_run(session, feed: dict, dim_values: dict):
     except Exception as err:    # noqa: BLE001 - onnxruntime's own errors
         error = err
     at = f" at {_dims_text(dim_values)}" if dim_values else ""
+    if refused_before:
+        at += f" (and on the {refused_before} other draw{'s' if refused_before > 1 else ''} before)"
     hint = ("; give the dims the model takes with --dim NAME=VALUE, or inputs it accepts with --inputs"
             if dim_values else "")
     raise RelaxpackError(f"onnxruntime failed on these inputs{at}: {' '.join(str(error).split())}{hint}")

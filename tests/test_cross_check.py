@@ -154,8 +154,9 @@ def test_check_draws_within_dim_ranges_above_the_first_draw_range():
 
 def test_check_says_which_dims_onnxruntime_refused_and_how_to_give_them():
     from relaxpack.errors import RelaxpackError
-    with pytest.raises(RelaxpackError, match=r"onnxruntime failed on these inputs at h=\d+, w=\d+: .*; give the "
-                                             r"dims the model takes with --dim NAME=VALUE"):
+    with pytest.raises(RelaxpackError, match=r"onnxruntime failed on these inputs at h=\d+, w=\d+ \(and on the "
+                                             r"\d+ other draws before\): .*; give the dims the model takes with "
+                                             r"--dim NAME=VALUE"):
         check_model(_conv_model(200), samples=1)
 
 
