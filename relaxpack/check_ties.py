@@ -25,7 +25,6 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 import numpy as np
-import onnx
 
 #: differences up to this many ulp are "the last bits" (float32 has 24 bits; 2**10 ulp is its last ten)
 LAST_BITS = 1 << 10
@@ -61,11 +60,12 @@ def near_tie_note(inputs: Iterable[str], output: str, got: Mapping[str, np.ndarr
 _INDEX_OUTPUT = {"TopK": 1, "ArgMax": 0, "ArgMin": 0}
 
 
-def order_tie_note(node: onnx.NodeProto, got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray]) -> str:
-    """Why a TopK's, ArgMax's or ArgMin's indices differ between ``got`` and ``want`` when they
-    pick between near-equal values, else "": its input agrees within tolerance but not bit for
-    bit, and each differing pair of picks (read from onnxruntime's input) is at most twice the
-    inputs' largest difference apart. Equal inputs mean the node itself orders otherwise."""
+def order_tie_note(node, got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray]) -> str:
+    """Why a TopK's, ArgMax's or ArgMin's indices (``node``, an ONNX NodeProto) differ between
+    ``got`` and ``want`` when they pick between near-equal values, else "": its input agrees within
+    tolerance but not bit for bit, and each differing pair of picks (read from onnxruntime's input)
+    is at most twice the inputs' largest difference apart. Equal inputs mean the node itself
+    orders otherwise. (Its attributes are read as protobuf fields: this module imports no onnx.)"""
     at = _INDEX_OUTPUT.get(node.op_type)
     if at is None or len(node.output) <= at or not node.input:
         return ""
@@ -76,7 +76,7 @@ def order_tie_note(node: onnx.NodeProto, got: Mapping[str, np.ndarray], want: Ma
     if ig.shape != iw.shape or ig.dtype.kind not in "iu" or iw.dtype.kind not in "iu" or xw.dtype.kind != "f" \
             or xg.shape != xw.shape or xw.ndim == 0 or np.array_equal(xg, xw, equal_nan=True):
         return ""
-    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    attrs = {a.name: a.i for a in node.attribute if a.name in ("axis", "keepdims")}     # INT attributes
     axis = int(attrs.get("axis", -1 if node.op_type == "TopK" else 0)) % xw.ndim
     if node.op_type != "TopK" and not attrs.get("keepdims", 1):
         ig, iw = np.expand_dims(ig, axis), np.expand_dims(iw, axis)
