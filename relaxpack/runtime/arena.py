@@ -123,15 +123,16 @@ def arena_tensor(index: int, dtype: str, plan: ArenaPlan, shape) -> np.ndarray:
     if np_dtype.hasobject:
         raise ArchiveError(f"arena_tensor: {dtype} tensors hold references and cannot live in a byte arena")
     nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
-    if nbytes <= 0 and negative_dim(shape):
-        raise negative_dim_error(shape)
     _check_fits(index, nbytes, plan, shape)
     offset = plan.offsets[index]
     return plan.arenas[index][offset:offset + nbytes].view(np_dtype).reshape(shape)
 
 
 def _check_fits(index: int, nbytes: int, plan: ArenaPlan, shape) -> None:
-    """A view never reaches past its buffer into another (the loader checks lifetimes, this the sizes)."""
+    """A view never reaches past its buffer into another (the loader checks lifetimes, this the sizes),
+    nor has a negative dim (its reshape would take the -1 for a dim to infer)."""
+    if nbytes <= 0 and negative_dim(shape):
+        raise negative_dim_error(shape)
     if not 0 <= index < len(plan.sizes):
         raise ArchiveError(f"arena_tensor: buffer {index} is not in the plan's {len(plan.sizes)} buffers")
     if nbytes > plan.sizes[index]:
@@ -155,8 +156,6 @@ def _arena_tensor_specialize(index: int, dtype: str):
         n = 1
         for d in shape:
             n *= d
-        if n <= 0 and negative_dim(shape):
-            raise negative_dim_error(shape)      # (a reshape would take the -1 for a dim to infer)
         _check_fits(index, n * itemsize, plan, shape)
         array = arena[offset:offset + n * itemsize].view(np_dtype).reshape(shape)
         last[:] = arena, offset, shape, array
