@@ -40,6 +40,7 @@ from .fuse_classifier_normalizer import fuse_classifier_normalizer
 from .fuse_bias_activation import fuse_bias_activation
 from .fuse_dynamic_quantize import fuse_dynamic_quantize
 from .fuse_ops import fuse_ops
+from .fuse_attention import fuse_attention
 from .fuse_rms_norm import fuse_rms_norm
 from .fuse_rotate_half import fuse_rotate_half
 from .fuse_squeeze_excite import fuse_squeeze_excite
@@ -112,8 +113,9 @@ def optimize_pipeline() -> Sequential:
       result gives by a cast and a shift), WidenLookUpTables (a look-up index's clip taken into
       a table covering the index's bounded range), NarrowIndexCasts (a look-up index's
       float-to-int64 cast through int32), DropNaNSaturation (a quantizer's
-      NaN-saturating clip of a value known finite clips only), and FuseOps last
-      (elementwise groups become fused primitive functions).
+      NaN-saturating clip of a value known finite clips only), FuseAttention (attention's
+      products, scale, mask and softmax in one nn.attention, by blocks of query rows when its
+      scores are large), and FuseOps last (elementwise groups become fused primitive functions).
     """
     o2 = Sequential([exact_integer_matmul, fold_batch_norm, scale_shift_batch_norm, simplify_algebra, fuse_rms_norm, fuse_rotate_half,
                      widen_float16_regions, merge_projections, fuse_bias_activation,
@@ -124,7 +126,7 @@ def optimize_pipeline() -> Sequential:
                      canonicalize_bindings, round_float16_in_float32, *core_passes(), hoist_max_pool,
                      tabulate_integer_functions,
                      fuse_dynamic_quantize, dead_code_elimination, merge_quantized_products, share_look_ups, widen_look_up_tables,
-                     narrow_index_casts, drop_nan_saturation, fuse_ops],
+                     narrow_index_casts, drop_nan_saturation, fuse_attention, dead_code_elimination, fuse_ops],
                     name="O2", opt_level=2)
     return Sequential([*core_passes(), o2], name="Optimize")
 

@@ -34,3 +34,4 @@ from . import ml_maps  # noqa: F401  (ai.onnx.ml ZipMap, CastMap, DictVectorizer
 from . import dynamic  # noqa: F401  (the data-dependent dyn.* kernels call_packed calls)
 from . import quantize  # noqa: F401  (DynamicQuantizeLinear's parameters)
 from . import quantized_softmax  # noqa: F401  (com.microsoft QLinearSoftmax's exponentials and sums)
+from . import attention  # noqa: F401  (attention's products and softmax in one call, by blocks of query rows)

@@ -445,6 +445,11 @@ class Match:
         var = self._vars.get(name)
         return self._scope.name(var) if var is not None else _describe_value(self._exprs[name])
 
+    def scope_name(self, expr: Expr) -> str:
+        """How a reason names ``expr``, an expression beyond the pattern (:meth:`producer`): a
+        var by its printed name, anything else by what it is."""
+        return self._scope.name(expr) if isinstance(expr, Var) else _describe_value(expr)
+
     @property
     def analyzer(self) -> DimAnalyzer:
         return self._scope.analyzer

@@ -11,7 +11,7 @@ KERNEL_MODULES = (
     "dynamic_resize", "sampling", "signal", "fold", "strings", "tokenizer", "ml", "tree_ensemble", "sequence",
     "detection", "bitcast", "cumulative", "selection", "random", "training", "dynamic_apply", "dynamic_shape",
     "svm", "ml_maps", "quantize", "image_decode", "squeeze_excite", "rms_norm", "channel_norms",
-    "quantized_softmax", "half_cast", "control", "hashing",
+    "quantized_softmax", "half_cast", "control", "hashing", "attention",
 )
 
 #: kernel name -> the module (in this package) that registers it
@@ -127,6 +127,7 @@ OWNER: dict[str, str] = {
     'multiply': 'elementwise',
     'murmur_hash3': 'hashing',
     'negative': 'elementwise',
+    'nn.attention': 'attention',
     'nn.avg_pool': 'nn',
     'nn.batch_norm': 'channel_norms',
     'nn.col2im': 'fold',

@@ -1,0 +1,229 @@
+"""``nn.attention``: attention's two products and softmax in one kernel, by blocks of query rows.
+
+Unfused, attention holds its scores twice (the product and its softmax), each
+``batch * heads * queries * keys`` values: 275 MB apiece for a diffusion UNet's
+8 heads at batch 20 over 656 tokens, 2 GB at 2624. Here scores of at most
+:data:`BLOCK_BYTES` are computed whole, by the same kernel calls the unfused ops make (the same
+bits); larger ones by blocks of query rows (and of heads, when whole rows are small) of about
+that size: each block's scores, scale, mask and softmax stay in cache and go straight into its
+rows of the result, and the two scratch blocks are all the memory the scores take.
+
+The blocks are products of the same operands by rows, so each value is the same sum of the
+same products; BLAS may order a sum differently for another block shape (a few ulps, well
+inside any comparison with onnxruntime).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..fpstate import quiet
+from ._math import scalar_array
+from ._registry import register_kernel
+from ._workspace import Scratch
+from .linalg import _axes, _blas_view, _inverse, _kept_product, _permuted_product, matmul
+from .normalization import safe_softmax, softmax
+
+#: scores of at most this many bytes are computed whole; larger ones by blocks of at most this
+#: many bytes (a block is at least one row); the workspace holds two (scores and softmax)
+BLOCK_BYTES = 1 << 20
+
+
+def prepared_steps(steps, dtype) -> tuple:
+    """``steps`` (see ops/definitions/attention.py) with each scale factor as a 0-d array of
+    ``dtype`` (a ufunc converts a Python float on every call) and operand indices counted from
+    the first operand after q, k and v."""
+    out = []
+    for step in steps:
+        if step[0] == "scale":
+            out.append(("divide" if step[2] else "multiply", scalar_array(step[1], dtype)))
+        elif step[0] == "add":
+            out.append(("add", step[1] - 3))
+        elif step[0] == "where":
+            out.append(("where", step[1] - 3, step[2] - 3, step[3]))
+        else:
+            raise ValueError(f"nn.attention: unknown step {step!r}")
+    return tuple(out)
+
+
+def _apply_steps(scores: np.ndarray, steps: tuple, operands) -> None:
+    """The steps on ``scores`` in place, ``operands`` (the call's arguments after q, k and v, or
+    their blocks) broadcast into them: the unfused multiply, divide, add and where, the same
+    values."""
+    with quiet():       # -inf masks and large scores overflow as the unfused ops do
+        for step in steps:
+            kind = step[0]
+            if kind == "multiply":
+                np.multiply(scores, step[1], scores)
+            elif kind == "divide":
+                np.divide(scores, step[1], scores)
+            elif kind == "add":
+                np.add(scores, operands[step[1]], scores)
+            else:                   # where(cond, scores, fill), or where(cond, fill, scores)
+                cond = operands[step[1]]
+                np.copyto(scores, operands[step[2]], where=np.logical_not(cond) if step[3] else cond)
+
+
+class _Geometry:
+    """The operands viewed as the computation reads them: each permuted (a view where BLAS can
+    read it, else a compact copy, as ``permute_matmul`` does) and broadcast to the result's batch
+    dims; ``result`` is ``out`` seen unpermuted, ``(*batch, queries, values)``."""
+
+    __slots__ = ("q", "k", "v", "operands", "result", "batch", "queries", "keys", "whole")
+
+    def __init__(self, q, k, v, operands, out, lhs_axes, rhs_axes, v_axes, out_inverse):
+        qp, kp, vp = _blas_view(q, lhs_axes), _blas_view(k, rhs_axes), _blas_view(v, v_axes)
+        result = out if out_inverse is None else out.transpose(out_inverse)
+        batch, (n, dv) = result.shape[:-2], result.shape[-2:]
+        m, d = vp.shape[-2], qp.shape[-1]
+        self.q = np.broadcast_to(qp, (*batch, n, d))
+        self.k = np.broadcast_to(kp, (*batch, d, m))
+        self.v = np.broadcast_to(vp, (*batch, m, dv))
+        self.operands = [np.broadcast_to(x, (*batch, n, m)) for x in operands]
+        self.result, self.batch, self.queries, self.keys = result, batch, n, m
+        # the unfused product's scores are already the whole (broadcast) scores: the whole path
+        # may run the unfused calls on the operands as they are
+        self.whole = np.broadcast_shapes(qp.shape[:-2], kp.shape[:-2]) + (qp.shape[-2], kp.shape[-1]) \
+            == (*batch, n, m)
+
+    def scores_bytes(self) -> int:
+        return math.prod(self.batch) * self.queries * self.keys * self.result.itemsize
+
+
+def _block_size(batch: tuple, n: int, m: int, itemsize: int) -> tuple[int, int]:
+    """``(rows, heads)`` of a block: whole rows of several entries of the last batch dim while
+    they fit in :data:`BLOCK_BYTES`, else part of one entry's rows (at least one row)."""
+    fit = max(1, BLOCK_BYTES // max(m * itemsize, 1))
+    if fit < n:
+        return fit, 1
+    return n, max(1, min(batch[-1] if batch else 1, fit // max(n, 1)))
+
+
+def _blocks(batch: tuple, n: int, rows: int, heads: int):
+    """``(rows_at, keys_at)`` index tuples of the blocks: ``rows_at`` selects a block of the
+    scores' rows (``(*batch, queries)``), ``keys_at`` the same batch entries of k and v."""
+    if not batch:
+        for i in range(0, n, rows):
+            yield (slice(i, i + rows),), ()
+        return
+    for lead in np.ndindex(*batch[:-1]):
+        for j in range(0, batch[-1], heads):
+            group = (*lead, slice(j, j + heads))
+            for i in range(0, n, rows):
+                yield (*group, slice(i, i + rows)), group
+
+
+def _product_into(p: np.ndarray, v: np.ndarray, target: np.ndarray) -> None:
+    """``p @ v`` into ``target`` (a strided view of the result): straight in when BLAS can write
+    it, else through a compact product (as ``permute_matmul`` does)."""
+    if target.itemsize in (abs(target.strides[-1]), abs(target.strides[-2])):
+        matmul(p, v, out=target, out_dtype=None)
+        return
+    product = np.empty(target.shape, target.dtype)
+    matmul(p, v, out=product, out_dtype=None)
+    np.copyto(target, product)
+
+
+def _blocked(geo: _Geometry, steps: tuple, soft, workspace) -> None:
+    """The scores by blocks of query rows (see the module doc)."""
+    n, m, dtype = geo.queries, geo.keys, geo.result.dtype
+    rows, heads = _block_size(geo.batch, n, m, dtype.itemsize)
+    size = rows * heads * m
+    with Scratch([((size,), dtype), ((size,), dtype)], workspace) as (scores_buf, probs_buf):
+        for rows_at, keys_at in _blocks(geo.batch, n, rows, heads):
+            q = geo.q[rows_at]
+            shape = (*q.shape[:-1], m)
+            count = math.prod(shape)
+            scores = scores_buf[:count].reshape(shape)
+            probs = probs_buf[:count].reshape(shape)
+            matmul(q, geo.k[keys_at], out=scores, out_dtype=None)
+            _apply_steps(scores, steps, [x[rows_at] for x in geo.operands])
+            soft(scores, out=probs, axis=-1)
+            _product_into(probs, geo.v[keys_at], geo.result[rows_at])
+
+
+def _whole(q, k, v, operands, out, scores, probs, first, steps, soft, second) -> None:
+    """The unfused calls on whole scores: ``first(q, k, out=scores)``, the steps,
+    ``soft(scores, out=probs)``, ``second(probs, v, out=out)``."""
+    first(q, k, out=scores)
+    _apply_steps(scores, steps, operands)
+    soft(scores, out=probs)
+    second(probs, v, out=out)
+
+
+@register_kernel("nn.attention")
+def attention(q, k, v, *operands, out, lhs_axes, rhs_axes, v_axes, out_axes, steps, softmax, workspace=None):
+    """``permute_matmul(softmax(steps(permute_matmul(q, k))), v)`` into ``out`` (see
+    ops/definitions/attention.py), by blocks of query rows when the scores are large."""
+    _run(q, k, v, operands, out, _axes(lhs_axes), _axes(rhs_axes), _axes(v_axes), _inverse(out_axes),
+         prepared_steps(steps, out.dtype), _softmax_kernel(softmax), workspace)
+
+
+def _softmax_kernel(kind: str):
+    if kind not in ("softmax", "safe_softmax"):
+        raise ValueError(f"nn.attention: softmax must be 'softmax' or 'safe_softmax', got {kind!r}")
+    return safe_softmax if kind == "safe_softmax" else softmax
+
+
+def _run(q, k, v, operands, out, lhs_axes, rhs_axes, v_axes, out_inverse, steps, soft, workspace,
+         geo: _Geometry | None = None) -> None:
+    """The generic call: the whole path's unfused calls on scratch scores, or the blocks."""
+    if out.size == 0:
+        return
+    geo = geo or _Geometry(q, k, v, operands, out, lhs_axes, rhs_axes, v_axes, out_inverse)
+    if not (geo.whole and geo.scores_bytes() <= BLOCK_BYTES):
+        _blocked(geo, steps, soft, workspace)
+        return
+    shape, dtype = (*geo.batch, geo.queries, geo.keys), out.dtype
+    with Scratch([(shape, dtype), (shape, dtype)], workspace) as (scores, probs):
+        _whole(q, k, v, operands, out, scores, probs,
+               lambda a, b, out: _permuted_product(a, b, out, lhs_axes, rhs_axes, None), steps,
+               lambda x, out: soft(x, out=out, axis=-1),
+               lambda a, b, out: _permuted_product(a, b, out, None, v_axes, out_inverse))
+
+
+def _specialize_attention(attrs: dict, constant: tuple):
+    """Per instruction: the permutations, the steps (per dtype) and the softmax kernel once; on
+    whole scores the specialized products and softmax (``permute_matmul``'s and ``nn.softmax``'s,
+    which keep their views of the same arrays run after run) on scores and probabilities carved
+    once from the planned workspace (the same object every run)."""
+    from .softmax_kept import specialize_softmax
+    lhs_axes, rhs_axes, v_axes = _axes(attrs["lhs_axes"]), _axes(attrs["rhs_axes"]), _axes(attrs["v_axes"])
+    out_inverse, soft = _inverse(attrs["out_axes"]), _softmax_kernel(attrs["softmax"])
+    first, second = _kept_product(lhs_axes, rhs_axes, None), _kept_product(None, v_axes, out_inverse)
+    kept_soft = specialize_softmax(attrs["softmax"] == "safe_softmax", {"axis": -1}, ())
+    prepared: dict = {}         # dtype -> the steps with their factors in it
+    # the workspace, out, the operands' shapes and dtype, the scores and probabilities carved from it
+    kept: list = [None, None, None, None, None]
+
+    def call(q, k, v, *operands, out, workspace=None):
+        steps = prepared.get(out.dtype)
+        if steps is None:
+            steps = prepared[out.dtype] = prepared_steps(attrs["steps"], out.dtype)
+        form = (q.shape, k.shape, v.shape, *(x.shape for x in operands), out.dtype)
+        if workspace is not None and workspace is kept[0] and out is kept[1] and form == kept[2]:
+            _whole(q, k, v, operands, out, kept[3], kept[4], first, steps, kept_soft, second)
+            return
+        if out.size == 0:
+            return
+        geo = _Geometry(q, k, v, operands, out, lhs_axes, rhs_axes, v_axes, out_inverse)
+        nbytes = geo.scores_bytes()
+        if workspace is None or not geo.whole or nbytes > BLOCK_BYTES or workspace.nbytes < 2 * _aligned(nbytes):
+            kept[0] = None
+            _run(q, k, v, operands, out, lhs_axes, rhs_axes, v_axes, out_inverse, steps, soft, workspace, geo)
+            return
+        shape, raw = (*geo.batch, geo.queries, geo.keys), workspace.reshape(-1).view(np.uint8)
+        scores = np.ndarray(shape, out.dtype, raw, 0)
+        probs = np.ndarray(shape, out.dtype, raw, _aligned(nbytes))
+        kept[:] = workspace, out, form, scores, probs
+        _whole(q, k, v, operands, out, scores, probs, first, steps, kept_soft, second)
+    return call
+
+
+def _aligned(nbytes: int) -> int:
+    return (nbytes + 63) // 64 * 64
+
+
+attention.specialize_attrs = _specialize_attention
