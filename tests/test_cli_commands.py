@@ -104,7 +104,7 @@ def test_inspect_text_ir_and_bytecode(archive):
     result = invoke("inspect", archive, "--ir", "--bytecode")
     assert result.exit_code == 0, result.output
     # the attention products read their transposed operands as views (FoldPermuteMatmul)
-    assert "R.call_tir" in result.output and "call kernel.permute_matmul" in result.output
+    assert "R.call_tir" in result.output and "call kernel.nn.attention" in result.output
 
 
 def test_bench_against_onnxruntime(archive, models):
@@ -116,7 +116,7 @@ def test_bench_against_onnxruntime(archive, models):
 def test_bench_profile_prints_the_time_per_kernel(archive):
     result = invoke("bench", archive, "-n", "2", "--dim", "batch=1", "--dim", "seq=8", "--profile")
     assert result.exit_code == 0, result.output
-    assert "ms/run" in result.output and "kernel.permute_matmul" in result.output
+    assert "ms/run" in result.output and "kernel.nn.attention" in result.output
 
 
 @pytest.mark.parametrize("args, message", [

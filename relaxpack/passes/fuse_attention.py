@@ -58,9 +58,10 @@ def _step_of(m: Match, call: Call, chain: Expr, other: Expr, scores_first: bool)
 
 
 def _walk(m: Match, expr: Expr, depth: int):
-    """``(product, steps)`` from the softmax's operand ``expr`` back to the scores' product, each
-    step ``("scale", c, divide)``, ``("add", operand)`` or ``("where", cond, fill, scores_first)``
-    in the order they run; or the reason there is none."""
+    """``(product, steps, vars)`` from the softmax's operand ``expr`` back to the scores' product,
+    each step ``("scale", c, divide)``, ``("add", operand)`` or ``("where", cond, fill,
+    scores_first)`` in the order they run, and the vars of the chain, the product's first; or
+    the reason there is none."""
     value, uses = m.producer(expr)
     if not (isinstance(value, Call) and isinstance(value.op, Op)):
         return f"the scores {m.scope_name(expr)} are not computed by an op"
@@ -70,7 +71,7 @@ def _walk(m: Match, expr: Expr, depth: int):
         return f"the scores {m.scope_name(expr)} are bound in another block"
     name = value.op.name
     if name in _PRODUCTS:
-        return value, []
+        return value, [], [expr]
     if depth == MAX_STEPS:
         return f"more than {MAX_STEPS} steps lie between the scores' product and the softmax"
     args = value.args
@@ -90,7 +91,7 @@ def _walk(m: Match, expr: Expr, depth: int):
             continue
         found = _walk(m, chain, depth + 1)
         if not isinstance(found, str):
-            return found[0], [*found[1], step]
+            return found[0], [*found[1], step], [*found[2], expr]
         reasons.append(found)
     return "; or ".join(dict.fromkeys(reasons))
 
@@ -125,8 +126,11 @@ def _last_axis(m: Match) -> str | None:
 
 
 def attention_call(m: Match):
-    """The chain -> nn.attention(q, k, v, *operands, steps=...): each distinct operand once."""
-    scores, steps = _walk(m, m["scores"], 0)
+    """The chain -> nn.attention(q, k, v, *operands, steps=...): each distinct operand once; the
+    chain's bindings named among its sources."""
+    scores, steps, chain = _walk(m, m["scores"], 0)
+    for var in reversed(chain):
+        m.consume(var)
     result = m.binding.value
     operands: list[Expr] = []
 

@@ -94,7 +94,7 @@ def test_plans_of_models_at_their_bounds(case):
     line_y = float(next(root.iter(SVG + "line")).get("y1"))
     assert min(y0 for _, _, y0, _ in rects(svg).values()) <= line_y + EPS
     titles = " ".join(r.find(SVG + "title").text for r in root.iter(SVG + "rect"))
-    assert ("matmul" if case == "transformer" else "nn.conv") in titles
+    assert ("nn.attention" if case == "transformer" else "nn.conv") in titles
 
 
 def test_plans_at_given_dims_and_after_loading(tmp_path):

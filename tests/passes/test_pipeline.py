@@ -62,7 +62,8 @@ def test_the_context_opt_level_alone_decides_what_runs():
           "FuseClassifierNormalizer", "CanonicalizeBindings", "RoundFloat16InFloat32", *core,
           "HoistMaxPool", "TabulateIntegerFunctions", "FuseDynamicQuantize", "DeadCodeElimination", "MergeQuantizedProducts",
           "ShareLookUps",
-          "WidenLookUpTables", "NarrowIndexCasts", "DropNaNSaturation", "FuseOps"]
+          "WidenLookUpTables", "NarrowIndexCasts", "DropNaNSaturation", "FuseAttention", "DeadCodeElimination",
+          "FuseOps"]
     mod = relaxpack.from_onnx(small_cnn())
     for level, ran in ((0, []), (1, core), (2, core + o2), (3, core + o2)):
         with PassContext(opt_level=level) as ctx:

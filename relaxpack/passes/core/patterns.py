@@ -445,6 +445,13 @@ class Match:
         var = self._vars.get(name)
         return self._scope.name(var) if var is not None else _describe_value(self._exprs[name])
 
+    def consume(self, var: Var) -> None:
+        """Count the binding of ``var`` (a var beyond the pattern a rewrite folds in: a chain a
+        check walked by :meth:`producer`) among the matched ones: :attr:`span` names its sources,
+        before the pattern's own."""
+        if var not in self._consumed:
+            self._consumed.insert(0, var)
+
     def scope_name(self, expr: Expr) -> str:
         """How a reason names ``expr``, an expression beyond the pattern (:meth:`producer`): a
         var by its printed name, anything else by what it is."""
