@@ -7,28 +7,23 @@ depth) float32 inputs, built at -O2 with FuseAttention (``nn.attention``: blocks
 and without it (the unfused products and softmax), and run in this process with onnxruntime
 (1 thread) for comparison: median times over ``-n`` runs, alternating, and each relaxpack
 build's peak traced memory during the first run of a new VM (``tracemalloc``: the arena it
-plans for the shape, workspaces included, and what kernels allocate). BLAS at 1 thread (set
-before numpy loads).
+plans for the shape, workspaces included, and what kernels allocate). BLAS at 1 thread.
 """
 
 from __future__ import annotations
 
-import os
+import argparse
+import time
+import tracemalloc
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_var] = "1"
+import numpy as np
+from onnx import TensorProto as T
+from onnx import helper as h
 
-import argparse       # noqa: E402  (after the thread variables)
-import time           # noqa: E402
-import tracemalloc    # noqa: E402
-
-import numpy as np    # noqa: E402
-from onnx import TensorProto as T    # noqa: E402
-from onnx import helper as h         # noqa: E402
-
-import relaxpack      # noqa: E402
-from relaxpack.passes.core.context import PassContext    # noqa: E402
-from relaxpack.runtime import VirtualMachine              # noqa: E402
+import relaxpack
+from relaxpack.passes.core.context import PassContext
+from relaxpack.runtime import VirtualMachine
+from relaxpack.runtime.blas import blas_threads
 
 
 def attention_model(heads: int, depth: int):
@@ -88,6 +83,11 @@ def main(argv=None) -> int:
     parser.add_argument("--depth", type=int, default=64)
     parser.add_argument("-n", type=int, default=5)
     args = parser.parse_args(argv)
+    with blas_threads(1):
+        return _table(args)
+
+
+def _table(args) -> int:
     model = attention_model(args.heads, args.depth)
     exes = _build(model, True), _build(model, False)
     fused, unfused = VirtualMachine(exes[0]), VirtualMachine(exes[1])

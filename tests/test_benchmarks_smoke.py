@@ -220,3 +220,12 @@ def test_gemm_share_refuses_a_late_timer():
     importlib.import_module("relaxpack.runtime.kernels")
     with pytest.raises(RuntimeError, match="imported already"):
         ProductTimer().install()
+
+
+def test_attention_benchmark_runs(capsys):
+    """benchmarks.attention end to end at a small size: one row, fused and unfused agreeing."""
+    from benchmarks import attention
+    assert attention.main(["--seq", "24", "--heads", "2", "--depth", "8", "-n", "1"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 24 |")]
+    assert len(rows) == 1
+    assert float(rows[0].rstrip(" |").rsplit("| ", 1)[1]) < 1e-5
