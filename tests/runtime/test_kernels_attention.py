@@ -194,3 +194,51 @@ def test_large_scores_run_by_blocks_in_bounded_scratch():
         mp.setattr(kernel_module, "_blocked", spy)
         _check(q, k, v, steps=(("scale", 0.3, False),))
     assert sizes and max(sizes) <= kernel_module.BLOCK_BYTES
+
+
+def test_the_generated_call_reruns_only_what_it_kept():
+    """The specialized call's generated fast path: the same arena views run the kept calls
+    without the generic path; a new operand of the kept shape too; another shape, or an operand
+    the steps do not read, goes the generic way, with the same results."""
+    from relaxpack.runtime.kernels import attention_fast
+    rng = _rng(9)
+    arena = np.zeros(1 << 16, np.uint8)
+
+    def view(shape, at):
+        x = np.ndarray(shape, np.float32, arena, at)
+        x[...] = rng.standard_normal(shape)
+        return x
+    q, k, v, mask = view((2, 5, 4), 0), view((2, 4, 5), 512), view((2, 5, 3), 1024), view((2, 5, 5), 1536)
+    out, workspace = np.ndarray((2, 5, 3), np.float32, arena, 2048), np.ndarray((1024,), np.uint8, arena, 4096)
+    attrs = dict(ATTRS, steps=(("scale", 0.5, False), ("add", 3)))
+    slow_calls = []
+    made = attention_fast.fast_call
+
+    def spying(steps, first, soft, second, slow):
+        return made(steps, first, soft, second, lambda *args: slow_calls.append(1) or slow(*args))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(attention_fast, "fast_call", spying)
+        call = kernel_module.attention.specialize_attrs(attrs, (False,) * 4)
+    want = reference(q, k, v, mask, **attrs)
+    for _ in range(3):
+        call(q, k, v, mask, out=out, workspace=workspace)
+        np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+    assert len(slow_calls) == 1
+    fresh = mask.copy()                         # a model input: its own memory, the kept shape
+    call(q, k, v, fresh, out=out, workspace=workspace)
+    assert len(slow_calls) == 1
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+    call(q, k, v, mask, mask, out=out, workspace=workspace)      # an operand no step reads
+    call(q, k, v, mask, mask, out=out, workspace=workspace)
+    assert len(slow_calls) == 3
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+    wide = np.ndarray((2, 5, 3), np.float32, arena, 6144)
+    call(q, k, v, mask, out=wide, workspace=None)                # no workspace: the generic call
+    np.testing.assert_allclose(wide, want, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("steps", [(("add", 3 + 8),), (("add", 3),) * 9, (("scale", 0.5),), (("where", 3, 4, 1),),
+                                   (("add", True),), "add"])
+def test_steps_of_another_form_get_no_generated_call(steps):
+    from relaxpack.runtime.kernels import attention_fast
+    assert attention_fast.fast_call(steps, None, None, None, None) is None

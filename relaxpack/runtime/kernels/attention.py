@@ -49,9 +49,9 @@ def prepared_steps(steps, dtype) -> tuple:
 
 
 def _apply_steps(scores: np.ndarray, steps: tuple, operands) -> None:
-    """The steps on ``scores`` in place, ``operands`` (the call's arguments after q, k and v, or
-    their blocks) broadcast into them: the unfused multiply, divide, add and where, the same
-    values."""
+    """The prepared steps (:func:`prepared_steps`) on ``scores`` in place, ``operands`` (the
+    call's arguments after q, k and v, or their blocks) broadcast into them: the unfused
+    multiply, divide, add and where, the same values."""
     with quiet():       # -inf masks and large scores overflow as the unfused ops do
         for step in steps:
             kind = step[0]
@@ -184,41 +184,55 @@ def _run(q, k, v, operands, out, lhs_axes, rhs_axes, v_axes, out_inverse, steps,
                lambda a, b, out: _permuted_product(a, b, out, None, v_axes, out_inverse))
 
 
+def _view_or_none(x):
+    """``x`` where it is a view (an arena's: the same object run after run), else None: a model
+    input owning its memory is never held past the call."""
+    return x if x.__class__ is np.ndarray and x.base is not None else None
+
+
 def _specialize_attention(attrs: dict, constant: tuple):
     """Per instruction: the permutations, the steps (per dtype) and the softmax kernel once; on
     whole scores the specialized products and softmax (``permute_matmul``'s and ``nn.softmax``'s,
     which keep their views of the same arrays run after run) on scores and probabilities carved
-    once from the planned workspace (the same object every run)."""
+    once from the planned workspace (the same object every run), called by a function written
+    for the instruction's steps (:mod:`.attention_fast`): a call on the same arena views as the
+    last one, or on operands of their shapes, makes only those calls."""
+    from .attention_fast import fast_call
     from .softmax_kept import specialize_softmax
     lhs_axes, rhs_axes, v_axes = _axes(attrs["lhs_axes"]), _axes(attrs["rhs_axes"]), _axes(attrs["v_axes"])
     out_inverse, soft = _inverse(attrs["out_axes"]), _softmax_kernel(attrs["softmax"])
     first, second = _kept_product(lhs_axes, rhs_axes, None), _kept_product(None, v_axes, out_inverse)
     kept_soft = specialize_softmax(attrs["softmax"] == "safe_softmax", {"axis": -1}, ())
     prepared: dict = {}         # dtype -> the steps with their factors in it
-    # the workspace, out, the operands' shapes and dtype, the scores and probabilities carved from it
-    kept: list = [None, None, None, None, None]
+    bound: list = [None]        # the fast call's bind, once made
 
-    def call(q, k, v, *operands, out, workspace=None):
+    def slow(q, k, v, operands, out, workspace) -> None:
         steps = prepared.get(out.dtype)
         if steps is None:
             steps = prepared[out.dtype] = prepared_steps(attrs["steps"], out.dtype)
-        form = (q.shape, k.shape, v.shape, *(x.shape for x in operands), out.dtype)
-        if workspace is not None and workspace is kept[0] and out is kept[1] and form == kept[2]:
-            _whole(q, k, v, operands, out, kept[3], kept[4], first, steps, kept_soft, second)
-            return
+        bind = bound[0]
         if out.size == 0:
             return
         geo = _Geometry(q, k, v, operands, out, lhs_axes, rhs_axes, v_axes, out_inverse)
         nbytes = geo.scores_bytes()
-        if workspace is None or not geo.whole or nbytes > BLOCK_BYTES or workspace.nbytes < 2 * _aligned(nbytes):
-            kept[0] = None
+        if bind is None or workspace is None or not geo.whole or nbytes > BLOCK_BYTES \
+                or workspace.nbytes < 2 * _aligned(nbytes):
+            if bind is not None:
+                bind(None)
             _run(q, k, v, operands, out, lhs_axes, rhs_axes, v_axes, out_inverse, steps, soft, workspace, geo)
             return
         shape, raw = (*geo.batch, geo.queries, geo.keys), workspace.reshape(-1).view(np.uint8)
         scores = np.ndarray(shape, out.dtype, raw, 0)
         probs = np.ndarray(shape, out.dtype, raw, _aligned(nbytes))
-        kept[:] = workspace, out, form, scores, probs
+        form = (q.shape, k.shape, v.shape, *[x.shape for x in operands], out.dtype)
+        factors = tuple(step[1] for step in steps if step[0] in ("multiply", "divide"))
+        bind((out, workspace, tuple(map(_view_or_none, (q, k, v, *operands))), scores, probs, form, factors))
         _whole(q, k, v, operands, out, scores, probs, first, steps, kept_soft, second)
+
+    made = fast_call(attrs["steps"], first, kept_soft, second, slow)
+    if made is None:
+        return lambda q, k, v, *operands, out, workspace=None: slow(q, k, v, operands, out, workspace)
+    call, bound[0] = made
     return call
 
 
