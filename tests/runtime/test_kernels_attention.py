@@ -166,16 +166,21 @@ def test_empty_dims(shapes):
 
 
 def test_blocks_cover_every_row_once():
-    """The block plan: every (batch, row) once, no block over the byte bound unless a row is."""
-    for batch, n, m in [((), 7, 5), ((3,), 10, 4), ((2, 3), 5, 64), ((2, 4), 3, 1)]:
-        rows, heads = kernel_module._block_size(batch, n, m, 4)
-        seen = np.zeros((*batch, n), int)
-        for rows_at, keys_at in kernel_module._blocks(batch, n, rows, heads):
+    """The block plan: every (batch, row) once, no block over the byte bound unless a row is,
+    and small entries grouped (many windows of few tokens: few blocks)."""
+    for batch, n, m in [((), 7, 5), ((3,), 10, 4), ((2, 3), 5, 64), ((2, 4), 3, 1), ((96, 3), 49, 49),
+                        ((5, 7, 2), 300, 300), ((), 3000, 300)]:
+        axis, group, rows = kernel_module._block_plan(batch, n, m, 4)
+        seen, blocks = np.zeros((*batch, n), int), 0
+        for rows_at, keys_at in kernel_module._blocks(batch, n, axis, group, rows):
             block = seen[rows_at]
             block += 1
+            blocks += 1
             assert block.size * m * 4 <= max(kernel_module.BLOCK_BYTES, m * 4)
             assert rows_at[:-1] == keys_at
         assert (seen == 1).all()
+        whole = seen.size * m * 4
+        assert blocks <= max(1, 2 * -(-whole // kernel_module.BLOCK_BYTES)) or rows < n, (batch, blocks)
 
 
 def test_large_scores_run_by_blocks_in_bounded_scratch():
@@ -187,8 +192,8 @@ def test_large_scores_run_by_blocks_in_bounded_scratch():
     blocked = kernel_module._blocked
 
     def spy(geo, *rest):
-        rows, heads = kernel_module._block_size(geo.batch, geo.queries, geo.keys, 4)
-        sizes.append(rows * heads * geo.keys * 4)
+        axis, group, rows = kernel_module._block_plan(geo.batch, geo.queries, geo.keys, 4)
+        sizes.append(rows * geo.keys * 4 * int(np.prod(geo.batch[axis + 1:])) * (group if axis >= 0 else 1))
         blocked(geo, *rest)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(kernel_module, "_blocked", spy)
@@ -232,9 +237,17 @@ def test_the_generated_call_reruns_only_what_it_kept():
     call(q, k, v, mask, mask, out=out, workspace=workspace)
     assert len(slow_calls) == 3
     np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
-    wide = np.ndarray((2, 5, 3), np.float32, arena, 6144)
-    call(q, k, v, mask, out=wide, workspace=None)                # no workspace: the generic call
-    np.testing.assert_allclose(wide, want, rtol=2e-5, atol=2e-5)
+    # a result and workspace allocated anew every run (a shape the plan cannot hold): the
+    # instruction's own scores, the kept calls from the second run on, no result held after it
+    import weakref
+    for run in range(3):
+        fresh_out = np.full((2, 5, 3), np.nan, np.float32)
+        call(q, k, v, mask, out=fresh_out, workspace=np.empty(1024, np.uint8))
+        np.testing.assert_allclose(fresh_out, want, rtol=2e-5, atol=2e-5)
+        gone = weakref.ref(fresh_out)
+        del fresh_out
+        assert gone() is None
+    assert len(slow_calls) == 4
 
 
 @pytest.mark.parametrize("steps", [(("add", 3 + 8),), (("add", 3),) * 9, (("scale", 0.5),), (("where", 3, 4, 1),),

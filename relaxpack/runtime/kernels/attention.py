@@ -92,27 +92,32 @@ class _Geometry:
         return math.prod(self.batch) * self.queries * self.keys * self.result.itemsize
 
 
-def _block_size(batch: tuple, n: int, m: int, itemsize: int) -> tuple[int, int]:
-    """``(rows, heads)`` of a block: whole rows of several entries of the last batch dim while
-    they fit in :data:`BLOCK_BYTES`, else part of one entry's rows (at least one row)."""
-    fit = max(1, BLOCK_BYTES // max(m * itemsize, 1))
-    if fit < n:
-        return fit, 1
-    return n, max(1, min(batch[-1] if batch else 1, fit // max(n, 1)))
+def _block_plan(batch: tuple, n: int, m: int, itemsize: int) -> tuple[int, int, int]:
+    """``(axis, group, rows)`` of the blocks: ``rows`` query rows of each batch entry; when whole
+    rows fit, every entry of the batch dims after ``axis`` and ``group`` entries of ``axis``
+    (-1: the whole batch), as many as fit in :data:`BLOCK_BYTES` (Swin's windows: thousands of
+    49 x 49 scores, a few blocks, not one block each); else part of one entry's rows, at least
+    one row (``axis`` then the last batch dim, ``group`` 1)."""
+    row = max(m * itemsize, 1)
+    if n * row > BLOCK_BYTES or not batch:
+        return len(batch) - 1, 1, max(1, min(n, BLOCK_BYTES // row))
+    size, axis = n * row, len(batch) - 1
+    while axis >= 0 and size * batch[axis] <= BLOCK_BYTES:
+        size *= batch[axis]
+        axis -= 1
+    return axis, (max(1, BLOCK_BYTES // size) if axis >= 0 else 1), n
 
 
-def _blocks(batch: tuple, n: int, rows: int, heads: int):
-    """``(rows_at, keys_at)`` index tuples of the blocks: ``rows_at`` selects a block of the
-    scores' rows (``(*batch, queries)``), ``keys_at`` the same batch entries of k and v."""
-    if not batch:
-        for i in range(0, n, rows):
-            yield (slice(i, i + rows),), ()
-        return
-    for lead in np.ndindex(*batch[:-1]):
-        for j in range(0, batch[-1], heads):
-            group = (*lead, slice(j, j + heads))
+def _blocks(batch: tuple, n: int, axis: int, group: int, rows: int):
+    """``(rows_at, keys_at)`` index tuples of the blocks of :func:`_block_plan`: ``rows_at``
+    selects a block of the scores' rows (``(*batch, queries)``), ``keys_at`` the same batch
+    entries of k and v."""
+    rest = (slice(None),) * (len(batch) - axis - 1)
+    for lead in np.ndindex(*batch[:max(axis, 0)]):
+        for j in range(0, batch[axis], group) if axis >= 0 else (None,):
+            entries = (*lead, slice(j, j + group), *rest) if axis >= 0 else rest
             for i in range(0, n, rows):
-                yield (*group, slice(i, i + rows)), group
+                yield (*entries, slice(i, i + rows)), entries
 
 
 def _product_into(p: np.ndarray, v: np.ndarray, target: np.ndarray) -> None:
@@ -129,10 +134,10 @@ def _product_into(p: np.ndarray, v: np.ndarray, target: np.ndarray) -> None:
 def _blocked(geo: _Geometry, steps: tuple, soft, workspace) -> None:
     """The scores by blocks of query rows (see the module doc)."""
     n, m, dtype = geo.queries, geo.keys, geo.result.dtype
-    rows, heads = _block_size(geo.batch, n, m, dtype.itemsize)
-    size = rows * heads * m
+    axis, group, rows = _block_plan(geo.batch, n, m, dtype.itemsize)
+    size = rows * m * math.prod(geo.batch[axis + 1:]) * (min(group, geo.batch[axis]) if axis >= 0 else 1)
     with Scratch([((size,), dtype), ((size,), dtype)], workspace) as (scores_buf, probs_buf):
-        for rows_at, keys_at in _blocks(geo.batch, n, rows, heads):
+        for rows_at, keys_at in _blocks(geo.batch, n, axis, group, rows):
             q = geo.q[rows_at]
             shape = (*q.shape[:-1], m)
             count = math.prod(shape)
@@ -196,7 +201,10 @@ def _specialize_attention(attrs: dict, constant: tuple):
     which keep their views of the same arrays run after run) on scores and probabilities carved
     once from the planned workspace (the same object every run), called by a function written
     for the instruction's steps (:mod:`.attention_fast`): a call on the same arena views as the
-    last one, or on operands of their shapes, makes only those calls."""
+    last one, or on operands of their shapes, makes only those calls. Where the workspace and
+    result are new arrays every run (a shape the plan cannot hold: Swin's windows, counted from
+    padded dims) the scores and probabilities are the instruction's own (at most twice
+    :data:`BLOCK_BYTES`), kept from run to run."""
     from .attention_fast import fast_call
     from .softmax_kept import specialize_softmax
     lhs_axes, rhs_axes, v_axes = _axes(attrs["lhs_axes"]), _axes(attrs["rhs_axes"]), _axes(attrs["v_axes"])
@@ -205,6 +213,7 @@ def _specialize_attention(attrs: dict, constant: tuple):
     kept_soft = specialize_softmax(attrs["softmax"] == "safe_softmax", {"axis": -1}, ())
     prepared: dict = {}         # dtype -> the steps with their factors in it
     bound: list = [None]        # the fast call's bind, once made
+    private: list = [None]      # the instruction's own scores and probabilities, when it needs them
 
     def slow(q, k, v, operands, out, workspace) -> None:
         steps = prepared.get(out.dtype)
@@ -215,18 +224,25 @@ def _specialize_attention(attrs: dict, constant: tuple):
             return
         geo = _Geometry(q, k, v, operands, out, lhs_axes, rhs_axes, v_axes, out_inverse)
         nbytes = geo.scores_bytes()
-        if bind is None or workspace is None or not geo.whole or nbytes > BLOCK_BYTES \
-                or workspace.nbytes < 2 * _aligned(nbytes):
+        planned = workspace is not None and workspace.base is not None and workspace.nbytes >= 2 * _aligned(nbytes)
+        if bind is None or not geo.whole or nbytes > BLOCK_BYTES:
             if bind is not None:
                 bind(None)
             _run(q, k, v, operands, out, lhs_axes, rhs_axes, v_axes, out_inverse, steps, soft, workspace, geo)
             return
-        shape, raw = (*geo.batch, geo.queries, geo.keys), workspace.reshape(-1).view(np.uint8)
+        if planned:
+            raw = workspace.reshape(-1).view(np.uint8)
+        else:           # no arena view: the instruction's own, grown to the largest call
+            if private[0] is None or private[0].nbytes < 2 * _aligned(nbytes):
+                private[0] = np.empty(2 * _aligned(nbytes), np.uint8)
+            raw = private[0]
+        shape = (*geo.batch, geo.queries, geo.keys)
         scores = np.ndarray(shape, out.dtype, raw, 0)
         probs = np.ndarray(shape, out.dtype, raw, _aligned(nbytes))
         form = (q.shape, k.shape, v.shape, *[x.shape for x in operands], out.dtype)
         factors = tuple(step[1] for step in steps if step[0] in ("multiply", "divide"))
-        bind((out, workspace, tuple(map(_view_or_none, (q, k, v, *operands))), scores, probs, form, factors))
+        bind((out, workspace if planned else None, tuple(map(_view_or_none, (q, k, v, *operands))), scores, probs,
+              form, factors))
         _whole(q, k, v, operands, out, scores, probs, first, steps, kept_soft, second)
 
     made = fast_call(attrs["steps"], first, kept_soft, second, slow)

@@ -50,9 +50,11 @@ def _step_lines(steps) -> tuple[list[str], int, int] | None:
 def fast_call(steps, first, soft, second, slow):
     """``(call, bind)`` for these steps, or None. ``call(q, k, v, *operands, out, workspace)``
     runs ``first``, the steps, ``soft`` and ``second`` on the kept scores and probabilities when
-    ``out`` and ``workspace`` are the kept ones and the operands the kept objects (or of the
-    kept shapes); else ``slow(q, k, v, operands, out, workspace)``. ``bind(state)`` keeps
-    ``(out, workspace, (q, k, v, *operands) or None each, scores, probs, form, factors)``;
+    ``out`` is the kept one (or, where the kept one owned its memory, a new array of its shape:
+    a result allocated every run), ``workspace`` the kept one (any, where None is kept: the
+    scores are the instruction's own) and the operands the kept objects (or of the kept
+    shapes); else ``slow(q, k, v, operands, out, workspace)``. ``bind(state)`` keeps ``(out,
+    workspace or None, (q, k, v, *operands) or None each, scores, probs, form, factors)``;
     ``bind(None)``, or a state of another operand count, forgets them."""
     made = _step_lines(steps)
     if made is None:
@@ -61,15 +63,16 @@ def fast_call(steps, first, soft, second, slow):
     operands = [f"a{j}" for j in range(n)]
     kept = ["Q", "K", "V"] + [f"A{j}" for j in range(n)]
     factors = [f"F{j}" for j in range(scales)]
-    state = ["O", "W", "S", "P", "FORM"] + kept + factors
+    state = ["O", "W", "S", "P", "FORM", "OWNS", "OUT"] + kept + factors
     given = ["q", "k", "v"] + operands
     same = " and ".join(f"{a} is {b}" for a, b in zip(given, kept))
     form = f"({', '.join(f'{a}.shape' for a in given)}, out.dtype)"
     source = "\n".join([
-        "def factory(first, soft, second, slow, MUL, DIV, ADD, COPYTO, NOT):",
+        "def factory(first, soft, second, slow, MUL, DIV, ADD, COPYTO, NOT, ndarray):",
         f"    {' = '.join(state)} = MISSING",
         f"    def call(q, k, v, {''.join(a + ', ' for a in operands)}*rest, out, workspace=None):",
-        f"        if out is O and workspace is W and not rest and ({same} or {form} == FORM):",
+        f"        if (out is O or OWNS and out.__class__ is ndarray and out.base is None and (out.shape, out.dtype) == OUT) and "
+        f"(workspace is W or W is None) and not rest and ({same} or {form} == FORM):",
         "            first(q, k, out=S)",
         *(f"            {line}" for line in lines),
         "            soft(S, out=P)",
@@ -82,8 +85,11 @@ def fast_call(steps, first, soft, second, slow):
         f"            {' = '.join(state)} = MISSING",
         "            return",
         f"        O, W, ({''.join(a + ', ' for a in kept)}), S, P, FORM, ({''.join(f + ', ' for f in factors)}) = state",
+        "        OWNS, OUT = O.base is None, (O.shape, O.dtype)",
+        "        if OWNS:",
+        "            O = MISSING        # (a result owning its memory is not held past the call)",
         "    return call, bind"])
     namespace = {"MISSING": _MISSING}
     exec(compile(source, f"<attention {len(lines)} steps>", "exec"), namespace)  # noqa: S102 (see the docstring)
     return namespace["factory"](first, soft, second, slow, np.multiply, np.divide, np.add, np.copyto,
-                                np.logical_not)
+                                np.logical_not, np.ndarray)
