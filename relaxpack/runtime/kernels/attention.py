@@ -23,7 +23,7 @@ from ..fpstate import quiet
 from ._math import scalar_array
 from ._registry import register_kernel
 from ._workspace import Scratch
-from .linalg import _axes, _blas_view, _inverse, _kept_product, _permuted_product, matmul
+from .linalg import _axes, _blas_view, _inverse, _kept_product, _permuted_product, matmul, product_into
 from .normalization import safe_softmax, softmax
 
 #: scores of at most this many bytes are computed whole; larger ones by blocks of at most this
@@ -120,17 +120,6 @@ def _blocks(batch: tuple, n: int, axis: int, group: int, rows: int):
                 yield (*entries, slice(i, i + rows)), entries
 
 
-def _product_into(p: np.ndarray, v: np.ndarray, target: np.ndarray) -> None:
-    """``p @ v`` into ``target`` (a strided view of the result): straight in when BLAS can write
-    it, else through a compact product (as ``permute_matmul`` does)."""
-    if target.itemsize in (abs(target.strides[-1]), abs(target.strides[-2])):
-        matmul(p, v, out=target, out_dtype=None)
-        return
-    product = np.empty(target.shape, target.dtype)
-    matmul(p, v, out=product, out_dtype=None)
-    np.copyto(target, product)
-
-
 def _blocked(geo: _Geometry, steps: tuple, soft, workspace) -> None:
     """The scores by blocks of query rows (see the module doc)."""
     n, m, dtype = geo.queries, geo.keys, geo.result.dtype
@@ -146,7 +135,7 @@ def _blocked(geo: _Geometry, steps: tuple, soft, workspace) -> None:
             matmul(q, geo.k[keys_at], out=scores, out_dtype=None)
             _apply_steps(scores, steps, [x[rows_at] for x in geo.operands])
             soft(scores, out=probs, axis=-1)
-            _product_into(probs, geo.v[keys_at], geo.result[rows_at])
+            product_into(probs, geo.v[keys_at], geo.result[rows_at])
 
 
 def _whole(q, k, v, operands, out, scores, probs, first, steps, soft, second) -> None:

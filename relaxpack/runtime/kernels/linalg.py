@@ -185,11 +185,16 @@ def _permuted_product(lhs, rhs, out, lhs_axes: tuple | None, rhs_axes: tuple | N
     if out_inverse is None:
         matmul(lhs, rhs, out=out, out_dtype=None)
         return
-    target = out.transpose(out_inverse)
-    if out.itemsize in (abs(target.strides[-1]), abs(target.strides[-2])):
+    product_into(lhs, rhs, out.transpose(out_inverse))
+
+
+def product_into(lhs, rhs, target) -> None:
+    """``lhs @ rhs`` into ``target``, a strided view (a permuted result): straight in when BLAS
+    can write it (a unit stride in one of its matrices' dims), else through a compact product."""
+    if target.itemsize in (abs(target.strides[-1]), abs(target.strides[-2])):
         matmul(lhs, rhs, out=target, out_dtype=None)
         return
-    product = np.empty(target.shape, out.dtype)
+    product = np.empty(target.shape, target.dtype)
     matmul(lhs, rhs, out=product, out_dtype=None)
     np.copyto(target, product)
 
