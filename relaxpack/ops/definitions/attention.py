@@ -35,6 +35,7 @@ DTYPES = frozenset({"float32", "float64"})
 #: the softmax kinds: ONNX's and torch's _safe_softmax (a fully masked row gives zeros)
 SOFTMAX_KINDS = ("softmax", "safe_softmax")
 
+
 def _step_operands(call: Call, step, nargs: int) -> list[tuple[int, str]]:
     """``(argument index, role)`` of the operands a step reads; a malformed step is an error."""
     kind = step[0] if isinstance(step, tuple) and step else None
