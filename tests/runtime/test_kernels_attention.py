@@ -222,7 +222,7 @@ def test_the_generated_call_reruns_only_what_it_kept():
     def spying(steps, first, soft, second, slow):
         return made(steps, first, soft, second, lambda *args: slow_calls.append(1) or slow(*args))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(attention_fast, "fast_call", spying)
+        mp.setattr(kernel_module, "fast_call", spying)
         call = kernel_module.attention.specialize_attrs(attrs, (False,) * 4)
     want = reference(q, k, v, mask, **attrs)
     for _ in range(3):
@@ -250,8 +250,18 @@ def test_the_generated_call_reruns_only_what_it_kept():
     assert len(slow_calls) == 4
 
 
-@pytest.mark.parametrize("steps", [(("add", 3 + 8),), (("add", 3),) * 9, (("scale", 0.5),), (("where", 3, 4, 1),),
-                                   (("add", True),), "add"])
-def test_steps_of_another_form_get_no_generated_call(steps):
+@pytest.mark.parametrize("steps", [(("add", 3 + 8),), (("add", 3),) * 9])
+def test_too_many_steps_or_operands_get_no_generated_call(steps):
     from relaxpack.runtime.kernels import attention_fast
-    assert attention_fast.fast_call(steps, None, None, None, None) is None
+    assert attention_fast.fast_call(attention_fast.parse_steps(steps), None, None, None, None) is None
+
+
+@pytest.mark.parametrize("steps", [(("scale", 0.5),), (("where", 3, 4, 1),), (("add", True),), (("add", 2),),
+                                   (("scale", 1, False),), (("mask", 3),), "add"])
+def test_steps_of_another_form_are_refused(steps):
+    """An archive's malformed steps: a one-line error when the instruction is prepared."""
+    from relaxpack.runtime.kernels import attention_fast
+    with pytest.raises(ValueError, match="nn.attention"):
+        attention_fast.parse_steps(steps)
+    with pytest.raises(ValueError, match="nn.attention"):
+        kernel_module.attention.specialize_attrs(dict(ATTRS, steps=steps), (False,) * 4)

@@ -23,6 +23,7 @@ from ..fpstate import quiet
 from ._math import scalar_array
 from ._registry import register_kernel
 from ._workspace import Scratch
+from .attention_fast import fast_call, parse_steps
 from .linalg import _axes, _blas_view, _inverse, _kept_product, _permuted_product, matmul, product_into
 from .normalization import safe_softmax, softmax
 
@@ -31,21 +32,11 @@ from .normalization import safe_softmax, softmax
 BLOCK_BYTES = 1 << 20
 
 
-def prepared_steps(steps, dtype) -> tuple:
-    """``steps`` (see ops/definitions/attention.py) with each scale factor as a 0-d array of
-    ``dtype`` (a ufunc converts a Python float on every call) and operand indices counted from
-    the first operand after q, k and v."""
-    out = []
-    for step in steps:
-        if step[0] == "scale":
-            out.append(("divide" if step[2] else "multiply", scalar_array(step[1], dtype)))
-        elif step[0] == "add":
-            out.append(("add", step[1] - 3))
-        elif step[0] == "where":
-            out.append(("where", step[1] - 3, step[2] - 3, step[3]))
-        else:
-            raise ValueError(f"nn.attention: unknown step {step!r}")
-    return tuple(out)
+def prepared_steps(steps: tuple, dtype) -> tuple:
+    """Parsed steps (:func:`.attention_fast.parse_steps`) with each scale factor as a 0-d array of
+    ``dtype`` (a ufunc converts a Python float on every call)."""
+    return tuple((step[0], scalar_array(step[1], dtype)) if step[0] in ("multiply", "divide") else step
+                 for step in steps)
 
 
 def _apply_steps(scores: np.ndarray, steps: tuple, operands) -> None:
@@ -152,7 +143,7 @@ def attention(q, k, v, *operands, out, lhs_axes, rhs_axes, v_axes, out_axes, ste
     """``permute_matmul(softmax(steps(permute_matmul(q, k))), v)`` into ``out`` (see
     ops/definitions/attention.py), by blocks of query rows when the scores are large."""
     _run(q, k, v, operands, out, _axes(lhs_axes), _axes(rhs_axes), _axes(v_axes), _inverse(out_axes),
-         prepared_steps(steps, out.dtype), _softmax_kernel(softmax), workspace)
+         prepared_steps(parse_steps(steps), out.dtype), _softmax_kernel(softmax), workspace)
 
 
 def _softmax_kernel(kind: str):
@@ -194,12 +185,12 @@ def _specialize_attention(attrs: dict, constant: tuple):
     result are new arrays every run (a shape the plan cannot hold: Swin's windows, counted from
     padded dims) the scores and probabilities are the instruction's own (at most twice
     :data:`BLOCK_BYTES`), kept from run to run."""
-    from .attention_fast import fast_call
     from .softmax_kept import specialize_softmax
     lhs_axes, rhs_axes, v_axes = _axes(attrs["lhs_axes"]), _axes(attrs["rhs_axes"]), _axes(attrs["v_axes"])
     out_inverse, soft = _inverse(attrs["out_axes"]), _softmax_kernel(attrs["softmax"])
     first, second = _kept_product(lhs_axes, rhs_axes, None), _kept_product(None, v_axes, out_inverse)
     kept_soft = specialize_softmax(attrs["softmax"] == "safe_softmax", {"axis": -1}, ())
+    parsed = parse_steps(attrs["steps"])
     prepared: dict = {}         # dtype -> the steps with their factors in it
     bound: list = [None]        # the fast call's bind, once made
     private: list = [None]      # the instruction's own scores and probabilities, when it needs them
@@ -207,7 +198,7 @@ def _specialize_attention(attrs: dict, constant: tuple):
     def slow(q, k, v, operands, out, workspace) -> None:
         steps = prepared.get(out.dtype)
         if steps is None:
-            steps = prepared[out.dtype] = prepared_steps(attrs["steps"], out.dtype)
+            steps = prepared[out.dtype] = prepared_steps(parsed, out.dtype)
         bind = bound[0]
         if out.size == 0:
             return
@@ -234,7 +225,7 @@ def _specialize_attention(attrs: dict, constant: tuple):
               form, factors))
         _whole(q, k, v, operands, out, scores, probs, first, steps, kept_soft, second)
 
-    made = fast_call(attrs["steps"], first, kept_soft, second, slow)
+    made = fast_call(parsed, first, kept_soft, second, slow)
     if made is None:
         return lambda q, k, v, *operands, out, workspace=None: slow(q, k, v, operands, out, workspace)
     call, bound[0] = made

@@ -22,33 +22,55 @@ MAX_STEPS = 8
 _MISSING = object()     # a kept array no call is given: the first call and after a reset
 
 
-def _step_lines(steps) -> tuple[list[str], int, int] | None:
-    """The steps' source lines, their operand count and scale count; None for steps of another
-    form (or too many)."""
-    if not isinstance(steps, tuple) or len(steps) > MAX_STEPS:
+def parse_steps(steps) -> tuple:
+    """``nn.attention``'s ``steps`` attribute (ops/definitions/attention.py) as the kernel runs
+    them: ``("multiply" or "divide", factor)``, ``("add", i)`` or ``("where", cond, fill,
+    scores_first)``, operand indices counted from the first operand after q, k and v. A step of
+    another form (an archive's) is a ValueError."""
+    if not isinstance(steps, tuple):
+        raise ValueError(f"nn.attention: steps must be a tuple, got {steps!r}")
+    parsed = []
+    for step in steps:
+        kind = step[0] if isinstance(step, tuple) and step else None
+        refs = step[1:3] if kind in ("add", "where") else ()
+        if any(type(i) is not int or i < 3 for i in refs):
+            raise ValueError(f"nn.attention: step {step!r} names no operand after q, k and v")
+        if kind == "scale" and len(step) == 3 and isinstance(step[1], float) and type(step[2]) is bool:
+            parsed.append(("divide" if step[2] else "multiply", step[1]))
+        elif kind == "add" and len(step) == 2:
+            parsed.append(("add", step[1] - 3))
+        elif kind == "where" and len(step) == 4 and type(step[3]) is bool:
+            parsed.append(("where", step[1] - 3, step[2] - 3, step[3]))
+        else:
+            raise ValueError(f"nn.attention: unknown step {step!r}")
+    return tuple(parsed)
+
+
+def _step_lines(steps: tuple) -> tuple[list[str], int, int] | None:
+    """The source lines of steps :func:`parse_steps` gave, their operand count and scale count;
+    None for too many steps or operands."""
+    if len(steps) > MAX_STEPS:
         return None
     lines, indices, scales = [], [], 0
     for step in steps:
-        kind = step[0] if isinstance(step, tuple) and step else None
-        refs = [i for i in step[1:3] if kind in ("add", "where")] if kind else []
-        if any(not (type(i) is int and 3 <= i < 3 + MAX_OPERANDS) for i in refs):
-            return None
-        indices.extend(refs)
-        if kind == "scale" and len(step) == 3 and type(step[2]) is bool:
-            lines.append(f"{'DIV' if step[2] else 'MUL'}(S, F{scales}, S)")
+        kind = step[0]
+        if kind in ("multiply", "divide"):
+            lines.append(f"{'MUL' if kind == 'multiply' else 'DIV'}(S, F{scales}, S)")
             scales += 1
-        elif kind == "add" and len(step) == 2:
-            lines.append(f"ADD(S, a{step[1] - 3}, S)")
-        elif kind == "where" and len(step) == 4 and type(step[3]) is bool:
-            cond, fill = step[1] - 3, step[2] - 3
-            lines.append(f"COPYTO(S, a{fill}, where=NOT(a{cond}))" if step[3] else f"COPYTO(S, a{fill}, where=a{cond})")
+        elif kind == "add":
+            indices.append(step[1])
+            lines.append(f"ADD(S, a{step[1]}, S)")
         else:
-            return None
-    return lines, max(indices, default=2) - 2, scales
+            cond, fill, scores_first = step[1:]
+            indices += [cond, fill]
+            lines.append(f"COPYTO(S, a{fill}, where=NOT(a{cond}))" if scores_first else f"COPYTO(S, a{fill}, where=a{cond})")
+    if any(i >= MAX_OPERANDS for i in indices):
+        return None
+    return lines, max(indices, default=-1) + 1, scales
 
 
 def fast_call(steps, first, soft, second, slow):
-    """``(call, bind)`` for these steps, or None. ``call(q, k, v, *operands, out, workspace)``
+    """``(call, bind)`` for these steps (as :func:`parse_steps` gives them), or None. ``call(q, k, v, *operands, out, workspace)``
     runs ``first``, the steps, ``soft`` and ``second`` on the kept scores and probabilities when
     ``out`` is the kept one (or, where the kept one owned its memory, a new array of its shape:
     a result allocated every run), ``workspace`` the kept one (any, where None is kept: the
