@@ -16,6 +16,7 @@ import numpy as np
 
 from .arena import ArenaPlan
 from .bytecode import NO_DST, Call, Ret
+from .frozen import freeze
 
 if TYPE_CHECKING:
     from .compiled import Resolved
@@ -283,8 +284,8 @@ def filler(memo: Memo, resolved, store: dict, capacity: int = MEMO_ENTRIES):
         except Exception:  # noqa: BLE001 - the plain run raises it where the interpreter would
             return None
         kept = [values[_out_of(r)] for r in steps if r.dst == NO_DST]
-        for array in kept:        # a kernel's kept output: read-only from here on
-            array.flags.writeable = False
+        for array in kept:        # a kernel's kept output: read-only from here on (.frozen)
+            freeze(array)
         nbytes = sum(array.nbytes for array in kept)
         # handed out as a view: kernels keep what they prepare for an operand that is a view (an
         # arena's: the same object run after run) but not for an array owning its memory (a model

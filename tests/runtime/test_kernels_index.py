@@ -258,3 +258,61 @@ def _index(ndim, axes, begin, end, strides):
     for k, axis in enumerate(axes):
         index[axis % ndim] = slice(int(begin[k]), int(end[k]), 1 if strides is None else strides[k])
     return tuple(index)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_gather_elements_by_frozen_indices_is_the_kernel(axis):
+    """Frozen indices (a shape memo's table) take kept positions from their first call, by
+    identity and at any size: an expanded table (every entry along the first dim the same) by
+    one slice's positions from each row of the data, any other by flat positions; the generic
+    kernel's values over new data each call, into new arrays, data longer than the indices in
+    the other dims, data of another shape, another frozen object with other values, an
+    unfrozen copy changed in place, and the out-of-range error on a first call."""
+    from relaxpack.runtime.frozen import freeze
+    from relaxpack.runtime.kernels import get_kernel
+    from relaxpack.runtime.kernels.index import FLAT_GATHER_MAX_SIZE
+    rng = np.random.default_rng(47)
+    fn = get_kernel("gather_elements").fn
+    shape = (6, 40, 30)                         # past the compared size: known only as frozen
+    assert np.prod(shape) > FLAT_GATHER_MAX_SIZE
+    n = shape[axis] + 3                         # the data's gathered axis is longer
+    data_shape = tuple(d + 3 if k == axis else d + (2 if k else 0) for k, d in enumerate(shape))
+    table = rng.integers(-n, n, (1,) + shape[1:])
+    expanded = np.broadcast_to(table, shape).copy()
+    other = rng.integers(-n, n, shape)
+    arena = np.zeros(2 * int(np.prod(data_shape)) + int(np.prod(shape)), np.float32)
+    data = arena[:int(np.prod(data_shape))].reshape(data_shape)
+    out = arena[-int(np.prod(shape)):].reshape(shape)
+    for indices in (expanded, other):
+        freeze(indices)
+        frozen = indices.view()                 # (the memo hands out a view of what it keeps)
+        call = fn.specialize_attrs({"axis": axis}, (False, False))
+        for k in range(4):
+            data[...] = rand(rng, data_shape, "float32")
+            want = np.empty(shape, np.float32)
+            fn(data, frozen, out=want, axis=axis)
+            target = out if k % 2 else np.empty(shape, np.float32)
+            call(data, frozen, out=target)
+            np.testing.assert_array_equal(target, want)
+        longer = rand(rng, tuple(d + 1 if k == 0 else d for k, d in enumerate(data_shape)), "float32")
+        for _ in range(2):                      # data of another shape: its own positions
+            want = np.empty(shape, np.float32)
+            fn(longer, frozen, out=want, axis=axis)
+            call(longer, frozen, out=out)
+            np.testing.assert_array_equal(out, want)
+        loose = indices.copy()                  # not frozen: compared by value (and too large: never kept)
+        for k in range(3):
+            loose.flat[k] = (loose.flat[k] + 1) % n
+            want = np.empty(shape, np.float32)
+            fn(data, loose, out=want, axis=axis)
+            call(data, loose, out=out)
+            np.testing.assert_array_equal(out, want)
+    bad = expanded.copy()
+    bad.flat[-1] = n
+    freeze(bad)
+    call = fn.specialize_attrs({"axis": axis}, (False, False))
+    with pytest.raises(ShapeError) as generic:
+        fn(data, bad, out=np.empty(shape, np.float32), axis=axis)
+    with pytest.raises(ShapeError) as specialized:
+        call(data, bad.view(), out=np.empty(shape, np.float32))
+    assert str(specialized.value) == str(generic.value)

@@ -296,3 +296,47 @@ def test_a_tile_by_the_batch_and_squeezed_positions_are_memoized(level):
         got = compiled.run({"x": x})["y"]
         np.testing.assert_array_equal(got, interpreted.run({"x": x})["y"])
         np.testing.assert_array_equal(got, relative_reference(x, table))
+
+
+def relative_gather_model():
+    """y = GatherElements(x, expand(s - 1 - range(s), (b, s, s)), axis=2), x of (b, s, w): DeBERTa's
+    relative-position gathers in small, the index table a function of the sequence length alone."""
+    i64 = lambda name, *v: h.make_tensor(name, T.INT64, [len(v)], list(v))  # noqa: E731
+    nodes = [
+        h.make_node("Shape", ["x"], ["shp"]), h.make_node("Gather", ["shp", "one"], ["s"], axis=0),
+        h.make_node("Range", ["zero", "s", "one"], ["r"]), h.make_node("Sub", ["s", "one"], ["last"]),
+        h.make_node("Sub", ["last", "r"], ["back"]), h.make_node("Unsqueeze", ["back", "ax01"], ["row"]),
+        h.make_node("Slice", ["shp", "s0", "s2"], ["lead"]), h.make_node("Unsqueeze", ["s", "ax0"], ["s1"]),
+        h.make_node("Concat", ["lead", "s1"], ["target"], axis=0), h.make_node("Expand", ["row", "target"], ["idx"]),
+        h.make_node("GatherElements", ["x", "idx"], ["y"], axis=2),
+    ]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, ["b", "s", "w"])],
+                     [h.make_tensor_value_info("y", T.FLOAT, ["b", "s", "s"])],
+                     [h.make_tensor("zero", T.INT64, [], [0]), h.make_tensor("one", T.INT64, [], [1]),
+                      i64("ax0", 0), i64("ax01", 0, 1), i64("s0", 0), i64("s2", 2)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("level", [0, 2])
+def test_a_gather_by_a_memoized_table_reads_it_as_frozen(level, monkeypatch):
+    """The expanded table is memoized, so the gather gets it frozen (.frozen) and takes kept
+    positions: the interpreter's results on alternating shapes with new data every call."""
+    import relaxpack.runtime.kernels.index as index
+    seen = []
+    monkeypatch.setattr(index, "is_frozen", lambda a: seen.append(_frozen(a)) or seen[-1])
+    exe = relaxpack.build(relaxpack.from_onnx(relative_gather_model()), opt_level=level)
+    compiled, interpreted = VirtualMachine(exe), VirtualMachine(exe)
+    interpreted.compiled = False
+    assert "broadcast_to" in _memo_kernels(compiled)
+    rng = np.random.default_rng(5)
+    for b, s, w in ((2, 70, 75), (2, 70, 75), (1, 3, 4), (2, 70, 75), (3, 9, 9), (1, 3, 4), (2, 70, 75)):
+        x = rng.standard_normal((b, s, w)).astype(np.float32)
+        got, want = compiled.run({"x": x})["y"], interpreted.run({"x": x})["y"]
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got, x[:, :, ::-1][:, :, w - s:])
+    assert any(seen)
+
+
+def _frozen(array) -> bool:
+    from relaxpack.runtime.frozen import is_frozen
+    return is_frozen(array)
