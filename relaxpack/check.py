@@ -391,7 +391,7 @@ def _at_multiples(drawn: dict[str, int], multiples: Mapping[str, int], fixed: Ma
     return out
 
 
-def _within_bounds(feed: dict, bounds: dict[str, int], rng: np.random.Generator) -> dict:
+def within_bounds(feed: dict, bounds: dict[str, int], rng: np.random.Generator) -> dict:
     """``feed`` with the inputs ``bounds`` names redrawn below their bound."""
     for name, bound in bounds.items():
         if name in feed:
@@ -415,7 +415,7 @@ def _draw_accepted(exe, vm, session, rng: np.random.Generator, fixed: dict, boun
         crash = None
         if not assumptions_hold(exe, drawn):
             continue
-        feed = _within_bounds(random_inputs(exe, drawn, rng), bounds, rng)
+        feed = within_bounds(random_inputs(exe, drawn, rng), bounds, rng)
         try:
             want = session.run(None, feed)
         except OnnxruntimeCrash as err:
@@ -433,7 +433,7 @@ def _draw_accepted(exe, vm, session, rng: np.random.Generator, fixed: dict, boun
             notes.append(f"relaxpack refuses {_dims_text(drawn)}: {err}; drew larger dims")
     if crash is not None:           # the last draw crashed onnxruntime
         raise crash
-    feed = _within_bounds(random_inputs(exe, drawn, rng), bounds, rng)
+    feed = within_bounds(random_inputs(exe, drawn, rng), bounds, rng)
     want = _onnxruntime_run(session, feed, drawn, refused)
     with blas_threads(threads):
         try:

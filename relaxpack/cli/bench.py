@@ -12,7 +12,7 @@ from .common import (
     NO_MMAP_HELP, PLUGIN_HELP, command, echo, existing_file, load_plugins, parse_dims, positive, require_extra,
     user_errors,
 )
-from .files import archive_files
+from .files import archive_files, input_files
 from .progress import Progress
 from .terminal import one_line
 
@@ -37,6 +37,32 @@ def _time(fn, n: int, warmup: int = 2, progress: Progress | None = None, who: st
     return out
 
 
+def _feeds(exe, input_specs, inputs_file, dims: dict, seed: int, onnx_model: Path | None) -> dict:
+    """The inputs to time on: those given (``--input``, ``--inputs``), the rest drawn at random with
+    ``seed`` (dims from the given inputs, ``--dim``, else drawn in their ranges). With ``--onnx``,
+    integer inputs that index an embedding table (token ids, token type ids) are drawn below its
+    rows, as ``relaxpack check`` draws them."""
+    from ..feeds import draw_dims_holding, random_inputs
+    from ..runtime.input_files import signature_check
+    from .run import fill_missing, load_inputs
+
+    if input_specs or inputs_file is not None:
+        feeds = load_inputs(input_specs, inputs_file, signature_check(exe))
+        drawn = fill_missing(exe, feeds, "random", dims, seed)
+    else:
+        rng = np.random.default_rng(seed)
+        feeds = random_inputs(exe, draw_dims_holding(exe, rng, dims), rng)
+        drawn = list(feeds)
+    if onnx_model is not None and drawn:
+        require_extra("relaxpack bench --onnx")
+        import onnx
+
+        from ..check import index_bounds, within_bounds
+        bounds = index_bounds(onnx.load(str(existing_file(onnx_model, "model")), load_external_data=False))
+        within_bounds(feeds, {k: v for k, v in bounds.items() if k in drawn}, np.random.default_rng(seed))
+    return feeds
+
+
 def _matching_session(model: Path, feeds: dict, threads: int | None):
     """An onnxruntime session for ``model``, which must take the archive's inputs; one run checks it."""
     from ..check import onnxruntime_session
@@ -59,6 +85,9 @@ def _parser(sub):
     p.add_argument("archive", type=Path, help="The archive (.rpk).")
     p.add_argument("--onnx", dest="onnx_model", type=Path, metavar="MODEL.onnx",
                    help="Also time onnxruntime on this model (needs relaxpack[onnx]).")
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy",
+                   help="Time on this input (repeatable); the inputs not given are drawn at random.")
+    p.add_argument("--inputs", type=Path, metavar="FILE.npz", help="Time on the inputs in this .npz file.")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
                    help="Values for symbolic dims: NAME=VALUE, or NAME=LO..HI to draw one from.")
     p.add_argument("-n", type=positive, default=20, help="Timed runs (after 2 warm-up runs; default 20).")
@@ -77,11 +106,11 @@ def _parser(sub):
 
 def bench(archive: Path, onnx_model: Path | None = None, dim: list[str] | None = None, n: int = 20, seed: int = 0,
           threads: int | None = None, plugin: list[str] | None = None, profile: bool = False,
-          trace: Path | None = None, top: int = 25, no_mmap: bool = False):
+          trace: Path | None = None, top: int = 25, no_mmap: bool = False, input: list[str] | None = None,
+          inputs: Path | None = None):
     """Time an archive (and onnxruntime, interleaved in the same process)."""
     import resource
 
-    from ..feeds import draw_dims_holding, random_inputs
     from ..runtime import VirtualMachine, load
     from ..runtime.blas import blas_threads
 
@@ -90,9 +119,8 @@ def bench(archive: Path, onnx_model: Path | None = None, dim: list[str] | None =
         exe = load(existing_file(archive, "archive"), mmap=not no_mmap)
         if trace is not None:
             from ..runtime.safe_write import check_destination
-            check_destination(trace, archive_files(archive, exe))
-        rng = np.random.default_rng(seed)
-        feeds = random_inputs(exe, draw_dims_holding(exe, rng, parse_dims(dim)), rng)
+            check_destination(trace, archive_files(archive, exe) + input_files(input, inputs))
+        feeds = _feeds(exe, input, inputs, parse_dims(dim), seed, onnx_model)
         vm = VirtualMachine(exe)
         theirs = report = None
         with Progress() as progress, blas_threads(threads):
