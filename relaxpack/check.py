@@ -391,6 +391,11 @@ def _at_multiples(drawn: dict[str, int], multiples: Mapping[str, int], fixed: Ma
     return out
 
 
+def model_index_bounds(path) -> dict[str, int]:
+    """:func:`index_bounds` of the ONNX model at ``path`` (its tables' dims: no external data read)."""
+    return index_bounds(onnx.load(str(path), load_external_data=False))
+
+
 def within_bounds(feed: dict, bounds: dict[str, int], rng: np.random.Generator) -> dict:
     """``feed`` with the inputs ``bounds`` names redrawn below their bound."""
     for name, bound in bounds.items():

@@ -55,10 +55,8 @@ def _feeds(exe, input_specs, inputs_file, dims: dict, seed: int, onnx_model: Pat
         drawn = list(feeds)
     if onnx_model is not None and drawn:
         require_extra("relaxpack bench --onnx")
-        import onnx
-
-        from ..check import index_bounds, within_bounds
-        bounds = index_bounds(onnx.load(str(existing_file(onnx_model, "model")), load_external_data=False))
+        from ..check import model_index_bounds, within_bounds
+        bounds = model_index_bounds(existing_file(onnx_model, "model"))
         within_bounds(feeds, {k: v for k, v in bounds.items() if k in drawn}, np.random.default_rng(seed))
     return feeds
 
