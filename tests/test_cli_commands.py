@@ -136,7 +136,8 @@ def test_bench_draws_ids_below_their_tables_rows_or_takes_given_inputs(tmp_path)
     rpk = tmp_path / "emb.rpk"
     assert invoke("convert", model, "-o", rpk).exit_code == 0
     bare = invoke("bench", rpk, "-n", "2", "--dim", "batch=2", "--dim", "seq=40")
-    assert bare.exit_code == 1 and "out of range" in bare.output
+    assert bare.exit_code == 1 and "out of range" in bare.output and "on random inputs: give real inputs" in bare.output
+    assert len(bare.output.strip().splitlines()) == 1
     bounded = invoke("bench", rpk, "--onnx", model, "-n", "2", "--dim", "batch=2", "--dim", "seq=40")
     assert bounded.exit_code == 0, bounded.output
     assert "ids[2, 40], types[2, 40]" in bounded.output and "ratio" in bounded.output

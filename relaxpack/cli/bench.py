@@ -61,6 +61,21 @@ def _feeds(exe, input_specs, inputs_file, dims: dict, seed: int, onnx_model: Pat
     return feeds
 
 
+def _first_run(vm, feeds: dict, drawn: bool, bounded: bool) -> None:
+    """One run before the timing. An error on inputs drawn at random (an id past its table, a
+    length the model does not accept) says so, and how to give real inputs."""
+    from ..errors import ShapeError
+    try:
+        vm.run(feeds)
+    except ShapeError as err:
+        if not drawn:
+            raise
+        hint = "give real inputs with --inputs FILE.npz or --input NAME=FILE.npy"
+        if not bounded:
+            hint += ", or --onnx MODEL.onnx to draw ids below their embedding tables"
+        raise InputError(f"{err} (on random inputs: {hint})") from None
+
+
 def _matching_session(model: Path, feeds: dict, threads: int | None):
     """An onnxruntime session for ``model``, which must take the archive's inputs; one run checks it."""
     from ..check import onnxruntime_session
@@ -120,6 +135,7 @@ def bench(archive: Path, onnx_model: Path | None = None, dim: list[str] | None =
             check_destination(trace, archive_files(archive, exe) + input_files(input, inputs))
         feeds = _feeds(exe, input, inputs, parse_dims(dim), seed, onnx_model)
         vm = VirtualMachine(exe)
+        _first_run(vm, feeds, drawn=not (input or inputs), bounded=onnx_model is not None)
         theirs = report = None
         with Progress() as progress, blas_threads(threads):
             ours = _percentiles(_time(lambda: vm.run(feeds), n, progress=progress, who="relaxpack"))
