@@ -1,10 +1,15 @@
 """Per-instruction timing: where a run of a bytecode function spends its time.
 
 :func:`profile` runs a function of a :class:`VirtualMachine` ``repeat``
-times with every instruction's prepared step wrapped in a timer, then puts
-the plain steps back; the numbers are grouped by what an instruction calls
-(its function-table label; a ``fused_elementwise`` call also names the ops
-of its recipe, so a fused gemm + add and a fused GELU chain are apart).
+times as the VM runs it, with every call timed, then puts the VM back: the
+function compiled again with each callee wrapped in a timer, so its shape
+memo skips what it memoizes (shapes, arena views, masks and position tables
+made once per input shape) and kernels get the arrays they get in a plain run
+(a memoized table frozen, :mod:`.frozen`). A function the compiler does not
+take, or a VM that counts steps, is timed in the interpreter, every
+instruction's step wrapped. The numbers are grouped by what an instruction
+calls (its function-table label; a ``fused_elementwise`` call also names the
+ops of its recipe, so a fused gemm + add and a fused GELU chain are apart).
 
 >>> report = profile(vm, {"x": x}, repeat=10)     # doctest: +SKIP
 >>> print(report.table())                        # doctest: +SKIP
@@ -27,6 +32,7 @@ each other, not a profiled run with a plain one.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import threading
@@ -123,20 +129,28 @@ def node_label(sources, kernel: str) -> str:
 def profile(vm, inputs: Mapping[str, Any], function: str = "main", repeat: int = 10,
             warmup: int = 1, trace: bool = False) -> ProfileReport:
     """Run ``function`` on ``inputs`` ``warmup`` times untimed, then ``repeat``
-    times with each instruction timed; returns the totals per kernel and per
+    times with each call timed; returns the totals per kernel and per
     ONNX node, and with ``trace`` every timed call as a trace event."""
-    for _ in range(warmup):
-        vm.run(inputs, function)
     prepared = vm._prepared[vm._index[function]]
     labels = [instruction_label(vm, ins) for ins in prepared.func.instructions]
     nodes = [node_label(sources, label) for sources, label in zip(prepared.func.instruction_spans(), labels)]
     seconds = [0.0] * len(labels)
     counts = [0] * len(labels)
     recorder = _Recorder(labels, nodes) if trace else None
-    plain = prepared.steps
-    prepared.steps = [_timed(step, pc, seconds, counts, recorder) for pc, step in enumerate(plain)]
-    compiled, vm.compiled = vm.compiled, False      # time the interpreter's steps (see compiled.py)
+    timed = _timed_compiled(vm, prepared, seconds, counts, recorder)
+    saved = prepared.steps, prepared.compiled, prepared.plain, prepared.stack_need, vm.compiled
+    if timed is not None:       # the function as it runs, its memo's stores filled by the warm-up
+        prepared.compiled, prepared.plain = timed
+        prepared.stack_need = 0     # (its timers' frames: measured again, frame_stack.py)
     try:
+        for _ in range(warmup):
+            vm.run(inputs, function)
+        if timed is None:       # the interpreter's steps (see compiled.py)
+            prepared.steps = [_timed(step, pc, seconds, counts, recorder) for pc, step in enumerate(saved[0])]
+            vm.compiled = False
+        seconds[:], counts[:] = [0.0] * len(labels), [0] * len(labels)
+        if recorder is not None:
+            recorder.events.clear()
         for _ in range(repeat):
             if recorder is None:
                 vm.run(inputs, function)
@@ -144,10 +158,41 @@ def profile(vm, inputs: Mapping[str, Any], function: str = "main", repeat: int =
                 with recorder.run():
                     vm.run(inputs, function)
     finally:
-        prepared.steps = plain
-        vm.compiled = compiled
+        prepared.steps, prepared.compiled, prepared.plain, prepared.stack_need, vm.compiled = saved
     events = tuple(recorder.events) if recorder is not None else ()
     return ProfileReport(repeat, _totals(labels, seconds, counts), _totals(nodes, seconds, counts, labels), events)
+
+
+def _timed_compiled(vm, prepared, seconds: list, counts: list, recorder) -> tuple | None:
+    """(what runs, the same without the memo) of ``prepared``'s function compiled again with every
+    callee timed, as the VM compiles it; None where the VM runs it in the interpreter or counts
+    its steps (then the interpreter's steps are timed)."""
+    from .compiled import compile_function
+
+    if not vm.compiled or prepared.compiled is None or vm._counting is not None:
+        return None
+    func = prepared.func
+    resolved = {pc: dataclasses.replace(r, fn=_timed_call(r.fn, pc, seconds, counts, recorder))
+                for pc, r in prepared.resolved.items()}
+    memo, plain = compile_function(func.instructions, resolved, len(func.params), func.name)
+    return None if plain is None else (memo or plain, plain)
+
+
+def _timed_call(fn, pc: int, seconds: list, counts: list, recorder: "_Recorder | None"):
+    """``fn`` (instruction ``pc``'s callee) timed: its calls' seconds and count added up."""
+    clock = time.perf_counter
+
+    def timed(*args, **kwargs):
+        start = clock()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            end = clock()
+            seconds[pc] += end - start
+            counts[pc] += 1
+            if recorder is not None:
+                recorder.instruction(pc, start, end)
+    return timed
 
 
 def _totals(keys, seconds, counts, kernels=None) -> tuple[ProfileEntry, ...]:

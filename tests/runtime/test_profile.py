@@ -38,3 +38,24 @@ def test_profile_counts_each_kernel_call_once_per_run_and_restores_the_steps():
     assert vm._prepared[0].steps == plain
     np.testing.assert_allclose(vm.run({"x": x})["y"], np.exp(x + 1) @ np.full((8, 3), 0.25, np.float32),
                                rtol=1e-6)
+
+
+def test_profile_times_the_compiled_run_whose_memo_skips_shape_only_values():
+    """The profile runs the function as the VM does: its shape memo makes the mask and positions
+    once per shape, so their kernels are not in a run's calls (the interpreter, which a VM counting
+    steps uses, runs them every time); the VM's compiled function is put back."""
+    from .test_shape_value_memo import mask_model
+    exe = relaxpack.build(relaxpack.from_onnx(mask_model()), opt_level=0)
+    x = np.random.default_rng(0).standard_normal((2, 5, 2)).astype(np.float32)
+    vm = VirtualMachine(exe)
+    compiled = vm._prepared[0].compiled
+    report = profile(vm, {"x": x}, repeat=3)
+    calls = {e.label: e.calls for e in report.entries}
+    assert "kernel.range" not in calls and calls["kernel.nn.softmax"] == 3
+    assert vm._prepared[0].compiled is compiled and vm.compiled
+    counting = VirtualMachine(exe, max_steps=10 ** 6)
+    interpreted = {e.label: e.calls for e in profile(counting, {"x": x}, repeat=3).entries}
+    assert interpreted["kernel.range"] == 3 and interpreted["kernel.nn.softmax"] == 3
+    want = counting.run({"x": x})
+    for name, got in vm.run({"x": x}).items():
+        np.testing.assert_array_equal(got, want[name])
