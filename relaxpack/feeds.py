@@ -30,8 +30,9 @@ FILLS = ("random", "zeros", "ones")
 def make_inputs(exe, dim_values: Mapping[str, int], rng: np.random.Generator, fill: str = "random",
                 names=None) -> dict[str, np.ndarray]:
     """Inputs of ``exe``'s main function (those in ``names``, default all) at the given dim values:
-    ``random`` (normal floats, small non-negative ints (0 or 1 for an input named like a mask),
-    random bools and words), ``zeros`` or ``ones``."""
+    ``random`` (normal floats, small non-negative ints (0 or 1 for an input named like a mask,
+    below the rows of the embedding table an input indexes: :func:`table_rows`), random bools and
+    words), ``zeros`` or ``ones``."""
     if fill not in FILLS:
         raise InputError(f"unknown fill {fill!r}; use one of {', '.join(FILLS)}")
     shapes, maps = {}, {}
@@ -46,7 +47,7 @@ def make_inputs(exe, dim_values: Mapping[str, int], rng: np.random.Generator, fi
         shapes[p] = tuple(d if isinstance(d, int) else _eval_dim(d, dim_values, p.name) for d in p.shape)
     _check_size(shapes)
     try:
-        return {**_make(shapes, rng, fill), **maps}
+        return {**_make(shapes, rng, fill, table_rows(exe) if fill == "random" else {}), **maps}
     except MemoryError:
         raise InputError("not enough memory for the inputs to make") from None
 
@@ -62,7 +63,31 @@ def _check_size(shapes: dict) -> None:
                          f"would take {total} bytes, more than half this machine's memory")
 
 
-def _make(shapes: dict, rng: np.random.Generator, fill: str) -> dict[str, np.ndarray]:
+def table_rows(exe) -> dict[str, int]:
+    """For each integer input of ``exe``'s main function that a ``take`` along axis 0 of a constant
+    table reads as its indices (token ids, token type ids into their embeddings), the table's rows
+    (the fewest, where several tables read it): random ids are drawn below them."""
+    from .runtime.bytecode import CONST, IMM, REG, Call
+
+    func = exe.function("main")
+    names = {i: p.name for i, p in enumerate(func.params)
+             if p.kind == "tensor" and p.dtype in ("int8", "int16", "int32", "int64", "uint8", "uint16")}
+    rows: dict[str, int] = {}
+    for ins in func.instructions:
+        if not isinstance(ins, Call) or len(ins.args) != 2 or exe.func_table[ins.func].name != "take":
+            continue
+        (data_kind, data), (index_kind, index) = ins.args
+        axis = dict(ins.kwargs).get("axis")
+        if data_kind != CONST or index_kind != REG or index not in names or axis != (IMM, 0):
+            continue
+        table = exe.constants[data]
+        if table.ndim and table.shape[0] > 0:
+            name = names[index]
+            rows[name] = min(rows.get(name, table.shape[0]), table.shape[0])
+    return rows
+
+
+def _make(shapes: dict, rng: np.random.Generator, fill: str, rows: Mapping[str, int]) -> dict[str, np.ndarray]:
     inputs = {}
     for p, shape in shapes.items():
         if p.dtype == "string":
@@ -74,7 +99,8 @@ def _make(shapes: dict, rng: np.random.Generator, fill: str) -> dict[str, np.nda
         elif dtype.kind in "fc":
             inputs[p.name] = rng.standard_normal(shape).astype(dtype)
         elif dtype.kind in "iu":
-            inputs[p.name] = rng.integers(0, 2 if _is_mask(p.name) else 8, shape).astype(dtype)
+            high = min(2 if _is_mask(p.name) else 8, rows.get(p.name, 8))
+            inputs[p.name] = rng.integers(0, high, shape).astype(dtype)
         elif dtype.kind == "b":
             inputs[p.name] = rng.integers(0, 2, shape).astype(bool)
         else:

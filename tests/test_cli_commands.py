@@ -113,13 +113,20 @@ def test_bench_against_onnxruntime(archive, models):
     assert "relaxpack" in result.output and "onnxruntime" in result.output and "ratio" in result.output
 
 
-def _embedding_model(path):
-    """y = table[ids] + table2[types]: token ids into an 8-row table, token type ids into a 2-row one."""
+def _embedding_model(path, flattened: bool = False):
+    """y = table[ids] + table2[types]: token ids into an 8-row table, token type ids into a 2-row
+    one (``flattened``: the type ids flattened and shaped back before their look-up)."""
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(0)
+    types, reshaping = "types", []
+    if flattened:
+        reshaping = [helper.make_node("Flatten", ["types"], ["flat"], axis=0),
+                     helper.make_node("Shape", ["ids"], ["shape"]), helper.make_node("Reshape", ["flat", "shape"], ["back"])]
+        types = "back"
     graph = helper.make_graph(
-        [helper.make_node("Gather", ["table", "ids"], ["a"]), helper.make_node("Gather", ["types_table", "types"], ["b"]),
-         helper.make_node("Add", ["a", "b"], ["y"])], "g",
+        reshaping + [helper.make_node("Gather", ["table", "ids"], ["a"]),
+                     helper.make_node("Gather", ["types_table", types], ["b"]), helper.make_node("Add", ["a", "b"], ["y"])],
+        "g",
         [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"]),
          helper.make_tensor_value_info("types", TensorProto.INT64, ["batch", "seq"])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
@@ -130,22 +137,26 @@ def _embedding_model(path):
 
 
 def test_bench_draws_ids_below_their_tables_rows_or_takes_given_inputs(tmp_path):
-    """Random ids (0..7) run past a 2-row token type table: with --onnx they are drawn below each
-    table's rows, as check draws them; without it, --inputs / --input give them (the rest drawn)."""
-    model = _embedding_model(tmp_path / "emb.onnx")
-    rpk = tmp_path / "emb.rpk"
+    """Random ids (0..7) run past a 2-row token type table: bench draws ids below the rows of the
+    table the archive looks them up in, with --onnx also through reshapes (as check draws them);
+    else it says what failed on random inputs and how to give real ones (--inputs / --input)."""
+    model, flattened = _embedding_model(tmp_path / "emb.onnx"), _embedding_model(tmp_path / "flat.onnx", True)
+    rpk, flat_rpk = tmp_path / "emb.rpk", tmp_path / "flat.rpk"
     assert invoke("convert", model, "-o", rpk).exit_code == 0
-    bare = invoke("bench", rpk, "-n", "2", "--dim", "batch=2", "--dim", "seq=40")
+    assert invoke("convert", flattened, "-o", flat_rpk).exit_code == 0
+    direct = invoke("bench", rpk, "-n", "2", "--dim", "batch=2", "--dim", "seq=40")
+    assert direct.exit_code == 0 and "ids[2, 40], types[2, 40]" in direct.output, direct.output
+    bare = invoke("bench", flat_rpk, "-n", "2", "--dim", "batch=2", "--dim", "seq=40")
     assert bare.exit_code == 1 and "out of range" in bare.output and "on random inputs: give real inputs" in bare.output
     assert len(bare.output.strip().splitlines()) == 1
-    bounded = invoke("bench", rpk, "--onnx", model, "-n", "2", "--dim", "batch=2", "--dim", "seq=40")
+    bounded = invoke("bench", flat_rpk, "--onnx", flattened, "-n", "2", "--dim", "batch=2", "--dim", "seq=40")
     assert bounded.exit_code == 0, bounded.output
     assert "ids[2, 40], types[2, 40]" in bounded.output and "ratio" in bounded.output
     np.savez(tmp_path / "in.npz", ids=np.arange(6).reshape(2, 3) % 8, types=np.zeros((2, 3), np.int64))
-    given = invoke("bench", rpk, "--inputs", tmp_path / "in.npz", "-n", "2")
+    given = invoke("bench", flat_rpk, "--inputs", tmp_path / "in.npz", "-n", "2")
     assert given.exit_code == 0 and "ids[2, 3], types[2, 3]" in given.output, given.output
     np.save(tmp_path / "types.npy", np.ones((3, 5), np.int64))
-    partly = invoke("bench", rpk, "--input", f"types={tmp_path / 'types.npy'}", "-n", "2")
+    partly = invoke("bench", flat_rpk, "--input", f"types={tmp_path / 'types.npy'}", "-n", "2")
     assert partly.exit_code == 0 and "types[3, 5], ids[3, 5]" in partly.output, partly.output
     unknown = invoke("bench", rpk, "--input", f"nope={tmp_path / 'types.npy'}", "-n", "2")
     assert unknown.exit_code == 1 and "unknown input(s) ['nope']" in unknown.output
