@@ -581,3 +581,41 @@ def test_instance_norm_per_instruction_is_the_kernel(dtype, constant):
     kernel(half, g16, b16, out=want, epsilon=EPS)
     spec(half, g16, b16, out=got)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("safe", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_masked_query_rows_redo_the_tensor_whole_and_the_kept_path_goes_there_first(safe, dtype):
+    """DeBERTa masks whole query rows with finfo.min: the tensor-shift path finds them under the
+    row-sum floor and redoes every row by its own max when a quarter or more are (any, in a small
+    tensor); else it redoes those rows alone. A specialized call whose last call redid every row
+    checks the row maxes first and, where the redo is sure, makes it in one pass: bit for bit the
+    generic kernel's results, call after call, as the masked share changes between calls, with
+    all -inf rows (NaN; zeros for safe_softmax) too."""
+    name = "nn.safe_softmax" if safe else "nn.softmax"
+    fn = get_kernel(name).fn
+    call = fn.specialize_attrs({"axis": -1}, (False,))
+    rng = np.random.default_rng(17)
+    shape = (1, 3, 40, 48)                          # past the small-tensor size
+    assert np.prod(shape) > norm._WHOLE_REDO_SIZE
+    arena = np.zeros(2 * int(np.prod(shape)), dtype)
+    x, out = arena[:arena.size // 2].reshape(shape), arena[arena.size // 2:].reshape(shape)
+    lowest = np.finfo(dtype).min
+    for share in (0.5, 0.5, 0.5, 0.1, 0.5, 0.0, 0.3, 0.3, 1.0):
+        x[...] = rand(rng, shape, dtype) * 4
+        masked = rng.random(shape[2]) < share
+        x[:, :, masked, :] = lowest
+        if share == 0.3:
+            x[:, 1, 0, :] = -np.inf                  # an all -inf row
+        want = np.empty(shape, dtype)
+        with np.errstate(all="ignore"):
+            fn(x, out=want, axis=-1)
+            call(x, out=out)
+        np.testing.assert_array_equal(out, want)
+        assert np.isfinite(out).all() or not safe
+    rows = x.reshape(-1, shape[-1])
+    quarter, one = np.ones(rows.shape[0]), np.ones(rows.shape[0])
+    quarter[: rows.shape[0] // 4] = 0.0
+    one[0] = 0.0
+    assert norm.redoes_whole(rows, quarter) and not norm.redoes_whole(rows, one)
+    assert norm.redoes_whole(rows[:10], one[:10])                       # a small tensor: any low row

@@ -25,7 +25,9 @@ from .layer_norm_rows import (_RowPlanes, _layer_norm_matrix, _layer_norm_rows, 
 #: a row whose exponentials, shifted by the tensor's max, sum below this is
 #: redone with its own max (see :func:`_softmax_rows`)
 _ROW_SUM_FLOOR = 1e-3
-#: up to this many values a tensor with such a row is redone whole (cheaper than picking rows)
+#: up to this many values a tensor with such a row is redone whole (cheaper than picking rows);
+#: a larger one when at least a quarter of its rows are (DeBERTa masks whole query rows: picking
+#: half of them out cost what the whole pass costs)
 _WHOLE_REDO_SIZE = 2048
 
 
@@ -193,19 +195,18 @@ def _shifted_softmax(rows: np.ndarray, shift, exps: np.ndarray, dst: np.ndarray)
     return DONE
 
 
+def redoes_whole(rows: np.ndarray, total: np.ndarray) -> bool:
+    """Whether :func:`_redo_low_rows` redoes every row of ``rows`` (their tensor-shifted sums
+    ``total``, some under ``_ROW_SUM_FLOOR``): a small tensor, or a quarter of the rows low."""
+    return rows.size <= _WHOLE_REDO_SIZE or 4 * np.count_nonzero(total < _ROW_SUM_FLOOR) >= rows.shape[0]
+
+
 def _redo_low_rows(rows: np.ndarray, exps: np.ndarray, dst: np.ndarray, total: np.ndarray) -> str:
     """The end of :func:`_shifted_softmax` when some row's shifted sum (``total``, a vector) is
-    under ``_ROW_SUM_FLOOR``: such rows (a small tensor: all of them) are redone with their own
-    max. REDONE."""
-    if rows.size <= _WHOLE_REDO_SIZE:
-        # a small tensor is redone whole, each row shifted by its own max: five calls, where
-        # picking the rows out costs eight and fancy indexing (DeBERTa masks whole query rows)
-        with quiet():          # an all -inf row is NaN, as in ONNX's reference
-            np.subtract(rows, _MAX(rows, 1, None, None, True), out=exps, dtype=exps.dtype)
-            np.exp(exps, exps)
-            total = np.dot(exps, ones_vector(rows.shape[-1], exps.dtype))
-            np.divide(exps, total[:, None], dst)
-        return REDONE
+    under ``_ROW_SUM_FLOOR``: such rows are redone with their own max; every row
+    (:func:`redoes_whole`: a small tensor, or many low rows) by :func:`redo_whole`. REDONE."""
+    if redoes_whole(rows, total):
+        return redo_whole(rows, _MAX(rows, 1, None, None, True), exps, dst)
     low = np.flatnonzero(total < _ROW_SUM_FLOOR)
     again = rows[low].astype(exps.dtype)
     with quiet():          # an all -inf row is NaN, as in ONNX's reference
@@ -216,6 +217,34 @@ def _redo_low_rows(rows: np.ndarray, exps: np.ndarray, dst: np.ndarray, total: n
     with quiet():
         np.divide(exps, total[:, None], dst)
     return REDONE
+
+
+def redo_whole(rows: np.ndarray, maxes: np.ndarray, exps: np.ndarray, dst: np.ndarray) -> str:
+    """Every row shifted by its own max (``maxes``, ``(rows, 1)``): five calls, where picking the
+    low rows out costs eight and fancy indexing. ``exps`` may be ``dst``. REDONE."""
+    with quiet():          # an all -inf row is NaN, as in ONNX's reference
+        np.subtract(rows, maxes, out=exps, dtype=exps.dtype)
+        np.exp(exps, exps)
+        total = np.dot(exps, ones_vector(rows.shape[-1], exps.dtype))
+        np.divide(exps, total[:, None], dst)
+    return REDONE
+
+
+def surely_redone_whole(rows: np.ndarray, dst: np.ndarray) -> str | None:
+    """:func:`redo_whole` into ``dst`` when the tensor-shift path would come to it for sure: some
+    rows' maxes (a quarter of them in a tensor past ``_WHOLE_REDO_SIZE``) lie more than ``log(n /
+    _ROW_SUM_FLOOR) + 1`` below the tensor's max, so their shifted sums (at most ``n`` times
+    ``exp`` of that gap) are under the floor. Then one pass instead of two, the same calls on the
+    same row maxes: the same bits. None (``dst`` untouched) otherwise, or for maxes not finite."""
+    maxes = _MAX(rows, 1, None, None, True)
+    top = float(_MAX(maxes, None))
+    if not math.isfinite(top):
+        return None
+    gap = math.log(rows.shape[-1] / _ROW_SUM_FLOOR) + 1.0
+    low = int(np.count_nonzero(maxes < top - gap))
+    if not low or (rows.size > _WHOLE_REDO_SIZE and 4 * low < rows.shape[0]):
+        return None
+    return redo_whole(rows, maxes, dst, dst)
 
 
 #: up to this many values a tensor's max and a few row sums' min are Python's (a fifth of the

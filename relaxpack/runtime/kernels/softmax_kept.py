@@ -16,7 +16,7 @@ import numpy as np
 from .layer_norm_rows import ones_column
 from .normalization import (DONE, REDONE, _FEW, _MAX, _ROW_DTYPES, _ROW_SUM_FLOOR, _ROWWISE_SIZE, _general_rows,
                             _block_rows, _least, _nonfinite_rowwise, _redo_low_rows, _softmax_into, _softmax_matrix,
-                            _tensor_max, safe_softmax, softmax)
+                            _tensor_max, redoes_whole, safe_softmax, softmax, surely_redone_whole)
 
 
 def specialize_softmax(safe: bool, attrs: dict, constant: tuple):
@@ -142,8 +142,13 @@ def _shifted_run(rows: np.ndarray):
     total = np.empty((count, 1), rows.dtype)
     flat, ones = total.reshape(-1), ones_column(n, rows.dtype)
     isfinite, subtract, exp, dot, divide = math.isfinite, np.subtract, np.exp, np.dot, np.divide
+    whole = [False]     # the last call redid every row: try surely_redone_whole first
 
     def run(dst):
+        if whole[0]:
+            done = surely_redone_whole(rows, dst)
+            if done is not None:
+                return done
         shift = _tensor_max(rows)
         if not isfinite(shift):
             return _general_rows(rows, dst, _MAX(rows, 1, None, None, True))
@@ -151,7 +156,9 @@ def _shifted_run(rows: np.ndarray):
         exp(dst, dst)
         dot(dst, ones, total)
         if _least(flat) < _ROW_SUM_FLOOR:
+            whole[0] = redoes_whole(rows, flat)
             return _redo_low_rows(rows, dst, dst, flat)
+        whole[0] = False
         divide(dst, total, dst)
         return DONE
     return run
