@@ -319,39 +319,6 @@ def test_where(dtype, shapes):
     assert_close(run_kernel("where", cond, x, y), expected)
 
 
-def test_where_selects_then_copies_as_the_masked_copies_did():
-    """The where kernel (numpy's select, one copy) against the two masked copies it replaced, bit
-    for bit: -0.0 and NaN payloads kept, a float64 constant into a float32 output (rounded by the
-    copy's cast), a string output, out in y's place, and out in x's (the masked path, kept)."""
-    from relaxpack.runtime.kernels.elementwise import where
-    rng = np.random.default_rng(13)
-
-    def before(condition, x, y, out):
-        np.copyto(out, y)
-        np.copyto(out, x, where=condition)
-    cond = rng.random((2, 1, 6, 6)) < 0.5
-    y = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
-    y.flat[:3] = [-0.0, np.float32(np.nan), np.inf]
-    y.view(np.uint32).flat[1] |= 0x123                      # a NaN payload
-    cases = [(cond, np.array(np.finfo(np.float64).min), y), (cond, np.array(-0.0, np.float32), y),
-             (cond[0, 0, :2, :1], np.array(["a", "bc"])[:, None], np.array([["x", "u", "yz"]]))]
-    for c, x, yy in cases:
-        dtype = np.result_type(yy.dtype, np.float32) if yy.dtype.kind == "f" else yy.dtype
-        shape = np.broadcast_shapes(c.shape, x.shape, yy.shape)
-        want, got = np.empty(shape, dtype), np.empty(shape, dtype)
-        before(c, x, yy, want)
-        where(c, x, yy, out=got)
-        assert want.tobytes() == got.tobytes()
-    inplace = y.copy()
-    where(cond, np.array(7.0, np.float32), inplace, out=inplace)            # out is y
-    want = np.empty_like(y)
-    before(cond, np.array(7.0, np.float32), y, want)
-    assert inplace.tobytes() == want.tobytes()
-    xs = y.copy()
-    where(cond, xs, np.array(1.5, np.float32), out=xs)                      # out is x: the masked path
-    np.testing.assert_array_equal(xs, np.where(cond, y, np.float32(1.5)))
-
-
 @pytest.mark.parametrize("shapes", [((2, 3, 4, 5), (3, 1, 1)), ((2, 3, 4, 5), (1,)), ((4, 7), (7,)), ((0, 3), (3,))])
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_prelu(dtype, shapes):
