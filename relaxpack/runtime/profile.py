@@ -146,7 +146,7 @@ def profile(vm, inputs: Mapping[str, Any], function: str = "main", repeat: int =
         for _ in range(warmup):
             vm.run(inputs, function)
         if timed is None:       # the interpreter's steps (see compiled.py)
-            prepared.steps = [_timed(step, pc, seconds, counts, recorder) for pc, step in enumerate(saved[0])]
+            prepared.steps = [_timed_call(step, pc, seconds, counts, recorder) for pc, step in enumerate(saved[0])]
             vm.compiled = False
         seconds[:], counts[:] = [0.0] * len(labels), [0] * len(labels)
         if recorder is not None:
@@ -179,7 +179,8 @@ def _timed_compiled(vm, prepared, seconds: list, counts: list, recorder) -> tupl
 
 
 def _timed_call(fn, pc: int, seconds: list, counts: list, recorder: "_Recorder | None"):
-    """``fn`` (instruction ``pc``'s callee) timed: its calls' seconds and count added up."""
+    """``fn`` (instruction ``pc``'s callee, or its interpreter step) timed: its calls' seconds and
+    count added up, each call an event of ``recorder`` where given."""
     clock = time.perf_counter
 
     def timed(*args, **kwargs):
@@ -239,26 +240,3 @@ class _Recorder:
         self.events.append(self.event("Session", "model_run", start, time.perf_counter(), {"run": self.runs}))
         self.runs += 1
 
-
-def _timed(step, pc: int, seconds: list, counts: list, recorder: _Recorder | None = None):
-    clock = time.perf_counter
-    if recorder is not None:
-        def traced(regs):
-            start = clock()
-            try:
-                return step(regs)
-            finally:
-                end = clock()
-                seconds[pc] += end - start
-                counts[pc] += 1
-                recorder.instruction(pc, start, end)
-        return traced
-
-    def timed(regs):
-        start = clock()
-        try:
-            return step(regs)
-        finally:
-            seconds[pc] += clock() - start
-            counts[pc] += 1
-    return timed
