@@ -135,9 +135,9 @@ def bench(archive: Path, onnx_model: Path | None = None, dim: list[str] | None =
             check_destination(trace, archive_files(archive, exe) + input_files(input, inputs))
         feeds = _feeds(exe, input, inputs, parse_dims(dim), seed, onnx_model)
         vm = VirtualMachine(exe)
-        _first_run(vm, feeds, drawn=not (input or inputs), bounded=onnx_model is not None)
         theirs = report = None
         with Progress() as progress, blas_threads(threads):
+            _first_run(vm, feeds, drawn=not (input or inputs), bounded=onnx_model is not None)
             ours = _percentiles(_time(lambda: vm.run(feeds), n, progress=progress, who="relaxpack"))
             if onnx_model is not None:
                 require_extra("relaxpack bench --onnx")
