@@ -18,9 +18,15 @@ widens it:
   -> ``astype(layer_norm(round_to_float16(v), gamma32, beta32), float16)`` (the float16 kernel
   widens its rows, runs the float32 rows and rounds: the same values); its rounding is then one
   for these rules too;
-- ``move_reads_rounding``: a move (reshape, transpose, ...) of ``r`` whose readers all widen ->
-  ``astype(move(v), float16)`` (GPT-2's ``layer_norm -> view -> Gemm``): moves commute with
-  rounding, and the moved rounding is one for these rules.
+- ``move_reads_rounding``: a move (reshape, transpose, a take, ...) of ``r`` whose readers all
+  widen -> ``astype(move(v), float16)`` (GPT-2's ``layer_norm -> view -> Gemm``, attention's
+  ``projections -> take -> reshape -> product``): moves commute with rounding, and the moved
+  rounding is one for these rules;
+- ``product_writes_rounding``: a product writing float16 whose readers all widen ->
+  ``astype(product(.., out_dtype=float32), float16)``: its kernel widens float16 operands, makes
+  the float32 product and rounds it once, so this is the same value, and the rounding is one for
+  these rules (a float16 attention's projections and its second product, whose operands are then
+  float32 and FuseAttention fuses).
 
 The same values everywhere (the model's roundings all kept), so no numerical contract changes.
 FuseOps fuses ``round_to_float16`` into the recipe of the conv or product that computes ``v``.
@@ -41,8 +47,11 @@ from .core.rules import Match, Rule, RewriteTable, is_op, wildcard
 F16, F32 = "float16", "float32"
 #: products that widen a float16 operand when they write float32
 PRODUCTS = ("matmul", "permute_matmul")
-#: moves of a rounding that commute with it (``move_reads_rounding``)
-MOVES = ("reshape", "permute_dims", "expand_dims", "squeeze", "flatten")
+#: moves of a rounding that commute with it (``move_reads_rounding``; a take gathers its values)
+MOVES = ("reshape", "permute_dims", "expand_dims", "squeeze", "flatten", "take")
+#: levels of moves between a rounding and the readers that widen it (attention's ``projections ->
+#: take -> reshape -> reshape -> product``: three)
+MOVE_DEPTH = 4
 #: most rounds of the rules (each round reads the function's readers anew)
 MAX_ROUNDS = 8
 
@@ -90,7 +99,7 @@ class Readers:
                 for v in vars_of(b.value):
                     self.of.setdefault(v, []).append(b.value)
 
-    def widens(self, value, var: Var, depth: int = 2) -> bool:
+    def widens(self, value, var: Var, depth: int = MOVE_DEPTH) -> bool:
         """Whether ``value`` reads ``var`` only as float32 values: a cast to float32, a product
         writing float32, or (``depth`` levels of) a float16 layer norm of ``var`` with constant
         gamma and beta, or a move of ``var``, whose own readers all widen it."""
@@ -107,6 +116,17 @@ class Readers:
         return (norm or _call(value, *MOVES)) and out is not None and \
             all(self.widens(r, out, depth - 1) for r in self.of.get(out, [None]))
 
+    def rounded(self, v: Expr, depth: int = MOVE_DEPTH) -> bool:
+        """Whether ``v`` holds float16 values already: a ``round_to_float16`` or a move of one."""
+        value = self.bound.get(v) if isinstance(v, Var) else None
+        if _call(value, "round_to_float16"):
+            return True
+        return depth > 0 and _call(value, *MOVES) and self.rounded(value.args[0], depth - 1)
+
+    def rounding(self, v: Expr) -> Expr:
+        """``v`` rounded to float16 in float32: ``v`` itself when it is rounded already."""
+        return v if self.rounded(v) else make_call("round_to_float16", v)
+
     def kept(self, r: Expr) -> Expr | None:
         """``v`` when ``r`` is a var bound to ``astype(v, float16)`` of a float32 ``v`` and every
         reader of ``r`` widens it, else None."""
@@ -116,6 +136,11 @@ class Readers:
         if v is None or not all(self.widens(reader, r) for reader in self.of.get(r, [None])):
             return None
         return v
+
+
+def _writes_float16(value) -> bool:
+    """Whether ``value`` is a product writing float16 from float16 or float32 operands."""
+    return _call(value, *PRODUCTS) and _dtype(value) == F16 and all(_dtype(a) in (F16, F32) for a in value.args)
 
 
 def _widen_checked(readers: Readers):
@@ -129,7 +154,7 @@ def _widen_checked(readers: Readers):
 def _widen_rounding(readers: Readers):
     def rewrite(m: Match):
         """astype(astype(v, float16), float32) -> round_to_float16(v)."""
-        return make_call("round_to_float16", readers.kept(m["r"]))
+        return readers.rounding(readers.kept(m["r"]))
     return rewrite
 
 
@@ -149,7 +174,7 @@ def _product_reads_rounding(readers: Readers):
         """product(.., astype(v, float16), .., out_dtype=float32) -> product(.., round_to_float16(v),
         ..)."""
         call = m["product"]
-        args = [make_call("round_to_float16", readers.kept(a)) if readers.kept(a) is not None
+        args = [readers.rounding(readers.kept(a)) if readers.kept(a) is not None
                 else _widened_constant(a) for a in call.args]
         mixed = any(readers.kept(a) is None and _dtype(w) != F32      # else a plain float32 product
                     for a, w in zip(call.args, args))
@@ -162,6 +187,27 @@ def _widened_constant(arg: Expr) -> Expr:
     if isinstance(arg, Constant) and _dtype(arg) == F16:
         return Constant(np.asarray(arg.data).astype(np.float32))
     return arg
+
+
+def _writing_checked(readers: Readers):
+    def check(m: Match) -> str | None:
+        if not _writes_float16(m["product"]):
+            return "it does not write float16 from float16 or float32 operands"
+        var = m.binding.var
+        if not all(readers.widens(r, var) for r in readers.of.get(var, [None])):
+            return "a reader does not widen its float16 result"
+        return None
+    return check
+
+
+def _product_writes_rounding(readers: Readers):
+    def rewrite(m: Match):
+        """product(a, b) writing float16 -> astype(product(a, b, out_dtype=float32), float16)."""
+        call = m["product"]
+        mixed = any(_dtype(a) != F32 for a in call.args)
+        wide = make_call(call.op.name, *call.args, **{**call.attrs, "out_dtype": F32 if mixed else None})
+        return make_call("astype", wide, dtype=F16)
+    return rewrite
 
 
 def _norm_checked(readers: Readers):
@@ -181,7 +227,7 @@ def _norm_reads_rounding(readers: Readers):
         float16)."""
         call = m["norm"]
         constants = [_widened_constant(a) for a in call.args[1:]]
-        wide = make_call(call.op.name, make_call("round_to_float16", readers.kept(call.args[0])), *constants,
+        wide = make_call(call.op.name, readers.rounding(readers.kept(call.args[0])), *constants,
                          **call.attrs)
         return make_call("astype", wide, dtype=F16)
     return rewrite
@@ -198,10 +244,12 @@ def _move_checked(readers: Readers):
 
 def _move_reads_rounding(readers: Readers):
     def rewrite(m: Match):
-        """move(astype(v, float16)) -> astype(move(v), float16): the same values (a move commutes
-        with rounding), a rounding again whose readers widen it."""
+        """move(astype(v, float16)) -> astype(move(round_to_float16(v)), float16): the same values
+        (a move commutes with rounding), a rounding again whose readers widen it, of a value
+        already rounded: its readers read the move, and ``v`` is rounded once above all its moves
+        (three takes of attention's projections: one rounding, fused into their product)."""
         call = m["move"]
-        moved = make_call(call.op.name, readers.kept(call.args[0]), *call.args[1:], **call.attrs)
+        moved = make_call(call.op.name, readers.rounding(readers.kept(call.args[0])), *call.args[1:], **call.attrs)
         return make_call("astype", moved, dtype=F16)
     return rewrite
 
@@ -212,6 +260,8 @@ def _table(readers: Readers) -> RewriteTable:
              _widen_rounding(readers)),
         Rule("product_reads_rounding", is_op(*PRODUCTS)(..., name="product"), _product_checked(readers),
              _product_reads_rounding(readers)),
+        Rule("product_writes_rounding", is_op(*PRODUCTS)(..., name="product"), _writing_checked(readers),
+             _product_writes_rounding(readers)),
         Rule("norm_reads_rounding", is_op("nn.layer_norm")(..., name="norm"), _norm_checked(readers),
              _norm_reads_rounding(readers)),
         Rule("move_reads_rounding", is_op(*MOVES)(..., name="move"), _move_checked(readers),
@@ -228,7 +278,7 @@ def round_float16_in_float32(func, mod, ctx):
     """Keep float16 roundings that every reader widens in float32 (see the module docstring)."""
     for _ in range(MAX_ROUNDS):
         readers = Readers(func)
-        if not any(_rounded(value) is not None for value in readers.bound.values()):
+        if not any(_rounded(value) is not None or _writes_float16(value) for value in readers.bound.values()):
             return func                 # no float16 rounding: nothing to sweep (float32 models)
         new = _table(readers).apply(func)
         if new is func:

@@ -59,7 +59,7 @@ def test_the_context_opt_level_alone_decides_what_runs():
           "Conv1dChannelsLast",
           "SimplifyAlgebra",
           "ConcatOfSplit", "FuseSqueezeExcite", "FoldActivationScales", "DropZeroSignRoundTrips", "PackRecurrentWeights",
-          "FuseClassifierNormalizer", "CanonicalizeBindings", "RoundFloat16InFloat32", *core,
+          "FuseClassifierNormalizer", "CanonicalizeBindings", "DeadCodeElimination", "RoundFloat16InFloat32", *core,
           "HoistMaxPool", "TabulateIntegerFunctions", "FuseDynamicQuantize", "DeadCodeElimination", "MergeQuantizedProducts",
           "ShareLookUps",
           "WidenLookUpTables", "NarrowIndexCasts", "DropNaNSaturation", "FuseAttention", "DeadCodeElimination",

@@ -9,17 +9,27 @@ import numpy as np
 import pytest
 
 import relaxpack
+from relaxpack.passes.canonicalize_bindings import canonicalize_bindings
+from relaxpack.passes.core.infra import Sequential
+from relaxpack.passes.dead_code_elimination import dead_code_elimination
+from relaxpack.passes.eliminate_common_subexpr import eliminate_common_subexpr
 from relaxpack.passes.round_float16_in_float32 import round_float16_in_float32
 from relaxpack.runtime import VirtualMachine
 from relaxpack.runtime.kernels.half_cast import ROUND_MIN_SIZE
 
-from .helpers import assert_rewrites, assert_unchanged, program, with_dce
+from .helpers import assert_rewrites, assert_unchanged, program
+
+#: the pass, then the core round's CSE and alias folding (one rounding of a value read through
+#: several moves) and DCE
+ROUNDS = Sequential([round_float16_in_float32, eliminate_common_subexpr, canonicalize_bindings, dead_code_elimination],
+                    name="Round+CSE+DCE")
 
 RNG = np.random.default_rng(0)
 W = RNG.standard_normal((8, 6)).astype(np.float32)
 W2 = RNG.standard_normal((6, 4)).astype(np.float16)
 G = (RNG.standard_normal(6) + 1).astype(np.float16)
 B = RNG.standard_normal(6).astype(np.float16)
+W3 = RNG.standard_normal((2, 8, 4)).astype(np.float16)        # two merged projections
 
 
 def c(values, dtype) -> str:
@@ -47,8 +57,8 @@ lv3 = R.round_to_float16(lv2)
 lv4 = R.matmul(lv3, {c(W2, "float32")}, out_dtype=None)
 return lv4
 """),
-    # GPT-2 float16's layer_norm -> view -> Gemm: the view of the norm's rounding moves the
-    # rounding after it (the same values), where the product's widening reads it
+    # GPT-2 float16's layer_norm -> view -> Gemm: the view of the norm's rounding reads the norm
+    # rounded in float32 (once, above the view: the same values), which the product reads
     "norm_view_product": ('("n", 2, 4)', f"""
 {PRODUCT}
 lv2 = {NORM}
@@ -60,10 +70,43 @@ return lv5
 lv = R.matmul(x, {c(W, "float32")}, out_dtype=None)
 lv1 = R.round_to_float16(lv)
 lv2 = {NORM.replace('"float16"', '"float32"')}
-lv3 = R.reshape(lv2, R.shape([n, 2, 3]))
-lv4 = R.round_to_float16(lv3)
+lv3 = R.round_to_float16(lv2)
+lv4 = R.reshape(lv3, R.shape([n, 2, 3]))
 lv5 = R.matmul(lv4, {c(W2[:3], "float32")}, out_dtype=None)
 return lv5
+"""),
+    # attention's merged projections: a float16-writing product read through takes and reshapes
+    # by products writing float32 is the float32 product rounded once, which the takes read
+    "projections_taken": ('("n", 2, 2)', f"""
+lv = R.matmul(x, {c(W3, "float16")}, out_dtype="float16")
+lv1 = R.take(lv, R.const(0, "int64"), axis=0)
+lv2 = R.reshape(lv1, R.shape([n, 2, 2]))
+lv3 = R.take(lv, R.const(1, "int64"), axis=0)
+lv4 = R.reshape(lv3, R.shape([n, 2, 2]))
+lv5 = R.permute_matmul(lv2, lv4, lhs_axes=None, rhs_axes=(0, 2, 1), out_axes=None, out_dtype="float32")
+return lv5
+""", f"""
+lv = R.matmul(x, {c(W3, "float16")}, out_dtype="float32")
+lv_1 = R.round_to_float16(lv)
+lv1 = R.take(lv_1, R.const(0, "int64"), axis=0)
+lv2 = R.reshape(lv1, R.shape([n, 2, 2]))
+lv3 = R.take(lv_1, R.const(1, "int64"), axis=0)
+lv4 = R.reshape(lv3, R.shape([n, 2, 2]))
+lv5 = R.permute_matmul(lv2, lv4, lhs_axes=None, rhs_axes=(0, 2, 1), out_axes=None, out_dtype=None)
+return lv5
+"""),
+    # a product writing float16 whose result is widened: the float32 product, rounded once
+    "product_writing_float16": ('("n", 4)', f"""
+{PRODUCT}
+lv2 = R.matmul(lv1, {c(W2, "float16")}, out_dtype=None)
+lv3 = R.astype(lv2, dtype="float32")
+return lv3
+""", f"""
+lv = R.matmul(x, {c(W, "float32")}, out_dtype=None)
+lv1 = R.round_to_float16(lv)
+lv2 = R.matmul(lv1, {c(W2, "float32")}, out_dtype=None)
+lv3 = R.round_to_float16(lv2)
+return lv3
 """),
     # a rounding widened twice (a conv and a residual add read the widening)
     "widened": ('("n", 6)', f"""
@@ -93,7 +136,7 @@ def _run(mod, feeds: dict) -> np.ndarray:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_round_float16_in_float32(name):
     ret, before, expected = CASES[name]
-    mod, out = assert_rewrites(with_dce(round_float16_in_float32), program(X, ret, before),
+    mod, out = assert_rewrites(ROUNDS, program(X, ret, before),
                                program(X, ret, expected))
     for n in (5, ROUND_MIN_SIZE // 6 + 3):            # numpy's casts; the kernel's ufuncs
         for scale in (1.0, 3e3):
@@ -136,12 +179,21 @@ lv3 = R.negative(lv2)
 lv4 = R.astype(lv3, dtype="float32")
 return lv4
 """),
-    # a product writing float16 rounds in its kernel
+    # a product writing float16 that a float16 op reads rounds in its kernel
     "product_writing_float16": ('("n", 4)', f"""
 {PRODUCT}
 lv2 = R.matmul(lv1, {c(W2, "float16")}, out_dtype=None)
-lv3 = R.astype(lv2, dtype="float32")
-return lv3
+lv3 = R.negative(lv2)
+lv4 = R.astype(lv3, dtype="float32")
+return lv4
+"""),
+    # a take of a rounding whose result is read as float16
+    "take_read_as_float16": ('(2, 6)', f"""
+{PRODUCT}
+lv2 = R.take(lv1, R.const([0, 0], "int64"), axis=0)
+lv3 = R.negative(lv2)
+lv4 = R.astype(lv3, dtype="float32")
+return lv4
 """),
 }
 

@@ -3,7 +3,7 @@ numpy's round trip ``x.astype(float16).astype(float32)``, bit for bit.
 
 The ufunc path (``round_flat``) is checked on every float32 rounding pattern of each exponent below
 2^15 (the float16 subnormals, zeros and both signs included); the kernel at its size bar, in place,
-on shapes and strides, with what goes to numpy's casts (past 2^15, past 65504, infinities, NaN
+on shapes, strides and overlaps, with what goes to numpy's casts (past 2^15, past 65504, infinities, NaN
 payloads), and on float64 / float16 data.
 """
 
@@ -114,9 +114,25 @@ def test_empty():
     assert out.shape == (0, 3)
 
 
-def test_an_overlap_other_than_in_place_takes_numpys_casts():
+@pytest.mark.parametrize("shift", [64, -64, 1, -1])
+def test_an_overlap_other_than_in_place_bit_for_bit(shift):
+    """``out`` starting inside ``x`` or before it: the ufunc path reads ``x`` before it writes
+    ``out`` (numpy buffers the one ufunc reading an overlapping operand)."""
     rng = np.random.default_rng(4)
     buffer = (rng.standard_normal(ROUND_MIN_SIZE + 64) * 100).astype(np.float32)
-    want = _round_trip(buffer[:ROUND_MIN_SIZE])
-    round_to_float16(buffer[:ROUND_MIN_SIZE], buffer[64:])   # out starts inside x
-    assert _same_bits(buffer[64:], want)
+    start = max(0, -shift)
+    x = buffer[start:start + ROUND_MIN_SIZE]
+    want = _round_trip(x)
+    out = buffer[start + shift:start + shift + ROUND_MIN_SIZE]
+    round_to_float16(x, out)
+    assert _same_bits(out, want)
+
+
+def test_an_overlap_starting_inside_the_first_value_bit_for_bit():
+    raw = np.zeros(4 * ROUND_MIN_SIZE + 8, np.uint8)
+    x = np.ndarray((ROUND_MIN_SIZE,), np.float32, raw, 0)
+    x[...] = np.random.default_rng(5).standard_normal(ROUND_MIN_SIZE) * 100
+    want = _round_trip(x)
+    out = np.ndarray((ROUND_MIN_SIZE,), np.float32, raw, 2)     # two bytes in
+    round_to_float16(x, out)
+    assert _same_bits(out, want)
