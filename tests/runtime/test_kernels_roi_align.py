@@ -83,6 +83,43 @@ def test_both_axes_in_one_go_as_each_alone(hw, ratio, dtype):
             np.testing.assert_array_equal(g, e)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ratio", [0, 1, 3])
+@pytest.mark.parametrize("hw", [(9, 13), (1, 7), (6, 1)])
+@pytest.mark.parametrize("bins", [(5, 5), (4, 6)], ids=["square", "oblong"])
+def test_hat_matrices_as_the_taps_summed_by_pixel(bins, hw, ratio, dtype):
+    """The separable method's axis weights by hat functions (both axes stacked for square bins, each
+    alone for oblong ones) against the taps' weights summed by pixel: boxes partly and wholly
+    outside, one-pixel axes, adaptive grids; within a few ulps of the boxes' dtype, which the hats
+    keep (the far pixel's weight and the sums' order differ in the last bits; the taps' weights
+    are float64 either way, their integer taps widening the fractions)."""
+    height, width = hw
+    rng = np.random.default_rng(height * width + ratio)
+    rois = _rois(rng, 9, height / 0.5, width / 0.5, dtype)
+    y0, h, grid_h, x0, w, grid_w = sampling._roi_boxes(rois, *bins, ratio, 0.5, True)
+    most_h, most_w = max(int(grid_h.max()), 1), max(int(grid_w.max()), 1)
+    got = sampling._axis_matrices(y0, h, grid_h, x0, w, grid_w, bins, height, width, most_h, most_w)
+    for (start, length, grid, count, size, most), g in zip(((y0, h, grid_h, bins[0], height, most_h),
+                                                          (x0, w, grid_w, bins[1], width, most_w)), got):
+        taps, weights, _ = sampling._roi_axis(start, length, grid, count, size, most)
+        want = roi_separable.axis_matrix(taps, weights, size)
+        assert g.shape == want.shape == (len(start), count, size) and g.dtype == dtype     # (the taps': float64)
+        np.testing.assert_allclose(g, want, rtol=0, atol=8 * np.finfo(dtype).eps)
+        assert (g >= 0).all()
+
+
+def test_large_axis_arrays_take_the_taps(monkeypatch):
+    """Past HAT_MAX_VALUES the weights come from the taps (the same matrices), and roi_align still
+    matches the reference."""
+    rng = np.random.default_rng(7)
+    data = rng.standard_normal((2, 3, 9, 13)).astype(np.float32)
+    rois = _rois(rng, 6, 9 / 0.75, 13 / 0.75, np.float32)
+    indices = np.array([1, 0, 1, 1, 0, 0], np.int64)
+    monkeypatch.setattr(roi_separable, "HAT_MAX_VALUES", 0)
+    gathered, dense, want = _both(data, rois, indices, ratio=2)
+    assert_close(dense, want, **tolerance(np.float32))
+
+
 @pytest.mark.parametrize("shape", [(1, 2, 1, 1), (1, 3, 1, 7), (1, 3, 7, 1), (2, 1, 23, 5), (2, 1, 5, 23)],
                          ids=["pixel", "row", "column", "tall", "wide"])
 @pytest.mark.parametrize("size", [(1, 1), (2, 5), (5, 2)])

@@ -178,11 +178,7 @@ def _roi_axis(start: np.ndarray, length: np.ndarray, grid: np.ndarray, bins: int
     outside the image weigh nothing; the rest are clamped into it. ``size``
     is the axis's length, or an int64 ``(R, 1, 1)`` array of one per row
     (:func:`_roi_axes` does both axes in one go)."""
-    step = (length / bins)[:, None, None]
-    i = np.arange(most, dtype=start.dtype)[None, None, :]
-    b = np.arange(bins, dtype=start.dtype)[None, :, None]
-    p = start[:, None, None] + b * step + (i + 0.5) * step / np.maximum(grid, 1).astype(start.dtype)[:, None, None]
-    used = (i < grid[:, None, None]) & (p >= -1) & (p <= size)
+    p, used, sampled = roi_separable.sample_points(start, length, grid, bins, size, most)
     p = np.maximum(p, 0)
     low = np.trunc(p).astype(np.int64)
     edge = low >= size - 1
@@ -197,7 +193,32 @@ def _roi_axis(start: np.ndarray, length: np.ndarray, grid: np.ndarray, bins: int
     taps[..., 0] = low
     np.add(low, 1, out=taps[..., 1])
     np.copyto(taps[..., 1], low, where=edge)
-    return taps, weights, i < grid[:, None, None]
+    return taps, weights, sampled
+
+
+def _axis_matrices(y0, h, grid_h, x0, w, grid_w, output_size, height: int, width: int, most_h: int,
+                   most_w: int) -> tuple:
+    """The separable method's ``(R, out_h, height)`` and ``(R, out_w, width)`` weights: by the
+    points' hat functions where their array is small (:data:`.roi_separable.HAT_MAX_VALUES`), in
+    one call on the boxes' y and x rows stacked when both axes have as many bins and points (as
+    :func:`_roi_axes`; a row's pixels past its own axis weigh 0: its points are clamped below its
+    last), else from the taps of :func:`_roi_axes`, summed by pixel; in the boxes' dtype either way
+    (the taps' weights are float64, widened by their integer taps: the products then ran in float64
+    on float32 data, a dgemm where an sgemm does, 1.5-2x the time)."""
+    out_h, out_w = output_size
+    count, longest = len(y0), max(height, width)
+    if out_h == out_w and most_h == most_w and 2 * count * out_h * most_h * longest <= roi_separable.HAT_MAX_VALUES:
+        sizes = np.repeat(np.array([height, width], np.int64), count).reshape(-1, 1, 1)
+        both = roi_separable.hat_matrix(np.concatenate([y0, x0]), np.concatenate([h, w]),
+                                        np.concatenate([grid_h, grid_w]), out_h, sizes, most_h, longest)
+        return both[:count, :, :height], both[count:, :, :width]
+    if count * (out_h * most_h * height + out_w * most_w * width) <= roi_separable.HAT_MAX_VALUES:
+        return (roi_separable.hat_matrix(y0, h, grid_h, out_h, height, most_h, height),
+                roi_separable.hat_matrix(x0, w, grid_w, out_w, width, most_w, width))
+    (ytaps, yw, _), (xtaps, xw, _) = _roi_axes(y0, h, grid_h, x0, w, grid_w, output_size, height, width,
+                                              most_h, most_w)
+    return (roi_separable.axis_matrix(ytaps, yw, height).astype(y0.dtype, copy=False),
+            roi_separable.axis_matrix(xtaps, xw, width).astype(x0.dtype, copy=False))
 
 
 def _roi_axes(y0, h, grid_h, x0, w, grid_w, output_size, height: int, width: int, most_h: int, most_w: int):
@@ -259,14 +280,13 @@ def roi_align(data, rois, batch_indices, *, out, output_size, sampling_ratio, sp
     y0, h, grid_h, x0, w, grid_w = _roi_boxes(rois.astype(dtype), out_h, out_w, sampling_ratio, spatial_scale,
                                               coordinate_transformation_mode == "half_pixel")
     most_h, most_w = max(int(grid_h.max()), 1), max(int(grid_w.max()), 1)
-    (ytaps, yw, yused), (xtaps, xw, xused) = _roi_axes(y0, h, grid_h, x0, w, grid_w, output_size, height, width,
-                                                       most_h, most_w)
     if mode == "avg" and roi_separable.dense_wins(count, channels, height, width, out_h, out_w, most_h, most_w) \
             and np.isfinite(data).all():
-        roi_separable.roi_average(data, batch_indices, roi_separable.axis_matrix(ytaps, yw, height),
-                                  roi_separable.axis_matrix(xtaps, xw, width), np.maximum(grid_h * grid_w, 1),
-                                  dtype, out)
+        ay, ax = _axis_matrices(y0, h, grid_h, x0, w, grid_w, output_size, height, width, most_h, most_w)
+        roi_separable.roi_average(data, batch_indices, ay, ax, np.maximum(grid_h * grid_w, 1), dtype, out)
         return
+    (ytaps, yw, yused), (xtaps, xw, xused) = _roi_axes(y0, h, grid_h, x0, w, grid_w, output_size, height, width,
+                                                       most_h, most_w)
     table = data.transpose(0, 2, 3, 1)                       # (N, H, W, C): one gather reads all channels
     per_box = out_h * out_w * ytaps.shape[2] * xtaps.shape[2] * 4 * channels
     chunk = max(1, _ROI_CHUNK_ELEMENTS // max(per_box, 1))
