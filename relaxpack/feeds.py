@@ -30,9 +30,9 @@ FILLS = ("random", "zeros", "ones")
 def make_inputs(exe, dim_values: Mapping[str, int], rng: np.random.Generator, fill: str = "random",
                 names=None) -> dict[str, np.ndarray]:
     """Inputs of ``exe``'s main function (those in ``names``, default all) at the given dim values:
-    ``random`` (normal floats, small non-negative ints (0 or 1 for an input named like a mask,
-    below the rows of the embedding table an input indexes: :func:`table_rows`), random bools and
-    words), ``zeros`` or ``ones``."""
+    ``random`` (normal floats, small non-negative ints (below the rows of the embedding table an
+    input indexes: :func:`table_rows`), a padding mask for an input named like a mask
+    (:func:`padding_mask`), random bools and words), ``zeros`` or ``ones``."""
     if fill not in FILLS:
         raise InputError(f"unknown fill {fill!r}; use one of {', '.join(FILLS)}")
     shapes, maps = {}, {}
@@ -98,14 +98,26 @@ def _make(shapes: dict, rng: np.random.Generator, fill: str, rows: Mapping[str, 
             inputs[p.name] = (np.zeros if fill == "zeros" else np.ones)(shape, dtype)
         elif dtype.kind in "fc":
             inputs[p.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype.kind in "iub" and _is_mask(p.name):
+            inputs[p.name] = padding_mask(shape, rng).astype(dtype)
         elif dtype.kind in "iu":
-            high = min(2 if _is_mask(p.name) else 8, rows.get(p.name, 8))
-            inputs[p.name] = rng.integers(0, high, shape).astype(dtype)
+            inputs[p.name] = rng.integers(0, min(8, rows.get(p.name, 8)), shape).astype(dtype)
         elif dtype.kind == "b":
             inputs[p.name] = rng.integers(0, 2, shape).astype(bool)
         else:
             raise InputError(f"cannot make random values of dtype {p.dtype} for input {p.name!r}")
     return inputs
+
+
+def padding_mask(shape: tuple, rng: np.random.Generator) -> np.ndarray:
+    """A mask as a tokenizer's padding makes it: along the last axis, a run of ones from the start
+    (at least one) and zeros after it, each row's length drawn. Random 0/1 values would mask the
+    first keys of some rows, which no right-padded input does, and a causal attention's first
+    queries would then see no key (a slower path, and not what a benchmark should time)."""
+    if not shape or not shape[-1]:
+        return np.ones(shape, np.int64)
+    lengths = rng.integers(1, shape[-1] + 1, shape[:-1])
+    return (np.arange(shape[-1]) < np.asarray(lengths)[..., None]).astype(np.int64)
 
 
 def _is_mask(name: str) -> bool:

@@ -104,7 +104,8 @@ def optimize_pipeline() -> Sequential:
       their kernels read), FuseClassifierNormalizer (a Normalizer of a linear classifier's
       scores as the classifier's ``norm``), RoundFloat16InFloat32 (a float16 rounding every reader widens again
       kept in float32 by ``round_to_float16``; after CanonicalizeBindings and DeadCodeElimination:
-      it reads readers through no aliases, and no dead tuple of a split's pieces), another core round to clean up, HoistMaxPool (a max pool of a monotone
+      it reads readers through no aliases, and no dead tuple of a split's pieces), another core
+      round to clean up, HoistMaxPool (a max pool of a monotone
       requantization chain pools the chain's input), TabulateIntegerFunctions
       (elementwise chains of a quantized value become table look-ups, on folded
       constants), FuseDynamicQuantize (a DynamicQuantizeLinear an integer product reads in
@@ -123,7 +124,8 @@ def optimize_pipeline() -> Sequential:
                      convert_layout, conv1d_channels_last, simplify_algebra, concat_of_split_pass, fuse_squeeze_excite,
                      fold_activation_scales,
                      drop_zero_sign_round_trips, pack_recurrent_weights, fuse_classifier_normalizer,
-                     canonicalize_bindings, dead_code_elimination, round_float16_in_float32, *core_passes(), hoist_max_pool,
+                     canonicalize_bindings, dead_code_elimination, round_float16_in_float32, *core_passes(),
+                     hoist_max_pool,
                      tabulate_integer_functions,
                      fuse_dynamic_quantize, dead_code_elimination, merge_quantized_products, share_look_ups, widen_look_up_tables,
                      narrow_index_casts, drop_nan_saturation, fuse_attention, dead_code_elimination, fuse_ops],

@@ -422,4 +422,5 @@ def test_float16_attention_between_projections_fused_in_float32():
     for shape in ((1, 17, 8), (3, 5, 8), (2, 1, 8), (0, 4, 8)):
         x = exact_inputs(shape, -2, 2)
         got, want = ours.run({"x": x})["y"], theirs.run({"x": x})["y"]
-        assert got.dtype == want.dtype == np.float16 and np.array_equal(got.view(np.uint16), want.view(np.uint16)), shape
+        assert got.dtype == want.dtype == np.float16, shape
+        assert np.array_equal(got.view(np.uint16), want.view(np.uint16)), shape
