@@ -619,3 +619,22 @@ def test_masked_query_rows_redo_the_tensor_whole_and_the_kept_path_goes_there_fi
     one[0] = 0.0
     assert norm.redoes_whole(rows, quarter) and not norm.redoes_whole(rows, one)
     assert norm.redoes_whole(rows[:10], one[:10])                       # a small tensor: any low row
+
+
+@pytest.mark.parametrize("shape", [(31, 8), (32, 8), (448, 56), (40, 64), (40, 65), (2048, 3), (33, 1)])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_row_maxes_by_columns_are_numpys_row_maxes(shape, dtype):
+    """Many short rows reduced down columns give numpy's row maxes (a max is exact): masked rows
+    of finfo.min, -inf values and all -inf rows, signed zeros (equal values), both sides of the
+    size bars."""
+    rng = np.random.default_rng(shape[0] * shape[1])
+    rows = rand(rng, shape, dtype) * 4
+    rows[::7] = np.finfo(dtype).min
+    rows[1::5, ::2] = -np.inf
+    rows[2] = -np.inf
+    rows[3] = 0.0
+    rows[3, ::2] = -0.0
+    want = np.maximum.reduce(rows, 1, None, None, True)
+    got = norm._row_maxes(rows)
+    assert got.shape == want.shape == (shape[0], 1) and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
