@@ -621,7 +621,7 @@ def test_masked_query_rows_redo_the_tensor_whole_and_the_kept_path_goes_there_fi
     assert norm.redoes_whole(rows[:10], one[:10])                       # a small tensor: any low row
 
 
-@pytest.mark.parametrize("shape", [(31, 8), (32, 8), (448, 56), (40, 64), (40, 65), (2048, 3), (33, 1)])
+@pytest.mark.parametrize("shape", [(31, 8), (511, 8), (512, 8), (448, 56), (64, 64), (64, 65), (2048, 3), (4096, 1)])
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 def test_row_maxes_by_columns_are_numpys_row_maxes(shape, dtype):
     """Many short rows reduced down columns give numpy's row maxes (a max is exact): masked rows

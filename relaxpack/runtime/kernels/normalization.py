@@ -250,19 +250,21 @@ def surely_redone_whole(rows: np.ndarray, dst: np.ndarray) -> str | None:
 def _row_maxes(rows: np.ndarray) -> np.ndarray:
     """``_MAX(rows, 1, None, None, True)`` (``(rows, 1)``), the same values where no row holds a NaN
     (a max is exact; the callers check the result's max, or come with a finite tensor max): many
-    short rows (:data:`_SHORT_ROW`, :data:`_MANY_ROWS`) copied to columns and reduced down them,
-    as numpy reduces each short row in a loop of its own (448 rows of 56: 23 -> 12.5 us; 2048 of
-    8: 85 -> 8; rows of 128 reduce faster as rows)."""
+    short rows (:data:`_SHORT_ROW`, :data:`_COLUMNS_MIN_SIZE`) copied to columns and reduced down
+    them, as numpy reduces each short row in a loop of its own (448 rows of 56: 23 -> 15 us; 2048
+    of 8: 85 -> 11; rows of 128 reduce faster as rows, and below ~4k values the scratch's ~2.5 us
+    costs more than it saves: 102 rows of 17 4.8 against 5.2)."""
     count, n = rows.shape
-    if n > _SHORT_ROW or count < _MANY_ROWS:
+    if n > _SHORT_ROW or count * n < _COLUMNS_MIN_SIZE:
         return _MAX(rows, 1, None, None, True)
     with Scratch([((n, count), rows.dtype)]) as (columns,):
         np.copyto(columns, rows.T)
         return _MAX(columns, 0).reshape(count, 1)
 
 
-#: rows of at most this many values, at least this many of them, take :func:`_row_maxes`' columns
-_SHORT_ROW, _MANY_ROWS = 64, 32
+#: rows of at most this many values, of at least this many values in all, take :func:`_row_maxes`'
+#: columns
+_SHORT_ROW, _COLUMNS_MIN_SIZE = 64, 4096
 
 
 #: up to this many values a tensor's max and a few row sums' min are Python's (a fifth of the
