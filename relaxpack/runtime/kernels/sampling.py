@@ -208,9 +208,8 @@ def _axis_matrices(y0, h, grid_h, x0, w, grid_w, output_size, height: int, width
     out_h, out_w = output_size
     count, longest = len(y0), max(height, width)
     if out_h == out_w and most_h == most_w and 2 * count * out_h * most_h * longest <= roi_separable.HAT_MAX_VALUES:
-        sizes = np.repeat(np.array([height, width], np.int64), count).reshape(-1, 1, 1)
-        both = roi_separable.hat_matrix(np.concatenate([y0, x0]), np.concatenate([h, w]),
-                                        np.concatenate([grid_h, grid_w]), out_h, sizes, most_h, longest)
+        starts, lengths, grids, sizes = _stacked(y0, h, grid_h, x0, w, grid_w, height, width)
+        both = roi_separable.hat_matrix(starts, lengths, grids, out_h, sizes, most_h, longest)
         return both[:count, :, :height], both[count:, :, :width]
     if count * (out_h * most_h * height + out_w * most_w * width) <= roi_separable.HAT_MAX_VALUES:
         return (roi_separable.hat_matrix(y0, h, grid_h, out_h, height, most_h, height),
@@ -230,10 +229,17 @@ def _roi_axes(y0, h, grid_h, x0, w, grid_w, output_size, height: int, width: int
     if out_h != out_w or most_h != most_w:
         return _roi_axis(y0, h, grid_h, out_h, height, most_h), _roi_axis(x0, w, grid_w, out_w, width, most_w)
     count = len(y0)
-    sizes = np.repeat(np.array([height, width], np.int64), count).reshape(-1, 1, 1)
-    taps, weights, used = _roi_axis(np.concatenate([y0, x0]), np.concatenate([h, w]),
-                                    np.concatenate([grid_h, grid_w]), out_h, sizes, most_h)
+    starts, lengths, grids, sizes = _stacked(y0, h, grid_h, x0, w, grid_w, height, width)
+    taps, weights, used = _roi_axis(starts, lengths, grids, out_h, sizes, most_h)
     return (taps[:count], weights[:count], used[:count]), (taps[count:], weights[count:], used[count:])
+
+
+def _stacked(y0, h, grid_h, x0, w, grid_w, height: int, width: int) -> tuple:
+    """The boxes' y rows above their x rows: starts, lengths, grids, and each row's axis length as
+    an int64 ``(2R, 1, 1)`` array (the stacked calls of :func:`_roi_axes` and
+    :func:`_axis_matrices`)."""
+    sizes = np.repeat(np.array([height, width], np.int64), len(y0)).reshape(-1, 1, 1)
+    return np.concatenate([y0, x0]), np.concatenate([h, w]), np.concatenate([grid_h, grid_w]), sizes
 
 
 def _roi_boxes(rois: np.ndarray, out_h: int, out_w: int, sampling_ratio: int, spatial_scale: float,
