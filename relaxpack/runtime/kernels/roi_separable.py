@@ -20,8 +20,8 @@ import numpy as np
 
 from ._workspace import Scratch
 
-#: the GEMMs' multiply-adds may be this many times the gathered values (measured: a gathered
-#: value costs 10-20 multiply-adds of these small products)
+#: the GEMMs' multiply-adds may be this many times the gathered values (measured on small maps: a
+#: gathered value costs 10-20 multiply-adds of these small products; ``sampling._average_method``)
 DENSE_PER_GATHERED = 8
 
 
@@ -80,14 +80,7 @@ def axis_matrix(taps: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
     return summed.astype(weights.dtype, copy=False).reshape(count, bins, size)
 
 
-def dense_wins(count: int, channels: int, height: int, width: int, out_h: int, out_w: int,
-               grid_h: int, grid_w: int) -> bool:
-    """Whether the two products cost less than the gather of every sample's four values."""
-    gathered = count * out_h * out_w * grid_h * grid_w * 4 * channels
-    return _cost(count, channels, height, width, out_h, out_w) <= DENSE_PER_GATHERED * gathered
-
-
-def _cost(count: int, channels: int, height: int, width: int, out_h: int, out_w: int) -> int:
+def dense_cost(count: int, channels: int, height: int, width: int, out_h: int, out_w: int) -> int:
     """Multiply-adds of the cheaper order (rows first or columns first)."""
     first = count * channels * height * width
     return min(first * out_h + count * out_h * channels * width * out_w,

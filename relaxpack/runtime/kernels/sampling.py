@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from ...errors import ShapeError
-from . import roi_separable
+from . import roi_cropped, roi_separable
 from ._math import pads, per_spatial, upcast, work_dtype
 from ._registry import register_kernel
 
@@ -259,6 +259,25 @@ def _roi_boxes(rois: np.ndarray, out_h: int, out_w: int, sampling_ratio: int, sp
     return y0, height, grid_h, x0, width, grid_w
 
 
+def _average_method(mode: str, count: int, channels: int, height: int, width: int, out_h: int, out_w: int,
+                    most_h: int, most_w: int, h: np.ndarray, w: np.ndarray, images: int) -> str | None:
+    """How an average RoiAlign runs: ``"cropped"`` (two products per box on its window,
+    :mod:`.roi_cropped`), ``"dense"`` (two products per box on the whole map, :mod:`.roi_separable`)
+    or None (the gather), by their estimated costs; a box's window estimated as its extent plus a
+    pixel of bilinear reach at each end; ``images`` maps at most copied channels last."""
+    if mode != "avg":
+        return None
+    gathered = roi_separable.DENSE_PER_GATHERED * count * out_h * out_w * most_h * most_w * 4 * channels
+    dense = roi_separable.dense_cost(count, channels, height, width, out_h, out_w)
+    best = min(dense, gathered)
+    if roi_cropped.BOX_CALL_PRODUCTS * count < best:      # (else its calls alone cost more: not estimated)
+        rows = np.clip(np.ceil(np.nan_to_num(h, nan=height)) + 2, 1, height).astype(np.int64)
+        cols = np.clip(np.ceil(np.nan_to_num(w, nan=width)) + 2, 1, width).astype(np.int64)
+        if roi_cropped.cost(rows, cols, channels, out_h, out_w, images, height * width) < best:
+            return "cropped"
+    return "dense" if dense <= gathered else None
+
+
 @register_kernel("image.roi_align")
 def roi_align(data, rois, batch_indices, *, out, output_size, sampling_ratio, spatial_scale, mode,
               coordinate_transformation_mode):
@@ -286,11 +305,20 @@ def roi_align(data, rois, batch_indices, *, out, output_size, sampling_ratio, sp
     y0, h, grid_h, x0, w, grid_w = _roi_boxes(rois.astype(dtype), out_h, out_w, sampling_ratio, spatial_scale,
                                               coordinate_transformation_mode == "half_pixel")
     most_h, most_w = max(int(grid_h.max()), 1), max(int(grid_w.max()), 1)
-    if mode == "avg" and roi_separable.dense_wins(count, channels, height, width, out_h, out_w, most_h, most_w) \
-            and np.isfinite(data).all():
+    method = _average_method(mode, count, channels, height, width, out_h, out_w, most_h, most_w, h, w,
+                             data.shape[0])
+    # (the whole-map products would spread a non-finite value anywhere in a map to all its boxes;
+    # the windows' to their own box, which then has one in its output: the gather redoes them)
+    if method == "cropped" or (method == "dense" and np.isfinite(data).all()):
         ay, ax = _axis_matrices(y0, h, grid_h, x0, w, grid_w, output_size, height, width, most_h, most_w)
-        roi_separable.roi_average(data, batch_indices, ay, ax, np.maximum(grid_h * grid_w, 1), dtype, out)
-        return
+        samples = np.maximum(grid_h * grid_w, 1)
+        if method == "dense":
+            roi_separable.roi_average(data, batch_indices, ay, ax, samples, dtype, out)
+            return
+        ylo, yhi = roi_cropped.spans(ay)
+        xlo, xhi = roi_cropped.spans(ax)
+        if roi_cropped.roi_average(data, batch_indices, ay, ax, samples, dtype, out, (ylo, yhi, xlo, xhi)):
+            return
     (ytaps, yw, yused), (xtaps, xw, xused) = _roi_axes(y0, h, grid_h, x0, w, grid_w, output_size, height, width,
                                                        most_h, most_w)
     table = data.transpose(0, 2, 3, 1)                       # (N, H, W, C): one gather reads all channels
