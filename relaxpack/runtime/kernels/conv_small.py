@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from . import conv_column_phases, conv_depthwise_banded, conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
+from . import conv_column_phases, conv_depthwise_banded, conv_pruned, conv_small_integer, conv_small_nhwc, conv_strided, conv_wide
 from .gemm_blocks import block_calls, column_blocks
 from ._math import CLIP, pads, scalar_array
 from ._workspace import same_workspace, scratch_nbytes
@@ -49,7 +49,21 @@ def specialize(generic, constant: tuple, *, strides, padding, dilation, groups, 
     """``call(data, weight, bias=None, *, out, workspace=None)`` for one instruction of ``generic``
     (``nn.conv_bias_act``'s kernel) with these attributes; a float16 weight's float32 copy is kept
     only when ``constant[1]`` says the weight is a bound value. ``declare(weight, bias)``, if
-    given, runs first on any call but one on the last call's objects."""
+    given, runs first on any call but one on the last call's objects. A dilated, padded conv
+    leaves out the taps that read padding alone at the input's size (:mod:`.conv_pruned`)."""
+    attrs = dict(strides=strides, padding=padding, dilation=dilation, groups=groups, activation=activation,
+                 data_layout=data_layout, out_layout=out_layout, exact=exact)
+    call = _specialize_taps(generic, constant, declare=declare, **attrs)
+    rank = len(dilation) if isinstance(dilation, (tuple, list)) else None
+    if rank is None or not conv_pruned.may_prune(rank, padding, dilation):
+        return call
+    return conv_pruned.wrap(call, lambda pruned: _specialize_taps(generic, constant, declare=declare, **pruned),
+                            attrs, rank, bool(len(constant) > 1 and constant[1]))
+
+
+def _specialize_taps(generic, constant: tuple, *, strides, padding, dilation, groups, activation,
+                     data_layout, out_layout, exact=False, declare=None):
+    """:func:`specialize`'s call of every tap."""
     fixed_weight = len(constant) > 1 and constant[1]
     fixed_bias = len(constant) > 2 and constant[2]
     attrs = dict(strides=strides, padding=padding, dilation=dilation, groups=groups, activation=activation,

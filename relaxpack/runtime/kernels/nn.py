@@ -34,7 +34,7 @@ from ..fpstate import quiet
 from ._math import commit, is_low_float, pads, per_spatial, scalar_array, scratch, work_dtype
 from ..dtypes import numpy_dtype
 from ._workspace import scratch_nbytes
-from . import avg_pool_flat, conv_integer, conv_nhwc, conv_transpose_tiled, conv_winograd, max_pool_flat
+from . import avg_pool_flat, conv_integer, conv_nhwc, conv_pruned, conv_transpose_tiled, conv_winograd, max_pool_flat
 from .conv_direct import COPIES_OUT, conv_plan, run_conv, scratch_layouts, writes_channels_last
 from .conv_transpose_nhwc import run_conv_transpose_nhwc
 from .reduce import spatial_mean_into, specialize_mean
@@ -116,7 +116,14 @@ def conv_bias(data, weight, bias, *, out, strides, padding, dilation, groups, da
     the results of the two ops (the bias is added in ``out``'s precision);
     then ``epilogue(view)`` (an elementwise activation, in place) on all of
     ``out``, a part at a time where the engine finishes it in blocks. ``exact``:
-    a Winograd plan (whose weight transform has fractions) runs its direct fallback."""
+    a Winograd plan (whose weight transform has fractions) runs its direct fallback. A dilated,
+    padded conv leaves out the taps that read padding alone (:mod:`.conv_pruned`)."""
+    pruned = conv_pruned.pruned_operands(data, weight, strides, padding, dilation, data_layout == "NHWC")
+    if pruned is not None:
+        conv_bias(pruned[0], pruned[1], bias, out=out, strides=strides, padding=pruned[2], dilation=dilation,
+                  groups=groups, data_layout=data_layout, out_layout=out_layout, workspace=workspace,
+                  epilogue=epilogue, exact=exact)
+        return
     try:
         plan, lengths, expected = _prepared_conv(data.shape, weight.shape, strides, padding, dilation, groups,
                                                  data_layout, out_layout)
