@@ -181,3 +181,20 @@ def test_the_aspp_conv_runs_as_a_one_by_one_conv(monkeypatch):
     x, w, b = rand(rng, (1, 16, 8, 10), "float32"), rand(rng, (8, 16, 3, 3), "float32"), rand(rng, (8,), "float32")
     CONV_BIAS_ACT.specialize_attrs(attrs, (False, True, True))(x, w, b, out=np.empty((1, 8, 8, 10), np.float32))
     assert seen == [((1, 16, 8, 10), (8, 16, 1, 1), (0, 0, 0, 0))]
+
+
+def test_operands_that_do_not_fit_get_the_kernels_own_error(monkeypatch):
+    """Data of another rank than the weight: no pruning is tried, and the conv's own checks say
+    what is wrong, in the words they use without pruning."""
+    from relaxpack.errors import ShapeError
+    rng = np.random.default_rng(1)
+    attrs = _attrs("NCHW", (1, 1), (24, 24, 24, 24), (24, 24))
+    x, w = rand(rng, (1, 4, 8), "float32"), rand(rng, (2, 4, 3, 3), "float32")
+    messages = []
+    for prune in (True, False):
+        if not prune:
+            monkeypatch.setattr(conv_pruned, "pruned_operands", lambda *args: None)
+        with pytest.raises(ShapeError) as error:
+            CONV_BIAS_ACT(x, w, None, out=np.empty((1, 2, 8), np.float32), **attrs)
+        messages.append(str(error.value))
+    assert messages[0] == messages[1]

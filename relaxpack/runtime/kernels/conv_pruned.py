@@ -39,8 +39,8 @@ def pruned_operands(data: np.ndarray, weight: np.ndarray, strides, padding, dila
     the attributes are not the plain tuples the IR gives (an unhashable list: not cached)."""
     rank = weight.ndim - 2
     try:
-        if rank < 1 or not may_prune(rank, padding, dilation):
-            return None
+        if rank < 1 or data.ndim != weight.ndim or not may_prune(rank, padding, dilation):
+            return None         # (operands that do not fit: the kernel's checks say so)
     except TypeError:           # (a list attribute: not cached, and no pruning)
         return None
     spatial = data.shape[1:-1] if channels_last else data.shape[2:]

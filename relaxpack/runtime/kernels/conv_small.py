@@ -55,7 +55,11 @@ def specialize(generic, constant: tuple, *, strides, padding, dilation, groups, 
                  data_layout=data_layout, out_layout=out_layout, exact=exact)
     call = _specialize_taps(generic, constant, declare=declare, **attrs)
     rank = len(dilation) if isinstance(dilation, (tuple, list)) else None
-    if rank is None or not conv_pruned.may_prune(rank, padding, dilation):
+    try:
+        prunable = rank is not None and conv_pruned.may_prune(rank, padding, dilation)
+    except Exception:   # noqa: BLE001 - a list or malformed attribute: the kernel's calls say what is wrong
+        prunable = False
+    if not prunable:
         return call
     return conv_pruned.wrap(call, lambda pruned: _specialize_taps(generic, constant, declare=declare, **pruned),
                             attrs, rank, bool(len(constant) > 1 and constant[1]))

@@ -65,7 +65,7 @@ def _select(corners: tuple[np.ndarray, ...], order: np.ndarray, limit: int, iou_
     candidate ``j``), then the matrix of the boxes it kept against the later candidates, whose
     union is struck off. The same IoU tests as one matrix of every candidate against the later
     ones, made only where a kept box meets a later candidate: a detector's 1200 candidates keeping
-    256 make ~0.3M tests instead of ~0.9M (torchvision's SSDlite: 7.4 -> 2.5 ms)."""
+    256 make ~0.3M tests instead of ~0.9M (torchvision's SSDlite's call: 11.0 -> 2.3 ms)."""
     picked = tuple(c[order] for c in corners)
     with quiet():
         area = (picked[3] - picked[1]) * (picked[2] - picked[0])
