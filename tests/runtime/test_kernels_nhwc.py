@@ -14,7 +14,7 @@ from relaxpack.runtime.kernels.nn import conv_workspace
 
 from .kernel_calls import op_attrs
 from .test_kernels_nn import CONV_CASES, CONV_T_CASES, CONV_TOL, POOL_CASES, conv_ref, onnx_window_attrs, pool_onnx_attrs
-from .test_kernels_registry import assert_close, rand, run_kernel, run_onnx
+from .test_kernels_registry import assert_close, rand, run_kernel, run_onnx, tolerance
 
 EXTRA_CASES = [
     ((2, 32, 9, 9), (32, 1, 3, 3), dict(groups=32, strides=2, padding=1)),  # depthwise, stride 2
@@ -243,3 +243,23 @@ def test_conv_transpose_nhwc(dtype, data, weight, attrs):
         expected = run_kernel("nn.conv_transpose", x, w, **attrs)
     got = run_kernel("nn.conv_transpose", last(x), iohw_last(w), data_layout="NHWC", **attrs)
     assert_close(got, last(expected), **CONV_TOL[dtype])
+
+
+@pytest.mark.parametrize("count_include_pad", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_a_padded_nhwc_avg_pool_sums_channels_last(count_include_pad, dtype):
+    """Inception's 3x3/1 pools of channels-last maps: the zero-padded copy the taps are summed from
+    lies channels last, as the data and the sum do (a channels-first one made every add stride across
+    the channels: 1.2 ms for 17x17x288), and the pool is the reference's."""
+    from relaxpack.runtime.kernels.nn import _avg_pool_calls
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 7, 9, 40)).astype(dtype)
+    out = np.empty_like(x)
+    calls = _avg_pool_calls(x, out, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False, count_include_pad, "NHWC")
+    padded_inner = calls[0][1][0]                   # the copy of the data into the padded buffer
+    assert padded_inner.base is not None and padded_inner.strides[1] == padded_inner.itemsize   # channels innermost
+    got = run_kernel("nn.avg_pool", x, data_layout="NHWC", count_include_pad=count_include_pad, ceil_mode=False,
+                     pool_size=(3, 3), strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1))
+    want, = run_onnx("AveragePool", [np.ascontiguousarray(x.transpose(0, 3, 1, 2))],
+                     dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=int(count_include_pad)))
+    assert_close(got.transpose(0, 3, 1, 2), want, **tolerance(dtype))

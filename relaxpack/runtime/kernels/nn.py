@@ -548,7 +548,12 @@ def _avg_pool_calls(data, out, pool_size, strides, padding, dilation, ceil_mode,
     dtype = np.dtype(np.float64) if out.dtype.kind in "iu" else work_dtype(out.dtype)
     calls, x = [], data
     if any(begins) or any(reach) or data.dtype != dtype:
-        x = np.zeros((*data.shape[:2], *(n + b + r for n, b, r in zip(data.shape[2:], begins, reach))), dtype)
+        # in the data's memory order: a channels-last pool's taps then add channels-last arrays, whose
+        # inner runs numpy joins (a channels-first buffer against a channels-last sum: ~1.6 ns a value,
+        # Inception's 17x17x288 pool 1.17 ms)
+        x = _empty_like_order(data, (*data.shape[:2], *(n + b + r for n, b, r in zip(data.shape[2:], begins, reach))),
+                              dtype)
+        x.fill(0)
         inner = x[(slice(None), slice(None)) + tuple(slice(b, b + n) for b, n in zip(begins, data.shape[2:]))]
         calls.append((np.copyto, (inner, data), {"casting": "unsafe"}))
     acc = out if out.dtype == dtype else np.empty(out.shape, dtype)
