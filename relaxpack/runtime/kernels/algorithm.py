@@ -18,6 +18,7 @@ from ...errors import ShapeError
 from ..kept import keep
 from ._math import is_low_float, normalize_axis, separate
 from ._registry import register_kernel, register_packed
+from . import einsum_matmul
 from .cumulative import accumulate_into
 
 
@@ -32,6 +33,8 @@ def einsum(operands, *, out, equation):
         result = np.einsum(equation, *(a.astype(np.float32) for a in operands), optimize=optimize)
         np.copyto(out, result, casting="unsafe")
         return
+    if len(operands) == 2 and einsum_matmul.run(equation, operands[0], operands[1], out):
+        return              # a batched matrix product: BLAS (numpy's einsum of two operands is not)
     operands = separate(out, *operands)
     np.einsum(equation, *operands, out=out, optimize=optimize)
 
