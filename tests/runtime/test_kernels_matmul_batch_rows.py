@@ -133,3 +133,55 @@ def test_kept_batch_products_are_the_plain_kernel(op, attrs, constant, shape, dt
         if op != "nn.gemm":
             viewed = x.transpose(attrs["lhs_axes"]) if attrs.get("lhs_axes") else x
             np.testing.assert_array_equal(target, _rows_product(viewed, rhs))
+
+
+@pytest.mark.parametrize("lhs_dtype, rhs_dtype, out_dtype", [("float16", "float16", "float16"),
+                                                             ("float16", "float32", "float32"),
+                                                             ("float32", "float16", "float16")])
+def test_widened_float16_batches_are_one_gemm_too(monkeypatch, lhs_dtype, rhs_dtype, out_dtype):
+    """float16 products widen to float32 and multiply there (matmul's low-float branch): a batch
+    by a large matrix is one GEMM of its rows there too, the float32 rows' product rounded once."""
+    rng = np.random.default_rng(17)
+    lhs, rhs = rand(rng, (7, 17, K), lhs_dtype), rand(rng, (K, N), rhs_dtype)
+    out = np.empty((7, 17, N), out_dtype)
+    spy = _MatmulSpy()
+    monkeypatch.setattr(np, "matmul", spy)
+    linalg.matmul(lhs, rhs, out=out, out_dtype=None)
+    monkeypatch.undo()
+    assert spy.calls == [((7 * 17, K), (K, N))]
+    want = _rows_product(lhs.astype(np.float32), rhs.astype(np.float32)).astype(out_dtype)
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("op, attrs, constant, shape", KEPT[:2] + KEPT[4:5], ids=str)
+def test_kept_float16_batch_products_are_the_plain_kernel(op, attrs, constant, shape):
+    """The specialized float16 products (a bound weight's kept float32 copy; the kept widened
+    buffers of activations) give the plain kernel's bits over calls."""
+    rng = np.random.default_rng(19)
+    call = get_kernel(op).fn.specialize_attrs(attrs, constant)
+    rhs = rand(rng, (K, N), "float16")
+    lhs = _arena_view(shape, np.float16)
+    stored = lhs.transpose(attrs["lhs_axes"]) if attrs.get("lhs_axes") else lhs
+    out = _arena_view(stored.shape[:-1] + (N,), np.float16)
+    for _ in range(3):
+        lhs[...] = rand(rng, lhs.shape, "float16")
+        call(lhs, rhs, out=out)
+        np.testing.assert_array_equal(out, _generic(op, attrs, lhs, rhs))
+
+
+def test_a_kept_widened_float16_batch_by_a_large_float32_matrix():
+    """A small float16 batch by a large float32 matrix, both activations: the specialized product
+    keeps its widened buffers (linalg._Widened) and multiplies the rows as the plain kernel does."""
+    from relaxpack.runtime.kernels.linalg import _Widened
+    rng = np.random.default_rng(23)
+    attrs = {"out_dtype": None}
+    call = get_kernel("matmul").fn.specialize_attrs(attrs, (False, False))
+    lhs, rhs = _arena_view((2, 3, K), np.float16), _arena_view((K, N), np.float32)
+    out = _arena_view((2, 3, N), np.float16)
+    for _ in range(3):
+        lhs[...], rhs[...] = rand(rng, lhs.shape, "float16"), rand(rng, rhs.shape, "float32")
+        call(lhs, rhs, out=out)
+        np.testing.assert_array_equal(out, _generic("matmul", attrs, lhs, rhs))
+    kept = [item for cell in call.__closure__ if isinstance(cell.cell_contents, list)
+            for item in cell.cell_contents if isinstance(item, _Widened)]
+    assert kept                                         # the kept buffers' path was the one taken

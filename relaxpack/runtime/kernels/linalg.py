@@ -37,7 +37,7 @@ def matmul(lhs, rhs, *, out, out_dtype):
         out[...] = 0
         return
     if is_low_float(out.dtype) or is_low_float(lhs.dtype):
-        result = np.matmul(lhs.astype(np.float32), rhs.astype(np.float32))
+        result = product32(lhs.astype(np.float32), rhs.astype(np.float32))
         np.copyto(out, result, casting="unsafe")
         return
     if out.dtype.kind == "i" and out.size * lhs.shape[-1] >= integer_exact.MIN_PRODUCTS \
@@ -76,6 +76,17 @@ def _folded(lhs, rhs, out) -> bool:
     rows = lhs if lhs.flags.c_contiguous else np.ascontiguousarray(lhs)
     np.matmul(rows.reshape(-1, rows.shape[-1]), rhs, out=out.reshape(-1, out.shape[-1]))
     return True
+
+
+def product32(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``np.matmul(a, b)`` (into ``out`` when given) of float32 operands, the widened products of
+    float16 and bfloat16 (:func:`matmul`'s low-float branch and the specialized ones): a batch by a
+    large 2-d ``b`` as one GEMM of its rows, as :func:`matmul` makes a float32 one."""
+    if b.ndim == 2 and a.ndim > 2 and b.nbytes >= FOLD_MIN_RHS_BYTES and a.dtype == b.dtype:
+        target = np.empty(a.shape[:-1] + b.shape[-1:], a.dtype) if out is None else out
+        if target.dtype == a.dtype and _folded(a, b, target):
+            return target
+    return np.matmul(a, b) if out is None else np.matmul(a, b, out)
 
 
 def _exact_float_matmul(lhs, rhs, out) -> bool:
@@ -161,11 +172,11 @@ def _specialize_matmul(attrs: dict, constant: tuple):
         if rhs is not kept[0]:
             kept[:] = rhs, rhs.astype(np.float32)
         if lhs.size < WIDEN_MIN_SIZE:       # (below half_cast's bars: numpy's conversions, no call)
-            np.copyto(out, np.matmul(lhs.astype(np.float32), kept[1]), casting="unsafe")
+            np.copyto(out, product32(lhs.astype(np.float32), kept[1]), casting="unsafe")
         elif out.dtype == _F32 and out.flags.c_contiguous and lhs.shape[:-1] == out.shape[:-1]:
-            np.matmul(as_float32(lhs), kept[1], out)    # the same sgemm, straight into out
+            product32(as_float32(lhs), kept[1], out)    # the same sgemm, straight into out
         else:
-            cast_into(out, np.matmul(as_float32(lhs), kept[1]))     # (numpy's conversions' values)
+            cast_into(out, product32(as_float32(lhs), kept[1]))     # (numpy's conversions' values)
     return call
 
 
@@ -388,7 +399,7 @@ class _Widened:
             else:                               # (below half_cast's bars: numpy's, without a call)
                 buffer[...] = x
         a, b, product = self.product
-        np.matmul(a, b, product)
+        product32(a, b, product)
         if self.target is not None:
             if self.big_target:
                 cast_into(self.target, product)
