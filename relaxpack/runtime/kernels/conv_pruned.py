@@ -49,8 +49,7 @@ def pruned_operands(data: np.ndarray, weight: np.ndarray, strides, padding, dila
     if geometry is None:
         return None
     taps, crops, new_padding = geometry
-    window = (slice(None),) + crops + (slice(None),) if channels_last else (slice(None), slice(None)) + crops
-    return data[window], _kept_weight(weight, taps, channels_last), new_padding
+    return data[_spatial_index(crops, channels_last)], _kept_weight(weight, taps, channels_last), new_padding
 
 
 def kept_taps(n: int, k: int, s: int, d: int, b: int, length: int) -> tuple[int, int]:
@@ -115,12 +114,17 @@ def wrap(call, make, attrs: dict, kernel_rank: int, fixed_weight: bool):
         taps, crops, inner = plan[1]
         if weight is not weights[0] or not fixed_weight:
             weights[:] = weight, _kept_weight(weight, taps, channels_last)
-        window = (slice(None),) + crops + (slice(None),) if channels_last else (slice(None), slice(None)) + crops
-        inner(data[window], weights[1], bias, out=out, workspace=workspace)
+        inner(data[_spatial_index(crops, channels_last)], weights[1], bias, out=out, workspace=workspace)
     return pruned
+
+
+def _spatial_index(spatial: tuple, channels_last: bool) -> tuple:
+    """The index of the data (NCHW or NHWC) taking the slices ``spatial`` of its spatial axes."""
+    every = slice(None)
+    return (every,) + spatial + (every,) if channels_last else (every, every) + spatial
 
 
 def _kept_weight(weight: np.ndarray, taps: tuple, channels_last: bool) -> np.ndarray:
     """The weight's kept taps (HWIO for channels last, else OIHW), contiguous."""
-    index = taps + (slice(None), slice(None)) if channels_last else (slice(None), slice(None)) + taps
-    return np.ascontiguousarray(weight[index])
+    every = slice(None)
+    return np.ascontiguousarray(weight[taps + (every, every) if channels_last else (every, every) + taps])
