@@ -73,8 +73,10 @@ def _folded(lhs, rhs, out) -> bool:
     one batch of rows (:func:`matmul` then calls ``np.matmul``)."""
     if not out.flags.c_contiguous or lhs.shape[:-1] != out.shape[:-1]:
         return False
-    rows = lhs if lhs.flags.c_contiguous else np.ascontiguousarray(lhs)
-    np.matmul(rows.reshape(-1, rows.shape[-1]), rhs, out=out.reshape(-1, out.shape[-1]))
+    rows = batch_rows(lhs if lhs.flags.c_contiguous else np.ascontiguousarray(lhs), rhs, out)
+    if rows is None:
+        return False
+    np.matmul(rows[0], rhs, out=rows[1])
     return True
 
 
