@@ -54,6 +54,7 @@ class BlasLibrary:
     path: str
     get: Callable[[], int]
     set: Callable[[int], None]
+    core: str | None = None     # OpenBLAS's kernel for this CPU ("SkylakeX", "Haswell", ...)
 
 
 _found: list[BlasLibrary] | None = None
@@ -77,6 +78,13 @@ def get_blas_threads() -> int | None:
     """The BLAS thread count (of the first library found), or None when it cannot be read."""
     libraries = blas_libraries()
     return libraries[0].get() if libraries else None
+
+
+def blas_core() -> str | None:
+    """The kernel family the first found BLAS picked for this CPU (OpenBLAS's ``get_corename``,
+    lower case, e.g. ``"skylakex"``), or None (another BLAS, or none found)."""
+    libraries = blas_libraries()
+    return libraries[0].core.lower() if libraries and libraries[0].core else None
 
 
 def set_blas_threads(n: int) -> int | None:
@@ -144,8 +152,19 @@ def _open(path: str) -> BlasLibrary | None:
             continue
         set_fn.argtypes, set_fn.restype = [ctypes.c_int], None
         get_fn.argtypes, get_fn.restype = [], ctypes.c_int
-        return BlasLibrary(kind, path, lambda f=get_fn: int(f()), lambda n, f=set_fn: f(int(n)))
+        return BlasLibrary(kind, path, lambda f=get_fn: int(f()), lambda n, f=set_fn: f(int(n)),
+                           _core(lib, getter) if kind == "openblas" else None)
     return None
 
 
-__all__ = ["BlasLibrary", "blas_libraries", "blas_threads", "get_blas_threads", "set_blas_threads"]
+def _core(lib, getter: str) -> str | None:
+    """OpenBLAS's core name, from the entry point named as the thread count's ``getter`` is."""
+    core = getattr(lib, getter.replace("get_num_threads", "get_corename"), None)
+    if core is None:
+        return None
+    core.argtypes, core.restype = [], ctypes.c_char_p
+    name = core()
+    return name.decode("ascii", "replace").strip() if name else None
+
+
+__all__ = ["BlasLibrary", "blas_core", "blas_libraries", "blas_threads", "get_blas_threads", "set_blas_threads"]

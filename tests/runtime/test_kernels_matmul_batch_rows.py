@@ -12,11 +12,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relaxpack.runtime.kernels import get_kernel, linalg
+from relaxpack.runtime.kernels import gemm_panels, get_kernel, linalg
 
 from .test_kernels_registry import rand
 
 K, N = 256, 512         # a float32 rhs of exactly linalg.FOLD_MIN_RHS_BYTES
+
+
+@pytest.fixture(autouse=True)
+def _one_gemm(monkeypatch):
+    """The fold's contract, where a few rows are not small products by panels (another BLAS, or
+    more threads): float32's panels are tests/runtime/test_kernels_gemm_panels.py's."""
+    monkeypatch.setattr(gemm_panels, "available", lambda: False)
 
 
 def _rows_product(lhs, rhs):

@@ -18,7 +18,7 @@ from ...errors import UnsupportedOpError
 from .activation import gelu, gelu_in_place, hard_sigmoid, hard_swish, hard_swish6_in_place, leakyrelu, relu, silu
 from .elementwise import clip, sigmoid
 from .gelu_per_output import gelu_act
-from . import integer_exact
+from . import gemm_panels, integer_exact
 from .linalg import BLAS_DTYPES, fresh_out_views, matmul, one_matrix_views
 from .nn import conv_bias
 from ._registry import KERNELS, register_kernel
@@ -112,6 +112,7 @@ def _specialize_gemm(attrs: dict, constant: tuple):
 
     views = [None] * 5          # one_matrix_views of the last call by a constant weight
     fresh = [None] * 5          # fresh_out_views of the last call by a constant weight into a new array
+    panels = [None, None, None]     # the weight, the panels' width, their packed copy (gemm_panels)
 
     def call(x, w, bias=None, *, out, workspace=None):
         if x is fresh[0] and w is fresh[1] and out.shape == fresh[3] and out.dtype is fresh[4] \
@@ -126,6 +127,8 @@ def _specialize_gemm(attrs: dict, constant: tuple):
                 np.dot(views[3], w, views[4])
         elif fixed and w.dtype not in BLAS_DTYPES:
             product(x, w, out=out)
+        elif fixed and x.dtype is w.dtype is out.dtype and gemm_panels.matmul_into(x, w, out, panels):
+            views[:] = fresh[:] = (None,) * 5       # matmul's panels, from the weight's packed copy
         else:
             matmul(x, w, out=out, out_dtype=None)
             if fixed:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import integer_exact
+from . import gemm_panels, integer_exact
 from ._math import is_low_float
 from ._registry import register_kernel
 from .half_cast import WIDEN_MIN_SIZE, as_float32, cast_into
@@ -27,6 +27,8 @@ def matmul(lhs, rhs, *, out, out_dtype):
     """
     dtype = out.dtype
     if lhs.dtype is dtype and rhs.dtype is dtype and dtype in BLAS_DTYPES and out.size and lhs.shape[-1]:
+        if rhs.ndim == 2 and rhs.nbytes >= gemm_panels.MIN_RHS_BYTES and gemm_panels.matmul_into(lhs, rhs, out):
+            return                          # a few rows by a large float32 matrix: small products
         if rhs.ndim == 2 and lhs.ndim > 2 and rhs.nbytes >= FOLD_MIN_RHS_BYTES and _folded(lhs, rhs, out):
             return
         np.matmul(lhs, rhs, out=out)        # the common case, first: a small product costs ~1 us
@@ -117,6 +119,8 @@ def one_matrix_views(lhs, rhs, out) -> tuple | None:
         return None
     dtype = out.dtype
     blas = bool(lhs.dtype is dtype and rhs.dtype is dtype and dtype in BLAS_DTYPES and out.size and lhs.shape[-1])
+    if blas and gemm_panels.applies(lhs, rhs, out):
+        return None             # matmul's panels (a bound weight's: the specialized call's packed copy)
     if blas and rhs.ndim == 2 and lhs.ndim > 2 and rhs.nbytes >= FOLD_MIN_RHS_BYTES:
         # a batch by a large matrix: matmul's one GEMM of its rows (batch_rows), or its fold of a
         # compact copy (not np.matmul's call)
@@ -154,6 +158,7 @@ def _specialize_matmul(attrs: dict, constant: tuple):
     if not (len(constant) > 1 and constant[1]):
         return _kept_product(None, None, None)
     kept, declared, views = [None, None], [None], [None, None, None, None, None]
+    panels = [None, None, None]     # the weight, the panels' width, their packed copy (gemm_panels)
 
     def call(lhs, rhs, *, out, workspace=None):
         if lhs is views[0] and out is views[2] and rhs is views[1]:
@@ -168,6 +173,9 @@ def _specialize_matmul(attrs: dict, constant: tuple):
             if rhs is not declared[0] and rhs.dtype.kind in "iu":
                 integer_exact.declare_constant(rhs)     # its bound and float copy kept
                 declared[0] = rhs
+            if lhs.dtype is rhs.dtype is out.dtype and gemm_panels.matmul_into(lhs, rhs, out, panels):
+                views[:] = (None,) * 5
+                return                  # matmul's panels, from the weight's packed copy
             matmul(lhs, rhs, out=out, out_dtype=out_dtype)
             views[:] = one_matrix_views(lhs, rhs, out) or (None,) * 5
             return
@@ -327,6 +335,8 @@ def _blas_views(lhs, rhs, out, lhs_axes, rhs_axes, out_inverse) -> tuple:
     if out_inverse is not None and out.itemsize not in (abs(target.strides[-1]), abs(target.strides[-2])):
         return none
     a, b = seen
+    if gemm_panels.applies(a, b, target):
+        return none             # matmul's panels, each call
     if b.ndim == 2 and a.ndim > 2 and b.nbytes >= FOLD_MIN_RHS_BYTES:
         # a batch by a large matrix: matmul's one GEMM of the rows of a compact lhs, kept as those
         # rows; where matmul copies lhs compact first (or the operand owns its memory: its form's

@@ -1,0 +1,141 @@
+"""A few rows by a large float32 matrix, as OpenBLAS's small-matrix products of column panels.
+
+OpenBLAS (0.3.x) copies ("packs") the right operand of every sgemm before it multiplies; with a
+few rows the copy and the kernel's short loops cost more than the products: 16 rows by BERT-base's
+768 x 3072 take 1.75 ms at ~45 GFLOP/s, where onnxruntime, whose weights are packed once, runs
+at ~90. The SkylakeX kernels (AVX-512; also Cooperlake's and Sapphire Rapids') have a small-matrix
+product that reads its operands where they are, taken when ``m * n * k <= 100^3``. So the matrix
+is cut into panels of ``n`` columns and the rows into blocks of ``r``, each product under that
+bound, and numpy's batched matmul makes the calls: 0.82 ms for those 16 rows from panels laid
+one after the other (a bound weight's copy, :func:`packed`), 0.3-0.9x the time at 2-512 rows
+for BERT's and MiniLM's shapes (docs/design-notes.md, "Small-row products by panels").
+
+Every row block has at least two rows: a one-row product is a GEMV, whose sums round otherwise.
+The results then do not depend on ``n``, ``r`` or the panels' layout (the strided view of
+:func:`view` or the packed copy): each output sums its ``k`` products in order in one register.
+Elsewhere (another BLAS or kernel, more BLAS threads and many rows, where the threaded GEMM is
+faster) :func:`plan` says None and the product is one GEMM as before.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..blas import blas_core, get_blas_threads
+
+#: OpenBLAS's bound on ``m * n * k`` for its small-matrix sgemm (``sgemm_small_kernel_permit``)
+SMALL_PRODUCT_MAX = 100 ** 3
+#: right operands from this size take panels (smaller ones: one GEMM, often a small product too)
+MIN_RHS_BYTES = 256 << 10
+#: panel widths tried, widest first (multiples of the kernel's 16 lanes)
+WIDTHS = (64, 32, 16)
+#: a narrower panel is taken when the wider one leaves fewer rows than this per block (K = 3072:
+#: 5 rows by 64 columns, 20 by 16)
+BLOCK_ROWS_MIN = 8
+#: with more than one BLAS thread, panels up to this many rows (the threaded GEMM wins past it:
+#: 768 x 3072 on 2 threads, 24 rows 1.13 against 1.18 ms)
+THREADED_ROWS_MAX = 16
+#: OpenBLAS cores with the small-matrix sgemm
+SMALL_KERNEL_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
+
+_core: list = []            # [whether numpy's BLAS has the small-matrix sgemm], found once
+
+
+def available() -> bool:
+    """Whether numpy's BLAS is an OpenBLAS whose kernels have the small-matrix sgemm."""
+    if not _core:
+        _core.append(blas_core() in SMALL_KERNEL_CORES)
+    return _core[0]
+
+
+def plan(rows: int, rhs: np.ndarray) -> tuple | None:
+    """``(n, r)``: panel width and rows per block for ``rows`` rows by the 2-d float32 ``rhs``
+    (C-contiguous, at least :data:`MIN_RHS_BYTES`), or None where one GEMM is the product."""
+    if rows < 2 or rhs.dtype != np.float32 or rhs.nbytes < MIN_RHS_BYTES or not rhs.flags.c_contiguous \
+            or not available():
+        return None
+    if rows > THREADED_ROWS_MAX and get_blas_threads() not in (1, None):
+        return None
+    inner, columns = rhs.shape
+    found = None
+    for width in WIDTHS:
+        block = _block(rows, SMALL_PRODUCT_MAX // (width * inner)) if columns % width == 0 else None
+        if block is not None:
+            found = width, block
+            if block >= min(rows, BLOCK_ROWS_MIN):
+                break
+    return found
+
+
+def _block(rows: int, most: int) -> int | None:
+    """Rows per block, at most ``most``, leaving no block of one row; None if there is none."""
+    block = min(rows, most)
+    while block > 2 and rows % block == 1:
+        block -= 1
+    return block if block >= 2 and rows % block != 1 else None
+
+
+def view(rhs: np.ndarray, width: int) -> np.ndarray:
+    """``rhs`` (K, N) as its ``N / width`` panels ``(N / width, K, width)``, a strided view."""
+    inner, columns = rhs.shape
+    return rhs.reshape(inner, columns // width, width).transpose(1, 0, 2)
+
+
+def packed(rhs: np.ndarray, width: int) -> np.ndarray:
+    """:func:`view`'s panels one after the other (a bound weight's copy: each panel read as one run)."""
+    return np.ascontiguousarray(view(rhs, width))
+
+
+def product(rows: np.ndarray, panels: np.ndarray, out: np.ndarray, block: int) -> None:
+    """``out = rows @ rhs`` for 2-d C-contiguous ``rows`` and ``out``, ``panels`` :func:`view`'s or
+    :func:`packed`'s of ``rhs``, in blocks of ``block`` rows (:func:`plan`'s)."""
+    count, inner = rows.shape
+    number, _, width = panels.shape
+    whole = count - count % block
+    if whole:
+        blocks = whole // block
+        target = out[:whole].reshape(blocks, block, number, width).transpose(0, 2, 1, 3)
+        np.matmul(rows[:whole].reshape(blocks, 1, block, inner), panels, out=target)
+    if whole < count:
+        tail = count - whole
+        np.matmul(rows[whole:], panels, out=out[whole:].reshape(tail, number, width).transpose(1, 0, 2))
+
+
+def _rows(lhs: np.ndarray, out: np.ndarray) -> tuple | None:
+    """``(lhs rows, out rows)``: 2-d views of ``lhs`` (copied compact if strided) and of a
+    C-contiguous ``out`` of ``lhs``'s leading shape; else None (a broadcast batch)."""
+    if lhs.ndim < 2 or not out.flags.c_contiguous or lhs.shape[:-1] != out.shape[:-1]:
+        return None
+    compact = lhs if lhs.flags.c_contiguous else np.ascontiguousarray(lhs)
+    return compact.reshape(-1, lhs.shape[-1]), out.reshape(-1, out.shape[-1])
+
+
+def applies(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> bool:
+    """Whether :func:`matmul_into` makes ``lhs @ rhs`` (float32 operands of one dtype) by panels."""
+    return rhs.ndim == 2 and rhs.nbytes >= MIN_RHS_BYTES and lhs.ndim >= 2 and out.size > 0 \
+        and out.flags.c_contiguous and lhs.shape[:-1] == out.shape[:-1] \
+        and plan(out.size // out.shape[-1], rhs) is not None
+
+
+def matmul_into(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, kept: list | None = None) -> bool:
+    """``out = lhs @ rhs`` by panels where :func:`plan` says so (then True; else False, nothing
+    done): ``rhs`` read through :func:`view`, or, given ``kept`` (a bound weight's instruction:
+    ``[rhs, width, panels]``), through its :func:`packed` copy, made once."""
+    if rhs.ndim != 2 or rhs.nbytes < MIN_RHS_BYTES or rhs.dtype != np.float32 or not out.size \
+            or lhs.dtype != np.float32 or out.dtype != np.float32:
+        return False
+    rows = _rows(lhs, out)
+    if rows is None:
+        return False
+    chosen = plan(rows[0].shape[0], rhs)
+    if chosen is None:
+        return False
+    width, block = chosen
+    if kept is None:
+        panels = view(rhs, width)
+    else:
+        if kept[0] is not rhs or kept[1] != width:
+            kept[:] = rhs, width, packed(rhs, width)
+        panels = kept[2]
+    product(rows[0], panels, rows[1], block)
+    return True

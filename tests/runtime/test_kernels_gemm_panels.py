@@ -1,0 +1,131 @@
+"""A few rows by a large float32 matrix as small products of column panels (kernels/gemm_panels.py).
+
+The contract: where :func:`gemm_panels.plan` gives a plan, ``lhs @ rhs`` is one small product per
+block of rows and panel of columns, no block of one row (a GEMV rounds otherwise); the generic
+matmul kernel (panels as a strided view) and every specialized path of a bound weight (its packed
+copy) give the same bits, call after call. The panels are forced on here, so the contract is
+checked on any CPU; only the speed needs OpenBLAS's SkylakeX small-matrix kernels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relaxpack.runtime.kernels import gemm_panels, get_kernel, linalg
+from relaxpack.runtime.kernels.fused import _specialize_gemm
+from relaxpack.runtime.kernels.linalg import _specialize_matmul
+
+
+@pytest.fixture
+def panels_on(monkeypatch):
+    """Panels taken as on a SkylakeX OpenBLAS with one thread, whatever this machine has."""
+    monkeypatch.setattr(gemm_panels, "available", lambda: True)
+    monkeypatch.setattr(gemm_panels, "get_blas_threads", lambda: 1)
+
+
+def _weight(rng, inner, columns, dtype=np.float32):
+    return rng.standard_normal((inner, columns)).astype(dtype)
+
+
+def _arena_view(shape, dtype=np.float32):
+    size = int(np.prod(shape))
+    return np.empty(size + 8, dtype)[4:4 + size].reshape(shape)
+
+
+@pytest.mark.parametrize("inner,columns", [(768, 3072), (3072, 768), (384, 384), (1000, 640)])
+def test_plan_keeps_each_product_small_and_no_block_one_row(panels_on, inner, columns):
+    rhs = np.zeros((inner, columns), np.float32)
+    for rows in range(2, 140):
+        width, block = gemm_panels.plan(rows, rhs)
+        assert columns % width == 0 and width % 16 == 0
+        assert block >= 2 and block * width * inner <= gemm_panels.SMALL_PRODUCT_MAX
+        assert rows % block != 1 and min(rows, block) == block
+
+
+def test_plan_leaves_the_rest_to_one_gemm(panels_on, monkeypatch):
+    big = np.zeros((768, 3072), np.float32)
+    assert gemm_panels.plan(1, big) is None                                  # one row: a GEMV
+    assert gemm_panels.plan(16, big.astype(np.float64)) is None              # float32 only
+    assert gemm_panels.plan(16, np.zeros((256, 128), np.float32)) is None    # below MIN_RHS_BYTES
+    assert gemm_panels.plan(16, np.zeros((768, 3080), np.float32)) is None   # columns not in 16s
+    assert gemm_panels.plan(16, np.zeros((3072, 768), np.float32).T) is None  # not C-contiguous
+    assert gemm_panels.plan(3, np.zeros((40000, 16), np.float32)) is None    # no panel small enough
+    monkeypatch.setattr(gemm_panels, "get_blas_threads", lambda: 2)          # threaded GEMM past 16 rows
+    assert gemm_panels.plan(16, big) is not None and gemm_panels.plan(17, big) is None
+    monkeypatch.setattr(gemm_panels, "available", lambda: False)
+    assert gemm_panels.plan(16, big) is None
+
+
+@pytest.mark.parametrize("rows", [2, 3, 5, 16, 17, 33, 61])
+def test_product_is_one_small_product_per_block_and_panel(panels_on, rows):
+    rng = np.random.default_rng(rows)
+    rhs = _weight(rng, 768, 1024)
+    lhs = rng.standard_normal((rows, 768)).astype(np.float32)
+    width, block = gemm_panels.plan(rows, rhs)
+    expected = np.empty((rows, 1024), np.float32)
+    for start in range(0, rows, block):
+        for column in range(0, 1024, width):
+            part = np.empty((min(block, rows - start), width), np.float32)
+            np.matmul(lhs[start:start + block], np.ascontiguousarray(rhs[:, column:column + width]), out=part)
+            expected[start:start + block, column:column + width] = part
+    for panels in (gemm_panels.view(rhs, width), gemm_panels.packed(rhs, width)):
+        out = np.empty_like(expected)
+        gemm_panels.product(lhs, panels, out, block)
+        np.testing.assert_array_equal(out, expected)
+    np.testing.assert_allclose(expected, lhs.astype(np.float64) @ rhs, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("shape", [(2, 768), (17, 768), (1, 16, 768), (3, 7, 768), (2, 3, 11, 768), (1, 768)])
+@pytest.mark.parametrize("kernel", ["matmul", "nn.gemm"])
+def test_generic_and_bound_weight_paths_agree_bit_for_bit(panels_on, shape, kernel):
+    rng = np.random.default_rng(len(shape))
+    rhs = _weight(rng, 768, 384)
+    lhs = _arena_view(shape)
+    lhs[...] = rng.standard_normal(shape)
+    expected = np.empty(shape[:-1] + (384,), np.float32)
+    get_kernel("matmul").fn(lhs, rhs, out=expected, out_dtype=None)
+    if kernel == "matmul":
+        call = _specialize_matmul({"out_dtype": None}, (False, True))
+    else:
+        call = _specialize_gemm({"activation": None}, (False, True))
+    out = _arena_view(expected.shape)
+    for _ in range(3):                  # the first call, then the kept ones
+        out[...] = np.nan
+        call(lhs, rhs, out=out)
+        np.testing.assert_array_equal(out, expected)
+    fresh = np.empty(expected.shape, np.float32)          # a model output, a new array each call
+    call(lhs, rhs, out=fresh)
+    np.testing.assert_array_equal(fresh, expected)
+    np.testing.assert_allclose(expected, lhs.astype(np.float64) @ rhs, rtol=1e-4, atol=1e-3)
+
+
+def test_matmul_takes_panels_where_planned(panels_on, monkeypatch):
+    calls = []
+    real = gemm_panels.product
+    monkeypatch.setattr(gemm_panels, "product", lambda *args: (calls.append(args[1].shape), real(*args))[1])
+    rng = np.random.default_rng(0)
+    rhs = _weight(rng, 768, 3072)
+    for rows, taken in ((16, True), (1, False)):
+        lhs = rng.standard_normal((rows, 768)).astype(np.float32)
+        out = np.empty((rows, 3072), np.float32)
+        calls.clear()
+        linalg.matmul(lhs, rhs, out=out, out_dtype=None)
+        assert bool(calls) is taken
+        np.testing.assert_allclose(out, lhs.astype(np.float64) @ rhs, rtol=1e-4, atol=1e-3)
+
+
+def test_a_bound_weight_is_packed_once(panels_on, monkeypatch):
+    packs = []
+    real = gemm_panels.packed
+    monkeypatch.setattr(gemm_panels, "packed", lambda rhs, width: (packs.append(width), real(rhs, width))[1])
+    rng = np.random.default_rng(1)
+    rhs = _weight(rng, 768, 768)
+    call = _specialize_gemm({"activation": "relu"}, (False, True, True))
+    bias = rng.standard_normal(768).astype(np.float32)
+    for rows in (5, 9, 5):
+        lhs = rng.standard_normal((rows, 768)).astype(np.float32)
+        out = _arena_view((rows, 768))
+        call(lhs, rhs, bias, out=out)
+        np.testing.assert_allclose(out, np.maximum(lhs.astype(np.float64) @ rhs + bias, 0), rtol=1e-4, atol=1e-3)
+    assert len(packs) == 1
