@@ -101,41 +101,37 @@ def product(rows: np.ndarray, panels: np.ndarray, out: np.ndarray, block: int) -
         np.matmul(rows[whole:], panels, out=out[whole:].reshape(tail, number, width).transpose(1, 0, 2))
 
 
-def _rows(lhs: np.ndarray, out: np.ndarray) -> tuple | None:
-    """``(lhs rows, out rows)``: 2-d views of ``lhs`` (copied compact if strided) and of a
-    C-contiguous ``out`` of ``lhs``'s leading shape; else None (a broadcast batch)."""
-    if lhs.ndim < 2 or not out.flags.c_contiguous or lhs.shape[:-1] != out.shape[:-1]:
+def _planned(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> tuple | None:
+    """:func:`plan` of ``lhs @ rhs`` into ``out`` (float32 all three, ``out`` C-contiguous of
+    ``lhs``'s leading shape: no broadcast batch), or None."""
+    if rhs.ndim != 2 or rhs.nbytes < MIN_RHS_BYTES or lhs.ndim < 2 or not out.size \
+            or lhs.dtype != np.float32 or out.dtype != np.float32 or not out.flags.c_contiguous \
+            or lhs.shape[:-1] != out.shape[:-1]:
         return None
-    compact = lhs if lhs.flags.c_contiguous else np.ascontiguousarray(lhs)
-    return compact.reshape(-1, lhs.shape[-1]), out.reshape(-1, out.shape[-1])
+    return plan(out.size // out.shape[-1], rhs)
 
 
 def applies(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> bool:
-    """Whether :func:`matmul_into` makes ``lhs @ rhs`` (float32 operands of one dtype) by panels."""
-    return rhs.ndim == 2 and rhs.nbytes >= MIN_RHS_BYTES and lhs.ndim >= 2 and out.size > 0 \
-        and out.flags.c_contiguous and lhs.shape[:-1] == out.shape[:-1] \
-        and plan(out.size // out.shape[-1], rhs) is not None
+    """Whether :func:`matmul_into` makes ``lhs @ rhs`` by panels."""
+    return _planned(lhs, rhs, out) is not None
 
 
 def matmul_into(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, kept: list | None = None) -> bool:
     """``out = lhs @ rhs`` by panels where :func:`plan` says so (then True; else False, nothing
     done): ``rhs`` read through :func:`view`, or, given ``kept`` (a bound weight's instruction:
-    ``[rhs, width, panels]``), through its :func:`packed` copy, made once."""
-    if rhs.ndim != 2 or rhs.nbytes < MIN_RHS_BYTES or rhs.dtype != np.float32 or not out.size \
-            or lhs.dtype != np.float32 or out.dtype != np.float32:
-        return False
-    rows = _rows(lhs, out)
-    if rows is None:
-        return False
-    chosen = plan(rows[0].shape[0], rhs)
+    ``[(rhs, width, panels)]``, one tuple so that threads sharing it never mix two entries),
+    through its :func:`packed` copy, made once."""
+    chosen = _planned(lhs, rhs, out)
     if chosen is None:
         return False
     width, block = chosen
     if kept is None:
         panels = view(rhs, width)
     else:
-        if kept[0] is not rhs or kept[1] != width:
-            kept[:] = rhs, width, packed(rhs, width)
-        panels = kept[2]
-    product(rows[0], panels, rows[1], block)
+        entry = kept[0]
+        if entry is None or entry[0] is not rhs or entry[1] != width:
+            entry = kept[0] = rhs, width, packed(rhs, width)
+        panels = entry[2]
+    rows = lhs if lhs.flags.c_contiguous else np.ascontiguousarray(lhs)
+    product(rows.reshape(-1, lhs.shape[-1]), panels, out.reshape(-1, out.shape[-1]), block)
     return True
