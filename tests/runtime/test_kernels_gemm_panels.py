@@ -33,14 +33,30 @@ def _arena_view(shape, dtype=np.float32):
     return np.empty(size + 8, dtype)[4:4 + size].reshape(shape)
 
 
-@pytest.mark.parametrize("inner,columns", [(768, 3072), (3072, 768), (384, 384), (1000, 640)])
+@pytest.mark.parametrize("inner,columns", [(768, 3072), (3072, 768), (384, 384), (1000, 640), (768, 1041),
+                                           (128, 529)])
 def test_plan_keeps_each_product_small_and_no_block_one_row(panels_on, inner, columns):
     rhs = np.zeros((inner, columns), np.float32)
     for rows in range(2, 140):
         width, block = gemm_panels.plan(rows, rhs)
-        assert columns % width == 0 and width % 16 == 0
+        assert columns >= width and width % 16 == 0
         assert block >= 2 and block * width * inner <= gemm_panels.SMALL_PRODUCT_MAX
         assert rows % block != 1 and min(rows, block) == block
+
+
+@pytest.mark.parametrize("columns,padded", [(1024, None), (1025, 16), (1041, 32), (1087, 64), (1088, None)])
+def test_the_columns_past_the_whole_panels_are_one_padded_panel(columns, padded):
+    rng = np.random.default_rng(columns)
+    rhs = _weight(rng, 40, columns)
+    panels, last = gemm_panels.view(rhs, 64), gemm_panels.tail(rhs, 64)
+    assert panels.shape == (columns // 64, 40, 64) and np.shares_memory(panels, rhs)
+    np.testing.assert_array_equal(np.concatenate(list(panels), axis=1), rhs[:, :columns - columns % 64])
+    if padded is None:
+        assert last is None
+        return
+    assert last.shape == (1, 40, padded)
+    np.testing.assert_array_equal(last[0, :, :columns % 64], rhs[:, columns - columns % 64:])
+    assert not last[0, :, columns % 64:].any()
 
 
 def test_plan_leaves_the_rest_to_one_gemm(panels_on, monkeypatch):
@@ -48,7 +64,7 @@ def test_plan_leaves_the_rest_to_one_gemm(panels_on, monkeypatch):
     assert gemm_panels.plan(1, big) is None                                  # one row: a GEMV
     assert gemm_panels.plan(16, big.astype(np.float64)) is None              # float32 only
     assert gemm_panels.plan(16, np.zeros((256, 128), np.float32)) is None    # below MIN_RHS_BYTES
-    assert gemm_panels.plan(16, np.zeros((768, 3080), np.float32)) is None   # columns not in 16s
+    assert gemm_panels.plan(2, np.zeros((6000, 12), np.float32)) is None     # fewer columns than a panel
     assert gemm_panels.plan(16, np.zeros((3072, 768), np.float32).T) is None  # not C-contiguous
     assert gemm_panels.plan(3, np.zeros((40000, 16), np.float32)) is None    # no panel small enough
     monkeypatch.setattr(gemm_panels, "get_blas_threads", lambda: 2)          # threaded GEMM past 16 rows
@@ -57,33 +73,46 @@ def test_plan_leaves_the_rest_to_one_gemm(panels_on, monkeypatch):
     assert gemm_panels.plan(16, big) is None
 
 
+def _panel_by_panel(lhs, rhs, width, block):
+    """``lhs @ rhs`` as one product per block of rows and panel, the last panel zero-padded."""
+    rows, columns = lhs.shape[0], rhs.shape[1]
+    expected = np.empty((rows, columns), np.float32)
+    for start in range(0, rows, block):
+        for column in range(0, columns, width):
+            panel = rhs[:, column:column + width]
+            padded = np.zeros((rhs.shape[0], -(-panel.shape[1] // 16) * 16), np.float32)
+            padded[:, :panel.shape[1]] = panel
+            part = np.empty((min(block, rows - start), padded.shape[1]), np.float32)
+            np.matmul(lhs[start:start + block], padded, out=part)
+            expected[start:start + block, column:column + width] = part[:, :panel.shape[1]]
+    return expected
+
+
+@pytest.mark.parametrize("columns", [1024, 1025, 1041, 1087])
 @pytest.mark.parametrize("rows", [2, 3, 5, 16, 17, 33, 61])
-def test_product_is_one_small_product_per_block_and_panel(panels_on, rows):
+def test_product_is_one_small_product_per_block_and_panel(panels_on, rows, columns):
     rng = np.random.default_rng(rows)
-    rhs = _weight(rng, 768, 1024)
+    rhs = _weight(rng, 768, columns)
     lhs = rng.standard_normal((rows, 768)).astype(np.float32)
     width, block = gemm_panels.plan(rows, rhs)
-    expected = np.empty((rows, 1024), np.float32)
-    for start in range(0, rows, block):
-        for column in range(0, 1024, width):
-            part = np.empty((min(block, rows - start), width), np.float32)
-            np.matmul(lhs[start:start + block], np.ascontiguousarray(rhs[:, column:column + width]), out=part)
-            expected[start:start + block, column:column + width] = part
+    expected = _panel_by_panel(lhs, rhs, width, block)
+    last = gemm_panels.tail(rhs, width)
     for panels in (gemm_panels.view(rhs, width), gemm_panels.packed(rhs, width)):
         out = np.empty_like(expected)
-        gemm_panels.product(lhs, panels, out, block)
+        gemm_panels.product(lhs, panels, out, block, last)
         np.testing.assert_array_equal(out, expected)
     np.testing.assert_allclose(expected, lhs.astype(np.float64) @ rhs, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("columns", [384, 389])
 @pytest.mark.parametrize("shape", [(2, 768), (17, 768), (1, 16, 768), (3, 7, 768), (2, 3, 11, 768), (1, 768)])
 @pytest.mark.parametrize("kernel", ["matmul", "nn.gemm"])
-def test_generic_and_bound_weight_paths_agree_bit_for_bit(panels_on, shape, kernel):
+def test_generic_and_bound_weight_paths_agree_bit_for_bit(panels_on, shape, kernel, columns):
     rng = np.random.default_rng(len(shape))
-    rhs = _weight(rng, 768, 384)
+    rhs = _weight(rng, 768, columns)
     lhs = _arena_view(shape)
     lhs[...] = rng.standard_normal(shape)
-    expected = np.empty(shape[:-1] + (384,), np.float32)
+    expected = np.empty(shape[:-1] + (columns,), np.float32)
     get_kernel("matmul").fn(lhs, rhs, out=expected, out_dtype=None)
     if kernel == "matmul":
         call = _specialize_matmul({"out_dtype": None}, (False, True))

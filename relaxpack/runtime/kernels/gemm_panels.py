@@ -13,6 +13,8 @@ for BERT's and MiniLM's shapes (docs/design-notes.md, "Small-row products by pan
 Every row block has at least two rows: a one-row product is a GEMV, whose sums round otherwise.
 The results then do not depend on ``n``, ``r`` or the panels' layout (the strided view of
 :func:`view` or the packed copy): each output sums its ``k`` products in order in one register.
+Columns past the last whole panel (GPT-2's 50,257 words) are one more panel, zero-padded to a
+multiple of 16 (:func:`tail`): the kernel's masked narrower product sums in another order.
 Elsewhere (another BLAS or kernel, more BLAS threads and many rows, where the threaded GEMM is
 faster) :func:`plan` says None and the product is one GEMM as before.
 """
@@ -35,6 +37,8 @@ BLOCK_ROWS_MIN = 8
 #: with more than one BLAS thread, panels up to this many rows (the threaded GEMM wins past it:
 #: 768 x 3072 on 2 threads, 24 rows 1.13 against 1.18 ms)
 THREADED_ROWS_MAX = 16
+#: the kernel's lanes: a tail panel is padded to a multiple of these
+LANES = 16
 #: OpenBLAS cores with the small-matrix sgemm
 SMALL_KERNEL_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
 
@@ -50,7 +54,8 @@ def available() -> bool:
 
 def plan(rows: int, rhs: np.ndarray) -> tuple | None:
     """``(n, r)``: panel width and rows per block for ``rows`` rows by the 2-d float32 ``rhs``
-    (C-contiguous, at least :data:`MIN_RHS_BYTES`), or None where one GEMM is the product."""
+    (C-contiguous, at least :data:`MIN_RHS_BYTES`), or None where one GEMM is the product. The
+    columns past the last whole panel are :func:`tail`'s."""
     if rows < 2 or rhs.dtype != np.float32 or rhs.nbytes < MIN_RHS_BYTES or not rhs.flags.c_contiguous \
             or not available():
         return None
@@ -59,7 +64,7 @@ def plan(rows: int, rhs: np.ndarray) -> tuple | None:
     inner, columns = rhs.shape
     found = None
     for width in WIDTHS:
-        block = _block(rows, SMALL_PRODUCT_MAX // (width * inner)) if columns % width == 0 else None
+        block = _block(rows, SMALL_PRODUCT_MAX // (width * inner)) if columns >= width else None
         if block is not None:
             found = width, block
             if block >= min(rows, BLOCK_ROWS_MIN):
@@ -76,9 +81,10 @@ def _block(rows: int, most: int) -> int | None:
 
 
 def view(rhs: np.ndarray, width: int) -> np.ndarray:
-    """``rhs`` (K, N) as its ``N / width`` panels ``(N / width, K, width)``, a strided view."""
+    """``rhs``'s (K, N) whole panels ``(N // width, K, width)``, a strided view."""
     inner, columns = rhs.shape
-    return rhs.reshape(inner, columns // width, width).transpose(1, 0, 2)
+    whole = columns - columns % width
+    return rhs[:, :whole].reshape(inner, whole // width, width).transpose(1, 0, 2)
 
 
 def packed(rhs: np.ndarray, width: int) -> np.ndarray:
@@ -86,9 +92,36 @@ def packed(rhs: np.ndarray, width: int) -> np.ndarray:
     return np.ascontiguousarray(view(rhs, width))
 
 
-def product(rows: np.ndarray, panels: np.ndarray, out: np.ndarray, block: int) -> None:
+def tail(rhs: np.ndarray, width: int) -> np.ndarray | None:
+    """The columns past ``rhs``'s whole panels as one panel ``(1, K, n)``, zero-padded to ``n`` a
+    multiple of :data:`LANES`; None if there are none."""
+    inner, columns = rhs.shape
+    count = columns % width
+    if not count:
+        return None
+    panel = np.zeros((1, inner, -(-count // LANES) * LANES), rhs.dtype)
+    panel[0, :, :count] = rhs[:, columns - count:]
+    return panel
+
+
+def product(rows: np.ndarray, panels: np.ndarray, out: np.ndarray, block: int,
+            last: np.ndarray | None = None) -> None:
     """``out = rows @ rhs`` for 2-d C-contiguous ``rows`` and ``out``, ``panels`` :func:`view`'s or
-    :func:`packed`'s of ``rhs``, in blocks of ``block`` rows (:func:`plan`'s)."""
+    :func:`packed`'s of ``rhs`` and ``last`` its :func:`tail`, in blocks of ``block`` rows
+    (:func:`plan`'s)."""
+    whole = panels.shape[0] * panels.shape[2]
+    if last is None:
+        _products(rows, panels, out, block)
+        return
+    _products(rows, panels, out[:, :whole], block)
+    padded = np.empty((rows.shape[0], last.shape[2]), out.dtype)
+    _products(rows, last, padded, block)
+    out[:, whole:] = padded[:, :out.shape[1] - whole]
+
+
+def _products(rows: np.ndarray, panels: np.ndarray, out: np.ndarray, block: int) -> None:
+    """``out = rows @ panels``, the panels' products side by side in ``out`` (whose rows may be
+    strided), one small product per block of ``block`` rows and panel."""
     count, inner = rows.shape
     number, _, width = panels.shape
     whole = count - count % block
@@ -97,8 +130,8 @@ def product(rows: np.ndarray, panels: np.ndarray, out: np.ndarray, block: int) -
         target = out[:whole].reshape(blocks, block, number, width).transpose(0, 2, 1, 3)
         np.matmul(rows[:whole].reshape(blocks, 1, block, inner), panels, out=target)
     if whole < count:
-        tail = count - whole
-        np.matmul(rows[whole:], panels, out=out[whole:].reshape(tail, number, width).transpose(1, 0, 2))
+        tail_rows = count - whole
+        np.matmul(rows[whole:], panels, out=out[whole:].reshape(tail_rows, number, width).transpose(1, 0, 2))
 
 
 def _planned(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> tuple | None:
@@ -119,19 +152,19 @@ def applies(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> bool:
 def matmul_into(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, kept: list | None = None) -> bool:
     """``out = lhs @ rhs`` by panels where :func:`plan` says so (then True; else False, nothing
     done): ``rhs`` read through :func:`view`, or, given ``kept`` (a bound weight's instruction:
-    ``[(rhs, width, panels)]``, one tuple so that threads sharing it never mix two entries),
+    ``[(rhs, width, panels, tail)]``, one tuple so that threads sharing it never mix two entries),
     through its :func:`packed` copy, made once."""
     chosen = _planned(lhs, rhs, out)
     if chosen is None:
         return False
     width, block = chosen
     if kept is None:
-        panels = view(rhs, width)
+        panels, last = view(rhs, width), tail(rhs, width)
     else:
         entry = kept[0]
         if entry is None or entry[0] is not rhs or entry[1] != width:
-            entry = kept[0] = rhs, width, packed(rhs, width)
-        panels = entry[2]
+            entry = kept[0] = rhs, width, packed(rhs, width), tail(rhs, width)
+        panels, last = entry[2], entry[3]
     rows = lhs if lhs.flags.c_contiguous else np.ascontiguousarray(lhs)
-    product(rows.reshape(-1, lhs.shape[-1]), panels, out.reshape(-1, out.shape[-1]), block)
+    product(rows.reshape(-1, lhs.shape[-1]), panels, out.reshape(-1, out.shape[-1]), block, last)
     return True

@@ -158,7 +158,7 @@ def _specialize_matmul(attrs: dict, constant: tuple):
     if not (len(constant) > 1 and constant[1]):
         return _kept_product(None, None, None)
     kept, declared, views = [None, None], [None], [None, None, None, None, None]
-    panels = [None]             # (the weight, the panels' width, their packed copy): gemm_panels
+    panels = [None]             # (the weight, the panels' width, their packed copy, the tail): gemm_panels
 
     def call(lhs, rhs, *, out, workspace=None):
         if lhs is views[0] and out is views[2] and rhs is views[1]:
