@@ -20,8 +20,8 @@ from ..ops.registry import make_call
 from .core.infra import function_pass
 from .iota_gather import gather_as_reshape, gather_check
 from . import (
-    broadcast_constant, scales_into_conv, gather_nd_take, iota_label, offset_range, reshape_permute_reshape,
-    row_major_take, scale_after_matmul, scaled_gelu,
+    broadcast_constant, permute_broadcast_constant, scales_into_conv, gather_nd_take, iota_label, offset_range,
+    reshape_permute_reshape, row_major_take, scale_after_matmul, scaled_gelu,
 )
 from .quantize_rules import RULES as QUANTIZE_RULES
 from .reduce_of_concat import reduce_of_concat, reduce_of_concat_check
@@ -470,6 +470,18 @@ RULES = RewriteTable("SimplifyAlgebra", [
                                        what="the other operand"),
              name="op", commutative=True),
          broadcast_constant.check, broadcast_constant.rewrite),
+    Rule("transpose_of_broadcast_constant",
+         is_op("permute_dims")(is_op("broadcast_to")(const("c", "the broadcast value"), wildcard(), name="b",
+                                                     what="operand"), name="perm"),
+         all_of(used_once("b", "the broadcast"), permute_broadcast_constant.check_broadcast),
+         permute_broadcast_constant.rewrite_broadcast),
+    Rule("transpose_of_reshaped_broadcast_constant",
+         is_op("permute_dims")(is_op("reshape")(is_op("broadcast_to")(const("c", "the broadcast value"), wildcard(),
+                                                                      name="b", what="operand"),
+                                                wildcard(), name="mid", what="operand"), name="perm"),
+         all_of(used_once("b", "the broadcast"), used_once("mid", "the reshape"),
+                permute_broadcast_constant.check_reshaped),
+         permute_broadcast_constant.rewrite_reshaped),
     Rule("remove_add_zero",
          is_op("add")(_X, const("c", "the other operand"), commutative=True),
          all_of(_all_equal("c", 0, "constant"), same_type_as_output("x")),
