@@ -158,3 +158,44 @@ def test_a_bound_weight_is_packed_once(panels_on, monkeypatch):
         call(lhs, rhs, bias, out=out)
         np.testing.assert_allclose(out, np.maximum(lhs.astype(np.float64) @ rhs + bias, 0), rtol=1e-4, atol=1e-3)
     assert len(packs) == 1
+
+
+@pytest.mark.parametrize("lhs_shape,rhs_shape", [((2, 5, 768), (3, 1, 768, 389)), ((16, 768), (2, 768, 384)),
+                                                 ((4, 768), (3, 1, 1, 768, 384)), ((1, 7, 768), (2, 1, 768, 384))])
+@pytest.mark.parametrize("kernel", ["matmul", "nn.gemm"])
+def test_a_stack_of_matrices_is_each_matrix_by_panels_on_every_path(panels_on, lhs_shape, rhs_shape, kernel):
+    """MergeProjections' q/k/v: ``lhs @ rhs`` with ``rhs`` ``(B, 1, .., K, N)`` is ``B`` products of
+    ``lhs`` by each matrix, each one small product per block and panel, the same bits on every path."""
+    rng = np.random.default_rng(len(lhs_shape) + rhs_shape[-1])
+    rhs = rng.standard_normal(rhs_shape).astype(np.float32)
+    lhs = _arena_view(lhs_shape)
+    lhs[...] = rng.standard_normal(lhs_shape)
+    out_shape = np.matmul(lhs[..., :1, :], rhs[..., :1]).shape[:-2] + lhs_shape[-2:-1] + rhs_shape[-1:]
+    rows = lhs.reshape(-1, 768)
+    width, block = gemm_panels.plan(rows.shape[0], rhs.reshape(-1, 768, rhs_shape[-1])[0])
+    expected = np.stack([_panel_by_panel(rows, matrix, width, block)
+                         for matrix in rhs.reshape(-1, 768, rhs_shape[-1])]).reshape(out_shape)
+    generic = np.empty(out_shape, np.float32)
+    get_kernel("matmul").fn(lhs, rhs, out=generic, out_dtype=None)
+    np.testing.assert_array_equal(generic, expected)
+    if kernel == "matmul":
+        call = _specialize_matmul({"out_dtype": None}, (False, True))
+    else:
+        call = _specialize_gemm({"activation": None}, (False, True))
+    out = _arena_view(out_shape)
+    for _ in range(3):
+        out[...] = np.nan
+        call(lhs, rhs, out=out)
+        np.testing.assert_array_equal(out, expected)
+    np.testing.assert_allclose(expected, lhs.astype(np.float64) @ rhs, rtol=1e-4, atol=1e-3)
+
+
+def test_a_stack_takes_panels_only_as_one_result_per_matrix(panels_on):
+    rhs = np.zeros((3, 1, 768, 384), np.float32)
+    lhs = np.zeros((2, 5, 768), np.float32)
+    assert gemm_panels.applies(lhs, rhs, np.empty((3, 2, 5, 384), np.float32))
+    assert not gemm_panels.applies(lhs, rhs, np.empty((3, 2, 5, 384), np.float32)[:, :, :, :1])  # not contiguous
+    assert not gemm_panels.applies(lhs, np.zeros((3, 2, 768, 384), np.float32), np.empty((3, 2, 5, 384), np.float32))
+    assert not gemm_panels.applies(np.zeros((2, 1, 5, 768), np.float32), rhs, np.empty((2, 3, 5, 384), np.float32))
+    assert not gemm_panels.applies(lhs[:1, :1], rhs, np.empty((3, 1, 1, 384), np.float32))   # one row: a GEMV
+    assert not gemm_panels.applies(lhs, np.zeros((3, 1, 16, 384), np.float32), np.empty((3, 2, 5, 384), np.float32))

@@ -112,7 +112,7 @@ def _specialize_gemm(attrs: dict, constant: tuple):
 
     views = [None] * 5          # one_matrix_views of the last call by a constant weight
     fresh = [None] * 5          # fresh_out_views of the last call by a constant weight into a new array
-    panels = [None]             # (the weight, the panels' width, their packed copy, the tail): gemm_panels
+    panels = [None]             # (the weight, the panels' width, each matrix's packed panels and tail): gemm_panels
 
     def call(x, w, bias=None, *, out, workspace=None):
         if x is fresh[0] and w is fresh[1] and out.shape == fresh[3] and out.dtype is fresh[4] \

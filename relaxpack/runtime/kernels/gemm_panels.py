@@ -135,13 +135,22 @@ def _products(rows: np.ndarray, panels: np.ndarray, out: np.ndarray, block: int)
 
 
 def _planned(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> tuple | None:
-    """:func:`plan` of ``lhs @ rhs`` into ``out`` (float32 all three, ``out`` C-contiguous of
-    ``lhs``'s leading shape: no broadcast batch), or None."""
-    if rhs.ndim != 2 or rhs.nbytes < MIN_RHS_BYTES or lhs.ndim < 2 or not out.size \
-            or lhs.dtype != np.float32 or out.dtype != np.float32 or not out.flags.c_contiguous \
-            or lhs.shape[:-1] != out.shape[:-1]:
+    """:func:`plan` of ``lhs @ rhs`` into ``out`` (float32 all three, ``out`` C-contiguous), or None.
+    ``rhs`` is one matrix, ``out`` of ``lhs``'s leading shape (no broadcast batch), or a stack of
+    ``B`` matrices ``(B, 1, .., 1, K, N)`` (MergeProjections' q/k/v), ``out`` then ``B`` results of
+    ``lhs``'s leading shape: ``out[b] = lhs @ rhs[b]``."""
+    if rhs.ndim < 2 or lhs.ndim < 2 or not out.size or lhs.dtype != np.float32 or out.dtype != np.float32 \
+            or not out.flags.c_contiguous:
         return None
-    return plan(out.size // out.shape[-1], rhs)
+    if rhs.ndim == 2:
+        if lhs.shape[:-1] != out.shape[:-1] or rhs.nbytes < MIN_RHS_BYTES:
+            return None
+        return plan(out.size // out.shape[-1], rhs)
+    count = rhs.shape[0]
+    if lhs.ndim >= rhs.ndim or rhs.shape[1:-2] != (1,) * (rhs.ndim - 3) or rhs.nbytes < MIN_RHS_BYTES * count \
+            or out.shape != (count,) + (1,) * (rhs.ndim - 1 - lhs.ndim) + lhs.shape[:-1] + rhs.shape[-1:]:
+        return None
+    return plan(out.size // (count * out.shape[-1]), rhs.reshape(-1, *rhs.shape[-2:])[0])
 
 
 def applies(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> bool:
@@ -151,20 +160,23 @@ def applies(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> bool:
 
 def matmul_into(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, kept: list | None = None) -> bool:
     """``out = lhs @ rhs`` by panels where :func:`plan` says so (then True; else False, nothing
-    done): ``rhs`` read through :func:`view`, or, given ``kept`` (a bound weight's instruction:
-    ``[(rhs, width, panels, tail)]``, one tuple so that threads sharing it never mix two entries),
-    through its :func:`packed` copy, made once."""
+    done): each of ``rhs``'s matrices read through :func:`view`, or, given ``kept`` (a bound
+    weight's instruction: ``[(rhs, width, ((panels, tail), ...))]``, one tuple so that threads
+    sharing it never mix two entries), through its :func:`packed` copy, made once."""
     chosen = _planned(lhs, rhs, out)
     if chosen is None:
         return False
     width, block = chosen
+    inner, columns = rhs.shape[-2:]
+    matrices = rhs.reshape(-1, inner, columns)
     if kept is None:
-        panels, last = view(rhs, width), tail(rhs, width)
+        parts = [(view(matrix, width), tail(matrix, width)) for matrix in matrices]
     else:
         entry = kept[0]
         if entry is None or entry[0] is not rhs or entry[1] != width:
-            entry = kept[0] = rhs, width, packed(rhs, width), tail(rhs, width)
-        panels, last = entry[2], entry[3]
-    rows = lhs if lhs.flags.c_contiguous else np.ascontiguousarray(lhs)
-    product(rows.reshape(-1, lhs.shape[-1]), panels, out.reshape(-1, out.shape[-1]), block, last)
+            entry = kept[0] = rhs, width, tuple((packed(matrix, width), tail(matrix, width)) for matrix in matrices)
+        parts = entry[2]
+    rows = (lhs if lhs.flags.c_contiguous else np.ascontiguousarray(lhs)).reshape(-1, inner)
+    for (panels, last), result in zip(parts, out.reshape(len(parts), -1, columns)):
+        product(rows, panels, result, block, last)
     return True

@@ -27,7 +27,7 @@ def matmul(lhs, rhs, *, out, out_dtype):
     """
     dtype = out.dtype
     if lhs.dtype is dtype and rhs.dtype is dtype and dtype in BLAS_DTYPES and out.size and lhs.shape[-1]:
-        if rhs.ndim == 2 and rhs.nbytes >= gemm_panels.MIN_RHS_BYTES and gemm_panels.matmul_into(lhs, rhs, out):
+        if rhs.nbytes >= gemm_panels.MIN_RHS_BYTES and gemm_panels.matmul_into(lhs, rhs, out):
             return                          # a few rows by a large float32 matrix: small products
         if rhs.ndim == 2 and lhs.ndim > 2 and rhs.nbytes >= FOLD_MIN_RHS_BYTES and _folded(lhs, rhs, out):
             return
@@ -158,7 +158,7 @@ def _specialize_matmul(attrs: dict, constant: tuple):
     if not (len(constant) > 1 and constant[1]):
         return _kept_product(None, None, None)
     kept, declared, views = [None, None], [None], [None, None, None, None, None]
-    panels = [None]             # (the weight, the panels' width, their packed copy, the tail): gemm_panels
+    panels = [None]             # (the weight, the panels' width, each matrix's packed panels and tail): gemm_panels
 
     def call(lhs, rhs, *, out, workspace=None):
         if lhs is views[0] and out is views[2] and rhs is views[1]:
