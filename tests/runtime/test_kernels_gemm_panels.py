@@ -199,3 +199,5 @@ def test_a_stack_takes_panels_only_as_one_result_per_matrix(panels_on):
     assert not gemm_panels.applies(np.zeros((2, 1, 5, 768), np.float32), rhs, np.empty((2, 3, 5, 384), np.float32))
     assert not gemm_panels.applies(lhs[:1, :1], rhs, np.empty((3, 1, 1, 384), np.float32))   # one row: a GEMV
     assert not gemm_panels.applies(lhs, np.zeros((3, 1, 16, 384), np.float32), np.empty((3, 2, 5, 384), np.float32))
+    transposed = np.zeros((3, 1, 384, 768), np.float32).transpose(0, 1, 3, 2)    # not one copy per call
+    assert not gemm_panels.applies(lhs, transposed, np.empty((3, 2, 5, 384), np.float32))

@@ -148,7 +148,7 @@ def _planned(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> tuple | None:
         return plan(out.size // out.shape[-1], rhs)
     count = rhs.shape[0]
     if lhs.ndim >= rhs.ndim or rhs.shape[1:-2] != (1,) * (rhs.ndim - 3) or rhs.nbytes < MIN_RHS_BYTES * count \
-            or out.shape != (count,) + (1,) * (rhs.ndim - 1 - lhs.ndim) + lhs.shape[:-1] + rhs.shape[-1:]:
+            or not rhs.flags.c_contiguous or out.shape != (count,) + (1,) * (rhs.ndim - 1 - lhs.ndim) + lhs.shape[:-1] + rhs.shape[-1:]:
         return None
     return plan(out.size // (count * out.shape[-1]), rhs.reshape(-1, *rhs.shape[-2:])[0])
 
