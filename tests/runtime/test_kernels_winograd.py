@@ -157,3 +157,53 @@ def test_winograd_redoes_a_call_whose_result_is_not_finite(bad):
     finite = np.isfinite(expected)
     assert_near(got[finite], expected[finite])
     assert not finite.all()
+
+
+@pytest.mark.parametrize("data, weight, by_panels", [
+    ((1, 512, 7, 7), (512, 512, 3, 3), True),      # ResNet's last stage: 16 tiles, 49 of 64 outputs wanted
+    ((2, 256, 5, 6), (256, 256, 3, 3), True),      # 9 tiles a image
+    ((1, 128, 2, 2), (512, 128, 3, 3), True),      # one tile
+    ((1, 256, 7, 7), (128, 256, 3, 3), False),     # 128 KiB matrices: below gemm_panels.MIN_RHS_BYTES
+    ((1, 512, 7, 9), (512, 512, 3, 3), False),     # 20 tiles: more GEMM rows than panels take on 2 threads
+    ((1, 512, 8, 8), (512, 512, 3, 3), False),     # Winograd anyway (prefers_winograd)
+])
+def test_small_maps_of_large_matrices_plan_winograd_by_panels(data, weight, by_panels):
+    plan = _conv_geometry(data, weight, 1, 1, 1, 1, "NHWC")[0]
+    assert plan.by_panels is by_panels
+    assert (plan.method == "winograd") is (by_panels or data[2:] == (8, 8))
+
+
+@pytest.fixture
+def winograd_calls(monkeypatch):
+    """The calls that ran by Winograd (the plan cache cleared before and after)."""
+    calls = []
+    real = conv_winograd.run_winograd
+    monkeypatch.setattr(conv_winograd, "run_winograd", lambda *args: (calls.append(args[1].dtype), real(*args))[1])
+    _prepared_conv.cache_clear()
+    yield calls
+    _prepared_conv.cache_clear()
+
+
+@pytest.mark.parametrize("available, threads, dtype, taken", [
+    (True, 1, "float32", True), (True, 2, "float32", False), (False, 1, "float32", False),
+    (True, 1, "float64", False)])
+def test_winograd_by_panels_runs_only_where_its_gemms_take_panels(monkeypatch, winograd_calls, available, threads,
+                                                                  dtype, taken):
+    from relaxpack.runtime.kernels import gemm_panels
+    monkeypatch.setattr(gemm_panels, "available", lambda: available)
+    monkeypatch.setattr(gemm_panels, "get_blas_threads", lambda: threads)
+    rng = np.random.default_rng(3)
+    x, w = rand(rng, (1, 256, 3, 5), dtype), rand(rng, (256, 256, 3, 3), dtype)
+    got = run_kernel("nn.conv", last(x), hwio(w), data_layout="NHWC", padding=1)
+    assert bool(winograd_calls) is taken
+    assert_near(got, last(conv_ref(x, w, dict(padding=1), "ort" if dtype == "float32" else "ref")), dtype)
+
+
+def test_winograd_by_panels_has_room_for_either_method():
+    attrs = op_attrs("nn.conv", padding=1, data_layout="NHWC")
+    both = conv_workspace((1, 7, 7, 512), (3, 3, 512, 512), "float32", **attrs)
+    plan = _conv_geometry((1, 512, 7, 7), (512, 512, 3, 3), 1, 1, 1, 1, "NHWC")[0]
+    from relaxpack.runtime.kernels import conv_nhwc
+    from relaxpack.runtime.kernels._workspace import scratch_nbytes
+    for method in (plan, plan.fallback):
+        assert both >= scratch_nbytes(conv_nhwc.scratch_layouts(method, 1, 512, 512, np.float32, direct=True))

@@ -70,6 +70,7 @@ class NhwcPlan:
     q: int = 0                  # taps: wide rows (pixels) each tap's GEMM reads
     winograd: conv_winograd.WinogradPlan | None = None
     fallback: "NhwcPlan | None" = None  # winograd: the plan that redoes a call whose result is not finite
+    by_panels: bool = False     # winograd on a small map, only where its GEMMs take gemm_panels (else fallback)
     dw: DepthwisePlan | None = None     # depthwise: its channel-last layout
 
     @property
@@ -89,17 +90,20 @@ class NhwcPlan:
 @functools.lru_cache(maxsize=1024)
 def nhwc_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, begins: tuple,
               lengths: tuple, depthwise: bool, taps: bool = False, winograd: bool = False,
-              channels: int = 0) -> NhwcPlan:
+              channels: int = 0, by_panels: bool = False) -> NhwcPlan:
     """The method and layout for a channels-last conv of this geometry (cached);
     ``taps``: a stride-1 KxK conv runs by per-tap GEMMs (the caller decides:
     see :func:`prefers_taps`); ``winograd``: a 3x3 one by F(2x2, 3x3)
-    (:func:`.conv_winograd.prefers_winograd`), before ``taps``; ``channels``:
-    a depthwise conv's, which pick its layout (:func:`.conv_depthwise.depthwise_plan`)."""
+    (:func:`.conv_winograd.prefers_winograd`), before ``taps``, and with ``by_panels``
+    only where its GEMMs take panels (:func:`.conv_winograd.small_map_by_panels`; else
+    its fallback runs); ``channels``: a depthwise conv's, which pick its layout
+    (:func:`.conv_depthwise.depthwise_plan`)."""
     cl, fill = channel_last_geometry(spatial, kernel, strides, dilation, begins, lengths)
     if winograd and not depthwise:
         fallback = nhwc_plan(spatial, kernel, strides, dilation, begins, lengths, depthwise, taps, False, channels)
         return NhwcPlan("winograd", False, cl, fill, (), tuple(lengths),
-                        winograd=conv_winograd.WinogradPlan.make(lengths, begins), fallback=fallback)
+                        winograd=conv_winograd.WinogradPlan.make(lengths, begins), fallback=fallback,
+                        by_panels=by_panels)
     extent = cl[0]
     source_is_input = not any(begins) and tuple(extent) == tuple(spatial)
     windows = tuple(
@@ -164,6 +168,8 @@ def run_conv_nhwc(plan: NhwcPlan, x: np.ndarray, weight: np.ndarray, groups: int
     ``bias`` only when ``out`` has the working dtype."""
     batch, channels = x.shape[0], x.shape[-1]
     out_channels = weight.shape[-1]
+    if plan.by_panels and not conv_winograd.panels_pay(x.dtype):
+        plan = plan.fallback
     direct = out.dtype == x.dtype and out.flags.c_contiguous
     if plan.method == "pointwise" and direct and groups == 1:       # no scratch: the GEMM alone
         np.matmul(x.reshape(-1, channels), weight.reshape(channels, out_channels), out=out.reshape(-1, out_channels))

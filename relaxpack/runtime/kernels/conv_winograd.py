@@ -19,6 +19,10 @@ added in that write). Measured (1 thread, float32) against the im2col GEMM
 of :mod:`.conv_nhwc`: 1.4-2x faster from 64 input channels on YOLO's and
 UNet's planes; on large planes of few channels (32 at 160x160) the
 transforms cost more than the products saved (:func:`prefers_winograd`).
+On small maps of many channels (ResNet's 7x7) the GEMMs have a few rows by
+large matrices: there they run as :mod:`.gemm_panels`'s small products, and
+only where those exist is such a conv Winograd (:func:`small_map_by_panels`,
+:func:`panels_pay`).
 
 Infinities do not survive the transforms the way they survive a direct
 sum (``inf - inf`` is NaN where the direct conv gives ``+-inf``), nor do
@@ -35,6 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import gemm_panels
+
 #: the transformed input and GEMM results of one block of tile rows take at most about this many bytes
 BLOCK_BYTES = 1 << 20
 #: but a block has at least this many tiles (the rows of its GEMMs)
@@ -49,6 +55,9 @@ MIN_TILES = 16
 #: length computes a row or column of tiles half for nothing (7x7: 49 of 64,
 #: 1.1-1.7x the GEMM's time; 9x9: 81 of 100, 0.92x)
 MIN_USE = 0.8
+#: transformed weights from this size (16 matrices of at least gemm_panels.MIN_RHS_BYTES) may
+#: take panels: below it the check is skipped, so small convs pay nothing for it
+PANELS_MIN_BYTES = 16 * gemm_panels.MIN_RHS_BYTES
 
 #: ``G``: the weight transform, rows of the 4 positions from the 3 taps
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
@@ -67,6 +76,30 @@ def prefers_winograd(kernel, strides, dilation, groups: int, channels: int, leng
         return True
     tiles = math.prod((m + 1) // 2 for m in lengths)
     return tiles >= MIN_TILES and math.prod(lengths) >= MIN_USE * 4 * tiles
+
+
+def small_map_by_panels(kernel, strides, dilation, groups: int, channels: int, out_channels: int,
+                        lengths) -> bool:
+    """Whether a 3x3 conv that :func:`prefers_winograd` leaves to the im2col GEMM runs by Winograd
+    where its 16 GEMMs take :mod:`.gemm_panels` (:func:`panels_pay`): a map of at most
+    ``THREADED_ROWS_MAX`` tiles (ResNet's last stage, 7x7) by matrices of at least
+    ``MIN_RHS_BYTES``. There the im2col GEMM packs its large weight for a few rows each call and
+    panels do not; by panels 0.46-0.88x its time at 2x2-7x7 maps of 128-512 channels, 1 thread
+    (docs/design-notes.md, "Small-row products by panels")."""
+    if not (tuple(kernel) == (3, 3) and all(s == 1 for s in strides) and all(d == 1 for d in dilation)
+            and groups == 1 and channels >= MIN_CHANNELS and lengths is not None
+            and all(isinstance(m, int) for m in lengths)):
+        return False
+    tiles = math.prod((m + 1) // 2 for m in lengths)
+    return (not prefers_winograd(kernel, strides, dilation, groups, channels, lengths)
+            and tiles <= gemm_panels.THREADED_ROWS_MAX
+            and channels * out_channels * 4 >= gemm_panels.MIN_RHS_BYTES)
+
+
+def panels_pay(dtype) -> bool:
+    """Whether a :func:`small_map_by_panels` conv runs by Winograd here: float32, an OpenBLAS with
+    the small-matrix sgemm and one BLAS thread (on two the threaded im2col GEMM is as fast)."""
+    return dtype == np.float32 and gemm_panels.available() and gemm_panels.get_blas_threads() in (1, None)
 
 
 @dataclass(frozen=True)
@@ -119,21 +152,23 @@ def transform_weight(weight: np.ndarray) -> np.ndarray:
 class _TransformedWeights:
     """Transformed weights of read-only arrays (the executable's constants),
     by identity: packed on the first call, as if at convert time (two
-    threads may both pack one; either result is kept)."""
+    threads may both pack one; either result is kept), each with the slot
+    where :func:`.gemm_panels.matmul_into` keeps its panels of them."""
 
     def __init__(self):
         self.by_id: dict[int, tuple] = {}
 
-    def get(self, weight: np.ndarray) -> np.ndarray:
+    def get(self, weight: np.ndarray) -> tuple[np.ndarray, list | None]:
+        """``(U, kept)``: the transformed weight and its panels' slot (None: not kept)."""
         if weight.flags.writeable:          # may change between calls: transform every time
-            return transform_weight(weight)
+            return transform_weight(weight), None
         entry = self.by_id.get(id(weight))
         if entry is not None and entry[0]() is weight:
-            return entry[1]
+            return entry[1], entry[2]
         u = transform_weight(weight)
         key = id(weight)
-        self.by_id[key] = (weakref.ref(weight, lambda _, key=key: self.by_id.pop(key, None)), u)
-        return u
+        self.by_id[key] = (weakref.ref(weight, lambda _, key=key: self.by_id.pop(key, None)), u, [None])
+        return u, self.by_id[key][2]
 
 
 _WEIGHTS = _TransformedWeights()
@@ -145,13 +180,13 @@ def run_winograd(plan: WinogradPlan, x: np.ndarray, weight: np.ndarray, out: np.
     of a lower precision); ``arrays`` from :func:`scratch_layouts`."""
     padded, rows_t, v, m, sums = arrays
     _fill(plan, x, padded)
-    u = _WEIGHTS.get(weight)
+    u, kept = _WEIGHTS.get(weight)
     rows = rows_t.shape[1]
     th, tw = plan.tiles
     for n in range(x.shape[0]):
         for r0 in range(0, th, rows):
             r1 = min(th, r0 + rows)
-            _block(plan, padded[n], u, out[n], bias, r0, r1, rows_t, v, m, sums)
+            _block(plan, padded[n], (u, kept), out[n], bias, r0, r1, rows_t, v, m, sums)
 
 
 def all_finite(out: np.ndarray) -> bool:
@@ -184,8 +219,10 @@ def _bt(d, out) -> None:
     np.subtract(d[1], d[3], out=out[3])
 
 
-def _block(plan: WinogradPlan, plane, u, out, bias, r0: int, r1: int, rows_t, v, m, sums) -> None:
-    """Tile rows ``r0:r1`` of one image: transform, 16 GEMMs, inverse transform into ``out``."""
+def _block(plan: WinogradPlan, plane, weight: tuple, out, bias, r0: int, r1: int, rows_t, v, m, sums) -> None:
+    """Tile rows ``r0:r1`` of one image: transform, 16 GEMMs (a few tiles by large ``U``: by
+    :mod:`.gemm_panels`, its panels kept in ``weight``'s slot), inverse transform into ``out``."""
+    u, kept = weight
     tw = plan.tiles[1]
     count = r1 - r0
     tiles = count * tw
@@ -195,7 +232,8 @@ def _block(plan: WinogradPlan, plane, u, out, bias, r0: int, r1: int, rows_t, v,
     for a in range(4):
         _bt([t[a][:, j:j + 2 * tw:2] for j in range(4)], vb[a])
     mb = m[:, :tiles]
-    np.matmul(v[:, :tiles], u, out=mb)
+    if u.nbytes < PANELS_MIN_BYTES or not gemm_panels.matmul_into(v[:, :tiles], u, mb, kept):
+        np.matmul(v[:, :tiles], u, out=mb)
     # A^T = [[1, 1, 1, 0], [0, 1, -1, -1]], on the rows then the columns
     mb = mb.reshape(4, 4, tiles, -1)
     s = sums[:, :, :tiles]

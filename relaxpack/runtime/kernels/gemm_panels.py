@@ -135,20 +135,29 @@ def _products(rows: np.ndarray, panels: np.ndarray, out: np.ndarray, block: int)
 
 
 def _planned(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> tuple | None:
-    """:func:`plan` of ``lhs @ rhs`` into ``out`` (float32 all three, ``out`` C-contiguous), or None.
-    ``rhs`` is one matrix, ``out`` of ``lhs``'s leading shape (no broadcast batch), or a stack of
-    ``B`` matrices ``(B, 1, .., 1, K, N)`` (MergeProjections' q/k/v), ``out`` then ``B`` results of
-    ``lhs``'s leading shape: ``out[b] = lhs @ rhs[b]``."""
-    if rhs.ndim < 2 or lhs.ndim < 2 or not out.size or lhs.dtype != np.float32 or out.dtype != np.float32 \
-            or not out.flags.c_contiguous:
+    """:func:`plan` of ``lhs @ rhs`` into ``out`` (float32 all three), or None. ``rhs`` is one
+    matrix, ``out`` C-contiguous of ``lhs``'s leading shape (no broadcast batch); or a stack of
+    ``B`` matrices ``(B, 1, .., 1, K, N)`` (MergeProjections' q/k/v), ``out`` C-contiguous, ``B``
+    results of ``lhs``'s leading shape: ``out[b] = lhs @ rhs[b]``; or, all three 3-d, a batch of
+    ``B`` products ``out[b] = lhs[b] @ rhs[b]`` (Winograd's 16), each ``lhs[b]`` and ``out[b]``
+    C-contiguous."""
+    if rhs.ndim < 2 or lhs.ndim < 2 or not out.size or lhs.dtype != np.float32 or out.dtype != np.float32:
         return None
     if rhs.ndim == 2:
-        if lhs.shape[:-1] != out.shape[:-1] or rhs.nbytes < MIN_RHS_BYTES:
+        if lhs.shape[:-1] != out.shape[:-1] or rhs.nbytes < MIN_RHS_BYTES or not out.flags.c_contiguous:
             return None
         return plan(out.size // out.shape[-1], rhs)
     count = rhs.shape[0]
-    if lhs.ndim >= rhs.ndim or rhs.shape[1:-2] != (1,) * (rhs.ndim - 3) or rhs.nbytes < MIN_RHS_BYTES * count \
-            or not rhs.flags.c_contiguous or out.shape != (count,) + (1,) * (rhs.ndim - 1 - lhs.ndim) + lhs.shape[:-1] + rhs.shape[-1:]:
+    if rhs.nbytes < MIN_RHS_BYTES * count or not rhs.flags.c_contiguous:
+        return None
+    if lhs.ndim == rhs.ndim == out.ndim == 3:
+        rows, inner, columns = lhs.shape[1], rhs.shape[1], rhs.shape[2]
+        if lhs.shape[0] != count or out.shape != (count, rows, columns) \
+                or lhs.strides[1:] != (inner * 4, 4) or out.strides[1:] != (columns * 4, 4):
+            return None
+        return plan(rows, rhs[0])
+    if lhs.ndim >= rhs.ndim or rhs.shape[1:-2] != (1,) * (rhs.ndim - 3) or not out.flags.c_contiguous \
+            or out.shape != (count,) + (1,) * (rhs.ndim - 1 - lhs.ndim) + lhs.shape[:-1] + rhs.shape[-1:]:
         return None
     return plan(out.size // (count * out.shape[-1]), rhs.reshape(-1, *rhs.shape[-2:])[0])
 
@@ -176,6 +185,10 @@ def matmul_into(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, kept: list | 
         if entry is None or entry[0] is not rhs or entry[1] != width:
             entry = kept[0] = rhs, width, tuple((packed(matrix, width), tail(matrix, width)) for matrix in matrices)
         parts = entry[2]
+    if lhs.ndim == rhs.ndim == 3:                # a batch: each product its own rows
+        for (panels, last), rows, result in zip(parts, lhs, out):
+            product(rows, panels, result, block, last)
+        return True
     rows = (lhs if lhs.flags.c_contiguous else np.ascontiguousarray(lhs)).reshape(-1, inner)
     for (panels, last), result in zip(parts, out.reshape(len(parts), -1, columns)):
         product(rows, panels, result, block, last)

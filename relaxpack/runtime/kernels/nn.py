@@ -189,9 +189,11 @@ def _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups,
     depthwise = per_group == 1 and groups == channels == out_channels
     if data_layout == "NHWC":
         winograd = conv_winograd.prefers_winograd(kernel, strides, dilation, groups, channels, lengths)
+        by_panels = not winograd and conv_winograd.small_map_by_panels(kernel, strides, dilation, groups, channels,
+                                                                       out_channels, lengths)
         return conv_nhwc.nhwc_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, tuple(lengths),
-                                   depthwise, conv_nhwc.prefers_taps(groups, math.prod(lengths)), winograd,
-                                   channels), lengths
+                                   depthwise, conv_nhwc.prefers_taps(groups, math.prod(lengths)),
+                                   winograd or by_panels, channels, by_panels), lengths
     plan = conv_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, ends, tuple(lengths),
                      depthwise, per_group, channels)
     return plan, lengths
@@ -221,6 +223,12 @@ def conv_workspace(data_shape, weight_shape, dtype, *, strides, padding, dilatio
     if data_layout == "NHWC":
         layouts = conv_nhwc.scratch_layouts(plan, data_shape[0], data_shape[1], weight_shape[0], work,
                                             direct=work == numpy_dtype(dtype))
+        if plan.by_panels:
+            # the machine decides at run time: room for either method (both layouts: with a symbolic
+            # batch neither method's scratch bounds the other's at every batch)
+            layouts = layouts + (conv_nhwc.scratch_layouts(plan.fallback, data_shape[0], data_shape[1],
+                                                           weight_shape[0], work,
+                                                           direct=work == numpy_dtype(dtype)) or [])
     else:
         layouts = scratch_layouts(plan, data_shape[0], data_shape[1], weight_shape[0], work,
                                   _writes_channels_last(data_layout, out_layout))
