@@ -387,3 +387,26 @@ def test_the_tap_major_depthwise_runner_at_its_edges(case, taken, activation, dt
         np.testing.assert_array_equal(out, want)
         if workspace is not None:
             workspace[:] = 0xCD
+
+
+@pytest.mark.parametrize("data, weight, attrs, method", [
+    ((1, 7, 7, 512), (1, 1, 512, 256), dict(), "pointwise"),                             # ResNet's 7x7 1x1s
+    ((1, 9, 9, 64), (3, 3, 64, 130), dict(strides=(2, 2), padding=(1, 1, 1, 1)), "gemm"),  # a tail panel too
+], ids=["pointwise", "gemm"])
+@pytest.mark.parametrize("bound", [True, False], ids=["bound", "registers"])
+def test_a_few_pixels_by_a_large_weight_take_panels_on_both_paths(monkeypatch, data, weight, attrs, method, bound):
+    """The runner and the generic kernel make the GEMM by gemm_panels alike (a bound weight's packed
+    copy, or views of a weight computed at run time, read anew each call): the same bits."""
+    from relaxpack.runtime.kernels import gemm_panels
+    monkeypatch.setattr(gemm_panels, "available", lambda: True)
+    monkeypatch.setattr(gemm_panels, "get_blas_threads", lambda: 1)
+    products = []
+    real = gemm_panels.product
+    monkeypatch.setattr(gemm_panels, "product", lambda *args: (products.append(1), real(*args))[1])
+    attrs = nhwc_attrs(attrs, "relu")
+    assert plan_of(data, weight, attrs).method == method
+    rng = np.random.default_rng(4)
+    call = CONV_BIAS_ACT.specialize_attrs(attrs, (False, bound, bound))
+    check_calls(call, data, weight, attrs, "float32", rng, workspace_for(data, weight, attrs, "float32"),
+                w=rand(rng, weight, "float32"), b=rand(rng, (weight[-1],), "float32"), mutate=not bound)
+    assert len(products) == 6                      # 3 rounds, the runner's call and the generic kernel's

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import conv_winograd
+from . import conv_winograd, gemm_panels
 from .conv_depthwise import DepthwisePlan, channel_last_geometry, depthwise_layouts, depthwise_plan, run_depthwise
 from ._workspace import Scratch
 
@@ -172,7 +172,7 @@ def run_conv_nhwc(plan: NhwcPlan, x: np.ndarray, weight: np.ndarray, groups: int
         plan = plan.fallback
     direct = out.dtype == x.dtype and out.flags.c_contiguous
     if plan.method == "pointwise" and direct and groups == 1:       # no scratch: the GEMM alone
-        np.matmul(x.reshape(-1, channels), weight.reshape(channels, out_channels), out=out.reshape(-1, out_channels))
+        rows_by_weight(x.reshape(-1, channels), weight.reshape(channels, out_channels), out.reshape(-1, out_channels))
         if bias is not None:
             add_bias(out, bias)
         return
@@ -260,6 +260,14 @@ def _taps(plan: NhwcPlan, source: np.ndarray, weight: np.ndarray, out: np.ndarra
             np.copyto(out[n], valid, casting="unsafe")
 
 
+def rows_by_weight(rows: np.ndarray, weight: np.ndarray, out: np.ndarray, kept: list | None = None) -> None:
+    """``out = rows @ weight``: a few pixels by a large weight as :mod:`.gemm_panels`'s small
+    products (ResNet's last stages at 7x7 and 14x14), else one ``np.matmul``; ``kept``: a bound
+    weight's slot for its packed panels."""
+    if weight.nbytes < gemm_panels.MIN_RHS_BYTES or not gemm_panels.matmul_into(rows, weight, out, kept):
+        np.matmul(rows, weight, out=out)
+
+
 def _gemm(plan: NhwcPlan, source: np.ndarray, weight: np.ndarray, groups: int, result: np.ndarray,
           arrays: list) -> None:
     batch, channels = source.shape[0], source.shape[-1]
@@ -274,7 +282,7 @@ def _gemm(plan: NhwcPlan, source: np.ndarray, weight: np.ndarray, groups: int, r
     out_channels = weight.shape[-1]
     target = result.reshape(pixels, out_channels)
     if groups == 1:
-        np.matmul(cols, weight.reshape(-1, out_channels), out=target)
+        rows_by_weight(cols, weight.reshape(-1, out_channels), target)
         return
     per_group, outs = channels // groups, out_channels // groups
     cols = cols.reshape(pixels, plan.taps, groups, per_group)

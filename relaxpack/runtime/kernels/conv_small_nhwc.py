@@ -26,9 +26,10 @@ import math
 import numpy as np
 
 from ..kept import keep
+from . import gemm_panels
 from ._math import EINSUM
 from .conv_depthwise import SLOTS_MAX_CHANNELS, _einsums, depthwise_layouts
-from .conv_nhwc import add_bias
+from .conv_nhwc import add_bias, rows_by_weight
 from .tiled_operand import KEPT_SHAPES, tile_of
 
 _as_strided = np.lib.stride_tricks.as_strided
@@ -88,7 +89,7 @@ def prepare(plan, data, weight, bias, arrays: list, act, fixed_weight: bool, fix
     fill = None if padded is None else _filler(plan, padded, zero=not own)
     w = weight.reshape(-1, out_channels)
     copy = np.copyto
-    matmul = rows_product(pixels, w.shape[0], out_channels)
+    matmul = _by_weight(rows_product(pixels, w.shape[0], out_channels), w, fixed_weight)
     if plan.method == "pointwise":      # (a 1x1 conv of the whole input: never padded)
         seen = [None, None, None, None]     # the last x and out that are views (arena), their 2-d views
 
@@ -110,7 +111,7 @@ def prepare(plan, data, weight, bias, arrays: list, act, fixed_weight: bool, fix
         return run
     cols = arrays[-1]
     pixels = cols.size // (plan.taps * channels)
-    matmul = rows_product(pixels, w.shape[0], out_channels)
+    matmul = _by_weight(rows_product(pixels, w.shape[0], out_channels), w, fixed_weight)
     windows = _windows(plan, padded) if fill is not None else None
     dst = cols.reshape(windows.shape if windows is not None else
                        (data.shape[0], *plan.lengths, *plan.cl[1], channels))
@@ -131,6 +132,16 @@ def prepare(plan, data, weight, bias, arrays: list, act, fixed_weight: bool, fix
         matmul(cols.reshape(pixels, -1), w, out.reshape(pixels, out_channels))
         finish(out)
     return run
+
+
+def _by_weight(product, weight: np.ndarray, fixed_weight: bool):
+    """``product`` of :func:`rows_product`, or, for a weight of at least ``MIN_RHS_BYTES``,
+    :func:`.conv_nhwc.rows_by_weight` (the generic kernel's call: panels where they apply, the
+    same bits), a bound weight's panels packed once."""
+    if weight.nbytes < gemm_panels.MIN_RHS_BYTES:
+        return product
+    kept = [None] if fixed_weight else None
+    return lambda a, b, out: rows_by_weight(a, b, out, kept)
 
 
 def rows_product(rows: int, inner: int, columns: int):
