@@ -13,7 +13,7 @@ archive runs anywhere numpy does::
 """
 
 from .archive import load, load_bytes
-from .blas import blas_threads, get_blas_threads, set_blas_threads
+from .blas import blas_threads, get_blas_threads, set_blas_threads, set_weight_panels
 from .executable import Executable, FuncEntry
 from .registry import register_func, registered_funcs, unregister_func
 from .session import (
@@ -24,4 +24,5 @@ from .vm import VirtualMachine
 
 __all__ = ["ExecutionMode", "Executable", "FuncEntry", "GraphOptimizationLevel", "InferenceSession", "ModelMetadata", "NodeArg", "RunOptions", "SessionOptions",
            "VirtualMachine", "blas_threads", "get_available_providers", "get_blas_threads", "get_device", "load",
-           "load_bytes", "register_func", "registered_funcs", "set_blas_threads", "unregister_func"]
+           "load_bytes", "register_func", "registered_funcs", "set_blas_threads", "set_weight_panels",
+           "unregister_func"]

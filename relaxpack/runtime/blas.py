@@ -168,3 +168,22 @@ def _core(lib, getter: str) -> str | None:
 
 
 __all__ = ["BlasLibrary", "blas_core", "blas_libraries", "blas_threads", "get_blas_threads", "set_blas_threads"]
+
+
+#: the environment variable that turns weight panels off (``0``) for the process
+PANELS_ENV = "RELAXPACK_WEIGHT_PANELS"
+#: [whether products may take weight panels] (:mod:`.kernels.gemm_panels`), read at every product
+PANELS_ON = [os.environ.get(PANELS_ENV, "1").strip() != "0"]
+
+
+def set_weight_panels(enabled: bool) -> bool:
+    """Let products of a few rows by a large float32 weight run as OpenBLAS's small products of
+    its column panels (where numpy's OpenBLAS has those kernels), or not; returns the previous
+    setting. Panels are faster (BERT-base at 16 tokens 1.19x -> 0.99x onnxruntime's time) and
+    cost memory: each such bound weight is copied once into its panels (BERT-base: a 417 MiB
+    archive peaks at 789 MiB of RSS; off, the mapped weights are read as they are). Process-wide;
+    ``RELAXPACK_WEIGHT_PANELS=0`` starts with them off."""
+    if not isinstance(enabled, bool):
+        raise ValueError(f"set_weight_panels takes True or False, got {enabled!r}")
+    previous, PANELS_ON[0] = PANELS_ON[0], enabled
+    return previous

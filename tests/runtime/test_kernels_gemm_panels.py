@@ -201,3 +201,27 @@ def test_a_stack_takes_panels_only_as_one_result_per_matrix(panels_on):
     assert not gemm_panels.applies(lhs, np.zeros((3, 1, 16, 384), np.float32), np.empty((3, 2, 5, 384), np.float32))
     transposed = np.zeros((3, 1, 384, 768), np.float32).transpose(0, 1, 3, 2)    # not one copy per call
     assert not gemm_panels.applies(lhs, transposed, np.empty((3, 2, 5, 384), np.float32))
+
+
+def test_panels_can_be_turned_off_for_memory(monkeypatch):
+    """``set_weight_panels(False)`` (or ``RELAXPACK_WEIGHT_PANELS=0`` at start) makes every product
+    one GEMM of the weight as it is: no packed copy."""
+    import subprocess
+    import sys
+
+    from relaxpack.runtime import set_weight_panels
+    monkeypatch.setattr(gemm_panels, "_core", [True])
+    monkeypatch.setattr(gemm_panels, "get_blas_threads", lambda: 1)
+    big = np.zeros((768, 3072), np.float32)
+    assert gemm_panels.plan(16, big) is not None
+    try:
+        assert set_weight_panels(False) is True
+        assert gemm_panels.plan(16, big) is None and not gemm_panels.available()
+    finally:
+        set_weight_panels(True)
+    assert gemm_panels.plan(16, big) is not None
+    with pytest.raises(ValueError, match="True or False"):
+        set_weight_panels(0)
+    code = "from relaxpack.runtime import blas; print(blas.PANELS_ON[0])"
+    env = {**__import__("os").environ, "RELAXPACK_WEIGHT_PANELS": "0"}
+    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip() == "False"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..blas import blas_core, get_blas_threads
+from ..blas import PANELS_ON, blas_core, get_blas_threads
 
 #: OpenBLAS's bound on ``m * n * k`` for its small-matrix sgemm (``sgemm_small_kernel_permit``)
 SMALL_PRODUCT_MAX = 100 ** 3
@@ -46,10 +46,11 @@ _core: list = []            # [whether numpy's BLAS has the small-matrix sgemm],
 
 
 def available() -> bool:
-    """Whether numpy's BLAS is an OpenBLAS whose kernels have the small-matrix sgemm."""
+    """Whether numpy's BLAS is an OpenBLAS whose kernels have the small-matrix sgemm, and panels
+    are on (:func:`..blas.set_weight_panels`)."""
     if not _core:
         _core.append(blas_core() in SMALL_KERNEL_CORES)
-    return _core[0]
+    return _core[0] and PANELS_ON[0]
 
 
 def plan(rows: int, rhs: np.ndarray) -> tuple | None:
