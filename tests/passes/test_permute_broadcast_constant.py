@@ -21,17 +21,19 @@ KEYS = np.arange(12, dtype=np.float32).reshape(1, 2, 3, 2) - 5.5
 KEYS_TEXT = f'R.const({KEYS.tolist()}, "float32")'
 KEYS_T_TEXT = f'R.const({np.swapaxes(KEYS, -1, -2).tolist()}, "float32")'
 Q = 'q: R.Tensor(("n", 2, 4, 2), "float32")'
-
-
-def test_the_reshaped_broadcast_is_transposed_once_and_the_product_reads_it_as_it_is():
-    before = program(Q, '("2 * n", 4, 3)', f"""
+#: the keys repeated over the batch, heads merged with it, transposed; the queries as matrices
+KEYS_T_BODY = f"""
 tile = R.broadcast_to({KEYS_TEXT}, R.shape([n, 2, 3, 2]))
 keys = R.reshape(tile, R.shape([2 * n, 3, 2]))
 keys_t = R.permute_dims(keys, axes=[0, 2, 1])
 qm = R.reshape(q, R.shape([2 * n, 4, 2]))
-out = R.matmul(qm, keys_t)
-return out
-""")
+"""
+#: each query by the transposed repeated keys
+DEBERTA_LIKE = program(Q, '("2 * n", 4, 3)', KEYS_T_BODY + "out = R.matmul(qm, keys_t)\nreturn out")
+
+
+def test_the_reshaped_broadcast_is_transposed_once_and_the_product_reads_it_as_it_is():
+    before = DEBERTA_LIKE
     expected = program(Q, '("2 * n", 4, 3)', f"""
 tile = R.broadcast_to({KEYS_T_TEXT}, R.shape([n, 2, 2, 3]))
 keys_t = R.reshape(tile, R.shape([2 * n, 2, 3]))
@@ -72,11 +74,7 @@ return keys_t
     mod = assert_unchanged(simplify_algebra, reshape_moves)
     assert dict(explain(mod, "transpose_of_reshaped_broadcast_constant")) == {
         "keys_t": "the reshape does not keep the last two axes"}
-    shared = program(Q, '("2 * n", 4, 3)', f"""
-tile = R.broadcast_to({KEYS_TEXT}, R.shape([n, 2, 3, 2]))
-keys = R.reshape(tile, R.shape([2 * n, 3, 2]))
-keys_t = R.permute_dims(keys, axes=[0, 2, 1])
-qm = R.reshape(q, R.shape([2 * n, 4, 2]))
+    shared = program(Q, '("2 * n", 4, 3)', KEYS_T_BODY + """
 m = R.matmul(qm, keys_t)
 again = R.permute_dims(keys, axes=[0, 2, 1])
 m2 = R.matmul(qm, again)
@@ -89,14 +87,7 @@ return out
 
 def test_deberta_like_relative_keys_run_the_same_at_o2():
     """Through the whole -O2 pipeline no transpose is left, and the values are -O0's."""
-    text = program(Q, '("2 * n", 4, 3)', f"""
-tile = R.broadcast_to({KEYS_TEXT}, R.shape([n, 2, 3, 2]))
-keys = R.reshape(tile, R.shape([2 * n, 3, 2]))
-keys_t = R.permute_dims(keys, axes=[0, 2, 1])
-qm = R.reshape(q, R.shape([2 * n, 4, 2]))
-out = R.matmul(qm, keys_t)
-return out
-""")
+    text = DEBERTA_LIKE
     optimized = run_pass(optimize_pipeline(), parse(text))
     assert "permute_dims" not in ops_of(optimized) and "permute_matmul" not in ops_of(optimized)
     rng = np.random.default_rng(0)
