@@ -14,7 +14,9 @@ statically, or Accelerate on macOS) the functions do nothing and
 ...     vm.run(feeds)                # BLAS on one thread, then as before
 
 The setting is per process: two threads asking for different counts at the
-same time get whichever was set last.
+same time get whichever was set last. So is the switch of weight panels
+(:func:`set_weight_panels`), the speed-for-memory trade of the OpenBLAS
+small-matrix products kept here so that importing the runtime loads no kernel.
 """
 
 from __future__ import annotations
@@ -167,9 +169,6 @@ def _core(lib, getter: str) -> str | None:
     return name.decode("ascii", "replace").strip() if name else None
 
 
-__all__ = ["BlasLibrary", "blas_core", "blas_libraries", "blas_threads", "get_blas_threads", "set_blas_threads"]
-
-
 #: the environment variable that turns weight panels off (``0``) for the process
 PANELS_ENV = "RELAXPACK_WEIGHT_PANELS"
 #: [whether products may take weight panels] (:mod:`.kernels.gemm_panels`), read at every product
@@ -187,3 +186,8 @@ def set_weight_panels(enabled: bool) -> bool:
         raise ValueError(f"set_weight_panels takes True or False, got {enabled!r}")
     previous, PANELS_ON[0] = PANELS_ON[0], enabled
     return previous
+
+
+__all__ = ["BlasLibrary", "blas_core", "blas_libraries", "blas_threads", "get_blas_threads", "set_blas_threads",
+           "set_weight_panels"]
+

@@ -165,10 +165,9 @@ class _TransformedWeights:
         entry = self.by_id.get(id(weight))
         if entry is not None and entry[0]() is weight:
             return entry[1], entry[2]
-        u = transform_weight(weight)
-        key = id(weight)
-        self.by_id[key] = (weakref.ref(weight, lambda _, key=key: self.by_id.pop(key, None)), u, [None])
-        return u, self.by_id[key][2]
+        u, slot, key = transform_weight(weight), [None], id(weight)
+        self.by_id[key] = (weakref.ref(weight, lambda _, key=key: self.by_id.pop(key, None)), u, slot)
+        return u, slot
 
 
 _WEIGHTS = _TransformedWeights()
