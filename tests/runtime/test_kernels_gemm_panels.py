@@ -225,3 +225,29 @@ def test_panels_can_be_turned_off_for_memory(monkeypatch):
     code = "from relaxpack.runtime import blas; print(blas.PANELS_ON[0])"
     env = {**__import__("os").environ, "RELAXPACK_WEIGHT_PANELS": "0"}
     assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape", [(16, 768), (2, 9, 768)])
+def test_widened_low_float_products_take_panels_on_both_paths(panels_on, monkeypatch, dtype, shape):
+    """A float16 (or bfloat16) product is widened to float32 and made as a float32 one, by panels
+    too: the generic kernel (the weight widened each call) and a bound weight's specialized call
+    (its widened copy packed once) give the same bits."""
+    from relaxpack.runtime.dtypes import numpy_dtype
+    low = numpy_dtype(dtype)
+    products = []
+    real = gemm_panels.product
+    monkeypatch.setattr(gemm_panels, "product", lambda *args: (products.append(1), real(*args))[1])
+    rng = np.random.default_rng(7)
+    rhs = rng.standard_normal((768, 389)).astype(np.float32).astype(low)
+    lhs = rng.standard_normal(shape).astype(np.float32).astype(low)
+    expected = np.empty(shape[:-1] + (389,), low)
+    get_kernel("matmul").fn(lhs, rhs, out=expected, out_dtype=None)
+    assert products
+    call = _specialize_matmul({"out_dtype": None}, (False, True))
+    for _ in range(3):
+        out = np.empty_like(expected)
+        call(lhs, rhs, out=out)
+        np.testing.assert_array_equal(out, expected)
+    np.testing.assert_allclose(expected.astype(np.float64), lhs.astype(np.float64) @ rhs.astype(np.float64),
+                               rtol=1e-2, atol=0.3)

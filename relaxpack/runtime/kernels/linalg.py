@@ -82,10 +82,16 @@ def _folded(lhs, rhs, out) -> bool:
     return True
 
 
-def product32(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def product32(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, kept: list | None = None) -> np.ndarray:
     """``np.matmul(a, b)`` (into ``out`` when given) of float32 operands, the widened products of
-    float16 and bfloat16 (:func:`matmul`'s low-float branch and the specialized ones): a batch by a
-    large 2-d ``b`` as one GEMM of its rows, as :func:`matmul` makes a float32 one."""
+    float16 and bfloat16 (:func:`matmul`'s low-float branch and the specialized ones), made as
+    :func:`matmul` makes a float32 one: a few rows by a large ``b`` by :mod:`.gemm_panels` (its
+    panels in ``kept``, a bound weight's slot), a batch by a large 2-d ``b`` as one GEMM of its rows."""
+    if b.nbytes >= gemm_panels.MIN_RHS_BYTES and a.ndim >= 2 and b.ndim >= 2 and a.dtype == b.dtype:
+        if out is None:
+            out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]), a.dtype)
+        if gemm_panels.matmul_into(a, b, out, kept):
+            return out
     if b.ndim == 2 and a.ndim > 2 and b.nbytes >= FOLD_MIN_RHS_BYTES and a.dtype == b.dtype:
         target = np.empty(a.shape[:-1] + b.shape[-1:], a.dtype) if out is None else out
         if target.dtype == a.dtype and _folded(a, b, target):
@@ -182,11 +188,11 @@ def _specialize_matmul(attrs: dict, constant: tuple):
         if rhs is not kept[0]:
             kept[:] = rhs, rhs.astype(np.float32)
         if lhs.size < WIDEN_MIN_SIZE:       # (below half_cast's bars: numpy's conversions, no call)
-            np.copyto(out, product32(lhs.astype(np.float32), kept[1]), casting="unsafe")
+            np.copyto(out, product32(lhs.astype(np.float32), kept[1], None, panels), casting="unsafe")
         elif out.dtype == _F32 and out.flags.c_contiguous and lhs.shape[:-1] == out.shape[:-1]:
-            product32(as_float32(lhs), kept[1], out)    # the same sgemm, straight into out
+            product32(as_float32(lhs), kept[1], out, panels)    # the same sgemm, straight into out
         else:
-            cast_into(out, product32(as_float32(lhs), kept[1]))     # (numpy's conversions' values)
+            cast_into(out, product32(as_float32(lhs), kept[1], None, panels))     # (numpy's conversions' values)
     return call
 
 
