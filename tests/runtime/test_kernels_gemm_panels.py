@@ -251,3 +251,24 @@ def test_widened_low_float_products_take_panels_on_both_paths(panels_on, monkeyp
         np.testing.assert_array_equal(out, expected)
     np.testing.assert_allclose(expected.astype(np.float64), lhs.astype(np.float64) @ rhs.astype(np.float64),
                                rtol=1e-2, atol=0.3)
+
+
+def test_a_permute_matmul_without_permutations_by_a_bound_weight_packs_it(panels_on, monkeypatch):
+    """A fused recipe's product (ConvNeXt's fc2) is a permute_matmul with no permutations: by a
+    bound weight it is the specialized matmul, panels packed once, the generic kernel's bits."""
+    packs = []
+    real = gemm_panels.packed
+    monkeypatch.setattr(gemm_panels, "packed", lambda rhs, width: (packs.append(width), real(rhs, width))[1])
+    attrs = {"lhs_axes": None, "rhs_axes": None, "out_axes": None, "out_dtype": None}
+    rng = np.random.default_rng(11)
+    rhs = _weight(rng, 768, 389)
+    call = get_kernel("permute_matmul").fn.specialize_attrs(attrs, (False, True))
+    for rows in (49, 7, 49):
+        lhs = _arena_view((1, rows, 768))
+        lhs[...] = rng.standard_normal(lhs.shape)
+        expected = np.empty((1, rows, 389), np.float32)
+        get_kernel("permute_matmul").fn(lhs, rhs, out=expected, **attrs)
+        out = _arena_view(expected.shape)
+        call(lhs, rhs, out=out)
+        np.testing.assert_array_equal(out, expected)
+    assert len(packs) == 1

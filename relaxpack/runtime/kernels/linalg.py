@@ -267,8 +267,12 @@ def product_into(lhs, rhs, target) -> None:
 def _specialize_permute_matmul(attrs: dict, constant: tuple):
     """Per instruction: the permutations as tuples, the output's inverted once (attention's
     ``probs @ v`` paid ~2 us a call for ``np.argsort`` of its output permutation), and the
-    permuted views of the last call's arrays kept (:func:`_kept_product`)."""
+    permuted views of the last call's arrays kept (:func:`_kept_product`). Without permutations
+    it is a matmul, and by a bound weight (a fused recipe's product, ConvNeXt's fc2 with its
+    layer scale) the specialized matmul's: its panels packed once, not read through views."""
     lhs_axes, rhs_axes, out_inverse = _axes(attrs["lhs_axes"]), _axes(attrs["rhs_axes"]), _inverse(attrs["out_axes"])
+    if lhs_axes is None and rhs_axes is None and out_inverse is None and len(constant) > 1 and constant[1]:
+        return _specialize_matmul({"out_dtype": None}, constant)
     return _kept_product(lhs_axes, rhs_axes, out_inverse)
 
 
