@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..blas import PANELS_ON, blas_core, get_blas_threads
+from ..mapped_pages import release
 
 #: OpenBLAS's bound on ``m * n * k`` for its small-matrix sgemm (``sgemm_small_kernel_permit``)
 SMALL_PRODUCT_MAX = 100 ** 3
@@ -172,7 +173,8 @@ def matmul_into(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, kept: list | 
     """``out = lhs @ rhs`` by panels where :func:`plan` says so (then True; else False, nothing
     done): each of ``rhs``'s matrices read through :func:`view`, or, given ``kept`` (a bound
     weight's instruction: ``[(rhs, width, ((panels, tail), ...))]``, one tuple so that threads
-    sharing it never mix two entries), through its :func:`packed` copy, made once."""
+    sharing it never mix two entries), through its :func:`packed` copy, made once; the pages of a
+    mapped ``rhs`` are then given back (:func:`..mapped_pages.release`)."""
     chosen = _planned(lhs, rhs, out)
     if chosen is None:
         return False
@@ -185,6 +187,7 @@ def matmul_into(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, kept: list | 
         entry = kept[0]
         if entry is None or entry[0] is not rhs or entry[1] != width:
             entry = kept[0] = rhs, width, tuple((packed(matrix, width), tail(matrix, width)) for matrix in matrices)
+            release(rhs)                         # the panels replace a mapped weight's pages
         parts = entry[2]
     if lhs.ndim == rhs.ndim == 3:                # a batch: each product its own rows
         for (panels, last), rows, result in zip(parts, lhs, out):
