@@ -42,6 +42,14 @@ def test_plan_keeps_each_product_small_and_no_block_one_row(panels_on, inner, co
         assert columns >= width and width % 16 == 0
         assert block >= 2 and block * width * inner <= gemm_panels.SMALL_PRODUCT_MAX
         assert rows % block != 1 and min(rows, block) == block
+        assert width == gemm_panels.width_of(inner, columns)            # one width for every row count
+
+
+@pytest.mark.parametrize("inner,columns,width", [(768, 3072, 64), (1953, 768, 64), (1954, 768, 32), (3072, 768, 32),
+                                                 (4096, 1024, 32), (15625, 64, 32), (15626, 64, 16), (768, 40, 32),
+                                                 (31250, 64, 16), (31251, 64, None)])
+def test_the_width_is_the_widest_whose_blocks_hold_enough_rows(inner, columns, width):
+    assert gemm_panels.width_of(inner, columns) == width
 
 
 @pytest.mark.parametrize("columns,padded", [(1024, None), (1025, 16), (1041, 32), (1087, 64), (1088, None)])
@@ -158,6 +166,25 @@ def test_a_bound_weight_is_packed_once(panels_on, monkeypatch):
         call(lhs, rhs, bias, out=out)
         np.testing.assert_allclose(out, np.maximum(lhs.astype(np.float64) @ rhs + bias, 0), rtol=1e-4, atol=1e-3)
     assert len(packs) == 1
+
+
+def test_a_bound_weight_is_packed_once_for_every_row_count(panels_on, monkeypatch):
+    """The rows move across the bounds where a per-call width would change (3072 deep: 64 columns
+    hold 5 rows, 32 hold 10): the panels packed at the first call serve them all."""
+    packs = []
+    real = gemm_panels.packed
+    monkeypatch.setattr(gemm_panels, "packed", lambda rhs, width: (packs.append(width), real(rhs, width))[1])
+    rng = np.random.default_rng(4)
+    rhs = _weight(rng, 3072, 768)
+    call = _specialize_matmul({"out_dtype": None}, (False, True))
+    for rows in (16, 3, 16, 5, 2, 9, 4):
+        lhs = rng.standard_normal((rows, 3072)).astype(np.float32)
+        out = _arena_view((rows, 768))
+        call(lhs, rhs, out=out)
+        expected = np.empty((rows, 768), np.float32)
+        linalg.matmul(lhs, rhs, out=expected, out_dtype=None)               # the generic kernel's view
+        np.testing.assert_array_equal(out, expected)
+    assert packs == [32]
 
 
 @pytest.mark.parametrize("lhs_shape,rhs_shape", [((2, 5, 768), (3, 1, 768, 389)), ((16, 768), (2, 768, 384)),

@@ -32,8 +32,8 @@ SMALL_PRODUCT_MAX = 100 ** 3
 MIN_RHS_BYTES = 256 << 10
 #: panel widths tried, widest first (multiples of the kernel's 16 lanes)
 WIDTHS = (64, 32, 16)
-#: a narrower panel is taken when the wider one leaves fewer rows than this per block (K = 3072:
-#: 5 rows by 64 columns, 20 by 16)
+#: the widest panels are taken where their blocks hold this many rows (K = 3072: 5 rows by 64
+#: columns, 10 by 32: 32 columns)
 BLOCK_ROWS_MIN = 8
 #: with more than one BLAS thread, panels up to this many rows (the threaded GEMM wins past it:
 #: 768 x 3072 on 2 threads, 24 rows 1.13 against 1.18 ms)
@@ -57,21 +57,32 @@ def available() -> bool:
 def plan(rows: int, rhs: np.ndarray) -> tuple | None:
     """``(n, r)``: panel width and rows per block for ``rows`` rows by the 2-d float32 ``rhs``
     (C-contiguous, at least :data:`MIN_RHS_BYTES`), or None where one GEMM is the product. The
-    columns past the last whole panel are :func:`tail`'s."""
+    width is :func:`width_of` the weight's, whatever the rows; the columns past the last whole
+    panel are :func:`tail`'s."""
     if rows < 2 or rhs.dtype != np.float32 or rhs.nbytes < MIN_RHS_BYTES or not rhs.flags.c_contiguous \
             or not available():
         return None
     if rows > THREADED_ROWS_MAX and get_blas_threads() not in (1, None):
         return None
     inner, columns = rhs.shape
-    found = None
+    width = width_of(inner, columns)
+    if width is None:
+        return None
+    block = _block(rows, SMALL_PRODUCT_MAX // (width * inner))
+    return None if block is None else (width, block)
+
+
+def width_of(inner: int, columns: int) -> int | None:
+    """The panel width of a ``(inner, columns)`` weight: the widest of :data:`WIDTHS` whose product
+    takes :data:`BLOCK_ROWS_MIN` rows (64 to ``inner`` 1953), else the widest that takes two rows;
+    None if none does. It does not depend on the rows, so a bound weight's packed panels serve
+    every row count: a width chosen per call repacked the whole weight whenever the rows moved
+    across a bound (BERT-base alternating 16 and 3 tokens: 60 ms more a call)."""
     for width in WIDTHS:
-        block = _block(rows, SMALL_PRODUCT_MAX // (width * inner)) if columns >= width else None
-        if block is not None:
-            found = width, block
-            if block >= min(rows, BLOCK_ROWS_MIN):
-                break
-    return found
+        least = BLOCK_ROWS_MIN if width == WIDTHS[0] else 2
+        if columns >= width and SMALL_PRODUCT_MAX // (width * inner) >= least:
+            return width
+    return None
 
 
 def _block(rows: int, most: int) -> int | None:
