@@ -392,9 +392,11 @@ def test_the_tap_major_depthwise_runner_at_its_edges(case, taken, activation, dt
 @pytest.mark.parametrize("data, weight, attrs, method", [
     ((1, 7, 7, 512), (1, 1, 512, 256), dict(), "pointwise"),                             # ResNet's 7x7 1x1s
     ((1, 9, 9, 64), (3, 3, 64, 130), dict(strides=(2, 2), padding=(1, 1, 1, 1)), "gemm"),  # a tail panel too
-], ids=["pointwise", "gemm"])
+    ((1, 40, 40, 32), (1, 1, 32, 48), dict(), "pointwise"),          # many pixels by a small weight
+    ((1, 30, 30, 16), (3, 3, 16, 32), dict(padding=(1, 1, 1, 1)), "gemm"),
+], ids=["pointwise", "gemm", "small-pointwise", "small-gemm"])
 @pytest.mark.parametrize("bound", [True, False], ids=["bound", "registers"])
-def test_a_few_pixels_by_a_large_weight_take_panels_on_both_paths(monkeypatch, data, weight, attrs, method, bound):
+def test_pixels_by_a_weight_take_panels_on_both_paths(monkeypatch, data, weight, attrs, method, bound):
     """The runner and the generic kernel make the GEMM by gemm_panels alike (a bound weight's packed
     copy, or views of a weight computed at run time, read anew each call): the same bits."""
     from relaxpack.runtime.kernels import gemm_panels

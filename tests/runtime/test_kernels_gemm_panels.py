@@ -81,6 +81,48 @@ def test_plan_leaves_the_rest_to_one_gemm(panels_on, monkeypatch):
     assert gemm_panels.plan(16, big) is None
 
 
+@pytest.mark.parametrize("inner,columns,width", [(144, 64, 64), (144, 48, 16), (1152, 32, 32), (27, 32, 32),
+                                                 (72, 24, None), (16, 96, 32)])
+def test_a_small_weight_takes_panels_by_many_rows_and_whole_panels(panels_on, inner, columns, width):
+    """Below MIN_RHS_BYTES a weight takes panels only where its one GEMM would not be a small product
+    (rows * inner * columns over 100^3) and at a width that divides its columns (no padded tail);
+    the callers' filter, ``considered``, lets through every product that plan takes."""
+    rhs = np.zeros((inner, columns), np.float32)
+    assert rhs.nbytes < gemm_panels.MIN_RHS_BYTES
+    assert gemm_panels.width_of(inner, columns, whole=True) == width
+    for rows in range(2, 3000, 7):
+        chosen = gemm_panels.plan(rows, rhs)
+        if rows * inner * columns > gemm_panels.SMALL_PRODUCT_MAX and width is not None:
+            assert chosen is not None and chosen[0] == width
+            assert gemm_panels.considered(rows * inner, rhs)
+        else:
+            assert chosen is None
+
+
+@pytest.mark.parametrize("shape", [(400, 144), (3, 150, 144), (1, 30, 30, 144)])
+@pytest.mark.parametrize("kernel", ["matmul", "nn.gemm"])
+def test_a_small_weight_by_many_rows_agrees_on_every_path(panels_on, monkeypatch, shape, kernel):
+    products = []
+    real = gemm_panels.product
+    monkeypatch.setattr(gemm_panels, "product", lambda *args: (products.append(1), real(*args))[1])
+    rng = np.random.default_rng(5)
+    rhs = _weight(rng, 144, 48)
+    lhs = _arena_view(shape)
+    lhs[...] = rng.standard_normal(shape)
+    expected = np.empty(shape[:-1] + (48,), np.float32)
+    get_kernel("matmul").fn(lhs, rhs, out=expected, out_dtype=None)
+    assert len(products) == 1
+    call = _specialize_matmul({"out_dtype": None}, (False, True)) if kernel == "matmul" else \
+        _specialize_gemm({"activation": None}, (False, True))
+    out = _arena_view(expected.shape)
+    for _ in range(3):
+        out[...] = np.nan
+        call(lhs, rhs, out=out)
+        np.testing.assert_array_equal(out, expected)
+    assert len(products) == 4
+    np.testing.assert_allclose(expected, lhs.astype(np.float64) @ rhs, rtol=1e-4, atol=1e-3)
+
+
 def _panel_by_panel(lhs, rhs, width, block):
     """``lhs @ rhs`` as one product per block of rows and panel, the last panel zero-padded."""
     rows, columns = lhs.shape[0], rhs.shape[1]

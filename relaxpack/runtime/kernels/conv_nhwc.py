@@ -261,10 +261,10 @@ def _taps(plan: NhwcPlan, source: np.ndarray, weight: np.ndarray, out: np.ndarra
 
 
 def rows_by_weight(rows: np.ndarray, weight: np.ndarray, out: np.ndarray, kept: list | None = None) -> None:
-    """``out = rows @ weight``: a few pixels by a large weight as :mod:`.gemm_panels`'s small
-    products (ResNet's last stages at 7x7 and 14x14), else one ``np.matmul``; ``kept``: a bound
-    weight's slot for its packed panels."""
-    if weight.nbytes < gemm_panels.MIN_RHS_BYTES or not gemm_panels.matmul_into(rows, weight, out, kept):
+    """``out = rows @ weight``: pixels by the weight as :mod:`.gemm_panels`'s small products where
+    they apply (a few pixels by a large weight: ResNet's last stages at 7x7 and 14x14; many pixels
+    by a small one), else one ``np.matmul``; ``kept``: a bound weight's slot for its packed panels."""
+    if not gemm_panels.considered(rows.size, weight) or not gemm_panels.matmul_into(rows, weight, out, kept):
         np.matmul(rows, weight, out=out)
 
 

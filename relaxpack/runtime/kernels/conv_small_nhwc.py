@@ -89,7 +89,7 @@ def prepare(plan, data, weight, bias, arrays: list, act, fixed_weight: bool, fix
     fill = None if padded is None else _filler(plan, padded, zero=not own)
     w = weight.reshape(-1, out_channels)
     copy = np.copyto
-    matmul = _by_weight(rows_product(pixels, w.shape[0], out_channels), w, fixed_weight)
+    matmul = _by_weight(rows_product(pixels, w.shape[0], out_channels), w, fixed_weight, pixels)
     if plan.method == "pointwise":      # (a 1x1 conv of the whole input: never padded)
         seen = [None, None, None, None]     # the last x and out that are views (arena), their 2-d views
 
@@ -111,7 +111,7 @@ def prepare(plan, data, weight, bias, arrays: list, act, fixed_weight: bool, fix
         return run
     cols = arrays[-1]
     pixels = cols.size // (plan.taps * channels)
-    matmul = _by_weight(rows_product(pixels, w.shape[0], out_channels), w, fixed_weight)
+    matmul = _by_weight(rows_product(pixels, w.shape[0], out_channels), w, fixed_weight, pixels)
     windows = _windows(plan, padded) if fill is not None else None
     dst = cols.reshape(windows.shape if windows is not None else
                        (data.shape[0], *plan.lengths, *plan.cl[1], channels))
@@ -134,11 +134,11 @@ def prepare(plan, data, weight, bias, arrays: list, act, fixed_weight: bool, fix
     return run
 
 
-def _by_weight(product, weight: np.ndarray, fixed_weight: bool):
-    """``product`` of :func:`rows_product`, or, for a weight of at least ``MIN_RHS_BYTES``,
-    :func:`.conv_nhwc.rows_by_weight` (the generic kernel's call: panels where they apply, the
-    same bits), a bound weight's panels packed once."""
-    if weight.nbytes < gemm_panels.MIN_RHS_BYTES:
+def _by_weight(product, weight: np.ndarray, fixed_weight: bool, pixels: int):
+    """``product`` of :func:`rows_product`, or, where ``pixels`` rows by ``weight`` may take panels
+    (:func:`.gemm_panels.considered`), :func:`.conv_nhwc.rows_by_weight` (the generic kernel's call:
+    panels where they apply, the same bits), a bound weight's panels packed once."""
+    if not gemm_panels.considered(pixels * weight.shape[0], weight):
         return product
     kept = [None] if fixed_weight else None
     return lambda a, b, out: rows_by_weight(a, b, out, kept)

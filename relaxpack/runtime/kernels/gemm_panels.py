@@ -28,7 +28,8 @@ from ..mapped_pages import release
 
 #: OpenBLAS's bound on ``m * n * k`` for its small-matrix sgemm (``sgemm_small_kernel_permit``)
 SMALL_PRODUCT_MAX = 100 ** 3
-#: right operands from this size take panels (smaller ones: one GEMM, often a small product too)
+#: right operands from this size take panels at any rows; smaller ones where their one GEMM is not a
+#: small product (many rows: a conv's pixels by its weight) and their columns are whole panels
 MIN_RHS_BYTES = 256 << 10
 #: panel widths tried, widest first (multiples of the kernel's 16 lanes)
 WIDTHS = (64, 32, 16)
@@ -55,32 +56,45 @@ def available() -> bool:
 
 
 def plan(rows: int, rhs: np.ndarray) -> tuple | None:
-    """``(n, r)``: panel width and rows per block for ``rows`` rows by the 2-d float32 ``rhs``
-    (C-contiguous, at least :data:`MIN_RHS_BYTES`), or None where one GEMM is the product. The
-    width is :func:`width_of` the weight's, whatever the rows; the columns past the last whole
-    panel are :func:`tail`'s."""
-    if rows < 2 or rhs.dtype != np.float32 or rhs.nbytes < MIN_RHS_BYTES or not rhs.flags.c_contiguous \
-            or not available():
+    """``(n, r)``: panel width and rows per block for ``rows`` rows by the 2-d float32 C-contiguous
+    ``rhs``, or None where one GEMM is the product: a weight of at least :data:`MIN_RHS_BYTES` at
+    any rows, a smaller one where the GEMM is not a small product already (:func:`considered`) and
+    its columns are whole panels. The width is :func:`width_of` the weight's, whatever the rows;
+    the columns past the last whole panel are :func:`tail`'s."""
+    if rows < 2 or rhs.dtype != np.float32 or not rhs.flags.c_contiguous or not available():
         return None
     if rows > THREADED_ROWS_MAX and get_blas_threads() not in (1, None):
         return None
     inner, columns = rhs.shape
-    width = width_of(inner, columns)
+    large = rhs.nbytes >= MIN_RHS_BYTES
+    if not large and rows * inner * columns <= SMALL_PRODUCT_MAX:
+        return None
+    width = width_of(inner, columns, whole=not large)
     if width is None:
         return None
     block = _block(rows, SMALL_PRODUCT_MAX // (width * inner))
     return None if block is None else (width, block)
 
 
-def width_of(inner: int, columns: int) -> int | None:
+def considered(values: int, rhs: np.ndarray) -> bool:
+    """The callers' cheap filter before :func:`matmul_into`: whether ``lhs @ rhs``, ``lhs`` of
+    ``values`` values (rows times ``rhs``'s inner dim), may take panels at all (the same test as
+    :func:`plan`'s, on the whole product)."""
+    return rhs.nbytes >= MIN_RHS_BYTES or values * rhs.shape[-1] > SMALL_PRODUCT_MAX
+
+
+def width_of(inner: int, columns: int, whole: bool = False) -> int | None:
     """The panel width of a ``(inner, columns)`` weight: the widest of :data:`WIDTHS` whose product
     takes :data:`BLOCK_ROWS_MIN` rows (64 to ``inner`` 1953), else the widest that takes two rows;
-    None if none does. It does not depend on the rows, so a bound weight's packed panels serve
-    every row count: a width chosen per call repacked the whole weight whenever the rows moved
-    across a bound (BERT-base alternating 16 and 3 tokens: 60 ms more a call)."""
+    with ``whole``, only widths that divide ``columns`` (a small weight: its padded tail panel
+    costs more than the panels save); None if none does. It does not depend on the rows, so a bound
+    weight's packed panels serve every row count: a width chosen per call repacked the whole weight
+    whenever the rows moved across a bound (BERT-base alternating 16 and 3 tokens: 60 ms more a
+    call)."""
     for width in WIDTHS:
         least = BLOCK_ROWS_MIN if width == WIDTHS[0] else 2
-        if columns >= width and SMALL_PRODUCT_MAX // (width * inner) >= least:
+        if columns >= width and SMALL_PRODUCT_MAX // (width * inner) >= least \
+                and not (whole and columns % width):
             return width
     return None
 
@@ -157,11 +171,11 @@ def _planned(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> tuple | None:
     if rhs.ndim < 2 or lhs.ndim < 2 or not out.size or lhs.dtype != np.float32 or out.dtype != np.float32:
         return None
     if rhs.ndim == 2:
-        if lhs.shape[:-1] != out.shape[:-1] or rhs.nbytes < MIN_RHS_BYTES or not out.flags.c_contiguous:
+        if lhs.shape[:-1] != out.shape[:-1] or not out.flags.c_contiguous:
             return None
         return plan(out.size // out.shape[-1], rhs)
     count = rhs.shape[0]
-    if rhs.nbytes < MIN_RHS_BYTES * count or not rhs.flags.c_contiguous:
+    if not rhs.flags.c_contiguous:
         return None
     if lhs.ndim == rhs.ndim == out.ndim == 3:
         rows, inner, columns = lhs.shape[1], rhs.shape[1], rhs.shape[2]

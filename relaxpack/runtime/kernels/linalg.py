@@ -27,8 +27,8 @@ def matmul(lhs, rhs, *, out, out_dtype):
     """
     dtype = out.dtype
     if lhs.dtype is dtype and rhs.dtype is dtype and dtype in BLAS_DTYPES and out.size and lhs.shape[-1]:
-        if rhs.nbytes >= gemm_panels.MIN_RHS_BYTES and gemm_panels.matmul_into(lhs, rhs, out):
-            return                          # a few rows by a large float32 matrix: small products
+        if gemm_panels.considered(lhs.size, rhs) and gemm_panels.matmul_into(lhs, rhs, out):
+            return                          # rows by a float32 matrix as small products
         if rhs.ndim == 2 and lhs.ndim > 2 and rhs.nbytes >= FOLD_MIN_RHS_BYTES and _folded(lhs, rhs, out):
             return
         np.matmul(lhs, rhs, out=out)        # the common case, first: a small product costs ~1 us
@@ -87,7 +87,7 @@ def product32(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, kept:
     float16 and bfloat16 (:func:`matmul`'s low-float branch and the specialized ones), made as
     :func:`matmul` makes a float32 one: a few rows by a large ``b`` by :mod:`.gemm_panels` (its
     panels in ``kept``, a bound weight's slot), a batch by a large 2-d ``b`` as one GEMM of its rows."""
-    if b.nbytes >= gemm_panels.MIN_RHS_BYTES and a.ndim >= 2 and b.ndim >= 2 and a.dtype == b.dtype:
+    if gemm_panels.considered(a.size, b) and a.ndim >= 2 and b.ndim >= 2 and a.dtype == b.dtype:
         if out is None:
             out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]), a.dtype)
         if gemm_panels.matmul_into(a, b, out, kept):
