@@ -153,6 +153,38 @@ lv2_nhwc = R.concat((lv_nhwc, lv1_nhwc), axis=3)
 lv2 = R.permute_dims(lv2_nhwc, axes=(0, 3, 1, 2))
 return lv2
 """),
+    # a channels-first operand of a concat whose other operand is channels last is transposed in
+    # (DenseNet's blocks concat the stem's pooled map with each layer's output): the transpose of
+    # x the convs read already serves it, and one transpose out leaves the region
+    "concat_enters_a_channels_first_operand": ((X, '("n", 32, 9, 7)'), f"""
+lv = R.nn.conv_bias_act(x, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+lv1 = R.nn.conv_bias_act(lv, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+lv2 = R.concat((x, lv1), axis=1)
+return lv2
+""", f"""
+x_nhwc = R.permute_dims(x, axes=(0, 2, 3, 1))
+lv_nhwc = R.nn.conv_bias_act(x_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv1_nhwc = R.nn.conv_bias_act(lv_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv2_nhwc = R.concat((x_nhwc, lv1_nhwc), axis=3)
+lv2 = R.permute_dims(lv2_nhwc, axes=(0, 3, 1, 2))
+return lv2
+"""),
+    # where taking the concat in would sink the region (z's transpose in and the concat's out are
+    # more than its two convs gain), the concat stays channels first and the convs' region forms
+    "concat_left_out_where_it_would_sink_the_region": ((X + ', z: R.Tensor(("n", 16, 9, 7), "float32")',
+                                                        '("n", 32, 9, 7)'), f"""
+lv = R.nn.conv_bias_act(x, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+lv1 = R.nn.conv_bias_act(lv, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+lv2 = R.concat((z, lv1), axis=1)
+return lv2
+""", f"""
+x_nhwc = R.permute_dims(x, axes=(0, 2, 3, 1))
+lv_nhwc = R.nn.conv_bias_act(x_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv1_nhwc = R.nn.conv_bias_act(lv_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv1 = R.permute_dims(lv1_nhwc, axes=(0, 3, 1, 2))
+lv2 = R.concat((z, lv1), axis=1)
+return lv2
+"""),
     # conv_transpose joins with its weight packed to (C, kh, kw, O); resize
     # renumbers its axes (2, 3) -> (1, 2) and keeps scales and size
     "conv_transpose_then_resize": ((X, '("n", 8, 36, 28)'), f"""

