@@ -207,3 +207,39 @@ def test_winograd_by_panels_has_room_for_either_method():
     from relaxpack.runtime.kernels._workspace import scratch_nbytes
     for method in (plan, plan.fallback):
         assert both >= scratch_nbytes(conv_nhwc.scratch_layouts(method, 1, 512, 512, np.float32, direct=True))
+
+
+def test_winograd_by_panels_drops_its_transformed_weight_and_makes_it_again_when_needed(monkeypatch,
+                                                                                         winograd_calls):
+    """A bound weight's transformed ``U`` is dropped once its panels are packed (the 16 GEMMs read
+    the panels, the same bits call after call); a call the panels do not take (no small-matrix
+    kernel) makes ``U`` again and keeps it from then on."""
+    from relaxpack.runtime.kernels import gemm_panels, get_kernel
+    monkeypatch.setattr(gemm_panels, "available", lambda: True)
+    monkeypatch.setattr(gemm_panels, "get_blas_threads", lambda: 1)
+    rng = np.random.default_rng(6)
+    x, w = rand(rng, (1, 256, 3, 5), "float32"), rand(rng, (256, 256, 3, 3), "float32")
+    data, weight = last(x), hwio(w)
+    weight.setflags(write=False)
+    attrs = op_attrs("nn.conv", padding=1, data_layout="NHWC")
+    conv = get_kernel("nn.conv").fn
+    expected = last(conv_ref(x, w, dict(padding=1), "ort"))
+
+    def run():
+        out = np.empty(expected.shape, np.float32)
+        conv(data, weight, out=out, **attrs)
+        return out
+    first = run()
+    holder, slot = conv_winograd._WEIGHTS.get(weight)
+    assert winograd_calls and slot[0] is not None and holder[0] is None      # panels kept, U dropped
+    for _ in range(2):
+        np.testing.assert_array_equal(run(), first)
+    assert holder[0] is None
+    assert_near(first, expected)
+    monkeypatch.setattr(gemm_panels, "available", lambda: False)        # np.matmul reads U: made again
+    monkeypatch.setattr(conv_winograd, "panels_pay", lambda dtype: True)  # (Winograd still planned)
+    assert_near(run(), expected)
+    assert holder[0] is not None and holder[1]
+    monkeypatch.setattr(gemm_panels, "available", lambda: True)
+    np.testing.assert_array_equal(run(), first)                           # the kept panels again
+    assert holder[0] is not None                                          # and U stays

@@ -153,21 +153,26 @@ class _TransformedWeights:
     """Transformed weights of read-only arrays (the executable's constants),
     by identity: packed on the first call, as if at convert time (two
     threads may both pack one; either result is kept), each with the slot
-    where :func:`.gemm_panels.matmul_into` keeps its panels of them."""
+    where :func:`.gemm_panels.matmul_into` keeps its panels of them. Once
+    the panels are made, ``U`` itself is dropped (its holder set to None):
+    the 16 GEMMs read the panels (:func:`.gemm_panels.kept_batch_into`), and
+    a call they do not take makes ``U`` again, kept from then on (:func:`_matrices`)."""
 
     def __init__(self):
         self.by_id: dict[int, tuple] = {}
 
-    def get(self, weight: np.ndarray) -> tuple[np.ndarray, list | None]:
-        """``(U, kept)``: the transformed weight and its panels' slot (None: not kept)."""
+    def get(self, weight: np.ndarray) -> tuple[list, list | None]:
+        """``([U, keep], kept)``: the transformed weight's holder (``U`` None once its panels replace
+        it, unless ``keep``: a call the panels did not take made it again) and its panels' slot
+        (None: not kept)."""
         if weight.flags.writeable:          # may change between calls: transform every time
-            return transform_weight(weight), None
+            return [transform_weight(weight), True], None
         entry = self.by_id.get(id(weight))
         if entry is not None and entry[0]() is weight:
             return entry[1], entry[2]
-        u, slot, key = transform_weight(weight), [None], id(weight)
-        self.by_id[key] = (weakref.ref(weight, lambda _, key=key: self.by_id.pop(key, None)), u, slot)
-        return u, slot
+        holder, slot, key = [transform_weight(weight), False], [None], id(weight)
+        self.by_id[key] = (weakref.ref(weight, lambda _, key=key: self.by_id.pop(key, None)), holder, slot)
+        return holder, slot
 
 
 _WEIGHTS = _TransformedWeights()
@@ -179,13 +184,13 @@ def run_winograd(plan: WinogradPlan, x: np.ndarray, weight: np.ndarray, out: np.
     of a lower precision); ``arrays`` from :func:`scratch_layouts`."""
     padded, rows_t, v, m, sums = arrays
     _fill(plan, x, padded)
-    u, kept = _WEIGHTS.get(weight)
+    holder, kept = _WEIGHTS.get(weight)
     rows = rows_t.shape[1]
     th, tw = plan.tiles
     for n in range(x.shape[0]):
         for r0 in range(0, th, rows):
             r1 = min(th, r0 + rows)
-            _block(plan, padded[n], (u, kept), out[n], bias, r0, r1, rows_t, v, m, sums)
+            _block(plan, padded[n], (holder, kept, weight), out[n], bias, r0, r1, rows_t, v, m, sums)
 
 
 def all_finite(out: np.ndarray) -> bool:
@@ -219,9 +224,8 @@ def _bt(d, out) -> None:
 
 
 def _block(plan: WinogradPlan, plane, weight: tuple, out, bias, r0: int, r1: int, rows_t, v, m, sums) -> None:
-    """Tile rows ``r0:r1`` of one image: transform, 16 GEMMs (a few tiles by large ``U``: by
-    :mod:`.gemm_panels`, its panels kept in ``weight``'s slot), inverse transform into ``out``."""
-    u, kept = weight
+    """Tile rows ``r0:r1`` of one image: transform, 16 GEMMs (:func:`_matrices`), inverse
+    transform into ``out``; ``weight`` is ``(U's holder, its panels' slot, the HWIO weight)``."""
     tw = plan.tiles[1]
     count = r1 - r0
     tiles = count * tw
@@ -231,8 +235,7 @@ def _block(plan: WinogradPlan, plane, weight: tuple, out, bias, r0: int, r1: int
     for a in range(4):
         _bt([t[a][:, j:j + 2 * tw:2] for j in range(4)], vb[a])
     mb = m[:, :tiles]
-    if u.nbytes < PANELS_MIN_BYTES or not gemm_panels.matmul_into(v[:, :tiles], u, mb, kept):
-        np.matmul(v[:, :tiles], u, out=mb)
+    _matrices(v[:, :tiles], weight, mb)
     # A^T = [[1, 1, 1, 0], [0, 1, -1, -1]], on the rows then the columns
     mb = mb.reshape(4, 4, tiles, -1)
     s = sums[:, :, :tiles]
@@ -246,6 +249,24 @@ def _block(plan: WinogradPlan, plane, weight: tuple, out, bias, r0: int, r1: int
         rows = out[2 * r0 + a:min(h, 2 * r1):2]                    # this phase's output rows of the block
         if rows.shape[0]:
             _columns(sa[:, :rows.shape[0]], rows, bias)
+
+
+def _matrices(v: np.ndarray, weight: tuple, m: np.ndarray) -> None:
+    """``m = v @ U``, the 16 GEMMs: a few tiles by a large ``U`` by :mod:`.gemm_panels` (its panels
+    kept in the slot, ``U`` then dropped from its holder), else ``np.matmul``; where ``U`` was
+    dropped and the panels do not take a call (more BLAS threads, a block of one tile), ``U`` is
+    made again and kept for good: at most one transform more per weight."""
+    holder, kept, source = weight
+    if kept is not None and gemm_panels.kept_batch_into(v, m, kept, holder):
+        return
+    u = holder[0]
+    if u is None:                           # made again, and kept from now on (``holder[1]``)
+        u = holder[0] = transform_weight(source)
+        holder[1] = True
+    if u.nbytes < PANELS_MIN_BYTES or not gemm_panels.matmul_into(v, u, m, kept, key=holder):
+        np.matmul(v, u, out=m)
+    elif kept is not None and not holder[1]:
+        holder[0] = None                    # its panels are kept: U is not read again
 
 
 def _columns(sa, rows, bias) -> None:

@@ -61,12 +61,18 @@ def plan(rows: int, rhs: np.ndarray) -> tuple | None:
     any rows, a smaller one where the GEMM is not a small product already (:func:`considered`) and
     its columns are whole panels. The width is :func:`width_of` the weight's, whatever the rows;
     the columns past the last whole panel are :func:`tail`'s."""
-    if rows < 2 or rhs.dtype != np.float32 or not rhs.flags.c_contiguous or not available():
+    if rhs.dtype != np.float32 or not rhs.flags.c_contiguous:
+        return None
+    return _shape_plan(rows, *rhs.shape)
+
+
+def _shape_plan(rows: int, inner: int, columns: int) -> tuple | None:
+    """:func:`plan` of ``rows`` rows by a float32 C-contiguous ``(inner, columns)`` matrix."""
+    if rows < 2 or not available():
         return None
     if rows > THREADED_ROWS_MAX and get_blas_threads() not in (1, None):
         return None
-    inner, columns = rhs.shape
-    large = rhs.nbytes >= MIN_RHS_BYTES
+    large = inner * columns * 4 >= MIN_RHS_BYTES
     if not large and rows * inner * columns <= SMALL_PRODUCT_MAX:
         return None
     width = width_of(inner, columns, whole=not large)
@@ -194,12 +200,15 @@ def applies(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> bool:
     return _planned(lhs, rhs, out) is not None
 
 
-def matmul_into(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, kept: list | None = None) -> bool:
+def matmul_into(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, kept: list | None = None,
+                key: object = None) -> bool:
     """``out = lhs @ rhs`` by panels where :func:`plan` says so (then True; else False, nothing
     done): each of ``rhs``'s matrices read through :func:`view`, or, given ``kept`` (a bound
-    weight's instruction: ``[(rhs, width, ((panels, tail), ...))]``, one tuple so that threads
-    sharing it never mix two entries), through its :func:`packed` copy, made once; the pages of a
-    mapped ``rhs`` are then given back (:func:`..mapped_pages.release`)."""
+    weight's instruction: ``[(owner, width, ((panels, tail), ...))]``, one tuple so that threads
+    sharing it never mix two entries), through its :func:`packed` copy, made once for its owner
+    (``rhs``, or ``key`` where the caller names it otherwise: then the caller need not keep ``rhs``,
+    :func:`kept_batch_into`); the pages of a mapped ``rhs`` are then given back
+    (:func:`..mapped_pages.release`)."""
     chosen = _planned(lhs, rhs, out)
     if chosen is None:
         return False
@@ -209,16 +218,43 @@ def matmul_into(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, kept: list | 
     if kept is None:
         parts = [(view(matrix, width), tail(matrix, width)) for matrix in matrices]
     else:
-        entry = kept[0]
-        if entry is None or entry[0] is not rhs or entry[1] != width:
-            entry = kept[0] = rhs, width, tuple((packed(matrix, width), tail(matrix, width)) for matrix in matrices)
+        entry, owner = kept[0], rhs if key is None else key
+        if entry is None or entry[0] is not owner or entry[1] != width:
+            entry = kept[0] = owner, width, tuple((packed(matrix, width), tail(matrix, width)) for matrix in matrices)
             release(rhs)                         # the panels replace a mapped weight's pages
         parts = entry[2]
     if lhs.ndim == rhs.ndim == 3:                # a batch: each product its own rows
-        for (panels, last), rows, result in zip(parts, lhs, out):
-            product(rows, panels, result, block, last)
+        _batch_products(lhs, parts, out, block)
         return True
     rows = (lhs if lhs.flags.c_contiguous else np.ascontiguousarray(lhs)).reshape(-1, inner)
     for (panels, last), result in zip(parts, out.reshape(len(parts), -1, columns)):
         product(rows, panels, result, block, last)
     return True
+
+
+def kept_batch_into(lhs: np.ndarray, out: np.ndarray, kept: list, key: object) -> bool:
+    """``out[b] = lhs[b] @ rhs[b]`` (all three 3-d, as :func:`_planned`'s batch) from the panels
+    ``kept`` holds for ``key`` (:func:`matmul_into`'s ``key``) where :func:`plan` takes these rows
+    at the kept width (then True; else False, nothing done), without ``rhs`` itself: Winograd's
+    transformed weight, once packed, is not kept beside its panels."""
+    entry = kept[0]
+    if entry is None or entry[0] is not key or lhs.ndim != 3 or out.ndim != 3 \
+            or lhs.dtype != np.float32 or out.dtype != np.float32:
+        return False
+    parts = entry[2]
+    count, rows, inner = lhs.shape
+    columns = out.shape[2]
+    if len(parts) != count or parts[0][0].shape[1] != inner or out.shape[:2] != (count, rows) \
+            or lhs.strides[1:] != (inner * 4, 4) or out.strides[1:] != (columns * 4, 4):
+        return False
+    chosen = _shape_plan(rows, inner, columns)
+    if chosen is None or chosen[0] != entry[1]:
+        return False
+    _batch_products(lhs, parts, out, chosen[1])
+    return True
+
+
+def _batch_products(lhs: np.ndarray, parts: tuple, out: np.ndarray, block: int) -> None:
+    """``out[b] = lhs[b] @ rhs[b]`` from each matrix's ``(panels, tail)``."""
+    for (panels, last), rows, result in zip(parts, lhs, out):
+        product(rows, panels, result, block, last)
