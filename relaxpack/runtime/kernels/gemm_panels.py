@@ -184,11 +184,7 @@ def _planned(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> tuple | None:
     if not rhs.flags.c_contiguous:
         return None
     if lhs.ndim == rhs.ndim == out.ndim == 3:
-        rows, inner, columns = lhs.shape[1], rhs.shape[1], rhs.shape[2]
-        if lhs.shape[0] != count or out.shape != (count, rows, columns) \
-                or lhs.strides[1:] != (inner * 4, 4) or out.strides[1:] != (columns * 4, 4):
-            return None
-        return plan(rows, rhs[0])
+        return plan(lhs.shape[1], rhs[0]) if _batch_fits(lhs, out, *rhs.shape) else None
     if lhs.ndim >= rhs.ndim or rhs.shape[1:-2] != (1,) * (rhs.ndim - 3) or not out.flags.c_contiguous \
             or out.shape != (count,) + (1,) * (rhs.ndim - 1 - lhs.ndim) + lhs.shape[:-1] + rhs.shape[-1:]:
         return None
@@ -244,14 +240,21 @@ def kept_batch_into(lhs: np.ndarray, out: np.ndarray, kept: list, key: object) -
     parts = entry[2]
     count, rows, inner = lhs.shape
     columns = out.shape[2]
-    if len(parts) != count or parts[0][0].shape[1] != inner or out.shape[:2] != (count, rows) \
-            or lhs.strides[1:] != (inner * 4, 4) or out.strides[1:] != (columns * 4, 4):
+    if len(parts) != count or parts[0][0].shape[1] != inner or not _batch_fits(lhs, out, count, inner, columns):
         return False
     chosen = _shape_plan(rows, inner, columns)
     if chosen is None or chosen[0] != entry[1]:
         return False
     _batch_products(lhs, parts, out, chosen[1])
     return True
+
+
+def _batch_fits(lhs: np.ndarray, out: np.ndarray, count: int, inner: int, columns: int) -> bool:
+    """Whether 3-d ``lhs`` and ``out`` are a batch of ``count`` products by ``(inner, columns)``
+    matrices, each ``lhs[b]`` and ``out[b]`` C-contiguous (Winograd's 16)."""
+    rows = lhs.shape[1]
+    return lhs.shape == (count, rows, inner) and out.shape == (count, rows, columns) \
+        and lhs.strides[1:] == (inner * 4, 4) and out.strides[1:] == (columns * 4, 4)
 
 
 def _batch_products(lhs: np.ndarray, parts: tuple, out: np.ndarray, block: int) -> None:
