@@ -155,7 +155,7 @@ class _TransformedWeights:
     threads may both pack one; either result is kept), each with the slot
     where :func:`.gemm_panels.matmul_into` keeps its panels of them. Once
     the panels are made, ``U`` itself is dropped (its holder set to None):
-    the 16 GEMMs read the panels (:func:`.gemm_panels.kept_batch_into`), and
+    the 16 GEMMs read the panels (:func:`.gemm_panels.kept_into`), and
     a call they do not take makes ``U`` again, kept from then on (:func:`_matrices`)."""
 
     def __init__(self):
@@ -257,7 +257,7 @@ def _matrices(v: np.ndarray, weight: tuple, m: np.ndarray) -> None:
     dropped and the panels do not take a call (more BLAS threads, a block of one tile), ``U`` is
     made again and kept for good: at most one transform more per weight."""
     holder, kept, source = weight
-    if kept is not None and gemm_panels.kept_batch_into(v, m, kept, holder):
+    if kept is not None and gemm_panels.kept_into(v, m, kept, holder, (v.shape[0], v.shape[-1], m.shape[-1])):
         return
     u = holder[0]
     if u is None:                           # made again, and kept from now on (``holder[1]``)

@@ -21,6 +21,8 @@ faster) :func:`plan` says None and the product is one GEMM as before.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..blas import PANELS_ON, blas_core, get_blas_threads
@@ -168,27 +170,33 @@ def _products(rows: np.ndarray, panels: np.ndarray, out: np.ndarray, block: int)
 
 
 def _planned(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> tuple | None:
-    """:func:`plan` of ``lhs @ rhs`` into ``out`` (float32 all three), or None. ``rhs`` is one
-    matrix, ``out`` C-contiguous of ``lhs``'s leading shape (no broadcast batch); or a stack of
-    ``B`` matrices ``(B, 1, .., 1, K, N)`` (MergeProjections' q/k/v), ``out`` C-contiguous, ``B``
-    results of ``lhs``'s leading shape: ``out[b] = lhs @ rhs[b]``; or, all three 3-d, a batch of
-    ``B`` products ``out[b] = lhs[b] @ rhs[b]`` (Winograd's 16), each ``lhs[b]`` and ``out[b]``
-    C-contiguous."""
-    if rhs.ndim < 2 or lhs.ndim < 2 or not out.size or lhs.dtype != np.float32 or out.dtype != np.float32:
+    """:func:`plan` of ``lhs @ rhs`` into ``out`` (float32 all three, ``rhs`` C-contiguous), or None
+    (:func:`_planned_shape`)."""
+    if rhs.ndim < 2 or rhs.dtype != np.float32 or not rhs.flags.c_contiguous:
         return None
-    if rhs.ndim == 2:
+    return _planned_shape(lhs, rhs.shape, out)
+
+
+def _planned_shape(lhs: np.ndarray, shape: tuple, out: np.ndarray) -> tuple | None:
+    """:func:`plan` of ``lhs @ rhs`` into ``out`` for a float32 C-contiguous ``rhs`` of ``shape``
+    (float32 ``lhs`` and ``out``), or None. ``rhs`` is one matrix, ``out`` C-contiguous of
+    ``lhs``'s leading shape (no broadcast batch); or a stack of ``B`` matrices ``(B, 1, .., 1, K,
+    N)`` (MergeProjections' q/k/v), ``out`` C-contiguous, ``B`` results of ``lhs``'s leading
+    shape: ``out[b] = lhs @ rhs[b]``; or, all three 3-d, a batch of ``B`` products ``out[b] =
+    lhs[b] @ rhs[b]`` (Winograd's 16), each ``lhs[b]`` and ``out[b]`` C-contiguous."""
+    if len(shape) < 2 or lhs.ndim < 2 or not out.size or lhs.dtype != np.float32 or out.dtype != np.float32:
+        return None
+    if len(shape) == 2:
         if lhs.shape[:-1] != out.shape[:-1] or not out.flags.c_contiguous:
             return None
-        return plan(out.size // out.shape[-1], rhs)
-    count = rhs.shape[0]
-    if not rhs.flags.c_contiguous:
+        return _shape_plan(out.size // out.shape[-1], *shape)
+    count = shape[0]
+    if lhs.ndim == len(shape) == out.ndim == 3:
+        return _shape_plan(lhs.shape[1], *shape[1:]) if _batch_fits(lhs, out, *shape) else None
+    if lhs.ndim >= len(shape) or shape[1:-2] != (1,) * (len(shape) - 3) or not out.flags.c_contiguous \
+            or out.shape != (count,) + (1,) * (len(shape) - 1 - lhs.ndim) + lhs.shape[:-1] + shape[-1:]:
         return None
-    if lhs.ndim == rhs.ndim == out.ndim == 3:
-        return plan(lhs.shape[1], rhs[0]) if _batch_fits(lhs, out, *rhs.shape) else None
-    if lhs.ndim >= rhs.ndim or rhs.shape[1:-2] != (1,) * (rhs.ndim - 3) or not out.flags.c_contiguous \
-            or out.shape != (count,) + (1,) * (rhs.ndim - 1 - lhs.ndim) + lhs.shape[:-1] + rhs.shape[-1:]:
-        return None
-    return plan(out.size // (count * out.shape[-1]), rhs.reshape(-1, *rhs.shape[-2:])[0])
+    return _shape_plan(out.size // (count * out.shape[-1]), *shape[-2:])
 
 
 def applies(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> bool:
@@ -203,7 +211,7 @@ def matmul_into(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, kept: list | 
     weight's instruction: ``[(owner, width, ((panels, tail), ...))]``, one tuple so that threads
     sharing it never mix two entries), through its :func:`packed` copy, made once for its owner
     (``rhs``, or ``key`` where the caller names it otherwise: then the caller need not keep ``rhs``,
-    :func:`kept_batch_into`); the pages of a mapped ``rhs`` are then given back
+    :func:`kept_into`); the pages of a mapped ``rhs`` are then given back
     (:func:`..mapped_pages.release`)."""
     chosen = _planned(lhs, rhs, out)
     if chosen is None:
@@ -219,34 +227,37 @@ def matmul_into(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, kept: list | 
             entry = kept[0] = owner, width, tuple((packed(matrix, width), tail(matrix, width)) for matrix in matrices)
             release(rhs)                         # the panels replace a mapped weight's pages
         parts = entry[2]
-    if lhs.ndim == rhs.ndim == 3:                # a batch: each product its own rows
+    _run(lhs, rhs.ndim, parts, out, block)
+    return True
+
+
+def kept_into(lhs: np.ndarray, out: np.ndarray, kept: list, key: object, shape: tuple) -> bool:
+    """``out = lhs @ rhs`` from the panels ``kept`` holds for ``key`` (:func:`matmul_into`'s), ``rhs``
+    of ``shape``, where :func:`plan` takes these rows at the kept width (then True; else False,
+    nothing done), without ``rhs`` itself: a weight's float32 copy (a float16 constant widened,
+    Winograd's transformed weight), once packed, need not be kept beside its panels."""
+    entry, shape = kept[0], tuple(shape)
+    if entry is None or entry[0] is not key or len(shape) < 2 or lhs.shape[-1:] != shape[-2:-1] \
+            or out.shape[-1:] != shape[-1:]:
+        return False
+    parts = entry[2]
+    chosen = _planned_shape(lhs, shape, out)
+    if chosen is None or chosen[0] != entry[1] or len(parts) != math.prod(shape[:-2]) \
+            or parts[0][0].shape[1] != shape[-2]:
+        return False
+    _run(lhs, len(shape), parts, out, chosen[1])
+    return True
+
+
+def _run(lhs: np.ndarray, rhs_ndim: int, parts: tuple, out: np.ndarray, block: int) -> None:
+    """:func:`matmul_into`'s products from each of ``rhs``'s matrices' ``(panels, tail)``."""
+    if lhs.ndim == rhs_ndim == 3:               # a batch: each product its own rows
         _batch_products(lhs, parts, out, block)
-        return True
+        return
+    inner, columns = parts[0][0].shape[1], out.shape[-1]
     rows = (lhs if lhs.flags.c_contiguous else np.ascontiguousarray(lhs)).reshape(-1, inner)
     for (panels, last), result in zip(parts, out.reshape(len(parts), -1, columns)):
         product(rows, panels, result, block, last)
-    return True
-
-
-def kept_batch_into(lhs: np.ndarray, out: np.ndarray, kept: list, key: object) -> bool:
-    """``out[b] = lhs[b] @ rhs[b]`` (all three 3-d, as :func:`_planned`'s batch) from the panels
-    ``kept`` holds for ``key`` (:func:`matmul_into`'s ``key``) where :func:`plan` takes these rows
-    at the kept width (then True; else False, nothing done), without ``rhs`` itself: Winograd's
-    transformed weight, once packed, is not kept beside its panels."""
-    entry = kept[0]
-    if entry is None or entry[0] is not key or lhs.ndim != 3 or out.ndim != 3 \
-            or lhs.dtype != np.float32 or out.dtype != np.float32:
-        return False
-    parts = entry[2]
-    count, rows, inner = lhs.shape
-    columns = out.shape[2]
-    if len(parts) != count or parts[0][0].shape[1] != inner or not _batch_fits(lhs, out, count, inner, columns):
-        return False
-    chosen = _shape_plan(rows, inner, columns)
-    if chosen is None or chosen[0] != entry[1]:
-        return False
-    _batch_products(lhs, parts, out, chosen[1])
-    return True
 
 
 def _batch_fits(lhs: np.ndarray, out: np.ndarray, count: int, inner: int, columns: int) -> bool:

@@ -8,6 +8,7 @@ from . import gemm_panels, integer_exact
 from ._math import is_low_float
 from ._registry import register_kernel
 from .half_cast import WIDEN_MIN_SIZE, as_float32, cast_into
+from .widened_weight import WidenedWeight
 
 
 #: dtypes whose products numpy hands to BLAS as they are
@@ -158,7 +159,7 @@ def fresh_out_views(lhs, rhs, out) -> tuple | None:
 
 def _specialize_matmul(attrs: dict, constant: tuple):
     """Per instruction: float16 and bfloat16 products by a constant keep its float32 copy instead
-    of converting it per call; an integer constant is declared one (:mod:`.integer_exact`); a
+    of converting it per call, or only its panels (:mod:`.widened_weight`); an integer constant is declared one (:mod:`.integer_exact`); a
     float32/float64 product of one matrix by it keeps :func:`one_matrix_views`."""
     out_dtype = attrs["out_dtype"]
     if not (len(constant) > 1 and constant[1]):
@@ -186,14 +187,25 @@ def _specialize_matmul(attrs: dict, constant: tuple):
             views[:] = one_matrix_views(lhs, rhs, out) or (None,) * 5
             return
         if rhs is not kept[0]:
-            kept[:] = rhs, rhs.astype(np.float32)
+            kept[:] = rhs, WidenedWeight(rhs)
+        weight = kept[1]
         if lhs.size < WIDEN_MIN_SIZE:       # (below half_cast's bars: numpy's conversions, no call)
-            np.copyto(out, product32(lhs.astype(np.float32), kept[1], None, panels), casting="unsafe")
+            np.copyto(out, _widened_product(weight, lhs.astype(np.float32), None, panels), casting="unsafe")
         elif out.dtype == _F32 and out.flags.c_contiguous and lhs.shape[:-1] == out.shape[:-1]:
-            product32(as_float32(lhs), kept[1], out, panels)    # the same sgemm, straight into out
+            _widened_product(weight, as_float32(lhs), out, panels)    # the same sgemm, straight into out
         else:
-            cast_into(out, product32(as_float32(lhs), kept[1], None, panels))     # (numpy's conversions' values)
+            cast_into(out, _widened_product(weight, as_float32(lhs), None, panels))  # (numpy's conversions' values)
     return call
+
+
+def _widened_product(weight: WidenedWeight, a: np.ndarray, out: np.ndarray | None, panels: list) -> np.ndarray:
+    """``a @ weight`` in float32 (into ``out`` when given): by the panels in ``panels`` where they
+    take it (the float32 copy then not kept), else :func:`product32` of the kept copy."""
+    if weight.small and a.size * weight.columns <= gemm_panels.SMALL_PRODUCT_MAX:     # (no panels: considered)
+        wide = weight.wide
+        return product32(a, weight.widened() if wide is None else wide, out)
+    result = weight.by_panels(a, out, panels)
+    return product32(a, weight.widened(), out) if result is None else result
 
 
 matmul.specialize_attrs = _specialize_matmul
