@@ -40,7 +40,7 @@ def matmul(lhs, rhs, *, out, out_dtype):
         out[...] = 0
         return
     if is_low_float(out.dtype) or is_low_float(lhs.dtype):
-        result = product32(lhs.astype(np.float32), rhs.astype(np.float32))
+        result = product32(lhs.astype(np.float32, copy=False), rhs.astype(np.float32, copy=False))
         np.copyto(out, result, casting="unsafe")
         return
     if out.dtype.kind == "i" and out.size * lhs.shape[-1] >= integer_exact.MIN_PRODUCTS \
