@@ -6,7 +6,9 @@ Unfused, attention holds its scores twice (the product and its softmax), each
 :data:`BLOCK_BYTES` are computed whole, by the same kernel calls the unfused ops make (the same
 bits); larger ones by blocks of query rows (and of heads, when whole rows are small) of about
 that size: each block's scores, scale, mask and softmax stay in cache and go straight into its
-rows of the result, and the two scratch blocks are all the memory the scores take.
+rows of the result, and the two scratch blocks are all the memory the scores take. A block's
+softmax after one redone by its row maxes runs that redo alone where it surely applies
+(:mod:`.softmax_blocks`).
 
 The blocks are products of the same operands by rows, so each value is the same sum of the
 same products; BLAS may order a sum differently for another block shape (a few ulps, well
@@ -26,6 +28,7 @@ from ._workspace import Scratch
 from .attention_fast import fast_call, parse_steps
 from .linalg import _axes, _blas_view, _inverse, _kept_product, _permuted_product, matmul, product_into
 from .normalization import safe_softmax, softmax
+from .softmax_blocks import blocks_softmax
 
 #: scores of at most this many bytes are computed whole; larger ones by blocks of at most this
 #: many bytes (a block is at least one row); the workspace holds two (scores and softmax)
@@ -116,6 +119,7 @@ def _blocked(geo: _Geometry, steps: tuple, soft, workspace) -> None:
     n, m, dtype = geo.queries, geo.keys, geo.result.dtype
     axis, group, rows = _block_plan(geo.batch, n, m, dtype.itemsize)
     size = rows * m * math.prod(geo.batch[axis + 1:]) * (min(group, geo.batch[axis]) if axis >= 0 else 1)
+    block_soft = blocks_softmax(soft is safe_softmax)
     with Scratch([((size,), dtype), ((size,), dtype)], workspace) as (scores_buf, probs_buf):
         for rows_at, keys_at in _blocks(geo.batch, n, axis, group, rows):
             q = geo.q[rows_at]
@@ -125,7 +129,7 @@ def _blocked(geo: _Geometry, steps: tuple, soft, workspace) -> None:
             probs = probs_buf[:count].reshape(shape)
             matmul(q, geo.k[keys_at], out=scores, out_dtype=None)
             _apply_steps(scores, steps, [x[rows_at] for x in geo.operands])
-            soft(scores, out=probs, axis=-1)
+            block_soft(scores, probs)
             product_into(probs, geo.v[keys_at], geo.result[rows_at])
 
 
