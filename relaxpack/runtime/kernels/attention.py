@@ -6,8 +6,8 @@ Unfused, attention holds its scores twice (the product and its softmax), each
 :data:`BLOCK_BYTES` are computed whole, by the same kernel calls the unfused ops make (the same
 bits); larger ones by blocks of query rows (and of heads, when whole rows are small) of about
 that size: each block's scores, scale, mask and softmax stay in cache and go straight into its
-rows of the result, and the two scratch blocks are all the memory the scores take. A block's
-softmax after one redone by its row maxes runs that redo alone where it surely applies
+rows of the result, and the two scratch blocks are all the memory the scores take. Once a
+block of a call is redone by its row maxes, the call's later blocks take the row formula
 (:mod:`.softmax_blocks`).
 
 The blocks are products of the same operands by rows, so each value is the same sum of the

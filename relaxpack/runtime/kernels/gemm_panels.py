@@ -88,7 +88,12 @@ def considered(values: int, rhs: np.ndarray) -> bool:
     """The callers' cheap filter before :func:`matmul_into`: whether ``lhs @ rhs``, ``lhs`` of
     ``values`` values (rows times ``rhs``'s inner dim), may take panels at all (the same test as
     :func:`plan`'s, on the whole product)."""
-    return rhs.nbytes >= MIN_RHS_BYTES or values * rhs.shape[-1] > SMALL_PRODUCT_MAX
+    return considered_size(values, rhs.nbytes, rhs.shape[-1])
+
+
+def considered_size(values: int, nbytes: int, columns: int) -> bool:
+    """:func:`considered` for a float32 ``rhs`` of ``nbytes`` bytes and ``columns`` columns."""
+    return nbytes >= MIN_RHS_BYTES or values * columns > SMALL_PRODUCT_MAX
 
 
 def width_of(inner: int, columns: int, whole: bool = False) -> int | None:

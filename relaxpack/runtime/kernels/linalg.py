@@ -159,8 +159,9 @@ def fresh_out_views(lhs, rhs, out) -> tuple | None:
 
 def _specialize_matmul(attrs: dict, constant: tuple):
     """Per instruction: float16 and bfloat16 products by a constant keep its float32 copy instead
-    of converting it per call, or only its panels (:mod:`.widened_weight`); an integer constant is declared one (:mod:`.integer_exact`); a
-    float32/float64 product of one matrix by it keeps :func:`one_matrix_views`."""
+    of converting it per call, or only its panels (:mod:`.widened_weight`); an integer constant is
+    declared one (:mod:`.integer_exact`); a float32/float64 product of one matrix by it keeps
+    :func:`one_matrix_views`."""
     out_dtype = attrs["out_dtype"]
     if not (len(constant) > 1 and constant[1]):
         return _kept_product(None, None, None)
@@ -201,10 +202,7 @@ def _specialize_matmul(attrs: dict, constant: tuple):
 def _widened_product(weight: WidenedWeight, a: np.ndarray, out: np.ndarray | None, panels: list) -> np.ndarray:
     """``a @ weight`` in float32 (into ``out`` when given): by the panels in ``panels`` where they
     take it (the float32 copy then not kept), else :func:`product32` of the kept copy."""
-    if weight.small and a.size * weight.columns <= gemm_panels.SMALL_PRODUCT_MAX:     # (no panels: considered)
-        wide = weight.wide
-        return product32(a, weight.widened() if wide is None else wide, out)
-    result = weight.by_panels(a, out, panels)
+    result = weight.by_panels(a, out, panels) if weight.considered(a) else None
     return product32(a, weight.widened(), out) if result is None else result
 
 

@@ -24,19 +24,22 @@ class WidenedWeight:
     """One bound low-float weight (``source``) of a product instruction: its float32 copy while one
     is needed, and whether a call the panels did not take needed it (then it is kept)."""
 
-    __slots__ = ("source", "wide", "needed", "small", "columns")
+    __slots__ = ("source", "wide", "needed", "nbytes", "columns")
 
     def __init__(self, source: np.ndarray):
         self.source, self.wide, self.needed = source, None, False
-        # whether its float32 copy is below the panels' size bar, and its columns (gemm_panels.considered)
-        self.small = source.size * 4 < gemm_panels.MIN_RHS_BYTES
-        self.columns = source.shape[-1] if source.ndim else 1
+        # its float32 copy's bytes and columns (gemm_panels.considered_size)
+        self.nbytes, self.columns = source.size * 4, source.shape[-1] if source.ndim else 1
+
+    def considered(self, a: np.ndarray) -> bool:
+        """Whether ``a @ source`` may take panels at all (:func:`.gemm_panels.considered`)."""
+        return gemm_panels.considered_size(a.size, self.nbytes, self.columns)
 
     def by_panels(self, a: np.ndarray, out: np.ndarray | None, kept: list) -> np.ndarray | None:
-        """``a @ source`` (``a`` float32) into ``out`` (float32, or a new array when None) from the
-        panels in ``kept`` (the instruction's :func:`.gemm_panels.matmul_into` slot, owned by
-        ``source``), packing them from the float32 copy on first use; None where the panels do not
-        take the call (nothing done)."""
+        """``a @ source`` (``a`` float32, a product :meth:`considered`) into ``out`` (float32, or a
+        new array when None) from the panels in ``kept`` (the instruction's
+        :func:`.gemm_panels.matmul_into` slot, owned by ``source``), packing them from the float32
+        copy on first use; None where the panels do not take the call (nothing done)."""
         source = self.source
         if a.ndim < 2 or source.ndim < 2 or a.size < 2 * a.shape[-1]:
             return None                     # (one row: a GEMV, never panels)
@@ -45,11 +48,8 @@ class WidenedWeight:
             target = _target(a, source) if out is None else out
             if gemm_panels.kept_into(a, target, kept, source, source.shape):
                 return target
-        wide = self._wide()
-        if not gemm_panels.considered(a.size, wide):
-            return None
         target = _target(a, source) if out is None else out
-        if not gemm_panels.matmul_into(a, wide, target, kept, key=source):
+        if not gemm_panels.matmul_into(a, self._wide(), target, kept, key=source):
             return None
         if not self.needed:
             self.wide = None                # its panels are kept: the copy is not read again
