@@ -230,11 +230,18 @@ def widening_draws(exe, rng: np.random.Generator, fixed: Mapping | None = None):
     :data:`DRAW_RANGES` in turn (once when it names them all), up to the first range the
     archive's own dim ranges exclude; then, with two or more such dims, all of them given one
     value drawn from each range within all their archive ranges (two inputs whose batches the model
-    names apart). A range wholly below a dim's archive range (built with ``--dim h=32..128``)
-    starts at its lowest value instead."""
+    names apart); then all of them each of :data:`ROUND_DIMS` (:func:`_round_draws`). A range
+    wholly below a dim's archive range (built with ``--dim h=32..128``) starts at its lowest value
+    instead."""
     fixed = dict(fixed or {})
     free = sorted(input_dim_names(exe) - set(fixed))
     ranges = dim_ranges(exe)
+    yield from _ranged_draws(exe, rng, fixed, free, ranges)
+    yield from _round_draws(exe, rng, fixed, free, ranges)
+
+
+def _ranged_draws(exe, rng: np.random.Generator, fixed: dict, free: list, ranges: dict):
+    """:func:`widening_draws`' draws from :data:`DRAW_RANGES`."""
     for attempt, (lo, hi) in enumerate(DRAW_RANGES):
         try:
             yield draw_dims(exe, rng, {**{name: _above(lo, hi, ranges.get(name, (None,))[0]) for name in free},
@@ -259,6 +266,25 @@ def widening_draws(exe, rng: np.random.Generator, fixed: Mapping | None = None):
             yield draw_dims(exe, rng, {**dict.fromkeys(free, value), **fixed})
         except InputError:
             return
+
+
+#: the values every free dim takes together in the last draws: a sequence padded, windowed or
+#: chunked to a multiple of 8 (Longformer/LED windows, Mamba2 chunks refuse 95 or 69 tokens)
+ROUND_DIMS = (16, 32, 64, 8)
+
+
+def _round_draws(exe, rng: np.random.Generator, fixed: dict, free: list, ranges: dict):
+    """:func:`widening_draws`' last draws: every free dim one value of :data:`ROUND_DIMS` that
+    lies in all their archive ranges, the lengths real inputs often come in, where the random
+    lengths before may all have broken a model's reshapes."""
+    for value in ROUND_DIMS:
+        if not free or any(value < lo or (hi is not None and value > hi)
+                           for lo, hi in (ranges.get(name, (0, None)) for name in free)):
+            continue
+        try:
+            yield draw_dims(exe, rng, {**dict.fromkeys(free, value), **fixed})
+        except InputError:
+            continue
 
 
 def _above(lo: int, hi: int, floor: int | None) -> tuple[int, int]:

@@ -88,6 +88,31 @@ def test_check_gives_a_dim_the_model_fixes_its_value(tmp_path):
     assert lines(result)[-1] == "PASS" and "channels=3" in result.output
 
 
+def test_check_tries_round_lengths_when_every_random_draw_is_refused(tmp_path, monkeypatch):
+    """A model whose shape arithmetic takes only lengths that are multiples of 16 (Longformer's
+    windows, Mamba2's chunks in their way), with draw ranges that hold no such length: every
+    random draw is refused by onnxruntime and relaxpack alike, and the last draws give every free
+    dim one round value, of which 16 runs."""
+    from onnx import TensorProto, helper, numpy_helper
+    const = lambda name, values: numpy_helper.from_array(np.array(values, np.int64), name)      # noqa: E731
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Slice", ["s", "zero", "one"], ["n"]),
+             helper.make_node("Slice", ["s", "one", "two"], ["length"]),
+             helper.make_node("Div", ["length", "chunk"], ["chunks"]),
+             helper.make_node("Concat", ["n", "chunks", "chunk"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["x", "shape"], ["r"]),
+             helper.make_node("ReduceSum", ["r", "two"], ["y"], keepdims=0)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "length"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [const("zero", [0]), const("one", [1]), const("two", [2]), const("chunk", [16])])
+    path = tmp_path / "chunks.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), str(path))
+    monkeypatch.setattr("relaxpack.feeds.DRAW_RANGES", ((1, 8), (17, 31)))     # no multiple of 16
+    result = invoke("check", path, "--samples", "1")
+    assert result.exit_code == 0, result.output
+    assert lines(result)[-1] == "PASS" and "(batch=16, length=16)" in result.output
+
+
 def test_check_says_its_inputs_are_random_when_dim_fixes_every_dim(tmp_path):
     result = invoke("check", CNN, "--dim", "batch=2", "--samples", "1")
     assert result.exit_code == 0 and "sample 0 (random inputs)" in result.output, result.output
@@ -140,6 +165,7 @@ def test_run_fill_random_draws_dims_the_model_takes(tmp_path, monkeypatch):
     result = invoke("run", path, "--fill", "random")
     assert result.exit_code == 0 and "output0: float32[" in result.output, result.output
     monkeypatch.setattr("relaxpack.feeds.DRAW_RANGES", ((1, 8),))
+    monkeypatch.setattr("relaxpack.feeds.ROUND_DIMS", (8,))          # (32 and 64 hold the multiple of 32)
     refused = invoke("run", path, "--fill", "random")
     assert refused.exit_code == 1
     assert re.fullmatch(r"error: no dims drawn for batch, height, width hold what the model assumes "
