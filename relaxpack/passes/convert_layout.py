@@ -23,9 +23,11 @@ reasons and measurements are in docs/design-notes.md ("Layout").
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..ir.block_builder import BlockBuilder
 from ..ir.expr import (
-    Call, DataflowBlock, DataflowVar, Expr, Function, MatchCast, Op, Tuple, TupleGetItem, Var, VarBinding,
+    Call, Constant, DataflowBlock, DataflowVar, Expr, Function, MatchCast, Op, Tuple, TupleGetItem, Var, VarBinding,
 )
 from ..ir.visitor import ExprVisitor
 from ..ir.well_formed import function_analyzer
@@ -287,9 +289,11 @@ class _Rewriter:
         return var
 
     def _nhwc(self, expr: Expr, span) -> Expr:
-        """``expr`` (a channels-first rank-4 var) channels last."""
+        """``expr`` (a channels-first rank-4 var, or a constant: transposed here) channels last."""
         if expr in self.nhwc_of:
             return self.nhwc_of[expr]
+        if isinstance(expr, Constant):      # (a concat's constant operand: RAFT's coordinate grid)
+            return Constant(np.ascontiguousarray(np.transpose(np.asarray(expr.data), TO_NHWC)))
         source = _transposed_from(self.bound.get(expr)) if isinstance(expr, Var) else None
         if source is not None:
             return source

@@ -27,6 +27,7 @@ SHIFT = RNG.standard_normal((1, 16, 1, 1)).astype(np.float32)
 STEM = RNG.standard_normal((16, 3, 3, 3)).astype(np.float32)
 UP = RNG.standard_normal((16, 8, 2, 2)).astype(np.float32)          # conv_transpose, (C, O, kh, kw)
 DEEP = (RNG.standard_normal((16, 64, 3, 3)) / 24).astype(np.float32)   # 64 channels: Winograd channels last
+GRID = np.stack(np.meshgrid(np.arange(7), np.arange(9))).astype(np.float32)[None]   # (1, 2, 9, 7): x, y
 
 
 def c(values) -> str:
@@ -166,6 +167,21 @@ x_nhwc = R.permute_dims(x, axes=(0, 2, 3, 1))
 lv_nhwc = R.nn.conv_bias_act(x_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
 lv1_nhwc = R.nn.conv_bias_act(lv_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
 lv2_nhwc = R.concat((x_nhwc, lv1_nhwc), axis=3)
+lv2 = R.permute_dims(lv2_nhwc, axes=(0, 3, 1, 2))
+return lv2
+"""),
+    # a constant operand of a concat taken in (RAFT's coordinate grid) is transposed here, folded:
+    # no transpose call, a constant of the channels-last shape
+    "concat_takes_a_constant_operand_in": (('x: R.Tensor((1, 16, 9, 7), "float32")', '(1, 18, 9, 7)'), f"""
+lv = R.nn.conv_bias_act(x, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+lv1 = R.nn.conv_bias_act(lv, {c(DW)}, {c(BIAS)}, {DW1_ATTRS})
+lv2 = R.concat(({c(GRID)}, lv1), axis=1)
+return lv2
+""", f"""
+x_nhwc = R.permute_dims(x, axes=(0, 2, 3, 1))
+lv_nhwc = R.nn.conv_bias_act(x_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv1_nhwc = R.nn.conv_bias_act(lv_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, data_layout="NHWC")
+lv2_nhwc = R.concat(({c(GRID.transpose(0, 2, 3, 1))}, lv1_nhwc), axis=3)
 lv2 = R.permute_dims(lv2_nhwc, axes=(0, 3, 1, 2))
 return lv2
 """),
