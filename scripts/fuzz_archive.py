@@ -73,8 +73,8 @@ class Seed:
     outputs: dict
 
 
-def mixed_dtype_executable() -> Executable:
-    """One function returning a tuple of constants of many dtypes (two with equal bytes)."""
+def mixed_dtype_executable(extra=()) -> Executable:
+    """One function returning a tuple of constants of many dtypes (two with equal bytes), then ``extra``."""
     consts = [np.arange(6, dtype=np.float32).reshape(2, 3), np.array(True), np.arange(5, dtype=np.int64),
               np.arange(6, dtype=np.float32).reshape(3, 2), np.zeros((0, 4), np.float16),
               np.array(["a", "bc", "\u00e9"], dtype=object), np.array([b"\x00\xff"], dtype=object),
@@ -84,6 +84,7 @@ def mixed_dtype_executable() -> Executable:
         consts.append(np.arange(3, dtype=ml_dtypes.bfloat16))
     except ImportError:
         pass
+    consts.extend(extra)
     table = [FuncEntry("builtin", "vm.builtin.make_tuple"), FuncEntry("kernel", "add")]
     tensor = ParamInfo("x", "tensor", "float32", 2, (2, 3))
     instrs = (Call(2, 0, tuple(("c", i) for i in range(len(consts)))),
@@ -92,6 +93,13 @@ def mixed_dtype_executable() -> Executable:
     fn = VMFunction("main", (tensor, ParamInfo("out", "tensor", "float32", 2, (2, 3))), 3, instrs,
                     outputs=("consts",))
     return Executable({"main": fn}, table, consts, {"stage": "lower", "source_sha256": "0" * 64})
+
+
+def _narrow_constants(rng) -> list:
+    """Constants a compact archive stores narrower (format 3): in int8, float16, int16, twice the same."""
+    weight = rng.integers(-100, 100, (32, 40)).astype(np.float32)
+    return [weight, rng.standard_normal(1100).astype(np.float16).astype(np.float32),
+            rng.integers(-3000, 3000, 600).astype(np.int64), weight.copy().reshape(-1)]
 
 
 def build_seeds(workdir: str) -> list[Seed]:
@@ -119,11 +127,13 @@ def build_seeds(workdir: str) -> list[Seed]:
         ("if", relaxpack.build(bb.get()), "linked", {"c": np.array(False), "x": np.arange(3, dtype=np.float32)}),
         ("mixed", mixed_dtype_executable(), "linked",
          {"x": np.ones((2, 3), np.float32), "out": np.zeros((2, 3), np.float32)}),
+        ("compact", mixed_dtype_executable(_narrow_constants(rng)), "linked",
+         {"x": np.ones((2, 3), np.float32), "out": np.zeros((2, 3), np.float32)}),
     ]
     seeds = []
     for name, exe, params, inputs in builds:
         path = os.path.join(workdir, NAME)
-        exe.save(path, params=params)
+        exe.save(path, params=params, constants="compact" if name == "compact" else "mapped")
         files = {name: _read(os.path.join(workdir, name)) for name in sorted(os.listdir(workdir))}
         for name in files:       # the archive and, external, its params file (named by its content)
             os.remove(os.path.join(workdir, name))

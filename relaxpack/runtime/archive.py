@@ -1,4 +1,4 @@
-"""The deployment archive (format 2): one versioned file, data only.
+"""The deployment archive (format 3): one versioned file, data only.
 
 >>> exe.save("model.rpk")                                  # doctest: +SKIP
 >>> exe = relaxpack.runtime.load("model.rpk")              # doctest: +SKIP
@@ -6,7 +6,7 @@
 Layout, all integers little-endian::
 
     0    8   magic  b"\\x89RPK\\r\\n\\x1a\\n"
-    8    4   format version (u32, 2; format 1 archives still load)
+    8    4   format version (u32, 3; formats 1 and 2 still load)
     12   4   flags (u32; bit 0: constants in an external params file)
     16   8   manifest length in bytes (u64)
     24  32   sha256 of the manifest bytes
@@ -33,7 +33,8 @@ Nothing in an archive is executed: :func:`load` checks every length, offset,
 checksum, name and operand (:mod:`.archive_check`), what the program does
 (:mod:`.program_check`, :mod:`.plan_check`), and then maps the file:
 constants are read-only numpy views of the mapping, no weight is copied
-(``mmap=False`` reads them into private memory instead). The same executable
+(``mmap=False`` reads them into private memory instead), except those stored
+narrower: each is widened once into private read-only memory. The same executable
 always gives the same bytes.
 """
 
@@ -55,6 +56,7 @@ import numpy as np
 from .. import __version__
 from ..errors import ArchiveError, RelaxpackError
 from . import archive_check as check
+from . import constant_storage
 from .added_attrs import fill_added_attrs
 from .builtins import BUILTINS
 from .bytecode import VMFunction
@@ -71,11 +73,17 @@ log = logging.getLogger(__name__)
 
 PRODUCER = "relaxpack"
 PARAMS_MODES = ("linked", "external")
+CONSTANT_MODES = ("mapped", "compact")
 
 
 # ---------------------------------------------------------------- writing
-def save_executable(exe: Executable, path, params: str = "linked", sources=()) -> None:
+def save_executable(exe: Executable, path, params: str = "linked", sources=(), constants: str = "mapped") -> None:
     """Write ``exe`` as an archive at ``path`` (constants in a params file beside it when ``params="external"``).
+
+    ``constants="compact"`` stores each constant in the narrowest dtype that holds its values
+    exactly (format 3, :mod:`.constant_storage`): a smaller file whose constants the loader widens
+    into private memory; ``"mapped"`` (the default) stores them as they are, to be read from the
+    file's mapping (shared between processes, pages given back once packed).
 
     ``path`` must be absent or a regular file other than the ``sources`` the caller read
     (:mod:`.safe_write`). External params go to ``<name>.<digest>.params``, named by their
@@ -89,12 +97,12 @@ def save_executable(exe: Executable, path, params: str = "linked", sources=()) -
     path = os.fspath(path)
     sources = list(sources)
     external = params == "external"
-    entries, blobs, nbytes = _constant_table(exe.constants)
+    entries, blobs, nbytes = _constant_table(exe.constants, _compact(constants))
     data = {"storage": params, "alignment": check.ALIGNMENT, "byte_order": "little", "nbytes": nbytes,
             "file": None, "sha256": None}
     params_path = None
     if external:
-        head = check.PARAMS_HEADER.pack(check.PARAMS_MAGIC, check.FORMAT_VERSION, 0, nbytes)
+        head = check.PARAMS_HEADER.pack(check.PARAMS_MAGIC, _version(entries), 0, nbytes)
         data["sha256"] = _sha256(_padded(head, check.ALIGNMENT, blobs))
         data["file"] = params_file_name(os.path.basename(path), data["sha256"])
         params_path = os.path.join(os.path.dirname(path), data["file"])
@@ -105,7 +113,7 @@ def save_executable(exe: Executable, path, params: str = "linked", sources=()) -
         check_destination(params_path, sources)
         if not _holds(params_path, data["sha256"]):
             write_file(params_path, _padded(head, check.ALIGNMENT, blobs), sources)
-    write_file(path, _archive_chunks(raw, [] if external else blobs, external), sources)
+    write_file(path, _archive_chunks(raw, [] if external else blobs, external, _version(entries)), sources)
     if stale is not None and stale != params_path:
         _remove(stale)
     log.debug("saved %s: %d-byte manifest, %d constants in %d data bytes (%s)",
@@ -160,18 +168,30 @@ def _holds(path: str, digest: str) -> bool:
         return False
 
 
-def archive_bytes(exe: Executable) -> bytes:
+def _compact(constants: str) -> bool:
+    if constants not in CONSTANT_MODES:
+        raise ArchiveError(f"constants must be one of {CONSTANT_MODES}, got {constants!r}")
+    return constants == "compact"
+
+
+def _version(entries: list) -> int:
+    """The format an archive of these constant entries is written in: 3 where one is stored narrower
+    (a reader of format 2 then says it is too old), else 2, which every reader since then loads."""
+    return check.FORMAT_VERSION if any("stored" in e for e in entries) else 2
+
+
+def archive_bytes(exe: Executable, constants: str = "mapped") -> bytes:
     """The archive of ``exe`` (constants linked) as bytes: what :func:`save_executable` would write
     and :func:`load_bytes` reads back."""
-    entries, blobs, nbytes = _constant_table(exe.constants)
+    entries, blobs, nbytes = _constant_table(exe.constants, _compact(constants))
     data = {"storage": "linked", "alignment": check.ALIGNMENT, "byte_order": "little", "nbytes": nbytes,
             "file": None, "sha256": None}
-    return b"".join(_archive_chunks(_manifest_bytes(exe, entries, data), blobs, False))
+    return b"".join(_archive_chunks(_manifest_bytes(exe, entries, data), blobs, False, _version(entries)))
 
 
-def _archive_chunks(raw: bytes, blobs, external: bool):
+def _archive_chunks(raw: bytes, blobs, external: bool, version: int):
     """The archive file's bytes in chunks: header, the manifest ``raw``, then the constants ``blobs``."""
-    header = check.HEADER.pack(check.MAGIC, check.FORMAT_VERSION, check.FLAG_EXTERNAL_PARAMS if external else 0,
+    header = check.HEADER.pack(check.MAGIC, version, check.FLAG_EXTERNAL_PARAMS if external else 0,
                                len(raw), hashlib.sha256(raw).digest(), check.align(check.HEADER.size + len(raw)))
     return _padded(header + raw, check.align(len(header) + len(raw)), blobs)
 
@@ -182,7 +202,7 @@ def _manifest_bytes(exe: Executable, constants: list, data: dict) -> bytes:
     main = next((f for f in functions if f["name"] == entry), None)
     source = exe.metadata.get("source_sha256")
     manifest = {
-        "format_version": check.FORMAT_VERSION,
+        "format_version": _version(constants),
         "producer": {"name": PRODUCER, "version": __version__},
         "source_sha256": source if isinstance(source, str) else None,
         "metadata": exe.metadata,
@@ -205,7 +225,7 @@ def _manifest_bytes(exe: Executable, constants: list, data: dict) -> bytes:
     # what cannot be loaded must not be saved: the writer runs the loader's checks
     try:
         decoded = json.loads(raw)
-        check.check_manifest(decoded, check.FORMAT_VERSION, data["storage"] == "external")
+        check.check_manifest(decoded, _version(constants), data["storage"] == "external")
         check.check_ranges(decoded["constants"])
         check.check_bytecode(decoded)
         _check_program(decoded)
@@ -216,8 +236,9 @@ def _manifest_bytes(exe: Executable, constants: list, data: dict) -> bytes:
     return raw
 
 
-def _constant_table(constants) -> tuple[list[dict], list[tuple[int, np.ndarray]], int]:
-    """Constant entries, the distinct byte blobs as (offset, uint8 view), and the data length."""
+def _constant_table(constants, compact: bool) -> tuple[list[dict], list[tuple[int, np.ndarray]], int]:
+    """Constant entries, the distinct byte blobs as (offset, uint8 view), and the data length; ``compact``:
+    each constant in the narrowest dtype that holds it exactly."""
     entries, blobs, where, end = [], [], {}, 0
     for i, value in enumerate(constants):
         array = np.asarray(value)
@@ -225,6 +246,9 @@ def _constant_table(constants) -> tuple[list[dict], list[tuple[int, np.ndarray]]
             entries.append(_string_entry(array, i))
             continue
         name = _dtype_name(array.dtype, i)
+        stored = constant_storage.narrowest(array) if compact else None
+        if stored is not None:
+            array = array.astype(stored)
         if array.dtype.byteorder == ">":
             array = array.astype(array.dtype.newbyteorder("<"))
         flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
@@ -238,7 +262,7 @@ def _constant_table(constants) -> tuple[list[dict], list[tuple[int, np.ndarray]]
             blobs.append((offset, flat))
             end = offset + flat.size
         entries.append({"dtype": name, "shape": list(array.shape), "offset": offset, "nbytes": int(flat.size),
-                        "sha256": digest})
+                        "sha256": digest, **({} if stored is None else {"stored": stored.name})})
     return entries, blobs, end
 
 
@@ -381,7 +405,8 @@ def _read(path: str, use_mmap: bool, mapped, size: int, source, in_memory: bool 
         data, base = mapped, header.data_offset
     try:
         verified: set[tuple[int, int]] = set()
-        constants = [_constant(c, i, data, base, verified) for i, c in enumerate(m["constants"])]
+        widened: dict = {}
+        constants = [_constant(c, i, data, base, verified, widened) for i, c in enumerate(m["constants"])]
     except BaseException:
         _close(data, source)
         raise
@@ -390,7 +415,9 @@ def _read(path: str, use_mmap: bool, mapped, size: int, source, in_memory: bool 
     exe.archive = {"format_version": header.version, "params": "external" if external else "linked",
                    "params_file": m["data"]["file"], "manifest_sha256": header.manifest_sha256.hex(),
                    "mmap": isinstance(data, mmap.mmap)}
-    if source is not None and any(c.dtype != object and c.base is not None for c in constants):
+    owned = {id(a) for a in widened.values()}
+    if source is not None and any(c.dtype != object and c.base is not None and id(c.base) not in owned
+                                  for c in constants):
         exe.source_check = source.check      # constants are views of a mapped file: watch it
     else:
         _close(data, source)
@@ -498,13 +525,17 @@ def _open_params(path: str, info: dict, use_mmap: bool):
     return data, check.ALIGNMENT, source
 
 
-def _constant(c: dict, index: int, data, base: int, verified: set) -> np.ndarray:
+def _constant(c: dict, index: int, data, base: int, verified: set, widened: dict) -> np.ndarray:
+    """Constant ``index`` of entry ``c``: a view of ``data``, or, stored narrower, its widened copy
+    (one per range, dtype and shape: ``widened``, whose arrays own their memory)."""
     shape = tuple(c["shape"])
     if c["dtype"] == "string":
         return _strings(c, index, shape)
     dtype = numpy_dtype(c["dtype"])
+    narrow = "stored" in c
+    stored = numpy_dtype(c["stored"]) if narrow else dtype
     if sys.byteorder != "little":
-        dtype = dtype.newbyteorder("<")
+        dtype, stored = dtype.newbyteorder("<"), stored.newbyteorder("<")
     count = prod(shape)
     if count == 0:
         array = np.empty(shape, dtype)
@@ -520,7 +551,12 @@ def _constant(c: dict, index: int, data, base: int, verified: set) -> np.ndarray
         finally:
             view.release()
         verified.add(key)
-    return np.frombuffer(data, dtype, count, start).reshape(shape)
+    if not narrow:
+        return np.frombuffer(data, dtype, count, start).reshape(shape)
+    kept = widened.get((key, stored, dtype))
+    if kept is None:
+        kept = widened[key, stored, dtype] = constant_storage.widened(data, stored, dtype, (count,), start)
+    return kept.reshape(shape)
 
 
 def _strings(c: dict, index: int, shape: tuple) -> np.ndarray:

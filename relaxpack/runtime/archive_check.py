@@ -11,7 +11,8 @@ puts the file's path in front).
 
 Format 2 adds each function's ``results`` (the outputs' kind, dtype and
 symbolic shape) and ``spans`` (the ONNX nodes each instruction came from);
-format 1 archives still load, without them.
+format 1 archives still load, without them. Format 3 lets a constant name
+the narrower dtype its values are ``stored`` in (:mod:`.constant_storage`).
 
 Bytecode jumps forward only (``If``/``Goto`` skip a branch), so a
 function's instructions run at most once per call and a malicious archive
@@ -29,11 +30,12 @@ from dataclasses import dataclass
 
 from ..errors import ArchiveError, RelaxpackError
 from .bytecode import CONST, FUNC, IMM, NO_DST, REG
+from .constant_storage import candidates
 from .dtypes import numpy_dtype
 from .executable import FUNC_KINDS
 
-FORMAT_VERSION = 2                     # what this runtime writes
-READ_VERSIONS = (1, 2)                 # what it loads
+FORMAT_VERSION = 3                     # what this runtime writes
+READ_VERSIONS = (1, 2, 3)              # what it loads
 MAGIC = b"\x89RPK\r\n\x1a\n"          # PNG-style: catches text-mode transfers
 PARAMS_MAGIC = b"\x89RPP\r\n\x1a\n"
 HEADER = struct.Struct("<8sIIQ32sQ")   # magic, version, flags, manifest length, sha256, data offset
@@ -257,6 +259,8 @@ TOP_KEYS = {"format_version", "producer", "source_sha256", "metadata", "entry", 
             "dim_ranges", "functions", "func_table", "kernels", "builtins", "constants", "data"}
 DATA_KEYS = {"storage", "alignment", "byte_order", "nbytes", "file", "sha256"}
 TENSOR_CONST_KEYS = {"dtype", "shape", "offset", "nbytes", "sha256"}
+#: format 3: a constant whose values the data section holds in a narrower dtype
+STORED_CONST_KEYS = TENSOR_CONST_KEYS | {"stored"}
 STRING_CONST_KEYS = {"dtype", "shape", "encoding", "strings"}
 FUNCTION_KEYS_V1 = {"name", "params", "num_registers", "instructions", "outputs", "dim_ranges", "attrs"}
 FUNCTION_KEYS = FUNCTION_KEYS_V1 | {"results", "spans"}
@@ -312,7 +316,7 @@ def check_manifest(m, header_version: int, external: bool) -> None:
         _fail("func_table", f"names VM functions the archive lacks: [{', '.join(_short(n) for n in missing[:10])}]")
 
     for i, c in enumerate(lst(m["constants"], "constants", MAX_CONSTANTS)):
-        _check_constant(c, f"constants[{i}]", m["data"]["nbytes"])
+        _check_constant(c, f"constants[{i}]", m["data"]["nbytes"], header_version)
 
 
 def _check_data(d, external: bool) -> None:
@@ -447,7 +451,7 @@ def _check_signature(m, functions) -> None:
             _fail(key, f"disagrees with function {fn['name']!r}")
 
 
-def _check_constant(c, path: str, data_nbytes: int) -> None:
+def _check_constant(c, path: str, data_nbytes: int, version: int) -> None:
     if isinstance(c, dict) and c.get("dtype") == "string":
         obj(c, path, STRING_CONST_KEYS)
         count = _shape_size(c["shape"], path)
@@ -459,19 +463,32 @@ def _check_constant(c, path: str, data_nbytes: int) -> None:
         for k, s in enumerate(strings):
             string(s, f"{path}.strings[{k}]", MAX_MANIFEST_BYTES)
         return
-    obj(c, path, TENSOR_CONST_KEYS)
+    obj(c, path, STORED_CONST_KEYS if version >= 3 and isinstance(c, dict) and "stored" in c
+        else TENSOR_CONST_KEYS)
     dtype = dtype_of(c["dtype"], f"{path}.dtype")
     count = _shape_size(c["shape"], path)
     offset = integer(c["offset"], f"{path}.offset", 0, MAX_OFFSET)
     nbytes = integer(c["nbytes"], f"{path}.nbytes", 0, MAX_OFFSET)
     sha256_hex(c["sha256"], f"{path}.sha256")
-    if count * dtype.itemsize != nbytes:
-        _fail(path, f"shape {c['shape']} of {c['dtype']} needs {count * dtype.itemsize} bytes, "
+    held, held_name = dtype, c["dtype"]
+    if "stored" in c:
+        held, held_name = _stored_dtype(c["stored"], dtype, c["dtype"], f"{path}.stored"), c["stored"]
+    if count * held.itemsize != nbytes:
+        _fail(path, f"shape {c['shape']} of {held_name} needs {count * held.itemsize} bytes, "
                     f"nbytes says {nbytes}")
     if offset % ALIGNMENT:
         _fail(f"{path}.offset", f"{offset} is not aligned to {ALIGNMENT}")
     if offset + nbytes > data_nbytes:
         _fail(path, f"range {offset}..{offset + nbytes} lies outside the {data_nbytes}-byte data section")
+
+
+def _stored_dtype(name, dtype, dtype_name: str, path: str):
+    """The dtype a constant of ``dtype`` says its values are stored in: one of those the writer
+    chooses from (:func:`.constant_storage.candidates`)."""
+    stored = dtype_of(name, path)
+    if stored not in candidates(dtype):
+        _fail(path, f"{_short(name)} is not a dtype {dtype_name} constants are stored in")
+    return stored
 
 
 def _shape_size(shape, path: str) -> int:

@@ -85,12 +85,14 @@ class Executable:
     def input_names(self, name: str = "main") -> Sequence[str]:
         return [p.name for p in self.function(name).params]
 
-    def save(self, path, params="linked", sources=()):
+    def save(self, path, params="linked", sources=(), constants="mapped"):
         """Write a deployment archive; ``params="external"`` puts the constants in a params file
-        beside it. ``path`` must not be one of ``sources`` (files the caller read), nor a symlink,
-        device or anything but a regular file (:func:`~relaxpack.runtime.archive.save_executable`)."""
+        beside it, ``constants="compact"`` stores each in the narrowest dtype that holds it exactly
+        (a smaller file; loading widens them into private memory). ``path`` must not be one of
+        ``sources`` (files the caller read), nor a symlink, device or anything but a regular file
+        (:func:`~relaxpack.runtime.archive.save_executable`)."""
         from .archive import save_executable
-        save_executable(self, path, params, sources)
+        save_executable(self, path, params, sources, constants)
 
     def __reduce__(self):
         """Pickle by reference to the archive file: unpickling reopens (memory-maps) it by its absolute

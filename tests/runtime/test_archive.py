@@ -289,8 +289,8 @@ def archive(cnn, tmp_path):
 
 
 def test_a_newer_format_names_both_versions(archive):
-    patch(archive, 8, struct.pack("<I", 3))
-    with pytest.raises(ArchiveError, match=r"archive format 3 is newer than this runtime's 2; upgrade relaxpack$"):
+    patch(archive, 8, struct.pack("<I", 4))
+    with pytest.raises(ArchiveError, match=r"archive format 4 is newer than this runtime's 3; upgrade relaxpack$"):
         load(archive)
     patch(archive, 8, struct.pack("<I", 0))
     with pytest.raises(ArchiveError, match="archive format 0 is not supported"):
