@@ -10,6 +10,7 @@ this works in a runtime-only install.
 
 from __future__ import annotations
 
+from itertools import combinations
 from math import prod
 from typing import Mapping
 
@@ -230,14 +231,15 @@ def widening_draws(exe, rng: np.random.Generator, fixed: Mapping | None = None):
     :data:`DRAW_RANGES` in turn (once when it names them all), up to the first range the
     archive's own dim ranges exclude; then, with two or more such dims, all of them given one
     value drawn from each range within all their archive ranges (two inputs whose batches the model
-    names apart); then all of them each of :data:`ROUND_DIMS` (:func:`_round_draws`). A range
-    wholly below a dim's archive range (built with ``--dim h=32..128``) starts at its lowest value
-    instead."""
+    names apart); then all of them each of :data:`ROUND_DIMS` (:func:`_round_draws`); then, with
+    three or more, one of them the sum of two others (:func:`_sum_draws`). A range wholly below a
+    dim's archive range (built with ``--dim h=32..128``) starts at its lowest value instead."""
     fixed = dict(fixed or {})
     free = sorted(input_dim_names(exe) - set(fixed))
     ranges = dim_ranges(exe)
     yield from _ranged_draws(exe, rng, fixed, free, ranges)
     yield from _round_draws(exe, rng, fixed, free, ranges)
+    yield from _sum_draws(exe, rng, fixed, free, ranges)
 
 
 def _ranged_draws(exe, rng: np.random.Generator, fixed: dict, free: list, ranges: dict):
@@ -283,6 +285,32 @@ def _round_draws(exe, rng: np.random.Generator, fixed: dict, free: list, ranges:
             continue
         try:
             yield draw_dims(exe, rng, {**dict.fromkeys(free, value), **fixed})
+        except InputError:
+            continue
+
+
+#: at most this many of :func:`_sum_draws` (four free dims make 12, five 30)
+SUM_DRAWS = 36
+
+
+def _sum_draws(exe, rng: np.random.Generator, fixed: dict, free: list, ranges: dict):
+    """:func:`widening_draws`' last resort: one free dim the sum of two others drawn from
+    :data:`DEFAULT_DIM_RANGE`, the rest drawn as ever. A decoder exported with its past keys and
+    values takes an attention mask over the past and the new tokens: ``total_sequence`` must be
+    ``past_sequence + sequence``, which no shape in the graph says (GPT-2's positions come from
+    the mask; onnxruntime refuses every other draw). Values outside a dim's archive range are not
+    drawn."""
+    if len(free) < 3:
+        return
+    combos = [(total, a, b) for total in free for a, b in combinations([n for n in free if n != total], 2)]
+    for total, a, b in combos[:SUM_DRAWS]:
+        values = dict(zip((a, b), (int(v) for v in rng.integers(1, DEFAULT_DIM_RANGE[1] + 1, 2))))
+        values[total] = values[a] + values[b]
+        if any(v < lo or (hi is not None and v > hi)
+               for v, (lo, hi) in ((v, ranges.get(name, (0, None))) for name, v in values.items())):
+            continue
+        try:
+            yield draw_dims(exe, rng, {**values, **fixed})
         except InputError:
             continue
 

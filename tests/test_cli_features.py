@@ -113,6 +113,20 @@ def test_check_tries_round_lengths_when_every_random_draw_is_refused(tmp_path, m
     assert lines(result)[-1] == "PASS" and "(batch=16, length=16)" in result.output
 
 
+@pytest.mark.parametrize("exporter", ["ts", "dynamo"])
+def test_check_tries_a_dim_that_is_the_sum_of_two_others(exporter):
+    """GPT-2 exported with its past (the zoo's): the attention mask spans the past and the new
+    tokens, so ``total_sequence`` must be ``past_sequence + sequence``, which no shape in the
+    graph says; onnxruntime refuses the random and round draws, and the last draws make one dim
+    the sum of two others."""
+    from tests.models.zoo.judge import HERE
+    result = invoke("check", HERE / f"gpt2_kv_{exporter}.onnx", "--samples", "1")
+    assert result.exit_code == 0, result.output
+    dims = dict(re.findall(r"(\w+)=(\d+)", result.output[result.output.index("sample 0"):].splitlines()[0]))
+    assert int(dims["total_sequence"]) == int(dims["past_sequence"]) + int(dims["sequence"]), result.output
+    assert lines(result)[-1] == "PASS"
+
+
 def test_check_says_its_inputs_are_random_when_dim_fixes_every_dim(tmp_path):
     result = invoke("check", CNN, "--dim", "batch=2", "--samples", "1")
     assert result.exit_code == 0 and "sample 0 (random inputs)" in result.output, result.output
