@@ -31,6 +31,8 @@ def archive_facts(exe, archive: Path) -> dict:
         "functions": sorted({f.name for f in exe.func_table if f.kind == "func"}),
         "constants": len(exe.constants),
         "constant_bytes": int(sum(c.nbytes for c in exe.constants)),
+        # constants a compact archive stores in a narrower dtype (widened at load)
+        "constants_stored_narrower": (exe.archive or {}).get("stored_narrower", 0),
         "arena_bytes": plan.get("arena_bytes"),
         "lower_bound_bytes": plan.get("lower_bound_bytes"),
         "naive_bytes": plan.get("naive_bytes"),
@@ -103,7 +105,9 @@ def inspect_(archive: Path, ir: bool = False, bytecode: bool = False, plan: bool
     echo(f"kernels      {facts['kernel_calls']} calls of {len(facts['kernels'])} kernels")
     if facts["functions"]:
         echo(f"functions    {one_line(', '.join(facts['functions']))} (register them with relaxpack.runtime.register_func)")
-    echo(f"constants    {facts['constants']} ({fmt_bytes(facts['constant_bytes'])})")
+    narrower = facts["constants_stored_narrower"]
+    echo(f"constants    {facts['constants']} ({fmt_bytes(facts['constant_bytes'])}"
+         + (f"; {narrower} stored narrower, widened at load)" if narrower else ")"))
     if facts["arena_bytes"] is not None:
         echo(f"arena        {fmt_bytes(facts['arena_bytes'])} (lower bound {fmt_bytes(facts['lower_bound_bytes'])}, "
              f"naive {fmt_bytes(facts['naive_bytes'])})")

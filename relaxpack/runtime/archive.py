@@ -414,6 +414,7 @@ def _read(path: str, use_mmap: bool, mapped, size: int, source, in_memory: bool 
     exe = Executable(functions, table, constants, m["metadata"])
     exe.archive = {"format_version": header.version, "params": "external" if external else "linked",
                    "params_file": m["data"]["file"], "manifest_sha256": header.manifest_sha256.hex(),
+                   "stored_narrower": sum("stored" in c for c in m["constants"]),
                    "mmap": isinstance(data, mmap.mmap)}
     owned = {id(a) for a in widened.values()}
     if source is not None and any(c.dtype != object and c.base is not None and id(c.base) not in owned

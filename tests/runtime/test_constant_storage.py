@@ -105,6 +105,7 @@ def test_compact_archives_give_back_the_same_bytes(params, tmp_path):
     # 1728 + 2400 + 4096 + 2048 + 12 bytes, each range 64-aligned, against 6912 + 4800 + 4096 + 8192 + 12
     assert (manifest["data"]["nbytes"], parts(tmp_path / "mapped.rpk")[1]["data"]["nbytes"]) == (10316, 24012)
     loaded = load(tmp_path / "compact.rpk")
+    assert loaded.archive["stored_narrower"] == 4
     for original, c in zip(consts, loaded.constants):
         assert c.dtype == original.dtype and c.shape == original.shape and not c.flags.writeable
         if c.dtype != object:
