@@ -26,6 +26,18 @@ EXTRA_CASES = [
     ((1, 3, 84, 84), (5, 3, 3, 3), {}),
     ((2, 3, 7000), (4, 3, 5), dict(padding=2)),
     ((1, 8, 5, 6), (12, 2, 1, 1), dict(groups=4)),                         # grouped 1x1: not the plain GEMM
+    ((2, 9, 7, 11), (6, 3, 1, 1), dict(groups=3, strides=2, padding=(0, 1, 1, 0))),   # grouped 1x1 by columns
+    # grouped stride-1 convs by per-tap GEMMs batched over the groups ("taps"): group widths 1 in / 2
+    # out, 2, 4 (ResNeXt's) and 8 (RegNet's), odd sizes, dilation, uneven padding, no padding, 1-d,
+    # batch 2 and an empty batch
+    ((2, 12, 9, 11), (12, 4, 3, 3), dict(groups=3, padding=1)),
+    ((1, 32, 13, 10), (32, 4, 3, 3), dict(groups=8, padding=1)),
+    ((1, 16, 7, 7), (24, 8, 3, 3), dict(groups=2, padding=1)),
+    ((1, 6, 11, 9), (12, 1, 3, 3), dict(groups=6, padding=1)),
+    ((1, 8, 12, 15), (8, 2, 3, 5), dict(groups=4, padding=(2, 1, 0, 3), dilation=(2, 1))),
+    ((2, 8, 9, 9), (8, 4, 3, 3), dict(groups=2)),
+    ((2, 12, 31), (6, 4, 5), dict(groups=3, padding=2)),
+    ((0, 8, 9, 9), (8, 4, 3, 3), dict(groups=2, padding=1)),
 ]
 
 
@@ -148,7 +160,9 @@ def test_depthwise_plans_split_phases_where_documented():
     ((1, 8, 5, 6), (8, 1, 3, 3), dict(padding=1, groups=8), "depthwise"),
     ((1, 8, 81, 80), (4, 8, 3, 3), dict(padding=1), "taps"),
     ((1, 8, 81, 80), (4, 8, 3, 3), dict(padding=1, strides=2), "gemm"),
-    ((1, 8, 81, 80), (8, 4, 3, 3), dict(padding=1, groups=2), "gemm"),
+    ((1, 8, 81, 80), (8, 4, 3, 3), dict(padding=1, groups=2), "taps"),
+    ((1, 8, 5, 6), (8, 4, 3, 3), dict(padding=1, groups=2), "taps"),       # grouped: taps at any size
+    ((1, 8, 81, 80), (8, 4, 3, 3), dict(padding=1, groups=2, strides=2), "gemm"),
 ])
 def test_nhwc_plan_method_and_workspace(data, weight, attrs, method):
     """The plan picks the method its docstring names; only the pointwise GEMM
@@ -263,3 +277,36 @@ def test_a_padded_nhwc_avg_pool_sums_channels_last(count_include_pad, dtype):
     want, = run_onnx("AveragePool", [np.ascontiguousarray(x.transpose(0, 3, 1, 2))],
                      dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=int(count_include_pad)))
     assert_close(got.transpose(0, 3, 1, 2), want, **tolerance(dtype))
+
+
+def test_grouped_tap_weights_are_kept_per_read_only_weight():
+    """A constant (read-only) grouped weight's per-tap matrices are made once and dropped with it;
+    a writable weight's are made per call, so a changed weight gives the changed result."""
+    import gc
+
+    from relaxpack.runtime.kernels import conv_nhwc
+    from relaxpack.runtime.kernels.nn import conv
+    rng = np.random.default_rng(5)
+    x, w = rand(rng, (1, 8, 9, 10), "float32"), rand(rng, (8, 4, 3, 3), "float32")
+    expected = last(conv_ref(x, w, dict(groups=2, padding=1), "ort"))
+    attrs = dict(strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=2, data_layout="NHWC",
+                 out_layout=None, exact=False)
+    out = np.empty_like(expected)
+
+    def run(weight):
+        conv(last(x), weight, out=out, **attrs)
+        return out.copy()
+    constant = hwio(w)
+    constant.flags.writeable = False
+    before = len(conv_nhwc._GROUPED)
+    for _ in range(2):
+        assert_close(run(constant), expected, **CONV_TOL["float32"])
+    assert len(conv_nhwc._GROUPED) == before + 1
+    del constant
+    gc.collect()
+    assert len(conv_nhwc._GROUPED) == before
+    writable = hwio(w)
+    run(writable)
+    writable *= 2
+    assert_close(run(writable), 2 * expected, **CONV_TOL["float32"])
+    assert len(conv_nhwc._GROUPED) == before
