@@ -38,6 +38,14 @@ EXTRA_CASES = [
     ((2, 8, 9, 9), (8, 4, 3, 3), dict(groups=2)),
     ((2, 12, 31), (6, 4, 5), dict(groups=3, padding=2)),
     ((0, 8, 9, 9), (8, 4, 3, 3), dict(groups=2, padding=1)),
+    # strided grouped convs by taps over the input's phase planes: stride 2 at even and odd sizes,
+    # strides (1, 3) and (3, 2), dilation with a stride, a 4x4/4 patchify (one tap per phase), 1-d
+    ((2, 16, 12, 14), (16, 4, 3, 3), dict(groups=4, strides=2, padding=1)),
+    ((1, 12, 13, 11), (24, 4, 3, 3), dict(groups=3, strides=2, padding=1)),
+    ((1, 8, 10, 17), (8, 2, 3, 5), dict(groups=4, strides=(1, 3), padding=(1, 2, 0, 1))),
+    ((1, 8, 14, 13), (16, 4, 3, 3), dict(groups=2, strides=(3, 2), dilation=(1, 2), padding=2)),
+    ((1, 8, 16, 12), (8, 4, 4, 4), dict(groups=2, strides=4)),
+    ((2, 6, 23), (6, 2, 3), dict(groups=3, strides=2, padding=1)),
 ]
 
 
@@ -162,7 +170,7 @@ def test_depthwise_plans_split_phases_where_documented():
     ((1, 8, 81, 80), (4, 8, 3, 3), dict(padding=1, strides=2), "gemm"),
     ((1, 8, 81, 80), (8, 4, 3, 3), dict(padding=1, groups=2), "taps"),
     ((1, 8, 5, 6), (8, 4, 3, 3), dict(padding=1, groups=2), "taps"),       # grouped: taps at any size
-    ((1, 8, 81, 80), (8, 4, 3, 3), dict(padding=1, groups=2, strides=2), "gemm"),
+    ((1, 8, 81, 80), (8, 4, 3, 3), dict(padding=1, groups=2, strides=2), "taps"),     # on phase planes
 ])
 def test_nhwc_plan_method_and_workspace(data, weight, attrs, method):
     """The plan picks the method its docstring names; only the pointwise GEMM
@@ -171,8 +179,9 @@ def test_nhwc_plan_method_and_workspace(data, weight, attrs, method):
     o, i, kh, kw = weight
     s, p = attrs.get("strides", 1), attrs.get("padding", 0)
     lengths = ((h + 2 * p - kh) // s + 1, (w_ + 2 * p - kw) // s + 1)
-    plan = nhwc_plan((h, w_), (kh, kw), (s, s), (1, 1), (p, p), lengths, attrs.get("groups", 1) == c,
-                     prefers_taps(attrs.get("groups", 1), lengths[0] * lengths[1]))
+    groups = attrs.get("groups", 1)
+    plan = nhwc_plan((h, w_), (kh, kw), (s, s), (1, 1), (p, p), lengths, groups == c,
+                     prefers_taps(groups, lengths[0] * lengths[1]), strided_taps=1 < groups < c)
     assert plan.method == method
     one = conv_workspace((1, h, w_, c), (kh, kw, i, o), "float32", **op_attrs("nn.conv", data_layout="NHWC", **attrs))
     three = conv_workspace((3, h, w_, c), (kh, kw, i, o), "float32", **op_attrs("nn.conv", data_layout="NHWC", **attrs))

@@ -22,7 +22,8 @@ transposed per call:
   channels on 80-256 pixels square, measured, 1 thread). A grouped conv
   takes it at any size: each tap one GEMM batched over the groups, on
   views of the plane's and the result's rows (``gemm`` copied every
-  group's columns out of the im2col, runs of a few values);
+  group's columns out of the im2col, runs of a few values); strided, on
+  the phase planes of its input (:func:`_phased_taps`);
 * ``winograd``: a 3x3 stride-1 conv of many channels by F(2x2, 3x3)
   (:mod:`.conv_winograd`: 2.25x fewer products, 1.4-2x faster than
   ``gemm``/``taps`` from 64 channels);
@@ -77,6 +78,11 @@ class NhwcPlan:
     fallback: "NhwcPlan | None" = None  # winograd: the plan that redoes a call whose result is not finite
     by_panels: bool = False     # winograd on a small map, only where its GEMMs take gemm_panels (else fallback)
     dw: DepthwisePlan | None = None     # depthwise: its channel-last layout
+    # taps of a strided conv: per tap the phase plane it reads (its index), a plane's extent, and per
+    # phase (the source slices, where they go in its plane, the plane's regions no source value fills)
+    phases: tuple = ()
+    plane: tuple = ()
+    splits: tuple = ()
 
     @property
     def taps(self) -> int:
@@ -84,9 +90,9 @@ class NhwcPlan:
 
     @property
     def pitch(self) -> tuple[int, ...]:
-        """Pixels between neighbours along each spatial dim of the (padded) plane."""
+        """Pixels between neighbours along each spatial dim of the (padded, or phase) plane."""
         strides, acc = [], 1
-        for d in reversed(self.cl[0]):
+        for d in reversed(self.plane or self.cl[0]):
             strides.append(acc)
             acc *= d
         return tuple(reversed(strides))
@@ -95,14 +101,15 @@ class NhwcPlan:
 @functools.lru_cache(maxsize=1024)
 def nhwc_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, begins: tuple,
               lengths: tuple, depthwise: bool, taps: bool = False, winograd: bool = False,
-              channels: int = 0, by_panels: bool = False) -> NhwcPlan:
+              channels: int = 0, by_panels: bool = False, strided_taps: bool = False) -> NhwcPlan:
     """The method and layout for a channels-last conv of this geometry (cached);
     ``taps``: a stride-1 KxK conv runs by per-tap GEMMs (the caller decides:
     see :func:`prefers_taps`); ``winograd``: a 3x3 one by F(2x2, 3x3)
     (:func:`.conv_winograd.prefers_winograd`), before ``taps``, and with ``by_panels``
     only where its GEMMs take panels (:func:`.conv_winograd.small_map_by_panels`; else
     its fallback runs); ``channels``: a depthwise conv's, which pick its layout
-    (:func:`.conv_depthwise.depthwise_plan`)."""
+    (:func:`.conv_depthwise.depthwise_plan`); ``strided_taps``: with ``taps``, a strided conv
+    runs by taps too, on its input's phase planes (:func:`_phased_taps`: grouped convs)."""
     cl, fill = channel_last_geometry(spatial, kernel, strides, dilation, begins, lengths)
     if winograd and not depthwise:
         fallback = nhwc_plan(spatial, kernel, strides, dilation, begins, lengths, depthwise, taps, False, channels)
@@ -119,6 +126,8 @@ def nhwc_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, be
         return NhwcPlan("depthwise", dw.reads_input, cl, fill, windows, tuple(lengths), dw=dw)
     if len(windows) == 1 and source_is_input and tuple(lengths) == tuple(spatial):
         method = "pointwise"
+    elif taps and strided_taps and len(windows) > 1 and any(s > 1 for s in strides):
+        return _phased_taps(cl, fill, windows, tuple(lengths), kernel, strides, dilation, source_is_input)
     elif taps and len(windows) > 1 and all(s == 1 for s in strides):
         plan = NhwcPlan("taps", source_is_input, cl, fill, windows, tuple(lengths))
         pitch = plan.pitch
@@ -129,6 +138,31 @@ def nhwc_plan(spatial: tuple, kernel: tuple, strides: tuple, dilation: tuple, be
     else:
         method = "gemm"
     return NhwcPlan(method, source_is_input, cl, fill, windows, tuple(lengths))
+
+
+def _phased_taps(cl, fill, windows, lengths: tuple, kernel, strides, dilation, source_is_input: bool) -> NhwcPlan:
+    """The ``taps`` plan of a strided conv: the (padded) input split into its strides' phase planes
+    (phase ``p`` holds the positions ``p + s * u`` along each dim, as :mod:`.conv_direct`'s planes),
+    so that tap ``t`` (at ``a = t * d``) reads, for every output pixel, phase ``a % s`` at ``a // s``
+    on: one contiguous run of wide rows over that plane, as a stride-1 conv's tap over its plane."""
+    extent = cl[0]
+    plane = tuple(-(-e // s) for e, s in zip(extent, strides))
+    pitch = tuple(math.prod(plane[i + 1:]) for i in range(len(plane)))
+    phases, offsets = [], []
+    for tap in itertools.product(*(range(k) for k in kernel)):
+        at = [t * d for t, d in zip(tap, dilation)]
+        phases.append(int(np.ravel_multi_index([a % s for a, s in zip(at, strides)], strides)))
+        offsets.append(sum((a // s) * p for a, s, p in zip(at, strides, pitch)))
+    splits = []
+    for phase in itertools.product(*(range(s) for s in strides)):
+        counts = [len(range(p, e, s)) for p, e, s in zip(phase, extent, strides)]
+        unfilled = tuple(tuple(slice(c, n) if j == i else slice(None) for j in range(len(plane)))
+                         for i, (c, n) in enumerate(zip(counts, plane)) if c < n)
+        splits.append((tuple(slice(p, None, s) for p, s in zip(phase, strides)),
+                       tuple(slice(0, c) for c in counts), unfilled))
+    q = sum((m - 1) * p for m, p in zip(lengths, pitch)) + 1
+    return NhwcPlan("taps", source_is_input, cl, fill, windows, lengths, tuple(offsets), q,
+                    phases=tuple(phases), plane=plane, splits=tuple(splits))
 
 
 #: ``taps`` over ``gemm`` for a stride-1 KxK conv (groups 1) from this many
@@ -161,8 +195,10 @@ def scratch_layouts(plan: NhwcPlan, batch, channels: int, out_channels: int, dty
         return depthwise_layouts(plan.dw, batch, channels, dtype) + result
     layouts = [] if plan.source_is_input else [((batch, *plan.cl[0], channels), dtype)]
     if plan.method == "taps":
-        # the wide result, one image at a time, and one block of a tap's GEMM
-        return layouts + [((plan.q, out_channels), dtype), ((min(plan.q, TAPS_BLOCK_ROWS), out_channels), dtype)]
+        # (a strided conv's phase planes,) the wide result, one image at a time, and one block of a tap's GEMM
+        phases = [((batch, len(plan.splits), *plan.plane, channels), dtype)] if plan.phases else []
+        return layouts + phases + [((plan.q, out_channels), dtype),
+                                   ((min(plan.q, TAPS_BLOCK_ROWS), out_channels), dtype)]
     if plan.method == "gemm":
         layouts.append(((batch, *plan.lengths, plan.taps, channels), dtype))
     if not direct:
@@ -206,6 +242,8 @@ def run_conv_nhwc(plan: NhwcPlan, x: np.ndarray, weight: np.ndarray, groups: int
                 source = arrays.pop(0)
                 _fill(plan, x, source)
             if plan.method == "taps":
+                if plan.phases:
+                    source = _split_phases(plan, source, arrays.pop(0))
                 _taps(plan, source, weight, groups, out, bias, *arrays)
                 return
             result = out if direct else arrays.pop()
@@ -242,6 +280,18 @@ def _fill(plan: NhwcPlan, x: np.ndarray, padded: np.ndarray) -> None:
         padded[(slice(None),) + dst] = x[(slice(None),) + src]
 
 
+def _split_phases(plan: NhwcPlan, source: np.ndarray, planes: np.ndarray) -> np.ndarray:
+    """``source`` (N, *extent, C) split into its phase ``planes`` (N, phases, *plane, C), the cells
+    no source value reaches zeroed (the wide rows read them for columns that are not pixels)."""
+    lead = (slice(None),)
+    for k, (src, dst, unfilled) in enumerate(plan.splits):
+        target = planes[:, k]
+        target[lead + dst] = source[lead + src]
+        for region in unfilled:
+            target[lead + region] = 0
+    return planes
+
+
 def _taps(plan: NhwcPlan, source: np.ndarray, weight: np.ndarray, groups: int, out: np.ndarray, bias,
           wide: np.ndarray, tmp: np.ndarray) -> None:
     """Per image: the wide result accumulated from one GEMM per tap, a block
@@ -257,16 +307,19 @@ def _taps(plan: NhwcPlan, source: np.ndarray, weight: np.ndarray, groups: int, o
     valid = _as_strided(wide, (*plan.lengths, out_channels),
                         (*(p * out_channels * item for p in plan.pitch), item), writeable=False)
     by_group = _by_group if groups > 1 else _as_is
+    phases = plan.phases or (0,) * plan.taps
     for n in range(batch):
-        flat = source[n].reshape(-1, channels)
-        rows = by_group(flat, groups)          # (the taps' rows are its slices along its second last dim)
+        # the rows each tap reads slices along their second last dim: the plane's, or its phase plane's
+        planes = [source[n]] if not plan.phases else source[n]
+        rows = [by_group(p.reshape(-1, channels), groups) for p in planes]
         for q0 in range(0, q, block):
             q1 = min(q, q0 + block)
             acc, part = wide[q0:q1], tmp[:q1 - q0]
             acc_g, part_g = by_group(acc, groups), by_group(part, groups)
-            np.matmul(rows[..., q0 + plan.offsets[0]:q1 + plan.offsets[0], :], w[0], out=acc_g)
-            for offset, w_tap in zip(plan.offsets[1:], w[1:]):
-                np.matmul(rows[..., q0 + offset:q1 + offset, :], w_tap, out=part_g)
+            first = plan.offsets[0]
+            np.matmul(rows[phases[0]][..., q0 + first:q1 + first, :], w[0], out=acc_g)
+            for offset, phase, w_tap in zip(plan.offsets[1:], phases[1:], w[1:]):
+                np.matmul(rows[phase][..., q0 + offset:q1 + offset, :], w_tap, out=part_g)
                 np.add(acc, part, out=acc)
         if bias is not None:
             np.add(valid, bias, out=out[n])

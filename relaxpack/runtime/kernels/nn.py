@@ -193,7 +193,7 @@ def _conv_geometry(data_shape, weight_shape, strides, padding, dilation, groups,
                                                                        out_channels, lengths)
         return conv_nhwc.nhwc_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, tuple(lengths),
                                    depthwise, conv_nhwc.prefers_taps(groups, math.prod(lengths)),
-                                   winograd or by_panels, channels, by_panels), lengths
+                                   winograd or by_panels, channels, by_panels, groups > 1 and not depthwise), lengths
     plan = conv_plan(tuple(spatial), tuple(kernel), strides, dilation, begins, ends, tuple(lengths),
                      depthwise, per_group, channels)
     return plan, lengths
