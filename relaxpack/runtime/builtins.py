@@ -9,14 +9,13 @@ match patterns are compiled once, not per call.
 
 from __future__ import annotations
 
-import weakref
 from typing import Callable
 
 import numpy as np
 
 from ..errors import ArchiveError, InputError, ShapeError
 from .dtypes import numpy_dtype
-from .kept import keep
+from .kept import keep, keep_for, kept_for
 from .shape_program import compile_program
 
 BUILTINS: dict[str, Callable] = {}
@@ -265,17 +264,16 @@ def reshape_view(value: np.ndarray, shape: tuple) -> np.ndarray:
     pieces, a conv's rows and windows), which they keep by identity (ShuffleNet's shuffles)."""
     if value.base is None:
         return value.reshape(shape)
-    key = id(value)
-    kept = _RESHAPED.get(key)
-    if kept is not None and kept[0]() is value and kept[1] == shape:
-        return kept[2]
+    kept = kept_for(_RESHAPED, value)
+    if kept is not None and kept[0] == shape:
+        return kept[1]
     view = value.reshape(shape)
     # the entry goes when ``value`` does (its view does not hold it: a view's base is the owner)
-    _RESHAPED[key] = (weakref.ref(value, lambda _, key=key, kept=_RESHAPED: kept.pop(key, None)), shape, view)
+    keep_for(_RESHAPED, value, (shape, view))
     return view
 
 
-#: id(value) -> (a weak reference to the value, the shape, its reshaped view)
+#: id(value) -> (a weak reference to the value, (the shape, its reshaped view))
 _RESHAPED: dict = {}
 
 

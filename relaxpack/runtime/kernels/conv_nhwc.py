@@ -47,11 +47,11 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..kept import keep_for, kept_for
 from . import conv_winograd, gemm_panels
 from .conv_depthwise import DepthwisePlan, channel_last_geometry, depthwise_layouts, depthwise_plan, run_depthwise
 from ._workspace import Scratch
@@ -335,14 +335,13 @@ def _tap_weights(weight: np.ndarray, taps: int, per_group: int, groups: int) -> 
     w = weight.reshape(taps, per_group, out_channels)
     if groups == 1:
         return w
-    if not weight.flags.writeable:
-        entry = _GROUPED.get(id(weight))
-        if entry is not None and entry[0]() is weight:
-            return entry[1]
-    grouped = np.ascontiguousarray(w.reshape(taps, per_group, groups, out_channels // groups).transpose(0, 2, 1, 3))
-    if not weight.flags.writeable:      # a constant: kept while it lives (a computed weight: made per call)
-        key = id(weight)
-        _GROUPED[key] = (weakref.ref(weight, lambda _, key=key, kept=_GROUPED: kept.pop(key, None)), grouped)
+    constant = not weight.flags.writeable       # kept while it lives (a computed weight: made per call)
+    grouped = kept_for(_GROUPED, weight) if constant else None
+    if grouped is None:
+        grouped = np.ascontiguousarray(w.reshape(taps, per_group, groups, out_channels // groups)
+                                       .transpose(0, 2, 1, 3))
+        if constant:
+            keep_for(_GROUPED, weight, grouped)
     return grouped
 
 
