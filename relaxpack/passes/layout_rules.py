@@ -53,13 +53,19 @@ class Thresholds:
       level channels last: 51.5 -> 49.7 ms, A/B in one process);
     - ``gain_min_depth``: a stride-1 KxK conv counts as a gain (a reason to
       keep a region) from this depth on: 0.8-0.9x the channels-first time
-      from 128 channels.
+      from 128 channels;
+    - ``depthwise_entry_min_channels``: a depthwise conv starts a region from
+      this many channels: channels last (one einsum per phase over whole
+      rows) it runs at 0.59-0.69x the channels-first time (two passes a tap)
+      at 8-32 channels, 56x56 to 112x112, 3x3 stride 1 and 2 (the
+      0.5-width MobileNets' and LCNet's first blocks).
     """
 
     entry_min_channels: int = 16
     shallow_depth: int = 1024
     large_plane_pixels: int = 4096
     gain_min_depth: int = 1024
+    depthwise_entry_min_channels: int = 8
 
 
 #: the thresholds the pass uses
@@ -113,10 +119,19 @@ def _starts_region(call: Call, is_nhwc) -> str | None:
     if is_nhwc(call.args[0]):
         return None
     channels = call.args[0].struct_info.shape[1] if call.args[0].struct_info.shape else None
-    least = THRESHOLDS.entry_min_channels
+    least = THRESHOLDS.depthwise_entry_min_channels if _is_depthwise(call) else THRESHOLDS.entry_min_channels
     if not (isinstance(channels, int) and channels >= least):
         return f"a conv of {channels} input channels does not start a region (< {least})"
     return None
+
+
+def _is_depthwise(call: Call) -> bool:
+    """A conv of one input channel per group, groups > 1 (pools: False)."""
+    if not call.op.name.startswith("nn.conv") or len(call.args) < 2:
+        return False
+    weight = call.args[1].struct_info
+    shape = getattr(weight, "shape", None)
+    return shape is not None and len(shape) > 1 and shape[1] == 1 and call.attrs.get("groups", 1) > 1
 
 
 def _check_sensitive(call: Call, is_nhwc) -> str | None:
@@ -189,7 +204,8 @@ def _check_entry(call: Call, is_nhwc) -> str | None:
     if not (rank4(call.args[0]) and rank4(call) and isinstance(weight, TensorStructInfo)
             and data.shape is not None and weight.shape is not None):
         return f"R.{call.op.name} is not 2-d (rank 4) with known operand shapes"
-    out_channels, least = weight.shape[0], THRESHOLDS.entry_min_channels
+    out_channels = weight.shape[0]
+    least = min(THRESHOLDS.entry_min_channels, THRESHOLDS.depthwise_entry_min_channels)
     if not (isinstance(out_channels, int) and out_channels >= least):
         return f"the conv makes {out_channels} channels (< {least})"
     attrs = {k: call.attrs[k] for k in ("strides", "padding", "dilation", "groups")}

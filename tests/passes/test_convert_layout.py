@@ -302,6 +302,20 @@ lv2_nhwc = R.nn.conv_bias_act(lv1_nhwc, {c(hwio(DW))}, {c(BIAS)}, {DW1_ATTRS}, d
 lv2 = R.permute_dims(lv2_nhwc, axes=(0, 3, 1, 2))
 return lv2
 """),
+    # LCNet-0.5's and the 0.5-width MobileNets' first block: an 8-channel stem writes channels last
+    # for the 8-channel depthwise convs after it (depthwise starts a region from 8 channels)
+    "stem_of_8_channels_writes_channels_last": (('x: R.Tensor(("n", 3, 17, 14), "float32")', '("n", 8, 9, 7)'), f"""
+lv = R.nn.conv_bias_act(x, {c(STEM[:8])}, {c(BIAS[:8])}, strides=2, padding=1, activation="hard_swish")
+lv1 = R.nn.conv_bias_act(lv, {c(DW[:8])}, {c(BIAS[:8])}, groups=8, padding=1, activation="relu")
+lv2 = R.nn.conv_bias_act(lv1, {c(DW[:8])}, {c(BIAS[:8])}, groups=8, padding=1, activation="relu")
+return lv2
+""", f"""
+lv_nhwc = R.nn.conv_bias_act(x, {c(STEM[:8])}, {c(BIAS[:8])}, strides=2, padding=1, activation="hard_swish", out_layout="NHWC")
+lv1_nhwc = R.nn.conv_bias_act(lv_nhwc, {c(hwio(DW[:8]))}, {c(BIAS[:8])}, groups=8, padding=1, activation="relu", data_layout="NHWC")
+lv2_nhwc = R.nn.conv_bias_act(lv1_nhwc, {c(hwio(DW[:8]))}, {c(BIAS[:8])}, groups=8, padding=1, activation="relu", data_layout="NHWC")
+lv2 = R.permute_dims(lv2_nhwc, axes=(0, 3, 1, 2))
+return lv2
+"""),
     # the same stem's result also read channels first: writing it channels last would only move
     # the transpose (one out instead of one in), so the stem stays channels first
     "stem_read_channels_first_too": ((STEM_X, '("n", 16, 15, 15)'), f"""
@@ -332,7 +346,8 @@ return lv6
 #: depthwise convs sum in another order
 #: channels last sums a conv's products in another order: float32 agrees to 1e-5 (more with a stem)
 TOLERANCES = {name: dict(rtol=1e-5, atol=1e-4) for name in ("stem_writes_channels_last", "stem_read_channels_first_too",
-                                                             "stem_of_any_size_writes_channels_last")}
+                                                             "stem_of_any_size_writes_channels_last",
+                                                             "stem_of_8_channels_writes_channels_last")}
 #: the dims each case runs at (default: n = 1 and 3)
 DIMS = {"stem_of_any_size_writes_channels_last": [{"n": 1, "h": 13, "w": 10}, {"n": 3, "h": 8, "w": 9}]}
 
@@ -349,6 +364,11 @@ UNCHANGED = {
     # a 3-channel stem does not start a region (channels-last im2col is slower)
     "stem": ('x: R.Tensor(("n", 3, 9, 7), "float32")', '("n", 16, 5, 4)',
              f"lv = R.nn.conv(x, {c(STEM)}, strides=2, padding=1)\nreturn lv"),
+    # depthwise convs of fewer than 8 channels do not start a region
+    "depthwise_of_4_channels": ('x: R.Tensor(("n", 4, 30, 30), "float32")', '("n", 4, 30, 30)', f"""
+lv = R.nn.conv_bias_act(x, {c(DW[:4])}, {c(BIAS[:4])}, groups=4, padding=1, activation="relu")
+lv1 = R.nn.conv_bias_act(lv, {c(DW[:4])}, {c(BIAS[:4])}, groups=4, padding=1, activation="relu")
+return lv1"""),
     # a region of 1x1 convs only would gain nothing and pay its transposes
     "pointwise_only": (X, '("n", 3, 9, 7)', f"lv = R.nn.conv(x, {c(PW.transpose(1, 0, 2, 3))})\nreturn lv"),
     # pools do not start a region
