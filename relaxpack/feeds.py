@@ -280,8 +280,7 @@ def _round_draws(exe, rng: np.random.Generator, fixed: dict, free: list, ranges:
     lies in all their archive ranges, the lengths real inputs often come in, where the random
     lengths before may all have broken a model's reshapes."""
     for value in ROUND_DIMS:
-        if not free or any(value < lo or (hi is not None and value > hi)
-                           for lo, hi in (ranges.get(name, (0, None)) for name in free)):
+        if not free or _outside(dict.fromkeys(free, value), ranges):
             continue
         try:
             yield draw_dims(exe, rng, {**dict.fromkeys(free, value), **fixed})
@@ -306,13 +305,18 @@ def _sum_draws(exe, rng: np.random.Generator, fixed: dict, free: list, ranges: d
     for total, a, b in combos[:SUM_DRAWS]:
         values = dict(zip((a, b), (int(v) for v in rng.integers(1, DEFAULT_DIM_RANGE[1] + 1, 2))))
         values[total] = values[a] + values[b]
-        if any(v < lo or (hi is not None and v > hi)
-               for v, (lo, hi) in ((v, ranges.get(name, (0, None))) for name, v in values.items())):
+        if _outside(values, ranges):
             continue
         try:
             yield draw_dims(exe, rng, {**values, **fixed})
         except InputError:
             continue
+
+
+def _outside(values: dict, ranges: dict) -> bool:
+    """Whether a dim's value lies outside its archive range (``ranges``; a dim without one: 0..)."""
+    return any(v < lo or (hi is not None and v > hi)
+               for v, (lo, hi) in ((v, ranges.get(name, (0, None))) for name, v in values.items()))
 
 
 def _above(lo: int, hi: int, floor: int | None) -> tuple[int, int]:

@@ -155,7 +155,7 @@ def _prefers_channels_first(call: Call) -> bool:
     """A stride-1, non-depthwise KxK conv shallow for its plane (see :class:`Thresholds`)."""
     weight, out = call.args[1].data.shape, call.struct_info.shape
     taps = weight[2] * weight[3]
-    depthwise = weight[1] == 1 and call.attrs["groups"] > 1
+    depthwise = _is_depthwise(call)
     if taps == 1 or depthwise or any(s != 1 for s in _pair(call.attrs["strides"])) or out is None:
         return False
     if _runs_winograd(call):
@@ -423,7 +423,7 @@ def _gains(call: Call) -> bool:
     taps = weight[2] * weight[3]
     if taps == 1:
         return False
-    depthwise = weight[1] == 1 and call.attrs["groups"] > 1
+    depthwise = _is_depthwise(call)
     strided = any(s != 1 for s in _pair(call.attrs["strides"]))
     return depthwise or strided or weight[1] * taps >= THRESHOLDS.gain_min_depth or _runs_winograd(call)
 
