@@ -73,3 +73,7 @@ class ModelError(RelaxpackError):
 
 class OutputError(RelaxpackError):
     """An output file cannot be written where asked: it is an input, or not a regular file."""
+
+
+class NumpyTooOld(RelaxpackError, ImportError):
+    """The installed numpy is older than the one the runtime needs (``import relaxpack.runtime`` raises it)."""

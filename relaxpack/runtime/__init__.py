@@ -12,6 +12,10 @@ archive runs anywhere numpy does::
     outputs = vm.run({"x": x})
 """
 
+from .numpy_version import check_numpy
+
+check_numpy()           # first: nothing below is imported on a numpy its kernels do not support
+
 from .archive import load, load_bytes
 from .blas import blas_threads, get_blas_threads, set_blas_threads, set_weight_panels
 from .executable import Executable, FuncEntry

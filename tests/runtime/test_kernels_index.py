@@ -68,6 +68,15 @@ def test_take_out_of_range_names_the_op():
         run_kernel("take", np.zeros((5, 2), np.float32), np.array([1, 5]), axis=0)
 
 
+def test_strided_unsigned_indices_out_of_range_name_the_index():
+    """Unsigned indices as a strided view: the error's search for the bad index compares them
+    with the size only (numpy 2.0-2.1 can crash comparing such a view with a negative int)."""
+    indices = np.zeros((3, 6, 2), np.uint8)[..., 0]
+    indices[1, 2] = 7
+    with pytest.raises(ShapeError, match=r"take: index 7 is out of range for axis 0 of size 5"):
+        run_kernel("take", np.zeros((5, 2), np.float32), indices, axis=0)
+
+
 @pytest.mark.parametrize("shape, ishape, axis", [
     ((4, 5), (3, 5), 0), ((4, 5), (4, 2), 1), ((3, 4, 5), (3, 2, 5), -2), ((4, 5), (2, 3), 1),
     ((4, 5), (0, 5), 0), ((6,), (9,), 0),

@@ -104,7 +104,9 @@ dynamic_strided_slice.specialize_attrs = _specialize_dynamic_strided_slice
 
 
 def _index_error(name: str, indices: np.ndarray, size: int, axis: int) -> ShapeError:
-    bad = indices[(indices < -size) | (indices >= size)]
+    # (unsigned indices are never negative: numpy 2.0-2.1 crash comparing a strided unsigned array
+    # with a negative int)
+    bad = indices[(indices >= size) if indices.dtype.kind == "u" else (indices < -size) | (indices >= size)]
     shown = int(bad.flat[0]) if bad.size else "?"
     return ShapeError(f"{name}: index {shown} is out of range for axis {axis} of size {size}")
 

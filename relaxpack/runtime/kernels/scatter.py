@@ -28,7 +28,9 @@ def _normalized(name: str, indices: np.ndarray, size: int, axis: int) -> np.ndar
     indices = np.asarray(indices)
     if indices.dtype.kind not in "iu":
         raise ShapeError(f"{name}: indices must be integers, got {indices.dtype}")
-    bad = (indices < -size) | (indices >= size)
+    # (unsigned indices are never negative; numpy 2.0-2.1 crash comparing a strided unsigned array
+    # with a negative int)
+    bad = (indices >= size) if indices.dtype.kind == "u" else (indices < -size) | (indices >= size)
     if bad.any():
         raise ShapeError(f"{name}: index {int(indices[bad].flat[0])} is out of range for axis {axis} "
                          f"of size {size}")

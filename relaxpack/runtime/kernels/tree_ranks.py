@@ -238,7 +238,8 @@ def rank_scorer(ranks: TreeRanks, weights: np.ndarray, offsets: np.ndarray, base
             rows += starts(rows.shape[1])
             left = and_reduce(rows_of(rows, axis=0), 0)                               # (N, T): t << 56 | 2 ** leaf
             left %= modulus                                                           # its weights row
-            scores = add_reduce(take_weights(left.T, axis=0), 0)                      # (T, N, K') -> (N, K')
+            # (remainders below the modulus, viewed as int64: numpy 2.0-2.1's take refuses uint64 indices)
+            scores = add_reduce(take_weights(left.T.view(np.int64), axis=0), 0)       # (T, N, K') -> (N, K')
             return scores[:, :3] if targets == 3 else scores
         return score
     rows_of = union.table.take
