@@ -334,6 +334,14 @@ def normalize_axis(axis: int, ndim: int) -> int:
     return axis + ndim if axis < 0 else axis
 
 
+def out_of_range(indices: np.ndarray, size: int) -> np.ndarray:
+    """Where integer ``indices`` fall outside ``[-size, size)``: unsigned ones are compared with
+    ``size`` only (numpy 2.0-2.1 crash comparing a strided unsigned array with a negative int)."""
+    if indices.dtype.kind == "u":
+        return indices >= size
+    return (indices < -size) | (indices >= size)
+
+
 def separate(out: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     """``arrays``, each copied if it may share memory with ``out``.
 

@@ -12,7 +12,7 @@ from ...errors import ShapeError
 from ..frozen import is_frozen
 from ..kept import keep
 from ..semantics import onnx_slice
-from ._math import normalize_axis
+from ._math import normalize_axis, out_of_range
 from ._registry import register_kernel
 from .manipulate import as_item_runs
 
@@ -104,9 +104,7 @@ dynamic_strided_slice.specialize_attrs = _specialize_dynamic_strided_slice
 
 
 def _index_error(name: str, indices: np.ndarray, size: int, axis: int) -> ShapeError:
-    # (unsigned indices are never negative: numpy 2.0-2.1 crash comparing a strided unsigned array
-    # with a negative int)
-    bad = indices[(indices >= size) if indices.dtype.kind == "u" else (indices < -size) | (indices >= size)]
+    bad = indices[out_of_range(indices, size)]
     shown = int(bad.flat[0]) if bad.size else "?"
     return ShapeError(f"{name}: index {shown} is out of range for axis {axis} of size {size}")
 

@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from ...errors import ShapeError
-from ._math import normalize_axis
+from ._math import normalize_axis, out_of_range
 from ._registry import register_kernel
 
 _REDUCE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
@@ -28,9 +28,7 @@ def _normalized(name: str, indices: np.ndarray, size: int, axis: int) -> np.ndar
     indices = np.asarray(indices)
     if indices.dtype.kind not in "iu":
         raise ShapeError(f"{name}: indices must be integers, got {indices.dtype}")
-    # (unsigned indices are never negative; numpy 2.0-2.1 crash comparing a strided unsigned array
-    # with a negative int)
-    bad = (indices >= size) if indices.dtype.kind == "u" else (indices < -size) | (indices >= size)
+    bad = out_of_range(indices, size)
     if bad.any():
         raise ShapeError(f"{name}: index {int(indices[bad].flat[0])} is out of range for axis {axis} "
                          f"of size {size}")
