@@ -300,7 +300,7 @@ def qlinear_softmax(ctx, x, x_scale, x_zero_point=None, y_scale=None, y_zero_poi
 
     For each row of ``D`` values along the axis, with ``d = max(x) - x`` (the
     zero point cancels): ``t = float32(exp((shift - d) * x_scale))`` in float64,
-    where ``shift = max(0, log(FLT_MAX / D) - 5) / x_scale`` keeps the row's
+    where ``shift = max(0, logf(FLT_MAX / D) - 5) / x_scale`` (the log in float32) keeps the row's
     sum finite; ``s`` is the sum of the row's ``t`` in float32, added left to
     right (both one ``qlinear_softmax_exp``); ``y = round(t * floor(1 / y_scale) / s) + y_zero_point``, kept at most
     the type's maximum. ``axis`` defaults to -1 at every opset (the schema's
@@ -334,8 +334,10 @@ def _softmax_rows(ctx, data: Expr, axis: int, length, x_scale: Value, y_scale: V
                   y_zero_point: Value | None, target: str) -> Expr:
     scale64 = astype(ctx, _per_tensor(ctx, x_scale, "x_scale"), "float64")
     n = astype(ctx, ctx.expr(ctx.sym_value([length], scalar=True)), "float32")
-    headroom = call(ctx, "log", astype(ctx, call(ctx, "divide", scalar(ctx, _FLOAT32_MAX, "float32"), n),
-                                        "float64"))
+    # onnxruntime's log(FLT_MAX / D) takes a float and resolves to the float overload: the
+    # headroom is rounded to float32 before the float64 shift (qlinear_softmax.cc)
+    headroom = astype(ctx, call(ctx, "log", call(ctx, "divide", scalar(ctx, _FLOAT32_MAX, "float32"), n)),
+                      "float64")
     shift = call(ctx, "divide", call(ctx, "maximum", call(ctx, "subtract", headroom, scalar(ctx, 5.0, "float64")),
                                      scalar(ctx, 0.0, "float64")), scale64)
     # t = float32(exp((float64(-(max - x)) + shift) * scale)) and its sums, left to right in
