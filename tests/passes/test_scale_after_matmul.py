@@ -107,3 +107,73 @@ return out
     assert_unchanged(simplify_algebra, other)
     assert dict(explain(parse(other), "scale_after_matmul"))["out"] == \
         "neither operand is a scalar multiple used only here (a power of two in float16)"
+
+
+def test_a_dequantized_operand_keeps_a_factor_that_is_not_a_power_of_two():
+    """DequantizeLinear's ``(q - z) * s`` on a matmul's operand: ``s`` stays before the product
+    unless it is a power of two (a requantized product would turn the other rounding into a step)."""
+    body = """
+lv = R.astype(q, dtype="float32")
+lv1 = R.subtract(lv, R.const(3.0, "float32"))
+d = R.multiply(lv1, R.const(0.0123, "float32"))
+out = R.matmul(d, w)
+return out
+"""
+    params = 'q: R.Tensor(("n", 8), "uint8"), w: R.Tensor((8, 4), "float32")'
+    dequantized = program(params, '("n", 4)', body)
+    assert_unchanged(simplify_algebra, dequantized)
+    assert dict(explain(parse(dequantized), "scale_after_matmul"))["out"] == \
+        "the factors scale integers (dequantized operands) and are not powers of two"
+    rounded = program('x: R.Tensor(("n", 8), "float32"), w: R.Tensor((8, 4), "float32")', '("n", 4)', """
+lv = R.round(x)
+lv1 = R.clip(lv, min=-128.0, max=127.0)
+d = R.multiply(lv1, R.const(0.0123, "float32"))
+out = R.matmul(d, w)
+return out
+""")
+    assert_unchanged(simplify_algebra, rounded)
+    halved = program(params, '("n", 4)', body.replace("0.0123", "0.5"))
+    expected = program(params, '("n", 4)', """
+lv = R.astype(q, dtype="float32")
+lv1 = R.subtract(lv, R.const(3.0, "float32"))
+lv2 = R.matmul(lv1, w, out_dtype=None)
+out = R.multiply(lv2, R.const(0.5, "float32"))
+return out
+""")
+    mod, out = assert_rewrites(with_dce(simplify_algebra), halved, expected)
+    assert_same_results(mod, out, [{"n": 3}, {"n": 0}])
+    # a clip at bounds that are not whole numbers does not keep integers: the factor moves
+    fractional = rounded.replace("min=-128.0, max=127.0", "min=-0.5, max=127.0")
+    assert "out" not in dict(explain(parse(fractional), "scale_after_matmul"))
+
+
+def test_requantized_sibling_projections_give_the_same_bits_at_o0_and_o2():
+    """Two projections of one dequantized activation, each requantized (a QDQ model's MLP), at
+    scales that put every product on a QuantizeLinear tie: -O2 merges the products, so the
+    dequantizing multiply has one use, and must still scale before the product as -O0 does
+    (moving it after turned ties into steps: llama's gate/up projections, quantize_static QDQ)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    import relaxpack
+    from relaxpack.runtime import VirtualMachine
+
+    rng = np.random.default_rng(0)
+    consts = {"xs": np.float32(0.1), "xz": np.int8(0), "ws": np.float32(1.0), "wz": np.int8(0),
+              "ys": np.float32(0.2), "yz": np.int8(0)}
+    inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"])]
+    for i in range(2):
+        inits.append(numpy_helper.from_array(rng.integers(-9, 10, (15, 8)).astype(np.int8), f"w{i}"))
+        nodes += [helper.make_node("DequantizeLinear", [f"w{i}", "ws", "wz"], [f"wd{i}"]),
+                  helper.make_node("MatMul", ["xd", f"wd{i}"], [f"p{i}"]),
+                  helper.make_node("QuantizeLinear", [f"p{i}", "ys", "yz"], [f"q{i}"])]
+    graph = helper.make_graph(nodes, "siblings", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 15])],
+                              [helper.make_tensor_value_info(f"q{i}", TensorProto.INT8, ["n", 8]) for i in range(2)],
+                              inits)
+    module = relaxpack.from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    x = (rng.integers(-20, 21, (64, 15)) * np.float32(0.1)).astype(np.float32)
+    runs = [VirtualMachine(relaxpack.build(module, opt_level=level)).run({"x": x}) for level in (0, 2)]
+    for name in ("q0", "q1"):
+        np.testing.assert_array_equal(runs[1][name], runs[0][name])
