@@ -7,12 +7,13 @@
 the zoo's tested shapes; the inputs, the outputs and the model's float tolerance (its zoo judge's)
 go to DIR as pickles of plain Python values (arrays as dtype, shape and bytes), which any numpy
 reads. ``compare`` loads each archive, runs it on the same inputs and counts the outputs that have
-the same bits (NaN matches NaN). An output that does not must be a float within the judge's
-tolerance: numpy 1.x wheels bundle an older OpenBLAS, whose kernels on some CPU may sum in another
-order (on this project's machine every run gives the same bits); integers and quantized outputs
-must be equal. CI runs ``compare`` in a fresh venv holding the oldest numpy that pyproject.toml
-accepts (``.ci/numpy_floor.sh``): the runtime promises numpy >= 1.24, and numpy 2.0 added
-functions and changed casting rules that numpy 1.x kernels would trip on.
+the same bits (a zero's sign included; NaN matches NaN). An output that does not must be a float
+within the judge's tolerance: an older numpy's wheel bundles an older OpenBLAS, whose kernels on
+some CPU may sum in another order (on this project's machine every run gives the same bits);
+integers and quantized outputs must be equal. CI runs ``compare`` in a fresh venv holding the
+oldest numpy that pyproject.toml accepts (``.ci/numpy_floor.sh``, numpy 2.0): the oldest numpy 2
+releases have their own bugs (numpy 2.0-2.1 crash comparing a strided unsigned array with a
+negative int; 2.0's ``take`` refuses uint64 indices), which only running there finds.
 """
 
 from __future__ import annotations
@@ -66,8 +67,11 @@ def same_bits(got, want) -> bool:
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape or got.dtype != want.dtype:
         return False
-    if want.dtype.kind in "fc":
-        return bool(((got == want) | (np.isnan(got) & np.isnan(want))).all())
+    if want.dtype.kind == "c":
+        return same_bits(got.real, want.real) and same_bits(got.imag, want.imag)
+    if want.dtype.kind == "f":           # equal and of one sign (-0.0 is not +0.0), or both NaN
+        same = (got == want) & (np.signbit(got) == np.signbit(want))
+        return bool((same | (np.isnan(got) & np.isnan(want))).all())
     if want.dtype == object:
         return all(map(same_bits, got.reshape(-1).tolist(), want.reshape(-1).tolist()))
     return bool((got == want).all())
